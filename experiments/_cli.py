@@ -1,0 +1,74 @@
+"""``key=value`` command-line arguments for the experiment entry points.
+
+Every entry point declares its options as a dict of defaults; the command line
+may override any of them with ``key=value``. Values are parsed to the type of
+the default (int, float, bool, str, or a comma-separated list for list
+defaults). Unknown keys and values of the wrong type are errors that name the
+key, the value and the command.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+class UsageError(ValueError):
+    """A command-line argument that cannot be used."""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _parse(command: str, key: str, text: str, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            low = text.lower()
+            if low in _TRUE:
+                return True
+            if low in _FALSE:
+                return False
+            raise ValueError(text)
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+        if isinstance(default, list):
+            return [item for item in text.split(",") if item]
+    except ValueError:
+        kind = type(default).__name__
+        raise UsageError(f"{command}: {key}={text!r} is not a valid {kind}") from None
+    return None if text.lower() in {"none", "null"} and default is None else text
+
+
+def parse_args(
+    command: str, defaults: Mapping[str, Any], argv: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Return ``defaults`` updated by ``key=value`` arguments from ``argv``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    options = dict(defaults)
+    if any(a in {"-h", "--help"} for a in args):
+        lines = [f"usage: python -m {command} [key=value ...]", "options (defaults):"]
+        lines += [f"  {k}={v!r}" for k, v in defaults.items()]
+        raise SystemExit("\n".join(lines))
+    for arg in args:
+        key, sep, text = arg.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{command}: expected key=value, got {arg!r}")
+        if key not in defaults:
+            known = ", ".join(sorted(defaults))
+            raise UsageError(f"{command}: unknown option {key!r} (known: {known})")
+        options[key] = _parse(command, key, text, defaults[key])
+    return options
+
+
+def main_guard(fn: Any) -> int:
+    """Run an entry point, turning usage and validation errors into a clean exit."""
+    try:
+        fn()
+    except (UsageError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
