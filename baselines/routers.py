@@ -1,0 +1,95 @@
+"""Routing-only baselines: random, round robin, least load, cache aware (SPEC section 6)."""
+
+from __future__ import annotations
+
+from envs.sim.simulator import Simulator
+from envs.workloads.request import Request
+
+from baselines.policy import Policy, register
+
+
+def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:
+    """The node with the fewest running + waiting requests; ties at random (``sim.rng``)."""
+    nodes = sim.nodes
+    if candidates is None:
+        loads = [n.running + len(n.queue) for n in nodes]
+        low = min(loads)
+        ties = [i for i, load in enumerate(loads) if load == low]
+    else:
+        low = min(nodes[i].running + len(nodes[i].queue) for i in candidates)
+        ties = [i for i in candidates if nodes[i].running + len(nodes[i].queue) == low]
+    if len(ties) == 1:
+        return ties[0]
+    return ties[int(sim.rng.random() * len(ties))]
+
+
+@register("random")
+class RandomRouter(Policy):
+    """Uniformly random node."""
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        return int(sim.rng.random() * sim.n_nodes)
+
+
+@register("round_robin")
+class RoundRobin(Policy):
+    """Nodes in turn."""
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def reset(self, sim: Simulator) -> None:
+        self._next = 0
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        node = self._next % sim.n_nodes
+        self._next += 1
+        return node
+
+
+@register("least_load")
+class LeastLoad(Policy):
+    """Minimum running + waiting requests; ties at random."""
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        return least_loaded(sim)
+
+
+@register("cache_aware")
+class CacheAware(Policy):
+    """The Infer-Sim reading of SGLang's default router.
+
+    If the cluster is imbalanced (max load > ``balance_abs`` and max load >
+    ``balance_rel`` x min load) route by least load; otherwise to the node with
+    the longest HBM prefix match, ties by load, then at random.
+    """
+
+    def __init__(self, balance_abs: int = 64, balance_rel: float = 1.5) -> None:
+        self.balance_abs = balance_abs
+        self.balance_rel = balance_rel
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        return cache_aware_choice(sim, request, self.balance_abs, self.balance_rel)
+
+
+def cache_aware_choice(
+    sim: Simulator, request: Request, balance_abs: float = 64, balance_rel: float = 1.5
+) -> int:
+    nodes = sim.nodes
+    loads = [n.running + len(n.queue) for n in nodes]
+    high = max(loads)
+    if high > balance_abs and high > balance_rel * min(loads):
+        return least_loaded(sim)
+    blocks = request.blocks
+    best_key = None
+    ties: list[int] = []
+    for i, node in enumerate(nodes):
+        key = (-node.cache.hbm_match(blocks), loads[i])
+        if best_key is None or key < best_key:
+            best_key = key
+            ties = [i]
+        elif key == best_key:
+            ties.append(i)
+    if len(ties) == 1:
+        return ties[0]
+    return ties[int(sim.rng.random() * len(ties))]

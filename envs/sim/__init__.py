@@ -1,0 +1,47 @@
+"""The world: a discrete-event model of an LLM serving cluster with prefix KV
+caches and RDMA copies. Pure Python and numpy; never imports gymnasium, torch
+or hydra."""
+
+from envs.sim.cache import PrefixCache
+from envs.sim.config import SETUPS, ClusterSpec, SimConfig, setup_cluster
+from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.hardware import (
+    GPUS,
+    MODELS,
+    GpuSpec,
+    ModelSpec,
+    NodeCosts,
+    NodeSpec,
+    gpu_preset,
+    model_preset,
+    parse_node,
+)
+from envs.sim.node import Node
+from envs.sim.records import Records, summarize
+from envs.sim.simulator import WARM_OK, WARM_REFUSALS, Router, Simulator
+
+__all__ = [
+    "GPUS",
+    "MODELS",
+    "SETUPS",
+    "WARM_OK",
+    "WARM_REFUSALS",
+    "ClusterSpec",
+    "ConfigError",
+    "GpuSpec",
+    "ModelSpec",
+    "Node",
+    "NodeCosts",
+    "NodeSpec",
+    "PrefixCache",
+    "Records",
+    "Router",
+    "SimConfig",
+    "SimulationError",
+    "Simulator",
+    "gpu_preset",
+    "model_preset",
+    "parse_node",
+    "setup_cluster",
+    "summarize",
+]

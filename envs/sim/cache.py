@@ -1,0 +1,349 @@
+"""A node's prefix KV cache: a radix tree of block runs over three tiers.
+
+Requests name their prompt by *chained* block ids (``envs.workloads.request``):
+the id at position i identifies blocks 0..i, so a run of blocks is identified
+by its last id and a tree edge can be matched by comparing one id.
+
+Each tree segment holds a run of blocks that live in one tier: HBM, host RAM or
+disk. Along any root-to-leaf path the tiers never go up (HBM, then RAM, then
+disk), because eviction always takes the least recently used *leaf* of a tier
+and using or inserting a path brings the whole path into HBM. This keeps hits
+cheap to compute: the longest cached leading run of a request is one walk down
+the tree, and its split by tier falls out of the walk.
+
+Capacity is in blocks. HBM capacity is set by the node for each call to
+:meth:`PrefixCache.evict_to` (it shrinks while running requests reserve KV);
+host RAM is unbounded unless ``ram_capacity_blocks`` is given; the disk tier,
+when enabled, is unbounded. Blocks evicted from HBM go to RAM; blocks evicted
+from a full RAM go to disk or are dropped.
+
+Segments written by a warm copy carry the copy's id, so the simulator can tell
+whether a copy was used before it was evicted.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+
+HBM = 0
+RAM = 1
+DISK = 2
+GONE = 3
+TIER_NAMES = ("hbm", "ram", "disk")
+
+
+class Segment:
+    """A run of blocks in one tier; an edge of the radix tree."""
+
+    __slots__ = ("blocks", "children", "copy_id", "hbm_kids", "last_used", "parent", "tier", "upper_kids")
+
+    def __init__(self, blocks: list[int], parent: Segment | None, tier: int, now: float) -> None:
+        self.blocks = blocks
+        self.parent = parent
+        self.children: dict[int, Segment] = {}
+        self.tier = tier
+        self.last_used = now
+        self.hbm_kids = 0  # children in HBM
+        self.upper_kids = 0  # children in HBM or RAM
+        self.copy_id = -1
+
+
+class PrefixCache:
+    """Per-node prefix cache. See the module docstring for the model."""
+
+    def __init__(self, ram_capacity_blocks: float = math.inf, disk_tier: bool = False) -> None:
+        if not ram_capacity_blocks >= 0:
+            raise ValueError(f"ram_capacity_blocks must be >= 0, got {ram_capacity_blocks!r}")
+        self.root = Segment([], None, HBM, 0.0)
+        self.ram_capacity_blocks = ram_capacity_blocks
+        self.disk_tier = disk_tier
+        self.blocks_in = [0, 0, 0]  # blocks per tier
+        self._hbm_heap: list[tuple[float, int, Segment]] = []
+        self._ram_heap: list[tuple[float, int, Segment]] = []
+        self._seq = 0
+        self.used_copies_hbm: set[int] = set()
+        self.used_copies_any: set[int] = set()
+        self.evicted_hbm_blocks = 0
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def hbm_blocks(self) -> int:
+        return self.blocks_in[HBM]
+
+    def match(self, blocks: Sequence[int]) -> tuple[int, int, int]:
+        """Leading blocks of ``blocks`` cached, split by tier: (hbm, ram, disk)."""
+        counts = [0, 0, 0]
+        node = self.root
+        pos = 0
+        n = len(blocks)
+        while pos < n:
+            child = node.children.get(blocks[pos])
+            if child is None:
+                break
+            seg = child.blocks
+            k = _common(blocks, pos, seg)
+            counts[child.tier] += k
+            if k < len(seg):
+                break
+            pos += k
+            node = child
+        return counts[0], counts[1], counts[2]
+
+    def hbm_match(self, blocks: Sequence[int]) -> int:
+        """Leading blocks of ``blocks`` cached in HBM."""
+        node = self.root
+        pos = 0
+        n = len(blocks)
+        while pos < n:
+            child = node.children.get(blocks[pos])
+            if child is None or child.tier != HBM:
+                break
+            k = _common(blocks, pos, child.blocks)
+            pos += k
+            if k < len(child.blocks):
+                break
+            node = child
+        return pos
+
+    # ------------------------------------------------------------------ updates
+    def use(self, blocks: Sequence[int], n: int, now: float) -> None:
+        """Bring the first ``n`` blocks (all cached) into HBM and mark them used."""
+        node = self.root
+        pos = 0
+        used_hbm = self.used_copies_hbm
+        used_any = self.used_copies_any
+        while pos < n:
+            child = node.children[blocks[pos]]
+            length = len(child.blocks)
+            if pos + length > n:
+                if child.tier != HBM:
+                    self._split(child, n - pos)
+                length = n - pos
+            if child.copy_id >= 0:
+                used_any.add(child.copy_id)
+                if child.tier == HBM:
+                    used_hbm.add(child.copy_id)
+            if child.tier != HBM:
+                self._set_tier(child, HBM)
+            child.last_used = now
+            pos += length
+            node = child
+        if node is not self.root and node.hbm_kids == 0:
+            self._push(self._hbm_heap, node)
+
+    def insert(self, blocks: Sequence[int], now: float, copy_id: int = -1) -> int:
+        """Make all of ``blocks`` resident in HBM (the path is brought up and
+        touched); returns how many blocks were new to the cache."""
+        node = self.root
+        pos = 0
+        n = len(blocks)
+        added = 0
+        while pos < n:
+            child = node.children.get(blocks[pos])
+            if child is None:
+                child = Segment(list(blocks[pos:]), node, HBM, now)
+                child.copy_id = copy_id
+                node.children[blocks[pos]] = child
+                node.hbm_kids += 1
+                node.upper_kids += 1
+                self.blocks_in[HBM] += n - pos
+                added = n - pos
+                node = child
+                break
+            k = _common(blocks, pos, child.blocks)
+            if k < len(child.blocks):
+                self._split(child, k)
+            if child.tier != HBM:
+                self._set_tier(child, HBM)
+            child.last_used = now
+            pos += k
+            node = child
+        if node is not self.root and node.hbm_kids == 0:
+            self._push(self._hbm_heap, node)
+        return added
+
+    def evict_to(self, capacity_blocks: int) -> int:
+        """Evict least recently used HBM leaves until HBM holds at most
+        ``capacity_blocks``; returns the number of blocks evicted."""
+        excess = self.blocks_in[HBM] - capacity_blocks
+        if excess <= 0:
+            return 0
+        evicted = 0
+        heap = self._hbm_heap
+        while excess > 0 and heap:
+            last_used, _, seg = heapq.heappop(heap)
+            if seg.tier != HBM or seg.hbm_kids or seg.last_used != last_used or seg.parent is None:
+                continue
+            length = len(seg.blocks)
+            if length > excess:
+                tail = self._split(seg, length - excess)
+                self._set_tier(tail, RAM)
+                self._push(heap, seg)
+                moved = excess
+            else:
+                self._set_tier(seg, RAM)
+                moved = length
+            evicted += moved
+            excess -= moved
+        self.evicted_hbm_blocks += evicted
+        self._shrink_ram()
+        if len(heap) > 4 * 1024 and len(heap) > 8 * (self.blocks_in[HBM] + 1):
+            self._compact()
+        return evicted
+
+    def evict_prefix(self, blocks: Sequence[int], keep_blocks: int = 0) -> int:
+        """Move the HBM blocks of ``blocks``' cached path at depth >= ``keep_blocks``,
+        and everything in HBM below them, to host RAM. Returns blocks moved."""
+        node = self.root
+        pos = 0
+        n = len(blocks)
+        start: Segment | None = None
+        while pos < n:
+            child = node.children.get(blocks[pos])
+            if child is None or child.tier != HBM:
+                break
+            k = _common(blocks, pos, child.blocks)
+            if pos + k > keep_blocks:
+                if pos < keep_blocks:
+                    child = self._split(child, keep_blocks - pos)
+                start = child
+                break
+            pos += k
+            if k < len(child.blocks):
+                break
+            node = child
+        if start is None:
+            return 0
+        before = self.blocks_in[HBM]
+        stack = [start]
+        order: list[Segment] = []
+        while stack:
+            seg = stack.pop()
+            if seg.tier == HBM:
+                order.append(seg)
+                stack.extend(seg.children.values())
+        for seg in reversed(order):  # deepest first keeps tiers monotone
+            self._set_tier(seg, RAM)
+        moved = before - self.blocks_in[HBM]
+        self.evicted_hbm_blocks += moved
+        self._shrink_ram()
+        return moved
+
+    # ------------------------------------------------------------------ internals
+    def _push(self, heap: list[tuple[float, int, Segment]], seg: Segment) -> None:
+        self._seq += 1
+        heapq.heappush(heap, (seg.last_used, self._seq, seg))
+
+    def _split(self, seg: Segment, k: int) -> Segment:
+        """Keep the first ``k`` blocks in ``seg``; the rest become its only child."""
+        tail = Segment(seg.blocks[k:], seg, seg.tier, seg.last_used)
+        tail.copy_id = seg.copy_id
+        tail.children = seg.children
+        tail.hbm_kids = seg.hbm_kids
+        tail.upper_kids = seg.upper_kids
+        for grandchild in tail.children.values():
+            grandchild.parent = tail
+        del seg.blocks[k:]
+        seg.children = {tail.blocks[0]: tail}
+        seg.hbm_kids = 1 if tail.tier == HBM else 0
+        seg.upper_kids = 1 if tail.tier <= RAM else 0
+        if tail.tier == HBM and tail.hbm_kids == 0:
+            self._push(self._hbm_heap, tail)
+        elif tail.tier == RAM and tail.upper_kids == 0:
+            self._push(self._ram_heap, tail)
+        return tail
+
+    def _set_tier(self, seg: Segment, tier: int) -> None:
+        old = seg.tier
+        length = len(seg.blocks)
+        blocks_in = self.blocks_in
+        if old < GONE:
+            blocks_in[old] -= length
+        if tier < GONE:
+            blocks_in[tier] += length
+        seg.tier = tier
+        parent = seg.parent
+        if parent is None:
+            return
+        if (old == HBM) != (tier == HBM):
+            parent.hbm_kids += 1 if tier == HBM else -1
+            if old == HBM and parent.hbm_kids == 0 and parent.tier == HBM and parent.parent is not None:
+                self._push(self._hbm_heap, parent)
+        if (old <= RAM) != (tier <= RAM):
+            parent.upper_kids += 1 if tier <= RAM else -1
+            if tier > RAM and parent.upper_kids == 0 and parent.tier == RAM:
+                self._push(self._ram_heap, parent)
+        if tier == RAM and seg.upper_kids == 0:
+            self._push(self._ram_heap, seg)
+        if tier == GONE:
+            del parent.children[seg.blocks[0]]
+
+    def _shrink_ram(self) -> None:
+        excess = self.blocks_in[RAM] - self.ram_capacity_blocks
+        heap = self._ram_heap
+        while excess > 0 and heap:
+            last_used, _, seg = heapq.heappop(heap)
+            if seg.tier != RAM or seg.upper_kids or seg.last_used != last_used:
+                continue
+            length = len(seg.blocks)
+            if length > excess:
+                seg_tail = self._split(seg, length - int(excess))
+                self._push(heap, seg)
+                seg = seg_tail
+                length = len(seg.blocks)
+            if self.disk_tier:
+                self._set_tier(seg, DISK)
+            else:
+                self._set_tier(seg, GONE)
+            excess -= length
+
+    def _compact(self) -> None:
+        live = [
+            entry
+            for entry in self._hbm_heap
+            if entry[2].tier == HBM and not entry[2].hbm_kids and entry[2].last_used == entry[0]
+        ]
+        heapq.heapify(live)
+        self._hbm_heap = live
+
+    # ------------------------------------------------------------------ checks
+    def check_invariants(self) -> None:
+        """Recount everything from the tree and compare (for tests)."""
+        counts = [0, 0, 0]
+        stack = [self.root]
+        while stack:
+            seg = stack.pop()
+            hbm_kids = upper_kids = 0
+            for first, child in seg.children.items():
+                if child.parent is not seg or child.blocks[0] != first:
+                    raise AssertionError("tree links are inconsistent")
+                if child.tier < seg.tier:
+                    raise AssertionError("a child sits in a faster tier than its parent")
+                hbm_kids += child.tier == HBM
+                upper_kids += child.tier <= RAM
+                counts[child.tier] += len(child.blocks)
+                stack.append(child)
+            if (hbm_kids, upper_kids) != (seg.hbm_kids, seg.upper_kids):
+                raise AssertionError("child tier counters are inconsistent")
+        if counts != self.blocks_in:
+            raise AssertionError(f"tier block counts {self.blocks_in} != recount {counts}")
+
+
+def _common(blocks: Sequence[int], pos: int, seg: list[int]) -> int:
+    """How many leading ids of ``seg`` equal ``blocks[pos:]`` (chained ids)."""
+    length = len(seg)
+    avail = len(blocks) - pos
+    if avail >= length and blocks[pos + length - 1] == seg[-1]:
+        return length
+    lo, hi = 1, min(length, avail)  # seg[0] matches by construction (dict key)
+    if blocks[pos + hi - 1] == seg[hi - 1]:
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if blocks[pos + mid - 1] == seg[mid - 1]:
+            lo = mid
+        else:
+            hi = mid
+    return lo

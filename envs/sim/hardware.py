@@ -1,0 +1,251 @@
+"""Hardware and model presets (SPEC sections 1-2) and the per-node timing model (section 3).
+
+A :class:`NodeSpec` is ``n_gpus`` GPUs of one kind serving one model copy with
+tensor parallelism: FLOP/s, HBM bandwidth and capacity, PCIe and RDMA scale
+with ``n_gpus``; the node's NVMe is shared and does not. :class:`NodeCosts`
+turns a node, a model and the simulator's efficiency settings into the numbers
+the event loop uses (seconds per token, bytes per token, KV budget).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from envs.sim.errors import ConfigError
+
+
+def _positive(owner: str, name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        0 < value < math.inf
+    ):
+        raise ConfigError(f"{owner}.{name} must be a positive finite number, got {value!r}")
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU: peak dense BF16 FLOP/s and bandwidths in bytes/s, HBM in bytes."""
+
+    name: str
+    flops: float
+    hbm_bw: float
+    hbm_bytes: float
+    pcie_bw: float
+    rdma_bw: float
+    nvme_bw: float
+
+    def __post_init__(self) -> None:
+        for field in ("flops", "hbm_bw", "hbm_bytes", "pcie_bw", "rdma_bw", "nvme_bw"):
+            _positive(f"GpuSpec({self.name!r})", field, getattr(self, field))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A served model. ``attn_dim`` (query heads x head dim) is used only by the
+    opt-in attention-FLOPs setting; it is an approximation where the SPEC is silent."""
+
+    name: str
+    total_params: float
+    active_params: float
+    bytes_per_elem: float
+    layers: int
+    kv_heads: int
+    head_dim: int
+    attn_dim: int = 8192
+
+    def __post_init__(self) -> None:
+        owner = f"ModelSpec({self.name!r})"
+        for field in ("total_params", "active_params", "bytes_per_elem"):
+            _positive(owner, field, getattr(self, field))
+        for field in ("layers", "kv_heads", "head_dim", "attn_dim"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{owner}.{field} must be an integer >= 1, got {value!r}")
+        if self.active_params > self.total_params:
+            raise ConfigError(
+                f"{owner}.active_params ({self.active_params:g}) exceeds "
+                f"total_params ({self.total_params:g})"
+            )
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """2 (K and V) x layers x KV heads x head dim x bytes per element."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.bytes_per_elem
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.total_params * self.bytes_per_elem
+
+    @property
+    def active_weight_bytes(self) -> float:
+        return self.active_params * self.bytes_per_elem
+
+
+GPUS: dict[str, GpuSpec] = {
+    g.name: g
+    for g in (
+        GpuSpec("A100", 312e12, 2.00e12, 80e9, 25e9, 25e9, 5e9),
+        GpuSpec("H100", 989e12, 3.35e12, 80e9, 55e9, 50e9, 7e9),
+        GpuSpec("H200", 989e12, 4.80e12, 141e9, 55e9, 50e9, 7e9),
+        GpuSpec("B200", 2250e12, 8.00e12, 192e9, 60e9, 100e9, 7e9),
+        GpuSpec("B300", 2250e12, 8.00e12, 288e9, 120e9, 100e9, 7e9),
+        GpuSpec("MI300X", 1307e12, 5.30e12, 192e9, 55e9, 50e9, 7e9),
+        GpuSpec("MI355X", 2500e12, 8.00e12, 288e9, 120e9, 100e9, 7e9),
+    )
+}
+
+MODELS: dict[str, ModelSpec] = {
+    m.name: m
+    for m in (
+        ModelSpec("llama-3.3-70b", 70.6e9, 70.6e9, 2, 80, 8, 128, attn_dim=64 * 128),
+        ModelSpec("qwen3-8b", 8.19e9, 8.19e9, 2, 36, 8, 128, attn_dim=32 * 128),
+        ModelSpec("glm-4.5", 355e9, 32e9, 0.5, 92, 4, 128, attn_dim=96 * 128),
+        ModelSpec("glm-4.6", 744e9, 40e9, 0.5, 78, 1, 288, attn_dim=64 * 192),
+        ModelSpec("kimi-k2", 1e12, 32e9, 0.5, 61, 8, 128, attn_dim=64 * 192),
+        ModelSpec("dense-1t", 1e12, 1e12, 1, 120, 8, 128, attn_dim=128 * 128),
+    )
+}
+MODEL_ALIASES = {"glm52": "glm-4.6", "llama-70b": "llama-3.3-70b", "70b": "llama-3.3-70b"}
+
+
+def gpu_preset(name: str) -> GpuSpec:
+    """The GPU preset called ``name`` (case-insensitive)."""
+    for key, spec in GPUS.items():
+        if key.lower() == str(name).lower():
+            return spec
+    raise ConfigError(f"unknown GPU preset {name!r}; known: {', '.join(GPUS)}")
+
+
+def model_preset(name: str) -> ModelSpec:
+    """The model preset called ``name`` (or an alias such as ``glm52``)."""
+    key = MODEL_ALIASES.get(str(name).lower(), str(name).lower())
+    if key in MODELS:
+        return MODELS[key]
+    known = ", ".join([*MODELS, *MODEL_ALIASES])
+    raise ConfigError(f"unknown model preset {name!r}; known: {known}")
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """A replica: ``n_gpus`` GPUs of one kind with tensor parallelism."""
+
+    gpu: GpuSpec
+    n_gpus: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_gpus, bool) or not isinstance(self.n_gpus, int) or self.n_gpus < 1:
+            raise ConfigError(f"NodeSpec.n_gpus must be an integer >= 1, got {self.n_gpus!r}")
+
+    @property
+    def name(self) -> str:
+        return f"{self.n_gpus}x{self.gpu.name}"
+
+    @property
+    def flops(self) -> float:
+        return self.gpu.flops * self.n_gpus
+
+    @property
+    def hbm_bw(self) -> float:
+        return self.gpu.hbm_bw * self.n_gpus
+
+    @property
+    def hbm_bytes(self) -> float:
+        return self.gpu.hbm_bytes * self.n_gpus
+
+    @property
+    def pcie_bw(self) -> float:
+        return self.gpu.pcie_bw * self.n_gpus
+
+    @property
+    def rdma_bw(self) -> float:
+        return self.gpu.rdma_bw * self.n_gpus
+
+    @property
+    def nvme_bw(self) -> float:
+        """Shared by the node's GPUs: not multiplied."""
+        return self.gpu.nvme_bw
+
+
+def parse_node(text: str) -> NodeSpec:
+    """``"4xH100"`` -> NodeSpec(H100, 4); ``"H100"`` -> one GPU."""
+    count, sep, gpu = str(text).partition("x")
+    if sep and count.isdigit():
+        return NodeSpec(gpu_preset(gpu), int(count))
+    return NodeSpec(gpu_preset(text), 1)
+
+
+TIERS = ("hbm", "ram", "disk")
+
+
+class NodeCosts:
+    """The timing equations of SPEC section 3 for one node serving one model.
+
+    Attributes (all per node):
+        kv_bytes_per_token: KV bytes one token occupies.
+        budget_tokens: KV tokens that fit beside the weights.
+        prefill_s_per_token: 2 x active params / (FLOP/s x MFU).
+        load_s_per_token: seconds to bring one token of KV into HBM from each
+            tier: ``{"hbm", "ram", "disk", "rdma"}``.
+        decode_weight_s: one decode step's weight read, active bytes / (HBM bw x MBU).
+        decode_kv_s_per_token: reading one token of KV in a decode step.
+    """
+
+    def __init__(
+        self,
+        node: NodeSpec,
+        model: ModelSpec,
+        mfu: float = 0.5,
+        mbu: float = 0.8,
+        attention_flops: bool = False,
+        node_label: str = "node",
+    ) -> None:
+        if not 0 < mfu <= 1:
+            raise ConfigError(f"sim.mfu must be in (0, 1], got {mfu!r}")
+        if not 0 < mbu <= 1:
+            raise ConfigError(f"sim.mbu must be in (0, 1], got {mbu!r}")
+        self.node = node
+        self.model = model
+        if model.weight_bytes > node.hbm_bytes:
+            raise ConfigError(
+                f"{node_label} ({node.name}, {node.hbm_bytes / 1e9:g} GB HBM) cannot hold "
+                f"{model.name}: its weights need {model.weight_bytes / 1e9:g} GB"
+            )
+        kv = model.kv_bytes_per_token
+        self.kv_bytes_per_token = kv
+        self.budget_tokens = int((node.hbm_bytes - model.weight_bytes) // kv)
+        effective_flops = node.flops * mfu
+        self.prefill_s_per_token = 2.0 * model.active_params / effective_flops
+        self.attention_s_coef = (
+            4.0 * model.layers * model.attn_dim / effective_flops if attention_flops else 0.0
+        )
+        effective_bw = node.hbm_bw * mbu
+        self.decode_weight_s = model.active_weight_bytes / effective_bw
+        self.decode_kv_s_per_token = kv / effective_bw
+        self.load_s_per_token = {
+            "hbm": kv / node.hbm_bw,
+            "ram": kv / node.pcie_bw,
+            "disk": kv / node.nvme_bw,
+            "rdma": kv / node.rdma_bw,
+        }
+
+    def prefill_s(self, new_tokens: int, cached_tokens: int = 0) -> float:
+        """Seconds to prefill ``new_tokens`` after ``cached_tokens`` already in KV.
+
+        Linear in the new tokens; with attention FLOPs on, adds
+        4 x layers x attn_dim x (N x P + N (N + 1) / 2) FLOPs.
+        """
+        seconds = new_tokens * self.prefill_s_per_token
+        if self.attention_s_coef and new_tokens > 0:
+            pairs = new_tokens * cached_tokens + new_tokens * (new_tokens + 1) / 2
+            seconds += self.attention_s_coef * pairs
+        return seconds
+
+    def decode_s(self, steps: int, batch: int, context_tokens: int) -> float:
+        """A decode segment of ``steps`` for ``batch`` sequences holding
+        ``context_tokens`` KV tokens in total at its start."""
+        kv_tokens_read = steps * context_tokens + batch * steps * (steps - 1) / 2
+        return self.decode_weight_s * steps + self.decode_kv_s_per_token * kv_tokens_read
+
+    def load_s(self, tokens: int, tier: str) -> float:
+        """Seconds to move ``tokens`` of KV into HBM from ``tier``."""
+        return tokens * self.load_s_per_token[tier]

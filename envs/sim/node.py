@@ -1,0 +1,125 @@
+"""One replica's state: its queue, running batch, timeline and prefix cache.
+
+The node's timeline is serial. At any moment it does one work item: a prefill
+(reuse of cached KV, then computing the rest), a decode segment (every running
+sequence advances until the next one finishes, in closed form), or, under the
+reference copy model, a warm copy landing on it. Admissions pause decode:
+when a new request can be admitted, a decode segment in progress is cut at the
+next step boundary.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from envs.sim.cache import PrefixCache
+from envs.sim.hardware import NodeCosts, NodeSpec
+
+if TYPE_CHECKING:
+    from envs.sim.transfers import Copy
+    from envs.workloads.request import Request
+
+IDLE = 0
+PREFILL = 1
+DECODE = 2
+COPY = 3
+
+
+class Node:
+    """A replica. Policies may read any attribute; only the simulator writes them.
+
+    Attributes worth reading:
+        queue: requests routed here and not yet admitted (FIFO).
+        running: admitted requests not yet finished (prefill or decode).
+        reserved_tokens: KV reserved by running requests (input + output each).
+        budget_tokens: KV tokens that fit beside the weights.
+        cache: the node's :class:`~envs.sim.cache.PrefixCache`.
+        inflight: warm copies to this node that have not landed, by prefix key
+            (the last block id of the copied prefix).
+        computing: the request being prefilled now, or None.
+    """
+
+    __slots__ = (
+        "batch_heap",
+        "budget_tokens",
+        "busy_s",
+        "cache",
+        "copy_queue",
+        "copy_s",
+        "costs",
+        "ctx_tokens",
+        "decode_n",
+        "decode_s",
+        "index",
+        "inflight",
+        "prefill_s",
+        "queue",
+        "rdma_busy_s",
+        "reserved_tokens",
+        "running",
+        "seg_batch",
+        "seg_ctx",
+        "seg_start",
+        "seg_steps",
+        "spec",
+        "step",
+        "version",
+        "waiting_for",
+        "waiting_src",
+        "work",
+        "work_end",
+        "work_obj",
+        "work_start",
+    )
+
+    def __init__(self, index: int, spec: NodeSpec, costs: NodeCosts, cache: PrefixCache) -> None:
+        self.index = index
+        self.spec = spec
+        self.costs = costs
+        self.cache = cache
+        self.budget_tokens = costs.budget_tokens
+        self.queue: deque[Request] = deque()
+        self.running = 0
+        self.reserved_tokens = 0
+        # timeline
+        self.work = IDLE
+        self.work_obj: Request | Copy | None = None
+        self.work_start = 0.0
+        self.work_end = 0.0
+        self.version = 0
+        # decode batch: heap of (finish_step, order, request)
+        self.batch_heap: list[tuple[int, int, Request]] = []
+        self.decode_n = 0
+        self.step = 0
+        self.ctx_tokens = 0
+        self.seg_start = 0.0
+        self.seg_steps = 0
+        self.seg_batch = 0
+        self.seg_ctx = 0
+        # copies
+        self.copy_queue: deque[Copy] = deque()
+        self.inflight: dict[int, Copy] = {}
+        self.waiting_src: list[Copy] = []
+        self.waiting_for: Copy | None = None
+        # accounting (seconds)
+        self.busy_s = 0.0
+        self.prefill_s = 0.0
+        self.decode_s = 0.0
+        self.copy_s = 0.0
+        self.rdma_busy_s = 0.0
+
+    @property
+    def load(self) -> int:
+        """Running plus waiting requests (SPEC section 6)."""
+        return self.running + len(self.queue)
+
+    @property
+    def computing(self) -> Request | None:
+        if self.work == PREFILL:
+            return self.work_obj  # type: ignore[return-value]
+        return None
+
+    def cache_capacity_blocks(self, block_tokens: int) -> int:
+        """HBM blocks the prefix cache may hold now: the KV headroom."""
+        return (self.budget_tokens - self.reserved_tokens) // block_tokens

@@ -1,0 +1,131 @@
+"""Per-request records of a run and the run's summary metrics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from envs.sim.simulator import Simulator
+
+_FIELDS = (
+    "node",
+    "admit_s",
+    "first_token_s",
+    "finish_s",
+    "hit_hbm_tokens",
+    "hit_ram_tokens",
+    "hit_disk_tokens",
+    "reuse_s",
+    "prefill_tokens",
+)
+
+
+class Records:
+    """One entry per request, indexed by ``Request.index``.
+
+    While the run goes on the fields are Python lists (cheap to write); when it
+    ends, :meth:`finalize` turns them into numpy arrays and adds ``arrival_s``,
+    ``ttft_s``, ``queue_s`` and ``e2e_s``. Unfinished entries hold -1 / nan.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.node: Any = [-1] * n
+        self.admit_s: Any = [np.nan] * n
+        self.first_token_s: Any = [np.nan] * n
+        self.finish_s: Any = [np.nan] * n
+        self.hit_hbm_tokens: Any = [0] * n
+        self.hit_ram_tokens: Any = [0] * n
+        self.hit_disk_tokens: Any = [0] * n
+        self.reuse_s: Any = [0.0] * n
+        self.prefill_tokens: Any = [0] * n
+        self.arrival_s: np.ndarray = np.zeros(0)
+        self.ttft_s: np.ndarray = np.zeros(0)
+        self.queue_s: np.ndarray = np.zeros(0)
+        self.e2e_s: np.ndarray = np.zeros(0)
+        self.summary: dict[str, Any] = {}
+
+    def finalize(self, sim: Simulator) -> None:
+        for name in _FIELDS:
+            setattr(self, name, np.asarray(getattr(self, name)))
+        self.arrival_s = np.array([r.arrival_s for r in sim.requests], dtype=float)
+        self.ttft_s = self.first_token_s - self.arrival_s
+        self.queue_s = self.admit_s - self.arrival_s
+        self.e2e_s = self.finish_s - self.arrival_s
+        self.summary = summarize(sim, self)
+
+    def as_dict(self) -> dict[str, list[Any]]:
+        """The per-request fields as plain lists (for JSON or a DataFrame)."""
+        names = (*_FIELDS, "arrival_s", "ttft_s", "queue_s", "e2e_s")
+        return {name: np.asarray(getattr(self, name)).tolist() for name in names}
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else float("nan")
+
+
+def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
+    """Run-level metrics (SPEC section 10 and the simulator issue's list)."""
+    requests = sim.requests
+    n = len(requests)
+    kv_bytes = sim.cluster.model.kv_bytes_per_token
+    input_tokens = np.array([r.input_tokens for r in requests], dtype=float)
+    output_tokens = np.array([r.output_tokens for r in requests], dtype=float)
+    done = ~np.isnan(rec.finish_s)
+    start = float(rec.arrival_s.min()) if n else 0.0
+    end = float(np.nanmax(rec.finish_s)) if done.any() else start
+    makespan = max(end - start, 1e-12)
+    hits = rec.hit_hbm_tokens + rec.hit_ram_tokens + rec.hit_disk_tokens
+    total_in = max(float(input_tokens.sum()), 1.0)
+    copies = sim.copies
+    landed = [c for c in copies if c.land_s >= 0]
+    used_hbm: set[int] = set()
+    used_any: set[int] = set()
+    for node in sim.nodes:
+        used_hbm |= node.cache.used_copies_hbm
+        used_any |= node.cache.used_copies_any
+    landed_bytes = sum(c.bytes for c in landed)
+    unused_bytes = sum(c.bytes for c in landed if c.id not in used_any)
+    busy = [node.busy_s for node in sim.nodes]
+    return {
+        "requests": n,
+        "completed": int(done.sum()),
+        "ttft_mean_s": float(np.mean(rec.ttft_s)) if n else float("nan"),
+        "ttft_p50_s": _pct(rec.ttft_s, 50),
+        "ttft_p90_s": _pct(rec.ttft_s, 90),
+        "ttft_p95_s": _pct(rec.ttft_s, 95),
+        "ttft_p99_s": _pct(rec.ttft_s, 99),
+        "ttft_max_s": float(np.max(rec.ttft_s)) if n else float("nan"),
+        "e2e_mean_s": float(np.mean(rec.e2e_s)) if n else float("nan"),
+        "e2e_p95_s": _pct(rec.e2e_s, 95),
+        "e2e_p99_s": _pct(rec.e2e_s, 99),
+        "queue_mean_s": float(np.mean(rec.queue_s)) if n else float("nan"),
+        "queue_p95_s": _pct(rec.queue_s, 95),
+        "makespan_s": makespan,
+        "throughput_rps": n / makespan,
+        "output_tokens_per_s": float(output_tokens.sum()) / makespan,
+        "utilisation_mean": float(np.mean(busy)) / makespan,
+        "utilisation_per_node": [b / makespan for b in busy],
+        "request_hit_rate": float(np.mean(hits > 0)) if n else 0.0,
+        "token_hit_rate": float(hits.sum()) / total_in,
+        "byte_hit_rate": float(hits.sum() * kv_bytes) / (total_in * kv_bytes),
+        "hbm_hit_rate": float(rec.hit_hbm_tokens.sum()) / total_in,
+        "ram_hit_rate": float(rec.hit_ram_tokens.sum()) / total_in,
+        "disk_hit_rate": float(rec.hit_disk_tokens.sum()) / total_in,
+        "hbm_request_hit_rate": float(np.mean(rec.hit_hbm_tokens > 0)) if n else 0.0,
+        "prefill_tokens": int(rec.prefill_tokens.sum()),
+        "warm_copies": len(copies),
+        "warm_copies_landed": len(landed),
+        "warm_bytes": float(landed_bytes),
+        "warm_hit_rate": (len(used_hbm & {c.id for c in landed}) / len(landed)) if landed else 0.0,
+        "warm_used_any_rate": (len(used_any & {c.id for c in landed}) / len(landed)) if landed else 0.0,
+        "warm_amplification": (unused_bytes / landed_bytes) if landed_bytes else 0.0,
+        "warm_refused": dict(sim.warm_refused),
+        "displaced_by_copies_blocks": sim.displaced_by_copies_blocks,
+        "evict_actions": sim.evict_actions,
+        "evicted_by_action_blocks": sim.evicted_by_action_blocks,
+        "rdma_busy_s": float(sum(node.rdma_busy_s for node in sim.nodes)),
+        "copy_busy_s": float(sum(node.copy_s for node in sim.nodes)),
+    }

@@ -1,0 +1,625 @@
+"""The discrete-event cluster simulator.
+
+Arrivals come from the workload in time order; every other event (a node
+finishing a work item, a copy's bytes arriving under the contention model)
+sits in a heap ordered by ``(time, sequence)``, so ties resolve the same way
+every run. Events at the same time as an arrival are handled first: KV that
+exists at time t is visible to a request arriving at t.
+
+Each arrival is a decision point. A policy answers with a node index, and
+before answering may act on the caches through :meth:`Simulator.warm` and
+:meth:`Simulator.evict`. Two ways to drive it:
+
+* ``sim.run(policy)``: the fast path; calls ``policy.decide(sim, request)``.
+* ``sim.decisions()``: a generator that yields each request and receives the
+  node index through ``send`` (what a Gymnasium environment uses).
+
+The simulator never imports a policy, an environment or a config library.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Generator
+from typing import Protocol
+
+import numpy as np
+
+from envs.sim.cache import PrefixCache
+from envs.sim.config import ClusterSpec, SimConfig
+from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.hardware import NodeCosts
+from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
+from envs.sim.records import Records
+from envs.sim.transfers import LANDED, MOVING, QUEUED, WAIT_SOURCE, Copy, max_min_rates
+from envs.workloads.request import Request, Workload
+
+_WAKE = 0
+_FLOW = 1
+_LAND = 2
+INF = math.inf
+
+WARM_OK = "ok"
+WARM_REFUSALS = (
+    "same_node",
+    "bad_prefix",
+    "target_has_prefix",
+    "already_in_flight",
+    "no_room",
+    "source_lacks_prefix",
+)
+
+
+class Router(Protocol):
+    """Anything that answers a decision point with a node index."""
+
+    def decide(self, sim: Simulator, request: Request) -> int: ...
+
+
+class Simulator:
+    """A cluster serving one workload window. See the module docstring.
+
+    Args:
+        cluster: the model and the replicas.
+        workload: the requests (chained block ids) and their block size.
+        config: simulator settings (causal KV, copy model, realism options).
+        rng: the numpy Generator policies draw from (``sim.rng``); the
+            simulator itself is deterministic.
+    """
+
+    def __init__(
+        self,
+        cluster: ClusterSpec,
+        workload: Workload,
+        config: SimConfig | None = None,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self.config = config = config or SimConfig()
+        self.cluster = cluster
+        self.workload = workload
+        self.requests = workload.requests
+        self.block_tokens = bt = workload.block_tokens
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.now = 0.0
+        self.nodes: list[Node] = []
+        for i, spec in enumerate(cluster.nodes):
+            label = f"cluster.nodes[{i}]"
+            costs = NodeCosts(
+                spec, cluster.model, config.mfu, config.mbu, config.attention_flops, label
+            )
+            if costs.budget_tokens < bt:
+                raise ConfigError(
+                    f"{label} ({spec.name}) serving {cluster.model.name} has a KV budget of "
+                    f"{costs.budget_tokens} tokens, less than one {bt}-token block"
+                )
+            ram_blocks = config.host_ram_bytes / (costs.kv_bytes_per_token * bt)
+            cache = PrefixCache(ram_capacity_blocks=ram_blocks, disk_tier=config.disk_tier)
+            self.nodes.append(Node(i, spec, costs, cache))
+        self.n_nodes = len(self.nodes)
+        smallest = min(self.nodes, key=lambda n: n.budget_tokens)
+        for r in self.requests:
+            if r.input_tokens + r.output_tokens > smallest.budget_tokens:
+                raise SimulationError(
+                    f"request {r.request_id!r} needs {r.input_tokens + r.output_tokens} KV tokens "
+                    f"(input_tokens + output_tokens) but cluster.nodes[{smallest.index}] "
+                    f"({smallest.spec.name}) has a budget of {smallest.budget_tokens}"
+                )
+        self.records = Records(len(self.requests))
+        self.copies: list[Copy] = []
+        self.warm_refused: dict[str, int] = dict.fromkeys(WARM_REFUSALS, 0)
+        self.evict_actions = 0
+        self.evicted_by_action_blocks = 0
+        self.displaced_by_copies_blocks = 0
+        self._heap: list[tuple[float, int, int, object, int]] = []
+        self._seq = 0
+        self._fresh_id = 0
+        self._flows: list[Copy] = []
+        self._flow_clock = 0.0
+        self._flow_version = 0
+        self._order = 0
+        self._started = False
+        self.done = False
+
+    # ================================================================== driving
+    def run(self, policy: Router) -> Records:
+        """Serve the whole workload, asking ``policy.decide(sim, request)`` at each arrival."""
+        decide = policy.decide
+        gen = self.decisions()
+        try:
+            request = next(gen)
+            while True:
+                request = gen.send(decide(self, request))
+        except StopIteration:
+            pass
+        return self.records
+
+    def decisions(self) -> Generator[Request, int, None]:
+        """Yield each arriving request; ``send`` the chosen node index back."""
+        if self._started:
+            raise RuntimeError("a Simulator runs its workload once; build a new one")
+        self._started = True
+        requests = self.requests
+        n = len(requests)
+        heap = self._heap
+        pop = heapq.heappop
+        nodes = self.nodes
+        n_nodes = self.n_nodes
+        i = 0
+        while True:
+            t_arrival = requests[i].arrival_s if i < n else INF
+            while heap and heap[0][0] <= t_arrival:
+                t, _, kind, obj, version = pop(heap)
+                self.now = t
+                if kind == _WAKE:
+                    node: Node = obj  # type: ignore[assignment]
+                    if node.version == version:
+                        self._on_wake(node, t)
+                elif kind == _FLOW:
+                    if version == self._flow_version:
+                        self._on_flow(t)
+                else:
+                    self._land(obj, t)  # type: ignore[arg-type]
+            if i >= n:
+                break
+            self.now = t_arrival
+            request = requests[i]
+            choice = yield request
+            if choice.__class__ is not int:
+                choice = _as_index(choice, n_nodes)
+            elif not 0 <= choice < n_nodes:
+                raise ValueError(
+                    f"policy routed request {request.request_id!r} to node {choice}; "
+                    f"valid nodes are 0..{n_nodes - 1}"
+                )
+            self._route(request, nodes[choice])
+            i += 1
+        self.done = True
+        self.records.finalize(self)
+
+    # ================================================================== actions
+    def warm(self, src: int, dst: int, blocks: tuple[int, ...]) -> str:
+        """Copy the prefix ``blocks`` from node ``src`` to node ``dst`` over RDMA.
+
+        The copy starts once the source's KV exists (now if it holds the prefix in
+        HBM, else when the request computing or queued to compute it there
+        finishes its prefill) and only the blocks the target lacks are sent.
+        Returns ``"ok"`` or the reason it was refused (one of ``WARM_REFUSALS``).
+        """
+        nodes = self.nodes
+        if not (0 <= src < self.n_nodes and 0 <= dst < self.n_nodes):
+            raise ValueError(f"warm: nodes must be in 0..{self.n_nodes - 1}, got src={src} dst={dst}")
+        refused = self.warm_refused
+        if src == dst:
+            refused["same_node"] += 1
+            return "same_node"
+        if not blocks:
+            refused["bad_prefix"] += 1
+            return "bad_prefix"
+        depth = len(blocks)
+        key = blocks[-1]
+        target = nodes[dst]
+        if key in target.inflight:
+            refused["already_in_flight"] += 1
+            return "already_in_flight"
+        missing = depth - target.cache.hbm_match(blocks)
+        if missing <= 0:
+            refused["target_has_prefix"] += 1
+            return "target_has_prefix"
+        if missing > target.cache_capacity_blocks(self.block_tokens):
+            refused["no_room"] += 1
+            return "no_room"
+        source = nodes[src]
+        ready = source.cache.hbm_match(blocks) >= depth
+        if not ready and not self._will_compute(source, blocks):
+            refused["source_lacks_prefix"] += 1
+            return "source_lacks_prefix"
+        n_bytes = missing * self.block_tokens * target.costs.kv_bytes_per_token
+        copy = Copy(len(self.copies), src, dst, tuple(blocks), missing, n_bytes, self.now)
+        self.copies.append(copy)
+        target.inflight[key] = copy
+        if ready:
+            self._start_copy(copy, self.now)
+        else:
+            source.waiting_src.append(copy)
+        return WARM_OK
+
+    def evict(self, node: int, blocks: tuple[int, ...], keep_blocks: int = 0) -> int:
+        """Move ``blocks``' cached HBM path on ``node`` below depth ``keep_blocks``
+        (and what hangs below it) to host RAM; returns the blocks moved."""
+        if not 0 <= node < self.n_nodes:
+            raise ValueError(f"evict: node must be in 0..{self.n_nodes - 1}, got {node}")
+        moved = self.nodes[node].cache.evict_prefix(blocks, keep_blocks)
+        self.evict_actions += 1
+        self.evicted_by_action_blocks += moved
+        return moved
+
+    # ================================================================== views
+    def loads(self) -> list[int]:
+        """Running plus waiting requests per node."""
+        return [n.running + len(n.queue) for n in self.nodes]
+
+    def hbm_hits(self, blocks: tuple[int, ...]) -> list[int]:
+        """Leading blocks of ``blocks`` in each node's HBM."""
+        return [n.cache.hbm_match(blocks) for n in self.nodes]
+
+    def holders(self, blocks: tuple[int, ...]) -> tuple[list[int], list[int]]:
+        """Nodes holding the whole prefix in HBM, and nodes with it in flight."""
+        key = blocks[-1]
+        depth = len(blocks)
+        resident = [n.index for n in self.nodes if n.cache.hbm_match(blocks) >= depth]
+        flying = [n.index for n in self.nodes if key in n.inflight]
+        return resident, flying
+
+    # ================================================================== internals
+    def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, obj, version))
+
+    def _route(self, request: Request, node: Node) -> None:
+        self.records.node[request.index] = node.index
+        queue = node.queue
+        queue.append(request)
+        if node.work == IDLE:
+            self._advance(node, self.now)
+        elif node.work == DECODE and len(queue) == 1 and self._admissible(node, request):
+            self._interrupt(node, self.now)
+
+    def _admissible(self, node: Node, request: Request) -> bool:
+        return (
+            node.running < self.config.max_batch
+            and node.reserved_tokens + request.input_tokens + request.output_tokens
+            <= node.budget_tokens
+        )
+
+    def _will_compute(self, node: Node, blocks: tuple[int, ...]) -> bool:
+        depth = len(blocks)
+        key = blocks[-1]
+        candidates = list(node.queue)
+        if node.work == PREFILL:
+            candidates.append(node.work_obj)  # type: ignore[arg-type]
+        if any(len(r.blocks) >= depth and r.blocks[depth - 1] == key for r in candidates):
+            return True
+        return any(
+            len(c.blocks) >= depth and c.blocks[depth - 1] == key for c in node.inflight.values()
+        )
+
+    def _advance(self, node: Node, t: float) -> None:
+        """The node is free at ``t``: start its next work item, if any."""
+        config = self.config
+        if node.copy_queue:
+            copy = node.copy_queue.popleft()
+            duration = config.transfer_latency_s + copy.bytes / node.spec.rdma_bw
+            copy.start_s = t
+            node.work = COPY
+            node.work_obj = copy
+            self._begin(node, t, t + duration)
+            node.copy_s += duration
+            node.rdma_busy_s += duration
+            self.nodes[copy.src].rdma_busy_s += duration
+            return
+        queue = node.queue
+        if queue and node.waiting_for is None:
+            request = queue[0]
+            if self._admissible(node, request):
+                if node.inflight and self._should_wait(node, request, t):
+                    if node.decode_n:
+                        self._start_decode(node, t)
+                    else:
+                        node.work = IDLE
+                    return
+                queue.popleft()
+                self._admit(node, request, t)
+                return
+        if node.decode_n:
+            self._start_decode(node, t)
+        else:
+            node.work = IDLE
+
+    def _begin(self, node: Node, t: float, end: float) -> None:
+        node.work_start = t
+        node.work_end = end
+        node.version += 1
+        self._push(end, _WAKE, node, node.version)
+
+    def _should_wait(self, node: Node, request: Request, t: float) -> bool:
+        """Wait for a warm copy in flight to this node rather than recompute?"""
+        blocks = request.blocks
+        n_blocks = len(blocks)
+        have = node.cache.hbm_match(blocks)
+        best: Copy | None = None
+        for copy in node.inflight.values():
+            depth = len(copy.blocks)
+            if depth > have and depth <= n_blocks and blocks[depth - 1] == copy.key:
+                if best is None or depth > len(best.blocks):
+                    best = copy
+        if best is None:
+            return False
+        land = self._estimate_land(best, t)
+        if land == INF:
+            return False
+        gain_tokens = min(len(best.blocks) * self.block_tokens, request.input_tokens - 1)
+        gain_tokens -= have * self.block_tokens
+        if land - t >= node.costs.prefill_s(max(gain_tokens, 0)):
+            return False
+        node.waiting_for = best
+        return True
+
+    def _estimate_land(self, copy: Copy, t: float) -> float:
+        latency = self.config.transfer_latency_s
+        if copy.state == MOVING:
+            if copy.rate > 0:
+                return t + copy.remaining / copy.rate + latency
+            return INF
+        if copy.state == QUEUED:
+            return t + latency + copy.bytes / self.nodes[copy.dst].spec.rdma_bw
+        source = self.nodes[copy.src]
+        if source.work == PREFILL:
+            r: Request = source.work_obj  # type: ignore[assignment]
+            depth = len(copy.blocks)
+            if len(r.blocks) >= depth and r.blocks[depth - 1] == copy.key:
+                return source.work_end + latency + copy.bytes / self.nodes[copy.dst].spec.rdma_bw
+        return INF
+
+    def _admit(self, node: Node, request: Request, t: float) -> None:
+        bt = self.block_tokens
+        costs = node.costs
+        cache = node.cache
+        records = self.records
+        blocks = request.blocks
+        n_in = request.input_tokens
+        node.running += 1
+        node.reserved_tokens += n_in + request.output_tokens
+        hbm, ram, disk = cache.match(blocks)
+        cap = n_in - 1
+        hbm_t = min(hbm * bt, cap)
+        ram_t = min(ram * bt, cap - hbm_t)
+        disk_t = min(disk * bt, cap - hbm_t - ram_t)
+        load = costs.load_s_per_token
+        per_token = costs.prefill_s_per_token
+        latency = self.config.transfer_latency_s
+        reuse_s = hbm_t * load["hbm"]
+        used_blocks = hbm
+        if ram_t and load["ram"] < per_token:
+            reuse_s += ram_t * load["ram"] + latency
+            used_blocks += ram
+            if disk_t and load["disk"] < per_token:
+                reuse_s += disk_t * load["disk"] + latency
+                used_blocks += disk
+            else:
+                disk_t = 0
+        else:
+            ram_t = disk_t = 0
+        hit = hbm_t + ram_t + disk_t
+        if used_blocks:
+            cache.use(blocks, used_blocks, t)
+        new_tokens = n_in - hit
+        prefill_s = costs.prefill_s(new_tokens, hit)
+        chunk = self.config.chunked_prefill_tokens
+        steps = 0
+        decode_s = 0.0
+        if chunk and node.decode_n and new_tokens > chunk:
+            steps = min((new_tokens - 1) // chunk, node.batch_heap[0][0] - node.step)
+            decode_s = costs.decode_s(steps, node.decode_n, node.ctx_tokens)
+        node.seg_steps = steps
+        k = request.index
+        records.admit_s[k] = t
+        records.hit_hbm_tokens[k] = hbm_t
+        records.hit_ram_tokens[k] = ram_t
+        records.hit_disk_tokens[k] = disk_t
+        records.reuse_s[k] = reuse_s
+        records.prefill_tokens[k] = new_tokens
+        cache.evict_to(node.cache_capacity_blocks(bt))
+        if not self.config.causal_kv:
+            self._insert_prompt(node, request, t)
+        node.work = PREFILL
+        node.work_obj = request
+        duration = reuse_s + prefill_s + decode_s
+        node.prefill_s += reuse_s + prefill_s
+        node.decode_s += decode_s
+        node.busy_s += duration
+        self._begin(node, t, t + duration)
+
+    def _insert_prompt(self, node: Node, request: Request, t: float) -> None:
+        cache = node.cache
+        cache.insert(request.blocks, t)
+        cache.evict_to(node.cache_capacity_blocks(self.block_tokens))
+        if node.waiting_src:
+            self._release_sources(node, request, t)
+
+    def _release_sources(self, node: Node, request: Request, t: float) -> None:
+        blocks = request.blocks
+        still: list[Copy] = []
+        for copy in node.waiting_src:
+            depth = len(copy.blocks)
+            if len(blocks) >= depth and blocks[depth - 1] == copy.key:
+                self._start_copy(copy, t)
+            else:
+                still.append(copy)
+        node.waiting_src = still
+
+    def _on_wake(self, node: Node, t: float) -> None:
+        work = node.work
+        if work == PREFILL:
+            request: Request = node.work_obj  # type: ignore[assignment]
+            self.records.first_token_s[request.index] = t
+            if node.seg_steps:
+                self._advance_batch(node, node.seg_steps, t)
+            if self.config.causal_kv:
+                self._insert_prompt(node, request, t)
+            if request.output_tokens > 1:
+                self._order += 1
+                heapq.heappush(
+                    node.batch_heap,
+                    (node.step + request.output_tokens - 1, self._order, request),
+                )
+                node.decode_n += 1
+                node.ctx_tokens += request.input_tokens
+            else:
+                self._complete(node, request, t)
+        elif work == DECODE:
+            self._advance_batch(node, node.seg_steps, t)
+        elif work == COPY:
+            self._land(node.work_obj, t)  # type: ignore[arg-type]
+        node.work = IDLE
+        node.work_obj = None
+        self._advance(node, t)
+
+    def _start_decode(self, node: Node, t: float) -> None:
+        steps = node.batch_heap[0][0] - node.step
+        duration = node.costs.decode_s(steps, node.decode_n, node.ctx_tokens)
+        node.work = DECODE
+        node.seg_start = t
+        node.seg_steps = steps
+        node.seg_batch = node.decode_n
+        node.seg_ctx = node.ctx_tokens
+        node.decode_s += duration
+        node.busy_s += duration
+        self._begin(node, t, t + duration)
+
+    def _interrupt(self, node: Node, t: float) -> None:
+        """Cut the decode segment in progress at the first step boundary >= t."""
+        costs = node.costs
+        elapsed = t - node.seg_start
+        b = node.seg_batch
+        a = costs.decode_weight_s + costs.decode_kv_s_per_token * (node.seg_ctx - b / 2)
+        c = costs.decode_kv_s_per_token * b / 2
+        if c > 0:
+            steps = math.ceil((-a + math.sqrt(a * a + 4 * c * elapsed)) / (2 * c))
+        else:
+            steps = math.ceil(elapsed / a)
+        while steps > 0 and costs.decode_s(steps - 1, b, node.seg_ctx) >= elapsed:
+            steps -= 1
+        while costs.decode_s(steps, b, node.seg_ctx) < elapsed:
+            steps += 1
+        if steps >= node.seg_steps:
+            return
+        old = costs.decode_s(node.seg_steps, b, node.seg_ctx)
+        new = costs.decode_s(steps, b, node.seg_ctx)
+        node.decode_s -= old - new
+        node.busy_s -= old - new
+        node.seg_steps = steps
+        self._begin(node, node.seg_start, node.seg_start + new)
+        node.work_start = node.seg_start
+
+    def _advance_batch(self, node: Node, steps: int, t: float) -> None:
+        node.step += steps
+        node.ctx_tokens += node.decode_n * steps
+        heap = node.batch_heap
+        step = node.step
+        while heap and heap[0][0] <= step:
+            _, _, request = heapq.heappop(heap)
+            node.decode_n -= 1
+            node.ctx_tokens -= request.input_tokens + request.output_tokens - 1
+            self._complete(node, request, t)
+
+    def _complete(self, node: Node, request: Request, t: float) -> None:
+        self.records.finish_s[request.index] = t
+        node.running -= 1
+        node.reserved_tokens -= request.input_tokens + request.output_tokens
+        bt = self.block_tokens
+        blocks = request.blocks
+        extra = -(-(request.input_tokens + request.output_tokens) // bt) - len(blocks)
+        if extra > 0:
+            fresh = self._fresh_id
+            blocks = blocks + tuple(range(fresh - 1, fresh - 1 - extra, -1))
+            self._fresh_id = fresh - extra
+        node.cache.insert(blocks, t)
+        node.cache.evict_to(node.cache_capacity_blocks(bt))
+
+    # ------------------------------------------------------------------ copies
+    def _start_copy(self, copy: Copy, t: float) -> None:
+        """The copy's source KV exists at ``t``."""
+        copy.start_s = t
+        if self.config.copy_model == "reference":
+            copy.state = QUEUED
+            target = self.nodes[copy.dst]
+            target.copy_queue.append(copy)
+            if target.work == IDLE:
+                self._advance(target, t)
+            elif target.work == DECODE:
+                self._interrupt(target, t)
+            return
+        copy.state = MOVING
+        self._reflow(t)
+        self._flows.append(copy)
+        self._schedule_flows(t)
+
+    def _reflow(self, t: float) -> None:
+        """Advance every moving copy's bytes to time ``t``."""
+        elapsed = t - self._flow_clock
+        if elapsed > 0 and self._flows:
+            busy = set()
+            for flow in self._flows:
+                flow.remaining -= flow.rate * elapsed
+                busy.add(flow.src)
+                busy.add(flow.dst)
+            for index in busy:
+                self.nodes[index].rdma_busy_s += elapsed
+        self._flow_clock = t
+
+    def _schedule_flows(self, t: float) -> None:
+        flows = self._flows
+        self._flow_version += 1
+        if not flows:
+            return
+        max_min_rates(flows, [n.spec.rdma_bw for n in self.nodes])
+        finish = min(t + max(f.remaining, 0.0) / f.rate for f in flows)
+        self._push(finish, _FLOW, None, self._flow_version)
+
+    def _on_flow(self, t: float) -> None:
+        self._reflow(t)
+        done = [f for f in self._flows if f.remaining <= 1e-6 * f.bytes + 1e-3]
+        self._flows = [f for f in self._flows if f.remaining > 1e-6 * f.bytes + 1e-3]
+        latency = self.config.transfer_latency_s
+        for flow in done:
+            flow.remaining = 0.0
+            if latency > 0:
+                self._push(t + latency, _LAND, flow)
+            else:
+                self._land(flow, t)
+        self._schedule_flows(t)
+
+    def _land(self, copy: Copy, t: float) -> None:
+        target = self.nodes[copy.dst]
+        copy.state = LANDED
+        copy.land_s = t
+        del target.inflight[copy.key]
+        cache = target.cache
+        capacity = target.cache_capacity_blocks(self.block_tokens)
+        before = cache.hbm_blocks
+        added = cache.insert(copy.blocks, t, copy_id=copy.id)
+        room = max(capacity - before, 0)
+        self.displaced_by_copies_blocks += min(max(added - room, 0), before)
+        cache.evict_to(capacity)
+        if target.waiting_src:
+            self._release_sources_for_copy(target, copy, t)
+        if target.waiting_for is copy:
+            target.waiting_for = None
+            if target.work == IDLE:
+                self._advance(target, t)
+            elif target.work == DECODE:
+                self._interrupt(target, t)
+
+    def _release_sources_for_copy(self, node: Node, landed: Copy, t: float) -> None:
+        still: list[Copy] = []
+        for copy in node.waiting_src:
+            depth = len(copy.blocks)
+            if depth <= len(landed.blocks) and landed.blocks[depth - 1] == copy.key:
+                self._start_copy(copy, t)
+            else:
+                still.append(copy)
+        node.waiting_src = still
+
+
+def _as_index(choice: object, n_nodes: int) -> int:
+    try:
+        index = int(choice)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ValueError(f"a policy must answer with a node index, got {choice!r}") from None
+    if index != choice or not 0 <= index < n_nodes:
+        raise ValueError(f"policy answered {choice!r}; valid nodes are 0..{n_nodes - 1}")
+    return index
+
+
+__all__ = ["WAIT_SOURCE", "WARM_OK", "WARM_REFUSALS", "Router", "Simulator"]
