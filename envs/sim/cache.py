@@ -178,8 +178,21 @@ class PrefixCache:
                 continue
             length = len(seg.blocks)
             if length > excess:
-                tail = self._split(seg, length - excess)
-                self._set_tier(tail, RAM)
+                keep = length - excess
+                children = seg.children
+                only = next(iter(children.values())) if len(children) == 1 else None
+                if only is not None and only.tier == RAM and only.copy_id == seg.copy_id:
+                    # Nibbling a long segment block by block: grow its RAM tail
+                    # instead of creating a new segment each time.
+                    del children[only.blocks[0]]
+                    only.blocks = seg.blocks[keep:] + only.blocks
+                    children[only.blocks[0]] = only
+                    del seg.blocks[keep:]
+                    self.blocks_in[HBM] -= excess
+                    self.blocks_in[RAM] += excess
+                else:
+                    tail = self._split(seg, keep)
+                    self._set_tier(tail, RAM)
                 self._push(heap, seg)
                 moved = excess
             else:

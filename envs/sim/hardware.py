@@ -227,6 +227,9 @@ class NodeCosts:
             "disk": kv / node.nvme_bw,
             "rdma": kv / node.rdma_bw,
         }
+        self.load_hbm_s = self.load_s_per_token["hbm"]
+        self.load_ram_s = self.load_s_per_token["ram"]
+        self.load_disk_s = self.load_s_per_token["disk"]
 
     def prefill_s(self, new_tokens: int, cached_tokens: int = 0) -> float:
         """Seconds to prefill ``new_tokens`` after ``cached_tokens`` already in KV.

@@ -375,16 +375,15 @@ class Simulator:
         hbm_t = min(hbm * bt, cap)
         ram_t = min(ram * bt, cap - hbm_t)
         disk_t = min(disk * bt, cap - hbm_t - ram_t)
-        load = costs.load_s_per_token
         per_token = costs.prefill_s_per_token
         latency = self.config.transfer_latency_s
-        reuse_s = hbm_t * load["hbm"]
+        reuse_s = hbm_t * costs.load_hbm_s
         used_blocks = hbm
-        if ram_t and load["ram"] < per_token:
-            reuse_s += ram_t * load["ram"] + latency
+        if ram_t and costs.load_ram_s < per_token:
+            reuse_s += ram_t * costs.load_ram_s + latency
             used_blocks += ram
-            if disk_t and load["disk"] < per_token:
-                reuse_s += disk_t * load["disk"] + latency
+            if disk_t and costs.load_disk_s < per_token:
+                reuse_s += disk_t * costs.load_disk_s + latency
                 used_blocks += disk
             else:
                 disk_t = 0
@@ -445,9 +444,9 @@ class Simulator:
             self.records.first_token_s[request.index] = t
             if node.seg_steps:
                 self._advance_batch(node, node.seg_steps, t)
-            if self.config.causal_kv:
-                self._insert_prompt(node, request, t)
             if request.output_tokens > 1:
+                if self.config.causal_kv:
+                    self._insert_prompt(node, request, t)
                 self._order += 1
                 heapq.heappush(
                     node.batch_heap,
@@ -525,7 +524,9 @@ class Simulator:
             blocks = blocks + tuple(range(fresh - 1, fresh - 1 - extra, -1))
             self._fresh_id = fresh - extra
         node.cache.insert(blocks, t)
-        node.cache.evict_to(node.cache_capacity_blocks(bt))
+        node.cache.evict_to((node.budget_tokens - node.reserved_tokens) // bt)
+        if node.waiting_src:
+            self._release_sources(node, request, t)
 
     # ------------------------------------------------------------------ copies
     def _start_copy(self, copy: Copy, t: float) -> None:
