@@ -81,14 +81,16 @@ def cache_aware_choice(
     if high > balance_abs and high > balance_rel * min(loads):
         return least_loaded(sim)
     blocks = request.blocks
-    best_key = None
+    best_match = -1
+    best_load = 0
     ties: list[int] = []
     for i, node in enumerate(nodes):
-        key = (-node.cache.hbm_match(blocks), loads[i])
-        if best_key is None or key < best_key:
-            best_key = key
+        match = node.cache.hbm_match(blocks)
+        if match > best_match or (match == best_match and loads[i] < best_load):
+            best_match = match
+            best_load = loads[i]
             ties = [i]
-        elif key == best_key:
+        elif match == best_match and loads[i] == best_load:
             ties.append(i)
     if len(ties) == 1:
         return ties[0]

@@ -83,12 +83,14 @@ class PrefixCache:
             if child is None:
                 break
             seg = child.blocks
-            k = _common(blocks, pos, seg)
-            counts[child.tier] += k
-            if k < len(seg):
-                break
-            pos += k
-            node = child
+            end = pos + len(seg)
+            if end <= n and blocks[end - 1] == seg[-1]:
+                counts[child.tier] += end - pos
+                pos = end
+                node = child
+                continue
+            counts[child.tier] += _common(blocks, pos, seg)
+            break
         return counts[0], counts[1], counts[2]
 
     def hbm_match(self, blocks: Sequence[int]) -> int:
@@ -98,13 +100,15 @@ class PrefixCache:
         n = len(blocks)
         while pos < n:
             child = node.children.get(blocks[pos])
-            if child is None or child.tier != HBM:
-                break
-            k = _common(blocks, pos, child.blocks)
-            pos += k
-            if k < len(child.blocks):
-                break
-            node = child
+            if child is None or child.tier:  # HBM is tier 0
+                return pos
+            seg = child.blocks
+            end = pos + len(seg)
+            if end <= n and blocks[end - 1] == seg[-1]:
+                pos = end
+                node = child
+                continue
+            return pos + _common(blocks, pos, seg)
         return pos
 
     # ------------------------------------------------------------------ updates
@@ -133,9 +137,12 @@ class PrefixCache:
         if node is not self.root and node.hbm_kids == 0:
             self._push(self._hbm_heap, node)
 
-    def insert(self, blocks: Sequence[int], now: float, copy_id: int = -1) -> int:
-        """Make all of ``blocks`` resident in HBM (the path is brought up and
-        touched); returns how many blocks were new to the cache."""
+    def insert(
+        self, blocks: Sequence[int], now: float, copy_id: int = -1, tail: Sequence[int] = ()
+    ) -> int:
+        """Make all of ``blocks`` (followed by the ids in ``tail``, blocks unique to
+        this context) resident in HBM; the path is brought up and touched.
+        Returns how many blocks were new to the cache."""
         node = self.root
         pos = 0
         n = len(blocks)
@@ -143,22 +150,28 @@ class PrefixCache:
         while pos < n:
             child = node.children.get(blocks[pos])
             if child is None:
-                child = Segment(list(blocks[pos:]), node, HBM, now)
-                child.copy_id = copy_id
-                node.children[blocks[pos]] = child
-                node.hbm_kids += 1
-                node.upper_kids += 1
-                self.blocks_in[HBM] += n - pos
-                added = n - pos
-                node = child
                 break
-            k = _common(blocks, pos, child.blocks)
-            if k < len(child.blocks):
+            seg = child.blocks
+            end = pos + len(seg)
+            if end <= n and blocks[end - 1] == seg[-1]:
+                k = end - pos
+            else:
+                k = _common(blocks, pos, seg)
                 self._split(child, k)
             if child.tier != HBM:
                 self._set_tier(child, HBM)
             child.last_used = now
             pos += k
+            node = child
+        if pos < n or tail:
+            fresh = list(blocks[pos:]) + list(tail) if pos < n else list(tail)
+            child = Segment(fresh, node, HBM, now)
+            child.copy_id = copy_id
+            node.children[fresh[0]] = child
+            node.hbm_kids += 1
+            node.upper_kids += 1
+            added = len(fresh)
+            self.blocks_in[HBM] += added
             node = child
         if node is not self.root and node.hbm_kids == 0:
             self._push(self._hbm_heap, node)

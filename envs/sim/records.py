@@ -33,14 +33,19 @@ class Records:
     def __init__(self, n: int) -> None:
         self.n = n
         self.node: Any = [-1] * n
-        self.admit_s: Any = [np.nan] * n
         self.first_token_s: Any = [np.nan] * n
         self.finish_s: Any = [np.nan] * n
-        self.hit_hbm_tokens: Any = [0] * n
-        self.hit_ram_tokens: Any = [0] * n
-        self.hit_disk_tokens: Any = [0] * n
-        self.reuse_s: Any = [0.0] * n
-        self.prefill_tokens: Any = [0] * n
+        # written once per request at admission, unpacked by finalize():
+        # (admit_s, hit_hbm_tokens, hit_ram_tokens, hit_disk_tokens, reuse_s, prefill_tokens)
+        self.admission: list[tuple[float, int, int, int, float, int]] = [
+            (np.nan, 0, 0, 0, 0.0, 0)
+        ] * n
+        self.admit_s: Any = None
+        self.hit_hbm_tokens: Any = None
+        self.hit_ram_tokens: Any = None
+        self.hit_disk_tokens: Any = None
+        self.reuse_s: Any = None
+        self.prefill_tokens: Any = None
         self.arrival_s: np.ndarray = np.zeros(0)
         self.ttft_s: np.ndarray = np.zeros(0)
         self.queue_s: np.ndarray = np.zeros(0)
@@ -48,6 +53,15 @@ class Records:
         self.summary: dict[str, Any] = {}
 
     def finalize(self, sim: Simulator) -> None:
+        columns = list(zip(*self.admission)) if self.n else [[] for _ in range(6)]
+        (
+            self.admit_s,
+            self.hit_hbm_tokens,
+            self.hit_ram_tokens,
+            self.hit_disk_tokens,
+            self.reuse_s,
+            self.prefill_tokens,
+        ) = (np.asarray(c) for c in columns)
         for name in _FIELDS:
             setattr(self, name, np.asarray(getattr(self, name)))
         self.arrival_s = np.array([r.arrival_s for r in sim.requests], dtype=float)

@@ -19,6 +19,7 @@ The simulator never imports a policy, an environment or a config library.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections.abc import Generator
@@ -139,6 +140,18 @@ class Simulator:
         if self._started:
             raise RuntimeError("a Simulator runs its workload once; build a new one")
         self._started = True
+        # The cache's segments point at their parents, so the cyclic garbage
+        # collector would scan them again and again; run it rarely meanwhile.
+        gc_threshold = gc.get_threshold()
+        gc.set_threshold(max(gc_threshold[0], 50_000), *gc_threshold[1:])
+        try:
+            yield from self._loop()
+        finally:
+            gc.set_threshold(*gc_threshold)
+        self.done = True
+        self.records.finalize(self)
+
+    def _loop(self) -> Generator[Request, int, None]:
         requests = self.requests
         n = len(requests)
         heap = self._heap
@@ -174,8 +187,6 @@ class Simulator:
                 )
             self._route(request, nodes[choice])
             i += 1
-        self.done = True
-        self.records.finalize(self)
 
     # ================================================================== actions
     def warm(self, src: int, dst: int, blocks: tuple[int, ...]) -> str:
@@ -402,12 +413,7 @@ class Simulator:
             decode_s = costs.decode_s(steps, node.decode_n, node.ctx_tokens)
         node.seg_steps = steps
         k = request.index
-        records.admit_s[k] = t
-        records.hit_hbm_tokens[k] = hbm_t
-        records.hit_ram_tokens[k] = ram_t
-        records.hit_disk_tokens[k] = disk_t
-        records.reuse_s[k] = reuse_s
-        records.prefill_tokens[k] = new_tokens
+        records.admission[k] = (t, hbm_t, ram_t, disk_t, reuse_s, new_tokens)
         cache.evict_to(node.cache_capacity_blocks(bt))
         if not self.config.causal_kv:
             self._insert_prompt(node, request, t)
@@ -517,13 +523,13 @@ class Simulator:
         node.running -= 1
         node.reserved_tokens -= request.input_tokens + request.output_tokens
         bt = self.block_tokens
-        blocks = request.blocks
-        extra = -(-(request.input_tokens + request.output_tokens) // bt) - len(blocks)
+        extra = -(-(request.input_tokens + request.output_tokens) // bt) - len(request.blocks)
         if extra > 0:
             fresh = self._fresh_id
-            blocks = blocks + tuple(range(fresh - 1, fresh - 1 - extra, -1))
             self._fresh_id = fresh - extra
-        node.cache.insert(blocks, t)
+            node.cache.insert(request.blocks, t, tail=range(fresh - 1, fresh - 1 - extra, -1))
+        else:
+            node.cache.insert(request.blocks, t)
         node.cache.evict_to((node.budget_tokens - node.reserved_tokens) // bt)
         if node.waiting_src:
             self._release_sources(node, request, t)
