@@ -1,0 +1,93 @@
+"""Milliseconds to make N tokens of KV resident, from each source (SPEC section 3).
+
+    python -m experiments.costs [model=llama-3.3-70b] [node=4xH100] [setup=NAME]
+                                [tokens=500,1000,2000,8000,16000,32000] [out_dir=PATH]
+
+``setup=`` (one of the published setups, e.g. ``glm52_h100x8``) overrides
+``model`` and ``node``. Prints the table and, with ``out_dir``, writes
+``costs.json``: ``{"model", "node", "kv_bytes_per_token", "budget_tokens",
+"tokens": [...], "ms": {"prefill": [...], "disk": [...], "rdma": [...],
+"ram": [...], "hbm": [...]}}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs.sim.config import SETUPS
+from envs.sim.hardware import NodeCosts, model_preset, parse_node
+from experiments._cli import UsageError, main_guard, parse_args
+from experiments._io import write_json_atomic
+
+DEFAULTS: dict[str, Any] = {
+    "model": "llama-3.3-70b",
+    "node": "4xH100",
+    "setup": "",
+    "tokens": ["500", "1000", "2000", "8000", "16000", "32000"],
+    "mfu": 0.5,
+    "out_dir": "",
+}
+SOURCES = ("prefill", "disk", "rdma", "ram", "hbm")
+
+
+def cost_table(model: str, node: str, tokens: list[int], mfu: float = 0.5) -> dict[str, Any]:
+    """The table as a dict (see the module docstring)."""
+    costs = NodeCosts(parse_node(node), model_preset(model), mfu=mfu)
+    ms: dict[str, list[float]] = {source: [] for source in SOURCES}
+    for n in tokens:
+        ms["prefill"].append(costs.prefill_s(n) * 1e3)
+        for tier in ("disk", "rdma", "ram", "hbm"):
+            ms[tier].append(costs.load_s(n, tier) * 1e3)
+    return {
+        "model": costs.model.name,
+        "node": costs.node.name,
+        "kv_bytes_per_token": costs.kv_bytes_per_token,
+        "budget_tokens": costs.budget_tokens,
+        "tokens": tokens,
+        "ms": ms,
+    }
+
+
+def _fmt(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 0.1:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    options = parse_args("experiments.costs", DEFAULTS, argv)
+    model, node = options["model"], options["node"]
+    if options["setup"]:
+        if options["setup"] not in SETUPS:
+            raise UsageError(f"experiments.costs: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
+        model, node, _ = SETUPS[options["setup"]]
+    try:
+        tokens = [int(t) for t in options["tokens"]]
+    except ValueError:
+        raise UsageError(f"experiments.costs: tokens must be integers, got {options['tokens']!r}") from None
+    if any(t <= 0 for t in tokens):
+        raise UsageError(f"experiments.costs: tokens must be positive, got {tokens!r}")
+    table = cost_table(model, node, tokens, options["mfu"])
+    print(
+        f"ms to make N tokens of KV resident: {table['model']} on one {table['node']} node "
+        f"(KV {table['kv_bytes_per_token']:,.0f} B/token, budget {table['budget_tokens']:,} tokens)"
+    )
+    header = f"{'source':<8}" + "".join(f"{n:>10,}" for n in tokens)
+    print(header)
+    for source in SOURCES:
+        print(f"{source:<8}" + "".join(f"{_fmt(v):>10}" for v in table["ms"][source]))
+    ratio_rdma = table["ms"]["prefill"][0] / table["ms"]["rdma"][0]
+    ratio_ram = table["ms"]["prefill"][0] / table["ms"]["ram"][0]
+    print(f"prefill is {ratio_rdma:.0f}x an RDMA copy and {ratio_ram:.0f}x a RAM load")
+    if options["out_dir"]:
+        path = write_json_atomic(f"{options['out_dir']}/costs.json", table)
+        print(f"wrote {path}")
+    return table
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_guard(main))
