@@ -53,6 +53,7 @@ class Node:
         "decode_s",
         "index",
         "inflight",
+        "prefill_ewma_s",
         "prefill_s",
         "queue",
         "rdma_busy_s",
@@ -105,6 +106,7 @@ class Node:
         # accounting (seconds)
         self.busy_s = 0.0
         self.prefill_s = 0.0
+        self.prefill_ewma_s = 0.0  # moving average of recent admissions' reuse + prefill
         self.decode_s = 0.0
         self.copy_s = 0.0
         self.rdma_busy_s = 0.0
@@ -119,6 +121,12 @@ class Node:
         if self.work == PREFILL:
             return self.work_obj  # type: ignore[return-value]
         return None
+
+    def estimated_wait_s(self, now: float) -> float:
+        """Rough wait for a request routed here now: the rest of the current work
+        item plus one recent average prefill per queued request."""
+        rest = self.work_end - now if self.work != IDLE else 0.0
+        return max(rest, 0.0) + len(self.queue) * self.prefill_ewma_s
 
     def cache_capacity_blocks(self, block_tokens: int) -> int:
         """HBM blocks the prefix cache may hold now: the KV headroom."""

@@ -121,6 +121,9 @@ class Simulator:
         self._order = 0
         self._started = False
         self.done = False
+        # Requests in the order their first token came out; readers (e.g. a
+        # Gymnasium env crediting TTFT as it becomes known) keep their own cursor.
+        self.first_token_log: list[Request] = []
 
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
@@ -421,6 +424,7 @@ class Simulator:
         node.work_obj = request
         duration = reuse_s + prefill_s + decode_s
         node.prefill_s += reuse_s + prefill_s
+        node.prefill_ewma_s += 0.2 * (reuse_s + prefill_s - node.prefill_ewma_s)
         node.decode_s += decode_s
         node.busy_s += duration
         self._begin(node, t, t + duration)
@@ -448,6 +452,7 @@ class Simulator:
         if work == PREFILL:
             request: Request = node.work_obj  # type: ignore[assignment]
             self.records.first_token_s[request.index] = t
+            self.first_token_log.append(request)
             if node.seg_steps:
                 self._advance_batch(node, node.seg_steps, t)
             if request.output_tokens > 1:
