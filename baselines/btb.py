@@ -22,28 +22,48 @@ from baselines.routers import cache_aware_choice, least_loaded
 
 @register("btb")
 class BTB(Policy):
-    """BTB with its four constants X (arrivals), Y (prefix blocks), Z (seconds), M (copies)."""
+    """BTB with its four constants X (arrivals), Y (prefix blocks), Z (seconds), M (copies).
 
-    def __init__(self, x: int = 2, y: int = 256, z: float = 1.0, m: int = 4) -> None:
-        for name, value, low in (("x", x, 1), ("y", y, 1), ("m", m, 1)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"btb.{name} must be an integer >= {low}, got {value!r}")
-        if not z > 0:
-            raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
-        self.x, self.y, self.z, self.m = x, y, z, m
+    ``y=None`` takes each request's whole prompt but its last block as the
+    shared prefix (for traffic whose shared prefix length is not known ahead);
+    ``min_prefix_blocks`` (default: Y, or 1 with ``y=None``) is the shortest
+    prefix that may fire.
+    """
+
+    def __init__(
+        self,
+        x: int = 2,
+        y: int | None = 256,
+        z: float = 1.0,
+        m: int = 4,
+        min_prefix_blocks: int | None = None,
+    ) -> None:
+        self.set_thresholds(x, y, z, m, min_prefix_blocks)
         self._seen: dict[int, deque[float]] = {}
 
     def reset(self, sim: Simulator) -> None:
         self._seen = {}
 
-    def set_thresholds(self, x: int, y: int, z: float, m: int) -> None:
-        """Change the constants mid-run (used by the adaptive-threshold env)."""
-        self.x, self.y, self.z, self.m = x, y, z, m
+    def set_thresholds(
+        self, x: int, y: int | None, z: float, m: int, min_prefix_blocks: int | None = None
+    ) -> None:
+        """Set the constants (also mid-run: the adaptive-threshold env does)."""
+        for name, value in (("x", x), ("y", y), ("m", m), ("min_prefix_blocks", min_prefix_blocks)):
+            if value is None and name in ("y", "min_prefix_blocks"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"btb.{name} must be an integer >= 1, got {value!r}")
+        if not (isinstance(z, (int, float)) and z > 0):
+            raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
+        self.x, self.y, self.z, self.m = x, y, float(z), m
+        self.min_prefix_blocks = min_prefix_blocks if min_prefix_blocks is not None else (y or 1)
 
     def decide(self, sim: Simulator, request: Request) -> int:
         blocks = request.blocks
         y = self.y
-        if len(blocks) < y:
+        if y is None:
+            y = len(blocks) - 1 if len(blocks) > 1 else 1
+        if len(blocks) < y or y < self.min_prefix_blocks:
             return cache_aware_choice(sim, request)
         key = blocks[y - 1]
         now = sim.now

@@ -120,6 +120,7 @@ class Simulator:
         self._flow_version = 0
         self._order = 0
         self._started = False
+        self._pending: Request | None = None
         self.done = False
         # Requests in the order their first token came out; readers (e.g. a
         # Gymnasium env crediting TTFT as it becomes known) keep their own cursor.
@@ -180,18 +181,42 @@ class Simulator:
                 break
             self.now = t_arrival
             request = requests[i]
+            self._pending = request
             choice = yield request
-            if choice.__class__ is not int:
-                choice = _as_index(choice, n_nodes)
-            elif not 0 <= choice < n_nodes:
-                raise ValueError(
-                    f"policy routed request {request.request_id!r} to node {choice}; "
-                    f"valid nodes are 0..{n_nodes - 1}"
-                )
-            self._route(request, nodes[choice])
+            if self._pending is None:  # routed during the decision by route()
+                if choice is not None:
+                    raise ValueError(
+                        f"request {request.request_id!r} was already routed with route(); "
+                        f"send None, not {choice!r}"
+                    )
+            else:
+                self._pending = None
+                if choice.__class__ is not int:
+                    choice = _as_index(choice, n_nodes)
+                elif not 0 <= choice < n_nodes:
+                    raise ValueError(
+                        f"policy routed request {request.request_id!r} to node {choice}; "
+                        f"valid nodes are 0..{n_nodes - 1}"
+                    )
+                self._route(request, nodes[choice])
             i += 1
 
     # ================================================================== actions
+    def route(self, node: int) -> None:
+        """Route the request of the current decision point now, before answering.
+
+        For step-by-step drivers that act after routing (e.g. warm a prefix from
+        the node that will compute it); the decision is then answered with
+        ``send(None)``.
+        """
+        request = self._pending
+        if request is None:
+            raise RuntimeError("route() is only valid once, during a decision point")
+        if not (isinstance(node, (int, np.integer)) and 0 <= node < self.n_nodes):
+            raise ValueError(f"route: node must be in 0..{self.n_nodes - 1}, got {node!r}")
+        self._pending = None
+        self._route(request, self.nodes[int(node)])
+
     def warm(self, src: int, dst: int, blocks: tuple[int, ...]) -> str:
         """Copy the prefix ``blocks`` from node ``src`` to node ``dst`` over RDMA.
 
