@@ -48,24 +48,45 @@ class BurstedSyntheticConfig:
     n_decoys: int = 120
     """One-request decoy jobs, each with its own prefix."""
     decoy_lead_s: float = 6.0
-    """Decoys start uniformly from (first burst - decoy_lead_s) ..."""
+    """Decoys start uniformly between (first burst - decoy_lead_s) and
+    (first burst + n_bursts x burst_interval_s)."""
     block_tokens: int = 256
-    """... to (first burst + n_bursts x burst_interval_s); tokens per hashed block."""
+    """Tokens per hashed block."""
+    decoy_requests: int = 1
+    """Requests per decoy job, all sharing the decoy's prefix (1 as published)."""
+    decoy_spread_s: float = 0.5
+    """A decoy job's extra requests arrive uniformly within this many seconds of its first."""
 
     def __post_init__(self) -> None:
+        where = "BurstedSyntheticConfig"
         for name in ("n_bursts", "burst_requests", "n_decoys"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
-                raise ValueError(f"BurstedSyntheticConfig.{name} must be an integer >= 0, got {value!r}")
-        for name in ("prefix_tokens", "suffix_tokens", "output_tokens", "block_tokens"):
+                raise ValueError(f"{where}.{name} must be an integer >= 0, got {value!r}")
+        for name in (
+            "prefix_tokens",
+            "suffix_tokens",
+            "output_tokens",
+            "block_tokens",
+            "decoy_requests",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise ValueError(f"BurstedSyntheticConfig.{name} must be an integer >= 1, got {value!r}")
-        for name in ("burst_interval_s", "start_jitter_s", "burst_window_s", "decoy_lead_s"):
+                raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")
+        for name in (
+            "burst_interval_s",
+            "start_jitter_s",
+            "burst_window_s",
+            "decoy_lead_s",
+            "decoy_spread_s",
+        ):
             value = getattr(self, name)
             if not (value >= 0.0) or value == float("inf"):
-                raise ValueError(f"BurstedSyntheticConfig.{name} must be finite and >= 0, got {value!r}")
-        if self.first_burst_s - self.start_jitter_s < 0 or self.first_burst_s - self.decoy_lead_s < 0:
+                raise ValueError(f"{where}.{name} must be finite and >= 0, got {value!r}")
+        lowest_start_s = min(
+            self.first_burst_s - self.start_jitter_s, self.first_burst_s - self.decoy_lead_s
+        )
+        if lowest_start_s < 0:
             raise ValueError(
                 "BurstedSyntheticConfig.first_burst_s must be at least start_jitter_s and "
                 f"decoy_lead_s so no arrival is negative, got first_burst_s={self.first_burst_s!r}"
@@ -73,7 +94,19 @@ class BurstedSyntheticConfig:
 
     @property
     def requests_per_window(self) -> int:
-        return self.n_bursts * self.burst_requests + self.n_decoys
+        return self.n_bursts * self.burst_requests + self.n_decoys * self.decoy_requests
+
+    @property
+    def window_end_s(self) -> float:
+        """Latest possible arrival: the last burst's jittered window, or the decoys' range."""
+        last_burst = (
+            self.first_burst_s
+            + (self.n_bursts - 1) * self.burst_interval_s
+            + self.start_jitter_s
+            + self.burst_window_s
+        )
+        decoys = self.first_burst_s + self.n_bursts * self.burst_interval_s + self.decoy_spread_s
+        return max(last_burst if self.n_bursts else 0.0, decoys if self.n_decoys else 0.0)
 
 
 def _hex_ids(rng: np.random.Generator, n: int) -> list[str]:
@@ -90,15 +123,18 @@ def synthetic_window_rows(
     window: int,
     seed: int = PUBLISHED_SEED,
     split: str = "",
+    trace_id: str | None = None,
+    source: str = "synthetic",
 ) -> list[dict[str, Any]]:
     """Rows of synthetic window number ``window``, in arrival order.
 
     Each window draws from its own stream, ``numpy.random.default_rng([seed, window])``,
     so any window can be generated alone and the result does not depend on
-    which other windows were made.
+    which other windows were made. ``trace_id`` (default ``synthetic-NNNN``) and
+    ``source`` only label the rows; they do not change what is drawn.
     """
     rng = np.random.default_rng([seed, window])
-    trace_id = f"synthetic-{window:04d}"
+    trace_id = trace_id if trace_id is not None else f"synthetic-{window:04d}"
     prefix_blocks = _blocks(config.prefix_tokens, config.block_tokens)
     suffix_blocks = _blocks(config.prefix_tokens + config.suffix_tokens, config.block_tokens)
     suffix_blocks -= prefix_blocks
@@ -110,7 +146,7 @@ def synthetic_window_rows(
             {
                 "request_id": f"{trace_id}-{len(rows):05d}",
                 "trace_id": trace_id,
-                "source": "synthetic",
+                "source": source,
                 "arrival_s": float(arrival_s),
                 "input_length": input_length,
                 "output_length": config.output_tokens,
@@ -131,7 +167,11 @@ def synthetic_window_rows(
     lo = config.first_burst_s - config.decoy_lead_s
     hi = config.first_burst_s + config.n_bursts * config.burst_interval_s
     for decoy in range(config.n_decoys):
-        add(rng.uniform(lo, hi), _hex_ids(rng, prefix_blocks), f"{trace_id}-decoy-{decoy}", "decoy")
+        start = rng.uniform(lo, hi)
+        prefix = _hex_ids(rng, prefix_blocks)
+        for i in range(config.decoy_requests):
+            arrival = start if i == 0 else start + rng.uniform(0.0, config.decoy_spread_s)
+            add(arrival, prefix, f"{trace_id}-decoy-{decoy}", "decoy")
     rows.sort(key=lambda row: row["arrival_s"])
     return rows
 

@@ -112,7 +112,9 @@ def validate_requests(requests: Sequence[Request], source: str) -> None:
         if not (r.arrival_s >= 0.0) or r.arrival_s == float("inf"):
             raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {r.arrival_s!r}")
         if not isinstance(r.input_tokens, int) or r.input_tokens < 1:
-            raise ValueError(f"{where}: input_tokens must be an integer >= 1, got {r.input_tokens!r}")
+            raise ValueError(
+                f"{where}: input_tokens must be an integer >= 1, got {r.input_tokens!r}"
+            )
         if not isinstance(r.output_tokens, int) or r.output_tokens < 1:
             raise ValueError(
                 f"{where}: output_tokens must be an integer >= 1, got {r.output_tokens!r}"
