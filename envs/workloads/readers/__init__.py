@@ -1,0 +1,96 @@
+"""Trace readers: Mooncake, ART-Chat (JSONL/parquet), Bursted-ART, Qwen-Bailian and hub datasets.
+
+Each reader returns :class:`~envs.workloads.request.Workload` objects with the
+format's block size. :func:`iter_trace_windows` reads any supported file,
+yielding one workload per window for Bursted-ART (streamed) and a single
+workload otherwise; :func:`read_trace` returns a single workload.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from envs.workloads.readers.art_chat import read_art_chat
+from envs.workloads.readers.base import (
+    MissingDependencyError,
+    ReadOptions,
+    ReadReport,
+    TraceFormat,
+    TraceFormatError,
+    TraceWarning,
+    UnsortedTraceError,
+    assemble_trace,
+    assemble_windows,
+)
+from envs.workloads.readers.bursted import iter_bursted_windows
+from envs.workloads.readers.detect import FORMATS, detect_format, format_of_row
+from envs.workloads.readers.hub import read_hub_dataset
+from envs.workloads.readers.mooncake import read_mooncake
+from envs.workloads.readers.qwen import read_qwen_bailian
+from envs.workloads.readers.sources import file_rows
+from envs.workloads.request import Workload
+
+
+def iter_trace_windows(
+    path: str | os.PathLike[str],
+    format: str = "auto",
+    options: ReadOptions | None = None,
+    report: ReadReport | None = None,
+) -> Iterator[Workload]:
+    """Read any supported trace file: one workload per window (Bursted-ART) or one in all."""
+    name = detect_format(path) if format == "auto" else format
+    if name not in FORMATS:
+        raise ValueError(f"unknown trace format {format!r} (known: auto, {', '.join(FORMATS)})")
+    fmt = FORMATS[name]
+    report = report if report is not None else ReadReport(source=str(path))
+    rows = file_rows(path)
+    if fmt.windowed:
+        return assemble_windows(rows, fmt, Path(path).stem, options=options, report=report)
+    return iter([assemble_trace(rows, fmt, Path(path).stem, options=options, report=report)])
+
+
+def read_trace(
+    path: str | os.PathLike[str],
+    format: str = "auto",
+    options: ReadOptions | None = None,
+    report: ReadReport | None = None,
+) -> Workload:
+    """Read a trace file holding a single window into one workload.
+
+    A Bursted-ART file with several windows is an error: stream it with
+    :func:`iter_trace_windows` or :func:`iter_bursted_windows` instead.
+    """
+    windows = iter_trace_windows(path, format=format, options=options, report=report)
+    first = next(windows)
+    for extra in windows:
+        raise TraceFormatError(
+            str(path),
+            int(extra.meta.get("first_line", 0)),
+            "trace_id",
+            f"the file holds several windows ({first.meta.get('trace_id')!r}, "
+            f"{extra.meta.get('trace_id')!r}, ...); use iter_trace_windows to stream them",
+        )
+    return first
+
+
+__all__ = [
+    "FORMATS",
+    "MissingDependencyError",
+    "ReadOptions",
+    "ReadReport",
+    "TraceFormat",
+    "TraceFormatError",
+    "TraceWarning",
+    "UnsortedTraceError",
+    "detect_format",
+    "format_of_row",
+    "iter_bursted_windows",
+    "iter_trace_windows",
+    "read_art_chat",
+    "read_hub_dataset",
+    "read_mooncake",
+    "read_qwen_bailian",
+    "read_trace",
+]

@@ -1,0 +1,476 @@
+"""What every trace reader shares: options, errors, row fields and assembly.
+
+A reader turns a *row source* (an iterator of ``(line, row)`` pairs from a JSONL
+file, a parquet file or a hub dataset) into :class:`~envs.workloads.request.Workload`
+objects, using a :class:`TraceFormat` that knows one format's fields. Malformed
+rows raise :class:`TraceFormatError` naming the file, the line and the field, or
+are skipped and counted when ``ReadOptions.skip_bad_rows`` is set.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+
+from envs.workloads.request import BlockChainer, Request, Workload
+
+UnsortedPolicy = Literal["warn", "sort", "error"]
+
+
+class TraceFormatError(ValueError):
+    """A row of a trace that cannot be read; names the file, the line and the field.
+
+    Attributes:
+        path: the file (or dataset) the row came from.
+        line: 1-based line number (row number for parquet and hub datasets).
+        field: the offending field, or ``None`` when the whole row is unreadable.
+    """
+
+    def __init__(self, path: str, line: int, field: str | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        self.field = field
+        where = f"{path}, line {line}"
+        what = f"field {field!r}" if field is not None else "row"
+        super().__init__(f"{where}, {what}: {message}")
+
+
+class UnsortedTraceError(TraceFormatError):
+    """A timestamp earlier than one before it, with ``unsorted="error"``."""
+
+
+class MissingDependencyError(ImportError):
+    """An optional package (pyarrow, datasets) needed by one reader is not installed."""
+
+
+class TraceWarning(UserWarning):
+    """Something in a trace was repaired or skipped rather than rejected."""
+
+
+class RowLocation(NamedTuple):
+    """Where a row came from, for error messages."""
+
+    path: str
+    line: int
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How strictly to read a trace. The defaults reject every malformed row."""
+
+    skip_bad_rows: bool = False
+    """Skip malformed rows (counted in the :class:`ReadReport`, one warning) instead of raising."""
+    unsorted: UnsortedPolicy = "warn"
+    """Timestamps out of order: "warn" sorts and warns once, "sort" sorts quietly,
+    "error" raises :class:`UnsortedTraceError`."""
+    rebase_time: bool = True
+    """Shift absolute timestamps so the earliest request arrives at 0 s. Bursted-ART
+    ``arrival_s`` is already relative to its window and is never shifted."""
+    strict_block_count: bool = True
+    """Require floor(input/block) <= len(hash_ids) <= ceil(input/block)."""
+    block_tokens: int | None = None
+    """Override the format's block size (e.g. a Qwen trace hashed at another size)."""
+    namespace: str = ""
+    """Tenant namespace for rows that name none, so two traces read with different
+    namespaces never share KV."""
+    max_rows: int | None = None
+    """Stop after this many good rows (None: read everything)."""
+
+    def __post_init__(self) -> None:
+        if self.unsorted not in ("warn", "sort", "error"):
+            raise ValueError(
+                f"ReadOptions.unsorted must be 'warn', 'sort' or 'error', got {self.unsorted!r}"
+            )
+        if self.block_tokens is not None and (
+            not isinstance(self.block_tokens, int) or self.block_tokens < 1
+        ):
+            raise ValueError(
+                f"ReadOptions.block_tokens must be a positive integer, got {self.block_tokens!r}"
+            )
+        if self.max_rows is not None and (not isinstance(self.max_rows, int) or self.max_rows < 0):
+            raise ValueError(f"ReadOptions.max_rows must be an integer >= 0, got {self.max_rows!r}")
+
+
+@dataclass
+class ReadReport:
+    """What a read did: rows used, rows skipped (with the first few reasons), reordering."""
+
+    source: str
+    rows_read: int = 0
+    rows_skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+    out_of_order: int = 0
+    first_out_of_order_line: int | None = None
+
+    MAX_ERRORS = 10
+
+    def skip(self, error: TraceFormatError) -> None:
+        self.rows_skipped += 1
+        if len(self.errors) < self.MAX_ERRORS:
+            self.errors.append(str(error))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "rows_read": self.rows_read,
+            "rows_skipped": self.rows_skipped,
+            "errors": list(self.errors),
+            "out_of_order": self.out_of_order,
+            "first_out_of_order_line": self.first_out_of_order_line,
+        }
+
+
+@dataclass(slots=True)
+class ParsedRow:
+    """One row, checked and converted, before its hashes are chained."""
+
+    request_id: str
+    time_s: float
+    input_tokens: int
+    output_tokens: int
+    hash_ids: list[Hashable]
+    group_id: str = ""
+    tenant: str = ""
+    job_kind: str = ""
+    window: str = ""
+    source: str = ""
+    split: str = ""
+
+
+RowParser = Callable[[Mapping[str, Any], RowLocation], ParsedRow]
+RowSource = Iterable[tuple[int, "Mapping[str, Any] | TraceFormatError"]]
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """One trace format: its name, block size, timestamp field and row parser factory."""
+
+    name: str
+    block_tokens: int
+    time_field: str
+    new_parser: Callable[[], RowParser]
+    """Returns a fresh parser for one read (a parser may remember earlier rows)."""
+    windowed: bool = False
+    """Rows carry a window id (``trace_id``) and are replayed window by window."""
+    rebase: bool = True
+    """Whether ``ReadOptions.rebase_time`` applies (False when times are window-relative)."""
+
+
+# --- field helpers: each raises TraceFormatError naming the field -----------------------
+
+
+def _missing(row: Mapping[str, Any], name: str, loc: RowLocation) -> TraceFormatError:
+    return TraceFormatError(loc.path, loc.line, name, "missing (a required field)")
+
+
+def get_int(
+    row: Mapping[str, Any],
+    name: str,
+    loc: RowLocation,
+    minimum: int = 0,
+    default: int | None = None,
+) -> int:
+    """An integer field (integral floats accepted); ``default`` when absent or null."""
+    value = row.get(name)
+    if value is None:
+        if default is None:
+            raise _missing(row, name, loc)
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceFormatError(loc.path, loc.line, name, f"expected an integer, got {value!r}")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise TraceFormatError(loc.path, loc.line, name, f"expected an integer, got {value!r}")
+        value = int(value)
+    if value < minimum:
+        raise TraceFormatError(loc.path, loc.line, name, f"must be >= {minimum}, got {value!r}")
+    return value
+
+
+def get_number(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: float | None) -> float:
+    """A required finite number, optionally bounded below."""
+    value = row.get(name)
+    if value is None:
+        raise _missing(row, name, loc)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TraceFormatError(loc.path, loc.line, name, f"expected a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number):
+        raise TraceFormatError(loc.path, loc.line, name, f"must be finite, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise TraceFormatError(loc.path, loc.line, name, f"must be >= {minimum}, got {value!r}")
+    return number
+
+
+def get_str(row: Mapping[str, Any], name: str, loc: RowLocation, default: str | None) -> str:
+    """A string field; integers are accepted and converted (ids are often numbers)."""
+    value = row.get(name)
+    if value is None:
+        if default is None:
+            raise _missing(row, name, loc)
+        return default
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TraceFormatError(loc.path, loc.line, name, f"expected a string, got {value!r}")
+    return str(value)
+
+
+def get_hash_ids(row: Mapping[str, Any], name: str, loc: RowLocation) -> list[Hashable]:
+    """A non-empty list of block hashes, each an integer or a string."""
+    value = row.get(name)
+    if value is None:
+        raise _missing(row, name, loc)
+    if not isinstance(value, (list, tuple)):
+        raise TraceFormatError(loc.path, loc.line, name, f"expected a list, got {_short(value)}")
+    if not value:
+        raise TraceFormatError(loc.path, loc.line, name, "is empty; a prompt has >= 1 block")
+    for position, item in enumerate(value):
+        kind = type(item)
+        if kind is not str and kind is not int:
+            raise TraceFormatError(
+                loc.path,
+                loc.line,
+                name,
+                f"item {position} must be an integer or a string, got {_short(item)}",
+            )
+    return list(value)
+
+
+def output_tokens(row: Mapping[str, Any], name: str, loc: RowLocation) -> int:
+    """Output length; absent means 1, and 0 is read as 1 (prefill makes the first token)."""
+    return max(1, get_int(row, name, loc, minimum=0, default=1))
+
+
+def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) -> None:
+    """Reject a hash list that cannot cover ``input_tokens`` at ``block_tokens`` a block."""
+    n = len(parsed.hash_ids)
+    low = parsed.input_tokens // block_tokens
+    high = -(-parsed.input_tokens // block_tokens)
+    if not low <= n <= high:
+        raise TraceFormatError(
+            loc.path,
+            loc.line,
+            "hash_ids",
+            f"has {n} blocks but input_length {parsed.input_tokens} at {block_tokens} tokens "
+            f"a block needs {high}"
+            + (f" (or {low})" if low != high and low > 0 else "")
+            + "; pass ReadOptions(strict_block_count=False) to accept it",
+        )
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- assembly -------------------------------------------------------------------------
+
+
+class _RowStream:
+    """Parses rows, applies skip/limit options and tracks ordering, for one reader call."""
+
+    def __init__(
+        self, rows: RowSource, fmt: TraceFormat, options: ReadOptions, report: ReadReport
+    ) -> None:
+        self.rows = rows
+        self.fmt = fmt
+        self.options = options
+        self.report = report
+        self.block_tokens = options.block_tokens or fmt.block_tokens
+        self.parse_row = fmt.new_parser()
+
+    def __iter__(self) -> Iterator[tuple[RowLocation, ParsedRow]]:
+        options = self.options
+        report = self.report
+        for line, row in self.rows:
+            if options.max_rows is not None and report.rows_read >= options.max_rows:
+                return
+            loc = RowLocation(report.source, line)
+            try:
+                if isinstance(row, TraceFormatError):
+                    raise row
+                parsed = self.parse_row(row, loc)
+                if options.strict_block_count:
+                    check_block_count(parsed, self.block_tokens, loc)
+            except TraceFormatError as error:
+                if not options.skip_bad_rows:
+                    raise
+                report.skip(error)
+                continue
+            report.rows_read += 1
+            yield loc, parsed
+
+
+def _note_out_of_order(
+    report: ReadReport,
+    options: ReadOptions,
+    fmt: TraceFormat,
+    loc: RowLocation,
+    t: float,
+    last: float,
+) -> None:
+    report.out_of_order += 1
+    if report.first_out_of_order_line is None:
+        report.first_out_of_order_line = loc.line
+    if options.unsorted == "error":
+        raise UnsortedTraceError(
+            loc.path,
+            loc.line,
+            fmt.time_field,
+            f"{t!r} s is earlier than {last!r} s on an earlier line; the trace must be sorted "
+            "by time (or read it with ReadOptions(unsorted='warn'))",
+        )
+
+
+def _finish_report(report: ReadReport, options: ReadOptions) -> None:
+    if report.rows_skipped:
+        warnings.warn(
+            f"{report.source}: skipped {report.rows_skipped} malformed rows "
+            f"(first: {report.errors[0]})",
+            TraceWarning,
+            stacklevel=3,
+        )
+    if report.out_of_order and options.unsorted == "warn":
+        warnings.warn(
+            f"{report.source}: {report.out_of_order} rows arrived out of time order "
+            f"(first at line {report.first_out_of_order_line}); sorted by arrival",
+            TraceWarning,
+            stacklevel=3,
+        )
+
+
+def _request(parsed: ParsedRow, arrival_s: float, chainer: BlockChainer, namespace: str) -> Request:
+    tenant = parsed.tenant or namespace
+    return Request(
+        index=0,
+        request_id=parsed.request_id,
+        arrival_s=arrival_s,
+        input_tokens=parsed.input_tokens,
+        output_tokens=parsed.output_tokens,
+        blocks=chainer.chain(parsed.hash_ids, namespace=tenant),
+        tenant=tenant,
+        group_id=parsed.group_id,
+        job_kind=parsed.job_kind,
+    )
+
+
+def assemble_trace(
+    rows: RowSource,
+    fmt: TraceFormat,
+    name: str,
+    options: ReadOptions | None = None,
+    report: ReadReport | None = None,
+    chainer: BlockChainer | None = None,
+) -> Workload:
+    """Read a whole (non-windowed) trace into one :class:`Workload`."""
+    options = options or ReadOptions()
+    report = report if report is not None else ReadReport(source=name)
+    chainer = chainer if chainer is not None else BlockChainer()
+    stream = _RowStream(rows, fmt, options, report)
+    requests: list[Request] = []
+    last = -math.inf
+    for loc, parsed in stream:
+        if parsed.time_s < last:
+            _note_out_of_order(report, options, fmt, loc, parsed.time_s, last)
+        last = max(last, parsed.time_s)
+        requests.append(_request(parsed, parsed.time_s, chainer, options.namespace))
+    if not requests:
+        raise TraceFormatError(report.source, 0, None, "no usable rows")
+    origin = 0.0
+    if options.rebase_time and fmt.rebase:
+        origin = min(r.arrival_s for r in requests)
+        for r in requests:
+            r.arrival_s -= origin
+    _finish_report(report, options)
+    block_tokens = options.block_tokens or fmt.block_tokens
+    meta = {"format": fmt.name, "time_origin_s": origin, "read": report.as_dict()}
+    return Workload(name=name, block_tokens=block_tokens, requests=requests, meta=meta)
+
+
+def assemble_windows(
+    rows: RowSource,
+    fmt: TraceFormat,
+    name: str,
+    options: ReadOptions | None = None,
+    report: ReadReport | None = None,
+    chainer: BlockChainer | None = None,
+    sources: Iterable[str] | None = None,
+) -> Iterator[Workload]:
+    """Stream a windowed trace: one :class:`Workload` per window, holding one at a time.
+
+    Rows must be grouped by window (all rows of a ``trace_id`` together); a window id
+    that comes back after another window is an error, since streaming could not
+    honour it. Each window gets a fresh :class:`BlockChainer` unless ``chainer`` is
+    given (then ids are shared, and its memory grows, across windows). ``sources``
+    keeps only windows whose rows have one of these ``source`` values.
+    """
+    options = options or ReadOptions()
+    report = report if report is not None else ReadReport(source=name)
+    wanted = set(sources) if sources is not None else None
+    block_tokens = options.block_tokens or fmt.block_tokens
+    seen: set[str] = set()
+    window: _Window | None = None
+    for loc, parsed in _RowStream(rows, fmt, options, report):
+        if window is None or parsed.window != window.trace_id:
+            if parsed.window in seen:
+                raise TraceFormatError(
+                    loc.path,
+                    loc.line,
+                    "trace_id",
+                    f"window {parsed.window!r} appears again after other windows; the file "
+                    "must be grouped by window to stream (sort it by trace_id first)",
+                )
+            if window is not None and window.wanted:
+                yield window.close(name, fmt, block_tokens, report.source)
+            seen.add(parsed.window)
+            window = _Window(parsed, loc, chainer, wanted)
+        if not window.wanted:
+            continue
+        if parsed.time_s < window.last_s:
+            _note_out_of_order(report, options, fmt, loc, parsed.time_s, window.last_s)
+        window.last_s = max(window.last_s, parsed.time_s)
+        window.requests.append(_request(parsed, parsed.time_s, window.chainer, options.namespace))
+    if window is None:
+        raise TraceFormatError(report.source, 0, None, "no usable rows")
+    if window.wanted:
+        yield window.close(name, fmt, block_tokens, report.source)
+    _finish_report(report, options)
+
+
+class _Window:
+    """The rows of the window being read (the only one held in memory)."""
+
+    def __init__(
+        self,
+        first: ParsedRow,
+        loc: RowLocation,
+        chainer: BlockChainer | None,
+        wanted: set[str] | None,
+    ) -> None:
+        self.trace_id = first.window
+        self.source = first.source
+        self.split = first.split
+        self.first_line = loc.line
+        self.wanted = wanted is None or first.source in wanted
+        self.chainer = chainer if chainer is not None else BlockChainer()
+        self.requests: list[Request] = []
+        self.last_s = -math.inf
+
+    def close(self, name: str, fmt: TraceFormat, block_tokens: int, path: str) -> Workload:
+        meta = {
+            "format": fmt.name,
+            "trace_id": self.trace_id,
+            "source": self.source,
+            "split": self.split,
+            "path": path,
+            "first_line": self.first_line,
+        }
+        requests, self.requests = self.requests, []
+        return Workload(
+            name=f"{name}:{self.trace_id}",
+            block_tokens=block_tokens,
+            requests=requests,
+            meta=meta,
+        )

@@ -1,0 +1,51 @@
+"""The supported formats by name, and guessing a file's format from its first row."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envs.workloads.readers import art_chat, bursted, mooncake, qwen
+from envs.workloads.readers.base import TraceFormat, TraceFormatError
+from envs.workloads.readers.sources import first_row
+
+FORMATS: dict[str, TraceFormat] = {
+    "mooncake": mooncake.FORMAT,
+    "art": art_chat.FORMAT,
+    "bursted": bursted.FORMAT,
+    "qwen": qwen.FORMAT,
+}
+"""Format name -> its description (block size, time field, parser)."""
+
+
+def format_of_row(row: Mapping[str, Any]) -> str | None:
+    """The format whose fields a row has, or None."""
+    if "trace_id" in row and "arrival_s" in row:
+        return "bursted"
+    if "timestamp_ms" in row:
+        return "art"
+    if "chat_id" in row or "parent_chat_id" in row:
+        return "qwen"
+    if "timestamp" in row and "hash_ids" in row:
+        return "mooncake"
+    return None
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Guess a trace file's format: parquet files are ART-Chat, JSONL by its first row."""
+    file = Path(path)
+    row = first_row(file)
+    if row is None:
+        raise TraceFormatError(str(file), 0, None, "no readable rows to detect the format from")
+    name = format_of_row(row)
+    if name is None:
+        raise TraceFormatError(
+            str(file),
+            1,
+            None,
+            f"cannot tell the format from fields {sorted(row)}; pass format= one of "
+            + ", ".join(FORMATS),
+        )
+    return name

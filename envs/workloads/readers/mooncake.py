@@ -1,0 +1,63 @@
+"""Mooncake traces (FAST'25): JSONL rows of ``timestamp`` (ms), lengths and chained ``hash_ids``.
+
+Fields: ``timestamp`` (milliseconds, required), ``input_length`` (required),
+``output_length`` (default 1; 0 is read as 1), ``hash_ids`` (required, 512-token
+blocks; ids are already chained, and chaining them again changes nothing about
+which requests share a prefix). Optional ``request_id`` defaults to the line
+number. Times are shifted so the first request arrives at 0 s unless
+``ReadOptions(rebase_time=False)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envs.workloads.readers.base import (
+    ParsedRow,
+    ReadOptions,
+    ReadReport,
+    RowLocation,
+    TraceFormat,
+    assemble_trace,
+    get_hash_ids,
+    get_int,
+    get_number,
+    get_str,
+    output_tokens,
+)
+from envs.workloads.readers.sources import jsonl_rows
+from envs.workloads.request import Workload
+
+BLOCK_TOKENS = 512
+
+
+def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
+    """One Mooncake row, checked."""
+    return ParsedRow(
+        request_id=get_str(row, "request_id", loc, default=str(loc.line)),
+        time_s=get_number(row, "timestamp", loc, minimum=None) / 1000.0,
+        input_tokens=get_int(row, "input_length", loc, minimum=1),
+        output_tokens=output_tokens(row, "output_length", loc),
+        hash_ids=get_hash_ids(row, "hash_ids", loc),
+    )
+
+
+FORMAT = TraceFormat(
+    name="mooncake", block_tokens=BLOCK_TOKENS, time_field="timestamp", new_parser=lambda: parse_row
+)
+
+
+def read_mooncake(
+    path: str | os.PathLike[str],
+    options: ReadOptions | None = None,
+    report: ReadReport | None = None,
+    name: str | None = None,
+) -> Workload:
+    """Read a Mooncake JSONL trace into one :class:`Workload` (512-token blocks)."""
+    report = report if report is not None else ReadReport(source=str(path))
+    return assemble_trace(
+        jsonl_rows(path), FORMAT, name or Path(path).stem, options=options, report=report
+    )

@@ -1,0 +1,105 @@
+"""Row sources: JSONL (optionally gzip-compressed) and parquet files, read lazily.
+
+A source yields ``(line, row)`` pairs, where ``row`` is a mapping or, for a line
+that is not a JSON object, the :class:`TraceFormatError` describing it (so a
+reader can skip it and go on). Blank lines are ignored. Nothing is loaded whole:
+JSONL is read line by line and parquet in record batches.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from envs.workloads.readers.base import MissingDependencyError, TraceFormatError
+
+PARQUET_BATCH_ROWS = 1024
+
+
+def _open_text(path: Path) -> IO[str]:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return path.open("r", encoding="utf-8")
+
+
+def jsonl_rows(
+    path: str | os.PathLike[str],
+) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
+    """Rows of a JSON-lines file with their 1-based line numbers."""
+    file = Path(path)
+    name = str(file)
+    with _open_text(file) as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                yield (
+                    line_no,
+                    TraceFormatError(name, line_no, None, f"not valid JSON ({error.msg})"),
+                )
+                continue
+            if not isinstance(row, dict):
+                yield (
+                    line_no,
+                    TraceFormatError(
+                        name, line_no, None, f"expected a JSON object, got {type(row).__name__}"
+                    ),
+                )
+                continue
+            yield line_no, row
+
+
+def require_pyarrow() -> Any:
+    """Import ``pyarrow.parquet`` or explain how to install it."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as error:
+        raise MissingDependencyError(
+            "reading parquet traces needs pyarrow: pip install 'btb-gym[data]' (or pyarrow)"
+        ) from error
+    return pq
+
+
+def parquet_rows(
+    path: str | os.PathLike[str], batch_rows: int = PARQUET_BATCH_ROWS
+) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
+    """Rows of a parquet file, numbered from 1, read one record batch at a time."""
+    pq = require_pyarrow()
+    parquet = pq.ParquetFile(str(path))
+    row_no = 0
+    for batch in parquet.iter_batches(batch_size=batch_rows):
+        for row in batch.to_pylist():
+            row_no += 1
+            yield row_no, row
+
+
+def file_rows(
+    path: str | os.PathLike[str],
+) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
+    """Rows of a ``.parquet`` file or of a JSONL file (``.jsonl``, ``.json``, ``.gz``)."""
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"trace file not found: {file}")
+    if file.suffix == ".parquet":
+        return parquet_rows(file)
+    return jsonl_rows(file)
+
+
+def first_row(path: str | os.PathLike[str]) -> Mapping[str, Any] | None:
+    """The first well-formed row of a file (used to guess its format), or None."""
+    rows = file_rows(path)
+    try:
+        for _, row in rows:
+            if not isinstance(row, TraceFormatError):
+                return row
+    finally:
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+    return None
