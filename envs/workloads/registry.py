@@ -1,0 +1,343 @@
+"""Named workloads: each yields train and test windows, deterministically from a seed.
+
+A workload (scenario) is made of one or more *families* of windows; a family has
+a generator, its configuration and how many windows go to train and to test.
+Windows are split whole: a family's window indices are shuffled by the seed and
+the first ``train_windows`` go to train. A family keeps its name, trace ids and
+split across workloads, so the synthetic half of ``bursted_art`` is exactly
+``bursted_synthetic`` and its ART-like half is ``art_like``.
+
+Use :func:`windows` for ready-to-simulate :class:`Workload` objects (one at a
+time), :func:`window_rows` for rows in the Bursted-ART layout, :func:`plan` for
+the manifest and :func:`list_workloads` for the names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
+from envs.workloads.bursted import (
+    PUBLISHED_SEED,
+    BurstedSyntheticConfig,
+    rows_to_workload,
+    synthetic_window_rows,
+)
+from envs.workloads.request import Workload
+from envs.workloads.scenarios import (
+    AgentFanoutConfig,
+    MixedConfig,
+    MultiTenantConfig,
+    RisingLoadConfig,
+    agent_fanout_rows,
+    mixed_rows,
+    multi_tenant_rows,
+    rising_load_rows,
+)
+
+DEFAULT_WORKLOAD = "bursted_art"
+SPLITS = ("train", "test", "all")
+_SPLIT_STREAM = 0x5B17
+
+RowMaker = Callable[[Any, int, int, str, str], list[dict[str, Any]]]
+"""(config, window index, seed, split, trace id) -> rows in arrival order."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """Windows of one kind within a workload."""
+
+    name: str
+    """Family name; also the trace id prefix (``<name>-0007``)."""
+    make_rows: RowMaker
+    config: Any
+    train_windows: int = 5
+    test_windows: int = 15
+
+    @property
+    def windows(self) -> int:
+        return self.train_windows + self.test_windows
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named workload: a description and its families."""
+
+    name: str
+    description: str
+    families: tuple[Family, ...]
+    block_tokens: int = 256
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """One window of a workload: which family, which index, which split."""
+
+    workload: str
+    family: str
+    index: int
+    split: str
+    trace_id: str
+
+
+def _synthetic(config: Any, window: int, seed: int, split: str, trace_id: str) -> list[dict]:
+    return synthetic_window_rows(config, window, seed=seed, split=split, trace_id=trace_id)
+
+
+def _art(config: Any, window: int, seed: int, split: str, trace_id: str) -> list[dict]:
+    return art_like_window_rows(config, window, seed, split=split, trace_id=trace_id)
+
+
+_SYNTHETIC = Family("synthetic", _synthetic, BurstedSyntheticConfig())
+_ART = Family("art", _art, ArtLikeConfig())
+
+_SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            "bursted_art",
+            "The published Bursted-ART composition: 20 ART-like windows of 1,000 rows and "
+            "20 synthetic burst windows of 4,120 rows; 10 train (5 + 5) / 30 test (15 + 15).",
+            (_ART, _SYNTHETIC),
+        ),
+        Scenario(
+            "bursted_synthetic",
+            "The synthetic half of Bursted-ART: 8 bursts of 500 requests over 60 s sharing a "
+            "65,536-token prefix, plus 120 decoys; 5 train / 15 test windows.",
+            (_SYNTHETIC,),
+        ),
+        Scenario(
+            "bursted_synthetic_1s",
+            "The hard variant: each burst's 500 requests arrive within 1 s.",
+            (Family("synthetic1s", _synthetic, BurstedSyntheticConfig(burst_window_s=1.0)),),
+        ),
+        Scenario(
+            "art_like",
+            "ART-like background traffic only (chat sessions, surges, spikes, fan-out "
+            "jobs): windows of 1,000 rows.",
+            (_ART,),
+        ),
+        Scenario(
+            "rising_load",
+            "One hot 65,536-token prefix whose rate ramps from 0.1 to 8 requests/s over "
+            "10 minutes, over ART-like background traffic.",
+            (Family("rising", rising_load_rows, RisingLoadConfig()),),
+        ),
+        Scenario(
+            "decoy_heavy",
+            "Bursted-ART bursts among 600 decoy prefixes that each arrive twice within "
+            "0.5 s and never again (enough to trigger a 2-in-1-s detector).",
+            (
+                Family(
+                    "decoy",
+                    _synthetic,
+                    BurstedSyntheticConfig(n_decoys=600, decoy_requests=2, decoy_spread_s=0.5),
+                ),
+            ),
+        ),
+        Scenario(
+            "multi_tenant",
+            "Bursted-ART bursts sent by 4 tenants with identical prompts; tenants never "
+            "share KV (their block ids are chained under the tenant).",
+            (Family("tenant", multi_tenant_rows, MultiTenantConfig()),),
+        ),
+        Scenario(
+            "agent_fanout",
+            "Agent trees: a long parent context fans out to 4-32 sub-agents that extend it "
+            "turn by turn, then the parent gathers the results; over background traffic.",
+            (Family("agent", agent_fanout_rows, AgentFanoutConfig()),),
+        ),
+        Scenario(
+            "mixed",
+            "A synthetic burst window and ART-like background traffic in one window.",
+            (Family("mixed", mixed_rows, MixedConfig()),),
+        ),
+    )
+}
+
+
+def list_workloads() -> list[str]:
+    """Names of the registered workloads, the default first."""
+    return [DEFAULT_WORKLOAD, *(name for name in _SCENARIOS if name != DEFAULT_WORKLOAD)]
+
+
+def describe(name: str) -> Scenario:
+    """The registered scenario called ``name``."""
+    try:
+        return _SCENARIOS[name]
+    except KeyError:
+        known = ", ".join(list_workloads())
+        raise ValueError(f"unknown workload {name!r} (known: {known})") from None
+
+
+def configure(
+    name: str,
+    train_windows: int | None = None,
+    test_windows: int | None = None,
+    **params: Any,
+) -> Scenario:
+    """The scenario with window counts and generator parameters overridden.
+
+    ``train_windows``/``test_windows`` apply to every family. Each parameter is set
+    on every family whose configuration has a field of that name; a parameter no
+    family has is an error. Values may be strings (from a command line): they are
+    converted to the field's type.
+    """
+    scenario = describe(name)
+    for count_name, count in (("train_windows", train_windows), ("test_windows", test_windows)):
+        if count is not None and (not isinstance(count, int) or count < 0):
+            raise ValueError(
+                f"workload {name!r}: {count_name} must be an integer >= 0, got {count!r}"
+            )
+    used: set[str] = set()
+    families = []
+    for family in scenario.families:
+        field_names = {f.name for f in dataclasses.fields(family.config)}
+        changes = {
+            key: _convert(name, family.config, key, value)
+            for key, value in params.items()
+            if key in field_names
+        }
+        used.update(changes)
+        families.append(
+            dataclasses.replace(
+                family,
+                config=dataclasses.replace(family.config, **changes) if changes else family.config,
+                train_windows=family.train_windows if train_windows is None else train_windows,
+                test_windows=family.test_windows if test_windows is None else test_windows,
+            )
+        )
+    unknown = sorted(set(params) - used)
+    if unknown:
+        valid = sorted(
+            {f.name for fam in scenario.families for f in dataclasses.fields(fam.config)}
+        )
+        raise ValueError(
+            f"workload {name!r}: unknown parameter(s) {', '.join(unknown)} "
+            f"(known: {', '.join(valid)})"
+        )
+    return dataclasses.replace(scenario, families=tuple(families))
+
+
+def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
+    current = getattr(config, key)
+    if not isinstance(value, str):
+        return value
+    try:
+        if isinstance(current, bool):
+            return value.lower() in {"1", "true", "yes", "on"}
+        if isinstance(current, int):
+            return int(value)
+        if isinstance(current, float):
+            return float(value)
+        if isinstance(current, tuple):
+            parts = [p for p in value.replace(":", "/").split("/") if p]
+            return tuple(type(c)(p) for c, p in zip(current, parts, strict=True))
+    except ValueError:
+        raise ValueError(
+            f"workload {workload!r}: parameter {key}={value!r} is not a valid "
+            f"{type(current).__name__}"
+        ) from None
+    return value
+
+
+def plan(scenario: Scenario | str, seed: int = PUBLISHED_SEED) -> list[WindowSpec]:
+    """Every window of a workload with its split, families interleaved round-robin."""
+    scenario = describe(scenario) if isinstance(scenario, str) else scenario
+    per_family: list[list[WindowSpec]] = []
+    for family in scenario.families:
+        order = np.random.default_rng(
+            [seed, _SPLIT_STREAM, zlib.crc32(family.name.encode())]
+        ).permutation(family.windows)
+        train = set(int(i) for i in order[: family.train_windows])
+        per_family.append(
+            [
+                WindowSpec(
+                    workload=scenario.name,
+                    family=family.name,
+                    index=i,
+                    split="train" if i in train else "test",
+                    trace_id=f"{family.name}-{i:04d}",
+                )
+                for i in range(family.windows)
+            ]
+        )
+    out: list[WindowSpec] = []
+    for i in range(max((len(specs) for specs in per_family), default=0)):
+        out.extend(specs[i] for specs in per_family if i < len(specs))
+    return out
+
+
+def _family(scenario: Scenario, name: str) -> Family:
+    return next(f for f in scenario.families if f.name == name)
+
+
+def window_rows(
+    name: str,
+    split: str = "test",
+    seed: int = PUBLISHED_SEED,
+    limit: int | None = None,
+    train_windows: int | None = None,
+    test_windows: int | None = None,
+    **params: Any,
+) -> Iterator[tuple[WindowSpec, list[dict[str, Any]]]]:
+    """Each window of ``split`` ("train", "test" or "all") as rows, one window at a time."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit!r}")
+    scenario = configure(name, train_windows, test_windows, **params)
+    specs = [s for s in plan(scenario, seed) if split == "all" or s.split == split]
+    for spec in specs[:limit]:
+        family = _family(scenario, spec.family)
+        yield spec, family.make_rows(family.config, spec.index, seed, spec.split, spec.trace_id)
+
+
+def windows(
+    name: str = DEFAULT_WORKLOAD,
+    split: str = "test",
+    seed: int = PUBLISHED_SEED,
+    limit: int | None = None,
+    train_windows: int | None = None,
+    test_windows: int | None = None,
+    **params: Any,
+) -> Iterator[Workload]:
+    """Ready-to-simulate windows of a workload, generated one at a time.
+
+    Each window is its own :class:`Workload` with its own block-id space, named
+    ``<workload>/<trace_id>``; ``meta`` holds the workload, family, window index,
+    split, trace id, seed and the generator's configuration.
+    """
+    scenario = configure(name, train_windows, test_windows, **params)
+    for spec, rows in window_rows(name, split, seed, limit, train_windows, test_windows, **params):
+        config = _family(scenario, spec.family).config
+        yield rows_to_workload(
+            rows,
+            scenario.block_tokens,
+            name=f"{spec.workload}/{spec.trace_id}",
+            meta={**asdict(spec), "seed": seed, "config": config_dict(config)},
+        )
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A generator configuration as plain JSON-ready values."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
+
+
+def family_configs(scenario: Scenario) -> Mapping[str, dict[str, Any]]:
+    """Each family's generator and configuration, for dataset cards and manifests."""
+    return {
+        f.name: {
+            "generator": type(f.config).__name__,
+            "train_windows": f.train_windows,
+            "test_windows": f.test_windows,
+            "config": config_dict(f.config),
+        }
+        for f in scenario.families
+    }

@@ -1,0 +1,171 @@
+"""Burst statistics of a trace: busiest windows and same-prefix fan-out.
+
+Definitions (used by ``experiments.audit`` and docs/workloads.md):
+
+- **Busiest w seconds**: the most arrivals in any half-open interval
+  ``[t, t + w)``, sliding over the trace (the interval may start anywhere; the
+  maximum is always reached at an arrival).
+- **Largest same-prefix fan-out** at ``min_blocks`` blocks within ``window_s``:
+  among requests whose prompts have at least ``min_blocks`` blocks, group them
+  by their first ``min_blocks`` blocks (one chained block id names that prefix);
+  the most requests of one group arriving within ``[t, t + window_s)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envs.workloads.request import Workload
+
+BURST_WINDOWS_S = (1.0, 10.0, 60.0)
+
+
+def busiest(arrivals_s: Sequence[float] | np.ndarray, window_s: float) -> tuple[int, float]:
+    """Most arrivals in any ``[t, t + window_s)``, and the ``t`` where it happens."""
+    if not window_s > 0:
+        raise ValueError(f"busiest: window_s must be > 0, got {window_s!r}")
+    t = np.sort(np.asarray(arrivals_s, dtype=float))
+    if t.size == 0:
+        return 0, 0.0
+    counts = np.searchsorted(t, t + window_s, side="left") - np.arange(t.size)
+    best = int(np.argmax(counts))
+    return int(counts[best]), float(t[best])
+
+
+@dataclass(frozen=True)
+class Fanout:
+    """The largest same-prefix fan-out found."""
+
+    requests: int
+    """Requests of one prefix within the window (0 if no prompt is long enough)."""
+    start_s: float
+    """Arrival of the first of them."""
+    key: Hashable
+    """What names the prefix (a chained block id for workloads)."""
+
+
+def largest_fanout(
+    arrivals_s: Sequence[float] | np.ndarray,
+    keys: Sequence[Hashable | None],
+    window_s: float,
+) -> Fanout:
+    """Largest number of same-key arrivals within ``window_s``; ``None`` keys are ignored."""
+    groups: dict[Hashable, list[float]] = defaultdict(list)
+    for t, key in zip(arrivals_s, keys, strict=True):
+        if key is not None:
+            groups[key].append(float(t))
+    best = Fanout(0, 0.0, None)
+    for key, times in groups.items():
+        if len(times) <= best.requests:
+            continue
+        count, start = busiest(times, window_s)
+        if count > best.requests:
+            best = Fanout(count, start, key)
+    return best
+
+
+def prefix_ids(workload: Workload, min_blocks: int) -> list[int | None]:
+    """Each request's chained id at depth ``min_blocks`` (None if its prompt is shorter)."""
+    if min_blocks < 1:
+        raise ValueError(f"prefix_ids: min_blocks must be >= 1, got {min_blocks!r}")
+    depth = min_blocks - 1
+    return [r.blocks[depth] if len(r.blocks) > depth else None for r in workload.requests]
+
+
+def audit_workload(
+    workload: Workload,
+    min_blocks: int = 16,
+    window_s: float = 10.0,
+    burst_windows_s: Iterable[float] = BURST_WINDOWS_S,
+) -> dict[str, Any]:
+    """Arrival bursts, same-prefix fan-out and length summary of one workload."""
+    requests = workload.requests
+    arrivals = np.fromiter((r.arrival_s for r in requests), dtype=float, count=len(requests))
+    inputs = np.fromiter((r.input_tokens for r in requests), dtype=float, count=len(requests))
+    outputs = np.fromiter((r.output_tokens for r in requests), dtype=float, count=len(requests))
+    duration = float(arrivals.max() - arrivals.min()) if arrivals.size else 0.0
+    bursts = {}
+    for w in burst_windows_s:
+        count, start = busiest(arrivals, w)
+        bursts[_label(w)] = {"window_s": w, "requests": count, "start_s": start}
+    fan = largest_fanout(arrivals, prefix_ids(workload, min_blocks), window_s)
+    example = next(
+        (
+            r
+            for r in requests
+            if len(r.blocks) >= min_blocks and r.blocks[min_blocks - 1] == fan.key
+        ),
+        None,
+    )
+    return {
+        "name": workload.name,
+        "block_tokens": workload.block_tokens,
+        "requests": len(requests),
+        "duration_s": duration,
+        "mean_rate_per_s": len(requests) / duration if duration > 0 else 0.0,
+        "busiest": bursts,
+        "fanout": {
+            "min_blocks": min_blocks,
+            "min_tokens": min_blocks * workload.block_tokens,
+            "window_s": window_s,
+            "requests": fan.requests,
+            "start_s": fan.start_s,
+            "example_request_id": example.request_id if example else None,
+            "group_id": example.group_id if example else None,
+        },
+        "input_tokens": _summary(inputs),
+        "output_tokens": _summary(outputs),
+    }
+
+
+def audit_windows(
+    workloads: Iterable[Workload],
+    min_blocks: int = 16,
+    window_s: float = 10.0,
+    burst_windows_s: Sequence[float] = BURST_WINDOWS_S,
+) -> dict[str, Any]:
+    """Audit each workload (window) in turn, holding one at a time; report the maxima.
+
+    The result has ``windows`` (one audit each) and ``overall``: total requests and,
+    for every statistic, the largest value over the windows with the window's name.
+    Windows are separate timelines, so no burst spans two of them.
+    """
+    per_window: list[dict[str, Any]] = []
+    for workload in workloads:
+        per_window.append(audit_workload(workload, min_blocks, window_s, burst_windows_s))
+    if not per_window:
+        raise ValueError("audit_windows: no workloads to audit")
+    overall: dict[str, Any] = {
+        "windows": len(per_window),
+        "requests": sum(a["requests"] for a in per_window),
+        "block_tokens": per_window[0]["block_tokens"],
+        "busiest": {},
+    }
+    for label in per_window[0]["busiest"]:
+        top = max(per_window, key=lambda a: a["busiest"][label]["requests"])
+        overall["busiest"][label] = {**top["busiest"][label], "window": top["name"]}
+    top = max(per_window, key=lambda a: a["fanout"]["requests"])
+    overall["fanout"] = {**top["fanout"], "window": top["name"]}
+    overall["input_tokens_max"] = max(a["input_tokens"]["max"] for a in per_window)
+    overall["output_tokens_max"] = max(a["output_tokens"]["max"] for a in per_window)
+    return {"overall": overall, "windows": per_window}
+
+
+def _label(window_s: float) -> str:
+    return f"{window_s:g}s"
+
+
+def _summary(values: np.ndarray) -> dict[str, float]:
+    if values.size == 0:
+        return {"mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0}
+    return {
+        "mean": float(values.mean()),
+        "p50": float(np.percentile(values, 50)),
+        "p99": float(np.percentile(values, 99)),
+        "max": float(values.max()),
+    }
