@@ -5,11 +5,16 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Installed before the project so pip never resolves torch on its own (which can
+# pull a multi-GB CUDA build). Override for your platform, e.g.
+#   make TORCH="torch --index-url https://download.pytorch.org/whl/cpu" test
+TORCH ?= torch==2.13.0
 
 .PHONY: install run test bench lint
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e ".[dev]"
 	touch $@
 

@@ -1,2 +1,28 @@
-"""btb-gym environments: the cluster simulator (``envs.sim``), workloads
-(``envs.workloads``) and, on top of them, the Gymnasium environments."""
+"""btb-gym environments.
+
+``envs.sim`` is the cluster simulator and ``envs.workloads`` the workloads;
+neither needs gymnasium. Importing ``envs`` registers the Gymnasium
+environments under the ``btb`` namespace (when gymnasium is installed):
+
+* ``btb/Route-v0``: pick the node for each arriving request;
+* ``btb/RouteWarm-v0``: route, and warm / evict the request's prefix;
+* ``btb/Thresholds-v0``: set BTB's thresholds every decision epoch.
+"""
+
+ENV_IDS = ("btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0")
+
+
+def _register() -> None:
+    try:
+        from gymnasium.envs.registration import register, registry
+    except ImportError:  # the simulator and workloads work without gymnasium
+        return
+    for env_id, entry_point in zip(
+        ENV_IDS,
+        ("envs.route:RouteEnv", "envs.route_warm:RouteWarmEnv", "envs.thresholds:ThresholdsEnv"),
+    ):
+        if env_id not in registry:
+            register(id=env_id, entry_point=entry_point)
+
+
+_register()

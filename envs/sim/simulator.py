@@ -147,11 +147,12 @@ class Simulator:
         # The cache's segments point at their parents, so the cyclic garbage
         # collector would scan them again and again; run it rarely meanwhile.
         gc_threshold = gc.get_threshold()
-        gc.set_threshold(max(gc_threshold[0], 50_000), *gc_threshold[1:])
+        set_threshold = gc.set_threshold  # kept: module globals may be gone at exit
+        set_threshold(max(gc_threshold[0], 50_000), *gc_threshold[1:])
         try:
             yield from self._loop()
         finally:
-            gc.set_threshold(*gc_threshold)
+            set_threshold(*gc_threshold)
         self.done = True
         self.records.finalize(self)
 

@@ -1,0 +1,260 @@
+"""What the three btb-gym environments share: the window pool, building a
+simulator for an episode, crediting TTFT as it becomes known, rendering, and a
+pickle round trip that replays the episode's actions (the simulator is
+deterministic, and its generator cannot be pickled).
+
+Subclasses implement ``_start`` (first observation), ``_act`` (apply an action,
+advance the simulator, return whether the episode ended) and ``_observe``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.sim.config import ClusterSpec, SimConfig, setup_cluster
+from envs.sim.simulator import Simulator
+from envs.windows import window_pool
+from envs.workloads.request import Request, Workload
+
+
+def sim_config(value: SimConfig | dict[str, Any] | None) -> SimConfig:
+    """A SimConfig from a SimConfig, a dict of its fields, or None (defaults)."""
+    if value is None:
+        return SimConfig()
+    if isinstance(value, SimConfig):
+        return value
+    if not isinstance(value, dict):
+        raise TypeError(f"sim must be a SimConfig or a dict of its fields, got {type(value).__name__}")
+    known = {f.name for f in fields(SimConfig)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ValueError(f"sim: unknown field(s) {unknown}; known: {sorted(known)}")
+    return SimConfig(**value)
+
+
+class ClusterEnv(gym.Env):  # type: ignore[type-arg]
+    """Base class; see the subclasses' docstrings for the environment specs."""
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        setup: str | ClusterSpec = "70b_h100x4",
+        workload: str = "bursted_synthetic",
+        split: str = "train",
+        n_windows: int | None = 4,
+        windows: Sequence[Workload] | None = None,
+        sim: SimConfig | dict[str, Any] | None = None,
+        reward_scale: float = 1.0,
+        slo_s: float | None = None,
+        tail_penalty: float = 0.0,
+        copy_cost_per_gb: float = 0.0,
+        data_seed: int = 0,
+        seed: int | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}"
+            )
+        if not (reward_scale > 0 and math.isfinite(reward_scale)):
+            raise ValueError(f"reward_scale must be a positive number, got {reward_scale!r}")
+        if tail_penalty < 0 or copy_cost_per_gb < 0:
+            raise ValueError(
+                f"tail_penalty and copy_cost_per_gb must be >= 0, got {tail_penalty!r}, {copy_cost_per_gb!r}"
+            )
+        if tail_penalty and slo_s is None:
+            raise ValueError("tail_penalty needs slo_s (the TTFT SLO in seconds)")
+        self._kwargs = {
+            "setup": setup,
+            "workload": workload,
+            "split": split,
+            "n_windows": n_windows,
+            "windows": windows,
+            "sim": sim,
+            "reward_scale": reward_scale,
+            "slo_s": slo_s,
+            "tail_penalty": tail_penalty,
+            "copy_cost_per_gb": copy_cost_per_gb,
+            "data_seed": data_seed,
+            "seed": seed,
+            "render_mode": render_mode,
+        }
+        self.cluster = setup if isinstance(setup, ClusterSpec) else setup_cluster(setup)
+        self.sim_config = sim_config(sim)
+        self.n_nodes = len(self.cluster.nodes)
+        if windows is not None:
+            self.windows = list(windows)
+            if not self.windows:
+                raise ValueError("windows is empty: give at least one Workload")
+        else:
+            self.windows = window_pool(workload, split, data_seed, n_windows)
+        self.reward_scale = float(reward_scale)
+        self.slo_s = slo_s
+        self.tail_penalty = float(tail_penalty)
+        self.copy_cost_per_gb = float(copy_cost_per_gb)
+        self.render_mode = render_mode
+        self._default_seed = seed
+        self.sim: Simulator | None = None
+        self.request: Request | None = None
+        self._gen: Any = None
+        self._credited = 0
+        self._copies_charged = 0
+        self._episode: dict[str, Any] | None = None
+        self._history: list[tuple[float, list[int]]] = []
+        self.invalid_actions = 0
+
+    # ------------------------------------------------------------------ gym API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if seed is None and self._default_seed is not None and self._episode is None:
+            seed = self._default_seed
+        super().reset(seed=seed)
+        options = options or {}
+        window = options.get("window")
+        if window is None:
+            window = int(self.np_random.integers(len(self.windows)))
+        elif isinstance(window, Workload):
+            self.windows.append(window)
+            window = len(self.windows) - 1
+        elif not (isinstance(window, (int, np.integer)) and 0 <= window < len(self.windows)):
+            raise ValueError(
+                f"options['window'] must be a Workload or an index in 0..{len(self.windows) - 1}, "
+                f"got {window!r}"
+            )
+        sim_seed = int(self.np_random.integers(2**62))
+        self._episode = {"window": int(window), "sim_seed": sim_seed, "actions": []}
+        obs = self._begin_episode()
+        return obs, self._info()
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        if self._gen is None or self._episode is None:
+            raise RuntimeError("call reset() before step(), and again after an episode ends")
+        self._episode["actions"].append(_freeze(action))
+        done = self._act(action)
+        reward = self._credit()
+        if done:
+            self._gen = None
+            obs = np.zeros(self.observation_space.shape, dtype=np.float32)
+        else:
+            obs = self._observe()
+        if self.render_mode is not None and self.sim is not None:
+            self._history.append((self.sim.now, [n.running + len(n.queue) for n in self.sim.nodes]))
+        return obs, reward, done, False, self._info()
+
+    def render(self) -> Any:
+        if self.render_mode is None:
+            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
+            return None
+        from envs.render import render_ansi, render_rgb
+
+        if self.sim is None:
+            raise RuntimeError("call reset() before render()")
+        if self.render_mode == "ansi":
+            return render_ansi(self.sim, self.request)
+        return render_rgb(self.sim, self._history)
+
+    def close(self) -> None:
+        self._gen = None
+
+    # ------------------------------------------------------------------ internals
+    def _begin_episode(self) -> np.ndarray:
+        assert self._episode is not None
+        workload = self.windows[self._episode["window"]]
+        self.sim = Simulator(
+            self.cluster, workload, self.sim_config, np.random.default_rng(self._episode["sim_seed"])
+        )
+        self._credited = 0
+        self._copies_charged = 0
+        self._history = []
+        self.invalid_actions = 0
+        self._gen = self.sim.decisions()
+        return self._start()
+
+    def _credit(self) -> float:
+        """-(TTFT of every request whose first token came out since the last
+        step) / reward_scale, plus the optional tail and copy penalties."""
+        sim = self.sim
+        assert sim is not None
+        log = sim.first_token_log
+        first_token = sim.records.first_token_s
+        total = 0.0
+        tail = 0.0
+        slo = self.slo_s
+        for k in range(self._credited, len(log)):
+            request = log[k]
+            ttft = first_token[request.index] - request.arrival_s
+            total += ttft
+            if slo is not None and ttft > slo:
+                tail += ttft - slo
+        self._credited = len(log)
+        reward = -(total + self.tail_penalty * tail) / self.reward_scale
+        if self.copy_cost_per_gb and len(sim.copies) > self._copies_charged:
+            copied = sum(c.bytes for c in sim.copies[self._copies_charged :])
+            self._copies_charged = len(sim.copies)
+            reward -= self.copy_cost_per_gb * copied / 1e9
+        return float(reward)
+
+    def _info(self) -> dict[str, Any]:
+        sim = self.sim
+        assert sim is not None and self._episode is not None
+        return {
+            "time_s": float(sim.now),
+            "window": self._episode["window"],
+            "requests_served": len(sim.first_token_log),
+            "warm_copies": len(sim.copies),
+            "invalid_actions": self.invalid_actions,
+        }
+
+    # pickling: rebuild from the constructor arguments and replay the episode
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "kwargs": self._kwargs,
+            "episode": self._episode,
+            "rng_state": self.np_random.bit_generator.state if self._np_random is not None else None,
+            "done": self._gen is None,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["kwargs"])  # type: ignore[misc]
+        episode = state["episode"]
+        if episode is None:
+            return
+        self._episode = {"window": episode["window"], "sim_seed": episode["sim_seed"], "actions": []}
+        self._begin_episode()
+        for action in episode["actions"]:
+            self._episode["actions"].append(action)
+            if self._act(action):
+                self._gen = None
+                break
+            self._observe()  # keeps the encoder's traffic history as it was
+        self._credit()
+        if state["rng_state"] is not None:
+            self.np_random.bit_generator.state = state["rng_state"]
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _start(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def _act(self, action: Any) -> bool:
+        raise NotImplementedError
+
+    def _observe(self) -> np.ndarray:
+        raise NotImplementedError
+
+
+def _freeze(action: Any) -> Any:
+    if isinstance(action, np.ndarray):
+        return tuple(int(a) for a in action.ravel()) if action.ndim else int(action)
+    if isinstance(action, (np.integer, int)):
+        return int(action)
+    return action
+

@@ -1,0 +1,224 @@
+"""The one encoder that turns the simulator's state at a decision point into an
+observation. The Gymnasium environments and the agent adapter both use it, so
+what an agent sees in training and in evaluation cannot drift apart.
+
+Layout of the flat ``float32`` vector (every entry in [0, 1]):
+
+* ``n_nodes`` rows of :data:`NODE_FEATURES`, node-major (so a set-based
+  network can reshape it to ``(n_nodes, len(NODE_FEATURES))``), then
+* :data:`REQUEST_FEATURES` for the arriving request and its traffic.
+
+Unbounded quantities are squashed with ``x / (x + scale)``: 0 stays 0, ``scale``
+maps to 0.5, and nothing reaches 1.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+
+import numpy as np
+
+from envs.sim.node import IDLE
+from envs.sim.simulator import Simulator
+from envs.workloads.request import Request
+
+NODE_FEATURES = (
+    "load",  # running + waiting requests, squashed at 16
+    "wait",  # estimated queue wait, squashed at 1 s
+    "kv_used",  # reserved KV / budget
+    "copies_in",  # warm copies in flight to the node, squashed at 1
+    "hit",  # this request's leading blocks in the node's HBM / its blocks
+    "prefix_in_flight",  # a copy of this request's prefix is on its way here
+    "busy",  # the node is working right now
+)
+REQUEST_FEATURES = (
+    "prefix_tokens",  # log-scaled prompt length, 1 at 262,144 tokens
+    "same_1s",  # arrivals with this request's prefix in the last 1 s, squashed at 4
+    "same_10s",  # ... last 10 s, squashed at 16
+    "same_60s",  # ... last 60 s, squashed at 64
+    "age",  # seconds since this prefix was first seen, squashed at 10 s
+    "holders",  # fraction of nodes holding the prefix in HBM
+)
+WINDOWS_S = (1.0, 10.0, 60.0)
+_MAX_TOKENS_LOG = math.log1p(262_144)
+
+
+def prefix_of(request: Request) -> tuple[int, ...]:
+    """The part of a request worth sharing: its prompt blocks but the last
+    (which usually holds the request's own suffix)."""
+    blocks = request.blocks
+    return blocks[:-1] if len(blocks) > 1 else blocks
+
+
+class TrafficTracker:
+    """Arrival times per prefix key (the chained id of a request's prefix)."""
+
+    __slots__ = ("_first", "_times")
+
+    def __init__(self) -> None:
+        self._times: dict[int, list[float]] = {}
+        self._first: dict[int, float] = {}
+
+    def reset(self) -> None:
+        self._times.clear()
+        self._first.clear()
+
+    def observe(self, key: int, now: float) -> tuple[int, int, int, float]:
+        """Record an arrival; return arrivals in the last 1 / 10 / 60 s (this
+        one included) and seconds since the key was first seen."""
+        times = self._times.get(key)
+        if times is None:
+            times = self._times[key] = []
+            self._first[key] = now
+        times.append(now)
+        if len(times) > 64 and times[0] < now - WINDOWS_S[-1]:
+            del times[: bisect_left(times, now - WINDOWS_S[-1])]
+        n = len(times)
+        counts = (
+            n - bisect_left(times, now - WINDOWS_S[0]),
+            n - bisect_left(times, now - WINDOWS_S[1]),
+            n - bisect_left(times, now - WINDOWS_S[2]),
+        )
+        return counts[0], counts[1], counts[2], now - self._first[key]
+
+
+class ObservationEncoder:
+    """Builds the observation for a decision point into a preallocated buffer.
+
+    Call :meth:`reset` at the start of every episode and :meth:`encode` exactly
+    once per decision point (it records the arrival in the traffic tracker).
+    """
+
+    def __init__(self, n_nodes: int) -> None:
+        if n_nodes < 1:
+            raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
+        self.n_nodes = n_nodes
+        self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
+        self.buffer = np.zeros(self.size, dtype=np.float32)
+        self.tracker = TrafficTracker()
+
+    def reset(self) -> None:
+        self.tracker.reset()
+        self.buffer[:] = 0.0
+
+    def encode(self, sim: Simulator, request: Request) -> np.ndarray:
+        """The observation for ``request`` arriving now (a view of the buffer;
+        copy it to keep it)."""
+        now = sim.now
+        out = self.buffer
+        blocks = request.blocks
+        n_blocks = len(blocks)
+        prefix = prefix_of(request)
+        key = prefix[-1]
+        depth = len(prefix)
+        holders = 0
+        i = 0
+        for node in sim.nodes:
+            load = node.running + len(node.queue)
+            wait = node.estimated_wait_s(now)
+            inflight = len(node.inflight)
+            hit = node.cache.hbm_match(blocks)
+            if hit >= depth:
+                holders += 1
+            out[i] = load / (load + 16.0)
+            out[i + 1] = wait / (wait + 1.0)
+            out[i + 2] = node.reserved_tokens / node.budget_tokens
+            out[i + 3] = inflight / (inflight + 1.0)
+            out[i + 4] = hit / n_blocks
+            out[i + 5] = 1.0 if key in node.inflight else 0.0
+            out[i + 6] = 0.0 if node.work == IDLE else 1.0
+            i += 7
+        same_1, same_10, same_60, age = self.tracker.observe(key, now)
+        out[i] = min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0)
+        out[i + 1] = same_1 / (same_1 + 4.0)
+        out[i + 2] = same_10 / (same_10 + 16.0)
+        out[i + 3] = same_60 / (same_60 + 64.0)
+        out[i + 4] = age / (age + 10.0)
+        out[i + 5] = holders / self.n_nodes
+        return out
+
+
+EPOCH_NODE_FEATURES = ("load", "wait", "kv_used", "copies_in", "busy")
+EPOCH_FEATURES = (
+    "arrivals",  # arrivals in the last epoch, squashed at 16
+    "repeat_fraction",  # of those, the fraction whose prefix was seen in the 10 s before
+    "top_prefix_share",  # the busiest prefix's share of the epoch's arrivals
+    "hbm_hit",  # mean fraction of prompt blocks in HBM at the node they were routed to
+    "copies",  # warm copies issued in the last epoch, squashed at 4
+    "x",  # the thresholds in force: X / max X
+    "z",  # log-scaled Z
+    "m",  # M / n_nodes
+    "min_prefix",  # log-scaled minimum prefix blocks
+)
+
+
+class EpochStats:
+    """Traffic seen during one decision epoch of the threshold controller."""
+
+    __slots__ = ("arrivals", "copies", "hit_sum", "per_key", "repeats")
+
+    def __init__(self) -> None:
+        self.arrivals = 0
+        self.repeats = 0
+        self.hit_sum = 0.0
+        self.copies = 0
+        self.per_key: dict[int, int] = {}
+
+
+class EpochEncoder:
+    """Observation of ``btb/Thresholds-v0`` at an epoch boundary (all in [0, 1])."""
+
+    def __init__(self, n_nodes: int) -> None:
+        self.n_nodes = n_nodes
+        self.size = n_nodes * len(EPOCH_NODE_FEATURES) + len(EPOCH_FEATURES)
+        self.buffer = np.zeros(self.size, dtype=np.float32)
+        self.tracker = TrafficTracker()
+
+    def reset(self) -> None:
+        self.tracker.reset()
+        self.buffer[:] = 0.0
+
+    def record(self, stats: EpochStats, request: Request, now: float) -> None:
+        """Count one arrival of the epoch (before it is routed)."""
+        key = prefix_of(request)[-1]
+        stats.arrivals += 1
+        stats.per_key[key] = stats.per_key.get(key, 0) + 1
+        _, same_10, _, _ = self.tracker.observe(key, now)
+        if same_10 > 1:
+            stats.repeats += 1
+
+    def encode(
+        self,
+        sim: Simulator,
+        stats: EpochStats,
+        thresholds: tuple[float, float, float, float],
+        limits: tuple[float, float, float, float],
+    ) -> np.ndarray:
+        """``thresholds`` = (x, z, m, min_prefix); ``limits`` their maxima."""
+        now = sim.now
+        out = self.buffer
+        i = 0
+        for node in sim.nodes:
+            load = node.running + len(node.queue)
+            wait = node.estimated_wait_s(now)
+            inflight = len(node.inflight)
+            out[i] = load / (load + 16.0)
+            out[i + 1] = wait / (wait + 1.0)
+            out[i + 2] = node.reserved_tokens / node.budget_tokens
+            out[i + 3] = inflight / (inflight + 1.0)
+            out[i + 4] = 0.0 if node.work == IDLE else 1.0
+            i += 5
+        n = stats.arrivals
+        out[i] = n / (n + 16.0)
+        out[i + 1] = stats.repeats / n if n else 0.0
+        out[i + 2] = max(stats.per_key.values()) / n if n else 0.0
+        out[i + 3] = stats.hit_sum / n if n else 0.0
+        out[i + 4] = stats.copies / (stats.copies + 4.0)
+        x, z, m, min_prefix = thresholds
+        max_x, max_z, max_m, max_prefix = limits
+        out[i + 5] = x / max_x
+        out[i + 6] = math.log1p(z) / math.log1p(max_z)
+        out[i + 7] = m / max_m
+        out[i + 8] = math.log1p(min_prefix) / math.log1p(max_prefix)
+        return out

@@ -1,0 +1,95 @@
+"""``btb/Route-v0``: pick the node for every arriving request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.cluster_env import ClusterEnv
+from envs.encoder import ObservationEncoder
+
+
+class RouteEnv(ClusterEnv):
+    """
+    ## Description
+
+    An LLM serving cluster of identical-model replicas, each with its own prefix
+    KV cache, serves one workload window (an episode). At each request arrival
+    the agent picks the replica that serves it. A replica that holds the
+    request's prefix in HBM skips most of the prefill; one that doesn't
+    recomputes it. The world is the btb-gym simulator (``envs.sim``), the same
+    one the baselines run on.
+
+    ## Action Space
+
+    ``Discrete(n_nodes)``: the node the arriving request is routed to.
+
+    ## Observation Space
+
+    ``Box(0, 1, (n_nodes * 7 + 6,), float32)`` built by
+    :class:`envs.encoder.ObservationEncoder`: per node (node-major) its load,
+    estimated queue wait, KV reserved / budget, copies in flight to it, this
+    request's HBM hit fraction there, whether this request's prefix is in flight
+    to it, whether it is busy; then the request's prompt length and its
+    prefix's traffic (arrivals in the last 1 / 10 / 60 s, age, fraction of nodes
+    holding it). See ``envs/encoder.py`` for the exact scaling.
+
+    ## Rewards
+
+    Each request's TTFT is credited, as ``-ttft_s / reward_scale``, at the step
+    in which its first token comes out, so an episode's return is exactly
+    ``-(sum of TTFT) / reward_scale``. Optional: ``tail_penalty x (ttft - slo_s)``
+    for every request over the SLO, and ``copy_cost_per_gb`` per GB copied.
+
+    ## Starting State
+
+    ``reset`` picks a window from the pool (uniformly with ``np_random``, or
+    ``options={"window": index_or_Workload}``) and an empty cluster.
+
+    ## Episode End
+
+    Terminates when the window's last request has been served (after the last
+    arrival's action, the simulator runs to completion and the final step
+    carries the remaining TTFTs). No truncation.
+
+    ## Arguments
+
+    ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
+    split="train", n_windows=4, windows=None, sim=None, reward_scale=1.0,
+    slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, data_seed=0, seed=None,
+    render_mode=None)``: ``setup`` a published setup name or a ClusterSpec;
+    ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
+    (or pass ``windows``, a list of Workloads); ``sim`` a SimConfig or a dict of
+    its fields; ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.encoder = ObservationEncoder(self.n_nodes)
+        self.action_space = spaces.Discrete(self.n_nodes)
+        self.observation_space = spaces.Box(0.0, 1.0, (self.encoder.size,), dtype=np.float32)
+
+    def _start(self) -> np.ndarray:
+        self.encoder.reset()
+        self.request = next(self._gen)
+        return self._observe()
+
+    def _observe(self) -> np.ndarray:
+        assert self.sim is not None and self.request is not None
+        return self.encoder.encode(self.sim, self.request).copy()
+
+    def _act(self, action: Any) -> bool:
+        node = int(action)
+        if not 0 <= node < self.n_nodes:
+            raise ValueError(f"action {action!r} is outside Discrete({self.n_nodes})")
+        try:
+            self.request = self._gen.send(node)
+        except StopIteration:
+            return True
+        return False

@@ -1,0 +1,116 @@
+"""``btb/RouteWarm-v0``: route each request, and optionally warm its prefix onto
+other nodes and evict it from one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envs.encoder import prefix_of
+from envs.route import RouteEnv
+from envs.sim.simulator import WARM_OK
+
+
+class RouteWarmEnv(RouteEnv):
+    """
+    ## Description
+
+    As ``btb/Route-v0`` (same world, observation, reward and episodes), but at
+    each arrival the agent also manages the caches: it may RDMA-copy the
+    arriving request's prefix (its prompt blocks but the last) to any other
+    nodes, and evict that prefix from one node's HBM. This is the action set
+    BTB hard-codes (warm on a predicted burst, route to a warm node).
+
+    ## Action Space
+
+    ``MultiDiscrete([n_nodes] + [2] * n_nodes + [n_nodes + 1])``:
+
+    * ``a[0]``: the node the request is routed to (routing happens first);
+    * ``a[1 + k]``: 1 to warm the prefix onto node ``k``. The source is the
+      least-loaded node holding the prefix in HBM, or else the routed node,
+      which will compute it (the copy starts when its prefill ends);
+    * ``a[1 + n_nodes]``: 0 for no eviction, ``k + 1`` to evict the prefix
+      (and what hangs below it) from node ``k``'s HBM to host RAM (done before
+      routing).
+
+    ``action_masks()`` returns the flat boolean mask MaskablePPO expects: a warm
+    onto a node that already holds the prefix, has it in flight, or lacks the
+    KV headroom is masked, and so is evicting from a node that holds none of it.
+    Invalid actions that arrive anyway are refused by the simulator without
+    effect and counted in ``info["invalid_actions"]``.
+
+    ## Observation Space, Rewards, Starting State, Episode End, Arguments
+
+    As ``btb/Route-v0``; rewards include ``copy_cost_per_gb`` when set.
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        n = self.n_nodes
+        self.action_space = spaces.MultiDiscrete([n] + [2] * n + [n + 1])
+        self._mask = np.ones(n + 2 * n + n + 1, dtype=bool)
+
+    def _act(self, action: Any) -> bool:
+        sim = self.sim
+        request = self.request
+        assert sim is not None and request is not None
+        a = np.asarray(action).ravel()
+        n = self.n_nodes
+        if a.shape != (2 + n,):
+            raise ValueError(f"action must have {2 + n} entries for MultiDiscrete, got shape {a.shape}")
+        route = int(a[0])
+        if not 0 <= route < n:
+            raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
+        prefix = prefix_of(request)
+        evict = int(a[1 + n])
+        if evict:
+            if not 1 <= evict <= n:
+                raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
+            if sim.evict(evict - 1, prefix) == 0:
+                self.invalid_actions += 1
+        sim.route(route)
+        targets = [k for k in range(n) if a[1 + k]]
+        if targets:
+            depth = len(prefix)
+            nodes = sim.nodes
+            resident = [node for node in nodes if node.cache.hbm_match(prefix) >= depth]
+            if resident:
+                src = min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
+            else:
+                src = route
+            for dst in targets:
+                if sim.warm(src, dst, prefix) != WARM_OK:
+                    self.invalid_actions += 1
+        try:
+            self.request = self._gen.send(None)
+        except StopIteration:
+            return True
+        return False
+
+    def action_masks(self) -> np.ndarray:
+        """Flat boolean mask over the MultiDiscrete choices (see the class docstring)."""
+        mask = self._mask
+        mask[:] = True
+        sim = self.sim
+        request = self.request
+        if sim is None or request is None or self._gen is None:
+            return mask.copy()
+        n = self.n_nodes
+        prefix = prefix_of(request)
+        depth = len(prefix)
+        key = prefix[-1]
+        bt = sim.block_tokens
+        for k, node in enumerate(sim.nodes):
+            held = node.cache.hbm_match(prefix)
+            yes = n + 2 * k + 1
+            if held >= depth or key in node.inflight or depth - held > node.cache_capacity_blocks(bt):
+                mask[yes] = False
+            if held == 0:
+                mask[3 * n + 1 + k] = False
+        return mask.copy()

@@ -1,0 +1,138 @@
+"""``btb/Thresholds-v0``: an adaptive-threshold controller for BTB."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from baselines.btb import BTB
+from envs.cluster_env import ClusterEnv
+from envs.encoder import EpochEncoder, EpochStats
+
+X_CHOICES = (1, 2, 3, 4, 6, 8, 16)
+Z_CHOICES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+MIN_PREFIX_CHOICES = (4, 16, 64, 128, 256)
+
+
+class ThresholdsEnv(ClusterEnv):
+    """
+    ## Description
+
+    The cluster of ``btb/Route-v0`` is routed by BTB (``baselines.btb``), but
+    BTB's thresholds are not fixed: every decision epoch (``epoch_s`` of
+    simulated time, default 1 s) the agent sets X (arrivals that make a prefix
+    active), Z (the window they must fall in, seconds), M (warm copies to keep)
+    and the minimum prefix length that may fire. BTB acts with them until the
+    next epoch. BTB's prefix is each request's prompt but its last block.
+
+    ## Action Space
+
+    ``MultiDiscrete([7, 6, n_nodes, 5])``: indices into
+    X in (1, 2, 3, 4, 6, 8, 16), Z in (0.25, 0.5, 1, 2, 4, 8) s, M = index + 1,
+    minimum prefix in (4, 16, 64, 128, 256) blocks.
+
+    ## Observation Space
+
+    ``Box(0, 1, (n_nodes * 5 + 9,), float32)`` (``envs.encoder.EpochEncoder``):
+    per node its load, estimated wait, KV reserved / budget, copies in flight
+    to it and whether it is busy; then the last epoch's arrivals, the fraction
+    of them whose prefix had been seen in the 10 s before, the busiest prefix's
+    share, the mean HBM hit fraction where they were routed, the warm copies
+    issued, and the thresholds in force.
+
+    ## Rewards
+
+    As ``btb/Route-v0``: TTFT credited as it becomes known, so the return is
+    exactly ``-(sum of TTFT) / reward_scale`` (plus optional penalties).
+
+    ## Starting State
+
+    A window from the pool and an empty cluster; the first epoch starts at the
+    first arrival, with BTB's published constants in force until the first action.
+
+    ## Episode End
+
+    Terminates when the window's last request has been served. Epochs without
+    arrivals are skipped: the next epoch starts at the next arrival.
+
+    ## Arguments
+
+    Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch).
+
+    ## Version History
+
+    * v0: initial version.
+    """
+
+    def __init__(self, epoch_s: float = 1.0, **kwargs: Any) -> None:
+        if not epoch_s > 0:
+            raise ValueError(f"epoch_s must be > 0 seconds, got {epoch_s!r}")
+        super().__init__(**kwargs)
+        self._kwargs["epoch_s"] = epoch_s
+        self.epoch_s = float(epoch_s)
+        self.encoder = EpochEncoder(self.n_nodes)
+        self.action_space = spaces.MultiDiscrete(
+            [len(X_CHOICES), len(Z_CHOICES), self.n_nodes, len(MIN_PREFIX_CHOICES)]
+        )
+        self.observation_space = spaces.Box(0.0, 1.0, (self.encoder.size,), dtype=np.float32)
+        self._limits = (
+            float(X_CHOICES[-1]),
+            float(Z_CHOICES[-1]),
+            float(self.n_nodes),
+            float(MIN_PREFIX_CHOICES[-1]),
+        )
+        self.btb = BTB(y=None)
+        self._stats = EpochStats()
+
+    def thresholds(self) -> tuple[int, float, int, int]:
+        """(X, Z, M, minimum prefix blocks) in force."""
+        return self.btb.x, self.btb.z, self.btb.m, self.btb.min_prefix_blocks
+
+    def _start(self) -> np.ndarray:
+        assert self.sim is not None
+        self.encoder.reset()
+        self.btb = BTB(y=None, min_prefix_blocks=MIN_PREFIX_CHOICES[-1])
+        self.btb.reset(self.sim)
+        self._stats = EpochStats()
+        self.request = next(self._gen)
+        return self._observe()
+
+    def _observe(self) -> np.ndarray:
+        assert self.sim is not None
+        x, z, m, p = self.thresholds()
+        return self.encoder.encode(self.sim, self._stats, (x, z, m, p), self._limits).copy()
+
+    def _act(self, action: Any) -> bool:
+        sim = self.sim
+        assert sim is not None and self.request is not None
+        a = np.asarray(action).ravel()
+        if a.shape != (4,):
+            raise ValueError(f"action must have 4 entries, got shape {a.shape}")
+        bounds = (len(X_CHOICES), len(Z_CHOICES), self.n_nodes, len(MIN_PREFIX_CHOICES))
+        for i, (value, bound) in enumerate(zip(a, bounds)):
+            if not 0 <= value < bound:
+                raise ValueError(f"action[{i}] must be in 0..{bound - 1}, got {value}")
+        self.btb.set_thresholds(
+            X_CHOICES[a[0]], None, Z_CHOICES[a[1]], int(a[2]) + 1, MIN_PREFIX_CHOICES[a[3]]
+        )
+        stats = self._stats = EpochStats()
+        epoch_end = self.request.arrival_s + self.epoch_s
+        decide = self.btb.decide
+        record = self.encoder.record
+        gen = self._gen
+        request = self.request
+        copies_before = len(sim.copies)
+        try:
+            while request.arrival_s < epoch_end:
+                record(stats, request, sim.now)
+                node = decide(sim, request)
+                stats.hit_sum += sim.nodes[node].cache.hbm_match(request.blocks) / len(request.blocks)
+                request = gen.send(node)
+        except StopIteration:
+            stats.copies = len(sim.copies) - copies_before
+            return True
+        stats.copies = len(sim.copies) - copies_before
+        self.request = request
+        return False
