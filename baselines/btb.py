@@ -7,17 +7,48 @@ the least-loaded nodes that don't, and routes the prefix's requests to the
 least-loaded of those warm nodes. Everything else falls back to cache_aware.
 Requests shorter than Y blocks never fire. ``min_prefix_blocks`` (default: Y)
 lets a threshold controller fire on shorter prefixes, copying what is shared.
+
+M counts nodes, so it may not exceed the cluster's node count: an explicit M
+larger than the cluster is an error at ``reset``; the default (``m=None``) is the
+published 4, or every node of a smaller cluster. The copy's cost is the
+simulator's business (``SimConfig.copy_model``: the reference model puts it on
+the target's timeline, the contention model shares NICs).
+
+Shadow mode (``shadow=True``) decides exactly as BTB would but makes no copy
+and routes every request as cache_aware does, so the run is the cache_aware
+run. It records each copy BTB would have issued (time, source, target, bytes,
+estimated landing = now + transfer latency + bytes / target RDMA bandwidth) in
+``shadow_copies``; a copy counts as *used* if, after its estimated landing, BTB's
+own routing rule (least-loaded node among those holding the prefix or shadow
+copies of it, ties to the lowest index) would have sent a request of the
+prefix to its target. Shadow copies are assumed never evicted, so the hit
+rate is optimistic. :meth:`BTB.metrics` reports the totals.
 """
 
 from __future__ import annotations
 
 from collections import deque
-
-from envs.sim.simulator import WARM_OK, Simulator
-from envs.workloads.request import Request
+from dataclasses import dataclass
 
 from baselines.policy import Policy, register
 from baselines.routers import cache_aware_choice, least_loaded
+from envs.sim.simulator import WARM_OK, Simulator
+from envs.workloads.request import Request
+
+PUBLISHED_M = 4
+
+
+@dataclass(slots=True)
+class ShadowCopy:
+    """A copy BTB would have made in shadow mode."""
+
+    issued_s: float
+    src: int
+    dst: int
+    prefix_blocks: int
+    bytes: float
+    land_s: float
+    used: bool = False
 
 
 @register("btb")
@@ -27,7 +58,8 @@ class BTB(Policy):
     ``y=None`` takes each request's whole prompt but its last block as the
     shared prefix (for traffic whose shared prefix length is not known ahead);
     ``min_prefix_blocks`` (default: Y, or 1 with ``y=None``) is the shortest
-    prefix that may fire.
+    prefix that may fire. ``shadow=True``: record the copies, make none (see
+    the module docstring).
     """
 
     def __init__(
@@ -35,14 +67,47 @@ class BTB(Policy):
         x: int = 2,
         y: int | None = 256,
         z: float = 1.0,
-        m: int = 4,
+        m: int | None = None,
         min_prefix_blocks: int | None = None,
+        shadow: bool = False,
     ) -> None:
-        self.set_thresholds(x, y, z, m, min_prefix_blocks)
+        self._n_nodes: int | None = None
+        self._default_m = m is None
+        self.set_thresholds(x, y, z, PUBLISHED_M if m is None else m, min_prefix_blocks)
+        self.shadow = bool(shadow)
         self._seen: dict[int, deque[float]] = {}
+        self.shadow_copies: list[ShadowCopy] = []
+        self._shadow_at: dict[int, dict[int, ShadowCopy]] = {}
 
     def reset(self, sim: Simulator) -> None:
+        self._n_nodes = sim.n_nodes
+        if self._default_m:
+            self.m = min(PUBLISHED_M, sim.n_nodes)
+        self._check_m()
         self._seen = {}
+        self.shadow_copies = []
+        self._shadow_at = {}
+
+    def metrics(self) -> dict[str, float]:
+        """Shadow-mode totals of the last run (empty when not in shadow mode)."""
+        if not self.shadow:
+            return {}
+        n = len(self.shadow_copies)
+        used = sum(c.used for c in self.shadow_copies)
+        return {
+            "shadow_copies": n,
+            "shadow_bytes": float(sum(c.bytes for c in self.shadow_copies)),
+            "shadow_used": used,
+            "shadow_hit_rate": used / n if n else 0.0,
+        }
+
+    def _check_m(self) -> None:
+        n = self._n_nodes
+        if n is not None and self.m > n:
+            raise ValueError(
+                f"btb.m = {self.m} copies exceeds the cluster's {n} nodes: M counts nodes "
+                f"holding the prefix, so it must be at most {n}"
+            )
 
     def set_thresholds(
         self, x: int, y: int | None, z: float, m: int, min_prefix_blocks: int | None = None
@@ -57,6 +122,7 @@ class BTB(Policy):
             raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
         self.x, self.y, self.z, self.m = x, y, float(z), m
         self.min_prefix_blocks = min_prefix_blocks if min_prefix_blocks is not None else (y or 1)
+        self._check_m()
 
     def decide(self, sim: Simulator, request: Request) -> int:
         blocks = request.blocks
@@ -94,7 +160,9 @@ class BTB(Policy):
                 if key not in node.inflight:
                     sources.append(node.index)
         source_pool = resident or sources
-        want = min(self.m, sim.n_nodes)
+        want = self.m
+        if self.shadow:
+            return self._shadow_decide(sim, request, prefix, warm, source_pool)
         if source_pool and len(warm) < want:
             cold = [n.index for n in nodes if n.index not in warm]
             cold.sort(key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
@@ -105,6 +173,39 @@ class BTB(Policy):
         if not warm:
             return cache_aware_choice(sim, request)
         return least_loaded(sim, warm)
+
+    def _shadow_decide(
+        self,
+        sim: Simulator,
+        request: Request,
+        prefix: tuple[int, ...],
+        warm: list[int],
+        source_pool: list[int],
+    ) -> int:
+        nodes = sim.nodes
+        now = sim.now
+        shadow = self._shadow_at.setdefault(prefix[-1], {})
+        would = warm + [dst for dst in shadow if dst not in warm]
+        if source_pool and len(would) < self.m:
+            cold = [n.index for n in nodes if n.index not in would]
+            cold.sort(key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
+            src = min(source_pool, key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
+            depth = len(prefix)
+            for dst in cold[: self.m - len(would)]:
+                target = nodes[dst]
+                missing = depth - target.cache.hbm_match(prefix)
+                n_bytes = missing * sim.block_tokens * target.costs.kv_bytes_per_token
+                land = now + sim.config.transfer_latency_s + n_bytes / target.spec.rdma_bw
+                copy = ShadowCopy(now, src, dst, depth, n_bytes, land)
+                self.shadow_copies.append(copy)
+                shadow[dst] = copy
+                would.append(dst)
+        ready = [i for i in would if i in warm or shadow[i].land_s <= now]
+        if ready:
+            best = min(ready, key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
+            if best not in warm:
+                shadow[best].used = True
+        return cache_aware_choice(sim, request)
 
 
 def _computes(node, depth: int, key: int) -> bool:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ same interface (``agents/``), so the comparison run cannot tell them apart.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
@@ -16,16 +17,23 @@ from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
 
 
-class Policy:
+class Policy(ABC):
     """Base class: override :meth:`decide`; :meth:`reset` when the policy keeps state."""
 
     name = "policy"
 
     def reset(self, sim: Simulator) -> None:
         """Forget everything from a previous run; called before each run."""
+        return None
 
-    def decide(self, sim: Simulator, request: Request) -> int:
-        raise NotImplementedError(f"{type(self).__name__} must implement decide()")
+    @abstractmethod
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        """The node index for ``request``; ``None`` if the policy routed it itself
+        with ``sim.route(node)`` (to act on the caches after routing)."""
+
+    def metrics(self) -> dict[str, float]:
+        """Policy-specific totals of the last run, added to its result row (none by default)."""
+        return {}
 
     def run(self, sim: Simulator) -> Any:
         """Reset on ``sim`` and serve its workload; returns the records."""

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from baselines.policy import Policy, register
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
 
-from baselines.policy import Policy, register
+
+def pick(sim: Simulator, ties: list[int]) -> int:
+    """One of ``ties`` (non-empty) uniformly at random from ``sim.rng``; no draw for one."""
+    if len(ties) == 1:
+        return ties[0]
+    return ties[int(sim.rng.random() * len(ties))]
 
 
 def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:

@@ -30,7 +30,9 @@ def sim_config(value: SimConfig | dict[str, Any] | None) -> SimConfig:
     if isinstance(value, SimConfig):
         return value
     if not isinstance(value, dict):
-        raise TypeError(f"sim must be a SimConfig or a dict of its fields, got {type(value).__name__}")
+        raise TypeError(
+            f"sim must be a SimConfig or a dict of its fields, got {type(value).__name__}"
+        )
     known = {f.name for f in fields(SimConfig)}
     unknown = sorted(set(value) - known)
     if unknown:
@@ -62,13 +64,15 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
         super().__init__()
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
-                f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}"
+                f"render_mode must be one of {self.metadata['render_modes']} or None, "
+                f"got {render_mode!r}"
             )
         if not (reward_scale > 0 and math.isfinite(reward_scale)):
             raise ValueError(f"reward_scale must be a positive number, got {reward_scale!r}")
         if tail_penalty < 0 or copy_cost_per_gb < 0:
             raise ValueError(
-                f"tail_penalty and copy_cost_per_gb must be >= 0, got {tail_penalty!r}, {copy_cost_per_gb!r}"
+                "tail_penalty and copy_cost_per_gb must be >= 0, "
+                f"got {tail_penalty!r}, {copy_cost_per_gb!r}"
             )
         if tail_penalty and slo_s is None:
             raise ValueError("tail_penalty needs slo_s (the TTFT SLO in seconds)")
@@ -152,7 +156,9 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
 
     def render(self) -> Any:
         if self.render_mode is None:
-            gym.logger.warn("render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'")
+            gym.logger.warn(
+                "render() called without a render_mode; pass render_mode='ansi' or 'rgb_array'"
+            )
             return None
         from envs.render import render_ansi, render_rgb
 
@@ -170,7 +176,10 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
         assert self._episode is not None
         workload = self.windows[self._episode["window"]]
         self.sim = Simulator(
-            self.cluster, workload, self.sim_config, np.random.default_rng(self._episode["sim_seed"])
+            self.cluster,
+            workload,
+            self.sim_config,
+            np.random.default_rng(self._episode["sim_seed"]),
         )
         self._credited = 0
         self._copies_charged = 0
@@ -219,7 +228,9 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
         return {
             "kwargs": self._kwargs,
             "episode": self._episode,
-            "rng_state": self.np_random.bit_generator.state if self._np_random is not None else None,
+            "rng_state": self.np_random.bit_generator.state
+            if self._np_random is not None
+            else None,
             "done": self._gen is None,
         }
 
@@ -228,7 +239,11 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
         episode = state["episode"]
         if episode is None:
             return
-        self._episode = {"window": episode["window"], "sim_seed": episode["sim_seed"], "actions": []}
+        self._episode = {
+            "window": episode["window"],
+            "sim_seed": episode["sim_seed"],
+            "actions": [],
+        }
         self._begin_episode()
         for action in episode["actions"]:
             self._episode["actions"].append(action)
@@ -257,4 +272,3 @@ def _freeze(action: Any) -> Any:
     if isinstance(action, (np.integer, int)):
         return int(action)
     return action
-

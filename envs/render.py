@@ -13,7 +13,9 @@ from envs.workloads.request import Request
 
 def render_ansi(sim: Simulator, request: Request | None) -> str:
     """The cluster now: per node its load, KV use, copies in flight and this request's hit."""
-    lines = [f"t = {sim.now:10.3f} s   requests served {len(sim.first_token_log)}/{len(sim.requests)}"]
+    lines = [
+        f"t = {sim.now:10.3f} s   requests served {len(sim.first_token_log)}/{len(sim.requests)}"
+    ]
     if request is not None:
         lines.append(
             f"arriving {request.request_id}: {request.input_tokens} tokens, "
@@ -46,7 +48,9 @@ def render_rgb(sim: Simulator, history: list[tuple[float, list[int]]]) -> np.nda
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         for copy in sim.copies:
             if copy.land_s >= 0:
-                ax.axvline(copy.land_s, color=colors[copy.dst % len(colors)], linestyle=":", alpha=0.7)
+                ax.axvline(
+                    copy.land_s, color=colors[copy.dst % len(colors)], linestyle=":", alpha=0.7
+                )
         ax.set_xlabel("simulated time (s)")
         ax.set_ylabel("running + waiting")
         ax.set_title("load per node (dotted: warm copies landing)", fontsize=9)

@@ -84,6 +84,18 @@ class RouteEnv(ClusterEnv):
         assert self.sim is not None and self.request is not None
         return self.encoder.encode(self.sim, self.request).copy()
 
+    def policy_action(self, policy: Any) -> Any:
+        """The action that lets a baseline ``policy`` act through this env: the
+        policy decides on the simulator directly (its warms and evictions happen
+        there, as in a direct run) and its node becomes the routing action."""
+        assert self.sim is not None and self.request is not None
+        node = int(policy.decide(self.sim, self.request))
+        if isinstance(self.action_space, spaces.Discrete):
+            return node
+        action = np.zeros(self.action_space.shape, dtype=np.int64)
+        action[0] = node
+        return action
+
     def _act(self, action: Any) -> bool:
         node = int(action)
         if not 0 <= node < self.n_nodes:

@@ -63,7 +63,9 @@ class RouteWarmEnv(RouteEnv):
         a = np.asarray(action).ravel()
         n = self.n_nodes
         if a.shape != (2 + n,):
-            raise ValueError(f"action must have {2 + n} entries for MultiDiscrete, got shape {a.shape}")
+            raise ValueError(
+                f"action must have {2 + n} entries for MultiDiscrete, got shape {a.shape}"
+            )
         route = int(a[0])
         if not 0 <= route < n:
             raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
@@ -81,7 +83,9 @@ class RouteWarmEnv(RouteEnv):
             nodes = sim.nodes
             resident = [node for node in nodes if node.cache.hbm_match(prefix) >= depth]
             if resident:
-                src = min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
+                src = min(
+                    resident, key=lambda node: (node.running + len(node.queue), node.index)
+                ).index
             else:
                 src = route
             for dst in targets:
@@ -109,7 +113,11 @@ class RouteWarmEnv(RouteEnv):
         for k, node in enumerate(sim.nodes):
             held = node.cache.hbm_match(prefix)
             yes = n + 2 * k + 1
-            if held >= depth or key in node.inflight or depth - held > node.cache_capacity_blocks(bt):
+            if (
+                held >= depth
+                or key in node.inflight
+                or depth - held > node.cache_capacity_blocks(bt)
+            ):
                 mask[yes] = False
             if held == 0:
                 mask[3 * n + 1 + k] = False

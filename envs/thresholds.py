@@ -128,7 +128,9 @@ class ThresholdsEnv(ClusterEnv):
             while request.arrival_s < epoch_end:
                 record(stats, request, sim.now)
                 node = decide(sim, request)
-                stats.hit_sum += sim.nodes[node].cache.hbm_match(request.blocks) / len(request.blocks)
+                stats.hit_sum += sim.nodes[node].cache.hbm_match(request.blocks) / len(
+                    request.blocks
+                )
                 request = gen.send(node)
         except StopIteration:
             stats.copies = len(sim.copies) - copies_before

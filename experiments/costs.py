@@ -63,12 +63,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     model, node = options["model"], options["node"]
     if options["setup"]:
         if options["setup"] not in SETUPS:
-            raise UsageError(f"experiments.costs: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
+            raise UsageError(
+                f"experiments.costs: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}"
+            )
         model, node, _ = SETUPS[options["setup"]]
     try:
         tokens = [int(t) for t in options["tokens"]]
     except ValueError:
-        raise UsageError(f"experiments.costs: tokens must be integers, got {options['tokens']!r}") from None
+        raise UsageError(
+            f"experiments.costs: tokens must be integers, got {options['tokens']!r}"
+        ) from None
     if any(t <= 0 for t in tokens):
         raise UsageError(f"experiments.costs: tokens must be positive, got {tokens!r}")
     table = cost_table(model, node, tokens, options["mfu"])

@@ -37,7 +37,16 @@ TIER_NAMES = ("hbm", "ram", "disk")
 class Segment:
     """A run of blocks in one tier; an edge of the radix tree."""
 
-    __slots__ = ("blocks", "children", "copy_id", "hbm_kids", "last_used", "parent", "tier", "upper_kids")
+    __slots__ = (
+        "blocks",
+        "children",
+        "copy_id",
+        "hbm_kids",
+        "last_used",
+        "parent",
+        "tier",
+        "upper_kids",
+    )
 
     def __init__(self, blocks: list[int], parent: Segment | None, tier: int, now: float) -> None:
         self.blocks = blocks
@@ -295,7 +304,12 @@ class PrefixCache:
             return
         if (old == HBM) != (tier == HBM):
             parent.hbm_kids += 1 if tier == HBM else -1
-            if old == HBM and parent.hbm_kids == 0 and parent.tier == HBM and parent.parent is not None:
+            if (
+                old == HBM
+                and parent.hbm_kids == 0
+                and parent.tier == HBM
+                and parent.parent is not None
+            ):
                 self._push(self._hbm_heap, parent)
         if (old <= RAM) != (tier <= RAM):
             parent.upper_kids += 1 if tier <= RAM else -1

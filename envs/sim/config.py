@@ -45,7 +45,11 @@ class SimConfig:
             raise ConfigError(
                 f"sim.copy_model must be one of {', '.join(COPY_MODELS)}, got {self.copy_model!r}"
             )
-        if isinstance(self.max_batch, bool) or not isinstance(self.max_batch, int) or self.max_batch < 1:
+        if (
+            isinstance(self.max_batch, bool)
+            or not isinstance(self.max_batch, int)
+            or self.max_batch < 1
+        ):
             raise ConfigError(f"sim.max_batch must be an integer >= 1, got {self.max_batch!r}")
         if not (self.host_ram_bytes >= 0):
             raise ConfigError(f"sim.host_ram_bytes must be >= 0, got {self.host_ram_bytes!r}")

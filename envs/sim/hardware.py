@@ -16,9 +16,7 @@ from envs.sim.errors import ConfigError
 
 
 def _positive(owner: str, name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        0 < value < math.inf
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
         raise ConfigError(f"{owner}.{name} must be a positive finite number, got {value!r}")
 
 

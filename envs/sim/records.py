@@ -134,7 +134,9 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
         "warm_copies_landed": len(landed),
         "warm_bytes": float(landed_bytes),
         "warm_hit_rate": (len(used_hbm & {c.id for c in landed}) / len(landed)) if landed else 0.0,
-        "warm_used_any_rate": (len(used_any & {c.id for c in landed}) / len(landed)) if landed else 0.0,
+        "warm_used_any_rate": (len(used_any & {c.id for c in landed}) / len(landed))
+        if landed
+        else 0.0,
         "warm_amplification": (unused_bytes / landed_bytes) if landed_bytes else 0.0,
         "warm_refused": dict(sim.warm_refused),
         "displaced_by_copies_blocks": sim.displaced_by_copies_blocks,

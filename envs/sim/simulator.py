@@ -228,7 +228,9 @@ class Simulator:
         """
         nodes = self.nodes
         if not (0 <= src < self.n_nodes and 0 <= dst < self.n_nodes):
-            raise ValueError(f"warm: nodes must be in 0..{self.n_nodes - 1}, got src={src} dst={dst}")
+            raise ValueError(
+                f"warm: nodes must be in 0..{self.n_nodes - 1}, got src={src} dst={dst}"
+            )
         refused = self.warm_refused
         if src == dst:
             refused["same_node"] += 1
@@ -370,9 +372,12 @@ class Simulator:
         best: Copy | None = None
         for copy in node.inflight.values():
             depth = len(copy.blocks)
-            if depth > have and depth <= n_blocks and blocks[depth - 1] == copy.key:
-                if best is None or depth > len(best.blocks):
-                    best = copy
+            if (
+                have < depth <= n_blocks
+                and blocks[depth - 1] == copy.key
+                and (best is None or depth > len(best.blocks))
+            ):
+                best = copy
         if best is None:
             return False
         land = self._estimate_land(best, t)

@@ -36,8 +36,14 @@ class Copy:
     )
 
     def __init__(
-        self, copy_id: int, src: int, dst: int, blocks: tuple[int, ...], n_blocks: int,
-        n_bytes: float, now: float,
+        self,
+        copy_id: int,
+        src: int,
+        dst: int,
+        blocks: tuple[int, ...],
+        n_blocks: int,
+        n_bytes: float,
+        now: float,
     ) -> None:
         self.id = copy_id
         self.src = src
