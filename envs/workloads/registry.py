@@ -187,7 +187,7 @@ def configure(
     ``train_windows``/``test_windows`` apply to every family. Each parameter is set
     on every family whose configuration has a field of that name; a parameter no
     family has is an error. Values may be strings (from a command line): they are
-    converted to the field's type.
+    converted to the field's type, with ``low/high`` for a pair.
     """
     scenario = describe(name)
     for count_name, count in (("train_windows", train_windows), ("test_windows", test_windows)):
@@ -237,7 +237,7 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
         if isinstance(current, float):
             return float(value)
         if isinstance(current, tuple):
-            parts = [p for p in value.replace(":", "/").split("/") if p]
+            parts = [p for p in value.split("/") if p]
             return tuple(type(c)(p) for c, p in zip(current, parts, strict=True))
     except ValueError:
         raise ValueError(

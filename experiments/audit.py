@@ -1,0 +1,163 @@
+"""Audit a trace for the bursts that KV warming targets.
+
+Usage::
+
+    python -m experiments.audit path=FILE [format=auto|mooncake|art|bursted|qwen]
+        [min_blocks=16] [window_s=10] [out_dir=PATH] [json=false] [per_window=false]
+        [skip_bad_rows=false]
+
+Reports raw arrival bursts (the busiest 1 s / 10 s / 60 s) and the largest
+same-prefix fan-out: the most requests sharing their first ``min_blocks`` blocks
+that arrive within ``window_s`` seconds (definitions in envs/workloads/stats.py).
+Bursted-ART files are audited window by window (streamed) and the maxima are
+reported with the window they come from. Prints a table (or the JSON with
+``json=true``); with ``out_dir`` also writes ``audit.json`` there, atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from envs.workloads.readers import (
+    FORMATS,
+    ReadOptions,
+    ReadReport,
+    detect_format,
+    iter_trace_windows,
+)
+from envs.workloads.stats import audit_windows
+from experiments._cli import UsageError, main_guard, parse_args
+from experiments._io import write_json_atomic
+
+COMMAND = "experiments.audit"
+DEFAULTS: dict[str, Any] = {
+    "path": "",
+    "format": "auto",
+    "min_blocks": 16,
+    "window_s": 10.0,
+    "out_dir": "",
+    "json": False,
+    "per_window": False,
+    "skip_bad_rows": False,
+}
+
+
+def audit_file(
+    path: str,
+    format: str = "auto",
+    min_blocks: int = 16,
+    window_s: float = 10.0,
+    skip_bad_rows: bool = False,
+) -> dict[str, Any]:
+    """Audit one trace file; returns the report written as ``audit.json``."""
+    if not Path(path).is_file():
+        raise UsageError(f"{COMMAND}: no such file: {path}")
+    if format != "auto" and format not in FORMATS:
+        raise UsageError(f"{COMMAND}: format={format!r} is not one of auto, {', '.join(FORMATS)}")
+    if min_blocks < 1:
+        raise UsageError(f"{COMMAND}: min_blocks must be >= 1, got {min_blocks}")
+    if not window_s > 0:
+        raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
+    name = detect_format(path) if format == "auto" else format
+    report = ReadReport(source=path)
+    options = ReadOptions(skip_bad_rows=skip_bad_rows)
+    windows = iter_trace_windows(path, format=name, options=options, report=report)
+    result = audit_windows(windows, min_blocks=min_blocks, window_s=window_s)
+    return {
+        "path": path,
+        "format": name,
+        "min_blocks": min_blocks,
+        "window_s": window_s,
+        "read": report.as_dict(),
+        **result,
+    }
+
+
+def format_table(audit: dict[str, Any], per_window: bool = False) -> str:
+    """The audit as a terminal table."""
+    overall = audit["overall"]
+    several = overall["windows"] > 1
+
+    def where(entry: dict[str, Any]) -> str:
+        text = f"at {entry['start_s']:.2f} s"
+        return f"{entry['window']} {text}" if several else text
+
+    fan = overall["fanout"]
+    rows = [
+        (f"busiest {label}", f"{entry['requests']:,}", where(entry))
+        for label, entry in overall["busiest"].items()
+    ]
+    fan_where = where(fan) if fan["requests"] else "-"
+    if fan.get("group_id"):
+        fan_where += f" (group {fan['group_id']})"
+    rows.append(
+        (
+            f"largest fan-out, >= {fan['min_blocks']} blocks in {fan['window_s']:g} s",
+            f"{fan['requests']:,}",
+            fan_where,
+        )
+    )
+    rows.append(("longest prompt (tokens)", f"{overall['input_tokens_max']:,.0f}", ""))
+    rows.append(("longest output (tokens)", f"{overall['output_tokens_max']:,.0f}", ""))
+    read = audit["read"]
+    header = (
+        f"audit of {audit['path']} (format {audit['format']}, {overall['windows']} "
+        f"window{'s' if several else ''}, {overall['requests']:,} requests, "
+        f"{overall['block_tokens']}-token blocks"
+        + (f", {read['rows_skipped']} bad rows skipped" if read["rows_skipped"] else "")
+        + ")"
+    )
+    lines = [header, *_table(("statistic", "value", "where"), rows)]
+    if per_window and several:
+        labels = list(overall["busiest"])
+        window_rows = [
+            (
+                w["name"],
+                f"{w['requests']:,}",
+                *(f"{w['busiest'][label]['requests']:,}" for label in labels),
+                f"{w['fanout']['requests']:,}",
+            )
+            for w in audit["windows"]
+        ]
+        lines += ["", *_table(("window", "requests", *labels, "fan-out"), window_rows)]
+    return "\n".join(lines)
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        first = cells[0].ljust(widths[0])
+        pairs = enumerate(zip(cells[1:], widths[1:], strict=True))
+        rest = [c.rjust(w) if i == 0 else c.ljust(w) for i, (c, w) in pairs]
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Parse ``key=value`` options, audit the file, print and optionally save the result."""
+    options = parse_args(COMMAND, DEFAULTS, argv)
+    if not options["path"]:
+        raise UsageError(f"{COMMAND}: path=FILE is required")
+    audit = audit_file(
+        options["path"],
+        format=options["format"],
+        min_blocks=options["min_blocks"],
+        window_s=options["window_s"],
+        skip_bad_rows=options["skip_bad_rows"],
+    )
+    if options["json"]:
+        print(json.dumps(audit, indent=2))
+    else:
+        print(format_table(audit, per_window=options["per_window"]))
+    if options["out_dir"]:
+        target = write_json_atomic(Path(options["out_dir"]) / "audit.json", audit)
+        print(f"wrote {target}")
+    return audit
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_guard(main))
