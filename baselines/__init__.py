@@ -1,18 +1,35 @@
 """Hand-written policies behind one small interface (``baselines.policy.Policy``)."""
 
-from baselines.btb import BTB
+from baselines.btb import BTB, ShadowCopy
+from baselines.oracle import OracleWarm
 from baselines.policy import POLICIES, Policy, make_policy, register
-from baselines.routers import CacheAware, LeastLoad, RandomRouter, RoundRobin, least_loaded
+from baselines.production import LLMD, DynamoKV, SGLangGateway
+from baselines.routers import (
+    CacheAware,
+    LeastLoad,
+    RandomRouter,
+    RoundRobin,
+    cache_aware_choice,
+    least_loaded,
+    pick,
+)
 
 __all__ = [
     "BTB",
+    "LLMD",
     "POLICIES",
     "CacheAware",
+    "DynamoKV",
     "LeastLoad",
+    "OracleWarm",
     "Policy",
     "RandomRouter",
     "RoundRobin",
+    "SGLangGateway",
+    "ShadowCopy",
+    "cache_aware_choice",
     "least_loaded",
     "make_policy",
+    "pick",
     "register",
 ]

@@ -1,0 +1,176 @@
+"""The production routers of SPEC section 6: SGLang's gateway, Dynamo's KV router, llm-d.
+
+Each reads the real HBM prefix cache of every node (a production router keeps
+an approximation of it, built from KV events or from what it routed). None of
+them copies KV ahead of a burst.
+
+* ``sglang``: the gateway as shipped. If the cluster is imbalanced
+  ((max - min) load > ``balance_abs`` and max > ``balance_rel`` x min) route by
+  least load; else if the best match rate (matched blocks / prompt blocks)
+  exceeds ``cache_threshold``, the best-matching node (ties by load, then at
+  random); else least load.
+* ``dynamo``: minimise ``overlap_weight`` x prefill blocks still to compute on
+  the node (this request's uncached blocks plus those of requests routed there
+  that have not produced their first token) + the node's active decode blocks
+  (its decode batch's context, in blocks). Temperature 0 takes the minimum
+  (ties at random); T > 0 samples softmax(-normalised cost / T), costs
+  normalised to [0, 1] by their range.
+* ``llmd``: maximise a weighted sum of scores in [0, 1]: queue (waiting
+  requests, min-max normalised, fewer is better; all 1 when equal), KV-cache
+  utilisation (1 - reserved / budget tokens) and prefix match (matched blocks /
+  prompt blocks); weights 2, 2, 3. Ties at random.
+"""
+
+from __future__ import annotations
+
+import math
+
+from baselines.policy import Policy, register
+from baselines.routers import least_loaded, pick
+from envs.sim.simulator import Simulator
+from envs.workloads.request import Request
+
+
+def _check(policy: str, name: str, value: float, low: float, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        bounds = f"in [{low}, {high}]" if high != math.inf else f">= {low}"
+        raise ValueError(f"{policy}.{name} must be a number {bounds}, got {value!r}")
+    return float(value)
+
+
+@register("sglang")
+class SGLangGateway(Policy):
+    """SGLang's cache-aware gateway as shipped (balance thresholds and a cache threshold)."""
+
+    def __init__(
+        self, balance_abs: float = 64, balance_rel: float = 1.5, cache_threshold: float = 0.3
+    ) -> None:
+        self.balance_abs = _check("sglang", "balance_abs", balance_abs, 0)
+        self.balance_rel = _check("sglang", "balance_rel", balance_rel, 1)
+        self.cache_threshold = _check("sglang", "cache_threshold", cache_threshold, 0, 1)
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        nodes = sim.nodes
+        loads = [n.running + len(n.queue) for n in nodes]
+        high = max(loads)
+        low = min(loads)
+        if high - low > self.balance_abs and high > self.balance_rel * low:
+            return least_loaded(sim)
+        blocks = request.blocks
+        matches = [n.cache.hbm_match(blocks) for n in nodes]
+        best = max(matches)
+        if best / len(blocks) > self.cache_threshold:
+            ties = [i for i, m in enumerate(matches) if m == best]
+            if len(ties) > 1:
+                fewest = min(loads[i] for i in ties)
+                ties = [i for i in ties if loads[i] == fewest]
+            return pick(sim, ties)
+        return least_loaded(sim)
+
+
+@register("dynamo")
+class DynamoKV(Policy):
+    """Dynamo's KV router: overlap-weighted prefill blocks + active decode blocks."""
+
+    def __init__(self, overlap_weight: float = 1.0, temperature: float = 0.0) -> None:
+        self.overlap_weight = _check("dynamo", "overlap_weight", overlap_weight, 0)
+        self.temperature = _check("dynamo", "temperature", temperature, 0)
+        self._pending_blocks: list[int] = []
+        self._routed: dict[int, tuple[int, int]] = {}
+        self._cursor = 0
+
+    def reset(self, sim: Simulator) -> None:
+        self._pending_blocks = [0] * sim.n_nodes
+        self._routed = {}
+        self._cursor = 0
+
+    def costs(self, sim: Simulator, request: Request) -> list[float]:
+        """The cost of routing ``request`` to each node (also syncs the prefill tally)."""
+        self._sync(sim)
+        bt = sim.block_tokens
+        blocks = request.blocks
+        prompt_blocks = -(-request.input_tokens // bt)
+        weight = self.overlap_weight
+        pending = self._pending_blocks
+        out = []
+        for i, node in enumerate(sim.nodes):
+            new = prompt_blocks - min(node.cache.hbm_match(blocks), prompt_blocks)
+            decode_blocks = -(-node.ctx_tokens // bt)
+            out.append(weight * (new + pending[i]) + decode_blocks)
+        return out
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        costs = self.costs(sim, request)
+        low = min(costs)
+        if self.temperature > 0:
+            high = max(costs)
+            span = high - low
+            if span > 0:
+                t = self.temperature
+                weights = [math.exp(-(c - low) / span / t) for c in costs]
+                draw = sim.rng.random() * sum(weights)
+                choice = len(weights) - 1
+                for i, w in enumerate(weights):
+                    draw -= w
+                    if draw < 0:
+                        choice = i
+                        break
+            else:
+                choice = pick(sim, list(range(len(costs))))
+        else:
+            choice = pick(sim, [i for i, c in enumerate(costs) if c == low])
+        bt = sim.block_tokens
+        prompt_blocks = -(-request.input_tokens // bt)
+        node = sim.nodes[choice]
+        new = prompt_blocks - min(node.cache.hbm_match(request.blocks), prompt_blocks)
+        self._pending_blocks[choice] += new
+        self._routed[request.index] = (choice, new)
+        return choice
+
+    def _sync(self, sim: Simulator) -> None:
+        """Drop requests that produced their first token from the per-node prefill tally."""
+        log = sim.first_token_log
+        routed = self._routed
+        pending = self._pending_blocks
+        for k in range(self._cursor, len(log)):
+            entry = routed.pop(log[k].index, None)
+            if entry is not None:
+                pending[entry[0]] -= entry[1]
+        self._cursor = len(log)
+
+
+@register("llmd")
+class LLMD(Policy):
+    """llm-d's scheduler: weighted queue, KV-utilisation and prefix-match scorers."""
+
+    def __init__(
+        self, queue_weight: float = 2.0, kv_weight: float = 2.0, prefix_weight: float = 3.0
+    ) -> None:
+        self.queue_weight = _check("llmd", "queue_weight", queue_weight, 0)
+        self.kv_weight = _check("llmd", "kv_weight", kv_weight, 0)
+        self.prefix_weight = _check("llmd", "prefix_weight", prefix_weight, 0)
+
+    def scores(self, sim: Simulator, request: Request) -> list[float]:
+        """The weighted score of each node for ``request`` (higher is better)."""
+        nodes = sim.nodes
+        waiting = [len(n.queue) for n in nodes]
+        q_low = min(waiting)
+        q_span = max(waiting) - q_low
+        blocks = request.blocks
+        n_blocks = len(blocks)
+        out = []
+        for i, node in enumerate(nodes):
+            queue_score = 1.0 if q_span == 0 else 1.0 - (waiting[i] - q_low) / q_span
+            kv_score = 1.0 - min(node.reserved_tokens / node.budget_tokens, 1.0)
+            prefix_score = node.cache.hbm_match(blocks) / n_blocks
+            out.append(
+                self.queue_weight * queue_score
+                + self.kv_weight * kv_score
+                + self.prefix_weight * prefix_score
+            )
+        return out
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        scores = self.scores(sim, request)
+        best = max(scores)
+        return pick(sim, [i for i, s in enumerate(scores) if s == best])
