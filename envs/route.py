@@ -58,7 +58,7 @@ class RouteEnv(ClusterEnv):
 
     ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
     split="train", n_windows=4, windows=None, sim=None, reward_scale=1.0,
-    slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, data_seed=0, seed=None,
+    slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, data_seed=20260721, seed=None,
     render_mode=None)``: ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads); ``sim`` a SimConfig or a dict of

@@ -10,7 +10,8 @@ from gymnasium import spaces
 
 from envs.encoder import prefix_of
 from envs.route import RouteEnv
-from envs.sim.simulator import WARM_OK
+from envs.sim.simulator import WARM_OK, Simulator
+from envs.workloads.request import Request
 
 
 class RouteWarmEnv(RouteEnv):
@@ -57,40 +58,8 @@ class RouteWarmEnv(RouteEnv):
         self._mask = np.ones(n + 2 * n + n + 1, dtype=bool)
 
     def _act(self, action: Any) -> bool:
-        sim = self.sim
-        request = self.request
-        assert sim is not None and request is not None
-        a = np.asarray(action).ravel()
-        n = self.n_nodes
-        if a.shape != (2 + n,):
-            raise ValueError(
-                f"action must have {2 + n} entries for MultiDiscrete, got shape {a.shape}"
-            )
-        route = int(a[0])
-        if not 0 <= route < n:
-            raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
-        prefix = prefix_of(request)
-        evict = int(a[1 + n])
-        if evict:
-            if not 1 <= evict <= n:
-                raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
-            if sim.evict(evict - 1, prefix) == 0:
-                self.invalid_actions += 1
-        sim.route(route)
-        targets = [k for k in range(n) if a[1 + k]]
-        if targets:
-            depth = len(prefix)
-            nodes = sim.nodes
-            resident = [node for node in nodes if node.cache.hbm_match(prefix) >= depth]
-            if resident:
-                src = min(
-                    resident, key=lambda node: (node.running + len(node.queue), node.index)
-                ).index
-            else:
-                src = route
-            for dst in targets:
-                if sim.warm(src, dst, prefix) != WARM_OK:
-                    self.invalid_actions += 1
+        assert self.sim is not None and self.request is not None
+        self.invalid_actions += apply_route_warm(self.sim, self.request, action)
         try:
             self.request = self._gen.send(None)
         except StopIteration:
@@ -122,3 +91,37 @@ class RouteWarmEnv(RouteEnv):
             if held == 0:
                 mask[3 * n + 1 + k] = False
         return mask.copy()
+
+
+def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
+    """Carry out a ``btb/RouteWarm-v0`` action at the current decision point:
+    evict, route (with ``sim.route``), then warm. Returns how many of its parts
+    were refused. Shared by the environment and the agent adapter."""
+    n = sim.n_nodes
+    a = np.asarray(action).ravel()
+    if a.shape != (2 + n,):
+        raise ValueError(f"action must have {2 + n} entries for MultiDiscrete, got shape {a.shape}")
+    route = int(a[0])
+    if not 0 <= route < n:
+        raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
+    invalid = 0
+    prefix = prefix_of(request)
+    evict = int(a[1 + n])
+    if evict:
+        if not 1 <= evict <= n:
+            raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
+        if sim.evict(evict - 1, prefix) == 0:
+            invalid += 1
+    sim.route(route)
+    targets = [k for k in range(n) if a[1 + k]]
+    if targets:
+        depth = len(prefix)
+        resident = [node for node in sim.nodes if node.cache.hbm_match(prefix) >= depth]
+        if resident:
+            src = min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
+        else:
+            src = route
+        for dst in targets:
+            if sim.warm(src, dst, prefix) != WARM_OK:
+                invalid += 1
+    return invalid

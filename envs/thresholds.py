@@ -10,6 +10,8 @@ from gymnasium import spaces
 from baselines.btb import BTB
 from envs.cluster_env import ClusterEnv
 from envs.encoder import EpochEncoder, EpochStats
+from envs.sim.simulator import Simulator
+from envs.workloads.request import Request
 
 X_CHOICES = (1, 2, 3, 4, 6, 8, 16)
 Z_CHOICES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -72,69 +74,108 @@ class ThresholdsEnv(ClusterEnv):
         super().__init__(**kwargs)
         self._kwargs["epoch_s"] = epoch_s
         self.epoch_s = float(epoch_s)
-        self.encoder = EpochEncoder(self.n_nodes)
-        self.action_space = spaces.MultiDiscrete(
-            [len(X_CHOICES), len(Z_CHOICES), self.n_nodes, len(MIN_PREFIX_CHOICES)]
+        self.controller = EpochController(self.n_nodes, self.epoch_s)
+        self.action_space = spaces.MultiDiscrete(list(self.controller.bounds))
+        self.observation_space = spaces.Box(
+            0.0, 1.0, (self.controller.encoder.size,), dtype=np.float32
         )
-        self.observation_space = spaces.Box(0.0, 1.0, (self.encoder.size,), dtype=np.float32)
-        self._limits = (
-            float(X_CHOICES[-1]),
-            float(Z_CHOICES[-1]),
-            float(self.n_nodes),
-            float(MIN_PREFIX_CHOICES[-1]),
-        )
-        self.btb = BTB(y=None)
-        self._stats = EpochStats()
 
     def thresholds(self) -> tuple[int, float, int, int]:
         """(X, Z, M, minimum prefix blocks) in force."""
-        return self.btb.x, self.btb.z, self.btb.m, self.btb.min_prefix_blocks
+        return self.controller.thresholds()
 
     def _start(self) -> np.ndarray:
         assert self.sim is not None
-        self.encoder.reset()
-        self.btb = BTB(y=None, min_prefix_blocks=MIN_PREFIX_CHOICES[-1])
-        self.btb.reset(self.sim)
-        self._stats = EpochStats()
+        self.controller.reset(self.sim)
         self.request = next(self._gen)
         return self._observe()
 
     def _observe(self) -> np.ndarray:
         assert self.sim is not None
-        x, z, m, p = self.thresholds()
-        return self.encoder.encode(self.sim, self._stats, (x, z, m, p), self._limits).copy()
+        return self.controller.observe(self.sim).copy()
 
     def _act(self, action: Any) -> bool:
         sim = self.sim
-        assert sim is not None and self.request is not None
+        request = self.request
+        assert sim is not None and request is not None
+        controller = self.controller
+        controller.apply(action, request.arrival_s)
+        route = controller.route
+        gen = self._gen
+        try:
+            while controller.in_epoch(request):
+                request = gen.send(route(sim, request))
+        except StopIteration:
+            controller.close_epoch(sim)
+            return True
+        controller.close_epoch(sim)
+        self.request = request
+        return False
+
+
+class EpochController:
+    """BTB under thresholds that an agent resets every epoch.
+
+    The environment and the agent adapter (``agents.adapter``) both drive this
+    class, so an agent acts in evaluation exactly as it did in training:
+    :meth:`observe` at an epoch boundary, :meth:`apply` the agent's action
+    (the epoch starts at the pending arrival), then :meth:`route` every arrival
+    while :meth:`in_epoch`, and :meth:`close_epoch`.
+    """
+
+    def __init__(self, n_nodes: int, epoch_s: float) -> None:
+        self.n_nodes = n_nodes
+        self.epoch_s = epoch_s
+        self.encoder = EpochEncoder(n_nodes)
+        self.limits = (
+            float(X_CHOICES[-1]),
+            float(Z_CHOICES[-1]),
+            float(n_nodes),
+            float(MIN_PREFIX_CHOICES[-1]),
+        )
+        self.bounds = (len(X_CHOICES), len(Z_CHOICES), n_nodes, len(MIN_PREFIX_CHOICES))
+        self.btb = BTB(y=None, min_prefix_blocks=MIN_PREFIX_CHOICES[-1])
+        self.stats = EpochStats()
+        self.epoch_end = -np.inf
+        self._copies_before = 0
+
+    def reset(self, sim: Simulator) -> None:
+        self.encoder.reset()
+        self.btb = BTB(y=None, min_prefix_blocks=MIN_PREFIX_CHOICES[-1])
+        self.btb.reset(sim)
+        self.stats = EpochStats()
+        self.epoch_end = -np.inf
+        self._copies_before = 0
+
+    def thresholds(self) -> tuple[int, float, int, int]:
+        return self.btb.x, self.btb.z, self.btb.m, self.btb.min_prefix_blocks
+
+    def observe(self, sim: Simulator) -> np.ndarray:
+        return self.encoder.encode(sim, self.stats, self.thresholds(), self.limits)
+
+    def apply(self, action: Any, start_s: float) -> None:
         a = np.asarray(action).ravel()
         if a.shape != (4,):
             raise ValueError(f"action must have 4 entries, got shape {a.shape}")
-        bounds = (len(X_CHOICES), len(Z_CHOICES), self.n_nodes, len(MIN_PREFIX_CHOICES))
-        for i, (value, bound) in enumerate(zip(a, bounds)):
+        for i, (value, bound) in enumerate(zip(a, self.bounds)):
             if not 0 <= value < bound:
                 raise ValueError(f"action[{i}] must be in 0..{bound - 1}, got {value}")
         self.btb.set_thresholds(
             X_CHOICES[a[0]], None, Z_CHOICES[a[1]], int(a[2]) + 1, MIN_PREFIX_CHOICES[a[3]]
         )
-        stats = self._stats = EpochStats()
-        epoch_end = self.request.arrival_s + self.epoch_s
-        decide = self.btb.decide
-        record = self.encoder.record
-        gen = self._gen
-        request = self.request
-        copies_before = len(sim.copies)
-        try:
-            while request.arrival_s < epoch_end:
-                record(stats, request, sim.now)
-                node = decide(sim, request)
-                stats.hit_sum += sim.nodes[node].cache.hbm_match(request.blocks) / len(
-                    request.blocks
-                )
-                request = gen.send(node)
-        except StopIteration:
-            stats.copies = len(sim.copies) - copies_before
-            return True
-        stats.copies = len(sim.copies) - copies_before
-        self.request = request
-        return False
+        self.stats = EpochStats()
+        self.epoch_end = start_s + self.epoch_s
+
+    def in_epoch(self, request: Request) -> bool:
+        return request.arrival_s < self.epoch_end
+
+    def route(self, sim: Simulator, request: Request) -> int:
+        """BTB's decision for ``request``, with the epoch's traffic recorded."""
+        self.encoder.record(self.stats, request, sim.now)
+        node = self.btb.decide(sim, request)
+        self.stats.hit_sum += sim.nodes[node].cache.hbm_match(request.blocks) / len(request.blocks)
+        return node
+
+    def close_epoch(self, sim: Simulator) -> None:
+        self.stats.copies = len(sim.copies) - self._copies_before
+        self._copies_before = len(sim.copies)
