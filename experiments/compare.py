@@ -1,0 +1,217 @@
+"""The main job: policies x test windows of a workload on one setup.
+
+    python -m experiments.compare [policies=cache_aware,btb] [setup=70b_h100x4]
+        [workload=bursted_synthetic] [windows=5] [seed=0] [out_dir=PATH]
+        [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
+
+Runs every chosen policy (default: every registered baseline) on the first
+``windows`` test windows of the workload (0 = all of them), prints a table, and
+writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<time>``):
+
+* ``results.json``: ``{"rows": [...], "config": {...}}``, one row per (setup,
+  workload, policy); TTFT statistics pool every request of every window;
+  ``ttft_mean_reduction_pct`` / ``ttft_p95_reduction_pct`` are relative to
+  ``baseline`` (cache_aware), which is always run.
+* ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (the first
+  window: per node queue length over time, warm copies marked).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from baselines.policy import POLICIES, make_policy
+from envs.sim import SETUPS, SimConfig
+from envs.workloads.bursted import PUBLISHED_SEED
+from experiments import charts
+from experiments._cli import UsageError, main_guard, parse_args
+from experiments._io import write_json_atomic
+from experiments.evaluation import (
+    DEFAULT_BASELINE,
+    PolicyRun,
+    count_windows,
+    evaluate_policies,
+    split_windows,
+)
+
+DEFAULTS: dict[str, Any] = {
+    "policies": [],
+    "setup": "70b_h100x4",
+    "workload": "bursted_synthetic",
+    "windows": 5,
+    "seed": 0,
+    "workload_seed": PUBLISHED_SEED,
+    "out_dir": "",
+    "causal_kv": True,
+    "copy_model": "reference",
+    "baseline": DEFAULT_BASELINE,
+    "policy_kwargs": [],
+    "charts": True,
+    "progress": True,
+}
+
+TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
+
+
+def _literal(text: str) -> Any:
+    low = text.lower()
+    if low in {"true", "false"}:
+        return low == "true"
+    if low in {"none", "null"}:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``["btb.m=2", "dynamo.temperature=0.5"]`` -> ``{"btb": {"m": 2}, ...}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        policy, dot, key = target.partition(".")
+        if not sep or not dot or not policy or not key:
+            raise UsageError(f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}")
+        if policy not in policies:
+            raise UsageError(
+                f"policy_kwargs: {item!r} names policy {policy!r}, which is not being run "
+                f"(policies: {', '.join(policies)})"
+            )
+        out.setdefault(policy, {})[key] = _literal(value)
+    return out
+
+
+def resolve_policies(options: dict[str, Any]) -> list[str]:
+    names = list(options["policies"]) or list(POLICIES)
+    unknown = [n for n in names if n not in POLICIES]
+    if unknown:
+        raise UsageError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(POLICIES))}")
+    baseline = options["baseline"]
+    if baseline and baseline not in names:
+        names.insert(0, baseline)
+    return names
+
+
+def default_out_dir(options: dict[str, Any], experiment: str) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / (
+        f"{options.get('setup', 'all')}__{options['workload']}__{experiment}__"
+        f"{options['seed']}__{stamp}"
+    )
+
+
+def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
+    """The terminal table of a run."""
+    head = (
+        f"{'policy':<13} {'requests':>8} {'TTFT mean':>9} {'p50':>7} {'p95':>7} {'p99':>7} "
+        f"{'e2e mean':>8} {'queue':>7} {'HBM hit':>7} {'copies':>6} {'warm hit':>8} "
+        f"{'d mean%':>8} {'d p95%':>8}"
+    )
+    lines = [head, "-" * len(head)]
+
+    def pct(value: float | None) -> str:
+        return f"{value:+8.1f}" if value is not None else f"{'-':>8}"
+
+    for row in rows:
+        lines.append(
+            f"{row['policy']:<13} {row['requests']:>8} {row['ttft_mean_s']:>9.3f} "
+            f"{row['ttft_p50_s']:>7.3f} {row['ttft_p95_s']:>7.3f} {row['ttft_p99_s']:>7.3f} "
+            f"{row['e2e_mean_s']:>8.3f} {row['queue_mean_s']:>7.3f} {row['hbm_hit_rate']:>7.3f} "
+            f"{row['warm_copies']:>6} {row['warm_hit_rate']:>8.3f} "
+            f"{pct(row['ttft_mean_reduction_pct'])} {pct(row['ttft_p95_reduction_pct'])}"
+        )
+    lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
+    return "\n".join(lines)
+
+
+def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
+    rows = [run.row for run in runs]
+    first = rows[0]
+    title = f"{first['setup']} · {first['workload']} · {first['windows']} windows"
+    paths = [
+        charts.plot_reductions(rows, baseline, out_dir / "ttft_reduction.png"),
+        charts.plot_ttft_cdf(
+            {r.row["policy"]: r.ttft_s for r in runs}, out_dir / "ttft_cdf.png", title
+        ),
+    ]
+    traces = {r.row["policy"]: r.trace for r in runs if r.trace is not None}
+    chosen = {name: traces[name] for name in TIMELINE_POLICIES if name in traces}
+    if not chosen:
+        chosen = dict(list(traces.items())[:3])
+    if chosen:
+        paths.append(charts.plot_burst_timeline(chosen, out_dir / "burst_timeline.png"))
+    return paths
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    options = parse_args("experiments.compare", DEFAULTS, argv)
+    if options["setup"] not in SETUPS:
+        raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
+    if options["windows"] < 0:
+        raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
+    names = resolve_policies(options)
+    kwargs = policy_kwargs(options["policy_kwargs"], names)
+    policies = {name: make_policy(name, **kwargs.get(name, {})) for name in names}
+    config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
+    limit = options["windows"] or None
+    workload = options["workload"]
+    n_windows = count_windows(workload, limit, options["workload_seed"])
+    out_dir = (
+        Path(options["out_dir"]) if options["out_dir"] else default_out_dir(options, "compare")
+    )
+
+    bar = None
+    if options["progress"]:
+        from tqdm import tqdm
+
+        bar = tqdm(total=n_windows * len(policies), desc="compare", unit="run")
+    started = time.perf_counter()
+    try:
+        runs = evaluate_policies(
+            policies,
+            options["setup"],
+            split_windows(workload, limit, options["workload_seed"]),
+            config,
+            seed=options["seed"],
+            workload=workload,
+            baseline=options["baseline"],
+            progress=bar.update if bar is not None else None,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    rows = [run.row for run in runs]
+    print(
+        f"{options['setup']} · {workload} · {n_windows} test windows · causal_kv="
+        f"{config.causal_kv} · copy_model={config.copy_model}"
+    )
+    print(format_table(rows, options["baseline"]))
+    result = {
+        "rows": rows,
+        "config": {
+            **options,
+            "policies": names,
+            "policy_kwargs": kwargs,
+            "sim": {"causal_kv": config.causal_kv, "copy_model": config.copy_model},
+            "windows_run": n_windows,
+            "window_names": [w.window for w in runs[0].windows],
+            "wall_s": time.perf_counter() - started,
+            "out_dir": str(out_dir),
+        },
+    }
+    path = write_json_atomic(out_dir / "results.json", result)
+    print(f"wrote {path}")
+    if options["charts"]:
+        for chart in write_charts(runs, options["baseline"], out_dir):
+            print(f"wrote {chart}")
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_guard(main))

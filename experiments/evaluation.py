@@ -1,0 +1,273 @@
+"""Run policies over workload windows and reduce the records to result rows.
+
+The one evaluator every comparison uses, hand-written baselines and learned
+agents alike: anything implementing ``baselines.policy.Policy`` plugs in.
+
+    runs = evaluate_policies(["cache_aware", "btb"], "70b_h100x4",
+                             split_windows("bursted_synthetic", limit=3))
+    rows = [run.row for run in runs]
+
+Each (window, policy) pair is one fresh :class:`~envs.sim.Simulator` whose
+``rng`` is ``default_rng([seed, window position])``: every policy sees the
+same random stream on the same window. Rows pool the requests of all windows
+(TTFT percentiles over every request, hit rates weighted by tokens, copies
+summed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from baselines.policy import Policy, make_policy
+from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
+from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.request import Workload
+
+DEFAULT_BASELINE = "cache_aware"
+
+
+@dataclass
+class WindowTrace:
+    """What the burst timeline chart needs from one window's run."""
+
+    window: str
+    n_nodes: int
+    arrival_s: np.ndarray
+    admit_s: np.ndarray
+    node: np.ndarray
+    copies: list[tuple[float, float, float, int, int]]
+    """(issued_s, start_s, land_s, src, dst) of every warm copy; -1 if it never started/landed."""
+
+
+@dataclass
+class WindowResult:
+    """One policy on one window: per-request arrays and run totals."""
+
+    window: str
+    ttft_s: np.ndarray
+    e2e_s: np.ndarray
+    queue_s: np.ndarray
+    input_tokens: int
+    hit_hbm_tokens: int
+    summary: dict[str, Any]
+    metrics: dict[str, float]
+    wall_s: float
+    trace: WindowTrace | None = None
+
+
+@dataclass
+class PolicyRun:
+    """One policy over all windows: its result row, pooled TTFTs and a window trace."""
+
+    row: dict[str, Any]
+    ttft_s: np.ndarray
+    trace: WindowTrace | None = None
+    windows: list[WindowResult] = field(default_factory=list, repr=False)
+
+
+def split_windows(
+    workload: str, limit: int | None = None, seed: int = PUBLISHED_SEED, split: str = "test"
+) -> Iterator[Workload]:
+    """The windows of a registered workload's split, generated one at a time."""
+    from envs.workloads.registry import windows
+
+    if limit is not None and limit < 1:
+        raise ValueError(f"windows must be >= 1 (or 0 for all), got {limit!r}")
+    return windows(workload, split=split, seed=seed, limit=limit)
+
+
+def count_windows(workload: str, limit: int | None = None, seed: int = PUBLISHED_SEED) -> int:
+    """How many test windows :func:`split_windows` yields (for progress bars)."""
+    from envs.workloads.registry import plan
+
+    n = sum(spec.split == "test" for spec in plan(workload, seed))
+    return n if limit is None else min(n, limit)
+
+
+def as_policies(policies: Mapping[str, Policy] | Iterable[str | Policy]) -> dict[str, Policy]:
+    """Names or instances (or a name -> instance mapping) as an ordered name -> policy dict."""
+    if isinstance(policies, Mapping):
+        return dict(policies)
+    out: dict[str, Policy] = {}
+    for entry in policies:
+        policy = make_policy(entry) if isinstance(entry, str) else entry
+        name = entry if isinstance(entry, str) else getattr(policy, "name", type(policy).__name__)
+        if name in out:
+            raise ValueError(f"policy {name!r} is listed twice")
+        out[name] = policy
+    if not out:
+        raise ValueError("no policies to evaluate")
+    return out
+
+
+def run_window(
+    policy: Policy,
+    cluster: ClusterSpec,
+    workload: Workload,
+    config: SimConfig,
+    rng_seed: Sequence[int],
+    trace: bool = False,
+) -> WindowResult:
+    """Serve one window with one policy on a fresh simulator."""
+    sim = Simulator(cluster, workload, config, np.random.default_rng(list(rng_seed)))
+    start = time.perf_counter()
+    records = policy.run(sim)
+    wall_s = time.perf_counter() - start
+    summary = records.summary
+    input_tokens = sum(r.input_tokens for r in workload.requests)
+    window_trace = None
+    if trace:
+        window_trace = WindowTrace(
+            window=workload.name,
+            n_nodes=sim.n_nodes,
+            arrival_s=np.asarray(records.arrival_s, dtype=float),
+            admit_s=np.asarray(records.admit_s, dtype=float),
+            node=np.asarray(records.node, dtype=int),
+            copies=[(c.issued_s, c.start_s, c.land_s, c.src, c.dst) for c in sim.copies],
+        )
+    return WindowResult(
+        window=workload.name,
+        ttft_s=np.asarray(records.ttft_s, dtype=float),
+        e2e_s=np.asarray(records.e2e_s, dtype=float),
+        queue_s=np.asarray(records.queue_s, dtype=float),
+        input_tokens=input_tokens,
+        hit_hbm_tokens=int(np.sum(records.hit_hbm_tokens)),
+        summary=summary,
+        metrics=dict(policy.metrics()),
+        wall_s=wall_s,
+        trace=window_trace,
+    )
+
+
+def evaluate_policies(
+    policies: Mapping[str, Policy] | Iterable[str | Policy],
+    setup: str | ClusterSpec,
+    windows: Iterable[Workload],
+    config: SimConfig | None = None,
+    seed: int = 0,
+    workload: str = "",
+    baseline: str | None = DEFAULT_BASELINE,
+    progress: Callable[[int], Any] | None = None,
+    trace_window: int | None = 0,
+) -> list[PolicyRun]:
+    """Every policy on every window; one :class:`PolicyRun` per policy, in order.
+
+    Args:
+        policies: registered names, Policy instances, or a name -> Policy mapping.
+        setup: a published setup name (``envs.sim.SETUPS``) or a cluster.
+        windows: the workload windows (consumed once, window by window).
+        config: simulator settings (default: the causal reference model).
+        seed: the policies' random stream per window is ``default_rng([seed, i])``.
+        workload: the workload's name, for the rows.
+        baseline: rows get ``ttft_mean_reduction_pct`` / ``ttft_p95_reduction_pct``
+            relative to this policy when it is among ``policies`` (else None).
+        progress: called with 1 after each (window, policy) run.
+        trace_window: keep the timeline of this window position (None: none).
+    """
+    named = as_policies(policies)
+    config = config or SimConfig()
+    cluster = setup if isinstance(setup, ClusterSpec) else setup_cluster(setup)
+    setup_name = setup if isinstance(setup, str) else cluster.name
+    results: dict[str, list[WindowResult]] = {name: [] for name in named}
+    for i, window in enumerate(windows):
+        for name, policy in named.items():
+            result = run_window(policy, cluster, window, config, (seed, i), trace=i == trace_window)
+            results[name].append(result)
+            if progress is not None:
+                progress(1)
+    runs = [
+        PolicyRun(
+            row=summarize_windows(results[name], setup_name, workload, name, config),
+            ttft_s=_pooled(results[name], "ttft_s"),
+            trace=next((r.trace for r in results[name] if r.trace is not None), None),
+            windows=results[name],
+        )
+        for name in named
+    ]
+    add_reductions([run.row for run in runs], baseline)
+    return runs
+
+
+def _pooled(results: Sequence[WindowResult], name: str) -> np.ndarray:
+    arrays = [getattr(r, name) for r in results]
+    return np.concatenate(arrays) if arrays else np.zeros(0)
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else float("nan")
+
+
+def summarize_windows(
+    results: Sequence[WindowResult], setup: str, workload: str, policy: str, config: SimConfig
+) -> dict[str, Any]:
+    """One result row from a policy's windows (requests pooled across windows)."""
+    ttft = _pooled(results, "ttft_s")
+    e2e = _pooled(results, "e2e_s")
+    queue = _pooled(results, "queue_s")
+    input_tokens = sum(r.input_tokens for r in results)
+    landed = sum(r.summary["warm_copies_landed"] for r in results)
+    used = sum(r.summary["warm_hit_rate"] * r.summary["warm_copies_landed"] for r in results)
+    wall_s = sum(r.wall_s for r in results)
+    row: dict[str, Any] = {
+        "setup": setup,
+        "workload": workload,
+        "policy": policy,
+        "causal_kv": config.causal_kv,
+        "copy_model": config.copy_model,
+        "windows": len(results),
+        "requests": int(ttft.size),
+        "completed": int(sum(r.summary["completed"] for r in results)),
+        "ttft_mean_s": float(np.mean(ttft)) if ttft.size else float("nan"),
+        "ttft_p50_s": _pct(ttft, 50),
+        "ttft_p90_s": _pct(ttft, 90),
+        "ttft_p95_s": _pct(ttft, 95),
+        "ttft_p99_s": _pct(ttft, 99),
+        "ttft_max_s": float(np.max(ttft)) if ttft.size else float("nan"),
+        "e2e_mean_s": float(np.mean(e2e)) if e2e.size else float("nan"),
+        "e2e_p95_s": _pct(e2e, 95),
+        "queue_mean_s": float(np.mean(queue)) if queue.size else float("nan"),
+        "queue_p95_s": _pct(queue, 95),
+        "hbm_hit_rate": sum(r.hit_hbm_tokens for r in results) / max(input_tokens, 1),
+        "warm_copies": int(sum(r.summary["warm_copies"] for r in results)),
+        "warm_copies_landed": int(landed),
+        "warm_bytes": float(sum(r.summary["warm_bytes"] for r in results)),
+        "warm_hit_rate": used / landed if landed else 0.0,
+        "displaced_by_copies_blocks": int(
+            sum(r.summary["displaced_by_copies_blocks"] for r in results)
+        ),
+        "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
+        "wall_s": wall_s,
+        "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
+    }
+    extra: dict[str, float] = {}
+    for result in results:
+        for key, value in result.metrics.items():
+            extra[key] = extra.get(key, 0.0) + value
+    for key in extra:
+        if key.endswith("_rate"):
+            extra[key] /= len(results)
+    row.update(extra)
+    return row
+
+
+def add_reductions(rows: Sequence[dict[str, Any]], baseline: str | None) -> None:
+    """Set each row's mean and p95 TTFT reduction (%) vs the baseline row of its
+    (setup, workload, causal_kv, copy_model); None when there is no such row."""
+
+    def group(row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return (row["setup"], row["workload"], row["causal_kv"], row["copy_model"])
+
+    base = {group(row): row for row in rows if row["policy"] == baseline}
+    for row in rows:
+        ref = base.get(group(row))
+        for stat in ("mean", "p95"):
+            key = f"ttft_{stat}_reduction_pct"
+            if ref is None or not ref[f"ttft_{stat}_s"] > 0:
+                row[key] = None
+            else:
+                row[key] = 100.0 * (1.0 - row[f"ttft_{stat}_s"] / ref[f"ttft_{stat}_s"])
