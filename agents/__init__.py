@@ -1,0 +1,2 @@
+"""Learned policies (stable-baselines3 / sb3-contrib + torch) behind the same
+Policy interface as the baselines."""

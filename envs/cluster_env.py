@@ -52,6 +52,7 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
         split: str = "train",
         n_windows: int | None = 4,
         windows: Sequence[Workload] | None = None,
+        workload_params: dict[str, Any] | None = None,
         sim: SimConfig | dict[str, Any] | None = None,
         reward_scale: float = 1.0,
         slo_s: float | None = None,
@@ -82,6 +83,7 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
             "split": split,
             "n_windows": n_windows,
             "windows": windows,
+            "workload_params": workload_params,
             "sim": sim,
             "reward_scale": reward_scale,
             "slo_s": slo_s,
@@ -99,7 +101,7 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
             if not self.windows:
                 raise ValueError("windows is empty: give at least one Workload")
         else:
-            self.windows = window_pool(workload, split, data_seed, n_windows)
+            self.windows = window_pool(workload, split, data_seed, n_windows, workload_params)
         self.reward_scale = float(reward_scale)
         self.slo_s = slo_s
         self.tail_penalty = float(tail_penalty)

@@ -57,11 +57,12 @@ class RouteEnv(ClusterEnv):
     ## Arguments
 
     ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
-    split="train", n_windows=4, windows=None, sim=None, reward_scale=1.0,
+    split="train", n_windows=4, windows=None, workload_params=None, sim=None, reward_scale=1.0,
     slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, data_seed=20260721, seed=None,
     render_mode=None)``: ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
-    (or pass ``windows``, a list of Workloads); ``sim`` a SimConfig or a dict of
+    (or pass ``windows``, a list of Workloads), ``workload_params`` override the
+    generator's parameters; ``sim`` a SimConfig or a dict of
     its fields; ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
 
     ## Version History

@@ -55,7 +55,6 @@ class RouteWarmEnv(RouteEnv):
         super().__init__(**kwargs)
         n = self.n_nodes
         self.action_space = spaces.MultiDiscrete([n] + [2] * n + [n + 1])
-        self._mask = np.ones(n + 2 * n + n + 1, dtype=bool)
 
     def _act(self, action: Any) -> bool:
         assert self.sim is not None and self.request is not None
@@ -68,29 +67,9 @@ class RouteWarmEnv(RouteEnv):
 
     def action_masks(self) -> np.ndarray:
         """Flat boolean mask over the MultiDiscrete choices (see the class docstring)."""
-        mask = self._mask
-        mask[:] = True
-        sim = self.sim
-        request = self.request
-        if sim is None or request is None or self._gen is None:
-            return mask.copy()
-        n = self.n_nodes
-        prefix = prefix_of(request)
-        depth = len(prefix)
-        key = prefix[-1]
-        bt = sim.block_tokens
-        for k, node in enumerate(sim.nodes):
-            held = node.cache.hbm_match(prefix)
-            yes = n + 2 * k + 1
-            if (
-                held >= depth
-                or key in node.inflight
-                or depth - held > node.cache_capacity_blocks(bt)
-            ):
-                mask[yes] = False
-            if held == 0:
-                mask[3 * n + 1 + k] = False
-        return mask.copy()
+        if self.sim is None or self.request is None or self._gen is None:
+            return np.ones(4 * self.n_nodes + 1, dtype=bool)
+        return route_warm_masks(self.sim, self.request)
 
 
 def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
@@ -125,3 +104,21 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
             if sim.warm(src, dst, prefix) != WARM_OK:
                 invalid += 1
     return invalid
+
+
+def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
+    """The ``btb/RouteWarm-v0`` action mask at the current decision point:
+    ``[route: n][warm k: no, yes for each k][evict: none, node 0..n-1]``."""
+    n = sim.n_nodes
+    mask = np.ones(4 * n + 1, dtype=bool)
+    prefix = prefix_of(request)
+    depth = len(prefix)
+    key = prefix[-1]
+    bt = sim.block_tokens
+    for k, node in enumerate(sim.nodes):
+        held = node.cache.hbm_match(prefix)
+        if held >= depth or key in node.inflight or depth - held > node.cache_capacity_blocks(bt):
+            mask[n + 2 * k + 1] = False
+        if held == 0:
+            mask[3 * n + 1 + k] = False
+    return mask

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from envs.workloads.request import Workload
 
 
-def window_pool(workload: str, split: str, seed: int, n_windows: int | None) -> list[Workload]:
-    """The first ``n_windows`` windows (all if None) of ``workload``'s ``split``."""
+def window_pool(
+    workload: str,
+    split: str,
+    seed: int,
+    n_windows: int | None,
+    params: dict[str, Any] | None = None,
+) -> list[Workload]:
+    """The first ``n_windows`` windows (all if None) of ``workload``'s ``split``;
+    ``params`` override the workload's generator parameters (``envs.workloads.registry``)."""
     if n_windows is not None and n_windows < 1:
         raise ValueError(f"n_windows must be >= 1 or None, got {n_windows!r}")
     from envs.workloads.registry import windows
 
-    return list(windows(workload, split=split, seed=seed, limit=n_windows))
+    pool = list(windows(workload, split=split, seed=seed, limit=n_windows, **(params or {})))
+    if not pool:
+        raise ValueError(f"workload {workload!r} has no {split!r} windows")
+    return pool

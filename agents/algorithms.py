@@ -1,0 +1,145 @@
+"""Building, saving and loading the learned agents (stable-baselines3 / sb3-contrib).
+
+An agent is an algorithm (``ppo``, ``a2c``, ``dqn``, ``maskable_ppo``), an
+environment kind (``route``, ``route_warm``, ``thresholds``) and a network
+(``set``: the node-set body of ``agents.networks``; ``mlp``: SB3's flat MLP).
+A checkpoint is a folder with SB3's ``model.zip`` and ``agent.json`` (what the
+agent is and the environment arguments it was trained with), so the adapter can
+rebuild the exact observation and action handling.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sb3_contrib import MaskablePPO
+from stable_baselines3 import A2C, DQN, PPO
+from stable_baselines3.common.base_class import BaseAlgorithm
+
+from agents.networks import MaskableNodeScoringPolicy, NodeScoringPolicy, NodeSetExtractor
+from experiments._io import write_json_atomic
+
+ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
+    "ppo": PPO,
+    "a2c": A2C,
+    "dqn": DQN,
+    "maskable_ppo": MaskablePPO,
+}
+ENV_IDS = {
+    "route": "btb/Route-v0",
+    "route_warm": "btb/RouteWarm-v0",
+    "thresholds": "btb/Thresholds-v0",
+}
+NETS = ("set", "mlp")
+
+
+@dataclass
+class AgentSpec:
+    """What an agent is; saved as ``agent.json`` beside ``model.zip``."""
+
+    algo: str
+    env: str
+    net: str = "set"
+    hidden: int = 64
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    timesteps: int = 0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGORITHMS:
+            raise ValueError(f"agent.algo: unknown {self.algo!r}; known: {', '.join(ALGORITHMS)}")
+        if self.env not in ENV_IDS:
+            raise ValueError(f"agent.env: unknown {self.env!r}; known: {', '.join(ENV_IDS)}")
+        if self.net not in NETS:
+            raise ValueError(f"agent.net: unknown {self.net!r}; known: {', '.join(NETS)}")
+        if self.algo == "dqn" and self.env != "route":
+            raise ValueError(
+                f"agent.algo=dqn needs a Discrete action space (env=route), got env={self.env!r}"
+            )
+        if self.algo == "maskable_ppo" and self.env != "route_warm":
+            raise ValueError(
+                "agent.algo=maskable_ppo uses action masks, which env=route_warm has; "
+                f"got {self.env!r}"
+            )
+        if not self.name:
+            self.name = f"{self.algo}_{self.env}"
+
+    @property
+    def env_id(self) -> str:
+        return ENV_IDS[self.env]
+
+
+def policy_for(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
+    """The SB3 policy (class or name) and policy_kwargs for ``spec``."""
+    if spec.net == "mlp":
+        return ("MlpPolicy", {"net_arch": [spec.hidden, spec.hidden]})
+    if spec.algo == "dqn":
+        return (
+            "MlpPolicy",
+            {
+                "features_extractor_class": NodeSetExtractor,
+                "features_extractor_kwargs": {"kind": spec.env, "hidden": spec.hidden},
+                "net_arch": [spec.hidden],
+            },
+        )
+    policy = MaskableNodeScoringPolicy if spec.algo == "maskable_ppo" else NodeScoringPolicy
+    return (policy, {"kind": spec.env, "hidden": spec.hidden})
+
+
+def build_model(
+    spec: AgentSpec, env: Any, hyperparams: dict[str, Any] | None = None, device: str = "cpu"
+) -> BaseAlgorithm:
+    """A fresh SB3 model for ``spec`` on ``env`` (a gym env or an SB3 VecEnv)."""
+    policy, policy_kwargs = policy_for(spec)
+    kwargs = dict(hyperparams or {})
+    try:
+        return ALGORITHMS[spec.algo](
+            policy,
+            env,
+            policy_kwargs=policy_kwargs,
+            seed=spec.seed,
+            device=device,
+            verbose=0,
+            **kwargs,
+        )
+    except TypeError as error:
+        raise ValueError(f"agent.hyperparams for {spec.algo}: {error}") from None
+
+
+def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Path:
+    """Write ``model.zip`` and ``agent.json`` into ``folder`` (each atomically)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    spec.timesteps = int(model.num_timesteps)
+    tmp = folder / ".model.tmp.zip"
+    model.save(tmp)
+    tmp.replace(folder / "model.zip")
+    write_json_atomic(folder / "agent.json", asdict(spec))
+    return folder
+
+
+def load_spec(folder: str | Path) -> AgentSpec:
+    path = Path(folder) / "agent.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder}: not an agent checkpoint (no agent.json)")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error})") from None
+    return AgentSpec(**data)
+
+
+def load_agent(
+    folder: str | Path, env: Any = None, device: str = "cpu"
+) -> tuple[BaseAlgorithm, AgentSpec]:
+    """Load a checkpoint folder (``env`` optional: needed only to keep training)."""
+    spec = load_spec(folder)
+    model_path = Path(folder) / "model.zip"
+    if not model_path.is_file():
+        raise FileNotFoundError(f"{folder}: agent.json but no model.zip")
+    model = ALGORITHMS[spec.algo].load(model_path, env=env, device=device)
+    return model, spec

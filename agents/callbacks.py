@@ -1,0 +1,102 @@
+"""stable-baselines3 callbacks for training runs: a progress bar, periodic
+checkpoints, and metrics (episode returns, steps per second) for the logger."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from agents.algorithms import AgentSpec, save_agent
+
+
+class ProgressBar(BaseCallback):
+    """A tqdm bar over the run's total timesteps (resumed runs start part-way)."""
+
+    def __init__(self, total_timesteps: int, enabled: bool = True) -> None:
+        super().__init__()
+        self.total = total_timesteps
+        self.enabled = enabled
+        self._bar: Any = None
+
+    def _on_training_start(self) -> None:
+        if self.enabled:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=self.total, initial=self.model.num_timesteps, unit="step", desc="train"
+            )
+
+    def _on_step(self) -> bool:
+        if self._bar is not None:
+            self._bar.update(self.model.num_timesteps - self._bar.n)
+        return True
+
+    def _on_training_end(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+class CheckpointEvery(BaseCallback):
+    """Save ``checkpoints/step_N`` (agent.json + model.zip) every ``every`` steps."""
+
+    def __init__(self, every: int, spec: AgentSpec, folder: Path) -> None:
+        super().__init__()
+        self.every = every
+        self.spec = spec
+        self.folder = Path(folder)
+        self._next = every
+
+    def _on_training_start(self) -> None:
+        self._next = (self.model.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        if self.model.num_timesteps >= self._next:
+            save_agent(self.model, self.spec, self.folder / f"step_{self.model.num_timesteps}")
+            self._next += self.every
+        return True
+
+
+class MetricsLogger(BaseCallback):
+    """Logs mean episode return and length and steps per second, about every
+    ``every`` steps and at the end of training."""
+
+    def __init__(self, logger: Any, every: int = 1000) -> None:
+        super().__init__()
+        self.run_logger = logger
+        self.every = every
+        self._last_steps = 0
+        self._last_time = 0.0
+        self._next = every
+
+    def _on_training_start(self) -> None:
+        self._last_steps = self.model.num_timesteps
+        self._last_time = time.perf_counter()
+        self._next = self.model.num_timesteps + self.every
+
+    def _on_step(self) -> bool:
+        if self.model.num_timesteps >= self._next:
+            self._flush()
+            self._next = self.model.num_timesteps + self.every
+        return True
+
+    def _on_training_end(self) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        now = time.perf_counter()
+        steps = self.model.num_timesteps
+        metrics: dict[str, float] = {
+            "train/steps_per_s": (steps - self._last_steps) / max(now - self._last_time, 1e-9),
+            "train/timesteps": float(steps),
+        }
+        episodes = self.model.ep_info_buffer
+        if episodes:
+            metrics["train/episode_return_mean"] = float(np.mean([e["r"] for e in episodes]))
+            metrics["train/episode_length_mean"] = float(np.mean([e["l"] for e in episodes]))
+        self.run_logger.log(metrics, step=steps)
+        self._last_steps = steps
+        self._last_time = now

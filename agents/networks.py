@@ -1,0 +1,187 @@
+"""Torch networks that treat the cluster's nodes as a set.
+
+Observations from ``envs.encoder`` start with ``n_nodes`` rows of per-node
+features followed by global features. :class:`NodeSetNetwork` embeds every node
+with shared weights, pools the embeddings (mean and max) with the global
+features into a context, and gives each node a score embedding from its own
+embedding and the context. No weight depends on the number of nodes, so a
+policy trained on four nodes loads into a policy for six.
+
+* :class:`NodeScoringPolicy` (PPO / A2C; :class:`MaskableNodeScoringPolicy` for
+  MaskablePPO) plugs it in as the actor-critic body: the value comes from the
+  context, and the action logits from per-node heads (route: one logit per
+  node; route + warm: route, warm no / yes and evict per node, plus an
+  evict-nothing logit from the context). For other action spaces (the
+  threshold controller) the heads read the context.
+* :class:`NodeSetExtractor` is the same body as an SB3 features extractor
+  (per-node score embeddings and the context, flattened), for DQN.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import torch
+from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES, NODE_FEATURES, REQUEST_FEATURES
+
+
+def feature_layout(kind: str) -> tuple[int, int]:
+    """(per-node features, global features) of an env kind's observation."""
+    if kind in ("route", "route_warm"):
+        return len(NODE_FEATURES), len(REQUEST_FEATURES)
+    if kind == "thresholds":
+        return len(EPOCH_NODE_FEATURES), len(EPOCH_FEATURES)
+    raise ValueError(f"unknown env kind {kind!r}; known: route, route_warm, thresholds")
+
+
+class NodeSetNetwork(nn.Module):
+    """The shared body; ``forward`` returns (actor latent, critic latent).
+
+    The actor latent is ``[per-node score embeddings (n x hidden), context (hidden)]``
+    flattened, or only the context when ``per_node_actor`` is False.
+    """
+
+    def __init__(
+        self,
+        node_features: int,
+        global_features: int,
+        hidden: int = 64,
+        per_node_actor: bool = True,
+    ) -> None:
+        super().__init__()
+        self.node_features = node_features
+        self.global_features = global_features
+        self.hidden = hidden
+        self.per_node_actor = per_node_actor
+        self.node_net = nn.Sequential(
+            nn.Linear(node_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+        )
+        self.context_net = nn.Sequential(nn.Linear(2 * hidden + global_features, hidden), nn.ReLU())
+        self.score_net = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU())
+        self.latent_dim_pi = hidden  # nominal: the per-node actor latent grows with n
+        self.latent_dim_vf = hidden
+
+    def n_nodes(self, features: torch.Tensor) -> int:
+        n, rest = divmod(features.shape[-1] - self.global_features, self.node_features)
+        if rest or n < 1:
+            raise ValueError(
+                f"observation of size {features.shape[-1]} does not split into nodes of "
+                f"{self.node_features} features plus {self.global_features} global features"
+            )
+        return n
+
+    def embed(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        batch = features.shape[0]
+        n = self.n_nodes(features)
+        nodes = features[:, : n * self.node_features].reshape(batch, n, self.node_features)
+        rest = features[:, n * self.node_features :]
+        embedded = self.node_net(nodes)
+        pooled = torch.cat([embedded.mean(dim=1), embedded.max(dim=1).values, rest], dim=-1)
+        context = self.context_net(pooled)
+        scores = self.score_net(
+            torch.cat([embedded, context.unsqueeze(1).expand(-1, n, -1)], dim=-1)
+        )
+        return scores, context
+
+    def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        scores, context = self.embed(features)
+        if not self.per_node_actor:
+            return context, context
+        return torch.cat([scores.flatten(1), context], dim=-1), context
+
+    def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
+        return self.forward(features)[0]
+
+    def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
+        return self.embed(features)[1]
+
+
+class NodeActionHead(nn.Module):
+    """Logits from per-node score embeddings: ``route`` gives one per node;
+    ``route_warm`` gives the ``MultiDiscrete([n] + [2] * n + [n + 1])`` layout."""
+
+    def __init__(self, hidden: int, kind: str) -> None:
+        super().__init__()
+        if kind not in ("route", "route_warm"):
+            raise ValueError(f"per-node heads exist for route and route_warm, not {kind!r}")
+        self.hidden = hidden
+        self.kind = kind
+        self.node_logits = nn.Linear(hidden, 1 if kind == "route" else 4)
+        self.no_evict = nn.Linear(hidden, 1)
+
+    def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        batch = latent.shape[0]
+        n = latent.shape[1] // self.hidden - 1
+        scores = latent[:, : n * self.hidden].reshape(batch, n, self.hidden)
+        context = latent[:, n * self.hidden :]
+        out = self.node_logits(scores)
+        if self.kind == "route":
+            return out[..., 0]
+        route = out[..., 0]
+        warm = out[..., 1:3].reshape(batch, 2 * n)
+        evict = torch.cat([self.no_evict(context), out[..., 3]], dim=-1)
+        return torch.cat([route, warm, evict], dim=-1)
+
+
+class _NodeScoring:
+    """Mixin for SB3 actor-critic policies; ``policy_kwargs``: ``kind``, ``hidden``."""
+
+    def __init__(self, *args: Any, kind: str = "route", hidden: int = 64, **kwargs: Any) -> None:
+        self.kind = kind
+        self.hidden = hidden
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+
+    def _build_mlp_extractor(self) -> None:
+        node_features, global_features = feature_layout(self.kind)
+        self.mlp_extractor = NodeSetNetwork(
+            node_features, global_features, self.hidden, per_node_actor=self.kind != "thresholds"
+        )
+
+    def _build(self, lr_schedule: Any) -> None:
+        super()._build(lr_schedule)  # type: ignore[misc]
+        if self.kind == "thresholds":
+            return
+        self.action_net = NodeActionHead(self.hidden, self.kind)
+        for module in (self.action_net.node_logits, self.action_net.no_evict):
+            nn.init.orthogonal_(module.weight, gain=0.01)
+            nn.init.zeros_(module.bias)
+        self.optimizer = self.optimizer_class(  # type: ignore[attr-defined]
+            self.parameters(),
+            lr=lr_schedule(1),
+            **self.optimizer_kwargs,  # type: ignore[attr-defined]
+        )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()  # type: ignore[misc]
+        data.update(kind=self.kind, hidden=self.hidden)
+        return data
+
+
+class NodeScoringPolicy(_NodeScoring, ActorCriticPolicy):
+    """PPO / A2C policy with the node-set body and per-node action heads."""
+
+
+class MaskableNodeScoringPolicy(_NodeScoring, MaskableActorCriticPolicy):
+    """MaskablePPO policy with the node-set body and per-node action heads."""
+
+
+class NodeSetExtractor(BaseFeaturesExtractor):
+    """The node-set body as a features extractor (for DQN): per-node score
+    embeddings and the context, flattened; its size fixes ``n_nodes``."""
+
+    def __init__(
+        self, observation_space: gym.spaces.Box, kind: str = "route", hidden: int = 64
+    ) -> None:
+        node_features, global_features = feature_layout(kind)
+        n = (observation_space.shape[0] - global_features) // node_features
+        super().__init__(observation_space, features_dim=(n + 1) * hidden)
+        self.body = NodeSetNetwork(node_features, global_features, hidden)
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return self.body(observations)[0]

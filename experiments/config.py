@@ -1,0 +1,185 @@
+"""Structured configs (Hydra 1.3) for the training, evaluation and tuning commands.
+
+The dataclasses are the schema: Hydra checks every value against the field's
+type and rejects keys the schema does not have. The YAML files under ``conf/``
+choose the values: one folder per group (``setup``, ``model``, ``cluster``,
+``workload``, ``sim``, ``env``, ``agent``, ``logger``), one file per option.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+from envs.sim import ClusterSpec, SimConfig
+
+
+@dataclass
+class ModelConf:
+    name: str = "llama-3.3-70b"
+    """A model preset of envs.sim.MODELS."""
+
+
+@dataclass
+class ClusterConf:
+    node: str = "4xH100"
+    """GPUs per node and GPU preset, e.g. 8xH100."""
+    n_nodes: int = 4
+    """Replicas."""
+
+
+@dataclass
+class SetupConf:
+    name: str = "70b_h100x4"
+    """A label for results; the model and cluster groups say what it is."""
+
+
+@dataclass
+class WorkloadConf:
+    name: str = "bursted_synthetic"
+    """A registered workload (envs.workloads.registry)."""
+    seed: int = 20260721
+    """Generator seed (the published one by default)."""
+    train_pool: int | None = 4
+    """Training windows in the episode pool (None: all of the train split)."""
+    eval_windows: int | None = 3
+    """Held-out test windows evaluated after training (None: all)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """Generator parameter overrides, e.g. {burst_requests: 50}."""
+
+
+@dataclass
+class SimConf:
+    causal_kv: bool = True
+    copy_model: str = "reference"
+    max_batch: int = 256
+    mfu: float = 0.5
+    mbu: float = 0.8
+    disk_tier: bool = False
+    host_ram_bytes: float = math.inf
+    transfer_latency_s: float = 0.0
+    attention_flops: bool = False
+    chunked_prefill_tokens: int = 0
+
+
+@dataclass
+class EnvConf:
+    kind: str = "route"
+    """route (btb/Route-v0), route_warm (btb/RouteWarm-v0) or thresholds (btb/Thresholds-v0)."""
+    reward_scale: float = 10.0
+    """Return = -(sum of TTFT) / reward_scale."""
+    slo_s: float | None = None
+    tail_penalty: float = 0.0
+    copy_cost_per_gb: float = 0.0
+    epoch_s: float = 1.0
+    """Thresholds env only: seconds per decision epoch."""
+    n_envs: int = 1
+    """Parallel environments for training."""
+    vec: str = "dummy"
+    """dummy (one process) or subproc."""
+
+
+@dataclass
+class AgentConf:
+    algo: str = "ppo"
+    """ppo, a2c, dqn or maskable_ppo."""
+    net: str = "set"
+    """set (node-set network, works on other cluster sizes) or mlp."""
+    hidden: int = 64
+    hyperparams: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the SB3 algorithm (n_steps, learning_rate, ...)."""
+
+
+@dataclass
+class LoggerConf:
+    kind: str = "wandb"
+    """wandb or none."""
+    mode: str = "offline"
+    """W&B mode: offline (runs land in a local folder for `wandb sync`), online, disabled."""
+    project: str = "btb-gym"
+    entity: str | None = None
+    group: str | None = None
+    """W&B group; by default the sweep's folder name in a multirun."""
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TrainConf:
+    total_timesteps: int = 20_000
+    checkpoint_every: int = 10_000
+    """Save a checkpoint every this many steps (0: only at the end)."""
+    eval_policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
+    evaluate: bool = True
+    progress: bool = True
+    torch_threads: int = 1
+
+
+@dataclass
+class TrainConfig:
+    setup: SetupConf = field(default_factory=SetupConf)
+    model: ModelConf = field(default_factory=ModelConf)
+    cluster: ClusterConf = field(default_factory=ClusterConf)
+    workload: WorkloadConf = field(default_factory=WorkloadConf)
+    sim: SimConf = field(default_factory=SimConf)
+    env: EnvConf = field(default_factory=EnvConf)
+    agent: AgentConf = field(default_factory=AgentConf)
+    logger: LoggerConf = field(default_factory=LoggerConf)
+    train: TrainConf = field(default_factory=TrainConf)
+    seed: int = 0
+    out_dir: str | None = None
+    """Run folder; by default Hydra's (runs/train/<time>, or the multirun job folder)."""
+    resume: str | None = None
+    """A checkpoint folder to continue training from."""
+
+
+@dataclass
+class EvaluateConfig:
+    setup: SetupConf = field(default_factory=SetupConf)
+    model: ModelConf = field(default_factory=ModelConf)
+    cluster: ClusterConf = field(default_factory=ClusterConf)
+    workload: WorkloadConf = field(default_factory=WorkloadConf)
+    sim: SimConf = field(default_factory=SimConf)
+    logger: LoggerConf = field(default_factory=LoggerConf)
+    checkpoint: list[str] = field(default_factory=list)
+    """Agent checkpoint folders (each with agent.json and model.zip)."""
+    policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
+    seed: int = 0
+    out_dir: str | None = None
+    progress: bool = True
+
+
+@dataclass
+class TuneBtbConfig:
+    setup: SetupConf = field(default_factory=SetupConf)
+    model: ModelConf = field(default_factory=ModelConf)
+    cluster: ClusterConf = field(default_factory=ClusterConf)
+    workload: WorkloadConf = field(default_factory=WorkloadConf)
+    sim: SimConf = field(default_factory=SimConf)
+    logger: LoggerConf = field(default_factory=LoggerConf)
+    x: int = 2
+    y: int = 256
+    z: float = 1.0
+    m: int = 4
+    seed: int = 0
+    out_dir: str | None = None
+
+
+def register_configs() -> None:
+    """Make the schemas known to Hydra (``conf/*.yaml`` extend them)."""
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainConfig)
+    store.store(name="evaluate_schema", node=EvaluateConfig)
+    store.store(name="tune_btb_schema", node=TuneBtbConfig)
+
+
+def cluster_of(cfg: Any) -> ClusterSpec:
+    """The cluster the model and cluster groups describe."""
+    return ClusterSpec.uniform(cfg.model.name, cfg.cluster.node, int(cfg.cluster.n_nodes))
+
+
+def sim_of(cfg: Any) -> SimConfig:
+    """The simulator settings of the sim group."""
+    return SimConfig(**{key: cfg.sim[key] for key in cfg.sim})

@@ -1,0 +1,97 @@
+"""Experiment tracking: Weights & Biases (lazily imported) or nothing.
+
+``logger.kind=wandb`` with ``logger.mode`` ``offline`` (default: the run lands in
+``<run folder>/wandb`` for ``wandb sync``), ``online`` or ``disabled``. One W&B
+run per Hydra job, grouped by the sweep's folder in a multirun.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+WANDB_MODES = ("offline", "online", "disabled")
+
+
+class RunLogger:
+    """Logs metrics, tables and images; a no-op when tracking is off."""
+
+    def __init__(
+        self,
+        logger_cfg: Any,
+        config: dict[str, Any],
+        out_dir: Path,
+        name: str,
+        job_type: str,
+        group: str | None = None,
+    ) -> None:
+        self.run: Any = None
+        self.kind = logger_cfg.kind
+        if self.kind not in ("wandb", "none"):
+            raise ValueError(f"logger.kind must be wandb or none, got {self.kind!r}")
+        if self.kind == "none":
+            return
+        if logger_cfg.mode not in WANDB_MODES:
+            raise ValueError(
+                f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {logger_cfg.mode!r}"
+            )
+        try:
+            import wandb
+        except ImportError:
+            raise ImportError("logger=wandb needs the wandb package: pip install wandb") from None
+        os.environ.setdefault("WANDB_SILENT", "true")
+        self.run = wandb.init(
+            project=logger_cfg.project,
+            entity=logger_cfg.entity,
+            group=logger_cfg.group or group,
+            tags=list(logger_cfg.tags),
+            name=name,
+            job_type=job_type,
+            config=config,
+            dir=str(out_dir),
+            mode=logger_cfg.mode,
+            reinit="finish_previous",
+        )
+
+    @property
+    def folder(self) -> str | None:
+        """Where the W&B run's files are (None when not tracking)."""
+        return None if self.run is None else str(Path(self.run.dir).parent)
+
+    def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
+        if self.run is not None:
+            self.run.log(metrics, step=step)
+
+    def log_table(self, key: str, rows: Sequence[dict[str, Any]]) -> None:
+        if self.run is None or not rows:
+            return
+        import wandb
+
+        columns = list(rows[0])
+        data = [[_plain(row.get(c)) for c in columns] for row in rows]
+        self.run.log({key: wandb.Table(columns=columns, data=data)})
+
+    def log_images(self, paths: Sequence[Path]) -> None:
+        if self.run is None:
+            return
+        import wandb
+
+        self.run.log({f"charts/{Path(p).stem}": wandb.Image(str(p)) for p in paths})
+
+    def summary(self, values: dict[str, Any]) -> None:
+        if self.run is not None:
+            for key, value in values.items():
+                self.run.summary[key] = value
+
+    def finish(self) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (dict, list, tuple)):
+        return str(value)
+    return value

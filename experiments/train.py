@@ -1,0 +1,248 @@
+"""Train a learned agent, then evaluate it against the baselines on held-out windows.
+
+    python -m experiments.train agent=ppo env=route setup=70b_h100x4 \\
+        workload=bursted_synthetic train.total_timesteps=50000 [seed=0] [out_dir=PATH]
+    python -m experiments.train resume=runs/train/<time>/checkpoints/step_10000 ...
+    python -m experiments.train -m seed=0,1,2 agent=ppo,a2c hydra/launcher=joblib
+    python -m experiments.train +experiment=NAME
+
+The run folder (``out_dir``, or Hydra's) gets ``checkpoints/step_N/`` every
+``train.checkpoint_every`` steps, the final agent in ``agent/``, and after the
+evaluation ``results.json`` (the comparison run's schema) and charts. Returns
+the agent's mean TTFT on the evaluation windows (what a sweeper minimises).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import cluster_of, register_configs, sim_of
+
+register_configs()
+
+
+def run_dir(cfg: Any, kind: str) -> Path:
+    """The job's folder: Hydra's output dir (out_dir, or the multirun job folder)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if HydraConfig.initialized():
+        return Path(HydraConfig.get().runtime.output_dir)
+    if cfg.out_dir:
+        return Path(cfg.out_dir)
+    return Path("runs") / kind / time.strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def sweep_group() -> str | None:
+    """The sweep folder's name in a multirun (the W&B group), else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return Path(HydraConfig.get().sweep.dir).name
+    return None
+
+
+def env_kwargs(cfg: Any) -> dict[str, Any]:
+    """The gymnasium.make arguments the config describes (JSON-ready; see make_env)."""
+    kwargs: dict[str, Any] = {
+        "model": cfg.model.name,
+        "node": cfg.cluster.node,
+        "n_nodes": int(cfg.cluster.n_nodes),
+        "workload": cfg.workload.name,
+        "workload_params": OmegaConf.to_container(cfg.workload.params, resolve=True),
+        "data_seed": int(cfg.workload.seed),
+        "sim": OmegaConf.to_container(cfg.sim, resolve=True),
+        "reward_scale": float(cfg.env.reward_scale),
+        "slo_s": cfg.env.slo_s,
+        "tail_penalty": float(cfg.env.tail_penalty),
+        "copy_cost_per_gb": float(cfg.env.copy_cost_per_gb),
+    }
+    if cfg.env.kind == "thresholds":
+        kwargs["epoch_s"] = float(cfg.env.epoch_s)
+    return kwargs
+
+
+def make_env_fn_kwargs(saved: dict[str, Any], windows: list[Any]) -> dict[str, Any]:
+    """gymnasium.make keyword arguments from :func:`env_kwargs` and a window pool."""
+    from envs.sim import ClusterSpec
+
+    kwargs = {
+        k: v for k, v in saved.items() if k not in ("model", "node", "n_nodes", "workload_params")
+    }
+    kwargs["setup"] = ClusterSpec.uniform(saved["model"], saved["node"], saved["n_nodes"])
+    kwargs["windows"] = windows
+    return kwargs
+
+
+def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
+    from envs.workloads.registry import windows
+
+    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
+    return list(windows(cfg.workload.name, "test", int(cfg.workload.seed), limit, **params))
+
+
+def evaluate_and_write(
+    agents: dict[str, Any],
+    baselines: list[str],
+    cfg: Any,
+    out_dir: Path,
+    logger: Any,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """Agents and baselines side by side on the test windows; writes results.json and charts."""
+    from tqdm import tqdm
+
+    from baselines.policy import make_policy
+    from experiments._io import write_json_atomic
+    from experiments.compare import format_table, write_charts
+    from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
+
+    windows = eval_windows(cfg, cfg.workload.eval_windows)
+    names = list(dict.fromkeys([DEFAULT_BASELINE, *baselines]))
+    policies = {name: make_policy(name) for name in names}
+    for name, agent in agents.items():
+        if name in policies:
+            raise ValueError(f"agent name {name!r} clashes with a baseline's")
+        policies[name] = agent
+    with tqdm(
+        total=len(windows) * len(policies), desc="evaluate", unit="run", disable=not progress
+    ) as bar:
+        runs = evaluate_policies(
+            policies,
+            cluster_of(cfg),
+            windows,
+            sim_of(cfg),
+            seed=int(cfg.seed),
+            workload=cfg.workload.name,
+            progress=bar.update,
+        )
+    rows = [run.row for run in runs]
+    for row in rows:
+        row["setup"] = cfg.setup.name
+    config = OmegaConf.to_container(cfg, resolve=True)
+    write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config})
+    charts = write_charts(runs, DEFAULT_BASELINE, out_dir)
+    print(format_table(rows, DEFAULT_BASELINE))
+    logger.log_table("evaluation", rows)
+    logger.log_images(charts)
+    return rows
+
+
+def train(cfg: DictConfig) -> float:
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    import envs  # noqa: F401  (registers the environments)
+    from agents.adapter import AgentPolicy
+    from agents.algorithms import AgentSpec, build_model, load_agent, save_agent
+    from agents.callbacks import CheckpointEvery, MetricsLogger, ProgressBar
+    from envs.windows import window_pool
+    from experiments.tracking import RunLogger
+
+    out_dir = run_dir(cfg, "train")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(int(cfg.train.torch_threads))
+    if cfg.env.vec not in ("dummy", "subproc"):
+        raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
+    if cfg.env.n_envs < 1:
+        raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
+    saved_kwargs = env_kwargs(cfg)
+    spec = AgentSpec(
+        algo=cfg.agent.algo,
+        env=cfg.env.kind,
+        net=cfg.agent.net,
+        hidden=int(cfg.agent.hidden),
+        env_kwargs=saved_kwargs,
+        seed=int(cfg.seed),
+    )
+    pool = window_pool(
+        cfg.workload.name,
+        "train",
+        int(cfg.workload.seed),
+        cfg.workload.train_pool,
+        saved_kwargs["workload_params"],
+    )
+    cluster_of(cfg)  # fail early on an impossible cluster
+    vec = make_vec_env(
+        spec.env_id,
+        n_envs=int(cfg.env.n_envs),
+        seed=int(cfg.seed),
+        vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
+        env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
+    )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    logger = RunLogger(
+        cfg.logger,
+        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+        out_dir,
+        name=f"{spec.env_id.split('/')[-1]}__{spec.name}__{cfg.seed}__{stamp}",
+        job_type="train",
+        group=sweep_group(),
+    )
+    try:
+        hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
+        if cfg.resume:
+            model, resumed = load_agent(cfg.resume, env=vec)
+            if (resumed.algo, resumed.env, resumed.net) != (spec.algo, spec.env, spec.net):
+                raise ValueError(
+                    f"resume={cfg.resume}: that checkpoint is {resumed.algo}/{resumed.env}/"
+                    f"{resumed.net}, the config asks for {spec.algo}/{spec.env}/{spec.net}"
+                )
+            spec.name = resumed.name
+        else:
+            model = build_model(spec, vec, hyperparams)  # type: ignore[arg-type]
+        remaining = int(cfg.train.total_timesteps) - int(model.num_timesteps)
+        print(
+            f"training {spec.name} on {spec.env_id} ({cfg.setup.name}, {cfg.workload.name}): "
+            f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
+        )
+        callbacks = [
+            ProgressBar(int(cfg.train.total_timesteps), enabled=bool(cfg.train.progress)),
+            MetricsLogger(logger),
+        ]
+        if cfg.train.checkpoint_every > 0:
+            callbacks.append(
+                CheckpointEvery(int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints")
+            )
+        start = time.perf_counter()
+        if remaining > 0:
+            model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
+        elapsed = time.perf_counter() - start
+        save_agent(model, spec, out_dir / "agent")
+        steps_per_s = max(remaining, 0) / max(elapsed, 1e-9)
+        logger.summary({"train/steps_per_s": steps_per_s, "train/timesteps": model.num_timesteps})
+        print(f"trained to {model.num_timesteps} steps at {steps_per_s:,.0f} steps/s")
+        metric = float("nan")
+        if cfg.train.evaluate:
+            agent = AgentPolicy(model, spec)
+            rows = evaluate_and_write(
+                {spec.name: agent},
+                list(cfg.train.eval_policies),
+                cfg,
+                out_dir,
+                logger,
+                bool(cfg.train.progress),
+            )
+            metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
+            logger.summary({"eval/ttft_mean_s": metric})
+        return metric
+    finally:
+        vec.close()
+        logger.finish()
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="train")
+def main(cfg: DictConfig) -> float:
+    value = train(cfg)
+    return value if np.isfinite(value) else float("inf")
+
+
+if __name__ == "__main__":
+    main()
