@@ -452,3 +452,52 @@ def art_like_window_rows(
 def draft_prefix_keys(drafts: list[Draft], min_blocks: int, block_tokens: int) -> list[Any]:
     """For each draft, a key naming its first ``min_blocks`` blocks (None if shorter)."""
     return [prefix_key(d.segments, d.n_segments, min_blocks, block_tokens) for d in drafts]
+
+
+SPEC_ART_CHAT = {
+    "mean_rate_per_s": 3.37,
+    "busiest_1s": 98,
+    "busiest_10s": 343,
+    "busiest_60s": 1656,
+    "largest_fanout": 25,
+}
+"""ART-Chat's published figures (SPEC section 8) that the generator approximates."""
+
+
+def day_statistics(
+    config: ArtLikeConfig | None = None,
+    seed: int = 0,
+    duration_s: float = DAY_S,
+    min_blocks: int = 16,
+    window_s: float = 10.0,
+) -> dict[str, float]:
+    """Simulate ``duration_s`` of uncut traffic and measure it as SPEC section 8 measures ART-Chat.
+
+    Returns the keys of :data:`SPEC_ART_CHAT` plus length statistics. The fan-out is
+    computed from segment keys (no hashing), which names the same prefixes as the
+    chained block ids of the generated rows.
+    """
+    from envs.workloads.stats import busiest, largest_fanout
+
+    config = config or ArtLikeConfig()
+    rng = np.random.default_rng([seed, 0xDA7])
+    drafts = simulate_drafts(config, rng, -config.warmup_s, duration_s)
+    drafts = [d for d in drafts if d.arrival_s >= 0.0]
+    arrivals = np.array([d.arrival_s for d in drafts])
+    inputs = np.array([d.input_tokens for d in drafts])
+    outputs = np.array([d.output_tokens for d in drafts])
+    keys = draft_prefix_keys(drafts, min_blocks, config.block_tokens)
+    return {
+        "requests": float(len(drafts)),
+        "mean_rate_per_s": len(drafts) / duration_s,
+        "busiest_1s": float(busiest(arrivals, 1.0)[0]),
+        "busiest_10s": float(busiest(arrivals, 10.0)[0]),
+        "busiest_60s": float(busiest(arrivals, 60.0)[0]),
+        "largest_fanout": float(largest_fanout(arrivals, keys, window_s).requests),
+        "input_tokens_mean": float(inputs.mean()),
+        "input_tokens_p50": float(np.percentile(inputs, 50)),
+        "input_tokens_p99": float(np.percentile(inputs, 99)),
+        "input_tokens_max": float(inputs.max()),
+        "output_tokens_mean": float(outputs.mean()),
+        "output_tokens_max": float(outputs.max()),
+    }

@@ -38,7 +38,7 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
     """One ART-Chat row, checked."""
     return ParsedRow(
         request_id=get_str(row, "request_id", loc, default=str(loc.line)),
-        time_s=get_number(row, "timestamp_ms", loc, minimum=None) / 1000.0,
+        time=get_number(row, "timestamp_ms", loc, minimum=None),
         input_tokens=get_int(row, "input_length", loc, minimum=1),
         output_tokens=output_tokens(row, "output_length", loc),
         hash_ids=get_hash_ids(row, "hash_ids", loc),
@@ -48,7 +48,11 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
 
 
 FORMAT = TraceFormat(
-    name="art", block_tokens=BLOCK_TOKENS, time_field="timestamp_ms", new_parser=lambda: parse_row
+    name="art",
+    block_tokens=BLOCK_TOKENS,
+    time_field="timestamp_ms",
+    new_parser=lambda: parse_row,
+    time_units_per_s=1000.0,
 )
 
 

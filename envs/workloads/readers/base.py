@@ -128,7 +128,8 @@ class ParsedRow:
     """One row, checked and converted, before its hashes are chained."""
 
     request_id: str
-    time_s: float
+    time: float
+    """Arrival in the trace's own unit (see ``TraceFormat.time_units_per_s``)."""
     input_tokens: int
     output_tokens: int
     hash_ids: list[Hashable]
@@ -153,6 +154,8 @@ class TraceFormat:
     time_field: str
     new_parser: Callable[[], RowParser]
     """Returns a fresh parser for one read (a parser may remember earlier rows)."""
+    time_units_per_s: float = 1.0
+    """Units of the time field per second (1000 for milliseconds)."""
     windowed: bool = False
     """Rows carry a window id (``trace_id``) and are replayed window by window."""
     rebase: bool = True
@@ -311,6 +314,7 @@ def _note_out_of_order(
     t: float,
     last: float,
 ) -> None:
+    """Count a row that arrives before an earlier line's; raise if the trace must be sorted."""
     report.out_of_order += 1
     if report.first_out_of_order_line is None:
         report.first_out_of_order_line = loc.line
@@ -319,7 +323,7 @@ def _note_out_of_order(
             loc.path,
             loc.line,
             fmt.time_field,
-            f"{t!r} s is earlier than {last!r} s on an earlier line; the trace must be sorted "
+            f"{t!r} is earlier than {last!r} on an earlier line; the trace must be sorted "
             "by time (or read it with ReadOptions(unsorted='warn'))",
         )
 
@@ -342,6 +346,7 @@ def _finish_report(report: ReadReport, options: ReadOptions) -> None:
 
 
 def _request(parsed: ParsedRow, arrival_s: float, chainer: BlockChainer, namespace: str) -> Request:
+    """The simulator's request for a parsed row, arriving at ``arrival_s``."""
     tenant = parsed.tenant or namespace
     return Request(
         index=0,
@@ -370,19 +375,21 @@ def assemble_trace(
     chainer = chainer if chainer is not None else BlockChainer()
     stream = _RowStream(rows, fmt, options, report)
     requests: list[Request] = []
+    times: list[float] = []
     last = -math.inf
     for loc, parsed in stream:
-        if parsed.time_s < last:
-            _note_out_of_order(report, options, fmt, loc, parsed.time_s, last)
-        last = max(last, parsed.time_s)
-        requests.append(_request(parsed, parsed.time_s, chainer, options.namespace))
+        if parsed.time < last:
+            _note_out_of_order(report, options, fmt, loc, parsed.time, last)
+        last = max(last, parsed.time)
+        times.append(parsed.time)
+        requests.append(_request(parsed, 0.0, chainer, options.namespace))
     if not requests:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
-    origin = 0.0
-    if options.rebase_time and fmt.rebase:
-        origin = min(r.arrival_s for r in requests)
-        for r in requests:
-            r.arrival_s -= origin
+    # subtract in the trace's own unit first, so integer milliseconds rebase exactly
+    origin = min(times) if options.rebase_time and fmt.rebase else 0.0
+    for request, time in zip(requests, times, strict=True):
+        request.arrival_s = (time - origin) / fmt.time_units_per_s
+    origin /= fmt.time_units_per_s
     _finish_report(report, options)
     block_tokens = options.block_tokens or fmt.block_tokens
     meta = {"format": fmt.name, "time_origin_s": origin, "read": report.as_dict()}
@@ -428,10 +435,11 @@ def assemble_windows(
             window = _Window(parsed, loc, chainer, wanted)
         if not window.wanted:
             continue
-        if parsed.time_s < window.last_s:
-            _note_out_of_order(report, options, fmt, loc, parsed.time_s, window.last_s)
-        window.last_s = max(window.last_s, parsed.time_s)
-        window.requests.append(_request(parsed, parsed.time_s, window.chainer, options.namespace))
+        if parsed.time < window.last:
+            _note_out_of_order(report, options, fmt, loc, parsed.time, window.last)
+        window.last = max(window.last, parsed.time)
+        arrival_s = parsed.time / fmt.time_units_per_s
+        window.requests.append(_request(parsed, arrival_s, window.chainer, options.namespace))
     if window is None:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     if window.wanted:
@@ -456,7 +464,7 @@ class _Window:
         self.wanted = wanted is None or first.source in wanted
         self.chainer = chainer if chainer is not None else BlockChainer()
         self.requests: list[Request] = []
-        self.last_s = -math.inf
+        self.last = -math.inf
 
     def close(self, name: str, fmt: TraceFormat, block_tokens: int, path: str) -> Workload:
         meta = {

@@ -33,7 +33,7 @@ from envs.workloads.readers.base import (
     get_str,
     output_tokens,
 )
-from envs.workloads.readers.sources import jsonl_rows
+from envs.workloads.readers.sources import file_rows
 from envs.workloads.request import BlockChainer, Workload
 
 BLOCK_TOKENS = 256
@@ -52,7 +52,7 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
     tenant = get_str(row, "tenant", loc, default="") or get_str(metadata, "tenant", loc, "")
     return ParsedRow(
         request_id=get_str(row, "request_id", loc, default=f"{trace_id}-{loc.line}"),
-        time_s=get_number(row, "arrival_s", loc, minimum=0.0),
+        time=get_number(row, "arrival_s", loc, minimum=0.0),
         input_tokens=get_int(row, "input_length", loc, minimum=1),
         output_tokens=output_tokens(row, "output_length", loc),
         hash_ids=get_hash_ids(row, "hash_ids", loc),
@@ -99,7 +99,7 @@ def iter_bursted_windows(
     """
     report = report if report is not None else ReadReport(source=str(path))
     return assemble_windows(
-        jsonl_rows(path),
+        file_rows(path),
         FORMAT,
         Path(path).stem,
         options=options,

@@ -28,7 +28,7 @@ from envs.workloads.readers.base import (
     get_str,
     output_tokens,
 )
-from envs.workloads.readers.sources import jsonl_rows
+from envs.workloads.readers.sources import file_rows
 from envs.workloads.request import Workload
 
 BLOCK_TOKENS = 512
@@ -38,7 +38,7 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
     """One Mooncake row, checked."""
     return ParsedRow(
         request_id=get_str(row, "request_id", loc, default=str(loc.line)),
-        time_s=get_number(row, "timestamp", loc, minimum=None) / 1000.0,
+        time=get_number(row, "timestamp", loc, minimum=None),
         input_tokens=get_int(row, "input_length", loc, minimum=1),
         output_tokens=output_tokens(row, "output_length", loc),
         hash_ids=get_hash_ids(row, "hash_ids", loc),
@@ -46,7 +46,11 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
 
 
 FORMAT = TraceFormat(
-    name="mooncake", block_tokens=BLOCK_TOKENS, time_field="timestamp", new_parser=lambda: parse_row
+    name="mooncake",
+    block_tokens=BLOCK_TOKENS,
+    time_field="timestamp",
+    new_parser=lambda: parse_row,
+    time_units_per_s=1000.0,
 )
 
 
@@ -59,5 +63,5 @@ def read_mooncake(
     """Read a Mooncake JSONL trace into one :class:`Workload` (512-token blocks)."""
     report = report if report is not None else ReadReport(source=str(path))
     return assemble_trace(
-        jsonl_rows(path), FORMAT, name or Path(path).stem, options=options, report=report
+        file_rows(path), FORMAT, name or Path(path).stem, options=options, report=report
     )

@@ -30,7 +30,7 @@ from envs.workloads.readers.base import (
     get_str,
     output_tokens,
 )
-from envs.workloads.readers.sources import jsonl_rows
+from envs.workloads.readers.sources import file_rows
 from envs.workloads.request import Workload
 
 BLOCK_TOKENS = 16
@@ -46,7 +46,7 @@ def new_parser() -> RowParser:
         get_int(row, "turn", loc, minimum=0, default=1)
         parsed = ParsedRow(
             request_id=chat_id,
-            time_s=get_number(row, "timestamp", loc, minimum=None),
+            time=get_number(row, "timestamp", loc, minimum=None),
             input_tokens=get_int(row, "input_length", loc, minimum=1),
             output_tokens=output_tokens(row, "output_length", loc),
             hash_ids=get_hash_ids(row, "hash_ids", loc),
@@ -74,5 +74,5 @@ def read_qwen_bailian(
     """Read a Qwen-Bailian JSONL trace into one :class:`Workload` (16-token blocks)."""
     report = report if report is not None else ReadReport(source=str(path))
     return assemble_trace(
-        jsonl_rows(path), FORMAT, name or Path(path).stem, options=options, report=report
+        file_rows(path), FORMAT, name or Path(path).stem, options=options, report=report
     )

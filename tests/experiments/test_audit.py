@@ -1,0 +1,88 @@
+"""audit: busiest windows and fan-out of any trace, as a table and JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import audit, make_dataset
+from experiments._cli import UsageError
+
+
+def _mooncake(path: Path) -> Path:
+    """Five requests: four share a 2-block prefix (0, 0.2, 0.5, 30 s), one is alone (0.3 s)."""
+    rows = [
+        (0, [1, 2, 3]), (200, [1, 2, 4]), (300, [9, 8]), (500, [1, 2, 5]), (30_000, [1, 2, 6]),
+    ]  # fmt: skip
+    lines = [
+        json.dumps(
+            {"timestamp": t, "input_length": 512 * len(h), "output_length": 4, "hash_ids": h}
+        )
+        for t, h in rows
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_audit_mooncake_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _mooncake(tmp_path / "mc.jsonl")
+    out_dir = tmp_path / "out"
+    result = audit.main([f"path={path}", "min_blocks=2", "window_s=10", f"out_dir={out_dir}"])
+    assert result["format"] == "mooncake"
+    overall = result["overall"]
+    assert overall["windows"] == 1 and overall["requests"] == 5 and overall["block_tokens"] == 512
+    assert overall["busiest"]["1s"]["requests"] == 4
+    assert overall["busiest"]["60s"]["requests"] == 5
+    assert overall["fanout"]["requests"] == 3  # 0, 0.2, 0.5 s; the 30 s one is outside
+    assert json.loads((out_dir / "audit.json").read_text()) == result
+    table = capsys.readouterr().out
+    assert "busiest 1s" in table and "largest fan-out, >= 2 blocks in 10 s" in table
+    assert "wrote" in table
+
+
+def test_audit_streams_bursted_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    make_dataset.main([
+        "workload=bursted_synthetic", f"out_dir={tmp_path}", "train_windows=0", "test_windows=2",
+        "params=n_bursts=2,burst_requests=50,n_decoys=3", "progress=false",
+    ])  # fmt: skip
+    capsys.readouterr()
+    result = audit.main([f"path={tmp_path / 'test.jsonl'}", "per_window=true"])
+    assert result["format"] == "bursted" and result["overall"]["windows"] == 2
+    # 50 requests evenly over 60 s: one every 1.2 s, so 10 s hold ceil(10 / 1.2) = 9
+    assert result["overall"]["fanout"]["requests"] == 9
+    assert [w["requests"] for w in result["windows"]] == [103, 103]
+    table = capsys.readouterr().out
+    assert "test:synthetic-" in table and "fan-out" in table
+
+
+def test_audit_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _mooncake(tmp_path / "mc.jsonl")
+    audit.main([f"path={path}", "json=true", "format=mooncake"])
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["overall"]["requests"] == 5 and printed["min_blocks"] == 16
+    assert printed["overall"]["fanout"]["requests"] == 0  # no prompt has 16 blocks
+
+
+def test_audit_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="path=FILE"):
+        audit.main([])
+    with pytest.raises(UsageError, match="no such file"):
+        audit.main([f"path={tmp_path / 'missing.jsonl'}"])
+    path = _mooncake(tmp_path / "mc.jsonl")
+    with pytest.raises(UsageError, match="format="):
+        audit.main([f"path={path}", "format=csv"])
+    with pytest.raises(UsageError, match="min_blocks"):
+        audit.main([f"path={path}", "min_blocks=0"])
+
+
+def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _mooncake(tmp_path / "mc.jsonl")
+    path.write_text(path.read_text() + "not json\n")
+    with pytest.raises(ValueError, match="line 6"):
+        audit.main([f"path={path}"])
+    with pytest.warns(UserWarning, match="skipped 1"):
+        result = audit.main([f"path={path}", "skip_bad_rows=true"])
+    assert result["read"]["rows_skipped"] == 1
+    assert "1 bad rows skipped" in capsys.readouterr().out

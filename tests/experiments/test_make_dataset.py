@@ -1,0 +1,113 @@
+"""make_dataset: layout, split by whole window, manifest, determinism, the CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs.workloads import iter_bursted_windows
+from experiments import make_dataset
+
+SMALL = ["params=burst_requests=6,n_decoys=2,rows_per_window=15", "progress=false"]
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_default_workload_has_the_published_composition(tmp_path: Path) -> None:
+    info = make_dataset.main([f"out_dir={tmp_path}", *SMALL])
+    assert info["name"] == "bursted_art" and info["seed"] == 20260721
+    assert info["splits"]["train"]["windows"] == 10 and info["splits"]["test"]["windows"] == 30
+    manifest = info["windows"]
+    assert sorted((w["family"], w["split"]) for w in manifest).count(("art", "train")) == 5
+    assert sum(w["family"] == "synthetic" and w["split"] == "test" for w in manifest) == 15
+    # 8 bursts x 6 + 2 decoys = 50 rows a synthetic window, 15 an ART-like one
+    assert info["splits"]["train"]["rows"] == 5 * 15 + 5 * 50
+    assert info["splits"]["test"]["rows"] == 15 * 15 + 15 * 50
+    train, test = _rows(tmp_path / "train.jsonl"), _rows(tmp_path / "test.jsonl")
+    assert (
+        len(train) == info["splits"]["train"]["rows"]
+        and len(test) == info["splits"]["test"]["rows"]
+    )
+    assert not {r["trace_id"] for r in train} & {r["trace_id"] for r in test}
+    assert {r["split"] for r in train} == {"train"} and {r["split"] for r in test} == {"test"}
+    fields = {"request_id", "trace_id", "source", "arrival_s", "input_length", "output_length",
+              "hash_ids", "group_id", "split", "metadata"}  # fmt: skip
+    assert set(test[0]) == fields and {r["source"] for r in test} == {"art", "synthetic"}
+    on_disk = json.loads((tmp_path / "dataset_info.json").read_text())
+    assert on_disk["splits"] == info["splits"] and on_disk["generator"]["params"] == {
+        "burst_requests": 6, "n_decoys": 2, "rows_per_window": 15,
+    }  # fmt: skip
+    card = (tmp_path / "README.md").read_text()
+    assert "bursted_art" in card and "| test | 30 |" in card
+    windows = list(iter_bursted_windows(tmp_path / "test.jsonl"))
+    assert [w.meta["trace_id"] for w in windows] == [
+        w["trace_id"] for w in manifest if w["split"] == "test"
+    ]
+
+
+def test_bursted_synthetic_writes_20_windows_5_train(tmp_path: Path) -> None:
+    info = make_dataset.main(["workload=bursted_synthetic", f"out_dir={tmp_path}",
+                              "params=burst_requests=2,n_decoys=0", "progress=false"])  # fmt: skip
+    assert (info["splits"]["train"]["windows"], info["splits"]["test"]["windows"]) == (5, 15)
+    assert {w["family"] for w in info["windows"]} == {"synthetic"}
+    assert all(w["rows"] == 16 for w in info["windows"])
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
+    args = ["workload=bursted_art", "train_windows=1", "test_windows=1", *SMALL]
+    make_dataset.main([f"out_dir={tmp_path / 'a'}", *args])
+    make_dataset.main([f"out_dir={tmp_path / 'b'}", *args])
+    make_dataset.main([f"out_dir={tmp_path / 'c'}", "seed=5", *args])
+    for name in ("train.jsonl", "test.jsonl", "dataset_info.json", "README.md"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert (tmp_path / "a" / "test.jsonl").read_bytes() != (
+        tmp_path / "c" / "test.jsonl"
+    ).read_bytes()
+    assert not list((tmp_path / "a").glob(".*.tmp"))
+
+
+def test_a_failed_run_leaves_no_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("generator failed")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(make_dataset, "window_rows", broken)
+    with pytest.raises(RuntimeError):
+        make_dataset.main([f"out_dir={tmp_path}", *SMALL])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_usage_errors() -> None:
+    from experiments._cli import UsageError
+
+    with pytest.raises(UsageError, match="out_dir"):
+        make_dataset.main(["workload=bursted_synthetic"])
+    with pytest.raises(ValueError, match="unknown workload"):
+        make_dataset.main(["workload=nope", "out_dir=/tmp/never-written"])
+    with pytest.raises(UsageError, match="key=value"):
+        make_dataset.main(["out_dir=/tmp/x", "params=burst_requests"])
+
+
+def test_runs_as_a_module_with_a_progress_bar(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.make_dataset", "workload=multi_tenant",
+         f"out_dir={tmp_path}", "train_windows=1", "test_windows=1",
+         "params=burst_requests=8,n_decoys=1,tenants=2"],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "multi_tenant" in result.stderr and "2/2" in result.stderr  # tqdm's bar
+    assert "test: 1 windows, 65 rows" in result.stdout  # 8 bursts x 8 + 1 decoy
+    rows = _rows(tmp_path / "test.jsonl")
+    assert {r["tenant"] for r in rows} == {"tenant-0", "tenant-1"}
+    bad = subprocess.run(
+        [sys.executable, "-m", "experiments.make_dataset", "workload=nope", f"out_dir={tmp_path}"],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert bad.returncode == 2 and "unknown workload" in bad.stderr

@@ -1,0 +1,205 @@
+"""Malformed rows: errors name file, line and field; skipping; ordering; defaults."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tracekit import art_rows, bursted_rows, mooncake_rows, qwen_rows, write_jsonl
+
+from envs.workloads import (
+    ReadOptions,
+    ReadReport,
+    TraceFormatError,
+    TraceWarning,
+    UnsortedTraceError,
+    iter_bursted_windows,
+    read_art_chat,
+    read_mooncake,
+    read_qwen_bailian,
+)
+from envs.workloads.readers.base import check_block_count
+
+READERS: dict[str, tuple[Callable[..., Any], Callable[[], list[dict[str, Any]]]]] = {
+    "mooncake": (read_mooncake, mooncake_rows),
+    "art": (read_art_chat, art_rows),
+    "qwen": (read_qwen_bailian, qwen_rows),
+    "bursted": (
+        lambda path, **kw: list(iter_bursted_windows(path, **kw)),
+        lambda: bursted_rows("w"),
+    ),
+}
+
+# (format, how to break the third row, the field the error must name)
+CASES: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | str], str | None]] = [
+    ("mooncake", lambda r: '{"timestamp": 5, "input_length": ', None),
+    ("mooncake", lambda r: "[1, 2, 3]", None),
+    ("mooncake", lambda r: {k: v for k, v in r.items() if k != "timestamp"}, "timestamp"),
+    ("mooncake", lambda r: {**r, "input_length": "long"}, "input_length"),
+    ("mooncake", lambda r: {**r, "input_length": 0}, "input_length"),
+    ("mooncake", lambda r: {**r, "input_length": 12.5}, "input_length"),
+    ("mooncake", lambda r: {**r, "output_length": -1}, "output_length"),
+    ("mooncake", lambda r: {**r, "hash_ids": []}, "hash_ids"),
+    ("mooncake", lambda r: {**r, "hash_ids": "1,2"}, "hash_ids"),
+    ("mooncake", lambda r: {**r, "hash_ids": [1, None]}, "hash_ids"),
+    ("mooncake", lambda r: {**r, "hash_ids": [1, 2, 3, 4, 5]}, "hash_ids"),
+    ("mooncake", lambda r: {**r, "timestamp": float("nan")}, "timestamp"),
+    ("art", lambda r: {**r, "timestamp_ms": "noon"}, "timestamp_ms"),
+    ("art", lambda r: {**r, "hash_ids": [["nested"]]}, "hash_ids"),
+    ("art", lambda r: {**r, "system_prompt_hash": [1]}, "system_prompt_hash"),
+    ("art", lambda r: {**r, "input_length": True}, "input_length"),
+    ("qwen", lambda r: {**r, "turn": -2}, "turn"),
+    ("qwen", lambda r: {**r, "timestamp": None}, "timestamp"),
+    ("qwen", lambda r: {**r, "parent_chat_id": 1.5}, "parent_chat_id"),
+    ("bursted", lambda r: {**r, "arrival_s": -1.0}, "arrival_s"),
+    ("bursted", lambda r: {k: v for k, v in r.items() if k != "trace_id"}, "trace_id"),
+    ("bursted", lambda r: {**r, "metadata": "burst"}, "metadata"),
+    ("bursted", lambda r: {**r, "metadata": {"job_kind": 3}}, "metadata.job_kind"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "breaker", "field"), CASES)
+def test_bad_row_names_file_line_and_field(
+    tmp_path: Path, fmt: str, breaker: Callable[[dict[str, Any]], Any], field: str | None
+) -> None:
+    reader, make_rows = READERS[fmt]
+    rows: list[Any] = make_rows()
+    rows[2] = breaker(rows[2])
+    path = write_jsonl(tmp_path / f"{fmt}.jsonl", rows)
+    with pytest.raises(TraceFormatError) as info:
+        reader(path)
+    error = info.value
+    assert (error.path, error.line, error.field) == (str(path), 3, field)
+    assert str(path) in str(error) and "line 3" in str(error)
+    if field is not None:
+        assert repr(field) in str(error)
+
+
+@pytest.mark.parametrize(("fmt", "breaker", "field"), CASES)
+def test_bad_rows_can_be_skipped_and_counted(
+    tmp_path: Path, fmt: str, breaker: Callable[[dict[str, Any]], Any], field: str | None
+) -> None:
+    reader, make_rows = READERS[fmt]
+    rows: list[Any] = make_rows()
+    rows[2] = breaker(rows[2])
+    path = write_jsonl(tmp_path / f"{fmt}.jsonl", rows)
+    report = ReadReport(source=str(path))
+    with pytest.warns(TraceWarning, match="skipped 1 malformed rows"):
+        result = reader(path, options=ReadOptions(skip_bad_rows=True), report=report)
+    total = sum(len(w) for w in result) if isinstance(result, list) else len(result)
+    assert total == len(rows) - 1
+    assert report.rows_skipped == 1 and report.rows_read == len(rows) - 1
+    assert "line 3" in report.errors[0]
+
+
+def _unsorted_mooncake(tmp_path: Path) -> Path:
+    rows = mooncake_rows()
+    rows[1], rows[3] = rows[3], rows[1]  # line 3 and 4 now arrive before line 2
+    return write_jsonl(tmp_path / "mc.jsonl", rows)
+
+
+def test_unsorted_timestamps_are_sorted_with_a_warning(tmp_path: Path) -> None:
+    report = ReadReport(source="mc")
+    with pytest.warns(TraceWarning, match=r"2 rows arrived out of time order \(first at line 3\)"):
+        workload = read_mooncake(_unsorted_mooncake(tmp_path), report=report)
+    assert [r.arrival_s for r in workload.requests] == [0.0, 0.5, 1.2, 3.0]
+    assert report.out_of_order == 2
+
+
+def test_unsorted_timestamps_sorted_quietly(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        workload = read_mooncake(_unsorted_mooncake(tmp_path), options=ReadOptions(unsorted="sort"))
+    assert [r.request_id for r in workload.requests] == ["1", "4", "3", "2"]
+
+
+def test_unsorted_timestamps_rejected_when_configured(tmp_path: Path) -> None:
+    path = _unsorted_mooncake(tmp_path)
+    with pytest.raises(UnsortedTraceError) as info:
+        read_mooncake(path, options=ReadOptions(unsorted="error"))
+    assert (info.value.line, info.value.field) == (3, "timestamp")
+    assert "2200.0 is earlier than 4000.0" in str(info.value)
+
+
+def test_unsorted_rows_within_a_bursted_window(tmp_path: Path) -> None:
+    rows = bursted_rows("w")
+    rows[0], rows[1] = rows[1], rows[0]
+    path = write_jsonl(tmp_path / "b.jsonl", rows)
+    with pytest.warns(TraceWarning, match="out of time order"):
+        (window,) = iter_bursted_windows(path)
+    assert [r.arrival_s for r in window.requests] == [1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(UnsortedTraceError, match="line 2"):
+        list(iter_bursted_windows(path, options=ReadOptions(unsorted="error")))
+
+
+def test_bursted_file_must_be_grouped_by_window(tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "b.jsonl", bursted_rows("a") + bursted_rows("b") + bursted_rows("a")
+    )
+    with pytest.raises(TraceFormatError, match="appears again") as info:
+        list(iter_bursted_windows(path))
+    assert (info.value.line, info.value.field) == (9, "trace_id")
+
+
+def test_block_count_check_can_be_relaxed(tmp_path: Path) -> None:
+    rows = mooncake_rows()
+    rows[0] = {**rows[0], "hash_ids": [1, 2, 3, 4, 5, 6]}
+    path = write_jsonl(tmp_path / "mc.jsonl", rows)
+    with pytest.raises(TraceFormatError, match="needs 3"):
+        read_mooncake(path)
+    workload = read_mooncake(path, options=ReadOptions(strict_block_count=False))
+    assert len(workload.requests[0].blocks) == 6
+
+
+def test_block_count_accepts_floor_or_ceil() -> None:
+    from envs.workloads.readers.base import ParsedRow, RowLocation
+
+    loc = RowLocation("f", 1)
+    for n in (2, 3):  # 600 tokens at 256 a block: 2 full blocks, 3 with the partial one
+        check_block_count(ParsedRow("r", 0.0, 600, 1, list(range(n))), 256, loc)
+    with pytest.raises(TraceFormatError, match=r"needs 3 \(or 2\)"):
+        check_block_count(ParsedRow("r", 0.0, 600, 1, [1]), 256, loc)
+
+
+def test_missing_optional_fields_get_defaults(tmp_path: Path) -> None:
+    row = {"trace_id": "w", "arrival_s": 0.5, "input_length": 10, "hash_ids": ["x"]}
+    (window,) = iter_bursted_windows(write_jsonl(tmp_path / "b.jsonl", [row]))
+    (request,) = window.requests
+    assert (request.request_id, request.output_tokens, request.group_id) == ("w-1", 1, "")
+    assert (request.job_kind, request.tenant) == ("", "")
+    assert (window.meta["source"], window.meta["split"]) == ("", "")
+    qwen = {"timestamp": 3.0, "input_length": 20, "hash_ids": [1, 2]}
+    (turn,) = read_qwen_bailian(write_jsonl(tmp_path / "q.jsonl", [qwen])).requests
+    assert (turn.request_id, turn.group_id, turn.job_kind, turn.output_tokens) == ("1", "1", "", 1)
+
+
+def test_blank_lines_are_ignored_and_max_rows_stops_early(tmp_path: Path) -> None:
+    rows: list[Any] = mooncake_rows()
+    rows.insert(1, "")
+    path = write_jsonl(tmp_path / "mc.jsonl", rows)
+    assert len(read_mooncake(path)) == 4
+    assert len(read_mooncake(path, options=ReadOptions(max_rows=2))) == 2
+
+
+def test_namespace_separates_two_reads(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "mc.jsonl", mooncake_rows())
+    plain = read_mooncake(path)
+    tenant = read_mooncake(path, options=ReadOptions(namespace="tenant-b"))
+    assert all(r.tenant == "tenant-b" for r in tenant.requests)
+    assert [len(r.blocks) for r in plain.requests] == [len(r.blocks) for r in tenant.requests]
+
+
+def test_empty_file_and_bad_options(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    with pytest.raises(TraceFormatError, match="no usable rows"):
+        read_mooncake(path)
+    with pytest.raises(ValueError, match="unsorted"):
+        ReadOptions(unsorted="shuffle")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="block_tokens"):
+        ReadOptions(block_tokens=0)
+    with pytest.raises(FileNotFoundError):
+        read_art_chat(tmp_path / "missing.parquet")

@@ -1,0 +1,118 @@
+"""The workload registry: names, splits by whole window, counts, determinism, overrides."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from envs.workloads import list_workloads, plan, window_rows, windows
+from envs.workloads.registry import configure, describe
+
+EXPECTED = {
+    "bursted_art", "bursted_synthetic", "bursted_synthetic_1s", "rising_load", "decoy_heavy",
+    "multi_tenant", "agent_fanout", "art_like", "mixed",
+}  # fmt: skip
+
+SMALL = {
+    "burst_requests": 10,
+    "n_decoys": 3,
+    "rows_per_window": 50,
+    "trees": 2,
+    "background_rate_per_s": 0.5,
+    "ramp_s": 30.0,
+}
+
+
+def _small(name: str) -> dict:
+    scenario = describe(name)
+    fields = {f for fam in scenario.families for f in type(fam.config).__dataclass_fields__}
+    return {k: v for k, v in SMALL.items() if k in fields}
+
+
+def test_every_workload_is_listed_with_the_default_first() -> None:
+    names = list_workloads()
+    assert set(names) == EXPECTED and names[0] == "bursted_art"
+    with pytest.raises(ValueError, match="unknown workload 'nope'"):
+        describe("nope")
+
+
+def test_bursted_art_plan_is_the_published_composition() -> None:
+    specs = plan("bursted_art")
+    assert len(specs) == 40
+    train = [s for s in specs if s.split == "train"]
+    test = [s for s in specs if s.split == "test"]
+    assert sorted(s.family for s in train) == ["art"] * 5 + ["synthetic"] * 5
+    assert sorted(s.family for s in test) == ["art"] * 15 + ["synthetic"] * 15
+    assert not {s.trace_id for s in train} & {s.trace_id for s in test}
+    assert len({s.trace_id for s in specs}) == 40
+    scenario = describe("bursted_art")
+    art, synthetic = scenario.families
+    rows = {"art": art.config.rows_per_window, "synthetic": synthetic.config.requests_per_window}
+    assert (rows["art"], rows["synthetic"]) == (1_000, 4_120)
+    assert sum(rows[s.family] for s in train) == 25_600
+    assert sum(rows[s.family] for s in test) == 76_800
+
+
+def test_bursted_synthetic_is_the_synthetic_half() -> None:
+    half = [s for s in plan("bursted_art") if s.family == "synthetic"]
+    alone = plan("bursted_synthetic")
+    assert [(s.trace_id, s.split) for s in half] == [(s.trace_id, s.split) for s in alone]
+    assert sum(s.split == "train" for s in alone) == 5 and len(alone) == 20
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_workload_yields_windows(name: str) -> None:
+    got = windows(name, "all", seed=11, limit=2, **_small(name))
+    assert isinstance(got, types.GeneratorType)
+    first = next(got)
+    assert first.block_tokens == 256 and len(first) > 0
+    assert first.meta["workload"] == name and first.meta["seed"] == 11
+    assert first.name == f"{name}/{first.meta['trace_id']}"
+    again = next(windows(name, "all", seed=11, limit=1, **_small(name)))
+    assert [(r.arrival_s, r.blocks) for r in again.requests] == [
+        (r.arrival_s, r.blocks) for r in first.requests
+    ]
+
+
+def test_train_and_test_never_share_a_window() -> None:
+    params = {"burst_requests": 5, "n_decoys": 1, "rows_per_window": 20}
+    train = list(window_rows("bursted_art", "train", **params))
+    test = list(window_rows("bursted_art", "test", **params))
+    assert (len(train), len(test)) == (10, 30)
+    train_ids = {row["trace_id"] for _, rows in train for row in rows}
+    test_ids = {row["trace_id"] for _, rows in test for row in rows}
+    assert len(train_ids) == 10 and len(test_ids) == 30 and not train_ids & test_ids
+    assert all(row["split"] == spec.split for spec, rows in train + test for row in rows)
+
+
+def test_seeds_change_windows_and_splits() -> None:
+    a = [s.split for s in plan("bursted_synthetic", seed=1)]
+    b = [s.split for s in plan("bursted_synthetic", seed=2)]
+    assert a != b and a.count("train") == b.count("train") == 5
+
+
+def test_overrides_and_their_errors() -> None:
+    scenario = configure("bursted_art", train_windows=1, test_windows=2, burst_requests="7")
+    art, synthetic = scenario.families
+    assert synthetic.config.burst_requests == 7 and (art.train_windows, art.test_windows) == (1, 2)
+    assert configure("art_like", surge_rate_per_s="5/9").families[0].config.surge_rate_per_s == (
+        5.0,
+        9.0,
+    )
+    with pytest.raises(ValueError, match="unknown parameter"):
+        configure("bursted_synthetic", rows_per_window=5)
+    with pytest.raises(ValueError, match="not a valid int"):
+        configure("bursted_synthetic", burst_requests="many")
+    with pytest.raises(ValueError, match="split must be"):
+        list(windows("bursted_synthetic", "validation"))
+    assert len(list(windows("bursted_synthetic", "test", limit=2, burst_requests=3))) == 2
+
+
+@pytest.mark.slow
+def test_full_bursted_art_counts() -> None:
+    """The whole published composition, generated (about 4 s)."""
+    counts = {"train": 0, "test": 0}
+    for spec, rows in window_rows("bursted_art", "all"):
+        counts[spec.split] += len(rows)
+    assert counts == {"train": 25_600, "test": 76_800}
