@@ -1,0 +1,152 @@
+"""Causal KV: a request's KV is usable, and copyable, only once its prefill has
+finished or its copy has landed; ``causal_kv=False`` restores the reference
+behaviour (resident from admission).
+
+The scenario throughout, on the toy cluster: request A (a 4-block, 64-token
+prefix P) arrives at 0 on node 0 and finishes its prefill at 64 ms; request B
+(P plus one block of its own, 80 tokens) arrives later. Copying P's 4 blocks
+(65,536 bytes) over the 2.048e6 B/s NIC takes 32 ms.
+"""
+
+from __future__ import annotations
+
+import pytest
+from simkit import HBM_S, Prompts, check_causal, names, run_script, toy_cluster
+
+from envs.sim import SimConfig
+from envs.sim.transfers import WAIT_SOURCE
+
+CAUSAL = SimConfig()
+REFERENCE = SimConfig(causal_kv=False)
+
+
+def _a_then_b(b_arrival_s: float) -> tuple[Prompts, tuple[int, ...]]:
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(b_arrival_s, [*names("P", 4), "b0"])
+    return p, p.blocks(names("P", 4))
+
+
+def test_default_is_causal() -> None:
+    assert SimConfig().causal_kv is True
+
+
+@pytest.mark.parametrize("config", [CAUSAL, REFERENCE], ids=["causal", "reference"])
+def test_same_node_reuse_waits_for_the_prefill(config: SimConfig) -> None:
+    # On one node the timeline is serial, so even the reference behaviour cannot
+    # let B reuse P before A's prefill has produced it.
+    p, _ = _a_then_b(0.001)
+    sim, _ = run_script(toy_cluster(), p, [0, 0], config=config)
+    rec = sim.records
+    assert rec.first_token_s[0] == pytest.approx(0.064, rel=1e-12)
+    assert rec.admit_s[1] >= rec.first_token_s[0]
+    assert rec.hit_hbm_tokens[1] == 64
+    assert check_causal(sim) == []
+
+
+@pytest.mark.parametrize("config", [CAUSAL, REFERENCE], ids=["causal", "reference"])
+def test_no_reuse_across_nodes_without_a_copy(config: SimConfig) -> None:
+    p, _ = _a_then_b(0.001)
+    sim, _ = run_script(toy_cluster(), p, [0, 1], config=config)
+    assert sim.records.hit_hbm_tokens[1] == 0
+    assert sim.records.first_token_s[1] == pytest.approx(0.081, rel=1e-12)
+
+
+def test_kv_being_computed_is_invisible_to_policies() -> None:
+    p, prefix = _a_then_b(0.010)
+    views: dict[str, tuple] = {}
+    for name, config in (("causal", CAUSAL), ("reference", REFERENCE)):
+        probe = [lambda s: (s.hbm_hits(prefix), s.holders(prefix), s.nodes[0].computing)]
+        _, script = run_script(toy_cluster(), p, [0, 1], {1: probe}, config)
+        views[name] = script.results[1][0]
+    hits, holders, computing = views["causal"]
+    assert hits == [0, 0] and holders == ([], [])
+    assert computing is not None and computing.index == 0  # but the node says what it computes
+    hits, holders, _ = views["reference"]
+    assert hits == [4, 0] and holders == ([0], [])
+
+
+def test_warm_from_a_computing_source_waits_for_its_prefill() -> None:
+    # B arrives at 10 ms and is routed to node 1 with a warm copy of P from node 0.
+    # The copy could land at 64 + 32 = 96 ms; computing P there would end at
+    # 10 + 64 ms, so B does not wait: it computes all 80 tokens (to 90 ms), and
+    # the copy runs on node 1's timeline after that, 90 -> 122 ms.
+    p, prefix = _a_then_b(0.010)
+
+    def warm_and_look(sim):  # type: ignore[no-untyped-def]
+        result = sim.warm(0, 1, prefix)
+        copy = sim.nodes[1].inflight[prefix[-1]]
+        return result, copy.state, copy.src, copy.dst, copy.n_blocks, copy.bytes
+
+    sim, script = run_script(toy_cluster(), p, [0, 1], {1: [warm_and_look]})
+    assert script.results[1] == [("ok", WAIT_SOURCE, 0, 1, 4, 65_536)]
+    rec = sim.records
+    (copy,) = sim.copies
+    assert rec.hit_hbm_tokens[1] == 0
+    assert rec.first_token_s[1] == pytest.approx(0.090, rel=1e-12)
+    assert copy.start_s == pytest.approx(0.090, rel=1e-12)
+    assert copy.land_s == pytest.approx(0.122, rel=1e-12)
+    assert copy.land_s >= rec.first_token_s[0] + 0.032
+    assert check_causal(sim) == []
+    s = rec.summary
+    assert (s["warm_copies"], s["warm_copies_landed"], s["warm_bytes"]) == (1, 1, 65_536)
+    assert s["warm_hit_rate"] == 0.0 and s["warm_amplification"] == 1.0  # never used
+
+
+@pytest.mark.parametrize("copy_model", ["reference", "contention"])
+def test_a_request_waits_for_a_copy_that_beats_recomputing(copy_model: str) -> None:
+    # B arrives at 40 ms: the copy will land at 96 ms (56 ms away) and computing
+    # P would take 64 ms, so node 1 waits and B reuses the landed copy.
+    p, prefix = _a_then_b(0.040)
+    config = SimConfig(copy_model=copy_model)
+    sim, script = run_script(
+        toy_cluster(), p, [0, 1], {1: [lambda s: s.warm(0, 1, prefix)]}, config
+    )
+    assert script.results[1] == ["ok"]
+    rec = sim.records
+    (copy,) = sim.copies
+    assert copy.start_s == pytest.approx(rec.first_token_s[0], rel=1e-12) == 0.064
+    assert copy.land_s == pytest.approx(0.096, rel=1e-12)
+    assert rec.admit_s[1] == pytest.approx(0.096, rel=1e-12)
+    assert rec.hit_hbm_tokens[1] == 64
+    assert rec.first_token_s[1] == pytest.approx(0.096 + 64 * HBM_S + 0.016, rel=1e-12)
+    assert check_causal(sim) == []
+    s = rec.summary
+    assert s["warm_hit_rate"] == 1.0 and s["warm_amplification"] == 0.0
+
+
+def test_reference_behaviour_copies_kv_that_does_not_exist_yet() -> None:
+    # causal_kv=False: A's blocks count as resident from its admission at 0, so a
+    # copy asked for at 10 ms starts at once and lands at 42 ms, and B produces
+    # its first token (at 58 ms) before A, whose KV it reused, has finished (64 ms).
+    p, prefix = _a_then_b(0.010)
+    sim, script = run_script(
+        toy_cluster(), p, [0, 1], {1: [lambda s: s.warm(0, 1, prefix)]}, REFERENCE
+    )
+    assert script.results[1] == ["ok"]
+    rec = sim.records
+    (copy,) = sim.copies
+    assert copy.start_s == 0.010
+    assert copy.land_s == pytest.approx(0.042, rel=1e-12)
+    assert rec.admit_s[1] == pytest.approx(0.042, rel=1e-12)
+    assert rec.hit_hbm_tokens[1] == 64
+    assert rec.first_token_s[1] == pytest.approx(0.058 + 64 * HBM_S, rel=1e-9)
+    assert rec.first_token_s[1] < rec.first_token_s[0]
+    problems = check_causal(sim)
+    assert len(problems) == 1 and problems[0].startswith("copy 0 starts at 0.01 before")
+    # measured against admission times (what the reference assumes) it is consistent
+    assert check_causal(sim, computed_at="admit_s") == []
+
+
+def test_a_copy_can_chain_from_a_copy_in_flight() -> None:
+    # At 1 s (A long done) warm P 0 -> 1, then 1 -> 2 while the first is in flight:
+    # the second starts when the first lands and runs on node 2's timeline.
+    p, prefix = _a_then_b(1.0)
+    acts = [lambda s: s.warm(0, 1, prefix), lambda s: s.warm(1, 2, prefix)]
+    sim, script = run_script(toy_cluster(3), p, [0, 0], {1: acts})
+    assert script.results[1] == ["ok", "ok"]
+    first, second = sim.copies
+    assert first.land_s == pytest.approx(1.032, rel=1e-12)
+    assert second.start_s == pytest.approx(first.land_s, rel=1e-12)
+    assert second.land_s == pytest.approx(1.064, rel=1e-12)
+    assert check_causal(sim) == []

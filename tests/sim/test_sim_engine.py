@@ -1,0 +1,336 @@
+"""The event loop on hand-built workloads: prefill, reuse, continuous batching,
+decode segments, preemption of decode by admissions, the KV budget and the
+two ways of driving a run. Every expected time is worked out by hand on the
+toy node of ``simkit`` (prefill 1 ms a token, decode 1 ms a step + 1.024 ns a
+KV token read)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simkit import (
+    DECODE_KV_S,
+    HBM_S,
+    RAM_S,
+    TOY_MODEL,
+    Prompts,
+    Script,
+    check_run,
+    decode_s,
+    names,
+    run_script,
+    toy_cluster,
+)
+
+from envs.sim import ClusterSpec, NodeCosts, SimConfig, Simulator, model_preset, parse_node
+from envs.workloads.request import Request, Workload
+
+
+def test_single_request_ttft_is_its_prefill() -> None:
+    p = Prompts()
+    p.add(0.5, names("P", 4))  # 64 tokens
+    sim, _ = run_script(toy_cluster(), p, [1])
+    rec = sim.records
+    assert rec.node.tolist() == [1]
+    assert rec.admit_s[0] == 0.5
+    assert rec.first_token_s[0] == pytest.approx(0.564, rel=1e-12)
+    assert rec.finish_s[0] == rec.first_token_s[0]  # one output token: done at prefill end
+    assert rec.ttft_s[0] == pytest.approx(0.064, rel=1e-9)
+    assert rec.queue_s[0] == 0.0
+    assert rec.prefill_tokens[0] == 64 and rec.hit_hbm_tokens[0] == 0
+
+
+def test_decode_runs_in_one_closed_form_segment() -> None:
+    p = Prompts()
+    p.add(0.0, names("A", 1), output_tokens=11)
+    sim, _ = run_script(toy_cluster(), p, [0])
+    # prefill 16 tokens, then 10 steps of one sequence starting from 16 tokens of KV:
+    # 10 x 1 ms + 1.024 ns x (10 x 16 + 10 x 9 / 2)
+    expected = 0.016 + 0.010 + DECODE_KV_S * 205
+    assert sim.records.finish_s[0] == pytest.approx(expected, rel=1e-12)
+    assert decode_s(10, 1, 16) == pytest.approx(0.010 + DECODE_KV_S * 205, rel=1e-12)
+
+
+def test_second_request_reuses_the_first_ones_prefix_on_the_same_node() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.001, [*names("P", 4), "b0"])
+    sim, _ = run_script(toy_cluster(), p, [0, 0])
+    rec = sim.records
+    assert rec.admit_s[1] == pytest.approx(0.064, rel=1e-12)  # waits for the first prefill
+    assert rec.hit_hbm_tokens[1] == 64 and rec.prefill_tokens[1] == 16
+    assert rec.reuse_s[1] == pytest.approx(64 * HBM_S, rel=1e-12)
+    assert rec.first_token_s[1] == pytest.approx(0.064 + 64 * HBM_S + 0.016, rel=1e-12)
+    assert rec.ttft_s[1] == pytest.approx(0.063 + 64 * HBM_S + 0.016, rel=1e-9)
+    s = rec.summary
+    assert s["request_hit_rate"] == 0.5
+    assert s["token_hit_rate"] == pytest.approx(64 / 144, rel=1e-12)
+    assert s["hbm_hit_rate"] == s["token_hit_rate"] and s["ram_hit_rate"] == 0.0
+
+
+def test_a_fully_cached_prompt_still_computes_its_last_token() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(1.0, names("P", 4))
+    sim, _ = run_script(toy_cluster(), p, [0, 0])
+    rec = sim.records
+    assert rec.hit_hbm_tokens[1] == 63 and rec.prefill_tokens[1] == 1
+    assert rec.ttft_s[1] == pytest.approx(63 * HBM_S + 0.001, rel=1e-9)
+
+
+def test_a_partial_last_block_is_capped_by_the_prompt_length() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4), input_tokens=60)
+    p.add(1.0, names("P", 4), input_tokens=60)
+    sim, _ = run_script(toy_cluster(), p, [1, 1])
+    assert sim.records.hit_hbm_tokens[1] == 59
+
+
+def test_continuous_batching_by_hand() -> None:
+    p = Prompts()
+    p.add(0.0, names("A", 1), output_tokens=11)  # 16 tokens, 10 decode steps
+    p.add(0.001, names("B", 2), output_tokens=6)  # 32 tokens, 5 decode steps
+    sim, _ = run_script(toy_cluster(), p, [0, 0])
+    rec = sim.records
+    # B is admitted as soon as A's prefill ends (admissions before decode)
+    assert rec.admit_s[1] == pytest.approx(0.016, rel=1e-12)
+    assert rec.first_token_s[1] == pytest.approx(0.048, rel=1e-12)
+    # then both decode: 5 steps for a batch of 2 holding 16 + 32 tokens
+    b_done = 0.048 + decode_s(5, 2, 48)
+    assert rec.finish_s[1] == pytest.approx(b_done, rel=1e-12)
+    # A alone for its last 5 steps, now holding 16 + 5 tokens
+    assert rec.finish_s[0] == pytest.approx(b_done + decode_s(5, 1, 21), rel=1e-12)
+
+
+def test_an_admission_cuts_decode_at_the_next_step_boundary() -> None:
+    p = Prompts()
+    p.add(0.0, names("A", 1), output_tokens=901)  # decodes for about 0.9 s
+    p.add(0.1005, names("B", 1))
+    sim, _ = run_script(toy_cluster(), p, [0, 0])
+    rec = sim.records
+    # A's decode starts at 0.016; B arrives 84.5 ms later, mid-step: step 85 ends at
+    # 85 ms + 1.024 ns x (85 x 16 + 85 x 84 / 2), the first boundary after it
+    assert decode_s(84, 1, 16) < 0.0845 < decode_s(85, 1, 16)
+    boundary = 0.016 + decode_s(85, 1, 16)
+    assert rec.admit_s[1] == pytest.approx(boundary, rel=1e-12)
+    assert rec.first_token_s[1] == pytest.approx(boundary + 0.016, rel=1e-12)
+    # A resumes for its remaining 815 steps holding 16 + 85 tokens
+    expected = boundary + 0.016 + decode_s(815, 1, 101)
+    assert rec.finish_s[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_max_batch_holds_admissions_until_a_sequence_finishes() -> None:
+    p = Prompts()
+    p.add(0.0, names("A", 1), output_tokens=11)
+    p.add(0.001, names("B", 1))
+    sim, _ = run_script(toy_cluster(), p, [0, 0], config=SimConfig(max_batch=1))
+    a_done = 0.016 + decode_s(10, 1, 16)
+    assert sim.records.admit_s[1] == pytest.approx(a_done, rel=1e-12)
+
+
+def test_kv_reservations_gate_admission_and_shrink_the_hbm_cache() -> None:
+    p = Prompts()
+    p.add(0.0, names("A", 1), output_tokens=900)  # reserves 916 of 1,024 tokens
+    p.add(0.001, names("B", 8), output_tokens=1)  # needs 129 more: must wait
+    sim = Simulator(toy_cluster(), p.workload())
+    node = sim.nodes[0]
+    gen = sim.decisions()
+    next(gen)  # A arrives
+    gen.send(0)  # A is admitted at once; B arrives
+    assert (node.reserved_tokens, node.running) == (916, 1)
+    with pytest.raises(StopIteration):
+        gen.send(0)
+    rec = sim.records
+    a_done = 0.016 + decode_s(899, 1, 16)
+    assert rec.finish_s[0] == pytest.approx(a_done, rel=1e-12)
+    assert rec.admit_s[1] == pytest.approx(a_done, rel=1e-12)
+    # A's whole context (916 tokens -> 58 blocks) was cached at its end; B's
+    # reservation then left room for (1024 - 129) // 16 = 55 blocks, so 3 went to
+    # RAM; B's 9 blocks (128 + 1 tokens) came back when it finished: 55 + 9 = 64.
+    assert node.cache.blocks_in == [64, 3, 0]
+    check_run(sim)
+
+
+def test_ram_hits_load_over_pcie_when_cheaper_than_recomputing() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(1.0, [*names("P", 4), "b0"])
+    prefix = p.blocks(names("P", 4))
+    # before routing the second request, move the prefix (and A's output block
+    # below it) out of node 0's HBM
+    sim, script = run_script(toy_cluster(), p, [0, 0], {1: [lambda s: s.evict(0, prefix)]})
+    rec = sim.records
+    assert script.results[1] == [5]
+    assert rec.hit_ram_tokens[1] == 64 and rec.hit_hbm_tokens[1] == 0
+    assert rec.reuse_s[1] == pytest.approx(64 * RAM_S, rel=1e-12)
+    assert rec.ttft_s[1] == pytest.approx(0.0064 + 0.016, rel=1e-9)
+    assert rec.summary["evict_actions"] == 1
+    assert rec.summary["evicted_by_action_blocks"] == 5
+
+
+def test_slow_ram_is_recomputed_instead() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(1.0, [*names("P", 4), "b0"])
+    prefix = p.blocks(names("P", 4))
+    slow = toy_cluster(pcie_bw=0.512e6)  # 2 ms a token from RAM, prefill is 1 ms
+    sim, _ = run_script(slow, p, [0, 0], {1: [lambda s: s.evict(0, prefix)]})
+    rec = sim.records
+    assert rec.hit_ram_tokens[1] == 0 and rec.prefill_tokens[1] == 80
+    assert rec.ttft_s[1] == pytest.approx(0.080, rel=1e-9)
+
+
+def test_heterogeneous_nodes_time_by_their_own_hardware() -> None:
+    cluster = ClusterSpec(model_preset("llama-70b"), (parse_node("4xH100"), parse_node("8xH100")))
+    requests = [
+        Request(0, f"r{i}", 0.0, 4096, 1, tuple(range(16 * i + 1, 16 * i + 17))) for i in range(2)
+    ]
+    sim = Simulator(cluster, Workload("w", 256, requests))
+    sim.run(Script([0, 1]))
+    per_token = 2 * 70.6e9 / (989e12 * 0.5)
+    assert sim.records.ttft_s.tolist() == pytest.approx(
+        [4096 * per_token / 4, 4096 * per_token / 8], rel=1e-12
+    )
+    assert sim.nodes[0].budget_tokens == 545_654
+    assert sim.nodes[1].budget_tokens == (640e9 - 141.2e9) // 327_680
+
+
+def test_decisions_generator_yields_each_request_once_in_order() -> None:
+    p = Prompts()
+    for i in range(5):
+        p.add(0.01 * i, names(f"R{i}-", 2))
+    sim = Simulator(toy_cluster(3), p.workload())
+    gen = sim.decisions()
+    seen = []
+    request = next(gen)
+    try:
+        while True:
+            seen.append(request.index)
+            assert sim.now == request.arrival_s
+            request = gen.send(np.int64(request.index % 3))  # numpy ints are fine
+    except StopIteration:
+        pass
+    assert seen == [0, 1, 2, 3, 4]
+    assert sim.records.node.tolist() == [0, 1, 2, 0, 1]
+    check_run(sim)
+    with pytest.raises(RuntimeError, match="once"):
+        next(sim.decisions())
+
+
+@pytest.mark.parametrize(
+    ("answer", "pattern"),
+    [
+        (3, r"node 3; valid nodes are 0\.\.2"),
+        (-1, r"0\.\.2"),
+        (1.5, r"1\.5"),
+        ("x", "'x'"),
+        (None, "None"),
+    ],
+)
+def test_a_bad_node_index_is_refused(answer: object, pattern: str) -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    sim = Simulator(toy_cluster(3), p.workload())
+    gen = sim.decisions()
+    next(gen)
+    with pytest.raises(ValueError, match=pattern):
+        gen.send(answer)
+
+
+def test_warm_and_evict_refuse_nodes_out_of_range() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    blocks = p.blocks(names("P", 1))
+    sim = Simulator(toy_cluster(2), p.workload())
+    next(sim.decisions())
+    with pytest.raises(ValueError, match="src=2"):
+        sim.warm(2, 0, blocks)
+    with pytest.raises(ValueError, match="got -1"):
+        sim.evict(-1, blocks)
+
+
+def test_every_request_completes_exactly_once() -> None:
+    p = Prompts()
+    for i in range(12):
+        p.add(0.003 * i, [*names("S", 3), f"u{i}"], output_tokens=1 + 7 * (i % 3))
+    sim = Simulator(toy_cluster(2), p.workload())
+    completions: list[int] = []
+    complete = sim._complete
+
+    def counting(node, request, t):  # type: ignore[no-untyped-def]
+        completions.append(request.index)
+        return complete(node, request, t)
+
+    sim._complete = counting  # type: ignore[method-assign]
+    sim.run(Script([i % 2 for i in range(12)]))
+    assert sorted(completions) == list(range(12))
+    check_run(sim)
+
+
+def test_kv_finished_at_an_arrival_time_is_visible_to_that_arrival() -> None:
+    # B arrives exactly when A's prefill ends (to the last bit): events at an
+    # arrival's time are handled before it, so B's decision sees A's KV on node 0
+    cluster = toy_cluster()
+    prefill_end = NodeCosts(cluster.nodes[0], TOY_MODEL).prefill_s(64)
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(prefill_end, [*names("P", 4), "b0"])
+    prefix = p.blocks(names("P", 4))
+    sim, script = run_script(cluster, p, [0, 1], {1: [lambda s: s.hbm_hits(prefix)]})
+    assert sim.records.first_token_s[0] == prefill_end
+    assert script.results[1] == [[4, 0]]
+
+
+def test_first_token_log_lists_requests_as_their_first_token_comes_out() -> None:
+    p = Prompts()
+    p.add(0.0, names("L", 8))  # 128 ms on node 0
+    p.add(0.010, names("S", 1))  # 16 ms on node 1: out first
+    p.add(0.020, names("M", 2))  # 32 ms on node 1 after S: 26 + 32 = 58 ms
+    sim, _ = run_script(toy_cluster(), p, [0, 1, 1])
+    assert [r.request_id for r in sim.first_token_log] == ["r1", "r2", "r0"]
+    times = [sim.records.first_token_s[r.index] for r in sim.first_token_log]
+    assert times == sorted(times)
+
+
+def test_route_during_a_decision_lets_a_driver_warm_from_the_chosen_node() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    prefix = p.blocks(names("P", 4))
+    sim = Simulator(toy_cluster(), p.workload())
+    gen = sim.decisions()
+    next(gen)
+    assert sim.warm(0, 1, prefix) == "source_lacks_prefix"
+    sim.route(0)  # node 0 is idle: A is admitted and starts computing P
+    with pytest.raises(RuntimeError, match="once"):
+        sim.route(1)
+    assert sim.warm(0, 1, prefix) == "ok"  # the copy waits for A's prefill
+    with pytest.raises(StopIteration):
+        gen.send(None)
+    check_run(sim)
+    (copy,) = sim.copies
+    assert (copy.start_s, copy.land_s) == (pytest.approx(0.064), pytest.approx(0.096))
+
+
+def test_answering_after_route_with_a_node_is_refused() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    sim = Simulator(toy_cluster(), p.workload())
+    gen = sim.decisions()
+    next(gen)
+    sim.route(1)
+    with pytest.raises(ValueError, match="already routed"):
+        gen.send(1)
+
+
+def test_load_and_wait_views_at_a_decision_point() -> None:
+    p = Prompts()
+    p.add(0.0, names("A", 4))  # node 0 prefills until 64 ms
+    p.add(0.001, names("B", 1))  # queued behind A
+    p.add(0.002, names("C", 1))
+    views = [lambda s: (s.loads(), s.nodes[0].load, s.nodes[0].estimated_wait_s(s.now))]
+    _, script = run_script(toy_cluster(), p, [0, 0, 0], {2: views})
+    loads, load0, wait = script.results[2][0]
+    assert loads == [2, 0] and load0 == 2
+    # the rest of A's prefill (62 ms) plus one queued request at the moving
+    # average of admissions so far (one: 0.2 x 64 ms)
+    assert wait == pytest.approx(0.062 + 0.2 * 0.064, rel=1e-9)
