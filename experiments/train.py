@@ -15,37 +15,16 @@ the agent's mean TTFT on the evaluation windows (what a sweeper minimises).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import cluster_of, register_configs, sim_of
+from experiments.config import cluster_of, register_configs
+from experiments.jobs import evaluate_and_write, run_dir, sweep_group
 
 register_configs()
-
-
-def run_dir(cfg: Any, kind: str) -> Path:
-    """The job's folder: Hydra's output dir (out_dir, or the multirun job folder)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if HydraConfig.initialized():
-        return Path(HydraConfig.get().runtime.output_dir)
-    if cfg.out_dir:
-        return Path(cfg.out_dir)
-    return Path("runs") / kind / time.strftime("%Y-%m-%d_%H-%M-%S")
-
-
-def sweep_group() -> str | None:
-    """The sweep folder's name in a multirun (the W&B group), else None."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-        return Path(HydraConfig.get().sweep.dir).name
-    return None
 
 
 def env_kwargs(cfg: Any) -> dict[str, Any]:
@@ -78,60 +57,6 @@ def make_env_fn_kwargs(saved: dict[str, Any], windows: list[Any]) -> dict[str, A
     kwargs["setup"] = ClusterSpec.uniform(saved["model"], saved["node"], saved["n_nodes"])
     kwargs["windows"] = windows
     return kwargs
-
-
-def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
-    from envs.workloads.registry import windows
-
-    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
-    return list(windows(cfg.workload.name, "test", int(cfg.workload.seed), limit, **params))
-
-
-def evaluate_and_write(
-    agents: dict[str, Any],
-    baselines: list[str],
-    cfg: Any,
-    out_dir: Path,
-    logger: Any,
-    progress: bool,
-) -> list[dict[str, Any]]:
-    """Agents and baselines side by side on the test windows; writes results.json and charts."""
-    from tqdm import tqdm
-
-    from baselines.policy import make_policy
-    from experiments._io import write_json_atomic
-    from experiments.compare import format_table, write_charts
-    from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
-
-    windows = eval_windows(cfg, cfg.workload.eval_windows)
-    names = list(dict.fromkeys([DEFAULT_BASELINE, *baselines]))
-    policies = {name: make_policy(name) for name in names}
-    for name, agent in agents.items():
-        if name in policies:
-            raise ValueError(f"agent name {name!r} clashes with a baseline's")
-        policies[name] = agent
-    with tqdm(
-        total=len(windows) * len(policies), desc="evaluate", unit="run", disable=not progress
-    ) as bar:
-        runs = evaluate_policies(
-            policies,
-            cluster_of(cfg),
-            windows,
-            sim_of(cfg),
-            seed=int(cfg.seed),
-            workload=cfg.workload.name,
-            progress=bar.update,
-        )
-    rows = [run.row for run in runs]
-    for row in rows:
-        row["setup"] = cfg.setup.name
-    config = OmegaConf.to_container(cfg, resolve=True)
-    write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config})
-    charts = write_charts(runs, DEFAULT_BASELINE, out_dir)
-    print(format_table(rows, DEFAULT_BASELINE))
-    logger.log_table("evaluation", rows)
-    logger.log_images(charts)
-    return rows
 
 
 def train(cfg: DictConfig) -> float:

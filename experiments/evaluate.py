@@ -1,0 +1,64 @@
+"""Evaluate saved agents and baselines side by side on held-out test windows.
+
+    python -m experiments.evaluate checkpoint=[runs/train/X/agent,agents/zoo/NAME] \\
+        [policies=[btb,cache_aware,least_load]] [setup=…] [workload=…] \\
+        [workload.eval_windows=15] [sim=reference] [seed=0] [out_dir=PATH]
+
+Writes ``results.json`` (the comparison run's schema) and charts to the run
+folder; returns the best agent's mean TTFT.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import register_configs
+from experiments.jobs import evaluate_and_write, run_dir, sweep_group
+
+register_configs()
+
+
+def evaluate(cfg: DictConfig) -> float:
+    from agents.adapter import AgentPolicy
+    from experiments.tracking import RunLogger
+
+    out_dir = run_dir(cfg, "evaluate")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    agents = {}
+    for folder in cfg.checkpoint:
+        agent = AgentPolicy.load(folder)
+        name = agent.name
+        if name in agents:  # the same kind of agent twice: tell them apart by folder
+            name = f"{name}@{Path(folder).name}"
+            agent.name = name
+        agents[name] = agent
+    logger = RunLogger(
+        cfg.logger,
+        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+        out_dir,
+        name=f"evaluate__{cfg.workload.name}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}",
+        job_type="evaluate",
+        group=sweep_group(),
+    )
+    try:
+        rows = evaluate_and_write(
+            agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress)
+        )
+    finally:
+        logger.finish()
+    print(f"wrote {out_dir / 'results.json'}")
+    agent_rows = [r["ttft_mean_s"] for r in rows if r["policy"] in agents]
+    return min(agent_rows) if agent_rows else min(r["ttft_mean_s"] for r in rows)
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
+def main(cfg: DictConfig) -> float:
+    return evaluate(cfg)
+
+
+if __name__ == "__main__":
+    main()
