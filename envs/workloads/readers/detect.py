@@ -34,7 +34,7 @@ def format_of_row(row: Mapping[str, Any]) -> str | None:
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """Guess a trace file's format: parquet files are ART-Chat, JSONL by its first row."""
+    """Guess a trace file's format (JSONL or parquet) from the fields of its first row."""
     file = Path(path)
     row = first_row(file)
     if row is None:
