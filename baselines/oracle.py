@@ -6,7 +6,7 @@ request of the window, and how many later requests share it. It then:
 
 * warms exactly the prefixes that will be reused (at least ``min_prefix_blocks``
   blocks deep, with later users still to come), to as many nodes as the prefix
-  still has users, up to ``max_copies`` nodes (default: all), picking the nodes
+  still has users, up to ``max_nodes`` nodes (default: all), picking the nodes
   that will be free soonest;
 * does so at the earliest causal moment: when the first request of a prefix is
   routed, it routes it itself (``sim.route``) and at once issues the copies
@@ -38,14 +38,14 @@ from envs.workloads.request import Request
 class OracleWarm(Policy):
     """Clairvoyant warming of reused prefixes, with earliest-first-token routing."""
 
-    def __init__(self, min_prefix_blocks: int = 16, max_copies: int | None = None) -> None:
-        for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_copies", max_copies)):
-            if value is None and name == "max_copies":
+    def __init__(self, min_prefix_blocks: int = 16, max_nodes: int | None = None) -> None:
+        for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_nodes", max_nodes)):
+            if value is None and name == "max_nodes":
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"oracle_warm.{name} must be an integer >= 1, got {value!r}")
         self.min_prefix_blocks = min_prefix_blocks
-        self.max_copies = max_copies
+        self.max_nodes = max_nodes
         self._depth: list[int] = []
         self._users: dict[int, list[int]] = {}
         self._free_at: list[float] = []
@@ -80,7 +80,7 @@ class OracleWarm(Policy):
         self._ready = {}
         self._computer = {}
         self._copies = 0
-        limit = self.max_copies if self.max_copies is not None else sim.n_nodes
+        limit = self.max_nodes if self.max_nodes is not None else sim.n_nodes
         self._max_nodes = min(limit, sim.n_nodes)
 
     def metrics(self) -> dict[str, float]:

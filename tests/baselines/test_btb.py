@@ -1,0 +1,168 @@
+"""BTB (SPEC section 7): when it fires, how many copies, from where, and when it stays inert."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from statekit import cluster_state, prefix, request
+
+from baselines import BTB, make_policy
+from envs.sim import ClusterSpec, SimConfig, Simulator
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+HOT = prefix(8)
+
+
+def arrivals(policy: BTB, sim: Simulator, times: list[float]) -> list[int]:
+    """Feed requests sharing HOT at ``times``; the number of copies after each."""
+    counts = []
+    for i, t in enumerate(times):
+        sim.now = t
+        policy.decide(sim, request((*HOT, 500 + i), arrival_s=t, index=i))
+        counts.append(len(sim.copies))
+    return counts
+
+
+def test_fires_on_the_xth_arrival_within_z_and_not_before() -> None:
+    sim = cluster_state([0, 0, 0, 0], cached=[HOT, [], [], []])
+    policy = BTB(x=3, y=8, z=1.0, m=4)
+    policy.reset(sim)
+    assert arrivals(policy, sim, [0.0, 0.4, 0.8]) == [0, 0, 3]
+    assert {c.src for c in sim.copies} == {0}
+    assert {c.dst for c in sim.copies} == {1, 2, 3}
+
+
+def test_arrivals_further_apart_than_z_never_fire() -> None:
+    sim = cluster_state([0, 0, 0, 0], cached=[HOT, [], [], []])
+    policy = BTB(x=2, y=8, z=1.0)
+    policy.reset(sim)
+    assert arrivals(policy, sim, [0.0, 1.5, 3.0, 4.01]) == [0, 0, 0, 0]
+
+
+def test_the_window_includes_its_edge() -> None:
+    sim = cluster_state([0, 0, 0, 0], cached=[HOT, [], [], []])
+    policy = BTB(x=2, y=8, z=1.0)
+    policy.reset(sim)
+    assert arrivals(policy, sim, [0.0, 1.0]) == [0, 3]
+
+
+def test_routes_active_prefix_to_least_loaded_warm_node() -> None:
+    sim = cluster_state([5, 9, 1, 0], cached=[HOT, HOT, [], []])
+    policy = BTB(x=1, y=8, m=2)  # already warm on two nodes: no copy
+    policy.reset(sim)
+    assert policy.decide(sim, request((*HOT, 77))) == 0
+    assert sim.copies == []
+
+
+def test_copies_to_the_least_loaded_cold_nodes_up_to_m() -> None:
+    sim = cluster_state([3, 7, 1, 4], cached=[HOT, [], [], []])
+    policy = BTB(x=1, y=8, m=3)
+    policy.reset(sim)
+    policy.decide(sim, request((*HOT, 77)))
+    assert sorted(c.dst for c in sim.copies) == [2, 3]
+
+
+def test_m_is_bounded_by_the_node_count() -> None:
+    sim = cluster_state([0, 0, 0, 0])
+    with pytest.raises(ValueError, match=r"btb\.m = 5 copies exceeds the cluster's 4 nodes"):
+        BTB(m=5).reset(sim)
+    small = cluster_state([0, 0])
+    policy = BTB()
+    policy.reset(small)
+    assert policy.m == 2  # the published default of 4, capped by a smaller cluster
+    with pytest.raises(ValueError, match=r"btb\.m"):
+        policy.set_thresholds(2, 8, 1.0, 3)
+
+
+# ---------------------------------------------------------------- whole runs
+SMALL = BurstedSyntheticConfig(
+    n_bursts=3,
+    burst_requests=40,
+    prefix_tokens=8192,  # 32 blocks
+    suffix_tokens=256,
+    first_burst_s=6.0,
+    burst_interval_s=4.0,
+    burst_window_s=2.0,
+    n_decoys=12,
+)
+CLUSTER = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 4)
+
+
+def _computes(node, blocks) -> bool:  # type: ignore[no-untyped-def]
+    depth, key = len(blocks), blocks[-1]
+    pending = list(node.queue) + ([node.computing] if node.computing is not None else [])
+    return any(len(r.blocks) >= depth and r.blocks[depth - 1] == key for r in pending)
+
+
+def _holds(node, blocks) -> bool:  # type: ignore[no-untyped-def]
+    return node.cache.hbm_match(blocks) >= len(blocks) or _computes(node, blocks)
+
+
+@pytest.mark.parametrize("causal_kv", [True, False])
+@pytest.mark.parametrize("m", [2, 4])
+def test_never_exceeds_m_and_never_copies_from_a_node_without_the_kv(
+    causal_kv: bool, m: int
+) -> None:
+    sim = Simulator(
+        CLUSTER,
+        synthetic_window(SMALL, window=1),
+        SimConfig(causal_kv=causal_kv),
+        np.random.default_rng(0),
+    )
+    real_warm = sim.warm
+    issued = []
+
+    def checked_warm(src: int, dst: int, blocks: tuple[int, ...]) -> str:
+        warm = [n.index for n in sim.nodes if _holds(n, blocks) or blocks[-1] in n.inflight]
+        assert len(warm) < m, f"copy to node {dst} would make {len(warm) + 1} > M = {m}"
+        assert _holds(sim.nodes[src], blocks), f"node {src} neither holds nor computes the prefix"
+        result = real_warm(src, dst, blocks)
+        issued.append(result)
+        return result
+
+    sim.warm = checked_warm  # type: ignore[method-assign]
+    BTB(y=32, m=m).run(sim)
+    assert issued and all(r == "ok" for r in issued)
+    assert sim.warm_refused["source_lacks_prefix"] == 0
+    assert len(sim.copies) >= (m - 1) * SMALL.n_bursts
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        BurstedSyntheticConfig(n_bursts=0, n_decoys=40, prefix_tokens=8192),  # no repeats
+        BurstedSyntheticConfig(
+            n_bursts=2, burst_requests=60, prefix_tokens=4096, burst_window_s=2.0, n_decoys=10
+        ),  # repeats, but 16-block prefixes: shorter than Y = 32
+    ],
+    ids=["unique-prefixes", "short-prefixes"],
+)
+def test_inert_without_repeated_long_prefixes(config: BurstedSyntheticConfig) -> None:
+    workload = synthetic_window(config, window=2)
+    nodes = {}
+    for name, policy in (("btb", BTB(y=32)), ("cache_aware", make_policy("cache_aware"))):
+        sim = Simulator(CLUSTER, workload, SimConfig(), np.random.default_rng(3))
+        nodes[name] = policy.run(sim).node
+        if name == "btb":
+            assert sim.copies == []
+    assert np.array_equal(nodes["btb"], nodes["cache_aware"])
+
+
+def test_shadow_mode_records_copies_but_runs_exactly_as_cache_aware() -> None:
+    workload = synthetic_window(SMALL, window=1)
+    records = {}
+    shadow = BTB(y=32, shadow=True)
+    for name, policy in (("shadow", shadow), ("cache_aware", make_policy("cache_aware"))):
+        sim = Simulator(CLUSTER, workload, SimConfig(), np.random.default_rng(5))
+        records[name] = policy.run(sim)
+        if name == "shadow":
+            assert sim.copies == []
+    assert np.array_equal(records["shadow"].node, records["cache_aware"].node)
+    assert np.array_equal(records["shadow"].ttft_s, records["cache_aware"].ttft_s)
+    metrics = shadow.metrics()
+    assert metrics["shadow_copies"] == len(shadow.shadow_copies) >= 3 * SMALL.n_bursts
+    assert 0 < metrics["shadow_used"] <= metrics["shadow_copies"]
+    for copy in shadow.shadow_copies:
+        assert copy.prefix_blocks == 32 and copy.src != copy.dst
+        # a 32-block prefix of llama-70b over a 4xH100 NIC (200 GB/s)
+        assert copy.land_s - copy.issued_s == pytest.approx(copy.bytes / 200e9)

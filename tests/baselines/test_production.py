@@ -1,0 +1,124 @@
+"""The production routers of SPEC section 6 pick what their formulas say."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from statekit import cluster_state, prefix, request
+
+from baselines import make_policy
+
+TEN = prefix(10)
+
+
+# ---------------------------------------------------------------- sglang
+@pytest.mark.parametrize(
+    ("cached_blocks", "threshold", "expected"),
+    [
+        (3, 0.3, 1),  # match rate 3/10 = 0.3 is not above the threshold: least load
+        (4, 0.3, 0),  # 0.4 > 0.3: the best-matching node, despite its load
+        (4, 0.5, 1),  # a higher threshold: least load again
+        (10, 0.99, 0),
+    ],
+)
+def test_sglang_honours_its_cache_threshold(
+    cached_blocks: int, threshold: float, expected: int
+) -> None:
+    sim = cluster_state([2, 1, 3, 4], cached=[prefix(cached_blocks), [], [], []])
+    policy = make_policy("sglang", cache_threshold=threshold)
+    assert policy.decide(sim, request(TEN)) == expected
+
+
+@pytest.mark.parametrize(
+    ("loads", "expected"),
+    [
+        ([70, 5, 6, 6], 1),  # 70 - 5 = 65 > 64 and 70 > 7.5: imbalanced, least load
+        ([69, 5, 6, 6], 0),  # 69 - 5 = 64 is not above 64: cache routing
+        ([200, 134, 150, 150], 0),  # 66 > 64 but 200 <= 1.5 x 134 = 201
+        ([202, 134, 150, 150], 1),  # 202 > 201: imbalanced
+    ],
+)
+def test_sglang_balance_thresholds_are_absolute_and_relative(
+    loads: list[int], expected: int
+) -> None:
+    sim = cluster_state(loads, cached=[TEN, [], [], []])
+    assert make_policy("sglang").decide(sim, request(TEN)) == expected
+
+
+def test_sglang_rejects_bad_settings() -> None:
+    with pytest.raises(ValueError, match=r"sglang\.cache_threshold"):
+        make_policy("sglang", cache_threshold=1.5)
+
+
+# ---------------------------------------------------------------- dynamo
+def dynamo_state():  # type: ignore[no-untyped-def]
+    """Node 0 holds 6 of the request's 10 blocks and decodes 1,000 context tokens
+    (4 blocks); node 1 holds nothing and decodes nothing."""
+    sim = cluster_state([1, 0], cached=[prefix(6), []])
+    sim.nodes[0].ctx_tokens = 1000
+    return sim
+
+
+def test_dynamo_cost_is_weighted_prefill_blocks_plus_decode_blocks() -> None:
+    sim = dynamo_state()
+    policy = make_policy("dynamo")
+    policy.reset(sim)
+    assert policy.costs(sim, request(TEN)) == [1.0 * 4 + 4, 1.0 * 10 + 0]
+    assert policy.decide(sim, request(TEN)) == 0
+    light = make_policy("dynamo", overlap_weight=0.25)
+    light.reset(sim)
+    assert light.costs(sim, request(TEN)) == [0.25 * 4 + 4, 0.25 * 10 + 0]
+    assert light.decide(sim, request(TEN)) == 1
+
+
+def test_dynamo_counts_prefill_still_to_compute_until_the_first_token() -> None:
+    sim = dynamo_state()
+    policy = make_policy("dynamo")
+    policy.reset(sim)
+    first = request(TEN, index=0)
+    assert policy.decide(sim, first) == 0  # 4 new blocks now pending on node 0
+    second = request(TEN, index=1)
+    assert policy.costs(sim, second) == [(4 + 4) + 4, 10]
+    assert policy.decide(sim, second) == 1
+    sim.first_token_log.append(first)  # node 0 finished the first prefill
+    assert policy.costs(sim, request(TEN, index=2)) == [4 + 4, 10 + 10]
+
+
+def test_dynamo_temperature_samples_a_softmax_of_normalised_costs() -> None:
+    sim = dynamo_state()
+    policy = make_policy("dynamo", temperature=1.0)
+    draws = 4000
+    zeros = 0
+    for _ in range(draws):
+        policy.reset(sim)
+        zeros += policy.decide(sim, request(TEN)) == 0
+    # costs 8 and 10 normalise to 0 and 1: p(node 0) = 1 / (1 + e^-1)
+    assert zeros / draws == pytest.approx(1 / (1 + math.exp(-1)), abs=0.03)
+
+
+# ---------------------------------------------------------------- llm-d
+def llmd_state():  # type: ignore[no-untyped-def]
+    """Waiting queues 0, 2, 4; KV reserved 1/2, 0, 1/4 of the budget; node 0 holds
+    2 of the request's 10 blocks and node 2 all 10."""
+    sim = cluster_state([1, 2, 4], waiting=[0, 2, 4], cached=[prefix(2), [], TEN])
+    budget = sim.nodes[0].budget_tokens
+    for node, share in zip(sim.nodes, (0.5, 0.0, 0.25), strict=True):
+        node.reserved_tokens = int(budget * share)
+    return sim
+
+
+def test_llmd_scores_are_the_weighted_sum_of_its_three_scorers() -> None:
+    sim = llmd_state()
+    policy = make_policy("llmd")
+    # queue scores 1, 0.5, 0; KV scores 0.5, 1, 0.75; prefix scores 0.2, 0, 1
+    expected = [2 * 1 + 2 * 0.5 + 3 * 0.2, 2 * 0.5 + 2 * 1 + 3 * 0, 2 * 0 + 2 * 0.75 + 3 * 1]
+    assert policy.scores(sim, request(TEN)) == pytest.approx(expected, rel=1e-5)
+    assert policy.decide(sim, request(TEN)) == 2
+    shy = make_policy("llmd", prefix_weight=0.5)  # 3.1, 3.0, 2.0
+    assert shy.decide(sim, request(TEN)) == 0
+
+
+def test_llmd_equal_queues_all_score_one() -> None:
+    sim = cluster_state([1, 1], waiting=[1, 1])
+    assert make_policy("llmd").scores(sim, request(prefix(4))) == pytest.approx([4.0, 4.0])

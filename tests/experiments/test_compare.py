@@ -1,0 +1,127 @@
+"""The comparison run: evaluation rows, option parsing, charts, and the CLI end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from envs.sim import SimConfig
+from experiments import compare
+from experiments._cli import UsageError, main_guard
+from experiments.charts import queue_lengths
+from experiments.evaluation import WindowResult, WindowTrace, add_reductions, summarize_windows
+
+REQUIRED = (
+    "setup", "workload", "policy", "requests", "ttft_mean_s", "ttft_p50_s", "ttft_p95_s",
+    "ttft_p99_s", "e2e_mean_s", "queue_mean_s", "hbm_hit_rate", "warm_copies", "warm_bytes",
+    "warm_hit_rate", "ttft_mean_reduction_pct", "ttft_p95_reduction_pct",
+)  # fmt: skip
+
+
+def window(ttft: list[float], hits: int, landed: int, hit_rate: float, copies: int) -> WindowResult:
+    values = np.asarray(ttft)
+    return WindowResult(
+        window="w",
+        ttft_s=values,
+        e2e_s=values + 1.0,
+        queue_s=values / 2,
+        input_tokens=1000,
+        hit_hbm_tokens=hits,
+        summary={
+            "completed": len(ttft),
+            "warm_copies": copies,
+            "warm_copies_landed": landed,
+            "warm_bytes": 10.0 * landed,
+            "warm_hit_rate": hit_rate,
+            "displaced_by_copies_blocks": 0,
+        },
+        metrics={"shadow_copies": 2, "shadow_hit_rate": hit_rate},
+        wall_s=0.5,
+    )
+
+
+def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
+    results = [window([1.0, 3.0], 600, 4, 0.5, 5), window([2.0, 10.0], 200, 1, 1.0, 1)]
+    row = summarize_windows(results, "70b_h100x4", "toy", "btb", SimConfig())
+    assert row["requests"] == 4 and row["windows"] == 2
+    assert row["ttft_mean_s"] == pytest.approx(4.0)
+    assert row["ttft_p50_s"] == pytest.approx(2.5)
+    assert row["e2e_mean_s"] == pytest.approx(5.0)
+    assert row["queue_mean_s"] == pytest.approx(2.0)
+    assert row["hbm_hit_rate"] == pytest.approx(800 / 2000)
+    assert row["warm_copies"] == 6 and row["warm_copies_landed"] == 5
+    assert row["warm_bytes"] == pytest.approx(50.0)
+    assert row["warm_hit_rate"] == pytest.approx((0.5 * 4 + 1.0 * 1) / 5)
+    assert row["ttft_mean_s_per_window"] == [2.0, 6.0]
+    assert row["shadow_copies"] == 4 and row["shadow_hit_rate"] == pytest.approx(0.75)
+    assert row["requests_per_s"] == pytest.approx(4.0)
+
+
+def test_reductions_are_relative_to_the_baseline_of_the_same_setup() -> None:
+    rows = [
+        {"setup": "a", "workload": "w", "causal_kv": True, "copy_model": "reference",
+         "policy": p, "ttft_mean_s": m, "ttft_p95_s": q}
+        for p, m, q in (("cache_aware", 2.0, 10.0), ("btb", 0.5, 12.0))
+    ]  # fmt: skip
+    add_reductions(rows, "cache_aware")
+    assert rows[0]["ttft_mean_reduction_pct"] == 0.0
+    assert rows[1]["ttft_mean_reduction_pct"] == pytest.approx(75.0)
+    assert rows[1]["ttft_p95_reduction_pct"] == pytest.approx(-20.0)
+    add_reductions(rows, "nobody")
+    assert rows[1]["ttft_mean_reduction_pct"] is None
+
+
+def test_queue_length_is_routed_minus_admitted() -> None:
+    trace = WindowTrace(
+        window="w",
+        n_nodes=2,
+        arrival_s=np.array([0.0, 1.0, 2.0, 1.5]),
+        admit_s=np.array([0.5, 3.0, 3.0, 1.5]),
+        node=np.array([0, 0, 0, 1]),
+        copies=[],
+    )
+    times, lengths = queue_lengths(trace, 0)
+    assert times.tolist() == [0.0, 0.5, 1.0, 2.0, 3.0, 3.0]
+    assert lengths.tolist() == [1, 0, 1, 2, 1, 0]
+
+
+def test_policy_kwargs_parse_and_name_the_policy() -> None:
+    parsed = compare.policy_kwargs(["btb.m=2", "btb.z=0.5", "btb.shadow=true"], ["btb"])
+    assert parsed == {"btb": {"m": 2, "z": 0.5, "shadow": True}}
+    with pytest.raises(UsageError, match="not being run"):
+        compare.policy_kwargs(["dynamo.temperature=1"], ["btb"])
+    with pytest.raises(UsageError, match=r"POLICY\.KEY=VALUE"):
+        compare.policy_kwargs(["m=2"], ["btb"])
+
+
+def test_bad_options_exit_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_guard(lambda: compare.main(["setup=nope"])) == 2
+    assert "unknown setup 'nope'" in capsys.readouterr().err
+    assert main_guard(lambda: compare.main(["policies=cache_aware,nope"])) == 2
+    assert "unknown policy 'nope'" in capsys.readouterr().err
+
+
+def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "run"
+    compare.main(
+        ["policies=btb,oracle_warm", "windows=1", f"out_dir={out}", "progress=false",
+         "policy_kwargs=btb.m=3"]
+    )  # fmt: skip
+    payload = json.loads((out / "results.json").read_text())
+    assert set(payload) == {"rows", "config"}
+    rows = payload["rows"]
+    assert [r["policy"] for r in rows] == ["cache_aware", "btb", "oracle_warm"]  # baseline added
+    for row in rows:
+        assert set(REQUIRED) <= set(row)
+        assert row["setup"] == "70b_h100x4" and row["workload"] == "bursted_synthetic"
+        assert row["requests"] == 4120 and row["windows"] == 1
+    assert rows[0]["ttft_mean_reduction_pct"] == 0.0
+    assert rows[1]["warm_copies"] > 0 and rows[0]["warm_copies"] == 0
+    assert rows[2]["ttft_mean_s"] < rows[0]["ttft_mean_s"]
+    assert payload["config"]["policy_kwargs"] == {"btb": {"m": 3}}
+    assert payload["config"]["sim"] == {"causal_kv": True, "copy_model": "reference"}
+    for name in ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+    assert not list(out.glob(".*"))  # no temporary files left behind

@@ -1,0 +1,74 @@
+"""The SPEC section 9 reproduction: tables from rows, and the CLI on one small setup."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from experiments import reproduce
+
+
+def row(setup: str, policy: str, causal: bool, mean_red: float, p95_red: float) -> dict:
+    return {
+        "setup": setup,
+        "policy": policy,
+        "causal_kv": causal,
+        "ttft_mean_s": 1.0 - mean_red / 100,
+        "ttft_mean_reduction_pct": mean_red,
+        "ttft_p95_reduction_pct": p95_red,
+        "ttft_mean_s_per_window": [1.0],
+    }
+
+
+def test_tables_compare_btb_with_the_published_column() -> None:
+    rows = [
+        row("70b_h100x4", "cache_aware", False, 0.0, 0.0),
+        row("70b_h100x4", "btb", False, 60.5, 10.0),
+        row("qwen3_8b_h100x4", "cache_aware", False, 0.0, 0.0),
+        row("qwen3_8b_h100x4", "btb", False, 30.0, 5.0),
+        row("70b_h100x4", "cache_aware", True, 0.0, 0.0),
+        row("70b_h100x4", "btb", True, 20.0, 1.0),
+    ]
+    tables = reproduce.build_tables(rows, "bursted_synthetic", ["cache_aware", "btb"])
+    by = {(t["setup"], t["causal_kv"]): t for t in tables}
+    assert set(by) == {("70b_h100x4", False), ("qwen3_8b_h100x4", False), ("70b_h100x4", True)}
+    assert by[("70b_h100x4", False)]["diff_mean_pp"] == pytest.approx(60.5 - 62.0)
+    assert by[("70b_h100x4", False)]["within_tolerance"] is True
+    assert by[("qwen3_8b_h100x4", False)]["diff_mean_pp"] == pytest.approx(30.0 - 41.9)
+    assert by[("qwen3_8b_h100x4", False)]["within_tolerance"] is False
+    assert "published_p95_pct" not in by[("70b_h100x4", False)]
+    mixed = reproduce.build_tables(rows, "bursted_art", ["cache_aware", "btb"])
+    assert mixed[0]["published_mean_pct"] == 54.0 and mixed[0]["published_p95_pct"] == 0.0
+    assert (
+        "published_mean_pct" not in reproduce.build_tables(rows, "bursted_synthetic_1s", ["btb"])[0]
+    )
+    text = reproduce.format_tables(tables, ["cache_aware", "btb"])
+    assert "causal_kv=false" in text and "causal_kv=true" in text and "+62.0" in text
+
+
+def test_published_figures_are_spec_section_9() -> None:
+    assert list(reproduce.PUBLISHED_SYNTHETIC_MEAN.values()) == [62.0, 41.9, 70.3, 64.0, 58.5, 11.0]
+    assert list(reproduce.PUBLISHED_MIXED_MEAN.values()) == [54.0, 33.3, 60.0, 53.5, 48.1, 10.3]
+    assert list(reproduce.PUBLISHED_MIXED_P95.values()) == [0.0, 81.8, 59.0, 78.0, 79.9, 7.4]
+
+
+def test_reproduce_end_to_end_on_one_setup(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "rep"
+    reproduce.main(
+        ["setups=qwen3_8b_h100x4", "policies=btb", "windows=1", "jobs=1", "progress=false",
+         f"out_dir={out}"]
+    )  # fmt: skip
+    payload = json.loads((out / "results.json").read_text())
+    assert set(payload) == {"rows", "config", "tables"}
+    got = {(r["policy"], r["causal_kv"]) for r in payload["rows"]}
+    assert got == {(p, c) for p in ("cache_aware", "btb") for c in (False, True)}
+    assert len(payload["tables"]) == 2
+    for table in payload["tables"]:
+        assert table["published_mean_pct"] == 41.9
+        assert table["ttft_mean_reduction_pct"]["btb"] > 0
+
+
+def test_reproduce_rejects_a_bad_mode() -> None:
+    with pytest.raises(ValueError, match="causal_kv must be both, true or false"):
+        reproduce.main(["causal_kv=maybe", "progress=false"])
