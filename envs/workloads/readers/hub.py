@@ -69,7 +69,7 @@ def read_hub_dataset(
     )
     label = f"{path}[{split}]"
     report = report if report is not None else ReadReport(source=label)
-    rows = enumerate(iter(dataset), start=1)
+    rows: Iterator[tuple[int, Any]] = enumerate(iter(dataset), start=1)
     if format == "auto":
         head = list(itertools.islice(rows, 1))
         if not head:
