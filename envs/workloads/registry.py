@@ -227,6 +227,8 @@ def configure(
 
 def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
     current = getattr(config, key)
+    if isinstance(current, tuple) and isinstance(value, list):
+        return tuple(value)  # pairs from YAML/Hydra arrive as lists
     if not isinstance(value, str):
         return value
     try:

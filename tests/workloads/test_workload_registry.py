@@ -100,6 +100,7 @@ def test_overrides_and_their_errors() -> None:
         5.0,
         9.0,
     )
+    assert configure("art_like", spike_requests=[3, 4]).families[0].config.spike_requests == (3, 4)
     with pytest.raises(ValueError, match="unknown parameter"):
         configure("bursted_synthetic", rows_per_window=5)
     with pytest.raises(ValueError, match="not a valid int"):
