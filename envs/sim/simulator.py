@@ -52,6 +52,32 @@ WARM_REFUSALS = (
 )
 
 
+class _RareGC:
+    """Raises the cyclic GC's generation-0 threshold while any run is active
+    and restores the caller's setting when the last one ends (runs may overlap,
+    e.g. in vectorised environments)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.saved: tuple[int, ...] = ()
+        self._get = gc.get_threshold
+        self._set = gc.set_threshold  # kept: module globals may be gone at exit
+
+    def enter(self) -> None:
+        if self.active == 0:
+            self.saved = self._get()
+            self._set(max(self.saved[0], 50_000), *self.saved[1:])
+        self.active += 1
+
+    def leave(self) -> None:
+        self.active -= 1
+        if self.active == 0:
+            self._set(*self.saved)
+
+
+_GC = _RareGC()
+
+
 class Router(Protocol):
     """Anything that answers a decision point with a node index."""
 
@@ -146,13 +172,11 @@ class Simulator:
         self._started = True
         # The cache's segments point at their parents, so the cyclic garbage
         # collector would scan them again and again; run it rarely meanwhile.
-        gc_threshold = gc.get_threshold()
-        set_threshold = gc.set_threshold  # kept: module globals may be gone at exit
-        set_threshold(max(gc_threshold[0], 50_000), *gc_threshold[1:])
+        _GC.enter()
         try:
             yield from self._loop()
         finally:
-            set_threshold(*gc_threshold)
+            _GC.leave()
         self.done = True
         self.records.finalize(self)
 
@@ -337,6 +361,7 @@ class Simulator:
             node.work_obj = copy
             self._begin(node, t, t + duration)
             node.copy_s += duration
+            node.busy_s += duration
             node.rdma_busy_s += duration
             self.nodes[copy.src].rdma_busy_s += duration
             return
@@ -424,10 +449,13 @@ class Simulator:
         latency = self.config.transfer_latency_s
         reuse_s = hbm_t * costs.load_hbm_s
         used_blocks = hbm
-        if ram_t and costs.load_ram_s < per_token:
-            reuse_s += ram_t * costs.load_ram_s + latency
-            used_blocks += ram
-            if disk_t and costs.load_disk_s < per_token:
+        # Load each slower tier's run unless recomputing it is cheaper; once a run
+        # is recomputed, everything after it is too (tiers only get slower).
+        if ram_t == 0 or ram_t * costs.load_ram_s + latency < ram_t * per_token:
+            if ram_t:
+                reuse_s += ram_t * costs.load_ram_s + latency
+                used_blocks += ram
+            if disk_t and disk_t * costs.load_disk_s + latency < disk_t * per_token:
                 reuse_s += disk_t * costs.load_disk_s + latency
                 used_blocks += disk
             else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -147,14 +146,6 @@ def test_insert_with_unique_tail_blocks() -> None:
     cache.check_invariants()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IndexError,
-    reason="BUG: PrefixCache._shrink_ram splits a RAM leaf into an empty tail when the "
-    "RAM capacity is fractional and the excess is below one block "
-    "(length - int(excess) == length); the Simulator passes host_ram_bytes / block bytes, "
-    "a float",
-)
 def test_fractional_ram_capacity_does_not_crash() -> None:
     (a,) = _chain("PPPPP")
     cache = PrefixCache(ram_capacity_blocks=2.5)

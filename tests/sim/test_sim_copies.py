@@ -128,13 +128,6 @@ def test_reference_copy_occupies_the_target_timeline() -> None:
     assert rec.summary["rdma_busy_s"] == pytest.approx(0.064, rel=1e-12)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: SPEC section 7 says a reference copy's time on the target counts as busy, "
-    "but Simulator._advance adds it to copy_s and rdma_busy_s only, not busy_s, so "
-    "utilisation leaves it out",
-)
 def test_reference_copy_time_counts_as_busy() -> None:
     p, prefix = _done_prefix(later=1)
     sim, _ = run_script(toy_cluster(3), p, [0, 1], {1: [lambda s: s.warm(0, 1, prefix)]})

@@ -20,12 +20,6 @@ from simkit import (
 
 from envs.sim import SimConfig, Simulator
 
-DISK_ONLY_BUG = (
-    "BUG: Simulator._admit reuses disk blocks only inside `if ram_t and ...`, so a prefix "
-    "whose cached run goes from HBM (or nothing) straight to disk, with no RAM part, is "
-    "recomputed instead of loaded from disk"
-)
-
 
 def test_realism_options_are_off_by_default() -> None:
     c = SimConfig()
@@ -74,7 +68,6 @@ def test_transfer_latency_is_added_to_ram_loads_not_hbm_hits() -> None:
     assert hbm.records.reuse_s[1] == pytest.approx(64 * HBM_S, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=DISK_ONLY_BUG)
 def test_transfer_latency_is_added_to_disk_loads() -> None:
     config = SimConfig(transfer_latency_s=0.005, host_ram_bytes=0.0, disk_tier=True)
     sim = _evicted_then_reused(config)
@@ -95,7 +88,6 @@ def test_no_host_ram_drops_evicted_blocks() -> None:
     assert rec.ttft_s[1] == pytest.approx(0.080, rel=1e-9)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=DISK_ONLY_BUG)
 def test_no_host_ram_with_a_disk_tier_spills_to_disk() -> None:
     sim = _evicted_then_reused(SimConfig(host_ram_bytes=0.0, disk_tier=True))
     rec = sim.records
@@ -129,13 +121,6 @@ def test_two_blocks_of_host_ram_keep_the_leading_two_blocks() -> None:
     assert rec.ttft_s[1] == pytest.approx(32 * RAM_S + 0.048, rel=1e-9)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IndexError,
-    reason="BUG: host_ram_bytes that is not a whole number of blocks gives PrefixCache a "
-    "fractional ram_capacity_blocks, and _shrink_ram then splits a segment into an empty "
-    "tail (IndexError in _split)",
-)
 def test_host_ram_of_a_fractional_number_of_blocks() -> None:
     sim = _evicted_then_reused(SimConfig(host_ram_bytes=2.5 * BLOCK_BYTES))
     assert sim.records.hit_ram_tokens[1] == 32
@@ -194,13 +179,6 @@ def test_all_realism_options_together_keep_the_invariants() -> None:
     assert check_causal(sim) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG (minor): Simulator._admit decides load-vs-recompute on per-token rates "
-    "(load_ram_s < prefill_s_per_token) and ignores transfer_latency_s, so a short RAM run "
-    "is loaded even when latency + load time exceeds recomputing it",
-)
 def test_latency_can_make_recomputing_a_short_ram_run_cheaper() -> None:
     # one 16-token block in RAM: loading takes 1.6 ms + 50 ms latency, recomputing 16 ms
     p = Prompts()

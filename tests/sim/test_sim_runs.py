@@ -294,13 +294,6 @@ def test_a_run_leaves_the_garbage_collector_as_it_found_it() -> None:
     assert gc.get_threshold() == (700, 10, 10)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: Simulator.decisions() saves gc.get_threshold() and restores it when it "
-    "ends; two overlapping runs in one process (vectorised envs) restore in the wrong "
-    "order and leave the process-wide gen-0 threshold at 50,000",
-)
 def test_overlapping_runs_leave_the_garbage_collector_as_they_found_it() -> None:
     gc.set_threshold(700, 10, 10)
     _two_overlapping_runs()

@@ -1,0 +1,133 @@
+"""Learned agents: the node-set networks, the algorithms' builders and
+checkpoints, and the adapter that lets agents act as Policies."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import envs  # noqa: F401  (registers the environments)
+from agents.adapter import AgentPolicy
+from agents.algorithms import AgentSpec, build_model, load_agent, save_agent
+from agents.networks import NodeSetNetwork
+from envs.encoder import NODE_FEATURES, REQUEST_FEATURES
+from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
+TINY_HP = {
+    "ppo": {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
+    "maskable_ppo": {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
+    "a2c": {"n_steps": 8},
+    "dqn": {"learning_starts": 32, "buffer_size": 500},
+}
+
+
+@pytest.fixture(scope="module")
+def window():
+    return synthetic_window(SMALL, window=2)
+
+
+def test_node_set_network_is_permutation_equivariant():
+    torch.manual_seed(0)
+    net = NodeSetNetwork(len(NODE_FEATURES), len(REQUEST_FEATURES), hidden=16)
+    n = 5
+    obs = torch.rand(3, n * len(NODE_FEATURES) + len(REQUEST_FEATURES))
+    perm = [3, 0, 4, 1, 2]
+    nodes = obs[:, : n * len(NODE_FEATURES)].reshape(3, n, -1)
+    permuted = torch.cat([nodes[:, perm].reshape(3, -1), obs[:, n * len(NODE_FEATURES) :]], 1)
+    scores, context = net.embed(obs)
+    p_scores, p_context = net.embed(permuted)
+    assert torch.allclose(context, p_context, atol=1e-6)
+    assert torch.allclose(scores[:, perm], p_scores, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("algo", "kind", "net"),
+    [
+        ("ppo", "route", "set"),
+        ("a2c", "route", "mlp"),
+        ("dqn", "route", "set"),
+        ("maskable_ppo", "route_warm", "set"),
+        ("ppo", "route_warm", "set"),
+        ("ppo", "thresholds", "set"),
+    ],
+)
+def test_agent_acts_identically_through_env_and_adapter(algo, kind, net, window, tmp_path):
+    spec = AgentSpec(algo=algo, env=kind, net=net, hidden=16)
+    env = gym.make(spec.env_id, windows=[window])
+    model = build_model(spec, env, TINY_HP[algo])
+    model.learn(96)
+    save_agent(model, spec, tmp_path / "agent")
+    policy = AgentPolicy.load(tmp_path / "agent")
+    assert policy.spec.timesteps == model.num_timesteps
+
+    rollout = gym.make(spec.env_id, windows=[window]).unwrapped
+    obs, _ = rollout.reset(seed=4)
+    done = False
+    while not done:
+        masks = {"action_masks": rollout.action_masks()} if algo == "maskable_ppo" else {}
+        action, _ = policy.model.predict(obs, deterministic=True, **masks)
+        obs, _, done, _, _ = rollout.step(action)
+
+    sim = Simulator(
+        setup_cluster("70b_h100x4"),
+        window,
+        SimConfig(),
+        np.random.default_rng(rollout._episode["sim_seed"]),
+    )
+    records = policy.run(sim)
+    assert np.array_equal(records.ttft_s, rollout.sim.records.ttft_s)
+    assert len(records.ttft_s) == len(window)
+
+
+def test_set_policy_trained_on_four_nodes_runs_on_six(window, tmp_path):
+    spec = AgentSpec(algo="ppo", env="route", net="set", hidden=16)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["ppo"])
+    model.learn(64)
+    six = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 6)
+    env6 = gym.make(spec.env_id, setup=six, windows=[window])
+    model6 = build_model(spec, env6, TINY_HP["ppo"])
+    model6.policy.load_state_dict(model.policy.state_dict())
+    obs, _ = env6.reset(seed=0)
+    action, _ = model6.predict(obs, deterministic=True)
+    assert 0 <= int(action) < 6
+    policy = AgentPolicy(model6, spec)
+    records = policy.run(Simulator(six, window, SimConfig()))
+    assert set(np.unique(records.node)) <= set(range(6))
+
+
+def test_checkpoint_round_trip_and_errors(window, tmp_path):
+    spec = AgentSpec(algo="a2c", env="route", net="set", hidden=8)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["a2c"])
+    model.learn(16)
+    save_agent(model, spec, tmp_path / "a")
+    loaded, loaded_spec = load_agent(tmp_path / "a")
+    assert loaded_spec == spec
+    obs = np.zeros(loaded.observation_space.shape, dtype=np.float32)
+    assert loaded.predict(obs, deterministic=True)[0] == model.predict(obs, deterministic=True)[0]
+    with pytest.raises(FileNotFoundError, match="not an agent checkpoint"):
+        load_agent(tmp_path / "missing")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"algo": "sac", "env": "route"}, "agent.algo"),
+        ({"algo": "ppo", "env": "nowhere"}, "agent.env"),
+        ({"algo": "dqn", "env": "route_warm"}, "Discrete"),
+        ({"algo": "maskable_ppo", "env": "route"}, "action masks"),
+        ({"algo": "ppo", "env": "route", "net": "cnn"}, "agent.net"),
+    ],
+)
+def test_agent_spec_rejects_bad_combinations(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        AgentSpec(**kwargs)
+
+
+def test_bad_hyperparameters_name_the_algorithm(window):
+    spec = AgentSpec(algo="ppo", env="route")
+    with pytest.raises(ValueError, match="agent.hyperparams for ppo"):
+        build_model(spec, gym.make(spec.env_id, windows=[window]), {"not_a_knob": 1})
