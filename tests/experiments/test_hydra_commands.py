@@ -1,0 +1,270 @@
+"""The Hydra commands: every config group composes, bad values are rejected,
+training (each algorithm), resuming, multirun sweeps on the joblib and
+submitit-local launchers, the Optuna objective, and what W&B offline mode writes."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from agents.algorithms import AgentSpec, load_spec
+from experiments.config import cluster_of, register_configs, sim_of
+from experiments.train import train
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+TINY = [
+    "workload=tiny",
+    "logger=none",
+    "train.progress=false",
+    "train.checkpoint_every=0",
+]
+ALGO_OVERRIDES = {
+    "ppo": ["agent.hyperparams.n_steps=64", "agent.hyperparams.batch_size=32"],
+    "maskable_ppo": ["agent.hyperparams.n_steps=64", "agent.hyperparams.batch_size=32"],
+    "a2c": [],
+    "dqn": ["agent.hyperparams.learning_starts=50"],
+}
+
+register_configs()
+
+
+def compose_train(overrides):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def options(group):
+    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize(
+    "group", ["setup", "model", "cluster", "workload", "sim", "env", "agent", "logger"]
+)
+def test_every_option_of_every_group_composes(group):
+    for option in options(group):
+        cfg = compose_train([f"{group}={option}"])
+        cluster = cluster_of(cfg)
+        assert len(cluster.nodes) == cfg.cluster.n_nodes
+        sim_of(cfg)
+        if cfg.agent.algo == "dqn" or cfg.agent.algo == "maskable_ppo":
+            continue  # these pair with one env kind; checked below
+        AgentSpec(algo=cfg.agent.algo, env=cfg.env.kind, net=cfg.agent.net)
+
+
+def test_setups_pick_their_model_and_cluster():
+    cfg = compose_train(["setup=glm52_h100x8"])
+    assert (cfg.model.name, cfg.cluster.node, cfg.cluster.n_nodes) == ("glm-4.6", "8xH100", 4)
+    cfg = compose_train(["setup=dense1t_b300x4"])
+    assert cluster_of(cfg).nodes[0].name == "4xB300"
+
+
+def test_experiment_configs_compose():
+    for option in options("experiment"):
+        cfg = compose_train([f"+experiment={option}"])
+        AgentSpec(algo=cfg.agent.algo, env=cfg.env.kind, net=cfg.agent.net)
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("agent.hidden=wide", "agent.hidden"),
+        ("agent.nonsense=1", "nonsense"),
+        ("train.total_timesteps=lots", "total_timesteps"),
+        ("model=gpt-9", "model"),
+    ],
+)
+def test_wrong_types_and_unknown_keys_are_rejected(override, needle):
+    with pytest.raises(Exception, match=needle):
+        compose_train([override])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("algo", "env"),
+    [
+        ("ppo", "route"),
+        ("a2c", "route"),
+        ("dqn", "route"),
+        ("maskable_ppo", "route_warm"),
+        ("ppo", "thresholds"),
+    ],
+)
+def test_training_smoke_run_for_each_algorithm(algo, env, tmp_path):
+    cfg = compose_train(
+        [
+            *TINY,
+            f"agent={algo}",
+            f"env={env}",
+            "train.total_timesteps=200",
+            f"out_dir={tmp_path}",
+            *ALGO_OVERRIDES[algo],
+        ]
+    )
+    metric = train(cfg)
+    spec = load_spec(tmp_path / "agent")
+    assert spec.algo == algo and spec.env == env and spec.timesteps >= 200
+    results = json.loads((tmp_path / "results.json").read_text())
+    policies = {row["policy"] for row in results["rows"]}
+    assert {"btb", "cache_aware", "least_load", spec.name} <= policies
+    agent_row = next(r for r in results["rows"] if r["policy"] == spec.name)
+    assert metric == pytest.approx(agent_row["ttft_mean_s"])
+    assert results["config"]["agent"]["algo"] == algo
+    for chart in ("ttft_cdf.png", "ttft_reduction.png", "burst_timeline.png"):
+        assert (tmp_path / chart).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_resume_continues_the_step_count(tmp_path):
+    first = tmp_path / "first"
+    cfg = compose_train(
+        [
+            *TINY[:-1],
+            "agent=a2c",
+            "train.total_timesteps=160",
+            "train.checkpoint_every=80",
+            "train.evaluate=false",
+            f"out_dir={first}",
+        ]
+    )
+    train(cfg)
+    checkpoint = first / "checkpoints" / "step_80"
+    assert load_spec(checkpoint).timesteps == 80
+    second = tmp_path / "second"
+    cfg = compose_train(
+        [
+            *TINY,
+            "agent=a2c",
+            "train.total_timesteps=240",
+            "train.evaluate=false",
+            f"resume={checkpoint}",
+            f"out_dir={second}",
+        ]
+    )
+    train(cfg)
+    assert load_spec(second / "agent").timesteps == 240
+    bad = compose_train([*TINY, "agent=ppo", f"resume={checkpoint}", f"out_dir={tmp_path / 'x'}"])
+    with pytest.raises(ValueError, match="that checkpoint is a2c"):
+        train(bad)
+
+
+def _run(args, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"}
+    return subprocess.run(
+        [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
+def test_two_job_multirun(launcher, tmp_path):
+    out = tmp_path / "sweep"
+    proc = _run(
+        [
+            "-m",
+            "experiments.train",
+            "-m",
+            "seed=0,1",
+            f"hydra/launcher={launcher}",
+            *TINY,
+            "agent=a2c",
+            "train.total_timesteps=64",
+            f"out_dir={out}",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for job in ("0", "1"):
+        results = json.loads((out / job / "results.json").read_text())
+        assert results["config"]["seed"] == int(job)
+        assert load_spec(out / job / "agent").seed == int(job)
+
+
+@pytest.mark.slow
+def test_optuna_sweep_over_btb_thresholds(tmp_path):
+    out = tmp_path / "tune"
+    proc = _run(
+        [
+            "-m",
+            "experiments.tune_btb",
+            "-m",
+            "workload=tiny",
+            "hydra.sweeper.n_trials=3",
+            f"out_dir={out}",
+        ],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    best = OmegaConf.load(out / "optimization_results.yaml")
+    values = [json.loads(p.read_text())["ttft_mean_s"] for p in out.glob("*/objective.json")]
+    assert len(values) == 3
+    assert best.best_value == pytest.approx(min(values))
+
+
+def _wandb_records(path):
+    """Protobuf records of an offline W&B run file (a leveldb-style log of 32 KiB blocks)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = Path(path).read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, partial = 7, 32768, b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if length == 0 and kind == 0:
+            pos += left
+            continue
+        chunk = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            record = pb.Record()
+            record.ParseFromString(partial + chunk if kind == 4 else chunk)
+            partial = b""
+            yield record
+        else:
+            partial = chunk if kind == 2 else partial + chunk
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
+    cfg = compose_train(
+        [
+            *TINY[:1],
+            "logger=wandb",
+            "logger.mode=offline",
+            "train.progress=false",
+            "train.checkpoint_every=0",
+            "agent=a2c",
+            "train.total_timesteps=300",
+            f"out_dir={tmp_path}",
+        ]
+    )
+    train(cfg)
+    (run_file,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "*.wandb"))
+    history: set[str] = set()
+    config: dict[str, str] = {}
+    for record in _wandb_records(run_file):
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
+            history |= {item.key or "/".join(item.nested_key) for item in record.history.item}
+        elif kind == "run":
+            config |= {item.key: item.value_json for item in record.run.config.update}
+    assert {"train/steps_per_s", "train/timesteps", "train/episode_return_mean"} <= history
+    assert json.loads(config["agent"])["algo"] == "a2c"
+    assert json.loads(config["train"])["total_timesteps"] == 300
+    files = Path(run_file).parent / "files" / "media"
+    assert list(files.glob("table/evaluation_*.table.json"))
+    charts = {"_".join(p.name.split("_")[:2]) for p in files.glob("images/charts/*.png")}
+    assert {"ttft_cdf", "ttft_reduction", "burst_timeline"} <= charts
