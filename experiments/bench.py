@@ -1,12 +1,17 @@
 """Throughput benchmark: simulated requests per second and peak memory.
 
     python -m experiments.bench [out_dir=PATH] [repeats=3] [policies=cache_aware,btb]
+        [envs=btb/Route-v0,btb/RouteWarm-v0,btb/Thresholds-v0]
 
 Runs each policy on one Bursted-ART synthetic window (4,120 requests,
 llama-3.3-70b on four 4xH100 nodes) in a fresh process, so peak RSS is the
 policy's own. Workload generation is not timed. Throughput is the best of
 ``repeats`` runs (the least disturbed by other load on the machine). Prints a
-table and writes ``bench.json`` to ``out_dir`` when given.
+table and writes ``bench.json`` to ``out_dir`` when given. Each environment
+then runs one episode on the same window with random actions (pre-drawn, so
+sampling is not timed) through ``gymnasium.make``: steps per second, best of
+``repeats``. A Thresholds-v0 step is a whole decision epoch (about a dozen
+requests on this window).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
     "window": 0,
     "causal_kv": True,
     "copy_model": "reference",
+    "envs": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
 }
 
 
@@ -56,6 +62,30 @@ def _bench_sim(policy_name: str, options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _bench_env(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+    from envs.workloads.bursted import synthetic_window
+
+    workload = synthetic_window(window=options["window"])
+    env = gym.make(env_id, setup=options["setup"], windows=[workload])
+    env.action_space.seed(0)
+    best = 0.0
+    steps = 0
+    for repeat in range(max(1, options["repeats"])):
+        env.reset(seed=repeat)
+        actions = [env.action_space.sample() for _ in range(len(workload))]
+        steps = 0
+        done = False
+        start = time.perf_counter()
+        while not done:
+            _, _, done, _, _ = env.step(actions[steps])
+            steps += 1
+        best = max(best, steps / (time.perf_counter() - start))
+    return {"env_id": env_id, "steps": steps, "steps_per_s": best}
+
+
 def _in_fresh_process(fn: Any, *args: Any) -> Any:
     ctx = mp.get_context("spawn")
     with ctx.Pool(1) as pool:
@@ -72,6 +102,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{row['peak_rss_mb']:>12.1f}"
         )
     result: dict[str, Any] = {"sim": rows}
+    if options["envs"]:
+        env_rows = [_in_fresh_process(_bench_env, env_id, options) for env_id in options["envs"]]
+        print(f"\n{'env':<20} {'steps/episode':>14} {'steps/s':>10}")
+        for row in env_rows:
+            print(f"{row['env_id']:<20} {row['steps']:>14} {row['steps_per_s']:>10,.0f}")
+        result["env"] = env_rows
     if options["out_dir"]:
         path = write_json_atomic(f"{options['out_dir']}/bench.json", result)
         print(f"wrote {path}")
