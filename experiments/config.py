@@ -118,53 +118,43 @@ class TrainConf:
 
 
 @dataclass
-class TrainConfig:
+class _World:
+    """The groups every command composes: what is simulated, and where it is logged."""
+
     setup: SetupConf = field(default_factory=SetupConf)
     model: ModelConf = field(default_factory=ModelConf)
     cluster: ClusterConf = field(default_factory=ClusterConf)
     workload: WorkloadConf = field(default_factory=WorkloadConf)
     sim: SimConf = field(default_factory=SimConf)
-    env: EnvConf = field(default_factory=EnvConf)
-    agent: AgentConf = field(default_factory=AgentConf)
     logger: LoggerConf = field(default_factory=LoggerConf)
-    train: TrainConf = field(default_factory=TrainConf)
     seed: int = 0
     out_dir: str | None = None
-    """Run folder; by default Hydra's (runs/train/<time>, or the multirun job folder)."""
+    """Run folder; by default Hydra's (runs/<command>/<time>, or the multirun job folder)."""
+
+
+@dataclass
+class TrainConfig(_World):
+    env: EnvConf = field(default_factory=EnvConf)
+    agent: AgentConf = field(default_factory=AgentConf)
+    train: TrainConf = field(default_factory=TrainConf)
     resume: str | None = None
     """A checkpoint folder to continue training from."""
 
 
 @dataclass
-class EvaluateConfig:
-    setup: SetupConf = field(default_factory=SetupConf)
-    model: ModelConf = field(default_factory=ModelConf)
-    cluster: ClusterConf = field(default_factory=ClusterConf)
-    workload: WorkloadConf = field(default_factory=WorkloadConf)
-    sim: SimConf = field(default_factory=SimConf)
-    logger: LoggerConf = field(default_factory=LoggerConf)
+class EvaluateConfig(_World):
     checkpoint: list[str] = field(default_factory=list)
     """Agent checkpoint folders (each with agent.json and model.zip)."""
     policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
-    seed: int = 0
-    out_dir: str | None = None
     progress: bool = True
 
 
 @dataclass
-class TuneBtbConfig:
-    setup: SetupConf = field(default_factory=SetupConf)
-    model: ModelConf = field(default_factory=ModelConf)
-    cluster: ClusterConf = field(default_factory=ClusterConf)
-    workload: WorkloadConf = field(default_factory=WorkloadConf)
-    sim: SimConf = field(default_factory=SimConf)
-    logger: LoggerConf = field(default_factory=LoggerConf)
+class TuneBtbConfig(_World):
     x: int = 2
     y: int = 256
     z: float = 1.0
     m: int = 4
-    seed: int = 0
-    out_dir: str | None = None
 
 
 def register_configs() -> None:
