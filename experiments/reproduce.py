@@ -2,6 +2,7 @@
 
     python -m experiments.reproduce [workload=bursted_synthetic] [causal_kv=both]
         [setups=70b_h100x4,...] [policies=...] [windows=0] [jobs=2] [out_dir=PATH]
+        [workload_seeds=20260721,1,2,3]
 
 Runs every setup on the test windows of the workload (``bursted_synthetic``:
 60 s bursts; ``bursted_synthetic_1s``: 1 s bursts; ``bursted_art``: the mixed
@@ -14,6 +15,11 @@ BTB's and the oracle's mean (and p95) TTFT reduction vs cache_aware, and the
 published figure with the difference in percentage points where SPEC section 9
 has one. Writes ``results.json`` (rows as in ``experiments.compare``, plus the
 tables) to ``out_dir`` (default ``runs/all__<workload>__reproduce__<seed>__<time>``).
+
+The windows are drawn by btb-gym's generator with the published parameters and
+seed, not the original windows; a 15-window mean still varies with the draw
+(by about 3 points for llama-70b). ``workload_seeds=`` repeats the run on
+several draws and reports the mean reduction and its standard deviation.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from envs.sim import SETUPS, SimConfig
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -41,6 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "copy_model": "reference",
     "seed": 0,
     "workload_seed": PUBLISHED_SEED,
+    "workload_seeds": [],
     "jobs": 2,
     "out_dir": "",
     "progress": True,
@@ -91,8 +100,10 @@ def _windows(workload: str, limit: int | None, seed: int) -> tuple[Any, ...]:
     return tuple(split_windows(workload, limit, seed))
 
 
-def _task(setup: str, causal_kv: bool, options: dict[str, Any]) -> list[dict[str, Any]]:
-    windows = _windows(options["workload"], options["windows"] or None, options["workload_seed"])
+def _task(
+    workload_seed: int, setup: str, causal_kv: bool, options: dict[str, Any]
+) -> list[dict[str, Any]]:
+    windows = _windows(options["workload"], options["windows"] or None, workload_seed)
     config = SimConfig(causal_kv=causal_kv, copy_model=options["copy_model"])
     runs = evaluate_policies(
         options["policies"],
@@ -104,73 +115,89 @@ def _task(setup: str, causal_kv: bool, options: dict[str, Any]) -> list[dict[str
         baseline=BASELINE,
         trace_window=None,
     )
-    return [run.row for run in runs]
+    return [{**run.row, "workload_seed": workload_seed} for run in runs]
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float | None]:
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), (float(arr.std(ddof=1)) if arr.size > 1 else None)
 
 
 def build_tables(
     rows: Sequence[dict[str, Any]], workload: str, policies: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """One entry per (model, setup): mean TTFTs, reductions and the published figures."""
+    """One entry per (KV model, setup): mean TTFTs and reductions (averaged over the
+    workload draws when there are several, with their standard deviation) and the
+    published figures."""
     mean_pub, p95_pub = published(workload)
     tables = []
     for causal in sorted({row["causal_kv"] for row in rows}):
         for setup in dict.fromkeys(row["setup"] for row in rows):
-            mine = {
-                r["policy"]: r for r in rows if r["setup"] == setup and r["causal_kv"] == causal
-            }
+            mine: dict[str, list[dict[str, Any]]] = {}
+            for r in rows:
+                if r["setup"] == setup and r["causal_kv"] == causal:
+                    mine.setdefault(r["policy"], []).append(r)
             if not mine:
                 continue
+            present = [p for p in policies if p in mine]
             entry: dict[str, Any] = {
                 "setup": setup,
                 "causal_kv": causal,
-                "ttft_mean_s": {p: mine[p]["ttft_mean_s"] for p in policies if p in mine},
-                "ttft_mean_reduction_pct": {
-                    p: mine[p]["ttft_mean_reduction_pct"] for p in policies if p in mine
+                "workload_seeds": [r.get("workload_seed") for r in mine[present[0]]],
+                "ttft_mean_s": {
+                    p: _mean_sd([r["ttft_mean_s"] for r in mine[p]])[0] for p in present
                 },
-                "ttft_p95_reduction_pct": {
-                    p: mine[p]["ttft_p95_reduction_pct"] for p in policies if p in mine
-                },
-                "btb_ttft_mean_s_per_window": mine.get("btb", {}).get("ttft_mean_s_per_window"),
             }
-            btb = mine.get("btb")
+            for stat in ("mean", "p95"):
+                key = f"ttft_{stat}_reduction_pct"
+                per_draw = {p: [r[key] for r in mine[p]] for p in present}
+                entry[key] = {p: _mean_sd(v)[0] for p, v in per_draw.items()}
+                entry[f"{key}_sd"] = {p: _mean_sd(v)[1] for p, v in per_draw.items()}
+                entry[f"{key}_per_draw"] = per_draw
+            btb = entry["ttft_mean_reduction_pct"].get("btb")
             if btb is not None and setup in mean_pub:
                 entry["published_mean_pct"] = mean_pub[setup]
-                entry["diff_mean_pp"] = btb["ttft_mean_reduction_pct"] - mean_pub[setup]
+                entry["diff_mean_pp"] = btb - mean_pub[setup]
                 entry["within_tolerance"] = abs(entry["diff_mean_pp"]) <= TOLERANCE_PP
-            if btb is not None and setup in p95_pub:
+            btb_p95 = entry["ttft_p95_reduction_pct"].get("btb")
+            if btb_p95 is not None and setup in p95_pub:
                 entry["published_p95_pct"] = p95_pub[setup]
-                entry["diff_p95_pp"] = btb["ttft_p95_reduction_pct"] - p95_pub[setup]
+                entry["diff_p95_pp"] = btb_p95 - p95_pub[setup]
             tables.append(entry)
     return tables
 
 
 def format_tables(tables: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
     lines: list[str] = []
+    draws = max((len(t["workload_seeds"]) for t in tables), default=1)
     for causal in dict.fromkeys(t["causal_kv"] for t in tables):
         model = "causal KV (corrected)" if causal else "reference KV (Infer-Sim compatible)"
         lines.append(f"\n== {model}: causal_kv={str(causal).lower()}")
         head = f"{'setup':<16}" + "".join(f"{p[:11]:>12}" for p in policies)
-        head += f"{'BTB d mean':>11}{'published':>10}{'diff pp':>9}{'BTB d p95':>10}"
-        head += f"{'oracle d':>9}"
+        head += f"{'BTB d mean':>11}" + (f"{'sd':>6}" if draws > 1 else "")
+        head += f"{'published':>10}{'diff pp':>9}{'BTB d p95':>10}{'oracle d':>9}"
         lines += [head, "-" * len(head)]
         for t in tables:
             if t["causal_kv"] != causal:
                 continue
             red = t["ttft_mean_reduction_pct"]
-            p95 = t["ttft_p95_reduction_pct"]
             line = f"{t['setup']:<16}"
             line += "".join(f"{t['ttft_mean_s'].get(p, float('nan')):>12.4g}" for p in policies)
             line += _pct(red.get("btb"), 11)
+            if draws > 1:
+                sd = t["ttft_mean_reduction_pct_sd"].get("btb")
+                line += f"{sd:>6.1f}" if sd is not None else f"{'-':>6}"
             line += _pct(t.get("published_mean_pct"), 10)
             line += _pct(t.get("diff_mean_pp"), 9)
-            line += _pct(p95.get("btb"), 10)
+            line += _pct(t["ttft_p95_reduction_pct"].get("btb"), 10)
             line += _pct(red.get("oracle_warm"), 9)
             if t.get("published_p95_pct") is not None:
                 line += f"  (p95 published {t['published_p95_pct']:+.1f})"
             lines.append(line)
     lines.append(
-        "\nmean TTFT in seconds; d = TTFT reduction vs cache_aware in %; "
-        f"diff pp = BTB d mean - published (tolerance +-{TOLERANCE_PP:g})"
+        "\nmean TTFT in seconds; d = TTFT reduction vs cache_aware in %"
+        + (f", averaged over {draws} workload draws (sd across draws)" if draws > 1 else "")
+        + f"; diff pp = BTB d mean - published (tolerance +-{TOLERANCE_PP:g})"
     )
     return "\n".join(lines)
 
@@ -193,7 +220,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if BASELINE not in policies:
         policies.insert(0, BASELINE)
     options["policies"] = policies
-    tasks = [(s, c) for c in modes[options["causal_kv"].lower()] for s in options["setups"]]
+    seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
+    tasks = [
+        (seed, setup, causal)
+        for seed in seeds
+        for causal in modes[options["causal_kv"].lower()]
+        for setup in options["setups"]
+    ]
     out_dir = (
         Path(options["out_dir"])
         if options["out_dir"]
@@ -208,13 +241,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     try:
         if options["jobs"] == 1:
-            for setup, causal in tasks:
-                rows += _task(setup, causal, options)
+            for seed, setup, causal in tasks:
+                rows += _task(seed, setup, causal, options)
                 if bar is not None:
                     bar.update(1)
         else:
             with ProcessPoolExecutor(max_workers=min(options["jobs"], len(tasks))) as pool:
-                futures = [pool.submit(_task, s, c, options) for s, c in tasks]
+                futures = [pool.submit(_task, *task, options) for task in tasks]
                 for future in futures:
                     rows += future.result()
                     if bar is not None:

@@ -72,3 +72,18 @@ def test_reproduce_end_to_end_on_one_setup(tmp_path) -> None:  # type: ignore[no
 def test_reproduce_rejects_a_bad_mode() -> None:
     with pytest.raises(ValueError, match="causal_kv must be both, true or false"):
         reproduce.main(["causal_kv=maybe", "progress=false"])
+
+
+def test_several_workload_draws_average_with_their_spread() -> None:
+    rows = []
+    for seed, btb in ((1, 60.0), (2, 64.0)):
+        for r in (row("70b_h100x4", "cache_aware", False, 0.0, 0.0),
+                  row("70b_h100x4", "btb", False, btb, 0.0)):  # fmt: skip
+            rows.append({**r, "workload_seed": seed})
+    (table,) = reproduce.build_tables(rows, "bursted_synthetic", ["cache_aware", "btb"])
+    assert table["workload_seeds"] == [1, 2]
+    assert table["ttft_mean_reduction_pct"]["btb"] == pytest.approx(62.0)
+    assert table["ttft_mean_reduction_pct_sd"]["btb"] == pytest.approx(2 * 2**0.5)
+    assert table["ttft_mean_reduction_pct_per_draw"]["btb"] == [60.0, 64.0]
+    assert table["diff_mean_pp"] == pytest.approx(0.0)
+    assert "sd" in reproduce.format_tables([table], ["cache_aware", "btb"])
