@@ -19,7 +19,7 @@ from bisect import bisect_left
 
 import numpy as np
 
-from envs.sim.node import IDLE
+from envs.sim.node import IDLE, Node
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
 
@@ -31,6 +31,9 @@ NODE_FEATURES = (
     "hit",  # this request's leading blocks in the node's HBM / its blocks
     "prefix_in_flight",  # a copy of this request's prefix is on its way here
     "busy",  # the node is working right now
+    "backlog",  # seconds of work ahead (current item + queued prefills), log-scaled
+    "first_token",  # expected seconds to this request's first token here, log-scaled
+    "first_token_gap",  # first_token here minus the best node's, log-scaled (0: best)
 )
 REQUEST_FEATURES = (
     "prefix_tokens",  # log-scaled prompt length, 1 at 262,144 tokens
@@ -42,6 +45,13 @@ REQUEST_FEATURES = (
 )
 WINDOWS_S = (1.0, 10.0, 60.0)
 _MAX_TOKENS_LOG = math.log1p(262_144)
+_TIME_UNIT_S = 0.01
+_MAX_TIME_LOG = math.log1p(1000.0 / _TIME_UNIT_S)
+
+
+def log_seconds(seconds: float) -> float:
+    """Seconds on a log scale in [0, 1]: 0 at 0, 1 at 1,000 s (10 ms resolution)."""
+    return min(math.log1p(max(seconds, 0.0) / _TIME_UNIT_S) / _MAX_TIME_LOG, 1.0)
 
 
 def prefix_of(request: Request) -> tuple[int, ...]:
@@ -49,6 +59,34 @@ def prefix_of(request: Request) -> tuple[int, ...]:
     (which usually holds the request's own suffix)."""
     blocks = request.blocks
     return blocks[:-1] if len(blocks) > 1 else blocks
+
+
+def _cached_tokens(node: Node, request: Request, coming: set[int], block_tokens: int) -> int:
+    """Prompt tokens ``request`` will find on ``node``: its HBM hit, or its whole
+    prefix if that is in flight to the node or computed there before it."""
+    prefix = prefix_of(request)
+    blocks = node.cache.hbm_match(request.blocks)
+    if prefix[-1] in coming:
+        blocks = max(blocks, len(prefix))
+    return min(blocks * block_tokens, request.input_tokens - 1)
+
+
+def node_backlog(node: Node, now: float, block_tokens: int) -> tuple[float, set[int]]:
+    """Seconds until ``node`` has finished its current work item and prefilled
+    its queue (each queued request costed with what it will find cached), and
+    the prefix keys that will be on the node by then (in flight, being computed,
+    queued). A causal estimate: decode and admission limits are ignored."""
+    coming = set(node.inflight)
+    backlog = max(node.work_end - now, 0.0) if node.work != IDLE else 0.0
+    computing = node.computing
+    if computing is not None:
+        coming.add(prefix_of(computing)[-1])
+    costs = node.costs
+    for queued in node.queue:
+        have = _cached_tokens(node, queued, coming, block_tokens)
+        backlog += costs.prefill_s(queued.input_tokens - have, have)
+        coming.add(prefix_of(queued)[-1])
+    return backlog, coming
 
 
 class TrafficTracker:
@@ -97,6 +135,7 @@ class ObservationEncoder:
         self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
+        self._first_token = [0.0] * n_nodes
 
     def reset(self) -> None:
         self.tracker.reset()
@@ -114,7 +153,15 @@ class ObservationEncoder:
         depth = len(prefix)
         holders = 0
         i = 0
-        for node in sim.nodes:
+        nf = len(NODE_FEATURES)
+        bt = sim.block_tokens
+        first_token = self._first_token
+        for j, node in enumerate(sim.nodes):
+            backlog, coming = node_backlog(node, now, bt)
+            have = _cached_tokens(node, request, coming, bt)
+            first_token[j] = backlog + node.costs.prefill_s(request.input_tokens - have, have)
+            out[i + 7] = log_seconds(backlog)
+            out[i + 8] = log_seconds(first_token[j])
             load = node.running + len(node.queue)
             wait = node.estimated_wait_s(now)
             inflight = len(node.inflight)
@@ -128,7 +175,10 @@ class ObservationEncoder:
             out[i + 4] = hit / n_blocks
             out[i + 5] = 1.0 if key in node.inflight else 0.0
             out[i + 6] = 0.0 if node.work == IDLE else 1.0
-            i += 7
+            i += nf
+        best = min(first_token)
+        for j in range(self.n_nodes):
+            out[j * nf + 9] = log_seconds(first_token[j] - best)
         same_1, same_10, same_60, age = self.tracker.observe(key, now)
         out[i] = min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0)
         out[i + 1] = same_1 / (same_1 + 4.0)

@@ -28,11 +28,14 @@ class RouteEnv(ClusterEnv):
 
     ## Observation Space
 
-    ``Box(0, 1, (n_nodes * 7 + 6,), float32)`` built by
+    ``Box(0, 1, (n_nodes * 10 + 6,), float32)`` built by
     :class:`envs.encoder.ObservationEncoder`: per node (node-major) its load,
     estimated queue wait, KV reserved / budget, copies in flight to it, this
     request's HBM hit fraction there, whether this request's prefix is in flight
-    to it, whether it is busy; then the request's prompt length and its
+    to it, whether it is busy, its backlog of work, the expected time to this
+    request's first token there and how far that is behind the best node's
+    (a causal cost model: queued prefills costed with what they will find
+    cached); then the request's prompt length and its
     prefix's traffic (arrivals in the last 1 / 10 / 60 s, age, fraction of nodes
     holding it). See ``envs/encoder.py`` for the exact scaling.
 
