@@ -1,4 +1,4 @@
-"""A clairvoyant warming policy: the bound on what any burst predictor can gain.
+"""A clairvoyant warming policy: a reference point for what a burst predictor can gain.
 
 ``oracle_warm`` reads the whole window's arrivals at ``reset`` (``sim.requests``)
 and knows, for every request, the longest prefix it shares with any other
@@ -7,19 +7,22 @@ request of the window, and how many later requests share it. It then:
 * warms exactly the prefixes that will be reused (at least ``min_prefix_blocks``
   blocks deep, with later users still to come), to as many nodes as the prefix
   still has users, up to ``max_nodes`` nodes (default: all), picking the nodes
-  that will be free soonest;
-* does so at the earliest causal moment: when the first request of a prefix is
-  routed, it routes it itself (``sim.route``) and at once issues the copies
-  from that node; the simulator starts them when the KV exists (when the
-  prefill ends under causal KV, at admission under the reference model);
+  that will be free soonest, and skipping a node that could compute the prefix
+  itself before a copy would land (then a request routed there computes it);
+* does so at the earliest causal moment: a request that will compute a reused
+  prefix is routed by the policy itself (``sim.route``) and the copies are
+  issued from its node at once; the simulator starts them when the KV exists
+  (when the prefill ends under causal KV, at admission under the reference model);
 * routes every request to the node where its first token is expected soonest,
   from a per-node clock of queued work it keeps itself (prefill times from the
   node's costs, copies on the target's timeline under the reference copy
-  model), counting a copy in flight as a hit once it is expected to land.
+  model), counting a prefix being computed or copied there as a hit from the
+  moment it is expected to be ready.
 
-The clock ignores decode and admission limits, so on decode-heavy traffic the
-routing is a heuristic; the warming is what is clairvoyant. A prefix never
-reused (a decoy) is never copied.
+It is a strong heuristic, not a proven bound: the clock ignores decode and
+admission limits, and each decision is greedy for the request at hand. A prefix
+never reused (a decoy) is never copied. Because it routes some requests itself,
+a driver must accept ``None`` from :meth:`OracleWarm.decide` (``sim.run`` does).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections import Counter
 from itertools import chain
 
 from baselines.policy import Policy, register
-from envs.sim.node import IDLE
+from envs.sim.node import IDLE, Node
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
 
@@ -49,8 +52,9 @@ class OracleWarm(Policy):
         self._depth: list[int] = []
         self._users: dict[int, list[int]] = {}
         self._free_at: list[float] = []
-        self._ready: dict[tuple[int, int], float] = {}
-        self._computer: dict[int, tuple[int, Request]] = {}
+        self._plan: dict[tuple[int, int], tuple[float, bool]] = {}
+        self._computing: dict[int, tuple[int, int]] = {}
+        self._cursor = 0
         self._copies = 0
 
     def reset(self, sim: Simulator) -> None:
@@ -77,8 +81,9 @@ class OracleWarm(Policy):
         self._depth = depth
         self._users = users
         self._free_at = [0.0] * sim.n_nodes
-        self._ready = {}
-        self._computer = {}
+        self._plan = {}
+        self._computing = {}
+        self._cursor = 0
         self._copies = 0
         limit = self.max_nodes if self.max_nodes is not None else sim.n_nodes
         self._max_nodes = min(limit, sim.n_nodes)
@@ -94,6 +99,7 @@ class OracleWarm(Policy):
             j = node.index
             if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < now:
                 free_at[j] = now
+        self._sync(sim)
         d = self._depth[request.index]
         key = request.blocks[d - 1] if d else 0
         future = 0
@@ -102,90 +108,124 @@ class OracleWarm(Policy):
             future = len(users) - bisect_right(users, request.index)
         prefix = request.blocks[:d]
         want = min(self._max_nodes, 1 + future)
-        sources: list[int] = []
         if future:
-            sources = self._holders(sim, prefix)
+            sources = self._sources(sim, prefix)
             if sources:
                 self._spread(sim, prefix, sources, want)
-        choice, start, finish = self._earliest(sim, request, d, key)
+        choice, start, finish, computes = self._earliest(sim, request, d, key)
         free_at[choice] = finish
-        if future and not sources:
-            # This request computes the prefix: route it now, copy from it at once.
-            sim.route(choice)
-            self._computer[key] = (choice, request)
-            self._ready[(choice, key)] = finish if sim.config.causal_kv else start
-            self._spread(sim, prefix, [choice], want)
-            return None
-        return choice
+        if not (future and computes):
+            return choice
+        # This request computes the prefix on ``choice``: route it now, so that
+        # copies can be issued from it at once (they start when its KV exists).
+        sim.route(choice)
+        self._plan[(choice, key)] = (finish if sim.config.causal_kv else start, False)
+        self._computing[request.index] = (choice, key)
+        self._spread(sim, prefix, self._sources(sim, prefix), want)
+        return None
 
     # ------------------------------------------------------------------ helpers
-    def _holders(self, sim: Simulator, prefix: tuple[int, ...]) -> list[int]:
-        """Nodes that hold ``prefix`` in HBM or will compute it soon (by this policy)."""
+    def _sync(self, sim: Simulator) -> None:
+        """Forget the plans of requests whose prefill has ended (their KV is resident)."""
+        log = sim.first_token_log
+        for k in range(self._cursor, len(log)):
+            entry = self._computing.pop(log[k].index, None)
+            if entry is not None:
+                self._plan.pop(entry, None)
+        self._cursor = len(log)
+
+    def _planned(self, node: Node, key: int) -> float | None:
+        """When ``node`` is expected to hold the prefix ``key`` by a plan still under way."""
+        entry = self._plan.get((node.index, key))
+        if entry is None:
+            return None
+        if entry[1] and key not in node.inflight:  # the copy landed (or was dropped)
+            del self._plan[(node.index, key)]
+            return None
+        return entry[0]
+
+    def _sources(self, sim: Simulator, prefix: tuple[int, ...]) -> list[int]:
+        """Nodes that hold ``prefix`` in HBM or are computing it (routed by this policy)."""
         depth = len(prefix)
-        out = [node.index for node in sim.nodes if node.cache.hbm_match(prefix) >= depth]
-        computer = self._computer.get(prefix[-1])
-        if computer is not None and computer[0] not in out:
-            node = sim.nodes[computer[0]]
-            request = computer[1]
-            if node.computing is request or any(r is request for r in node.queue):
+        key = prefix[-1]
+        out = []
+        for node in sim.nodes:
+            if node.cache.hbm_match(prefix) >= depth:
                 out.append(node.index)
+            else:
+                entry = self._plan.get((node.index, key))
+                if entry is not None and not entry[1]:
+                    out.append(node.index)
         return out
 
     def _spread(
         self, sim: Simulator, prefix: tuple[int, ...], sources: list[int], want: int
     ) -> None:
-        """Copy ``prefix`` to the soonest-free nodes until ``want`` nodes hold it or will."""
+        """Copy ``prefix`` to the soonest-free nodes until ``want`` nodes hold it or will,
+        skipping a node that would compute the prefix itself sooner than a copy lands."""
+        if not sources:
+            return
         nodes = sim.nodes
         key = prefix[-1]
         warm = set(sources) | {n.index for n in nodes if key in n.inflight}
         if len(warm) >= want:
             return
+        now = sim.now
         free_at = self._free_at
-        src = min(sources, key=lambda i: (self._ready.get((i, key), sim.now), i))
-        src_ready = max(self._ready.get((src, key), sim.now), sim.now)
+        plan = self._plan
+        ready = {i: max(plan[(i, key)][0], now) if (i, key) in plan else now for i in sources}
+        src = min(sources, key=lambda i: (ready[i], i))
         reference = sim.config.copy_model == "reference"
         latency = sim.config.transfer_latency_s
+        bt = sim.block_tokens
         cold = [i for i in range(sim.n_nodes) if i not in warm]
         cold.sort(key=lambda i: (free_at[i], i))
         for dst in cold[: want - len(warm)]:
             target = nodes[dst]
             missing = len(prefix) - target.cache.hbm_match(prefix)
+            copy_s = latency + missing * bt * target.costs.kv_bytes_per_token / target.spec.rdma_bw
+            begin = ready[src]
+            if reference and target.work != IDLE:
+                begin = max(begin, target.work_end)
+            if begin + copy_s >= free_at[dst] + target.costs.prefill_s(missing * bt):
+                continue
             if sim.warm(src, dst, prefix) != WARM_OK:
                 continue
             self._copies += 1
-            copy_s = latency + missing * sim.block_tokens * target.costs.kv_bytes_per_token / (
-                target.spec.rdma_bw
-            )
-            begin = src_ready
-            if reference and target.work != IDLE:
-                begin = max(begin, target.work_end)
-            self._ready[(dst, key)] = begin + copy_s
+            plan[(dst, key)] = (begin + copy_s, True)
             if reference:
                 free_at[dst] += copy_s
 
     def _earliest(
         self, sim: Simulator, request: Request, d: int, key: int
-    ) -> tuple[int, float, float]:
-        """The node with the soonest expected first token, its start and that time."""
+    ) -> tuple[int, float, float, bool]:
+        """The node with the soonest expected first token: (node, start, first token,
+        whether the request would compute its shared prefix there)."""
         bt = sim.block_tokens
         n_in = request.input_tokens
         cap = n_in - 1
-        ready = self._ready
         best = -1
         best_start = best_finish = 0.0
         best_load = 0
+        best_computes = False
         for node in sim.nodes:
             j = node.index
             start = self._free_at[j]
             costs = node.costs
-            have = min(node.cache.hbm_match(request.blocks) * bt, cap)
+            matched = node.cache.hbm_match(request.blocks)
+            have = min(matched * bt, cap)
             finish = start + costs.prefill_s(n_in - have, have)
-            if d and d * bt > have:
-                landing = ready.get((j, key))
-                if landing is not None and (key in node.inflight or landing >= sim.now):
+            computes = d > matched
+            if computes:
+                landing = self._planned(node, key)
+                if landing is not None:
                     hit = min(d * bt, cap)
-                    finish = min(finish, max(start, landing) + costs.prefill_s(n_in - hit, hit))
+                    wait = max(start, landing) + costs.prefill_s(n_in - hit, hit)
+                    if wait <= finish:
+                        finish = wait
+                        computes = False
             load = node.running + len(node.queue)
             if best < 0 or finish < best_finish or (finish == best_finish and load < best_load):
                 best, best_start, best_finish, best_load = j, start, finish, load
-        return best, best_start, best_finish
+                best_computes = computes
+        return best, best_start, best_finish, best_computes
