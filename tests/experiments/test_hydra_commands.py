@@ -10,6 +10,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,11 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
     )
     train(cfg)
     (run_file,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*" / "*.wandb"))
+    # W&B's writer runs in its own process: wait until it has written the run's exit record.
+    deadline = time.monotonic() + 60
+    while not any(r.WhichOneof("record_type") == "exit" for r in _wandb_records(run_file)):
+        assert time.monotonic() < deadline, "the offline run file never got its exit record"
+        time.sleep(0.5)
     history: set[str] = set()
     config: dict[str, str] = {}
     for record in _wandb_records(run_file):
