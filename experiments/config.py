@@ -94,6 +94,24 @@ class AgentConf:
 
 
 @dataclass
+class ImitationConf:
+    """Behavioural cloning from agents.teacher.CausalTeacher before RL (see agents/imitation.py)."""
+
+    episodes: int = 0
+    """Teacher episodes per (setup, workload) source; 0 switches pretraining off."""
+    epochs: int = 10
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    value_coef: float = 0.5
+    setups: list[str] = field(default_factory=list)
+    """Extra published setups to collect demonstrations on."""
+    workloads: list[str] = field(default_factory=list)
+    """Extra workloads to collect demonstrations on (train split)."""
+    teacher: dict[str, Any] = field(default_factory=dict)
+    """CausalTeacher keyword arguments (x, z, min_prefix_blocks, max_nodes)."""
+
+
+@dataclass
 class LoggerConf:
     kind: str = "wandb"
     """wandb or none."""
@@ -137,6 +155,7 @@ class TrainConfig(_World):
     env: EnvConf = field(default_factory=EnvConf)
     agent: AgentConf = field(default_factory=AgentConf)
     train: TrainConf = field(default_factory=TrainConf)
+    imitation: ImitationConf = field(default_factory=ImitationConf)
     resume: str | None = None
     """A checkpoint folder to continue training from."""
 

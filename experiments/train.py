@@ -59,6 +59,41 @@ def make_env_fn_kwargs(saved: dict[str, Any], windows: list[Any]) -> dict[str, A
     return kwargs
 
 
+def imitation_sources(
+    cfg: Any, saved_kwargs: dict[str, Any], pool: list[Any]
+) -> list[dict[str, Any]]:
+    """gymnasium.make arguments of every (setup, workload) pair to collect teacher
+    demonstrations on: the training env's own first, then the extra ones."""
+    from envs.windows import window_pool
+
+    sources = [make_env_fn_kwargs(saved_kwargs, pool)]
+    setups = [None, *cfg.imitation.setups]
+    workloads = [cfg.workload.name, *cfg.imitation.workloads]
+    for setup in setups:
+        for workload in workloads:
+            if setup is None and workload == cfg.workload.name:
+                continue
+            kwargs = make_env_fn_kwargs(
+                saved_kwargs,
+                window_pool(workload, "train", int(cfg.workload.seed), cfg.workload.train_pool),
+            )
+            if setup is not None:
+                kwargs["setup"] = setup
+            sources.append(kwargs)
+    return sources
+
+
+def imitate(
+    model: Any, spec: Any, cfg: Any, saved_kwargs: dict[str, Any], pool: list[Any]
+) -> dict[str, float]:
+    """Behavioural cloning from the causal teacher (the ``imitation`` config group)."""
+    from agents.imitation import ImitationSettings, run_imitation
+
+    settings = ImitationSettings(**OmegaConf.to_container(cfg.imitation, resolve=True))  # type: ignore[arg-type]
+    sources = imitation_sources(cfg, saved_kwargs, pool)
+    return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
+
+
 def train(cfg: DictConfig) -> float:
     import torch
     from stable_baselines3.common.env_util import make_vec_env
@@ -123,6 +158,10 @@ def train(cfg: DictConfig) -> float:
             spec.name = resumed.name
         else:
             model = build_model(spec, vec, hyperparams)  # type: ignore[arg-type]
+            if cfg.imitation.episodes > 0:
+                bc = imitate(model, spec, cfg, saved_kwargs, pool)
+                logger.summary(bc)
+                print("behavioural cloning: " + ", ".join(f"{k}={v:.4g}" for k, v in bc.items()))
         remaining = int(cfg.train.total_timesteps) - int(model.num_timesteps)
         print(
             f"training {spec.name} on {spec.env_id} ({cfg.setup.name}, {cfg.workload.name}): "
