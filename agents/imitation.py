@@ -1,0 +1,181 @@
+"""Behavioural cloning: pretrain a route (+ warm) agent on a causal teacher's decisions.
+
+The teacher (:class:`agents.teacher.CausalTeacher`) acts inside the very
+environment the agent trains in (``env.policy_action``), so the observations
+are the encoder's and the labels are actions in the env's own action space:
+
+* ``btb/Route-v0``: the teacher's node;
+* ``btb/RouteWarm-v0``: ``[node] + [1 for each node the teacher copied the
+  prefix to] + [0]`` (the teacher never evicts), with the env's action mask.
+
+:func:`pretrain` fits the SB3 policy by maximum likelihood of those labels
+(cross-entropy over every action component) and its value head to the
+discounted returns of the teacher's episodes, so a later PPO / MaskablePPO
+fine-tune starts from a sensible critic. Everything is driven by
+:class:`ImitationSettings` (the ``imitation`` group of the train config).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from agents.teacher import CausalTeacher
+
+
+@dataclass
+class ImitationSettings:
+    """Behavioural-cloning settings (``episodes=0`` switches pretraining off)."""
+
+    episodes: int = 0
+    """Teacher episodes per (setup, workload) source."""
+    epochs: int = 10
+    """Passes over the demonstrations."""
+    batch_size: int = 256
+    learning_rate: float = 1e-3
+    value_coef: float = 0.5
+    """Weight of the value regression next to the action cross-entropy."""
+    setups: list[str] = field(default_factory=list)
+    """Extra setups to collect on (published names); the training env's own always."""
+    workloads: list[str] = field(default_factory=list)
+    """Extra workloads to collect on; the training env's own always."""
+    teacher: dict[str, Any] = field(default_factory=dict)
+    """CausalTeacher keyword arguments (x, z, min_prefix_blocks, max_nodes)."""
+
+
+@dataclass
+class Demonstrations:
+    """Observations, labelled actions, masks (RouteWarm only) and returns."""
+
+    obs: list[np.ndarray] = field(default_factory=list)
+    actions: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
+    returns: list[float] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.obs)
+
+
+def collect(
+    env: Any,
+    teacher: CausalTeacher,
+    episodes: int,
+    gamma: float = 0.99,
+    out: Demonstrations | None = None,
+) -> Demonstrations:
+    """Run ``teacher`` through ``env`` (an unwrapped btb Route / RouteWarm env)
+    for ``episodes`` episodes (windows in turn) and record labelled steps."""
+    out = out if out is not None else Demonstrations()
+    warm = isinstance(env.action_space, spaces.MultiDiscrete)
+    n = env.n_nodes
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=episode, options={"window": episode % len(env.windows)})
+        teacher.reset(env.sim)
+        rewards: list[float] = []
+        done = False
+        while not done:
+            if warm:
+                out.masks.append(env.action_masks().copy())
+            copies_before = len(env.sim.copies)
+            action = env.policy_action(teacher)
+            label = np.array(action, dtype=np.int64).reshape(-1)
+            if warm:
+                for copy in env.sim.copies[copies_before:]:
+                    label[1 + copy.dst] = 1
+            out.obs.append(np.array(obs, dtype=np.float32))
+            out.actions.append(label if warm else label[:1])
+            obs, reward, done, _, _ = env.step(action)
+            rewards.append(float(reward))
+        running = 0.0
+        returns = [0.0] * len(rewards)
+        for t in range(len(rewards) - 1, -1, -1):
+            running = rewards[t] + gamma * running
+            returns[t] = running
+        out.returns.extend(returns)
+        assert n == env.n_nodes
+    return out
+
+
+def pretrain(
+    model: Any, demos: Demonstrations, settings: ImitationSettings, seed: int = 0
+) -> dict[str, float]:
+    """Fit ``model.policy`` (an SB3 actor-critic) to ``demos``; returns the last
+    epoch's mean action loss, value loss and action accuracy (all components right)."""
+    if not len(demos):
+        raise ValueError("no demonstrations to pretrain on (imitation.episodes = 0?)")
+    policy = model.policy
+    device = policy.device
+    obs = torch.as_tensor(np.stack(demos.obs), device=device)
+    actions = torch.as_tensor(np.stack(demos.actions), device=device)
+    returns = torch.as_tensor(np.asarray(demos.returns, dtype=np.float32), device=device)
+    masks = torch.as_tensor(np.stack(demos.masks), device=device) if demos.masks else None
+    if isinstance(model.action_space, spaces.Discrete):
+        actions = actions[:, 0]
+    optimizer = torch.optim.Adam(policy.parameters(), lr=settings.learning_rate)
+    generator = torch.Generator().manual_seed(seed)
+    n = obs.shape[0]
+    stats = {"bc_action_loss": float("nan"), "bc_value_loss": float("nan"), "bc_accuracy": 0.0}
+    policy.set_training_mode(True)
+    for _ in range(settings.epochs):
+        order = torch.randperm(n, generator=generator)
+        totals = np.zeros(3)
+        for start in range(0, n, settings.batch_size):
+            idx = order[start : start + settings.batch_size]
+            batch_actions = actions[idx]
+            if masks is not None:
+                dist = policy.get_distribution(obs[idx], action_masks=masks[idx].cpu().numpy())
+            else:
+                dist = policy.get_distribution(obs[idx])
+            log_prob = dist.log_prob(batch_actions)
+            action_loss = -log_prob.mean()
+            values = policy.predict_values(obs[idx]).flatten()
+            value_loss = torch.nn.functional.mse_loss(values, returns[idx])
+            loss = action_loss + settings.value_coef * value_loss
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
+            optimizer.step()
+            with torch.no_grad():
+                greedy = dist.get_actions(deterministic=True).reshape(batch_actions.shape)
+                right = (greedy == batch_actions).reshape(len(idx), -1).all(dim=1)
+            totals += (
+                action_loss.item() * len(idx),
+                value_loss.item() * len(idx),
+                float(right.float().sum()),
+            )
+        stats = {
+            "bc_action_loss": totals[0] / n,
+            "bc_value_loss": totals[1] / n,
+            "bc_accuracy": totals[2] / n,
+        }
+    policy.set_training_mode(False)
+    return stats
+
+
+def run_imitation(
+    model: Any,
+    env_id: str,
+    sources: Sequence[dict[str, Any]],
+    settings: ImitationSettings,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Collect ``settings.episodes`` teacher episodes in each source (gymnasium.make
+    keyword arguments of ``env_id``) and pretrain ``model`` on all of them."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+
+    teacher = CausalTeacher(**settings.teacher)
+    demos = Demonstrations()
+    for kwargs in sources:
+        env = gym.make(env_id, **kwargs).unwrapped
+        collect(env, teacher, settings.episodes, float(getattr(model, "gamma", 0.99)), demos)
+        env.close()
+    stats = pretrain(model, demos, settings, seed)
+    stats["bc_steps"] = float(len(demos))
+    return stats

@@ -1,0 +1,176 @@
+"""A causal teacher for behavioural cloning: ``oracle_warm``'s mechanics without its
+clairvoyance.
+
+``oracle_warm`` knows which prefixes will be reused. :class:`CausalTeacher`
+only sees the past: a request's prefix (its prompt blocks but the last, as the
+observation encoder defines it) counts as *recurring* once it has arrived
+``x`` times within ``z`` seconds, and only then is it warmed, onto every node
+(up to ``max_nodes``), from the node that holds it or is computing it. Routing
+is the oracle's: the node where the first token is expected soonest, from a
+per-node clock of queued prefill work, counting a copy in flight as a hit once
+it is expected to land. Every step it takes uses only the past and the
+current cluster state, so its decisions are labels a causal agent can learn.
+
+The mechanics are a self-contained copy of ``oracle_warm``'s (as of this
+module's writing), so the teacher, and the agents cloned from it, do not move
+when the baseline does.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from baselines.policy import Policy
+from envs.encoder import prefix_of
+from envs.sim.node import IDLE
+from envs.sim.simulator import WARM_OK, Simulator
+from envs.workloads.request import Request
+
+
+class CausalTeacher(Policy):
+    """Earliest-first-token routing plus warming of recurring prefixes (causal)."""
+
+    name = "causal_teacher"
+
+    def __init__(
+        self,
+        x: int = 2,
+        z: float = 10.0,
+        min_prefix_blocks: int = 16,
+        max_nodes: int | None = None,
+    ) -> None:
+        for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_nodes", max_nodes)):
+            if value is None and name == "max_nodes":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"causal_teacher.{name} must be an integer >= 1, got {value!r}")
+        self.min_prefix_blocks = min_prefix_blocks
+        self.max_nodes = max_nodes
+        self._free_at: list[float] = []
+        self._ready: dict[tuple[int, int], float] = {}
+        self._computer: dict[int, tuple[int, Request]] = {}
+        self._copies = 0
+        self._max_nodes = 0
+        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+            raise ValueError(f"causal_teacher.x must be an integer >= 1, got {x!r}")
+        if not z > 0:
+            raise ValueError(f"causal_teacher.z must be > 0 seconds, got {z!r}")
+        self.x = x
+        self.z = float(z)
+        self._seen: dict[int, deque[float]] = {}
+
+    def reset(self, sim: Simulator) -> None:
+        self._free_at = [0.0] * sim.n_nodes
+        self._ready = {}
+        self._computer = {}
+        self._copies = 0
+        self._seen = {}
+        limit = self.max_nodes if self.max_nodes is not None else sim.n_nodes
+        self._max_nodes = min(limit, sim.n_nodes)
+
+    def metrics(self) -> dict[str, float]:
+        return {"teacher_copies_issued": self._copies}
+
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        now = sim.now
+        free_at = self._free_at
+        for node in sim.nodes:
+            j = node.index
+            if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < now:
+                free_at[j] = now
+        prefix = prefix_of(request)
+        d = len(prefix) if len(prefix) >= self.min_prefix_blocks else 0
+        key = prefix[-1] if d else 0
+        recurring = False
+        if d:
+            times = self._seen.get(key)
+            if times is None:
+                times = self._seen[key] = deque()
+            times.append(now)
+            while times[0] < now - self.z:
+                times.popleft()
+            recurring = len(times) >= self.x
+        sources: list[int] = []
+        if d:
+            sources = self._holders(sim, prefix)
+            if recurring and sources:
+                self._spread(sim, prefix, sources, self._max_nodes)
+        choice, start, finish = self._earliest(sim, request, d, key)
+        free_at[choice] = finish
+        if d and not sources:
+            # This request computes the prefix: remember where, to copy from it later.
+            self._computer[key] = (choice, request)
+            self._ready[(choice, key)] = finish if sim.config.causal_kv else start
+        return choice
+
+    # ------------------------------------------------------------------ helpers
+    def _holders(self, sim: Simulator, prefix: tuple[int, ...]) -> list[int]:
+        """Nodes that hold ``prefix`` in HBM or are about to compute it."""
+        depth = len(prefix)
+        out = [node.index for node in sim.nodes if node.cache.hbm_match(prefix) >= depth]
+        computer = self._computer.get(prefix[-1])
+        if computer is not None and computer[0] not in out:
+            node = sim.nodes[computer[0]]
+            request = computer[1]
+            if node.computing is request or any(r is request for r in node.queue):
+                out.append(node.index)
+        return out
+
+    def _spread(
+        self, sim: Simulator, prefix: tuple[int, ...], sources: list[int], want: int
+    ) -> None:
+        """Copy ``prefix`` to the soonest-free nodes until ``want`` nodes hold it or will."""
+        nodes = sim.nodes
+        key = prefix[-1]
+        warm = set(sources) | {n.index for n in nodes if key in n.inflight}
+        if len(warm) >= want:
+            return
+        free_at = self._free_at
+        src = min(sources, key=lambda i: (self._ready.get((i, key), sim.now), i))
+        src_ready = max(self._ready.get((src, key), sim.now), sim.now)
+        reference = sim.config.copy_model == "reference"
+        latency = sim.config.transfer_latency_s
+        cold = [i for i in range(sim.n_nodes) if i not in warm]
+        cold.sort(key=lambda i: (free_at[i], i))
+        for dst in cold[: want - len(warm)]:
+            target = nodes[dst]
+            missing = len(prefix) - target.cache.hbm_match(prefix)
+            if sim.warm(src, dst, prefix) != WARM_OK:
+                continue
+            self._copies += 1
+            copy_s = latency + missing * sim.block_tokens * target.costs.kv_bytes_per_token / (
+                target.spec.rdma_bw
+            )
+            begin = src_ready
+            if reference and target.work != IDLE:
+                begin = max(begin, target.work_end)
+            self._ready[(dst, key)] = begin + copy_s
+            if reference:
+                free_at[dst] += copy_s
+
+    def _earliest(
+        self, sim: Simulator, request: Request, d: int, key: int
+    ) -> tuple[int, float, float]:
+        """The node with the soonest expected first token, its start and that time."""
+        bt = sim.block_tokens
+        n_in = request.input_tokens
+        cap = n_in - 1
+        ready = self._ready
+        best = -1
+        best_start = best_finish = 0.0
+        best_load = 0
+        for node in sim.nodes:
+            j = node.index
+            start = self._free_at[j]
+            costs = node.costs
+            have = min(node.cache.hbm_match(request.blocks) * bt, cap)
+            finish = start + costs.prefill_s(n_in - have, have)
+            if d and d * bt > have:
+                landing = ready.get((j, key))
+                if landing is not None and (key in node.inflight or landing >= sim.now):
+                    hit = min(d * bt, cap)
+                    finish = min(finish, max(start, landing) + costs.prefill_s(n_in - hit, hit))
+            load = node.running + len(node.queue)
+            if best < 0 or finish < best_finish or (finish == best_finish and load < best_load):
+                best, best_start, best_finish, best_load = j, start, finish, load
+        return best, best_start, best_finish

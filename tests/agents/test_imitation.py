@@ -1,0 +1,80 @@
+"""The causal teacher and behavioural cloning (agents/teacher.py, agents/imitation.py)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import envs  # noqa: F401  (registers the environments)
+from agents.algorithms import AgentSpec, build_model
+from agents.imitation import Demonstrations, ImitationSettings, collect, pretrain, run_imitation
+from agents.teacher import CausalTeacher
+from envs.encoder import prefix_of
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
+
+
+@pytest.fixture(scope="module")
+def window():
+    return synthetic_window(SMALL, window=2)
+
+
+def test_teacher_warms_bursts_onto_every_node_and_never_a_decoy(window):
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+    CausalTeacher().run(sim)
+    burst_keys = {prefix_of(r)[-1] for r in window.requests if r.job_kind == "burst"}
+    copied = [c.key for c in sim.copies]
+    assert set(copied) == burst_keys  # both bursts warmed, no decoy
+    assert len(copied) == 2 * 3  # each onto the three nodes that did not compute it
+
+
+def test_teacher_rejects_bad_settings():
+    with pytest.raises(ValueError, match=r"causal_teacher\.x"):
+        CausalTeacher(x=0)
+    with pytest.raises(ValueError, match=r"causal_teacher\.z"):
+        CausalTeacher(z=0.0)
+    with pytest.raises(ValueError, match="max_nodes"):
+        CausalTeacher(max_nodes=0)
+
+
+def test_collected_labels_replay_the_teacher_run(window):
+    env = gym.make("btb/RouteWarm-v0", windows=[window]).unwrapped
+    demos = collect(env, CausalTeacher(), episodes=1)
+    n = env.n_nodes
+    assert len(demos) == len(window.requests) == len(demos.masks) == len(demos.returns)
+    actions = np.stack(demos.actions)
+    assert actions.shape == (len(window.requests), 2 + n)
+    assert actions[:, 1 + n].sum() == 0  # the teacher never evicts
+    assert actions[:, 1 : 1 + n].sum() == 6  # the six copies of the teacher run
+    masks = np.stack(demos.masks)
+    warm_yes = masks[:, n + 1 : 3 * n + 1 : 2]
+    assert warm_yes[actions[:, 1 : 1 + n] == 1].all()  # labels never pick a masked choice
+    assert demos.returns[0] < 0 and np.isfinite(demos.returns).all()
+
+
+def test_pretraining_fits_the_labels(window):
+    torch.manual_seed(0)
+    spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16)
+    env = gym.make(spec.env_id, windows=[window])
+    model = build_model(spec, env, {"n_steps": 64, "batch_size": 32})
+    demos = collect(env.unwrapped, CausalTeacher(), episodes=1)
+    first = pretrain(model, demos, ImitationSettings(epochs=1, learning_rate=3e-3))
+    later = pretrain(model, demos, ImitationSettings(epochs=8, learning_rate=3e-3))
+    assert later["bc_action_loss"] < first["bc_action_loss"]
+    assert later["bc_accuracy"] >= first["bc_accuracy"]
+
+
+def test_run_imitation_on_route_env_and_empty_demos(window):
+    spec = AgentSpec(algo="ppo", env="route", hidden=16)
+    env = gym.make(spec.env_id, windows=[window])
+    model = build_model(spec, env, {"n_steps": 64, "batch_size": 32})
+    stats = run_imitation(
+        model, spec.env_id, [{"windows": [window]}], ImitationSettings(episodes=1, epochs=1)
+    )
+    assert stats["bc_steps"] == len(window.requests)
+    with pytest.raises(ValueError, match="no demonstrations"):
+        pretrain(model, Demonstrations(), ImitationSettings())
