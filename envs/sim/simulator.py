@@ -368,7 +368,11 @@ class Simulator:
         queue = node.queue
         if queue and node.waiting_for is None:
             request = queue[0]
-            if self._admissible(node, request):
+            if (
+                node.running < config.max_batch
+                and node.reserved_tokens + request.input_tokens + request.output_tokens
+                <= node.budget_tokens
+            ):
                 if node.inflight and self._should_wait(node, request, t):
                     if node.decode_n:
                         self._start_decode(node, t)
@@ -386,8 +390,9 @@ class Simulator:
     def _begin(self, node: Node, t: float, end: float) -> None:
         node.work_start = t
         node.work_end = end
-        node.version += 1
-        self._push(end, _WAKE, node, node.version)
+        version = node.version = node.version + 1
+        seq = self._seq = self._seq + 1
+        heapq.heappush(self._heap, (end, seq, _WAKE, node, version))
 
     def _should_wait(self, node: Node, request: Request, t: float) -> bool:
         """Wait for a warm copy in flight to this node rather than recompute?"""
