@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from baselines.policy import Policy, register
 from baselines.routers import cache_aware_choice, least_loaded
+from envs.sim.node import Node
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
 
@@ -73,6 +74,10 @@ class BTB(Policy):
     ) -> None:
         self._n_nodes: int | None = None
         self._default_m = m is None
+        self._tracked_y: int | None = None
+        self._unprefilled: dict[tuple[int, int], int] = {}
+        self._unprefilled_of: dict[int, tuple[int, int]] = {}
+        self._cursor = 0
         self.set_thresholds(x, y, z, PUBLISHED_M if m is None else m, min_prefix_blocks)
         self.shadow = bool(shadow)
         self._seen: dict[int, deque[float]] = {}
@@ -80,6 +85,10 @@ class BTB(Policy):
         self._shadow_at: dict[int, dict[int, ShadowCopy]] = {}
 
     def reset(self, sim: Simulator) -> None:
+        self._tracked_y = self.y
+        self._unprefilled = {}
+        self._unprefilled_of = {}
+        self._cursor = 0
         self._n_nodes = sim.n_nodes
         if self._default_m:
             self.m = min(PUBLISHED_M, sim.n_nodes)
@@ -120,11 +129,22 @@ class BTB(Policy):
                 raise ValueError(f"btb.{name} must be an integer >= 1, got {value!r}")
         if not (isinstance(z, (int, float)) and z > 0):
             raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
+        if y != getattr(self, "y", y):
+            self._tracked_y = None  # queued requests were counted at the old depth: scan
         self.x, self.y, self.z, self.m = x, y, float(z), m
         self.min_prefix_blocks = min_prefix_blocks if min_prefix_blocks is not None else (y or 1)
         self._check_m()
 
     def decide(self, sim: Simulator, request: Request) -> int:
+        choice = self._decide(sim, request)
+        y = self._tracked_y
+        if y is not None and len(request.blocks) >= y:
+            entry = (choice, request.blocks[y - 1])
+            self._unprefilled[entry] = self._unprefilled.get(entry, 0) + 1
+            self._unprefilled_of[request.index] = entry
+        return choice
+
+    def _decide(self, sim: Simulator, request: Request) -> int:
         blocks = request.blocks
         y = self.y
         if y is None:
@@ -144,6 +164,29 @@ class BTB(Policy):
             return cache_aware_choice(sim, request)
         return self._warm_and_route(sim, request, tuple(blocks[:y]))
 
+    def _computes(self, sim: Simulator, node: Node, depth: int, key: int) -> bool:
+        """Is ``node`` prefilling or queued to prefill a request with this prefix?
+
+        With a fixed Y the policy counts, per (node, prefix), the requests it routed
+        there that have not produced their first token (``sim.first_token_log``
+        tells when), so the answer costs O(1) instead of a scan of the queue.
+        """
+        if depth != self._tracked_y:
+            return _scan_computes(node, depth, key)
+        log = sim.first_token_log
+        if self._cursor < len(log):
+            counts = self._unprefilled
+            for k in range(self._cursor, len(log)):
+                entry = self._unprefilled_of.pop(log[k].index, None)
+                if entry is not None:
+                    left = counts[entry] - 1
+                    if left:
+                        counts[entry] = left
+                    else:
+                        del counts[entry]
+            self._cursor = len(log)
+        return (node.index, key) in self._unprefilled
+
     def _warm_and_route(self, sim: Simulator, request: Request, prefix: tuple[int, ...]) -> int:
         nodes = sim.nodes
         depth = len(prefix)
@@ -155,7 +198,7 @@ class BTB(Policy):
             if node.cache.hbm_match(prefix) >= depth:
                 resident.append(node.index)
                 warm.append(node.index)
-            elif key in node.inflight or _computes(node, depth, key):
+            elif key in node.inflight or self._computes(sim, node, depth, key):
                 warm.append(node.index)
                 if key not in node.inflight:
                     sources.append(node.index)
@@ -208,8 +251,8 @@ class BTB(Policy):
         return cache_aware_choice(sim, request)
 
 
-def _computes(node, depth: int, key: int) -> bool:  # type: ignore[no-untyped-def]
-    """Is ``node`` prefilling or queued to prefill a request with this prefix?"""
+def _scan_computes(node: Node, depth: int, key: int) -> bool:
+    """Is ``node`` prefilling or queued to prefill a request with this prefix? (a scan)"""
     request = node.computing
     if request is not None and len(request.blocks) >= depth and request.blocks[depth - 1] == key:
         return True

@@ -166,3 +166,23 @@ def test_shadow_mode_records_copies_but_runs_exactly_as_cache_aware() -> None:
         assert copy.prefix_blocks == 32 and copy.src != copy.dst
         # a 32-block prefix of llama-70b over a 4xH100 NIC (200 GB/s)
         assert copy.land_s - copy.issued_s == pytest.approx(copy.bytes / 200e9)
+
+
+class ScanningBTB(BTB):
+    """BTB that scans queues instead of counting unprefilled requests."""
+
+    def reset(self, sim: Simulator) -> None:
+        super().reset(sim)
+        self._tracked_y = None
+
+
+@pytest.mark.parametrize("causal_kv", [True, False])
+def test_counting_unprefilled_requests_matches_scanning_queues(causal_kv: bool) -> None:
+    workload = synthetic_window(SMALL, window=3)
+    runs = []
+    for policy in (BTB(y=32, m=3), ScanningBTB(y=32, m=3)):
+        sim = Simulator(CLUSTER, workload, SimConfig(causal_kv=causal_kv), np.random.default_rng(1))
+        records = policy.run(sim)
+        runs.append((records.node, [(c.src, c.dst, c.issued_s) for c in sim.copies]))
+    assert np.array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1] and runs[0][1]
