@@ -19,8 +19,9 @@ from bisect import bisect_left
 
 import numpy as np
 
-from envs.sim.node import IDLE, Node
+from envs.sim.node import COPY, IDLE, PREFILL, Node
 from envs.sim.simulator import Simulator
+from envs.sim.transfers import MOVING, WAIT_SOURCE, Copy
 from envs.workloads.request import Request
 
 NODE_FEATURES = (
@@ -61,32 +62,80 @@ def prefix_of(request: Request) -> tuple[int, ...]:
     return blocks[:-1] if len(blocks) > 1 else blocks
 
 
-def _cached_tokens(node: Node, request: Request, coming: set[int], block_tokens: int) -> int:
-    """Prompt tokens ``request`` will find on ``node``: its HBM hit, or its whole
-    prefix if that is in flight to the node or computed there before it."""
+def _cached(
+    node: Node, request: Request, coming: dict[int, float], block_tokens: int
+) -> tuple[int, float]:
+    """Prompt tokens ``request`` will find on ``node`` (its HBM hit, or its whole
+    prefix if that is in flight to the node or computed there before it) and
+    the seconds from now until they are there."""
     prefix = prefix_of(request)
     blocks = node.cache.hbm_match(request.blocks)
-    if prefix[-1] in coming:
-        blocks = max(blocks, len(prefix))
-    return min(blocks * block_tokens, request.input_tokens - 1)
+    ready = 0.0
+    arriving = coming.get(prefix[-1])
+    if arriving is not None and len(prefix) > blocks:
+        blocks, ready = len(prefix), arriving
+    return min(blocks * block_tokens, request.input_tokens - 1), ready
 
 
-def node_backlog(node: Node, now: float, block_tokens: int) -> tuple[float, set[int]]:
-    """Seconds until ``node`` has finished its current work item and prefilled
-    its queue (each queued request costed with what it will find cached), and
-    the prefix keys that will be on the node by then (in flight, being computed,
-    queued). A causal estimate: decode and admission limits are ignored."""
-    coming = set(node.inflight)
-    backlog = max(node.work_end - now, 0.0) if node.work != IDLE else 0.0
+def _landing_s(sim: Simulator, copy: Copy, now: float, depth: int) -> float:
+    """Seconds from now until a warm copy in flight lands (a causal estimate: a
+    copy waiting for its source starts when the source has computed the prefix)."""
+    transfer = copy.bytes / sim.nodes[copy.dst].spec.rdma_bw
+    if copy.state == MOVING and copy.rate > 0:
+        return copy.remaining / copy.rate
+    if copy.state != WAIT_SOURCE:
+        return transfer
+    source = sim.nodes[copy.src]
+    if depth == 0:
+        computed = node_backlog(sim, source, now, depth + 1)[1].get(copy.key)
+        if computed is not None:
+            return computed + transfer
+    wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
+    return wait + source.prefill_ewma_s * len(source.queue) + transfer
+
+
+def node_backlog(
+    sim: Simulator, node: Node, now: float, depth: int = 0
+) -> tuple[float, dict[int, float]]:
+    """Seconds until ``node`` has finished its current prefill or copy and prefilled
+    its queue (each queued request costed with what it will find cached, and not
+    before that has arrived), and the prefix keys that will be on the node, with
+    the seconds until they are (in flight, being computed, queued). A causal
+    estimate: decode and admission limits are ignored."""
+    bt = sim.block_tokens
+    coming = {key: _landing_s(sim, copy, now, depth) for key, copy in node.inflight.items()}
+    # a decode segment is cut at the next step when a request arrives (prefill priority)
+    backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY) else 0.0
     computing = node.computing
     if computing is not None:
-        coming.add(prefix_of(computing)[-1])
+        coming[prefix_of(computing)[-1]] = backlog
     costs = node.costs
     for queued in node.queue:
-        have = _cached_tokens(node, queued, coming, block_tokens)
-        backlog += costs.prefill_s(queued.input_tokens - have, have)
-        coming.add(prefix_of(queued)[-1])
+        have, ready = _cached(node, queued, coming, bt)
+        backlog = max(backlog, ready) + costs.prefill_s(queued.input_tokens - have, have)
+        coming.setdefault(prefix_of(queued)[-1], backlog)
     return backlog, coming
+
+
+def first_token_estimates(sim: Simulator, request: Request) -> list[tuple[float, float]]:
+    """(backlog, expected first-token time) in seconds from now, per node, for
+    ``request`` arriving now: the causal cost model of the observation."""
+    now = sim.now
+    bt = sim.block_tokens
+    out = []
+    for node in sim.nodes:
+        backlog, coming = node_backlog(sim, node, now)
+        have, ready = _cached(node, request, coming, bt)
+        start = max(backlog, ready)
+        # recompute rather than wait when that is sooner (as the simulator decides)
+        cold = node.cache.hbm_match(request.blocks) * bt
+        cold = min(cold, request.input_tokens - 1)
+        first = min(
+            start + node.costs.prefill_s(request.input_tokens - have, have),
+            backlog + node.costs.prefill_s(request.input_tokens - cold, cold),
+        )
+        out.append((backlog, first))
+    return out
 
 
 class TrafficTracker:
@@ -135,7 +184,6 @@ class ObservationEncoder:
         self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
-        self._first_token = [0.0] * n_nodes
 
     def reset(self) -> None:
         self.tracker.reset()
@@ -154,14 +202,11 @@ class ObservationEncoder:
         holders = 0
         i = 0
         nf = len(NODE_FEATURES)
-        bt = sim.block_tokens
-        first_token = self._first_token
+        estimates = first_token_estimates(sim, request)
         for j, node in enumerate(sim.nodes):
-            backlog, coming = node_backlog(node, now, bt)
-            have = _cached_tokens(node, request, coming, bt)
-            first_token[j] = backlog + node.costs.prefill_s(request.input_tokens - have, have)
+            backlog, first_token = estimates[j]
             out[i + 7] = log_seconds(backlog)
-            out[i + 8] = log_seconds(first_token[j])
+            out[i + 8] = log_seconds(first_token)
             load = node.running + len(node.queue)
             wait = node.estimated_wait_s(now)
             inflight = len(node.inflight)
@@ -176,9 +221,9 @@ class ObservationEncoder:
             out[i + 5] = 1.0 if key in node.inflight else 0.0
             out[i + 6] = 0.0 if node.work == IDLE else 1.0
             i += nf
-        best = min(first_token)
+        best = min(e[1] for e in estimates)
         for j in range(self.n_nodes):
-            out[j * nf + 9] = log_seconds(first_token[j] - best)
+            out[j * nf + 9] = log_seconds(estimates[j][1] - best)
         same_1, same_10, same_60, age = self.tracker.observe(key, now)
         out[i] = min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0)
         out[i + 1] = same_1 / (same_1 + 4.0)
