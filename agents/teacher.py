@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import deque
 
 from baselines.policy import Policy
-from envs.encoder import prefix_of
+from envs.encoder import first_token_estimates, prefix_of
 from envs.sim.node import IDLE
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
@@ -38,7 +38,11 @@ class CausalTeacher(Policy):
         z: float = 10.0,
         min_prefix_blocks: int = 16,
         max_nodes: int | None = None,
+        routing: str = "clock",
     ) -> None:
+        if routing not in ("clock", "backlog"):
+            raise ValueError(f"causal_teacher.routing must be clock or backlog, got {routing!r}")
+        self.routing = routing
         for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_nodes", max_nodes)):
             if value is None and name == "max_nodes":
                 continue
@@ -96,6 +100,11 @@ class CausalTeacher(Policy):
             if recurring and sources:
                 self._spread(sim, prefix, sources, self._max_nodes)
         choice, start, finish = self._earliest(sim, request, d, key)
+        if self.routing == "backlog":
+            estimates = first_token_estimates(sim, request)
+            choice = min(range(sim.n_nodes), key=lambda j: (estimates[j][1], sim.nodes[j].load, j))
+            start = now + estimates[choice][0]
+            finish = now + estimates[choice][1]
         free_at[choice] = finish
         if d and not sources:
             # This request computes the prefix: remember where, to copy from it later.
