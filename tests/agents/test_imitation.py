@@ -11,7 +11,7 @@ import envs  # noqa: F401  (registers the environments)
 from agents.algorithms import AgentSpec, build_model
 from agents.imitation import Demonstrations, ImitationSettings, collect, pretrain, run_imitation
 from agents.teacher import CausalTeacher
-from envs.encoder import prefix_of
+from envs.encoder import first_token_estimates, prefix_of
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -78,3 +78,33 @@ def test_run_imitation_on_route_env_and_empty_demos(window):
     assert stats["bc_steps"] == len(window.requests)
     with pytest.raises(ValueError, match="no demonstrations"):
         pretrain(model, Demonstrations(), ImitationSettings())
+
+
+def test_first_token_estimates_by_hand(window):
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+    decisions = sim.decisions()
+    first = next(decisions)
+    # llama-70b on 4xH100: 2 x 70.6e9 FLOP a token / (4 x 989e12 x 0.5) = 71.39 us a token
+    prefill_s = first.input_tokens * 2 * 70.6e9 / (4 * 989e12 * 0.5)
+    for backlog, first_token in first_token_estimates(sim, first):
+        assert backlog == 0.0
+        assert first_token == pytest.approx(prefill_s, rel=1e-9)
+    second = decisions.send(0)
+    estimates = first_token_estimates(sim, second)
+    left = max(prefill_s - (second.arrival_s - first.arrival_s), 0.0)
+    assert estimates[0][0] == pytest.approx(left, abs=1e-9)
+    assert [e[0] for e in estimates[1:]] == [0.0, 0.0, 0.0]
+
+
+def test_backlog_teacher_routes_to_the_soonest_first_token(window):
+    class Probe(CausalTeacher):
+        def decide(self, sim, request):
+            estimates = first_token_estimates(sim, request)
+            choice = super().decide(sim, request)
+            assert estimates[choice][1] == min(e[1] for e in estimates)
+            return choice
+
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+    Probe(routing="backlog").run(sim)
+    with pytest.raises(ValueError, match="routing"):
+        CausalTeacher(routing="psychic")
