@@ -152,7 +152,7 @@ class _NodeScoring:
             nn.init.orthogonal_(module.weight, gain=0.01)
             nn.init.zeros_(module.bias)
         self.optimizer = self.optimizer_class(  # type: ignore[attr-defined]
-            self.parameters(),
+            self.parameters(),  # type: ignore[attr-defined]
             lr=lr_schedule(1),
             **self.optimizer_kwargs,  # type: ignore[attr-defined]
         )
@@ -163,11 +163,11 @@ class _NodeScoring:
         return data
 
 
-class NodeScoringPolicy(_NodeScoring, ActorCriticPolicy):
+class NodeScoringPolicy(_NodeScoring, ActorCriticPolicy):  # type: ignore[misc]
     """PPO / A2C policy with the node-set body and per-node action heads."""
 
 
-class MaskableNodeScoringPolicy(_NodeScoring, MaskableActorCriticPolicy):
+class MaskableNodeScoringPolicy(_NodeScoring, MaskableActorCriticPolicy):  # type: ignore[misc]
     """MaskablePPO policy with the node-set body and per-node action heads."""
 
 

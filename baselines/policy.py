@@ -38,8 +38,7 @@ class Policy(ABC):
     def run(self, sim: Simulator) -> Any:
         """Reset on ``sim`` and serve its workload; returns the records."""
         self.reset(sim)
-        # Router.decide is typed "-> int"; sim.run also accepts None after sim.route().
-        return sim.run(self)  # type: ignore[arg-type]
+        return sim.run(self)
 
 
 POLICIES: dict[str, Callable[..., Policy]] = {}

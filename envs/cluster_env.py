@@ -149,7 +149,7 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
         reward = self._credit()
         if done:
             self._gen = None
-            obs = np.zeros(self.observation_space.shape, dtype=np.float32)
+            obs = np.zeros(self.observation_space.shape or (), dtype=np.float32)
         else:
             obs = self._observe()
         if self.render_mode is not None and self.sim is not None:

@@ -58,7 +58,7 @@ def render_rgb(sim: Simulator, history: list[tuple[float, list[int]]]) -> np.nda
             ax.legend(fontsize=7, loc="upper right")
         fig.tight_layout()
         fig.canvas.draw()
-        image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()
+        image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()  # type: ignore[attr-defined]
     finally:
         plt.close(fig)
     return image

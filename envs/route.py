@@ -93,10 +93,12 @@ class RouteEnv(ClusterEnv):
         policy decides on the simulator directly (its warms and evictions happen
         there, as in a direct run) and its node becomes the routing action."""
         assert self.sim is not None and self.request is not None
-        node = int(policy.decide(self.sim, self.request))
+        choice = policy.decide(self.sim, self.request)
+        # a policy that routed the request itself (sim.route) answers None
+        node = int(self.sim.records.node[self.request.index] if choice is None else choice)
         if isinstance(self.action_space, spaces.Discrete):
             return node
-        action = np.zeros(self.action_space.shape, dtype=np.int64)
+        action = np.zeros(self.action_space.shape or (), dtype=np.int64)
         action[0] = node
         return action
 
@@ -104,8 +106,12 @@ class RouteEnv(ClusterEnv):
         node = int(action)
         if not 0 <= node < self.n_nodes:
             raise ValueError(f"action {action!r} is outside Discrete({self.n_nodes})")
+        assert self.sim is not None and self.request is not None
+        routed = self.sim.records.node[self.request.index]
+        if routed >= 0 and routed != node:
+            raise ValueError(f"request was already routed to node {routed}, the action says {node}")
         try:
-            self.request = self._gen.send(node)
+            self.request = self._gen.send(None if routed >= 0 else node)
         except StopIteration:
             return True
         return False

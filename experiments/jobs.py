@@ -33,10 +33,17 @@ def sweep_group() -> str | None:
     return None
 
 
+def workload_params(cfg: Any) -> dict[str, Any]:
+    """The workload group's generator overrides as a plain dict."""
+    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
+    assert isinstance(params, dict)
+    return {str(k): v for k, v in params.items()}
+
+
 def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
     from envs.workloads.registry import windows
 
-    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
+    params = workload_params(cfg)
     return list(windows(cfg.workload.name, "test", int(cfg.workload.seed), limit, **params))
 
 

@@ -69,8 +69,8 @@ class RunLogger:
             return
         import wandb
 
-        columns = list(rows[0])
-        data = [[_plain(row.get(c)) for c in columns] for row in rows]
+        columns: list[str | int] = list(rows[0])
+        data = [[_plain(row.get(str(c))) for c in columns] for row in rows]
         self.run.log({key: wandb.Table(columns=columns, data=data)})
 
     def log_images(self, paths: Sequence[Path]) -> None:

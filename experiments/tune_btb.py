@@ -13,7 +13,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import cluster_of, register_configs, sim_of
-from experiments.jobs import run_dir
+from experiments.jobs import run_dir, workload_params
 
 register_configs()
 
@@ -28,7 +28,7 @@ def objective(cfg: DictConfig) -> float:
     n_nodes = int(cfg.cluster.n_nodes)
     if not 1 <= m <= n_nodes:
         raise ValueError(f"m must be in 1..{n_nodes} (the cluster's nodes), got {m}")
-    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
+    params = workload_params(cfg)
     windows = window_pool(
         cfg.workload.name, "train", int(cfg.workload.seed), cfg.workload.train_pool, params
     )

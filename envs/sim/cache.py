@@ -66,9 +66,9 @@ class PrefixCache:
         if not ram_capacity_blocks >= 0:
             raise ValueError(f"ram_capacity_blocks must be >= 0, got {ram_capacity_blocks!r}")
         self.root = Segment([], None, HBM, 0.0)
-        self.ram_capacity_blocks = (
-            ram_capacity_blocks if math.isinf(ram_capacity_blocks) else math.floor(ram_capacity_blocks)
-        )
+        if not math.isinf(ram_capacity_blocks):
+            ram_capacity_blocks = math.floor(ram_capacity_blocks)  # whole blocks only
+        self.ram_capacity_blocks = ram_capacity_blocks
         self.disk_tier = disk_tier
         self.blocks_in = [0, 0, 0]  # blocks per tier
         self._hbm_heap: list[tuple[float, int, Segment]] = []

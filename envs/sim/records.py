@@ -53,7 +53,7 @@ class Records:
         self.summary: dict[str, Any] = {}
 
     def finalize(self, sim: Simulator) -> None:
-        columns = list(zip(*self.admission)) if self.n else [[] for _ in range(6)]
+        columns: list[Any] = list(zip(*self.admission)) if self.n else [() for _ in range(6)]
         (
             self.admit_s,
             self.hit_hbm_tokens,

@@ -81,7 +81,9 @@ _GC = _RareGC()
 class Router(Protocol):
     """Anything that answers a decision point with a node index."""
 
-    def decide(self, sim: Simulator, request: Request) -> int: ...
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        """The node for ``request``, or None if the policy routed it with ``sim.route``."""
+        ...
 
 
 class Simulator:
@@ -165,7 +167,7 @@ class Simulator:
             pass
         return self.records
 
-    def decisions(self) -> Generator[Request, int, None]:
+    def decisions(self) -> Generator[Request, int | None, None]:
         """Yield each arriving request; ``send`` the chosen node index back."""
         if self._started:
             raise RuntimeError("a Simulator runs its workload once; build a new one")
@@ -180,7 +182,7 @@ class Simulator:
         self.done = True
         self.records.finalize(self)
 
-    def _loop(self) -> Generator[Request, int, None]:
+    def _loop(self) -> Generator[Request, int | None, None]:
         requests = self.requests
         n = len(requests)
         heap = self._heap

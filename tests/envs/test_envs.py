@@ -243,3 +243,22 @@ def test_bad_arguments_are_reported(window):
         env.step(7)
     with pytest.raises(ValueError, match="options\\['window'\\]"):
         env.reset(options={"window": 5})
+
+
+@pytest.mark.parametrize("env_id", ["btb/Route-v0", "btb/RouteWarm-v0"])
+def test_a_policy_that_routes_itself_acts_through_the_env(env_id, window):
+    """oracle_warm routes prefix-computing requests with sim.route and answers None."""
+    env = make(env_id, window).unwrapped
+    env.reset(seed=2, options={"window": 0})
+    policy = make_policy("oracle_warm")
+    policy.reset(env.sim)
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step(env.policy_action(policy))
+    direct_sim = Simulator(
+        setup_cluster("70b_h100x4"),
+        window,
+        SimConfig(),
+        np.random.default_rng(env._episode["sim_seed"]),
+    )
+    assert np.array_equal(env.sim.records.ttft_s, make_policy("oracle_warm").run(direct_sim).ttft_s)
