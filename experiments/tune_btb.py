@@ -10,7 +10,7 @@ Each job writes ``objective.json`` (thresholds, mean TTFT, the rows) to its fold
 from __future__ import annotations
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from experiments.config import cluster_of, register_configs, sim_of
 from experiments.jobs import run_dir, workload_params

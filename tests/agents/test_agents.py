@@ -115,11 +115,11 @@ def test_checkpoint_round_trip_and_errors(window, tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"algo": "sac", "env": "route"}, "agent.algo"),
-        ({"algo": "ppo", "env": "nowhere"}, "agent.env"),
+        ({"algo": "sac", "env": "route"}, r"agent\.algo"),
+        ({"algo": "ppo", "env": "nowhere"}, r"agent\.env"),
         ({"algo": "dqn", "env": "route_warm"}, "Discrete"),
         ({"algo": "maskable_ppo", "env": "route"}, "action masks"),
-        ({"algo": "ppo", "env": "route", "net": "cnn"}, "agent.net"),
+        ({"algo": "ppo", "env": "route", "net": "cnn"}, r"agent\.net"),
     ],
 )
 def test_agent_spec_rejects_bad_combinations(kwargs, message):
@@ -129,5 +129,5 @@ def test_agent_spec_rejects_bad_combinations(kwargs, message):
 
 def test_bad_hyperparameters_name_the_algorithm(window):
     spec = AgentSpec(algo="ppo", env="route")
-    with pytest.raises(ValueError, match="agent.hyperparams for ppo"):
+    with pytest.raises(ValueError, match=r"agent\.hyperparams for ppo"):
         build_model(spec, gym.make(spec.env_id, windows=[window]), {"not_a_knob": 1})
