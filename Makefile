@@ -1,6 +1,6 @@
 # btb-gym: every command sets up the virtual environment first if needed.
 #   make run    set up, then run the main job on the built-in workload
-#   make test   set up, then run the test suite
+#   make test   set up, then lint (ruff, mypy) and run the test suite
 #   make bench  set up, then run the throughput benchmark
 PYTHON ?= python3
 VENV ?= .venv
@@ -24,6 +24,8 @@ run: install
 	$(PY) -m experiments.compare
 
 test: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy envs baselines agents experiments
 	$(PY) -m pytest -q
 
 bench: install
@@ -31,4 +33,4 @@ bench: install
 
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy envs baselines experiments
+	$(VENV)/bin/mypy envs baselines agents experiments
