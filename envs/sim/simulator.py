@@ -22,7 +22,7 @@ from __future__ import annotations
 import gc
 import heapq
 import math
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Protocol
 
 import numpy as np
@@ -157,18 +157,17 @@ class Simulator:
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
         """Serve the whole workload, asking ``policy.decide(sim, request)`` at each arrival."""
-        decide = policy.decide
-        gen = self.decisions()
-        try:
-            request = next(gen)
-            while True:
-                request = gen.send(decide(self, request))
-        except StopIteration:
-            pass
+        for _ in self._drive(policy.decide):
+            pass  # the policy answers inside the loop: nothing is yielded
         return self.records
 
     def decisions(self) -> Generator[Request, int | None, None]:
         """Yield each arriving request; ``send`` the chosen node index back."""
+        return self._drive(None)
+
+    def _drive(
+        self, decide: Callable[[Simulator, Request], int | None] | None
+    ) -> Generator[Request, int | None, None]:
         if self._started:
             raise RuntimeError("a Simulator runs its workload once; build a new one")
         self._started = True
@@ -176,13 +175,17 @@ class Simulator:
         # collector would scan them again and again; run it rarely meanwhile.
         _GC.enter()
         try:
-            yield from self._loop()
+            yield from self._loop(decide)
         finally:
             _GC.leave()
         self.done = True
         self.records.finalize(self)
 
-    def _loop(self) -> Generator[Request, int | None, None]:
+    def _loop(
+        self, decide: Callable[[Simulator, Request], int | None] | None
+    ) -> Generator[Request, int | None, None]:
+        """The event loop. With ``decide`` the policy is called directly (the fast
+        path of :meth:`run`); without, each decision point is yielded."""
         requests = self.requests
         n = len(requests)
         heap = self._heap
@@ -209,7 +212,7 @@ class Simulator:
             self.now = t_arrival
             request = requests[i]
             self._pending = request
-            choice = yield request
+            choice = decide(self, request) if decide is not None else (yield request)
             if self._pending is None:  # routed during the decision by route()
                 if choice is not None:
                     raise ValueError(
