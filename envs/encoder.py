@@ -62,24 +62,60 @@ def prefix_of(request: Request) -> tuple[int, ...]:
     return blocks[:-1] if len(blocks) > 1 else blocks
 
 
+def prefix_key(request: Request) -> int:
+    """The chained id of :func:`prefix_of` (without building the tuple)."""
+    blocks = request.blocks
+    return blocks[-2] if len(blocks) > 1 else blocks[-1]
+
+
+HitMemo = dict[tuple[int, int], tuple[int, int]]
+"""(node, request index) -> (cache version, HBM blocks): HBM hits of queued
+requests, reused while the node's cache has not changed."""
+
+
+def _hbm_blocks(node: Node, request: Request, memo: HitMemo | None) -> int:
+    if memo is None:
+        return node.cache.hbm_match(request.blocks)
+    key = (node.index, request.index)
+    version = node.cache.version
+    hit = memo.get(key)
+    if hit is not None and hit[0] == version:
+        return hit[1]
+    blocks = node.cache.hbm_match(request.blocks)
+    memo[key] = (version, blocks)
+    return blocks
+
+
 def _cached(
-    node: Node, request: Request, coming: dict[int, float], block_tokens: int
+    node: Node,
+    request: Request,
+    coming: dict[int, float],
+    block_tokens: int,
+    memo: HitMemo | None = None,
 ) -> tuple[int, float]:
     """Prompt tokens ``request`` will find on ``node`` (its HBM hit, or its whole
     prefix if that is in flight to the node or computed there before it) and
     the seconds from now until they are there."""
-    prefix = prefix_of(request)
-    blocks = node.cache.hbm_match(request.blocks)
+    blocks = _hbm_blocks(node, request, memo)
     ready = 0.0
-    arriving = coming.get(prefix[-1])
-    if arriving is not None and len(prefix) > blocks:
-        blocks, ready = len(prefix), arriving
+    arriving = coming.get(prefix_key(request))
+    depth = len(request.blocks) - 1 or 1
+    if arriving is not None and depth > blocks:
+        blocks, ready = depth, arriving
     return min(blocks * block_tokens, request.input_tokens - 1), ready
 
 
-def _landing_s(sim: Simulator, copy: Copy, now: float, depth: int) -> float:
+def _landing_s(
+    sim: Simulator,
+    copy: Copy,
+    now: float,
+    depth: int,
+    memo: HitMemo | None = None,
+    sources: dict[int, dict[int, float]] | None = None,
+) -> float:
     """Seconds from now until a warm copy in flight lands (a causal estimate: a
-    copy waiting for its source starts when the source has computed the prefix)."""
+    copy waiting for its source starts when the source has computed the prefix).
+    ``sources`` caches the sources' own estimates within one observation."""
     transfer = copy.bytes / sim.nodes[copy.dst].spec.rdma_bw
     if copy.state == MOVING and copy.rate > 0:
         return copy.remaining / copy.rate
@@ -87,7 +123,12 @@ def _landing_s(sim: Simulator, copy: Copy, now: float, depth: int) -> float:
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:
-        computed = node_backlog(sim, source, now, depth + 1)[1].get(copy.key)
+        coming = sources.get(copy.src) if sources is not None else None
+        if coming is None:
+            coming = node_backlog(sim, source, now, depth + 1, memo)[1]
+            if sources is not None:
+                sources[copy.src] = coming
+        computed = coming.get(copy.key)
         if computed is not None:
             return computed + transfer
     wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
@@ -95,36 +136,75 @@ def _landing_s(sim: Simulator, copy: Copy, now: float, depth: int) -> float:
 
 
 def node_backlog(
-    sim: Simulator, node: Node, now: float, depth: int = 0
+    sim: Simulator,
+    node: Node,
+    now: float,
+    depth: int = 0,
+    memo: HitMemo | None = None,
+    sources: dict[int, dict[int, float]] | None = None,
 ) -> tuple[float, dict[int, float]]:
     """Seconds until ``node`` has finished its current prefill or copy and prefilled
     its queue (each queued request costed with what it will find cached, and not
     before that has arrived), and the prefix keys that will be on the node, with
     the seconds until they are (in flight, being computed, queued). A causal
-    estimate: decode and admission limits are ignored."""
+    estimate: decode and admission limits are ignored. ``memo`` caches queued
+    requests' HBM hits across calls."""
     bt = sim.block_tokens
-    coming = {key: _landing_s(sim, copy, now, depth) for key, copy in node.inflight.items()}
+    coming = {
+        key: _landing_s(sim, copy, now, depth, memo, sources)
+        for key, copy in node.inflight.items()
+    }
     # a decode segment is cut at the next step when a request arrives (prefill priority)
     backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY) else 0.0
     computing = node.computing
     if computing is not None:
-        coming[prefix_of(computing)[-1]] = backlog
-    costs = node.costs
-    for queued in node.queue:
-        have, ready = _cached(node, queued, coming, bt)
-        backlog = max(backlog, ready) + costs.prefill_s(queued.input_tokens - have, have)
-        coming.setdefault(prefix_of(queued)[-1], backlog)
+        coming[prefix_key(computing)] = backlog
+    prefill_s = node.costs.prefill_s
+    per_token = node.costs.prefill_s_per_token
+    linear = not node.costs.attention_s_coef  # prefill_s is n x per_token then
+    match = node.cache.hbm_match
+    version = node.cache.version
+    index = node.index
+    for queued in node.queue:  # _cached, inlined: this loop is the observation's hot spot
+        blocks = queued.blocks
+        n_blocks = len(blocks)
+        if memo is None:
+            hit = match(blocks)
+        else:
+            memo_key = (index, queued.index)
+            known = memo.get(memo_key)
+            if known is not None and known[0] == version:
+                hit = known[1]
+            else:
+                hit = match(blocks)
+                memo[memo_key] = (version, hit)
+        key = blocks[-2] if n_blocks > 1 else blocks[-1]
+        arriving = coming.get(key)
+        if arriving is not None and (n_blocks - 1 or 1) > hit:
+            hit = n_blocks - 1 or 1
+            if arriving > backlog:
+                backlog = arriving
+        n_in = queued.input_tokens
+        have = hit * bt
+        if have > n_in - 1:
+            have = n_in - 1
+        backlog += (n_in - have) * per_token if linear else prefill_s(n_in - have, have)
+        if key not in coming:
+            coming[key] = backlog
     return backlog, coming
 
 
-def first_token_estimates(sim: Simulator, request: Request) -> list[tuple[float, float]]:
+def first_token_estimates(
+    sim: Simulator, request: Request, memo: HitMemo | None = None
+) -> list[tuple[float, float]]:
     """(backlog, expected first-token time) in seconds from now, per node, for
     ``request`` arriving now: the causal cost model of the observation."""
     now = sim.now
     bt = sim.block_tokens
     out = []
+    sources: dict[int, dict[int, float]] = {}
     for node in sim.nodes:
-        backlog, coming = node_backlog(sim, node, now)
+        backlog, coming = node_backlog(sim, node, now, 0, memo, sources)
         have, ready = _cached(node, request, coming, bt)
         start = max(backlog, ready)
         # recompute rather than wait when that is sooner (as the simulator decides)
@@ -184,9 +264,11 @@ class ObservationEncoder:
         self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
+        self._hits: HitMemo = {}
 
     def reset(self) -> None:
         self.tracker.reset()
+        self._hits.clear()
         self.buffer[:] = 0.0
 
     def encode(self, sim: Simulator, request: Request) -> np.ndarray:
@@ -202,7 +284,7 @@ class ObservationEncoder:
         holders = 0
         i = 0
         nf = len(NODE_FEATURES)
-        estimates = first_token_estimates(sim, request)
+        estimates = first_token_estimates(sim, request, self._hits)
         for j, node in enumerate(sim.nodes):
             backlog, first_token = estimates[j]
             out[i + 7] = log_seconds(backlog)

@@ -77,6 +77,7 @@ class PrefixCache:
         self.used_copies_hbm: set[int] = set()
         self.used_copies_any: set[int] = set()
         self.evicted_hbm_blocks = 0
+        self.version = 0  # bumped by every change that can alter a match
 
     # ------------------------------------------------------------------ queries
     @property
@@ -125,6 +126,7 @@ class PrefixCache:
     # ------------------------------------------------------------------ updates
     def use(self, blocks: Sequence[int], n: int, now: float) -> None:
         """Bring the first ``n`` blocks (all cached) into HBM and mark them used."""
+        self.version += 1
         node = self.root
         pos = 0
         used_hbm = self.used_copies_hbm
@@ -154,6 +156,7 @@ class PrefixCache:
         """Make all of ``blocks`` (followed by the ids in ``tail``, blocks unique to
         this context) resident in HBM; the path is brought up and touched.
         Returns how many blocks were new to the cache."""
+        self.version += 1
         node = self.root
         pos = 0
         n = len(blocks)
@@ -194,6 +197,7 @@ class PrefixCache:
         excess = self.blocks_in[HBM] - capacity_blocks
         if excess <= 0:
             return 0
+        self.version += 1
         evicted = 0
         heap = self._hbm_heap
         while excess > 0 and heap:
@@ -253,6 +257,7 @@ class PrefixCache:
             node = child
         if start is None:
             return 0
+        self.version += 1
         before = self.blocks_in[HBM]
         stack = [start]
         order: list[Segment] = []
