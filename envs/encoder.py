@@ -73,38 +73,6 @@ HitMemo = dict[tuple[int, int], tuple[int, int]]
 requests, reused while the node's cache has not changed."""
 
 
-def _hbm_blocks(node: Node, request: Request, memo: HitMemo | None) -> int:
-    if memo is None:
-        return node.cache.hbm_match(request.blocks)
-    key = (node.index, request.index)
-    version = node.cache.version
-    hit = memo.get(key)
-    if hit is not None and hit[0] == version:
-        return hit[1]
-    blocks = node.cache.hbm_match(request.blocks)
-    memo[key] = (version, blocks)
-    return blocks
-
-
-def _cached(
-    node: Node,
-    request: Request,
-    coming: dict[int, float],
-    block_tokens: int,
-    memo: HitMemo | None = None,
-) -> tuple[int, float]:
-    """Prompt tokens ``request`` will find on ``node`` (its HBM hit, or its whole
-    prefix if that is in flight to the node or computed there before it) and
-    the seconds from now until they are there."""
-    blocks = _hbm_blocks(node, request, memo)
-    ready = 0.0
-    arriving = coming.get(prefix_key(request))
-    depth = len(request.blocks) - 1 or 1
-    if arriving is not None and depth > blocks:
-        blocks, ready = depth, arriving
-    return min(blocks * block_tokens, request.input_tokens - 1), ready
-
-
 def _landing_s(
     sim: Simulator,
     copy: Copy,
@@ -165,7 +133,7 @@ def node_backlog(
     match = node.cache.hbm_match
     version = node.cache.version
     index = node.index
-    for queued in node.queue:  # _cached, inlined: this loop is the observation's hot spot
+    for queued in node.queue:  # the observation's hot spot, kept flat
         blocks = queued.blocks
         n_blocks = len(blocks)
         if memo is None:
@@ -199,22 +167,37 @@ def first_token_estimates(
 ) -> list[tuple[float, float]]:
     """(backlog, expected first-token time) in seconds from now, per node, for
     ``request`` arriving now: the causal cost model of the observation."""
+    return [(backlog, first) for backlog, first, _ in _estimates(sim, request, memo)]
+
+
+def _estimates(
+    sim: Simulator, request: Request, memo: HitMemo | None
+) -> list[tuple[float, float, int]]:
+    """:func:`first_token_estimates` plus ``request``'s HBM hit (blocks) per node."""
     now = sim.now
     bt = sim.block_tokens
+    blocks = request.blocks
+    n_in = request.input_tokens
+    key = prefix_key(request)
+    depth = len(blocks) - 1 or 1
     out = []
     sources: dict[int, dict[int, float]] = {}
     for node in sim.nodes:
         backlog, coming = node_backlog(sim, node, now, 0, memo, sources)
-        have, ready = _cached(node, request, coming, bt)
+        hit = node.cache.hbm_match(blocks)
+        cold = min(hit * bt, n_in - 1)
+        have, ready = cold, 0.0
+        arriving = coming.get(key)
+        if arriving is not None and depth > hit:
+            have, ready = min(depth * bt, n_in - 1), arriving
         start = max(backlog, ready)
         # recompute rather than wait when that is sooner (as the simulator decides)
-        cold = node.cache.hbm_match(request.blocks) * bt
-        cold = min(cold, request.input_tokens - 1)
+        prefill_s = node.costs.prefill_s
         first = min(
-            start + node.costs.prefill_s(request.input_tokens - have, have),
-            backlog + node.costs.prefill_s(request.input_tokens - cold, cold),
+            start + prefill_s(n_in - have, have),
+            backlog + prefill_s(n_in - cold, cold),
         )
-        out.append((backlog, first))
+        out.append((backlog, first, hit))
     return out
 
 
@@ -275,44 +258,42 @@ class ObservationEncoder:
         """The observation for ``request`` arriving now (a view of the buffer;
         copy it to keep it)."""
         now = sim.now
-        out = self.buffer
-        blocks = request.blocks
-        n_blocks = len(blocks)
-        prefix = prefix_of(request)
-        key = prefix[-1]
-        depth = len(prefix)
+        n_blocks = len(request.blocks)
+        key = prefix_key(request)
+        depth = n_blocks - 1 or 1
         holders = 0
-        i = 0
-        nf = len(NODE_FEATURES)
-        estimates = first_token_estimates(sim, request, self._hits)
-        for j, node in enumerate(sim.nodes):
-            backlog, first_token = estimates[j]
-            out[i + 7] = log_seconds(backlog)
-            out[i + 8] = log_seconds(first_token)
+        estimates = _estimates(sim, request, self._hits)
+        best = min(e[1] for e in estimates)
+        values: list[float] = []
+        for node, (backlog, first_token, hit) in zip(sim.nodes, estimates):
             load = node.running + len(node.queue)
             wait = node.estimated_wait_s(now)
             inflight = len(node.inflight)
-            hit = node.cache.hbm_match(blocks)
             if hit >= depth:
                 holders += 1
-            out[i] = load / (load + 16.0)
-            out[i + 1] = wait / (wait + 1.0)
-            out[i + 2] = node.reserved_tokens / node.budget_tokens
-            out[i + 3] = inflight / (inflight + 1.0)
-            out[i + 4] = hit / n_blocks
-            out[i + 5] = 1.0 if key in node.inflight else 0.0
-            out[i + 6] = 0.0 if node.work == IDLE else 1.0
-            i += nf
-        best = min(e[1] for e in estimates)
-        for j in range(self.n_nodes):
-            out[j * nf + 9] = log_seconds(estimates[j][1] - best)
+            values += (
+                load / (load + 16.0),
+                wait / (wait + 1.0),
+                node.reserved_tokens / node.budget_tokens,
+                inflight / (inflight + 1.0),
+                hit / n_blocks,
+                1.0 if key in node.inflight else 0.0,
+                0.0 if node.work == IDLE else 1.0,
+                log_seconds(backlog),
+                log_seconds(first_token),
+                log_seconds(first_token - best),
+            )
         same_1, same_10, same_60, age = self.tracker.observe(key, now)
-        out[i] = min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0)
-        out[i + 1] = same_1 / (same_1 + 4.0)
-        out[i + 2] = same_10 / (same_10 + 16.0)
-        out[i + 3] = same_60 / (same_60 + 64.0)
-        out[i + 4] = age / (age + 10.0)
-        out[i + 5] = holders / self.n_nodes
+        values += (
+            min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0),
+            same_1 / (same_1 + 4.0),
+            same_10 / (same_10 + 16.0),
+            same_60 / (same_60 + 64.0),
+            age / (age + 10.0),
+            holders / self.n_nodes,
+        )
+        out = self.buffer
+        out[:] = values
         return out
 
 
@@ -358,7 +339,7 @@ class EpochEncoder:
 
     def record(self, stats: EpochStats, request: Request, now: float) -> None:
         """Count one arrival of the epoch (before it is routed)."""
-        key = prefix_of(request)[-1]
+        key = prefix_key(request)
         stats.arrivals += 1
         stats.per_key[key] = stats.per_key.get(key, 0) + 1
         _, same_10, _, _ = self.tracker.observe(key, now)
