@@ -1,0 +1,39 @@
+"""The shipped agents (agents/zoo/*) load, fit the current observation encoder and act."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.adapter import AgentPolicy
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
+AGENTS = sorted(p.name for p in ZOO.iterdir() if (p / "agent.json").is_file())
+SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_zoo_agent_serves_a_window(name):
+    folder = ZOO / name
+    assert (folder / "README.md").is_file()
+    assert (folder / "model.zip").stat().st_size < 1_000_000
+    agent = AgentPolicy.load(folder)
+    assert agent.name == name
+    window = synthetic_window(SMALL, window=2)
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+    records = agent.run(sim)
+    ttft = np.asarray(records.ttft_s)
+    assert ttft.size == len(window.requests) and np.isfinite(ttft).all()
+
+
+def test_route_warm_agent_warms_the_bursts_and_not_the_decoys():
+    agent = AgentPolicy.load(ZOO / "bc_route_warm")
+    window = synthetic_window(SMALL, window=2)
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+    agent.run(sim)
+    decoys = {r.blocks[-2] for r in window.requests if r.job_kind == "decoy"}
+    assert sim.copies and not any(c.key in decoys for c in sim.copies)
