@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from gymnasium import spaces
 
 from agents.algorithms import AgentSpec, load_agent
 from baselines.policy import Policy
@@ -39,6 +41,7 @@ class AgentPolicy(Policy):
         self._encoder: ObservationEncoder | None = None
         self._controller: EpochController | None = None
         self._masked = spec.algo == "maskable_ppo"
+        model.policy.set_training_mode(False)
 
     @classmethod
     def load(cls, folder: str | Path, name: str | None = None) -> AgentPolicy:
@@ -64,21 +67,40 @@ class AgentPolicy(Policy):
             if not controller.in_epoch(request):
                 if controller.epoch_end > -np.inf:
                     controller.close_epoch(sim)
-                obs = controller.observe(sim)
-                action, _ = self.model.predict(obs, deterministic=self.deterministic)
-                controller.apply(action, request.arrival_s)
+                controller.apply(self.act(controller.observe(sim)), request.arrival_s)
             return controller.route(sim, request)
         encoder = self._encoder
         assert encoder is not None, "reset() must be called before decide()"
         obs = encoder.encode(sim, request)
         if self.spec.env == "route":
-            action, _ = self.model.predict(obs, deterministic=self.deterministic)
-            return int(action)
-        if self._masked:
-            action, _ = self.model.predict(
-                obs, deterministic=self.deterministic, action_masks=route_warm_masks(sim, request)
-            )
-        else:
-            action, _ = self.model.predict(obs, deterministic=self.deterministic)
-        apply_route_warm(sim, request, action)
+            return int(self.act(obs))
+        mask = route_warm_masks(sim, request) if self._masked else None
+        apply_route_warm(sim, request, self.act(obs, mask))
         return None  # routed already, by apply_route_warm
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
+        """The model's action for one observation (and action mask).
+
+        Greedy actions skip SB3's ``predict`` (which builds a distribution object
+        per action dimension): the network's logits or Q-values, masked, then
+        argmax per dimension, which is what ``predict(deterministic=True)`` returns.
+        """
+        if not self.deterministic:
+            kwargs = {"action_masks": mask} if mask is not None else {}
+            action, _ = self.model.predict(obs, deterministic=False, **kwargs)
+            return action
+        policy = self.model.policy
+        with torch.no_grad():
+            obs_t = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
+            if self.spec.algo == "dqn":
+                scores = policy.q_net(obs_t)[0]
+            else:
+                features = policy.extract_features(obs_t, policy.pi_features_extractor)
+                scores = policy.action_net(policy.mlp_extractor.forward_actor(features))[0]
+            if mask is not None:
+                scores = scores.masked_fill(~torch.as_tensor(mask), -torch.inf)
+            space = self.model.action_space
+            if isinstance(space, spaces.Discrete):
+                return int(scores.argmax())
+            parts = torch.split(scores, [int(n) for n in space.nvec])
+            return np.array([int(part.argmax()) for part in parts])

@@ -3,8 +3,10 @@
     python -m experiments.compare [policies=cache_aware,btb] [setup=70b_h100x4]
         [workload=bursted_synthetic] [windows=5] [seed=0] [out_dir=PATH]
         [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
+        [agents=zoo|none|PATH,...]
 
-Runs every chosen policy (default: every registered baseline) on the first
+Runs every chosen policy (default: every registered baseline, plus the learned
+agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first
 ``windows`` test windows of the workload (0 = all of them), prints a table, and
 writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<time>``):
 
@@ -49,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "copy_model": "reference",
     "baseline": DEFAULT_BASELINE,
     "policy_kwargs": [],
+    "agents": ["zoo"],
     "charts": True,
     "progress": True,
 }
@@ -96,6 +99,26 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
     if baseline and baseline not in names:
         names.insert(0, baseline)
     return names
+
+
+ZOO = Path(__file__).resolve().parents[1] / "agents" / "zoo"
+
+
+def resolve_agents(items: Sequence[str]) -> list[Path]:
+    """Agent checkpoint folders: ``zoo`` means every agent shipped in agents/zoo/,
+    ``none`` (or nothing) none; anything else is a folder."""
+    folders: list[Path] = []
+    for item in items:
+        if item == "none":
+            continue
+        if item == "zoo":
+            folders += sorted(p.parent for p in ZOO.glob("*/agent.json"))
+            continue
+        folder = Path(item)
+        if not (folder / "agent.json").is_file():
+            raise UsageError(f"agents: {item!r} is not an agent checkpoint (no agent.json there)")
+        folders.append(folder)
+    return folders
 
 
 def default_out_dir(options: dict[str, Any], experiment: str) -> Path:
@@ -158,6 +181,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     names = resolve_policies(options)
     kwargs = policy_kwargs(options["policy_kwargs"], names)
     policies = {name: make_policy(name, **kwargs.get(name, {})) for name in names}
+    agent_dirs = resolve_agents(options["agents"])
+    if agent_dirs:
+        import torch
+
+        torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
+    for folder in agent_dirs:
+        from agents.adapter import AgentPolicy
+
+        agent = AgentPolicy.load(folder)
+        if agent.name in policies:
+            raise UsageError(f"agent {folder} is named {agent.name!r}, like a policy already run")
+        policies[agent.name] = agent
     config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
     limit = options["windows"] or None
     workload = options["workload"]
@@ -197,6 +232,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "config": {
             **options,
             "policies": names,
+            "agents": [str(folder) for folder in agent_dirs],
             "policy_kwargs": kwargs,
             "sim": {"causal_kv": config.causal_kv, "copy_model": config.copy_model},
             "windows_run": n_windows,

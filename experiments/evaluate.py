@@ -23,9 +23,12 @@ register_configs()
 
 
 def evaluate(cfg: DictConfig) -> float:
+    import torch
+
     from agents.adapter import AgentPolicy
     from experiments.tracking import RunLogger
 
+    torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     out_dir = run_dir(cfg, "evaluate")
     out_dir.mkdir(parents=True, exist_ok=True)
     agents = {}

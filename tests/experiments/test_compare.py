@@ -107,7 +107,7 @@ def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type
     out = tmp_path / "run"
     compare.main(
         ["policies=btb,oracle_warm", "windows=1", f"out_dir={out}", "progress=false",
-         "policy_kwargs=btb.m=3"]
+         "policy_kwargs=btb.m=3", "agents=none"]
     )  # fmt: skip
     payload = json.loads((out / "results.json").read_text())
     assert set(payload) == {"rows", "config"}
@@ -125,3 +125,19 @@ def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type
     for name in ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
     assert not list(out.glob(".*"))  # no temporary files left behind
+
+
+def test_compare_runs_the_zoo_agents_next_to_the_baselines(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "run"
+    compare.main(
+        ["policies=btb", "windows=1", f"out_dir={out}", "progress=false", "charts=false"]
+    )  # fmt: skip
+    payload = json.loads((out / "results.json").read_text())
+    zoo = sorted(p.parent.name for p in compare.ZOO.glob("*/agent.json"))
+    assert zoo, "agents/zoo ships at least one agent"
+    names = [row["policy"] for row in payload["rows"]]
+    for folder in zoo:
+        agent = json.loads((compare.ZOO / folder / "agent.json").read_text())
+        assert agent["name"] in names
+    with pytest.raises(UsageError, match="not an agent checkpoint"):
+        compare.main([f"agents={tmp_path}", "progress=false"])
