@@ -131,8 +131,9 @@ def default_out_dir(options: dict[str, Any], experiment: str) -> Path:
 
 def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     """The terminal table of a run."""
+    width = max([13, *(len(str(row["policy"])) for row in rows)])
     head = (
-        f"{'policy':<13} {'requests':>8} {'TTFT mean':>9} {'p50':>7} {'p95':>7} {'p99':>7} "
+        f"{'policy':<{width}} {'requests':>8} {'TTFT mean':>9} {'p50':>7} {'p95':>7} {'p99':>7} "
         f"{'e2e mean':>8} {'queue':>7} {'HBM hit':>7} {'copies':>6} {'warm hit':>8} "
         f"{'d mean%':>8} {'d p95%':>8}"
     )
@@ -143,7 +144,7 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
 
     for row in rows:
         lines.append(
-            f"{row['policy']:<13} {row['requests']:>8} {row['ttft_mean_s']:>9.3f} "
+            f"{row['policy']:<{width}} {row['requests']:>8} {row['ttft_mean_s']:>9.3f} "
             f"{row['ttft_p50_s']:>7.3f} {row['ttft_p95_s']:>7.3f} {row['ttft_p99_s']:>7.3f} "
             f"{row['e2e_mean_s']:>8.3f} {row['queue_mean_s']:>7.3f} {row['hbm_hit_rate']:>7.3f} "
             f"{row['warm_copies']:>6} {row['warm_hit_rate']:>8.3f} "
