@@ -105,6 +105,39 @@ class PrefixCache:
             break
         return counts[0], counts[1], counts[2]
 
+    def match_touch(self, blocks: Sequence[int], now: float) -> tuple[int, int, int]:
+        """:meth:`match`, also marking the HBM part used at ``now`` (as
+        ``use(blocks, hbm, now)`` would): one walk for the common all-HBM hit."""
+        counts = [0, 0, 0]
+        node = self.root
+        last_hbm = node
+        pos = 0
+        n = len(blocks)
+        used_hbm = self.used_copies_hbm
+        used_any = self.used_copies_any
+        while pos < n:
+            child = node.children.get(blocks[pos])
+            if child is None:
+                break
+            seg = child.blocks
+            end = pos + len(seg)
+            k = end - pos if end <= n and blocks[end - 1] == seg[-1] else _common(blocks, pos, seg)
+            tier = child.tier
+            counts[tier] += k
+            if tier == HBM:
+                child.last_used = now
+                last_hbm = child
+                if child.copy_id >= 0:
+                    used_any.add(child.copy_id)
+                    used_hbm.add(child.copy_id)
+            if k < len(seg):
+                break
+            pos = end
+            node = child
+        if last_hbm is not self.root and last_hbm.hbm_kids == 0:
+            self._push(self._hbm_heap, last_hbm)
+        return counts[0], counts[1], counts[2]
+
     def hbm_match(self, blocks: Sequence[int]) -> int:
         """Leading blocks of ``blocks`` cached in HBM."""
         node = self.root

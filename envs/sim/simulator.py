@@ -450,7 +450,7 @@ class Simulator:
         n_in = request.input_tokens
         node.running += 1
         node.reserved_tokens += n_in + request.output_tokens
-        hbm, ram, disk = cache.match(blocks)
+        hbm, ram, disk = cache.match_touch(blocks, t)
         cap = n_in - 1
         hbm_t = min(hbm * bt, cap)
         ram_t = min(ram * bt, cap - hbm_t)
@@ -473,7 +473,7 @@ class Simulator:
         else:
             ram_t = disk_t = 0
         hit = hbm_t + ram_t + disk_t
-        if used_blocks:
+        if used_blocks > hbm:  # bring the loaded RAM / disk runs up (HBM is touched)
             cache.use(blocks, used_blocks, t)
         new_tokens = n_in - hit
         prefill_s = costs.prefill_s(new_tokens, hit)
