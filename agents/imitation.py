@@ -38,8 +38,10 @@ class ImitationSettings:
     """Passes over the demonstrations."""
     batch_size: int = 256
     learning_rate: float = 1e-3
-    value_coef: float = 0.5
-    """Weight of the value regression next to the action cross-entropy."""
+    value_coef: float = 0.0
+    """Weight of the value regression next to the action cross-entropy. Keep 0 for the
+    node-set policies: their critic shares the body, and fitting the (large) returns
+    spoils the actor; a later RL fine-tune then needs a critic warm-up."""
     setups: list[str] = field(default_factory=list)
     """Extra setups to collect on (published names); the training env's own always."""
     workloads: list[str] = field(default_factory=list)

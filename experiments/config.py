@@ -102,7 +102,9 @@ class ImitationConf:
     epochs: int = 10
     batch_size: int = 256
     learning_rate: float = 1e-3
-    value_coef: float = 0.5
+    value_coef: float = 0.0
+    """Weight of the value regression; keep 0 with the node-set policy (its critic shares
+    the body, and fitting large returns spoils the actor)."""
     setups: list[str] = field(default_factory=list)
     """Extra published setups to collect demonstrations on."""
     workloads: list[str] = field(default_factory=list)
