@@ -81,23 +81,27 @@ class CacheAware(Policy):
 def cache_aware_choice(
     sim: Simulator, request: Request, balance_abs: float = 64, balance_rel: float = 1.5
 ) -> int:
-    nodes = sim.nodes
-    loads = [n.running + len(n.queue) for n in nodes]
-    high = max(loads)
-    if high > balance_abs and high > balance_rel * min(loads):
-        return least_loaded(sim)
     blocks = request.blocks
+    high = -1
+    low = 1 << 62
     best_match = -1
     best_load = 0
     ties: list[int] = []
-    for i, node in enumerate(nodes):
+    for i, node in enumerate(sim.nodes):
+        load = node.running + len(node.queue)
+        if load > high:
+            high = load
+        if load < low:
+            low = load
         match = node.cache.hbm_match(blocks)
-        if match > best_match or (match == best_match and loads[i] < best_load):
+        if match > best_match or (match == best_match and load < best_load):
             best_match = match
-            best_load = loads[i]
+            best_load = load
             ties = [i]
-        elif match == best_match and loads[i] == best_load:
+        elif match == best_match and load == best_load:
             ties.append(i)
+    if high > balance_abs and high > balance_rel * low:
+        return least_loaded(sim)
     if len(ties) == 1:
         return ties[0]
     return ties[int(sim.rng.random() * len(ties))]
