@@ -10,6 +10,7 @@ advance the simulator, return whether the episode ended) and ``_observe``.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -40,7 +41,7 @@ def sim_config(value: SimConfig | dict[str, Any] | None) -> SimConfig:
     return SimConfig(**value)
 
 
-class ClusterEnv(gym.Env):  # type: ignore[type-arg]
+class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     """Base class; see the subclasses' docstrings for the environment specs."""
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -258,14 +259,17 @@ class ClusterEnv(gym.Env):  # type: ignore[type-arg]
             self.np_random.bit_generator.state = state["rng_state"]
 
     # ------------------------------------------------------------------ subclass hooks
+    @abstractmethod
     def _start(self) -> np.ndarray:
-        raise NotImplementedError
+        """Advance to the first decision point; return the first observation."""
 
+    @abstractmethod
     def _act(self, action: Any) -> bool:
-        raise NotImplementedError
+        """Carry out ``action`` and advance; True when the episode has ended."""
 
+    @abstractmethod
     def _observe(self) -> np.ndarray:
-        raise NotImplementedError
+        """The observation at the current decision point (a fresh array)."""
 
 
 def _freeze(action: Any) -> Any:
