@@ -14,6 +14,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from agents.imitation_settings import ImitationSettings
 from envs.sim import ClusterSpec, SimConfig
 
 
@@ -94,26 +95,6 @@ class AgentConf:
 
 
 @dataclass
-class ImitationConf:
-    """Behavioural cloning from agents.teacher.CausalTeacher before RL (see agents/imitation.py)."""
-
-    episodes: int = 0
-    """Teacher episodes per (setup, workload) source; 0 switches pretraining off."""
-    epochs: int = 10
-    batch_size: int = 256
-    learning_rate: float = 1e-3
-    value_coef: float = 0.0
-    """Weight of the value regression; keep 0 with the node-set policy (its critic shares
-    the body, and fitting large returns spoils the actor)."""
-    setups: list[str] = field(default_factory=list)
-    """Extra published setups to collect demonstrations on."""
-    workloads: list[str] = field(default_factory=list)
-    """Extra workloads to collect demonstrations on (train split)."""
-    teacher: dict[str, Any] = field(default_factory=dict)
-    """CausalTeacher keyword arguments (x, z, min_prefix_blocks, max_nodes)."""
-
-
-@dataclass
 class LoggerConf:
     kind: str = "wandb"
     """wandb or none."""
@@ -157,7 +138,8 @@ class TrainConfig(_World):
     env: EnvConf = field(default_factory=EnvConf)
     agent: AgentConf = field(default_factory=AgentConf)
     train: TrainConf = field(default_factory=TrainConf)
-    imitation: ImitationConf = field(default_factory=ImitationConf)
+    imitation: ImitationSettings = field(default_factory=ImitationSettings)
+    """Behavioural cloning from agents.teacher.CausalTeacher before RL."""
     resume: str | None = None
     """A checkpoint folder to continue training from."""
 
