@@ -130,8 +130,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if window is None:
             window = int(self.np_random.integers(len(self.windows)))
         elif isinstance(window, Workload):
-            self.windows.append(window)
-            window = len(self.windows) - 1
+            known = [i for i, w in enumerate(self.windows) if w is window]
+            if not known:  # joins the pool, so a pickled episode can be replayed
+                self.windows.append(window)
+            window = known[0] if known else len(self.windows) - 1
         elif not (isinstance(window, (int, np.integer)) and 0 <= window < len(self.windows)):
             raise ValueError(
                 f"options['window'] must be a Workload or an index in 0..{len(self.windows) - 1}, "
