@@ -106,12 +106,8 @@ class RouteEnv(ClusterEnv):
         node = int(action)
         if not 0 <= node < self.n_nodes:
             raise ValueError(f"action {action!r} is outside Discrete({self.n_nodes})")
-        assert self.sim is not None and self.request is not None
-        routed = self.sim.records.node[self.request.index]
-        if routed >= 0 and routed != node:
-            raise ValueError(f"request was already routed to node {routed}, the action says {node}")
         try:
-            self.request = self._gen.send(None if routed >= 0 else node)
+            self.request = self._gen.send(node)
         except StopIteration:
             return True
         return False

@@ -41,10 +41,12 @@ def workload_params(cfg: Any) -> dict[str, Any]:
 
 
 def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
-    from envs.workloads.registry import windows
+    """The workload group's held-out test windows (``limit`` of them; None: all)."""
+    from envs.windows import window_pool
 
-    params = workload_params(cfg)
-    return list(windows(cfg.workload.name, "test", int(cfg.workload.seed), limit, **params))
+    return window_pool(
+        cfg.workload.name, "test", int(cfg.workload.seed), limit, workload_params(cfg)
+    )
 
 
 def evaluate_and_write(

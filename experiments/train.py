@@ -22,7 +22,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import cluster_of, register_configs
-from experiments.jobs import evaluate_and_write, run_dir, sweep_group
+from experiments.jobs import evaluate_and_write, run_dir, sweep_group, workload_params
 
 register_configs()
 
@@ -34,7 +34,7 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
         "node": cfg.cluster.node,
         "n_nodes": int(cfg.cluster.n_nodes),
         "workload": cfg.workload.name,
-        "workload_params": OmegaConf.to_container(cfg.workload.params, resolve=True),
+        "workload_params": workload_params(cfg),
         "data_seed": int(cfg.workload.seed),
         "sim": OmegaConf.to_container(cfg.sim, resolve=True),
         "reward_scale": float(cfg.env.reward_scale),

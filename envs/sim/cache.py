@@ -31,7 +31,6 @@ HBM = 0
 RAM = 1
 DISK = 2
 GONE = 3
-TIER_NAMES = ("hbm", "ram", "disk")
 
 
 class Segment:

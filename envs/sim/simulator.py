@@ -148,7 +148,8 @@ class Simulator:
         self._flow_version = 0
         self._order = 0
         self._started = False
-        self._pending: Request | None = None
+        self._pending: Request | None = None  # the decision's request, until routed
+        self._deciding: Request | None = None  # the decision's request
         self.done = False
         # Requests in the order their first token came out; readers (e.g. a
         # Gymnasium env crediting TTFT as it becomes known) keep their own cursor.
@@ -211,13 +212,15 @@ class Simulator:
                 break
             self.now = t_arrival
             request = requests[i]
-            self._pending = request
+            self._pending = self._deciding = request
             choice = decide(self, request) if decide is not None else (yield request)
+            self._deciding = None
             if self._pending is None:  # routed during the decision by route()
-                if choice is not None:
+                routed = self.records.node[request.index]
+                if choice is not None and choice != routed:
                     raise ValueError(
-                        f"request {request.request_id!r} was already routed with route(); "
-                        f"send None, not {choice!r}"
+                        f"request {request.request_id!r} was routed to node {routed} with "
+                        f"route(); the answer {choice!r} differs"
                     )
             else:
                 self._pending = None
@@ -237,13 +240,21 @@ class Simulator:
 
         For step-by-step drivers that act after routing (e.g. warm a prefix from
         the node that will compute it); the decision is then answered with
-        ``send(None)``.
+        ``send(None)`` (or with the same node). Routing again to the same node
+        does nothing; to another node is an error.
         """
-        request = self._pending
+        request = self._deciding
         if request is None:
-            raise RuntimeError("route() is only valid once, during a decision point")
+            raise RuntimeError("route() is only valid during a decision point")
         if not (isinstance(node, (int, np.integer)) and 0 <= node < self.n_nodes):
             raise ValueError(f"route: node must be in 0..{self.n_nodes - 1}, got {node!r}")
+        if self._pending is None:
+            routed = self.records.node[request.index]
+            if routed != node:
+                raise ValueError(
+                    f"route: request {request.request_id!r} is already routed to node {routed}"
+                )
+            return
         self._pending = None
         self._route(request, self.nodes[int(node)])
 

@@ -301,8 +301,9 @@ def test_route_during_a_decision_lets_a_driver_warm_from_the_chosen_node() -> No
     next(gen)
     assert sim.warm(0, 1, prefix) == "source_lacks_prefix"
     sim.route(0)  # node 0 is idle: A is admitted and starts computing P
-    with pytest.raises(RuntimeError, match="once"):
+    with pytest.raises(ValueError, match="already routed to node 0"):
         sim.route(1)
+    sim.route(0)  # the same node again: nothing happens
     assert sim.warm(0, 1, prefix) == "ok"  # the copy waits for A's prefill
     with pytest.raises(StopIteration):
         gen.send(None)
@@ -311,15 +312,21 @@ def test_route_during_a_decision_lets_a_driver_warm_from_the_chosen_node() -> No
     assert (copy.start_s, copy.land_s) == (pytest.approx(0.064), pytest.approx(0.096))
 
 
-def test_answering_after_route_with_a_node_is_refused() -> None:
+def test_answering_after_route_with_another_node_is_refused() -> None:
     p = Prompts()
     p.add(0.0, names("P", 1))
+    p.add(1.0, names("Q", 1))
     sim = Simulator(toy_cluster(), p.workload())
     gen = sim.decisions()
     next(gen)
     sim.route(1)
-    with pytest.raises(ValueError, match="already routed"):
+    gen.send(1)  # the node it was routed to: accepted
+    assert sim.records.node[0] == 1
+    sim.route(0)
+    with pytest.raises(ValueError, match="routed to node 0 with route"):
         gen.send(1)
+    with pytest.raises(RuntimeError, match="during a decision point"):
+        sim.route(0)
 
 
 def test_load_and_wait_views_at_a_decision_point() -> None:

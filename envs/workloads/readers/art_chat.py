@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from envs.workloads.readers.base import (
@@ -21,14 +20,13 @@ from envs.workloads.readers.base import (
     ReadReport,
     RowLocation,
     TraceFormat,
-    assemble_trace,
     get_hash_ids,
     get_int,
     get_number,
     get_str,
     output_tokens,
 )
-from envs.workloads.readers.sources import file_rows
+from envs.workloads.readers.sources import read_file
 from envs.workloads.request import Workload
 
 BLOCK_TOKENS = 256
@@ -63,7 +61,4 @@ def read_art_chat(
     name: str | None = None,
 ) -> Workload:
     """Read ART-Chat rows from ``.jsonl`` or ``.parquet`` into one :class:`Workload`."""
-    report = report if report is not None else ReadReport(source=str(path))
-    return assemble_trace(
-        file_rows(path), FORMAT, name or Path(path).stem, options=options, report=report
-    )
+    return read_file(path, FORMAT, options, report, name)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from envs.workloads.readers.base import (
@@ -23,14 +22,13 @@ from envs.workloads.readers.base import (
     RowLocation,
     RowParser,
     TraceFormat,
-    assemble_trace,
     get_hash_ids,
     get_int,
     get_number,
     get_str,
     output_tokens,
 )
-from envs.workloads.readers.sources import file_rows
+from envs.workloads.readers.sources import read_file
 from envs.workloads.request import Workload
 
 BLOCK_TOKENS = 16
@@ -72,7 +70,4 @@ def read_qwen_bailian(
     name: str | None = None,
 ) -> Workload:
     """Read a Qwen-Bailian JSONL trace into one :class:`Workload` (16-token blocks)."""
-    report = report if report is not None else ReadReport(source=str(path))
-    return assemble_trace(
-        file_rows(path), FORMAT, name or Path(path).stem, options=options, report=report
-    )
+    return read_file(path, FORMAT, options, report, name)

@@ -15,7 +15,15 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from envs.workloads.readers.base import MissingDependencyError, TraceFormatError
+from envs.workloads.readers.base import (
+    MissingDependencyError,
+    ReadOptions,
+    ReadReport,
+    TraceFormat,
+    TraceFormatError,
+    assemble_trace,
+)
+from envs.workloads.request import Workload
 
 PARQUET_BATCH_ROWS = 1024
 
@@ -103,3 +111,17 @@ def first_row(path: str | os.PathLike[str]) -> Mapping[str, Any] | None:
         if close is not None:
             close()
     return None
+
+
+def read_file(
+    path: str | os.PathLike[str],
+    fmt: TraceFormat,
+    options: ReadOptions | None = None,
+    report: ReadReport | None = None,
+    name: str | None = None,
+) -> Workload:
+    """Read a whole (single-window) trace file of format ``fmt`` into one Workload."""
+    report = report if report is not None else ReadReport(source=str(path))
+    return assemble_trace(
+        file_rows(path), fmt, name or Path(path).stem, options=options, report=report
+    )
