@@ -10,8 +10,9 @@ policy's own. Workload generation is not timed. Throughput is the best of
 table and writes ``bench.json`` to ``out_dir`` when given. Each environment
 then runs one episode on the same window with random actions (pre-drawn, so
 sampling is not timed) through ``gymnasium.make``: steps per second, best of
-``repeats``. A Thresholds-v0 step is a whole decision epoch (about a dozen
-requests on this window).
+``repeats``, and the simulated requests per second that implies. A
+Thresholds-v0 step is a whole decision epoch (about 13 requests on this window),
+so its steps/s is bounded by the simulator's requests/s over 13.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import resource
 import time
 from typing import Any
 
-from experiments._cli import main_guard, parse_args
+from experiments._cli import UsageError, main_guard, parse_args
 from experiments._io import write_json_atomic
 
 DEFAULTS: dict[str, Any] = {
@@ -83,7 +84,14 @@ def _bench_env(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
             _, _, done, _, _ = env.step(actions[steps])
             steps += 1
         best = max(best, steps / (time.perf_counter() - start))
-    return {"env_id": env_id, "steps": steps, "steps_per_s": best}
+    n = len(workload)
+    return {
+        "env_id": env_id,
+        "steps": steps,
+        "steps_per_s": best,
+        "requests": n,
+        "requests_per_s": best * n / steps,
+    }
 
 
 def _in_fresh_process(fn: Any, *args: Any) -> Any:
@@ -92,8 +100,32 @@ def _in_fresh_process(fn: Any, *args: Any) -> Any:
         return pool.apply(fn, args)
 
 
+def _check(options: dict[str, Any]) -> None:
+    """Fail before any run starts on options that cannot work."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+    from baselines import make_policy
+    from envs.sim import setup_cluster
+
+    if isinstance(options["repeats"], bool) or not (
+        isinstance(options["repeats"], int) and options["repeats"] >= 1
+    ):
+        raise UsageError(
+            f"experiments.bench: repeats must be an integer >= 1, got {options['repeats']!r}"
+        )
+    setup_cluster(options["setup"])
+    for name in options["policies"]:
+        make_policy(name)
+    known = sorted(k for k in gym.registry if k.startswith("btb/"))
+    for env_id in options["envs"]:
+        if env_id not in known:
+            raise UsageError(f"experiments.bench: unknown env {env_id!r} in envs (known: {known})")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.bench", DEFAULTS, argv)
+    _check(options)
     rows = [_in_fresh_process(_bench_sim, name, options) for name in options["policies"]]
     print(f"{'policy':<14} {'requests':>9} {'requests/s':>12} {'peak RSS MB':>12}")
     for row in rows:
@@ -104,9 +136,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result: dict[str, Any] = {"sim": rows}
     if options["envs"]:
         env_rows = [_in_fresh_process(_bench_env, env_id, options) for env_id in options["envs"]]
-        print(f"\n{'env':<20} {'steps/episode':>14} {'steps/s':>10}")
+        print(f"\n{'env':<20} {'steps/episode':>14} {'steps/s':>10} {'requests/s':>11}")
         for row in env_rows:
-            print(f"{row['env_id']:<20} {row['steps']:>14} {row['steps_per_s']:>10,.0f}")
+            print(
+                f"{row['env_id']:<20} {row['steps']:>14} {row['steps_per_s']:>10,.0f} "
+                f"{row['requests_per_s']:>11,.0f}"
+            )
         result["env"] = env_rows
     if options["out_dir"]:
         path = write_json_atomic(f"{options['out_dir']}/bench.json", result)
