@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
 from envs.sim import ClusterSpec, SimConfig
@@ -166,6 +167,12 @@ def register_configs() -> None:
     store.store(name="train_schema", node=TrainConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="tune_btb_schema", node=TuneBtbConfig)
+    # ``oc.select`` keeps an out_dir that is present but null; this falls back
+    # to the dated default instead (conf/*.yaml: hydra.run.dir, hydra.sweep.dir).
+    if not OmegaConf.has_resolver("btb_dir"):
+        OmegaConf.register_new_resolver(
+            "btb_dir", lambda chosen, default: default if chosen in (None, "") else chosen
+        )
 
 
 def cluster_of(cfg: Any) -> ClusterSpec:

@@ -274,3 +274,13 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
     assert list(files.glob("table/evaluation_*.table.json"))
     charts = {"_".join(p.name.split("_")[:2]) for p in files.glob("images/charts/*.png")}
     assert {"ttft_cdf", "ttft_reduction", "burst_timeline"} <= charts
+
+
+@pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
+def test_run_dir_defaults_to_dated_folder_without_out_dir(name: str) -> None:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=name, return_hydra_config=True)
+        chosen = compose(config_name=name, overrides=["out_dir=/tmp/x"], return_hydra_config=True)
+    assert str(cfg.hydra.run.dir).startswith(f"runs/{name}/20")
+    assert str(cfg.hydra.sweep.dir).startswith(f"multirun/{name}/20")
+    assert chosen.hydra.run.dir == "/tmp/x" and chosen.hydra.sweep.dir == "/tmp/x"
