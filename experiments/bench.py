@@ -46,7 +46,7 @@ def _bench_sim(policy_name: str, options: dict[str, Any]) -> dict[str, Any]:
     config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
     best = float("inf")
     n = 0
-    for _ in range(max(1, options["repeats"])):
+    for _ in range(options["repeats"]):
         workload = synthetic_window(window=options["window"])
         sim = Simulator(cluster, workload, config)
         policy = make_policy(policy_name)
@@ -74,7 +74,7 @@ def _bench_env(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
     env.action_space.seed(0)
     best = 0.0
     steps = 0
-    for repeat in range(max(1, options["repeats"])):
+    for repeat in range(options["repeats"]):
         env.reset(seed=repeat)
         actions = [env.action_space.sample() for _ in range(len(workload))]
         steps = 0
@@ -108,9 +108,7 @@ def _check(options: dict[str, Any]) -> None:
     from baselines import make_policy
     from envs.sim import setup_cluster
 
-    if isinstance(options["repeats"], bool) or not (
-        isinstance(options["repeats"], int) and options["repeats"] >= 1
-    ):
+    if options["repeats"] < 1:  # parse_args has made it an int
         raise UsageError(
             f"experiments.bench: repeats must be an integer >= 1, got {options['repeats']!r}"
         )

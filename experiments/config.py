@@ -167,7 +167,7 @@ def register_configs() -> None:
     store.store(name="train_schema", node=TrainConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="tune_btb_schema", node=TuneBtbConfig)
-    # ``oc.select`` keeps an out_dir that is present but null; this falls back
+    # out_dir is null unless given (``oc.select`` would keep the null); this falls back
     # to the dated default instead (conf/*.yaml: hydra.run.dir, hydra.sweep.dir).
     if not OmegaConf.has_resolver("btb_dir"):
         OmegaConf.register_new_resolver(
