@@ -69,15 +69,18 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 f"render_mode must be one of {self.metadata['render_modes']} or None, "
                 f"got {render_mode!r}"
             )
-        if not (reward_scale > 0 and math.isfinite(reward_scale)):
-            raise ValueError(f"reward_scale must be a positive number, got {reward_scale!r}")
-        if tail_penalty < 0 or copy_cost_per_gb < 0:
-            raise ValueError(
-                "tail_penalty and copy_cost_per_gb must be >= 0, "
-                f"got {tail_penalty!r}, {copy_cost_per_gb!r}"
-            )
+        check_number("reward_scale", reward_scale, positive=True)
+        if slo_s is not None:
+            check_number("slo_s", slo_s, positive=True)
+        check_number("tail_penalty", tail_penalty)
+        check_number("copy_cost_per_gb", copy_cost_per_gb)
         if tail_penalty and slo_s is None:
             raise ValueError("tail_penalty needs slo_s (the TTFT SLO in seconds)")
+        if n_windows is not None:
+            _check_int("n_windows", n_windows, minimum=1)
+        _check_int("data_seed", data_seed, minimum=0)
+        if seed is not None:
+            _check_int("seed", seed, minimum=0)
         self._kwargs = {
             "setup": setup,
             "workload": workload,
@@ -98,11 +101,18 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self.sim_config = sim_config(sim)
         self.n_nodes = len(self.cluster.nodes)
         if windows is not None:
+            if isinstance(windows, Workload):
+                windows = [windows]
             self.windows = list(windows)
             if not self.windows:
                 raise ValueError("windows is empty: give at least one Workload")
+            for i, w in enumerate(self.windows):
+                _check_window(w, f"windows[{i}]")
+            self._kwargs["windows"] = list(self.windows)  # an iterator would be spent
         else:
             self.windows = window_pool(workload, split, data_seed, n_windows, workload_params)
+            for i, w in enumerate(self.windows):
+                _check_window(w, f"window {i} of workload {workload!r} ({split} split)")
         self.reward_scale = float(reward_scale)
         self.slo_s = slo_s
         self.tail_penalty = float(tail_penalty)
@@ -115,6 +125,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._credited = 0
         self._copies_charged = 0
         self._episode: dict[str, Any] | None = None
+        self._workload: Workload | None = None
+        self._pending_ops: list[tuple[Any, ...]] = []
         self._history: list[tuple[float, list[int]]] = []
         self.invalid_actions = 0
 
@@ -126,29 +138,40 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             seed = self._default_seed
         super().reset(seed=seed)
         options = options or {}
-        window = options.get("window")
-        if window is None:
-            window = int(self.np_random.integers(len(self.windows)))
-        elif isinstance(window, Workload):
-            known = [i for i, w in enumerate(self.windows) if w is window]
-            if not known:  # joins the pool, so a pickled episode can be replayed
-                self.windows.append(window)
-            window = known[0] if known else len(self.windows) - 1
-        elif not (isinstance(window, (int, np.integer)) and 0 <= window < len(self.windows)):
-            raise ValueError(
-                f"options['window'] must be a Workload or an index in 0..{len(self.windows) - 1}, "
-                f"got {window!r}"
-            )
+        unknown = sorted(set(options) - {"window"})
+        if unknown:
+            raise ValueError(f"reset: unknown option(s) {unknown}; known: ['window']")
+        given = options.get("window")
+        # drawn even when the window is given, so that reset(seed=s, options={"window": i})
+        # replays the episode reset(seed=s) had when it drew window i
+        window: int | Workload = int(self.np_random.integers(len(self.windows)))
+        if isinstance(given, Workload):
+            _check_window(given, "options['window']")
+            # a window outside the pool is used for this episode only (never sampled later)
+            known = [i for i, w in enumerate(self.windows) if w is given]
+            window = known[0] if known else given
+        elif given is not None:
+            if isinstance(given, (bool, np.bool_)) or not (
+                isinstance(given, (int, np.integer)) and 0 <= given < len(self.windows)
+            ):
+                raise ValueError(
+                    "options['window'] must be a Workload or an index in "
+                    f"0..{len(self.windows) - 1}, got {given!r}"
+                )
+            window = int(given)
         sim_seed = int(self.np_random.integers(2**62))
-        self._episode = {"window": int(window), "sim_seed": sim_seed, "actions": []}
+        self._episode = {"window": window, "sim_seed": sim_seed, "actions": []}
         obs = self._begin_episode()
         return obs, self._info()
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         if self._gen is None or self._episode is None:
             raise RuntimeError("call reset() before step(), and again after an episode ends")
-        self._episode["actions"].append(_freeze(action))
-        done = self._act(action)
+        frozen = _freeze(action)
+        ops = tuple(self._pending_ops)
+        done = self._act(frozen)  # raises on an invalid action before changing anything
+        self._pending_ops = []
+        self._episode["actions"].append((ops, frozen) if ops else frozen)
         reward = self._credit()
         if done:
             self._gen = None
@@ -179,7 +202,9 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     # ------------------------------------------------------------------ internals
     def _begin_episode(self) -> np.ndarray:
         assert self._episode is not None
-        workload = self.windows[self._episode["window"]]
+        window = self._episode["window"]
+        workload = window if isinstance(window, Workload) else self.windows[window]
+        self._workload = workload
         self.sim = Simulator(
             self.cluster,
             workload,
@@ -189,6 +214,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._credited = 0
         self._copies_charged = 0
         self._history = []
+        self._pending_ops = []
         self.invalid_actions = 0
         self._gen = self.sim.decisions()
         return self._start()
@@ -210,19 +236,19 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             if slo is not None and ttft > slo:
                 tail += ttft - slo
         self._credited = len(log)
-        reward = -(total + self.tail_penalty * tail) / self.reward_scale
+        cost = total + self.tail_penalty * tail
         if self.copy_cost_per_gb and len(sim.copies) > self._copies_charged:
             copied = sum(c.bytes for c in sim.copies[self._copies_charged :])
             self._copies_charged = len(sim.copies)
-            reward -= self.copy_cost_per_gb * copied / 1e9
-        return float(reward)
+            cost += self.copy_cost_per_gb * copied / 1e9
+        return float(-cost / self.reward_scale)
 
     def _info(self) -> dict[str, Any]:
         sim = self.sim
         assert sim is not None and self._episode is not None
         return {
             "time_s": float(sim.now),
-            "window": self._episode["window"],
+            "window": window if isinstance(window := self._episode["window"], int) else -1,
             "requests_served": len(sim.first_token_log),
             "warm_copies": len(sim.copies),
             "invalid_actions": self.invalid_actions,
@@ -250,8 +276,15 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "actions": [],
         }
         self._begin_episode()
-        for action in episode["actions"]:
-            self._episode["actions"].append(action)
+        sim = self.sim
+        assert sim is not None
+        for entry in episode["actions"]:
+            self._episode["actions"].append(entry)
+            action = entry
+            if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], tuple):
+                ops, action = entry  # the policy's own simulator calls, then the action
+                for name, *args in ops:
+                    getattr(sim, name)(*args)
             if self._act(action):
                 self._gen = None
                 break
@@ -275,8 +308,48 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
 
 def _freeze(action: Any) -> Any:
-    if isinstance(action, np.ndarray):
-        return tuple(int(a) for a in action.ravel()) if action.ndim else int(action)
-    if isinstance(action, (np.integer, int)):
+    """An immutable copy of ``action`` for the replay history: an int, or a
+    tuple of ints. Raises ValueError for anything that is not whole numbers."""
+    if type(action) is int:
+        return action
+    if isinstance(action, np.integer):
         return int(action)
-    return action
+    a = np.asarray(action)
+    if a.dtype.kind == "b":
+        a = a.astype(np.int64)
+    elif a.dtype.kind not in "iu":
+        whole = a.dtype.kind == "f" and bool(np.all(np.isfinite(a)) and np.all(a == np.round(a)))
+        if not whole:
+            raise ValueError(f"action must be whole numbers, got {action!r}")
+        a = a.astype(np.int64)
+    if a.ndim == 0:
+        return int(a)
+    return tuple(a.ravel().tolist())
+
+
+def check_number(name: str, value: Any, positive: bool = False) -> None:
+    """``value`` must be a finite real number, > 0 if ``positive`` else >= 0."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+    if ok:
+        ok = math.isfinite(value) and (value > 0 if positive else value >= 0)
+    if not ok:
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+
+
+def _check_window(window: Any, where: str) -> None:
+    if not isinstance(window, Workload):
+        raise ValueError(f"{where} must be a Workload, got {type(window).__name__}")
+    if len(window.requests) == 0:
+        raise ValueError(
+            f"{where} ({window.name!r}) has no requests: an episode needs at least one"
+        )

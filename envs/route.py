@@ -42,14 +42,19 @@ class RouteEnv(ClusterEnv):
     ## Rewards
 
     Each request's TTFT is credited, as ``-ttft_s / reward_scale``, at the step
-    in which its first token comes out, so an episode's return is exactly
-    ``-(sum of TTFT) / reward_scale``. Optional: ``tail_penalty x (ttft - slo_s)``
-    for every request over the SLO, and ``copy_cost_per_gb`` per GB copied.
+    in which its first token comes out, so an episode's return is
+    ``-(sum of TTFT) / reward_scale`` (up to floating-point rounding: the terms
+    are summed per step, not in one go). Optional costs, divided by
+    ``reward_scale`` like the TTFT: ``tail_penalty x (ttft - slo_s)`` for every
+    request over the SLO, and ``copy_cost_per_gb`` per GB copied.
 
     ## Starting State
 
-    ``reset`` picks a window from the pool (uniformly with ``np_random``, or
-    ``options={"window": index_or_Workload}``) and an empty cluster.
+    ``reset`` picks a window from the pool uniformly with ``np_random``, and an
+    empty cluster. ``options={"window": i}`` takes pool window ``i`` instead,
+    with the simulator seed that ``reset(seed=s)`` would have used had it drawn
+    ``i``; ``options={"window": workload}`` runs any Workload for this episode
+    only (it never joins the pool; ``info["window"]`` is then -1).
 
     ## Episode End
 
@@ -92,10 +97,18 @@ class RouteEnv(ClusterEnv):
         """The action that lets a baseline ``policy`` act through this env: the
         policy decides on the simulator directly (its warms and evictions happen
         there, as in a direct run) and its node becomes the routing action."""
-        assert self.sim is not None and self.request is not None
-        choice = policy.decide(self.sim, self.request)
+        sim = self.sim
+        assert sim is not None and self.request is not None
+        # the policy's own warms, evictions and routing are journalled so that a
+        # pickled episode replays them before the action of the next step
+        sim.journal = []
+        try:
+            choice = policy.decide(sim, self.request)
+        finally:
+            self._pending_ops.extend(sim.journal)
+            sim.journal = None
         # a policy that routed the request itself (sim.route) answers None
-        node = int(self.sim.records.node[self.request.index] if choice is None else choice)
+        node = int(sim.records.node[self.request.index] if choice is None else choice)
         if isinstance(self.action_space, spaces.Discrete):
             return node
         action = np.zeros(self.action_space.shape or (), dtype=np.int64)
@@ -103,7 +116,11 @@ class RouteEnv(ClusterEnv):
         return action
 
     def _act(self, action: Any) -> bool:
-        node = int(action)
+        if type(action) is tuple and len(action) == 1:
+            action = action[0]
+        if type(action) is not int:
+            raise ValueError(f"action {action!r} is not a node of Discrete({self.n_nodes})")
+        node = action
         if not 0 <= node < self.n_nodes:
             raise ValueError(f"action {action!r} is outside Discrete({self.n_nodes})")
         try:

@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from baselines.btb import BTB
-from envs.cluster_env import ClusterEnv
+from envs.cluster_env import ClusterEnv, check_number
 from envs.encoder import EpochEncoder, EpochStats
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
@@ -47,7 +47,8 @@ class ThresholdsEnv(ClusterEnv):
     ## Rewards
 
     As ``btb/Route-v0``: TTFT credited as it becomes known, so the return is
-    exactly ``-(sum of TTFT) / reward_scale`` (plus optional penalties).
+    ``-(sum of TTFT) / reward_scale`` to floating-point rounding (plus optional
+    penalties).
 
     ## Starting State
 
@@ -69,8 +70,7 @@ class ThresholdsEnv(ClusterEnv):
     """
 
     def __init__(self, epoch_s: float = 1.0, **kwargs: Any) -> None:
-        if not epoch_s > 0:
-            raise ValueError(f"epoch_s must be > 0 seconds, got {epoch_s!r}")
+        check_number("epoch_s", epoch_s, positive=True)
         super().__init__(**kwargs)
         self._kwargs["epoch_s"] = epoch_s
         self.epoch_s = float(epoch_s)

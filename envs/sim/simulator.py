@@ -23,7 +23,7 @@ import gc
 import heapq
 import math
 from collections.abc import Callable, Generator
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -139,6 +139,9 @@ class Simulator:
         self.warm_refused: dict[str, int] = dict.fromkeys(WARM_REFUSALS, 0)
         self.evict_actions = 0
         self.evicted_by_action_blocks = 0
+        # when a list, route/warm/evict calls are appended to it as (name, *args),
+        # so a driver can replay a policy's actions (see envs.route.policy_action)
+        self.journal: list[tuple[Any, ...]] | None = None
         self.displaced_by_copies_blocks = 0
         self._heap: list[tuple[float, int, int, object, int]] = []
         self._seq = 0
@@ -248,6 +251,8 @@ class Simulator:
             raise RuntimeError("route() is only valid during a decision point")
         if not (isinstance(node, (int, np.integer)) and 0 <= node < self.n_nodes):
             raise ValueError(f"route: node must be in 0..{self.n_nodes - 1}, got {node!r}")
+        if self.journal is not None:
+            self.journal.append(("route", int(node)))
         if self._pending is None:
             routed = self.records.node[request.index]
             if routed != node:
@@ -271,6 +276,8 @@ class Simulator:
             raise ValueError(
                 f"warm: nodes must be in 0..{self.n_nodes - 1}, got src={src} dst={dst}"
             )
+        if self.journal is not None:
+            self.journal.append(("warm", int(src), int(dst), tuple(blocks)))
         refused = self.warm_refused
         if src == dst:
             refused["same_node"] += 1
@@ -311,6 +318,8 @@ class Simulator:
         (and what hangs below it) to host RAM; returns the blocks moved."""
         if not 0 <= node < self.n_nodes:
             raise ValueError(f"evict: node must be in 0..{self.n_nodes - 1}, got {node}")
+        if self.journal is not None:
+            self.journal.append(("evict", int(node), tuple(blocks), int(keep_blocks)))
         moved = self.nodes[node].cache.evict_prefix(blocks, keep_blocks)
         self.evict_actions += 1
         self.evicted_by_action_blocks += moved

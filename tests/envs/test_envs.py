@@ -72,7 +72,14 @@ def test_return_is_minus_total_ttft_over_scale(env_id, window):
 
 
 def test_tail_penalty_and_copy_cost_follow_their_formulas(window):
-    env = make("btb/RouteWarm-v0", window, slo_s=1.0, tail_penalty=3.0, copy_cost_per_gb=0.5)
+    env = make(
+        "btb/RouteWarm-v0",
+        window,
+        slo_s=1.0,
+        tail_penalty=3.0,
+        copy_cost_per_gb=0.5,
+        reward_scale=2.0,
+    )
     env.reset(seed=0)
     env.action_space.seed(1)
     total = 0.0
@@ -83,7 +90,7 @@ def test_tail_penalty_and_copy_cost_follow_their_formulas(window):
     sim = env.unwrapped.sim
     ttft = sim.records.ttft_s
     copied_gb = sum(c.bytes for c in sim.copies) / 1e9
-    expected = -(ttft.sum() + 3.0 * np.clip(ttft - 1.0, 0, None).sum()) - 0.5 * copied_gb
+    expected = -(ttft.sum() + 3.0 * np.clip(ttft - 1.0, 0, None).sum() + 0.5 * copied_gb) / 2.0
     assert sim.copies, "random warm actions should have made at least one copy"
     assert total == pytest.approx(expected, rel=1e-9)
 
@@ -262,3 +269,168 @@ def test_a_policy_that_routes_itself_acts_through_the_env(env_id, window):
         np.random.default_rng(env._episode["sim_seed"]),
     )
     assert np.array_equal(env.sim.records.ttft_s, make_policy("oracle_warm").run(direct_sim).ttft_s)
+
+
+def masked_sample(env, rng):
+    """A random RouteWarm action that respects ``action_masks()`` part by part."""
+    n = env.n_nodes
+    mask = env.action_masks()
+    action = [rng.choice(np.flatnonzero(mask[:n]))]
+    action += [rng.choice(np.flatnonzero(mask[n + 2 * k : n + 2 * k + 2])) for k in range(n)]
+    action.append(rng.choice(np.flatnonzero(mask[3 * n :])))
+    return np.array(action)
+
+
+def test_masked_random_play_is_never_refused(window):
+    """Warming onto the routed node when no node holds the prefix used to be
+    refused (the source would be the target); it is now a no-op."""
+    env = make("btb/RouteWarm-v0", window).unwrapped
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        _, _, done, _, info = env.step(masked_sample(env, rng))
+    assert env.sim.copies, "masked random play should still warm"
+    assert info["invalid_actions"] == 0
+    assert not any(env.sim.warm_refused.values())
+
+
+def test_a_given_workload_does_not_join_the_pool(window):
+    other = synthetic_window(SMALL, window=2)
+    env = make("btb/Route-v0", window).unwrapped
+    for _ in range(3):
+        _, info = env.reset(seed=0, options={"window": other})
+        assert info["window"] == -1
+    assert env.windows == [window]
+    assert env.sim.workload is other
+    for seed in range(5):  # later episodes sample the pool only
+        env.reset(seed=seed)
+        assert env.sim.workload is window
+
+
+def test_pickle_after_a_given_workload_continues_identically(window):
+    other = synthetic_window(SMALL, window=2)
+    env = make("btb/Route-v0", window).unwrapped
+    env.reset(seed=0, options={"window": other})
+    for node in (0, 1, 2):
+        env.step(node)
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.windows == [window] and clone.sim.workload.name == other.name
+    for k in range(6):
+        a, b = env.step(k % 4), clone.step(k % 4)
+        assert np.array_equal(a[0], b[0]) and a[1:] == b[1:]
+
+
+def test_a_given_window_index_replays_the_sampled_episode():
+    pool = [synthetic_window(SMALL, window=w) for w in (1, 2, 3)]
+    env = gym.make("btb/Route-v0", windows=pool).unwrapped
+    _, info = env.reset(seed=7)
+    drawn, sim_seed = info["window"], env._episode["sim_seed"]
+    env.reset(seed=7, options={"window": drawn})
+    assert env._episode["sim_seed"] == sim_seed
+
+
+def test_a_rejected_action_leaves_the_episode_picklable(window):
+    env = make("btb/RouteWarm-v0", window).unwrapped
+    env.reset(seed=0)
+    n = env.n_nodes
+    with pytest.raises(ValueError, match="route"):
+        env.step(np.array([n] + [0] * (n + 1)))
+    with pytest.raises(ValueError, match="warm onto node 1"):
+        env.step(np.array([0, 0, 2] + [0] * (n - 1)))
+    with pytest.raises(ValueError, match="whole numbers"):
+        env.step(np.array([0.5] * (n + 2)))
+    assert env._episode["actions"] == []
+    env.step(np.array([0] * (n + 2)))
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone._episode["actions"] == env._episode["actions"]
+
+
+def test_a_reused_action_list_is_recorded_by_value(window):
+    env = make("btb/Thresholds-v0", window).unwrapped
+    env.reset(seed=0)
+    action = [2, 1, 0, 0]
+    env.step(action)
+    action[0] = 3
+    env.step(np.array([0, 0, 1, 1]))
+    assert env._episode["actions"] == [(2, 1, 0, 0), (0, 0, 1, 1)]
+    route = make("btb/Route-v0", window).unwrapped
+    route.reset(seed=0)
+    route.step(np.array([2]))  # a one-element array is a node too
+    route.step(np.int64(1))
+    assert route._episode["actions"] == [(2,), 1]
+
+
+def test_pickle_keeps_the_warms_a_policy_made_on_the_simulator(window):
+    """btb warms through the simulator inside policy_action; a pickled episode
+    replays those calls, so the clone's simulator is in the same state."""
+    env = make("btb/RouteWarm-v0", window).unwrapped
+    env.reset(seed=11, options={"window": 0})
+    policy = make_policy("btb")
+    policy.reset(env.sim)
+    while len(env.sim.copies) < 2:
+        env.step(env.policy_action(policy))
+    clone = pickle.loads(pickle.dumps(env))
+    assert [(c.src, c.dst, c.blocks) for c in clone.sim.copies] == [
+        (c.src, c.dst, c.blocks) for c in env.sim.copies
+    ]
+    n = env.n_nodes
+    done = False
+    k = 0
+    while not done:  # the same plain actions from here on give the same TTFTs
+        action = np.array([k % n] + [0] * (n + 1))
+        a, b = env.step(action), clone.step(action)
+        assert a[1:] == b[1:]
+        done = a[2]
+        k += 1
+    assert np.array_equal(env.sim.records.ttft_s, clone.sim.records.ttft_s)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"reward_scale": "10"}, "reward_scale must be a finite number > 0"),
+        ({"reward_scale": float("inf")}, "reward_scale"),
+        ({"slo_s": -1.0}, "slo_s must be a finite number > 0"),
+        ({"slo_s": "1"}, "slo_s"),
+        ({"slo_s": 1.0, "tail_penalty": float("nan")}, "tail_penalty must be a finite number"),
+        ({"copy_cost_per_gb": float("inf")}, "copy_cost_per_gb"),
+        ({"copy_cost_per_gb": -0.5}, "copy_cost_per_gb must be a finite number >= 0"),
+        ({"seed": -1}, "seed must be >= 0"),
+        ({"seed": True}, "seed must be a whole number"),
+    ],
+)
+def test_bad_reward_and_seed_settings_name_the_field(window, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make("btb/Route-v0", window, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n_windows": 2.5}, "n_windows must be a whole number >= 1"),
+        ({"n_windows": 0}, "n_windows must be >= 1"),
+        ({"data_seed": -1}, "data_seed must be >= 0"),
+        ({"windows": ["x"]}, "windows\\[0\\] must be a Workload"),
+        ({"windows": []}, "windows is empty"),
+    ],
+)
+def test_bad_window_settings_name_the_field(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        gym.make("btb/Route-v0", **kwargs)
+
+
+def test_an_empty_window_is_reported_before_the_episode():
+    from envs.workloads.request import Workload
+
+    empty = Workload("empty", 256, [])
+    with pytest.raises(ValueError, match="windows\\[0\\] \\('empty'\\) has no requests"):
+        gym.make("btb/Route-v0", windows=[empty])
+    env = gym.make("btb/Route-v0", n_windows=1).unwrapped
+    with pytest.raises(ValueError, match="options\\['window'\\] \\('empty'\\) has no requests"):
+        env.reset(options={"window": empty})
+
+
+def test_thresholds_epoch_must_be_finite(window):
+    with pytest.raises(ValueError, match="epoch_s must be a finite number > 0"):
+        make("btb/Thresholds-v0", window, epoch_s=float("inf"))
