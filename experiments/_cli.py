@@ -64,11 +64,25 @@ def parse_args(
     return options
 
 
+def user_error_message(error: BaseException) -> str | None:
+    """The one-line message for a user's error (a bad value: ValueError, UsageError
+    included; the file system: a missing input file, an out_dir that cannot be
+    written), or None for anything else, which is a bug and keeps its traceback."""
+    if isinstance(error, ValueError):
+        return f"error: {error}"
+    if isinstance(error, OSError):
+        if error.strerror and error.filename is not None:
+            return f"error: {error.filename}: {error.strerror}"
+        return f"error: {error}"
+    return None
+
+
 def main_guard(fn: Any) -> int:
-    """Run an entry point, turning usage and validation errors into a clean exit."""
+    """Run an entry point; a user's error (see :func:`user_error_message`) is printed
+    as one line and exits with status 2."""
     try:
         fn()
-    except (UsageError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (ValueError, OSError) as error:
+        print(user_error_message(error), file=sys.stderr)
         return 2
     return 0

@@ -30,7 +30,7 @@ from envs.workloads.readers import (
 )
 from envs.workloads.stats import audit_windows
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._io import check_writable_dir, write_json_atomic
 
 COMMAND = "experiments.audit"
 DEFAULTS: dict[str, Any] = {
@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args(COMMAND, DEFAULTS, argv)
     if not options["path"]:
         raise UsageError(f"{COMMAND}: path=FILE is required")
+    if options["out_dir"]:
+        check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
     audit = audit_file(
         options["path"],
         format=options["format"],

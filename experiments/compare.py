@@ -30,7 +30,7 @@ from envs.sim import SETUPS, SimConfig
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments import charts
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._io import check_writable_dir, write_json_atomic
 from experiments.evaluation import (
     DEFAULT_BASELINE,
     PolicyRun,
@@ -179,6 +179,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
+    out_dir = (
+        Path(options["out_dir"]) if options["out_dir"] else default_out_dir(options, "compare")
+    )
+    check_writable_dir(out_dir, "experiments.compare: out_dir")
     names = resolve_policies(options)
     kwargs = policy_kwargs(options["policy_kwargs"], names)
     policies = {name: make_policy(name, **kwargs.get(name, {})) for name in names}
@@ -198,9 +202,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     limit = options["windows"] or None
     workload = options["workload"]
     n_windows = count_windows(workload, limit, options["workload_seed"])
-    out_dir = (
-        Path(options["out_dir"]) if options["out_dir"] else default_out_dir(options, "compare")
-    )
 
     bar = None
     if options["progress"]:

@@ -17,7 +17,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
-from experiments.jobs import evaluate_and_write, run_dir, sweep_group
+from experiments.jobs import evaluate_and_write, hydra_entry, run_dir, run_job, sweep_group
 
 register_configs()
 
@@ -30,9 +30,12 @@ def evaluate(cfg: DictConfig) -> float:
 
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     out_dir = run_dir(cfg, "evaluate")
-    out_dir.mkdir(parents=True, exist_ok=True)
     agents = {}
     for folder in cfg.checkpoint:
+        if not (Path(folder) / "agent.json").is_file():
+            raise ValueError(
+                f"checkpoint: {folder!r} is not an agent checkpoint (no agent.json there)"
+            )
         agent = AgentPolicy.load(folder)
         name = agent.name
         if name in agents:  # the same kind of agent twice: tell them apart by folder
@@ -60,8 +63,8 @@ def evaluate(cfg: DictConfig) -> float:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 def main(cfg: DictConfig) -> float:
-    return evaluate(cfg)
+    return run_job(evaluate, cfg)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(hydra_entry("experiments.evaluate", main))

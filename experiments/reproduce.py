@@ -36,7 +36,7 @@ import numpy as np
 from envs.sim import SETUPS, SimConfig
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._io import check_writable_dir, write_json_atomic
 from experiments.compare import default_out_dir
 from experiments.evaluation import evaluate_policies, split_windows
 
@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if options["out_dir"]
         else default_out_dir({**options, "setup": "all"}, "reproduce")
     )
+    check_writable_dir(out_dir, "experiments.reproduce: out_dir")
     bar = None
     if options["progress"]:
         from tqdm import tqdm

@@ -22,7 +22,14 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import cluster_of, register_configs
-from experiments.jobs import evaluate_and_write, run_dir, sweep_group, workload_params
+from experiments.jobs import (
+    evaluate_and_write,
+    hydra_entry,
+    run_dir,
+    run_job,
+    sweep_group,
+    workload_params,
+)
 
 register_configs()
 
@@ -107,7 +114,6 @@ def train(cfg: DictConfig) -> float:
     from experiments.tracking import RunLogger
 
     out_dir = run_dir(cfg, "train")
-    out_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(int(cfg.train.torch_threads))
     if cfg.env.vec not in ("dummy", "subproc"):
         raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
@@ -204,9 +210,9 @@ def train(cfg: DictConfig) -> float:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float:
-    value = train(cfg)
+    value = run_job(train, cfg)
     return value if np.isfinite(value) else float("inf")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(hydra_entry("experiments.train", main))

@@ -13,7 +13,7 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments.config import cluster_of, register_configs, sim_of
-from experiments.jobs import run_dir, workload_params
+from experiments.jobs import hydra_entry, run_dir, run_job, workload_params
 
 register_configs()
 
@@ -28,6 +28,7 @@ def objective(cfg: DictConfig) -> float:
     n_nodes = int(cfg.cluster.n_nodes)
     if not 1 <= m <= n_nodes:
         raise ValueError(f"m must be in 1..{n_nodes} (the cluster's nodes), got {m}")
+    out_dir = run_dir(cfg, "tune_btb")
     params = workload_params(cfg)
     windows = window_pool(
         cfg.workload.name, "train", int(cfg.workload.seed), cfg.workload.train_pool, params
@@ -45,7 +46,6 @@ def objective(cfg: DictConfig) -> float:
     )
     row = runs[0].row
     value = float(row["ttft_mean_s"])
-    out_dir = run_dir(cfg, "tune_btb")
     write_json_atomic(
         out_dir / "objective.json",
         {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value, "row": row},
@@ -56,8 +56,8 @@ def objective(cfg: DictConfig) -> float:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="tune_btb")
 def main(cfg: DictConfig) -> float:
-    return objective(cfg)
+    return run_job(objective, cfg)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(hydra_entry("experiments.tune_btb", main))

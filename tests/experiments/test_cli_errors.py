@@ -1,0 +1,132 @@
+"""User errors across the commands: caught before any run starts, reported in one
+line naming the option and where its value came from, with a nonzero exit; bugs
+keep their traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments import audit, bench, compare, costs, make_dataset, reproduce
+from experiments._cli import main_guard
+from experiments._io import check_writable_dir
+from experiments.config import register_configs
+from experiments.jobs import run_job
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+
+register_configs()
+
+
+@pytest.fixture
+def blocked(tmp_path: Path) -> Path:
+    """A folder path that runs through an existing regular file."""
+    (tmp_path / "afile").write_text("not a folder")
+    return tmp_path / "afile" / "run"
+
+
+def _never(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a run started although out_dir cannot be written")
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "patch"),
+    [
+        (compare, ["windows=1", "agents=none", "policies=least_load"], "evaluate_policies"),
+        (reproduce, ["setups=70b_h100x4", "jobs=1", "windows=1"], "_task"),
+        (make_dataset, ["workload=bursted_synthetic"], "window_rows"),
+        (bench, ["repeats=1", "envs="], "_in_fresh_process"),
+        (costs, [], "cost_table"),
+        (audit, ["path=" + __file__], "audit_file"),
+    ],
+)
+def test_unwritable_out_dir_fails_before_the_run(
+    module: Any,
+    args: list[str],
+    patch: str,
+    blocked: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(module, patch, _never)
+    assert main_guard(lambda: module.main([*args, f"out_dir={blocked}"])) == 2
+    err = capsys.readouterr().err
+    command = module.__name__
+    assert err == (
+        f"error: {command}: out_dir='{blocked}': {blocked.parent} is a file, not a folder\n"
+    )
+
+
+def test_check_writable_dir_creates_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b"
+    assert check_writable_dir(target, "x: out_dir") == target
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_os_errors_are_one_line_and_bugs_keep_their_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    assert main_guard(lambda: missing.open()) == 2
+    assert capsys.readouterr().err == f"error: {missing}: No such file or directory\n"
+    with pytest.raises(ZeroDivisionError):
+        main_guard(lambda: 1 / 0)
+    with pytest.raises(KeyError):
+        main_guard(lambda: {}["key"])
+
+
+def _compose(name: str, overrides: list[str]) -> Any:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+@pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
+def test_hydra_jobs_check_the_run_dir_first(name: str, blocked: Path) -> None:
+    from experiments import evaluate, train, tune_btb
+
+    fn = {"train": train.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
+    cfg = _compose(name, ["logger=none", "workload=tiny", f"out_dir={blocked}"])
+    with pytest.raises(
+        ValueError, match=rf"experiments\.{name}: out_dir=.*is a file, not a folder"
+    ):
+        fn[name](cfg)
+
+
+def test_hydra_job_user_errors_exit_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    def bad(cfg: Any) -> float:
+        raise ValueError("checkpoint: 'x' is not an agent checkpoint")
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_job(bad, None)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == "error: checkpoint: 'x' is not an agent checkpoint\n"
+
+    def bug(cfg: Any) -> float:
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        run_job(bug, None)
+
+
+def test_hydra_command_rejects_out_dir_before_hydra_starts(blocked: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", "logger=none", f"out_dir={blocked}"],
+        cwd=blocked.parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='{blocked}' (from the command line): "
+        f"{blocked.parent} is a file, not a folder\n"
+    )
