@@ -16,7 +16,6 @@ reported with the window they come from. Prints a table (or the JSON with
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from envs.workloads.readers import (
 )
 from envs.workloads.stats import audit_windows
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir, write_json_atomic
+from experiments._io import check_writable_dir, dumps_strict, write_json_atomic
 
 COMMAND = "experiments.audit"
 DEFAULTS: dict[str, Any] = {
@@ -153,7 +152,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         skip_bad_rows=options["skip_bad_rows"],
     )
     if options["json"]:
-        print(json.dumps(audit, indent=2))
+        print(dumps_strict(audit, indent=2))
     else:
         print(format_table(audit, per_window=options["per_window"]))
     if options["out_dir"]:

@@ -141,7 +141,7 @@ def make_dataset(
         for spec, rows in bar:
             file = files[spec.split]
             for row in rows:
-                file.write(json.dumps(row, separators=(",", ":")) + "\n")
+                file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
             counts[spec.split]["windows"] += 1
             counts[spec.split]["rows"] += len(rows)
             manifest.append(
