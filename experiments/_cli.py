@@ -22,21 +22,29 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def parse_value(text: str, default: Any) -> Any:
+    """``text`` as the type of ``default`` (bool strictly: true/yes/on/1 or
+    false/no/off/0); ValueError if it is not one. Other types: ``text`` itself."""
+    if isinstance(default, bool):
+        low = text.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError(text)
+    if isinstance(default, int):
+        return int(text)
+    if isinstance(default, float):
+        return float(text)
+    if isinstance(default, list):
+        return [item for item in text.split(",") if item]
+    return text
+
+
 def _parse(command: str, key: str, text: str, default: Any) -> Any:
     try:
-        if isinstance(default, bool):
-            low = text.lower()
-            if low in _TRUE:
-                return True
-            if low in _FALSE:
-                return False
-            raise ValueError(text)
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-        if isinstance(default, list):
-            return [item for item in text.split(",") if item]
+        if isinstance(default, (bool, int, float, list)):
+            return parse_value(text, default)
     except ValueError:
         kind = type(default).__name__
         raise UsageError(f"{command}: {key}={text!r} is not a valid {kind}") from None
