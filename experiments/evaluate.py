@@ -17,7 +17,14 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs
-from experiments.jobs import evaluate_and_write, hydra_entry, run_dir, run_job, sweep_group
+from experiments.jobs import (
+    check_world,
+    evaluate_and_write,
+    hydra_entry,
+    run_dir,
+    run_job,
+    sweep_group,
+)
 
 register_configs()
 
@@ -29,6 +36,7 @@ def evaluate(cfg: DictConfig) -> float:
     from experiments.tracking import RunLogger
 
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
+    check_world(cfg)
     out_dir = run_dir(cfg, "evaluate")
     agents = {}
     for folder in cfg.checkpoint:

@@ -65,6 +65,17 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
         raise SystemExit(2) from None
 
 
+def check_world(cfg: Any) -> None:
+    """Reject values the schema's types allow but no run can use (before any run)."""
+    for field, value in (("seed", cfg.seed), ("workload.seed", cfg.workload.seed)):
+        if value < 0:
+            raise ValueError(f"{field} must be >= 0 (a numpy seed), got {value}")
+    for field in ("train_pool", "eval_windows"):
+        value = cfg.workload[field]
+        if value is not None and value < 1:
+            raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
+
+
 def sweep_group() -> str | None:
     """The sweep folder's name in a multirun (the W&B group), else None."""
     from hydra.core.hydra_config import HydraConfig

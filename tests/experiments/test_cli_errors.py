@@ -130,3 +130,66 @@ def test_hydra_command_rejects_out_dir_before_hydra_starts(blocked: Path) -> Non
         f"error: experiments.evaluate: out_dir='{blocked}' (from the command line): "
         f"{blocked.parent} is a file, not a folder\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.total_timesteps=-5", r"train\.total_timesteps must be >= 0, got -5"),
+        ("train.checkpoint_every=-1", r"train\.checkpoint_every must be >= 0, got -1"),
+        ("train.torch_threads=0", r"train\.torch_threads must be >= 1, got 0"),
+        ("workload.train_pool=0", r"workload\.train_pool must be >= 1 or null \(all\), got 0"),
+        ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
+        ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
+        ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
+    ],
+)
+def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_path: Path) -> None:
+    from experiments.train import train
+
+    cfg = _compose("train", ["logger=none", "workload=tiny", override, f"out_dir={tmp_path}"])
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert list(tmp_path.iterdir()) == []  # rejected before the run folder is made
+
+
+def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from agents.algorithms import AgentSpec
+    from experiments._io import write_json_atomic
+    from experiments.train import train
+
+    checkpoint = tmp_path / "step_80"
+    write_json_atomic(checkpoint / "agent.json", asdict(AgentSpec("a2c", "route", timesteps=80)))
+    cfg = _compose(
+        "train",
+        ["logger=none", "workload=tiny", "agent=a2c", "train.total_timesteps=40",
+         f"resume={checkpoint}", f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"total_timesteps=40 is below the 80 steps .*resume="):
+        train(cfg)
+
+
+def test_tune_btb_search_space_for_m_must_fit_the_cluster() -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.tune_btb import check_thresholds, objective
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="tune_btb", overrides=["cluster=4xH100_x2"], return_hydra_config=True
+        )
+    assert cfg.hydra.sweeper.params.m == "int(interval(1, 4))"
+    HydraConfig.instance().set_config(cfg)
+    try:
+        space = r"hydra\.sweeper\.params\.m=int\(interval\(1, 4\)\) allows m up to 4, "
+        with pytest.raises(
+            ValueError, match=space + r"above the cluster's nodes, cluster\.n_nodes=2"
+        ):
+            check_thresholds(cfg)
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
+    with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
+        objective(one)
