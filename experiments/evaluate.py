@@ -16,7 +16,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import register_configs
+from experiments.config import register_configs, setup_label, workload_label
 from experiments.jobs import (
     check_world,
     evaluate_and_write,
@@ -50,11 +50,12 @@ def evaluate(cfg: DictConfig) -> float:
             name = f"{name}@{Path(folder).name}"
             agent.name = name
         agents[name] = agent
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     logger = RunLogger(
         cfg.logger,
         OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
         out_dir,
-        name=f"evaluate__{cfg.workload.name}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}",
+        name=f"{setup_label(cfg)}__{workload_label(cfg)}__evaluate__{cfg.seed}__{stamp}",
         job_type="evaluate",
         group=sweep_group(),
     )

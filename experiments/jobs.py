@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from experiments._cli import main_guard, user_error_message
 from experiments._io import check_writable_dir
-from experiments.config import cluster_of, sim_of
+from experiments.config import cluster_of, setup_label, sim_of, workload_label
 
 
 def run_dir(cfg: Any, kind: str) -> Path:
@@ -134,12 +134,11 @@ def evaluate_and_write(
             windows,
             sim_of(cfg),
             seed=int(cfg.seed),
-            workload=cfg.workload.name,
+            workload=workload_label(cfg),
             progress=bar.update,
+            setup_name=setup_label(cfg),
         )
     rows = [run.row for run in runs]
-    for row in rows:
-        row["setup"] = cfg.setup.name
     config = OmegaConf.to_container(cfg, resolve=True)
     write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config})
     charts = write_charts(runs, DEFAULT_BASELINE, out_dir)

@@ -21,7 +21,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import cluster_of, register_configs
+from experiments.config import cluster_of, register_configs, setup_label, workload_label
 from experiments.jobs import (
     check_world,
     evaluate_and_write,
@@ -194,7 +194,7 @@ def train(cfg: DictConfig) -> float:
                 print("behavioural cloning: " + ", ".join(f"{k}={v:.4g}" for k, v in bc.items()))
         remaining = int(cfg.train.total_timesteps) - int(model.num_timesteps)
         print(
-            f"training {spec.name} on {spec.env_id} ({cfg.setup.name}, {cfg.workload.name}): "
+            f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, {workload_label(cfg)}): "
             f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
         )
         callbacks = [

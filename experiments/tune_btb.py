@@ -14,7 +14,13 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from experiments.config import cluster_of, register_configs, sim_of
+from experiments.config import (
+    cluster_of,
+    register_configs,
+    setup_label,
+    sim_of,
+    workload_label,
+)
 from experiments.jobs import check_world, hydra_entry, run_dir, run_job, workload_params
 
 register_configs()
@@ -85,9 +91,10 @@ def objective(cfg: DictConfig) -> float:
         windows,
         sim_of(cfg),
         seed=int(cfg.seed),
-        workload=cfg.workload.name,
+        workload=workload_label(cfg),
         baseline=None,
         trace_window=None,
+        setup_name=setup_label(cfg),
     )
     row = runs[0].row
     value = float(row["ttft_mean_s"])
