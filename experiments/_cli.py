@@ -60,7 +60,8 @@ def parse_args(
     if any(a in {"-h", "--help"} for a in args):
         lines = [f"usage: python -m {command} [key=value ...]", "options (defaults):"]
         lines += [f"  {k}={v!r}" for k, v in defaults.items()]
-        raise SystemExit("\n".join(lines))
+        print("\n".join(lines))
+        raise SystemExit(0)
     for arg in args:
         key, sep, text = arg.partition("=")
         if not sep or not key:

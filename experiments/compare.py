@@ -130,6 +130,11 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
     if unknown:
         raise UsageError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(POLICIES))}")
     baseline = options["baseline"]
+    if baseline and baseline not in POLICIES:
+        raise UsageError(
+            f"experiments.compare: baseline={baseline!r} is not a policy; "
+            f"known: {', '.join(sorted(POLICIES))}"
+        )
     if baseline and baseline not in names:
         names.insert(0, baseline)
     return names
@@ -211,6 +216,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.compare", DEFAULTS, argv)
     if options["setup"] not in SETUPS:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
+    for key in ("seed", "workload_seed"):
+        if options[key] < 0:
+            raise UsageError(f"experiments.compare: {key} must be >= 0, got {options[key]}")
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
     out_dir = (

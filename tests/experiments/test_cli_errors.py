@@ -193,3 +193,49 @@ def test_tune_btb_search_space_for_m_must_fit_the_cluster() -> None:
     one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
     with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
         objective(one)
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        (
+            compare,
+            ["agents=none", "workload_seed=-1"],
+            "experiments.compare: workload_seed must be >= 0, got -1",
+        ),
+        (
+            compare,
+            ["agents=none", "baseline=nope"],
+            "experiments.compare: baseline='nope' is not a policy",
+        ),
+        (reproduce, ["workload_seeds=1,a"], "workload_seeds='1,a' must be integers >= 0"),
+        (reproduce, ["workload_seed=-3"], "workload_seed must be >= 0, got -3"),
+        (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
+    ],
+)
+def test_bad_options_name_their_field(
+    module: Any, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main_guard(lambda: module.main(args)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_audit_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"timestamp": 0, "hash_ids": []}\n{"note": "caf\xe9"}\n')
+    assert main_guard(lambda: audit.main([f"path={latin}"])) == 2
+    err = capsys.readouterr().err
+    assert "path=" in err and "line 2, column 14: byte 0xe9 is not UTF-8 text" in err
+    array = tmp_path / "array.jsonl"
+    array.write_text("[1, 2]\n")
+    assert main_guard(lambda: audit.main([f"path={array}"])) == 2
+    err = capsys.readouterr().err
+    assert "line 1, row: expected a JSON object, got list" in err and "line 0" not in err
+
+
+@pytest.mark.parametrize("module", [compare, reproduce, audit, costs, bench, make_dataset])
+def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m {module.__name__}")
