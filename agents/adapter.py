@@ -41,6 +41,8 @@ class AgentPolicy(Policy):
         self._encoder: ObservationEncoder | None = None
         self._controller: EpochController | None = None
         self._masked = spec.algo == "maskable_ppo"
+        self._sizes: list[int] = []
+        self._live_nodes = 0
         model.policy.set_training_mode(False)
 
     @classmethod
@@ -51,7 +53,45 @@ class AgentPolicy(Policy):
             policy.name = name
         return policy
 
+    @property
+    def trained_nodes(self) -> int:
+        """The node count of the cluster the agent was trained on (from its action space)."""
+        space = self.model.action_space
+        if isinstance(space, spaces.Discrete):
+            return int(space.n)
+        return int(space.nvec[2] if self.spec.env == "thresholds" else space.nvec[0])
+
+    def action_sizes(self, n_nodes: int) -> list[int]:
+        """How the network's output splits into action dimensions on ``n_nodes`` nodes.
+
+        The node-set network's per-node heads emit the live cluster's layout
+        (route: ``n`` logits; route_warm: ``[n] + [2] * n + [n + 1]``). The
+        threshold controller's heads read the pooled context, so their sizes stay
+        those it was trained with (its M choices are cut to the live node count in
+        :meth:`act`).
+        """
+        if self.spec.env == "route":
+            return [n_nodes]
+        if self.spec.env == "route_warm":
+            return [n_nodes] + [2] * n_nodes + [n_nodes + 1]
+        return [int(n) for n in self.model.action_space.nvec]
+
+    def _check_nodes(self, n_nodes: int) -> None:
+        trained = self.trained_nodes
+        if n_nodes == trained:
+            return
+        if self.spec.net != "set" or self.spec.algo == "dqn":
+            raise ValueError(
+                f"agent {self.name!r}: its network (agent.net={self.spec.net}, "
+                f"agent.algo={self.spec.algo}) is fixed to the {trained} nodes it was trained "
+                f"on; this cluster has {n_nodes} (only net=set with ppo, a2c or maskable_ppo "
+                "runs on other node counts)"
+            )
+
     def reset(self, sim: Simulator) -> None:
+        self._check_nodes(sim.n_nodes)
+        self._sizes = self.action_sizes(sim.n_nodes)
+        self._live_nodes = sim.n_nodes
         if self.spec.env == "thresholds":
             epoch_s = float(self.spec.env_kwargs.get("epoch_s", 1.0))
             self._controller = EpochController(sim.n_nodes, epoch_s)
@@ -81,13 +121,16 @@ class AgentPolicy(Policy):
     def act(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
         """The model's action for one observation (and action mask).
 
-        Greedy actions skip SB3's ``predict`` (which builds a distribution object
-        per action dimension): the network's logits or Q-values, masked, then
-        argmax per dimension, which is what ``predict(deterministic=True)`` returns.
+        The network's logits (or Q-values), masked, split by :meth:`action_sizes`
+        for the live cluster, then the argmax of each dimension (greedy, what
+        ``predict(deterministic=True)`` returns on the trained node count) or a
+        sample from it. SB3's ``predict`` is not used: it checks the observation
+        against the trained node count, and builds a distribution object per call.
         """
-        if not self.deterministic:
-            kwargs = {"action_masks": mask} if mask is not None else {}
-            action, _ = self.model.predict(obs, deterministic=False, **kwargs)
+        if not self._sizes:
+            raise RuntimeError("reset() must be called before act()")
+        if not self.deterministic and self.spec.algo == "dqn":
+            action, _ = self.model.predict(obs, deterministic=False)  # epsilon-greedy
             return action
         policy = self.model.policy
         with torch.no_grad():
@@ -99,8 +142,13 @@ class AgentPolicy(Policy):
                 scores = policy.action_net(policy.mlp_extractor.forward_actor(features))[0]
             if mask is not None:
                 scores = scores.masked_fill(~torch.as_tensor(mask), -torch.inf)
-            space = self.model.action_space
-            if isinstance(space, spaces.Discrete):
-                return int(scores.argmax())
-            parts = torch.split(scores, [int(n) for n in space.nvec])
-            return np.array([int(part.argmax()) for part in parts])
+            parts = list(torch.split(scores, self._sizes))
+            if self.spec.env == "thresholds":
+                parts[2] = parts[2][: self._live_nodes]  # M: at most the live cluster's nodes
+            if self.deterministic:
+                choice = [int(part.argmax()) for part in parts]
+            else:
+                choice = [int(torch.distributions.Categorical(logits=p).sample()) for p in parts]
+        if isinstance(self.model.action_space, spaces.Discrete):
+            return choice[0]
+        return np.array(choice)

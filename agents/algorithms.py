@@ -20,7 +20,7 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agents.networks import MaskableNodeScoringPolicy, NodeScoringPolicy, NodeSetExtractor
-from experiments._io import write_json_atomic
+from experiments._io import read_json, write_json_atomic
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "ppo": PPO,
@@ -127,7 +127,7 @@ def load_spec(folder: str | Path) -> AgentSpec:
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: not an agent checkpoint (no agent.json)")
     try:
-        data = json.loads(path.read_text())
+        data = read_json(path)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None
     return AgentSpec(**data)

@@ -22,21 +22,29 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def parse_value(text: str, default: Any) -> Any:
+    """``text`` as the type of ``default`` (bool strictly: true/yes/on/1 or
+    false/no/off/0); ValueError if it is not one. Other types: ``text`` itself."""
+    if isinstance(default, bool):
+        low = text.lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError(text)
+    if isinstance(default, int):
+        return int(text)
+    if isinstance(default, float):
+        return float(text)
+    if isinstance(default, list):
+        return [item for item in text.split(",") if item]
+    return text
+
+
 def _parse(command: str, key: str, text: str, default: Any) -> Any:
     try:
-        if isinstance(default, bool):
-            low = text.lower()
-            if low in _TRUE:
-                return True
-            if low in _FALSE:
-                return False
-            raise ValueError(text)
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-        if isinstance(default, list):
-            return [item for item in text.split(",") if item]
+        if isinstance(default, (bool, int, float, list)):
+            return parse_value(text, default)
     except ValueError:
         kind = type(default).__name__
         raise UsageError(f"{command}: {key}={text!r} is not a valid {kind}") from None
@@ -52,7 +60,8 @@ def parse_args(
     if any(a in {"-h", "--help"} for a in args):
         lines = [f"usage: python -m {command} [key=value ...]", "options (defaults):"]
         lines += [f"  {k}={v!r}" for k, v in defaults.items()]
-        raise SystemExit("\n".join(lines))
+        print("\n".join(lines))
+        raise SystemExit(0)
     for arg in args:
         key, sep, text = arg.partition("=")
         if not sep or not key:
@@ -64,11 +73,25 @@ def parse_args(
     return options
 
 
+def user_error_message(error: BaseException) -> str | None:
+    """The one-line message for a user's error (a bad value: ValueError, UsageError
+    included; the file system: a missing input file, an out_dir that cannot be
+    written), or None for anything else, which is a bug and keeps its traceback."""
+    if isinstance(error, ValueError):
+        return f"error: {error}"
+    if isinstance(error, OSError):
+        if error.strerror and error.filename is not None:
+            return f"error: {error.filename}: {error.strerror}"
+        return f"error: {error}"
+    return None
+
+
 def main_guard(fn: Any) -> int:
-    """Run an entry point, turning usage and validation errors into a clean exit."""
+    """Run an entry point; a user's error (see :func:`user_error_message`) is printed
+    as one line and exits with status 2."""
     try:
         fn()
-    except (UsageError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
+    except (ValueError, OSError) as error:
+        print(user_error_message(error), file=sys.stderr)
         return 2
     return 0

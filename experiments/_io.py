@@ -1,8 +1,16 @@
-"""Writing result files atomically, so a crash never leaves half a file behind."""
+"""Writing result files atomically, so a crash never leaves half a file behind, and
+checking before a run that its folder can be written.
+
+JSON written here is strict (RFC 8259), which has no infinity or NaN: an infinite
+float is written as the string ``"Infinity"`` or ``"-Infinity"`` (e.g. an
+unbounded ``host_ram_bytes``) and NaN, a statistic with no value, as ``null``.
+:func:`read_json` turns the two strings back into floats.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -33,6 +41,74 @@ def _umask() -> int:
     return mask
 
 
+INFINITIES = {"Infinity": math.inf, "-Infinity": -math.inf}
+
+
+def strict_json(value: Any) -> Any:
+    """``value`` with every non-finite float replaced as the module docstring says."""
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            return None
+        return "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {key: strict_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(item) for item in value]
+    return value
+
+
+def dumps_strict(payload: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of :func:`strict_json` (never a bare Infinity or NaN)."""
+    return json.dumps(strict_json(payload), allow_nan=False, **kwargs)
+
+
+def _revive(value: Any) -> Any:
+    if isinstance(value, str):
+        return INFINITIES.get(value, value)
+    if isinstance(value, dict):
+        return {key: _revive(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_revive(item) for item in value]
+    return value
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """A JSON file written by :func:`write_json_atomic`, infinities restored. Older
+    files with bare ``Infinity`` (Python's non-standard JSON) read the same."""
+    return _revive(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
 def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
-    """Write ``payload`` as indented JSON, atomically."""
-    return write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    """Write ``payload`` as indented strict JSON (see the module docstring), atomically."""
+    return write_text_atomic(path, dumps_strict(payload, indent=2, sort_keys=False) + "\n")
+
+
+class UnwritableDirError(ValueError):
+    """A run folder that cannot be created or written to."""
+
+
+def check_writable_dir(path: str | os.PathLike[str], what: str, source: str = "") -> Path:
+    """Fail now, not after a long run, when ``path`` cannot become a folder we write in.
+
+    ``what`` names the command and option (``experiments.compare: out_dir``),
+    ``source`` where the value came from (``the command line``), if not obvious.
+    Nothing is created: the nearest existing folder on the way is tried with a
+    temporary file, which is removed again.
+    """
+    target = Path(path)
+    label = f"{what}={str(path)!r}" + (f" (from {source})" if source else "")
+    existing = target
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # a dangling link: mkdir would fail on it
+            raise UnwritableDirError(f"{label}: {existing} is a broken symlink")
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UnwritableDirError(f"{label}: {existing} is a file, not a folder")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".btb-write-test.", dir=existing)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise UnwritableDirError(f"{label}: cannot write in {existing} ({reason})") from None
+    os.close(fd)
+    os.unlink(tmp)
+    return target

@@ -16,7 +16,6 @@ reported with the window they come from. Prints a table (or the JSON with
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,12 +24,14 @@ from envs.workloads.readers import (
     FORMATS,
     ReadOptions,
     ReadReport,
+    TraceFormatError,
     detect_format,
     iter_trace_windows,
 )
+from envs.workloads.readers.sources import file_rows
 from envs.workloads.stats import audit_windows
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._io import check_writable_dir, dumps_strict, write_json_atomic
 
 COMMAND = "experiments.audit"
 DEFAULTS: dict[str, Any] = {
@@ -43,6 +44,36 @@ DEFAULTS: dict[str, Any] = {
     "per_window": False,
     "skip_bad_rows": False,
 }
+
+
+def _detect(path: str) -> str:
+    """``detect_format``, but when no row is readable the error is the first bad row's
+    (with its line) rather than one about line 0."""
+    try:
+        return detect_format(path)
+    except TraceFormatError as error:
+        if error.line != 0:
+            raise
+    rows = file_rows(path)
+    first_bad = next((row for _, row in rows if isinstance(row, TraceFormatError)), None)
+    getattr(rows, "close", lambda: None)()
+    if first_bad is None:
+        raise UsageError(f"{COMMAND}: path={path!r} has no rows to detect the format from")
+    raise UsageError(
+        f"{COMMAND}: cannot detect the format, no row is readable; the first: {first_bad}"
+    )
+
+
+def _not_utf8(path: str, error: UnicodeDecodeError) -> str:
+    """Where the first byte that is not UTF-8 is: line and column (1-based) and the byte."""
+    with open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                byte = line[bad.start]
+                return f"line {number}, column {bad.start + 1}: byte 0x{byte:02x} is not UTF-8 text"
+    return f"not UTF-8 text ({error.reason})"  # e.g. a compressed file's content
 
 
 def audit_file(
@@ -61,11 +92,14 @@ def audit_file(
         raise UsageError(f"{COMMAND}: min_blocks must be >= 1, got {min_blocks}")
     if not window_s > 0:
         raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
-    name = detect_format(path) if format == "auto" else format
-    report = ReadReport(source=path)
-    options = ReadOptions(skip_bad_rows=skip_bad_rows)
-    windows = iter_trace_windows(path, format=name, options=options, report=report)
-    result = audit_windows(windows, min_blocks=min_blocks, window_s=window_s)
+    try:
+        name = _detect(path) if format == "auto" else format
+        report = ReadReport(source=path)
+        options = ReadOptions(skip_bad_rows=skip_bad_rows)
+        windows = iter_trace_windows(path, format=name, options=options, report=report)
+        result = audit_windows(windows, min_blocks=min_blocks, window_s=window_s)
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{COMMAND}: path={path!r}: {_not_utf8(path, error)}") from None
     return {
         "path": path,
         "format": name,
@@ -143,6 +177,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args(COMMAND, DEFAULTS, argv)
     if not options["path"]:
         raise UsageError(f"{COMMAND}: path=FILE is required")
+    if options["out_dir"]:
+        check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
     audit = audit_file(
         options["path"],
         format=options["format"],
@@ -151,7 +187,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         skip_bad_rows=options["skip_bad_rows"],
     )
     if options["json"]:
-        print(json.dumps(audit, indent=2))
+        print(dumps_strict(audit, indent=2))
     else:
         print(format_table(audit, per_window=options["per_window"]))
     if options["out_dir"]:

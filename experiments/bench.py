@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._io import check_writable_dir, write_json_atomic
 
 DEFAULTS: dict[str, Any] = {
     "out_dir": "",
@@ -112,6 +112,8 @@ def _check(options: dict[str, Any]) -> None:
         raise UsageError(
             f"experiments.bench: repeats must be an integer >= 1, got {options['repeats']!r}"
         )
+    if options["out_dir"]:
+        check_writable_dir(options["out_dir"], "experiments.bench: out_dir")
     setup_cluster(options["setup"])
     for name in options["policies"]:
         make_policy(name)

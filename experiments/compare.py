@@ -20,6 +20,7 @@ writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<tim
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,8 +30,8 @@ from baselines.policy import POLICIES, make_policy
 from envs.sim import SETUPS, SimConfig
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments import charts
-from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._cli import UsageError, main_guard, parse_args, parse_value
+from experiments._io import check_writable_dir, write_json_atomic
 from experiments.evaluation import (
     DEFAULT_BASELINE,
     PolicyRun,
@@ -73,8 +74,41 @@ def _literal(text: str) -> Any:
     return text
 
 
+def _setting_value(policy: str, key: str, text: str, item: str) -> Any:
+    """``text`` parsed to the type of the policy's constructor setting ``key``:
+    bools strictly (true/false/yes/no/on/off/1/0), ints, floats; None where allowed."""
+    factory = POLICIES.get(policy)
+    if factory is None:
+        return _literal(text)
+    params = inspect.signature(factory).parameters
+    if key not in params:
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return _literal(text)
+        known = ", ".join(k for k, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD)
+        raise UsageError(
+            f"policy_kwargs: {item!r}: {policy} has no setting {key!r} (settings: {known or '-'})"
+        )
+    param = params[key]
+    annotation = param.annotation
+    if not isinstance(annotation, str):
+        annotation = inspect.formatannotation(annotation)
+    kinds = {part.strip() for part in annotation.split("|")}
+    if text.lower() in {"none", "null"} and ("None" in kinds or param.default is None):
+        return None
+    for kind, example in (("bool", False), ("int", 0), ("float", 0.0)):
+        if kind in kinds or type(param.default) is type(example):
+            try:
+                return parse_value(text, example)
+            except ValueError:
+                raise UsageError(
+                    f"policy_kwargs: {policy}.{key}={text!r} is not a valid {kind}"
+                ) from None
+    return _literal(text)
+
+
 def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``["btb.m=2", "dynamo.temperature=0.5"]`` -> ``{"btb": {"m": 2}, ...}``."""
+    """``["btb.m=2", "dynamo.temperature=0.5"]`` -> ``{"btb": {"m": 2}, ...}``, each
+    value parsed to the type of the policy's setting."""
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         target, sep, value = item.partition("=")
@@ -86,7 +120,7 @@ def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, di
                 f"policy_kwargs: {item!r} names policy {policy!r}, which is not being run "
                 f"(policies: {', '.join(policies)})"
             )
-        out.setdefault(policy, {})[key] = _literal(value)
+        out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item)
     return out
 
 
@@ -96,6 +130,11 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
     if unknown:
         raise UsageError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(POLICIES))}")
     baseline = options["baseline"]
+    if baseline and baseline not in POLICIES:
+        raise UsageError(
+            f"experiments.compare: baseline={baseline!r} is not a policy; "
+            f"known: {', '.join(sorted(POLICIES))}"
+        )
     if baseline and baseline not in names:
         names.insert(0, baseline)
     return names
@@ -177,8 +216,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.compare", DEFAULTS, argv)
     if options["setup"] not in SETUPS:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
+    for key in ("seed", "workload_seed"):
+        if options[key] < 0:
+            raise UsageError(f"experiments.compare: {key} must be >= 0, got {options[key]}")
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
+    out_dir = (
+        Path(options["out_dir"]) if options["out_dir"] else default_out_dir(options, "compare")
+    )
+    check_writable_dir(out_dir, "experiments.compare: out_dir")
     names = resolve_policies(options)
     kwargs = policy_kwargs(options["policy_kwargs"], names)
     policies = {name: make_policy(name, **kwargs.get(name, {})) for name in names}
@@ -198,9 +244,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     limit = options["windows"] or None
     workload = options["workload"]
     n_windows = count_windows(workload, limit, options["workload_seed"])
-    out_dir = (
-        Path(options["out_dir"]) if options["out_dir"] else default_out_dir(options, "compare")
-    )
 
     bar = None
     if options["progress"]:

@@ -16,7 +16,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
-from envs.sim import ClusterSpec, SimConfig
+from envs.sim import SETUPS, ClusterSpec, SimConfig
 
 
 @dataclass
@@ -178,6 +178,30 @@ def register_configs() -> None:
 def cluster_of(cfg: Any) -> ClusterSpec:
     """The cluster the model and cluster groups describe."""
     return ClusterSpec.uniform(cfg.model.name, cfg.cluster.node, int(cfg.cluster.n_nodes))
+
+
+def setup_label(cfg: Any) -> str:
+    """The setup a run simulated, for result rows and run names: the published setup's
+    name (as ``experiments.compare`` writes it) when the model and cluster groups are
+    that setup's, else ``MODEL_NODE_xN`` (``llama-3.3-70b_4xH100_x6``)."""
+    model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), int(cfg.cluster.n_nodes)
+    chosen = (model, node, n_nodes)
+    if SETUPS.get(cfg.setup.name) == chosen:
+        return str(cfg.setup.name)
+    same = [name for name, spec in SETUPS.items() if spec == chosen]
+    return same[0] if same else f"{model}_{node}_x{n_nodes}"
+
+
+def workload_label(cfg: Any) -> str:
+    """The workload a run used: its registered name, followed by the generator
+    parameters the workload group changes, if any
+    (``bursted_synthetic[n_bursts=2,burst_requests=40]``)."""
+    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
+    assert isinstance(params, dict)
+    if not params:
+        return str(cfg.workload.name)
+    changed = ",".join(f"{key!s}={value!s}" for key, value in params.items())
+    return f"{cfg.workload.name}[{changed}]"
 
 
 def sim_of(cfg: Any) -> SimConfig:

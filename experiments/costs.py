@@ -17,7 +17,7 @@ from typing import Any
 from envs.sim.config import SETUPS
 from envs.sim.hardware import NodeCosts, model_preset, parse_node
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._io import check_writable_dir, write_json_atomic
 
 DEFAULTS: dict[str, Any] = {
     "model": "llama-3.3-70b",
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ) from None
     if any(t <= 0 for t in tokens):
         raise UsageError(f"experiments.costs: tokens must be positive, got {tokens!r}")
+    if options["out_dir"]:
+        check_writable_dir(options["out_dir"], "experiments.costs: out_dir")
     table = cost_table(model, node, tokens, options["mfu"])
     print(
         f"ms to make N tokens of KV resident: {table['model']} on one {table['node']} node "

@@ -16,8 +16,15 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import register_configs
-from experiments.jobs import evaluate_and_write, run_dir, sweep_group
+from experiments.config import register_configs, setup_label, workload_label
+from experiments.jobs import (
+    check_world,
+    evaluate_and_write,
+    hydra_entry,
+    run_dir,
+    run_job,
+    sweep_group,
+)
 
 register_configs()
 
@@ -29,21 +36,26 @@ def evaluate(cfg: DictConfig) -> float:
     from experiments.tracking import RunLogger
 
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
+    check_world(cfg)
     out_dir = run_dir(cfg, "evaluate")
-    out_dir.mkdir(parents=True, exist_ok=True)
     agents = {}
     for folder in cfg.checkpoint:
+        if not (Path(folder) / "agent.json").is_file():
+            raise ValueError(
+                f"checkpoint: {folder!r} is not an agent checkpoint (no agent.json there)"
+            )
         agent = AgentPolicy.load(folder)
         name = agent.name
         if name in agents:  # the same kind of agent twice: tell them apart by folder
             name = f"{name}@{Path(folder).name}"
             agent.name = name
         agents[name] = agent
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     logger = RunLogger(
         cfg.logger,
         OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
         out_dir,
-        name=f"evaluate__{cfg.workload.name}__{cfg.seed}__{time.strftime('%Y%m%d-%H%M%S')}",
+        name=f"{setup_label(cfg)}__{workload_label(cfg)}__evaluate__{cfg.seed}__{stamp}",
         job_type="evaluate",
         group=sweep_group(),
     )
@@ -60,8 +72,8 @@ def evaluate(cfg: DictConfig) -> float:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")
 def main(cfg: DictConfig) -> float:
-    return evaluate(cfg)
+    return run_job(evaluate, cfg)
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(hydra_entry("experiments.evaluate", main))

@@ -154,6 +154,7 @@ def evaluate_policies(
     baseline: str | None = DEFAULT_BASELINE,
     progress: Callable[[int], Any] | None = None,
     trace_window: int | None = 0,
+    setup_name: str | None = None,
 ) -> list[PolicyRun]:
     """Every policy on every window; one :class:`PolicyRun` per policy, in order.
 
@@ -168,11 +169,13 @@ def evaluate_policies(
             relative to this policy when it is among ``policies`` (else None).
         progress: called with 1 after each (window, policy) run.
         trace_window: keep the timeline of this window position (None: none).
+        setup_name: the rows' setup label (default: the setup's name, or the cluster's).
     """
     named = as_policies(policies)
     config = config or SimConfig()
     cluster = setup if isinstance(setup, ClusterSpec) else setup_cluster(setup)
-    setup_name = setup if isinstance(setup, str) else cluster.name
+    if setup_name is None:
+        setup_name = setup if isinstance(setup, str) else cluster.name
     results: dict[str, list[WindowResult]] = {name: [] for name in named}
     for i, window in enumerate(windows):
         for name, policy in named.items():

@@ -1,26 +1,79 @@
 """What the Hydra commands (train, evaluate, tune_btb) share: the job's folder,
-the W&B group of a sweep, and evaluating agents beside baselines on test windows."""
+the W&B group of a sweep, clean exits on user errors, and evaluating agents beside
+baselines on test windows."""
 
 from __future__ import annotations
 
+import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from experiments.config import cluster_of, sim_of
+from experiments._cli import main_guard, user_error_message
+from experiments._io import check_writable_dir
+from experiments.config import cluster_of, setup_label, sim_of, workload_label
 
 
 def run_dir(cfg: Any, kind: str) -> Path:
-    """The job's folder: Hydra's output dir (out_dir, or the multirun job folder)."""
+    """The job's folder, created and checked writable: Hydra's output dir (out_dir,
+    or the multirun job folder); without Hydra, out_dir or a dated runs/ folder."""
     from hydra.core.hydra_config import HydraConfig
 
     if HydraConfig.initialized():
-        return Path(HydraConfig.get().runtime.output_dir)
-    if cfg.out_dir:
-        return Path(cfg.out_dir)
-    return Path("runs") / kind / time.strftime("%Y-%m-%d_%H-%M-%S")
+        folder = Path(HydraConfig.get().runtime.output_dir)
+    elif cfg.out_dir:
+        folder = Path(cfg.out_dir)
+    else:
+        folder = Path("runs") / kind / time.strftime("%Y-%m-%d_%H-%M-%S")
+    check_writable_dir(folder, f"experiments.{kind}: out_dir")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def hydra_entry(command: str, main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
+    """The ``__main__`` of a Hydra command. An ``out_dir=`` on the command line is
+    checked before Hydra starts (Hydra creates the folder first and would fail with
+    a traceback); then user errors end the run as in ``main_guard``."""
+    args = list(sys.argv[1:] if argv is None else argv)
+
+    def run() -> None:
+        for arg in args:
+            key, sep, value = arg.partition("=")
+            if sep and key.lstrip("+~") == "out_dir" and value not in ("", "null"):
+                check_writable_dir(value, f"{command}: out_dir", "the command line")
+        main()
+
+    return main_guard(run)
+
+
+def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
+    """Run one Hydra job. In a single run a user's error (``_cli.user_error_message``)
+    ends the process with one line and status 2, as the key=value commands do; in a
+    multirun it is raised, for Hydra to report against its job."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return fn(cfg)
+    try:
+        return fn(cfg)
+    except (ValueError, OSError) as error:
+        print(user_error_message(error), file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def check_world(cfg: Any) -> None:
+    """Reject values the schema's types allow but no run can use (before any run)."""
+    for field, value in (("seed", cfg.seed), ("workload.seed", cfg.workload.seed)):
+        if value < 0:
+            raise ValueError(f"{field} must be >= 0 (a numpy seed), got {value}")
+    for field in ("train_pool", "eval_windows"):
+        value = cfg.workload[field]
+        if value is not None and value < 1:
+            raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
 
 
 def sweep_group() -> str | None:
@@ -81,12 +134,11 @@ def evaluate_and_write(
             windows,
             sim_of(cfg),
             seed=int(cfg.seed),
-            workload=cfg.workload.name,
+            workload=workload_label(cfg),
             progress=bar.update,
+            setup_name=setup_label(cfg),
         )
     rows = [run.row for run in runs]
-    for row in rows:
-        row["setup"] = cfg.setup.name
     config = OmegaConf.to_container(cfg, resolve=True)
     write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config})
     charts = write_charts(runs, DEFAULT_BASELINE, out_dir)

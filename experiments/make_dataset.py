@@ -35,7 +35,7 @@ from envs.workloads.registry import (
     window_rows,
 )
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic, write_text_atomic
+from experiments._io import check_writable_dir, write_json_atomic, write_text_atomic
 
 COMMAND = "experiments.make_dataset"
 DEFAULTS: dict[str, Any] = {
@@ -141,7 +141,7 @@ def make_dataset(
         for spec, rows in bar:
             file = files[spec.split]
             for row in rows:
-                file.write(json.dumps(row, separators=(",", ":")) + "\n")
+                file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
             counts[spec.split]["windows"] += 1
             counts[spec.split]["rows"] += len(rows)
             manifest.append(
@@ -254,6 +254,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args(COMMAND, DEFAULTS, argv)
     if not options["out_dir"]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
+    check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
     info = make_dataset(
         workload=options["workload"],
         out_dir=options["out_dir"],

@@ -36,7 +36,7 @@ import numpy as np
 from envs.sim import SETUPS, SimConfig
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import write_json_atomic
+from experiments._io import check_writable_dir, write_json_atomic
 from experiments.compare import default_out_dir
 from experiments.evaluation import evaluate_policies, split_windows
 
@@ -208,6 +208,8 @@ def _pct(value: float | None, width: int) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.reproduce", DEFAULTS, argv)
+    if not options["setups"]:
+        raise UsageError(f"experiments.reproduce: setups is empty; known: {', '.join(SETUPS)}")
     unknown = [s for s in options["setups"] if s not in SETUPS]
     if unknown:
         raise UsageError(f"unknown setup {unknown[0]!r}; known: {', '.join(SETUPS)}")
@@ -220,7 +222,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if BASELINE not in policies:
         policies.insert(0, BASELINE)
     options["policies"] = policies
-    seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
+    try:
+        seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
+    except ValueError:
+        raise UsageError(
+            f"experiments.reproduce: workload_seeds={','.join(options['workload_seeds'])!r} "
+            "must be integers >= 0, comma-separated"
+        ) from None
+    seeds_key = "workload_seeds" if options["workload_seeds"] else "workload_seed"
+    for key, values in (("seed", [options["seed"]]), (seeds_key, seeds)):
+        if any(value < 0 for value in values):
+            raise UsageError(f"experiments.reproduce: {key} must be >= 0, got {min(values)}")
     tasks = [
         (seed, setup, causal)
         for seed in seeds
@@ -232,6 +244,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if options["out_dir"]
         else default_out_dir({**options, "setup": "all"}, "reproduce")
     )
+    check_writable_dir(out_dir, "experiments.reproduce: out_dir")
     bar = None
     if options["progress"]:
         from tqdm import tqdm

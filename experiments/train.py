@@ -21,8 +21,16 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import cluster_of, register_configs
-from experiments.jobs import evaluate_and_write, run_dir, sweep_group, workload_params
+from experiments.config import cluster_of, register_configs, setup_label, workload_label
+from experiments.jobs import (
+    check_world,
+    evaluate_and_write,
+    hydra_entry,
+    run_dir,
+    run_job,
+    sweep_group,
+    workload_params,
+)
 
 register_configs()
 
@@ -94,6 +102,26 @@ def imitate(
     return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
 
 
+def check_train(cfg: Any) -> None:
+    """Reject values the schema's types allow but training cannot use (before any run)."""
+    check_world(cfg)
+    for field, low in (("total_timesteps", 0), ("checkpoint_every", 0), ("torch_threads", 1)):
+        value = cfg.train[field]
+        if value < low:
+            raise ValueError(f"train.{field} must be >= {low}, got {value}")
+
+
+def check_resume(cfg: Any, trained_steps: int) -> None:
+    """A resumed run continues the step count: its target cannot be below the checkpoint's."""
+    target = int(cfg.train.total_timesteps)
+    if target < trained_steps:
+        raise ValueError(
+            f"train.total_timesteps={target} is below the {trained_steps} steps the checkpoint "
+            f"resume={cfg.resume} has already trained (the step count continues; ask for "
+            f">= {trained_steps})"
+        )
+
+
 def train(cfg: DictConfig) -> float:
     import torch
     from stable_baselines3.common.env_util import make_vec_env
@@ -101,13 +129,15 @@ def train(cfg: DictConfig) -> float:
 
     import envs  # noqa: F401  (registers the environments)
     from agents.adapter import AgentPolicy
-    from agents.algorithms import AgentSpec, build_model, load_agent, save_agent
+    from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
     from agents.callbacks import CheckpointEvery, MetricsLogger, ProgressBar
     from envs.windows import window_pool
     from experiments.tracking import RunLogger
 
+    check_train(cfg)
+    if cfg.resume:
+        check_resume(cfg, load_spec(cfg.resume).timesteps)
     out_dir = run_dir(cfg, "train")
-    out_dir.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(int(cfg.train.torch_threads))
     if cfg.env.vec not in ("dummy", "subproc"):
         raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
@@ -164,7 +194,7 @@ def train(cfg: DictConfig) -> float:
                 print("behavioural cloning: " + ", ".join(f"{k}={v:.4g}" for k, v in bc.items()))
         remaining = int(cfg.train.total_timesteps) - int(model.num_timesteps)
         print(
-            f"training {spec.name} on {spec.env_id} ({cfg.setup.name}, {cfg.workload.name}): "
+            f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, {workload_label(cfg)}): "
             f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
         )
         callbacks = [
@@ -204,9 +234,9 @@ def train(cfg: DictConfig) -> float:
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float:
-    value = train(cfg)
+    value = run_job(train, cfg)
     return value if np.isfinite(value) else float("inf")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(hydra_entry("experiments.train", main))

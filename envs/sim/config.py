@@ -41,6 +41,14 @@ class SimConfig:
     running batch between chunks; 0 (the reference) prefills in one go. Realism option."""
 
     def __post_init__(self) -> None:
+        for name in ("causal_kv", "disk_tier", "attention_flops"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):  # "false" would be truthy
+                raise ConfigError(f"sim.{name} must be true or false (a bool), got {value!r}")
+        for name in ("mfu", "mbu", "host_ram_bytes", "transfer_latency_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"sim.{name} must be a number, got {value!r}")
         if self.copy_model not in COPY_MODELS:
             raise ConfigError(
                 f"sim.copy_model must be one of {', '.join(COPY_MODELS)}, got {self.copy_model!r}"

@@ -131,3 +131,12 @@ def test_bad_hyperparameters_name_the_algorithm(window):
     spec = AgentSpec(algo="ppo", env="route")
     with pytest.raises(ValueError, match=r"agent\.hyperparams for ppo"):
         build_model(spec, gym.make(spec.env_id, windows=[window]), {"not_a_knob": 1})
+
+
+@pytest.mark.parametrize(("algo", "net"), [("a2c", "mlp"), ("dqn", "set")])
+def test_fixed_size_networks_refuse_another_node_count_by_name(algo, net, window):
+    spec = AgentSpec(algo=algo, env="route", net=net, hidden=8)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP[algo])
+    six = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 6)
+    with pytest.raises(ValueError, match=rf"agent\.net={net}.*trained on; this cluster has 6"):
+        AgentPolicy(model, spec).run(Simulator(six, window, SimConfig()))

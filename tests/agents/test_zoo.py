@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from agents.adapter import AgentPolicy
-from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
@@ -37,3 +37,28 @@ def test_route_warm_agent_warms_the_bursts_and_not_the_decoys():
     agent.run(sim)
     decoys = {r.blocks[-2] for r in window.requests if r.job_kind == "decoy"}
     assert sim.copies and not any(c.key in decoys for c in sim.copies)
+
+
+@pytest.mark.parametrize("n_nodes", [2, 6])
+@pytest.mark.parametrize("name", AGENTS)
+def test_zoo_agent_trained_on_four_nodes_serves_other_node_counts(name, n_nodes):
+    agent = AgentPolicy.load(ZOO / name)
+    assert agent.trained_nodes == 4
+    window = synthetic_window(SMALL, window=2)
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", n_nodes)
+    sim = Simulator(cluster, window, SimConfig(), np.random.default_rng(0))
+    records = agent.run(sim)
+    assert len(records.ttft_s) == len(window.requests)
+    assert set(np.unique(records.node)) <= set(range(n_nodes))
+    assert all(0 <= c.dst < n_nodes and 0 <= c.src < n_nodes for c in sim.copies)
+
+
+def test_route_warm_agent_on_six_nodes_uses_and_warms_the_extra_nodes():
+    agent = AgentPolicy.load(ZOO / "bc_route_warm")
+    assert agent.action_sizes(6) == [6, 2, 2, 2, 2, 2, 2, 7]
+    window = synthetic_window(SMALL, window=2)
+    six = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 6)
+    sim = Simulator(six, window, SimConfig(), np.random.default_rng(0))
+    records = agent.run(sim)
+    assert {4, 5} & set(np.unique(records.node))
+    assert {4, 5} & {c.dst for c in sim.copies}

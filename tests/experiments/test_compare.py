@@ -96,6 +96,28 @@ def test_policy_kwargs_parse_and_name_the_policy() -> None:
         compare.policy_kwargs(["m=2"], ["btb"])
 
 
+@pytest.mark.parametrize(("text", "value"), [("no", False), ("off", False), ("0", False),
+                                             ("yes", True), ("TRUE", True)])  # fmt: skip
+def test_policy_kwargs_bools_parse_strictly(text: str, value: bool) -> None:
+    assert compare.policy_kwargs([f"btb.shadow={text}"], ["btb"]) == {"btb": {"shadow": value}}
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("btb.shadow=maybe", r"policy_kwargs: btb\.shadow='maybe' is not a valid bool"),
+        ("btb.m=2.5", r"policy_kwargs: btb\.m='2\.5' is not a valid int"),
+        ("btb.z=soon", r"policy_kwargs: btb\.z='soon' is not a valid float"),
+        ("btb.x=none", r"policy_kwargs: btb\.x='none' is not a valid int"),
+        ("btb.q=1", r"policy_kwargs: 'btb\.q=1': btb has no setting 'q' \(settings: x, y, z"),
+    ],
+)
+def test_policy_kwargs_of_the_wrong_type_name_the_setting(item: str, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        compare.policy_kwargs([item], ["btb"])
+    assert compare.policy_kwargs(["btb.m=none"], ["btb"]) == {"btb": {"m": None}}
+
+
 def test_bad_options_exit_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
     assert main_guard(lambda: compare.main(["setup=nope"])) == 2
     assert "unknown setup 'nope'" in capsys.readouterr().err

@@ -311,6 +311,12 @@ def test_bad_presets_and_sizes_raise_config_error(call, pattern: str) -> None:  
         ({"transfer_latency_s": math.inf}, r"sim\.transfer_latency_s.*got inf"),
         ({"chunked_prefill_tokens": -1}, r"sim\.chunked_prefill_tokens.*got -1"),
         ({"chunked_prefill_tokens": 64.0}, r"sim\.chunked_prefill_tokens.*got 64\.0"),
+        ({"causal_kv": "false"}, r"sim\.causal_kv.*bool.*got 'false'"),
+        ({"causal_kv": 0}, r"sim\.causal_kv.*bool.*got 0"),
+        ({"disk_tier": "no"}, r"sim\.disk_tier.*bool.*got 'no'"),
+        ({"attention_flops": None}, r"sim\.attention_flops.*bool.*got None"),
+        ({"mfu": "0.5"}, r"sim\.mfu must be a number, got '0\.5'"),
+        ({"host_ram_bytes": "inf"}, r"sim\.host_ram_bytes must be a number, got 'inf'"),
     ],
 )
 def test_bad_sim_config_names_field_and_value(changes: dict, pattern: str) -> None:

@@ -1,0 +1,241 @@
+"""User errors across the commands: caught before any run starts, reported in one
+line naming the option and where its value came from, with a nonzero exit; bugs
+keep their traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments import audit, bench, compare, costs, make_dataset, reproduce
+from experiments._cli import main_guard
+from experiments._io import check_writable_dir
+from experiments.config import register_configs
+from experiments.jobs import run_job
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+
+register_configs()
+
+
+@pytest.fixture
+def blocked(tmp_path: Path) -> Path:
+    """A folder path that runs through an existing regular file."""
+    (tmp_path / "afile").write_text("not a folder")
+    return tmp_path / "afile" / "run"
+
+
+def _never(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("a run started although out_dir cannot be written")
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "patch"),
+    [
+        (compare, ["windows=1", "agents=none", "policies=least_load"], "evaluate_policies"),
+        (reproduce, ["setups=70b_h100x4", "jobs=1", "windows=1"], "_task"),
+        (make_dataset, ["workload=bursted_synthetic"], "window_rows"),
+        (bench, ["repeats=1", "envs="], "_in_fresh_process"),
+        (costs, [], "cost_table"),
+        (audit, ["path=" + __file__], "audit_file"),
+    ],
+)
+def test_unwritable_out_dir_fails_before_the_run(
+    module: Any,
+    args: list[str],
+    patch: str,
+    blocked: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(module, patch, _never)
+    assert main_guard(lambda: module.main([*args, f"out_dir={blocked}"])) == 2
+    err = capsys.readouterr().err
+    command = module.__name__
+    assert err == (
+        f"error: {command}: out_dir='{blocked}': {blocked.parent} is a file, not a folder\n"
+    )
+
+
+def test_check_writable_dir_creates_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b"
+    assert check_writable_dir(target, "x: out_dir") == target
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_os_errors_are_one_line_and_bugs_keep_their_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    assert main_guard(lambda: missing.open()) == 2
+    assert capsys.readouterr().err == f"error: {missing}: No such file or directory\n"
+    with pytest.raises(ZeroDivisionError):
+        main_guard(lambda: 1 / 0)
+    with pytest.raises(KeyError):
+        main_guard(lambda: {}["key"])
+
+
+def _compose(name: str, overrides: list[str]) -> Any:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+@pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
+def test_hydra_jobs_check_the_run_dir_first(name: str, blocked: Path) -> None:
+    from experiments import evaluate, train, tune_btb
+
+    fn = {"train": train.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
+    cfg = _compose(name, ["logger=none", "workload=tiny", f"out_dir={blocked}"])
+    with pytest.raises(
+        ValueError, match=rf"experiments\.{name}: out_dir=.*is a file, not a folder"
+    ):
+        fn[name](cfg)
+
+
+def test_hydra_job_user_errors_exit_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    def bad(cfg: Any) -> float:
+        raise ValueError("checkpoint: 'x' is not an agent checkpoint")
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_job(bad, None)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == "error: checkpoint: 'x' is not an agent checkpoint\n"
+
+    def bug(cfg: Any) -> float:
+        raise KeyError("bug")
+
+    with pytest.raises(KeyError):
+        run_job(bug, None)
+
+
+def test_hydra_command_rejects_out_dir_before_hydra_starts(blocked: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", "logger=none", f"out_dir={blocked}"],
+        cwd=blocked.parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='{blocked}' (from the command line): "
+        f"{blocked.parent} is a file, not a folder\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.total_timesteps=-5", r"train\.total_timesteps must be >= 0, got -5"),
+        ("train.checkpoint_every=-1", r"train\.checkpoint_every must be >= 0, got -1"),
+        ("train.torch_threads=0", r"train\.torch_threads must be >= 1, got 0"),
+        ("workload.train_pool=0", r"workload\.train_pool must be >= 1 or null \(all\), got 0"),
+        ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
+        ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
+        ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
+    ],
+)
+def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_path: Path) -> None:
+    from experiments.train import train
+
+    cfg = _compose("train", ["logger=none", "workload=tiny", override, f"out_dir={tmp_path}"])
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert list(tmp_path.iterdir()) == []  # rejected before the run folder is made
+
+
+def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    from agents.algorithms import AgentSpec
+    from experiments._io import write_json_atomic
+    from experiments.train import train
+
+    checkpoint = tmp_path / "step_80"
+    write_json_atomic(checkpoint / "agent.json", asdict(AgentSpec("a2c", "route", timesteps=80)))
+    cfg = _compose(
+        "train",
+        ["logger=none", "workload=tiny", "agent=a2c", "train.total_timesteps=40",
+         f"resume={checkpoint}", f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"total_timesteps=40 is below the 80 steps .*resume="):
+        train(cfg)
+
+
+def test_tune_btb_search_space_for_m_must_fit_the_cluster() -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.tune_btb import check_thresholds, objective
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="tune_btb", overrides=["cluster=4xH100_x2"], return_hydra_config=True
+        )
+    assert cfg.hydra.sweeper.params.m == "int(interval(1, 4))"
+    HydraConfig.instance().set_config(cfg)
+    try:
+        space = r"hydra\.sweeper\.params\.m=int\(interval\(1, 4\)\) allows m up to 4, "
+        with pytest.raises(
+            ValueError, match=space + r"above the cluster's nodes, cluster\.n_nodes=2"
+        ):
+            check_thresholds(cfg)
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
+    with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
+        objective(one)
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        (
+            compare,
+            ["agents=none", "workload_seed=-1"],
+            "experiments.compare: workload_seed must be >= 0, got -1",
+        ),
+        (
+            compare,
+            ["agents=none", "baseline=nope"],
+            "experiments.compare: baseline='nope' is not a policy",
+        ),
+        (reproduce, ["workload_seeds=1,a"], "workload_seeds='1,a' must be integers >= 0"),
+        (reproduce, ["workload_seed=-3"], "workload_seed must be >= 0, got -3"),
+        (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
+    ],
+)
+def test_bad_options_name_their_field(
+    module: Any, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main_guard(lambda: module.main(args)) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_audit_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"timestamp": 0, "hash_ids": []}\n{"note": "caf\xe9"}\n')
+    assert main_guard(lambda: audit.main([f"path={latin}"])) == 2
+    err = capsys.readouterr().err
+    assert "path=" in err and "line 2, column 14: byte 0xe9 is not UTF-8 text" in err
+    array = tmp_path / "array.jsonl"
+    array.write_text("[1, 2]\n")
+    assert main_guard(lambda: audit.main([f"path={array}"])) == 2
+    err = capsys.readouterr().err
+    assert "line 1, row: expected a JSON object, got list" in err and "line 0" not in err
+
+
+@pytest.mark.parametrize("module", [compare, reproduce, audit, costs, bench, make_dataset])
+def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m {module.__name__}")

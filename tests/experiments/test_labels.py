@@ -1,0 +1,65 @@
+"""Result labels say what ran: the model and cluster groups and the workload's
+generator parameters, in the style experiments.compare uses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments.config import register_configs, setup_label, workload_label
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = "bursted_synthetic[n_bursts=2,burst_requests=40,n_decoys=6,burst_window_s=4.0]"
+
+register_configs()
+
+
+def _compose(name: str, overrides: list[str]) -> Any:
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "setup", "workload"),
+    [
+        ([], "70b_h100x4", "bursted_synthetic"),
+        (["setup=glm52_h100x8"], "glm52_h100x8", "bursted_synthetic"),
+        (["model=qwen3-8b"], "qwen3_8b_h100x4", "bursted_synthetic"),  # a published setup
+        (["cluster=4xH100_x6"], "llama-3.3-70b_4xH100_x6", "bursted_synthetic"),
+        (["model=glm-4.5", "cluster=8xH200_x4"], "glm-4.5_8xH200_x4", "bursted_synthetic"),
+        (["workload=tiny"], "70b_h100x4", TINY),
+        (["workload=mixed"], "70b_h100x4", "mixed"),
+    ],
+)
+def test_labels_follow_the_groups(overrides: list[str], setup: str, workload: str) -> None:
+    cfg = _compose("train", overrides)
+    assert (setup_label(cfg), workload_label(cfg)) == (setup, workload)
+
+
+def test_evaluate_rows_name_the_cluster_and_workload_that_ran(tmp_path: Path) -> None:
+    from experiments.evaluate import evaluate
+
+    agent = ROOT / "agents" / "zoo" / "bc_route_warm"  # trained on four nodes
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=tiny", "cluster=4xH100_x6", "progress=false",
+         "policies=[least_load]", f"checkpoint=[{agent}]", f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    evaluate(cfg)
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert [r["policy"] for r in rows] == ["cache_aware", "least_load", "bc_route_warm"]
+    assert {(r["setup"], r["workload"]) for r in rows} == {("llama-3.3-70b_4xH100_x6", TINY)}
+    assert all(r["requests"] == r["completed"] > 0 for r in rows)
+
+
+def test_tune_btb_rows_use_the_same_labels(tmp_path: Path) -> None:
+    from experiments.tune_btb import objective
+
+    cfg = _compose("tune_btb", ["workload=tiny", "workload.train_pool=1", f"out_dir={tmp_path}"])
+    objective(cfg)
+    row = json.loads((tmp_path / "objective.json").read_text())["row"]
+    assert (row["setup"], row["workload"]) == ("70b_h100x4", TINY)
