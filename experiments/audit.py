@@ -24,11 +24,9 @@ from envs.workloads.readers import (
     FORMATS,
     ReadOptions,
     ReadReport,
-    TraceFormatError,
     detect_format,
     iter_trace_windows,
 )
-from envs.workloads.readers.sources import file_rows
 from envs.workloads.stats import audit_windows
 from experiments._cli import UsageError, main_guard, parse_args
 from experiments._io import check_writable_dir, dumps_strict, write_json_atomic
@@ -44,24 +42,6 @@ DEFAULTS: dict[str, Any] = {
     "per_window": False,
     "skip_bad_rows": False,
 }
-
-
-def _detect(path: str) -> str:
-    """``detect_format``, but when no row is readable the error is the first bad row's
-    (with its line) rather than one about line 0."""
-    try:
-        return detect_format(path)
-    except TraceFormatError as error:
-        if error.line != 0:
-            raise
-    rows = file_rows(path)
-    first_bad = next((row for _, row in rows if isinstance(row, TraceFormatError)), None)
-    getattr(rows, "close", lambda: None)()
-    if first_bad is None:
-        raise UsageError(f"{COMMAND}: path={path!r} has no rows to detect the format from")
-    raise UsageError(
-        f"{COMMAND}: cannot detect the format, no row is readable; the first: {first_bad}"
-    )
 
 
 def _not_utf8(path: str, error: UnicodeDecodeError) -> str:
@@ -93,7 +73,7 @@ def audit_file(
     if not window_s > 0:
         raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
     try:
-        name = _detect(path) if format == "auto" else format
+        name = detect_format(path) if format == "auto" else format
         report = ReadReport(source=path)
         options = ReadOptions(skip_bad_rows=skip_bad_rows)
         windows = iter_trace_windows(path, format=name, options=options, report=report)

@@ -31,8 +31,11 @@ def _save(fig: Any, path: str | Path) -> Path:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    tmp.replace(target)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
     return target
 
 
@@ -44,10 +47,20 @@ def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str 
     p95 = [row.get("ttft_p95_reduction_pct") or 0.0 for row in rows]
     x = np.arange(len(names))
     fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.0))
-    floor = -100.0  # a policy more than twice as slow as the baseline is drawn clipped
+    # a policy more than twice as slow as the baseline is drawn clipped at the
+    # floor, hatched, with its true value as the label
+    floor = -100.0
     for offset, values, label in ((-0.2, mean, "mean TTFT"), (0.2, p95, "p95 TTFT")):
         bars = ax.bar(x + offset, [max(v, floor) for v in values], 0.4, label=label)
+        for bar, value in zip(bars, values, strict=True):
+            if value < floor:
+                bar.set_hatch("//")
         ax.bar_label(bars, labels=[f"{v:+.0f}" for v in values], fontsize="x-small", padding=1)
+    if min([*mean, *p95, 0.0]) < floor:
+        ax.text(
+            0.99, 0.02, f"hatched: below {floor:.0f} %, clipped", transform=ax.transAxes,
+            ha="right", va="bottom", fontsize="x-small",
+        )
     ax.axhline(0.0, color="black", linewidth=0.8)
     ax.set_xticks(x, names, rotation=30, ha="right")
     ax.set_ylabel(f"TTFT reduction vs {baseline} (%)")

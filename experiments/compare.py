@@ -169,26 +169,39 @@ def default_out_dir(options: dict[str, Any], experiment: str) -> Path:
 
 
 def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
-    """The terminal table of a run."""
-    width = max([13, *(len(str(row["policy"])) for row in rows)])
-    head = (
-        f"{'policy':<{width}} {'requests':>8} {'TTFT mean':>9} {'p50':>7} {'p95':>7} {'p99':>7} "
-        f"{'e2e mean':>8} {'queue':>7} {'HBM hit':>7} {'copies':>6} {'warm hit':>8} "
-        f"{'d mean%':>8} {'d p95%':>8}"
-    )
-    lines = [head, "-" * len(head)]
+    """The terminal table of a run; each column is as wide as its widest cell."""
 
     def pct(value: float | None) -> str:
-        return f"{value:+8.1f}" if value is not None else f"{'-':>8}"
+        return f"{value:+.1f}" if value is not None else "-"
 
-    for row in rows:
-        lines.append(
-            f"{row['policy']:<{width}} {row['requests']:>8} {row['ttft_mean_s']:>9.3f} "
-            f"{row['ttft_p50_s']:>7.3f} {row['ttft_p95_s']:>7.3f} {row['ttft_p99_s']:>7.3f} "
-            f"{row['e2e_mean_s']:>8.3f} {row['queue_mean_s']:>7.3f} {row['hbm_hit_rate']:>7.3f} "
-            f"{row['warm_copies']:>6} {row['warm_hit_rate']:>8.3f} "
-            f"{pct(row['ttft_mean_reduction_pct'])} {pct(row['ttft_p95_reduction_pct'])}"
-        )
+    # (header, narrowest width, cell)
+    columns: list[tuple[str, int, Any]] = [
+        ("policy", 13, lambda r: str(r["policy"])),
+        ("requests", 8, lambda r: str(r["requests"])),
+        ("TTFT mean", 9, lambda r: f"{r['ttft_mean_s']:.3f}"),
+        ("p50", 7, lambda r: f"{r['ttft_p50_s']:.3f}"),
+        ("p95", 7, lambda r: f"{r['ttft_p95_s']:.3f}"),
+        ("p99", 7, lambda r: f"{r['ttft_p99_s']:.3f}"),
+        ("e2e mean", 8, lambda r: f"{r['e2e_mean_s']:.3f}"),
+        ("queue", 7, lambda r: f"{r['queue_mean_s']:.3f}"),
+        ("HBM hit", 7, lambda r: f"{r['hbm_hit_rate']:.3f}"),
+        ("copies", 6, lambda r: str(r["warm_copies"])),
+        ("warm hit", 8, lambda r: f"{r['warm_hit_rate']:.3f}"),
+        ("d mean%", 8, lambda r: pct(r["ttft_mean_reduction_pct"])),
+        ("d p95%", 8, lambda r: pct(r["ttft_p95_reduction_pct"])),
+    ]
+    cells = [[cell(row) for _, _, cell in columns] for row in rows]
+    widths = [
+        max([narrowest, *(len(values[k]) for values in cells)])
+        for k, (_, narrowest, _) in enumerate(columns)
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        right = (f"{v:>{w}}" for v, w in zip(values[1:], widths[1:], strict=True))
+        return " ".join([f"{values[0]:<{widths[0]}}", *right])
+
+    head = line([name for name, _, _ in columns])
+    lines = [head, "-" * len(head), *(line(values) for values in cells)]
     lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
     return "\n".join(lines)
 

@@ -8,7 +8,8 @@ Usage::
 Writes ``train.jsonl`` and ``test.jsonl`` (one row per request, grouped by window,
 split by whole window), ``dataset_info.json`` (generator arguments, counts and a
 window manifest) and a ``README.md`` card. Every file is written to a temporary
-file and renamed into place, so a crash never leaves half a dataset. The output
+file and renamed into place once every split is complete (SIGTERM included),
+so a crash never leaves half a dataset or a stray temporary file. The output
 depends only on the arguments: the same seed gives byte-identical files. The
 default workload, ``bursted_art``, reproduces the published composition.
 """
@@ -17,10 +18,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
+import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from tqdm import tqdm
@@ -58,7 +62,12 @@ def _file_mode() -> int:
 
 
 class AtomicLineWriter:
-    """A text file written line by line to a temporary file, renamed into place on success."""
+    """A text file written line by line to a temporary file in its folder.
+
+    :meth:`finish` makes the temporary file durable, :meth:`land` renames it
+    into place, and :meth:`discard` (always safe to call) removes whatever has
+    not landed, so a set of writers can finish together and then land together.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -72,24 +81,36 @@ class AtomicLineWriter:
         self._handle.write(line)
         self.bytes += len(line.encode("utf-8"))
 
-    def __enter__(self) -> AtomicLineWriter:
-        return self
+    def finish(self) -> None:
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+        self._handle.close()
+        os.chmod(self._tmp, _file_mode())
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        if kind is None:
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-            self._handle.close()
-            os.chmod(self._tmp, _file_mode())
-            os.replace(self._tmp, self.path)
-        else:
-            self._handle.close()
-            self._tmp.unlink(missing_ok=True)
+    def land(self) -> None:
+        os.replace(self._tmp, self.path)
+
+    def discard(self) -> None:
+        self._handle.close()
+        self._tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """Within the block, SIGTERM raises SystemExit (so ``finally`` clauses clean
+    up temporary files) instead of killing the process outright."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _params(items: list[str]) -> dict[str, str]:
@@ -131,33 +152,47 @@ def make_dataset(
     out = Path(out_dir)
     manifest: list[dict[str, Any]] = []
     counts = {split: {"windows": 0, "rows": 0, "bytes": 0} for split in ("train", "test")}
-    with (
-        AtomicLineWriter(out / "train.jsonl") as train,
-        AtomicLineWriter(out / "test.jsonl") as test,
-    ):
-        files = {"train": train, "test": test}
-        rows_iter = window_rows(workload, "all", seed, None, train_windows, test_windows, **params)
-        bar = tqdm(rows_iter, total=len(specs), desc=workload, unit="window", disable=not progress)
-        for spec, rows in bar:
-            file = files[spec.split]
-            for row in rows:
-                file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
-            counts[spec.split]["windows"] += 1
-            counts[spec.split]["rows"] += len(rows)
-            manifest.append(
-                {
-                    "trace_id": spec.trace_id,
-                    "family": spec.family,
-                    "index": spec.index,
-                    "split": spec.split,
-                    "rows": len(rows),
-                    "first_arrival_s": rows[0]["arrival_s"] if rows else None,
-                    "last_arrival_s": rows[-1]["arrival_s"] if rows else None,
-                    "job_kinds": dict(Counter(r["metadata"]["job_kind"] for r in rows)),
-                }
+    writers: list[AtomicLineWriter] = []
+    try:
+        with _terminate_cleanly():
+            train = AtomicLineWriter(out / "train.jsonl")
+            writers.append(train)
+            test = AtomicLineWriter(out / "test.jsonl")
+            writers.append(test)
+            files = {"train": train, "test": test}
+            rows_iter = window_rows(
+                workload, "all", seed, None, train_windows, test_windows, **params
             )
-        counts["train"]["bytes"] = train.bytes
-        counts["test"]["bytes"] = test.bytes
+            bar = tqdm(
+                rows_iter, total=len(specs), desc=workload, unit="window", disable=not progress
+            )
+            for spec, rows in bar:
+                file = files[spec.split]
+                for row in rows:
+                    file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
+                counts[spec.split]["windows"] += 1
+                counts[spec.split]["rows"] += len(rows)
+                manifest.append(
+                    {
+                        "trace_id": spec.trace_id,
+                        "family": spec.family,
+                        "index": spec.index,
+                        "split": spec.split,
+                        "rows": len(rows),
+                        "first_arrival_s": rows[0]["arrival_s"] if rows else None,
+                        "last_arrival_s": rows[-1]["arrival_s"] if rows else None,
+                        "job_kinds": dict(Counter(r["metadata"]["job_kind"] for r in rows)),
+                    }
+                )
+            counts["train"]["bytes"] = train.bytes
+            counts["test"]["bytes"] = test.bytes
+            for writer in writers:
+                writer.finish()
+            for writer in writers:  # the pair lands together, after both are complete
+                writer.land()
+    finally:
+        for writer in writers:
+            writer.discard()
     info = {
         "name": workload,
         "description": scenario.description,

@@ -163,3 +163,54 @@ def test_compare_runs_the_zoo_agents_next_to_the_baselines(tmp_path) -> None:  #
         assert agent["name"] in names
     with pytest.raises(UsageError, match="not an agent checkpoint"):
         compare.main([f"agents={tmp_path}", "progress=false"])
+
+
+def test_table_columns_stay_aligned_with_long_values():
+    from experiments.compare import format_table
+
+    row = {
+        "policy": "btb",
+        "requests": 4120,
+        "ttft_mean_s": 1234.5,
+        "ttft_p50_s": 1.0,
+        "ttft_p95_s": 12345.678,
+        "ttft_p99_s": 3.0,
+        "e2e_mean_s": 4.0,
+        "queue_mean_s": 0.5,
+        "hbm_hit_rate": 0.9,
+        "warm_copies": 12,
+        "warm_hit_rate": 0.5,
+        "ttft_mean_reduction_pct": -250.0,
+        "ttft_p95_reduction_pct": None,
+    }
+    slow = dict(row, policy="cache_aware", ttft_mean_s=0.5, ttft_p95_s=1.0)
+    head, rule, first, second, _ = format_table([row, slow], "cache_aware").splitlines()
+    assert len(head) == len(rule) == len(first) == len(second)
+    end = head.index("p95 ") + len("p95")  # right-aligned: values end under the header's end
+    assert first[:end].endswith("12345.678") and second[:end].endswith(" 1.000")
+    assert first.endswith("-250.0        -")
+
+
+def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    from experiments import charts
+
+    hatches: list[str] = []
+    texts: list[str] = []
+
+    def spy_save(fig, path):
+        for ax in fig.axes:
+            hatches.extend(p.get_hatch() for p in ax.patches)
+            texts.extend(t.get_text() for t in ax.texts)
+        return real_save(fig, path)
+
+    real_save = charts._save
+    monkeypatch.setattr(charts, "_save", spy_save)
+    rows = [
+        {"policy": "cache_aware", "ttft_mean_reduction_pct": 0.0, "ttft_p95_reduction_pct": 0.0},
+        {"policy": "slow", "ttft_mean_reduction_pct": -250.0, "ttft_p95_reduction_pct": -40.0},
+    ]
+    path = charts.plot_reductions(rows, "cache_aware", tmp_path / "reductions.png")
+    assert path.stat().st_size > 0
+    assert [p.name for p in tmp_path.iterdir()] == ["reductions.png"]
+    assert hatches.count("//") == 1  # only the -250 % bar is clipped
+    assert any("clipped" in t for t in texts)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +83,32 @@ def test_a_failed_run_leaves_no_files(tmp_path: Path, monkeypatch: pytest.Monkey
     with pytest.raises(RuntimeError):
         make_dataset.main([f"out_dir={tmp_path}", *SMALL])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("how", ["error", "sigterm"])
+def test_an_interrupted_run_keeps_the_old_dataset_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """A run that dies after writing some windows (an error, or SIGTERM) leaves
+    the previous train/test pair as it was and no temporary files."""
+    make_dataset.main([f"out_dir={tmp_path}", *SMALL])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    handler = signal.getsignal(signal.SIGTERM)
+    real = make_dataset.window_rows
+
+    def dies_midway(*args: object, **kwargs: object) -> object:
+        for k, item in enumerate(real(*args, **kwargs)):  # type: ignore[arg-type]
+            if k == 2:
+                if how == "sigterm":
+                    os.kill(os.getpid(), signal.SIGTERM)
+                raise RuntimeError("generator failed")
+            yield item
+
+    monkeypatch.setattr(make_dataset, "window_rows", dies_midway)
+    with pytest.raises(SystemExit if how == "sigterm" else RuntimeError):
+        make_dataset.main([f"out_dir={tmp_path}", "seed=5", *SMALL])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert signal.getsignal(signal.SIGTERM) == handler
 
 
 def test_cli_usage_errors() -> None:

@@ -195,3 +195,20 @@ def test_missing_optional_packages_are_explained(
     (tmp_path / "x.parquet").write_bytes(b"PAR1")
     with pytest.raises(MissingDependencyError, match="pyarrow"):
         read_art_chat(tmp_path / "x.parquet")
+
+
+def test_detection_errors_name_the_row_they_come_from(tmp_path: Path) -> None:
+    from envs.workloads.readers import TraceFormatError, detect_format
+
+    unknown = tmp_path / "unknown.jsonl"
+    unknown.write_text('[1, 2]\n{"x": 1}\n')  # line 1 unreadable, line 2 of no known format
+    with pytest.raises(TraceFormatError, match=r"line 2, row: cannot tell the format"):
+        detect_format(unknown)
+    unreadable = tmp_path / "unreadable.jsonl"
+    unreadable.write_text("[1, 2]\nnot json\n")
+    with pytest.raises(TraceFormatError, match=r"line 1, row: expected a JSON object"):
+        detect_format(unreadable)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(TraceFormatError, match="has no rows"):
+        detect_format(empty)

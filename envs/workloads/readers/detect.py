@@ -36,14 +36,15 @@ def format_of_row(row: Mapping[str, Any]) -> str | None:
 def detect_format(path: str | os.PathLike[str]) -> str:
     """Guess a trace file's format (JSONL or parquet) from the fields of its first row."""
     file = Path(path)
-    row = first_row(file)
-    if row is None:
-        raise TraceFormatError(str(file), 0, None, "no readable rows to detect the format from")
+    first = first_row(file)  # when no row is readable, raises the first one's error
+    if first is None:
+        raise TraceFormatError(str(file), 1, None, "the file has no rows to detect the format from")
+    line, row = first
     name = format_of_row(row)
     if name is None:
         raise TraceFormatError(
             str(file),
-            1,
+            line,
             None,
             f"cannot tell the format from fields {sorted(row)}; pass format= one of "
             + ", ".join(FORMATS),

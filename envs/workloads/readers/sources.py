@@ -99,17 +99,24 @@ def file_rows(
     return jsonl_rows(file)
 
 
-def first_row(path: str | os.PathLike[str]) -> Mapping[str, Any] | None:
-    """The first well-formed row of a file (used to guess its format), or None."""
+def first_row(path: str | os.PathLike[str]) -> tuple[int, Mapping[str, Any]] | None:
+    """The first well-formed row of a file and its line (used to guess the
+    format), or None for a file without rows. When no row is well formed,
+    raises the first row's own :class:`TraceFormatError` (with its line)."""
     rows = file_rows(path)
+    first_error: TraceFormatError | None = None
     try:
-        for _, row in rows:
+        for line, row in rows:
             if not isinstance(row, TraceFormatError):
-                return row
+                return line, row
+            if first_error is None:
+                first_error = row
     finally:
         close = getattr(rows, "close", None)
         if close is not None:
             close()
+    if first_error is not None:
+        raise first_error
     return None
 
 
