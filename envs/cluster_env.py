@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
@@ -24,16 +24,17 @@ from envs.windows import window_pool
 from envs.workloads.request import Request, Workload
 
 
-def sim_config(value: SimConfig | dict[str, Any] | None) -> SimConfig:
+def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:
     """A SimConfig from a SimConfig, a dict of its fields, or None (defaults)."""
     if value is None:
         return SimConfig()
     if isinstance(value, SimConfig):
         return value
-    if not isinstance(value, dict):
+    if not isinstance(value, Mapping):
         raise TypeError(
             f"sim must be a SimConfig or a dict of its fields, got {type(value).__name__}"
         )
+    value = dict(value)
     known = {f.name for f in fields(SimConfig)}
     unknown = sorted(set(value) - known)
     if unknown:
@@ -81,6 +82,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         _check_int("data_seed", data_seed, minimum=0)
         if seed is not None:
             _check_int("seed", seed, minimum=0)
+            seed = int(seed)  # gymnasium's reset takes Python ints only
         self._kwargs = {
             "setup": setup,
             "workload": workload,
@@ -136,28 +138,32 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     ) -> tuple[np.ndarray, dict[str, Any]]:
         if seed is None and self._default_seed is not None and self._episode is None:
             seed = self._default_seed
-        super().reset(seed=seed)
+        # options are checked before anything changes, so a refused reset leaves
+        # the random state (and the episode in progress) as they were
         options = options or {}
         unknown = sorted(set(options) - {"window"})
         if unknown:
             raise ValueError(f"reset: unknown option(s) {unknown}; known: ['window']")
         given = options.get("window")
+        if isinstance(given, Workload):
+            _check_window(given, "options['window']")
+        elif given is not None and (
+            isinstance(given, (bool, np.bool_))
+            or not (isinstance(given, (int, np.integer)) and 0 <= given < len(self.windows))
+        ):
+            raise ValueError(
+                "options['window'] must be a Workload or an index in "
+                f"0..{len(self.windows) - 1}, got {given!r}"
+            )
+        super().reset(seed=seed)
         # drawn even when the window is given, so that reset(seed=s, options={"window": i})
         # replays the episode reset(seed=s) had when it drew window i
         window: int | Workload = int(self.np_random.integers(len(self.windows)))
         if isinstance(given, Workload):
-            _check_window(given, "options['window']")
             # a window outside the pool is used for this episode only (never sampled later)
             known = [i for i, w in enumerate(self.windows) if w is given]
             window = known[0] if known else given
         elif given is not None:
-            if isinstance(given, (bool, np.bool_)) or not (
-                isinstance(given, (int, np.integer)) and 0 <= given < len(self.windows)
-            ):
-                raise ValueError(
-                    "options['window'] must be a Workload or an index in "
-                    f"0..{len(self.windows) - 1}, got {given!r}"
-                )
             window = int(given)
         sim_seed = int(self.np_random.integers(2**62))
         self._episode = {"window": window, "sim_seed": sim_seed, "actions": []}
@@ -178,8 +184,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             obs = np.zeros(self.observation_space.shape or (), dtype=np.float32)
         else:
             obs = self._observe()
-        if self.render_mode is not None and self.sim is not None:
-            self._history.append((self.sim.now, [n.running + len(n.queue) for n in self.sim.nodes]))
+        self._remember_loads()
         return obs, reward, done, False, self._info()
 
     def render(self) -> Any:
@@ -198,6 +203,11 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
     def close(self) -> None:
         self._gen = None
+
+    def _remember_loads(self) -> None:
+        """One point of the rgb_array timeline (each node's load now)."""
+        if self.render_mode is not None and self.sim is not None:
+            self._history.append((self.sim.now, [n.running + len(n.queue) for n in self.sim.nodes]))
 
     # ------------------------------------------------------------------ internals
     def _begin_episode(self) -> np.ndarray:
@@ -262,7 +272,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "rng_state": self.np_random.bit_generator.state
             if self._np_random is not None
             else None,
-            "done": self._gen is None,
+            # policies acting through policy_action draw from sim.rng, which the
+            # replay does not repeat: the state is restored after it instead
+            "sim_rng_state": self.sim.rng.bit_generator.state if self.sim is not None else None,
+            "pending_ops": list(self._pending_ops),
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -285,11 +298,18 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 ops, action = entry  # the policy's own simulator calls, then the action
                 for name, *args in ops:
                     getattr(sim, name)(*args)
-            if self._act(action):
+            done = self._act(action)
+            self._remember_loads()
+            if done:
                 self._gen = None
                 break
             self._observe()  # keeps the encoder's traffic history as it was
         self._credit()
+        for name, *args in state["pending_ops"]:  # made after the last step
+            getattr(sim, name)(*args)
+        self._pending_ops = list(state["pending_ops"])
+        if state["sim_rng_state"] is not None:
+            sim.rng.bit_generator.state = state["sim_rng_state"]
         if state["rng_state"] is not None:
             self.np_random.bit_generator.state = state["rng_state"]
 
@@ -315,9 +335,9 @@ def _freeze(action: Any) -> Any:
     if isinstance(action, np.integer):
         return int(action)
     a = np.asarray(action)
-    if a.dtype.kind == "b":
-        a = a.astype(np.int64)
-    elif a.dtype.kind not in "iu":
+    if a.ndim > 1:
+        raise ValueError(f"action must be a number or a flat array, got shape {a.shape}")
+    if a.dtype.kind not in "iu":
         whole = a.dtype.kind == "f" and bool(np.all(np.isfinite(a)) and np.all(a == np.round(a)))
         if not whole:
             raise ValueError(f"action must be whole numbers, got {action!r}")

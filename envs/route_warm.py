@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.encoder import prefix_of
-from envs.route import RouteEnv
+from envs.route import RouteEnv, check_not_routed_elsewhere
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
 
@@ -44,10 +44,13 @@ class RouteWarmEnv(RouteEnv):
     onto a node that already holds the prefix, has it in flight, or lacks the
     KV headroom is masked, and so is evicting from a node that holds none of it.
     The mask treats each part on its own, so it cannot foresee how the parts of
-    one action interact; the one case left is a warm onto the routed node that
-    no longer fits once the request's own KV is reserved there (5 of 1,808
-    masked random actions on ``agent_fanout``). Parts refused anyway are refused
-    by the simulator without effect and counted in ``info["invalid_actions"]``.
+    one action interact: a warm onto a node that the same action evicts the
+    prefix from must copy the evicted blocks too, and may no longer fit (and
+    routing reserves the request's KV on the routed node). Masked random play
+    is refused a handful of times per episode on ``agent_fanout`` and ``mixed``
+    for this reason, never on the other workloads. Parts refused anyway are
+    refused by the simulator without effect and counted in
+    ``info["invalid_actions"]``.
 
     ## Observation Space, Rewards, Starting State, Episode End, Arguments
 
@@ -96,6 +99,7 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     evict = int(a[1 + n])
     if not 0 <= evict <= n:
         raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
+    check_not_routed_elsewhere(sim, route)
     invalid = 0
     prefix = prefix_of(request)
     if evict and sim.evict(evict - 1, prefix) == 0:

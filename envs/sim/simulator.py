@@ -263,6 +263,14 @@ class Simulator:
         self._pending = None
         self._route(request, self.nodes[int(node)])
 
+    def routed_node(self) -> int | None:
+        """At a decision point: the node its request was already routed to with
+        :meth:`route`, or None while it awaits its answer (or outside one)."""
+        request = self._deciding
+        if request is None or self._pending is not None:
+            return None
+        return int(self.records.node[request.index])
+
     def warm(self, src: int, dst: int, blocks: tuple[int, ...]) -> str:
         """Copy the prefix ``blocks`` from node ``src`` to node ``dst`` over RDMA.
 

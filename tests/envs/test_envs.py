@@ -434,3 +434,110 @@ def test_an_empty_window_is_reported_before_the_episode():
 def test_thresholds_epoch_must_be_finite(window):
     with pytest.raises(ValueError, match="epoch_s must be a finite number > 0"):
         make("btb/Thresholds-v0", window, epoch_s=float("inf"))
+
+
+@pytest.mark.parametrize("policy_name", ["least_load", "btb", "llmd"])
+def test_a_clone_continues_like_the_original_under_a_drawing_policy(policy_name, window):
+    """These policies break ties with draws from sim.rng, which the replay does
+    not repeat; the clone must still continue exactly as the original."""
+    import copy
+
+    env = make("btb/RouteWarm-v0", window).unwrapped
+    env.reset(seed=3, options={"window": 0})
+    policy = make_policy(policy_name)
+    policy.reset(env.sim)
+    for _ in range(30):
+        env.step(env.policy_action(policy))
+    clone, twin = pickle.loads(pickle.dumps(env)), copy.deepcopy(policy)
+    done = False
+    while not done:
+        a, b = env.policy_action(policy), clone.policy_action(twin)
+        assert np.array_equal(a, b)
+        first, second = env.step(a), clone.step(b)
+        assert np.array_equal(first[0], second[0]) and first[1:] == second[1:]
+        done = first[2]
+
+
+def test_a_pickle_between_policy_action_and_step_keeps_the_policys_calls(window):
+    env = make("btb/RouteWarm-v0", window).unwrapped
+    env.reset(seed=11, options={"window": 0})
+    policy = make_policy("oracle_warm")
+    policy.reset(env.sim)
+    while True:
+        before = len(env.sim.copies)
+        action = env.policy_action(policy)
+        if len(env.sim.copies) > before:
+            break
+        env.step(action)
+    clone = pickle.loads(pickle.dumps(env))
+    assert len(clone.sim.copies) == len(env.sim.copies)
+    a, b = env.step(action), clone.step(action)
+    assert np.array_equal(a[0], b[0]) and a[1:] == b[1:]
+
+
+@pytest.mark.parametrize("env_id", ["btb/Route-v0", "btb/RouteWarm-v0"])
+def test_routing_elsewhere_than_the_policy_did_is_refused_without_effect(env_id, window):
+    """oracle_warm routes some requests itself (sim.route); an action naming
+    another node is refused, changes nothing, and the episode goes on."""
+    env = make(env_id, window).unwrapped
+    env.reset(seed=2, options={"window": 0})
+    policy = make_policy("oracle_warm")
+    policy.reset(env.sim)
+    n = env.n_nodes
+    while True:
+        action = env.policy_action(policy)
+        routed = env.sim.routed_node()
+        if routed is not None:
+            break
+        env.step(action)
+    other = (routed + 1) % n
+    hbm = [node.cache.hbm_blocks for node in env.sim.nodes]
+    holder = int(np.argmax(hbm))
+    wrong = other if env_id == "btb/Route-v0" else np.array([other] + [0] * n + [holder + 1])
+    with pytest.raises(ValueError, match=f"already routed it to node {routed}"):
+        env.step(wrong)
+    assert [node.cache.hbm_blocks for node in env.sim.nodes] == hbm  # the eviction did not run
+    assert env.sim.evict_actions == 0
+    clone = pickle.loads(pickle.dumps(env))
+    a, b = env.step(action), clone.step(action)
+    assert np.array_equal(a[0], b[0]) and a[1:] == b[1:]
+    assert not a[2]  # not ended: the refused step left the simulator running
+
+
+def test_a_refused_reset_changes_nothing(window):
+    env = make("btb/Route-v0", window).unwrapped
+    env.reset(seed=4)
+    env.step(0)
+    state = env.np_random.bit_generator.state
+    actions = list(env._episode["actions"])
+    with pytest.raises(ValueError, match="options\\['window'\\]"):
+        env.reset(seed=9, options={"window": 99})
+    with pytest.raises(ValueError, match="unknown option"):
+        env.reset(options={"windows": 0})
+    assert env.np_random.bit_generator.state == state
+    assert env._episode["actions"] == actions
+    env.step(1)  # the episode in progress goes on
+
+
+def test_loose_inputs_are_refused_and_numpy_or_mapping_inputs_accepted(window):
+    from types import MappingProxyType
+
+    env = make("btb/Route-v0", window, seed=np.int64(5), sim=MappingProxyType({"causal_kv": True}))
+    env.reset()
+    for loose in (True, np.True_, 1.5):
+        with pytest.raises(ValueError, match="whole numbers"):
+            env.step(loose)
+    thresholds = make("btb/Thresholds-v0", window)
+    thresholds.reset(seed=0)
+    with pytest.raises(ValueError, match="flat array"):
+        thresholds.step(np.array([[1, 1], [1, 1]]))
+
+
+def test_rgb_render_of_a_clone_matches_the_original(window):
+    env = make("btb/RouteWarm-v0", window, render_mode="rgb_array").unwrapped
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    for _ in range(10):
+        env.step(env.action_space.sample())
+    clone = pickle.loads(pickle.dumps(env))
+    assert np.array_equal(env.render(), clone.render())
