@@ -127,7 +127,6 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._credited = 0
         self._copies_charged = 0
         self._episode: dict[str, Any] | None = None
-        self._workload: Workload | None = None
         self._pending_ops: list[tuple[Any, ...]] = []
         self._history: list[tuple[float, list[int]]] = []
         self.invalid_actions = 0
@@ -214,7 +213,6 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         assert self._episode is not None
         window = self._episode["window"]
         workload = window if isinstance(window, Workload) else self.windows[window]
-        self._workload = workload
         self.sim = Simulator(
             self.cluster,
             workload,
@@ -305,10 +303,11 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 break
             self._observe()  # keeps the encoder's traffic history as it was
         self._credit()
-        for name, *args in state["pending_ops"]:  # made after the last step
+        pending = state.get("pending_ops", [])
+        for name, *args in pending:  # made after the last step
             getattr(sim, name)(*args)
-        self._pending_ops = list(state["pending_ops"])
-        if state["sim_rng_state"] is not None:
+        self._pending_ops = list(pending)
+        if state.get("sim_rng_state") is not None:
             sim.rng.bit_generator.state = state["sim_rng_state"]
         if state["rng_state"] is not None:
             self.np_random.bit_generator.state = state["rng_state"]
