@@ -202,7 +202,10 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
 
     head = line([name for name, _, _ in columns])
     lines = [head, "-" * len(head), *(line(values) for values in cells)]
-    lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
+    if baseline:
+        lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
+    else:
+        lines.append("times in seconds; no baseline (baseline=), so no reductions (d)")
     return "\n".join(lines)
 
 
@@ -211,11 +214,12 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
     first = rows[0]
     title = f"{first['setup']} · {first['workload']} · {first['windows']} windows"
     paths = [
-        charts.plot_reductions(rows, baseline, out_dir / "ttft_reduction.png"),
         charts.plot_ttft_cdf(
             {r.row["policy"]: r.ttft_s for r in runs}, out_dir / "ttft_cdf.png", title
         ),
     ]
+    if baseline:  # without one there are no reductions to draw
+        paths.insert(0, charts.plot_reductions(rows, baseline, out_dir / "ttft_reduction.png"))
     traces = {r.row["policy"]: r.trace for r in runs if r.trace is not None}
     chosen = {name: traces[name] for name in TIMELINE_POLICIES if name in traces}
     if not chosen:

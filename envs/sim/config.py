@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from envs.sim.errors import ConfigError
 from envs.sim.hardware import ModelSpec, NodeSpec, model_preset, parse_node
 
@@ -41,13 +43,22 @@ class SimConfig:
     running batch between chunks; 0 (the reference) prefills in one go. Realism option."""
 
     def __post_init__(self) -> None:
+        # numpy scalars (e.g. from np.linspace sweeps) are stored as Python values
         for name in ("causal_kv", "disk_tier", "attention_flops"):
             value = getattr(self, name)
-            if not isinstance(value, bool):  # "false" would be truthy
+            if isinstance(value, np.bool_):
+                object.__setattr__(self, name, bool(value))
+            elif not isinstance(value, bool):  # "false" would be truthy
                 raise ConfigError(f"sim.{name} must be true or false (a bool), got {value!r}")
+        for name in ("max_batch", "chunked_prefill_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, np.integer):
+                object.__setattr__(self, name, int(value))
         for name in ("mfu", "mbu", "host_ram_bytes", "transfer_latency_s"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, (np.integer, np.floating)):
+                object.__setattr__(self, name, float(value))
+            elif isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ConfigError(f"sim.{name} must be a number, got {value!r}")
         if self.copy_model not in COPY_MODELS:
             raise ConfigError(

@@ -189,6 +189,8 @@ def test_table_columns_stay_aligned_with_long_values():
     end = head.index("p95 ") + len("p95")  # right-aligned: values end under the header's end
     assert first[:end].endswith("12345.678") and second[:end].endswith(" 1.000")
     assert first.endswith("-250.0        -")
+    no_baseline = format_table([dict(row, ttft_mean_reduction_pct=None)], "").splitlines()[-1]
+    assert no_baseline == "times in seconds; no baseline (baseline=), so no reductions (d)"
 
 
 def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_path, monkeypatch):
@@ -196,21 +198,25 @@ def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_pa
 
     hatches: list[str] = []
     texts: list[str] = []
+    swatches: list[str | None] = []
 
     def spy_save(fig, path):
         for ax in fig.axes:
             hatches.extend(p.get_hatch() for p in ax.patches)
-            texts.extend(t.get_text() for t in ax.texts)
+            legend = ax.get_legend()
+            texts.extend(t.get_text() for t in legend.get_texts())
+            swatches.extend(h.get_hatch() for h in legend.legend_handles)
         return real_save(fig, path)
 
     real_save = charts._save
     monkeypatch.setattr(charts, "_save", spy_save)
     rows = [
-        {"policy": "cache_aware", "ttft_mean_reduction_pct": 0.0, "ttft_p95_reduction_pct": 0.0},
         {"policy": "slow", "ttft_mean_reduction_pct": -250.0, "ttft_p95_reduction_pct": -40.0},
+        {"policy": "ok", "ttft_mean_reduction_pct": 10.0, "ttft_p95_reduction_pct": 5.0},
     ]
     path = charts.plot_reductions(rows, "cache_aware", tmp_path / "reductions.png")
     assert path.stat().st_size > 0
     assert [p.name for p in tmp_path.iterdir()] == ["reductions.png"]
     assert hatches.count("//") == 1  # only the -250 % bar is clipped
-    assert any("clipped" in t for t in texts)
+    assert texts == ["mean TTFT", "p95 TTFT", "below -100 %, clipped"]
+    assert swatches[:2] == [None, None]  # plain swatches, though the first mean bar is hatched

@@ -328,3 +328,20 @@ def test_config_errors_are_value_errors() -> None:
     # so entry points that catch ValueError report them cleanly
     assert issubclass(ConfigError, ValueError)
     SimConfig(host_ram_bytes=0.0, transfer_latency_s=0.0, chunked_prefill_tokens=0, mfu=1.0)
+
+
+def test_numpy_scalars_are_accepted_and_stored_as_python_values() -> None:
+    import numpy as np
+
+    config = SimConfig(
+        causal_kv=np.bool_(False),
+        mfu=np.float32(0.5),
+        mbu=np.int64(1),
+        max_batch=np.int64(64),
+        chunked_prefill_tokens=np.int32(512),
+    )
+    assert config.causal_kv is False
+    assert config.mfu == 0.5 and type(config.mfu) is float
+    assert config.mbu == 1.0 and type(config.mbu) is float
+    assert config.max_batch == 64 and type(config.max_batch) is int
+    assert type(config.chunked_prefill_tokens) is int
