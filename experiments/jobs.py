@@ -33,17 +33,31 @@ def run_dir(cfg: Any, kind: str) -> Path:
     return folder
 
 
-def hydra_entry(command: str, main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
+# Hydra flags that print something and exit without running a job (or making a folder).
+_INFO_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion"}
+
+
+def hydra_entry(
+    command: str,
+    main: Callable[[], Any],
+    argv: Sequence[str] | None = None,
+    precheck: Callable[[list[str]], None] | None = None,
+) -> int:
     """The ``__main__`` of a Hydra command. An ``out_dir=`` on the command line is
     checked before Hydra starts (Hydra creates the folder first and would fail with
-    a traceback); then user errors end the run as in ``main_guard``."""
+    a traceback), and so is anything ``precheck`` checks in the arguments; then user
+    errors end the run as in ``main_guard``. ``--help``, ``--cfg`` and the like run
+    no job, so they are passed to Hydra unchecked."""
     args = list(sys.argv[1:] if argv is None else argv)
 
     def run() -> None:
-        for arg in args:
-            key, sep, value = arg.partition("=")
-            if sep and key.lstrip("+~") == "out_dir" and value not in ("", "null"):
-                check_writable_dir(value, f"{command}: out_dir", "the command line")
+        if not _INFO_FLAGS & set(args):
+            for arg in args:
+                key, sep, value = arg.partition("=")
+                if sep and key.lstrip("+~") == "out_dir" and value not in ("", "null"):
+                    check_writable_dir(value, f"{command}: out_dir", "the command line")
+            if precheck is not None:
+                precheck(args)
         main()
 
     return main_guard(run)

@@ -4,6 +4,7 @@ keep their traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -132,6 +133,17 @@ def test_hydra_command_rejects_out_dir_before_hydra_starts(blocked: Path) -> Non
     )
 
 
+@pytest.mark.parametrize("flags", [["--help"], ["--cfg", "job"]])
+def test_hydra_help_and_cfg_ignore_a_bad_out_dir(flags: list[str], blocked: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", *flags, f"out_dir={blocked}"],
+        cwd=blocked.parent.parent, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert ("Powered by Hydra" if flags == ["--help"] else f"out_dir: {blocked}") in proc.stdout
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -171,28 +183,102 @@ def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
         train(cfg)
 
 
-def test_tune_btb_search_space_for_m_must_fit_the_cluster() -> None:
+@pytest.mark.parametrize(
+    ("text", "bounds"),
+    [
+        ("int(interval(1, 4))", (1, 4)),
+        ("range(1, 5)", (1, 5)),  # the Optuna sweeper's range includes its end
+        ("range(1, 6, 2)", (1, 5)),
+        ("shuffle(range(1, 5))", (1, 4)),  # a shuffled range is a choice of Hydra's range
+        ("choice(1, 3)", (1, 3)),
+        ("2", (2, 2)),
+        ("abc", None),
+    ],
+)
+def test_search_space_range_is_what_the_sweeper_draws(text: str, bounds: Any) -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra_plugins.hydra_optuna_sweeper._impl import create_optuna_distribution_from_override
+
+    from experiments.tune_btb import search_space_range
+
+    assert search_space_range(text) == bounds
+    if bounds is not None and text.startswith(("range", "int(")):
+        override = OverridesParser.create().parse_override(f"m={text}")
+        distribution = create_optuna_distribution_from_override(override)
+        assert (distribution.low, distribution.high) == bounds  # what Optuna samples within
+
+
+def test_tune_btb_single_run_on_two_nodes_is_not_checked_against_the_sweep() -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from experiments.tune_btb import check_thresholds, objective
+    from experiments.tune_btb import check_sweep, check_thresholds
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="tune_btb",
+            overrides=["cluster=4xH100_x2", "m=2", "hydra.sweeper.params.m='int(interval(1,4))'"],
+            return_hydra_config=True,
+        )
+    HydraConfig.instance().set_config(cfg)
+    try:
+        check_thresholds(cfg)  # a single run: only its own m counts
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    check_sweep(["workload=tiny", "cluster=4xH100_x2", "m=2"])
+    one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
+    with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
+        check_thresholds(one)
+
+
+def test_tune_btb_default_search_space_follows_the_cluster() -> None:
+    from experiments.tune_btb import check_sweep
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
             config_name="tune_btb", overrides=["cluster=4xH100_x2"], return_hydra_config=True
         )
-    assert cfg.hydra.sweeper.params.m == "int(interval(1, 4))"
-    HydraConfig.instance().set_config(cfg)
-    try:
-        space = r"hydra\.sweeper\.params\.m=int\(interval\(1, 4\)\) allows m up to 4, "
-        with pytest.raises(
-            ValueError, match=space + r"above the cluster's nodes, cluster\.n_nodes=2"
-        ):
-            check_thresholds(cfg)
-    finally:
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]
-    one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
-    with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
-        objective(one)
+    assert cfg.hydra.sweeper.params.m == "int(interval(1, 2))"
+    check_sweep(["-m", "cluster=4xH100_x2"])
+    check_sweep(["-m", "cluster=4xH100_x2", "m=int(interval(1,2))"])
+    check_sweep(["-m", "cluster=4xH100_x2,4xH100_x4", "m=int(interval(1,4))"])  # jobs check
+
+
+@pytest.mark.parametrize(
+    ("args", "label"),
+    [
+        (["m=int(interval(1,4))"], r"m=int\(interval\(1,4\)\) \(from the command line\)"),
+        (["hydra.sweeper.params.m='range(1,3)'"], r"hydra\.sweeper\.params\.m=range\(1,3\)"),
+    ],
+)
+def test_tune_btb_sweep_beyond_the_cluster_is_rejected_before_it_starts(
+    args: list[str], label: str
+) -> None:
+    from experiments.tune_btb import check_sweep
+
+    with pytest.raises(
+        ValueError,
+        match=label + r" lets the sweep draw m from 1 to \d, outside "
+        r"1\.\.2 .*cluster\.n_nodes=2\); e\.g\. 'm=int\(interval\(1, 2\)\)'$",
+    ):
+        check_sweep(["-m", "workload=tiny", "cluster=4xH100_x2", *args])
+
+
+def test_tune_btb_suggested_search_space_works_in_a_shell(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    base = f"{sys.executable} -m experiments.tune_btb -m workload=tiny cluster=4xH100_x2"
+    bad = subprocess.run(
+        ["bash", "-c", f"{base} 'm=int(interval(1,4))' out_dir={tmp_path / 'bad'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 2 and not (tmp_path / "bad").exists()
+    suggestion = bad.stderr.strip().rpartition("e.g. ")[2]
+    good = subprocess.run(
+        ["bash", "-c", f"{base} {suggestion} hydra.sweeper.n_trials=2 out_dir={tmp_path / 'ok'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert good.returncode == 0, good.stderr[-2000:]
+    drawn = [json.loads(p.read_text())["m"] for p in (tmp_path / "ok").glob("*/objective.json")]
+    assert len(drawn) == 2 and all(1 <= m <= 2 for m in drawn)
 
 
 @pytest.mark.parametrize(
