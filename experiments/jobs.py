@@ -90,6 +90,42 @@ def check_world(cfg: Any) -> None:
             raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
 
 
+def check_policy_names(names: Sequence[str], field: str) -> None:
+    """Every baseline named in ``field`` (``policies``, ``train.eval_policies``) exists."""
+    from baselines.policy import POLICIES
+
+    for name in names:
+        if name not in POLICIES:
+            raise ValueError(
+                f"{field}: unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}"
+            )
+
+
+def agent_labels(names: Sequence[str], folders: Sequence[str]) -> list[str]:
+    """A distinct result label for each agent: its name, or, for agents sharing a
+    name, ``name@`` the fewest trailing components of its folder that tell them
+    apart (``ppo_route@A/agent``); ``name#i`` (its place on the command line) when
+    even the folders are the same."""
+    labels = list(names)
+    for name in set(names):
+        group = [i for i, n in enumerate(names) if n == name]
+        if len(group) < 2:
+            continue
+        parts = [Path(folders[i]).resolve().parts for i in group]
+        for depth in range(1, max(len(p) for p in parts) + 1):
+            tails = ["/".join(p[-depth:]) for p in parts]
+            if len(set(tails)) == len(tails):
+                break
+        else:
+            tails = [f"#{i + 1}" for i in group]
+        for i, tail in zip(group, tails):
+            labels[i] = f"{name}{tail}" if tail.startswith("#") else f"{name}@{tail}"
+    taken = [label for label in labels if labels.count(label) > 1]
+    if taken:  # a suffixed label equal to another agent's own name
+        labels = [f"{label}#{i + 1}" for i, label in enumerate(labels)]
+    return labels
+
+
 def sweep_group() -> str | None:
     """The sweep folder's name in a multirun (the W&B group), else None."""
     from hydra.core.hydra_config import HydraConfig

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import cluster_of, register_configs, setup_label, workload_label
 from experiments.jobs import (
+    check_policy_names,
     check_world,
     evaluate_and_write,
     hydra_entry,
@@ -105,6 +106,7 @@ def imitate(
 def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
+    check_policy_names(cfg.train.eval_policies, "train.eval_policies")
     for field, low in (("total_timesteps", 0), ("checkpoint_every", 0), ("torch_threads", 1)):
         value = cfg.train[field]
         if value < low:

@@ -165,6 +165,27 @@ def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_pa
     assert list(tmp_path.iterdir()) == []  # rejected before the run folder is made
 
 
+@pytest.mark.parametrize(
+    ("name", "override", "field"),
+    [("train", "train.eval_policies=[btb,nope]", "train.eval_policies"),
+     ("evaluate", "policies=[nope]", "policies")],
+)  # fmt: skip
+def test_unknown_policy_names_are_rejected_before_any_work(
+    name: str, override: str, field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from experiments import evaluate, train
+
+    monkeypatch.chdir(tmp_path)  # a W&B run would leave wandb/ here
+    module = {"train": train, "evaluate": evaluate}[name]
+    cfg = _compose(
+        name, ["logger=wandb", "logger.mode=offline", "workload=tiny", override,
+               f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=rf"^{field}: unknown policy 'nope'; known: .*btb"):
+        getattr(module, name)(cfg)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
     from dataclasses import asdict
 

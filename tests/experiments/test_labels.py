@@ -63,3 +63,45 @@ def test_tune_btb_rows_use_the_same_labels(tmp_path: Path) -> None:
     objective(cfg)
     row = json.loads((tmp_path / "objective.json").read_text())["row"]
     assert (row["setup"], row["workload"]) == ("70b_h100x4", TINY)
+
+
+def test_agent_labels_are_distinct() -> None:
+    from experiments.jobs import agent_labels
+
+    names = ["ppo_route"] * 3 + ["a2c_route"]
+    folders = ["/r/A/agent", "/r/B/agent", "/r/C/agent", "/r/D/agent"]
+    assert agent_labels(names, folders) == [
+        "ppo_route@A/agent",
+        "ppo_route@B/agent",
+        "ppo_route@C/agent",
+        "a2c_route",
+    ]
+    assert agent_labels(["x", "x"], ["/r/a", "/r/a"]) == ["x#1", "x#2"]  # the same folder twice
+    assert agent_labels(["x", "x"], ["/r/a", "/s/b"]) == ["x@a", "x@b"]
+
+
+def test_evaluate_keeps_every_agent_of_the_same_name(tmp_path: Path) -> None:
+    import shutil
+
+    from experiments.evaluate import evaluate
+
+    zoo = ROOT / "agents" / "zoo" / "bc_route_warm"
+    folders = [tmp_path / run / "agent" for run in ("A", "B", "C")]
+    for folder in folders:
+        shutil.copytree(zoo, folder)
+    out = tmp_path / "out"
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=tiny", "workload.eval_windows=1", "progress=false",
+         "policies=[least_load]", f"checkpoint=[{','.join(map(str, folders))}]",
+         f"out_dir={out}"],
+    )  # fmt: skip
+    evaluate(cfg)
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["policy"] for r in rows] == [
+        "cache_aware",
+        "least_load",
+        "bc_route_warm@A/agent",
+        "bc_route_warm@B/agent",
+        "bc_route_warm@C/agent",
+    ]
