@@ -107,6 +107,8 @@ def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
     check_policy_names(cfg.train.eval_policies, "train.eval_policies")
+    if cfg.agent.hidden < 1:
+        raise ValueError(f"agent.hidden must be >= 1 (units per layer), got {cfg.agent.hidden}")
     for field, low in (("total_timesteps", 0), ("checkpoint_every", 0), ("torch_threads", 1)):
         value = cfg.train[field]
         if value < low:

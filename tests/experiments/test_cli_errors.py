@@ -154,6 +154,7 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(flags: list[str], blocked: Path
         ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
         ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
+        ("agent.hidden=0", r"agent\.hidden must be >= 1 \(units per layer\), got 0"),
     ],
 )
 def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_path: Path) -> None:
@@ -184,6 +185,40 @@ def test_unknown_policy_names_are_rejected_before_any_work(
     with pytest.raises(ValueError, match=rf"^{field}: unknown policy 'nope'; known: .*btb"):
         getattr(module, name)(cfg)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_sb3_rejecting_a_hyperparameter_is_a_user_error(tmp_path: Path) -> None:
+    from experiments.train import train
+
+    cfg = _compose(
+        "train", ["logger=none", "workload=tiny", "agent.hyperparams.n_steps=0",
+                  f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"agent\.hyperparams for ppo: .*n_steps=0"):
+        train(cfg)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"extra": 1}, "unknown key 'extra'; known: algo, env"),
+        ({"algo": None}, "missing key 'algo'"),
+    ],
+)
+def test_agent_json_with_a_wrong_key_is_one_line(
+    edit: dict[str, Any], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    folder = tmp_path / "agent"
+    shutil.copytree(ROOT / "agents" / "zoo" / "bc_route_warm", folder)
+    data = json.loads((folder / "agent.json").read_text())
+    data.update(edit)
+    data = {key: value for key, value in data.items() if value is not None}
+    (folder / "agent.json").write_text(json.dumps(data))
+    args = [f"agents={folder}", "policies=least_load", "windows=1", f"out_dir={tmp_path / 'o'}"]
+    assert main_guard(lambda: compare.main(args)) == 2
+    assert capsys.readouterr().err.startswith(f"error: {folder / 'agent.json'}: {message}")
 
 
 def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
