@@ -115,14 +115,37 @@ def check_train(cfg: Any) -> None:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
 
 
-def check_resume(cfg: Any, trained_steps: int) -> None:
-    """A resumed run continues the step count: its target cannot be below the checkpoint's."""
+def check_resume(cfg: Any, resumed: Any) -> None:
+    """A checkpoint to resume (its AgentSpec ``resumed``) must be the network the config
+    describes, on as many nodes; and the step count continues, so the target cannot be
+    below the checkpoint's."""
+    asked = {
+        "agent.algo": cfg.agent.algo,
+        "env.kind": cfg.env.kind,
+        "agent.net": cfg.agent.net,
+        "agent.hidden": int(cfg.agent.hidden),
+        "cluster.n_nodes": int(cfg.cluster.n_nodes),
+    }
+    saved = {
+        "agent.algo": resumed.algo,
+        "env.kind": resumed.env,
+        "agent.net": resumed.net,
+        "agent.hidden": int(resumed.hidden),
+        "cluster.n_nodes": resumed.env_kwargs.get("n_nodes"),
+    }
+    for field, value in asked.items():
+        if saved[field] is not None and saved[field] != value:
+            raise ValueError(
+                f"resume={cfg.resume}: that checkpoint is {resumed.algo}/{resumed.env}/"
+                f"{resumed.net} with {field}={saved[field]}, the config asks for "
+                f"{field}={value} (resume with {field}={saved[field]})"
+            )
     target = int(cfg.train.total_timesteps)
-    if target < trained_steps:
+    if target < resumed.timesteps:
         raise ValueError(
-            f"train.total_timesteps={target} is below the {trained_steps} steps the checkpoint "
-            f"resume={cfg.resume} has already trained (the step count continues; ask for "
-            f">= {trained_steps})"
+            f"train.total_timesteps={target} is below the {resumed.timesteps} steps the "
+            f"checkpoint resume={cfg.resume} has already trained (the step count continues; "
+            f"ask for >= {resumed.timesteps})"
         )
 
 
@@ -140,7 +163,7 @@ def train(cfg: DictConfig) -> float:
 
     check_train(cfg)
     if cfg.resume:
-        check_resume(cfg, load_spec(cfg.resume).timesteps)
+        check_resume(cfg, load_spec(cfg.resume))
     out_dir = run_dir(cfg, "train")
     torch.set_num_threads(int(cfg.train.torch_threads))
     if cfg.env.vec not in ("dummy", "subproc"):
@@ -184,11 +207,6 @@ def train(cfg: DictConfig) -> float:
         hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
-            if (resumed.algo, resumed.env, resumed.net) != (spec.algo, spec.env, spec.net):
-                raise ValueError(
-                    f"resume={cfg.resume}: that checkpoint is {resumed.algo}/{resumed.env}/"
-                    f"{resumed.net}, the config asks for {spec.algo}/{spec.env}/{spec.net}"
-                )
             spec.name = resumed.name
         else:
             model = build_model(spec, vec, hyperparams)  # type: ignore[arg-type]

@@ -187,6 +187,42 @@ def test_unknown_policy_names_are_rejected_before_any_work(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("overrides", "field", "saved", "asked"),
+    [
+        (["env=route_warm", "agent=maskable_ppo"], "agent.algo", "ppo", "maskable_ppo"),
+        (["env=thresholds"], "env.kind", "route", "thresholds"),
+        (["agent=ppo_mlp"], "agent.net", "set", "mlp"),
+        (["agent.hidden=32"], "agent.hidden", "64", "32"),
+        (["cluster=4xH100_x6"], "cluster.n_nodes", "4", "6"),
+    ],
+)
+def test_resume_names_what_the_checkpoint_does_not_match(
+    overrides: list[str], field: str, saved: str, asked: str, tmp_path: Path
+) -> None:
+    from dataclasses import asdict
+
+    from agents.algorithms import AgentSpec
+    from experiments._io import write_json_atomic
+    from experiments.train import train
+
+    checkpoint = tmp_path / "step_80"
+    spec = AgentSpec("ppo", "route", env_kwargs={"n_nodes": 4}, timesteps=80)
+    write_json_atomic(checkpoint / "agent.json", asdict(spec))  # no model.zip: never loaded
+    cfg = _compose(
+        "train",
+        ["logger=none", "workload=tiny", *overrides, f"resume={checkpoint}",
+         f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    message = (
+        rf"^resume={checkpoint}: that checkpoint is ppo/route/set with {field}={saved}, "
+        rf"the config asks for {field}={asked} \(resume with {field}={saved}\)$"
+    )
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
+
+
 def test_sb3_rejecting_a_hyperparameter_is_a_user_error(tmp_path: Path) -> None:
     from experiments.train import train
 
