@@ -53,6 +53,7 @@ def evaluate(cfg: DictConfig) -> float:
         if label in POLICIES:
             raise ValueError(f"checkpoint: agent name {label!r} is a baseline's name")
         agent.name = label
+        agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
         agents[label] = agent
     out_dir = run_dir(cfg, "evaluate")
     stamp = time.strftime("%Y%m%d-%H%M%S")

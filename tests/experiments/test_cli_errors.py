@@ -223,6 +223,30 @@ def test_resume_names_what_the_checkpoint_does_not_match(
     assert not (tmp_path / "run").exists()
 
 
+def test_evaluate_refuses_a_fixed_size_agent_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+    from agents.algorithms import AgentSpec, build_model, save_agent
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+    from experiments import evaluate, jobs
+
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="dqn", env="route", hidden=8)  # four nodes: the default setup's
+    save_agent(build_model(spec, gym.make(spec.env_id, windows=[window])), spec, tmp_path / "a")
+    monkeypatch.setattr(jobs, "eval_windows", _never)  # no window may run
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=tiny", "cluster=4xH100_x2", f"checkpoint=[{tmp_path / 'a'}]",
+         f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"agent 'dqn_route': .*fixed to the 4 nodes .* has 2"):
+        evaluate.evaluate(cfg)
+    assert not (tmp_path / "run").exists()
+
+
 def test_sb3_rejecting_a_hyperparameter_is_a_user_error(tmp_path: Path) -> None:
     from experiments.train import train
 
