@@ -413,6 +413,14 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(tmp_path: Path) -> Non
         (reproduce, ["workload_seeds=1,a"], "workload_seeds='1,a' must be integers >= 0"),
         (reproduce, ["workload_seed=-3"], "workload_seed must be >= 0, got -3"),
         (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
+        (reproduce, ["causal_kv=maybe"], "experiments.reproduce: causal_kv must be both or a bool"),
+        (
+            make_dataset,
+            ["out_dir=/nonexistent-btb/x", "seed=-1"],
+            "make_dataset: seed must be >= 0",
+        ),
+        (bench, ["window=-1"], "experiments.bench: window must be >= 0 (a synthetic window's"),
+        (audit, ["path=" + str(ROOT / "tests")], f"audit: path='{ROOT / 'tests'}' is a folder"),
     ],
 )
 def test_bad_options_name_their_field(
@@ -441,3 +449,11 @@ def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> Non
         module.main(["--help"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: python -m {module.__name__}")
+
+
+@pytest.mark.parametrize(
+    ("text", "modes"),
+    [("both", [False, True]), ("0", [False]), ("yes", [True]), ("OFF", [False]), ("1", [True])],
+)
+def test_reproduce_reads_causal_kv_like_every_bool_option(text: str, modes: list[bool]) -> None:
+    assert reproduce.causal_kv_modes(text) == modes
