@@ -65,8 +65,8 @@ class AgentSpec:
                 "agent.algo=maskable_ppo uses action masks, which env=route_warm has; "
                 f"got {self.env!r}"
             )
-        if not self.name:
-            self.name = f"{self.algo}_{self.env}"
+        if not self.name:  # e.g. ppo_route; ppo_route_mlp for SB3's flat MLP
+            self.name = f"{self.algo}_{self.env}" + ("_mlp" if self.net == "mlp" else "")
 
     @property
     def env_id(self) -> str:

@@ -103,6 +103,12 @@ def imitate(
     return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
 
 
+def run_name(cfg: Any, agent_name: str, stamp: str) -> str:
+    """The W&B run's name, in the form compare and evaluate use:
+    ``setup__workload__train-AGENT__seed__time``."""
+    return f"{setup_label(cfg)}__{workload_label(cfg)}__train-{agent_name}__{cfg.seed}__{stamp}"
+
+
 def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
@@ -199,7 +205,7 @@ def train(cfg: DictConfig) -> float:
         cfg.logger,
         OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
         out_dir,
-        name=f"{spec.env_id.split('/')[-1]}__{spec.name}__{cfg.seed}__{stamp}",
+        name=run_name(cfg, spec.name, stamp),
         job_type="train",
         group=sweep_group(),
     )

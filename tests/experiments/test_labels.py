@@ -33,6 +33,8 @@ def _compose(name: str, overrides: list[str]) -> Any:
         (["model=glm-4.5", "cluster=8xH200_x4"], "glm-4.5_8xH200_x4", "bursted_synthetic"),
         (["workload=tiny"], "70b_h100x4", TINY),
         (["workload=mixed"], "70b_h100x4", "mixed"),
+        (["model.name=70b"], "70b_h100x4", "bursted_synthetic"),  # an alias of the preset
+        (["model.name=glm52", "cluster=8xH100_x4"], "glm52_h100x8", "bursted_synthetic"),
     ],
 )
 def test_labels_follow_the_groups(overrides: list[str], setup: str, workload: str) -> None:
@@ -105,3 +107,17 @@ def test_evaluate_keeps_every_agent_of_the_same_name(tmp_path: Path) -> None:
         "bc_route_warm@B/agent",
         "bc_route_warm@C/agent",
     ]
+
+
+def test_agent_names_tell_the_networks_apart() -> None:
+    from agents.algorithms import AgentSpec
+
+    assert AgentSpec("ppo", "route").name == "ppo_route"
+    assert AgentSpec("ppo", "route", net="mlp").name == "ppo_route_mlp"
+
+
+def test_train_run_name_has_the_compare_form() -> None:
+    from experiments.train import run_name
+
+    cfg = _compose("train", ["workload=mixed", "seed=3"])
+    assert run_name(cfg, "ppo_route", "T") == "70b_h100x4__mixed__train-ppo_route__3__T"
