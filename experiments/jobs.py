@@ -84,6 +84,14 @@ def check_world(cfg: Any) -> None:
     for field, value in (("seed", cfg.seed), ("workload.seed", cfg.workload.seed)):
         if value < 0:
             raise ValueError(f"{field} must be >= 0 (a numpy seed), got {value}")
+    from experiments.tracking import WANDB_MODES
+
+    if cfg.logger.kind not in ("wandb", "none"):
+        raise ValueError(f"logger.kind must be wandb or none, got {cfg.logger.kind!r}")
+    if cfg.logger.mode not in WANDB_MODES:
+        raise ValueError(
+            f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {cfg.logger.mode!r}"
+        )
     for field in ("train_pool", "eval_windows"):
         value = cfg.workload[field]
         if value is not None and value < 1:

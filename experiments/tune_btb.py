@@ -9,11 +9,12 @@ Each job writes ``objective.json`` (thresholds, mean TTFT, the rows) to its fold
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import (
     cluster_of,
@@ -22,7 +23,14 @@ from experiments.config import (
     sim_of,
     workload_label,
 )
-from experiments.jobs import check_world, hydra_entry, run_dir, run_job, workload_params
+from experiments.jobs import (
+    check_world,
+    hydra_entry,
+    run_dir,
+    run_job,
+    sweep_group,
+    workload_params,
+)
 
 register_configs()
 
@@ -135,6 +143,7 @@ def objective(cfg: DictConfig) -> float:
     from envs.windows import window_pool
     from experiments._io import write_json_atomic
     from experiments.evaluation import evaluate_policies
+    from experiments.tracking import RunLogger
 
     check_world(cfg)
     check_thresholds(cfg)
@@ -162,6 +171,20 @@ def objective(cfg: DictConfig) -> float:
         out_dir / "objective.json",
         {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value, "row": row},
     )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    logger = RunLogger(
+        cfg.logger,
+        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+        out_dir,
+        name=f"{setup_label(cfg)}__{workload_label(cfg)}__tune_btb__{cfg.seed}__{stamp}",
+        job_type="tune_btb",
+        group=sweep_group(),
+    )
+    try:
+        logger.log_table("objective", [row])
+        logger.summary({"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value})
+    finally:
+        logger.finish()
     print(f"btb x={cfg.x} y={cfg.y} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s")
     return value
 

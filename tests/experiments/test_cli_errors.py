@@ -457,3 +457,25 @@ def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> Non
 )
 def test_reproduce_reads_causal_kv_like_every_bool_option(text: str, modes: list[bool]) -> None:
     assert reproduce.causal_kv_modes(text) == modes
+
+
+@pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
+def test_logger_mode_is_checked_by_every_hydra_command(name: str, tmp_path: Path) -> None:
+    from experiments import evaluate, train, tune_btb
+
+    fn = {"train": train.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
+    cfg = _compose(name, ["logger=none", "logger.mode=bogus", f"out_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=r"^logger\.mode must be one of offline, online, "):
+        fn[name](cfg)
+    assert not (tmp_path / "run").exists()
+
+
+def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
+    from experiments.tune_btb import objective
+
+    cfg = _compose(
+        "tune_btb", ["logger=wandb", "logger.mode=offline", "workload=tiny",
+                     "workload.train_pool=1", f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    objective(cfg)
+    assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
