@@ -76,7 +76,8 @@ class AgentPolicy(Policy):
             return [n_nodes] + [2] * n_nodes + [n_nodes + 1]
         return [int(n) for n in self.model.action_space.nvec]
 
-    def _check_nodes(self, n_nodes: int) -> None:
+    def check_nodes(self, n_nodes: int) -> None:
+        """Refuse, with a ValueError naming the agent, a cluster its network cannot run on."""
         trained = self.trained_nodes
         if n_nodes == trained:
             return
@@ -89,7 +90,7 @@ class AgentPolicy(Policy):
             )
 
     def reset(self, sim: Simulator) -> None:
-        self._check_nodes(sim.n_nodes)
+        self.check_nodes(sim.n_nodes)
         self._sizes = self.action_sizes(sim.n_nodes)
         self._live_nodes = sim.n_nodes
         if self.spec.env == "thresholds":

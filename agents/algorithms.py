@@ -11,7 +11,7 @@ rebuild the exact observation and action handling.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +65,8 @@ class AgentSpec:
                 "agent.algo=maskable_ppo uses action masks, which env=route_warm has; "
                 f"got {self.env!r}"
             )
-        if not self.name:
-            self.name = f"{self.algo}_{self.env}"
+        if not self.name:  # e.g. ppo_route; ppo_route_mlp for SB3's flat MLP
+            self.name = f"{self.algo}_{self.env}" + ("_mlp" if self.net == "mlp" else "")
 
     @property
     def env_id(self) -> str:
@@ -106,7 +106,7 @@ def build_model(
             verbose=0,
             **kwargs,
         )
-    except TypeError as error:
+    except (TypeError, AssertionError) as error:  # SB3 asserts on values such as n_steps=0
         raise ValueError(f"agent.hyperparams for {spec.algo}: {error}") from None
 
 
@@ -130,7 +130,25 @@ def load_spec(folder: str | Path) -> AgentSpec:
         data = read_json(path)
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}: not valid JSON ({error})") from None
-    return AgentSpec(**data)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    known = {f.name: f for f in fields(AgentSpec)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: unknown key {unknown[0]!r}; known: {', '.join(known)}")
+    missing = [
+        name
+        for name, f in known.items()
+        if name not in data and f.default is MISSING and f.default_factory is MISSING
+    ]
+    if missing:
+        raise ValueError(f"{path}: missing key {missing[0]!r}")
+    if not isinstance(data.get("hidden", 64), int) or data.get("hidden", 64) < 1:
+        raise ValueError(f"{path}: hidden must be an integer >= 1, got {data['hidden']!r}")
+    try:
+        return AgentSpec(**data)
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
 
 
 def load_agent(

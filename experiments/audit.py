@@ -64,8 +64,10 @@ def audit_file(
     skip_bad_rows: bool = False,
 ) -> dict[str, Any]:
     """Audit one trace file; returns the report written as ``audit.json``."""
+    if Path(path).is_dir():
+        raise UsageError(f"{COMMAND}: path={path!r} is a folder; give one trace file")
     if not Path(path).is_file():
-        raise UsageError(f"{COMMAND}: no such file: {path}")
+        raise UsageError(f"{COMMAND}: path={path!r}: no such file")
     if format != "auto" and format not in FORMATS:
         raise UsageError(f"{COMMAND}: format={format!r} is not one of auto, {', '.join(FORMATS)}")
     if min_blocks < 1:

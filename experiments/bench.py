@@ -112,6 +112,11 @@ def _check(options: dict[str, Any]) -> None:
         raise UsageError(
             f"experiments.bench: repeats must be an integer >= 1, got {options['repeats']!r}"
         )
+    if options["window"] < 0:
+        raise UsageError(
+            f"experiments.bench: window must be >= 0 (a synthetic window's index), "
+            f"got {options['window']}"
+        )
     if options["out_dir"]:
         check_writable_dir(options["out_dir"], "experiments.bench: out_dir")
     setup_cluster(options["setup"])

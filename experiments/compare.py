@@ -256,6 +256,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         agent = AgentPolicy.load(folder)
         if agent.name in policies:
             raise UsageError(f"agent {folder} is named {agent.name!r}, like a policy already run")
+        agent.check_nodes(SETUPS[options["setup"]][2])  # before any run
         policies[agent.name] = agent
     config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
     limit = options["windows"] or None

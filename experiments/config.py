@@ -8,6 +8,7 @@ choose the values: one folder per group (``setup``, ``model``, ``cluster``,
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
-from envs.sim import SETUPS, ClusterSpec, SimConfig
+from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
+from envs.sim.hardware import model_preset
 
 
 @dataclass
@@ -183,8 +185,11 @@ def cluster_of(cfg: Any) -> ClusterSpec:
 def setup_label(cfg: Any) -> str:
     """The setup a run simulated, for result rows and run names: the published setup's
     name (as ``experiments.compare`` writes it) when the model and cluster groups are
-    that setup's, else ``MODEL_NODE_xN`` (``llama-3.3-70b_4xH100_x6``)."""
+    that setup's (a model alias such as ``70b`` counts as its preset), else
+    ``MODEL_NODE_xN`` (``llama-3.3-70b_4xH100_x6``)."""
     model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), int(cfg.cluster.n_nodes)
+    with contextlib.suppress(ConfigError):  # an unknown model: cluster_of reports it
+        model = model_preset(model).name  # an alias (70b, glm52) as the preset it names
     chosen = (model, node, n_nodes)
     if SETUPS.get(cfg.setup.name) == chosen:
         return str(cfg.setup.name)

@@ -18,6 +18,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import register_configs, setup_label, workload_label
 from experiments.jobs import (
+    agent_labels,
+    check_policy_names,
     check_world,
     evaluate_and_write,
     hydra_entry,
@@ -33,23 +35,27 @@ def evaluate(cfg: DictConfig) -> float:
     import torch
 
     from agents.adapter import AgentPolicy
+    from baselines.policy import POLICIES
     from experiments.tracking import RunLogger
 
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     check_world(cfg)
-    out_dir = run_dir(cfg, "evaluate")
-    agents = {}
+    check_policy_names(cfg.policies, "policies")
     for folder in cfg.checkpoint:
         if not (Path(folder) / "agent.json").is_file():
             raise ValueError(
                 f"checkpoint: {folder!r} is not an agent checkpoint (no agent.json there)"
             )
-        agent = AgentPolicy.load(folder)
-        name = agent.name
-        if name in agents:  # the same kind of agent twice: tell them apart by folder
-            name = f"{name}@{Path(folder).name}"
-            agent.name = name
-        agents[name] = agent
+    loaded = [AgentPolicy.load(folder) for folder in cfg.checkpoint]
+    labels = agent_labels([agent.name for agent in loaded], list(cfg.checkpoint))
+    agents = {}
+    for agent, label in zip(loaded, labels):
+        if label in POLICIES:
+            raise ValueError(f"checkpoint: agent name {label!r} is a baseline's name")
+        agent.name = label
+        agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
+        agents[label] = agent
+    out_dir = run_dir(cfg, "evaluate")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     logger = RunLogger(
         cfg.logger,

@@ -33,17 +33,31 @@ def run_dir(cfg: Any, kind: str) -> Path:
     return folder
 
 
-def hydra_entry(command: str, main: Callable[[], Any], argv: Sequence[str] | None = None) -> int:
+# Hydra flags that print something and exit without running a job (or making a folder).
+_INFO_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion"}
+
+
+def hydra_entry(
+    command: str,
+    main: Callable[[], Any],
+    argv: Sequence[str] | None = None,
+    precheck: Callable[[list[str]], None] | None = None,
+) -> int:
     """The ``__main__`` of a Hydra command. An ``out_dir=`` on the command line is
     checked before Hydra starts (Hydra creates the folder first and would fail with
-    a traceback); then user errors end the run as in ``main_guard``."""
+    a traceback), and so is anything ``precheck`` checks in the arguments; then user
+    errors end the run as in ``main_guard``. ``--help``, ``--cfg`` and the like run
+    no job, so they are passed to Hydra unchecked."""
     args = list(sys.argv[1:] if argv is None else argv)
 
     def run() -> None:
-        for arg in args:
-            key, sep, value = arg.partition("=")
-            if sep and key.lstrip("+~") == "out_dir" and value not in ("", "null"):
-                check_writable_dir(value, f"{command}: out_dir", "the command line")
+        if not _INFO_FLAGS & set(args):
+            for arg in args:
+                key, sep, value = arg.partition("=")
+                if sep and key.lstrip("+~") == "out_dir" and value not in ("", "null"):
+                    check_writable_dir(value, f"{command}: out_dir", "the command line")
+            if precheck is not None:
+                precheck(args)
         main()
 
     return main_guard(run)
@@ -70,10 +84,54 @@ def check_world(cfg: Any) -> None:
     for field, value in (("seed", cfg.seed), ("workload.seed", cfg.workload.seed)):
         if value < 0:
             raise ValueError(f"{field} must be >= 0 (a numpy seed), got {value}")
+    from experiments.tracking import WANDB_MODES
+
+    if cfg.logger.kind not in ("wandb", "none"):
+        raise ValueError(f"logger.kind must be wandb or none, got {cfg.logger.kind!r}")
+    if cfg.logger.mode not in WANDB_MODES:
+        raise ValueError(
+            f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {cfg.logger.mode!r}"
+        )
     for field in ("train_pool", "eval_windows"):
         value = cfg.workload[field]
         if value is not None and value < 1:
             raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
+
+
+def check_policy_names(names: Sequence[str], field: str) -> None:
+    """Every baseline named in ``field`` (``policies``, ``train.eval_policies``) exists."""
+    from baselines.policy import POLICIES
+
+    for name in names:
+        if name not in POLICIES:
+            raise ValueError(
+                f"{field}: unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}"
+            )
+
+
+def agent_labels(names: Sequence[str], folders: Sequence[str]) -> list[str]:
+    """A distinct result label for each agent: its name, or, for agents sharing a
+    name, ``name@`` the fewest trailing components of its folder that tell them
+    apart (``ppo_route@A/agent``); ``name#i`` (its place on the command line) when
+    even the folders are the same."""
+    labels = list(names)
+    for name in set(names):
+        group = [i for i, n in enumerate(names) if n == name]
+        if len(group) < 2:
+            continue
+        parts = [Path(folders[i]).resolve().parts for i in group]
+        for depth in range(1, max(len(p) for p in parts) + 1):
+            tails = ["/".join(p[-depth:]) for p in parts]
+            if len(set(tails)) == len(tails):
+                break
+        else:
+            tails = [f"#{i + 1}" for i in group]
+        for i, tail in zip(group, tails):
+            labels[i] = f"{name}{tail}" if tail.startswith("#") else f"{name}@{tail}"
+    taken = [label for label in labels if labels.count(label) > 1]
+    if taken:  # a suffixed label equal to another agent's own name
+        labels = [f"{label}#{i + 1}" for i, label in enumerate(labels)]
+    return labels
 
 
 def sweep_group() -> str | None:

@@ -290,6 +290,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not options["out_dir"]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
     check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
+    if options["seed"] < 0:
+        raise UsageError(f"{COMMAND}: seed must be >= 0 (a numpy seed), got {options['seed']}")
     info = make_dataset(
         workload=options["workload"],
         out_dir=options["out_dir"],

@@ -35,7 +35,7 @@ import numpy as np
 
 from envs.sim import SETUPS, SimConfig
 from envs.workloads.bursted import PUBLISHED_SEED
-from experiments._cli import UsageError, main_guard, parse_args
+from experiments._cli import UsageError, main_guard, parse_args, parse_value
 from experiments._io import check_writable_dir, write_json_atomic
 from experiments.compare import default_out_dir
 from experiments.evaluation import evaluate_policies, split_windows
@@ -206,6 +206,20 @@ def _pct(value: float | None, width: int) -> str:
     return f"{value:>+{width}.1f}" if value is not None else f"{'-':>{width}}"
 
 
+def causal_kv_modes(text: str) -> list[bool]:
+    """``causal_kv=`` as the KV models to run: ``both``, or one bool as every command
+    spells it (true/false, yes/no, on/off, 1/0)."""
+    if text.lower() == "both":
+        return [False, True]
+    try:
+        return [parse_value(text, True)]
+    except ValueError:
+        raise UsageError(
+            f"experiments.reproduce: causal_kv must be both or a bool (true/false, yes/no, "
+            f"on/off, 1/0), got {text!r}"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.reproduce", DEFAULTS, argv)
     if not options["setups"]:
@@ -213,9 +227,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = [s for s in options["setups"] if s not in SETUPS]
     if unknown:
         raise UsageError(f"unknown setup {unknown[0]!r}; known: {', '.join(SETUPS)}")
-    modes = {"both": [False, True], "false": [False], "true": [True]}
-    if options["causal_kv"].lower() not in modes:
-        raise UsageError(f"causal_kv must be both, true or false, got {options['causal_kv']!r}")
+    modes = causal_kv_modes(options["causal_kv"])
     if options["jobs"] < 1:
         raise UsageError(f"jobs must be >= 1, got {options['jobs']}")
     policies = list(options["policies"])
@@ -234,10 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if any(value < 0 for value in values):
             raise UsageError(f"experiments.reproduce: {key} must be >= 0, got {min(values)}")
     tasks = [
-        (seed, setup, causal)
-        for seed in seeds
-        for causal in modes[options["causal_kv"].lower()]
-        for setup in options["setups"]
+        (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]
     out_dir = (
         Path(options["out_dir"])

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import cluster_of, register_configs, setup_label, workload_label
 from experiments.jobs import (
+    check_policy_names,
     check_world,
     evaluate_and_write,
     hydra_entry,
@@ -102,23 +103,55 @@ def imitate(
     return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
 
 
+def run_name(cfg: Any, agent_name: str, stamp: str) -> str:
+    """The W&B run's name, in the form compare and evaluate use:
+    ``setup__workload__train-AGENT__seed__time``."""
+    return f"{setup_label(cfg)}__{workload_label(cfg)}__train-{agent_name}__{cfg.seed}__{stamp}"
+
+
 def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
+    check_policy_names(cfg.train.eval_policies, "train.eval_policies")
+    if cfg.agent.hidden < 1:
+        raise ValueError(f"agent.hidden must be >= 1 (units per layer), got {cfg.agent.hidden}")
     for field, low in (("total_timesteps", 0), ("checkpoint_every", 0), ("torch_threads", 1)):
         value = cfg.train[field]
         if value < low:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
 
 
-def check_resume(cfg: Any, trained_steps: int) -> None:
-    """A resumed run continues the step count: its target cannot be below the checkpoint's."""
+def check_resume(cfg: Any, resumed: Any) -> None:
+    """A checkpoint to resume (its AgentSpec ``resumed``) must be the network the config
+    describes, on as many nodes; and the step count continues, so the target cannot be
+    below the checkpoint's."""
+    asked = {
+        "agent.algo": cfg.agent.algo,
+        "env.kind": cfg.env.kind,
+        "agent.net": cfg.agent.net,
+        "agent.hidden": int(cfg.agent.hidden),
+        "cluster.n_nodes": int(cfg.cluster.n_nodes),
+    }
+    saved = {
+        "agent.algo": resumed.algo,
+        "env.kind": resumed.env,
+        "agent.net": resumed.net,
+        "agent.hidden": int(resumed.hidden),
+        "cluster.n_nodes": resumed.env_kwargs.get("n_nodes"),
+    }
+    for field, value in asked.items():
+        if saved[field] is not None and saved[field] != value:
+            raise ValueError(
+                f"resume={cfg.resume}: that checkpoint is {resumed.algo}/{resumed.env}/"
+                f"{resumed.net} with {field}={saved[field]}, the config asks for "
+                f"{field}={value} (resume with {field}={saved[field]})"
+            )
     target = int(cfg.train.total_timesteps)
-    if target < trained_steps:
+    if target < resumed.timesteps:
         raise ValueError(
-            f"train.total_timesteps={target} is below the {trained_steps} steps the checkpoint "
-            f"resume={cfg.resume} has already trained (the step count continues; ask for "
-            f">= {trained_steps})"
+            f"train.total_timesteps={target} is below the {resumed.timesteps} steps the "
+            f"checkpoint resume={cfg.resume} has already trained (the step count continues; "
+            f"ask for >= {resumed.timesteps})"
         )
 
 
@@ -136,7 +169,7 @@ def train(cfg: DictConfig) -> float:
 
     check_train(cfg)
     if cfg.resume:
-        check_resume(cfg, load_spec(cfg.resume).timesteps)
+        check_resume(cfg, load_spec(cfg.resume))
     out_dir = run_dir(cfg, "train")
     torch.set_num_threads(int(cfg.train.torch_threads))
     if cfg.env.vec not in ("dummy", "subproc"):
@@ -172,7 +205,7 @@ def train(cfg: DictConfig) -> float:
         cfg.logger,
         OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
         out_dir,
-        name=f"{spec.env_id.split('/')[-1]}__{spec.name}__{cfg.seed}__{stamp}",
+        name=run_name(cfg, spec.name, stamp),
         job_type="train",
         group=sweep_group(),
     )
@@ -180,11 +213,6 @@ def train(cfg: DictConfig) -> float:
         hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
-            if (resumed.algo, resumed.env, resumed.net) != (spec.algo, spec.env, spec.net):
-                raise ValueError(
-                    f"resume={cfg.resume}: that checkpoint is {resumed.algo}/{resumed.env}/"
-                    f"{resumed.net}, the config asks for {spec.algo}/{spec.env}/{spec.net}"
-                )
             spec.name = resumed.name
         else:
             model = build_model(spec, vec, hyperparams)  # type: ignore[arg-type]

@@ -9,10 +9,12 @@ Each job writes ``objective.json`` (thresholds, mean TTFT, the rows) to its fold
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import (
     cluster_of,
@@ -21,48 +23,114 @@ from experiments.config import (
     sim_of,
     workload_label,
 )
-from experiments.jobs import check_world, hydra_entry, run_dir, run_job, workload_params
+from experiments.jobs import (
+    check_world,
+    hydra_entry,
+    run_dir,
+    run_job,
+    sweep_group,
+    workload_params,
+)
 
 register_configs()
 
 
-def search_space_bound(text: str) -> float | None:
-    """The largest value a sweeper's search-space override can draw (``int(interval(1,
-    4))``, ``choice(1, 2)``, ``range(1, 5)``, or a plain value); None if not numeric."""
+def search_space_range(text: str) -> tuple[float, float] | None:
+    """The smallest and largest value the Optuna sweeper (hydra-optuna-sweeper 1.3)
+    draws for a search-space override: ``interval(1, 4)`` and ``range(1, 4)`` both
+    include 4 (the sweeper turns a range into Optuna's IntUniformDistribution, whose
+    high end is inclusive); ``shuffle(range(1, 5))`` is a choice of 1..4;
+    ``choice(1, 2)`` / ``1,2`` their values; a plain value itself. None if the
+    override is not numeric."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
     value = OverridesParser.create().parse_override(f"key={text}").value()
     if isinstance(value, IntervalSweep):
-        values: list[Any] = [value.end]
+        values: list[Any] = [value.start, value.end]
+    elif isinstance(value, RangeSweep) and value.shuffle:
+        values = list(value.range())
     elif isinstance(value, RangeSweep):
-        values = list(value.range()) if hasattr(value, "range") else [value.stop]
+        start, stop, step = value.start, value.stop, value.step or 1
+        if start is None or stop is None or step <= 0 or stop < start:
+            return None
+        values = [start, start + int((stop - start) // step) * step]
     elif isinstance(value, ChoiceSweep):
         values = list(value.list)
     else:
         values = [value]
     numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    return max(numbers) if numbers else None
+    if not numbers or len(numbers) != len(values):
+        return None
+    return min(numbers), max(numbers)
+
+
+_NOT_A_SWEEP = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion"}
+_CLUSTER_GROUPS = ("cluster", "setup", "model")
+
+
+def check_sweep(args: list[str]) -> None:
+    """Before a ``-m`` sweep starts: every M the sweeper can draw must fit the cluster.
+
+    The search space of M is the command line's ``m=`` if it has one, else
+    ``hydra.sweeper.params.m`` (conf/tune_btb.yaml's default follows
+    ``cluster.n_nodes``). Skipped (each job still checks its own M) when the
+    command is not a sweep, sweeps the cluster itself, or does not compose (Hydra
+    then reports that itself)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not {"-m", "--multirun"} & set(args) or _NOT_A_SWEEP & set(args):
+        return
+    overrides = [a for a in args if not a.startswith("-")]
+    if len(overrides) != len(args) - sum(a in ("-m", "--multirun") for a in args):
+        return  # other Hydra flags (--config-name, ...): leave the check to the jobs
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # Hydra reports a bad override better
+        return
+    if any(o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS) for o in parsed):
+        return
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    try:
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(config_name="tune_btb", overrides=fixed, return_hydra_config=True)
+        n_nodes = int(cfg.cluster.n_nodes)
+        sweeper_m = cfg.hydra.sweeper.get("params", {}).get("m")
+    except Exception:  # the config does not compose: Hydra says why
+        return
+    given = [o for o in parsed if o.key_or_group.lstrip("+~") == "m" and o.input_line]
+    if given:
+        text = str(given[-1].input_line).partition("=")[2]
+        label = f"m={text} (from the command line)"
+    elif sweeper_m is not None:
+        text = str(sweeper_m)
+        label = f"hydra.sweeper.params.m={text}"
+    else:
+        return
+    bounds = search_space_range(text)
+    if bounds is None:
+        return
+    low, high = bounds
+    if low < 1 or high > n_nodes:
+        drawn = f"m={low:g}" if low == high else f"m from {low:g} to {high:g}"
+        raise ValueError(
+            f"{label} lets the sweep draw {drawn}, outside 1..{n_nodes} (BTB's M counts "
+            f"warm copies: at most the cluster's nodes, cluster.n_nodes={n_nodes}); "
+            f"e.g. 'm=int(interval(1, {n_nodes}))'"
+        )
 
 
 def check_thresholds(cfg: Any) -> None:
-    """BTB's M counts warm copies, so at most the cluster's nodes; checked for the
-    value of this job and, in a sweep, for the whole search space of M."""
-    from hydra.core.hydra_config import HydraConfig
-
+    """This job's X, Y, Z, M; M counts warm copies, so at most the cluster's nodes
+    (a sweep's whole search space for M is checked before it starts: :func:`check_sweep`)."""
     n_nodes = int(cfg.cluster.n_nodes)
-    where = f"the cluster's nodes, cluster.n_nodes={n_nodes}"
-    if HydraConfig.initialized():
-        space = HydraConfig.get().sweeper.get("params") or {}
-        if "m" in space:
-            top = search_space_bound(str(space["m"]))
-            if top is not None and top > n_nodes:
-                raise ValueError(
-                    f"hydra.sweeper.params.m={space['m']} allows m up to {top:g}, above {where}; "
-                    f"e.g. hydra.sweeper.params.m='int(interval(1, {n_nodes}))'"
-                )
     if not 1 <= int(cfg.m) <= n_nodes:
-        raise ValueError(f"m must be in 1..{n_nodes} ({where}), got {cfg.m}")
+        raise ValueError(
+            f"m must be in 1..{n_nodes} (the cluster's nodes, cluster.n_nodes={n_nodes}), "
+            f"got {cfg.m}"
+        )
     for field, low in (("x", 1), ("y", 1)):
         if cfg[field] < low:
             raise ValueError(f"{field} must be >= {low}, got {cfg[field]}")
@@ -75,6 +143,7 @@ def objective(cfg: DictConfig) -> float:
     from envs.windows import window_pool
     from experiments._io import write_json_atomic
     from experiments.evaluation import evaluate_policies
+    from experiments.tracking import RunLogger
 
     check_world(cfg)
     check_thresholds(cfg)
@@ -102,6 +171,20 @@ def objective(cfg: DictConfig) -> float:
         out_dir / "objective.json",
         {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value, "row": row},
     )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    logger = RunLogger(
+        cfg.logger,
+        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+        out_dir,
+        name=f"{setup_label(cfg)}__{workload_label(cfg)}__tune_btb__{cfg.seed}__{stamp}",
+        job_type="tune_btb",
+        group=sweep_group(),
+    )
+    try:
+        logger.log_table("objective", [row])
+        logger.summary({"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value})
+    finally:
+        logger.finish()
     print(f"btb x={cfg.x} y={cfg.y} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s")
     return value
 
@@ -112,4 +195,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    raise SystemExit(hydra_entry("experiments.tune_btb", main))
+    raise SystemExit(hydra_entry("experiments.tune_btb", main, precheck=check_sweep))

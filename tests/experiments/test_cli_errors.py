@@ -4,6 +4,7 @@ keep their traceback."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -132,6 +133,17 @@ def test_hydra_command_rejects_out_dir_before_hydra_starts(blocked: Path) -> Non
     )
 
 
+@pytest.mark.parametrize("flags", [["--help"], ["--cfg", "job"]])
+def test_hydra_help_and_cfg_ignore_a_bad_out_dir(flags: list[str], blocked: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", *flags, f"out_dir={blocked}"],
+        cwd=blocked.parent.parent, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert ("Powered by Hydra" if flags == ["--help"] else f"out_dir: {blocked}") in proc.stdout
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -142,6 +154,7 @@ def test_hydra_command_rejects_out_dir_before_hydra_starts(blocked: Path) -> Non
         ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
         ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
+        ("agent.hidden=0", r"agent\.hidden must be >= 1 \(units per layer\), got 0"),
     ],
 )
 def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_path: Path) -> None:
@@ -151,6 +164,121 @@ def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_pa
     with pytest.raises(ValueError, match=message):
         train(cfg)
     assert list(tmp_path.iterdir()) == []  # rejected before the run folder is made
+
+
+@pytest.mark.parametrize(
+    ("name", "override", "field"),
+    [("train", "train.eval_policies=[btb,nope]", "train.eval_policies"),
+     ("evaluate", "policies=[nope]", "policies")],
+)  # fmt: skip
+def test_unknown_policy_names_are_rejected_before_any_work(
+    name: str, override: str, field: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from experiments import evaluate, train
+
+    monkeypatch.chdir(tmp_path)  # a W&B run would leave wandb/ here
+    module = {"train": train, "evaluate": evaluate}[name]
+    cfg = _compose(
+        name, ["logger=wandb", "logger.mode=offline", "workload=tiny", override,
+               f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=rf"^{field}: unknown policy 'nope'; known: .*btb"):
+        getattr(module, name)(cfg)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "saved", "asked"),
+    [
+        (["env=route_warm", "agent=maskable_ppo"], "agent.algo", "ppo", "maskable_ppo"),
+        (["env=thresholds"], "env.kind", "route", "thresholds"),
+        (["agent=ppo_mlp"], "agent.net", "set", "mlp"),
+        (["agent.hidden=32"], "agent.hidden", "64", "32"),
+        (["cluster=4xH100_x6"], "cluster.n_nodes", "4", "6"),
+    ],
+)
+def test_resume_names_what_the_checkpoint_does_not_match(
+    overrides: list[str], field: str, saved: str, asked: str, tmp_path: Path
+) -> None:
+    from dataclasses import asdict
+
+    from agents.algorithms import AgentSpec
+    from experiments._io import write_json_atomic
+    from experiments.train import train
+
+    checkpoint = tmp_path / "step_80"
+    spec = AgentSpec("ppo", "route", env_kwargs={"n_nodes": 4}, timesteps=80)
+    write_json_atomic(checkpoint / "agent.json", asdict(spec))  # no model.zip: never loaded
+    cfg = _compose(
+        "train",
+        ["logger=none", "workload=tiny", *overrides, f"resume={checkpoint}",
+         f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    message = (
+        rf"^resume={checkpoint}: that checkpoint is ppo/route/set with {field}={saved}, "
+        rf"the config asks for {field}={asked} \(resume with {field}={saved}\)$"
+    )
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
+
+
+def test_evaluate_refuses_a_fixed_size_agent_before_any_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+    from agents.algorithms import AgentSpec, build_model, save_agent
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+    from experiments import evaluate, jobs
+
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="dqn", env="route", hidden=8)  # four nodes: the default setup's
+    save_agent(build_model(spec, gym.make(spec.env_id, windows=[window])), spec, tmp_path / "a")
+    monkeypatch.setattr(jobs, "eval_windows", _never)  # no window may run
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=tiny", "cluster=4xH100_x2", f"checkpoint=[{tmp_path / 'a'}]",
+         f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"agent 'dqn_route': .*fixed to the 4 nodes .* has 2"):
+        evaluate.evaluate(cfg)
+    assert not (tmp_path / "run").exists()
+
+
+def test_sb3_rejecting_a_hyperparameter_is_a_user_error(tmp_path: Path) -> None:
+    from experiments.train import train
+
+    cfg = _compose(
+        "train", ["logger=none", "workload=tiny", "agent.hyperparams.n_steps=0",
+                  f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"agent\.hyperparams for ppo: .*n_steps=0"):
+        train(cfg)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"extra": 1}, "unknown key 'extra'; known: algo, env"),
+        ({"algo": None}, "missing key 'algo'"),
+    ],
+)
+def test_agent_json_with_a_wrong_key_is_one_line(
+    edit: dict[str, Any], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    folder = tmp_path / "agent"
+    shutil.copytree(ROOT / "agents" / "zoo" / "bc_route_warm", folder)
+    data = json.loads((folder / "agent.json").read_text())
+    data.update(edit)
+    data = {key: value for key, value in data.items() if value is not None}
+    (folder / "agent.json").write_text(json.dumps(data))
+    args = [f"agents={folder}", "policies=least_load", "windows=1", f"out_dir={tmp_path / 'o'}"]
+    assert main_guard(lambda: compare.main(args)) == 2
+    assert capsys.readouterr().err.startswith(f"error: {folder / 'agent.json'}: {message}")
 
 
 def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
@@ -171,28 +299,102 @@ def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
         train(cfg)
 
 
-def test_tune_btb_search_space_for_m_must_fit_the_cluster() -> None:
+@pytest.mark.parametrize(
+    ("text", "bounds"),
+    [
+        ("int(interval(1, 4))", (1, 4)),
+        ("range(1, 5)", (1, 5)),  # the Optuna sweeper's range includes its end
+        ("range(1, 6, 2)", (1, 5)),
+        ("shuffle(range(1, 5))", (1, 4)),  # a shuffled range is a choice of Hydra's range
+        ("choice(1, 3)", (1, 3)),
+        ("2", (2, 2)),
+        ("abc", None),
+    ],
+)
+def test_search_space_range_is_what_the_sweeper_draws(text: str, bounds: Any) -> None:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra_plugins.hydra_optuna_sweeper._impl import create_optuna_distribution_from_override
+
+    from experiments.tune_btb import search_space_range
+
+    assert search_space_range(text) == bounds
+    if bounds is not None and text.startswith(("range", "int(")):
+        override = OverridesParser.create().parse_override(f"m={text}")
+        distribution = create_optuna_distribution_from_override(override)
+        assert (distribution.low, distribution.high) == bounds  # what Optuna samples within
+
+
+def test_tune_btb_single_run_on_two_nodes_is_not_checked_against_the_sweep() -> None:
     from hydra.core.hydra_config import HydraConfig
 
-    from experiments.tune_btb import check_thresholds, objective
+    from experiments.tune_btb import check_sweep, check_thresholds
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="tune_btb",
+            overrides=["cluster=4xH100_x2", "m=2", "hydra.sweeper.params.m='int(interval(1,4))'"],
+            return_hydra_config=True,
+        )
+    HydraConfig.instance().set_config(cfg)
+    try:
+        check_thresholds(cfg)  # a single run: only its own m counts
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+    check_sweep(["workload=tiny", "cluster=4xH100_x2", "m=2"])
+    one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
+    with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
+        check_thresholds(one)
+
+
+def test_tune_btb_default_search_space_follows_the_cluster() -> None:
+    from experiments.tune_btb import check_sweep
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(
             config_name="tune_btb", overrides=["cluster=4xH100_x2"], return_hydra_config=True
         )
-    assert cfg.hydra.sweeper.params.m == "int(interval(1, 4))"
-    HydraConfig.instance().set_config(cfg)
-    try:
-        space = r"hydra\.sweeper\.params\.m=int\(interval\(1, 4\)\) allows m up to 4, "
-        with pytest.raises(
-            ValueError, match=space + r"above the cluster's nodes, cluster\.n_nodes=2"
-        ):
-            check_thresholds(cfg)
-    finally:
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]
-    one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
-    with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
-        objective(one)
+    assert cfg.hydra.sweeper.params.m == "int(interval(1, 2))"
+    check_sweep(["-m", "cluster=4xH100_x2"])
+    check_sweep(["-m", "cluster=4xH100_x2", "m=int(interval(1,2))"])
+    check_sweep(["-m", "cluster=4xH100_x2,4xH100_x4", "m=int(interval(1,4))"])  # jobs check
+
+
+@pytest.mark.parametrize(
+    ("args", "label"),
+    [
+        (["m=int(interval(1,4))"], r"m=int\(interval\(1,4\)\) \(from the command line\)"),
+        (["hydra.sweeper.params.m='range(1,3)'"], r"hydra\.sweeper\.params\.m=range\(1,3\)"),
+    ],
+)
+def test_tune_btb_sweep_beyond_the_cluster_is_rejected_before_it_starts(
+    args: list[str], label: str
+) -> None:
+    from experiments.tune_btb import check_sweep
+
+    with pytest.raises(
+        ValueError,
+        match=label + r" lets the sweep draw m from 1 to \d, outside "
+        r"1\.\.2 .*cluster\.n_nodes=2\); e\.g\. 'm=int\(interval\(1, 2\)\)'$",
+    ):
+        check_sweep(["-m", "workload=tiny", "cluster=4xH100_x2", *args])
+
+
+def test_tune_btb_suggested_search_space_works_in_a_shell(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    base = f"{sys.executable} -m experiments.tune_btb -m workload=tiny cluster=4xH100_x2"
+    bad = subprocess.run(
+        ["bash", "-c", f"{base} 'm=int(interval(1,4))' out_dir={tmp_path / 'bad'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode == 2 and not (tmp_path / "bad").exists()
+    suggestion = bad.stderr.strip().rpartition("e.g. ")[2]
+    good = subprocess.run(
+        ["bash", "-c", f"{base} {suggestion} hydra.sweeper.n_trials=2 out_dir={tmp_path / 'ok'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert good.returncode == 0, good.stderr[-2000:]
+    drawn = [json.loads(p.read_text())["m"] for p in (tmp_path / "ok").glob("*/objective.json")]
+    assert len(drawn) == 2 and all(1 <= m <= 2 for m in drawn)
 
 
 @pytest.mark.parametrize(
@@ -211,6 +413,14 @@ def test_tune_btb_search_space_for_m_must_fit_the_cluster() -> None:
         (reproduce, ["workload_seeds=1,a"], "workload_seeds='1,a' must be integers >= 0"),
         (reproduce, ["workload_seed=-3"], "workload_seed must be >= 0, got -3"),
         (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
+        (reproduce, ["causal_kv=maybe"], "experiments.reproduce: causal_kv must be both or a bool"),
+        (
+            make_dataset,
+            ["out_dir=/nonexistent-btb/x", "seed=-1"],
+            "make_dataset: seed must be >= 0",
+        ),
+        (bench, ["window=-1"], "experiments.bench: window must be >= 0 (a synthetic window's"),
+        (audit, ["path=" + str(ROOT / "tests")], f"audit: path='{ROOT / 'tests'}' is a folder"),
     ],
 )
 def test_bad_options_name_their_field(
@@ -239,3 +449,33 @@ def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> Non
         module.main(["--help"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: python -m {module.__name__}")
+
+
+@pytest.mark.parametrize(
+    ("text", "modes"),
+    [("both", [False, True]), ("0", [False]), ("yes", [True]), ("OFF", [False]), ("1", [True])],
+)
+def test_reproduce_reads_causal_kv_like_every_bool_option(text: str, modes: list[bool]) -> None:
+    assert reproduce.causal_kv_modes(text) == modes
+
+
+@pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
+def test_logger_mode_is_checked_by_every_hydra_command(name: str, tmp_path: Path) -> None:
+    from experiments import evaluate, train, tune_btb
+
+    fn = {"train": train.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
+    cfg = _compose(name, ["logger=none", "logger.mode=bogus", f"out_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=r"^logger\.mode must be one of offline, online, "):
+        fn[name](cfg)
+    assert not (tmp_path / "run").exists()
+
+
+def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
+    from experiments.tune_btb import objective
+
+    cfg = _compose(
+        "tune_btb", ["logger=wandb", "logger.mode=offline", "workload=tiny",
+                     "workload.train_pool=1", f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    objective(cfg)
+    assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))

@@ -33,6 +33,8 @@ def _compose(name: str, overrides: list[str]) -> Any:
         (["model=glm-4.5", "cluster=8xH200_x4"], "glm-4.5_8xH200_x4", "bursted_synthetic"),
         (["workload=tiny"], "70b_h100x4", TINY),
         (["workload=mixed"], "70b_h100x4", "mixed"),
+        (["model.name=70b"], "70b_h100x4", "bursted_synthetic"),  # an alias of the preset
+        (["model.name=glm52", "cluster=8xH100_x4"], "glm52_h100x8", "bursted_synthetic"),
     ],
 )
 def test_labels_follow_the_groups(overrides: list[str], setup: str, workload: str) -> None:
@@ -63,3 +65,59 @@ def test_tune_btb_rows_use_the_same_labels(tmp_path: Path) -> None:
     objective(cfg)
     row = json.loads((tmp_path / "objective.json").read_text())["row"]
     assert (row["setup"], row["workload"]) == ("70b_h100x4", TINY)
+
+
+def test_agent_labels_are_distinct() -> None:
+    from experiments.jobs import agent_labels
+
+    names = ["ppo_route"] * 3 + ["a2c_route"]
+    folders = ["/r/A/agent", "/r/B/agent", "/r/C/agent", "/r/D/agent"]
+    assert agent_labels(names, folders) == [
+        "ppo_route@A/agent",
+        "ppo_route@B/agent",
+        "ppo_route@C/agent",
+        "a2c_route",
+    ]
+    assert agent_labels(["x", "x"], ["/r/a", "/r/a"]) == ["x#1", "x#2"]  # the same folder twice
+    assert agent_labels(["x", "x"], ["/r/a", "/s/b"]) == ["x@a", "x@b"]
+
+
+def test_evaluate_keeps_every_agent_of_the_same_name(tmp_path: Path) -> None:
+    import shutil
+
+    from experiments.evaluate import evaluate
+
+    zoo = ROOT / "agents" / "zoo" / "bc_route_warm"
+    folders = [tmp_path / run / "agent" for run in ("A", "B", "C")]
+    for folder in folders:
+        shutil.copytree(zoo, folder)
+    out = tmp_path / "out"
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=tiny", "workload.eval_windows=1", "progress=false",
+         "policies=[least_load]", f"checkpoint=[{','.join(map(str, folders))}]",
+         f"out_dir={out}"],
+    )  # fmt: skip
+    evaluate(cfg)
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert [r["policy"] for r in rows] == [
+        "cache_aware",
+        "least_load",
+        "bc_route_warm@A/agent",
+        "bc_route_warm@B/agent",
+        "bc_route_warm@C/agent",
+    ]
+
+
+def test_agent_names_tell_the_networks_apart() -> None:
+    from agents.algorithms import AgentSpec
+
+    assert AgentSpec("ppo", "route").name == "ppo_route"
+    assert AgentSpec("ppo", "route", net="mlp").name == "ppo_route_mlp"
+
+
+def test_train_run_name_has_the_compare_form() -> None:
+    from experiments.train import run_name
+
+    cfg = _compose("train", ["workload=mixed", "seed=3"])
+    assert run_name(cfg, "ppo_route", "T") == "70b_h100x4__mixed__train-ppo_route__3__T"

@@ -70,7 +70,7 @@ def test_reproduce_end_to_end_on_one_setup(tmp_path) -> None:  # type: ignore[no
 
 
 def test_reproduce_rejects_a_bad_mode() -> None:
-    with pytest.raises(ValueError, match="causal_kv must be both, true or false"):
+    with pytest.raises(ValueError, match="causal_kv must be both or a bool"):
         reproduce.main(["causal_kv=maybe", "progress=false"])
 
 
