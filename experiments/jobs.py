@@ -54,6 +54,9 @@ def hydra_entry(
         if not _INFO_FLAGS & set(args):
             for arg in args:
                 key, sep, value = arg.partition("=")
+                named = key.lstrip("+~") in ("out_dir", "hydra.run.dir")
+                if sep and named and value and Path(value).exists():
+                    _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
                 if sep and key.lstrip("+~") == "out_dir" and value not in ("", "null"):
                     check_writable_dir(value, f"{command}: out_dir", "the command line")
             if precheck is not None:
@@ -76,7 +79,39 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
         return fn(cfg)
     except (ValueError, OSError) as error:
         print(user_error_message(error), file=sys.stderr)
+        if HydraConfig.initialized():
+            hydra = HydraConfig.get()
+            _remove_bare_run_dir(Path(hydra.runtime.output_dir), f"{hydra.job.name}.log")
         raise SystemExit(2) from None
+
+
+# Folders named on the command line (out_dir=, hydra.run.dir=) that existed before
+# the run: a rejected run never removes them.
+_EXISTING_DIRS: set[Path] = set()
+_HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}
+
+
+def _remove_bare_run_dir(folder: Path, log_name: str) -> None:
+    """Remove the folder Hydra made for a run that was rejected, when it holds
+    nothing but Hydra's own files (``.hydra/`` and the job log) and was not there
+    before the run. Anything else in it keeps the folder, untouched."""
+    try:
+        if folder.resolve() in _EXISTING_DIRS or not folder.is_dir():
+            return
+        top = {entry.name for entry in folder.iterdir()}
+        meta = folder / ".hydra"
+        if not top <= {".hydra", log_name}:
+            return
+        if meta.is_dir() and not {e.name for e in meta.iterdir()} <= _HYDRA_FILES:
+            return
+        for name in _HYDRA_FILES:
+            (meta / name).unlink(missing_ok=True)
+        if meta.is_dir():
+            meta.rmdir()
+        (folder / log_name).unlink(missing_ok=True)
+        folder.rmdir()
+    except OSError:
+        pass  # a folder we cannot tidy is left as it is
 
 
 def check_world(cfg: Any) -> None:

@@ -479,3 +479,22 @@ def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
     )  # fmt: skip
     objective(cfg)
     assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
+
+
+def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
+    tmp_path: Path,
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for extra in ([], [f"out_dir={kept}"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "experiments.train", "logger=none",
+             "train.total_timesteps=-1", *extra],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr == "error: train.total_timesteps must be >= 0, got -1\n"
+    dated = list((tmp_path / "runs" / "train").iterdir())
+    assert dated == []  # the dated folder Hydra made for the rejected run is gone
+    assert kept.is_dir()  # out_dir existed before the run: never removed
