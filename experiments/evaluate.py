@@ -10,22 +10,21 @@ folder; returns the best agent's mean TTFT.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from experiments.config import register_configs, setup_label, workload_label
+from experiments.config import register_configs
 from experiments.jobs import (
     agent_labels,
     check_policy_names,
     check_world,
     evaluate_and_write,
     hydra_entry,
+    job_logger,
     run_dir,
     run_job,
-    sweep_group,
 )
 
 register_configs()
@@ -36,7 +35,6 @@ def evaluate(cfg: DictConfig) -> float:
 
     from agents.adapter import AgentPolicy
     from baselines.policy import POLICIES
-    from experiments.tracking import RunLogger
 
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     check_world(cfg)
@@ -56,15 +54,7 @@ def evaluate(cfg: DictConfig) -> float:
         agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
         agents[label] = agent
     out_dir = run_dir(cfg, "evaluate")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    logger = RunLogger(
-        cfg.logger,
-        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        out_dir,
-        name=f"{setup_label(cfg)}__{workload_label(cfg)}__evaluate__{cfg.seed}__{stamp}",
-        job_type="evaluate",
-        group=sweep_group(),
-    )
+    logger = job_logger(cfg, out_dir, "evaluate")
     try:
         rows = evaluate_and_write(
             agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress)

@@ -169,6 +169,28 @@ def agent_labels(names: Sequence[str], folders: Sequence[str]) -> list[str]:
     return labels
 
 
+def job_logger(cfg: Any, out_dir: Path, kind: str) -> Any:
+    """The job's :class:`~experiments.tracking.RunLogger` (W&B run or nothing),
+    named ``setup__workload__KIND__seed__time`` like compare's run folders and
+    grouped by the sweep folder in a multirun. ``kind`` is the job type, with a
+    suffix after ``-`` if wanted (``train-ppo_route``)."""
+    from experiments.tracking import RunLogger
+
+    return RunLogger(
+        cfg.logger,
+        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+        out_dir,
+        name=job_name(cfg, kind, time.strftime("%Y%m%d-%H%M%S")),
+        job_type=kind.split("-")[0],
+        group=sweep_group(),
+    )
+
+
+def job_name(cfg: Any, kind: str, stamp: str) -> str:
+    """``setup__workload__KIND__seed__STAMP``: a job's W&B run name."""
+    return f"{setup_label(cfg)}__{workload_label(cfg)}__{kind}__{cfg.seed}__{stamp}"
+
+
 def sweep_group() -> str | None:
     """The sweep folder's name in a multirun (the W&B group), else None."""
     from hydra.core.hydra_config import HydraConfig

@@ -27,9 +27,9 @@ from experiments.jobs import (
     check_world,
     evaluate_and_write,
     hydra_entry,
+    job_logger,
     run_dir,
     run_job,
-    sweep_group,
     workload_params,
 )
 
@@ -103,12 +103,6 @@ def imitate(
     return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
 
 
-def run_name(cfg: Any, agent_name: str, stamp: str) -> str:
-    """The W&B run's name, in the form compare and evaluate use:
-    ``setup__workload__train-AGENT__seed__time``."""
-    return f"{setup_label(cfg)}__{workload_label(cfg)}__train-{agent_name}__{cfg.seed}__{stamp}"
-
-
 def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
@@ -165,7 +159,6 @@ def train(cfg: DictConfig) -> float:
     from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
     from agents.callbacks import CheckpointEvery, MetricsLogger, ProgressBar
     from envs.windows import window_pool
-    from experiments.tracking import RunLogger
 
     check_train(cfg)
     if cfg.resume:
@@ -200,15 +193,7 @@ def train(cfg: DictConfig) -> float:
         vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
         env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
     )
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    logger = RunLogger(
-        cfg.logger,
-        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        out_dir,
-        name=run_name(cfg, spec.name, stamp),
-        job_type="train",
-        group=sweep_group(),
-    )
+    logger = job_logger(cfg, out_dir, f"train-{spec.name}")
     try:
         hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
         if cfg.resume:

@@ -9,12 +9,11 @@ Each job writes ``objective.json`` (thresholds, mean TTFT, the rows) to its fold
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from experiments.config import (
     cluster_of,
@@ -26,9 +25,9 @@ from experiments.config import (
 from experiments.jobs import (
     check_world,
     hydra_entry,
+    job_logger,
     run_dir,
     run_job,
-    sweep_group,
     workload_params,
 )
 
@@ -143,7 +142,6 @@ def objective(cfg: DictConfig) -> float:
     from envs.windows import window_pool
     from experiments._io import write_json_atomic
     from experiments.evaluation import evaluate_policies
-    from experiments.tracking import RunLogger
 
     check_world(cfg)
     check_thresholds(cfg)
@@ -171,15 +169,7 @@ def objective(cfg: DictConfig) -> float:
         out_dir / "objective.json",
         {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value, "row": row},
     )
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    logger = RunLogger(
-        cfg.logger,
-        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
-        out_dir,
-        name=f"{setup_label(cfg)}__{workload_label(cfg)}__tune_btb__{cfg.seed}__{stamp}",
-        job_type="tune_btb",
-        group=sweep_group(),
-    )
+    logger = job_logger(cfg, out_dir, "tune_btb")
     try:
         logger.log_table("objective", [row])
         logger.summary({"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value})

@@ -117,7 +117,7 @@ def test_agent_names_tell_the_networks_apart() -> None:
 
 
 def test_train_run_name_has_the_compare_form() -> None:
-    from experiments.train import run_name
+    from experiments.jobs import job_name
 
     cfg = _compose("train", ["workload=mixed", "seed=3"])
-    assert run_name(cfg, "ppo_route", "T") == "70b_h100x4__mixed__train-ppo_route__3__T"
+    assert job_name(cfg, "train-ppo_route", "T") == "70b_h100x4__mixed__train-ppo_route__3__T"
