@@ -59,7 +59,8 @@ def parse_args(
     options = dict(defaults)
     if any(a in {"-h", "--help"} for a in args):
         lines = [f"usage: python -m {command} [key=value ...]", "options (defaults):"]
-        lines += [f"  {k}={v!r}" for k, v in defaults.items()]
+        lines += [f"  {k}={_as_typed(v)}" for k, v in defaults.items()]
+        lines.append("lists are comma-separated (policies=btb,cache_aware); empty is key=")
         print("\n".join(lines))
         raise SystemExit(0)
     for arg in args:
@@ -71,6 +72,15 @@ def parse_args(
             raise UsageError(f"{command}: unknown option {key!r} (known: {known})")
         options[key] = _parse(command, key, text, defaults[key])
     return options
+
+
+def _as_typed(value: Any) -> str:
+    """A default as it would be typed on the command line."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(item) for item in value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
 
 
 def user_error_message(error: BaseException) -> str | None:

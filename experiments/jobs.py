@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,9 +52,10 @@ def hydra_entry(
     args = list(sys.argv[1:] if argv is None else argv)
 
     def run() -> None:
-        if not _INFO_FLAGS & set(args):
+        if not any(_is_info_flag(arg) for arg in args):
             for arg in args:
                 key, sep, value = arg.partition("=")
+                value = _unquoted(value)
                 named = key.lstrip("+~") in ("out_dir", "hydra.run.dir")
                 if sep and named and value and Path(value).exists():
                     _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
@@ -64,6 +66,20 @@ def hydra_entry(
         main()
 
     return main_guard(run)
+
+
+def _is_info_flag(arg: str) -> bool:
+    """``--cfg``, ``--cfg=job``, ``-cjob``, ``-h`` and the like."""
+    if arg.partition("=")[0] in _INFO_FLAGS:
+        return True
+    return arg in ("-cjob", "-chydra", "-call")  # not -cn / -cp / -cd (config name, path, dir)
+
+
+def _unquoted(value: str) -> str:
+    """A command-line value as Hydra reads it: ``'a b'`` and ``"a b"`` lose their quotes."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
 
 
 def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
@@ -81,7 +97,9 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
         print(user_error_message(error), file=sys.stderr)
         if HydraConfig.initialized():
             hydra = HydraConfig.get()
-            _remove_bare_run_dir(Path(hydra.runtime.output_dir), f"{hydra.job.name}.log")
+            _remove_bare_run_dir(
+                Path(hydra.runtime.output_dir), f"{hydra.job.name}.log", list(hydra.overrides.task)
+            )
         raise SystemExit(2) from None
 
 
@@ -91,10 +109,11 @@ _EXISTING_DIRS: set[Path] = set()
 _HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}
 
 
-def _remove_bare_run_dir(folder: Path, log_name: str) -> None:
+def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> None:
     """Remove the folder Hydra made for a run that was rejected, when it holds
-    nothing but Hydra's own files (``.hydra/`` and the job log) and was not there
-    before the run. Anything else in it keeps the folder, untouched."""
+    nothing but Hydra's own files (``.hydra/`` and the job log), was not there
+    before the run, and its ``overrides.yaml`` is this run's (two runs started in
+    the same second share a dated folder). Otherwise the folder is left as it is."""
     try:
         if folder.resolve() in _EXISTING_DIRS or not folder.is_dir():
             return
@@ -104,6 +123,9 @@ def _remove_bare_run_dir(folder: Path, log_name: str) -> None:
             return
         if meta.is_dir() and not {e.name for e in meta.iterdir()} <= _HYDRA_FILES:
             return
+        recorded = meta / "overrides.yaml"
+        if recorded.is_file() and list(OmegaConf.load(recorded)) != overrides:
+            return  # another run's record
         for name in _HYDRA_FILES:
             (meta / name).unlink(missing_ok=True)
         if meta.is_dir():
@@ -146,23 +168,32 @@ def check_policy_names(names: Sequence[str], field: str) -> None:
 
 def agent_labels(names: Sequence[str], folders: Sequence[str]) -> list[str]:
     """A distinct result label for each agent: its name, or, for agents sharing a
-    name, ``name@`` the fewest trailing components of its folder that tell them
-    apart (``ppo_route@A/agent``); ``name#i`` (its place on the command line) when
-    even the folders are the same."""
+    name, ``name@`` the fewest trailing components of its folder that tell the
+    folders apart (``ppo_route@A/agent``); a folder given more than once adds
+    ``#k`` (its k-th appearance) to that folder's labels only."""
     labels = list(names)
     for name in set(names):
         group = [i for i, n in enumerate(names) if n == name]
         if len(group) < 2:
             continue
-        parts = [Path(folders[i]).resolve().parts for i in group]
-        for depth in range(1, max(len(p) for p in parts) + 1):
-            tails = ["/".join(p[-depth:]) for p in parts]
-            if len(set(tails)) == len(tails):
-                break
-        else:
-            tails = [f"#{i + 1}" for i in group]
-        for i, tail in zip(group, tails):
-            labels[i] = f"{name}{tail}" if tail.startswith("#") else f"{name}@{tail}"
+        where = {i: Path(folders[i]).resolve().parts for i in group}
+        distinct = sorted(set(where.values()))
+        tail = {distinct[0]: ""}
+        if len(distinct) > 1:  # distinct full paths: some depth tells them apart
+            depth = next(
+                d
+                for d in range(1, max(len(p) for p in distinct) + 1)
+                if len({p[-d:] for p in distinct}) == len(distinct)
+            )
+            tail = {p: "@" + "/".join(p[-depth:]) for p in distinct}
+        given = Counter(where.values())
+        seen: Counter[tuple[str, ...]] = Counter()
+        for i in group:
+            folder = where[i]
+            labels[i] = name + tail[folder]
+            if given[folder] > 1:
+                seen[folder] += 1
+                labels[i] += f"#{seen[folder]}"
     taken = [label for label in labels if labels.count(label) > 1]
     if taken:  # a suffixed label equal to another agent's own name
         labels = [f"{label}#{i + 1}" for i, label in enumerate(labels)]

@@ -9,6 +9,7 @@ Each job writes ``objective.json`` (thresholds, mean TTFT, the rows) to its fold
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +74,11 @@ def check_sweep(args: list[str]) -> None:
 
     The search space of M is the command line's ``m=`` if it has one, else
     ``hydra.sweeper.params.m`` (conf/tune_btb.yaml's default follows
-    ``cluster.n_nodes``). Skipped (each job still checks its own M) when the
-    command is not a sweep, sweeps the cluster itself, or does not compose (Hydra
-    then reports that itself)."""
+    ``cluster.n_nodes``). A sweep over clusters (``cluster=a,b``, ``setup=``,
+    ``model=``) is checked against the smallest of them: the sweeper draws M from
+    one search space for every job. Skipped (each job still checks its own M) when
+    the command is not a sweep, sweeps the node count over a range, or does not
+    compose (Hydra then reports that itself)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -88,14 +91,23 @@ def check_sweep(args: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception:  # Hydra reports a bad override better
         return
-    if any(o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS) for o in parsed):
-        return
+    # a sweep over clusters: every M must fit the smallest cluster it covers
+    clusters = [
+        o for o in parsed if o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS)
+    ]
+    if any(not o.is_choice_sweep() for o in clusters):
+        return  # e.g. cluster.n_nodes=interval(...): each job checks its own M
+    choices = [[f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in clusters]
     fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
     conf = Path(__file__).resolve().parents[1] / "conf"
     try:
         with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
             cfg = compose(config_name="tune_btb", overrides=fixed, return_hydra_config=True)
-        n_nodes = int(cfg.cluster.n_nodes)
+            sizes = [
+                int(compose(config_name="tune_btb", overrides=[*fixed, *combo]).cluster.n_nodes)
+                for combo in itertools.product(*choices)
+            ]
+        n_nodes = min(sizes)
         sweeper_m = cfg.hydra.sweeper.get("params", {}).get("m")
     except Exception:  # the config does not compose: Hydra says why
         return
@@ -114,9 +126,10 @@ def check_sweep(args: list[str]) -> None:
     low, high = bounds
     if low < 1 or high > n_nodes:
         drawn = f"m={low:g}" if low == high else f"m from {low:g} to {high:g}"
+        which = "the smallest cluster the sweep covers" if clusters else "the cluster"
         raise ValueError(
             f"{label} lets the sweep draw {drawn}, outside 1..{n_nodes} (BTB's M counts "
-            f"warm copies: at most the cluster's nodes, cluster.n_nodes={n_nodes}); "
+            f"warm copies: at most the nodes of {which}, cluster.n_nodes={n_nodes}); "
             f"e.g. 'm=int(interval(1, {n_nodes}))'"
         )
 

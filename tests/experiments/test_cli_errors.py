@@ -356,7 +356,12 @@ def test_tune_btb_default_search_space_follows_the_cluster() -> None:
     assert cfg.hydra.sweeper.params.m == "int(interval(1, 2))"
     check_sweep(["-m", "cluster=4xH100_x2"])
     check_sweep(["-m", "cluster=4xH100_x2", "m=int(interval(1,2))"])
-    check_sweep(["-m", "cluster=4xH100_x2,4xH100_x4", "m=int(interval(1,4))"])  # jobs check
+    check_sweep(["-m", "cluster=4xH100_x2,4xH100_x4", "m=int(interval(1,2))"])
+    check_sweep(["-m", "cluster.n_nodes=interval(2,6)"])  # a range of sizes: the jobs check
+    # one search space serves every job: it must fit the smallest cluster swept
+    for args in (["cluster=4xH100_x2,4xH100_x6"], ["cluster=4xH100_x4,4xH100_x2", "m=1,3"]):
+        with pytest.raises(ValueError, match=r"outside 1\.\.2 .*smallest cluster the sweep"):
+            check_sweep(["-m", *args])
 
 
 @pytest.mark.parametrize(
@@ -498,3 +503,51 @@ def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
     dated = list((tmp_path / "runs" / "train").iterdir())
     assert dated == []  # the dated folder Hydra made for the rejected run is gone
     assert kept.is_dir()  # out_dir existed before the run: never removed
+
+
+def test_info_flags_and_quoted_values_are_read_as_hydra_reads_them() -> None:
+    from experiments.jobs import _is_info_flag, _unquoted
+
+    assert all(_is_info_flag(a) for a in ("--cfg", "--cfg=job", "-cjob", "-h", "--info=all"))
+    assert not any(_is_info_flag(a) for a in ("-cn", "-cp", "-cd", "-m", "--multirun", "x=1"))
+    assert _unquoted("'/tmp/a b'") == "/tmp/a b" and _unquoted('"x"') == "x"
+    assert _unquoted("'x") == "'x" and _unquoted("x") == "x"
+
+
+def test_a_rejected_run_keeps_a_quoted_existing_out_dir(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "logger=none",
+         "train.total_timesteps=-1", f"out_dir='{kept}'"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert kept.is_dir()
+
+
+def test_a_rejected_run_removes_only_its_own_bare_folder(tmp_path: Path) -> None:
+    """Two runs started in the same second share a dated folder: the rejected one
+    removes it only if the recorded overrides are its own."""
+    from experiments.jobs import _remove_bare_run_dir
+
+    def bare_run_dir(name: str, overrides: str) -> Path:
+        folder = tmp_path / name
+        (folder / ".hydra").mkdir(parents=True)
+        for file in ("config.yaml", "hydra.yaml"):
+            (folder / ".hydra" / file).write_text("{}\n")
+        (folder / ".hydra" / "overrides.yaml").write_text(overrides)
+        (folder / "train.log").write_text("")
+        return folder
+
+    other = bare_run_dir("other", "- train.total_timesteps=256\n")
+    _remove_bare_run_dir(other, "train.log", ["train.total_timesteps=-1"])
+    assert (other / ".hydra" / "config.yaml").is_file() and (other / "train.log").is_file()
+    mine = bare_run_dir("mine", "- train.total_timesteps=-1\n")
+    _remove_bare_run_dir(mine, "train.log", ["train.total_timesteps=-1"])
+    assert not mine.exists()
+    with_results = bare_run_dir("with_results", "- train.total_timesteps=-1\n")
+    (with_results / "results.json").write_text("{}")
+    _remove_bare_run_dir(with_results, "train.log", ["train.total_timesteps=-1"])
+    assert (with_results / ".hydra" / "overrides.yaml").is_file()

@@ -80,6 +80,12 @@ def test_agent_labels_are_distinct() -> None:
     ]
     assert agent_labels(["x", "x"], ["/r/a", "/r/a"]) == ["x#1", "x#2"]  # the same folder twice
     assert agent_labels(["x", "x"], ["/r/a", "/s/b"]) == ["x@a", "x@b"]
+    # a repeated folder is numbered, the other keeps its folder label
+    assert agent_labels(["x", "x", "x"], ["/t/new", "/z/zoo", "/z/zoo"]) == [
+        "x@new",
+        "x@zoo#1",
+        "x@zoo#2",
+    ]
 
 
 def test_evaluate_keeps_every_agent_of_the_same_name(tmp_path: Path) -> None:
