@@ -125,8 +125,9 @@ class AgentPolicy(Policy):
         The network's logits (or Q-values), masked, split by :meth:`action_sizes`
         for the live cluster, then the argmax of each dimension (greedy, what
         ``predict(deterministic=True)`` returns on the trained node count) or a
-        sample from it. SB3's ``predict`` is not used: it checks the observation
-        against the trained node count, and builds a distribution object per call.
+        sample from it. SB3's ``predict`` checks the observation against the
+        trained node count, so it is used only for DQN's epsilon-greedy sampling
+        (a fixed-size network, refused on other node counts anyway).
         """
         if not self._sizes:
             raise RuntimeError("reset() must be called before act()")

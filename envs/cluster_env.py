@@ -206,7 +206,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     def _remember_loads(self) -> None:
         """One point of the rgb_array timeline (each node's load now)."""
         if self.render_mode is not None and self.sim is not None:
-            self._history.append((self.sim.now, [n.running + len(n.queue) for n in self.sim.nodes]))
+            self._history.append((self.sim.now, self.sim.loads()))
 
     # ------------------------------------------------------------------ internals
     def _begin_episode(self) -> np.ndarray:
@@ -294,8 +294,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             action = entry
             if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], tuple):
                 ops, action = entry  # the policy's own simulator calls, then the action
-                for name, *args in ops:
-                    getattr(sim, name)(*args)
+                _replay(sim, ops)
             done = self._act(action)
             self._remember_loads()
             if done:
@@ -304,8 +303,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             self._observe()  # keeps the encoder's traffic history as it was
         self._credit()
         pending = state.get("pending_ops", [])
-        for name, *args in pending:  # made after the last step
-            getattr(sim, name)(*args)
+        _replay(sim, pending)  # made after the last step
         self._pending_ops = list(pending)
         if state.get("sim_rng_state") is not None:
             sim.rng.bit_generator.state = state["sim_rng_state"]
@@ -324,6 +322,12 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     @abstractmethod
     def _observe(self) -> np.ndarray:
         """The observation at the current decision point (a fresh array)."""
+
+
+def _replay(sim: Simulator, ops: Sequence[tuple[Any, ...]]) -> None:
+    """Repeat journalled simulator calls (``Simulator.journal``) on ``sim``."""
+    for name, *args in ops:
+        getattr(sim, name)(*args)
 
 
 def _freeze(action: Any) -> Any:

@@ -9,7 +9,6 @@ from gymnasium import spaces
 
 from envs.cluster_env import ClusterEnv
 from envs.encoder import ObservationEncoder
-from envs.sim.simulator import Simulator
 
 
 class RouteEnv(ClusterEnv):
@@ -124,21 +123,13 @@ class RouteEnv(ClusterEnv):
         node = action
         if not 0 <= node < self.n_nodes:
             raise ValueError(f"action {action!r} is outside Discrete({self.n_nodes})")
-        check_not_routed_elsewhere(self.sim, node)
+        assert self.sim is not None
+        # refuses, before any change, a node other than the one policy_action's
+        # policy may already have routed the request to
+        self.sim.route(node)
         try:
-            self.request = self._gen.send(node)
+            self.request = self._gen.send(None)
         except StopIteration:
             return True
         return False
 
-
-def check_not_routed_elsewhere(sim: Simulator | None, node: int) -> None:
-    """Refuse, before anything changes, an action routing the current request
-    to ``node`` when a policy (inside ``policy_action``) already routed it to
-    another node with ``sim.route``."""
-    routed = sim.routed_node() if sim is not None else None
-    if routed is not None and routed != node:
-        raise ValueError(
-            f"action routes the request to node {node}, but policy_action's policy "
-            f"already routed it to node {routed} (sim.route); step with {routed}"
-        )

@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.encoder import prefix_of
-from envs.route import RouteEnv, check_not_routed_elsewhere
+from envs.route import RouteEnv
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
 
@@ -46,10 +46,8 @@ class RouteWarmEnv(RouteEnv):
     The mask treats each part on its own, so it cannot foresee how the parts of
     one action interact: a warm onto a node that the same action evicts the
     prefix from must copy the evicted blocks too, and may no longer fit (and
-    routing reserves the request's KV on the routed node). Masked random play
-    is refused a handful of times per episode on ``agent_fanout`` and ``mixed``
-    for this reason, never on the other workloads. Parts refused anyway are
-    refused by the simulator without effect and counted in
+    routing reserves the request's KV on the routed node). Parts refused anyway
+    are refused by the simulator without effect and counted in
     ``info["invalid_actions"]``.
 
     ## Observation Space, Rewards, Starting State, Episode End, Arguments
@@ -93,19 +91,25 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     route = int(a[0])
     if not 0 <= route < n:
         raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
-    for k in range(n):
-        if a[1 + k] not in (0, 1):
-            raise ValueError(f"action[{1 + k}] (warm onto node {k}) must be 0 or 1, got {a[1 + k]}")
+    warms = a[1 : 1 + n]
+    if ((warms != 0) & (warms != 1)).any():
+        k = int(np.flatnonzero((warms != 0) & (warms != 1))[0])
+        raise ValueError(f"action[{1 + k}] (warm onto node {k}) must be 0 or 1, got {warms[k]}")
     evict = int(a[1 + n])
     if not 0 <= evict <= n:
         raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
-    check_not_routed_elsewhere(sim, route)
+    routed = sim.routed_node()
+    if routed is not None and routed != route:  # refused before the eviction changes anything
+        raise ValueError(
+            f"action[0] routes the request to node {route}, but it is already routed to "
+            f"node {routed} (by policy_action's policy)"
+        )
     invalid = 0
     prefix = prefix_of(request)
     if evict and sim.evict(evict - 1, prefix) == 0:
         invalid += 1
     sim.route(route)  # a no-op if the request is already routed there
-    targets = [k for k in range(n) if a[1 + k]]
+    targets = np.flatnonzero(warms).tolist()
     if targets:
         depth = len(prefix)
         resident = [node for node in sim.nodes if node.cache.hbm_match(prefix) >= depth]
@@ -113,9 +117,9 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
             src = min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
         else:
             src = route
+        if route in targets and (src == route or sim.nodes[route] in resident):
+            targets.remove(route)  # the routed node computes or holds the prefix: no copy
         for dst in targets:
-            if dst == route and (src == route or sim.nodes[route].cache.hbm_match(prefix) >= depth):
-                continue  # the routed node computes or already holds the prefix: nothing to copy
             if sim.warm(src, dst, prefix) != WARM_OK:
                 invalid += 1
     return invalid

@@ -89,11 +89,11 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-        return fn(cfg)
     try:
         return fn(cfg)
     except (ValueError, OSError) as error:
+        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+            raise
         print(user_error_message(error), file=sys.stderr)
         if HydraConfig.initialized():
             hydra = HydraConfig.get()

@@ -65,7 +65,6 @@ def search_space_range(text: str) -> tuple[float, float] | None:
     return min(numbers), max(numbers)
 
 
-_NOT_A_SWEEP = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion"}
 _CLUSTER_GROUPS = ("cluster", "setup", "model")
 
 
@@ -81,15 +80,16 @@ def check_sweep(args: list[str]) -> None:
     compose (Hydra then reports that itself)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException, OverrideParseException
 
-    if not {"-m", "--multirun"} & set(args) or _NOT_A_SWEEP & set(args):
+    if not {"-m", "--multirun"} & set(args):  # (print-and-exit flags never get here)
         return
     overrides = [a for a in args if not a.startswith("-")]
     if len(overrides) != len(args) - sum(a in ("-m", "--multirun") for a in args):
         return  # other Hydra flags (--config-name, ...): leave the check to the jobs
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # Hydra reports a bad override better
+    except OverrideParseException:  # Hydra reports a bad override better
         return
     # a sweep over clusters: every M must fit the smallest cluster it covers
     clusters = [
@@ -109,7 +109,7 @@ def check_sweep(args: list[str]) -> None:
             ]
         n_nodes = min(sizes)
         sweeper_m = cfg.hydra.sweeper.get("params", {}).get("m")
-    except Exception:  # the config does not compose: Hydra says why
+    except HydraException:  # the config does not compose: Hydra says why
         return
     given = [o for o in parsed if o.key_or_group.lstrip("+~") == "m" and o.input_line]
     if given:
@@ -178,14 +178,12 @@ def objective(cfg: DictConfig) -> float:
     )
     row = runs[0].row
     value = float(row["ttft_mean_s"])
-    write_json_atomic(
-        out_dir / "objective.json",
-        {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value, "row": row},
-    )
+    summary = {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value}
+    write_json_atomic(out_dir / "objective.json", {**summary, "row": row})
     logger = job_logger(cfg, out_dir, "tune_btb")
     try:
         logger.log_table("objective", [row])
-        logger.summary({"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value})
+        logger.summary(summary)
     finally:
         logger.finish()
     print(f"btb x={cfg.x} y={cfg.y} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s")

@@ -251,8 +251,6 @@ class Simulator:
             raise RuntimeError("route() is only valid during a decision point")
         if not (isinstance(node, (int, np.integer)) and 0 <= node < self.n_nodes):
             raise ValueError(f"route: node must be in 0..{self.n_nodes - 1}, got {node!r}")
-        if self.journal is not None:
-            self.journal.append(("route", int(node)))
         if self._pending is None:
             routed = self.records.node[request.index]
             if routed != node:
@@ -260,6 +258,8 @@ class Simulator:
                     f"route: request {request.request_id!r} is already routed to node {routed}"
                 )
             return
+        if self.journal is not None:
+            self.journal.append(("route", int(node)))
         self._pending = None
         self._route(request, self.nodes[int(node)])
 

@@ -494,7 +494,7 @@ def test_routing_elsewhere_than_the_policy_did_is_refused_without_effect(env_id,
     hbm = [node.cache.hbm_blocks for node in env.sim.nodes]
     holder = int(np.argmax(hbm))
     wrong = other if env_id == "btb/Route-v0" else np.array([other] + [0] * n + [holder + 1])
-    with pytest.raises(ValueError, match=f"already routed it to node {routed}"):
+    with pytest.raises(ValueError, match=f"already routed to node {routed}"):
         env.step(wrong)
     assert [node.cache.hbm_blocks for node in env.sim.nodes] == hbm  # the eviction did not run
     assert env.sim.evict_actions == 0
