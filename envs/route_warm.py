@@ -91,10 +91,10 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     route = int(a[0])
     if not 0 <= route < n:
         raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
-    warms = a[1 : 1 + n]
-    if ((warms != 0) & (warms != 1)).any():
-        k = int(np.flatnonzero((warms != 0) & (warms != 1))[0])
-        raise ValueError(f"action[{1 + k}] (warm onto node {k}) must be 0 or 1, got {warms[k]}")
+    warms = a[1 : 1 + n].tolist()  # plain ints: cheaper than numpy on a few entries
+    for k, bit in enumerate(warms):
+        if bit != 0 and bit != 1:
+            raise ValueError(f"action[{1 + k}] (warm onto node {k}) must be 0 or 1, got {bit}")
     evict = int(a[1 + n])
     if not 0 <= evict <= n:
         raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
@@ -109,7 +109,7 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     if evict and sim.evict(evict - 1, prefix) == 0:
         invalid += 1
     sim.route(route)  # a no-op if the request is already routed there
-    targets = np.flatnonzero(warms).tolist()
+    targets = [k for k, bit in enumerate(warms) if bit]
     if targets:
         depth = len(prefix)
         resident = [node for node in sim.nodes if node.cache.hbm_match(prefix) >= depth]
