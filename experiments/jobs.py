@@ -53,13 +53,10 @@ def hydra_entry(
 
     def run() -> None:
         if not any(_is_info_flag(arg) for arg in args):
-            for arg in args:
-                key, sep, value = arg.partition("=")
-                value = _unquoted(value)
-                named = key.lstrip("+~") in ("out_dir", "hydra.run.dir")
-                if sep and named and value and Path(value).exists():
+            for key, value in _folder_overrides(args):
+                if Path(value).exists():
                     _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
-                if sep and key.lstrip("+~") == "out_dir" and value not in ("", "null"):
+                if key == "out_dir":
                     check_writable_dir(value, f"{command}: out_dir", "the command line")
             if precheck is not None:
                 precheck(args)
@@ -75,11 +72,28 @@ def _is_info_flag(arg: str) -> bool:
     return arg in ("-cjob", "-chydra", "-call")  # not -cn / -cp / -cd (config name, path, dir)
 
 
-def _unquoted(value: str) -> str:
-    """A command-line value as Hydra reads it: ``'a b'`` and ``"a b"`` lose their quotes."""
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
+def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
+    """``(key, folder)`` for each ``out_dir=`` / ``hydra.run.dir=`` on the command line,
+    read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
+    an empty / null value names no one folder and is left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    found = []
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            override = parser.parse_override(arg)
+        except OverrideParseException:
+            continue  # Hydra reports it
+        key = override.key_or_group
+        if key in ("out_dir", "hydra.run.dir") and not override.is_sweep_override():
+            value = override.value()
+            if isinstance(value, str) and value:
+                found.append((key, value))
+    return found
 
 
 def run_job(fn: Callable[[Any], float], cfg: Any) -> float:

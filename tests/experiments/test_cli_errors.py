@@ -506,12 +506,13 @@ def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
 
 
 def test_info_flags_and_quoted_values_are_read_as_hydra_reads_them() -> None:
-    from experiments.jobs import _is_info_flag, _unquoted
+    from experiments.jobs import _folder_overrides, _is_info_flag
 
     assert all(_is_info_flag(a) for a in ("--cfg", "--cfg=job", "-cjob", "-h", "--info=all"))
     assert not any(_is_info_flag(a) for a in ("-cn", "-cp", "-cd", "-m", "--multirun", "x=1"))
-    assert _unquoted("'/tmp/a b'") == "/tmp/a b" and _unquoted('"x"') == "x"
-    assert _unquoted("'x") == "'x" and _unquoted("x") == "x"
+    args = ["out_dir='/tmp/a b'", "+hydra.run.dir=\"/tmp/x\"", "seed=1", "-m", "out_dir=null"]
+    assert _folder_overrides(args) == [("out_dir", "/tmp/a b"), ("hydra.run.dir", "/tmp/x")]
+    assert _folder_overrides(["out_dir=a,b", "out_dir="]) == []  # a sweep, an empty value
 
 
 def test_a_rejected_run_keeps_a_quoted_existing_out_dir(tmp_path: Path) -> None:
