@@ -250,14 +250,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         import torch
 
         torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
-    for folder in agent_dirs:
+    if agent_dirs:
         from agents.adapter import AgentPolicy
+        from experiments.jobs import agent_labels
 
-        agent = AgentPolicy.load(folder)
-        if agent.name in policies:
-            raise UsageError(f"agent {folder} is named {agent.name!r}, like a policy already run")
-        agent.check_nodes(SETUPS[options["setup"]][2])  # before any run
-        policies[agent.name] = agent
+        loaded = [AgentPolicy.load(folder) for folder in agent_dirs]
+        labels = agent_labels([a.name for a in loaded], [str(f) for f in agent_dirs])
+        _, _, n_nodes = SETUPS[options["setup"]]
+        for folder, agent, label in zip(agent_dirs, loaded, labels, strict=True):
+            if label in policies:
+                raise UsageError(f"agent {folder} is named {label!r}, like a policy already run")
+            agent.name = label  # same-named agents from different folders stay apart
+            agent.check_nodes(n_nodes)  # before any run
+            policies[label] = agent
     config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
     limit = options["windows"] or None
     workload = options["workload"]

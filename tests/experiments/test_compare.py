@@ -220,3 +220,19 @@ def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_pa
     assert hatches.count("//") == 1  # only the -250 % bar is clipped
     assert texts == ["mean TTFT", "p95 TTFT", "below -100 %, clipped"]
     assert swatches[:2] == [None, None]  # plain swatches, though the first mean bar is hatched
+
+
+def test_compare_keeps_same_named_agents_apart(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    for copy in ("a", "b"):
+        shutil.copytree(compare.ZOO / "bc_route_warm", tmp_path / copy / "agent")
+    out = tmp_path / "run"
+    compare.main(
+        ["policies=cache_aware", "windows=1", f"out_dir={out}", "progress=false",
+         "charts=false", f"agents={tmp_path / 'a' / 'agent'},{tmp_path / 'b' / 'agent'}"]
+    )  # fmt: skip
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    names = [row["policy"] for row in rows]
+    assert names == ["cache_aware", "bc_route_warm@a/agent", "bc_route_warm@b/agent"]
+    assert rows[1]["ttft_mean_s"] == rows[2]["ttft_mean_s"]  # the same agent, twice
