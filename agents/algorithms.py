@@ -143,8 +143,9 @@ def load_spec(folder: str | Path) -> AgentSpec:
     ]
     if missing:
         raise ValueError(f"{path}: missing key {missing[0]!r}")
-    if not isinstance(data.get("hidden", 64), int) or data.get("hidden", 64) < 1:
-        raise ValueError(f"{path}: hidden must be an integer >= 1, got {data['hidden']!r}")
+    hidden = data.get("hidden", known["hidden"].default)
+    if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
+        raise ValueError(f"{path}: hidden must be an integer >= 1, got {hidden!r}")
     try:
         return AgentSpec(**data)
     except ValueError as error:

@@ -263,6 +263,8 @@ def test_sb3_rejecting_a_hyperparameter_is_a_user_error(tmp_path: Path) -> None:
     [
         ({"extra": 1}, "unknown key 'extra'; known: algo, env"),
         ({"algo": None}, "missing key 'algo'"),
+        ({"hidden": 0}, "hidden must be an integer >= 1, got 0"),
+        ({"hidden": True}, "hidden must be an integer >= 1, got True"),
     ],
 )
 def test_agent_json_with_a_wrong_key_is_one_line(
