@@ -209,6 +209,7 @@ def test_optuna_sweep_over_btb_thresholds(tmp_path):
     values = [json.loads(p.read_text())["ttft_mean_s"] for p in out.glob("*/objective.json")]
     assert len(values) == 3
     assert best.best_value == pytest.approx(min(values))
+    assert "alembic" not in proc.stdout + proc.stderr  # optuna's companion logs nothing of its own
 
 
 def _wandb_records(path):
