@@ -31,7 +31,11 @@ from envs.workloads.art_like import (
     art_like_drafts,
     drafts_to_rows,
 )
-from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window_rows
+from envs.workloads.bursted import (
+    BurstedSyntheticConfig,
+    shared_prefix_blocks,
+    synthetic_window_rows,
+)
 from envs.workloads.segments import Segment
 
 
@@ -167,7 +171,7 @@ def rising_load_rows(
     rates = np.array([config.rate_at(t) for t in candidates])
     times = candidates[rng.random(candidates.size) * config.peak_rate_per_s < rates]
     bt = config.block_tokens
-    prefix_blocks = -(-config.prefix_tokens // bt)
+    prefix_blocks = shared_prefix_blocks(config.prefix_tokens, bt)
     suffix_blocks = -(-(config.prefix_tokens + config.suffix_tokens) // bt) - prefix_blocks
     prefix = _hex_ids(rng, prefix_blocks)
     hot = [
@@ -220,7 +224,7 @@ def multi_tenant_rows(
     """Rows of one multi-tenant window, each with a top-level ``tenant`` field."""
     trace_id = trace_id or f"tenant-{window:04d}"
     rows = synthetic_window_rows(config, window, seed=seed, split=split, trace_id=trace_id)
-    prefix_blocks = -(-config.prefix_tokens // config.block_tokens)
+    prefix_blocks = shared_prefix_blocks(config.prefix_tokens, config.block_tokens)
     position: dict[str, int] = {}
     suffixes: dict[tuple[str, int], list[Any]] = {}
     for row in rows:
