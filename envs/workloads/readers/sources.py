@@ -31,7 +31,7 @@ PARQUET_BATCH_ROWS = 1024
 
 def _open_bytes(path: Path) -> IO[bytes]:
     if path.suffix == ".gz":
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
     return path.open("rb")
 
 
@@ -65,7 +65,11 @@ def jsonl_rows(
                 yield (
                     line_no,
                     TraceFormatError(
-                        name, line_no, None, f"not valid UTF-8 (byte {error.start} of the line)"
+                        name,
+                        line_no,
+                        None,
+                        f"byte 0x{raw[error.start]:02x} at column {error.start + 1} "
+                        "is not UTF-8 text",
                     ),
                 )
                 continue
