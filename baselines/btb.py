@@ -127,7 +127,7 @@ class BTB(Policy):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"btb.{name} must be an integer >= 1, got {value!r}")
-        if not (isinstance(z, (int, float)) and z > 0):
+        if isinstance(z, bool) or not (isinstance(z, (int, float)) and z > 0):
             raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
         if y != getattr(self, "y", y):
             self._tracked_y = None  # queued requests were counted at the old depth: scan

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from baselines.policy import Policy, register
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
@@ -70,7 +72,16 @@ class CacheAware(Policy):
     the longest HBM prefix match, ties by load, then at random.
     """
 
-    def __init__(self, balance_abs: int = 64, balance_rel: float = 1.5) -> None:
+    def __init__(self, balance_abs: float = 64, balance_rel: float = 1.5) -> None:
+        for name, value, low in (("balance_abs", balance_abs, 0), ("balance_rel", balance_rel, 1)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not low <= value < math.inf
+            ):
+                raise ValueError(
+                    f"cache_aware.{name} must be a finite number >= {low}, got {value!r}"
+                )
         self.balance_abs = balance_abs
         self.balance_rel = balance_rel
 

@@ -118,6 +118,12 @@ def _blocks(tokens: int, block_tokens: int) -> int:
     return -(-tokens // block_tokens)
 
 
+def shared_prefix_blocks(prefix_tokens: int, block_tokens: int) -> int:
+    """Blocks whose tokens all belong to a shared ``prefix_tokens``-token prefix
+    (a partial last block also holds a request's own tokens, so it is not shared)."""
+    return prefix_tokens // block_tokens
+
+
 def synthetic_window_rows(
     config: BurstedSyntheticConfig,
     window: int,
@@ -135,7 +141,9 @@ def synthetic_window_rows(
     """
     rng = np.random.default_rng([seed, window])
     trace_id = trace_id if trace_id is not None else f"synthetic-{window:04d}"
-    prefix_blocks = _blocks(config.prefix_tokens, config.block_tokens)
+    # Only whole blocks of the prefix are shared: a block that holds the prefix's
+    # last tokens and the start of a request's own suffix differs per request.
+    prefix_blocks = shared_prefix_blocks(config.prefix_tokens, config.block_tokens)
     suffix_blocks = _blocks(config.prefix_tokens + config.suffix_tokens, config.block_tokens)
     suffix_blocks -= prefix_blocks
     input_length = config.prefix_tokens + config.suffix_tokens

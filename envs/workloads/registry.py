@@ -222,7 +222,14 @@ def configure(
             f"workload {name!r}: unknown parameter(s) {', '.join(unknown)} "
             f"(known: {', '.join(valid)})"
         )
-    return dataclasses.replace(scenario, families=tuple(families))
+    # The windows' hashes are made at the families' block size, so the workload
+    # (and what the simulator multiplies hit blocks by) must use the same one.
+    sizes = {getattr(f.config, "block_tokens", scenario.block_tokens) for f in families}
+    if len(sizes) != 1:
+        raise ValueError(
+            f"workload {name!r}: its families hash at different block sizes {sorted(sizes)}"
+        )
+    return dataclasses.replace(scenario, families=tuple(families), block_tokens=sizes.pop())
 
 
 def _convert(workload: str, config: Any, key: str, value: Any) -> Any:

@@ -31,7 +31,11 @@ from envs.workloads.art_like import (
     art_like_drafts,
     drafts_to_rows,
 )
-from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window_rows
+from envs.workloads.bursted import (
+    BurstedSyntheticConfig,
+    shared_prefix_blocks,
+    synthetic_window_rows,
+)
 from envs.workloads.segments import Segment
 
 
@@ -54,12 +58,19 @@ def background_config(rate_per_s: float, block_tokens: int = 256) -> ArtLikeConf
 
 
 def background_rows(
-    rate_per_s: float, duration_s: float, window: int, seed: int, trace_id: str, stream: str
+    rate_per_s: float,
+    duration_s: float,
+    window: int,
+    seed: int,
+    trace_id: str,
+    stream: str,
+    block_tokens: int = 256,
 ) -> list[dict[str, Any]]:
-    """ART-like rows over ``[0, duration_s)`` at ``rate_per_s`` (none if the rate is 0)."""
+    """ART-like rows over ``[0, duration_s)`` at ``rate_per_s`` (none if the rate is 0),
+    hashed at ``block_tokens`` a block (the scenario's own block size)."""
     if rate_per_s <= 0 or duration_s <= 0:
         return []
-    config = background_config(rate_per_s)
+    config = background_config(rate_per_s, block_tokens)
     _, drafts = art_like_drafts(
         config, window, seed, duration_s=duration_s, stream=stream_id(stream)
     )
@@ -160,7 +171,7 @@ def rising_load_rows(
     rates = np.array([config.rate_at(t) for t in candidates])
     times = candidates[rng.random(candidates.size) * config.peak_rate_per_s < rates]
     bt = config.block_tokens
-    prefix_blocks = -(-config.prefix_tokens // bt)
+    prefix_blocks = shared_prefix_blocks(config.prefix_tokens, bt)
     suffix_blocks = -(-(config.prefix_tokens + config.suffix_tokens) // bt) - prefix_blocks
     prefix = _hex_ids(rng, prefix_blocks)
     hot = [
@@ -179,7 +190,7 @@ def rising_load_rows(
         for t in times
     ]
     background = background_rows(
-        config.background_rate_per_s, end, window, seed, trace_id, "rising_load"
+        config.background_rate_per_s, end, window, seed, trace_id, "rising_load", bt
     )
     return merge_rows(trace_id, split, hot, background)
 
@@ -213,7 +224,7 @@ def multi_tenant_rows(
     """Rows of one multi-tenant window, each with a top-level ``tenant`` field."""
     trace_id = trace_id or f"tenant-{window:04d}"
     rows = synthetic_window_rows(config, window, seed=seed, split=split, trace_id=trace_id)
-    prefix_blocks = -(-config.prefix_tokens // config.block_tokens)
+    prefix_blocks = shared_prefix_blocks(config.prefix_tokens, config.block_tokens)
     position: dict[str, int] = {}
     suffixes: dict[tuple[str, int], list[Any]] = {}
     for row in rows:
@@ -363,7 +374,13 @@ def agent_fanout_rows(
         row["metadata"] = {"job_kind": "agent"}
     end = max((row["arrival_s"] for row in agent_rows), default=config.lead_s + config.span_s)
     background = background_rows(
-        config.background_rate_per_s, end, window, seed, trace_id, "agent_fanout"
+        config.background_rate_per_s,
+        end,
+        window,
+        seed,
+        trace_id,
+        "agent_fanout",
+        config.block_tokens,
     )
     return merge_rows(trace_id, split, agent_rows, background)
 
@@ -394,6 +411,12 @@ def mixed_rows(
     trace_id = trace_id or f"mixed-{window:04d}"
     bursts = synthetic_window_rows(config, window, seed=seed, split=split, trace_id=trace_id)
     background = background_rows(
-        config.background_rate_per_s, config.window_end_s, window, seed, trace_id, "mixed"
+        config.background_rate_per_s,
+        config.window_end_s,
+        window,
+        seed,
+        trace_id,
+        "mixed",
+        config.block_tokens,
     )
     return merge_rows(trace_id, split, bursts, background)

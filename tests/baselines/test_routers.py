@@ -61,3 +61,23 @@ def test_make_policy_names_the_bad_policy_and_argument() -> None:
         make_policy("nope")
     with pytest.raises(ValueError, match="'btb'"):
         make_policy("btb", w=3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"balance_abs": "64"}, "balance_abs"),  # a string would raise TypeError mid-run
+        ({"balance_abs": -1}, "balance_abs"),
+        ({"balance_rel": float("nan")}, "balance_rel"),  # NaN would silently never rebalance
+        ({"balance_rel": 0.5}, "balance_rel"),
+        ({"balance_rel": True}, "balance_rel"),
+    ],
+)
+def test_cache_aware_rejects_bad_thresholds_naming_the_field(kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=rf"cache_aware\.{field}"):
+        make_policy("cache_aware", **kwargs)
+
+
+def test_btb_rejects_a_bool_window() -> None:
+    with pytest.raises(ValueError, match=r"btb\.z"):
+        make_policy("btb", z=True)

@@ -439,10 +439,15 @@ def test_bad_options_name_their_field(
 
 def test_audit_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     latin = tmp_path / "latin.jsonl"
-    latin.write_bytes(b'{"timestamp": 0, "hash_ids": []}\n{"note": "caf\xe9"}\n')
+    good = b'{"timestamp": 0, "input_length": 512, "hash_ids": [1]}\n'
+    latin.write_bytes(good + b'{"note": "caf\xe9"}\n')
     assert main_guard(lambda: audit.main([f"path={latin}"])) == 2
     err = capsys.readouterr().err
-    assert "path=" in err and "line 2, column 14: byte 0xe9 is not UTF-8 text" in err
+    assert f"{latin}, line 2, row: byte 0xe9 at column 14 is not UTF-8 text" in err
+    # a broken row before the bad byte is reported first: rows are read in order
+    latin.write_bytes(b'{"timestamp": 0, "hash_ids": []}\n{"note": "caf\xe9"}\n')
+    assert main_guard(lambda: audit.main([f"path={latin}"])) == 2
+    assert f"{latin}, line 1" in capsys.readouterr().err
     array = tmp_path / "array.jsonl"
     array.write_text("[1, 2]\n")
     assert main_guard(lambda: audit.main([f"path={array}"])) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -58,6 +60,7 @@ CASES: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any] | str], str | N
     ("bursted", lambda r: {k: v for k, v in r.items() if k != "trace_id"}, "trace_id"),
     ("bursted", lambda r: {**r, "metadata": "burst"}, "metadata"),
     ("bursted", lambda r: {**r, "metadata": {"job_kind": 3}}, "metadata.job_kind"),
+    ("bursted", lambda r: {**r, "metadata": {"tenant": [1]}}, "metadata.tenant"),
 ]
 
 
@@ -203,3 +206,47 @@ def test_empty_file_and_bad_options(tmp_path: Path) -> None:
         ReadOptions(block_tokens=0)
     with pytest.raises(FileNotFoundError):
         read_art_chat(tmp_path / "missing.parquet")
+
+
+def test_a_line_that_is_not_utf8_is_a_bad_row_named_by_its_line(tmp_path: Path) -> None:
+    rows = [json.dumps(row) for row in mooncake_rows()]
+    path = tmp_path / "mc.jsonl"
+    lines = [row.encode() for row in rows]
+    lines[2] = lines[2][:-1] + b', "note": "\xff\xfe"}'
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(TraceFormatError) as info:
+        read_mooncake(path)
+    assert (info.value.path, info.value.line, info.value.field) == (str(path), 3, None)
+    assert "byte 0xff at column" in str(info.value)
+    with pytest.warns(TraceWarning, match="skipped 1 malformed rows"):
+        assert len(read_mooncake(path, options=ReadOptions(skip_bad_rows=True))) == 3
+
+
+def test_a_truncated_gzip_file_names_the_file_and_line(tmp_path: Path) -> None:
+    row = mooncake_rows()[0]
+    text = "".join(json.dumps({**row, "timestamp": i}) + "\n" for i in range(3000))
+    data = gzip.compress(text.encode())
+    path = tmp_path / "mc.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(TraceFormatError, match="cannot read the file") as info:
+        read_mooncake(path)
+    assert info.value.path == str(path) and 1 < info.value.line <= 3000
+
+
+@pytest.mark.parametrize(
+    ("times", "options", "line", "pattern"),
+    [
+        ([1000, -5, 2000], ReadOptions(rebase_time=False), 2, "negative"),
+        ([1000, 1e308, -1e308], ReadOptions(), 2, "too far"),
+    ],
+)
+def test_an_arrival_the_simulator_cannot_take_names_the_timestamp_and_line(
+    tmp_path: Path, times: list[float], options: ReadOptions, line: int, pattern: str
+) -> None:
+    rows = [{**row, "timestamp": t} for row, t in zip(mooncake_rows(), times, strict=False)]
+    path = write_jsonl(tmp_path / "mc.jsonl", rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWarning)
+        with pytest.raises(TraceFormatError, match=pattern) as info:
+            read_mooncake(path, options=options)
+    assert (info.value.path, info.value.line, info.value.field) == (str(path), line, "timestamp")

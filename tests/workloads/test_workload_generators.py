@@ -250,3 +250,35 @@ def test_mixed_window_holds_bursts_and_background() -> None:
     assert {r["trace_id"] for r in rows} == {"mixed-0000"} and {r["split"] for r in rows} == {
         "test"
     }
+
+
+def _shared_blocks(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(a))
+
+
+@pytest.mark.parametrize(
+    ("make", "config"),
+    [
+        (synthetic_window_rows, BurstedSyntheticConfig(burst_requests=4, n_decoys=0)),
+        (multi_tenant_rows, MultiTenantConfig(burst_requests=8, n_decoys=0, tenants=2)),
+        (rising_load_rows, RisingLoadConfig(ramp_s=20.0, background_rate_per_s=0.0)),
+    ],
+)
+@pytest.mark.parametrize("prefix_tokens", [300, 100, 65_536])
+def test_a_partial_prefix_block_is_not_shared(make, config, prefix_tokens: int) -> None:  # type: ignore[no-untyped-def]
+    # 300 tokens at 256 a block: block 0 holds prefix tokens only and is shared;
+    # block 1 holds 44 prefix tokens and each request's own suffix, so sharing it
+    # would give every request a 256-token hit of which 212 tokens are not its own.
+    import dataclasses
+
+    config = dataclasses.replace(config, prefix_tokens=prefix_tokens, suffix_tokens=256)
+    rows = [r for r in make(config, 0, SEED) if r["metadata"]["job_kind"] == "burst"]
+    workload = rows_to_workload(rows, 256, "w")
+    by_group: dict[tuple[str, str], list] = defaultdict(list)
+    for r in workload.requests:
+        by_group[(r.group_id.split("-t")[0], r.tenant)].append(r)
+    pairs = [(g[0], g[1]) for g in by_group.values() if len(g) > 1]
+    assert pairs
+    for a, b in pairs:
+        assert len(a.blocks) == -(-(prefix_tokens + 256) // 256)
+        assert _shared_blocks(a.blocks, b.blocks) == prefix_tokens // 256

@@ -117,3 +117,16 @@ def test_full_bursted_art_counts() -> None:
     for spec, rows in window_rows("bursted_art", "all"):
         counts[spec.split] += len(rows)
     assert counts == {"train": 25_600, "test": 76_800}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_block_size_override_reaches_the_workload_and_every_row(name: str) -> None:
+    # Hashes made at 512 tokens a block, read by the simulator as 256-token blocks,
+    # would halve every hit; the workload, the scenario and every row (background
+    # rows too) must use the overridden size.
+    params = {**_small(name), "block_tokens": 512}
+    assert configure(name, **params).block_tokens == 512
+    workload = next(windows(name, split="all", limit=1, **params))
+    assert workload.block_tokens == 512
+    for request in workload.requests:
+        assert len(request.blocks) == -(-request.input_tokens // 512), request.request_id

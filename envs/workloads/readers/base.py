@@ -376,19 +376,30 @@ def assemble_trace(
     stream = _RowStream(rows, fmt, options, report)
     requests: list[Request] = []
     times: list[float] = []
+    locs: list[RowLocation] = []
     last = -math.inf
     for loc, parsed in stream:
         if parsed.time < last:
             _note_out_of_order(report, options, fmt, loc, parsed.time, last)
         last = max(last, parsed.time)
         times.append(parsed.time)
+        locs.append(loc)
         requests.append(_request(parsed, 0.0, chainer, options.namespace))
     if not requests:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times) if options.rebase_time and fmt.rebase else 0.0
-    for request, time in zip(requests, times, strict=True):
-        request.arrival_s = (time - origin) / fmt.time_units_per_s
+    for request, time, loc in zip(requests, times, locs, strict=True):
+        arrival_s = (time - origin) / fmt.time_units_per_s
+        if not 0.0 <= arrival_s < math.inf:
+            why = (
+                "is negative; arrivals must be >= 0 without rebasing "
+                "(read it with ReadOptions(rebase_time=True))"
+                if arrival_s < 0
+                else f"is {time - origin!r} after the earliest arrival, too far to simulate"
+            )
+            raise TraceFormatError(loc.path, loc.line, fmt.time_field, f"{time!r} {why}")
+        request.arrival_s = arrival_s
     origin /= fmt.time_units_per_s
     _finish_report(report, options)
     block_tokens = options.block_tokens or fmt.block_tokens

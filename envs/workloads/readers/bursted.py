@@ -49,7 +49,14 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
         raise TraceFormatError(
             loc.path, loc.line, "metadata", f"expected an object, got {metadata!r}"
         )
-    tenant = get_str(row, "tenant", loc, default="") or get_str(metadata, "tenant", loc, "")
+    tenant = get_str(row, "tenant", loc, default="")
+    if not tenant:
+        nested = metadata.get("tenant")
+        if nested is not None and (isinstance(nested, bool) or not isinstance(nested, (str, int))):
+            raise TraceFormatError(
+                loc.path, loc.line, "metadata.tenant", f"expected a string, got {nested!r}"
+            )
+        tenant = "" if nested is None else str(nested)
     return ParsedRow(
         request_id=get_str(row, "request_id", loc, default=f"{trace_id}-{loc.line}"),
         time=get_number(row, "arrival_s", loc, minimum=0.0),

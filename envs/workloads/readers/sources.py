@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -28,20 +29,50 @@ from envs.workloads.request import Workload
 PARQUET_BATCH_ROWS = 1024
 
 
-def _open_text(path: Path) -> IO[str]:
+def _open_bytes(path: Path) -> IO[bytes]:
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open("r", encoding="utf-8")
+        return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
+    return path.open("rb")
 
 
 def jsonl_rows(
     path: str | os.PathLike[str],
 ) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
-    """Rows of a JSON-lines file with their 1-based line numbers."""
+    """Rows of a JSON-lines file with their 1-based line numbers.
+
+    A line that is not UTF-8 is a bad row like any other (named by its line); a
+    compressed file that cannot be decompressed to the end stops the read with a
+    :class:`TraceFormatError` naming the file and the line it broke at.
+    """
     file = Path(path)
     name = str(file)
-    with _open_text(file) as handle:
-        for line_no, line in enumerate(handle, start=1):
+    line_no = 0
+    with _open_bytes(file) as handle:
+        lines = iter(handle)
+        while True:
+            try:
+                raw = next(lines)
+            except StopIteration:
+                break
+            except (EOFError, OSError, zlib.error) as error:
+                raise TraceFormatError(
+                    name, line_no + 1, None, f"cannot read the file past this line ({error})"
+                ) from None
+            line_no += 1
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                yield (
+                    line_no,
+                    TraceFormatError(
+                        name,
+                        line_no,
+                        None,
+                        f"byte 0x{raw[error.start]:02x} at column {error.start + 1} "
+                        "is not UTF-8 text",
+                    ),
+                )
+                continue
             if not line.strip():
                 continue
             try:
