@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -164,7 +165,9 @@ class EpochController:
             X_CHOICES[a[0]], None, Z_CHOICES[a[1]], int(a[2]) + 1, MIN_PREFIX_CHOICES[a[3]]
         )
         self.stats = EpochStats()
-        self.epoch_end = start_s + self.epoch_s
+        # the epoch always holds the arrival it starts at, even when epoch_s is below
+        # the float resolution at start_s (else no request would ever be routed)
+        self.epoch_end = max(start_s + self.epoch_s, math.nextafter(start_s, math.inf))
 
     def in_epoch(self, request: Request) -> bool:
         return request.arrival_s < self.epoch_end

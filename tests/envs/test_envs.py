@@ -541,3 +541,19 @@ def test_rgb_render_of_a_clone_matches_the_original(window):
         env.step(env.action_space.sample())
     clone = pickle.loads(pickle.dumps(env))
     assert np.array_equal(env.render(), clone.render())
+
+
+def test_a_thresholds_epoch_below_float_resolution_still_routes_its_arrival():
+    """At t = 100 s, 100 + 1e-15 == 100: the epoch must still hold the arrival it
+    starts at, or no step would ever route a request and the episode never ends."""
+    from envs.workloads.request import Request, Workload
+
+    requests = [Request(0, f"r{i}", 100.0 + i, 512, 4, (10 * i + 1, 10 * i + 2)) for i in range(3)]
+    env = gym.make("btb/Thresholds-v0", windows=[Workload("late", 256, requests)], epoch_s=1e-15)
+    env.reset(seed=0)
+    done, steps = False, 0
+    while not done and steps < 10:
+        _, _, done, _, info = env.step(np.array([1, 2, 0, 0]))
+        steps += 1
+    assert done and steps == 3  # one arrival an epoch
+    assert info["requests_served"] == 3
