@@ -557,3 +557,22 @@ def test_a_thresholds_epoch_below_float_resolution_still_routes_its_arrival():
         steps += 1
     assert done and steps == 3  # one arrival an epoch
     assert info["requests_served"] == 3
+
+
+def test_rgb_render_leaves_the_callers_matplotlib_backend_and_figures_alone(window):
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    saved = matplotlib.get_backend()
+    matplotlib.use("svg")  # stands in for a user's interactive backend
+    try:
+        figures = plt.get_fignums()
+        env = make("btb/Route-v0", window, render_mode="rgb_array")
+        env.reset(seed=0)
+        env.step(0)
+        image = env.render()
+        assert image.dtype == np.uint8 and image.shape[2] == 3
+        assert matplotlib.get_backend() == "svg"
+        assert plt.get_fignums() == figures
+    finally:
+        matplotlib.use(saved)
