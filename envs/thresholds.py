@@ -53,8 +53,9 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Starting State
 
-    A window from the pool and an empty cluster; the first epoch starts at the
-    first arrival, with BTB's published constants in force until the first action.
+    A window from the pool and an empty cluster (``reset`` options as in
+    ``btb/Route-v0``); the first epoch starts at the first arrival, with BTB's
+    published constants in force until the first action.
 
     ## Episode End
 

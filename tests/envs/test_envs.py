@@ -576,3 +576,36 @@ def test_rgb_render_leaves_the_callers_matplotlib_backend_and_figures_alone(wind
         assert plt.get_fignums() == figures
     finally:
         matplotlib.use(saved)
+
+
+@pytest.mark.parametrize("policy_name", ["cache_aware", "btb"])
+def test_baselines_through_route_warm_match_the_comparison_run(policy_name):
+    """The comparison run seeds window position i's simulator with [seed, i]; the
+    reset option sim_seed gives the env that stream, so a baseline acting
+    through RouteWarm-v0 serves every request exactly as in that run."""
+    from experiments.evaluation import evaluate_policies
+
+    windows = [synthetic_window(SMALL, window=i) for i in range(2)]
+    runs = evaluate_policies(
+        [policy_name], "70b_h100x4", windows, seed=7, baseline=None, trace_window=None
+    )
+    env = gym.make("btb/RouteWarm-v0", windows=windows).unwrapped
+    for i in range(len(windows)):
+        env.reset(seed=0, options={"window": i, "sim_seed": [7, i]})
+        policy = make_policy(policy_name)
+        policy.reset(env.sim)
+        done = False
+        while not done:
+            _, _, done, _, _ = env.step(env.policy_action(policy))
+        assert np.array_equal(env.sim.records.ttft_s, runs[0].windows[i].ttft_s)
+    clone = pickle.loads(pickle.dumps(env))  # the given seed survives a round trip
+    assert clone._episode["sim_seed"] == (7, 1)
+
+
+def test_a_bad_sim_seed_option_is_refused_by_name(window):
+    env = make("btb/Route-v0", window).unwrapped
+    for bad in (-1, True, 1.5, [], [0, -2], "7"):
+        with pytest.raises(ValueError, match="options\\['sim_seed'\\]"):
+            env.reset(options={"sim_seed": bad})
+    env.reset(options={"sim_seed": np.int64(3)})
+    assert env._episode["sim_seed"] == 3
