@@ -9,9 +9,11 @@ are the encoder's and the labels are actions in the env's own action space:
   prefix to] + [0]`` (the teacher never evicts), with the env's action mask.
 
 :func:`pretrain` fits the SB3 policy by maximum likelihood of those labels
-(cross-entropy over every action component) and its value head to the
-discounted returns of the teacher's episodes, so a later PPO / MaskablePPO
-fine-tune starts from a sensible critic. Everything is driven by
+(cross-entropy over every action component). With ``value_coef > 0`` it also
+regresses the value head on the discounted returns of the teacher's episodes;
+the default (0) leaves the critic untrained, since for the node-set policies it
+shares the body and fitting the large returns spoils the actor, so a later PPO /
+MaskablePPO fine-tune needs a critic warm-up. Everything is driven by
 :class:`ImitationSettings` (the ``imitation`` group of the train config).
 """
 

@@ -140,9 +140,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         # options are checked before anything changes, so a refused reset leaves
         # the random state (and the episode in progress) as they were
         options = options or {}
-        unknown = sorted(set(options) - {"window"})
+        unknown = sorted(set(options) - {"window", "sim_seed"})
         if unknown:
-            raise ValueError(f"reset: unknown option(s) {unknown}; known: ['window']")
+            raise ValueError(f"reset: unknown option(s) {unknown}; known: ['sim_seed', 'window']")
+        given_sim_seed = _sim_seed_option(options.get("sim_seed"))
         given = options.get("window")
         if isinstance(given, Workload):
             _check_window(given, "options['window']")
@@ -164,7 +165,9 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             window = known[0] if known else given
         elif given is not None:
             window = int(given)
-        sim_seed = int(self.np_random.integers(2**62))
+        sim_seed: int | tuple[int, ...] = int(self.np_random.integers(2**62))
+        if given_sim_seed is not None:  # drawn anyway, as the window is: same stream after
+            sim_seed = given_sim_seed
         self._episode = {"window": window, "sim_seed": sim_seed, "actions": []}
         obs = self._begin_episode()
         return obs, self._info()
@@ -367,6 +370,27 @@ def _check_int(name: str, value: Any, minimum: int) -> None:
         raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+
+
+def _sim_seed_option(value: Any) -> int | tuple[int, ...] | None:
+    """``options['sim_seed']``: None, a whole number >= 0, or a non-empty sequence
+    of them (what ``np.random.default_rng`` takes, e.g. the comparison run's
+    ``[seed, window position]``); returned as an int or a tuple of ints."""
+    if value is None:
+        return None
+    entries = value if isinstance(value, (list, tuple)) else [value]
+    ok = len(entries) > 0 and all(
+        isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 0
+        for v in entries
+    )
+    if not ok:
+        raise ValueError(
+            "options['sim_seed'] must be a whole number >= 0 or a non-empty list of them, "
+            f"got {value!r}"
+        )
+    if isinstance(value, (list, tuple)):
+        return tuple(int(v) for v in entries)
+    return int(value)
 
 
 def _check_window(window: Any, where: str) -> None:

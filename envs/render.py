@@ -32,33 +32,31 @@ def render_ansi(sim: Simulator, request: Request | None) -> str:
 
 
 def render_rgb(sim: Simulator, history: list[tuple[float, list[int]]]) -> np.ndarray:
-    """Per-node load over the episode so far, with warm copies marked where they land."""
+    """Per-node load over the episode so far, with warm copies marked where they land.
+
+    Drawn on a figure of its own (matplotlib's object API with the Agg canvas), so
+    neither the caller's matplotlib backend nor pyplot's open figures change."""
     import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 3.2), dpi=80)
-    try:
-        if history:
-            times = np.array([t for t, _ in history])
-            loads = np.array([row for _, row in history])
-            for k in range(loads.shape[1]):
-                ax.step(times, loads[:, k], where="post", label=f"node {k}", linewidth=1)
-        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-        for copy in sim.copies:
-            if copy.land_s >= 0:
-                ax.axvline(
-                    copy.land_s, color=colors[copy.dst % len(colors)], linestyle=":", alpha=0.7
-                )
-        ax.set_xlabel("simulated time (s)")
-        ax.set_ylabel("running + waiting")
-        ax.set_title("load per node (dotted: warm copies landing)", fontsize=9)
-        if history:
-            ax.legend(fontsize=7, loc="upper right")
-        fig.tight_layout()
-        fig.canvas.draw()
-        image = np.asarray(fig.canvas.buffer_rgba())[..., :3].copy()  # type: ignore[attr-defined]
-    finally:
-        plt.close(fig)
-    return image
+    fig = Figure(figsize=(6.4, 3.2), dpi=80)
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if history:
+        times = np.array([t for t, _ in history])
+        loads = np.array([row for _, row in history])
+        for k in range(loads.shape[1]):
+            ax.step(times, loads[:, k], where="post", label=f"node {k}", linewidth=1)
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    for copy in sim.copies:
+        if copy.land_s >= 0:
+            ax.axvline(copy.land_s, color=colors[copy.dst % len(colors)], linestyle=":", alpha=0.7)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("running + waiting")
+    ax.set_title("load per node (dotted: warm copies landing)", fontsize=9)
+    if history:
+        ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()

@@ -55,6 +55,11 @@ class RouteEnv(ClusterEnv):
     with the simulator seed that ``reset(seed=s)`` would have used had it drawn
     ``i``; ``options={"window": workload}`` runs any Workload for this episode
     only (it never joins the pool; ``info["window"]`` is then -1).
+    ``options={"sim_seed": s}`` seeds the simulator's generator (``sim.rng``,
+    which baselines acting through :meth:`policy_action` draw their tie-breaks
+    from) with ``np.random.default_rng(s)``: with the comparison run's
+    ``[seed, window position]`` (``experiments.evaluation``) such a policy
+    serves every request exactly as in that run.
 
     ## Episode End
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -52,8 +53,9 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Starting State
 
-    A window from the pool and an empty cluster; the first epoch starts at the
-    first arrival, with BTB's published constants in force until the first action.
+    A window from the pool and an empty cluster (``reset`` options as in
+    ``btb/Route-v0``); the first epoch starts at the first arrival, with BTB's
+    published constants in force until the first action.
 
     ## Episode End
 
@@ -164,7 +166,9 @@ class EpochController:
             X_CHOICES[a[0]], None, Z_CHOICES[a[1]], int(a[2]) + 1, MIN_PREFIX_CHOICES[a[3]]
         )
         self.stats = EpochStats()
-        self.epoch_end = start_s + self.epoch_s
+        # the epoch always holds the arrival it starts at, even when epoch_s is below
+        # the float resolution at start_s (else no request would ever be routed)
+        self.epoch_end = max(start_s + self.epoch_s, math.nextafter(start_s, math.inf))
 
     def in_epoch(self, request: Request) -> bool:
         return request.arrival_s < self.epoch_end

@@ -541,3 +541,71 @@ def test_rgb_render_of_a_clone_matches_the_original(window):
         env.step(env.action_space.sample())
     clone = pickle.loads(pickle.dumps(env))
     assert np.array_equal(env.render(), clone.render())
+
+
+def test_a_thresholds_epoch_below_float_resolution_still_routes_its_arrival():
+    """At t = 100 s, 100 + 1e-15 == 100: the epoch must still hold the arrival it
+    starts at, or no step would ever route a request and the episode never ends."""
+    from envs.workloads.request import Request, Workload
+
+    requests = [Request(0, f"r{i}", 100.0 + i, 512, 4, (10 * i + 1, 10 * i + 2)) for i in range(3)]
+    env = gym.make("btb/Thresholds-v0", windows=[Workload("late", 256, requests)], epoch_s=1e-15)
+    env.reset(seed=0)
+    done, steps = False, 0
+    while not done and steps < 10:
+        _, _, done, _, info = env.step(np.array([1, 2, 0, 0]))
+        steps += 1
+    assert done and steps == 3  # one arrival an epoch
+    assert info["requests_served"] == 3
+
+
+def test_rgb_render_leaves_the_callers_matplotlib_backend_and_figures_alone(window):
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    saved = matplotlib.get_backend()
+    matplotlib.use("svg")  # stands in for a user's interactive backend
+    try:
+        figures = plt.get_fignums()
+        env = make("btb/Route-v0", window, render_mode="rgb_array")
+        env.reset(seed=0)
+        env.step(0)
+        image = env.render()
+        assert image.dtype == np.uint8 and image.shape[2] == 3
+        assert matplotlib.get_backend() == "svg"
+        assert plt.get_fignums() == figures
+    finally:
+        matplotlib.use(saved)
+
+
+@pytest.mark.parametrize("policy_name", ["cache_aware", "btb"])
+def test_baselines_through_route_warm_match_the_comparison_run(policy_name):
+    """The comparison run seeds window position i's simulator with [seed, i]; the
+    reset option sim_seed gives the env that stream, so a baseline acting
+    through RouteWarm-v0 serves every request exactly as in that run."""
+    from experiments.evaluation import evaluate_policies
+
+    windows = [synthetic_window(SMALL, window=i) for i in range(2)]
+    runs = evaluate_policies(
+        [policy_name], "70b_h100x4", windows, seed=7, baseline=None, trace_window=None
+    )
+    env = gym.make("btb/RouteWarm-v0", windows=windows).unwrapped
+    for i in range(len(windows)):
+        env.reset(seed=0, options={"window": i, "sim_seed": [7, i]})
+        policy = make_policy(policy_name)
+        policy.reset(env.sim)
+        done = False
+        while not done:
+            _, _, done, _, _ = env.step(env.policy_action(policy))
+        assert np.array_equal(env.sim.records.ttft_s, runs[0].windows[i].ttft_s)
+    clone = pickle.loads(pickle.dumps(env))  # the given seed survives a round trip
+    assert clone._episode["sim_seed"] == (7, 1)
+
+
+def test_a_bad_sim_seed_option_is_refused_by_name(window):
+    env = make("btb/Route-v0", window).unwrapped
+    for bad in (-1, True, 1.5, [], [0, -2], "7"):
+        with pytest.raises(ValueError, match="options\\['sim_seed'\\]"):
+            env.reset(options={"sim_seed": bad})
+    env.reset(options={"sim_seed": np.int64(3)})
+    assert env._episode["sim_seed"] == 3
