@@ -103,6 +103,11 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self.sim_config = sim_config(sim)
         self.n_nodes = len(self.cluster.nodes)
         if windows is not None:
+            if workload_params:
+                raise ValueError(
+                    "workload_params shapes generated windows; with windows= given there "
+                    "are none to shape (pass one or the other)"
+                )
             if isinstance(windows, Workload):
                 windows = [windows]
             self.windows = list(windows)

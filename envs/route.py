@@ -74,8 +74,9 @@ class RouteEnv(ClusterEnv):
     slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, data_seed=20260721, seed=None,
     render_mode=None)``: ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
-    (or pass ``windows``, a list of Workloads), ``workload_params`` override the
-    generator's parameters; ``sim`` a SimConfig or a dict of
+    (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
+    those four unused), ``workload_params`` override the generator's parameters
+    (refused with ``windows``); ``sim`` a SimConfig or a dict of
     its fields; ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
 
     ## Version History

@@ -12,7 +12,7 @@ the root so that identical prompts from different namespaces never share KV.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 
@@ -81,7 +81,9 @@ class Workload:
     Attributes:
         name: a label for reports.
         block_tokens: tokens per KV block of this trace's hashes.
-        requests: the requests, sorted by arrival; ``index`` is renumbered here.
+        requests: the requests, sorted by arrival (a new list). A request whose
+            ``index`` is not its position is replaced by a renumbered copy, so the
+            caller's objects (e.g. a whole trace cut into windows) never change.
         meta: free-form provenance (generator arguments, window id, split, ...).
     """
 
@@ -96,9 +98,8 @@ class Workload:
                 f"workload {self.name!r}: block_tokens must be a positive integer, "
                 f"got {self.block_tokens!r}"
             )
-        self.requests.sort(key=lambda r: r.arrival_s)
-        for i, request in enumerate(self.requests):
-            request.index = i
+        ordered = sorted(self.requests, key=lambda r: r.arrival_s)
+        self.requests = [r if r.index == i else replace(r, index=i) for i, r in enumerate(ordered)]
         validate_requests(self.requests, source=f"workload {self.name!r}")
 
     def __len__(self) -> int:

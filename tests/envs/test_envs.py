@@ -420,6 +420,11 @@ def test_bad_window_settings_name_the_field(kwargs, match):
         gym.make("btb/Route-v0", **kwargs)
 
 
+def test_workload_params_with_given_windows_is_refused_not_ignored(window):
+    with pytest.raises(ValueError, match=r"workload_params .* windows= given"):
+        gym.make("btb/Route-v0", windows=[window], workload_params={"bogus": 1})
+
+
 def test_an_empty_window_is_reported_before_the_episode():
     from envs.workloads.request import Workload
 

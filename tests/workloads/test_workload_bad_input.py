@@ -250,3 +250,14 @@ def test_an_arrival_the_simulator_cannot_take_names_the_timestamp_and_line(
         with pytest.raises(TraceFormatError, match=pattern) as info:
             read_mooncake(path, options=options)
     assert (info.value.path, info.value.line, info.value.field) == (str(path), line, "timestamp")
+
+
+def test_skip_bad_rows_skips_an_arrival_the_simulator_cannot_take(tmp_path: Path) -> None:
+    rows = [{**row, "timestamp": t} for row, t in zip(mooncake_rows(), [1000, -5, 2000])]
+    path = write_jsonl(tmp_path / "mc.jsonl", rows)
+    options = ReadOptions(rebase_time=False, skip_bad_rows=True, unsorted="sort")
+    with pytest.warns(TraceWarning, match="skipped 1 malformed rows.*line 2"):
+        workload = read_mooncake(path, options=options)
+    assert [r.arrival_s for r in workload.requests] == [1.0, 2.0]
+    assert workload.meta["read"]["rows_read"] == 2
+    assert workload.meta["read"]["rows_skipped"] == 1

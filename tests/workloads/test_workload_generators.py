@@ -282,3 +282,24 @@ def test_a_partial_prefix_block_is_not_shared(make, config, prefix_tokens: int) 
     for a, b in pairs:
         assert len(a.blocks) == -(-(prefix_tokens + 256) // 256)
         assert _shared_blocks(a.blocks, b.blocks) == prefix_tokens // 256
+
+
+def test_a_workload_never_renumbers_the_callers_requests():
+    """Cutting one list of requests into windows must leave the originals (and the
+    earlier windows) alone; a request listed twice gets two indices."""
+    from envs.workloads.request import Request, Workload
+
+    def req(i, t):
+        return Request(index=-1, request_id=f"r{i}", arrival_s=t, input_tokens=16,
+                       output_tokens=1, blocks=(i + 1,))
+
+    r0, r1, r2 = req(0, 0.0), req(1, 1.0), req(2, 2.0)
+    whole = Workload("whole", 16, [r2, r0, r1])
+    assert [r.index for r in whole.requests] == [0, 1, 2]
+    assert [r.request_id for r in whole.requests] == ["r0", "r1", "r2"]
+    tail = Workload("tail", 16, whole.requests[1:])
+    assert [r.index for r in tail.requests] == [0, 1]
+    assert [r.index for r in whole.requests] == [0, 1, 2]  # was [0, 0, 1]
+    assert r0.index == -1  # the caller's own objects are untouched
+    twice = Workload("twice", 16, [r1, r1])
+    assert [r.index for r in twice.requests] == [0, 1]

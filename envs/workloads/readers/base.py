@@ -389,6 +389,7 @@ def assemble_trace(
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times) if options.rebase_time and fmt.rebase else 0.0
+    kept: list[Request] = []
     for request, time, loc in zip(requests, times, locs, strict=True):
         arrival_s = (time - origin) / fmt.time_units_per_s
         if not 0.0 <= arrival_s < math.inf:
@@ -398,8 +399,17 @@ def assemble_trace(
                 if arrival_s < 0
                 else f"is {time - origin!r} after the earliest arrival, too far to simulate"
             )
-            raise TraceFormatError(loc.path, loc.line, fmt.time_field, f"{time!r} {why}")
+            error = TraceFormatError(loc.path, loc.line, fmt.time_field, f"{time!r} {why}")
+            if not options.skip_bad_rows:
+                raise error
+            report.rows_read -= 1
+            report.skip(error)
+            continue
         request.arrival_s = arrival_s
+        kept.append(request)
+    requests = kept
+    if not requests:
+        raise TraceFormatError(report.source, 0, None, "no usable rows")
     origin /= fmt.time_units_per_s
     _finish_report(report, options)
     block_tokens = options.block_tokens or fmt.block_tokens
