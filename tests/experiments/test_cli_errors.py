@@ -428,6 +428,9 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(tmp_path: Path) -> Non
         ),
         (bench, ["window=-1"], "experiments.bench: window must be >= 0 (a synthetic window's"),
         (audit, ["path=" + str(ROOT / "tests")], f"audit: path='{ROOT / 'tests'}' is a folder"),
+        (costs, ["tokens="], "experiments.costs: tokens is empty"),
+        (costs, ["mfu=0"], "experiments.costs: mfu must be in (0, 1], got 0.0"),
+        (costs, ["mfu=nan"], "experiments.costs: mfu must be in (0, 1], got nan"),
     ],
 )
 def test_bad_options_name_their_field(
