@@ -453,6 +453,32 @@ def test_audit_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "line 1, row: expected a JSON object, got list" in err and "line 0" not in err
 
 
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "not gzip"])
+def test_audit_reports_a_damaged_gzip_file_in_one_line(
+    damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    rows = "".join(
+        json.dumps({"timestamp": 50 * i, "input_length": 1024, "hash_ids": [i % 7, i]}) + "\n"
+        for i in range(400)
+    ).encode()
+    data = bytearray(gzip.compress(rows))
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "flipped":
+        for k in range(100, 200):
+            data[k] ^= 0xFF
+    else:
+        data = bytearray(rows)
+    trace = tmp_path / "trace.jsonl.gz"
+    trace.write_bytes(bytes(data))
+    assert main_guard(lambda: audit.main([f"path={trace}"])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.audit: path='{trace}': the gzip data is truncated")
+    assert err.count("\n") == 1
+
+
 @pytest.mark.parametrize("module", [compare, reproduce, audit, costs, bench, make_dataset])
 def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
