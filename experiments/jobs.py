@@ -4,6 +4,7 @@ baselines on test windows."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import Counter
@@ -160,8 +161,10 @@ def check_world(cfg: Any) -> None:
     if cfg.logger.kind not in ("wandb", "none"):
         raise ValueError(f"logger.kind must be wandb or none, got {cfg.logger.kind!r}")
     if cfg.logger.mode not in WANDB_MODES:
+        from_env = OmegaConf.is_interpolation(cfg.logger, "mode") and "WANDB_MODE" in os.environ
         raise ValueError(
             f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {cfg.logger.mode!r}"
+            + (" (from the environment variable WANDB_MODE)" if from_env else "")
         )
     for field in ("train_pool", "eval_windows"):
         value = cfg.workload[field]

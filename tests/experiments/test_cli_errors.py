@@ -517,6 +517,51 @@ def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
     assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
 
 
+def test_wandb_mode_in_the_environment_is_the_default_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from experiments.jobs import check_world
+    from experiments.tune_btb import objective
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert _compose("train", []).logger.mode == "disabled"
+    assert _compose("train", ["logger.mode=offline"]).logger.mode == "offline"
+    cfg = _compose(
+        "tune_btb", ["logger=wandb", "workload=tiny", "workload.train_pool=1",
+                     f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    objective(cfg)
+    assert (tmp_path / "objective.json").is_file() and not (tmp_path / "wandb").exists()
+    monkeypatch.setenv("WANDB_MODE", "dryrun")
+    source = r"got 'dryrun' \(from the environment variable WANDB_MODE\)$"
+    with pytest.raises(ValueError, match=source):
+        check_world(_compose("evaluate", []))
+
+
+def test_a_run_wandb_refuses_stops_before_any_work_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wandb
+
+    from experiments.tune_btb import objective
+
+    def refuse(**kwargs: Any) -> Any:
+        raise wandb.errors.CommError("Timed out while retrying: no such host\n  details")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    cfg = _compose(
+        "tune_btb", ["logger=wandb", "logger.mode=online", "workload=tiny",
+                     "workload.train_pool=1", f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError) as info:
+        objective(cfg)
+    assert str(info.value) == (
+        "logger.mode=online: W&B could not start the run (Timed out while retrying: no such "
+        "host); use logger.mode=offline (upload later with `wandb sync`) or logger=none"
+    )
+    assert not (tmp_path / "objective.json").exists()
+
+
 def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
     tmp_path: Path,
 ) -> None:
