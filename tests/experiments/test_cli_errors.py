@@ -517,6 +517,34 @@ def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
     assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
 
 
+@pytest.mark.parametrize(
+    "override", ["agent=nope", "train.total_timesteps=abc", "seed=[", "+experiment=nope"]
+)
+def test_a_config_hydra_cannot_compose_exits_2_without_a_traceback(
+    override: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "logger=none", override],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and proc.stderr.strip()
+    assert not (tmp_path / "runs").exists()
+
+
+def test_only_the_users_errors_hydra_reports_exit_2() -> None:
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    from experiments.jobs import _hydra_user_error
+
+    assert _hydra_user_error(ConfigCompositionException("x"))
+    assert _hydra_user_error(MissingConfigException("x", "agent/nope"))
+    assert _hydra_user_error(ValueError("seed must be >= 0"))  # a multirun job's
+    assert not _hydra_user_error(KeyError("a bug"))
+    assert not _hydra_user_error(None)
+
+
 def test_wandb_mode_in_the_environment_is_the_default_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
