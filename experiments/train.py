@@ -107,6 +107,14 @@ def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
     check_policy_names(cfg.train.eval_policies, "train.eval_policies")
+    from agents.algorithms import ENV_IDS
+
+    if cfg.env.kind not in ENV_IDS:  # AgentSpec would name it agent.env
+        raise ValueError(f"env.kind must be one of {', '.join(ENV_IDS)}, got {cfg.env.kind!r}")
+    if cfg.env.vec not in ("dummy", "subproc"):
+        raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
+    if cfg.env.n_envs < 1:
+        raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
     if cfg.agent.hidden < 1:
         raise ValueError(f"agent.hidden must be >= 1 (units per layer), got {cfg.agent.hidden}")
     for field, low in (("total_timesteps", 0), ("checkpoint_every", 0), ("torch_threads", 1)):
@@ -165,10 +173,6 @@ def train(cfg: DictConfig) -> float:
         check_resume(cfg, load_spec(cfg.resume))
     out_dir = run_dir(cfg, "train")
     torch.set_num_threads(int(cfg.train.torch_threads))
-    if cfg.env.vec not in ("dummy", "subproc"):
-        raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
-    if cfg.env.n_envs < 1:
-        raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
     saved_kwargs = env_kwargs(cfg)
     spec = AgentSpec(
         algo=cfg.agent.algo,

@@ -155,6 +155,8 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(flags: list[str], blocked: Path
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
         ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
         ("agent.hidden=0", r"agent\.hidden must be >= 1 \(units per layer\), got 0"),
+        ("env.kind=nope", r"^env\.kind must be one of route, route_warm, thresholds, got 'nope'"),
+        ("env.vec=nope", r"^env\.vec must be dummy or subproc, got 'nope'"),
     ],
 )
 def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_path: Path) -> None:
