@@ -225,6 +225,35 @@ def test_resume_names_what_the_checkpoint_does_not_match(
     assert not (tmp_path / "run").exists()
 
 
+def test_resume_refuses_hyperparameters_the_checkpoint_would_ignore(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+    from agents.algorithms import AgentSpec, build_model, save_agent
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+    from experiments.train import check_resume_hyperparams, train
+
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
+    env = gym.make(spec.env_id, windows=[window])
+    hyper = {"n_steps": 32, "batch_size": 32, "learning_rate": 3.0e-4, "ent_coef": 0.01}
+    checkpoint = tmp_path / "step_0"
+    save_agent(build_model(spec, env, hyper), spec, checkpoint)
+    same = [f"agent.hyperparams.{k}={v}" for k, v in hyper.items()]
+    base = ["logger=none", "workload=tiny", f"resume={checkpoint}", f"out_dir={tmp_path / 'run'}"]
+    check_resume_hyperparams(_compose("train", [*base, *same]))  # what was saved: accepted
+    cfg = _compose("train", [*base, *same, "agent.hyperparams.learning_rate=0.1"])
+    message = (
+        rf"^resume={checkpoint}: that checkpoint was trained with "
+        r"agent\.hyperparams\.learning_rate=0\.0003, the config asks for 0\.1 "
+    )
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match=r"hyperparams\.n_steps=32, the config asks for 512"):
+        check_resume_hyperparams(_compose("train", base))  # conf/agent/ppo.yaml's n_steps
+
+
 def test_evaluate_refuses_a_fixed_size_agent_before_any_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
