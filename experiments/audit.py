@@ -16,6 +16,8 @@ reported with the window they come from. Prints a table (or the JSON with
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -82,6 +84,10 @@ def audit_file(
         result = audit_windows(windows, min_blocks=min_blocks, window_s=window_s)
     except UnicodeDecodeError as error:
         raise UsageError(f"{COMMAND}: path={path!r}: {_not_utf8(path, error)}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:  # a .gz cut short or damaged
+        raise UsageError(
+            f"{COMMAND}: path={path!r}: the gzip data is truncated or corrupt ({error})"
+        ) from None
     return {
         "path": path,
         "format": name,

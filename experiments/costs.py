@@ -73,8 +73,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(
             f"experiments.costs: tokens must be integers, got {options['tokens']!r}"
         ) from None
+    if not tokens:
+        raise UsageError("experiments.costs: tokens is empty; give at least one token count")
     if any(t <= 0 for t in tokens):
         raise UsageError(f"experiments.costs: tokens must be positive, got {tokens!r}")
+    if not 0 < options["mfu"] <= 1:
+        raise UsageError(f"experiments.costs: mfu must be in (0, 1], got {options['mfu']}")
     if options["out_dir"]:
         check_writable_dir(options["out_dir"], "experiments.costs: out_dir")
     table = cost_table(model, node, tokens, options["mfu"])

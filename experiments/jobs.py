@@ -4,6 +4,7 @@ baselines on test windows."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import Counter
@@ -48,7 +49,10 @@ def hydra_entry(
     checked before Hydra starts (Hydra creates the folder first and would fail with
     a traceback), and so is anything ``precheck`` checks in the arguments; then user
     errors end the run as in ``main_guard``. ``--help``, ``--cfg`` and the like run
-    no job, so they are passed to Hydra unchecked."""
+    no job, so they are passed to Hydra unchecked. Hydra reports an error of its own
+    (an unknown group option, a value of the wrong type, a bad override) and exits
+    with status 1; when that error is the user's (see :func:`_hydra_user_error`),
+    the status becomes 2, as for every other user error."""
     args = list(sys.argv[1:] if argv is None else argv)
 
     def run() -> None:
@@ -60,9 +64,25 @@ def hydra_entry(
                     check_writable_dir(value, f"{command}: out_dir", "the command line")
             if precheck is not None:
                 precheck(args)
-        main()
+        try:
+            main()
+        except SystemExit as stop:
+            if stop.code == 1 and _hydra_user_error(stop.__context__):
+                raise SystemExit(2) from None
+            raise
 
     return main_guard(run)
+
+
+def _hydra_user_error(error: BaseException | None) -> bool:
+    """Whether the exception Hydra has just reported (and exited 1 for) is the user's:
+    a config that does not compose (unknown option, wrong type, bad override), or, in
+    a multirun, a job's user error (``_cli.user_error_message``)."""
+    from hydra.errors import CompactHydraException
+
+    if isinstance(error, CompactHydraException):
+        return True
+    return error is not None and user_error_message(error) is not None
 
 
 def _is_info_flag(arg: str) -> bool:
@@ -77,7 +97,7 @@ def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
     read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
     an empty / null value names no one folder and is left out."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
+    from hydra.errors import HydraException
 
     parser = OverridesParser.create()
     found = []
@@ -86,7 +106,7 @@ def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
             continue
         try:
             override = parser.parse_override(arg)
-        except OverrideParseException:
+        except HydraException:  # OverrideParseException, or a bare one for some syntax errors
             continue  # Hydra reports it
         key = override.key_or_group
         if key in ("out_dir", "hydra.run.dir") and not override.is_sweep_override():
@@ -160,8 +180,10 @@ def check_world(cfg: Any) -> None:
     if cfg.logger.kind not in ("wandb", "none"):
         raise ValueError(f"logger.kind must be wandb or none, got {cfg.logger.kind!r}")
     if cfg.logger.mode not in WANDB_MODES:
+        from_env = OmegaConf.is_interpolation(cfg.logger, "mode") and "WANDB_MODE" in os.environ
         raise ValueError(
             f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {cfg.logger.mode!r}"
+            + (" (from the environment variable WANDB_MODE)" if from_env else "")
         )
     for field in ("train_pool", "eval_windows"):
         value = cfg.workload[field]

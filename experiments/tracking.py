@@ -15,6 +15,10 @@ from typing import Any
 WANDB_MODES = ("offline", "online", "disabled")
 
 
+class TrackingError(ValueError):
+    """W&B refused to start a run (a user's setting, reported in one line)."""
+
+
 class RunLogger:
     """Logs metrics, tables and images; a no-op when tracking is off."""
 
@@ -42,18 +46,25 @@ class RunLogger:
         except ImportError:
             raise ImportError("logger=wandb needs the wandb package: pip install wandb") from None
         os.environ.setdefault("WANDB_SILENT", "true")
-        self.run = wandb.init(
-            project=logger_cfg.project,
-            entity=logger_cfg.entity,
-            group=logger_cfg.group or group,
-            tags=list(logger_cfg.tags),
-            name=name,
-            job_type=job_type,
-            config=config,
-            dir=str(out_dir),
-            mode=logger_cfg.mode,
-            reinit="finish_previous",
-        )
+        try:
+            self.run = wandb.init(
+                project=logger_cfg.project,
+                entity=logger_cfg.entity,
+                group=logger_cfg.group or group,
+                tags=list(logger_cfg.tags),
+                name=name,
+                job_type=job_type,
+                config=config,
+                dir=str(out_dir),
+                mode=logger_cfg.mode,
+                reinit="finish_previous",
+            )
+        except wandb.errors.Error as error:  # no API key, no network, a wrong entity
+            reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise TrackingError(
+                f"logger.mode={logger_cfg.mode}: W&B could not start the run ({reason}); "
+                "use logger.mode=offline (upload later with `wandb sync`) or logger=none"
+            ) from None
 
     @property
     def folder(self) -> str | None:

@@ -15,6 +15,7 @@ the agent's mean TTFT on the evaluation windows (what a sweeper minimises).
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -107,6 +108,14 @@ def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
     check_policy_names(cfg.train.eval_policies, "train.eval_policies")
+    from agents.algorithms import ENV_IDS
+
+    if cfg.env.kind not in ENV_IDS:  # AgentSpec would name it agent.env
+        raise ValueError(f"env.kind must be one of {', '.join(ENV_IDS)}, got {cfg.env.kind!r}")
+    if cfg.env.vec not in ("dummy", "subproc"):
+        raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
+    if cfg.env.n_envs < 1:
+        raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
     if cfg.agent.hidden < 1:
         raise ValueError(f"agent.hidden must be >= 1 (units per layer), got {cfg.agent.hidden}")
     for field, low in (("total_timesteps", 0), ("checkpoint_every", 0), ("torch_threads", 1)):
@@ -149,6 +158,30 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         )
 
 
+def check_resume_hyperparams(cfg: Any) -> None:
+    """A resumed run keeps the SB3 settings saved in the checkpoint's ``model.zip``;
+    ``agent.hyperparams`` asking for other values would be recorded (results.json,
+    W&B) but not used, so they are refused, naming the saved value."""
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    path = Path(cfg.resume) / "model.zip"
+    if not path.is_file():
+        raise FileNotFoundError(f"{cfg.resume}: agent.json but no model.zip")
+    saved, _, _ = load_from_zip_file(path, device="cpu", print_system_info=False)
+    asked = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
+    assert isinstance(asked, dict)
+    plain = (bool, int, float, str)
+    for key, value in asked.items():
+        name = str(key)
+        old = (saved or {}).get(name)
+        if isinstance(old, plain) and isinstance(value, plain) and old != value:
+            raise ValueError(
+                f"resume={cfg.resume}: that checkpoint was trained with "
+                f"agent.hyperparams.{name}={old}, the config asks for {value} (a resumed run "
+                f"keeps the checkpoint's settings; resume with agent.hyperparams.{name}={old})"
+            )
+
+
 def train(cfg: DictConfig) -> float:
     import torch
     from stable_baselines3.common.env_util import make_vec_env
@@ -163,12 +196,9 @@ def train(cfg: DictConfig) -> float:
     check_train(cfg)
     if cfg.resume:
         check_resume(cfg, load_spec(cfg.resume))
+        check_resume_hyperparams(cfg)
     out_dir = run_dir(cfg, "train")
     torch.set_num_threads(int(cfg.train.torch_threads))
-    if cfg.env.vec not in ("dummy", "subproc"):
-        raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
-    if cfg.env.n_envs < 1:
-        raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
     saved_kwargs = env_kwargs(cfg)
     spec = AgentSpec(
         algo=cfg.agent.algo,

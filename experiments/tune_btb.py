@@ -165,23 +165,23 @@ def objective(cfg: DictConfig) -> float:
         cfg.workload.name, "train", int(cfg.workload.seed), cfg.workload.train_pool, params
     )
     policy = BTB(x=int(cfg.x), y=int(cfg.y), z=float(cfg.z), m=m)
-    runs = evaluate_policies(
-        {"btb": policy},
-        cluster_of(cfg),
-        windows,
-        sim_of(cfg),
-        seed=int(cfg.seed),
-        workload=workload_label(cfg),
-        baseline=None,
-        trace_window=None,
-        setup_name=setup_label(cfg),
-    )
-    row = runs[0].row
-    value = float(row["ttft_mean_s"])
-    summary = {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value}
-    write_json_atomic(out_dir / "objective.json", {**summary, "row": row})
-    logger = job_logger(cfg, out_dir, "tune_btb")
+    logger = job_logger(cfg, out_dir, "tune_btb")  # before the work: W&B may refuse
     try:
+        runs = evaluate_policies(
+            {"btb": policy},
+            cluster_of(cfg),
+            windows,
+            sim_of(cfg),
+            seed=int(cfg.seed),
+            workload=workload_label(cfg),
+            baseline=None,
+            trace_window=None,
+            setup_name=setup_label(cfg),
+        )
+        row = runs[0].row
+        value = float(row["ttft_mean_s"])
+        summary = {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value}
+        write_json_atomic(out_dir / "objective.json", {**summary, "row": row})
         logger.log_table("objective", [row])
         logger.summary(summary)
     finally:

@@ -155,6 +155,8 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(flags: list[str], blocked: Path
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
         ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
         ("agent.hidden=0", r"agent\.hidden must be >= 1 \(units per layer\), got 0"),
+        ("env.kind=nope", r"^env\.kind must be one of route, route_warm, thresholds, got 'nope'"),
+        ("env.vec=nope", r"^env\.vec must be dummy or subproc, got 'nope'"),
     ],
 )
 def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_path: Path) -> None:
@@ -221,6 +223,35 @@ def test_resume_names_what_the_checkpoint_does_not_match(
     with pytest.raises(ValueError, match=message):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_refuses_hyperparameters_the_checkpoint_would_ignore(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the environments)
+    from agents.algorithms import AgentSpec, build_model, save_agent
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+    from experiments.train import check_resume_hyperparams, train
+
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
+    env = gym.make(spec.env_id, windows=[window])
+    hyper = {"n_steps": 32, "batch_size": 32, "learning_rate": 3.0e-4, "ent_coef": 0.01}
+    checkpoint = tmp_path / "step_0"
+    save_agent(build_model(spec, env, hyper), spec, checkpoint)
+    same = [f"agent.hyperparams.{k}={v}" for k, v in hyper.items()]
+    base = ["logger=none", "workload=tiny", f"resume={checkpoint}", f"out_dir={tmp_path / 'run'}"]
+    check_resume_hyperparams(_compose("train", [*base, *same]))  # what was saved: accepted
+    cfg = _compose("train", [*base, *same, "agent.hyperparams.learning_rate=0.1"])
+    message = (
+        rf"^resume={checkpoint}: that checkpoint was trained with "
+        r"agent\.hyperparams\.learning_rate=0\.0003, the config asks for 0\.1 "
+    )
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match=r"hyperparams\.n_steps=32, the config asks for 512"):
+        check_resume_hyperparams(_compose("train", base))  # conf/agent/ppo.yaml's n_steps
 
 
 def test_evaluate_refuses_a_fixed_size_agent_before_any_run(
@@ -428,6 +459,9 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(tmp_path: Path) -> Non
         ),
         (bench, ["window=-1"], "experiments.bench: window must be >= 0 (a synthetic window's"),
         (audit, ["path=" + str(ROOT / "tests")], f"audit: path='{ROOT / 'tests'}' is a folder"),
+        (costs, ["tokens="], "experiments.costs: tokens is empty"),
+        (costs, ["mfu=0"], "experiments.costs: mfu must be in (0, 1], got 0.0"),
+        (costs, ["mfu=nan"], "experiments.costs: mfu must be in (0, 1], got nan"),
     ],
 )
 def test_bad_options_name_their_field(
@@ -453,6 +487,32 @@ def test_audit_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main_guard(lambda: audit.main([f"path={array}"])) == 2
     err = capsys.readouterr().err
     assert "line 1, row: expected a JSON object, got list" in err and "line 0" not in err
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "not gzip"])
+def test_audit_reports_a_damaged_gzip_file_in_one_line(
+    damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gzip
+
+    rows = "".join(
+        json.dumps({"timestamp": 50 * i, "input_length": 1024, "hash_ids": [i % 7, i]}) + "\n"
+        for i in range(400)
+    ).encode()
+    data = bytearray(gzip.compress(rows))
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    elif damage == "flipped":
+        for k in range(100, 200):
+            data[k] ^= 0xFF
+    else:
+        data = bytearray(rows)
+    trace = tmp_path / "trace.jsonl.gz"
+    trace.write_bytes(bytes(data))
+    assert main_guard(lambda: audit.main([f"path={trace}"])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.audit: path='{trace}': the gzip data is truncated")
+    assert err.count("\n") == 1
 
 
 @pytest.mark.parametrize("module", [compare, reproduce, audit, costs, bench, make_dataset])
@@ -491,6 +551,79 @@ def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
     )  # fmt: skip
     objective(cfg)
     assert list((tmp_path / "wandb").glob("offline-run-*/*.wandb"))
+
+
+@pytest.mark.parametrize(
+    "override", ["agent=nope", "train.total_timesteps=abc", "seed=[", "+experiment=nope"]
+)
+def test_a_config_hydra_cannot_compose_exits_2_without_a_traceback(
+    override: str, tmp_path: Path
+) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "logger=none", override],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and proc.stderr.strip()
+    assert not (tmp_path / "runs").exists()
+
+
+def test_only_the_users_errors_hydra_reports_exit_2() -> None:
+    from hydra.errors import ConfigCompositionException, MissingConfigException
+
+    from experiments.jobs import _hydra_user_error
+
+    assert _hydra_user_error(ConfigCompositionException("x"))
+    assert _hydra_user_error(MissingConfigException("x", "agent/nope"))
+    assert _hydra_user_error(ValueError("seed must be >= 0"))  # a multirun job's
+    assert not _hydra_user_error(KeyError("a bug"))
+    assert not _hydra_user_error(None)
+
+
+def test_wandb_mode_in_the_environment_is_the_default_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from experiments.jobs import check_world
+    from experiments.tune_btb import objective
+
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert _compose("train", []).logger.mode == "disabled"
+    assert _compose("train", ["logger.mode=offline"]).logger.mode == "offline"
+    cfg = _compose(
+        "tune_btb", ["logger=wandb", "workload=tiny", "workload.train_pool=1",
+                     f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    objective(cfg)
+    assert (tmp_path / "objective.json").is_file() and not (tmp_path / "wandb").exists()
+    monkeypatch.setenv("WANDB_MODE", "dryrun")
+    source = r"got 'dryrun' \(from the environment variable WANDB_MODE\)$"
+    with pytest.raises(ValueError, match=source):
+        check_world(_compose("evaluate", []))
+
+
+def test_a_run_wandb_refuses_stops_before_any_work_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wandb
+
+    from experiments.tune_btb import objective
+
+    def refuse(**kwargs: Any) -> Any:
+        raise wandb.errors.CommError("Timed out while retrying: no such host\n  details")
+
+    monkeypatch.setattr(wandb, "init", refuse)
+    cfg = _compose(
+        "tune_btb", ["logger=wandb", "logger.mode=online", "workload=tiny",
+                     "workload.train_pool=1", f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError) as info:
+        objective(cfg)
+    assert str(info.value) == (
+        "logger.mode=online: W&B could not start the run (Timed out while retrying: no such "
+        "host); use logger.mode=offline (upload later with `wandb sync`) or logger=none"
+    )
+    assert not (tmp_path / "objective.json").exists()
 
 
 def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
