@@ -13,6 +13,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from envs.sim.config import COPY_MODELS, SimConfig
+
 
 class UsageError(ValueError):
     """A command-line argument that cannot be used."""
@@ -42,13 +44,29 @@ def parse_value(text: str, default: Any) -> Any:
 
 
 def _parse(command: str, key: str, text: str, default: Any) -> Any:
+    if isinstance(default, list):
+        value = parse_value(text, default)
+        twice = next((item for i, item in enumerate(value) if item in value[:i]), None)
+        if twice is not None:  # a result file would list it twice, and it would run once
+            raise UsageError(f"{command}: {key}= lists {twice!r} twice")
+        return value
     try:
-        if isinstance(default, (bool, int, float, list)):
+        if isinstance(default, (bool, int, float)):
             return parse_value(text, default)
     except ValueError:
         kind = type(default).__name__
         raise UsageError(f"{command}: {key}={text!r} is not a valid {kind}") from None
     return None if text.lower() in {"none", "null"} and default is None else text
+
+
+def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
+    """The SimConfig a command's ``causal_kv=`` / ``copy_model=`` options ask for;
+    a bad value is named as the command's own option (not as ``sim.copy_model``)."""
+    if copy_model not in COPY_MODELS:
+        raise UsageError(
+            f"{command}: copy_model must be one of {', '.join(COPY_MODELS)}, got {copy_model!r}"
+        )
+    return SimConfig(causal_kv=causal_kv, copy_model=copy_model)
 
 
 def parse_args(

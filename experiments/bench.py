@@ -22,7 +22,7 @@ import resource
 import time
 from typing import Any
 
-from experiments._cli import UsageError, main_guard, parse_args
+from experiments._cli import UsageError, main_guard, parse_args, sim_config_of
 from experiments._io import check_writable_dir, write_json_atomic
 
 DEFAULTS: dict[str, Any] = {
@@ -120,6 +120,7 @@ def _check(options: dict[str, Any]) -> None:
     if options["out_dir"]:
         check_writable_dir(options["out_dir"], "experiments.bench: out_dir")
     setup_cluster(options["setup"])
+    sim_config_of("experiments.bench", options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
         make_policy(name)
     known = sorted(k for k in gym.registry if k.startswith("btb/"))

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from baselines.policy import POLICIES, make_policy
-from envs.sim import SETUPS, SimConfig
+from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments import charts
-from experiments._cli import UsageError, main_guard, parse_args, parse_value
+from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
 from experiments._io import check_writable_dir, write_json_atomic
 from experiments.evaluation import (
     DEFAULT_BASELINE,
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             agent.name = label  # same-named agents from different folders stay apart
             agent.check_nodes(n_nodes)  # before any run
             policies[label] = agent
-    config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
+    config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
     limit = options["windows"] or None
     workload = options["workload"]
     n_windows = count_windows(workload, limit, options["workload_seed"])

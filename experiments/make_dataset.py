@@ -39,7 +39,7 @@ from envs.workloads.registry import (
     window_rows,
 )
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir, write_json_atomic, write_text_atomic
+from experiments._io import check_writable_dir, dumps_strict
 
 COMMAND = "experiments.make_dataset"
 DEFAULTS: dict[str, Any] = {
@@ -186,33 +186,35 @@ def make_dataset(
                 )
             counts["train"]["bytes"] = train.bytes
             counts["test"]["bytes"] = test.bytes
+            info = {
+                "name": workload,
+                "description": scenario.description,
+                "format": FORMAT_NAME,
+                "block_tokens": scenario.block_tokens,
+                "seed": seed,
+                "generator": {
+                    "command": command,
+                    "workload": workload,
+                    "params": applied,
+                    "families": family_configs(scenario),
+                },
+                "splits": counts,
+                "windows": manifest,
+            }
+            for name, text in (
+                ("dataset_info.json", dumps_strict(info, indent=2) + "\n"),
+                ("README.md", dataset_card(info)),
+            ):
+                writers.append(AtomicLineWriter(out / name))
+                writers[-1].write(text)
             for writer in writers:
                 writer.finish()
-            for writer in writers:  # the pair lands together, after both are complete
+            # the data and the files describing it land together, after all are complete
+            for writer in writers:
                 writer.land()
     finally:
         for writer in writers:
             writer.discard()
-    info = {
-        "name": workload,
-        "description": scenario.description,
-        "format": FORMAT_NAME,
-        "block_tokens": scenario.block_tokens,
-        "seed": seed,
-        "generator": {
-            "command": command,
-            "workload": workload,
-            "params": applied,
-            "families": family_configs(scenario),
-        },
-        "splits": counts,
-        "windows": manifest,
-    }
-    for written in (
-        write_json_atomic(out / "dataset_info.json", info),
-        write_text_atomic(out / "README.md", dataset_card(info)),
-    ):
-        os.chmod(written, _file_mode())
     return info
 
 

@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim import SETUPS, SimConfig
+from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
-from experiments._cli import UsageError, main_guard, parse_args, parse_value
+from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
 from experiments._io import check_writable_dir, write_json_atomic
 from experiments.compare import default_out_dir
 from experiments.evaluation import evaluate_policies, split_windows
@@ -104,7 +104,7 @@ def _task(
     workload_seed: int, setup: str, causal_kv: bool, options: dict[str, Any]
 ) -> list[dict[str, Any]]:
     windows = _windows(options["workload"], options["windows"] or None, workload_seed)
-    config = SimConfig(causal_kv=causal_kv, copy_model=options["copy_model"])
+    config = sim_config_of("experiments.reproduce", causal_kv, options["copy_model"])
     runs = evaluate_policies(
         options["policies"],
         setup,

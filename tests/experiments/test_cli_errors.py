@@ -448,6 +448,19 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(tmp_path: Path) -> Non
             ["agents=none", "baseline=nope"],
             "experiments.compare: baseline='nope' is not a policy",
         ),
+        (
+            compare,
+            ["agents=none", "policies=btb,cache_aware,btb"],
+            "experiments.compare: policies= lists 'btb' twice",
+        ),
+        (bench, ["envs=btb/Route-v0,btb/Route-v0"], "lists 'btb/Route-v0' twice"),
+        (bench, ["copy_model=bogus"], "experiments.bench: copy_model must be one of reference"),
+        (
+            compare,
+            ["agents=none", "copy_model=bogus"],
+            "experiments.compare: copy_model must be one of reference, contention, got 'bogus'",
+        ),
+        (reproduce, ["copy_model=x"], "experiments.reproduce: copy_model must be one of"),
         (reproduce, ["workload_seeds=1,a"], "workload_seeds='1,a' must be integers >= 0"),
         (reproduce, ["workload_seed=-3"], "workload_seed must be >= 0, got -3"),
         (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
@@ -511,7 +524,9 @@ def test_audit_reports_a_damaged_gzip_file_in_one_line(
     trace.write_bytes(bytes(data))
     assert main_guard(lambda: audit.main([f"path={trace}"])) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: experiments.audit: path='{trace}': the gzip data is truncated")
+    # the trace reader names the file and the line it could not read past
+    assert err.startswith(f"error: {trace}, line ")
+    assert "cannot read the file past this line" in err
     assert err.count("\n") == 1
 
 

@@ -111,6 +111,22 @@ def test_an_interrupted_run_keeps_the_old_dataset_whole(
     assert signal.getsignal(signal.SIGTERM) == handler
 
 
+def test_a_run_that_fails_describing_its_data_keeps_the_old_dataset_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The data files land with dataset_info.json and README.md, never before them."""
+    make_dataset.main([f"out_dir={tmp_path}", *SMALL])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def broken_card(info: object) -> str:
+        raise RuntimeError("card failed")
+
+    monkeypatch.setattr(make_dataset, "dataset_card", broken_card)
+    with pytest.raises(RuntimeError, match="card failed"):
+        make_dataset.main([f"out_dir={tmp_path}", "seed=5", *SMALL])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
 def test_cli_usage_errors() -> None:
     from experiments._cli import UsageError
 
