@@ -10,8 +10,8 @@ agents alike: anything implementing ``baselines.policy.Policy`` plugs in.
 Each (window, policy) pair is one fresh :class:`~envs.sim.Simulator` whose
 ``rng`` is ``default_rng([seed, window position])``: every policy sees the
 same random stream on the same window. Rows pool the requests of all windows
-(TTFT percentiles over every request, hit rates weighted by tokens, copies
-summed).
+(TTFT percentiles over every request, hit rates weighted by tokens, warm-copy
+hit rates by copies and by bytes, copies summed).
 """
 
 from __future__ import annotations
@@ -215,6 +215,8 @@ def summarize_windows(
     input_tokens = sum(r.input_tokens for r in results)
     landed = sum(r.summary["warm_copies_landed"] for r in results)
     used = sum(r.summary["warm_hit_rate"] * r.summary["warm_copies_landed"] for r in results)
+    landed_bytes = sum(r.summary["warm_bytes"] for r in results)
+    used_bytes = sum(r.summary["warm_byte_hit_rate"] * r.summary["warm_bytes"] for r in results)
     wall_s = sum(r.wall_s for r in results)
     row: dict[str, Any] = {
         "setup": setup,
@@ -238,8 +240,9 @@ def summarize_windows(
         "hbm_hit_rate": sum(r.hit_hbm_tokens for r in results) / max(input_tokens, 1),
         "warm_copies": int(sum(r.summary["warm_copies"] for r in results)),
         "warm_copies_landed": int(landed),
-        "warm_bytes": float(sum(r.summary["warm_bytes"] for r in results)),
+        "warm_bytes": float(landed_bytes),
         "warm_hit_rate": used / landed if landed else 0.0,
+        "warm_byte_hit_rate": used_bytes / landed_bytes if landed_bytes else 0.0,
         "displaced_by_copies_blocks": int(
             sum(r.summary["displaced_by_copies_blocks"] for r in results)
         ),

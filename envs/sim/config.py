@@ -40,7 +40,9 @@ class SimConfig:
     """Add attention FLOPs (growing with context) to prefill. Realism option."""
     chunked_prefill_tokens: int = 0
     """Split prefills into chunks of this many tokens with one decode step of the
-    running batch between chunks; 0 (the reference) prefills in one go. Realism option."""
+    running batch between chunks; a sequence whose last token comes out at one of
+    those steps finishes (and frees its KV) there. 0 (the reference) prefills in
+    one go. Realism option."""
 
     def __post_init__(self) -> None:
         # numpy scalars (e.g. from np.linspace sweeps) are stored as Python values

@@ -2,7 +2,8 @@
 
 The node's timeline is serial. At any moment it does one work item: a prefill
 (reuse of cached KV, then computing the rest), a decode segment (every running
-sequence advances until the next one finishes, in closed form), or, under the
+sequence advances until the next one finishes, in closed form; a chunked
+prefill runs one step of the batch between chunks), or, under the
 reference copy model, a warm copy landing on it. Admissions pause decode:
 when a new request can be admitted, a decode segment in progress is cut at the
 next step boundary.
@@ -45,6 +46,7 @@ class Node:
         "budget_tokens",
         "busy_s",
         "cache",
+        "chunk_breaks",
         "copy_queue",
         "copy_s",
         "costs",
@@ -98,6 +100,9 @@ class Node:
         self.seg_steps = 0
         self.seg_batch = 0
         self.seg_ctx = 0
+        # a chunked prefill in progress: the decode steps run up to each moment a
+        # sequence finishes during it, the last such moment first
+        self.chunk_breaks: list[int] = []
         # copies
         self.copy_queue: deque[Copy] = deque()
         self.inflight: dict[int, Copy] = {}

@@ -81,10 +81,26 @@ def _pct(values: np.ndarray, q: float) -> float:
 
 
 def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
-    """Run-level metrics (SPEC section 10 and the simulator issue's list)."""
+    """Run-level metrics (SPEC section 10 and the simulator issue's list).
+
+    Prefix-cache hit rates: ``request_hit_rate`` is the share of requests that
+    reused any cached KV, ``token_hit_rate`` the share of input tokens reused
+    (``hbm_`` / ``ram_`` / ``disk_hit_rate`` split it by tier).
+    ``byte_hit_rate`` is the share of input KV bytes reused; every token of the
+    one served model has the same KV size (``kv_bytes_per_token``), so it is
+    ``token_hit_rate`` by definition and kept under its own name for readers
+    that expect it.
+
+    Warm copies (SPEC section 10: request and byte hit rates of warm copies,
+    used before eviction), over the copies that landed: a copy is *used* once a
+    request hits any of its blocks while they are in HBM. ``warm_hit_rate`` is
+    the share of copies used (each copy counts once), ``warm_byte_hit_rate``
+    the share of copied bytes in copies used. ``warm_used_any_rate`` also
+    counts a use after the blocks were evicted to host RAM or disk;
+    ``warm_amplification`` is the share of copied bytes never used in any tier.
+    """
     requests = sim.requests
     n = len(requests)
-    kv_bytes = sim.cluster.model.kv_bytes_per_token
     input_tokens = np.array([r.input_tokens for r in requests], dtype=float)
     output_tokens = np.array([r.output_tokens for r in requests], dtype=float)
     done = ~np.isnan(rec.finish_s)
@@ -101,8 +117,10 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
         used_hbm |= node.cache.used_copies_hbm
         used_any |= node.cache.used_copies_any
     landed_bytes = sum(c.bytes for c in landed)
+    used_hbm_bytes = sum(c.bytes for c in landed if c.id in used_hbm)
     unused_bytes = sum(c.bytes for c in landed if c.id not in used_any)
     busy = [node.busy_s for node in sim.nodes]
+    token_hit_rate = float(hits.sum()) / total_in
     return {
         "requests": n,
         "completed": int(done.sum()),
@@ -123,8 +141,8 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
         "utilisation_mean": float(np.mean(busy)) / makespan,
         "utilisation_per_node": [b / makespan for b in busy],
         "request_hit_rate": float(np.mean(hits > 0)) if n else 0.0,
-        "token_hit_rate": float(hits.sum()) / total_in,
-        "byte_hit_rate": float(hits.sum() * kv_bytes) / (total_in * kv_bytes),
+        "token_hit_rate": token_hit_rate,
+        "byte_hit_rate": token_hit_rate,  # equal KV bytes a token: see the docstring
         "hbm_hit_rate": float(rec.hit_hbm_tokens.sum()) / total_in,
         "ram_hit_rate": float(rec.hit_ram_tokens.sum()) / total_in,
         "disk_hit_rate": float(rec.hit_disk_tokens.sum()) / total_in,
@@ -134,6 +152,7 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
         "warm_copies_landed": len(landed),
         "warm_bytes": float(landed_bytes),
         "warm_hit_rate": (len(used_hbm & {c.id for c in landed}) / len(landed)) if landed else 0.0,
+        "warm_byte_hit_rate": (used_hbm_bytes / landed_bytes) if landed_bytes else 0.0,
         "warm_used_any_rate": (len(used_any & {c.id for c in landed}) / len(landed))
         if landed
         else 0.0,

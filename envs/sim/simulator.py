@@ -506,12 +506,11 @@ class Simulator:
         new_tokens = n_in - hit
         prefill_s = costs.prefill_s(new_tokens, hit)
         chunk = self.config.chunked_prefill_tokens
-        steps = 0
+        node.seg_steps = 0
         decode_s = 0.0
+        break_times: tuple[float, ...] = ()
         if chunk and node.decode_n and new_tokens > chunk:
-            steps = min((new_tokens - 1) // chunk, node.batch_heap[0][0] - node.step)
-            decode_s = costs.decode_s(steps, node.decode_n, node.ctx_tokens)
-        node.seg_steps = steps
+            decode_s, break_times = self._plan_chunks(node, t + reuse_s, new_tokens, hit, chunk)
         k = request.index
         records.admission[k] = (t, hbm_t, ram_t, disk_t, reuse_s, new_tokens)
         cache.evict_to(node.cache_capacity_blocks(bt))
@@ -525,6 +524,56 @@ class Simulator:
         node.decode_s += decode_s
         node.busy_s += duration
         self._begin(node, t, t + duration)
+        for break_s in break_times:
+            self._push(break_s, _WAKE, node, node.version)
+
+    def _plan_chunks(
+        self, node: Node, start: float, new_tokens: int, cached_tokens: int, chunk: int
+    ) -> tuple[float, tuple[float, ...]]:
+        """Plan a prefill of ``new_tokens`` in chunks of ``chunk`` beside the
+        decoding batch: one decode step of the batch after every chunk but the
+        last. Nothing joins the batch meanwhile (the node is busy), so the plan
+        is exact. A sequence whose last token comes out at one of those steps
+        finishes when that step ends (a break in the prefill, an event of its
+        own); the batch then runs smaller. Sets ``node.chunk_breaks`` (the steps
+        before each break, last break first) and ``node.seg_steps`` (the steps
+        after the last break); returns the seconds of decode and the breaks'
+        times."""
+        costs = node.costs
+        steps = (new_tokens - 1) // chunk
+        heap = node.batch_heap
+        last = node.step + steps
+        if heap[0][0] > last:  # nothing finishes during the prefill
+            node.seg_steps = steps
+            return costs.decode_s(steps, node.decode_n, node.ctx_tokens), ()
+        freed: dict[int, tuple[int, int]] = {}  # finish step -> (sequences, KV tokens)
+        for finish, _, request in heap:
+            if finish <= last:
+                n, kv = freed.get(finish, (0, 0))
+                freed[finish] = (n + 1, kv + request.input_tokens + request.output_tokens - 1)
+        batch = node.decode_n
+        ctx = node.ctx_tokens
+        done = 0
+        decode_s = 0.0
+        breaks: list[int] = []
+        times: list[float] = []
+        for finish in sorted(freed):
+            ahead = finish - node.step
+            decode_s += costs.decode_s(ahead - done, batch, ctx)
+            ctx += batch * (ahead - done)
+            n, kv = freed[finish]
+            batch -= n
+            ctx -= kv
+            breaks.append(ahead - done)
+            times.append(start + costs.prefill_s(ahead * chunk, cached_tokens) + decode_s)
+            done = ahead
+        rest = steps - done if batch else 0
+        if rest:
+            decode_s += costs.decode_s(rest, batch, ctx)
+        breaks.reverse()
+        node.chunk_breaks = breaks
+        node.seg_steps = rest
+        return decode_s, tuple(times)
 
     def _insert_prompt(self, node: Node, request: Request, t: float) -> None:
         cache = node.cache
@@ -547,6 +596,9 @@ class Simulator:
     def _on_wake(self, node: Node, t: float) -> None:
         work = node.work
         if work == PREFILL:
+            if node.chunk_breaks:  # a decode step between chunks ended a sequence
+                self._advance_batch(node, node.chunk_breaks.pop(), t)
+                return
             request: Request = node.work_obj  # type: ignore[assignment]
             self.records.first_token_s[request.index] = t
             self.first_token_log.append(request)

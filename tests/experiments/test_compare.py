@@ -20,7 +20,9 @@ REQUIRED = (
 )  # fmt: skip
 
 
-def window(ttft: list[float], hits: int, landed: int, hit_rate: float, copies: int) -> WindowResult:
+def window(
+    ttft: list[float], hits: int, landed: int, hit_rate: float, copies: int, byte_rate: float = 0.0
+) -> WindowResult:
     values = np.asarray(ttft)
     return WindowResult(
         window="w",
@@ -35,6 +37,7 @@ def window(ttft: list[float], hits: int, landed: int, hit_rate: float, copies: i
             "warm_copies_landed": landed,
             "warm_bytes": 10.0 * landed,
             "warm_hit_rate": hit_rate,
+            "warm_byte_hit_rate": byte_rate,
             "displaced_by_copies_blocks": 0,
         },
         metrics={"shadow_copies": 2, "shadow_hit_rate": hit_rate},
@@ -43,7 +46,7 @@ def window(ttft: list[float], hits: int, landed: int, hit_rate: float, copies: i
 
 
 def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
-    results = [window([1.0, 3.0], 600, 4, 0.5, 5), window([2.0, 10.0], 200, 1, 1.0, 1)]
+    results = [window([1.0, 3.0], 600, 4, 0.5, 5, 0.25), window([2.0, 10.0], 200, 1, 1.0, 1, 1.0)]
     row = summarize_windows(results, "70b_h100x4", "toy", "btb", SimConfig())
     assert row["requests"] == 4 and row["windows"] == 2
     assert row["ttft_mean_s"] == pytest.approx(4.0)
@@ -54,6 +57,8 @@ def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
     assert row["warm_copies"] == 6 and row["warm_copies_landed"] == 5
     assert row["warm_bytes"] == pytest.approx(50.0)
     assert row["warm_hit_rate"] == pytest.approx((0.5 * 4 + 1.0 * 1) / 5)
+    # bytes: 40 copied at 0.25 used and 10 at 1.0
+    assert row["warm_byte_hit_rate"] == pytest.approx((0.25 * 40 + 1.0 * 10) / 50)
     assert row["ttft_mean_s_per_window"] == [2.0, 6.0]
     assert row["shadow_copies"] == 4 and row["shadow_hit_rate"] == pytest.approx(0.75)
     assert row["requests_per_s"] == pytest.approx(4.0)

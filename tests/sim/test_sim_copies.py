@@ -221,6 +221,36 @@ def test_a_landed_copy_is_reused_and_counted() -> None:
     assert s["displaced_by_copies_blocks"] == 0
 
 
+def test_warm_hit_rates_count_copies_and_bytes_used_before_eviction() -> None:
+    # Node 0 computes P (4 blocks) and Q (1 block). At 1 s P is copied to node 1
+    # (65,536 B) and Q to node 2 (16,384 B). At 2 s a request hits P on node 1 in
+    # HBM; at 2.5 s Q is evicted from node 2's HBM, and at 3 s a request there
+    # loads it back from host RAM: used, but only after eviction.
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.0, names("Q", 1))
+    p.add(1.0, ["x"])
+    p.add(2.0, [*names("P", 4), "z"])
+    p.add(2.5, ["y"])
+    p.add(3.0, [*names("Q", 1), "w"])
+    prefix, q = p.blocks(names("P", 4)), p.blocks(names("Q", 1))
+    acts = {
+        2: [lambda s: s.warm(0, 1, prefix), lambda s: s.warm(0, 2, q)],
+        4: [lambda s: s.evict(2, q)],
+    }
+    sim, script = run_script(toy_cluster(3), p, [0, 0, 0, 1, 0, 2], acts)
+    assert script.results[2] == ["ok", "ok"] and script.results[4] == [1]
+    rec = sim.records
+    assert (rec.hit_hbm_tokens[3], rec.hit_ram_tokens[5]) == (64, 16)
+    s = rec.summary
+    assert s["warm_copies_landed"] == 2 and s["warm_bytes"] == 5 * BLOCK_BYTES
+    assert s["warm_hit_rate"] == 1 / 2  # of the copies, P's was used in HBM
+    assert s["warm_byte_hit_rate"] == 4 / 5  # of the bytes, P's 4 blocks of 5
+    assert s["warm_used_any_rate"] == 1.0 and s["warm_amplification"] == 0.0
+    # every token's KV has the same size, so the byte hit rate is the token hit rate
+    assert s["byte_hit_rate"] == s["token_hit_rate"] == (64 + 16) / (16 * 14)
+
+
 def test_a_copy_into_a_full_cache_displaces_entries() -> None:
     # node 1's budget is 8 blocks; it caches 7 blocks of its own (Q, 6 + 1 output
     # block), then a 4-block copy lands: 3 blocks fit, 3 of Q's go to RAM.

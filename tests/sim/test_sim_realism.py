@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from simkit import (
     BLOCK_BYTES,
+    DECODE_KV_S,
     DISK_S,
     HBM_S,
     RAM_S,
@@ -149,6 +150,37 @@ def test_chunked_prefill_interleaves_decode_steps() -> None:
     assert plain.finish_s[0] == pytest.approx(0.272 + decode_s(100, 1, 16), rel=1e-12)
     assert chunked.finish_s[0] == pytest.approx(b_first + decode_s(97, 1, 19), rel=1e-12)
     assert chunked.finish_s[0] == pytest.approx(plain.finish_s[0], rel=1e-12)
+
+
+def test_chunked_prefill_finishes_a_sequence_at_its_last_decode_step() -> None:
+    # A (16 tokens, 2 decode steps left) and C (16 tokens, 100 left) are decoding
+    # when B (160 tokens) is admitted at 32 ms. In chunks of 16: 10 chunks of
+    # 16 ms, a decode step after each of the first 9. A's last token comes out
+    # at the 2nd step, so A finishes (and frees its KV) there; C runs the other 7
+    # steps alone.
+    p = Prompts()
+    p.add(0.0, names("A", 1), output_tokens=3)
+    p.add(0.001, names("C", 1), output_tokens=101)
+    p.add(0.002, names("B", 10))
+    p.add(0.1, names("D", 1))  # to node 1: a look at node 0 at 0.1 s
+    look = {3: [lambda s: (s.nodes[0].running, s.nodes[0].reserved_tokens)]}
+    config = SimConfig(chunked_prefill_tokens=16)
+    sim, script = run_script(toy_cluster(), p, [0, 0, 0, 1], look, config)
+    rec = sim.records
+    two_steps = decode_s(2, 2, 32)  # batch A + C, 16 context tokens each
+    assert two_steps == pytest.approx(0.002 + 66 * DECODE_KV_S, rel=1e-15)
+    # 2 chunks, 2 steps: 0.032 + 0.032 + 0.002 + 66 KV tokens read
+    assert rec.finish_s[0] == pytest.approx(0.066 + 66 * DECODE_KV_S, rel=1e-12)
+    # then 7 steps of C alone from 16 + 2 context tokens, and 8 more chunks
+    seven_steps = decode_s(7, 1, 18)
+    assert seven_steps == pytest.approx(0.007 + (7 * 18 + 21) * DECODE_KV_S, rel=1e-15)
+    b_first = 0.032 + 0.160 + two_steps + seven_steps
+    assert rec.first_token_s[2] == pytest.approx(0.201 + 213 * DECODE_KV_S, rel=1e-12)
+    assert rec.first_token_s[2] == pytest.approx(b_first, rel=1e-12)
+    # C has 91 of its 100 steps left after B's prefill, from 16 + 9 context tokens
+    assert rec.finish_s[1] == pytest.approx(b_first + decode_s(91, 1, 25), rel=1e-12)
+    # at 0.1 s, mid-prefill, A's KV is free: only C (16 + 101) and B (160 + 1) hold any
+    assert script.results[3] == [(2, 117 + 161)]
 
 
 def test_chunked_prefill_without_a_decoding_batch_changes_nothing() -> None:

@@ -190,6 +190,7 @@ SUMMARY_KEYS = {
     "warm_copies",
     "warm_bytes",
     "warm_hit_rate",
+    "warm_byte_hit_rate",
     "warm_amplification",
     "displaced_by_copies_blocks",
     "rdma_busy_s",
@@ -223,6 +224,7 @@ def test_summary_is_complete_and_consistent(policy: str) -> None:
         "disk_hit_rate",
         "hbm_request_hit_rate",
         "warm_hit_rate",
+        "warm_byte_hit_rate",
         "warm_used_any_rate",
         "warm_amplification",
         "utilisation_mean",
@@ -242,6 +244,8 @@ def test_summary_is_complete_and_consistent(policy: str) -> None:
     assert s["warm_copies_landed"] == len(landed)
     assert s["warm_bytes"] == pytest.approx(sum(c.bytes for c in landed), rel=1e-12)
     assert s["warm_hit_rate"] <= s["warm_used_any_rate"]
+    assert s["warm_byte_hit_rate"] <= 1.0 - s["warm_amplification"] + 1e-12
+    assert s["byte_hit_rate"] == s["token_hit_rate"]
     assert s["warm_refused"] == sim.warm_refused
     assert s["rdma_busy_s"] >= 0.0 and s["copy_busy_s"] >= 0.0
     if policy == "btb":
