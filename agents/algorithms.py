@@ -20,7 +20,7 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agents.networks import MaskableNodeScoringPolicy, NodeScoringPolicy, NodeSetExtractor
-from experiments._io import read_json, write_json_atomic
+from envs.files import read_json, write_json_atomic
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "ppo": PPO,

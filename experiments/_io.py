@@ -1,86 +1,11 @@
-"""Writing result files atomically, so a crash never leaves half a file behind, and
-checking before a run that its folder can be written.
-
-JSON written here is strict (RFC 8259), which has no infinity or NaN: an infinite
-float is written as the string ``"Infinity"`` or ``"-Infinity"`` (e.g. an
-unbounded ``host_ram_bytes``) and NaN, a statistic with no value, as ``null``.
-:func:`read_json` turns the two strings back into floats.
-"""
+"""Checking before a run that its folder can be written (the files themselves are
+written with :mod:`envs.files`)."""
 
 from __future__ import annotations
 
-import json
-import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
-
-
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-INFINITIES = {"Infinity": math.inf, "-Infinity": -math.inf}
-
-
-def strict_json(value: Any) -> Any:
-    """``value`` with every non-finite float replaced as the module docstring says."""
-    if isinstance(value, float) and not math.isfinite(value):
-        if math.isnan(value):
-            return None
-        return "Infinity" if value > 0 else "-Infinity"
-    if isinstance(value, dict):
-        return {key: strict_json(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [strict_json(item) for item in value]
-    return value
-
-
-def dumps_strict(payload: Any, **kwargs: Any) -> str:
-    """``json.dumps`` of :func:`strict_json` (never a bare Infinity or NaN)."""
-    return json.dumps(strict_json(payload), allow_nan=False, **kwargs)
-
-
-def _revive(value: Any) -> Any:
-    if isinstance(value, str):
-        return INFINITIES.get(value, value)
-    if isinstance(value, dict):
-        return {key: _revive(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_revive(item) for item in value]
-    return value
-
-
-def read_json(path: str | os.PathLike[str]) -> Any:
-    """A JSON file written by :func:`write_json_atomic`, infinities restored. Older
-    files with bare ``Infinity`` (Python's non-standard JSON) read the same."""
-    return _revive(json.loads(Path(path).read_text(encoding="utf-8")))
-
-
-def write_json_atomic(path: str | os.PathLike[str], payload: Any) -> Path:
-    """Write ``payload`` as indented strict JSON (see the module docstring), atomically."""
-    return write_text_atomic(path, dumps_strict(payload, indent=2, sort_keys=False) + "\n")
 
 
 class UnwritableDirError(ValueError):

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.files import dumps_strict, write_json_atomic
 from envs.workloads.readers import (
     FORMATS,
     ReadOptions,
@@ -31,7 +32,7 @@ from envs.workloads.readers import (
 )
 from envs.workloads.stats import audit_windows
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir, dumps_strict, write_json_atomic
+from experiments._io import check_writable_dir
 
 COMMAND = "experiments.audit"
 DEFAULTS: dict[str, Any] = {

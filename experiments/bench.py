@@ -22,8 +22,9 @@ import resource
 import time
 from typing import Any
 
+from envs.files import write_json_atomic
 from experiments._cli import UsageError, main_guard, parse_args, sim_config_of
-from experiments._io import check_writable_dir, write_json_atomic
+from experiments._io import check_writable_dir
 
 DEFAULTS: dict[str, Any] = {
     "out_dir": "",

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from baselines.policy import POLICIES, make_policy
+from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments import charts
 from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
-from experiments._io import check_writable_dir, write_json_atomic
+from experiments._io import check_writable_dir
 from experiments.evaluation import (
     DEFAULT_BASELINE,
     PolicyRun,

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from envs.files import write_json_atomic
 from envs.sim.config import SETUPS
 from envs.sim.hardware import NodeCosts, model_preset, parse_node
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir, write_json_atomic
+from experiments._io import check_writable_dir
 
 DEFAULTS: dict[str, Any] = {
     "model": "llama-3.3-70b",

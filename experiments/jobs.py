@@ -296,7 +296,7 @@ def evaluate_and_write(
     from tqdm import tqdm
 
     from baselines.policy import make_policy
-    from experiments._io import write_json_atomic
+    from envs.files import write_json_atomic
     from experiments.compare import format_table, write_charts
     from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from envs.files import dumps_strict
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import (
     DEFAULT_WORKLOAD,
@@ -39,7 +40,7 @@ from envs.workloads.registry import (
     window_rows,
 )
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir, dumps_strict
+from experiments._io import check_writable_dir
 
 COMMAND = "experiments.make_dataset"
 DEFAULTS: dict[str, Any] = {

@@ -33,10 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
-from experiments._io import check_writable_dir, write_json_atomic
+from experiments._io import check_writable_dir
 from experiments.compare import default_out_dir
 from experiments.evaluation import evaluate_policies, split_windows
 

@@ -152,8 +152,8 @@ def check_thresholds(cfg: Any) -> None:
 
 def objective(cfg: DictConfig) -> float:
     from baselines.btb import BTB
+    from envs.files import write_json_atomic
     from envs.windows import window_pool
-    from experiments._io import write_json_atomic
     from experiments.evaluation import evaluate_policies
 
     check_world(cfg)

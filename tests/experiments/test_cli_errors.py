@@ -205,7 +205,7 @@ def test_resume_names_what_the_checkpoint_does_not_match(
     from dataclasses import asdict
 
     from agents.algorithms import AgentSpec
-    from experiments._io import write_json_atomic
+    from envs.files import write_json_atomic
     from experiments.train import train
 
     checkpoint = tmp_path / "step_80"
@@ -318,7 +318,7 @@ def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
     from dataclasses import asdict
 
     from agents.algorithms import AgentSpec
-    from experiments._io import write_json_atomic
+    from envs.files import write_json_atomic
     from experiments.train import train
 
     checkpoint = tmp_path / "step_80"

@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 from hydra import compose, initialize_config_dir
 
 from agents.algorithms import load_spec
-from experiments._io import read_json, write_json_atomic
+from envs.files import read_json, write_json_atomic
 from experiments.config import register_configs
 
 ROOT = Path(__file__).resolve().parents[2]
