@@ -21,6 +21,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 
 from agents.networks import MaskableNodeScoringPolicy, NodeScoringPolicy, NodeSetExtractor
 from envs.files import read_json, write_json_atomic
+from envs.sim.checks import check_int
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "ppo": PPO,
@@ -144,8 +145,7 @@ def load_spec(folder: str | Path) -> AgentSpec:
     if missing:
         raise ValueError(f"{path}: missing key {missing[0]!r}")
     hidden = data.get("hidden", known["hidden"].default)
-    if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 1:
-        raise ValueError(f"{path}: hidden must be an integer >= 1, got {hidden!r}")
+    check_int(f"{path}: hidden", hidden, 1)
     try:
         return AgentSpec(**data)
     except ValueError as error:

@@ -22,6 +22,7 @@ from collections import deque
 
 from baselines.policy import Policy
 from envs.encoder import first_token_estimates, prefix_of
+from envs.sim.checks import check_int
 from envs.sim.node import IDLE
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
@@ -46,8 +47,7 @@ class CausalTeacher(Policy):
         for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_nodes", max_nodes)):
             if value is None and name == "max_nodes":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"causal_teacher.{name} must be an integer >= 1, got {value!r}")
+            check_int(f"causal_teacher.{name}", value, 1)
         self.min_prefix_blocks = min_prefix_blocks
         self.max_nodes = max_nodes
         self._free_at: list[float] = []
@@ -55,8 +55,7 @@ class CausalTeacher(Policy):
         self._computer: dict[int, tuple[int, Request]] = {}
         self._copies = 0
         self._max_nodes = 0
-        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
-            raise ValueError(f"causal_teacher.x must be an integer >= 1, got {x!r}")
+        check_int("causal_teacher.x", x, 1)
         if not z > 0:
             raise ValueError(f"causal_teacher.z must be > 0 seconds, got {z!r}")
         self.x = x

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from baselines.policy import Policy, register
 from baselines.routers import cache_aware_choice, least_loaded
+from envs.sim.checks import check_int, is_number
 from envs.sim.node import Node
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
@@ -125,9 +126,8 @@ class BTB(Policy):
         for name, value in (("x", x), ("y", y), ("m", m), ("min_prefix_blocks", min_prefix_blocks)):
             if value is None and name in ("y", "min_prefix_blocks"):
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"btb.{name} must be an integer >= 1, got {value!r}")
-        if isinstance(z, bool) or not (isinstance(z, (int, float)) and z > 0):
+            check_int(f"btb.{name}", value, 1)
+        if not (is_number(z) and z > 0):
             raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
         if y != getattr(self, "y", y):
             self._tracked_y = None  # queued requests were counted at the old depth: scan

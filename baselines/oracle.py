@@ -32,6 +32,7 @@ from collections import Counter
 from itertools import chain
 
 from baselines.policy import Policy, register
+from envs.sim.checks import check_int
 from envs.sim.node import IDLE, Node
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
@@ -45,8 +46,7 @@ class OracleWarm(Policy):
         for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_nodes", max_nodes)):
             if value is None and name == "max_nodes":
                 continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"oracle_warm.{name} must be an integer >= 1, got {value!r}")
+            check_int(f"oracle_warm.{name}", value, 1)
         self.min_prefix_blocks = min_prefix_blocks
         self.max_nodes = max_nodes
         self._depth: list[int] = []

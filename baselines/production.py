@@ -27,12 +27,13 @@ import math
 
 from baselines.policy import Policy, register
 from baselines.routers import least_loaded, pick
+from envs.sim.checks import is_number
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
 
 
 def _check(policy: str, name: str, value: float, low: float, high: float = math.inf) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+    if not is_number(value) or not low <= value <= high:
         bounds = f"in [{low}, {high}]" if high != math.inf else f">= {low}"
         raise ValueError(f"{policy}.{name} must be a number {bounds}, got {value!r}")
     return float(value)

@@ -9,7 +9,6 @@ advance the simulator, return whether the episode ended) and ``_observe``.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -18,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envs.sim.checks import check_number, check_whole_number, is_whole_number
 from envs.sim.config import ClusterSpec, SimConfig, setup_cluster
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
@@ -78,10 +78,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if tail_penalty and slo_s is None:
             raise ValueError("tail_penalty needs slo_s (the TTFT SLO in seconds)")
         if n_windows is not None:
-            _check_int("n_windows", n_windows, minimum=1)
-        _check_int("data_seed", data_seed, minimum=0)
+            check_whole_number("n_windows", n_windows, minimum=1)
+        check_whole_number("data_seed", data_seed, minimum=0)
         if seed is not None:
-            _check_int("seed", seed, minimum=0)
+            check_whole_number("seed", seed, minimum=0)
             seed = int(seed)  # gymnasium's reset takes Python ints only
         self._kwargs = {
             "setup": setup,
@@ -152,10 +152,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         given = options.get("window")
         if isinstance(given, Workload):
             _check_window(given, "options['window']")
-        elif given is not None and (
-            isinstance(given, (bool, np.bool_))
-            or not (isinstance(given, (int, np.integer)) and 0 <= given < len(self.windows))
-        ):
+        elif given is not None and not (is_whole_number(given) and 0 <= given < len(self.windows)):
             raise ValueError(
                 "options['window'] must be a Workload or an index in "
                 f"0..{len(self.windows) - 1}, got {given!r}"
@@ -358,25 +355,6 @@ def _freeze(action: Any) -> Any:
     return tuple(a.ravel().tolist())
 
 
-def check_number(name: str, value: Any, positive: bool = False) -> None:
-    """``value`` must be a finite real number, > 0 if ``positive`` else >= 0."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-    if ok:
-        ok = math.isfinite(value) and (value > 0 if positive else value >= 0)
-    if not ok:
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-
-
 def _sim_seed_option(value: Any) -> int | tuple[int, ...] | None:
     """``options['sim_seed']``: None, a whole number >= 0, or a non-empty sequence
     of them (what ``np.random.default_rng`` takes, e.g. the comparison run's
@@ -384,10 +362,7 @@ def _sim_seed_option(value: Any) -> int | tuple[int, ...] | None:
     if value is None:
         return None
     entries = value if isinstance(value, (list, tuple)) else [value]
-    ok = len(entries) > 0 and all(
-        isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) and v >= 0
-        for v in entries
-    )
+    ok = len(entries) > 0 and all(is_whole_number(v) and v >= 0 for v in entries)
     if not ok:
         raise ValueError(
             "options['sim_seed'] must be a whole number >= 0 or a non-empty list of them, "

@@ -9,8 +9,9 @@ import numpy as np
 from gymnasium import spaces
 
 from baselines.btb import BTB
-from envs.cluster_env import ClusterEnv, check_number
+from envs.cluster_env import ClusterEnv
 from envs.encoder import EpochEncoder, EpochStats
+from envs.sim.checks import check_number
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from envs.sim.checks import check_int, is_number
 from envs.sim.errors import ConfigError
 from envs.sim.hardware import ModelSpec, NodeSpec, model_preset, parse_node
 
@@ -60,27 +61,20 @@ class SimConfig:
             value = getattr(self, name)
             if isinstance(value, (np.integer, np.floating)):
                 object.__setattr__(self, name, float(value))
-            elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            elif not is_number(value):
                 raise ConfigError(f"sim.{name} must be a number, got {value!r}")
         if self.copy_model not in COPY_MODELS:
             raise ConfigError(
                 f"sim.copy_model must be one of {', '.join(COPY_MODELS)}, got {self.copy_model!r}"
             )
-        if (
-            isinstance(self.max_batch, bool)
-            or not isinstance(self.max_batch, int)
-            or self.max_batch < 1
-        ):
-            raise ConfigError(f"sim.max_batch must be an integer >= 1, got {self.max_batch!r}")
+        check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         if not (self.host_ram_bytes >= 0):
             raise ConfigError(f"sim.host_ram_bytes must be >= 0, got {self.host_ram_bytes!r}")
         if not (0 <= self.transfer_latency_s < math.inf):
             raise ConfigError(
                 f"sim.transfer_latency_s must be finite and >= 0, got {self.transfer_latency_s!r}"
             )
-        chunk = self.chunked_prefill_tokens
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 0:
-            raise ConfigError(f"sim.chunked_prefill_tokens must be an integer >= 0, got {chunk!r}")
+        check_int("sim.chunked_prefill_tokens", self.chunked_prefill_tokens, 0, ConfigError)
         for name in ("mfu", "mbu"):
             value = getattr(self, name)
             if not (0 < value <= 1):
@@ -101,8 +95,7 @@ class ClusterSpec:
     @classmethod
     def uniform(cls, model: str | ModelSpec, node: str | NodeSpec, n_nodes: int) -> ClusterSpec:
         """``n_nodes`` identical replicas, e.g. ``uniform("llama-3.3-70b", "4xH100", 4)``."""
-        if isinstance(n_nodes, bool) or not isinstance(n_nodes, int) or n_nodes < 1:
-            raise ConfigError(f"cluster.n_nodes must be an integer >= 1, got {n_nodes!r}")
+        check_int("cluster.n_nodes", n_nodes, 1, ConfigError)
         spec = node if isinstance(node, NodeSpec) else parse_node(node)
         model_spec = model if isinstance(model, ModelSpec) else model_preset(model)
         return cls(model_spec, tuple([spec] * n_nodes))

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from envs.sim.checks import check_int, is_number
 from envs.sim.errors import ConfigError
 
 
 def _positive(owner: str, name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value < math.inf):
+    if not is_number(value) or not (0 < value < math.inf):
         raise ConfigError(f"{owner}.{name} must be a positive finite number, got {value!r}")
 
 
@@ -56,9 +57,7 @@ class ModelSpec:
         for field in ("total_params", "active_params", "bytes_per_elem"):
             _positive(owner, field, getattr(self, field))
         for field in ("layers", "kv_heads", "head_dim", "attn_dim"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{owner}.{field} must be an integer >= 1, got {value!r}")
+            check_int(f"{owner}.{field}", getattr(self, field), 1, ConfigError)
         if self.active_params > self.total_params:
             raise ConfigError(
                 f"{owner}.active_params ({self.active_params:g}) exceeds "
@@ -131,8 +130,7 @@ class NodeSpec:
     n_gpus: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.n_gpus, bool) or not isinstance(self.n_gpus, int) or self.n_gpus < 1:
-            raise ConfigError(f"NodeSpec.n_gpus must be an integer >= 1, got {self.n_gpus!r}")
+        check_int("NodeSpec.n_gpus", self.n_gpus, 1, ConfigError)
 
     @property
     def name(self) -> str:

@@ -34,11 +34,12 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from envs.sim.checks import check_fields_non_negative
 from envs.workloads.segments import Segment, SegmentHasher, prefix_key
 
 DAY_S = 86_400.0
@@ -123,16 +124,7 @@ class ArtLikeConfig:
 
     def __post_init__(self) -> None:
         where = "ArtLikeConfig"
-        for f in fields(self):
-            value = getattr(self, f.name)
-            values = value if isinstance(value, tuple) else (value,)
-            for v in values:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                    raise ValueError(f"{where}.{f.name} must be finite numbers, got {value!r}")
-                if v < 0:
-                    raise ValueError(f"{where}.{f.name} must be >= 0, got {value!r}")
-            if isinstance(value, tuple) and (len(value) != 2 or value[0] > value[1]):
-                raise ValueError(f"{where}.{f.name} must be a (low, high) pair, got {value!r}")
+        check_fields_non_negative(where, self)
         positive = (
             "mean_rate_per_s",
             "system_prompts",

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 import zlib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from envs.sim.checks import check_fields_non_negative
 from envs.workloads.art_like import (
     ArtLikeConfig,
     Draft,
@@ -89,19 +90,6 @@ def merge_rows(trace_id: str, split: str, *parts: list[dict[str, Any]]) -> list[
     return rows
 
 
-def _check_non_negative(where: str, config: Any) -> None:
-    for f in fields(config):
-        value = getattr(config, f.name)
-        values = value if isinstance(value, tuple) else (value,)
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-                raise ValueError(f"{where}.{f.name} must be finite numbers, got {value!r}")
-            if v < 0:
-                raise ValueError(f"{where}.{f.name} must be >= 0, got {value!r}")
-        if isinstance(value, tuple) and (len(value) != 2 or value[0] > value[1]):
-            raise ValueError(f"{where}.{f.name} must be a (low, high) pair, got {value!r}")
-
-
 def _hex_ids(rng: np.random.Generator, n: int) -> list[str]:
     raw = rng.bytes(12 * n)
     return [raw[12 * i : 12 * i + 12].hex() for i in range(n)]
@@ -136,7 +124,7 @@ class RisingLoadConfig:
     """Tokens per hashed block."""
 
     def __post_init__(self) -> None:
-        _check_non_negative("RisingLoadConfig", self)
+        check_fields_non_negative("RisingLoadConfig", self)
         if self.peak_rate_per_s < self.start_rate_per_s or self.peak_rate_per_s <= 0:
             raise ValueError(
                 "RisingLoadConfig.peak_rate_per_s must be > 0 and >= start_rate_per_s, "
@@ -289,7 +277,7 @@ class AgentFanoutConfig:
     """Tokens per hashed block."""
 
     def __post_init__(self) -> None:
-        _check_non_negative("AgentFanoutConfig", self)
+        check_fields_non_negative("AgentFanoutConfig", self)
         if self.depth < 1 or self.fanout[0] < 1 or self.child_fanout[0] < 1:
             raise ValueError("AgentFanoutConfig: depth and fan-outs must be >= 1")
         if self.agent_turns[0] < 1 or self.max_output_tokens < 1 or self.block_tokens < 1:

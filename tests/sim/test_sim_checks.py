@@ -1,0 +1,90 @@
+"""The shared number checks: what they accept, and the message naming field and value."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from envs.sim.checks import (
+    check_fields_non_negative,
+    check_int,
+    check_number,
+    check_whole_number,
+    is_number,
+    is_whole_number,
+)
+from envs.sim.errors import ConfigError
+
+
+def test_is_number_takes_python_ints_and_floats_but_not_bools() -> None:
+    assert is_number(3) and is_number(0.5) and is_number(math.inf)
+    assert is_number(np.float64(0.5))  # a subclass of float
+    assert not is_number(True)
+    assert not is_number("3")
+    assert not is_number(np.float32(0.5))
+
+
+def test_is_whole_number_takes_numpy_integers_but_not_bools_or_floats() -> None:
+    assert is_whole_number(2) and is_whole_number(np.int32(2))
+    assert not is_whole_number(True)
+    assert not is_whole_number(np.bool_(True))
+    assert not is_whole_number(2.0)
+
+
+def test_check_int_accepts_the_minimum_and_names_field_and_value() -> None:
+    check_int("btb.x", 1, 1)
+    check_int("sim.chunked_prefill_tokens", 0, 0)
+    with pytest.raises(ValueError, match=r"^btb\.x must be an integer >= 1, got 0$"):
+        check_int("btb.x", 0, 1)
+    with pytest.raises(ValueError, match=r"^btb\.x must be an integer >= 1, got True$"):
+        check_int("btb.x", True, 1)
+    with pytest.raises(ValueError, match=r"^btb\.x must be an integer >= 1, got 2\.0$"):
+        check_int("btb.x", 2.0, 1)
+
+
+def test_check_int_raises_the_error_class_it_is_given() -> None:
+    with pytest.raises(ConfigError, match=r"^sim\.max_batch must be an integer >= 1, got -1$"):
+        check_int("sim.max_batch", -1, 1, ConfigError)
+
+
+def test_check_number_bounds_and_numpy_scalars() -> None:
+    check_number("tail_penalty", 0)
+    check_number("reward_scale", np.float32(0.5), positive=True)
+    with pytest.raises(ValueError, match=r"^reward_scale must be a finite number > 0, got 0$"):
+        check_number("reward_scale", 0, positive=True)
+    with pytest.raises(ValueError, match=r"^tail_penalty must be a finite number >= 0, got -1$"):
+        check_number("tail_penalty", -1)
+    with pytest.raises(ValueError, match=r"must be a finite number >= 0, got inf$"):
+        check_number("tail_penalty", math.inf)
+    with pytest.raises(ValueError, match=r"got False$"):
+        check_number("tail_penalty", False)
+
+
+def test_check_whole_number_says_which_rule_failed() -> None:
+    check_whole_number("seed", np.int64(0), minimum=0)
+    with pytest.raises(ValueError, match=r"^seed must be a whole number >= 0, got 1\.5$"):
+        check_whole_number("seed", 1.5, minimum=0)
+    with pytest.raises(ValueError, match=r"^n_windows must be >= 1, got 0$"):
+        check_whole_number("n_windows", 0, minimum=1)
+
+
+@dataclass(frozen=True)
+class _Config:
+    rate_per_s: float = 1.0
+    span_s: tuple[float, float] = (0.5, 2.0)
+
+
+def test_check_fields_non_negative_reads_every_field_and_pair() -> None:
+    check_fields_non_negative("_Config", _Config())
+    check_fields_non_negative("_Config", _Config(rate_per_s=0, span_s=(1.0, 1.0)))
+    with pytest.raises(ValueError, match=r"^_Config\.rate_per_s must be >= 0, got -0\.5$"):
+        check_fields_non_negative("_Config", _Config(rate_per_s=-0.5))
+    with pytest.raises(ValueError, match=r"^_Config\.rate_per_s must be finite numbers, got nan$"):
+        check_fields_non_negative("_Config", _Config(rate_per_s=math.nan))
+    with pytest.raises(
+        ValueError, match=r"^_Config\.span_s must be a \(low, high\) pair, got \(2\.0, 1\.0\)$"
+    ):
+        check_fields_non_negative("_Config", _Config(span_s=(2.0, 1.0)))
