@@ -13,7 +13,7 @@ import math
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypedDict
 
 from envs.workloads.request import BlockChainer, Request, Workload
 
@@ -244,6 +244,29 @@ def get_hash_ids(row: Mapping[str, Any], name: str, loc: RowLocation) -> list[Ha
 def output_tokens(row: Mapping[str, Any], name: str, loc: RowLocation) -> int:
     """Output length; absent means 1, and 0 is read as 1 (prefill makes the first token)."""
     return max(1, get_int(row, name, loc, minimum=0, default=1))
+
+
+class RequestFields(TypedDict):
+    """The :class:`ParsedRow` fields every trace format has, for ``ParsedRow(**fields)``."""
+
+    time: float
+    input_tokens: int
+    output_tokens: int
+    hash_ids: list[Hashable]
+
+
+def request_fields(
+    row: Mapping[str, Any], loc: RowLocation, time_field: str, time_minimum: float | None = None
+) -> RequestFields:
+    """The fields every format shares, read in this order: the timestamp ``time_field``
+    (a number, >= ``time_minimum`` if given), ``input_length`` (>= 1),
+    ``output_length`` (see :func:`output_tokens`) and ``hash_ids``."""
+    return {
+        "time": get_number(row, time_field, loc, minimum=time_minimum),
+        "input_tokens": get_int(row, "input_length", loc, minimum=1),
+        "output_tokens": output_tokens(row, "output_length", loc),
+        "hash_ids": get_hash_ids(row, "hash_ids", loc),
+    }
 
 
 def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) -> None:

@@ -27,11 +27,8 @@ from envs.workloads.readers.base import (
     TraceFormat,
     TraceFormatError,
     assemble_windows,
-    get_hash_ids,
-    get_int,
-    get_number,
     get_str,
-    output_tokens,
+    request_fields,
 )
 from envs.workloads.readers.sources import file_rows
 from envs.workloads.request import BlockChainer, Workload
@@ -59,10 +56,7 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
         tenant = "" if nested is None else str(nested)
     return ParsedRow(
         request_id=get_str(row, "request_id", loc, default=f"{trace_id}-{loc.line}"),
-        time=get_number(row, "arrival_s", loc, minimum=0.0),
-        input_tokens=get_int(row, "input_length", loc, minimum=1),
-        output_tokens=output_tokens(row, "output_length", loc),
-        hash_ids=get_hash_ids(row, "hash_ids", loc),
+        **request_fields(row, loc, "arrival_s", time_minimum=0.0),
         group_id=get_str(row, "group_id", loc, default=""),
         tenant=tenant,
         job_kind=_job_kind(metadata, loc),

@@ -20,11 +20,8 @@ from envs.workloads.readers.base import (
     ReadReport,
     RowLocation,
     TraceFormat,
-    get_hash_ids,
-    get_int,
-    get_number,
     get_str,
-    output_tokens,
+    request_fields,
 )
 from envs.workloads.readers.sources import read_file
 from envs.workloads.request import Workload
@@ -36,10 +33,7 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
     """One Mooncake row, checked."""
     return ParsedRow(
         request_id=get_str(row, "request_id", loc, default=str(loc.line)),
-        time=get_number(row, "timestamp", loc, minimum=None),
-        input_tokens=get_int(row, "input_length", loc, minimum=1),
-        output_tokens=output_tokens(row, "output_length", loc),
-        hash_ids=get_hash_ids(row, "hash_ids", loc),
+        **request_fields(row, loc, "timestamp"),
     )
 
 

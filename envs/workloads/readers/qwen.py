@@ -22,11 +22,9 @@ from envs.workloads.readers.base import (
     RowLocation,
     RowParser,
     TraceFormat,
-    get_hash_ids,
     get_int,
-    get_number,
     get_str,
-    output_tokens,
+    request_fields,
 )
 from envs.workloads.readers.sources import read_file
 from envs.workloads.request import Workload
@@ -44,10 +42,7 @@ def new_parser() -> RowParser:
         get_int(row, "turn", loc, minimum=0, default=1)
         parsed = ParsedRow(
             request_id=chat_id,
-            time=get_number(row, "timestamp", loc, minimum=None),
-            input_tokens=get_int(row, "input_length", loc, minimum=1),
-            output_tokens=output_tokens(row, "output_length", loc),
-            hash_ids=get_hash_ids(row, "hash_ids", loc),
+            **request_fields(row, loc, "timestamp"),
             job_kind=get_str(row, "type", loc, default=""),
         )
         root = chat_id if parent in ("-1", "") else roots.get(parent, parent)
