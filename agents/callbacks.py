@@ -14,7 +14,9 @@ from agents.algorithms import AgentSpec, save_agent
 
 
 class ProgressBar(BaseCallback):
-    """A tqdm bar over the run's total timesteps (resumed runs start part-way)."""
+    """A tqdm bar over the run's timesteps up to ``total_timesteps`` (the step learn()
+    will end at; resumed runs start part-way); a run that goes further raises the
+    total rather than passing 100%."""
 
     def __init__(self, total_timesteps: int, enabled: bool = True) -> None:
         super().__init__()
@@ -32,6 +34,8 @@ class ProgressBar(BaseCallback):
 
     def _on_step(self) -> bool:
         if self._bar is not None:
+            if self.model.num_timesteps > self._bar.total:  # never past 100%
+                self._bar.total = self.model.num_timesteps
             self._bar.update(self.model.num_timesteps - self._bar.n)
         return True
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -18,7 +21,9 @@ from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
-from envs.sim.hardware import model_preset
+from envs.sim.hardware import model_preset, parse_node
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 @dataclass
@@ -178,8 +183,96 @@ def register_configs() -> None:
 
 
 def cluster_of(cfg: Any) -> ClusterSpec:
-    """The cluster the model and cluster groups describe."""
-    return ClusterSpec.uniform(cfg.model.name, cfg.cluster.node, int(cfg.cluster.n_nodes))
+    """The cluster the model and cluster groups describe; a value that makes no
+    cluster is named by its config path (``cluster.node='0xH100' ...: ...``)."""
+    with naming_value("model.name", cfg.model.name):
+        model = model_preset(cfg.model.name)
+    with naming_value("cluster.node", cfg.cluster.node):
+        node = parse_node(cfg.cluster.node)
+    with naming_fields({"n_nodes": "cluster.n_nodes"}):
+        return ClusterSpec.uniform(model, node, int(cfg.cluster.n_nodes))
+
+
+def value_origin(path: str) -> str:
+    """Where the value at config ``path`` came from, as `` (from ...)``: the command
+    line, the ``+experiment`` file or the group option's file; empty when that is
+    unknown (no Hydra job, or the schema's default)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    hydra = HydraConfig.get()
+    for text in hydra.overrides.task:
+        if text.partition("=")[0].lstrip("+~") == path:
+            return " (from the command line)"
+    group, _, rest = path.partition(".")
+    choices = hydra.runtime.choices
+    files = []
+    if choices.get("experiment"):
+        files.append((f"experiment/{choices['experiment']}.yaml", path))  # @package _global_
+    if choices.get(group) and rest:
+        files.append((f"{group}/{choices[group]}.yaml", rest))
+    for name, key in files:
+        file = CONF_DIR / name
+        if file.is_file() and OmegaConf.select(OmegaConf.load(file), key) is not None:
+            return f" (from conf/{name})"
+    return ""
+
+
+# A name in a message: not part of a longer name, a path or a quoted value, with
+# the class that owns it (``BurstedSyntheticConfig.``, ``NodeSpec.``) if any.
+_NAME = r"(?<![\w.'\"])(?:[A-Z]\w*(?:\([^)]*\))?\.)?({names})(?![\w'\"(])"
+
+
+def rename_field(message: str, paths: Mapping[str, str]) -> str:
+    """``message`` with the first name of ``paths`` it mentions (with the owner
+    before it, if any) replaced by that name's config path, and where the value came
+    from appended; unchanged if it mentions none."""
+    if not paths:
+        return message
+    for path in paths.values():  # named by its path already: say where it came from
+        if re.search(rf"(?<![\w.]){re.escape(path)}(?![\w.])", message):
+            return message + value_origin(path)
+    names = "|".join(re.escape(n) for n in sorted(paths, key=len, reverse=True))
+    found = re.search(_NAME.format(names=names), message)
+    if found is None:
+        return message
+    path = paths[found.group(1)]
+    renamed = message[: found.start()] + path + message[found.end() :]
+    return renamed + value_origin(path)
+
+
+@contextlib.contextmanager
+def naming_fields(paths: Mapping[str, str]) -> Iterator[None]:
+    """Where config values become objects: an error (ValueError) naming one of the
+    objects' fields or arguments (the keys of ``paths``: ``reward_scale``,
+    ``BurstedSyntheticConfig.n_bursts``) names it by its config path instead
+    (``env.reward_scale``, ``workload.params.n_bursts``) and says where the value
+    came from, so the user reads the key they typed."""
+    try:
+        yield
+    except ValueError as error:
+        message = rename_field(str(error), paths)
+        if message == str(error):
+            raise
+        raise ConfigError(message) from error
+
+
+@contextlib.contextmanager
+def naming_value(path: str, value: Any) -> Iterator[None]:
+    """Where one config value becomes one object (``cluster.node`` -> a NodeSpec):
+    an error is prefixed ``path=value (from ...):``, and an owner class before the
+    first name it mentions (``NodeSpec.n_gpus``) is dropped."""
+    try:
+        yield
+    except ValueError as error:
+        detail = re.sub(r"^[A-Z]\w*(?:\([^)]*\))?\.(?=\w)", "", str(error))
+        raise ConfigError(f"{path}={value!r}{value_origin(path)}: {detail}") from error
+
+
+def group_paths(group: str, cfg_group: Any) -> dict[str, str]:
+    """``{field: "group.field"}`` for each key of a config group (``workload.params``)."""
+    return {str(key): f"{group}.{key}" for key in cfg_group}
 
 
 def setup_label(cfg: Any) -> str:
@@ -211,4 +304,36 @@ def workload_label(cfg: Any) -> str:
 
 def sim_of(cfg: Any) -> SimConfig:
     """The simulator settings of the sim group."""
-    return SimConfig(**{key: cfg.sim[key] for key in cfg.sim})
+    with naming_fields(group_paths("sim", cfg.sim)):
+        return SimConfig(**{key: cfg.sim[key] for key in cfg.sim})
+
+
+def workload_params(cfg: Any) -> dict[str, Any]:
+    """The workload group's generator overrides as a plain dict."""
+    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
+    assert isinstance(params, dict)
+    return {str(k): v for k, v in params.items()}
+
+
+def workload_paths(cfg: Any) -> dict[str, str]:
+    """Config paths of the workload group's generator parameters, for naming_fields."""
+    return group_paths("workload.params", cfg.workload.params)
+
+
+def window_pool_of(cfg: Any, split: str, limit: int | None) -> list[Any]:
+    """The first ``limit`` windows (None: all) of the workload group's ``split``."""
+    from envs.windows import window_pool
+
+    with naming_fields(workload_paths(cfg)):
+        return window_pool(
+            cfg.workload.name, split, int(cfg.workload.seed), limit, workload_params(cfg)
+        )
+
+
+def check_workload(cfg: Any) -> None:
+    """The workload group names a registered workload and its parameters are ones
+    its generators take, with values they accept (no windows are generated)."""
+    from envs.workloads.registry import configure
+
+    with naming_fields(workload_paths(cfg)):
+        configure(cfg.workload.name, **workload_params(cfg))

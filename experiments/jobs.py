@@ -16,7 +16,14 @@ from omegaconf import OmegaConf
 
 from experiments._cli import main_guard, user_error_message
 from experiments._io import check_writable_dir
-from experiments.config import cluster_of, setup_label, sim_of, workload_label
+from experiments.config import (
+    check_workload,
+    cluster_of,
+    setup_label,
+    sim_of,
+    window_pool_of,
+    workload_label,
+)
 
 
 def run_dir(cfg: Any, kind: str) -> Path:
@@ -189,6 +196,11 @@ def check_world(cfg: Any) -> None:
         value = cfg.workload[field]
         if value is not None and value < 1:
             raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
+    # the groups that become the cluster, the simulator and the workload: a value
+    # none can be made of is named by its config path, before any run
+    cluster_of(cfg)
+    sim_of(cfg)
+    check_workload(cfg)
 
 
 def check_policy_names(names: Sequence[str], field: str) -> None:
@@ -268,20 +280,9 @@ def sweep_group() -> str | None:
     return None
 
 
-def workload_params(cfg: Any) -> dict[str, Any]:
-    """The workload group's generator overrides as a plain dict."""
-    params = OmegaConf.to_container(cfg.workload.params, resolve=True)
-    assert isinstance(params, dict)
-    return {str(k): v for k, v in params.items()}
-
-
 def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
     """The workload group's held-out test windows (``limit`` of them; None: all)."""
-    from envs.windows import window_pool
-
-    return window_pool(
-        cfg.workload.name, "test", int(cfg.workload.seed), limit, workload_params(cfg)
-    )
+    return window_pool_of(cfg, "test", limit)
 
 
 def evaluate_and_write(
@@ -291,8 +292,10 @@ def evaluate_and_write(
     out_dir: Path,
     logger: Any,
     progress: bool,
+    extra: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Agents and baselines side by side on the test windows; writes results.json and charts."""
+    """Agents and baselines side by side on the test windows; writes results.json (with
+    ``extra``'s keys beside ``rows`` and ``config``) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
@@ -322,7 +325,7 @@ def evaluate_and_write(
         )
     rows = [run.row for run in runs]
     config = OmegaConf.to_container(cfg, resolve=True)
-    write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config})
+    write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config, **(extra or {})})
     charts = write_charts(runs, DEFAULT_BASELINE, out_dir)
     print(format_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)

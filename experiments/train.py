@@ -22,7 +22,15 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import cluster_of, register_configs, setup_label, workload_label
+from experiments.config import (
+    naming_fields,
+    register_configs,
+    setup_label,
+    window_pool_of,
+    workload_label,
+    workload_params,
+    workload_paths,
+)
 from experiments.jobs import (
     check_policy_names,
     check_world,
@@ -31,7 +39,6 @@ from experiments.jobs import (
     job_logger,
     run_dir,
     run_job,
-    workload_params,
 )
 
 register_configs()
@@ -55,6 +62,27 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
     if cfg.env.kind == "thresholds":
         kwargs["epoch_s"] = float(cfg.env.epoch_s)
     return kwargs
+
+
+# The config path of each gymnasium.make argument env_kwargs fills from a group
+# value under the same name (the sim group's fields and the workload parameters
+# are named by their groups: see env_paths).
+ENV_ARG_PATHS = {
+    "n_nodes": "cluster.n_nodes",
+    "data_seed": "workload.seed",
+    "reward_scale": "env.reward_scale",
+    "slo_s": "env.slo_s",
+    "tail_penalty": "env.tail_penalty",
+    "copy_cost_per_gb": "env.copy_cost_per_gb",
+    "epoch_s": "env.epoch_s",
+}
+
+
+def env_paths(cfg: Any) -> dict[str, str]:
+    """For naming_fields: the config path of every value the env is built from."""
+    from experiments.config import group_paths
+
+    return {**workload_paths(cfg), **group_paths("sim", cfg.sim), **ENV_ARG_PATHS}
 
 
 def make_env_fn_kwargs(saved: dict[str, Any], windows: list[Any]) -> dict[str, Any]:
@@ -158,6 +186,28 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         )
 
 
+# What a resumed run may change from its checkpoint: the workload it trains on and
+# the setup (same number of nodes), each named by its config path.
+RESUME_CHANGEABLE = {
+    "workload": "workload.name",
+    "workload_params": "workload.params",
+    "data_seed": "workload.seed",
+    "model": "model.name",
+    "node": "cluster.node",
+}
+
+
+def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, list[Any]]:
+    """``{config path: [checkpoint's value, this run's value]}`` for each workload or
+    setup value (env_kwargs ``saved`` in the checkpoint, ``asked`` now) that differs:
+    resuming on another workload is allowed (fine-tuning) but must be said."""
+    changes = {}
+    for key, path in RESUME_CHANGEABLE.items():
+        if key in saved and saved[key] != asked.get(key):
+            changes[path] = [saved[key], asked.get(key)]
+    return changes
+
+
 def check_resume_hyperparams(cfg: Any) -> None:
     """A resumed run keeps the SB3 settings saved in the checkpoint's ``model.zip``;
     ``agent.hyperparams`` asking for other values would be recorded (results.json,
@@ -182,6 +232,25 @@ def check_resume_hyperparams(cfg: Any) -> None:
             )
 
 
+def rollout_steps(model: Any) -> int:
+    """Steps one learn() iteration takes: n_steps x n_envs for on-policy algorithms
+    (train_freq x n_envs for off-policy ones)."""
+    n_envs = int(model.n_envs)
+    if hasattr(model, "n_steps"):
+        return int(model.n_steps) * n_envs
+    return int(getattr(getattr(model, "train_freq", None), "frequency", 1)) * n_envs
+
+
+def planned_end(model: Any, remaining: int) -> int:
+    """The step count learn(``remaining``) ends at: whole rollouts, so the asked-for
+    total rounded up to the next multiple of :func:`rollout_steps`."""
+    start = int(model.num_timesteps)
+    if remaining <= 0:
+        return start
+    step = rollout_steps(model)
+    return start + -(-remaining // step) * step
+
+
 def train(cfg: DictConfig) -> float:
     import torch
     from stable_baselines3.common.env_util import make_vec_env
@@ -191,7 +260,6 @@ def train(cfg: DictConfig) -> float:
     from agents.adapter import AgentPolicy
     from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
     from agents.callbacks import CheckpointEvery, MetricsLogger, ProgressBar
-    from envs.windows import window_pool
 
     check_train(cfg)
     if cfg.resume:
@@ -208,27 +276,32 @@ def train(cfg: DictConfig) -> float:
         env_kwargs=saved_kwargs,
         seed=int(cfg.seed),
     )
-    pool = window_pool(
-        cfg.workload.name,
-        "train",
-        int(cfg.workload.seed),
-        cfg.workload.train_pool,
-        saved_kwargs["workload_params"],
-    )
-    cluster_of(cfg)  # fail early on an impossible cluster
-    vec = make_vec_env(
-        spec.env_id,
-        n_envs=int(cfg.env.n_envs),
-        seed=int(cfg.seed),
-        vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
-        env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
-    )
+    pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    with naming_fields(env_paths(cfg)):
+        vec = make_vec_env(
+            spec.env_id,
+            n_envs=int(cfg.env.n_envs),
+            seed=int(cfg.seed),
+            vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
+            env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
+        )
     logger = job_logger(cfg, out_dir, f"train-{spec.name}")
     try:
         hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
+        train_record: dict[str, Any] = {"resumed_from": None, "resume_changes": {}}
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
             spec.name = resumed.name
+            changes = resume_changes(resumed.env_kwargs, saved_kwargs)
+            train_record = {"resumed_from": str(cfg.resume), "resume_changes": changes}
+            if changes:
+                print(
+                    f"note: resume={cfg.resume} was trained with "
+                    + ", ".join(f"{k}={old!r}" for k, (old, _) in changes.items())
+                    + "; training goes on with "
+                    + ", ".join(f"{k}={new!r}" for k, (_, new) in changes.items())
+                    + " (recorded in results.json)"
+                )
         else:
             model = build_model(spec, vec, hyperparams)  # type: ignore[arg-type]
             if cfg.imitation.episodes > 0:
@@ -241,7 +314,7 @@ def train(cfg: DictConfig) -> float:
             f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
         )
         callbacks = [
-            ProgressBar(int(cfg.train.total_timesteps), enabled=bool(cfg.train.progress)),
+            ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress)),
             MetricsLogger(logger),
         ]
         if cfg.train.checkpoint_every > 0:
@@ -249,13 +322,31 @@ def train(cfg: DictConfig) -> float:
                 CheckpointEvery(int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints")
             )
         start = time.perf_counter()
+        first_step = int(model.num_timesteps)
         if remaining > 0:
             model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
         elapsed = time.perf_counter() - start
         save_agent(model, spec, out_dir / "agent")
-        steps_per_s = max(remaining, 0) / max(elapsed, 1e-9)
-        logger.summary({"train/steps_per_s": steps_per_s, "train/timesteps": model.num_timesteps})
+        done = int(model.num_timesteps) - first_step
+        steps_per_s = done / max(elapsed, 1e-9)
+        asked = int(cfg.train.total_timesteps)
+        train_record.update(
+            timesteps_asked=asked, timesteps=int(model.num_timesteps), steps_per_s=steps_per_s
+        )
+        logger.summary(
+            {
+                "train/steps_per_s": steps_per_s,
+                "train/timesteps": model.num_timesteps,
+                "train/timesteps_asked": asked,
+            }
+        )
         print(f"trained to {model.num_timesteps} steps at {steps_per_s:,.0f} steps/s")
+        if model.num_timesteps > asked:
+            print(
+                f"note: {model.num_timesteps - asked} steps past train.total_timesteps={asked}: "
+                f"{spec.algo} collects whole rollouts of {rollout_steps(model)} steps "
+                "(n_steps x env.n_envs); the agent and results.json record the steps taken"
+            )
         metric = float("nan")
         if cfg.train.evaluate:
             agent = AgentPolicy(model, spec)
@@ -266,6 +357,7 @@ def train(cfg: DictConfig) -> float:
                 out_dir,
                 logger,
                 bool(cfg.train.progress),
+                extra={"train": train_record},
             )
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
             logger.summary({"eval/ttft_mean_s": metric})

@@ -21,6 +21,7 @@ from experiments.config import (
     register_configs,
     setup_label,
     sim_of,
+    window_pool_of,
     workload_label,
 )
 from experiments.jobs import (
@@ -29,7 +30,6 @@ from experiments.jobs import (
     job_logger,
     run_dir,
     run_job,
-    workload_params,
 )
 
 register_configs()
@@ -153,17 +153,13 @@ def check_thresholds(cfg: Any) -> None:
 def objective(cfg: DictConfig) -> float:
     from baselines.btb import BTB
     from envs.files import write_json_atomic
-    from envs.windows import window_pool
     from experiments.evaluation import evaluate_policies
 
     check_world(cfg)
     check_thresholds(cfg)
     m = int(cfg.m)
     out_dir = run_dir(cfg, "tune_btb")
-    params = workload_params(cfg)
-    windows = window_pool(
-        cfg.workload.name, "train", int(cfg.workload.seed), cfg.workload.train_pool, params
-    )
+    windows = window_pool_of(cfg, "train", cfg.workload.train_pool)
     policy = BTB(x=int(cfg.x), y=int(cfg.y), z=float(cfg.z), m=m)
     logger = job_logger(cfg, out_dir, "tune_btb")  # before the work: W&B may refuse
     try:

@@ -707,3 +707,74 @@ def test_a_rejected_run_removes_only_its_own_bare_folder(tmp_path: Path) -> None
     (with_results / "results.json").write_text("{}")
     _remove_bare_run_dir(with_results, "train.log", ["train.total_timesteps=-1"])
     assert (with_results / ".hydra" / "overrides.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    ("name", "override", "message"),
+    [
+        ("train", "env.reward_scale=0", r"^env\.reward_scale must be a finite number > 0, got 0"),
+        ("train", "env.slo_s=-1", r"^env\.slo_s must be a finite number > 0, got -1"),
+        ("train", "env.copy_cost_per_gb=-1", r"^env\.copy_cost_per_gb must be a finite"),
+        ("train", "env=thresholds env.epoch_s=0", r"^env\.epoch_s must be a finite number > 0"),
+        *[
+            (name, override, message)
+            for name in ("train", "evaluate", "tune_btb")
+            for override, message in [
+                ("cluster.node=0xH100", r"^cluster\.node='0xH100': n_gpus must be an integer >= 1"),
+                ("cluster.node=4xFOO", r"^cluster\.node='4xFOO': unknown GPU preset 'FOO'"),
+                ("model.name=gpt-9", r"^model\.name='gpt-9': unknown model preset 'gpt-9'"),
+                ("workload.params.n_bursts=-1",
+                 r"^workload\.params\.n_bursts must be an integer >= 0, got -1$"),
+                ("+workload.params.first_burst_s=0.5",
+                 r"^workload\.params\.first_burst_s must be at least start_jitter_s"),
+                ("workload.params.n_bursts=many",
+                 r"parameter workload\.params\.n_bursts='many' is not a valid int$"),
+            ]
+        ],
+    ],
+)  # fmt: skip
+def test_bad_group_values_are_named_by_their_config_path(
+    name: str, override: str, message: str, tmp_path: Path
+) -> None:
+    from experiments import evaluate, train, tune_btb
+
+    fn = {"train": train.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
+    cfg = _compose(name, ["logger=none", "workload=tiny", *override.split(), f"out_dir={tmp_path}"])
+    with pytest.raises(ValueError, match=message):
+        fn[name](cfg)
+
+
+def test_a_bad_group_value_says_where_it_came_from() -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.config import value_origin
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="train",
+            overrides=["workload=tiny", "+experiment=ppo_thresholds", "env.reward_scale=0"],
+            return_hydra_config=True,
+        )
+    HydraConfig.instance().set_config(cfg)
+    try:
+        assert value_origin("env.reward_scale") == " (from the command line)"
+        experiment = " (from conf/experiment/ppo_thresholds.yaml)"
+        assert value_origin("train.total_timesteps") == experiment
+        assert value_origin("env.epoch_s") == " (from conf/env/thresholds.yaml)"
+        assert value_origin("env.slo_s") == ""  # the schema's default
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+
+
+def test_a_bad_group_value_is_one_line_naming_the_key_typed(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", "logger=none", "workload=tiny",
+         "workload.params.n_bursts=-1", f"out_dir={tmp_path / 'run'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: workload.params.n_bursts must be an integer >= 0, got -1 (from the command line)\n"
+    )
+    assert not (tmp_path / "run").exists()

@@ -120,12 +120,17 @@ def test_training_smoke_run_for_each_algorithm(algo, env, tmp_path):
     agent_row = next(r for r in results["rows"] if r["policy"] == spec.name)
     assert metric == pytest.approx(agent_row["ttft_mean_s"])
     assert results["config"]["agent"]["algo"] == algo
+    record = results["train"]
+    assert record["timesteps_asked"] == 200 and record["timesteps"] == spec.timesteps
+    assert record["resumed_from"] is None and record["resume_changes"] == {}
+    if algo in ("ppo", "maskable_ppo"):  # whole rollouts of n_steps=64: 200 -> 256
+        assert spec.timesteps == 256
     for chart in ("ttft_cdf.png", "ttft_reduction.png", "burst_timeline.png"):
         assert (tmp_path / chart).stat().st_size > 0
 
 
 @pytest.mark.slow
-def test_resume_continues_the_step_count(tmp_path):
+def test_resume_continues_the_step_count(tmp_path, capsys):
     first = tmp_path / "first"
     cfg = compose_train(
         [
@@ -153,6 +158,30 @@ def test_resume_continues_the_step_count(tmp_path):
     )
     train(cfg)
     assert load_spec(second / "agent").timesteps == 240
+    # resuming on another workload (fine-tuning) goes on, says so and records it
+    third = tmp_path / "third"
+    cfg = compose_train(
+        [
+            *TINY,
+            "agent=a2c",
+            "train.total_timesteps=200",
+            "workload.seed=7",
+            "workload.params.n_bursts=3",
+            f"resume={checkpoint}",
+            f"out_dir={third}",
+        ]
+    )
+    train(cfg)
+    out = capsys.readouterr().out
+    assert f"note: resume={checkpoint} was trained with workload.params=" in out
+    seed = load_spec(checkpoint).env_kwargs["data_seed"]
+    assert f"workload.seed={seed};" in out and "workload.seed=7 (recorded in results.json)" in out
+    record = json.loads((third / "results.json").read_text())["train"]
+    assert record["resumed_from"] == str(checkpoint)
+    assert record["resume_changes"]["workload.seed"] == [seed, 7]
+    assert record["resume_changes"]["workload.params"][1]["n_bursts"] == 3
+    assert "workload.name" not in record["resume_changes"]
+    assert load_spec(third / "agent").env_kwargs["data_seed"] == 7
     bad = compose_train([*TINY, "agent=ppo", f"resume={checkpoint}", f"out_dir={tmp_path / 'x'}"])
     with pytest.raises(ValueError, match="that checkpoint is a2c"):
         train(bad)
