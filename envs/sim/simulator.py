@@ -446,9 +446,11 @@ class Simulator:
         land = self._estimate_land(best, t)
         if land == INF:
             return False
+        have_tokens = min(have * self.block_tokens, request.input_tokens - 1)
         gain_tokens = min(len(best.blocks) * self.block_tokens, request.input_tokens - 1)
-        gain_tokens -= have * self.block_tokens
-        if land - t >= node.costs.prefill_s(max(gain_tokens, 0)):
+        gain_tokens -= have_tokens
+        gain_s = node.costs.recompute_s(max(gain_tokens, 0), have_tokens, request.input_tokens)
+        if land - t >= gain_s:
             return False
         node.waiting_for = best
         return True
@@ -483,17 +485,20 @@ class Simulator:
         hbm_t = min(hbm * bt, cap)
         ram_t = min(ram * bt, cap - hbm_t)
         disk_t = min(disk * bt, cap - hbm_t - ram_t)
-        per_token = costs.prefill_s_per_token
         latency = self.config.transfer_latency_s
         reuse_s = hbm_t * costs.load_hbm_s
         used_blocks = hbm
         # Load each slower tier's run unless recomputing it is cheaper; once a run
         # is recomputed, everything after it is too (tiers only get slower).
-        if ram_t == 0 or ram_t * costs.load_ram_s + latency < ram_t * per_token:
+        if ram_t == 0 or ram_t * costs.load_ram_s + latency < costs.recompute_s(
+            ram_t, hbm_t, n_in
+        ):
             if ram_t:
                 reuse_s += ram_t * costs.load_ram_s + latency
                 used_blocks += ram
-            if disk_t and disk_t * costs.load_disk_s + latency < disk_t * per_token:
+            if disk_t and disk_t * costs.load_disk_s + latency < costs.recompute_s(
+                disk_t, hbm_t + ram_t, n_in
+            ):
                 reuse_s += disk_t * costs.load_disk_s + latency
                 used_blocks += disk
             else:

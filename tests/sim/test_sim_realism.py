@@ -220,3 +220,42 @@ def test_latency_can_make_recomputing_a_short_ram_run_cheaper() -> None:
     config = SimConfig(transfer_latency_s=0.05)
     sim, _ = run_script(toy_cluster(), p, [0, 0], {1: [lambda s: s.evict(0, prefix)]}, config)
     assert sim.records.ttft_s[1] == pytest.approx(0.032, rel=1e-9)
+
+
+def test_with_attention_flops_a_ram_load_is_weighed_against_the_attention_it_saves() -> None:
+    # RAM at 1.00003 ms a token: 64 tokens load in 64.00192 ms; recomputing them
+    # costs 64 ms of linear FLOPs plus, with attention FLOPs, their own (query, key)
+    # pairs: 64 x 65 / 2 = 2,080 x 2 ns = 4.16 us. So B loads them with attention
+    # FLOPs on and recomputes them with it off.
+    load_s = 1.00003e-3
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(1.0, [*names("P", 4), "b0"])
+    prefix = p.blocks(names("P", 4))
+    cluster = toy_cluster(pcie_bw=1024 / load_s)
+    evict = {1: [lambda s: s.evict(0, prefix)]}
+    on, _ = run_script(cluster, p, [0, 0], evict, SimConfig(attention_flops=True))
+    assert on.records.hit_ram_tokens[1] == 64 and on.records.prefill_tokens[1] == 16
+    expected = 64 * load_s + 0.016 + 2e-9 * (16 * 64 + 16 * 17 / 2)
+    assert on.records.ttft_s[1] == pytest.approx(expected, rel=1e-12)
+    assert on.records.ttft_s[1] < 0.080 + 2e-9 * 80 * 81 / 2  # recomputing all is slower
+    check_causal(on)
+    off, _ = run_script(cluster, p, [0, 0], evict)
+    assert off.records.hit_ram_tokens[1] == 0 and off.records.prefill_tokens[1] == 80
+    assert off.records.ttft_s[1] == pytest.approx(0.080, rel=1e-12)
+
+
+def test_recompute_seconds_count_the_tokens_own_attention() -> None:
+    from simkit import TOY_MODEL, toy_gpu
+
+    from envs.sim import NodeSpec
+    from envs.sim.hardware import NodeCosts
+
+    plain = NodeCosts(NodeSpec(toy_gpu(), 1), TOY_MODEL)
+    assert plain.recompute_s(64, 16, 1000) == 64 * plain.prefill_s_per_token
+    attn = NodeCosts(NodeSpec(toy_gpu(), 1), TOY_MODEL, attention_flops=True)
+    # tokens 16..79 of 1000 each attend to the 16 before the run and to the run up
+    # to themselves: 64 x 16 + 64 x 65 / 2 pairs
+    pairs = 64 * 16 + 64 * 65 / 2
+    assert attn.recompute_s(64, 16, 1000) == pytest.approx(0.064 + 2e-9 * pairs, rel=1e-9)
+    assert attn.recompute_s(0, 16, 1000) == 0.0
