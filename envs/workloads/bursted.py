@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.checks import check_int
 from envs.workloads.request import BlockChainer, Request, Workload
 
 PUBLISHED_SEED = 20260721
@@ -61,8 +62,7 @@ class BurstedSyntheticConfig:
         where = "BurstedSyntheticConfig"
         for name in ("n_bursts", "burst_requests", "n_decoys"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{where}.{name} must be an integer >= 0, got {value!r}")
+            check_int(f"{where}.{name}", value, 0)
         for name in (
             "prefix_tokens",
             "suffix_tokens",
@@ -71,8 +71,7 @@ class BurstedSyntheticConfig:
             "decoy_requests",
         ):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")
+            check_int(f"{where}.{name}", value, 1)
         for name in (
             "burst_interval_s",
             "start_jitter_s",

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.checks import check_int
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
     PUBLISHED_SEED,
@@ -191,10 +192,8 @@ def configure(
     """
     scenario = describe(name)
     for count_name, count in (("train_windows", train_windows), ("test_windows", test_windows)):
-        if count is not None and (not isinstance(count, int) or count < 0):
-            raise ValueError(
-                f"workload {name!r}: {count_name} must be an integer >= 0, got {count!r}"
-            )
+        if count is not None:
+            check_int(f"workload {name!r}: {count_name}", count, 0)
     used: set[str] = set()
     families = []
     for family in scenario.families:

@@ -93,7 +93,11 @@ class Workload:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.block_tokens, int) or self.block_tokens <= 0:
+        if (
+            isinstance(self.block_tokens, bool)
+            or not isinstance(self.block_tokens, int)
+            or self.block_tokens <= 0
+        ):
             raise ValueError(
                 f"workload {self.name!r}: block_tokens must be a positive integer, "
                 f"got {self.block_tokens!r}"
@@ -112,11 +116,11 @@ def validate_requests(requests: Sequence[Request], source: str) -> None:
         where = f"{source}, request {r.request_id!r}"
         if not (r.arrival_s >= 0.0) or r.arrival_s == float("inf"):
             raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {r.arrival_s!r}")
-        if not isinstance(r.input_tokens, int) or r.input_tokens < 1:
+        if type(r.input_tokens) is not int or r.input_tokens < 1:
             raise ValueError(
                 f"{where}: input_tokens must be an integer >= 1, got {r.input_tokens!r}"
             )
-        if not isinstance(r.output_tokens, int) or r.output_tokens < 1:
+        if type(r.output_tokens) is not int or r.output_tokens < 1:
             raise ValueError(
                 f"{where}: output_tokens must be an integer >= 1, got {r.output_tokens!r}"
             )

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import check_fields_non_negative
+from envs.sim.checks import check_fields_non_negative, check_int
 from envs.workloads.art_like import (
     ArtLikeConfig,
     Draft,
@@ -200,10 +200,7 @@ class MultiTenantConfig(BurstedSyntheticConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not isinstance(self.tenants, int) or self.tenants < 1:
-            raise ValueError(
-                f"MultiTenantConfig.tenants must be an integer >= 1, got {self.tenants!r}"
-            )
+        check_int("MultiTenantConfig.tenants", self.tenants, 1)
 
 
 def multi_tenant_rows(

@@ -261,3 +261,40 @@ def test_skip_bad_rows_skips_an_arrival_the_simulator_cannot_take(tmp_path: Path
     assert [r.arrival_s for r in workload.requests] == [1.0, 2.0]
     assert workload.meta["read"]["rows_read"] == 2
     assert workload.meta["read"]["rows_skipped"] == 1
+
+
+def test_true_is_not_a_count() -> None:
+    # bool subclasses int in Python: each count refuses True rather than reading 1
+    from envs.workloads import BurstedSyntheticConfig, Request, Workload
+    from envs.workloads.registry import configure
+    from envs.workloads.scenarios import MultiTenantConfig
+
+    cases: list[tuple[Callable[[], Any], str]] = [
+        (lambda: ReadOptions(max_rows=True), r"ReadOptions\.max_rows must be an integer >= 0"),
+        (lambda: ReadOptions(block_tokens=True), r"ReadOptions\.block_tokens must be a positive"),
+        (
+            lambda: BurstedSyntheticConfig(n_bursts=True),
+            r"BurstedSyntheticConfig\.n_bursts must be an integer >= 0, got True",
+        ),
+        (
+            lambda: BurstedSyntheticConfig(block_tokens=True),
+            r"BurstedSyntheticConfig\.block_tokens must be an integer >= 1, got True",
+        ),
+        (lambda: MultiTenantConfig(tenants=True), r"MultiTenantConfig\.tenants .* got True"),
+        (
+            lambda: configure("bursted_synthetic", train_windows=True),
+            r"workload 'bursted_synthetic': train_windows must be an integer >= 0, got True",
+        ),
+        (lambda: Workload("w", True, []), r"workload 'w': block_tokens must be a positive"),
+        (
+            lambda: Workload("w", 16, [Request(0, "a", 0.0, True, 1, (1,))]),
+            r"request 'a': input_tokens must be an integer >= 1, got True",
+        ),
+        (
+            lambda: Workload("w", 16, [Request(0, "a", 0.0, 16, True, (1,))]),
+            r"request 'a': output_tokens must be an integer >= 1, got True",
+        ),
+    ]
+    for make, message in cases:
+        with pytest.raises(ValueError, match=message):
+            make()

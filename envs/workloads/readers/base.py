@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypedDict
 
+from envs.sim.checks import check_int
 from envs.workloads.request import BlockChainer, Request, Workload
 
 UnsortedPolicy = Literal["warn", "sort", "error"]
@@ -85,13 +86,15 @@ class ReadOptions:
                 f"ReadOptions.unsorted must be 'warn', 'sort' or 'error', got {self.unsorted!r}"
             )
         if self.block_tokens is not None and (
-            not isinstance(self.block_tokens, int) or self.block_tokens < 1
+            isinstance(self.block_tokens, bool)
+            or not isinstance(self.block_tokens, int)
+            or self.block_tokens < 1
         ):
             raise ValueError(
                 f"ReadOptions.block_tokens must be a positive integer, got {self.block_tokens!r}"
             )
-        if self.max_rows is not None and (not isinstance(self.max_rows, int) or self.max_rows < 0):
-            raise ValueError(f"ReadOptions.max_rows must be an integer >= 0, got {self.max_rows!r}")
+        if self.max_rows is not None:
+            check_int("ReadOptions.max_rows", self.max_rows, 0)
 
 
 @dataclass
