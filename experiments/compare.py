@@ -175,6 +175,9 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     def pct(value: float | None) -> str:
         return f"{value:+.1f}" if value is not None else "-"
 
+    def rate(value: float | None) -> str:  # "-" for rows written before the column
+        return f"{value:.3f}" if value is not None else "-"
+
     # (header, narrowest width, cell)
     columns: list[tuple[str, int, Any]] = [
         ("policy", 13, lambda r: str(r["policy"])),
@@ -188,6 +191,7 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         ("HBM hit", 7, lambda r: f"{r['hbm_hit_rate']:.3f}"),
         ("copies", 6, lambda r: str(r["warm_copies"])),
         ("warm hit", 8, lambda r: f"{r['warm_hit_rate']:.3f}"),
+        ("warm byte hit", 13, lambda r: rate(r.get("warm_byte_hit_rate"))),
         ("d mean%", 8, lambda r: pct(r["ttft_mean_reduction_pct"])),
         ("d p95%", 8, lambda r: pct(r["ttft_p95_reduction_pct"])),
     ]
