@@ -61,7 +61,7 @@ class BurstedSyntheticConfig:
         where = "BurstedSyntheticConfig"
         for name in ("n_bursts", "burst_requests", "n_decoys"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{where}.{name} must be an integer >= 0, got {value!r}")
         for name in (
             "prefix_tokens",
@@ -71,7 +71,7 @@ class BurstedSyntheticConfig:
             "decoy_requests",
         ):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{where}.{name} must be an integer >= 1, got {value!r}")
         for name in (
             "burst_interval_s",
@@ -90,6 +90,7 @@ class BurstedSyntheticConfig:
             raise ValueError(
                 "BurstedSyntheticConfig.first_burst_s must be at least start_jitter_s and "
                 f"decoy_lead_s so no arrival is negative, got first_burst_s={self.first_burst_s!r}"
+                f" (start_jitter_s={self.start_jitter_s!r}, decoy_lead_s={self.decoy_lead_s!r})"
             )
 
     @property
