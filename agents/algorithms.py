@@ -98,7 +98,7 @@ def build_model(
     policy, policy_kwargs = policy_for(spec)
     kwargs = dict(hyperparams or {})
     try:
-        return ALGORITHMS[spec.algo](
+        model = ALGORITHMS[spec.algo](
             policy,
             env,
             policy_kwargs=policy_kwargs,
@@ -107,8 +107,16 @@ def build_model(
             verbose=0,
             **kwargs,
         )
-    except (TypeError, AssertionError) as error:  # SB3 asserts on values such as n_steps=0
+    # SB3 asserts on values such as n_steps=0; torch's optimizers raise ValueError
+    except (TypeError, ValueError, AssertionError) as error:
         raise ValueError(f"agent.hyperparams for {spec.algo}: {error}") from None
+    train_freq = getattr(model, "train_freq", None)  # off-policy: learn() would assert
+    if train_freq is not None and train_freq.frequency < 1:
+        raise ValueError(
+            f"agent.hyperparams for {spec.algo}: train_freq must be >= 1, "
+            f"got {train_freq.frequency}"
+        )
+    return model
 
 
 def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Path:

@@ -195,33 +195,92 @@ def cluster_of(cfg: Any) -> ClusterSpec:
 
 def value_origin(path: str) -> str:
     """Where the value at config ``path`` came from, as `` (from ...)``: the command
-    line, the ``+experiment`` file or the group option's file; empty when that is
-    unknown (no Hydra job, or the schema's default)."""
+    line (``path=...``, or a parent's ``workload.params={...}`` that sets it), the
+    ``+experiment`` file or the group option's file (found where Hydra finds it,
+    ``hydra.searchpath`` included); empty when that is unknown (no Hydra job, or
+    the schema's default)."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
         return ""
     hydra = HydraConfig.get()
-    for text in hydra.overrides.task:
-        if text.partition("=")[0].lstrip("+~") == path:
-            return " (from the command line)"
-    group, _, rest = path.partition(".")
     choices = hydra.runtime.choices
+    if _typed_on_command_line(path, list(hydra.overrides.task), set(choices)):
+        return " (from the command line)"
+    group, _, rest = path.partition(".")
     files = []
     if choices.get("experiment"):
         files.append((f"experiment/{choices['experiment']}.yaml", path))  # @package _global_
     if choices.get(group) and rest:
         files.append((f"{group}/{choices[group]}.yaml", rest))
+    missing = object()
     for name, key in files:
-        file = CONF_DIR / name
-        if file.is_file() and OmegaConf.select(OmegaConf.load(file), key) is not None:
-            return f" (from conf/{name})"
+        found = _config_file(hydra.runtime.config_sources, name)
+        if (
+            found is not None
+            and OmegaConf.select(OmegaConf.load(found), key, default=missing) is not missing
+        ):
+            try:
+                shown = f"conf/{found.relative_to(CONF_DIR).as_posix()}"
+            except ValueError:
+                shown = str(found)
+            return f" (from {shown})"
     return ""
+
+
+def _typed_on_command_line(path: str, overrides: list[str], groups: set[str]) -> bool:
+    """Whether a command-line override sets config ``path``: ``path=value`` itself, or a
+    parent's dict holding it (``workload.params={n_bursts: -1}``); choosing a group's
+    option (``env=thresholds``) sets values from that option's file, not the line."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException:
+            continue
+        key = override.key_or_group
+        if key == path:
+            return True
+        if key in groups or not path.startswith(key + "."):
+            continue
+        value = override.value()
+        for part in path[len(key) + 1 :].split("."):
+            if not isinstance(value, dict) or part not in value:
+                break
+            value = value[part]
+        else:
+            return True
+    return False
+
+
+def _config_file(sources: Any, name: str) -> Path | None:
+    """The file Hydra reads for config ``name`` (``env/thresholds.yaml``): the first of
+    the file config sources (``conf/``, then any ``hydra.searchpath``) that has it."""
+    for source in sources:
+        if source.get("schema") == "file" and source.get("path"):
+            file = Path(source["path"]) / name
+            if file.is_file():
+                return file.resolve()
+    return None
 
 
 # A name in a message: not part of a longer name, a path or a quoted value, with
 # the class that owns it (``BurstedSyntheticConfig.``, ``NodeSpec.``) if any.
-_NAME = r"(?<![\w.'\"])(?:[A-Z]\w*(?:\([^)]*\))?\.)?({names})(?![\w'\"(])"
+_NAME = r"(?<![\w.'\"/])(?:[A-Z]\w*(?:\([^)]*\))?\.)?({names})(?![\w'\"(/]|\.\w)"
+# A quoted value in a message ('many', "a b"): names inside it are the user's text.
+_QUOTED = re.compile(r"(?<!\w)'[^']*'(?!\w)|(?<!\w)\"[^\"]*\"(?!\w)")
+
+
+def _unquoted(pattern: str, message: str) -> re.Match[str] | None:
+    """The first match of ``pattern`` in ``message`` outside its quoted values."""
+    quoted = [m.span() for m in _QUOTED.finditer(message)]
+    for found in re.finditer(pattern, message):
+        if not any(start <= found.start() < end for start, end in quoted):
+            return found
+    return None
 
 
 def rename_field(message: str, paths: Mapping[str, str]) -> str:
@@ -230,11 +289,15 @@ def rename_field(message: str, paths: Mapping[str, str]) -> str:
     from appended; unchanged if it mentions none."""
     if not paths:
         return message
-    for path in paths.values():  # named by its path already: say where it came from
-        if re.search(rf"(?<![\w.]){re.escape(path)}(?![\w.])", message):
-            return message + value_origin(path)
+    named = [
+        (found.start(), path)
+        for path in set(paths.values())
+        if (found := _unquoted(rf"(?<![\w.]){re.escape(path)}(?![\w]|\.\w)", message))
+    ]
+    if named:  # named by its path already: say where the first one came from
+        return message + value_origin(min(named)[1])
     names = "|".join(re.escape(n) for n in sorted(paths, key=len, reverse=True))
-    found = re.search(_NAME.format(names=names), message)
+    found = _unquoted(_NAME.format(names=names), message)
     if found is None:
         return message
     path = paths[found.group(1)]
@@ -316,8 +379,19 @@ def workload_params(cfg: Any) -> dict[str, Any]:
 
 
 def workload_paths(cfg: Any) -> dict[str, str]:
-    """Config paths of the workload group's generator parameters, for naming_fields."""
-    return group_paths("workload.params", cfg.workload.params)
+    """Config paths of the workload group's generator parameters, for naming_fields:
+    the ones given and every other field of the workload's generators (a message may
+    name one the user left at its default: ``BurstedSyntheticConfig.first_burst_s``)."""
+    import dataclasses
+
+    from envs.workloads.registry import describe
+
+    paths = group_paths("workload.params", cfg.workload.params)
+    with contextlib.suppress(ValueError):  # an unknown workload: configure names it
+        for family in describe(cfg.workload.name).families:
+            for f in dataclasses.fields(family.config):
+                paths.setdefault(f.name, f"workload.params.{f.name}")
+    return paths
 
 
 def window_pool_of(cfg: Any, split: str, limit: int | None) -> list[Any]:

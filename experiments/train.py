@@ -186,25 +186,40 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         )
 
 
-# What a resumed run may change from its checkpoint: the workload it trains on and
-# the setup (same number of nodes), each named by its config path.
+# What a resumed run may change from its checkpoint (check_resume refuses another
+# network or number of nodes): the workload it trains on, the setup, the simulator
+# and the reward, each named by its config path.
 RESUME_CHANGEABLE = {
     "workload": "workload.name",
     "workload_params": "workload.params",
     "data_seed": "workload.seed",
     "model": "model.name",
     "node": "cluster.node",
+    "sim": "sim",
+    "reward_scale": "env.reward_scale",
+    "slo_s": "env.slo_s",
+    "tail_penalty": "env.tail_penalty",
+    "copy_cost_per_gb": "env.copy_cost_per_gb",
+    "epoch_s": "env.epoch_s",
 }
 
 
 def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, list[Any]]:
-    """``{config path: [checkpoint's value, this run's value]}`` for each workload or
-    setup value (env_kwargs ``saved`` in the checkpoint, ``asked`` now) that differs:
+    """``{config path: [checkpoint's value, this run's value]}`` for each workload,
+    setup, simulator or reward value (env_kwargs ``saved`` in the checkpoint,
+    ``asked`` now) that differs, the simulator's field by field (``sim.copy_model``):
     resuming on another workload is allowed (fine-tuning) but must be said."""
-    changes = {}
+    changes: dict[str, list[Any]] = {}
     for key, path in RESUME_CHANGEABLE.items():
-        if key in saved and saved[key] != asked.get(key):
-            changes[path] = [saved[key], asked.get(key)]
+        if key not in saved or saved[key] == asked.get(key):
+            continue
+        old, new = saved[key], asked.get(key)
+        if key == "sim" and isinstance(old, dict) and isinstance(new, dict):
+            for name in dict.fromkeys([*old, *new]):
+                if old.get(name) != new.get(name):
+                    changes[f"sim.{name}"] = [old.get(name), new.get(name)]
+        else:
+            changes[path] = [old, new]
     return changes
 
 
@@ -233,12 +248,23 @@ def check_resume_hyperparams(cfg: Any) -> None:
 
 
 def rollout_steps(model: Any) -> int:
-    """Steps one learn() iteration takes: n_steps x n_envs for on-policy algorithms
-    (train_freq x n_envs for off-policy ones)."""
+    """Steps one learn() iteration takes: n_steps x n_envs for on-policy algorithms,
+    train_freq x n_envs for off-policy ones (DQN's ``n_steps`` is its n-step return,
+    not a rollout; a train_freq in episodes ends at episode ends: n_envs)."""
     n_envs = int(model.n_envs)
-    if hasattr(model, "n_steps"):
-        return int(model.n_steps) * n_envs
-    return int(getattr(getattr(model, "train_freq", None), "frequency", 1)) * n_envs
+    train_freq = getattr(model, "train_freq", None)
+    if train_freq is not None:
+        if getattr(train_freq.unit, "value", train_freq.unit) != "step":
+            return n_envs
+        return max(int(train_freq.frequency), 1) * n_envs
+    return max(int(model.n_steps), 1) * n_envs
+
+
+def rollout_words(model: Any) -> str:
+    """What :func:`rollout_steps` multiplies, as the user sets it."""
+    if getattr(model, "train_freq", None) is not None:
+        return "agent.hyperparams.train_freq x env.n_envs"
+    return "n_steps x env.n_envs"
 
 
 def planned_end(model: Any, remaining: int) -> int:
@@ -252,6 +278,7 @@ def planned_end(model: Any, remaining: int) -> int:
 
 
 def train(cfg: DictConfig) -> float:
+    import gymnasium
     import torch
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
@@ -265,7 +292,6 @@ def train(cfg: DictConfig) -> float:
     if cfg.resume:
         check_resume(cfg, load_spec(cfg.resume))
         check_resume_hyperparams(cfg)
-    out_dir = run_dir(cfg, "train")
     torch.set_num_threads(int(cfg.train.torch_threads))
     saved_kwargs = env_kwargs(cfg)
     spec = AgentSpec(
@@ -277,7 +303,11 @@ def train(cfg: DictConfig) -> float:
         seed=int(cfg.seed),
     )
     pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    # the env's values (env.reward_scale, ...) are checked before the run folder; a
+    # subproc worker's error would reach us only as a broken pipe, so one env is made here
     with naming_fields(env_paths(cfg)):
+        if cfg.env.vec == "subproc":
+            gymnasium.make(spec.env_id, **make_env_fn_kwargs(saved_kwargs, pool)).close()
         vec = make_vec_env(
             spec.env_id,
             n_envs=int(cfg.env.n_envs),
@@ -285,7 +315,12 @@ def train(cfg: DictConfig) -> float:
             vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
         )
-    logger = job_logger(cfg, out_dir, f"train-{spec.name}")
+    try:
+        out_dir = run_dir(cfg, "train")
+        logger = job_logger(cfg, out_dir, f"train-{spec.name}")
+    except BaseException:
+        vec.close()
+        raise
     try:
         hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
         train_record: dict[str, Any] = {"resumed_from": None, "resume_changes": {}}
@@ -345,7 +380,7 @@ def train(cfg: DictConfig) -> float:
             print(
                 f"note: {model.num_timesteps - asked} steps past train.total_timesteps={asked}: "
                 f"{spec.algo} collects whole rollouts of {rollout_steps(model)} steps "
-                "(n_steps x env.n_envs); the agent and results.json record the steps taken"
+                f"({rollout_words(model)}); the agent and results.json record the steps taken"
             )
         metric = float("nan")
         if cfg.train.evaluate:

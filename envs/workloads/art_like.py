@@ -150,8 +150,8 @@ class ArtLikeConfig:
             )
         if self.session_rate_per_s <= 0:
             raise ValueError(
-                f"{where}: surges, spikes and fan-outs alone exceed mean_rate_per_s="
-                f"{self.mean_rate_per_s!r}; lower them or raise the rate"
+                f"{where}.mean_rate_per_s must exceed the rate surges, spikes and fan-outs "
+                f"alone send, got {self.mean_rate_per_s!r}; lower them or raise the rate"
             )
 
     @property

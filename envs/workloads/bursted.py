@@ -89,6 +89,7 @@ class BurstedSyntheticConfig:
             raise ValueError(
                 "BurstedSyntheticConfig.first_burst_s must be at least start_jitter_s and "
                 f"decoy_lead_s so no arrival is negative, got first_burst_s={self.first_burst_s!r}"
+                f" (start_jitter_s={self.start_jitter_s!r}, decoy_lead_s={self.decoy_lead_s!r})"
             )
 
     @property

@@ -233,8 +233,13 @@ def configure(
 
 def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
     current = getattr(config, key)
-    if isinstance(current, tuple) and isinstance(value, list):
+    if isinstance(current, tuple) and isinstance(value, (list, tuple)):
         return tuple(value)  # pairs from YAML/Hydra arrive as lists
+    if isinstance(current, tuple) and not isinstance(value, str):
+        raise ValueError(
+            f"workload {workload!r}: parameter {key}={value!r} is not a (low, high) pair "
+            f"(give [low, high] or low/high)"
+        )
     if not isinstance(value, str):
         return value
     try:

@@ -132,7 +132,9 @@ class RisingLoadConfig:
             )
         for name in ("prefix_tokens", "suffix_tokens", "output_tokens", "block_tokens"):
             if getattr(self, name) < 1:
-                raise ValueError(f"RisingLoadConfig.{name} must be >= 1")
+                raise ValueError(
+                    f"RisingLoadConfig.{name} must be >= 1, got {getattr(self, name)!r}"
+                )
 
     def rate_at(self, t_s: float) -> float:
         """Hot requests per second at ``t_s`` seconds into the window."""
@@ -275,12 +277,17 @@ class AgentFanoutConfig:
 
     def __post_init__(self) -> None:
         check_fields_non_negative("AgentFanoutConfig", self)
-        if self.depth < 1 or self.fanout[0] < 1 or self.child_fanout[0] < 1:
-            raise ValueError("AgentFanoutConfig: depth and fan-outs must be >= 1")
-        if self.agent_turns[0] < 1 or self.max_output_tokens < 1 or self.block_tokens < 1:
-            raise ValueError(
-                "AgentFanoutConfig: agent_turns, max_output_tokens, block_tokens must be >= 1"
-            )
+        for name in ("depth", "max_output_tokens", "block_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"AgentFanoutConfig.{name} must be >= 1, got {getattr(self, name)!r}"
+                )
+        for name in ("fanout", "child_fanout", "agent_turns"):
+            if getattr(self, name)[0] < 1:
+                raise ValueError(
+                    f"AgentFanoutConfig.{name} must be a (low, high) pair >= 1, "
+                    f"got {getattr(self, name)!r}"
+                )
 
 
 class _AgentTrees:

@@ -778,3 +778,145 @@ def test_a_bad_group_value_is_one_line_naming_the_key_typed(tmp_path: Path) -> N
         "error: workload.params.n_bursts must be an integer >= 0, got -1 (from the command line)\n"
     )
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # a field left at its default is named by its path, its owner class dropped
+        ("+workload.params.start_jitter_s=30",
+         r"^workload\.params\.first_burst_s must be at least start_jitter_s and decoy_lead_s "
+         r"so no arrival is negative, got first_burst_s=20\.0 \(start_jitter_s=30, "
+         r"decoy_lead_s=6\.0\)$"),
+        ("workload=agent_fanout +workload.params.depth=0",
+         r"^workload\.params\.depth must be >= 1, got 0$"),
+        ("workload=agent_fanout +workload.params.fanout=[0,3]",
+         r"^workload\.params\.fanout must be a \(low, high\) pair >= 1, got \(0, 3\)$"),
+        # a number for a pair was a TypeError (a traceback)
+        ("workload=agent_fanout +workload.params.fanout=5",
+         r"parameter workload\.params\.fanout=5 is not a \(low, high\) pair"),
+        ("workload=art_like +workload.params.surge_duration_s=5",
+         r"parameter workload\.params\.surge_duration_s=5 is not a \(low, high\) pair"),
+        ("workload=art_like +workload.params.mean_rate_per_s=0.1",
+         r"^workload\.params\.mean_rate_per_s must exceed the rate surges, spikes and fan-outs"),
+        ("workload=rising_load +workload.params.prefix_tokens=0",
+         r"^workload\.params\.prefix_tokens must be >= 1, got 0$"),
+        # true is not a count (bool subclasses int)
+        ("workload.params.n_bursts=true",
+         r"^workload\.params\.n_bursts must be an integer >= 0, got True$"),
+        ("workload=multi_tenant +workload.params.tenants=true",
+         r"^workload\.params\.tenants must be an integer >= 1, got True$"),
+    ],
+)  # fmt: skip
+def test_every_workload_names_a_bad_parameter_by_its_path(override: str, message: str) -> None:
+    from experiments.jobs import check_world
+
+    cfg = _compose("evaluate", ["logger=none", "workload=tiny", *override.split()])
+    with pytest.raises(ValueError, match=message):
+        check_world(cfg)
+
+
+def test_renaming_leaves_quoted_values_longer_names_and_paths_alone() -> None:
+    from experiments.config import rename_field
+
+    paths = {"n_bursts": "workload.params.n_bursts", "lead_s": "workload.params.lead_s"}
+    # a name inside the user's quoted value is their text, not a field
+    assert rename_field("unknown workload 'x n_bursts y'", paths) == (
+        "unknown workload 'x n_bursts y'"
+    )
+    assert rename_field("got 'x n_bursts y'; n_bursts must be >= 0", paths) == (
+        "got 'x n_bursts y'; workload.params.n_bursts must be >= 0"
+    )
+    # part of a longer name, a dotted path or a file name
+    assert rename_field("decoy_lead_s must be >= 0", paths) == "decoy_lead_s must be >= 0"
+    assert rename_field("see other.lead_s and lead_s.yaml", paths) == (
+        "see other.lead_s and lead_s.yaml"
+    )
+    # a sentence may end right after the name; the owner class goes with it
+    assert rename_field("must be at least Config.lead_s.", paths) == (
+        "must be at least workload.params.lead_s."
+    )
+
+
+def _hydra_job(overrides: list[str]) -> Any:
+    from hydra.core.hydra_config import HydraConfig
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    return cfg
+
+
+def test_a_parent_dict_on_the_command_line_is_the_origin_a_group_choice_is_not() -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    from experiments.config import value_origin
+
+    _hydra_job(["workload=tiny", "workload.params={n_bursts: -1}", "env=thresholds"])
+    try:
+        # the dict typed sets n_bursts; tiny.yaml's burst_requests is kept by the merge
+        assert value_origin("workload.params.n_bursts") == " (from the command line)"
+        assert value_origin("workload.params.burst_requests") == " (from conf/workload/tiny.yaml)"
+        # env=thresholds chose a file; epoch_s is that file's, not the command line's
+        assert value_origin("env.epoch_s") == " (from conf/env/thresholds.yaml)"
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+
+
+def test_a_config_file_on_the_search_path_is_named_as_the_origin(tmp_path: Path) -> None:
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\nworkload:\n  params:\n    n_bursts: -1\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", "logger=none", "workload=tiny",
+         f"hydra.searchpath=[file://{tmp_path}]", "+experiment=mine",
+         f"out_dir={tmp_path / 'run'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    # not conf/workload/tiny.yaml, which sets n_bursts too but was overridden
+    assert proc.stderr == (
+        "error: workload.params.n_bursts must be an integer >= 0, got -1 "
+        f"(from {(tmp_path / 'experiment' / 'mine.yaml').resolve()})\n"
+    )
+
+
+def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
+    tmp_path: Path,
+) -> None:
+    # a worker process's error used to end in two tracebacks and 'error: [Errno 32] Broken pipe'
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "logger=none", "workload=tiny",
+         "env.vec=subproc", "env.n_envs=2", "env.reward_scale=0", f"out_dir={tmp_path / 'run'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: env.reward_scale must be a finite number > 0, got 0.0 (from the command line)\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        # learn() asserted: a traceback after the run had started
+        ("agent=dqn agent.hyperparams.train_freq=0",
+         r"^agent\.hyperparams for dqn: train_freq must be >= 1, got 0$"),
+        ("agent.hyperparams.learning_rate=-1",
+         r"^agent\.hyperparams for ppo: Invalid learning rate: -1\.0$"),
+    ],
+)  # fmt: skip
+def test_bad_agent_hyperparams_are_named(override: str, message: str, tmp_path: Path) -> None:
+    from experiments import train
+
+    cfg = _compose(
+        "train",
+        ["logger=none", "workload=tiny", "train.progress=false", *override.split(),
+         f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        train.train(cfg)

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from agents.algorithms import AgentSpec, load_spec
 from experiments.config import cluster_of, register_configs, sim_of
-from experiments.train import train
+from experiments.train import resume_changes, train
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
@@ -185,6 +185,41 @@ def test_resume_continues_the_step_count(tmp_path, capsys):
     bad = compose_train([*TINY, "agent=ppo", f"resume={checkpoint}", f"out_dir={tmp_path / 'x'}"])
     with pytest.raises(ValueError, match="that checkpoint is a2c"):
         train(bad)
+
+
+@pytest.mark.slow
+def test_dqn_rollouts_are_train_freq_steps_and_a_resume_records_sim_and_reward(tmp_path, capsys):
+    first = tmp_path / "first"
+    dqn = [*TINY, "agent=dqn", "agent.hyperparams.learning_starts=10", "train.evaluate=false"]
+    train(compose_train([*dqn, "train.total_timesteps=40", f"out_dir={first}"]))
+    assert load_spec(first / "agent").timesteps == 40  # train_freq=4 divides 40
+    capsys.readouterr()
+    second = tmp_path / "second"
+    cfg = compose_train(
+        [
+            *dqn,
+            "env.n_envs=2",
+            "sim=reference",
+            "env.reward_scale=5",
+            "train.total_timesteps=101",
+            f"resume={first / 'agent'}",
+            f"out_dir={second}",
+        ]
+    )
+    train(cfg)
+    out = capsys.readouterr().out
+    # DQN's n_steps is its n-step return (1), not a rollout: 4 x 2 envs from 40 to 101
+    assert load_spec(second / "agent").timesteps == 104
+    assert (
+        "note: 3 steps past train.total_timesteps=101: dqn collects whole rollouts of 8 steps "
+        "(agent.hyperparams.train_freq x env.n_envs)" in out
+    )
+    # the simulator and the reward changed from the checkpoint: said and recorded
+    assert "sim.causal_kv=True, env.reward_scale=10.0; training goes on with" in out
+    changes = resume_changes(
+        load_spec(first / "agent").env_kwargs, load_spec(second / "agent").env_kwargs
+    )
+    assert changes == {"sim.causal_kv": [True, False], "env.reward_scale": [10.0, 5.0]}
 
 
 def _run(args, tmp_path):

@@ -140,7 +140,7 @@ def test_art_like_duration_mode_and_config_checks() -> None:
     assert drafts and all(0.0 <= d.arrival_s < 60.0 for d in drafts)
     with pytest.raises(ValueError, match="diurnal_amplitude"):
         ArtLikeConfig(diurnal_amplitude=1.5)
-    with pytest.raises(ValueError, match="exceed mean_rate_per_s"):
+    with pytest.raises(ValueError, match=r"^ArtLikeConfig\.mean_rate_per_s must exceed"):
         ArtLikeConfig(mean_rate_per_s=0.01)
     with pytest.raises(ValueError, match="surge_rate_per_s"):
         ArtLikeConfig(surge_rate_per_s=(30.0, 10.0))
