@@ -10,7 +10,10 @@ rebuild the exact observation and action handling.
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
+from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -91,12 +94,88 @@ def policy_for(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
     return (policy, {"kind": spec.env, "hidden": spec.hidden})
 
 
+# Ranges of the SB3 hyperparameters SB3 itself does not check (a value outside
+# trains silently on nonsense or fails mid-run): (low, high, low is open, integer).
+_RANGES: dict[str, tuple[float, float, bool, bool]] = {
+    "learning_rate": (0.0, math.inf, False, False),
+    "gamma": (0.0, 1.0, False, False),
+    "gae_lambda": (0.0, 1.0, False, False),
+    "clip_range": (0.0, math.inf, True, False),
+    "clip_range_vf": (0.0, math.inf, True, False),
+    "target_kl": (0.0, math.inf, True, False),
+    "ent_coef": (0.0, math.inf, False, False),
+    "vf_coef": (0.0, math.inf, False, False),
+    "max_grad_norm": (0.0, math.inf, True, False),
+    "rms_prop_eps": (0.0, math.inf, True, False),
+    "tau": (0.0, 1.0, False, False),
+    "exploration_fraction": (0.0, 1.0, False, False),
+    "exploration_initial_eps": (0.0, 1.0, False, False),
+    "exploration_final_eps": (0.0, 1.0, False, False),
+    "n_steps": (1, math.inf, False, True),
+    "batch_size": (1, math.inf, False, True),
+    "n_epochs": (1, math.inf, False, True),
+    "buffer_size": (1, math.inf, False, True),
+    "learning_starts": (0, math.inf, False, True),
+    "target_update_interval": (1, math.inf, False, True),
+    "gradient_steps": (-1, math.inf, False, True),  # -1: as many as the env steps taken
+    "sde_sample_freq": (-1, math.inf, False, True),  # -1: only at the rollout's start
+    "stats_window_size": (1, math.inf, False, True),
+}
+# May be None (off), or a schedule (a callable SB3 checks) instead of a number.
+_MAY_BE_NONE = {"clip_range_vf", "target_kl"}
+_SCHEDULES = {"learning_rate", "clip_range", "clip_range_vf"}
+# Set by build_model from the agent's spec and the run (agent.net, agent.hidden, seed).
+_SET_BY_THE_RUN = {"self", "policy", "env", "policy_kwargs", "verbose", "seed", "device"}
+
+
+def hyperparameter_names(algo: str) -> list[str]:
+    """The keyword arguments of ``algo``'s SB3 class that ``agent.hyperparams`` may set."""
+    names = inspect.signature(ALGORITHMS[algo].__init__).parameters
+    return [n for n in names if n not in _SET_BY_THE_RUN and not n.startswith("_")]
+
+
+def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
+    """Refuse ``agent.hyperparams`` that ``algo`` does not take or that are out of
+    range (ValueError naming ``agent.hyperparams.<name>``), without building a model:
+    SB3 checks few of its arguments (``gamma=2`` or ``buffer_size=-1`` would run)."""
+    known = hyperparameter_names(algo)
+    for name, value in hyperparams.items():
+        path = f"agent.hyperparams.{name}"
+        if name in _SET_BY_THE_RUN:
+            raise ValueError(
+                f"{path}: set by the run (seed, agent.net, agent.hidden), not agent.hyperparams"
+            )
+        if name not in known:
+            raise ValueError(f"{path}: not a {algo} hyperparameter; known: {', '.join(known)}")
+        if name == "train_freq":  # n, or (n, "step" | "episode")
+            count = value[0] if isinstance(value, (list, tuple)) and value else value
+            check_int(path, count, 1)
+        if name not in _RANGES or (value is None and name in _MAY_BE_NONE):
+            continue
+        low, high, open_low, integer = _RANGES[name]
+        if integer:
+            check_int(path, value, int(low))
+            continue
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            if name in _SCHEDULES and callable(value):
+                continue
+            raise ValueError(f"{path} must be a number, got {value!r}")
+        above = value > low if open_low else value >= low
+        if not (math.isfinite(value) and above and value <= high):
+            if high < math.inf:
+                raise ValueError(f"{path} must be a number in [{low:g}, {high:g}], got {value!r}")
+            bound = ">" if open_low else ">="
+            raise ValueError(f"{path} must be a finite number {bound} {low:g}, got {value!r}")
+
+
 def build_model(
     spec: AgentSpec, env: Any, hyperparams: dict[str, Any] | None = None, device: str = "cpu"
 ) -> BaseAlgorithm:
-    """A fresh SB3 model for ``spec`` on ``env`` (a gym env or an SB3 VecEnv)."""
+    """A fresh SB3 model for ``spec`` on ``env`` (a gym env or an SB3 VecEnv);
+    ``hyperparams`` are checked by :func:`check_hyperparams` first."""
     policy, policy_kwargs = policy_for(spec)
     kwargs = dict(hyperparams or {})
+    check_hyperparams(spec.algo, kwargs)
     try:
         model = ALGORITHMS[spec.algo](
             policy,
@@ -110,12 +189,6 @@ def build_model(
     # SB3 asserts on values such as n_steps=0; torch's optimizers raise ValueError
     except (TypeError, ValueError, AssertionError) as error:
         raise ValueError(f"agent.hyperparams for {spec.algo}: {error}") from None
-    train_freq = getattr(model, "train_freq", None)  # off-policy: learn() would assert
-    if train_freq is not None and train_freq.frequency < 1:
-        raise ValueError(
-            f"agent.hyperparams for {spec.algo}: train_freq must be >= 1, "
-            f"got {train_freq.frequency}"
-        )
     return model
 
 

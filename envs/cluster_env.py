@@ -19,6 +19,7 @@ import numpy as np
 
 from envs.sim.checks import check_number, check_whole_number, is_whole_number
 from envs.sim.config import ClusterSpec, SimConfig, setup_cluster
+from envs.sim.errors import ConfigError
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
 from envs.workloads.request import Request, Workload
@@ -76,7 +77,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         check_number("tail_penalty", tail_penalty)
         check_number("copy_cost_per_gb", copy_cost_per_gb)
         if tail_penalty and slo_s is None:
-            raise ValueError("tail_penalty needs slo_s (the TTFT SLO in seconds)")
+            raise ConfigError(
+                "tail_penalty needs slo_s (the TTFT SLO in seconds)",
+                fields=("tail_penalty", "slo_s"),
+            )
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)
         check_whole_number("data_seed", data_seed, minimum=0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,10 +283,13 @@ def _unquoted(pattern: str, message: str) -> re.Match[str] | None:
     return None
 
 
-def rename_field(message: str, paths: Mapping[str, str]) -> str:
+def rename_field(message: str, paths: Mapping[str, str], every: Collection[str] = ()) -> str:
     """``message`` with the first name of ``paths`` it mentions (with the owner
     before it, if any) replaced by that name's config path, and where the value came
-    from appended; unchanged if it mentions none."""
+    from appended; unchanged if it mentions none. The names of ``every`` (the fields
+    an error says it is about: ``ConfigError.fields``) are each renamed where they
+    are first mentioned too; other names after the first are left as written (a
+    ``got first_burst_s=20.0 (start_jitter_s=30)`` reads better unrenamed)."""
     if not paths:
         return message
     named = [
@@ -302,6 +305,12 @@ def rename_field(message: str, paths: Mapping[str, str]) -> str:
         return message
     path = paths[found.group(1)]
     renamed = message[: found.start()] + path + message[found.end() :]
+    for name in every:
+        if name not in paths or paths[name] == path:
+            continue
+        other = _unquoted(_NAME.format(names=re.escape(name)), renamed)
+        if other is not None:
+            renamed = renamed[: other.start()] + paths[name] + renamed[other.end() :]
     return renamed + value_origin(path)
 
 
@@ -315,7 +324,7 @@ def naming_fields(paths: Mapping[str, str]) -> Iterator[None]:
     try:
         yield
     except ValueError as error:
-        message = rename_field(str(error), paths)
+        message = rename_field(str(error), paths, getattr(error, "fields", ()))
         if message == str(error):
             raise
         raise ConfigError(message) from error

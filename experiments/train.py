@@ -14,6 +14,7 @@ the agent's mean TTFT on the evaluation windows (what a sweeper minimises).
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -136,10 +137,14 @@ def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
     check_policy_names(cfg.train.eval_policies, "train.eval_policies")
-    from agents.algorithms import ENV_IDS
+    from agents.algorithms import ALGORITHMS, ENV_IDS, check_hyperparams
 
     if cfg.env.kind not in ENV_IDS:  # AgentSpec would name it agent.env
         raise ValueError(f"env.kind must be one of {', '.join(ENV_IDS)}, got {cfg.env.kind!r}")
+    if cfg.agent.algo not in ALGORITHMS:
+        raise ValueError(
+            f"agent.algo must be one of {', '.join(ALGORITHMS)}, got {cfg.agent.algo!r}"
+        )
     if cfg.env.vec not in ("dummy", "subproc"):
         raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
     if cfg.env.n_envs < 1:
@@ -150,6 +155,62 @@ def check_train(cfg: Any) -> None:
         value = cfg.train[field]
         if value < low:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
+    hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
+    assert isinstance(hyperparams, dict)
+    check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
+    check_imitation(cfg)
+
+
+def check_imitation(cfg: Any) -> None:
+    """The ``imitation`` group's values (before any env is built): counts in range,
+    extra setups and workloads that exist, teacher arguments the teacher takes, and
+    an agent behavioural cloning can train (an actor-critic on a route env, on the
+    extra setups' node counts too if its network is fixed to one)."""
+    from agents.teacher import CausalTeacher
+    from envs.sim import SETUPS
+    from envs.workloads.registry import list_workloads
+
+    imitation = cfg.imitation
+    for field, low in (("episodes", 0), ("epochs", 1), ("batch_size", 1)):
+        value = imitation[field]
+        if value < low:
+            raise ValueError(f"imitation.{field} must be >= {low}, got {value}")
+    for field in ("learning_rate", "value_coef"):
+        value = imitation[field]
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"imitation.{field} must be a finite number >= 0, got {value}")
+    for field, known in (("setups", list(SETUPS)), ("workloads", list_workloads())):
+        for name in imitation[field]:
+            if name not in known:
+                kind = field[:-1]
+                raise ValueError(
+                    f"imitation.{field}: unknown {kind} {name!r}; known: {', '.join(known)}"
+                )
+    teacher = OmegaConf.to_container(imitation.teacher, resolve=True)
+    assert isinstance(teacher, dict)
+    try:
+        CausalTeacher(**{str(k): v for k, v in teacher.items()})
+    except TypeError as error:  # an argument it does not take
+        raise ValueError(f"imitation.teacher: {error}") from None
+    except ValueError as error:  # named causal_teacher.<argument>
+        raise ValueError(str(error).replace("causal_teacher.", "imitation.teacher.")) from None
+    if imitation.episodes == 0:
+        return
+    if cfg.env.kind not in ("route", "route_warm") or cfg.agent.algo == "dqn":
+        raise ValueError(
+            f"imitation.episodes={imitation.episodes}: behavioural cloning trains an "
+            "actor-critic (agent.algo ppo, a2c or maskable_ppo) on env.kind route or "
+            f"route_warm, got agent.algo={cfg.agent.algo}, env.kind={cfg.env.kind}"
+        )
+    if cfg.agent.net != "set":  # SB3's flat MLP is fixed to the training cluster's size
+        n_nodes = int(cfg.cluster.n_nodes)
+        for name in imitation.setups:
+            if SETUPS[name][2] != n_nodes:
+                raise ValueError(
+                    f"imitation.setups: {name!r} has {SETUPS[name][2]} nodes, but "
+                    f"agent.net={cfg.agent.net} is fixed to the training cluster's {n_nodes} "
+                    "(agent.net=set runs on other node counts)"
+                )
 
 
 def check_resume(cfg: Any, resumed: Any) -> None:
@@ -213,6 +274,8 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
     for key, path in RESUME_CHANGEABLE.items():
         if key not in saved or saved[key] == asked.get(key):
             continue
+        if key == "workload_params" and _same_generators(saved, asked):
+            continue  # e.g. a parameter now given at its default value
         old, new = saved[key], asked.get(key)
         if key == "sim" and isinstance(old, dict) and isinstance(new, dict):
             for name in dict.fromkeys([*old, *new]):
@@ -221,6 +284,23 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
         else:
             changes[path] = [old, new]
     return changes
+
+
+def _same_generators(saved: dict[str, Any], asked: dict[str, Any]) -> bool:
+    """Whether two env_kwargs' workload parameters configure the same generators
+    (the same workload, with the same effective configuration of every family)."""
+    from envs.workloads.registry import configure, family_configs
+
+    if saved.get("workload") != asked.get("workload"):
+        return False
+    try:
+        before, after = (
+            family_configs(configure(str(kwargs["workload"]), **kwargs["workload_params"]))
+            for kwargs in (saved, asked)
+        )
+    except (KeyError, TypeError, ValueError):  # a checkpoint's parameters no longer valid
+        return False
+    return before == after
 
 
 def check_resume_hyperparams(cfg: Any) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import check_fields_non_negative
+from envs.sim.checks import check_fields_non_negative, check_int
 from envs.workloads.segments import Segment, SegmentHasher, prefix_key
 
 DAY_S = 86_400.0
@@ -138,6 +138,7 @@ class ArtLikeConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{where}.{name} must be > 0, got {getattr(self, name)!r}")
+        check_int(f"{where}.rows_per_window", self.rows_per_window, 1)  # 0: empty windows
         if self.mean_turns < 1:
             raise ValueError(f"{where}.mean_turns must be >= 1, got {self.mean_turns!r}")
         if not self.diurnal_amplitude < 1:

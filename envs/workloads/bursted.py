@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int
+from envs.sim.errors import ConfigError
 from envs.workloads.request import BlockChainer, Request, Workload
 
 PUBLISHED_SEED = 20260721
@@ -82,6 +83,13 @@ class BurstedSyntheticConfig:
             value = getattr(self, name)
             if not (value >= 0.0) or value == float("inf"):
                 raise ValueError(f"{where}.{name} must be finite and >= 0, got {value!r}")
+        if self.requests_per_window == 0:
+            raise ConfigError(
+                f"{where}.n_bursts x burst_requests + n_decoys must be >= 1, or every window "
+                f"is empty; got n_bursts={self.n_bursts}, burst_requests={self.burst_requests}, "
+                f"n_decoys={self.n_decoys}",
+                fields=("n_bursts", "burst_requests", "n_decoys"),
+            )
         lowest_start_s = min(
             self.first_burst_s - self.start_jitter_s, self.first_burst_s - self.decoy_lead_s
         )

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_fields_non_negative, check_int
+from envs.sim.errors import ConfigError
 from envs.workloads.art_like import (
     ArtLikeConfig,
     Draft,
@@ -135,6 +136,14 @@ class RisingLoadConfig:
                 raise ValueError(
                     f"RisingLoadConfig.{name} must be >= 1, got {getattr(self, name)!r}"
                 )
+        if self.ramp_s + self.hold_s == 0 and self.background_rate_per_s * self.lead_s == 0:
+            raise ConfigError(
+                "RisingLoadConfig.ramp_s + hold_s must be > 0 (when the hot prefix arrives), "
+                "or background_rate_per_s and lead_s > 0, or every window is empty; got "
+                f"ramp_s={self.ramp_s}, hold_s={self.hold_s}, background_rate_per_s="
+                f"{self.background_rate_per_s}, lead_s={self.lead_s}",
+                fields=("ramp_s", "hold_s", "background_rate_per_s", "lead_s"),
+            )
 
     def rate_at(self, t_s: float) -> float:
         """Hot requests per second at ``t_s`` seconds into the window."""
@@ -288,6 +297,14 @@ class AgentFanoutConfig:
                     f"AgentFanoutConfig.{name} must be a (low, high) pair >= 1, "
                     f"got {getattr(self, name)!r}"
                 )
+        if self.trees == 0 and self.background_rate_per_s * (self.lead_s + self.span_s) == 0:
+            raise ConfigError(
+                "AgentFanoutConfig.trees must be >= 1, or background_rate_per_s and "
+                "lead_s + span_s > 0, or every window is empty; got trees=0, "
+                f"background_rate_per_s={self.background_rate_per_s}, lead_s={self.lead_s}, "
+                f"span_s={self.span_s}",
+                fields=("trees", "background_rate_per_s", "lead_s", "span_s"),
+            )
 
 
 class _AgentTrees:

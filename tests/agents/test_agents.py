@@ -129,7 +129,7 @@ def test_agent_spec_rejects_bad_combinations(kwargs, message):
 
 def test_bad_hyperparameters_name_the_algorithm(window):
     spec = AgentSpec(algo="ppo", env="route")
-    with pytest.raises(ValueError, match=r"agent\.hyperparams for ppo"):
+    with pytest.raises(ValueError, match=r"agent\.hyperparams\.not_a_knob: not a ppo hyperp"):
         build_model(spec, gym.make(spec.env_id, windows=[window]), {"not_a_knob": 1})
 
 

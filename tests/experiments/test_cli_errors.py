@@ -4,10 +4,12 @@ keep their traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,21 @@ def test_os_errors_are_one_line_and_bugs_keep_their_traceback(
 def _compose(name: str, overrides: list[str]) -> Any:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose(config_name=name, overrides=overrides)
+
+
+@contextlib.contextmanager
+def _hydra_job(name: str, overrides: list[str]) -> Iterator[Any]:
+    """The config ``name`` composed with ``overrides`` as a Hydra job sees it: the
+    Hydra config is set (``HydraConfig.get()`` works) until the block ends."""
+    from hydra.core.hydra_config import HydraConfig
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=name, overrides=overrides, return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    try:
+        yield cfg
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
 
 
 @pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
@@ -282,10 +299,10 @@ def test_sb3_rejecting_a_hyperparameter_is_a_user_error(tmp_path: Path) -> None:
     from experiments.train import train
 
     cfg = _compose(
-        "train", ["logger=none", "workload=tiny", "agent.hyperparams.n_steps=0",
+        "train", ["logger=none", "workload=tiny", "agent.hyperparams.batch_size=1",
                   f"out_dir={tmp_path}"],
     )  # fmt: skip
-    with pytest.raises(ValueError, match=r"agent\.hyperparams for ppo: .*n_steps=0"):
+    with pytest.raises(ValueError, match=r"agent\.hyperparams for ppo: `batch_size` must be"):
         train(cfg)
 
 
@@ -358,22 +375,12 @@ def test_search_space_range_is_what_the_sweeper_draws(text: str, bounds: Any) ->
 
 
 def test_tune_btb_single_run_on_two_nodes_is_not_checked_against_the_sweep() -> None:
-    from hydra.core.hydra_config import HydraConfig
-
     from experiments.tune_btb import check_thresholds
 
     # the sweeper's search space (up to 4) is a sweep's concern: a run checks its own m
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(
-            config_name="tune_btb",
-            overrides=["cluster=4xH100_x2", "m=2", "hydra.sweeper.params.m='int(interval(1,4))'"],
-            return_hydra_config=True,
-        )
-    HydraConfig.instance().set_config(cfg)
-    try:
+    overrides = ["cluster=4xH100_x2", "m=2", "hydra.sweeper.params.m='int(interval(1,4))'"]
+    with _hydra_job("tune_btb", overrides) as cfg:
         check_thresholds(cfg)  # a single run: only its own m counts
-    finally:
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]
     one = _compose("tune_btb", ["cluster=4xH100_x2", "m=3", "logger=none"])
     with pytest.raises(ValueError, match=r"m must be in 1\.\.2 .*cluster\.n_nodes=2\), got 3"):
         check_thresholds(one)
@@ -716,6 +723,9 @@ def test_a_rejected_run_removes_only_its_own_bare_folder(tmp_path: Path) -> None
         ("train", "env.slo_s=-1", r"^env\.slo_s must be a finite number > 0, got -1"),
         ("train", "env.copy_cost_per_gb=-1", r"^env\.copy_cost_per_gb must be a finite"),
         ("train", "env=thresholds env.epoch_s=0", r"^env\.epoch_s must be a finite number > 0"),
+        # both names are the user's keys (only the first one was renamed)
+        ("train", "env.tail_penalty=1",
+         r"^env\.tail_penalty needs env\.slo_s \(the TTFT SLO in seconds\)$"),
         *[
             (name, override, message)
             for name in ("train", "evaluate", "tune_btb")
@@ -745,25 +755,14 @@ def test_bad_group_values_are_named_by_their_config_path(
 
 
 def test_a_bad_group_value_says_where_it_came_from() -> None:
-    from hydra.core.hydra_config import HydraConfig
-
     from experiments.config import value_origin
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(
-            config_name="train",
-            overrides=["workload=tiny", "+experiment=ppo_thresholds", "env.reward_scale=0"],
-            return_hydra_config=True,
-        )
-    HydraConfig.instance().set_config(cfg)
-    try:
+    with _hydra_job("train", ["workload=tiny", "+experiment=ppo_thresholds", "env.reward_scale=0"]):
         assert value_origin("env.reward_scale") == " (from the command line)"
         experiment = " (from conf/experiment/ppo_thresholds.yaml)"
         assert value_origin("train.total_timesteps") == experiment
         assert value_origin("env.epoch_s") == " (from conf/env/thresholds.yaml)"
         assert value_origin("env.slo_s") == ""  # the schema's default
-    finally:
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]
 
 
 def test_a_bad_group_value_is_one_line_naming_the_key_typed(tmp_path: Path) -> None:
@@ -806,6 +805,26 @@ def test_a_bad_group_value_is_one_line_naming_the_key_typed(tmp_path: Path) -> N
          r"^workload\.params\.n_bursts must be an integer >= 0, got True$"),
         ("workload=multi_tenant +workload.params.tenants=true",
          r"^workload\.params\.tenants must be an integer >= 1, got True$"),
+        # a window with no requests: the run went on, on empty windows, exit 0
+        ("workload=art_like +workload.params.rows_per_window=0",
+         r"^workload\.params\.rows_per_window must be an integer >= 1, got 0$"),
+        ("workload=bursted_art +workload.params.rows_per_window=0",
+         r"^workload\.params\.rows_per_window must be an integer >= 1, got 0$"),
+        ("workload.params.n_bursts=0 workload.params.n_decoys=0",
+         r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "
+         r"workload\.params\.n_decoys must be >= 1, or every window is empty; got n_bursts=0, "
+         r"burst_requests=40, n_decoys=0$"),
+        ("workload=mixed +workload.params.burst_requests=0 +workload.params.n_decoys=0",
+         r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "),
+        ("workload=multi_tenant +workload.params.n_bursts=0 +workload.params.n_decoys=0",
+         r"or every window is empty"),
+        ("workload=rising_load +workload.params.ramp_s=0 +workload.params.hold_s=0 "
+         "+workload.params.background_rate_per_s=0",
+         r"^workload\.params\.ramp_s \+ workload\.params\.hold_s must be > 0 .*or every "
+         r"window is empty; got ramp_s=0, hold_s=0, background_rate_per_s=0, lead_s=20\.0$"),
+        ("workload=agent_fanout +workload.params.trees=0 +workload.params.background_rate_per_s=0",
+         r"^workload\.params\.trees must be >= 1, or workload\.params\.background_rate_per_s "
+         r"and workload\.params\.lead_s \+ workload\.params\.span_s > 0, or every window is empty"),
     ],
 )  # fmt: skip
 def test_every_workload_names_a_bad_parameter_by_its_path(override: str, message: str) -> None:
@@ -836,31 +855,26 @@ def test_renaming_leaves_quoted_values_longer_names_and_paths_alone() -> None:
     assert rename_field("must be at least Config.lead_s.", paths) == (
         "must be at least workload.params.lead_s."
     )
-
-
-def _hydra_job(overrides: list[str]) -> Any:
-    from hydra.core.hydra_config import HydraConfig
-
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    return cfg
+    # later names stay as written, unless the error says it is about them too
+    message = "n_bursts needs lead_s, got n_bursts=1"
+    assert rename_field(message, paths) == "workload.params.n_bursts needs lead_s, got n_bursts=1"
+    assert rename_field(message, paths, ("n_bursts", "lead_s")) == (
+        "workload.params.n_bursts needs workload.params.lead_s, got n_bursts=1"
+    )
+    assert rename_field(message, paths, ("lead_s", "other")) == (
+        "workload.params.n_bursts needs workload.params.lead_s, got n_bursts=1"
+    )
 
 
 def test_a_parent_dict_on_the_command_line_is_the_origin_a_group_choice_is_not() -> None:
-    from hydra.core.hydra_config import HydraConfig
-
     from experiments.config import value_origin
 
-    _hydra_job(["workload=tiny", "workload.params={n_bursts: -1}", "env=thresholds"])
-    try:
+    with _hydra_job("train", ["workload=tiny", "workload.params={n_bursts: -1}", "env=thresholds"]):
         # the dict typed sets n_bursts; tiny.yaml's burst_requests is kept by the merge
         assert value_origin("workload.params.n_bursts") == " (from the command line)"
         assert value_origin("workload.params.burst_requests") == " (from conf/workload/tiny.yaml)"
         # env=thresholds chose a file; epoch_s is that file's, not the command line's
         assert value_origin("env.epoch_s") == " (from conf/env/thresholds.yaml)"
-    finally:
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]
 
 
 def test_a_config_file_on_the_search_path_is_named_as_the_origin(tmp_path: Path) -> None:
@@ -905,9 +919,68 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
     [
         # learn() asserted: a traceback after the run had started
         ("agent=dqn agent.hyperparams.train_freq=0",
-         r"^agent\.hyperparams for dqn: train_freq must be >= 1, got 0$"),
+         r"^agent\.hyperparams\.train_freq must be an integer >= 1, got 0$"),
+        ("agent=dqn agent.hyperparams.train_freq=[0,step]",
+         r"^agent\.hyperparams\.train_freq must be an integer >= 1, got 0$"),
         ("agent.hyperparams.learning_rate=-1",
-         r"^agent\.hyperparams for ppo: Invalid learning rate: -1\.0$"),
+         r"^agent\.hyperparams\.learning_rate must be a finite number >= 0, got -1$"),
+        ("agent.hyperparams.n_steps=0", r"^agent\.hyperparams\.n_steps must be an integer >= 1"),
+        # SB3 ran these to the end (exit 0), on nonsense
+        ("agent.hyperparams.gamma=2",
+         r"^agent\.hyperparams\.gamma must be a number in \[0, 1\], got 2$"),
+        ("agent=a2c +agent.hyperparams.gamma=-0.1",
+         r"^agent\.hyperparams\.gamma must be a number in \[0, 1\]"),
+        ("agent.hyperparams.gamma=nan",
+         r"^agent\.hyperparams\.gamma must be a number in \[0, 1\], got nan$"),
+        ("agent.hyperparams.gamma=true", r"^agent\.hyperparams\.gamma must be a number, got True$"),
+        ("agent.hyperparams.gamma=high",
+         r"^agent\.hyperparams\.gamma must be a number, got 'high'$"),
+        ("+agent.hyperparams.gae_lambda=1.5",
+         r"^agent\.hyperparams\.gae_lambda must be a number in \[0, 1\]"),
+        ("+agent.hyperparams.clip_range=-1",
+         r"^agent\.hyperparams\.clip_range must be a finite number > 0, got -1$"),
+        ("+agent.hyperparams.clip_range=0",
+         r"^agent\.hyperparams\.clip_range must be a finite number > 0"),
+        ("+agent.hyperparams.clip_range_vf=-1",
+         r"^agent\.hyperparams\.clip_range_vf must be a finite"),
+        ("agent.hyperparams.ent_coef=-0.5",
+         r"^agent\.hyperparams\.ent_coef must be a finite number >= 0"),
+        ("+agent.hyperparams.vf_coef=-1",
+         r"^agent\.hyperparams\.vf_coef must be a finite number >= 0"),
+        ("+agent.hyperparams.max_grad_norm=0",
+         r"^agent\.hyperparams\.max_grad_norm must be a finite number > 0"),
+        ("+agent.hyperparams.n_epochs=0",
+         r"^agent\.hyperparams\.n_epochs must be an integer >= 1, got 0$"),
+        ("+agent.hyperparams.n_epochs=2.5",
+         r"^agent\.hyperparams\.n_epochs must be an integer >= 1, got 2\.5$"),
+        ("agent.hyperparams.batch_size=0",
+         r"^agent\.hyperparams\.batch_size must be an integer >= 1"),
+        ("+agent.hyperparams.target_kl=0",
+         r"^agent\.hyperparams\.target_kl must be a finite number > 0"),
+        ("agent=maskable_ppo env=route_warm +agent.hyperparams.gamma=1.01",
+         r"^agent\.hyperparams\.gamma must be a number in \[0, 1\]"),
+        ("agent=dqn agent.hyperparams.buffer_size=-1",
+         r"^agent\.hyperparams\.buffer_size must be an integer >= 1, got -1$"),
+        ("agent=dqn agent.hyperparams.learning_starts=-1",
+         r"^agent\.hyperparams\.learning_starts must be an integer >= 0, got -1$"),
+        ("agent=dqn agent.hyperparams.exploration_fraction=2",
+         r"^agent\.hyperparams\.exploration_fraction must be a number in \[0, 1\], got 2$"),
+        ("agent=dqn +agent.hyperparams.exploration_initial_eps=1.5",
+         r"^agent\.hyperparams\.exploration_initial_eps must be a number in \[0, 1\]"),
+        ("agent=dqn +agent.hyperparams.exploration_final_eps=-0.1",
+         r"^agent\.hyperparams\.exploration_final_eps must be a number in \[0, 1\]"),
+        ("agent=dqn +agent.hyperparams.tau=2",
+         r"^agent\.hyperparams\.tau must be a number in \[0, 1\]"),
+        ("agent=dqn agent.hyperparams.target_update_interval=0",
+         r"^agent\.hyperparams\.target_update_interval must be an integer >= 1"),
+        ("agent=a2c +agent.hyperparams.rms_prop_eps=0",
+         r"^agent\.hyperparams\.rms_prop_eps must be a finite"),
+        # not the algorithm's, or set by the run: SB3's TypeError came after the run folder
+        ("agent=a2c +agent.hyperparams.clip_range=0.2",
+         r"^agent\.hyperparams\.clip_range: not a a2c hyperparameter; "
+         r"known: learning_rate, n_steps"),
+        ("+agent.hyperparams.seed=3",
+         r"^agent\.hyperparams\.seed: set by the run \(seed, agent\.net"),
     ],
 )  # fmt: skip
 def test_bad_agent_hyperparams_are_named(override: str, message: str, tmp_path: Path) -> None:
@@ -916,7 +989,81 @@ def test_bad_agent_hyperparams_are_named(override: str, message: str, tmp_path: 
     cfg = _compose(
         "train",
         ["logger=none", "workload=tiny", "train.progress=false", *override.split(),
-         f"out_dir={tmp_path}"],
+         f"out_dir={tmp_path / 'run'}"],
     )  # fmt: skip
     with pytest.raises(ValueError, match=message):
         train.train(cfg)
+    assert not (tmp_path / "run").exists()  # refused before the run folder is made
+
+
+@pytest.mark.parametrize(
+    ("algo", "hyperparams"),
+    [
+        ("ppo", {"gamma": 1, "gae_lambda": 0.0, "clip_range_vf": None, "target_kl": None,
+                 "ent_coef": 0, "learning_rate": 0.0, "sde_sample_freq": -1}),
+        ("a2c", {"gamma": 0.0, "rms_prop_eps": 1e-5, "max_grad_norm": 0.5}),
+        ("dqn", {"exploration_fraction": 1.0, "exploration_final_eps": 0.0, "tau": 1.0,
+                 "learning_starts": 0, "gradient_steps": -1, "train_freq": [4, "episode"]}),
+        ("maskable_ppo", {"clip_range": 0.1, "n_epochs": 1, "batch_size": 64}),
+    ],
+)  # fmt: skip
+def test_hyperparams_sb3_accepts_are_accepted(algo: str, hyperparams: dict[str, Any]) -> None:
+    from agents.algorithms import check_hyperparams
+
+    check_hyperparams(algo, hyperparams)
+    check_hyperparams(algo, {"learning_rate": lambda progress: 1e-3 * progress})  # a schedule
+    for conf in (CONF / "agent").glob("*.yaml"):  # the shipped agents' settings
+        cfg = _compose("train", ["logger=none", f"agent={conf.stem}"])
+        check_hyperparams(cfg.agent.algo, dict(cfg.agent.hyperparams))
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("imitation.setups=[foo]",
+         r"^imitation\.setups: unknown setup 'foo'; known: 70b_h100x4, .*dense1t_b300x4$"),
+        ("imitation.workloads=[art_like,foo]",
+         r"^imitation\.workloads: unknown workload 'foo'; known: bursted_art, .*mixed$"),
+        ("imitation.episodes=-1", r"^imitation\.episodes must be >= 0, got -1$"),
+        ("imitation.epochs=0", r"^imitation\.epochs must be >= 1, got 0$"),
+        ("imitation.batch_size=0", r"^imitation\.batch_size must be >= 1, got 0$"),
+        ("imitation.learning_rate=-1", r"^imitation\.learning_rate must be a finite number >= 0"),
+        ("imitation.value_coef=inf", r"^imitation\.value_coef must be a finite number >= 0"),
+        ("+imitation.teacher.z=0", r"^imitation\.teacher\.z must be > 0 seconds, got 0$"),
+        ("+imitation.teacher.bogus=1",
+         r"^imitation\.teacher: .*unexpected keyword argument 'bogus'$"),
+        # behavioural cloning of an agent it cannot train was an AttributeError traceback
+        ("agent=dqn", r"^imitation\.episodes=1: behavioural cloning trains an actor-critic "),
+        ("env=thresholds", r"^imitation\.episodes=1: .*got agent\.algo=ppo, env\.kind=thresholds$"),
+        ("agent=ppo_mlp cluster=4xH100_x6 imitation.setups=[glm52_h100x8]",
+         r"^imitation\.setups: 'glm52_h100x8' has 4 nodes, but agent\.net=mlp is fixed to the "
+         r"training cluster's 6 "),
+    ],
+)  # fmt: skip
+def test_bad_imitation_settings_are_named_before_any_env(
+    override: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from experiments import train
+
+    monkeypatch.setattr(train, "window_pool_of", _never)  # no env may be built
+    cfg = _compose(
+        "train",
+        ["logger=none", "workload=tiny", "imitation.episodes=1", *override.split(),
+         f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        train.train(cfg)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unknown_imitation_setup_is_one_line_naming_the_field(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_MODE": "disabled"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "logger=none", "workload=tiny",
+         "imitation.episodes=1", "imitation.setups=[foo]"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: imitation.setups: unknown setup 'foo'; known: ")
+    assert proc.stderr.count("\n") == 1
+    assert list((tmp_path / "runs" / "train").iterdir()) == []  # Hydra's folder is removed

@@ -222,6 +222,39 @@ def test_dqn_rollouts_are_train_freq_steps_and_a_resume_records_sim_and_reward(t
     assert changes == {"sim.causal_kv": [True, False], "env.reward_scale": [10.0, 5.0]}
 
 
+def test_resume_reports_only_a_real_change_of_the_workload_generators():
+    from experiments.train import env_kwargs
+
+    def kwargs(*overrides):
+        return env_kwargs(compose_train([*TINY, *overrides]))
+
+    saved = kwargs()
+    # a parameter given at the generator's default value
+    for same in (
+        ["+workload.params.decoy_requests=1"],
+        ["+workload.params.first_burst_s=20.0", "+workload.params.block_tokens=256"],
+    ):
+        assert kwargs(*same)["workload_params"] != saved["workload_params"]
+        assert resume_changes(saved, kwargs(*same)) == {}, same
+    changed = kwargs("+workload.params.decoy_requests=2")
+    assert resume_changes(saved, changed) == {
+        "workload.params": [saved["workload_params"], changed["workload_params"]]
+    }
+    # an explicit default of the generator, resumed without it: no change either
+    bare = {**saved, "workload_params": {}}
+    default = {**saved, "workload_params": {"n_bursts": 8}}
+    assert resume_changes(bare, default) == {}
+    # another workload: its name changed, and its parameters are compared as given
+    art = {**default, "workload": "art_like", "workload_params": {}}
+    assert resume_changes(default, art) == {
+        "workload.name": ["bursted_synthetic", "art_like"],
+        "workload.params": [{"n_bursts": 8}, {}],
+    }
+    assert resume_changes(bare, {**art, "workload_params": {}}) == {
+        "workload.name": ["bursted_synthetic", "art_like"]
+    }
+
+
 def _run(args, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"}
     return subprocess.run(
