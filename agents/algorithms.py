@@ -124,6 +124,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
 # May be None (off), or a schedule (a callable SB3 checks) instead of a number.
 _MAY_BE_NONE = {"clip_range_vf", "target_kl"}
 _SCHEDULES = {"learning_rate", "clip_range", "clip_range_vf"}
+_TRAIN_FREQ_UNITS = ("step", "episode")
 # Set by build_model from the agent's spec and the run (agent.net, agent.hidden, seed).
 _SET_BY_THE_RUN = {"self", "policy", "env", "policy_kwargs", "verbose", "seed", "device"}
 
@@ -147,9 +148,13 @@ def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
             )
         if name not in known:
             raise ValueError(f"{path}: not a {algo} hyperparameter; known: {', '.join(known)}")
-        if name == "train_freq":  # n, or (n, "step" | "episode")
-            count = value[0] if isinstance(value, (list, tuple)) and value else value
-            check_int(path, count, 1)
+        if name == "train_freq":  # n, or (n, "step" | "episode"); a list from YAML
+            pair = isinstance(value, (list, tuple))
+            if pair and (len(value) != 2 or value[1] not in _TRAIN_FREQ_UNITS):
+                raise ValueError(
+                    f"{path} must be an integer >= 1 or a pair [n, step | episode], got {value!r}"
+                )
+            check_int(path, value[0] if pair else value, 1)
         if name not in _RANGES or (value is None and name in _MAY_BE_NONE):
             continue
         low, high, open_low, integer = _RANGES[name]
@@ -176,6 +181,8 @@ def build_model(
     policy, policy_kwargs = policy_for(spec)
     kwargs = dict(hyperparams or {})
     check_hyperparams(spec.algo, kwargs)
+    if isinstance(kwargs.get("train_freq"), list):  # YAML / Hydra give [n, unit]; SB3 a tuple
+        kwargs["train_freq"] = tuple(kwargs["train_freq"])
     try:
         model = ALGORITHMS[spec.algo](
             policy,

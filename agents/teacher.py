@@ -22,7 +22,7 @@ from collections import deque
 
 from baselines.policy import Policy
 from envs.encoder import first_token_estimates, prefix_of
-from envs.sim.checks import check_int
+from envs.sim.checks import check_int, is_number
 from envs.sim.node import IDLE
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.workloads.request import Request
@@ -56,7 +56,7 @@ class CausalTeacher(Policy):
         self._copies = 0
         self._max_nodes = 0
         check_int("causal_teacher.x", x, 1)
-        if not z > 0:
+        if not is_number(z) or not z > 0:
             raise ValueError(f"causal_teacher.z must be > 0 seconds, got {z!r}")
         self.x = x
         self.z = float(z)

@@ -83,7 +83,7 @@ class BurstedSyntheticConfig:
             value = getattr(self, name)
             if not (value >= 0.0) or value == float("inf"):
                 raise ValueError(f"{where}.{name} must be finite and >= 0, got {value!r}")
-        if self.requests_per_window == 0:
+        if self.requests_per_window == 0 and not self._has_other_traffic():
             raise ConfigError(
                 f"{where}.n_bursts x burst_requests + n_decoys must be >= 1, or every window "
                 f"is empty; got n_bursts={self.n_bursts}, burst_requests={self.burst_requests}, "
@@ -99,6 +99,11 @@ class BurstedSyntheticConfig:
                 f"decoy_lead_s so no arrival is negative, got first_burst_s={self.first_burst_s!r}"
                 f" (start_jitter_s={self.start_jitter_s!r}, decoy_lead_s={self.decoy_lead_s!r})"
             )
+
+    def _has_other_traffic(self) -> bool:
+        """Whether a window has requests besides the bursts and decoys (a subclass's
+        background traffic): then no bursts and no decoys is not an empty window."""
+        return False
 
     @property
     def requests_per_window(self) -> int:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import check_fields_non_negative, check_int
+from envs.sim.checks import check_fields_non_negative, check_int, is_number
 from envs.sim.errors import ConfigError
 from envs.workloads.art_like import (
     ArtLikeConfig,
@@ -403,6 +403,12 @@ class MixedConfig(BurstedSyntheticConfig):
 
     background_rate_per_s: float = 3.37
     """ART-like background traffic over the whole window (0: none)."""
+
+    def _has_other_traffic(self) -> bool:
+        # background over [0, window_end_s): n_bursts >= 1 with burst_requests=0 and no
+        # decoys is a background-only window; with no bursts either the window has no length
+        rate = self.background_rate_per_s
+        return is_number(rate) and math.isfinite(rate) and rate * self.window_end_s > 0
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -814,7 +814,11 @@ def test_a_bad_group_value_is_one_line_naming_the_key_typed(tmp_path: Path) -> N
          r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "
          r"workload\.params\.n_decoys must be >= 1, or every window is empty; got n_bursts=0, "
          r"burst_requests=40, n_decoys=0$"),
-        ("workload=mixed +workload.params.burst_requests=0 +workload.params.n_decoys=0",
+        # mixed's background spans the bursts' window: no bursts and no decoys, no window
+        ("workload=mixed +workload.params.n_bursts=0 +workload.params.n_decoys=0",
+         r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "),
+        ("workload=mixed +workload.params.burst_requests=0 +workload.params.n_decoys=0 "
+         "+workload.params.background_rate_per_s=0",
          r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "),
         ("workload=multi_tenant +workload.params.n_bursts=0 +workload.params.n_decoys=0",
          r"or every window is empty"),
@@ -833,6 +837,25 @@ def test_every_workload_names_a_bad_parameter_by_its_path(override: str, message
     cfg = _compose("evaluate", ["logger=none", "workload=tiny", *override.split()])
     with pytest.raises(ValueError, match=message):
         check_world(cfg)
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        # bursts of no requests and no decoys: mixed's background over the bursts' window
+        "workload=mixed +workload.params.burst_requests=0 +workload.params.n_decoys=0",
+        "workload=rising_load +workload.params.ramp_s=0 +workload.params.hold_s=0",
+        "workload=agent_fanout +workload.params.trees=0",
+    ],
+)
+def test_a_background_only_workload_is_not_refused_as_empty(override: str) -> None:
+    from experiments.config import window_pool_of
+    from experiments.jobs import check_world
+
+    cfg = _compose("evaluate", ["logger=none", "workload=tiny", *override.split()])
+    check_world(cfg)
+    (window,) = window_pool_of(cfg, "train", 1)
+    assert len(window.requests) > 0
 
 
 def test_renaming_leaves_quoted_values_longer_names_and_paths_alone() -> None:
@@ -922,6 +945,12 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
          r"^agent\.hyperparams\.train_freq must be an integer >= 1, got 0$"),
         ("agent=dqn agent.hyperparams.train_freq=[0,step]",
          r"^agent\.hyperparams\.train_freq must be an integer >= 1, got 0$"),
+        # SB3 said "The frequency of `train_freq` must be an integer and not [1]"
+        ("agent=dqn agent.hyperparams.train_freq=[1]",
+         r"^agent\.hyperparams\.train_freq must be an integer >= 1 or a pair \[n, step \| "
+         r"episode\], got \[1\]$"),
+        ("agent=dqn agent.hyperparams.train_freq=[1,epoch]",
+         r"^agent\.hyperparams\.train_freq must be .* got \[1, 'epoch'\]$"),
         ("agent.hyperparams.learning_rate=-1",
          r"^agent\.hyperparams\.learning_rate must be a finite number >= 0, got -1$"),
         ("agent.hyperparams.n_steps=0", r"^agent\.hyperparams\.n_steps must be an integer >= 1"),
@@ -1030,6 +1059,7 @@ def test_hyperparams_sb3_accepts_are_accepted(algo: str, hyperparams: dict[str, 
         ("imitation.learning_rate=-1", r"^imitation\.learning_rate must be a finite number >= 0"),
         ("imitation.value_coef=inf", r"^imitation\.value_coef must be a finite number >= 0"),
         ("+imitation.teacher.z=0", r"^imitation\.teacher\.z must be > 0 seconds, got 0$"),
+        ("+imitation.teacher.z=abc", r"^imitation\.teacher\.z must be > 0 seconds, got 'abc'$"),
         ("+imitation.teacher.bogus=1",
          r"^imitation\.teacher: .*unexpected keyword argument 'bogus'$"),
         # behavioural cloning of an agent it cannot train was an AttributeError traceback

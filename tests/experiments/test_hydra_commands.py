@@ -222,6 +222,26 @@ def test_dqn_rollouts_are_train_freq_steps_and_a_resume_records_sim_and_reward(t
     assert changes == {"sim.causal_kv": [True, False], "env.reward_scale": [10.0, 5.0]}
 
 
+@pytest.mark.slow
+def test_dqn_trains_with_a_train_freq_in_episodes_given_as_a_list(tmp_path):
+    # YAML and the command line give [n, unit] as a list; SB3 took only a tuple and
+    # refused it ("The frequency of `train_freq` must be an integer and not [1, 'episode']")
+    out_dir = tmp_path / "run"
+    cfg = compose_train(
+        [
+            *TINY,
+            "agent=dqn",
+            "agent.hyperparams.learning_starts=0",
+            "agent.hyperparams.train_freq=[1,episode]",
+            "train.evaluate=false",
+            "train.total_timesteps=8",
+            f"out_dir={out_dir}",
+        ]
+    )
+    train(cfg)
+    assert load_spec(out_dir / "agent").timesteps >= 8
+
+
 def test_resume_reports_only_a_real_change_of_the_workload_generators():
     from experiments.train import env_kwargs
 
