@@ -124,6 +124,8 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
 # May be None (off), or a schedule (a callable SB3 checks) instead of a number.
 _MAY_BE_NONE = {"clip_range_vf", "target_kl"}
 _SCHEDULES = {"learning_rate", "clip_range", "clip_range_vf"}
+# May be infinite: max_grad_norm=inf turns gradient clipping off.
+_MAY_BE_INFINITE = {"max_grad_norm"}
 _TRAIN_FREQ_UNITS = ("step", "episode")
 # Set by build_model from the agent's spec and the run (agent.net, agent.hidden, seed).
 _SET_BY_THE_RUN = {"self", "policy", "env", "policy_kwargs", "verbose", "seed", "device"}
@@ -133,6 +135,14 @@ def hyperparameter_names(algo: str) -> list[str]:
     """The keyword arguments of ``algo``'s SB3 class that ``agent.hyperparams`` may set."""
     names = inspect.signature(ALGORITHMS[algo].__init__).parameters
     return [n for n in names if n not in _SET_BY_THE_RUN and not n.startswith("_")]
+
+
+def whole(value: Any) -> Any:
+    """A float with a whole value (``1e3`` from YAML or the command line) as an int;
+    anything else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
@@ -159,14 +169,15 @@ def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
             continue
         low, high, open_low, integer = _RANGES[name]
         if integer:
-            check_int(path, value, int(low))
+            check_int(path, whole(value), int(low))
             continue
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             if name in _SCHEDULES and callable(value):
                 continue
             raise ValueError(f"{path} must be a number, got {value!r}")
         above = value > low if open_low else value >= low
-        if not (math.isfinite(value) and above and value <= high):
+        finite = math.isfinite(value) or (name in _MAY_BE_INFINITE and value == math.inf)
+        if not (finite and above and value <= high):
             if high < math.inf:
                 raise ValueError(f"{path} must be a number in [{low:g}, {high:g}], got {value!r}")
             bound = ">" if open_low else ">="
@@ -183,6 +194,9 @@ def build_model(
     check_hyperparams(spec.algo, kwargs)
     if isinstance(kwargs.get("train_freq"), list):  # YAML / Hydra give [n, unit]; SB3 a tuple
         kwargs["train_freq"] = tuple(kwargs["train_freq"])
+    for name, (_, _, _, integer) in _RANGES.items():  # 1e3 reads as a float
+        if integer and name in kwargs:
+            kwargs[name] = whole(kwargs[name])
     try:
         model = ALGORITHMS[spec.algo](
             policy,

@@ -460,7 +460,9 @@ def train(cfg: DictConfig) -> float:
             print(
                 f"note: {model.num_timesteps - asked} steps past train.total_timesteps={asked}: "
                 f"{spec.algo} collects whole rollouts of {rollout_steps(model)} steps "
-                f"({rollout_words(model)}); the agent and results.json record the steps taken"
+                f"({rollout_words(model)}); the saved agent"
+                + (" and results.json record" if cfg.train.evaluate else " records")
+                + " the steps taken"
             )
         metric = float("nan")
         if cfg.train.evaluate:

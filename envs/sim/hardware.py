@@ -239,18 +239,6 @@ class NodeCosts:
             seconds += self.attention_s_coef * pairs
         return seconds
 
-    def recompute_s(self, tokens: int, before: int, prompt_tokens: int) -> float:
-        """Seconds a ``prompt_tokens`` prefill spends on the ``tokens`` tokens after the
-        first ``before`` (what loading them from a cache tier would save). Linear in
-        ``tokens`` without attention FLOPs; with them, it adds those tokens' own
-        attention rows (each attends to the tokens before it; later tokens attend to
-        them whether they were loaded or recomputed):
-        prefill_s(N - b, b) - prefill_s(N - b - t, b + t)."""
-        if not self.attention_s_coef:
-            return tokens * self.prefill_s_per_token
-        rest = prompt_tokens - before
-        return self.prefill_s(rest, before) - self.prefill_s(rest - tokens, before + tokens)
-
     def decode_s(self, steps: int, batch: int, context_tokens: int) -> float:
         """A decode segment of ``steps`` for ``batch`` sequences holding
         ``context_tokens`` KV tokens in total at its start."""

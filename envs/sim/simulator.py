@@ -449,7 +449,7 @@ class Simulator:
         have_tokens = min(have * self.block_tokens, request.input_tokens - 1)
         gain_tokens = min(len(best.blocks) * self.block_tokens, request.input_tokens - 1)
         gain_tokens -= have_tokens
-        gain_s = node.costs.recompute_s(max(gain_tokens, 0), have_tokens, request.input_tokens)
+        gain_s = node.costs.prefill_s(max(gain_tokens, 0), have_tokens)
         if land - t >= gain_s:
             return False
         node.waiting_for = best
@@ -490,14 +490,15 @@ class Simulator:
         used_blocks = hbm
         # Load each slower tier's run unless recomputing it is cheaper; once a run
         # is recomputed, everything after it is too (tiers only get slower).
-        if ram_t == 0 or ram_t * costs.load_ram_s + latency < costs.recompute_s(
-            ram_t, hbm_t, n_in
-        ):
+        # Recomputing t tokens after b costs prefill_s(t, b): their FLOPs and, with
+        # attention FLOPs, their own attention rows (the tokens after them attend
+        # to them whether they were loaded or recomputed).
+        if ram_t == 0 or ram_t * costs.load_ram_s + latency < costs.prefill_s(ram_t, hbm_t):
             if ram_t:
                 reuse_s += ram_t * costs.load_ram_s + latency
                 used_blocks += ram
-            if disk_t and disk_t * costs.load_disk_s + latency < costs.recompute_s(
-                disk_t, hbm_t + ram_t, n_in
+            if disk_t and disk_t * costs.load_disk_s + latency < costs.prefill_s(
+                disk_t, hbm_t + ram_t
             ):
                 reuse_s += disk_t * costs.load_disk_s + latency
                 used_blocks += disk

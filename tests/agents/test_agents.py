@@ -140,3 +140,14 @@ def test_fixed_size_networks_refuse_another_node_count_by_name(algo, net, window
     six = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 6)
     with pytest.raises(ValueError, match=rf"agent\.net={net}.*trained on; this cluster has 6"):
         AgentPolicy(model, spec).run(Simulator(six, window, SimConfig()))
+
+
+def test_a_whole_float_hyperparameter_reaches_sb3_as_an_int(window):
+    # YAML and Hydra read 1e3 as a float; SB3 would compare and index with it as given
+    env = gym.make("btb/Route-v0", windows=[window])
+    floats = {"learning_starts": 1e3, "buffer_size": 64.0}
+    model = build_model(AgentSpec("dqn", "route"), env, floats)
+    assert model.learning_starts == 1000 and type(model.learning_starts) is int
+    assert model.buffer_size == 64 and type(model.buffer_size) is int
+    with pytest.raises(ValueError, match=r"agent\.hyperparams\.learning_starts must be an integer"):
+        build_model(AgentSpec("dqn", "route"), env, {"learning_starts": 10.5})

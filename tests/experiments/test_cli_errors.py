@@ -1031,8 +1031,10 @@ def test_bad_agent_hyperparams_are_named(override: str, message: str, tmp_path: 
         ("ppo", {"gamma": 1, "gae_lambda": 0.0, "clip_range_vf": None, "target_kl": None,
                  "ent_coef": 0, "learning_rate": 0.0, "sde_sample_freq": -1}),
         ("a2c", {"gamma": 0.0, "rms_prop_eps": 1e-5, "max_grad_norm": 0.5}),
+        ("a2c", {"max_grad_norm": float("inf")}),  # clipping off
         ("dqn", {"exploration_fraction": 1.0, "exploration_final_eps": 0.0, "tau": 1.0,
                  "learning_starts": 0, "gradient_steps": -1, "train_freq": [4, "episode"]}),
+        ("dqn", {"learning_starts": 1e3, "buffer_size": 5e4}),  # 1e3 reads as a float
         ("maskable_ppo", {"clip_range": 0.1, "n_epochs": 1, "batch_size": 64}),
     ],
 )  # fmt: skip

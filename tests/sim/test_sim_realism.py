@@ -243,19 +243,3 @@ def test_with_attention_flops_a_ram_load_is_weighed_against_the_attention_it_sav
     off, _ = run_script(cluster, p, [0, 0], evict)
     assert off.records.hit_ram_tokens[1] == 0 and off.records.prefill_tokens[1] == 80
     assert off.records.ttft_s[1] == pytest.approx(0.080, rel=1e-12)
-
-
-def test_recompute_seconds_count_the_tokens_own_attention() -> None:
-    from simkit import TOY_MODEL, toy_gpu
-
-    from envs.sim import NodeSpec
-    from envs.sim.hardware import NodeCosts
-
-    plain = NodeCosts(NodeSpec(toy_gpu(), 1), TOY_MODEL)
-    assert plain.recompute_s(64, 16, 1000) == 64 * plain.prefill_s_per_token
-    attn = NodeCosts(NodeSpec(toy_gpu(), 1), TOY_MODEL, attention_flops=True)
-    # tokens 16..79 of 1000 each attend to the 16 before the run and to the run up
-    # to themselves: 64 x 16 + 64 x 65 / 2 pairs
-    pairs = 64 * 16 + 64 * 65 / 2
-    assert attn.recompute_s(64, 16, 1000) == pytest.approx(0.064 + 2e-9 * pairs, rel=1e-9)
-    assert attn.recompute_s(0, 16, 1000) == 0.0
