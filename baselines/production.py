@@ -27,16 +27,9 @@ import math
 
 from baselines.policy import Policy, register
 from baselines.routers import least_loaded, pick
-from envs.sim.checks import is_number
+from envs.sim.checks import check_range
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
-
-
-def _check(policy: str, name: str, value: float, low: float, high: float = math.inf) -> float:
-    if not is_number(value) or not low <= value <= high:
-        bounds = f"in [{low}, {high}]" if high != math.inf else f">= {low}"
-        raise ValueError(f"{policy}.{name} must be a number {bounds}, got {value!r}")
-    return float(value)
 
 
 @register("sglang")
@@ -46,9 +39,9 @@ class SGLangGateway(Policy):
     def __init__(
         self, balance_abs: float = 64, balance_rel: float = 1.5, cache_threshold: float = 0.3
     ) -> None:
-        self.balance_abs = _check("sglang", "balance_abs", balance_abs, 0)
-        self.balance_rel = _check("sglang", "balance_rel", balance_rel, 1)
-        self.cache_threshold = _check("sglang", "cache_threshold", cache_threshold, 0, 1)
+        self.balance_abs = check_range("sglang.balance_abs", balance_abs, 0)
+        self.balance_rel = check_range("sglang.balance_rel", balance_rel, 1)
+        self.cache_threshold = check_range("sglang.cache_threshold", cache_threshold, 0, 1)
 
     def decide(self, sim: Simulator, request: Request) -> int:
         nodes = sim.nodes
@@ -74,8 +67,8 @@ class DynamoKV(Policy):
     """Dynamo's KV router: overlap-weighted prefill blocks + active decode blocks."""
 
     def __init__(self, overlap_weight: float = 1.0, temperature: float = 0.0) -> None:
-        self.overlap_weight = _check("dynamo", "overlap_weight", overlap_weight, 0)
-        self.temperature = _check("dynamo", "temperature", temperature, 0)
+        self.overlap_weight = check_range("dynamo.overlap_weight", overlap_weight, 0)
+        self.temperature = check_range("dynamo.temperature", temperature, 0)
         self._pending_blocks: list[int] = []
         self._routed: dict[int, tuple[int, int]] = {}
         self._cursor = 0
@@ -147,9 +140,9 @@ class LLMD(Policy):
     def __init__(
         self, queue_weight: float = 2.0, kv_weight: float = 2.0, prefix_weight: float = 3.0
     ) -> None:
-        self.queue_weight = _check("llmd", "queue_weight", queue_weight, 0)
-        self.kv_weight = _check("llmd", "kv_weight", kv_weight, 0)
-        self.prefix_weight = _check("llmd", "prefix_weight", prefix_weight, 0)
+        self.queue_weight = check_range("llmd.queue_weight", queue_weight, 0)
+        self.kv_weight = check_range("llmd.kv_weight", kv_weight, 0)
+        self.prefix_weight = check_range("llmd.prefix_weight", prefix_weight, 0)
 
     def scores(self, sim: Simulator, request: Request) -> list[float]:
         """The weighted score of each node for ``request`` (higher is better)."""

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 from baselines.policy import Policy, register
-from envs.sim.checks import is_number
+from envs.sim.checks import check_range
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
 
@@ -74,11 +72,8 @@ class CacheAware(Policy):
     """
 
     def __init__(self, balance_abs: float = 64, balance_rel: float = 1.5) -> None:
-        for name, value, low in (("balance_abs", balance_abs, 0), ("balance_rel", balance_rel, 1)):
-            if not is_number(value) or not low <= value < math.inf:
-                raise ValueError(
-                    f"cache_aware.{name} must be a finite number >= {low}, got {value!r}"
-                )
+        check_range("cache_aware.balance_abs", balance_abs, 0, finite=True)
+        check_range("cache_aware.balance_rel", balance_rel, 1, finite=True)
         self.balance_abs = balance_abs
         self.balance_rel = balance_rel
 

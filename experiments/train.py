@@ -14,7 +14,6 @@ the agent's mean TTFT on the evaluation windows (what a sweeper minimises).
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -122,13 +121,20 @@ def imitation_sources(
     return sources
 
 
+def imitation_settings(cfg: Any) -> Any:
+    """The ``imitation`` group as checked :class:`ImitationSettings`."""
+    from agents.imitation_settings import ImitationSettings
+
+    return ImitationSettings(**OmegaConf.to_container(cfg.imitation, resolve=True))  # type: ignore[arg-type]
+
+
 def imitate(
     model: Any, spec: Any, cfg: Any, saved_kwargs: dict[str, Any], pool: list[Any]
 ) -> dict[str, float]:
     """Behavioural cloning from the causal teacher (the ``imitation`` config group)."""
-    from agents.imitation import ImitationSettings, run_imitation
+    from agents.imitation import run_imitation
 
-    settings = ImitationSettings(**OmegaConf.to_container(cfg.imitation, resolve=True))  # type: ignore[arg-type]
+    settings = imitation_settings(cfg)
     sources = imitation_sources(cfg, saved_kwargs, pool)
     return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
 
@@ -168,24 +174,9 @@ def check_imitation(cfg: Any) -> None:
     extra setups' node counts too if its network is fixed to one)."""
     from agents.teacher import CausalTeacher
     from envs.sim import SETUPS
-    from envs.workloads.registry import list_workloads
 
     imitation = cfg.imitation
-    for field, low in (("episodes", 0), ("epochs", 1), ("batch_size", 1)):
-        value = imitation[field]
-        if value < low:
-            raise ValueError(f"imitation.{field} must be >= {low}, got {value}")
-    for field in ("learning_rate", "value_coef"):
-        value = imitation[field]
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"imitation.{field} must be a finite number >= 0, got {value}")
-    for field, known in (("setups", list(SETUPS)), ("workloads", list_workloads())):
-        for name in imitation[field]:
-            if name not in known:
-                kind = field[:-1]
-                raise ValueError(
-                    f"imitation.{field}: unknown {kind} {name!r}; known: {', '.join(known)}"
-                )
+    imitation_settings(cfg)  # counts, setups and workloads (ImitationSettings checks them)
     teacher = OmegaConf.to_container(imitation.teacher, resolve=True)
     assert isinstance(teacher, dict)
     try:

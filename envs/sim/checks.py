@@ -33,6 +33,18 @@ def check_int(field: str, value: Any, minimum: int, error: type[ValueError] = Va
         raise error(f"{field} must be an integer >= {minimum}, got {value!r}")
 
 
+def check_range(
+    field: str, value: Any, low: float, high: float = math.inf, finite: bool = False
+) -> float:
+    """``value`` must be a Python number in ``[low, high]`` (also finite if ``finite``:
+    an unbounded ``high`` then excludes infinity); returned as a float."""
+    if not is_number(value) or not low <= value <= high or (finite and not math.isfinite(value)):
+        kind = "a finite number" if finite else "a number"
+        bounds = f"in [{low}, {high}]" if high != math.inf else f">= {low}"
+        raise ValueError(f"{field} must be {kind} {bounds}, got {value!r}")
+    return float(value)
+
+
 def check_number(field: str, value: Any, positive: bool = False) -> None:
     """``value`` must be a finite real number (numpy scalars too), > 0 if ``positive``
     else >= 0."""

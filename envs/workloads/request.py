@@ -15,6 +15,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from envs.sim.checks import check_int
+
 
 @dataclass(slots=True)
 class Request:
@@ -93,15 +95,7 @@ class Workload:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.block_tokens, bool)
-            or not isinstance(self.block_tokens, int)
-            or self.block_tokens <= 0
-        ):
-            raise ValueError(
-                f"workload {self.name!r}: block_tokens must be a positive integer, "
-                f"got {self.block_tokens!r}"
-            )
+        check_int(f"workload {self.name!r}: block_tokens", self.block_tokens, 1)
         ordered = sorted(self.requests, key=lambda r: r.arrival_s)
         self.requests = [r if r.index == i else replace(r, index=i) for i, r in enumerate(ordered)]
         validate_requests(self.requests, source=f"workload {self.name!r}")
@@ -116,13 +110,7 @@ def validate_requests(requests: Sequence[Request], source: str) -> None:
         where = f"{source}, request {r.request_id!r}"
         if not (r.arrival_s >= 0.0) or r.arrival_s == float("inf"):
             raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {r.arrival_s!r}")
-        if type(r.input_tokens) is not int or r.input_tokens < 1:
-            raise ValueError(
-                f"{where}: input_tokens must be an integer >= 1, got {r.input_tokens!r}"
-            )
-        if type(r.output_tokens) is not int or r.output_tokens < 1:
-            raise ValueError(
-                f"{where}: output_tokens must be an integer >= 1, got {r.output_tokens!r}"
-            )
+        check_int(f"{where}: input_tokens", r.input_tokens, 1)
+        check_int(f"{where}: output_tokens", r.output_tokens, 1)
         if not r.blocks:
             raise ValueError(f"{where}: blocks is empty; every prompt has at least one block")

@@ -151,3 +151,13 @@ def test_a_whole_float_hyperparameter_reaches_sb3_as_an_int(window):
     assert model.buffer_size == 64 and type(model.buffer_size) is int
     with pytest.raises(ValueError, match=r"agent\.hyperparams\.learning_starts must be an integer"):
         build_model(AgentSpec("dqn", "route"), env, {"learning_starts": 10.5})
+
+
+def test_imitation_settings_check_their_values_when_made():
+    from agents.imitation_settings import ImitationSettings
+
+    with pytest.raises(ValueError, match=r"^imitation\.epochs must be >= 1, got 0$"):
+        ImitationSettings(epochs=0)
+    with pytest.raises(ValueError, match=r"^imitation\.setups: unknown setup 'nope'; known: "):
+        ImitationSettings(setups=["nope"])
+    assert ImitationSettings(episodes=2, workloads=["art_like"]).episodes == 2

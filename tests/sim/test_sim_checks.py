@@ -88,3 +88,20 @@ def test_check_fields_non_negative_reads_every_field_and_pair() -> None:
         ValueError, match=r"^_Config\.span_s must be a \(low, high\) pair, got \(2\.0, 1\.0\)$"
     ):
         check_fields_non_negative("_Config", _Config(span_s=(2.0, 1.0)))
+
+
+def test_check_range_bounds_and_finiteness() -> None:
+    from envs.sim.checks import check_range
+
+    assert check_range("p.w", 3, 0) == 3.0 and isinstance(check_range("p.w", 3, 0), float)
+    assert check_range("p.w", math.inf, 0) == math.inf  # unbounded and not asked finite
+    assert check_range("p.t", 1, 0, 1) == 1.0
+    with pytest.raises(ValueError, match=r"^p\.t must be a number in \[0, 1\], got 1\.5$"):
+        check_range("p.t", 1.5, 0, 1)
+    with pytest.raises(ValueError, match=r"^p\.w must be a number >= 0, got -1$"):
+        check_range("p.w", -1, 0)
+    with pytest.raises(ValueError, match=r"^p\.w must be a finite number >= 1, got inf$"):
+        check_range("p.w", math.inf, 1, finite=True)
+    for bad in (True, "2", float("nan"), None):
+        with pytest.raises(ValueError, match=r"^p\.w must be a number >= 0"):
+            check_range("p.w", bad, 0)

@@ -271,7 +271,10 @@ def test_true_is_not_a_count() -> None:
 
     cases: list[tuple[Callable[[], Any], str]] = [
         (lambda: ReadOptions(max_rows=True), r"ReadOptions\.max_rows must be an integer >= 0"),
-        (lambda: ReadOptions(block_tokens=True), r"ReadOptions\.block_tokens must be a positive"),
+        (
+            lambda: ReadOptions(block_tokens=True),
+            r"ReadOptions\.block_tokens must be an integer >= 1, got True",
+        ),
         (
             lambda: BurstedSyntheticConfig(n_bursts=True),
             r"BurstedSyntheticConfig\.n_bursts must be an integer >= 0, got True",
@@ -285,7 +288,10 @@ def test_true_is_not_a_count() -> None:
             lambda: configure("bursted_synthetic", train_windows=True),
             r"workload 'bursted_synthetic': train_windows must be an integer >= 0, got True",
         ),
-        (lambda: Workload("w", True, []), r"workload 'w': block_tokens must be a positive"),
+        (
+            lambda: Workload("w", True, []),
+            r"workload 'w': block_tokens must be an integer >= 1, got True",
+        ),
         (
             lambda: Workload("w", 16, [Request(0, "a", 0.0, True, 1, (1,))]),
             r"request 'a': input_tokens must be an integer >= 1, got True",

@@ -85,14 +85,8 @@ class ReadOptions:
             raise ValueError(
                 f"ReadOptions.unsorted must be 'warn', 'sort' or 'error', got {self.unsorted!r}"
             )
-        if self.block_tokens is not None and (
-            isinstance(self.block_tokens, bool)
-            or not isinstance(self.block_tokens, int)
-            or self.block_tokens < 1
-        ):
-            raise ValueError(
-                f"ReadOptions.block_tokens must be a positive integer, got {self.block_tokens!r}"
-            )
+        if self.block_tokens is not None:
+            check_int("ReadOptions.block_tokens", self.block_tokens, 1)
         if self.max_rows is not None:
             check_int("ReadOptions.max_rows", self.max_rows, 0)
 
@@ -211,15 +205,24 @@ def get_number(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: flo
     return number
 
 
-def get_str(row: Mapping[str, Any], name: str, loc: RowLocation, default: str | None) -> str:
-    """A string field; integers are accepted and converted (ids are often numbers)."""
+def get_str(
+    row: Mapping[str, Any],
+    name: str,
+    loc: RowLocation,
+    default: str | None,
+    label: str | None = None,
+) -> str:
+    """A string field; integers are accepted and converted (ids are often numbers).
+    Errors name the field ``label`` if given (a nested one: ``metadata.tenant``)."""
     value = row.get(name)
     if value is None:
         if default is None:
             raise _missing(row, name, loc)
         return default
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise TraceFormatError(loc.path, loc.line, name, f"expected a string, got {value!r}")
+        raise TraceFormatError(
+            loc.path, loc.line, label or name, f"expected a string, got {value!r}"
+        )
     return str(value)
 
 
@@ -411,10 +414,8 @@ def assemble_trace(
         times.append(parsed.time)
         locs.append(loc)
         requests.append(_request(parsed, 0.0, chainer, options.namespace))
-    if not requests:
-        raise TraceFormatError(report.source, 0, None, "no usable rows")
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
-    origin = min(times) if options.rebase_time and fmt.rebase else 0.0
+    origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
     kept: list[Request] = []
     for request, time, loc in zip(requests, times, locs, strict=True):
         arrival_s = (time - origin) / fmt.time_units_per_s

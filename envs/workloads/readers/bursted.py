@@ -46,14 +46,9 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
         raise TraceFormatError(
             loc.path, loc.line, "metadata", f"expected an object, got {metadata!r}"
         )
-    tenant = get_str(row, "tenant", loc, default="")
-    if not tenant:
-        nested = metadata.get("tenant")
-        if nested is not None and (isinstance(nested, bool) or not isinstance(nested, (str, int))):
-            raise TraceFormatError(
-                loc.path, loc.line, "metadata.tenant", f"expected a string, got {nested!r}"
-            )
-        tenant = "" if nested is None else str(nested)
+    tenant = get_str(row, "tenant", loc, default="") or get_str(
+        metadata, "tenant", loc, default="", label="metadata.tenant"
+    )
     return ParsedRow(
         request_id=get_str(row, "request_id", loc, default=f"{trace_id}-{loc.line}"),
         **request_fields(row, loc, "arrival_s", time_minimum=0.0),
