@@ -325,6 +325,7 @@ def evaluate_and_write(
             workload=workload_label(cfg),
             progress=bar.update,
             setup_name=setup_label(cfg),
+            floor=True,
         )
     rows = [run.row for run in runs]
     config = OmegaConf.to_container(cfg, resolve=True)
