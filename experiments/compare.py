@@ -197,6 +197,11 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         ("copies", 6, lambda r: str(r.get("warm_copies", "-"))),
         ("warm hit", 8, lambda r: rate(r.get("warm_hit_rate"))),
         ("warm byte hit", 13, lambda r: rate(r.get("warm_byte_hit_rate"))),
+        ("prefill", 7, lambda r: rate(r.get("prefill_busy_fraction"))),
+        ("decode", 6, lambda r: rate(r.get("decode_busy_fraction"))),
+        ("batch", 5, lambda r: rate(r.get("batch_occupancy_mean"))),
+        ("KV", 5, lambda r: rate(r.get("kv_occupancy_mean"))),
+        ("imbal", 5, lambda r: f"{r['load_imbalance']:.2f}" if "load_imbalance" in r else "-"),
         ("d mean%", 8, lambda r: pct(r["ttft_mean_reduction_pct"])),
         ("d p95%", 8, lambda r: pct(r["ttft_p95_reduction_pct"])),
     ]
@@ -218,6 +223,12 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
     else:
         lines.append("times in seconds; no baseline (baseline=), so no reductions (d)")
+    if any("load_imbalance" in r for r in rows):
+        lines.append(
+            "prefill / decode = share of node time busy prefilling / decoding; batch = mean "
+            "running sequences / max batch; KV = mean KV reserved / budget; imbal = max / "
+            "mean of the nodes' prefill time"
+        )
     if any(r["policy"] == FLOOR for r in rows):
         lines.append(
             f"{FLOOR}: a lower bound on each request's TTFT (cold or suffix prefill on the "

@@ -276,6 +276,7 @@ def summarize_windows(
         "displaced_by_copies_blocks": int(
             sum(r.summary["displaced_by_copies_blocks"] for r in results)
         ),
+        **_capacity(results),
         "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
@@ -289,6 +290,29 @@ def summarize_windows(
             extra[key] /= len(results)
     row.update(extra)
     return row
+
+
+CAPACITY_FRACTIONS = (
+    "prefill_busy_fraction",
+    "decode_busy_fraction",
+    "batch_occupancy_mean",
+    "kv_occupancy_mean",
+)
+"""Time shares of envs.sim.records.capacity_metrics, pooled weighted by each window's makespan."""
+
+
+def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
+    """The windows' capacity metrics pooled: the time shares over all windows' node
+    time, ``load_imbalance`` as the mean of the windows'."""
+    spans = np.array([r.summary["makespan_s"] for r in results], dtype=float)
+    if not results or not spans.sum() > 0:
+        return {}
+    pooled = {
+        key: float(np.dot([r.summary[key] for r in results], spans) / spans.sum())
+        for key in CAPACITY_FRACTIONS
+    }
+    pooled["load_imbalance"] = float(np.mean([r.summary["load_imbalance"] for r in results]))
+    return pooled
 
 
 def floor_row(
