@@ -5,34 +5,20 @@ dotted ones included. All in-process."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from experiments._cli import UsageError
 from experiments.config import CONF_DIR, check_known_keys, register_configs, unknown_keys
+from tests.experiments.test_cli_errors import _hydra_job as hydra_job
 
 register_configs()
-
-
-@contextlib.contextmanager
-def hydra_job(name: str, overrides: list[str]) -> Iterator[Any]:
-    """The config as a Hydra job sees it (``HydraConfig.get()`` works inside)."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name=name, overrides=overrides, return_hydra_config=True)
-    HydraConfig.instance().set_config(cfg)
-    try:
-        yield cfg
-    finally:
-        HydraConfig.instance().cfg = None  # type: ignore[assignment]
 
 
 GROUP_KEYS = [

@@ -4,9 +4,9 @@ occupancy, load imbalance), worked out by hand on the toy cluster."""
 from __future__ import annotations
 
 import pytest
+from simkit import Prompts, decode_s, names, run_script, toy_cluster
 
 from envs.sim import SimConfig
-from tests.sim.simkit import Prompts, decode_s, names, run_script, toy_cluster
 
 
 def test_capacity_metrics_by_hand() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from simkit import TOY_MODEL, Prompts, names, small_window, toy_cluster, toy_gpu
 
 from baselines import make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.floor import ttft_floor_s
 from envs.workloads.registry import windows
-from tests.sim.simkit import TOY_MODEL, Prompts, names, small_window, toy_cluster, toy_gpu
 
 A4 = names("a", 4)  # a0..a3: 64 tokens
 
