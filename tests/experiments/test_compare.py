@@ -21,9 +21,25 @@ REQUIRED = (
 
 
 def window(
-    ttft: list[float], hits: int, landed: int, hit_rate: float, copies: int, byte_rate: float = 0.0
+    ttft: list[float],
+    hits: int,
+    landed: int,
+    hit_rate: float,
+    copies: int,
+    byte_rate: float = 0.0,
+    **capacity: float,
 ) -> WindowResult:
+    """A window's result; ``capacity`` sets records.capacity_metrics' values (and
+    ``makespan_s``), 0 (1 s) unless given."""
     values = np.asarray(ttft)
+    shares = ("prefill_busy_fraction", "decode_busy_fraction", "batch_occupancy_mean")
+    capacity = {
+        "makespan_s": 1.0,
+        "load_imbalance": 1.0,
+        "kv_occupancy_mean": 0.0,
+        **dict.fromkeys(shares, 0.0),
+        **capacity,
+    }
     return WindowResult(
         window="w",
         ttft_s=values,
@@ -39,6 +55,7 @@ def window(
             "warm_hit_rate": hit_rate,
             "warm_byte_hit_rate": byte_rate,
             "displaced_by_copies_blocks": 0,
+            **capacity,
         },
         metrics={"shadow_copies": 2, "shadow_hit_rate": hit_rate},
         wall_s=0.5,
@@ -62,6 +79,22 @@ def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
     assert row["ttft_mean_s_per_window"] == [2.0, 6.0]
     assert row["shadow_copies"] == 4 and row["shadow_hit_rate"] == pytest.approx(0.75)
     assert row["requests_per_s"] == pytest.approx(4.0)
+
+
+def test_rows_pool_capacity_by_each_windows_time() -> None:
+    # a 10 s window at 0.2 prefill-busy and a 30 s one at 0.6: (2 + 18) / 40 = 0.5
+    shares = ("prefill_busy_fraction", "decode_busy_fraction", "batch_occupancy_mean")
+
+    def timed(makespan_s: float, share: float, kv: float, imbalance: float) -> WindowResult:
+        capacity = {"kv_occupancy_mean": kv, "load_imbalance": imbalance}
+        return window([1.0], 0, 0, 0.0, 0, makespan_s=makespan_s, **capacity,
+                      **dict.fromkeys(shares, share))  # fmt: skip
+
+    first, second = timed(10.0, 0.2, 0.1, 1.0), timed(30.0, 0.6, 0.5, 2.0)
+    row = summarize_windows([first, second], "s", "w", "p", SimConfig())
+    assert [row[key] for key in shares] == pytest.approx([0.5] * 3)
+    assert row["kv_occupancy_mean"] == pytest.approx((1 + 15) / 40)
+    assert row["load_imbalance"] == pytest.approx(1.5)  # the windows' mean
 
 
 def test_reductions_are_relative_to_the_baseline_of_the_same_setup() -> None:

@@ -1,20 +1,13 @@
-"""Comparison rows: the ``floor`` row, the share of btb's gap to it each policy
-closes, and the capacity metrics pooled over windows."""
+"""Comparison rows: the ``floor`` row and the share of btb's gap to it each policy
+closes."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from envs.sim import SimConfig
 from experiments.compare import format_table
-from experiments.evaluation import (
-    FLOOR,
-    WindowResult,
-    add_floor_gaps,
-    evaluate_policies,
-    summarize_windows,
-)
+from experiments.evaluation import FLOOR, add_floor_gaps, evaluate_policies
 from tests.sim.simkit import small_window
 
 
@@ -66,32 +59,3 @@ def test_evaluate_policies_adds_the_floor_row_last() -> None:
     plain = evaluate_policies(["cache_aware"], "70b_h100x4", [window], SimConfig())
     assert [run.row["policy"] for run in plain] == ["cache_aware"]
     assert "floor_gap_closed_mean_pct" not in plain[0].row
-
-
-def _window(summary: dict[str, float]) -> WindowResult:
-    ttft = np.array([0.1])
-    return WindowResult("w", ttft, ttft, ttft, 10, 0, {**ZERO, **summary}, {}, wall_s=0.0)
-
-
-ZERO = {
-    "completed": 1,
-    "warm_copies": 0,
-    "warm_copies_landed": 0,
-    "warm_hit_rate": 0.0,
-    "warm_bytes": 0.0,
-    "warm_byte_hit_rate": 0.0,
-    "displaced_by_copies_blocks": 0,
-}
-
-
-def test_rows_pool_capacity_by_each_windows_time() -> None:
-    # a 10 s window at 0.2 prefill-busy and a 30 s one at 0.6: (2 + 18) / 40 = 0.5
-    shares = ("prefill_busy_fraction", "decode_busy_fraction", "batch_occupancy_mean")
-    first = {"makespan_s": 10.0, "load_imbalance": 1.0, "kv_occupancy_mean": 0.1}
-    second = {"makespan_s": 30.0, "load_imbalance": 2.0, "kv_occupancy_mean": 0.5}
-    first |= dict.fromkeys(shares, 0.2)
-    second |= dict.fromkeys(shares, 0.6)
-    row = summarize_windows([_window(first), _window(second)], "s", "w", "p", SimConfig())
-    assert [row[key] for key in shares] == pytest.approx([0.5] * 3)
-    assert row["kv_occupancy_mean"] == pytest.approx((1 + 15) / 40)
-    assert row["load_imbalance"] == pytest.approx(1.5)  # the windows' mean
