@@ -8,7 +8,8 @@ Usage::
 
 Reports raw arrival bursts (the busiest 1 s / 10 s / 60 s) and the largest
 same-prefix fan-out: the most requests sharing their first ``min_blocks`` blocks
-that arrive within ``window_s`` seconds (definitions in envs/workloads/stats.py).
+that arrive within 1 s, 10 s, 60 s, ``window_s`` seconds and the whole trace
+(definitions in envs/workloads/stats.py).
 Bursted-ART files are audited window by window (streamed) and the maxima are
 reported with the window they come from. Prints a table (or the JSON with
 ``json=true``); with ``out_dir`` also writes ``audit.json`` there, atomically.
@@ -113,16 +114,27 @@ def format_table(audit: dict[str, Any], per_window: bool = False) -> str:
         (f"busiest {label}", f"{entry['requests']:,}", where(entry))
         for label, entry in overall["busiest"].items()
     ]
-    fan_where = where(fan) if fan["requests"] else "-"
-    if fan.get("group_id"):
-        fan_where += f" (group {fan['group_id']})"
-    rows.append(
-        (
-            f"largest fan-out, >= {fan['min_blocks']} blocks in {fan['window_s']:g} s",
-            f"{fan['requests']:,}",
-            fan_where,
+    by_window = overall.get("fanout_by_window", {})
+    for entry in by_window.values():
+        span = "the whole trace" if entry["window_s"] is None else f"{entry['window_s']:g} s"
+        rows.append(
+            (
+                f"largest fan-out, >= {fan['min_blocks']} blocks in {span}",
+                f"{entry['requests']:,}",
+                where(entry) if entry["requests"] else "-",
+            )
         )
-    )
+    if fan["window_s"] not in [entry["window_s"] for entry in by_window.values()]:
+        fan_where = where(fan) if fan["requests"] else "-"
+        if fan.get("group_id"):
+            fan_where += f" (group {fan['group_id']})"
+        rows.append(
+            (
+                f"largest fan-out, >= {fan['min_blocks']} blocks in {fan['window_s']:g} s",
+                f"{fan['requests']:,}",
+                fan_where,
+            )
+        )
     rows.append(("longest prompt (tokens)", f"{overall['input_tokens_max']:,.0f}", ""))
     rows.append(("longest output (tokens)", f"{overall['output_tokens_max']:,.0f}", ""))
     read = audit["read"]

@@ -13,7 +13,10 @@ writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<tim
 * ``results.json``: ``{"rows": [...], "config": {...}}``, one row per (setup,
   workload, policy); TTFT statistics pool every request of every window;
   ``ttft_mean_reduction_pct`` / ``ttft_p95_reduction_pct`` are relative to
-  ``baseline`` (cache_aware), which is always run.
+  ``baseline`` (cache_aware), which is always run. The last row, ``floor``, is
+  a lower bound on every request's TTFT (``envs/sim/floor.py``; TTFT statistics
+  only), and ``floor_gap_closed_mean_pct`` / ``_p95_pct`` say how much of btb's gap
+  down to it each policy closes (0 = btb, 100 = the floor).
 * ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (the first
   window: per node queue length over time, warm copies marked).
 """
@@ -35,6 +38,8 @@ from experiments._cli import UsageError, main_guard, parse_args, parse_value, si
 from experiments._io import check_writable_dir
 from experiments.evaluation import (
     DEFAULT_BASELINE,
+    FLOOR,
+    GAP_REFERENCE,
     PolicyRun,
     count_windows,
     evaluate_policies,
@@ -175,7 +180,7 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     def pct(value: float | None) -> str:
         return f"{value:+.1f}" if value is not None else "-"
 
-    def rate(value: float | None) -> str:  # "-" for rows written before the column
+    def rate(value: float | None) -> str:  # "-" for rows without the column (floor, older runs)
         return f"{value:.3f}" if value is not None else "-"
 
     # (header, narrowest width, cell)
@@ -186,15 +191,22 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         ("p50", 7, lambda r: f"{r['ttft_p50_s']:.3f}"),
         ("p95", 7, lambda r: f"{r['ttft_p95_s']:.3f}"),
         ("p99", 7, lambda r: f"{r['ttft_p99_s']:.3f}"),
-        ("e2e mean", 8, lambda r: f"{r['e2e_mean_s']:.3f}"),
-        ("queue", 7, lambda r: f"{r['queue_mean_s']:.3f}"),
-        ("HBM hit", 7, lambda r: f"{r['hbm_hit_rate']:.3f}"),
-        ("copies", 6, lambda r: str(r["warm_copies"])),
-        ("warm hit", 8, lambda r: f"{r['warm_hit_rate']:.3f}"),
+        ("e2e mean", 8, lambda r: rate(r.get("e2e_mean_s"))),
+        ("queue", 7, lambda r: rate(r.get("queue_mean_s"))),
+        ("HBM hit", 7, lambda r: rate(r.get("hbm_hit_rate"))),
+        ("copies", 6, lambda r: str(r.get("warm_copies", "-"))),
+        ("warm hit", 8, lambda r: rate(r.get("warm_hit_rate"))),
         ("warm byte hit", 13, lambda r: rate(r.get("warm_byte_hit_rate"))),
+        ("prefill", 7, lambda r: rate(r.get("prefill_busy_fraction"))),
+        ("decode", 6, lambda r: rate(r.get("decode_busy_fraction"))),
+        ("batch", 5, lambda r: rate(r.get("batch_occupancy_mean"))),
+        ("KV", 5, lambda r: rate(r.get("kv_occupancy_mean"))),
+        ("imbal", 5, lambda r: f"{r['load_imbalance']:.2f}" if "load_imbalance" in r else "-"),
         ("d mean%", 8, lambda r: pct(r["ttft_mean_reduction_pct"])),
         ("d p95%", 8, lambda r: pct(r["ttft_p95_reduction_pct"])),
     ]
+    if any("floor_gap_closed_mean_pct" in r for r in rows):
+        columns.append(("floor gap%", 10, lambda r: pct(r.get("floor_gap_closed_mean_pct"))))
     cells = [[cell(row) for _, _, cell in columns] for row in rows]
     widths = [
         max([narrowest, *(len(values[k]) for values in cells)])
@@ -211,6 +223,18 @@ def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
     else:
         lines.append("times in seconds; no baseline (baseline=), so no reductions (d)")
+    if any("load_imbalance" in r for r in rows):
+        lines.append(
+            "prefill / decode = share of node time busy prefilling / decoding; batch = mean "
+            "running sequences / max batch; KV = mean KV reserved / budget; imbal = max / "
+            "mean of the nodes' prefill time"
+        )
+    if any(r["policy"] == FLOOR for r in rows):
+        lines.append(
+            f"{FLOOR}: a lower bound on each request's TTFT (cold or suffix prefill on the "
+            f"fastest node once the prefix can exist; no queueing); floor gap = share of "
+            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
+        )
     return "\n".join(lines)
 
 
@@ -289,6 +313,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             workload=workload,
             baseline=options["baseline"],
             progress=bar.update if bar is not None else None,
+            floor=True,
         )
     finally:
         if bar is not None:

@@ -232,15 +232,7 @@ def _typed_on_command_line(path: str, overrides: list[str], groups: set[str]) ->
     """Whether a command-line override sets config ``path``: ``path=value`` itself, or a
     parent's dict holding it (``workload.params={n_bursts: -1}``); choosing a group's
     option (``env=thresholds``) sets values from that option's file, not the line."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
-    for text in overrides:
-        try:
-            (override,) = parser.parse_overrides([text])
-        except HydraException:
-            continue
+    for override in _parsed_overrides(overrides):
         key = override.key_or_group
         if key == path:
             return True
@@ -254,6 +246,20 @@ def _typed_on_command_line(path: str, overrides: list[str], groups: set[str]) ->
         else:
             return True
     return False
+
+
+def _parsed_overrides(overrides: list[str]) -> Iterator[Any]:
+    """The overrides Hydra's parser reads (one it cannot is Hydra's to report)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for text in overrides:
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException:
+            continue
+        yield override
 
 
 def _config_file(sources: Any, name: str) -> Path | None:
@@ -340,6 +346,53 @@ def naming_value(path: str, value: Any) -> Iterator[None]:
     except ValueError as error:
         detail = re.sub(r"^[A-Z]\w*(?:\([^)]*\))?\.(?=\w)", "", str(error))
         raise ConfigError(f"{path}={value!r}{value_origin(path)}: {detail}") from error
+
+
+def unknown_keys(cfg: Any, prefix: str = "") -> Iterator[tuple[str, list[str]]]:
+    """``(config path, the keys its schema has)`` for each key of ``cfg`` that its
+    group's schema (the dataclass Hydra composed it into) does not have. Hydra's
+    ``+key=value`` adds a key past the schema; a group file's unknown key is refused
+    by Hydra itself. Free-form dicts (``workload.params``, ``agent.hyperparams``) are
+    checked by what reads them."""
+    import dataclasses
+
+    from omegaconf import DictConfig
+
+    schema = OmegaConf.get_type(cfg)
+    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
+        return
+    known = [f.name for f in dataclasses.fields(schema)]
+    for key in cfg:
+        path = f"{prefix}{key}"
+        if path == "hydra":  # Hydra's own node (in a composed job's view), Hydra's to check
+            continue
+        if key not in known:
+            yield path, known
+        elif isinstance(child := cfg._get_node(key), DictConfig):
+            yield from unknown_keys(child, f"{path}.")
+
+
+def check_known_keys(cfg: Any) -> None:
+    """Refuse the first key no schema knows (``+workload.bogus=1``), naming it, where
+    it came from and the keys its group takes."""
+    for path, known in unknown_keys(cfg):
+        group = path.rpartition(".")[0]
+        owner = f"{group} takes" if group else "the command takes"
+        origin = value_origin(path) or _typed_below(path)
+        raise ConfigError(f"unknown key {path}{origin}; {owner}: {', '.join(known)}")
+
+
+def _typed_below(path: str) -> str:
+    """`` (from the command line)`` when an override sets a key under ``path``
+    (``+agent.bogus=1`` makes an unknown ``agent``), else empty."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    overrides = _parsed_overrides(list(HydraConfig.get().overrides.task))
+    if any(override.key_or_group.startswith(path + ".") for override in overrides):
+        return " (from the command line)"
+    return ""
 
 
 def group_paths(group: str, cfg_group: Any) -> dict[str, str]:

@@ -25,10 +25,15 @@ import numpy as np
 
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
+from envs.sim.floor import ttft_floor_s
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.request import Workload
 
 DEFAULT_BASELINE = "cache_aware"
+FLOOR = "floor"
+"""The row of the per-request TTFT lower bound (envs.sim.floor), not a policy."""
+GAP_REFERENCE = "btb"
+"""``floor_gap_closed_*_pct`` measure the gap from this policy's row down to the floor."""
 
 
 @dataclass
@@ -155,6 +160,7 @@ def evaluate_policies(
     progress: Callable[[int], Any] | None = None,
     trace_window: int | None = 0,
     setup_name: str | None = None,
+    floor: bool = False,
 ) -> list[PolicyRun]:
     """Every policy on every window; one :class:`PolicyRun` per policy, in order.
 
@@ -170,14 +176,23 @@ def evaluate_policies(
         progress: called with 1 after each (window, policy) run.
         trace_window: keep the timeline of this window position (None: none).
         setup_name: the rows' setup label (default: the setup's name, or the cluster's).
+        floor: add a last run, ``floor``: the per-request TTFT lower bound of
+            :func:`envs.sim.floor.ttft_floor_s` on the same windows (no policy, no
+            simulation; its row has the TTFT statistics only). Every row then gets
+            ``floor_gap_closed_*_pct`` (see :func:`add_floor_gaps`).
     """
     named = as_policies(policies)
     config = config or SimConfig()
     cluster = setup if isinstance(setup, ClusterSpec) else setup_cluster(setup)
     if setup_name is None:
         setup_name = setup if isinstance(setup, str) else cluster.name
+    if floor and FLOOR in named:
+        raise ValueError(f"a policy is named {FLOOR!r}, like the lower-bound row")
     results: dict[str, list[WindowResult]] = {name: [] for name in named}
+    floors: list[np.ndarray] = []
     for i, window in enumerate(windows):
+        if floor:
+            floors.append(ttft_floor_s(cluster, window, config))
         for name, policy in named.items():
             result = run_window(policy, cluster, window, config, (seed, i), trace=i == trace_window)
             results[name].append(result)
@@ -192,13 +207,33 @@ def evaluate_policies(
         )
         for name in named
     ]
+    if floor:
+        row = floor_row(floors, setup_name, workload, config)
+        runs.append(PolicyRun(row=row, ttft_s=_concat(floors)))
     add_reductions([run.row for run in runs], baseline)
+    if floor:
+        add_floor_gaps([run.row for run in runs])
     return runs
 
 
 def _pooled(results: Sequence[WindowResult], name: str) -> np.ndarray:
-    arrays = [getattr(r, name) for r in results]
+    return _concat([getattr(r, name) for r in results])
+
+
+def _concat(arrays: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(arrays) if arrays else np.zeros(0)
+
+
+def ttft_stats(ttft: np.ndarray) -> dict[str, float]:
+    """Mean, percentiles and maximum of pooled TTFTs (nan when there are none)."""
+    return {
+        "ttft_mean_s": float(np.mean(ttft)) if ttft.size else float("nan"),
+        "ttft_p50_s": _pct(ttft, 50),
+        "ttft_p90_s": _pct(ttft, 90),
+        "ttft_p95_s": _pct(ttft, 95),
+        "ttft_p99_s": _pct(ttft, 99),
+        "ttft_max_s": float(np.max(ttft)) if ttft.size else float("nan"),
+    }
 
 
 def _pct(values: np.ndarray, q: float) -> float:
@@ -227,12 +262,7 @@ def summarize_windows(
         "windows": len(results),
         "requests": int(ttft.size),
         "completed": int(sum(r.summary["completed"] for r in results)),
-        "ttft_mean_s": float(np.mean(ttft)) if ttft.size else float("nan"),
-        "ttft_p50_s": _pct(ttft, 50),
-        "ttft_p90_s": _pct(ttft, 90),
-        "ttft_p95_s": _pct(ttft, 95),
-        "ttft_p99_s": _pct(ttft, 99),
-        "ttft_max_s": float(np.max(ttft)) if ttft.size else float("nan"),
+        **ttft_stats(ttft),
         "e2e_mean_s": float(np.mean(e2e)) if e2e.size else float("nan"),
         "e2e_p95_s": _pct(e2e, 95),
         "queue_mean_s": float(np.mean(queue)) if queue.size else float("nan"),
@@ -246,6 +276,7 @@ def summarize_windows(
         "displaced_by_copies_blocks": int(
             sum(r.summary["displaced_by_copies_blocks"] for r in results)
         ),
+        **_capacity(results),
         "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
@@ -261,16 +292,76 @@ def summarize_windows(
     return row
 
 
+CAPACITY_FRACTIONS = (
+    "prefill_busy_fraction",
+    "decode_busy_fraction",
+    "batch_occupancy_mean",
+    "kv_occupancy_mean",
+)
+"""Time shares of envs.sim.records.capacity_metrics, pooled weighted by each window's makespan."""
+
+
+def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
+    """The windows' capacity metrics pooled: the time shares over all windows' node
+    time, ``load_imbalance`` as the mean of the windows'."""
+    spans = np.array([r.summary["makespan_s"] for r in results], dtype=float)
+    if not results or not spans.sum() > 0:
+        return {}
+    pooled = {
+        key: float(np.dot([r.summary[key] for r in results], spans) / spans.sum())
+        for key in CAPACITY_FRACTIONS
+    }
+    pooled["load_imbalance"] = float(np.mean([r.summary["load_imbalance"] for r in results]))
+    return pooled
+
+
+def floor_row(
+    floors: Sequence[np.ndarray], setup: str, workload: str, config: SimConfig
+) -> dict[str, Any]:
+    """The ``floor`` row: TTFT statistics of the per-request lower bounds, pooled
+    over the windows like a policy's (a lower bound per request bounds every
+    statistic of the pooled TTFTs)."""
+    ttft = _concat(floors)
+    return {
+        "setup": setup,
+        "workload": workload,
+        "policy": FLOOR,
+        "causal_kv": config.causal_kv,
+        "copy_model": config.copy_model,
+        "windows": len(floors),
+        "requests": int(ttft.size),
+        **ttft_stats(ttft),
+        "ttft_mean_s_per_window": [float(np.mean(f)) for f in floors],
+    }
+
+
+def _group(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The comparison a row belongs to: its setup, workload and simulator model."""
+    return (row["setup"], row["workload"], row["causal_kv"], row["copy_model"])
+
+
+def add_floor_gaps(rows: Sequence[dict[str, Any]], reference: str = GAP_REFERENCE) -> None:
+    """Set each row's ``floor_gap_closed_mean_pct`` / ``_p95_pct``: the share (%) of
+    the gap from ``reference`` (btb) down to the floor that the row's policy closes
+    on mean / p95 TTFT, ``100 (ref - row) / (ref - floor)``: 0 is btb, 100 the floor,
+    negative worse than btb. None without a reference or floor row, or no gap."""
+    refs = {_group(row): row for row in rows if row["policy"] == reference}
+    floors = {_group(row): row for row in rows if row["policy"] == FLOOR}
+    for row in rows:
+        ref, low = refs.get(_group(row)), floors.get(_group(row))
+        for stat in ("mean", "p95"):
+            key, value = f"floor_gap_closed_{stat}_pct", f"ttft_{stat}_s"
+            row[key] = None
+            if ref is not None and low is not None and ref[value] > low[value]:
+                row[key] = 100.0 * (ref[value] - row[value]) / (ref[value] - low[value])
+
+
 def add_reductions(rows: Sequence[dict[str, Any]], baseline: str | None) -> None:
     """Set each row's mean and p95 TTFT reduction (%) vs the baseline row of its
     (setup, workload, causal_kv, copy_model); None when there is no such row."""
-
-    def group(row: Mapping[str, Any]) -> tuple[Any, ...]:
-        return (row["setup"], row["workload"], row["causal_kv"], row["copy_model"])
-
-    base = {group(row): row for row in rows if row["policy"] == baseline}
+    base = {_group(row): row for row in rows if row["policy"] == baseline}
     for row in rows:
-        ref = base.get(group(row))
+        ref = base.get(_group(row))
         for stat in ("mean", "p95"):
             key = f"ttft_{stat}_reduction_pct"
             if ref is None or not ref[f"ttft_{stat}_s"] > 0:

@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 from experiments._cli import main_guard, user_error_message
 from experiments._io import check_writable_dir
 from experiments.config import (
+    check_known_keys,
     check_workload,
     cluster_of,
     setup_label,
@@ -178,7 +179,9 @@ def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> N
 
 
 def check_world(cfg: Any) -> None:
-    """Reject values the schema's types allow but no run can use (before any run)."""
+    """Reject keys no schema has, and values the schema's types allow but no run can
+    use (before any run)."""
+    check_known_keys(cfg)
     for field, value in (("seed", cfg.seed), ("workload.seed", cfg.workload.seed)):
         if value < 0:
             raise ValueError(f"{field} must be >= 0 (a numpy seed), got {value}")
@@ -322,6 +325,7 @@ def evaluate_and_write(
             workload=workload_label(cfg),
             progress=bar.update,
             setup_name=setup_label(cfg),
+            floor=True,
         )
     rows = [run.row for run in runs]
     config = OmegaConf.to_container(cfg, resolve=True)

@@ -10,7 +10,8 @@ Bursted-ART test set, ART-like windows standing in for ART) under the
 reference KV model (``causal_kv=false``: a request's blocks are resident from
 admission, as in Infer-Sim, which the published figures depend on) and the
 causal one (KV usable only once computed or landed), or one of them
-(``causal_kv=true|false``). Prints one table per model: mean TTFT per policy,
+(``causal_kv=true|false``). Prints one table per model: mean TTFT per policy
+and of ``floor`` (the per-request lower bound of ``envs/sim/floor.py``),
 BTB's and the oracle's mean (and p95) TTFT reduction vs cache_aware, and the
 published figure with the difference in percentage points where SPEC section 9
 has one. Writes ``results.json`` (rows as in ``experiments.compare``, plus the
@@ -39,7 +40,7 @@ from envs.workloads.bursted import PUBLISHED_SEED
 from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
 from experiments._io import check_writable_dir
 from experiments.compare import default_out_dir
-from experiments.evaluation import evaluate_policies, split_windows
+from experiments.evaluation import FLOOR, evaluate_policies, split_windows
 
 DEFAULTS: dict[str, Any] = {
     "setups": list(SETUPS),
@@ -115,6 +116,7 @@ def _task(
         workload=options["workload"],
         baseline=BASELINE,
         trace_window=None,
+        floor=True,
     )
     return [{**run.row, "workload_seed": workload_seed} for run in runs]
 
@@ -140,7 +142,7 @@ def build_tables(
                     mine.setdefault(r["policy"], []).append(r)
             if not mine:
                 continue
-            present = [p for p in policies if p in mine]
+            present = [p for p in [*policies, FLOOR] if p in mine]
             entry: dict[str, Any] = {
                 "setup": setup,
                 "causal_kv": causal,
@@ -280,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             bar.close()
     tables = build_tables(rows, options["workload"], policies)
     print(f"{options['workload']} · test windows: {rows[0]['windows'] if rows else 0}")
-    print(format_tables(tables, policies))
+    print(format_tables(tables, [*policies, FLOOR]))
     result = {
         "rows": rows,
         "config": {**options, "wall_s": time.perf_counter() - started, "out_dir": str(out_dir)},

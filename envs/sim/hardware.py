@@ -41,7 +41,10 @@ class GpuSpec:
 @dataclass(frozen=True)
 class ModelSpec:
     """A served model. ``attn_dim`` (query heads x head dim) is used only by the
-    opt-in attention-FLOPs setting; it is an approximation where the SPEC is silent."""
+    opt-in attention-FLOPs setting; it is an approximation where the SPEC is silent.
+    ``max_context_tokens`` is the longest request (prompt + output tokens) the model
+    serves; None: no limit is known. Trace readers refuse longer rows
+    (``ReadOptions.max_context_tokens``)."""
 
     name: str
     total_params: float
@@ -51,6 +54,7 @@ class ModelSpec:
     kv_heads: int
     head_dim: int
     attn_dim: int = 8192
+    max_context_tokens: int | None = None
 
     def __post_init__(self) -> None:
         owner = f"ModelSpec({self.name!r})"
@@ -58,6 +62,8 @@ class ModelSpec:
             _positive(owner, field, getattr(self, field))
         for field in ("layers", "kv_heads", "head_dim", "attn_dim"):
             check_int(f"{owner}.{field}", getattr(self, field), 1, ConfigError)
+        if self.max_context_tokens is not None:
+            check_int(f"{owner}.max_context_tokens", self.max_context_tokens, 1, ConfigError)
         if self.active_params > self.total_params:
             raise ConfigError(
                 f"{owner}.active_params ({self.active_params:g}) exceeds "
@@ -91,15 +97,22 @@ GPUS: dict[str, GpuSpec] = {
     )
 }
 
+# Context lengths (max_context_tokens), from each model's release notes / model card:
+# llama-3.3-70b 128k = 131,072; qwen3-8b 32,768 native, 131,072 with YaRN rope scaling
+# (the figure used: the published Bursted-ART prompts are 65,792 tokens long);
+# glm-4.5 128k = 131,072; glm-4.6 200k, 202,752 in its released config; kimi-k2 (the
+# first, July 2025 release) 128k = 131,072; dense-1t is not a released model, so no
+# published figure exists: 131,072 is assumed, like the 128k models beside it.
 MODELS: dict[str, ModelSpec] = {
     m.name: m
+    # name, total / active params, bytes/elem, layers, KV heads, head dim, attn_dim, context
     for m in (
-        ModelSpec("llama-3.3-70b", 70.6e9, 70.6e9, 2, 80, 8, 128, attn_dim=64 * 128),
-        ModelSpec("qwen3-8b", 8.19e9, 8.19e9, 2, 36, 8, 128, attn_dim=32 * 128),
-        ModelSpec("glm-4.5", 355e9, 32e9, 0.5, 92, 4, 128, attn_dim=96 * 128),
-        ModelSpec("glm-4.6", 744e9, 40e9, 0.5, 78, 1, 288, attn_dim=64 * 192),
-        ModelSpec("kimi-k2", 1e12, 32e9, 0.5, 61, 8, 128, attn_dim=64 * 192),
-        ModelSpec("dense-1t", 1e12, 1e12, 1, 120, 8, 128, attn_dim=128 * 128),
+        ModelSpec("llama-3.3-70b", 70.6e9, 70.6e9, 2, 80, 8, 128, 64 * 128, 131_072),
+        ModelSpec("qwen3-8b", 8.19e9, 8.19e9, 2, 36, 8, 128, 32 * 128, 131_072),
+        ModelSpec("glm-4.5", 355e9, 32e9, 0.5, 92, 4, 128, 96 * 128, 131_072),
+        ModelSpec("glm-4.6", 744e9, 40e9, 0.5, 78, 1, 288, 64 * 192, 202_752),
+        ModelSpec("kimi-k2", 1e12, 32e9, 0.5, 61, 8, 128, 64 * 192, 131_072),
+        ModelSpec("dense-1t", 1e12, 1e12, 1, 120, 8, 128, 128 * 128, 131_072),
     )
 }
 MODEL_ALIASES = {"glm52": "glm-4.6", "llama-70b": "llama-3.3-70b", "70b": "llama-3.3-70b"}

@@ -163,4 +163,43 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
         "evicted_by_action_blocks": sim.evicted_by_action_blocks,
         "rdma_busy_s": float(sum(node.rdma_busy_s for node in sim.nodes)),
         "copy_busy_s": float(sum(node.copy_s for node in sim.nodes)),
+        **capacity_metrics(sim, rec, makespan),
+    }
+
+
+def capacity_metrics(sim: Simulator, rec: Records, makespan_s: float) -> dict[str, Any]:
+    """How full the cluster ran, averaged over the nodes and the run (first arrival
+    to last finish), for sizing it (``utilisation`` counts decode, which runs
+    whenever any sequence is decoding, so it reads near 1 on any busy run):
+
+    - ``prefill_busy_fraction``: share of node time spent reusing and prefilling
+      prompts (``prefill_busy_per_node``: each node's);
+    - ``decode_busy_fraction``: share spent in decode steps;
+    - ``batch_occupancy_mean``: running sequences (admitted, not finished) / ``max_batch``,
+      time-weighted;
+    - ``kv_occupancy_mean``: KV reserved by running sequences (input + output tokens
+      each) / the node's KV budget, time-weighted;
+    - ``load_imbalance``: max / mean of the nodes' prefill-busy seconds (1 = even;
+      the number of nodes = one node did all the prefill work).
+
+    Worked out from each request's admission and finish and the nodes' busy
+    totals, none of which the event loop keeps for this alone.
+    """
+    nodes = sim.nodes
+    span = makespan_s * len(nodes)
+    prefill = np.array([node.prefill_s for node in nodes])
+    done = ~np.isnan(rec.finish_s)
+    held_s = np.where(done, rec.finish_s - rec.admit_s, 0.0)
+    tokens = np.array([r.input_tokens + r.output_tokens for r in sim.requests], dtype=float)
+    node = np.asarray(rec.node)
+    kv_token_s = np.bincount(node[done], weights=(held_s * tokens)[done], minlength=len(nodes))
+    budgets = np.array([n.budget_tokens for n in nodes], dtype=float)
+    mean_prefill = float(prefill.mean())
+    return {
+        "prefill_busy_fraction": float(prefill.sum()) / span,
+        "prefill_busy_per_node": [float(p) / makespan_s for p in prefill],
+        "decode_busy_fraction": float(sum(n.decode_s for n in nodes)) / span,
+        "batch_occupancy_mean": float(held_s.sum()) / (span * sim.config.max_batch),
+        "kv_occupancy_mean": float(np.mean(kv_token_s / budgets)) / makespan_s,
+        "load_imbalance": float(prefill.max()) / mean_prefill if mean_prefill > 0 else 1.0,
     }

@@ -21,9 +21,25 @@ REQUIRED = (
 
 
 def window(
-    ttft: list[float], hits: int, landed: int, hit_rate: float, copies: int, byte_rate: float = 0.0
+    ttft: list[float],
+    hits: int,
+    landed: int,
+    hit_rate: float,
+    copies: int,
+    byte_rate: float = 0.0,
+    **capacity: float,
 ) -> WindowResult:
+    """A window's result; ``capacity`` sets records.capacity_metrics' values (and
+    ``makespan_s``), 0 (1 s) unless given."""
     values = np.asarray(ttft)
+    shares = ("prefill_busy_fraction", "decode_busy_fraction", "batch_occupancy_mean")
+    capacity = {
+        "makespan_s": 1.0,
+        "load_imbalance": 1.0,
+        "kv_occupancy_mean": 0.0,
+        **dict.fromkeys(shares, 0.0),
+        **capacity,
+    }
     return WindowResult(
         window="w",
         ttft_s=values,
@@ -39,6 +55,7 @@ def window(
             "warm_hit_rate": hit_rate,
             "warm_byte_hit_rate": byte_rate,
             "displaced_by_copies_blocks": 0,
+            **capacity,
         },
         metrics={"shadow_copies": 2, "shadow_hit_rate": hit_rate},
         wall_s=0.5,
@@ -62,6 +79,22 @@ def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
     assert row["ttft_mean_s_per_window"] == [2.0, 6.0]
     assert row["shadow_copies"] == 4 and row["shadow_hit_rate"] == pytest.approx(0.75)
     assert row["requests_per_s"] == pytest.approx(4.0)
+
+
+def test_rows_pool_capacity_by_each_windows_time() -> None:
+    # a 10 s window at 0.2 prefill-busy and a 30 s one at 0.6: (2 + 18) / 40 = 0.5
+    shares = ("prefill_busy_fraction", "decode_busy_fraction", "batch_occupancy_mean")
+
+    def timed(makespan_s: float, share: float, kv: float, imbalance: float) -> WindowResult:
+        capacity = {"kv_occupancy_mean": kv, "load_imbalance": imbalance}
+        return window([1.0], 0, 0, 0.0, 0, makespan_s=makespan_s, **capacity,
+                      **dict.fromkeys(shares, share))  # fmt: skip
+
+    first, second = timed(10.0, 0.2, 0.1, 1.0), timed(30.0, 0.6, 0.5, 2.0)
+    row = summarize_windows([first, second], "s", "w", "p", SimConfig())
+    assert [row[key] for key in shares] == pytest.approx([0.5] * 3)
+    assert row["kv_occupancy_mean"] == pytest.approx((1 + 15) / 40)
+    assert row["load_imbalance"] == pytest.approx(1.5)  # the windows' mean
 
 
 def test_reductions_are_relative_to_the_baseline_of_the_same_setup() -> None:
@@ -139,7 +172,10 @@ def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type
     payload = json.loads((out / "results.json").read_text())
     assert set(payload) == {"rows", "config"}
     rows = payload["rows"]
-    assert [r["policy"] for r in rows] == ["cache_aware", "btb", "oracle_warm"]  # baseline added
+    # baseline added first, the lower bound last
+    assert [r["policy"] for r in rows] == ["cache_aware", "btb", "oracle_warm", "floor"]
+    assert rows[3]["ttft_mean_s"] < rows[2]["ttft_mean_s"] and rows[3]["requests"] == 4120
+    rows = rows[:3]
     for row in rows:
         assert set(REQUIRED) <= set(row)
         assert row["setup"] == "70b_h100x4" and row["workload"] == "bursted_synthetic"
@@ -239,5 +275,5 @@ def test_compare_keeps_same_named_agents_apart(tmp_path) -> None:  # type: ignor
     )  # fmt: skip
     rows = json.loads((out / "results.json").read_text())["rows"]
     names = [row["policy"] for row in rows]
-    assert names == ["cache_aware", "bc_route_warm@a/agent", "bc_route_warm@b/agent"]
+    assert names == ["cache_aware", "bc_route_warm@a/agent", "bc_route_warm@b/agent", "floor"]
     assert rows[1]["ttft_mean_s"] == rows[2]["ttft_mean_s"]  # the same agent, twice

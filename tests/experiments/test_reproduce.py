@@ -62,11 +62,12 @@ def test_reproduce_end_to_end_on_one_setup(tmp_path) -> None:  # type: ignore[no
     payload = json.loads((out / "results.json").read_text())
     assert set(payload) == {"rows", "config", "tables"}
     got = {(r["policy"], r["causal_kv"]) for r in payload["rows"]}
-    assert got == {(p, c) for p in ("cache_aware", "btb") for c in (False, True)}
+    assert got == {(p, c) for p in ("cache_aware", "btb", "floor") for c in (False, True)}
     assert len(payload["tables"]) == 2
     for table in payload["tables"]:
         assert table["published_mean_pct"] == 41.9
         assert table["ttft_mean_reduction_pct"]["btb"] > 0
+        assert table["ttft_mean_s"]["floor"] <= table["ttft_mean_s"]["btb"]
 
 
 def test_reproduce_rejects_a_bad_mode() -> None:

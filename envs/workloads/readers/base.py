@@ -79,6 +79,9 @@ class ReadOptions:
     namespaces never share KV."""
     max_rows: int | None = None
     """Stop after this many good rows (None: read everything)."""
+    max_context_tokens: int | None = None
+    """Refuse a row whose input + output tokens exceed this (the served model's
+    ``ModelSpec.max_context_tokens``), or skip it with ``skip_bad_rows``; None: no limit."""
 
     def __post_init__(self) -> None:
         if self.unsorted not in ("warn", "sort", "error"):
@@ -89,6 +92,8 @@ class ReadOptions:
             check_int("ReadOptions.block_tokens", self.block_tokens, 1)
         if self.max_rows is not None:
             check_int("ReadOptions.max_rows", self.max_rows, 0)
+        if self.max_context_tokens is not None:
+            check_int("ReadOptions.max_context_tokens", self.max_context_tokens, 1)
 
 
 @dataclass
@@ -292,6 +297,20 @@ def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) ->
         )
 
 
+def check_context(parsed: ParsedRow, max_context_tokens: int, loc: RowLocation) -> None:
+    """Reject a request longer than the model's context (prompt + output tokens)."""
+    total = parsed.input_tokens + parsed.output_tokens
+    if total > max_context_tokens:
+        raise TraceFormatError(
+            loc.path,
+            loc.line,
+            "input_length",
+            f"{parsed.input_tokens} + output_length {parsed.output_tokens} = {total} tokens "
+            f"exceed the model's context of {max_context_tokens} tokens (max_context_tokens); "
+            "skip such rows with skip_bad_rows",
+        )
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -326,6 +345,8 @@ class _RowStream:
                 parsed = self.parse_row(row, loc)
                 if options.strict_block_count:
                     check_block_count(parsed, self.block_tokens, loc)
+                if options.max_context_tokens is not None:
+                    check_context(parsed, options.max_context_tokens, loc)
             except TraceFormatError as error:
                 if not options.skip_bad_rows:
                     raise

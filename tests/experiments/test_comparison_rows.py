@@ -1,0 +1,61 @@
+"""Comparison rows: the ``floor`` row and the share of btb's gap to it each policy
+closes."""
+
+from __future__ import annotations
+
+import pytest
+
+from envs.sim import SimConfig
+from experiments.compare import format_table
+from experiments.evaluation import FLOOR, add_floor_gaps, evaluate_policies
+from tests.sim.simkit import small_window
+
+
+def _row(policy: str, mean_s: float, p95_s: float) -> dict[str, object]:
+    return {
+        "setup": "s",
+        "workload": "w",
+        "causal_kv": True,
+        "copy_model": "reference",
+        "policy": policy,
+        "ttft_mean_s": mean_s,
+        "ttft_p95_s": p95_s,
+    }
+
+
+def test_gap_closed_by_hand() -> None:
+    rows = [
+        _row("btb", 1.0, 5.0),
+        _row("oracle_warm", 0.8, 4.0),  # (1.0 - 0.8) / (1.0 - 0.6) = 50 %; p95 1/3
+        _row("cache_aware", 1.2, 5.0),  # 0.2 worse than btb: -50 %; p95 level: 0 %
+        _row(FLOOR, 0.6, 2.0),
+    ]
+    add_floor_gaps(rows)
+    assert [r["floor_gap_closed_mean_pct"] for r in rows] == pytest.approx([0, 50, -50, 100])
+    assert [r["floor_gap_closed_p95_pct"] for r in rows] == pytest.approx([0, 100 / 3, 0, 100])
+
+
+def test_no_gap_without_btb_or_floor() -> None:
+    rows = [_row("cache_aware", 1.0, 2.0), _row(FLOOR, 0.5, 1.0)]
+    add_floor_gaps(rows)
+    assert rows[0]["floor_gap_closed_mean_pct"] is None
+
+
+def test_evaluate_policies_adds_the_floor_row_last() -> None:
+    window = small_window()
+    windows = [window, small_window(seed=2)]
+    runs = evaluate_policies(["cache_aware", "btb"], "70b_h100x4", windows, SimConfig(), floor=True)
+    rows = [run.row for run in runs]
+    assert [r["policy"] for r in rows] == ["cache_aware", "btb", FLOOR]
+    floor = rows[-1]
+    assert floor["requests"] == rows[0]["requests"] == 2 * len(window.requests)
+    for row in rows[:-1]:
+        for stat in ("mean", "p50", "p95", "p99", "max"):
+            assert row[f"ttft_{stat}_s"] >= floor[f"ttft_{stat}_s"]
+    assert (rows[1]["floor_gap_closed_mean_pct"], floor["floor_gap_closed_mean_pct"]) == (0, 100)
+    table = format_table(rows, "cache_aware")
+    assert "floor gap%" in table and f"\n{FLOOR} " in table
+    # without floor=True nothing changes
+    plain = evaluate_policies(["cache_aware"], "70b_h100x4", [window], SimConfig())
+    assert [run.row["policy"] for run in plain] == ["cache_aware"]
+    assert "floor_gap_closed_mean_pct" not in plain[0].row

@@ -1,0 +1,145 @@
+"""Every key a schema does not know is refused, in every command and every group:
+Hydra's ``+key=value`` adds keys past the schema, a group or experiment file's
+unknown key fails to compose, and the key=value commands refuse unknown options,
+dotted ones included. All in-process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+
+from experiments._cli import UsageError
+from experiments.config import CONF_DIR, check_known_keys, register_configs, unknown_keys
+from tests.experiments.test_cli_errors import _hydra_job as hydra_job
+
+register_configs()
+
+
+GROUP_KEYS = [
+    ("+workload.path=/tmp/trace.jsonl", "workload.path", "workload takes: name, seed"),
+    ("+workload.bogus=1", "workload.bogus", "workload takes: name, seed"),
+    ("+sim.bogus=1", "sim.bogus", "sim takes: causal_kv, copy_model"),
+    ("+model.bogus=1", "model.bogus", "model takes: name"),
+    ("+cluster.bogus=1", "cluster.bogus", "cluster takes: node, n_nodes"),
+    ("+setup.bogus=1", "setup.bogus", "setup takes: name"),
+    ("+logger.bogus=1", "logger.bogus", "logger takes: kind, mode"),
+    ("+bogus=1", "bogus", "the command takes: setup, model"),
+]
+TRAIN_KEYS = [
+    ("+env.bogus=1", "env.bogus", "env takes: kind, reward_scale"),
+    ("+agent.bogus=1", "agent.bogus", "agent takes: algo, net, hidden, hyperparams"),
+    ("+train.bogus=1", "train.bogus", "train takes: total_timesteps"),
+    ("+imitation.bogus=1", "imitation.bogus", "imitation takes: episodes"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "override", "key", "known"),
+    [
+        *[("train", *case) for case in GROUP_KEYS + TRAIN_KEYS],
+        # the other commands share the groups' schemas: a few of them each
+        *[("evaluate", *case) for case in GROUP_KEYS[:3]],
+        *[("tune_btb", *case) for case in GROUP_KEYS[2:5]],
+        # groups a command does not have at all
+        ("evaluate", "+env.bogus=1", "env", "the command takes: setup"),
+        ("tune_btb", "+agent.hidden=8", "agent", "the command takes: setup"),
+    ],
+)
+def test_a_plus_key_no_schema_knows_is_refused_naming_it(
+    name: str, override: str, key: str, known: str
+) -> None:
+    with (
+        hydra_job(name, ["logger=none", "workload=tiny", override]) as cfg,
+        pytest.raises(ValueError) as error,
+    ):
+        check_known_keys(cfg)
+    message = str(error.value)
+    assert message.startswith(f"unknown key {key} (from the command line); {known}")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
+def test_the_job_refuses_it_before_its_run_folder(name: str, tmp_path: Path) -> None:
+    from experiments import evaluate, train, tune_btb
+
+    fn = {"train": train.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
+    run = tmp_path / "run"
+    # +sim.bogus=1 used to reach SimConfig(**...) as a TypeError
+    overrides = ["logger=none", "workload=tiny", "+sim.bogus=1", f"out_dir={run}"]
+    refused = r"^unknown key sim\.bogus \(from the command line\)"
+    with hydra_job(name, overrides) as cfg, pytest.raises(ValueError, match=refused):
+        fn[name](cfg)
+    assert not run.exists()
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["+workload.params.n_bursts=3", "+agent.hyperparams.vf_coef=0.5", "+imitation.teacher.x=1"],
+)
+def test_free_form_dicts_are_left_to_what_reads_them(override: str) -> None:
+    # workload.params goes to the generators' configs, hyperparams to SB3's checks,
+    # the teacher's settings to the teacher: each names an unknown key there
+    with hydra_job("train", ["logger=none", override]) as cfg:
+        check_known_keys(cfg)
+
+
+@pytest.mark.parametrize(
+    ("folder", "text", "choice"),
+    [
+        ("experiment", "# @package _global_\nworkload:\n  bogus: 1\n", "+experiment=mine"),
+        ("workload", "name: bursted_synthetic\nbogus: 1\n", "workload=mine"),
+        ("sim", "causal_kv: true\nbogus: 1\n", "sim=mine"),
+    ],
+)
+def test_an_unknown_key_in_a_config_file_does_not_compose(
+    folder: str, text: str, choice: str, tmp_path: Path
+) -> None:
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "mine.yaml").write_text(text)
+    with (
+        initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"),
+        pytest.raises(ConfigCompositionException) as error,
+    ):
+        compose("train", overrides=[f"hydra.searchpath=[file://{tmp_path}]", choice])
+    message = f"{error.value} {error.value.__cause__}"
+    assert f"'{folder}/mine'" in message and "Key 'bogus' not in" in message
+
+
+@dataclass
+class _Inner:
+    size: int = 1
+
+
+@dataclass
+class _Schema:
+    name: str = "x"
+    inner: _Inner = field(default_factory=_Inner)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def test_the_check_follows_the_schema_it_is_given() -> None:
+    cfg = OmegaConf.structured(_Schema)
+    for key, value in (("inner.colour", "red"), ("extra.anything", 1), ("other", 2)):
+        OmegaConf.update(cfg, key, value, force_add=True)  # what Hydra's + does
+    assert list(unknown_keys(cfg)) == [
+        ("inner.colour", ["size"]),
+        ("other", ["name", "inner", "extra"]),
+    ]
+
+
+@pytest.mark.parametrize("module", ["compare", "reproduce", "bench", "make_dataset", "audit"])
+@pytest.mark.parametrize("arg", ["sim.bogus=1", "+workload.bogus=1", "workload.bogus=1"])
+def test_key_value_commands_refuse_dotted_unknown_keys(module: str, arg: str) -> None:
+    import importlib
+    import re
+
+    main = importlib.import_module(f"experiments.{module}").main
+    key = arg.partition("=")[0]
+    with pytest.raises(UsageError, match=f"unknown option '{re.escape(key)}'"):
+        main([arg])

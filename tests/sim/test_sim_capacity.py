@@ -1,0 +1,33 @@
+"""The capacity metrics of records.summary (prefill / decode busy, batch and KV
+occupancy, load imbalance), worked out by hand on the toy cluster."""
+
+from __future__ import annotations
+
+import pytest
+from simkit import Prompts, decode_s, names, run_script, toy_cluster
+
+from envs.sim import SimConfig
+
+
+def test_capacity_metrics_by_hand() -> None:
+    p = Prompts()
+    p.add(0.0, names("a", 4))  # 64 tokens to node 0: prefill 0-64 ms, done at its first token
+    p.add(
+        0.0, names("b", 2), output_tokens=3
+    )  # 32 tokens to node 1: prefill 0-32 ms, 2 decode steps
+    sim, _ = run_script(toy_cluster(2), p, [0, 1], config=SimConfig(max_batch=2))
+    s = sim.records.summary
+    decode = decode_s(2, 1, 32)
+    r1_done = 0.032 + decode
+    makespan = 0.064  # first arrival 0, last finish r0's 64 ms
+    assert s["makespan_s"] == pytest.approx(makespan)
+    assert s["prefill_busy_fraction"] == pytest.approx((0.064 + 0.032) / (2 * makespan))  # 0.75
+    assert s["prefill_busy_per_node"] == pytest.approx([1.0, 0.5])
+    assert s["decode_busy_fraction"] == pytest.approx(decode / (2 * makespan))
+    # running sequences: r0 for 64 ms on node 0, r1 for r1_done on node 1; max batch 2
+    assert s["batch_occupancy_mean"] == pytest.approx((0.064 + r1_done) / (2 * makespan * 2))
+    # KV reserved (input + output) over each node's 1,024-token budget
+    node0, node1 = 0.064 * 65 / 1024, r1_done * 35 / 1024
+    assert s["kv_occupancy_mean"] == pytest.approx((node0 + node1) / 2 / makespan)
+    assert s["load_imbalance"] == pytest.approx(0.064 / 0.048)  # max / mean prefill seconds
+    assert s["utilisation_mean"] == pytest.approx((0.064 + 0.032 + decode) / 2 / makespan)

@@ -1,0 +1,96 @@
+"""The TTFT floor (envs.sim.floor): hand-worked on the toy cluster (1 ms a token of
+prefill, 16-token blocks), and below every policy's TTFT on real windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simkit import TOY_MODEL, Prompts, names, small_window, toy_cluster, toy_gpu
+
+from baselines import make_policy
+from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator, setup_cluster
+from envs.sim.floor import ttft_floor_s
+from envs.workloads.registry import windows
+
+A4 = names("a", 4)  # a0..a3: 64 tokens
+
+
+def hand_prompts() -> Prompts:
+    p = Prompts()
+    p.add(0.000, A4)  # r0: nothing earlier: cold, 64 ms; a0..a3 exist at 0.064
+    p.add(0.010, [*A4, "b4"])  # r1: wait 54 ms for a0..a3, then 16 ms (cold: 80 ms)
+    p.add(0.020, ["a0", "a1", "c2"])  # r2: waiting 44 + 16 ms for a0,a1 loses to cold 48 ms
+    p.add(1.000, [*A4, "b4"])  # r3: all of r1's prompt exists: 79 tokens reused, 1 ms
+    p.add(1.000, [*A4, "b4", "d5"])  # r4: a0..b4 exist (b4 at r1's 0.080): 16 ms
+    return p
+
+
+def test_floor_by_hand_under_causal_kv() -> None:
+    floor = ttft_floor_s(toy_cluster(), hand_prompts().workload(), SimConfig(causal_kv=True))
+    assert floor == pytest.approx([0.064, 0.054 + 0.016, 0.048, 0.001, 0.016], abs=1e-12)
+
+
+def test_floor_by_hand_under_the_reference_model() -> None:
+    # blocks count from admission, so from arrival: r1 and r2 reuse at once
+    floor = ttft_floor_s(toy_cluster(), hand_prompts().workload(), SimConfig(causal_kv=False))
+    assert floor == pytest.approx([0.064, 0.016, 0.016, 0.001, 0.016], abs=1e-12)
+
+
+def test_floor_uses_the_fastest_node() -> None:
+    # a two-GPU toy node has twice the FLOP/s: half the prefill time
+    gpu = toy_gpu()
+    mixed = ClusterSpec(TOY_MODEL, (NodeSpec(gpu, 1), NodeSpec(gpu, 2)))
+    p = Prompts()
+    p.add(0.0, A4)
+    assert ttft_floor_s(mixed, p.workload()) == pytest.approx([0.032])
+
+
+def test_floor_is_what_one_request_alone_gets() -> None:
+    # alone on an idle node, a request's TTFT is its cold prefill: the floor is tight
+    p = Prompts()
+    p.add(0.0, A4)
+    sim = Simulator(toy_cluster(), p.workload())
+    records = make_policy("round_robin").run(sim)
+    assert records.ttft_s[0] == pytest.approx(ttft_floor_s(toy_cluster(), p.workload())[0])
+
+
+CONFIGS = {
+    "causal": SimConfig(),
+    "reference": SimConfig(causal_kv=False),
+    "contention": SimConfig(copy_model="contention", transfer_latency_s=1e-5),
+    "realistic": SimConfig(
+        copy_model="contention",
+        transfer_latency_s=1e-5,
+        attention_flops=True,
+        host_ram_bytes=1e12,
+        disk_tier=True,
+        chunked_prefill_tokens=2048,
+    ),
+}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS), ids=list(CONFIGS))
+def test_no_policy_beats_the_floor_on_a_small_window(config: str) -> None:
+    cluster = setup_cluster("70b_h100x4")
+    window = small_window()
+    floor = ttft_floor_s(cluster, window, CONFIGS[config])
+    assert np.all(floor > 0)
+    for name in ("round_robin", "cache_aware", "btb", "oracle_warm", "dynamo"):
+        sim = Simulator(cluster, window, CONFIGS[config], np.random.default_rng(0))
+        ttft = make_policy(name).run(sim).ttft_s
+        assert np.all(ttft >= floor - 1e-9), (name, float(np.min(ttft - floor)))
+
+
+def test_no_policy_beats_the_floor_on_a_published_window() -> None:
+    # one Bursted-ART synthetic test window (4,120 requests, 500-request bursts)
+    cluster = setup_cluster("70b_h100x4")
+    window = next(windows("bursted_synthetic", split="test"))
+    floor = ttft_floor_s(cluster, window)
+    for name in ("cache_aware", "btb", "oracle_warm"):
+        sim = Simulator(cluster, window, SimConfig(), np.random.default_rng(0))
+        ttft = make_policy(name).run(sim).ttft_s
+        assert np.all(ttft >= floor - 1e-9), name
+    # the first request of the window has no earlier prefix: its whole prompt cold
+    costs = Simulator(cluster, window).nodes[0].costs
+    first = window.requests[0]
+    assert floor[0] == pytest.approx(costs.prefill_s(first.input_tokens))
