@@ -200,10 +200,10 @@ def workload_params(command: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return dataclasses.asdict(trace)
 
 
-def workload_file(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"workload_file": ...}``, the trace file's stamp (size, sha256) and plan, for a
-    results file's config; ``{}`` for a generated workload (no ``params``)."""
-    if not params:
+def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"workload_file": ...}``, a trace file's stamp (size, sha256) and plan, for a
+    results file's config; ``{}`` for a generated workload."""
+    if workload != TRACE_WORKLOAD:
         return {}
     return {"workload_file": provenance(TraceOptions(**params))}
 

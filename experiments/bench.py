@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{row['policy']:<14} {row['requests']:>9} {row['requests_per_s']:>12,.0f} "
             f"{row['peak_rss_mb']:>12.1f}"
         )
-    result: dict[str, Any] = {"sim": rows, **workload_file(options["workload_params"])}
+    trace_file = workload_file(options["workload"], options["workload_params"])
+    result: dict[str, Any] = {"sim": rows, **trace_file}
     if options["envs"]:
         env_rows = [_in_fresh_process(_bench_env, env_id, options) for env_id in options["envs"]]
         print(f"\n{'env':<20} {'steps/episode':>14} {'steps/s':>10} {'requests/s':>11}")

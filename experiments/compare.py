@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "window_names": [w.window for w in runs[0].windows],
             "wall_s": time.perf_counter() - started,
             "out_dir": str(out_dir),
-            **workload_file(params),
+            **workload_file(workload, params),
         },
     }
     path = write_json_atomic(out_dir / "results.json", result)

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             **options,
             "wall_s": time.perf_counter() - started,
             "out_dir": str(out_dir),
-            **workload_file(options["workload_params"]),
+            **workload_file(options["workload"], options["workload_params"]),
         },
         "tables": tables,
     }

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from envs.sim.checks import check_int, check_range
+from envs.sim.checks import check_int, check_range, is_number
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
@@ -109,9 +109,8 @@ class TraceOptions:
             check_int(f"{owner}.block_tokens", self.block_tokens, 1)
         if self.max_rows is not None:
             check_int(f"{owner}.max_rows", self.max_rows, 1)
-        check_range(f"{owner}.window_s", self.window_s, 0.0, finite=True)
-        if not self.window_s > 0:
-            raise ValueError(f"{owner}.window_s must be > 0, got {self.window_s!r}")
+        if not is_number(self.window_s) or not 0 < self.window_s < math.inf:
+            raise ValueError(f"{owner}.window_s must be a finite number > 0, got {self.window_s!r}")
         for name in ("test_fraction", "val_fraction", "max_bad_fraction"):
             check_range(f"{owner}.{name}", getattr(self, name), 0.0, 1.0)
         if self.test_fraction + self.val_fraction > 1.0:
@@ -356,7 +355,7 @@ def _plan_timed(
         lines.append(loc.line)
     _check_rows(report, read)
     origin = min(times)
-    ups = time_units_per_s(fmt, options.time_unit, max(times) - origin, report.source, 4)
+    ups = time_units_per_s(fmt, options.time_unit, origin, max(times), report.source, 4)
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     slots: dict[int, list[int]] = {}  # slot -> [first line, rows]

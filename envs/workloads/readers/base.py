@@ -59,6 +59,8 @@ TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
 """Timestamp unit -> units per second."""
 PLAUSIBLE_SPAN_S = 31 * 86_400.0
 """The longest span a trace is believed to cover under ``time_unit="auto"`` (a month)."""
+LATEST_EPOCH_S = 7.3e9
+"""The latest timestamp believed under ``time_unit="auto"``: seconds since 1970 (year ~2200)."""
 
 
 class RowLocation(NamedTuple):
@@ -410,30 +412,41 @@ def check_bad_rows(report: ReadReport, options: ReadOptions) -> None:
 
 
 def time_units_per_s(
-    fmt: TraceFormat, time_unit: str, span: float, source: str, stacklevel: int = 3
+    fmt: TraceFormat,
+    time_unit: str,
+    earliest: float,
+    latest: float,
+    source: str,
+    stacklevel: int = 3,
 ) -> float:
-    """Units per second of a trace's timestamps, whose raw ``span`` (latest minus
-    earliest, in the file's own numbers) is known. ``time_unit="auto"`` takes the
-    format's unit, unless the span would then exceed :data:`PLAUSIBLE_SPAN_S`: then
-    the first coarser unit (ms, us, ns) that makes it plausible, with a warning
-    naming both."""
+    """Units per second of a trace's timestamps, from the ``earliest`` and ``latest``
+    (in the file's own numbers). ``time_unit="auto"`` takes the format's unit unless
+    that is implausible: the trace would span more than :data:`PLAUSIBLE_SPAN_S`, or
+    its timestamps would lie after :data:`LATEST_EPOCH_S` seconds since 1970 (integer
+    nanoseconds read as milliseconds do both). Then it takes the first coarser unit
+    (ms, us, ns) that is plausible, with a warning naming both."""
     if time_unit != "auto":
         return TIME_UNITS[time_unit]
+
+    def plausible(ups: float) -> bool:
+        return (latest - earliest) / ups <= PLAUSIBLE_SPAN_S and latest / ups <= LATEST_EPOCH_S
+
     ups = fmt.time_units_per_s
-    if span / ups <= PLAUSIBLE_SPAN_S:
+    if plausible(ups):
         return ups
     own = next((name for name, value in TIME_UNITS.items() if value == ups), f"1/{ups:g} s")
     for name, value in TIME_UNITS.items():
-        if value > ups and span / value <= PLAUSIBLE_SPAN_S:
+        if value > ups and plausible(value):
             warnings.warn(
-                f"{source}: {fmt.time_field} read as {own} would span {span / ups / 86_400:,.0f} "
-                f"days; reading it as {name} ({_span_text(span / value)}); "
-                "set time_unit= to choose",
+                f"{source}: {fmt.time_field} read as {own} would reach "
+                f"{latest / ups / 86_400:,.0f} days after 1970 and span "
+                f"{(latest - earliest) / ups / 86_400:,.1f} days; reading it as {name} "
+                f"({_span_text((latest - earliest) / value)}); set time_unit= to choose",
                 TraceWarning,
                 stacklevel=stacklevel,
             )
             return value
-    return ups  # implausible in every unit: keep the format's and let the caller say so
+    return ups  # implausible in every unit: keep the format's
 
 
 def _span_text(seconds: float) -> str:
@@ -508,8 +521,8 @@ def assemble_trace(
         requests.append(make_request(parsed, 0.0, chainer, options.namespace))
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
-    span = max(times, default=0.0) - min(times, default=0.0)
-    ups = time_units_per_s(fmt, options.time_unit, span, report.source, stacklevel=3)
+    earliest, latest = min(times, default=0.0), max(times, default=0.0)
+    ups = time_units_per_s(fmt, options.time_unit, earliest, latest, report.source, stacklevel=3)
     kept: list[Request] = []
     for request, time, loc in zip(requests, times, locs, strict=True):
         arrival_s = (time - origin) / ups
