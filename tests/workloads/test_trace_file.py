@@ -105,7 +105,9 @@ def test_a_bursted_file_keeps_its_windows_and_splits(tmp_path: Path) -> None:
 def test_time_unit_auto_picks_a_plausible_unit_and_says_so(tmp_path: Path) -> None:
     start = 1_700_000_000_000_000_000  # integer nanoseconds: read as ms, a million days
     path = write_jsonl(tmp_path / "ns.jsonl", _mooncake([start, start + 1_500_000_000]))
-    with pytest.warns(TraceWarning, match=r"read as ms would reach [\d,]+ days after 1970 .*; reading it as ns"):
+    with pytest.warns(
+        TraceWarning, match=r"read as ms would reach [\d,]+ days after 1970 .*; reading it as ns"
+    ):
         workload = read_mooncake(path)
     assert [r.arrival_s for r in workload.requests] == [0.0, 1.5]
     ms = read_mooncake(path, options=ReadOptions(time_unit="ns"))  # chosen: no warning
