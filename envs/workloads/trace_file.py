@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from envs.sim.checks import check_int, check_range, is_number
+from envs.sim.checks import check_range, is_number
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
@@ -46,6 +46,8 @@ from envs.workloads.readers.base import (
     check_bad_rows,
     make_request,
     time_units_per_s,
+    window_again,
+    window_units_per_s,
 )
 from envs.workloads.readers.sources import file_rows
 from envs.workloads.request import BlockChainer, Request, Workload
@@ -100,18 +102,9 @@ class TraceOptions:
                 detect.canonical_format(self.format)
             except ValueError as error:
                 raise ValueError(f"{owner}.format: {error}") from None
-        if self.time_unit not in ("auto", *TIME_UNITS):
-            raise ValueError(
-                f"{owner}.time_unit must be one of auto, {', '.join(TIME_UNITS)}, "
-                f"got {self.time_unit!r}"
-            )
-        if self.block_tokens is not None:
-            check_int(f"{owner}.block_tokens", self.block_tokens, 1)
-        if self.max_rows is not None:
-            check_int(f"{owner}.max_rows", self.max_rows, 1)
         if not is_number(self.window_s) or not 0 < self.window_s < math.inf:
             raise ValueError(f"{owner}.window_s must be a finite number > 0, got {self.window_s!r}")
-        for name in ("test_fraction", "val_fraction", "max_bad_fraction"):
+        for name in ("test_fraction", "val_fraction"):
             check_range(f"{owner}.{name}", getattr(self, name), 0.0, 1.0)
         if self.test_fraction + self.val_fraction > 1.0:
             raise ValueError(
@@ -131,6 +124,10 @@ class TraceOptions:
                 raise ValueError(
                     f"{owner}.{name} must be true or false, got {getattr(self, name)!r}"
                 )
+        try:  # the reader's own checks (block_tokens, max_rows, ...), named as ours
+            self.read_options()
+        except ValueError as error:
+            raise ValueError(str(error).replace("ReadOptions.", f"{owner}.", 1)) from None
 
     def read_options(self) -> ReadOptions:
         """The reader's options for this trace (rows are ordered here, by window)."""
@@ -299,13 +296,7 @@ def _plan_windowed(
     for loc, parsed in stream:
         if not found or parsed.window != found[-1][0]:
             if parsed.window in seen:
-                raise TraceFormatError(
-                    loc.path,
-                    loc.line,
-                    "trace_id",
-                    f"window {parsed.window!r} appears again after other windows; the file "
-                    "must be grouped by window to stream (sort it by trace_id first)",
-                )
+                raise window_again(loc, parsed.window)
             seen.add(parsed.window)
             found.append([parsed.window, parsed.split, loc.line, 0])
         found[-1][3] += 1
@@ -321,7 +312,7 @@ def _plan_windowed(
         options,
         fmt.name,
         read.block_tokens or fmt.block_tokens,
-        TIME_UNITS[options.time_unit] if options.time_unit != "auto" else fmt.time_units_per_s,
+        window_units_per_s(fmt, options.time_unit),
         0.0,
         windows,
         report.rows_read,

@@ -572,19 +572,13 @@ def assemble_windows(
     report = report if report is not None else ReadReport(source=name)
     wanted = set(sources) if sources is not None else None
     block_tokens = options.block_tokens or fmt.block_tokens
-    ups = fmt.time_units_per_s if options.time_unit == "auto" else TIME_UNITS[options.time_unit]
+    ups = window_units_per_s(fmt, options.time_unit)
     seen: set[str] = set()
     window: _Window | None = None
     for loc, parsed in RowStream(rows, fmt, options, report):
         if window is None or parsed.window != window.trace_id:
             if parsed.window in seen:
-                raise TraceFormatError(
-                    loc.path,
-                    loc.line,
-                    "trace_id",
-                    f"window {parsed.window!r} appears again after other windows; the file "
-                    "must be grouped by window to stream (sort it by trace_id first)",
-                )
+                raise window_again(loc, parsed.window)
             if window is not None and window.wanted:
                 yield window.close(name, fmt, block_tokens, report.source)
             seen.add(parsed.window)
@@ -601,6 +595,24 @@ def assemble_windows(
     if window.wanted:
         yield window.close(name, fmt, block_tokens, report.source)
     _finish_report(report, options)
+
+
+def window_again(loc: RowLocation, trace_id: str) -> TraceFormatError:
+    """The error for a window id that comes back after other windows (streaming needs
+    a file grouped by window)."""
+    return TraceFormatError(
+        loc.path,
+        loc.line,
+        "trace_id",
+        f"window {trace_id!r} appears again after other windows; the file "
+        "must be grouped by window to stream (sort it by trace_id first)",
+    )
+
+
+def window_units_per_s(fmt: TraceFormat, time_unit: str) -> float:
+    """Units per second of window-relative times (Bursted-ART ``arrival_s``): the
+    format's unless ``time_unit`` names one (its span says nothing of the unit)."""
+    return fmt.time_units_per_s if time_unit == "auto" else TIME_UNITS[time_unit]
 
 
 class _Window:
