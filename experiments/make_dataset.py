@@ -350,9 +350,14 @@ def dataset_card(info: dict[str, Any]) -> str:
         "",
         "## Caveats",
         "",
-        "ART-like windows are generated to approximate ART-Chat's published statistics "
-        "(docs/workloads.md in btb-gym lists how close they come); they are not ART-Chat "
-        "data. All content is synthetic: hashes name no real text.",
+        (
+            "ART-like windows are generated to approximate ART-Chat's published statistics "
+            "(docs/workloads.md in btb-gym lists how close they come); they are not ART-Chat "
+            "data. All content is synthetic: hashes name no real text."
+            if families
+            else "The rows are the trace file's, cut into windows (`arrival_s` from each "
+            "window's start); `dataset_info.json` names the file and its sha256."
+        ),
         "",
     ]
     return "\n".join(lines)

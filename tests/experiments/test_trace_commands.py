@@ -204,3 +204,17 @@ def test_the_hydra_commands_take_the_same_spelling(tmp_path: Path) -> None:
     other = _compose("evaluate", [f"workload.path={path}"])
     with pytest.raises(ValueError, match=r"workload\.path is an option of workload=trace"):
         check_world(other)
+
+
+def test_example_trace_writes_the_shipped_file_and_keeps_an_existing_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from experiments import example_trace
+
+    out = tmp_path / "example.jsonl"
+    example_trace.main([f"out={out}"])
+    assert out.read_bytes() == (ROOT / "examples" / "mooncake_example.jsonl").read_bytes()
+    out.write_text("mine\n")
+    assert main_guard(lambda: example_trace.main([f"out={out}"])) == 2
+    assert "exists; overwrite=true replaces it" in capsys.readouterr().err
+    assert out.read_text() == "mine\n"
