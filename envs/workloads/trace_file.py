@@ -43,7 +43,7 @@ from envs.workloads.readers.base import (
     RowStream,
     TraceFormat,
     TraceFormatError,
-    check_bad_rows,
+    finish_report,
     make_request,
     time_units_per_s,
     window_again,
@@ -322,7 +322,7 @@ def _plan_windowed(
 
 
 def _check_rows(report: ReadReport, read: ReadOptions) -> None:
-    check_bad_rows(report, read)
+    finish_report(report, read, stacklevel=5)  # too many bad rows; or one warning if skipped
     if not report.rows_read:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
 

@@ -457,14 +457,16 @@ def _span_text(seconds: float) -> str:
     return f"a span of {seconds:.1f} s"
 
 
-def _finish_report(report: ReadReport, options: ReadOptions) -> None:
+def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3) -> None:
+    """At the end of a read: too many bad rows is an error; skipped rows and rows out
+    of order (with ``unsorted="warn"``) are one warning each."""
     check_bad_rows(report, options)
     if report.rows_skipped:
         warnings.warn(
             f"{report.source}: skipped {report.rows_skipped} malformed rows "
             f"(first: {report.errors[0]})",
             TraceWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     if report.out_of_order and options.unsorted == "warn":
         warnings.warn(
@@ -545,7 +547,7 @@ def assemble_trace(
     if not requests:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     origin /= ups
-    _finish_report(report, options)
+    finish_report(report, options)
     block_tokens = options.block_tokens or fmt.block_tokens
     meta = {"format": fmt.name, "time_origin_s": origin, "read": report.as_dict()}
     return Workload(name=name, block_tokens=block_tokens, requests=requests, meta=meta)
@@ -594,7 +596,7 @@ def assemble_windows(
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     if window.wanted:
         yield window.close(name, fmt, block_tokens, report.source)
-    _finish_report(report, options)
+    finish_report(report, options)
 
 
 def window_again(loc: RowLocation, trace_id: str) -> TraceFormatError:
