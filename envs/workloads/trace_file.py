@@ -26,6 +26,7 @@ and modification time stay the same.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import os
 from array import array
@@ -40,6 +41,7 @@ from envs.workloads.readers.base import (
     TIME_UNITS,
     ReadOptions,
     ReadReport,
+    RowSource,
     RowStream,
     TraceFormat,
     TraceFormatError,
@@ -49,13 +51,15 @@ from envs.workloads.readers.base import (
     window_again,
     window_units_per_s,
 )
-from envs.workloads.readers.sources import file_rows
+from envs.workloads.readers.hub import require_datasets
+from envs.workloads.readers.sources import PARQUET_MAGIC, file_rows, first_bytes
 from envs.workloads.request import BlockChainer, Request, Workload
 
 TRACE_WORKLOAD = "trace"
 """The workload name that reads a file (``workload=trace workload.path=FILE``)."""
 DEFAULT_WINDOW_S = 300.0
 TRACE_SPLITS = ("train", "val", "test", "all")
+HUB = "hub"
 
 
 @dataclass
@@ -65,7 +69,9 @@ class TraceOptions:
     path: str = ""
     """The trace file: JSONL (gzip-compressed or not) or parquet."""
     format: str = "auto"
-    """auto (told by the first row's fields), mooncake, art_chat, bursted or qwen_bailian."""
+    """auto (told by the first row's fields), mooncake, art_chat, bursted, qwen_bailian,
+    or hub: ``path`` is a dataset read through the ``datasets`` library (a local JSONL
+    or parquet file, or a dataset name), its layout told by the first row."""
     block_tokens: int | None = None
     """Tokens a hash covers (None: the format's: Mooncake 512, ART-Chat and Bursted-ART
     256, Qwen-Bailian 16)."""
@@ -92,12 +98,14 @@ class TraceOptions:
     """Require len(hash_ids) to cover input_length at block_tokens a block."""
     file_splits: bool = True
     """Keep the splits a Bursted-ART file's rows name."""
+    hub_split: str = "train"
+    """With format=hub and a dataset name: the dataset's split to read."""
 
     def __post_init__(self) -> None:
         owner = "TraceOptions"
         if not isinstance(self.path, str):
             raise ValueError(f"{owner}.path must be a string, got {self.path!r}")
-        if self.format != "auto":
+        if self.format not in ("auto", HUB):
             try:
                 detect.canonical_format(self.format)
             except ValueError as error:
@@ -220,24 +228,57 @@ class TracePlan:
         }
 
 
-def _check_file(path: str) -> Path:
+def _check_path(options: TraceOptions) -> Path | None:
+    """The trace file, checked; None for a hub dataset given by name."""
+    path = options.path
     if not path:
         raise ValueError("TraceOptions.path is empty: a trace workload needs the file to read")
     file = Path(path)
     if file.is_dir():
         raise ValueError(f"TraceOptions.path={path!r} is a folder; give one trace file")
-    if not file.is_file():
-        raise ValueError(f"TraceOptions.path={path!r}: no such file")
-    return file
+    if file.is_file():
+        return file
+    if options.format == HUB:
+        return None
+    raise ValueError(f"TraceOptions.path={path!r}: no such file")
 
 
-def _format(options: TraceOptions, file: Path) -> TraceFormat:
+def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
+    """A dataset's rows through the ``datasets`` library, streamed (a local JSONL or
+    parquet file through its generic builder: nothing is downloaded)."""
+    datasets = require_datasets()
+    file = Path(options.path)
+    if file.is_file():
+        builder = "parquet" if first_bytes(file) == PARQUET_MAGIC else "json"
+        dataset = datasets.load_dataset(
+            builder, data_files=str(file), split="train", streaming=True
+        )
+        return str(file), enumerate(iter(dataset), start=1)
+    dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
+    return f"{options.path}[{options.hub_split}]", enumerate(iter(dataset), start=1)
+
+
+def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource]:
+    """The trace's name in messages, its format and its rows (read lazily)."""
+    file = _check_path(options)
+    if options.format == HUB:
+        source, rows = _hub_rows(options)
+        head = list(itertools.islice(rows, 1))
+        if not head or isinstance(head[0][1], TraceFormatError):
+            raise TraceFormatError(source, 1, None, "no rows to tell the layout from")
+        name = detect.format_of_row(head[0][1])
+        if name is None:
+            raise TraceFormatError(
+                source, 1, None, f"cannot tell the layout from fields {sorted(head[0][1])}"
+            )
+        return source, detect.FORMATS[name], itertools.chain(head, rows)
+    assert file is not None
     name = (
         detect.detect_format(file)
         if options.format == "auto"
         else detect.canonical_format(options.format)
     )
-    return detect.FORMATS[name]
+    return str(file), detect.FORMATS[name], file_rows(file)
 
 
 _PLANS: dict[tuple[Any, ...], TracePlan] = {}
@@ -250,23 +291,25 @@ def plan_trace(options: TraceOptions) -> TracePlan:
     Raises :class:`~envs.workloads.readers.TraceFormatError` (file, line, field) for
     a malformed row (unless skipped), too many skipped rows, an empty file or rows
     out of time order across windows."""
-    file = _check_file(options.path)
-    stat = file.stat()
-    key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns, *asdict(options).values())
-    cached = _PLANS.get(key)
-    if cached is not None:
-        return cached
-    fmt = _format(options, file)
+    file = _check_path(options)
+    key: tuple[Any, ...] | None = None
+    if file is not None:  # a dataset by name may change under the same name: never kept
+        stat = file.stat()
+        key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns, *asdict(options).values())
+        if key in _PLANS:
+            return _PLANS[key]
+    source, fmt, rows = _open(options)
     read = options.read_options()
-    report = ReadReport(source=str(file))
-    stream = RowStream(file_rows(file), fmt, read, report)
+    report = ReadReport(source=source)
+    stream = RowStream(rows, fmt, read, report)
     if fmt.windowed:
         plan = _plan_windowed(options, fmt, stream, report, read)
     else:
         plan = _plan_timed(options, fmt, stream, report, read)
-    if len(_PLANS) >= _PLAN_CACHE_SIZE:
-        _PLANS.pop(next(iter(_PLANS)))
-    _PLANS[key] = plan
+    if key is not None:
+        if len(_PLANS) >= _PLAN_CACHE_SIZE:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = plan
     return plan
 
 
@@ -412,10 +455,8 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     options = plan.options
     if not wanted:
         return
-    fmt = detect.FORMATS[plan.format]
-    file = Path(options.path)
-    report = ReadReport(source=str(file))
-    stream = RowStream(file_rows(file), fmt, options.read_options(), report)
+    source, fmt, rows = _open(options)
+    stream = RowStream(rows, fmt, options.read_options(), ReadReport(source=source))
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     last = max(w.position for w in wanted.values())
@@ -488,8 +529,13 @@ def file_stamp(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def provenance(options: TraceOptions) -> dict[str, Any]:
-    """The file's stamp and what the plan found, for results.json and W&B."""
-    return {**file_stamp(options.path), **plan_trace(options).describe()}
+    """The file's stamp and what the plan found, for results.json and W&B (a hub
+    dataset given by name has no bytes of its own here: its name and split, sha256 None)."""
+    if Path(options.path).is_file():
+        stamp = file_stamp(options.path)
+    else:
+        stamp = {"path": options.path, "split": options.hub_split, "bytes": None, "sha256": None}
+    return {**stamp, **plan_trace(options).describe()}
 
 
 def window_rows(window: Workload) -> list[dict[str, Any]]:

@@ -218,3 +218,17 @@ def test_example_trace_writes_the_shipped_file_and_keeps_an_existing_one(
     assert main_guard(lambda: example_trace.main([f"out={out}"])) == 2
     assert "exists; overwrite=true replaces it" in capsys.readouterr().err
     assert out.read_text() == "mine\n"
+
+
+def test_format_hub_reads_a_local_file_through_datasets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")  # nothing is downloaded
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows())
+    hub = _compare(path, tmp_path / "hub", "workload.format=hub", "workload.test_fraction=1")
+    own = _compare(path, tmp_path / "own", "workload.test_fraction=1")
+    assert [r["ttft_mean_s"] for r in hub["rows"]] == [r["ttft_mean_s"] for r in own["rows"]]
+    assert hub["config"]["workload_file"]["format"] == "mooncake"

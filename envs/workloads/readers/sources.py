@@ -33,7 +33,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 
 
-def _magic(path: Path, size: int = 4) -> bytes:
+def first_bytes(path: Path, size: int = 4) -> bytes:
+    """The first ``size`` bytes of a file (its magic number)."""
     with path.open("rb") as handle:
         return handle.read(size)
 
@@ -41,7 +42,7 @@ def _magic(path: Path, size: int = 4) -> bytes:
 def _open_bytes(path: Path) -> IO[bytes]:
     """The file's bytes, decompressed when it starts with gzip's magic bytes
     (whatever its name)."""
-    if _magic(path, 2) == GZIP_MAGIC:
+    if first_bytes(path, 2) == GZIP_MAGIC:
         return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
     return path.open("rb")
 
@@ -137,7 +138,7 @@ def file_rows(
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"trace file not found: {file}")
-    if _magic(file) == PARQUET_MAGIC:
+    if first_bytes(file) == PARQUET_MAGIC:
         return parquet_rows(file)
     return jsonl_rows(file)
 
