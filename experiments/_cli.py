@@ -168,8 +168,11 @@ def _typed_trace_value(command: str, name: str, value: Any) -> Any:
 
 
 def _as_option(message: str) -> str:
-    """A TraceOptions error as the command-line option it is about (``workload.window_s``)."""
-    return re.sub(r"(?<![\w.])TraceOptions\.", WORKLOAD_PREFIX, message)
+    """A TraceOptions error, or a reader's hint (``strict_block_count=false accepts
+    it``), in the command line's spelling (``workload.window_s``)."""
+    message = re.sub(r"(?<![\w.])TraceOptions\.", WORKLOAD_PREFIX, message)
+    names = "|".join(f.name for f in dataclasses.fields(TraceOptions))
+    return re.sub(rf"(?<![\w.'\"])({names})=", rf"{WORKLOAD_PREFIX}\1=", message)
 
 
 def workload_params(command: str, options: Mapping[str, Any]) -> dict[str, Any]:

@@ -144,6 +144,9 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
          r"bad\.jsonl, line 1, field 'trace_id': missing"),
         ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.window_s=0"],
          r"workload\.window_s must be a finite number > 0"),
+        ('{"timestamp": 0, "input_length": 5000, "hash_ids": [1, 2]}\n', [],
+         r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks .*; "
+         r"workload\.strict_block_count=false accepts it"),
         (None, [], r"workload\.path='.*nowhere\.jsonl': no such file"),
     ],
 )  # fmt: skip
