@@ -235,3 +235,40 @@ def test_format_hub_reads_a_local_file_through_datasets(
     own = _compare(path, tmp_path / "own", "workload.test_fraction=1")
     assert [r["ttft_mean_s"] for r in hub["rows"]] == [r["ttft_mean_s"] for r in own["rows"]]
     assert hub["config"]["workload_file"]["format"] == "mooncake"
+
+
+def test_tune_btb_scores_thresholds_on_a_trace_s_train_windows(tmp_path: Path) -> None:
+    from experiments.tune_btb import objective
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    cfg = _compose(
+        "tune_btb",
+        ["workload=trace", f"workload.path={path}", "workload.window_s=5", "y=2",
+         f"out_dir={tmp_path / 'job'}"],
+    )  # fmt: skip
+    value = objective(cfg)
+    record = read_json(tmp_path / "job" / "objective.json")
+    assert record["row"]["requests"] == 30  # three of the four 5 s windows are train
+    assert record["row"]["workload"] == "trace:mc.jsonl"
+    assert record["ttft_mean_s"] == value and record["workload_file"]["file"] == "mc.jsonl"
+
+
+@pytest.mark.slow
+def test_train_on_a_trace_records_it_in_the_agent_and_the_results(tmp_path: Path) -> None:
+    from agents.algorithms import load_spec
+    from experiments.train import train
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    cfg = _compose(
+        "train",
+        ["workload=trace", f"workload.path={path}", "workload.window_s=5", "logger=none",
+         "train.total_timesteps=64", "agent.hyperparams.n_steps=64",
+         "agent.hyperparams.batch_size=32", "train.progress=false", "train.checkpoint_every=0",
+         f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    train(cfg)
+    kwargs = load_spec(tmp_path / "run" / "agent").env_kwargs
+    assert kwargs["workload"] == "trace" and kwargs["workload_params"]["path"] == str(path)
+    results = read_json(tmp_path / "run" / "results.json")
+    assert {r["workload"] for r in results["rows"]} == {"trace:mc.jsonl"}
+    assert [r["requests"] for r in results["rows"]][:1] == [10]  # the one test window
