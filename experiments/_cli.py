@@ -9,11 +9,22 @@ key, the value and the command.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.sim.config import COPY_MODELS, SimConfig
+from envs.workloads.trace_file import (
+    TRACE_WORKLOAD,
+    TraceOptions,
+    changed_fields,
+    plan_trace,
+    provenance,
+    trace_label,
+)
 
 
 class UsageError(ValueError):
@@ -123,3 +134,83 @@ def main_guard(fn: Any) -> int:
         print(user_error_message(error), file=sys.stderr)
         return 2
     return 0
+
+
+WORKLOAD_PREFIX = "workload."
+
+
+def trace_defaults() -> dict[str, Any]:
+    """The trace workload's options (:class:`TraceOptions`) as ``key=value``
+    defaults, spelled as on the Hydra commands: ``workload.path``, ``workload.window_s``, ..."""
+    return {
+        f"{WORKLOAD_PREFIX}{f.name}": getattr(TraceOptions(), f.name)
+        for f in dataclasses.fields(TraceOptions)
+    }
+
+
+def _typed_trace_value(command: str, name: str, value: Any) -> Any:
+    """A ``workload.*`` option whose default is None (parsed as text) as its field's type."""
+    if not isinstance(value, str):
+        return value
+    hint = typing.get_type_hints(TraceOptions)[name]
+    kinds = [k for k in typing.get_args(hint) if k is not type(None)] or [hint]
+    if value.lower() in {"", "none", "null"} and type(None) in typing.get_args(hint):
+        return None
+    for kind in (int, float):
+        if kind in kinds:
+            try:
+                return kind(value)
+            except ValueError:
+                raise UsageError(
+                    f"{command}: {WORKLOAD_PREFIX}{name}={value!r} is not a valid {kind.__name__}"
+                ) from None
+    return value
+
+
+def _as_option(message: str) -> str:
+    """A TraceOptions error, or a reader's hint (``strict_block_count=false accepts
+    it``), in the command line's spelling (``workload.window_s``)."""
+    message = re.sub(r"(?<![\w.])TraceOptions\.", WORKLOAD_PREFIX, message)
+    names = "|".join(f.name for f in dataclasses.fields(TraceOptions))
+    return re.sub(rf"(?<![\w.'\"])({names})=", rf"{WORKLOAD_PREFIX}\1=", message)
+
+
+def workload_params(command: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``workload.*`` options of a ``key=value`` command as the registry's
+    parameters: with ``workload=trace`` the checked :class:`TraceOptions` fields
+    (the file is read through once, so a bad row stops the command before any run),
+    otherwise ``{}``, and a ``workload.*`` option given anyway is an error."""
+    values = {
+        key.removeprefix(WORKLOAD_PREFIX): value
+        for key, value in options.items()
+        if key.startswith(WORKLOAD_PREFIX)
+    }
+    workload = options["workload"]
+    if workload != TRACE_WORKLOAD:
+        changed = changed_fields(values)
+        if changed:
+            raise UsageError(
+                f"{command}: {WORKLOAD_PREFIX}{changed[0]}= is an option of "
+                f"workload={TRACE_WORKLOAD}, not of workload={workload}"
+            )
+        return {}
+    typed = {name: _typed_trace_value(command, name, value) for name, value in values.items()}
+    try:
+        trace = TraceOptions(**typed)
+        plan_trace(trace)
+    except ValueError as error:
+        raise UsageError(f"{command}: {_as_option(str(error))}") from None
+    return dataclasses.asdict(trace)
+
+
+def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"workload_file": ...}``, a trace file's stamp (size, sha256) and plan, for a
+    results file's config; ``{}`` for a generated workload."""
+    if workload != TRACE_WORKLOAD:
+        return {}
+    return {"workload_file": provenance(TraceOptions(**params))}
+
+
+def workload_label(workload: str, params: Mapping[str, Any]) -> str:
+    """What result rows call the workload: its name, or ``trace:<file name>``."""
+    return trace_label(params["path"]) if workload == TRACE_WORKLOAD else workload

@@ -4,7 +4,8 @@ Usage::
 
     python -m experiments.audit path=FILE [format=auto|mooncake|art|bursted|qwen]
         [min_blocks=16] [window_s=10] [out_dir=PATH] [json=false] [per_window=false]
-        [skip_bad_rows=false]
+        [skip_bad_rows=false] [max_bad_fraction=0.01] [strict_block_count=true]
+        [block_tokens=N] [time_unit=auto|s|ms|us|ns]
 
 Reports raw arrival bursts (the busiest 1 s / 10 s / 60 s) and the largest
 same-prefix fan-out: the most requests sharing their first ``min_blocks`` blocks
@@ -25,9 +26,9 @@ from typing import Any
 
 from envs.files import dumps_strict, write_json_atomic
 from envs.workloads.readers import (
-    FORMATS,
     ReadOptions,
     ReadReport,
+    canonical_format,
     detect_format,
     iter_trace_windows,
 )
@@ -45,6 +46,10 @@ DEFAULTS: dict[str, Any] = {
     "json": False,
     "per_window": False,
     "skip_bad_rows": False,
+    "max_bad_fraction": 0.01,
+    "strict_block_count": True,
+    "block_tokens": 0,
+    "time_unit": "auto",
 }
 
 
@@ -66,22 +71,38 @@ def audit_file(
     min_blocks: int = 16,
     window_s: float = 10.0,
     skip_bad_rows: bool = False,
+    max_bad_fraction: float = 0.01,
+    strict_block_count: bool = True,
+    block_tokens: int | None = None,
+    time_unit: str = "auto",
 ) -> dict[str, Any]:
     """Audit one trace file; returns the report written as ``audit.json``."""
     if Path(path).is_dir():
         raise UsageError(f"{COMMAND}: path={path!r} is a folder; give one trace file")
     if not Path(path).is_file():
         raise UsageError(f"{COMMAND}: path={path!r}: no such file")
-    if format != "auto" and format not in FORMATS:
-        raise UsageError(f"{COMMAND}: format={format!r} is not one of auto, {', '.join(FORMATS)}")
+    if format != "auto":
+        try:
+            format = canonical_format(format)
+        except ValueError as error:
+            raise UsageError(f"{COMMAND}: format={format!r}: {error}") from None
     if min_blocks < 1:
         raise UsageError(f"{COMMAND}: min_blocks must be >= 1, got {min_blocks}")
     if not window_s > 0:
         raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
     try:
+        options = ReadOptions(
+            skip_bad_rows=skip_bad_rows,
+            max_bad_fraction=max_bad_fraction,
+            strict_block_count=strict_block_count,
+            block_tokens=block_tokens,
+            time_unit=time_unit,
+        )
+    except ValueError as error:  # named as this command's option
+        raise UsageError(f"{COMMAND}: {str(error).removeprefix('ReadOptions.')}") from None
+    try:
         name = detect_format(path) if format == "auto" else format
         report = ReadReport(source=path)
-        options = ReadOptions(skip_bad_rows=skip_bad_rows)
         windows = iter_trace_windows(path, format=name, options=options, report=report)
         result = audit_windows(windows, min_blocks=min_blocks, window_s=window_s)
     except UnicodeDecodeError as error:
@@ -186,6 +207,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         min_blocks=options["min_blocks"],
         window_s=options["window_s"],
         skip_bad_rows=options["skip_bad_rows"],
+        max_bad_fraction=options["max_bad_fraction"],
+        strict_block_count=options["strict_block_count"],
+        block_tokens=options["block_tokens"] or None,
+        time_unit=options["time_unit"],
     )
     if options["json"]:
         print(dumps_strict(audit, indent=2))

@@ -2,6 +2,7 @@
 
     python -m experiments.bench [out_dir=PATH] [repeats=3] [policies=cache_aware,btb]
         [envs=btb/Route-v0,btb/RouteWarm-v0,btb/Thresholds-v0]
+        [workload=trace workload.path=FILE ...]
 
 Runs each policy on one Bursted-ART synthetic window (4,120 requests,
 llama-3.3-70b on four 4xH100 nodes) in a fresh process, so peak RSS is the
@@ -13,17 +14,29 @@ sampling is not timed) through ``gymnasium.make``: steps per second, best of
 ``repeats``, and the simulated requests per second that implies. A
 Thresholds-v0 step is a whole decision epoch (about 13 requests on this window),
 so its steps/s is bounded by the simulator's requests/s over 13.
+``workload=trace workload.path=FILE`` benchmarks the ``window``-th window of a
+trace file instead (all splits counted; reading it is not timed, but its memory
+is in the peak RSS).
 """
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import resource
 import time
 from typing import Any
 
 from envs.files import write_json_atomic
-from experiments._cli import UsageError, main_guard, parse_args, sim_config_of
+from experiments._cli import (
+    UsageError,
+    main_guard,
+    parse_args,
+    sim_config_of,
+    trace_defaults,
+    workload_file,
+    workload_params,
+)
 from experiments._io import check_writable_dir
 
 DEFAULTS: dict[str, Any] = {
@@ -35,20 +48,33 @@ DEFAULTS: dict[str, Any] = {
     "causal_kv": True,
     "copy_model": "reference",
     "envs": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
+    "workload": "bursted_synthetic",
+    **trace_defaults(),
 }
+
+
+def _window(options: dict[str, Any]) -> Any:
+    """The benchmarked window: a synthetic Bursted-ART one, or one of a trace file."""
+    from envs.workloads.bursted import synthetic_window
+    from envs.workloads.trace_file import TraceOptions, trace_windows
+
+    params = options["workload_params"]
+    if not params:
+        return synthetic_window(window=options["window"])
+    index = options["window"]
+    return next(itertools.islice(trace_windows(TraceOptions(**params), "all"), index, None))
 
 
 def _bench_sim(policy_name: str, options: dict[str, Any]) -> dict[str, Any]:
     from baselines import make_policy
     from envs.sim import SimConfig, Simulator, setup_cluster
-    from envs.workloads.bursted import synthetic_window
 
     cluster = setup_cluster(options["setup"])
     config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
     best = float("inf")
     n = 0
     for _ in range(options["repeats"]):
-        workload = synthetic_window(window=options["window"])
+        workload = _window(options)
         sim = Simulator(cluster, workload, config)
         policy = make_policy(policy_name)
         start = time.perf_counter()
@@ -68,9 +94,8 @@ def _bench_env(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the environments)
-    from envs.workloads.bursted import synthetic_window
 
-    workload = synthetic_window(window=options["window"])
+    workload = _window(options)
     env = gym.make(env_id, setup=options["setup"], windows=[workload])
     env.action_space.seed(0)
     best = 0.0
@@ -118,6 +143,21 @@ def _check(options: dict[str, Any]) -> None:
             f"experiments.bench: window must be >= 0 (a synthetic window's index), "
             f"got {options['window']}"
         )
+    if options["workload"] not in ("bursted_synthetic", "trace"):
+        raise UsageError(
+            f"experiments.bench: workload must be bursted_synthetic or trace, "
+            f"got {options['workload']!r}"
+        )
+    options["workload_params"] = workload_params("experiments.bench", options)
+    if options["workload_params"]:
+        from envs.workloads.trace_file import TraceOptions, plan_trace
+
+        n = len(plan_trace(TraceOptions(**options["workload_params"])).windows)
+        if options["window"] >= n:
+            raise UsageError(
+                f"experiments.bench: window={options['window']} but the trace has {n} "
+                f"windows (0..{n - 1})"
+            )
     if options["out_dir"]:
         check_writable_dir(options["out_dir"], "experiments.bench: out_dir")
     setup_cluster(options["setup"])
@@ -140,7 +180,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{row['policy']:<14} {row['requests']:>9} {row['requests_per_s']:>12,.0f} "
             f"{row['peak_rss_mb']:>12.1f}"
         )
-    result: dict[str, Any] = {"sim": rows}
+    trace_file = workload_file(options["workload"], options["workload_params"])
+    result: dict[str, Any] = {"sim": rows, **trace_file}
     if options["envs"]:
         env_rows = [_in_fresh_process(_bench_env, env_id, options) for env_id in options["envs"]]
         print(f"\n{'env':<20} {'steps/episode':>14} {'steps/s':>10} {'requests/s':>11}")

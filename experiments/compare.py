@@ -4,11 +4,17 @@
         [workload=bursted_synthetic] [windows=5] [seed=0] [out_dir=PATH]
         [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
         [agents=zoo|none|PATH,...]
+        [workload=trace workload.path=FILE workload.format=auto workload.window_s=300 ...]
 
 Runs every chosen policy (default: every registered baseline, plus the learned
 agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first
 ``windows`` test windows of the workload (0 = all of them), prints a table, and
-writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<time>``):
+writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<time>``).
+``workload=trace workload.path=FILE`` runs the test windows of a trace file
+(the ``workload.*`` options are :class:`envs.workloads.trace_file.TraceOptions`);
+its rows are labelled ``trace:<file name>`` and ``results.json`` records the
+file's size and sha256 under ``config.workload_file``.
+
 
 * ``results.json``: ``{"rows": [...], "config": {...}}``, one row per (setup,
   workload, policy); TTFT statistics pool every request of every window;
@@ -24,6 +30,7 @@ writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<tim
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +41,17 @@ from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments import charts
-from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
+from experiments._cli import (
+    UsageError,
+    main_guard,
+    parse_args,
+    parse_value,
+    sim_config_of,
+    trace_defaults,
+    workload_file,
+    workload_label,
+    workload_params,
+)
 from experiments._io import check_writable_dir
 from experiments.evaluation import (
     DEFAULT_BASELINE,
@@ -61,6 +78,7 @@ DEFAULTS: dict[str, Any] = {
     "agents": ["zoo"],
     "charts": True,
     "progress": True,
+    **trace_defaults(),
 }
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
@@ -166,11 +184,13 @@ def resolve_agents(items: Sequence[str]) -> list[Path]:
     return folders
 
 
-def default_out_dir(options: dict[str, Any], experiment: str) -> Path:
+def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -> Path:
+    """``runs/<setup>__<workload>__<experiment>__<seed>__<time>``; ``label`` names the
+    workload (a trace's ``trace:<file>`` becomes ``trace-<file>``)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    workload = re.sub(r"[^\w.-]", "-", label or options["workload"])
     return Path("runs") / (
-        f"{options.get('setup', 'all')}__{options['workload']}__{experiment}__"
-        f"{options['seed']}__{stamp}"
+        f"{options.get('setup', 'all')}__{workload}__{experiment}__{options['seed']}__{stamp}"
     )
 
 
@@ -267,8 +287,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise UsageError(f"experiments.compare: {key} must be >= 0, got {options[key]}")
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
+    params = workload_params("experiments.compare", options)
+    shown = workload_label(options["workload"], params)
     out_dir = (
-        Path(options["out_dir"]) if options["out_dir"] else default_out_dir(options, "compare")
+        Path(options["out_dir"])
+        if options["out_dir"]
+        else default_out_dir(options, "compare", shown)
     )
     check_writable_dir(out_dir, "experiments.compare: out_dir")
     names = resolve_policies(options)
@@ -295,7 +319,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
     limit = options["windows"] or None
     workload = options["workload"]
-    n_windows = count_windows(workload, limit, options["workload_seed"])
+    n_windows = count_windows(workload, limit, options["workload_seed"], params)
 
     bar = None
     if options["progress"]:
@@ -307,10 +331,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         runs = evaluate_policies(
             policies,
             options["setup"],
-            split_windows(workload, limit, options["workload_seed"]),
+            split_windows(workload, limit, options["workload_seed"], params=params),
             config,
             seed=options["seed"],
-            workload=workload,
+            workload=shown,
             baseline=options["baseline"],
             progress=bar.update if bar is not None else None,
             floor=True,
@@ -320,7 +344,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             bar.close()
     rows = [run.row for run in runs]
     print(
-        f"{options['setup']} · {workload} · {n_windows} test windows · causal_kv="
+        f"{options['setup']} · {shown} · {n_windows} test windows · causal_kv="
         f"{config.causal_kv} · copy_model={config.copy_model}"
     )
     print(format_table(rows, options["baseline"]))
@@ -336,6 +360,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "window_names": [w.window for w in runs[0].windows],
             "wall_s": time.perf_counter() - started,
             "out_dir": str(out_dir),
+            **workload_file(workload, params),
         },
     }
     path = write_json_atomic(out_dir / "results.json", result)

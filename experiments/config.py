@@ -22,6 +22,14 @@ from omegaconf import OmegaConf
 from agents.imitation_settings import ImitationSettings
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.hardware import model_preset, parse_node
+from envs.workloads.trace_file import (
+    TRACE_FIELDS,
+    TRACE_WORKLOAD,
+    TraceOptions,
+    changed_fields,
+    plan_trace,
+    trace_label,
+)
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -47,9 +55,12 @@ class SetupConf:
 
 
 @dataclass
-class WorkloadConf:
+class WorkloadConf(TraceOptions):
+    """A registered workload, or ``name: trace`` and a file (the TraceOptions fields:
+    ``workload=trace workload.path=FILE``; they apply to nothing else)."""
+
     name: str = "bursted_synthetic"
-    """A registered workload (envs.workloads.registry)."""
+    """A registered workload (envs.workloads.registry), or trace."""
     seed: int = 20260721
     """Generator seed (the published one by default)."""
     train_pool: int | None = 4
@@ -418,7 +429,10 @@ def setup_label(cfg: Any) -> str:
 def workload_label(cfg: Any) -> str:
     """The workload a run used: its registered name, followed by the generator
     parameters the workload group changes, if any
-    (``bursted_synthetic[n_bursts=2,burst_requests=40]``)."""
+    (``bursted_synthetic[n_bursts=2,burst_requests=40]``); ``trace:<file name>``
+    for a trace file."""
+    if cfg.workload.name == TRACE_WORKLOAD:
+        return trace_label(cfg.workload.path)
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
     if not params:
@@ -434,7 +448,12 @@ def sim_of(cfg: Any) -> SimConfig:
 
 
 def workload_params(cfg: Any) -> dict[str, Any]:
-    """The workload group's generator overrides as a plain dict."""
+    """The workload group's generator overrides as a plain dict; for a trace, the
+    TraceOptions fields (what ``registry.windows("trace", ...)`` takes)."""
+    if cfg.workload.name == TRACE_WORKLOAD:
+        values = OmegaConf.to_container(cfg.workload, resolve=True)
+        assert isinstance(values, dict)
+        return {name: values[name] for name in TRACE_FIELDS}
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
     return {str(k): v for k, v in params.items()}
@@ -448,6 +467,8 @@ def workload_paths(cfg: Any) -> dict[str, str]:
 
     from envs.workloads.registry import describe
 
+    if cfg.workload.name == TRACE_WORKLOAD:
+        return {name: f"workload.{name}" for name in TRACE_FIELDS}
     paths = group_paths("workload.params", cfg.workload.params)
     with contextlib.suppress(ValueError):  # an unknown workload: configure names it
         for family in describe(cfg.workload.name).families:
@@ -468,8 +489,33 @@ def window_pool_of(cfg: Any, split: str, limit: int | None) -> list[Any]:
 
 def check_workload(cfg: Any) -> None:
     """The workload group names a registered workload and its parameters are ones
-    its generators take, with values they accept (no windows are generated)."""
+    its generators take, with values they accept (no windows are generated); or a
+    trace file, read through once (every row checked, windows and splits found)."""
     from envs.workloads.registry import configure
 
+    trace_values = {name: cfg.workload[name] for name in TRACE_FIELDS}
+    if cfg.workload.name == TRACE_WORKLOAD:
+        if cfg.workload.params:
+            raise ConfigError(
+                "workload.params does not apply to workload=trace (its options are "
+                f"workload.path, workload.window_s, ...){value_origin('workload.params')}"
+            )
+        with naming_fields(workload_paths(cfg)):
+            plan_trace(TraceOptions(**workload_params(cfg)))
+        return
+    changed = changed_fields(trace_values)
+    if changed:
+        raise ConfigError(
+            f"workload.{changed[0]} is an option of workload=trace, not of "
+            f"workload={cfg.workload.name}{value_origin('workload.' + changed[0])}"
+        )
     with naming_fields(workload_paths(cfg)):
         configure(cfg.workload.name, **workload_params(cfg))
+
+
+def workload_record(cfg: Any) -> dict[str, Any]:
+    """``{"workload_file": ...}`` (the trace file's size, sha256 and plan) for a
+    trace workload's results and W&B config; ``{}`` otherwise."""
+    from experiments._cli import workload_file
+
+    return workload_file(str(cfg.workload.name), workload_params(cfg))

@@ -76,21 +76,35 @@ class PolicyRun:
 
 
 def split_windows(
-    workload: str, limit: int | None = None, seed: int = PUBLISHED_SEED, split: str = "test"
+    workload: str,
+    limit: int | None = None,
+    seed: int = PUBLISHED_SEED,
+    split: str = "test",
+    params: Mapping[str, Any] | None = None,
 ) -> Iterator[Workload]:
-    """The windows of a registered workload's split, generated one at a time."""
+    """The windows of a registered workload's split, generated (or, for
+    ``workload="trace"``, read with ``params``) one at a time."""
     from envs.workloads.registry import windows
 
     if limit is not None and limit < 1:
         raise ValueError(f"windows must be >= 1 (or 0 for all), got {limit!r}")
-    return windows(workload, split=split, seed=seed, limit=limit)
+    return windows(workload, split=split, seed=seed, limit=limit, **(params or {}))
 
 
-def count_windows(workload: str, limit: int | None = None, seed: int = PUBLISHED_SEED) -> int:
+def count_windows(
+    workload: str,
+    limit: int | None = None,
+    seed: int = PUBLISHED_SEED,
+    params: Mapping[str, Any] | None = None,
+) -> int:
     """How many test windows :func:`split_windows` yields (for progress bars)."""
     from envs.workloads.registry import plan
+    from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
 
-    n = sum(spec.split == "test" for spec in plan(workload, seed))
+    if workload == TRACE_WORKLOAD:
+        n = len(plan_trace(trace_options(params or {})).split("test"))
+    else:
+        n = sum(spec.split == "test" for spec in plan(workload, seed))
     return n if limit is None else min(n, limit)
 
 

@@ -24,6 +24,7 @@ from experiments.config import (
     sim_of,
     window_pool_of,
     workload_label,
+    workload_record,
 )
 
 
@@ -258,9 +259,10 @@ def job_logger(cfg: Any, out_dir: Path, kind: str) -> Any:
     suffix after ``-`` if wanted (``train-ppo_route``)."""
     from experiments.tracking import RunLogger
 
+    config: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     return RunLogger(
         cfg.logger,
-        OmegaConf.to_container(cfg, resolve=True),  # type: ignore[arg-type]
+        {**config, **workload_record(cfg)},
         out_dir,
         name=job_name(cfg, kind, time.strftime("%Y%m%d-%H%M%S")),
         job_type=kind.split("-")[0],
@@ -329,6 +331,8 @@ def evaluate_and_write(
         )
     rows = [run.row for run in runs]
     config = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(config, dict)
+    config.update(workload_record(cfg))
     write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config, **(extra or {})})
     charts = write_charts(runs, DEFAULT_BASELINE, out_dir)
     print(format_table(rows, DEFAULT_BASELINE))

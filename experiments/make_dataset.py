@@ -4,6 +4,8 @@ Usage::
 
     python -m experiments.make_dataset workload=NAME out_dir=PATH [seed=20260721]
         [train_windows=N] [test_windows=N] [params=key=value,key=low/high] [progress=true]
+    python -m experiments.make_dataset workload=trace workload.path=FILE out_dir=PATH
+        [workload.window_s=300 workload.test_fraction=0.25 ...]
 
 Writes ``train.jsonl`` and ``test.jsonl`` (one row per request, grouped by window,
 split by whole window), ``dataset_info.json`` (generator arguments, counts and a
@@ -12,6 +14,9 @@ file and renamed into place once every split is complete (SIGTERM included),
 so a crash never leaves half a dataset or a stray temporary file. The output
 depends only on the arguments: the same seed gives byte-identical files. The
 default workload, ``bursted_art``, reproduces the published composition.
+``workload=trace`` writes a trace file's windows in the same layout (and a
+``val.jsonl`` when the trace has a val split); ``dataset_info.json`` records the
+file's size and sha256.
 """
 
 from __future__ import annotations
@@ -33,13 +38,15 @@ from envs.files import dumps_strict
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import (
     DEFAULT_WORKLOAD,
+    WindowSpec,
     config_dict,
     configure,
     family_configs,
     plan,
     window_rows,
 )
-from experiments._cli import UsageError, main_guard, parse_args
+from envs.workloads.trace_file import TRACE_WORKLOAD
+from experiments._cli import UsageError, main_guard, parse_args, trace_defaults, workload_params
 from experiments._io import check_writable_dir
 
 COMMAND = "experiments.make_dataset"
@@ -51,6 +58,7 @@ DEFAULTS: dict[str, Any] = {
     "test_windows": -1,
     "params": [],
     "progress": True,
+    **trace_defaults(),
 }
 FORMAT_NAME = "bursted-art-jsonl"
 
@@ -133,41 +141,32 @@ def make_dataset(
     params: dict[str, Any] | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Write the dataset and return its ``dataset_info`` record."""
+    """Write the dataset and return its ``dataset_info`` record. ``workload="trace"``
+    writes a trace file's windows instead (``params``: the TraceOptions fields)."""
     params = dict(params or {})
-    scenario = configure(workload, train_windows, test_windows, **params)
-    applied = {
-        key: config_dict(fam.config)[key]
-        for key in params
-        for fam in scenario.families
-        if key in config_dict(fam.config)
-    }
-    command = f"python -m {COMMAND} workload={workload} seed={seed}"
-    if train_windows is not None:
-        command += f" train_windows={train_windows}"
-    if test_windows is not None:
-        command += f" test_windows={test_windows}"
-    if params:
-        command += " params=" + ",".join(f"{k}={v}" for k, v in params.items())
-    specs = plan(scenario, seed)
+    if workload == TRACE_WORKLOAD:
+        source = _trace_source(params)
+    else:
+        source = _registry_source(workload, seed, train_windows, test_windows, params)
+    description, block_tokens, generator, n_windows, rows_iter = source
     out = Path(out_dir)
     manifest: list[dict[str, Any]] = []
     counts = {split: {"windows": 0, "rows": 0, "bytes": 0} for split in ("train", "test")}
     writers: list[AtomicLineWriter] = []
+    files: dict[str, AtomicLineWriter] = {}
     try:
         with _terminate_cleanly():
-            train = AtomicLineWriter(out / "train.jsonl")
-            writers.append(train)
-            test = AtomicLineWriter(out / "test.jsonl")
-            writers.append(test)
-            files = {"train": train, "test": test}
-            rows_iter = window_rows(
-                workload, "all", seed, None, train_windows, test_windows, **params
-            )
+            for split in ("train", "test"):
+                files[split] = AtomicLineWriter(out / f"{split}.jsonl")
+                writers.append(files[split])
             bar = tqdm(
-                rows_iter, total=len(specs), desc=workload, unit="window", disable=not progress
+                rows_iter, total=n_windows, desc=workload, unit="window", disable=not progress
             )
             for spec, rows in bar:
+                if spec.split not in files:  # a trace's val split
+                    files[spec.split] = AtomicLineWriter(out / f"{spec.split}.jsonl")
+                    writers.append(files[spec.split])
+                    counts[spec.split] = {"windows": 0, "rows": 0, "bytes": 0}
                 file = files[spec.split]
                 for row in rows:
                     file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
@@ -185,20 +184,15 @@ def make_dataset(
                         "job_kinds": dict(Counter(r["metadata"]["job_kind"] for r in rows)),
                     }
                 )
-            counts["train"]["bytes"] = train.bytes
-            counts["test"]["bytes"] = test.bytes
+            for split, writer in files.items():
+                counts[split]["bytes"] = writer.bytes
             info = {
                 "name": workload,
-                "description": scenario.description,
+                "description": description,
                 "format": FORMAT_NAME,
-                "block_tokens": scenario.block_tokens,
+                "block_tokens": block_tokens,
                 "seed": seed,
-                "generator": {
-                    "command": command,
-                    "workload": workload,
-                    "params": applied,
-                    "families": family_configs(scenario),
-                },
+                "generator": generator,
                 "splits": counts,
                 "windows": manifest,
             }
@@ -219,9 +213,80 @@ def make_dataset(
     return info
 
 
+Source = tuple[str, int, dict[str, Any], int, Iterator[tuple[WindowSpec, list[dict[str, Any]]]]]
+"""(description, block tokens, generator record, number of windows, (spec, rows) per window)."""
+
+
+def _registry_source(
+    workload: str,
+    seed: int,
+    train_windows: int | None,
+    test_windows: int | None,
+    params: dict[str, Any],
+) -> Source:
+    scenario = configure(workload, train_windows, test_windows, **params)
+    applied = {
+        key: config_dict(fam.config)[key]
+        for key in params
+        for fam in scenario.families
+        if key in config_dict(fam.config)
+    }
+    command = f"python -m {COMMAND} workload={workload} seed={seed}"
+    if train_windows is not None:
+        command += f" train_windows={train_windows}"
+    if test_windows is not None:
+        command += f" test_windows={test_windows}"
+    if params:
+        command += " params=" + ",".join(f"{k}={v}" for k, v in params.items())
+    generator = {
+        "command": command,
+        "workload": workload,
+        "params": applied,
+        "families": family_configs(scenario),
+    }
+    rows = window_rows(workload, "all", seed, None, train_windows, test_windows, **params)
+    n = len(plan(scenario, seed))
+    return scenario.description, scenario.block_tokens, generator, n, rows
+
+
+def _trace_source(params: dict[str, Any]) -> Source:
+    from envs.workloads.trace_file import (
+        TraceOptions,
+        TraceWindow,
+        plan_trace,
+        provenance,
+        trace_windows,
+    )
+    from envs.workloads.trace_file import window_rows as trace_window_rows
+
+    options = TraceOptions(**params)
+    trace_plan = plan_trace(options)
+    stamp = provenance(options)
+    changed = {k: v for k, v in params.items() if v != getattr(TraceOptions(), k)}
+    command = f"python -m {COMMAND} workload={TRACE_WORKLOAD} " + " ".join(
+        f"workload.{k}={v}" for k, v in changed.items()
+    )
+    generator = {"command": command, "workload": TRACE_WORKLOAD, "params": params, "file": stamp}
+    description = (
+        f"The {trace_plan.format} trace {stamp['file']} (sha256 {stamp['sha256'][:12]}...), "
+        f"cut into {len(trace_plan.windows)} windows and split by {trace_plan.split_from}."
+    )
+
+    def rows() -> Iterator[tuple[WindowSpec, list[dict[str, Any]]]]:
+        plan_windows: list[TraceWindow] = list(trace_plan.windows)
+        for window, workload in zip(plan_windows, trace_windows(options, "all"), strict=True):
+            spec = WindowSpec(
+                TRACE_WORKLOAD, Path(options.path).stem, window.position, window.split,
+                window.trace_id,
+            )  # fmt: skip
+            yield spec, trace_window_rows(workload)
+
+    return description, trace_plan.block_tokens, generator, len(trace_plan.windows), rows()
+
+
 def dataset_card(info: dict[str, Any]) -> str:
     """A short README for the dataset: what it is, how it was made, how to read it."""
-    families = info["generator"]["families"]
+    families = info["generator"].get("families", {})  # none for a trace file
     lines = [
         f"# {info['name']} (btb-gym generated dataset)",
         "",
@@ -233,21 +298,22 @@ def dataset_card(info: dict[str, Any]) -> str:
         "| split | windows | rows | bytes |",
         "|---|--:|--:|--:|",
     ]
-    for split in ("train", "test"):
+    for split in info["splits"]:
         c = info["splits"][split]
         lines.append(f"| {split} | {c['windows']:,} | {c['rows']:,} | {c['bytes']:,} |")
-    lines += [
-        "",
-        "| family | generator | train windows | test windows |",
-        "|---|---|--:|--:|",
-    ]
-    for name, fam in families.items():
-        lines.append(
-            f"| {name} | {fam['generator']} | {fam['train_windows']} | {fam['test_windows']} |"
-        )
-    if info["generator"]["params"]:
-        changed = ", ".join(f"`{k}={v}`" for k, v in info["generator"]["params"].items())
-        lines += ["", f"Parameters changed from the workload's defaults: {changed}."]
+    if families:
+        lines += [
+            "",
+            "| family | generator | train windows | test windows |",
+            "|---|---|--:|--:|",
+        ]
+        for name, fam in families.items():
+            lines.append(
+                f"| {name} | {fam['generator']} | {fam['train_windows']} | {fam['test_windows']} |"
+            )
+        if info["generator"]["params"]:
+            changed = ", ".join(f"`{k}={v}`" for k, v in info["generator"]["params"].items())
+            lines += ["", f"Parameters changed from the workload's defaults: {changed}."]
     lines += [
         "",
         "## Layout",
@@ -260,8 +326,13 @@ def dataset_card(info: dict[str, Any]) -> str:
         "traffic; `synthetic`: generated bursts, decoys, agents)",
         "- `arrival_s`: seconds from the window's start",
         "- `input_length`, `output_length`: tokens",
-        f"- `hash_ids`: one 24-hex hash per {info['block_tokens']}-token prompt block "
-        "(per-block, not chained); equal leading hashes mean a shared prefix",
+        (
+            f"- `hash_ids`: one 24-hex hash per {info['block_tokens']}-token prompt block "
+            "(per-block, not chained); equal leading hashes mean a shared prefix"
+            if families
+            else f"- `hash_ids`: the trace's chained block ids, {info['block_tokens']} tokens a "
+            f"block (read it back with `workload.block_tokens={info['block_tokens']}`)"
+        ),
         "- `group_id` (the job), `split`, `metadata.job_kind` "
         "(`burst`, `decoy`, `background`, `agent`)",
         "- `tenant` (multi-tenant workloads only): prompts of different tenants never share KV",
@@ -279,9 +350,14 @@ def dataset_card(info: dict[str, Any]) -> str:
         "",
         "## Caveats",
         "",
-        "ART-like windows are generated to approximate ART-Chat's published statistics "
-        "(docs/workloads.md in btb-gym lists how close they come); they are not ART-Chat "
-        "data. All content is synthetic: hashes name no real text.",
+        (
+            "ART-like windows are generated to approximate ART-Chat's published statistics "
+            "(docs/workloads.md in btb-gym lists how close they come); they are not ART-Chat "
+            "data. All content is synthetic: hashes name no real text."
+            if families
+            else "The rows are the trace file's, cut into windows (`arrival_s` from each "
+            "window's start); `dataset_info.json` names the file and its sha256."
+        ),
         "",
     ]
     return "\n".join(lines)
@@ -295,16 +371,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
     if options["seed"] < 0:
         raise UsageError(f"{COMMAND}: seed must be >= 0 (a numpy seed), got {options['seed']}")
+    params = _params(options["params"])
+    trace = workload_params(COMMAND, options)
+    if trace and (params or options["train_windows"] >= 0 or options["test_windows"] >= 0):
+        raise UsageError(
+            f"{COMMAND}: workload=trace is split by workload.test_fraction and "
+            "workload.val_fraction; params=, train_windows= and test_windows= do not apply"
+        )
     info = make_dataset(
         workload=options["workload"],
         out_dir=options["out_dir"],
         seed=options["seed"],
         train_windows=None if options["train_windows"] < 0 else options["train_windows"],
         test_windows=None if options["test_windows"] < 0 else options["test_windows"],
-        params=_params(options["params"]),
+        params=trace or params,
         progress=options["progress"],
     )
-    for split in ("train", "test"):
+    for split in info["splits"]:
         c = info["splits"][split]
         print(f"{split}: {c['windows']} windows, {c['rows']:,} rows, {c['bytes']:,} bytes")
     print(f"wrote {Path(options['out_dir']) / 'dataset_info.json'}")

@@ -2,7 +2,7 @@
 
     python -m experiments.reproduce [workload=bursted_synthetic] [causal_kv=both]
         [setups=70b_h100x4,...] [policies=...] [windows=0] [jobs=2] [out_dir=PATH]
-        [workload_seeds=20260721,1,2,3]
+        [workload_seeds=20260721,1,2,3] [workload=trace workload.path=FILE ...]
 
 Runs every setup on the test windows of the workload (``bursted_synthetic``:
 60 s bursts; ``bursted_synthetic_1s``: 1 s bursts; ``bursted_art``: the mixed
@@ -37,7 +37,17 @@ import numpy as np
 from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
-from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
+from experiments._cli import (
+    UsageError,
+    main_guard,
+    parse_args,
+    parse_value,
+    sim_config_of,
+    trace_defaults,
+    workload_file,
+    workload_label,
+    workload_params,
+)
 from experiments._io import check_writable_dir
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, evaluate_policies, split_windows
@@ -55,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "jobs": 2,
     "out_dir": "",
     "progress": True,
+    **trace_defaults(),
 }
 
 BASELINE = "cache_aware"
@@ -97,15 +108,20 @@ def published(workload: str) -> tuple[dict[str, float], dict[str, float]]:
 
 
 @functools.lru_cache(maxsize=2)
-def _windows(workload: str, limit: int | None, seed: int) -> tuple[Any, ...]:
+def _windows(
+    workload: str, limit: int | None, seed: int, params: tuple[tuple[str, Any], ...]
+) -> tuple[Any, ...]:
     """The test windows, generated once per process and shared by its tasks."""
-    return tuple(split_windows(workload, limit, seed))
+    return tuple(split_windows(workload, limit, seed, params=dict(params)))
 
 
 def _task(
     workload_seed: int, setup: str, causal_kv: bool, options: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    windows = _windows(options["workload"], options["windows"] or None, workload_seed)
+    params = options["workload_params"]
+    windows = _windows(
+        options["workload"], options["windows"] or None, workload_seed, tuple(params.items())
+    )
     config = sim_config_of("experiments.reproduce", causal_kv, options["copy_model"])
     runs = evaluate_policies(
         options["policies"],
@@ -113,7 +129,7 @@ def _task(
         windows,
         config,
         seed=options["seed"],
-        workload=options["workload"],
+        workload=workload_label(options["workload"], params),
         baseline=BASELINE,
         trace_window=None,
         floor=True,
@@ -248,13 +264,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for key, values in (("seed", [options["seed"]]), (seeds_key, seeds)):
         if any(value < 0 for value in values):
             raise UsageError(f"experiments.reproduce: {key} must be >= 0, got {min(values)}")
+    options["workload_params"] = workload_params("experiments.reproduce", options)
     tasks = [
         (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]
     out_dir = (
         Path(options["out_dir"])
         if options["out_dir"]
-        else default_out_dir({**options, "setup": "all"}, "reproduce")
+        else default_out_dir(
+            {**options, "setup": "all"},
+            "reproduce",
+            workload_label(options["workload"], options["workload_params"]),
+        )
     )
     check_writable_dir(out_dir, "experiments.reproduce: out_dir")
     bar = None
@@ -281,11 +302,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if bar is not None:
             bar.close()
     tables = build_tables(rows, options["workload"], policies)
-    print(f"{options['workload']} · test windows: {rows[0]['windows'] if rows else 0}")
+    shown = workload_label(options["workload"], options["workload_params"])
+    print(f"{shown} · test windows: {rows[0]['windows'] if rows else 0}")
     print(format_tables(tables, [*policies, FLOOR]))
     result = {
         "rows": rows,
-        "config": {**options, "wall_s": time.perf_counter() - started, "out_dir": str(out_dir)},
+        "config": {
+            **options,
+            "wall_s": time.perf_counter() - started,
+            "out_dir": str(out_dir),
+            **workload_file(options["workload"], options["workload_params"]),
+        },
         "tables": tables,
     }
     path = write_json_atomic(out_dir / "results.json", result)

@@ -111,9 +111,11 @@ def imitation_sources(
         for workload in workloads:
             if setup is None and workload == cfg.workload.name:
                 continue
+            # the training workload on another setup: its own parameters (a trace's file)
+            params = workload_params(cfg) if workload == cfg.workload.name else None
+            seed, limit = int(cfg.workload.seed), cfg.workload.train_pool
             kwargs = make_env_fn_kwargs(
-                saved_kwargs,
-                window_pool(workload, "train", int(cfg.workload.seed), cfg.workload.train_pool),
+                saved_kwargs, window_pool(workload, "train", seed, limit, params)
             )
             if setup is not None:
                 kwargs["setup"] = setup

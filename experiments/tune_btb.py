@@ -23,6 +23,7 @@ from experiments.config import (
     sim_of,
     window_pool_of,
     workload_label,
+    workload_record,
 )
 from experiments.jobs import (
     check_world,
@@ -177,7 +178,8 @@ def objective(cfg: DictConfig) -> float:
         row = runs[0].row
         value = float(row["ttft_mean_s"])
         summary = {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value}
-        write_json_atomic(out_dir / "objective.json", {**summary, "row": row})
+        record = {**summary, "row": row, **workload_record(cfg)}
+        write_json_atomic(out_dir / "objective.json", record)
         logger.log_table("objective", [row])
         logger.summary(summary)
     finally:

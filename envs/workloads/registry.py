@@ -41,6 +41,7 @@ from envs.workloads.scenarios import (
     multi_tenant_rows,
     rising_load_rows,
 )
+from envs.workloads.trace_file import TRACE_WORKLOAD, trace_options, trace_windows
 
 DEFAULT_WORKLOAD = "bursted_art"
 SPLITS = ("train", "test", "all")
@@ -326,7 +327,19 @@ def windows(
     Each window is its own :class:`Workload` with its own block-id space, named
     ``<workload>/<trace_id>``; ``meta`` holds the workload, family, window index,
     split, trace id, seed and the generator's configuration.
+
+    ``name="trace"`` reads a file instead: ``params`` are the fields of
+    :class:`~envs.workloads.trace_file.TraceOptions` (``path=FILE``, ...), ``split``
+    may also be "val", and ``seed`` is not used.
     """
+    if name == TRACE_WORKLOAD:
+        if train_windows is not None or test_windows is not None:
+            raise ValueError(
+                f"workload {TRACE_WORKLOAD!r}: its windows are split by test_fraction and "
+                "val_fraction, not by train_windows / test_windows"
+            )
+        yield from trace_windows(trace_options(params), split, limit)
+        return
     scenario = configure(name, train_windows, test_windows, **params)
     for spec, rows in window_rows(name, split, seed, limit, train_windows, test_windows, **params):
         config = _family(scenario, spec.family).config

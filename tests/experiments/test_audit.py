@@ -82,7 +82,9 @@ def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[s
     path.write_text(path.read_text() + "not json\n")
     with pytest.raises(ValueError, match="line 6"):
         audit.main([f"path={path}"])
+    with pytest.raises(ValueError, match=r"1 of 6 rows are malformed \(16.7%\), more than max_bad"):
+        audit.main([f"path={path}", "skip_bad_rows=true"])  # the default allows 1%
     with pytest.warns(UserWarning, match="skipped 1"):
-        result = audit.main([f"path={path}", "skip_bad_rows=true"])
+        result = audit.main([f"path={path}", "skip_bad_rows=true", "max_bad_fraction=0.2"])
     assert result["read"]["rows_skipped"] == 1
     assert "1 bad rows skipped" in capsys.readouterr().out

@@ -509,7 +509,7 @@ def test_audit_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "line 1, row: expected a JSON object, got list" in err and "line 0" not in err
 
 
-@pytest.mark.parametrize("damage", ["truncated", "flipped", "not gzip"])
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
 def test_audit_reports_a_damaged_gzip_file_in_one_line(
     damage: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -522,11 +522,9 @@ def test_audit_reports_a_damaged_gzip_file_in_one_line(
     data = bytearray(gzip.compress(rows))
     if damage == "truncated":
         data = data[: len(data) // 2]
-    elif damage == "flipped":
+    else:
         for k in range(100, 200):
             data[k] ^= 0xFF
-    else:
-        data = bytearray(rows)
     trace = tmp_path / "trace.jsonl.gz"
     trace.write_bytes(bytes(data))
     assert main_guard(lambda: audit.main([f"path={trace}"])) == 2

@@ -22,8 +22,9 @@ register_configs()
 
 
 GROUP_KEYS = [
-    ("+workload.path=/tmp/trace.jsonl", "workload.path", "workload takes: name, seed"),
-    ("+workload.bogus=1", "workload.bogus", "workload takes: name, seed"),
+    # a misspelt trace option (window_s): the trace schema's keys are listed first
+    ("+workload.window=60", "workload.window", "workload takes: path, format"),
+    ("+workload.bogus=1", "workload.bogus", "workload takes: path, format"),
     ("+sim.bogus=1", "sim.bogus", "sim takes: causal_kv, copy_model"),
     ("+model.bogus=1", "model.bogus", "model takes: name"),
     ("+cluster.bogus=1", "cluster.bogus", "cluster takes: node, n_nodes"),

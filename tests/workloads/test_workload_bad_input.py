@@ -91,7 +91,9 @@ def test_bad_rows_can_be_skipped_and_counted(
     path = write_jsonl(tmp_path / f"{fmt}.jsonl", rows)
     report = ReadReport(source=str(path))
     with pytest.warns(TraceWarning, match="skipped 1 malformed rows"):
-        result = reader(path, options=ReadOptions(skip_bad_rows=True), report=report)
+        result = reader(
+            path, options=ReadOptions(skip_bad_rows=True, max_bad_fraction=0.5), report=report
+        )
     total = sum(len(w) for w in result) if isinstance(result, list) else len(result)
     assert total == len(rows) - 1
     assert report.rows_skipped == 1 and report.rows_read == len(rows) - 1
@@ -219,7 +221,10 @@ def test_a_line_that_is_not_utf8_is_a_bad_row_named_by_its_line(tmp_path: Path) 
     assert (info.value.path, info.value.line, info.value.field) == (str(path), 3, None)
     assert "byte 0xff at column" in str(info.value)
     with pytest.warns(TraceWarning, match="skipped 1 malformed rows"):
-        assert len(read_mooncake(path, options=ReadOptions(skip_bad_rows=True))) == 3
+        assert (
+            len(read_mooncake(path, options=ReadOptions(skip_bad_rows=True, max_bad_fraction=0.5)))
+            == 3
+        )
 
 
 def test_a_truncated_gzip_file_names_the_file_and_line(tmp_path: Path) -> None:
@@ -255,7 +260,9 @@ def test_an_arrival_the_simulator_cannot_take_names_the_timestamp_and_line(
 def test_skip_bad_rows_skips_an_arrival_the_simulator_cannot_take(tmp_path: Path) -> None:
     rows = [{**row, "timestamp": t} for row, t in zip(mooncake_rows(), [1000, -5, 2000])]
     path = write_jsonl(tmp_path / "mc.jsonl", rows)
-    options = ReadOptions(rebase_time=False, skip_bad_rows=True, unsorted="sort")
+    options = ReadOptions(
+        rebase_time=False, skip_bad_rows=True, unsorted="sort", max_bad_fraction=0.5
+    )
     with pytest.warns(TraceWarning, match="skipped 1 malformed rows.*line 2"):
         workload = read_mooncake(path, options=options)
     assert [r.arrival_s for r in workload.requests] == [1.0, 2.0]

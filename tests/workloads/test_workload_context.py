@@ -55,7 +55,12 @@ def test_a_row_longer_than_the_context_is_refused_naming_it(tmp_path: Path) -> N
 
 def test_skip_bad_rows_skips_and_counts_it(tmp_path: Path) -> None:
     path = _mooncake(tmp_path / "mc.jsonl", [400, 131_065, 500])
-    options = ReadOptions(strict_block_count=False, max_context_tokens=131_072, skip_bad_rows=True)
+    options = ReadOptions(
+        strict_block_count=False,
+        max_context_tokens=131_072,
+        skip_bad_rows=True,
+        max_bad_fraction=0.5,  # one row of three
+    )
     report = ReadReport(source=str(path))
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")

@@ -17,6 +17,7 @@ from envs.workloads.readers.base import (
     MissingDependencyError,
     ReadOptions,
     ReadReport,
+    TooManyBadRowsError,
     TraceFormat,
     TraceFormatError,
     TraceWarning,
@@ -25,7 +26,13 @@ from envs.workloads.readers.base import (
     assemble_windows,
 )
 from envs.workloads.readers.bursted import iter_bursted_windows
-from envs.workloads.readers.detect import FORMATS, detect_format, format_of_row
+from envs.workloads.readers.detect import (
+    FORMAT_ALIASES,
+    FORMATS,
+    canonical_format,
+    detect_format,
+    format_of_row,
+)
 from envs.workloads.readers.hub import read_hub_dataset
 from envs.workloads.readers.mooncake import read_mooncake
 from envs.workloads.readers.qwen import read_qwen_bailian
@@ -40,9 +47,7 @@ def iter_trace_windows(
     report: ReadReport | None = None,
 ) -> Iterator[Workload]:
     """Read any supported trace file: one workload per window (Bursted-ART) or one in all."""
-    name = detect_format(path) if format == "auto" else format
-    if name not in FORMATS:
-        raise ValueError(f"unknown trace format {format!r} (known: auto, {', '.join(FORMATS)})")
+    name = detect_format(path) if format == "auto" else canonical_format(format)
     fmt = FORMATS[name]
     report = report if report is not None else ReadReport(source=str(path))
     rows = file_rows(path)
@@ -77,13 +82,16 @@ def read_trace(
 
 __all__ = [
     "FORMATS",
+    "FORMAT_ALIASES",
     "MissingDependencyError",
     "ReadOptions",
     "ReadReport",
+    "TooManyBadRowsError",
     "TraceFormat",
     "TraceFormatError",
     "TraceWarning",
     "UnsortedTraceError",
+    "canonical_format",
     "detect_format",
     "format_of_row",
     "iter_bursted_windows",

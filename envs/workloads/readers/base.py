@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypedDict
 
-from envs.sim.checks import check_int
+from envs.sim.checks import check_int, check_range
 from envs.workloads.request import BlockChainer, Request, Workload
 
 UnsortedPolicy = Literal["warn", "sort", "error"]
@@ -51,6 +51,18 @@ class TraceWarning(UserWarning):
     """Something in a trace was repaired or skipped rather than rejected."""
 
 
+class TooManyBadRowsError(ValueError):
+    """With ``skip_bad_rows``, more rows were malformed than ``max_bad_fraction`` allows."""
+
+
+TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e3, "us": 1e6, "ns": 1e9}
+"""Timestamp unit -> units per second."""
+PLAUSIBLE_SPAN_S = 31 * 86_400.0
+"""The longest span a trace is believed to cover under ``time_unit="auto"`` (a month)."""
+LATEST_EPOCH_S = 7.3e9
+"""The latest timestamp believed under ``time_unit="auto"``: seconds since 1970 (year ~2200)."""
+
+
 class RowLocation(NamedTuple):
     """Where a row came from, for error messages."""
 
@@ -82,6 +94,14 @@ class ReadOptions:
     max_context_tokens: int | None = None
     """Refuse a row whose input + output tokens exceed this (the served model's
     ``ModelSpec.max_context_tokens``), or skip it with ``skip_bad_rows``; None: no limit."""
+    max_bad_fraction: float = 0.01
+    """With ``skip_bad_rows``: a read that skips more than this fraction of its rows
+    fails (:class:`TooManyBadRowsError`) with the count, rather than going on with
+    what is left."""
+    time_unit: str = "auto"
+    """Unit of the timestamps: "s", "ms", "us", "ns", or "auto": the format's own
+    unit, unless the timestamps would then span more than a month (see
+    :func:`time_units_per_s`)."""
 
     def __post_init__(self) -> None:
         if self.unsorted not in ("warn", "sort", "error"):
@@ -94,6 +114,12 @@ class ReadOptions:
             check_int("ReadOptions.max_rows", self.max_rows, 0)
         if self.max_context_tokens is not None:
             check_int("ReadOptions.max_context_tokens", self.max_context_tokens, 1)
+        check_range("ReadOptions.max_bad_fraction", self.max_bad_fraction, 0.0, 1.0)
+        if self.time_unit not in ("auto", *TIME_UNITS):
+            raise ValueError(
+                f"ReadOptions.time_unit must be one of auto, {', '.join(TIME_UNITS)}, "
+                f"got {self.time_unit!r}"
+            )
 
 
 @dataclass
@@ -141,6 +167,8 @@ class ParsedRow:
     window: str = ""
     source: str = ""
     split: str = ""
+    chat_id: str = ""
+    parent_chat_id: str = ""
 
 
 RowParser = Callable[[Mapping[str, Any], RowLocation], ParsedRow]
@@ -210,6 +238,20 @@ def get_number(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: flo
     return number
 
 
+def get_time(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: float | None) -> float:
+    """A timestamp: a finite number, or a number written as a string (``"1700000000123"``)."""
+    value = row.get(name)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            raise TraceFormatError(
+                loc.path, loc.line, name, f"expected a number, got {_short(value)}"
+            ) from None
+        return get_number({name: number}, name, loc, minimum)
+    return get_number(row, name, loc, minimum)
+
+
 def get_str(
     row: Mapping[str, Any],
     name: str,
@@ -270,10 +312,10 @@ def request_fields(
     row: Mapping[str, Any], loc: RowLocation, time_field: str, time_minimum: float | None = None
 ) -> RequestFields:
     """The fields every format shares, read in this order: the timestamp ``time_field``
-    (a number, >= ``time_minimum`` if given), ``input_length`` (>= 1),
+    (a number or a numeric string, >= ``time_minimum`` if given), ``input_length`` (>= 1),
     ``output_length`` (see :func:`output_tokens`) and ``hash_ids``."""
     return {
-        "time": get_number(row, time_field, loc, minimum=time_minimum),
+        "time": get_time(row, time_field, loc, minimum=time_minimum),
         "input_tokens": get_int(row, "input_length", loc, minimum=1),
         "output_tokens": output_tokens(row, "output_length", loc),
         "hash_ids": get_hash_ids(row, "hash_ids", loc),
@@ -293,7 +335,7 @@ def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) ->
             f"has {n} blocks but input_length {parsed.input_tokens} at {block_tokens} tokens "
             f"a block needs {high}"
             + (f" (or {low})" if low != high and low > 0 else "")
-            + "; pass ReadOptions(strict_block_count=False) to accept it",
+            + "; strict_block_count=false accepts it",
         )
 
 
@@ -319,7 +361,7 @@ def _short(value: Any) -> str:
 # --- assembly -------------------------------------------------------------------------
 
 
-class _RowStream:
+class RowStream:
     """Parses rows, applies skip/limit options and tracks ordering, for one reader call."""
 
     def __init__(
@@ -378,13 +420,74 @@ def _note_out_of_order(
         )
 
 
-def _finish_report(report: ReadReport, options: ReadOptions) -> None:
+def check_bad_rows(report: ReadReport, options: ReadOptions) -> None:
+    """Raise :class:`TooManyBadRowsError` when the read skipped more than
+    ``options.max_bad_fraction`` of its rows."""
+    total = report.rows_read + report.rows_skipped
+    if report.rows_skipped and report.rows_skipped > options.max_bad_fraction * total:
+        raise TooManyBadRowsError(
+            f"{report.source}: {report.rows_skipped:,} of {total:,} rows are malformed "
+            f"({100.0 * report.rows_skipped / total:.1f}%), more than max_bad_fraction="
+            f"{options.max_bad_fraction:g} allows (first: {report.errors[0]})"
+        )
+
+
+def time_units_per_s(
+    fmt: TraceFormat,
+    time_unit: str,
+    earliest: float,
+    latest: float,
+    source: str,
+    stacklevel: int = 3,
+) -> float:
+    """Units per second of a trace's timestamps, from the ``earliest`` and ``latest``
+    (in the file's own numbers). ``time_unit="auto"`` takes the format's unit unless
+    that is implausible: the trace would span more than :data:`PLAUSIBLE_SPAN_S`, or
+    its timestamps would lie after :data:`LATEST_EPOCH_S` seconds since 1970 (integer
+    nanoseconds read as milliseconds do both). Then it takes the first coarser unit
+    (ms, us, ns) that is plausible, with a warning naming both."""
+    if time_unit != "auto":
+        return TIME_UNITS[time_unit]
+
+    def plausible(ups: float) -> bool:
+        return (latest - earliest) / ups <= PLAUSIBLE_SPAN_S and latest / ups <= LATEST_EPOCH_S
+
+    ups = fmt.time_units_per_s
+    if plausible(ups):
+        return ups
+    own = next((name for name, value in TIME_UNITS.items() if value == ups), f"1/{ups:g} s")
+    for name, value in TIME_UNITS.items():
+        if value > ups and plausible(value):
+            warnings.warn(
+                f"{source}: {fmt.time_field} read as {own} would reach "
+                f"{latest / ups / 86_400:,.0f} days after 1970 and span "
+                f"{(latest - earliest) / ups / 86_400:,.1f} days; reading it as {name} "
+                f"({_span_text((latest - earliest) / value)}); set time_unit= to choose",
+                TraceWarning,
+                stacklevel=stacklevel,
+            )
+            return value
+    return ups  # implausible in every unit: keep the format's
+
+
+def _span_text(seconds: float) -> str:
+    if seconds >= 86_400:
+        return f"a span of {seconds / 86_400:.1f} days"
+    if seconds >= 3_600:
+        return f"a span of {seconds / 3_600:.1f} h"
+    return f"a span of {seconds:.1f} s"
+
+
+def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3) -> None:
+    """At the end of a read: too many bad rows is an error; skipped rows and rows out
+    of order (with ``unsorted="warn"``) are one warning each."""
+    check_bad_rows(report, options)
     if report.rows_skipped:
         warnings.warn(
             f"{report.source}: skipped {report.rows_skipped} malformed rows "
             f"(first: {report.errors[0]})",
             TraceWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     if report.out_of_order and options.unsorted == "warn":
         warnings.warn(
@@ -395,7 +498,9 @@ def _finish_report(report: ReadReport, options: ReadOptions) -> None:
         )
 
 
-def _request(parsed: ParsedRow, arrival_s: float, chainer: BlockChainer, namespace: str) -> Request:
+def make_request(
+    parsed: ParsedRow, arrival_s: float, chainer: BlockChainer, namespace: str
+) -> Request:
     """The simulator's request for a parsed row, arriving at ``arrival_s``."""
     tenant = parsed.tenant or namespace
     return Request(
@@ -408,6 +513,8 @@ def _request(parsed: ParsedRow, arrival_s: float, chainer: BlockChainer, namespa
         tenant=tenant,
         group_id=parsed.group_id,
         job_kind=parsed.job_kind,
+        chat_id=parsed.chat_id,
+        parent_chat_id=parsed.parent_chat_id,
     )
 
 
@@ -423,7 +530,7 @@ def assemble_trace(
     options = options or ReadOptions()
     report = report if report is not None else ReadReport(source=name)
     chainer = chainer if chainer is not None else BlockChainer()
-    stream = _RowStream(rows, fmt, options, report)
+    stream = RowStream(rows, fmt, options, report)
     requests: list[Request] = []
     times: list[float] = []
     locs: list[RowLocation] = []
@@ -434,12 +541,14 @@ def assemble_trace(
         last = max(last, parsed.time)
         times.append(parsed.time)
         locs.append(loc)
-        requests.append(_request(parsed, 0.0, chainer, options.namespace))
+        requests.append(make_request(parsed, 0.0, chainer, options.namespace))
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
+    earliest, latest = min(times, default=0.0), max(times, default=0.0)
+    ups = time_units_per_s(fmt, options.time_unit, earliest, latest, report.source, stacklevel=3)
     kept: list[Request] = []
     for request, time, loc in zip(requests, times, locs, strict=True):
-        arrival_s = (time - origin) / fmt.time_units_per_s
+        arrival_s = (time - origin) / ups
         if not 0.0 <= arrival_s < math.inf:
             why = (
                 "is negative; arrivals must be >= 0 without rebasing "
@@ -458,8 +567,8 @@ def assemble_trace(
     requests = kept
     if not requests:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
-    origin /= fmt.time_units_per_s
-    _finish_report(report, options)
+    origin /= ups
+    finish_report(report, options)
     block_tokens = options.block_tokens or fmt.block_tokens
     meta = {"format": fmt.name, "time_origin_s": origin, "read": report.as_dict()}
     return Workload(name=name, block_tokens=block_tokens, requests=requests, meta=meta)
@@ -486,18 +595,13 @@ def assemble_windows(
     report = report if report is not None else ReadReport(source=name)
     wanted = set(sources) if sources is not None else None
     block_tokens = options.block_tokens or fmt.block_tokens
+    ups = window_units_per_s(fmt, options.time_unit)
     seen: set[str] = set()
     window: _Window | None = None
-    for loc, parsed in _RowStream(rows, fmt, options, report):
+    for loc, parsed in RowStream(rows, fmt, options, report):
         if window is None or parsed.window != window.trace_id:
             if parsed.window in seen:
-                raise TraceFormatError(
-                    loc.path,
-                    loc.line,
-                    "trace_id",
-                    f"window {parsed.window!r} appears again after other windows; the file "
-                    "must be grouped by window to stream (sort it by trace_id first)",
-                )
+                raise window_again(loc, parsed.window)
             if window is not None and window.wanted:
                 yield window.close(name, fmt, block_tokens, report.source)
             seen.add(parsed.window)
@@ -507,13 +611,31 @@ def assemble_windows(
         if parsed.time < window.last:
             _note_out_of_order(report, options, fmt, loc, parsed.time, window.last)
         window.last = max(window.last, parsed.time)
-        arrival_s = parsed.time / fmt.time_units_per_s
-        window.requests.append(_request(parsed, arrival_s, window.chainer, options.namespace))
+        arrival_s = parsed.time / ups
+        window.requests.append(make_request(parsed, arrival_s, window.chainer, options.namespace))
     if window is None:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     if window.wanted:
         yield window.close(name, fmt, block_tokens, report.source)
-    _finish_report(report, options)
+    finish_report(report, options)
+
+
+def window_again(loc: RowLocation, trace_id: str) -> TraceFormatError:
+    """The error for a window id that comes back after other windows (streaming needs
+    a file grouped by window)."""
+    return TraceFormatError(
+        loc.path,
+        loc.line,
+        "trace_id",
+        f"window {trace_id!r} appears again after other windows; the file "
+        "must be grouped by window to stream (sort it by trace_id first)",
+    )
+
+
+def window_units_per_s(fmt: TraceFormat, time_unit: str) -> float:
+    """Units per second of window-relative times (Bursted-ART ``arrival_s``): the
+    format's unless ``time_unit`` names one (its span says nothing of the unit)."""
+    return fmt.time_units_per_s if time_unit == "auto" else TIME_UNITS[time_unit]
 
 
 class _Window:

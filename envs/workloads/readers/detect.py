@@ -18,6 +18,17 @@ FORMATS: dict[str, TraceFormat] = {
     "qwen": qwen.FORMAT,
 }
 """Format name -> its description (block size, time field, parser)."""
+FORMAT_ALIASES = {"art_chat": "art", "qwen_bailian": "qwen"}
+"""Longer names the commands accept for a format (``workload.format=art_chat``)."""
+
+
+def canonical_format(name: str) -> str:
+    """A format name or alias as its key of :data:`FORMATS`; ValueError if unknown."""
+    name = FORMAT_ALIASES.get(name, name)
+    if name not in FORMATS:
+        known = ", ".join(["auto", *FORMATS, *FORMAT_ALIASES])
+        raise ValueError(f"unknown trace format {name!r} (known: {known})")
+    return name
 
 
 def format_of_row(row: Mapping[str, Any]) -> str | None:

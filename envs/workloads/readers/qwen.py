@@ -4,7 +4,9 @@ Fields: ``timestamp`` (seconds, required), ``input_length`` (required),
 ``output_length`` (default 1; 0 is read as 1), ``hash_ids`` (required, one hash
 per 16-token block, chained here), ``chat_id`` (default: the line number),
 ``parent_chat_id`` (default -1: a first turn), ``type`` (default "", kept as the
-request's ``job_kind``), ``turn`` (default 1). A request's ``group_id`` is the
+request's ``job_kind``), ``turn`` (default 1). ``chat_id`` and ``parent_chat_id``
+are kept on the request (``Request.chat_id``, ``Request.parent_chat_id``; "" for
+a first turn's parent). A request's ``group_id`` is the
 ``chat_id`` of its conversation's first turn, found by following
 ``parent_chat_id`` (a parent not in the file starts its own conversation).
 """
@@ -44,6 +46,8 @@ def new_parser() -> RowParser:
             request_id=chat_id,
             **request_fields(row, loc, "timestamp"),
             job_kind=get_str(row, "type", loc, default=""),
+            chat_id=chat_id,
+            parent_chat_id="" if parent in ("-1", "") else parent,
         )
         root = chat_id if parent in ("-1", "") else roots.get(parent, parent)
         roots[chat_id] = root

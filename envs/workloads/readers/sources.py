@@ -29,8 +29,20 @@ from envs.workloads.request import Workload
 PARQUET_BATCH_ROWS = 1024
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
+
+
+def first_bytes(path: Path, size: int = 4) -> bytes:
+    """The first ``size`` bytes of a file (its magic number)."""
+    with path.open("rb") as handle:
+        return handle.read(size)
+
+
 def _open_bytes(path: Path) -> IO[bytes]:
-    if path.suffix == ".gz":
+    """The file's bytes, decompressed when it starts with gzip's magic bytes
+    (whatever its name)."""
+    if first_bytes(path, 2) == GZIP_MAGIC:
         return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
     return path.open("rb")
 
@@ -121,11 +133,12 @@ def parquet_rows(
 def file_rows(
     path: str | os.PathLike[str],
 ) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
-    """Rows of a ``.parquet`` file or of a JSONL file (``.jsonl``, ``.json``, ``.gz``)."""
+    """Rows of a parquet file or of a JSONL file, gzip-compressed or not; both are
+    told by their first bytes, not by the file's name."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"trace file not found: {file}")
-    if file.suffix == ".parquet":
+    if first_bytes(file) == PARQUET_MAGIC:
         return parquet_rows(file)
     return jsonl_rows(file)
 

@@ -1,0 +1,463 @@
+"""A trace file as a workload: its windows, its splits and where it came from.
+
+:class:`TraceOptions` (:mod:`envs.workloads.trace_options`) describes a trace
+workload once; :func:`trace_windows` reads its windows, :func:`provenance` says
+where the data came from.
+
+Windows. A Bursted-ART file keeps its own windows (``trace_id``). Any other file
+is cut into windows of ``window_s`` seconds of arrival time (default 300 s,
+about the length of a Bursted-ART window), counted from ``start_s`` after the
+first arrival. Each window is replayed on a fresh cluster from 0 s (caches
+start cold); windows without arrivals are left out.
+
+Splits. Windows are split by time: the last ``test_fraction`` of them are
+``test``, the ``val_fraction`` before those ``val``, the rest ``train``, so no
+window is in two splits. A Bursted-ART file whose rows all name their split
+(train, val or test, as ``make_dataset`` writes them) keeps those splits unless
+``file_splits`` is false.
+
+Streaming. A read makes two passes over the file. The first checks every row and
+keeps only each row's time and line (16 bytes a row); the second builds one
+window's requests at a time. The first pass's plan is kept while the file's size
+and modification time stay the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import os
+from array import array
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from envs.workloads.readers import detect
+from envs.workloads.readers.base import (
+    TIME_UNITS,
+    ReadOptions,
+    ReadReport,
+    RowSource,
+    RowStream,
+    TraceFormat,
+    TraceFormatError,
+    finish_report,
+    make_request,
+    time_units_per_s,
+    window_again,
+    window_units_per_s,
+)
+from envs.workloads.readers.hub import require_datasets
+from envs.workloads.readers.sources import PARQUET_MAGIC, file_rows, first_bytes
+from envs.workloads.request import BlockChainer, Request, Workload
+from envs.workloads.trace_options import (
+    HUB,
+    TRACE_FIELDS,
+    TRACE_SPLITS,
+    TRACE_WORKLOAD,
+    TraceOptions,
+    changed_fields,
+    trace_label,
+    trace_options,
+)
+
+__all__ = [
+    "TRACE_FIELDS",
+    "TRACE_WORKLOAD",
+    "TraceOptions",
+    "TracePlan",
+    "TraceWindow",
+    "changed_fields",
+    "file_stamp",
+    "plan_trace",
+    "provenance",
+    "trace_label",
+    "trace_options",
+    "trace_windows",
+    "window_rows",
+]
+
+@dataclass(frozen=True)
+class TraceWindow:
+    """One window of a trace file."""
+
+    position: int
+    """Its place among the file's (non-empty) windows."""
+    key: str | int
+    """The Bursted-ART ``trace_id``, or the index of its ``window_s`` slot."""
+    trace_id: str
+    split: str
+    first_line: int
+    rows: int
+    start_s: float
+    """Where the window starts, in seconds after the trace's first arrival (0 for Bursted-ART)."""
+
+
+@dataclass(frozen=True)
+class TracePlan:
+    """What the first pass found: format, time unit, windows and splits."""
+
+    options: TraceOptions
+    format: str
+    block_tokens: int
+    units_per_s: float
+    origin: float
+    """The earliest timestamp, in the file's own unit (0 for Bursted-ART)."""
+    windows: tuple[TraceWindow, ...]
+    rows_read: int
+    rows_skipped: int
+    split_from: str
+    """"file" (the rows' own split field) or "time"."""
+
+    def split(self, name: str) -> list[TraceWindow]:
+        if name not in TRACE_SPLITS:
+            raise ValueError(f"split must be one of {', '.join(TRACE_SPLITS)}, got {name!r}")
+        return [w for w in self.windows if name == "all" or w.split == name]
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready summary for results files."""
+        counts = {s: sum(w.split == s for w in self.windows) for s in TRACE_SPLITS[:-1]}
+        unit = next((n for n, v in TIME_UNITS.items() if v == self.units_per_s), None)
+        return {
+            "format": self.format,
+            "block_tokens": self.block_tokens,
+            "time_unit": unit,
+            "rows_read": self.rows_read,
+            "rows_skipped": self.rows_skipped,
+            "windows": counts,
+            "split_from": self.split_from,
+        }
+
+
+def _check_path(options: TraceOptions) -> Path | None:
+    """The trace file, checked; None for a hub dataset given by name."""
+    path = options.path
+    if not path:
+        raise ValueError("TraceOptions.path is empty: a trace workload needs the file to read")
+    file = Path(path)
+    if file.is_dir():
+        raise ValueError(f"TraceOptions.path={path!r} is a folder; give one trace file")
+    if file.is_file():
+        return file
+    if options.format == HUB:
+        return None
+    raise ValueError(f"TraceOptions.path={path!r}: no such file")
+
+
+def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
+    """A dataset's rows through the ``datasets`` library, streamed (a local JSONL or
+    parquet file through its generic builder: nothing is downloaded)."""
+    datasets = require_datasets()
+    file = Path(options.path)
+    if file.is_file():
+        builder = "parquet" if first_bytes(file) == PARQUET_MAGIC else "json"
+        dataset = datasets.load_dataset(
+            builder, data_files=str(file), split="train", streaming=True
+        )
+        return str(file), enumerate(iter(dataset), start=1)
+    dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
+    return f"{options.path}[{options.hub_split}]", enumerate(iter(dataset), start=1)
+
+
+def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource]:
+    """The trace's name in messages, its format and its rows (read lazily)."""
+    file = _check_path(options)
+    if options.format == HUB:
+        source, rows = _hub_rows(options)
+        head = list(itertools.islice(rows, 1))
+        if not head or isinstance(head[0][1], TraceFormatError):
+            raise TraceFormatError(source, 1, None, "no rows to tell the layout from")
+        name = detect.format_of_row(head[0][1])
+        if name is None:
+            raise TraceFormatError(
+                source, 1, None, f"cannot tell the layout from fields {sorted(head[0][1])}"
+            )
+        return source, detect.FORMATS[name], itertools.chain(head, rows)
+    assert file is not None
+    name = (
+        detect.detect_format(file)
+        if options.format == "auto"
+        else detect.canonical_format(options.format)
+    )
+    return str(file), detect.FORMATS[name], file_rows(file)
+
+
+_PLANS: dict[tuple[Any, ...], TracePlan] = {}
+_PLAN_CACHE_SIZE = 8
+
+
+def plan_trace(options: TraceOptions) -> TracePlan:
+    """The first pass over the file: every row checked, windows and splits found.
+
+    Raises :class:`~envs.workloads.readers.TraceFormatError` (file, line, field) for
+    a malformed row (unless skipped), too many skipped rows, an empty file or rows
+    out of time order across windows."""
+    file = _check_path(options)
+    key: tuple[Any, ...] | None = None
+    if file is not None:  # a dataset by name may change under the same name: never kept
+        stat = file.stat()
+        key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns, *asdict(options).values())
+        if key in _PLANS:
+            return _PLANS[key]
+    source, fmt, rows = _open(options)
+    read = options.read_options()
+    report = ReadReport(source=source)
+    stream = RowStream(rows, fmt, read, report)
+    if fmt.windowed:
+        plan = _plan_windowed(options, fmt, stream, report, read)
+    else:
+        plan = _plan_timed(options, fmt, stream, report, read)
+    if key is not None:
+        if len(_PLANS) >= _PLAN_CACHE_SIZE:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = plan
+    return plan
+
+
+def _split_names(n: int, options: TraceOptions) -> list[str]:
+    """Split of each of ``n`` windows in time order."""
+    n_test = max(1, round(n * options.test_fraction)) if options.test_fraction > 0 else 0
+    n_val = max(1, round(n * options.val_fraction)) if options.val_fraction > 0 else 0
+    n_test = min(n_test, n)
+    n_val = min(n_val, n - n_test)
+    return ["train"] * (n - n_test - n_val) + ["val"] * n_val + ["test"] * n_test
+
+
+def _plan_windowed(
+    options: TraceOptions,
+    fmt: TraceFormat,
+    stream: RowStream,
+    report: ReadReport,
+    read: ReadOptions,
+) -> TracePlan:
+    for name in ("start_s", "end_s"):
+        if getattr(options, name) is not None:
+            raise ValueError(
+                f"TraceOptions.{name} does not apply to a Bursted-ART file: its windows are its own"
+            )
+    found: list[list[Any]] = []  # [trace_id, split, first line, rows]
+    seen: set[str] = set()
+    for loc, parsed in stream:
+        if not found or parsed.window != found[-1][0]:
+            if parsed.window in seen:
+                raise window_again(loc, parsed.window)
+            seen.add(parsed.window)
+            found.append([parsed.window, parsed.split, loc.line, 0])
+        found[-1][3] += 1
+    _check_rows(report, read)
+    own = [entry[1] for entry in found]
+    from_file = options.file_splits and all(s in ("train", "val", "test") for s in own)
+    splits = own if from_file else _split_names(len(found), options)
+    windows = tuple(
+        TraceWindow(i, tid, tid, split, line, rows, 0.0)
+        for i, ((tid, _, line, rows), split) in enumerate(zip(found, splits, strict=True))
+    )
+    return TracePlan(
+        options,
+        fmt.name,
+        read.block_tokens or fmt.block_tokens,
+        window_units_per_s(fmt, options.time_unit),
+        0.0,
+        windows,
+        report.rows_read,
+        report.rows_skipped,
+        "file" if from_file else "time",
+    )
+
+
+def _check_rows(report: ReadReport, read: ReadOptions) -> None:
+    finish_report(report, read, stacklevel=5)  # too many bad rows; or one warning if skipped
+    if not report.rows_read:
+        raise TraceFormatError(report.source, 0, None, "no usable rows")
+
+
+def _slot(seconds: float, start_s: float, window_s: float) -> int:
+    """The ``window_s`` slot an arrival ``seconds`` after the first falls in."""
+    return math.floor((seconds - start_s) / window_s)
+
+
+def _plan_timed(
+    options: TraceOptions,
+    fmt: TraceFormat,
+    stream: RowStream,
+    report: ReadReport,
+    read: ReadOptions,
+) -> TracePlan:
+    times = array("d")
+    lines = array("q")
+    for loc, parsed in stream:
+        times.append(parsed.time)
+        lines.append(loc.line)
+    _check_rows(report, read)
+    origin = min(times)
+    ups = time_units_per_s(fmt, options.time_unit, origin, max(times), report.source, 4)
+    start_s = options.start_s or 0.0
+    end_s = math.inf if options.end_s is None else options.end_s
+    slots: dict[int, list[int]] = {}  # slot -> [first line, rows]
+    highest = -1
+    for raw, line in zip(times, lines, strict=True):
+        seconds = (raw - origin) / ups
+        if not start_s <= seconds < end_s:
+            continue
+        slot = _slot(seconds, start_s, options.window_s)
+        if slot < highest:
+            raise TraceFormatError(
+                report.source,
+                line,
+                fmt.time_field,
+                f"{raw!r} falls in the window starting at {start_s + slot * options.window_s:g} s, "
+                f"before an earlier line's window; a trace is read one window at a time, so "
+                f"its rows must be in time order (sort the file by {fmt.time_field})",
+            )
+        highest = slot
+        entry = slots.setdefault(slot, [line, 0])
+        entry[1] += 1
+    if not slots:
+        raise ValueError(
+            f"{report.source}: no arrivals between TraceOptions.start_s={start_s:g} and "
+            f"end_s={end_s:g} seconds after the first (the trace spans "
+            f"{(max(times) - origin) / ups:g} s)"
+        )
+    stem = Path(options.path).stem
+    splits = _split_names(len(slots), options)
+    windows = tuple(
+        TraceWindow(
+            i, slot, f"{stem}-{slot:04d}", split, line, rows, start_s + slot * options.window_s
+        )
+        for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
+    )
+    return TracePlan(
+        options,
+        fmt.name,
+        read.block_tokens or fmt.block_tokens,
+        ups,
+        origin,
+        windows,
+        report.rows_read,
+        report.rows_skipped,
+        "time",
+    )
+
+
+def trace_windows(
+    options: TraceOptions, split: str = "test", limit: int | None = None
+) -> Iterator[Workload]:
+    """The windows of ``split`` ("train", "val", "test" or "all"), the first ``limit``
+    of them (None: all), one :class:`Workload` at a time. The file is planned (and
+    checked) when this is called, before the first window is asked for."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0 or None, got {limit!r}")
+    plan = plan_trace(options)
+    wanted = plan.split(split)[:limit]
+    return _stream(plan, {w.key: w for w in wanted})
+
+
+def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[Workload]:
+    options = plan.options
+    if not wanted:
+        return
+    source, fmt, rows = _open(options)
+    stream = RowStream(rows, fmt, options.read_options(), ReadReport(source=source))
+    start_s = options.start_s or 0.0
+    end_s = math.inf if options.end_s is None else options.end_s
+    last = max(w.position for w in wanted.values())
+    current: TraceWindow | None = None
+    requests: list[Request] = []
+    chainer = BlockChainer()
+    for _, parsed in stream:
+        if fmt.windowed:
+            key: str | int = parsed.window
+            arrival_s = parsed.time / plan.units_per_s
+        else:
+            seconds = (parsed.time - plan.origin) / plan.units_per_s
+            if not start_s <= seconds < end_s:
+                continue
+            key = _slot(seconds, start_s, options.window_s)
+            arrival_s = max(0.0, seconds - start_s - key * options.window_s)
+        if current is None or key != current.key:
+            if current is not None:
+                yield _window(plan, current, requests)
+                if current.position >= last:
+                    return
+            current = wanted.get(key)
+            requests, chainer = [], BlockChainer()
+        if current is not None:
+            requests.append(make_request(parsed, arrival_s, chainer, ""))
+    if current is not None:
+        yield _window(plan, current, requests)
+
+
+def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Workload:
+    stem = Path(plan.options.path).stem
+    meta = {
+        "workload": TRACE_WORKLOAD,
+        "path": plan.options.path,
+        "format": plan.format,
+        "trace_id": window.trace_id,
+        "split": window.split,
+        "first_line": window.first_line,
+        "start_s": window.start_s,
+    }
+    return Workload(
+        name=f"{stem}/{window.trace_id}",
+        block_tokens=plan.block_tokens,
+        requests=requests,
+        meta=meta,
+    )
+
+
+_STAMPS: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def file_stamp(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Where a result's data came from: the file's path, name, size in bytes and the
+    sha256 of its bytes (read in 1 MiB pieces, never whole)."""
+    file = Path(path)
+    stat = file.stat()
+    key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _STAMPS:
+        digest = hashlib.sha256()
+        with file.open("rb") as handle:
+            for piece in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(piece)
+        _STAMPS[key] = {
+            "path": str(path),
+            "file": file.name,
+            "bytes": stat.st_size,
+            "sha256": digest.hexdigest(),
+        }
+    return dict(_STAMPS[key])
+
+
+def provenance(options: TraceOptions) -> dict[str, Any]:
+    """The file's stamp and what the plan found, for results.json and W&B (a hub
+    dataset given by name has no bytes of its own here: its name and split, sha256 None)."""
+    if Path(options.path).is_file():
+        stamp = file_stamp(options.path)
+    else:
+        stamp = {"path": options.path, "split": options.hub_split, "bytes": None, "sha256": None}
+    return {**stamp, **plan_trace(options).describe()}
+
+
+def window_rows(window: Workload) -> list[dict[str, Any]]:
+    """A trace window's requests as rows in the Bursted-ART layout (for datasets);
+    ``hash_ids`` are the chained block ids, which read back to the same sharing."""
+    meta = window.meta
+    return [
+        {
+            "request_id": r.request_id,
+            "trace_id": meta["trace_id"],
+            "source": TRACE_WORKLOAD,
+            "arrival_s": r.arrival_s,
+            "input_length": r.input_tokens,
+            "output_length": r.output_tokens,
+            "hash_ids": list(r.blocks),
+            "group_id": r.group_id,
+            "split": meta["split"],
+            "metadata": {"job_kind": r.job_kind},
+            **({"tenant": r.tenant} if r.tenant else {}),
+        }
+        for r in window.requests
+    ]

@@ -1,0 +1,140 @@
+"""The options of a trace workload: one dataclass for every command.
+
+:class:`TraceOptions` is read by the registry (``windows("trace", path=FILE)``),
+extended by the Hydra schema (``experiments.config.WorkloadConf``, so
+``workload.path=FILE`` is typed there) and spelled ``workload.<field>=`` by the
+``key=value`` commands. What the options do: :mod:`envs.workloads.trace_file`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from envs.sim.checks import check_range, is_number
+from envs.workloads.readers import detect
+from envs.workloads.readers.base import ReadOptions
+
+TRACE_WORKLOAD = "trace"
+"""The workload name that reads a file (``workload=trace workload.path=FILE``)."""
+DEFAULT_WINDOW_S = 300.0
+TRACE_SPLITS = ("train", "val", "test", "all")
+HUB = "hub"
+
+
+@dataclass
+class TraceOptions:
+    """A trace file and how to cut it into windows. Every field has a default but ``path``."""
+
+    path: str = ""
+    """The trace file: JSONL (gzip-compressed or not) or parquet."""
+    format: str = "auto"
+    """auto (told by the first row's fields), mooncake, art_chat, bursted, qwen_bailian,
+    or hub: ``path`` is a dataset read through the ``datasets`` library (a local JSONL
+    or parquet file, or a dataset name), its layout told by the first row."""
+    block_tokens: int | None = None
+    """Tokens a hash covers (None: the format's: Mooncake 512, ART-Chat and Bursted-ART
+    256, Qwen-Bailian 16)."""
+    time_unit: str = "auto"
+    """Unit of the timestamps: s, ms, us, ns, or auto (the format's, unless that makes
+    the trace span more than a month: then the unit that does not, with a warning)."""
+    window_s: float = DEFAULT_WINDOW_S
+    """Seconds of arrivals a window holds (not used for Bursted-ART, whose windows are its own)."""
+    test_fraction: float = 0.25
+    """The last this fraction of the windows are the test split (at least one if > 0)."""
+    val_fraction: float = 0.0
+    """This fraction of the windows, just before the test ones, are the val split."""
+    start_s: float | None = None
+    """Leave out arrivals earlier than this many seconds after the first one."""
+    end_s: float | None = None
+    """Leave out arrivals this many seconds or more after the first one."""
+    max_rows: int | None = None
+    """Read at most this many good rows."""
+    skip_bad_rows: bool = False
+    """Skip malformed rows (counted) instead of stopping at the first."""
+    max_bad_fraction: float = 0.01
+    """With skip_bad_rows: fail when more than this fraction of the rows is malformed."""
+    strict_block_count: bool = True
+    """Require len(hash_ids) to cover input_length at block_tokens a block."""
+    file_splits: bool = True
+    """Keep the splits a Bursted-ART file's rows name."""
+    hub_split: str = "train"
+    """With format=hub and a dataset name: the dataset's split to read."""
+
+    def __post_init__(self) -> None:
+        owner = "TraceOptions"
+        if not isinstance(self.path, str):
+            raise ValueError(f"{owner}.path must be a string, got {self.path!r}")
+        if self.format not in ("auto", HUB):
+            try:
+                detect.canonical_format(self.format)
+            except ValueError as error:
+                raise ValueError(f"{owner}.format: {error}") from None
+        if not is_number(self.window_s) or not 0 < self.window_s < math.inf:
+            raise ValueError(f"{owner}.window_s must be a finite number > 0, got {self.window_s!r}")
+        for name in ("test_fraction", "val_fraction"):
+            check_range(f"{owner}.{name}", getattr(self, name), 0.0, 1.0)
+        if self.test_fraction + self.val_fraction > 1.0:
+            raise ValueError(
+                f"{owner}.test_fraction + val_fraction must be <= 1, got "
+                f"{self.test_fraction!r} + {self.val_fraction!r}"
+            )
+        if self.start_s is not None:
+            check_range(f"{owner}.start_s", self.start_s, 0.0, finite=True)
+        if self.end_s is not None:
+            check_range(f"{owner}.end_s", self.end_s, 0.0)
+            if not self.end_s > (self.start_s or 0.0):
+                raise ValueError(
+                    f"{owner}.end_s must be > start_s ({self.start_s or 0.0}), got {self.end_s!r}"
+                )
+        for name in ("skip_bad_rows", "strict_block_count", "file_splits"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(
+                    f"{owner}.{name} must be true or false, got {getattr(self, name)!r}"
+                )
+        try:  # the reader's own checks (block_tokens, max_rows, ...), named as ours
+            self.read_options()
+        except ValueError as error:
+            raise ValueError(str(error).replace("ReadOptions.", f"{owner}.", 1)) from None
+
+    def read_options(self) -> ReadOptions:
+        """The reader's options for this trace (rows are ordered here, by window)."""
+        return ReadOptions(
+            skip_bad_rows=self.skip_bad_rows,
+            unsorted="sort",
+            strict_block_count=self.strict_block_count,
+            block_tokens=self.block_tokens,
+            max_rows=self.max_rows,
+            max_bad_fraction=self.max_bad_fraction,
+            time_unit=self.time_unit,
+        )
+
+
+TRACE_FIELDS = tuple(f.name for f in fields(TraceOptions))
+
+
+def trace_options(values: Mapping[str, Any]) -> TraceOptions:
+    """:class:`TraceOptions` from a mapping of its fields (other keys are an error)."""
+    unknown = sorted(set(values) - set(TRACE_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"workload {TRACE_WORKLOAD!r}: unknown option(s) {', '.join(unknown)} "
+            f"(known: {', '.join(TRACE_FIELDS)})"
+        )
+    return TraceOptions(**values)
+
+
+def changed_fields(values: Mapping[str, Any]) -> list[str]:
+    """The trace fields of ``values`` set to something other than their defaults
+    (for refusing ``workload.path=`` on a workload that is not a trace)."""
+    defaults = asdict(TraceOptions())
+    return [name for name in TRACE_FIELDS if name in values and values[name] != defaults[name]]
+
+
+def trace_label(path: str | os.PathLike[str]) -> str:
+    """The workload label of a trace's results: ``trace:<file name>``."""
+    return f"{TRACE_WORKLOAD}:{Path(path).name}"

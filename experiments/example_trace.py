@@ -1,0 +1,39 @@
+"""Write the example Mooncake-format trace (``envs/workloads/example_trace.py`` says what it holds).
+
+    python -m experiments.example_trace out=examples/mooncake_example.jsonl [seed=20260721]
+        [overwrite=false]
+
+The file is written atomically; an existing file is kept unless ``overwrite=true``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from envs.files import write_text_atomic
+from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.example_trace import example_mooncake_text
+from experiments._cli import UsageError, main_guard, parse_args
+
+COMMAND = "experiments.example_trace"
+DEFAULTS: dict[str, Any] = {"out": "", "seed": PUBLISHED_SEED, "overwrite": False}
+
+
+def main(argv: list[str] | None = None) -> Path:
+    options = parse_args(COMMAND, DEFAULTS, argv)
+    if not options["out"]:
+        raise UsageError(f"{COMMAND}: out=FILE is required")
+    if options["seed"] < 0:
+        raise UsageError(f"{COMMAND}: seed must be >= 0, got {options['seed']}")
+    out = Path(options["out"])
+    if out.exists() and not options["overwrite"]:
+        raise UsageError(f"{COMMAND}: out={str(out)!r} exists; overwrite=true replaces it")
+    text = example_mooncake_text(options["seed"])
+    path = write_text_atomic(out, text)
+    print(f"wrote {path} ({text.count(chr(10)):,} requests, {len(text.encode()):,} bytes)")
+    return path
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_guard(main))

@@ -1,0 +1,274 @@
+"""``workload=trace workload.path=FILE`` through the commands: every format on files
+the tests write, the same numbers as the registry's windows for the same rows, a
+dataset made from a trace, the Hydra commands, and bad input (one line, exit 2,
+nothing written)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from envs.files import read_json
+from envs.sim import SimConfig
+from envs.workloads.registry import windows as registry_windows
+from experiments import bench, compare, make_dataset
+from experiments._cli import main_guard
+from experiments.config import register_configs
+from experiments.evaluation import evaluate_policies
+from tests.workloads.tracekit import art_rows, bursted_rows, qwen_rows, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+QUIET = ["agents=none", "charts=false", "progress=false"]
+register_configs()
+
+
+def _mooncake_rows(n: int = 12) -> list[dict[str, Any]]:
+    """``n`` requests 0.5 s apart; every third starts a new 2-block prefix the next two share."""
+    return [
+        {"timestamp": 500 * i, "input_length": 1500, "output_length": 3,
+         "hash_ids": [1000 + i // 3, 2000 + i // 3, 3000 + i]}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def _compare(path: Path, out: Path, *extra: str) -> dict[str, Any]:
+    args = [
+        "workload=trace", f"workload.path={path}", "policies=cache_aware,least_load",
+        f"out_dir={out}", *QUIET, *extra,
+    ]  # fmt: skip
+    return compare.main(args)
+
+
+def _written(tmp_path: Path, fmt: str) -> tuple[Path, int]:
+    """A trace file of format ``fmt`` and the requests its test windows hold."""
+    if fmt == "mooncake":
+        return write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows()), 12
+    if fmt == "mooncake_gz":
+        text = "".join(json.dumps(r) + "\n" for r in _mooncake_rows())
+        path = tmp_path / "mc.data"  # gzip told by its bytes
+        path.write_bytes(gzip.compress(text.encode()))
+        return path, 12
+    if fmt == "art_chat":
+        return write_jsonl(tmp_path / "art.jsonl", art_rows()), 3
+    if fmt == "art_parquet":
+        pa = pytest.importorskip("pyarrow")
+        pq = pytest.importorskip("pyarrow.parquet")
+        pq.write_table(pa.Table.from_pylist(art_rows()), tmp_path / "art.parquet")
+        return tmp_path / "art.parquet", 3
+    if fmt == "qwen_bailian":
+        return write_jsonl(tmp_path / "qwen.jsonl", qwen_rows()), 4
+    rows = bursted_rows("w-0", split="train") + bursted_rows("w-1") + bursted_rows("w-2", n=3)
+    return write_jsonl(tmp_path / "bursted.jsonl", rows), 7
+
+
+@pytest.mark.parametrize(
+    "fmt", ["mooncake", "mooncake_gz", "art_chat", "art_parquet", "qwen_bailian", "bursted"]
+)
+def test_compare_runs_each_format_and_names_the_file(tmp_path: Path, fmt: str) -> None:
+    path, test_requests = _written(tmp_path, fmt)
+    # one window holds the whole of each small file (test_fraction=1: it is the test one),
+    # except Bursted-ART's, which keeps its own windows and splits (two test windows)
+    result = _compare(path, tmp_path / "run", "workload.test_fraction=1")
+    rows = [r for r in result["rows"] if r["policy"] != "floor"]  # floor: the lower bound
+    assert [r["workload"] for r in result["rows"]] == [f"trace:{path.name}"] * 3
+    for row in rows:  # every request of the test windows served once
+        assert row["requests"] == row["completed"] == test_requests
+    stamp = read_json(tmp_path / "run" / "results.json")["config"]["workload_file"]
+    assert stamp["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert stamp["bytes"] == path.stat().st_size and stamp["file"] == path.name
+
+
+def test_a_bursted_test_file_gives_the_registry_s_numbers(tmp_path: Path) -> None:
+    params = ["n_bursts=2", "burst_requests=12", "n_decoys=3", "prefix_tokens=2048"]
+    make_dataset.main(
+        ["workload=bursted_synthetic", f"out_dir={tmp_path / 'ds'}", "train_windows=1",
+         "test_windows=2", "progress=false", "params=" + ",".join(params)]
+    )  # fmt: skip
+    got = _compare(tmp_path / "ds" / "test.jsonl", tmp_path / "run", "causal_kv=false")
+    generated = {k: int(v) for k, v in (p.split("=") for p in params)}
+    windows = registry_windows(
+        "bursted_synthetic", split="test", train_windows=1, test_windows=2, **generated
+    )
+    want = evaluate_policies(
+        ["cache_aware", "least_load"], "70b_h100x4", windows, SimConfig(causal_kv=False)
+    )
+    assert got["config"]["windows_run"] == 2
+    keys = ("requests", "ttft_mean_s", "ttft_p95_s", "e2e_mean_s", "hbm_hit_rate")
+    for row, run in zip(got["rows"], want, strict=True):
+        assert {k: row[k] for k in keys} == {k: run.row[k] for k in keys}
+
+
+def test_a_dataset_made_from_a_trace_reads_back_to_the_same_numbers(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))  # 20 s: four 5 s windows
+    cut = ["workload.window_s=5", "workload.val_fraction=0.25"]
+    info = make_dataset.main(
+        ["workload=trace", f"workload.path={path}", f"out_dir={tmp_path / 'ds'}",
+         "progress=false", *cut]
+    )  # fmt: skip
+    assert {s: c["windows"] for s, c in info["splits"].items()} == {"train": 2, "val": 1, "test": 1}
+    assert {s: c["rows"] for s, c in info["splits"].items()} == {"train": 20, "val": 10, "test": 10}
+    assert info["generator"]["file"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    direct = _compare(path, tmp_path / "a", *cut)
+    back = _compare(tmp_path / "ds" / "test.jsonl", tmp_path / "b", "workload.block_tokens=512")
+    for a, b in zip(direct["rows"], back["rows"], strict=True):
+        assert (a["requests"], a["ttft_mean_s"], a["hbm_hit_rate"]) == (
+            b["requests"], b["ttft_mean_s"], b["hbm_hit_rate"],
+        )  # fmt: skip
+
+
+def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows())
+    result = bench.main(
+        ["workload=trace", f"workload.path={path}", "repeats=1", "policies=cache_aware",
+         "envs=", f"out_dir={tmp_path / 'b'}"]
+    )  # fmt: skip
+    assert result["sim"][0]["requests"] == 12
+    assert result["workload_file"]["file"] == "mc.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "needle"),
+    [
+        ("", [], r"no rows to detect the format from"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n{"timestamp": 5',
+         [], r"bad\.jsonl, line 2, row: not valid JSON"),
+        ('{"timestamp": 0, "input_length": -5, "hash_ids": [1]}\n', [],
+         r"bad\.jsonl, line 1, field 'input_length': must be >= 1"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.format=bursted"],
+         r"bad\.jsonl, line 1, field 'trace_id': missing"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.window_s=0"],
+         r"workload\.window_s must be a finite number > 0"),
+        ('{"timestamp": 0, "input_length": 5000, "hash_ids": [1, 2]}\n', [],
+         r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks .*; "
+         r"workload\.strict_block_count=false accepts it"),
+        (None, [], r"workload\.path='.*nowhere\.jsonl': no such file"),
+    ],
+)  # fmt: skip
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: str | None,
+    options: list[str],
+    needle: str,
+) -> None:
+    path = tmp_path / ("nowhere.jsonl" if content is None else "bad.jsonl")
+    if content is not None:
+        path.write_text(content)
+    previous = tmp_path / "previous"
+    previous.mkdir()
+    (previous / "results.json").write_text("{}\n")
+    for out in (tmp_path / "new", previous):
+        argv = ["workload=trace", f"workload.path={path}", f"out_dir={out}", *QUIET, *options]
+        assert main_guard(lambda argv=argv: compare.main(argv)) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: "), err
+        assert __import__("re").search(needle, err), err
+    assert not (tmp_path / "new").exists()
+    assert (previous / "results.json").read_text() == "{}\n"  # never overwritten
+
+
+def test_trace_options_on_another_workload_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main_guard(lambda: compare.main(["workload.path=x.jsonl", *QUIET])) == 2
+    assert "workload.path= is an option of workload=trace" in capsys.readouterr().err
+
+
+def _compose(name: str, overrides: list[str]) -> Any:
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+def test_the_hydra_commands_take_the_same_spelling(tmp_path: Path) -> None:
+    from experiments.config import workload_label
+    from experiments.evaluate import evaluate
+    from experiments.jobs import check_world
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    cfg = _compose(
+        "evaluate",
+        ["workload=trace", f"workload.path={path}", "workload.window_s=5", "logger=none",
+         "policies=[least_load]", f"out_dir={tmp_path / 'run'}", "progress=false"],
+    )  # fmt: skip
+    assert workload_label(cfg) == "trace:mc.jsonl"
+    evaluate(cfg)
+    result = read_json(tmp_path / "run" / "results.json")
+    assert [r["requests"] for r in result["rows"]] == [10, 10]  # one 5 s test window of four
+    assert (
+        result["config"]["workload_file"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    )
+    bad = _compose("evaluate", ["workload=trace", f"workload.path={path}", "workload.window_s=-1"])
+    with pytest.raises(ValueError, match=r"workload\.window_s must be a finite number > 0"):
+        check_world(bad)
+    other = _compose("evaluate", [f"workload.path={path}"])
+    with pytest.raises(ValueError, match=r"workload\.path is an option of workload=trace"):
+        check_world(other)
+
+
+def test_example_trace_writes_the_shipped_file_and_keeps_an_existing_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from experiments import example_trace
+
+    out = tmp_path / "example.jsonl"
+    example_trace.main([f"out={out}"])
+    assert out.read_bytes() == (ROOT / "examples" / "mooncake_example.jsonl").read_bytes()
+    out.write_text("mine\n")
+    assert main_guard(lambda: example_trace.main([f"out={out}"])) == 2
+    assert "exists; overwrite=true replaces it" in capsys.readouterr().err
+    assert out.read_text() == "mine\n"
+
+
+def test_format_hub_reads_a_local_file_through_datasets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")  # nothing is downloaded
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows())
+    hub = _compare(path, tmp_path / "hub", "workload.format=hub", "workload.test_fraction=1")
+    own = _compare(path, tmp_path / "own", "workload.test_fraction=1")
+    assert [r["ttft_mean_s"] for r in hub["rows"]] == [r["ttft_mean_s"] for r in own["rows"]]
+    assert hub["config"]["workload_file"]["format"] == "mooncake"
+
+
+def test_tune_btb_scores_thresholds_on_a_trace_s_train_windows(tmp_path: Path) -> None:
+    from experiments.tune_btb import objective
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    cfg = _compose(
+        "tune_btb",
+        ["workload=trace", f"workload.path={path}", "workload.window_s=5", "y=2",
+         f"out_dir={tmp_path / 'job'}"],
+    )  # fmt: skip
+    value = objective(cfg)
+    record = read_json(tmp_path / "job" / "objective.json")
+    assert record["row"]["requests"] == 30  # three of the four 5 s windows are train
+    assert record["row"]["workload"] == "trace:mc.jsonl"
+    assert record["ttft_mean_s"] == value and record["workload_file"]["file"] == "mc.jsonl"
+
+
+@pytest.mark.slow
+def test_train_on_a_trace_records_it_in_the_agent_and_the_results(tmp_path: Path) -> None:
+    from agents.algorithms import load_spec
+    from experiments.train import train
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    cfg = _compose(
+        "train",
+        ["workload=trace", f"workload.path={path}", "workload.window_s=5", "logger=none",
+         "train.total_timesteps=64", "agent.hyperparams.n_steps=64",
+         "agent.hyperparams.batch_size=32", "train.progress=false", "train.checkpoint_every=0",
+         f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    train(cfg)
+    kwargs = load_spec(tmp_path / "run" / "agent").env_kwargs
+    assert kwargs["workload"] == "trace" and kwargs["workload_params"]["path"] == str(path)
+    results = read_json(tmp_path / "run" / "results.json")
+    assert {r["workload"] for r in results["rows"]} == {"trace:mc.jsonl"}
+    assert [r["requests"] for r in results["rows"]][:1] == [10]  # the one test window

@@ -1,0 +1,185 @@
+"""A trace file as a workload: windows by time, splits, streaming order, time units,
+string timestamps, gzip by content, bad-row limits, and the shipped example trace."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from envs.workloads.example_trace import example_mooncake_text
+from envs.workloads.readers import (
+    ReadOptions,
+    TooManyBadRowsError,
+    TraceFormatError,
+    TraceWarning,
+    read_mooncake,
+    read_qwen_bailian,
+)
+from envs.workloads.registry import windows
+from envs.workloads.trace_file import TraceOptions, file_stamp, plan_trace, trace_windows
+from tests.workloads.tracekit import bursted_rows, qwen_rows, write_jsonl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _mooncake(times_ms: list[int | str], **extra: object) -> list[dict[str, object]]:
+    return [
+        {"timestamp": t, "input_length": 600, "output_length": 2, "hash_ids": [1, i + 2], **extra}
+        for i, t in enumerate(times_ms)
+    ]
+
+
+def test_a_trace_is_cut_into_windows_of_window_s_and_split_by_time(tmp_path: Path) -> None:
+    # arrivals at 0, 1, 2.5 | 7, 9.5 | (nothing in 10..15) | 15.25 s: three windows of 5 s
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 1000, 2500, 7000, 9500, 15250]))
+    options = TraceOptions(path=str(path), window_s=5.0, test_fraction=1 / 3)
+    plan = plan_trace(options)
+    assert [(w.trace_id, w.split, w.rows) for w in plan.windows] == [
+        ("t-0000", "train", 3),
+        ("t-0001", "train", 2),
+        ("t-0003", "test", 1),
+    ]
+    train = list(trace_windows(options, "train"))
+    assert [w.name for w in train] == ["t/t-0000", "t/t-0001"]
+    assert [r.arrival_s for r in train[0].requests] == [0.0, 1.0, 2.5]
+    assert [r.arrival_s for r in train[1].requests] == [2.0, 4.5]  # from the window's start
+    (test,) = trace_windows(options, "test")
+    assert test.requests[0].arrival_s == pytest.approx(0.25)
+    assert test.block_tokens == 512 and test.meta["start_s"] == 15.0
+    # the registry's entry point reads the same windows
+    registry = windows("trace", split="train", path=str(path), window_s=5.0)
+    assert [w.name for w in registry] == ["t/t-0000", "t/t-0001"]  # 0.25 of 3 rounds to 1 test
+
+
+def test_train_val_and_test_never_share_a_window(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([1000 * i for i in range(10)]))
+    options = TraceOptions(path=str(path), window_s=1.0, test_fraction=0.2, val_fraction=0.3)
+    names = {s: [w.name for w in trace_windows(options, s)] for s in ("train", "val", "test")}
+    assert [len(names[s]) for s in ("train", "val", "test")] == [5, 3, 2]
+    assert names["val"] == ["t/t-0005", "t/t-0006", "t/t-0007"]  # just before the test ones
+    assert names["test"] == ["t/t-0008", "t/t-0009"]
+    everything = [w.name for w in trace_windows(options, "all")]
+    assert sorted(everything) == sorted(names["train"] + names["val"] + names["test"])
+    assert [len(w) for w in trace_windows(options, "all", limit=3)] == [1, 1, 1]
+
+
+def test_start_and_end_leave_arrivals_out(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 1000, 2500, 7000, 9500]))
+    options = TraceOptions(path=str(path), window_s=5.0, start_s=1.0, end_s=9.0, test_fraction=0)
+    (first, second) = trace_windows(options, "all")
+    assert [r.arrival_s for r in first.requests] == [0.0, 1.5]  # 1 s and 2.5 s, from 1 s
+    assert [r.arrival_s for r in second.requests] == [1.0]  # 7 s, in the window from 6 s
+
+
+def test_rows_out_of_order_across_windows_are_refused_naming_the_line(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 6000, 1000]))
+    with pytest.raises(TraceFormatError, match=r"t.jsonl, line 3, field 'timestamp'.*sort"):
+        plan_trace(TraceOptions(path=str(path), window_s=5.0))
+    inside = write_jsonl(tmp_path / "u.jsonl", _mooncake([0, 3000, 1000]))  # one window: sorted
+    (window,) = trace_windows(TraceOptions(path=str(inside), test_fraction=1.0), "test")
+    assert [r.arrival_s for r in window.requests] == [0.0, 1.0, 3.0]
+
+
+def test_a_bursted_file_keeps_its_windows_and_splits(tmp_path: Path) -> None:
+    rows = bursted_rows("w-a", split="train") + bursted_rows("w-b") + bursted_rows("w-c")
+    path = write_jsonl(tmp_path / "b.jsonl", rows)
+    plan = plan_trace(TraceOptions(path=str(path)))
+    assert [(w.trace_id, w.split) for w in plan.windows] == [
+        ("w-a", "train"),
+        ("w-b", "test"),
+        ("w-c", "test"),
+    ]
+    assert plan.split_from == "file"
+    by_time = plan_trace(TraceOptions(path=str(path), file_splits=False, test_fraction=0.34))
+    assert [w.split for w in by_time.windows] == ["train", "train", "test"]
+    (a,) = trace_windows(TraceOptions(path=str(path)), "train")
+    assert a.name == "b/w-a" and [r.arrival_s for r in a.requests] == [
+        row["arrival_s"] for row in rows[:4]
+    ]
+
+
+def test_time_unit_auto_picks_a_plausible_unit_and_says_so(tmp_path: Path) -> None:
+    start = 1_700_000_000_000_000_000  # integer nanoseconds: read as ms, a million days
+    path = write_jsonl(tmp_path / "ns.jsonl", _mooncake([start, start + 1_500_000_000]))
+    with pytest.warns(
+        TraceWarning, match=r"read as ms would reach [\d,]+ days after 1970 .*; reading it as ns"
+    ):
+        workload = read_mooncake(path)
+    assert [r.arrival_s for r in workload.requests] == [0.0, 1.5]
+    ms = read_mooncake(path, options=ReadOptions(time_unit="ns"))  # chosen: no warning
+    assert ms.requests[1].arrival_s == 1.5
+    seconds = write_jsonl(tmp_path / "s.jsonl", _mooncake([10, 12]))
+    assert read_mooncake(seconds, options=ReadOptions(time_unit="s")).requests[1].arrival_s == 2.0
+
+
+def test_numeric_timestamps_written_as_strings_are_read(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake(["1000", " 2500.5 "]))
+    assert [r.arrival_s for r in read_mooncake(path).requests] == [0.0, 1.5005]
+    bad = write_jsonl(tmp_path / "bad.jsonl", _mooncake(["1000", "soon"]))
+    with pytest.raises(TraceFormatError, match=r"line 2, field 'timestamp': expected a number"):
+        read_mooncake(bad)
+
+
+def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path: Path) -> None:
+    text = "".join(json.dumps(row) + "\n" for row in _mooncake([0, 1000]))
+    packed = tmp_path / "packed.jsonl"  # gzip data without .gz
+    packed.write_bytes(gzip.compress(text.encode()))
+    plain = tmp_path / "plain.jsonl.gz"  # plain text named .gz
+    plain.write_text(text)
+    assert len(read_mooncake(packed)) == len(read_mooncake(plain)) == 2
+
+
+def test_too_many_skipped_rows_fail_with_the_count(tmp_path: Path) -> None:
+    rows: list[object] = [*_mooncake([0, 1000, 2000]), "not json"]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)  # type: ignore[arg-type]
+    with pytest.raises(TooManyBadRowsError, match=r"1 of 4 rows are malformed \(25.0%\)"):
+        plan_trace(TraceOptions(path=str(path), skip_bad_rows=True))
+    with pytest.warns(TraceWarning, match=r"skipped 1 malformed rows \(first: .*line 4"):
+        plan = plan_trace(TraceOptions(path=str(path), skip_bad_rows=True, max_bad_fraction=0.25))
+    assert (plan.rows_read, plan.rows_skipped) == (3, 1)
+
+
+def test_strict_block_count_can_be_turned_off(tmp_path: Path) -> None:
+    short = [{"timestamp": 0, "input_length": 5000, "hash_ids": [1, 2]}]  # 5000 needs 10 blocks
+    path = write_jsonl(tmp_path / "t.jsonl", short)
+    with pytest.raises(TraceFormatError, match="strict_block_count=false accepts it"):
+        plan_trace(TraceOptions(path=str(path)))
+    plan = plan_trace(TraceOptions(path=str(path), strict_block_count=False))
+    assert plan.rows_read == 1
+
+
+def test_qwen_chat_ids_are_kept_on_the_request(tmp_path: Path) -> None:
+    workload = read_qwen_bailian(write_jsonl(tmp_path / "q.jsonl", qwen_rows()))
+    ids = [(r.chat_id, r.parent_chat_id) for r in workload.requests]
+    assert ids == [("1", ""), ("4", ""), ("2", "1"), ("3", "2")]
+
+
+def test_bad_options_name_the_field() -> None:
+    with pytest.raises(ValueError, match=r"TraceOptions.window_s must be a finite number > 0"):
+        TraceOptions(path="x", window_s=0)
+    with pytest.raises(ValueError, match=r"test_fraction \+ val_fraction must be <= 1"):
+        TraceOptions(path="x", test_fraction=0.7, val_fraction=0.5)
+    with pytest.raises(ValueError, match=r"TraceOptions.format: unknown trace format 'csv'"):
+        TraceOptions(path="x", format="csv")
+    with pytest.raises(ValueError, match=r"TraceOptions.path is empty"):
+        plan_trace(TraceOptions())
+
+
+def test_the_file_stamp_is_its_size_and_sha256(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 1000]))
+    stamp = file_stamp(path)
+    data = path.read_bytes()
+    assert stamp["bytes"] == len(data) and stamp["file"] == "t.jsonl"
+    assert stamp["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_the_shipped_example_trace_is_the_generator_s_output() -> None:
+    shipped = ROOT / "examples" / "mooncake_example.jsonl"
+    assert shipped.read_text() == example_mooncake_text()
+    plan = plan_trace(TraceOptions(path=str(shipped)))
+    assert (plan.format, plan.block_tokens, plan.rows_read) == ("mooncake", 512, 3068)
+    assert [sum(w.split == s for w in plan.windows) for s in ("train", "test")] == [7, 2]
