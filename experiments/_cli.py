@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.sim.config import COPY_MODELS, SimConfig
+from envs.sim.hardware import model_preset
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
     TraceOptions,
@@ -175,11 +176,15 @@ def _as_option(message: str) -> str:
     return re.sub(rf"(?<![\w.'\"])({names})=", rf"{WORKLOAD_PREFIX}\1=", message)
 
 
-def workload_params(command: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def workload_params(
+    command: str, options: Mapping[str, Any], models: Sequence[str] = ()
+) -> dict[str, Any]:
     """The ``workload.*`` options of a ``key=value`` command as the registry's
     parameters: with ``workload=trace`` the checked :class:`TraceOptions` fields
     (the file is read through once, so a bad row stops the command before any run),
-    otherwise ``{}``, and a ``workload.*`` option given anyway is an error."""
+    otherwise ``{}``, and a ``workload.*`` option given anyway is an error.
+    ``models``: the served models; unless ``workload.max_context_tokens`` is given, a
+    row longer than the shortest of their context lengths is refused."""
     values = {
         key.removeprefix(WORKLOAD_PREFIX): value
         for key, value in options.items()
@@ -195,6 +200,8 @@ def workload_params(command: str, options: Mapping[str, Any]) -> dict[str, Any]:
             )
         return {}
     typed = {name: _typed_trace_value(command, name, value) for name, value in values.items()}
+    if typed.get("max_context_tokens") is None and models:
+        typed["max_context_tokens"] = min(model_preset(m).max_context_tokens for m in models)
     try:
         trace = TraceOptions(**typed)
         plan_trace(trace)

@@ -148,7 +148,12 @@ def _check(options: dict[str, Any]) -> None:
             f"experiments.bench: workload must be bursted_synthetic or trace, "
             f"got {options['workload']!r}"
         )
-    options["workload_params"] = workload_params("experiments.bench", options)
+    from envs.sim import SETUPS
+
+    if options["setup"] not in SETUPS:
+        raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
+    model = SETUPS[options["setup"]][0]
+    options["workload_params"] = workload_params("experiments.bench", options, [model])
     if options["workload_params"]:
         from envs.workloads.trace_file import TraceOptions, plan_trace
 

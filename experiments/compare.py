@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise UsageError(f"experiments.compare: {key} must be >= 0, got {options[key]}")
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
-    params = workload_params("experiments.compare", options)
+    params = workload_params("experiments.compare", options, [SETUPS[options["setup"]][0]])
     shown = workload_label(options["workload"], params)
     out_dir = (
         Path(options["out_dir"])

@@ -264,7 +264,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for key, values in (("seed", [options["seed"]]), (seeds_key, seeds)):
         if any(value < 0 for value in values):
             raise UsageError(f"experiments.reproduce: {key} must be >= 0, got {min(values)}")
-    options["workload_params"] = workload_params("experiments.reproduce", options)
+    models = [SETUPS[name][0] for name in options["setups"] if name in SETUPS]
+    options["workload_params"] = workload_params("experiments.reproduce", options, models)
     tasks = [
         (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]

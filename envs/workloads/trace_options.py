@@ -54,6 +54,10 @@ class TraceOptions:
     """Leave out arrivals this many seconds or more after the first one."""
     max_rows: int | None = None
     """Read at most this many good rows."""
+    max_context_tokens: int | None = None
+    """Refuse a row whose input + output tokens exceed this (skip it with
+    skip_bad_rows). None: the commands use the served model's context length
+    (``ModelSpec.max_context_tokens``); read from Python, None means no limit."""
     skip_bad_rows: bool = False
     """Skip malformed rows (counted) instead of stopping at the first."""
     max_bad_fraction: float = 0.01
@@ -109,6 +113,7 @@ class TraceOptions:
             strict_block_count=self.strict_block_count,
             block_tokens=self.block_tokens,
             max_rows=self.max_rows,
+            max_context_tokens=self.max_context_tokens,
             max_bad_fraction=self.max_bad_fraction,
             time_unit=self.time_unit,
         )

@@ -272,3 +272,33 @@ def test_train_on_a_trace_records_it_in_the_agent_and_the_results(tmp_path: Path
     results = read_json(tmp_path / "run" / "results.json")
     assert {r["workload"] for r in results["rows"]} == {"trace:mc.jsonl"}
     assert [r["requests"] for r in results["rows"]][:1] == [10]  # the one test window
+
+
+def test_a_row_longer_than_the_served_model_s_context_is_refused(tmp_path: Path) -> None:
+    """llama-3.3-70b (compare's default setup) serves 131,072 tokens: a 131,070 + 3 token
+    row is one too many, named by line and field; a larger workload.max_context_tokens
+    lets it through, and skip_bad_rows skips it (1 of 12 rows: under max_bad_fraction=0.1)."""
+    rows = _mooncake_rows()
+    rows[4] = {**rows[4], "input_length": 131_070, "hash_ids": list(range(256))}
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    relaxed = "workload.strict_block_count=false"
+    with pytest.raises(ValueError, match=r"line 5.*max_context_tokens"):
+        _compare(path, tmp_path / "a", relaxed, "workload.test_fraction=1")
+    ok = _compare(path, tmp_path / "b", relaxed, "workload.test_fraction=1",
+                  "workload.max_context_tokens=140000")  # fmt: skip
+    assert ok["rows"][0]["requests"] == 12
+    skipped = _compare(path, tmp_path / "c", relaxed, "workload.test_fraction=1",
+                       "workload.skip_bad_rows=true", "workload.max_bad_fraction=0.1")  # fmt: skip
+    assert skipped["rows"][0]["requests"] == 11
+
+
+def test_hydra_commands_limit_a_trace_to_the_served_model_s_context(tmp_path: Path) -> None:
+    from experiments.config import workload_params
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows())
+    base = ["workload=trace", f"workload.path={path}"]
+    assert workload_params(_compose("evaluate", base))["max_context_tokens"] == 131_072
+    glm = _compose("evaluate", [*base, "model=glm-4.6"])
+    assert workload_params(glm)["max_context_tokens"] == 202_752
+    given = _compose("evaluate", [*base, "workload.max_context_tokens=1000"])
+    assert workload_params(given)["max_context_tokens"] == 1000
