@@ -200,8 +200,9 @@ def workload_params(
             )
         return {}
     typed = {name: _typed_trace_value(command, name, value) for name, value in values.items()}
-    if typed.get("max_context_tokens") is None and models:
-        typed["max_context_tokens"] = min(model_preset(m).max_context_tokens for m in models)
+    limits = [c for c in (model_preset(m).max_context_tokens for m in models) if c is not None]
+    if typed.get("max_context_tokens") is None and limits:
+        typed["max_context_tokens"] = min(limits)
     try:
         trace = TraceOptions(**typed)
         plan_trace(trace)

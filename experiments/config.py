@@ -453,11 +453,11 @@ def workload_params(cfg: Any) -> dict[str, Any]:
     if cfg.workload.name == TRACE_WORKLOAD:
         values = OmegaConf.to_container(cfg.workload, resolve=True)
         assert isinstance(values, dict)
-        params = {name: values[name] for name in TRACE_FIELDS}
-        if params["max_context_tokens"] is None:  # the served model's context length
+        trace = {name: values[name] for name in TRACE_FIELDS}
+        if trace["max_context_tokens"] is None:  # the served model's context length
             with contextlib.suppress(ValueError):  # an unknown model is named elsewhere
-                params["max_context_tokens"] = model_preset(cfg.model.name).max_context_tokens
-        return params
+                trace["max_context_tokens"] = model_preset(cfg.model.name).max_context_tokens
+        return trace
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
     return {str(k): v for k, v in params.items()}
