@@ -24,7 +24,7 @@ from typing import Any
 
 from envs.files import write_json_atomic
 from experiments._cli import UsageError, main_guard, parse_args, sim_config_of
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 
 DEFAULTS: dict[str, Any] = {
     "out_dir": "",
@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "causal_kv": True,
     "copy_model": "reference",
     "envs": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
+    "overwrite": False,
 }
 
 
@@ -119,7 +120,9 @@ def _check(options: dict[str, Any]) -> None:
             f"got {options['window']}"
         )
     if options["out_dir"]:
-        check_writable_dir(options["out_dir"], "experiments.bench: out_dir")
+        claim_out_dir(
+            options["out_dir"], "experiments.bench: out_dir", ("bench.json",), options["overwrite"]
+        )
     setup_cluster(options["setup"])
     sim_config_of("experiments.bench", options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
@@ -130,6 +133,7 @@ def _check(options: dict[str, Any]) -> None:
             raise UsageError(f"experiments.bench: unknown env {env_id!r} in envs (known: {known})")
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.bench", DEFAULTS, argv)
     _check(options)

@@ -53,7 +53,9 @@ def evaluate(cfg: DictConfig) -> float:
         agent.name = label
         agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
         agents[label] = agent
-    out_dir = run_dir(cfg, "evaluate")
+    from experiments.compare import OUTPUTS
+
+    out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
     try:
         rows = evaluate_and_write(

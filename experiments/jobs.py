@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from experiments._cli import main_guard, user_error_message
-from experiments._io import check_writable_dir
+from experiments._io import OutDirError, check_writable_dir, claim_out_dir, release_out_dirs
 from experiments.config import (
     check_workload,
     cluster_of,
@@ -26,19 +26,25 @@ from experiments.config import (
 )
 
 
-def run_dir(cfg: Any, kind: str) -> Path:
-    """The job's folder, created and checked writable: Hydra's output dir (out_dir,
-    or the multirun job folder); without Hydra, out_dir or a dated runs/ folder."""
+def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
+    """The job's folder, created, checked writable and claimed (``_io.claim_out_dir``:
+    locked against a second run; one holding anything but Hydra's own files is
+    refused unless ``overwrite=true``, which clears ``outputs``, what the job writes):
+    Hydra's output dir (out_dir, or the multirun job folder); without Hydra, out_dir
+    or a dated runs/ folder. Released when the job ends (:func:`run_job`)."""
     from hydra.core.hydra_config import HydraConfig
 
+    hydra_files: tuple[str, ...] = ()
     if HydraConfig.initialized():
-        folder = Path(HydraConfig.get().runtime.output_dir)
+        hydra = HydraConfig.get()
+        folder = Path(hydra.runtime.output_dir)
+        hydra_files = (".hydra", f"{hydra.job.name}.log")
     elif cfg.out_dir:
         folder = Path(cfg.out_dir)
     else:
         folder = Path("runs") / kind / time.strftime("%Y-%m-%d_%H-%M-%S")
-    check_writable_dir(folder, f"experiments.{kind}: out_dir")
-    folder.mkdir(parents=True, exist_ok=True)
+    what = f"experiments.{kind}: out_dir"
+    claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files)
     return folder
 
 
@@ -67,8 +73,8 @@ def hydra_entry(
             for key, value in _folder_overrides(args):
                 if Path(value).exists():
                     _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
-                if key == "out_dir":
-                    check_writable_dir(value, f"{command}: out_dir", "the command line")
+                check_writable_dir(value, f"{command}: {key}", "the command line")
+                _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
             if precheck is not None:
                 precheck(args)
         try:
@@ -79,6 +85,37 @@ def hydra_entry(
             raise
 
     return main_guard(run)
+
+
+def _check_not_a_run(folder: Path, label: str, args: Sequence[str]) -> None:
+    """Before Hydra writes its files there: a folder named on the command line that
+    holds anything is refused unless the command line says ``overwrite=true``
+    (``_io.claim_out_dir`` then clears what the job writes)."""
+    if not folder.is_dir() or not any(folder.iterdir()) or _overwrite_given(args):
+        return
+    raise OutDirError(
+        f"{label} (from the command line) already holds a run; refusing to overwrite it "
+        "(overwrite=true replaces what this command writes; or choose another out_dir)"
+    )
+
+
+def _overwrite_given(args: Sequence[str]) -> bool:
+    """Whether the command line sets ``overwrite`` to true (as Hydra would read it)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    given = False
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            override = parser.parse_override(arg)
+        except HydraException:
+            continue
+        if override.key_or_group.lstrip("+~") == "overwrite" and not override.is_sweep_override():
+            given = override.value() in (True, "true", "True")
+    return given
 
 
 def _hydra_user_error(error: BaseException | None) -> bool:
@@ -132,16 +169,21 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
 
     try:
         return fn(cfg)
-    except (ValueError, OSError) as error:
-        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise
-        print(user_error_message(error), file=sys.stderr)
-        if HydraConfig.initialized():
+    except BaseException as error:  # a bug or Ctrl-C too: no bare run folder is left
+        release_out_dirs()
+        multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+        if HydraConfig.initialized() and not multirun:
             hydra = HydraConfig.get()
             _remove_bare_run_dir(
                 Path(hydra.runtime.output_dir), f"{hydra.job.name}.log", list(hydra.overrides.task)
             )
+        message = user_error_message(error)
+        if message is None or multirun:
+            raise
+        print(message, file=sys.stderr)
         raise SystemExit(2) from None
+    finally:
+        release_out_dirs()
 
 
 # Folders named on the command line (out_dir=, hydra.run.dir=) that existed before
@@ -299,8 +341,7 @@ def evaluate_and_write(
     from tqdm import tqdm
 
     from baselines.policy import make_policy
-    from envs.files import write_json_atomic
-    from experiments.compare import format_table, write_charts
+    from experiments.compare import format_table, write_run
     from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 
     windows = eval_windows(cfg, cfg.workload.eval_windows)
@@ -325,8 +366,8 @@ def evaluate_and_write(
         )
     rows = [run.row for run in runs]
     config = OmegaConf.to_container(cfg, resolve=True)
-    write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config, **(extra or {})})
-    charts = write_charts(runs, DEFAULT_BASELINE, out_dir)
+    result = {"rows": rows, "config": config, **(extra or {})}
+    charts = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
     print(format_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)
     logger.log_images(charts)

@@ -4,6 +4,7 @@ Usage::
 
     python -m experiments.make_dataset workload=NAME out_dir=PATH [seed=20260721]
         [train_windows=N] [test_windows=N] [params=key=value,key=low/high] [progress=true]
+        [overwrite=false]
 
 Writes ``train.jsonl`` and ``test.jsonl`` (one row per request, grouped by window,
 split by whole window), ``dataset_info.json`` (generator arguments, counts and a
@@ -11,7 +12,10 @@ window manifest) and a ``README.md`` card. Every file is written to a temporary
 file and renamed into place once every split is complete (SIGTERM included),
 so a crash never leaves half a dataset or a stray temporary file. The output
 depends only on the arguments: the same seed gives byte-identical files. The
-default workload, ``bursted_art``, reproduces the published composition.
+default workload, ``bursted_art``, reproduces the published composition. An
+``out_dir`` that holds anything already (or that another run is writing in) is
+refused unless ``overwrite=true``: then the new files replace the old ones as
+they land, together, so a failed run leaves the old dataset whole.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from envs.files import dumps_strict
+from envs.files import dumps_strict, file_mode
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import (
     DEFAULT_WORKLOAD,
@@ -40,7 +44,7 @@ from envs.workloads.registry import (
     window_rows,
 )
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.make_dataset"
 DEFAULTS: dict[str, Any] = {
@@ -51,15 +55,9 @@ DEFAULTS: dict[str, Any] = {
     "test_windows": -1,
     "params": [],
     "progress": True,
+    "overwrite": False,
 }
 FORMAT_NAME = "bursted-art-jsonl"
-
-
-def _file_mode() -> int:
-    """Permissions an ordinary new file would get (temporary files are created 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 class AtomicLineWriter:
@@ -86,7 +84,7 @@ class AtomicLineWriter:
         self._handle.flush()
         os.fsync(self._handle.fileno())
         self._handle.close()
-        os.chmod(self._tmp, _file_mode())
+        os.chmod(self._tmp, file_mode())
 
     def land(self) -> None:
         os.replace(self._tmp, self.path)
@@ -287,14 +285,22 @@ def dataset_card(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``key=value`` options and write the dataset."""
     options = parse_args(COMMAND, DEFAULTS, argv)
     if not options["out_dir"]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
-    check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
     if options["seed"] < 0:
         raise UsageError(f"{COMMAND}: seed must be >= 0 (a numpy seed), got {options['seed']}")
+    for key in ("train_windows", "test_windows"):  # -1, the default: the workload's own
+        if options[key] < -1:
+            raise UsageError(
+                f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
+                f"got {options[key]}"
+            )
+    # no file to clear with overwrite=true: all four files are replaced as they land
+    claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
     info = make_dataset(
         workload=options["workload"],
         out_dir=options["out_dir"],

@@ -37,7 +37,7 @@ from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments._cli import UsageError, main_guard, parse_args, parse_value, sim_config_of
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.compare import default_out_dir
 from experiments.evaluation import evaluate_policies, split_windows
 
@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "jobs": 2,
     "out_dir": "",
     "progress": True,
+    "overwrite": False,
 }
 
 BASELINE = "cache_aware"
@@ -221,6 +222,7 @@ def causal_kv_modes(text: str) -> list[bool]:
         ) from None
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.reproduce", DEFAULTS, argv)
     if not options["setups"]:
@@ -254,7 +256,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if options["out_dir"]
         else default_out_dir({**options, "setup": "all"}, "reproduce")
     )
-    check_writable_dir(out_dir, "experiments.reproduce: out_dir")
+    claim_out_dir(
+        out_dir, "experiments.reproduce: out_dir", ("results.json",), options["overwrite"]
+    )
     bar = None
     if options["progress"]:
         from tqdm import tqdm

@@ -300,9 +300,12 @@ def check_resume_hyperparams(cfg: Any) -> None:
     W&B) but not used, so they are refused, naming the saved value."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
+    from agents.algorithms import load_model_file, load_spec
+
     path = Path(cfg.resume) / "model.zip"
     if not path.is_file():
         raise FileNotFoundError(f"{cfg.resume}: agent.json but no model.zip")
+    load_model_file(path, load_spec(cfg.resume))  # one SB3 can load, of agent.json's network
     saved, _, _ = load_from_zip_file(path, device="cpu", print_system_info=False)
     asked = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(asked, dict)
@@ -387,7 +390,9 @@ def train(cfg: DictConfig) -> float:
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
         )
     try:
-        out_dir = run_dir(cfg, "train")
+        from experiments.compare import OUTPUTS
+
+        out_dir = run_dir(cfg, "train", (*OUTPUTS, "agent", "checkpoints"))
         logger = job_logger(cfg, out_dir, f"train-{spec.name}")
     except BaseException:
         vec.close()

@@ -158,7 +158,7 @@ def objective(cfg: DictConfig) -> float:
     check_world(cfg)
     check_thresholds(cfg)
     m = int(cfg.m)
-    out_dir = run_dir(cfg, "tune_btb")
+    out_dir = run_dir(cfg, "tune_btb", ("objective.json",))
     windows = window_pool_of(cfg, "train", cfg.workload.train_pool)
     policy = BTB(x=int(cfg.x), y=int(cfg.y), z=float(cfg.z), m=m)
     logger = job_logger(cfg, out_dir, "tune_btb")  # before the work: W&B may refuse
