@@ -299,15 +299,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
                 f"got {options[key]}"
             )
+    train_windows = None if options["train_windows"] < 0 else options["train_windows"]
+    test_windows = None if options["test_windows"] < 0 else options["test_windows"]
+    params = _params(options["params"])
+    configure(options["workload"], train_windows, test_windows, **params)  # before the folder
     # no file to clear with overwrite=true: all four files are replaced as they land
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
     info = make_dataset(
         workload=options["workload"],
         out_dir=options["out_dir"],
         seed=options["seed"],
-        train_windows=None if options["train_windows"] < 0 else options["train_windows"],
-        test_windows=None if options["test_windows"] < 0 else options["test_windows"],
-        params=_params(options["params"]),
+        train_windows=train_windows,
+        test_windows=test_windows,
+        params=params,
         progress=options["progress"],
     )
     for split in ("train", "test"):
