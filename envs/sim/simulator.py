@@ -747,8 +747,11 @@ class Simulator:
 
     def _on_flow(self, t: float) -> None:
         self._reflow(t)
-        done = [f for f in self._flows if f.remaining <= 1e-6 * f.bytes + 1e-3]
-        self._flows = [f for f in self._flows if f.remaining > 1e-6 * f.bytes + 1e-3]
+        # a flow has finished when the time it still needs is below what the clock
+        # resolves at t (a bytes tolerance would land a copy that started a moment
+        # after another one with it, before its own bytes could have arrived)
+        done = [f for f in self._flows if t + f.remaining / f.rate <= t]
+        self._flows = [f for f in self._flows if t + f.remaining / f.rate > t]
         latency = self.config.transfer_latency_s
         for flow in done:
             flow.remaining = 0.0
