@@ -20,6 +20,7 @@ from experiments.jobs import (
     agent_labels,
     check_policy_names,
     check_world,
+    eval_windows,
     evaluate_and_write,
     hydra_entry,
     job_logger,
@@ -55,11 +56,12 @@ def evaluate(cfg: DictConfig) -> float:
         agents[label] = agent
     from experiments.compare import OUTPUTS
 
+    windows = eval_windows(cfg, cfg.workload.eval_windows)  # before the run folder
     out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
     try:
         rows = evaluate_and_write(
-            agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress)
+            agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress), windows=windows
         )
     finally:
         logger.finish()

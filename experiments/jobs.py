@@ -322,9 +322,19 @@ def sweep_group() -> str | None:
     return None
 
 
-def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
-    """The workload group's held-out test windows (``limit`` of them; None: all)."""
-    return window_pool_of(cfg, "test", limit)
+def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
+    """The workload group's held-out test windows (``limit`` of them; None: all), or
+    another split's; a window with no requests (valid parameters can make one, for
+    one seed) is refused, naming it: its statistics would be NaN."""
+    windows = window_pool_of(cfg, split, limit)
+    for window in windows:
+        if not window.requests:
+            raise ValueError(
+                f"workload {workload_label(cfg)}: {split} window {window.name!r} has no "
+                f"requests (workload.seed={cfg.workload.seed}); every window of a run "
+                "needs some: change workload.params or workload.seed"
+            )
+    return windows
 
 
 def evaluate_and_write(
@@ -335,16 +345,19 @@ def evaluate_and_write(
     logger: Any,
     progress: bool,
     extra: dict[str, Any] | None = None,
+    windows: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Agents and baselines side by side on the test windows; writes results.json (with
-    ``extra``'s keys beside ``rows`` and ``config``) and charts."""
+    """Agents and baselines side by side on the test windows (``windows``, if already
+    made by :func:`eval_windows`); writes results.json (with ``extra``'s keys beside
+    ``rows`` and ``config``) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
     from experiments.compare import format_table, write_run
     from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 
-    windows = eval_windows(cfg, cfg.workload.eval_windows)
+    if windows is None:
+        windows = eval_windows(cfg, cfg.workload.eval_windows)
     names = list(dict.fromkeys([DEFAULT_BASELINE, *baselines]))
     policies = {name: make_policy(name) for name in names}
     for name, agent in agents.items():

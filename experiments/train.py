@@ -34,6 +34,7 @@ from experiments.config import (
 from experiments.jobs import (
     check_policy_names,
     check_world,
+    eval_windows,
     evaluate_and_write,
     hydra_entry,
     job_logger,
@@ -389,7 +390,10 @@ def train(cfg: DictConfig) -> float:
             vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
         )
+    test_windows = None
     try:
+        if cfg.train.evaluate:  # an empty test window is refused before the run folder
+            test_windows = eval_windows(cfg, cfg.workload.eval_windows)
         from experiments.compare import OUTPUTS
 
         out_dir = run_dir(cfg, "train", (*OUTPUTS, "agent", "checkpoints"))
@@ -471,6 +475,7 @@ def train(cfg: DictConfig) -> float:
                 logger,
                 bool(cfg.train.progress),
                 extra={"train": train_record},
+                windows=test_windows,
             )
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
             logger.summary({"eval/ttft_mean_s": metric})
