@@ -243,19 +243,17 @@ def write_run(
     out_dir: Path, result: dict[str, Any], runs: Sequence[PolicyRun] | None, baseline: str
 ) -> list[Path]:
     """Write a run's charts (unless ``runs`` is None), then ``results.json``, the
-    mark of a finished run; if any of them fails (a full disk), the files already
-    written are removed again, so the folder never holds half a run. Returns the
-    paths written, results.json first."""
-    written: list[Path] = []
+    mark of a finished run; if any of them fails (a full disk), the charts already
+    written are removed again, so the folder never holds half a run (it is this
+    run's folder: ``_io.claim_out_dir`` cleared an earlier run's). Returns the paths
+    written, results.json first."""
     try:
-        if runs is not None:
-            written += write_charts(runs, baseline, out_dir)
-        written.insert(0, write_json_atomic(out_dir / "results.json", result))
+        charts = [] if runs is None else write_charts(runs, baseline, out_dir)
+        return [write_json_atomic(out_dir / "results.json", result), *charts]
     except BaseException:
-        for path in written:
-            path.unlink(missing_ok=True)
+        for name in CHARTS:
+            (out_dir / name).unlink(missing_ok=True)
         raise
-    return written
 
 
 @releasing_out_dirs
