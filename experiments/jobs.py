@@ -324,16 +324,24 @@ def sweep_group() -> str | None:
 
 def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
     """The workload group's held-out test windows (``limit`` of them; None: all), or
-    another split's; a window with no requests (valid parameters can make one, for
-    one seed) is refused, naming it: its statistics would be NaN."""
+    another split's, checked before any run: a window with no requests (valid
+    parameters can make one, for one seed; its statistics would be NaN) or with a
+    request larger than a node's KV budget is refused, naming the window."""
+    from envs.sim import SimulationError, Simulator
+
     windows = window_pool_of(cfg, split, limit)
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
     for window in windows:
+        where = f"workload {workload_label(cfg)}: {split} window {window.name!r}"
         if not window.requests:
             raise ValueError(
-                f"workload {workload_label(cfg)}: {split} window {window.name!r} has no "
-                f"requests (workload.seed={cfg.workload.seed}); every window of a run "
-                "needs some: change workload.params or workload.seed"
+                f"{where} has no requests (workload.seed={cfg.workload.seed}); every "
+                "window of a run needs some: change workload.params or workload.seed"
             )
+        try:
+            Simulator(cluster, window, sim)  # its constructor checks every request fits
+        except SimulationError as error:
+            raise ValueError(f"{where}: {error}") from None
     return windows
 
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from baselines.policy import POLICIES
 from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -237,6 +238,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if BASELINE not in policies:
         policies.insert(0, BASELINE)
     options["policies"] = policies
+    # what each task would find out only once the runs have started
+    unknown = [name for name in policies if name not in POLICIES]
+    if unknown:
+        raise UsageError(
+            f"experiments.reproduce: unknown policy {unknown[0]!r}; "
+            f"known: {', '.join(sorted(POLICIES))}"
+        )
+    if options["windows"] < 0:
+        raise UsageError(
+            f"experiments.reproduce: windows must be >= 0 (0 = all test windows), "
+            f"got {options['windows']}"
+        )
+    sim_config_of("experiments.reproduce", True, options["copy_model"])
     try:
         seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
     except ValueError:
