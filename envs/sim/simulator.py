@@ -289,8 +289,6 @@ class Simulator:
         ):  # the slow path only when it is not two plain ints in range
             src = _node_index("warm: src", src, n_nodes)
             dst = _node_index("warm: dst", dst, n_nodes)
-        if blocks.__class__ is not tuple:
-            blocks = _blocks_arg("warm", blocks)
         if self.journal is not None:
             self.journal.append(("warm", int(src), int(dst), tuple(blocks)))
         refused = self.warm_refused
@@ -333,10 +331,6 @@ class Simulator:
         (and what hangs below it) to host RAM; returns the blocks moved."""
         if not (node.__class__ is int and 0 <= node < self.n_nodes):
             node = _node_index("evict: node", node, self.n_nodes)
-        if blocks.__class__ is not tuple:
-            blocks = _blocks_arg("evict", blocks)
-        if not (keep_blocks.__class__ is int and keep_blocks >= 0):
-            keep_blocks = _count_arg("evict: keep_blocks", keep_blocks)
         if self.journal is not None:
             self.journal.append(("evict", int(node), tuple(blocks), int(keep_blocks)))
         moved = self.nodes[node].cache.evict_prefix(blocks, keep_blocks)
@@ -803,19 +797,6 @@ def _node_index(what: str, value: object, n_nodes: int) -> int:
 
 def _is_integer(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _blocks_arg(what: str, blocks: object) -> tuple[int, ...]:
-    """A prefix given as a list (or other sequence) of block hashes, as a tuple."""
-    if isinstance(blocks, (list, np.ndarray)):
-        return tuple(int(b) for b in blocks)
-    raise ValueError(f"{what}: blocks must be a tuple of block hashes, got {blocks!r}")
-
-
-def _count_arg(what: str, value: object) -> int:
-    if _is_integer(value) and value >= 0:  # type: ignore[operator]
-        return int(value)  # type: ignore[call-overload]
-    raise ValueError(f"{what} must be an integer >= 0, got {value!r}")
 
 
 def _as_index(choice: object, n_nodes: int) -> int:
