@@ -101,21 +101,29 @@ def _check_not_a_run(folder: Path, label: str, args: Sequence[str]) -> None:
 
 def _overwrite_given(args: Sequence[str]) -> bool:
     """Whether the command line sets ``overwrite`` to true (as Hydra would read it)."""
+    given = False
+    for override in _parsed_overrides(args):
+        if override.key_or_group.lstrip("+~") == "overwrite" and not override.is_sweep_override():
+            given = override.value() in (True, "true", "True")
+    return given
+
+
+def _parsed_overrides(args: Sequence[str]) -> list[Any]:
+    """The command line's overrides, read with Hydra's own parser (quotes, ``+``/``~``
+    prefixes); flags and what does not parse (Hydra reports it) are left out."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     parser = OverridesParser.create()
-    given = False
+    parsed = []
     for arg in args:
         if arg.startswith("-") or "=" not in arg:
             continue
         try:
-            override = parser.parse_override(arg)
-        except HydraException:
+            parsed.append(parser.parse_override(arg))
+        except HydraException:  # OverrideParseException, or a bare one for some syntax errors
             continue
-        if override.key_or_group.lstrip("+~") == "overwrite" and not override.is_sweep_override():
-            given = override.value() in (True, "true", "True")
-    return given
+    return parsed
 
 
 def _hydra_user_error(error: BaseException | None) -> bool:
@@ -140,18 +148,8 @@ def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
     """``(key, folder)`` for each ``out_dir=`` / ``hydra.run.dir=`` on the command line,
     read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
     an empty / null value names no one folder and is left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
     found = []
-    for arg in args:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        try:
-            override = parser.parse_override(arg)
-        except HydraException:  # OverrideParseException, or a bare one for some syntax errors
-            continue  # Hydra reports it
+    for override in _parsed_overrides(args):
         key = override.key_or_group
         if key in ("out_dir", "hydra.run.dir") and not override.is_sweep_override():
             value = override.value()
