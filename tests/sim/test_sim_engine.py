@@ -245,7 +245,7 @@ def test_warm_and_evict_refuse_nodes_out_of_range() -> None:
     blocks = p.blocks(names("P", 1))
     sim = Simulator(toy_cluster(2), p.workload())
     next(sim.decisions())
-    with pytest.raises(ValueError, match="warm: src must be a node index in 0..1, got 2"):
+    with pytest.raises(ValueError, match=r"warm: src must be a node index in 0\.\.1, got 2"):
         sim.warm(2, 0, blocks)
     with pytest.raises(ValueError, match="got -1"):
         sim.evict(-1, blocks)
