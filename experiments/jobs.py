@@ -58,9 +58,11 @@ def hydra_entry(
     argv: Sequence[str] | None = None,
     precheck: Callable[[list[str]], None] | None = None,
 ) -> int:
-    """The ``__main__`` of a Hydra command. An ``out_dir=`` on the command line is
-    checked before Hydra starts (Hydra creates the folder first and would fail with
-    a traceback), and so is anything ``precheck`` checks in the arguments; then user
+    """The ``__main__`` of a Hydra command. An ``out_dir=`` (or ``hydra.run.dir=``) on
+    the command line is checked before Hydra starts (Hydra creates the folder first
+    and would fail with a traceback; it writes its own files there, so a folder
+    holding anything is refused here unless ``overwrite=true``), and so is anything
+    ``precheck`` checks in the arguments; then user
     errors end the run as in ``main_guard``. ``--help``, ``--cfg`` and the like run
     no job, so they are passed to Hydra unchecked. Hydra reports an error of its own
     (an unknown group option, a value of the wrong type, a bad override) and exits
@@ -94,7 +96,7 @@ def _check_not_a_run(folder: Path, label: str, args: Sequence[str]) -> None:
     if not folder.is_dir() or not any(folder.iterdir()) or _overwrite_given(args):
         return
     raise OutDirError(
-        f"{label} (from the command line) already holds a run; refusing to overwrite it "
+        f"{label} (from the command line) already holds files; refusing to overwrite them "
         "(overwrite=true replaces what this command writes; or choose another out_dir)"
     )
 
@@ -161,7 +163,9 @@ def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
 def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     """Run one Hydra job. In a single run a user's error (``_cli.user_error_message``)
     ends the process with one line and status 2, as the key=value commands do; in a
-    multirun it is raised, for Hydra to report against its job."""
+    multirun it is raised, for Hydra to report against its job. Whatever ends the job
+    (a bug and Ctrl-C too, which are raised on), its folder is released and, in a
+    single run, removed if it holds nothing but Hydra's own files."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
