@@ -219,8 +219,15 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
     folder.mkdir(parents=True, exist_ok=True)
     spec.timesteps = int(model.num_timesteps)
     tmp = folder / ".model.tmp.zip"
-    model.save(tmp)
-    tmp.replace(folder / "model.zip")
+    try:
+        model.save(tmp)
+        tmp.replace(folder / "model.zip")
+    except OSError as error:  # a full disk: SB3's message names no file
+        raise OSError(
+            error.errno, error.strerror or str(error), str(folder / "model.zip")
+        ) from None
+    finally:
+        tmp.unlink(missing_ok=True)
     write_json_atomic(folder / "agent.json", asdict(spec))
     return folder
 
@@ -246,12 +253,65 @@ def load_spec(folder: str | Path) -> AgentSpec:
     ]
     if missing:
         raise ValueError(f"{path}: missing key {missing[0]!r}")
-    hidden = data.get("hidden", known["hidden"].default)
-    check_int(f"{path}: hidden", hidden, 1)
+    for name, kind in _FIELD_TYPES.items():
+        if name not in data:
+            continue
+        value = data[name]
+        if kind is int:
+            check_int(f"{path}: {name}", value, 1 if name == "hidden" else 0)
+        elif not isinstance(value, kind):
+            raise ValueError(f"{path}: {name} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
     try:
         return AgentSpec(**data)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
+
+
+# agent.json's fields and their types (ints are checked >= 0, hidden >= 1)
+_FIELD_TYPES: dict[str, type] = {
+    "algo": str,
+    "env": str,
+    "net": str,
+    "hidden": int,
+    "env_kwargs": dict,
+    "seed": int,
+    "timesteps": int,
+    "name": str,
+}
+_JSON_NAMES: dict[type, str] = {str: "string", dict: "object"}
+
+
+def _one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: " + " ".join(str(error).split())
+
+
+def load_model_file(
+    model_path: Path, spec: AgentSpec, env: Any = None, device: str = "cpu"
+) -> BaseAlgorithm:
+    """``model.zip`` loaded as ``spec`` says (agent.json beside it): a file that is no
+    SB3 model, a truncated one, one of another algorithm or another network than
+    agent.json's ``algo``, ``net``, ``hidden`` and ``env`` is a ValueError naming both."""
+    where = f"{model_path} (agent.json: algo={spec.algo}, net={spec.net}, hidden={spec.hidden})"
+    try:
+        model = ALGORITHMS[spec.algo].load(model_path, env=env, device=device)
+    except Exception as error:  # zipfile, pickle, torch and SB3 each raise their own
+        raise ValueError(
+            f"{where}: stable-baselines3 cannot load it as a {spec.algo} model ({_one_line(error)})"
+        ) from None
+    policy, policy_kwargs = policy_for(spec)
+    saved = dict(getattr(model, "policy_kwargs", None) or {})
+    if not isinstance(policy, str) and model.policy_class is not policy:
+        raise ValueError(
+            f"{where}: the model's policy is {model.policy_class.__name__}, agent.json's "
+            f"algo and net make {policy.__name__}"
+        )
+    for key, value in policy_kwargs.items():
+        if key in saved and saved[key] != value:
+            raise ValueError(
+                f"{where}: the model's network has {key}={saved[key]!r}, agent.json's "
+                f"fields make {key}={value!r}"
+            )
+    return model
 
 
 def load_agent(
@@ -262,5 +322,4 @@ def load_agent(
     model_path = Path(folder) / "model.zip"
     if not model_path.is_file():
         raise FileNotFoundError(f"{folder}: agent.json but no model.zip")
-    model = ALGORITHMS[spec.algo].load(model_path, env=env, device=device)
-    return model, spec
+    return load_model_file(model_path, spec, env, device), spec

@@ -19,7 +19,7 @@ import numpy as np
 
 from envs.sim.checks import check_number, check_whole_number, is_whole_number
 from envs.sim.config import ClusterSpec, SimConfig, setup_cluster
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
 from envs.workloads.request import Request, Workload
@@ -118,12 +118,12 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             if not self.windows:
                 raise ValueError("windows is empty: give at least one Workload")
             for i, w in enumerate(self.windows):
-                _check_window(w, f"windows[{i}]")
+                self._check_window(w, f"windows[{i}]")
             self._kwargs["windows"] = list(self.windows)  # an iterator would be spent
         else:
             self.windows = window_pool(workload, split, data_seed, n_windows, workload_params)
             for i, w in enumerate(self.windows):
-                _check_window(w, f"window {i} of workload {workload!r} ({split} split)")
+                self._check_window(w, f"window {i} of workload {workload!r} ({split} split)")
         self.reward_scale = float(reward_scale)
         self.slo_s = slo_s
         self.tail_penalty = float(tail_penalty)
@@ -155,7 +155,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         given_sim_seed = _sim_seed_option(options.get("sim_seed"))
         given = options.get("window")
         if isinstance(given, Workload):
-            _check_window(given, "options['window']")
+            self._check_window(given, "options['window']")
         elif given is not None and not (is_whole_number(given) and 0 <= given < len(self.windows)):
             raise ValueError(
                 "options['window'] must be a Workload or an index in "
@@ -218,6 +218,15 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             self._history.append((self.sim.now, self.sim.loads()))
 
     # ------------------------------------------------------------------ internals
+    def _check_window(self, window: Any, where: str) -> None:
+        """A window an episode can run: a Workload with requests, each of which fits
+        a node of this cluster (the simulator's own check, made before any episode)."""
+        _check_window(window, where)
+        try:
+            Simulator(self.cluster, window, self.sim_config)
+        except SimulationError as error:
+            raise ValueError(f"{where} ({window.name!r}): {error}") from None
+
     def _begin_episode(self) -> np.ndarray:
         assert self._episode is not None
         window = self._episode["window"]

@@ -24,22 +24,28 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
+        os.fchmod(fd, file_mode())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
+    except OSError as error:  # a full disk: name the file the message is about
+        Path(tmp).unlink(missing_ok=True)
+        if error.filename is None:
+            raise OSError(error.errno, error.strerror or str(error), str(target)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
 
 
-def _umask() -> int:
+def file_mode() -> int:
+    """The permissions an ordinary new file gets (temporary files are made 0600)."""
     mask = os.umask(0)
     os.umask(mask)
-    return mask
+    return 0o666 & ~mask
 
 
 INFINITIES = {"Infinity": math.inf, "-Infinity": -math.inf}

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envs.sim.config import COPY_MODELS, SimConfig
+from envs.sim.errors import SimulationError
 from envs.sim.hardware import model_preset
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
@@ -115,9 +116,10 @@ def _as_typed(value: Any) -> str:
 
 def user_error_message(error: BaseException) -> str | None:
     """The one-line message for a user's error (a bad value: ValueError, UsageError
-    included; the file system: a missing input file, an out_dir that cannot be
-    written), or None for anything else, which is a bug and keeps its traceback."""
-    if isinstance(error, ValueError):
+    included; a workload its cluster cannot serve: SimulationError; the file system:
+    a missing input file, an out_dir that cannot be written), or None for anything
+    else, which is a bug and keeps its traceback."""
+    if isinstance(error, (ValueError, SimulationError)):
         return f"error: {error}"
     if isinstance(error, OSError):
         if error.strerror and error.filename is not None:
@@ -128,12 +130,22 @@ def user_error_message(error: BaseException) -> str | None:
 
 def main_guard(fn: Any) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
-    as one line and exits with status 2."""
+    as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
+    with 130 (what a shell reports for SIGINT). Either way the run's folder is
+    released (``_io.claim_out_dir``) and no half-written file is left (every file
+    lands by an atomic rename)."""
+    from experiments._io import release_out_dirs
+
     try:
         fn()
-    except (ValueError, OSError) as error:
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, SimulationError) as error:
         print(user_error_message(error), file=sys.stderr)
         return 2
+    finally:
+        release_out_dirs()
     return 0
 
 

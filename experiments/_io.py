@@ -1,11 +1,19 @@
-"""Checking before a run that its folder can be written (the files themselves are
-written with :mod:`envs.files`)."""
+"""A run's folder: checked writable before the run, then claimed (locked against a
+second run, and refused if it holds a run already unless ``overwrite=true``). The
+files themselves are written atomically with :mod:`envs.files`."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import functools
 import os
+import shutil
 import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 
 class UnwritableDirError(ValueError):
@@ -37,3 +45,125 @@ def check_writable_dir(path: str | os.PathLike[str], what: str, source: str = ""
     os.close(fd)
     os.unlink(tmp)
     return target
+
+
+LOCK_NAME = ".btb-run.lock"
+"""The lock file a run holds in its folder while it writes there."""
+
+
+class OutDirError(ValueError):
+    """A run folder that is in use by another run, or holds a run already."""
+
+
+@dataclass
+class RunFolder:
+    """A run folder this process holds (see :func:`claim_out_dir`)."""
+
+    path: Path
+    created: bool
+    _fd: int | None
+
+    def release(self) -> None:
+        """Give the folder up: drop the lock (and its file), and remove the folder
+        if this run made it and left nothing in it (a refused run)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            (self.path / LOCK_NAME).unlink()
+        os.close(fd)  # closing the descriptor drops the flock
+        if self.created:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()  # only if empty
+        with contextlib.suppress(ValueError):
+            _HELD.remove(self)
+
+
+# Folders claimed and not yet released, in order (released by release_out_dirs).
+_HELD: list[RunFolder] = []
+
+
+def claim_out_dir(
+    path: str | os.PathLike[str],
+    what: str,
+    outputs: Sequence[str],
+    overwrite: bool = False,
+    source: str = "",
+    ignore: Sequence[str] = (),
+) -> RunFolder:
+    """Make ``path`` this run's folder, before the run writes anything there.
+
+    The folder is created if needed and locked (an ``flock`` on :data:`LOCK_NAME`,
+    dropped by :meth:`RunFolder.release` or when the process ends, however it ends):
+    a second run into the same folder is refused while the first one writes. A
+    folder that already holds anything (besides ``ignore``: Hydra's own files) is
+    refused unless ``overwrite``; with it, the files and folders this command writes
+    (``outputs``, names in the folder) are removed first, so no earlier run's file
+    is left beside this run's. ``what`` and ``source`` name the option as
+    :func:`check_writable_dir` does. Errors are :class:`OutDirError` (a ValueError).
+    """
+    target = check_writable_dir(path, what, source)
+    label = f"{what}={str(path)!r}" + (f" (from {source})" if source else "")
+    created = not target.exists()
+    target.mkdir(parents=True, exist_ok=True)
+    lock = target / LOCK_NAME
+    fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    held = RunFolder(target, created, fd)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        # the file may have been removed (and the lock dropped) by its holder meanwhile
+        if os.fstat(fd).st_ino != os.stat(lock).st_ino:
+            raise BlockingIOError
+    except (BlockingIOError, FileNotFoundError):
+        os.close(fd)
+        raise OutDirError(
+            f"{label}: another run is writing in that folder now (wait for it to end, "
+            "or choose another out_dir)"
+        ) from None
+    _HELD.append(held)
+    try:
+        skip = {LOCK_NAME, *ignore}
+        present = sorted(entry.name for entry in target.iterdir() if entry.name not in skip)
+        if present and not overwrite:
+            listed = ", ".join(present[:3]) + (", ..." if len(present) > 3 else "")
+            raise OutDirError(
+                f"{label} already holds {listed}; refusing to overwrite it (overwrite=true "
+                "replaces what this command writes; or choose another out_dir)"
+            )
+        for name in outputs:
+            _remove(target / name)
+    except BaseException:
+        held.release()
+        raise
+    return held
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def release_out_dirs(keep: int = 0) -> None:
+    """Release every folder claimed after the first ``keep`` still held."""
+    for held in _HELD[keep:][::-1]:
+        held.release()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def releasing_out_dirs(fn: F) -> F:
+    """Decorate a command's ``main``: the folders it claims are released when it
+    returns or raises (a second call in the same process may use them again)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        keep = len(_HELD)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            release_out_dirs(keep)
+
+    return wrapper  # type: ignore[return-value]

@@ -34,7 +34,7 @@ from envs.workloads.readers import (
 )
 from envs.workloads.stats import audit_windows
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.audit"
 DEFAULTS: dict[str, Any] = {
@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "strict_block_count": True,
     "block_tokens": 0,
     "time_unit": "auto",
+    "overwrite": False,
 }
 
 
@@ -194,13 +195,16 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str
     return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``key=value`` options, audit the file, print and optionally save the result."""
     options = parse_args(COMMAND, DEFAULTS, argv)
     if not options["path"]:
         raise UsageError(f"{COMMAND}: path=FILE is required")
     if options["out_dir"]:
-        check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
+        claim_out_dir(
+            options["out_dir"], f"{COMMAND}: out_dir", ("audit.json",), options["overwrite"]
+        )
     audit = audit_file(
         options["path"],
         format=options["format"],

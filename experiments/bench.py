@@ -37,7 +37,7 @@ from experiments._cli import (
     workload_file,
     workload_params,
 )
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 
 DEFAULTS: dict[str, Any] = {
     "out_dir": "",
@@ -50,6 +50,7 @@ DEFAULTS: dict[str, Any] = {
     "envs": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
     "workload": "bursted_synthetic",
     **trace_defaults(),
+    "overwrite": False,
 }
 
 
@@ -164,7 +165,9 @@ def _check(options: dict[str, Any]) -> None:
                 f"windows (0..{n - 1})"
             )
     if options["out_dir"]:
-        check_writable_dir(options["out_dir"], "experiments.bench: out_dir")
+        claim_out_dir(
+            options["out_dir"], "experiments.bench: out_dir", ("bench.json",), options["overwrite"]
+        )
     setup_cluster(options["setup"])
     sim_config_of("experiments.bench", options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
@@ -175,6 +178,7 @@ def _check(options: dict[str, Any]) -> None:
             raise UsageError(f"experiments.bench: unknown env {env_id!r} in envs (known: {known})")
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.bench", DEFAULTS, argv)
     _check(options)

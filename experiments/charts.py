@@ -8,12 +8,15 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from envs.files import file_mode
 from experiments.evaluation import WindowTrace
 
 
@@ -30,9 +33,13 @@ def _save(fig: Any, path: str | Path) -> Path:
     """Save atomically: render to a temporary file in the folder, then rename."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp.png")
+    # a name of its own, so two runs saving the same chart never share a temporary file
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp.png", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
         fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.chmod(tmp, file_mode())
         tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -5,6 +5,7 @@
         [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
         [agents=zoo|none|PATH,...]
         [workload=trace workload.path=FILE workload.format=auto workload.window_s=300 ...]
+        [agents=zoo|none|PATH,...] [overwrite=false]
 
 Runs every chosen policy (default: every registered baseline, plus the learned
 agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first
@@ -25,6 +26,9 @@ file's size and sha256 under ``config.workload_file``.
   down to it each policy closes (0 = btb, 100 = the floor).
 * ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (the first
   window: per node queue length over time, warm copies marked).
+
+An ``out_dir`` that holds anything already is refused unless ``overwrite=true``
+(which first removes the files above), and so is one another run is writing in.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ from experiments._cli import (
     workload_label,
     workload_params,
 )
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.evaluation import (
     DEFAULT_BASELINE,
     FLOOR,
@@ -79,9 +83,13 @@ DEFAULTS: dict[str, Any] = {
     "charts": True,
     "progress": True,
     **trace_defaults(),
+    "overwrite": False,
 }
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
+CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
+OUTPUTS = ("results.json", *CHARTS)
+"""What a comparison run writes in its folder (``overwrite=true`` clears these)."""
 
 
 def _literal(text: str) -> Any:
@@ -263,21 +271,37 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
     first = rows[0]
     title = f"{first['setup']} · {first['workload']} · {first['windows']} windows"
     paths = [
-        charts.plot_ttft_cdf(
-            {r.row["policy"]: r.ttft_s for r in runs}, out_dir / "ttft_cdf.png", title
-        ),
+        charts.plot_ttft_cdf({r.row["policy"]: r.ttft_s for r in runs}, out_dir / CHARTS[1], title),
     ]
     if baseline:  # without one there are no reductions to draw
-        paths.insert(0, charts.plot_reductions(rows, baseline, out_dir / "ttft_reduction.png"))
+        paths.insert(0, charts.plot_reductions(rows, baseline, out_dir / CHARTS[0]))
     traces = {r.row["policy"]: r.trace for r in runs if r.trace is not None}
     chosen = {name: traces[name] for name in TIMELINE_POLICIES if name in traces}
     if not chosen:
         chosen = dict(list(traces.items())[:3])
     if chosen:
-        paths.append(charts.plot_burst_timeline(chosen, out_dir / "burst_timeline.png"))
+        paths.append(charts.plot_burst_timeline(chosen, out_dir / CHARTS[2]))
     return paths
 
 
+def write_run(
+    out_dir: Path, result: dict[str, Any], runs: Sequence[PolicyRun] | None, baseline: str
+) -> list[Path]:
+    """Write a run's charts (unless ``runs`` is None), then ``results.json``, the
+    mark of a finished run; if any of them fails (a full disk), the charts already
+    written are removed again, so the folder never holds half a run (it is this
+    run's folder: ``_io.claim_out_dir`` cleared an earlier run's). Returns the paths
+    written, results.json first."""
+    try:
+        charts = [] if runs is None else write_charts(runs, baseline, out_dir)
+        return [write_json_atomic(out_dir / "results.json", result), *charts]
+    except BaseException:
+        for name in CHARTS:
+            (out_dir / name).unlink(missing_ok=True)
+        raise
+
+
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.compare", DEFAULTS, argv)
     if options["setup"] not in SETUPS:
@@ -294,7 +318,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if options["out_dir"]
         else default_out_dir(options, "compare", shown)
     )
-    check_writable_dir(out_dir, "experiments.compare: out_dir")
     names = resolve_policies(options)
     kwargs = policy_kwargs(options["policy_kwargs"], names)
     policies = {name: make_policy(name, **kwargs.get(name, {})) for name in names}
@@ -320,6 +343,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     limit = options["windows"] or None
     workload = options["workload"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params)
+    claim_out_dir(out_dir, "experiments.compare: out_dir", OUTPUTS, options["overwrite"])
 
     bar = None
     if options["progress"]:
@@ -363,11 +387,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             **workload_file(workload, params),
         },
     }
-    path = write_json_atomic(out_dir / "results.json", result)
-    print(f"wrote {path}")
-    if options["charts"]:
-        for chart in write_charts(runs, options["baseline"], out_dir):
-            print(f"wrote {chart}")
+    for path in write_run(
+        out_dir, result, runs if options["charts"] else None, options["baseline"]
+    ):
+        print(f"wrote {path}")
     return result
 
 

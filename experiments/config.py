@@ -150,6 +150,8 @@ class _World:
     seed: int = 0
     out_dir: str | None = None
     """Run folder; by default Hydra's (runs/<command>/<time>, or the multirun job folder)."""
+    overwrite: bool = False
+    """Replace the run in an out_dir that holds one (else such an out_dir is refused)."""
 
 
 @dataclass

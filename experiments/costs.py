@@ -18,7 +18,7 @@ from envs.files import write_json_atomic
 from envs.sim.config import SETUPS
 from envs.sim.hardware import NodeCosts, model_preset, parse_node
 from experiments._cli import UsageError, main_guard, parse_args
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 
 DEFAULTS: dict[str, Any] = {
     "model": "llama-3.3-70b",
@@ -27,6 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "tokens": ["500", "1000", "2000", "8000", "16000", "32000"],
     "mfu": 0.5,
     "out_dir": "",
+    "overwrite": False,
 }
 SOURCES = ("prefill", "disk", "rdma", "ram", "hbm")
 
@@ -59,6 +60,7 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.costs", DEFAULTS, argv)
     model, node = options["model"], options["node"]
@@ -81,7 +83,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not 0 < options["mfu"] <= 1:
         raise UsageError(f"experiments.costs: mfu must be in (0, 1], got {options['mfu']}")
     if options["out_dir"]:
-        check_writable_dir(options["out_dir"], "experiments.costs: out_dir")
+        claim_out_dir(
+            options["out_dir"], "experiments.costs: out_dir", ("costs.json",), options["overwrite"]
+        )
     table = cost_table(model, node, tokens, options["mfu"])
     print(
         f"ms to make N tokens of KV resident: {table['model']} on one {table['node']} node "

@@ -21,6 +21,7 @@ from experiments.jobs import (
     agent_labels,
     check_policy_names,
     check_world,
+    eval_windows,
     evaluate_and_write,
     hydra_entry,
     job_logger,
@@ -54,11 +55,14 @@ def evaluate(cfg: DictConfig) -> float:
         agent.name = label
         agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
         agents[label] = agent
-    out_dir = run_dir(cfg, "evaluate")
+    from experiments.compare import OUTPUTS
+
+    windows = eval_windows(cfg, cfg.workload.eval_windows)  # before the run folder
+    out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
     try:
         rows = evaluate_and_write(
-            agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress)
+            agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress), windows=windows
         )
     finally:
         logger.finish()

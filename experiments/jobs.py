@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from experiments._cli import main_guard, user_error_message
-from experiments._io import check_writable_dir
+from experiments._io import OutDirError, check_writable_dir, claim_out_dir, release_out_dirs
 from experiments.config import (
     check_known_keys,
     check_workload,
@@ -28,19 +28,25 @@ from experiments.config import (
 )
 
 
-def run_dir(cfg: Any, kind: str) -> Path:
-    """The job's folder, created and checked writable: Hydra's output dir (out_dir,
-    or the multirun job folder); without Hydra, out_dir or a dated runs/ folder."""
+def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
+    """The job's folder, created, checked writable and claimed (``_io.claim_out_dir``:
+    locked against a second run; one holding anything but Hydra's own files is
+    refused unless ``overwrite=true``, which clears ``outputs``, what the job writes):
+    Hydra's output dir (out_dir, or the multirun job folder); without Hydra, out_dir
+    or a dated runs/ folder. Released when the job ends (:func:`run_job`)."""
     from hydra.core.hydra_config import HydraConfig
 
+    hydra_files: tuple[str, ...] = ()
     if HydraConfig.initialized():
-        folder = Path(HydraConfig.get().runtime.output_dir)
+        hydra = HydraConfig.get()
+        folder = Path(hydra.runtime.output_dir)
+        hydra_files = (".hydra", f"{hydra.job.name}.log")
     elif cfg.out_dir:
         folder = Path(cfg.out_dir)
     else:
         folder = Path("runs") / kind / time.strftime("%Y-%m-%d_%H-%M-%S")
-    check_writable_dir(folder, f"experiments.{kind}: out_dir")
-    folder.mkdir(parents=True, exist_ok=True)
+    what = f"experiments.{kind}: out_dir"
+    claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files)
     return folder
 
 
@@ -54,9 +60,11 @@ def hydra_entry(
     argv: Sequence[str] | None = None,
     precheck: Callable[[list[str]], None] | None = None,
 ) -> int:
-    """The ``__main__`` of a Hydra command. An ``out_dir=`` on the command line is
-    checked before Hydra starts (Hydra creates the folder first and would fail with
-    a traceback), and so is anything ``precheck`` checks in the arguments; then user
+    """The ``__main__`` of a Hydra command. An ``out_dir=`` (or ``hydra.run.dir=``) on
+    the command line is checked before Hydra starts (Hydra creates the folder first
+    and would fail with a traceback; it writes its own files there, so a folder
+    holding anything is refused here unless ``overwrite=true``), and so is anything
+    ``precheck`` checks in the arguments; then user
     errors end the run as in ``main_guard``. ``--help``, ``--cfg`` and the like run
     no job, so they are passed to Hydra unchecked. Hydra reports an error of its own
     (an unknown group option, a value of the wrong type, a bad override) and exits
@@ -69,8 +77,8 @@ def hydra_entry(
             for key, value in _folder_overrides(args):
                 if Path(value).exists():
                     _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
-                if key == "out_dir":
-                    check_writable_dir(value, f"{command}: out_dir", "the command line")
+                check_writable_dir(value, f"{command}: {key}", "the command line")
+                _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
             if precheck is not None:
                 precheck(args)
         try:
@@ -81,6 +89,45 @@ def hydra_entry(
             raise
 
     return main_guard(run)
+
+
+def _check_not_a_run(folder: Path, label: str, args: Sequence[str]) -> None:
+    """Before Hydra writes its files there: a folder named on the command line that
+    holds anything is refused unless the command line says ``overwrite=true``
+    (``_io.claim_out_dir`` then clears what the job writes)."""
+    if not folder.is_dir() or not any(folder.iterdir()) or _overwrite_given(args):
+        return
+    raise OutDirError(
+        f"{label} (from the command line) already holds files; refusing to overwrite them "
+        "(overwrite=true replaces what this command writes; or choose another out_dir)"
+    )
+
+
+def _overwrite_given(args: Sequence[str]) -> bool:
+    """Whether the command line sets ``overwrite`` to true (as Hydra would read it)."""
+    given = False
+    for override in _parsed_overrides(args):
+        if override.key_or_group.lstrip("+~") == "overwrite" and not override.is_sweep_override():
+            given = override.value() in (True, "true", "True")
+    return given
+
+
+def _parsed_overrides(args: Sequence[str]) -> list[Any]:
+    """The command line's overrides, read with Hydra's own parser (quotes, ``+``/``~``
+    prefixes); flags and what does not parse (Hydra reports it) are left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    parsed = []
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            parsed.append(parser.parse_override(arg))
+        except HydraException:  # OverrideParseException, or a bare one for some syntax errors
+            continue
+    return parsed
 
 
 def _hydra_user_error(error: BaseException | None) -> bool:
@@ -105,18 +152,8 @@ def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
     """``(key, folder)`` for each ``out_dir=`` / ``hydra.run.dir=`` on the command line,
     read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
     an empty / null value names no one folder and is left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
     found = []
-    for arg in args:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        try:
-            override = parser.parse_override(arg)
-        except HydraException:  # OverrideParseException, or a bare one for some syntax errors
-            continue  # Hydra reports it
+    for override in _parsed_overrides(args):
         key = override.key_or_group
         if key in ("out_dir", "hydra.run.dir") and not override.is_sweep_override():
             value = override.value()
@@ -128,22 +165,29 @@ def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
 def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     """Run one Hydra job. In a single run a user's error (``_cli.user_error_message``)
     ends the process with one line and status 2, as the key=value commands do; in a
-    multirun it is raised, for Hydra to report against its job."""
+    multirun it is raised, for Hydra to report against its job. Whatever ends the job
+    (a bug and Ctrl-C too, which are raised on), its folder is released and, in a
+    single run, removed if it holds nothing but Hydra's own files."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     try:
         return fn(cfg)
-    except (ValueError, OSError) as error:
-        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-            raise
-        print(user_error_message(error), file=sys.stderr)
-        if HydraConfig.initialized():
+    except BaseException as error:  # a bug or Ctrl-C too: no bare run folder is left
+        release_out_dirs()
+        multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+        if HydraConfig.initialized() and not multirun:
             hydra = HydraConfig.get()
             _remove_bare_run_dir(
                 Path(hydra.runtime.output_dir), f"{hydra.job.name}.log", list(hydra.overrides.task)
             )
+        message = user_error_message(error)
+        if message is None or multirun:
+            raise
+        print(message, file=sys.stderr)
         raise SystemExit(2) from None
+    finally:
+        release_out_dirs()
 
 
 # Folders named on the command line (out_dir=, hydra.run.dir=) that existed before
@@ -285,9 +329,27 @@ def sweep_group() -> str | None:
     return None
 
 
-def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
-    """The workload group's held-out test windows (``limit`` of them; None: all)."""
-    return window_pool_of(cfg, "test", limit)
+def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
+    """The workload group's held-out test windows (``limit`` of them; None: all), or
+    another split's, checked before any run: a window with no requests (valid
+    parameters can make one, for one seed; its statistics would be NaN) or with a
+    request larger than a node's KV budget is refused, naming the window."""
+    from envs.sim import SimulationError, Simulator
+
+    windows = window_pool_of(cfg, split, limit)
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
+    for window in windows:
+        where = f"workload {workload_label(cfg)}: {split} window {window.name!r}"
+        if not window.requests:
+            raise ValueError(
+                f"{where} has no requests (workload.seed={cfg.workload.seed}); every "
+                "window of a run needs some: change workload.params or workload.seed"
+            )
+        try:
+            Simulator(cluster, window, sim)  # its constructor checks every request fits
+        except SimulationError as error:
+            raise ValueError(f"{where}: {error}") from None
+    return windows
 
 
 def evaluate_and_write(
@@ -298,17 +360,19 @@ def evaluate_and_write(
     logger: Any,
     progress: bool,
     extra: dict[str, Any] | None = None,
+    windows: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Agents and baselines side by side on the test windows; writes results.json (with
-    ``extra``'s keys beside ``rows`` and ``config``) and charts."""
+    """Agents and baselines side by side on the test windows (``windows``, if already
+    made by :func:`eval_windows`); writes results.json (with ``extra``'s keys beside
+    ``rows`` and ``config``) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
-    from envs.files import write_json_atomic
-    from experiments.compare import format_table, write_charts
+    from experiments.compare import format_table, write_run
     from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 
-    windows = eval_windows(cfg, cfg.workload.eval_windows)
+    if windows is None:
+        windows = eval_windows(cfg, cfg.workload.eval_windows)
     names = list(dict.fromkeys([DEFAULT_BASELINE, *baselines]))
     policies = {name: make_policy(name) for name in names}
     for name, agent in agents.items():
@@ -333,8 +397,8 @@ def evaluate_and_write(
     config = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(config, dict)
     config.update(workload_record(cfg))
-    write_json_atomic(out_dir / "results.json", {"rows": rows, "config": config, **(extra or {})})
-    charts = write_charts(runs, DEFAULT_BASELINE, out_dir)
+    result = {"rows": rows, "config": config, **(extra or {})}
+    charts = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
     print(format_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)
     logger.log_images(charts)

@@ -6,6 +6,7 @@ Usage::
         [train_windows=N] [test_windows=N] [params=key=value,key=low/high] [progress=true]
     python -m experiments.make_dataset workload=trace workload.path=FILE out_dir=PATH
         [workload.window_s=300 workload.test_fraction=0.25 ...]
+        [overwrite=false]
 
 Writes ``train.jsonl`` and ``test.jsonl`` (one row per request, grouped by window,
 split by whole window), ``dataset_info.json`` (generator arguments, counts and a
@@ -17,6 +18,9 @@ default workload, ``bursted_art``, reproduces the published composition.
 ``workload=trace`` writes a trace file's windows in the same layout (and a
 ``val.jsonl`` when the trace has a val split); ``dataset_info.json`` records the
 file's size and sha256.
+An ``out_dir`` that holds anything already (or that another run is writing in) is
+refused unless ``overwrite=true``: then the new files replace the old ones as
+they land, together, so a failed run leaves the old dataset whole.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from envs.files import dumps_strict
+from envs.files import dumps_strict, file_mode
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import (
     DEFAULT_WORKLOAD,
@@ -47,7 +51,7 @@ from envs.workloads.registry import (
 )
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import UsageError, main_guard, parse_args, trace_defaults, workload_params
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.make_dataset"
 DEFAULTS: dict[str, Any] = {
@@ -59,15 +63,9 @@ DEFAULTS: dict[str, Any] = {
     "params": [],
     "progress": True,
     **trace_defaults(),
+    "overwrite": False,
 }
 FORMAT_NAME = "bursted-art-jsonl"
-
-
-def _file_mode() -> int:
-    """Permissions an ordinary new file would get (temporary files are created 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
 
 
 class AtomicLineWriter:
@@ -94,7 +92,7 @@ class AtomicLineWriter:
         self._handle.flush()
         os.fsync(self._handle.fileno())
         self._handle.close()
-        os.chmod(self._tmp, _file_mode())
+        os.chmod(self._tmp, file_mode())
 
     def land(self) -> None:
         os.replace(self._tmp, self.path)
@@ -363,14 +361,20 @@ def dataset_card(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``key=value`` options and write the dataset."""
     options = parse_args(COMMAND, DEFAULTS, argv)
     if not options["out_dir"]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
-    check_writable_dir(options["out_dir"], f"{COMMAND}: out_dir")
     if options["seed"] < 0:
         raise UsageError(f"{COMMAND}: seed must be >= 0 (a numpy seed), got {options['seed']}")
+    for key in ("train_windows", "test_windows"):  # -1, the default: the workload's own
+        if options[key] < -1:
+            raise UsageError(
+                f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
+                f"got {options[key]}"
+            )
     params = _params(options["params"])
     trace = workload_params(COMMAND, options)
     if trace and (params or options["train_windows"] >= 0 or options["test_windows"] >= 0):
@@ -378,12 +382,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{COMMAND}: workload=trace is split by workload.test_fraction and "
             "workload.val_fraction; params=, train_windows= and test_windows= do not apply"
         )
+    train_windows = None if options["train_windows"] < 0 else options["train_windows"]
+    test_windows = None if options["test_windows"] < 0 else options["test_windows"]
+    if not trace:
+        configure(options["workload"], train_windows, test_windows, **params)  # before the folder
+    # no file to clear with overwrite=true: all four files are replaced as they land
+    claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
     info = make_dataset(
         workload=options["workload"],
         out_dir=options["out_dir"],
         seed=options["seed"],
-        train_windows=None if options["train_windows"] < 0 else options["train_windows"],
-        test_windows=None if options["test_windows"] < 0 else options["test_windows"],
+        train_windows=train_windows,
+        test_windows=test_windows,
         params=trace or params,
         progress=options["progress"],
     )

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from baselines.policy import POLICIES
 from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -48,7 +49,7 @@ from experiments._cli import (
     workload_label,
     workload_params,
 )
-from experiments._io import check_writable_dir
+from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, evaluate_policies, split_windows
 
@@ -66,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "out_dir": "",
     "progress": True,
     **trace_defaults(),
+    "overwrite": False,
 }
 
 BASELINE = "cache_aware"
@@ -239,6 +241,7 @@ def causal_kv_modes(text: str) -> list[bool]:
         ) from None
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.reproduce", DEFAULTS, argv)
     if not options["setups"]:
@@ -253,6 +256,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if BASELINE not in policies:
         policies.insert(0, BASELINE)
     options["policies"] = policies
+    # what each task would find out only once the runs have started
+    unknown = [name for name in policies if name not in POLICIES]
+    if unknown:
+        raise UsageError(
+            f"experiments.reproduce: unknown policy {unknown[0]!r}; "
+            f"known: {', '.join(sorted(POLICIES))}"
+        )
+    if options["windows"] < 0:
+        raise UsageError(
+            f"experiments.reproduce: windows must be >= 0 (0 = all test windows), "
+            f"got {options['windows']}"
+        )
+    sim_config_of("experiments.reproduce", True, options["copy_model"])
     try:
         seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
     except ValueError:
@@ -278,7 +294,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             workload_label(options["workload"], options["workload_params"]),
         )
     )
-    check_writable_dir(out_dir, "experiments.reproduce: out_dir")
+    claim_out_dir(
+        out_dir, "experiments.reproduce: out_dir", ("results.json",), options["overwrite"]
+    )
     bar = None
     if options["progress"]:
         from tqdm import tqdm

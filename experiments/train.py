@@ -34,6 +34,7 @@ from experiments.config import (
 from experiments.jobs import (
     check_policy_names,
     check_world,
+    eval_windows,
     evaluate_and_write,
     hydra_entry,
     job_logger,
@@ -302,9 +303,12 @@ def check_resume_hyperparams(cfg: Any) -> None:
     W&B) but not used, so they are refused, naming the saved value."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
+    from agents.algorithms import load_model_file, load_spec
+
     path = Path(cfg.resume) / "model.zip"
     if not path.is_file():
         raise FileNotFoundError(f"{cfg.resume}: agent.json but no model.zip")
+    load_model_file(path, load_spec(cfg.resume))  # one SB3 can load, of agent.json's network
     saved, _, _ = load_from_zip_file(path, device="cpu", print_system_info=False)
     asked = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(asked, dict)
@@ -388,8 +392,13 @@ def train(cfg: DictConfig) -> float:
             vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
         )
+    test_windows = None
     try:
-        out_dir = run_dir(cfg, "train")
+        if cfg.train.evaluate:  # an empty test window is refused before the run folder
+            test_windows = eval_windows(cfg, cfg.workload.eval_windows)
+        from experiments.compare import OUTPUTS
+
+        out_dir = run_dir(cfg, "train", (*OUTPUTS, "agent", "checkpoints"))
         logger = job_logger(cfg, out_dir, f"train-{spec.name}")
     except BaseException:
         vec.close()
@@ -468,6 +477,7 @@ def train(cfg: DictConfig) -> float:
                 logger,
                 bool(cfg.train.progress),
                 extra={"train": train_record},
+                windows=test_windows,
             )
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
             logger.summary({"eval/ttft_mean_s": metric})

@@ -21,12 +21,12 @@ from experiments.config import (
     register_configs,
     setup_label,
     sim_of,
-    window_pool_of,
     workload_label,
     workload_record,
 )
 from experiments.jobs import (
     check_world,
+    eval_windows,
     hydra_entry,
     job_logger,
     run_dir,
@@ -70,7 +70,8 @@ _CLUSTER_GROUPS = ("cluster", "setup", "model")
 
 
 def check_sweep(args: list[str]) -> None:
-    """Before a ``-m`` sweep starts: every M the sweeper can draw must fit the cluster.
+    """Before a ``-m`` sweep starts: at least one trial, and every M the sweeper can
+    draw must fit the cluster.
 
     The search space of M is the command line's ``m=`` if it has one, else
     ``hydra.sweeper.params.m`` (conf/tune_btb.yaml's default follows
@@ -92,6 +93,13 @@ def check_sweep(args: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException:  # Hydra reports a bad override better
         return
+    for override in parsed:  # with none, the sweeper fails on "No trials are completed yet"
+        trials = override.value() if override.key_or_group == "hydra.sweeper.n_trials" else 1
+        if isinstance(trials, int) and not isinstance(trials, bool) and trials < 1:
+            raise ValueError(
+                f"hydra.sweeper.n_trials={trials} (from the command line): a sweep needs "
+                "at least 1 trial"
+            )
     # a sweep over clusters: every M must fit the smallest cluster it covers
     clusters = [
         o for o in parsed if o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS)
@@ -159,8 +167,8 @@ def objective(cfg: DictConfig) -> float:
     check_world(cfg)
     check_thresholds(cfg)
     m = int(cfg.m)
-    out_dir = run_dir(cfg, "tune_btb")
-    windows = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    windows = eval_windows(cfg, cfg.workload.train_pool, "train")
+    out_dir = run_dir(cfg, "tune_btb", ("objective.json",))
     policy = BTB(x=int(cfg.x), y=int(cfg.y), z=float(cfg.z), m=m)
     logger = job_logger(cfg, out_dir, "tune_btb")  # before the work: W&B may refuse
     try:

@@ -249,8 +249,8 @@ class Simulator:
         request = self._deciding
         if request is None:
             raise RuntimeError("route() is only valid during a decision point")
-        if not (isinstance(node, (int, np.integer)) and 0 <= node < self.n_nodes):
-            raise ValueError(f"route: node must be in 0..{self.n_nodes - 1}, got {node!r}")
+        if not (node.__class__ is int and 0 <= node < self.n_nodes):
+            node = _node_index("route: node", node, self.n_nodes)
         if self._pending is None:
             routed = self.records.node[request.index]
             if routed != node:
@@ -280,10 +280,15 @@ class Simulator:
         Returns ``"ok"`` or the reason it was refused (one of ``WARM_REFUSALS``).
         """
         nodes = self.nodes
-        if not (0 <= src < self.n_nodes and 0 <= dst < self.n_nodes):
-            raise ValueError(
-                f"warm: nodes must be in 0..{self.n_nodes - 1}, got src={src} dst={dst}"
-            )
+        n_nodes = self.n_nodes
+        if not (
+            src.__class__ is int
+            and dst.__class__ is int
+            and 0 <= src < n_nodes
+            and 0 <= dst < n_nodes
+        ):  # the slow path only when it is not two plain ints in range
+            src = _node_index("warm: src", src, n_nodes)
+            dst = _node_index("warm: dst", dst, n_nodes)
         if self.journal is not None:
             self.journal.append(("warm", int(src), int(dst), tuple(blocks)))
         refused = self.warm_refused
@@ -324,8 +329,8 @@ class Simulator:
     def evict(self, node: int, blocks: tuple[int, ...], keep_blocks: int = 0) -> int:
         """Move ``blocks``' cached HBM path on ``node`` below depth ``keep_blocks``
         (and what hangs below it) to host RAM; returns the blocks moved."""
-        if not 0 <= node < self.n_nodes:
-            raise ValueError(f"evict: node must be in 0..{self.n_nodes - 1}, got {node}")
+        if not (node.__class__ is int and 0 <= node < self.n_nodes):
+            node = _node_index("evict: node", node, self.n_nodes)
         if self.journal is not None:
             self.journal.append(("evict", int(node), tuple(blocks), int(keep_blocks)))
         moved = self.nodes[node].cache.evict_prefix(blocks, keep_blocks)
@@ -736,8 +741,11 @@ class Simulator:
 
     def _on_flow(self, t: float) -> None:
         self._reflow(t)
-        done = [f for f in self._flows if f.remaining <= 1e-6 * f.bytes + 1e-3]
-        self._flows = [f for f in self._flows if f.remaining > 1e-6 * f.bytes + 1e-3]
+        # a flow has finished when the time it still needs is below what the clock
+        # resolves at t (a bytes tolerance would land a copy that started a moment
+        # after another one with it, before its own bytes could have arrived)
+        done = [f for f in self._flows if t + f.remaining / f.rate <= t]
+        self._flows = [f for f in self._flows if t + f.remaining / f.rate > t]
         latency = self.config.transfer_latency_s
         for flow in done:
             flow.remaining = 0.0
@@ -777,6 +785,18 @@ class Simulator:
             else:
                 still.append(copy)
         node.waiting_src = still
+
+
+def _node_index(what: str, value: object, n_nodes: int) -> int:
+    """``value`` as a node index (an int or numpy integer, not a bool, in range), or
+    ValueError naming ``what``: the slow path of the actions' argument checks."""
+    if _is_integer(value) and 0 <= value < n_nodes:  # type: ignore[operator]
+        return int(value)  # type: ignore[call-overload]
+    raise ValueError(f"{what} must be a node index in 0..{n_nodes - 1}, got {value!r}")
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _as_index(choice: object, n_nodes: int) -> int:

@@ -524,6 +524,39 @@ def test_a_refused_reset_changes_nothing(window):
     env.step(1)  # the episode in progress goes on
 
 
+@pytest.mark.parametrize("env_id", envs.ENV_IDS)
+def test_a_reset_refused_for_a_window_too_big_for_the_cluster_changes_nothing(env_id, window):
+    """A window holding a request larger than a node's KV budget is refused before
+    the episode record or the random state change: the episode goes on, reports
+    its window and still pickles (what async and subprocess vector envs need)."""
+    import copy
+    import dataclasses
+
+    env = make(env_id, window).unwrapped
+    env.reset(seed=4)
+    env.step(env.action_space.sample())
+    state = env.np_random.bit_generator.state
+    huge = dataclasses.replace(window.requests[0], input_tokens=10**9)
+    too_big = dataclasses.replace(window, requests=[huge, *window.requests[1:]])
+    needs = 10**9 + huge.output_tokens
+    with pytest.raises(ValueError, match=rf"options\['window'\].*needs {needs} KV tokens"):
+        env.reset(seed=9, options={"window": too_big})
+    assert env.np_random.bit_generator.state == state
+    action = env.action_space.sample()
+    clone, twin = pickle.loads(pickle.dumps(env)), copy.deepcopy(env)
+    first, second, third = env.step(action), clone.step(action), twin.step(action)
+    assert first[4]["window"] == 0  # the pool's window, not the refused one (-1)
+    assert first[1:] == second[1:] == third[1:]
+
+
+def test_a_window_too_big_for_the_cluster_is_refused_when_the_env_is_made(window):
+    import dataclasses
+
+    huge = dataclasses.replace(window.requests[0], output_tokens=10**9)
+    with pytest.raises(ValueError, match=r"windows\[1\] .*needs .* KV tokens"):
+        gym.make("btb/Route-v0", windows=[window, dataclasses.replace(window, requests=[huge])])
+
+
 def test_loose_inputs_are_refused_and_numpy_or_mapping_inputs_accepted(window):
     from types import MappingProxyType
 

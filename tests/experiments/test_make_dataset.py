@@ -106,7 +106,7 @@ def test_an_interrupted_run_keeps_the_old_dataset_whole(
 
     monkeypatch.setattr(make_dataset, "window_rows", dies_midway)
     with pytest.raises(SystemExit if how == "sigterm" else RuntimeError):
-        make_dataset.main([f"out_dir={tmp_path}", "seed=5", *SMALL])
+        make_dataset.main([f"out_dir={tmp_path}", "seed=5", "overwrite=true", *SMALL])
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert signal.getsignal(signal.SIGTERM) == handler
 
@@ -123,7 +123,7 @@ def test_a_run_that_fails_describing_its_data_keeps_the_old_dataset_whole(
 
     monkeypatch.setattr(make_dataset, "dataset_card", broken_card)
     with pytest.raises(RuntimeError, match="card failed"):
-        make_dataset.main([f"out_dir={tmp_path}", "seed=5", *SMALL])
+        make_dataset.main([f"out_dir={tmp_path}", "seed=5", "overwrite=true", *SMALL])
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 

@@ -264,3 +264,22 @@ def test_a_copy_into_a_full_cache_displaces_entries() -> None:
     assert sim.displaced_by_copies_blocks == 3
     assert sim.records.summary["displaced_by_copies_blocks"] == 3
     assert sim.nodes[1].cache.blocks_in == [8, 3, 0]
+
+
+def test_a_contention_copy_that_starts_a_moment_later_lands_that_moment_later() -> None:
+    # two 4-block copies on separate NICs (0 -> 1 and 2 -> 3), 32 ms each at full
+    # rate; the second starts 10 ns after the first, so it lands 10 ns after it too
+    # (a tolerance of 1e-6 of a flow's bytes once landed it with the first one)
+    delay_s = 1e-8
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.0, names("Q", 4))
+    p.add(1.0, ["y"])
+    p.add(1.0 + delay_s, ["z"])
+    a, b = p.blocks(names("P", 4)), p.blocks(names("Q", 4))
+    acts = {2: [lambda s: s.warm(0, 1, a)], 3: [lambda s: s.warm(2, 3, b)]}
+    sim, _ = run_script(toy_cluster(4), p, [0, 2, 0, 2], acts, CONTENTION)
+    assert [c.start_s for c in sim.copies] == [1.0, 1.0 + delay_s]
+    assert sim.copies[0].land_s == pytest.approx(1.032, rel=1e-12)
+    assert sim.copies[1].land_s == pytest.approx(1.032 + delay_s, rel=1e-12)
+    assert check_causal(sim) == []

@@ -6,6 +6,8 @@ KV token read)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from simkit import (
@@ -243,10 +245,46 @@ def test_warm_and_evict_refuse_nodes_out_of_range() -> None:
     blocks = p.blocks(names("P", 1))
     sim = Simulator(toy_cluster(2), p.workload())
     next(sim.decisions())
-    with pytest.raises(ValueError, match="src=2"):
+    with pytest.raises(ValueError, match=r"warm: src must be a node index in 0\.\.1, got 2"):
         sim.warm(2, 0, blocks)
     with pytest.raises(ValueError, match="got -1"):
         sim.evict(-1, blocks)
+
+
+@pytest.mark.parametrize(
+    ("call", "pattern"),
+    [
+        (lambda sim, b: sim.warm(0.5, 1, b), r"warm: src must be a node index in 0\.\.1, got 0\.5"),
+        (lambda sim, b: sim.warm(0.0, 1, b), r"warm: src .* got 0\.0"),
+        (lambda sim, b: sim.warm(0, True, b), r"warm: dst .* got True"),
+        (lambda sim, b: sim.evict(None, b), r"evict: node must be a node index .* got None"),
+        (lambda sim, b: sim.evict(np.True_, b), "evict: node"),
+        (lambda sim, b: sim.route(True), r"route: node must be a node index .* got True"),
+        (lambda sim, b: sim.route(1.0), r"route: node .* got 1\.0"),
+    ],
+)
+def test_actions_refuse_arguments_of_the_wrong_type(call: Any, pattern: str) -> None:
+    """As the env does: a bool, a float or None is no node index (True is not node 1)."""
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    blocks = p.blocks(names("P", 1))
+    sim = Simulator(toy_cluster(2), p.workload())
+    next(sim.decisions())
+    with pytest.raises(ValueError, match=pattern):
+        call(sim, blocks)
+    assert sim.routed_node() is None and not sim.copies and sim.evict_actions == 0
+
+
+def test_actions_take_numpy_integers() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    blocks = p.blocks(names("P", 1))
+    sim = Simulator(toy_cluster(2), p.workload())
+    next(sim.decisions())
+    assert sim.warm(np.int64(0), np.int32(1), blocks) == "source_lacks_prefix"
+    assert sim.evict(np.int64(1), blocks) == 0
+    sim.route(np.int64(1))
+    assert sim.routed_node() == 1
 
 
 def test_every_request_completes_exactly_once() -> None:

@@ -2,25 +2,35 @@
 random with random warm and evict actions under random settings, must keep
 every invariant: all requests finish once, budgets and cache capacities hold
 at every decision point, caches stay consistent and (causal KV) nothing is
-reused or copied before it exists."""
+reused or copied before it exists. The second half runs every baseline and a
+chaos policy on random clusters and adversarial request lists, twice each:
+the runs terminate, agree (determinism) and keep the same invariants."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simkit import (
     BLOCK_BYTES,
+    TOY_MODEL,
     Prompts,
     Script,
     check_causal,
     check_nodes,
     check_run,
+    records_equal,
     toy_cluster,
+    toy_gpu,
 )
 
-from envs.sim import SimConfig, Simulator
+from baselines.policy import POLICIES, Policy, make_policy
+from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator
+from envs.workloads.request import Request, Workload
 
 N_NODES = 3
 
@@ -114,3 +124,118 @@ def test_random_runs_keep_every_invariant(
         if a[0].startswith("warm")
     )
     assert sum(sim.warm_refused.values()) + len(sim.copies) == n_warms
+
+
+# ------------------------------------------------------------ every policy, any cluster
+# The audit's kind of run: random clusters (1 to 4 nodes, each with its own KV
+# budget), adversarial request lists (many arrivals at one instant, requests that
+# fill a node's whole budget, one-token prompts, shared and unshared stems), random
+# settings, and every baseline or a chaos policy that warms, evicts and routes at
+# random. BTB_FUZZ_CASES sets the number of cases: 40 take seconds; the audit's
+# kind of run is BTB_FUZZ_CASES=20000 (minutes).
+FUZZ_CASES = int(os.environ.get("BTB_FUZZ_CASES", "40"))
+BUDGETS = (64, 96, 160, 256)
+
+
+class Chaos(Policy):
+    """Warms, evicts and routes at random (from ``sim.rng``), checking the nodes'
+    invariants at every decision point."""
+
+    name = "chaos"
+
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        rng = sim.rng
+        check_nodes(sim)
+        for _ in range(int(rng.integers(5))):
+            earlier = sim.requests[int(rng.integers(request.index + 1))]
+            blocks = earlier.blocks[: int(rng.integers(1, len(earlier.blocks) + 1))]
+            src, dst = (int(v) for v in rng.integers(sim.n_nodes, size=2))
+            if earlier.index < request.index and rng.random() < 0.7:
+                src = int(sim.records.node[earlier.index])  # where it was sent: a real source
+            if rng.random() < 0.7:
+                assert sim.warm(src, dst, blocks) in ("ok", *sim.warm_refused)
+            else:
+                assert sim.evict(dst, blocks, keep_blocks=int(rng.integers(3))) >= 0
+        node = int(rng.integers(sim.n_nodes))
+        if rng.random() < 0.3:  # route first, then act from the chosen node
+            sim.route(node)
+            sim.warm(node, int(rng.integers(sim.n_nodes)), request.blocks)
+            return None
+        return node
+
+
+adversarial_st = st.lists(
+    st.tuples(
+        st.sampled_from([0.0, 0.0, 0.01, 0.05, 0.2]),  # arrival: many at one instant
+        st.integers(0, 2),  # which shared stem (2: none)
+        st.integers(1, 5),  # prompt blocks
+        st.sampled_from([1, 8, 16]),  # tokens in the last block
+        st.sampled_from([1, 2, 16, 63]),  # output tokens (63: can fill a 64-token budget)
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+def _adversarial_workload(rows: list[tuple], min_budget: int) -> Workload:
+    p = Prompts()
+    for j, (arrival, stem, n_blocks, last, output) in enumerate(rows):
+        raw = [f"s{stem}-{i}" if stem < 2 else f"own{j}-{i}" for i in range(n_blocks)]
+        tokens = (n_blocks - 1) * 16 + last
+        # never more than the smallest node holds: the simulator refuses that up front
+        output = max(min(output, min_budget - tokens), 1)
+        if tokens + output > min_budget:
+            raw, tokens = raw[:1], min(last, min_budget - 1)
+        p.add(arrival, raw, input_tokens=tokens, output_tokens=output)
+    return p.workload()
+
+
+def _run_any_policy(
+    budgets: list[int], rows: list[tuple], config: SimConfig, policy_name: str, seed: int
+) -> None:
+    cluster = ClusterSpec(TOY_MODEL, tuple(NodeSpec(toy_gpu(b), 1) for b in budgets))
+    workload = _adversarial_workload(rows, min(budgets))
+    runs = []
+    for _ in range(2):  # the same seed twice: the same records
+        policy = Chaos() if policy_name == "chaos" else make_policy(policy_name)
+        sim = Simulator(cluster, workload, config, np.random.default_rng(seed))
+        decisions = 0
+        gen = sim.decisions()
+        try:  # terminates: one decision per request, then the generator ends
+            request = next(gen)
+            policy.reset(sim)
+            while True:
+                decisions += 1
+                assert decisions <= len(workload.requests)
+                request = gen.send(policy.decide(sim, request))
+        except StopIteration:
+            pass
+        assert decisions == len(workload.requests)
+        check_run(sim)  # exactly once, time order, TTFT floor, KV budget
+        if config.causal_kv:
+            assert check_causal(sim) == []
+        runs.append(sim)
+    records_equal(runs[0].records, runs[1].records)
+    assert [(c.src, c.dst, c.land_s) for c in runs[0].copies] == [
+        (c.src, c.dst, c.land_s) for c in runs[1].copies
+    ]
+
+
+any_policy_st = {
+    "budgets": st.lists(st.sampled_from(BUDGETS), min_size=1, max_size=4),
+    "rows": adversarial_st,
+    "config": st.tuples(config_st, st.booleans()).map(
+        lambda pair: dataclasses.replace(pair[0], causal_kv=pair[1])
+    ),
+    "policy_name": st.one_of(st.just("chaos"), st.sampled_from(sorted(POLICIES))),  # half chaos
+    "seed": st.integers(0, 2**31),
+}
+
+
+@settings(max_examples=FUZZ_CASES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(**any_policy_st)
+def test_every_policy_on_random_clusters_keeps_every_invariant(
+    budgets: list[int], rows: list[tuple], config: SimConfig, policy_name: str, seed: int
+) -> None:
+    _run_any_policy(budgets, rows, config, policy_name, seed)
+

@@ -1,0 +1,235 @@
+"""A run's folder: one run at a time (a lock), never a silent overwrite of an earlier
+run (``overwrite=true`` replaces it, clearing what the command writes), nothing
+half-written on a failure or Ctrl-C, and no bare folder left by a failed Hydra job."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from experiments import charts, compare, make_dataset
+from experiments._cli import main_guard
+from experiments.config import register_configs
+from experiments.jobs import hydra_entry, run_dir, run_job
+
+ROOT = Path(__file__).resolve().parents[2]
+CONF = ROOT / "conf"
+COMPARE = ["windows=1", "agents=none", "policies=least_load", "progress=false"]
+DATASET = [
+    "workload=bursted_synthetic", "train_windows=1", "test_windows=1", "progress=false",
+    "params=n_bursts=1,burst_requests=4,n_decoys=0",
+]  # fmt: skip
+
+register_configs()
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_a_claimed_folder_is_refused_to_a_second_run_until_released(tmp_path: Path) -> None:
+    from experiments._io import OutDirError, claim_out_dir
+
+    first = claim_out_dir(tmp_path / "run", "x: out_dir", ())
+    with pytest.raises(OutDirError, match="another run is writing in that folder now"):
+        claim_out_dir(tmp_path / "run", "x: out_dir", ())
+    first.release()
+    assert not (tmp_path / "run").exists()  # made by the claim, left empty: removed
+    again = claim_out_dir(tmp_path / "run", "x: out_dir", ())
+    (tmp_path / "run" / "results.json").write_text("{}")
+    again.release()
+    assert [p.name for p in (tmp_path / "run").iterdir()] == ["results.json"]  # no lock file
+
+
+def test_another_process_is_refused_a_folder_in_use(tmp_path: Path) -> None:
+    """make_dataset into a folder another run holds: exit 2, one line, nothing written."""
+    from experiments._io import claim_out_dir
+
+    held = claim_out_dir(tmp_path, "x: out_dir", ())
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "experiments.make_dataset", f"out_dir={tmp_path}", *DATASET],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        held.release()
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.make_dataset: out_dir='{tmp_path}': another run is writing in "
+        "that folder now (wait for it to end, or choose another out_dir)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_second_compare_is_refused_and_overwrite_clears_the_old_charts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run"
+    compare.main([*COMPARE, f"out_dir={out}"])
+    before = _files(out)
+    assert set(before) == {"results.json", *compare.CHARTS}
+    capsys.readouterr()
+    assert main_guard(lambda: compare.main([*COMPARE, "seed=1", f"out_dir={out}"])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.compare: out_dir='{out}' already holds ")
+    assert "overwrite=true" in err and err.count("\n") == 1
+    assert _files(out) == before
+    result = compare.main([*COMPARE, "seed=1", "charts=false", "overwrite=true", f"out_dir={out}"])
+    assert set(_files(out)) == {"results.json"}  # no chart of the earlier run beside it
+    assert result["config"]["seed"] == 1
+
+
+def test_a_second_make_dataset_is_refused_and_overwrite_replaces_the_dataset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_dataset.main([*DATASET, f"out_dir={tmp_path}"])
+    before = _files(tmp_path)
+    assert main_guard(lambda: make_dataset.main([*DATASET, "seed=7", f"out_dir={tmp_path}"])) == 2
+    assert "already holds README.md, dataset_info.json, test.jsonl, ..." in capsys.readouterr().err
+    assert _files(tmp_path) == before
+    info = make_dataset.main([*DATASET, "seed=7", "overwrite=true", f"out_dir={tmp_path}"])
+    assert info["seed"] == 7 and "seed=7" in (tmp_path / "README.md").read_text()
+
+
+def test_two_saves_of_one_chart_at_once_do_not_share_a_temporary_file(tmp_path: Path) -> None:
+    """A second save of the same chart, while the first is being rendered (another
+    run into the folder), no longer moves the first one's temporary file away."""
+    plt = charts._pyplot()
+    outer, inner = plt.figure(), plt.figure()
+    target = tmp_path / "ttft_cdf.png"
+    real = outer.savefig
+
+    def savefig_with_a_rival(path: Any, **kwargs: Any) -> None:
+        real(path, **kwargs)
+        charts._save(inner, target)  # the rival saves and lands before this save lands
+
+    outer.savefig = savefig_with_a_rival  # type: ignore[method-assign]
+    assert charts._save(outer, target) == target
+    assert [p.name for p in tmp_path.iterdir()] == ["ttft_cdf.png"]  # no temporary file left
+    plt.close("all")
+
+
+def _full_disk(*args: Any, **kwargs: Any) -> Any:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_compare_on_a_full_disk_leaves_no_half_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Charts first, results.json last; a failure removes what this run wrote."""
+    monkeypatch.setattr(charts, "plot_burst_timeline", _full_disk)
+    out = tmp_path / "run"
+    assert main_guard(lambda: compare.main([*COMPARE, f"out_dir={out}"])) == 2
+    assert capsys.readouterr().err == "error: [Errno 28] No space left on device\n"
+    assert not out.exists()  # the folder it made, empty again, is gone too
+
+
+def test_a_full_disk_while_saving_an_agent_names_the_file_and_leaves_no_temp(
+    tmp_path: Path,
+) -> None:
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from agents.algorithms import AgentSpec, build_model, save_agent
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=4), window=0)
+    spec = AgentSpec(algo="a2c", env="route", hidden=8)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), {"n_steps": 4})
+
+    def save_half(path: Any, *args: Any, **kwargs: Any) -> None:
+        Path(path).write_bytes(b"PK\x03\x04 half a zip")
+        _full_disk()
+
+    model.save = save_half  # type: ignore[method-assign]
+    with pytest.raises(OSError) as caught:
+        save_agent(model, spec, tmp_path / "agent")
+    assert caught.value.errno == errno.ENOSPC
+    assert caught.value.filename == str(tmp_path / "agent" / "model.zip")
+    assert list((tmp_path / "agent").iterdir()) == []
+
+
+def test_ctrl_c_is_one_line_exit_130_and_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(compare, "evaluate_policies", interrupted)
+    out = tmp_path / "run"
+    assert main_guard(lambda: compare.main([*COMPARE, f"out_dir={out}"])) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+    assert not out.exists()
+
+
+@contextlib.contextmanager
+def _hydra_job(name: str, overrides: list[str]) -> Iterator[Any]:
+    """The config as a single Hydra job sees it (``HydraConfig.get()`` works), with
+    Hydra's own files written in its run folder as Hydra writes them."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf, open_dict
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=name, overrides=overrides, return_hydra_config=True)
+    folder = Path(cfg.hydra.run.dir)
+    with open_dict(cfg):  # what Hydra fills in when it runs the job
+        cfg.hydra.runtime.output_dir = str(folder)
+        cfg.hydra.job.name = name
+    HydraConfig.instance().set_config(cfg)
+    (folder / ".hydra").mkdir(parents=True)
+    task = OmegaConf.to_yaml(list(cfg.hydra.overrides.task))
+    (folder / ".hydra" / "overrides.yaml").write_text(task)
+    (folder / f"{cfg.hydra.job.name}.log").write_text("")
+    try:
+        yield cfg
+    finally:
+        HydraConfig.instance().cfg = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("error", [TypeError("a bug"), KeyboardInterrupt()])
+def test_a_hydra_job_failing_in_any_way_leaves_no_bare_run_folder(
+    error: BaseException, tmp_path: Path
+) -> None:
+    from experiments._io import LOCK_NAME
+
+    folder = tmp_path / "runs" / "evaluate" / "dated"
+    overrides = ["logger=none", f"hydra.run.dir={folder}"]
+
+    def fails(cfg: Any) -> float:
+        assert run_dir(cfg, "evaluate", ("results.json",)) == folder
+        assert (folder / LOCK_NAME).is_file()
+        raise error
+
+    with _hydra_job("evaluate", overrides) as cfg, pytest.raises(type(error)):
+        run_job(fails, cfg)
+    assert not folder.exists()
+
+
+def test_a_hydra_out_dir_holding_a_run_is_refused_before_hydra_starts(tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text("{}")
+
+    def never() -> None:
+        raise AssertionError("Hydra started")
+
+    code = hydra_entry("experiments.evaluate", never, ["logger=none", f"out_dir={tmp_path}"])
+    assert code == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> None:
+    from experiments._io import release_out_dirs
+
+    (tmp_path / "objective.json").write_text("{}")
+    (tmp_path / "notes.txt").write_text("mine")
+    with _hydra_job("tune_btb", ["logger=none", "overwrite=true", f"out_dir={tmp_path}"]) as cfg:
+        assert run_dir(cfg, "tune_btb", ("objective.json",)) == tmp_path
+        release_out_dirs()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "notes.txt", "tune_btb.log"]
