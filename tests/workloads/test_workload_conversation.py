@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from envs.workloads import windows
-from envs.workloads import Request
+from envs.workloads import Request, windows
 from envs.workloads.conversation import (
     TARGET_FIGURES,
     ConversationConfig,
