@@ -30,7 +30,12 @@ import numpy as np
 
 from envs.sim.checks import check_fields_non_negative, check_int
 from envs.sim.errors import ConfigError
-from envs.workloads.art_like import Draft, drafts_to_rows
+from envs.workloads.art_like import (
+    Draft,
+    drafts_to_rows,
+    lognormal_tokens,
+    truncated_geometric_mean,
+)
 from envs.workloads.scenarios import stream_id
 from envs.workloads.segments import Segment
 
@@ -108,8 +113,7 @@ class ConversationConfig:
     @property
     def expected_turns(self) -> float:
         """Mean turns of the geometric distribution truncated at ``max_turns``."""
-        p = 1.0 / self.mean_turns
-        return (1.0 - (1.0 - p) ** self.max_turns) / p
+        return truncated_geometric_mean(self.mean_turns, self.max_turns)
 
     @property
     def sessions_per_s(self) -> float:
@@ -118,8 +122,7 @@ class ConversationConfig:
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float, n: int) -> np.ndarray:
-    draws = rng.lognormal(math.log(max(median, 1.0)), sigma, n)
-    return np.maximum(np.rint(draws), 1).astype(np.int64)
+    return np.maximum(lognormal_tokens(rng, median, sigma, n), 1)
 
 
 def conversation_drafts(config: ConversationConfig, window: int, seed: int) -> list[Draft]:
