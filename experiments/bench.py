@@ -78,12 +78,17 @@ def _check(options: dict[str, Any]) -> list[str]:
     from envs.workloads.registry import describe
     from experiments.compare import resolve_agents
 
-    for name in ("repeats", "read_rows", "replay_windows", "window"):
+    for name in ("repeats", "read_rows", "replay_windows"):
         minimum = 1 if name == "repeats" else 0
         if options[name] < minimum:  # parse_args has made it an int
             raise UsageError(
                 f"{COMMAND}: {name} must be an integer >= {minimum}, got {options[name]!r}"
             )
+    if options["window"] < 0:
+        raise UsageError(
+            f"{COMMAND}: window must be >= 0 (a synthetic window's index, or a test "
+            f"window's), got {options['window']}"
+        )
     if not options["workloads"]:
         raise UsageError(f"{COMMAND}: workloads= names no workload")
     for name in options["workloads"]:
