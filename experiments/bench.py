@@ -26,9 +26,9 @@ windows and files is never timed.
 - ``replay``: peak RSS of replaying ``replay_windows`` test windows of the first
   workload with cache_aware, one window at a time as ``compare`` does (0: skip).
 - ``breakdown``: where the wall time of one extra, instrumented run of each
-  measurement went: reading, simulating, policy decisions (inside ``decide``,
-  including the simulator calls a policy makes) and agent inference; each row
-  carries its own share too. ``peak_rss_mb``: the replay's, else the largest row's.
+  ``sim`` and ``agents`` row went, plus the ``read`` row's best read: reading,
+  simulating, policy decisions (inside ``decide``, including the simulator calls
+  a policy makes) and agent inference; each row carries its own parts too. ``peak_rss_mb``: the replay's, else the largest row's.
 
 Prints tables and writes ``bench.json`` (atomically) to ``out_dir`` when given.
 """
