@@ -28,7 +28,8 @@ windows and files is never timed.
 - ``breakdown``: where the wall time of one extra, instrumented run of each
   ``sim`` and ``agents`` row went, plus the ``read`` row's best read: reading,
   simulating, policy decisions (inside ``decide``, including the simulator calls
-  a policy makes) and agent inference; each row carries its own parts too. ``peak_rss_mb``: the replay's, else the largest row's.
+  a policy makes) and agent inference; each row carries its own parts too.
+  ``peak_rss_mb``: the replay's, else the largest row's.
 
 Prints tables and writes ``bench.json`` (atomically) to ``out_dir`` when given.
 """
@@ -109,14 +110,18 @@ def _check(options: dict[str, Any]) -> list[str]:
     return [str(folder) for folder in resolve_agents(options["agents"])]
 
 
+RUN_PARTS = ("simulate_s", "policy_s", "inference_s")
+"""The parts of a simulated run (a row's share columns)."""
+
+
 def _share(row: dict[str, Any]) -> str:
-    total = sum(row.get(part, 0.0) for part in PARTS)
-    cells = [f"{100.0 * row.get(part, 0.0) / total:5.1f}%" if total else "    -" for part in PARTS]
+    total = sum(row.get(part, 0.0) for part in RUN_PARTS)
+    cells = [f"{100.0 * row.get(part, 0.0) / total:.1f}%" if total else "-" for part in RUN_PARTS]
     return " ".join(f"{cell:>9}" for cell in cells)
 
 
 def _print_tables(result: dict[str, Any]) -> None:
-    head = f"{'read':>9} {'simulate':>9} {'policy':>9} {'inference':>9}"
+    head = f"{'simulate':>9} {'policy':>9} {'inference':>9}"
     print(
         f"{'workload':<18} {'policy':<13} {'requests':>9} {'requests/s':>11} {'RSS MB':>7}  {head}"
     )
