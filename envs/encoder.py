@@ -119,8 +119,7 @@ def node_backlog(
     requests' HBM hits across calls."""
     bt = sim.block_tokens
     coming = {
-        key: _landing_s(sim, copy, now, depth, memo, sources)
-        for key, copy in node.inflight.items()
+        key: _landing_s(sim, copy, now, depth, memo, sources) for key, copy in node.inflight.items()
     }
     # a decode segment is cut at the next step when a request arrives (prefill priority)
     backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY) else 0.0

@@ -138,4 +138,3 @@ class RouteEnv(ClusterEnv):
         except StopIteration:
             return True
         return False
-

@@ -1,33 +1,55 @@
-"""Throughput benchmark: simulated requests per second and peak memory.
+"""Throughput benchmark of the real paths: simulator, trace reader, agents, envs, memory.
 
-    python -m experiments.bench [out_dir=PATH] [repeats=3] [policies=cache_aware,btb]
+    python -m experiments.bench [out_dir=PATH] [repeats=3]
+        [workloads=bursted_synthetic,conversation_like]
+        [policies=cache_aware,btb,dynamo,oracle_warm] [agents=zoo]
         [envs=btb/Route-v0,btb/RouteWarm-v0,btb/Thresholds-v0]
+        [read_rows=12000] [replay_windows=15] [overwrite=false]
         [workload=trace workload.path=FILE ...]
 
-Runs each policy on one Bursted-ART synthetic window (4,120 requests,
-llama-3.3-70b on four 4xH100 nodes) in a fresh process, so peak RSS is the
-policy's own. Workload generation is not timed. Throughput is the best of
-``repeats`` runs (the least disturbed by other load on the machine). Prints a
-table and writes ``bench.json`` to ``out_dir`` when given. Each environment
-then runs one episode on the same window with random actions (pre-drawn, so
-sampling is not timed) through ``gymnasium.make``: steps per second, best of
-``repeats``, and the simulated requests per second that implies. A
-Thresholds-v0 step is a whole decision epoch (about 13 requests on this window),
-so its steps/s is bounded by the simulator's requests/s over 13.
-``workload=trace workload.path=FILE`` benchmarks the ``window``-th window of a
-trace file instead (all splits counted; reading it is not timed, but its memory
-is in the peak RSS).
+Each measurement runs in a fresh process, so its peak RSS is its own; llama-3.3-70b
+on four 4xH100 nodes (``setup=``), causal KV. Throughput is the best of
+``repeats`` runs (the least disturbed by other load on the machine); making
+windows and files is never timed.
+
+- ``sim``: simulated requests/s of each policy on one window of each workload
+  (``bursted_synthetic``: the Bursted-ART synthetic window ``window``, 4,120
+  requests; another registered workload: its ``window``-th test window, for
+  ``conversation_like`` about 12,000 requests).
+- ``read``: rows/s of the Mooncake reader on a ``read_rows``-row JSONL of
+  conversation-like traffic that bench writes to a temporary folder (0: skip).
+- ``agents``: decisions/s of each agent (``zoo``: those in agents/zoo/) in
+  evaluation on the first workload's window; a decision is one forward pass.
+- ``env``: steps/s of each environment over an episode of random actions
+  (pre-drawn) on the first workload's window, and the requests/s that implies.
+  A Thresholds-v0 step is a whole decision epoch (about 13 requests on the
+  Bursted window).
+- ``replay``: peak RSS of replaying ``replay_windows`` test windows of the first
+  workload with cache_aware, one window at a time as ``compare`` does (0: skip).
+- ``breakdown``: where the wall time of one extra, instrumented run of each
+  ``sim`` and ``agents`` row went, plus the ``read`` row's best read: reading,
+  simulating, policy decisions (inside ``decide``, including the simulator calls
+  a policy makes) and agent inference; each row carries its own parts too.
+  ``peak_rss_mb``: the replay's, else the largest row's.
+
+``workload=NAME`` measures that one workload instead of ``workloads``;
+``workload=trace workload.path=FILE`` (and the other ``workload.*`` options, as in
+every command) measures the ``window``-th window of a trace file, all splits
+counted (reading it is not timed).
+
+Prints tables and writes ``bench.json`` (atomically) to ``out_dir`` when given; an
+``out_dir`` holding a bench.json already is refused unless ``overwrite=true``.
 """
 
 from __future__ import annotations
 
-import itertools
 import multiprocessing as mp
-import resource
-import time
+from pathlib import Path
 from typing import Any
 
 from envs.files import write_json_atomic
+from experiments import _bench
+from experiments._bench import PARTS
 from experiments._cli import (
     UsageError,
     main_guard,
@@ -42,83 +64,21 @@ from experiments._io import claim_out_dir, releasing_out_dirs
 DEFAULTS: dict[str, Any] = {
     "out_dir": "",
     "repeats": 3,
-    "policies": ["cache_aware", "btb"],
+    "workloads": ["bursted_synthetic", "conversation_like"],
+    "policies": ["cache_aware", "btb", "dynamo", "oracle_warm"],
+    "agents": ["zoo"],
     "setup": "70b_h100x4",
     "window": 0,
     "causal_kv": True,
     "copy_model": "reference",
     "envs": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
-    "workload": "bursted_synthetic",
+    "read_rows": 12_000,
+    "replay_windows": 15,
+    "workload": "",
     **trace_defaults(),
     "overwrite": False,
 }
-
-
-def _window(options: dict[str, Any]) -> Any:
-    """The benchmarked window: a synthetic Bursted-ART one, or one of a trace file."""
-    from envs.workloads.bursted import synthetic_window
-    from envs.workloads.trace_file import TraceOptions, trace_windows
-
-    params = options["workload_params"]
-    if not params:
-        return synthetic_window(window=options["window"])
-    index = options["window"]
-    return next(itertools.islice(trace_windows(TraceOptions(**params), "all"), index, None))
-
-
-def _bench_sim(policy_name: str, options: dict[str, Any]) -> dict[str, Any]:
-    from baselines import make_policy
-    from envs.sim import SimConfig, Simulator, setup_cluster
-
-    cluster = setup_cluster(options["setup"])
-    config = SimConfig(causal_kv=options["causal_kv"], copy_model=options["copy_model"])
-    best = float("inf")
-    n = 0
-    for _ in range(options["repeats"]):
-        workload = _window(options)
-        sim = Simulator(cluster, workload, config)
-        policy = make_policy(policy_name)
-        start = time.perf_counter()
-        policy.run(sim)
-        best = min(best, time.perf_counter() - start)
-        n = len(workload)
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {
-        "policy": policy_name,
-        "requests": n,
-        "requests_per_s": n / best,
-        "peak_rss_mb": peak_kb / 1024.0,
-    }
-
-
-def _bench_env(env_id: str, options: dict[str, Any]) -> dict[str, Any]:
-    import gymnasium as gym
-
-    import envs  # noqa: F401  (registers the environments)
-
-    workload = _window(options)
-    env = gym.make(env_id, setup=options["setup"], windows=[workload])
-    env.action_space.seed(0)
-    best = 0.0
-    steps = 0
-    for repeat in range(options["repeats"]):
-        env.reset(seed=repeat)
-        actions = [env.action_space.sample() for _ in range(len(workload))]
-        steps = 0
-        done = False
-        start = time.perf_counter()
-        while not done:
-            _, _, done, _, _ = env.step(actions[steps])
-            steps += 1
-        best = max(best, steps / (time.perf_counter() - start))
-    n = len(workload)
-    return {
-        "env_id": env_id,
-        "steps": steps,
-        "steps_per_s": best,
-        "requests": n,
-        "requests_per_s": best * n / steps,
-    }
+COMMAND = "experiments.bench"
 
 
 def _in_fresh_process(fn: Any, *args: Any) -> Any:
@@ -127,81 +87,160 @@ def _in_fresh_process(fn: Any, *args: Any) -> Any:
         return pool.apply(fn, args)
 
 
-def _check(options: dict[str, Any]) -> None:
-    """Fail before any run starts on options that cannot work."""
+def _check(options: dict[str, Any]) -> list[str]:
+    """Fail before any run starts on options that cannot work; the agent folders."""
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the environments)
     from baselines import make_policy
     from envs.sim import setup_cluster
+    from envs.workloads.registry import describe
+    from envs.workloads.trace_file import TRACE_WORKLOAD
+    from experiments.compare import resolve_agents
 
-    if options["repeats"] < 1:  # parse_args has made it an int
-        raise UsageError(
-            f"experiments.bench: repeats must be an integer >= 1, got {options['repeats']!r}"
-        )
+    for name in ("repeats", "read_rows", "replay_windows"):
+        minimum = 1 if name == "repeats" else 0
+        if options[name] < minimum:  # parse_args has made it an int
+            raise UsageError(
+                f"{COMMAND}: {name} must be an integer >= {minimum}, got {options[name]!r}"
+            )
     if options["window"] < 0:
         raise UsageError(
-            f"experiments.bench: window must be >= 0 (a synthetic window's index), "
-            f"got {options['window']}"
+            f"{COMMAND}: window must be >= 0 (a synthetic window's index, or a test "
+            f"window's), got {options['window']}"
         )
-    if options["workload"] not in ("bursted_synthetic", "trace"):
-        raise UsageError(
-            f"experiments.bench: workload must be bursted_synthetic or trace, "
-            f"got {options['workload']!r}"
-        )
+    if options["workload"]:  # one workload, spelled as in the other commands
+        options["workloads"] = [options["workload"]]
+    if not options["workloads"]:
+        raise UsageError(f"{COMMAND}: workloads= names no workload")
+    for name in options["workloads"]:
+        if name == TRACE_WORKLOAD:
+            continue
+        try:
+            describe(name)
+        except ValueError as error:
+            raise UsageError(f"{COMMAND}: workloads: {error}") from None
+    setup_cluster(options["setup"])
     from envs.sim import SETUPS
 
-    if options["setup"] not in SETUPS:
-        raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
-    model = SETUPS[options["setup"]][0]
-    options["workload_params"] = workload_params("experiments.bench", options, [model])
-    if options["workload_params"]:
-        from envs.workloads.trace_file import TraceOptions, plan_trace
-
-        n = len(plan_trace(TraceOptions(**options["workload_params"])).windows)
-        if options["window"] >= n:
-            raise UsageError(
-                f"experiments.bench: window={options['window']} but the trace has {n} "
-                f"windows (0..{n - 1})"
-            )
+    traced = {
+        **options,
+        "workload": TRACE_WORKLOAD if TRACE_WORKLOAD in options["workloads"] else "",
+    }
+    options["workload_params"] = workload_params(COMMAND, traced, [SETUPS[options["setup"]][0]])
     if options["out_dir"]:
         claim_out_dir(
-            options["out_dir"], "experiments.bench: out_dir", ("bench.json",), options["overwrite"]
+            options["out_dir"], f"{COMMAND}: out_dir", ("bench.json",), options["overwrite"]
         )
-    setup_cluster(options["setup"])
-    sim_config_of("experiments.bench", options["causal_kv"], options["copy_model"])
+    sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
         make_policy(name)
     known = sorted(k for k in gym.registry if k.startswith("btb/"))
     for env_id in options["envs"]:
         if env_id not in known:
-            raise UsageError(f"experiments.bench: unknown env {env_id!r} in envs (known: {known})")
+            raise UsageError(f"{COMMAND}: unknown env {env_id!r} in envs (known: {known})")
+    return [str(folder) for folder in resolve_agents(options["agents"])]
 
 
-@releasing_out_dirs
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    options = parse_args("experiments.bench", DEFAULTS, argv)
-    _check(options)
-    rows = [_in_fresh_process(_bench_sim, name, options) for name in options["policies"]]
-    print(f"{'policy':<14} {'requests':>9} {'requests/s':>12} {'peak RSS MB':>12}")
-    for row in rows:
+RUN_PARTS = ("simulate_s", "policy_s", "inference_s")
+"""The parts of a simulated run (a row's share columns)."""
+
+
+def _share(row: dict[str, Any]) -> str:
+    total = sum(row.get(part, 0.0) for part in RUN_PARTS)
+    cells = [f"{100.0 * row.get(part, 0.0) / total:.1f}%" if total else "-" for part in RUN_PARTS]
+    return " ".join(f"{cell:>9}" for cell in cells)
+
+
+def _print_tables(result: dict[str, Any]) -> None:
+    head = f"{'simulate':>9} {'policy':>9} {'inference':>9}"
+    print(
+        f"{'workload':<18} {'policy':<13} {'requests':>9} {'requests/s':>11} {'RSS MB':>7}  {head}"
+    )
+    for row in result["sim"]:
         print(
-            f"{row['policy']:<14} {row['requests']:>9} {row['requests_per_s']:>12,.0f} "
-            f"{row['peak_rss_mb']:>12.1f}"
+            f"{row['workload']:<18} {row['policy']:<13} {row['requests']:>9} "
+            f"{row['requests_per_s']:>11,.0f} {row['peak_rss_mb']:>7.1f}  {_share(row)}"
         )
-    trace_file = workload_file(options["workload"], options["workload_params"])
-    result: dict[str, Any] = {"sim": rows, **trace_file}
-    if options["envs"]:
-        env_rows = [_in_fresh_process(_bench_env, env_id, options) for env_id in options["envs"]]
+    for row in result.get("read", []):
+        print(
+            f"\nread {row['format']}: {row['rows']} rows ({row['file_mb']:.1f} MB), "
+            f"{row['rows_per_s']:,.0f} rows/s"
+        )
+    if result.get("agents"):
+        print(
+            f"\n{'agent':<18} {'env':<11} {'decisions':>9} {'decisions/s':>11} "
+            f"{'requests/s':>11}  {head}"
+        )
+        for row in result["agents"]:
+            print(
+                f"{row['name']:<18} {row['env']:<11} {row['decisions']:>9} "
+                f"{row['decisions_per_s']:>11,.0f} {row['requests_per_s']:>11,.0f}  {_share(row)}"
+            )
+    if result.get("env"):
         print(f"\n{'env':<20} {'steps/episode':>14} {'steps/s':>10} {'requests/s':>11}")
-        for row in env_rows:
+        for row in result["env"]:
             print(
                 f"{row['env_id']:<20} {row['steps']:>14} {row['steps_per_s']:>10,.0f} "
                 f"{row['requests_per_s']:>11,.0f}"
             )
-        result["env"] = env_rows
+    if "replay" in result:
+        row = result["replay"]
+        print(
+            f"\nreplay of {row['windows']} {row['workload']} test windows ({row['requests']} "
+            f"requests, {row['policy']}): peak RSS {row['peak_rss_mb']:.1f} MB"
+        )
+    total = result["breakdown"]
+    print(
+        "\nwall time of the instrumented runs: "
+        + ", ".join(f"{part[:-2]} {total[part]:.2f} s" for part in PARTS)
+        + f" (total {total['total_s']:.2f} s)"
+    )
+
+
+@releasing_out_dirs
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    options = parse_args(COMMAND, DEFAULTS, argv)
+    agent_folders = _check(options)
+    # made once, here (not timed), and handed to each measuring process
+    params = options["workload_params"]
+    windows = {
+        name: _bench.bench_window(name, options["window"], params) for name in options["workloads"]
+    }
+    first = windows[options["workloads"][0]]
+    result: dict[str, Any] = {
+        "sim": [
+            _in_fresh_process(_bench.bench_sim, name, window, policy, options)
+            for name, window in windows.items()
+            for policy in options["policies"]
+        ]
+    }
+    if options["read_rows"]:
+        result["read"] = [_in_fresh_process(_bench.bench_read, options)]
+    if agent_folders:
+        result["agents"] = [
+            _in_fresh_process(_bench.bench_agent, folder, first, options)
+            for folder in agent_folders
+        ]
+    if options["envs"]:
+        result["env"] = [
+            _in_fresh_process(_bench.bench_env, env_id, first, options)
+            for env_id in options["envs"]
+        ]
+    if options["replay_windows"]:
+        result["replay"] = _in_fresh_process(_bench.bench_replay, options)
+    timed = [row for key in ("sim", "read", "agents") for row in result.get(key, [])]
+    breakdown = {part: sum(row.get(part, 0.0) for row in timed) for part in PARTS}
+    result["breakdown"] = {**breakdown, "total_s": sum(breakdown.values())}
+    peaks = [row["peak_rss_mb"] for row in result["sim"] + result.get("agents", [])]
+    result["peak_rss_mb"] = (
+        result["replay"]["peak_rss_mb"] if "replay" in result else max(peaks, default=0.0)
+    )
+    if params:
+        result.update(workload_file("trace", params))
+    _print_tables(result)
     if options["out_dir"]:
-        path = write_json_atomic(f"{options['out_dir']}/bench.json", result)
+        path = write_json_atomic(Path(options["out_dir"]) / "bench.json", result)
         print(f"wrote {path}")
     return result
 

@@ -158,8 +158,7 @@ class ArtLikeConfig:
     @property
     def expected_turns(self) -> float:
         """Mean turns of the geometric distribution truncated at ``max_turns``."""
-        p = 1.0 / self.mean_turns
-        return (1.0 - (1.0 - p) ** self.max_turns) / p
+        return truncated_geometric_mean(self.mean_turns, self.max_turns)
 
     @property
     def fanout_sizes(self) -> tuple[np.ndarray, np.ndarray]:
@@ -180,6 +179,17 @@ class ArtLikeConfig:
         fanout = self.fanouts_per_hour * 24.0 * float(sizes @ probs)
         other_per_s = (surge + spike + fanout) / DAY_S
         return (self.mean_rate_per_s - other_per_s) / self.expected_turns
+
+
+def truncated_geometric_mean(mean: float, most: int) -> float:
+    """Mean of min(G, ``most``) for G geometric on 1, 2, ... with mean ``mean``."""
+    p = 1.0 / mean
+    return (1.0 - (1.0 - p) ** most) / p
+
+
+def lognormal_tokens(rng: np.random.Generator, median: float, sigma: float, n: int) -> np.ndarray:
+    """``n`` lognormal token counts (median at least 1), rounded to integers."""
+    return np.rint(rng.lognormal(math.log(max(median, 1.0)), sigma, n)).astype(np.int64)
 
 
 def _mid(pair: tuple[float, float]) -> float:
@@ -218,7 +228,7 @@ class _Simulation:
         return self.next_id
 
     def _lognormal(self, median: float, sigma: float, n: int) -> np.ndarray:
-        return np.rint(self.rng.lognormal(math.log(max(median, 1.0)), sigma, n)).astype(np.int64)
+        return lognormal_tokens(self.rng, median, sigma, n)
 
     def _outputs(self, n: int) -> np.ndarray:
         c = self.c

@@ -30,6 +30,7 @@ from envs.workloads.bursted import (
     rows_to_workload,
     synthetic_window_rows,
 )
+from envs.workloads.conversation import ConversationConfig, conversation_rows
 from envs.workloads.request import Workload
 from envs.workloads.scenarios import (
     AgentFanoutConfig,
@@ -159,6 +160,15 @@ _SCENARIOS: dict[str, Scenario] = {
             "mixed",
             "A synthetic burst window and ART-like background traffic in one window.",
             (Family("mixed", mixed_rows, MixedConfig()),),
+        ),
+        Scenario(
+            "conversation_like",
+            "Multi-turn chat sessions after the Mooncake conversation trace: about 12,000 "
+            "requests an hour of ~12,000-token prompts and ~340-token outputs, each turn "
+            "extending the previous prompt and answer behind a shared system-prompt head; "
+            "512-token blocks, one-hour windows.",
+            (Family("conversation", conversation_rows, ConversationConfig()),),
+            block_tokens=512,
         ),
     )
 }

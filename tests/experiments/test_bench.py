@@ -1,29 +1,60 @@
-"""bench: the shape of bench.json and its bad-option errors (no timings are checked)."""
+"""bench: the shape of bench.json, its helpers and its bad-option errors (no timings
+are checked: figures only have to be positive and finite)."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from baselines import make_policy
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.workloads import Request, Workload, read_mooncake
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from experiments import bench
+from experiments._bench import PARTS, TimedPolicy, mooncake_rows
 from experiments._cli import UsageError
 
+ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
 
-def test_bench_writes_sim_and_env_rows(tmp_path: Path) -> None:
+
+def _positive(row: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        assert math.isfinite(row[key]) and row[key] > 0, (key, row[key])
+
+
+def test_bench_writes_every_section(tmp_path: Path) -> None:
     result = bench.main(
         [
             "repeats=1",
+            "workloads=bursted_synthetic,conversation_like",
             "policies=least_load",
+            f"agents={ZOO / 'ppo_thresholds'}",
             "envs=btb/Route-v0,btb/Thresholds-v0",
+            "read_rows=300",
+            "replay_windows=1",
             f"out_dir={tmp_path}",
         ]
     )
     assert json.loads((tmp_path / "bench.json").read_text()) == result
-    (sim,) = result["sim"]
-    assert sim["policy"] == "least_load" and sim["requests"] == 4120
-    assert sim["requests_per_s"] > 0 and sim["peak_rss_mb"] > 0
+    bursted, conversation = result["sim"]
+    assert (bursted["workload"], bursted["policy"], bursted["requests"]) == (
+        "bursted_synthetic",
+        "least_load",
+        4120,
+    )
+    assert conversation["workload"] == "conversation_like" and conversation["requests"] > 10_000
+    for row in result["sim"]:
+        _positive(row, "requests_per_s", "peak_rss_mb", "simulate_s", "policy_s")
+    (read,) = result["read"]
+    assert read["format"] == "mooncake" and read["rows"] == 300
+    _positive(read, "rows_per_s", "read_s", "file_mb")
+    (agent,) = result["agents"]
+    assert agent["name"] == "ppo_thresholds" and agent["env"] == "thresholds"
+    _positive(agent, "decisions_per_s", "requests_per_s", "simulate_s", "policy_s", "inference_s")
     route, thresholds = result["env"]
     assert route["env_id"] == "btb/Route-v0"
     assert route["steps"] == route["requests"] == 4120  # one step per arrival
@@ -33,6 +64,46 @@ def test_bench_writes_sim_and_env_rows(tmp_path: Path) -> None:
     assert 0 < thresholds["steps"] < thresholds["requests"] // 4
     per_step = thresholds["requests"] / thresholds["steps"]
     assert thresholds["requests_per_s"] == pytest.approx(thresholds["steps_per_s"] * per_step)
+    # the agent decides once an epoch, as the env steps once an epoch
+    assert agent["decisions"] == thresholds["steps"] and agent["requests"] == 4120
+    replay = result["replay"]
+    assert (replay["windows"], replay["requests"]) == (1, 4120)
+    assert result["peak_rss_mb"] == replay["peak_rss_mb"] > 0
+    breakdown = result["breakdown"]
+    rows = [*result["sim"], read, agent]
+    for part in PARTS:
+        assert breakdown[part] == pytest.approx(sum(row.get(part, 0.0) for row in rows))
+    assert breakdown["total_s"] == pytest.approx(sum(breakdown[p] for p in PARTS))
+
+
+def test_stopwatch_changes_no_decision() -> None:
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=5))
+    cluster = setup_cluster("70b_h100x4")
+
+    def nodes(policy: Any) -> list[int]:
+        return list(policy.run(Simulator(cluster, window, SimConfig())).node)
+
+    timed = TimedPolicy(make_policy("btb"))
+    assert nodes(timed) == nodes(make_policy("btb"))
+    assert timed.decide_s > 0 and timed.name == "btb"
+
+
+def test_mooncake_rows_read_back_as_written(tmp_path: Path) -> None:
+    requests = [
+        Request(0, "a", 0.0, 1000, 5, (11, 12)),
+        Request(1, "b", 1.5, 600, 1, (11, 13)),
+    ]
+    rows = mooncake_rows(Workload("w", 512, requests))
+    assert rows == [
+        {"timestamp": 0, "input_length": 1000, "output_length": 5, "hash_ids": [11, 12]},
+        {"timestamp": 1500, "input_length": 600, "output_length": 1, "hash_ids": [11, 13]},
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    read = read_mooncake(path)
+    assert [r.arrival_s for r in read.requests] == [0.0, 1.5]
+    first, second = (r.blocks for r in read.requests)
+    assert first[0] == second[0] and first[1] != second[1]  # one shared block, then apart
 
 
 @pytest.mark.parametrize(
@@ -40,7 +111,10 @@ def test_bench_writes_sim_and_env_rows(tmp_path: Path) -> None:
     [
         ("envs=btb/Nope-v0", "unknown env 'btb/Nope-v0'"),
         ("repeats=0", "repeats must be an integer >= 1"),
+        ("read_rows=-1", "read_rows must be an integer >= 0"),
         ("policies=bogus", "unknown policy 'bogus'"),
+        ("workloads=nope", "workloads: unknown workload 'nope'"),
+        ("agents=/no/such/agent", "is not an agent checkpoint"),
     ],
 )
 def test_bench_rejects_bad_options_before_running(arg: str, message: str) -> None:

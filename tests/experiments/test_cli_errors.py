@@ -670,7 +670,7 @@ def test_info_flags_and_quoted_values_are_read_as_hydra_reads_them() -> None:
 
     assert all(_is_info_flag(a) for a in ("--cfg", "--cfg=job", "-cjob", "-h", "--info=all"))
     assert not any(_is_info_flag(a) for a in ("-cn", "-cp", "-cd", "-m", "--multirun", "x=1"))
-    args = ["out_dir='/tmp/a b'", "+hydra.run.dir=\"/tmp/x\"", "seed=1", "-m", "out_dir=null"]
+    args = ["out_dir='/tmp/a b'", '+hydra.run.dir="/tmp/x"', "seed=1", "-m", "out_dir=null"]
     assert _folder_overrides(args) == [("out_dir", "/tmp/a b"), ("hydra.run.dir", "/tmp/x")]
     assert _folder_overrides(["out_dir=a,b", "out_dir="]) == []  # a sweep, an empty value
 
@@ -1052,7 +1052,8 @@ def test_hyperparams_sb3_accepts_are_accepted(algo: str, hyperparams: dict[str, 
         ("imitation.setups=[foo]",
          r"^imitation\.setups: unknown setup 'foo'; known: 70b_h100x4, .*dense1t_b300x4$"),
         ("imitation.workloads=[art_like,foo]",
-         r"^imitation\.workloads: unknown workload 'foo'; known: bursted_art, .*mixed$"),
+         r"^imitation\.workloads: unknown workload 'foo'; "
+         r"known: bursted_art, .*conversation_like$"),
         ("imitation.episodes=-1", r"^imitation\.episodes must be >= 0, got -1$"),
         ("imitation.epochs=0", r"^imitation\.epochs must be >= 1, got 0$"),
         ("imitation.batch_size=0", r"^imitation\.batch_size must be >= 1, got 0$"),

@@ -290,8 +290,14 @@ def test_a_workload_never_renumbers_the_callers_requests():
     from envs.workloads.request import Request, Workload
 
     def req(i, t):
-        return Request(index=-1, request_id=f"r{i}", arrival_s=t, input_tokens=16,
-                       output_tokens=1, blocks=(i + 1,))
+        return Request(
+            index=-1,
+            request_id=f"r{i}",
+            arrival_s=t,
+            input_tokens=16,
+            output_tokens=1,
+            blocks=(i + 1,),
+        )
 
     r0, r1, r2 = req(0, 0.0), req(1, 1.0), req(2, 2.0)
     whole = Workload("whole", 16, [r2, r0, r1])

@@ -11,8 +11,9 @@ from envs.workloads.registry import configure, describe
 
 EXPECTED = {
     "bursted_art", "bursted_synthetic", "bursted_synthetic_1s", "rising_load", "decoy_heavy",
-    "multi_tenant", "agent_fanout", "art_like", "mixed",
+    "multi_tenant", "agent_fanout", "art_like", "mixed", "conversation_like",
 }  # fmt: skip
+BLOCK_TOKENS = {"conversation_like": 512}  # the others: 256
 
 SMALL = {
     "burst_requests": 10,
@@ -21,6 +22,7 @@ SMALL = {
     "trees": 2,
     "background_rate_per_s": 0.5,
     "ramp_s": 30.0,
+    "duration_s": 120.0,
 }
 
 
@@ -66,7 +68,7 @@ def test_every_workload_yields_windows(name: str) -> None:
     got = windows(name, "all", seed=11, limit=2, **_small(name))
     assert isinstance(got, types.GeneratorType)
     first = next(got)
-    assert first.block_tokens == 256 and len(first) > 0
+    assert first.block_tokens == BLOCK_TOKENS.get(name, 256) and len(first) > 0
     assert first.meta["workload"] == name and first.meta["seed"] == 11
     assert first.name == f"{name}/{first.meta['trace_id']}"
     again = next(windows(name, "all", seed=11, limit=1, **_small(name)))
