@@ -193,6 +193,17 @@ def register_configs() -> None:
         OmegaConf.register_new_resolver(
             "btb_dir", lambda chosen, default: default if chosen in (None, "") else chosen
         )
+    # the run folder names the workload: its name, or trace-<file name> for a trace
+    if not OmegaConf.has_resolver("btb_workload"):
+        OmegaConf.register_new_resolver("btb_workload", run_folder_workload)
+
+
+def run_folder_workload(name: str, path: str | None) -> str:
+    """The workload part of a Hydra run folder's name: ``bursted_synthetic``, or
+    ``trace-<file name>`` for ``workload=trace`` (a file's name, never a path)."""
+    if name == TRACE_WORKLOAD and path:
+        return f"{TRACE_WORKLOAD}-{Path(str(path)).name}"
+    return str(name)
 
 
 def cluster_of(cfg: Any) -> ClusterSpec:

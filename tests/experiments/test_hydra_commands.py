@@ -414,3 +414,14 @@ def test_run_dir_defaults_to_dated_folder_without_out_dir(name: str) -> None:
     assert str(cfg.hydra.run.dir).startswith(f"runs/{name}/20")
     assert str(cfg.hydra.sweep.dir).startswith(f"multirun/{name}/20")
     assert chosen.hydra.run.dir == "/tmp/x" and chosen.hydra.sweep.dir == "/tmp/x"
+
+
+@pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
+def test_run_dir_names_the_workload_and_a_trace_s_file(name: str, tmp_path: Path) -> None:
+    trace = ["workload=trace", f"workload.path={tmp_path / 'sub' / 'mine.jsonl'}"]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        generated = compose(config_name=name, overrides=["workload=tiny"], return_hydra_config=True)
+        traced = compose(config_name=name, overrides=trace, return_hydra_config=True)
+    assert str(generated.hydra.run.dir).endswith("__bursted_synthetic")  # tiny is a small one
+    assert str(traced.hydra.run.dir).endswith("__trace-mine.jsonl")  # the file's name, no path
+    assert str(traced.hydra.sweep.dir).endswith("__trace-mine.jsonl")
