@@ -192,7 +192,7 @@ def check_world(cfg: Any) -> None:
             f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {cfg.logger.mode!r}"
             + (" (from the environment variable WANDB_MODE)" if from_env else "")
         )
-    for field in ("train_pool", "eval_windows"):
+    for field in ("train_pool", "eval_windows", "val_windows"):
         value = cfg.workload[field]
         if value is not None and value < 1:
             raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
