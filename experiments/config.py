@@ -179,6 +179,10 @@ class EvaluateConfig(_World):
     """Agent checkpoint folders (each with agent.json and model.zip)."""
     policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
     progress: bool = True
+    split: str = "test"
+    """Windows to evaluate on: test (final tables) or val (model choices)."""
+    stochastic: bool = False
+    """Also evaluate each agent sampling its actions (rows ``<agent>_stochastic``)."""
 
 
 @dataclass

@@ -280,9 +280,10 @@ def sweep_group() -> str | None:
     return None
 
 
-def eval_windows(cfg: Any, limit: int | None) -> list[Any]:
-    """The workload group's held-out test windows (``limit`` of them; None: all)."""
-    return window_pool_of(cfg, "test", limit)
+def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
+    """The workload group's held-out test windows (or ``split``'s; ``limit`` of them,
+    None: all)."""
+    return window_pool_of(cfg, split, limit)
 
 
 def evaluate_and_write(
@@ -293,9 +294,10 @@ def evaluate_and_write(
     logger: Any,
     progress: bool,
     extra: dict[str, Any] | None = None,
+    split: str = "test",
 ) -> list[dict[str, Any]]:
-    """Agents and baselines side by side on the test windows; writes results.json (with
-    ``extra``'s keys beside ``rows`` and ``config``) and charts."""
+    """Agents and baselines side by side on the test windows (or ``split``'s); writes
+    results.json (with ``extra``'s keys beside ``rows`` and ``config``) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
@@ -303,7 +305,7 @@ def evaluate_and_write(
     from experiments.compare import format_table, write_charts
     from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 
-    windows = eval_windows(cfg, cfg.workload.eval_windows)
+    windows = eval_windows(cfg, cfg.workload.eval_windows, split)
     names = list(dict.fromkeys([DEFAULT_BASELINE, *baselines]))
     policies = {name: make_policy(name) for name in names}
     for name, agent in agents.items():

@@ -13,8 +13,9 @@ evaluation ``results.json`` (the comparison run's schema) and charts. With
 first ``workload.val_windows`` validation windows at the start, every
 ``val_every`` steps and at the end; ``agent/`` is the best-scoring one, the last
 one goes to ``last/``, and ``results.json``'s ``train.validation`` says which
-step won. Test windows are used only by the final evaluation. Returns the
-agent's mean TTFT on the evaluation windows (what a sweeper minimises).
+step won (``train.json`` holds that record when ``train.evaluate`` is false).
+Test windows are used only by the final evaluation. Returns the agent's mean
+TTFT on the evaluation windows (what a sweeper minimises).
 """
 
 from __future__ import annotations
@@ -608,6 +609,10 @@ def train(cfg: DictConfig) -> float:
             )
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
             logger.summary({"eval/ttft_mean_s": metric})
+        else:  # no results.json: the training record alone
+            from envs.files import write_json_atomic
+
+            write_json_atomic(out_dir / "train.json", {"train": train_record})
         return metric
     finally:
         vec.close()

@@ -102,9 +102,7 @@ def test_the_best_validation_score_is_the_saved_agent(window, tmp_path):
     saved_weights = {}
 
     def score(m):
-        saved_weights[m.num_timesteps] = {
-            k: v.clone() for k, v in m.policy.state_dict().items()
-        }
+        saved_weights[m.num_timesteps] = {k: v.clone() for k, v in m.policy.state_dict().items()}
         return abs(m.num_timesteps - 128) / 64.0
 
     keep = KeepBestByValidation(64, spec, tmp_path / "best", score)

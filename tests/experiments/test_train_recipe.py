@@ -82,3 +82,40 @@ def test_bad_recipe_values_are_named(overrides, needle, tmp_path):
     with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def test_evaluate_on_validation_windows_greedy_and_sampling(tmp_path):
+    from experiments.evaluate import evaluate
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="evaluate",
+            overrides=[
+                "workload=tiny",
+                "logger=none",
+                "progress=false",
+                f"checkpoint=[{ZOO_CLONE}]",
+                "policies=[btb]",
+                "split=val",
+                "stochastic=true",
+                f"out_dir={tmp_path}",
+            ],
+        )
+    evaluate(cfg)
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert [r["policy"] for r in rows] == [
+        "cache_aware", "btb", "bc_route_warm", "bc_route_warm_stochastic"
+    ]  # fmt: skip
+    assert {r["windows"] for r in rows} == {1}
+    # cache_aware's row is its run on the tiny workload's validation window
+    from envs.workloads.registry import windows
+    from experiments.evaluation import evaluate_policies
+
+    tiny = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6, "burst_window_s": 4.0}
+    by_split = {
+        split: evaluate_policies(
+            ["cache_aware"], "70b_h100x4", [next(windows("bursted_synthetic", split, **tiny))]
+        )[0].row["ttft_mean_s"]
+        for split in ("val", "test")
+    }
+    assert rows[0]["ttft_mean_s"] == by_split["val"] != by_split["test"]
