@@ -22,7 +22,12 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
-from agents.networks import MaskableNodeScoringPolicy, NodeScoringPolicy, NodeSetExtractor
+from agents.networks import (
+    CRITICS,
+    MaskableNodeScoringPolicy,
+    NodeScoringPolicy,
+    NodeSetExtractor,
+)
 from envs.files import read_json, write_json_atomic
 from envs.sim.checks import check_int
 
@@ -48,6 +53,8 @@ class AgentSpec:
     env: str
     net: str = "set"
     hidden: int = 64
+    critic: str = "shared"
+    """The node-set network's critic: shared, separate or detached (agents.networks)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     timesteps: int = 0
@@ -60,6 +67,16 @@ class AgentSpec:
             raise ValueError(f"agent.env: unknown {self.env!r}; known: {', '.join(ENV_IDS)}")
         if self.net not in NETS:
             raise ValueError(f"agent.net: unknown {self.net!r}; known: {', '.join(NETS)}")
+        if self.critic not in CRITICS:
+            raise ValueError(
+                f"agent.critic: unknown {self.critic!r}; known: {', '.join(CRITICS)}"
+            )
+        if self.critic != "shared" and (self.net != "set" or self.algo == "dqn"):
+            raise ValueError(
+                f"agent.critic={self.critic} is an option of the node-set actor-critic "
+                f"(agent.net=set with ppo, a2c or maskable_ppo), got agent.net={self.net}, "
+                f"agent.algo={self.algo}"
+            )
         if self.algo == "dqn" and self.env != "route":
             raise ValueError(
                 f"agent.algo=dqn needs a Discrete action space (env=route), got env={self.env!r}"
@@ -91,7 +108,7 @@ def policy_for(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
             },
         )
     policy = MaskableNodeScoringPolicy if spec.algo == "maskable_ppo" else NodeScoringPolicy
-    return (policy, {"kind": spec.env, "hidden": spec.hidden})
+    return (policy, {"kind": spec.env, "hidden": spec.hidden, "critic": spec.critic})
 
 
 # Ranges of the SB3 hyperparameters SB3 itself does not check (a value outside

@@ -104,3 +104,53 @@ class MetricsLogger(BaseCallback):
         self.run_logger.log(metrics, step=steps)
         self._last_steps = steps
         self._last_time = now
+
+
+class KeepBestByValidation(BaseCallback):
+    """Score the model on validation windows at the start of training, every
+    ``every`` steps and at the end; save the best-scoring one (lowest ``score``,
+    e.g. mean TTFT in seconds; the earliest on a tie) to ``folder``.
+
+    ``score`` maps the model to a number and must not change it (a deterministic
+    evaluation draws no random numbers, so training goes on exactly as without
+    this callback). ``history`` holds ``(step, score)`` pairs; ``best_step`` and
+    ``best_score`` the winner.
+    """
+
+    def __init__(
+        self, every: int, spec: AgentSpec, folder: Path, score: Any, logger: Any = None
+    ) -> None:
+        super().__init__()
+        self.every = every
+        self.spec = spec
+        self.folder = Path(folder)
+        self.score = score
+        self.run_logger = logger
+        self.history: list[tuple[int, float]] = []
+        self.best_step = -1
+        self.best_score = float("inf")
+        self._next = every
+
+    def _on_training_start(self) -> None:
+        self._validate()
+        self._next = (self.model.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        if self.model.num_timesteps >= self._next:
+            self._validate()
+            self._next += self.every
+        return True
+
+    def _on_training_end(self) -> None:
+        if not self.history or self.history[-1][0] != self.model.num_timesteps:
+            self._validate()
+
+    def _validate(self) -> None:
+        step = int(self.model.num_timesteps)
+        value = float(self.score(self.model))
+        self.history.append((step, value))
+        if self.run_logger is not None:
+            self.run_logger.log({"val/ttft_mean_s": value}, step=step)
+        if value < self.best_score:  # NaN never wins
+            self.best_step, self.best_score = step, value
+            save_agent(self.model, self.spec, self.folder)

@@ -8,11 +8,15 @@ embedding and the context. No weight depends on the number of nodes, so a
 policy trained on four nodes loads into a policy for six.
 
 * :class:`NodeScoringPolicy` (PPO / A2C; :class:`MaskableNodeScoringPolicy` for
-  MaskablePPO) plugs it in as the actor-critic body: the value comes from the
+  MaskablePPO) plugs it in as the actor-critic body: the value comes from a
   context, and the action logits from per-node heads (route: one logit per
   node; route + warm: route, warm no / yes and evict per node, plus an
   evict-nothing logit from the context). For other action spaces (the
-  threshold controller) the heads read the context.
+  threshold controller) the heads read the context. ``critic`` says whose
+  context the value reads: ``shared`` (the actor's: the value loss trains the
+  actor's body too), ``separate`` (a second node-set body of its own, the same
+  shape: the actor and the critic share no weight) or ``detached`` (the actor's
+  context with its gradient stopped: the value loss trains the value head only).
 * :class:`NodeSetExtractor` is the same body as an SB3 features extractor
   (per-node score embeddings and the context, flattened), for DQN.
 """
@@ -40,11 +44,25 @@ def feature_layout(kind: str) -> tuple[int, int]:
     raise ValueError(f"unknown env kind {kind!r}; known: route, route_warm, thresholds")
 
 
+CRITICS = ("shared", "separate", "detached")
+
+
+def _node_net(node_features: int, hidden: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Linear(node_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
+    )
+
+
+def _context_net(global_features: int, hidden: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(2 * hidden + global_features, hidden), nn.ReLU())
+
+
 class NodeSetNetwork(nn.Module):
-    """The shared body; ``forward`` returns (actor latent, critic latent).
+    """The body; ``forward`` returns (actor latent, critic latent).
 
     The actor latent is ``[per-node score embeddings (n x hidden), context (hidden)]``
-    flattened, or only the context when ``per_node_actor`` is False.
+    flattened, or only the context when ``per_node_actor`` is False. The critic
+    latent is a context, by ``critic`` (see the module docstring).
     """
 
     def __init__(
@@ -53,17 +71,22 @@ class NodeSetNetwork(nn.Module):
         global_features: int,
         hidden: int = 64,
         per_node_actor: bool = True,
+        critic: str = "shared",
     ) -> None:
         super().__init__()
+        if critic not in CRITICS:
+            raise ValueError(f"agent.critic must be one of {', '.join(CRITICS)}, got {critic!r}")
         self.node_features = node_features
         self.global_features = global_features
         self.hidden = hidden
         self.per_node_actor = per_node_actor
-        self.node_net = nn.Sequential(
-            nn.Linear(node_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU()
-        )
-        self.context_net = nn.Sequential(nn.Linear(2 * hidden + global_features, hidden), nn.ReLU())
+        self.critic = critic
+        self.node_net = _node_net(node_features, hidden)
+        self.context_net = _context_net(global_features, hidden)
         self.score_net = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU())
+        if critic == "separate":
+            self.critic_node_net = _node_net(node_features, hidden)
+            self.critic_context_net = _context_net(global_features, hidden)
         self.latent_dim_pi = hidden  # nominal: the per-node actor latent grows with n
         self.latent_dim_vf = hidden
 
@@ -76,30 +99,51 @@ class NodeSetNetwork(nn.Module):
             )
         return n
 
-    def embed(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _context(
+        self, features: torch.Tensor, node_net: nn.Module, context_net: nn.Module
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(per-node embeddings, pooled context) of one body."""
         batch = features.shape[0]
         n = self.n_nodes(features)
         nodes = features[:, : n * self.node_features].reshape(batch, n, self.node_features)
         rest = features[:, n * self.node_features :]
-        embedded = self.node_net(nodes)
+        embedded = node_net(nodes)
         pooled = torch.cat([embedded.mean(dim=1), embedded.max(dim=1).values, rest], dim=-1)
-        context = self.context_net(pooled)
+        return embedded, context_net(pooled)
+
+    def embed(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The actor's (per-node score embeddings, context)."""
+        embedded, context = self._context(features, self.node_net, self.context_net)
+        n = embedded.shape[1]
         scores = self.score_net(
             torch.cat([embedded, context.unsqueeze(1).expand(-1, n, -1)], dim=-1)
         )
         return scores, context
 
+    def _critic_latent(self, features: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """The critic's context, given the actor's ``context`` of the same features."""
+        if self.critic == "separate":
+            return self._context(features, self.critic_node_net, self.critic_context_net)[1]
+        return context.detach() if self.critic == "detached" else context
+
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         scores, context = self.embed(features)
+        critic = self._critic_latent(features, context)
         if not self.per_node_actor:
-            return context, context
-        return torch.cat([scores.flatten(1), context], dim=-1), context
+            return context, critic
+        return torch.cat([scores.flatten(1), context], dim=-1), critic
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        return self.forward(features)[0]
+        scores, context = self.embed(features)
+        if not self.per_node_actor:
+            return context
+        return torch.cat([scores.flatten(1), context], dim=-1)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
-        return self.embed(features)[1]
+        if self.critic == "separate":
+            return self._critic_latent(features, features[:, :0])  # no actor context needed
+        context = self._context(features, self.node_net, self.context_net)[1]
+        return self._critic_latent(features, context)
 
 
 class NodeActionHead(nn.Module):
@@ -130,17 +174,30 @@ class NodeActionHead(nn.Module):
 
 
 class _NodeScoring:
-    """Mixin for SB3 actor-critic policies; ``policy_kwargs``: ``kind``, ``hidden``."""
+    """Mixin for SB3 actor-critic policies; ``policy_kwargs``: ``kind``, ``hidden``,
+    ``critic`` (see the module docstring)."""
 
-    def __init__(self, *args: Any, kind: str = "route", hidden: int = 64, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        kind: str = "route",
+        hidden: int = 64,
+        critic: str = "shared",
+        **kwargs: Any,
+    ) -> None:
         self.kind = kind
         self.hidden = hidden
+        self.critic = critic
         super().__init__(*args, **kwargs)  # type: ignore[call-arg]
 
     def _build_mlp_extractor(self) -> None:
         node_features, global_features = feature_layout(self.kind)
         self.mlp_extractor = NodeSetNetwork(
-            node_features, global_features, self.hidden, per_node_actor=self.kind != "thresholds"
+            node_features,
+            global_features,
+            self.hidden,
+            per_node_actor=self.kind != "thresholds",
+            critic=self.critic,
         )
 
     def _build(self, lr_schedule: Any) -> None:
@@ -159,7 +216,7 @@ class _NodeScoring:
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()  # type: ignore[misc]
-        data.update(kind=self.kind, hidden=self.hidden)
+        data.update(kind=self.kind, hidden=self.hidden, critic=self.critic)
         return data
 
 

@@ -61,6 +61,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         slo_s: float | None = None,
         tail_penalty: float = 0.0,
         copy_cost_per_gb: float = 0.0,
+        reward_baseline: str | None = None,
         data_seed: int = 20260721,
         seed: int | None = None,
         render_mode: str | None = None,
@@ -81,6 +82,14 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 "tail_penalty needs slo_s (the TTFT SLO in seconds)",
                 fields=("tail_penalty", "slo_s"),
             )
+        if reward_baseline is not None:
+            from baselines.policy import POLICIES
+
+            if reward_baseline not in POLICIES:
+                raise ValueError(
+                    f"reward_baseline must be a registered policy, got {reward_baseline!r} "
+                    f"(known: {', '.join(sorted(POLICIES))})"
+                )
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)
         check_whole_number("data_seed", data_seed, minimum=0)
@@ -99,6 +108,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "slo_s": slo_s,
             "tail_penalty": tail_penalty,
             "copy_cost_per_gb": copy_cost_per_gb,
+            "reward_baseline": reward_baseline,
             "data_seed": data_seed,
             "seed": seed,
             "render_mode": render_mode,
@@ -128,6 +138,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self.slo_s = slo_s
         self.tail_penalty = float(tail_penalty)
         self.copy_cost_per_gb = float(copy_cost_per_gb)
+        self.reward_baseline = reward_baseline
+        self._reference_ttft_s: np.ndarray | None = None
         self.render_mode = render_mode
         self._default_seed = seed
         self.sim: Simulator | None = None
@@ -231,12 +243,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         assert self._episode is not None
         window = self._episode["window"]
         workload = window if isinstance(window, Workload) else self.windows[window]
-        self.sim = Simulator(
-            self.cluster,
-            workload,
-            self.sim_config,
-            np.random.default_rng(self._episode["sim_seed"]),
-        )
+        seed = self._episode["sim_seed"]
+        if self.reward_baseline is not None:
+            self._reference_ttft_s = self._reference_ttft(workload, seed)
+        self.sim = Simulator(self.cluster, workload, self.sim_config, np.random.default_rng(seed))
         self._credited = 0
         self._copies_charged = 0
         self._history = []
@@ -245,13 +255,25 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._gen = self.sim.decisions()
         return self._start()
 
+    def _reference_ttft(self, workload: Workload, seed: Any) -> np.ndarray:
+        """Each request's TTFT (s) when ``reward_baseline`` serves this window on
+        this simulator seed (the simulator is deterministic: what the agent's own
+        run would have given, had it acted as the reference)."""
+        from baselines.policy import make_policy
+
+        assert self.reward_baseline is not None
+        sim = Simulator(self.cluster, workload, self.sim_config, np.random.default_rng(seed))
+        return np.asarray(make_policy(self.reward_baseline).run(sim).ttft_s, dtype=float)
+
     def _credit(self) -> float:
         """-(TTFT of every request whose first token came out since the last
-        step) / reward_scale, plus the optional tail and copy penalties."""
+        step, less its TTFT under ``reward_baseline`` if set) / reward_scale, plus
+        the optional tail and copy penalties."""
         sim = self.sim
         assert sim is not None
         log = sim.first_token_log
         first_token = sim.records.first_token_s
+        reference = self._reference_ttft_s if self.reward_baseline is not None else None
         total = 0.0
         tail = 0.0
         slo = self.slo_s
@@ -259,6 +281,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             request = log[k]
             ttft = first_token[request.index] - request.arrival_s
             total += ttft
+            if reference is not None:
+                total -= reference[request.index]
             if slo is not None and ttft > slo:
                 tail += ttft - slo
         self._credited = len(log)

@@ -47,6 +47,11 @@ class RouteEnv(ClusterEnv):
     are summed per step, not in one go). Optional costs, divided by
     ``reward_scale`` like the TTFT: ``tail_penalty x (ttft - slo_s)`` for every
     request over the SLO, and ``copy_cost_per_gb`` per GB copied.
+    ``reward_baseline`` (a registered policy's name) credits each request's TTFT
+    *less* its TTFT when that policy serves the same window on the same simulator
+    seed (run at ``reset``): the return is then ``-(sum of TTFT - the reference's
+    sum) / reward_scale``, zero for acting as the reference does. The traffic's
+    own variance (a heavy window costs every policy more) cancels out of it.
 
     ## Starting State
 
@@ -71,8 +76,9 @@ class RouteEnv(ClusterEnv):
 
     ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
     split="train", n_windows=4, windows=None, workload_params=None, sim=None, reward_scale=1.0,
-    slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, data_seed=20260721, seed=None,
-    render_mode=None)``: ``setup`` a published setup name or a ClusterSpec;
+    slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, reward_baseline=None,
+    data_seed=20260721, seed=None, render_mode=None)``: ``setup`` a published setup name
+    or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
     those four unused), ``workload_params`` override the generator's parameters

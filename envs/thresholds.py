@@ -50,7 +50,7 @@ class ThresholdsEnv(ClusterEnv):
 
     As ``btb/Route-v0``: TTFT credited as it becomes known, so the return is
     ``-(sum of TTFT) / reward_scale`` to floating-point rounding (plus optional
-    penalties).
+    penalties; relative to ``reward_baseline``'s TTFTs when that is set).
 
     ## Starting State
 

@@ -67,6 +67,8 @@ class WorkloadConf(TraceOptions):
     """Training windows in the episode pool (None: all of the train split)."""
     eval_windows: int | None = 3
     """Held-out test windows evaluated after training (None: all)."""
+    val_windows: int | None = 3
+    """Validation windows that choose the checkpoint (train.val_every; None: all)."""
     params: dict[str, Any] = field(default_factory=dict)
     """Generator parameter overrides, e.g. {burst_requests: 50}."""
 
@@ -94,6 +96,12 @@ class EnvConf:
     slo_s: float | None = None
     tail_penalty: float = 0.0
     copy_cost_per_gb: float = 0.0
+    reward_baseline: str | None = None
+    """A baseline's name: credit each request's TTFT less its TTFT under that policy
+    on the same window and simulator seed (input-driven variance reduction)."""
+    normalize_reward: bool = False
+    """Scale rewards by a running estimate of the return's standard deviation
+    (SB3's VecNormalize; observations are left as the encoder makes them)."""
     epoch_s: float = 1.0
     """Thresholds env only: seconds per decision epoch."""
     n_envs: int = 1
@@ -109,6 +117,11 @@ class AgentConf:
     net: str = "set"
     """set (node-set network, works on other cluster sizes) or mlp."""
     hidden: int = 64
+    critic: str = "shared"
+    """The node-set critic: shared (the actor's body), separate (its own) or detached
+    (the actor's context, gradient stopped)."""
+    lr_schedule: str = "constant"
+    """constant, or linear (hyperparams.learning_rate down to 0 over the run)."""
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the SB3 algorithm (n_steps, learning_rate, ...)."""
 
@@ -131,10 +144,18 @@ class TrainConf:
     total_timesteps: int = 20_000
     checkpoint_every: int = 10_000
     """Save a checkpoint every this many steps (0: only at the end)."""
+    val_every: int = 0
+    """Score the model on the validation windows at the start, every this many steps
+    and at the end, and keep the best as ``agent/`` (0: no validation, the last)."""
     eval_policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
     evaluate: bool = True
     progress: bool = True
     torch_threads: int = 1
+    init_from: str | None = None
+    """A saved agent (folder) whose weights the new network starts from (every
+    parameter of the same name and shape; e.g. a separate critic starts fresh)."""
+    critic_warmup_steps: int = 0
+    """Env steps at the start of RL that train the critic alone (policy frozen)."""
 
 
 @dataclass
@@ -171,6 +192,10 @@ class EvaluateConfig(_World):
     """Agent checkpoint folders (each with agent.json and model.zip)."""
     policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
     progress: bool = True
+    split: str = "test"
+    """Windows to evaluate on: test (final tables) or val (model choices)."""
+    stochastic: bool = False
+    """Also evaluate each agent sampling its actions (rows ``<agent>_stochastic``)."""
 
 
 @dataclass

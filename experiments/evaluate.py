@@ -2,10 +2,14 @@
 
     python -m experiments.evaluate checkpoint=[runs/train/X/agent,agents/zoo/NAME] \\
         [policies=[btb,cache_aware,least_load]] [setup=…] [workload=…] \\
-        [workload.eval_windows=15] [sim=reference] [seed=0] [out_dir=PATH]
+        [workload.eval_windows=15] [sim=reference] [seed=0] [out_dir=PATH] \
+        [split=val] [stochastic=true]
 
 Writes ``results.json`` (the comparison run's schema) and charts to the run
-folder; returns the best agent's mean TTFT.
+folder; returns the best agent's mean TTFT. ``split=val`` evaluates on the
+validation windows (for model choices; test windows are for final tables);
+``stochastic=true`` adds a row per agent sampling its actions
+(``<agent>_stochastic``, torch seeded with ``seed``) beside the greedy one.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ def evaluate(cfg: DictConfig) -> float:
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     check_world(cfg)
     check_policy_names(cfg.policies, "policies")
+    if cfg.split not in ("test", "val"):
+        raise ValueError(f"split must be test or val, got {cfg.split!r}")
     for folder in cfg.checkpoint:
         if not (Path(folder) / "agent.json").is_file():
             raise ValueError(
@@ -55,9 +61,14 @@ def evaluate(cfg: DictConfig) -> float:
         agent.name = label
         agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
         agents[label] = agent
+        if cfg.stochastic:
+            sampling = AgentPolicy(agent.model, agent.spec, deterministic=False)
+            sampling.name = f"{label}_stochastic"
+            agents[sampling.name] = sampling
+    torch.manual_seed(int(cfg.seed))
     from experiments.compare import OUTPUTS
 
-    windows = eval_windows(cfg, cfg.workload.eval_windows)  # before the run folder
+    windows = eval_windows(cfg, cfg.workload.eval_windows, str(cfg.split))  # before the run folder
     out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
     try:

@@ -240,7 +240,7 @@ def check_world(cfg: Any) -> None:
             f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {cfg.logger.mode!r}"
             + (" (from the environment variable WANDB_MODE)" if from_env else "")
         )
-    for field in ("train_pool", "eval_windows"):
+    for field in ("train_pool", "eval_windows", "val_windows"):
         value = cfg.workload[field]
         if value is not None and value < 1:
             raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
@@ -361,10 +361,11 @@ def evaluate_and_write(
     progress: bool,
     extra: dict[str, Any] | None = None,
     windows: list[Any] | None = None,
+    split: str = "test",
 ) -> list[dict[str, Any]]:
-    """Agents and baselines side by side on the test windows (``windows``, if already
-    made by :func:`eval_windows`); writes results.json (with ``extra``'s keys beside
-    ``rows`` and ``config``) and charts."""
+    """Agents and baselines side by side on the test windows (or ``split``'s;
+    ``windows``, if already made by :func:`eval_windows`); writes results.json (with
+    ``extra``'s keys beside ``rows`` and ``config``) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
@@ -372,7 +373,7 @@ def evaluate_and_write(
     from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 
     if windows is None:
-        windows = eval_windows(cfg, cfg.workload.eval_windows)
+        windows = eval_windows(cfg, cfg.workload.eval_windows, split)
     names = list(dict.fromkeys([DEFAULT_BASELINE, *baselines]))
     policies = {name: make_policy(name) for name in names}
     for name, agent in agents.items():

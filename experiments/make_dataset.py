@@ -243,7 +243,7 @@ def _registry_source(
         "families": family_configs(scenario),
     }
     rows = window_rows(workload, "all", seed, None, train_windows, test_windows, **params)
-    n = len(plan(scenario, seed))
+    n = sum(spec.split != "val" for spec in plan(scenario, seed))  # the published layout
     return scenario.description, scenario.block_tokens, generator, n, rows
 
 
@@ -384,8 +384,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     train_windows = None if options["train_windows"] < 0 else options["train_windows"]
     test_windows = None if options["test_windows"] < 0 else options["test_windows"]
-    if not trace:
-        configure(options["workload"], train_windows, test_windows, **params)  # before the folder
+    if not trace:  # checked before the folder is claimed
+        configure(options["workload"], train_windows, test_windows, None, **params)
     # no file to clear with overwrite=true: all four files are replaced as they land
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
     info = make_dataset(

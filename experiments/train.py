@@ -7,9 +7,15 @@
     python -m experiments.train +experiment=NAME
 
 The run folder (``out_dir``, or Hydra's) gets ``checkpoints/step_N/`` every
-``train.checkpoint_every`` steps, the final agent in ``agent/``, and after the
-evaluation ``results.json`` (the comparison run's schema) and charts. Returns
-the agent's mean TTFT on the evaluation windows (what a sweeper minimises).
+``train.checkpoint_every`` steps, the agent in ``agent/``, and after the
+evaluation ``results.json`` (the comparison run's schema) and charts. With
+``train.val_every`` > 0 the model is scored (mean TTFT, greedy actions) on the
+first ``workload.val_windows`` validation windows at the start, every
+``val_every`` steps and at the end; ``agent/`` is the best-scoring one, the last
+one goes to ``last/``, and ``results.json``'s ``train.validation`` says which
+step won (``train.json`` holds that record when ``train.evaluate`` is false).
+Test windows are used only by the final evaluation. Returns the agent's mean
+TTFT on the evaluation windows (what a sweeper minimises).
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import (
+    cluster_of,
     naming_fields,
     register_configs,
     setup_label,
+    sim_of,
     window_pool_of,
     workload_label,
     workload_params,
@@ -60,6 +68,8 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
         "tail_penalty": float(cfg.env.tail_penalty),
         "copy_cost_per_gb": float(cfg.env.copy_cost_per_gb),
     }
+    if cfg.env.reward_baseline is not None:  # absent from older agents' env arguments
+        kwargs["reward_baseline"] = str(cfg.env.reward_baseline)
     if cfg.env.kind == "thresholds":
         kwargs["epoch_s"] = float(cfg.env.epoch_s)
     return kwargs
@@ -75,6 +85,7 @@ ENV_ARG_PATHS = {
     "slo_s": "env.slo_s",
     "tail_penalty": "env.tail_penalty",
     "copy_cost_per_gb": "env.copy_cost_per_gb",
+    "reward_baseline": "env.reward_baseline",
     "epoch_s": "env.epoch_s",
 }
 
@@ -160,7 +171,14 @@ def check_train(cfg: Any) -> None:
         raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
     if cfg.agent.hidden < 1:
         raise ValueError(f"agent.hidden must be >= 1 (units per layer), got {cfg.agent.hidden}")
-    for field, low in (("total_timesteps", 0), ("checkpoint_every", 0), ("torch_threads", 1)):
+    limits = (
+        ("total_timesteps", 0),
+        ("checkpoint_every", 0),
+        ("val_every", 0),
+        ("torch_threads", 1),
+        ("critic_warmup_steps", 0),
+    )
+    for field, low in limits:
         value = cfg.train[field]
         if value < low:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
@@ -168,6 +186,30 @@ def check_train(cfg: Any) -> None:
     assert isinstance(hyperparams, dict)
     check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
     check_imitation(cfg)
+    check_finetune(cfg)
+
+
+def check_finetune(cfg: Any) -> None:
+    """The fine-tuning knobs: a known critic and learning-rate schedule, a reference
+    policy that exists, an agent folder to start from (not with resume)."""
+    from agents.finetune import LR_SCHEDULES
+    from agents.networks import CRITICS
+
+    for field, known in (("critic", CRITICS), ("lr_schedule", LR_SCHEDULES)):
+        if cfg.agent[field] not in known:
+            raise ValueError(
+                f"agent.{field} must be one of {', '.join(known)}, got {cfg.agent[field]!r}"
+            )
+    if cfg.env.reward_baseline is not None:
+        check_policy_names([cfg.env.reward_baseline], "env.reward_baseline")
+    if cfg.train.init_from:
+        if cfg.resume:
+            raise ValueError(
+                "train.init_from and resume are both set: resume continues a run, "
+                "init_from starts a new one from an agent's weights (give one)"
+            )
+        if not (Path(cfg.train.init_from) / "agent.json").is_file():
+            raise ValueError(f"train.init_from={cfg.train.init_from}: not an agent folder")
 
 
 def check_imitation(cfg: Any) -> None:
@@ -216,6 +258,7 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         "env.kind": cfg.env.kind,
         "agent.net": cfg.agent.net,
         "agent.hidden": int(cfg.agent.hidden),
+        "agent.critic": str(cfg.agent.critic),
         "cluster.n_nodes": int(cfg.cluster.n_nodes),
     }
     saved = {
@@ -223,6 +266,7 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         "env.kind": resumed.env,
         "agent.net": resumed.net,
         "agent.hidden": int(resumed.hidden),
+        "agent.critic": resumed.critic,
         "cluster.n_nodes": resumed.env_kwargs.get("n_nodes"),
     }
     for field, value in asked.items():
@@ -255,6 +299,7 @@ RESUME_CHANGEABLE = {
     "slo_s": "env.slo_s",
     "tail_penalty": "env.tail_penalty",
     "copy_cost_per_gb": "env.copy_cost_per_gb",
+    "reward_baseline": "env.reward_baseline",
     "epoch_s": "env.epoch_s",
 }
 
@@ -354,6 +399,46 @@ def planned_end(model: Any, remaining: int) -> int:
     return start + -(-remaining // step) * step
 
 
+def scheduled(cfg: Any, hyperparams: Any) -> dict[str, Any]:
+    """``agent.hyperparams`` with ``learning_rate`` as ``agent.lr_schedule`` asks
+    (its value, or the algorithm's default, down to 0 for ``linear``)."""
+    import inspect
+
+    from agents.algorithms import ALGORITHMS
+    from agents.finetune import learning_rate
+
+    out = {str(k): v for k, v in dict(hyperparams).items()}
+    if cfg.agent.lr_schedule != "constant":
+        default = inspect.signature(ALGORITHMS[cfg.agent.algo]).parameters["learning_rate"].default
+        out["learning_rate"] = learning_rate(
+            float(out.get("learning_rate", default)), cfg.agent.lr_schedule
+        )
+    return out
+
+
+def validation_score(cfg: Any, spec: Any, windows: list[Any]) -> Any:
+    """model -> its mean TTFT (s) on ``windows`` with greedy actions, each window on
+    the comparison run's random stream (``[seed, position]``)."""
+    from agents.adapter import AgentPolicy
+    from experiments.evaluation import evaluate_policies
+
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
+
+    def score(model: Any) -> float:
+        runs = evaluate_policies(
+            {spec.name: AgentPolicy(model, spec)},
+            cluster,
+            windows,
+            sim,
+            seed=int(cfg.seed),
+            baseline=None,
+            trace_window=None,
+        )
+        return float(runs[0].row["ttft_mean_s"])
+
+    return score
+
+
 def train(cfg: DictConfig) -> float:
     import gymnasium
     import torch
@@ -363,7 +448,12 @@ def train(cfg: DictConfig) -> float:
     import envs  # noqa: F401  (registers the environments)
     from agents.adapter import AgentPolicy
     from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
-    from agents.callbacks import CheckpointEvery, MetricsLogger, ProgressBar
+    from agents.callbacks import (
+        CheckpointEvery,
+        KeepBestByValidation,
+        MetricsLogger,
+        ProgressBar,
+    )
 
     check_train(cfg)
     if cfg.resume:
@@ -376,10 +466,13 @@ def train(cfg: DictConfig) -> float:
         env=cfg.env.kind,
         net=cfg.agent.net,
         hidden=int(cfg.agent.hidden),
+        critic=str(cfg.agent.critic),
         env_kwargs=saved_kwargs,
         seed=int(cfg.seed),
     )
     pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
+    val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows) if validate else []
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
     # subproc worker's error would reach us only as a broken pipe, so one env is made here
     with naming_fields(env_paths(cfg)):
@@ -392,6 +485,11 @@ def train(cfg: DictConfig) -> float:
             vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
         )
+    if cfg.env.normalize_reward:
+        from stable_baselines3.common.vec_env import VecNormalize
+
+        gamma = float(cfg.agent.hyperparams.get("gamma", 0.99))
+        vec = VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=gamma)
     test_windows = None
     try:
         if cfg.train.evaluate:  # an empty test window is refused before the run folder
@@ -420,11 +518,27 @@ def train(cfg: DictConfig) -> float:
                     + " (recorded in results.json)"
                 )
         else:
-            model = build_model(spec, vec, hyperparams)  # type: ignore[arg-type]
+            model = build_model(spec, vec, scheduled(cfg, hyperparams))  # type: ignore[arg-type]
+            if cfg.train.init_from:
+                from agents.finetune import init_from
+
+                fresh = init_from(model, spec, cfg.train.init_from)
+                train_record["init_from"] = str(cfg.train.init_from)
+                print(
+                    f"starting from the weights of {cfg.train.init_from}"
+                    + (f" (initialised afresh: {', '.join(fresh)})" if fresh else "")
+                )
             if cfg.imitation.episodes > 0:
                 bc = imitate(model, spec, cfg, saved_kwargs, pool)
                 logger.summary(bc)
                 print("behavioural cloning: " + ", ".join(f"{k}={v:.4g}" for k, v in bc.items()))
+        warmup = min(int(cfg.train.critic_warmup_steps), int(cfg.train.total_timesteps))
+        if warmup > 0 and not cfg.resume:
+            from agents.finetune import warm_up_critic
+
+            warm_up_critic(model, warmup, MetricsLogger(logger))
+            train_record["critic_warmup_steps"] = int(model.num_timesteps)
+            print(f"critic warm-up (policy frozen): {model.num_timesteps} steps")
         remaining = int(cfg.train.total_timesteps) - int(model.num_timesteps)
         print(
             f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, {workload_label(cfg)}): "
@@ -438,29 +552,55 @@ def train(cfg: DictConfig) -> float:
             callbacks.append(
                 CheckpointEvery(int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints")
             )
+        keep_best = None
+        if validate and remaining > 0:
+            keep_best = KeepBestByValidation(
+                int(cfg.train.val_every),
+                spec,
+                out_dir / "agent",
+                validation_score(cfg, spec, val_pool),
+                logger,
+            )
+            callbacks.append(keep_best)
         start = time.perf_counter()
         first_step = int(model.num_timesteps)
         if remaining > 0:
             model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
         elapsed = time.perf_counter() - start
-        save_agent(model, spec, out_dir / "agent")
-        done = int(model.num_timesteps) - first_step
+        if keep_best is None:
+            save_agent(model, spec, out_dir / "agent")
+        else:
+            save_agent(model, spec, out_dir / "last")
+            last_step = int(model.num_timesteps)
+            model, _ = load_agent(out_dir / "agent", env=vec)
+            train_record["validation"] = {
+                "windows": [w.name for w in val_pool],
+                "every": int(cfg.train.val_every),
+                "history": [{"step": k, "ttft_mean_s": v} for k, v in keep_best.history],
+                "best_step": keep_best.best_step,
+                "best_ttft_mean_s": keep_best.best_score,
+                "last_step": last_step,
+            }
+            print(
+                f"validation: best mean TTFT {keep_best.best_score:.4f} s at step "
+                f"{keep_best.best_step} of {last_step} (agent/; the last model is in last/)"
+            )
+        end_step = int(model.num_timesteps) if keep_best is None else last_step
+        done = end_step - first_step
         steps_per_s = done / max(elapsed, 1e-9)
         asked = int(cfg.train.total_timesteps)
-        train_record.update(
-            timesteps_asked=asked, timesteps=int(model.num_timesteps), steps_per_s=steps_per_s
-        )
+        train_record.update(timesteps_asked=asked, timesteps=end_step, steps_per_s=steps_per_s)
         logger.summary(
             {
                 "train/steps_per_s": steps_per_s,
-                "train/timesteps": model.num_timesteps,
+                "train/timesteps": end_step,
                 "train/timesteps_asked": asked,
             }
         )
-        print(f"trained to {model.num_timesteps} steps at {steps_per_s:,.0f} steps/s")
-        if model.num_timesteps > asked:
+        print(f"trained to {end_step} steps at {steps_per_s:,.0f} steps/s")
+        if end_step > asked:
             print(
-                f"note: {model.num_timesteps - asked} steps past train.total_timesteps={asked}: "
+                f"note: {end_step - asked} steps past train.total_timesteps={asked}: "
                 f"{spec.algo} collects whole rollouts of {rollout_steps(model)} steps "
                 f"({rollout_words(model)}); the saved agent"
                 + (" and results.json record" if cfg.train.evaluate else " records")
@@ -481,6 +621,10 @@ def train(cfg: DictConfig) -> float:
             )
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
             logger.summary({"eval/ttft_mean_s": metric})
+        else:  # no results.json: the training record alone
+            from envs.files import write_json_atomic
+
+            write_json_atomic(out_dir / "train.json", {"train": train_record})
         return metric
     finally:
         vec.close()

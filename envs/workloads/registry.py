@@ -1,10 +1,18 @@
-"""Named workloads: each yields train and test windows, deterministically from a seed.
+"""Named workloads: each yields train, validation and test windows, deterministically
+from a seed.
 
 A workload (scenario) is made of one or more *families* of windows; a family has
-a generator, its configuration and how many windows go to train and to test.
-Windows are split whole: a family's window indices are shuffled by the seed and
-the first ``train_windows`` go to train. A family keeps its name, trace ids and
-split across workloads, so the synthetic half of ``bursted_art`` is exactly
+a generator, its configuration and how many windows go to train, to test and to
+validation. Windows are split whole: a family's first ``train_windows +
+test_windows`` window indices are shuffled by the seed and the first
+``train_windows`` of them go to train, the rest to test (the published layout).
+The ``val_windows`` validation windows are held out after them: window indices
+``train_windows + test_windows`` onwards of the same generator. Every window
+index draws from its own random stream, so validation never shares a window
+with train or test, and adding it changed neither. Model choices (checkpoints,
+hyperparameters, tuned thresholds) use train and validation windows; test
+windows are for final tables only. A family keeps its name, trace ids and split
+across workloads, so the synthetic half of ``bursted_art`` is exactly
 ``bursted_synthetic`` and its ART-like half is ``art_like``.
 
 Use :func:`windows` for ready-to-simulate :class:`Workload` objects (one at a
@@ -45,7 +53,9 @@ from envs.workloads.scenarios import (
 from envs.workloads.trace_file import TRACE_WORKLOAD, trace_options, trace_windows
 
 DEFAULT_WORKLOAD = "bursted_art"
-SPLITS = ("train", "test", "all")
+SPLITS = ("train", "val", "test", "all")
+"""``all`` is the published layout, train and test (what ``make_dataset`` writes);
+``val`` is asked for by name."""
 _SPLIT_STREAM = 0x5B17
 
 RowMaker = Callable[[Any, int, int, str, str], list[dict[str, Any]]]
@@ -62,9 +72,11 @@ class Family:
     config: Any
     train_windows: int = 5
     test_windows: int = 15
+    val_windows: int = 5
 
     @property
     def windows(self) -> int:
+        """Train and test windows: the indices the seed shuffles between them."""
         return self.train_windows + self.test_windows
 
 
@@ -192,17 +204,23 @@ def configure(
     name: str,
     train_windows: int | None = None,
     test_windows: int | None = None,
+    val_windows: int | None = None,
     **params: Any,
 ) -> Scenario:
     """The scenario with window counts and generator parameters overridden.
 
-    ``train_windows``/``test_windows`` apply to every family. Each parameter is set
+    ``train_windows``/``test_windows``/``val_windows`` apply to every family. Each parameter is set
     on every family whose configuration has a field of that name; a parameter no
     family has is an error. Values may be strings (from a command line): they are
     converted to the field's type, with ``low/high`` for a pair.
     """
     scenario = describe(name)
-    for count_name, count in (("train_windows", train_windows), ("test_windows", test_windows)):
+    counts = {
+        "train_windows": train_windows,
+        "test_windows": test_windows,
+        "val_windows": val_windows,
+    }
+    for count_name, count in counts.items():
         if count is not None:
             check_int(f"workload {name!r}: {count_name}", count, 0)
     used: set[str] = set()
@@ -221,6 +239,7 @@ def configure(
                 config=dataclasses.replace(family.config, **changes) if changes else family.config,
                 train_windows=family.train_windows if train_windows is None else train_windows,
                 test_windows=family.test_windows if test_windows is None else test_windows,
+                val_windows=family.val_windows if val_windows is None else val_windows,
             )
         )
     unknown = sorted(set(params) - used)
@@ -272,7 +291,8 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
 
 
 def plan(scenario: Scenario | str, seed: int = PUBLISHED_SEED) -> list[WindowSpec]:
-    """Every window of a workload with its split, families interleaved round-robin."""
+    """Every window of a workload with its split, families interleaved round-robin
+    (each family's validation windows, the highest indices, last)."""
     scenario = describe(scenario) if isinstance(scenario, str) else scenario
     per_family: list[list[WindowSpec]] = []
     for family in scenario.families:
@@ -290,6 +310,10 @@ def plan(scenario: Scenario | str, seed: int = PUBLISHED_SEED) -> list[WindowSpe
                     trace_id=f"{family.name}-{i:04d}",
                 )
                 for i in range(family.windows)
+            ]
+            + [
+                WindowSpec(scenario.name, family.name, i, "val", f"{family.name}-{i:04d}")
+                for i in range(family.windows, family.windows + family.val_windows)
             ]
         )
     out: list[WindowSpec] = []
@@ -309,15 +333,18 @@ def window_rows(
     limit: int | None = None,
     train_windows: int | None = None,
     test_windows: int | None = None,
+    val_windows: int | None = None,
     **params: Any,
 ) -> Iterator[tuple[WindowSpec, list[dict[str, Any]]]]:
-    """Each window of ``split`` ("train", "test" or "all") as rows, one window at a time."""
+    """Each window of ``split`` ("train", "val", "test" or "all": train and test) as
+    rows, one window at a time."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {limit!r}")
-    scenario = configure(name, train_windows, test_windows, **params)
-    specs = [s for s in plan(scenario, seed) if split == "all" or s.split == split]
+    scenario = configure(name, train_windows, test_windows, val_windows, **params)
+    wanted = ("train", "test") if split == "all" else (split,)
+    specs = [s for s in plan(scenario, seed) if s.split in wanted]
     for spec in specs[:limit]:
         family = _family(scenario, spec.family)
         yield spec, family.make_rows(family.config, spec.index, seed, spec.split, spec.trace_id)
@@ -330,6 +357,7 @@ def windows(
     limit: int | None = None,
     train_windows: int | None = None,
     test_windows: int | None = None,
+    val_windows: int | None = None,
     **params: Any,
 ) -> Iterator[Workload]:
     """Ready-to-simulate windows of a workload, generated one at a time.
@@ -343,15 +371,18 @@ def windows(
     may also be "val", and ``seed`` is not used.
     """
     if name == TRACE_WORKLOAD:
-        if train_windows is not None or test_windows is not None:
+        if train_windows is not None or test_windows is not None or val_windows is not None:
             raise ValueError(
                 f"workload {TRACE_WORKLOAD!r}: its windows are split by test_fraction and "
-                "val_fraction, not by train_windows / test_windows"
+                "val_fraction, not by train_windows / test_windows / val_windows"
             )
         yield from trace_windows(trace_options(params), split, limit)
         return
-    scenario = configure(name, train_windows, test_windows, **params)
-    for spec, rows in window_rows(name, split, seed, limit, train_windows, test_windows, **params):
+    scenario = configure(name, train_windows, test_windows, val_windows, **params)
+    rows_of = window_rows(
+        name, split, seed, limit, train_windows, test_windows, val_windows, **params
+    )
+    for spec, rows in rows_of:
         config = _family(scenario, spec.family).config
         yield rows_to_workload(
             rows,

@@ -647,3 +647,31 @@ def test_a_bad_sim_seed_option_is_refused_by_name(window):
             env.reset(options={"sim_seed": bad})
     env.reset(options={"sim_seed": np.int64(3)})
     assert env._episode["sim_seed"] == 3
+
+
+@pytest.mark.parametrize("env_id", ["btb/Route-v0", "btb/RouteWarm-v0"])
+def test_a_reward_baseline_credits_ttft_relative_to_the_reference_run(env_id, window):
+    """Acting as the reference does scores exactly 0; any other play scores its
+    TTFT sum less the reference's (btb on the same window and sim seed)."""
+    env = make(env_id, window, reward_baseline="btb", reward_scale=2.0)
+    policy = make_policy("btb")
+    env.reset(seed=3)
+    policy.reset(env.unwrapped.sim)
+    total, done = 0.0, False
+    while not done:
+        _, reward, done, _, _ = env.step(env.unwrapped.policy_action(policy))
+        total += reward
+    assert total == pytest.approx(0.0, abs=1e-9)
+    _, total = run_episode(env, seed=4)
+    unwrapped = env.unwrapped
+    reference = Simulator(
+        setup_cluster("70b_h100x4"),
+        window,
+        SimConfig(),
+        np.random.default_rng(unwrapped._episode["sim_seed"]),
+    )
+    reference_ttft = make_policy("btb").run(reference).ttft_s
+    expected = -(np.sum(unwrapped.sim.records.ttft_s) - np.sum(reference_ttft)) / 2.0
+    assert total == pytest.approx(expected, rel=1e-9) and abs(expected) > 1.0
+    with pytest.raises(ValueError, match="reward_baseline"):
+        make(env_id, window, reward_baseline="nope")

@@ -34,7 +34,7 @@ GROUP_KEYS = [
 ]
 TRAIN_KEYS = [
     ("+env.bogus=1", "env.bogus", "env takes: kind, reward_scale"),
-    ("+agent.bogus=1", "agent.bogus", "agent takes: algo, net, hidden, hyperparams"),
+    ("+agent.bogus=1", "agent.bogus", "agent takes: algo, net, hidden, critic"),
     ("+train.bogus=1", "train.bogus", "train takes: total_timesteps"),
     ("+imitation.bogus=1", "imitation.bogus", "imitation takes: episodes"),
 ]

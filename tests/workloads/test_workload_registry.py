@@ -41,13 +41,15 @@ def test_every_workload_is_listed_with_the_default_first() -> None:
 
 def test_bursted_art_plan_is_the_published_composition() -> None:
     specs = plan("bursted_art")
-    assert len(specs) == 40
+    assert len(specs) == 50  # the published 40, and 5 + 5 validation windows
     train = [s for s in specs if s.split == "train"]
     test = [s for s in specs if s.split == "test"]
+    val = [s for s in specs if s.split == "val"]
     assert sorted(s.family for s in train) == ["art"] * 5 + ["synthetic"] * 5
     assert sorted(s.family for s in test) == ["art"] * 15 + ["synthetic"] * 15
+    assert sorted(s.family for s in val) == ["art"] * 5 + ["synthetic"] * 5
     assert not {s.trace_id for s in train} & {s.trace_id for s in test}
-    assert len({s.trace_id for s in specs}) == 40
+    assert len({s.trace_id for s in specs}) == 50
     scenario = describe("bursted_art")
     art, synthetic = scenario.families
     rows = {"art": art.config.rows_per_window, "synthetic": synthetic.config.requests_per_window}
@@ -60,7 +62,36 @@ def test_bursted_synthetic_is_the_synthetic_half() -> None:
     half = [s for s in plan("bursted_art") if s.family == "synthetic"]
     alone = plan("bursted_synthetic")
     assert [(s.trace_id, s.split) for s in half] == [(s.trace_id, s.split) for s in alone]
-    assert sum(s.split == "train" for s in alone) == 5 and len(alone) == 20
+    assert sum(s.split == "train" for s in alone) == 5 and len(alone) == 25
+
+
+def test_validation_windows_are_held_out_after_train_and_test() -> None:
+    """Validation takes the window indices after the 20 train and test ones, so it
+    shares no window (no index, no random stream, no prefix) with either, and the
+    train / test split is the one without validation windows."""
+    specs = plan("bursted_synthetic")
+    val = [s for s in specs if s.split == "val"]
+    assert [s.index for s in val] == [20, 21, 22, 23, 24]
+    assert [s.trace_id for s in val] == [f"synthetic-{i:04d}" for i in range(20, 25)]
+    without = plan(configure("bursted_synthetic", val_windows=0))
+    assert [s for s in specs if s.split != "val"] == without
+    params = {"burst_requests": 5, "n_decoys": 2}
+    prefixes = {
+        split: {
+            row["hash_ids"][0]
+            for _, rows in window_rows("bursted_synthetic", split, **params)
+            for row in rows
+        }
+        for split in ("train", "val", "test")
+    }
+    assert not prefixes["val"] & (prefixes["train"] | prefixes["test"])
+    got = list(windows("bursted_synthetic", "val", limit=2, **params))
+    assert [w.meta["split"] for w in got] == ["val", "val"]
+    assert [w.name for w in got] == [f"bursted_synthetic/synthetic-00{i}" for i in (20, 21)]
+    assert len(list(windows("rising_load", "val", ramp_s=30.0, val_windows=2))) == 2
+    # "all" stays the published layout (train and test), what make_dataset writes
+    every = {s.split for s, _ in window_rows("bursted_synthetic", "all", **params)}
+    assert every == {"train", "test"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -98,6 +129,9 @@ def test_overrides_and_their_errors() -> None:
     scenario = configure("bursted_art", train_windows=1, test_windows=2, burst_requests="7")
     art, synthetic = scenario.families
     assert synthetic.config.burst_requests == 7 and (art.train_windows, art.test_windows) == (1, 2)
+    assert configure("art_like", val_windows=2).families[0].val_windows == 2
+    with pytest.raises(ValueError, match="val_windows"):
+        configure("art_like", val_windows=-1)
     assert configure("art_like", surge_rate_per_s="5/9").families[0].config.surge_rate_per_s == (
         5.0,
         9.0,

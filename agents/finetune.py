@@ -1,0 +1,111 @@
+"""Fine-tuning a learned agent with RL: start from a saved agent's weights, warm
+up the critic with the policy frozen, and decay the learning rate.
+
+Behavioural cloning (``agents.imitation``) leaves the critic untrained; PPO
+started from such a clone takes its first updates with advantages from an
+untrained value function, and on a shared body the value loss's gradient
+dwarfs the policy's. :func:`warm_up_critic` fits the value function first, on
+rollouts of the frozen policy, so RL starts from advantages that mean something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from agents.algorithms import AgentSpec, load_agent
+
+LR_SCHEDULES = ("constant", "linear")
+
+
+def learning_rate(value: float, schedule: str) -> float | Callable[[float], float]:
+    """SB3's ``learning_rate`` for ``agent.lr_schedule``: ``constant`` (the number) or
+    ``linear`` (from ``value`` down to 0 at the end of the run)."""
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(
+            f"agent.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {schedule!r}"
+        )
+    if schedule == "constant":
+        return value
+    return _Linear(value)
+
+
+class _Linear:
+    """``value x progress remaining`` (a class, so a saved model pickles it)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = float(value)
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.value * progress_remaining
+
+
+def init_from(model: Any, spec: AgentSpec, folder: str | Path) -> list[str]:
+    """Copy a saved agent's weights into ``model`` (built for ``spec``): every
+    parameter of the same name and shape. Returns the names left as initialised
+    (e.g. a separate critic's, when the saved agent's critic was shared). The saved
+    agent must be the same algorithm on the same env kind and network."""
+    saved_model, saved = load_agent(folder)
+    for field in ("algo", "env", "net", "hidden"):
+        if getattr(saved, field) != getattr(spec, field):
+            path = "env.kind" if field == "env" else f"agent.{field}"
+            raise ValueError(
+                f"train.init_from={folder}: that agent has {path}={getattr(saved, field)}, "
+                f"the config asks for {getattr(spec, field)} (start from an agent of the "
+                "same algorithm, env kind and network)"
+            )
+    source = saved_model.policy.state_dict()
+    target = model.policy.state_dict()
+    copied = {k: v for k, v in source.items() if k in target and target[k].shape == v.shape}
+    model.policy.load_state_dict(copied, strict=False)
+    return sorted(set(target) - set(copied))
+
+
+def critic_parameters(policy: Any) -> list[Any]:
+    """The parameters only the value function uses: the value head, and a separate
+    critic's body (``agent.critic=separate``)."""
+    return [
+        param
+        for name, param in policy.named_parameters()
+        if name.startswith(("value_net.", "mlp_extractor.critic_"))
+    ]
+
+
+@contextmanager
+def actor_frozen(policy: Any) -> Iterator[None]:
+    """Within the block, only :func:`critic_parameters` get gradients."""
+    critic = {id(p) for p in critic_parameters(policy)}
+    frozen = [p for p in policy.parameters() if id(p) not in critic and p.requires_grad]
+    for param in frozen:
+        param.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for param in frozen:
+            param.requires_grad_(True)
+
+
+def warm_up_critic(model: Any, steps: int, callback: Any = None) -> None:
+    """Train ``model`` (PPO / A2C / MaskablePPO) for ``steps`` env steps with every
+    parameter but the critic's frozen: the policy acts, and is left, as it was.
+    The learning rate stays at its start value (a schedule begins after)."""
+    if steps <= 0:
+        return
+    schedule = model.lr_schedule
+    start_lr = float(schedule(1.0))
+    model.lr_schedule = _Constant(start_lr)
+    try:
+        with actor_frozen(model.policy):
+            model.learn(steps, callback=callback, reset_num_timesteps=False)
+    finally:
+        model.lr_schedule = schedule
+
+
+class _Constant:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, progress_remaining: float) -> float:
+        return self.value

@@ -1,0 +1,93 @@
+"""``btb_tuned``: BTB with thresholds tuned per setup and workload family.
+
+The thresholds live in one data file, ``baselines/btb_tuned.json``, written by
+``python -m experiments.tune_btb_table`` (an Optuna search per cell over X, Z, M
+and the prefix length, minimising mean TTFT on the cell's *train* windows; test
+and validation windows are never seen). Each cell holds ``x``, ``z_s``, ``m`` and
+the prefix length in tokens, ``y_tokens`` (BTB keys a prefix by its first Y
+blocks and fires on no shorter prompt), so the file does not depend on how BTB's
+constructor names its arguments: :func:`btb_settings` is the one place that
+turns a cell into them.
+
+At ``reset`` the policy looks up the simulator's setup (a published setup whose
+cluster equals the simulated one) and the window's workload
+(``Workload.meta["workload"]``). A (setup, workload) pair without tuned
+thresholds runs BTB's published constants; the row's ``tuned_rate`` (the share
+of windows that found their cell) says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from baselines.btb import BTB, PUBLISHED_M
+from baselines.policy import register
+from envs.files import read_json
+from envs.sim.config import SETUPS, setup_cluster
+from envs.sim.simulator import Simulator
+
+TABLE_PATH = Path(__file__).with_name("btb_tuned.json")
+CELL_KEYS = ("x", "z_s", "m", "y_tokens")
+
+
+def btb_settings(cell: dict[str, Any], block_tokens: int) -> dict[str, Any]:
+    """BTB's constructor arguments for a tuned cell on a workload of ``block_tokens``
+    tokens a block (Y rounded down to whole blocks, at least one)."""
+    return {
+        "x": int(cell["x"]),
+        "y": max(int(cell["y_tokens"]) // block_tokens, 1),
+        "z": float(cell["z_s"]),
+        "m": int(cell["m"]),
+    }
+
+
+def read_table(path: str | Path = TABLE_PATH) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{setup: {workload: cell}}`` from a tuned-thresholds file, each cell checked."""
+    data = read_json(Path(path))
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, dict):
+        raise ValueError(f"{path}: expected an object with 'cells': {{setup: {{workload: ...}}}}")
+    for setup, by_workload in cells.items():
+        for workload, cell in by_workload.items():
+            missing = [k for k in CELL_KEYS if k not in cell]
+            if missing:
+                raise ValueError(f"{path}: cells.{setup}.{workload} lacks {', '.join(missing)}")
+    return cells
+
+
+def setup_of(sim: Simulator) -> str | None:
+    """The published setup whose cluster is the simulated one, if any."""
+    return next((name for name in SETUPS if setup_cluster(name) == sim.cluster), None)
+
+
+@register("btb_tuned")
+class BTBTuned(BTB):
+    """BTB whose X, Y, Z, M come from the tuned table for the run's (setup, workload).
+
+    Args:
+        path: the thresholds file (default: the shipped ``baselines/btb_tuned.json``).
+    """
+
+    def __init__(self, path: str | None = None) -> None:
+        super().__init__()
+        self.table = read_table(path or TABLE_PATH)
+        self.cell: dict[str, Any] | None = None
+        self._published = (self.x, self.y, self.z)
+
+    def reset(self, sim: Simulator) -> None:
+        setup = setup_of(sim)
+        workload = sim.workload.meta.get("workload")
+        self.cell = self.table.get(setup or "", {}).get(str(workload))
+        self._n_nodes = None  # the last run's cluster does not bound this one's M
+        if self.cell is None:
+            self.set_thresholds(*self._published, PUBLISHED_M)
+            self._default_m = True  # BTB.reset: the published M, at most every node
+        else:
+            settings = btb_settings(self.cell, sim.block_tokens)
+            self.set_thresholds(settings["x"], settings["y"], settings["z"], settings["m"])
+            self._default_m = False
+        super().reset(sim)
+
+    def metrics(self) -> dict[str, float]:
+        return {**super().metrics(), "tuned_rate": float(self.cell is not None)}

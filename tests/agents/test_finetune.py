@@ -1,0 +1,118 @@
+"""Fine-tuning knobs: the critic's body, critic warm-up, starting from a saved
+agent, the learning-rate schedule, and keeping the best checkpoint by validation."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import envs  # noqa: F401  (registers the environments)
+from agents.algorithms import AgentSpec, build_model, load_spec, save_agent
+from agents.callbacks import KeepBestByValidation
+from agents.finetune import critic_parameters, init_from, learning_rate, warm_up_critic
+from agents.networks import NodeSetNetwork
+from envs.encoder import NODE_FEATURES, REQUEST_FEATURES
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
+HP = {"n_steps": 64, "batch_size": 32, "n_epochs": 2}
+
+
+@pytest.fixture(scope="module")
+def window():
+    return synthetic_window(SMALL, window=2)
+
+
+def _model(window, critic="shared", seed=0):
+    spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16, critic=critic, seed=seed)
+    env = gym.make(spec.env_id, windows=[window])
+    return build_model(spec, env, dict(HP)), spec
+
+
+def _grads_of_value_loss(critic: str) -> dict[str, bool]:
+    """Which parameter groups the value's gradient reaches, per critic kind."""
+    torch.manual_seed(0)
+    net = NodeSetNetwork(len(NODE_FEATURES), len(REQUEST_FEATURES), hidden=8, critic=critic)
+    obs = torch.rand(4, 3 * len(NODE_FEATURES) + len(REQUEST_FEATURES))
+    head = torch.nn.Linear(8, 1)  # the value head
+    head(net.forward(obs)[1]).sum().backward()
+    assert head.weight.grad is not None
+
+    def reached(prefix: str) -> bool:
+        return any(
+            p.grad is not None and bool(p.grad.abs().sum() > 0)
+            for n, p in net.named_parameters()
+            if n.startswith(prefix)
+        )
+
+    return {"actor": reached("node_net.") or reached("context_net."), "critic": reached("critic_")}
+
+
+def test_the_value_gradient_reaches_the_actor_body_only_when_shared():
+    assert _grads_of_value_loss("shared") == {"actor": True, "critic": False}
+    assert _grads_of_value_loss("separate") == {"actor": False, "critic": True}
+    assert _grads_of_value_loss("detached") == {"actor": False, "critic": False}
+    with pytest.raises(ValueError, match=r"agent\.critic"):
+        NodeSetNetwork(3, 2, critic="both")
+    with pytest.raises(ValueError, match=r"agent\.critic"):
+        AgentSpec(algo="dqn", env="route", critic="separate")
+
+
+def test_critic_warm_up_trains_the_critic_and_leaves_the_policy(window):
+    model, _ = _model(window, critic="separate")
+    before = {n: p.detach().clone() for n, p in model.policy.named_parameters()}
+    critic = {id(p) for p in critic_parameters(model.policy)}
+    warm_up_critic(model, 64)
+    assert model.num_timesteps == 64
+    for name, param in model.policy.named_parameters():
+        changed = not torch.equal(before[name], param.detach())
+        assert changed == (id(param) in critic), name
+        assert param.requires_grad  # unfrozen again
+
+
+def test_init_from_copies_the_shared_weights_and_starts_a_new_critic(window, tmp_path):
+    source, spec = _model(window, critic="shared", seed=1)
+    save_agent(source, spec, tmp_path / "clone")
+    model, new_spec = _model(window, critic="separate", seed=2)
+    fresh = init_from(model, new_spec, tmp_path / "clone")
+    assert fresh and all(name.startswith("mlp_extractor.critic_") for name in fresh)
+    saved = source.policy.state_dict()
+    for name, value in model.policy.state_dict().items():
+        if name not in fresh:
+            assert torch.equal(value, saved[name]), name
+    other = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=32)
+    with pytest.raises(ValueError, match=r"agent\.hidden=16"):
+        init_from(model, other, tmp_path / "clone")
+
+
+def test_linear_learning_rate_falls_to_zero():
+    schedule = learning_rate(3e-4, "linear")
+    assert callable(schedule)
+    assert schedule(1.0) == pytest.approx(3e-4) and schedule(0.25) == pytest.approx(7.5e-5)
+    assert learning_rate(1e-3, "constant") == 1e-3
+    with pytest.raises(ValueError, match=r"agent\.lr_schedule"):
+        learning_rate(1e-3, "cosine")
+
+
+def test_the_best_validation_score_is_the_saved_agent(window, tmp_path):
+    """A score lowest at step 128 of 256: that step's model is saved, and is kept."""
+    model, spec = _model(window)
+    saved_weights = {}
+
+    def score(m):
+        saved_weights[m.num_timesteps] = {k: v.clone() for k, v in m.policy.state_dict().items()}
+        return abs(m.num_timesteps - 128) / 64.0
+
+    keep = KeepBestByValidation(64, spec, tmp_path / "best", score)
+    model.learn(256, callback=keep)
+    assert [step for step, _ in keep.history] == [0, 64, 128, 192, 256]
+    assert (keep.best_step, keep.best_score) == (128, 0.0)
+    assert load_spec(tmp_path / "best").timesteps == 128
+    from agents.algorithms import load_agent
+
+    best, _ = load_agent(tmp_path / "best")
+    for name, value in best.policy.state_dict().items():
+        assert torch.equal(value, saved_weights[128][name]), name
+    assert not np.isnan(keep.best_score)

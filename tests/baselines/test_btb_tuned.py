@@ -1,0 +1,88 @@
+"""btb_tuned: BTB with the thresholds of its table's (setup, workload) cell, and the
+command that writes that table from train windows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from baselines import BTB, make_policy
+from baselines.btb_tuned import TABLE_PATH, BTBTuned, btb_settings, read_table
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.workloads.registry import windows
+from experiments import tune_btb_table
+
+SMALL = {"burst_requests": 30, "n_decoys": 4, "burst_window_s": 3.0}
+
+
+def _run(policy, window, setup="70b_h100x4"):
+    sim = Simulator(setup_cluster(setup), window, SimConfig(), np.random.default_rng([0, 0]))
+    return policy.run(sim)
+
+
+def _table(tmp_path: Path, cells: dict) -> Path:
+    path = tmp_path / "btb_tuned.json"
+    path.write_text(json.dumps({"cells": cells}))
+    return path
+
+
+def test_a_cell_sets_x_y_z_m_and_other_cells_run_the_published_constants(tmp_path):
+    cell = {"x": 3, "z_s": 0.5, "m": 2, "y_tokens": 16384}
+    path = _table(tmp_path, {"70b_h100x4": {"bursted_synthetic": cell}})
+    assert btb_settings(cell, 256) == {"x": 3, "y": 64, "z": 0.5, "m": 2}
+    window = next(windows("bursted_synthetic", "train", limit=1, **SMALL))
+    tuned = BTBTuned(str(path))
+    got = _run(tuned, window)
+    want = _run(BTB(x=3, y=64, z=0.5, m=2), window)
+    assert np.array_equal(got.ttft_s, want.ttft_s) and (tuned.x, tuned.y, tuned.m) == (3, 64, 2)
+    assert tuned.metrics()["tuned_rate"] == 1.0
+    assert not np.array_equal(want.ttft_s, _run(BTB(), window).ttft_s)  # the cell matters
+    # another setup, or a workload without a cell: BTB's published constants
+    for setup, name in (("qwen3_8b_h100x4", "bursted_synthetic"), ("70b_h100x4", "decoy_heavy")):
+        other = next(windows(name, "train", limit=1, **SMALL))
+        got = _run(tuned, other, setup)
+        assert np.array_equal(got.ttft_s, _run(BTB(), other, setup).ttft_s)
+        assert tuned.metrics()["tuned_rate"] == 0.0 and (tuned.x, tuned.y, tuned.m) == (2, 256, 4)
+
+
+def test_a_table_without_a_threshold_is_refused(tmp_path):
+    path = _table(tmp_path, {"70b_h100x4": {"mixed": {"x": 2, "z_s": 1.0, "m": 4}}})
+    with pytest.raises(ValueError, match=r"cells\.70b_h100x4\.mixed lacks y_tokens"):
+        read_table(path)
+
+
+def test_the_shipped_table_covers_every_setup_and_family():
+    cells = read_table(TABLE_PATH)
+    for setup in tune_btb_table.DEFAULTS["setups"]:
+        assert set(cells[setup]) == set(tune_btb_table.FAMILIES)
+        for cell in cells[setup].values():
+            # the published constants are the search's first trial: never worse on train
+            assert cell["train_ttft_mean_s"] <= cell["published_train_ttft_mean_s"]
+    assert isinstance(make_policy("btb_tuned"), BTBTuned)
+
+
+def test_the_command_writes_a_table_the_policy_reproduces(tmp_path, capsys):
+    table = tune_btb_table.main(
+        ["setups=qwen3_8b_h100x4", "workloads=bursted_synthetic", "trials=2", f"out_dir={tmp_path}"]
+    )
+    cell = table["cells"]["qwen3_8b_h100x4"]["bursted_synthetic"]
+    assert cell["train_ttft_mean_s"] <= cell["published_train_ttft_mean_s"]
+    assert len(cell["train_windows"]) == 5
+    assert read_table(tmp_path / "btb_tuned.json") == table["cells"]
+    pool = list(windows("bursted_synthetic", "train"))
+    runs = [
+        _run_seeded(BTBTuned(str(tmp_path / "btb_tuned.json")), w, i) for i, w in enumerate(pool)
+    ]
+    assert np.mean(np.concatenate(runs)) == pytest.approx(cell["train_ttft_mean_s"], rel=1e-12)
+    with pytest.raises(ValueError, match="trials must be >= 1"):
+        tune_btb_table.main(["trials=0", f"out_dir={tmp_path}"])
+
+
+def _run_seeded(policy, window, i):
+    sim = Simulator(
+        setup_cluster("qwen3_8b_h100x4"), window, SimConfig(), np.random.default_rng([0, i])
+    )
+    return policy.run(sim).ttft_s

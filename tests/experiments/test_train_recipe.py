@@ -1,0 +1,121 @@
+"""train's fine-tuning recipe: validation picks the saved agent; the knobs reach the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from agents.algorithms import load_spec
+from experiments.config import register_configs
+from experiments.train import train
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+ZOO_CLONE = Path(__file__).resolve().parents[2] / "agents" / "zoo" / "bc_route_warm"
+TINY = [
+    "workload=tiny",
+    "logger=none",
+    "train.progress=false",
+    "train.checkpoint_every=0",
+    "agent=maskable_ppo",
+    "env=route_warm",
+    "agent.hyperparams.n_steps=64",
+    "agent.hyperparams.batch_size=32",
+]
+
+register_configs()
+
+
+def compose_train(overrides):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
+    cfg = compose_train(
+        [
+            *TINY,
+            "train.total_timesteps=192",
+            "train.val_every=64",
+            f"train.init_from={ZOO_CLONE}",
+            "train.critic_warmup_steps=64",
+            "agent.critic=separate",
+            "agent.lr_schedule=linear",
+            "env.reward_baseline=cache_aware",
+            "env.normalize_reward=true",
+            f"out_dir={tmp_path}",
+        ]
+    )
+    train(cfg)
+    record = json.loads((tmp_path / "results.json").read_text())["train"]
+    assert record["init_from"] == str(ZOO_CLONE) and record["critic_warmup_steps"] == 64
+    validation = record["validation"]
+    history = validation["history"]
+    assert [h["step"] for h in history] == [64, 128, 192]  # start (after warm-up), every 64, end
+    assert validation["windows"] == ["bursted_synthetic/synthetic-0020"]  # a val window
+    best = min(history, key=lambda h: h["ttft_mean_s"])  # the earliest of equal scores
+    assert validation["best_step"] == best["step"]
+    assert validation["best_ttft_mean_s"] == best["ttft_mean_s"]
+    assert load_spec(tmp_path / "agent").timesteps == best["step"]
+    assert load_spec(tmp_path / "last").timesteps == validation["last_step"] == 192
+    assert load_spec(tmp_path / "agent").critic == "separate"
+    assert load_spec(tmp_path / "agent").env_kwargs["reward_baseline"] == "cache_aware"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (["agent.critic=both"], "agent.critic must be one of shared, separate, detached"),
+        (["agent.lr_schedule=cosine"], "agent.lr_schedule must be one of constant, linear"),
+        (["env.reward_baseline=nope"], "env.reward_baseline"),
+        (["train.critic_warmup_steps=-1"], "train.critic_warmup_steps must be >= 0"),
+        (["train.val_every=-5"], "train.val_every must be >= 0"),
+        (["train.init_from=/nonexistent"], "train.init_from=/nonexistent: not an agent folder"),
+        ([f"train.init_from={ZOO_CLONE}", f"resume={ZOO_CLONE}"], "init_from and resume"),
+        (["workload.val_windows=0"], "workload.val_windows must be >= 1"),
+    ],
+)
+def test_bad_recipe_values_are_named(overrides, needle, tmp_path):
+    cfg = compose_train([*TINY, *overrides, f"out_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
+
+
+def test_evaluate_on_validation_windows_greedy_and_sampling(tmp_path):
+    from experiments.evaluate import evaluate
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="evaluate",
+            overrides=[
+                "workload=tiny",
+                "logger=none",
+                "progress=false",
+                f"checkpoint=[{ZOO_CLONE}]",
+                "policies=[btb]",
+                "split=val",
+                "stochastic=true",
+                f"out_dir={tmp_path}",
+            ],
+        )
+    evaluate(cfg)
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert [r["policy"] for r in rows] == [
+        "cache_aware", "btb", "bc_route_warm", "bc_route_warm_stochastic", "floor"
+    ]  # fmt: skip
+    assert {r["windows"] for r in rows} == {1}
+    # cache_aware's row is its run on the tiny workload's validation window
+    from envs.workloads.registry import windows
+    from experiments.evaluation import evaluate_policies
+
+    tiny = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6, "burst_window_s": 4.0}
+    by_split = {
+        split: evaluate_policies(
+            ["cache_aware"], "70b_h100x4", [next(windows("bursted_synthetic", split, **tiny))]
+        )[0].row["ttft_mean_s"]
+        for split in ("val", "test")
+    }
+    assert rows[0]["ttft_mean_s"] == by_split["val"] != by_split["test"]
