@@ -163,7 +163,8 @@ class EvaluateConfig(_World):
 @dataclass
 class TuneBtbConfig(_World):
     x: int = 2
-    y: int = 256
+    y_tokens: int = 65536
+    """BTB's Y in tokens (the published 256 blocks of 256 tokens)."""
     z: float = 1.0
     m: int = 4
 
