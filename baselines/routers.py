@@ -68,7 +68,9 @@ class CacheAware(Policy):
 
     If the cluster is imbalanced (max load > ``balance_abs`` and max load >
     ``balance_rel`` x min load) route by least load; otherwise to the node with
-    the longest HBM prefix match, ties by load, then at random.
+    the longest prefix match, ties by load, then at random. The match counts the
+    leading blocks in HBM, or in HBM and host RAM together under
+    ``SimConfig.match_tiers="hbm_ram"`` (the reference model's reading).
     """
 
     def __init__(self, balance_abs: float = 64, balance_rel: float = 1.5) -> None:
@@ -90,13 +92,18 @@ def cache_aware_choice(
     best_match = -1
     best_load = 0
     ties: list[int] = []
+    with_ram = sim.config.match_tiers == "hbm_ram"
     for i, node in enumerate(sim.nodes):
         load = node.running + len(node.queue)
         if load > high:
             high = load
         if load < low:
             low = load
-        match = node.cache.hbm_match(blocks)
+        if with_ram:
+            hbm, ram, _ = node.cache.match(blocks)
+            match = hbm + ram
+        else:
+            match = node.cache.hbm_match(blocks)
         if match > best_match or (match == best_match and load < best_load):
             best_match = match
             best_load = load
