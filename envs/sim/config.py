@@ -29,7 +29,7 @@ KV_MODEL_DEFAULTS: dict[bool, dict[str, bool | str]] = {
         "decode_overshoot": False,
     },
     False: {
-        "hbm_hit_load": True,
+        "hbm_hit_load": False,
         "one_token_decode_step": False,
         "cache_capacity": "headroom",
         "match_tiers": "hbm",
