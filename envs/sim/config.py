@@ -30,7 +30,7 @@ KV_MODEL_DEFAULTS: dict[bool, dict[str, bool | str]] = {
     },
     False: {
         "hbm_hit_load": False,
-        "one_token_decode_step": False,
+        "one_token_decode_step": True,
         "cache_capacity": "headroom",
         "match_tiers": "hbm",
         "lru_unit": "run",
