@@ -31,7 +31,7 @@ KV_MODEL_DEFAULTS: dict[bool, dict[str, bool | str]] = {
     False: {
         "hbm_hit_load": False,
         "one_token_decode_step": True,
-        "cache_capacity": "headroom",
+        "cache_capacity": "budget",
         "match_tiers": "hbm",
         "lru_unit": "run",
         "decode_overshoot": False,
