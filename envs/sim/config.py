@@ -32,7 +32,7 @@ KV_MODEL_DEFAULTS: dict[bool, dict[str, bool | str]] = {
         "hbm_hit_load": False,
         "one_token_decode_step": True,
         "cache_capacity": "budget",
-        "match_tiers": "hbm",
+        "match_tiers": "hbm_ram",
         "lru_unit": "run",
         "decode_overshoot": False,
     },
