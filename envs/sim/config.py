@@ -33,7 +33,7 @@ KV_MODEL_DEFAULTS: dict[bool, dict[str, bool | str]] = {
         "one_token_decode_step": True,
         "cache_capacity": "budget",
         "match_tiers": "hbm_ram",
-        "lru_unit": "run",
+        "lru_unit": "block",
         "decode_overshoot": False,
     },
 }
