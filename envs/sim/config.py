@@ -34,7 +34,7 @@ KV_MODEL_DEFAULTS: dict[bool, dict[str, bool | str]] = {
         "cache_capacity": "budget",
         "match_tiers": "hbm_ram",
         "lru_unit": "block",
-        "decode_overshoot": False,
+        "decode_overshoot": True,
     },
 }
 _CHOICES = {"cache_capacity": CACHE_CAPACITIES, "match_tiers": MATCH_TIERS, "lru_unit": LRU_UNITS}
