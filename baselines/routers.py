@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from baselines.policy import Policy, register
+from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
@@ -92,18 +93,14 @@ def cache_aware_choice(
     best_match = -1
     best_load = 0
     ties: list[int] = []
-    with_ram = sim.config.match_tiers == "hbm_ram"
+    matched = _hbm_ram_match if sim.match_with_ram else PrefixCache.hbm_match
     for i, node in enumerate(sim.nodes):
         load = node.running + len(node.queue)
         if load > high:
             high = load
         if load < low:
             low = load
-        if with_ram:
-            hbm, ram, _ = node.cache.match(blocks)
-            match = hbm + ram
-        else:
-            match = node.cache.hbm_match(blocks)
+        match = matched(node.cache, blocks)
         if match > best_match or (match == best_match and load < best_load):
             best_match = match
             best_load = load
@@ -115,3 +112,9 @@ def cache_aware_choice(
     if len(ties) == 1:
         return ties[0]
     return ties[int(sim.rng.random() * len(ties))]
+
+
+def _hbm_ram_match(cache: PrefixCache, blocks: tuple[int, ...]) -> int:
+    """Leading blocks of ``blocks`` cached in HBM or host RAM."""
+    hbm, ram, _ = cache.match(blocks)
+    return hbm + ram

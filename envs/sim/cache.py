@@ -128,6 +128,7 @@ class PrefixCache:
         n = len(blocks)
         used_hbm = self.used_copies_hbm
         used_any = self.used_copies_any
+        touch_used_only = self.touch_used_only
         while pos < n:
             child = node.children.get(blocks[pos])
             if child is None:
@@ -138,7 +139,7 @@ class PrefixCache:
             tier = child.tier
             counts[tier] += k
             if tier == HBM:
-                if k < len(seg) and self.touch_used_only:
+                if touch_used_only and k < len(seg):
                     self._split(child, k)  # the tail keeps its last use
                     child.last_used = now
                     last_hbm = child

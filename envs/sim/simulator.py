@@ -134,6 +134,8 @@ class Simulator:
         self.n_nodes = len(self.nodes)
         self._hbm_hit_load = config.hbm_hit_load
         self._one_token_step = config.one_token_decode_step
+        # what cache_aware counts as a node's match (SimConfig.match_tiers)
+        self.match_with_ram = config.match_tiers == "hbm_ram"
         smallest = min(self.nodes, key=lambda n: n.budget_tokens)
         for r in self.requests:
             if r.input_tokens + r.output_tokens > smallest.budget_tokens:
@@ -718,7 +720,10 @@ class Simulator:
             node.cache.insert(request.blocks, t, tail=range(fresh - 1, fresh - 1 - extra, -1))
         else:
             node.cache.insert(request.blocks, t)
-        node.cache.evict_to(node.cache_capacity_blocks(bt))
+        if node.cache_beside_reservations:
+            node.cache.evict_to((node.budget_tokens - node.reserved_tokens) // bt)
+        else:
+            node.cache.evict_to(node.budget_tokens // bt)
         if node.waiting_src:
             self._release_sources(node, request, t)
 
