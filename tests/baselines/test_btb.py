@@ -57,6 +57,21 @@ def test_routes_active_prefix_to_least_loaded_warm_node() -> None:
     assert sim.copies == []
 
 
+@pytest.mark.parametrize(("name", "node"), [("btb", 0), ("btb_pending", 1)])
+def test_a_copy_in_flight_counts_but_is_routed_to_only_by_btb_pending(
+    name: str, node: int
+) -> None:
+    """HOT is resident on node 0 (load 5) and on its way to node 1 (load 0). With
+    M = 2 both count, so no copy is made. Published BTB routes to the nodes on which
+    HOT is resident: node 0. btb_pending also routes to the copy's target: node 1."""
+    sim = cluster_state([5, 0, 0, 0], cached=[HOT, [], [], []])
+    assert sim.warm(0, 1, HOT) == "ok"
+    policy = make_policy(name, x=1, y_tokens=2048, m=2)
+    policy.reset(sim)
+    assert policy.decide(sim, request((*HOT, 77))) == node
+    assert len(sim.copies) == 1
+
+
 def test_copies_to_the_least_loaded_cold_nodes_up_to_m() -> None:
     sim = cluster_state([3, 7, 1, 4], cached=[HOT, [], [], []])
     policy = BTB(x=1, y_tokens=2048, m=3)
