@@ -27,7 +27,7 @@ class ImitationSettings:
     workloads: list[str] = field(default_factory=list)
     """Extra workloads to collect on; the training env's own always."""
     teacher: dict[str, Any] = field(default_factory=dict)
-    """CausalTeacher keyword arguments (x, z, min_prefix_blocks, max_nodes)."""
+    """CausalTeacher keyword arguments (x, z, min_prefix_tokens, max_nodes)."""
 
     def __post_init__(self) -> None:
         """Counts in range and extra setups / workloads that exist, each named as its

@@ -25,6 +25,7 @@ from envs.encoder import first_token_estimates, prefix_of
 from envs.sim.checks import check_int, is_number
 from envs.sim.node import IDLE
 from envs.sim.simulator import WARM_OK, Simulator
+from envs.sim.tokens import blocks_reaching
 from envs.workloads.request import Request
 
 
@@ -37,18 +38,19 @@ class CausalTeacher(Policy):
         self,
         x: int = 2,
         z: float = 10.0,
-        min_prefix_blocks: int = 16,
+        min_prefix_tokens: int = 4096,
         max_nodes: int | None = None,
         routing: str = "clock",
     ) -> None:
         if routing not in ("clock", "backlog"):
             raise ValueError(f"causal_teacher.routing must be clock or backlog, got {routing!r}")
         self.routing = routing
-        for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_nodes", max_nodes)):
+        for name, value in (("min_prefix_tokens", min_prefix_tokens), ("max_nodes", max_nodes)):
             if value is None and name == "max_nodes":
                 continue
             check_int(f"causal_teacher.{name}", value, 1)
-        self.min_prefix_blocks = min_prefix_blocks
+        self.min_prefix_tokens = min_prefix_tokens
+        self._min_prefix_blocks = 1
         self.max_nodes = max_nodes
         self._free_at: list[float] = []
         self._ready: dict[tuple[int, int], float] = {}
@@ -70,6 +72,7 @@ class CausalTeacher(Policy):
         self._seen = {}
         limit = self.max_nodes if self.max_nodes is not None else sim.n_nodes
         self._max_nodes = min(limit, sim.n_nodes)
+        self._min_prefix_blocks = blocks_reaching(self.min_prefix_tokens, sim.block_tokens)
 
     def metrics(self) -> dict[str, float]:
         return {"teacher_copies_issued": self._copies}
@@ -82,7 +85,7 @@ class CausalTeacher(Policy):
             if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < now:
                 free_at[j] = now
         prefix = prefix_of(request)
-        d = len(prefix) if len(prefix) >= self.min_prefix_blocks else 0
+        d = len(prefix) if len(prefix) >= self._min_prefix_blocks else 0
         key = prefix[-1] if d else 0
         recurring = False
         if d:

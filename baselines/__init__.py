@@ -1,6 +1,7 @@
 """Hand-written policies behind one small interface (``baselines.policy.Policy``)."""
 
 from baselines.btb import BTB, ShadowCopy
+from baselines.btb_pending import BTBPending
 from baselines.btb_tuned import BTBTuned
 from baselines.oracle import OracleWarm
 from baselines.policy import POLICIES, Policy, make_policy, register
@@ -19,6 +20,7 @@ __all__ = [
     "BTB",
     "LLMD",
     "POLICIES",
+    "BTBPending",
     "BTBTuned",
     "CacheAware",
     "DynamoKV",

@@ -33,10 +33,10 @@ CELL_KEYS = ("x", "z_s", "m", "y_tokens")
 
 def btb_settings(cell: dict[str, Any], block_tokens: int) -> dict[str, Any]:
     """BTB's constructor arguments for a tuned cell on a workload of ``block_tokens``
-    tokens a block (Y rounded down to whole blocks, at least one)."""
+    tokens a block (BTB keeps the whole blocks of Y that fit: at least one)."""
     return {
         "x": int(cell["x"]),
-        "y": max(int(cell["y_tokens"]) // block_tokens, 1),
+        "y_tokens": max(int(cell["y_tokens"]), block_tokens),
         "z": float(cell["z_s"]),
         "m": int(cell["m"]),
     }
@@ -73,7 +73,7 @@ class BTBTuned(BTB):
         super().__init__()
         self.table = read_table(path or TABLE_PATH)
         self.cell: dict[str, Any] | None = None
-        self._published = (self.x, self.y, self.z)
+        self._published = (self.x, self.y_tokens, self.z)
 
     def reset(self, sim: Simulator) -> None:
         setup = setup_of(sim)
@@ -85,7 +85,9 @@ class BTBTuned(BTB):
             self._default_m = True  # BTB.reset: the published M, at most every node
         else:
             settings = btb_settings(self.cell, sim.block_tokens)
-            self.set_thresholds(settings["x"], settings["y"], settings["z"], settings["m"])
+            self.set_thresholds(
+                settings["x"], settings["y_tokens"], settings["z"], settings["m"]
+            )
             self._default_m = False
         super().reset(sim)
 

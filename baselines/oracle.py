@@ -4,8 +4,8 @@
 and knows, for every request, the longest prefix it shares with any other
 request of the window, and how many later requests share it. It then:
 
-* warms exactly the prefixes that will be reused (at least ``min_prefix_blocks``
-  blocks deep, with later users still to come), to as many nodes as the prefix
+* warms exactly the prefixes that will be reused (at least ``min_prefix_tokens``
+  tokens deep, 4,096 by default, with later users still to come), to as many nodes as the prefix
   still has users, up to ``max_nodes`` nodes (default: all), picking the nodes
   that will be free soonest, and skipping a node that could compute the prefix
   itself before a copy would land (then a request routed there computes it);
@@ -35,6 +35,7 @@ from baselines.policy import Policy, register
 from envs.sim.checks import check_int
 from envs.sim.node import IDLE, Node
 from envs.sim.simulator import WARM_OK, Simulator
+from envs.sim.tokens import blocks_reaching
 from envs.workloads.request import Request
 
 
@@ -42,12 +43,12 @@ from envs.workloads.request import Request
 class OracleWarm(Policy):
     """Clairvoyant warming of reused prefixes, with earliest-first-token routing."""
 
-    def __init__(self, min_prefix_blocks: int = 16, max_nodes: int | None = None) -> None:
-        for name, value in (("min_prefix_blocks", min_prefix_blocks), ("max_nodes", max_nodes)):
+    def __init__(self, min_prefix_tokens: int = 4096, max_nodes: int | None = None) -> None:
+        for name, value in (("min_prefix_tokens", min_prefix_tokens), ("max_nodes", max_nodes)):
             if value is None and name == "max_nodes":
                 continue
             check_int(f"oracle_warm.{name}", value, 1)
-        self.min_prefix_blocks = min_prefix_blocks
+        self.min_prefix_tokens = min_prefix_tokens
         self.max_nodes = max_nodes
         self._depth: list[int] = []
         self._users: dict[int, list[int]] = {}
@@ -62,6 +63,7 @@ class OracleWarm(Policy):
         counts = Counter(chain.from_iterable(r.blocks for r in requests))
         depth = [0] * len(requests)
         keys: set[int] = set()
+        min_blocks = blocks_reaching(self.min_prefix_tokens, sim.block_tokens)
         for r in requests:
             blocks = r.blocks
             lo, hi = 0, len(blocks)  # ids are chained: counts never grow along a prompt
@@ -71,7 +73,7 @@ class OracleWarm(Policy):
                     lo = mid
                 else:
                     hi = mid - 1
-            if lo >= self.min_prefix_blocks:
+            if lo >= min_blocks:
                 depth[r.index] = lo
                 keys.add(blocks[lo - 1])
         users: dict[int, list[int]] = {key: [] for key in keys}

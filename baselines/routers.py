@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from baselines.policy import Policy, register
+from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
 from envs.sim.simulator import Simulator
 from envs.workloads.request import Request
@@ -68,7 +69,9 @@ class CacheAware(Policy):
 
     If the cluster is imbalanced (max load > ``balance_abs`` and max load >
     ``balance_rel`` x min load) route by least load; otherwise to the node with
-    the longest HBM prefix match, ties by load, then at random.
+    the longest prefix match, ties by load, then at random. The match counts the
+    leading blocks in HBM, or in HBM and host RAM together under
+    ``SimConfig.match_tiers="hbm_ram"`` (the reference model's reading).
     """
 
     def __init__(self, balance_abs: float = 64, balance_rel: float = 1.5) -> None:
@@ -90,13 +93,14 @@ def cache_aware_choice(
     best_match = -1
     best_load = 0
     ties: list[int] = []
+    matched = _hbm_ram_match if sim.match_with_ram else PrefixCache.hbm_match
     for i, node in enumerate(sim.nodes):
         load = node.running + len(node.queue)
         if load > high:
             high = load
         if load < low:
             low = load
-        match = node.cache.hbm_match(blocks)
+        match = matched(node.cache, blocks)
         if match > best_match or (match == best_match and load < best_load):
             best_match = match
             best_load = load
@@ -108,3 +112,9 @@ def cache_aware_choice(
     if len(ties) == 1:
         return ties[0]
     return ties[int(sim.rng.random() * len(ties))]
+
+
+def _hbm_ram_match(cache: PrefixCache, blocks: tuple[int, ...]) -> int:
+    """Leading blocks of ``blocks`` cached in HBM or host RAM."""
+    hbm, ram, _ = cache.match(blocks)
+    return hbm + ram

@@ -306,7 +306,7 @@ EPOCH_FEATURES = (
     "x",  # the thresholds in force: X / max X
     "z",  # log-scaled Z
     "m",  # M / n_nodes
-    "min_prefix",  # log-scaled minimum prefix blocks
+    "min_prefix",  # log-scaled minimum prefix, in 256-token units
 )
 
 

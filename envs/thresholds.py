@@ -17,7 +17,10 @@ from envs.workloads.request import Request
 
 X_CHOICES = (1, 2, 3, 4, 6, 8, 16)
 Z_CHOICES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-MIN_PREFIX_CHOICES = (4, 16, 64, 128, 256)
+MIN_PREFIX_CHOICES = (1024, 4096, 16384, 32768, 65536)  # tokens
+# The observation scales the minimum prefix in units of 256 tokens (the published
+# block), so it reads the same whatever the workload's block size.
+PREFIX_FEATURE_TOKENS = 256
 
 
 class ThresholdsEnv(ClusterEnv):
@@ -30,12 +33,17 @@ class ThresholdsEnv(ClusterEnv):
     active), Z (the window they must fall in, seconds), M (warm copies to keep)
     and the minimum prefix length that may fire. BTB acts with them until the
     next epoch. BTB's prefix is each request's prompt but its last block.
+    BTB is the published rule (``baselines.btb``): an active prefix's requests
+    go to the least-loaded node on which it is resident, and a copy in flight
+    joins those nodes once it has landed. The minimum prefix is in tokens,
+    turned into blocks with the workload's block size.
 
     ## Action Space
 
     ``MultiDiscrete([7, 6, n_nodes, 5])``: indices into
     X in (1, 2, 3, 4, 6, 8, 16), Z in (0.25, 0.5, 1, 2, 4, 8) s, M = index + 1,
-    minimum prefix in (4, 16, 64, 128, 256) blocks.
+    minimum prefix in (1024, 4096, 16384, 32768, 65536) tokens (4 to 256
+    blocks of 256 tokens; 2 to 128 blocks of 512).
 
     ## Observation Space
 
@@ -69,7 +77,10 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Since btb-gym 0.x (issue 13) BTB is the published
+      rule; before, it also routed to copies in flight and to nodes computing
+      the prefix (now ``btb_pending``), and the minimum prefix was given in
+      blocks (4 to 256), which on 512-token blocks meant twice the tokens.
     """
 
     def __init__(self, epoch_s: float = 1.0, **kwargs: Any) -> None:
@@ -84,7 +95,7 @@ class ThresholdsEnv(ClusterEnv):
         )
 
     def thresholds(self) -> tuple[int, float, int, int]:
-        """(X, Z, M, minimum prefix blocks) in force."""
+        """(X, Z, M, minimum prefix tokens) in force."""
         return self.controller.thresholds()
 
     def _start(self) -> np.ndarray:
@@ -134,27 +145,31 @@ class EpochController:
             float(X_CHOICES[-1]),
             float(Z_CHOICES[-1]),
             float(n_nodes),
-            float(MIN_PREFIX_CHOICES[-1]),
+            float(MIN_PREFIX_CHOICES[-1]) / PREFIX_FEATURE_TOKENS,
         )
         self.bounds = (len(X_CHOICES), len(Z_CHOICES), n_nodes, len(MIN_PREFIX_CHOICES))
-        self.btb = BTB(y=None, min_prefix_blocks=MIN_PREFIX_CHOICES[-1])
+        self.btb = BTB(y_tokens=None, min_prefix_tokens=MIN_PREFIX_CHOICES[-1])
         self.stats = EpochStats()
         self.epoch_end = -np.inf
         self._copies_before = 0
 
     def reset(self, sim: Simulator) -> None:
         self.encoder.reset()
-        self.btb = BTB(y=None, min_prefix_blocks=MIN_PREFIX_CHOICES[-1])
+        self.btb = BTB(y_tokens=None, min_prefix_tokens=MIN_PREFIX_CHOICES[-1])
         self.btb.reset(sim)
         self.stats = EpochStats()
         self.epoch_end = -np.inf
         self._copies_before = 0
 
     def thresholds(self) -> tuple[int, float, int, int]:
-        return self.btb.x, self.btb.z, self.btb.m, self.btb.min_prefix_blocks
+        min_prefix = self.btb.min_prefix_tokens
+        assert min_prefix is not None  # set at construction and by every action
+        return self.btb.x, self.btb.z, self.btb.m, min_prefix
 
     def observe(self, sim: Simulator) -> np.ndarray:
-        return self.encoder.encode(sim, self.stats, self.thresholds(), self.limits)
+        x, z, m, min_prefix = self.thresholds()
+        scaled = (x, z, m, min_prefix / PREFIX_FEATURE_TOKENS)
+        return self.encoder.encode(sim, self.stats, scaled, self.limits)
 
     def apply(self, action: Any, start_s: float) -> None:
         a = np.asarray(action).ravel()

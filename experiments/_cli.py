@@ -73,8 +73,10 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
 
 
 def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
-    """The SimConfig a command's ``causal_kv=`` / ``copy_model=`` options ask for;
-    a bad value is named as the command's own option (not as ``sim.copy_model``)."""
+    """The SimConfig a command's ``causal_kv=`` / ``copy_model=`` options ask for
+    (``causal_kv=false`` is ``SimConfig.reference()``: every accounting setting at
+    its reference value); a bad value is named as the command's own option (not as
+    ``sim.copy_model``)."""
     if copy_model not in COPY_MODELS:
         raise UsageError(
             f"{command}: copy_model must be one of {', '.join(COPY_MODELS)}, got {copy_model!r}"

@@ -3,14 +3,15 @@
 Usage::
 
     python -m experiments.audit path=FILE [format=auto|mooncake|art|bursted|qwen]
-        [min_blocks=16] [window_s=10] [out_dir=PATH] [json=false] [per_window=false]
+        [min_tokens=4096] [window_s=10] [out_dir=PATH] [json=false] [per_window=false]
         [skip_bad_rows=false] [max_bad_fraction=0.01] [strict_block_count=true]
         [block_tokens=N] [time_unit=auto|s|ms|us|ns]
 
 Reports raw arrival bursts (the busiest 1 s / 10 s / 60 s) and the largest
-same-prefix fan-out: the most requests sharing their first ``min_blocks`` blocks
-that arrive within 1 s, 10 s, 60 s, ``window_s`` seconds and the whole trace
-(definitions in envs/workloads/stats.py).
+same-prefix fan-out: the most requests sharing their first ``min_tokens`` tokens
+(the fewest whole blocks of the trace that hold them; 4,096 tokens = 16 blocks
+of 256 tokens, 8 of 512) that arrive within 1 s, 10 s, 60 s, ``window_s``
+seconds and the whole trace (definitions in envs/workloads/stats.py).
 Bursted-ART files are audited window by window (streamed) and the maxima are
 reported with the window they come from. Prints a table (or the JSON with
 ``json=true``); with ``out_dir`` also writes ``audit.json`` there, atomically.
@@ -40,7 +41,7 @@ COMMAND = "experiments.audit"
 DEFAULTS: dict[str, Any] = {
     "path": "",
     "format": "auto",
-    "min_blocks": 16,
+    "min_tokens": 4096,
     "window_s": 10.0,
     "out_dir": "",
     "json": False,
@@ -69,7 +70,7 @@ def _not_utf8(path: str, error: UnicodeDecodeError) -> str:
 def audit_file(
     path: str,
     format: str = "auto",
-    min_blocks: int = 16,
+    min_tokens: int = 4096,
     window_s: float = 10.0,
     skip_bad_rows: bool = False,
     max_bad_fraction: float = 0.01,
@@ -87,8 +88,8 @@ def audit_file(
             format = canonical_format(format)
         except ValueError as error:
             raise UsageError(f"{COMMAND}: format={format!r}: {error}") from None
-    if min_blocks < 1:
-        raise UsageError(f"{COMMAND}: min_blocks must be >= 1, got {min_blocks}")
+    if min_tokens < 1:
+        raise UsageError(f"{COMMAND}: min_tokens must be >= 1, got {min_tokens}")
     if not window_s > 0:
         raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
     try:
@@ -105,7 +106,7 @@ def audit_file(
         name = detect_format(path) if format == "auto" else format
         report = ReadReport(source=path)
         windows = iter_trace_windows(path, format=name, options=options, report=report)
-        result = audit_windows(windows, min_blocks=min_blocks, window_s=window_s)
+        result = audit_windows(windows, min_tokens=min_tokens, window_s=window_s)
     except UnicodeDecodeError as error:
         raise UsageError(f"{COMMAND}: path={path!r}: {_not_utf8(path, error)}") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:  # a .gz cut short or damaged
@@ -115,7 +116,7 @@ def audit_file(
     return {
         "path": path,
         "format": name,
-        "min_blocks": min_blocks,
+        "min_tokens": min_tokens,
         "window_s": window_s,
         "read": report.as_dict(),
         **result,
@@ -141,7 +142,8 @@ def format_table(audit: dict[str, Any], per_window: bool = False) -> str:
         span = "the whole trace" if entry["window_s"] is None else f"{entry['window_s']:g} s"
         rows.append(
             (
-                f"largest fan-out, >= {fan['min_blocks']} blocks in {span}",
+                f"largest fan-out, >= {fan['min_tokens']:,} tokens ({fan['min_blocks']} blocks) "
+                f"in {span}",
                 f"{entry['requests']:,}",
                 where(entry) if entry["requests"] else "-",
             )
@@ -152,7 +154,8 @@ def format_table(audit: dict[str, Any], per_window: bool = False) -> str:
             fan_where += f" (group {fan['group_id']})"
         rows.append(
             (
-                f"largest fan-out, >= {fan['min_blocks']} blocks in {fan['window_s']:g} s",
+                f"largest fan-out, >= {fan['min_tokens']:,} tokens ({fan['min_blocks']} blocks) "
+                f"in {fan['window_s']:g} s",
                 f"{fan['requests']:,}",
                 fan_where,
             )
@@ -208,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     audit = audit_file(
         options["path"],
         format=options["format"],
-        min_blocks=options["min_blocks"],
+        min_tokens=options["min_tokens"],
         window_s=options["window_s"],
         skip_bad_rows=options["skip_bad_rows"],
         max_bad_fraction=options["max_bad_fraction"],

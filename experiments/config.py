@@ -75,6 +75,11 @@ class WorkloadConf(TraceOptions):
 
 @dataclass
 class SimConf:
+    """envs.sim.SimConfig's fields (its docstrings are the reference). The accounting
+    settings from hbm_hit_load on are null by default: "as causal_kv has it"
+    (btb-gym's physics under causal KV, the reference simulator's under
+    causal_kv=false, i.e. sim=reference); set one to switch it alone."""
+
     causal_kv: bool = True
     copy_model: str = "reference"
     max_batch: int = 256
@@ -85,6 +90,15 @@ class SimConf:
     transfer_latency_s: float = 0.0
     attention_flops: bool = False
     chunked_prefill_tokens: int = 0
+    hbm_hit_load: bool | None = None
+    one_token_decode_step: bool | None = None
+    cache_capacity: str | None = None
+    """headroom or budget."""
+    match_tiers: str | None = None
+    """hbm or hbm_ram."""
+    lru_unit: str | None = None
+    """run or block."""
+    decode_overshoot: bool | None = None
 
 
 @dataclass
@@ -201,7 +215,8 @@ class EvaluateConfig(_World):
 @dataclass
 class TuneBtbConfig(_World):
     x: int = 2
-    y: int = 256
+    y_tokens: int = 65536
+    """BTB's Y in tokens (the published 256 blocks of 256 tokens)."""
     z: float = 1.0
     m: int = 4
 

@@ -1,6 +1,6 @@
 """BTB's thresholds as an objective: mean TTFT on the train windows.
 
-    python -m experiments.tune_btb x=3 y=128 z=0.5 m=2      # one evaluation
+    python -m experiments.tune_btb x=3 y_tokens=32768 z=0.5 m=2      # one evaluation
     python -m experiments.tune_btb -m                    # the Optuna sweep of conf/tune_btb.yaml
     python -m experiments.tune_btb -m hydra.sweeper.n_trials=50 workload=rising_load
 
@@ -152,7 +152,7 @@ def check_thresholds(cfg: Any) -> None:
             f"m must be in 1..{n_nodes} (the cluster's nodes, cluster.n_nodes={n_nodes}), "
             f"got {cfg.m}"
         )
-    for field, low in (("x", 1), ("y", 1)):
+    for field, low in (("x", 1), ("y_tokens", 1)):
         if cfg[field] < low:
             raise ValueError(f"{field} must be >= {low}, got {cfg[field]}")
     if not cfg.z > 0:
@@ -169,7 +169,7 @@ def objective(cfg: DictConfig) -> float:
     m = int(cfg.m)
     windows = eval_windows(cfg, cfg.workload.train_pool, "train")
     out_dir = run_dir(cfg, "tune_btb", ("objective.json",))
-    policy = BTB(x=int(cfg.x), y=int(cfg.y), z=float(cfg.z), m=m)
+    policy = BTB(x=int(cfg.x), y_tokens=int(cfg.y_tokens), z=float(cfg.z), m=m)
     logger = job_logger(cfg, out_dir, "tune_btb")  # before the work: W&B may refuse
     try:
         runs = evaluate_policies(
@@ -185,14 +185,20 @@ def objective(cfg: DictConfig) -> float:
         )
         row = runs[0].row
         value = float(row["ttft_mean_s"])
-        summary = {"x": cfg.x, "y": cfg.y, "z": cfg.z, "m": cfg.m, "ttft_mean_s": value}
+        summary = {
+            "x": cfg.x,
+            "y_tokens": cfg.y_tokens,
+            "z": cfg.z,
+            "m": cfg.m,
+            "ttft_mean_s": value,
+        }
         record = {**summary, "row": row, **workload_record(cfg)}
         write_json_atomic(out_dir / "objective.json", record)
         logger.log_table("objective", [row])
         logger.summary(summary)
     finally:
         logger.finish()
-    print(f"btb x={cfg.x} y={cfg.y} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s")
+    print(f"btb x={cfg.x} y_tokens={cfg.y_tokens} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s")
     return value
 
 

@@ -17,6 +17,12 @@ host RAM is unbounded unless ``ram_capacity_blocks`` is given; the disk tier,
 when enabled, is unbounded. Blocks evicted from HBM go to RAM; blocks evicted
 from a full RAM go to disk or are dropped.
 
+LRU is by segment: a hit refreshes every segment it reaches into, wholly. With
+``touch_used_only`` (``SimConfig.lru_unit="block"``) a hit splits a segment it
+uses only partly, so the unused rest keeps its older time, as if every block
+had its own. Eviction takes exactly the blocks it needs either way (a leaf's
+tail first), so what stays cached is always a prefix.
+
 Segments written by a warm copy carry the copy's id, so the simulator can tell
 whether a copy was used before it was evicted.
 """
@@ -61,7 +67,12 @@ class Segment:
 class PrefixCache:
     """Per-node prefix cache. See the module docstring for the model."""
 
-    def __init__(self, ram_capacity_blocks: float = math.inf, disk_tier: bool = False) -> None:
+    def __init__(
+        self,
+        ram_capacity_blocks: float = math.inf,
+        disk_tier: bool = False,
+        touch_used_only: bool = False,
+    ) -> None:
         if not ram_capacity_blocks >= 0:
             raise ValueError(f"ram_capacity_blocks must be >= 0, got {ram_capacity_blocks!r}")
         self.root = Segment([], None, HBM, 0.0)
@@ -69,6 +80,9 @@ class PrefixCache:
             ram_capacity_blocks = math.floor(ram_capacity_blocks)  # whole blocks only
         self.ram_capacity_blocks = ram_capacity_blocks
         self.disk_tier = disk_tier
+        # LRU per block: a hit splits a run it uses only partly, so the unused
+        # rest keeps its older last-use time (SimConfig.lru_unit == "block")
+        self.touch_used_only = touch_used_only
         self.blocks_in = [0, 0, 0]  # blocks per tier
         self._hbm_heap: list[tuple[float, int, Segment]] = []
         self._ram_heap: list[tuple[float, int, Segment]] = []
@@ -114,6 +128,7 @@ class PrefixCache:
         n = len(blocks)
         used_hbm = self.used_copies_hbm
         used_any = self.used_copies_any
+        touch_used_only = self.touch_used_only
         while pos < n:
             child = node.children.get(blocks[pos])
             if child is None:
@@ -124,6 +139,14 @@ class PrefixCache:
             tier = child.tier
             counts[tier] += k
             if tier == HBM:
+                if touch_used_only and k < len(seg):
+                    self._split(child, k)  # the tail keeps its last use
+                    child.last_used = now
+                    last_hbm = child
+                    if child.copy_id >= 0:
+                        used_any.add(child.copy_id)
+                        used_hbm.add(child.copy_id)
+                    break
                 child.last_used = now
                 last_hbm = child
                 if child.copy_id >= 0:
@@ -167,7 +190,7 @@ class PrefixCache:
             child = node.children[blocks[pos]]
             length = len(child.blocks)
             if pos + length > n:
-                if child.tier != HBM:
+                if child.tier != HBM or self.touch_used_only:
                     self._split(child, n - pos)
                 length = n - pos
             if child.copy_id >= 0:

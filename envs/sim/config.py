@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -12,11 +13,43 @@ from envs.sim.errors import ConfigError
 from envs.sim.hardware import ModelSpec, NodeSpec, model_preset, parse_node
 
 COPY_MODELS = ("reference", "contention")
+CACHE_CAPACITIES = ("headroom", "budget")
+MATCH_TIERS = ("hbm", "hbm_ram")
+LRU_UNITS = ("run", "block")
+
+# The accounting settings whose default follows the KV model: btb-gym's physics
+# under causal KV, the reference simulator's under causal_kv=False.
+KV_MODEL_DEFAULTS: dict[bool, dict[str, bool | str]] = {
+    True: {
+        "hbm_hit_load": True,
+        "one_token_decode_step": False,
+        "cache_capacity": "headroom",
+        "match_tiers": "hbm",
+        "lru_unit": "run",
+        "decode_overshoot": False,
+    },
+    False: {
+        "hbm_hit_load": False,
+        "one_token_decode_step": True,
+        "cache_capacity": "budget",
+        "match_tiers": "hbm_ram",
+        "lru_unit": "block",
+        "decode_overshoot": True,
+    },
+}
+_CHOICES = {"cache_capacity": CACHE_CAPACITIES, "match_tiers": MATCH_TIERS, "lru_unit": LRU_UNITS}
 
 
 @dataclass(frozen=True)
 class SimConfig:
-    """How the cluster is simulated. Defaults are the causal reference model."""
+    """How the cluster is simulated. Defaults are btb-gym's causal model.
+
+    The accounting settings from ``hbm_hit_load`` to ``decode_overshoot`` default
+    to None, which means "as the KV model has it": btb-gym's physics under
+    ``causal_kv=True``, the reference simulator's under ``causal_kv=False``
+    (``KV_MODEL_DEFAULTS``; :meth:`reference` builds the latter). Set one to
+    switch it alone. After construction every field holds its value, never None.
+    """
 
     causal_kv: bool = True
     """KV is usable (and copyable) only once computed or landed; False restores
@@ -44,10 +77,58 @@ class SimConfig:
     running batch between chunks; a sequence whose last token comes out at one of
     those steps finishes (and frees its KV) there. 0 (the reference) prefills in
     one go. Realism option."""
+    hbm_hit_load: bool | None = None
+    """Charge a prefix hit in HBM its bytes / HBM bandwidth of reuse time (causal
+    default); False charges nothing for HBM, only for runs loaded from RAM or disk
+    (reference default)."""
+    one_token_decode_step: bool | None = None
+    """A request with one output token runs one decode step after its prefill,
+    holding its KV and counting as load until the step ends (reference default);
+    False finishes it at the end of its prefill (causal default). Its TTFT is the
+    prefill's end either way."""
+    cache_capacity: str | None = None
+    """HBM the prefix cache may hold: "headroom", the KV budget minus the running
+    sequences' reservations (causal default), or "budget", the whole KV budget
+    (reference default)."""
+    match_tiers: str | None = None
+    """What cache_aware (and BTB when it falls back to it) counts as a node's
+    matched prefix: "hbm" (causal default) or "hbm_ram", the leading run cached in
+    HBM and host RAM together (reference default)."""
+    lru_unit: str | None = None
+    """LRU bookkeeping of the prefix cache: "run", a hit refreshes the whole
+    radix-tree run it reaches into (causal default), or "block", a hit refreshes
+    exactly the blocks it used, so the unused rest of a run ages and is evicted
+    first (reference default). Either way eviction takes exactly the blocks it
+    needs, deepest first, so what stays cached is a prefix."""
+    decode_overshoot: bool | None = None
+    """A quirk of the reference loop (reference default; causal default False): at
+    each arrival, a node whose decode segment ends within the decode step in
+    progress finishes that step (its sequences complete, freed KV admits queued
+    requests) before the router decides, so the router sees the node as it will
+    be after the step, not as it is at the arrival."""
+
+    @classmethod
+    def reference(cls, **overrides: Any) -> SimConfig:
+        """The reference (Infer-Sim) model: ``causal_kv=False`` and every accounting
+        setting at its reference default, unless overridden."""
+        return cls(causal_kv=False, **overrides)
 
     def __post_init__(self) -> None:
         # numpy scalars (e.g. from np.linspace sweeps) are stored as Python values
-        for name in ("causal_kv", "disk_tier", "attention_flops"):
+        if isinstance(self.causal_kv, np.bool_):
+            object.__setattr__(self, "causal_kv", bool(self.causal_kv))
+        if isinstance(self.causal_kv, bool):
+            for name, value in KV_MODEL_DEFAULTS[self.causal_kv].items():
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, value)
+        for name in (
+            "causal_kv",
+            "disk_tier",
+            "attention_flops",
+            "hbm_hit_load",
+            "one_token_decode_step",
+            "decode_overshoot",
+        ):
             value = getattr(self, name)
             if isinstance(value, np.bool_):
                 object.__setattr__(self, name, bool(value))
@@ -63,10 +144,12 @@ class SimConfig:
                 object.__setattr__(self, name, float(value))
             elif not is_number(value):
                 raise ConfigError(f"sim.{name} must be a number, got {value!r}")
-        if self.copy_model not in COPY_MODELS:
-            raise ConfigError(
-                f"sim.copy_model must be one of {', '.join(COPY_MODELS)}, got {self.copy_model!r}"
-            )
+        for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
+            value = getattr(self, name)
+            if value not in choices:
+                raise ConfigError(
+                    f"sim.{name} must be one of {', '.join(choices)}, got {value!r}"
+                )
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         if not (self.host_ram_bytes >= 0):
             raise ConfigError(f"sim.host_ram_bytes must be >= 0, got {self.host_ram_bytes!r}")

@@ -46,6 +46,7 @@ class Node:
         "budget_tokens",
         "busy_s",
         "cache",
+        "cache_beside_reservations",
         "chunk_breaks",
         "copy_queue",
         "copy_s",
@@ -53,6 +54,7 @@ class Node:
         "ctx_tokens",
         "decode_n",
         "decode_s",
+        "free_s",
         "index",
         "inflight",
         "prefill_ewma_s",
@@ -81,6 +83,7 @@ class Node:
         self.spec = spec
         self.costs = costs
         self.cache = cache
+        self.cache_beside_reservations = True  # SimConfig.cache_capacity == "headroom"
         self.budget_tokens = costs.budget_tokens
         self.queue: deque[Request] = deque()
         self.running = 0
@@ -91,6 +94,7 @@ class Node:
         self.work_start = 0.0
         self.work_end = 0.0
         self.version = 0
+        self.free_s = 0.0  # an idle node starts no work before this (decode overshoot)
         # decode batch: heap of (finish_step, order, request)
         self.batch_heap: list[tuple[int, int, Request]] = []
         self.decode_n = 0
@@ -134,5 +138,8 @@ class Node:
         return max(rest, 0.0) + len(self.queue) * self.prefill_ewma_s
 
     def cache_capacity_blocks(self, block_tokens: int) -> int:
-        """HBM blocks the prefix cache may hold now: the KV headroom."""
-        return (self.budget_tokens - self.reserved_tokens) // block_tokens
+        """HBM blocks the prefix cache may hold now: the KV headroom (budget minus
+        reservations), or the whole budget under ``cache_capacity="budget"``."""
+        if self.cache_beside_reservations:
+            return (self.budget_tokens - self.reserved_tokens) // block_tokens
+        return self.budget_tokens // block_tokens

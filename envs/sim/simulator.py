@@ -123,9 +123,19 @@ class Simulator:
                     f"{costs.budget_tokens} tokens, less than one {bt}-token block"
                 )
             ram_blocks = config.host_ram_bytes / (costs.kv_bytes_per_token * bt)
-            cache = PrefixCache(ram_capacity_blocks=ram_blocks, disk_tier=config.disk_tier)
-            self.nodes.append(Node(i, spec, costs, cache))
+            cache = PrefixCache(
+                ram_capacity_blocks=ram_blocks,
+                disk_tier=config.disk_tier,
+                touch_used_only=config.lru_unit == "block",
+            )
+            node = Node(i, spec, costs, cache)
+            node.cache_beside_reservations = config.cache_capacity == "headroom"
+            self.nodes.append(node)
         self.n_nodes = len(self.nodes)
+        self._hbm_hit_load = config.hbm_hit_load
+        self._one_token_step = config.one_token_decode_step
+        # what cache_aware counts as a node's match (SimConfig.match_tiers)
+        self.match_with_ram = config.match_tiers == "hbm_ram"
         smallest = min(self.nodes, key=lambda n: n.budget_tokens)
         for r in self.requests:
             if r.input_tokens + r.output_tokens > smallest.budget_tokens:
@@ -196,6 +206,7 @@ class Simulator:
         pop = heapq.heappop
         nodes = self.nodes
         n_nodes = self.n_nodes
+        overshoot = self.config.decode_overshoot
         i = 0
         while True:
             t_arrival = requests[i].arrival_s if i < n else INF
@@ -214,6 +225,10 @@ class Simulator:
             if i >= n:
                 break
             self.now = t_arrival
+            if overshoot:
+                for node in nodes:
+                    if node.work == DECODE:
+                        self._overshoot(node, t_arrival)
             request = requests[i]
             self._pending = self._deciding = request
             choice = decide(self, request) if decide is not None else (yield request)
@@ -365,7 +380,8 @@ class Simulator:
         queue = node.queue
         queue.append(request)
         if node.work == IDLE:
-            self._advance(node, self.now)
+            now = self.now
+            self._advance(node, now if node.free_s <= now else node.free_s)
         elif node.work == DECODE and len(queue) == 1 and self._admissible(node, request):
             self._interrupt(node, self.now)
 
@@ -491,7 +507,7 @@ class Simulator:
         ram_t = min(ram * bt, cap - hbm_t)
         disk_t = min(disk * bt, cap - hbm_t - ram_t)
         latency = self.config.transfer_latency_s
-        reuse_s = hbm_t * costs.load_hbm_s
+        reuse_s = hbm_t * costs.load_hbm_s if self._hbm_hit_load else 0.0
         used_blocks = hbm
         # Load each slower tier's run unless recomputing it is cheaper; once a run
         # is recomputed, everything after it is too (tiers only get slower).
@@ -561,7 +577,8 @@ class Simulator:
         for finish, _, request in heap:
             if finish <= last:
                 n, kv = freed.get(finish, (0, 0))
-                freed[finish] = (n + 1, kv + request.input_tokens + request.output_tokens - 1)
+                kv += request.input_tokens + (request.output_tokens - 1 or 1)
+                freed[finish] = (n + 1, kv)
         batch = node.decode_n
         ctx = node.ctx_tokens
         done = 0
@@ -615,13 +632,13 @@ class Simulator:
             self.first_token_log.append(request)
             if node.seg_steps:
                 self._advance_batch(node, node.seg_steps, t)
-            if request.output_tokens > 1:
+            if request.output_tokens > 1 or self._one_token_step:
                 if self.config.causal_kv:
                     self._insert_prompt(node, request, t)
                 self._order += 1
                 heapq.heappush(
                     node.batch_heap,
-                    (node.step + request.output_tokens - 1, self._order, request),
+                    (node.step + (request.output_tokens - 1 or 1), self._order, request),
                 )
                 node.decode_n += 1
                 node.ctx_tokens += request.input_tokens
@@ -672,6 +689,19 @@ class Simulator:
         self._begin(node, node.seg_start, node.seg_start + new)
         node.work_start = node.seg_start
 
+    def _overshoot(self, node: Node, t: float) -> None:
+        """``SimConfig.decode_overshoot``: if the decode step in progress at ``t`` is
+        the segment's last, end it now (at its own end time), so the decision at
+        ``t`` sees the node after the step."""
+        last_step_start = node.seg_start + node.costs.decode_s(
+            node.seg_steps - 1, node.seg_batch, node.seg_ctx
+        )
+        end = node.work_end
+        if last_step_start <= t < end:
+            node.version += 1  # the wake in the heap is now stale
+            node.free_s = end
+            self._on_wake(node, end)
+
     def _advance_batch(self, node: Node, steps: int, t: float) -> None:
         node.step += steps
         node.ctx_tokens += node.decode_n * steps
@@ -680,7 +710,7 @@ class Simulator:
         while heap and heap[0][0] <= step:
             _, _, request = heapq.heappop(heap)
             node.decode_n -= 1
-            node.ctx_tokens -= request.input_tokens + request.output_tokens - 1
+            node.ctx_tokens -= request.input_tokens + (request.output_tokens - 1 or 1)
             self._complete(node, request, t)
 
     def _complete(self, node: Node, request: Request, t: float) -> None:
@@ -695,7 +725,10 @@ class Simulator:
             node.cache.insert(request.blocks, t, tail=range(fresh - 1, fresh - 1 - extra, -1))
         else:
             node.cache.insert(request.blocks, t)
-        node.cache.evict_to((node.budget_tokens - node.reserved_tokens) // bt)
+        if node.cache_beside_reservations:
+            node.cache.evict_to((node.budget_tokens - node.reserved_tokens) // bt)
+        else:
+            node.cache.evict_to(node.budget_tokens // bt)
         if node.waiting_src:
             self._release_sources(node, request, t)
 

@@ -5,7 +5,8 @@ Definitions (used by ``experiments.audit`` and docs/workloads.md):
 - **Busiest w seconds**: the most arrivals in any half-open interval
   ``[t, t + w)``, sliding over the trace (the interval may start anywhere; the
   maximum is always reached at an arrival).
-- **Largest same-prefix fan-out** at ``min_blocks`` blocks within ``window_s``:
+- **Largest same-prefix fan-out** at ``min_tokens`` tokens within ``window_s``:
+  with ``min_blocks`` the fewest whole blocks holding ``min_tokens`` tokens,
   among requests whose prompts have at least ``min_blocks`` blocks, group them
   by their first ``min_blocks`` blocks (one chained block id names that prefix);
   the most requests of one group arriving within ``[t, t + window_s)``. It is
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.tokens import blocks_reaching
 from envs.workloads.request import Workload
 
 BURST_WINDOWS_S = (1.0, 10.0, 60.0)
@@ -87,11 +89,12 @@ def prefix_ids(workload: Workload, min_blocks: int) -> list[int | None]:
 
 def audit_workload(
     workload: Workload,
-    min_blocks: int = 16,
+    min_tokens: int = 4096,
     window_s: float = 10.0,
     burst_windows_s: Iterable[float] = BURST_WINDOWS_S,
 ) -> dict[str, Any]:
     """Arrival bursts, same-prefix fan-out and length summary of one workload."""
+    min_blocks = blocks_reaching(min_tokens, workload.block_tokens)
     requests = workload.requests
     arrivals = np.fromiter((r.arrival_s for r in requests), dtype=float, count=len(requests))
     inputs = np.fromiter((r.input_tokens for r in requests), dtype=float, count=len(requests))
@@ -127,8 +130,8 @@ def audit_workload(
         "mean_rate_per_s": len(requests) / duration if duration > 0 else 0.0,
         "busiest": bursts,
         "fanout": {
+            "min_tokens": min_tokens,
             "min_blocks": min_blocks,
-            "min_tokens": min_blocks * workload.block_tokens,
             "window_s": window_s,
             "requests": fan.requests,
             "start_s": fan.start_s,
@@ -143,7 +146,7 @@ def audit_workload(
 
 def audit_windows(
     workloads: Iterable[Workload],
-    min_blocks: int = 16,
+    min_tokens: int = 4096,
     window_s: float = 10.0,
     burst_windows_s: Sequence[float] = BURST_WINDOWS_S,
 ) -> dict[str, Any]:
@@ -155,7 +158,7 @@ def audit_windows(
     """
     per_window: list[dict[str, Any]] = []
     for workload in workloads:
-        per_window.append(audit_workload(workload, min_blocks, window_s, burst_windows_s))
+        per_window.append(audit_workload(workload, min_tokens, window_s, burst_windows_s))
     if not per_window:
         raise ValueError("audit_windows: no workloads to audit")
     overall: dict[str, Any] = {

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from statekit import cluster_state, prefix, request
 
-from baselines import BTB, make_policy
+from baselines import BTB, BTBPending, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from envs.workloads.request import Workload
 
 HOT = prefix(8)
 
@@ -25,7 +28,7 @@ def arrivals(policy: BTB, sim: Simulator, times: list[float]) -> list[int]:
 
 def test_fires_on_the_xth_arrival_within_z_and_not_before() -> None:
     sim = cluster_state([0, 0, 0, 0], cached=[HOT, [], [], []])
-    policy = BTB(x=3, y=8, z=1.0, m=4)
+    policy = BTB(x=3, y_tokens=2048, z=1.0, m=4)
     policy.reset(sim)
     assert arrivals(policy, sim, [0.0, 0.4, 0.8]) == [0, 0, 3]
     assert {c.src for c in sim.copies} == {0}
@@ -34,29 +37,44 @@ def test_fires_on_the_xth_arrival_within_z_and_not_before() -> None:
 
 def test_arrivals_further_apart_than_z_never_fire() -> None:
     sim = cluster_state([0, 0, 0, 0], cached=[HOT, [], [], []])
-    policy = BTB(x=2, y=8, z=1.0)
+    policy = BTB(x=2, y_tokens=2048, z=1.0)
     policy.reset(sim)
     assert arrivals(policy, sim, [0.0, 1.5, 3.0, 4.01]) == [0, 0, 0, 0]
 
 
 def test_the_window_includes_its_edge() -> None:
     sim = cluster_state([0, 0, 0, 0], cached=[HOT, [], [], []])
-    policy = BTB(x=2, y=8, z=1.0)
+    policy = BTB(x=2, y_tokens=2048, z=1.0)
     policy.reset(sim)
     assert arrivals(policy, sim, [0.0, 1.0]) == [0, 3]
 
 
 def test_routes_active_prefix_to_least_loaded_warm_node() -> None:
     sim = cluster_state([5, 9, 1, 0], cached=[HOT, HOT, [], []])
-    policy = BTB(x=1, y=8, m=2)  # already warm on two nodes: no copy
+    policy = BTB(x=1, y_tokens=2048, m=2)  # already warm on two nodes: no copy
     policy.reset(sim)
     assert policy.decide(sim, request((*HOT, 77))) == 0
     assert sim.copies == []
 
 
+@pytest.mark.parametrize(("name", "node"), [("btb", 0), ("btb_pending", 1)])
+def test_a_copy_in_flight_counts_but_is_routed_to_only_by_btb_pending(
+    name: str, node: int
+) -> None:
+    """HOT is resident on node 0 (load 5) and on its way to node 1 (load 0). With
+    M = 2 both count, so no copy is made. Published BTB routes to the nodes on which
+    HOT is resident: node 0. btb_pending also routes to the copy's target: node 1."""
+    sim = cluster_state([5, 0, 0, 0], cached=[HOT, [], [], []])
+    assert sim.warm(0, 1, HOT) == "ok"
+    policy = make_policy(name, x=1, y_tokens=2048, m=2)
+    policy.reset(sim)
+    assert policy.decide(sim, request((*HOT, 77))) == node
+    assert len(sim.copies) == 1
+
+
 def test_copies_to_the_least_loaded_cold_nodes_up_to_m() -> None:
     sim = cluster_state([3, 7, 1, 4], cached=[HOT, [], [], []])
-    policy = BTB(x=1, y=8, m=3)
+    policy = BTB(x=1, y_tokens=2048, m=3)
     policy.reset(sim)
     policy.decide(sim, request((*HOT, 77)))
     assert sorted(c.dst for c in sim.copies) == [2, 3]
@@ -71,7 +89,7 @@ def test_m_is_bounded_by_the_node_count() -> None:
     policy.reset(small)
     assert policy.m == 2  # the published default of 4, capped by a smaller cluster
     with pytest.raises(ValueError, match=r"btb\.m"):
-        policy.set_thresholds(2, 8, 1.0, 3)
+        policy.set_thresholds(2, 2048, 1.0, 3)
 
 
 # ---------------------------------------------------------------- whole runs
@@ -94,15 +112,22 @@ def _computes(node, blocks) -> bool:  # type: ignore[no-untyped-def]
     return any(len(r.blocks) >= depth and r.blocks[depth - 1] == key for r in pending)
 
 
+def _resident(node, blocks) -> bool:  # type: ignore[no-untyped-def]
+    return node.cache.hbm_match(blocks) >= len(blocks)
+
+
 def _holds(node, blocks) -> bool:  # type: ignore[no-untyped-def]
-    return node.cache.hbm_match(blocks) >= len(blocks) or _computes(node, blocks)
+    return _resident(node, blocks) or _computes(node, blocks)
 
 
+@pytest.mark.parametrize("name", ["btb", "btb_pending"])
 @pytest.mark.parametrize("causal_kv", [True, False])
 @pytest.mark.parametrize("m", [2, 4])
 def test_never_exceeds_m_and_never_copies_from_a_node_without_the_kv(
-    causal_kv: bool, m: int
+    causal_kv: bool, m: int, name: str
 ) -> None:
+    """Published BTB counts resident nodes and copies in flight, and copies from a
+    resident node; btb_pending also counts (and copies from) nodes computing it."""
     sim = Simulator(
         CLUSTER,
         synthetic_window(SMALL, window=1),
@@ -111,17 +136,18 @@ def test_never_exceeds_m_and_never_copies_from_a_node_without_the_kv(
     )
     real_warm = sim.warm
     issued = []
+    has = _resident if name == "btb" else _holds
 
     def checked_warm(src: int, dst: int, blocks: tuple[int, ...]) -> str:
-        warm = [n.index for n in sim.nodes if _holds(n, blocks) or blocks[-1] in n.inflight]
+        warm = [n.index for n in sim.nodes if has(n, blocks) or blocks[-1] in n.inflight]
         assert len(warm) < m, f"copy to node {dst} would make {len(warm) + 1} > M = {m}"
-        assert _holds(sim.nodes[src], blocks), f"node {src} neither holds nor computes the prefix"
+        assert has(sim.nodes[src], blocks), f"node {src} cannot be the source"
         result = real_warm(src, dst, blocks)
         issued.append(result)
         return result
 
     sim.warm = checked_warm  # type: ignore[method-assign]
-    BTB(y=32, m=m).run(sim)
+    make_policy(name, y_tokens=8192, m=m).run(sim)
     assert issued and all(r == "ok" for r in issued)
     assert sim.warm_refused["source_lacks_prefix"] == 0
     assert len(sim.copies) >= (m - 1) * SMALL.n_bursts
@@ -140,7 +166,7 @@ def test_never_exceeds_m_and_never_copies_from_a_node_without_the_kv(
 def test_inert_without_repeated_long_prefixes(config: BurstedSyntheticConfig) -> None:
     workload = synthetic_window(config, window=2)
     nodes = {}
-    for name, policy in (("btb", BTB(y=32)), ("cache_aware", make_policy("cache_aware"))):
+    for name, policy in (("btb", BTB(y_tokens=8192)), ("cache_aware", make_policy("cache_aware"))):
         sim = Simulator(CLUSTER, workload, SimConfig(), np.random.default_rng(3))
         nodes[name] = policy.run(sim).node
         if name == "btb":
@@ -148,14 +174,21 @@ def test_inert_without_repeated_long_prefixes(config: BurstedSyntheticConfig) ->
     assert np.array_equal(nodes["btb"], nodes["cache_aware"])
 
 
-def test_shadow_mode_records_copies_but_runs_exactly_as_cache_aware() -> None:
+@pytest.mark.parametrize(("name", "causal_kv"), [("btb", False), ("btb_pending", True)])
+def test_shadow_mode_records_copies_but_runs_exactly_as_cache_aware(
+    name: str, causal_kv: bool
+) -> None:
+    """(Under causal KV cache_aware spreads a burst while the first prefill runs, so
+    the prefix soon is resident everywhere and published BTB would use no copy.)"""
     workload = synthetic_window(SMALL, window=1)
     records = {}
-    shadow = BTB(y=32, shadow=True)
-    for name, policy in (("shadow", shadow), ("cache_aware", make_policy("cache_aware"))):
-        sim = Simulator(CLUSTER, workload, SimConfig(), np.random.default_rng(5))
-        records[name] = policy.run(sim)
-        if name == "shadow":
+    shadow = make_policy(name, y_tokens=8192, shadow=True)
+    assert isinstance(shadow, BTB)
+    for key, policy in (("shadow", shadow), ("cache_aware", make_policy("cache_aware"))):
+        config = SimConfig(causal_kv=causal_kv)
+        sim = Simulator(CLUSTER, workload, config, np.random.default_rng(5))
+        records[key] = policy.run(sim)
+        if key == "shadow":
             assert sim.copies == []
     assert np.array_equal(records["shadow"].node, records["cache_aware"].node)
     assert np.array_equal(records["shadow"].ttft_s, records["cache_aware"].ttft_s)
@@ -168,8 +201,8 @@ def test_shadow_mode_records_copies_but_runs_exactly_as_cache_aware() -> None:
         assert copy.land_s - copy.issued_s == pytest.approx(copy.bytes / 200e9)
 
 
-class ScanningBTB(BTB):
-    """BTB that scans queues instead of counting unprefilled requests."""
+class ScanningBTB(BTBPending):
+    """btb_pending that scans queues instead of counting unprefilled requests."""
 
     def reset(self, sim: Simulator) -> None:
         super().reset(sim)
@@ -180,9 +213,43 @@ class ScanningBTB(BTB):
 def test_counting_unprefilled_requests_matches_scanning_queues(causal_kv: bool) -> None:
     workload = synthetic_window(SMALL, window=3)
     runs = []
-    for policy in (BTB(y=32, m=3), ScanningBTB(y=32, m=3)):
+    for policy in (BTBPending(y_tokens=8192, m=3), ScanningBTB(y_tokens=8192, m=3)):
         sim = Simulator(CLUSTER, workload, SimConfig(causal_kv=causal_kv), np.random.default_rng(1))
         records = policy.run(sim)
         runs.append((records.node, [(c.src, c.dst, c.issued_s) for c in sim.copies]))
     assert np.array_equal(runs[0][0], runs[1][0])
     assert runs[0][1] == runs[1][1] and runs[0][1]
+
+
+def rehash_at_512(workload: Workload) -> Workload:
+    """The same requests hashed at 512-token blocks: chained ids name a whole prefix,
+    so the id of 256-token block 2j + 1 names 512-token block j (a partial last
+    block keeps the last id)."""
+    requests = []
+    for r in workload.requests:
+        blocks = r.blocks[1::2] + ((r.blocks[-1],) if len(r.blocks) % 2 else ())
+        requests.append(dataclasses.replace(r, blocks=blocks))
+    return Workload(workload.name, 512, requests)
+
+
+@pytest.mark.parametrize("name", ["btb", "btb_pending"])
+def test_the_same_requests_at_256_and_512_token_blocks_get_the_same_decisions(name: str) -> None:
+    """Y is tokens: 8,192 tokens are 32 blocks of 256 or 16 of 512, so hashing the
+    same prompts at either block size changes neither a route nor a copy (this
+    window never evicts, so the cache's granularity cannot matter either)."""
+    at_256 = synthetic_window(SMALL, window=1)
+    runs = []
+    for workload in (at_256, rehash_at_512(at_256)):
+        sim = Simulator(CLUSTER, workload, SimConfig(), np.random.default_rng(2))
+        records = make_policy(name, y_tokens=8192).run(sim)
+        assert sum(n.cache.evicted_hbm_blocks for n in sim.nodes) == 0
+        runs.append((records.node, [(c.src, c.dst, c.issued_s, c.bytes) for c in sim.copies]))
+    assert runs[0][1], "BTB fires at both block sizes"
+    assert np.array_equal(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1]
+
+
+def test_y_shorter_than_one_block_is_an_error_naming_the_field() -> None:
+    sim = cluster_state([0, 0])
+    with pytest.raises(ValueError, match=r"btb\.y_tokens = 100 is shorter than one 256-token"):
+        BTB(y_tokens=100).reset(sim)

@@ -15,7 +15,9 @@ from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.workloads.registry import windows
 from experiments import tune_btb_table
 
-SMALL = {"burst_requests": 30, "n_decoys": 4, "burst_window_s": 3.0}
+# bursts long enough (12 s) for the first prefill (4.7 s) to end inside them: the
+# published rule copies only from a node where the prefix is resident
+SMALL = {"burst_requests": 30, "n_decoys": 4, "burst_window_s": 12.0}
 
 
 def _run(policy, window, setup="70b_h100x4"):
@@ -32,11 +34,12 @@ def _table(tmp_path: Path, cells: dict) -> Path:
 def test_a_cell_sets_x_y_z_m_and_other_cells_run_the_published_constants(tmp_path):
     cell = {"x": 3, "z_s": 0.5, "m": 2, "y_tokens": 16384}
     path = _table(tmp_path, {"70b_h100x4": {"bursted_synthetic": cell}})
-    assert btb_settings(cell, 256) == {"x": 3, "y": 64, "z": 0.5, "m": 2}
+    assert btb_settings(cell, 256) == {"x": 3, "y_tokens": 16384, "z": 0.5, "m": 2}
+    assert btb_settings({**cell, "y_tokens": 256}, 512)["y_tokens"] == 512  # one whole block
     window = next(windows("bursted_synthetic", "train", limit=1, **SMALL))
     tuned = BTBTuned(str(path))
     got = _run(tuned, window)
-    want = _run(BTB(x=3, y=64, z=0.5, m=2), window)
+    want = _run(BTB(x=3, y_tokens=16384, z=0.5, m=2), window)
     assert np.array_equal(got.ttft_s, want.ttft_s) and (tuned.x, tuned.y, tuned.m) == (3, 64, 2)
     assert tuned.metrics()["tuned_rate"] == 1.0
     assert not np.array_equal(want.ttft_s, _run(BTB(), window).ttft_s)  # the cell matters

@@ -29,7 +29,7 @@ def _mooncake(path: Path) -> Path:
 def test_audit_mooncake_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _mooncake(tmp_path / "mc.jsonl")
     out_dir = tmp_path / "out"
-    result = audit.main([f"path={path}", "min_blocks=2", "window_s=10", f"out_dir={out_dir}"])
+    result = audit.main([f"path={path}", "min_tokens=1024", "window_s=10", f"out_dir={out_dir}"])
     assert result["format"] == "mooncake"
     overall = result["overall"]
     assert overall["windows"] == 1 and overall["requests"] == 5 and overall["block_tokens"] == 512
@@ -38,7 +38,7 @@ def test_audit_mooncake_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert overall["fanout"]["requests"] == 3  # 0, 0.2, 0.5 s; the 30 s one is outside
     assert json.loads((out_dir / "audit.json").read_text()) == result
     table = capsys.readouterr().out
-    assert "busiest 1s" in table and "largest fan-out, >= 2 blocks in 10 s" in table
+    assert "busiest 1s" in table and "largest fan-out, >= 1,024 tokens (2 blocks) in 10 s" in table
     assert "wrote" in table
 
 
@@ -61,7 +61,7 @@ def test_audit_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     path = _mooncake(tmp_path / "mc.jsonl")
     audit.main([f"path={path}", "json=true", "format=mooncake"])
     printed = json.loads(capsys.readouterr().out)
-    assert printed["overall"]["requests"] == 5 and printed["min_blocks"] == 16
+    assert printed["overall"]["requests"] == 5 and printed["min_tokens"] == 4096
     assert printed["overall"]["fanout"]["requests"] == 0  # no prompt has 16 blocks
 
 
@@ -73,8 +73,8 @@ def test_audit_usage_errors(tmp_path: Path) -> None:
     path = _mooncake(tmp_path / "mc.jsonl")
     with pytest.raises(UsageError, match="format="):
         audit.main([f"path={path}", "format=csv"])
-    with pytest.raises(UsageError, match="min_blocks"):
-        audit.main([f"path={path}", "min_blocks=0"])
+    with pytest.raises(UsageError, match="min_tokens"):
+        audit.main([f"path={path}", "min_tokens=0"])
 
 
 def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -46,6 +46,6 @@ def test_fanout_at_each_window_by_hand(tmp_path: Path, capsys: pytest.CaptureFix
         line = next(
             row
             for row in table.splitlines()
-            if row.startswith("largest fan-out") and row.split(" blocks in ")[1].startswith(span)
+            if row.startswith("largest fan-out") and row.split(" blocks) in ")[1].startswith(span)
         )
         assert f" {count} " in f"{line} "

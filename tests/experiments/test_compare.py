@@ -147,7 +147,7 @@ def test_policy_kwargs_bools_parse_strictly(text: str, value: bool) -> None:
         ("btb.m=2.5", r"policy_kwargs: btb\.m='2\.5' is not a valid int"),
         ("btb.z=soon", r"policy_kwargs: btb\.z='soon' is not a valid float"),
         ("btb.x=none", r"policy_kwargs: btb\.x='none' is not a valid int"),
-        ("btb.q=1", r"policy_kwargs: 'btb\.q=1': btb has no setting 'q' \(settings: x, y, z"),
+        ("btb.q=1", r"'btb\.q=1': btb has no setting 'q' \(settings: x, y_tokens, z"),
     ],
 )
 def test_policy_kwargs_of_the_wrong_type_name_the_setting(item: str, message: str) -> None:

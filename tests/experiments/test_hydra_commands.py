@@ -62,6 +62,22 @@ def test_every_option_of_every_group_composes(group):
         AgentSpec(algo=cfg.agent.algo, env=cfg.env.kind, net=cfg.agent.net)
 
 
+def test_sim_reference_is_the_reference_model_and_one_setting_switches_alone():
+    from envs.sim import SimConfig
+
+    assert sim_of(compose_train(["sim=reference"])) == SimConfig.reference()
+    assert sim_of(compose_train(["sim=causal"])) == SimConfig()
+    one = sim_of(compose_train(["sim=reference", "sim.decode_overshoot=false"]))
+    assert one == SimConfig.reference(decode_overshoot=False)
+    assert sim_of(compose_train(["sim.lru_unit=block"])) == SimConfig(lru_unit="block")
+    with pytest.raises(ValueError, match=r"sim\.cache_capacity must be one of headroom, budget"):
+        sim_of(compose_train(["sim.cache_capacity=all"]))
+    # the key=value commands' causal_kv=false is the same model
+    from experiments._cli import sim_config_of
+
+    assert sim_config_of("experiments.compare", False, "reference") == SimConfig.reference()
+
+
 def test_setups_pick_their_model_and_cluster():
     cfg = compose_train(["setup=glm52_h100x8"])
     assert (cfg.model.name, cfg.cluster.node, cfg.cluster.n_nodes) == ("glm-4.6", "8xH100", 4)

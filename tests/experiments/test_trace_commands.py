@@ -246,7 +246,7 @@ def test_tune_btb_scores_thresholds_on_a_trace_s_train_windows(tmp_path: Path) -
     path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
     cfg = _compose(
         "tune_btb",
-        ["workload=trace", f"workload.path={path}", "workload.window_s=5", "y=2",
+        ["workload=trace", f"workload.path={path}", "workload.window_s=5", "y_tokens=1024",
          f"out_dir={tmp_path / 'job'}"],
     )  # fmt: skip
     value = objective(cfg)

@@ -29,12 +29,12 @@ from simkit import (
 from baselines import make_policy
 from envs.sim import SimConfig, Simulator, setup_cluster
 
-POLICIES = ["least_load", "cache_aware", "btb"]
+POLICIES = ["least_load", "cache_aware", "btb", "btb_pending"]
 
 
 def _policy(name: str):  # type: ignore[no-untyped-def]
-    if name == "btb":
-        return make_policy("btb", y=SMALL_PREFIX_BLOCKS)
+    if name in ("btb", "btb_pending"):
+        return make_policy(name, y_tokens=SMALL_PREFIX_BLOCKS * 256)
     return make_policy(name)
 
 
@@ -79,7 +79,7 @@ def test_invariants_and_causality_on_a_synthetic_window(policy: str, copy_model:
     # the window exercises what it should: reuse, and eviction on these small nodes
     assert sim.records.summary["hbm_hit_rate"] > 0.3
     assert sum(n.cache.evicted_hbm_blocks for n in sim.nodes) > 0
-    if policy == "btb":
+    if policy.startswith("btb"):
         assert sim.records.summary["warm_copies_landed"] > 0
 
 

@@ -153,7 +153,7 @@ def test_segment_keys_name_the_same_prefixes_as_chained_ids() -> None:
     arrivals = [d.arrival_s for d in drafts]
     by_keys = largest_fanout(arrivals, draft_prefix_keys(drafts, 4, 256), 10.0)
     rows = art_like_window_rows(config, 3, SEED)
-    audited = audit_workload(rows_to_workload(rows, 256, "w"), min_blocks=4, window_s=10.0)
+    audited = audit_workload(rows_to_workload(rows, 256, "w"), min_tokens=1024, window_s=10.0)
     assert by_keys.requests == audited["fanout"]["requests"] > 1
 
 

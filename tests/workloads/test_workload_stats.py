@@ -38,7 +38,7 @@ def test_audit_workload_by_hand() -> None:
         _request(4, 0.3, (*shared[:15], 200)),  # differs at block 16: another prefix
         _request(5, 0.4, (7,)),
     ]
-    audit = audit_workload(Workload("w", 256, requests), min_blocks=16, window_s=10.0)
+    audit = audit_workload(Workload("w", 256, requests), min_tokens=4096, window_s=10.0)
     assert audit["requests"] == 6 and audit["duration_s"] == 12.0
     assert audit["busiest"]["1s"]["requests"] == 4
     assert audit["busiest"]["10s"]["requests"] == 5
@@ -50,7 +50,7 @@ def test_audit_workload_by_hand() -> None:
 def test_synthetic_window_fanout_by_hand() -> None:
     # 500 requests evenly over 60 s: one every 0.12 s, so [t, t + 10) holds ceil(10/0.12) = 84
     workload = synthetic_window(BurstedSyntheticConfig(n_bursts=1, n_decoys=0))
-    audit = audit_workload(workload, min_blocks=16, window_s=10.0)
+    audit = audit_workload(workload, min_tokens=4096, window_s=10.0)
     assert audit["fanout"]["requests"] == 84
     assert audit["busiest"]["1s"]["requests"] == 9  # 0, 0.12, ..., 0.96
 

@@ -1,0 +1,19 @@
+"""Prefix lengths: settings are tokens, the cache counts blocks.
+
+Every setting that measures a prefix (BTB's Y and minimum prefix, the oracle's
+and the teacher's minimum prefix, audit's fan-out depth) is given in tokens and
+turned into blocks with the workload's block size, so a threshold means the
+same on 16-, 256- and 512-token blocks.
+"""
+
+from __future__ import annotations
+
+
+def whole_blocks(tokens: int, block_tokens: int) -> int:
+    """The whole blocks that fit in ``tokens`` (a prefix taken at most this long)."""
+    return tokens // block_tokens
+
+
+def blocks_reaching(tokens: int, block_tokens: int) -> int:
+    """The fewest blocks (at least one) holding ``tokens`` (a prefix at least this long)."""
+    return max(-(-tokens // block_tokens), 1)
