@@ -149,6 +149,8 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
          r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks .*; "
          r"workload\.strict_block_count=false accepts it"),
         (None, [], r"workload\.path='.*nowhere\.jsonl': no such file"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n',
+         ["workload.test_fraction=0"], r"has no 'test' windows \(workload\.test_fraction=0\)"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -172,6 +174,19 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         assert __import__("re").search(needle, err), err
     assert not (tmp_path / "new").exists()
     assert (previous / "results.json").read_text() == "{}\n"  # never overwritten
+
+
+def test_reproduce_refuses_a_trace_without_test_windows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from experiments import reproduce
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows())
+    argv = ["workload=trace", f"workload.path={path}", "workload.test_fraction=0",
+            "setups=70b_h100x4", "progress=false", f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    assert main_guard(lambda: reproduce.main(argv)) == 2
+    assert "has no 'test' windows (workload.test_fraction=0)" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_trace_options_on_another_workload_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
