@@ -180,9 +180,11 @@ def _typed_trace_value(command: str, name: str, value: Any) -> Any:
     return value
 
 
-def _as_option(message: str) -> str:
+def trace_option_names(message: str) -> str:
     """A TraceOptions error, or a reader's hint (``strict_block_count=false accepts
-    it``), in the command line's spelling (``workload.window_s``)."""
+    it``), in the command line's spelling (``workload.window_s``); only the names
+    written ``TraceOptions.<name>`` or ``<name>=`` are options (a message's prose,
+    "the format", is left alone). The Hydra commands name them the same way."""
     message = re.sub(r"(?<![\w.])TraceOptions\.", WORKLOAD_PREFIX, message)
     names = "|".join(f.name for f in dataclasses.fields(TraceOptions))
     return re.sub(rf"(?<![\w.'\"])({names})=", rf"{WORKLOAD_PREFIX}\1=", message)
@@ -219,7 +221,7 @@ def workload_params(
         trace = TraceOptions(**typed)
         plan_trace(trace)
     except ValueError as error:
-        raise UsageError(f"{command}: {_as_option(str(error))}") from None
+        raise UsageError(f"{command}: {trace_option_names(str(error))}") from None
     return dataclasses.asdict(trace)
 
 

@@ -227,6 +227,35 @@ def test_the_hydra_commands_take_the_same_spelling(tmp_path: Path) -> None:
         check_world(other)
 
 
+@pytest.mark.parametrize(
+    ("content", "options"),
+    [
+        ("", []),
+        ('{"a": 1}\n', []),
+        ('{"timestamp": 0, "input_length": 200000, "hash_ids": [1]}\n',
+         ["workload.strict_block_count=false"]),
+        ('{"timestamp": 0, "input_length": 5000, "hash_ids": [1]}\n', []),
+    ],
+)  # fmt: skip
+def test_hydra_and_key_value_commands_name_a_bad_trace_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, options: list[str]
+) -> None:
+    """The same one line (after the command's name), each option as it is typed
+    (``workload.skip_bad_rows=true``), and prose such as "the format" left alone."""
+    from experiments.jobs import check_world
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    argv = ["workload=trace", f"workload.path={path}", *QUIET, *options]
+    assert main_guard(lambda: compare.main([*argv, f"out_dir={tmp_path / 'run'}"])) == 2
+    key_value = capsys.readouterr().err.removeprefix("error: experiments.compare: ").strip()
+    with pytest.raises(ValueError) as error:
+        check_world(_compose("evaluate", ["workload=trace", f"workload.path={path}", *options]))
+    assert str(error.value) == key_value
+    assert "workload.workload." not in key_value and " format=" not in key_value
+    assert "the workload.format" not in key_value
+
+
 def test_example_trace_writes_the_shipped_file_and_keeps_an_existing_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
