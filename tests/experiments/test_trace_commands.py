@@ -149,6 +149,8 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
          r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks .*; "
          r"workload\.strict_block_count=false accepts it"),
         (None, [], r"workload\.path='.*nowhere\.jsonl': no such file"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.max_rows=0"],
+         r"workload\.max_rows must be an integer >= 1, got 0"),
         ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n',
          ["workload.test_fraction=0"], r"has no 'test' windows \(workload\.test_fraction=0\)"),
     ],
