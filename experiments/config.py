@@ -535,7 +535,9 @@ def check_workload(cfg: Any) -> None:
                 "workload.params does not apply to workload=trace (its options are "
                 f"workload.path, workload.window_s, ...){value_origin('workload.params')}"
             )
-        with naming_trace_options():
+        from experiments._cli import trace_option_warnings
+
+        with naming_trace_options(), trace_option_warnings():
             plan_trace(TraceOptions(**workload_params(cfg)))
         return
     changed = changed_fields(trace_values)

@@ -258,6 +258,22 @@ def test_hydra_and_key_value_commands_name_a_bad_trace_alike(
     assert "the workload.format" not in key_value
 
 
+def test_a_trace_s_warning_is_one_line_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        {**row, "timestamp": 1_700_000_000_000_000_000 + row["timestamp"] * 1_000_000}
+        for row in _mooncake_rows()
+    ]  # integer ns, which read as ms span ages
+    path = write_jsonl(tmp_path / "ns.jsonl", rows)
+    argv = ["workload=trace", f"workload.path={path}", "workload.test_fraction=1",
+            "policies=cache_aware", f"out_dir={tmp_path / 'run'}", *QUIET]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: ") and err.count("\n") == 1, err
+    assert "reading it as ns" in err and "set workload.time_unit= to choose" in err
+
+
 def test_example_trace_writes_the_shipped_file_and_keeps_an_existing_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
