@@ -9,16 +9,19 @@ key, the value and the command.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import sys
 import typing
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import SimulationError
 from envs.sim.hardware import model_preset
+from envs.workloads.readers import TraceWarning
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
     TraceOptions,
@@ -138,6 +141,8 @@ def main_guard(fn: Any) -> int:
     lands by an atomic rename)."""
     from experiments._io import release_out_dirs
 
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         fn()
     except KeyboardInterrupt:
@@ -147,8 +152,18 @@ def main_guard(fn: Any) -> int:
         print(user_error_message(error), file=sys.stderr)
         return 2
     finally:
+        warnings.showwarning = shown
         release_out_dirs()
     return 0
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+    """A trace's warning (rows skipped, a unit guessed) as one line, ``warning: ...``,
+    not Python's two (our source file and line, then the line of code); others as usual."""
+    if issubclass(category, TraceWarning):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        warnings._showwarning_orig(message, category, *args, **kw)  # type: ignore[attr-defined]
 
 
 WORKLOAD_PREFIX = "workload."
@@ -161,6 +176,20 @@ def trace_defaults() -> dict[str, Any]:
         f"{WORKLOAD_PREFIX}{f.name}": getattr(TraceOptions(), f.name)
         for f in dataclasses.fields(TraceOptions)
     }
+
+
+@contextlib.contextmanager
+def trace_option_warnings() -> Iterator[None]:
+    """A trace's warnings issued inside, issued again naming the options as the
+    command line spells them (:func:`trace_option_names`: ``set workload.time_unit=``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TraceWarning)
+        yield
+    for found in caught:
+        message = str(found.message)
+        if issubclass(found.category, TraceWarning):
+            message = trace_option_names(message)
+        warnings.warn(message, found.category, stacklevel=3)
 
 
 def _typed_trace_value(command: str, name: str, value: Any) -> Any:
@@ -182,9 +211,11 @@ def _typed_trace_value(command: str, name: str, value: Any) -> Any:
     return value
 
 
-def _as_option(message: str) -> str:
+def trace_option_names(message: str) -> str:
     """A TraceOptions error, or a reader's hint (``strict_block_count=false accepts
-    it``), in the command line's spelling (``workload.window_s``)."""
+    it``), in the command line's spelling (``workload.window_s``); only the names
+    written ``TraceOptions.<name>`` or ``<name>=`` are options (a message's prose,
+    "the format", is left alone). The Hydra commands name them the same way."""
     message = re.sub(r"(?<![\w.])TraceOptions\.", WORKLOAD_PREFIX, message)
     names = "|".join(f.name for f in dataclasses.fields(TraceOptions))
     return re.sub(rf"(?<![\w.'\"])({names})=", rf"{WORKLOAD_PREFIX}\1=", message)
@@ -219,9 +250,10 @@ def workload_params(
         typed["max_context_tokens"] = min(limits)
     try:
         trace = TraceOptions(**typed)
-        plan_trace(trace)
+        with trace_option_warnings():
+            plan_trace(trace)
     except ValueError as error:
-        raise UsageError(f"{command}: {_as_option(str(error))}") from None
+        raise UsageError(f"{command}: {trace_option_names(str(error))}") from None
     return dataclasses.asdict(trace)
 
 

@@ -47,6 +47,28 @@ def check_writable_dir(path: str | os.PathLike[str], what: str, source: str = ""
     return target
 
 
+def nearest_existing(path: str | os.PathLike[str]) -> Path:
+    """``path`` itself if it exists, else its nearest ancestor that does: what a
+    refused run's tidy-up must not remove (see :func:`remove_empty_dirs`)."""
+    existing = Path(path)
+    while not existing.exists() and not existing.is_symlink() and existing != existing.parent:
+        existing = existing.parent
+    return existing
+
+
+def remove_empty_dirs(folder: Path, keep: Path) -> None:
+    """Remove ``folder`` and then each parent below ``keep`` while it is empty (the
+    folders a run made on the way to its out_dir); anything not empty is left."""
+    keep = keep.resolve()
+    current = folder.resolve()
+    while current != keep and keep in current.parents:
+        try:
+            current.rmdir()
+        except OSError:
+            return
+        current = current.parent
+
+
 LOCK_NAME = ".btb-run.lock"
 """The lock file a run holds in its folder while it writes there."""
 
@@ -62,6 +84,8 @@ class RunFolder:
     path: Path
     created: bool
     _fd: int | None
+    existed: Path | None = None
+    """The nearest folder on the way that existed before the run (kept on release)."""
 
     def release(self) -> None:
         """Give the folder up: drop the lock (and its file), and remove the folder
@@ -72,9 +96,8 @@ class RunFolder:
         with contextlib.suppress(OSError):
             (self.path / LOCK_NAME).unlink()
         os.close(fd)  # closing the descriptor drops the flock
-        if self.created:
-            with contextlib.suppress(OSError):
-                self.path.rmdir()  # only if empty
+        if self.created:  # only if empty, and the folders made on the way to it
+            remove_empty_dirs(self.path, self.existed or self.path.parent)
         with contextlib.suppress(ValueError):
             _HELD.remove(self)
 
@@ -105,10 +128,11 @@ def claim_out_dir(
     target = check_writable_dir(path, what, source)
     label = f"{what}={str(path)!r}" + (f" (from {source})" if source else "")
     created = not target.exists()
+    existed = nearest_existing(target)
     target.mkdir(parents=True, exist_ok=True)
     lock = target / LOCK_NAME
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-    held = RunFolder(target, created, fd)
+    held = RunFolder(target, created, fd, existed)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # the file may have been removed (and the lock dropped) by its holder meanwhile

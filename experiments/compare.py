@@ -5,7 +5,7 @@
         [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
         [agents=zoo|none|PATH,...]
         [workload=trace workload.path=FILE workload.format=auto workload.window_s=300 ...]
-        [agents=zoo|none|PATH,...] [overwrite=false]
+        [overwrite=false]
 
 Runs every chosen policy (default: every registered baseline, plus the learned
 agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first

@@ -534,11 +534,40 @@ def workload_paths(cfg: Any) -> dict[str, str]:
     return paths
 
 
+@contextlib.contextmanager
+def naming_trace_options() -> Iterator[None]:
+    """Where a trace file is read: an error names the options as the ``key=value``
+    commands do (``TraceOptions.window_s``, ``skip_bad_rows=true`` become
+    ``workload.window_s``, ``workload.skip_bad_rows=true``) and says where the first
+    one named came from; the rest of the message (a row's field, "the format") is
+    left as written."""
+    from experiments._cli import trace_option_names
+
+    try:
+        yield
+    except ValueError as error:
+        message = trace_option_names(str(error))
+        named = [
+            (found.start(), path)
+            for path in (f"workload.{name}" for name in TRACE_FIELDS)
+            if (found := re.search(rf"(?<![\w.]){re.escape(path)}(?!\w)", message))
+        ]
+        raise ConfigError(message + (value_origin(min(named)[1]) if named else "")) from error
+
+
+def naming_workload_fields(cfg: Any) -> contextlib.AbstractContextManager[None]:
+    """:func:`naming_trace_options` for a trace, else :func:`naming_fields` with the
+    generators' parameters."""
+    if cfg.workload.name == TRACE_WORKLOAD:
+        return naming_trace_options()
+    return naming_fields(workload_paths(cfg))
+
+
 def window_pool_of(cfg: Any, split: str, limit: int | None) -> list[Any]:
     """The first ``limit`` windows (None: all) of the workload group's ``split``."""
     from envs.windows import window_pool
 
-    with naming_fields(workload_paths(cfg)):
+    with naming_workload_fields(cfg):
         return window_pool(
             cfg.workload.name, split, int(cfg.workload.seed), limit, workload_params(cfg)
         )
@@ -557,7 +586,9 @@ def check_workload(cfg: Any) -> None:
                 "workload.params does not apply to workload=trace (its options are "
                 f"workload.path, workload.window_s, ...){value_origin('workload.params')}"
             )
-        with naming_fields(workload_paths(cfg)):
+        from experiments._cli import trace_option_warnings
+
+        with naming_trace_options(), trace_option_warnings():
             plan_trace(TraceOptions(**workload_params(cfg)))
         return
     changed = changed_fields(trace_values)

@@ -97,7 +97,8 @@ def count_windows(
     seed: int = PUBLISHED_SEED,
     params: Mapping[str, Any] | None = None,
 ) -> int:
-    """How many test windows :func:`split_windows` yields (for progress bars)."""
+    """How many test windows :func:`split_windows` yields (for progress bars); a
+    workload without any is an error (its rows would be empty, its TTFTs NaN)."""
     from envs.workloads.registry import plan
     from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
 
@@ -105,6 +106,9 @@ def count_windows(
         n = len(plan_trace(trace_options(params or {})).split("test"))
     else:
         n = sum(spec.split == "test" for spec in plan(workload, seed))
+    if not n:
+        hint = " (workload.test_fraction=0)" if workload == TRACE_WORKLOAD else ""
+        raise ValueError(f"workload {workload!r} has no 'test' windows{hint}")
     return n if limit is None else min(n, limit)
 
 

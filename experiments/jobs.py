@@ -15,7 +15,14 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from experiments._cli import main_guard, user_error_message
-from experiments._io import OutDirError, check_writable_dir, claim_out_dir, release_out_dirs
+from experiments._io import (
+    OutDirError,
+    check_writable_dir,
+    claim_out_dir,
+    nearest_existing,
+    release_out_dirs,
+    remove_empty_dirs,
+)
 from experiments.config import (
     check_known_keys,
     check_workload,
@@ -77,6 +84,8 @@ def hydra_entry(
             for key, value in _folder_overrides(args):
                 if Path(value).exists():
                     _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
+                else:  # run_job removes the folders Hydra makes on the way to it, if empty
+                    _MADE_BELOW[Path(value).resolve()] = nearest_existing(value).resolve()
                 check_writable_dir(value, f"{command}: {key}", "the command line")
                 _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
             if precheck is not None:
@@ -193,6 +202,8 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
 # Folders named on the command line (out_dir=, hydra.run.dir=) that existed before
 # the run: a rejected run never removes them.
 _EXISTING_DIRS: set[Path] = set()
+# Folders named on the command line that did not exist: the nearest one that did.
+_MADE_BELOW: dict[Path, Path] = {}
 _HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}
 
 
@@ -218,7 +229,7 @@ def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> N
         if meta.is_dir():
             meta.rmdir()
         (folder / log_name).unlink(missing_ok=True)
-        folder.rmdir()
+        remove_empty_dirs(folder, _MADE_BELOW.get(folder.resolve(), folder.parent))
     except OSError:
         pass  # a folder we cannot tidy is left as it is
 

@@ -54,7 +54,7 @@ from experiments._cli import (
 )
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.compare import default_out_dir
-from experiments.evaluation import FLOOR, evaluate_policies, split_windows
+from experiments.evaluation import FLOOR, count_windows, evaluate_policies, split_windows
 
 DEFAULTS: dict[str, Any] = {
     "setups": list(SETUPS),
@@ -289,6 +289,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise UsageError(f"experiments.reproduce: {key} must be >= 0, got {min(values)}")
     models = [SETUPS[name][0] for name in options["setups"] if name in SETUPS]
     options["workload_params"] = workload_params("experiments.reproduce", options, models)
+    for seed in seeds:
+        count_windows(options["workload"], None, seed, options["workload_params"])
     tasks = [
         (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from envs.sim.checks import check_range, is_number
+from envs.sim.checks import check_int, check_range, is_number
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import ReadOptions
 
@@ -100,6 +100,8 @@ class TraceOptions:
                 raise ValueError(
                     f"{owner}.{name} must be true or false, got {getattr(self, name)!r}"
                 )
+        if self.max_rows is not None:  # the reader takes 0; a workload needs a row
+            check_int(f"{owner}.max_rows", self.max_rows, 1)
         try:  # the reader's own checks (block_tokens, max_rows, ...), named as ours
             self.read_options()
         except ValueError as error:

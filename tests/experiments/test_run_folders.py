@@ -49,6 +49,33 @@ def test_a_claimed_folder_is_refused_to_a_second_run_until_released(tmp_path: Pa
     assert [p.name for p in (tmp_path / "run").iterdir()] == ["results.json"]  # no lock file
 
 
+def test_a_refused_run_removes_the_folders_it_made_on_the_way(tmp_path: Path) -> None:
+    from experiments._io import claim_out_dir
+
+    claim_out_dir(tmp_path / "a" / "b" / "run", "x: out_dir", ()).release()
+    assert list(tmp_path.iterdir()) == []  # a/ and a/b/ were made for it: gone too
+    (tmp_path / "a").mkdir()
+    claim_out_dir(tmp_path / "a" / "b" / "run", "x: out_dir", ()).release()
+    assert [p.name for p in tmp_path.iterdir()] == ["a"]  # there before: kept
+
+
+def test_a_refused_hydra_job_removes_the_folders_hydra_made_on_the_way(tmp_path: Path) -> None:
+    folder = tmp_path / "a" / "b" / "run"
+    overrides = ["logger=none", f"out_dir={folder}"]
+
+    def fails(cfg: Any) -> float:
+        raise ValueError("a bad value")
+
+    def main() -> None:  # as Hydra runs it: the run folder (and a/, a/b/) made first
+        with _hydra_job("evaluate", overrides) as cfg:
+            run_job(fails, cfg)
+
+    with pytest.raises(SystemExit) as stop:  # run_job's exit: one line, status 2
+        hydra_entry("experiments.evaluate", main, overrides)
+    assert stop.value.code == 2
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_another_process_is_refused_a_folder_in_use(tmp_path: Path) -> None:
     """make_dataset into a folder another run holds: exit 2, one line, nothing written."""
     from experiments._io import claim_out_dir

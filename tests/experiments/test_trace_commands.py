@@ -149,6 +149,10 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
          r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks .*; "
          r"workload\.strict_block_count=false accepts it"),
         (None, [], r"workload\.path='.*nowhere\.jsonl': no such file"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.max_rows=0"],
+         r"workload\.max_rows must be an integer >= 1, got 0"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n',
+         ["workload.test_fraction=0"], r"has no 'test' windows \(workload\.test_fraction=0\)"),
     ],
 )  # fmt: skip
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(
@@ -172,6 +176,19 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
         assert __import__("re").search(needle, err), err
     assert not (tmp_path / "new").exists()
     assert (previous / "results.json").read_text() == "{}\n"  # never overwritten
+
+
+def test_reproduce_refuses_a_trace_without_test_windows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from experiments import reproduce
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows())
+    argv = ["workload=trace", f"workload.path={path}", "workload.test_fraction=0",
+            "setups=70b_h100x4", "progress=false", f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    assert main_guard(lambda: reproduce.main(argv)) == 2
+    assert "has no 'test' windows (workload.test_fraction=0)" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_trace_options_on_another_workload_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -210,6 +227,51 @@ def test_the_hydra_commands_take_the_same_spelling(tmp_path: Path) -> None:
     other = _compose("evaluate", [f"workload.path={path}"])
     with pytest.raises(ValueError, match=r"workload\.path is an option of workload=trace"):
         check_world(other)
+
+
+@pytest.mark.parametrize(
+    ("content", "options"),
+    [
+        ("", []),
+        ('{"a": 1}\n', []),
+        ('{"timestamp": 0, "input_length": 200000, "hash_ids": [1]}\n',
+         ["workload.strict_block_count=false"]),
+        ('{"timestamp": 0, "input_length": 5000, "hash_ids": [1]}\n', []),
+    ],
+)  # fmt: skip
+def test_hydra_and_key_value_commands_name_a_bad_trace_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, options: list[str]
+) -> None:
+    """The same one line (after the command's name), each option as it is typed
+    (``workload.skip_bad_rows=true``), and prose such as "the format" left alone."""
+    from experiments.jobs import check_world
+
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    argv = ["workload=trace", f"workload.path={path}", *QUIET, *options]
+    assert main_guard(lambda: compare.main([*argv, f"out_dir={tmp_path / 'run'}"])) == 2
+    key_value = capsys.readouterr().err.removeprefix("error: experiments.compare: ").strip()
+    with pytest.raises(ValueError) as error:
+        check_world(_compose("evaluate", ["workload=trace", f"workload.path={path}", *options]))
+    assert str(error.value) == key_value
+    assert "workload.workload." not in key_value and " format=" not in key_value
+    assert "the workload.format" not in key_value
+
+
+def test_a_trace_s_warning_is_one_line_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [
+        {**row, "timestamp": 1_700_000_000_000_000_000 + row["timestamp"] * 1_000_000}
+        for row in _mooncake_rows()
+    ]  # integer ns, which read as ms span ages
+    path = write_jsonl(tmp_path / "ns.jsonl", rows)
+    argv = ["workload=trace", f"workload.path={path}", "workload.test_fraction=1",
+            "policies=cache_aware", f"out_dir={tmp_path / 'run'}", *QUIET]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("warning: ") and err.count("\n") == 1, err
+    assert "reading it as ns" in err and "set workload.time_unit= to choose" in err
 
 
 def test_example_trace_writes_the_shipped_file_and_keeps_an_existing_one(

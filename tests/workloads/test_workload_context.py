@@ -44,8 +44,8 @@ def test_a_row_longer_than_the_context_is_refused_naming_it(tmp_path: Path) -> N
         read_trace(path, options=options)
     assert str(error.value) == (
         f"{path}, line 2, field 'input_length': 131065 + output_length 8 = 131073 tokens "
-        "exceed the model's context of 131072 tokens (max_context_tokens); skip such rows "
-        "with skip_bad_rows"
+        "exceed the model's context of 131072 tokens (max_context_tokens=131072); skip such "
+        "rows with skip_bad_rows=true"
     )
     # one token shorter fits; without a limit nothing is checked
     fits = _mooncake(tmp_path / "fits.jsonl", [400, 131_064, 500])

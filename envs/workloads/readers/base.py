@@ -348,8 +348,8 @@ def check_context(parsed: ParsedRow, max_context_tokens: int, loc: RowLocation) 
             loc.line,
             "input_length",
             f"{parsed.input_tokens} + output_length {parsed.output_tokens} = {total} tokens "
-            f"exceed the model's context of {max_context_tokens} tokens (max_context_tokens); "
-            "skip such rows with skip_bad_rows",
+            f"exceed the model's context of {max_context_tokens} tokens "
+            f"(max_context_tokens={max_context_tokens}); skip such rows with skip_bad_rows=true",
         )
 
 
