@@ -14,7 +14,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from experiments._cli import main_guard, user_error_message
+from experiments._cli import UsageError, main_guard, user_error_message
 from experiments._io import (
     OutDirError,
     check_writable_dir,
@@ -90,14 +90,78 @@ def hydra_entry(
                 _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
             if precheck is not None:
                 precheck(args)
-        try:
-            main()
-        except SystemExit as stop:
-            if stop.code == 1 and _hydra_user_error(stop.__context__):
-                raise SystemExit(2) from None
-            raise
+        with _hydra_raises():
+            try:
+                main()
+            except SystemExit as stop:
+                if stop.code == 1 and _hydra_user_error(stop.__context__):
+                    raise SystemExit(2) from None
+                raise
+            except Exception as error:
+                if _is_hydra_error(error):  # a config that does not compose: one line
+                    raise UsageError(f"{command}: {hydra_message(error)}") from None
+                raise
 
     return main_guard(run)
+
+
+class _hydra_raises:
+    """While a Hydra command runs, Hydra raises its errors (HYDRA_FULL_ERROR=1) instead
+    of printing them over several lines with a hint and exiting 1, so that ``run``
+    reports them in one line. A user who set HYDRA_FULL_ERROR keeps Hydra's way."""
+
+    def __enter__(self) -> None:
+        self.before = os.environ.get("HYDRA_FULL_ERROR")
+        self.owned = self.before is None
+        if self.owned:
+            os.environ["HYDRA_FULL_ERROR"] = "1"
+
+    def __exit__(self, *exc: object) -> None:
+        if self.owned:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+def _is_hydra_error(error: BaseException) -> bool:
+    """A composition error of Hydra's or OmegaConf's (not a job's own error)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    return isinstance(error, (HydraException, OmegaConfBaseException))
+
+
+_DETAIL_LINES = ("full_key:", "object_type=", "reference_type=")
+
+
+def hydra_message(error: BaseException) -> str:
+    """Hydra's (and its OmegaConf cause's) message on one line: ``Error merging
+    override workload.window_s=abc: Value 'abc' of type 'str' could not be converted
+    to Float``; a listing (``Available options in 'agent':`` and one name a line)
+    becomes ``Available options in 'agent': a2c, dqn, ...``; Hydra's config search
+    path is left out."""
+    texts = [str(error)]
+    cause = error.__cause__
+    if cause is not None and str(cause) and str(cause) not in texts[0]:
+        texts.append(str(cause))
+    lines = []
+    for text in texts:
+        for raw in text.splitlines():
+            line = raw.strip()
+            if line.startswith("Config search path"):
+                break
+            if line and not line.startswith(_DETAIL_LINES):
+                lines.append(line)
+    out = ""
+    listing = False
+    for line in lines:
+        if not out:
+            out = line
+        elif listing and not out.endswith(":"):
+            out += ", " + line
+        else:
+            out += (" " if out.endswith((":", ".")) else ": ") + line
+        if line.endswith(":"):
+            listing = line.startswith("Available options")
+    return out
 
 
 def _check_not_a_run(folder: Path, label: str, args: Sequence[str]) -> None:

@@ -574,19 +574,49 @@ def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "override", ["agent=nope", "train.total_timesteps=abc", "seed=[", "+experiment=nope"]
+    ("override", "needle"),
+    [
+        ("agent=nope", "Could not find 'agent/nope': Available options in 'agent': a2c, dqn"),
+        ("train.total_timesteps=abc", "override train.total_timesteps=abc: Value 'abc'"),
+        ("seed=[", "no viable alternative at input '['"),
+        ("+experiment=nope", "Available options in 'experiment': bc_route_warm_general"),
+    ],
 )
-def test_a_config_hydra_cannot_compose_exits_2_without_a_traceback(
-    override: str, tmp_path: Path
+def test_a_config_hydra_cannot_compose_exits_2_in_one_line(
+    override: str, needle: str, tmp_path: Path
 ) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run(
         [sys.executable, "-m", "experiments.train", "logger=none", override],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr and proc.stderr.strip()
+    assert proc.stderr.startswith("error: experiments.train: ") and needle in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_hydra_s_messages_fold_into_one_line() -> None:
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import ValidationError
+
+    from experiments.jobs import hydra_message
+
+    cause = ValidationError("Value 'abc' of type 'str' could not be converted to Float")
+    error = ConfigCompositionException("Error merging override sim.mfu=abc")
+    error.__cause__ = cause
+    assert hydra_message(error) == (
+        "Error merging override sim.mfu=abc: Value 'abc' of type 'str' could not be "
+        "converted to Float"
+    )
+    listing = ConfigCompositionException(
+        "In 'train': Could not find 'agent/x'\n\nAvailable options in 'agent':\n\ta2c\n\tdqn\n"
+        "Config search path:\n\tprovider=hydra, path=pkg://hydra.conf"
+    )
+    assert hydra_message(listing) == (
+        "In 'train': Could not find 'agent/x': Available options in 'agent': a2c, dqn"
+    )
 
 
 def test_only_the_users_errors_hydra_reports_exit_2() -> None:
