@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
 import sys
 import typing
@@ -148,6 +149,10 @@ def main_guard(fn: Any) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``--help | head``): nothing to say
+        with contextlib.suppress(OSError, ValueError):  # so the exit's flush does not fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (ValueError, OSError, SimulationError) as error:
         print(user_error_message(error), file=sys.stderr)
         return 2

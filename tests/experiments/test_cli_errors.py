@@ -1128,3 +1128,16 @@ def test_an_unknown_imitation_setup_is_one_line_naming_the_field(tmp_path: Path)
     assert proc.stderr.startswith("error: imitation.setups: unknown setup 'foo'; known: ")
     assert proc.stderr.count("\n") == 1
     assert list((tmp_path / "runs" / "train").iterdir()) == []  # Hydra's folder is removed
+
+
+def test_a_closed_pipe_ends_a_command_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m experiments.compare --help | head``: the reader left; exit 0, no error."""
+    import experiments._cli as cli
+
+    moved: list[int] = []
+    monkeypatch.setattr(cli.os, "dup2", lambda fd, to: moved.append(to))
+
+    def write() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert cli.main_guard(write) == 0
