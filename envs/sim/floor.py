@@ -17,7 +17,10 @@ When a prefix's KV can first exist (``ready``): under causal KV, a request's
 prompt KV exists once its prefill ends, so no sooner than its arrival plus its
 own floor; a prefix is ready at the earliest such time over the requests that
 hold it. Under the reference model (``causal_kv=False``) a request's blocks count
-as resident from its admission, so no sooner than its arrival.
+as resident from its admission, so no sooner than its arrival; and since a
+request may wait in a queue while a *later* one is admitted elsewhere and its
+blocks copied over, every other request holding a prefix counts, earlier or
+later: the prefix is ready at the earliest arrival among them.
 
 Left out, each of which only makes a real run slower: queueing, batch and KV
 limits, loading the reused KV (HBM, RAM, disk or RDMA), decode steps between
@@ -61,6 +64,7 @@ def ttft_floor_s(
 
     block_tokens = workload.block_tokens
     ready: dict[int, float] = {}  # chained block id -> earliest time its prefix's KV exists
+    holders = {} if config.causal_kv else _two_earliest(workload)
     floor = np.empty(len(workload.requests))
     for k, request in enumerate(workload.requests):
         n_in = request.input_tokens
@@ -71,7 +75,12 @@ def ttft_floor_s(
         # equal ready times the deepest prefix is the cheapest to reuse
         times: list[float] = []
         for block in request.blocks:
-            t = ready.get(block)
+            if config.causal_kv:
+                t = ready.get(block)
+            else:  # the earliest arrival of another request holding it, at any time
+                first, first_k, second = holders[block]
+                t = second if first_k == k else first
+                t = None if t == math.inf else t
             if t is None:
                 break
             if times and t != times[-1]:
@@ -80,8 +89,24 @@ def ttft_floor_s(
         if times:
             best = min(best, reuse_s(len(times), times[-1], arrival, n_in))
         floor[k] = best
-        exists = arrival + best if config.causal_kv else arrival
-        # prefixes ready by then keep their time; the deeper ones are ready at `exists`
-        for block in request.blocks[bisect.bisect_right(times, exists) :]:
-            ready[block] = min(ready.get(block, math.inf), exists)
+        if config.causal_kv:
+            exists = arrival + best
+            # prefixes ready by then keep their time; the deeper ones are ready at `exists`
+            for block in request.blocks[bisect.bisect_right(times, exists) :]:
+                ready[block] = min(ready.get(block, math.inf), exists)
     return floor
+
+
+def _two_earliest(workload: Workload) -> dict[int, tuple[float, int, float]]:
+    """For each chained block id: the earliest arrival of a request holding it, that
+    request's index, and the next earliest arrival of another one (inf if none)."""
+    found: dict[int, tuple[float, int, float]] = {}
+    for k, request in enumerate(workload.requests):
+        t = request.arrival_s
+        for block in request.blocks:
+            first, first_k, second = found.get(block, (math.inf, -1, math.inf))
+            if t < first:
+                found[block] = (t, k, first)
+            elif t < second:
+                found[block] = (first, first_k, t)
+    return found

@@ -405,7 +405,10 @@ class Simulator:
         )
 
     def _advance(self, node: Node, t: float) -> None:
-        """The node is free at ``t``: start its next work item, if any."""
+        """The node is free at ``t``: start its next work item, if any (no sooner than
+        ``node.free_s``, the end of a decode step run past an arrival: decode overshoot)."""
+        if t < node.free_s:
+            t = node.free_s
         config = self.config
         if node.copy_queue:
             copy = node.copy_queue.popleft()

@@ -225,3 +225,44 @@ def test_decode_overshoot(overshoot: bool, node: int, ttft_s: float) -> None:
     assert records.finish_s[0] == pytest.approx(0.017 + 16 * DECODE_KV_S, rel=1e-12)
     assert records.node[2] == node
     assert records.ttft_s[2] == pytest.approx(ttft_s, rel=1e-12)
+
+
+def test_a_copy_onto_a_node_in_an_overshot_decode_step_waits_for_the_step() -> None:
+    """Under decode overshoot a node that ran its decode step past an arrival is busy
+    until that step ends (``free_s``); a copy warmed onto it at the arrival starts
+    then, not at once (it used to start inside the step: two things at one time)."""
+    from envs.sim import ClusterSpec
+    from envs.sim.node import COPY
+    from envs.workloads.request import Workload
+
+    prefix = tuple(range(1, 129))
+    a = Request(0, "a", 0.0, 129 * 256, 2, (*prefix, 2000))  # node 0 holds the prefix
+    x = Request(1, "x", 0.0, 64 * 256, 2, tuple(range(1000, 1064)))  # node 1: one decode step
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 2)
+    config = SimConfig.reference()
+    alone = Simulator(cluster, Workload("w", 256, [a, x]), config)
+    first = alone.run(_Fixed()).first_token_s[1]
+    c = Request(2, "c", first + 0.004, 129 * 256, 2, (*prefix, 3000))  # inside x's step
+    sim = Simulator(cluster, Workload("w", 256, [a, x, c]), config)
+    seen: list[tuple[float, float, int]] = []
+
+    class WarmAtC(_Fixed):
+        def decide(self, sim: Simulator, request: Request) -> int:
+            if request.index == 2:
+                node = sim.nodes[1]
+                assert node.free_s > sim.now  # the overshot step is still running
+                assert sim.warm(0, 1, prefix) == "ok"
+                seen.append((node.free_s, node.work_start, node.work))
+                return 0
+            return super().decide(sim, request)
+
+    sim.run(WarmAtC())
+    free_s, start_s, work = seen[0]
+    assert work == COPY and start_s == free_s
+
+
+class _Fixed:
+    """Request i to node i (c: node 0)."""
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        return min(request.index, 1) if request.index < 2 else 0

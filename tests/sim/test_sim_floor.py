@@ -11,6 +11,7 @@ from baselines import make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.floor import ttft_floor_s
 from envs.workloads.registry import windows
+from envs.workloads.request import Request, Workload
 
 A4 = names("a", 4)  # a0..a3: 64 tokens
 
@@ -31,9 +32,38 @@ def test_floor_by_hand_under_causal_kv() -> None:
 
 
 def test_floor_by_hand_under_the_reference_model() -> None:
-    # blocks count from admission, so from arrival: r1 and r2 reuse at once
+    # blocks count from admission, so from arrival: r1 and r2 reuse at once; and any
+    # other holder counts, later ones too: r0 could wait in a queue for r1's a0..a3
+    # (resident at r1's arrival, 0.010, then copied over) and prefill 1 token (1 ms)
     floor = ttft_floor_s(toy_cluster(), hand_prompts().workload(), SimConfig(causal_kv=False))
-    assert floor == pytest.approx([0.064, 0.016, 0.016, 0.001, 0.016], abs=1e-12)
+    assert floor == pytest.approx([0.010 + 0.001, 0.016, 0.016, 0.001, 0.016], abs=1e-12)
+
+
+class _CopyFromALaterArrival:
+    """X and B queue on node 1; C, arriving after B, goes to node 0 and its prefix
+    (resident from admission under the reference model) is copied to node 1 before
+    B is admitted there."""
+
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        if request.index < 2:
+            return 1
+        sim.route(0)
+        assert sim.warm(0, 1, PREFIX) == "ok"
+        return None
+
+
+PREFIX = tuple(range(1, 129))  # 128 blocks of 256 tokens: 32k tokens
+
+
+def test_a_later_request_s_prefix_can_serve_an_earlier_one_under_the_reference_model() -> None:
+    x = Request(0, "x", 0.0, 64 * 256, 2, tuple(range(1000, 1064)))  # 16k tokens, node 1
+    b = Request(1, "b", 0.1, 129 * 256, 2, (*PREFIX, 2000))  # queued behind x
+    c = Request(2, "c", 0.2, 129 * 256, 2, (*PREFIX, 3000))
+    window = Workload("later", 256, [x, b, c])
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 2)
+    for config in (SimConfig.reference(), SimConfig()):
+        ttft = Simulator(cluster, window, config).run(_CopyFromALaterArrival()).ttft_s
+        assert np.all(ttft >= ttft_floor_s(cluster, window, config) - 1e-9), config
 
 
 def test_floor_uses_the_fastest_node() -> None:
