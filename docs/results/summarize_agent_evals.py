@@ -1,10 +1,11 @@
-"""Merge the issue-7 evaluation runs into docs/results/issue7_<family>.json and agents.md.
+"""Merge the agents' evaluation runs into
+docs/results/agents_vs_baselines_<family>.json and agents.md.
 
-    python docs/results/summarize_issue7.py runs/issue7/eval AGENT_NAME [TAG]
+    python docs/results/summarize_agent_evals.py runs/agent_evals/eval AGENT_NAME [TAG]
 
 Reads ``<root>/<setup>/<family>/results.json`` (written by ``python -m
 experiments.evaluate``), writes one JSON per family (all setups' rows) and a
-markdown table (``issue7_[TAG_]table.md``): the agent against btb, cache_aware,
+markdown table (``agents_vs_baselines_[TAG_]table.md``): the agent against btb, cache_aware,
 least_load and oracle_warm, the best baseline, the reductions, whether the
 issue's target is met and how much of the btb -> oracle_warm gap the agent closes.
 """
@@ -38,7 +39,7 @@ def verdict(family: str, got: dict, agent: dict) -> str:
 
 def main(root: str, agent_name: str, tag: str = "") -> None:
     out = Path(__file__).resolve().parent
-    prefix = f"issue7_{tag}_" if tag else "issue7_"
+    prefix = f"agents_vs_baselines_{tag}_" if tag else "agents_vs_baselines_"
     lines = [
         "| family | setup | windows | agent mean / p95 (s) | btb | cache_aware | least_load "
         "| oracle_warm | best baseline (mean) | agent vs best baseline: mean / p95 "
