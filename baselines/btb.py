@@ -1,4 +1,4 @@
-"""Biting the Bullet (early_rdma) as published, SPEC section 7.
+"""Biting the Bullet (early_rdma) as published in the BTB write-up.
 
 If the same Y-token prefix arrives X times within Z seconds, it is *active*:
 BTB makes sure M nodes hold it in HBM or have a copy of it in flight, by

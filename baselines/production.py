@@ -1,4 +1,5 @@
-"""The production routers of SPEC section 6: SGLang's gateway, Dynamo's KV router, llm-d.
+"""The production routers, as their projects document them:
+SGLang's gateway, Dynamo's KV router, llm-d.
 
 Each reads the real HBM prefix cache of every node (a production router keeps
 an approximation of it, built from KV events or from what it routed). None of

@@ -1,4 +1,5 @@
-"""Routing-only baselines: random, round robin, least load, cache aware (SPEC section 6)."""
+"""Routing-only baselines: random, round robin, least load, cache aware (as the
+BTB write-up's simulator reads SGLang's default)."""
 
 from __future__ import annotations
 

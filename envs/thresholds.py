@@ -77,7 +77,7 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Version History
 
-    * v0: initial version. Since btb-gym 0.x (issue 13) BTB is the published
+    * v0: initial version. Since btb-gym 0.1.0's published-rule change BTB is the published
       rule; before, it also routed to copies in flight and to nodes computing
       the prefix (now ``btb_pending``), and the minimum prefix was given in
       blocks (4 to 256), which on 512-token blocks meant twice the tokens.

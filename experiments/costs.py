@@ -1,4 +1,4 @@
-"""Milliseconds to make N tokens of KV resident, from each source (SPEC section 3).
+"""Milliseconds to make N tokens of KV resident, from each source (the published check table).
 
     python -m experiments.costs [model=llama-3.3-70b] [node=4xH100] [setup=NAME]
                                 [tokens=500,1000,2000,8000,16000,32000] [out_dir=PATH]

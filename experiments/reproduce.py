@@ -75,7 +75,7 @@ DEFAULTS: dict[str, Any] = {
 
 BASELINE = "cache_aware"
 
-# SPEC section 9: BTB's TTFT reduction vs cache_aware, percent.
+# The BTB write-up's results: BTB's TTFT reduction vs cache_aware, percent.
 PUBLISHED_SYNTHETIC_MEAN = {
     "70b_h100x4": 62.0,
     "qwen3_8b_h100x4": 41.9,
@@ -104,7 +104,7 @@ TOLERANCE_PP = 3.0
 
 
 def published(workload: str) -> tuple[dict[str, float], dict[str, float]]:
-    """(mean, p95) published BTB reductions for a workload; empty where SPEC has none."""
+    """(mean, p95) published BTB reductions for a workload; empty where the write-up has none."""
     if workload == "bursted_synthetic":
         return PUBLISHED_SYNTHETIC_MEAN, {}
     if workload == "bursted_art":

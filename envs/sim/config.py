@@ -55,7 +55,7 @@ class SimConfig:
     """KV is usable (and copyable) only once computed or landed; False restores
     the reference behaviour (a request's blocks are resident from admission)."""
     copy_model: str = "reference"
-    """"reference": a warm copy occupies the target node's timeline (SPEC section 7);
+    """"reference": a warm copy occupies the target node's timeline (the BTB write-up's model);
     "contention": concurrent copies share source and target NICs fairly."""
     max_batch: int = 256
     """Most sequences a node runs at once."""
@@ -189,7 +189,7 @@ class ClusterSpec:
         return f"{self.model.name} on {len(self.nodes)} x {'/'.join(kinds)}"
 
 
-# The published setups of SPEC section 9: four replicas each.
+# The published setups of the BTB write-up's results table: four replicas each.
 SETUPS: dict[str, tuple[str, str, int]] = {
     "70b_h100x4": ("llama-3.3-70b", "4xH100", 4),
     "qwen3_8b_h100x4": ("qwen3-8b", "4xH100", 4),

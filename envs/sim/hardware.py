@@ -1,4 +1,4 @@
-"""Hardware and model presets (SPEC sections 1-2) and the per-node timing model (section 3).
+"""Hardware and model presets (the published GPU and model figures) and the per-node timing model.
 
 A :class:`NodeSpec` is ``n_gpus`` GPUs of one kind serving one model copy with
 tensor parallelism: FLOP/s, HBM bandwidth and capacity, PCIe and RDMA scale
@@ -41,7 +41,7 @@ class GpuSpec:
 @dataclass(frozen=True)
 class ModelSpec:
     """A served model. ``attn_dim`` (query heads x head dim) is used only by the
-    opt-in attention-FLOPs setting; it is an approximation where the SPEC is silent.
+    opt-in attention-FLOPs setting; it is an approximation where the reference model is silent.
     ``max_context_tokens`` is the longest request (prompt + output tokens) the model
     serves; None: no limit is known. Trace readers refuse longer rows
     (``ReadOptions.max_context_tokens``)."""
@@ -187,7 +187,7 @@ TIERS = ("hbm", "ram", "disk")
 
 
 class NodeCosts:
-    """The timing equations of SPEC section 3 for one node serving one model.
+    """The timing equations (README, "The physics in a few lines") for one node serving one model.
 
     Attributes (all per node):
         kv_bytes_per_token: KV bytes one token occupies.

@@ -122,7 +122,7 @@ class Node:
 
     @property
     def load(self) -> int:
-        """Running plus waiting requests (SPEC section 6)."""
+        """Running plus waiting requests (the routers' shared definition of load)."""
         return self.running + len(self.queue)
 
     @property

@@ -81,7 +81,7 @@ def _pct(values: np.ndarray, q: float) -> float:
 
 
 def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
-    """Run-level metrics (SPEC section 10 and the simulator issue's list).
+    """Run-level metrics (what a deployment watches, after the BTB write-up's list).
 
     Prefix-cache hit rates: ``request_hit_rate`` is the share of requests that
     reused any cached KV, ``token_hit_rate`` the share of input tokens reused
@@ -91,7 +91,7 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
     ``token_hit_rate`` by definition and kept under its own name for readers
     that expect it.
 
-    Warm copies (SPEC section 10: request and byte hit rates of warm copies,
+    Warm copies (the BTB write-up's request and byte hit rates of warm copies,
     used before eviction), over the copies that landed: a copy is *used* once a
     request hits any of its blocks while they are in HBM. ``warm_hit_rate`` is
     the share of copies used (each copy counts once), ``warm_byte_hit_rate``

@@ -1,6 +1,6 @@
 """Warm copies of prefix KV between nodes, and the contention model's NIC sharing.
 
-Under the reference model (SPEC section 7) a copy becomes a work item on the
+Under the reference model (the BTB write-up's) a copy becomes a work item on the
 target's timeline once its source KV exists: it takes ``latency + bytes /
 target RDMA bandwidth`` and the target does nothing else meanwhile. Under the
 contention model copies run in the background; all copies moving at once share

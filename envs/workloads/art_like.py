@@ -1,7 +1,7 @@
 """ART-like background traffic: an approximation of ART-Chat, which cannot be downloaded here.
 
 The generator is a small generative model of a chat service, tuned so that a
-simulated day comes close to the ART-Chat figures in SPEC section 8 (about
+simulated day comes close to ART-Chat's published figures (docs/workloads.md) (about
 3.37 requests/s; busiest 1 s / 10 s / 60 s holding 98 / 343 / 1,656 arrivals;
 a largest same-prefix fan-out of 25 requests at >= 16 blocks within 10 s). It is
 an approximation, not a replay: docs/workloads.md lists the measured figures.
@@ -47,7 +47,7 @@ DAY_S = 86_400.0
 
 @dataclass(frozen=True)
 class ArtLikeConfig:
-    """Parameters of the ART-like generator (defaults: tuned to SPEC section 8)."""
+    """Parameters of the ART-like generator (defaults: tuned to ART-Chat's published figures)."""
 
     mean_rate_per_s: float = 3.37
     """Long-run arrival rate of all traffic, requests per second."""
@@ -457,14 +457,14 @@ def draft_prefix_keys(drafts: list[Draft], min_blocks: int, block_tokens: int) -
     return [prefix_key(d.segments, d.n_segments, min_blocks, block_tokens) for d in drafts]
 
 
-SPEC_ART_CHAT = {
+ART_CHAT_FIGURES = {
     "mean_rate_per_s": 3.37,
     "busiest_1s": 98,
     "busiest_10s": 343,
     "busiest_60s": 1656,
     "largest_fanout": 25,
 }
-"""ART-Chat's published figures (SPEC section 8) that the generator approximates."""
+"""ART-Chat's published figures that the generator approximates."""
 
 
 def day_statistics(
@@ -474,9 +474,10 @@ def day_statistics(
     min_blocks: int = 16,
     window_s: float = 10.0,
 ) -> dict[str, float]:
-    """Simulate ``duration_s`` of uncut traffic and measure it as SPEC section 8 measures ART-Chat.
+    """Simulate ``duration_s`` of uncut traffic and measure it as ART-Chat's
+    published figures were measured.
 
-    Returns the keys of :data:`SPEC_ART_CHAT` plus length statistics. The fan-out is
+    Returns the keys of :data:`ART_CHAT_FIGURES` plus length statistics. The fan-out is
     computed from segment keys (no hashing), which names the same prefixes as the
     chained block ids of the generated rows.
     """

@@ -1,4 +1,4 @@
-"""Bursted-ART synthetic windows (SPEC section 8), the built-in workload.
+"""Bursted-ART synthetic windows (the published generator), the built-in workload.
 
 A synthetic window holds ``n_bursts`` burst jobs of ``burst_requests`` requests
 that share one long prefix, each request with its own suffix, plus

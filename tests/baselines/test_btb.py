@@ -1,4 +1,4 @@
-"""BTB (SPEC section 7): when it fires, how many copies, from where, and when it stays inert."""
+"""BTB as published: when it fires, how many copies, from where, and when it stays inert."""
 
 from __future__ import annotations
 

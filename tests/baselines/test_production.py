@@ -1,4 +1,4 @@
-"""The production routers of SPEC section 6 pick what their formulas say."""
+"""The production routers pick what their formulas say."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC section 6's routing-only rules on hand-built cluster states."""
+"""The routing-only rules on hand-built cluster states."""
 
 from __future__ import annotations
 

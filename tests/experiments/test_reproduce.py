@@ -1,4 +1,4 @@
-"""The SPEC section 9 reproduction: tables from rows, and the CLI on one small setup."""
+"""The published-table reproduction: tables from rows, and the CLI on one small setup."""
 
 from __future__ import annotations
 

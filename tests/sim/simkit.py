@@ -71,7 +71,7 @@ def toy_cluster(n_nodes: int = 2, budget_tokens: int = 1024, **overrides: float)
 
 
 def decode_s(steps: int, batch: int, context_tokens: int) -> float:
-    """SPEC section 3's decode segment, written out for the toy node."""
+    """The decode-segment equation, written out for the toy node."""
     kv_read = steps * context_tokens + batch * steps * (steps - 1) / 2
     return DECODE_STEP_S * steps + DECODE_KV_S * kv_read
 
@@ -217,7 +217,7 @@ def check_run(sim: Simulator) -> None:
         # TTFT is never below the prefill time of the uncached part.
         floor = costs.prefill_s(int(rec.prefill_tokens[k]), int(hits[k]))
         assert rec.ttft_s[k] >= floor * (1 - 1e-9), (k, rec.ttft_s[k], floor)
-        # SPEC section 4: TTFT = admission - arrival + reuse + prefill (chunked
+        # TTFT = admission - arrival + reuse + prefill (chunked
         # prefill adds the decode steps run between chunks)
         service = rec.first_token_s[k] - rec.admit_s[k]
         if sim.config.chunked_prefill_tokens == 0:

@@ -1,4 +1,4 @@
-"""Presets, node aggregation and the timing equations of SPEC sections 1-3,
+"""Presets, node aggregation and the timing equations of the published figures,
 checked against numbers worked out by hand; bad configuration is rejected
 with errors that name the field and the value."""
 
@@ -45,7 +45,7 @@ from envs.workloads.request import Request, Workload
 
 LLAMA_4XH100 = NodeCosts(parse_node("4xH100"), model_preset("llama-3.3-70b"))
 
-# SPEC section 3's check table, milliseconds to make N tokens of KV resident,
+# The published check table, milliseconds to make N tokens of KV resident,
 # llama-3.3-70b on one 4xH100 node, worked out by hand to three significant figures:
 #   prefill: 2 x 70.6e9 / (4 x 989e12 x 0.5) = 71.385 us/token
 #   disk:    327,680 B / 7e9 B/s (NVMe is not multiplied) = 46.811 us/token
@@ -60,8 +60,8 @@ CHECK_TABLE_MS = {
     "ram": (0.745, 1.49, 2.98, 11.9, 23.8, 47.7),
     "hbm": (0.0122, 0.0245, 0.0489, 0.196, 0.391, 0.783),
 }
-# The table as SPEC.md prints it, some entries with 2 or 4 significant figures.
-SPEC_TABLE_MS = {
+# The table as published, some entries with 2 or 4 significant figures.
+PUBLISHED_TABLE_MS = {
     "prefill": ("35.7", "71.4", "142.8", "571", "1142", "2284"),
     "disk": ("23.4", "46.8", "93.6", "374", "749", "1498"),
     "rdma": ("0.82", "1.64", "3.28", "13.1", "26.2", "52.4"),
@@ -86,9 +86,9 @@ def test_spec_check_table_to_three_significant_figures(source: str) -> None:
     assert got == pytest.approx(list(CHECK_TABLE_MS[source]), rel=1e-12)
 
 
-@pytest.mark.parametrize("source", list(SPEC_TABLE_MS))
+@pytest.mark.parametrize("source", list(PUBLISHED_TABLE_MS))
 def test_spec_table_as_printed_agrees_within_its_rounding(source: str) -> None:
-    for n, printed in zip(TOKENS, SPEC_TABLE_MS[source]):
+    for n, printed in zip(TOKENS, PUBLISHED_TABLE_MS[source]):
         # within half a unit of the last printed digit; the RAM-500 entry 0.75 is
         # 0.7447 rounded twice (0.745, then 0.75), hence the 10% slack
         decimals = len(printed.partition(".")[2])
@@ -197,7 +197,7 @@ def test_attention_flops_formula_by_hand() -> None:
     # 100 new tokens after 50 cached: 100 x 50 + 100 x 101 / 2 = 10,050 pairs
     assert attn.prefill_s(100, 50) == pytest.approx(0.1 + 10_050 * 2e-9, rel=1e-12)
     assert plain.prefill_s(100, 50) == pytest.approx(0.1, rel=1e-12)
-    # llama at 64k tokens: attention is no longer small (SPEC section 3)
+    # llama at 64k tokens: attention is no longer small
     llama = NodeCosts(parse_node("4xH100"), model_preset("llama-70b"), attention_flops=True)
     extra = 4 * 80 * 8192 * (65536 * 65537 / 2) / (4 * 989e12 * 0.5)
     assert llama.prefill_s(65536) - LLAMA_4XH100.prefill_s(65536) == pytest.approx(extra, rel=1e-9)
