@@ -90,6 +90,7 @@ def hydra_entry(
                 _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
             if precheck is not None:
                 precheck(args)
+        full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
         with _hydra_raises():
             try:
                 main()
@@ -98,7 +99,7 @@ def hydra_entry(
                     raise SystemExit(2) from None
                 raise
             except Exception as error:
-                if _is_hydra_error(error):  # a config that does not compose: one line
+                if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     raise UsageError(f"{command}: {hydra_message(error)}") from None
                 raise
 

@@ -1141,3 +1141,13 @@ def test_a_closed_pipe_ends_a_command_quietly(monkeypatch: pytest.MonkeyPatch) -
         raise BrokenPipeError(32, "Broken pipe")
 
     assert cli.main_guard(write) == 0
+
+
+def test_hydra_full_error_keeps_hydra_s_own_report(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HYDRA_FULL_ERROR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "logger=none", "sim.mfu=abc"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "Traceback" in proc.stderr
+    assert "ConfigCompositionException: Error merging override sim.mfu=abc" in proc.stderr
