@@ -21,7 +21,8 @@ LRU is by segment: a hit refreshes every segment it reaches into, wholly. With
 ``touch_used_only`` (``SimConfig.lru_unit="block"``) a hit splits a segment it
 uses only partly, so the unused rest keeps its older time, as if every block
 had its own. Eviction takes exactly the blocks it needs either way (a leaf's
-tail first), so what stays cached is always a prefix.
+tail first), so what stays cached is always a prefix. The cache in the
+model as a whole: docs/physics.md, "The prefix cache".
 
 Segments written by a warm copy carry the copy's id, so the simulator can tell
 whether a copy was used before it was evicted.

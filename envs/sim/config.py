@@ -49,6 +49,7 @@ class SimConfig:
     ``causal_kv=True``, the reference simulator's under ``causal_kv=False``
     (``KV_MODEL_DEFAULTS``; :meth:`reference` builds the latter). Set one to
     switch it alone. After construction every field holds its value, never None.
+    What each setting means for the physics: docs/physics.md.
     """
 
     causal_kv: bool = True

@@ -4,7 +4,8 @@ A :class:`NodeSpec` is ``n_gpus`` GPUs of one kind serving one model copy with
 tensor parallelism: FLOP/s, HBM bandwidth and capacity, PCIe and RDMA scale
 with ``n_gpus``; the node's NVMe is shared and does not. :class:`NodeCosts`
 turns a node, a model and the simulator's efficiency settings into the numbers
-the event loop uses (seconds per token, bytes per token, KV budget).
+the event loop uses (seconds per token, bytes per token, KV budget). The
+equations, in words: docs/physics.md.
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ TIERS = ("hbm", "ram", "disk")
 
 
 class NodeCosts:
-    """The timing equations (README, "The physics in a few lines") for one node serving one model.
+    """The timing equations (docs/physics.md, "Step times") for one node serving one model.
 
     Attributes (all per node):
         kv_bytes_per_token: KV bytes one token occupies.

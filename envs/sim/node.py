@@ -6,7 +6,7 @@ sequence advances until the next one finishes, in closed form; a chunked
 prefill runs one step of the batch between chunks), or, under the
 reference copy model, a warm copy landing on it. Admissions pause decode:
 when a new request can be admitted, a decode segment in progress is cut at the
-next step boundary.
+next step boundary. The scheduling rules in words: docs/physics.md.
 """
 
 from __future__ import annotations

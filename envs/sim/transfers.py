@@ -5,7 +5,8 @@ target's timeline once its source KV exists: it takes ``latency + bytes /
 target RDMA bandwidth`` and the target does nothing else meanwhile. Under the
 contention model copies run in the background; all copies moving at once share
 every node's NIC (egress and ingress each at the node's RDMA bandwidth) by
-max-min fairness, and each lands ``latency`` after its last byte.
+max-min fairness, and each lands ``latency`` after its last byte. See
+docs/physics.md, "Warm copies (RDMA)".
 """
 
 from __future__ import annotations
