@@ -52,43 +52,8 @@ class RouteWarmEnv(RouteEnv):
 
     ## Observation Space
 
-    The same as ``btb/Route-v0``'s: ``Box(0, 1, (n_nodes * 10 + 6,), float32)``,
-    built by :class:`envs.encoder.ObservationEncoder` (the agent adapter uses
-    the same encoder). Ten entries per node ``j``, node-major (entry ``10 j + i`` is
-    feature ``i`` of node ``j``, so a set-based network can reshape the first
-    ``10 n`` entries to ``(n, 10)``, ``n = n_nodes``), then six for the arriving
-    request from index ``10 n``. The *prefix* is the request's prompt blocks but
-    the last (:func:`envs.encoder.prefix_of`).
-
-    | index    | feature            | what it is                               | scale             |
-    |----------|--------------------|------------------------------------------|-------------------|
-    | 10 j + 0 | `load`             | running + waiting requests on node j     | x / (x + 16)      |
-    | 10 j + 1 | `wait`             | estimated queue wait on j (s)            | x / (x + 1)       |
-    | 10 j + 2 | `kv_used`          | KV reserved on j / its KV budget         | as is             |
-    | 10 j + 3 | `copies_in`        | warm copies in flight to j               | x / (x + 1)       |
-    | 10 j + 4 | `hit`              | request's blocks in j's HBM / its blocks | as is             |
-    | 10 j + 5 | `prefix_in_flight` | a copy of the prefix is coming to j      | 0 or 1            |
-    | 10 j + 6 | `busy`             | j is prefilling, decoding or copying     | 0 or 1            |
-    | 10 j + 7 | `backlog`          | seconds of prefill/copy work on j        | log seconds       |
-    | 10 j + 8 | `first_token`      | expected seconds to first token on j     | log seconds       |
-    | 10 j + 9 | `first_token_gap`  | first_token on j - the best node's       | log seconds       |
-    | 10 n + 0 | `prefix_tokens`    | the prompt's length in tokens            | log, 1 at 262,144 |
-    | 10 n + 1 | `same_1s`          | arrivals of the prefix in the last 1 s   | x / (x + 4)       |
-    | 10 n + 2 | `same_10s`         | ... in the last 10 s                     | x / (x + 16)      |
-    | 10 n + 3 | `same_60s`         | ... in the last 60 s                     | x / (x + 64)      |
-    | 10 n + 4 | `age`              | seconds since the prefix first came      | x / (x + 10)      |
-    | 10 n + 5 | `holders`          | share of nodes with the prefix in HBM    | as is             |
-
-    Times are in seconds. "log seconds" is :func:`envs.encoder.log_seconds`,
-    ``min(log1p(s / 0.01) / log1p(1000 / 0.01), 1)``: 0 at 0 s, 0.40 at 1 s,
-    0.60 at 10 s, 1 from 1,000 s on; ``prefix_tokens`` is
-    ``min(log1p(tokens) / log1p(262,144), 1)``. ``wait`` is the rest of the
-    node's current work item plus a recent mean prefill per queued request.
-    ``same_*`` count this arrival too. ``backlog`` and ``first_token`` come from
-    a causal cost model: queued prefills are costed with what they will find
-    cached, copies in flight and prefixes being computed count from when they
-    will exist, and recomputing wins where it is sooner than waiting; decode and
-    admission limits are left out.
+    The same as ``btb/Route-v0``'s: one encoder builds both. Route-v0's table is
+    added here when this module is imported, so ``help()`` shows it.
 
     ## Rewards, Starting State, Episode End, Arguments
 
@@ -118,6 +83,24 @@ class RouteWarmEnv(RouteEnv):
         if self.sim is None or self.request is None or self._gen is None:
             return np.ones(4 * self.n_nodes + 1, dtype=bool)
         return route_warm_masks(self.sim, self.request)
+
+
+_SAME_OBSERVATION = (
+    "    The same as ``btb/Route-v0``'s: one encoder builds both. Route-v0's table is\n"
+    "    added here when this module is imported, so ``help()`` shows it.\n\n"
+)
+
+
+def _with_route_observation(doc: str) -> str:
+    """``doc`` with Route-v0's observation section after the line pointing to it, so
+    that ``help(RouteWarmEnv)`` shows the table while the source holds one copy."""
+    route = RouteEnv.__doc__ or ""
+    section = route[route.index("    ## Observation Space\n") : route.index("    ## Rewards\n")]
+    body = section.split("\n", 2)[2]  # without the heading and its blank line
+    return doc.replace(_SAME_OBSERVATION, _SAME_OBSERVATION + body)
+
+
+RouteWarmEnv.__doc__ = _with_route_observation(RouteWarmEnv.__doc__ or "")
 
 
 def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
