@@ -7,11 +7,9 @@ from __future__ import annotations
 import math
 import re
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401  (registers btb/*)
 from baselines import make_policy
 from envs.encoder import NODE_FEATURES, REQUEST_FEATURES, log_seconds, prefix_key, prefix_of
 from envs.route import RouteEnv
@@ -55,19 +53,22 @@ def test_the_scales_match_an_observation_mid_episode() -> None:
     """btb_pending drives RouteWarm-v0 into a state with queues, copies in flight
     and repeated prefixes; each entry of the next observation is recomputed from
     the simulator with the table's scale."""
-    env = gym.make("btb/RouteWarm-v0", n_windows=1).unwrapped
+    env = RouteWarmEnv(n_windows=1)
     obs, _ = env.reset(seed=0, options={"window": 0})
+    sim = env.sim
+    assert sim is not None
     policy = make_policy("btb_pending")
-    policy.reset(env.sim)
+    policy.reset(sim)
     checked_flight = False
     for step in range(1500):
         obs, _, done, _, _ = env.step(env.policy_action(policy))
         assert not done
-        if step >= 1000 and any(node.inflight for node in env.sim.nodes):
+        if step >= 1000 and any(node.inflight for node in sim.nodes):
             checked_flight = True
             break
     assert checked_flight
-    sim, request = env.sim, env.request
+    request = env.request
+    assert request is not None
     rows = {name: scale for _, _, name, scale in table(RouteEnv.__doc__ or "")}
     n_features = len(NODE_FEATURES)
     nodes = obs[: sim.n_nodes * n_features].reshape(sim.n_nodes, n_features)
