@@ -24,7 +24,7 @@ later: the prefix is ready at the earliest arrival among them.
 
 Left out, each of which only makes a real run slower: queueing, batch and KV
 limits, loading the reused KV (HBM, RAM, disk or RDMA), decode steps between
-prefill chunks, and copy time.
+prefill chunks, and copy time. In words: docs/physics.md, "The TTFT floor".
 """
 
 from __future__ import annotations
