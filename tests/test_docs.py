@@ -90,3 +90,18 @@ def test_docstrings_cite_pages_and_headings_that_exist() -> None:
                 broken.append(f"{path.relative_to(ROOT)}: {page}, {heading!r}")
     assert cited >= 5
     assert not broken, broken
+
+
+def test_the_readme_names_real_make_targets_and_commands() -> None:
+    """Every ``make X`` in the README is a Makefile target, and every
+    ``python -m experiments.X`` a module of experiments/."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z]+):", makefile, re.M))
+    made = set(re.findall(r"`?make ([a-z]+)\b", readme))
+    assert {"run", "test"} <= made
+    assert made <= targets, made - targets
+    commands = set(re.findall(r"python -m experiments\.(\w+)", readme))
+    assert len(commands) >= 10
+    missing = [name for name in commands if not (ROOT / "experiments" / f"{name}.py").is_file()]
+    assert not missing, missing
