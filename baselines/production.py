@@ -46,7 +46,7 @@ class SGLangGateway(Policy):
 
     def decide(self, sim: Simulator, request: Request) -> int:
         nodes = sim.nodes
-        loads = [n.running + len(n.queue) for n in nodes]
+        loads = [n.load for n in nodes]
         high = max(loads)
         low = min(loads)
         if high - low > self.balance_abs and high > self.balance_rel * low:
