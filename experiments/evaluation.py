@@ -316,7 +316,7 @@ CAPACITY_FRACTIONS = (
     "batch_occupancy_mean",
     "kv_occupancy_mean",
 )
-"""Time shares of envs.sim.records.capacity_metrics, pooled weighted by each window's makespan."""
+"""Time shares of envs.sim.metrics.capacity_metrics, pooled weighted by each window's makespan."""
 
 
 def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:

@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from envs.sim.config import ClusterSpec, SimConfig
-from envs.sim.hardware import NodeCosts
+from envs.sim.timing import NodeCosts
 from envs.workloads.request import Workload
 
 

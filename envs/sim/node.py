@@ -15,7 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from envs.sim.cache import PrefixCache
-from envs.sim.hardware import NodeCosts, NodeSpec
+from envs.sim.timing import NodeCosts, NodeSpec
 
 if TYPE_CHECKING:
     from envs.sim.transfers import Copy

@@ -31,9 +31,9 @@ from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.forecast import copy_bytes, copy_s, has_prefix, reuse_plan, will_hold, worth_waiting
-from envs.sim.hardware import NodeCosts
+from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
-from envs.sim.records import Records
+from envs.sim.timing import NodeCosts
 from envs.sim.transfers import LANDED, MOVING, QUEUED, WAIT_SOURCE, Copy, max_min_rates
 from envs.workloads.request import Request, Workload
 
@@ -194,7 +194,7 @@ class Simulator:
         finally:
             _GC.leave()
         self.done = True
-        self.records.finalize(self)
+        self.records.finalize(self.requests, self.totals())
 
     def _loop(
         self, decide: Callable[[Simulator, Request], int | None] | None
@@ -370,6 +370,32 @@ class Simulator:
         resident = [n.index for n in self.nodes if n.cache.hbm_match(blocks) >= depth]
         flying = [n.index for n in self.nodes if key in n.inflight]
         return resident, flying
+
+    def totals(self) -> RunTotals:
+        """What the engine counted so far, besides the per-request records (the
+        metrics' input)."""
+        nodes = self.nodes
+        used_hbm: set[int] = set()
+        used_any: set[int] = set()
+        for node in nodes:
+            used_hbm |= node.cache.used_copies_hbm
+            used_any |= node.cache.used_copies_any
+        return RunTotals(
+            copies=tuple(self.copies),
+            used_copies_hbm=frozenset(used_hbm),
+            used_copies_any=frozenset(used_any),
+            warm_refused=dict(self.warm_refused),
+            displaced_by_copies_blocks=self.displaced_by_copies_blocks,
+            evict_actions=self.evict_actions,
+            evicted_by_action_blocks=self.evicted_by_action_blocks,
+            busy_s=[n.busy_s for n in nodes],
+            prefill_s=[n.prefill_s for n in nodes],
+            decode_s=[n.decode_s for n in nodes],
+            copy_s=[n.copy_s for n in nodes],
+            rdma_busy_s=[n.rdma_busy_s for n in nodes],
+            budget_tokens=[n.budget_tokens for n in nodes],
+            max_batch=self.config.max_batch,
+        )
 
     # ================================================================== internals
     def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
