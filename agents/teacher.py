@@ -33,9 +33,9 @@ from envs.sim.forecast import (
     prefix_of,
 )
 from envs.sim.node import IDLE, Node
+from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching
-from envs.workloads.request import Request
 
 
 class CausalTeacher(Policy):

@@ -45,9 +45,9 @@ from baselines.routers import cache_aware_choice, least_loaded
 from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
 from envs.sim.forecast import copy_bytes, transfer_s
+from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching, whole_blocks
-from envs.workloads.request import Request
 
 PUBLISHED_M = 4
 PUBLISHED_Y_TOKENS = 65_536  # 256 blocks of 256 tokens

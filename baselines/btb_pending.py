@@ -23,8 +23,8 @@ from baselines.btb import BTB
 from baselines.policy import register
 from envs.sim.forecast import computes_prefix
 from envs.sim.node import Node
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 @register("btb_pending")

@@ -35,9 +35,9 @@ from baselines.policy import Policy, register
 from envs.sim.checks import check_int
 from envs.sim.forecast import catch_up, copy_bytes, copy_s, earliest_node
 from envs.sim.node import IDLE, Node
+from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching
-from envs.workloads.request import Request
 
 
 @register("oracle_warm")

@@ -29,8 +29,8 @@ import math
 from baselines.policy import Policy, register
 from baselines.routers import least_loaded, pick
 from envs.sim.checks import check_range
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 @register("sglang")

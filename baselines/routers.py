@@ -6,8 +6,8 @@ from __future__ import annotations
 from baselines.policy import Policy, register
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 def pick(sim: Simulator, ties: list[int]) -> int:

@@ -28,8 +28,8 @@ from envs.sim.forecast import (
     prefix_of,
 )
 from envs.sim.node import IDLE
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 NODE_FEATURES = (
     "load",  # running + waiting requests, squashed at 16

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 def render_ansi(sim: Simulator, request: Request | None) -> str:

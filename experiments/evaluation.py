@@ -26,8 +26,8 @@ import numpy as np
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.floor import ttft_floor_s
+from envs.sim.request import Workload
 from envs.workloads.bursted import PUBLISHED_SEED
-from envs.workloads.request import Workload
 
 DEFAULT_BASELINE = "cache_aware"
 FLOOR = "floor"

@@ -29,8 +29,8 @@ from envs.sim.node import COPY, IDLE, PREFILL, Node
 from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
 
 if TYPE_CHECKING:
+    from envs.sim.request import Request
     from envs.sim.timing import NodeCosts
-    from envs.workloads.request import Request
 
 INF = math.inf
 

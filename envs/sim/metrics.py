@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from envs.sim.request import Request
     from envs.sim.transfers import Copy
-    from envs.workloads.request import Request
 
 _FIELDS = (
     "node",

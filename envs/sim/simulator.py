@@ -33,9 +33,9 @@ from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.forecast import copy_bytes, copy_s, has_prefix, reuse_plan, will_hold, worth_waiting
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
+from envs.sim.request import Request, Workload
 from envs.sim.timing import NodeCosts
 from envs.sim.transfers import LANDED, MOVING, QUEUED, WAIT_SOURCE, Copy, max_min_rates
-from envs.workloads.request import Request, Workload
 
 _WAKE = 0
 _FLOW = 1
