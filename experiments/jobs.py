@@ -445,8 +445,8 @@ def evaluate_and_write(
     from tqdm import tqdm
 
     from baselines.policy import make_policy
-    from experiments.compare import format_table, write_run
     from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
+    from experiments.report import comparison_table, write_run
 
     if windows is None:
         windows = eval_windows(cfg, cfg.workload.eval_windows, split)
@@ -476,7 +476,7 @@ def evaluate_and_write(
     config.update(workload_record(cfg))
     result = {"rows": rows, "config": config, **(extra or {})}
     charts = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
-    print(format_table(rows, DEFAULT_BASELINE))
+    print(comparison_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)
     logger.log_images(charts)
     return rows
