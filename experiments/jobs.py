@@ -33,6 +33,8 @@ from experiments.config import (
     workload_label,
     workload_record,
 )
+from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
+from experiments.report import comparison_table, write_run
 
 
 def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
@@ -445,8 +447,6 @@ def evaluate_and_write(
     from tqdm import tqdm
 
     from baselines.policy import make_policy
-    from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
-    from experiments.report import comparison_table, write_run
 
     if windows is None:
         windows = eval_windows(cfg, cfg.workload.eval_windows, split)
