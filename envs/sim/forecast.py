@@ -5,7 +5,8 @@ future, so the simulator's own choices, the observation encoder, the
 baselines and the teacher cannot drift apart:
 
 * load: ``Node.load`` (running + waiting requests), the routers' shared measure;
-* has-prefix: :func:`has_prefix`, does a chained block list extend a prefix;
+* has-prefix: :func:`~envs.sim.request.has_prefix`, does a chained block list
+  extend a prefix (beside the chained ids it reads);
 * reuse: :func:`usable_tokens` (a hit never covers the last prompt token) and
   :func:`reuse_plan` (which cached runs to load, which to recompute);
 * copy seconds and landing time: :func:`copy_bytes`, :func:`transfer_s`,
@@ -26,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from envs.sim.node import COPY, IDLE, PREFILL, Node
+from envs.sim.request import has_prefix
 from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
 
 if TYPE_CHECKING:
@@ -47,12 +49,6 @@ class ClusterView(Protocol):
 
 
 # ---------------------------------------------------------------- prefixes
-def has_prefix(blocks: Sequence[int], depth: int, key: int) -> bool:
-    """Do the chained ids ``blocks`` start with the ``depth``-block prefix whose
-    last id is ``key``? (A chained id names its block and all before it.)"""
-    return len(blocks) >= depth and blocks[depth - 1] == key
-
-
 def prefix_of(request: Request) -> tuple[int, ...]:
     """The part of a request worth sharing: its prompt blocks but the last
     (which usually holds the request's own suffix)."""

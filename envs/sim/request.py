@@ -18,6 +18,12 @@ from typing import Any
 from envs.sim.checks import check_int
 
 
+def has_prefix(blocks: Sequence[int], depth: int, key: int) -> bool:
+    """Do the chained ids ``blocks`` start with the ``depth``-block prefix whose
+    last id is ``key``? (A chained id names its block and all before it.)"""
+    return len(blocks) >= depth and blocks[depth - 1] == key
+
+
 @dataclass(slots=True)
 class Request:
     """One inference request as the simulator sees it.

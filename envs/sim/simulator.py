@@ -30,16 +30,14 @@ import numpy as np
 from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
-from envs.sim.forecast import copy_bytes, copy_s, has_prefix, reuse_plan, will_hold, worth_waiting
+from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
 from envs.sim.request import Request, Workload
 from envs.sim.timing import NodeCosts
-from envs.sim.transfers import LANDED, MOVING, QUEUED, WAIT_SOURCE, Copy, max_min_rates
+from envs.sim.transfers import FLOW_EVENT, WAIT_SOURCE, Copy, CopyMachinery
 
 _WAKE = 0
-_FLOW = 1
-_LAND = 2
 INF = math.inf
 
 WARM_OK = "ok"
@@ -87,7 +85,7 @@ class Router(Protocol):
         ...
 
 
-class Simulator:
+class Simulator(CopyMachinery):
     """A cluster serving one workload window. See the module docstring.
 
     Args:
@@ -218,7 +216,7 @@ class Simulator:
                     node: Node = obj  # type: ignore[assignment]
                     if node.version == version:
                         self._on_wake(node, t)
-                elif kind == _FLOW:
+                elif kind == FLOW_EVENT:
                     if version == self._flow_version:
                         self._on_flow(t)
                 else:
@@ -568,16 +566,6 @@ class Simulator:
         if node.waiting_src:
             self._release_sources(node, request.blocks, t)
 
-    def _release_sources(self, node: Node, blocks: tuple[int, ...], t: float) -> None:
-        """Start the copies waiting on ``node`` whose prefix ``blocks`` now holds."""
-        still: list[Copy] = []
-        for copy in node.waiting_src:
-            if has_prefix(blocks, len(copy.blocks), copy.key):
-                self._start_copy(copy, t)
-            else:
-                still.append(copy)
-        node.waiting_src = still
-
     def _on_wake(self, node: Node, t: float) -> None:
         work = node.work
         if work == PREFILL:
@@ -688,84 +676,6 @@ class Simulator:
             node.cache.evict_to(node.budget_tokens // bt)
         if node.waiting_src:
             self._release_sources(node, request.blocks, t)
-
-    # ------------------------------------------------------------------ copies
-    def _start_copy(self, copy: Copy, t: float) -> None:
-        """The copy's source KV exists at ``t``."""
-        copy.start_s = t
-        if self.config.copy_model == "reference":
-            copy.state = QUEUED
-            target = self.nodes[copy.dst]
-            target.copy_queue.append(copy)
-            if target.work == IDLE:
-                self._advance(target, t)
-            elif target.work == DECODE:
-                self._interrupt(target, t)
-            return
-        copy.state = MOVING
-        self._reflow(t)
-        self._flows.append(copy)
-        self._schedule_flows(t)
-
-    def _reflow(self, t: float) -> None:
-        """Advance every moving copy's bytes to time ``t``."""
-        elapsed = t - self._flow_clock
-        if elapsed > 0 and self._flows:
-            busy = set()
-            for flow in self._flows:
-                flow.remaining -= flow.rate * elapsed
-                busy.add(flow.src)
-                busy.add(flow.dst)
-            for index in busy:
-                self.nodes[index].rdma_busy_s += elapsed
-        self._flow_clock = t
-
-    def _schedule_flows(self, t: float) -> None:
-        flows = self._flows
-        self._flow_version += 1
-        if not flows:
-            return
-        max_min_rates(flows, [n.spec.rdma_bw for n in self.nodes])
-        finish = min(t + max(f.remaining, 0.0) / f.rate for f in flows)
-        self._push(finish, _FLOW, None, self._flow_version)
-
-    def _on_flow(self, t: float) -> None:
-        self._reflow(t)
-        # a flow has finished when the time it still needs is below what the clock
-        # resolves at t (a bytes tolerance would land a copy that started a moment
-        # after another one with it, before its own bytes could have arrived)
-        done = [f for f in self._flows if t + f.remaining / f.rate <= t]
-        self._flows = [f for f in self._flows if t + f.remaining / f.rate > t]
-        latency = self.config.transfer_latency_s
-        for flow in done:
-            flow.remaining = 0.0
-            if latency > 0:
-                self._push(t + latency, _LAND, flow)
-            else:
-                self._land(flow, t)
-        self._schedule_flows(t)
-
-    def _land(self, copy: Copy, t: float) -> None:
-        target = self.nodes[copy.dst]
-        copy.state = LANDED
-        copy.land_s = t
-        del target.inflight[copy.key]
-        cache = target.cache
-        capacity = target.cache_capacity_blocks(self.block_tokens)
-        before = cache.hbm_blocks
-        added = cache.insert(copy.blocks, t, copy_id=copy.id)
-        room = max(capacity - before, 0)
-        self.displaced_by_copies_blocks += min(max(added - room, 0), before)
-        cache.evict_to(capacity)
-        if target.waiting_src:
-            self._release_sources(target, copy.blocks, t)
-        if target.waiting_for is copy:
-            target.waiting_for = None
-            if target.work == IDLE:
-                self._advance(target, t)
-            elif target.work == DECODE:
-                self._interrupt(target, t)
-
 
 def _node_index(what: str, value: object, n_nodes: int) -> int:
     """``value`` as a node index (an int or numpy integer, not a bool, in range), or
