@@ -28,11 +28,13 @@ from envs.sim.forecast import (
     catch_up,
     copy_bytes,
     copy_s,
+    copy_start_s,
+    copy_targets,
     earliest_node,
     first_token_estimates,
     prefix_of,
 )
-from envs.sim.node import IDLE, Node
+from envs.sim.node import Node
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching
@@ -140,26 +142,22 @@ class CausalTeacher(Policy):
         """Copy ``prefix`` to the soonest-free nodes until ``want`` nodes hold it or will."""
         nodes = sim.nodes
         key = prefix[-1]
-        warm = set(sources) | {n.index for n in nodes if key in n.inflight}
-        if len(warm) >= want:
+        targets = copy_targets(nodes, key, sources, want, self._free_at)
+        if not targets:
             return
         free_at = self._free_at
         src = min(sources, key=lambda i: (self._ready.get((i, key), sim.now), i))
         src_ready = max(self._ready.get((src, key), sim.now), sim.now)
         reference = sim.config.copy_model == "reference"
         latency = sim.config.transfer_latency_s
-        cold = [i for i in range(sim.n_nodes) if i not in warm]
-        cold.sort(key=lambda i: (free_at[i], i))
-        for dst in cold[: want - len(warm)]:
+        for dst in targets:
             target = nodes[dst]
             missing = len(prefix) - target.cache.hbm_match(prefix)
             if sim.warm(src, dst, prefix) != WARM_OK:
                 continue
             self._copies += 1
             duration_s = copy_s(copy_bytes(missing, sim.block_tokens, target), target, latency)
-            begin = src_ready
-            if reference and target.work != IDLE:
-                begin = max(begin, target.work_end)
+            begin = copy_start_s(target, src_ready, reference)
             self._ready[(dst, key)] = begin + duration_s
             if reference:
                 free_at[dst] += duration_s

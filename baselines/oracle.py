@@ -33,8 +33,15 @@ from itertools import chain
 
 from baselines.policy import Policy, register
 from envs.sim.checks import check_int
-from envs.sim.forecast import catch_up, copy_bytes, copy_s, earliest_node
-from envs.sim.node import IDLE, Node
+from envs.sim.forecast import (
+    catch_up,
+    copy_bytes,
+    copy_s,
+    copy_start_s,
+    copy_targets,
+    earliest_node,
+)
+from envs.sim.node import Node
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching
@@ -169,26 +176,22 @@ class OracleWarm(Policy):
             return
         nodes = sim.nodes
         key = prefix[-1]
-        warm = set(sources) | {n.index for n in nodes if key in n.inflight}
-        if len(warm) >= want:
+        free_at = self._free_at
+        targets = copy_targets(nodes, key, sources, want, free_at)
+        if not targets:
             return
         now = sim.now
-        free_at = self._free_at
         plan = self._plan
         ready = {i: max(plan[(i, key)][0], now) if (i, key) in plan else now for i in sources}
         src = min(sources, key=lambda i: (ready[i], i))
         reference = sim.config.copy_model == "reference"
         latency = sim.config.transfer_latency_s
         bt = sim.block_tokens
-        cold = [i for i in range(sim.n_nodes) if i not in warm]
-        cold.sort(key=lambda i: (free_at[i], i))
-        for dst in cold[: want - len(warm)]:
+        for dst in targets:
             target = nodes[dst]
             missing = len(prefix) - target.cache.hbm_match(prefix)
             duration_s = copy_s(copy_bytes(missing, bt, target), target, latency)
-            begin = ready[src]
-            if reference and target.work != IDLE:
-                begin = max(begin, target.work_end)
+            begin = copy_start_s(target, ready[src], reference)
             if begin + duration_s >= free_at[dst] + target.costs.prefill_s(missing * bt):
                 continue
             if sim.warm(src, dst, prefix) != WARM_OK:

@@ -342,6 +342,30 @@ def catch_up(free_at: list[float], nodes: Sequence[Node], now: float) -> None:
             free_at[j] = now
 
 
+def copy_targets(
+    nodes: Sequence[Node], key: int, holders: Sequence[int], want: int, free_at: Sequence[float]
+) -> list[int]:
+    """The nodes to copy the prefix ``key`` to so that ``want`` nodes hold it or
+    will (``holders`` and the nodes with a copy of it in flight count), soonest
+    free first by the clock ``free_at`` (ties to the lower index); [] when enough
+    already do."""
+    warm = set(holders) | {n.index for n in nodes if key in n.inflight}
+    if len(warm) >= want:
+        return []
+    cold = [i for i in range(len(nodes)) if i not in warm]
+    cold.sort(key=lambda i: (free_at[i], i))
+    return cold[: want - len(warm)]
+
+
+def copy_start_s(target: Node, ready_s: float, reference: bool) -> float:
+    """When a copy whose source KV exists at ``ready_s`` starts: then, or under the
+    reference copy model (the copy is a work item on the target's timeline) no
+    sooner than the target's current work item ends."""
+    if reference and target.work != IDLE:
+        return max(ready_s, target.work_end)
+    return ready_s
+
+
 def earliest_node(
     sim: ClusterView,
     request: Request,
