@@ -10,14 +10,17 @@ baselines and the teacher cannot drift apart:
 * reuse: :func:`usable_tokens` (a hit never covers the last prompt token) and
   :func:`reuse_plan` (which cached runs to load, which to recompute);
 * copy seconds and landing time: :func:`copy_bytes`, :func:`transfer_s`,
-  :func:`copy_s`, :func:`landing_s` (the simulator's rule) and
-  :func:`worth_waiting` (wait for a copy in flight rather than recompute?);
+  :func:`copy_s`, :func:`copy_start_s`, :func:`landing_s` (the simulator's
+  rule) and :func:`worth_waiting` (wait for a copy in flight rather than
+  recompute?); :func:`copy_targets` (where a prefix still lacks copies);
 * expected first-token time per node: :func:`node_backlog` and
   :func:`first_token_estimates` (the causal estimate the observation shows),
-  and :func:`earliest_node` (the per-node-clock choice of ``oracle_warm`` and
-  the causal teacher).
+  and :func:`earliest_node` over a policy's per-node clock of queued work
+  (:func:`catch_up` keeps it current): ``oracle_warm``'s and the causal
+  teacher's choice.
 
-Everything here only reads the world; nothing changes it.
+Everything here only reads the world (``catch_up`` writes the caller's own
+clock); nothing changes the simulation.
 """
 
 from __future__ import annotations
