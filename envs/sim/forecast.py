@@ -144,7 +144,7 @@ def transfer_s(n_bytes: float, target: Node) -> float:
 def copy_s(n_bytes: float, target: Node, latency_s: float) -> float:
     """A copy's duration on the target's timeline (the reference copy model):
     the transfer latency plus the bytes over the target's RDMA bandwidth."""
-    return latency_s + n_bytes / target.spec.rdma_bw
+    return latency_s + transfer_s(n_bytes, target)
 
 
 def landing_s(copy: Copy, nodes: Sequence[Node], t: float, latency_s: float) -> float:
@@ -176,14 +176,13 @@ def worth_waiting(
     recompute its prefix: the deepest one carrying more of its prefix than the
     node holds, if it lands sooner than the prefill it saves; else None."""
     blocks = request.blocks
-    n_blocks = len(blocks)
     have = node.cache.hbm_match(blocks)
     best: Copy | None = None
     for copy in node.inflight.values():
         depth = len(copy.blocks)
         if (
-            have < depth <= n_blocks
-            and blocks[depth - 1] == copy.key
+            have < depth
+            and has_prefix(blocks, depth, copy.key)
             and (best is None or depth > len(best.blocks))
         ):
             best = copy
