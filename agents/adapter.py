@@ -19,9 +19,9 @@ from agents.algorithms import AgentSpec, load_agent
 from baselines.policy import Policy
 from envs.encoder import ObservationEncoder
 from envs.route_warm import apply_route_warm, route_warm_masks
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 from envs.thresholds import EpochController
-from envs.workloads.request import Request
 
 
 class AgentPolicy(Policy):

@@ -11,22 +11,33 @@ per-node clock of queued prefill work, counting a copy in flight as a hit once
 it is expected to land. Every step it takes uses only the past and the
 current cluster state, so its decisions are labels a causal agent can learn.
 
-The mechanics are a self-contained copy of ``oracle_warm``'s (as of this
-module's writing), so the teacher, and the agents cloned from it, do not move
-when the baseline does.
+Its routing asks the world's forecast (:func:`envs.sim.forecast.earliest_node`,
+the one ``oracle_warm`` asks too) and its "recurring" test is BTB's X-in-Z
+window (:class:`baselines.window.ArrivalWindow`). Its warming keeps rules of
+its own, so the agents cloned from it do not move when the baseline's do:
+it copies from where the prefix is or is being computed, to every node it can,
+without the oracle's check that a node would compute the prefix sooner itself.
 """
 
 from __future__ import annotations
 
-from collections import deque
-
 from baselines.policy import Policy
-from envs.encoder import first_token_estimates, prefix_of
+from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
-from envs.sim.node import IDLE
+from envs.sim.forecast import (
+    catch_up,
+    copy_bytes,
+    copy_s,
+    copy_start_s,
+    copy_targets,
+    earliest_node,
+    first_token_estimates,
+    prefix_of,
+)
+from envs.sim.node import Node
+from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching
-from envs.workloads.request import Request
 
 
 class CausalTeacher(Policy):
@@ -62,14 +73,14 @@ class CausalTeacher(Policy):
             raise ValueError(f"causal_teacher.z must be > 0 seconds, got {z!r}")
         self.x = x
         self.z = float(z)
-        self._seen: dict[int, deque[float]] = {}
+        self._window = ArrivalWindow()
 
     def reset(self, sim: Simulator) -> None:
         self._free_at = [0.0] * sim.n_nodes
         self._ready = {}
         self._computer = {}
         self._copies = 0
-        self._seen = {}
+        self._window.reset()
         limit = self.max_nodes if self.max_nodes is not None else sim.n_nodes
         self._max_nodes = min(limit, sim.n_nodes)
         self._min_prefix_blocks = blocks_reaching(self.min_prefix_tokens, sim.block_tokens)
@@ -80,28 +91,26 @@ class CausalTeacher(Policy):
     def decide(self, sim: Simulator, request: Request) -> int | None:
         now = sim.now
         free_at = self._free_at
-        for node in sim.nodes:
-            j = node.index
-            if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < now:
-                free_at[j] = now
+        catch_up(free_at, sim.nodes, now)
         prefix = prefix_of(request)
         d = len(prefix) if len(prefix) >= self._min_prefix_blocks else 0
         key = prefix[-1] if d else 0
-        recurring = False
-        if d:
-            times = self._seen.get(key)
-            if times is None:
-                times = self._seen[key] = deque()
-            times.append(now)
-            while times[0] < now - self.z:
-                times.popleft()
-            recurring = len(times) >= self.x
+        recurring = bool(d) and self._window.count(key, now, self.z) >= self.x
         sources: list[int] = []
         if d:
             sources = self._holders(sim, prefix)
             if recurring and sources:
                 self._spread(sim, prefix, sources, self._max_nodes)
-        choice, start, finish = self._earliest(sim, request, d, key)
+        ready = self._ready
+
+        def landing(node: Node) -> float | None:
+            # a copy or computation of the prefix planned here, still under way
+            when = ready.get((node.index, key))
+            if when is not None and (key in node.inflight or when >= now):
+                return when
+            return None
+
+        choice, start, finish, _ = earliest_node(sim, request, free_at, d, landing)
         if self.routing == "backlog":
             estimates = first_token_estimates(sim, request)
             choice = min(range(sim.n_nodes), key=lambda j: (estimates[j][1], sim.nodes[j].load, j))
@@ -133,55 +142,22 @@ class CausalTeacher(Policy):
         """Copy ``prefix`` to the soonest-free nodes until ``want`` nodes hold it or will."""
         nodes = sim.nodes
         key = prefix[-1]
-        warm = set(sources) | {n.index for n in nodes if key in n.inflight}
-        if len(warm) >= want:
+        targets = copy_targets(nodes, key, sources, want, self._free_at)
+        if not targets:
             return
         free_at = self._free_at
         src = min(sources, key=lambda i: (self._ready.get((i, key), sim.now), i))
         src_ready = max(self._ready.get((src, key), sim.now), sim.now)
         reference = sim.config.copy_model == "reference"
         latency = sim.config.transfer_latency_s
-        cold = [i for i in range(sim.n_nodes) if i not in warm]
-        cold.sort(key=lambda i: (free_at[i], i))
-        for dst in cold[: want - len(warm)]:
+        for dst in targets:
             target = nodes[dst]
             missing = len(prefix) - target.cache.hbm_match(prefix)
             if sim.warm(src, dst, prefix) != WARM_OK:
                 continue
             self._copies += 1
-            copy_s = latency + missing * sim.block_tokens * target.costs.kv_bytes_per_token / (
-                target.spec.rdma_bw
-            )
-            begin = src_ready
-            if reference and target.work != IDLE:
-                begin = max(begin, target.work_end)
-            self._ready[(dst, key)] = begin + copy_s
+            duration_s = copy_s(copy_bytes(missing, sim.block_tokens, target), target, latency)
+            begin = copy_start_s(target, src_ready, reference)
+            self._ready[(dst, key)] = begin + duration_s
             if reference:
-                free_at[dst] += copy_s
-
-    def _earliest(
-        self, sim: Simulator, request: Request, d: int, key: int
-    ) -> tuple[int, float, float]:
-        """The node with the soonest expected first token, its start and that time."""
-        bt = sim.block_tokens
-        n_in = request.input_tokens
-        cap = n_in - 1
-        ready = self._ready
-        best = -1
-        best_start = best_finish = 0.0
-        best_load = 0
-        for node in sim.nodes:
-            j = node.index
-            start = self._free_at[j]
-            costs = node.costs
-            have = min(node.cache.hbm_match(request.blocks) * bt, cap)
-            finish = start + costs.prefill_s(n_in - have, have)
-            if d and d * bt > have:
-                landing = ready.get((j, key))
-                if landing is not None and (key in node.inflight or landing >= sim.now):
-                    hit = min(d * bt, cap)
-                    finish = min(finish, max(start, landing) + costs.prefill_s(n_in - hit, hit))
-            load = node.running + len(node.queue)
-            if best < 0 or finish < best_finish or (finish == best_finish and load < best_load):
-                best, best_start, best_finish, best_load = j, start, finish, load
-        return best, best_start, best_finish
+                free_at[dst] += duration_s

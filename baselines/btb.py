@@ -38,15 +38,16 @@ rate is optimistic. :meth:`BTB.metrics` reports the totals.
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 
 from baselines.policy import Policy, register
 from baselines.routers import cache_aware_choice, least_loaded
+from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
+from envs.sim.forecast import copy_bytes, transfer_s
+from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching, whole_blocks
-from envs.workloads.request import Request
 
 PUBLISHED_M = 4
 PUBLISHED_Y_TOKENS = 65_536  # 256 blocks of 256 tokens
@@ -92,7 +93,7 @@ class BTB(Policy):
         self.min_prefix_blocks = 1
         self.set_thresholds(x, y_tokens, z, PUBLISHED_M if m is None else m, min_prefix_tokens)
         self.shadow = bool(shadow)
-        self._seen: dict[int, deque[float]] = {}
+        self._window = ArrivalWindow()
         self.shadow_copies: list[ShadowCopy] = []
         self._shadow_at: dict[int, dict[int, ShadowCopy]] = {}
 
@@ -103,7 +104,7 @@ class BTB(Policy):
             self.m = min(PUBLISHED_M, sim.n_nodes)
         self._check_m()
         self._to_blocks()
-        self._seen = {}
+        self._window.reset()
         self.shadow_copies = []
         self._shadow_at = {}
 
@@ -175,16 +176,7 @@ class BTB(Policy):
             y = len(blocks) - 1 if len(blocks) > 1 else 1
         if len(blocks) < y or y < self.min_prefix_blocks:
             return cache_aware_choice(sim, request)
-        key = blocks[y - 1]
-        now = sim.now
-        times = self._seen.get(key)
-        if times is None:
-            times = self._seen[key] = deque()
-        times.append(now)
-        horizon = now - self.z
-        while times[0] < horizon:
-            times.popleft()
-        if len(times) < self.x:
+        if self._window.count(blocks[y - 1], sim.now, self.z) < self.x:
             return cache_aware_choice(sim, request)
         return self._warm_and_route(sim, request, tuple(blocks[:y]))
 
@@ -214,8 +206,8 @@ class BTB(Policy):
         if sources and len(held) < self.m:
             nodes = sim.nodes
             cold = [n.index for n in nodes if n.index not in held]
-            cold.sort(key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
-            src = min(sources, key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
+            cold.sort(key=lambda i: (nodes[i].load, i))
+            src = min(sources, key=lambda i: (nodes[i].load, i))
             for dst in cold[: self.m - len(held)]:
                 if sim.warm(src, dst, prefix) == WARM_OK:
                     self._issued(route_to, dst)
@@ -241,21 +233,21 @@ class BTB(Policy):
         would = held + [dst for dst in shadow if dst not in held]
         if sources and len(would) < self.m:
             cold = [n.index for n in nodes if n.index not in would]
-            cold.sort(key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
-            src = min(sources, key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
+            cold.sort(key=lambda i: (nodes[i].load, i))
+            src = min(sources, key=lambda i: (nodes[i].load, i))
             depth = len(prefix)
             for dst in cold[: self.m - len(would)]:
                 target = nodes[dst]
                 missing = depth - target.cache.hbm_match(prefix)
-                n_bytes = missing * sim.block_tokens * target.costs.kv_bytes_per_token
-                land = now + sim.config.transfer_latency_s + n_bytes / target.spec.rdma_bw
+                n_bytes = copy_bytes(missing, sim.block_tokens, target)
+                land = now + sim.config.transfer_latency_s + transfer_s(n_bytes, target)
                 copy = ShadowCopy(now, src, dst, depth, n_bytes, land)
                 self.shadow_copies.append(copy)
                 shadow[dst] = copy
                 would.append(dst)
         ready = [i for i in would if i in route_to or (i in shadow and shadow[i].land_s <= now)]
         if ready:
-            best = min(ready, key=lambda i: (nodes[i].running + len(nodes[i].queue), i))
+            best = min(ready, key=lambda i: (nodes[i].load, i))
             if best not in route_to:
                 shadow[best].used = True
         return cache_aware_choice(sim, request)

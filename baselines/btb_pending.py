@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from baselines.btb import BTB
 from baselines.policy import register
+from envs.sim.forecast import computes_prefix
 from envs.sim.node import Node
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 @register("btb_pending")
@@ -83,7 +84,7 @@ class BTBPending(BTB):
         tells when), so the answer costs O(1) instead of a scan of the queue.
         """
         if depth != self._tracked_y:
-            return _scan_computes(node, depth, key)
+            return computes_prefix(node, depth, key)
         log = sim.first_token_log
         if self._cursor < len(log):
             counts = self._unprefilled
@@ -98,10 +99,3 @@ class BTBPending(BTB):
             self._cursor = len(log)
         return (node.index, key) in self._unprefilled
 
-
-def _scan_computes(node: Node, depth: int, key: int) -> bool:
-    """Is ``node`` prefilling or queued to prefill a request with this prefix? (a scan)"""
-    request = node.computing
-    if request is not None and len(request.blocks) >= depth and request.blocks[depth - 1] == key:
-        return True
-    return any(len(r.blocks) >= depth and r.blocks[depth - 1] == key for r in node.queue)

@@ -33,10 +33,18 @@ from itertools import chain
 
 from baselines.policy import Policy, register
 from envs.sim.checks import check_int
-from envs.sim.node import IDLE, Node
+from envs.sim.forecast import (
+    catch_up,
+    copy_bytes,
+    copy_s,
+    copy_start_s,
+    copy_targets,
+    earliest_node,
+)
+from envs.sim.node import Node
+from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching
-from envs.workloads.request import Request
 
 
 @register("oracle_warm")
@@ -97,10 +105,7 @@ class OracleWarm(Policy):
         now = sim.now
         nodes = sim.nodes
         free_at = self._free_at
-        for node in nodes:
-            j = node.index
-            if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < now:
-                free_at[j] = now
+        catch_up(free_at, nodes, now)
         self._sync(sim)
         d = self._depth[request.index]
         key = request.blocks[d - 1] if d else 0
@@ -114,7 +119,9 @@ class OracleWarm(Policy):
             sources = self._sources(sim, prefix)
             if sources:
                 self._spread(sim, prefix, sources, want)
-        choice, start, finish, computes = self._earliest(sim, request, d, key)
+        choice, start, finish, computes = earliest_node(
+            sim, request, free_at, d, lambda node: self._planned(node, key)
+        )
         free_at[choice] = finish
         if not (future and computes):
             return choice
@@ -169,65 +176,27 @@ class OracleWarm(Policy):
             return
         nodes = sim.nodes
         key = prefix[-1]
-        warm = set(sources) | {n.index for n in nodes if key in n.inflight}
-        if len(warm) >= want:
+        free_at = self._free_at
+        targets = copy_targets(nodes, key, sources, want, free_at)
+        if not targets:
             return
         now = sim.now
-        free_at = self._free_at
         plan = self._plan
         ready = {i: max(plan[(i, key)][0], now) if (i, key) in plan else now for i in sources}
         src = min(sources, key=lambda i: (ready[i], i))
         reference = sim.config.copy_model == "reference"
         latency = sim.config.transfer_latency_s
         bt = sim.block_tokens
-        cold = [i for i in range(sim.n_nodes) if i not in warm]
-        cold.sort(key=lambda i: (free_at[i], i))
-        for dst in cold[: want - len(warm)]:
+        for dst in targets:
             target = nodes[dst]
             missing = len(prefix) - target.cache.hbm_match(prefix)
-            copy_s = latency + missing * bt * target.costs.kv_bytes_per_token / target.spec.rdma_bw
-            begin = ready[src]
-            if reference and target.work != IDLE:
-                begin = max(begin, target.work_end)
-            if begin + copy_s >= free_at[dst] + target.costs.prefill_s(missing * bt):
+            duration_s = copy_s(copy_bytes(missing, bt, target), target, latency)
+            begin = copy_start_s(target, ready[src], reference)
+            if begin + duration_s >= free_at[dst] + target.costs.prefill_s(missing * bt):
                 continue
             if sim.warm(src, dst, prefix) != WARM_OK:
                 continue
             self._copies += 1
-            plan[(dst, key)] = (begin + copy_s, True)
+            plan[(dst, key)] = (begin + duration_s, True)
             if reference:
-                free_at[dst] += copy_s
-
-    def _earliest(
-        self, sim: Simulator, request: Request, d: int, key: int
-    ) -> tuple[int, float, float, bool]:
-        """The node with the soonest expected first token: (node, start, first token,
-        whether the request would compute its shared prefix there)."""
-        bt = sim.block_tokens
-        n_in = request.input_tokens
-        cap = n_in - 1
-        best = -1
-        best_start = best_finish = 0.0
-        best_load = 0
-        best_computes = False
-        for node in sim.nodes:
-            j = node.index
-            start = self._free_at[j]
-            costs = node.costs
-            matched = node.cache.hbm_match(request.blocks)
-            have = min(matched * bt, cap)
-            finish = start + costs.prefill_s(n_in - have, have)
-            computes = d > matched
-            if computes:
-                landing = self._planned(node, key)
-                if landing is not None:
-                    hit = min(d * bt, cap)
-                    wait = max(start, landing) + costs.prefill_s(n_in - hit, hit)
-                    if wait <= finish:
-                        finish = wait
-                        computes = False
-            load = node.running + len(node.queue)
-            if best < 0 or finish < best_finish or (finish == best_finish and load < best_load):
-                best, best_start, best_finish, best_load = j, start, finish, load
-                best_computes = computes
-        return best, best_start, best_finish, best_computes
+                free_at[dst] += duration_s

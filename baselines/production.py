@@ -29,8 +29,8 @@ import math
 from baselines.policy import Policy, register
 from baselines.routers import least_loaded, pick
 from envs.sim.checks import check_range
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 @register("sglang")
@@ -46,7 +46,7 @@ class SGLangGateway(Policy):
 
     def decide(self, sim: Simulator, request: Request) -> int:
         nodes = sim.nodes
-        loads = [n.running + len(n.queue) for n in nodes]
+        loads = [n.load for n in nodes]
         high = max(loads)
         low = min(loads)
         if high - low > self.balance_abs and high > self.balance_rel * low:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from baselines.policy import Policy, register
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 def pick(sim: Simulator, ties: list[int]) -> int:
@@ -21,12 +21,12 @@ def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:
     """The node with the fewest running + waiting requests; ties at random (``sim.rng``)."""
     nodes = sim.nodes
     if candidates is None:
-        loads = [n.running + len(n.queue) for n in nodes]
+        loads = [n.load for n in nodes]
         low = min(loads)
         ties = [i for i, load in enumerate(loads) if load == low]
     else:
-        low = min(nodes[i].running + len(nodes[i].queue) for i in candidates)
-        ties = [i for i in candidates if nodes[i].running + len(nodes[i].queue) == low]
+        low = min(nodes[i].load for i in candidates)
+        ties = [i for i in candidates if nodes[i].load == low]
     if len(ties) == 1:
         return ties[0]
     return ties[int(sim.rng.random() * len(ties))]
@@ -96,7 +96,7 @@ def cache_aware_choice(
     ties: list[int] = []
     matched = _hbm_ram_match if sim.match_with_ram else PrefixCache.hbm_match
     for i, node in enumerate(sim.nodes):
-        load = node.running + len(node.queue)
+        load = node.load
         if load > high:
             high = load
         if load < low:

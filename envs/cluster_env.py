@@ -20,9 +20,9 @@ import numpy as np
 from envs.sim.checks import check_number, check_whole_number, is_whole_number
 from envs.sim.config import ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
-from envs.workloads.request import Request, Workload
 
 
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:

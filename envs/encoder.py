@@ -19,10 +19,17 @@ from bisect import bisect_left
 
 import numpy as np
 
-from envs.sim.node import COPY, IDLE, PREFILL, Node
+from envs.sim.forecast import (
+    HitMemo,
+    estimates_with_hits,
+    first_token_estimates,
+    node_backlog,
+    prefix_key,
+    prefix_of,
+)
+from envs.sim.node import IDLE
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.sim.transfers import MOVING, WAIT_SOURCE, Copy
-from envs.workloads.request import Request
 
 NODE_FEATURES = (
     "load",  # running + waiting requests, squashed at 16
@@ -53,151 +60,6 @@ _MAX_TIME_LOG = math.log1p(1000.0 / _TIME_UNIT_S)
 def log_seconds(seconds: float) -> float:
     """Seconds on a log scale in [0, 1]: 0 at 0, 1 at 1,000 s (10 ms resolution)."""
     return min(math.log1p(max(seconds, 0.0) / _TIME_UNIT_S) / _MAX_TIME_LOG, 1.0)
-
-
-def prefix_of(request: Request) -> tuple[int, ...]:
-    """The part of a request worth sharing: its prompt blocks but the last
-    (which usually holds the request's own suffix)."""
-    blocks = request.blocks
-    return blocks[:-1] if len(blocks) > 1 else blocks
-
-
-def prefix_key(request: Request) -> int:
-    """The chained id of :func:`prefix_of` (without building the tuple)."""
-    blocks = request.blocks
-    return blocks[-2] if len(blocks) > 1 else blocks[-1]
-
-
-HitMemo = dict[tuple[int, int], tuple[int, int]]
-"""(node, request index) -> (cache version, HBM blocks): HBM hits of queued
-requests, reused while the node's cache has not changed."""
-
-
-def _landing_s(
-    sim: Simulator,
-    copy: Copy,
-    now: float,
-    depth: int,
-    memo: HitMemo | None = None,
-    sources: dict[int, dict[int, float]] | None = None,
-) -> float:
-    """Seconds from now until a warm copy in flight lands (a causal estimate: a
-    copy waiting for its source starts when the source has computed the prefix).
-    ``sources`` caches the sources' own estimates within one observation."""
-    transfer = copy.bytes / sim.nodes[copy.dst].spec.rdma_bw
-    if copy.state == MOVING and copy.rate > 0:
-        return copy.remaining / copy.rate
-    if copy.state != WAIT_SOURCE:
-        return transfer
-    source = sim.nodes[copy.src]
-    if depth == 0:
-        coming = sources.get(copy.src) if sources is not None else None
-        if coming is None:
-            coming = node_backlog(sim, source, now, depth + 1, memo)[1]
-            if sources is not None:
-                sources[copy.src] = coming
-        computed = coming.get(copy.key)
-        if computed is not None:
-            return computed + transfer
-    wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
-    return wait + source.prefill_ewma_s * len(source.queue) + transfer
-
-
-def node_backlog(
-    sim: Simulator,
-    node: Node,
-    now: float,
-    depth: int = 0,
-    memo: HitMemo | None = None,
-    sources: dict[int, dict[int, float]] | None = None,
-) -> tuple[float, dict[int, float]]:
-    """Seconds until ``node`` has finished its current prefill or copy and prefilled
-    its queue (each queued request costed with what it will find cached, and not
-    before that has arrived), and the prefix keys that will be on the node, with
-    the seconds until they are (in flight, being computed, queued). A causal
-    estimate: decode and admission limits are ignored. ``memo`` caches queued
-    requests' HBM hits across calls."""
-    bt = sim.block_tokens
-    coming = {
-        key: _landing_s(sim, copy, now, depth, memo, sources) for key, copy in node.inflight.items()
-    }
-    # a decode segment is cut at the next step when a request arrives (prefill priority)
-    backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY) else 0.0
-    computing = node.computing
-    if computing is not None:
-        coming[prefix_key(computing)] = backlog
-    prefill_s = node.costs.prefill_s
-    per_token = node.costs.prefill_s_per_token
-    linear = not node.costs.attention_s_coef  # prefill_s is n x per_token then
-    match = node.cache.hbm_match
-    version = node.cache.version
-    index = node.index
-    for queued in node.queue:  # the observation's hot spot, kept flat
-        blocks = queued.blocks
-        n_blocks = len(blocks)
-        if memo is None:
-            hit = match(blocks)
-        else:
-            memo_key = (index, queued.index)
-            known = memo.get(memo_key)
-            if known is not None and known[0] == version:
-                hit = known[1]
-            else:
-                hit = match(blocks)
-                memo[memo_key] = (version, hit)
-        key = blocks[-2] if n_blocks > 1 else blocks[-1]
-        arriving = coming.get(key)
-        if arriving is not None and (n_blocks - 1 or 1) > hit:
-            hit = n_blocks - 1 or 1
-            if arriving > backlog:
-                backlog = arriving
-        n_in = queued.input_tokens
-        have = hit * bt
-        if have > n_in - 1:
-            have = n_in - 1
-        backlog += (n_in - have) * per_token if linear else prefill_s(n_in - have, have)
-        if key not in coming:
-            coming[key] = backlog
-    return backlog, coming
-
-
-def first_token_estimates(
-    sim: Simulator, request: Request, memo: HitMemo | None = None
-) -> list[tuple[float, float]]:
-    """(backlog, expected first-token time) in seconds from now, per node, for
-    ``request`` arriving now: the causal cost model of the observation."""
-    return [(backlog, first) for backlog, first, _ in _estimates(sim, request, memo)]
-
-
-def _estimates(
-    sim: Simulator, request: Request, memo: HitMemo | None
-) -> list[tuple[float, float, int]]:
-    """:func:`first_token_estimates` plus ``request``'s HBM hit (blocks) per node."""
-    now = sim.now
-    bt = sim.block_tokens
-    blocks = request.blocks
-    n_in = request.input_tokens
-    key = prefix_key(request)
-    depth = len(blocks) - 1 or 1
-    out = []
-    sources: dict[int, dict[int, float]] = {}
-    for node in sim.nodes:
-        backlog, coming = node_backlog(sim, node, now, 0, memo, sources)
-        hit = node.cache.hbm_match(blocks)
-        cold = min(hit * bt, n_in - 1)
-        have, ready = cold, 0.0
-        arriving = coming.get(key)
-        if arriving is not None and depth > hit:
-            have, ready = min(depth * bt, n_in - 1), arriving
-        start = max(backlog, ready)
-        # recompute rather than wait when that is sooner (as the simulator decides)
-        prefill_s = node.costs.prefill_s
-        first = min(
-            start + prefill_s(n_in - have, have),
-            backlog + prefill_s(n_in - cold, cold),
-        )
-        out.append((backlog, first, hit))
-    return out
 
 
 class TrafficTracker:
@@ -261,11 +123,11 @@ class ObservationEncoder:
         key = prefix_key(request)
         depth = n_blocks - 1 or 1
         holders = 0
-        estimates = _estimates(sim, request, self._hits)
+        estimates = estimates_with_hits(sim, request, self._hits)
         best = min(e[1] for e in estimates)
         values: list[float] = []
         for node, (backlog, first_token, hit) in zip(sim.nodes, estimates):
-            load = node.running + len(node.queue)
+            load = node.load
             wait = node.estimated_wait_s(now)
             inflight = len(node.inflight)
             if hit >= depth:
@@ -379,3 +241,24 @@ class EpochEncoder:
         out[i + 7] = m / max_m
         out[i + 8] = math.log1p(min_prefix) / math.log1p(max_prefix)
         return out
+
+
+# prefix_of, prefix_key, first_token_estimates and node_backlog are the world's
+# forecast (envs.sim.forecast), re-exported for the observation's readers
+__all__ = [
+    "EPOCH_FEATURES",
+    "EPOCH_NODE_FEATURES",
+    "NODE_FEATURES",
+    "REQUEST_FEATURES",
+    "WINDOWS_S",
+    "EpochEncoder",
+    "EpochStats",
+    "HitMemo",
+    "ObservationEncoder",
+    "TrafficTracker",
+    "first_token_estimates",
+    "log_seconds",
+    "node_backlog",
+    "prefix_key",
+    "prefix_of",
+]

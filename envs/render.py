@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 
 def render_ansi(sim: Simulator, request: Request | None) -> str:
@@ -25,7 +25,7 @@ def render_ansi(sim: Simulator, request: Request | None) -> str:
     for node in sim.nodes:
         hit = node.cache.hbm_match(request.blocks) / len(request.blocks) if request else 0.0
         lines.append(
-            f"{node.index:>4} {node.running + len(node.queue):>6} {len(node.queue):>6} "
+            f"{node.index:>4} {node.load:>6} {len(node.queue):>6} "
             f"{node.reserved_tokens / node.budget_tokens:>8.1%} {len(node.inflight):>9} {hit:>6.1%}"
         )
     return "\n".join(lines) + "\n"

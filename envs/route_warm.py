@@ -10,8 +10,8 @@ from gymnasium import spaces
 
 from envs.encoder import prefix_of
 from envs.route import RouteEnv
+from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
-from envs.workloads.request import Request
 
 
 class RouteWarmEnv(RouteEnv):

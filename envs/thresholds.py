@@ -12,8 +12,8 @@ from baselines.btb import BTB
 from envs.cluster_env import ClusterEnv
 from envs.encoder import EpochEncoder, EpochStats
 from envs.sim.checks import check_number
+from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request
 
 X_CHOICES = (1, 2, 3, 4, 6, 8, 16)
 Z_CHOICES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

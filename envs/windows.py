@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs.workloads.request import Workload
+from envs.sim.request import Workload
 
 
 def window_pool(

@@ -24,7 +24,7 @@ from baselines import Policy, make_policy
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.node import Node
 from envs.workloads.registry import windows
-from envs.workloads.request import Request
+from envs.sim.request import Request
 
 
 def prefill_end_s(sim: Simulator, node: Node, request: Request) -> float:

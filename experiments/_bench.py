@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from baselines.policy import Policy
+from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
-from envs.workloads.request import Request, Workload
 
 BURSTED = "bursted_synthetic"
 PARTS = ("read_s", "simulate_s", "policy_s", "inference_s")

@@ -13,7 +13,7 @@ import torch
 
 from agents.adapter import AgentPolicy
 from agents.algorithms import AgentSpec, load_agent
-from envs.workloads.request import Workload
+from envs.sim.request import Workload
 from experiments._bench import best_run_s, peak_rss_mb, sim_factory, timed_run
 
 

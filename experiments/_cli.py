@@ -21,7 +21,7 @@ from typing import Any
 
 from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import SimulationError
-from envs.sim.hardware import model_preset
+from envs.sim.timing import model_preset
 from envs.workloads.readers import TraceWarning
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from envs.workloads.readers import (
 from envs.workloads.stats import audit_windows
 from experiments._cli import UsageError, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
+from experiments.report import audit_table
 
 COMMAND = "experiments.audit"
 DEFAULTS: dict[str, Any] = {
@@ -123,81 +123,6 @@ def audit_file(
     }
 
 
-def format_table(audit: dict[str, Any], per_window: bool = False) -> str:
-    """The audit as a terminal table."""
-    overall = audit["overall"]
-    several = overall["windows"] > 1
-
-    def where(entry: dict[str, Any]) -> str:
-        text = f"at {entry['start_s']:.2f} s"
-        return f"{entry['window']} {text}" if several else text
-
-    fan = overall["fanout"]
-    rows = [
-        (f"busiest {label}", f"{entry['requests']:,}", where(entry))
-        for label, entry in overall["busiest"].items()
-    ]
-    by_window = overall.get("fanout_by_window", {})
-    for entry in by_window.values():
-        span = "the whole trace" if entry["window_s"] is None else f"{entry['window_s']:g} s"
-        rows.append(
-            (
-                f"largest fan-out, >= {fan['min_tokens']:,} tokens ({fan['min_blocks']} blocks) "
-                f"in {span}",
-                f"{entry['requests']:,}",
-                where(entry) if entry["requests"] else "-",
-            )
-        )
-    if fan["window_s"] not in [entry["window_s"] for entry in by_window.values()]:
-        fan_where = where(fan) if fan["requests"] else "-"
-        if fan.get("group_id"):
-            fan_where += f" (group {fan['group_id']})"
-        rows.append(
-            (
-                f"largest fan-out, >= {fan['min_tokens']:,} tokens ({fan['min_blocks']} blocks) "
-                f"in {fan['window_s']:g} s",
-                f"{fan['requests']:,}",
-                fan_where,
-            )
-        )
-    rows.append(("longest prompt (tokens)", f"{overall['input_tokens_max']:,.0f}", ""))
-    rows.append(("longest output (tokens)", f"{overall['output_tokens_max']:,.0f}", ""))
-    read = audit["read"]
-    header = (
-        f"audit of {audit['path']} (format {audit['format']}, {overall['windows']} "
-        f"window{'s' if several else ''}, {overall['requests']:,} requests, "
-        f"{overall['block_tokens']}-token blocks"
-        + (f", {read['rows_skipped']} bad rows skipped" if read["rows_skipped"] else "")
-        + ")"
-    )
-    lines = [header, *_table(("statistic", "value", "where"), rows)]
-    if per_window and several:
-        labels = list(overall["busiest"])
-        window_rows = [
-            (
-                w["name"],
-                f"{w['requests']:,}",
-                *(f"{w['busiest'][label]['requests']:,}" for label in labels),
-                f"{w['fanout']['requests']:,}",
-            )
-            for w in audit["windows"]
-        ]
-        lines += ["", *_table(("window", "requests", *labels, "fan-out"), window_rows)]
-    return "\n".join(lines)
-
-
-def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
-
-    def line(cells: tuple[str, ...]) -> str:
-        first = cells[0].ljust(widths[0])
-        pairs = enumerate(zip(cells[1:], widths[1:], strict=True))
-        rest = [c.rjust(w) if i == 0 else c.ljust(w) for i, (c, w) in pairs]
-        return "  ".join([first, *rest]).rstrip()
-
-    return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
-
-
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``key=value`` options, audit the file, print and optionally save the result."""
@@ -222,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options["json"]:
         print(dumps_strict(audit, indent=2))
     else:
-        print(format_table(audit, per_window=options["per_window"]))
+        print(audit_table(audit, per_window=options["per_window"]))
     if options["out_dir"]:
         target = write_json_atomic(Path(options["out_dir"]) / "audit.json", audit)
         print(f"wrote {target}")

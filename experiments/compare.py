@@ -41,10 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from baselines.policy import POLICIES, make_policy
-from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
-from experiments import charts
 from experiments._cli import (
     UsageError,
     main_guard,
@@ -59,13 +57,11 @@ from experiments._cli import (
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.evaluation import (
     DEFAULT_BASELINE,
-    FLOOR,
-    GAP_REFERENCE,
-    PolicyRun,
     count_windows,
     evaluate_policies,
     split_windows,
 )
+from experiments.report import CHARTS, comparison_table, write_run
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
@@ -86,8 +82,6 @@ DEFAULTS: dict[str, Any] = {
     "overwrite": False,
 }
 
-TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
-CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
 OUTPUTS = ("results.json", *CHARTS)
 """What a comparison run writes in its folder (``overwrite=true`` clears these)."""
 
@@ -202,105 +196,6 @@ def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -
     )
 
 
-def format_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
-    """The terminal table of a run; each column is as wide as its widest cell."""
-
-    def pct(value: float | None) -> str:
-        return f"{value:+.1f}" if value is not None else "-"
-
-    def rate(value: float | None) -> str:  # "-" for rows without the column (floor, older runs)
-        return f"{value:.3f}" if value is not None else "-"
-
-    # (header, narrowest width, cell)
-    columns: list[tuple[str, int, Any]] = [
-        ("policy", 13, lambda r: str(r["policy"])),
-        ("requests", 8, lambda r: str(r["requests"])),
-        ("TTFT mean", 9, lambda r: f"{r['ttft_mean_s']:.3f}"),
-        ("p50", 7, lambda r: f"{r['ttft_p50_s']:.3f}"),
-        ("p95", 7, lambda r: f"{r['ttft_p95_s']:.3f}"),
-        ("p99", 7, lambda r: f"{r['ttft_p99_s']:.3f}"),
-        ("e2e mean", 8, lambda r: rate(r.get("e2e_mean_s"))),
-        ("queue", 7, lambda r: rate(r.get("queue_mean_s"))),
-        ("HBM hit", 7, lambda r: rate(r.get("hbm_hit_rate"))),
-        ("copies", 6, lambda r: str(r.get("warm_copies", "-"))),
-        ("warm hit", 8, lambda r: rate(r.get("warm_hit_rate"))),
-        ("warm byte hit", 13, lambda r: rate(r.get("warm_byte_hit_rate"))),
-        ("prefill", 7, lambda r: rate(r.get("prefill_busy_fraction"))),
-        ("decode", 6, lambda r: rate(r.get("decode_busy_fraction"))),
-        ("batch", 5, lambda r: rate(r.get("batch_occupancy_mean"))),
-        ("KV", 5, lambda r: rate(r.get("kv_occupancy_mean"))),
-        ("imbal", 5, lambda r: f"{r['load_imbalance']:.2f}" if "load_imbalance" in r else "-"),
-        ("d mean%", 8, lambda r: pct(r["ttft_mean_reduction_pct"])),
-        ("d p95%", 8, lambda r: pct(r["ttft_p95_reduction_pct"])),
-    ]
-    if any("floor_gap_closed_mean_pct" in r for r in rows):
-        columns.append(("floor gap%", 10, lambda r: pct(r.get("floor_gap_closed_mean_pct"))))
-    cells = [[cell(row) for _, _, cell in columns] for row in rows]
-    widths = [
-        max([narrowest, *(len(values[k]) for values in cells)])
-        for k, (_, narrowest, _) in enumerate(columns)
-    ]
-
-    def line(values: Sequence[str]) -> str:
-        right = (f"{v:>{w}}" for v, w in zip(values[1:], widths[1:], strict=True))
-        return " ".join([f"{values[0]:<{widths[0]}}", *right])
-
-    head = line([name for name, _, _ in columns])
-    lines = [head, "-" * len(head), *(line(values) for values in cells)]
-    if baseline:
-        lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
-    else:
-        lines.append("times in seconds; no baseline (baseline=), so no reductions (d)")
-    if any("load_imbalance" in r for r in rows):
-        lines.append(
-            "prefill / decode = share of node time busy prefilling / decoding; batch = mean "
-            "running sequences / max batch; KV = mean KV reserved / budget; imbal = max / "
-            "mean of the nodes' prefill time"
-        )
-    if any(r["policy"] == FLOOR for r in rows):
-        lines.append(
-            f"{FLOOR}: a lower bound on each request's TTFT (cold or suffix prefill on the "
-            f"fastest node once the prefix can exist; no queueing); floor gap = share of "
-            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
-        )
-    return "\n".join(lines)
-
-
-def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
-    rows = [run.row for run in runs]
-    first = rows[0]
-    title = f"{first['setup']} · {first['workload']} · {first['windows']} windows"
-    paths = [
-        charts.plot_ttft_cdf({r.row["policy"]: r.ttft_s for r in runs}, out_dir / CHARTS[1], title),
-    ]
-    if baseline:  # without one there are no reductions to draw
-        paths.insert(0, charts.plot_reductions(rows, baseline, out_dir / CHARTS[0]))
-    traces = {r.row["policy"]: r.trace for r in runs if r.trace is not None}
-    chosen = {name: traces[name] for name in TIMELINE_POLICIES if name in traces}
-    if not chosen:
-        chosen = dict(list(traces.items())[:3])
-    if chosen:
-        paths.append(charts.plot_burst_timeline(chosen, out_dir / CHARTS[2]))
-    return paths
-
-
-def write_run(
-    out_dir: Path, result: dict[str, Any], runs: Sequence[PolicyRun] | None, baseline: str
-) -> list[Path]:
-    """Write a run's charts (unless ``runs`` is None), then ``results.json``, the
-    mark of a finished run; if any of them fails (a full disk), the charts already
-    written are removed again, so the folder never holds half a run (it is this
-    run's folder: ``_io.claim_out_dir`` cleared an earlier run's). Returns the paths
-    written, results.json first."""
-    try:
-        charts = [] if runs is None else write_charts(runs, baseline, out_dir)
-        return [write_json_atomic(out_dir / "results.json", result), *charts]
-    except BaseException:
-        for name in CHARTS:
-            (out_dir / name).unlink(missing_ok=True)
-        raise
-
-
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.compare", DEFAULTS, argv)
@@ -371,7 +266,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{options['setup']} · {shown} · {n_windows} test windows · causal_kv="
         f"{config.causal_kv} · copy_model={config.copy_model}"
     )
-    print(format_table(rows, options["baseline"]))
+    print(comparison_table(rows, options["baseline"]))
     result = {
         "rows": rows,
         "config": {

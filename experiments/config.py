@@ -21,7 +21,7 @@ from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
-from envs.sim.hardware import model_preset, parse_node
+from envs.sim.timing import model_preset, parse_node
 from envs.workloads.trace_file import (
     TRACE_FIELDS,
     TRACE_WORKLOAD,

@@ -16,7 +16,7 @@ from typing import Any
 
 from envs.files import write_json_atomic
 from envs.sim.config import SETUPS
-from envs.sim.hardware import NodeCosts, model_preset, parse_node
+from envs.sim.timing import NodeCosts, model_preset, parse_node
 from experiments._cli import UsageError, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 

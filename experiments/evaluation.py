@@ -26,8 +26,8 @@ import numpy as np
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.floor import ttft_floor_s
+from envs.sim.request import Workload
 from envs.workloads.bursted import PUBLISHED_SEED
-from envs.workloads.request import Workload
 
 DEFAULT_BASELINE = "cache_aware"
 FLOOR = "floor"
@@ -316,7 +316,7 @@ CAPACITY_FRACTIONS = (
     "batch_occupancy_mean",
     "kv_occupancy_mean",
 )
-"""Time shares of envs.sim.records.capacity_metrics, pooled weighted by each window's makespan."""
+"""Time shares of envs.sim.metrics.capacity_metrics, pooled weighted by each window's makespan."""
 
 
 def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:

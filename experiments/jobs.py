@@ -33,6 +33,8 @@ from experiments.config import (
     workload_label,
     workload_record,
 )
+from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
+from experiments.report import comparison_table, write_run
 
 
 def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
@@ -445,8 +447,6 @@ def evaluate_and_write(
     from tqdm import tqdm
 
     from baselines.policy import make_policy
-    from experiments.compare import format_table, write_run
-    from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 
     if windows is None:
         windows = eval_windows(cfg, cfg.workload.eval_windows, split)
@@ -476,7 +476,7 @@ def evaluate_and_write(
     config.update(workload_record(cfg))
     result = {"rows": rows, "config": config, **(extra or {})}
     charts = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
-    print(format_table(rows, DEFAULT_BASELINE))
+    print(comparison_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)
     logger.log_images(charts)
     return rows

@@ -55,6 +55,7 @@ from experiments._cli import (
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, count_windows, evaluate_policies, split_windows
+from experiments.report import reproduction_tables
 
 DEFAULTS: dict[str, Any] = {
     "setups": list(SETUPS),
@@ -191,49 +192,6 @@ def build_tables(
     return tables
 
 
-def format_tables(tables: Sequence[dict[str, Any]], policies: Sequence[str]) -> str:
-    lines: list[str] = []
-    draws = max((len(t["workload_seeds"]) for t in tables), default=1)
-    for causal in dict.fromkeys(t["causal_kv"] for t in tables):
-        model = "causal KV (corrected)" if causal else "reference KV (Infer-Sim compatible)"
-        lines.append(f"\n== {model}: causal_kv={str(causal).lower()}")
-        head = f"{'setup':<16}" + "".join(f"{p[:11]:>12}" for p in policies)
-        head += f"{'BTB d mean':>11}" + (f"{'sd':>6}" if draws > 1 else "")
-        head += f"{'published':>10}{'diff pp':>9}{'BTB d p95':>10}"
-        head += "".join(f"{label:>10}" for _, label in _EXTRA)
-        lines += [head, "-" * len(head)]
-        for t in tables:
-            if t["causal_kv"] != causal:
-                continue
-            red = t["ttft_mean_reduction_pct"]
-            line = f"{t['setup']:<16}"
-            line += "".join(f"{t['ttft_mean_s'].get(p, float('nan')):>12.4g}" for p in policies)
-            line += _pct(red.get("btb"), 11)
-            if draws > 1:
-                sd = t["ttft_mean_reduction_pct_sd"].get("btb")
-                line += f"{sd:>6.1f}" if sd is not None else f"{'-':>6}"
-            line += _pct(t.get("published_mean_pct"), 10)
-            line += _pct(t.get("diff_mean_pp"), 9)
-            line += _pct(t["ttft_p95_reduction_pct"].get("btb"), 10)
-            line += "".join(_pct(red.get(name), 10) for name, _ in _EXTRA)
-            if t.get("published_p95_pct") is not None:
-                line += f"  (p95 published {t['published_p95_pct']:+.1f})"
-            lines.append(line)
-    lines.append(
-        "\nmean TTFT in seconds; d = TTFT reduction vs cache_aware in %"
-        + (f", averaged over {draws} workload draws (sd across draws)" if draws > 1 else "")
-        + f"; diff pp = BTB d mean - published (tolerance +-{TOLERANCE_PP:g})"
-    )
-    return "\n".join(lines)
-
-
-_EXTRA = (("btb_pending", "pending d"), ("oracle_warm", "oracle d"))
-
-
-def _pct(value: float | None, width: int) -> str:
-    return f"{value:>+{width}.1f}" if value is not None else f"{'-':>{width}}"
-
-
 def causal_kv_modes(text: str) -> list[bool]:
     """``causal_kv=`` as the KV models to run: ``both``, or one bool as every command
     spells it (true/false, yes/no, on/off, 1/0)."""
@@ -332,7 +290,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tables = build_tables(rows, options["workload"], policies)
     shown = workload_label(options["workload"], options["workload_params"])
     print(f"{shown} · test windows: {rows[0]['windows'] if rows else 0}")
-    print(format_tables(tables, [*policies, FLOOR]))
+    print(reproduction_tables(tables, [*policies, FLOOR], TOLERANCE_PP))
     result = {
         "rows": rows,
         "config": {

@@ -5,7 +5,10 @@ or hydra."""
 from envs.sim.cache import PrefixCache
 from envs.sim.config import SETUPS, ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SimulationError
-from envs.sim.hardware import (
+from envs.sim.metrics import Records, RunTotals, summarize
+from envs.sim.node import Node
+from envs.sim.simulator import WARM_OK, WARM_REFUSALS, Router, Simulator
+from envs.sim.timing import (
     GPUS,
     MODELS,
     GpuSpec,
@@ -16,9 +19,6 @@ from envs.sim.hardware import (
     model_preset,
     parse_node,
 )
-from envs.sim.node import Node
-from envs.sim.records import Records, summarize
-from envs.sim.simulator import WARM_OK, WARM_REFUSALS, Router, Simulator
 
 __all__ = [
     "GPUS",
@@ -36,6 +36,7 @@ __all__ = [
     "PrefixCache",
     "Records",
     "Router",
+    "RunTotals",
     "SimConfig",
     "SimulationError",
     "Simulator",

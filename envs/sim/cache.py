@@ -1,6 +1,6 @@
 """A node's prefix KV cache: a radix tree of block runs over three tiers.
 
-Requests name their prompt by *chained* block ids (``envs.workloads.request``):
+Requests name their prompt by *chained* block ids (``envs.sim.request``):
 the id at position i identifies blocks 0..i, so a run of blocks is identified
 by its last id and a tree edge can be matched by comparing one id.
 

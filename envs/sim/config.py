@@ -10,7 +10,7 @@ import numpy as np
 
 from envs.sim.checks import check_int, is_number
 from envs.sim.errors import ConfigError
-from envs.sim.hardware import ModelSpec, NodeSpec, model_preset, parse_node
+from envs.sim.timing import ModelSpec, NodeSpec, model_preset, parse_node
 
 COPY_MODELS = ("reference", "contention")
 CACHE_CAPACITIES = ("headroom", "budget")

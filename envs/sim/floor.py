@@ -35,8 +35,8 @@ import math
 import numpy as np
 
 from envs.sim.config import ClusterSpec, SimConfig
-from envs.sim.hardware import NodeCosts
-from envs.workloads.request import Workload
+from envs.sim.request import Workload
+from envs.sim.timing import NodeCosts
 
 
 def ttft_floor_s(

@@ -15,11 +15,11 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from envs.sim.cache import PrefixCache
-from envs.sim.hardware import NodeCosts, NodeSpec
+from envs.sim.timing import NodeCosts, NodeSpec
 
 if TYPE_CHECKING:
+    from envs.sim.request import Request
     from envs.sim.transfers import Copy
-    from envs.workloads.request import Request
 
 IDLE = 0
 PREFILL = 1

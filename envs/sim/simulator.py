@@ -30,15 +30,14 @@ import numpy as np
 from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
-from envs.sim.hardware import NodeCosts
+from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
+from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
-from envs.sim.records import Records
-from envs.sim.transfers import LANDED, MOVING, QUEUED, WAIT_SOURCE, Copy, max_min_rates
-from envs.workloads.request import Request, Workload
+from envs.sim.request import Request, Workload
+from envs.sim.timing import NodeCosts
+from envs.sim.transfers import FLOW_EVENT, WAIT_SOURCE, Copy, CopyMachinery
 
 _WAKE = 0
-_FLOW = 1
-_LAND = 2
 INF = math.inf
 
 WARM_OK = "ok"
@@ -86,7 +85,7 @@ class Router(Protocol):
         ...
 
 
-class Simulator:
+class Simulator(CopyMachinery):
     """A cluster serving one workload window. See the module docstring.
 
     Args:
@@ -132,7 +131,7 @@ class Simulator:
             node.cache_beside_reservations = config.cache_capacity == "headroom"
             self.nodes.append(node)
         self.n_nodes = len(self.nodes)
-        self._hbm_hit_load = config.hbm_hit_load
+        self._hbm_hit_load = bool(config.hbm_hit_load)
         self._one_token_step = config.one_token_decode_step
         # what cache_aware counts as a node's match (SimConfig.match_tiers)
         self.match_with_ram = config.match_tiers == "hbm_ram"
@@ -193,7 +192,7 @@ class Simulator:
         finally:
             _GC.leave()
         self.done = True
-        self.records.finalize(self)
+        self.records.finalize(self.requests, self.totals())
 
     def _loop(
         self, decide: Callable[[Simulator, Request], int | None] | None
@@ -217,7 +216,7 @@ class Simulator:
                     node: Node = obj  # type: ignore[assignment]
                     if node.version == version:
                         self._on_wake(node, t)
-                elif kind == _FLOW:
+                elif kind == FLOW_EVENT:
                     if version == self._flow_version:
                         self._on_flow(t)
                 else:
@@ -328,10 +327,10 @@ class Simulator:
             return "no_room"
         source = nodes[src]
         ready = source.cache.hbm_match(blocks) >= depth
-        if not ready and not self._will_compute(source, blocks):
+        if not ready and not will_hold(source, blocks):
             refused["source_lacks_prefix"] += 1
             return "source_lacks_prefix"
-        n_bytes = missing * self.block_tokens * target.costs.kv_bytes_per_token
+        n_bytes = copy_bytes(missing, self.block_tokens, target)
         copy = Copy(len(self.copies), src, dst, tuple(blocks), missing, n_bytes, self.now)
         self.copies.append(copy)
         target.inflight[key] = copy
@@ -356,7 +355,7 @@ class Simulator:
     # ================================================================== views
     def loads(self) -> list[int]:
         """Running plus waiting requests per node."""
-        return [n.running + len(n.queue) for n in self.nodes]
+        return [n.load for n in self.nodes]
 
     def hbm_hits(self, blocks: tuple[int, ...]) -> list[int]:
         """Leading blocks of ``blocks`` in each node's HBM."""
@@ -369,6 +368,32 @@ class Simulator:
         resident = [n.index for n in self.nodes if n.cache.hbm_match(blocks) >= depth]
         flying = [n.index for n in self.nodes if key in n.inflight]
         return resident, flying
+
+    def totals(self) -> RunTotals:
+        """What the engine counted so far, besides the per-request records (the
+        metrics' input)."""
+        nodes = self.nodes
+        used_hbm: set[int] = set()
+        used_any: set[int] = set()
+        for node in nodes:
+            used_hbm |= node.cache.used_copies_hbm
+            used_any |= node.cache.used_copies_any
+        return RunTotals(
+            copies=tuple(self.copies),
+            used_copies_hbm=frozenset(used_hbm),
+            used_copies_any=frozenset(used_any),
+            warm_refused=dict(self.warm_refused),
+            displaced_by_copies_blocks=self.displaced_by_copies_blocks,
+            evict_actions=self.evict_actions,
+            evicted_by_action_blocks=self.evicted_by_action_blocks,
+            busy_s=[n.busy_s for n in nodes],
+            prefill_s=[n.prefill_s for n in nodes],
+            decode_s=[n.decode_s for n in nodes],
+            copy_s=[n.copy_s for n in nodes],
+            rdma_busy_s=[n.rdma_busy_s for n in nodes],
+            budget_tokens=[n.budget_tokens for n in nodes],
+            max_batch=self.config.max_batch,
+        )
 
     # ================================================================== internals
     def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
@@ -392,18 +417,6 @@ class Simulator:
             <= node.budget_tokens
         )
 
-    def _will_compute(self, node: Node, blocks: tuple[int, ...]) -> bool:
-        depth = len(blocks)
-        key = blocks[-1]
-        candidates = list(node.queue)
-        if node.work == PREFILL:
-            candidates.append(node.work_obj)  # type: ignore[arg-type]
-        if any(len(r.blocks) >= depth and r.blocks[depth - 1] == key for r in candidates):
-            return True
-        return any(
-            len(c.blocks) >= depth and c.blocks[depth - 1] == key for c in node.inflight.values()
-        )
-
     def _advance(self, node: Node, t: float) -> None:
         """The node is free at ``t``: start its next work item, if any (no sooner than
         ``node.free_s``, the end of a decode step run past an arrival: decode overshoot)."""
@@ -412,7 +425,7 @@ class Simulator:
         config = self.config
         if node.copy_queue:
             copy = node.copy_queue.popleft()
-            duration = config.transfer_latency_s + copy.bytes / node.spec.rdma_bw
+            duration = copy_s(copy.bytes, node, config.transfer_latency_s)
             copy.start_s = t
             node.work = COPY
             node.work_obj = copy
@@ -425,11 +438,7 @@ class Simulator:
         queue = node.queue
         if queue and node.waiting_for is None:
             request = queue[0]
-            if (
-                node.running < config.max_batch
-                and node.reserved_tokens + request.input_tokens + request.output_tokens
-                <= node.budget_tokens
-            ):
+            if self._admissible(node, request):
                 if node.inflight and self._should_wait(node, request, t):
                     if node.decode_n:
                         self._start_decode(node, t)
@@ -453,47 +462,13 @@ class Simulator:
 
     def _should_wait(self, node: Node, request: Request, t: float) -> bool:
         """Wait for a warm copy in flight to this node rather than recompute?"""
-        blocks = request.blocks
-        n_blocks = len(blocks)
-        have = node.cache.hbm_match(blocks)
-        best: Copy | None = None
-        for copy in node.inflight.values():
-            depth = len(copy.blocks)
-            if (
-                have < depth <= n_blocks
-                and blocks[depth - 1] == copy.key
-                and (best is None or depth > len(best.blocks))
-            ):
-                best = copy
+        best = worth_waiting(
+            node, request, t, self.nodes, self.block_tokens, self.config.transfer_latency_s
+        )
         if best is None:
-            return False
-        land = self._estimate_land(best, t)
-        if land == INF:
-            return False
-        have_tokens = min(have * self.block_tokens, request.input_tokens - 1)
-        gain_tokens = min(len(best.blocks) * self.block_tokens, request.input_tokens - 1)
-        gain_tokens -= have_tokens
-        gain_s = node.costs.prefill_s(max(gain_tokens, 0), have_tokens)
-        if land - t >= gain_s:
             return False
         node.waiting_for = best
         return True
-
-    def _estimate_land(self, copy: Copy, t: float) -> float:
-        latency = self.config.transfer_latency_s
-        if copy.state == MOVING:
-            if copy.rate > 0:
-                return t + copy.remaining / copy.rate + latency
-            return INF
-        if copy.state == QUEUED:
-            return t + latency + copy.bytes / self.nodes[copy.dst].spec.rdma_bw
-        source = self.nodes[copy.src]
-        if source.work == PREFILL:
-            r: Request = source.work_obj  # type: ignore[assignment]
-            depth = len(copy.blocks)
-            if len(r.blocks) >= depth and r.blocks[depth - 1] == copy.key:
-                return source.work_end + latency + copy.bytes / self.nodes[copy.dst].spec.rdma_bw
-        return INF
 
     def _admit(self, node: Node, request: Request, t: float) -> None:
         bt = self.block_tokens
@@ -505,31 +480,9 @@ class Simulator:
         node.running += 1
         node.reserved_tokens += n_in + request.output_tokens
         hbm, ram, disk = cache.match_touch(blocks, t)
-        cap = n_in - 1
-        hbm_t = min(hbm * bt, cap)
-        ram_t = min(ram * bt, cap - hbm_t)
-        disk_t = min(disk * bt, cap - hbm_t - ram_t)
-        latency = self.config.transfer_latency_s
-        reuse_s = hbm_t * costs.load_hbm_s if self._hbm_hit_load else 0.0
-        used_blocks = hbm
-        # Load each slower tier's run unless recomputing it is cheaper; once a run
-        # is recomputed, everything after it is too (tiers only get slower).
-        # Recomputing t tokens after b costs prefill_s(t, b): their FLOPs and, with
-        # attention FLOPs, their own attention rows (the tokens after them attend
-        # to them whether they were loaded or recomputed).
-        if ram_t == 0 or ram_t * costs.load_ram_s + latency < costs.prefill_s(ram_t, hbm_t):
-            if ram_t:
-                reuse_s += ram_t * costs.load_ram_s + latency
-                used_blocks += ram
-            if disk_t and disk_t * costs.load_disk_s + latency < costs.prefill_s(
-                disk_t, hbm_t + ram_t
-            ):
-                reuse_s += disk_t * costs.load_disk_s + latency
-                used_blocks += disk
-            else:
-                disk_t = 0
-        else:
-            ram_t = disk_t = 0
+        hbm_t, ram_t, disk_t, reuse_s, used_blocks = reuse_plan(
+            costs, hbm, ram, disk, bt, n_in, self.config.transfer_latency_s, self._hbm_hit_load
+        )
         hit = hbm_t + ram_t + disk_t
         if used_blocks > hbm:  # bring the loaded RAM / disk runs up (HBM is touched)
             cache.use(blocks, used_blocks, t)
@@ -611,18 +564,7 @@ class Simulator:
         cache.insert(request.blocks, t)
         cache.evict_to(node.cache_capacity_blocks(self.block_tokens))
         if node.waiting_src:
-            self._release_sources(node, request, t)
-
-    def _release_sources(self, node: Node, request: Request, t: float) -> None:
-        blocks = request.blocks
-        still: list[Copy] = []
-        for copy in node.waiting_src:
-            depth = len(copy.blocks)
-            if len(blocks) >= depth and blocks[depth - 1] == copy.key:
-                self._start_copy(copy, t)
-            else:
-                still.append(copy)
-        node.waiting_src = still
+            self._release_sources(node, request.blocks, t)
 
     def _on_wake(self, node: Node, t: float) -> None:
         work = node.work
@@ -733,95 +675,7 @@ class Simulator:
         else:
             node.cache.evict_to(node.budget_tokens // bt)
         if node.waiting_src:
-            self._release_sources(node, request, t)
-
-    # ------------------------------------------------------------------ copies
-    def _start_copy(self, copy: Copy, t: float) -> None:
-        """The copy's source KV exists at ``t``."""
-        copy.start_s = t
-        if self.config.copy_model == "reference":
-            copy.state = QUEUED
-            target = self.nodes[copy.dst]
-            target.copy_queue.append(copy)
-            if target.work == IDLE:
-                self._advance(target, t)
-            elif target.work == DECODE:
-                self._interrupt(target, t)
-            return
-        copy.state = MOVING
-        self._reflow(t)
-        self._flows.append(copy)
-        self._schedule_flows(t)
-
-    def _reflow(self, t: float) -> None:
-        """Advance every moving copy's bytes to time ``t``."""
-        elapsed = t - self._flow_clock
-        if elapsed > 0 and self._flows:
-            busy = set()
-            for flow in self._flows:
-                flow.remaining -= flow.rate * elapsed
-                busy.add(flow.src)
-                busy.add(flow.dst)
-            for index in busy:
-                self.nodes[index].rdma_busy_s += elapsed
-        self._flow_clock = t
-
-    def _schedule_flows(self, t: float) -> None:
-        flows = self._flows
-        self._flow_version += 1
-        if not flows:
-            return
-        max_min_rates(flows, [n.spec.rdma_bw for n in self.nodes])
-        finish = min(t + max(f.remaining, 0.0) / f.rate for f in flows)
-        self._push(finish, _FLOW, None, self._flow_version)
-
-    def _on_flow(self, t: float) -> None:
-        self._reflow(t)
-        # a flow has finished when the time it still needs is below what the clock
-        # resolves at t (a bytes tolerance would land a copy that started a moment
-        # after another one with it, before its own bytes could have arrived)
-        done = [f for f in self._flows if t + f.remaining / f.rate <= t]
-        self._flows = [f for f in self._flows if t + f.remaining / f.rate > t]
-        latency = self.config.transfer_latency_s
-        for flow in done:
-            flow.remaining = 0.0
-            if latency > 0:
-                self._push(t + latency, _LAND, flow)
-            else:
-                self._land(flow, t)
-        self._schedule_flows(t)
-
-    def _land(self, copy: Copy, t: float) -> None:
-        target = self.nodes[copy.dst]
-        copy.state = LANDED
-        copy.land_s = t
-        del target.inflight[copy.key]
-        cache = target.cache
-        capacity = target.cache_capacity_blocks(self.block_tokens)
-        before = cache.hbm_blocks
-        added = cache.insert(copy.blocks, t, copy_id=copy.id)
-        room = max(capacity - before, 0)
-        self.displaced_by_copies_blocks += min(max(added - room, 0), before)
-        cache.evict_to(capacity)
-        if target.waiting_src:
-            self._release_sources_for_copy(target, copy, t)
-        if target.waiting_for is copy:
-            target.waiting_for = None
-            if target.work == IDLE:
-                self._advance(target, t)
-            elif target.work == DECODE:
-                self._interrupt(target, t)
-
-    def _release_sources_for_copy(self, node: Node, landed: Copy, t: float) -> None:
-        still: list[Copy] = []
-        for copy in node.waiting_src:
-            depth = len(copy.blocks)
-            if depth <= len(landed.blocks) and landed.blocks[depth - 1] == copy.key:
-                self._start_copy(copy, t)
-            else:
-                still.append(copy)
-        node.waiting_src = still
-
+            self._release_sources(node, request.blocks, t)
 
 def _node_index(what: str, value: object, n_nodes: int) -> int:
     """``value`` as a node index (an int or numpy integer, not a bool, in range), or

@@ -1,4 +1,6 @@
-"""Warm copies of prefix KV between nodes, and the contention model's NIC sharing.
+"""Warm copies of prefix KV between nodes: the :class:`Copy` record, the
+simulator's copy machinery (:class:`CopyMachinery`) and the contention model's
+NIC sharing.
 
 Under the reference model (the BTB write-up's) a copy becomes a work item on the
 target's timeline once its source KV exists: it takes ``latency + bytes /
@@ -11,10 +13,22 @@ docs/physics.md, "Warm copies (RDMA)".
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from envs.sim.node import DECODE, IDLE
+from envs.sim.request import has_prefix
+
+if TYPE_CHECKING:
+    from envs.sim.config import SimConfig
+    from envs.sim.node import Node
+
 WAIT_SOURCE = 0
 QUEUED = 1
 MOVING = 2
 LANDED = 3
+
+FLOW_EVENT = 1  # the simulator's event kinds for copies (its node wake-ups are 0)
+LAND_EVENT = 2
 
 
 class Copy:
@@ -90,3 +104,116 @@ def max_min_rates(flows: list[Copy], nic_bw: list[float]) -> None:
             del unfrozen[id(flow)]
             for res in ((0, flow.src), (1, flow.dst)):
                 capacity[res] -= best_share
+
+
+class CopyMachinery:
+    """The simulator's copy half: starting a copy once its source KV exists, the
+    contention model's flows, landing, and releasing copies that wait for a
+    source. :class:`~envs.sim.simulator.Simulator` is one; it provides the
+    attributes below and the event queue and node timeline hooks."""
+
+    nodes: list[Node]
+    config: SimConfig
+    block_tokens: int
+    copies: list[Copy]
+    displaced_by_copies_blocks: int
+    _flows: list[Copy]
+    _flow_clock: float
+    _flow_version: int
+
+    def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
+        raise NotImplementedError  # the simulator's event queue
+
+    def _advance(self, node: Node, t: float) -> None:
+        raise NotImplementedError  # the simulator's node timeline
+
+    def _interrupt(self, node: Node, t: float) -> None:
+        raise NotImplementedError  # the simulator's node timeline
+
+    def _wake(self, node: Node, t: float) -> None:
+        """Something for ``node`` became ready at ``t``: start it if the node is
+        idle, or cut its decode segment at the next step."""
+        if node.work == IDLE:
+            self._advance(node, t)
+        elif node.work == DECODE:
+            self._interrupt(node, t)
+
+    def _start_copy(self, copy: Copy, t: float) -> None:
+        """The copy's source KV exists at ``t``."""
+        copy.start_s = t
+        if self.config.copy_model == "reference":
+            copy.state = QUEUED
+            target = self.nodes[copy.dst]
+            target.copy_queue.append(copy)
+            self._wake(target, t)
+            return
+        copy.state = MOVING
+        self._reflow(t)
+        self._flows.append(copy)
+        self._schedule_flows(t)
+
+    def _reflow(self, t: float) -> None:
+        """Advance every moving copy's bytes to time ``t``."""
+        elapsed = t - self._flow_clock
+        if elapsed > 0 and self._flows:
+            busy = set()
+            for flow in self._flows:
+                flow.remaining -= flow.rate * elapsed
+                busy.add(flow.src)
+                busy.add(flow.dst)
+            for index in busy:
+                self.nodes[index].rdma_busy_s += elapsed
+        self._flow_clock = t
+
+    def _schedule_flows(self, t: float) -> None:
+        flows = self._flows
+        self._flow_version += 1
+        if not flows:
+            return
+        max_min_rates(flows, [n.spec.rdma_bw for n in self.nodes])
+        finish = min(t + max(f.remaining, 0.0) / f.rate for f in flows)
+        self._push(finish, FLOW_EVENT, None, self._flow_version)
+
+    def _on_flow(self, t: float) -> None:
+        self._reflow(t)
+        # a flow has finished when the time it still needs is below what the clock
+        # resolves at t (a bytes tolerance would land a copy that started a moment
+        # after another one with it, before its own bytes could have arrived)
+        done = [f for f in self._flows if t + f.remaining / f.rate <= t]
+        self._flows = [f for f in self._flows if t + f.remaining / f.rate > t]
+        latency = self.config.transfer_latency_s
+        for flow in done:
+            flow.remaining = 0.0
+            if latency > 0:
+                self._push(t + latency, LAND_EVENT, flow)
+            else:
+                self._land(flow, t)
+        self._schedule_flows(t)
+
+    def _land(self, copy: Copy, t: float) -> None:
+        target = self.nodes[copy.dst]
+        copy.state = LANDED
+        copy.land_s = t
+        del target.inflight[copy.key]
+        cache = target.cache
+        capacity = target.cache_capacity_blocks(self.block_tokens)
+        before = cache.hbm_blocks
+        added = cache.insert(copy.blocks, t, copy_id=copy.id)
+        room = max(capacity - before, 0)
+        self.displaced_by_copies_blocks += min(max(added - room, 0), before)
+        cache.evict_to(capacity)
+        if target.waiting_src:
+            self._release_sources(target, copy.blocks, t)
+        if target.waiting_for is copy:
+            target.waiting_for = None
+            self._wake(target, t)
+
+    def _release_sources(self, node: Node, blocks: tuple[int, ...], t: float) -> None:
+        """Start the copies waiting on ``node`` whose prefix ``blocks`` now holds."""
+        still: list[Copy] = []
+        for copy in node.waiting_src:
+            if has_prefix(blocks, len(copy.blocks), copy.key):
+                self._start_copy(copy, t)
+            else:
+                still.append(copy)
+        node.waiting_src = still

@@ -11,6 +11,7 @@ Entry points:
   same-prefix fan-out.
 """
 
+from envs.sim.request import BlockChainer, Request, Workload, validate_requests
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
     PUBLISHED_SEED,
@@ -43,7 +44,6 @@ from envs.workloads.registry import (
     window_rows,
     windows,
 )
-from envs.workloads.request import BlockChainer, Request, Workload, validate_requests
 from envs.workloads.stats import audit_windows, audit_workload
 
 __all__ = [

@@ -20,7 +20,7 @@ import numpy as np
 
 from envs.sim.checks import check_int
 from envs.sim.errors import ConfigError
-from envs.workloads.request import BlockChainer, Request, Workload
+from envs.sim.request import BlockChainer, Request, Workload
 
 PUBLISHED_SEED = 20260721
 

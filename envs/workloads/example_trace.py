@@ -16,9 +16,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from envs.sim.request import BlockChainer
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import window_rows
-from envs.workloads.request import BlockChainer
 
 EXAMPLE_WORKLOAD = "mixed"
 EXAMPLE_PARAMS: dict[str, Any] = {

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int
+from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
     PUBLISHED_SEED,
@@ -39,7 +40,6 @@ from envs.workloads.bursted import (
     synthetic_window_rows,
 )
 from envs.workloads.conversation import ConversationConfig, conversation_rows
-from envs.workloads.request import Workload
 from envs.workloads.scenarios import (
     AgentFanoutConfig,
     MixedConfig,

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.request import Workload
 from envs.sim.tokens import blocks_reaching
-from envs.workloads.request import Workload
 
 BURST_WINDOWS_S = (1.0, 10.0, 60.0)
 FANOUT_WINDOWS_S = (1.0, 10.0, 60.0, math.inf)

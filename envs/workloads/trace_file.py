@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from envs.sim.request import BlockChainer, Request, Workload
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
@@ -51,7 +52,6 @@ from envs.workloads.readers.base import (
 )
 from envs.workloads.readers.hub import require_datasets
 from envs.workloads.readers.sources import PARQUET_MAGIC, file_rows, first_bytes
-from envs.workloads.request import BlockChainer, Request, Workload
 from envs.workloads.trace_options import (
     HUB,
     TRACE_FIELDS,

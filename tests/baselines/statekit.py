@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from envs.sim import ClusterSpec, SimConfig, Simulator
-from envs.workloads.request import Request, Workload
+from envs.sim.request import Request, Workload
 
 BT = 256
 

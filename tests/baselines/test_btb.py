@@ -10,8 +10,8 @@ from statekit import cluster_state, prefix, request
 
 from baselines import BTB, BTBPending, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator
+from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
-from envs.workloads.request import Workload
 
 HOT = prefix(8)
 

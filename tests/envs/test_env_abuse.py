@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import envs
+from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
-from envs.workloads.request import Workload
 
 ABUSE_CASES = int(os.environ.get("BTB_ABUSE_CASES", "3"))
 REFUSALS = (ValueError, RuntimeError, gym.error.Error)

@@ -428,7 +428,7 @@ def test_workload_params_with_given_windows_is_refused_not_ignored(window):
 
 
 def test_an_empty_window_is_reported_before_the_episode():
-    from envs.workloads.request import Workload
+    from envs.sim.request import Workload
 
     empty = Workload("empty", 256, [])
     with pytest.raises(ValueError, match="windows\\[0\\] \\('empty'\\) has no requests"):
@@ -586,7 +586,7 @@ def test_rgb_render_of_a_clone_matches_the_original(window):
 def test_a_thresholds_epoch_below_float_resolution_still_routes_its_arrival():
     """At t = 100 s, 100 + 1e-15 == 100: the epoch must still hold the arrival it
     starts at, or no step would ever route a request and the episode never ends."""
-    from envs.workloads.request import Request, Workload
+    from envs.sim.request import Request, Workload
 
     requests = [Request(0, f"r{i}", 100.0 + i, 512, 4, (10 * i + 1, 10 * i + 2)) for i in range(3)]
     env = gym.make("btb/Thresholds-v0", windows=[Workload("late", 256, requests)], epoch_s=1e-15)

@@ -10,8 +10,8 @@ import pytest
 from envs.sim import SimConfig
 from experiments import compare
 from experiments._cli import UsageError, main_guard
-from experiments.charts import queue_lengths
 from experiments.evaluation import WindowResult, WindowTrace, add_reductions, summarize_windows
+from experiments.report import queue_lengths
 
 REQUIRED = (
     "setup", "workload", "policy", "requests", "ttft_mean_s", "ttft_p50_s", "ttft_p95_s",
@@ -207,7 +207,7 @@ def test_compare_runs_the_zoo_agents_next_to_the_baselines(tmp_path) -> None:  #
 
 
 def test_table_columns_stay_aligned_with_long_values():
-    from experiments.compare import format_table
+    from experiments.report import comparison_table
 
     row = {
         "policy": "btb",
@@ -225,17 +225,17 @@ def test_table_columns_stay_aligned_with_long_values():
         "ttft_p95_reduction_pct": None,
     }
     slow = dict(row, policy="cache_aware", ttft_mean_s=0.5, ttft_p95_s=1.0)
-    head, rule, first, second, _ = format_table([row, slow], "cache_aware").splitlines()
+    head, rule, first, second, _ = comparison_table([row, slow], "cache_aware").splitlines()
     assert len(head) == len(rule) == len(first) == len(second)
     end = head.index("p95 ") + len("p95")  # right-aligned: values end under the header's end
     assert first[:end].endswith("12345.678") and second[:end].endswith(" 1.000")
     assert first.endswith("-250.0        -")
-    no_baseline = format_table([dict(row, ttft_mean_reduction_pct=None)], "").splitlines()[-1]
+    no_baseline = comparison_table([dict(row, ttft_mean_reduction_pct=None)], "").splitlines()[-1]
     assert no_baseline == "times in seconds; no baseline (baseline=), so no reductions (d)"
 
 
 def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_path, monkeypatch):
-    from experiments import charts
+    from experiments import report
 
     hatches: list[str] = []
     texts: list[str] = []
@@ -249,13 +249,13 @@ def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_pa
             swatches.extend(h.get_hatch() for h in legend.legend_handles)
         return real_save(fig, path)
 
-    real_save = charts._save
-    monkeypatch.setattr(charts, "_save", spy_save)
+    real_save = report._save
+    monkeypatch.setattr(report, "_save", spy_save)
     rows = [
         {"policy": "slow", "ttft_mean_reduction_pct": -250.0, "ttft_p95_reduction_pct": -40.0},
         {"policy": "ok", "ttft_mean_reduction_pct": 10.0, "ttft_p95_reduction_pct": 5.0},
     ]
-    path = charts.plot_reductions(rows, "cache_aware", tmp_path / "reductions.png")
+    path = report.plot_reductions(rows, "cache_aware", tmp_path / "reductions.png")
     assert path.stat().st_size > 0
     assert [p.name for p in tmp_path.iterdir()] == ["reductions.png"]
     assert hatches.count("//") == 1  # only the -250 % bar is clipped

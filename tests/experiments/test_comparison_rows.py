@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from envs.sim import SimConfig
-from experiments.compare import format_table
 from experiments.evaluation import FLOOR, add_floor_gaps, evaluate_policies
+from experiments.report import comparison_table
 from tests.sim.simkit import small_window
 
 
@@ -53,7 +53,7 @@ def test_evaluate_policies_adds_the_floor_row_last() -> None:
         for stat in ("mean", "p50", "p95", "p99", "max"):
             assert row[f"ttft_{stat}_s"] >= floor[f"ttft_{stat}_s"]
     assert (rows[1]["floor_gap_closed_mean_pct"], floor["floor_gap_closed_mean_pct"]) == (0, 100)
-    table = format_table(rows, "cache_aware")
+    table = comparison_table(rows, "cache_aware")
     assert "floor gap%" in table and f"\n{FLOOR} " in table
     # without floor=True nothing changes
     plain = evaluate_policies(["cache_aware"], "70b_h100x4", [window], SimConfig())

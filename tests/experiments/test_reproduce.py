@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from experiments import reproduce
+from experiments import report, reproduce
 
 
 def row(setup: str, policy: str, causal: bool, mean_red: float, p95_red: float) -> dict:
@@ -43,7 +43,7 @@ def test_tables_compare_btb_with_the_published_column() -> None:
     assert (
         "published_mean_pct" not in reproduce.build_tables(rows, "bursted_synthetic_1s", ["btb"])[0]
     )
-    text = reproduce.format_tables(tables, ["cache_aware", "btb"])
+    text = report.reproduction_tables(tables, ["cache_aware", "btb"], reproduce.TOLERANCE_PP)
     assert "causal_kv=false" in text and "causal_kv=true" in text and "+62.0" in text
 
 
@@ -92,4 +92,5 @@ def test_several_workload_draws_average_with_their_spread() -> None:
     assert table["ttft_mean_reduction_pct_sd"]["btb"] == pytest.approx(2 * 2**0.5)
     assert table["ttft_mean_reduction_pct_per_draw"]["btb"] == [60.0, 64.0]
     assert table["diff_mean_pp"] == pytest.approx(0.0)
-    assert "sd" in reproduce.format_tables([table], ["cache_aware", "btb"])
+    text = report.reproduction_tables([table], ["cache_aware", "btb"], reproduce.TOLERANCE_PP)
+    assert "sd" in text

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import charts, compare, make_dataset
+from experiments import compare, make_dataset, report
 from experiments._cli import main_guard
 from experiments.config import register_configs
 from experiments.jobs import hydra_entry, run_dir, run_job
@@ -129,17 +129,17 @@ def test_a_second_make_dataset_is_refused_and_overwrite_replaces_the_dataset(
 def test_two_saves_of_one_chart_at_once_do_not_share_a_temporary_file(tmp_path: Path) -> None:
     """A second save of the same chart, while the first is being rendered (another
     run into the folder), no longer moves the first one's temporary file away."""
-    plt = charts._pyplot()
+    plt = report._pyplot()
     outer, inner = plt.figure(), plt.figure()
     target = tmp_path / "ttft_cdf.png"
     real = outer.savefig
 
     def savefig_with_a_rival(path: Any, **kwargs: Any) -> None:
         real(path, **kwargs)
-        charts._save(inner, target)  # the rival saves and lands before this save lands
+        report._save(inner, target)  # the rival saves and lands before this save lands
 
     outer.savefig = savefig_with_a_rival  # type: ignore[method-assign]
-    assert charts._save(outer, target) == target
+    assert report._save(outer, target) == target
     assert [p.name for p in tmp_path.iterdir()] == ["ttft_cdf.png"]  # no temporary file left
     plt.close("all")
 
@@ -152,7 +152,7 @@ def test_compare_on_a_full_disk_leaves_no_half_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Charts first, results.json last; a failure removes what this run wrote."""
-    monkeypatch.setattr(charts, "plot_burst_timeline", _full_disk)
+    monkeypatch.setattr(report, "plot_burst_timeline", _full_disk)
     out = tmp_path / "run"
     assert main_guard(lambda: compare.main([*COMPARE, f"out_dir={out}"])) == 2
     assert capsys.readouterr().err == "error: [Errno 28] No space left on device\n"

@@ -31,8 +31,8 @@ from envs.sim import (
     Simulator,
     model_preset,
 )
+from envs.sim.request import BlockChainer, Request, Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
-from envs.workloads.request import BlockChainer, Request, Workload
 
 # ---------------------------------------------------------------- toy physics
 BT = 16

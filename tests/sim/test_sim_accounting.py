@@ -15,7 +15,7 @@ from baselines.routers import cache_aware_choice
 from envs.sim import SimConfig, Simulator
 from envs.sim.config import KV_MODEL_DEFAULTS
 from envs.sim.errors import ConfigError
-from envs.workloads.request import Request
+from envs.sim.request import Request
 
 CAUSAL = SimConfig()
 
@@ -233,7 +233,7 @@ def test_a_copy_onto_a_node_in_an_overshot_decode_step_waits_for_the_step() -> N
     then, not at once (it used to start inside the step: two things at one time)."""
     from envs.sim import ClusterSpec
     from envs.sim.node import COPY
-    from envs.workloads.request import Workload
+    from envs.sim.request import Workload
 
     prefix = tuple(range(1, 129))
     a = Request(0, "a", 0.0, 129 * 256, 2, (*prefix, 2000))  # node 0 holds the prefix

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs.sim.cache import DISK, HBM, RAM, PrefixCache
-from envs.workloads.request import BlockChainer
+from envs.sim.request import BlockChainer
 
 
 def _chain(*paths: str) -> list[tuple[int, ...]]:

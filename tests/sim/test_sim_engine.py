@@ -25,7 +25,7 @@ from simkit import (
 )
 
 from envs.sim import ClusterSpec, NodeCosts, SimConfig, Simulator, model_preset, parse_node
-from envs.workloads.request import Request, Workload
+from envs.sim.request import Request, Workload
 
 
 def test_single_request_ttft_is_its_prefill() -> None:

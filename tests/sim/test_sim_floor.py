@@ -10,8 +10,8 @@ from simkit import TOY_MODEL, Prompts, names, small_window, toy_cluster, toy_gpu
 from baselines import make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.floor import ttft_floor_s
+from envs.sim.request import Request, Workload
 from envs.workloads.registry import windows
-from envs.workloads.request import Request, Workload
 
 A4 = names("a", 4)  # a0..a3: 64 tokens
 

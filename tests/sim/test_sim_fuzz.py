@@ -30,7 +30,7 @@ from simkit import (
 
 from baselines.policy import POLICIES, Policy, make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator
-from envs.workloads.request import Request, Workload
+from envs.sim.request import Request, Workload
 
 N_NODES = 3
 

@@ -288,7 +288,7 @@ def test_a_partial_prefix_block_is_not_shared(make, config, prefix_tokens: int) 
 def test_a_workload_never_renumbers_the_callers_requests():
     """Cutting one list of requests into windows must leave the originals (and the
     earlier windows) alone; a request listed twice gets two indices."""
-    from envs.workloads.request import Request, Workload
+    from envs.sim.request import Request, Workload
 
     def req(i, t):
         return Request(

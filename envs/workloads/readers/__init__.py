@@ -1,6 +1,6 @@
 """Trace readers: Mooncake, ART-Chat (JSONL/parquet), Bursted-ART, Qwen-Bailian and hub datasets.
 
-Each reader returns :class:`~envs.workloads.request.Workload` objects with the
+Each reader returns :class:`~envs.sim.request.Workload` objects with the
 format's block size. :func:`iter_trace_windows` reads any supported file,
 yielding one workload per window for Bursted-ART (streamed) and a single
 workload otherwise; :func:`read_trace` returns a single workload.
@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from envs.sim.request import Workload
 from envs.workloads.readers.art_chat import read_art_chat
 from envs.workloads.readers.base import (
     MissingDependencyError,
@@ -37,7 +38,6 @@ from envs.workloads.readers.hub import read_hub_dataset
 from envs.workloads.readers.mooncake import read_mooncake
 from envs.workloads.readers.qwen import read_qwen_bailian
 from envs.workloads.readers.sources import file_rows
-from envs.workloads.request import Workload
 
 
 def iter_trace_windows(

@@ -1,7 +1,7 @@
 """What every trace reader shares: options, errors, row fields and assembly.
 
 A reader turns a *row source* (an iterator of ``(line, row)`` pairs from a JSONL
-file, a parquet file or a hub dataset) into :class:`~envs.workloads.request.Workload`
+file, a parquet file or a hub dataset) into :class:`~envs.sim.request.Workload`
 objects, using a :class:`TraceFormat` that knows one format's fields. Malformed
 rows raise :class:`TraceFormatError` naming the file, the line and the field, or
 are skipped and counted when ``ReadOptions.skip_bad_rows`` is set.
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from envs.sim.checks import check_int, check_range
-from envs.workloads.request import BlockChainer, Request, Workload
+from envs.sim.request import BlockChainer, Request, Workload
 
 UnsortedPolicy = Literal["warn", "sort", "error"]
 

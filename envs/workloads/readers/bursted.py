@@ -19,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from envs.sim.request import BlockChainer, Workload
 from envs.workloads.readers.base import (
     ParsedRow,
     ReadOptions,
@@ -31,7 +32,6 @@ from envs.workloads.readers.base import (
     request_fields,
 )
 from envs.workloads.readers.sources import file_rows
-from envs.workloads.request import BlockChainer, Workload
 
 BLOCK_TOKENS = 256
 

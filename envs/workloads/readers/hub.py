@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from envs.sim.request import Workload
 from envs.workloads.readers.base import (
     MissingDependencyError,
     ReadOptions,
@@ -22,7 +23,6 @@ from envs.workloads.readers.base import (
     assemble_windows,
 )
 from envs.workloads.readers.detect import FORMATS, format_of_row
-from envs.workloads.request import Workload
 
 
 def require_datasets() -> Any:

@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from envs.sim.request import Workload
 from envs.workloads.readers.base import (
     ParsedRow,
     ReadOptions,
@@ -24,7 +25,6 @@ from envs.workloads.readers.base import (
     request_fields,
 )
 from envs.workloads.readers.sources import read_file
-from envs.workloads.request import Workload
 
 BLOCK_TOKENS = 512
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from envs.sim.request import Workload
 from envs.workloads.readers.base import (
     MissingDependencyError,
     ReadOptions,
@@ -24,7 +25,6 @@ from envs.workloads.readers.base import (
     TraceFormatError,
     assemble_trace,
 )
-from envs.workloads.request import Workload
 
 PARQUET_BATCH_ROWS = 1024
 

@@ -41,7 +41,7 @@ from envs.sim import (
     setup_cluster,
 )
 from envs.sim.config import SETUPS
-from envs.workloads.request import Request, Workload
+from envs.sim.request import Request, Workload
 
 LLAMA_4XH100 = NodeCosts(parse_node("4xH100"), model_preset("llama-3.3-70b"))
 

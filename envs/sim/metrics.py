@@ -1,13 +1,21 @@
-"""Per-request records of a run and the run's summary metrics."""
+"""Per-request records of a run and the run's summary metrics.
+
+The engine writes each request's entries as it goes (:class:`Records`) and,
+when the run ends, hands over its totals (:class:`RunTotals`); the metrics are
+worked out from those two alone and never read the engine's internals.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from envs.sim.simulator import Simulator
+    from envs.sim.request import Request
+    from envs.sim.transfers import Copy
 
 _FIELDS = (
     "node",
@@ -20,6 +28,28 @@ _FIELDS = (
     "reuse_s",
     "prefill_tokens",
 )
+
+
+@dataclass(frozen=True)
+class RunTotals:
+    """What the engine counted over a run, besides the per-request records.
+
+    Per-node lists are in node order; seconds are node-time totals."""
+
+    copies: Sequence[Copy]  # every warm copy issued, landed or not
+    used_copies_hbm: frozenset[int]  # ids of copies a request hit in HBM
+    used_copies_any: frozenset[int]  # ... in any tier
+    warm_refused: dict[str, int]  # refused warm calls, by reason
+    displaced_by_copies_blocks: int
+    evict_actions: int
+    evicted_by_action_blocks: int
+    busy_s: list[float]
+    prefill_s: list[float]
+    decode_s: list[float]
+    copy_s: list[float]
+    rdma_busy_s: list[float]
+    budget_tokens: list[int]
+    max_batch: int
 
 
 class Records:
@@ -52,7 +82,7 @@ class Records:
         self.e2e_s: np.ndarray = np.zeros(0)
         self.summary: dict[str, Any] = {}
 
-    def finalize(self, sim: Simulator) -> None:
+    def finalize(self, requests: Sequence[Request], totals: RunTotals) -> None:
         columns: list[Any] = list(zip(*self.admission)) if self.n else [() for _ in range(6)]
         (
             self.admit_s,
@@ -64,11 +94,11 @@ class Records:
         ) = (np.asarray(c) for c in columns)
         for name in _FIELDS:
             setattr(self, name, np.asarray(getattr(self, name)))
-        self.arrival_s = np.array([r.arrival_s for r in sim.requests], dtype=float)
+        self.arrival_s = np.array([r.arrival_s for r in requests], dtype=float)
         self.ttft_s = self.first_token_s - self.arrival_s
         self.queue_s = self.admit_s - self.arrival_s
         self.e2e_s = self.finish_s - self.arrival_s
-        self.summary = summarize(sim, self)
+        self.summary = summarize(requests, self, totals)
 
     def as_dict(self) -> dict[str, list[Any]]:
         """The per-request fields as plain lists (for JSON or a DataFrame)."""
@@ -80,7 +110,7 @@ def _pct(values: np.ndarray, q: float) -> float:
     return float(np.percentile(values, q)) if values.size else float("nan")
 
 
-def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
+def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> dict[str, Any]:
     """Run-level metrics (what a deployment watches, after the BTB write-up's list).
 
     Prefix-cache hit rates: ``request_hit_rate`` is the share of requests that
@@ -99,7 +129,6 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
     counts a use after the blocks were evicted to host RAM or disk;
     ``warm_amplification`` is the share of copied bytes never used in any tier.
     """
-    requests = sim.requests
     n = len(requests)
     input_tokens = np.array([r.input_tokens for r in requests], dtype=float)
     output_tokens = np.array([r.output_tokens for r in requests], dtype=float)
@@ -109,17 +138,14 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
     makespan = max(end - start, 1e-12)
     hits = rec.hit_hbm_tokens + rec.hit_ram_tokens + rec.hit_disk_tokens
     total_in = max(float(input_tokens.sum()), 1.0)
-    copies = sim.copies
+    copies = totals.copies
     landed = [c for c in copies if c.land_s >= 0]
-    used_hbm: set[int] = set()
-    used_any: set[int] = set()
-    for node in sim.nodes:
-        used_hbm |= node.cache.used_copies_hbm
-        used_any |= node.cache.used_copies_any
+    used_hbm = totals.used_copies_hbm
+    used_any = totals.used_copies_any
     landed_bytes = sum(c.bytes for c in landed)
     used_hbm_bytes = sum(c.bytes for c in landed if c.id in used_hbm)
     unused_bytes = sum(c.bytes for c in landed if c.id not in used_any)
-    busy = [node.busy_s for node in sim.nodes]
+    busy = totals.busy_s
     token_hit_rate = float(hits.sum()) / total_in
     return {
         "requests": n,
@@ -157,17 +183,19 @@ def summarize(sim: Simulator, rec: Records) -> dict[str, Any]:
         if landed
         else 0.0,
         "warm_amplification": (unused_bytes / landed_bytes) if landed_bytes else 0.0,
-        "warm_refused": dict(sim.warm_refused),
-        "displaced_by_copies_blocks": sim.displaced_by_copies_blocks,
-        "evict_actions": sim.evict_actions,
-        "evicted_by_action_blocks": sim.evicted_by_action_blocks,
-        "rdma_busy_s": float(sum(node.rdma_busy_s for node in sim.nodes)),
-        "copy_busy_s": float(sum(node.copy_s for node in sim.nodes)),
-        **capacity_metrics(sim, rec, makespan),
+        "warm_refused": dict(totals.warm_refused),
+        "displaced_by_copies_blocks": totals.displaced_by_copies_blocks,
+        "evict_actions": totals.evict_actions,
+        "evicted_by_action_blocks": totals.evicted_by_action_blocks,
+        "rdma_busy_s": float(sum(totals.rdma_busy_s)),
+        "copy_busy_s": float(sum(totals.copy_s)),
+        **capacity_metrics(requests, rec, totals, makespan),
     }
 
 
-def capacity_metrics(sim: Simulator, rec: Records, makespan_s: float) -> dict[str, Any]:
+def capacity_metrics(
+    requests: Sequence[Request], rec: Records, totals: RunTotals, makespan_s: float
+) -> dict[str, Any]:
     """How full the cluster ran, averaged over the nodes and the run (first arrival
     to last finish), for sizing it (``utilisation`` counts decode, which runs
     whenever any sequence is decoding, so it reads near 1 on any busy run):
@@ -185,21 +213,21 @@ def capacity_metrics(sim: Simulator, rec: Records, makespan_s: float) -> dict[st
     Worked out from each request's admission and finish and the nodes' busy
     totals, none of which the event loop keeps for this alone.
     """
-    nodes = sim.nodes
-    span = makespan_s * len(nodes)
-    prefill = np.array([node.prefill_s for node in nodes])
+    n_nodes = len(totals.prefill_s)
+    span = makespan_s * n_nodes
+    prefill = np.array(totals.prefill_s)
     done = ~np.isnan(rec.finish_s)
     held_s = np.where(done, rec.finish_s - rec.admit_s, 0.0)
-    tokens = np.array([r.input_tokens + r.output_tokens for r in sim.requests], dtype=float)
+    tokens = np.array([r.input_tokens + r.output_tokens for r in requests], dtype=float)
     node = np.asarray(rec.node)
-    kv_token_s = np.bincount(node[done], weights=(held_s * tokens)[done], minlength=len(nodes))
-    budgets = np.array([n.budget_tokens for n in nodes], dtype=float)
+    kv_token_s = np.bincount(node[done], weights=(held_s * tokens)[done], minlength=n_nodes)
+    budgets = np.array(totals.budget_tokens, dtype=float)
     mean_prefill = float(prefill.mean())
     return {
         "prefill_busy_fraction": float(prefill.sum()) / span,
         "prefill_busy_per_node": [float(p) / makespan_s for p in prefill],
-        "decode_busy_fraction": float(sum(n.decode_s for n in nodes)) / span,
-        "batch_occupancy_mean": float(held_s.sum()) / (span * sim.config.max_batch),
+        "decode_busy_fraction": float(sum(totals.decode_s)) / span,
+        "batch_occupancy_mean": float(held_s.sum()) / (span * totals.max_batch),
         "kv_occupancy_mean": float(np.mean(kv_token_s / budgets)) / makespan_s,
         "load_imbalance": float(prefill.max()) / mean_prefill if mean_prefill > 0 else 1.0,
     }

@@ -1,0 +1,412 @@
+"""The world's forecast: what the cluster's state says will happen next.
+
+One module answers the questions every part of the project asks about the
+future, so the simulator's own choices, the observation encoder, the
+baselines and the teacher cannot drift apart:
+
+* load: ``Node.load`` (running + waiting requests), the routers' shared measure;
+* has-prefix: :func:`~envs.sim.request.has_prefix`, does a chained block list
+  extend a prefix (beside the chained ids it reads);
+* reuse: :func:`usable_tokens` (a hit never covers the last prompt token) and
+  :func:`reuse_plan` (which cached runs to load, which to recompute);
+* copy seconds and landing time: :func:`copy_bytes`, :func:`transfer_s`,
+  :func:`copy_s`, :func:`copy_start_s`, :func:`landing_s` (the simulator's
+  rule) and :func:`worth_waiting` (wait for a copy in flight rather than
+  recompute?); :func:`copy_targets` (where a prefix still lacks copies);
+* expected first-token time per node: :func:`node_backlog` and
+  :func:`first_token_estimates` (the causal estimate the observation shows),
+  and :func:`earliest_node` over a policy's per-node clock of queued work
+  (:func:`catch_up` keeps it current): ``oracle_warm``'s and the causal
+  teacher's choice.
+
+Everything here only reads the world (``catch_up`` writes the caller's own
+clock); nothing changes the simulation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from envs.sim.node import COPY, IDLE, PREFILL, Node
+from envs.sim.request import has_prefix
+from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
+
+if TYPE_CHECKING:
+    from envs.sim.request import Request
+    from envs.sim.timing import NodeCosts
+
+INF = math.inf
+
+
+class ClusterView(Protocol):
+    """What the forecast reads of a running simulation (a ``Simulator`` is one)."""
+
+    @property
+    def nodes(self) -> list[Node]: ...
+    @property
+    def block_tokens(self) -> int: ...
+    @property
+    def now(self) -> float: ...
+
+
+# ---------------------------------------------------------------- prefixes
+def prefix_of(request: Request) -> tuple[int, ...]:
+    """The part of a request worth sharing: its prompt blocks but the last
+    (which usually holds the request's own suffix)."""
+    blocks = request.blocks
+    return blocks[:-1] if len(blocks) > 1 else blocks
+
+
+def prefix_key(request: Request) -> int:
+    """The chained id of :func:`prefix_of` (without building the tuple)."""
+    blocks = request.blocks
+    return blocks[-2] if len(blocks) > 1 else blocks[-1]
+
+
+def computes_prefix(node: Node, depth: int, key: int) -> bool:
+    """Is ``node`` prefilling, or queued to prefill, a request with this prefix?"""
+    request = node.computing
+    if request is not None and has_prefix(request.blocks, depth, key):
+        return True
+    return any(has_prefix(r.blocks, depth, key) for r in node.queue)
+
+
+def will_hold(node: Node, blocks: tuple[int, ...]) -> bool:
+    """Will ``node`` hold the prefix ``blocks`` without a new copy: a request there
+    computes it, or a copy in flight to it carries it?"""
+    depth = len(blocks)
+    key = blocks[-1]
+    if computes_prefix(node, depth, key):
+        return True
+    return any(has_prefix(c.blocks, depth, key) for c in node.inflight.values())
+
+
+# ---------------------------------------------------------------- reuse
+def usable_tokens(hit_blocks: int, block_tokens: int, input_tokens: int) -> int:
+    """Tokens of a ``hit_blocks``-block hit a request can reuse: the last prompt
+    token is always computed (it makes the first output token)."""
+    return min(hit_blocks * block_tokens, input_tokens - 1)
+
+
+def reuse_plan(
+    costs: NodeCosts,
+    hbm: int,
+    ram: int,
+    disk: int,
+    block_tokens: int,
+    input_tokens: int,
+    latency_s: float,
+    hbm_hit_load: bool,
+) -> tuple[int, int, int, float, int]:
+    """How a request reuses its cached run of ``hbm`` / ``ram`` / ``disk`` blocks:
+    (HBM, RAM, disk tokens reused, reuse seconds, blocks used).
+
+    Each slower tier's run is loaded unless recomputing it is cheaper; once a run
+    is recomputed, everything after it is too (tiers only get slower).
+    Recomputing t tokens after b costs ``prefill_s(t, b)``: their FLOPs and, with
+    attention FLOPs, their own attention rows (the tokens after them attend to
+    them whether they were loaded or recomputed)."""
+    cap = input_tokens - 1
+    hbm_t = min(hbm * block_tokens, cap)
+    ram_t = min(ram * block_tokens, cap - hbm_t)
+    disk_t = min(disk * block_tokens, cap - hbm_t - ram_t)
+    reuse_s = hbm_t * costs.load_hbm_s if hbm_hit_load else 0.0
+    used_blocks = hbm
+    if ram_t == 0 or ram_t * costs.load_ram_s + latency_s < costs.prefill_s(ram_t, hbm_t):
+        if ram_t:
+            reuse_s += ram_t * costs.load_ram_s + latency_s
+            used_blocks += ram
+        if disk_t and disk_t * costs.load_disk_s + latency_s < costs.prefill_s(
+            disk_t, hbm_t + ram_t
+        ):
+            reuse_s += disk_t * costs.load_disk_s + latency_s
+            used_blocks += disk
+        else:
+            disk_t = 0
+    else:
+        ram_t = disk_t = 0
+    return hbm_t, ram_t, disk_t, reuse_s, used_blocks
+
+
+# ---------------------------------------------------------------- copies
+def copy_bytes(missing_blocks: int, block_tokens: int, target: Node) -> float:
+    """Bytes of a copy of ``missing_blocks`` blocks to ``target``."""
+    return missing_blocks * block_tokens * target.costs.kv_bytes_per_token
+
+
+def transfer_s(n_bytes: float, target: Node) -> float:
+    """Seconds to move ``n_bytes`` into ``target`` over its RDMA link alone."""
+    return n_bytes / target.spec.rdma_bw
+
+
+def copy_s(n_bytes: float, target: Node, latency_s: float) -> float:
+    """A copy's duration on the target's timeline (the reference copy model):
+    the transfer latency plus the bytes over the target's RDMA bandwidth."""
+    return latency_s + transfer_s(n_bytes, target)
+
+
+def landing_s(copy: Copy, nodes: Sequence[Node], t: float, latency_s: float) -> float:
+    """When a copy in flight will land, as far as the state at ``t`` tells
+    (``inf`` if its source KV has no known time to exist yet)."""
+    if copy.state == MOVING:
+        if copy.rate > 0:
+            return t + copy.remaining / copy.rate + latency_s
+        return INF
+    if copy.state == QUEUED:
+        return t + latency_s + transfer_s(copy.bytes, nodes[copy.dst])
+    source = nodes[copy.src]
+    if source.work == PREFILL:
+        r: Request = source.work_obj  # type: ignore[assignment]
+        if has_prefix(r.blocks, len(copy.blocks), copy.key):
+            return source.work_end + latency_s + transfer_s(copy.bytes, nodes[copy.dst])
+    return INF
+
+
+def worth_waiting(
+    node: Node,
+    request: Request,
+    t: float,
+    nodes: Sequence[Node],
+    block_tokens: int,
+    latency_s: float,
+) -> Copy | None:
+    """The copy in flight to ``node`` that ``request`` should wait for rather than
+    recompute its prefix: the deepest one carrying more of its prefix than the
+    node holds, if it lands sooner than the prefill it saves; else None."""
+    blocks = request.blocks
+    have = node.cache.hbm_match(blocks)
+    best: Copy | None = None
+    for copy in node.inflight.values():
+        depth = len(copy.blocks)
+        if (
+            have < depth
+            and has_prefix(blocks, depth, copy.key)
+            and (best is None or depth > len(best.blocks))
+        ):
+            best = copy
+    if best is None:
+        return None
+    land = landing_s(best, nodes, t, latency_s)
+    if land == INF:
+        return None
+    n_in = request.input_tokens
+    have_tokens = usable_tokens(have, block_tokens, n_in)
+    gain_tokens = usable_tokens(len(best.blocks), block_tokens, n_in) - have_tokens
+    gain_s = node.costs.prefill_s(max(gain_tokens, 0), have_tokens)
+    if land - t >= gain_s:
+        return None
+    return best
+
+
+# ---------------------------------------------------------------- first tokens
+HitMemo = dict[tuple[int, int], tuple[int, int]]
+"""(node, request index) -> (cache version, HBM blocks): HBM hits of queued
+requests, reused while the node's cache has not changed."""
+
+
+def _causal_landing_s(
+    sim: ClusterView,
+    copy: Copy,
+    now: float,
+    depth: int,
+    memo: HitMemo | None = None,
+    sources: dict[int, dict[int, float]] | None = None,
+) -> float:
+    """Seconds from now until a warm copy in flight lands (a causal estimate: a
+    copy waiting for its source starts when the source has computed the prefix;
+    the transfer latency is left out). ``sources`` caches the sources' own
+    estimates within one observation."""
+    transfer = transfer_s(copy.bytes, sim.nodes[copy.dst])
+    if copy.state == MOVING and copy.rate > 0:
+        return copy.remaining / copy.rate
+    if copy.state != WAIT_SOURCE:
+        return transfer
+    source = sim.nodes[copy.src]
+    if depth == 0:
+        coming = sources.get(copy.src) if sources is not None else None
+        if coming is None:
+            coming = node_backlog(sim, source, now, depth + 1, memo)[1]
+            if sources is not None:
+                sources[copy.src] = coming
+        computed = coming.get(copy.key)
+        if computed is not None:
+            return computed + transfer
+    wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
+    return wait + source.prefill_ewma_s * len(source.queue) + transfer
+
+
+def node_backlog(
+    sim: ClusterView,
+    node: Node,
+    now: float,
+    depth: int = 0,
+    memo: HitMemo | None = None,
+    sources: dict[int, dict[int, float]] | None = None,
+) -> tuple[float, dict[int, float]]:
+    """Seconds until ``node`` has finished its current prefill or copy and prefilled
+    its queue (each queued request costed with what it will find cached, and not
+    before that has arrived), and the prefix keys that will be on the node, with
+    the seconds until they are (in flight, being computed, queued). A causal
+    estimate: decode and admission limits are ignored. ``memo`` caches queued
+    requests' HBM hits across calls."""
+    bt = sim.block_tokens
+    coming = {
+        key: _causal_landing_s(sim, copy, now, depth, memo, sources)
+        for key, copy in node.inflight.items()
+    }
+    # a decode segment is cut at the next step when a request arrives (prefill priority)
+    backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY) else 0.0
+    computing = node.computing
+    if computing is not None:
+        coming[prefix_key(computing)] = backlog
+    prefill_s = node.costs.prefill_s
+    per_token = node.costs.prefill_s_per_token
+    linear = not node.costs.attention_s_coef  # prefill_s is n x per_token then
+    match = node.cache.hbm_match
+    version = node.cache.version
+    index = node.index
+    for queued in node.queue:  # the observation's hot spot, kept flat
+        blocks = queued.blocks
+        n_blocks = len(blocks)
+        if memo is None:
+            hit = match(blocks)
+        else:
+            memo_key = (index, queued.index)
+            known = memo.get(memo_key)
+            if known is not None and known[0] == version:
+                hit = known[1]
+            else:
+                hit = match(blocks)
+                memo[memo_key] = (version, hit)
+        key = blocks[-2] if n_blocks > 1 else blocks[-1]
+        arriving = coming.get(key)
+        if arriving is not None and (n_blocks - 1 or 1) > hit:
+            hit = n_blocks - 1 or 1
+            if arriving > backlog:
+                backlog = arriving
+        n_in = queued.input_tokens
+        have = hit * bt
+        if have > n_in - 1:
+            have = n_in - 1
+        backlog += (n_in - have) * per_token if linear else prefill_s(n_in - have, have)
+        if key not in coming:
+            coming[key] = backlog
+    return backlog, coming
+
+
+def first_token_estimates(
+    sim: ClusterView, request: Request, memo: HitMemo | None = None
+) -> list[tuple[float, float]]:
+    """(backlog, expected first-token time) in seconds from now, per node, for
+    ``request`` arriving now: the causal cost model of the observation."""
+    return [(backlog, first) for backlog, first, _ in estimates_with_hits(sim, request, memo)]
+
+
+def estimates_with_hits(
+    sim: ClusterView, request: Request, memo: HitMemo | None
+) -> list[tuple[float, float, int]]:
+    """:func:`first_token_estimates` plus ``request``'s HBM hit (blocks) per node."""
+    now = sim.now
+    bt = sim.block_tokens
+    blocks = request.blocks
+    n_in = request.input_tokens
+    key = prefix_key(request)
+    depth = len(blocks) - 1 or 1
+    out = []
+    sources: dict[int, dict[int, float]] = {}
+    for node in sim.nodes:
+        backlog, coming = node_backlog(sim, node, now, 0, memo, sources)
+        hit = node.cache.hbm_match(blocks)
+        cold = usable_tokens(hit, bt, n_in)
+        have, ready = cold, 0.0
+        arriving = coming.get(key)
+        if arriving is not None and depth > hit:
+            have, ready = usable_tokens(depth, bt, n_in), arriving
+        start = max(backlog, ready)
+        # recompute rather than wait when that is sooner (as the simulator decides)
+        prefill_s = node.costs.prefill_s
+        first = min(
+            start + prefill_s(n_in - have, have),
+            backlog + prefill_s(n_in - cold, cold),
+        )
+        out.append((backlog, first, hit))
+    return out
+
+
+def catch_up(free_at: list[float], nodes: Sequence[Node], now: float) -> None:
+    """Bring a per-node clock of queued work (absolute seconds) up to ``now``: a
+    node with nothing to do, or whose clock has fallen behind, is free now."""
+    for node in nodes:
+        j = node.index
+        if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < now:
+            free_at[j] = now
+
+
+def copy_targets(
+    nodes: Sequence[Node], key: int, holders: Sequence[int], want: int, free_at: Sequence[float]
+) -> list[int]:
+    """The nodes to copy the prefix ``key`` to so that ``want`` nodes hold it or
+    will (``holders`` and the nodes with a copy of it in flight count), soonest
+    free first by the clock ``free_at`` (ties to the lower index); [] when enough
+    already do."""
+    warm = set(holders) | {n.index for n in nodes if key in n.inflight}
+    if len(warm) >= want:
+        return []
+    cold = [i for i in range(len(nodes)) if i not in warm]
+    cold.sort(key=lambda i: (free_at[i], i))
+    return cold[: want - len(warm)]
+
+
+def copy_start_s(target: Node, ready_s: float, reference: bool) -> float:
+    """When a copy whose source KV exists at ``ready_s`` starts: then, or under the
+    reference copy model (the copy is a work item on the target's timeline) no
+    sooner than the target's current work item ends."""
+    if reference and target.work != IDLE:
+        return max(ready_s, target.work_end)
+    return ready_s
+
+
+def earliest_node(
+    sim: ClusterView,
+    request: Request,
+    free_at: Sequence[float],
+    depth: int,
+    landing: Callable[[Node], float | None],
+) -> tuple[int, float, float, bool]:
+    """The node where ``request``'s first token is expected soonest, from a
+    per-node clock of queued work (``free_at``, absolute seconds): (node, start,
+    first token, whether the request would compute its ``depth``-block shared
+    prefix there). ``landing(node)`` is when the prefix is expected on a node
+    that lacks it (a copy or a computation under way), or None; a node whose
+    prefix lands in time counts it as a hit. Ties go to the lower load, then the
+    lower index."""
+    bt = sim.block_tokens
+    n_in = request.input_tokens
+    blocks = request.blocks
+    best = -1
+    best_start = best_finish = 0.0
+    best_load = 0
+    best_computes = False
+    for node in sim.nodes:
+        j = node.index
+        start = free_at[j]
+        prefill_s = node.costs.prefill_s
+        matched = node.cache.hbm_match(blocks)
+        have = usable_tokens(matched, bt, n_in)
+        finish = start + prefill_s(n_in - have, have)
+        computes = depth > matched
+        if computes:
+            landed = landing(node)
+            if landed is not None:
+                hit = usable_tokens(depth, bt, n_in)
+                wait = max(start, landed) + prefill_s(n_in - hit, hit)
+                if wait <= finish:
+                    finish = wait
+                    computes = False
+        load = node.load
+        if best < 0 or finish < best_finish or (finish == best_finish and load < best_load):
+            best, best_start, best_finish, best_load = j, start, finish, load
+            best_computes = computes
+    return best, best_start, best_finish, best_computes

@@ -1,0 +1,402 @@
+"""What the commands show and draw: terminal tables and PNG charts.
+
+Tables:
+
+* :func:`comparison_table`: a comparison run's rows (``compare``, ``evaluate``,
+  ``train``'s evaluation); :func:`write_run` writes its charts and ``results.json``.
+* :func:`reproduction_tables`: ``reproduce``'s tables against the published figures.
+* :func:`audit_table`: ``audit``'s statistics of a trace.
+
+Charts (matplotlib, Agg backend, imported lazily):
+
+* :func:`plot_reductions`: mean and p95 TTFT reduction of each policy vs the baseline.
+* :func:`plot_ttft_cdf`: the TTFT distribution of each policy (log time axis).
+* :func:`plot_burst_timeline`: one window, per policy: each node's queue length
+  (routed, not yet admitted) over time, with the warm copies' landings marked.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envs.files import file_mode, write_json_atomic
+from experiments.evaluation import FLOOR, GAP_REFERENCE, PolicyRun, WindowTrace
+
+TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
+CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
+"""The charts of a comparison run, in the order :func:`write_charts` draws them."""
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    """Save atomically: render to a temporary file in the folder, then rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # a name of its own, so two runs saving the same chart never share a temporary file
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp.png", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        os.chmod(tmp, file_mode())
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
+
+
+def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str | Path) -> Path:
+    """Grouped bars: mean and p95 TTFT reduction (%) per policy vs ``baseline``."""
+    plt = _pyplot()
+    names = [row["policy"] for row in rows]
+    mean = [row.get("ttft_mean_reduction_pct") or 0.0 for row in rows]
+    p95 = [row.get("ttft_p95_reduction_pct") or 0.0 for row in rows]
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(names) + 2), 4.0))
+    # a policy more than twice as slow as the baseline is drawn clipped at the
+    # floor, hatched, with its true value as the label
+    from matplotlib.patches import Patch
+
+    floor = -100.0
+    handles = []
+    for offset, values, label in ((-0.2, mean, "mean TTFT"), (0.2, p95, "p95 TTFT")):
+        bars = ax.bar(x + offset, [max(v, floor) for v in values], 0.4)
+        for bar, value in zip(bars, values, strict=True):
+            if value < floor:
+                bar.set_hatch("//")
+        ax.bar_label(bars, labels=[f"{v:+.0f}" for v in values], fontsize="x-small", padding=1)
+        # legend swatches drawn plainly: the first bar may be a hatched, clipped one
+        handles.append(Patch(facecolor=bars.patches[0].get_facecolor(), label=label))
+    if min([*mean, *p95, 0.0]) < floor:
+        clipped = f"below {floor:.0f} %, clipped"
+        handles.append(Patch(facecolor="white", edgecolor="black", hatch="//", label=clipped))
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylabel(f"TTFT reduction vs {baseline} (%)")
+    low = min([*mean, *p95, 0.0])
+    high = max([*mean, *p95, 0.0])
+    ax.set_ylim(max(low, floor) * 1.15 - 5.0, high * 1.15 + 5.0)
+    first = rows[0] if rows else {}
+    ax.set_title(f"{first.get('setup', '')} · {first.get('workload', '')}")
+    ax.legend(handles=handles)
+    ax.grid(axis="y", alpha=0.3)
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def plot_ttft_cdf(ttfts: Mapping[str, np.ndarray], path: str | Path, title: str = "") -> Path:
+    """Empirical CDF of TTFT per policy."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.5))
+    for name, values in ttfts.items():
+        values = np.sort(values[np.isfinite(values)])
+        if values.size == 0:
+            continue
+        y = np.arange(1, values.size + 1) / values.size
+        ax.step(np.maximum(values, 1e-4), y, where="post", label=name)
+    ax.set_xscale("log")
+    ax.set_xlabel("TTFT (s)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title(title or "TTFT distribution")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize="small")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def queue_lengths(trace: WindowTrace, node: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step function (times, queue length after each time) of requests routed to
+    ``node`` and not yet admitted, from the records' arrival and admission times."""
+    mine = trace.node == node
+    arrive = trace.arrival_s[mine]
+    admit = trace.admit_s[mine]
+    admit = admit[np.isfinite(admit)]
+    times = np.concatenate([arrive, admit])
+    steps = np.concatenate([np.ones(arrive.size), -np.ones(admit.size)])
+    order = np.lexsort((-steps, times))  # at equal times count the arrival first
+    return times[order], np.cumsum(steps[order])
+
+
+def plot_burst_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
+    """One panel per policy: each node's queue length over the window, copies marked."""
+    plt = _pyplot()
+    names = list(traces)
+    fig, axes = plt.subplots(
+        len(names), 1, figsize=(10.0, 2.4 * len(names) + 0.6), sharex=True, squeeze=False
+    )
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        trace = traces[name]
+        top = 1.0
+        for node in range(trace.n_nodes):
+            times, lengths = queue_lengths(trace, node)
+            if times.size:
+                ax.step(
+                    times,
+                    lengths,
+                    where="post",
+                    color=colors[node % len(colors)],
+                    linewidth=0.9,
+                    label=f"node {node}",
+                )
+                top = max(top, float(lengths.max()))
+        landed = [(land, dst) for _, _, land, _, dst in trace.copies if land >= 0]
+        if landed:
+            ax.scatter(
+                [t for t, _ in landed],
+                [top * 1.05] * len(landed),
+                marker="v",
+                s=28,
+                c=[colors[dst % len(colors)] for _, dst in landed],
+                label="warm copy lands (colour: target)",
+                zorder=3,
+            )
+        ax.set_ylim(0, top * 1.15)
+        ax.set_ylabel("queued")
+        ax.set_title(f"{name} · {trace.window} · {len(trace.copies)} copies", fontsize="medium")
+        ax.grid(alpha=0.3)
+    n_nodes = max(t.n_nodes for t in traces.values())
+    axes[0, 0].legend(fontsize="x-small", ncol=min(n_nodes + 1, 6), loc="upper left")
+    axes[-1, 0].set_xlabel("time in window (s)")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- tables
+def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
+    """The terminal table of a run; each column is as wide as its widest cell."""
+
+    def pct(value: float | None) -> str:
+        return f"{value:+.1f}" if value is not None else "-"
+
+    def rate(value: float | None) -> str:  # "-" for rows without the column (floor, older runs)
+        return f"{value:.3f}" if value is not None else "-"
+
+    # (header, narrowest width, cell)
+    columns: list[tuple[str, int, Any]] = [
+        ("policy", 13, lambda r: str(r["policy"])),
+        ("requests", 8, lambda r: str(r["requests"])),
+        ("TTFT mean", 9, lambda r: f"{r['ttft_mean_s']:.3f}"),
+        ("p50", 7, lambda r: f"{r['ttft_p50_s']:.3f}"),
+        ("p95", 7, lambda r: f"{r['ttft_p95_s']:.3f}"),
+        ("p99", 7, lambda r: f"{r['ttft_p99_s']:.3f}"),
+        ("e2e mean", 8, lambda r: rate(r.get("e2e_mean_s"))),
+        ("queue", 7, lambda r: rate(r.get("queue_mean_s"))),
+        ("HBM hit", 7, lambda r: rate(r.get("hbm_hit_rate"))),
+        ("copies", 6, lambda r: str(r.get("warm_copies", "-"))),
+        ("warm hit", 8, lambda r: rate(r.get("warm_hit_rate"))),
+        ("warm byte hit", 13, lambda r: rate(r.get("warm_byte_hit_rate"))),
+        ("prefill", 7, lambda r: rate(r.get("prefill_busy_fraction"))),
+        ("decode", 6, lambda r: rate(r.get("decode_busy_fraction"))),
+        ("batch", 5, lambda r: rate(r.get("batch_occupancy_mean"))),
+        ("KV", 5, lambda r: rate(r.get("kv_occupancy_mean"))),
+        ("imbal", 5, lambda r: f"{r['load_imbalance']:.2f}" if "load_imbalance" in r else "-"),
+        ("d mean%", 8, lambda r: pct(r["ttft_mean_reduction_pct"])),
+        ("d p95%", 8, lambda r: pct(r["ttft_p95_reduction_pct"])),
+    ]
+    if any("floor_gap_closed_mean_pct" in r for r in rows):
+        columns.append(("floor gap%", 10, lambda r: pct(r.get("floor_gap_closed_mean_pct"))))
+    cells = [[cell(row) for _, _, cell in columns] for row in rows]
+    widths = [
+        max([narrowest, *(len(values[k]) for values in cells)])
+        for k, (_, narrowest, _) in enumerate(columns)
+    ]
+
+    def line(values: Sequence[str]) -> str:
+        right = (f"{v:>{w}}" for v, w in zip(values[1:], widths[1:], strict=True))
+        return " ".join([f"{values[0]:<{widths[0]}}", *right])
+
+    head = line([name for name, _, _ in columns])
+    lines = [head, "-" * len(head), *(line(values) for values in cells)]
+    if baseline:
+        lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
+    else:
+        lines.append("times in seconds; no baseline (baseline=), so no reductions (d)")
+    if any("load_imbalance" in r for r in rows):
+        lines.append(
+            "prefill / decode = share of node time busy prefilling / decoding; batch = mean "
+            "running sequences / max batch; KV = mean KV reserved / budget; imbal = max / "
+            "mean of the nodes' prefill time"
+        )
+    if any(r["policy"] == FLOOR for r in rows):
+        lines.append(
+            f"{FLOOR}: a lower bound on each request's TTFT (cold or suffix prefill on the "
+            f"fastest node once the prefix can exist; no queueing); floor gap = share of "
+            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
+        )
+    return "\n".join(lines)
+
+
+def reproduction_tables(
+    tables: Sequence[dict[str, Any]], policies: Sequence[str], tolerance_pp: float
+) -> str:
+    """The terminal tables of ``reproduce``: one per KV model, a row per setup;
+    ``tolerance_pp`` is how far BTB's reduction may sit from the published one."""
+    lines: list[str] = []
+    draws = max((len(t["workload_seeds"]) for t in tables), default=1)
+    for causal in dict.fromkeys(t["causal_kv"] for t in tables):
+        model = "causal KV (corrected)" if causal else "reference KV (Infer-Sim compatible)"
+        lines.append(f"\n== {model}: causal_kv={str(causal).lower()}")
+        head = f"{'setup':<16}" + "".join(f"{p[:11]:>12}" for p in policies)
+        head += f"{'BTB d mean':>11}" + (f"{'sd':>6}" if draws > 1 else "")
+        head += f"{'published':>10}{'diff pp':>9}{'BTB d p95':>10}"
+        head += "".join(f"{label:>10}" for _, label in _REPRODUCE_EXTRA)
+        lines += [head, "-" * len(head)]
+        for t in tables:
+            if t["causal_kv"] != causal:
+                continue
+            red = t["ttft_mean_reduction_pct"]
+            line = f"{t['setup']:<16}"
+            line += "".join(f"{t['ttft_mean_s'].get(p, float('nan')):>12.4g}" for p in policies)
+            line += _signed(red.get("btb"), 11)
+            if draws > 1:
+                sd = t["ttft_mean_reduction_pct_sd"].get("btb")
+                line += f"{sd:>6.1f}" if sd is not None else f"{'-':>6}"
+            line += _signed(t.get("published_mean_pct"), 10)
+            line += _signed(t.get("diff_mean_pp"), 9)
+            line += _signed(t["ttft_p95_reduction_pct"].get("btb"), 10)
+            line += "".join(_signed(red.get(name), 10) for name, _ in _REPRODUCE_EXTRA)
+            if t.get("published_p95_pct") is not None:
+                line += f"  (p95 published {t['published_p95_pct']:+.1f})"
+            lines.append(line)
+    lines.append(
+        "\nmean TTFT in seconds; d = TTFT reduction vs cache_aware in %"
+        + (f", averaged over {draws} workload draws (sd across draws)" if draws > 1 else "")
+        + f"; diff pp = BTB d mean - published (tolerance +-{tolerance_pp:g})"
+    )
+    return "\n".join(lines)
+
+
+_REPRODUCE_EXTRA = (("btb_pending", "pending d"), ("oracle_warm", "oracle d"))
+
+
+def _signed(value: float | None, width: int) -> str:
+    return f"{value:>+{width}.1f}" if value is not None else f"{'-':>{width}}"
+
+
+def audit_table(audit: dict[str, Any], per_window: bool = False) -> str:
+    """The audit as a terminal table."""
+    overall = audit["overall"]
+    several = overall["windows"] > 1
+
+    def where(entry: dict[str, Any]) -> str:
+        text = f"at {entry['start_s']:.2f} s"
+        return f"{entry['window']} {text}" if several else text
+
+    fan = overall["fanout"]
+    rows = [
+        (f"busiest {label}", f"{entry['requests']:,}", where(entry))
+        for label, entry in overall["busiest"].items()
+    ]
+    by_window = overall.get("fanout_by_window", {})
+    for entry in by_window.values():
+        span = "the whole trace" if entry["window_s"] is None else f"{entry['window_s']:g} s"
+        rows.append(
+            (
+                f"largest fan-out, >= {fan['min_tokens']:,} tokens ({fan['min_blocks']} blocks) "
+                f"in {span}",
+                f"{entry['requests']:,}",
+                where(entry) if entry["requests"] else "-",
+            )
+        )
+    if fan["window_s"] not in [entry["window_s"] for entry in by_window.values()]:
+        fan_where = where(fan) if fan["requests"] else "-"
+        if fan.get("group_id"):
+            fan_where += f" (group {fan['group_id']})"
+        rows.append(
+            (
+                f"largest fan-out, >= {fan['min_tokens']:,} tokens ({fan['min_blocks']} blocks) "
+                f"in {fan['window_s']:g} s",
+                f"{fan['requests']:,}",
+                fan_where,
+            )
+        )
+    rows.append(("longest prompt (tokens)", f"{overall['input_tokens_max']:,.0f}", ""))
+    rows.append(("longest output (tokens)", f"{overall['output_tokens_max']:,.0f}", ""))
+    read = audit["read"]
+    header = (
+        f"audit of {audit['path']} (format {audit['format']}, {overall['windows']} "
+        f"window{'s' if several else ''}, {overall['requests']:,} requests, "
+        f"{overall['block_tokens']}-token blocks"
+        + (f", {read['rows_skipped']} bad rows skipped" if read["rows_skipped"] else "")
+        + ")"
+    )
+    lines = [header, *_aligned(("statistic", "value", "where"), rows)]
+    if per_window and several:
+        labels = list(overall["busiest"])
+        window_rows = [
+            (
+                w["name"],
+                f"{w['requests']:,}",
+                *(f"{w['busiest'][label]['requests']:,}" for label in labels),
+                f"{w['fanout']['requests']:,}",
+            )
+            for w in audit["windows"]
+        ]
+        lines += ["", *_aligned(("window", "requests", *labels, "fan-out"), window_rows)]
+    return "\n".join(lines)
+
+
+def _aligned(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
+
+    def line(cells: tuple[str, ...]) -> str:
+        first = cells[0].ljust(widths[0])
+        pairs = enumerate(zip(cells[1:], widths[1:], strict=True))
+        rest = [c.rjust(w) if i == 0 else c.ljust(w) for i, (c, w) in pairs]
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
+
+
+# ---------------------------------------------------------------- a run's files
+def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
+    rows = [run.row for run in runs]
+    first = rows[0]
+    title = f"{first['setup']} · {first['workload']} · {first['windows']} windows"
+    paths = [
+        plot_ttft_cdf({r.row["policy"]: r.ttft_s for r in runs}, out_dir / CHARTS[1], title),
+    ]
+    if baseline:  # without one there are no reductions to draw
+        paths.insert(0, plot_reductions(rows, baseline, out_dir / CHARTS[0]))
+    traces = {r.row["policy"]: r.trace for r in runs if r.trace is not None}
+    chosen = {name: traces[name] for name in TIMELINE_POLICIES if name in traces}
+    if not chosen:
+        chosen = dict(list(traces.items())[:3])
+    if chosen:
+        paths.append(plot_burst_timeline(chosen, out_dir / CHARTS[2]))
+    return paths
+
+
+def write_run(
+    out_dir: Path, result: dict[str, Any], runs: Sequence[PolicyRun] | None, baseline: str
+) -> list[Path]:
+    """Write a run's charts (unless ``runs`` is None), then ``results.json``, the
+    mark of a finished run; if any of them fails (a full disk), the charts already
+    written are removed again, so the folder never holds half a run (it is this
+    run's folder: ``_io.claim_out_dir`` cleared an earlier run's). Returns the paths
+    written, results.json first."""
+    try:
+        charts = [] if runs is None else write_charts(runs, baseline, out_dir)
+        return [write_json_atomic(out_dir / "results.json", result), *charts]
+    except BaseException:
+        for name in CHARTS:
+            (out_dir / name).unlink(missing_ok=True)
+        raise
