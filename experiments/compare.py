@@ -25,7 +25,9 @@ file's size and sha256 under ``config.workload_file``.
   only), and ``floor_gap_closed_mean_pct`` / ``_p95_pct`` say how much of btb's gap
   down to it each policy closes (0 = btb, 100 = the floor).
 * ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (the first
-  window: per node queue length over time, warm copies marked).
+  window: per node queue length over time, warm copies marked); with a
+  ``btb/Thresholds-v0`` agent among the policies also ``thresholds_timeline.png``
+  (the first window: the cluster's queue and the settings it chose each epoch).
 
 An ``out_dir`` that holds anything already is refused unless ``overwrite=true``
 (which first removes the files above), and so is one another run is writing in.
@@ -87,7 +89,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
-CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
+CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png", "thresholds_timeline.png")
 OUTPUTS = ("results.json", *CHARTS)
 """What a comparison run writes in its folder (``overwrite=true`` clears these)."""
 
@@ -281,6 +283,10 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
         chosen = dict(list(traces.items())[:3])
     if chosen:
         paths.append(charts.plot_burst_timeline(chosen, out_dir / CHARTS[2]))
+    if any(trace.settings for trace in traces.values()):
+        from experiments.thresholds_chart import plot_thresholds_timeline
+
+        paths.append(plot_thresholds_timeline(traces, out_dir / CHARTS[3]))
     return paths
 
 
