@@ -65,6 +65,7 @@ def stats(rows: dict[str, dict], names: list[str], key: str) -> tuple[float, flo
 
 
 def main(setup: str, run_dirs: list[str]) -> None:
+    torch.set_num_threads(1)  # one epoch's forward pass is tiny: more threads only wait
     runs = [Path(r) for r in run_dirs]
     lines = [
         f"Setup {setup}, all 15 test windows per family, causal KV, seed 0; agent = "
