@@ -89,8 +89,10 @@ DEFAULTS: dict[str, Any] = {
 }
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
-CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png", "thresholds_timeline.png")
-OUTPUTS = ("results.json", *CHARTS)
+CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
+THRESHOLDS_CHART = "thresholds_timeline.png"
+"""Written only when a threshold agent (``btb/Thresholds-v0``) is among the policies."""
+OUTPUTS = ("results.json", *CHARTS, THRESHOLDS_CHART)
 """What a comparison run writes in its folder (``overwrite=true`` clears these)."""
 
 
@@ -286,7 +288,7 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
     if any(trace.settings for trace in traces.values()):
         from experiments.thresholds_chart import plot_thresholds_timeline
 
-        paths.append(plot_thresholds_timeline(traces, out_dir / CHARTS[3]))
+        paths.append(plot_thresholds_timeline(traces, out_dir / THRESHOLDS_CHART))
     return paths
 
 
@@ -302,7 +304,7 @@ def write_run(
         charts = [] if runs is None else write_charts(runs, baseline, out_dir)
         return [write_json_atomic(out_dir / "results.json", result), *charts]
     except BaseException:
-        for name in CHARTS:
+        for name in (*CHARTS, THRESHOLDS_CHART):
             (out_dir / name).unlink(missing_ok=True)
         raise
 
