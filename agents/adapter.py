@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 from agents.algorithms import AgentSpec, load_agent
 from baselines.policy import Policy
-from envs.encoder import ObservationEncoder
+from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES, ObservationEncoder
 from envs.route_warm import apply_route_warm, route_warm_masks
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -42,7 +42,6 @@ class AgentPolicy(Policy):
         self._controller: EpochController | None = None
         self._masked = spec.algo == "maskable_ppo"
         self._sizes: list[int] = []
-        self._live_nodes = 0
         model.policy.set_training_mode(False)
 
     @classmethod
@@ -59,7 +58,16 @@ class AgentPolicy(Policy):
         space = self.model.action_space
         if isinstance(space, spaces.Discrete):
             return int(space.n)
-        return int(space.nvec[2] if self.spec.env == "thresholds" else space.nvec[0])
+        if self.spec.env == "thresholds":  # its actions do not depend on the node count
+            size = int(np.prod(self.model.observation_space.shape))
+            return (size - len(EPOCH_FEATURES)) // len(EPOCH_NODE_FEATURES)
+        return int(space.nvec[0])
+
+    @property
+    def settings_log(self) -> list[Any]:
+        """A threshold agent's (epoch start s, setting) per epoch of the last run
+        (``EpochController.log``); empty for the other kinds."""
+        return self._controller.log if self._controller is not None else []
 
     def action_sizes(self, n_nodes: int) -> list[int]:
         """How the network's output splits into action dimensions on ``n_nodes`` nodes.
@@ -67,8 +75,7 @@ class AgentPolicy(Policy):
         The node-set network's per-node heads emit the live cluster's layout
         (route: ``n`` logits; route_warm: ``[n] + [2] * n + [n + 1]``). The
         threshold controller's heads read the pooled context, so their sizes stay
-        those it was trained with (its M choices are cut to the live node count in
-        :meth:`act`).
+        those it was trained with (M is a share of the live cluster).
         """
         if self.spec.env == "route":
             return [n_nodes]
@@ -92,7 +99,6 @@ class AgentPolicy(Policy):
     def reset(self, sim: Simulator) -> None:
         self.check_nodes(sim.n_nodes)
         self._sizes = self.action_sizes(sim.n_nodes)
-        self._live_nodes = sim.n_nodes
         if self.spec.env == "thresholds":
             epoch_s = float(self.spec.env_kwargs.get("epoch_s", 1.0))
             self._controller = EpochController(sim.n_nodes, epoch_s)
@@ -145,8 +151,6 @@ class AgentPolicy(Policy):
             if mask is not None:
                 scores = scores.masked_fill(~torch.as_tensor(mask), -torch.inf)
             parts = list(torch.split(scores, self._sizes))
-            if self.spec.env == "thresholds":
-                parts[2] = parts[2][: self._live_nodes]  # M: at most the live cluster's nodes
             if self.deterministic:
                 choice = [int(part.argmax()) for part in parts]
             else:

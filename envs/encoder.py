@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections import deque
 
 import numpy as np
 
@@ -158,24 +159,53 @@ class ObservationEncoder:
         return out
 
 
-EPOCH_NODE_FEATURES = ("load", "wait", "kv_used", "copies_in", "busy")
+EPOCH_NODE_FEATURES = (
+    "load",  # running + waiting requests, squashed at 16
+    "wait",  # estimated queue wait, squashed at 1 s
+    "kv_used",  # reserved KV / budget
+    "copies_in",  # warm copies in flight to the node, squashed at 1
+    "busy",  # the node is working right now
+    "holds_top",  # the epoch's busiest prefix is resident in the node's HBM
+    "top_coming",  # a copy of the busiest prefix is on its way to the node
+)
 EPOCH_FEATURES = (
     "arrivals",  # arrivals in the last epoch, squashed at 16
-    "repeat_fraction",  # of those, the fraction whose prefix was seen in the 10 s before
+    "arrivals_10s",  # arrivals in the last 10 s, squashed at 64
+    "repeat_fraction",  # share of the epoch's arrivals whose prefix was seen in the 10 s before
     "top_prefix_share",  # the busiest prefix's share of the epoch's arrivals
+    "same_1s",  # most arrivals of one prefix within 1 s seen in the epoch, squashed at 8
+    "same_10s",  # ... within 10 s, squashed at 32
+    "top_prefix_tokens",  # the busiest prefix's prompt length, log-scaled (1 at 262,144 tokens)
     "hbm_hit",  # mean fraction of prompt blocks in HBM at the node they were routed to
     "copies",  # warm copies issued in the last epoch, squashed at 4
-    "x",  # the thresholds in force: X / max X
+    "copies_in_flight",  # warm copies in flight in the cluster, squashed at 4
+    "queued",  # requests waiting in the cluster's queues, squashed at 64
+    "gap",  # seconds since the previous epoch ended, squashed at 10 s
+    "x",  # the settings in force: X / max X
     "z",  # log-scaled Z
     "m",  # M / n_nodes
     "min_prefix",  # log-scaled minimum prefix, in 256-token units
+    "pending",  # the routing rule: 0 resident (published), 1 pending
+    "top_holders",  # nodes holding the busiest prefix in HBM / nodes
 )
+RECENT_S = 10.0
+"""The span of ``arrivals_10s``."""
 
 
 class EpochStats:
     """Traffic seen during one decision epoch of the threshold controller."""
 
-    __slots__ = ("arrivals", "copies", "hit_sum", "per_key", "repeats")
+    __slots__ = (
+        "arrivals",
+        "copies",
+        "hit_sum",
+        "max_same_1s",
+        "max_same_10s",
+        "per_key",
+        "repeats",
+        "top",
+        "top_count",
+    )
 
     def __init__(self) -> None:
         self.arrivals = 0
@@ -183,6 +213,10 @@ class EpochStats:
         self.hit_sum = 0.0
         self.copies = 0
         self.per_key: dict[int, int] = {}
+        self.max_same_1s = 0
+        self.max_same_10s = 0
+        self.top: Request | None = None  # a request of the busiest prefix
+        self.top_count = 0
 
 
 class EpochEncoder:
@@ -193,53 +227,86 @@ class EpochEncoder:
         self.size = n_nodes * len(EPOCH_NODE_FEATURES) + len(EPOCH_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
+        self._recent: deque[float] = deque()
 
     def reset(self) -> None:
         self.tracker.reset()
+        self._recent.clear()
         self.buffer[:] = 0.0
 
     def record(self, stats: EpochStats, request: Request, now: float) -> None:
         """Count one arrival of the epoch (before it is routed)."""
         key = prefix_key(request)
         stats.arrivals += 1
-        stats.per_key[key] = stats.per_key.get(key, 0) + 1
-        _, same_10, _, _ = self.tracker.observe(key, now)
+        count = stats.per_key.get(key, 0) + 1
+        stats.per_key[key] = count
+        if count > stats.top_count:
+            stats.top_count, stats.top = count, request
+        same_1, same_10, _, _ = self.tracker.observe(key, now)
         if same_10 > 1:
             stats.repeats += 1
+        if same_1 > stats.max_same_1s:
+            stats.max_same_1s = same_1
+        if same_10 > stats.max_same_10s:
+            stats.max_same_10s = same_10
+        self._recent.append(now)
 
     def encode(
         self,
         sim: Simulator,
         stats: EpochStats,
-        thresholds: tuple[float, float, float, float],
-        limits: tuple[float, float, float, float],
+        settings: tuple[float, float, float, float, float],
+        gap_s: float,
     ) -> np.ndarray:
-        """``thresholds`` = (x, z, m, min_prefix); ``limits`` their maxima."""
+        """``settings``: the five settings in force, each already scaled to [0, 1];
+        ``gap_s``: seconds since the previous epoch ended."""
         now = sim.now
+        recent = self._recent
+        while recent and recent[0] < now - RECENT_S:
+            recent.popleft()
+        top = stats.top
+        prefix = prefix_of(top) if top is not None else ()
+        key = prefix[-1] if prefix else None
+        depth = len(prefix)
         out = self.buffer
         i = 0
+        holders = 0
+        in_flight = 0
+        queued = 0
         for node in sim.nodes:
             load = node.running + len(node.queue)
             wait = node.estimated_wait_s(now)
             inflight = len(node.inflight)
+            in_flight += inflight
+            queued += len(node.queue)
+            holds = bool(depth) and node.cache.hbm_match(prefix) >= depth
+            holders += holds
             out[i] = load / (load + 16.0)
             out[i + 1] = wait / (wait + 1.0)
             out[i + 2] = node.reserved_tokens / node.budget_tokens
             out[i + 3] = inflight / (inflight + 1.0)
             out[i + 4] = 0.0 if node.work == IDLE else 1.0
-            i += 5
+            out[i + 5] = 1.0 if holds else 0.0
+            out[i + 6] = 1.0 if key is not None and key in node.inflight else 0.0
+            i += len(EPOCH_NODE_FEATURES)
         n = stats.arrivals
+        n_10 = len(recent)
+        same_1, same_10 = stats.max_same_1s, stats.max_same_10s
+        gap = max(gap_s, 0.0)
         out[i] = n / (n + 16.0)
-        out[i + 1] = stats.repeats / n if n else 0.0
-        out[i + 2] = max(stats.per_key.values()) / n if n else 0.0
-        out[i + 3] = stats.hit_sum / n if n else 0.0
-        out[i + 4] = stats.copies / (stats.copies + 4.0)
-        x, z, m, min_prefix = thresholds
-        max_x, max_z, max_m, max_prefix = limits
-        out[i + 5] = x / max_x
-        out[i + 6] = math.log1p(z) / math.log1p(max_z)
-        out[i + 7] = m / max_m
-        out[i + 8] = math.log1p(min_prefix) / math.log1p(max_prefix)
+        out[i + 1] = n_10 / (n_10 + 64.0)
+        out[i + 2] = stats.repeats / n if n else 0.0
+        out[i + 3] = stats.top_count / n if n else 0.0
+        out[i + 4] = same_1 / (same_1 + 8.0)
+        out[i + 5] = same_10 / (same_10 + 32.0)
+        out[i + 6] = min(math.log1p(top.input_tokens) / _MAX_TOKENS_LOG, 1.0) if top else 0.0
+        out[i + 7] = stats.hit_sum / n if n else 0.0
+        out[i + 8] = stats.copies / (stats.copies + 4.0)
+        out[i + 9] = in_flight / (in_flight + 4.0)
+        out[i + 10] = queued / (queued + 64.0)
+        out[i + 11] = gap / (gap + 10.0)
+        out[i + 12 : i + 17] = settings
+        out[i + 17] = holders / self.n_nodes
         return out
 
 

@@ -9,6 +9,7 @@ import numpy as np
 from gymnasium import spaces
 
 from baselines.btb import BTB
+from baselines.btb_pending import BTBPending
 from envs.cluster_env import ClusterEnv
 from envs.encoder import EpochEncoder, EpochStats
 from envs.sim.checks import check_number
@@ -17,54 +18,94 @@ from envs.sim.simulator import Simulator
 
 X_CHOICES = (1, 2, 3, 4, 6, 8, 16)
 Z_CHOICES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+M_FRACTIONS = (0.25, 0.5, 0.75, 1.0)  # of the cluster's nodes, rounded up (at least 1)
 MIN_PREFIX_CHOICES = (1024, 4096, 16384, 32768, 65536)  # tokens
+ROUTE_CHOICES = ("resident", "pending")
+"""Where an active prefix's requests go: ``resident``, the published rule (nodes
+holding it); ``pending``, btb_pending's (also copies in flight and nodes computing it)."""
 # The observation scales the minimum prefix in units of 256 tokens (the published
 # block), so it reads the same whatever the workload's block size.
 PREFIX_FEATURE_TOKENS = 256
+
+
+def copies_for(fraction: float, n_nodes: int) -> int:
+    """M for a fraction of a cluster of ``n_nodes``: rounded up, at least one node."""
+    return max(1, min(n_nodes, math.ceil(fraction * n_nodes - 1e-9)))
 
 
 class ThresholdsEnv(ClusterEnv):
     """
     ## Description
 
-    The cluster of ``btb/Route-v0`` is routed by BTB (``baselines.btb``), but
-    BTB's thresholds are not fixed: every decision epoch (``epoch_s`` of
-    simulated time, default 1 s) the agent sets X (arrivals that make a prefix
-    active), Z (the window they must fall in, seconds), M (warm copies to keep)
-    and the minimum prefix length that may fire. BTB acts with them until the
-    next epoch. BTB's prefix is each request's prompt but its last block.
-    BTB is the published rule (``baselines.btb``): an active prefix's requests
-    go to the least-loaded node on which it is resident, and a copy in flight
-    joins those nodes once it has landed. The minimum prefix is in tokens,
-    turned into blocks with the workload's block size.
+    The cluster of ``btb/Route-v0`` is routed by BTB, but BTB's thresholds are
+    not fixed: every decision epoch (``epoch_s`` of simulated time, default
+    1 s) the agent sets X (arrivals that make a prefix active), Z (the window
+    they must fall in, seconds), M (the nodes that should hold an active
+    prefix, as a fraction of the cluster), the minimum prefix length that may
+    fire (tokens) and the routing rule, and BTB acts with them until the next
+    epoch. BTB's prefix is each request's prompt but its last block; the
+    minimum prefix is turned into blocks with the workload's block size.
+
+    The routing rule is part of the action because no threshold alone can help
+    on fast bursts under causal KV: the published rule (``resident``, as in
+    ``baselines.btb``) routes an active prefix's requests only to nodes on which
+    it is resident, so while the first prefill of a long prefix is running it
+    copies nothing and routes like cache_aware. ``pending`` (the rule of
+    ``baselines.btb_pending``) also routes to copies in flight and counts nodes
+    still computing the prefix. Which rule is better depends on the traffic
+    (``docs/thresholds.md``), so the agent chooses it per epoch.
 
     ## Action Space
 
-    ``MultiDiscrete([7, 6, n_nodes, 5])``: indices into
-    X in (1, 2, 3, 4, 6, 8, 16), Z in (0.25, 0.5, 1, 2, 4, 8) s, M = index + 1,
-    minimum prefix in (1024, 4096, 16384, 32768, 65536) tokens (4 to 256
-    blocks of 256 tokens; 2 to 128 blocks of 512).
+    ``MultiDiscrete([7, 6, 4, 5, 2])``, the same on every cluster size:
+
+    | index | sets | choices |
+    |---|---|---|
+    | 0 | X, arrivals | 1, 2, 3, 4, 6, 8, 16 |
+    | 1 | Z, seconds | 0.25, 0.5, 1, 2, 4, 8 |
+    | 2 | M, share of the nodes (rounded up) | 0.25, 0.5, 0.75, 1 |
+    | 3 | minimum prefix, tokens | 1,024, 4,096, 16,384, 32,768, 65,536 |
+    | 4 | routing rule | 0 resident (published), 1 pending |
 
     ## Observation Space
 
-    ``Box(0, 1, (n_nodes * 5 + 9,), float32)`` (``envs.encoder.EpochEncoder``):
-    per node its load, estimated wait, KV reserved / budget, copies in flight
-    to it and whether it is busy; then the last epoch's arrivals, the fraction
-    of them whose prefix had been seen in the 10 s before, the busiest prefix's
-    share, the mean HBM hit fraction where they were routed, the warm copies
-    issued, and the thresholds in force.
+    ``Box(0, 1, (n_nodes * 7 + 18,), float32)`` (``envs.encoder.EpochEncoder``;
+    unbounded counts squashed as ``x / (x + scale)``):
+
+    | entries | feature |
+    |---|---|
+    | per node (7) | load (at 16), wait (at 1 s), KV reserved / budget, copies in (at 1), busy, |
+    |  | holds the epoch's busiest prefix in HBM, a copy of that prefix on its way |
+    | 0 | arrivals in the last epoch (at 16) |
+    | 1 | arrivals in the last 10 s (at 64) |
+    | 2 | share of the epoch's arrivals whose prefix was seen in the 10 s before |
+    | 3 | the busiest prefix's share of the epoch's arrivals |
+    | 4 | most arrivals of one prefix within 1 s, over the epoch (at 8) |
+    | 5 | most arrivals of one prefix within 10 s (at 32) |
+    | 6 | the busiest prefix's length, log-scaled (1 at 262,144 tokens) |
+    | 7 | mean HBM hit fraction where the epoch's requests were routed |
+    | 8 | warm copies issued in the last epoch (at 4) |
+    | 9 | copies in flight in the cluster (at 4) |
+    | 10 | requests queued in the cluster (at 64) |
+    | 11 | seconds since the previous epoch ended (at 10 s; epochs without arrivals are skipped) |
+    | 12-16 | the settings in force: X / 16, log Z, M share, log minimum prefix, rule |
+    | 17 | the busiest prefix's holders / nodes |
 
     ## Rewards
 
     As ``btb/Route-v0``: TTFT credited as it becomes known, so the return is
     ``-(sum of TTFT) / reward_scale`` to floating-point rounding (plus optional
-    penalties; relative to ``reward_baseline``'s TTFTs when that is set).
+    penalties). With ``reward_baseline`` set (the shipped agent uses ``btb``),
+    each request's TTFT under that policy on the same window and simulator seed
+    is subtracted: the traffic's own variance, which no action controls, drops
+    out of the return.
 
     ## Starting State
 
     A window from the pool and an empty cluster (``reset`` options as in
     ``btb/Route-v0``); the first epoch starts at the first arrival, with BTB's
-    published constants in force until the first action.
+    published constants (X=2, Z=1 s, M=every node up to 4, minimum prefix
+    65,536 tokens, resident rule) in force until the first action.
 
     ## Episode End
 
@@ -77,10 +118,15 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Version History
 
-    * v0: initial version. Since btb-gym 0.1.0's published-rule change BTB is the published
-      rule; before, it also routed to copies in flight and to nodes computing
-      the prefix (now ``btb_pending``), and the minimum prefix was given in
-      blocks (4 to 256), which on 512-token blocks meant twice the tokens.
+    * v0, btb-gym 0.2: M is a share of the cluster (the action space no longer
+      depends on the node count), the routing rule is an action, and the
+      observation holds burst features (same-prefix arrival counts over 1 s and
+      10 s, the busiest prefix's holders and copies, cluster queue, idle gap).
+      The old design could not adapt: its observation showed only the last
+      epoch's totals, so a burst was visible one epoch late and a 1 s burst not
+      at all, and no threshold of the published rule helps there.
+    * v0, btb-gym 0.1: ``MultiDiscrete([7, 6, n_nodes, 5])`` (X, Z, M, minimum
+      prefix) driving the published rule; ``n_nodes * 5 + 9`` features.
     """
 
     def __init__(self, epoch_s: float = 1.0, **kwargs: Any) -> None:
@@ -94,8 +140,8 @@ class ThresholdsEnv(ClusterEnv):
             0.0, 1.0, (self.controller.encoder.size,), dtype=np.float32
         )
 
-    def thresholds(self) -> tuple[int, float, int, int]:
-        """(X, Z, M, minimum prefix tokens) in force."""
+    def thresholds(self) -> tuple[int, float, int, int, str]:
+        """(X, Z, M, minimum prefix tokens, routing rule) in force."""
         return self.controller.thresholds()
 
     def _start(self) -> np.ndarray:
@@ -127,6 +173,28 @@ class ThresholdsEnv(ClusterEnv):
         return False
 
 
+class SwitchedBTB(BTBPending):
+    """BTB whose routing rule can change mid-run: ``pending`` False is the
+    published rule (:class:`baselines.btb.BTB`), True btb_pending's."""
+
+    pending = False
+
+    def _holders(
+        self, sim: Simulator, prefix: tuple[int, ...]
+    ) -> tuple[list[int], list[int], list[int]]:
+        if self.pending:
+            return super()._holders(sim, prefix)
+        return BTB._holders(self, sim, prefix)
+
+    def _issued(self, route_to: list[int], dst: int) -> None:
+        if self.pending:
+            route_to.append(dst)
+
+
+Setting = tuple[int, float, int, int, str]
+"""(X, Z, M, minimum prefix tokens, routing rule)."""
+
+
 class EpochController:
     """BTB under thresholds that an agent resets every epoch.
 
@@ -134,53 +202,77 @@ class EpochController:
     class, so an agent acts in evaluation exactly as it did in training:
     :meth:`observe` at an epoch boundary, :meth:`apply` the agent's action
     (the epoch starts at the pending arrival), then :meth:`route` every arrival
-    while :meth:`in_epoch`, and :meth:`close_epoch`.
+    while :meth:`in_epoch`, and :meth:`close_epoch`. :attr:`log` keeps
+    ``(epoch start s, setting)`` of every epoch of the run (for the chart).
     """
 
     def __init__(self, n_nodes: int, epoch_s: float) -> None:
         self.n_nodes = n_nodes
         self.epoch_s = epoch_s
         self.encoder = EpochEncoder(n_nodes)
-        self.limits = (
-            float(X_CHOICES[-1]),
-            float(Z_CHOICES[-1]),
-            float(n_nodes),
-            float(MIN_PREFIX_CHOICES[-1]) / PREFIX_FEATURE_TOKENS,
+        self.bounds = (
+            len(X_CHOICES),
+            len(Z_CHOICES),
+            len(M_FRACTIONS),
+            len(MIN_PREFIX_CHOICES),
+            len(ROUTE_CHOICES),
         )
-        self.bounds = (len(X_CHOICES), len(Z_CHOICES), n_nodes, len(MIN_PREFIX_CHOICES))
-        self.btb = BTB(y_tokens=None, min_prefix_tokens=MIN_PREFIX_CHOICES[-1])
+        self.btb = self._published()
         self.stats = EpochStats()
         self.epoch_end = -np.inf
+        self.log: list[tuple[float, Setting]] = []
         self._copies_before = 0
+
+    @staticmethod
+    def _published() -> SwitchedBTB:
+        return SwitchedBTB(y_tokens=None, min_prefix_tokens=MIN_PREFIX_CHOICES[-1])
 
     def reset(self, sim: Simulator) -> None:
         self.encoder.reset()
-        self.btb = BTB(y_tokens=None, min_prefix_tokens=MIN_PREFIX_CHOICES[-1])
+        self.btb = self._published()
         self.btb.reset(sim)
         self.stats = EpochStats()
         self.epoch_end = -np.inf
+        self.log = []
         self._copies_before = 0
 
-    def thresholds(self) -> tuple[int, float, int, int]:
-        min_prefix = self.btb.min_prefix_tokens
+    def thresholds(self) -> Setting:
+        btb = self.btb
+        min_prefix = btb.min_prefix_tokens
         assert min_prefix is not None  # set at construction and by every action
-        return self.btb.x, self.btb.z, self.btb.m, min_prefix
+        return btb.x, btb.z, btb.m, min_prefix, ROUTE_CHOICES[int(btb.pending)]
 
     def observe(self, sim: Simulator) -> np.ndarray:
-        x, z, m, min_prefix = self.thresholds()
-        scaled = (x, z, m, min_prefix / PREFIX_FEATURE_TOKENS)
-        return self.encoder.encode(sim, self.stats, scaled, self.limits)
+        x, z, m, min_prefix, _ = self.thresholds()
+        settings = (
+            x / X_CHOICES[-1],
+            math.log1p(z) / math.log1p(Z_CHOICES[-1]),
+            m / self.n_nodes,
+            math.log1p(min_prefix / PREFIX_FEATURE_TOKENS)
+            / math.log1p(MIN_PREFIX_CHOICES[-1] / PREFIX_FEATURE_TOKENS),
+            float(self.btb.pending),
+        )
+        end = self.epoch_end
+        gap_s = sim.now - end if end > -np.inf else 0.0
+        return self.encoder.encode(sim, self.stats, settings, gap_s)
 
     def apply(self, action: Any, start_s: float) -> None:
         a = np.asarray(action).ravel()
-        if a.shape != (4,):
-            raise ValueError(f"action must have 4 entries, got shape {a.shape}")
+        if a.shape != (len(self.bounds),):
+            raise ValueError(f"action must have {len(self.bounds)} entries, got shape {a.shape}")
         for i, (value, bound) in enumerate(zip(a, self.bounds)):
             if not 0 <= value < bound:
                 raise ValueError(f"action[{i}] must be in 0..{bound - 1}, got {value}")
-        self.btb.set_thresholds(
-            X_CHOICES[a[0]], None, Z_CHOICES[a[1]], int(a[2]) + 1, MIN_PREFIX_CHOICES[a[3]]
+        btb = self.btb
+        btb.set_thresholds(
+            X_CHOICES[a[0]],
+            None,
+            Z_CHOICES[a[1]],
+            copies_for(M_FRACTIONS[a[2]], self.n_nodes),
+            MIN_PREFIX_CHOICES[a[3]],
         )
+        btb.pending = bool(a[4])
+        self.log.append((float(start_s), self.thresholds()))
         self.stats = EpochStats()
         # the epoch always holds the arrival it starts at, even when epoch_s is below
         # the float resolution at start_s (else no request would ever be routed)

@@ -25,7 +25,9 @@ file's size and sha256 under ``config.workload_file``.
   only), and ``floor_gap_closed_mean_pct`` / ``_p95_pct`` say how much of btb's gap
   down to it each policy closes (0 = btb, 100 = the floor).
 * ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (the first
-  window: per node queue length over time, warm copies marked).
+  window: per node queue length over time, warm copies marked); with a
+  ``btb/Thresholds-v0`` agent among the policies also ``thresholds_timeline.png``
+  (the first window: the cluster's queue and the settings it chose each epoch).
 
 An ``out_dir`` that holds anything already is refused unless ``overwrite=true``
 (which first removes the files above), and so is one another run is writing in.
@@ -61,7 +63,7 @@ from experiments.evaluation import (
     evaluate_policies,
     split_windows,
 )
-from experiments.report import CHARTS, comparison_table, write_run
+from experiments.report import CHARTS, THRESHOLDS_CHART, comparison_table, write_run
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
@@ -82,7 +84,7 @@ DEFAULTS: dict[str, Any] = {
     "overwrite": False,
 }
 
-OUTPUTS = ("results.json", *CHARTS)
+OUTPUTS = ("results.json", *CHARTS, THRESHOLDS_CHART)
 """What a comparison run writes in its folder (``overwrite=true`` clears these)."""
 
 

@@ -47,6 +47,9 @@ class WindowTrace:
     node: np.ndarray
     copies: list[tuple[float, float, float, int, int]]
     """(issued_s, start_s, land_s, src, dst) of every warm copy; -1 if it never started/landed."""
+    settings: list[tuple[float, tuple[int, float, int, int, str]]] = field(default_factory=list)
+    """A threshold controller's (epoch start s, (X, Z, M, minimum prefix tokens,
+    rule)) per epoch (``envs.thresholds.EpochController.log``); empty for other policies."""
 
 
 @dataclass
@@ -152,6 +155,7 @@ def run_window(
             admit_s=np.asarray(records.admit_s, dtype=float),
             node=np.asarray(records.node, dtype=int),
             copies=[(c.issued_s, c.start_s, c.land_s, c.src, c.dst) for c in sim.copies],
+            settings=list(getattr(policy, "settings_log", ())),
         )
     return WindowResult(
         window=workload.name,

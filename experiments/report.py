@@ -13,6 +13,8 @@ Charts (matplotlib, Agg backend, imported lazily):
 * :func:`plot_ttft_cdf`: the TTFT distribution of each policy (log time axis).
 * :func:`plot_burst_timeline`: one window, per policy: each node's queue length
   (routed, not yet admitted) over time, with the warm copies' landings marked.
+* :func:`plot_thresholds_timeline`: one window of an adaptive-threshold agent: the
+  cluster's queue and the settings it chose every epoch.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from experiments.evaluation import FLOOR, GAP_REFERENCE, PolicyRun, WindowTrace
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
 CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
+THRESHOLDS_CHART = "thresholds_timeline.png"
+"""Written only when a threshold agent (``btb/Thresholds-v0``) is among the policies."""
 """The charts of a comparison run, in the order :func:`write_charts` draws them."""
 
 
@@ -366,6 +370,80 @@ def _aligned(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[s
     return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
 
 
+# ---------------------------------------------------------------- thresholds over time
+# The chart of an adaptive-threshold agent (``btb/Thresholds-v0``): one window's
+# cluster queue on top and, on the same time axis, the settings the agent chose
+# every epoch (X, Z, M, the minimum prefix, the routing rule). ``compare`` and
+# ``evaluate`` write it (THRESHOLDS_CHART) when a policy kept a settings log
+# (:attr:`WindowTrace.settings`).
+PANELS = ("X (arrivals)", "Z (s)", "M (nodes)", "min prefix (tokens)", "rule (1 = pending)")
+
+
+def cluster_queue(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
+    """Step function (times, requests queued in the whole cluster after each time)."""
+    times = [queue_lengths(trace, node) for node in range(trace.n_nodes)]
+    at = np.concatenate([t for t, _ in times])
+    steps = np.concatenate([np.diff(q, prepend=0.0) for _, q in times])
+    order = np.argsort(at, kind="stable")
+    return at[order], np.cumsum(steps[order])
+
+
+def setting_series(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
+    """(epoch start times, one row per epoch of X, Z, M, minimum prefix, rule)."""
+    times = np.array([t for t, _ in trace.settings], dtype=float)
+    values = np.array(
+        [
+            (x, z, m, p, 1.0 if rule == "pending" else 0.0)
+            for _, (x, z, m, p, rule) in trace.settings
+        ],
+        dtype=float,
+    ).reshape(-1, len(PANELS))
+    return times, values
+
+
+def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
+    """One column per policy with a settings log: its queue, then its settings."""
+    plt = _pyplot()
+    names = [name for name, trace in traces.items() if trace.settings]
+    if not names:
+        raise ValueError("no trace has a settings log to draw")
+    fig, axes = plt.subplots(
+        1 + len(PANELS),
+        len(names),
+        figsize=(10.0 * len(names), 1.6 * (1 + len(PANELS)) + 0.6),
+        sharex="col",
+        squeeze=False,
+    )
+    for col, name in enumerate(names):
+        trace = traces[name]
+        top = axes[0, col]
+        times, queued = cluster_queue(trace)
+        if times.size:
+            top.step(times, queued, where="post", linewidth=0.9)
+        top.set_ylabel("queued")
+        top.set_title(f"{name} · {trace.window} · {len(trace.settings)} epochs", fontsize="medium")
+        epochs, values = setting_series(trace)
+        end = max(float(times[-1]) if times.size else 0.0, float(epochs[-1]) + 1.0)
+        for k, label in enumerate(PANELS):
+            ax = axes[k + 1, col]
+            ax.step(
+                np.append(epochs, end),
+                np.append(values[:, k], values[-1, k]),
+                where="post",
+                linewidth=0.9,
+                color="tab:red",
+            )
+            if label.startswith("min prefix") or label.startswith("Z"):
+                ax.set_yscale("log")
+            ax.set_ylabel(label, fontsize="small")
+            ax.grid(alpha=0.3)
+        top.grid(alpha=0.3)
+        axes[-1, col].set_xlabel("time in window (s)")
+    path = _save(fig, path)
+    plt.close(fig)
+    return path
+
+
 # ---------------------------------------------------------------- a run's files
 def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
     rows = [run.row for run in runs]
@@ -382,6 +460,8 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
         chosen = dict(list(traces.items())[:3])
     if chosen:
         paths.append(plot_burst_timeline(chosen, out_dir / CHARTS[2]))
+    if any(trace.settings for trace in traces.values()):
+        paths.append(plot_thresholds_timeline(traces, out_dir / THRESHOLDS_CHART))
     return paths
 
 
@@ -397,6 +477,6 @@ def write_run(
         charts = [] if runs is None else write_charts(runs, baseline, out_dir)
         return [write_json_atomic(out_dir / "results.json", result), *charts]
     except BaseException:
-        for name in CHARTS:
+        for name in (*CHARTS, THRESHOLDS_CHART):
             (out_dir / name).unlink(missing_ok=True)
         raise

@@ -110,7 +110,10 @@ def _art(config: Any, window: int, seed: int, split: str, trace_id: str) -> list
 
 
 _SYNTHETIC = Family("synthetic", _synthetic, BurstedSyntheticConfig())
+_SYNTHETIC_1S = Family("synthetic1s", _synthetic, BurstedSyntheticConfig(burst_window_s=1.0))
 _ART = Family("art", _art, ArtLikeConfig())
+_RISING = Family("rising", rising_load_rows, RisingLoadConfig())
+_MIXED = Family("mixed", mixed_rows, MixedConfig())
 
 _SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -130,7 +133,7 @@ _SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "bursted_synthetic_1s",
             "The hard variant: each burst's 500 requests arrive within 1 s.",
-            (Family("synthetic1s", _synthetic, BurstedSyntheticConfig(burst_window_s=1.0)),),
+            (_SYNTHETIC_1S,),
         ),
         Scenario(
             "art_like",
@@ -142,7 +145,7 @@ _SCENARIOS: dict[str, Scenario] = {
             "rising_load",
             "One hot 65,536-token prefix whose rate ramps from 0.1 to 8 requests/s over "
             "10 minutes, over ART-like background traffic.",
-            (Family("rising", rising_load_rows, RisingLoadConfig()),),
+            (_RISING,),
         ),
         Scenario(
             "decoy_heavy",
@@ -171,7 +174,14 @@ _SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "mixed",
             "A synthetic burst window and ART-like background traffic in one window.",
-            (Family("mixed", mixed_rows, MixedConfig()),),
+            (_MIXED,),
+        ),
+        Scenario(
+            "burst_families",
+            "The windows of bursted_synthetic, bursted_synthetic_1s, rising_load and mixed "
+            "in one pool, interleaved (the same windows as those workloads': for one agent "
+            "trained across burst regimes); 20 train / 60 test / 20 validation windows.",
+            (_SYNTHETIC, _SYNTHETIC_1S, _RISING, _MIXED),
         ),
         Scenario(
             "conversation_like",

@@ -62,3 +62,29 @@ def test_route_warm_agent_on_six_nodes_uses_and_warms_the_extra_nodes():
     records = agent.run(sim)
     assert {4, 5} & set(np.unique(records.node))
     assert {4, 5} & {c.dst for c in sim.copies}
+
+
+def _settings(agent: AgentPolicy, config: BurstedSyntheticConfig) -> list[tuple]:
+    window = synthetic_window(config, window=2)
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+    agent.run(sim)
+    assert len(sim.records.ttft_s) == len(window.requests)
+    return [setting for _, setting in agent.settings_log]
+
+
+def test_thresholds_agent_adapts_to_the_regime():
+    """The shipped ppo_thresholds (greedy) changes its settings within an episode and
+    sets them differently on a window of 1 s bursts than on a quiet one (8 requests of a
+    prefix spread over 30 s): there it keeps more copies of a prefix (mean M higher)."""
+    agent = AgentPolicy.load(ZOO / "ppo_thresholds")
+    burst = _settings(
+        agent,
+        BurstedSyntheticConfig(n_bursts=2, burst_requests=60, n_decoys=4, burst_window_s=1.0),
+    )
+    quiet = _settings(
+        agent,
+        BurstedSyntheticConfig(n_bursts=2, burst_requests=8, n_decoys=6, burst_window_s=30.0),
+    )
+    assert len(set(burst)) > 1 and len(set(quiet)) > 1  # it adapts within an episode
+    assert sorted(set(burst)) != sorted(set(quiet))
+    assert np.mean([m for _, _, m, _, _ in burst]) > np.mean([m for _, _, m, _, _ in quiet])

@@ -224,8 +224,60 @@ def test_thresholds_env_applies_the_chosen_thresholds(window):
 
     env = make("btb/Thresholds-v0", window).unwrapped
     env.reset(seed=0)
-    env.step(np.array([3, 1, 1, 2]))
-    assert env.thresholds() == (X_CHOICES[3], Z_CHOICES[1], 2, MIN_PREFIX_CHOICES[2])
+    env.step(np.array([3, 1, 1, 2, 1]))  # M share 0.5 of 4 nodes: 2
+    assert env.thresholds() == (X_CHOICES[3], Z_CHOICES[1], 2, MIN_PREFIX_CHOICES[2], "pending")
+    env.step(np.array([0, 0, 0, 0, 0]))  # M share 0.25 of 4 nodes: 1
+    assert env.thresholds() == (1, 0.25, 1, 1024, "resident")
+
+
+def test_m_is_a_share_of_the_cluster_rounded_up():
+    from envs.thresholds import M_FRACTIONS, copies_for
+
+    assert [copies_for(f, 4) for f in M_FRACTIONS] == [1, 2, 3, 4]
+    assert [copies_for(f, 8) for f in M_FRACTIONS] == [2, 4, 6, 8]
+    assert [copies_for(f, 2) for f in M_FRACTIONS] == [1, 1, 2, 2]
+    assert [copies_for(f, 1) for f in M_FRACTIONS] == [1, 1, 1, 1]
+    assert [copies_for(f, 6) for f in M_FRACTIONS] == [2, 3, 5, 6]  # 1.5 and 4.5 round up
+
+
+@pytest.mark.parametrize(("rule", "policy_name"), [(0, "btb"), (1, "btb_pending")])
+def test_published_settings_replay_btb_or_btb_pending_exactly(rule, policy_name, window):
+    """X=2, Z=1 s, M=4, minimum prefix 65,536 tokens every epoch: the resident rule is
+    the published btb, the pending rule btb_pending (the window's prompts are the
+    shared 65,536-token prefix and a one-block suffix, so BTB's prefix is the same)."""
+    env = make("btb/Thresholds-v0", window).unwrapped
+    env.reset(seed=3)
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step(np.array([1, 2, 3, 4, rule]))
+    sim = Simulator(
+        setup_cluster("70b_h100x4"),
+        window,
+        SimConfig(),
+        np.random.default_rng(env._episode["sim_seed"]),
+    )
+    direct = make_policy(policy_name).run(sim)
+    assert np.array_equal(env.sim.records.ttft_s, direct.ttft_s)
+    assert len(env.sim.copies) == len(sim.copies)
+    # (published btb never warms here: no 64k-token prefill ends before its 4 s burst does)
+    assert (len(sim.copies) > 0) == (policy_name == "btb_pending")
+
+
+def test_the_rule_can_change_mid_episode_and_the_log_keeps_every_epoch(window):
+    env = make("btb/Thresholds-v0", window).unwrapped
+    env.reset(seed=0)
+    done, steps = False, 0
+    while not done:
+        _, _, done, _, _ = env.step(np.array([1, 2, 3, 4, steps % 2]))
+        steps += 1
+    log = env.controller.log
+    assert len(log) == steps
+    assert [setting[4] for _, setting in log] == ["resident", "pending"] * (steps // 2) + [
+        "resident"
+    ] * (steps % 2)
+    starts = [t for t, _ in log]
+    assert starts == sorted(starts) and starts[0] == window.requests[0].arrival_s
+    assert env.sim.records.summary["requests"] == len(window.requests)
 
 
 def test_never_copying_thresholds_make_no_copies(window):
@@ -233,7 +285,7 @@ def test_never_copying_thresholds_make_no_copies(window):
     env.reset(seed=0)
     done = False
     while not done:  # X = 16 within 0.25 s never happens with 4 s bursts of 40
-        _, _, done, _, _ = env.step(np.array([6, 0, 3, 4]))
+        _, _, done, _, _ = env.step(np.array([6, 0, 3, 4, 1]))
     assert env.sim.copies == []
 
 
@@ -351,11 +403,11 @@ def test_a_rejected_action_leaves_the_episode_picklable(window):
 def test_a_reused_action_list_is_recorded_by_value(window):
     env = make("btb/Thresholds-v0", window).unwrapped
     env.reset(seed=0)
-    action = [2, 1, 0, 0]
+    action = [2, 1, 0, 0, 1]
     env.step(action)
     action[0] = 3
-    env.step(np.array([0, 0, 1, 1]))
-    assert env._episode["actions"] == [(2, 1, 0, 0), (0, 0, 1, 1)]
+    env.step(np.array([0, 0, 1, 1, 0]))
+    assert env._episode["actions"] == [(2, 1, 0, 0, 1), (0, 0, 1, 1, 0)]
     route = make("btb/Route-v0", window).unwrapped
     route.reset(seed=0)
     route.step(np.array([2]))  # a one-element array is a node too
@@ -593,7 +645,7 @@ def test_a_thresholds_epoch_below_float_resolution_still_routes_its_arrival():
     env.reset(seed=0)
     done, steps = False, 0
     while not done and steps < 10:
-        _, _, done, _, info = env.step(np.array([1, 2, 0, 0]))
+        _, _, done, _, info = env.step(np.array([1, 2, 0, 0, 0]))
         steps += 1
     assert done and steps == 3  # one arrival an epoch
     assert info["requests_served"] == 3

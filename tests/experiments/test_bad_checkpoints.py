@@ -111,6 +111,7 @@ def test_evaluate_and_train_resume_refuse_a_damaged_checkpoint_in_one_line(
     resume_cfg = _hydra_cfg(
         "train",
         [*common, f"agent={agent}", f"env={asks['env']}", f"agent.hidden={asks['hidden']}",
+         f"agent.critic={saved.get('critic', 'shared')}",
          f"train.total_timesteps={int(asks['timesteps']) + 1}", f"resume={folder}"],
     )  # fmt: skip
     for fn, cfg in ((evaluate, evaluate_cfg), (train, resume_cfg)):

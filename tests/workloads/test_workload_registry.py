@@ -11,7 +11,7 @@ from envs.workloads.registry import configure, describe
 
 EXPECTED = {
     "bursted_art", "bursted_synthetic", "bursted_synthetic_1s", "rising_load", "decoy_heavy",
-    "multi_tenant", "agent_fanout", "art_like", "mixed", "conversation_like",
+    "multi_tenant", "agent_fanout", "art_like", "mixed", "burst_families", "conversation_like",
 }  # fmt: skip
 BLOCK_TOKENS = {"conversation_like": 512}  # the others: 256
 

@@ -1,0 +1,112 @@
+"""The thresholds agent's test table: docs/results/agents_vs_baselines_thresholds_*.
+
+    python docs/results/evaluate_thresholds.py SETUP RUN_DIR [RUN_DIR ...]
+
+Each RUN_DIR is a ``python -m experiments.train +experiment=ppo_thresholds seed=S
+out_dir=RUN_DIR`` folder (its ``agent/``, the checkpoint validation picked). On
+every test window of the four burst families (and art_like) the agents run
+deterministic (greedy) and stochastic (sampled, torch seeded with 0) next to
+cache_aware, btb, btb_tuned, btb_pending and oracle_warm (causal KV, seed 0).
+Writes ``agents_vs_baselines_thresholds_<family>.json`` (every row) and
+``agents_vs_baselines_thresholds_table.md`` (mean ± std over the agents).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from agents.adapter import AgentPolicy
+from baselines.policy import Policy, make_policy
+from envs.sim import SimConfig
+from experiments.evaluation import evaluate_policies, split_windows
+
+FAMILIES = ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
+BASELINES = ("cache_aware", "btb", "btb_tuned", "btb_pending", "oracle_warm")
+OUT = Path(__file__).resolve().parent
+
+
+def pct(agent: float, ref: float) -> float:
+    """TTFT reduction of ``agent`` against ``ref``, percent (positive: agent faster)."""
+    return 100.0 * (1.0 - agent / ref)
+
+
+def evaluate(setup: str, runs: list[Path], family: str) -> list[dict]:
+    policies: dict[str, Policy] = {name: make_policy(name) for name in BASELINES}
+    for run in runs:
+        for mode, greedy in (("det", True), ("stoch", False)):
+            agent = AgentPolicy.load(run / "agent", name=f"{run.name}_{mode}")
+            agent.deterministic = greedy
+            policies[agent.name] = agent
+    torch.manual_seed(0)
+    out = evaluate_policies(
+        policies,
+        setup,
+        split_windows(family, limit=None),
+        SimConfig(),
+        seed=0,
+        workload=family,
+        trace_window=None,
+    )
+    return [r.row for r in out]
+
+
+def both(row: dict) -> str:
+    return f"{row['ttft_mean_s']:.3f} / {row['ttft_p95_s']:.3f}"
+
+
+def stats(rows: dict[str, dict], names: list[str], key: str) -> tuple[float, float]:
+    values = np.array([rows[n][key] for n in names], dtype=float)
+    return float(values.mean()), float(values.std())
+
+
+def main(setup: str, run_dirs: list[str]) -> None:
+    torch.set_num_threads(1)  # one epoch's forward pass is tiny: more threads only wait
+    runs = [Path(r) for r in run_dirs]
+    lines = [
+        f"Setup {setup}, all 15 test windows per family, causal KV, seed 0; agent = "
+        f"{len(runs)} training seeds (mean ± std over seeds); reductions vs btb_tuned "
+        "(positive: agent faster).",
+        "",
+        "| family | eval | agent mean (s) | agent p95 (s) | btb mean / p95 | btb_tuned mean / p95 "
+        "| btb_pending mean / p95 | oracle_warm mean | vs btb_tuned: mean / p95 | target met |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    for family in FAMILIES:
+        rows = evaluate(setup, runs, family)
+        path = OUT / f"agents_vs_baselines_thresholds_{family}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"rows": rows}, indent=1, allow_nan=False, default=str) + "\n")
+        tmp.replace(path)
+        got = {r["policy"]: r for r in rows}
+        tuned = got["btb_tuned"]
+        for mode in ("det", "stoch"):
+            names = [f"{run.name}_{mode}" for run in runs]
+            mean, mean_sd = stats(got, names, "ttft_mean_s")
+            p95, p95_sd = stats(got, names, "ttft_p95_s")
+            d_mean = [pct(got[n]["ttft_mean_s"], tuned["ttft_mean_s"]) for n in names]
+            d_p95 = [pct(got[n]["ttft_p95_s"], tuned["ttft_p95_s"]) for n in names]
+            met = "yes" if np.mean(d_mean) >= 5.0 and np.mean(d_p95) >= 0.0 else "no"
+            if family == "art_like":
+                met = "-"
+            lines.append(
+                f"| {family} | {mode} | {mean:.3f} ± {mean_sd:.3f} | {p95:.3f} ± {p95_sd:.3f} "
+                f"| {both(got['btb'])} | {both(tuned)} | {both(got['btb_pending'])} "
+                f"| {got['oracle_warm']['ttft_mean_s']:.3f} "
+                f"| {np.mean(d_mean):+.1f} ± {np.std(d_mean):.1f}% / "
+                f"{np.mean(d_p95):+.1f} ± {np.std(d_p95):.1f}% | {met} |"
+            )
+        print(lines[-2], lines[-1], sep="\n", flush=True)
+    table = OUT / "agents_vs_baselines_thresholds_table.md"
+    table.write_text("\n".join(lines) + "\n")
+    print(f"wrote {table}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    main(sys.argv[1], sys.argv[2:])

@@ -1,0 +1,58 @@
+"""The thresholds-over-time chart: its series, worked out by hand, and the file a
+threshold agent's run writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.adapter import AgentPolicy
+from envs.sim import SimConfig, setup_cluster
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from experiments.evaluation import WindowTrace, run_window
+from experiments.report import cluster_queue, plot_thresholds_timeline, setting_series
+
+ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
+
+
+def _trace(settings: list) -> WindowTrace:
+    # node 0: arrivals at 0 and 1, admitted at 2 and 3; node 1: arrival at 1.5, admitted at 4
+    return WindowTrace(
+        window="hand",
+        n_nodes=2,
+        arrival_s=np.array([0.0, 1.0, 1.5]),
+        admit_s=np.array([2.0, 3.0, 4.0]),
+        node=np.array([0, 0, 1]),
+        copies=[],
+        settings=settings,
+    )
+
+
+def test_cluster_queue_sums_the_nodes_queues():
+    times, queued = cluster_queue(_trace([]))
+    assert times.tolist() == [0.0, 1.0, 1.5, 2.0, 3.0, 4.0]
+    assert queued.tolist() == [1, 2, 3, 2, 1, 0]
+
+
+def test_setting_series_has_one_row_per_epoch():
+    log = [(0.0, (2, 1.0, 4, 65536, "resident")), (1.0, (3, 0.5, 2, 1024, "pending"))]
+    times, values = setting_series(_trace(log))
+    assert times.tolist() == [0.0, 1.0]
+    assert values.tolist() == [[2, 1.0, 4, 65536, 0.0], [3, 0.5, 2, 1024, 1.0]]
+
+
+def test_a_threshold_agents_run_draws_its_settings(tmp_path):
+    agent = AgentPolicy.load(ZOO / "ppo_thresholds")
+    window = synthetic_window(
+        BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0), 2
+    )
+    result = run_window(agent, setup_cluster("70b_h100x4"), window, SimConfig(), (0, 0), True)
+    trace = result.trace
+    assert trace is not None and trace.settings == agent.settings_log
+    assert [t for t, _ in trace.settings] == sorted(t for t, _ in trace.settings)
+    path = plot_thresholds_timeline({"ppo_thresholds": trace}, tmp_path / "t.png")
+    assert path.stat().st_size > 0
+    with pytest.raises(ValueError, match="settings log"):
+        plot_thresholds_timeline({"btb": _trace([])}, tmp_path / "none.png")
