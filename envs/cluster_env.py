@@ -18,10 +18,12 @@ import gymnasium as gym
 import numpy as np
 
 from envs.sim.checks import check_number, check_whole_number, is_whole_number
-from envs.sim.config import ClusterSpec, SimConfig, setup_cluster
+from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
+from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.request import Request, Workload
 
 
@@ -50,8 +52,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
     def __init__(
         self,
-        setup: str | ClusterSpec = "70b_h100x4",
-        workload: str = "bursted_synthetic",
+        setup: str | ClusterSpec = DEFAULT_SETUP,
+        workload: str = DEFAULT_WORKLOAD,
         split: str = "train",
         n_windows: int | None = 4,
         windows: Sequence[Workload] | None = None,
@@ -62,7 +64,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         tail_penalty: float = 0.0,
         copy_cost_per_gb: float = 0.0,
         reward_baseline: str | None = None,
-        data_seed: int = 20260721,
+        data_seed: int = PUBLISHED_SEED,
         seed: int | None = None,
         render_mode: str | None = None,
     ) -> None:

@@ -43,7 +43,9 @@ from typing import Any
 from baselines.policy import POLICIES, make_policy
 from envs.files import write_json_atomic
 from envs.sim import SETUPS
+from envs.sim.config import DEFAULT_SETUP
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments import charts
 from experiments._cli import (
     UsageError,
@@ -51,6 +53,7 @@ from experiments._cli import (
     parse_args,
     parse_value,
     sim_config_of,
+    sim_defaults,
     trace_defaults,
     workload_file,
     workload_label,
@@ -69,14 +72,13 @@ from experiments.evaluation import (
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
-    "setup": "70b_h100x4",
-    "workload": "bursted_synthetic",
+    "setup": DEFAULT_SETUP,
+    "workload": DEFAULT_WORKLOAD,
     "windows": 5,
     "seed": 0,
     "workload_seed": PUBLISHED_SEED,
     "out_dir": "",
-    "causal_kv": True,
-    "copy_model": "reference",
+    **sim_defaults(),
     "baseline": DEFAULT_BASELINE,
     "policy_kwargs": [],
     "agents": ["zoo"],

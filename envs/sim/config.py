@@ -147,9 +147,7 @@ class SimConfig:
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
-                raise ConfigError(
-                    f"sim.{name} must be one of {', '.join(choices)}, got {value!r}"
-                )
+                raise ConfigError(f"sim.{name} must be one of {', '.join(choices)}, got {value!r}")
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         if not (self.host_ram_bytes >= 0):
             raise ConfigError(f"sim.host_ram_bytes must be >= 0, got {self.host_ram_bytes!r}")
@@ -198,6 +196,8 @@ SETUPS: dict[str, tuple[str, str, int]] = {
     "kimi_k2_h100x8": ("kimi-k2", "8xH100", 4),
     "dense1t_b300x4": ("dense-1t", "4xB300", 4),
 }
+DEFAULT_SETUP = "70b_h100x4"
+"""The setup every command and env simulates unless told otherwise."""
 
 
 def setup_cluster(name: str) -> ClusterSpec:
