@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.sim.checks import check_number, check_whole_number, is_whole_number
+from envs.sim.checks import check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.simulator import Simulator
@@ -170,7 +170,9 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         given = options.get("window")
         if isinstance(given, Workload):
             self._check_window(given, "options['window']")
-        elif given is not None and not (is_whole_number(given) and 0 <= given < len(self.windows)):
+        elif given is not None and not (
+            is_number(given, integer=True) and 0 <= given < len(self.windows)
+        ):
             raise ValueError(
                 "options['window'] must be a Workload or an index in "
                 f"0..{len(self.windows) - 1}, got {given!r}"
@@ -401,7 +403,7 @@ def _sim_seed_option(value: Any) -> int | tuple[int, ...] | None:
     if value is None:
         return None
     entries = value if isinstance(value, (list, tuple)) else [value]
-    ok = len(entries) > 0 and all(is_whole_number(v) and v >= 0 for v in entries)
+    ok = len(entries) > 0 and all(is_number(v, integer=True) and v >= 0 for v in entries)
     if not ok:
         raise ValueError(
             "options['sim_seed'] must be a whole number >= 0 or a non-empty list of them, "
