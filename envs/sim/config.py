@@ -10,7 +10,14 @@ import numpy as np
 
 from envs.sim.checks import check_int, is_number
 from envs.sim.errors import ConfigError
-from envs.sim.hardware import ModelSpec, NodeSpec, model_preset, parse_node
+from envs.sim.hardware import (
+    DEFAULT_MBU,
+    DEFAULT_MFU,
+    ModelSpec,
+    NodeSpec,
+    model_preset,
+    parse_node,
+)
 
 COPY_MODELS = ("reference", "contention")
 CACHE_CAPACITIES = ("headroom", "budget")
@@ -59,9 +66,9 @@ class SimConfig:
     "contention": concurrent copies share source and target NICs fairly."""
     max_batch: int = 256
     """Most sequences a node runs at once."""
-    mfu: float = 0.5
+    mfu: float = DEFAULT_MFU
     """Achieved fraction of peak FLOP/s in prefill."""
-    mbu: float = 0.8
+    mbu: float = DEFAULT_MBU
     """Achieved fraction of HBM bandwidth in decode."""
     disk_tier: bool = False
     """Keep blocks evicted from a full host RAM on local NVMe (unbounded)."""

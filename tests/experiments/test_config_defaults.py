@@ -31,6 +31,11 @@ HOMES = {
     "data_seed": ("envs/workloads/bursted.py", PUBLISHED_SEED),
     "workload_seed": ("envs/workloads/bursted.py", PUBLISHED_SEED),
     "seed": ("envs/workloads/bursted.py", PUBLISHED_SEED),
+    "model": ("envs/sim/config.py", SETUPS[DEFAULT_SETUP][0]),
+    "node": ("envs/sim/config.py", SETUPS[DEFAULT_SETUP][1]),
+    "mfu": ("envs/sim/hardware.py", SimConfig().mfu),
+    "mbu": ("envs/sim/hardware.py", SimConfig().mbu),
+    "max_batch": ("envs/sim/config.py", SimConfig().max_batch),
 }
 
 
