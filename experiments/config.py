@@ -46,11 +46,10 @@ def schema_of(name: str, source: Any, skip: Collection[str] = (), doc: str = "")
     ``source``'s: a dataclass's fields, or a callable's keyword parameters (those
     not in ``skip``), with their names, types and defaults. The source is the one
     place each is set; the schema is derived from it, never re-typed."""
+    hints = typing.get_type_hints(source)
     if dataclasses.is_dataclass(source):
-        hints = typing.get_type_hints(source)
         found = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(source)]
     else:
-        hints = typing.get_type_hints(source)
         found = [
             (p.name, hints[p.name], p.default)
             for p in inspect.signature(source).parameters.values()
