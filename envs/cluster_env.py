@@ -17,12 +17,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.sim.checks import check_number, check_whole_number, is_whole_number
-from envs.sim.config import ClusterSpec, SimConfig, setup_cluster
+from envs.sim.checks import check_number, check_whole_number, is_number
+from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
+from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.registry import DEFAULT_WORKLOAD
 
 
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:
@@ -50,8 +52,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
     def __init__(
         self,
-        setup: str | ClusterSpec = "70b_h100x4",
-        workload: str = "bursted_synthetic",
+        setup: str | ClusterSpec = DEFAULT_SETUP,
+        workload: str = DEFAULT_WORKLOAD,
         split: str = "train",
         n_windows: int | None = 4,
         windows: Sequence[Workload] | None = None,
@@ -62,7 +64,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         tail_penalty: float = 0.0,
         copy_cost_per_gb: float = 0.0,
         reward_baseline: str | None = None,
-        data_seed: int = 20260721,
+        data_seed: int = PUBLISHED_SEED,
         seed: int | None = None,
         render_mode: str | None = None,
     ) -> None:
@@ -168,7 +170,9 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         given = options.get("window")
         if isinstance(given, Workload):
             self._check_window(given, "options['window']")
-        elif given is not None and not (is_whole_number(given) and 0 <= given < len(self.windows)):
+        elif given is not None and not (
+            is_number(given, integer=True) and 0 <= given < len(self.windows)
+        ):
             raise ValueError(
                 "options['window'] must be a Workload or an index in "
                 f"0..{len(self.windows) - 1}, got {given!r}"
@@ -399,7 +403,7 @@ def _sim_seed_option(value: Any) -> int | tuple[int, ...] | None:
     if value is None:
         return None
     entries = value if isinstance(value, (list, tuple)) else [value]
-    ok = len(entries) > 0 and all(is_whole_number(v) and v >= 0 for v in entries)
+    ok = len(entries) > 0 and all(is_number(v, integer=True) and v >= 0 for v in entries)
     if not ok:
         raise ValueError(
             "options['sim_seed'] must be a whole number >= 0 or a non-empty list of them, "

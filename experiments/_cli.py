@@ -76,6 +76,12 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
     return None if text.lower() in {"none", "null"} and default is None else text
 
 
+def sim_defaults() -> dict[str, Any]:
+    """The simulator options of the ``key=value`` commands, ``causal_kv=`` and
+    ``copy_model=``, at SimConfig's defaults (set there, once)."""
+    return {"causal_kv": SimConfig.causal_kv, "copy_model": SimConfig.copy_model}
+
+
 def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
     """The SimConfig a command's ``causal_kv=`` / ``copy_model=`` options ask for
     (``causal_kv=false`` is ``SimConfig.reference()``: every accounting setting at

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.files import write_json_atomic
+from envs.sim.config import DEFAULT_SETUP
 from experiments import _bench
 from experiments._bench import PARTS
 from experiments._cli import (
@@ -55,6 +56,7 @@ from experiments._cli import (
     main_guard,
     parse_args,
     sim_config_of,
+    sim_defaults,
     trace_defaults,
     workload_file,
     workload_params,
@@ -67,10 +69,9 @@ DEFAULTS: dict[str, Any] = {
     "workloads": ["bursted_synthetic", "conversation_like"],
     "policies": ["cache_aware", "btb", "dynamo", "oracle_warm"],
     "agents": ["zoo"],
-    "setup": "70b_h100x4",
+    "setup": DEFAULT_SETUP,
     "window": 0,
-    "causal_kv": True,
-    "copy_model": "reference",
+    **sim_defaults(),
     "envs": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
     "read_rows": 12_000,
     "replay_windows": 15,

@@ -44,13 +44,16 @@ from typing import Any
 
 from baselines.policy import POLICIES, make_policy
 from envs.sim import SETUPS
+from envs.sim.config import DEFAULT_SETUP
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
     UsageError,
     main_guard,
     parse_args,
     parse_value,
     sim_config_of,
+    sim_defaults,
     trace_defaults,
     workload_file,
     workload_label,
@@ -67,14 +70,13 @@ from experiments.report import CHARTS, THRESHOLDS_CHART, comparison_table, write
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
-    "setup": "70b_h100x4",
-    "workload": "bursted_synthetic",
+    "setup": DEFAULT_SETUP,
+    "workload": DEFAULT_WORKLOAD,
     "windows": 5,
     "seed": 0,
     "workload_seed": PUBLISHED_SEED,
     "out_dir": "",
-    "causal_kv": True,
-    "copy_model": "reference",
+    **sim_defaults(),
     "baseline": DEFAULT_BASELINE,
     "policy_kwargs": [],
     "agents": ["zoo"],

@@ -9,8 +9,10 @@ choose the values: one folder per group (``setup``, ``model``, ``cluster``,
 from __future__ import annotations
 
 import contextlib
-import math
+import dataclasses
+import inspect
 import re
+import typing
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +22,13 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
+from envs.cluster_env import ClusterEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
+from envs.sim.config import DEFAULT_SETUP
 from envs.sim.timing import model_preset, parse_node
+from envs.thresholds import ThresholdsEnv
+from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_file import (
     TRACE_FIELDS,
     TRACE_WORKLOAD,
@@ -34,23 +41,49 @@ from envs.workloads.trace_file import (
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
+def schema_of(name: str, source: Any, skip: Collection[str] = (), doc: str = "") -> type[Any]:
+    """A structured config (a dataclass Hydra checks values against) whose fields are
+    ``source``'s: a dataclass's fields, or a callable's keyword parameters (those
+    not in ``skip``), with their names, types and defaults. The source is the one
+    place each is set; the schema is derived from it, never re-typed."""
+    hints = typing.get_type_hints(source)
+    if dataclasses.is_dataclass(source):
+        found = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(source)]
+    else:
+        found = [
+            (p.name, hints[p.name], p.default)
+            for p in inspect.signature(source).parameters.values()
+            if p.default is not inspect.Parameter.empty and p.kind is p.POSITIONAL_OR_KEYWORD
+        ]
+    schema = dataclasses.make_dataclass(
+        name,
+        [(n, kind, field(default=default)) for n, kind, default in found if n not in skip],
+        namespace={"__doc__": doc or f"The fields of {source.__qualname__}."},
+    )
+    schema.__module__ = __name__
+    return schema
+
+
+_DEFAULT_MODEL, _DEFAULT_NODE, _DEFAULT_N_NODES = SETUPS[DEFAULT_SETUP]
+
+
 @dataclass
 class ModelConf:
-    name: str = "llama-3.3-70b"
+    name: str = _DEFAULT_MODEL
     """A model preset of envs.sim.MODELS."""
 
 
 @dataclass
 class ClusterConf:
-    node: str = "4xH100"
+    node: str = _DEFAULT_NODE
     """GPUs per node and GPU preset, e.g. 8xH100."""
-    n_nodes: int = 4
+    n_nodes: int = _DEFAULT_N_NODES
     """Replicas."""
 
 
 @dataclass
 class SetupConf:
-    name: str = "70b_h100x4"
+    name: str = DEFAULT_SETUP
     """A label for results; the model and cluster groups say what it is."""
 
 
@@ -59,9 +92,9 @@ class WorkloadConf(TraceOptions):
     """A registered workload, or ``name: trace`` and a file (the TraceOptions fields:
     ``workload=trace workload.path=FILE``; they apply to nothing else)."""
 
-    name: str = "bursted_synthetic"
+    name: str = DEFAULT_WORKLOAD
     """A registered workload (envs.workloads.registry), or trace."""
-    seed: int = 20260721
+    seed: int = PUBLISHED_SEED
     """Generator seed (the published one by default)."""
     train_pool: int | None = 4
     """Training windows in the episode pool (None: all of the train split)."""
@@ -73,55 +106,60 @@ class WorkloadConf(TraceOptions):
     """Generator parameter overrides, e.g. {burst_requests: 50}."""
 
 
-@dataclass
-class SimConf:
-    """envs.sim.SimConfig's fields (its docstrings are the reference). The accounting
+SimConf = schema_of(
+    "SimConf",
+    SimConfig,
+    doc="""envs.sim.SimConfig's fields (its docstrings are the reference). The accounting
     settings from hbm_hit_load on are null by default: "as causal_kv has it"
     (btb-gym's physics under causal KV, the reference simulator's under
-    causal_kv=false, i.e. sim=reference); set one to switch it alone."""
+    causal_kv=false, i.e. sim=reference); set one to switch it alone.""",
+)
 
-    causal_kv: bool = True
-    copy_model: str = "reference"
-    max_batch: int = 256
-    mfu: float = 0.5
-    mbu: float = 0.8
-    disk_tier: bool = False
-    host_ram_bytes: float = math.inf
-    transfer_latency_s: float = 0.0
-    attention_flops: bool = False
-    chunked_prefill_tokens: int = 0
-    hbm_hit_load: bool | None = None
-    one_token_decode_step: bool | None = None
-    cache_capacity: str | None = None
-    """headroom or budget."""
-    match_tiers: str | None = None
-    """hbm or hbm_ram."""
-    lru_unit: str | None = None
-    """run or block."""
-    decode_overshoot: bool | None = None
+# The env's own keyword arguments (envs.ClusterEnv, envs.ThresholdsEnv): the run sets
+# these from the other groups (setup, workload, sim, seed); the rest are the env group's.
+ENV_SET_BY_THE_RUN = (
+    "setup",
+    "workload",
+    "split",
+    "n_windows",
+    "windows",
+    "workload_params",
+    "sim",
+    "data_seed",
+    "seed",
+    "render_mode",
+)
+_ENV_ARGS = schema_of("_EnvArgs", ClusterEnv.__init__, skip=ENV_SET_BY_THE_RUN)
+_THRESHOLDS_ARGS = schema_of("_ThresholdsArgs", ThresholdsEnv.__init__)
+ENV_ARGS = tuple(f.name for f in dataclasses.fields(_ENV_ARGS))
+"""The env group's fields that are gymnasium.make arguments of every env kind."""
+THRESHOLDS_ARGS = tuple(f.name for f in dataclasses.fields(_THRESHOLDS_ARGS))
+"""The env group's fields that are gymnasium.make arguments of btb/Thresholds-v0 only."""
 
 
-@dataclass
-class EnvConf:
-    kind: str = "route"
-    """route (btb/Route-v0), route_warm (btb/RouteWarm-v0) or thresholds (btb/Thresholds-v0)."""
-    reward_scale: float = 10.0
-    """Return = -(sum of TTFT) / reward_scale."""
-    slo_s: float | None = None
-    tail_penalty: float = 0.0
-    copy_cost_per_gb: float = 0.0
-    reward_baseline: str | None = None
-    """A baseline's name: credit each request's TTFT less its TTFT under that policy
-    on the same window and simulator seed (input-driven variance reduction)."""
-    normalize_reward: bool = False
-    """Scale rewards by a running estimate of the return's standard deviation
-    (SB3's VecNormalize; observations are left as the encoder makes them)."""
-    epoch_s: float = 1.0
-    """Thresholds env only: seconds per decision epoch."""
-    n_envs: int = 1
-    """Parallel environments for training."""
-    vec: str = "dummy"
-    """dummy (one process) or subproc."""
+def _schema_fields(schema: Any) -> list[tuple[str, Any, Any]]:
+    return [(f.name, f.type, field(default=f.default)) for f in dataclasses.fields(schema)]
+
+
+EnvConf = dataclasses.make_dataclass(
+    "EnvConf",
+    [
+        ("kind", str, field(default="route")),
+        *_schema_fields(_ENV_ARGS),
+        ("normalize_reward", bool, field(default=False)),
+        *_schema_fields(_THRESHOLDS_ARGS),
+        ("n_envs", int, field(default=1)),
+        ("vec", str, field(default="dummy")),
+    ],
+    namespace={
+        "__doc__": """The env group: ``kind`` (route: btb/Route-v0, route_warm:
+        btb/RouteWarm-v0, thresholds: btb/Thresholds-v0); the envs' own keyword
+        arguments (reward_scale, slo_s, ..., epoch_s for thresholds: their defaults
+        and meaning are the envs'); normalize_reward (SB3's VecNormalize of rewards);
+        n_envs and vec (dummy or subproc) for training."""
+    },
+)
+EnvConf.__module__ = __name__
 
 
 @dataclass
@@ -180,7 +218,7 @@ class _World:
     model: ModelConf = field(default_factory=ModelConf)
     cluster: ClusterConf = field(default_factory=ClusterConf)
     workload: WorkloadConf = field(default_factory=WorkloadConf)
-    sim: SimConf = field(default_factory=SimConf)
+    sim: Any = field(default_factory=SimConf)  # a derived schema (mypy cannot name it)
     logger: LoggerConf = field(default_factory=LoggerConf)
     seed: int = 0
     out_dir: str | None = None
@@ -191,7 +229,7 @@ class _World:
 
 @dataclass
 class TrainConfig(_World):
-    env: EnvConf = field(default_factory=EnvConf)
+    env: Any = field(default_factory=EnvConf)
     agent: AgentConf = field(default_factory=AgentConf)
     train: TrainConf = field(default_factory=TrainConf)
     imitation: ImitationSettings = field(default_factory=ImitationSettings)
@@ -227,6 +265,8 @@ def register_configs() -> None:
     store.store(name="train_schema", node=TrainConfig)
     store.store(name="evaluate_schema", node=EvaluateConfig)
     store.store(name="tune_btb_schema", node=TuneBtbConfig)
+    for name, node in setup_options().items():
+        store.store(group="setup", name=name, node=node, package="_global_")
     # out_dir is null unless given (``oc.select`` would keep the null); this falls back
     # to the dated default instead (conf/*.yaml: hydra.run.dir, hydra.sweep.dir).
     if not OmegaConf.has_resolver("btb_dir"):
@@ -236,6 +276,24 @@ def register_configs() -> None:
     # the run folder names the workload: its name, or trace-<file name> for a trace
     if not OmegaConf.has_resolver("btb_workload"):
         OmegaConf.register_new_resolver("btb_workload", run_folder_workload)
+
+
+def setup_options() -> dict[str, dict[str, Any]]:
+    """The ``setup`` group's options, one per published setup of ``envs.sim.SETUPS``
+    (the one table of them): each chooses the ``model`` and ``cluster`` groups'
+    options (``setup=glm45_h100x4`` is ``model=glm-4.5 cluster=4xH100_x4``; a
+    ``cluster=`` or ``model=`` on the command line still wins) and names the setup."""
+    return {
+        name: {
+            "defaults": [
+                {"override /model": model},
+                {"override /cluster": f"{node}_x{n_nodes}"},
+                "_self_",
+            ],
+            "setup": {"name": name},
+        }
+        for name, (model, node, n_nodes) in SETUPS.items()
+    }
 
 
 def run_folder_workload(name: str, path: str | None) -> str:

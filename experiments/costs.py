@@ -15,24 +15,26 @@ from __future__ import annotations
 from typing import Any
 
 from envs.files import write_json_atomic
-from envs.sim.config import SETUPS
+from envs.sim.config import DEFAULT_SETUP, SETUPS, SimConfig
 from envs.sim.timing import NodeCosts, model_preset, parse_node
 from experiments._cli import UsageError, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 
 DEFAULTS: dict[str, Any] = {
-    "model": "llama-3.3-70b",
-    "node": "4xH100",
+    "model": SETUPS[DEFAULT_SETUP][0],
+    "node": SETUPS[DEFAULT_SETUP][1],
     "setup": "",
     "tokens": ["500", "1000", "2000", "8000", "16000", "32000"],
-    "mfu": 0.5,
+    "mfu": SimConfig.mfu,
     "out_dir": "",
     "overwrite": False,
 }
 SOURCES = ("prefill", "disk", "rdma", "ram", "hbm")
 
 
-def cost_table(model: str, node: str, tokens: list[int], mfu: float = 0.5) -> dict[str, Any]:
+def cost_table(
+    model: str, node: str, tokens: list[int], mfu: float = SimConfig.mfu
+) -> dict[str, Any]:
     """The table as a dict (see the module docstring)."""
     costs = NodeCosts(parse_node(node), model_preset(model), mfu=mfu)
     ms: dict[str, list[float]] = {source: [] for source in SOURCES}

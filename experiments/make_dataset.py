@@ -41,7 +41,7 @@ from tqdm import tqdm
 from envs.files import dumps_strict, file_mode
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import (
-    DEFAULT_WORKLOAD,
+    PUBLISHED_WORKLOAD,
     WindowSpec,
     config_dict,
     configure,
@@ -55,7 +55,7 @@ from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.make_dataset"
 DEFAULTS: dict[str, Any] = {
-    "workload": DEFAULT_WORKLOAD,
+    "workload": PUBLISHED_WORKLOAD,
     "out_dir": "",
     "seed": PUBLISHED_SEED,
     "train_windows": -1,

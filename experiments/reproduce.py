@@ -41,12 +41,14 @@ from baselines.policy import POLICIES
 from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
     UsageError,
     main_guard,
     parse_args,
     parse_value,
     sim_config_of,
+    sim_defaults,
     trace_defaults,
     workload_file,
     workload_label,
@@ -60,10 +62,10 @@ from experiments.report import reproduction_tables
 DEFAULTS: dict[str, Any] = {
     "setups": list(SETUPS),
     "policies": ["cache_aware", "least_load", "btb", "btb_pending", "oracle_warm"],
-    "workload": "bursted_synthetic",
+    "workload": DEFAULT_WORKLOAD,
     "windows": 0,
     "causal_kv": "both",
-    "copy_model": "reference",
+    "copy_model": sim_defaults()["copy_model"],
     "seed": 0,
     "workload_seed": PUBLISHED_SEED,
     "workload_seeds": [],

@@ -29,6 +29,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import (
+    ENV_ARGS,
+    THRESHOLDS_ARGS,
     cluster_of,
     naming_fields,
     register_configs,
@@ -63,30 +65,22 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
         "workload_params": workload_params(cfg),
         "data_seed": int(cfg.workload.seed),
         "sim": OmegaConf.to_container(cfg.sim, resolve=True),
-        "reward_scale": float(cfg.env.reward_scale),
-        "slo_s": cfg.env.slo_s,
-        "tail_penalty": float(cfg.env.tail_penalty),
-        "copy_cost_per_gb": float(cfg.env.copy_cost_per_gb),
     }
-    if cfg.env.reward_baseline is not None:  # absent from older agents' env arguments
-        kwargs["reward_baseline"] = str(cfg.env.reward_baseline)
-    if cfg.env.kind == "thresholds":
-        kwargs["epoch_s"] = float(cfg.env.epoch_s)
+    names = ENV_ARGS + (THRESHOLDS_ARGS if cfg.env.kind == "thresholds" else ())
+    for name in names:
+        if name == "reward_baseline" and cfg.env[name] is None:
+            continue  # absent from older agents' env arguments
+        kwargs[name] = cfg.env[name]
     return kwargs
 
 
 # The config path of each gymnasium.make argument env_kwargs fills from a group
-# value under the same name (the sim group's fields and the workload parameters
-# are named by their groups: see env_paths).
+# value (the sim group's fields and the workload parameters are named by their
+# groups: see env_paths).
 ENV_ARG_PATHS = {
     "n_nodes": "cluster.n_nodes",
     "data_seed": "workload.seed",
-    "reward_scale": "env.reward_scale",
-    "slo_s": "env.slo_s",
-    "tail_penalty": "env.tail_penalty",
-    "copy_cost_per_gb": "env.copy_cost_per_gb",
-    "reward_baseline": "env.reward_baseline",
-    "epoch_s": "env.epoch_s",
+    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS},
 }
 
 
@@ -295,12 +289,7 @@ RESUME_CHANGEABLE = {
     "model": "model.name",
     "node": "cluster.node",
     "sim": "sim",
-    "reward_scale": "env.reward_scale",
-    "slo_s": "env.slo_s",
-    "tail_penalty": "env.tail_penalty",
-    "copy_cost_per_gb": "env.copy_cost_per_gb",
-    "reward_baseline": "env.reward_baseline",
-    "epoch_s": "env.epoch_s",
+    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS},
 }
 
 

@@ -26,7 +26,7 @@ from baselines.btb_tuned import TABLE_PATH, btb_settings
 from envs.files import write_json_atomic
 from envs.sim import SETUPS, setup_cluster
 from envs.workloads.bursted import PUBLISHED_SEED
-from experiments._cli import UsageError, main_guard, parse_args, sim_config_of
+from experiments._cli import UsageError, main_guard, parse_args, sim_config_of, sim_defaults
 from experiments._io import check_writable_dir
 from experiments.evaluation import evaluate_policies
 
@@ -40,8 +40,7 @@ DEFAULTS: dict[str, Any] = {
     "trials": 24,
     "seed": 0,
     "workload_seed": PUBLISHED_SEED,
-    "causal_kv": True,
-    "copy_model": "reference",
+    **sim_defaults(),
     "out_dir": "",
 }
 

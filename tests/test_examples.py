@@ -13,8 +13,8 @@ import pytest
 
 import envs  # noqa: F401  (registers btb/*)
 from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.request import Workload
 from envs.workloads.registry import windows
-from envs.workloads.request import Workload
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 SMALL = {"n_bursts": 2, "burst_requests": 50, "n_decoys": 10}  # 110 requests a window

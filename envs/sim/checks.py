@@ -6,10 +6,10 @@ the lowest layer, so every package may import them. Each raises with the field
 as its caller names it (``"btb.x"``, ``"sim.max_batch"``) and the bad value; a
 caller that reports configuration errors passes ``error=ConfigError``.
 
-Two families differ on purpose. :func:`is_number` and :func:`check_int` take
-Python numbers only (a config value). :func:`check_number` and
-:func:`check_whole_number` also take numpy scalars (a Gymnasium env's keyword
-arguments often come from numpy). ``bool`` is never a number: ``True`` is not 1.
+One family: :func:`checked_number` is the rule (what a number is, its bounds, the
+message); the other checkers are it with fixed arguments. A number is a Python or
+numpy int or float (a Gymnasium env's keyword arguments often come from numpy);
+``bool`` is never a number: ``True`` is not 1.
 """
 
 from __future__ import annotations
@@ -21,54 +21,67 @@ from typing import Any
 import numpy as np
 
 
-def is_number(value: Any) -> bool:
-    """Whether ``value`` is a Python int or float (not a bool; numpy's float64
-    subclasses float and passes, other numpy scalars do not)."""
-    return not isinstance(value, bool) and isinstance(value, (int, float))
+def is_number(value: Any, integer: bool = False) -> bool:
+    """Whether ``value`` is a real number: a Python or numpy int or float (an int or
+    numpy integer if ``integer``), never a bool of either kind."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    return isinstance(
+        value, (int, np.integer) if integer else (int, float, np.integer, np.floating)
+    )
+
+
+def checked_number(
+    field: str,
+    value: Any,
+    low: float = 0.0,
+    high: float = math.inf,
+    *,
+    integer: bool = False,
+    above: bool = False,
+    finite: bool = False,
+    error: type[ValueError] = ValueError,
+) -> Any:
+    """``value`` if it is a number (:func:`is_number`; an integer if ``integer``) in
+    ``[low, high]`` (``(low, high]`` if ``above``; finite too if ``finite``), as a
+    Python int or float; else ``error`` naming ``field``, the rule and the value
+    (``sim.max_batch must be an integer >= 1, got 0``)."""
+    ok = is_number(value, integer)
+    if ok:
+        ok = (value > low if above else value >= low) and value <= high
+        ok = ok and (math.isfinite(value) or (not finite and not integer and value == high))
+    if not ok:
+        kind = "an integer" if integer else "a finite number" if finite else "a number"
+        lo, hi = (int(b) if float(b).is_integer() else b for b in (low, high))
+        if high == math.inf:
+            bounds = f"{'>' if above else '>='} {lo}"
+        else:
+            bounds = f"in {'(' if above else '['}{lo}, {hi}]"
+        raise error(f"{field} must be {kind} {bounds}, got {value!r}")
+    return int(value) if integer else float(value)
 
 
 def check_int(field: str, value: Any, minimum: int, error: type[ValueError] = ValueError) -> None:
-    """``value`` must be a Python int (not a bool) >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise error(f"{field} must be an integer >= {minimum}, got {value!r}")
+    """``value`` must be an integer >= ``minimum``."""
+    checked_number(field, value, minimum, integer=True, error=error)
 
 
 def check_range(
     field: str, value: Any, low: float, high: float = math.inf, finite: bool = False
 ) -> float:
-    """``value`` must be a Python number in ``[low, high]`` (also finite if ``finite``:
-    an unbounded ``high`` then excludes infinity); returned as a float."""
-    if not is_number(value) or not low <= value <= high or (finite and not math.isfinite(value)):
-        kind = "a finite number" if finite else "a number"
-        bounds = f"in [{low}, {high}]" if high != math.inf else f">= {low}"
-        raise ValueError(f"{field} must be {kind} {bounds}, got {value!r}")
-    return float(value)
+    """``value`` must be a number in ``[low, high]`` (finite too if ``finite``: an
+    unbounded ``high`` then excludes infinity); returned as a float."""
+    return float(checked_number(field, value, low, high, finite=finite))
 
 
 def check_number(field: str, value: Any, positive: bool = False) -> None:
-    """``value`` must be a finite real number (numpy scalars too), > 0 if ``positive``
-    else >= 0."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-    if ok:
-        ok = math.isfinite(value) and (value > 0 if positive else value >= 0)
-    if not ok:
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{field} must be a finite number {bound}, got {value!r}")
-
-
-def is_whole_number(value: Any) -> bool:
-    """Whether ``value`` is an int or a numpy integer (not a bool of either kind)."""
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    """``value`` must be a finite number, > 0 if ``positive`` else >= 0."""
+    checked_number(field, value, 0, above=positive, finite=True)
 
 
 def check_whole_number(field: str, value: Any, minimum: int) -> None:
-    """``value`` must be an int or numpy integer >= ``minimum``."""
-    if not is_whole_number(value):
-        raise ValueError(f"{field} must be a whole number >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{field} must be >= {minimum}, got {value!r}")
+    """``value`` must be an integer >= ``minimum``."""
+    checked_number(field, value, minimum, integer=True)
 
 
 def check_fields_non_negative(where: str, config: Any) -> None:

@@ -10,7 +10,14 @@ import numpy as np
 
 from envs.sim.checks import check_int, is_number
 from envs.sim.errors import ConfigError
-from envs.sim.timing import ModelSpec, NodeSpec, model_preset, parse_node
+from envs.sim.timing import (
+    DEFAULT_MBU,
+    DEFAULT_MFU,
+    ModelSpec,
+    NodeSpec,
+    model_preset,
+    parse_node,
+)
 
 COPY_MODELS = ("reference", "contention")
 CACHE_CAPACITIES = ("headroom", "budget")
@@ -60,9 +67,9 @@ class SimConfig:
     "contention": concurrent copies share source and target NICs fairly."""
     max_batch: int = 256
     """Most sequences a node runs at once."""
-    mfu: float = 0.5
+    mfu: float = DEFAULT_MFU
     """Achieved fraction of peak FLOP/s in prefill."""
-    mbu: float = 0.8
+    mbu: float = DEFAULT_MBU
     """Achieved fraction of HBM bandwidth in decode."""
     disk_tier: bool = False
     """Keep blocks evicted from a full host RAM on local NVMe (unbounded)."""
@@ -148,9 +155,7 @@ class SimConfig:
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
-                raise ConfigError(
-                    f"sim.{name} must be one of {', '.join(choices)}, got {value!r}"
-                )
+                raise ConfigError(f"sim.{name} must be one of {', '.join(choices)}, got {value!r}")
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         if not (self.host_ram_bytes >= 0):
             raise ConfigError(f"sim.host_ram_bytes must be >= 0, got {self.host_ram_bytes!r}")
@@ -199,6 +204,8 @@ SETUPS: dict[str, tuple[str, str, int]] = {
     "kimi_k2_h100x8": ("kimi-k2", "8xH100", 4),
     "dense1t_b300x4": ("dense-1t", "4xB300", 4),
 }
+DEFAULT_SETUP = "70b_h100x4"
+"""The setup every command and env simulates unless told otherwise."""
 
 
 def setup_cluster(name: str) -> ClusterSpec:

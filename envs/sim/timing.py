@@ -16,6 +16,11 @@ from dataclasses import dataclass
 from envs.sim.checks import check_int, is_number
 from envs.sim.errors import ConfigError
 
+DEFAULT_MFU = 0.5
+"""Achieved fraction of peak FLOP/s in prefill, unless a SimConfig says otherwise."""
+DEFAULT_MBU = 0.8
+"""Achieved fraction of HBM bandwidth in decode, unless a SimConfig says otherwise."""
+
 
 def _positive(owner: str, name: str, value: float) -> None:
     if not is_number(value) or not (0 < value < math.inf):
@@ -204,8 +209,8 @@ class NodeCosts:
         self,
         node: NodeSpec,
         model: ModelSpec,
-        mfu: float = 0.5,
-        mbu: float = 0.8,
+        mfu: float = DEFAULT_MFU,
+        mbu: float = DEFAULT_MBU,
         attention_flops: bool = False,
         node_label: str = "node",
     ) -> None:

@@ -37,6 +37,7 @@ from envs.workloads.readers import (
 )
 from envs.workloads.registry import (
     DEFAULT_WORKLOAD,
+    PUBLISHED_WORKLOAD,
     WindowSpec,
     configure,
     list_workloads,
@@ -49,6 +50,7 @@ from envs.workloads.stats import audit_windows, audit_workload
 __all__ = [
     "DEFAULT_WORKLOAD",
     "PUBLISHED_SEED",
+    "PUBLISHED_WORKLOAD",
     "ArtLikeConfig",
     "BlockChainer",
     "BurstedSyntheticConfig",

@@ -52,7 +52,10 @@ from envs.workloads.scenarios import (
 )
 from envs.workloads.trace_file import TRACE_WORKLOAD, trace_options, trace_windows
 
-DEFAULT_WORKLOAD = "bursted_art"
+DEFAULT_WORKLOAD = "bursted_synthetic"
+"""What a run (an env, ``compare``, ``train``, ...) simulates unless told otherwise."""
+PUBLISHED_WORKLOAD = "bursted_art"
+"""The published dataset's composition: ``make_dataset``'s default, listed first."""
 SPLITS = ("train", "val", "test", "all")
 """``all`` is the published layout, train and test (what ``make_dataset`` writes);
 ``val`` is asked for by name."""
@@ -197,8 +200,8 @@ _SCENARIOS: dict[str, Scenario] = {
 
 
 def list_workloads() -> list[str]:
-    """Names of the registered workloads, the default first."""
-    return [DEFAULT_WORKLOAD, *(name for name in _SCENARIOS if name != DEFAULT_WORKLOAD)]
+    """Names of the registered workloads, the published one first."""
+    return [PUBLISHED_WORKLOAD, *(name for name in _SCENARIOS if name != PUBLISHED_WORKLOAD)]
 
 
 def describe(name: str) -> Scenario:

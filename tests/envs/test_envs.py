@@ -450,8 +450,8 @@ def test_pickle_keeps_the_warms_a_policy_made_on_the_simulator(window):
         ({"slo_s": 1.0, "tail_penalty": float("nan")}, "tail_penalty must be a finite number"),
         ({"copy_cost_per_gb": float("inf")}, "copy_cost_per_gb"),
         ({"copy_cost_per_gb": -0.5}, "copy_cost_per_gb must be a finite number >= 0"),
-        ({"seed": -1}, "seed must be >= 0"),
-        ({"seed": True}, "seed must be a whole number"),
+        ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+        ({"seed": True}, "seed must be an integer >= 0, got True"),
     ],
 )
 def test_bad_reward_and_seed_settings_name_the_field(window, kwargs, match):
@@ -462,9 +462,9 @@ def test_bad_reward_and_seed_settings_name_the_field(window, kwargs, match):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"n_windows": 2.5}, "n_windows must be a whole number >= 1"),
-        ({"n_windows": 0}, "n_windows must be >= 1"),
-        ({"data_seed": -1}, "data_seed must be >= 0"),
+        ({"n_windows": 2.5}, "n_windows must be an integer >= 1, got 2.5"),
+        ({"n_windows": 0}, "n_windows must be an integer >= 1, got 0"),
+        ({"data_seed": -1}, "data_seed must be an integer >= 0, got -1"),
         ({"windows": ["x"]}, "windows\\[0\\] must be a Workload"),
         ({"windows": []}, "windows is empty"),
     ],

@@ -1,14 +1,13 @@
 """Abusing the commands: bad values for every kind of option, each of which must end
 the run with one line (``error: ...``), exit status 2, and nothing written: no run
 folder, and an earlier run's folder as it was. The key=value commands and the
-Hydra jobs run in-process here; the slow tests also run each case as a real
-process (where Hydra composes the command line itself)."""
+Hydra jobs run in-process here; the slow tests also run each case as a command
+line (``python -m``'s entry code, where Hydra composes the command line itself),
+in this process too (``conftest.run_command``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -152,12 +151,10 @@ def test_an_empty_sweep_is_refused_before_it_starts(
     ],
     ids=lambda c: " ".join(c[:2]),
 )
-def test_bad_command_lines_as_real_processes(command: list[str], tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-m", *command], cwd=tmp_path, env=env, capture_output=True,
-        text=True, timeout=300, check=False,
-    )  # fmt: skip
+def test_bad_command_lines_as_commands(
+    command: list[str], tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    proc = run_command(command[0], command[1:], tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     assert [p.name for p in tmp_path.iterdir()] in ([], ["runs"], ["multirun"])

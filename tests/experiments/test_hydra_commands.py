@@ -45,7 +45,13 @@ def compose_train(overrides):
 
 
 def options(group):
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    """The group's options as Hydra finds them: conf/ files and registered ones (setup)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        found = GlobalHydra.instance().config_loader().get_group_options(group)
+    assert found, f"no options in group {group}"
+    return sorted(found)
 
 
 @pytest.mark.parametrize(

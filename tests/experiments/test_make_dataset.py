@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,20 +138,20 @@ def test_cli_usage_errors() -> None:
         make_dataset.main(["out_dir=/tmp/x", "params=burst_requests"])
 
 
-def test_runs_as_a_module_with_a_progress_bar(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "experiments.make_dataset", "workload=multi_tenant",
-         f"out_dir={tmp_path}", "train_windows=1", "test_windows=1",
+def test_runs_as_a_module_with_a_progress_bar(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    root = Path(__file__).resolve().parents[2]
+    result = run_command(
+        "experiments.make_dataset",
+        ["workload=multi_tenant", f"out_dir={tmp_path}", "train_windows=1", "test_windows=1",
          "params=burst_requests=8,n_decoys=1,tenants=2"],
-        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
+        root,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "multi_tenant" in result.stderr and "2/2" in result.stderr  # tqdm's bar
     assert "test: 1 windows, 65 rows" in result.stdout  # 8 bursts x 8 + 1 decoy
     rows = _rows(tmp_path / "test.jsonl")
     assert {r["tenant"] for r in rows} == {"tenant-0", "tenant-1"}
-    bad = subprocess.run(
-        [sys.executable, "-m", "experiments.make_dataset", "workload=nope", f"out_dir={tmp_path}"],
-        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[2],
-    )  # fmt: skip
+    bad = run_command("experiments.make_dataset", ["workload=nope", f"out_dir={tmp_path}"], root)
     assert bad.returncode == 2 and "unknown workload" in bad.stderr

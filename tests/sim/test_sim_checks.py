@@ -13,25 +13,38 @@ from envs.sim.checks import (
     check_int,
     check_number,
     check_whole_number,
+    checked_number,
     is_number,
-    is_whole_number,
 )
 from envs.sim.errors import ConfigError
 
 
-def test_is_number_takes_python_ints_and_floats_but_not_bools() -> None:
+def test_is_number_takes_python_and_numpy_numbers_but_not_bools() -> None:
     assert is_number(3) and is_number(0.5) and is_number(math.inf)
-    assert is_number(np.float64(0.5))  # a subclass of float
-    assert not is_number(True)
-    assert not is_number("3")
-    assert not is_number(np.float32(0.5))
+    assert is_number(np.float64(0.5)) and is_number(np.float32(0.5)) and is_number(np.int8(3))
+    assert not is_number(True) and not is_number(np.bool_(True))
+    assert not is_number("3") and not is_number(None)
 
 
-def test_is_whole_number_takes_numpy_integers_but_not_bools_or_floats() -> None:
-    assert is_whole_number(2) and is_whole_number(np.int32(2))
-    assert not is_whole_number(True)
-    assert not is_whole_number(np.bool_(True))
-    assert not is_whole_number(2.0)
+def test_an_integer_is_an_int_or_numpy_integer_but_not_a_bool_or_float() -> None:
+    assert is_number(2, integer=True) and is_number(np.int32(2), integer=True)
+    assert not is_number(True, integer=True)
+    assert not is_number(np.bool_(True), integer=True)
+    assert not is_number(2.0, integer=True)
+
+
+def test_one_checker_says_the_rule_and_returns_python_numbers() -> None:
+    assert checked_number("a", np.int64(3), 1, integer=True) == 3
+    assert type(checked_number("a", np.int64(3), 1, integer=True)) is int
+    assert type(checked_number("a", np.float32(0.5), 0, 1)) is float
+    with pytest.raises(ValueError, match=r"^a must be a number in \(0, 1\], got 0$"):
+        checked_number("a", 0, 0, 1, above=True)
+    with pytest.raises(ValueError, match=r"^a must be a finite number > 0, got inf$"):
+        checked_number("a", math.inf, 0, above=True, finite=True)
+    with pytest.raises(ValueError, match=r"^a must be an integer >= 1, got 2\.5$"):
+        checked_number("a", 2.5, 1, integer=True)
+    with pytest.raises(ConfigError, match=r"^a must be a number >= 0, got nan$"):
+        checked_number("a", math.nan, error=ConfigError)
 
 
 def test_check_int_accepts_the_minimum_and_names_field_and_value() -> None:
@@ -63,11 +76,11 @@ def test_check_number_bounds_and_numpy_scalars() -> None:
         check_number("tail_penalty", False)
 
 
-def test_check_whole_number_says_which_rule_failed() -> None:
+def test_check_whole_number_says_the_rule() -> None:
     check_whole_number("seed", np.int64(0), minimum=0)
-    with pytest.raises(ValueError, match=r"^seed must be a whole number >= 0, got 1\.5$"):
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got 1\.5$"):
         check_whole_number("seed", 1.5, minimum=0)
-    with pytest.raises(ValueError, match=r"^n_windows must be >= 1, got 0$"):
+    with pytest.raises(ValueError, match=r"^n_windows must be an integer >= 1, got 0$"):
         check_whole_number("n_windows", 0, minimum=1)
 
 
