@@ -16,6 +16,7 @@ import torch
 from gymnasium import spaces
 
 from agents.algorithms import AgentSpec, load_agent
+from agents.inference import NumpyNodeSetActor
 from baselines.policy import Policy
 from envs.encoder import ObservationEncoder
 from envs.route_warm import apply_route_warm, route_warm_masks
@@ -44,6 +45,9 @@ class AgentPolicy(Policy):
         self._sizes: list[int] = []
         self._live_nodes = 0
         model.policy.set_training_mode(False)
+        self._numpy: NumpyNodeSetActor | None = None
+        if spec.net == "set" and spec.algo != "dqn":  # weights read once, here
+            self._numpy = NumpyNodeSetActor(model.policy)
 
     @classmethod
     def load(cls, folder: str | Path, name: str | None = None) -> AgentPolicy:
@@ -125,10 +129,34 @@ class AgentPolicy(Policy):
         The network's logits (or Q-values), masked, split by :meth:`action_sizes`
         for the live cluster, then the argmax of each dimension (greedy, what
         ``predict(deterministic=True)`` returns on the trained node count) or a
-        sample from it. SB3's ``predict`` checks the observation against the
-        trained node count, so it is used only for DQN's epsilon-greedy sampling
-        (a fixed-size network, refused on other node counts anyway).
+        sample from it. Greedy actions of the node-set actor-critics come from
+        the numpy forward pass (:class:`agents.inference.NumpyNodeSetActor`);
+        everything else from :meth:`act_torch`, the reference.
         """
+        if self._numpy is None or not self.deterministic:
+            return self.act_torch(obs, mask)
+        if not self._sizes:
+            raise RuntimeError("reset() must be called before act()")
+        scores = self._numpy.logits(obs)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        choice = []
+        start = 0
+        for k, size in enumerate(self._sizes):
+            part = scores[start : start + size]
+            if k == 2 and self.spec.env == "thresholds":
+                part = part[: self._live_nodes]  # M: at most the live cluster's nodes
+            choice.append(int(part.argmax()))
+            start += size
+        if isinstance(self.model.action_space, spaces.Discrete):
+            return choice[0]
+        return np.array(choice)
+
+    def act_torch(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
+        """:meth:`act` with the torch network (the reference path). SB3's
+        ``predict`` checks the observation against the trained node count, so it
+        is used only for DQN's epsilon-greedy sampling (a fixed-size network,
+        refused on other node counts anyway)."""
         if not self._sizes:
             raise RuntimeError("reset() must be called before act()")
         if not self.deterministic and self.spec.algo == "dqn":
