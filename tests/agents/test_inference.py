@@ -79,9 +79,10 @@ def test_numpy_logits_match_a_fresh_network(algo, env, critic):
     window = synthetic_window(SMALL, window=0)
     model = build_model(spec, gym.make(spec.env_id, windows=[window]), {"n_steps": 8})
     actor = NumpyNodeSetActor(model.policy)
-    policy = model.policy
+    policy: Any = model.policy
     rng = np.random.default_rng(0)
-    for obs in rng.normal(0.0, 2.0, (50, *model.observation_space.shape)).astype(np.float32):
+    shape: Any = model.observation_space.shape
+    for obs in rng.normal(0.0, 2.0, (50, *shape)).astype(np.float32):
         with torch.no_grad():
             latent = policy.mlp_extractor.forward_actor(torch.as_tensor(obs)[None])
             expected = policy.action_net(latent)[0].numpy()
