@@ -44,6 +44,7 @@ class AgentPolicy(Policy):
         self._masked = spec.algo == "maskable_ppo"
         self._sizes: list[int] = []
         self._live_nodes = 0
+        self._choices = np.zeros((0, 0), dtype=np.int64)
         model.policy.set_training_mode(False)
         self._numpy: NumpyNodeSetActor | None = None
         if spec.net == "set" and spec.algo != "dqn":  # weights read once, here
@@ -97,6 +98,7 @@ class AgentPolicy(Policy):
         self.check_nodes(sim.n_nodes)
         self._sizes = self.action_sizes(sim.n_nodes)
         self._live_nodes = sim.n_nodes
+        self._choices = self._choice_index()
         if self.spec.env == "thresholds":
             epoch_s = float(self.spec.env_kwargs.get("epoch_s", 1.0))
             self._controller = EpochController(sim.n_nodes, epoch_s)
@@ -140,17 +142,26 @@ class AgentPolicy(Policy):
         scores = self._numpy.logits(obs)
         if mask is not None:
             scores = np.where(mask, scores, -np.inf)
-        choice = []
+        # one argmax over (dimension, choice); padding reads the -inf appended last
+        choice = np.append(scores, -np.inf)[self._choices].argmax(axis=1)
+        if isinstance(self.model.action_space, spaces.Discrete):
+            return int(choice[0])
+        return choice
+
+    def _choice_index(self) -> np.ndarray:
+        """For the numpy path: ``[dimension, k]`` -> the position of choice ``k`` in
+        the flat logits, or one past their end (padding, and the threshold
+        controller's M choices beyond the live cluster's nodes)."""
+        total = sum(self._sizes)
+        index = np.full((len(self._sizes), max(self._sizes)), total, dtype=np.int64)
         start = 0
         for k, size in enumerate(self._sizes):
-            part = scores[start : start + size]
-            if k == 2 and self.spec.env == "thresholds":
-                part = part[: self._live_nodes]  # M: at most the live cluster's nodes
-            choice.append(int(part.argmax()))
+            usable = (
+                min(size, self._live_nodes) if k == 2 and self.spec.env == "thresholds" else size
+            )
+            index[k, :usable] = np.arange(start, start + usable)
             start += size
-        if isinstance(self.model.action_space, spaces.Discrete):
-            return choice[0]
-        return np.array(choice)
+        return index
 
     def act_torch(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
         """:meth:`act` with the torch network (the reference path). SB3's

@@ -57,25 +57,35 @@ class NumpyNodeSetActor:
     def logits(self, obs: np.ndarray) -> np.ndarray:
         x = np.asarray(obs, dtype=np.float32)
         n = (x.shape[0] - self.global_features) // self.node_features
-        nodes = x[: n * self.node_features].reshape(n, self.node_features)
+        split = n * self.node_features
+        nodes = x[:split].reshape(n, self.node_features)
         w, b = self.node_1
-        embedded = np.maximum(nodes @ w + b, 0.0)
+        embedded = relu(nodes @ w + b)
         w, b = self.node_2
-        embedded = np.maximum(embedded @ w + b, 0.0)
-        pooled = np.concatenate(
-            [embedded.mean(axis=0), embedded.max(axis=0), x[n * self.node_features :]]
-        )
+        embedded = relu(embedded @ w + b)
+        hidden = self.hidden
+        pooled = np.empty(2 * hidden + x.shape[0] - split, dtype=np.float32)
+        np.divide(np.add.reduce(embedded, axis=0), n, out=pooled[:hidden])  # as np.mean
+        np.maximum.reduce(embedded, axis=0, out=pooled[hidden : 2 * hidden])
+        pooled[2 * hidden :] = x[split:]
         w, b = self.context
-        context = np.maximum(pooled @ w + b, 0.0)
+        context = relu(pooled @ w + b)
         if self.kind == "context":
             w, b = self.context_logits
             return context @ w + b
+        paired = np.empty((n, 2 * hidden), dtype=np.float32)
+        paired[:, :hidden] = embedded
+        paired[:, hidden:] = context
         w, b = self.score
-        paired = np.concatenate([embedded, np.broadcast_to(context, (n, self.hidden))], axis=1)
-        scores = np.maximum(paired @ w + b, 0.0)
+        scores = relu(paired @ w + b)
         w, b = self.node_logits
         out = scores @ w + b
         if self.kind == "route":
             return out[:, 0]
         w, b = self.no_evict
         return np.concatenate([out[:, 0], out[:, 1:3].reshape(-1), context @ w + b, out[:, 3]])
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """max(x, 0), in place."""
+    return np.maximum(x, 0.0, out=x)
