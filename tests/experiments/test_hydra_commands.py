@@ -26,6 +26,7 @@ CONF = ROOT / "conf"
 TINY = [
     "workload=tiny",
     "logger=none",
+    "env.n_envs=1",  # whole rollouts of n_steps: the step counts below are worked out for one
     "train.progress=false",
     "train.checkpoint_every=0",
 ]
@@ -383,6 +384,7 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
             "train.progress=false",
             "train.checkpoint_every=0",
             "agent=a2c",
+            "env.n_envs=1",  # 300 steps in one env finish an episode (a return to log)
             "train.total_timesteps=300",
             f"out_dir={tmp_path}",
         ]
