@@ -62,9 +62,10 @@ def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dic
         for _ in range(options["repeats"]):
             clock = RolloutClock()
             first = model.num_timesteps
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             model.learn(options["learn_steps"], callback=clock, reset_num_timesteps=False)
             wall_s = time.perf_counter() - start
+            cpu_s = time.process_time() - cpu_start
             steps = model.num_timesteps - first
             if not best or steps / wall_s > best["steps_per_s"]:
                 best = {
@@ -72,6 +73,7 @@ def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dic
                     "steps_per_s": steps / wall_s,
                     "rollout_s": clock.rollout_s,
                     "update_s": clock.update_s,
+                    "cpu_s": cpu_s,
                 }
     finally:
         vec.close()

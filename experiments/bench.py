@@ -202,14 +202,15 @@ def _print_tables(result: dict[str, Any]) -> None:
     if result.get("learn"):
         print(
             f"\n{'learn':<20} {'algo':<13} {'n_envs':>6} {'steps':>7} {'steps/s':>9} "
-            f"{'rollout':>8} {'update':>8}"
+            f"{'rollout':>8} {'update':>8} {'steps/cpu-s':>11}"
         )
         for row in result["learn"]:
             total = max(row["rollout_s"] + row["update_s"], 1e-9)
             print(
                 f"{row['env']:<20} {row['algo']:<13} {row['n_envs']:>6} {row['steps']:>7} "
                 f"{row['steps_per_s']:>9,.0f} {100 * row['rollout_s'] / total:>7.0f}% "
-                f"{100 * row['update_s'] / total:>7.0f}%"
+                f"{100 * row['update_s'] / total:>7.0f}% "
+                f"{row['steps'] / max(row['cpu_s'], 1e-9):>11,.0f}"
             )
     if "replay" in result:
         row = result["replay"]

@@ -77,7 +77,7 @@ def test_bench_writes_every_section(tmp_path: Path) -> None:
         n_envs,
     )
     assert learn["steps"] == n_envs * hyperparams["n_steps"]
-    _positive(learn, "steps_per_s", "rollout_s", "update_s")
+    _positive(learn, "steps_per_s", "rollout_s", "update_s", "cpu_s")
     replay = result["replay"]
     assert (replay["windows"], replay["requests"]) == (1, 4120)
     assert result["peak_rss_mb"] == replay["peak_rss_mb"] > 0
