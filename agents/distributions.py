@@ -62,10 +62,11 @@ class LeanCategoricals(MultiCategoricalDistribution):
         """``(batch, n_choices)`` -> ``(batch, dimensions, largest)``, padding ``fill``."""
         if self._padded_layout:
             extra = flat.new_full((flat.shape[0], 1), fill)
-            flat = torch.cat([flat, extra], dim=1)[:, self._index]
+            flat = torch.cat([flat, extra], dim=1)[:, self._index.to(flat.device)]
         return flat.reshape(flat.shape[0], len(self.action_dims), self.largest)
 
     def proba_distribution(self, action_logits: torch.Tensor) -> LeanCategoricals:
+        self._valid = self._valid.to(action_logits.device)
         self._logits = self._pad(action_logits.reshape(-1, self.n_choices), -torch.inf)
         self._keep = self._valid
         self.log_p = self._logits.log_softmax(dim=-1)
@@ -78,7 +79,8 @@ class LeanCategoricals(MultiCategoricalDistribution):
             self._keep = self._valid
             self.log_p = self._logits.log_softmax(dim=-1)
             return
-        flat = torch.as_tensor(masks, dtype=torch.bool).reshape(-1, self.n_choices)
+        flat = torch.as_tensor(masks, dtype=torch.bool, device=self._logits.device)
+        flat = flat.reshape(-1, self.n_choices)
         self._keep = self._pad(flat, False)
         masked = torch.where(self._keep, self._logits, MASKED_LOGIT)
         if self._padded_layout:
