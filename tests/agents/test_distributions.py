@@ -101,10 +101,12 @@ def test_discrete_matches_sb3_categorical() -> None:
 def test_masked_choices_never_sampled_and_frequencies_follow_probabilities() -> None:
     torch.manual_seed(0)
     logits, masks, _ = _random_case(11, batch=8)
-    dist = LeanCategoricals(ROUTE_WARM_DIMS).proba_distribution(logits)
-    dist.apply_masking(masks)
-    draws = torch.stack([dist.sample() for _ in range(4000)])  # (draws, batch, dims)
-    probs = dist.log_p.exp()
+    one = LeanCategoricals(ROUTE_WARM_DIMS).proba_distribution(logits)
+    one.apply_masking(masks)
+    dist = LeanCategoricals(ROUTE_WARM_DIMS).proba_distribution(logits.repeat(4000, 1))
+    dist.apply_masking(np.tile(masks, (4000, 1)))
+    draws = dist.sample().reshape(4000, len(logits), -1)  # (draws, batch, dims)
+    probs = one.log_p.exp()  # (batch, dims, largest)
     offsets = np.cumsum([0, *ROUTE_WARM_DIMS[:-1]])
     for d, (n, offset) in enumerate(zip(ROUTE_WARM_DIMS, offsets)):
         chosen = draws[:, :, d].numpy()
