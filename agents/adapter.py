@@ -16,6 +16,7 @@ import torch
 from gymnasium import spaces
 
 from agents.algorithms import AgentSpec, load_agent
+from agents.inference import NumpyNodeSetActor
 from baselines.policy import Policy
 from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES, ObservationEncoder
 from envs.route_warm import apply_route_warm, route_warm_masks
@@ -42,7 +43,11 @@ class AgentPolicy(Policy):
         self._controller: EpochController | None = None
         self._masked = spec.algo == "maskable_ppo"
         self._sizes: list[int] = []
+        self._choices = np.zeros((0, 0), dtype=np.int64)
         model.policy.set_training_mode(False)
+        self._numpy: NumpyNodeSetActor | None = None
+        if spec.net == "set" and spec.algo != "dqn":  # weights read once, here
+            self._numpy = NumpyNodeSetActor(model.policy)
 
     @classmethod
     def load(cls, folder: str | Path, name: str | None = None) -> AgentPolicy:
@@ -99,6 +104,7 @@ class AgentPolicy(Policy):
     def reset(self, sim: Simulator) -> None:
         self.check_nodes(sim.n_nodes)
         self._sizes = self.action_sizes(sim.n_nodes)
+        self._choices = self._choice_index()
         if self.spec.env == "thresholds":
             epoch_s = float(self.spec.env_kwargs.get("epoch_s", 1.0))
             self._controller = EpochController(sim.n_nodes, epoch_s)
@@ -131,10 +137,39 @@ class AgentPolicy(Policy):
         The network's logits (or Q-values), masked, split by :meth:`action_sizes`
         for the live cluster, then the argmax of each dimension (greedy, what
         ``predict(deterministic=True)`` returns on the trained node count) or a
-        sample from it. SB3's ``predict`` checks the observation against the
-        trained node count, so it is used only for DQN's epsilon-greedy sampling
-        (a fixed-size network, refused on other node counts anyway).
+        sample from it. Greedy actions of the node-set actor-critics come from
+        the numpy forward pass (:class:`agents.inference.NumpyNodeSetActor`);
+        everything else from :meth:`act_torch`, the reference.
         """
+        if self._numpy is None or not self.deterministic:
+            return self.act_torch(obs, mask)
+        if not self._sizes:
+            raise RuntimeError("reset() must be called before act()")
+        scores = self._numpy.logits(obs)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        # one argmax over (dimension, choice); padding reads the -inf appended last
+        choice = np.append(scores, -np.inf)[self._choices].argmax(axis=1)
+        if isinstance(self.model.action_space, spaces.Discrete):
+            return int(choice[0])
+        return choice
+
+    def _choice_index(self) -> np.ndarray:
+        """For the numpy path: ``[dimension, k]`` -> the position of choice ``k`` in
+        the flat logits, or one past their end (padding)."""
+        total = sum(self._sizes)
+        index = np.full((len(self._sizes), max(self._sizes)), total, dtype=np.int64)
+        start = 0
+        for k, size in enumerate(self._sizes):
+            index[k, :size] = np.arange(start, start + size)
+            start += size
+        return index
+
+    def act_torch(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
+        """:meth:`act` with the torch network (the reference path). SB3's
+        ``predict`` checks the observation against the trained node count, so it
+        is used only for DQN's epsilon-greedy sampling (a fixed-size network,
+        refused on other node counts anyway)."""
         if not self._sizes:
             raise RuntimeError("reset() must be called before act()")
         if not self.deterministic and self.spec.algo == "dqn":

@@ -154,3 +154,58 @@ class KeepBestByValidation(BaseCallback):
         if value < self.best_score:  # NaN never wins
             self.best_step, self.best_score = step, value
             save_agent(self.model, self.spec, self.folder)
+
+
+class RolloutClock(BaseCallback):
+    """Splits a run's wall time into rollout collection (env steps, the policy's
+    forward passes, and the callbacks that run between steps: checkpoints,
+    validation) and updates (the gradient steps between rollouts); ``rollout_s``
+    and ``update_s`` are the totals. With a ``logger``, each iteration logs
+    ``train/rollout_steps_per_s`` and ``train/update_steps_per_s`` (its steps over
+    the time of each part)."""
+
+    def __init__(self, logger: Any = None) -> None:
+        super().__init__()
+        self.run_logger = logger
+        self.rollout_s = 0.0
+        self.update_s = 0.0
+        self._rollout_start = 0.0
+        self._update_start: float | None = None
+        self._steps_at_start = 0
+        self._rollout_steps = 0
+        self._last_rollout_s = 0.0
+
+    def _on_rollout_start(self) -> None:
+        now = time.perf_counter()
+        self._close_update(now)
+        self._rollout_start = now
+        self._steps_at_start = self.model.num_timesteps
+
+    def _on_rollout_end(self) -> None:
+        now = time.perf_counter()
+        self._last_rollout_s = now - self._rollout_start
+        self.rollout_s += self._last_rollout_s
+        self._rollout_steps = self.model.num_timesteps - self._steps_at_start
+        self._update_start = now
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        self._close_update(time.perf_counter())
+
+    def _close_update(self, now: float) -> None:
+        if self._update_start is None:
+            return
+        update_s = now - self._update_start
+        self.update_s += update_s
+        self._update_start = None
+        if self.run_logger is not None and self._rollout_steps > 0:
+            self.run_logger.log(
+                {
+                    "train/rollout_steps_per_s": self._rollout_steps
+                    / max(self._last_rollout_s, 1e-9),
+                    "train/update_steps_per_s": self._rollout_steps / max(update_s, 1e-9),
+                },
+                step=self.model.num_timesteps,
+            )

@@ -32,6 +32,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from agents.distributions import lean_distribution
 from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES, NODE_FEATURES, REQUEST_FEATURES
 
 
@@ -201,6 +202,8 @@ class _NodeScoring:
         )
 
     def _build(self, lr_schedule: Any) -> None:
+        # one padded tensor for every action dimension, not a torch Categorical each
+        self.action_dist = lean_distribution(self.action_space)  # type: ignore[attr-defined]
         super()._build(lr_schedule)  # type: ignore[misc]
         if self.kind == "thresholds":
             return

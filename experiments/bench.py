@@ -4,6 +4,7 @@
         [workloads=bursted_synthetic,conversation_like]
         [policies=cache_aware,btb,dynamo,oracle_warm] [agents=zoo]
         [envs=btb/Route-v0,btb/RouteWarm-v0,btb/Thresholds-v0]
+        [learn=btb/Route-v0,btb/RouteWarm-v0,btb/Thresholds-v0] [learn_steps=8192]
         [read_rows=12000] [replay_windows=15] [overwrite=false]
         [workload=trace workload.path=FILE ...]
 
@@ -24,6 +25,12 @@ windows and files is never timed.
   (pre-drawn) on the first workload's window, and the requests/s that implies.
   A Thresholds-v0 step is a whole decision epoch (about 13 requests on the
   Bursted window).
+- ``learn``: env steps/s of learning (rollout collection and gradient updates)
+  in each of the ``learn`` envs, with the algorithm ``train`` uses there (PPO,
+  MaskablePPO on RouteWarm-v0) and the default ``conf/env`` and ``conf/agent``
+  settings (``n_envs``, ``n_steps``, ``batch_size``, ...), one torch thread, on
+  the first workload's window: the best of ``repeats`` calls of
+  ``learn(learn_steps)`` on one model, with the rollout and update seconds.
 - ``replay``: peak RSS of replaying ``replay_windows`` test windows of the first
   workload with cache_aware, one window at a time as ``compare`` does (0: skip).
 - ``breakdown``: where the wall time of one extra, instrumented run of each
@@ -49,7 +56,7 @@ from typing import Any
 
 from envs.files import write_json_atomic
 from envs.sim.config import DEFAULT_SETUP
-from experiments import _bench
+from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
     UsageError,
@@ -73,6 +80,8 @@ DEFAULTS: dict[str, Any] = {
     "window": 0,
     **sim_defaults(),
     "envs": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
+    "learn": ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"],
+    "learn_steps": 8192,
     "read_rows": 12_000,
     "replay_windows": 15,
     "workload": "",
@@ -99,8 +108,8 @@ def _check(options: dict[str, Any]) -> list[str]:
     from envs.workloads.trace_file import TRACE_WORKLOAD
     from experiments.compare import resolve_agents
 
-    for name in ("repeats", "read_rows", "replay_windows"):
-        minimum = 1 if name == "repeats" else 0
+    for name in ("repeats", "read_rows", "replay_windows", "learn_steps"):
+        minimum = 1 if name in ("repeats", "learn_steps") else 0
         if options[name] < minimum:  # parse_args has made it an int
             raise UsageError(
                 f"{COMMAND}: {name} must be an integer >= {minimum}, got {options[name]!r}"
@@ -140,6 +149,12 @@ def _check(options: dict[str, Any]) -> list[str]:
     for env_id in options["envs"]:
         if env_id not in known:
             raise UsageError(f"{COMMAND}: unknown env {env_id!r} in envs (known: {known})")
+    for env_id in options["learn"]:
+        if env_id not in _bench_learn.LEARN_AGENTS:
+            raise UsageError(
+                f"{COMMAND}: unknown env {env_id!r} in learn "
+                f"(known: {', '.join(_bench_learn.LEARN_AGENTS)})"
+            )
     return [str(folder) for folder in resolve_agents(options["agents"])]
 
 
@@ -185,6 +200,19 @@ def _print_tables(result: dict[str, Any]) -> None:
                 f"{row['env_id']:<20} {row['steps']:>14} {row['steps_per_s']:>10,.0f} "
                 f"{row['requests_per_s']:>11,.0f}"
             )
+    if result.get("learn"):
+        print(
+            f"\n{'learn':<20} {'algo':<13} {'n_envs':>6} {'steps':>7} {'steps/s':>9} "
+            f"{'rollout':>8} {'update':>8} {'steps/cpu-s':>11}"
+        )
+        for row in result["learn"]:
+            total = max(row["rollout_s"] + row["update_s"], 1e-9)
+            print(
+                f"{row['env']:<20} {row['algo']:<13} {row['n_envs']:>6} {row['steps']:>7} "
+                f"{row['steps_per_s']:>9,.0f} {100 * row['rollout_s'] / total:>7.0f}% "
+                f"{100 * row['update_s'] / total:>7.0f}% "
+                f"{row['steps'] / max(row['cpu_s'], 1e-9):>11,.0f}"
+            )
     if "replay" in result:
         row = result["replay"]
         print(
@@ -227,6 +255,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result["env"] = [
             _in_fresh_process(_bench.bench_env, env_id, first, options)
             for env_id in options["envs"]
+        ]
+    if options["learn"]:
+        result["learn"] = [
+            _in_fresh_process(_bench_learn.bench_learn, env_id, first, options)
+            for env_id in options["learn"]
         ]
     if options["replay_windows"]:
         result["replay"] = _in_fresh_process(_bench.bench_replay, options)

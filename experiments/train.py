@@ -388,6 +388,17 @@ def planned_end(model: Any, remaining: int) -> int:
     return start + -(-remaining // step) * step
 
 
+def throughput_split(steps: int, rollout_s: float, update_s: float) -> str:
+    """Where a run's time went: rollout collection and updates, each as seconds,
+    share and steps per second of that part alone."""
+    total = max(rollout_s + update_s, 1e-9)
+    return ", ".join(
+        f"{name} {seconds:.1f} s, {100.0 * seconds / total:.0f} %, "
+        f"{steps / max(seconds, 1e-9):,.0f} steps/s"
+        for name, seconds in (("rollout", rollout_s), ("update", update_s))
+    )
+
+
 def scheduled(cfg: Any, hyperparams: Any) -> dict[str, Any]:
     """``agent.hyperparams`` with ``learning_rate`` as ``agent.lr_schedule`` asks
     (its value, or the algorithm's default, down to 0 for ``linear``)."""
@@ -442,6 +453,7 @@ def train(cfg: DictConfig) -> float:
         KeepBestByValidation,
         MetricsLogger,
         ProgressBar,
+        RolloutClock,
     )
 
     check_train(cfg)
@@ -533,7 +545,9 @@ def train(cfg: DictConfig) -> float:
             f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, {workload_label(cfg)}): "
             f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
         )
+        clock = RolloutClock(logger)
         callbacks = [
+            clock,
             ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress)),
             MetricsLogger(logger),
         ]
@@ -578,15 +592,27 @@ def train(cfg: DictConfig) -> float:
         done = end_step - first_step
         steps_per_s = done / max(elapsed, 1e-9)
         asked = int(cfg.train.total_timesteps)
-        train_record.update(timesteps_asked=asked, timesteps=end_step, steps_per_s=steps_per_s)
+        train_record.update(
+            timesteps_asked=asked,
+            timesteps=end_step,
+            steps_per_s=steps_per_s,
+            rollout_s=clock.rollout_s,
+            update_s=clock.update_s,
+            n_envs=int(cfg.env.n_envs),
+        )
         logger.summary(
             {
                 "train/steps_per_s": steps_per_s,
                 "train/timesteps": end_step,
                 "train/timesteps_asked": asked,
+                "train/rollout_s": clock.rollout_s,
+                "train/update_s": clock.update_s,
             }
         )
-        print(f"trained to {end_step} steps at {steps_per_s:,.0f} steps/s")
+        print(
+            f"trained to {end_step} steps at {steps_per_s:,.0f} steps/s "
+            f"({throughput_split(done, clock.rollout_s, clock.update_s)})"
+        )
         if end_step > asked:
             print(
                 f"note: {end_step - asked} steps past train.total_timesteps={asked}: "

@@ -16,6 +16,7 @@ from envs.workloads import Request, Workload, read_mooncake
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from experiments import bench
 from experiments._bench import PARTS, TimedPolicy, mooncake_rows
+from experiments._bench_learn import default_configs
 from experiments._cli import UsageError
 
 ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
@@ -36,6 +37,8 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             "policies=least_load",
             f"agents={ZOO / 'ppo_thresholds'}",
             "envs=btb/Route-v0,btb/Thresholds-v0",
+            "learn=btb/RouteWarm-v0",
+            "learn_steps=1",  # one rollout of the default n_steps x n_envs
             "read_rows=300",
             "replay_windows=1",
             f"out_dir={tmp_path}",
@@ -68,6 +71,15 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert thresholds["requests_per_s"] == pytest.approx(thresholds["steps_per_s"] * per_step)
     # the agent decides once an epoch, as the env steps once an epoch
     assert agent["decisions"] == thresholds["steps"] and agent["requests"] == 4120
+    (learn,) = result["learn"]
+    n_envs, hyperparams = default_configs("route_warm", "maskable_ppo")
+    assert (learn["env"], learn["algo"], learn["n_envs"]) == (
+        "btb/RouteWarm-v0",
+        "maskable_ppo",
+        n_envs,
+    )
+    assert learn["steps"] == n_envs * hyperparams["n_steps"]
+    _positive(learn, "steps_per_s", "rollout_s", "update_s", "cpu_s")
     replay = result["replay"]
     assert (replay["windows"], replay["requests"]) == (1, 4120)
     assert result["peak_rss_mb"] == replay["peak_rss_mb"] > 0
@@ -112,6 +124,8 @@ def test_mooncake_rows_read_back_as_written(tmp_path: Path) -> None:
     ("arg", "message"),
     [
         ("envs=btb/Nope-v0", "unknown env 'btb/Nope-v0'"),
+        ("learn=btb/Nope-v0", "unknown env 'btb/Nope-v0' in learn"),
+        ("learn_steps=0", "learn_steps must be an integer >= 1"),
         ("repeats=0", "repeats must be an integer >= 1"),
         ("read_rows=-1", "read_rows must be an integer >= 0"),
         ("policies=bogus", "unknown policy 'bogus'"),

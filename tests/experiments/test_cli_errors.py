@@ -249,7 +249,8 @@ def test_resume_refuses_hyperparameters_the_checkpoint_would_ignore(tmp_path: Pa
     window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
     spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
     env = gym.make(spec.env_id, windows=[window])
-    hyper = {"n_steps": 32, "batch_size": 32, "learning_rate": 3.0e-4, "ent_coef": 0.01}
+    hyper = {"n_steps": 32, "batch_size": 32, "n_epochs": 5}  # n_epochs as conf/agent/ppo.yaml
+    hyper |= {"learning_rate": 3.0e-4, "ent_coef": 0.01}
     checkpoint = tmp_path / "step_0"
     save_agent(build_model(spec, env, hyper), spec, checkpoint)
     same = [f"agent.hyperparams.{k}={v}" for k, v in hyper.items()]
@@ -263,7 +264,7 @@ def test_resume_refuses_hyperparameters_the_checkpoint_would_ignore(tmp_path: Pa
     with pytest.raises(ValueError, match=message):
         train(cfg)
     assert not (tmp_path / "run").exists()
-    with pytest.raises(ValueError, match=r"hyperparams\.n_steps=32, the config asks for 512"):
+    with pytest.raises(ValueError, match=r"hyperparams\.n_steps=32, the config asks for 256"):
         check_resume_hyperparams(_compose("train", base))  # conf/agent/ppo.yaml's n_steps
 
 
@@ -1030,9 +1031,9 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
          r"^agent\.hyperparams\.vf_coef must be a finite number >= 0"),
         ("+agent.hyperparams.max_grad_norm=0",
          r"^agent\.hyperparams\.max_grad_norm must be a number > 0, got 0$"),
-        ("+agent.hyperparams.n_epochs=0",
+        ("agent.hyperparams.n_epochs=0",
          r"^agent\.hyperparams\.n_epochs must be an integer >= 1, got 0$"),
-        ("+agent.hyperparams.n_epochs=2.5",
+        ("agent.hyperparams.n_epochs=2.5",
          r"^agent\.hyperparams\.n_epochs must be an integer >= 1, got 2\.5$"),
         ("agent.hyperparams.batch_size=0",
          r"^agent\.hyperparams\.batch_size must be an integer >= 1"),

@@ -26,6 +26,7 @@ CONF = ROOT / "conf"
 TINY = [
     "workload=tiny",
     "logger=none",
+    "env.n_envs=1",  # whole rollouts of n_steps: the step counts below are worked out for one
     "train.progress=false",
     "train.checkpoint_every=0",
 ]
@@ -145,6 +146,7 @@ def test_training_smoke_run_for_each_algorithm(algo, env, tmp_path):
     record = results["train"]
     assert record["timesteps_asked"] == 200 and record["timesteps"] == spec.timesteps
     assert record["resumed_from"] is None and record["resume_changes"] == {}
+    assert record["rollout_s"] > 0 and record["update_s"] > 0 and record["n_envs"] == 1
     if algo in ("ppo", "maskable_ppo"):  # whole rollouts of n_steps=64: 200 -> 256
         assert spec.timesteps == 256
     for chart in ("ttft_cdf.png", "ttft_reduction.png", "burst_timeline.png"):
@@ -388,6 +390,7 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
             "train.progress=false",
             "train.checkpoint_every=0",
             "agent=a2c",
+            "env.n_envs=1",  # 300 steps in one env finish an episode (a return to log)
             "train.total_timesteps=300",
             f"out_dir={tmp_path}",
         ]
@@ -410,7 +413,13 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
         gaps = []
         if not any(r.WhichOneof("record_type") == "exit" for r in records):
             gaps.append("exit record")
-        wanted = {"train/steps_per_s", "train/timesteps", "train/episode_return_mean"}
+        wanted = {
+            "train/steps_per_s",
+            "train/timesteps",
+            "train/episode_return_mean",
+            "train/rollout_steps_per_s",
+            "train/update_steps_per_s",
+        }
         gaps += sorted(wanted - history)
         if "agent" not in config or json.loads(config["agent"])["algo"] != "a2c":
             gaps.append("config agent.algo=a2c")

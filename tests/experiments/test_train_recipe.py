@@ -21,6 +21,7 @@ TINY = [
     "train.checkpoint_every=0",
     "agent=maskable_ppo",
     "env=route_warm",
+    "env.n_envs=1",
     "agent.hyperparams.n_steps=64",
     "agent.hyperparams.batch_size=32",
 ]
