@@ -113,6 +113,10 @@ class EnvConf:
     reward_baseline: str | None = None
     """A baseline's name: credit each request's TTFT less its TTFT under that policy
     on the same window and simulator seed (input-driven variance reduction)."""
+    reward_timing: str = "first_token"
+    """first_token (each TTFT credited when the first token comes out) or accrued
+    (the waiting time every request accrues, credited at each step: the same return,
+    credited sooner)."""
     normalize_reward: bool = False
     """Scale rewards by a running estimate of the return's standard deviation
     (SB3's VecNormalize; observations are left as the encoder makes them)."""
@@ -136,6 +140,10 @@ class AgentConf:
     (the actor's context, gradient stopped)."""
     lr_schedule: str = "constant"
     """constant, or linear (hyperparams.learning_rate down to 0 over the run)."""
+    warm_prior: float = 0.0
+    """route_warm with the node-set network, fresh weights only: the warm heads'
+    starting log-odds of "yes" (-4: each node warmed with probability 0.018 at
+    first; 0: even odds). A prior towards not copying, learned from there."""
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the SB3 algorithm (n_steps, learning_rate, ...)."""
 

@@ -70,6 +70,8 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
     }
     if cfg.env.reward_baseline is not None:  # absent from older agents' env arguments
         kwargs["reward_baseline"] = str(cfg.env.reward_baseline)
+    if cfg.env.reward_timing != "first_token":  # likewise
+        kwargs["reward_timing"] = str(cfg.env.reward_timing)
     if cfg.env.kind == "thresholds":
         kwargs["epoch_s"] = float(cfg.env.epoch_s)
     return kwargs
@@ -86,6 +88,7 @@ ENV_ARG_PATHS = {
     "tail_penalty": "env.tail_penalty",
     "copy_cost_per_gb": "env.copy_cost_per_gb",
     "reward_baseline": "env.reward_baseline",
+    "reward_timing": "env.reward_timing",
     "epoch_s": "env.epoch_s",
 }
 
@@ -202,6 +205,25 @@ def check_finetune(cfg: Any) -> None:
             )
     if cfg.env.reward_baseline is not None:
         check_policy_names([cfg.env.reward_baseline], "env.reward_baseline")
+    from envs.cluster_env import REWARD_TIMINGS
+
+    if cfg.env.reward_timing not in REWARD_TIMINGS:
+        raise ValueError(
+            f"env.reward_timing must be one of {', '.join(REWARD_TIMINGS)}, "
+            f"got {cfg.env.reward_timing!r}"
+        )
+    if cfg.agent.warm_prior:
+        if cfg.env.kind != "route_warm" or cfg.agent.net != "set":
+            raise ValueError(
+                f"agent.warm_prior={cfg.agent.warm_prior}: the warm heads' prior is for "
+                f"env.kind=route_warm with agent.net=set, got env.kind={cfg.env.kind}, "
+                f"agent.net={cfg.agent.net}"
+            )
+        if cfg.train.init_from or cfg.resume:
+            raise ValueError(
+                f"agent.warm_prior={cfg.agent.warm_prior} starts fresh warm heads; with "
+                "train.init_from or resume the saved agent's are used (set it to 0)"
+            )
     if cfg.train.init_from:
         if cfg.resume:
             raise ValueError(
@@ -300,6 +322,7 @@ RESUME_CHANGEABLE = {
     "tail_penalty": "env.tail_penalty",
     "copy_cost_per_gb": "env.copy_cost_per_gb",
     "reward_baseline": "env.reward_baseline",
+    "reward_timing": "env.reward_timing",
     "epoch_s": "env.epoch_s",
 }
 
@@ -519,6 +542,10 @@ def train(cfg: DictConfig) -> float:
                 )
         else:
             model = build_model(spec, vec, scheduled(cfg, hyperparams))  # type: ignore[arg-type]
+            if cfg.agent.warm_prior:
+                from agents.finetune import set_warm_prior
+
+                set_warm_prior(model.policy, float(cfg.agent.warm_prior))
             if cfg.train.init_from:
                 from agents.finetune import init_from
 
