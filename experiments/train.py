@@ -571,9 +571,10 @@ def train(cfg: DictConfig) -> float:
             f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, {workload_label(cfg)}): "
             f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
         )
+        metrics = MetricsLogger(logger)
         callbacks = [
             ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress)),
-            MetricsLogger(logger),
+            metrics,
         ]
         if cfg.train.checkpoint_every > 0:
             callbacks.append(
@@ -589,11 +590,12 @@ def train(cfg: DictConfig) -> float:
                 logger,
             )
             callbacks.append(keep_best)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         first_step = int(model.num_timesteps)
         if remaining > 0:
             model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
         elapsed = time.perf_counter() - start
+        train_record.update(wall_s=elapsed, cpu_s=time.process_time() - start_cpu)
         if keep_best is None:
             save_agent(model, spec, out_dir / "agent")
         else:
@@ -617,6 +619,11 @@ def train(cfg: DictConfig) -> float:
         steps_per_s = done / max(elapsed, 1e-9)
         asked = int(cfg.train.total_timesteps)
         train_record.update(timesteps_asked=asked, timesteps=end_step, steps_per_s=steps_per_s)
+        train_record["curve"] = [  # episode returns over the run (mean of the last 100)
+            {k.removeprefix("train/"): v for k, v in m.items() if k != "train/steps_per_s"}
+            for m in metrics.history
+            if "train/episode_return_mean" in m
+        ]
         logger.summary(
             {
                 "train/steps_per_s": steps_per_s,
