@@ -66,12 +66,14 @@ class CheckpointEvery(BaseCallback):
 
 class MetricsLogger(BaseCallback):
     """Logs mean episode return and length and steps per second, about every
-    ``every`` steps and at the end of training."""
+    ``every`` steps and at the end of training; ``history`` keeps every record
+    (the run's training curve)."""
 
     def __init__(self, logger: Any, every: int = 1000) -> None:
         super().__init__()
         self.run_logger = logger
         self.every = every
+        self.history: list[dict[str, float]] = []
         self._last_steps = 0
         self._last_time = 0.0
         self._next = every
@@ -102,6 +104,7 @@ class MetricsLogger(BaseCallback):
             metrics["train/episode_return_mean"] = float(np.mean([e["r"] for e in episodes]))
             metrics["train/episode_length_mean"] = float(np.mean([e["l"] for e in episodes]))
         self.run_logger.log(metrics, step=steps)
+        self.history.append(metrics)
         self._last_steps = steps
         self._last_time = now
 

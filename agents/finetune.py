@@ -1,5 +1,6 @@
-"""Fine-tuning a learned agent with RL: start from a saved agent's weights, warm
-up the critic with the policy frozen, and decay the learning rate.
+"""The RL recipe's knobs on a built model: start from a saved agent's weights,
+warm up the critic with the policy frozen, decay the learning rate, and start a
+fresh route + warm policy with a prior towards not warming.
 
 Behavioural cloning (``agents.imitation``) leaves the critic untrained; PPO
 started from such a clone takes its first updates with advantages from an
@@ -61,6 +62,25 @@ def init_from(model: Any, spec: AgentSpec, folder: str | Path) -> list[str]:
     copied = {k: v for k, v in source.items() if k in target and target[k].shape == v.shape}
     model.policy.load_state_dict(copied, strict=False)
     return sorted(set(target) - set(copied))
+
+
+def set_warm_prior(policy: Any, log_odds: float) -> None:
+    """Start ``policy`` (the node-set MaskablePPO / PPO policy of ``route_warm``)
+    warming each node with probability ``sigmoid(log_odds)``: the warm heads'
+    output weights (started near 0) are kept and their biases set to
+    ``[0, log_odds]`` for (no, yes). From scratch, the even odds of a fresh head
+    send a copy to half the nodes at every arrival."""
+    import torch
+
+    head = getattr(getattr(policy, "action_net", None), "node_logits", None)
+    if getattr(policy, "kind", None) != "route_warm" or head is None:
+        raise ValueError(
+            "agent.warm_prior is for env.kind=route_warm with agent.net=set "
+            f"(a node-set policy with warm heads), got {type(policy).__name__}"
+        )
+    with torch.no_grad():
+        head.bias[1] = 0.0  # warm: no
+        head.bias[2] = float(log_odds)  # warm: yes
 
 
 def critic_parameters(policy: Any) -> list[Any]:

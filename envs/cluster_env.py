@@ -64,6 +64,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         tail_penalty: float = 0.0,
         copy_cost_per_gb: float = 0.0,
         reward_baseline: str | None = None,
+        reward_timing: str = "first_token",
         data_seed: int = PUBLISHED_SEED,
         seed: int | None = None,
         render_mode: str | None = None,
@@ -92,6 +93,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                     f"reward_baseline must be a registered policy, got {reward_baseline!r} "
                     f"(known: {', '.join(sorted(POLICIES))})"
                 )
+        if reward_timing not in REWARD_TIMINGS:
+            raise ValueError(
+                f"reward_timing must be one of {', '.join(REWARD_TIMINGS)}, got {reward_timing!r}"
+            )
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)
         check_whole_number("data_seed", data_seed, minimum=0)
@@ -111,6 +116,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "tail_penalty": tail_penalty,
             "copy_cost_per_gb": copy_cost_per_gb,
             "reward_baseline": reward_baseline,
+            "reward_timing": reward_timing,
             "data_seed": data_seed,
             "seed": seed,
             "render_mode": render_mode,
@@ -142,6 +148,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self.copy_cost_per_gb = float(copy_cost_per_gb)
         self.reward_baseline = reward_baseline
         self._reference_ttft_s: np.ndarray | None = None
+        self.reward_timing = reward_timing
+        self._accrual: WaitAccrual | None = None
         self.render_mode = render_mode
         self._default_seed = seed
         self.sim: Simulator | None = None
@@ -251,6 +259,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if self.reward_baseline is not None:
             self._reference_ttft_s = self._reference_ttft(workload, seed)
         self.sim = Simulator(self.cluster, workload, self.sim_config, np.random.default_rng(seed))
+        if self.reward_timing == "accrued":
+            self._accrual = WaitAccrual(workload, self._reference_ttft_s)
         self._credited = 0
         self._copies_charged = 0
         self._history = []
@@ -272,24 +282,32 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     def _credit(self) -> float:
         """-(TTFT of every request whose first token came out since the last
         step, less its TTFT under ``reward_baseline`` if set) / reward_scale, plus
-        the optional tail and copy penalties."""
+        the optional tail and copy penalties. With ``reward_timing="accrued"`` the
+        TTFT part is instead the waiting time every request accrued since the last
+        step (the same sum over an episode, credited as it is spent)."""
         sim = self.sim
         assert sim is not None
         log = sim.first_token_log
         first_token = sim.records.first_token_s
         reference = self._reference_ttft_s if self.reward_baseline is not None else None
+        accrual = self._accrual if self.reward_timing == "accrued" else None
         total = 0.0
         tail = 0.0
         slo = self.slo_s
         for k in range(self._credited, len(log)):
             request = log[k]
             ttft = first_token[request.index] - request.arrival_s
-            total += ttft
-            if reference is not None:
-                total -= reference[request.index]
+            if accrual is not None:
+                accrual.served(first_token[request.index])
+            else:
+                total += ttft
+                if reference is not None:
+                    total -= reference[request.index]
             if slo is not None and ttft > slo:
                 tail += ttft - slo
         self._credited = len(log)
+        if accrual is not None:
+            total = accrual.since_last(sim.now)
         cost = total + self.tail_penalty * tail
         if self.copy_cost_per_gb and len(sim.copies) > self._copies_charged:
             copied = sum(c.bytes for c in sim.copies[self._copies_charged :])
@@ -368,6 +386,52 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     @abstractmethod
     def _observe(self) -> np.ndarray:
         """The observation at the current decision point (a fresh array)."""
+
+
+REWARD_TIMINGS = ("first_token", "accrued")
+
+
+class WaitAccrual:
+    """Waiting time accrued by a window's requests up to a time ``t``, for the
+    ``accrued`` reward timing: ``W(t) = sum over requests arrived by t of
+    (min(t, first token) - arrival)``, which reaches the window's TTFT sum once
+    every request is served. With reference TTFTs (``reward_baseline``) the
+    reference run's own ``W(t)`` is subtracted. Each ``W`` is
+    ``t x arrived - sum of arrivals - (t x served - sum of first-token times)``,
+    kept with sorted arrays and running sums (O(log n) a step)."""
+
+    def __init__(self, workload: Workload, reference_ttft_s: np.ndarray | None) -> None:
+        arrivals = np.array([r.arrival_s for r in workload.requests], dtype=float)
+        self._arrival_s = arrivals  # in arrival order (Workload sorts them)
+        self._arrival_sums = np.concatenate([[0.0], np.cumsum(arrivals)])
+        self._reference: tuple[np.ndarray, np.ndarray] | None = None
+        if reference_ttft_s is not None:
+            done = np.sort(arrivals + reference_ttft_s)
+            self._reference = (done, np.concatenate([[0.0], np.cumsum(done)]))
+        self._served = 0
+        self._served_sum_s = 0.0
+        self._last = 0.0
+
+    def served(self, first_token_s: float) -> None:
+        """A request's first token came out at ``first_token_s`` (<= now)."""
+        self._served += 1
+        self._served_sum_s += first_token_s
+
+    def _waited(self, t: float) -> float:
+        arrived = int(np.searchsorted(self._arrival_s, t, side="right"))
+        waited = t * arrived - self._arrival_sums[arrived]
+        waited -= t * self._served - self._served_sum_s
+        if self._reference is not None:
+            done, sums = self._reference
+            finished = int(np.searchsorted(done, t, side="right"))
+            waited -= t * arrived - self._arrival_sums[arrived] - (t * finished - sums[finished])
+        return float(waited)
+
+    def since_last(self, t: float) -> float:
+        """Waiting accrued (less the reference's) since the previous call."""
+        now = self._waited(t)
+        delta, self._last = now - self._last, now
+        return delta
 
 
 def _replay(sim: Simulator, ops: Sequence[tuple[Any, ...]]) -> None:

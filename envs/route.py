@@ -79,6 +79,11 @@ class RouteEnv(ClusterEnv):
     seed (run at ``reset``): the return is then ``-(sum of TTFT - the reference's
     sum) / reward_scale``, zero for acting as the reference does. The traffic's
     own variance (a heavy window costs every policy more) cancels out of it.
+    ``reward_timing="accrued"`` credits, at each step, the waiting time every
+    arrived request spent since the previous step instead (less the reference's,
+    with ``reward_baseline``): the same episode return, but a request that waits
+    costs from the steps right after its routing, not only when its first token
+    comes out (``envs.cluster_env.WaitAccrual``).
 
     ## Starting State
 
@@ -104,8 +109,8 @@ class RouteEnv(ClusterEnv):
     ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
     split="train", n_windows=4, windows=None, workload_params=None, sim=None, reward_scale=1.0,
     slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, reward_baseline=None,
-    data_seed=20260721, seed=None, render_mode=None)``: ``setup`` a published setup name
-    or a ClusterSpec;
+    reward_timing="first_token", data_seed=20260721, seed=None, render_mode=None)``:
+    ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
     those four unused), ``workload_params`` override the generator's parameters

@@ -24,13 +24,11 @@ LEARN_AGENTS = {
 def default_configs(env_kind: str, algo: str) -> tuple[int, dict[str, Any]]:
     """(``env.n_envs``, ``agent.hyperparams``) of conf/env/ENV.yaml and
     conf/agent/ALGO.yaml, as ``train env=ENV agent=ALGO`` composes them."""
-    from experiments.config import EnvConf
-
     env = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "env" / f"{env_kind}.yaml"))
     agent = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "agent" / f"{algo}.yaml"))
     assert isinstance(env, dict) and isinstance(agent, dict)
     hyperparams = agent.get("hyperparams") or {}
-    return int(env.get("n_envs", EnvConf.n_envs)), {str(k): v for k, v in hyperparams.items()}
+    return int(env["n_envs"]), {str(k): v for k, v in hyperparams.items()}
 
 
 def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dict[str, Any]:

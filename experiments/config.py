@@ -174,6 +174,10 @@ class AgentConf:
     (the actor's context, gradient stopped)."""
     lr_schedule: str = "constant"
     """constant, or linear (hyperparams.learning_rate down to 0 over the run)."""
+    warm_prior: float = 0.0
+    """route_warm with the node-set network, fresh weights only: the warm heads'
+    starting log-odds of "yes" (-4: each node warmed with probability 0.018 at
+    first; 0: even odds). A prior towards not copying, learned from there."""
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the SB3 algorithm (n_steps, learning_rate, ...)."""
 

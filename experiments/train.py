@@ -70,6 +70,8 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
     for name in names:
         if name == "reward_baseline" and cfg.env[name] is None:
             continue  # absent from older agents' env arguments
+        if name == "reward_timing" and cfg.env[name] == "first_token":
+            continue  # likewise
         kwargs[name] = cfg.env[name]
     return kwargs
 
@@ -196,6 +198,25 @@ def check_finetune(cfg: Any) -> None:
             )
     if cfg.env.reward_baseline is not None:
         check_policy_names([cfg.env.reward_baseline], "env.reward_baseline")
+    from envs.cluster_env import REWARD_TIMINGS
+
+    if cfg.env.reward_timing not in REWARD_TIMINGS:
+        raise ValueError(
+            f"env.reward_timing must be one of {', '.join(REWARD_TIMINGS)}, "
+            f"got {cfg.env.reward_timing!r}"
+        )
+    if cfg.agent.warm_prior:
+        if cfg.env.kind != "route_warm" or cfg.agent.net != "set":
+            raise ValueError(
+                f"agent.warm_prior={cfg.agent.warm_prior}: the warm heads' prior is for "
+                f"env.kind=route_warm with agent.net=set, got env.kind={cfg.env.kind}, "
+                f"agent.net={cfg.agent.net}"
+            )
+        if cfg.train.init_from or cfg.resume:
+            raise ValueError(
+                f"agent.warm_prior={cfg.agent.warm_prior} starts fresh warm heads; with "
+                "train.init_from or resume the saved agent's are used (set it to 0)"
+            )
     if cfg.train.init_from:
         if cfg.resume:
             raise ValueError(
@@ -520,6 +541,10 @@ def train(cfg: DictConfig) -> float:
                 )
         else:
             model = build_model(spec, vec, scheduled(cfg, hyperparams))  # type: ignore[arg-type]
+            if cfg.agent.warm_prior:
+                from agents.finetune import set_warm_prior
+
+                set_warm_prior(model.policy, float(cfg.agent.warm_prior))
             if cfg.train.init_from:
                 from agents.finetune import init_from
 
@@ -546,10 +571,11 @@ def train(cfg: DictConfig) -> float:
             f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
         )
         clock = RolloutClock(logger)
+        metrics = MetricsLogger(logger)
         callbacks = [
             clock,
             ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress)),
-            MetricsLogger(logger),
+            metrics,
         ]
         if cfg.train.checkpoint_every > 0:
             callbacks.append(
@@ -565,11 +591,12 @@ def train(cfg: DictConfig) -> float:
                 logger,
             )
             callbacks.append(keep_best)
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         first_step = int(model.num_timesteps)
         if remaining > 0:
             model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
         elapsed = time.perf_counter() - start
+        train_record.update(wall_s=elapsed, cpu_s=time.process_time() - start_cpu)
         if keep_best is None:
             save_agent(model, spec, out_dir / "agent")
         else:
@@ -600,6 +627,11 @@ def train(cfg: DictConfig) -> float:
             update_s=clock.update_s,
             n_envs=int(cfg.env.n_envs),
         )
+        train_record["curve"] = [  # episode returns over the run (mean of the last 100)
+            {k.removeprefix("train/"): v for k, v in m.items() if k != "train/steps_per_s"}
+            for m in metrics.history
+            if "train/episode_return_mean" in m
+        ]
         logger.summary(
             {
                 "train/steps_per_s": steps_per_s,

@@ -116,3 +116,26 @@ def test_the_best_validation_score_is_the_saved_agent(window, tmp_path):
     for name, value in best.policy.state_dict().items():
         assert torch.equal(value, saved_weights[128][name]), name
     assert not np.isnan(keep.best_score)
+
+
+def test_a_warm_prior_sets_the_starting_odds_of_each_copy(window):
+    """log-odds -4: every node's warm-yes probability is sigmoid(-4) = 0.0180 at
+    the start (the head's weights start near 0, so the bias alone decides)."""
+    from agents.finetune import set_warm_prior
+
+    model, _ = _model(window)
+    set_warm_prior(model.policy, -4.0)
+    env = gym.make("btb/RouteWarm-v0", windows=[window])
+    obs, _ = env.reset(seed=0)
+    obs_t = torch.as_tensor(obs).unsqueeze(0)
+    policy = model.policy
+    with torch.no_grad():
+        features = policy.extract_features(obs_t, policy.pi_features_extractor)
+        logits = policy.action_net(policy.mlp_extractor.forward_actor(features))[0]
+    n = env.unwrapped.n_nodes
+    no, yes = logits[n : 3 * n].reshape(n, 2).T  # route n, then (no, yes) per node
+    warm_yes = torch.sigmoid(yes - no).numpy()
+    assert np.allclose(warm_yes, 1.0 / (1.0 + np.exp(4.0)), atol=2e-3)
+    with pytest.raises(ValueError, match=r"agent\.warm_prior is for env\.kind=route_warm"):
+        spec = AgentSpec(algo="ppo", env="route", hidden=16)
+        set_warm_prior(build_model(spec, gym.make(spec.env_id, windows=[window])).policy, -4.0)

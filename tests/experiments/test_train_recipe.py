@@ -52,6 +52,9 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
     train(cfg)
     record = json.loads((tmp_path / "results.json").read_text())["train"]
     assert record["init_from"] == str(ZOO_CLONE) and record["critic_warmup_steps"] == 64
+    curve = record["curve"]  # the training curve: episode returns as episodes end
+    assert curve and all(64 < c["timesteps"] <= 192 and c["episode_length_mean"] > 0 for c in curve)
+    assert record["cpu_s"] > 0 and record["wall_s"] > 0
     validation = record["validation"]
     history = validation["history"]
     assert [h["step"] for h in history] == [64, 128, 192]  # start (after warm-up), every 64, end
@@ -76,6 +79,11 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
         (["train.init_from=/nonexistent"], "train.init_from=/nonexistent: not an agent folder"),
         ([f"train.init_from={ZOO_CLONE}", f"resume={ZOO_CLONE}"], "init_from and resume"),
         (["workload.val_windows=0"], "workload.val_windows must be >= 1"),
+        (["env.reward_timing=late"], "env.reward_timing must be one of first_token, accrued"),
+        (
+            ["agent.warm_prior=-4", f"train.init_from={ZOO_CLONE}"],
+            "agent.warm_prior=-4.0 starts fresh warm heads",
+        ),
     ],
 )
 def test_bad_recipe_values_are_named(overrides, needle, tmp_path):
