@@ -9,7 +9,9 @@ disk. Along any root-to-leaf path the tiers never go up (HBM, then RAM, then
 disk), because eviction always takes the least recently used *leaf* of a tier
 and using or inserting a path brings the whole path into HBM. This keeps hits
 cheap to compute: the longest cached leading run of a request is one walk down
-the tree, and its split by tier falls out of the walk.
+the tree, and its split by tier falls out of the walk. That one walk
+(``PrefixCache._walk``) serves every query and update; updates then climb back
+from the deepest segment it reached, along the parent links.
 
 Capacity is in blocks. HBM capacity is set by the node for each call to
 :meth:`PrefixCache.evict_to` (it shrinks while running requests reserve KV);
@@ -123,7 +125,7 @@ class PrefixCache:
         last_hbm = seg
         if self.touch_used_only and k < len(seg.blocks):
             self._split(seg, k)  # the tail keeps its last use
-        counts[HBM] += k - len(seg.blocks)
+        counts[HBM] += k - len(seg.blocks)  # the loop adds whole segments
         while seg is not root:
             counts[HBM] += len(seg.blocks)
             seg.last_used = now
