@@ -23,8 +23,8 @@ import numpy as np
 from baselines import Policy, make_policy
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.node import Node
-from envs.workloads.registry import windows
 from envs.sim.request import Request
+from envs.workloads.registry import windows
 
 
 def prefill_end_s(sim: Simulator, node: Node, request: Request) -> float:
