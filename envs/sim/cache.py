@@ -9,7 +9,9 @@ disk. Along any root-to-leaf path the tiers never go up (HBM, then RAM, then
 disk), because eviction always takes the least recently used *leaf* of a tier
 and using or inserting a path brings the whole path into HBM. This keeps hits
 cheap to compute: the longest cached leading run of a request is one walk down
-the tree, and its split by tier falls out of the walk.
+the tree, and its split by tier falls out of the walk. That one walk
+(``PrefixCache._walk``) serves every query and update; updates then climb back
+from the deepest segment it reached, along the parent links.
 
 Capacity is in blocks. HBM capacity is set by the node for each call to
 :meth:`PrefixCache.evict_to` (it shrinks while running requests reserve KV);
@@ -100,111 +102,57 @@ class PrefixCache:
 
     def match(self, blocks: Sequence[int]) -> tuple[int, int, int]:
         """Leading blocks of ``blocks`` cached, split by tier: (hbm, ram, disk)."""
+        seg, depth, start = self._walk(blocks, len(blocks), DISK)
         counts = [0, 0, 0]
-        node = self.root
-        pos = 0
-        n = len(blocks)
-        while pos < n:
-            child = node.children.get(blocks[pos])
-            if child is None:
-                break
-            seg = child.blocks
-            end = pos + len(seg)
-            if end <= n and blocks[end - 1] == seg[-1]:
-                counts[child.tier] += end - pos
-                pos = end
-                node = child
-                continue
-            counts[child.tier] += _common(blocks, pos, seg)
-            break
+        counts[seg.tier] += depth - start
+        seg = seg.parent  # type: ignore[assignment]  # None only above the root
+        while seg is not None:
+            counts[seg.tier] += len(seg.blocks)
+            seg = seg.parent  # type: ignore[assignment]
         return counts[0], counts[1], counts[2]
 
     def match_touch(self, blocks: Sequence[int], now: float) -> tuple[int, int, int]:
         """:meth:`match`, also marking the HBM part used at ``now`` (as
-        ``use(blocks, hbm, now)`` would): one walk for the common all-HBM hit."""
+        ``use(blocks, hbm, now)`` would), from the same walk."""
+        seg, depth, start = self._walk(blocks, len(blocks), DISK)
         counts = [0, 0, 0]
-        node = self.root
-        last_hbm = node
-        pos = 0
-        n = len(blocks)
-        used_hbm = self.used_copies_hbm
-        used_any = self.used_copies_any
-        touch_used_only = self.touch_used_only
-        while pos < n:
-            child = node.children.get(blocks[pos])
-            if child is None:
-                break
-            seg = child.blocks
-            end = pos + len(seg)
-            k = end - pos if end <= n and blocks[end - 1] == seg[-1] else _common(blocks, pos, seg)
-            tier = child.tier
-            counts[tier] += k
-            if tier == HBM:
-                if touch_used_only and k < len(seg):
-                    self._split(child, k)  # the tail keeps its last use
-                    child.last_used = now
-                    last_hbm = child
-                    if child.copy_id >= 0:
-                        used_any.add(child.copy_id)
-                        used_hbm.add(child.copy_id)
-                    break
-                child.last_used = now
-                last_hbm = child
-                if child.copy_id >= 0:
-                    used_any.add(child.copy_id)
-                    used_hbm.add(child.copy_id)
-            if k < len(seg):
-                break
-            pos = end
-            node = child
-        if last_hbm is not self.root and last_hbm.hbm_kids == 0:
+        root = self.root
+        k = depth - start  # the deepest segment may be reached only partly
+        while seg.tier != HBM:  # tiers never go up along a path
+            counts[seg.tier] += k
+            seg = seg.parent  # type: ignore[assignment]  # the root is in HBM
+            k = len(seg.blocks)
+        last_hbm = seg
+        if self.touch_used_only and k < len(seg.blocks):
+            self._split(seg, k)  # the tail keeps its last use
+        counts[HBM] += k - len(seg.blocks)  # the loop adds whole segments
+        while seg is not root:
+            counts[HBM] += len(seg.blocks)
+            seg.last_used = now
+            if seg.copy_id >= 0:
+                self.used_copies_any.add(seg.copy_id)
+                self.used_copies_hbm.add(seg.copy_id)
+            seg = seg.parent  # type: ignore[assignment]
+        if last_hbm is not root and last_hbm.hbm_kids == 0:
             self._push(self._hbm_heap, last_hbm)
         return counts[0], counts[1], counts[2]
 
     def hbm_match(self, blocks: Sequence[int]) -> int:
         """Leading blocks of ``blocks`` cached in HBM."""
-        node = self.root
-        pos = 0
-        n = len(blocks)
-        while pos < n:
-            child = node.children.get(blocks[pos])
-            if child is None or child.tier:  # HBM is tier 0
-                return pos
-            seg = child.blocks
-            end = pos + len(seg)
-            if end <= n and blocks[end - 1] == seg[-1]:
-                pos = end
-                node = child
-                continue
-            return pos + _common(blocks, pos, seg)
-        return pos
+        return self._walk(blocks, len(blocks), HBM)[1]
 
     # ------------------------------------------------------------------ updates
     def use(self, blocks: Sequence[int], n: int, now: float) -> None:
         """Bring the first ``n`` blocks (all cached) into HBM and mark them used."""
         self.version += 1
-        node = self.root
-        pos = 0
-        used_hbm = self.used_copies_hbm
-        used_any = self.used_copies_any
-        while pos < n:
-            child = node.children[blocks[pos]]
-            length = len(child.blocks)
-            if pos + length > n:
-                if child.tier != HBM or self.touch_used_only:
-                    self._split(child, n - pos)
-                length = n - pos
-            if child.copy_id >= 0:
-                used_any.add(child.copy_id)
-                if child.tier == HBM:
-                    used_hbm.add(child.copy_id)
-            if child.tier != HBM:
-                self._set_tier(child, HBM)
-            child.last_used = now
-            pos += length
-            node = child
-        if node is not self.root and node.hbm_kids == 0:
-            self._push(self._hbm_heap, node)
+        last, depth, start = self._walk(blocks, n, DISK)
+        if depth != n:
+            raise ValueError(f"use: only {depth} of the first {n} blocks are cached")
+        if depth - start < len(last.blocks) and (last.tier != HBM or self.touch_used_only):
+            self._split(last, depth - start)
+        self._bring_up(last, now, True)
+        if last is not self.root and last.hbm_kids == 0:
+            self._push(self._hbm_heap, last)
 
     def insert(
         self, blocks: Sequence[int], now: float, copy_id: int = -1, tail: Sequence[int] = ()
@@ -213,28 +161,14 @@ class PrefixCache:
         this context) resident in HBM; the path is brought up and touched.
         Returns how many blocks were new to the cache."""
         self.version += 1
-        node = self.root
-        pos = 0
         n = len(blocks)
+        node, depth, start = self._walk(blocks, n, DISK)
+        if depth - start < len(node.blocks):
+            self._split(node, depth - start)
+        self._bring_up(node, now, False)
         added = 0
-        while pos < n:
-            child = node.children.get(blocks[pos])
-            if child is None:
-                break
-            seg = child.blocks
-            end = pos + len(seg)
-            if end <= n and blocks[end - 1] == seg[-1]:
-                k = end - pos
-            else:
-                k = _common(blocks, pos, seg)
-                self._split(child, k)
-            if child.tier != HBM:
-                self._set_tier(child, HBM)
-            child.last_used = now
-            pos += k
-            node = child
-        if pos < n or tail:
-            fresh = list(blocks[pos:]) + list(tail) if pos < n else list(tail)
+        if depth < n or tail:
+            fresh = list(blocks[depth:]) + list(tail) if depth < n else list(tail)
             child = Segment(fresh, node, HBM, now)
             child.copy_id = copy_id
             node.children[fresh[0]] = child
@@ -293,24 +227,13 @@ class PrefixCache:
     def evict_prefix(self, blocks: Sequence[int], keep_blocks: int = 0) -> int:
         """Move the HBM blocks of ``blocks``' cached path at depth >= ``keep_blocks``,
         and everything in HBM below them, to host RAM. Returns blocks moved."""
-        node = self.root
-        pos = 0
-        n = len(blocks)
+        seg, depth, first = self._walk(blocks, len(blocks), HBM)
         start: Segment | None = None
-        while pos < n:
-            child = node.children.get(blocks[pos])
-            if child is None or child.tier != HBM:
-                break
-            k = _common(blocks, pos, child.blocks)
-            if pos + k > keep_blocks:
-                if pos < keep_blocks:
-                    child = self._split(child, keep_blocks - pos)
-                start = child
-                break
-            pos += k
-            if k < len(child.blocks):
-                break
-            node = child
+        if depth > keep_blocks:
+            while first > keep_blocks:  # climb to the segment holding depth keep_blocks
+                seg = seg.parent  # type: ignore[assignment]  # first > 0: not the root
+                first -= len(seg.blocks)
+            start = self._split(seg, keep_blocks - first) if first < keep_blocks else seg
         if start is None:
             return 0
         self.version += 1
@@ -330,6 +253,46 @@ class PrefixCache:
         return moved
 
     # ------------------------------------------------------------------ internals
+    def _walk(self, blocks: Sequence[int], n: int, top_tier: int) -> tuple[Segment, int, int]:
+        """The one walk down the tree, shared by every query and update.
+
+        Follows the longest cached leading run of ``blocks[:n]`` through segments
+        in tiers up to ``top_tier`` (``HBM`` stops at the first slower segment,
+        ``DISK`` takes every tier). Returns ``(last, depth, start)``: the deepest
+        segment reached (the root if none), the run's length in blocks, and the
+        depth at which ``last`` begins; ``last`` is reached partly when
+        ``depth - start < len(last.blocks)``. The segments above it are its
+        ``parent`` chain. Read-only: callers change the tree after the walk, on
+        that chain (docs/physics.md, "The prefix cache")."""
+        node = self.root
+        pos = 0
+        while pos < n:
+            child = node.children.get(blocks[pos])
+            if child is None or child.tier > top_tier:
+                break
+            seg = child.blocks
+            end = pos + len(seg)
+            if end <= n and blocks[end - 1] == seg[-1]:
+                pos = end
+                node = child
+                continue
+            return child, pos + _common(blocks, pos, seg, n), pos
+        return node, pos, pos - len(node.blocks)
+
+    def _bring_up(self, seg: Segment, now: float, count_copies: bool) -> None:
+        """Move ``seg`` and every segment above it into HBM, used at ``now``;
+        with ``count_copies`` record the warm copies this use reaches."""
+        root = self.root
+        while seg is not root:
+            if count_copies and seg.copy_id >= 0:
+                self.used_copies_any.add(seg.copy_id)
+                if seg.tier == HBM:
+                    self.used_copies_hbm.add(seg.copy_id)
+            if seg.tier != HBM:
+                self._set_tier(seg, HBM)
+            seg.last_used = now
+            seg = seg.parent  # type: ignore[assignment]  # the root ends the chain
+
     def _push(self, heap: list[tuple[float, int, Segment]], seg: Segment) -> None:
         self._seq += 1
         heapq.heappush(heap, (seg.last_used, self._seq, seg))
@@ -434,10 +397,10 @@ class PrefixCache:
             raise AssertionError(f"tier block counts {self.blocks_in} != recount {counts}")
 
 
-def _common(blocks: Sequence[int], pos: int, seg: list[int]) -> int:
-    """How many leading ids of ``seg`` equal ``blocks[pos:]`` (chained ids)."""
+def _common(blocks: Sequence[int], pos: int, seg: list[int], n: int) -> int:
+    """How many leading ids of ``seg`` equal ``blocks[pos:n]`` (chained ids)."""
     length = len(seg)
-    avail = len(blocks) - pos
+    avail = n - pos
     if avail >= length and blocks[pos + length - 1] == seg[-1]:
         return length
     lo, hi = 1, min(length, avail)  # seg[0] matches by construction (dict key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -259,3 +260,62 @@ def test_tiers_never_go_up_along_a_path(path_list: list[str], capacity: int) -> 
         seen = [tiers[b] for b in blocks if b in tiers]
         assert seen == sorted(seen)
         assert all(t in (HBM, RAM, DISK) for t in seen)
+
+
+def _snapshot(cache: PrefixCache) -> tuple[dict[int, tuple[int, float]], set[int], set[int]]:
+    """Every cached block's (tier, last use), and the copies recorded as used."""
+    out: dict[int, tuple[int, float]] = {}
+    stack = [cache.root]
+    while stack:
+        seg = stack.pop()
+        for child in seg.children.values():
+            for block in child.blocks:
+                out[block] = (child.tier, child.last_used)
+            stack.append(child)
+    return out, set(cache.used_copies_hbm), set(cache.used_copies_any)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ops=st.lists(
+        st.one_of(
+            st.tuples(st.just("insert"), paths, st.sampled_from([-1, 0, 1])),
+            st.tuples(st.just("touch"), paths),
+            st.tuples(st.just("capacity"), st.integers(0, 16)),
+        ),
+        max_size=40,
+    ),
+    touch_used_only=st.booleans(),
+)
+def test_match_touch_is_match_then_use_of_the_hbm_part(
+    ops: list[tuple], touch_used_only: bool
+) -> None:
+    chainer = BlockChainer()
+    fused, plain = (
+        PrefixCache(ram_capacity_blocks=5, disk_tier=True, touch_used_only=touch_used_only)
+        for _ in range(2)
+    )
+    for i, op in enumerate(ops):
+        now = float(i + 1)
+        if op[0] == "capacity":
+            assert fused.evict_to(op[1]) == plain.evict_to(op[1])
+        else:
+            blocks = chainer.chain(list(op[1]))
+            if op[0] == "insert":
+                fused.insert(blocks, now, copy_id=op[2])
+                plain.insert(blocks, now, copy_id=op[2])
+            else:
+                counts = plain.match(blocks)
+                plain.use(blocks, counts[HBM], now)
+                assert fused.match_touch(blocks, now) == counts
+        fused.check_invariants()
+        assert _snapshot(fused) == _snapshot(plain)
+
+
+def test_use_refuses_blocks_that_are_not_cached() -> None:
+    a, b = _chain("PPPP", "PPQQ")
+    cache = PrefixCache()
+    cache.insert(a, now=0.0)
+    with pytest.raises(ValueError, match="only 2 of the first 3 blocks"):
+        cache.use(b, 3, now=1.0)
+    cache.check_invariants()
