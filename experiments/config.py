@@ -135,6 +135,15 @@ ENV_ARGS = tuple(f.name for f in dataclasses.fields(_ENV_ARGS))
 """The env group's fields that are gymnasium.make arguments of every env kind."""
 THRESHOLDS_ARGS = tuple(f.name for f in dataclasses.fields(_THRESHOLDS_ARGS))
 """The env group's fields that are gymnasium.make arguments of btb/Thresholds-v0 only."""
+ENV_ARG_DEFAULTS: dict[str, Any] = {
+    f.name: f.default
+    for f in (*dataclasses.fields(_ENV_ARGS), *dataclasses.fields(_THRESHOLDS_ARGS))
+}
+"""Each env argument's default, the envs' own (what a checkpoint that does not
+record an argument was trained with)."""
+LATER_ENV_ARGS = ("reward_baseline", "reward_timing")
+"""Env arguments added after agents were first saved: left out of a run's
+env_kwargs at their default, so older agents' env arguments stay as they were."""
 
 
 def _schema_fields(schema: Any) -> list[tuple[str, Any, Any]]:

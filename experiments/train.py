@@ -29,7 +29,9 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import (
+    ENV_ARG_DEFAULTS,
     ENV_ARGS,
+    LATER_ENV_ARGS,
     THRESHOLDS_ARGS,
     cluster_of,
     naming_fields,
@@ -68,10 +70,8 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
     }
     names = ENV_ARGS + (THRESHOLDS_ARGS if cfg.env.kind == "thresholds" else ())
     for name in names:
-        if name == "reward_baseline" and cfg.env[name] is None:
-            continue  # absent from older agents' env arguments
-        if name == "reward_timing" and cfg.env[name] == "first_token":
-            continue  # likewise
+        if name in LATER_ENV_ARGS and cfg.env[name] == ENV_ARG_DEFAULTS[name]:
+            continue
         kwargs[name] = cfg.env[name]
     return kwargs
 
@@ -321,11 +321,15 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
     resuming on another workload is allowed (fine-tuning) but must be said."""
     changes: dict[str, list[Any]] = {}
     for key, path in RESUME_CHANGEABLE.items():
-        if key not in saved or saved[key] == asked.get(key):
+        if key not in saved and key not in ENV_ARG_DEFAULTS:
+            continue
+        # an env argument either side leaves out is at the env's default
+        old = saved.get(key, ENV_ARG_DEFAULTS.get(key))
+        new = asked.get(key, ENV_ARG_DEFAULTS.get(key))
+        if old == new:
             continue
         if key == "workload_params" and _same_generators(saved, asked):
             continue  # e.g. a parameter now given at its default value
-        old, new = saved[key], asked.get(key)
         if key == "sim" and isinstance(old, dict) and isinstance(new, dict):
             for name in dict.fromkeys([*old, *new]):
                 if old.get(name) != new.get(name):

@@ -456,3 +456,18 @@ def test_run_dir_names_the_workload_and_a_trace_s_file(name: str, tmp_path: Path
     assert str(generated.hydra.run.dir).endswith("__bursted_synthetic")  # tiny is a small one
     assert str(traced.hydra.run.dir).endswith("__trace-mine.jsonl")  # the file's name, no path
     assert str(traced.hydra.sweep.dir).endswith("__trace-mine.jsonl")
+
+
+def test_resume_reports_a_reward_option_the_checkpoint_left_at_its_default():
+    # env_kwargs leave reward_baseline / reward_timing out at their defaults (older
+    # agents never had them), so a change either way must still be said and recorded
+    from experiments.train import env_kwargs
+
+    plain = env_kwargs(compose_train(list(TINY)))
+    assert "reward_timing" not in plain and "reward_baseline" not in plain
+    accrued = env_kwargs(compose_train([*TINY, "env.reward_timing=accrued"]))
+    relative = env_kwargs(compose_train([*TINY, "env.reward_baseline=btb"]))
+    assert resume_changes(plain, accrued) == {"env.reward_timing": ["first_token", "accrued"]}
+    assert resume_changes(accrued, plain) == {"env.reward_timing": ["accrued", "first_token"]}
+    assert resume_changes(plain, relative) == {"env.reward_baseline": [None, "btb"]}
+    assert resume_changes(plain, plain) == {}
