@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from envs.workloads.request import Workload
+from envs.sim.request import Workload
 from experiments.config import CONF_DIR
 
 LEARN_AGENTS = {
