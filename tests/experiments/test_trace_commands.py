@@ -127,7 +127,8 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows())
     result = bench.main(
         ["workload=trace", f"workload.path={path}", "repeats=1", "policies=cache_aware",
-         "envs=", "agents=none", "read_rows=0", "replay_windows=0", f"out_dir={tmp_path / 'b'}"]
+         "envs=", "agents=none", "learn=", "read_rows=0", "replay_windows=0",
+         f"out_dir={tmp_path / 'b'}"]
     )  # fmt: skip
     assert [(r["workload"], r["requests"]) for r in result["sim"]] == [("trace", 12)]
     assert result["workload_file"]["file"] == "mc.jsonl"
