@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from envs.sim.request import Workload
-from experiments.config import CONF_DIR
+from experiments.config import CONF_DIR, DEFAULT_N_ENVS
 
 LEARN_AGENTS = {
     "btb/Route-v0": ("route", "ppo"),
@@ -28,7 +28,8 @@ def default_configs(env_kind: str, algo: str) -> tuple[int, dict[str, Any]]:
     agent = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "agent" / f"{algo}.yaml"))
     assert isinstance(env, dict) and isinstance(agent, dict)
     hyperparams = agent.get("hyperparams") or {}
-    return int(env["n_envs"]), {str(k): v for k, v in hyperparams.items()}
+    n_envs = int(env.get("n_envs", DEFAULT_N_ENVS))
+    return n_envs, {str(k): v for k, v in hyperparams.items()}
 
 
 def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dict[str, Any]:

@@ -141,6 +141,9 @@ ENV_ARG_DEFAULTS: dict[str, Any] = {
 }
 """Each env argument's default, the envs' own (what a checkpoint that does not
 record an argument was trained with)."""
+DEFAULT_N_ENVS = 16
+"""Training's parallel envs in one process (DummyVecEnv): one batched forward pass
+serves them all (``env.n_envs``)."""
 LATER_ENV_ARGS = ("reward_baseline", "reward_timing")
 """Env arguments added after agents were first saved: left out of a run's
 env_kwargs at their default, so older agents' env arguments stay as they were."""
@@ -157,7 +160,7 @@ EnvConf = dataclasses.make_dataclass(
         *_schema_fields(_ENV_ARGS),
         ("normalize_reward", bool, field(default=False)),
         *_schema_fields(_THRESHOLDS_ARGS),
-        ("n_envs", int, field(default=1)),
+        ("n_envs", int, field(default=DEFAULT_N_ENVS)),
         ("vec", str, field(default="dummy")),
     ],
     namespace={

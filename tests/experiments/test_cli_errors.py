@@ -788,7 +788,7 @@ def test_a_bad_group_value_says_where_it_came_from() -> None:
         assert value_origin("env.reward_scale") == " (from the command line)"
         experiment = " (from conf/experiment/ppo_thresholds.yaml)"
         assert value_origin("train.total_timesteps") == experiment
-        assert value_origin("env.epoch_s") == " (from conf/env/thresholds.yaml)"
+        assert value_origin("env.kind") == " (from conf/env/thresholds.yaml)"
         assert value_origin("env.slo_s") == ""  # the schema's default
 
 
@@ -931,8 +931,8 @@ def test_a_parent_dict_on_the_command_line_is_the_origin_a_group_choice_is_not()
         # the dict typed sets n_bursts; tiny.yaml's burst_requests is kept by the merge
         assert value_origin("workload.params.n_bursts") == " (from the command line)"
         assert value_origin("workload.params.burst_requests") == " (from conf/workload/tiny.yaml)"
-        # env=thresholds chose a file; epoch_s is that file's, not the command line's
-        assert value_origin("env.epoch_s") == " (from conf/env/thresholds.yaml)"
+        # env=thresholds chose a file; kind is that file's, not the command line's
+        assert value_origin("env.kind") == " (from conf/env/thresholds.yaml)"
 
 
 def test_a_config_file_on_the_search_path_is_named_as_the_origin(
