@@ -372,15 +372,22 @@ def check_resume_hyperparams(cfg: Any) -> None:
     asked = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(asked, dict)
     plain = (bool, int, float, str)
-    for key, value in asked.items():
-        name = str(key)
-        old = (saved or {}).get(name)
-        if isinstance(old, plain) and isinstance(value, plain) and old != value:
-            raise ValueError(
-                f"resume={cfg.resume}: that checkpoint was trained with "
-                f"agent.hyperparams.{name}={old}, the config asks for {value} (a resumed run "
-                f"keeps the checkpoint's settings; resume with agent.hyperparams.{name}={old})"
-            )
+    differ: list[tuple[str, Any, Any]] = [  # every setting that differs: one message names all
+        ("agent.hyperparams." + str(key), old, value)
+        for key, value in asked.items()
+        if isinstance(old := (saved or {}).get(str(key)), plain)
+        and isinstance(value, plain)
+        and old != value
+    ]
+    if differ:
+        trained = ", ".join(f"{path}={old}" for path, old, _ in differ)
+        asks = ", ".join(str(value) for _, _, value in differ)
+        again = " ".join(f"{path}={old}" for path, old, _ in differ)
+        raise ValueError(
+            f"resume={cfg.resume}: that checkpoint was trained with {trained}, the config "
+            f"asks for {asks} (a resumed run keeps the checkpoint's settings; resume with "
+            f"{again})"
+        )
 
 
 def rollout_steps(model: Any) -> int:

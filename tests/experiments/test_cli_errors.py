@@ -264,8 +264,14 @@ def test_resume_refuses_hyperparameters_the_checkpoint_would_ignore(tmp_path: Pa
     with pytest.raises(ValueError, match=message):
         train(cfg)
     assert not (tmp_path / "run").exists()
-    with pytest.raises(ValueError, match=r"hyperparams\.n_steps=32, the config asks for 256"):
-        check_resume_hyperparams(_compose("train", base))  # conf/agent/ppo.yaml's n_steps
+    # conf/agent/ppo.yaml's n_steps and batch_size both differ: one message names both
+    both = (
+        r"trained with agent\.hyperparams\.n_steps=32, agent\.hyperparams\.batch_size=32, "
+        r"the config asks for 256, 1024 \(a resumed run keeps the checkpoint's settings; "
+        r"resume with agent\.hyperparams\.n_steps=32 agent\.hyperparams\.batch_size=32\)$"
+    )
+    with pytest.raises(ValueError, match=both):
+        check_resume_hyperparams(_compose("train", base))
 
 
 def test_evaluate_refuses_a_fixed_size_agent_before_any_run(
