@@ -13,6 +13,7 @@ docs/physics.md, "Warm copies (RDMA)".
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 from envs.sim.node import DECODE, IDLE
@@ -106,11 +107,12 @@ def max_min_rates(flows: list[Copy], nic_bw: list[float]) -> None:
                 capacity[res] -= best_share
 
 
-class CopyMachinery:
+class CopyMachinery(ABC):
     """The simulator's copy half: starting a copy once its source KV exists, the
     contention model's flows, landing, and releasing copies that wait for a
     source. :class:`~envs.sim.simulator.Simulator` is one; it provides the
-    attributes below and the event queue and node timeline hooks."""
+    attributes below and implements the event queue and node timeline hooks
+    (abstract here)."""
 
     nodes: list[Node]
     config: SimConfig
@@ -121,14 +123,17 @@ class CopyMachinery:
     _flow_clock: float
     _flow_version: int
 
+    @abstractmethod
     def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
-        raise NotImplementedError  # the simulator's event queue
+        """Schedule an event (the simulator's event queue)."""
 
+    @abstractmethod
     def _advance(self, node: Node, t: float) -> None:
-        raise NotImplementedError  # the simulator's node timeline
+        """Start ``node``'s next work at ``t`` (the simulator's node timeline)."""
 
+    @abstractmethod
     def _interrupt(self, node: Node, t: float) -> None:
-        raise NotImplementedError  # the simulator's node timeline
+        """Cut ``node``'s decode segment at its next step (the simulator's node timeline)."""
 
     def _wake(self, node: Node, t: float) -> None:
         """Something for ``node`` became ready at ``t``: start it if the node is
