@@ -51,6 +51,7 @@ Prints tables and writes ``bench.json`` (atomically) to ``out_dir`` when given; 
 from __future__ import annotations
 
 import multiprocessing as mp
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ from experiments._cli import (
     workload_params,
 )
 from experiments._io import claim_out_dir, releasing_out_dirs
+from experiments.report import aligned_table
 
 DEFAULTS: dict[str, Any] = {
     "out_dir": "",
@@ -162,57 +164,95 @@ RUN_PARTS = ("simulate_s", "policy_s", "inference_s")
 """The parts of a simulated run (a row's share columns)."""
 
 
-def _share(row: dict[str, Any]) -> str:
+def _shares(row: dict[str, Any]) -> list[str]:
+    """The row's wall time split into RUN_PARTS, in per cent."""
     total = sum(row.get(part, 0.0) for part in RUN_PARTS)
-    cells = [f"{100.0 * row.get(part, 0.0) / total:.1f}%" if total else "-" for part in RUN_PARTS]
-    return " ".join(f"{cell:>9}" for cell in cells)
+    return [f"{100.0 * row.get(part, 0.0) / total:.1f}%" if total else "-" for part in RUN_PARTS]
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int) -> None:
+    """Print one of bench's tables: the first ``text_columns`` left-aligned, the
+    numbers right-aligned."""
+    right = range(text_columns, len(header))
+    print("\n".join(aligned_table(header, rows, right=right)))
 
 
 def _print_tables(result: dict[str, Any]) -> None:
-    head = f"{'simulate':>9} {'policy':>9} {'inference':>9}"
-    print(
-        f"{'workload':<18} {'policy':<13} {'requests':>9} {'requests/s':>11} {'RSS MB':>7}  {head}"
+    parts = ("simulate", "policy", "inference")
+    _table(
+        ("workload", "policy", "requests", "requests/s", "RSS MB", *parts),
+        [
+            (
+                row["workload"],
+                row["policy"],
+                str(row["requests"]),
+                f"{row['requests_per_s']:,.0f}",
+                f"{row['peak_rss_mb']:.1f}",
+                *_shares(row),
+            )
+            for row in result["sim"]
+        ],
+        text_columns=2,
     )
-    for row in result["sim"]:
-        print(
-            f"{row['workload']:<18} {row['policy']:<13} {row['requests']:>9} "
-            f"{row['requests_per_s']:>11,.0f} {row['peak_rss_mb']:>7.1f}  {_share(row)}"
-        )
     for row in result.get("read", []):
         print(
             f"\nread {row['format']}: {row['rows']} rows ({row['file_mb']:.1f} MB), "
             f"{row['rows_per_s']:,.0f} rows/s"
         )
     if result.get("agents"):
-        print(
-            f"\n{'agent':<18} {'env':<11} {'decisions':>9} {'decisions/s':>11} "
-            f"{'requests/s':>11}  {head}"
+        print()
+        _table(
+            ("agent", "env", "decisions", "decisions/s", "requests/s", *parts),
+            [
+                (
+                    row["name"],
+                    row["env"],
+                    str(row["decisions"]),
+                    f"{row['decisions_per_s']:,.0f}",
+                    f"{row['requests_per_s']:,.0f}",
+                    *_shares(row),
+                )
+                for row in result["agents"]
+            ],
+            text_columns=2,
         )
-        for row in result["agents"]:
-            print(
-                f"{row['name']:<18} {row['env']:<11} {row['decisions']:>9} "
-                f"{row['decisions_per_s']:>11,.0f} {row['requests_per_s']:>11,.0f}  {_share(row)}"
-            )
     if result.get("env"):
-        print(f"\n{'env':<20} {'steps/episode':>14} {'steps/s':>10} {'requests/s':>11}")
-        for row in result["env"]:
-            print(
-                f"{row['env_id']:<20} {row['steps']:>14} {row['steps_per_s']:>10,.0f} "
-                f"{row['requests_per_s']:>11,.0f}"
-            )
-    if result.get("learn"):
-        print(
-            f"\n{'learn':<20} {'algo':<13} {'n_envs':>6} {'steps':>7} {'steps/s':>9} "
-            f"{'rollout':>8} {'update':>8} {'steps/cpu-s':>11}"
+        print()
+        _table(
+            ("env", "steps/episode", "steps/s", "requests/s"),
+            [
+                (
+                    row["env_id"],
+                    str(row["steps"]),
+                    f"{row['steps_per_s']:,.0f}",
+                    f"{row['requests_per_s']:,.0f}",
+                )
+                for row in result["env"]
+            ],
+            text_columns=1,
         )
+    if result.get("learn"):
+        print()
+        rows = []
         for row in result["learn"]:
             total = max(row["rollout_s"] + row["update_s"], 1e-9)
-            print(
-                f"{row['env']:<20} {row['algo']:<13} {row['n_envs']:>6} {row['steps']:>7} "
-                f"{row['steps_per_s']:>9,.0f} {100 * row['rollout_s'] / total:>7.0f}% "
-                f"{100 * row['update_s'] / total:>7.0f}% "
-                f"{row['steps'] / max(row['cpu_s'], 1e-9):>11,.0f}"
+            rows.append(
+                (
+                    row["env"],
+                    row["algo"],
+                    str(row["n_envs"]),
+                    str(row["steps"]),
+                    f"{row['steps_per_s']:,.0f}",
+                    f"{100 * row['rollout_s'] / total:.0f}%",
+                    f"{100 * row['update_s'] / total:.0f}%",
+                    f"{row['steps'] / max(row['cpu_s'], 1e-9):,.0f}",
+                )
             )
+        _table(
+            ("learn", "algo", "n_envs", "steps", "steps/s", "rollout", "update", "steps/cpu-s"),
+            rows,
+            text_columns=2,
+        )
     if "replay" in result:
         row = result["replay"]
         print(

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -342,7 +342,7 @@ def audit_table(audit: dict[str, Any], per_window: bool = False) -> str:
         + (f", {read['rows_skipped']} bad rows skipped" if read["rows_skipped"] else "")
         + ")"
     )
-    lines = [header, *_aligned(("statistic", "value", "where"), rows)]
+    lines = [header, *aligned_table(("statistic", "value", "where"), rows)]
     if per_window and several:
         labels = list(overall["busiest"])
         window_rows = [
@@ -354,20 +354,25 @@ def audit_table(audit: dict[str, Any], per_window: bool = False) -> str:
             )
             for w in audit["windows"]
         ]
-        lines += ["", *_aligned(("window", "requests", *labels, "fan-out"), window_rows)]
+        lines += ["", *aligned_table(("window", "requests", *labels, "fan-out"), window_rows)]
     return "\n".join(lines)
 
 
-def _aligned(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
+def aligned_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[int] = (1,)
+) -> list[str]:
+    """A header, a rule and the rows, each column as wide as its widest cell; the
+    columns whose index is in ``right`` are right-aligned (numbers), the others left."""
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
 
-    def line(cells: tuple[str, ...]) -> str:
-        first = cells[0].ljust(widths[0])
-        pairs = enumerate(zip(cells[1:], widths[1:], strict=True))
-        rest = [c.rjust(w) if i == 0 else c.ljust(w) for i, (c, w) in pairs]
-        return "  ".join([first, *rest]).rstrip()
+    def line(cells: Sequence[str]) -> str:
+        placed = [
+            c.rjust(w) if k in right else c.ljust(w)
+            for k, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(placed).rstrip()
 
-    return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)]
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 
 
 # ---------------------------------------------------------------- thresholds over time
