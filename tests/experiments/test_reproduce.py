@@ -47,7 +47,7 @@ def test_tables_compare_btb_with_the_published_column() -> None:
     assert "causal_kv=false" in text and "causal_kv=true" in text and "+62.0" in text
 
 
-def test_published_figures_are_spec_section_9() -> None:
+def test_published_figures_are_the_btb_write_up_s() -> None:
     assert list(reproduce.PUBLISHED_SYNTHETIC_MEAN.values()) == [62.0, 41.9, 70.3, 64.0, 58.5, 11.0]
     assert list(reproduce.PUBLISHED_MIXED_MEAN.values()) == [54.0, 33.3, 60.0, 53.5, 48.1, 10.3]
     assert list(reproduce.PUBLISHED_MIXED_P95.values()) == [0.0, 81.8, 59.0, 78.0, 79.9, 7.4]

@@ -134,7 +134,7 @@ def test_model_aliases() -> None:
     assert model_preset("llama-70b") is model_preset("LLaMA-3.3-70B")
 
 
-def test_gpu_presets_match_spec_section_1() -> None:
+def test_gpu_presets_match_the_published_figures() -> None:
     rows = {
         "A100": (312e12, 2.00e12, 80e9, 25e9, 25e9, 5e9),
         "H100": (989e12, 3.35e12, 80e9, 55e9, 50e9, 7e9),
