@@ -127,7 +127,7 @@ class CausalTeacher(Policy):
     def _holders(self, sim: Simulator, prefix: tuple[int, ...]) -> list[int]:
         """Nodes that hold ``prefix`` in HBM or are about to compute it."""
         depth = len(prefix)
-        out = [node.index for node in sim.nodes if node.cache.hbm_match(prefix) >= depth]
+        out = [node.index for node in sim.nodes if node.view.hbm_match(prefix) >= depth]
         computer = self._computer.get(prefix[-1])
         if computer is not None and computer[0] not in out:
             node = sim.nodes[computer[0]]
@@ -152,7 +152,7 @@ class CausalTeacher(Policy):
         latency = sim.config.transfer_latency_s
         for dst in targets:
             target = nodes[dst]
-            missing = len(prefix) - target.cache.hbm_match(prefix)
+            missing = len(prefix) - target.view.hbm_match(prefix)
             if sim.warm(src, dst, prefix) != WARM_OK:
                 continue
             self._copies += 1

@@ -192,7 +192,7 @@ class BTB(Policy):
         resident: list[int] = []
         held: list[int] = []
         for node in sim.nodes:
-            if node.cache.hbm_match(prefix) >= depth:
+            if node.view.hbm_match(prefix) >= depth:
                 resident.append(node.index)
                 held.append(node.index)
             elif key in node.inflight:
@@ -238,7 +238,7 @@ class BTB(Policy):
             depth = len(prefix)
             for dst in cold[: self.m - len(would)]:
                 target = nodes[dst]
-                missing = depth - target.cache.hbm_match(prefix)
+                missing = depth - target.view.hbm_match(prefix)
                 n_bytes = copy_bytes(missing, sim.block_tokens, target)
                 land = now + sim.config.transfer_latency_s + transfer_s(n_bytes, target)
                 copy = ShadowCopy(now, src, dst, depth, n_bytes, land)

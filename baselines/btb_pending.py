@@ -64,7 +64,7 @@ class BTBPending(BTB):
         warm: list[int] = []
         computing: list[int] = []
         for node in sim.nodes:
-            if node.cache.hbm_match(prefix) >= depth:
+            if node.view.hbm_match(prefix) >= depth:
                 resident.append(node.index)
                 warm.append(node.index)
             elif key in node.inflight or self._computes(sim, node, depth, key):

@@ -159,7 +159,7 @@ class OracleWarm(Policy):
         key = prefix[-1]
         out = []
         for node in sim.nodes:
-            if node.cache.hbm_match(prefix) >= depth:
+            if node.view.hbm_match(prefix) >= depth:
                 out.append(node.index)
             else:
                 entry = self._plan.get((node.index, key))
@@ -189,7 +189,7 @@ class OracleWarm(Policy):
         bt = sim.block_tokens
         for dst in targets:
             target = nodes[dst]
-            missing = len(prefix) - target.cache.hbm_match(prefix)
+            missing = len(prefix) - target.view.hbm_match(prefix)
             duration_s = copy_s(copy_bytes(missing, bt, target), target, latency)
             begin = copy_start_s(target, ready[src], reference)
             if begin + duration_s >= free_at[dst] + target.costs.prefill_s(missing * bt):

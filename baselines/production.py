@@ -52,7 +52,7 @@ class SGLangGateway(Policy):
         if high - low > self.balance_abs and high > self.balance_rel * low:
             return least_loaded(sim)
         blocks = request.blocks
-        matches = [n.cache.hbm_match(blocks) for n in nodes]
+        matches = [n.view.hbm_match(blocks) for n in nodes]
         best = max(matches)
         if best / len(blocks) > self.cache_threshold:
             ties = [i for i, m in enumerate(matches) if m == best]
@@ -89,7 +89,7 @@ class DynamoKV(Policy):
         pending = self._pending_blocks
         out = []
         for i, node in enumerate(sim.nodes):
-            new = prompt_blocks - min(node.cache.hbm_match(blocks), prompt_blocks)
+            new = prompt_blocks - min(node.view.hbm_match(blocks), prompt_blocks)
             decode_blocks = -(-node.ctx_tokens // bt)
             out.append(weight * (new + pending[i]) + decode_blocks)
         return out
@@ -117,7 +117,7 @@ class DynamoKV(Policy):
         bt = sim.block_tokens
         prompt_blocks = -(-request.input_tokens // bt)
         node = sim.nodes[choice]
-        new = prompt_blocks - min(node.cache.hbm_match(request.blocks), prompt_blocks)
+        new = prompt_blocks - min(node.view.hbm_match(request.blocks), prompt_blocks)
         self._pending_blocks[choice] += new
         self._routed[request.index] = (choice, new)
         return choice
@@ -157,7 +157,7 @@ class LLMD(Policy):
         for i, node in enumerate(nodes):
             queue_score = 1.0 if q_span == 0 else 1.0 - (waiting[i] - q_low) / q_span
             kv_score = 1.0 - min(node.reserved_tokens / node.budget_tokens, 1.0)
-            prefix_score = node.cache.hbm_match(blocks) / n_blocks
+            prefix_score = node.view.hbm_match(blocks) / n_blocks
             out.append(
                 self.queue_weight * queue_score
                 + self.kv_weight * kv_score

@@ -101,7 +101,7 @@ def cache_aware_choice(
             high = load
         if load < low:
             low = load
-        match = matched(node.cache, blocks)
+        match = matched(node.view, blocks)
         if match > best_match or (match == best_match and load < best_load):
             best_match = match
             best_load = load

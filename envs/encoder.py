@@ -279,7 +279,7 @@ class EpochEncoder:
             inflight = len(node.inflight)
             in_flight += inflight
             queued += len(node.queue)
-            holds = bool(depth) and node.cache.hbm_match(prefix) >= depth
+            holds = bool(depth) and node.view.hbm_match(prefix) >= depth
             holders += holds
             out[i] = load / (load + 16.0)
             out[i + 1] = wait / (wait + 1.0)

@@ -23,7 +23,7 @@ def render_ansi(sim: Simulator, request: Request | None) -> str:
         )
     lines.append(f"{'node':>4} {'load':>6} {'queue':>6} {'KV used':>8} {'in flight':>9} {'hit':>6}")
     for node in sim.nodes:
-        hit = node.cache.hbm_match(request.blocks) / len(request.blocks) if request else 0.0
+        hit = node.view.hbm_match(request.blocks) / len(request.blocks) if request else 0.0
         lines.append(
             f"{node.index:>4} {node.load:>6} {len(node.queue):>6} "
             f"{node.reserved_tokens / node.budget_tokens:>8.1%} {len(node.inflight):>9} {hit:>6.1%}"

@@ -43,6 +43,8 @@ class RouteWarmEnv(RouteEnv):
     ``action_masks()`` returns the flat boolean mask MaskablePPO expects: a warm
     onto a node that already holds the prefix, has it in flight, or lacks the
     KV headroom is masked, and so is evicting from a node that holds none of it.
+    With the simulator's fault options on, a down node is masked for routing,
+    warming and evicting (docs/faults.md); without, no node is ever down.
     The mask treats each part on its own, so it cannot foresee how the parts of
     one action interact: a warm onto a node that the same action evicts the
     prefix from must copy the evicted blocks too, and may no longer fit (and
@@ -135,7 +137,9 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     targets = [k for k, bit in enumerate(warms) if bit]
     if targets:
         depth = len(prefix)
-        resident = [node for node in sim.nodes if node.cache.hbm_match(prefix) >= depth]
+        resident = [
+            node for node in sim.nodes if not node.down and node.view.hbm_match(prefix) >= depth
+        ]
         if resident:
             src = min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
         else:
@@ -158,7 +162,10 @@ def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
     key = prefix[-1]
     bt = sim.block_tokens
     for k, node in enumerate(sim.nodes):
-        held = node.cache.hbm_match(prefix)
+        if node.down:  # lost (SimConfig fault options): no routing, warming or evicting there
+            mask[k] = mask[n + 2 * k + 1] = mask[3 * n + 1 + k] = False
+            continue
+        held = node.view.hbm_match(prefix)
         if held >= depth or key in node.inflight or depth - held > node.cache_capacity_blocks(bt):
             mask[n + 2 * k + 1] = False
         if held == 0:

@@ -285,7 +285,7 @@ class EpochController:
         """BTB's decision for ``request``, with the epoch's traffic recorded."""
         self.encoder.record(self.stats, request, sim.now)
         node = self.btb.decide(sim, request)
-        self.stats.hit_sum += sim.nodes[node].cache.hbm_match(request.blocks) / len(request.blocks)
+        self.stats.hit_sum += sim.nodes[node].view.hbm_match(request.blocks) / len(request.blocks)
         return node
 
     def close_epoch(self, sim: Simulator) -> None:

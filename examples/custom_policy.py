@@ -31,7 +31,7 @@ def prefill_end_s(sim: Simulator, node: Node, request: Request) -> float:
     """Seconds from now until ``request`` would have been prefilled on ``node``:
     the estimated wait for the node's queue, then the prefill of the tokens not
     in its HBM (at least the last prompt token is always computed)."""
-    hit_tokens = node.cache.hbm_match(request.blocks) * sim.block_tokens
+    hit_tokens = node.view.hbm_match(request.blocks) * sim.block_tokens
     cached_tokens = min(hit_tokens, request.input_tokens - 1)
     new_tokens = request.input_tokens - cached_tokens
     return node.estimated_wait_s(sim.now) + node.costs.prefill_s(new_tokens, cached_tokens)

@@ -299,6 +299,7 @@ def summarize_windows(
             sum(r.summary["displaced_by_copies_blocks"] for r in results)
         ),
         **_capacity(results),
+        **_fault_counts(results),
         "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
@@ -312,6 +313,17 @@ def summarize_windows(
             extra[key] /= len(results)
     row.update(extra)
     return row
+
+
+def _fault_counts(results: Sequence[WindowResult]) -> dict[str, int]:
+    """The windows' fault counts summed (envs.sim.metrics.fault_metrics; none when
+    faults are off)."""
+    totals: dict[str, int] = {}
+    for result in results:
+        for key, value in result.summary.items():
+            if key.startswith("fault_"):
+                totals[key] = totals.get(key, 0) + int(value)
+    return totals
 
 
 CAPACITY_FRACTIONS = (

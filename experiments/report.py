@@ -217,6 +217,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     ]
     if any("floor_gap_closed_mean_pct" in r for r in rows):
         columns.append(("floor gap%", 10, lambda r: pct(r.get("floor_gap_closed_mean_pct"))))
+    columns += fault_columns(rows)
     cells = [[cell(row) for _, _, cell in columns] for row in rows]
     widths = [
         max([narrowest, *(len(values[k]) for values in cells)])
@@ -239,6 +240,11 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             "running sequences / max batch; KV = mean KV reserved / budget; imbal = max / "
             "mean of the nodes' prefill time"
         )
+    if fault_columns(rows):
+        lines.append(
+            "lost = node losses; rerouted = requests taken off a lost node; failed = warm "
+            "copies failed (docs/faults.md)"
+        )
     if any(r["policy"] == FLOOR for r in rows):
         lines.append(
             f"{FLOOR}: a lower bound on each request's TTFT (cold or suffix prefill on the "
@@ -246,6 +252,21 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
         )
     return "\n".join(lines)
+
+
+def fault_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, Any]]:
+    """The comparison table's fault columns, when any row has fault counts."""
+    if not any("fault_node_losses" in r for r in rows):
+        return []
+
+    def count(key: str) -> Any:
+        return lambda r: str(r.get(key, "-"))
+
+    return [
+        ("lost", 4, count("fault_node_losses")),
+        ("rerouted", 8, count("fault_rerouted_requests")),
+        ("failed", 6, count("fault_copies_failed")),
+    ]
 
 
 def reproduction_tables(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +116,26 @@ class SimConfig:
     requests) before the router decides, so the router sees the node as it will
     be after the step, not as it is at the arrival."""
 
+    # -- stale router view and faults (envs/sim/view.py, envs/sim/faults.py;
+    #    docs/faults.md). All off by default.
+    router_view_delay_s: float = 0.0
+    """Policies and the observation see each node's cache as it was this many
+    seconds ago (KV events reach the router late); loads, queues and copies in
+    flight stay live. 0: the live cache."""
+    fault_node_loss_s: tuple[float, ...] = ()
+    """Times (s) of scheduled node losses, one per entry of ``fault_node_loss_nodes``."""
+    fault_node_loss_nodes: tuple[int, ...] = ()
+    """The node lost at each time of ``fault_node_loss_s``."""
+    fault_node_loss_rate_per_s: float = 0.0
+    """Random node losses per second over the cluster (a Poisson process until the
+    last arrival; the node uniformly among those up), drawn from ``fault_seed``."""
+    fault_node_down_s: float = math.inf
+    """Seconds a lost node stays down before it comes back, empty; inf: never."""
+    fault_copy_fail_prob: float = 0.0
+    """Probability that a warm copy fails: its bytes move, but nothing lands."""
+    fault_seed: int = 0
+    """Seed of the faults' own random generator (random losses, failed copies)."""
+
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
         """The reference (Infer-Sim) model: ``causal_kv=False`` and every accounting
@@ -168,6 +189,70 @@ class SimConfig:
             value = getattr(self, name)
             if not (0 < value <= 1):
                 raise ConfigError(f"sim.{name} must be in (0, 1], got {value!r}")
+        self._check_view_and_faults()
+
+    @property
+    def faults_on(self) -> bool:
+        """Whether any fault option is set (envs/sim/faults.py)."""
+        return bool(
+            self.fault_node_loss_s or self.fault_node_loss_rate_per_s or self.fault_copy_fail_prob
+        )
+
+    def _check_view_and_faults(self) -> None:
+        """The stale-view and fault options (stored as plain Python values)."""
+        for name in (
+            "router_view_delay_s",
+            "fault_node_loss_rate_per_s",
+            "fault_node_down_s",
+            "fault_copy_fail_prob",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, (np.integer, np.floating)):
+                object.__setattr__(self, name, float(value))
+            elif not is_number(value):
+                raise ConfigError(f"sim.{name} must be a number, got {value!r}")
+        if not (0 <= self.router_view_delay_s < math.inf):
+            raise ConfigError(
+                f"sim.router_view_delay_s must be finite and >= 0, got {self.router_view_delay_s!r}"
+            )
+        if not (0 <= self.fault_node_loss_rate_per_s < math.inf):
+            raise ConfigError(
+                "sim.fault_node_loss_rate_per_s must be finite and >= 0, "
+                f"got {self.fault_node_loss_rate_per_s!r}"
+            )
+        if not (self.fault_node_down_s > 0):
+            raise ConfigError(f"sim.fault_node_down_s must be > 0, got {self.fault_node_down_s!r}")
+        if not (0 <= self.fault_copy_fail_prob <= 1):
+            raise ConfigError(
+                f"sim.fault_copy_fail_prob must be in [0, 1], got {self.fault_copy_fail_prob!r}"
+            )
+        check_int("sim.fault_seed", self.fault_seed, 0, ConfigError)
+        times = self.fault_node_loss_s
+        nodes = self.fault_node_loss_nodes
+        if not _is_list(times) or not all(
+            is_number(t) and 0 <= t < math.inf for t in times
+        ):
+            raise ConfigError(
+                f"sim.fault_node_loss_s must be a list of finite times >= 0, got {times!r}"
+            )
+        if not _is_list(nodes) or not all(
+            is_number(j, integer=True) and j >= 0 for j in nodes
+        ):
+            raise ConfigError(
+                f"sim.fault_node_loss_nodes must be a list of node indices, got {nodes!r}"
+            )
+        if len(times) != len(nodes):
+            raise ConfigError(
+                f"sim.fault_node_loss_s has {len(times)} times but sim.fault_node_loss_nodes "
+                f"has {len(nodes)} nodes: one node for each time"
+            )
+        object.__setattr__(self, "fault_node_loss_s", tuple(float(t) for t in times))
+        object.__setattr__(self, "fault_node_loss_nodes", tuple(int(j) for j in nodes))
+
+
+def _is_list(value: Any) -> bool:
+    """A list or tuple (or a config library's list), not a string."""
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
 
 
 @dataclass(frozen=True)

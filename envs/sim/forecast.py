@@ -20,7 +20,11 @@ baselines and the teacher cannot drift apart:
   teacher's choice.
 
 Everything here only reads the world (``catch_up`` writes the caller's own
-clock); nothing changes the simulation.
+clock); nothing changes the simulation. The questions policies and the
+observation ask read a node's prefix holdings as the router sees them,
+``node.view`` (``SimConfig.router_view_delay_s`` late; :mod:`envs.sim.view`);
+those the simulator asks for its own physics (:func:`worth_waiting`,
+:func:`will_hold`) read the true cache.
 """
 
 from __future__ import annotations
@@ -264,8 +268,8 @@ def node_backlog(
     prefill_s = node.costs.prefill_s
     per_token = node.costs.prefill_s_per_token
     linear = not node.costs.attention_s_coef  # prefill_s is n x per_token then
-    match = node.cache.hbm_match
-    version = node.cache.version
+    match = node.view.hbm_match
+    version = node.view.version
     index = node.index
     for queued in node.queue:  # the observation's hot spot, kept flat
         blocks = queued.blocks
@@ -318,7 +322,7 @@ def estimates_with_hits(
     sources: dict[int, dict[int, float]] = {}
     for node in sim.nodes:
         backlog, coming = node_backlog(sim, node, now, 0, memo, sources)
-        hit = node.cache.hbm_match(blocks)
+        hit = node.view.hbm_match(blocks)
         cold = usable_tokens(hit, bt, n_in)
         have, ready = cold, 0.0
         arriving = coming.get(key)
@@ -393,7 +397,7 @@ def earliest_node(
         j = node.index
         start = free_at[j]
         prefill_s = node.costs.prefill_s
-        matched = node.cache.hbm_match(blocks)
+        matched = node.view.hbm_match(blocks)
         have = usable_tokens(matched, bt, n_in)
         finish = start + prefill_s(n_in - have, have)
         computes = depth > matched

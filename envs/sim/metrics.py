@@ -8,7 +8,7 @@ worked out from those two alone and never read the engine's internals.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,6 +50,8 @@ class RunTotals:
     rdma_busy_s: list[float]
     budget_tokens: list[int]
     max_batch: int
+    # faults (envs/sim/faults.py): what they did, by name; empty when they are off
+    faults: dict[str, int] = field(default_factory=dict)
 
 
 class Records:
@@ -190,7 +192,19 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         "rdma_busy_s": float(sum(totals.rdma_busy_s)),
         "copy_busy_s": float(sum(totals.copy_s)),
         **capacity_metrics(requests, rec, totals, makespan),
+        **fault_metrics(totals),
     }
+
+
+# ---------------------------------------------------------------- faults
+def fault_metrics(totals: RunTotals) -> dict[str, int]:
+    """What the faults did (envs/sim/faults.py), present only when they are on:
+    ``fault_node_losses`` (and ``_skipped``: the last node up is never lost),
+    ``fault_node_recoveries``, ``fault_copies_failed``, ``fault_rerouted_requests``
+    (taken off a lost node), ``fault_restarted_requests`` (of those, the ones whose
+    first token was already out), ``fault_routed_to_down`` (a policy routed to a
+    down node; the request went to the least-loaded node up)."""
+    return dict(totals.faults)
 
 
 def capacity_metrics(

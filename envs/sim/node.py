@@ -35,7 +35,13 @@ class Node:
         running: admitted requests not yet finished (prefill or decode).
         reserved_tokens: KV reserved by running requests (input + output each).
         budget_tokens: KV tokens that fit beside the weights.
-        cache: the node's :class:`~envs.sim.cache.PrefixCache`.
+        cache: the node's :class:`~envs.sim.cache.PrefixCache` (the physics).
+        view: the same cache as the router sees it: policies and the observation
+            read prefix holdings here. It *is* ``cache`` unless
+            ``SimConfig.router_view_delay_s`` > 0 (then: ``cache`` as it was that
+            long ago; :mod:`envs.sim.view`).
+        down: the node is lost (``SimConfig`` fault options; :mod:`envs.sim.faults`):
+            it serves nothing and holds no KV until it comes back.
         inflight: warm copies to this node that have not landed, by prefix key
             (the last block id of the copied prefix).
         computing: the request being prefilled now, or None.
@@ -54,6 +60,7 @@ class Node:
         "ctx_tokens",
         "decode_n",
         "decode_s",
+        "down",
         "free_s",
         "index",
         "inflight",
@@ -70,6 +77,7 @@ class Node:
         "spec",
         "step",
         "version",
+        "view",
         "waiting_for",
         "waiting_src",
         "work",
@@ -83,6 +91,8 @@ class Node:
         self.spec = spec
         self.costs = costs
         self.cache = cache
+        self.view = cache  # what routers see of it (envs.sim.view)
+        self.down = False  # lost and not back yet (envs.sim.faults)
         self.cache_beside_reservations = True  # SimConfig.cache_capacity == "headroom"
         self.budget_tokens = costs.budget_tokens
         self.queue: deque[Request] = deque()

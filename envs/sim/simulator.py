@@ -30,12 +30,14 @@ import numpy as np
 from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.faults import FAULT_EVENT, NODE_DOWN, Faults
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
 from envs.sim.request import Request, Workload
 from envs.sim.timing import NodeCosts
-from envs.sim.transfers import FLOW_EVENT, WAIT_SOURCE, Copy, CopyMachinery
+from envs.sim.transfers import FLOW_EVENT, LAND_EVENT, WAIT_SOURCE, Copy, CopyMachinery
+from envs.sim.view import Views
 
 _WAKE = 0
 INF = math.inf
@@ -166,6 +168,15 @@ class Simulator(CopyMachinery):
         # Requests in the order their first token came out; readers (e.g. a
         # Gymnasium env crediting TTFT as it becomes known) keep their own cursor.
         self.first_token_log: list[Request] = []
+        # stale router view and faults (envs/sim/view.py, envs/sim/faults.py): off by default
+        self._faults: Faults | None = None
+        if config.faults_on:
+            self._faults = Faults(self)
+            self.warm_refused[NODE_DOWN] = 0
+        self._views: Views | None = None
+        if config.router_view_delay_s > 0:
+            self._views = Views(self.nodes, config.router_view_delay_s, lambda: self.now)
+        self._asked = -1  # the node route() was asked for (a down node sends elsewhere)
 
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
@@ -206,6 +217,7 @@ class Simulator(CopyMachinery):
         nodes = self.nodes
         n_nodes = self.n_nodes
         overshoot = self.config.decode_overshoot
+        views = self._views
         i = 0
         while True:
             t_arrival = requests[i].arrival_s if i < n else INF
@@ -219,11 +231,15 @@ class Simulator(CopyMachinery):
                 elif kind == FLOW_EVENT:
                     if version == self._flow_version:
                         self._on_flow(t)
-                else:
+                elif kind == LAND_EVENT:
                     self._land(obj, t)  # type: ignore[arg-type]
+                elif kind == FAULT_EVENT:
+                    self._faults.on_event(obj, version, t)  # type: ignore[union-attr,arg-type]
             if i >= n:
                 break
             self.now = t_arrival
+            if views is not None:
+                views.sync(t_arrival)
             if overshoot:
                 for node in nodes:
                     if node.work == DECODE:
@@ -233,7 +249,7 @@ class Simulator(CopyMachinery):
             choice = decide(self, request) if decide is not None else (yield request)
             self._deciding = None
             if self._pending is None:  # routed during the decision by route()
-                routed = self.records.node[request.index]
+                routed = self._asked
                 if choice is not None and choice != routed:
                     raise ValueError(
                         f"request {request.request_id!r} was routed to node {routed} with "
@@ -266,7 +282,7 @@ class Simulator(CopyMachinery):
         if not (node.__class__ is int and 0 <= node < self.n_nodes):
             node = _node_index("route: node", node, self.n_nodes)
         if self._pending is None:
-            routed = self.records.node[request.index]
+            routed = self._asked
             if routed != node:
                 raise ValueError(
                     f"route: request {request.request_id!r} is already routed to node {routed}"
@@ -275,15 +291,17 @@ class Simulator(CopyMachinery):
         if self.journal is not None:
             self.journal.append(("route", int(node)))
         self._pending = None
+        self._asked = int(node)
         self._route(request, self.nodes[int(node)])
 
     def routed_node(self) -> int | None:
         """At a decision point: the node its request was already routed to with
-        :meth:`route`, or None while it awaits its answer (or outside one)."""
+        :meth:`route`, or None while it awaits its answer (or outside one). If
+        that node was down the request went elsewhere (``records.node``)."""
         request = self._deciding
         if request is None or self._pending is not None:
             return None
-        return int(self.records.node[request.index])
+        return self._asked
 
     def warm(self, src: int, dst: int, blocks: tuple[int, ...]) -> str:
         """Copy the prefix ``blocks`` from node ``src`` to node ``dst`` over RDMA.
@@ -309,6 +327,9 @@ class Simulator(CopyMachinery):
         if src == dst:
             refused["same_node"] += 1
             return "same_node"
+        if nodes[src].down or nodes[dst].down:
+            refused[NODE_DOWN] += 1
+            return NODE_DOWN
         if not blocks:
             refused["bad_prefix"] += 1
             return "bad_prefix"
@@ -358,16 +379,22 @@ class Simulator(CopyMachinery):
         return [n.load for n in self.nodes]
 
     def hbm_hits(self, blocks: tuple[int, ...]) -> list[int]:
-        """Leading blocks of ``blocks`` in each node's HBM."""
-        return [n.cache.hbm_match(blocks) for n in self.nodes]
+        """Leading blocks of ``blocks`` in each node's HBM, as the router sees it
+        (``node.view``: ``SimConfig.router_view_delay_s`` late)."""
+        return [n.view.hbm_match(blocks) for n in self.nodes]
 
     def holders(self, blocks: tuple[int, ...]) -> tuple[list[int], list[int]]:
-        """Nodes holding the whole prefix in HBM, and nodes with it in flight."""
+        """Nodes holding the whole prefix in HBM (as the router sees it), and nodes
+        with it in flight."""
         key = blocks[-1]
         depth = len(blocks)
-        resident = [n.index for n in self.nodes if n.cache.hbm_match(blocks) >= depth]
+        resident = [n.index for n in self.nodes if n.view.hbm_match(blocks) >= depth]
         flying = [n.index for n in self.nodes if key in n.inflight]
         return resident, flying
+
+    def down_nodes(self) -> list[int]:
+        """Nodes lost and not back yet (``SimConfig`` fault options)."""
+        return [n.index for n in self.nodes if n.down]
 
     def totals(self) -> RunTotals:
         """What the engine counted so far, besides the per-request records (the
@@ -393,6 +420,7 @@ class Simulator(CopyMachinery):
             rdma_busy_s=[n.rdma_busy_s for n in nodes],
             budget_tokens=[n.budget_tokens for n in nodes],
             max_batch=self.config.max_batch,
+            faults=dict(self._faults.counts) if self._faults is not None else {},
         )
 
     # ================================================================== internals
@@ -401,6 +429,8 @@ class Simulator(CopyMachinery):
         heapq.heappush(self._heap, (t, self._seq, kind, obj, version))
 
     def _route(self, request: Request, node: Node) -> None:
+        if node.down:
+            node = self._faults.redirect()  # type: ignore[union-attr]
         self.records.node[request.index] = node.index
         queue = node.queue
         queue.append(request)
@@ -573,8 +603,9 @@ class Simulator(CopyMachinery):
                 self._advance_batch(node, node.chunk_breaks.pop(), t)
                 return
             request: Request = node.work_obj  # type: ignore[assignment]
-            self.records.first_token_s[request.index] = t
-            self.first_token_log.append(request)
+            if self._faults is None or self._faults.first_token(request):
+                self.records.first_token_s[request.index] = t
+                self.first_token_log.append(request)
             if node.seg_steps:
                 self._advance_batch(node, node.seg_steps, t)
             if request.output_tokens > 1 or self._one_token_step:

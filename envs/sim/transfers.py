@@ -21,12 +21,14 @@ from envs.sim.request import has_prefix
 
 if TYPE_CHECKING:
     from envs.sim.config import SimConfig
+    from envs.sim.faults import Faults
     from envs.sim.node import Node
 
 WAIT_SOURCE = 0
 QUEUED = 1
 MOVING = 2
 LANDED = 3
+FAILED = 4  # lost with its source or target node, or failed on landing (envs/sim/faults.py)
 
 FLOW_EVENT = 1  # the simulator's event kinds for copies (its node wake-ups are 0)
 LAND_EVENT = 2
@@ -122,6 +124,7 @@ class CopyMachinery(ABC):
     _flows: list[Copy]
     _flow_clock: float
     _flow_version: int
+    _faults: Faults | None  # SimConfig's fault options, when any is on
 
     @abstractmethod
     def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
@@ -196,6 +199,8 @@ class CopyMachinery(ABC):
         self._schedule_flows(t)
 
     def _land(self, copy: Copy, t: float) -> None:
+        if self._faults is not None and not self._faults.lands(copy, t):
+            return
         target = self.nodes[copy.dst]
         copy.state = LANDED
         copy.land_s = t

@@ -1,0 +1,238 @@
+"""Faults: lost nodes and failed warm copies (the ``SimConfig.fault_*`` options).
+
+All off by default. Losses come from a fixed schedule (``fault_node_loss_s`` /
+``fault_node_loss_nodes``) and/or a rate (``fault_node_loss_rate_per_s``, a
+Poisson process until the last arrival, the node drawn uniformly among those
+up); random draws come from a generator of the faults' own, seeded with
+``fault_seed``, so a run is deterministic and the policies' ``sim.rng`` draws
+are the same as without faults. The rules (docs/faults.md):
+
+* **Node loss at t.** The node is *down* (``node.down``): it stops its work
+  item, its KV is gone (HBM, RAM and disk), every warm copy from or to it that
+  has not landed fails, and it serves nothing. A loss that would take down the
+  last node still up is skipped (counted), so requests always have a node.
+* **Its requests are re-routed by a fixed rule**, not by the policy: those
+  queued, in prefill and decoding, in arrival order, each to the least-loaded
+  node up (ties to the lower index), where they start over. A request whose
+  first token was already out keeps that TTFT (its record describes the
+  service that delivered it; ``finish_s`` and ``node`` are the rerun's).
+* **Routing to a down node** (a policy that does not look at ``node.down``)
+  sends the request to the least-loaded node up by the same rule (counted);
+  warm copies from or to a down node are refused with ``"node_down"``.
+* **Coming back.** After ``fault_node_down_s`` the node is up again, empty.
+* **A failed copy** (``fault_copy_fail_prob``, drawn when it would land): its
+  bytes and time were spent but nothing lands. A failed copy's state is
+  ``FAILED`` (``sim.copies``); it leaves the target's ``inflight`` at once, and
+  a node waiting for it recomputes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from envs.sim.errors import ConfigError
+from envs.sim.node import COPY, DECODE, IDLE, PREFILL
+from envs.sim.transfers import FAILED, LANDED, MOVING, QUEUED, WAIT_SOURCE
+from envs.sim.view import pristine_copy
+
+if TYPE_CHECKING:
+    from envs.sim.node import Node
+    from envs.sim.request import Request
+    from envs.sim.simulator import Simulator
+    from envs.sim.transfers import Copy
+
+FAULT_EVENT = 3  # the simulator's event kind for faults (after the copies' kinds)
+_LOSS = 0
+_BACK = 1
+
+NODE_DOWN = "node_down"
+"""The warm refusal for a copy from or to a down node (only with faults on)."""
+
+
+class Faults:
+    """The fault schedule of one run and what it did (see the module docstring)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        config = sim.config
+        self.sim = sim
+        self.rng = np.random.default_rng(config.fault_seed)
+        self.blank = [pristine_copy(node.cache) for node in sim.nodes]
+        self.counts = {
+            "fault_node_losses": 0,
+            "fault_node_losses_skipped": 0,
+            "fault_node_recoveries": 0,
+            "fault_copies_failed": 0,
+            "fault_rerouted_requests": 0,
+            "fault_restarted_requests": 0,
+            "fault_routed_to_down": 0,
+        }
+        # request index -> admission record of the service that delivered its first token
+        self._kept: dict[int, tuple[float, int, int, int, float, int]] = {}
+        n_nodes = sim.n_nodes
+        for k, (t, j) in enumerate(zip(config.fault_node_loss_s, config.fault_node_loss_nodes)):
+            if j >= n_nodes:
+                raise ConfigError(
+                    f"sim.fault_node_loss_nodes[{k}] = {j} is not a node of the cluster "
+                    f"(nodes 0..{n_nodes - 1})"
+                )
+            sim._push(t, FAULT_EVENT, j, _LOSS)
+        rate = config.fault_node_loss_rate_per_s
+        if rate > 0 and sim.requests:
+            end = sim.requests[-1].arrival_s
+            t = float(self.rng.exponential(1 / rate))
+            while t <= end:
+                sim._push(t, FAULT_EVENT, -1, _LOSS)  # -1: drawn when it happens
+                t += float(self.rng.exponential(1 / rate))
+
+    # ------------------------------------------------------------ events
+    def on_event(self, node_index: int, what: int, t: float) -> None:
+        """A scheduled fault event: a loss (``node_index`` -1: a random node up) or a return."""
+        nodes = self.sim.nodes
+        if what == _BACK:
+            nodes[node_index].down = False
+            self.counts["fault_node_recoveries"] += 1
+            return
+        if node_index < 0:
+            up = [n.index for n in nodes if not n.down]
+            node_index = up[int(self.rng.integers(len(up)))]
+        self.lose(nodes[node_index], t)
+
+    def lose(self, node: Node, t: float) -> None:
+        """``node`` is lost at ``t`` (the rules in the module docstring)."""
+        sim = self.sim
+        if node.down or sum(not n.down for n in sim.nodes) == 1:
+            self.counts["fault_node_losses_skipped"] += 1
+            return
+        self.counts["fault_node_losses"] += 1
+        node.down = True
+        j = node.index
+        for copy in sim.copies:
+            if copy.state != LANDED and copy.state != FAILED and (copy.src == j or copy.dst == j):
+                self.fail(copy, t)
+        lost = self._stop(node, t)
+        old = node.cache
+        fresh = pristine_copy(self.blank[j])
+        fresh.used_copies_hbm |= old.used_copies_hbm  # what copies achieved stays counted
+        fresh.used_copies_any |= old.used_copies_any
+        node.cache = fresh
+        if sim._views is not None:
+            sim._views.replaced(node)
+        else:
+            node.view = fresh
+        first_token_s = sim.records.first_token_s
+        for request in sorted(lost, key=lambda r: r.index):
+            k = request.index
+            if not math.isnan(first_token_s[k]):
+                self.counts["fault_restarted_requests"] += 1
+                self._kept.setdefault(k, sim.records.admission[k])
+            self.counts["fault_rerouted_requests"] += 1
+            sim._route(request, self.least_loaded_up())
+        down_s = sim.config.fault_node_down_s
+        if math.isfinite(down_s):
+            sim._push(t + down_s, FAULT_EVENT, j, _BACK)
+
+    def _stop(self, node: Node, t: float) -> list[Request]:
+        """Stop everything on ``node`` at ``t``; the requests it held."""
+        lost = list(node.queue)
+        node.queue.clear()
+        lost.extend(request for _, _, request in node.batch_heap)
+        node.batch_heap = []
+        if node.work == PREFILL:
+            lost.append(node.work_obj)  # type: ignore[arg-type]
+        self._cut(node, t)
+        node.running = 0
+        node.reserved_tokens = 0
+        node.decode_n = 0
+        node.ctx_tokens = 0
+        node.chunk_breaks = []
+        node.waiting_for = None
+        node.free_s = t
+        return lost
+
+    def _cut(self, node: Node, t: float) -> None:
+        """End ``node``'s work item at ``t``: its wake-up is void and the time it
+        would still have taken is not counted."""
+        work = node.work
+        node.version += 1
+        if work != IDLE and node.work_end > t:
+            rest = node.work_end - t
+            node.busy_s -= rest
+            if work == PREFILL:
+                node.prefill_s = max(node.prefill_s - rest, 0.0)
+            elif work == DECODE:
+                node.decode_s = max(node.decode_s - rest, 0.0)
+            elif work == COPY:
+                node.copy_s -= rest
+                node.rdma_busy_s -= rest
+                copy: Copy = node.work_obj  # type: ignore[assignment]
+                self.sim.nodes[copy.src].rdma_busy_s -= rest
+        node.work = IDLE
+        node.work_obj = None
+        node.work_end = t
+
+    def fail(self, copy: Copy, t: float) -> None:
+        """``copy`` fails at ``t`` (its source or target was lost)."""
+        sim = self.sim
+        target = sim.nodes[copy.dst]
+        state = copy.state
+        cut = False
+        if state == WAIT_SOURCE:
+            sim.nodes[copy.src].waiting_src.remove(copy)
+        elif state == QUEUED:
+            if copy in target.copy_queue:
+                target.copy_queue.remove(copy)
+            elif target.work == COPY and target.work_obj is copy:  # being carried out
+                self._cut(target, t)
+                cut = True
+        elif state == MOVING and copy in sim._flows:
+            sim._reflow(t)
+            sim._flows.remove(copy)
+            sim._schedule_flows(t)
+        # (a MOVING copy out of the flows has all its bytes: its landing finds it FAILED)
+        self._failed(copy, target, t)
+        if cut and not target.down:
+            sim._advance(target, t)
+
+    def lands(self, copy: Copy, t: float) -> bool:
+        """Whether ``copy``, due to land at ``t``, does: False if it failed before or
+        fails now (``fault_copy_fail_prob``)."""
+        if copy.state == FAILED:
+            return False
+        p = self.sim.config.fault_copy_fail_prob
+        if p == 0 or self.rng.random() >= p:
+            return True
+        self._failed(copy, self.sim.nodes[copy.dst], t)
+        return False
+
+    def _failed(self, copy: Copy, target: Node, t: float) -> None:
+        copy.state = FAILED
+        if target.inflight.get(copy.key) is copy:
+            del target.inflight[copy.key]
+        self.counts["fault_copies_failed"] += 1
+        if target.waiting_for is copy:
+            target.waiting_for = None
+            if not target.down:
+                self.sim._wake(target, t)
+
+    # ------------------------------------------------------------ routing
+    def least_loaded_up(self) -> Node:
+        """The re-routing rule: the least-loaded node up, ties to the lower index."""
+        return min((n for n in self.sim.nodes if not n.down), key=lambda n: (n.load, n.index))
+
+    def redirect(self) -> Node:
+        """Where a request routed to a down node goes instead (counted)."""
+        self.counts["fault_routed_to_down"] += 1
+        return self.least_loaded_up()
+
+    def first_token(self, request: Request) -> bool:
+        """Whether ``request``'s prefill ending now delivers its first token: False
+        for a rerun after a node loss (its first token was out; its record goes
+        back to the service that delivered it)."""
+        kept = self._kept.pop(request.index, None)
+        if kept is None:
+            return True
+        self.sim.records.admission[request.index] = kept
+        return False

@@ -1,0 +1,253 @@
+"""Faults (``SimConfig.fault_*``): node losses and failed copies, worked out by hand
+on the toy cluster (a 4-block, 64-token prompt prefills in 64 ms; a 4-block copy
+takes 32 ms), then random faults under every policy keeping every invariant."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from simkit import (
+    Prompts,
+    Script,
+    check_nodes,
+    check_run,
+    decode_s,
+    names,
+    records_equal,
+    toy_cluster,
+)
+
+from baselines.policy import POLICIES, Policy, make_policy
+from envs.sim import ConfigError, SimConfig, Simulator
+from envs.sim.request import Request
+from envs.sim.transfers import FAILED
+
+
+def _losing_node_0(**overrides: object) -> SimConfig:
+    return SimConfig(fault_node_loss_s=(0.1,), fault_node_loss_nodes=(0,), **overrides)  # type: ignore[arg-type]
+
+
+def test_a_lost_nodes_requests_go_to_the_least_loaded_node_in_arrival_order() -> None:
+    # node 0 prefills r0 0 .. 0.064, r1 0.064 .. 0.128, and has r2 queued. Lost at
+    # 0.1: r1 (in prefill) and r2 (queued) go to node 1, r1 prefilled 0.1 .. 0.164,
+    # r2 0.164 .. 0.228. r3 at 0.3 is routed to node 0, still down: it goes to
+    # node 1. Node 0 is back, empty, at 0.6: r4 at 0.7 (r0's prompt) misses there.
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.001, names("b", 4))
+    p.add(0.002, names("c", 4))
+    p.add(0.3, names("d", 4))
+    p.add(0.7, names("a", 4))
+    sim = Simulator(toy_cluster(2), p.workload(), _losing_node_0(fault_node_down_s=0.5))
+    sim.run(Script([0, 0, 0, 0, 0]))
+    check_run(sim)
+    rec = sim.records
+    assert list(rec.node) == [0, 1, 1, 1, 0]
+    assert rec.first_token_s == pytest.approx([0.064, 0.164, 0.228, 0.364, 0.764])
+    assert rec.ttft_s == pytest.approx([0.064, 0.163, 0.226, 0.064, 0.064])
+    assert rec.hit_hbm_tokens[4] == 0
+    s = rec.summary
+    assert (s["fault_node_losses"], s["fault_node_recoveries"]) == (1, 1)
+    assert (s["fault_rerouted_requests"], s["fault_routed_to_down"]) == (2, 1)
+    assert s["fault_restarted_requests"] == s["fault_copies_failed"] == 0
+    # node 0 worked 0 .. 0.1 (r1's prefill was cut) and 0.7 .. 0.764
+    assert sim.nodes[0].prefill_s == pytest.approx(0.164)
+    assert sim.nodes[0].busy_s == pytest.approx(0.164)
+
+
+def test_a_decoding_request_restarts_and_keeps_its_first_token() -> None:
+    # r0: first token at 0.064, then 10 decode steps; node 0 is lost at 0.068.
+    # Node 1 reruns it: prefill 0.068 .. 0.132, then the 10 steps.
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=11)
+    config = SimConfig(fault_node_loss_s=(0.068,), fault_node_loss_nodes=(0,))
+    sim = Simulator(toy_cluster(2), p.workload(), config)
+    sim.run(Script([0]))
+    check_run(sim)
+    rec = sim.records
+    assert rec.ttft_s[0] == pytest.approx(0.064)
+    assert rec.admit_s[0] == 0.0  # the record of the service that delivered the first token
+    assert rec.finish_s[0] == pytest.approx(0.132 + decode_s(10, 1, 64))
+    assert rec.node[0] == 1
+    assert len(sim.first_token_log) == 1
+    assert rec.summary["fault_restarted_requests"] == 1
+
+
+def test_a_copy_from_a_lost_node_fails_and_copies_to_a_down_node_are_refused() -> None:
+    # r0 (0 s) computes the prefix on node 0 until 0.064; a copy to node 1 waits for
+    # it. Node 0 is lost at 0.03: the copy fails, r0 is prefilled on node 1 0.03 .. 0.094.
+    p = Prompts()
+    p.add(0.0, [*names("a", 4), "own"])
+    p.add(0.05, ["x"])
+    prefix = p.blocks(names("a", 4))
+    results = {}
+
+    class Policy0:
+        def decide(self, sim: Simulator, request: Request) -> int | None:
+            if request.index == 0:
+                sim.route(0)
+                results[0] = sim.warm(0, 1, prefix)
+                assert sim.nodes[1].inflight
+                return None
+            results[1] = sim.warm(1, 0, prefix)
+            return 1
+
+    config = SimConfig(fault_node_loss_s=(0.03,), fault_node_loss_nodes=(0,))
+    sim = Simulator(toy_cluster(2), p.workload(), config)
+    sim.run(Policy0())
+    check_run(sim)
+    assert results == {0: "ok", 1: "node_down"}
+    copy = sim.copies[0]
+    assert copy.state == FAILED and copy.land_s == -1.0
+    assert not sim.nodes[1].inflight
+    assert sim.records.first_token_s[0] == pytest.approx(0.03 + 0.080)
+    s = sim.records.summary
+    assert (s["fault_copies_failed"], s["warm_copies_landed"]) == (1, 0)
+    assert s["warm_refused"]["node_down"] == 1
+
+
+@pytest.mark.parametrize(("fail_prob", "hit"), [(0.0, 64), (1.0, 0)])
+def test_a_failed_copy_lands_nothing(fail_prob: float, hit: int) -> None:
+    # r0 caches the prefix on node 0 at 0.064; at 0.1 it is copied to node 1
+    # (0.1 .. 0.132); r2 at 0.2 on node 1 hits it only if the copy did not fail
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.1, ["x"])
+    p.add(0.2, [*names("a", 4), "own"])
+    prefix = p.blocks(names("a", 4))
+    script = Script([0, 0, 1], {1: [lambda sim: sim.warm(0, 1, prefix)]})
+    sim = Simulator(toy_cluster(2), p.workload(), SimConfig(fault_copy_fail_prob=fail_prob))
+    sim.run(script)
+    check_run(sim)
+    assert script.results[1] == ["ok"]
+    assert sim.records.hit_hbm_tokens[2] == hit
+    assert sim.records.summary.get("fault_copies_failed", 0) == (1 if fail_prob else 0)
+    assert (sim.copies[0].state == FAILED) == bool(fail_prob)
+
+
+def test_the_last_node_up_is_never_lost() -> None:
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.2, names("b", 4))
+    sim = Simulator(toy_cluster(1), p.workload(), _losing_node_0())
+    sim.run(Script([0, 0]))
+    check_run(sim)
+    s = sim.records.summary
+    assert (s["fault_node_losses"], s["fault_node_losses_skipped"]) == (0, 1)
+
+
+def test_defaults_add_no_fault_metrics_and_no_refusal_reason() -> None:
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    sim = Simulator(toy_cluster(2), p.workload())
+    sim.run(Script([0]))
+    assert sim._faults is None
+    assert not any(key.startswith("fault_") for key in sim.records.summary)
+    assert "node_down" not in sim.records.summary["warm_refused"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"fault_node_loss_s": (1.0, 2.0), "fault_node_loss_nodes": (0,)}, "fault_node_loss_s"),
+        ({"fault_node_loss_s": (-1.0,), "fault_node_loss_nodes": (0,)}, "fault_node_loss_s"),
+        ({"fault_copy_fail_prob": 1.5}, "fault_copy_fail_prob"),
+        ({"fault_node_down_s": 0.0}, "fault_node_down_s"),
+        ({"router_view_delay_s": -0.1}, "router_view_delay_s"),
+        ({"fault_node_loss_rate_per_s": math.inf}, "fault_node_loss_rate_per_s"),
+    ],
+)
+def test_bad_fault_options_name_the_field(fields: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=f"sim.{named}"):
+        SimConfig(**fields)  # type: ignore[arg-type]
+
+
+def test_a_scheduled_loss_of_a_node_the_cluster_lacks_is_an_error() -> None:
+    p = Prompts()
+    p.add(0.0, ["a"])
+    config = SimConfig(fault_node_loss_s=(0.1,), fault_node_loss_nodes=(2,))
+    with pytest.raises(ConfigError, match=r"sim.fault_node_loss_nodes\[0\] = 2"):
+        Simulator(toy_cluster(2), p.workload(), config)
+
+
+# ------------------------------------------------------------ random faults, every policy
+class Checked(Policy):
+    """Wraps a policy and checks the nodes' invariants at every decision point."""
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+
+    def reset(self, sim: Simulator) -> None:
+        self.inner.reset(sim)
+
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        check_nodes(sim)
+        for node in sim.nodes:
+            if node.down:
+                assert node.load == 0 and node.cache.hbm_blocks == 0 and not node.inflight
+        return self.inner.decide(sim, request)
+
+
+fault_config_st = st.builds(
+    SimConfig,
+    copy_model=st.sampled_from(["reference", "contention"]),
+    transfer_latency_s=st.sampled_from([0.0, 1e-3]),
+    fault_node_loss_rate_per_s=st.sampled_from([0.0, 5.0, 40.0]),
+    fault_node_loss_s=st.just((0.05,)),
+    fault_node_loss_nodes=st.just((0,)),
+    fault_node_down_s=st.sampled_from([0.02, 0.2, math.inf]),
+    fault_copy_fail_prob=st.sampled_from([0.0, 0.5]),
+    router_view_delay_s=st.sampled_from([0.0, 0.03]),
+    fault_seed=st.integers(0, 3),
+)
+rows_st = st.lists(
+    st.tuples(
+        st.floats(0.0, 0.3, allow_nan=False),  # arrival
+        st.integers(0, 2),  # shared stem (2: none)
+        st.integers(1, 5),  # blocks
+        st.sampled_from([1, 4, 12]),  # output tokens
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+# BTB_FUZZ_CASES sets the number of cases, as for tests/sim/test_sim_fuzz.py
+@settings(
+    max_examples=int(os.environ.get("BTB_FUZZ_CASES", "30")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(
+    rows=rows_st,
+    config=fault_config_st,
+    policy_name=st.sampled_from(sorted(POLICIES)),
+    seed=st.integers(0, 2**16),
+)
+def test_random_faults_serve_every_request_exactly_once(
+    rows: list[tuple[float, int, int, int]], config: SimConfig, policy_name: str, seed: int
+) -> None:
+    p = Prompts()
+    for j, (arrival, stem, n_blocks, output) in enumerate(rows):
+        raw = [f"s{stem}-{i}" if stem < 2 else f"own{j}-{i}" for i in range(n_blocks)]
+        p.add(arrival, raw, output_tokens=output)
+    workload = p.workload()
+    runs = []
+    for _ in range(2):  # the same seeds: the same run
+        sim = Simulator(
+            toy_cluster(3, budget_tokens=256), workload, config, np.random.default_rng(seed)
+        )
+        Checked(make_policy(policy_name)).run(sim)
+        check_run(sim)  # every request finished once, TTFT floors, KV within budget
+        log = [r.index for r in sim.first_token_log]
+        assert sorted(log) == list(range(len(workload.requests)))  # one first token each
+        for copy in sim.copies:
+            assert copy.state == FAILED or copy.land_s >= copy.start_s
+        runs.append(sim)
+    records_equal(runs[0].records, runs[1].records)
+    assert runs[0].records.summary == runs[1].records.summary
