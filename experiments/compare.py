@@ -6,6 +6,7 @@
         [agents=zoo|none|PATH,...]
         [workload=trace workload.path=FILE workload.format=auto workload.window_s=300 ...]
         [overwrite=false]
+        [sim.router_view_delay_s=0.05 sim.fault_node_loss_s=30 sim.fault_node_loss_nodes=0 ...]
 
 Runs every chosen policy (default: every registered baseline, plus the learned
 agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first
@@ -15,6 +16,9 @@ writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<tim
 (the ``workload.*`` options are :class:`envs.workloads.trace_file.TraceOptions`);
 its rows are labelled ``trace:<file name>`` and ``results.json`` records the
 file's size and sha256 under ``config.workload_file``.
+The ``sim.`` options set the stale router view and the faults
+(:mod:`experiments._sim_options`, docs/faults.md); with faults on, the table and
+the rows also count node losses, re-routed requests and failed copies.
 
 
 * ``results.json``: ``{"rows": [...], "config": {...}}``, one row per (setup,
@@ -60,6 +64,7 @@ from experiments._cli import (
     workload_params,
 )
 from experiments._io import claim_out_dir, releasing_out_dirs
+from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.evaluation import (
     DEFAULT_BASELINE,
     count_windows,
@@ -202,6 +207,7 @@ def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -
 
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv, sim_options = split_sim_options("experiments.compare", argv)
     options = parse_args("experiments.compare", DEFAULTS, argv)
     if options["setup"] not in SETUPS:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
@@ -239,6 +245,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             agent.check_nodes(n_nodes)  # before any run
             policies[label] = agent
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
+    config = with_sim_options(config, sim_options)
     limit = options["windows"] or None
     workload = options["workload"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params)
@@ -278,7 +285,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "policies": names,
             "agents": [str(folder) for folder in agent_dirs],
             "policy_kwargs": kwargs,
-            "sim": {"causal_kv": config.causal_kv, "copy_model": config.copy_model},
+            "sim": {"causal_kv": config.causal_kv, "copy_model": config.copy_model, **sim_options},
             "windows_run": n_windows,
             "window_names": [w.window for w in runs[0].windows],
             "wall_s": time.perf_counter() - started,

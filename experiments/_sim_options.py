@@ -1,0 +1,69 @@
+"""``sim.NAME=VALUE`` arguments of the ``key=value`` commands (``compare``): the
+stale router view and fault options of :class:`envs.sim.SimConfig`, spelled as
+the Hydra commands spell them (``sim.router_view_delay_s=0.05``,
+``sim.fault_node_loss_s=30,60 sim.fault_node_loss_nodes=0,1``). docs/faults.md."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from envs.sim import SimConfig
+from experiments._cli import UsageError
+
+PREFIX = "sim."
+NAMES = tuple(
+    f.name
+    for f in dataclasses.fields(SimConfig)
+    if f.name == "router_view_delay_s" or f.name.startswith("fault_")
+)
+"""The SimConfig options a ``sim.NAME=`` argument may set."""
+
+
+def split_sim_options(
+    command: str, argv: Sequence[str] | None
+) -> tuple[list[str] | None, dict[str, Any]]:
+    """``argv`` without its ``sim.NAME=VALUE`` arguments, and those parsed by the
+    type of the field's default (a list: comma-separated, brackets optional)."""
+    if argv is None:
+        import sys
+
+        argv = sys.argv[1:]
+    rest: list[str] = []
+    options: dict[str, Any] = {}
+    for arg in argv:
+        key, sep, text = arg.partition("=")
+        if not key.startswith(PREFIX):
+            rest.append(arg)
+            continue
+        name = key[len(PREFIX) :]
+        if not sep or name not in NAMES:
+            raise UsageError(
+                f"{command}: unknown option {key!r} (sim. options: {', '.join(NAMES)})"
+            )
+        options[name] = _parsed(command, key, text, getattr(SimConfig, name))
+    return rest, options
+
+
+def _parsed(command: str, key: str, text: str, default: Any) -> Any:
+    if isinstance(default, tuple):
+        items = [item.strip() for item in text.strip().strip("[]").split(",") if item.strip()]
+        kind: type = int if key.endswith("_nodes") else float
+        try:
+            return tuple(kind(item) for item in items)
+        except ValueError:
+            raise UsageError(
+                f"{command}: {key}={text!r} is not a comma-separated list of "
+                f"{'node indices' if kind is int else 'numbers'}"
+            ) from None
+    try:
+        return int(text) if isinstance(default, int) else float(text)
+    except ValueError:
+        kind_name = "int" if isinstance(default, int) else "number"
+        raise UsageError(f"{command}: {key}={text!r} is not a valid {kind_name}") from None
+
+
+def with_sim_options(config: SimConfig, options: dict[str, Any]) -> SimConfig:
+    """``config`` with the parsed ``sim.`` options set (checked by SimConfig)."""
+    return dataclasses.replace(config, **options) if options else config
