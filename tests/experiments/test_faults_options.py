@@ -1,0 +1,133 @@
+"""The stale-view and fault options from the command lines: Hydra's ``sim.*`` and
+compare's ``sim.NAME=`` arguments, the fault counts in rows and the table, and
+the RouteWarm-v0 mask of a down node."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hydra import compose, initialize_config_dir
+
+from envs.sim import SimConfig
+from experiments import compare
+from experiments._cli import UsageError, main_guard
+from experiments._sim_options import split_sim_options, with_sim_options
+from experiments.config import register_configs, sim_of
+from experiments.evaluation import WindowResult, summarize_windows
+from experiments.report import comparison_table
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+register_configs()
+
+
+def _sim(overrides: list[str]) -> SimConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return sim_of(compose(config_name="train", overrides=overrides))
+
+
+def test_hydra_sets_the_view_delay_and_the_fault_options() -> None:
+    config = _sim(
+        [
+            "sim.router_view_delay_s=0.05",
+            "sim.fault_node_loss_s=[30,60.5]",
+            "sim.fault_node_loss_nodes=[0,2]",
+            "sim.fault_copy_fail_prob=0.1",
+        ]
+    )
+    assert config == SimConfig(
+        router_view_delay_s=0.05,
+        fault_node_loss_s=(30.0, 60.5),
+        fault_node_loss_nodes=(0, 2),
+        fault_copy_fail_prob=0.1,
+    )
+    assert _sim(["sim=faults"]).faults_on
+    assert _sim(["sim=stale_view"]).router_view_delay_s == 0.05
+    with pytest.raises(ValueError, match=r"sim\.fault_node_loss_s has 1 times"):
+        _sim(["sim.fault_node_loss_s=[30]"])
+
+
+def test_compare_takes_sim_options_as_hydra_spells_them() -> None:
+    argv = ["windows=1", "sim.router_view_delay_s=0.2", "sim.fault_node_loss_s=30,60"]
+    argv += ["sim.fault_node_loss_nodes=[1, 0]", "sim.fault_seed=3"]
+    rest, options = split_sim_options("experiments.compare", argv)
+    assert rest == ["windows=1"]
+    assert options == {
+        "router_view_delay_s": 0.2,
+        "fault_node_loss_s": (30.0, 60.0),
+        "fault_node_loss_nodes": (1, 0),
+        "fault_seed": 3,
+    }
+    config = with_sim_options(SimConfig.reference(), options)
+    assert config == SimConfig.reference(**options)
+    assert with_sim_options(SimConfig(), {}) == SimConfig()
+
+
+@pytest.mark.parametrize(
+    ("arg", "needle"),
+    [
+        ("sim.max_batch=3", "unknown option 'sim.max_batch'"),
+        ("sim.fault_node_loss_nodes=a,b", "not a comma-separated list of node indices"),
+        ("sim.router_view_delay_s=soon", "is not a valid number"),
+    ],
+)
+def test_bad_sim_options_are_named(arg: str, needle: str) -> None:
+    with pytest.raises(UsageError, match=needle):
+        split_sim_options("experiments.compare", [arg])
+
+
+def test_compare_refuses_a_bad_fault_value_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = [f"out_dir={tmp_path / 'run'}", "agents=none", "sim.fault_copy_fail_prob=2"]
+    assert main_guard(lambda: compare.main(argv)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "sim.fault_copy_fail_prob must be in [0, 1], got 2.0" in err
+    assert len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def _result(faults: dict[str, int]) -> WindowResult:
+    ttft = np.array([1.0])
+    summary = {
+        "completed": 1,
+        "warm_copies": 0,
+        "warm_copies_landed": 0,
+        "warm_bytes": 0.0,
+        "warm_hit_rate": 0.0,
+        "warm_byte_hit_rate": 0.0,
+        "displaced_by_copies_blocks": 0,
+        "makespan_s": 0.0,  # no capacity metrics
+        **faults,
+    }
+    return WindowResult("w", ttft, ttft, ttft, 10, 0, summary, {}, 0.1)
+
+
+def test_rows_sum_the_fault_counts_and_the_table_shows_them() -> None:
+    counts = [{"fault_node_losses": 1, "fault_rerouted_requests": 3}, {"fault_node_losses": 2}]
+    row = summarize_windows([_result(c) for c in counts], "s", "w", "btb", SimConfig())
+    assert (row["fault_node_losses"], row["fault_rerouted_requests"]) == (3, 3)
+    plain = summarize_windows([_result({})], "s", "w", "btb", SimConfig())
+    assert not any(key.startswith("fault_") for key in plain)
+    for r in (row, plain):
+        r.update(ttft_mean_reduction_pct=0.0, ttft_p95_reduction_pct=0.0)
+    table = comparison_table([row], "cache_aware")
+    assert "rerouted" in table.splitlines()[0] and "lost = node losses" in table
+    assert "rerouted" not in comparison_table([plain], "cache_aware")
+
+
+def test_route_warm_masks_a_down_node() -> None:
+    from envs.route_warm import route_warm_masks
+    from envs.sim import Simulator, setup_cluster
+    from envs.sim.request import Request, Workload
+
+    request = Request(0, "r0", 0.0, 512, 1, (1, 2))
+    sim = Simulator(setup_cluster("70b_h100x4"), Workload("w", 256, [request]))
+    n = sim.n_nodes
+    before = route_warm_masks(sim, request)
+    sim.nodes[2].down = True
+    mask = route_warm_masks(sim, request)
+    changed = np.flatnonzero(before != mask).tolist()
+    assert changed == [2, n + 2 * 2 + 1]  # no routing there, no warm onto it
+    assert mask[n + 2 * 2]  # "no warm" stays allowed
