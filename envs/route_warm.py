@@ -44,7 +44,8 @@ class RouteWarmEnv(RouteEnv):
     onto a node that already holds the prefix, has it in flight, or lacks the
     KV headroom is masked, and so is evicting from a node that holds none of it.
     With the simulator's fault options on, a down node is masked for routing,
-    warming and evicting (docs/faults.md); without, no node is ever down.
+    warming and evicting, and a node whose NIC is down for warming
+    (docs/faults.md); without, no node is ever down.
     The mask treats each part on its own, so it cannot foresee how the parts of
     one action interact: a warm onto a node that the same action evicts the
     prefix from must copy the evicted blocks too, and may no longer fit (and
@@ -166,7 +167,12 @@ def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
             mask[k] = mask[n + 2 * k + 1] = mask[3 * n + 1 + k] = False
             continue
         held = node.view.hbm_match(prefix)
-        if held >= depth or key in node.inflight or depth - held > node.cache_capacity_blocks(bt):
+        if (
+            held >= depth
+            or key in node.inflight
+            or depth - held > node.cache_capacity_blocks(bt)
+            or node.nic_down
+        ):
             mask[n + 2 * k + 1] = False
         if held == 0:
             mask[3 * n + 1 + k] = False

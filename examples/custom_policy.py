@@ -5,8 +5,10 @@ compared with cache_aware on the same windows.
 end soonest by a simple estimate: the node's estimated queue wait plus the
 prefill of the part of the prompt the node does not hold in HBM. It never
 warms or evicts. A policy implements ``decide(sim, request) -> node``; it may
-read the cluster through ``sim.nodes`` (queues, caches, timing costs) and must
-draw any randomness from ``sim.rng`` so that runs are reproducible.
+read the cluster through ``sim.nodes`` (queues, timing costs, and each node's
+cache as the router sees it, ``node.view``: late under a stale router view,
+docs/faults.md) and must draw any randomness from ``sim.rng`` so that runs are
+reproducible.
 
     python examples/custom_policy.py
 

@@ -133,6 +133,14 @@ class SimConfig:
     """Seconds a lost node stays down before it comes back, empty; inf: never."""
     fault_copy_fail_prob: float = 0.0
     """Probability that a warm copy fails: its bytes move, but nothing lands."""
+    fault_nic_down_s: tuple[float, ...] = ()
+    """Times (s) a node's RDMA NIC goes down, one per entry of ``fault_nic_down_nodes``:
+    its copies in flight fail and warm copies from or to it are refused until it is
+    back, ``fault_nic_down_for_s`` later. The node itself keeps serving."""
+    fault_nic_down_nodes: tuple[int, ...] = ()
+    """The node whose NIC goes down at each time of ``fault_nic_down_s``."""
+    fault_nic_down_for_s: float = 1.0
+    """Seconds a NIC stays down."""
     fault_seed: int = 0
     """Seed of the faults' own random generator (random losses, failed copies)."""
 
@@ -195,7 +203,10 @@ class SimConfig:
     def faults_on(self) -> bool:
         """Whether any fault option is set (envs/sim/faults.py)."""
         return bool(
-            self.fault_node_loss_s or self.fault_node_loss_rate_per_s or self.fault_copy_fail_prob
+            self.fault_node_loss_s
+            or self.fault_node_loss_rate_per_s
+            or self.fault_copy_fail_prob
+            or self.fault_nic_down_s
         )
 
     def _check_view_and_faults(self) -> None:
@@ -205,6 +216,7 @@ class SimConfig:
             "fault_node_loss_rate_per_s",
             "fault_node_down_s",
             "fault_copy_fail_prob",
+            "fault_nic_down_for_s",
         ):
             value = getattr(self, name)
             if isinstance(value, (np.integer, np.floating)):
@@ -226,28 +238,32 @@ class SimConfig:
             raise ConfigError(
                 f"sim.fault_copy_fail_prob must be in [0, 1], got {self.fault_copy_fail_prob!r}"
             )
+        if not (0 < self.fault_nic_down_for_s < math.inf):
+            raise ConfigError(
+                "sim.fault_nic_down_for_s must be finite and > 0, "
+                f"got {self.fault_nic_down_for_s!r}"
+            )
         check_int("sim.fault_seed", self.fault_seed, 0, ConfigError)
-        times = self.fault_node_loss_s
-        nodes = self.fault_node_loss_nodes
-        if not _is_list(times) or not all(
-            is_number(t) and 0 <= t < math.inf for t in times
-        ):
+        self._check_schedule("fault_node_loss_s", "fault_node_loss_nodes")
+        self._check_schedule("fault_nic_down_s", "fault_nic_down_nodes")
+
+    def _check_schedule(self, times_name: str, nodes_name: str) -> None:
+        """A fault schedule: finite times >= 0 and a node index for each."""
+        times = getattr(self, times_name)
+        nodes = getattr(self, nodes_name)
+        if not _is_list(times) or not all(is_number(t) and 0 <= t < math.inf for t in times):
             raise ConfigError(
-                f"sim.fault_node_loss_s must be a list of finite times >= 0, got {times!r}"
+                f"sim.{times_name} must be a list of finite times >= 0, got {times!r}"
             )
-        if not _is_list(nodes) or not all(
-            is_number(j, integer=True) and j >= 0 for j in nodes
-        ):
-            raise ConfigError(
-                f"sim.fault_node_loss_nodes must be a list of node indices, got {nodes!r}"
-            )
+        if not _is_list(nodes) or not all(is_number(j, integer=True) and j >= 0 for j in nodes):
+            raise ConfigError(f"sim.{nodes_name} must be a list of node indices, got {nodes!r}")
         if len(times) != len(nodes):
             raise ConfigError(
-                f"sim.fault_node_loss_s has {len(times)} times but sim.fault_node_loss_nodes "
+                f"sim.{times_name} has {len(times)} times but sim.{nodes_name} "
                 f"has {len(nodes)} nodes: one node for each time"
             )
-        object.__setattr__(self, "fault_node_loss_s", tuple(float(t) for t in times))
-        object.__setattr__(self, "fault_node_loss_nodes", tuple(int(j) for j in nodes))
+        object.__setattr__(self, times_name, tuple(float(t) for t in times))
+        object.__setattr__(self, nodes_name, tuple(int(j) for j in nodes))
 
 
 def _is_list(value: Any) -> bool:

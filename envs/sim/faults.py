@@ -20,6 +20,10 @@ are the same as without faults. The rules (docs/faults.md):
   sends the request to the least-loaded node up by the same rule (counted);
   warm copies from or to a down node are refused with ``"node_down"``.
 * **Coming back.** After ``fault_node_down_s`` the node is up again, empty.
+* **A NIC down** (``fault_nic_down_s`` / ``fault_nic_down_nodes``, for
+  ``fault_nic_down_for_s``; ``node.nic_down``): the node keeps serving, but
+  its copies that have not landed fail and warm copies from or to it are
+  refused with ``"nic_down"`` until it is back.
 * **A failed copy** (``fault_copy_fail_prob``, drawn when it would land): its
   bytes and time were spent but nothing lands. A failed copy's state is
   ``FAILED`` (``sim.copies``); it leaves the target's ``inflight`` at once, and
@@ -47,9 +51,14 @@ if TYPE_CHECKING:
 FAULT_EVENT = 3  # the simulator's event kind for faults (after the copies' kinds)
 _LOSS = 0
 _BACK = 1
+_NIC_DOWN = 2
+_NIC_UP = 3
 
 NODE_DOWN = "node_down"
 """The warm refusal for a copy from or to a down node (only with faults on)."""
+NIC_DOWN = "nic_down"
+"""The warm refusal for a copy from or to a node whose NIC is down."""
+REFUSALS = (NODE_DOWN, NIC_DOWN)
 
 
 class Faults:
@@ -68,6 +77,7 @@ class Faults:
             "fault_rerouted_requests": 0,
             "fault_restarted_requests": 0,
             "fault_routed_to_down": 0,
+            "fault_nic_downs": 0,
         }
         # request index -> admission record of the service that delivered its first token
         self._kept: dict[int, tuple[float, int, int, int, float, int]] = {}
@@ -79,6 +89,13 @@ class Faults:
                     f"(nodes 0..{n_nodes - 1})"
                 )
             sim._push(t, FAULT_EVENT, j, _LOSS)
+        for k, (t, j) in enumerate(zip(config.fault_nic_down_s, config.fault_nic_down_nodes)):
+            if j >= n_nodes:
+                raise ConfigError(
+                    f"sim.fault_nic_down_nodes[{k}] = {j} is not a node of the cluster "
+                    f"(nodes 0..{n_nodes - 1})"
+                )
+            sim._push(t, FAULT_EVENT, j, _NIC_DOWN)
         rate = config.fault_node_loss_rate_per_s
         if rate > 0 and sim.requests:
             end = sim.requests[-1].arrival_s
@@ -95,6 +112,13 @@ class Faults:
             nodes[node_index].down = False
             self.counts["fault_node_recoveries"] += 1
             return
+        if what == _NIC_DOWN:
+            self.nic_down(nodes[node_index], t)
+            return
+        if what == _NIC_UP:
+            node = nodes[node_index]
+            node.nic_down -= 1
+            return
         if node_index < 0:
             up = [n.index for n in nodes if not n.down]
             node_index = up[int(self.rng.integers(len(up)))]
@@ -109,9 +133,7 @@ class Faults:
         self.counts["fault_node_losses"] += 1
         node.down = True
         j = node.index
-        for copy in sim.copies:
-            if copy.state != LANDED and copy.state != FAILED and (copy.src == j or copy.dst == j):
-                self.fail(copy, t)
+        self._fail_copies_of(j, t)
         lost = self._stop(node, t)
         old = node.cache
         fresh = pristine_copy(self.blank[j])
@@ -133,6 +155,28 @@ class Faults:
         down_s = sim.config.fault_node_down_s
         if math.isfinite(down_s):
             sim._push(t + down_s, FAULT_EVENT, j, _BACK)
+
+    def nic_down(self, node: Node, t: float) -> None:
+        """``node``'s NIC is down from ``t`` for ``fault_nic_down_for_s``: its copies
+        that have not landed fail; new ones are refused meanwhile."""
+        sim = self.sim
+        self.counts["fault_nic_downs"] += 1
+        node.nic_down += 1  # a count: overlapping outages end one by one
+        self._fail_copies_of(node.index, t)
+        sim._push(t + sim.config.fault_nic_down_for_s, FAULT_EVENT, node.index, _NIC_UP)
+
+    def _fail_copies_of(self, j: int, t: float) -> None:
+        for copy in self.sim.copies:
+            if copy.state != LANDED and copy.state != FAILED and (copy.src == j or copy.dst == j):
+                self.fail(copy, t)
+
+    def refusal(self, src: Node, dst: Node) -> str | None:
+        """Why a warm copy from ``src`` to ``dst`` is refused now, if it is."""
+        if src.down or dst.down:
+            return NODE_DOWN
+        if src.nic_down or dst.nic_down:
+            return NIC_DOWN
+        return None
 
     def _stop(self, node: Node, t: float) -> list[Request]:
         """Stop everything on ``node`` at ``t``; the requests it held."""

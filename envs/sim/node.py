@@ -42,6 +42,8 @@ class Node:
             long ago; :mod:`envs.sim.view`).
         down: the node is lost (``SimConfig`` fault options; :mod:`envs.sim.faults`):
             it serves nothing and holds no KV until it comes back.
+        nic_down: > 0 while the node's RDMA NIC is down (a fault option): no
+            warm copies from or to it.
         inflight: warm copies to this node that have not landed, by prefix key
             (the last block id of the copied prefix).
         computing: the request being prefilled now, or None.
@@ -64,6 +66,7 @@ class Node:
         "free_s",
         "index",
         "inflight",
+        "nic_down",
         "prefill_ewma_s",
         "prefill_s",
         "queue",
@@ -93,6 +96,7 @@ class Node:
         self.cache = cache
         self.view = cache  # what routers see of it (envs.sim.view)
         self.down = False  # lost and not back yet (envs.sim.faults)
+        self.nic_down = 0  # > 0 while its RDMA NIC is down (envs.sim.faults)
         self.cache_beside_reservations = True  # SimConfig.cache_capacity == "headroom"
         self.budget_tokens = costs.budget_tokens
         self.queue: deque[Request] = deque()

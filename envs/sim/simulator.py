@@ -30,7 +30,7 @@ import numpy as np
 from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
-from envs.sim.faults import FAULT_EVENT, NODE_DOWN, Faults
+from envs.sim.faults import FAULT_EVENT, REFUSALS, Faults
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
@@ -172,7 +172,7 @@ class Simulator(CopyMachinery):
         self._faults: Faults | None = None
         if config.faults_on:
             self._faults = Faults(self)
-            self.warm_refused[NODE_DOWN] = 0
+            self.warm_refused.update(dict.fromkeys(REFUSALS, 0))
         self._views: Views | None = None
         if config.router_view_delay_s > 0:
             self._views = Views(self.nodes, config.router_view_delay_s, lambda: self.now)
@@ -327,9 +327,11 @@ class Simulator(CopyMachinery):
         if src == dst:
             refused["same_node"] += 1
             return "same_node"
-        if nodes[src].down or nodes[dst].down:
-            refused[NODE_DOWN] += 1
-            return NODE_DOWN
+        if self._faults is not None:
+            reason = self._faults.refusal(nodes[src], nodes[dst])
+            if reason is not None:
+                refused[reason] += 1
+                return reason
         if not blocks:
             refused["bad_prefix"] += 1
             return "bad_prefix"

@@ -131,3 +131,6 @@ def test_route_warm_masks_a_down_node() -> None:
     changed = np.flatnonzero(before != mask).tolist()
     assert changed == [2, n + 2 * 2 + 1]  # no routing there, no warm onto it
     assert mask[n + 2 * 2]  # "no warm" stays allowed
+    sim.nodes[1].nic_down = 1
+    changed = np.flatnonzero(mask != route_warm_masks(sim, request)).tolist()
+    assert changed == [n + 2 * 1 + 1]  # a NIC down: no warm onto it; routing stays

@@ -4,6 +4,7 @@ takes 32 ms), then random faults under every policy keeping every invariant."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 
@@ -202,8 +203,15 @@ fault_config_st = st.builds(
     fault_node_loss_nodes=st.just((0,)),
     fault_node_down_s=st.sampled_from([0.02, 0.2, math.inf]),
     fault_copy_fail_prob=st.sampled_from([0.0, 0.5]),
+    fault_nic_down_for_s=st.sampled_from([0.01, 0.1]),
     router_view_delay_s=st.sampled_from([0.0, 0.03]),
     fault_seed=st.integers(0, 3),
+)
+nic_st = st.sampled_from([((), ()), ((0.02, 0.1), (1, 2))])  # (times, nodes) of NIC outages
+fault_config_st = st.tuples(fault_config_st, nic_st).map(
+    lambda pair: dataclasses.replace(
+        pair[0], fault_nic_down_s=pair[1][0], fault_nic_down_nodes=pair[1][1]
+    )
 )
 rows_st = st.lists(
     st.tuples(
@@ -251,3 +259,29 @@ def test_random_faults_serve_every_request_exactly_once(
         runs.append(sim)
     records_equal(runs[0].records, runs[1].records)
     assert runs[0].records.summary == runs[1].records.summary
+
+
+def test_a_nic_down_fails_the_copy_in_flight_and_refuses_new_ones_until_it_is_back() -> None:
+    # r0 caches the prefix on node 0 at 0.064. A copy to node 1 starts at 0.09
+    # (32 ms); node 0's NIC is down 0.1 .. 0.3: the copy fails at 0.1, a warm at
+    # 0.2 is refused, one at 0.35 lands at 0.382. Node 0 serves r2 meanwhile.
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.09, ["x"])
+    p.add(0.2, ["y"])
+    p.add(0.35, ["z"])
+    prefix = p.blocks(names("a", 4))
+    warm = [lambda sim: sim.warm(0, 1, prefix)]
+    script = Script([0, 0, 0, 0], {1: warm, 2: warm, 3: warm})
+    config = SimConfig(fault_nic_down_s=(0.1,), fault_nic_down_nodes=(0,), fault_nic_down_for_s=0.2)
+    sim = Simulator(toy_cluster(2), p.workload(), config)
+    sim.run(script)
+    check_run(sim)
+    assert [script.results[i] for i in (1, 2, 3)] == [["ok"], ["nic_down"], ["ok"]]
+    first, second = sim.copies
+    assert first.state == FAILED and second.land_s == pytest.approx(0.382)
+    assert sim.nodes[1].copy_s == pytest.approx(0.010 + 0.032)  # the failed one cut at 0.1
+    assert sim.records.first_token_s[2] == pytest.approx(0.2 + 0.016)
+    s = sim.records.summary
+    assert (s["fault_nic_downs"], s["fault_copies_failed"]) == (1, 1)
+    assert s["warm_refused"]["nic_down"] == 1
