@@ -81,21 +81,8 @@ class Faults:
         }
         # request index -> admission record of the service that delivered its first token
         self._kept: dict[int, tuple[float, int, int, int, float, int]] = {}
-        n_nodes = sim.n_nodes
-        for k, (t, j) in enumerate(zip(config.fault_node_loss_s, config.fault_node_loss_nodes)):
-            if j >= n_nodes:
-                raise ConfigError(
-                    f"sim.fault_node_loss_nodes[{k}] = {j} is not a node of the cluster "
-                    f"(nodes 0..{n_nodes - 1})"
-                )
-            sim._push(t, FAULT_EVENT, j, _LOSS)
-        for k, (t, j) in enumerate(zip(config.fault_nic_down_s, config.fault_nic_down_nodes)):
-            if j >= n_nodes:
-                raise ConfigError(
-                    f"sim.fault_nic_down_nodes[{k}] = {j} is not a node of the cluster "
-                    f"(nodes 0..{n_nodes - 1})"
-                )
-            sim._push(t, FAULT_EVENT, j, _NIC_DOWN)
+        self._schedule("fault_node_loss_nodes", config.fault_node_loss_s, _LOSS)
+        self._schedule("fault_nic_down_nodes", config.fault_nic_down_s, _NIC_DOWN)
         rate = config.fault_node_loss_rate_per_s
         if rate > 0 and sim.requests:
             end = sim.requests[-1].arrival_s
@@ -103,6 +90,18 @@ class Faults:
             while t <= end:
                 sim._push(t, FAULT_EVENT, -1, _LOSS)  # -1: drawn when it happens
                 t += float(self.rng.exponential(1 / rate))
+
+    def _schedule(self, nodes_field: str, times: tuple[float, ...], what: int) -> None:
+        """Push a fault schedule's events (``SimConfig.<nodes_field>`` names the nodes)."""
+        sim = self.sim
+        n_nodes = sim.n_nodes
+        for k, (t, j) in enumerate(zip(times, getattr(sim.config, nodes_field))):
+            if j >= n_nodes:
+                raise ConfigError(
+                    f"sim.{nodes_field}[{k}] = {j} is not a node of the cluster "
+                    f"(nodes 0..{n_nodes - 1})"
+                )
+            sim._push(t, FAULT_EVENT, j, what)
 
     # ------------------------------------------------------------ events
     def on_event(self, node_index: int, what: int, t: float) -> None:
