@@ -196,6 +196,7 @@ class Checked(Policy):
 
 fault_config_st = st.builds(
     SimConfig,
+    causal_kv=st.booleans(),
     copy_model=st.sampled_from(["reference", "contention"]),
     transfer_latency_s=st.sampled_from([0.0, 1e-3]),
     fault_node_loss_rate_per_s=st.sampled_from([0.0, 5.0, 40.0]),
