@@ -133,6 +133,11 @@ class SimConfig:
     """Seconds a lost node stays down before it comes back, empty; inf: never."""
     fault_copy_fail_prob: float = 0.0
     """Probability that a warm copy fails: its bytes move, but nothing lands."""
+    fault_copy_slow_prob: float = 0.0
+    """Probability that a warm copy is slow (drawn when it is issued): it moves its
+    bytes ``fault_copy_slowdown`` times slower than its link would."""
+    fault_copy_slowdown: float = 1.0
+    """How many times longer a slow copy's bytes take (>= 1)."""
     fault_nic_down_s: tuple[float, ...] = ()
     """Times (s) a node's RDMA NIC goes down, one per entry of ``fault_nic_down_nodes``:
     its copies in flight fail and warm copies from or to it are refused until it is
@@ -206,6 +211,7 @@ class SimConfig:
             self.fault_node_loss_s
             or self.fault_node_loss_rate_per_s
             or self.fault_copy_fail_prob
+            or self.fault_copy_slow_prob
             or self.fault_nic_down_s
         )
 
@@ -216,6 +222,8 @@ class SimConfig:
             "fault_node_loss_rate_per_s",
             "fault_node_down_s",
             "fault_copy_fail_prob",
+            "fault_copy_slow_prob",
+            "fault_copy_slowdown",
             "fault_nic_down_for_s",
         ):
             value = getattr(self, name)
@@ -237,6 +245,14 @@ class SimConfig:
         if not (0 <= self.fault_copy_fail_prob <= 1):
             raise ConfigError(
                 f"sim.fault_copy_fail_prob must be in [0, 1], got {self.fault_copy_fail_prob!r}"
+            )
+        if not (0 <= self.fault_copy_slow_prob <= 1):
+            raise ConfigError(
+                f"sim.fault_copy_slow_prob must be in [0, 1], got {self.fault_copy_slow_prob!r}"
+            )
+        if not (1 <= self.fault_copy_slowdown < math.inf):
+            raise ConfigError(
+                f"sim.fault_copy_slowdown must be finite and >= 1, got {self.fault_copy_slowdown!r}"
             )
         if not (0 < self.fault_nic_down_for_s < math.inf):
             raise ConfigError(

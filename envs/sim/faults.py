@@ -24,6 +24,12 @@ are the same as without faults. The rules (docs/faults.md):
   ``fault_nic_down_for_s``; ``node.nic_down``): the node keeps serving, but
   its copies that have not landed fail and warm copies from or to it are
   refused with ``"nic_down"`` until it is back.
+* **A slow copy** (``fault_copy_slow_prob``, drawn when it is issued) moves its
+  bytes ``fault_copy_slowdown`` times slower: under the reference copy model
+  its work item on the target lasts latency + slowdown x bytes / bandwidth;
+  under the contention model it needs slowdown x its bytes of NIC share. The
+  forecasts (``landing_s``) assume full speed, except for a contention-model
+  copy already moving.
 * **A failed copy** (``fault_copy_fail_prob``, drawn when it would land): its
   bytes and time were spent but nothing lands. A failed copy's state is
   ``FAILED`` (``sim.copies``); it leaves the target's ``inflight`` at once, and
@@ -78,6 +84,7 @@ class Faults:
             "fault_restarted_requests": 0,
             "fault_routed_to_down": 0,
             "fault_nic_downs": 0,
+            "fault_copies_slow": 0,
         }
         # request index -> admission record of the service that delivered its first token
         self._kept: dict[int, tuple[float, int, int, int, float, int]] = {}
@@ -238,6 +245,14 @@ class Faults:
         self._failed(copy, target, t)
         if cut and not target.down:
             sim._advance(target, t)
+
+    def issued(self, copy: Copy) -> None:
+        """A warm copy was issued: is it slow (``fault_copy_slow_prob``)?"""
+        config = self.sim.config
+        p = config.fault_copy_slow_prob
+        if p and self.rng.random() < p:
+            copy.slowdown = config.fault_copy_slowdown
+            self.counts["fault_copies_slow"] += 1
 
     def lands(self, copy: Copy, t: float) -> bool:
         """Whether ``copy``, due to land at ``t``, does: False if it failed before or

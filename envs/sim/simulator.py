@@ -357,6 +357,8 @@ class Simulator(CopyMachinery):
         copy = Copy(len(self.copies), src, dst, tuple(blocks), missing, n_bytes, self.now)
         self.copies.append(copy)
         target.inflight[key] = copy
+        if self._faults is not None:
+            self._faults.issued(copy)
         if ready:
             self._start_copy(copy, self.now)
         else:
@@ -457,7 +459,7 @@ class Simulator(CopyMachinery):
         config = self.config
         if node.copy_queue:
             copy = node.copy_queue.popleft()
-            duration = copy_s(copy.bytes, node, config.transfer_latency_s)
+            duration = copy_s(copy.bytes * copy.slowdown, node, config.transfer_latency_s)
             copy.start_s = t
             node.work = COPY
             node.work_obj = copy

@@ -48,6 +48,7 @@ class Copy:
         "n_blocks",
         "rate",
         "remaining",
+        "slowdown",
         "src",
         "start_s",
         "state",
@@ -76,6 +77,7 @@ class Copy:
         self.state = WAIT_SOURCE
         self.remaining = n_bytes
         self.rate = 0.0
+        self.slowdown = 1.0  # > 1: a slow copy (SimConfig.fault_copy_slow_prob)
 
     @property
     def depth(self) -> int:
@@ -156,6 +158,7 @@ class CopyMachinery(ABC):
             self._wake(target, t)
             return
         copy.state = MOVING
+        copy.remaining *= copy.slowdown  # a slow copy needs that much more of the NICs' time
         self._reflow(t)
         self._flows.append(copy)
         self._schedule_flows(t)

@@ -159,6 +159,7 @@ def test_defaults_add_no_fault_metrics_and_no_refusal_reason() -> None:
         ({"fault_node_loss_s": (-1.0,), "fault_node_loss_nodes": (0,)}, "fault_node_loss_s"),
         ({"fault_copy_fail_prob": 1.5}, "fault_copy_fail_prob"),
         ({"fault_node_down_s": 0.0}, "fault_node_down_s"),
+        ({"fault_copy_slowdown": 0.5}, "fault_copy_slowdown"),
         ({"router_view_delay_s": -0.1}, "router_view_delay_s"),
         ({"fault_node_loss_rate_per_s": math.inf}, "fault_node_loss_rate_per_s"),
     ],
@@ -204,6 +205,8 @@ fault_config_st = st.builds(
     fault_node_loss_nodes=st.just((0,)),
     fault_node_down_s=st.sampled_from([0.02, 0.2, math.inf]),
     fault_copy_fail_prob=st.sampled_from([0.0, 0.5]),
+    fault_copy_slow_prob=st.sampled_from([0.0, 0.5]),
+    fault_copy_slowdown=st.sampled_from([1.0, 3.0]),
     fault_nic_down_for_s=st.sampled_from([0.01, 0.1]),
     router_view_delay_s=st.sampled_from([0.0, 0.03]),
     fault_seed=st.integers(0, 3),
@@ -286,3 +289,20 @@ def test_a_nic_down_fails_the_copy_in_flight_and_refuses_new_ones_until_it_is_ba
     s = sim.records.summary
     assert (s["fault_nic_downs"], s["fault_copies_failed"]) == (1, 1)
     assert s["warm_refused"]["nic_down"] == 1
+
+
+@pytest.mark.parametrize("copy_model", ["reference", "contention"])
+def test_a_slow_copy_takes_slowdown_times_as_long(copy_model: str) -> None:
+    # the prefix cached on node 0 at 0.064 is copied to node 1 at 0.1: 32 ms at full
+    # speed, 4 x 32 = 128 ms slow, landing at 0.228 (alone on its link either way)
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.1, ["x"])
+    prefix = p.blocks(names("a", 4))
+    script = Script([0, 0], {1: [lambda sim: sim.warm(0, 1, prefix)]})
+    config = SimConfig(copy_model=copy_model, fault_copy_slow_prob=1.0, fault_copy_slowdown=4.0)
+    sim = Simulator(toy_cluster(2), p.workload(), config)
+    sim.run(script)
+    check_run(sim)
+    assert sim.copies[0].land_s == pytest.approx(0.228)
+    assert sim.records.summary["fault_copies_slow"] == 1
