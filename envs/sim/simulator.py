@@ -14,6 +14,9 @@ before answering may act on the caches through :meth:`Simulator.warm` and
 * ``sim.decisions()``: a generator that yields each request and receives the
   node index through ``send`` (what a Gymnasium environment uses).
 
+Off by default, a stale router view (policies read ``node.view``,
+:mod:`envs.sim.view`) and faults (:mod:`envs.sim.faults`) hook into the loop.
+
 The simulator never imports a policy, an environment or a config library.
 """
 
