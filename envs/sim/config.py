@@ -141,7 +141,9 @@ class SimConfig:
             if isinstance(value, np.bool_):
                 object.__setattr__(self, name, bool(value))
             elif not isinstance(value, bool):  # "false" would be truthy
-                raise ConfigError(f"sim.{name} must be true or false (a bool), got {value!r}")
+                raise ConfigError.about(
+                    f"sim.{name}", f"must be true or false (a bool), got {value!r}"
+                )
         for name in ("max_batch", "chunked_prefill_tokens"):
             value = getattr(self, name)
             if isinstance(value, np.integer):
@@ -151,23 +153,28 @@ class SimConfig:
             if isinstance(value, (np.integer, np.floating)):
                 object.__setattr__(self, name, float(value))
             elif not is_number(value):
-                raise ConfigError(f"sim.{name} must be a number, got {value!r}")
+                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
-                raise ConfigError(f"sim.{name} must be one of {', '.join(choices)}, got {value!r}")
+                raise ConfigError.about(
+                    f"sim.{name}", f"must be one of {', '.join(choices)}, got {value!r}"
+                )
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         if not (self.host_ram_bytes >= 0):
-            raise ConfigError(f"sim.host_ram_bytes must be >= 0, got {self.host_ram_bytes!r}")
+            raise ConfigError.about(
+                "sim.host_ram_bytes", f"must be >= 0, got {self.host_ram_bytes!r}"
+            )
         if not (0 <= self.transfer_latency_s < math.inf):
-            raise ConfigError(
-                f"sim.transfer_latency_s must be finite and >= 0, got {self.transfer_latency_s!r}"
+            raise ConfigError.about(
+                "sim.transfer_latency_s",
+                f"must be finite and >= 0, got {self.transfer_latency_s!r}",
             )
         check_int("sim.chunked_prefill_tokens", self.chunked_prefill_tokens, 0, ConfigError)
         for name in ("mfu", "mbu"):
             value = getattr(self, name)
             if not (0 < value <= 1):
-                raise ConfigError(f"sim.{name} must be in (0, 1], got {value!r}")
+                raise ConfigError.about(f"sim.{name}", f"must be in (0, 1], got {value!r}")
 
 
 @dataclass(frozen=True)
