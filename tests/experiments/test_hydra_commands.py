@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 
