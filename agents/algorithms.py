@@ -113,6 +113,18 @@ def policy_for(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
 
 # Ranges of the SB3 hyperparameters SB3 itself does not check (a value outside
 # trains silently on nonsense or fails mid-run): (low, high, low is open, integer).
+# Each entry is here because SB3 2.9 and torch let a bad value through when the
+# model is built (probed on each algorithm that takes it): gamma, gae_lambda, tau,
+# the exploration_* fractions, ent_coef, vf_coef, clip_range, target_kl,
+# max_grad_norm, buffer_size, learning_starts, target_update_interval,
+# gradient_steps, sde_sample_freq and stats_window_size are never checked (gamma=2
+# trains to the end); n_epochs=0 and train_freq=0 fail inside learn() with an
+# UnboundLocalError or an assert, after the run folder is made; learning_rate and
+# rms_prop_eps: torch's optimizers refuse a negative value but take inf (weights go
+# to nan) and rms_prop_eps=0; n_steps: PPO asserts n_steps * n_envs > 1, A2C fails
+# in learn(); batch_size: PPO asserts > 1, DQN takes 0. Only clip_range_vf <= 0 is
+# refused by SB3 itself (an assert, PPO and MaskablePPO alike), but when the model is
+# built, after the run folder; its entry keeps the refusal before the run starts.
 _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "learning_rate": (0.0, math.inf, False, False),
     "gamma": (0.0, 1.0, False, False),

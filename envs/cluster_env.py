@@ -81,21 +81,22 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         check_number("tail_penalty", tail_penalty)
         check_number("copy_cost_per_gb", copy_cost_per_gb)
         if tail_penalty and slo_s is None:
-            raise ConfigError(
-                "tail_penalty needs slo_s (the TTFT SLO in seconds)",
-                fields=("tail_penalty", "slo_s"),
+            raise ConfigError.about(
+                "tail_penalty", "needs {slo_s} (the TTFT SLO in seconds)", "slo_s"
             )
         if reward_baseline is not None:
             from baselines.policy import POLICIES
 
             if reward_baseline not in POLICIES:
-                raise ValueError(
-                    f"reward_baseline must be a registered policy, got {reward_baseline!r} "
-                    f"(known: {', '.join(sorted(POLICIES))})"
+                raise ConfigError.about(
+                    "reward_baseline",
+                    f"must be a registered policy, got {reward_baseline!r} "
+                    f"(known: {', '.join(sorted(POLICIES))})",
                 )
         if reward_timing not in REWARD_TIMINGS:
-            raise ValueError(
-                f"reward_timing must be one of {', '.join(REWARD_TIMINGS)}, got {reward_timing!r}"
+            raise ConfigError.about(
+                "reward_timing",
+                f"must be one of {', '.join(REWARD_TIMINGS)}, got {reward_timing!r}",
             )
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 import sys
 import typing
 import warnings
@@ -20,7 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from envs.sim.config import COPY_MODELS, SimConfig
-from envs.sim.errors import SimulationError
+from envs.sim.errors import NamedFields, SimulationError, named_message
 from envs.sim.timing import model_preset
 from envs.workloads.readers import TraceWarning
 from envs.workloads.trace_file import (
@@ -178,6 +177,10 @@ def _show_warning(message: Warning | str, category: type[Warning], *args: Any, *
 
 
 WORKLOAD_PREFIX = "workload."
+TRACE_PATHS = {f.name: f"{WORKLOAD_PREFIX}{f.name}" for f in dataclasses.fields(TraceOptions)}
+"""Each trace option's name on every command line (``workload.window_s``): what a
+trace's errors and warnings about an option (``TraceOptions.window_s``,
+``time_unit=``) call it on the ``key=value`` and the Hydra commands alike."""
 
 
 def trace_defaults() -> dict[str, Any]:
@@ -192,14 +195,14 @@ def trace_defaults() -> dict[str, Any]:
 @contextlib.contextmanager
 def trace_option_warnings() -> Iterator[None]:
     """A trace's warnings issued inside, issued again naming the options as the
-    command line spells them (:func:`trace_option_names`: ``set workload.time_unit=``)."""
+    command line spells them (:data:`TRACE_PATHS`: ``set workload.time_unit=``)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TraceWarning)
         yield
     for found in caught:
-        message = str(found.message)
-        if issubclass(found.category, TraceWarning):
-            message = trace_option_names(message)
+        message: Warning | str = found.message
+        if isinstance(message, NamedFields):
+            message = message.named(TRACE_PATHS)
         warnings.warn(message, found.category, stacklevel=3)
 
 
@@ -220,16 +223,6 @@ def _typed_trace_value(command: str, name: str, value: Any) -> Any:
                     f"{command}: {WORKLOAD_PREFIX}{name}={value!r} is not a valid {kind.__name__}"
                 ) from None
     return value
-
-
-def trace_option_names(message: str) -> str:
-    """A TraceOptions error, or a reader's hint (``strict_block_count=false accepts
-    it``), in the command line's spelling (``workload.window_s``); only the names
-    written ``TraceOptions.<name>`` or ``<name>=`` are options (a message's prose,
-    "the format", is left alone). The Hydra commands name them the same way."""
-    message = re.sub(r"(?<![\w.])TraceOptions\.", WORKLOAD_PREFIX, message)
-    names = "|".join(f.name for f in dataclasses.fields(TraceOptions))
-    return re.sub(rf"(?<![\w.'\"])({names})=", rf"{WORKLOAD_PREFIX}\1=", message)
 
 
 def workload_params(
@@ -264,7 +257,7 @@ def workload_params(
         with trace_option_warnings():
             plan_trace(trace)
     except ValueError as error:
-        raise UsageError(f"{command}: {trace_option_names(str(error))}") from None
+        raise UsageError(f"{command}: {named_message(error, TRACE_PATHS)}") from None
     return dataclasses.asdict(trace)
 
 

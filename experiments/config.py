@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import re
 import typing
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from agents.imitation_settings import ImitationSettings
 from envs.cluster_env import ClusterEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.config import DEFAULT_SETUP
+from envs.sim.errors import named_message
 from envs.sim.timing import model_preset, parse_node
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -37,6 +37,7 @@ from envs.workloads.trace_file import (
     plan_trace,
     trace_label,
 )
+from experiments._cli import TRACE_PATHS
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -411,78 +412,31 @@ def _config_file(sources: Any, name: str) -> Path | None:
     return None
 
 
-# A name in a message: not part of a longer name, a path or a quoted value, with
-# the class that owns it (``BurstedSyntheticConfig.``, ``NodeSpec.``) if any.
-_NAME = r"(?<![\w.'\"/])(?:[A-Z]\w*(?:\([^)]*\))?\.)?({names})(?![\w'\"(/]|\.\w)"
-# A quoted value in a message ('many', "a b"): names inside it are the user's text.
-_QUOTED = re.compile(r"(?<!\w)'[^']*'(?!\w)|(?<!\w)\"[^\"]*\"(?!\w)")
-
-
-def _unquoted(pattern: str, message: str) -> re.Match[str] | None:
-    """The first match of ``pattern`` in ``message`` outside its quoted values."""
-    quoted = [m.span() for m in _QUOTED.finditer(message)]
-    for found in re.finditer(pattern, message):
-        if not any(start <= found.start() < end for start, end in quoted):
-            return found
-    return None
-
-
-def rename_field(message: str, paths: Mapping[str, str], every: Collection[str] = ()) -> str:
-    """``message`` with the first name of ``paths`` it mentions (with the owner
-    before it, if any) replaced by that name's config path, and where the value came
-    from appended; unchanged if it mentions none. The names of ``every`` (the fields
-    an error says it is about: ``ConfigError.fields``) are each renamed where they
-    are first mentioned too; other names after the first are left as written (a
-    ``got first_burst_s=20.0 (start_jitter_s=30)`` reads better unrenamed)."""
-    if not paths:
-        return message
-    named = [
-        (found.start(), path)
-        for path in set(paths.values())
-        if (found := _unquoted(rf"(?<![\w.]){re.escape(path)}(?![\w]|\.\w)", message))
-    ]
-    if named:  # named by its path already: say where the first one came from
-        return message + value_origin(min(named)[1])
-    names = "|".join(re.escape(n) for n in sorted(paths, key=len, reverse=True))
-    found = _unquoted(_NAME.format(names=names), message)
-    if found is None:
-        return message
-    path = paths[found.group(1)]
-    renamed = message[: found.start()] + path + message[found.end() :]
-    for name in every:
-        if name not in paths or paths[name] == path:
-            continue
-        other = _unquoted(_NAME.format(names=re.escape(name)), renamed)
-        if other is not None:
-            renamed = renamed[: other.start()] + paths[name] + renamed[other.end() :]
-    return renamed + value_origin(path)
-
-
 @contextlib.contextmanager
 def naming_fields(paths: Mapping[str, str]) -> Iterator[None]:
-    """Where config values become objects: an error (ValueError) naming one of the
-    objects' fields or arguments (the keys of ``paths``: ``reward_scale``,
-    ``BurstedSyntheticConfig.n_bursts``) names it by its config path instead
-    (``env.reward_scale``, ``workload.params.n_bursts``) and says where the value
-    came from, so the user reads the key they typed."""
+    """Where config values become objects: a :class:`ConfigError` about one of the
+    objects' fields (its ``fields``, data the check gave; the keys of ``paths``:
+    ``reward_scale``, ``n_bursts``) names each field by its config path instead
+    (``env.reward_scale``, ``workload.params.n_bursts``) and says where the first
+    one's value came from, so the user reads the key they typed."""
     try:
         yield
-    except ValueError as error:
-        message = rename_field(str(error), paths, getattr(error, "fields", ()))
-        if message == str(error):
+    except ConfigError as error:
+        named = [name for name in error.fields if name in paths]
+        if not named:
             raise
-        raise ConfigError(message) from error
+        raise ConfigError(error.named(paths) + value_origin(paths[named[0]])) from error
 
 
 @contextlib.contextmanager
 def naming_value(path: str, value: Any) -> Iterator[None]:
     """Where one config value becomes one object (``cluster.node`` -> a NodeSpec):
-    an error is prefixed ``path=value (from ...):``, and an owner class before the
-    first name it mentions (``NodeSpec.n_gpus``) is dropped."""
+    an error is prefixed ``path=value (from ...):``, and said without the object's
+    name (``n_gpus must be ...``, not ``NodeSpec.n_gpus must be ...``)."""
     try:
         yield
     except ValueError as error:
-        detail = re.sub(r"^[A-Z]\w*(?:\([^)]*\))?\.(?=\w)", "", str(error))
+        detail = named_message(error, {}, owner=False)
         raise ConfigError(f"{path}={value!r}{value_origin(path)}: {detail}") from error
 
 
@@ -591,15 +545,15 @@ def workload_params(cfg: Any) -> dict[str, Any]:
 
 
 def workload_paths(cfg: Any) -> dict[str, str]:
-    """Config paths of the workload group's generator parameters, for naming_fields:
-    the ones given and every other field of the workload's generators (a message may
-    name one the user left at its default: ``BurstedSyntheticConfig.first_burst_s``)."""
+    """Config paths of the workload group's parameters, for naming_fields: a trace's
+    options, or the generator parameters given and every other field of the
+    workload's generators (a message may name one the user left at its default)."""
     import dataclasses
 
     from envs.workloads.registry import describe
 
     if cfg.workload.name == TRACE_WORKLOAD:
-        return {name: f"workload.{name}" for name in TRACE_FIELDS}
+        return dict(TRACE_PATHS)
     paths = group_paths("workload.params", cfg.workload.params)
     with contextlib.suppress(ValueError):  # an unknown workload: configure names it
         for family in describe(cfg.workload.name).families:
@@ -608,32 +562,9 @@ def workload_paths(cfg: Any) -> dict[str, str]:
     return paths
 
 
-@contextlib.contextmanager
-def naming_trace_options() -> Iterator[None]:
-    """Where a trace file is read: an error names the options as the ``key=value``
-    commands do (``TraceOptions.window_s``, ``skip_bad_rows=true`` become
-    ``workload.window_s``, ``workload.skip_bad_rows=true``) and says where the first
-    one named came from; the rest of the message (a row's field, "the format") is
-    left as written."""
-    from experiments._cli import trace_option_names
-
-    try:
-        yield
-    except ValueError as error:
-        message = trace_option_names(str(error))
-        named = [
-            (found.start(), path)
-            for path in (f"workload.{name}" for name in TRACE_FIELDS)
-            if (found := re.search(rf"(?<![\w.]){re.escape(path)}(?!\w)", message))
-        ]
-        raise ConfigError(message + (value_origin(min(named)[1]) if named else "")) from error
-
-
 def naming_workload_fields(cfg: Any) -> contextlib.AbstractContextManager[None]:
-    """:func:`naming_trace_options` for a trace, else :func:`naming_fields` with the
-    generators' parameters."""
-    if cfg.workload.name == TRACE_WORKLOAD:
-        return naming_trace_options()
+    """:func:`naming_fields` with the workload group's paths: a trace's options
+    (``workload.window_s``), else the generators' parameters."""
     return naming_fields(workload_paths(cfg))
 
 
@@ -662,7 +593,7 @@ def check_workload(cfg: Any) -> None:
             )
         from experiments._cli import trace_option_warnings
 
-        with naming_trace_options(), trace_option_warnings():
+        with naming_fields(TRACE_PATHS), trace_option_warnings():
             plan_trace(TraceOptions(**workload_params(cfg)))
         return
     changed = changed_fields(trace_values)

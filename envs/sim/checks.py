@@ -3,8 +3,9 @@
 The simulator, the workloads, the environments and the policies all validate
 numbers from configs, command lines and constructors. The checks live here, in
 the lowest layer, so every package may import them. Each raises with the field
-as its caller names it (``"btb.x"``, ``"sim.max_batch"``) and the bad value; a
-caller that reports configuration errors passes ``error=ConfigError``.
+as its caller names it (``"btb.x"``, ``"sim.max_batch"``) and the bad value, as a
+:class:`~envs.sim.errors.ConfigError` that carries the field as data (an edge that
+knows the field's config path names it so); ``error`` may ask for a subclass.
 
 One family: :func:`checked_number` is the rule (what a number is, its bounds, the
 message); the other checkers are it with fixed arguments. A number is a Python or
@@ -19,6 +20,8 @@ from dataclasses import fields
 from typing import Any
 
 import numpy as np
+
+from envs.sim.errors import ConfigError
 
 
 def is_number(value: Any, integer: bool = False) -> bool:
@@ -44,8 +47,9 @@ def checked_number(
 ) -> Any:
     """``value`` if it is a number (:func:`is_number`; an integer if ``integer``) in
     ``[low, high]`` (``(low, high]`` if ``above``; finite too if ``finite``), as a
-    Python int or float; else ``error`` naming ``field``, the rule and the value
-    (``sim.max_batch must be an integer >= 1, got 0``)."""
+    Python int or float; else a ConfigError (``error`` if that is one) about
+    ``field`` naming the rule and the value (``sim.max_batch must be an integer >=
+    1, got 0``)."""
     ok = is_number(value, integer)
     if ok:
         ok = (value > low if above else value >= low) and value <= high
@@ -57,7 +61,8 @@ def checked_number(
             bounds = f"{'>' if above else '>='} {lo}"
         else:
             bounds = f"in {'(' if above else '['}{lo}, {hi}]"
-        raise error(f"{field} must be {kind} {bounds}, got {value!r}")
+        kind_of = error if issubclass(error, ConfigError) else ConfigError
+        raise kind_of.about(field, f"must be {kind} {bounds}, got {value!r}")
     return int(value) if integer else float(value)
 
 
@@ -92,8 +97,12 @@ def check_fields_non_negative(where: str, config: Any) -> None:
         values = value if isinstance(value, tuple) else (value,)
         for v in values:
             if not is_number(v) or not math.isfinite(v):
-                raise ValueError(f"{where}.{f.name} must be finite numbers, got {value!r}")
+                raise ConfigError.about(
+                    f"{where}.{f.name}", f"must be finite numbers, got {value!r}"
+                )
             if v < 0:
-                raise ValueError(f"{where}.{f.name} must be >= 0, got {value!r}")
+                raise ConfigError.about(f"{where}.{f.name}", f"must be >= 0, got {value!r}")
         if isinstance(value, tuple) and (len(value) != 2 or value[0] > value[1]):
-            raise ValueError(f"{where}.{f.name} must be a (low, high) pair, got {value!r}")
+            raise ConfigError.about(
+                f"{where}.{f.name}", f"must be a (low, high) pair, got {value!r}"
+            )

@@ -175,7 +175,9 @@ class SimConfig:
             if isinstance(value, np.bool_):
                 object.__setattr__(self, name, bool(value))
             elif not isinstance(value, bool):  # "false" would be truthy
-                raise ConfigError(f"sim.{name} must be true or false (a bool), got {value!r}")
+                raise ConfigError.about(
+                    f"sim.{name}", f"must be true or false (a bool), got {value!r}"
+                )
         for name in ("max_batch", "chunked_prefill_tokens"):
             value = getattr(self, name)
             if isinstance(value, np.integer):
@@ -185,23 +187,28 @@ class SimConfig:
             if isinstance(value, (np.integer, np.floating)):
                 object.__setattr__(self, name, float(value))
             elif not is_number(value):
-                raise ConfigError(f"sim.{name} must be a number, got {value!r}")
+                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
-                raise ConfigError(f"sim.{name} must be one of {', '.join(choices)}, got {value!r}")
+                raise ConfigError.about(
+                    f"sim.{name}", f"must be one of {', '.join(choices)}, got {value!r}"
+                )
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         if not (self.host_ram_bytes >= 0):
-            raise ConfigError(f"sim.host_ram_bytes must be >= 0, got {self.host_ram_bytes!r}")
+            raise ConfigError.about(
+                "sim.host_ram_bytes", f"must be >= 0, got {self.host_ram_bytes!r}"
+            )
         if not (0 <= self.transfer_latency_s < math.inf):
-            raise ConfigError(
-                f"sim.transfer_latency_s must be finite and >= 0, got {self.transfer_latency_s!r}"
+            raise ConfigError.about(
+                "sim.transfer_latency_s",
+                f"must be finite and >= 0, got {self.transfer_latency_s!r}",
             )
         check_int("sim.chunked_prefill_tokens", self.chunked_prefill_tokens, 0, ConfigError)
         for name in ("mfu", "mbu"):
             value = getattr(self, name)
             if not (0 < value <= 1):
-                raise ConfigError(f"sim.{name} must be in (0, 1], got {value!r}")
+                raise ConfigError.about(f"sim.{name}", f"must be in (0, 1], got {value!r}")
         self._check_view_and_faults()
 
     @property
@@ -230,34 +237,38 @@ class SimConfig:
             if isinstance(value, (np.integer, np.floating)):
                 object.__setattr__(self, name, float(value))
             elif not is_number(value):
-                raise ConfigError(f"sim.{name} must be a number, got {value!r}")
+                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
         if not (0 <= self.router_view_delay_s < math.inf):
-            raise ConfigError(
-                f"sim.router_view_delay_s must be finite and >= 0, got {self.router_view_delay_s!r}"
+            raise ConfigError.about(
+                "sim.router_view_delay_s",
+                f"must be finite and >= 0, got {self.router_view_delay_s!r}",
             )
         if not (0 <= self.fault_node_loss_rate_per_s < math.inf):
-            raise ConfigError(
-                "sim.fault_node_loss_rate_per_s must be finite and >= 0, "
-                f"got {self.fault_node_loss_rate_per_s!r}"
+            raise ConfigError.about(
+                "sim.fault_node_loss_rate_per_s",
+                f"must be finite and >= 0, got {self.fault_node_loss_rate_per_s!r}",
             )
         if not (self.fault_node_down_s > 0):
-            raise ConfigError(f"sim.fault_node_down_s must be > 0, got {self.fault_node_down_s!r}")
+            raise ConfigError.about(
+                "sim.fault_node_down_s", f"must be > 0, got {self.fault_node_down_s!r}"
+            )
         if not (0 <= self.fault_copy_fail_prob <= 1):
-            raise ConfigError(
-                f"sim.fault_copy_fail_prob must be in [0, 1], got {self.fault_copy_fail_prob!r}"
+            raise ConfigError.about(
+                "sim.fault_copy_fail_prob", f"must be in [0, 1], got {self.fault_copy_fail_prob!r}"
             )
         if not (0 <= self.fault_copy_slow_prob <= 1):
-            raise ConfigError(
-                f"sim.fault_copy_slow_prob must be in [0, 1], got {self.fault_copy_slow_prob!r}"
+            raise ConfigError.about(
+                "sim.fault_copy_slow_prob", f"must be in [0, 1], got {self.fault_copy_slow_prob!r}"
             )
         if not (1 <= self.fault_copy_slowdown < math.inf):
-            raise ConfigError(
-                f"sim.fault_copy_slowdown must be finite and >= 1, got {self.fault_copy_slowdown!r}"
+            raise ConfigError.about(
+                "sim.fault_copy_slowdown",
+                f"must be finite and >= 1, got {self.fault_copy_slowdown!r}",
             )
         if not (0 < self.fault_nic_down_for_s < math.inf):
-            raise ConfigError(
-                "sim.fault_nic_down_for_s must be finite and > 0, "
-                f"got {self.fault_nic_down_for_s!r}"
+            raise ConfigError.about(
+                "sim.fault_nic_down_for_s",
+                f"must be finite and > 0, got {self.fault_nic_down_for_s!r}",
             )
         check_int("sim.fault_seed", self.fault_seed, 0, ConfigError)
         self._check_schedule("fault_node_loss_s", "fault_node_loss_nodes")
@@ -268,15 +279,19 @@ class SimConfig:
         times = getattr(self, times_name)
         nodes = getattr(self, nodes_name)
         if not _is_list(times) or not all(is_number(t) and 0 <= t < math.inf for t in times):
-            raise ConfigError(
-                f"sim.{times_name} must be a list of finite times >= 0, got {times!r}"
+            raise ConfigError.about(
+                f"sim.{times_name}", f"must be a list of finite times >= 0, got {times!r}"
             )
         if not _is_list(nodes) or not all(is_number(j, integer=True) and j >= 0 for j in nodes):
-            raise ConfigError(f"sim.{nodes_name} must be a list of node indices, got {nodes!r}")
+            raise ConfigError.about(
+                f"sim.{nodes_name}", f"must be a list of node indices, got {nodes!r}"
+            )
         if len(times) != len(nodes):
-            raise ConfigError(
-                f"sim.{times_name} has {len(times)} times but sim.{nodes_name} "
-                f"has {len(nodes)} nodes: one node for each time"
+            raise ConfigError.about(
+                f"sim.{times_name}",
+                f"has {len(times)} times but {{{nodes_name}}} has {len(nodes)} nodes: "
+                "one node for each time",
+                nodes_name,
             )
         object.__setattr__(self, times_name, tuple(float(t) for t in times))
         object.__setattr__(self, nodes_name, tuple(int(j) for j in nodes))

@@ -24,7 +24,9 @@ DEFAULT_MBU = 0.8
 
 def _positive(owner: str, name: str, value: float) -> None:
     if not is_number(value) or not (0 < value < math.inf):
-        raise ConfigError(f"{owner}.{name} must be a positive finite number, got {value!r}")
+        raise ConfigError.about(
+            f"{owner}.{name}", f"must be a positive finite number, got {value!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -215,9 +217,9 @@ class NodeCosts:
         node_label: str = "node",
     ) -> None:
         if not 0 < mfu <= 1:
-            raise ConfigError(f"sim.mfu must be in (0, 1], got {mfu!r}")
+            raise ConfigError.about("sim.mfu", f"must be in (0, 1], got {mfu!r}")
         if not 0 < mbu <= 1:
-            raise ConfigError(f"sim.mbu must be in (0, 1], got {mbu!r}")
+            raise ConfigError.about("sim.mbu", f"must be in (0, 1], got {mbu!r}")
         self.node = node
         self.model = model
         if model.weight_bytes > node.hbm_bytes:

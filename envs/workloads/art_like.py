@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_fields_non_negative, check_int
+from envs.sim.errors import ConfigError
 from envs.workloads.segments import Segment, SegmentHasher, prefix_key
 
 DAY_S = 86_400.0
@@ -137,22 +138,25 @@ class ArtLikeConfig:
         )
         for name in positive:
             if getattr(self, name) <= 0:
-                raise ValueError(f"{where}.{name} must be > 0, got {getattr(self, name)!r}")
+                raise ConfigError.about(
+                    f"{where}.{name}", f"must be > 0, got {getattr(self, name)!r}"
+                )
         check_int(f"{where}.rows_per_window", self.rows_per_window, 1)  # 0: empty windows
         if self.mean_turns < 1:
-            raise ValueError(f"{where}.mean_turns must be >= 1, got {self.mean_turns!r}")
+            raise ConfigError.about(f"{where}.mean_turns", f"must be >= 1, got {self.mean_turns!r}")
         if not self.diurnal_amplitude < 1:
-            raise ValueError(
-                f"{where}.diurnal_amplitude must be < 1, got {self.diurnal_amplitude!r}"
+            raise ConfigError.about(
+                f"{where}.diurnal_amplitude", f"must be < 1, got {self.diurnal_amplitude!r}"
             )
         if self.fanout_max_requests < 2:
-            raise ValueError(
-                f"{where}.fanout_max_requests must be >= 2, got {self.fanout_max_requests!r}"
+            raise ConfigError.about(
+                f"{where}.fanout_max_requests", f"must be >= 2, got {self.fanout_max_requests!r}"
             )
         if self.session_rate_per_s <= 0:
-            raise ValueError(
-                f"{where}.mean_rate_per_s must exceed the rate surges, spikes and fan-outs "
-                f"alone send, got {self.mean_rate_per_s!r}; lower them or raise the rate"
+            raise ConfigError.about(
+                f"{where}.mean_rate_per_s",
+                "must exceed the rate surges, spikes and fan-outs alone send, got "
+                f"{self.mean_rate_per_s!r}; lower them or raise the rate",
             )
 
     @property

@@ -82,22 +82,27 @@ class BurstedSyntheticConfig:
         ):
             value = getattr(self, name)
             if not (value >= 0.0) or value == float("inf"):
-                raise ValueError(f"{where}.{name} must be finite and >= 0, got {value!r}")
+                raise ConfigError.about(
+                    f"{where}.{name}", f"must be finite and >= 0, got {value!r}"
+                )
         if self.requests_per_window == 0 and not self._has_other_traffic():
-            raise ConfigError(
-                f"{where}.n_bursts x burst_requests + n_decoys must be >= 1, or every window "
-                f"is empty; got n_bursts={self.n_bursts}, burst_requests={self.burst_requests}, "
+            raise ConfigError.about(
+                f"{where}.n_bursts",
+                "x {burst_requests} + {n_decoys} must be >= 1, or every window is empty; got "
+                f"n_bursts={self.n_bursts}, burst_requests={self.burst_requests}, "
                 f"n_decoys={self.n_decoys}",
-                fields=("n_bursts", "burst_requests", "n_decoys"),
+                "burst_requests",
+                "n_decoys",
             )
         lowest_start_s = min(
             self.first_burst_s - self.start_jitter_s, self.first_burst_s - self.decoy_lead_s
         )
         if lowest_start_s < 0:
-            raise ValueError(
-                "BurstedSyntheticConfig.first_burst_s must be at least start_jitter_s and "
+            raise ConfigError.about(
+                "BurstedSyntheticConfig.first_burst_s",
+                "must be at least start_jitter_s and "
                 f"decoy_lead_s so no arrival is negative, got first_burst_s={self.first_burst_s!r}"
-                f" (start_jitter_s={self.start_jitter_s!r}, decoy_lead_s={self.decoy_lead_s!r})"
+                f" (start_jitter_s={self.start_jitter_s!r}, decoy_lead_s={self.decoy_lead_s!r})",
             )
 
     def _has_other_traffic(self) -> bool:

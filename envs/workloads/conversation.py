@@ -94,20 +94,21 @@ class ConversationConfig:
             check_int(f"{where}.{name}", getattr(self, name), 1)
         check_int(f"{where}.head_tokens", self.head_tokens, 0)
         if self.mean_turns < 1:
-            raise ValueError(f"{where}.mean_turns must be >= 1, got {self.mean_turns!r}")
+            raise ConfigError.about(f"{where}.mean_turns", f"must be >= 1, got {self.mean_turns!r}")
         room = self.max_context_tokens - self.head_tokens - self.max_output_tokens
         if room < 1:
-            raise ValueError(
-                f"{where}.max_context_tokens must exceed head_tokens + max_output_tokens, got "
+            raise ConfigError.about(
+                f"{where}.max_context_tokens",
+                "must exceed head_tokens + max_output_tokens, got "
                 f"max_context_tokens={self.max_context_tokens!r} (head_tokens="
-                f"{self.head_tokens!r}, max_output_tokens={self.max_output_tokens!r})"
+                f"{self.head_tokens!r}, max_output_tokens={self.max_output_tokens!r})",
             )
         if self.requests_per_hour * self.duration_s == 0:
-            raise ConfigError(
-                f"{where}.requests_per_hour and duration_s must be > 0, or every window is "
-                f"empty; got requests_per_hour={self.requests_per_hour}, "
-                f"duration_s={self.duration_s}",
-                fields=("requests_per_hour", "duration_s"),
+            raise ConfigError.about(
+                f"{where}.requests_per_hour",
+                "and {duration_s} must be > 0, or every window is empty; got "
+                f"requests_per_hour={self.requests_per_hour}, duration_s={self.duration_s}",
+                "duration_s",
             )
 
     @property

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int
+from envs.sim.errors import ConfigError
 from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
@@ -260,9 +261,10 @@ def configure(
         valid = sorted(
             {f.name for fam in scenario.families for f in dataclasses.fields(fam.config)}
         )
-        raise ValueError(
-            f"workload {name!r}: unknown parameter(s) {', '.join(unknown)} "
-            f"(known: {', '.join(valid)})"
+        named = ", ".join(f"{{{key}}}" for key in unknown)
+        raise ConfigError(
+            f"workload {name!r}: unknown parameter(s) {named} (known: {', '.join(valid)})",
+            tuple(unknown),
         )
     # The windows' hashes are made at the families' block size, so the workload
     # (and what the simulator multiplies hit blocks by) must use the same one.
@@ -279,9 +281,10 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
     if isinstance(current, tuple) and isinstance(value, (list, tuple)):
         return tuple(value)  # pairs from YAML/Hydra arrive as lists
     if isinstance(current, tuple) and not isinstance(value, str):
-        raise ValueError(
-            f"workload {workload!r}: parameter {key}={value!r} is not a (low, high) pair "
-            f"(give [low, high] or low/high)"
+        raise ConfigError(
+            f"workload {workload!r}: parameter {{{key}}}={value!r} is not a (low, high) pair "
+            f"(give [low, high] or low/high)",
+            (key,),
         )
     if not isinstance(value, str):
         return value
@@ -296,9 +299,10 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
             parts = [p for p in value.split("/") if p]
             return tuple(type(c)(p) for c, p in zip(current, parts, strict=True))
     except ValueError:
-        raise ValueError(
-            f"workload {workload!r}: parameter {key}={value!r} is not a valid "
-            f"{type(current).__name__}"
+        raise ConfigError(
+            f"workload {workload!r}: parameter {{{key}}}={value!r} is not a valid "
+            f"{type(current).__name__}",
+            (key,),
         ) from None
     return value
 

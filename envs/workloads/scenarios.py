@@ -127,22 +127,25 @@ class RisingLoadConfig:
     def __post_init__(self) -> None:
         check_fields_non_negative("RisingLoadConfig", self)
         if self.peak_rate_per_s < self.start_rate_per_s or self.peak_rate_per_s <= 0:
-            raise ValueError(
-                "RisingLoadConfig.peak_rate_per_s must be > 0 and >= start_rate_per_s, "
-                f"got {self.peak_rate_per_s!r}"
+            raise ConfigError.about(
+                "RisingLoadConfig.peak_rate_per_s",
+                f"must be > 0 and >= start_rate_per_s, got {self.peak_rate_per_s!r}",
             )
         for name in ("prefix_tokens", "suffix_tokens", "output_tokens", "block_tokens"):
             if getattr(self, name) < 1:
-                raise ValueError(
-                    f"RisingLoadConfig.{name} must be >= 1, got {getattr(self, name)!r}"
+                raise ConfigError.about(
+                    f"RisingLoadConfig.{name}", f"must be >= 1, got {getattr(self, name)!r}"
                 )
         if self.ramp_s + self.hold_s == 0 and self.background_rate_per_s * self.lead_s == 0:
-            raise ConfigError(
-                "RisingLoadConfig.ramp_s + hold_s must be > 0 (when the hot prefix arrives), "
-                "or background_rate_per_s and lead_s > 0, or every window is empty; got "
+            raise ConfigError.about(
+                "RisingLoadConfig.ramp_s",
+                "+ {hold_s} must be > 0 (when the hot prefix arrives), or "
+                "{background_rate_per_s} and {lead_s} > 0, or every window is empty; got "
                 f"ramp_s={self.ramp_s}, hold_s={self.hold_s}, background_rate_per_s="
                 f"{self.background_rate_per_s}, lead_s={self.lead_s}",
-                fields=("ramp_s", "hold_s", "background_rate_per_s", "lead_s"),
+                "hold_s",
+                "background_rate_per_s",
+                "lead_s",
             )
 
     def rate_at(self, t_s: float) -> float:
@@ -288,22 +291,25 @@ class AgentFanoutConfig:
         check_fields_non_negative("AgentFanoutConfig", self)
         for name in ("depth", "max_output_tokens", "block_tokens"):
             if getattr(self, name) < 1:
-                raise ValueError(
-                    f"AgentFanoutConfig.{name} must be >= 1, got {getattr(self, name)!r}"
+                raise ConfigError.about(
+                    f"AgentFanoutConfig.{name}", f"must be >= 1, got {getattr(self, name)!r}"
                 )
         for name in ("fanout", "child_fanout", "agent_turns"):
             if getattr(self, name)[0] < 1:
-                raise ValueError(
-                    f"AgentFanoutConfig.{name} must be a (low, high) pair >= 1, "
-                    f"got {getattr(self, name)!r}"
+                raise ConfigError.about(
+                    f"AgentFanoutConfig.{name}",
+                    f"must be a (low, high) pair >= 1, got {getattr(self, name)!r}",
                 )
         if self.trees == 0 and self.background_rate_per_s * (self.lead_s + self.span_s) == 0:
-            raise ConfigError(
-                "AgentFanoutConfig.trees must be >= 1, or background_rate_per_s and "
-                "lead_s + span_s > 0, or every window is empty; got trees=0, "
+            raise ConfigError.about(
+                "AgentFanoutConfig.trees",
+                "must be >= 1, or {background_rate_per_s} and {lead_s} + {span_s} > 0, or "
+                "every window is empty; got trees=0, "
                 f"background_rate_per_s={self.background_rate_per_s}, lead_s={self.lead_s}, "
                 f"span_s={self.span_s}",
-                fields=("trees", "background_rate_per_s", "lead_s", "span_s"),
+                "background_rate_per_s",
+                "lead_s",
+                "span_s",
             )
 
 
@@ -413,9 +419,9 @@ class MixedConfig(BurstedSyntheticConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not (self.background_rate_per_s >= 0 and math.isfinite(self.background_rate_per_s)):
-            raise ValueError(
-                "MixedConfig.background_rate_per_s must be finite and >= 0, "
-                f"got {self.background_rate_per_s!r}"
+            raise ConfigError.about(
+                "MixedConfig.background_rate_per_s",
+                f"must be finite and >= 0, got {self.background_rate_per_s!r}",
             )
 
 

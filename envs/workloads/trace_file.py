@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from envs.sim.errors import ConfigError
 from envs.sim.request import BlockChainer, Request, Workload
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import (
@@ -135,15 +136,19 @@ def _check_path(options: TraceOptions) -> Path | None:
     """The trace file, checked; None for a hub dataset given by name."""
     path = options.path
     if not path:
-        raise ValueError("TraceOptions.path is empty: a trace workload needs the file to read")
+        raise ConfigError.about(
+            "TraceOptions.path", "is empty: a trace workload needs the file to read"
+        )
     file = Path(path)
     if file.is_dir():
-        raise ValueError(f"TraceOptions.path={path!r} is a folder; give one trace file")
+        raise ConfigError(
+            f"{{path}}={path!r} is a folder; give one trace file", ("path",), "TraceOptions"
+        )
     if file.is_file():
         return file
     if options.format == HUB:
         return None
-    raise ValueError(f"TraceOptions.path={path!r}: no such file")
+    raise ConfigError(f"{{path}}={path!r}: no such file", ("path",), "TraceOptions")
 
 
 def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
@@ -234,8 +239,9 @@ def _plan_windowed(
 ) -> TracePlan:
     for name in ("start_s", "end_s"):
         if getattr(options, name) is not None:
-            raise ValueError(
-                f"TraceOptions.{name} does not apply to a Bursted-ART file: its windows are its own"
+            raise ConfigError.about(
+                f"TraceOptions.{name}",
+                "does not apply to a Bursted-ART file: its windows are its own",
             )
     found: list[list[Any]] = []  # [trace_id, split, first line, rows]
     seen: set[str] = set()
@@ -315,10 +321,12 @@ def _plan_timed(
         entry = slots.setdefault(slot, [line, 0])
         entry[1] += 1
     if not slots:
-        raise ValueError(
-            f"{report.source}: no arrivals between TraceOptions.start_s={start_s:g} and "
-            f"end_s={end_s:g} seconds after the first (the trace spans "
-            f"{(max(times) - origin) / ups:g} s)"
+        raise ConfigError(
+            f"{report.source}: no arrivals between {{start_s}}={start_s:g} and "
+            f"{{end_s}}={end_s:g} seconds after the first (the trace spans "
+            f"{(max(times) - origin) / ups:g} s)",
+            ("start_s", "end_s"),
+            "TraceOptions",
         )
     stem = Path(options.path).stem
     splits = _split_names(len(slots), options)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.sim.checks import check_int, check_range, is_number
+from envs.sim.errors import ConfigError
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import ReadOptions
 
@@ -72,40 +73,43 @@ class TraceOptions:
     def __post_init__(self) -> None:
         owner = "TraceOptions"
         if not isinstance(self.path, str):
-            raise ValueError(f"{owner}.path must be a string, got {self.path!r}")
+            raise ConfigError.about(f"{owner}.path", f"must be a string, got {self.path!r}")
         if self.format not in ("auto", HUB):
             try:
                 detect.canonical_format(self.format)
             except ValueError as error:
-                raise ValueError(f"{owner}.format: {error}") from None
+                raise ConfigError(f"{{format}}: {error}", ("format",), owner) from None
         if not is_number(self.window_s) or not 0 < self.window_s < math.inf:
-            raise ValueError(f"{owner}.window_s must be a finite number > 0, got {self.window_s!r}")
+            raise ConfigError.about(
+                f"{owner}.window_s", f"must be a finite number > 0, got {self.window_s!r}"
+            )
         for name in ("test_fraction", "val_fraction"):
             check_range(f"{owner}.{name}", getattr(self, name), 0.0, 1.0)
         if self.test_fraction + self.val_fraction > 1.0:
-            raise ValueError(
-                f"{owner}.test_fraction + val_fraction must be <= 1, got "
-                f"{self.test_fraction!r} + {self.val_fraction!r}"
+            raise ConfigError.about(
+                f"{owner}.test_fraction",
+                f"+ val_fraction must be <= 1, got {self.test_fraction!r} + {self.val_fraction!r}",
             )
         if self.start_s is not None:
             check_range(f"{owner}.start_s", self.start_s, 0.0, finite=True)
         if self.end_s is not None:
             check_range(f"{owner}.end_s", self.end_s, 0.0)
             if not self.end_s > (self.start_s or 0.0):
-                raise ValueError(
-                    f"{owner}.end_s must be > start_s ({self.start_s or 0.0}), got {self.end_s!r}"
+                raise ConfigError.about(
+                    f"{owner}.end_s",
+                    f"must be > start_s ({self.start_s or 0.0}), got {self.end_s!r}",
                 )
         for name in ("skip_bad_rows", "strict_block_count", "file_splits"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(
-                    f"{owner}.{name} must be true or false, got {getattr(self, name)!r}"
+                raise ConfigError.about(
+                    f"{owner}.{name}", f"must be true or false, got {getattr(self, name)!r}"
                 )
         if self.max_rows is not None:  # the reader takes 0; a workload needs a row
             check_int(f"{owner}.max_rows", self.max_rows, 1)
         try:  # the reader's own checks (block_tokens, max_rows, ...), named as ours
             self.read_options()
-        except ValueError as error:
-            raise ValueError(str(error).replace("ReadOptions.", f"{owner}.", 1)) from None
+        except ConfigError as error:
+            raise error.in_owner(owner) from None
 
     def read_options(self) -> ReadOptions:
         """The reader's options for this trace (rows are ordered here, by window)."""

@@ -899,35 +899,38 @@ def test_a_background_only_workload_is_not_refused_as_empty(override: str) -> No
     assert len(window.requests) > 0
 
 
-def test_renaming_leaves_quoted_values_longer_names_and_paths_alone() -> None:
-    from experiments.config import rename_field
+def test_naming_renames_the_fields_an_error_names_as_data_and_nothing_else() -> None:
+    from envs.sim import ConfigError
+    from experiments.config import naming_fields
 
     paths = {"n_bursts": "workload.params.n_bursts", "lead_s": "workload.params.lead_s"}
-    # a name inside the user's quoted value is their text, not a field
-    assert rename_field("unknown workload 'x n_bursts y'", paths) == (
-        "unknown workload 'x n_bursts y'"
+
+    def named(error: ValueError) -> str:
+        with pytest.raises(ValueError) as caught, naming_fields(paths):
+            raise error
+        return str(caught.value)
+
+    # the fields the check gave are renamed; a user's quoted value, a longer name
+    # that contains a field's and the values after "got" are text, never read
+    about = ConfigError.about(
+        "BurstedSyntheticConfig.n_bursts", "needs {lead_s}, got 'x n_bursts' (decoy_lead_s=1)",
+        "lead_s",
+    )  # fmt: skip
+    assert str(about) == (
+        "BurstedSyntheticConfig.n_bursts needs lead_s, got 'x n_bursts' (decoy_lead_s=1)"
     )
-    assert rename_field("got 'x n_bursts y'; n_bursts must be >= 0", paths) == (
-        "got 'x n_bursts y'; workload.params.n_bursts must be >= 0"
+    assert named(about) == (
+        "workload.params.n_bursts needs workload.params.lead_s, got 'x n_bursts' (decoy_lead_s=1)"
     )
-    # part of a longer name, a dotted path or a file name
-    assert rename_field("decoy_lead_s must be >= 0", paths) == "decoy_lead_s must be >= 0"
-    assert rename_field("see other.lead_s and lead_s.yaml", paths) == (
-        "see other.lead_s and lead_s.yaml"
-    )
-    # a sentence may end right after the name; the owner class goes with it
-    assert rename_field("must be at least Config.lead_s.", paths) == (
-        "must be at least workload.params.lead_s."
-    )
-    # later names stay as written, unless the error says it is about them too
-    message = "n_bursts needs lead_s, got n_bursts=1"
-    assert rename_field(message, paths) == "workload.params.n_bursts needs lead_s, got n_bursts=1"
-    assert rename_field(message, paths, ("n_bursts", "lead_s")) == (
-        "workload.params.n_bursts needs workload.params.lead_s, got n_bursts=1"
-    )
-    assert rename_field(message, paths, ("lead_s", "other")) == (
-        "workload.params.n_bursts needs workload.params.lead_s, got n_bursts=1"
-    )
+    # a field with no path here (another group's) keeps the name the check gave it
+    other = ConfigError.about("sim.max_batch", "needs {n_bursts}", "n_bursts")
+    assert named(other) == "sim.max_batch needs workload.params.n_bursts"
+    # a plain message, or an error about no field of these, goes on unchanged
+    for error in (ConfigError("n_bursts must be >= 0"), ValueError("lead_s must be >= 0"),
+                  ConfigError.about("sim.mfu", "must be in (0, 1]")):  # fmt: skip
+        with pytest.raises(ValueError) as caught, naming_fields(paths):
+            raise error
+        assert caught.value is error
 
 
 def test_a_parent_dict_on_the_command_line_is_the_origin_a_group_choice_is_not() -> None:
@@ -1102,7 +1105,14 @@ def test_hyperparams_sb3_accepts_are_accepted(algo: str, hyperparams: dict[str, 
 
     check_hyperparams(algo, hyperparams)
     check_hyperparams(algo, {"learning_rate": lambda progress: 1e-3 * progress})  # a schedule
-    for conf in (CONF / "agent").glob("*.yaml"):  # the shipped agents' settings
+
+
+def test_the_shipped_agents_hyperparams_are_accepted() -> None:
+    from agents.algorithms import check_hyperparams
+
+    confs = sorted((CONF / "agent").glob("*.yaml"))
+    assert confs
+    for conf in confs:
         cfg = _compose("train", ["logger=none", f"agent={conf.stem}"])
         check_hyperparams(cfg.agent.algo, dict(cfg.agent.hyperparams))
 

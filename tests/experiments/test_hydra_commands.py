@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import struct
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -299,21 +296,15 @@ def test_resume_reports_only_a_real_change_of_the_workload_generators():
     }
 
 
-def _run(args, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"}
-    return subprocess.run(
-        [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-    )
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
-def test_two_job_multirun(launcher, tmp_path):
+def test_two_job_multirun(launcher, tmp_path, run_command):
+    """The sweep's own process is this one (the launcher's jobs run in processes of
+    their own, as they would)."""
     out = tmp_path / "sweep"
-    proc = _run(
+    proc = run_command(
+        "experiments.train",
         [
-            "-m",
-            "experiments.train",
             "-m",
             "seed=0,1",
             f"hydra/launcher={launcher}",
@@ -323,6 +314,7 @@ def test_two_job_multirun(launcher, tmp_path):
             f"out_dir={out}",
         ],
         tmp_path,
+        {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for job in ("0", "1"):
@@ -332,18 +324,13 @@ def test_two_job_multirun(launcher, tmp_path):
 
 
 @pytest.mark.slow
-def test_optuna_sweep_over_btb_thresholds(tmp_path):
+def test_optuna_sweep_over_btb_thresholds(tmp_path, run_command):
     out = tmp_path / "tune"
-    proc = _run(
-        [
-            "-m",
-            "experiments.tune_btb",
-            "-m",
-            "workload=tiny",
-            "hydra.sweeper.n_trials=3",
-            f"out_dir={out}",
-        ],
+    proc = run_command(
+        "experiments.tune_btb",
+        ["-m", "workload=tiny", "hydra.sweeper.n_trials=3", f"out_dir={out}"],
         tmp_path,
+        {"WANDB_SILENT": "true"},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     best = OmegaConf.load(out / "optimization_results.yaml")

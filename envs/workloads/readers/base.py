@@ -16,27 +16,32 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypedDict
 
 from envs.sim.checks import check_int, check_range
+from envs.sim.errors import ConfigError, NamedFields
 from envs.sim.request import BlockChainer, Request, Workload
 
 UnsortedPolicy = Literal["warn", "sort", "error"]
 
 
-class TraceFormatError(ValueError):
+class TraceFormatError(ConfigError):
     """A row of a trace that cannot be read; names the file, the line and the field.
 
     Attributes:
         path: the file (or dataset) the row came from.
         line: 1-based line number (row number for parquet and hub datasets).
         field: the offending field, or ``None`` when the whole row is unreadable.
+        fields: the read options ``message`` names as a remedy, each written
+            ``{name}`` in it (``{skip_bad_rows}=true``; see ``NamedFields``).
     """
 
-    def __init__(self, path: str, line: int, field: str | None, message: str) -> None:
+    def __init__(
+        self, path: str, line: int, field: str | None, message: str, options: tuple[str, ...] = ()
+    ) -> None:
         self.path = path
         self.line = line
         self.field = field
         where = f"{path}, line {line}"
         what = f"field {field!r}" if field is not None else "row"
-        super().__init__(f"{where}, {what}: {message}")
+        super().__init__(f"{where}, {what}: {message}", options)
 
 
 class UnsortedTraceError(TraceFormatError):
@@ -47,11 +52,16 @@ class MissingDependencyError(ImportError):
     """An optional package (pyarrow, datasets) needed by one reader is not installed."""
 
 
-class TraceWarning(UserWarning):
-    """Something in a trace was repaired or skipped rather than rejected."""
+class TraceWarning(NamedFields, UserWarning):
+    """Something in a trace was repaired or skipped rather than rejected; ``fields``:
+    the read options the message names, each written ``{name}`` in it (``set
+    {time_unit}= to choose``; see ``NamedFields``)."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()) -> None:
+        super().__init__(self._name(message, fields, ""))
 
 
-class TooManyBadRowsError(ValueError):
+class TooManyBadRowsError(ConfigError):
     """With ``skip_bad_rows``, more rows were malformed than ``max_bad_fraction`` allows."""
 
 
@@ -105,8 +115,8 @@ class ReadOptions:
 
     def __post_init__(self) -> None:
         if self.unsorted not in ("warn", "sort", "error"):
-            raise ValueError(
-                f"ReadOptions.unsorted must be 'warn', 'sort' or 'error', got {self.unsorted!r}"
+            raise ConfigError.about(
+                "ReadOptions.unsorted", f"must be 'warn', 'sort' or 'error', got {self.unsorted!r}"
             )
         if self.block_tokens is not None:
             check_int("ReadOptions.block_tokens", self.block_tokens, 1)
@@ -116,9 +126,9 @@ class ReadOptions:
             check_int("ReadOptions.max_context_tokens", self.max_context_tokens, 1)
         check_range("ReadOptions.max_bad_fraction", self.max_bad_fraction, 0.0, 1.0)
         if self.time_unit not in ("auto", *TIME_UNITS):
-            raise ValueError(
-                f"ReadOptions.time_unit must be one of auto, {', '.join(TIME_UNITS)}, "
-                f"got {self.time_unit!r}"
+            raise ConfigError.about(
+                "ReadOptions.time_unit",
+                f"must be one of auto, {', '.join(TIME_UNITS)}, got {self.time_unit!r}",
             )
 
 
@@ -132,13 +142,23 @@ class ReadReport:
     errors: list[str] = field(default_factory=list)
     out_of_order: int = 0
     first_out_of_order_line: int | None = None
+    first_error: TraceFormatError | None = field(default=None, repr=False, compare=False)
+    """The first skipped row's error, for messages that quote it (options named as data)."""
 
     MAX_ERRORS = 10
 
     def skip(self, error: TraceFormatError) -> None:
         self.rows_skipped += 1
+        if self.first_error is None:
+            self.first_error = error
         if len(self.errors) < self.MAX_ERRORS:
             self.errors.append(str(error))
+
+    def first_skipped(self) -> tuple[str, tuple[str, ...]]:
+        """The first skipped row's reason, as a message template and the options it
+        names (see ``NamedFields``), for a message that quotes it."""
+        first = self.first_error
+        return (first.template, first.fields) if first is not None else (self.errors[0], ())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -335,7 +355,8 @@ def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) ->
             f"has {n} blocks but input_length {parsed.input_tokens} at {block_tokens} tokens "
             f"a block needs {high}"
             + (f" (or {low})" if low != high and low > 0 else "")
-            + "; strict_block_count=false accepts it",
+            + "; {strict_block_count}=false accepts it",
+            ("strict_block_count",),
         )
 
 
@@ -349,7 +370,9 @@ def check_context(parsed: ParsedRow, max_context_tokens: int, loc: RowLocation) 
             "input_length",
             f"{parsed.input_tokens} + output_length {parsed.output_tokens} = {total} tokens "
             f"exceed the model's context of {max_context_tokens} tokens "
-            f"(max_context_tokens={max_context_tokens}); skip such rows with skip_bad_rows=true",
+            f"({{max_context_tokens}}={max_context_tokens}); skip such rows with "
+            "{skip_bad_rows}=true",
+            ("max_context_tokens", "skip_bad_rows"),
         )
 
 
@@ -425,10 +448,12 @@ def check_bad_rows(report: ReadReport, options: ReadOptions) -> None:
     ``options.max_bad_fraction`` of its rows."""
     total = report.rows_read + report.rows_skipped
     if report.rows_skipped and report.rows_skipped > options.max_bad_fraction * total:
+        first, named = report.first_skipped()
         raise TooManyBadRowsError(
             f"{report.source}: {report.rows_skipped:,} of {total:,} rows are malformed "
-            f"({100.0 * report.rows_skipped / total:.1f}%), more than max_bad_fraction="
-            f"{options.max_bad_fraction:g} allows (first: {report.errors[0]})"
+            f"({100.0 * report.rows_skipped / total:.1f}%), more than {{max_bad_fraction}}="
+            f"{options.max_bad_fraction:g} allows (first: {first})",
+            ("max_bad_fraction", *named),
         )
 
 
@@ -459,11 +484,13 @@ def time_units_per_s(
     for name, value in TIME_UNITS.items():
         if value > ups and plausible(value):
             warnings.warn(
-                f"{source}: {fmt.time_field} read as {own} would reach "
-                f"{latest / ups / 86_400:,.0f} days after 1970 and span "
-                f"{(latest - earliest) / ups / 86_400:,.1f} days; reading it as {name} "
-                f"({_span_text((latest - earliest) / value)}); set time_unit= to choose",
-                TraceWarning,
+                TraceWarning(
+                    f"{source}: {fmt.time_field} read as {own} would reach "
+                    f"{latest / ups / 86_400:,.0f} days after 1970 and span "
+                    f"{(latest - earliest) / ups / 86_400:,.1f} days; reading it as {name} "
+                    f"({_span_text((latest - earliest) / value)}); set {{time_unit}}= to choose",
+                    ("time_unit",),
+                ),
                 stacklevel=stacklevel,
             )
             return value
@@ -483,10 +510,12 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
     of order (with ``unsorted="warn"``) are one warning each."""
     check_bad_rows(report, options)
     if report.rows_skipped:
+        first, named = report.first_skipped()
         warnings.warn(
-            f"{report.source}: skipped {report.rows_skipped} malformed rows "
-            f"(first: {report.errors[0]})",
-            TraceWarning,
+            TraceWarning(
+                f"{report.source}: skipped {report.rows_skipped} malformed rows (first: {first})",
+                named,
+            ),
             stacklevel=stacklevel,
         )
     if report.out_of_order and options.unsorted == "warn":

@@ -57,7 +57,8 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             str(file),
             line,
             None,
-            f"cannot tell the format from fields {sorted(row)}; pass format= one of "
+            f"cannot tell the format from fields {sorted(row)}; pass {{format}}= one of "
             + ", ".join(FORMATS),
+            ("format",),
         )
     return name
