@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import check_int, is_number
+from envs.sim.checks import check_int, checked_number, is_number
 from envs.sim.errors import ConfigError
 from envs.sim.timing import (
     DEFAULT_MBU,
@@ -115,6 +116,21 @@ class SimConfig:
     requests) before the router decides, so the router sees the node as it will
     be after the step, not as it is at the arrival."""
 
+    # --- tenancy: model versions and rolling upgrades (envs.sim.tenancy, docs/tenancy.md)
+    model_versions: tuple[str, ...] = ()
+    """The model version each node serves at the start, one per node in node order
+    (empty: every node serves "v1"). A node's KV counts only for its own version:
+    warm copies between nodes of different versions are refused."""
+    upgrade_at_s: tuple[float, ...] = ()
+    """A rolling upgrade: node i starts upgrading to ``upgrade_version`` at
+    ``upgrade_at_s[i]`` seconds (nodes past the list, or at inf, never do). It
+    drains (admits nothing new, its running sequences finish), drops its KV and
+    serves its queue under the new version. Empty (the default): no upgrade."""
+    upgrade_version: str = "v2"
+    """The version upgraded nodes serve."""
+    upgrade_downtime_s: float = 0.0
+    """Seconds an upgraded node loads its new weights before it serves again."""
+
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
         """The reference (Infer-Sim) model: ``causal_kv=False`` and every accounting
@@ -168,6 +184,37 @@ class SimConfig:
             value = getattr(self, name)
             if not (0 < value <= 1):
                 raise ConfigError(f"sim.{name} must be in (0, 1], got {value!r}")
+        self._check_tenancy()
+
+    def _check_tenancy(self) -> None:
+        """The model-version fields (lists from Hydra arrive as any sequence)."""
+        versions = _as_tuple("sim.model_versions", self.model_versions)
+        for i, value in enumerate(versions):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(
+                    f"sim.model_versions[{i}] must be a non-empty string, got {value!r}"
+                )
+        object.__setattr__(self, "model_versions", versions)
+        times = _as_tuple("sim.upgrade_at_s", self.upgrade_at_s)
+        times = tuple(
+            float(checked_number(f"sim.upgrade_at_s[{i}]", t, error=ConfigError))
+            for i, t in enumerate(times)
+        )
+        object.__setattr__(self, "upgrade_at_s", times)
+        if not isinstance(self.upgrade_version, str) or not self.upgrade_version:
+            raise ConfigError(
+                f"sim.upgrade_version must be a non-empty string, got {self.upgrade_version!r}"
+            )
+        downtime = checked_number(
+            "sim.upgrade_downtime_s", self.upgrade_downtime_s, finite=True, error=ConfigError
+        )
+        object.__setattr__(self, "upgrade_downtime_s", float(downtime))
+
+
+def _as_tuple(field_name: str, value: Any) -> tuple[Any, ...]:
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ConfigError(f"{field_name} must be a list, got {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)

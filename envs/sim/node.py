@@ -54,6 +54,7 @@ class Node:
         "ctx_tokens",
         "decode_n",
         "decode_s",
+        "draining",
         "free_s",
         "index",
         "inflight",
@@ -95,6 +96,7 @@ class Node:
         self.work_end = 0.0
         self.version = 0
         self.free_s = 0.0  # an idle node starts no work before this (decode overshoot)
+        self.draining = False  # an upgrade is due: admit nothing (envs.sim.tenancy)
         # decode batch: heap of (finish_step, order, request)
         self.batch_heap: list[tuple[int, int, Request]] = []
         self.decode_n = 0

@@ -34,6 +34,7 @@ from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_w
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
 from envs.sim.request import Request, Workload
+from envs.sim.tenancy import UPGRADE_EVENT, VERSION_REFUSALS, Versions
 from envs.sim.timing import NodeCosts
 from envs.sim.transfers import FLOW_EVENT, WAIT_SOURCE, Copy, CopyMachinery
 
@@ -146,6 +147,10 @@ class Simulator(CopyMachinery):
         self.records = Records(len(self.requests))
         self.copies: list[Copy] = []
         self.warm_refused: dict[str, int] = dict.fromkeys(WARM_REFUSALS, 0)
+        # model versions and upgrades (SimConfig.model_versions, upgrade_at_s); None: none
+        self.versions = Versions.of(config, self.n_nodes)
+        if self.versions is not None:
+            self.warm_refused.update(dict.fromkeys(VERSION_REFUSALS, 0))
         self.evict_actions = 0
         self.evicted_by_action_blocks = 0
         # when a list, route/warm/evict calls are appended to it as (name, *args),
@@ -166,6 +171,8 @@ class Simulator(CopyMachinery):
         # Requests in the order their first token came out; readers (e.g. a
         # Gymnasium env crediting TTFT as it becomes known) keep their own cursor.
         self.first_token_log: list[Request] = []
+        if self.versions is not None:
+            self.versions.schedule(self)
 
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
@@ -219,6 +226,8 @@ class Simulator(CopyMachinery):
                 elif kind == FLOW_EVENT:
                     if version == self._flow_version:
                         self._on_flow(t)
+                elif kind == UPGRADE_EVENT:
+                    self.versions.start_drain(self, obj, t)  # type: ignore[union-attr,arg-type]
                 else:
                     self._land(obj, t)  # type: ignore[arg-type]
             if i >= n:
@@ -309,6 +318,11 @@ class Simulator(CopyMachinery):
         if src == dst:
             refused["same_node"] += 1
             return "same_node"
+        if self.versions is not None:
+            reason = self.versions.warm_refusal(src, dst)
+            if reason is not None:
+                refused[reason] += 1
+                return reason
         if not blocks:
             refused["bad_prefix"] += 1
             return "bad_prefix"
@@ -393,6 +407,7 @@ class Simulator(CopyMachinery):
             rdma_busy_s=[n.rdma_busy_s for n in nodes],
             budget_tokens=[n.budget_tokens for n in nodes],
             max_batch=self.config.max_batch,
+            versions=self.versions.totals() if self.versions is not None else None,
         )
 
     # ================================================================== internals
@@ -436,7 +451,7 @@ class Simulator(CopyMachinery):
             self.nodes[copy.src].rdma_busy_s += duration
             return
         queue = node.queue
-        if queue and node.waiting_for is None:
+        if queue and node.waiting_for is None and not node.draining:
             request = queue[0]
             if self._admissible(node, request):
                 if node.inflight and self._should_wait(node, request, t):
@@ -452,6 +467,12 @@ class Simulator(CopyMachinery):
             self._start_decode(node, t)
         else:
             node.work = IDLE
+            if node.draining:
+                self._drained(node, t)
+
+    def _drained(self, node: Node, t: float) -> None:
+        """``node`` drains for an upgrade: switch it if nothing is left (envs.sim.tenancy)."""
+        self.versions.try_switch(self, node, t)  # type: ignore[union-attr]
 
     def _begin(self, node: Node, t: float, end: float) -> None:
         node.work_start = t
