@@ -87,3 +87,27 @@ def test_hint_features_by_hand() -> None:
             arrived = decisions.send(0)
         except StopIteration:
             break
+
+
+def test_route_warm_masks_warms_the_simulator_refuses_for_versions() -> None:
+    """Node 0 (v1) holds P's prefix: a warm onto node 1 (v2) is masked, onto node 2
+    (v1) allowed; once node 2 has upgraded to v2 (at 2 s), a warm onto it is masked too."""
+    raw = (11, 12, 13)
+    requests = [
+        Request(0, "a", 0.0, 768, 1, raw),
+        Request(1, "b", 1.0, 768, 1, raw),
+        Request(2, "c", 3.0, 768, 1, raw),
+    ]
+    window = Workload("w", 256, requests)
+    sim = {"model_versions": ["v1", "v2", "v1", "v2"], "upgrade_at_s": [9.0, 9.0, 2.0]}
+    env = RouteWarmEnv(windows=[window], sim=sim)
+    env.reset(seed=0)
+    n = env.n_nodes
+    env.step(np.array([0] + [0] * n + [0]))  # r0 computes P on node 0
+    mask = env.action_masks()
+    assert not mask[n + 2 * 1 + 1] and mask[n + 2 * 2 + 1]
+    env.step(np.array([0, 0, 1, 0, 0, 0]))  # warm onto node 1 anyway
+    assert env.sim is not None and env.sim.warm_refused["version_mismatch"] == 1
+    mask = env.action_masks()  # at 3 s: node 2 was idle at 2 s and switched at once
+    assert env.sim.versions is not None and env.sim.versions.version[2] == "v2"
+    assert not mask[n + 2 * 2 + 1]
