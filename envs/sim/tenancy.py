@@ -46,6 +46,7 @@ CANCELLED = 4
 """``Copy.state`` of a copy an upgrade cancelled (it never lands)."""
 UPGRADE_EVENT = 3
 """The simulator's event kind of a scheduled upgrade (0-2 are its own)."""
+WAKE_EVENT = 0  # the simulator's node wake-up (envs.sim.simulator._WAKE)
 
 
 class Versions:
@@ -123,8 +124,8 @@ class Versions:
             return
         for copy in node.waiting_src:  # its old-version KV will never be computed now
             target = sim.nodes[copy.dst]
-            self._cancel(target, copy)
-            sim._wake(target, t)
+            if self._cancel(target, copy):  # the target waited for it: it may admit now
+                sim._wake(target, t)
         node.waiting_src = []
         node.cache = fresh_cache(node.cache)
         index = node.index
@@ -134,16 +135,19 @@ class Versions:
         self.switched_s[index] = t
         if self.downtime_s > 0:
             node.free_s = max(node.free_s, t + self.downtime_s)
-            sim._push(node.free_s, 0, node, node.version)  # a wake-up when the weights are in
+            sim._push(node.free_s, WAKE_EVENT, node, node.version)  # the weights are in
         else:
             sim._advance(node, t)
 
-    def _cancel(self, target: Node, copy: Copy) -> None:
+    def _cancel(self, target: Node, copy: Copy) -> bool:
+        """Cancel ``copy`` to ``target``; whether the target was waiting for it."""
         del target.inflight[copy.key]
         copy.state = CANCELLED
+        self.copies_cancelled += 1
         if target.waiting_for is copy:
             target.waiting_for = None
-        self.copies_cancelled += 1
+            return True
+        return False
 
     # ------------------------------------------------------------------ results
     def totals(self) -> dict[str, Any]:
