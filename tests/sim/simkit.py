@@ -266,6 +266,8 @@ def check_causal(sim: Simulator, computed_at: str = "first_token_s") -> list[str
     problems: list[str] = []
     latency = sim.config.transfer_latency_s
     for copy in sim.copies:
+        if copy.state == CANCELLED:  # an upgrade cancelled it: it never moved
+            continue
         src_ready = exists.get((copy.src, copy.key), math.inf)
         if copy.start_s < src_ready - 1e-12:
             problems.append(
