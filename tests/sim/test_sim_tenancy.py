@@ -147,16 +147,18 @@ def test_upgrade_cancels_copies_that_have_not_started() -> None:
     assert summary["model_versions"] == ["v1", "v2"]
 
 
-def test_rolling_upgrade_serves_every_request_once() -> None:
-    """BTB on a bursty window while the four nodes upgrade one after another,
-    under both copy models: every request served once, KV never over budget."""
+@pytest.mark.parametrize("policy", ["btb", "btb_pending", "oracle_warm"])
+def test_rolling_upgrade_serves_every_request_once(policy: str) -> None:
+    """Copying policies on a bursty window while the four nodes upgrade one after
+    another, under both copy models: every request served once, KV never over
+    budget, nothing reused before it exists."""
     window = small_window()
     for copy_model in ("reference", "contention"):
         config = SimConfig(
             copy_model=copy_model, upgrade_at_s=(5.5, 6.3, 7.1, 9.0), upgrade_downtime_s=0.2
         )
         sim = Simulator(tight_h100_cluster(4), window, config, np.random.default_rng(3))
-        make_policy("btb").run(sim)
+        make_policy(policy).run(sim)
         check_run(sim)
         summary = sim.records.summary
         assert summary["completed"] == len(window.requests)
