@@ -110,7 +110,8 @@ class AgentPolicy(Policy):
             self._controller = EpochController(sim.n_nodes, epoch_s)
             self._controller.reset(sim)
         else:
-            self._encoder = ObservationEncoder(sim.n_nodes)
+            hints = bool(self.spec.env_kwargs.get("hints", False))
+            self._encoder = ObservationEncoder(sim.n_nodes, hints=hints)
             self._encoder.reset()
 
     def decide(self, sim: Simulator, request: Request) -> Any:

@@ -86,6 +86,11 @@ class AgentSpec:
                 "agent.algo=maskable_ppo uses action masks, which env=route_warm has; "
                 f"got {self.env!r}"
             )
+        if self.env_kwargs.get("hints") and self.net == "set":
+            raise ValueError(
+                "env.hints=true adds request-hint features that the node-set network "
+                "(agent.net=set) does not read; use agent.net=mlp"
+            )
         if not self.name:  # e.g. ppo_route; ppo_route_mlp for SB3's flat MLP
             self.name = f"{self.algo}_{self.env}" + ("_mlp" if self.net == "mlp" else "")
 

@@ -65,6 +65,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         copy_cost_per_gb: float = 0.0,
         reward_baseline: str | None = None,
         reward_timing: str = "first_token",
+        hints: bool = False,
         data_seed: int = PUBLISHED_SEED,
         seed: int | None = None,
         render_mode: str | None = None,
@@ -98,6 +99,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 "reward_timing",
                 f"must be one of {', '.join(REWARD_TIMINGS)}, got {reward_timing!r}",
             )
+        if not isinstance(hints, (bool, np.bool_)):
+            raise ValueError(f"hints must be true or false (a bool), got {hints!r}")
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)
         check_whole_number("data_seed", data_seed, minimum=0)
@@ -118,6 +121,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "copy_cost_per_gb": copy_cost_per_gb,
             "reward_baseline": reward_baseline,
             "reward_timing": reward_timing,
+            "hints": hints,
             "data_seed": data_seed,
             "seed": seed,
             "render_mode": render_mode,
@@ -149,6 +153,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self.copy_cost_per_gb = float(copy_cost_per_gb)
         self.reward_baseline = reward_baseline
         self._reference_ttft_s: np.ndarray | None = None
+        self.hints = bool(hints)
         self.reward_timing = reward_timing
         self._accrual: WaitAccrual | None = None
         self.render_mode = render_mode

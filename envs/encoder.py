@@ -6,7 +6,9 @@ Layout of the flat ``float32`` vector (every entry in [0, 1]):
 
 * ``n_nodes`` rows of :data:`NODE_FEATURES`, node-major (so a set-based
   network can reshape it to ``(n_nodes, len(NODE_FEATURES))``), then
-* :data:`REQUEST_FEATURES` for the arriving request and its traffic.
+* :data:`REQUEST_FEATURES` for the arriving request and its traffic, then
+* with ``hints=True`` only, :data:`HINT_FEATURES`: what the trace says of the
+  request beyond its prompt (its source and job kind, its group).
 
 Unbounded quantities are squashed with ``x / (x + scale)``: 0 stays 0, ``scale``
 maps to 0.5, and nothing reaches 1.
@@ -15,6 +17,7 @@ maps to 0.5, and nothing reaches 1.
 from __future__ import annotations
 
 import math
+import zlib
 from bisect import bisect_left
 from collections import deque
 
@@ -51,6 +54,12 @@ REQUEST_FEATURES = (
     "same_60s",  # ... last 60 s, squashed at 64
     "age",  # seconds since this prefix was first seen, squashed at 10 s
     "holders",  # fraction of nodes holding the prefix in HBM
+)
+HINT_CLASSES = 8
+"""Buckets of the hashed (source, job kind) class in :data:`HINT_FEATURES`."""
+HINT_FEATURES = (
+    *(f"hint_class_{i}" for i in range(HINT_CLASSES)),  # one-hot of the hashed class
+    "group_seen",  # earlier requests of the request's group this episode, squashed at 16
 )
 WINDOWS_S = (1.0, 10.0, 60.0)
 _MAX_TOKENS_LOG = math.log1p(262_144)
@@ -95,24 +104,64 @@ class TrafficTracker:
         return counts[0], counts[1], counts[2], now - self._first[key]
 
 
+def hint_class(request: Request) -> int:
+    """The bucket of a request's (source, job kind) class, 0..HINT_CLASSES - 1, or -1
+    when the trace gives neither. A stable hash (crc32), the same in every process."""
+    if not request.source and not request.job_kind:
+        return -1
+    return zlib.crc32(f"{request.source}/{request.job_kind}".encode()) % HINT_CLASSES
+
+
+class HintTracker:
+    """The request-hint features (:data:`HINT_FEATURES`) of an episode's arrivals."""
+
+    __slots__ = ("_groups",)
+
+    def __init__(self) -> None:
+        self._groups: dict[str, int] = {}
+
+    def reset(self) -> None:
+        self._groups.clear()
+
+    def observe(self, request: Request) -> list[float]:
+        """The hint features of ``request``; records it in its group."""
+        values = [0.0] * len(HINT_FEATURES)
+        bucket = hint_class(request)
+        if bucket >= 0:
+            values[bucket] = 1.0
+        group = request.group_id
+        if group:
+            seen = self._groups.get(group, 0)
+            self._groups[group] = seen + 1
+            values[-1] = seen / (seen + 16.0)
+        return values
+
+
 class ObservationEncoder:
     """Builds the observation for a decision point into a preallocated buffer.
 
     Call :meth:`reset` at the start of every episode and :meth:`encode` exactly
     once per decision point (it records the arrival in the traffic tracker).
+    ``hints=True`` appends :data:`HINT_FEATURES` (off by default: the layout is
+    then the one every shipped agent was trained on).
     """
 
-    def __init__(self, n_nodes: int) -> None:
+    def __init__(self, n_nodes: int, hints: bool = False) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         self.n_nodes = n_nodes
         self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
+        self.hints = HintTracker() if hints else None
+        if hints:
+            self.size += len(HINT_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._hits: HitMemo = {}
 
     def reset(self) -> None:
         self.tracker.reset()
+        if self.hints is not None:
+            self.hints.reset()
         self._hits.clear()
         self.buffer[:] = 0.0
 
@@ -154,6 +203,8 @@ class ObservationEncoder:
             age / (age + 10.0),
             holders / self.n_nodes,
         )
+        if self.hints is not None:
+            values += self.hints.observe(request)
         out = self.buffer
         out[:] = values
         return out

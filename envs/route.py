@@ -55,6 +55,19 @@ class RouteEnv(ClusterEnv):
     | 10 n + 4 | `age`              | seconds since the prefix first came      | x / (x + 10)      |
     | 10 n + 5 | `holders`          | share of nodes with the prefix in HBM    | as is             |
 
+    With ``hints=True`` nine more entries follow, from index ``h = 10 n + 6``:
+    what the trace says of the request beyond its prompt (Bursted-ART's
+    ``source`` and ``metadata.job_kind``, its ``group_id``; other formats carry
+    none, and the entries stay 0). ``Box(0, 1, (n_nodes * 10 + 15,), float32)``.
+
+    | index | feature        | what it is                                     | scale        |
+    |-------|----------------|------------------------------------------------|--------------|
+    | h + k | `hint_class_k` | the hashed (source, job kind) class is k (0-7) | 0 or 1       |
+    | h + 8 | `group_seen`   | earlier requests of the request's group so far | x / (x + 16) |
+
+    The class is ``crc32("<source>/<job kind>") % 8`` (no entry set when the
+    trace gives neither); ``group_seen`` counts from the episode's start.
+
     Times are in seconds. "log seconds" is :func:`envs.encoder.log_seconds`,
     ``min(log1p(s / 0.01) / log1p(1000 / 0.01), 1)``: 0 at 0 s, 0.40 at 1 s,
     0.60 at 10 s, 1 from 1,000 s on; ``prefix_tokens`` is
@@ -109,13 +122,15 @@ class RouteEnv(ClusterEnv):
     ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
     split="train", n_windows=4, windows=None, workload_params=None, sim=None, reward_scale=1.0,
     slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, reward_baseline=None,
-    reward_timing="first_token", data_seed=20260721, seed=None, render_mode=None)``:
+    reward_timing="first_token", hints=False, data_seed=20260721, seed=None,
+    render_mode=None)``:
     ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
     those four unused), ``workload_params`` override the generator's parameters
     (refused with ``windows``); ``sim`` a SimConfig or a dict of
-    its fields; ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
+    its fields; ``hints`` appends the request-hint features (above);
+    ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
 
     ## Version History
 
@@ -124,7 +139,7 @@ class RouteEnv(ClusterEnv):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.encoder = ObservationEncoder(self.n_nodes)
+        self.encoder = ObservationEncoder(self.n_nodes, hints=self.hints)
         self.action_space = spaces.Discrete(self.n_nodes)
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoder.size,), dtype=np.float32)
 

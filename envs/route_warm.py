@@ -51,7 +51,9 @@ class RouteWarmEnv(RouteEnv):
     prefix from must copy the evicted blocks too, and may no longer fit (and
     routing reserves the request's KV on the routed node). Parts refused anyway
     are refused by the simulator without effect and counted in
-    ``info["invalid_actions"]``.
+    ``info["invalid_actions"]``. With model versions (``sim.model_versions``,
+    ``sim.upgrade_at_s``) a warm onto a node that drains for an upgrade, or of
+    another version than the holder the copy would come from, is masked too.
 
     ## Observation Space
 
@@ -137,20 +139,27 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     sim.route(route)  # a no-op if the request is already routed there
     targets = [k for k, bit in enumerate(warms) if bit]
     if targets:
-        depth = len(prefix)
-        resident = [
-            node for node in sim.nodes if not node.down and node.view.hbm_match(prefix) >= depth
-        ]
-        if resident:
-            src = min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
-        else:
-            src = route
-        if route in targets and (src == route or sim.nodes[route] in resident):
+        holder = warm_source(sim, prefix)
+        src = route if holder is None else holder
+        holds = sim.nodes[route].view.hbm_match(prefix) >= len(prefix)
+        if route in targets and (src == route or holds):
             targets.remove(route)  # the routed node computes or holds the prefix: no copy
         for dst in targets:
             if sim.warm(src, dst, prefix) != WARM_OK:
                 invalid += 1
     return invalid
+
+
+def warm_source(sim: Simulator, prefix: tuple[int, ...]) -> int | None:
+    """The source of the action's warm copies when a node holds ``prefix`` in HBM:
+    the least-loaded such node (lowest index on ties); None when none does."""
+    depth = len(prefix)
+    resident = [
+        node for node in sim.nodes if not node.down and node.view.hbm_match(prefix) >= depth
+    ]
+    if not resident:
+        return None
+    return min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
 
 
 def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
@@ -176,4 +185,10 @@ def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
             mask[n + 2 * k + 1] = False
         if held == 0:
             mask[3 * n + 1 + k] = False
+    versions = sim.versions
+    if versions is not None:  # model versions: a warm the simulator would refuse is masked
+        src = warm_source(sim, prefix)
+        for k in range(n):
+            if versions.draining[k] or (src is not None and versions.warm_refusal(src, k)):
+                mask[n + 2 * k + 1] = False
     return mask

@@ -114,7 +114,8 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Arguments
 
-    Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch).
+    Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch),
+    except ``hints`` (its observation is per epoch, not per request: only False).
 
     ## Version History
 
@@ -131,6 +132,8 @@ class ThresholdsEnv(ClusterEnv):
 
     def __init__(self, epoch_s: float = 1.0, **kwargs: Any) -> None:
         check_number("epoch_s", epoch_s, positive=True)
+        if kwargs.get("hints"):
+            raise ValueError("hints is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
         super().__init__(**kwargs)
         self._kwargs["epoch_s"] = epoch_s
         self.epoch_s = float(epoch_s)

@@ -26,6 +26,7 @@ import numpy as np
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.floor import ttft_floor_s
+from envs.sim.metrics import tenant_ttft
 from envs.sim.request import Workload
 from envs.workloads.bursted import PUBLISHED_SEED
 
@@ -66,6 +67,7 @@ class WindowResult:
     metrics: dict[str, float]
     wall_s: float
     trace: WindowTrace | None = None
+    tenants: tuple[str, ...] = ()  # each request's tenant, in the order of ttft_s
 
 
 @dataclass
@@ -168,6 +170,7 @@ def run_window(
         metrics=dict(policy.metrics()),
         wall_s=wall_s,
         trace=window_trace,
+        tenants=tuple(r.tenant for r in workload.requests),
     )
 
 
@@ -300,6 +303,7 @@ def summarize_windows(
         ),
         **_capacity(results),
         **_fault_counts(results),
+        **_tenancy(results, ttft),
         "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
@@ -347,6 +351,17 @@ def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
     }
     pooled["load_imbalance"] = float(np.mean([r.summary["load_imbalance"] for r in results]))
     return pooled
+
+
+def _tenancy(results: Sequence[WindowResult], ttft: np.ndarray) -> dict[str, Any]:
+    """Per-tenant TTFT over the pooled requests (when more than one tenant sent
+    them) and, in runs with model versions, the upgrades and copies they cancelled."""
+    tenants = [t for r in results for t in r.tenants]
+    out = tenant_ttft(tenants, ttft) if len(tenants) == ttft.size else {}
+    if any("upgrades_done" in r.summary for r in results):
+        for key in ("upgrades_done", "copies_cancelled_by_upgrade"):
+            out[key] = int(sum(r.summary.get(key, 0) for r in results))
+    return out
 
 
 def floor_row(

@@ -14,6 +14,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from envs.sim.tenancy import Versions
 from experiments._cli import UsageError, main_guard, user_error_message
 from experiments._io import (
     OutDirError,
@@ -324,8 +325,8 @@ def check_world(cfg: Any) -> None:
             raise ValueError(f"workload.{field} must be >= 1 or null (all), got {value}")
     # the groups that become the cluster, the simulator and the workload: a value
     # none can be made of is named by its config path, before any run
-    cluster_of(cfg)
-    sim_of(cfg)
+    cluster = cluster_of(cfg)
+    Versions.of(sim_of(cfg), len(cluster.nodes))  # sim.model_versions fit the cluster
     check_workload(cfg)
 
 

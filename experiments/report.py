@@ -251,6 +251,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             f"fastest node once the prefix can exist; no queueing); floor gap = share of "
             f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
         )
+    lines += tenant_lines(rows)
     return "\n".join(lines)
 
 
@@ -267,6 +268,26 @@ def fault_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, Any]]:
         ("rerouted", 8, count("fault_rerouted_requests")),
         ("failed", 6, count("fault_copies_failed")),
     ]
+
+
+def tenant_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per-tenant TTFT of the rows whose requests came from more than one tenant
+    (``ttft_by_tenant``): a table of policy x tenant, after a blank line; none otherwise."""
+    cells = [
+        [
+            str(row["policy"]),
+            tenant,
+            str(stats["requests"]),
+            f"{stats['ttft_mean_s']:.3f}",
+            f"{stats['ttft_p95_s']:.3f}",
+        ]
+        for row in rows
+        for tenant, stats in row.get("ttft_by_tenant", {}).items()
+    ]
+    if not cells:
+        return []
+    header = ("policy", "tenant", "requests", "TTFT mean", "p95")
+    return ["", *aligned_table(header, cells, right=(2, 3, 4)), "per-tenant TTFT in seconds"]
 
 
 def reproduction_tables(

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import check_int, is_number
+from envs.sim.checks import check_int, checked_number, is_number
 from envs.sim.errors import ConfigError
 from envs.sim.timing import (
     DEFAULT_MBU,
@@ -148,6 +148,20 @@ class SimConfig:
     """Seconds a NIC stays down."""
     fault_seed: int = 0
     """Seed of the faults' own random generator (random losses, failed copies)."""
+    # --- tenancy: model versions and rolling upgrades (envs.sim.tenancy, docs/tenancy.md)
+    model_versions: tuple[str, ...] = ()
+    """The model version each node serves at the start, one per node in node order
+    (empty: every node serves "v1"). A node's KV counts only for its own version:
+    warm copies between nodes of different versions are refused."""
+    upgrade_at_s: tuple[float, ...] = ()
+    """A rolling upgrade: node i starts upgrading to ``upgrade_version`` at
+    ``upgrade_at_s[i]`` seconds (nodes past the list, or at inf, never do). It
+    drains (admits nothing new, its running sequences finish), drops its KV and
+    serves its queue under the new version. Empty (the default): no upgrade."""
+    upgrade_version: str = "v2"
+    """The version upgraded nodes serve."""
+    upgrade_downtime_s: float = 0.0
+    """Seconds an upgraded node loads its new weights before it serves again."""
 
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
@@ -210,6 +224,7 @@ class SimConfig:
             if not (0 < value <= 1):
                 raise ConfigError.about(f"sim.{name}", f"must be in (0, 1], got {value!r}")
         self._check_view_and_faults()
+        self._check_tenancy()
 
     @property
     def faults_on(self) -> bool:
@@ -296,10 +311,40 @@ class SimConfig:
         object.__setattr__(self, times_name, tuple(float(t) for t in times))
         object.__setattr__(self, nodes_name, tuple(int(j) for j in nodes))
 
+    def _check_tenancy(self) -> None:
+        """The model-version fields (lists from Hydra arrive as any sequence)."""
+        versions = _as_tuple("sim.model_versions", self.model_versions)
+        for i, value in enumerate(versions):
+            if not isinstance(value, str) or not value:
+                raise ConfigError.about(
+                    f"sim.model_versions[{i}]", f"must be a non-empty string, got {value!r}"
+                )
+        object.__setattr__(self, "model_versions", versions)
+        times = _as_tuple("sim.upgrade_at_s", self.upgrade_at_s)
+        times = tuple(
+            float(checked_number(f"sim.upgrade_at_s[{i}]", t, error=ConfigError))
+            for i, t in enumerate(times)
+        )
+        object.__setattr__(self, "upgrade_at_s", times)
+        if not isinstance(self.upgrade_version, str) or not self.upgrade_version:
+            raise ConfigError.about(
+                "sim.upgrade_version", f"must be a non-empty string, got {self.upgrade_version!r}"
+            )
+        downtime = checked_number(
+            "sim.upgrade_downtime_s", self.upgrade_downtime_s, finite=True, error=ConfigError
+        )
+        object.__setattr__(self, "upgrade_downtime_s", float(downtime))
+
 
 def _is_list(value: Any) -> bool:
     """A list or tuple (or a config library's list), not a string."""
     return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _as_tuple(field_name: str, value: Any) -> tuple[Any, ...]:
+    if not _is_list(value):
+        raise ConfigError.about(field_name, f"must be a list, got {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ import numpy as np
 from envs.sim.errors import ConfigError
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL
 from envs.sim.transfers import FAILED, LANDED, MOVING, QUEUED, WAIT_SOURCE
-from envs.sim.view import pristine_copy
 
 if TYPE_CHECKING:
     from envs.sim.node import Node
@@ -74,7 +73,6 @@ class Faults:
         config = sim.config
         self.sim = sim
         self.rng = np.random.default_rng(config.fault_seed)
-        self.blank = [pristine_copy(node.cache) for node in sim.nodes]
         self.counts = {
             "fault_node_losses": 0,
             "fault_node_losses_skipped": 0,
@@ -141,15 +139,7 @@ class Faults:
         j = node.index
         self._fail_copies_of(j, t)
         lost = self._stop(node, t)
-        old = node.cache
-        fresh = pristine_copy(self.blank[j])
-        fresh.used_copies_hbm |= old.used_copies_hbm  # what copies achieved stays counted
-        fresh.used_copies_any |= old.used_copies_any
-        node.cache = fresh
-        if sim._views is not None:
-            sim._views.replaced(node)
-        else:
-            node.view = fresh
+        sim._drop_kv(node)
         first_token_s = sim.records.first_token_s
         for request in sorted(lost, key=lambda r: r.index):
             k = request.index

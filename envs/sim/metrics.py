@@ -52,6 +52,7 @@ class RunTotals:
     max_batch: int
     # faults (envs/sim/faults.py): what they did, by name; empty when they are off
     faults: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, Any] | None = None  # model versions and upgrades (envs.sim.tenancy)
 
 
 class Records:
@@ -193,6 +194,7 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         "copy_busy_s": float(sum(totals.copy_s)),
         **capacity_metrics(requests, rec, totals, makespan),
         **fault_metrics(totals),
+        **tenancy_metrics(requests, rec, totals),
     }
 
 
@@ -246,3 +248,36 @@ def capacity_metrics(
         "kv_occupancy_mean": float(np.mean(kv_token_s / budgets)) / makespan_s,
         "load_imbalance": float(prefill.max()) / mean_prefill if mean_prefill > 0 else 1.0,
     }
+
+
+# --- tenancy: per-tenant TTFT and model versions (envs.sim.tenancy, docs/tenancy.md)
+def tenant_ttft(tenants: Sequence[str], ttft_s: np.ndarray) -> dict[str, Any]:
+    """``ttft_by_tenant`` when the requests come from more than one tenant: for each
+    tenant (in name order) its requests and mean, p50, p95 and p99 TTFT in seconds.
+    Empty when there is one tenant (or none named), so such runs report as before."""
+    names = sorted(set(tenants))
+    if len(names) < 2:
+        return {}
+    labels = np.asarray(tenants)
+    by_tenant: dict[str, dict[str, Any]] = {}
+    for name in names:
+        ttft = ttft_s[labels == name]
+        by_tenant[name] = {
+            "requests": int(ttft.size),
+            "ttft_mean_s": float(np.mean(ttft)),
+            "ttft_p50_s": _pct(ttft, 50),
+            "ttft_p95_s": _pct(ttft, 95),
+            "ttft_p99_s": _pct(ttft, 99),
+        }
+    return {"ttft_by_tenant": by_tenant}
+
+
+def tenancy_metrics(requests: Sequence[Request], rec: Records, totals: RunTotals) -> dict[str, Any]:
+    """Per-tenant TTFT (:func:`tenant_ttft`) and, in a run with model versions, what
+    the upgrades did: each node's final ``model_versions``, ``upgrades_done``,
+    ``upgrade_drain_s`` (per upgraded node, from its upgrade time to its switch)
+    and ``copies_cancelled_by_upgrade``."""
+    out = tenant_ttft([r.tenant for r in requests], rec.ttft_s)
+    if totals.versions is not None:
+        out.update(totals.versions)
+    return out

@@ -63,6 +63,7 @@ class Node:
         "decode_n",
         "decode_s",
         "down",
+        "draining",
         "free_s",
         "index",
         "inflight",
@@ -109,6 +110,7 @@ class Node:
         self.work_end = 0.0
         self.version = 0
         self.free_s = 0.0  # an idle node starts no work before this (decode overshoot)
+        self.draining = False  # an upgrade is due: admit nothing (envs.sim.tenancy)
         # decode batch: heap of (finish_step, order, request)
         self.batch_heap: list[tuple[int, int, Request]] = []
         self.decode_n = 0

@@ -38,6 +38,8 @@ class Request:
         tenant: namespace the prefix ids were chained under ("" for none).
         group_id: the job a request belongs to (a burst, a session), "" if none.
         job_kind: "burst", "decoy", "background", ... ("" if unknown).
+        source: where the trace says the request comes from (Bursted-ART
+            ``source``: "art" or "synthetic"), "" if it does not say.
         chat_id: the trace's conversation-turn id (Qwen-Bailian ``chat_id``), "" if none.
         parent_chat_id: the turn this one follows ("" for a first turn or none).
     """
@@ -51,6 +53,7 @@ class Request:
     tenant: str = ""
     group_id: str = ""
     job_kind: str = ""
+    source: str = ""
     chat_id: str = ""
     parent_chat_id: str = ""
 

@@ -38,9 +38,10 @@ from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_w
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
 from envs.sim.request import Request, Workload
+from envs.sim.tenancy import UPGRADE_EVENT, VERSION_REFUSALS, Versions
 from envs.sim.timing import NodeCosts
 from envs.sim.transfers import FLOW_EVENT, LAND_EVENT, WAIT_SOURCE, Copy, CopyMachinery
-from envs.sim.view import Views
+from envs.sim.view import Views, pristine_copy
 
 _WAKE = 0
 INF = math.inf
@@ -151,6 +152,10 @@ class Simulator(CopyMachinery):
         self.records = Records(len(self.requests))
         self.copies: list[Copy] = []
         self.warm_refused: dict[str, int] = dict.fromkeys(WARM_REFUSALS, 0)
+        # model versions and upgrades (SimConfig.model_versions, upgrade_at_s); None: none
+        self.versions = Versions.of(config, self.n_nodes)
+        if self.versions is not None:
+            self.warm_refused.update(dict.fromkeys(VERSION_REFUSALS, 0))
         self.evict_actions = 0
         self.evicted_by_action_blocks = 0
         # when a list, route/warm/evict calls are appended to it as (name, *args),
@@ -173,6 +178,10 @@ class Simulator(CopyMachinery):
         self.first_token_log: list[Request] = []
         # stale router view and faults (envs/sim/view.py, envs/sim/faults.py): off by default
         self._faults: Faults | None = None
+        # empty caches to restart from when a node loses its KV (_drop_kv)
+        self._blank: list[PrefixCache] = []
+        if config.faults_on or self.versions is not None:
+            self._blank = [pristine_copy(node.cache) for node in self.nodes]
         if config.faults_on:
             self._faults = Faults(self)
             self.warm_refused.update(dict.fromkeys(REFUSALS, 0))
@@ -180,6 +189,8 @@ class Simulator(CopyMachinery):
         if config.router_view_delay_s > 0:
             self._views = Views(self.nodes, config.router_view_delay_s, lambda: self.now)
         self._asked = -1  # the node route() was asked for (a down node sends elsewhere)
+        if self.versions is not None:
+            self.versions.schedule(self)
 
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
@@ -236,6 +247,8 @@ class Simulator(CopyMachinery):
                         self._on_flow(t)
                 elif kind == LAND_EVENT:
                     self._land(obj, t)  # type: ignore[arg-type]
+                elif kind == UPGRADE_EVENT:
+                    self.versions.start_drain(self, obj, t)  # type: ignore[union-attr,arg-type]
                 elif kind == FAULT_EVENT:
                     self._faults.on_event(obj, version, t)  # type: ignore[union-attr,arg-type]
             if i >= n:
@@ -335,6 +348,11 @@ class Simulator(CopyMachinery):
             if reason is not None:
                 refused[reason] += 1
                 return reason
+        if self.versions is not None:
+            reason = self.versions.warm_refusal(src, dst)
+            if reason is not None:
+                refused[reason] += 1
+                return reason
         if not blocks:
             refused["bad_prefix"] += 1
             return "bad_prefix"
@@ -428,9 +446,27 @@ class Simulator(CopyMachinery):
             budget_tokens=[n.budget_tokens for n in nodes],
             max_batch=self.config.max_batch,
             faults=dict(self._faults.counts) if self._faults is not None else {},
+            versions=self.versions.totals() if self.versions is not None else None,
         )
 
     # ================================================================== internals
+    def _drop_kv(self, node: Node) -> None:
+        """Empty ``node``'s cache in every tier (a node loss, a model upgrade). What
+        its copies achieved and what it evicted stay counted, and the cache's
+        version moves on so that nothing keyed by it takes the empty cache for
+        the old one."""
+        old = node.cache
+        fresh = pristine_copy(self._blank[node.index])
+        fresh.used_copies_hbm |= old.used_copies_hbm
+        fresh.used_copies_any |= old.used_copies_any
+        fresh.evicted_hbm_blocks = old.evicted_hbm_blocks
+        fresh.version = old.version + 1
+        node.cache = fresh
+        if self._views is not None:
+            self._views.replaced(node)
+        else:
+            node.view = fresh
+
     def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, self._seq, kind, obj, version))
@@ -473,7 +509,7 @@ class Simulator(CopyMachinery):
             self.nodes[copy.src].rdma_busy_s += duration
             return
         queue = node.queue
-        if queue and node.waiting_for is None:
+        if queue and node.waiting_for is None and not node.draining:
             request = queue[0]
             if self._admissible(node, request):
                 if node.inflight and self._should_wait(node, request, t):
@@ -489,6 +525,12 @@ class Simulator(CopyMachinery):
             self._start_decode(node, t)
         else:
             node.work = IDLE
+            if node.draining:
+                self._drained(node, t)
+
+    def _drained(self, node: Node, t: float) -> None:
+        """``node`` drains for an upgrade: switch it if nothing is left (envs.sim.tenancy)."""
+        self.versions.try_switch(self, node, t)  # type: ignore[union-attr]
 
     def _begin(self, node: Node, t: float, end: float) -> None:
         node.work_start = t

@@ -140,6 +140,10 @@ class CopyMachinery(ABC):
     def _interrupt(self, node: Node, t: float) -> None:
         """Cut ``node``'s decode segment at its next step (the simulator's node timeline)."""
 
+    @abstractmethod
+    def _drained(self, node: Node, t: float) -> None:
+        """A draining ``node`` may have nothing left in flight (the simulator's upgrades)."""
+
     def _wake(self, node: Node, t: float) -> None:
         """Something for ``node`` became ready at ``t``: start it if the node is
         idle, or cut its decode segment at the next step."""
@@ -220,6 +224,8 @@ class CopyMachinery(ABC):
         if target.waiting_for is copy:
             target.waiting_for = None
             self._wake(target, t)
+        if target.draining:  # its last copy in flight landed: it may upgrade now
+            self._drained(target, t)
 
     def _release_sources(self, node: Node, blocks: tuple[int, ...], t: float) -> None:
         """Start the copies waiting on ``node`` whose prefix ``blocks`` now holds."""

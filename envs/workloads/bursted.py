@@ -222,6 +222,7 @@ def rows_to_workload(
             tenant=str(row.get("tenant", "")),
             group_id=str(row.get("group_id", "")),
             job_kind=str((row.get("metadata") or {}).get("job_kind", "")),
+            source=str(row.get("source", "")),
         )
         for row in rows
     ]

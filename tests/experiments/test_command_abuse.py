@@ -65,6 +65,9 @@ HYDRA_MORE: list[tuple[str, list[str]]] = [
     ("evaluate", [*TINY, "policies=[nope]"]), ("evaluate", [*TINY, "workload.eval_windows=0"]),
     ("evaluate", [*TINY, "sim.max_batch=0"]), ("tune_btb", [*TINY, "x=0"]),
     ("tune_btb", [*TINY, "z=0"]), ("tune_btb", [*TINY, "m=99"]),
+    ("evaluate", [*TINY, "sim.model_versions=[a,b]"]),
+    ("evaluate", [*TINY, "sim.upgrade_at_s=[-1]"]),
+    ("train", [*TINY, "env.hints=true"]),  # the node-set network reads no hints
 ]  # fmt: skip
 JOBS = {"train": train_command.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
 

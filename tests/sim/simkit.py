@@ -32,6 +32,7 @@ from envs.sim import (
     model_preset,
 )
 from envs.sim.request import BlockChainer, Request, Workload
+from envs.sim.tenancy import CANCELLED
 from envs.sim.transfers import FAILED
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -90,8 +91,8 @@ class Prompts:
         self.chainer = BlockChainer()
         self.requests: list[Request] = []
 
-    def blocks(self, raw: Sequence[str]) -> tuple[int, ...]:
-        return self.chainer.chain(raw)
+    def blocks(self, raw: Sequence[str], tenant: str = "") -> tuple[int, ...]:
+        return self.chainer.chain(raw, namespace=tenant)
 
     def add(
         self,
@@ -99,15 +100,18 @@ class Prompts:
         raw: Sequence[str],
         input_tokens: int | None = None,
         output_tokens: int = 1,
+        tenant: str = "",
     ) -> Request:
-        """A request whose prompt is the blocks ``raw`` (full blocks unless told)."""
+        """A request whose prompt is the blocks ``raw`` (full blocks unless told),
+        sent by ``tenant``."""
         request = Request(
             index=len(self.requests),
             request_id=f"r{len(self.requests)}",
             arrival_s=arrival_s,
             input_tokens=input_tokens if input_tokens is not None else len(raw) * self.block_tokens,
             output_tokens=output_tokens,
-            blocks=self.blocks(raw),
+            blocks=self.blocks(raw, tenant),
+            tenant=tenant,
         )
         self.requests.append(request)
         return request
@@ -232,7 +236,8 @@ def check_run(sim: Simulator) -> None:
         node_state.cache.check_invariants()
         assert node_state.cache.hbm_blocks <= node_state.budget_tokens // sim.block_tokens
     for copy in sim.copies:
-        if copy.state != FAILED:  # a failed copy (faults) never lands
+        # a failed copy (faults) and one an upgrade cancels never land
+        if copy.state not in (FAILED, CANCELLED):
             assert copy.land_s >= copy.start_s >= copy.issued_s >= 0
 
 
@@ -263,6 +268,8 @@ def check_causal(sim: Simulator, computed_at: str = "first_token_s") -> list[str
     problems: list[str] = []
     latency = sim.config.transfer_latency_s
     for copy in sim.copies:
+        if copy.state == CANCELLED:  # an upgrade cancelled it: it never moved
+            continue
         src_ready = exists.get((copy.src, copy.key), math.inf)
         if copy.start_s < src_ready - 1e-12:
             problems.append(

@@ -41,6 +41,7 @@ request_st = st.tuples(
     st.integers(0, 2),  # own blocks
     st.integers(0, 15),  # tokens short of full blocks
     st.integers(1, 24),  # output tokens
+    st.integers(0, 1),  # tenant ("" or "t1")
     st.integers(0, N_NODES - 1),  # route
 )
 action_st = st.one_of(
@@ -75,6 +76,17 @@ config_st = st.builds(
     transfer_latency_s=st.sampled_from([0.0, 1e-3]),
     attention_flops=st.booleans(),
     chunked_prefill_tokens=st.sampled_from([0, 16, 40]),
+    upgrade_at_s=st.sampled_from([(), (), (0.0,), (0.05,), (0.2,)]),  # node 0 upgrades
+    upgrade_downtime_s=st.sampled_from([0.0, 0.02]),
+)
+# model versions and rolling upgrades on the three nodes of the first test
+tenancy_st = st.sampled_from(
+    [
+        {},
+        {"model_versions": ("v1", "v2", "v1")},
+        {"upgrade_at_s": (0.05, 0.1, 0.15)},
+        {"upgrade_at_s": (0.0, math.inf, 0.3), "model_versions": ("v2", "v1", "v1")},
+    ]
 )
 
 
@@ -83,15 +95,22 @@ config_st = st.builds(
     requests=st.lists(request_st, min_size=1, max_size=14),
     actions=st.dictionaries(st.integers(0, 13), st.lists(action_st, max_size=3), max_size=6),
     config=config_st,
+    tenancy=tenancy_st,
 )
 def test_random_runs_keep_every_invariant(
-    requests: list[tuple], actions: dict[int, list[tuple]], config: SimConfig
+    requests: list[tuple],
+    actions: dict[int, list[tuple]],
+    config: SimConfig,
+    tenancy: dict,
 ) -> None:
+    config = dataclasses.replace(config, **tenancy)
     p = Prompts()
     stems = [[f"s{k}-{i}" for i in range(7)] for k in range(3)]
-    for j, (arrival, stem, shared, own, short, output, _) in enumerate(requests):
+    tenants = ["", "t1"]
+    for j, (arrival, stem, shared, own, short, output, tenant, _) in enumerate(requests):
         raw = stems[stem][:shared] + [f"own{j}-{i}" for i in range(own)]
-        p.add(arrival, raw, input_tokens=max(len(raw) * 16 - short, 1), output_tokens=output)
+        tokens = max(len(raw) * 16 - short, 1)
+        p.add(arrival, raw, input_tokens=tokens, output_tokens=output, tenant=tenants[tenant])
     routes_by_id = {f"r{j}": r[-1] for j, r in enumerate(requests)}
     workload = p.workload()  # sorts by arrival and renumbers
     routes = [routes_by_id[r.request_id] for r in workload.requests]
@@ -100,7 +119,8 @@ def test_random_runs_keep_every_invariant(
         kind, a, b, c, d = act
         if kind == "warm_like":
             j = a % len(requests)
-            src, blocks = requests[j][-1], p.blocks(stems[requests[j][1]][: min(c, requests[j][2])])
+            stem = stems[requests[j][1]][: min(c, requests[j][2])]
+            src, blocks = requests[j][-1], p.blocks(stem, tenants[requests[j][-2]])
             return lambda sim: (check_nodes(sim), sim.warm(src, b, blocks))[1]
         if kind == "warm":
             blocks = p.blocks(stems[c][: max(d, 1)])
@@ -113,6 +133,7 @@ def test_random_runs_keep_every_invariant(
     sim.run(script)
     check_run(sim)
     assert check_causal(sim) == []
+    assert check_kv_keys(sim) == []
     for results in script.results.values():
         for result in results:
             assert isinstance(result, int) or result in ("ok", *sim.warm_refused)
@@ -124,6 +145,42 @@ def test_random_runs_keep_every_invariant(
         if a[0].startswith("warm")
     )
     assert sum(sim.warm_refused.values()) + len(sim.copies) == n_warms
+
+
+def check_kv_keys(sim: Simulator) -> list[str]:
+    """Hits that KV of another tenant or model version served (empty when none).
+
+    Every hit must be served by KV on its node that a request of the same tenant
+    computed, or a copy landed, since the node last switched model version."""
+    rec = sim.records
+    bt = sim.block_tokens
+    versions = sim.versions
+    switched = versions.switched_s if versions is not None else {}
+    bad = []
+    for k, request in enumerate(sim.requests):
+        hit = int(rec.hit_hbm_tokens[k] + rec.hit_ram_tokens[k] + rec.hit_disk_tokens[k])
+        if not hit:
+            continue
+        node, admit = int(rec.node[k]), float(rec.admit_s[k])
+        since = switched.get(node, -math.inf)
+        since = since if since <= admit else -math.inf
+        depth = -(-hit // bt)
+        key = request.blocks[depth - 1]
+        served = any(
+            int(rec.node[m]) == node
+            and since <= rec.admit_s[m] <= admit
+            and other.tenant == request.tenant
+            and len(other.blocks) >= depth
+            and other.blocks[depth - 1] == key
+            for m, other in enumerate(sim.requests)
+            if m != k
+        ) or any(
+            c.dst == node and since <= c.land_s <= admit and c.blocks[depth - 1 : depth] == (key,)
+            for c in sim.copies
+        )
+        if not served:
+            bad.append(f"request {k} hit {depth} blocks on node {node} with nothing to serve them")
+    return bad
 
 
 # ------------------------------------------------------------ every policy, any cluster

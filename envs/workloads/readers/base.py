@@ -542,6 +542,7 @@ def make_request(
         tenant=tenant,
         group_id=parsed.group_id,
         job_kind=parsed.job_kind,
+        source=parsed.source,
         chat_id=parsed.chat_id,
         parent_chat_id=parsed.parent_chat_id,
     )

@@ -1,0 +1,162 @@
+"""Model versions and rolling upgrades: what keeps one node's KV from serving another model.
+
+Two things decide whether cached KV may serve a request:
+
+* **the tenant**: :class:`~envs.sim.request.BlockChainer` chains a request's block
+  ids under its tenant, so identical prompts of two tenants have different ids
+  and never hit, or get copied, as each other's (nothing to do here);
+* **the model version**: a node serves one version at a time and its prefix cache
+  only ever holds KV computed under that version, so a node's cache key is (its
+  version, the chained ids) without storing the version per block. Two rules keep
+  it so: a warm copy between nodes of different versions is refused
+  (``"version_mismatch"``), and a node that upgrades drops all its KV.
+
+A rolling upgrade (``SimConfig.upgrade_at_s``): at its time a node starts to
+*drain*. It admits nothing new (requests routed to it wait in its queue), its
+running sequences finish under the old version, warm copies to it that have not
+started moving are cancelled and new ones to or from it are refused
+(``"upgrading"``). Once it runs nothing and no copy to it is in flight, it drops
+its KV in every tier, cancels the copies still waiting for it as their source,
+switches to ``SimConfig.upgrade_version`` and, after
+``SimConfig.upgrade_downtime_s``, serves its queue under the new version. No
+request is lost or served twice. docs/tenancy.md has the rule in words.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from envs.sim.errors import ConfigError
+from envs.sim.node import IDLE
+from envs.sim.transfers import QUEUED, WAIT_SOURCE
+
+if TYPE_CHECKING:
+    from envs.sim.config import SimConfig
+    from envs.sim.node import Node
+    from envs.sim.simulator import Simulator
+    from envs.sim.transfers import Copy
+
+VERSION_REFUSALS = ("version_mismatch", "upgrading")
+"""Why a warm copy is refused when nodes serve model versions (beside WARM_REFUSALS)."""
+DEFAULT_VERSION = "v1"
+"""Every node's version when ``SimConfig.model_versions`` is empty."""
+CANCELLED = 5
+"""``Copy.state`` of a copy an upgrade cancelled (it never lands)."""
+UPGRADE_EVENT = 4
+"""The simulator's event kind of a scheduled upgrade (0-2 are the simulator's and the
+copies', 3 the faults')."""
+WAKE_EVENT = 0  # the simulator's node wake-up (envs.sim.simulator._WAKE)
+
+
+class Versions:
+    """Each node's model version and the upgrade schedule of one run.
+
+    :meth:`of` builds one only when the run has versions (a ``model_versions`` list
+    or an upgrade schedule); the simulator then asks it before every warm copy and
+    lets it drain and switch nodes."""
+
+    def __init__(self, versions: list[str], upgrade_at_s: list[float], config: SimConfig) -> None:
+        self.version = versions
+        self.draining = [False] * len(versions)
+        self.upgrade_at_s = upgrade_at_s
+        self.new_version = config.upgrade_version
+        self.downtime_s = config.upgrade_downtime_s
+        self.copies_cancelled = 0
+        self.drain_start_s: dict[int, float] = {}
+        self.switched_s: dict[int, float] = {}
+
+    @classmethod
+    def of(cls, config: SimConfig, n_nodes: int) -> Versions | None:
+        """The run's versions, or None if it has none (every node one version, no upgrade)."""
+        if not config.model_versions and not config.upgrade_at_s:
+            return None
+        versions = list(config.model_versions) or [DEFAULT_VERSION] * n_nodes
+        if len(versions) != n_nodes:
+            raise ConfigError(
+                f"sim.model_versions names {len(versions)} versions for a cluster of "
+                f"{n_nodes} nodes; give one per node"
+            )
+        if len(config.upgrade_at_s) > n_nodes:
+            raise ConfigError(
+                f"sim.upgrade_at_s has {len(config.upgrade_at_s)} times for a cluster of "
+                f"{n_nodes} nodes; give at most one per node"
+            )
+        return cls(versions, list(config.upgrade_at_s), config)
+
+    def schedule(self, sim: Simulator) -> None:
+        """Put every node's upgrade on the simulator's event queue."""
+        for index, at_s in enumerate(self.upgrade_at_s):
+            if math.isfinite(at_s):
+                sim._push(at_s, UPGRADE_EVENT, sim.nodes[index])
+
+    def warm_refusal(self, src: int, dst: int) -> str | None:
+        """Why a copy from node ``src`` to ``dst`` may not start, or None."""
+        if self.draining[src] or self.draining[dst]:
+            return "upgrading"
+        if self.version[src] != self.version[dst]:
+            return "version_mismatch"
+        return None
+
+    # ------------------------------------------------------------------ upgrades
+    def start_drain(self, sim: Simulator, node: Node, t: float) -> None:
+        """``node``'s upgrade time has come: stop admitting, cancel copies to it
+        that have not started moving, and switch now if it is already idle."""
+        index = node.index
+        if self.draining[index]:
+            return
+        self.draining[index] = True
+        node.draining = True
+        self.drain_start_s[index] = t
+        for copy in list(node.inflight.values()):
+            if copy.state == WAIT_SOURCE:
+                sim.nodes[copy.src].waiting_src.remove(copy)
+            elif copy.state == QUEUED and copy in node.copy_queue:
+                node.copy_queue.remove(copy)
+            else:  # moving, or on the node's timeline now: it lands
+                continue
+            self._cancel(node, copy)
+        self.try_switch(sim, node, t)
+
+    def try_switch(self, sim: Simulator, node: Node, t: float) -> None:
+        """Switch a draining ``node`` to the new version if it has drained."""
+        if not (node.draining and node.work == IDLE and node.running == 0 and not node.inflight):
+            return
+        for copy in node.waiting_src:  # its old-version KV will never be computed now
+            target = sim.nodes[copy.dst]
+            if self._cancel(target, copy):  # the target waited for it: it may admit now
+                sim._wake(target, t)
+        node.waiting_src = []
+        sim._drop_kv(node)
+        index = node.index
+        self.version[index] = self.new_version
+        self.draining[index] = False
+        node.draining = False
+        self.switched_s[index] = t
+        if self.downtime_s > 0:
+            node.free_s = max(node.free_s, t + self.downtime_s)
+            sim._push(node.free_s, WAKE_EVENT, node, node.version)  # the weights are in
+        else:
+            sim._advance(node, t)
+
+    def _cancel(self, target: Node, copy: Copy) -> bool:
+        """Cancel ``copy`` to ``target``; whether the target was waiting for it."""
+        del target.inflight[copy.key]
+        copy.state = CANCELLED
+        self.copies_cancelled += 1
+        if target.waiting_for is copy:
+            target.waiting_for = None
+            return True
+        return False
+
+    # ------------------------------------------------------------------ results
+    def totals(self) -> dict[str, Any]:
+        """What the run's metrics report of versions (``RunTotals.versions``)."""
+        return {
+            "model_versions": list(self.version),
+            "upgrades_done": len(self.switched_s),
+            "upgrade_drain_s": [
+                self.switched_s[i] - self.drain_start_s[i] for i in sorted(self.switched_s)
+            ],
+            "copies_cancelled_by_upgrade": self.copies_cancelled,
+        }

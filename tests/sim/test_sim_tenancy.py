@@ -1,0 +1,196 @@
+"""Tenants and model versions in cache keys, and rolling upgrades (envs.sim.tenancy).
+
+Toy cluster (simkit): prefill 1 ms a token, 16-token blocks, so a 4-block
+(64-token) prompt computed from scratch takes 64 ms; a hit on all of it reuses
+63 tokens from HBM and computes the last one: 1 ms + 63 x HBM_S."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from simkit import (
+    HBM_S,
+    Prompts,
+    check_causal,
+    check_run,
+    names,
+    run_script,
+    small_window,
+    tight_h100_cluster,
+    toy_cluster,
+)
+
+from baselines import make_policy
+from envs.sim import ConfigError, SimConfig, Simulator
+from envs.sim.tenancy import CANCELLED
+
+COLD_S = 64e-3
+HIT_S = 1e-3 + 63 * HBM_S
+
+
+def test_same_prompt_from_two_tenants_never_shares_kv() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4), tenant="a")  # node 0 computes a's P: done at 64 ms
+    p.add(1.0, names("P", 4), tenant="b")  # the same prompt from b, on node 0: no hit
+    p.add(2.0, names("P", 4), tenant="a")  # a again on node 0: a hit
+    p.add(3.0, names("P", 4), tenant="b")  # b on node 1, after warming a's P there
+    p.add(4.0, names("P", 4), tenant="a")  # a on node 1: the copy serves it
+    a_prefix = p.blocks(names("P", 4), "a")
+    b_prefix = p.blocks(names("P", 4), "b")
+    assert set(a_prefix).isdisjoint(b_prefix)
+
+    def warm_b(sim: Simulator) -> list[str]:  # node 0 holds a's and b's P by now
+        return [sim.warm(0, 1, a_prefix)]
+
+    sim, script = run_script(toy_cluster(2), p, [0, 0, 0, 1, 1], {2: [warm_b]})
+    rec = sim.records
+    assert script.results[2] == [["ok"]]
+    assert rec.ttft_s == pytest.approx([COLD_S, COLD_S, HIT_S, COLD_S, HIT_S], rel=1e-9)
+    assert list(rec.hit_hbm_tokens) == [0, 0, 63, 0, 63]
+    summary = rec.summary
+    assert summary["ttft_by_tenant"]["a"]["requests"] == 3
+    assert summary["ttft_by_tenant"]["a"]["ttft_mean_s"] == pytest.approx(
+        (COLD_S + 2 * HIT_S) / 3, rel=1e-9
+    )
+    assert summary["ttft_by_tenant"]["b"]["ttft_mean_s"] == pytest.approx(COLD_S, rel=1e-9)
+    assert check_causal(sim) == []
+
+
+def test_warm_of_another_tenants_prompt_finds_no_source() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4), tenant="a")
+    p.add(1.0, names("P", 4), tenant="b")
+    b_prefix = p.blocks(names("P", 4), "b")
+    sim, script = run_script(toy_cluster(2), p, [0, 1], {1: [lambda sim: sim.warm(0, 1, b_prefix)]})
+    assert script.results[1] == ["source_lacks_prefix"]  # node 0 holds a's P only
+    assert sim.records.ttft_s[1] == pytest.approx(COLD_S, rel=1e-9)
+    assert sim.copies == []
+
+
+def test_one_tenant_runs_report_no_per_tenant_block() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    sim, _ = run_script(toy_cluster(1), p, [0])
+    assert "ttft_by_tenant" not in sim.records.summary
+    assert "model_versions" not in sim.records.summary
+    assert "version_mismatch" not in sim.warm_refused
+
+
+def test_warm_between_versions_is_refused() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))  # node 0 (v1) computes P
+    p.add(1.0, names("P", 4))  # node 1 serves v2: nothing to reuse, copy refused
+    prefix = p.blocks(names("P", 4))
+    config = SimConfig(model_versions=("v1", "v2"))
+    sim, script = run_script(
+        toy_cluster(2), p, [0, 1], {1: [lambda sim: sim.warm(0, 1, prefix)]}, config
+    )
+    assert script.results[1] == ["version_mismatch"]
+    assert sim.warm_refused["version_mismatch"] == 1 and sim.warm_refused["upgrading"] == 0
+    assert sim.records.ttft_s[1] == pytest.approx(COLD_S, rel=1e-9)
+    assert sim.records.summary["model_versions"] == ["v1", "v2"]
+
+
+def _upgrade_prompts() -> tuple[Prompts, tuple[int, ...]]:
+    """Node 0 computes P (done at 64 ms), then at 0.45 s starts a 256-token
+    prompt Q (first token at 0.706 s); its upgrade is due at 0.5 s."""
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.45, names("Q", 16))
+    p.add(0.6, names("P", 4))  # to node 0 while it drains: waits, then no hit
+    p.add(1.0, names("P", 4))  # node 1 (still v1) computes P
+    p.add(1.2, names("P", 4))  # node 1: a hit
+    return p, p.blocks(names("P", 4))
+
+
+@pytest.mark.parametrize("downtime_s", [0.0, 0.1])
+def test_rolling_upgrade_drains_drops_kv_and_switches(downtime_s: float) -> None:
+    p, prefix = _upgrade_prompts()
+    config = SimConfig(upgrade_at_s=(0.5,), upgrade_downtime_s=downtime_s)
+    actions = {
+        2: [lambda sim: sim.warm(0, 1, prefix)],  # node 0 drains
+        4: [lambda sim: sim.warm(1, 0, prefix)],  # node 0 serves v2 now, node 1 v1
+    }
+    sim, script = run_script(toy_cluster(2), p, [0, 0, 0, 1, 1], actions, config)
+    rec = sim.records
+    assert script.results[2] == ["upgrading"] and script.results[4] == ["version_mismatch"]
+    switch_s = 0.45 + 0.256  # Q's prefill ends: node 0 has drained
+    assert rec.admit_s[2] == pytest.approx(switch_s + downtime_s, rel=1e-12)
+    expected = [COLD_S, 0.256, switch_s + downtime_s + COLD_S - 0.6, COLD_S, HIT_S]
+    assert rec.ttft_s == pytest.approx(expected, rel=1e-9)
+    assert rec.hit_hbm_tokens[2] == 0  # P's old-version KV went with the upgrade
+    summary = rec.summary
+    assert summary["model_versions"] == ["v2", "v1"]
+    assert summary["upgrades_done"] == 1
+    assert summary["upgrade_drain_s"] == pytest.approx([switch_s - 0.5], rel=1e-12)
+
+
+def test_upgrade_cancels_copies_that_have_not_started() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 4))  # node 0 computes P until 64 ms
+    p.add(0.1, names("P", 4))  # node 1 upgraded at 50 ms: nothing to reuse
+    prefix = p.blocks(names("P", 4))
+
+    def route_then_warm(sim: Simulator) -> str:
+        sim.route(0)
+        return sim.warm(0, 1, prefix)  # waits for node 0's prefill
+
+    config = SimConfig(upgrade_at_s=(float("inf"), 0.05))
+    sim, script = run_script(toy_cluster(2), p, [0, 1], {0: [route_then_warm]}, config)
+    assert script.results[0] == ["ok"]
+    (copy,) = sim.copies
+    assert copy.state == CANCELLED and copy.land_s < 0
+    summary = sim.records.summary
+    assert summary["copies_cancelled_by_upgrade"] == 1
+    assert summary["warm_copies"] == 1 and summary["warm_copies_landed"] == 0
+    assert sim.records.ttft_s[1] == pytest.approx(COLD_S, rel=1e-9)
+    assert summary["model_versions"] == ["v1", "v2"]
+
+
+@pytest.mark.parametrize("policy", ["btb", "btb_pending", "oracle_warm"])
+def test_rolling_upgrade_serves_every_request_once(policy: str) -> None:
+    """Copying policies on a bursty window while the four nodes upgrade one after
+    another, under both copy models: every request served once, KV never over
+    budget, nothing reused before it exists."""
+    window = small_window()
+    for copy_model in ("reference", "contention"):
+        config = SimConfig(
+            copy_model=copy_model, upgrade_at_s=(5.5, 6.3, 7.1, 9.0), upgrade_downtime_s=0.2
+        )
+        sim = Simulator(tight_h100_cluster(4), window, config, np.random.default_rng(3))
+        make_policy(policy).run(sim)
+        check_run(sim)
+        summary = sim.records.summary
+        assert summary["completed"] == len(window.requests)
+        assert summary["upgrades_done"] == 4
+        assert summary["model_versions"] == ["v2"] * 4
+        assert check_causal(sim) == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"model_versions": ("v1",)}, "sim.model_versions"),
+        ({"upgrade_at_s": (1.0, 2.0, 3.0)}, "sim.upgrade_at_s"),
+    ],
+)
+def test_version_lists_must_fit_the_cluster(overrides: dict, field: str) -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    with pytest.raises(ConfigError, match=field):
+        Simulator(toy_cluster(2), p.workload(), SimConfig(**overrides))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"model_versions": ("v1", "")}, r"sim.model_versions\[1\]"),
+        ({"model_versions": "v1"}, "sim.model_versions"),
+        ({"upgrade_at_s": (-1.0,)}, r"sim.upgrade_at_s\[0\]"),
+        ({"upgrade_version": ""}, "sim.upgrade_version"),
+        ({"upgrade_downtime_s": float("inf")}, "sim.upgrade_downtime_s"),
+    ],
+)
+def test_bad_version_settings_name_the_field(overrides: dict, field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        SimConfig(**overrides)
