@@ -23,6 +23,7 @@ COPY_MODELS = ("reference", "contention")
 CACHE_CAPACITIES = ("headroom", "budget")
 MATCH_TIERS = ("hbm", "hbm_ram")
 LRU_UNITS = ("run", "block")
+RECLAIM_ORDERS = ("lru", "replicas_first")
 
 # The accounting settings whose default follows the KV model: btb-gym's physics
 # under causal KV, the reference simulator's under causal_kv=False.
@@ -115,6 +116,19 @@ class SimConfig:
     requests) before the router decides, so the router sees the node as it will
     be after the step, not as it is at the arrival."""
 
+    # ---- cache lifecycle (envs/sim/lifecycle.py; docs/cache_actions.md)
+    pin_budget_fraction: float = 0.25
+    """Most of a node's KV budget that pinned prefixes may hold (``Simulator.pin``
+    refuses a pin beyond it); 0 refuses every pin. Pins happen only when a policy
+    asks for them."""
+    replica_ttl_s: float = math.inf
+    """A warm copy's blocks that no request used for this long are reclaimed to
+    host RAM; inf (the default) keeps them until LRU evicts them."""
+    reclaim_order: str = "lru"
+    """What HBM pressure evicts first: "lru", the least recently used leaves
+    whoever wrote them (the default), or "replicas_first", replica leaves (warm
+    copies, speculative prefills) before request-computed ones, each by LRU."""
+
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
         """The reference (Infer-Sim) model: ``causal_kv=False`` and every accounting
@@ -168,6 +182,29 @@ class SimConfig:
             value = getattr(self, name)
             if not (0 < value <= 1):
                 raise ConfigError(f"sim.{name} must be in (0, 1], got {value!r}")
+        self._check_cache_life()
+
+    def _check_cache_life(self) -> None:
+        """The cache lifecycle's fields (pin budget, replica TTL, reclaim order)."""
+        for name in ("pin_budget_fraction", "replica_ttl_s"):
+            value = getattr(self, name)
+            if isinstance(value, (np.integer, np.floating)):
+                object.__setattr__(self, name, float(value))
+            elif not is_number(value):
+                raise ConfigError(f"sim.{name} must be a number, got {value!r}")
+        if not (0 <= self.pin_budget_fraction < 1):
+            raise ConfigError(
+                f"sim.pin_budget_fraction must be in [0, 1), got {self.pin_budget_fraction!r}"
+            )
+        if not (self.replica_ttl_s > 0):
+            raise ConfigError(
+                f"sim.replica_ttl_s must be > 0 (inf: no TTL), got {self.replica_ttl_s!r}"
+            )
+        if self.reclaim_order not in RECLAIM_ORDERS:
+            raise ConfigError(
+                f"sim.reclaim_order must be one of {', '.join(RECLAIM_ORDERS)}, "
+                f"got {self.reclaim_order!r}"
+            )
 
 
 @dataclass(frozen=True)

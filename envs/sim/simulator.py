@@ -31,11 +31,12 @@ from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
+from envs.sim.lifecycle import LIFE_EVENT, CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
 from envs.sim.request import Request, Workload
 from envs.sim.timing import NodeCosts
-from envs.sim.transfers import FLOW_EVENT, WAIT_SOURCE, Copy, CopyMachinery
+from envs.sim.transfers import FLOW_EVENT, LAND_EVENT, WAIT_SOURCE, Copy, CopyMachinery
 
 _WAKE = 0
 INF = math.inf
@@ -85,7 +86,7 @@ class Router(Protocol):
         ...
 
 
-class Simulator(CopyMachinery):
+class Simulator(CacheLifecycle, CopyMachinery):
     """A cluster serving one workload window. See the module docstring.
 
     Args:
@@ -126,6 +127,7 @@ class Simulator(CopyMachinery):
                 ram_capacity_blocks=ram_blocks,
                 disk_tier=config.disk_tier,
                 touch_used_only=config.lru_unit == "block",
+                replicas_first=config.reclaim_order == "replicas_first",
             )
             node = Node(i, spec, costs, cache)
             node.cache_beside_reservations = config.cache_capacity == "headroom"
@@ -166,6 +168,7 @@ class Simulator(CopyMachinery):
         # Requests in the order their first token came out; readers (e.g. a
         # Gymnasium env crediting TTFT as it becomes known) keep their own cursor.
         self.first_token_log: list[Request] = []
+        self._init_lifecycle()  # pins, demote / promote, replica TTLs (envs.sim.lifecycle)
 
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
@@ -219,8 +222,10 @@ class Simulator(CopyMachinery):
                 elif kind == FLOW_EVENT:
                     if version == self._flow_version:
                         self._on_flow(t)
-                else:
+                elif kind == LAND_EVENT:
                     self._land(obj, t)  # type: ignore[arg-type]
+                else:
+                    self._on_life(obj, t)  # type: ignore[arg-type]
             if i >= n:
                 break
             self.now = t_arrival
@@ -322,7 +327,7 @@ class Simulator(CopyMachinery):
         if missing <= 0:
             refused["target_has_prefix"] += 1
             return "target_has_prefix"
-        if missing > target.cache_capacity_blocks(self.block_tokens):
+        if missing > target.copy_room_blocks(self.block_tokens):
             refused["no_room"] += 1
             return "no_room"
         source = nodes[src]
@@ -351,6 +356,11 @@ class Simulator(CopyMachinery):
         self.evict_actions += 1
         self.evicted_by_action_blocks += moved
         return moved
+
+    def _node_arg(self, what: str, node: object) -> int:
+        if node.__class__ is int and 0 <= node < self.n_nodes:  # type: ignore[operator]
+            return node  # type: ignore[return-value]
+        return _node_index(what, node, self.n_nodes)
 
     # ================================================================== views
     def loads(self) -> list[int]:
@@ -393,6 +403,7 @@ class Simulator(CopyMachinery):
             rdma_busy_s=[n.rdma_busy_s for n in nodes],
             budget_tokens=[n.budget_tokens for n in nodes],
             max_batch=self.config.max_batch,
+            cache_life=self.lifecycle_totals(),
         )
 
     # ================================================================== internals
@@ -413,7 +424,8 @@ class Simulator(CopyMachinery):
     def _admissible(self, node: Node, request: Request) -> bool:
         return (
             node.running < self.config.max_batch
-            and node.reserved_tokens + request.input_tokens + request.output_tokens
+            and node.reserved_tokens + node.pinned_tokens + request.input_tokens
+            + request.output_tokens
             <= node.budget_tokens
         )
 
@@ -447,6 +459,10 @@ class Simulator(CopyMachinery):
                     return
                 queue.popleft()
                 self._admit(node, request, t)
+                return
+            if node.pinned_tokens and not node.running:  # pins never deadlock admission
+                self._yield_pins(node, request)
+                self._advance(node, t)
                 return
         if node.decode_n:
             self._start_decode(node, t)
@@ -484,6 +500,8 @@ class Simulator(CopyMachinery):
             costs, hbm, ram, disk, bt, n_in, self.config.transfer_latency_s, self._hbm_hit_load
         )
         hit = hbm_t + ram_t + disk_t
+        if self._promotions_in_flight and hit > hbm_t:
+            reuse_s += self._promotion_wait(node, request, t, hbm_t, ram_t, disk_t)
         if used_blocks > hbm:  # bring the loaded RAM / disk runs up (HBM is touched)
             cache.use(blocks, used_blocks, t)
         new_tokens = n_in - hit
