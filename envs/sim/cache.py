@@ -228,9 +228,18 @@ class PrefixCache:
         if excess <= 0:
             return 0
         self.version += 1
-        evicted = self._evict_lru(self._replica_heap, excess) if self._replica_heap else 0
-        if evicted < excess:
-            evicted += self._evict_lru(self._hbm_heap, excess - evicted)
+        evicted = 0
+        replicas = self._replica_heap
+        while evicted < excess:
+            if replicas:  # only ever filled under replicas_first
+                evicted += self._evict_lru(replicas, excess - evicted, False)
+                if evicted >= excess:
+                    break
+            # an ordinary leaf's eviction may leave a replica parent a leaf: back to it
+            moved = self._evict_lru(self._hbm_heap, excess - evicted, self.replicas_first)
+            if not moved and not replicas:
+                break
+            evicted += moved
         self.evicted_hbm_blocks += evicted
         self._shrink_ram()
         heap = self._hbm_heap
@@ -238,9 +247,12 @@ class PrefixCache:
             self._compact()
         return evicted
 
-    def _evict_lru(self, heap: list[tuple[float, int, Segment]], excess: int) -> int:
+    def _evict_lru(
+        self, heap: list[tuple[float, int, Segment]], excess: int, yield_to_replicas: bool
+    ) -> int:
         """Move up to ``excess`` blocks of the least recently used leaves in ``heap``
-        to RAM, a leaf's tail first; returns the blocks moved."""
+        to RAM, a leaf's tail first (with ``yield_to_replicas``, stop once a replica
+        leaf waits); returns the blocks moved."""
         evicted = 0
         while excess > 0 and heap:
             last_used, _, seg = heapq.heappop(heap)
@@ -283,6 +295,8 @@ class PrefixCache:
                 self.evicted_request_blocks += moved
             evicted += moved
             excess -= moved
+            if yield_to_replicas and self._replica_heap:
+                break
         return evicted
 
     def evict_prefix(self, blocks: Sequence[int], keep_blocks: int = 0) -> int:
@@ -394,10 +408,10 @@ class PrefixCache:
     def expire_copy(
         self, blocks: Sequence[int], copy_id: int, now: float, ttl_s: float
     ) -> tuple[int, float | None]:
-        """Reclaim (to RAM, with what hangs below) the HBM blocks of warm copy
+        """Reclaim (to RAM, with what hangs below them) the HBM blocks of warm copy
         ``copy_id`` along ``blocks`` that no request used for ``ttl_s``. Returns
         (blocks moved, when to look again or None if none of the copy is left in
-        HBM). Pinned blocks do not expire; they are looked at again ``ttl_s`` later."""
+        HBM). A pinned segment ends the copy's TTL: it is not looked at again."""
         seg, depth, start = self._walk(blocks, len(blocks), HBM)
         chain: list[tuple[Segment, int]] = []  # (segment, depth it starts at), deepest first
         while seg is not self.root:
@@ -408,10 +422,10 @@ class PrefixCache:
         for seg, first in reversed(chain):  # last use never grows with depth
             if seg.copy_id != copy_id:
                 continue
-            due = seg.last_used + ttl_s
             if seg.pins:
-                due = now + ttl_s
-            elif due <= now:
+                return 0, None
+            due = seg.last_used + ttl_s
+            if due <= now:
                 return self.evict_prefix(blocks, first), again
             again = due if again is None else min(again, due)
         return 0, again

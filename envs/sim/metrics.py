@@ -249,7 +249,7 @@ class CacheLifeTotals:
     demoted_blocks: int = 0
     promotions: int = 0
     promoted_blocks: int = 0
-    replica_expired_blocks: int = 0  # warm-copy blocks reclaimed by SimConfig.replica_ttl_s
+    replica_expired_blocks: int = 0  # blocks reclaimed by SimConfig.replica_ttl_s (and below)
     normal_displaced_by_copies_blocks: int = 0  # request-computed blocks a landing evicted
     copy_hit_blocks: int = 0  # warm-copy blocks requests hit in HBM
     copy_prefill_saved_s: float = 0.0  # their cold-prefill seconds

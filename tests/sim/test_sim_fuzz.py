@@ -30,7 +30,10 @@ from simkit import (
 
 from baselines.policy import POLICIES, Policy, make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator
+from envs.sim.lifecycle import MOVE_REFUSALS, PIN_REFUSALS
 from envs.sim.request import Request, Workload
+
+LIFE_RESULTS = (*PIN_REFUSALS, *MOVE_REFUSALS)
 
 N_NODES = 3
 
@@ -75,6 +78,10 @@ config_st = st.builds(
     transfer_latency_s=st.sampled_from([0.0, 1e-3]),
     attention_flops=st.booleans(),
     chunked_prefill_tokens=st.sampled_from([0, 16, 40]),
+    # cache lifecycle
+    pin_budget_fraction=st.sampled_from([0.0, 0.25, 0.9]),
+    replica_ttl_s=st.sampled_from([math.inf, 0.05]),
+    reclaim_order=st.sampled_from(["lru", "replicas_first"]),
 )
 
 
@@ -138,8 +145,8 @@ BUDGETS = (64, 96, 160, 256)
 
 
 class Chaos(Policy):
-    """Warms, evicts and routes at random (from ``sim.rng``), checking the nodes'
-    invariants at every decision point."""
+    """Warms, evicts, pins, demotes, promotes and routes at random (from
+    ``sim.rng``), checking the nodes' invariants at every decision point."""
 
     name = "chaos"
 
@@ -154,8 +161,11 @@ class Chaos(Policy):
                 src = int(sim.records.node[earlier.index])  # where it was sent: a real source
             if rng.random() < 0.7:
                 assert sim.warm(src, dst, blocks) in ("ok", *sim.warm_refused)
-            else:
+            elif rng.random() < 0.5:
                 assert sim.evict(dst, blocks, keep_blocks=int(rng.integers(3))) >= 0
+            else:  # a cache lifecycle action
+                act = ("pin", "unpin", "demote", "promote")[int(rng.integers(4))]
+                assert getattr(sim, act)(dst, blocks) in ("ok", *LIFE_RESULTS) or act == "unpin"
         node = int(rng.integers(sim.n_nodes))
         if rng.random() < 0.3:  # route first, then act from the chosen node
             sim.route(node)
