@@ -412,7 +412,7 @@ class PrefixCache:
         ``copy_id`` along ``blocks`` that no request used for ``ttl_s``. Returns
         (blocks moved, when to look again or None if none of the copy is left in
         HBM). A pinned segment ends the copy's TTL: it is not looked at again."""
-        seg, depth, start = self._walk(blocks, len(blocks), HBM)
+        seg, _, start = self._walk(blocks, len(blocks), HBM)
         chain: list[tuple[Segment, int]] = []  # (segment, depth it starts at), deepest first
         while seg is not self.root:
             chain.append((seg, start))

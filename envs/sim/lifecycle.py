@@ -192,7 +192,7 @@ class CacheLifecycle(ABC):
         if self.journal is not None:
             self.journal.append(("promote", index, blocks))
         target = self.nodes[index]
-        hbm, ram, disk = target.cache.match(blocks)
+        _, ram, disk = target.cache.match(blocks)
         reason = self._move_refusal(index, blocks)
         if reason == MOVE_OK and ram + disk == 0:
             reason = "nothing_to_move"

@@ -31,7 +31,7 @@ from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
-from envs.sim.lifecycle import LIFE_EVENT, CacheLifecycle
+from envs.sim.lifecycle import CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
 from envs.sim.request import Request, Workload
@@ -424,7 +424,9 @@ class Simulator(CacheLifecycle, CopyMachinery):
     def _admissible(self, node: Node, request: Request) -> bool:
         return (
             node.running < self.config.max_batch
-            and node.reserved_tokens + node.pinned_tokens + request.input_tokens
+            and node.reserved_tokens
+            + node.pinned_tokens
+            + request.input_tokens
             + request.output_tokens
             <= node.budget_tokens
         )
@@ -694,6 +696,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             node.cache.evict_to(node.budget_tokens // bt)
         if node.waiting_src:
             self._release_sources(node, request.blocks, t)
+
 
 def _node_index(what: str, value: object, n_nodes: int) -> int:
     """``value`` as a node index (an int or numpy integer, not a bool, in range), or

@@ -79,6 +79,7 @@ __all__ = [
     "window_rows",
 ]
 
+
 @dataclass(frozen=True)
 class TraceWindow:
     """One window of a trace file."""

@@ -248,4 +248,3 @@ def test_every_policy_on_random_clusters_keeps_every_invariant(
     budgets: list[int], rows: list[tuple], config: SimConfig, policy_name: str, seed: int
 ) -> None:
     _run_any_policy(budgets, rows, config, policy_name, seed)
-

@@ -158,9 +158,9 @@ def test_pins_hold_admission_back_until_a_running_request_ends() -> None:
         p.add(1.0, names("a", 20), output_tokens=50)
         p.add(1.33, names("b", 25))
         p.add(3.0, names("c", 1))
-        actions = {1: [lambda s: s.pin(0, prefix)]} if pinned else {}
+        actions = {1: [lambda s, b=prefix: s.pin(0, b)]} if pinned else {}
         actions[2] = [check_nodes]
-        actions[3] = [lambda s: s.nodes[0].cache.match(prefix)]
+        actions[3] = [lambda s, b=prefix: s.nodes[0].cache.match(b)]
         sim, script = run_script(toy_cluster(1), p, [0, 0, 0, 0], actions, config)
         rec = sim.records
         if pinned:
@@ -202,7 +202,8 @@ def test_a_pinned_node_refuses_a_copy_that_would_need_its_pinned_room() -> None:
     p.add(1.0, names("x", 1))
     held = p.blocks(names("Q", 48))
     actions = {2: [lambda s: s.pin(1, held), lambda s: s.warm(0, 1, prefix)]}
-    _, script = run_script(toy_cluster(2), p, [0, 1, 0], actions, SimConfig(pin_budget_fraction=0.8))
+    config = SimConfig(pin_budget_fraction=0.8)
+    _, script = run_script(toy_cluster(2), p, [0, 1, 0], actions, config)
     assert script.results[2] == ["ok", "no_room"]
 
 
@@ -449,14 +450,14 @@ def test_random_lifecycle_actions_keep_every_invariant(
             kind, node, stem, depth, src, aim = act
             blocks = p.blocks(stems[stem][:depth])
 
-            def act_on(sim: Simulator) -> Any:
-                check_nodes(sim)
+            def act_on(s: Simulator) -> Any:
+                check_nodes(s)
                 if kind == "warm":
-                    held = [n.index for n in sim.nodes if n.cache.hbm_match(blocks) == depth]
-                    return sim.warm(held[0] if aim and held else src, node, blocks)
-                tiers = sim.nodes[node].cache.match(blocks)
+                    held = [n.index for n in s.nodes if n.cache.hbm_match(blocks) == depth]
+                    return s.warm(held[0] if aim and held else src, node, blocks)
+                tiers = s.nodes[node].cache.match(blocks)
                 hit = tiers[0] if kind in ("pin", "unpin", "demote") else sum(tiers)
-                return getattr(sim, kind)(node, blocks[:hit] if aim and hit else blocks)
+                return getattr(s, kind)(node, blocks[:hit] if aim and hit else blocks)
 
             return act_on
 
