@@ -79,7 +79,6 @@ __all__ = [
     "window_rows",
 ]
 
-
 @dataclass(frozen=True)
 class TraceWindow:
     """One window of a trace file."""
