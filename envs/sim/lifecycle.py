@@ -114,26 +114,30 @@ class CacheLifecycle(ABC):
         index = self._node_arg("pin: node", node)
         if self.journal is not None:
             self.journal.append(("pin", index, tuple(blocks)))
-        target = self.nodes[index]
-        cache = target.cache
-        reason = PIN_OK
-        if not blocks:
-            reason = "bad_prefix"
-        elif blocks[-1] in cache.pins:
-            reason = "already_pinned"
-        elif cache.hbm_match(blocks) < len(blocks):
-            reason = "not_in_hbm"
-        else:
-            new = len(blocks) - cache.pinned_depth(blocks)
-            allowed = self.config.pin_budget_fraction * target.budget_tokens
-            if (cache.pinned_blocks + new) * self.block_tokens > allowed:
-                reason = "over_budget"
+        reason = self.pin_refusal(index, blocks)
         if reason != PIN_OK:
             self.pin_refused[reason] += 1
             return reason
-        cache.pin(blocks)
-        target.pinned_tokens = cache.pinned_blocks * self.block_tokens
+        target = self.nodes[index]
+        target.cache.pin(blocks)
+        target.pinned_tokens = target.cache.pinned_blocks * self.block_tokens
         self.life.pins += 1
+        return PIN_OK
+
+    def pin_refusal(self, node: int, blocks: tuple[int, ...]) -> str:
+        """What :meth:`pin` would answer now, without pinning (read-only)."""
+        target = self.nodes[self._node_arg("pin: node", node)]
+        cache = target.cache
+        if not blocks:
+            return "bad_prefix"
+        if blocks[-1] in cache.pins:
+            return "already_pinned"
+        if cache.hbm_match(blocks) < len(blocks):
+            return "not_in_hbm"
+        new = len(blocks) - cache.pinned_depth(blocks)
+        allowed = self.config.pin_budget_fraction * target.budget_tokens
+        if (cache.pinned_blocks + new) * self.block_tokens > allowed:
+            return "over_budget"
         return PIN_OK
 
     def unpin(self, node: int, blocks: tuple[int, ...]) -> int:
@@ -167,22 +171,26 @@ class CacheLifecycle(ABC):
         blocks = tuple(blocks)
         if self.journal is not None:
             self.journal.append(("demote", index, blocks, int(keep_blocks)))
-        target = self.nodes[index]
-        cache = target.cache
-        n_blocks = 0
-        reason = self._move_refusal(index, blocks)
-        if reason == MOVE_OK and cache.pinned_depth(blocks) > keep_blocks:
-            reason = "pinned"
-        if reason == MOVE_OK:
-            n_blocks = cache.hbm_below(blocks, keep_blocks)
-            if n_blocks == 0:
-                reason = "nothing_to_move"
+        reason = self.demote_refusal(index, blocks, keep_blocks)
         if reason != MOVE_OK:
             self.demote_refused[reason] += 1
             return reason
+        target = self.nodes[index]
+        n_blocks = target.cache.hbm_below(blocks, keep_blocks)
         duration = self._link_s(target, n_blocks, 0)
         self._start_move(HostMove(DEMOTE, index, blocks, keep_blocks, n_blocks, 0.0, duration))
         return MOVE_OK
+
+    def demote_refusal(self, node: int, blocks: tuple[int, ...], keep_blocks: int = 0) -> str:
+        """What :meth:`demote` would answer now, without moving anything."""
+        index = self._node_arg("demote: node", node)
+        cache = self.nodes[index].cache
+        reason = self._move_refusal(index, blocks)
+        if reason == MOVE_OK and cache.pinned_depth(blocks) > keep_blocks:
+            reason = "pinned"
+        if reason == MOVE_OK and cache.hbm_below(blocks, keep_blocks) == 0:
+            reason = "nothing_to_move"
+        return reason
 
     def promote(self, node: int, blocks: tuple[int, ...]) -> str:
         """Bring the cached run of ``blocks`` on ``node`` from host RAM / disk up to
@@ -191,20 +199,29 @@ class CacheLifecycle(ABC):
         blocks = tuple(blocks)
         if self.journal is not None:
             self.journal.append(("promote", index, blocks))
-        target = self.nodes[index]
-        _, ram, disk = target.cache.match(blocks)
-        reason = self._move_refusal(index, blocks)
-        if reason == MOVE_OK and ram + disk == 0:
-            reason = "nothing_to_move"
-        if reason == MOVE_OK and ram + disk > target.copy_room_blocks(self.block_tokens):
-            reason = "no_room"
+        reason = self.promote_refusal(index, blocks)
         if reason != MOVE_OK:
             self.promote_refused[reason] += 1
             return reason
+        target = self.nodes[index]
+        _, ram, disk = target.cache.match(blocks)
         duration = self._link_s(target, ram, disk)
         self._start_move(HostMove(PROMOTE, index, blocks, 0, ram + disk, 0.0, duration))
         self._promotions_in_flight += 1
         return MOVE_OK
+
+    def promote_refusal(self, node: int, blocks: tuple[int, ...]) -> str:
+        """What :meth:`promote` would answer now, without moving anything."""
+        index = self._node_arg("promote: node", node)
+        target = self.nodes[index]
+        reason = self._move_refusal(index, blocks)
+        if reason == MOVE_OK:
+            _, ram, disk = target.cache.match(blocks)
+            if ram + disk == 0:
+                reason = "nothing_to_move"
+            elif ram + disk > target.copy_room_blocks(self.block_tokens):
+                reason = "no_room"
+        return reason
 
     def _move_refusal(self, index: int, blocks: tuple[int, ...]) -> str:
         if not blocks:
