@@ -104,7 +104,8 @@ class RouteWarmEnv(RouteEnv):
     def action_masks(self) -> np.ndarray:
         """Flat boolean mask over the MultiDiscrete choices (see the class docstring)."""
         if self.sim is None or self.request is None or self._gen is None:
-            return np.ones(int(np.sum(self.action_space.nvec)), dtype=bool)
+            n = self.n_nodes
+            return np.ones(4 * n + 1 + (4 * n + 2 if self.cache_actions else 0), dtype=bool)
         return route_warm_masks(self.sim, self.request, self.cache_actions)
 
 
