@@ -16,6 +16,7 @@ hit rates by copies and by bytes, copies summed).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -299,6 +300,7 @@ def summarize_windows(
             sum(r.summary["displaced_by_copies_blocks"] for r in results)
         ),
         **_capacity(results),
+        **_replication(results, landed_bytes),
         "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
@@ -335,6 +337,22 @@ def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
     }
     pooled["load_imbalance"] = float(np.mean([r.summary["load_imbalance"] for r in results]))
     return pooled
+
+
+def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[str, Any]:
+    """The replication metrics (envs.sim.metrics.cache_life_metrics) pooled over
+    the windows: sums, and the two ratios of the pooled sums."""
+    saved_s = sum(r.summary["copy_prefill_saved_s"] for r in results)
+    distinct = sum(r.summary["copied_prefix_bytes"] for r in results)
+    per_saved = landed_bytes / saved_s if saved_s > 0 else math.inf if landed_bytes else 0.0
+    return {
+        "copy_prefill_saved_s": float(saved_s),
+        "copy_bytes_per_prefill_s_saved": float(per_saved),
+        "normal_displaced_by_copies_blocks": int(
+            sum(r.summary["normal_displaced_by_copies_blocks"] for r in results)
+        ),
+        "replication_amplification": float(landed_bytes / distinct) if distinct else 0.0,
+    }
 
 
 def floor_row(

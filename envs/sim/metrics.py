@@ -272,8 +272,8 @@ def cache_life_metrics(life: CacheLifeTotals, copy_bytes_landed: float) -> dict[
       the landing copies evicted from HBM (``displaced_by_copies_blocks``
       counts blocks of any origin);
     - ``replication_amplification``: copy bytes landed / bytes of the distinct
-      prefixes copied (each counted once, whole): 3.0 for a prefix copied whole
-      to three nodes, 0 without copies.
+      prefixes copied (``copied_prefix_bytes``: each prefix counted once, whole):
+      3.0 for a prefix copied whole to three nodes, 0 without copies.
     """
     saved = life.copy_prefill_saved_s
     distinct = sum(life.copied_prefix_bytes.values())
@@ -284,6 +284,7 @@ def cache_life_metrics(life: CacheLifeTotals, copy_bytes_landed: float) -> dict[
         ),
         "normal_displaced_by_copies_blocks": life.normal_displaced_by_copies_blocks,
         "replication_amplification": copy_bytes_landed / distinct if distinct else 0.0,
+        "copied_prefix_bytes": float(distinct),
         "replica_expired_blocks": life.replica_expired_blocks,
         "pins": life.pins,
         "pins_yielded": life.pins_yielded,
