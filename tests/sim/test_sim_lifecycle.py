@@ -114,6 +114,15 @@ def test_expire_copy_reclaims_an_unused_copy_after_its_ttl() -> None:
     cache.check_invariants()
 
 
+def test_a_pinned_copy_loses_its_ttl() -> None:
+    (a,) = _chain("PPPP")
+    cache = PrefixCache()
+    cache.insert(a, 1.0, copy_id=3, origin=ORIGIN_WARM)
+    cache.pin(a)
+    assert cache.expire_copy(a, 3, 5.0, ttl_s=1.0) == (0, None)  # never looked at again
+    assert cache.match(a) == (4, 0, 0)
+
+
 # ---------------------------------------------------------------- pins in a run
 def _prompt_node0(p: Prompts, n_blocks: int = 32) -> tuple[int, ...]:
     """r0 at t=0 computes a ``n_blocks``-block prefix P on node 0 (one token short,
