@@ -697,7 +697,6 @@ class Simulator(CacheLifecycle, CopyMachinery):
         if node.waiting_src:
             self._release_sources(node, request.blocks, t)
 
-
 def _node_index(what: str, value: object, n_nodes: int) -> int:
     """``value`` as a node index (an int or numpy integer, not a bool, in range), or
     ValueError naming ``what``: the slow path of the actions' argument checks."""
