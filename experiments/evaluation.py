@@ -341,15 +341,16 @@ def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
 
 def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[str, Any]:
     """The replication metrics (envs.sim.metrics.cache_life_metrics) pooled over
-    the windows: sums, and the two ratios of the pooled sums."""
-    saved_s = sum(r.summary["copy_prefill_saved_s"] for r in results)
-    distinct = sum(r.summary["copied_prefix_bytes"] for r in results)
+    the windows: sums, and the two ratios of the pooled sums (a summary without
+    them counts as none)."""
+    saved_s = sum(r.summary.get("copy_prefill_saved_s", 0.0) for r in results)
+    distinct = sum(r.summary.get("copied_prefix_bytes", 0.0) for r in results)
     per_saved = landed_bytes / saved_s if saved_s > 0 else math.inf if landed_bytes else 0.0
     return {
         "copy_prefill_saved_s": float(saved_s),
         "copy_bytes_per_prefill_s_saved": float(per_saved),
         "normal_displaced_by_copies_blocks": int(
-            sum(r.summary["normal_displaced_by_copies_blocks"] for r in results)
+            sum(r.summary.get("normal_displaced_by_copies_blocks", 0) for r in results)
         ),
         "replication_amplification": float(landed_bytes / distinct) if distinct else 0.0,
     }
