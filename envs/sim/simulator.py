@@ -8,7 +8,8 @@ exists at time t is visible to a request arriving at t.
 
 Each arrival is a decision point. A policy answers with a node index, and
 before answering may act on the caches through :meth:`Simulator.warm` and
-:meth:`Simulator.evict`. Two ways to drive it:
+:meth:`Simulator.evict` (and the cache lifecycle's ``pin`` / ``unpin``,
+``demote`` / ``promote``: ``envs.sim.lifecycle``). Two ways to drive it:
 
 * ``sim.run(policy)``: the fast path; calls ``policy.decide(sim, request)``.
 * ``sim.decisions()``: a generator that yields each request and receives the
@@ -347,7 +348,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
 
     def evict(self, node: int, blocks: tuple[int, ...], keep_blocks: int = 0) -> int:
         """Move ``blocks``' cached HBM path on ``node`` below depth ``keep_blocks``
-        (and what hangs below it) to host RAM; returns the blocks moved."""
+        (and what hangs below it) to host RAM, at once; pinned blocks stay
+        (:meth:`demote` takes the host link's time). Returns the blocks moved."""
         if not (node.__class__ is int and 0 <= node < self.n_nodes):
             node = _node_index("evict: node", node, self.n_nodes)
         if self.journal is not None:
