@@ -6,6 +6,7 @@ token, RAM load 0.1 ms a token, RDMA 8 ms a block)."""
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -422,7 +423,11 @@ life_config_st = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("BTB_FUZZ_CASES", "60")),  # as test_sim_fuzz's audit runs
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     requests=st.lists(
         st.tuples(
