@@ -10,6 +10,7 @@ from gymnasium import spaces
 
 from envs.encoder import prefix_of
 from envs.route import RouteEnv
+from envs.sim.lifecycle import MOVE_OK, PIN_OK
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 
@@ -55,6 +56,19 @@ class RouteWarmEnv(RouteEnv):
     ``sim.upgrade_at_s``) a warm onto a node that drains for an upgrade, or of
     another version than the holder the copy would come from, is masked too.
 
+    With ``cache_actions=True`` two more parts manage the prefix's lifetime
+    (docs/cache_actions.md), after the warms:
+    ``MultiDiscrete([n_nodes] + [2] * n_nodes + [n_nodes + 1] + [2 * n_nodes + 1] * 2)``:
+
+    * ``a[2 + n_nodes]``: 0 nothing, ``k + 1`` pin the prefix on node ``k``,
+      ``n_nodes + k + 1`` unpin it there;
+    * ``a[3 + n_nodes]``: 0 nothing, ``k + 1`` demote the prefix on node ``k``
+      to host RAM, ``n_nodes + k + 1`` promote it there from RAM / disk.
+
+    Their masks are the simulator's own refusals (``Simulator.pin_refusal``,
+    ``demote_refusal``, ``promote_refusal``; unpin: the prefix is pinned there)
+    before the action's other parts act.
+
     ## Observation Space
 
     The same as ``btb/Route-v0``'s: one encoder builds both. Route-v0's table is
@@ -62,21 +76,30 @@ class RouteWarmEnv(RouteEnv):
 
     ## Rewards, Starting State, Episode End, Arguments
 
-    As ``btb/Route-v0``; rewards include ``copy_cost_per_gb`` when set.
+    As ``btb/Route-v0``; rewards include ``copy_cost_per_gb`` when set. One more
+    argument: ``cache_actions`` (default False: the action space above without
+    the pin and demote / promote parts).
 
     ## Version History
 
     * v0: initial version.
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, cache_actions: bool = False, **kwargs: Any) -> None:
+        if not isinstance(cache_actions, (bool, np.bool_)):
+            raise ValueError(f"cache_actions must be true or false, got {cache_actions!r}")
         super().__init__(**kwargs)
+        self.cache_actions = bool(cache_actions)
+        if self.cache_actions:
+            self._kwargs["cache_actions"] = True  # rebuilt as it was when unpickled
         n = self.n_nodes
-        self.action_space = spaces.MultiDiscrete([n] + [2] * n + [n + 1])
+        self.action_space = spaces.MultiDiscrete(
+            [n] + [2] * n + [n + 1] + ([2 * n + 1] * 2 if self.cache_actions else [])
+        )
 
     def _act(self, action: Any) -> bool:
         assert self.sim is not None and self.request is not None
-        self.invalid_actions += apply_route_warm(self.sim, self.request, action)
+        self.invalid_actions += apply_route_warm(self.sim, self.request, action, self.cache_actions)
         try:
             self.request = self._gen.send(None)
         except StopIteration:
@@ -86,8 +109,9 @@ class RouteWarmEnv(RouteEnv):
     def action_masks(self) -> np.ndarray:
         """Flat boolean mask over the MultiDiscrete choices (see the class docstring)."""
         if self.sim is None or self.request is None or self._gen is None:
-            return np.ones(4 * self.n_nodes + 1, dtype=bool)
-        return route_warm_masks(self.sim, self.request)
+            n = self.n_nodes
+            return np.ones(4 * n + 1 + (4 * n + 2 if self.cache_actions else 0), dtype=bool)
+        return route_warm_masks(self.sim, self.request, self.cache_actions)
 
 
 _SAME_OBSERVATION = (
@@ -108,14 +132,22 @@ def _with_route_observation(doc: str) -> str:
 RouteWarmEnv.__doc__ = _with_route_observation(RouteWarmEnv.__doc__ or "")
 
 
-def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
+def apply_route_warm(
+    sim: Simulator, request: Request, action: Any, cache_actions: bool = False
+) -> int:
     """Carry out a ``btb/RouteWarm-v0`` action at the current decision point:
-    evict, route (with ``sim.route``), then warm. Returns how many of its parts
-    were refused. Shared by the environment and the agent adapter."""
+    evict, route (with ``sim.route``), warm, then (``cache_actions``) pin / unpin
+    and demote / promote. Returns how many of its parts were refused. Shared by
+    the environment and the agent adapter."""
     n = sim.n_nodes
     a = np.asarray(action).ravel()
-    if a.shape != (2 + n,):
-        raise ValueError(f"action must have {2 + n} entries for MultiDiscrete, got shape {a.shape}")
+    size = 4 + n if cache_actions else 2 + n
+    if a.shape != (size,):
+        raise ValueError(f"action must have {size} entries for MultiDiscrete, got shape {a.shape}")
+    if cache_actions:
+        for k in (2 + n, 3 + n):
+            if not 0 <= int(a[k]) <= 2 * n:
+                raise ValueError(f"action[{k}] must be in 0..{2 * n}, got {int(a[k])}")
     route = int(a[0])
     if not 0 <= route < n:
         raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
@@ -147,6 +179,8 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
         for dst in targets:
             if sim.warm(src, dst, prefix) != WARM_OK:
                 invalid += 1
+    if cache_actions:
+        invalid += _apply_cache_actions(sim, prefix, int(a[2 + n]), int(a[3 + n]))
     return invalid
 
 
@@ -162,9 +196,26 @@ def warm_source(sim: Simulator, prefix: tuple[int, ...]) -> int | None:
     return min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
 
 
-def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
+def _apply_cache_actions(sim: Simulator, prefix: tuple[int, ...], pin: int, move: int) -> int:
+    """The pin / unpin and demote / promote parts; returns how many were refused."""
+    n = sim.n_nodes
+    invalid = 0
+    if pin:
+        k = (pin - 1) % n
+        done = sim.pin(k, prefix) == PIN_OK if pin <= n else sim.unpin(k, prefix) > 0
+        invalid += not done
+    if move:
+        k = (move - 1) % n
+        answer = sim.demote(k, prefix) if move <= n else sim.promote(k, prefix)
+        invalid += answer != MOVE_OK
+    return invalid
+
+
+def route_warm_masks(sim: Simulator, request: Request, cache_actions: bool = False) -> np.ndarray:
     """The ``btb/RouteWarm-v0`` action mask at the current decision point:
-    ``[route: n][warm k: no, yes for each k][evict: none, node 0..n-1]``."""
+    ``[route: n][warm k: no, yes for each k][evict: none, node 0..n-1]``, then with
+    ``cache_actions`` ``[pin: none, pin on 0..n-1, unpin on 0..n-1][move: none,
+    demote on 0..n-1, promote on 0..n-1]``."""
     n = sim.n_nodes
     mask = np.ones(4 * n + 1, dtype=bool)
     prefix = prefix_of(request)
@@ -179,7 +230,7 @@ def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
         if (
             held >= depth
             or key in node.inflight
-            or depth - held > node.cache_capacity_blocks(bt)
+            or depth - held > node.copy_room_blocks(bt)
             or node.nic_down
         ):
             mask[n + 2 * k + 1] = False
@@ -191,4 +242,20 @@ def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
         for k in range(n):
             if versions.draining[k] or (src is not None and versions.warm_refusal(src, k)):
                 mask[n + 2 * k + 1] = False
+    if cache_actions:
+        mask = np.concatenate([mask, _cache_action_masks(sim, prefix)])
     return mask
+
+
+def _cache_action_masks(sim: Simulator, prefix: tuple[int, ...]) -> np.ndarray:
+    """The masks of the pin / unpin and demote / promote parts: what the
+    simulator would accept now."""
+    n = sim.n_nodes
+    pin = np.ones(2 * n + 1, dtype=bool)
+    move = np.ones(2 * n + 1, dtype=bool)
+    for k, node in enumerate(sim.nodes):
+        pin[1 + k] = sim.pin_refusal(k, prefix) == PIN_OK
+        pin[1 + n + k] = prefix[-1] in node.cache.pins
+        move[1 + k] = sim.demote_refusal(k, prefix) == MOVE_OK
+        move[1 + n + k] = sim.promote_refusal(k, prefix) == MOVE_OK
+    return np.concatenate([pin, move])

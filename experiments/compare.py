@@ -71,7 +71,13 @@ from experiments.evaluation import (
     evaluate_policies,
     split_windows,
 )
-from experiments.report import CHARTS, THRESHOLDS_CHART, comparison_table, write_run
+from experiments.report import (
+    CHARTS,
+    THRESHOLDS_CHART,
+    comparison_table,
+    replication_table,
+    write_run,
+)
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
@@ -278,6 +284,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{config.causal_kv} · copy_model={config.copy_model}"
     )
     print(comparison_table(rows, options["baseline"]))
+    if replication := replication_table(rows):
+        print(replication)
     result = {
         "rows": rows,
         "config": {

@@ -16,6 +16,7 @@ hit rates by copies and by bytes, copies summed).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -304,6 +305,7 @@ def summarize_windows(
         **_capacity(results),
         **_fault_counts(results),
         **_tenancy(results, ttft),
+        **_replication(results, landed_bytes),
         "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
@@ -362,6 +364,23 @@ def _tenancy(results: Sequence[WindowResult], ttft: np.ndarray) -> dict[str, Any
         for key in ("upgrades_done", "copies_cancelled_by_upgrade"):
             out[key] = int(sum(r.summary.get(key, 0) for r in results))
     return out
+
+
+def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[str, Any]:
+    """The replication metrics (envs.sim.metrics.cache_life_metrics) pooled over
+    the windows: sums, and the two ratios of the pooled sums (a summary without
+    them counts as none)."""
+    saved_s = sum(r.summary.get("copy_prefill_saved_s", 0.0) for r in results)
+    distinct = sum(r.summary.get("copied_prefix_bytes", 0.0) for r in results)
+    per_saved = landed_bytes / saved_s if saved_s > 0 else math.inf if landed_bytes else 0.0
+    return {
+        "copy_prefill_saved_s": float(saved_s),
+        "copy_bytes_per_prefill_s_saved": float(per_saved),
+        "normal_displaced_by_copies_blocks": int(
+            sum(r.summary.get("normal_displaced_by_copies_blocks", 0) for r in results)
+        ),
+        "replication_amplification": float(landed_bytes / distinct) if distinct else 0.0,
+    }
 
 
 def floor_row(

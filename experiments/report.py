@@ -3,7 +3,8 @@
 Tables:
 
 * :func:`comparison_table`: a comparison run's rows (``compare``, ``evaluate``,
-  ``train``'s evaluation); :func:`write_run` writes its charts and ``results.json``.
+  ``train``'s evaluation); :func:`write_run` writes its charts and ``results.json``;
+  :func:`replication_table`: the copying rows' replication metrics.
 * :func:`reproduction_tables`: ``reproduce``'s tables against the published figures.
 * :func:`audit_table`: ``audit``'s statistics of a trace.
 
@@ -288,6 +289,33 @@ def tenant_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     header = ("policy", "tenant", "requests", "TTFT mean", "p95")
     return ["", *aligned_table(header, cells, right=(2, 3, 4)), "per-tenant TTFT in seconds"]
+
+
+def replication_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The replication metrics of the rows whose policy copied KV (empty if none):
+    what the copies cost in bytes against the prefill they saved
+    (docs/cache_actions.md, "Replication metrics")."""
+    copying = [r for r in rows if r.get("warm_copies") and "replication_amplification" in r]
+    if not copying:
+        return ""
+    width = max(13, *(len(str(r["policy"])) for r in copying))
+    head = f"{'policy':<{width}} {'copy GB':>8} {'prefill saved s':>15} {'MB / saved s':>12}"
+    head += f" {'amplification':>13} {'normal displaced':>16}"
+    lines = [head, "-" * len(head)]
+    for r in copying:
+        lines.append(
+            f"{r['policy']:<{width}} {r['warm_bytes'] / 1e9:>8.2f} "
+            f"{r['copy_prefill_saved_s']:>15.2f} "
+            f"{r['copy_bytes_per_prefill_s_saved'] / 1e6:>12.1f} "
+            f"{r['replication_amplification']:>13.2f} "
+            f"{r['normal_displaced_by_copies_blocks']:>16}"
+        )
+    lines.append(
+        "prefill saved = cold-prefill seconds of the copied blocks requests hit in HBM; "
+        "amplification = copy bytes / bytes of the distinct prefixes copied; normal "
+        "displaced = request-computed blocks the landings evicted"
+    )
+    return "\n".join(lines)
 
 
 def reproduction_tables(

@@ -24,6 +24,7 @@ COPY_MODELS = ("reference", "contention")
 CACHE_CAPACITIES = ("headroom", "budget")
 MATCH_TIERS = ("hbm", "hbm_ram")
 LRU_UNITS = ("run", "block")
+RECLAIM_ORDERS = ("lru", "replicas_first")
 
 # The accounting settings whose default follows the KV model: btb-gym's physics
 # under causal KV, the reference simulator's under causal_kv=False.
@@ -162,6 +163,18 @@ class SimConfig:
     """The version upgraded nodes serve."""
     upgrade_downtime_s: float = 0.0
     """Seconds an upgraded node loads its new weights before it serves again."""
+    # ---- cache lifecycle (envs/sim/lifecycle.py; docs/cache_actions.md)
+    pin_budget_fraction: float = 0.25
+    """Most of a node's KV budget that pinned prefixes may hold (``Simulator.pin``
+    refuses a pin beyond it); 0 refuses every pin. Pins happen only when a policy
+    asks for them."""
+    replica_ttl_s: float = math.inf
+    """A warm copy's blocks that no request used for this long are reclaimed to
+    host RAM; inf (the default) keeps them until LRU evicts them."""
+    reclaim_order: str = "lru"
+    """What HBM pressure evicts first: "lru", the least recently used leaves
+    whoever wrote them (the default), or "replicas_first", replica leaves (warm
+    copies, speculative prefills) before request-computed ones, each by LRU."""
 
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
@@ -196,12 +209,7 @@ class SimConfig:
             value = getattr(self, name)
             if isinstance(value, np.integer):
                 object.__setattr__(self, name, int(value))
-        for name in ("mfu", "mbu", "host_ram_bytes", "transfer_latency_s"):
-            value = getattr(self, name)
-            if isinstance(value, (np.integer, np.floating)):
-                object.__setattr__(self, name, float(value))
-            elif not is_number(value):
-                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
+        self._store_numbers("mfu", "mbu", "host_ram_bytes", "transfer_latency_s")
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
@@ -225,6 +233,7 @@ class SimConfig:
                 raise ConfigError.about(f"sim.{name}", f"must be in (0, 1], got {value!r}")
         self._check_view_and_faults()
         self._check_tenancy()
+        self._check_cache_life()
 
     @property
     def faults_on(self) -> bool:
@@ -239,7 +248,7 @@ class SimConfig:
 
     def _check_view_and_faults(self) -> None:
         """The stale-view and fault options (stored as plain Python values)."""
-        for name in (
+        self._store_numbers(
             "router_view_delay_s",
             "fault_node_loss_rate_per_s",
             "fault_node_down_s",
@@ -247,12 +256,7 @@ class SimConfig:
             "fault_copy_slow_prob",
             "fault_copy_slowdown",
             "fault_nic_down_for_s",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, (np.integer, np.floating)):
-                object.__setattr__(self, name, float(value))
-            elif not is_number(value):
-                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
+        )
         if not (0 <= self.router_view_delay_s < math.inf):
             raise ConfigError.about(
                 "sim.router_view_delay_s",
@@ -334,6 +338,33 @@ class SimConfig:
             "sim.upgrade_downtime_s", self.upgrade_downtime_s, finite=True, error=ConfigError
         )
         object.__setattr__(self, "upgrade_downtime_s", float(downtime))
+
+    def _check_cache_life(self) -> None:
+        """The cache lifecycle's fields (pin budget, replica TTL, reclaim order)."""
+        self._store_numbers("pin_budget_fraction", "replica_ttl_s")
+        if not (0 <= self.pin_budget_fraction < 1):
+            raise ConfigError.about(
+                "sim.pin_budget_fraction", f"must be in [0, 1), got {self.pin_budget_fraction!r}"
+            )
+        if not (self.replica_ttl_s > 0):
+            raise ConfigError.about(
+                "sim.replica_ttl_s", f"must be > 0 (inf: no TTL), got {self.replica_ttl_s!r}"
+            )
+        if self.reclaim_order not in RECLAIM_ORDERS:
+            raise ConfigError.about(
+                "sim.reclaim_order",
+                f"must be one of {', '.join(RECLAIM_ORDERS)}, got {self.reclaim_order!r}",
+            )
+
+    def _store_numbers(self, *names: str) -> None:
+        """Store the number fields ``names`` as Python floats (numpy scalars from
+        sweeps included); refuse anything else."""
+        for name in names:
+            value = getattr(self, name)
+            if isinstance(value, (np.integer, np.floating)):
+                object.__setattr__(self, name, float(value))
+            elif not is_number(value):
+                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
 
 
 def _is_list(value: Any) -> bool:

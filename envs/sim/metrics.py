@@ -7,6 +7,7 @@ worked out from those two alone and never read the engine's internals.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,8 @@ class RunTotals:
     # faults (envs/sim/faults.py): what they did, by name; empty when they are off
     faults: dict[str, int] = field(default_factory=dict)
     versions: dict[str, Any] | None = None  # model versions and upgrades (envs.sim.tenancy)
+    # cache lifecycle (envs.sim.lifecycle): pins, host moves, replica lifetime
+    cache_life: CacheLifeTotals = field(default_factory=lambda: CacheLifeTotals())
 
 
 class Records:
@@ -195,6 +198,7 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         **capacity_metrics(requests, rec, totals, makespan),
         **fault_metrics(totals),
         **tenancy_metrics(requests, rec, totals),
+        **cache_life_metrics(totals.cache_life, float(landed_bytes)),
     }
 
 
@@ -281,3 +285,64 @@ def tenancy_metrics(requests: Sequence[Request], rec: Records, totals: RunTotals
     if totals.versions is not None:
         out.update(totals.versions)
     return out
+
+
+# ---------------------------------------------------------------- cache lifecycle
+@dataclass
+class CacheLifeTotals:
+    """The cache lifecycle's counts over a run (``envs.sim.lifecycle``): pins, host
+    moves, replica lifetime, and what warm copies saved and displaced."""
+
+    pins: int = 0
+    pins_yielded: int = 0  # pins released so that a request could be admitted at all
+    demotions: int = 0
+    demoted_blocks: int = 0
+    promotions: int = 0
+    promoted_blocks: int = 0
+    replica_expired_blocks: int = 0  # blocks reclaimed by SimConfig.replica_ttl_s (and below)
+    normal_displaced_by_copies_blocks: int = 0  # request-computed blocks a landing evicted
+    copy_hit_blocks: int = 0  # warm-copy blocks requests hit in HBM
+    copy_prefill_saved_s: float = 0.0  # their cold-prefill seconds
+    copied_prefix_bytes: dict[int, float] = field(default_factory=dict)  # distinct prefixes
+    pin_refused: dict[str, int] = field(default_factory=dict)
+    demote_refused: dict[str, int] = field(default_factory=dict)
+    promote_refused: dict[str, int] = field(default_factory=dict)
+
+
+def cache_life_metrics(life: CacheLifeTotals, copy_bytes_landed: float) -> dict[str, Any]:
+    """The replication metrics of the BTB write-up's deployment list, and the
+    lifecycle actions' counts (docs/cache_actions.md, "Replication metrics"):
+
+    - ``copy_prefill_saved_s``: prefill saved by warm copies, the cold-prefill
+      seconds (prefill seconds a token on the node, no attention term) of every
+      warm-copy block a request hit in HBM;
+    - ``copy_bytes_per_prefill_s_saved``: copy bytes landed / that (0 without
+      copies, inf when copies landed but saved nothing);
+    - ``normal_displaced_by_copies_blocks``: blocks of request-computed KV that
+      the landing copies evicted from HBM (``displaced_by_copies_blocks``
+      counts blocks of any origin);
+    - ``replication_amplification``: copy bytes landed / bytes of the distinct
+      prefixes copied (``copied_prefix_bytes``: each prefix counted once, whole):
+      3.0 for a prefix copied whole to three nodes, 0 without copies.
+    """
+    saved = life.copy_prefill_saved_s
+    distinct = sum(life.copied_prefix_bytes.values())
+    return {
+        "copy_prefill_saved_s": saved,
+        "copy_bytes_per_prefill_s_saved": (
+            copy_bytes_landed / saved if saved > 0 else math.inf if copy_bytes_landed else 0.0
+        ),
+        "normal_displaced_by_copies_blocks": life.normal_displaced_by_copies_blocks,
+        "replication_amplification": copy_bytes_landed / distinct if distinct else 0.0,
+        "copied_prefix_bytes": float(distinct),
+        "replica_expired_blocks": life.replica_expired_blocks,
+        "pins": life.pins,
+        "pins_yielded": life.pins_yielded,
+        "pin_refused": dict(life.pin_refused),
+        "demotions": life.demotions,
+        "demoted_blocks": life.demoted_blocks,
+        "promotions": life.promotions,
+        "promoted_blocks": life.promoted_blocks,
+        "demote_refused": dict(life.demote_refused),
+        "promote_refused": dict(life.promote_refused),
+    }

@@ -34,6 +34,7 @@ class Node:
         queue: requests routed here and not yet admitted (FIFO).
         running: admitted requests not yet finished (prefill or decode).
         reserved_tokens: KV reserved by running requests (input + output each).
+        pinned_tokens: KV of the prefixes pinned in its cache (``Simulator.pin``).
         budget_tokens: KV tokens that fit beside the weights.
         cache: the node's :class:`~envs.sim.cache.PrefixCache` (the physics).
         view: the same cache as the router sees it: policies and the observation
@@ -68,6 +69,7 @@ class Node:
         "index",
         "inflight",
         "nic_down",
+        "pinned_tokens",
         "prefill_ewma_s",
         "prefill_s",
         "queue",
@@ -103,6 +105,7 @@ class Node:
         self.queue: deque[Request] = deque()
         self.running = 0
         self.reserved_tokens = 0
+        self.pinned_tokens = 0  # KV of pinned prefixes (admission leaves room for it)
         # timeline
         self.work = IDLE
         self.work_obj: Request | Copy | None = None
@@ -159,3 +162,8 @@ class Node:
         if self.cache_beside_reservations:
             return (self.budget_tokens - self.reserved_tokens) // block_tokens
         return self.budget_tokens // block_tokens
+
+    def copy_room_blocks(self, block_tokens: int) -> int:
+        """HBM blocks a copy or promotion may bring in now: the cache's capacity
+        less its pinned blocks, which nothing evicts."""
+        return self.cache_capacity_blocks(block_tokens) - self.pinned_tokens // block_tokens

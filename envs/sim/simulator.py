@@ -8,7 +8,8 @@ exists at time t is visible to a request arriving at t.
 
 Each arrival is a decision point. A policy answers with a node index, and
 before answering may act on the caches through :meth:`Simulator.warm` and
-:meth:`Simulator.evict`. Two ways to drive it:
+:meth:`Simulator.evict` (and the cache lifecycle's ``pin`` / ``unpin``,
+``demote`` / ``promote``: ``envs.sim.lifecycle``). Two ways to drive it:
 
 * ``sim.run(policy)``: the fast path; calls ``policy.decide(sim, request)``.
 * ``sim.decisions()``: a generator that yields each request and receives the
@@ -35,6 +36,7 @@ from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.faults import FAULT_EVENT, REFUSALS, Faults
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
+from envs.sim.lifecycle import LIFE_EVENT, CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
 from envs.sim.request import Request, Workload
@@ -91,7 +93,7 @@ class Router(Protocol):
         ...
 
 
-class Simulator(CopyMachinery):
+class Simulator(CacheLifecycle, CopyMachinery):
     """A cluster serving one workload window. See the module docstring.
 
     Args:
@@ -132,6 +134,7 @@ class Simulator(CopyMachinery):
                 ram_capacity_blocks=ram_blocks,
                 disk_tier=config.disk_tier,
                 touch_used_only=config.lru_unit == "block",
+                replicas_first=config.reclaim_order == "replicas_first",
             )
             node = Node(i, spec, costs, cache)
             node.cache_beside_reservations = config.cache_capacity == "headroom"
@@ -191,6 +194,7 @@ class Simulator(CopyMachinery):
         self._asked = -1  # the node route() was asked for (a down node sends elsewhere)
         if self.versions is not None:
             self.versions.schedule(self)
+        self._init_lifecycle()  # pins, demote / promote, replica TTLs (envs.sim.lifecycle)
 
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
@@ -251,6 +255,8 @@ class Simulator(CopyMachinery):
                     self.versions.start_drain(self, obj, t)  # type: ignore[union-attr,arg-type]
                 elif kind == FAULT_EVENT:
                     self._faults.on_event(obj, version, t)  # type: ignore[union-attr,arg-type]
+                elif kind == LIFE_EVENT:
+                    self._on_life(obj, t)  # type: ignore[arg-type]
             if i >= n:
                 break
             self.now = t_arrival
@@ -366,7 +372,7 @@ class Simulator(CopyMachinery):
         if missing <= 0:
             refused["target_has_prefix"] += 1
             return "target_has_prefix"
-        if missing > target.cache_capacity_blocks(self.block_tokens):
+        if missing > target.copy_room_blocks(self.block_tokens):
             refused["no_room"] += 1
             return "no_room"
         source = nodes[src]
@@ -388,7 +394,8 @@ class Simulator(CopyMachinery):
 
     def evict(self, node: int, blocks: tuple[int, ...], keep_blocks: int = 0) -> int:
         """Move ``blocks``' cached HBM path on ``node`` below depth ``keep_blocks``
-        (and what hangs below it) to host RAM; returns the blocks moved."""
+        (and what hangs below it) to host RAM, at once; pinned blocks stay
+        (:meth:`demote` takes the host link's time). Returns the blocks moved."""
         if not (node.__class__ is int and 0 <= node < self.n_nodes):
             node = _node_index("evict: node", node, self.n_nodes)
         if self.journal is not None:
@@ -397,6 +404,11 @@ class Simulator(CopyMachinery):
         self.evict_actions += 1
         self.evicted_by_action_blocks += moved
         return moved
+
+    def _node_arg(self, what: str, node: object) -> int:
+        if node.__class__ is int and 0 <= node < self.n_nodes:  # type: ignore[operator]
+            return node  # type: ignore[return-value]
+        return _node_index(what, node, self.n_nodes)
 
     # ================================================================== views
     def loads(self) -> list[int]:
@@ -447,6 +459,7 @@ class Simulator(CopyMachinery):
             max_batch=self.config.max_batch,
             faults=dict(self._faults.counts) if self._faults is not None else {},
             versions=self.versions.totals() if self.versions is not None else None,
+            cache_life=self.lifecycle_totals(),
         )
 
     # ================================================================== internals
@@ -462,6 +475,7 @@ class Simulator(CopyMachinery):
         fresh.evicted_hbm_blocks = old.evicted_hbm_blocks
         fresh.version = old.version + 1
         node.cache = fresh
+        node.pinned_tokens = 0  # its pins went with its KV; a host move still due acts on nothing
         if self._views is not None:
             self._views.replaced(node)
         else:
@@ -486,7 +500,10 @@ class Simulator(CopyMachinery):
     def _admissible(self, node: Node, request: Request) -> bool:
         return (
             node.running < self.config.max_batch
-            and node.reserved_tokens + request.input_tokens + request.output_tokens
+            and node.reserved_tokens
+            + node.pinned_tokens
+            + request.input_tokens
+            + request.output_tokens
             <= node.budget_tokens
         )
 
@@ -520,6 +537,10 @@ class Simulator(CopyMachinery):
                     return
                 queue.popleft()
                 self._admit(node, request, t)
+                return
+            if node.pinned_tokens and not node.running:  # pins never deadlock admission
+                self._yield_pins(node, request)
+                self._advance(node, t)
                 return
         if node.decode_n:
             self._start_decode(node, t)
@@ -563,6 +584,8 @@ class Simulator(CopyMachinery):
             costs, hbm, ram, disk, bt, n_in, self.config.transfer_latency_s, self._hbm_hit_load
         )
         hit = hbm_t + ram_t + disk_t
+        if self._promotions_in_flight and hit > hbm_t:
+            reuse_s += self._promotion_wait(node, request, t, hbm_t, ram_t, disk_t)
         if used_blocks > hbm:  # bring the loaded RAM / disk runs up (HBM is touched)
             cache.use(blocks, used_blocks, t)
         new_tokens = n_in - hit

@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
+from envs.sim.cache import ORIGIN_WARM
 from envs.sim.node import DECODE, IDLE
 from envs.sim.request import has_prefix
 
@@ -144,6 +145,11 @@ class CopyMachinery(ABC):
     def _drained(self, node: Node, t: float) -> None:
         """A draining ``node`` may have nothing left in flight (the simulator's upgrades)."""
 
+    @abstractmethod
+    def _replica_landed(self, node: Node, copy: Copy, t: float, normal_evicted: int) -> None:
+        """A copy landed, evicting ``normal_evicted`` request-computed blocks (the
+        cache lifecycle: replica TTL and metrics)."""
+
     def _wake(self, node: Node, t: float) -> None:
         """Something for ``node`` became ready at ``t``: start it if the node is
         idle, or cut its decode segment at the next step."""
@@ -215,10 +221,12 @@ class CopyMachinery(ABC):
         cache = target.cache
         capacity = target.cache_capacity_blocks(self.block_tokens)
         before = cache.hbm_blocks
-        added = cache.insert(copy.blocks, t, copy_id=copy.id)
+        normal_before = cache.evicted_request_blocks
+        added = cache.insert(copy.blocks, t, copy_id=copy.id, origin=ORIGIN_WARM)
         room = max(capacity - before, 0)
         self.displaced_by_copies_blocks += min(max(added - room, 0), before)
         cache.evict_to(capacity)
+        self._replica_landed(target, copy, t, cache.evicted_request_blocks - normal_before)
         if target.waiting_src:
             self._release_sources(target, copy.blocks, t)
         if target.waiting_for is copy:

@@ -34,7 +34,17 @@ if TYPE_CHECKING:
     from envs.sim.cache import PrefixCache
     from envs.sim.node import Node
 
-CACHE_CHANGES = ("use", "insert", "evict_to", "evict_prefix", "match_touch")
+CACHE_CHANGES = (
+    "use",
+    "insert",
+    "evict_to",
+    "evict_prefix",
+    "match_touch",
+    "pin",
+    "unpin",
+    "promote",
+    "expire_copy",
+)
 """The PrefixCache methods that change what it holds or its LRU order."""
 
 _RESET = "__reset__"

@@ -30,7 +30,10 @@ from simkit import (
 
 from baselines.policy import POLICIES, Policy, make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator
+from envs.sim.lifecycle import MOVE_REFUSALS, PIN_REFUSALS
 from envs.sim.request import Request, Workload
+
+LIFE_RESULTS = (*PIN_REFUSALS, *MOVE_REFUSALS)
 
 N_NODES = 3
 
@@ -78,6 +81,10 @@ config_st = st.builds(
     chunked_prefill_tokens=st.sampled_from([0, 16, 40]),
     upgrade_at_s=st.sampled_from([(), (), (0.0,), (0.05,), (0.2,)]),  # node 0 upgrades
     upgrade_downtime_s=st.sampled_from([0.0, 0.02]),
+    # cache lifecycle
+    pin_budget_fraction=st.sampled_from([0.0, 0.25, 0.9]),
+    replica_ttl_s=st.sampled_from([math.inf, 0.05]),
+    reclaim_order=st.sampled_from(["lru", "replicas_first"]),
 )
 # model versions and rolling upgrades on the three nodes of the first test
 tenancy_st = st.sampled_from(
@@ -195,8 +202,8 @@ BUDGETS = (64, 96, 160, 256)
 
 
 class Chaos(Policy):
-    """Warms, evicts and routes at random (from ``sim.rng``), checking the nodes'
-    invariants at every decision point."""
+    """Warms, evicts, pins, demotes, promotes and routes at random (from
+    ``sim.rng``), checking the nodes' invariants at every decision point."""
 
     name = "chaos"
 
@@ -211,8 +218,11 @@ class Chaos(Policy):
                 src = int(sim.records.node[earlier.index])  # where it was sent: a real source
             if rng.random() < 0.7:
                 assert sim.warm(src, dst, blocks) in ("ok", *sim.warm_refused)
-            else:
+            elif rng.random() < 0.5:
                 assert sim.evict(dst, blocks, keep_blocks=int(rng.integers(3))) >= 0
+            else:  # a cache lifecycle action
+                act = ("pin", "unpin", "demote", "promote")[int(rng.integers(4))]
+                assert getattr(sim, act)(dst, blocks) in ("ok", *LIFE_RESULTS) or act == "unpin"
         node = int(rng.integers(sim.n_nodes))
         if rng.random() < 0.3:  # route first, then act from the chosen node
             sim.route(node)
@@ -295,4 +305,3 @@ def test_every_policy_on_random_clusters_keeps_every_invariant(
     budgets: list[int], rows: list[tuple], config: SimConfig, policy_name: str, seed: int
 ) -> None:
     _run_any_policy(budgets, rows, config, policy_name, seed)
-
