@@ -115,6 +115,12 @@ class SimConfig:
     requests) before the router decides, so the router sees the node as it will
     be after the step, not as it is at the arrival."""
 
+    # -- speculative prefill (Simulator.speculate; docs/cache_actions.md) --
+    speculative_chunk_tokens: int = 2048
+    """Speculative prefill runs in chunks of this many tokens (rounded down to whole
+    blocks, at least one): a real request arriving at a speculating node waits at
+    most for the chunk in progress. Used only when a policy calls speculate."""
+
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
         """The reference (Infer-Sim) model: ``causal_kv=False`` and every accounting
@@ -168,6 +174,13 @@ class SimConfig:
             value = getattr(self, name)
             if not (0 < value <= 1):
                 raise ConfigError(f"sim.{name} must be in (0, 1], got {value!r}")
+        self._check_speculation()
+
+    def _check_speculation(self) -> None:
+        """The speculative-prefill settings (their own block, above)."""
+        if isinstance(self.speculative_chunk_tokens, np.integer):
+            object.__setattr__(self, "speculative_chunk_tokens", int(self.speculative_chunk_tokens))
+        check_int("sim.speculative_chunk_tokens", self.speculative_chunk_tokens, 1, ConfigError)
 
 
 @dataclass(frozen=True)

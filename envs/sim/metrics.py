@@ -8,13 +8,16 @@ worked out from those two alone and never read the engine's internals.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envs.sim.speculation import SPECULATE_REFUSALS
+
 if TYPE_CHECKING:
     from envs.sim.request import Request
+    from envs.sim.speculation import SpeculativeChunk
     from envs.sim.transfers import Copy
 
 _FIELDS = (
@@ -50,6 +53,10 @@ class RunTotals:
     rdma_busy_s: list[float]
     budget_tokens: list[int]
     max_batch: int
+    # -- speculative prefill (envs/sim/speculation.py) --
+    speculative_chunks: Sequence[SpeculativeChunk] = ()  # every chunk started
+    speculative_accepted: int = 0  # speculate calls accepted
+    speculative_refused: dict[str, int] = field(default_factory=dict)  # refused, by reason
 
 
 class Records:
@@ -190,6 +197,29 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         "rdma_busy_s": float(sum(totals.rdma_busy_s)),
         "copy_busy_s": float(sum(totals.copy_s)),
         **capacity_metrics(requests, rec, totals, makespan),
+        **speculative_metrics(totals),
+    }
+
+
+def speculative_metrics(totals: RunTotals) -> dict[str, Any]:
+    """Speculative prefill (``Simulator.speculate``): the calls accepted and refused
+    (by reason), the chunks computed, their tokens and compute seconds, and the
+    chunks a request reused any block of (in any tier) before the run ended.
+    ``speculative_wasted_s`` is the compute of the chunks no request used (evicted
+    first, or still cached at the end). All zero when no policy speculated."""
+    chunks = totals.speculative_chunks
+    used_ids = totals.used_copies_any
+    used = [c for c in chunks if c.id in used_ids]
+    refused = totals.speculative_refused
+    return {
+        "speculative_accepted": totals.speculative_accepted,
+        "speculative_refused": {r: refused.get(r, 0) for r in SPECULATE_REFUSALS},
+        "speculative_chunks": len(chunks),
+        "speculative_tokens": int(sum(c.tokens for c in chunks)),
+        "speculative_compute_s": float(sum(c.compute_s for c in chunks)),
+        "speculative_used_chunks": len(used),
+        "speculative_used_tokens": int(sum(c.tokens for c in used)),
+        "speculative_wasted_s": float(sum(c.compute_s for c in chunks if c.id not in used_ids)),
     }
 
 

@@ -32,8 +32,9 @@ from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
 from envs.sim.metrics import Records, RunTotals
-from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
+from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
 from envs.sim.request import Request, Workload
+from envs.sim.speculation import SPECULATE_OK, Speculation, SpeculativeChunk
 from envs.sim.timing import NodeCosts
 from envs.sim.transfers import FLOW_EVENT, WAIT_SOURCE, Copy, CopyMachinery
 
@@ -152,6 +153,8 @@ class Simulator(CopyMachinery):
         # so a driver can replay a policy's actions (see envs.route.policy_action)
         self.journal: list[tuple[Any, ...]] | None = None
         self.displaced_by_copies_blocks = 0
+        # speculative prefill: made by the first speculate() call (None: never used)
+        self.speculation: Speculation | None = None
         self._heap: list[tuple[float, int, int, object, int]] = []
         self._seq = 0
         self._fresh_id = 0
@@ -352,6 +355,32 @@ class Simulator(CopyMachinery):
         self.evicted_by_action_blocks += moved
         return moved
 
+    def speculate(self, node: int, blocks: tuple[int, ...], tokens: int | None = None) -> str:
+        """Have ``node`` compute the prefix ``blocks`` (its first ``tokens`` tokens,
+        rounded down to whole blocks) on idle compute, in chunks, at the lowest
+        priority (rules: ``envs.sim.speculation``). Returns ``"ok"`` or the reason it
+        was refused (one of ``SPECULATE_REFUSALS``)."""
+        if not (node.__class__ is int and 0 <= node < self.n_nodes):
+            node = _node_index("speculate: node", node, self.n_nodes)
+        if tokens is not None and not (_is_integer(tokens) and tokens >= 0):
+            raise ValueError(f"speculate: tokens must be an integer >= 0, got {tokens!r}")
+        if self.journal is not None:
+            self.journal.append(("speculate", int(node), tuple(blocks), tokens))
+        speculation = self.speculation
+        if speculation is None:
+            speculation = self.speculation = Speculation(
+                self.n_nodes,
+                self.block_tokens,
+                self.config.speculative_chunk_tokens,
+                self.config.causal_kv,
+            )
+        target = self.nodes[node]
+        now = self.now
+        answer = speculation.submit(target, blocks, tokens, now)
+        if answer == SPECULATE_OK and target.work == IDLE:
+            self._start_speculation(target, now if target.free_s <= now else target.free_s)
+        return answer
+
     # ================================================================== views
     def loads(self) -> list[int]:
         """Running plus waiting requests per node."""
@@ -393,6 +422,7 @@ class Simulator(CopyMachinery):
             rdma_busy_s=[n.rdma_busy_s for n in nodes],
             budget_tokens=[n.budget_tokens for n in nodes],
             max_batch=self.config.max_batch,
+            **(self.speculation.totals() if self.speculation is not None else {}),
         )
 
     # ================================================================== internals
@@ -450,8 +480,22 @@ class Simulator(CopyMachinery):
                 return
         if node.decode_n:
             self._start_decode(node, t)
-        else:
+        elif self.speculation is None or not self._start_speculation(node, t):
             node.work = IDLE
+
+    def _start_speculation(self, node: Node, t: float) -> bool:
+        """The node has nothing else to do: start its next speculative chunk, if any."""
+        if node.queue or node.copy_queue:  # e.g. its head request waits for a copy
+            return False
+        chunk = self.speculation.next_chunk(node, t)  # type: ignore[union-attr]
+        if chunk is None:
+            return False
+        node.work = SPECULATE
+        node.work_obj = chunk  # type: ignore[assignment]
+        node.busy_s += chunk.compute_s
+        node.prefill_s += chunk.compute_s
+        self._begin(node, t, t + chunk.compute_s)
+        return True
 
     def _begin(self, node: Node, t: float, end: float) -> None:
         node.work_start = t
@@ -593,6 +637,11 @@ class Simulator(CopyMachinery):
             self._advance_batch(node, node.seg_steps, t)
         elif work == COPY:
             self._land(node.work_obj, t)  # type: ignore[arg-type]
+        elif work == SPECULATE:
+            chunk: SpeculativeChunk = node.work_obj  # type: ignore[assignment]
+            blocks = self.speculation.finish_chunk(node, chunk, t)  # type: ignore[union-attr]
+            if node.waiting_src:
+                self._release_sources(node, blocks, t)
         node.work = IDLE
         node.work_obj = None
         self._advance(node, t)
