@@ -1,5 +1,5 @@
 """Property-based runs: random small workloads on the toy cluster, routed at
-random with random warm and evict actions under random settings, must keep
+random with random warm, evict and speculate actions under random settings, must keep
 every invariant: all requests finish once, budgets and cache capacities hold
 at every decision point, caches stay consistent and (causal KV) nothing is
 reused or copied before it exists. The second half runs every baseline and a
@@ -31,6 +31,7 @@ from simkit import (
 from baselines.policy import POLICIES, Policy, make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator
 from envs.sim.request import Request, Workload
+from envs.sim.speculation import SPECULATE_REFUSALS
 
 N_NODES = 3
 
@@ -58,6 +59,13 @@ action_st = st.one_of(
         st.integers(0, 2),
         st.integers(0, 7),
     ),
+    st.tuples(  # speculative prefill of a stem (its whole prefix, or its first d x 8 tokens)
+        st.just("speculate"),
+        st.integers(0, N_NODES - 1),
+        st.integers(0, 2),
+        st.integers(1, 7),
+        st.integers(0, 6),
+    ),
     st.tuples(
         st.just("evict"),
         st.integers(0, N_NODES - 1),
@@ -75,6 +83,7 @@ config_st = st.builds(
     transfer_latency_s=st.sampled_from([0.0, 1e-3]),
     attention_flops=st.booleans(),
     chunked_prefill_tokens=st.sampled_from([0, 16, 40]),
+    speculative_chunk_tokens=st.sampled_from([16, 40, 2048]),
 )
 
 
@@ -106,6 +115,9 @@ def test_random_runs_keep_every_invariant(
             blocks = p.blocks(stems[c][: max(d, 1)])
             return lambda sim: (check_nodes(sim), sim.warm(a, b, blocks))[1]
         blocks = p.blocks(stems[b][:c])
+        if kind == "speculate":
+            tokens = None if d == 0 else 8 * d
+            return lambda sim: (check_nodes(sim), sim.speculate(a, blocks, tokens))[1]
         return lambda sim: (check_nodes(sim), sim.evict(a, blocks, keep_blocks=d))[1]
 
     script = Script(routes, {i: [make(a) for a in acts] for i, acts in actions.items()})
@@ -113,9 +125,10 @@ def test_random_runs_keep_every_invariant(
     sim.run(script)
     check_run(sim)
     assert check_causal(sim) == []
+    refusals = SPECULATE_REFUSALS
     for results in script.results.values():
         for result in results:
-            assert isinstance(result, int) or result in ("ok", *sim.warm_refused)
+            assert isinstance(result, int) or result in ("ok", *sim.warm_refused, *refusals)
     n_warms = sum(
         1
         for i, acts in actions.items()
@@ -124,6 +137,18 @@ def test_random_runs_keep_every_invariant(
         if a[0].startswith("warm")
     )
     assert sum(sim.warm_refused.values()) + len(sim.copies) == n_warms
+    summary = sim.records.summary
+    n_speculations = sum(
+        1
+        for i, acts in actions.items()
+        if i < len(workload.requests)
+        for a in acts
+        if a[0] == "speculate"
+    )
+    assert summary["speculative_accepted"] + sum(summary["speculative_refused"].values()) == (
+        n_speculations
+    )
+    assert 0.0 <= summary["speculative_wasted_s"] <= summary["speculative_compute_s"] + 1e-12
 
 
 # ------------------------------------------------------------ every policy, any cluster
@@ -152,8 +177,11 @@ class Chaos(Policy):
             src, dst = (int(v) for v in rng.integers(sim.n_nodes, size=2))
             if earlier.index < request.index and rng.random() < 0.7:
                 src = int(sim.records.node[earlier.index])  # where it was sent: a real source
-            if rng.random() < 0.7:
+            roll = rng.random()
+            if roll < 0.6:
                 assert sim.warm(src, dst, blocks) in ("ok", *sim.warm_refused)
+            elif roll < 0.75:
+                assert sim.speculate(dst, blocks) in ("ok", *SPECULATE_REFUSALS)
             else:
                 assert sim.evict(dst, blocks, keep_blocks=int(rng.integers(3))) >= 0
         node = int(rng.integers(sim.n_nodes))
