@@ -12,6 +12,7 @@ from envs.encoder import prefix_of
 from envs.route import RouteEnv
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
+from envs.sim.speculation import SPECULATE_OK, refusal
 
 
 class RouteWarmEnv(RouteEnv):
@@ -36,13 +37,23 @@ class RouteWarmEnv(RouteEnv):
       (and what hangs below it) from node ``k``'s HBM to host RAM (done before
       routing).
 
+    With ``speculate=True`` the action has ``n_nodes`` more entries,
+    ``MultiDiscrete([n_nodes] + [2] * n_nodes + [n_nodes + 1] + [2] * n_nodes)``:
+
+    * ``a[2 + n_nodes + k]``: 1 to have node ``k`` compute the prefix itself by
+      speculative prefill on idle compute (``Simulator.speculate``; done after
+      routing and warming, so a node the request was routed to computes it
+      anyway and refuses nothing: it only speculates if idle once served).
+
     A warm onto the routed node itself does nothing (and is not counted as
     invalid) when that node will compute the prefix (no node holds it) or
     already holds it once routed; otherwise it is a copy like any other.
 
     ``action_masks()`` returns the flat boolean mask MaskablePPO expects: a warm
     onto a node that already holds the prefix, has it in flight, or lacks the
-    KV headroom is masked, and so is evicting from a node that holds none of it.
+    KV headroom is masked, and so is evicting from a node that holds none of it;
+    speculating on a node that holds the prefix, has it in flight or already
+    speculates it, or lacks the headroom is masked too.
     The mask treats each part on its own, so it cannot foresee how the parts of
     one action interact: a warm onto a node that the same action evicts the
     prefix from must copy the evicted blocks too, and may no longer fit (and
@@ -59,15 +70,23 @@ class RouteWarmEnv(RouteEnv):
 
     As ``btb/Route-v0``; rewards include ``copy_cost_per_gb`` when set.
 
+    ## Arguments
+
+    As ``btb/Route-v0``'s, and ``speculate`` (default False): add the
+    speculative-prefill parts to the action (above).
+
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version; ``speculate`` added later (off by default: the
+      default action space is unchanged).
     """
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, speculate: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        n = self.n_nodes
-        self.action_space = spaces.MultiDiscrete([n] + [2] * n + [n + 1])
+        if not isinstance(speculate, (bool, np.bool_)):
+            raise ValueError(f"env.speculate must be true or false, got {speculate!r}")
+        self.speculate = bool(speculate)
+        self.action_space = spaces.MultiDiscrete(route_warm_sizes(self.n_nodes, self.speculate))
 
     def _act(self, action: Any) -> bool:
         assert self.sim is not None and self.request is not None
@@ -81,8 +100,8 @@ class RouteWarmEnv(RouteEnv):
     def action_masks(self) -> np.ndarray:
         """Flat boolean mask over the MultiDiscrete choices (see the class docstring)."""
         if self.sim is None or self.request is None or self._gen is None:
-            return np.ones(4 * self.n_nodes + 1, dtype=bool)
-        return route_warm_masks(self.sim, self.request)
+            return np.ones(sum(route_warm_sizes(self.n_nodes, self.speculate)), dtype=bool)
+        return route_warm_masks(self.sim, self.request, self.speculate)
 
 
 _SAME_OBSERVATION = (
@@ -103,14 +122,24 @@ def _with_route_observation(doc: str) -> str:
 RouteWarmEnv.__doc__ = _with_route_observation(RouteWarmEnv.__doc__ or "")
 
 
+def route_warm_sizes(n_nodes: int, speculate: bool = False) -> list[int]:
+    """The ``btb/RouteWarm-v0`` action's MultiDiscrete sizes on ``n_nodes`` nodes."""
+    sizes = [n_nodes] + [2] * n_nodes + [n_nodes + 1]
+    return sizes + [2] * n_nodes if speculate else sizes
+
+
 def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     """Carry out a ``btb/RouteWarm-v0`` action at the current decision point:
-    evict, route (with ``sim.route``), then warm. Returns how many of its parts
-    were refused. Shared by the environment and the agent adapter."""
+    evict, route (with ``sim.route``), warm, then (with ``speculate``'s longer
+    action) speculate. Returns how many of its parts were refused. Shared by the
+    environment and the agent adapter."""
     n = sim.n_nodes
     a = np.asarray(action).ravel()
-    if a.shape != (2 + n,):
-        raise ValueError(f"action must have {2 + n} entries for MultiDiscrete, got shape {a.shape}")
+    if a.shape != (2 + n,) and a.shape != (2 + 2 * n,):
+        raise ValueError(
+            f"action must have {2 + n} entries for MultiDiscrete ({2 + 2 * n} with "
+            f"speculate), got shape {a.shape}"
+        )
     route = int(a[0])
     if not 0 <= route < n:
         raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
@@ -118,6 +147,10 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
     for k, bit in enumerate(warms):
         if bit != 0 and bit != 1:
             raise ValueError(f"action[{1 + k}] (warm onto node {k}) must be 0 or 1, got {bit}")
+    speculates = a[2 + n :].tolist()
+    for k, bit in enumerate(speculates):
+        if bit != 0 and bit != 1:
+            raise ValueError(f"action[{2 + n + k}] (speculate on {k}) must be 0 or 1, got {bit}")
     evict = int(a[1 + n])
     if not 0 <= evict <= n:
         raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
@@ -145,14 +178,18 @@ def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
         for dst in targets:
             if sim.warm(src, dst, prefix) != WARM_OK:
                 invalid += 1
+    for k, bit in enumerate(speculates):
+        if bit and sim.speculate(k, prefix) != SPECULATE_OK:
+            invalid += 1
     return invalid
 
 
-def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
+def route_warm_masks(sim: Simulator, request: Request, speculate: bool = False) -> np.ndarray:
     """The ``btb/RouteWarm-v0`` action mask at the current decision point:
-    ``[route: n][warm k: no, yes for each k][evict: none, node 0..n-1]``."""
+    ``[route: n][warm k: no, yes for each k][evict: none, node 0..n-1]``, and
+    with ``speculate`` ``[speculate on k: no, yes for each k]``."""
     n = sim.n_nodes
-    mask = np.ones(4 * n + 1, dtype=bool)
+    mask = np.ones(6 * n + 1 if speculate else 4 * n + 1, dtype=bool)
     prefix = prefix_of(request)
     depth = len(prefix)
     key = prefix[-1]
@@ -163,4 +200,6 @@ def route_warm_masks(sim: Simulator, request: Request) -> np.ndarray:
             mask[n + 2 * k + 1] = False
         if held == 0:
             mask[3 * n + 1 + k] = False
+        if speculate and refusal(node, prefix, bt, sim.speculation):
+            mask[4 * n + 2 + 2 * k] = False
     return mask

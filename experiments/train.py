@@ -32,6 +32,7 @@ from experiments.config import (
     ENV_ARG_DEFAULTS,
     ENV_ARGS,
     LATER_ENV_ARGS,
+    ROUTE_WARM_ARGS,
     THRESHOLDS_ARGS,
     cluster_of,
     naming_fields,
@@ -57,6 +58,10 @@ from experiments.jobs import (
 register_configs()
 
 
+KIND_ARGS = {"thresholds": THRESHOLDS_ARGS, "route_warm": ROUTE_WARM_ARGS}
+"""The env arguments of one env kind only, besides every kind's ENV_ARGS."""
+
+
 def env_kwargs(cfg: Any) -> dict[str, Any]:
     """The gymnasium.make arguments the config describes (JSON-ready; see make_env)."""
     kwargs: dict[str, Any] = {
@@ -68,7 +73,7 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
         "data_seed": int(cfg.workload.seed),
         "sim": OmegaConf.to_container(cfg.sim, resolve=True),
     }
-    names = ENV_ARGS + (THRESHOLDS_ARGS if cfg.env.kind == "thresholds" else ())
+    names = ENV_ARGS + KIND_ARGS.get(cfg.env.kind, ())
     for name in names:
         if name in LATER_ENV_ARGS and cfg.env[name] == ENV_ARG_DEFAULTS[name]:
             continue
@@ -82,7 +87,7 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
 ENV_ARG_PATHS = {
     "n_nodes": "cluster.n_nodes",
     "data_seed": "workload.seed",
-    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS},
+    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS + ROUTE_WARM_ARGS},
 }
 
 
@@ -310,7 +315,7 @@ RESUME_CHANGEABLE = {
     "model": "model.name",
     "node": "cluster.node",
     "sim": "sim",
-    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS},
+    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS + ROUTE_WARM_ARGS},
 }
 
 

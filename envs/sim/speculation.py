@@ -121,28 +121,13 @@ class Speculation:
         ``"ok"`` or the reason it was refused (one of ``SPECULATE_REFUSALS``)."""
         if tokens is not None:
             blocks = blocks[: whole_blocks(tokens, self.block_tokens)]
-        reason = self._refusal(node, blocks)
+        reason = refusal(node, blocks, self.block_tokens, self)
         if reason:
             self.refused[reason] += 1
             return reason
         self.jobs[node.index].append(SpeculativeJob(tuple(blocks), now))
         self.accepted += 1
         return SPECULATE_OK
-
-    def _refusal(self, node: Node, blocks: Sequence[int]) -> str:
-        if not blocks:
-            return "bad_prefix"
-        key = blocks[-1]
-        have = node.cache.hbm_match(blocks)
-        if have >= len(blocks):
-            return "node_has_prefix"
-        if key in node.inflight:
-            return "already_in_flight"
-        if any(job.key == key for job in self.jobs[node.index]):
-            return "already_speculating"
-        if len(blocks) - have > node.cache_capacity_blocks(self.block_tokens):
-            return "no_room"
-        return ""
 
     def totals(self) -> dict[str, Any]:
         """The ``RunTotals`` fields of speculation (see ``envs.sim.metrics``)."""
@@ -195,3 +180,24 @@ class Speculation:
         cache = node.cache
         cache.insert(chunk.job.blocks[: chunk.end_blocks], t, copy_id=chunk.id)
         cache.evict_to(node.cache_capacity_blocks(self.block_tokens))
+
+
+def refusal(
+    node: Node, blocks: Sequence[int], block_tokens: int, speculation: Speculation | None
+) -> str:
+    """Why ``speculate`` would refuse the prefix ``blocks`` on ``node`` now (one of
+    ``SPECULATE_REFUSALS``), or "" if it would accept it (also the action masks'
+    rule). ``speculation`` is the simulator's (None before the first call)."""
+    if not blocks:
+        return "bad_prefix"
+    key = blocks[-1]
+    have = node.cache.hbm_match(blocks)
+    if have >= len(blocks):
+        return "node_has_prefix"
+    if key in node.inflight:
+        return "already_in_flight"
+    if speculation is not None and speculation.speculating(node, key):
+        return "already_speculating"
+    if len(blocks) - have > node.cache_capacity_blocks(block_tokens):
+        return "no_room"
+    return ""
