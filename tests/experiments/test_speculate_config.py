@@ -10,9 +10,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from experiments.config import register_configs, sim_of
 from experiments.train import env_kwargs, make_env_fn_kwargs
-from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 register_configs()
