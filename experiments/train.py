@@ -210,6 +210,11 @@ def check_finetune(cfg: Any) -> None:
             f"env.reward_timing must be one of {', '.join(REWARD_TIMINGS)}, "
             f"got {cfg.env.reward_timing!r}"
         )
+    if cfg.env.kind == "route_warm" and cfg.env.speculate and cfg.agent.net == "set":
+        raise ValueError(
+            "env.speculate=true: the node-set network (agent.net=set) has no speculate "
+            "heads; train with agent.net=mlp"
+        )
     if cfg.agent.warm_prior:
         if cfg.env.kind != "route_warm" or cfg.agent.net != "set":
             raise ValueError(

@@ -12,7 +12,7 @@ from hydra.errors import ConfigCompositionException
 
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from experiments.config import register_configs, sim_of
-from experiments.train import env_kwargs, make_env_fn_kwargs
+from experiments.train import check_finetune, env_kwargs, make_env_fn_kwargs
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 register_configs()
@@ -44,3 +44,10 @@ def test_by_default_a_run_records_no_speculate_argument() -> None:
 def test_a_bad_speculate_value_is_refused() -> None:
     with pytest.raises(ConfigCompositionException, match="speculate"):
         _compose(["env=route_warm", "env.speculate=maybe"])
+
+
+def test_the_node_set_network_refuses_speculate() -> None:
+    cfg = _compose(["env=route_warm", "agent=maskable_ppo", "env.speculate=true"])
+    with pytest.raises(ValueError, match=r"env\.speculate=true: the node-set network"):
+        check_finetune(cfg)
+    check_finetune(_compose(["env=route_warm", "agent=maskable_ppo", "agent.net=mlp"]))
