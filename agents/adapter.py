@@ -130,7 +130,7 @@ class AgentPolicy(Policy):
         if self.spec.env == "route":
             return int(self.act(obs))
         mask = route_warm_masks(sim, request, self._speculate) if self._masked else None
-        apply_route_warm(sim, request, self.act(obs, mask))
+        apply_route_warm(sim, request, self.act(obs, mask), self._speculate)
         return None  # routed already, by apply_route_warm
 
     def act(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:

@@ -90,7 +90,7 @@ class RouteWarmEnv(RouteEnv):
 
     def _act(self, action: Any) -> bool:
         assert self.sim is not None and self.request is not None
-        self.invalid_actions += apply_route_warm(self.sim, self.request, action)
+        self.invalid_actions += apply_route_warm(self.sim, self.request, action, self.speculate)
         try:
             self.request = self._gen.send(None)
         except StopIteration:
@@ -128,18 +128,16 @@ def route_warm_sizes(n_nodes: int, speculate: bool = False) -> list[int]:
     return sizes + [2] * n_nodes if speculate else sizes
 
 
-def apply_route_warm(sim: Simulator, request: Request, action: Any) -> int:
+def apply_route_warm(sim: Simulator, request: Request, action: Any, speculate: bool = False) -> int:
     """Carry out a ``btb/RouteWarm-v0`` action at the current decision point:
-    evict, route (with ``sim.route``), warm, then (with ``speculate``'s longer
-    action) speculate. Returns how many of its parts were refused. Shared by the
+    evict, route (with ``sim.route``), warm, then (``speculate``: the env's option)
+    speculate. Returns how many of its parts were refused. Shared by the
     environment and the agent adapter."""
     n = sim.n_nodes
     a = np.asarray(action).ravel()
-    if a.shape != (2 + n,) and a.shape != (2 + 2 * n,):
-        raise ValueError(
-            f"action must have {2 + n} entries for MultiDiscrete ({2 + 2 * n} with "
-            f"speculate), got shape {a.shape}"
-        )
+    size = 2 + 2 * n if speculate else 2 + n
+    if a.shape != (size,):
+        raise ValueError(f"action must have {size} entries for MultiDiscrete, got shape {a.shape}")
     route = int(a[0])
     if not 0 <= route < n:
         raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")

@@ -352,9 +352,11 @@ SPECULATIVE_SUMS = (
 
 def _speculative(results: Sequence[WindowResult]) -> dict[str, Any]:
     """The windows' speculative-prefill totals summed (refusals by reason); none
-    for a policy that never called ``speculate``, so its row is as before."""
+    for a policy that never called ``speculate`` (or summaries without them), so
+    its row is as before."""
     asked = [
-        r.summary["speculative_accepted"] + sum(r.summary["speculative_refused"].values())
+        r.summary.get("speculative_accepted", 0)
+        + sum(r.summary.get("speculative_refused", {}).values())
         for r in results
     ]
     if not any(asked):

@@ -257,6 +257,11 @@ def check_imitation(cfg: Any) -> None:
         raise ValueError(str(error).replace("causal_teacher.", "imitation.teacher.")) from None
     if imitation.episodes == 0:
         return
+    if cfg.env.kind == "route_warm" and cfg.env.speculate:
+        raise ValueError(
+            f"imitation.episodes={imitation.episodes}: the teacher labels no speculate "
+            "actions; behavioural cloning runs without env.speculate"
+        )
     if cfg.env.kind not in ("route", "route_warm") or cfg.agent.algo == "dqn":
         raise ValueError(
             f"imitation.episodes={imitation.episodes}: behavioural cloning trains an "

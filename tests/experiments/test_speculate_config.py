@@ -12,7 +12,7 @@ from hydra.errors import ConfigCompositionException
 
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from experiments.config import register_configs, sim_of
-from experiments.train import check_finetune, env_kwargs, make_env_fn_kwargs
+from experiments.train import check_finetune, check_imitation, env_kwargs, make_env_fn_kwargs
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 register_configs()
@@ -51,3 +51,9 @@ def test_the_node_set_network_refuses_speculate() -> None:
     with pytest.raises(ValueError, match=r"env\.speculate=true: the node-set network"):
         check_finetune(cfg)
     check_finetune(_compose(["env=route_warm", "agent=maskable_ppo", "agent.net=mlp"]))
+
+
+def test_behavioural_cloning_refuses_speculate() -> None:
+    cfg = _compose(["env=route_warm", "env.speculate=true", "imitation.episodes=1"])
+    with pytest.raises(ValueError, match=r"labels no speculate actions"):
+        check_imitation(cfg)
