@@ -19,7 +19,7 @@ from agents.algorithms import AgentSpec, load_agent
 from agents.inference import NumpyNodeSetActor
 from baselines.policy import Policy
 from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES, ObservationEncoder
-from envs.route_warm import apply_route_warm, route_warm_masks
+from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 from envs.thresholds import EpochController
@@ -42,6 +42,9 @@ class AgentPolicy(Policy):
         self._encoder: ObservationEncoder | None = None
         self._controller: EpochController | None = None
         self._masked = spec.algo == "maskable_ppo"
+        # RouteWarm-v0's options that add action parts
+        self._speculate = bool(spec.env_kwargs.get("speculate", False))
+        self._cache_actions = bool(spec.env_kwargs.get("cache_actions", False))
         self._sizes: list[int] = []
         self._choices = np.zeros((0, 0), dtype=np.int64)
         model.policy.set_training_mode(False)
@@ -78,14 +81,15 @@ class AgentPolicy(Policy):
         """How the network's output splits into action dimensions on ``n_nodes`` nodes.
 
         The node-set network's per-node heads emit the live cluster's layout
-        (route: ``n`` logits; route_warm: ``[n] + [2] * n + [n + 1]``). The
+        (route: ``n`` logits; route_warm: ``[n] + [2] * n + [n + 1]``, and ``[2] * n``
+        more with ``speculate``). The
         threshold controller's heads read the pooled context, so their sizes stay
         those it was trained with (M is a share of the live cluster).
         """
         if self.spec.env == "route":
             return [n_nodes]
         if self.spec.env == "route_warm":
-            return [n_nodes] + [2] * n_nodes + [n_nodes + 1]
+            return route_warm_sizes(n_nodes, self._speculate, self._cache_actions)
         return [int(n) for n in self.model.action_space.nvec]
 
     def check_nodes(self, n_nodes: int) -> None:
@@ -128,8 +132,12 @@ class AgentPolicy(Policy):
         obs = encoder.encode(sim, request)
         if self.spec.env == "route":
             return int(self.act(obs))
-        mask = route_warm_masks(sim, request) if self._masked else None
-        apply_route_warm(sim, request, self.act(obs, mask))
+        mask = (
+            route_warm_masks(sim, request, self._speculate, self._cache_actions)
+            if self._masked
+            else None
+        )
+        apply_route_warm(sim, request, self.act(obs, mask), self._speculate, self._cache_actions)
         return None  # routed already, by apply_route_warm
 
     def act(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:

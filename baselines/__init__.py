@@ -2,6 +2,7 @@
 
 from baselines.btb import BTB, ShadowCopy
 from baselines.btb_pending import BTBPending
+from baselines.btb_speculative import BTBSpeculative
 from baselines.btb_tuned import BTBTuned
 from baselines.oracle import OracleWarm
 from baselines.policy import POLICIES, Policy, make_policy, register
@@ -21,6 +22,7 @@ __all__ = [
     "LLMD",
     "POLICIES",
     "BTBPending",
+    "BTBSpeculative",
     "BTBTuned",
     "CacheAware",
     "DynamoKV",

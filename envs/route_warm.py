@@ -13,6 +13,7 @@ from envs.route import RouteEnv
 from envs.sim.lifecycle import MOVE_OK, PIN_OK
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
+from envs.sim.speculation import SPECULATE_OK, refusal
 
 
 class RouteWarmEnv(RouteEnv):
@@ -37,13 +38,23 @@ class RouteWarmEnv(RouteEnv):
       (and what hangs below it) from node ``k``'s HBM to host RAM (done before
       routing).
 
+    With ``speculate=True`` the action has ``n_nodes`` more entries,
+    ``MultiDiscrete([n_nodes] + [2] * n_nodes + [n_nodes + 1] + [2] * n_nodes)``:
+
+    * ``a[2 + n_nodes + k]``: 1 to have node ``k`` compute the prefix itself by
+      speculative prefill on idle compute (``Simulator.speculate``; done after
+      routing and warming, so a node the request was routed to computes it
+      anyway and refuses nothing: it only speculates if idle once served).
+
     A warm onto the routed node itself does nothing (and is not counted as
     invalid) when that node will compute the prefix (no node holds it) or
     already holds it once routed; otherwise it is a copy like any other.
 
     ``action_masks()`` returns the flat boolean mask MaskablePPO expects: a warm
     onto a node that already holds the prefix, has it in flight, or lacks the
-    KV headroom is masked, and so is evicting from a node that holds none of it.
+    KV headroom is masked, and so is evicting from a node that holds none of it;
+    speculating on a node that holds the prefix, has it in flight or already
+    speculates it, or lacks the headroom is masked too.
     With the simulator's fault options on, a down node is masked for routing,
     warming and evicting, and a node whose NIC is down for warming
     (docs/faults.md); without, no node is ever down.
@@ -80,26 +91,35 @@ class RouteWarmEnv(RouteEnv):
     argument: ``cache_actions`` (default False: the action space above without
     the pin and demote / promote parts).
 
+    ## Arguments
+
+    As ``btb/Route-v0``'s, and ``speculate`` (default False): add the
+    speculative-prefill parts to the action (above).
+
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version; ``speculate`` added later (off by default: the
+      default action space is unchanged).
     """
 
-    def __init__(self, cache_actions: bool = False, **kwargs: Any) -> None:
-        if not isinstance(cache_actions, (bool, np.bool_)):
-            raise ValueError(f"cache_actions must be true or false, got {cache_actions!r}")
+    def __init__(self, speculate: bool = False, cache_actions: bool = False, **kwargs: Any) -> None:
+        for name, value in (("speculate", speculate), ("cache_actions", cache_actions)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"env.{name} must be true or false, got {value!r}")
         super().__init__(**kwargs)
+        self.speculate = bool(speculate)
         self.cache_actions = bool(cache_actions)
-        if self.cache_actions:
-            self._kwargs["cache_actions"] = True  # rebuilt as it was when unpickled
-        n = self.n_nodes
-        self.action_space = spaces.MultiDiscrete(
-            [n] + [2] * n + [n + 1] + ([2 * n + 1] * 2 if self.cache_actions else [])
-        )
+        for name in ("speculate", "cache_actions"):
+            if getattr(self, name):
+                self._kwargs[name] = True  # rebuilt as it was when unpickled
+        sizes = route_warm_sizes(self.n_nodes, self.speculate, self.cache_actions)
+        self.action_space = spaces.MultiDiscrete(sizes)
 
     def _act(self, action: Any) -> bool:
         assert self.sim is not None and self.request is not None
-        self.invalid_actions += apply_route_warm(self.sim, self.request, action, self.cache_actions)
+        self.invalid_actions += apply_route_warm(
+            self.sim, self.request, action, self.speculate, self.cache_actions
+        )
         try:
             self.request = self._gen.send(None)
         except StopIteration:
@@ -109,9 +129,9 @@ class RouteWarmEnv(RouteEnv):
     def action_masks(self) -> np.ndarray:
         """Flat boolean mask over the MultiDiscrete choices (see the class docstring)."""
         if self.sim is None or self.request is None or self._gen is None:
-            n = self.n_nodes
-            return np.ones(4 * n + 1 + (4 * n + 2 if self.cache_actions else 0), dtype=bool)
-        return route_warm_masks(self.sim, self.request, self.cache_actions)
+            sizes = route_warm_sizes(self.n_nodes, self.speculate, self.cache_actions)
+            return np.ones(sum(sizes), dtype=bool)
+        return route_warm_masks(self.sim, self.request, self.speculate, self.cache_actions)
 
 
 _SAME_OBSERVATION = (
@@ -132,20 +152,45 @@ def _with_route_observation(doc: str) -> str:
 RouteWarmEnv.__doc__ = _with_route_observation(RouteWarmEnv.__doc__ or "")
 
 
+def route_warm_sizes(
+    n_nodes: int, speculate: bool = False, cache_actions: bool = False
+) -> list[int]:
+    """The ``btb/RouteWarm-v0`` action's MultiDiscrete sizes on ``n_nodes`` nodes:
+    route, warm onto each node, evict; then the speculate parts (``speculate``),
+    then pin / unpin and demote / promote (``cache_actions``)."""
+    sizes = [n_nodes] + [2] * n_nodes + [n_nodes + 1]
+    if speculate:
+        sizes += [2] * n_nodes
+    if cache_actions:
+        sizes += [2 * n_nodes + 1] * 2
+    return sizes
+
+
 def apply_route_warm(
-    sim: Simulator, request: Request, action: Any, cache_actions: bool = False
+    sim: Simulator,
+    request: Request,
+    action: Any,
+    speculate: bool = False,
+    cache_actions: bool = False,
 ) -> int:
     """Carry out a ``btb/RouteWarm-v0`` action at the current decision point:
-    evict, route (with ``sim.route``), warm, then (``cache_actions``) pin / unpin
-    and demote / promote. Returns how many of its parts were refused. Shared by
-    the environment and the agent adapter."""
+    evict, route (with ``sim.route``), warm, then speculate (``speculate``) and
+    pin / unpin and demote / promote (``cache_actions``), the env's options.
+    Returns how many of its parts were refused. Shared by the environment and
+    the agent adapter."""
     n = sim.n_nodes
     a = np.asarray(action).ravel()
-    size = 4 + n if cache_actions else 2 + n
+    size = len(route_warm_sizes(n, speculate, cache_actions))
     if a.shape != (size,):
         raise ValueError(f"action must have {size} entries for MultiDiscrete, got shape {a.shape}")
+    end = 2 + n  # where the optional parts start
+    speculates = a[end : end + n].tolist() if speculate else []
+    for k, bit in enumerate(speculates):
+        if bit != 0 and bit != 1:
+            raise ValueError(f"action[{end + k}] (speculate on {k}) must be 0 or 1, got {bit}")
+    life = end + n if speculate else end  # the pin part, then the move part
     if cache_actions:
-        for k in (2 + n, 3 + n):
+        for k in (life, life + 1):
             if not 0 <= int(a[k]) <= 2 * n:
                 raise ValueError(f"action[{k}] must be in 0..{2 * n}, got {int(a[k])}")
     route = int(a[0])
@@ -179,8 +224,11 @@ def apply_route_warm(
         for dst in targets:
             if sim.warm(src, dst, prefix) != WARM_OK:
                 invalid += 1
+    for k, bit in enumerate(speculates):
+        if bit and sim.speculate(k, prefix) != SPECULATE_OK:
+            invalid += 1
     if cache_actions:
-        invalid += _apply_cache_actions(sim, prefix, int(a[2 + n]), int(a[3 + n]))
+        invalid += _apply_cache_actions(sim, prefix, int(a[life]), int(a[life + 1]))
     return invalid
 
 
@@ -211,13 +259,16 @@ def _apply_cache_actions(sim: Simulator, prefix: tuple[int, ...], pin: int, move
     return invalid
 
 
-def route_warm_masks(sim: Simulator, request: Request, cache_actions: bool = False) -> np.ndarray:
+def route_warm_masks(
+    sim: Simulator, request: Request, speculate: bool = False, cache_actions: bool = False
+) -> np.ndarray:
     """The ``btb/RouteWarm-v0`` action mask at the current decision point:
-    ``[route: n][warm k: no, yes for each k][evict: none, node 0..n-1]``, then with
+    ``[route: n][warm k: no, yes for each k][evict: none, node 0..n-1]``, then
+    with ``speculate`` ``[speculate on k: no, yes for each k]``, then with
     ``cache_actions`` ``[pin: none, pin on 0..n-1, unpin on 0..n-1][move: none,
     demote on 0..n-1, promote on 0..n-1]``."""
     n = sim.n_nodes
-    mask = np.ones(4 * n + 1, dtype=bool)
+    mask = np.ones(6 * n + 1 if speculate else 4 * n + 1, dtype=bool)
     prefix = prefix_of(request)
     depth = len(prefix)
     key = prefix[-1]
@@ -225,6 +276,8 @@ def route_warm_masks(sim: Simulator, request: Request, cache_actions: bool = Fal
     for k, node in enumerate(sim.nodes):
         if node.down:  # lost (SimConfig fault options): no routing, warming or evicting there
             mask[k] = mask[n + 2 * k + 1] = mask[3 * n + 1 + k] = False
+            if speculate:
+                mask[4 * n + 2 + 2 * k] = False
             continue
         held = node.view.hbm_match(prefix)
         if (
@@ -236,6 +289,8 @@ def route_warm_masks(sim: Simulator, request: Request, cache_actions: bool = Fal
             mask[n + 2 * k + 1] = False
         if held == 0:
             mask[3 * n + 1 + k] = False
+        if speculate and refusal(node, prefix, bt, sim.speculation):
+            mask[4 * n + 2 + 2 * k] = False
     versions = sim.versions
     if versions is not None:  # model versions: a warm the simulator would refuse is masked
         src = warm_source(sim, prefix)

@@ -22,6 +22,7 @@ from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
 from envs.cluster_env import ClusterEnv
+from envs.route_warm import RouteWarmEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import named_message
@@ -136,16 +137,24 @@ ENV_ARGS = tuple(f.name for f in dataclasses.fields(_ENV_ARGS))
 """The env group's fields that are gymnasium.make arguments of every env kind."""
 THRESHOLDS_ARGS = tuple(f.name for f in dataclasses.fields(_THRESHOLDS_ARGS))
 """The env group's fields that are gymnasium.make arguments of btb/Thresholds-v0 only."""
+_ROUTE_WARM_ARGS = schema_of("_RouteWarmArgs", RouteWarmEnv.__init__)
+ROUTE_WARM_ARGS = tuple(f.name for f in dataclasses.fields(_ROUTE_WARM_ARGS))
+"""The env group's fields that are gymnasium.make arguments of btb/RouteWarm-v0 only
+(``speculate``)."""
 ENV_ARG_DEFAULTS: dict[str, Any] = {
     f.name: f.default
-    for f in (*dataclasses.fields(_ENV_ARGS), *dataclasses.fields(_THRESHOLDS_ARGS))
+    for f in (
+        *dataclasses.fields(_ENV_ARGS),
+        *dataclasses.fields(_THRESHOLDS_ARGS),
+        *dataclasses.fields(_ROUTE_WARM_ARGS),
+    )
 }
 """Each env argument's default, the envs' own (what a checkpoint that does not
 record an argument was trained with)."""
 DEFAULT_N_ENVS = 16
 """Training's parallel envs in one process (DummyVecEnv): one batched forward pass
 serves them all (``env.n_envs``)."""
-LATER_ENV_ARGS = ("reward_baseline", "reward_timing", "hints")
+LATER_ENV_ARGS = ("reward_baseline", "reward_timing", "hints", "speculate", "cache_actions")
 """Env arguments added after agents were first saved: left out of a run's
 env_kwargs at their default, so older agents' env arguments stay as they were."""
 
@@ -161,6 +170,7 @@ EnvConf = dataclasses.make_dataclass(
         *_schema_fields(_ENV_ARGS),
         ("normalize_reward", bool, field(default=False)),
         *_schema_fields(_THRESHOLDS_ARGS),
+        *_schema_fields(_ROUTE_WARM_ARGS),
         ("n_envs", int, field(default=DEFAULT_N_ENVS)),
         ("vec", str, field(default="dummy")),
     ],

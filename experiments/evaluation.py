@@ -306,6 +306,7 @@ def summarize_windows(
         **_fault_counts(results),
         **_tenancy(results, ttft),
         **_replication(results, landed_bytes),
+        **_speculative(results),
         "ttft_mean_s_per_window": [float(np.mean(r.ttft_s)) for r in results],
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
@@ -381,6 +382,38 @@ def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[s
         ),
         "replication_amplification": float(landed_bytes / distinct) if distinct else 0.0,
     }
+
+
+SPECULATIVE_SUMS = (
+    "speculative_accepted",
+    "speculative_chunks",
+    "speculative_tokens",
+    "speculative_compute_s",
+    "speculative_used_chunks",
+    "speculative_used_tokens",
+    "speculative_wasted_s",
+)
+"""Speculative-prefill totals of envs.sim.metrics.speculative_metrics, summed over windows."""
+
+
+def _speculative(results: Sequence[WindowResult]) -> dict[str, Any]:
+    """The windows' speculative-prefill totals summed (refusals by reason); none
+    for a policy that never called ``speculate`` (or summaries without them), so
+    its row is as before."""
+    asked = [
+        r.summary.get("speculative_accepted", 0)
+        + sum(r.summary.get("speculative_refused", {}).values())
+        for r in results
+    ]
+    if not any(asked):
+        return {}
+    pooled: dict[str, Any] = {key: sum(r.summary[key] for r in results) for key in SPECULATIVE_SUMS}
+    refused: dict[str, int] = {}
+    for result in results:
+        for reason, count in result.summary["speculative_refused"].items():
+            refused[reason] = refused.get(reason, 0) + count
+    pooled["speculative_refused"] = refused
+    return pooled
 
 
 def floor_row(

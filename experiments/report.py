@@ -219,6 +219,10 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     if any("floor_gap_closed_mean_pct" in r for r in rows):
         columns.append(("floor gap%", 10, lambda r: pct(r.get("floor_gap_closed_mean_pct"))))
     columns += fault_columns(rows)
+    speculated = any("speculative_chunks" in r for r in rows)
+    if speculated:
+        columns.append(("spec s", 6, lambda r: rate(r.get("speculative_compute_s"))))
+        columns.append(("spec waste s", 12, lambda r: rate(r.get("speculative_wasted_s"))))
     cells = [[cell(row) for _, _, cell in columns] for row in rows]
     widths = [
         max([narrowest, *(len(values[k]) for values in cells)])
@@ -245,6 +249,11 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         lines.append(
             "lost = node losses; rerouted = requests taken off a lost node; failed = warm "
             "copies failed (docs/faults.md)"
+        )
+    if speculated:
+        lines.append(
+            "spec s = node seconds of speculative prefill; spec waste s = the part of it "
+            "no request reused"
         )
     if any(r["policy"] == FLOOR for r in rows):
         lines.append(

@@ -32,6 +32,7 @@ from experiments.config import (
     ENV_ARG_DEFAULTS,
     ENV_ARGS,
     LATER_ENV_ARGS,
+    ROUTE_WARM_ARGS,
     THRESHOLDS_ARGS,
     cluster_of,
     naming_fields,
@@ -57,6 +58,10 @@ from experiments.jobs import (
 register_configs()
 
 
+KIND_ARGS = {"thresholds": THRESHOLDS_ARGS, "route_warm": ROUTE_WARM_ARGS}
+"""The env arguments of one env kind only, besides every kind's ENV_ARGS."""
+
+
 def env_kwargs(cfg: Any) -> dict[str, Any]:
     """The gymnasium.make arguments the config describes (JSON-ready; see make_env)."""
     kwargs: dict[str, Any] = {
@@ -68,7 +73,7 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
         "data_seed": int(cfg.workload.seed),
         "sim": OmegaConf.to_container(cfg.sim, resolve=True),
     }
-    names = ENV_ARGS + (THRESHOLDS_ARGS if cfg.env.kind == "thresholds" else ())
+    names = ENV_ARGS + KIND_ARGS.get(cfg.env.kind, ())
     for name in names:
         if name in LATER_ENV_ARGS and cfg.env[name] == ENV_ARG_DEFAULTS[name]:
             continue
@@ -82,7 +87,7 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
 ENV_ARG_PATHS = {
     "n_nodes": "cluster.n_nodes",
     "data_seed": "workload.seed",
-    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS},
+    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS + ROUTE_WARM_ARGS},
 }
 
 
@@ -205,6 +210,13 @@ def check_finetune(cfg: Any) -> None:
             f"env.reward_timing must be one of {', '.join(REWARD_TIMINGS)}, "
             f"got {cfg.env.reward_timing!r}"
         )
+    if cfg.env.kind == "route_warm" and cfg.agent.net == "set":
+        for option, parts in (("speculate", "speculate"), ("cache_actions", "pin and move")):
+            if cfg.env[option]:
+                raise ValueError(
+                    f"env.{option}=true: the node-set network (agent.net=set) has no {parts} "
+                    "heads; train with agent.net=mlp"
+                )
     if cfg.agent.warm_prior:
         if cfg.env.kind != "route_warm" or cfg.agent.net != "set":
             raise ValueError(
@@ -247,6 +259,12 @@ def check_imitation(cfg: Any) -> None:
         raise ValueError(str(error).replace("causal_teacher.", "imitation.teacher.")) from None
     if imitation.episodes == 0:
         return
+    if cfg.env.kind == "route_warm" and (cfg.env.speculate or cfg.env.cache_actions):
+        option = "env.speculate" if cfg.env.speculate else "env.cache_actions"
+        raise ValueError(
+            f"imitation.episodes={imitation.episodes}: the teacher labels no speculate, pin "
+            f"or move actions; behavioural cloning runs without {option}"
+        )
     if cfg.env.kind not in ("route", "route_warm") or cfg.agent.algo == "dqn":
         raise ValueError(
             f"imitation.episodes={imitation.episodes}: behavioural cloning trains an "
@@ -310,7 +328,7 @@ RESUME_CHANGEABLE = {
     "model": "model.name",
     "node": "cluster.node",
     "sim": "sim",
-    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS},
+    **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS + ROUTE_WARM_ARGS},
 }
 
 

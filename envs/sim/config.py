@@ -175,6 +175,11 @@ class SimConfig:
     """What HBM pressure evicts first: "lru", the least recently used leaves
     whoever wrote them (the default), or "replicas_first", replica leaves (warm
     copies, speculative prefills) before request-computed ones, each by LRU."""
+    # -- speculative prefill (Simulator.speculate; docs/cache_actions.md) --
+    speculative_chunk_tokens: int = 2048
+    """Speculative prefill runs in chunks of this many tokens (rounded down to whole
+    blocks, at least one): a real request arriving at a speculating node waits at
+    most for the chunk in progress. Used only when a policy calls speculate."""
 
     @classmethod
     def reference(cls, **overrides: Any) -> SimConfig:
@@ -234,6 +239,7 @@ class SimConfig:
         self._check_view_and_faults()
         self._check_tenancy()
         self._check_cache_life()
+        self._check_speculation()
 
     @property
     def faults_on(self) -> bool:
@@ -355,6 +361,12 @@ class SimConfig:
                 "sim.reclaim_order",
                 f"must be one of {', '.join(RECLAIM_ORDERS)}, got {self.reclaim_order!r}",
             )
+
+    def _check_speculation(self) -> None:
+        """The speculative-prefill settings (their own block, above)."""
+        if isinstance(self.speculative_chunk_tokens, np.integer):
+            object.__setattr__(self, "speculative_chunk_tokens", int(self.speculative_chunk_tokens))
+        check_int("sim.speculative_chunk_tokens", self.speculative_chunk_tokens, 1, ConfigError)
 
     def _store_numbers(self, *names: str) -> None:
         """Store the number fields ``names`` as Python floats (numpy scalars from

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from envs.sim.errors import ConfigError
-from envs.sim.node import COPY, DECODE, IDLE, PREFILL
+from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE
 from envs.sim.transfers import FAILED, LANDED, MOVING, QUEUED, WAIT_SOURCE
 
 if TYPE_CHECKING:
@@ -183,6 +183,8 @@ class Faults:
         if node.work == PREFILL:
             lost.append(node.work_obj)  # type: ignore[arg-type]
         self._cut(node, t)
+        if self.sim.speculation is not None:  # its speculations go with its KV
+            self.sim.speculation.jobs[node.index].clear()
         node.running = 0
         node.reserved_tokens = 0
         node.decode_n = 0
@@ -200,7 +202,7 @@ class Faults:
         if work != IDLE and node.work_end > t:
             rest = node.work_end - t
             node.busy_s -= rest
-            if work == PREFILL:
+            if work in (PREFILL, SPECULATE):
                 node.prefill_s = max(node.prefill_s - rest, 0.0)
             elif work == DECODE:
                 node.decode_s = max(node.decode_s - rest, 0.0)

@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from envs.sim.node import COPY, IDLE, PREFILL, Node
+from envs.sim.node import COPY, IDLE, PREFILL, SPECULATE, Node
 from envs.sim.request import has_prefix
 from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
 
@@ -261,7 +261,7 @@ def node_backlog(
         for key, copy in node.inflight.items()
     }
     # a decode segment is cut at the next step when a request arrives (prefill priority)
-    backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY) else 0.0
+    backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY, SPECULATE) else 0.0
     computing = node.computing
     if computing is not None:
         coming[prefix_key(computing)] = backlog

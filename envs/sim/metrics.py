@@ -14,8 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envs.sim.speculation import SPECULATE_REFUSALS
+
 if TYPE_CHECKING:
     from envs.sim.request import Request
+    from envs.sim.speculation import SpeculativeChunk
     from envs.sim.transfers import Copy
 
 _FIELDS = (
@@ -56,6 +59,10 @@ class RunTotals:
     versions: dict[str, Any] | None = None  # model versions and upgrades (envs.sim.tenancy)
     # cache lifecycle (envs.sim.lifecycle): pins, host moves, replica lifetime
     cache_life: CacheLifeTotals = field(default_factory=lambda: CacheLifeTotals())
+    # -- speculative prefill (envs/sim/speculation.py) --
+    speculative_chunks: Sequence[SpeculativeChunk] = ()  # every chunk started
+    speculative_accepted: int = 0  # speculate calls accepted
+    speculative_refused: dict[str, int] = field(default_factory=dict)  # refused, by reason
 
 
 class Records:
@@ -199,6 +206,29 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         **fault_metrics(totals),
         **tenancy_metrics(requests, rec, totals),
         **cache_life_metrics(totals.cache_life, float(landed_bytes)),
+        **speculative_metrics(totals),
+    }
+
+
+def speculative_metrics(totals: RunTotals) -> dict[str, Any]:
+    """Speculative prefill (``Simulator.speculate``): the calls accepted and refused
+    (by reason), the chunks computed, their tokens and compute seconds, and the
+    chunks a request reused any block of (in any tier) before the run ended.
+    ``speculative_wasted_s`` is the compute of the chunks no request used (evicted
+    first, or still cached at the end). All zero when no policy speculated."""
+    chunks = totals.speculative_chunks
+    used_ids = totals.used_copies_any
+    used = [c for c in chunks if c.id in used_ids]
+    refused = totals.speculative_refused
+    return {
+        "speculative_accepted": totals.speculative_accepted,
+        "speculative_refused": {r: refused.get(r, 0) for r in SPECULATE_REFUSALS},
+        "speculative_chunks": len(chunks),
+        "speculative_tokens": int(sum(c.tokens for c in chunks)),
+        "speculative_compute_s": float(sum(c.compute_s for c in chunks)),
+        "speculative_used_chunks": len(used),
+        "speculative_used_tokens": int(sum(c.tokens for c in used)),
+        "speculative_wasted_s": float(sum(c.compute_s for c in chunks if c.id not in used_ids)),
     }
 
 

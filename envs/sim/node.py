@@ -3,9 +3,10 @@
 The node's timeline is serial. At any moment it does one work item: a prefill
 (reuse of cached KV, then computing the rest), a decode segment (every running
 sequence advances until the next one finishes, in closed form; a chunked
-prefill runs one step of the batch between chunks), or, under the
-reference copy model, a warm copy landing on it. Admissions pause decode:
-when a new request can be admitted, a decode segment in progress is cut at the
+prefill runs one step of the batch between chunks), under the reference
+copy model a warm copy landing on it, or a chunk of speculative prefill (only
+when it has nothing else to do: envs/sim/speculation.py). Admissions pause
+decode: when a new request can be admitted, a decode segment in progress is cut at the
 next step boundary. The scheduling rules in words: docs/physics.md.
 """
 
@@ -25,6 +26,7 @@ IDLE = 0
 PREFILL = 1
 DECODE = 2
 COPY = 3
+SPECULATE = 4  # a speculative-prefill chunk (envs/sim/speculation.py)
 
 
 class Node:

@@ -38,8 +38,9 @@ from envs.sim.faults import FAULT_EVENT, REFUSALS, Faults
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
 from envs.sim.lifecycle import LIFE_EVENT, CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
-from envs.sim.node import COPY, DECODE, IDLE, PREFILL, Node
+from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
 from envs.sim.request import Request, Workload
+from envs.sim.speculation import SPECULATE_OK, Speculation, SpeculativeChunk
 from envs.sim.tenancy import UPGRADE_EVENT, VERSION_REFUSALS, Versions
 from envs.sim.timing import NodeCosts
 from envs.sim.transfers import FLOW_EVENT, LAND_EVENT, WAIT_SOURCE, Copy, CopyMachinery
@@ -165,6 +166,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         # so a driver can replay a policy's actions (see envs.route.policy_action)
         self.journal: list[tuple[Any, ...]] | None = None
         self.displaced_by_copies_blocks = 0
+        # speculative prefill: made by the first speculate() call (None: never used)
+        self.speculation: Speculation | None = None
         self._heap: list[tuple[float, int, int, object, int]] = []
         self._seq = 0
         self._fresh_id = 0
@@ -409,6 +412,31 @@ class Simulator(CacheLifecycle, CopyMachinery):
         if node.__class__ is int and 0 <= node < self.n_nodes:  # type: ignore[operator]
             return node  # type: ignore[return-value]
         return _node_index(what, node, self.n_nodes)
+    def speculate(self, node: int, blocks: tuple[int, ...], tokens: int | None = None) -> str:
+        """Have ``node`` compute the prefix ``blocks`` (its first ``tokens`` tokens,
+        rounded down to whole blocks) on idle compute, in chunks, at the lowest
+        priority (rules: ``envs.sim.speculation``). Returns ``"ok"`` or the reason it
+        was refused (one of ``SPECULATE_REFUSALS``)."""
+        if not (node.__class__ is int and 0 <= node < self.n_nodes):
+            node = _node_index("speculate: node", node, self.n_nodes)
+        if tokens is not None and not (_is_integer(tokens) and tokens >= 0):
+            raise ValueError(f"speculate: tokens must be an integer >= 0, got {tokens!r}")
+        if self.journal is not None:
+            self.journal.append(("speculate", int(node), tuple(blocks), tokens))
+        speculation = self.speculation
+        if speculation is None:
+            speculation = self.speculation = Speculation(
+                self.n_nodes,
+                self.block_tokens,
+                self.config.speculative_chunk_tokens,
+                self.config.causal_kv,
+            )
+        target = self.nodes[node]
+        now = self.now
+        answer = speculation.submit(target, blocks, tokens, now)
+        if answer == SPECULATE_OK and target.work == IDLE:
+            self._start_speculation(target, now if target.free_s <= now else target.free_s)
+        return answer
 
     # ================================================================== views
     def loads(self) -> list[int]:
@@ -460,6 +488,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             faults=dict(self._faults.counts) if self._faults is not None else {},
             versions=self.versions.totals() if self.versions is not None else None,
             cache_life=self.lifecycle_totals(),
+            **(self.speculation.totals() if self.speculation is not None else {}),
         )
 
     # ================================================================== internals
@@ -544,7 +573,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
                 return
         if node.decode_n:
             self._start_decode(node, t)
-        else:
+        elif self.speculation is None or not self._start_speculation(node, t):
             node.work = IDLE
             if node.draining:
                 self._drained(node, t)
@@ -552,6 +581,20 @@ class Simulator(CacheLifecycle, CopyMachinery):
     def _drained(self, node: Node, t: float) -> None:
         """``node`` drains for an upgrade: switch it if nothing is left (envs.sim.tenancy)."""
         self.versions.try_switch(self, node, t)  # type: ignore[union-attr]
+
+    def _start_speculation(self, node: Node, t: float) -> bool:
+        """The node has nothing else to do: start its next speculative chunk, if any."""
+        if node.queue or node.copy_queue or node.draining:  # e.g. its head request waits
+            return False
+        chunk = self.speculation.next_chunk(node, t)  # type: ignore[union-attr]
+        if chunk is None:
+            return False
+        node.work = SPECULATE
+        node.work_obj = chunk  # type: ignore[assignment]
+        node.busy_s += chunk.compute_s
+        node.prefill_s += chunk.compute_s
+        self._begin(node, t, t + chunk.compute_s)
+        return True
 
     def _begin(self, node: Node, t: float, end: float) -> None:
         node.work_start = t
@@ -696,6 +739,11 @@ class Simulator(CacheLifecycle, CopyMachinery):
             self._advance_batch(node, node.seg_steps, t)
         elif work == COPY:
             self._land(node.work_obj, t)  # type: ignore[arg-type]
+        elif work == SPECULATE:
+            chunk: SpeculativeChunk = node.work_obj  # type: ignore[assignment]
+            blocks = self.speculation.finish_chunk(node, chunk, t)  # type: ignore[union-attr]
+            if node.waiting_src:
+                self._release_sources(node, blocks, t)
         node.work = IDLE
         node.work_obj = None
         self._advance(node, t)

@@ -114,3 +114,25 @@ def test_pickled_env_keeps_its_cache_actions(window):
     copy = pickle.loads(pickle.dumps(env))
     assert copy.action_space == env.action_space
     assert copy.cache_actions
+
+
+def test_speculate_and_cache_actions_together_lay_out_in_order(window):
+    """Both options: route, warms, evict, then the speculate bits, then pin and move;
+    masked random actions run a whole episode with every part in range."""
+    env = make(window, speculate=True, cache_actions=True)
+    sizes = [N] + [2] * N + [N + 1] + [2] * N + [2 * N + 1, 2 * N + 1]
+    assert env.action_space == spaces.MultiDiscrete(sizes)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    done = False
+    while not done:
+        mask = env.action_masks()
+        assert mask.shape == (sum(sizes),)
+        action, start = [], 0
+        for size in sizes:
+            allowed = np.flatnonzero(mask[start : start + size])
+            action.append(int(rng.choice(allowed)))
+            start += size
+        _, _, terminated, truncated, _ = env.step(np.array(action))
+        done = terminated or truncated
+    assert env.sim.records.summary["speculative_accepted"] > 0

@@ -245,7 +245,8 @@ def check_causal(sim: Simulator, computed_at: str = "first_token_s") -> list[str
     """Violations of causality in a finished run (empty when causal).
 
     KV for a prefix exists on a node from the ``computed_at`` time of a request
-    there whose prompt holds it, or from the landing of a copy of it. Every
+    there whose prompt holds it, from the landing of a copy of it, or from the end
+    of the speculative chunk that computed it. Every
     reused prefix must exist on its node at admission; every copy must start
     no earlier than its source KV exists and land no earlier than its start
     plus its bytes over the slower NIC.
@@ -265,6 +266,10 @@ def check_causal(sim: Simulator, computed_at: str = "first_token_s") -> list[str
     for copy in sorted(sim.copies, key=lambda c: c.land_s):
         if copy.land_s >= 0:
             note(copy.dst, copy.blocks, copy.land_s)
+    if sim.speculation is not None:  # a speculative chunk's blocks exist at its end
+        for chunk in sim.speculation.chunks:
+            blocks = chunk.job.blocks[chunk.start_blocks : chunk.end_blocks]
+            note(chunk.node, blocks, chunk.start_s + chunk.compute_s)
     problems: list[str] = []
     latency = sim.config.transfer_latency_s
     for copy in sim.copies:

@@ -1,5 +1,5 @@
 """Property-based runs: random small workloads on the toy cluster, routed at
-random with random warm and evict actions under random settings, must keep
+random with random warm, evict and speculate actions under random settings, must keep
 every invariant: all requests finish once, budgets and cache capacities hold
 at every decision point, caches stay consistent and (causal KV) nothing is
 reused or copied before it exists. The second half runs every baseline and a
@@ -32,6 +32,7 @@ from baselines.policy import POLICIES, Policy, make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator
 from envs.sim.lifecycle import MOVE_REFUSALS, PIN_REFUSALS
 from envs.sim.request import Request, Workload
+from envs.sim.speculation import SPECULATE_REFUSALS
 
 LIFE_RESULTS = (*PIN_REFUSALS, *MOVE_REFUSALS)
 
@@ -62,6 +63,13 @@ action_st = st.one_of(
         st.integers(0, 2),
         st.integers(0, 7),
     ),
+    st.tuples(  # speculative prefill of a stem (its whole prefix, or its first d x 8 tokens)
+        st.just("speculate"),
+        st.integers(0, N_NODES - 1),
+        st.integers(0, 2),
+        st.integers(1, 7),
+        st.integers(0, 6),
+    ),
     st.tuples(
         st.just("evict"),
         st.integers(0, N_NODES - 1),
@@ -85,6 +93,7 @@ config_st = st.builds(
     pin_budget_fraction=st.sampled_from([0.0, 0.25, 0.9]),
     replica_ttl_s=st.sampled_from([math.inf, 0.05]),
     reclaim_order=st.sampled_from(["lru", "replicas_first"]),
+    speculative_chunk_tokens=st.sampled_from([16, 40, 2048]),
 )
 # model versions and rolling upgrades on the three nodes of the first test
 tenancy_st = st.sampled_from(
@@ -133,6 +142,9 @@ def test_random_runs_keep_every_invariant(
             blocks = p.blocks(stems[c][: max(d, 1)])
             return lambda sim: (check_nodes(sim), sim.warm(a, b, blocks))[1]
         blocks = p.blocks(stems[b][:c])
+        if kind == "speculate":
+            tokens = None if d == 0 else 8 * d
+            return lambda sim: (check_nodes(sim), sim.speculate(a, blocks, tokens))[1]
         return lambda sim: (check_nodes(sim), sim.evict(a, blocks, keep_blocks=d))[1]
 
     script = Script(routes, {i: [make(a) for a in acts] for i, acts in actions.items()})
@@ -141,9 +153,10 @@ def test_random_runs_keep_every_invariant(
     check_run(sim)
     assert check_causal(sim) == []
     assert check_kv_keys(sim) == []
+    refusals = SPECULATE_REFUSALS
     for results in script.results.values():
         for result in results:
-            assert isinstance(result, int) or result in ("ok", *sim.warm_refused)
+            assert isinstance(result, int) or result in ("ok", *sim.warm_refused, *refusals)
     n_warms = sum(
         1
         for i, acts in actions.items()
@@ -152,6 +165,18 @@ def test_random_runs_keep_every_invariant(
         if a[0].startswith("warm")
     )
     assert sum(sim.warm_refused.values()) + len(sim.copies) == n_warms
+    summary = sim.records.summary
+    n_speculations = sum(
+        1
+        for i, acts in actions.items()
+        if i < len(workload.requests)
+        for a in acts
+        if a[0] == "speculate"
+    )
+    assert summary["speculative_accepted"] + sum(summary["speculative_refused"].values()) == (
+        n_speculations
+    )
+    assert 0.0 <= summary["speculative_wasted_s"] <= summary["speculative_compute_s"] + 1e-12
 
 
 def check_kv_keys(sim: Simulator) -> list[str]:
@@ -173,17 +198,28 @@ def check_kv_keys(sim: Simulator) -> list[str]:
         since = since if since <= admit else -math.inf
         depth = -(-hit // bt)
         key = request.blocks[depth - 1]
-        served = any(
-            int(rec.node[m]) == node
-            and since <= rec.admit_s[m] <= admit
-            and other.tenant == request.tenant
-            and len(other.blocks) >= depth
-            and other.blocks[depth - 1] == key
-            for m, other in enumerate(sim.requests)
-            if m != k
-        ) or any(
-            c.dst == node and since <= c.land_s <= admit and c.blocks[depth - 1 : depth] == (key,)
-            for c in sim.copies
+        served = (
+            any(
+                int(rec.node[m]) == node
+                and since <= rec.admit_s[m] <= admit
+                and other.tenant == request.tenant
+                and len(other.blocks) >= depth
+                and other.blocks[depth - 1] == key
+                for m, other in enumerate(sim.requests)
+                if m != k
+            )
+            or any(
+                c.dst == node
+                and since <= c.land_s <= admit
+                and c.blocks[depth - 1 : depth] == (key,)
+                for c in sim.copies
+            )
+            or any(  # a speculative chunk computed there (its ids carry the tenant too)
+                c.node == node
+                and since <= c.start_s <= admit
+                and c.job.blocks[depth - 1 : depth] == (key,)
+                for c in (sim.speculation.chunks if sim.speculation is not None else ())
+            )
         )
         if not served:
             bad.append(f"request {k} hit {depth} blocks on node {node} with nothing to serve them")
@@ -216,9 +252,12 @@ class Chaos(Policy):
             src, dst = (int(v) for v in rng.integers(sim.n_nodes, size=2))
             if earlier.index < request.index and rng.random() < 0.7:
                 src = int(sim.records.node[earlier.index])  # where it was sent: a real source
-            if rng.random() < 0.7:
+            roll = rng.random()
+            if roll < 0.55:
                 assert sim.warm(src, dst, blocks) in ("ok", *sim.warm_refused)
-            elif rng.random() < 0.5:
+            elif roll < 0.7:
+                assert sim.speculate(dst, blocks) in ("ok", *SPECULATE_REFUSALS)
+            elif roll < 0.85:
                 assert sim.evict(dst, blocks, keep_blocks=int(rng.integers(3))) >= 0
             else:  # a cache lifecycle action
                 act = ("pin", "unpin", "demote", "promote")[int(rng.integers(4))]
