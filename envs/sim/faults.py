@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from envs.sim.errors import ConfigError
+from envs.sim.events import FAULT_EVENT
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE
 from envs.sim.transfers import FAILED, LANDED, MOVING, QUEUED, WAIT_SOURCE
 
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from envs.sim.simulator import Simulator
     from envs.sim.transfers import Copy
 
-FAULT_EVENT = 3  # the simulator's event kind for faults (after the copies' kinds)
 _LOSS = 0
 _BACK = 1
 _NIC_DOWN = 2

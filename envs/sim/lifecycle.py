@@ -31,6 +31,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from envs.sim.events import LIFE_EVENT
 from envs.sim.metrics import CacheLifeTotals
 from envs.sim.request import has_prefix
 
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
     from envs.sim.request import Request
     from envs.sim.transfers import Copy
 
-LIFE_EVENT = 5  # the simulator's event kind for demote / promote ends and TTL checks
 
 PIN_OK = "ok"
 PIN_REFUSALS = ("bad_prefix", "already_pinned", "not_in_hbm", "over_budget")
@@ -330,7 +330,6 @@ class CacheLifecycle(ABC):
 
 
 __all__ = [
-    "LIFE_EVENT",
     "MOVE_OK",
     "MOVE_REFUSALS",
     "PIN_OK",

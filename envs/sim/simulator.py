@@ -34,19 +34,26 @@ import numpy as np
 from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
-from envs.sim.faults import FAULT_EVENT, REFUSALS, Faults
+from envs.sim.events import (
+    FAULT_EVENT,
+    FLOW_EVENT,
+    LAND_EVENT,
+    LIFE_EVENT,
+    UPGRADE_EVENT,
+    WAKE_EVENT,
+)
+from envs.sim.faults import REFUSALS, Faults
 from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
-from envs.sim.lifecycle import LIFE_EVENT, CacheLifecycle
+from envs.sim.lifecycle import CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
 from envs.sim.request import Request, Workload
 from envs.sim.speculation import SPECULATE_OK, Speculation, SpeculativeChunk
-from envs.sim.tenancy import UPGRADE_EVENT, VERSION_REFUSALS, Versions
+from envs.sim.tenancy import VERSION_REFUSALS, Versions
 from envs.sim.timing import NodeCosts
-from envs.sim.transfers import FLOW_EVENT, LAND_EVENT, WAIT_SOURCE, Copy, CopyMachinery
+from envs.sim.transfers import WAIT_SOURCE, Copy, CopyMachinery
 from envs.sim.view import Views, pristine_copy
 
-_WAKE = 0
 INF = math.inf
 
 WARM_OK = "ok"
@@ -245,7 +252,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             while heap and heap[0][0] <= t_arrival:
                 t, _, kind, obj, version = pop(heap)
                 self.now = t
-                if kind == _WAKE:
+                if kind == WAKE_EVENT:
                     node: Node = obj  # type: ignore[assignment]
                     if node.version == version:
                         self._on_wake(node, t)
@@ -601,7 +608,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         node.work_end = end
         version = node.version = node.version + 1
         seq = self._seq = self._seq + 1
-        heapq.heappush(self._heap, (end, seq, _WAKE, node, version))
+        heapq.heappush(self._heap, (end, seq, WAKE_EVENT, node, version))
 
     def _should_wait(self, node: Node, request: Request, t: float) -> bool:
         """Wait for a warm copy in flight to this node rather than recompute?"""
@@ -653,7 +660,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         node.busy_s += duration
         self._begin(node, t, t + duration)
         for break_s in break_times:
-            self._push(break_s, _WAKE, node, node.version)
+            self._push(break_s, WAKE_EVENT, node, node.version)
 
     def _plan_chunks(
         self, node: Node, start: float, new_tokens: int, cached_tokens: int, chunk: int

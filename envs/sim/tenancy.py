@@ -28,6 +28,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.errors import ConfigError
+from envs.sim.events import UPGRADE_EVENT, WAKE_EVENT
 from envs.sim.node import IDLE
 from envs.sim.transfers import QUEUED, WAIT_SOURCE
 
@@ -43,10 +44,6 @@ DEFAULT_VERSION = "v1"
 """Every node's version when ``SimConfig.model_versions`` is empty."""
 CANCELLED = 5
 """``Copy.state`` of a copy an upgrade cancelled (it never lands)."""
-UPGRADE_EVENT = 4
-"""The simulator's event kind of a scheduled upgrade (0-2 are the simulator's and the
-copies', 3 the faults')."""
-WAKE_EVENT = 0  # the simulator's node wake-up (envs.sim.simulator._WAKE)
 
 
 class Versions:

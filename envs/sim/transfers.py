@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING
 
 from envs.sim.cache import ORIGIN_WARM
+from envs.sim.events import FLOW_EVENT, LAND_EVENT
 from envs.sim.node import DECODE, IDLE
 from envs.sim.request import has_prefix
 
@@ -31,8 +32,6 @@ MOVING = 2
 LANDED = 3
 FAILED = 4  # lost with its source or target node, or failed on landing (envs/sim/faults.py)
 
-FLOW_EVENT = 1  # the simulator's event kinds for copies (its node wake-ups are 0)
-LAND_EVENT = 2
 
 
 class Copy:
