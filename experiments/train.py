@@ -193,8 +193,7 @@ def check_finetune(cfg: Any) -> None:
 
     if cfg.train.val_score not in VAL_SCORES:
         raise ValueError(
-            f"train.val_score must be one of {', '.join(VAL_SCORES)}, "
-            f"got {cfg.train.val_score!r}"
+            f"train.val_score must be one of {', '.join(VAL_SCORES)}, got {cfg.train.val_score!r}"
         )
 
     for field, known in (("critic", CRITICS), ("lr_schedule", LR_SCHEDULES)):
@@ -666,7 +665,9 @@ def train(cfg: DictConfig) -> float:
                     record["ttft_mean_s"]
                     for (k, _), record in zip(keep_best.history, val_score.records)
                     if k == keep_best.best_step
-                ) if keep_best.best_step >= 0 else float("nan"),
+                )
+                if keep_best.best_step >= 0
+                else float("nan"),
                 "last_step": last_step,
             }
             print(
