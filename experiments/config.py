@@ -235,6 +235,13 @@ class TrainConf:
     parameter of the same name and shape; e.g. a separate critic starts fresh)."""
     critic_warmup_steps: int = 0
     """Env steps at the start of RL that train the critic alone (policy frozen)."""
+    val_score: str = "mean"
+    """What validation minimises: ``mean`` (mean TTFT over the windows' pooled
+    requests), ``geomean`` (geometric mean of the windows' mean TTFTs: every window
+    counts by its relative change, whatever its scale) or ``worst_family`` (the
+    largest ratio, over the windows' families, of a family's geometric mean to its
+    value at the first validation: a checkpoint wins only by doing better on every
+    family than the starting model)."""
 
 
 @dataclass

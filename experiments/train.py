@@ -196,6 +196,11 @@ def check_finetune(cfg: Any) -> None:
     from agents.finetune import LR_SCHEDULES
     from agents.networks import CRITICS
 
+    if cfg.train.val_score not in VAL_SCORES:
+        raise ValueError(
+            f"train.val_score must be one of {', '.join(VAL_SCORES)}, got {cfg.train.val_score!r}"
+        )
+
     for field, known in (("critic", CRITICS), ("lr_schedule", LR_SCHEDULES)):
         if cfg.agent[field] not in known:
             raise ValueError(
@@ -466,27 +471,58 @@ def scheduled(cfg: Any, hyperparams: Any) -> dict[str, Any]:
     return out
 
 
-def validation_score(cfg: Any, spec: Any, windows: list[Any]) -> Any:
-    """model -> its mean TTFT (s) on ``windows`` with greedy actions, each window on
-    the comparison run's random stream (``[seed, position]``)."""
-    from agents.adapter import AgentPolicy
-    from experiments.evaluation import evaluate_policies
+VAL_SCORES = ("mean", "geomean", "worst_family")
+"""``train.val_score``'s choices (see :class:`ValidationScore`)."""
 
-    cluster, sim = cluster_of(cfg), sim_of(cfg)
 
-    def score(model: Any) -> float:
-        runs = evaluate_policies(
-            {spec.name: AgentPolicy(model, spec)},
-            cluster,
-            windows,
-            sim,
-            seed=int(cfg.seed),
+class ValidationScore:
+    """model -> its validation score (lower is better) on ``windows`` with greedy
+    actions, each window on the comparison run's random stream (``[seed,
+    position]``): ``mean`` TTFT over the pooled requests, the ``geomean`` of the
+    windows' mean TTFTs, or ``worst_family``: the largest ratio, over the windows'
+    families (a window ``.../NAME-0007`` is of family ``NAME``), of the family's
+    geometric mean to its value at the first call. ``records`` holds each call's
+    pooled mean TTFT and geometric mean per family (s)."""
+
+    def __init__(self, cfg: Any, spec: Any, windows: list[Any], kind: str = "mean") -> None:
+        self.cluster, self.sim = cluster_of(cfg), sim_of(cfg)
+        self.seed = int(cfg.seed)
+        self.spec, self.windows, self.kind = spec, windows, kind
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, model: Any) -> float:
+        from agents.adapter import AgentPolicy
+        from experiments.evaluation import evaluate_policies
+
+        (run,) = evaluate_policies(
+            {self.spec.name: AgentPolicy(model, self.spec)},
+            self.cluster,
+            self.windows,
+            self.sim,
+            seed=self.seed,
             baseline=None,
             trace_window=None,
         )
-        return float(runs[0].row["ttft_mean_s"])
+        means = [float(np.mean(w.ttft_s)) for w in run.windows]
+        families = family_geomeans([w.name for w in self.windows], means)
+        pooled = float(run.row["ttft_mean_s"])
+        self.records.append({"ttft_mean_s": pooled, "families_ttft_mean_s": families})
+        if self.kind == "mean":
+            return pooled
+        if self.kind == "geomean":
+            return float(np.exp(np.mean(np.log(means))))
+        start = self.records[0]["families_ttft_mean_s"]
+        return max(families[name] / start[name] for name in families)
 
-    return score
+
+def family_geomeans(names: list[str], values: list[float]) -> dict[str, float]:
+    """The geometric mean of ``values`` per family of the windows ``names``
+    (``workload/family-0007`` is of family ``family``), families in first-seen order."""
+    logs: dict[str, list[float]] = {}
+    for name, value in zip(names, values):
+        family = name.rsplit("/", 1)[-1].rsplit("-", 1)[0]
+        logs.setdefault(family, []).append(float(np.log(value)))
+    return {family: float(np.exp(np.mean(v))) for family, v in logs.items()}
 
 
 def train(cfg: DictConfig) -> float:
@@ -611,12 +647,13 @@ def train(cfg: DictConfig) -> float:
                 CheckpointEvery(int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints")
             )
         keep_best = None
+        val_score = ValidationScore(cfg, spec, val_pool, str(cfg.train.val_score))
         if validate and remaining > 0:
             keep_best = KeepBestByValidation(
                 int(cfg.train.val_every),
                 spec,
                 out_dir / "agent",
-                validation_score(cfg, spec, val_pool),
+                val_score,
                 logger,
             )
             callbacks.append(keep_best)
@@ -635,13 +672,24 @@ def train(cfg: DictConfig) -> float:
             train_record["validation"] = {
                 "windows": [w.name for w in val_pool],
                 "every": int(cfg.train.val_every),
-                "history": [{"step": k, "ttft_mean_s": v} for k, v in keep_best.history],
+                "score": str(cfg.train.val_score),
+                "history": [
+                    {"step": k, "score": v, **record}
+                    for (k, v), record in zip(keep_best.history, val_score.records)
+                ],
                 "best_step": keep_best.best_step,
-                "best_ttft_mean_s": keep_best.best_score,
+                "best_score": keep_best.best_score,
+                "best_ttft_mean_s": next(
+                    record["ttft_mean_s"]
+                    for (k, _), record in zip(keep_best.history, val_score.records)
+                    if k == keep_best.best_step
+                )
+                if keep_best.best_step >= 0
+                else float("nan"),
                 "last_step": last_step,
             }
             print(
-                f"validation: best mean TTFT {keep_best.best_score:.4f} s at step "
+                f"validation: best {cfg.train.val_score} score {keep_best.best_score:.4f} at step "
                 f"{keep_best.best_step} of {last_step} (agent/; the last model is in last/)"
             )
         end_step = int(model.num_timesteps) if keep_best is None else last_step

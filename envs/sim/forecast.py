@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from envs.sim.node import COPY, IDLE, PREFILL, SPECULATE, Node
+from envs.sim.queue_costs import Coming, QueueCosts
 from envs.sim.request import has_prefix
 from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
 
@@ -205,9 +206,11 @@ def worth_waiting(
 
 
 # ---------------------------------------------------------------- first tokens
-HitMemo = dict[tuple[int, int], tuple[int, int]]
-"""(node, request index) -> (cache version, HBM blocks): HBM hits of queued
-requests, reused while the node's cache has not changed."""
+HitMemo = dict[int, QueueCosts]
+"""node -> what its queued requests cost (:class:`~envs.sim.queue_costs.QueueCosts`),
+kept while the node's cache is unchanged and its queue only grows."""
+Sources = dict[int, tuple[float, Coming]]
+"""node -> its :func:`node_backlog` as a copy's source (depth 1), within one estimate."""
 
 
 def _causal_landing_s(
@@ -216,7 +219,7 @@ def _causal_landing_s(
     now: float,
     depth: int,
     memo: HitMemo | None = None,
-    sources: dict[int, dict[int, float]] | None = None,
+    sources: Sources | None = None,
 ) -> float:
     """Seconds from now until a warm copy in flight lands (a causal estimate: a
     copy waiting for its source starts when the source has computed the prefix;
@@ -229,16 +232,22 @@ def _causal_landing_s(
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:
-        coming = sources.get(copy.src) if sources is not None else None
-        if coming is None:
-            coming = node_backlog(sim, source, now, depth + 1, memo)[1]
+        known = sources.get(copy.src) if sources is not None else None
+        if known is None:
+            known = node_backlog(sim, source, now, depth + 1, memo)
             if sources is not None:
-                sources[copy.src] = coming
-        computed = coming.get(copy.key)
+                sources[copy.src] = known
+        computed = known[1].get(copy.key)
         if computed is not None:
             return computed + transfer
     wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
     return wait + source.prefill_ewma_s * len(source.queue) + transfer
+
+
+def waits_for_source(node: Node) -> bool:
+    """Has ``node`` a copy in flight still waiting for its source's prefill? (Only
+    then does its :func:`node_backlog` depend on ``depth``.)"""
+    return any(copy.state == WAIT_SOURCE for copy in node.inflight.values())
 
 
 def node_backlog(
@@ -247,15 +256,14 @@ def node_backlog(
     now: float,
     depth: int = 0,
     memo: HitMemo | None = None,
-    sources: dict[int, dict[int, float]] | None = None,
-) -> tuple[float, dict[int, float]]:
+    sources: Sources | None = None,
+) -> tuple[float, Coming]:
     """Seconds until ``node`` has finished its current prefill or copy and prefilled
     its queue (each queued request costed with what it will find cached, and not
     before that has arrived), and the prefix keys that will be on the node, with
     the seconds until they are (in flight, being computed, queued). A causal
-    estimate: decode and admission limits are ignored. ``memo`` caches queued
-    requests' HBM hits across calls."""
-    bt = sim.block_tokens
+    estimate: decode and admission limits are ignored. ``memo`` keeps queued
+    requests' costs across calls (see :data:`HitMemo`)."""
     coming = {
         key: _causal_landing_s(sim, copy, now, depth, memo, sources)
         for key, copy in node.inflight.items()
@@ -265,39 +273,16 @@ def node_backlog(
     computing = node.computing
     if computing is not None:
         coming[prefix_key(computing)] = backlog
-    prefill_s = node.costs.prefill_s
-    per_token = node.costs.prefill_s_per_token
-    linear = not node.costs.attention_s_coef  # prefill_s is n x per_token then
-    match = node.view.hbm_match
     version = node.view.version
-    index = node.index
-    for queued in node.queue:  # the observation's hot spot, kept flat
-        blocks = queued.blocks
-        n_blocks = len(blocks)
-        if memo is None:
-            hit = match(blocks)
-        else:
-            memo_key = (index, queued.index)
-            known = memo.get(memo_key)
-            if known is not None and known[0] == version:
-                hit = known[1]
-            else:
-                hit = match(blocks)
-                memo[memo_key] = (version, hit)
-        key = blocks[-2] if n_blocks > 1 else blocks[-1]
-        arriving = coming.get(key)
-        if arriving is not None and (n_blocks - 1 or 1) > hit:
-            hit = n_blocks - 1 or 1
-            if arriving > backlog:
-                backlog = arriving
-        n_in = queued.input_tokens
-        have = hit * bt
-        if have > n_in - 1:
-            have = n_in - 1
-        backlog += (n_in - have) * per_token if linear else prefill_s(n_in - have, have)
-        if key not in coming:
-            coming[key] = backlog
-    return backlog, coming
+    queue = node.queue
+    costs = memo.get(node.index) if memo is not None else None
+    if costs is None or not costs.matches(version, queue):
+        costs = QueueCosts(version)
+        if memo is not None:
+            memo[node.index] = costs
+    costs.extend(node, queue, sim.block_tokens)
+    backlog, running = costs.fold(backlog, coming)
+    return backlog, Coming(coming, costs, running)
 
 
 def first_token_estimates(
@@ -319,9 +304,16 @@ def estimates_with_hits(
     key = prefix_key(request)
     depth = len(blocks) - 1 or 1
     out = []
-    sources: dict[int, dict[int, float]] = {}
+    sources: Sources = {}
     for node in sim.nodes:
-        backlog, coming = node_backlog(sim, node, now, 0, memo, sources)
+        # a node no copy of its own waits on has the same backlog as a copy's source
+        shared = not waits_for_source(node)
+        known = sources.get(node.index) if shared else None
+        if known is None:
+            known = node_backlog(sim, node, now, 0, memo, sources)
+            if shared:
+                sources[node.index] = known
+        backlog, coming = known
         hit = node.view.hbm_match(blocks)
         cold = usable_tokens(hit, bt, n_in)
         have, ready = cold, 0.0

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 
 from agents.algorithms import load_spec
 from experiments.config import register_configs
-from experiments.train import train
+from experiments.train import family_geomeans, train
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 ZOO_CLONE = Path(__file__).resolve().parents[2] / "agents" / "zoo" / "bc_route_warm"
@@ -46,6 +46,7 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
             "agent.lr_schedule=linear",
             "env.reward_baseline=cache_aware",
             "env.normalize_reward=true",
+            "train.val_score=worst_family",
             f"out_dir={tmp_path}",
         ]
     )
@@ -59,8 +60,15 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
     history = validation["history"]
     assert [h["step"] for h in history] == [64, 128, 192]  # start (after warm-up), every 64, end
     assert validation["windows"] == ["bursted_synthetic/synthetic-0020"]  # a val window
-    best = min(history, key=lambda h: h["ttft_mean_s"])  # the earliest of equal scores
-    assert validation["best_step"] == best["step"]
+    # worst_family: each family's TTFT over its value at the first validation
+    start = history[0]["families_ttft_mean_s"]
+    assert list(start) == ["synthetic"]
+    assert start["synthetic"] == pytest.approx(history[0]["ttft_mean_s"], rel=1e-12)
+    for h in history:
+        assert h["score"] == h["families_ttft_mean_s"]["synthetic"] / start["synthetic"]
+    best = min(history, key=lambda h: h["score"])  # the earliest of equal scores
+    assert validation["score"] == "worst_family" and validation["best_step"] == best["step"]
+    assert validation["best_score"] == best["score"]
     assert validation["best_ttft_mean_s"] == best["ttft_mean_s"]
     assert load_spec(tmp_path / "agent").timesteps == best["step"]
     assert load_spec(tmp_path / "last").timesteps == validation["last_step"] == 192
@@ -76,6 +84,7 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
         (["env.reward_baseline=nope"], "env.reward_baseline"),
         (["train.critic_warmup_steps=-1"], "train.critic_warmup_steps must be >= 0"),
         (["train.val_every=-5"], "train.val_every must be >= 0"),
+        (["train.val_score=median"], "train.val_score must be one of mean, geomean, worst_family"),
         (["train.init_from=/nonexistent"], "train.init_from=/nonexistent: not an agent folder"),
         ([f"train.init_from={ZOO_CLONE}", f"resume={ZOO_CLONE}"], "init_from and resume"),
         (["workload.val_windows=0"], "workload.val_windows must be >= 1"),
@@ -91,6 +100,12 @@ def test_bad_recipe_values_are_named(overrides, needle, tmp_path):
     with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def test_family_geomeans_by_hand():
+    names = ["burst_families/synthetic-0020", "burst_families/mixed-0020", "x/synthetic-0021"]
+    means = family_geomeans(names, [1.0, 3.0, 4.0])
+    assert means == pytest.approx({"synthetic": 2.0, "mixed": 3.0}, rel=1e-12)
 
 
 def test_evaluate_on_validation_windows_greedy_and_sampling(tmp_path):
