@@ -225,6 +225,7 @@ ODD_LINES = [
     '{"timestamp": NaN, "input_length": 10, "hash_ids": [1]}',  # stdlib reads NaN
     '{"timestamp": 5, "input_length": 100000000000000000000000, "hash_ids": [1]}',
     '{"timestamp": 5, "input_length": 10, "hash_ids": [1, 200000000000000000000]}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1, -9223372036854775809]}',
     '{"timestamp": 5, "input_length": 10, "hash_ids": ["\\ud800"]}',  # a lone surrogate
     "\u00a0",  # a Unicode blank: skipped
     "[1, 2]",
