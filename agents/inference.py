@@ -32,7 +32,7 @@ def _layer(module: nn.Module) -> tuple[np.ndarray, np.ndarray]:
 class NumpyNodeSetActor:
     """The logits of a node-set actor-critic policy's actor (``policy``: an SB3
     policy whose ``mlp_extractor`` is a :class:`NodeSetNetwork`), for one
-    observation at a time (a 1-D array), as the live cluster lays them out."""
+    observation (a 1-D array) or a batch, as the live cluster lays them out."""
 
     def __init__(self, policy: Any) -> None:
         body = policy.mlp_extractor
@@ -55,35 +55,51 @@ class NumpyNodeSetActor:
             self.context_logits = _layer(head)
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
+        """The logits of one observation (a 1-D array): :meth:`batch_logits` of a
+        batch of one."""
+        return self.batch_logits(np.asarray(obs, dtype=np.float32)[None])[0]
+
+    def batch_logits(self, obs: np.ndarray) -> np.ndarray:
+        """The logits of a batch of observations (the rows of a 2-D array), one numpy
+        call a layer for the whole batch, each row's the same floats as a batch of one
+        (every product keeps one observation's shape: per-node layers multiply each
+        observation's (nodes, features) matrix, the context layers each (1, features)
+        row), so greedy actions never depend on the batch."""
         x = np.asarray(obs, dtype=np.float32)
-        n = (x.shape[0] - self.global_features) // self.node_features
+        batch = x.shape[0]
+        n = (x.shape[1] - self.global_features) // self.node_features
         split = n * self.node_features
-        nodes = x[:split].reshape(n, self.node_features)
+        nodes = x[:, :split].reshape(batch, n, self.node_features)
         w, b = self.node_1
         embedded = relu(nodes @ w + b)
         w, b = self.node_2
         embedded = relu(embedded @ w + b)
         hidden = self.hidden
-        pooled = np.empty(2 * hidden + x.shape[0] - split, dtype=np.float32)
-        np.divide(np.add.reduce(embedded, axis=0), n, out=pooled[:hidden])  # as np.mean
-        np.maximum.reduce(embedded, axis=0, out=pooled[hidden : 2 * hidden])
-        pooled[2 * hidden :] = x[split:]
+        pooled = np.empty((batch, 2 * hidden + x.shape[1] - split), dtype=np.float32)
+        np.divide(np.add.reduce(embedded, axis=1), n, out=pooled[:, :hidden])
+        np.maximum.reduce(embedded, axis=1, out=pooled[:, hidden : 2 * hidden])
+        pooled[:, 2 * hidden :] = x[:, split:]
+        # one (1, features) product per observation, as for a batch of one: a
+        # (batch, features) product would sum in another order and round differently
         w, b = self.context
-        context = relu(pooled @ w + b)
+        context = relu(pooled[:, None, :] @ w + b)[:, 0, :]
         if self.kind == "context":
             w, b = self.context_logits
-            return context @ w + b
-        paired = np.empty((n, 2 * hidden), dtype=np.float32)
-        paired[:, :hidden] = embedded
-        paired[:, hidden:] = context
+            return (context[:, None, :] @ w + b)[:, 0, :]
+        paired = np.empty((batch, n, 2 * hidden), dtype=np.float32)
+        paired[:, :, :hidden] = embedded
+        paired[:, :, hidden:] = context[:, None, :]
         w, b = self.score
         scores = relu(paired @ w + b)
         w, b = self.node_logits
         out = scores @ w + b
         if self.kind == "route":
-            return out[:, 0]
+            return out[:, :, 0]
         w, b = self.no_evict
-        return np.concatenate([out[:, 0], out[:, 1:3].reshape(-1), context @ w + b, out[:, 3]])
+        no_evict = (context[:, None, :] @ w + b)[:, 0, :]
+        return np.concatenate(
+            [out[:, :, 0], out[:, :, 1:3].reshape(batch, -1), no_evict, out[:, :, 3]], axis=1
+        )
 
 
 def relu(x: np.ndarray) -> np.ndarray:
