@@ -391,18 +391,21 @@ class RowStream:
     def __iter__(self) -> Iterator[tuple[RowLocation, ParsedRow]]:
         options = self.options
         report = self.report
+        source, parse_row, block_tokens = report.source, self.parse_row, self.block_tokens
+        max_rows, strict = options.max_rows, options.strict_block_count
+        max_context = options.max_context_tokens
         for line, row in self.rows:
-            if options.max_rows is not None and report.rows_read >= options.max_rows:
+            if max_rows is not None and report.rows_read >= max_rows:
                 return
-            loc = RowLocation(report.source, line)
+            loc = RowLocation(source, line)
             try:
                 if isinstance(row, TraceFormatError):
                     raise row
-                parsed = self.parse_row(row, loc)
-                if options.strict_block_count:
-                    check_block_count(parsed, self.block_tokens, loc)
-                if options.max_context_tokens is not None:
-                    check_context(parsed, options.max_context_tokens, loc)
+                parsed = parse_row(row, loc)
+                if strict:
+                    check_block_count(parsed, block_tokens, loc)
+                if max_context is not None:
+                    check_context(parsed, max_context, loc)
             except TraceFormatError as error:
                 if not options.skip_bad_rows:
                     raise
@@ -550,13 +553,16 @@ def assemble_trace(
     times: list[float] = []
     locs: list[RowLocation] = []
     last = -math.inf
+    namespace = options.namespace
     for loc, parsed in stream:
-        if parsed.time < last:
-            _note_out_of_order(report, options, fmt, loc, parsed.time, last)
-        last = max(last, parsed.time)
-        times.append(parsed.time)
+        time = parsed.time
+        if time < last:
+            _note_out_of_order(report, options, fmt, loc, time, last)
+        else:
+            last = time
+        times.append(time)
         locs.append(loc)
-        requests.append(make_request(parsed, 0.0, chainer, options.namespace))
+        requests.append(make_request(parsed, 0.0, chainer, namespace))
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
     earliest, latest = min(times, default=0.0), max(times, default=0.0)
