@@ -9,7 +9,7 @@ hands each simulator its own action, exactly as :meth:`AgentPolicy.decide` would
 The simulators never see each other (each has its workload, random stream and
 encoder) and the batched pass gives each observation the very floats of a pass
 alone, so each one's records are those of ``agent.run(sim)``
-(``tests/agents/test_lockstep.py`` compares them on the zoo agents).
+(``tests/agents/test_inference.py`` compares them on the zoo agents).
 """
 
 from __future__ import annotations
