@@ -78,12 +78,15 @@ class BlockChainer:
     through one ``{(parent, raw): id}`` dict.
     """
 
-    __slots__ = ("_branches", "_next", "_roots")
+    __slots__ = ("_branches", "_ids", "_next", "_roots")
 
     def __init__(self) -> None:
         self._roots: dict[str, dict[Hashable, int]] = {}
         self._next: list[Any] = [_NO_RUN]
         self._branches: dict[int, dict[Hashable, int]] = {}
+        self._ids: list[int] = [0]
+        """``_ids[i]`` is the int ``i``, one object that every request's ids share
+        (an int made afresh for each request would cost 28 bytes a block)."""
 
     def __len__(self) -> int:
         return len(self._next) - 1
@@ -94,6 +97,7 @@ class BlockChainer:
         if not n:
             return ()
         following = self._next
+        ids = self._ids
         roots = self._roots.get(namespace)
         if roots is None:
             roots = self._roots[namespace] = {}
@@ -103,9 +107,11 @@ class BlockChainer:
             roots[raws[0]] = start
             following.extend(raws[1:])
             following.append(_NO_RUN)
-            return tuple(range(start, start + n))
-        out = [block]
+            ids.extend(range(start, start + n))
+            return tuple(ids[start:])
+        out: list[int] = []
         branches = self._branches
+        stretch = block  # the first id of the stretch of consecutive ids walked
         known = 1
         while known < n:  # walk the known prefix
             raw = raws[known]
@@ -116,10 +122,11 @@ class BlockChainer:
                 child = children.get(raw) if children is not None else None
                 if child is None:
                     break
-                block = child
-            out.append(block)
+                out += ids[stretch : block + 1]
+                block = stretch = child
             known += 1
-        else:
+        out += ids[stretch : block + 1]
+        if known == n:
             return tuple(out)
         start = len(following)  # the rest is new: ids start, start + 1, ...
         if block == start - 1 and following[block] is _NO_RUN:
@@ -128,7 +135,8 @@ class BlockChainer:
             branches.setdefault(block, {})[raws[known]] = start
         following.extend(raws[known + 1 :])
         following.append(_NO_RUN)
-        out.extend(range(start, start + n - known))
+        ids.extend(range(start, start + n - known))
+        out += ids[start:]
         return tuple(out)
 
 

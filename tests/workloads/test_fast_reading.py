@@ -73,6 +73,18 @@ def test_chained_ids_of_generated_traffic_are_the_one_dict_chainers() -> None:
     assert len(fast) == len(reference.ids) > 1000
 
 
+def test_a_shared_prefix_shares_its_id_objects() -> None:
+    # one int object an id, whoever holds it (ints past 256 are made afresh otherwise)
+    chainer = BlockChainer()
+    first = chainer.chain(list(range(300)))
+    chainer.chain(["other"])  # the next prompt's new tail starts elsewhere
+    second = chainer.chain([*range(300), "more"])
+    third = chainer.chain([*range(150), "branch", "x"])
+    assert second[:300] == first and all(a is b for a, b in zip(first, second, strict=False))
+    assert all(a is b for a, b in zip(first[:150], third, strict=False))
+    assert second[300] == 302 and third[150:] == (303, 304)
+
+
 # --- the field helpers' common-case shortcuts against their plain rules ----------------
 
 
