@@ -29,9 +29,10 @@ from envs.sim.simulator import Simulator
 
 def can_lockstep(policy: Policy) -> bool:
     """Whether ``policy`` acts through :func:`run_lockstep`: a greedy agent with a
-    numpy forward pass that decides once a request (route or route_warm)."""
+    numpy forward pass that decides once a request (route or route_warm). Only an
+    :class:`AgentPolicy` itself: a subclass may decide or act otherwise."""
     return (
-        isinstance(policy, AgentPolicy)
+        type(policy) is AgentPolicy
         and policy.deterministic
         and policy.spec.env in ("route", "route_warm")
         and policy.batch_actor is not None

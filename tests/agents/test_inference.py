@@ -123,7 +123,8 @@ def test_lockstep_serves_each_window_as_one_at_a_time(name: str, n_nodes: int) -
     assert len(lockstep[0]) == len(windows[0]) > len(lockstep[1]) == len(windows[1])
 
 
-def test_threshold_agents_do_not_lockstep() -> None:
+def test_threshold_agents_and_subclasses_do_not_lockstep() -> None:
+    assert not can_lockstep(BothPaths(*load_agent(ZOO / "bc_route_warm")))  # its own act
     agent = AgentPolicy.load(ZOO / "ppo_thresholds")
     assert not can_lockstep(agent)
     with pytest.raises(ValueError, match="cannot run in lockstep"):
