@@ -61,6 +61,12 @@ class AgentPolicy(Policy):
         return policy
 
     @property
+    def batch_actor(self) -> NumpyNodeSetActor | None:
+        """The numpy forward pass of a node-set actor-critic (None for DQN and the
+        flat MLP), for acting on a batch of observations (``agents.lockstep``)."""
+        return self._numpy
+
+    @property
     def trained_nodes(self) -> int:
         """The node count of the cluster the agent was trained on (from its action space)."""
         space = self.model.action_space
@@ -152,16 +158,21 @@ class AgentPolicy(Policy):
         """
         if self._numpy is None or not self.deterministic:
             return self.act_torch(obs, mask)
-        if not self._sizes:
-            raise RuntimeError("reset() must be called before act()")
-        scores = self._numpy.logits(obs)
-        if mask is not None:
-            scores = np.where(mask, scores, -np.inf)
-        # one argmax over (dimension, choice); padding reads the -inf appended last
-        choice = np.append(scores, -np.inf)[self._choices].argmax(axis=1)
+        choice = self.greedy(self._numpy.logits(obs), mask)
         if isinstance(self.model.action_space, spaces.Discrete):
             return int(choice[0])
         return choice
+
+    def greedy(self, scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """The greedy choice of each action dimension from the flat ``scores`` (logits,
+        masked by ``mask``) of one observation, or of each row of a batch's."""
+        if not self._sizes:
+            raise RuntimeError("reset() must be called before act()")
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        # one argmax over (dimension, choice); padding reads the -inf appended last
+        padding = np.full((*scores.shape[:-1], 1), -np.inf, dtype=scores.dtype)
+        return np.concatenate((scores, padding), axis=-1)[..., self._choices].argmax(axis=-1)
 
     def _choice_index(self) -> np.ndarray:
         """For the numpy path: ``[dimension, k]`` -> the position of choice ``k`` in

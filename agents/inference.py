@@ -32,7 +32,7 @@ def _layer(module: nn.Module) -> tuple[np.ndarray, np.ndarray]:
 class NumpyNodeSetActor:
     """The logits of a node-set actor-critic policy's actor (``policy``: an SB3
     policy whose ``mlp_extractor`` is a :class:`NodeSetNetwork`), for one
-    observation at a time (a 1-D array), as the live cluster lays them out."""
+    observation (a 1-D array) or a batch, as the live cluster lays them out."""
 
     def __init__(self, policy: Any) -> None:
         body = policy.mlp_extractor
@@ -55,35 +55,59 @@ class NumpyNodeSetActor:
             self.context_logits = _layer(head)
 
     def logits(self, obs: np.ndarray) -> np.ndarray:
-        x = np.asarray(obs, dtype=np.float32)
-        n = (x.shape[0] - self.global_features) // self.node_features
+        """The logits of one observation (a 1-D array)."""
+        return self._forward(np.asarray(obs, dtype=np.float32))
+
+    def batch_logits(self, obs: np.ndarray) -> np.ndarray:
+        """The logits of a batch of observations (the rows of a 2-D array), one numpy
+        call a layer for the whole batch. Each row's are the very floats of
+        :meth:`logits` (every product keeps one observation's shape: the per-node
+        layers multiply each observation's (nodes, features) matrix, the context
+        layers each (1, features) row), so greedy actions never depend on the batch."""
+        return self._forward(np.asarray(obs, dtype=np.float32))
+
+    def _forward(self, x: np.ndarray) -> np.ndarray:
+        """The logits of ``x``, an observation or a batch of them (leading axes)."""
+        lead = x.shape[:-1]
+        n = (x.shape[-1] - self.global_features) // self.node_features
         split = n * self.node_features
-        nodes = x[:split].reshape(n, self.node_features)
+        nodes = x[..., :split].reshape(*lead, n, self.node_features)
         w, b = self.node_1
         embedded = relu(nodes @ w + b)
         w, b = self.node_2
         embedded = relu(embedded @ w + b)
         hidden = self.hidden
-        pooled = np.empty(2 * hidden + x.shape[0] - split, dtype=np.float32)
-        np.divide(np.add.reduce(embedded, axis=0), n, out=pooled[:hidden])  # as np.mean
-        np.maximum.reduce(embedded, axis=0, out=pooled[hidden : 2 * hidden])
-        pooled[2 * hidden :] = x[split:]
+        pooled = np.empty((*lead, 2 * hidden + x.shape[-1] - split), dtype=np.float32)
+        np.divide(np.add.reduce(embedded, axis=-2), n, out=pooled[..., :hidden])  # as np.mean
+        np.maximum.reduce(embedded, axis=-2, out=pooled[..., hidden : 2 * hidden])
+        pooled[..., 2 * hidden :] = x[..., split:]
         w, b = self.context
-        context = relu(pooled @ w + b)
+        context = relu(_rowwise(pooled, w) + b)
         if self.kind == "context":
             w, b = self.context_logits
-            return context @ w + b
-        paired = np.empty((n, 2 * hidden), dtype=np.float32)
-        paired[:, :hidden] = embedded
-        paired[:, hidden:] = context
+            return _rowwise(context, w) + b
+        paired = np.empty((*lead, n, 2 * hidden), dtype=np.float32)
+        paired[..., :hidden] = embedded
+        paired[..., hidden:] = context[..., None, :]
         w, b = self.score
         scores = relu(paired @ w + b)
         w, b = self.node_logits
         out = scores @ w + b
         if self.kind == "route":
-            return out[:, 0]
+            return out[..., 0]
         w, b = self.no_evict
-        return np.concatenate([out[:, 0], out[:, 1:3].reshape(-1), context @ w + b, out[:, 3]])
+        no_evict = _rowwise(context, w) + b
+        parts = [out[..., 0], out[..., 1:3].reshape(*lead, -1), no_evict, out[..., 3]]
+        return np.concatenate(parts, axis=-1)
+
+
+def _rowwise(rows: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """``rows @ weight`` for a vector or a batch of them, each row multiplied alone
+    (as a (1, features) matrix): a (batch, features) product would sum in another
+    order and round differently from one observation's."""
+    if rows.ndim == 1:
+        return rows @ weight
+    return (rows[..., None, :] @ weight)[..., 0, :]
 
 
 def relu(x: np.ndarray) -> np.ndarray:

@@ -20,7 +20,10 @@ windows and files is never timed.
 - ``read``: rows/s of the Mooncake reader on a ``read_rows``-row JSONL of
   conversation-like traffic that bench writes to a temporary folder (0: skip).
 - ``agents``: decisions/s of each agent (``zoo``: those in agents/zoo/) in
-  evaluation on the first workload's window; a decision is one forward pass.
+  evaluation on the first workload's window; a decision is one forward pass. An
+  agent that runs windows in lockstep (``agents.lockstep``) runs as many
+  simulators of the window at once as ``evaluate`` runs test windows
+  (``lockstep_windows``); ``decisions_per_s_alone`` is one window at a time.
 - ``env``: steps/s of each environment over an episode of random actions
   (pre-drawn) on the first workload's window, and the requests/s that implies.
   A Thresholds-v0 step is a whole decision epoch (about 13 requests on the
@@ -202,13 +205,24 @@ def _print_tables(result: dict[str, Any]) -> None:
     if result.get("agents"):
         print()
         _table(
-            ("agent", "env", "decisions", "decisions/s", "requests/s", *parts),
+            (
+                "agent",
+                "env",
+                "decisions",
+                "decisions/s",
+                "windows",
+                "alone/s",
+                "requests/s",
+                *parts,
+            ),
             [
                 (
                     row["name"],
                     row["env"],
                     str(row["decisions"]),
                     f"{row['decisions_per_s']:,.0f}",
+                    str(row["lockstep_windows"]),
+                    f"{row['decisions_per_s_alone']:,.0f}",
                     f"{row['requests_per_s']:,.0f}",
                     *_shares(row),
                 )

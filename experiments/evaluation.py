@@ -16,6 +16,7 @@ hit rates by copies and by bytes, copies summed).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -34,6 +35,9 @@ from envs.workloads.bursted import PUBLISHED_SEED
 DEFAULT_BASELINE = "cache_aware"
 FLOOR = "floor"
 """The row of the per-request TTFT lower bound (envs.sim.floor), not a policy."""
+LOCKSTEP_WINDOWS = 8
+"""Windows an agent runs in lockstep (:func:`run_windows_lockstep`), at most: its
+batched forward pass then serves up to this many decisions at once."""
 GAP_REFERENCE = "btb"
 """``floor_gap_closed_*_pct`` measure the gap from this policy's row down to the floor."""
 
@@ -146,7 +150,51 @@ def run_window(
     sim = Simulator(cluster, workload, config, np.random.default_rng(list(rng_seed)))
     start = time.perf_counter()
     records = policy.run(sim)
+    return window_result(policy, sim, records, time.perf_counter() - start, trace)
+
+
+def run_windows_lockstep(
+    policy: Policy,
+    cluster: ClusterSpec,
+    workloads: Sequence[Workload],
+    config: SimConfig,
+    rng_seeds: Sequence[Sequence[int]],
+    traced: Sequence[bool],
+) -> list[WindowResult]:
+    """:func:`run_window` of each window, for an agent that runs them in lockstep
+    (``agents.lockstep``: one batched forward pass a step); each window's wall time
+    is its share, by requests, of the whole run's."""
+    from agents.lockstep import run_lockstep
+
+    sims = [
+        Simulator(cluster, workload, config, np.random.default_rng(list(seed)))
+        for workload, seed in zip(workloads, rng_seeds, strict=True)
+    ]
+    start = time.perf_counter()
+    all_records = run_lockstep(policy, sims)  # type: ignore[arg-type]  # can_lockstep said so
     wall_s = time.perf_counter() - start
+    total = sum(len(workload) for workload in workloads) or 1
+    return [
+        window_result(policy, sim, records, wall_s * len(sim.requests) / total, trace)
+        for sim, records, trace in zip(sims, all_records, traced, strict=True)
+    ]
+
+
+def lockstep_capable(policy: Policy) -> bool:
+    """Whether ``policy`` is an agent that runs windows in lockstep (agents are
+    imported only for a policy of theirs: they import torch)."""
+    if not type(policy).__module__.startswith("agents."):
+        return False
+    from agents.lockstep import can_lockstep
+
+    return can_lockstep(policy)
+
+
+def window_result(
+    policy: Policy, sim: Simulator, records: Any, wall_s: float, trace: bool
+) -> WindowResult:
+    """A finished run's :class:`WindowResult` (with its timeline if ``trace``)."""
+    workload = sim.workload
     summary = records.summary
     input_tokens = sum(r.input_tokens for r in workload.requests)
     window_trace = None
@@ -193,7 +241,8 @@ def evaluate_policies(
     Args:
         policies: registered names, Policy instances, or a name -> Policy mapping.
         setup: a published setup name (``envs.sim.SETUPS``) or a cluster.
-        windows: the workload windows (consumed once, window by window).
+        windows: the workload windows (consumed once, window by window, or
+            LOCKSTEP_WINDOWS at a time when an agent runs them in lockstep).
         config: simulator settings (default: the causal reference model).
         seed: the policies' random stream per window is ``default_rng([seed, i])``.
         workload: the workload's name, for the rows.
@@ -216,14 +265,32 @@ def evaluate_policies(
         raise ValueError(f"a policy is named {FLOOR!r}, like the lower-bound row")
     results: dict[str, list[WindowResult]] = {name: [] for name in named}
     floors: list[np.ndarray] = []
-    for i, window in enumerate(windows):
+    lockstep = {name for name, policy in named.items() if lockstep_capable(policy)}
+    # windows one at a time, or a few at a time when an agent runs them in lockstep
+    group = LOCKSTEP_WINDOWS if lockstep else 1
+    numbered = enumerate(windows)
+    while chunk := list(itertools.islice(numbered, group)):
         if floor:
-            floors.append(ttft_floor_s(cluster, window, config))
+            floors.extend(ttft_floor_s(cluster, window, config) for _, window in chunk)
         for name, policy in named.items():
-            result = run_window(policy, cluster, window, config, (seed, i), trace=i == trace_window)
-            results[name].append(result)
+            if name in lockstep:
+                results[name] += run_windows_lockstep(
+                    policy,
+                    cluster,
+                    [window for _, window in chunk],
+                    config,
+                    [(seed, i) for i, _ in chunk],
+                    [i == trace_window for i, _ in chunk],
+                )
+            else:
+                for i, window in chunk:
+                    trace = i == trace_window
+                    results[name].append(
+                        run_window(policy, cluster, window, config, (seed, i), trace=trace)
+                    )
             if progress is not None:
-                progress(1)
+                for _ in chunk:
+                    progress(1)
     runs = [
         PolicyRun(
             row=summarize_windows(results[name], setup_name, workload, name, config),

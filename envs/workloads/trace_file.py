@@ -392,7 +392,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
             current = wanted.get(key)
             requests, chainer = [], BlockChainer()
         if current is not None:
-            requests.append(make_request(parsed, arrival_s, chainer, ""))
+            requests.append(make_request(parsed, arrival_s, chainer, "", len(requests)))
     if current is not None:
         yield _window(plan, current, requests)
 

@@ -60,6 +60,9 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (agent,) = result["agents"]
     assert agent["name"] == "ppo_thresholds" and agent["env"] == "thresholds"
     _positive(agent, "decisions_per_s", "requests_per_s", "simulate_s", "policy_s", "inference_s")
+    # a threshold controller decides once an epoch: it never runs windows in lockstep
+    assert agent["lockstep_windows"] == 1
+    assert agent["decisions_per_s_alone"] == agent["decisions_per_s"]
     route, thresholds = result["env"]
     assert route["env_id"] == "btb/Route-v0"
     assert route["steps"] == route["requests"] == 4120  # one step per arrival

@@ -228,6 +228,8 @@ def get_int(
 ) -> int:
     """An integer field (integral floats accepted); ``default`` when absent or null."""
     value = row.get(name)
+    if type(value) is int and value >= minimum:
+        return value  # the common case first
     if value is None:
         if default is None:
             raise _missing(row, name, loc)
@@ -246,6 +248,8 @@ def get_int(
 def get_number(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: float | None) -> float:
     """A required finite number, optionally bounded below."""
     value = row.get(name)
+    if type(value) is int and (minimum is None or value >= minimum):
+        return float(value)  # the common case first (an int is always finite)
     if value is None:
         raise _missing(row, name, loc)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -261,6 +265,8 @@ def get_number(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: flo
 def get_time(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: float | None) -> float:
     """A timestamp: a finite number, or a number written as a string (``"1700000000123"``)."""
     value = row.get(name)
+    if type(value) is int and (minimum is None or value >= minimum):
+        return float(value)  # the common case first
     if isinstance(value, str):
         try:
             number = float(value.strip())
@@ -282,6 +288,8 @@ def get_str(
     """A string field; integers are accepted and converted (ids are often numbers).
     Errors name the field ``label`` if given (a nested one: ``metadata.tenant``)."""
     value = row.get(name)
+    if type(value) is str:
+        return value  # the common case first
     if value is None:
         if default is None:
             raise _missing(row, name, loc)
@@ -296,6 +304,8 @@ def get_str(
 def get_hash_ids(row: Mapping[str, Any], name: str, loc: RowLocation) -> list[Hashable]:
     """A non-empty list of block hashes, each an integer or a string."""
     value = row.get(name)
+    if type(value) is list and value and _HASH_TYPES.issuperset(map(type, value)):
+        return value  # the common case first: a list from a parser, of ints or strings
     if value is None:
         raise _missing(row, name, loc)
     if not isinstance(value, (list, tuple)):
@@ -312,6 +322,10 @@ def get_hash_ids(row: Mapping[str, Any], name: str, loc: RowLocation) -> list[Ha
                 f"item {position} must be an integer or a string, got {_short(item)}",
             )
     return list(value)
+
+
+_HASH_TYPES = frozenset((int, str))
+"""The types a block hash may have (exactly: not bool, not a subclass)."""
 
 
 def output_tokens(row: Mapping[str, Any], name: str, loc: RowLocation) -> int:
@@ -400,18 +414,21 @@ class RowStream:
     def __iter__(self) -> Iterator[tuple[RowLocation, ParsedRow]]:
         options = self.options
         report = self.report
+        source, parse_row, block_tokens = report.source, self.parse_row, self.block_tokens
+        max_rows, strict = options.max_rows, options.strict_block_count
+        max_context = options.max_context_tokens
         for line, row in self.rows:
-            if options.max_rows is not None and report.rows_read >= options.max_rows:
+            if max_rows is not None and report.rows_read >= max_rows:
                 return
-            loc = RowLocation(report.source, line)
+            loc = RowLocation(source, line)
             try:
                 if isinstance(row, TraceFormatError):
                     raise row
-                parsed = self.parse_row(row, loc)
-                if options.strict_block_count:
-                    check_block_count(parsed, self.block_tokens, loc)
-                if options.max_context_tokens is not None:
-                    check_context(parsed, options.max_context_tokens, loc)
+                parsed = parse_row(row, loc)
+                if strict:
+                    check_block_count(parsed, block_tokens, loc)
+                if max_context is not None:
+                    check_context(parsed, max_context, loc)
             except TraceFormatError as error:
                 if not options.skip_bad_rows:
                     raise
@@ -528,12 +545,13 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
 
 
 def make_request(
-    parsed: ParsedRow, arrival_s: float, chainer: BlockChainer, namespace: str
+    parsed: ParsedRow, arrival_s: float, chainer: BlockChainer, namespace: str, index: int = 0
 ) -> Request:
-    """The simulator's request for a parsed row, arriving at ``arrival_s``."""
+    """The simulator's request for a parsed row, arriving at ``arrival_s``; ``index``
+    is its position in its workload (a Workload renumbers any that is not)."""
     tenant = parsed.tenant or namespace
     return Request(
-        index=0,
+        index=index,
         request_id=parsed.request_id,
         arrival_s=arrival_s,
         input_tokens=parsed.input_tokens,
@@ -565,13 +583,16 @@ def assemble_trace(
     times: list[float] = []
     locs: list[RowLocation] = []
     last = -math.inf
+    namespace = options.namespace
     for loc, parsed in stream:
-        if parsed.time < last:
-            _note_out_of_order(report, options, fmt, loc, parsed.time, last)
-        last = max(last, parsed.time)
-        times.append(parsed.time)
+        time = parsed.time
+        if time < last:
+            _note_out_of_order(report, options, fmt, loc, time, last)
+        else:
+            last = time
+        times.append(time)
         locs.append(loc)
-        requests.append(make_request(parsed, 0.0, chainer, options.namespace))
+        requests.append(make_request(parsed, 0.0, chainer, namespace))
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
     earliest, latest = min(times, default=0.0), max(times, default=0.0)
@@ -593,6 +614,7 @@ def assemble_trace(
             report.skip(error)
             continue
         request.arrival_s = arrival_s
+        request.index = len(kept)  # its position, so the Workload need not renumber it
         kept.append(request)
     requests = kept
     if not requests:
@@ -642,7 +664,10 @@ def assemble_windows(
             _note_out_of_order(report, options, fmt, loc, parsed.time, window.last)
         window.last = max(window.last, parsed.time)
         arrival_s = parsed.time / ups
-        window.requests.append(make_request(parsed, arrival_s, window.chainer, options.namespace))
+        position = len(window.requests)
+        window.requests.append(
+            make_request(parsed, arrival_s, window.chainer, options.namespace, position)
+        )
     if window is None:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     if window.wanted:

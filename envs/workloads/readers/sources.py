@@ -12,7 +12,7 @@ import gzip
 import json
 import os
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -27,6 +27,9 @@ from envs.workloads.readers.base import (
 )
 
 PARQUET_BATCH_ROWS = 1024
+_DIGIT_OR_BLANK = bytes(48 if 48 <= byte <= 57 else 32 for byte in range(256))
+"""A bytes.translate table: every digit to "0", every other byte to a blank."""
+_LONG_DIGITS = b"0" * 19
 
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -55,10 +58,17 @@ def jsonl_rows(
     A line that is not UTF-8 is a bad row like any other (named by its line); a
     compressed file that cannot be decompressed to the end stops the read with a
     :class:`TraceFormatError` naming the file and the line it broke at.
+
+    Each line is parsed by orjson when it is installed; a line orjson refuses, one
+    that is not an object, or one that may hold an integer orjson read as a float
+    (:func:`read_exactly`) goes through :func:`stdlib_row`, so the rows read and
+    the errors given are the standard library's (which also reads ``NaN`` and lone
+    surrogates, and strips Unicode blanks).
     """
     file = Path(path)
     name = str(file)
     line_no = 0
+    fast = _fast_loads()
     with _open_bytes(file) as handle:
         lines = iter(handle)
         while True:
@@ -71,39 +81,61 @@ def jsonl_rows(
                     name, line_no + 1, None, f"cannot read the file past this line ({error})"
                 ) from None
             line_no += 1
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                yield (
-                    line_no,
-                    TraceFormatError(
-                        name,
-                        line_no,
-                        None,
-                        f"byte 0x{raw[error.start]:02x} at column {error.start + 1} "
-                        "is not UTF-8 text",
-                    ),
-                )
-                continue
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                yield (
-                    line_no,
-                    TraceFormatError(name, line_no, None, f"not valid JSON ({error.msg})"),
-                )
-                continue
-            if not isinstance(row, dict):
-                yield (
-                    line_no,
-                    TraceFormatError(
-                        name, line_no, None, f"expected a JSON object, got {type(row).__name__}"
-                    ),
-                )
-                continue
-            yield line_no, row
+            if fast is not None and read_exactly(raw):
+                try:
+                    row = fast(raw)
+                except ValueError:  # orjson.JSONDecodeError is one
+                    pass
+                else:
+                    if type(row) is dict:
+                        yield line_no, row
+                        continue
+            parsed = stdlib_row(raw, name, line_no)
+            if parsed is not None:
+                yield line_no, parsed
+
+
+def read_exactly(raw: bytes) -> bool:
+    """Whether orjson surely reads the line ``raw`` as the standard library does: it
+    has no 19 digits in a row, which may be an integer past 64 bits (orjson reads
+    it as a float, the standard library as an int). Digits in a string count too;
+    such a line only takes the slower path."""
+    return _LONG_DIGITS not in raw.translate(_DIGIT_OR_BLANK)
+
+
+def _fast_loads() -> Callable[[bytes], Any] | None:
+    """``orjson.loads``, or None when orjson is not installed (then every line takes
+    the standard library's path)."""
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson.loads
+
+
+def stdlib_row(raw: bytes, name: str, line_no: int) -> Mapping[str, Any] | TraceFormatError | None:
+    """One JSONL line read with the standard library: its object, the error that
+    names what is wrong with it, or None for a blank line."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return TraceFormatError(
+            name,
+            line_no,
+            None,
+            f"byte 0x{raw[error.start]:02x} at column {error.start + 1} is not UTF-8 text",
+        )
+    if not line.strip():
+        return None
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        return TraceFormatError(name, line_no, None, f"not valid JSON ({error.msg})")
+    if not isinstance(row, dict):
+        return TraceFormatError(
+            name, line_no, None, f"expected a JSON object, got {type(row).__name__}"
+        )
+    return row
 
 
 def require_pyarrow() -> Any:
