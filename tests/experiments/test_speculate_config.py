@@ -55,5 +55,8 @@ def test_the_node_set_network_refuses_speculate() -> None:
 
 def test_behavioural_cloning_refuses_speculate() -> None:
     cfg = _compose(["env=route_warm", "env.speculate=true", "imitation.episodes=1"])
-    with pytest.raises(ValueError, match=r"labels no speculate actions"):
+    with pytest.raises(ValueError, match=r"labels no speculate, pin or move.*env\.speculate"):
+        check_imitation(cfg)
+    cfg = _compose(["env=route_warm", "env.cache_actions=true", "imitation.episodes=1"])
+    with pytest.raises(ValueError, match=r"without env\.cache_actions"):
         check_imitation(cfg)
