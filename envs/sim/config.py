@@ -254,47 +254,26 @@ class SimConfig:
 
     def _check_view_and_faults(self) -> None:
         """The stale-view and fault options (stored as plain Python values)."""
-        self._store_numbers(
-            "router_view_delay_s",
-            "fault_node_loss_rate_per_s",
-            "fault_node_down_s",
-            "fault_copy_fail_prob",
-            "fault_copy_slow_prob",
-            "fault_copy_slowdown",
-            "fault_nic_down_for_s",
-        )
-        if not (0 <= self.router_view_delay_s < math.inf):
-            raise ConfigError.about(
-                "sim.router_view_delay_s",
-                f"must be finite and >= 0, got {self.router_view_delay_s!r}",
+        inf = math.inf
+        for name, low, high, above, finite in (
+            ("router_view_delay_s", 0, inf, False, True),
+            ("fault_node_loss_rate_per_s", 0, inf, False, True),
+            ("fault_node_down_s", 0, inf, True, False),  # inf: never back
+            ("fault_copy_fail_prob", 0, 1, False, False),
+            ("fault_copy_slow_prob", 0, 1, False, False),
+            ("fault_copy_slowdown", 1, inf, False, True),
+            ("fault_nic_down_for_s", 0, inf, True, True),
+        ):
+            value = checked_number(
+                f"sim.{name}",
+                getattr(self, name),
+                low,
+                high,
+                above=above,
+                finite=finite,
+                error=ConfigError,
             )
-        if not (0 <= self.fault_node_loss_rate_per_s < math.inf):
-            raise ConfigError.about(
-                "sim.fault_node_loss_rate_per_s",
-                f"must be finite and >= 0, got {self.fault_node_loss_rate_per_s!r}",
-            )
-        if not (self.fault_node_down_s > 0):
-            raise ConfigError.about(
-                "sim.fault_node_down_s", f"must be > 0, got {self.fault_node_down_s!r}"
-            )
-        if not (0 <= self.fault_copy_fail_prob <= 1):
-            raise ConfigError.about(
-                "sim.fault_copy_fail_prob", f"must be in [0, 1], got {self.fault_copy_fail_prob!r}"
-            )
-        if not (0 <= self.fault_copy_slow_prob <= 1):
-            raise ConfigError.about(
-                "sim.fault_copy_slow_prob", f"must be in [0, 1], got {self.fault_copy_slow_prob!r}"
-            )
-        if not (1 <= self.fault_copy_slowdown < math.inf):
-            raise ConfigError.about(
-                "sim.fault_copy_slowdown",
-                f"must be finite and >= 1, got {self.fault_copy_slowdown!r}",
-            )
-        if not (0 < self.fault_nic_down_for_s < math.inf):
-            raise ConfigError.about(
-                "sim.fault_nic_down_for_s",
-                f"must be finite and > 0, got {self.fault_nic_down_for_s!r}",
-            )
+            object.__setattr__(self, name, value)
         check_int("sim.fault_seed", self.fault_seed, 0, ConfigError)
         self._check_schedule("fault_node_loss_s", "fault_node_loss_nodes")
         self._check_schedule("fault_nic_down_s", "fault_nic_down_nodes")
@@ -347,15 +326,13 @@ class SimConfig:
 
     def _check_cache_life(self) -> None:
         """The cache lifecycle's fields (pin budget, replica TTL, reclaim order)."""
-        self._store_numbers("pin_budget_fraction", "replica_ttl_s")
+        self._store_numbers("pin_budget_fraction")
         if not (0 <= self.pin_budget_fraction < 1):
             raise ConfigError.about(
                 "sim.pin_budget_fraction", f"must be in [0, 1), got {self.pin_budget_fraction!r}"
             )
-        if not (self.replica_ttl_s > 0):
-            raise ConfigError.about(
-                "sim.replica_ttl_s", f"must be > 0 (inf: no TTL), got {self.replica_ttl_s!r}"
-            )
+        ttl = checked_number("sim.replica_ttl_s", self.replica_ttl_s, above=True, error=ConfigError)
+        object.__setattr__(self, "replica_ttl_s", ttl)  # inf: no TTL
         if self.reclaim_order not in RECLAIM_ORDERS:
             raise ConfigError.about(
                 "sim.reclaim_order",

@@ -83,7 +83,7 @@ def test_compare_refuses_a_bad_fault_value_in_one_line(
     argv = [f"out_dir={tmp_path / 'run'}", "agents=none", "sim.fault_copy_fail_prob=2"]
     assert main_guard(lambda: compare.main(argv)) == 2
     err = capsys.readouterr().err.strip()
-    assert "sim.fault_copy_fail_prob must be in [0, 1], got 2.0" in err
+    assert "sim.fault_copy_fail_prob must be a number in [0, 1], got 2.0" in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
 
