@@ -51,6 +51,12 @@ class NumpyNodeSetActor:
         if isinstance(head, NodeActionHead):
             self.node_logits = _layer(head.node_logits)
             self.no_evict = _layer(head.no_evict)
+            self.speculate = _layer(head.speculate_logits) if head.speculate else None
+            self.cache = (  # RouteWarm-v0's cache_actions: per node, and "nothing" of each part
+                (_layer(head.cache_logits), _layer(head.cache_none))
+                if head.cache_actions
+                else None
+            )
         else:  # the threshold controller: SB3's Linear on the context
             self.context_logits = _layer(head)
 
@@ -83,7 +89,16 @@ class NumpyNodeSetActor:
         if self.kind == "route":
             return out[:, 0]
         w, b = self.no_evict
-        return np.concatenate([out[:, 0], out[:, 1:3].reshape(-1), context @ w + b, out[:, 3]])
+        parts = [out[:, 0], out[:, 1:3].reshape(-1), context @ w + b, out[:, 3]]
+        if self.speculate is not None:
+            w, b = self.speculate
+            parts.append((scores @ w + b).reshape(-1))
+        if self.cache is not None:
+            (w, b), (w_none, b_none) = self.cache
+            cache = scores @ w + b
+            none = context @ w_none + b_none
+            parts += [none[:1], cache[:, 0], cache[:, 1], none[1:], cache[:, 2], cache[:, 3]]
+        return np.concatenate(parts)
 
 
 def relu(x: np.ndarray) -> np.ndarray:
