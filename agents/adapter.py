@@ -87,8 +87,8 @@ class AgentPolicy(Policy):
         """How the network's output splits into action dimensions on ``n_nodes`` nodes.
 
         The node-set network's per-node heads emit the live cluster's layout
-        (route: ``n`` logits; route_warm: ``[n] + [2] * n + [n + 1]``, and ``[2] * n``
-        more with ``speculate``). The
+        (route: ``n`` logits; route_warm: ``[n] + [2] * n + [n + 1]``, then ``[2] * n``
+        with ``speculate`` and ``[2 * n + 1] * 2`` with ``cache_actions``). The
         threshold controller's heads read the pooled context, so their sizes stay
         those it was trained with (M is a share of the live cluster).
         """

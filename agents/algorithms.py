@@ -86,11 +86,6 @@ class AgentSpec:
                 "agent.algo=maskable_ppo uses action masks, which env=route_warm has; "
                 f"got {self.env!r}"
             )
-        if self.env_kwargs.get("hints") and self.net == "set":
-            raise ValueError(
-                "env.hints=true adds request-hint features that the node-set network "
-                "(agent.net=set) does not read; use agent.net=mlp"
-            )
         if not self.name:  # e.g. ppo_route; ppo_route_mlp for SB3's flat MLP
             self.name = f"{self.algo}_{self.env}" + ("_mlp" if self.net == "mlp" else "")
 
@@ -108,12 +103,24 @@ def policy_for(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
             "MlpPolicy",
             {
                 "features_extractor_class": NodeSetExtractor,
-                "features_extractor_kwargs": {"kind": spec.env, "hidden": spec.hidden},
+                "features_extractor_kwargs": {
+                    "kind": spec.env,
+                    "hidden": spec.hidden,
+                    **_set_options(spec, ("hints",)),
+                },
                 "net_arch": [spec.hidden],
             },
         )
     policy = MaskableNodeScoringPolicy if spec.algo == "maskable_ppo" else NodeScoringPolicy
-    return (policy, {"kind": spec.env, "hidden": spec.hidden, "critic": spec.critic})
+    kwargs = {"kind": spec.env, "hidden": spec.hidden, "critic": spec.critic}
+    return (policy, kwargs | _set_options(spec, ("speculate", "cache_actions", "hints")))
+
+
+def _set_options(spec: AgentSpec, names: tuple[str, ...]) -> dict[str, bool]:
+    """The env options among ``names`` that ``spec`` was trained with and the
+    node-set network follows (only those on: a default agent's policy_kwargs are
+    as before the options existed)."""
+    return {name: True for name in names if spec.env_kwargs.get(name)}
 
 
 # Ranges of the SB3 hyperparameters SB3 itself does not check (a value outside

@@ -51,6 +51,12 @@ class NumpyNodeSetActor:
         if isinstance(head, NodeActionHead):
             self.node_logits = _layer(head.node_logits)
             self.no_evict = _layer(head.no_evict)
+            self.speculate = _layer(head.speculate_logits) if head.speculate else None
+            self.cache = (  # RouteWarm-v0's cache_actions: per node, and "nothing" of each part
+                (_layer(head.cache_logits), _layer(head.cache_none))
+                if head.cache_actions
+                else None
+            )
         else:  # the threshold controller: SB3's Linear on the context
             self.context_logits = _layer(head)
 
@@ -98,6 +104,15 @@ class NumpyNodeSetActor:
         w, b = self.no_evict
         no_evict = _rowwise(context, w) + b
         parts = [out[..., 0], out[..., 1:3].reshape(*lead, -1), no_evict, out[..., 3]]
+        if self.speculate is not None:
+            w, b = self.speculate
+            parts.append((scores @ w + b).reshape(*lead, -1))
+        if self.cache is not None:
+            (w, b), (w_none, b_none) = self.cache
+            cache = scores @ w + b
+            none = _rowwise(context, w_none) + b_none
+            parts += [none[..., :1], cache[..., 0], cache[..., 1]]  # nothing, pin, unpin
+            parts += [none[..., 1:], cache[..., 2], cache[..., 3]]  # nothing, demote, promote
         return np.concatenate(parts, axis=-1)
 
 

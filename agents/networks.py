@@ -11,8 +11,12 @@ policy trained on four nodes loads into a policy for six.
   MaskablePPO) plugs it in as the actor-critic body: the value comes from a
   context, and the action logits from per-node heads (route: one logit per
   node; route + warm: route, warm no / yes and evict per node, plus an
-  evict-nothing logit from the context). For other action spaces (the
-  threshold controller) the heads read the context. ``critic`` says whose
+  evict-nothing logit from the context; with RouteWarm-v0's ``speculate``,
+  speculate no / yes per node; with its ``cache_actions``, pin and unpin, demote
+  and promote per node, plus a do-nothing logit of each part from the context).
+  For other action spaces (the threshold controller) the heads read the
+  context. With the env's ``hints`` the request-hint features join the global
+  features the context reads. ``critic`` says whose
   context the value reads: ``shared`` (the actor's: the value loss trains the
   actor's body too), ``separate`` (a second node-set body of its own, the same
   shape: the actor and the critic share no weight) or ``detached`` (the actor's
@@ -33,13 +37,20 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 from agents.distributions import lean_distribution
-from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES, NODE_FEATURES, REQUEST_FEATURES
+from envs.encoder import (
+    EPOCH_FEATURES,
+    EPOCH_NODE_FEATURES,
+    HINT_FEATURES,
+    NODE_FEATURES,
+    REQUEST_FEATURES,
+)
 
 
-def feature_layout(kind: str) -> tuple[int, int]:
-    """(per-node features, global features) of an env kind's observation."""
+def feature_layout(kind: str, hints: bool = False) -> tuple[int, int]:
+    """(per-node features, global features) of an env kind's observation; ``hints``:
+    the env's request-hint features follow the request's (route kinds only)."""
     if kind in ("route", "route_warm"):
-        return len(NODE_FEATURES), len(REQUEST_FEATURES)
+        return len(NODE_FEATURES), len(REQUEST_FEATURES) + (len(HINT_FEATURES) if hints else 0)
     if kind == "thresholds":
         return len(EPOCH_NODE_FEATURES), len(EPOCH_FEATURES)
     raise ValueError(f"unknown env kind {kind!r}; known: route, route_warm, thresholds")
@@ -149,16 +160,30 @@ class NodeSetNetwork(nn.Module):
 
 class NodeActionHead(nn.Module):
     """Logits from per-node score embeddings: ``route`` gives one per node;
-    ``route_warm`` gives the ``MultiDiscrete([n] + [2] * n + [n + 1])`` layout."""
+    ``route_warm`` gives the ``MultiDiscrete([n] + [2] * n + [n + 1])`` layout, then
+    ``[2] * n`` with ``speculate`` and ``[2 * n + 1] * 2`` with ``cache_actions``
+    (``envs.route_warm.route_warm_sizes``). Without the options its layers, and so
+    its parameters, are those of the head before the options existed."""
 
-    def __init__(self, hidden: int, kind: str) -> None:
+    def __init__(
+        self, hidden: int, kind: str, speculate: bool = False, cache_actions: bool = False
+    ) -> None:
         super().__init__()
         if kind not in ("route", "route_warm"):
             raise ValueError(f"per-node heads exist for route and route_warm, not {kind!r}")
+        if kind == "route" and (speculate or cache_actions):
+            raise ValueError("speculate and cache_actions are options of route_warm's head")
         self.hidden = hidden
         self.kind = kind
+        self.speculate = speculate
+        self.cache_actions = cache_actions
         self.node_logits = nn.Linear(hidden, 1 if kind == "route" else 4)
         self.no_evict = nn.Linear(hidden, 1)
+        if speculate:  # speculate no / yes, per node
+            self.speculate_logits = nn.Linear(hidden, 2)
+        if cache_actions:  # pin, unpin, demote, promote per node; "nothing" of each part
+            self.cache_logits = nn.Linear(hidden, 4)
+            self.cache_none = nn.Linear(hidden, 2)
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
         batch = latent.shape[0]
@@ -171,12 +196,22 @@ class NodeActionHead(nn.Module):
         route = out[..., 0]
         warm = out[..., 1:3].reshape(batch, 2 * n)
         evict = torch.cat([self.no_evict(context), out[..., 3]], dim=-1)
-        return torch.cat([route, warm, evict], dim=-1)
+        parts = [route, warm, evict]
+        if self.speculate:
+            parts.append(self.speculate_logits(scores).reshape(batch, 2 * n))
+        if self.cache_actions:
+            cache = self.cache_logits(scores)
+            none = self.cache_none(context)
+            parts += [none[:, :1], cache[..., 0], cache[..., 1]]  # nothing, pin k, unpin k
+            parts += [none[:, 1:], cache[..., 2], cache[..., 3]]  # nothing, demote, promote
+        return torch.cat(parts, dim=-1)
 
 
 class _NodeScoring:
     """Mixin for SB3 actor-critic policies; ``policy_kwargs``: ``kind``, ``hidden``,
-    ``critic`` (see the module docstring)."""
+    ``critic`` (see the module docstring), and the env options the network
+    follows: ``speculate``, ``cache_actions`` (action parts) and ``hints``
+    (observation features)."""
 
     def __init__(
         self,
@@ -184,15 +219,21 @@ class _NodeScoring:
         kind: str = "route",
         hidden: int = 64,
         critic: str = "shared",
+        speculate: bool = False,
+        cache_actions: bool = False,
+        hints: bool = False,
         **kwargs: Any,
     ) -> None:
         self.kind = kind
         self.hidden = hidden
         self.critic = critic
+        self.speculate = speculate
+        self.cache_actions = cache_actions
+        self.hints = hints
         super().__init__(*args, **kwargs)  # type: ignore[call-arg]
 
     def _build_mlp_extractor(self) -> None:
-        node_features, global_features = feature_layout(self.kind)
+        node_features, global_features = feature_layout(self.kind, self.hints)
         self.mlp_extractor = NodeSetNetwork(
             node_features,
             global_features,
@@ -207,8 +248,11 @@ class _NodeScoring:
         super()._build(lr_schedule)  # type: ignore[misc]
         if self.kind == "thresholds":
             return
-        self.action_net = NodeActionHead(self.hidden, self.kind)
-        for module in (self.action_net.node_logits, self.action_net.no_evict):
+        self.action_net = NodeActionHead(
+            self.hidden, self.kind, self.speculate, self.cache_actions
+        )
+        for module in self.action_net.children():  # node_logits first, as before the options
+            assert isinstance(module, nn.Linear)
             nn.init.orthogonal_(module.weight, gain=0.01)
             nn.init.zeros_(module.bias)
         self.optimizer = self.optimizer_class(  # type: ignore[attr-defined]
@@ -220,6 +264,9 @@ class _NodeScoring:
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()  # type: ignore[misc]
         data.update(kind=self.kind, hidden=self.hidden, critic=self.critic)
+        for option in ("speculate", "cache_actions", "hints"):
+            if getattr(self, option):  # only when on: saved as before the options existed
+                data[option] = True
         return data
 
 
@@ -236,9 +283,13 @@ class NodeSetExtractor(BaseFeaturesExtractor):
     embeddings and the context, flattened; its size fixes ``n_nodes``."""
 
     def __init__(
-        self, observation_space: gym.spaces.Box, kind: str = "route", hidden: int = 64
+        self,
+        observation_space: gym.spaces.Box,
+        kind: str = "route",
+        hidden: int = 64,
+        hints: bool = False,
     ) -> None:
-        node_features, global_features = feature_layout(kind)
+        node_features, global_features = feature_layout(kind, hints)
         n = (observation_space.shape[0] - global_features) // node_features
         super().__init__(observation_space, features_dim=(n + 1) * hidden)
         self.body = NodeSetNetwork(node_features, global_features, hidden)

@@ -34,6 +34,9 @@ own routing rule (least-loaded node among those holding the prefix or landed
 shadow copies of it, ties to the lowest index) would have sent a request of the
 prefix to its target. Shadow copies are assumed never evicted, so the hit
 rate is optimistic. :meth:`BTB.metrics` reports the totals.
+
+A node down (faults) is neither a holder, a copy target nor routed to
+(``baselines.routers.up_nodes``).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baselines.policy import Policy, register
-from baselines.routers import cache_aware_choice, least_loaded
+from baselines.routers import cache_aware_choice, least_loaded, up_nodes
 from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
 from envs.sim.forecast import copy_bytes, transfer_s
@@ -191,7 +194,7 @@ class BTB(Policy):
         key = prefix[-1]
         resident: list[int] = []
         held: list[int] = []
-        for node in sim.nodes:
+        for node in up_nodes(sim):
             if node.view.hbm_match(prefix) >= depth:
                 resident.append(node.index)
                 held.append(node.index)
@@ -205,7 +208,7 @@ class BTB(Policy):
             return self._shadow_decide(sim, request, prefix, route_to, held, sources)
         if sources and len(held) < self.m:
             nodes = sim.nodes
-            cold = [n.index for n in nodes if n.index not in held]
+            cold = [n.index for n in up_nodes(sim) if n.index not in held]
             cold.sort(key=lambda i: (nodes[i].load, i))
             src = min(sources, key=lambda i: (nodes[i].load, i))
             for dst in cold[: self.m - len(held)]:
@@ -232,7 +235,7 @@ class BTB(Policy):
         shadow = self._shadow_at.setdefault(prefix[-1], {})
         would = held + [dst for dst in shadow if dst not in held]
         if sources and len(would) < self.m:
-            cold = [n.index for n in nodes if n.index not in would]
+            cold = [n.index for n in up_nodes(sim) if n.index not in would]
             cold.sort(key=lambda i: (nodes[i].load, i))
             src = min(sources, key=lambda i: (nodes[i].load, i))
             depth = len(prefix)

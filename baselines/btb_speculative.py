@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from baselines.btb import BTB
 from baselines.policy import register
+from baselines.routers import up_nodes
 from envs.sim.node import IDLE
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -44,7 +45,7 @@ class BTBSpeculative(BTB):
             busy |= {n.index for n in sim.nodes if speculation.speculating(n, key)}
         idle = [
             n.index
-            for n in sim.nodes
+            for n in up_nodes(sim)
             if n.index not in busy and n.work == IDLE and not n.queue and n.running == 0
         ]  # all of load 0: in index order
         wanted = self.m - len(busy)

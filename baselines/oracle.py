@@ -32,6 +32,7 @@ from collections import Counter
 from itertools import chain
 
 from baselines.policy import Policy, register
+from baselines.routers import up_nodes
 from envs.sim.checks import check_int
 from envs.sim.forecast import (
     catch_up,
@@ -158,7 +159,7 @@ class OracleWarm(Policy):
         depth = len(prefix)
         key = prefix[-1]
         out = []
-        for node in sim.nodes:
+        for node in up_nodes(sim):
             if node.view.hbm_match(prefix) >= depth:
                 out.append(node.index)
             else:

@@ -3,7 +3,8 @@ SGLang's gateway, Dynamo's KV router, llm-d.
 
 Each reads the real HBM prefix cache of every node (a production router keeps
 an approximation of it, built from KV events or from what it routed). None of
-them copies KV ahead of a burst.
+them copies KV ahead of a burst. Each skips the nodes that are down
+(``baselines.routers.up_nodes``: a production router's health checks).
 
 * ``sglang``: the gateway as shipped. If the cluster is imbalanced
   ((max - min) load > ``balance_abs`` and max > ``balance_rel`` x min) route by
@@ -27,7 +28,7 @@ from __future__ import annotations
 import math
 
 from baselines.policy import Policy, register
-from baselines.routers import least_loaded, pick
+from baselines.routers import least_loaded, pick, up_nodes
 from envs.sim.checks import check_range
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -45,7 +46,7 @@ class SGLangGateway(Policy):
         self.cache_threshold = check_range("sglang.cache_threshold", cache_threshold, 0, 1)
 
     def decide(self, sim: Simulator, request: Request) -> int:
-        nodes = sim.nodes
+        nodes = up_nodes(sim)
         loads = [n.load for n in nodes]
         high = max(loads)
         low = min(loads)
@@ -55,11 +56,11 @@ class SGLangGateway(Policy):
         matches = [n.view.hbm_match(blocks) for n in nodes]
         best = max(matches)
         if best / len(blocks) > self.cache_threshold:
-            ties = [i for i, m in enumerate(matches) if m == best]
+            ties = [k for k, m in enumerate(matches) if m == best]
             if len(ties) > 1:
-                fewest = min(loads[i] for i in ties)
-                ties = [i for i in ties if loads[i] == fewest]
-            return pick(sim, ties)
+                fewest = min(loads[k] for k in ties)
+                ties = [k for k in ties if loads[k] == fewest]
+            return pick(sim, [nodes[k].index for k in ties])
         return least_loaded(sim)
 
 
@@ -95,7 +96,9 @@ class DynamoKV(Policy):
         return out
 
     def decide(self, sim: Simulator, request: Request) -> int:
-        costs = self.costs(sim, request)
+        all_costs = self.costs(sim, request)
+        up = [node.index for node in up_nodes(sim)]
+        costs = [all_costs[i] for i in up]
         low = min(costs)
         if self.temperature > 0:
             high = max(costs)
@@ -104,16 +107,16 @@ class DynamoKV(Policy):
                 t = self.temperature
                 weights = [math.exp(-(c - low) / span / t) for c in costs]
                 draw = sim.rng.random() * sum(weights)
-                choice = len(weights) - 1
-                for i, w in enumerate(weights):
+                choice = up[-1]
+                for k, w in enumerate(weights):
                     draw -= w
                     if draw < 0:
-                        choice = i
+                        choice = up[k]
                         break
             else:
-                choice = pick(sim, list(range(len(costs))))
+                choice = pick(sim, up)
         else:
-            choice = pick(sim, [i for i, c in enumerate(costs) if c == low])
+            choice = pick(sim, [i for i, c in zip(up, costs) if c == low])
         bt = sim.block_tokens
         prompt_blocks = -(-request.input_tokens // bt)
         node = sim.nodes[choice]
@@ -146,15 +149,20 @@ class LLMD(Policy):
         self.prefix_weight = check_range("llmd.prefix_weight", prefix_weight, 0)
 
     def scores(self, sim: Simulator, request: Request) -> list[float]:
-        """The weighted score of each node for ``request`` (higher is better)."""
+        """The weighted score of each node for ``request`` (higher is better; -inf
+        for a node down)."""
         nodes = sim.nodes
         waiting = [len(n.queue) for n in nodes]
-        q_low = min(waiting)
-        q_span = max(waiting) - q_low
+        up_waiting = [waiting[n.index] for n in up_nodes(sim)]
+        q_low = min(up_waiting)
+        q_span = max(up_waiting) - q_low
         blocks = request.blocks
         n_blocks = len(blocks)
         out = []
         for i, node in enumerate(nodes):
+            if node.down:  # never picked
+                out.append(-math.inf)
+                continue
             queue_score = 1.0 if q_span == 0 else 1.0 - (waiting[i] - q_low) / q_span
             kv_score = 1.0 - min(node.reserved_tokens / node.budget_tokens, 1.0)
             prefix_score = node.view.hbm_match(blocks) / n_blocks

@@ -1,13 +1,25 @@
 """Routing-only baselines: random, round robin, least load, cache aware (as the
-BTB write-up's simulator reads SGLang's default)."""
+BTB write-up's simulator reads SGLang's default).
+
+Every baseline routes and copies among :func:`up_nodes`: a node lost to a fault
+(``node.down``) is skipped, as a production router's health checks skip it.
+Without the simulator's fault options no node is ever down, and nothing changes.
+"""
 
 from __future__ import annotations
 
 from baselines.policy import Policy, register
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
+from envs.sim.node import Node
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
+
+
+def up_nodes(sim: Simulator) -> list[Node]:
+    """The nodes a baseline may route or copy to: all but those down (the
+    ``SimConfig`` fault options; a production router knows from health checks)."""
+    return [node for node in sim.nodes if not node.down]
 
 
 def pick(sim: Simulator, ties: list[int]) -> int:
@@ -18,12 +30,15 @@ def pick(sim: Simulator, ties: list[int]) -> int:
 
 
 def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:
-    """The node with the fewest running + waiting requests; ties at random (``sim.rng``)."""
+    """The node up (of ``candidates``, default all) with the fewest running +
+    waiting requests; ties at random (``sim.rng``)."""
     nodes = sim.nodes
+    if candidates is not None:
+        candidates = [i for i in candidates if not nodes[i].down] or None
     if candidates is None:
-        loads = [n.load for n in nodes]
-        low = min(loads)
-        ties = [i for i, load in enumerate(loads) if load == low]
+        up = up_nodes(sim)
+        low = min(n.load for n in up)
+        ties = [n.index for n in up if n.load == low]
     else:
         low = min(nodes[i].load for i in candidates)
         ties = [i for i in candidates if nodes[i].load == low]
@@ -37,12 +52,13 @@ class RandomRouter(Policy):
     """Uniformly random node."""
 
     def decide(self, sim: Simulator, request: Request) -> int:
-        return int(sim.rng.random() * sim.n_nodes)
+        up = up_nodes(sim)
+        return up[int(sim.rng.random() * len(up))].index
 
 
 @register("round_robin")
 class RoundRobin(Policy):
-    """Nodes in turn."""
+    """Nodes in turn (a node down loses its turn)."""
 
     def __init__(self) -> None:
         self._next = 0
@@ -51,8 +67,12 @@ class RoundRobin(Policy):
         self._next = 0
 
     def decide(self, sim: Simulator, request: Request) -> int:
-        node = self._next % sim.n_nodes
+        nodes = sim.nodes
+        node = self._next % len(nodes)
         self._next += 1
+        while nodes[node].down:  # faults never take the last node up
+            node = self._next % len(nodes)
+            self._next += 1
         return node
 
 
@@ -95,7 +115,8 @@ def cache_aware_choice(
     best_load = 0
     ties: list[int] = []
     matched = _hbm_ram_match if sim.match_with_ram else PrefixCache.hbm_match
-    for i, node in enumerate(sim.nodes):
+    for node in up_nodes(sim):
+        i = node.index
         load = node.load
         if load > high:
             high = load

@@ -215,13 +215,6 @@ def check_finetune(cfg: Any) -> None:
             f"env.reward_timing must be one of {', '.join(REWARD_TIMINGS)}, "
             f"got {cfg.env.reward_timing!r}"
         )
-    if cfg.env.kind == "route_warm" and cfg.agent.net == "set":
-        for option, parts in (("speculate", "speculate"), ("cache_actions", "pin and move")):
-            if cfg.env[option]:
-                raise ValueError(
-                    f"env.{option}=true: the node-set network (agent.net=set) has no {parts} "
-                    "heads; train with agent.net=mlp"
-                )
     if cfg.agent.warm_prior:
         if cfg.env.kind != "route_warm" or cfg.agent.net != "set":
             raise ValueError(

@@ -345,12 +345,12 @@ def copy_targets(
 ) -> list[int]:
     """The nodes to copy the prefix ``key`` to so that ``want`` nodes hold it or
     will (``holders`` and the nodes with a copy of it in flight count), soonest
-    free first by the clock ``free_at`` (ties to the lower index); [] when enough
-    already do."""
+    free first by the clock ``free_at`` (ties to the lower index), never a node
+    down; [] when enough already do."""
     warm = set(holders) | {n.index for n in nodes if key in n.inflight}
     if len(warm) >= want:
         return []
-    cold = [i for i in range(len(nodes)) if i not in warm]
+    cold = [i for i in range(len(nodes)) if i not in warm and not nodes[i].down]
     cold.sort(key=lambda i: (free_at[i], i))
     return cold[: want - len(warm)]
 
@@ -377,7 +377,7 @@ def earliest_node(
     prefix there). ``landing(node)`` is when the prefix is expected on a node
     that lacks it (a copy or a computation under way), or None; a node whose
     prefix lands in time counts it as a hit. Ties go to the lower load, then the
-    lower index."""
+    lower index. A node down is never the answer."""
     bt = sim.block_tokens
     n_in = request.input_tokens
     blocks = request.blocks
@@ -386,6 +386,8 @@ def earliest_node(
     best_load = 0
     best_computes = False
     for node in sim.nodes:
+        if node.down:  # lost (fault options): a router knows
+            continue
         j = node.index
         start = free_at[j]
         prefill_s = node.costs.prefill_s

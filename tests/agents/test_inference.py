@@ -70,18 +70,24 @@ def test_numpy_actions_equal_torch_actions_on_zoo_agents(name, windows, n_nodes)
         assert sum(sum(a[1 : 1 + n_nodes]) for a in numpy_actions) > 0
 
 
+ALL_OPTIONS = {"speculate": True, "cache_actions": True, "hints": True}
+
+
 @pytest.mark.parametrize(
-    ("algo", "env", "critic"),
+    ("algo", "env", "critic", "options"),
     [
-        ("ppo", "route", "shared"),
-        ("maskable_ppo", "route_warm", "separate"),
-        ("a2c", "thresholds", "detached"),
+        ("ppo", "route", "shared", {}),
+        ("maskable_ppo", "route_warm", "separate", {}),
+        ("a2c", "thresholds", "detached", {}),
+        ("ppo", "route", "shared", {"hints": True}),
+        ("maskable_ppo", "route_warm", "shared", ALL_OPTIONS),
+        ("ppo", "route_warm", "shared", {"cache_actions": True}),
     ],
 )
-def test_numpy_logits_match_a_fresh_network(algo, env, critic):
-    spec = AgentSpec(algo=algo, env=env, critic=critic, hidden=16)
+def test_numpy_logits_match_a_fresh_network(algo, env, critic, options):
+    spec = AgentSpec(algo=algo, env=env, critic=critic, hidden=16, env_kwargs=options)
     window = synthetic_window(SMALL, window=0)
-    model = build_model(spec, gym.make(spec.env_id, windows=[window]), {"n_steps": 8})
+    model = build_model(spec, gym.make(spec.env_id, windows=[window], **options), {"n_steps": 8})
     actor = NumpyNodeSetActor(model.policy)
     policy: Any = model.policy
     rng = np.random.default_rng(0)
@@ -156,4 +162,37 @@ def test_batched_logits_are_each_observations_own() -> None:
     assert actor is not None
     size = actor.global_features + 5 * actor.node_features  # a 5-node cluster
     obs = np.random.default_rng(0).normal(0.0, 2.0, (16, size)).astype(np.float32)
+    assert np.array_equal(actor.batch_logits(obs), np.stack([actor.logits(o) for o in obs]))
+
+
+def test_numpy_actions_equal_torch_actions_with_every_route_warm_option():
+    """speculate, cache_actions and hints: the new heads and the hint features, on
+    real env steps (masked), then on spread observations where every part varies."""
+    spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16, env_kwargs=ALL_OPTIONS)
+    window = synthetic_window(SMALL, window=0)
+    env = gym.make(spec.env_id, windows=[window], **ALL_OPTIONS)
+    model = build_model(spec, env, {"n_steps": 8})
+    torch.manual_seed(0)
+    with torch.no_grad():  # spread the near-zero fresh head so its choices differ
+        for name, param in model.policy.action_net.named_parameters():
+            param.normal_(0.0, 1.0) if name.endswith("weight") else param.zero_()
+    agent = BothPaths(model, spec)
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 4)
+    agent.run(Simulator(cluster, window, SimConfig(), np.random.default_rng(0)))
+    stepped = len(agent.pairs)
+    assert stepped == len(window.requests)
+    shape: Any = model.observation_space.shape
+    for obs in np.random.default_rng(1).normal(0.0, 2.0, (300, *shape)).astype(np.float32):
+        agent.act(obs)
+    numpy_actions = [a for a, _ in agent.pairs]
+    assert numpy_actions == [b for _, b in agent.pairs]
+    n = 4
+    assert len(numpy_actions[0]) == 2 + 2 * n + 2  # route, warms, evict, speculates, pin, move
+    spread = numpy_actions[stepped:]
+    for part in (slice(2 + n, 2 + 2 * n), slice(2 + 2 * n, 3 + 2 * n), slice(3 + 2 * n, None)):
+        assert sum(sum(a[part]) for a in spread) > 0  # each new part chose something
+    assert any(a[2 + 2 * n] > n for a in spread) and any(a[3 + 2 * n] > n for a in spread)
+    actor = agent.batch_actor  # the batched pass (lockstep) gives each observation's own
+    assert actor is not None
+    obs = np.random.default_rng(2).normal(0.0, 2.0, (16, *shape)).astype(np.float32)
     assert np.array_equal(actor.batch_logits(obs), np.stack([actor.logits(o) for o in obs]))

@@ -67,7 +67,7 @@ HYDRA_MORE: list[tuple[str, list[str]]] = [
     ("tune_btb", [*TINY, "z=0"]), ("tune_btb", [*TINY, "m=99"]),
     ("evaluate", [*TINY, "sim.model_versions=[a,b]"]),
     ("evaluate", [*TINY, "sim.upgrade_at_s=[-1]"]),
-    ("train", [*TINY, "env.hints=true"]),  # the node-set network reads no hints
+    ("train", [*TINY, "env=route_warm", "env.speculate=true", "imitation.episodes=1"]),
 ]  # fmt: skip
 JOBS = {"train": train_command.train, "evaluate": evaluate.evaluate, "tune_btb": tune_btb.objective}
 

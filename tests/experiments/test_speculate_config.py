@@ -46,17 +46,15 @@ def test_a_bad_speculate_value_is_refused() -> None:
         _compose(["env=route_warm", "env.speculate=maybe"])
 
 
-def test_the_node_set_network_refuses_speculate() -> None:
-    cfg = _compose(["env=route_warm", "agent=maskable_ppo", "env.speculate=true"])
-    with pytest.raises(ValueError, match=r"env\.speculate=true: the node-set network"):
-        check_finetune(cfg)
-    check_finetune(_compose(["env=route_warm", "agent=maskable_ppo", "agent.net=mlp"]))
+def test_both_networks_take_speculate_and_cache_actions() -> None:
+    for net in ("set", "mlp"):
+        for option in ("speculate", "cache_actions"):
+            overrides = ["env=route_warm", "agent=maskable_ppo", f"agent.net={net}"]
+            check_finetune(_compose([*overrides, f"env.{option}=true"]))
 
 
-def test_behavioural_cloning_refuses_speculate() -> None:
-    cfg = _compose(["env=route_warm", "env.speculate=true", "imitation.episodes=1"])
-    with pytest.raises(ValueError, match=r"labels no speculate, pin or move.*env\.speculate"):
-        check_imitation(cfg)
-    cfg = _compose(["env=route_warm", "env.cache_actions=true", "imitation.episodes=1"])
-    with pytest.raises(ValueError, match=r"without env\.cache_actions"):
+@pytest.mark.parametrize("option", ["speculate", "cache_actions"])
+def test_behavioural_cloning_refuses_speculate_and_cache_actions(option: str) -> None:
+    cfg = _compose(["env=route_warm", f"env.{option}=true", "imitation.episodes=1"])
+    with pytest.raises(ValueError, match=rf"labels no speculate, pin or move .*env\.{option}$"):
         check_imitation(cfg)
