@@ -233,11 +233,16 @@ def apply_route_warm(
 
 
 def warm_source(sim: Simulator, prefix: tuple[int, ...]) -> int | None:
-    """The source of the action's warm copies when a node holds ``prefix`` in HBM:
-    the least-loaded such node (lowest index on ties); None when none does."""
+    """The source of the action's warm copies when a node that can send holds
+    ``prefix`` in HBM: the least-loaded such node (lowest index on ties); None when
+    none does. A node that is down, whose NIC is down or that drains for an upgrade
+    cannot send."""
     depth = len(prefix)
     resident = [
-        node for node in sim.nodes if not node.down and node.view.hbm_match(prefix) >= depth
+        node
+        for node in sim.nodes
+        if not (node.down or node.nic_down or node.draining)
+        and node.view.hbm_match(prefix) >= depth
     ]
     if not resident:
         return None

@@ -155,7 +155,7 @@ class PrefixCache:
         if self.touch_used_only and k < len(seg.blocks):
             self._split(seg, k)  # the tail keeps its last use
         counts[HBM] += k - len(seg.blocks)  # the loop adds whole segments
-        if seg.copy_id >= 0:
+        if seg.origin == ORIGIN_WARM:
             self.copy_hit_blocks += k - len(seg.blocks)
         while seg is not root:
             counts[HBM] += len(seg.blocks)
@@ -163,7 +163,8 @@ class PrefixCache:
             if seg.copy_id >= 0:
                 self.used_copies_any.add(seg.copy_id)
                 self.used_copies_hbm.add(seg.copy_id)
-                self.copy_hit_blocks += len(seg.blocks)
+                if seg.origin == ORIGIN_WARM:  # (speculative chunks carry ids too)
+                    self.copy_hit_blocks += len(seg.blocks)
             seg = seg.parent  # type: ignore[assignment]
         if last_hbm is not root and last_hbm.hbm_kids == 0:
             self._push(self._hbm_heap, last_hbm)

@@ -45,8 +45,9 @@ import numpy as np
 
 from envs.sim.errors import ConfigError
 from envs.sim.events import FAULT_EVENT
+from envs.sim.forecast import will_hold
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE
-from envs.sim.transfers import FAILED, LANDED, MOVING, QUEUED, WAIT_SOURCE
+from envs.sim.transfers import ENDED, FAILED, MOVING, QUEUED, WAIT_SOURCE
 
 if TYPE_CHECKING:
     from envs.sim.node import Node
@@ -163,7 +164,7 @@ class Faults:
 
     def _fail_copies_of(self, j: int, t: float) -> None:
         for copy in self.sim.copies:
-            if copy.state != LANDED and copy.state != FAILED and (copy.src == j or copy.dst == j):
+            if copy.state not in ENDED and (copy.src == j or copy.dst == j):
                 self.fail(copy, t)
 
     def refusal(self, src: Node, dst: Node) -> str | None:
@@ -235,7 +236,7 @@ class Faults:
             sim._schedule_flows(t)
         # (a MOVING copy out of the flows has all its bytes: its landing finds it FAILED)
         self._failed(copy, target, t)
-        if cut and not target.down:
+        if cut and not target.down and target.work == IDLE:  # (_failed may have woken it)
             sim._advance(target, t)
 
     def issued(self, copy: Copy) -> None:
@@ -266,6 +267,11 @@ class Faults:
             target.waiting_for = None
             if not target.down:
                 self.sim._wake(target, t)
+        # copies that were to send on what this one carried fail with it
+        for waiting in [c for c in target.waiting_src if not will_hold(target, c.blocks)]:
+            self.fail(waiting, t)
+        if target.draining and not target.down:  # its last copy in flight may be gone
+            self.sim._drained(target, t)
 
     # ------------------------------------------------------------ routing
     def least_loaded_up(self) -> Node:

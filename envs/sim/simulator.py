@@ -509,6 +509,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         fresh.used_copies_hbm |= old.used_copies_hbm
         fresh.used_copies_any |= old.used_copies_any
         fresh.evicted_hbm_blocks = old.evicted_hbm_blocks
+        fresh.copy_hit_blocks = old.copy_hit_blocks
         fresh.version = old.version + 1
         node.cache = fresh
         node.pinned_tokens = 0  # its pins went with its KV; a host move still due acts on nothing

@@ -48,7 +48,8 @@ SPECULATE_REFUSALS = (
     "node_has_prefix",  # the node holds the whole prefix in HBM
     "already_in_flight",  # a warm copy of the prefix is on its way to the node
     "already_speculating",  # the node has the same prefix queued or in progress
-    "no_room",  # the missing blocks exceed what the node's cache may hold now
+    "no_room",  # the missing blocks exceed what the node's cache may hold now (pins aside)
+    "node_down",  # the node is lost (SimConfig fault options) or drains for an upgrade
 )
 CHUNK_ID_BASE = 1 << 40
 """Chunk tags start here, far above any warm copy's id (copies count from 0)."""
@@ -192,6 +193,8 @@ def refusal(
     rule). ``speculation`` is the simulator's (None before the first call)."""
     if not blocks:
         return "bad_prefix"
+    if node.down or node.draining:
+        return "node_down"
     key = blocks[-1]
     have = node.cache.hbm_match(blocks)
     if have >= len(blocks):
@@ -200,6 +203,6 @@ def refusal(
         return "already_in_flight"
     if speculation is not None and speculation.speculating(node, key):
         return "already_speculating"
-    if len(blocks) - have > node.cache_capacity_blocks(block_tokens):
+    if len(blocks) - have > node.copy_room_blocks(block_tokens):
         return "no_room"
     return ""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from envs.sim.errors import ConfigError
 from envs.sim.events import UPGRADE_EVENT, WAKE_EVENT
 from envs.sim.node import IDLE
-from envs.sim.transfers import QUEUED, WAIT_SOURCE
+from envs.sim.transfers import CANCELLED, QUEUED, WAIT_SOURCE
 
 if TYPE_CHECKING:
     from envs.sim.config import SimConfig
@@ -42,8 +42,6 @@ VERSION_REFUSALS = ("version_mismatch", "upgrading")
 """Why a warm copy is refused when nodes serve model versions (beside WARM_REFUSALS)."""
 DEFAULT_VERSION = "v1"
 """Every node's version when ``SimConfig.model_versions`` is empty."""
-CANCELLED = 5
-"""``Copy.state`` of a copy an upgrade cancelled (it never lands)."""
 
 
 class Versions:

@@ -31,6 +31,9 @@ QUEUED = 1
 MOVING = 2
 LANDED = 3
 FAILED = 4  # lost with its source or target node, or failed on landing (envs/sim/faults.py)
+CANCELLED = 5  # cancelled by a node's model upgrade before it moved (envs/sim/tenancy.py)
+ENDED = (LANDED, FAILED, CANCELLED)
+"""The states of a copy that will never change again."""
 
 
 

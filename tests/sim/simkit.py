@@ -32,8 +32,7 @@ from envs.sim import (
     model_preset,
 )
 from envs.sim.request import BlockChainer, Request, Workload
-from envs.sim.tenancy import CANCELLED
-from envs.sim.transfers import FAILED
+from envs.sim.transfers import CANCELLED, FAILED
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 # ---------------------------------------------------------------- toy physics

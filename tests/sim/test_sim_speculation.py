@@ -177,6 +177,7 @@ def test_every_refusal_reason() -> None:
         "already_in_flight": 1,
         "already_speculating": 1,
         "no_room": 1,
+        "node_down": 0,  # (test_sim_fault_interplay.py: a lost node refuses)
     }
     assert sim.records.summary["speculative_accepted"] == 1
 

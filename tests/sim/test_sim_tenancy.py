@@ -22,7 +22,7 @@ from simkit import (
 
 from baselines import make_policy
 from envs.sim import ConfigError, SimConfig, Simulator
-from envs.sim.tenancy import CANCELLED
+from envs.sim.transfers import CANCELLED
 
 COLD_S = 64e-3
 HIT_S = 1e-3 + 63 * HBM_S

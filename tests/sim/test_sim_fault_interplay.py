@@ -1,0 +1,132 @@
+"""Faults meeting the other features: each case lost a request, left a node
+draining forever or a copy in flight forever before it was fixed (each test
+failed then: two of three requests completed, or a copy stayed in flight)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from simkit import Prompts, Script, check_run, names, toy_cluster
+
+from envs.sim import SimConfig, Simulator
+from envs.sim.transfers import CANCELLED, FAILED
+
+
+def _three_requests(second: list[str]) -> Prompts:
+    prompts = Prompts()
+    prompts.add(0.0, names("a", 4))  # node 0 (or 1) prefills A until 0.064
+    prompts.add(0.05 if second[-1] == "q" else 0.1, second)
+    prompts.add(0.3 if second[-1] == "q" else 0.12, ["y"])
+    return prompts
+
+
+def test_a_failed_copy_its_target_carries_out_and_waits_for_loses_no_request() -> None:
+    # r1 waits on node 1 for the copy of A from node 0, which node 1 carries out
+    # (reference copy model); node 0's NIC goes down mid-copy: the copy fails, r1
+    # computes A itself, and every request is served
+    prompts = _three_requests([*names("a", 4), "q"])
+    a = prompts.blocks(names("a", 4))
+    config = SimConfig(
+        fault_nic_down_s=(0.08,), fault_nic_down_nodes=(0,), fault_nic_down_for_s=0.01
+    )
+    sim = Simulator(toy_cluster(2), prompts.workload(), config)
+    sim.run(Script([0, 1, 0], {1: [lambda s: s.warm(0, 1, a)]}))
+    assert sim.records.summary["completed"] == 3
+    assert [c.state for c in sim.copies] == [FAILED]
+    assert sim.nodes[1].running == 0 and sim.nodes[1].reserved_tokens == 0
+    check_run(sim)
+
+
+@pytest.mark.parametrize("fault", ["fail_on_landing", "nic_down"])
+def test_a_draining_node_whose_last_copy_fails_still_upgrades(fault: str) -> None:
+    # node 1 starts its upgrade at 0.11 with a copy of A on its way (contention
+    # model); the copy fails: node 1 must still switch and serve y, routed to it
+    prompts = _three_requests(["x"])
+    a = prompts.blocks(names("a", 4))
+    faults = (
+        {"fault_copy_fail_prob": 1.0}
+        if fault == "fail_on_landing"
+        else {
+            "fault_nic_down_s": (0.125,),
+            "fault_nic_down_nodes": (0,),
+            "fault_nic_down_for_s": 0.01,
+        }
+    )
+    config = SimConfig(copy_model="contention", upgrade_at_s=(math.inf, 0.11), **faults)
+    sim = Simulator(toy_cluster(2), prompts.workload(), config)
+    sim.run(Script([0, 0, 1], {1: [lambda s: s.warm(0, 1, a)]}))
+    assert sim.records.summary["completed"] == 3
+    assert not sim.nodes[1].draining and not sim.nodes[1].queue
+    assert sim.records.summary["upgrades_done"] == 1
+    check_run(sim)
+
+
+def test_a_copy_chained_on_a_failed_copy_fails_too() -> None:
+    # warm A 1 -> 0 (fails on landing), and 0 -> 2 before A is on node 0: that copy
+    # waits for the first; when the first fails, the second fails with it, so node 2
+    # has nothing in flight and takes A again
+    prompts = Prompts()
+    prompts.add(0.0, names("a", 4))
+    prompts.add(0.1, ["x"])
+    prompts.add(0.3, ["y"])
+    a = prompts.blocks(names("a", 4))
+    script = Script(
+        [1, 1, 1],
+        {
+            1: [lambda s: s.warm(1, 0, a), lambda s: s.warm(0, 2, a)],
+            2: [lambda s: s.warm(1, 2, a)],
+        },
+    )
+    sim = Simulator(toy_cluster(3), prompts.workload(), SimConfig(fault_copy_fail_prob=1.0))
+    sim.run(script)
+    assert script.results == {0: [], 1: ["ok", "ok"], 2: ["ok"]}
+    assert [c.state for c in sim.copies] == [FAILED] * 3
+    assert not sim.nodes[2].inflight
+    check_run(sim)
+
+
+def test_a_copy_an_upgrade_cancelled_is_not_failed_again_by_a_fault() -> None:
+    prompts = _three_requests(["x"])
+    a = prompts.blocks(names("a", 4))
+    config = SimConfig(
+        upgrade_at_s=(math.inf, 0.05),
+        fault_node_loss_s=(0.2,),
+        fault_node_loss_nodes=(1,),
+    )
+    sim = Simulator(toy_cluster(2), prompts.workload(), config)
+    sim.run(Script([0, 0, 0], {0: [lambda s: s.warm(0, 1, a)]}))
+    states = [c.state for c in sim.copies]
+    summary = sim.records.summary
+    assert states.count(CANCELLED) == summary["copies_cancelled_by_upgrade"]
+    assert summary.get("fault_copies_failed", 0) == states.count(FAILED)
+    check_run(sim)
+
+
+def test_a_lost_node_takes_no_speculation() -> None:
+    prompts = Prompts()
+    prompts.add(0.0, ["x"])
+    prompts.add(0.1, names("a", 4))
+    prompts.add(0.5, ["y"])
+    a = prompts.blocks(names("a", 4))
+    config = SimConfig(fault_node_loss_s=(0.05,), fault_node_loss_nodes=(1,))
+    script = Script([0, 0, 0], {1: [lambda s: s.speculate(1, a)]})
+    sim = Simulator(toy_cluster(2), prompts.workload(), config)
+    sim.run(script)
+    assert script.results[1] == ["node_down"]
+    assert sim.nodes[1].cache.hbm_blocks == 0
+    assert sim.records.summary["speculative_compute_s"] == 0.0
+
+
+def test_hits_on_a_speculative_prefill_are_not_prefill_saved_by_copies() -> None:
+    # node 1 speculates A at 0 (idle); r1 hits all of it at 0.2: a speculation,
+    # not a warm copy, so the copies saved nothing
+    prompts = Prompts()
+    prompts.add(0.0, ["x"])
+    prompts.add(0.2, [*names("a", 4), "q"])
+    a = prompts.blocks(names("a", 4))
+    sim = Simulator(toy_cluster(2), prompts.workload(), SimConfig())
+    sim.run(Script([0, 1], {0: [lambda s: s.speculate(1, a)]}))
+    summary = sim.records.summary
+    assert sim.records.hit_hbm_tokens[1] == 64 and summary["speculative_used_chunks"] == 1
+    assert summary["warm_copies"] == 0 and summary["copy_prefill_saved_s"] == 0.0
