@@ -54,7 +54,17 @@ PROMOTE = "promote"
 class HostMove:
     """A demotion (HBM -> RAM) or promotion (RAM / disk -> HBM) on one node."""
 
-    __slots__ = ("blocks", "end_s", "keep_blocks", "key", "kind", "n_blocks", "node", "start_s")
+    __slots__ = (
+        "blocks",
+        "end_s",
+        "keep_blocks",
+        "key",
+        "kind",
+        "n_blocks",
+        "node",
+        "start_s",
+        "void",
+    )
 
     def __init__(
         self,
@@ -74,6 +84,7 @@ class HostMove:
         self.n_blocks = n_blocks
         self.start_s = start_s
         self.end_s = end_s
+        self.void = False  # its node lost its KV before it ended (_drop_moves)
 
 
 class CacheLifecycle(ABC):
@@ -253,7 +264,19 @@ class CacheLifecycle(ABC):
         self.moves.append(move)
         self._push(move.end_s, LIFE_EVENT, move)
 
+    def _drop_moves(self, node: Node) -> None:
+        """``node`` lost its KV (a node loss, an upgrade): its host moves end with
+        nothing to move, and its host link is free."""
+        for move in self._moving[node.index].values():
+            move.void = True
+            if move.kind == PROMOTE:
+                self._promotions_in_flight -= 1
+        self._moving[node.index].clear()
+        self._host_free_s[node.index] = self.now
+
     def _end_move(self, move: HostMove, t: float) -> None:
+        if move.void:
+            return
         node = self.nodes[move.node]
         del self._moving[move.node][move.key]
         cache = node.cache

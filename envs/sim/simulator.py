@@ -512,7 +512,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         fresh.copy_hit_blocks = old.copy_hit_blocks
         fresh.version = old.version + 1
         node.cache = fresh
-        node.pinned_tokens = 0  # its pins went with its KV; a host move still due acts on nothing
+        node.pinned_tokens = 0  # its pins went with its KV
+        self._drop_moves(node)
         if self._views is not None:
             self._views.replaced(node)
         else:
