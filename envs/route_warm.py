@@ -43,8 +43,9 @@ class RouteWarmEnv(RouteEnv):
 
     * ``a[2 + n_nodes + k]``: 1 to have node ``k`` compute the prefix itself by
       speculative prefill on idle compute (``Simulator.speculate``; done after
-      routing and warming, so a node the request was routed to computes it
-      anyway and refuses nothing: it only speculates if idle once served).
+      routing and warming: on the node the request was routed to it runs only
+      if that node is idle once the request is served, and is refused
+      ``node_has_prefix`` when serving brought the prefix into its HBM).
 
     A warm onto the routed node itself does nothing (and is not counted as
     invalid) when that node will compute the prefix (no node holds it) or
@@ -68,12 +69,14 @@ class RouteWarmEnv(RouteEnv):
     another version than the holder the copy would come from, is masked too.
 
     With ``cache_actions=True`` two more parts manage the prefix's lifetime
-    (docs/cache_actions.md), after the warms:
-    ``MultiDiscrete([n_nodes] + [2] * n_nodes + [n_nodes + 1] + [2 * n_nodes + 1] * 2)``:
+    (docs/cache_actions.md), last (after the speculate bits when
+    ``speculate=True`` too: ``route_warm_sizes`` gives the layout):
+    ``MultiDiscrete([n_nodes] + [2] * n_nodes + [n_nodes + 1] + [2 * n_nodes + 1] * 2)``
+    without speculate. With ``s = n_nodes`` if ``speculate`` else 0:
 
-    * ``a[2 + n_nodes]``: 0 nothing, ``k + 1`` pin the prefix on node ``k``,
+    * ``a[2 + n_nodes + s]``: 0 nothing, ``k + 1`` pin the prefix on node ``k``,
       ``n_nodes + k + 1`` unpin it there;
-    * ``a[3 + n_nodes]``: 0 nothing, ``k + 1`` demote the prefix on node ``k``
+    * ``a[3 + n_nodes + s]``: 0 nothing, ``k + 1`` demote the prefix on node ``k``
       to host RAM, ``n_nodes + k + 1`` promote it there from RAM / disk.
 
     Their masks are the simulator's own refusals (``Simulator.pin_refusal``,
@@ -87,14 +90,13 @@ class RouteWarmEnv(RouteEnv):
 
     ## Rewards, Starting State, Episode End, Arguments
 
-    As ``btb/Route-v0``; rewards include ``copy_cost_per_gb`` when set. One more
-    argument: ``cache_actions`` (default False: the action space above without
-    the pin and demote / promote parts).
+    As ``btb/Route-v0``; rewards include ``copy_cost_per_gb`` when set.
 
     ## Arguments
 
-    As ``btb/Route-v0``'s, and ``speculate`` (default False): add the
-    speculative-prefill parts to the action (above).
+    As ``btb/Route-v0``'s, and ``speculate`` and ``cache_actions`` (both default
+    False): add the speculative-prefill parts and the pin and demote / promote
+    parts to the action (above).
 
     ## Version History
 
