@@ -1,7 +1,11 @@
 """``sim.NAME=VALUE`` arguments of the ``key=value`` commands (``compare``): the
-stale router view and fault options of :class:`envs.sim.SimConfig`, spelled as
-the Hydra commands spell them (``sim.router_view_delay_s=0.05``,
-``sim.fault_node_loss_s=30,60 sim.fault_node_loss_nodes=0,1``). docs/faults.md."""
+options of :class:`envs.sim.SimConfig` with a default of their own (the stale
+view, faults, tenancy, the cache lifecycle, speculation, the realism options),
+spelled as the Hydra commands spell them (``sim.router_view_delay_s=0.05``,
+``sim.fault_node_loss_s=30,60 sim.fault_node_loss_nodes=0,1``,
+``sim.model_versions=v1,v2,v1,v1``, ``sim.reclaim_order=replicas_first``).
+``causal_kv`` and ``copy_model`` are compare's own options; the accounting
+settings that follow the KV model (default None) are not taken here."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ PREFIX = "sim."
 NAMES = tuple(
     f.name
     for f in dataclasses.fields(SimConfig)
-    if f.name == "router_view_delay_s" or f.name.startswith("fault_")
+    if f.name not in ("causal_kv", "copy_model") and f.default is not None
 )
 """The SimConfig options a ``sim.NAME=`` argument may set."""
 
@@ -47,8 +51,16 @@ def split_sim_options(
 
 
 def _parsed(command: str, key: str, text: str, default: Any) -> Any:
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false"):
+            raise UsageError(f"{command}: {key}={text!r} is not true or false")
+        return text.lower() == "true"
+    if isinstance(default, str):
+        return text
     if isinstance(default, tuple):
         items = [item.strip() for item in text.strip().strip("[]").split(",") if item.strip()]
+        if key.endswith("model_versions"):
+            return tuple(items)
         kind: type = int if key.endswith("_nodes") else float
         try:
             return tuple(kind(item) for item in items)

@@ -64,10 +64,26 @@ def test_compare_takes_sim_options_as_hydra_spells_them() -> None:
     assert with_sim_options(SimConfig(), {}) == SimConfig()
 
 
+def test_compare_takes_the_other_features_sim_options_too() -> None:
+    argv = ["sim.model_versions=v1,v2,v1,v1", "sim.upgrade_at_s=0,inf", "sim.disk_tier=true"]
+    argv += ["sim.reclaim_order=replicas_first", "sim.speculative_chunk_tokens=512"]
+    _, options = split_sim_options("experiments.compare", argv)
+    assert options == {
+        "model_versions": ("v1", "v2", "v1", "v1"),
+        "upgrade_at_s": (0.0, float("inf")),
+        "disk_tier": True,
+        "reclaim_order": "replicas_first",
+        "speculative_chunk_tokens": 512,
+    }
+    assert with_sim_options(SimConfig(), options) == SimConfig(**options)
+
+
 @pytest.mark.parametrize(
     ("arg", "needle"),
     [
-        ("sim.max_batch=3", "unknown option 'sim.max_batch'"),
+        ("sim.causal_kv=false", "unknown option 'sim.causal_kv'"),  # compare's own option
+        ("sim.hbm_hit_load=true", "unknown option 'sim.hbm_hit_load'"),
+        ("sim.disk_tier=yes", "is not true or false"),
         ("sim.fault_node_loss_nodes=a,b", "not a comma-separated list of node indices"),
         ("sim.router_view_delay_s=soon", "is not a valid number"),
     ],
