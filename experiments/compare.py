@@ -16,8 +16,9 @@ writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<tim
 (the ``workload.*`` options are :class:`envs.workloads.trace_file.TraceOptions`);
 its rows are labelled ``trace:<file name>`` and ``results.json`` records the
 file's size and sha256 under ``config.workload_file``.
-The ``sim.`` options set the stale router view and the faults
-(:mod:`experiments._sim_options`: every SimConfig option with a default of its own, docs/faults.md); with faults on, the table and
+The ``sim.`` options set SimConfig options with a default of their own: the
+stale router view, faults, tenancy, the cache lifecycle, speculation
+(:mod:`experiments._sim_options`, docs/faults.md); with faults on, the table and
 the rows also count node losses, re-routed requests and failed copies.
 
 
