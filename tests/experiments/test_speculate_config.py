@@ -55,5 +55,9 @@ def test_the_node_set_network_refuses_speculate() -> None:
 
 def test_behavioural_cloning_refuses_speculate() -> None:
     cfg = _compose(["env=route_warm", "env.speculate=true", "imitation.episodes=1"])
-    with pytest.raises(ValueError, match=r"labels no speculate actions"):
+    with pytest.raises(
+        ValueError,
+        match=r"labels no speculate, pin or move actions; behavioural cloning runs without "
+        r"env\.speculate$",
+    ):
         check_imitation(cfg)
