@@ -271,6 +271,7 @@ def test_compare_keeps_same_named_agents_apart(tmp_path) -> None:  # type: ignor
     out = tmp_path / "run"
     compare.main(
         ["policies=cache_aware", "windows=1", f"out_dir={out}", "progress=false",
+         "workload=agent_fanout",  # a small window: the names are what this checks
          "charts=false", f"agents={tmp_path / 'a' / 'agent'},{tmp_path / 'b' / 'agent'}"]
     )  # fmt: skip
     rows = json.loads((out / "results.json").read_text())["rows"]

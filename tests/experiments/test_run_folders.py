@@ -22,7 +22,9 @@ from experiments.jobs import hydra_entry, run_dir, run_job
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
-COMPARE = ["windows=1", "agents=none", "policies=least_load", "progress=false"]
+COMPARE = [  # one small window (1,560 requests): the run folder is what these check
+    "windows=1", "agents=none", "policies=least_load", "progress=false", "workload=agent_fanout",
+]  # fmt: skip
 DATASET = [
     "workload=bursted_synthetic", "train_windows=1", "test_windows=1", "progress=false",
     "params=n_bursts=1,burst_requests=4,n_decoys=0",
