@@ -20,7 +20,9 @@ SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_
 HP = {"n_steps": 64, "batch_size": 32, "n_epochs": 2}
 
 
-def _dist(logits: list[float], dims: list[int], masks: list[bool] | None = None) -> LeanCategoricals:
+def _dist(
+    logits: list[float], dims: list[int], masks: list[bool] | None = None
+) -> LeanCategoricals:
     dist = LeanCategoricals(dims)
     dist.proba_distribution(torch.tensor([logits]))
     dist.apply_masking(None if masks is None else np.array([masks]))
@@ -109,9 +111,9 @@ def test_coef_zero_updates_exactly_as_without_it_and_coef_pulls_towards_the_clon
 
 def test_bad_values_are_refused(window) -> None:
     model = _model(window)
-    with pytest.raises(ValueError, match="agent.clone_kl_coef"):
+    with pytest.raises(ValueError, match=r"agent\.clone_kl_coef"):
         CloneKL(model, -1.0)
-    with pytest.raises(ValueError, match="agent.clone_kl_schedule"):
+    with pytest.raises(ValueError, match=r"agent\.clone_kl_schedule"):
         CloneKL(model, 1.0, "cosine")
     mlp = AgentSpec(algo="ppo", env="route_warm", net="mlp", hidden=16)
     env = gym.make(mlp.env_id, windows=[window])
