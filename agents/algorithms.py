@@ -358,6 +358,19 @@ def load_agent(
 CLONE_KL_SCHEDULES = ("constant", "linear")
 
 
+def check_clone_kl_args(coef: Any, schedule: Any) -> float:
+    """``agent.clone_kl_coef`` (a finite number >= 0, returned as a float) and
+    ``agent.clone_kl_schedule`` (one of :data:`CLONE_KL_SCHEDULES`), or a ValueError
+    naming the field."""
+    value = float(checked_number("agent.clone_kl_coef", coef, 0.0, math.inf, finite=True))
+    if schedule not in CLONE_KL_SCHEDULES:
+        raise ValueError(
+            f"agent.clone_kl_schedule must be one of {', '.join(CLONE_KL_SCHEDULES)}, "
+            f"got {schedule!r}"
+        )
+    return value
+
+
 class CloneKL:
     """A penalty towards the clone while PPO / A2C / MaskablePPO fine-tune it: the
     loss of every minibatch gains ``coef x mean KL(clone || policy)`` over the
@@ -377,12 +390,7 @@ class CloneKL:
     carries no trace of them."""
 
     def __init__(self, model: BaseAlgorithm, coef: float, schedule: str = "constant") -> None:
-        checked_number("agent.clone_kl_coef", coef, 0.0, math.inf, finite=True)
-        if schedule not in CLONE_KL_SCHEDULES:
-            raise ValueError(
-                f"agent.clone_kl_schedule must be one of {', '.join(CLONE_KL_SCHEDULES)}, "
-                f"got {schedule!r}"
-            )
+        check_clone_kl_args(coef, schedule)
         policy: Any = model.policy
         if not isinstance(getattr(policy, "action_dist", None), LeanCategoricals):
             raise ValueError(

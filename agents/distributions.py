@@ -134,7 +134,8 @@ def kl_divergence(p: LeanCategoricals, q: LeanCategoricals) -> torch.Tensor:
     """``KL(p || q)`` per sample, ``(batch,)``: the sum over the action dimensions
     of ``sum_k p_k (log p_k - log q_k)`` over the choices ``p`` allows (a choice
     ``p`` masks has probability 0 and adds nothing; padding adds nothing). Both
-    must be over the same action dimensions and batch."""
+    must be over the same action dimensions, batch and masks (a choice ``q`` masks
+    and ``p`` allows counts as log-probability -1e8)."""
     if p.action_dims != q.action_dims or p.log_p.shape != q.log_p.shape:
         raise ValueError(
             f"kl_divergence: distributions over {p.action_dims} x {tuple(p.log_p.shape)} "

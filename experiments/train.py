@@ -248,15 +248,9 @@ def check_finetune(cfg: Any) -> None:
 def check_clone_kl(cfg: Any) -> None:
     """``agent.clone_kl_coef``: a number >= 0 and a known schedule; above 0 it needs
     the clone (``train.init_from``) and a node-set actor-critic."""
-    from agents.algorithms import CLONE_KL_SCHEDULES
-    from envs.sim.checks import checked_number
+    from agents.algorithms import check_clone_kl_args
 
-    coef = checked_number("agent.clone_kl_coef", cfg.agent.clone_kl_coef, finite=True)
-    if cfg.agent.clone_kl_schedule not in CLONE_KL_SCHEDULES:
-        raise ValueError(
-            f"agent.clone_kl_schedule must be one of {', '.join(CLONE_KL_SCHEDULES)}, "
-            f"got {cfg.agent.clone_kl_schedule!r}"
-        )
+    coef = check_clone_kl_args(cfg.agent.clone_kl_coef, cfg.agent.clone_kl_schedule)
     if coef == 0:
         return
     if not cfg.train.init_from:
