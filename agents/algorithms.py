@@ -10,6 +10,7 @@ rebuild the exact observation and action handling.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import math
@@ -18,10 +19,12 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 
+from agents.distributions import LeanCategoricals, kl_divergence
 from agents.networks import (
     CRITICS,
     MaskableNodeScoringPolicy,
@@ -357,3 +360,88 @@ def load_agent(
     if not model_path.is_file():
         raise FileNotFoundError(f"{folder}: agent.json but no model.zip")
     return load_model_file(model_path, spec, env, device), spec
+
+
+CLONE_KL_SCHEDULES = ("constant", "linear")
+
+
+def check_clone_kl_args(coef: Any, schedule: Any) -> float:
+    """``agent.clone_kl_coef`` (a finite number >= 0, returned as a float) and
+    ``agent.clone_kl_schedule`` (one of :data:`CLONE_KL_SCHEDULES`), or a ValueError
+    naming the field."""
+    value = float(checked_number("agent.clone_kl_coef", coef, 0.0, math.inf, finite=True))
+    if schedule not in CLONE_KL_SCHEDULES:
+        raise ValueError(
+            f"agent.clone_kl_schedule must be one of {', '.join(CLONE_KL_SCHEDULES)}, "
+            f"got {schedule!r}"
+        )
+    return value
+
+
+class CloneKL:
+    """A penalty towards the clone while PPO / A2C / MaskablePPO fine-tune it: the
+    loss of every minibatch gains ``coef x mean KL(clone || policy)`` over the
+    minibatch's observations (with their action masks), the clone being a frozen
+    copy of the policy as it is when attached. ``schedule``: ``constant``, or
+    ``linear`` (``coef`` down to 0 at the end of the run, as SB3's progress).
+
+    SB3's ``train()`` evaluates a minibatch (``policy.evaluate_actions``), then
+    zeroes the gradients and back-propagates its loss; the policy's
+    ``evaluate_actions`` is wrapped to compute the KL from the distribution it
+    has just built, and its optimizer's ``zero_grad`` to back-propagate the
+    penalty into the zeroed gradients, so the loss's gradients add to it and the
+    sum is clipped as one. With a coefficient of 0 nothing is back-propagated:
+    the update is the algorithm's own. ``history`` keeps each minibatch's KL
+    (also SB3's ``train/clone_kl``). The wrappers are instance attributes of the
+    policy and its optimizer, which SB3 saves as state dicts: a saved model
+    carries no trace of them."""
+
+    def __init__(self, model: BaseAlgorithm, coef: float, schedule: str = "constant") -> None:
+        check_clone_kl_args(coef, schedule)
+        policy: Any = model.policy
+        if not isinstance(getattr(policy, "action_dist", None), LeanCategoricals):
+            raise ValueError(
+                "agent.clone_kl_coef is for the node-set actor-critic (agent.net=set with "
+                f"ppo, a2c or maskable_ppo), got {type(policy).__name__}"
+            )
+        self.model, self.coef, self.schedule = model, float(coef), schedule
+        self.clone = copy.deepcopy(policy).requires_grad_(False).eval()
+        self.history: list[tuple[int, float]] = []
+        """(steps so far, KL) of every minibatch evaluated."""
+        self._pending: Any = None
+        self._evaluate = policy.evaluate_actions
+        self._zero_grad = policy.optimizer.zero_grad
+        policy.evaluate_actions = self._evaluate_actions  # type: ignore[method-assign]
+        policy.optimizer.zero_grad = self._zero_grad_and_penalise  # type: ignore[method-assign]
+
+    def current_coef(self) -> float:
+        if self.schedule == "linear":
+            return self.coef * float(self.model._current_progress_remaining)
+        return self.coef
+
+    def _evaluate_actions(self, obs: Any, actions: Any, **masks: Any) -> Any:
+        out = self._evaluate(obs, actions, **masks)
+        with torch.no_grad():
+            clone = self.clone.get_distribution(obs, **masks)
+        policy: Any = self.model.policy
+        kl = kl_divergence(clone, policy.action_dist).mean()
+        self.history.append((int(self.model.num_timesteps), float(kl.detach())))
+        if getattr(self.model, "_logger", None) is not None:  # set up by learn()
+            self.model.logger.record_mean("train/clone_kl", self.history[-1][1])
+        coef = self.current_coef()
+        self._pending = coef * kl if coef > 0 else None
+        return out
+
+    def _zero_grad_and_penalise(self, set_to_none: bool = True) -> None:
+        self._zero_grad(set_to_none=set_to_none)
+        pending, self._pending = self._pending, None
+        if pending is not None:  # the loss shares the policy's forward graph: keep it
+            pending.backward(retain_graph=True)
+
+    def per_rollout(self) -> list[dict[str, float]]:
+        """The mean KL(clone || policy) over each update's minibatches, by the step
+        count the update followed (the run's record of how far the policy moved)."""
+        steps: dict[int, list[float]] = {}
+        for step, kl in self.history:
+            steps.setdefault(step, []).append(kl)
+        return [{"step": s, "clone_kl": sum(v) / len(v)} for s, v in steps.items()]

@@ -128,3 +128,20 @@ def lean_distribution(action_space: spaces.Space[Any]) -> LeanCategoricals:
     if isinstance(action_space, spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
         return LeanCategoricals([int(n) for n in action_space.nvec])
     raise ValueError(f"no lean categorical distribution for the action space {action_space}")
+
+
+def kl_divergence(p: LeanCategoricals, q: LeanCategoricals) -> torch.Tensor:
+    """``KL(p || q)`` per sample, ``(batch,)``: the sum over the action dimensions
+    of ``sum_k p_k (log p_k - log q_k)`` over the choices ``p`` allows (a choice
+    ``p`` masks has probability 0 and adds nothing; padding adds nothing). Both
+    must be over the same action dimensions, batch and masks (a choice ``q`` masks
+    and ``p`` allows counts as log-probability -1e8)."""
+    if p.action_dims != q.action_dims or p.log_p.shape != q.log_p.shape:
+        raise ValueError(
+            f"kl_divergence: distributions over {p.action_dims} x {tuple(p.log_p.shape)} "
+            f"and {q.action_dims} x {tuple(q.log_p.shape)}"
+        )
+    tiny = torch.finfo(p.log_p.dtype).min  # so that 0 * -inf is 0, in the gradient too
+    log_p, log_q = p.log_p.clamp(min=tiny), q.log_p.clamp(min=tiny)
+    terms = torch.where(p._keep, log_p.exp() * (log_p - log_q), 0.0)
+    return terms.sum(dim=(-1, -2))

@@ -201,6 +201,12 @@ class AgentConf:
     """route_warm with the node-set network, fresh weights only: the warm heads'
     starting log-odds of "yes" (-4: each node warmed with probability 0.018 at
     first; 0: even odds). A prior towards not copying, learned from there."""
+    clone_kl_coef: float = 0.0
+    """Fine-tuning with train.init_from, node-set actor-critics: the loss adds this
+    times KL(starting network || policy) on each minibatch's observations, a pull
+    towards the clone (0: the algorithm's own loss)."""
+    clone_kl_schedule: str = "constant"
+    """constant, or linear (clone_kl_coef down to 0 over the run)."""
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the SB3 algorithm (n_steps, learning_rate, ...)."""
 

@@ -227,6 +227,7 @@ def check_finetune(cfg: Any) -> None:
                 f"agent.warm_prior={cfg.agent.warm_prior} starts fresh warm heads; with "
                 "train.init_from or resume the saved agent's are used (set it to 0)"
             )
+    check_clone_kl(cfg)
     if cfg.train.init_from:
         if cfg.resume:
             raise ValueError(
@@ -235,6 +236,27 @@ def check_finetune(cfg: Any) -> None:
             )
         if not (Path(cfg.train.init_from) / "agent.json").is_file():
             raise ValueError(f"train.init_from={cfg.train.init_from}: not an agent folder")
+
+
+def check_clone_kl(cfg: Any) -> None:
+    """``agent.clone_kl_coef``: a number >= 0 and a known schedule; above 0 it needs
+    the clone (``train.init_from``) and a node-set actor-critic."""
+    from agents.algorithms import check_clone_kl_args
+
+    coef = check_clone_kl_args(cfg.agent.clone_kl_coef, cfg.agent.clone_kl_schedule)
+    if coef == 0:
+        return
+    if not cfg.train.init_from:
+        raise ValueError(
+            f"agent.clone_kl_coef={coef} pulls the policy towards the agent it starts "
+            "from: give that agent as train.init_from"
+        )
+    if cfg.agent.net != "set" or cfg.agent.algo == "dqn":
+        raise ValueError(
+            f"agent.clone_kl_coef={coef} is for the node-set actor-critic (agent.net=set "
+            f"with ppo, a2c or maskable_ppo), got agent.net={cfg.agent.net}, "
+            f"agent.algo={cfg.agent.algo}"
+        )
 
 
 def check_imitation(cfg: Any) -> None:
@@ -623,6 +645,13 @@ def train(cfg: DictConfig) -> float:
             warm_up_critic(model, warmup, MetricsLogger(logger))
             train_record["critic_warmup_steps"] = int(model.num_timesteps)
             print(f"critic warm-up (policy frozen): {model.num_timesteps} steps")
+        clone_kl = None
+        if cfg.agent.clone_kl_coef > 0:  # after the warm-up: the actor as init_from left it
+            from agents.algorithms import CloneKL
+
+            clone_kl = CloneKL(
+                model, float(cfg.agent.clone_kl_coef), str(cfg.agent.clone_kl_schedule)
+            )
         remaining = int(cfg.train.total_timesteps) - int(model.num_timesteps)
         print(
             f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, {workload_label(cfg)}): "
@@ -697,6 +726,12 @@ def train(cfg: DictConfig) -> float:
             update_s=clock.update_s,
             n_envs=int(cfg.env.n_envs),
         )
+        if clone_kl is not None:
+            train_record["clone_kl"] = {
+                "coef": clone_kl.coef,
+                "schedule": clone_kl.schedule,
+                "per_rollout": clone_kl.per_rollout(),
+            }
         train_record["curve"] = [  # episode returns over the run (mean of the last 100)
             {k.removeprefix("train/"): v for k, v in m.items() if k != "train/steps_per_s"}
             for m in metrics.history

@@ -47,11 +47,17 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
             "env.reward_baseline=cache_aware",
             "env.normalize_reward=true",
             "train.val_score=worst_family",
+            "agent.clone_kl_coef=0.5",
+            "agent.clone_kl_schedule=linear",
             f"out_dir={tmp_path}",
         ]
     )
     train(cfg)
     record = json.loads((tmp_path / "results.json").read_text())["train"]
+    clone_kl = record["clone_kl"]  # attached after the warm-up: updates at 128 and 192 steps
+    assert clone_kl["coef"] == 0.5 and clone_kl["schedule"] == "linear"
+    assert [r["step"] for r in clone_kl["per_rollout"]] == [128, 192]
+    assert all(r["clone_kl"] >= 0 for r in clone_kl["per_rollout"])
     assert record["init_from"] == str(ZOO_CLONE) and record["critic_warmup_steps"] == 64
     curve = record["curve"]  # the training curve: episode returns as episodes end
     assert curve and all(64 < c["timesteps"] <= 192 and c["episode_length_mean"] > 0 for c in curve)
@@ -89,6 +95,9 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
         ([f"train.init_from={ZOO_CLONE}", f"resume={ZOO_CLONE}"], "init_from and resume"),
         (["workload.val_windows=0"], "workload.val_windows must be >= 1"),
         (["env.reward_timing=late"], "env.reward_timing must be one of first_token, accrued"),
+        (["agent.clone_kl_coef=0.1"], "agent.clone_kl_coef=0.1 pulls the policy towards"),
+        (["agent.clone_kl_coef=-1"], "agent.clone_kl_coef must be"),
+        (["agent.clone_kl_schedule=cosine"], "agent.clone_kl_schedule must be one of constant"),
         (
             ["agent.warm_prior=-4", f"train.init_from={ZOO_CLONE}"],
             "agent.warm_prior=-4.0 starts fresh warm heads",
