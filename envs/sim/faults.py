@@ -184,8 +184,6 @@ class Faults:
         if node.work == PREFILL:
             lost.append(node.work_obj)  # type: ignore[arg-type]
         self._cut(node, t)
-        if self.sim.speculation is not None:  # its speculations go with its KV
-            self.sim.speculation.jobs[node.index].clear()
         node.running = 0
         node.reserved_tokens = 0
         node.decode_n = 0

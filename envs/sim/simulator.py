@@ -512,8 +512,11 @@ class Simulator(CacheLifecycle, CopyMachinery):
         fresh.copy_hit_blocks = old.copy_hit_blocks
         fresh.version = old.version + 1
         node.cache = fresh
-        node.pinned_tokens = 0  # its pins went with its KV
+        # its pins, host moves and queued speculations go with its KV
+        node.pinned_tokens = 0
         self._drop_moves(node)
+        if self.speculation is not None:
+            self.speculation.jobs[node.index].clear()
         if self._views is not None:
             self._views.replaced(node)
         else:

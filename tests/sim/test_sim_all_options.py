@@ -1,5 +1,5 @@
 """Every simulator option of the cache actions, tenancy, stale view and faults at
-once, under a policy that calls every action at random and under the baselines.
+once, under test_sim_fuzz's chaos policy (every action at random) and the baselines.
 
 Each case draws a cluster of three toy nodes, a window of requests sharing
 prefixes (two tenants), and SimConfig settings: faults (node losses by schedule
@@ -24,56 +24,20 @@ from simkit import (
     TOY_MODEL,
     Prompts,
     check_causal,
-    check_nodes,
     check_run,
     records_equal,
     toy_gpu,
 )
-from test_sim_fuzz import check_kv_keys
+from test_sim_cache import cached_tiers
+from test_sim_fuzz import Chaos, check_kv_keys
 
-from baselines.policy import POLICIES, Policy, make_policy
+from baselines.policy import POLICIES, make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator
-from envs.sim.cache import PrefixCache
-from envs.sim.request import Request, Workload
-from envs.sim.speculation import SPECULATE_REFUSALS
+from envs.sim.request import Workload
 from envs.sim.transfers import FAILED
 
 N_NODES = 3
 CASES = int(os.environ.get("BTB_FUZZ_CASES", "40")) * 3
-
-
-class AllActions(Policy):
-    """Warms, speculates, evicts, pins, unpins, demotes and promotes earlier prefixes
-    at random (``sim.rng``), then routes at random."""
-
-    name = "all_actions"
-
-    def decide(self, sim: Simulator, request: Request) -> int | None:
-        rng = sim.rng
-        check_nodes(sim)
-        for _ in range(int(rng.integers(6))):
-            earlier = sim.requests[int(rng.integers(request.index + 1))]
-            blocks = earlier.blocks[: int(rng.integers(1, len(earlier.blocks) + 1))]
-            src, dst = (int(v) for v in rng.integers(sim.n_nodes, size=2))
-            if earlier.index < request.index and rng.random() < 0.7:
-                src = int(sim.records.node[earlier.index])
-            roll = rng.random()
-            if roll < 0.4:
-                sim.warm(src, dst, blocks)
-            elif roll < 0.6:
-                tokens = None if rng.random() < 0.5 else int(rng.integers(1, 100))
-                assert sim.speculate(dst, blocks, tokens) in ("ok", *SPECULATE_REFUSALS)
-            elif roll < 0.7:
-                sim.evict(dst, blocks, keep_blocks=int(rng.integers(3)))
-            else:
-                act = ("pin", "unpin", "demote", "promote")[int(rng.integers(4))]
-                getattr(sim, act)(dst, blocks)
-        node = int(rng.integers(sim.n_nodes))
-        if rng.random() < 0.3:
-            sim.route(node)
-            sim.warm(node, int(rng.integers(sim.n_nodes)), request.blocks)
-            return None
-        return node
 
 
 def _case(seed: int) -> tuple[dict[str, Any], str, tuple[int, ...], Workload]:
@@ -118,7 +82,7 @@ def _case(seed: int) -> tuple[dict[str, Any], str, tuple[int, ...], Workload]:
         config.update(
             fault_nic_down_s=(0.02, 0.1), fault_nic_down_nodes=(1, 2), fault_nic_down_for_s=0.03
         )
-    policy = pick(*(["all_actions"] * 3 + sorted(POLICIES)))
+    policy = pick(*(["chaos"] * 3 + sorted(POLICIES)))
     budgets = tuple(pick(192, 256, 512) for _ in range(N_NODES))
     prompts = Prompts()
     for j in range(int(r.integers(1, 22))):
@@ -143,22 +107,9 @@ def _run(
 ) -> Simulator:
     cluster = ClusterSpec(TOY_MODEL, tuple(NodeSpec(toy_gpu(b), 1) for b in budgets))
     sim = Simulator(cluster, workload, SimConfig(**config), np.random.default_rng(seed))
-    policy = AllActions() if policy_name == "all_actions" else make_policy(policy_name)
+    policy = Chaos() if policy_name == "chaos" else make_policy(policy_name)
     policy.run(sim)
     return sim
-
-
-def _holdings(cache: PrefixCache) -> dict[int, tuple[int, bool]]:
-    """Each cached block's tier and whether it is pinned."""
-    out: dict[int, tuple[int, bool]] = {}
-    stack = [cache.root]
-    while stack:
-        seg = stack.pop()
-        for child in seg.children.values():
-            for block in child.blocks:
-                out[block] = (child.tier, bool(child.pins))
-            stack.append(child)
-    return out
 
 
 @pytest.mark.parametrize("seed", range(CASES))
@@ -177,7 +128,8 @@ def test_every_option_at_once_keeps_every_invariant(seed: int) -> None:
     if sim._views is not None:  # the stale view converges to the true cache
         sim._views.sync(math.inf)
         for node in sim.nodes:
-            assert _holdings(node.view) == _holdings(node.cache)
+            assert cached_tiers(node.view) == cached_tiers(node.cache)
+            assert node.view.pinned_blocks == node.cache.pinned_blocks
     again = _run(config, policy, budgets, workload, seed)
     records_equal(sim.records, again.records)
     assert repr(sim.records.summary) == repr(again.records.summary)

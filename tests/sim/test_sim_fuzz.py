@@ -256,7 +256,8 @@ class Chaos(Policy):
             if roll < 0.55:
                 assert sim.warm(src, dst, blocks) in ("ok", *sim.warm_refused)
             elif roll < 0.7:
-                assert sim.speculate(dst, blocks) in ("ok", *SPECULATE_REFUSALS)
+                tokens = None if rng.random() < 0.5 else int(rng.integers(1, 100))
+                assert sim.speculate(dst, blocks, tokens) in ("ok", *SPECULATE_REFUSALS)
             elif roll < 0.85:
                 assert sim.evict(dst, blocks, keep_blocks=int(rng.integers(3))) >= 0
             else:  # a cache lifecycle action
