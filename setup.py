@@ -35,7 +35,10 @@ except ImportError:  # only when built without the build requirements (--no-buil
     extensions: list[Extension] = []
 else:
     extensions = cythonize(
-        [Extension("envs.sim._native.cache", ["envs/sim/_native/cache.pyx"])],
+        [
+            Extension("envs.sim._native.cache", ["envs/sim/_native/cache.pyx"]),
+            Extension("envs.sim._native.chainer", ["envs/sim/_native/chainer.pyx"]),
+        ],
         compiler_directives={"language_level": "3"},
     )
     for extension in extensions:

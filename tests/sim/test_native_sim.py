@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from simkit import records_equal
@@ -19,7 +20,7 @@ from test_sim_all_options import _case, _run
 from baselines import make_policy
 from envs.sim import SimConfig, Simulator, native, setup_cluster
 from envs.sim.cache import PrefixCache
-from envs.sim.request import Workload
+from envs.sim.request import BlockChainer, Workload
 
 try:
     from envs.sim._native import cache as compiled  # type: ignore[attr-defined]
@@ -97,7 +98,7 @@ def test_a_missing_compiled_core_falls_back_with_one_line_on_stderr(
 ) -> None:
     monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
     monkeypatch.setitem(sys.modules, "envs.sim._native.cache", None)  # hides the module
-    assert native._choose() == (PrefixCache, "python")
+    assert native._choose() == (PrefixCache, BlockChainer, "python")
     assert capsys.readouterr().err == native.NOTICE + "\n"
 
 
@@ -105,7 +106,7 @@ def test_opting_out_chooses_the_reference_silently(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
-    assert native._choose() == (PrefixCache, "python")
+    assert native._choose() == (PrefixCache, BlockChainer, "python")
     assert capsys.readouterr().err == ""
 
 
@@ -115,9 +116,26 @@ def test_the_compiled_core_is_chosen_when_it_imports(
     opted_out = os.environ.get(native.PURE_PYTHON_ENV, "") not in ("", "0")
     if compiled is None or opted_out:
         assert (native.PrefixCache, native.CORE) == (PrefixCache, "python")
+        assert native.BlockChainer is BlockChainer
     else:  # this process's own choice
         assert (native.PrefixCache, native.CORE) == (compiled.PrefixCache, "compiled")
+        assert native.BlockChainer.__module__ == "envs.sim._native.chainer"
     if compiled is not None:
         monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
-        assert native._choose() == (compiled.PrefixCache, "compiled")
+        assert native._choose()[::2] == (compiled.PrefixCache, "compiled")
         assert capsys.readouterr().err == ""
+
+
+def test_the_compiled_modules_import_only_the_world_and_the_standard_library() -> None:
+    """The layering test reads .py files only; the .pyx twins keep the world's rule too
+    (no gymnasium, torch or hydra: envs/sim and the standard library)."""
+    folder = Path(__file__).resolve().parents[2] / "envs" / "sim" / "_native"
+    modules = []
+    for pyx in sorted(folder.glob("*.pyx")):
+        for line in pyx.read_text(encoding="utf-8").splitlines():
+            words = line.split()
+            if words[:1] in (["import"], ["from"]):
+                modules.append(words[1])
+    assert "envs.sim" in modules and "cpython.dict" in modules  # the lines are found
+    allowed = ("copy", "math", "cpython", "libc", "envs.sim")
+    assert [m for m in modules if not m.startswith(allowed)] == []
