@@ -20,7 +20,7 @@ import pytest
 from envs.sim.cache import ORIGIN_REQUEST, ORIGIN_SPECULATIVE, ORIGIN_WARM, PrefixCache
 from envs.sim.request import BlockChainer
 
-LONG_RUNS = max(int(os.environ.get("BTB_FUZZ_CASES", "40")) // 4, 1)
+LONG_RUNS = max(int(os.environ.get("BTB_FUZZ_CASES", "40")) // 6, 1)
 """Slow sweep's runs; BTB_FUZZ_CASES scales them, as for test_sim_fuzz.py."""
 
 compiled = pytest.importorskip(
