@@ -12,7 +12,9 @@ TORCH ?= torch==2.13.0
 
 .PHONY: install run test bench lint
 
-$(VENV)/.installed: pyproject.toml
+# setup.py and the .pyx files too: `pip install -e .` compiles the simulator's
+# compiled core (envs/sim/_native), so a change to them means a rebuild.
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard envs/sim/_native/*.pyx)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e ".[dev]"

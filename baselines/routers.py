@@ -9,6 +9,7 @@ Without the simulator's fault options no node is ever down, and nothing changes.
 from __future__ import annotations
 
 from baselines.policy import Policy, register
+from envs.sim import native
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
 from envs.sim.node import Node
@@ -114,7 +115,8 @@ def cache_aware_choice(
     best_match = -1
     best_load = 0
     ties: list[int] = []
-    matched = _hbm_ram_match if sim.match_with_ram else PrefixCache.hbm_match
+    # the class the simulator builds its caches from (compiled or the reference)
+    matched = _hbm_ram_match if sim.match_with_ram else native.PrefixCache.hbm_match
     for node in up_nodes(sim):
         i = node.index
         load = node.load

@@ -37,6 +37,10 @@ whatever LRU or capacity pressure says, until unpinned. Pins are counted per
 segment, so pinned blocks always form a prefix-closed set (a pinned segment's
 parent is pinned) and eviction, which takes leaves, never reaches them. Who may
 pin how much, and what pins do to admission: ``envs.sim.lifecycle``.
+
+This module is the readable reference. ``envs/sim/_native/cache.pyx`` is its
+compiled twin, step for step, and ``envs.sim.native`` chooses which one the
+simulator runs; tests/sim/test_native_*.py hold the two equal. Change both.
 """
 
 from __future__ import annotations

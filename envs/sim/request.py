@@ -79,6 +79,10 @@ class BlockChainer:
     in ``_branches``. Walking a known prefix is one comparison a block, and a new
     tail is one list extension; the ids are those of chaining block by block
     through one ``{(parent, raw): id}`` dict.
+
+    This class is the readable reference; ``envs/sim/_native/chainer.pyx`` is its
+    compiled twin, step for step (``envs.sim.native`` chooses which one the trace
+    readers use; tests/sim/test_native_chainer.py holds them equal). Change both.
     """
 
     __slots__ = ("_branches", "_ids", "_next", "_roots")

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from envs.sim import native
 from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
@@ -138,7 +139,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
                     f"{costs.budget_tokens} tokens, less than one {bt}-token block"
                 )
             ram_blocks = config.host_ram_bytes / (costs.kv_bytes_per_token * bt)
-            cache = PrefixCache(
+            cache = native.PrefixCache(  # compiled, or the reference (envs/sim/native.py)
                 ram_capacity_blocks=ram_blocks,
                 disk_tier=config.disk_tier,
                 touch_used_only=config.lru_unit == "block",

@@ -34,8 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from envs.sim import native
 from envs.sim.errors import ConfigError
-from envs.sim.request import BlockChainer, Request, Workload
+from envs.sim.request import Request, Workload
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
@@ -373,7 +374,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     last = max(w.position for w in wanted.values())
     current: TraceWindow | None = None
     requests: list[Request] = []
-    chainer = BlockChainer()
+    chainer = native.BlockChainer()
     for _, parsed in stream:
         if fmt.windowed:
             key: str | int = parsed.window
@@ -390,7 +391,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
                 if current.position >= last:
                     return
             current = wanted.get(key)
-            requests, chainer = [], BlockChainer()
+            requests, chainer = [], native.BlockChainer()
         if current is not None:
             requests.append(make_request(parsed, arrival_s, chainer, "", len(requests)))
     if current is not None:

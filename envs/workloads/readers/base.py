@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypedDict
 
+from envs.sim import native
 from envs.sim.checks import check_int, check_range
 from envs.sim.errors import ConfigError, NamedFields
 from envs.sim.request import BlockChainer, Request, Workload
@@ -577,7 +578,7 @@ def assemble_trace(
     """Read a whole (non-windowed) trace into one :class:`Workload`."""
     options = options or ReadOptions()
     report = report if report is not None else ReadReport(source=name)
-    chainer = chainer if chainer is not None else BlockChainer()
+    chainer = chainer if chainer is not None else native.BlockChainer()
     stream = RowStream(rows, fmt, options, report)
     requests: list[Request] = []
     times: list[float] = []
@@ -708,7 +709,7 @@ class _Window:
         self.split = first.split
         self.first_line = loc.line
         self.wanted = wanted is None or first.source in wanted
-        self.chainer = chainer if chainer is not None else BlockChainer()
+        self.chainer = chainer if chainer is not None else native.BlockChainer()
         self.requests: list[Request] = []
         self.last = -math.inf
 

@@ -1,0 +1,865 @@
+# cython: language_level=3, cdivision=True, auto_pickle=False
+"""A node's prefix KV cache, compiled: :mod:`envs.sim.cache` for a C compiler.
+
+The model, every rule and every docstring that matters live in
+``envs/sim/cache.py``, the readable reference. This module repeats its
+algorithm step for step with typed segments (C ints and doubles), C binary heaps
+for the LRU orders and direct dict lookups, so that a run gives the same
+results, call for call: the same return values, the same tree, the same heap
+entries (tests/sim/test_native_cache.py checks all three against the reference).
+Change the two together.
+
+What differs is only how, never what:
+
+- a heap entry is a C struct ``(last_used, seq, segment)``; entries are unique
+  by ``seq``, so any binary heap pops them in the order ``heapq`` does;
+- ``blocks_in`` is three C counters, read as a new list;
+- the tier and origin constants are compile-time copies, checked at import
+  against the reference's (an ImportError if they ever differ, and the
+  simulator then runs the reference; see ``envs.sim.native``).
+"""
+
+import copy
+import math
+
+from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.list cimport PyList_GET_SIZE
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+from libc.stdlib cimport free, realloc
+
+from envs.sim import cache as _reference
+
+cdef enum:
+    HBM = 0
+    RAM = 1
+    DISK = 2
+    GONE = 3
+    ORIGIN_REQUEST = 0
+    ORIGIN_WARM = 1
+
+if (HBM, RAM, DISK, GONE, ORIGIN_REQUEST, ORIGIN_WARM) != (
+    _reference.HBM,
+    _reference.RAM,
+    _reference.DISK,
+    _reference.GONE,
+    _reference.ORIGIN_REQUEST,
+    _reference.ORIGIN_WARM,
+):
+    raise ImportError("envs.sim._native.cache: tier or origin constants differ from envs.sim.cache")
+
+cdef long long _UNBOUNDED = 1LL << 62  # a RAM capacity no run can fill
+
+
+cdef class Segment:
+    """A run of blocks in one tier; an edge of the radix tree (as in the reference)."""
+
+    cdef public list blocks
+    cdef public Segment parent
+    cdef public dict children
+    cdef public int tier
+    cdef public double last_used
+    cdef public int hbm_kids
+    cdef public int upper_kids
+    cdef public long long copy_id
+    cdef public int origin
+    cdef public int pins
+
+    def __init__(self, list blocks, Segment parent, int tier, double now):
+        self.blocks = blocks
+        self.parent = parent
+        self.children = {}
+        self.tier = tier
+        self.last_used = now
+        self.copy_id = -1
+        self.origin = ORIGIN_REQUEST
+
+
+cdef inline Segment _segment(list blocks, Segment parent, int tier, double now, dict children):
+    cdef Segment seg = Segment.__new__(Segment)
+    seg.blocks = blocks
+    seg.parent = parent
+    seg.children = children
+    seg.tier = tier
+    seg.last_used = now
+    seg.copy_id = -1
+    seg.origin = ORIGIN_REQUEST
+    return seg
+
+
+cdef inline bint _same(object a, object b) except -1:
+    return a is b or a == b
+
+
+cdef Py_ssize_t _common(object blocks, Py_ssize_t pos, list seg, Py_ssize_t n) except -1:
+    """How many leading ids of ``seg`` equal ``blocks[pos:n]`` (chained ids)."""
+    cdef Py_ssize_t length = PyList_GET_SIZE(seg)
+    cdef Py_ssize_t avail = n - pos
+    cdef Py_ssize_t lo, hi, mid
+    if avail >= length and _same(blocks[pos + length - 1], seg[length - 1]):
+        return length
+    lo = 1
+    hi = length if length < avail else avail  # seg[0] matches by construction (dict key)
+    if _same(blocks[pos + hi - 1], seg[hi - 1]):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _same(blocks[pos + mid - 1], seg[mid - 1]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+# ---------------------------------------------------------------------- heaps
+cdef struct Entry:
+    double last_used
+    long long seq
+    PyObject* seg  # a reference the heap owns
+
+
+cdef inline bint _before(Entry* a, Entry* b) noexcept:
+    return a.last_used < b.last_used or (a.last_used == b.last_used and a.seq < b.seq)
+
+
+cdef class _Heap:
+    """A binary min-heap of (last_used, seq, segment), as the reference keeps in a
+    list with ``heapq``; stale entries stay until popped or compacted, as there."""
+
+    cdef Entry* items
+    cdef Py_ssize_t size
+    cdef Py_ssize_t capacity
+
+    def __dealloc__(self):
+        cdef Py_ssize_t i
+        for i in range(self.size):
+            Py_XDECREF(self.items[i].seg)
+        free(self.items)
+
+    def __len__(self):
+        return self.size
+
+    cdef int _reserve(self) except -1:
+        cdef Py_ssize_t capacity
+        cdef Entry* grown
+        if self.size < self.capacity:
+            return 0
+        capacity = self.capacity * 2 if self.capacity else 64
+        grown = <Entry*>realloc(self.items, capacity * sizeof(Entry))
+        if grown == NULL:
+            raise MemoryError()
+        self.items = grown
+        self.capacity = capacity
+        return 0
+
+    cdef int append(self, double last_used, long long seq, Segment seg) except -1:
+        """Add an entry at the end without ordering it (copying a valid heap)."""
+        self._reserve()
+        Py_INCREF(seg)
+        self.items[self.size].last_used = last_used
+        self.items[self.size].seq = seq
+        self.items[self.size].seg = <PyObject*>seg
+        self.size += 1
+        return 0
+
+    cdef int push(self, double last_used, long long seq, Segment seg) except -1:
+        cdef Entry entry
+        cdef Py_ssize_t i, parent
+        self._reserve()
+        Py_INCREF(seg)
+        entry.last_used = last_used
+        entry.seq = seq
+        entry.seg = <PyObject*>seg
+        i = self.size
+        self.size += 1
+        while i > 0:
+            parent = (i - 1) >> 1
+            if _before(&entry, &self.items[parent]):
+                self.items[i] = self.items[parent]
+                i = parent
+            else:
+                break
+        self.items[i] = entry
+        return 0
+
+    cdef void _sift_down(self, Py_ssize_t i) noexcept:
+        cdef Entry entry = self.items[i]
+        cdef Py_ssize_t child
+        cdef Py_ssize_t n = self.size
+        while True:
+            child = 2 * i + 1
+            if child >= n:
+                break
+            if child + 1 < n and _before(&self.items[child + 1], &self.items[child]):
+                child += 1
+            if _before(&self.items[child], &entry):
+                self.items[i] = self.items[child]
+                i = child
+            else:
+                break
+        self.items[i] = entry
+
+    cdef Segment pop(self, double* last_used):
+        """The least entry's segment (the caller checks the heap is not empty)."""
+        cdef Entry top = self.items[0]
+        cdef Segment seg
+        self.size -= 1
+        if self.size:
+            self.items[0] = self.items[self.size]
+            self._sift_down(0)
+        last_used[0] = top.last_used
+        seg = <Segment>top.seg  # a new reference; the heap's is released below
+        Py_XDECREF(top.seg)
+        return seg
+
+    cdef void keep_live_leaves(self) noexcept:
+        """Drop the HBM heap's entries that can never be evicted as they stand
+        (the reference's ``_compact``), then restore the heap order."""
+        cdef Py_ssize_t i, kept = 0
+        cdef Segment seg
+        for i in range(self.size):
+            seg = <Segment>self.items[i].seg
+            if seg.tier == HBM and not seg.hbm_kids and seg.last_used == self.items[i].last_used:
+                self.items[kept] = self.items[i]
+                kept += 1
+            else:
+                Py_XDECREF(self.items[i].seg)
+        self.size = kept
+        for i in range(kept // 2 - 1, -1, -1):
+            self._sift_down(i)
+
+    cdef list entries(self):
+        """(last_used, seq, segment) of every entry, in the heap's array order."""
+        cdef Py_ssize_t i
+        return [
+            (self.items[i].last_used, self.items[i].seq, <Segment>self.items[i].seg)
+            for i in range(self.size)
+        ]
+
+
+# ---------------------------------------------------------------------- the cache
+cdef class PrefixCache:
+    """Per-node prefix cache; the model and every method: envs/sim/cache.py."""
+
+    cdef dict __dict__  # instance attributes, as the reference allows (envs.sim.view)
+    cdef readonly Segment root
+    cdef object _ram_capacity
+    cdef long long _ram_cap
+    cdef public bint disk_tier
+    cdef public bint touch_used_only
+    cdef public bint replicas_first
+    cdef long long _blocks_in[3]
+    cdef _Heap _hbm_heap
+    cdef _Heap _ram_heap
+    cdef _Heap _replica_heap
+    cdef long long _seq
+    cdef public dict pins
+    cdef public long long pinned_blocks
+    cdef public long long evicted_request_blocks
+    cdef public long long copy_hit_blocks
+    cdef public set used_copies_hbm
+    cdef public set used_copies_any
+    cdef public long long evicted_hbm_blocks
+    cdef public long long version
+
+    def __cinit__(self, *args, **kwargs):
+        self._hbm_heap = _Heap()
+        self._ram_heap = _Heap()
+        self._replica_heap = _Heap()
+
+    def __init__(
+        self,
+        ram_capacity_blocks=math.inf,
+        disk_tier=False,
+        touch_used_only=False,
+        replicas_first=False,
+    ):
+        if not ram_capacity_blocks >= 0:
+            raise ValueError(f"ram_capacity_blocks must be >= 0, got {ram_capacity_blocks!r}")
+        self.root = _segment([], None, HBM, 0.0, {})
+        if not math.isinf(ram_capacity_blocks):
+            ram_capacity_blocks = math.floor(ram_capacity_blocks)  # whole blocks only
+        self._ram_capacity = ram_capacity_blocks
+        if math.isinf(ram_capacity_blocks) or ram_capacity_blocks >= _UNBOUNDED:
+            self._ram_cap = _UNBOUNDED
+        else:
+            self._ram_cap = ram_capacity_blocks
+        self.disk_tier = disk_tier
+        self.touch_used_only = touch_used_only
+        self.replicas_first = replicas_first
+        self.pins = {}
+        self.used_copies_hbm = set()
+        self.used_copies_any = set()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def ram_capacity_blocks(self):
+        return self._ram_capacity
+
+    @property
+    def blocks_in(self):
+        """Blocks per tier (hbm, ram, disk), a new list."""
+        return [self._blocks_in[0], self._blocks_in[1], self._blocks_in[2]]
+
+    @property
+    def hbm_blocks(self):
+        return self._blocks_in[HBM]
+
+    def _heap_entries(self, str name):
+        """(last_used, seq, segment) of one heap ("hbm", "ram", "replica"), in any
+        order: for the tests that hold this cache to the reference's heaps."""
+        heap = {"hbm": self._hbm_heap, "ram": self._ram_heap, "replica": self._replica_heap}[name]
+        return (<_Heap>heap).entries()
+
+    def __deepcopy__(self, memo):
+        """A copy of the whole state (tree, heaps, counters, instance attributes)."""
+        cdef PrefixCache twin = PrefixCache.__new__(PrefixCache)
+        cdef Segment seg, new
+        cdef _Heap heap, heap_twin
+        memo[id(self)] = twin
+        heaps = ((self._hbm_heap, twin._hbm_heap), (self._ram_heap, twin._ram_heap),
+                 (self._replica_heap, twin._replica_heap))
+        seen = {}
+        todo = [self.root]
+        for heap, _ in heaps:
+            todo.extend(entry[2] for entry in heap.entries())
+        while todo:
+            seg = todo.pop()
+            if id(seg) in seen:
+                continue
+            seen[id(seg)] = seg
+            if seg.parent is not None:
+                todo.append(seg.parent)
+            todo.extend(seg.children.values())
+        twins = {}
+        for key, seg in seen.items():
+            new = _segment(list(seg.blocks), None, seg.tier, seg.last_used, None)
+            new.hbm_kids = seg.hbm_kids
+            new.upper_kids = seg.upper_kids
+            new.copy_id = seg.copy_id
+            new.origin = seg.origin
+            new.pins = seg.pins
+            twins[key] = new
+        for key, seg in seen.items():
+            new = twins[key]
+            new.parent = twins[id(seg.parent)] if seg.parent is not None else None
+            new.children = {first: twins[id(child)] for first, child in seg.children.items()}
+        twin.root = twins[id(self.root)]
+        for heap, heap_twin in heaps:
+            for last_used, seq, seg in heap.entries():
+                heap_twin.append(last_used, seq, twins[id(seg)])
+        twin._ram_capacity = self._ram_capacity
+        twin._ram_cap = self._ram_cap
+        twin.disk_tier = self.disk_tier
+        twin.touch_used_only = self.touch_used_only
+        twin.replicas_first = self.replicas_first
+        twin._blocks_in[0] = self._blocks_in[0]
+        twin._blocks_in[1] = self._blocks_in[1]
+        twin._blocks_in[2] = self._blocks_in[2]
+        twin._seq = self._seq
+        twin.pins = copy.deepcopy(self.pins, memo)
+        twin.pinned_blocks = self.pinned_blocks
+        twin.evicted_request_blocks = self.evicted_request_blocks
+        twin.copy_hit_blocks = self.copy_hit_blocks
+        twin.used_copies_hbm = copy.deepcopy(self.used_copies_hbm, memo)
+        twin.used_copies_any = copy.deepcopy(self.used_copies_any, memo)
+        twin.evicted_hbm_blocks = self.evicted_hbm_blocks
+        twin.version = self.version
+        vars(twin).update(copy.deepcopy(vars(self), memo))
+        return twin
+
+    # ------------------------------------------------------------------ queries
+    def match(self, blocks):
+        cdef Py_ssize_t depth, start
+        cdef long long counts[3]
+        cdef Segment seg = self._walk(blocks, len(blocks), DISK, &depth, &start)
+        counts[0] = counts[1] = counts[2] = 0
+        counts[seg.tier] += depth - start
+        seg = seg.parent
+        while seg is not None:
+            counts[seg.tier] += PyList_GET_SIZE(seg.blocks)
+            seg = seg.parent
+        return counts[0], counts[1], counts[2]
+
+    def match_touch(self, blocks, double now):
+        cdef Py_ssize_t depth, start, k, length
+        cdef long long counts[3]
+        cdef Segment seg = self._walk(blocks, len(blocks), DISK, &depth, &start)
+        cdef Segment root = self.root
+        cdef Segment last_hbm
+        counts[0] = counts[1] = counts[2] = 0
+        k = depth - start  # the deepest segment may be reached only partly
+        while seg.tier != HBM:  # tiers never go up along a path
+            counts[seg.tier] += k
+            seg = seg.parent  # the root is in HBM
+            k = PyList_GET_SIZE(seg.blocks)
+        last_hbm = seg
+        if self.touch_used_only and k < PyList_GET_SIZE(seg.blocks):
+            self._split(seg, k)  # the tail keeps its last use
+        length = PyList_GET_SIZE(seg.blocks)
+        counts[HBM] += k - length  # the loop adds whole segments
+        if seg.origin == ORIGIN_WARM:
+            self.copy_hit_blocks += k - length
+        while seg is not root:
+            length = PyList_GET_SIZE(seg.blocks)
+            counts[HBM] += length
+            seg.last_used = now
+            if seg.copy_id >= 0:
+                self.used_copies_any.add(seg.copy_id)
+                self.used_copies_hbm.add(seg.copy_id)
+                if seg.origin == ORIGIN_WARM:  # (speculative chunks carry ids too)
+                    self.copy_hit_blocks += length
+            seg = seg.parent
+        if last_hbm is not root and last_hbm.hbm_kids == 0:
+            self._push(self._hbm_heap, last_hbm)
+        return counts[0], counts[1], counts[2]
+
+    def hbm_match(self, blocks):
+        cdef Py_ssize_t depth, start
+        self._walk(blocks, len(blocks), HBM, &depth, &start)
+        return depth
+
+    # ------------------------------------------------------------------ updates
+    def use(self, blocks, Py_ssize_t n, double now):
+        cdef Py_ssize_t depth, start
+        cdef Segment last
+        self.version += 1
+        last = self._walk(blocks, n, DISK, &depth, &start)
+        if depth != n:
+            raise ValueError(f"use: only {depth} of the first {n} blocks are cached")
+        if depth - start < PyList_GET_SIZE(last.blocks) and (
+            last.tier != HBM or self.touch_used_only
+        ):
+            self._split(last, depth - start)
+        self._bring_up(last, now, True)
+        if last is not self.root and last.hbm_kids == 0:
+            self._push(self._hbm_heap, last)
+
+    def insert(self, blocks, double now, long long copy_id=-1, tail=(), int origin=ORIGIN_REQUEST):
+        cdef Py_ssize_t depth, start, added = 0
+        cdef Py_ssize_t n = len(blocks)
+        cdef Segment node, child
+        cdef list fresh
+        self.version += 1
+        node = self._walk(blocks, n, DISK, &depth, &start)
+        if depth - start < PyList_GET_SIZE(node.blocks):
+            self._split(node, depth - start)
+        self._bring_up(node, now, False)
+        if depth < n or tail:
+            if depth < n:
+                fresh = list(blocks[depth:])
+                fresh.extend(tail)
+            else:
+                fresh = list(tail)
+            child = _segment(fresh, node, HBM, now, {})
+            child.copy_id = copy_id
+            child.origin = origin
+            node.children[fresh[0]] = child
+            node.hbm_kids += 1
+            node.upper_kids += 1
+            added = PyList_GET_SIZE(fresh)
+            self._blocks_in[HBM] += added
+            node = child
+        if node is not self.root and node.hbm_kids == 0:
+            self._push(self._hbm_heap, node)
+        return added
+
+    def evict_to(self, long long capacity_blocks):
+        cdef long long excess = self._blocks_in[HBM] - capacity_blocks
+        cdef long long evicted = 0, moved
+        cdef _Heap replicas = self._replica_heap
+        cdef _Heap heap
+        if excess <= 0:
+            return 0
+        self.version += 1
+        while evicted < excess:
+            if replicas.size:  # only ever filled under replicas_first
+                evicted += self._evict_lru(replicas, excess - evicted, False)
+                if evicted >= excess:
+                    break
+            # an ordinary leaf's eviction may leave a replica parent a leaf: back to it
+            moved = self._evict_lru(self._hbm_heap, excess - evicted, self.replicas_first)
+            if not moved and not replicas.size:
+                break
+            evicted += moved
+        self.evicted_hbm_blocks += evicted
+        self._shrink_ram()
+        heap = self._hbm_heap
+        if heap.size > 4 * 1024 and heap.size > 8 * (self._blocks_in[HBM] + 1):
+            heap.keep_live_leaves()
+        return evicted
+
+    cdef long long _evict_lru(self, _Heap heap, long long excess, bint yield_to_replicas) except -1:
+        cdef long long evicted = 0, moved, length, keep
+        cdef double last_used
+        cdef Segment seg, only, tail
+        cdef dict children
+        cdef Py_ssize_t pos
+        cdef PyObject* key
+        cdef PyObject* value
+        while excess > 0 and heap.size:
+            seg = heap.pop(&last_used)
+            if (
+                seg.tier != HBM
+                or seg.hbm_kids
+                or seg.last_used != last_used
+                or seg.parent is None
+                or seg.pins
+            ):
+                continue  # stale, not a leaf, or pinned (unpin pushes it again)
+            length = PyList_GET_SIZE(seg.blocks)
+            if length > excess:
+                keep = length - excess
+                children = seg.children
+                only = None
+                if len(children) == 1:
+                    pos = 0
+                    PyDict_Next(children, &pos, &key, &value)
+                    only = <Segment>value
+                if (
+                    only is not None
+                    and only.tier == RAM
+                    and only.copy_id == seg.copy_id
+                    and only.origin == seg.origin
+                ):
+                    # Nibbling a long segment block by block: grow its RAM tail
+                    # instead of creating a new segment each time.
+                    del children[only.blocks[0]]
+                    only.blocks = seg.blocks[keep:] + only.blocks
+                    children[only.blocks[0]] = only
+                    del seg.blocks[keep:]
+                    self._blocks_in[HBM] -= excess
+                    self._blocks_in[RAM] += excess
+                else:
+                    tail = self._split(seg, keep)
+                    self._set_tier(tail, RAM)
+                self._push(heap, seg)
+                moved = excess
+            else:
+                self._set_tier(seg, RAM)
+                moved = length
+            if not seg.origin:
+                self.evicted_request_blocks += moved
+            evicted += moved
+            excess -= moved
+            if yield_to_replicas and self._replica_heap.size:
+                break
+        return evicted
+
+    def evict_prefix(self, blocks, Py_ssize_t keep_blocks=0):
+        cdef Py_ssize_t first
+        cdef long long before, moved
+        cdef Segment seg, start
+        found = self._subtree(blocks, keep_blocks, &first)
+        if found is None:
+            return 0
+        seg = <Segment>found
+        start = self._split(seg, keep_blocks - first) if first < keep_blocks else seg
+        self.version += 1
+        before = self._blocks_in[HBM]
+        stack = [start]
+        order = []
+        while stack:
+            seg = stack.pop()
+            if seg.tier == HBM:
+                if not seg.pins:  # a pinned segment's descendants may still move
+                    order.append(seg)
+                stack.extend(seg.children.values())
+        for seg in reversed(order):  # deepest first keeps tiers monotone
+            self._set_tier(seg, RAM)
+        moved = before - self._blocks_in[HBM]
+        self.evicted_hbm_blocks += moved
+        self._shrink_ram()
+        return moved
+
+    def hbm_below(self, blocks, Py_ssize_t keep_blocks=0):
+        cdef Py_ssize_t first
+        cdef long long count
+        cdef Segment seg, start
+        found = self._subtree(blocks, keep_blocks, &first)
+        if found is None:
+            return 0
+        start = <Segment>found
+        count = -(keep_blocks - first) if first < keep_blocks and not start.pins else 0
+        stack = [start]
+        while stack:
+            seg = stack.pop()
+            if seg.tier == HBM:
+                if not seg.pins:
+                    count += PyList_GET_SIZE(seg.blocks)
+                stack.extend(seg.children.values())
+        return count
+
+    def promote(self, blocks, double now):
+        cdef Py_ssize_t depth, start
+        cdef long long before
+        cdef Segment last = self._walk(blocks, len(blocks), DISK, &depth, &start)
+        if depth == 0 or last.tier == HBM:
+            return 0
+        self.version += 1
+        if depth - start < PyList_GET_SIZE(last.blocks):
+            self._split(last, depth - start)
+        before = self._blocks_in[HBM]
+        self._bring_up(last, now, False)
+        if last.hbm_kids == 0:
+            self._push(self._hbm_heap, last)
+        return self._blocks_in[HBM] - before
+
+    # ------------------------------------------------------------------ pins
+    def pinned_depth(self, blocks):
+        cdef Py_ssize_t depth, start
+        cdef Segment seg = self._walk(blocks, len(blocks), HBM, &depth, &start)
+        while seg is not self.root and not seg.pins:
+            seg = seg.parent  # the root ends the chain
+            depth = start
+            start -= PyList_GET_SIZE(seg.blocks)
+        return depth if seg is not self.root else 0
+
+    def pin(self, blocks):
+        cdef Py_ssize_t depth, start
+        cdef long long added = 0
+        cdef Segment last, seg
+        key = blocks[-1]
+        last = self._walk(blocks, len(blocks), HBM, &depth, &start)
+        if depth != len(blocks) or key in self.pins:
+            raise ValueError("pin: the prefix must be wholly in HBM and not pinned yet")
+        if depth - start < PyList_GET_SIZE(last.blocks):
+            self._split(last, depth - start)
+        self.pins[key] = tuple(blocks)
+        seg = last
+        while seg is not self.root:
+            if not seg.pins:
+                added += PyList_GET_SIZE(seg.blocks)
+            seg.pins += 1
+            seg = seg.parent
+        self.pinned_blocks += added
+        return added
+
+    def unpin(self, blocks):
+        cdef Py_ssize_t depth, start
+        cdef long long released = 0
+        cdef Segment seg
+        if not blocks or self.pins.pop(blocks[-1], None) is None:
+            return 0
+        seg = self._walk(blocks, len(blocks), HBM, &depth, &start)  # pinned: wholly in HBM
+        while seg is not self.root:
+            seg.pins -= 1
+            if not seg.pins:
+                released += PyList_GET_SIZE(seg.blocks)
+                if seg.hbm_kids == 0:  # evictable again: its heap entry was dropped
+                    self._push(self._hbm_heap, seg)
+            seg = seg.parent
+        self.pinned_blocks -= released
+        return released
+
+    # ------------------------------------------------------------------ replica lifetime
+    def expire_copy(self, blocks, long long copy_id, double now, double ttl_s):
+        cdef Py_ssize_t depth, start
+        cdef Segment seg = self._walk(blocks, len(blocks), HBM, &depth, &start)
+        chain = []  # (segment, depth it starts at), deepest first
+        while seg is not self.root:
+            chain.append((seg, start))
+            seg = seg.parent
+            start -= PyList_GET_SIZE(seg.blocks)
+        again = None
+        for seg, first in reversed(chain):  # last use never grows with depth
+            if seg.copy_id != copy_id:
+                continue
+            if seg.pins:
+                return 0, None
+            due = seg.last_used + ttl_s
+            if due <= now:
+                # through the attribute, as the reference does (a stale view logs it)
+                return self.evict_prefix(blocks, first), again
+            again = due if again is None else min(again, due)
+        return 0, again
+
+    # ------------------------------------------------------------------ internals
+    cdef Segment _walk(
+        self, object blocks, Py_ssize_t n, int top_tier, Py_ssize_t* depth, Py_ssize_t* start
+    ):
+        """The reference's ``_walk``: (last, depth, start), the last two by pointer."""
+        cdef Segment node = self.root
+        cdef Segment child
+        cdef PyObject* found
+        cdef list seg
+        cdef Py_ssize_t pos = 0, end, length
+        while pos < n:
+            found = PyDict_GetItem(node.children, blocks[pos])
+            if found == NULL:
+                break
+            child = <Segment>found
+            if child.tier > top_tier:
+                break
+            seg = child.blocks
+            length = PyList_GET_SIZE(seg)
+            end = pos + length
+            if end <= n and _same(blocks[end - 1], seg[length - 1]):
+                pos = end
+                node = child
+                continue
+            depth[0] = pos + _common(blocks, pos, seg, n)
+            start[0] = pos
+            return child
+        depth[0] = pos
+        start[0] = pos - PyList_GET_SIZE(node.blocks)
+        return node
+
+    cdef object _subtree(self, object blocks, Py_ssize_t keep_blocks, Py_ssize_t* first):
+        """The reference's ``_subtree``: the segment (or None), its first depth by pointer."""
+        cdef Py_ssize_t depth, start
+        cdef Segment seg = self._walk(blocks, len(blocks), HBM, &depth, &start)
+        if depth <= keep_blocks:
+            return None
+        while start > keep_blocks:  # climb to the segment holding depth keep_blocks
+            seg = seg.parent
+            if seg is None:  # (as the reference, which fails on the root's parent)
+                raise AttributeError("'NoneType' object has no attribute 'blocks'")
+            start -= PyList_GET_SIZE(seg.blocks)
+        first[0] = start
+        return seg
+
+    cdef int _bring_up(self, Segment seg, double now, bint count_copies) except -1:
+        cdef Segment root = self.root
+        while seg is not root:
+            if count_copies and seg.copy_id >= 0:
+                self.used_copies_any.add(seg.copy_id)
+                if seg.tier == HBM:
+                    self.used_copies_hbm.add(seg.copy_id)
+            if seg.tier != HBM:
+                self._set_tier(seg, HBM)
+            seg.last_used = now
+            seg = seg.parent
+        return 0
+
+    cdef int _push(self, _Heap heap, Segment seg) except -1:
+        self._seq += 1
+        if seg.origin and self.replicas_first and heap is self._hbm_heap:
+            heap = self._replica_heap
+        heap.push(seg.last_used, self._seq, seg)
+        return 0
+
+    cdef Segment _split(self, Segment seg, Py_ssize_t k):
+        """Keep the first ``k`` blocks in ``seg``; the rest become its only child."""
+        cdef Segment tail = _segment(seg.blocks[k:], seg, seg.tier, seg.last_used, seg.children)
+        cdef Segment grandchild
+        tail.copy_id = seg.copy_id
+        tail.origin = seg.origin
+        tail.pins = seg.pins  # a pin covers its segments whole
+        tail.hbm_kids = seg.hbm_kids
+        tail.upper_kids = seg.upper_kids
+        for grandchild in tail.children.values():
+            grandchild.parent = tail
+        del seg.blocks[k:]
+        seg.children = {tail.blocks[0]: tail}
+        seg.hbm_kids = 1 if tail.tier == HBM else 0
+        seg.upper_kids = 1 if tail.tier <= RAM else 0
+        if tail.tier == HBM and tail.hbm_kids == 0:
+            self._push(self._hbm_heap, tail)
+        elif tail.tier == RAM and tail.upper_kids == 0:
+            self._push(self._ram_heap, tail)
+        return tail
+
+    cdef int _set_tier(self, Segment seg, int tier) except -1:
+        cdef int old = seg.tier
+        cdef Py_ssize_t length = PyList_GET_SIZE(seg.blocks)
+        cdef Segment parent
+        if old < GONE:
+            self._blocks_in[old] -= length
+        if tier < GONE:
+            self._blocks_in[tier] += length
+        seg.tier = tier
+        parent = seg.parent
+        if parent is None:
+            return 0
+        if (old == HBM) != (tier == HBM):
+            parent.hbm_kids += 1 if tier == HBM else -1
+            if (
+                old == HBM
+                and parent.hbm_kids == 0
+                and parent.tier == HBM
+                and parent.parent is not None
+            ):
+                self._push(self._hbm_heap, parent)
+        if (old <= RAM) != (tier <= RAM):
+            parent.upper_kids += 1 if tier <= RAM else -1
+            if tier > RAM and parent.upper_kids == 0 and parent.tier == RAM:
+                self._push(self._ram_heap, parent)
+        if tier == RAM and seg.upper_kids == 0:
+            self._push(self._ram_heap, seg)
+        if tier == GONE:
+            del parent.children[seg.blocks[0]]
+        return 0
+
+    cdef int _shrink_ram(self) except -1:
+        cdef long long excess = self._blocks_in[RAM] - self._ram_cap
+        cdef long long length
+        cdef double last_used
+        cdef _Heap heap = self._ram_heap
+        cdef Segment seg
+        while excess > 0 and heap.size:
+            seg = heap.pop(&last_used)
+            if seg.tier != RAM or seg.upper_kids or seg.last_used != last_used:
+                continue
+            length = PyList_GET_SIZE(seg.blocks)
+            if length > excess:
+                seg_tail = self._split(seg, length - excess)
+                self._push(heap, seg)
+                seg = seg_tail
+                length = PyList_GET_SIZE(seg.blocks)
+            if self.disk_tier:
+                self._set_tier(seg, DISK)
+            else:
+                self._set_tier(seg, GONE)
+            excess -= length
+        return 0
+
+    # ------------------------------------------------------------------ checks
+    def check_invariants(self):
+        """Recount everything from the tree and compare (for tests)."""
+        counts = [0, 0, 0]
+        stack = [self.root]
+        while stack:
+            seg = stack.pop()
+            hbm_kids = upper_kids = 0
+            for first, child in seg.children.items():
+                if child.parent is not seg or child.blocks[0] != first:
+                    raise AssertionError("tree links are inconsistent")
+                if child.tier < seg.tier:
+                    raise AssertionError("a child sits in a faster tier than its parent")
+                hbm_kids += child.tier == HBM
+                upper_kids += child.tier <= RAM
+                counts[child.tier] += len(child.blocks)
+                stack.append(child)
+            if (hbm_kids, upper_kids) != (seg.hbm_kids, seg.upper_kids):
+                raise AssertionError("child tier counters are inconsistent")
+        if counts != self.blocks_in:
+            raise AssertionError(f"tier block counts {self.blocks_in} != recount {counts}")
+        self._check_pins()
+
+    def _check_pins(self):
+        cdef Py_ssize_t depth, start
+        cdef Segment seg
+        reach = {}
+        for key, blocks in self.pins.items():
+            seg = self._walk(blocks, len(blocks), HBM, &depth, &start)
+            if (
+                blocks[-1] != key
+                or depth != len(blocks)
+                or depth - start != PyList_GET_SIZE(seg.blocks)
+            ):
+                raise AssertionError(f"pinned prefix {key} is not a whole HBM path")
+            while seg is not self.root:
+                reach[id(seg)] = reach.get(id(seg), 0) + 1
+                seg = seg.parent
+        pinned = 0
+        stack = [self.root]
+        while stack:
+            seg = stack.pop()
+            for child in seg.children.values():
+                if child.pins != reach.get(id(child), 0):
+                    raise AssertionError("a segment's pin count is wrong")
+                if child.pins:
+                    pinned += len(child.blocks)
+                stack.append(child)
+        if pinned != self.pinned_blocks:
+            raise AssertionError(f"pinned blocks {self.pinned_blocks} != recount {pinned}")

@@ -1,0 +1,107 @@
+# cython: language_level=3, auto_pickle=False
+"""Chained block ids, compiled: :class:`envs.sim.request.BlockChainer` for a C compiler.
+
+The reference (envs/sim/request.py) says what the ids are and why they are
+stored as runs; this is its ``chain`` step for step with C indices and direct
+list and dict access, giving the same ids and the same state (the same sentinel
+object, lists and dicts), call for call (tests/sim/test_native_chainer.py).
+Change the two together.
+"""
+
+from cpython.dict cimport PyDict_GetItem
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.ref cimport PyObject, Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+
+from envs.sim import request as _reference
+
+cdef object _NO_RUN = _reference._NO_RUN
+
+
+cdef inline Py_ssize_t _put(tuple out, Py_ssize_t at, list ids, Py_ssize_t first, Py_ssize_t last):
+    """Write ``ids[first:last]`` into ``out`` from position ``at``; returns the next position."""
+    cdef Py_ssize_t i
+    cdef object item
+    for i in range(first, last):
+        item = <object>PyList_GET_ITEM(ids, i)
+        Py_INCREF(item)  # PyTuple_SET_ITEM takes over a reference
+        PyTuple_SET_ITEM(out, at, item)
+        at += 1
+    return at
+
+
+cdef class BlockChainer:
+    """Maps raw per-trace block hashes to canonical chained integer ids (see the reference)."""
+
+    cdef readonly dict _roots
+    cdef readonly list _next
+    cdef readonly dict _branches
+    cdef readonly list _ids
+
+    def __init__(self):
+        self._roots = {}
+        self._next = [_NO_RUN]
+        self._branches = {}
+        self._ids = [0]
+
+    def __len__(self):
+        return PyList_GET_SIZE(self._next) - 1
+
+    def chain(self, raw_hashes, namespace=""):
+        cdef list following = self._next
+        cdef list ids = self._ids
+        cdef dict branches = self._branches
+        cdef dict roots
+        cdef tuple out
+        cdef Py_ssize_t n, start, block, stretch, known, at = 0
+        cdef PyObject* found
+        cdef object raw, ahead
+        raws = raw_hashes if isinstance(raw_hashes, (list, tuple)) else list(raw_hashes)
+        n = len(raws)
+        if not n:
+            return ()
+        found = PyDict_GetItem(self._roots, namespace)
+        if found == NULL:
+            roots = {}
+            self._roots[namespace] = roots
+        else:
+            roots = <dict>found
+        found = PyDict_GetItem(roots, raws[0])
+        if found == NULL:  # a new first block: the whole prompt is one new run
+            start = PyList_GET_SIZE(following)
+            roots[raws[0]] = start
+            following.extend(raws[1:])
+            following.append(_NO_RUN)
+            ids.extend(range(start, start + n))
+            return tuple(ids[start:])
+        block = <object>found
+        out = PyTuple_New(n)  # filled below, the ids shared with self._ids as in the reference
+        stretch = block  # the first id of the stretch of consecutive ids walked
+        known = 1
+        while known < n:  # walk the known prefix
+            raw = raws[known]
+            ahead = <object>PyList_GET_ITEM(following, block)
+            if ahead is raw or ahead == raw:
+                block += 1
+            else:
+                found = PyDict_GetItem(branches, block)
+                if found != NULL:
+                    found = PyDict_GetItem(<dict>found, raw)
+                if found == NULL:
+                    break
+                at = _put(out, at, ids, stretch, block + 1)
+                block = stretch = <object>found
+            known += 1
+        at = _put(out, at, ids, stretch, block + 1)
+        if known == n:
+            return out
+        start = PyList_GET_SIZE(following)  # the rest is new: ids start, start + 1, ...
+        if block == start - 1 and <object>PyList_GET_ITEM(following, block) is _NO_RUN:
+            following[block] = raws[known]
+        else:
+            branches.setdefault(block, {})[raws[known]] = start
+        following.extend(raws[known + 1 :])
+        following.append(_NO_RUN)
+        ids.extend(range(start, start + n - known))
+        _put(out, at, ids, start, start + n - known)
+        return out
