@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             policies[label] = agent
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
     config = with_sim_options(config, sim_options)
+    config.check_cluster(SETUPS[options["setup"]][2])  # before any window runs
     limit = options["windows"] or None
     workload = options["workload"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params)

@@ -300,6 +300,31 @@ class SimConfig:
         object.__setattr__(self, times_name, tuple(float(t) for t in times))
         object.__setattr__(self, nodes_name, tuple(int(j) for j in nodes))
 
+    def check_cluster(self, n_nodes: int) -> None:
+        """The checks that need the cluster's size: one model version per node, at
+        most one upgrade time per node, fault schedules naming nodes of the cluster.
+        The simulator runs them when it starts; a command runs them before its first
+        window, so a bad value stops it before any work."""
+        if self.model_versions and len(self.model_versions) != n_nodes:
+            raise ConfigError.about(
+                "sim.model_versions",
+                f"names {len(self.model_versions)} versions for a cluster of {n_nodes} "
+                "nodes; give one per node",
+            )
+        if len(self.upgrade_at_s) > n_nodes:
+            raise ConfigError.about(
+                "sim.upgrade_at_s",
+                f"has {len(self.upgrade_at_s)} times for a cluster of {n_nodes} nodes; "
+                "give at most one per node",
+            )
+        for name in ("fault_node_loss_nodes", "fault_nic_down_nodes"):
+            for k, j in enumerate(getattr(self, name)):
+                if j >= n_nodes:
+                    raise ConfigError(
+                        f"sim.{name}[{k}] = {j} is not a node of the cluster "
+                        f"(nodes 0..{n_nodes - 1})"
+                    )
+
     def _check_tenancy(self) -> None:
         """The model-version fields (lists from Hydra arrive as any sequence)."""
         versions = _as_tuple("sim.model_versions", self.model_versions)

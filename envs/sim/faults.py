@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from envs.sim.errors import ConfigError
 from envs.sim.events import FAULT_EVENT
 from envs.sim.forecast import will_hold
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE
@@ -100,13 +99,7 @@ class Faults:
     def _schedule(self, nodes_field: str, times: tuple[float, ...], what: int) -> None:
         """Push a fault schedule's events (``SimConfig.<nodes_field>`` names the nodes)."""
         sim = self.sim
-        n_nodes = sim.n_nodes
-        for k, (t, j) in enumerate(zip(times, getattr(sim.config, nodes_field))):
-            if j >= n_nodes:
-                raise ConfigError(
-                    f"sim.{nodes_field}[{k}] = {j} is not a node of the cluster "
-                    f"(nodes 0..{n_nodes - 1})"
-                )
+        for t, j in zip(times, getattr(sim.config, nodes_field)):
             sim._push(t, FAULT_EVENT, j, what)
 
     # ------------------------------------------------------------ events

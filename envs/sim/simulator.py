@@ -149,6 +149,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             node.cache_beside_reservations = config.cache_capacity == "headroom"
             self.nodes.append(node)
         self.n_nodes = len(self.nodes)
+        config.check_cluster(self.n_nodes)
         self._hbm_hit_load = bool(config.hbm_hit_load)
         self._one_token_step = config.one_token_decode_step
         # what cache_aware counts as a node's match (SimConfig.match_tiers)

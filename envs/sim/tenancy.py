@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from envs.sim.errors import ConfigError
 from envs.sim.events import UPGRADE_EVENT, WAKE_EVENT
 from envs.sim.node import IDLE
 from envs.sim.transfers import CANCELLED, QUEUED, WAIT_SOURCE
@@ -67,16 +66,6 @@ class Versions:
         if not config.model_versions and not config.upgrade_at_s:
             return None
         versions = list(config.model_versions) or [DEFAULT_VERSION] * n_nodes
-        if len(versions) != n_nodes:
-            raise ConfigError(
-                f"sim.model_versions names {len(versions)} versions for a cluster of "
-                f"{n_nodes} nodes; give one per node"
-            )
-        if len(config.upgrade_at_s) > n_nodes:
-            raise ConfigError(
-                f"sim.upgrade_at_s has {len(config.upgrade_at_s)} times for a cluster of "
-                f"{n_nodes} nodes; give at most one per node"
-            )
         return cls(versions, list(config.upgrade_at_s), config)
 
     def schedule(self, sim: Simulator) -> None:
