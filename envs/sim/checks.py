@@ -57,12 +57,14 @@ def checked_number(
     if not ok:
         kind = "an integer" if integer else "a finite number" if finite else "a number"
         lo, hi = (int(b) if float(b).is_integer() else b for b in (low, high))
-        if high == math.inf:
-            bounds = f"{'>' if above else '>='} {lo}"
+        if low == -math.inf and high == math.inf:
+            bounds = ""
+        elif high == math.inf:
+            bounds = f" {'>' if above else '>='} {lo}"
         else:
-            bounds = f"in {'(' if above else '['}{lo}, {hi}]"
+            bounds = f" in {'(' if above else '['}{lo}, {hi}]"
         kind_of = error if issubclass(error, ConfigError) else ConfigError
-        raise kind_of.about(field, f"must be {kind} {bounds}, got {value!r}")
+        raise kind_of.about(field, f"must be {kind}{bounds}, got {value!r}")
     return int(value) if integer else float(value)
 
 
