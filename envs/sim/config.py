@@ -214,7 +214,24 @@ class SimConfig:
             value = getattr(self, name)
             if isinstance(value, np.integer):
                 object.__setattr__(self, name, int(value))
-        self._store_numbers("mfu", "mbu", "host_ram_bytes", "transfer_latency_s")
+        inf = math.inf
+        for name, low, high, above, finite in (
+            ("mfu", 0, 1, True, False),
+            ("mbu", 0, 1, True, False),
+            ("host_ram_bytes", 0, inf, False, False),  # inf: unbounded
+            ("transfer_latency_s", 0, inf, False, True),
+        ):
+            value = checked_number(
+                f"sim.{name}",
+                getattr(self, name),
+                low,
+                high,
+                above=above,
+                finite=finite,
+                type_apart=True,
+                error=ConfigError,
+            )
+            object.__setattr__(self, name, value)
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
@@ -222,20 +239,7 @@ class SimConfig:
                     f"sim.{name}", f"must be one of {', '.join(choices)}, got {value!r}"
                 )
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
-        if not (self.host_ram_bytes >= 0):
-            raise ConfigError.about(
-                "sim.host_ram_bytes", f"must be >= 0, got {self.host_ram_bytes!r}"
-            )
-        if not (0 <= self.transfer_latency_s < math.inf):
-            raise ConfigError.about(
-                "sim.transfer_latency_s",
-                f"must be finite and >= 0, got {self.transfer_latency_s!r}",
-            )
         check_int("sim.chunked_prefill_tokens", self.chunked_prefill_tokens, 0, ConfigError)
-        for name in ("mfu", "mbu"):
-            value = getattr(self, name)
-            if not (0 < value <= 1):
-                raise ConfigError.about(f"sim.{name}", f"must be in (0, 1], got {value!r}")
         self._check_view_and_faults()
         self._check_tenancy()
         self._check_cache_life()
@@ -326,11 +330,16 @@ class SimConfig:
 
     def _check_cache_life(self) -> None:
         """The cache lifecycle's fields (pin budget, replica TTL, reclaim order)."""
-        self._store_numbers("pin_budget_fraction")
-        if not (0 <= self.pin_budget_fraction < 1):
-            raise ConfigError.about(
-                "sim.pin_budget_fraction", f"must be in [0, 1), got {self.pin_budget_fraction!r}"
-            )
+        fraction = checked_number(
+            "sim.pin_budget_fraction",
+            self.pin_budget_fraction,
+            0,
+            1,
+            below=True,
+            type_apart=True,
+            error=ConfigError,
+        )
+        object.__setattr__(self, "pin_budget_fraction", fraction)
         ttl = checked_number("sim.replica_ttl_s", self.replica_ttl_s, above=True, error=ConfigError)
         object.__setattr__(self, "replica_ttl_s", ttl)  # inf: no TTL
         if self.reclaim_order not in RECLAIM_ORDERS:
@@ -344,16 +353,6 @@ class SimConfig:
         if isinstance(self.speculative_chunk_tokens, np.integer):
             object.__setattr__(self, "speculative_chunk_tokens", int(self.speculative_chunk_tokens))
         check_int("sim.speculative_chunk_tokens", self.speculative_chunk_tokens, 1, ConfigError)
-
-    def _store_numbers(self, *names: str) -> None:
-        """Store the number fields ``names`` as Python floats (numpy scalars from
-        sweeps included); refuse anything else."""
-        for name in names:
-            value = getattr(self, name)
-            if isinstance(value, (np.integer, np.floating)):
-                object.__setattr__(self, name, float(value))
-            elif not is_number(value):
-                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
 
 
 def _is_list(value: Any) -> bool:
