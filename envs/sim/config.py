@@ -20,6 +20,9 @@ from envs.sim.timing import (
     parse_node,
 )
 
+# A number field's rule for SimConfig._check_numbers: name, low, high, low open,
+# high open, finite (checked_number's arguments)
+NumberRule = tuple[str, float, float, bool, bool, bool]
 COPY_MODELS = ("reference", "contention")
 CACHE_CAPACITIES = ("headroom", "budget")
 MATCH_TIERS = ("hbm", "hbm_ram")
@@ -215,23 +218,15 @@ class SimConfig:
             if isinstance(value, np.integer):
                 object.__setattr__(self, name, int(value))
         inf = math.inf
-        for name, low, high, above, finite in (
-            ("mfu", 0, 1, True, False),
-            ("mbu", 0, 1, True, False),
-            ("host_ram_bytes", 0, inf, False, False),  # inf: unbounded
-            ("transfer_latency_s", 0, inf, False, True),
-        ):
-            value = checked_number(
-                f"sim.{name}",
-                getattr(self, name),
-                low,
-                high,
-                above=above,
-                finite=finite,
-                type_apart=True,
-                error=ConfigError,
-            )
-            object.__setattr__(self, name, value)
+        self._check_numbers(
+            (
+                ("mfu", 0, 1, True, False, False),
+                ("mbu", 0, 1, True, False, False),
+                ("host_ram_bytes", 0, inf, False, False, False),  # inf: unbounded
+                ("transfer_latency_s", 0, inf, False, False, True),
+            ),
+            type_apart=True,
+        )
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
@@ -259,25 +254,17 @@ class SimConfig:
     def _check_view_and_faults(self) -> None:
         """The stale-view and fault options (stored as plain Python values)."""
         inf = math.inf
-        for name, low, high, above, finite in (
-            ("router_view_delay_s", 0, inf, False, True),
-            ("fault_node_loss_rate_per_s", 0, inf, False, True),
-            ("fault_node_down_s", 0, inf, True, False),  # inf: never back
-            ("fault_copy_fail_prob", 0, 1, False, False),
-            ("fault_copy_slow_prob", 0, 1, False, False),
-            ("fault_copy_slowdown", 1, inf, False, True),
-            ("fault_nic_down_for_s", 0, inf, True, True),
-        ):
-            value = checked_number(
-                f"sim.{name}",
-                getattr(self, name),
-                low,
-                high,
-                above=above,
-                finite=finite,
-                error=ConfigError,
+        self._check_numbers(
+            (
+                ("router_view_delay_s", 0, inf, False, False, True),
+                ("fault_node_loss_rate_per_s", 0, inf, False, False, True),
+                ("fault_node_down_s", 0, inf, True, False, False),  # inf: never back
+                ("fault_copy_fail_prob", 0, 1, False, False, False),
+                ("fault_copy_slow_prob", 0, 1, False, False, False),
+                ("fault_copy_slowdown", 1, inf, False, False, True),
+                ("fault_nic_down_for_s", 0, inf, True, False, True),
             )
-            object.__setattr__(self, name, value)
+        )
         check_int("sim.fault_seed", self.fault_seed, 0, ConfigError)
         self._check_schedule("fault_node_loss_s", "fault_node_loss_nodes")
         self._check_schedule("fault_nic_down_s", "fault_nic_down_nodes")
@@ -330,16 +317,7 @@ class SimConfig:
 
     def _check_cache_life(self) -> None:
         """The cache lifecycle's fields (pin budget, replica TTL, reclaim order)."""
-        fraction = checked_number(
-            "sim.pin_budget_fraction",
-            self.pin_budget_fraction,
-            0,
-            1,
-            below=True,
-            type_apart=True,
-            error=ConfigError,
-        )
-        object.__setattr__(self, "pin_budget_fraction", fraction)
+        self._check_numbers((("pin_budget_fraction", 0, 1, False, True, False),), type_apart=True)
         ttl = checked_number("sim.replica_ttl_s", self.replica_ttl_s, above=True, error=ConfigError)
         object.__setattr__(self, "replica_ttl_s", ttl)  # inf: no TTL
         if self.reclaim_order not in RECLAIM_ORDERS:
@@ -353,6 +331,24 @@ class SimConfig:
         if isinstance(self.speculative_chunk_tokens, np.integer):
             object.__setattr__(self, "speculative_chunk_tokens", int(self.speculative_chunk_tokens))
         check_int("sim.speculative_chunk_tokens", self.speculative_chunk_tokens, 1, ConfigError)
+
+    def _check_numbers(self, rules: tuple[NumberRule, ...], type_apart: bool = False) -> None:
+        """Check each number field of ``rules`` (name, low, high, low open, high open,
+        finite) with :func:`~envs.sim.checks.checked_number` and store it as a Python
+        float (numpy scalars from sweeps included)."""
+        for name, low, high, above, below, finite in rules:
+            value = checked_number(
+                f"sim.{name}",
+                getattr(self, name),
+                low,
+                high,
+                above=above,
+                below=below,
+                finite=finite,
+                type_apart=type_apart,
+                error=ConfigError,
+            )
+            object.__setattr__(self, name, value)
 
 
 def _is_list(value: Any) -> bool:
