@@ -9,6 +9,9 @@ PY := $(VENV)/bin/python
 # pull a multi-GB CUDA build). Override for your platform, e.g.
 #   make TORCH="torch --index-url https://download.pytorch.org/whl/cpu" test
 TORCH ?= torch==2.13.0
+# Processes the test suite runs on (pytest-xdist; an idle one takes tests from a
+# busy one); 0 runs it in this process.
+TEST_WORKERS ?= 2
 
 .PHONY: install run test bench lint
 
@@ -28,7 +31,7 @@ run: install
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy envs baselines agents experiments
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 bench: install
 	$(PY) -m experiments.bench

@@ -14,7 +14,7 @@ import copy
 import inspect
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from agents.networks import (
 )
 from envs.files import read_json, write_json_atomic
 from envs.sim.checks import check_int, checked_number
+from envs.sim.errors import ConfigError
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "ppo": PPO,
@@ -126,50 +127,56 @@ def _set_options(spec: AgentSpec, names: tuple[str, ...]) -> dict[str, bool]:
     return {name: True for name in names if spec.env_kwargs.get(name)}
 
 
-# Ranges of the SB3 hyperparameters SB3 itself does not check (a value outside
-# trains silently on nonsense or fails mid-run): (low, high, low is open, integer).
-# Each entry is here because SB3 2.9 and torch let a bad value through when the
-# model is built (probed on each algorithm that takes it): gamma, gae_lambda, tau,
-# the exploration_* fractions, ent_coef, vf_coef, clip_range, target_kl,
-# max_grad_norm, buffer_size, learning_starts, target_update_interval,
-# gradient_steps, sde_sample_freq and stats_window_size are never checked (gamma=2
-# trains to the end); n_epochs=0 and train_freq=0 fail inside learn() with an
-# UnboundLocalError or an assert, after the run folder is made; learning_rate and
-# rms_prop_eps: torch's optimizers refuse a negative value but take inf (weights go
-# to nan) and rms_prop_eps=0; n_steps: PPO asserts n_steps * n_envs > 1, A2C fails
-# in learn(); batch_size: PPO asserts > 1, DQN takes 0. Only clip_range_vf <= 0 is
-# refused by SB3 itself (an assert, PPO and MaskablePPO alike), but when the model is
-# built, after the run folder; its entry keeps the refusal before the run starts.
+# Ranges of the SB3 hyperparameters that SB3 2.9 (and torch's optimizers) let
+# through when the model is built, probed on each algorithm that takes them:
+# (low, high, low is open, integer). A value SB3 itself refuses is left to SB3:
+# build_model relabels its error with the config path (clip_range_vf <= 0, a
+# negative learning_rate, PPO's n_steps x env.n_envs <= 1 and batch_size <= 1).
 _RANGES: dict[str, tuple[float, float, bool, bool]] = {
-    "learning_rate": (0.0, math.inf, False, False),
+    # torch refuses a negative rate or nan itself; inf trains the weights to nan
+    "learning_rate": (-math.inf, math.inf, False, False),
+    # never checked: a discount or a lambda outside [0, 1] trains to the end (gamma=2)
     "gamma": (0.0, 1.0, False, False),
     "gae_lambda": (0.0, 1.0, False, False),
+    # never checked: SB3 takes a clip range <= 0
     "clip_range": (0.0, math.inf, True, False),
-    "clip_range_vf": (0.0, math.inf, True, False),
+    # never checked: SB3 takes target_kl <= 0 (None turns the early stop off)
     "target_kl": (0.0, math.inf, True, False),
+    # never checked: a negative coefficient makes the loss grow the term it weighs
     "ent_coef": (0.0, math.inf, False, False),
     "vf_coef": (0.0, math.inf, False, False),
+    # never checked: SB3 takes max_grad_norm <= 0 (inf turns clipping off)
     "max_grad_norm": (0.0, math.inf, True, False),
+    # torch refuses a negative epsilon, but takes 0 (a division by zero) and inf
     "rms_prop_eps": (0.0, math.inf, True, False),
+    # never checked: DQN takes tau=2 and exploration rates outside [0, 1]
     "tau": (0.0, 1.0, False, False),
     "exploration_fraction": (0.0, 1.0, False, False),
     "exploration_initial_eps": (0.0, 1.0, False, False),
     "exploration_final_eps": (0.0, 1.0, False, False),
+    # PPO refuses n_steps x n_envs <= 1; A2C and MaskablePPO take n_steps=0 (and
+    # fail inside learn(), after the run folder) or -1 (numpy's "negative dimensions")
     "n_steps": (1, math.inf, False, True),
+    # PPO refuses <= 1; MaskablePPO and DQN take 0 and fail inside learn()
     "batch_size": (1, math.inf, False, True),
+    # never checked: n_epochs=0 fails inside learn() (an UnboundLocalError)
     "n_epochs": (1, math.inf, False, True),
+    # never checked: DQN takes buffer_size=-1, learning_starts=-1, target_update_interval=0
     "buffer_size": (1, math.inf, False, True),
     "learning_starts": (0, math.inf, False, True),
     "target_update_interval": (1, math.inf, False, True),
     "gradient_steps": (-1, math.inf, False, True),  # -1: as many as the env steps taken
     "sde_sample_freq": (-1, math.inf, False, True),  # -1: only at the rollout's start
+    # never checked: SB3 takes stats_window_size=0
     "stats_window_size": (1, math.inf, False, True),
 }
 # May be None (off), or a schedule (a callable SB3 checks) instead of a number.
-_MAY_BE_NONE = {"clip_range_vf", "target_kl"}
-_SCHEDULES = {"learning_rate", "clip_range", "clip_range_vf"}
+_MAY_BE_NONE = {"target_kl"}
+_SCHEDULES = {"learning_rate", "clip_range"}
 # May be infinite: max_grad_norm=inf turns gradient clipping off.
 _MAY_BE_INFINITE = {"max_grad_norm"}
+# Errors SB3 (or torch) raises for a value it refuses when the model is built
+_SB3_REFUSALS = (TypeError, ValueError, AssertionError)
 _TRAIN_FREQ_UNITS = ("step", "episode")
 # Set by build_model from the agent's spec and the run (agent.net, agent.hidden, seed).
 _SET_BY_THE_RUN = {"self", "policy", "env", "policy_kwargs", "verbose", "seed", "device"}
@@ -225,7 +232,8 @@ def build_model(
     spec: AgentSpec, env: Any, hyperparams: dict[str, Any] | None = None, device: str = "cpu"
 ) -> BaseAlgorithm:
     """A fresh SB3 model for ``spec`` on ``env`` (a gym env or an SB3 VecEnv);
-    ``hyperparams`` are checked by :func:`check_hyperparams` first."""
+    ``hyperparams`` are checked by :func:`check_hyperparams` first, and a value SB3
+    refuses is a ValueError naming ``agent.hyperparams.<name>``."""
     policy, policy_kwargs = policy_for(spec)
     kwargs = dict(hyperparams or {})
     check_hyperparams(spec.algo, kwargs)
@@ -234,20 +242,43 @@ def build_model(
     for name, (_, _, _, integer) in _RANGES.items():  # 1e3 reads as a float
         if integer and name in kwargs:
             kwargs[name] = whole(kwargs[name])
-    try:
-        model = ALGORITHMS[spec.algo](
+
+    def construct(chosen: dict[str, Any]) -> BaseAlgorithm:
+        return ALGORITHMS[spec.algo](
             policy,
             env,
             policy_kwargs=policy_kwargs,
             seed=spec.seed,
             device=device,
             verbose=0,
-            **kwargs,
+            **chosen,
         )
-    # SB3 asserts on values such as n_steps=0; torch's optimizers raise ValueError
-    except (TypeError, ValueError, AssertionError) as error:
-        raise ValueError(f"agent.hyperparams for {spec.algo}: {error}") from None
-    return model
+
+    try:
+        return construct(kwargs)
+    except _SB3_REFUSALS as error:
+        raise _refusal(error, kwargs, construct, spec.algo) from None
+
+
+def _refusal(
+    error: BaseException,
+    kwargs: dict[str, Any],
+    construct: Callable[[dict[str, Any]], BaseAlgorithm],
+    algo: str,
+) -> ValueError:
+    """SB3's (or torch's) refusal of a model as one line about the hyperparameter it
+    refused, named by its config path: SB3 names none as data, so it is the first of
+    ``kwargs`` (in the order given) that makes the model fail when added to those
+    before it (only on the failure path: each try builds a model)."""
+    message = " ".join(str(error).split())
+    given: dict[str, Any] = {}
+    for name, value in kwargs.items():
+        given[name] = value
+        try:
+            construct(given)
+        except _SB3_REFUSALS:
+            return ConfigError(f"{{{name}}}: {message}", (name,), "agent.hyperparams")
+    return ValueError(f"agent.hyperparams for {algo}: {message}")
 
 
 def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Path:

@@ -593,9 +593,12 @@ def train(cfg: DictConfig) -> float:
         gamma = float(cfg.agent.hyperparams.get("gamma", 0.99))
         vec = VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=gamma)
     test_windows = None
+    hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     try:
         if cfg.train.evaluate:  # an empty test window is refused before the run folder
             test_windows = eval_windows(cfg, cfg.workload.eval_windows)
+        # SB3 refuses its own hyperparameters when it builds the model: before the run folder
+        built = None if cfg.resume else build_model(spec, vec, scheduled(cfg, hyperparams))  # type: ignore[arg-type]
         from experiments.compare import OUTPUTS
 
         out_dir = run_dir(cfg, "train", (*OUTPUTS, "agent", "checkpoints"))
@@ -604,7 +607,6 @@ def train(cfg: DictConfig) -> float:
         vec.close()
         raise
     try:
-        hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
         train_record: dict[str, Any] = {"resumed_from": None, "resume_changes": {}}
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
@@ -620,7 +622,8 @@ def train(cfg: DictConfig) -> float:
                     + " (recorded in results.json)"
                 )
         else:
-            model = build_model(spec, vec, scheduled(cfg, hyperparams))  # type: ignore[arg-type]
+            assert built is not None
+            model = built
             if cfg.agent.warm_prior:
                 from agents.finetune import set_warm_prior
 

@@ -42,27 +42,38 @@ def checked_number(
     *,
     integer: bool = False,
     above: bool = False,
+    below: bool = False,
     finite: bool = False,
+    type_apart: bool = False,
     error: type[ValueError] = ValueError,
 ) -> Any:
     """``value`` if it is a number (:func:`is_number`; an integer if ``integer``) in
-    ``[low, high]`` (``(low, high]`` if ``above``; finite too if ``finite``), as a
-    Python int or float; else a ConfigError (``error`` if that is one) about
-    ``field`` naming the rule and the value (``sim.max_batch must be an integer >=
-    1, got 0``)."""
-    ok = is_number(value, integer)
+    ``[low, high]`` (``(low`` if ``above``, ``high)`` if ``below``; finite too if
+    ``finite``), as a Python int or float; else a ConfigError (``error`` if that is
+    one) about ``field`` naming the rule and the value (``sim.max_batch must be an
+    integer >= 1, got 0``). With ``type_apart`` a value that is no number says so
+    alone (``sim.mfu must be a number, got '0.5'``) and one out of range names its
+    bounds alone (``sim.mfu must be in (0, 1], got 1.5``)."""
+    typed = is_number(value, integer)
+    ok = typed
     if ok:
-        ok = (value > low if above else value >= low) and value <= high
+        ok = (value > low if above else value >= low) and (value < high if below else value <= high)
         ok = ok and (math.isfinite(value) or (not finite and not integer and value == high))
     if not ok:
-        kind = "an integer" if integer else "a finite number" if finite else "a number"
         lo, hi = (int(b) if float(b).is_integer() else b for b in (low, high))
-        if high == math.inf:
+        if low == -math.inf and high == math.inf:
+            bounds = ""
+        elif high == math.inf:
             bounds = f"{'>' if above else '>='} {lo}"
         else:
-            bounds = f"in {'(' if above else '['}{lo}, {hi}]"
+            bounds = f"in {'(' if above else '['}{lo}, {hi}{')' if below else ']'}"
+        if type_apart:
+            rule = "a number" if not typed else f"finite and {bounds}" if finite else bounds
+        else:
+            kind = "an integer" if integer else "a finite number" if finite else "a number"
+            rule = f"{kind} {bounds}" if bounds else kind
         kind_of = error if issubclass(error, ConfigError) else ConfigError
-        raise kind_of.about(field, f"must be {kind} {bounds}, got {value!r}")
+        raise kind_of.about(field, f"must be {rule}, got {value!r}")
     return int(value) if integer else float(value)
 
 

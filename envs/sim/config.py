@@ -20,6 +20,9 @@ from envs.sim.timing import (
     parse_node,
 )
 
+# A number field's rule for SimConfig._check_numbers: name, low, high, low open,
+# high open, finite (checked_number's arguments)
+NumberRule = tuple[str, float, float, bool, bool, bool]
 COPY_MODELS = ("reference", "contention")
 CACHE_CAPACITIES = ("headroom", "budget")
 MATCH_TIERS = ("hbm", "hbm_ram")
@@ -214,7 +217,16 @@ class SimConfig:
             value = getattr(self, name)
             if isinstance(value, np.integer):
                 object.__setattr__(self, name, int(value))
-        self._store_numbers("mfu", "mbu", "host_ram_bytes", "transfer_latency_s")
+        inf = math.inf
+        self._check_numbers(
+            (
+                ("mfu", 0, 1, True, False, False),
+                ("mbu", 0, 1, True, False, False),
+                ("host_ram_bytes", 0, inf, False, False, False),  # inf: unbounded
+                ("transfer_latency_s", 0, inf, False, False, True),
+            ),
+            type_apart=True,
+        )
         for name, choices in (("copy_model", COPY_MODELS), *_CHOICES.items()):
             value = getattr(self, name)
             if value not in choices:
@@ -222,20 +234,7 @@ class SimConfig:
                     f"sim.{name}", f"must be one of {', '.join(choices)}, got {value!r}"
                 )
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
-        if not (self.host_ram_bytes >= 0):
-            raise ConfigError.about(
-                "sim.host_ram_bytes", f"must be >= 0, got {self.host_ram_bytes!r}"
-            )
-        if not (0 <= self.transfer_latency_s < math.inf):
-            raise ConfigError.about(
-                "sim.transfer_latency_s",
-                f"must be finite and >= 0, got {self.transfer_latency_s!r}",
-            )
         check_int("sim.chunked_prefill_tokens", self.chunked_prefill_tokens, 0, ConfigError)
-        for name in ("mfu", "mbu"):
-            value = getattr(self, name)
-            if not (0 < value <= 1):
-                raise ConfigError.about(f"sim.{name}", f"must be in (0, 1], got {value!r}")
         self._check_view_and_faults()
         self._check_tenancy()
         self._check_cache_life()
@@ -255,25 +254,17 @@ class SimConfig:
     def _check_view_and_faults(self) -> None:
         """The stale-view and fault options (stored as plain Python values)."""
         inf = math.inf
-        for name, low, high, above, finite in (
-            ("router_view_delay_s", 0, inf, False, True),
-            ("fault_node_loss_rate_per_s", 0, inf, False, True),
-            ("fault_node_down_s", 0, inf, True, False),  # inf: never back
-            ("fault_copy_fail_prob", 0, 1, False, False),
-            ("fault_copy_slow_prob", 0, 1, False, False),
-            ("fault_copy_slowdown", 1, inf, False, True),
-            ("fault_nic_down_for_s", 0, inf, True, True),
-        ):
-            value = checked_number(
-                f"sim.{name}",
-                getattr(self, name),
-                low,
-                high,
-                above=above,
-                finite=finite,
-                error=ConfigError,
+        self._check_numbers(
+            (
+                ("router_view_delay_s", 0, inf, False, False, True),
+                ("fault_node_loss_rate_per_s", 0, inf, False, False, True),
+                ("fault_node_down_s", 0, inf, True, False, False),  # inf: never back
+                ("fault_copy_fail_prob", 0, 1, False, False, False),
+                ("fault_copy_slow_prob", 0, 1, False, False, False),
+                ("fault_copy_slowdown", 1, inf, False, False, True),
+                ("fault_nic_down_for_s", 0, inf, True, False, True),
             )
-            object.__setattr__(self, name, value)
+        )
         check_int("sim.fault_seed", self.fault_seed, 0, ConfigError)
         self._check_schedule("fault_node_loss_s", "fault_node_loss_nodes")
         self._check_schedule("fault_nic_down_s", "fault_nic_down_nodes")
@@ -351,11 +342,7 @@ class SimConfig:
 
     def _check_cache_life(self) -> None:
         """The cache lifecycle's fields (pin budget, replica TTL, reclaim order)."""
-        self._store_numbers("pin_budget_fraction")
-        if not (0 <= self.pin_budget_fraction < 1):
-            raise ConfigError.about(
-                "sim.pin_budget_fraction", f"must be in [0, 1), got {self.pin_budget_fraction!r}"
-            )
+        self._check_numbers((("pin_budget_fraction", 0, 1, False, True, False),), type_apart=True)
         ttl = checked_number("sim.replica_ttl_s", self.replica_ttl_s, above=True, error=ConfigError)
         object.__setattr__(self, "replica_ttl_s", ttl)  # inf: no TTL
         if self.reclaim_order not in RECLAIM_ORDERS:
@@ -370,15 +357,23 @@ class SimConfig:
             object.__setattr__(self, "speculative_chunk_tokens", int(self.speculative_chunk_tokens))
         check_int("sim.speculative_chunk_tokens", self.speculative_chunk_tokens, 1, ConfigError)
 
-    def _store_numbers(self, *names: str) -> None:
-        """Store the number fields ``names`` as Python floats (numpy scalars from
-        sweeps included); refuse anything else."""
-        for name in names:
-            value = getattr(self, name)
-            if isinstance(value, (np.integer, np.floating)):
-                object.__setattr__(self, name, float(value))
-            elif not is_number(value):
-                raise ConfigError.about(f"sim.{name}", f"must be a number, got {value!r}")
+    def _check_numbers(self, rules: tuple[NumberRule, ...], type_apart: bool = False) -> None:
+        """Check each number field of ``rules`` (name, low, high, low open, high open,
+        finite) with :func:`~envs.sim.checks.checked_number` and store it as a Python
+        float (numpy scalars from sweeps included)."""
+        for name, low, high, above, below, finite in rules:
+            value = checked_number(
+                f"sim.{name}",
+                getattr(self, name),
+                low,
+                high,
+                above=above,
+                below=below,
+                finite=finite,
+                type_apart=type_apart,
+                error=ConfigError,
+            )
+            object.__setattr__(self, name, value)
 
 
 def _is_list(value: Any) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from envs.sim.checks import check_int, is_number
+from envs.sim.checks import check_int, checked_number, is_number
 from envs.sim.errors import ConfigError
 
 DEFAULT_MFU = 0.5
@@ -216,10 +216,10 @@ class NodeCosts:
         attention_flops: bool = False,
         node_label: str = "node",
     ) -> None:
-        if not 0 < mfu <= 1:
-            raise ConfigError.about("sim.mfu", f"must be in (0, 1], got {mfu!r}")
-        if not 0 < mbu <= 1:
-            raise ConfigError.about("sim.mbu", f"must be in (0, 1], got {mbu!r}")
+        for name, share in (("mfu", mfu), ("mbu", mbu)):
+            checked_number(
+                f"sim.{name}", share, 0, 1, above=True, type_apart=True, error=ConfigError
+            )
         self.node = node
         self.model = model
         if model.weight_bytes > node.hbm_bytes:

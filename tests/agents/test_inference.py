@@ -23,6 +23,8 @@ from experiments.evaluation import evaluate_policies
 
 ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
 SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
+# overlapping 60 s bursts and decoys as in the published windows, 372 requests (not 4,120)
+MEDIUM = BurstedSyntheticConfig(n_bursts=3, burst_requests=120, n_decoys=12)
 
 
 @pytest.fixture(autouse=True)
@@ -115,8 +117,8 @@ def test_lockstep_serves_each_window_as_one_at_a_time(name: str, n_nodes: int) -
     assert can_lockstep(agent)
     cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", n_nodes)
     # windows of different lengths, so some finish while others still step
-    windows = [synthetic_window(window=0), synthetic_window(SMALL, window=1)]
-    windows.append(synthetic_window(window=2))
+    windows = [synthetic_window(MEDIUM, window=0), synthetic_window(SMALL, window=1)]
+    windows.append(synthetic_window(MEDIUM, window=2))
 
     def sims() -> list[Simulator]:
         return [

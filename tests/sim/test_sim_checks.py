@@ -118,3 +118,20 @@ def test_check_range_bounds_and_finiteness() -> None:
     for bad in (True, "2", float("nan"), None):
         with pytest.raises(ValueError, match=r"^p\.w must be a number >= 0"):
             check_range("p.w", bad, 0)
+
+
+def test_open_high_bounds_type_apart_wording_and_no_bounds() -> None:
+    assert checked_number("f", 0.0, 0, 1, below=True) == 0.0
+    with pytest.raises(ConfigError, match=r"^f must be a number in \[0, 1\), got 1$"):
+        checked_number("f", 1, 0, 1, below=True)
+    # type_apart: a non-number says so alone, a number out of range names its bounds alone
+    with pytest.raises(ConfigError, match=r"^sim\.mfu must be a number, got '0\.5'$"):
+        checked_number("sim.mfu", "0.5", 0, 1, above=True, type_apart=True)
+    with pytest.raises(ConfigError, match=r"^sim\.mfu must be in \(0, 1\], got 1\.5$"):
+        checked_number("sim.mfu", 1.5, 0, 1, above=True, type_apart=True)
+    with pytest.raises(ConfigError, match=r"^t must be finite and >= 0, got inf$"):
+        checked_number("t", math.inf, finite=True, type_apart=True)
+    # unbounded both ways: only the kind is checked
+    assert checked_number("lr", -3.0, -math.inf, math.inf, finite=True) == -3.0
+    with pytest.raises(ConfigError, match=r"^lr must be a finite number, got inf$"):
+        checked_number("lr", math.inf, -math.inf, math.inf, finite=True)
