@@ -23,6 +23,7 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.logger import Logger
 
 from agents.distributions import LeanCategoricals, kl_divergence
 from agents.networks import (
@@ -247,6 +248,15 @@ def build_model(
     # SB3 asserts on values such as n_steps=0; torch's optimizers raise ValueError
     except (TypeError, ValueError, AssertionError) as error:
         raise ValueError(f"agent.hyperparams for {spec.algo}: {error}") from None
+    return quiet(model)
+
+
+def quiet(model: BaseAlgorithm) -> BaseAlgorithm:
+    """``model`` with a logger that writes nowhere: what SB3 sets up for
+    ``verbose=0`` on each ``learn``, but without the empty ``SB3-<time>`` folder
+    it makes in the temporary directory every time. Values logged still reach
+    ``model.logger.name_to_value`` until each dump, as before."""
+    model.set_logger(Logger(folder=None, output_formats=[]))
     return model
 
 
@@ -348,7 +358,7 @@ def load_model_file(
                 f"{where}: the model's network has {key}={saved[key]!r}, agent.json's "
                 f"fields make {key}={value!r}"
             )
-    return model
+    return quiet(model)
 
 
 def load_agent(
