@@ -23,6 +23,7 @@ import torch
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.logger import Logger
 
 from agents.distributions import LeanCategoricals, kl_divergence
 from agents.networks import (
@@ -255,7 +256,7 @@ def build_model(
         )
 
     try:
-        return construct(kwargs)
+        return quiet(construct(kwargs))
     except _SB3_REFUSALS as error:
         raise _refusal(error, kwargs, construct, spec.algo) from None
 
@@ -279,6 +280,15 @@ def _refusal(
         except _SB3_REFUSALS:
             return ConfigError(f"{{{name}}}: {message}", (name,), "agent.hyperparams")
     return ValueError(f"agent.hyperparams for {algo}: {message}")
+
+
+def quiet(model: BaseAlgorithm) -> BaseAlgorithm:
+    """``model`` with a logger that writes nowhere: what SB3 sets up for
+    ``verbose=0`` on each ``learn``, but without the empty ``SB3-<time>`` folder
+    it makes in the temporary directory every time. Values logged still reach
+    ``model.logger.name_to_value`` until each dump, as before."""
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Path:
@@ -379,7 +389,7 @@ def load_model_file(
                 f"{where}: the model's network has {key}={saved[key]!r}, agent.json's "
                 f"fields make {key}={value!r}"
             )
-    return model
+    return quiet(model)
 
 
 def load_agent(

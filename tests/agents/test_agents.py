@@ -3,6 +3,8 @@ checkpoints, and the adapter that lets agents act as Policies."""
 
 from __future__ import annotations
 
+import tempfile
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -161,3 +163,18 @@ def test_imitation_settings_check_their_values_when_made():
     with pytest.raises(ValueError, match=r"^imitation\.setups: unknown setup 'nope'; known: "):
         ImitationSettings(setups=["nope"])
     assert ImitationSettings(episodes=2, workloads=["art_like"]).episodes == 2
+
+
+def test_learning_and_loading_leave_no_sb3_folder_in_tmp(window, tmp_path, monkeypatch):
+    """SB3's verbose=0 logger makes an empty ``SB3-<time>`` folder in the temporary
+    directory on every learn(); ours writes nowhere, before and after a reload."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    spec = AgentSpec(algo="a2c", env="route", net="set", hidden=8)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["a2c"])
+    model.learn(16)
+    save_agent(model, spec, tmp_path / "a")
+    loaded, _ = load_agent(tmp_path / "a", env=gym.make(spec.env_id, windows=[window]))
+    loaded.learn(16, reset_num_timesteps=False)
+    assert tempfile.gettempdir() == str(tmp_path)
+    assert not list(tmp_path.glob("SB3-*"))
