@@ -271,14 +271,15 @@ def _refusal(
     refused, named by its config path: SB3 names none as data, so it is the first of
     ``kwargs`` (in the order given) that makes the model fail when added to those
     before it (only on the failure path: each try builds a model)."""
-    message = " ".join(str(error).split())
     given: dict[str, Any] = {}
     for name, value in kwargs.items():
         given[name] = value
         try:
             construct(given)
-        except _SB3_REFUSALS:
+        except _SB3_REFUSALS as refused:  # its message, which is about ``name``
+            message = " ".join(str(refused).split())
             return ConfigError(f"{{{name}}}: {message}", (name,), "agent.hyperparams")
+    message = " ".join(str(error).split())
     return ValueError(f"agent.hyperparams for {algo}: {message}")
 
 
@@ -286,8 +287,10 @@ def quiet(model: BaseAlgorithm) -> BaseAlgorithm:
     """``model`` with a logger that writes nowhere: what SB3 sets up for
     ``verbose=0`` on each ``learn``, but without the empty ``SB3-<time>`` folder
     it makes in the temporary directory every time. Values logged still reach
-    ``model.logger.name_to_value`` until each dump, as before."""
-    model.set_logger(Logger(folder=None, output_formats=[]))
+    ``model.logger.name_to_value`` until each dump, as before. A model given
+    ``tensorboard_log`` keeps SB3's own logger, which writes the events there."""
+    if model.tensorboard_log is None:
+        model.set_logger(Logger(folder=None, output_formats=[]))
     return model
 
 

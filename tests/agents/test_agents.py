@@ -178,3 +178,17 @@ def test_learning_and_loading_leave_no_sb3_folder_in_tmp(window, tmp_path, monke
     loaded.learn(16, reset_num_timesteps=False)
     assert tempfile.gettempdir() == str(tmp_path)
     assert not list(tmp_path.glob("SB3-*"))
+
+
+def test_tensorboard_log_still_reaches_sb3(window, tmp_path):
+    """The quiet logger stands aside when ``tensorboard_log`` is given: SB3 writes its
+    events there (or, without tensorboard installed, says so), never ignores it."""
+    spec = AgentSpec(algo="a2c", env="route", net="set", hidden=8)
+    hyperparams = {**TINY_HP["a2c"], "tensorboard_log": str(tmp_path / "tb")}
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), hyperparams)
+    try:
+        model.learn(16)
+    except ImportError as error:
+        assert "tensorboard" in str(error)
+    else:
+        assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))

@@ -1013,6 +1013,10 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
         ("agent.hyperparams.n_steps=1 env.n_envs=1",
          r"^agent\.hyperparams\.n_steps: `n_steps \* n_envs` must be greater than 1\. "
          r"Currently n_steps=1 and n_envs=1$"),
+        # both refused: the field named is the one SB3's message is about
+        ("agent.hyperparams.batch_size=1 agent.hyperparams.n_steps=1 env.n_envs=1",
+         r"^agent\.hyperparams\.n_steps: `n_steps \* n_envs` must be greater than 1\. "
+         r"Currently n_steps=1 and n_envs=1$"),
         # torch takes an infinite rate (the weights go to nan)
         ("agent.hyperparams.learning_rate=inf",
          r"^agent\.hyperparams\.learning_rate must be a finite number, got inf$"),
