@@ -390,6 +390,27 @@ def value_origin(path: str) -> str:
     return ""
 
 
+def set_by_user(path: str) -> bool | None:
+    """Whether the user set config ``path``: on the command line or in the
+    ``+experiment`` file they chose (True), or only a group option's file or the
+    schema's default did (False); None when no Hydra job runs (unknown)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    hydra = HydraConfig.get()
+    choices = hydra.runtime.choices
+    if _typed_on_command_line(path, list(hydra.overrides.task), set(choices)):
+        return True
+    if not choices.get("experiment"):
+        return False
+    found = _config_file(hydra.runtime.config_sources, f"experiment/{choices['experiment']}.yaml")
+    missing = object()
+    return found is not None and (
+        OmegaConf.select(OmegaConf.load(found), path, default=missing) is not missing
+    )
+
+
 def _typed_on_command_line(path: str, overrides: list[str], groups: set[str]) -> bool:
     """Whether a command-line override sets config ``path``: ``path=value`` itself, or a
     parent's dict holding it (``workload.params={n_bursts: -1}``); choosing a group's

@@ -37,6 +37,7 @@ from experiments.config import (
     cluster_of,
     naming_fields,
     register_configs,
+    set_by_user,
     setup_label,
     sim_of,
     window_pool_of,
@@ -394,10 +395,15 @@ def _same_generators(saved: dict[str, Any], asked: dict[str, Any]) -> bool:
     return before == after
 
 
-def check_resume_hyperparams(cfg: Any) -> None:
-    """A resumed run keeps the SB3 settings saved in the checkpoint's ``model.zip``;
-    ``agent.hyperparams`` asking for other values would be recorded (results.json,
-    W&B) but not used, so they are refused, naming the saved value."""
+def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
+    """A resumed run keeps the SB3 settings saved in the checkpoint's ``model.zip``.
+    An ``agent.hyperparams`` value the user set (command line, ``+experiment`` file)
+    that differs would be recorded (results.json, W&B) but not used, so it is
+    refused, naming the saved value. One the user never set (a group file's or
+    the schema's default, e.g. after the defaults changed) takes the checkpoint's
+    value in ``cfg``, so the run records what it uses; returns those
+    ``{path: saved value}``. Outside a Hydra job (no way to tell) every difference
+    is refused."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
     from agents.algorithms import load_model_file, load_spec
@@ -417,6 +423,10 @@ def check_resume_hyperparams(cfg: Any) -> None:
         and isinstance(value, plain)
         and old != value
     ]
+    adopted = {name: old for name, old, _ in differ if set_by_user(name) is False}
+    for name, old in adopted.items():
+        OmegaConf.update(cfg, name, old)
+    differ = [entry for entry in differ if entry[0] not in adopted]
     if differ:
         trained = ", ".join(f"{path}={old}" for path, old, _ in differ)
         asks = ", ".join(str(value) for _, _, value in differ)
@@ -426,6 +436,7 @@ def check_resume_hyperparams(cfg: Any) -> None:
             f"asks for {asks} (a resumed run keeps the checkpoint's settings; resume with "
             f"{again})"
         )
+    return adopted
 
 
 def rollout_steps(model: Any) -> int:
@@ -558,9 +569,13 @@ def train(cfg: DictConfig) -> float:
     )
 
     check_train(cfg)
+    adopted: dict[str, Any] = {}
     if cfg.resume:
         check_resume(cfg, load_spec(cfg.resume))
-        check_resume_hyperparams(cfg)
+        adopted = check_resume_hyperparams(cfg)
+        if adopted:
+            taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
+            print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")
     torch.set_num_threads(int(cfg.train.torch_threads))
     saved_kwargs = env_kwargs(cfg)
     spec = AgentSpec(
@@ -612,7 +627,11 @@ def train(cfg: DictConfig) -> float:
             model, resumed = load_agent(cfg.resume, env=vec)
             spec.name = resumed.name
             changes = resume_changes(resumed.env_kwargs, saved_kwargs)
-            train_record = {"resumed_from": str(cfg.resume), "resume_changes": changes}
+            train_record = {
+                "resumed_from": str(cfg.resume),
+                "resume_changes": changes,
+                "resume_adopted": adopted,
+            }
             if changes:
                 print(
                     f"note: resume={cfg.resume} was trained with "

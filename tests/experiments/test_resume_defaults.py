@@ -1,0 +1,59 @@
+"""Resuming a checkpoint whose SB3 settings differ from today's defaults: the
+defaults the user did not set take the checkpoint's values (noted and recorded);
+a value the user typed that differs is still refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+import envs  # noqa: F401  (registers the environments)
+from agents.algorithms import AgentSpec, build_model, save_agent
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+
+def _checkpoint(tmp_path: Path) -> Path:
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
+    env = gym.make(spec.env_id, windows=[window])
+    # conf/agent/ppo.yaml has n_steps 256 and batch_size 1024: both differ
+    hyper = {"n_steps": 32, "batch_size": 32, "n_epochs": 5, "learning_rate": 3.0e-4}
+    hyper |= {"ent_coef": 0.01}
+    folder = tmp_path / "step_0"
+    save_agent(build_model(spec, env, hyper), spec, folder)
+    return folder
+
+
+def test_resume_takes_the_checkpoint_s_values_for_defaults_not_set(
+    tmp_path: Path, run_command: Any
+) -> None:
+    checkpoint = _checkpoint(tmp_path)
+    base = [
+        "logger=none", "workload=tiny", f"resume={checkpoint}", "env.n_envs=1",
+        "train.total_timesteps=32", "train.evaluate=false",
+    ]  # fmt: skip
+    out = tmp_path / "run"
+    done = run_command("experiments.train", [*base, f"out_dir={out}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    note = (
+        f"note: resume={checkpoint}: the checkpoint's agent.hyperparams.n_steps=32, "
+        "agent.hyperparams.batch_size=32 (defaults you did not set)"
+    )
+    assert note in done.stdout + done.stderr
+    record = json.loads((out / "train.json").read_text())["train"]  # train.evaluate=false
+    assert record["resume_adopted"] == {
+        "agent.hyperparams.n_steps": 32,
+        "agent.hyperparams.batch_size": 32,
+    }
+
+    # typed on the command line and different: refused, naming only that one
+    refused = tmp_path / "refused"
+    args = [*base, "agent.hyperparams.n_steps=64", f"out_dir={refused}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 2
+    assert "trained with agent.hyperparams.n_steps=32, the config asks for 64" in done.stderr
+    assert "batch_size" not in done.stderr
+    assert not refused.exists()
