@@ -29,11 +29,11 @@ from cpython.number cimport PyNumber_Index
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdlib cimport free, realloc
 
+from envs.sim import cache as _reference
+
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object obj, int* overflow) except? -1
-
-from envs.sim import cache as _reference
 
 cdef enum:
     HBM = 0
@@ -62,6 +62,20 @@ cdef enum:
     _WHOLE_BELOW = 2  # a fractional one, rounded up: a leaf of that length fails too
 
 _SLICE_ERROR = "slice indices must be integers or None or have an __index__ method"
+
+# the cache's numbers and flags besides blocks_in, as _state saves them in order
+_NUMBERS = (
+    "ram_capacity_blocks",
+    "disk_tier",
+    "touch_used_only",
+    "replicas_first",
+    "_seq",
+    "pinned_blocks",
+    "evicted_request_blocks",
+    "copy_hit_blocks",
+    "evicted_hbm_blocks",
+    "version",
+)
 
 
 cdef class Segment:
@@ -318,7 +332,7 @@ cdef class PrefixCache:
     cdef _Heap _hbm_heap
     cdef _Heap _ram_heap
     cdef _Heap _replica_heap
-    cdef long long _seq
+    cdef public long long _seq  # (public only for _state)
     cdef public dict pins
     cdef public long long pinned_blocks
     cdef public long long evicted_request_blocks
@@ -397,7 +411,10 @@ cdef class PrefixCache:
         return twin
 
     def __reduce__(self):
-        """Pickling and ``copy.copy``: the state as plain lists and numbers."""
+        """Pickling and ``copy.copy``: the state as plain lists and numbers. A
+        ``copy.copy`` gets a tree and heaps of its own (the reference's shares
+        them with the original; it shares ``pins``, the copy-id sets and the
+        instance attributes' values, as the reference's does)."""
         return _blank, (), self._state()
 
     cdef tuple _state(self):
@@ -442,19 +459,7 @@ cdef class PrefixCache:
             [(last_used, seq, rows[id(seg)]) for last_used, seq, seg in (<_Heap>heap).entries()]
             for heap in (self._hbm_heap, self._ram_heap, self._replica_heap)
         ]
-        numbers = (
-            self._ram_capacity,
-            self.disk_tier,
-            self.touch_used_only,
-            self.replicas_first,
-            self._blocks_view.as_list(),
-            self._seq,
-            self.pinned_blocks,
-            self.evicted_request_blocks,
-            self.copy_hit_blocks,
-            self.evicted_hbm_blocks,
-            self.version,
-        )
+        numbers = (self._blocks_view.as_list(), *[getattr(self, name) for name in _NUMBERS])
         objects = (self.pins, self.used_copies_hbm, self.used_copies_any, dict(vars(self)))
         return tree, heaps, numbers, objects
 
@@ -479,19 +484,9 @@ cdef class PrefixCache:
         for heap, entries in zip((self._hbm_heap, self._ram_heap, self._replica_heap), heaps):
             for last_used, seq, row in entries:
                 heap.append(last_used, seq, segments[row])
-        (
-            self.ram_capacity_blocks,
-            self.disk_tier,
-            self.touch_used_only,
-            self.replicas_first,
-            self.blocks_in,
-            self._seq,
-            self.pinned_blocks,
-            self.evicted_request_blocks,
-            self.copy_hit_blocks,
-            self.evicted_hbm_blocks,
-            self.version,
-        ) = numbers
+        self.blocks_in = numbers[0]
+        for name, value in zip(_NUMBERS, numbers[1:]):
+            setattr(self, name, value)
         self.pins, self.used_copies_hbm, self.used_copies_any, attributes = objects
         vars(self).update(attributes)
 
@@ -630,8 +625,9 @@ cdef class PrefixCache:
         return self._evict(whole, _WHOLE_ONLY if whole == excess else _WHOLE_BELOW)
 
     cdef long long _evict(self, long long excess, int cut) except -1:
-        """The reference's ``evict_to`` once the excess is known (> 0); ``cut``
-        says what a leaf longer than what is left to evict does (see _evict_lru)."""
+        """The reference's ``evict_to`` past its ``excess <= 0`` return (0 stands
+        for NaN's excess, which starts no eviction); ``cut`` says what a leaf
+        longer than what is left to evict does (see _evict_lru)."""
         cdef long long evicted = 0, moved
         cdef _Heap replicas = self._replica_heap
         cdef _Heap heap
