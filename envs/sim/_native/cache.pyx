@@ -13,7 +13,8 @@ What differs is only how, never what:
 
 - a heap entry is a C struct ``(last_used, seq, segment)``; entries are unique
   by ``seq``, so any binary heap pops them in the order ``heapq`` does;
-- ``blocks_in`` is three C counters, read as a new list;
+- ``blocks_in`` is three C counters, seen through a list-like view (read,
+  compared, set item by item as the reference's list);
 - the tier and origin constants are compile-time copies, checked at import
   against the reference's (an ImportError if they ever differ, and the
   simulator then runs the reference; see ``envs.sim.native``).
@@ -22,12 +23,17 @@ What differs is only how, never what:
 import copy
 import math
 
-from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
 from cpython.list cimport PyList_GET_SIZE
+from cpython.number cimport PyNumber_Index
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdlib cimport free, realloc
 
 from envs.sim import cache as _reference
+
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object obj, int* overflow) except? -1
 
 cdef enum:
     HBM = 0
@@ -48,6 +54,28 @@ if (HBM, RAM, DISK, GONE, ORIGIN_REQUEST, ORIGIN_WARM) != (
     raise ImportError("envs.sim._native.cache: tier or origin constants differ from envs.sim.cache")
 
 cdef long long _UNBOUNDED = 1LL << 62  # a RAM capacity no run can fill
+
+# how _evict_lru treats a leaf longer than the excess left (evict_to's argument)
+cdef enum:
+    _WHOLE_OR_SPLIT = 0  # an int: cut the leaf
+    _WHOLE_ONLY = 1  # an integral float: the reference fails to slice by it
+    _WHOLE_BELOW = 2  # a fractional one, rounded up: a leaf of that length fails too
+
+_SLICE_ERROR = "slice indices must be integers or None or have an __index__ method"
+
+# the cache's numbers and flags besides blocks_in, as _state saves them in order
+_NUMBERS = (
+    "ram_capacity_blocks",
+    "disk_tier",
+    "touch_used_only",
+    "replicas_first",
+    "_seq",
+    "pinned_blocks",
+    "evicted_request_blocks",
+    "copy_hit_blocks",
+    "evicted_hbm_blocks",
+    "version",
+)
 
 
 cdef class Segment:
@@ -237,6 +265,58 @@ cdef class _Heap:
 
 
 # ---------------------------------------------------------------------- the cache
+cdef long long _ram_cap_of(object blocks) except? -1:
+    """RAM capacity in whole blocks for the C counters: ``_UNBOUNDED`` for
+    infinity, NaN (the reference then never evicts) or anything above it."""
+    if blocks != blocks or blocks >= _UNBOUNDED:
+        return _UNBOUNDED
+    if blocks <= -_UNBOUNDED:
+        return -_UNBOUNDED
+    return math.floor(blocks)
+
+
+cdef class PrefixCache
+
+
+def _blank():
+    """A cache to restore a state into (pickling, copies)."""
+    return PrefixCache.__new__(PrefixCache)
+
+
+cdef class _TierCounts:
+    """A cache's blocks per tier as the reference's list shows them: read, compared
+    with a list, iterated or set item by item, the cache's own counters."""
+
+    cdef PrefixCache cache
+
+    def __cinit__(self, PrefixCache cache):
+        self.cache = cache
+
+    cpdef list as_list(self):
+        return [self.cache._blocks_in[0], self.cache._blocks_in[1], self.cache._blocks_in[2]]
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, index):
+        return self.as_list()[index]
+
+    def __setitem__(self, index, value):
+        self.cache._blocks_in[range(3)[index]] = value  # an int index, as a list's
+
+    def __iter__(self):
+        return iter(self.as_list())
+
+    def __eq__(self, other):
+        return self.as_list() == (other.as_list() if isinstance(other, _TierCounts) else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __repr__(self):
+        return repr(self.as_list())
+
+
 cdef class PrefixCache:
     """Per-node prefix cache; the model and every method: envs/sim/cache.py."""
 
@@ -248,10 +328,11 @@ cdef class PrefixCache:
     cdef public bint touch_used_only
     cdef public bint replicas_first
     cdef long long _blocks_in[3]
+    cdef _TierCounts _blocks_view
     cdef _Heap _hbm_heap
     cdef _Heap _ram_heap
     cdef _Heap _replica_heap
-    cdef long long _seq
+    cdef public long long _seq  # (public only for _state)
     cdef public dict pins
     cdef public long long pinned_blocks
     cdef public long long evicted_request_blocks
@@ -262,6 +343,7 @@ cdef class PrefixCache:
     cdef public long long version
 
     def __cinit__(self, *args, **kwargs):
+        self._blocks_view = _TierCounts(self)
         self._hbm_heap = _Heap()
         self._ram_heap = _Heap()
         self._replica_heap = _Heap()
@@ -278,11 +360,7 @@ cdef class PrefixCache:
         self.root = _segment([], None, HBM, 0.0, {})
         if not math.isinf(ram_capacity_blocks):
             ram_capacity_blocks = math.floor(ram_capacity_blocks)  # whole blocks only
-        self._ram_capacity = ram_capacity_blocks
-        if math.isinf(ram_capacity_blocks) or ram_capacity_blocks >= _UNBOUNDED:
-            self._ram_cap = _UNBOUNDED
-        else:
-            self._ram_cap = ram_capacity_blocks
+        self.ram_capacity_blocks = ram_capacity_blocks
         self.disk_tier = disk_tier
         self.touch_used_only = touch_used_only
         self.replicas_first = replicas_first
@@ -295,10 +373,24 @@ cdef class PrefixCache:
     def ram_capacity_blocks(self):
         return self._ram_capacity
 
+    @ram_capacity_blocks.setter
+    def ram_capacity_blocks(self, blocks):
+        """A plain attribute in the reference: set as given, used from the next
+        eviction on (in whole blocks here, which that eviction comes to)."""
+        self._ram_cap = _ram_cap_of(blocks)
+        self._ram_capacity = blocks
+
     @property
     def blocks_in(self):
-        """Blocks per tier (hbm, ram, disk), a new list."""
-        return [self._blocks_in[0], self._blocks_in[1], self._blocks_in[2]]
+        """Blocks per tier (hbm, ram, disk): a list-like view of the counters."""
+        return self._blocks_view
+
+    @blocks_in.setter
+    def blocks_in(self, counts):
+        hbm, ram, disk = counts
+        self._blocks_in[0] = hbm
+        self._blocks_in[1] = ram
+        self._blocks_in[2] = disk
 
     @property
     def hbm_blocks(self):
@@ -312,60 +404,91 @@ cdef class PrefixCache:
 
     def __deepcopy__(self, memo):
         """A copy of the whole state (tree, heaps, counters, instance attributes)."""
-        cdef PrefixCache twin = PrefixCache.__new__(PrefixCache)
-        cdef Segment seg, new
-        cdef _Heap heap, heap_twin
+        cdef PrefixCache twin = <PrefixCache>_blank()
         memo[id(self)] = twin
-        heaps = ((self._hbm_heap, twin._hbm_heap), (self._ram_heap, twin._ram_heap),
-                 (self._replica_heap, twin._replica_heap))
-        seen = {}
-        todo = [self.root]
-        for heap, _ in heaps:
-            todo.extend(entry[2] for entry in heap.entries())
-        while todo:
-            seg = todo.pop()
-            if id(seg) in seen:
-                continue
-            seen[id(seg)] = seg
-            if seg.parent is not None:
-                todo.append(seg.parent)
-            todo.extend(seg.children.values())
-        twins = {}
-        for key, seg in seen.items():
-            new = _segment(list(seg.blocks), None, seg.tier, seg.last_used, None)
-            new.hbm_kids = seg.hbm_kids
-            new.upper_kids = seg.upper_kids
-            new.copy_id = seg.copy_id
-            new.origin = seg.origin
-            new.pins = seg.pins
-            twins[key] = new
-        for key, seg in seen.items():
-            new = twins[key]
-            new.parent = twins[id(seg.parent)] if seg.parent is not None else None
-            new.children = {first: twins[id(child)] for first, child in seg.children.items()}
-        twin.root = twins[id(self.root)]
-        for heap, heap_twin in heaps:
-            for last_used, seq, seg in heap.entries():
-                heap_twin.append(last_used, seq, twins[id(seg)])
-        twin._ram_capacity = self._ram_capacity
-        twin._ram_cap = self._ram_cap
-        twin.disk_tier = self.disk_tier
-        twin.touch_used_only = self.touch_used_only
-        twin.replicas_first = self.replicas_first
-        twin._blocks_in[0] = self._blocks_in[0]
-        twin._blocks_in[1] = self._blocks_in[1]
-        twin._blocks_in[2] = self._blocks_in[2]
-        twin._seq = self._seq
-        twin.pins = copy.deepcopy(self.pins, memo)
-        twin.pinned_blocks = self.pinned_blocks
-        twin.evicted_request_blocks = self.evicted_request_blocks
-        twin.copy_hit_blocks = self.copy_hit_blocks
-        twin.used_copies_hbm = copy.deepcopy(self.used_copies_hbm, memo)
-        twin.used_copies_any = copy.deepcopy(self.used_copies_any, memo)
-        twin.evicted_hbm_blocks = self.evicted_hbm_blocks
-        twin.version = self.version
-        vars(twin).update(copy.deepcopy(vars(self), memo))
+        tree, heaps, numbers, objects = self._state()
+        twin.__setstate__((tree, heaps, numbers, copy.deepcopy(objects, memo)))
         return twin
+
+    def __reduce__(self):
+        """Pickling and ``copy.copy``: the state as plain lists and numbers. A
+        ``copy.copy`` gets a tree and heaps of its own (the reference's shares
+        them with the original; it shares ``pins``, the copy-id sets and the
+        instance attributes' values, as the reference's does)."""
+        return _blank, (), self._state()
+
+    cdef tuple _state(self):
+        """(tree, heaps, numbers, objects): every segment the tree or a heap holds
+        as a row (its fields, its parent's row, its children as (first id, row) in
+        dict order; row 0 the root), each heap's (last_used, seq, row) in array
+        order, the C counters and flags, and the Python containers."""
+        cdef Segment seg
+        rows = {}  # id(segment) -> its row
+        order = []  # the segments by row
+        found = [self.root]
+        for heap in (self._hbm_heap, self._ram_heap, self._replica_heap):
+            found.extend(entry[2] for entry in (<_Heap>heap).entries())
+        at = 0
+        while found:  # every segment linked to one seen, once
+            for linked in found:
+                if linked is not None and id(linked) not in rows:
+                    rows[id(linked)] = len(order)
+                    order.append(linked)
+            found = []
+            while at < len(order):
+                seg = order[at]
+                at += 1
+                found.append(seg.parent)
+                found.extend(seg.children.values())
+        tree = [
+            (
+                list(seg.blocks),
+                rows[id(seg.parent)] if seg.parent is not None else -1,
+                [(first, rows[id(child)]) for first, child in seg.children.items()],
+                seg.tier,
+                seg.last_used,
+                seg.hbm_kids,
+                seg.upper_kids,
+                seg.copy_id,
+                seg.origin,
+                seg.pins,
+            )
+            for seg in order
+        ]
+        heaps = [
+            [(last_used, seq, rows[id(seg)]) for last_used, seq, seg in (<_Heap>heap).entries()]
+            for heap in (self._hbm_heap, self._ram_heap, self._replica_heap)
+        ]
+        numbers = (self._blocks_view.as_list(), *[getattr(self, name) for name in _NUMBERS])
+        objects = (self.pins, self.used_copies_hbm, self.used_copies_any, dict(vars(self)))
+        return tree, heaps, numbers, objects
+
+    def __setstate__(self, state):
+        cdef Segment seg
+        cdef _Heap heap
+        tree, heaps, numbers, objects = state
+        segments = [
+            _segment(list(row[0]), None, row[3], row[4], None) for row in tree
+        ]
+        for seg, (_, parent, children, _, _, hbm_kids, upper_kids, copy_id, origin, pins) in zip(
+            segments, tree
+        ):
+            seg.parent = segments[parent] if parent >= 0 else None
+            seg.children = {first: segments[child] for first, child in children}
+            seg.hbm_kids = hbm_kids
+            seg.upper_kids = upper_kids
+            seg.copy_id = copy_id
+            seg.origin = origin
+            seg.pins = pins
+        self.root = segments[0]
+        for heap, entries in zip((self._hbm_heap, self._ram_heap, self._replica_heap), heaps):
+            for last_used, seq, row in entries:
+                heap.append(last_used, seq, segments[row])
+        self.blocks_in = numbers[0]
+        for name, value in zip(_NUMBERS, numbers[1:]):
+            setattr(self, name, value)
+        self.pins, self.used_copies_hbm, self.used_copies_any, attributes = objects
+        vars(self).update(attributes)
 
     # ------------------------------------------------------------------ queries
     def match(self, blocks):
@@ -434,7 +557,10 @@ cdef class PrefixCache:
         if last is not self.root and last.hbm_kids == 0:
             self._push(self._hbm_heap, last)
 
-    def insert(self, blocks, double now, long long copy_id=-1, tail=(), int origin=ORIGIN_REQUEST):
+    def insert(self, blocks, double now, copy_id=-1, tail=(), origin=ORIGIN_REQUEST):
+        # None, which the reference stores as given, is taken as the default here
+        cdef long long new_copy_id = -1 if copy_id is None else copy_id
+        cdef int new_origin = ORIGIN_REQUEST if origin is None else origin
         cdef Py_ssize_t depth, start, added = 0
         cdef Py_ssize_t n = len(blocks)
         cdef Segment node, child
@@ -451,8 +577,8 @@ cdef class PrefixCache:
             else:
                 fresh = list(tail)
             child = _segment(fresh, node, HBM, now, {})
-            child.copy_id = copy_id
-            child.origin = origin
+            child.copy_id = new_copy_id
+            child.origin = new_origin
             node.children[fresh[0]] = child
             node.hbm_kids += 1
             node.upper_kids += 1
@@ -463,21 +589,56 @@ cdef class PrefixCache:
             self._push(self._hbm_heap, node)
         return added
 
-    def evict_to(self, long long capacity_blocks):
-        cdef long long excess = self._blocks_in[HBM] - capacity_blocks
+    def evict_to(self, capacity_blocks):
+        cdef int overflow = 0
+        cdef long long capacity
+        if isinstance(capacity_blocks, int):  # the simulator's case
+            capacity = PyLong_AsLongLongAndOverflow(capacity_blocks, &overflow)
+            if overflow > 0 or (not overflow and capacity >= self._blocks_in[HBM]):
+                return 0
+            if overflow < 0 or capacity < -_UNBOUNDED:
+                capacity = -_UNBOUNDED  # more than any cache holds: everything goes
+            return self._evict(self._blocks_in[HBM] - capacity, _WHOLE_OR_SPLIT)
+        return self._evict_to_other(capacity_blocks)
+
+    cdef object _evict_to_other(self, object capacity_blocks):
+        """``evict_to`` for a capacity that is not an int, with the reference's
+        outcome: its arithmetic on Python numbers (a TypeError for None), an
+        ``__index__`` type as that int, nothing for NaN or a capacity above HBM's
+        (infinity), everything for minus infinity, and for any other number the
+        whole leaves that fit the excess, then the TypeError the reference's
+        slicing by a non-integer raises at the first leaf it would have to cut."""
+        excess = self._blocks_in[HBM] - capacity_blocks
+        if excess <= 0:
+            return 0
+        try:
+            whole = PyNumber_Index(capacity_blocks)
+        except TypeError:
+            whole = None
+        if whole is not None:
+            return self.evict_to(whole)
+        if excess != excess:  # NaN: the reference's loop never starts
+            return self._evict(0, _WHOLE_OR_SPLIT)
+        if excess >= _UNBOUNDED:
+            return self._evict(_UNBOUNDED, _WHOLE_OR_SPLIT)
+        whole = math.ceil(excess)
+        return self._evict(whole, _WHOLE_ONLY if whole == excess else _WHOLE_BELOW)
+
+    cdef long long _evict(self, long long excess, int cut) except -1:
+        """The reference's ``evict_to`` past its ``excess <= 0`` return (0 stands
+        for NaN's excess, which starts no eviction); ``cut`` says what a leaf
+        longer than what is left to evict does (see _evict_lru)."""
         cdef long long evicted = 0, moved
         cdef _Heap replicas = self._replica_heap
         cdef _Heap heap
-        if excess <= 0:
-            return 0
         self.version += 1
         while evicted < excess:
             if replicas.size:  # only ever filled under replicas_first
-                evicted += self._evict_lru(replicas, excess - evicted, False)
+                evicted += self._evict_lru(replicas, excess - evicted, False, cut)
                 if evicted >= excess:
                     break
             # an ordinary leaf's eviction may leave a replica parent a leaf: back to it
-            moved = self._evict_lru(self._hbm_heap, excess - evicted, self.replicas_first)
+            moved = self._evict_lru(self._hbm_heap, excess - evicted, self.replicas_first, cut)
             if not moved and not replicas.size:
                 break
             evicted += moved
@@ -488,7 +649,14 @@ cdef class PrefixCache:
             heap.keep_live_leaves()
         return evicted
 
-    cdef long long _evict_lru(self, _Heap heap, long long excess, bint yield_to_replicas) except -1:
+    cdef long long _evict_lru(
+        self, _Heap heap, long long excess, bint yield_to_replicas, int cut
+    ) except -1:
+        """The reference's ``_evict_lru``. A leaf longer than the ``excess`` left is
+        cut (``_WHOLE_OR_SPLIT``) or ends the eviction with the reference's
+        TypeError for a non-integer excess: ``_WHOLE_ONLY`` for an integral one,
+        ``_WHOLE_BELOW`` for one of ``excess - 1`` and a fraction, where a leaf of
+        exactly ``excess`` blocks is longer too."""
         cdef long long evicted = 0, moved, length, keep
         cdef double last_used
         cdef Segment seg, only, tail
@@ -507,7 +675,9 @@ cdef class PrefixCache:
             ):
                 continue  # stale, not a leaf, or pinned (unpin pushes it again)
             length = PyList_GET_SIZE(seg.blocks)
-            if length > excess:
+            if length > excess or (cut == _WHOLE_BELOW and length == excess):
+                if cut != _WHOLE_OR_SPLIT:
+                    raise TypeError(_SLICE_ERROR)
                 keep = length - excess
                 children = seg.children
                 only = None
@@ -684,7 +854,7 @@ cdef class PrefixCache:
         cdef list seg
         cdef Py_ssize_t pos = 0, end, length
         while pos < n:
-            found = PyDict_GetItem(node.children, blocks[pos])
+            found = PyDict_GetItemWithError(node.children, blocks[pos])  # raises as .get does
             if found == NULL:
                 break
             child = <Segment>found

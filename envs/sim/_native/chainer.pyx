@@ -8,7 +8,7 @@ object, lists and dicts), call for call (tests/sim/test_native_chainer.py).
 Change the two together.
 """
 
-from cpython.dict cimport PyDict_GetItem
+from cpython.dict cimport PyDict_GetItemWithError
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -47,6 +47,22 @@ cdef class BlockChainer:
     def __len__(self):
         return PyList_GET_SIZE(self._next) - 1
 
+    def __reduce__(self):
+        """Pickling and copies: the state, with the ends of runs (the module's
+        sentinel, which a copy must keep as that very object) by position."""
+        ends = [i for i, raw in enumerate(self._next) if raw is _NO_RUN]
+        following = [None if raw is _NO_RUN else raw for raw in self._next]
+        return BlockChainer, (), (self._roots, following, ends, self._branches)
+
+    def __setstate__(self, state):
+        roots, following, ends, branches = state
+        self._roots = roots
+        self._next = list(following)
+        for i in ends:
+            self._next[i] = _NO_RUN
+        self._branches = branches
+        self._ids = list(range(len(self._next)))
+
     def chain(self, raw_hashes, namespace=""):
         cdef list following = self._next
         cdef list ids = self._ids
@@ -60,13 +76,13 @@ cdef class BlockChainer:
         n = len(raws)
         if not n:
             return ()
-        found = PyDict_GetItem(self._roots, namespace)
+        found = PyDict_GetItemWithError(self._roots, namespace)
         if found == NULL:
             roots = {}
             self._roots[namespace] = roots
         else:
             roots = <dict>found
-        found = PyDict_GetItem(roots, raws[0])
+        found = PyDict_GetItemWithError(roots, raws[0])
         if found == NULL:  # a new first block: the whole prompt is one new run
             start = PyList_GET_SIZE(following)
             roots[raws[0]] = start
@@ -84,9 +100,9 @@ cdef class BlockChainer:
             if ahead is raw or ahead == raw:
                 block += 1
             else:
-                found = PyDict_GetItem(branches, block)
+                found = PyDict_GetItemWithError(branches, block)
                 if found != NULL:
-                    found = PyDict_GetItem(<dict>found, raw)
+                    found = PyDict_GetItemWithError(<dict>found, raw)
                 if found == NULL:
                     break
                 at = _put(out, at, ids, stretch, block + 1)
