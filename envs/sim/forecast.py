@@ -225,10 +225,11 @@ def _causal_landing_s(
     copy waiting for its source starts when the source has computed the prefix;
     the transfer latency is left out). ``sources`` caches the sources' own
     estimates within one observation."""
-    transfer = transfer_s(copy.bytes, sim.nodes[copy.dst])
-    if copy.state == MOVING and copy.rate > 0:
+    state = copy.state
+    if state == MOVING and copy.rate > 0:
         return copy.remaining / copy.rate
-    if copy.state != WAIT_SOURCE:
+    transfer = transfer_s(copy.bytes, sim.nodes[copy.dst])
+    if state != WAIT_SOURCE:
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:
@@ -264,15 +265,20 @@ def node_backlog(
     the seconds until they are (in flight, being computed, queued). A causal
     estimate: decode and admission limits are ignored. ``memo`` keeps queued
     requests' costs across calls (see :data:`HitMemo`)."""
-    coming = {
-        key: _causal_landing_s(sim, copy, now, depth, memo, sources)
-        for key, copy in node.inflight.items()
-    }
+    inflight = node.inflight
+    coming = (
+        {
+            key: _causal_landing_s(sim, copy, now, depth, memo, sources)
+            for key, copy in inflight.items()
+        }
+        if inflight
+        else {}
+    )
     # a decode segment is cut at the next step when a request arrives (prefill priority)
-    backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY, SPECULATE) else 0.0
-    computing = node.computing
-    if computing is not None:
-        coming[prefix_key(computing)] = backlog
+    work = node.work
+    backlog = max(node.work_end - now, 0.0) if work in (PREFILL, COPY, SPECULATE) else 0.0
+    if work == PREFILL:  # node.computing
+        coming[prefix_key(node.work_obj)] = backlog  # type: ignore[arg-type]
     version = node.view.version
     queue = node.queue
     costs = memo.get(node.index) if memo is not None else None
@@ -307,7 +313,7 @@ def estimates_with_hits(
     sources: Sources = {}
     for node in sim.nodes:
         # a node no copy of its own waits on has the same backlog as a copy's source
-        shared = not waits_for_source(node)
+        shared = not node.inflight or not waits_for_source(node)
         known = sources.get(node.index) if shared else None
         if known is None:
             known = node_backlog(sim, node, now, 0, memo, sources)
@@ -316,17 +322,13 @@ def estimates_with_hits(
         backlog, coming = known
         hit = node.view.hbm_match(blocks)
         cold = usable_tokens(hit, bt, n_in)
-        have, ready = cold, 0.0
-        arriving = coming.get(key)
-        if arriving is not None and depth > hit:
-            have, ready = usable_tokens(depth, bt, n_in), arriving
-        start = max(backlog, ready)
-        # recompute rather than wait when that is sooner (as the simulator decides)
         prefill_s = node.costs.prefill_s
-        first = min(
-            start + prefill_s(n_in - have, have),
-            backlog + prefill_s(n_in - cold, cold),
-        )
+        first = backlog + prefill_s(n_in - cold, cold)
+        arriving = coming.get(key) if depth > hit else None
+        if arriving is not None:
+            # recompute rather than wait when that is sooner (as the simulator decides)
+            have = usable_tokens(depth, bt, n_in)
+            first = min(max(backlog, arriving) + prefill_s(n_in - have, have), first)
         out.append((backlog, first, hit))
     return out
 
