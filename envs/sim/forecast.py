@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from envs.sim.node import COPY, IDLE, PREFILL, SPECULATE, Node
-from envs.sim.queue_costs import Coming, QueueCosts
+from envs.sim.queue_costs import NO_QUEUE, Coming, QueueCosts
 from envs.sim.request import has_prefix
 from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
 
@@ -279,14 +279,17 @@ def node_backlog(
     backlog = max(node.work_end - now, 0.0) if work in (PREFILL, COPY, SPECULATE) else 0.0
     if work == PREFILL:  # node.computing
         coming[prefix_key(node.work_obj)] = backlog  # type: ignore[arg-type]
-    version = node.view.version
     queue = node.queue
+    if not queue:  # what fold gives on an empty queue, without costing one
+        return backlog, Coming(coming, NO_QUEUE, [backlog])
+    version = node.view.version
     costs = memo.get(node.index) if memo is not None else None
     if costs is None or not costs.matches(version, queue):
         costs = QueueCosts(version)
         if memo is not None:
             memo[node.index] = costs
-    costs.extend(node, queue, sim.block_tokens)
+    if len(queue) != len(costs.requests):
+        costs.extend(node, queue, sim.block_tokens)
     backlog, running = costs.fold(backlog, coming)
     return backlog, Coming(coming, costs, running)
 

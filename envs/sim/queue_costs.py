@@ -102,7 +102,7 @@ class QueueCosts:
         costs = self.costs
         first_short = self.first_short
         events = None
-        if first_short:
+        if first_short and coming:
             for key, arriving in coming.items():
                 position = first_short.get(key)
                 if position is not None:
@@ -129,6 +129,10 @@ class QueueCosts:
             running += islice(accumulate(costs[begin:], initial=total), 1, None)
             total = running[-1]
         return total, running
+
+
+NO_QUEUE = QueueCosts(-1)
+"""The costs of an empty queue (shared, never extended)."""
 
 
 class Coming:
