@@ -177,10 +177,8 @@ class ObservationEncoder:
         depth = n_blocks - 1 or 1
         holders = 0
         estimates = estimates_with_hits(sim, request, self._hits)
-        firsts = [e[1] for e in estimates]
-        best = min(firsts)
+        best = min([e[1] for e in estimates])
         values: list[float] = []
-        gaps = []  # where each node's first_token_gap goes, filled once best is known
         for node, (backlog, first_token, hit) in zip(sim.nodes, estimates):
             load = node.load
             wait = node.estimated_wait_s(now)
@@ -198,11 +196,8 @@ class ObservationEncoder:
                 0.0 if node.work == IDLE else 1.0,
                 log_seconds(backlog),
                 log_seconds(first_token),
-                0.0,
+                log_seconds(first_token - best),
             )
-            gaps.append(len(values) - 1)
-        for position, first_token in zip(gaps, firsts):
-            values[position] = log_seconds(first_token - best)
         same_1, same_10, same_60, age = self.tracker.observe(key, now)
         values += (
             min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0),
