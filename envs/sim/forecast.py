@@ -209,8 +209,8 @@ def worth_waiting(
 HitMemo = dict[int, QueueCosts]
 """node -> what its queued requests cost (:class:`~envs.sim.queue_costs.QueueCosts`),
 kept while the node's cache is unchanged and its queue only grows."""
-Sources = dict[int, tuple[float, Coming]]
-"""node -> its :func:`node_backlog` as a copy's source (depth 1), within one estimate."""
+Sources = dict[int, Coming]
+"""node -> its :func:`queue_forecast` as a copy's source (depth 1), within one estimate."""
 
 
 def _causal_landing_s(
@@ -235,10 +235,10 @@ def _causal_landing_s(
     if depth == 0:
         known = sources.get(copy.src) if sources is not None else None
         if known is None:
-            known = node_backlog(sim, source, now, depth + 1, memo)
+            known = queue_forecast(sim, source, now, depth + 1, memo)
             if sources is not None:
                 sources[copy.src] = known
-        computed = known[1].get(copy.key)
+        computed = known.get(copy.key)
         if computed is not None:
             return computed + transfer
     wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
@@ -265,6 +265,21 @@ def node_backlog(
     the seconds until they are (in flight, being computed, queued). A causal
     estimate: decode and admission limits are ignored. ``memo`` keeps queued
     requests' costs across calls (see :data:`HitMemo`)."""
+    coming = queue_forecast(sim, node, now, depth, memo, sources)
+    return coming.total_s, coming
+
+
+def queue_forecast(
+    sim: ClusterView,
+    node: Node,
+    now: float,
+    depth: int = 0,
+    memo: HitMemo | None = None,
+    sources: Sources | None = None,
+) -> Coming:
+    """:func:`node_backlog`'s prefix keys, its seconds as ``total_s``: the queue's
+    costs are only added up when they are asked for (a copy waiting for this node
+    as its source often asks for a prefix already under way)."""
     inflight = node.inflight
     coming = (
         {
@@ -281,7 +296,7 @@ def node_backlog(
         coming[prefix_key(node.work_obj)] = backlog  # type: ignore[arg-type]
     queue = node.queue
     if not queue:  # what fold gives on an empty queue, without costing one
-        return backlog, Coming(coming, NO_QUEUE, [backlog])
+        return Coming(coming, NO_QUEUE, backlog, [backlog])
     version = node.view.version
     costs = memo.get(node.index) if memo is not None else None
     if costs is None or not costs.matches(version, queue):
@@ -290,8 +305,7 @@ def node_backlog(
             memo[node.index] = costs
     if len(queue) != len(costs.requests):
         costs.extend(node, queue, sim.block_tokens)
-    backlog, running = costs.fold(backlog, coming)
-    return backlog, Coming(coming, costs, running)
+    return Coming(coming, costs, backlog)
 
 
 def first_token_estimates(
@@ -317,12 +331,12 @@ def estimates_with_hits(
     for node in sim.nodes:
         # a node no copy of its own waits on has the same backlog as a copy's source
         shared = not node.inflight or not waits_for_source(node)
-        known = sources.get(node.index) if shared else None
-        if known is None:
-            known = node_backlog(sim, node, now, 0, memo, sources)
+        coming = sources.get(node.index) if shared else None
+        if coming is None:
+            coming = queue_forecast(sim, node, now, 0, memo, sources)
             if shared:
-                sources[node.index] = known
-        backlog, coming = known
+                sources[node.index] = coming
+        backlog = coming.total_s
         hit = node.view.hbm_match(blocks)
         cold = usable_tokens(hit, bt, n_in)
         prefill_s = node.costs.prefill_s
