@@ -20,6 +20,7 @@ import math
 import zlib
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -67,9 +68,11 @@ _TIME_UNIT_S = 0.01
 _MAX_TIME_LOG = math.log1p(1000.0 / _TIME_UNIT_S)
 
 
-def log_seconds(seconds: float) -> float:
+def log_seconds(seconds: float, _log1p: Callable[[float], float] = math.log1p) -> float:
     """Seconds on a log scale in [0, 1]: 0 at 0, 1 at 1,000 s (10 ms resolution)."""
-    return min(math.log1p(max(seconds, 0.0) / _TIME_UNIT_S) / _MAX_TIME_LOG, 1.0)
+    # the same floats as min(log1p(max(s, 0) / unit) / top, 1), without two calls
+    scaled = _log1p((0.0 if seconds < 0.0 else seconds) / _TIME_UNIT_S) / _MAX_TIME_LOG
+    return 1.0 if scaled > 1.0 else scaled
 
 
 class TrafficTracker:
@@ -174,21 +177,22 @@ class ObservationEncoder:
         depth = n_blocks - 1 or 1
         holders = 0
         estimates = estimates_with_hits(sim, request, self._hits)
-        best = min(e[1] for e in estimates)
+        best = min([e[1] for e in estimates])
         values: list[float] = []
         for node, (backlog, first_token, hit) in zip(sim.nodes, estimates):
             load = node.load
             wait = node.estimated_wait_s(now)
-            inflight = len(node.inflight)
+            inflight = node.inflight
+            copies = len(inflight)
             if hit >= depth:
                 holders += 1
             values += (
                 load / (load + 16.0),
                 wait / (wait + 1.0),
                 node.reserved_tokens / node.budget_tokens,
-                inflight / (inflight + 1.0),
+                copies / (copies + 1.0),
                 hit / n_blocks,
-                1.0 if key in node.inflight else 0.0,
+                1.0 if key in inflight else 0.0,
                 0.0 if node.work == IDLE else 1.0,
                 log_seconds(backlog),
                 log_seconds(first_token),

@@ -185,24 +185,25 @@ def apply_route_warm(
     size = len(route_warm_sizes(n, speculate, cache_actions))
     if a.shape != (size,):
         raise ValueError(f"action must have {size} entries for MultiDiscrete, got shape {a.shape}")
+    entries = a.tolist()  # plain numbers: cheaper than numpy on a few entries
     end = 2 + n  # where the optional parts start
-    speculates = a[end : end + n].tolist() if speculate else []
+    speculates = entries[end : end + n] if speculate else []
     for k, bit in enumerate(speculates):
         if bit != 0 and bit != 1:
             raise ValueError(f"action[{end + k}] (speculate on {k}) must be 0 or 1, got {bit}")
     life = end + n if speculate else end  # the pin part, then the move part
     if cache_actions:
         for k in (life, life + 1):
-            if not 0 <= int(a[k]) <= 2 * n:
-                raise ValueError(f"action[{k}] must be in 0..{2 * n}, got {int(a[k])}")
-    route = int(a[0])
+            if not 0 <= int(entries[k]) <= 2 * n:
+                raise ValueError(f"action[{k}] must be in 0..{2 * n}, got {int(entries[k])}")
+    route = int(entries[0])
     if not 0 <= route < n:
         raise ValueError(f"action[0] (route) must be in 0..{n - 1}, got {route}")
-    warms = a[1 : 1 + n].tolist()  # plain ints: cheaper than numpy on a few entries
+    warms = entries[1 : 1 + n]
     for k, bit in enumerate(warms):
         if bit != 0 and bit != 1:
             raise ValueError(f"action[{1 + k}] (warm onto node {k}) must be 0 or 1, got {bit}")
-    evict = int(a[1 + n])
+    evict = int(entries[1 + n])
     if not 0 <= evict <= n:
         raise ValueError(f"action[{1 + n}] (evict) must be in 0..{n}, got {evict}")
     routed = sim.routed_node()
@@ -230,7 +231,7 @@ def apply_route_warm(
         if bit and sim.speculate(k, prefix) != SPECULATE_OK:
             invalid += 1
     if cache_actions:
-        invalid += _apply_cache_actions(sim, prefix, int(a[life]), int(a[life + 1]))
+        invalid += _apply_cache_actions(sim, prefix, int(entries[life]), int(entries[life + 1]))
     return invalid
 
 

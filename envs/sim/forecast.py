@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from envs.sim.node import COPY, IDLE, PREFILL, SPECULATE, Node
-from envs.sim.queue_costs import Coming, QueueCosts
+from envs.sim.queue_costs import NO_QUEUE, Coming, QueueCosts
 from envs.sim.request import has_prefix
 from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
 
@@ -209,8 +209,8 @@ def worth_waiting(
 HitMemo = dict[int, QueueCosts]
 """node -> what its queued requests cost (:class:`~envs.sim.queue_costs.QueueCosts`),
 kept while the node's cache is unchanged and its queue only grows."""
-Sources = dict[int, tuple[float, Coming]]
-"""node -> its :func:`node_backlog` as a copy's source (depth 1), within one estimate."""
+Sources = dict[int, Coming]
+"""node -> its :func:`queue_forecast` as a copy's source (depth 1), within one estimate."""
 
 
 def _causal_landing_s(
@@ -225,19 +225,20 @@ def _causal_landing_s(
     copy waiting for its source starts when the source has computed the prefix;
     the transfer latency is left out). ``sources`` caches the sources' own
     estimates within one observation."""
-    transfer = transfer_s(copy.bytes, sim.nodes[copy.dst])
-    if copy.state == MOVING and copy.rate > 0:
+    state = copy.state
+    if state == MOVING and copy.rate > 0:
         return copy.remaining / copy.rate
-    if copy.state != WAIT_SOURCE:
+    transfer = transfer_s(copy.bytes, sim.nodes[copy.dst])
+    if state != WAIT_SOURCE:
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:
         known = sources.get(copy.src) if sources is not None else None
         if known is None:
-            known = node_backlog(sim, source, now, depth + 1, memo)
+            known = queue_forecast(sim, source, now, depth + 1, memo)
             if sources is not None:
                 sources[copy.src] = known
-        computed = known[1].get(copy.key)
+        computed = known.get(copy.key)
         if computed is not None:
             return computed + transfer
     wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
@@ -264,25 +265,47 @@ def node_backlog(
     the seconds until they are (in flight, being computed, queued). A causal
     estimate: decode and admission limits are ignored. ``memo`` keeps queued
     requests' costs across calls (see :data:`HitMemo`)."""
-    coming = {
-        key: _causal_landing_s(sim, copy, now, depth, memo, sources)
-        for key, copy in node.inflight.items()
-    }
+    coming = queue_forecast(sim, node, now, depth, memo, sources)
+    return coming.total_s, coming
+
+
+def queue_forecast(
+    sim: ClusterView,
+    node: Node,
+    now: float,
+    depth: int = 0,
+    memo: HitMemo | None = None,
+    sources: Sources | None = None,
+) -> Coming:
+    """:func:`node_backlog`'s prefix keys, its seconds as ``total_s``: the queue's
+    costs are only added up when they are asked for (a copy waiting for this node
+    as its source often asks for a prefix already under way)."""
+    inflight = node.inflight
+    coming = (
+        {
+            key: _causal_landing_s(sim, copy, now, depth, memo, sources)
+            for key, copy in inflight.items()
+        }
+        if inflight
+        else {}
+    )
     # a decode segment is cut at the next step when a request arrives (prefill priority)
-    backlog = max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY, SPECULATE) else 0.0
-    computing = node.computing
-    if computing is not None:
-        coming[prefix_key(computing)] = backlog
-    version = node.view.version
+    work = node.work
+    backlog = max(node.work_end - now, 0.0) if work in (PREFILL, COPY, SPECULATE) else 0.0
+    if work == PREFILL:  # node.computing
+        coming[prefix_key(node.work_obj)] = backlog  # type: ignore[arg-type]
     queue = node.queue
+    if not queue:  # what fold gives on an empty queue, without costing one
+        return Coming(coming, NO_QUEUE, backlog, [backlog])
+    version = node.view.version
     costs = memo.get(node.index) if memo is not None else None
     if costs is None or not costs.matches(version, queue):
         costs = QueueCosts(version)
         if memo is not None:
             memo[node.index] = costs
-    costs.extend(node, queue, sim.block_tokens)
-    backlog, running = costs.fold(backlog, coming)
-    return backlog, Coming(coming, costs, running)
+    if len(queue) != len(costs.requests):
+        costs.extend(node, queue, sim.block_tokens)
+    return Coming(coming, costs, backlog)
 
 
 def first_token_estimates(
@@ -307,26 +330,22 @@ def estimates_with_hits(
     sources: Sources = {}
     for node in sim.nodes:
         # a node no copy of its own waits on has the same backlog as a copy's source
-        shared = not waits_for_source(node)
-        known = sources.get(node.index) if shared else None
-        if known is None:
-            known = node_backlog(sim, node, now, 0, memo, sources)
+        shared = not node.inflight or not waits_for_source(node)
+        coming = sources.get(node.index) if shared else None
+        if coming is None:
+            coming = queue_forecast(sim, node, now, 0, memo, sources)
             if shared:
-                sources[node.index] = known
-        backlog, coming = known
+                sources[node.index] = coming
+        backlog = coming.total_s
         hit = node.view.hbm_match(blocks)
         cold = usable_tokens(hit, bt, n_in)
-        have, ready = cold, 0.0
-        arriving = coming.get(key)
-        if arriving is not None and depth > hit:
-            have, ready = usable_tokens(depth, bt, n_in), arriving
-        start = max(backlog, ready)
-        # recompute rather than wait when that is sooner (as the simulator decides)
         prefill_s = node.costs.prefill_s
-        first = min(
-            start + prefill_s(n_in - have, have),
-            backlog + prefill_s(n_in - cold, cold),
-        )
+        first = backlog + prefill_s(n_in - cold, cold)
+        arriving = coming.get(key) if depth > hit else None
+        if arriving is not None:
+            # recompute rather than wait when that is sooner (as the simulator decides)
+            have = usable_tokens(depth, bt, n_in)
+            first = min(max(backlog, arriving) + prefill_s(n_in - have, have), first)
         out.append((backlog, first, hit))
     return out
 

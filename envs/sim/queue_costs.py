@@ -102,7 +102,7 @@ class QueueCosts:
         costs = self.costs
         first_short = self.first_short
         events = None
-        if first_short:
+        if first_short and coming:
             for key, arriving in coming.items():
                 position = first_short.get(key)
                 if position is not None:
@@ -131,17 +131,44 @@ class QueueCosts:
         return total, running
 
 
+NO_QUEUE = QueueCosts(-1)
+"""The costs of an empty queue (shared, never extended)."""
+
+
 class Coming:
     """Prefix key -> seconds until it is on the node: the prefixes on their way
     (copies in flight, the prefill under way), then each queued key's first
-    request's finish."""
+    request's finish; ``total_s``: until the queue is prefilled, from ``start_s``.
 
-    __slots__ = ("costs", "outside", "running")
+    The queue's running totals (:meth:`QueueCosts.fold`) are added up the first
+    time they are needed, so ask before the node's queue or cache changes."""
 
-    def __init__(self, outside: dict[int, float], costs: QueueCosts, running: list[float]) -> None:
+    __slots__ = ("_running", "costs", "outside", "start_s")
+
+    def __init__(
+        self,
+        outside: dict[int, float],
+        costs: QueueCosts,
+        start_s: float,
+        running: list[float] | None = None,
+    ) -> None:
         self.outside = outside
         self.costs = costs
-        self.running = running
+        self.start_s = start_s
+        self._running = running
+
+    @property
+    def running(self) -> list[float]:
+        """``start_s``, then the running total after each queued request."""
+        running = self._running
+        if running is None:
+            running = self._running = self.costs.fold(self.start_s, self.outside)[1]
+        return running
+
+    @property
+    def total_s(self) -> float:
+        """Seconds until the queue is prefilled (what :meth:`QueueCosts.fold` gives)."""
+        return self.running[-1]
 
     def get(self, key: int) -> float | None:
         """Seconds until prefix ``key`` is on the node, or None if it is not coming."""

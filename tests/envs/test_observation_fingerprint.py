@@ -1,0 +1,84 @@
+"""Speed work on the encoder, the forecast and the masks keeps every observation,
+mask and reward identical to the bit: a hash of all of them over seeded random
+episodes, recorded before that work, must not move.
+
+Run this file as a script (``python tests/envs/test_observation_fingerprint.py``)
+to print the current hashes."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+import envs
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+assert envs.ENV_IDS  # registers the environments
+
+# bursts large enough for long queues, copies in flight and waits for a source
+BUSY = BurstedSyntheticConfig(
+    n_bursts=3,
+    burst_requests=60,
+    prefix_tokens=8192,
+    first_burst_s=6.0,
+    burst_interval_s=6.0,
+    burst_window_s=6.0,
+    n_decoys=10,
+)
+
+CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "route": ("btb/Route-v0", {}),
+    "route_hints": ("btb/Route-v0", {"hints": True}),
+    "route_warm": ("btb/RouteWarm-v0", {}),
+    "route_warm_options": (
+        "btb/RouteWarm-v0",
+        {"hints": True, "speculate": True, "cache_actions": True},
+    ),
+    "route_warm_view_delay": ("btb/RouteWarm-v0", {"sim": {"router_view_delay_s": 0.5}}),
+}
+
+RECORDED = {
+    "route": "14f3c550b0098599b87cda03e625c264b63ca6771dcdb659fe66e8f7d7301cde",
+    "route_hints": "9d3576f3d910072bc97fe43598acd45ff65befbadfc032e876afc13377335435",
+    "route_warm": "fe0b3b246959e55349edaa197831ce0170c7c029366631ba0f07cb43afe053eb",
+    "route_warm_options": "6ede7aabeadf55efe129e195dccaa51eb8eff8c785f0a4aed9cff715ea4c4ac7",
+    "route_warm_view_delay": "d8de95c34d52135971c987ecc73524acc72f3daa37342225f038be144f381c7b",
+}
+"""The hashes of :func:`fingerprint`, recorded on main before the speed work (#19)."""
+
+
+def fingerprint(env_id: str, kwargs: dict[str, Any]) -> str:
+    """sha256 of every observation, action mask and reward of one seeded random
+    episode on each of two windows."""
+    windows = [synthetic_window(BUSY, window=w) for w in (0, 1)]
+    env = gym.make(env_id, windows=windows, **kwargs).unwrapped
+    digest = hashlib.sha256()
+    masked = hasattr(env, "action_masks")
+    for w in range(len(windows)):
+        env.action_space.seed(w)
+        obs, _ = env.reset(seed=w, options={"window": w})
+        digest.update(obs.tobytes())
+        done = False
+        while not done:
+            if masked:
+                digest.update(env.action_masks().tobytes())
+            obs, reward, done, _, _ = env.step(env.action_space.sample())
+            digest.update(obs.tobytes())
+            digest.update(struct.pack("<d", reward))
+    env.close()
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_observations_masks_and_rewards_are_unchanged(case: str) -> None:
+    env_id, kwargs = CASES[case]
+    assert fingerprint(env_id, kwargs) == RECORDED[case]
+
+
+if __name__ == "__main__":
+    for name, (env_id, kwargs) in CASES.items():
+        print(f'    "{name}": "{fingerprint(env_id, kwargs)}",')
