@@ -361,39 +361,32 @@ def value_origin(path: str) -> str:
     ``+experiment`` file or the group option's file (found where Hydra finds it,
     ``hydra.searchpath`` included); empty when that is unknown (no Hydra job, or
     the schema's default)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
+    where = _where_set(path)
+    if where is None or not where[0]:
         return ""
-    hydra = HydraConfig.get()
-    choices = hydra.runtime.choices
-    if _typed_on_command_line(path, list(hydra.overrides.task), set(choices)):
+    found = where[1]
+    if found is None:  # "line"
         return " (from the command line)"
-    group, _, rest = path.partition(".")
-    files = []
-    if choices.get("experiment"):
-        files.append((f"experiment/{choices['experiment']}.yaml", path))  # @package _global_
-    if choices.get(group) and rest:
-        files.append((f"{group}/{choices[group]}.yaml", rest))
-    missing = object()
-    for name, key in files:
-        found = _config_file(hydra.runtime.config_sources, name)
-        if (
-            found is not None
-            and OmegaConf.select(OmegaConf.load(found), key, default=missing) is not missing
-        ):
-            try:
-                shown = f"conf/{found.relative_to(CONF_DIR).as_posix()}"
-            except ValueError:
-                shown = str(found)
-            return f" (from {shown})"
-    return ""
+    try:
+        shown = f"conf/{found.relative_to(CONF_DIR).as_posix()}"
+    except ValueError:
+        shown = str(found)
+    return f" (from {shown})"
 
 
 def set_by_user(path: str) -> bool | None:
     """Whether the user set config ``path``: on the command line or in the
     ``+experiment`` file they chose (True), or only a group option's file or the
     schema's default did (False); None when no Hydra job runs (unknown)."""
+    where = _where_set(path)
+    return None if where is None else where[0] in ("line", "experiment")
+
+
+def _where_set(path: str) -> tuple[str, Path | None] | None:
+    """What set config ``path`` in this Hydra job: ``("line", None)`` an override on
+    the command line, ``("experiment", file)`` the ``+experiment`` file,
+    ``("group", file)`` the group option's file, ``("", None)`` none of them (the
+    schema's default); None when no Hydra job runs."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
@@ -401,14 +394,22 @@ def set_by_user(path: str) -> bool | None:
     hydra = HydraConfig.get()
     choices = hydra.runtime.choices
     if _typed_on_command_line(path, list(hydra.overrides.task), set(choices)):
-        return True
-    if not choices.get("experiment"):
-        return False
-    found = _config_file(hydra.runtime.config_sources, f"experiment/{choices['experiment']}.yaml")
+        return "line", None
+    group, _, rest = path.partition(".")
+    files = []
+    if choices.get("experiment"):  # @package _global_
+        files.append(("experiment", f"experiment/{choices['experiment']}.yaml", path))
+    if choices.get(group) and rest:
+        files.append(("group", f"{group}/{choices[group]}.yaml", rest))
     missing = object()
-    return found is not None and (
-        OmegaConf.select(OmegaConf.load(found), path, default=missing) is not missing
-    )
+    for kind, name, key in files:
+        found = _config_file(hydra.runtime.config_sources, name)
+        if (
+            found is not None
+            and OmegaConf.select(OmegaConf.load(found), key, default=missing) is not missing
+        ):
+            return kind, found
+    return "", None
 
 
 def _typed_on_command_line(path: str, overrides: list[str], groups: set[str]) -> bool:
