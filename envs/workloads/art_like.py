@@ -272,29 +272,41 @@ class _Simulation:
         users = self._user_messages(total_turns)
         outputs = self._outputs(total_turns)
         gaps = rng.lognormal(math.log(c.think_median_s), c.think_sigma, total_turns)
+        # Plain lists (numpy scalars are slow to index one by one); ids counted
+        # locally and handed back to self.next_id, in the order _new_id would give.
+        system_prompts = self.system_prompts
+        prompt_of, turns_of = prompts.tolist(), turns.tolist()
+        users_of, outputs_of, gaps_of = users.tolist(), outputs.tolist(), gaps.tolist()
+        starts_of = starts.tolist()
+        max_input = c.max_input_tokens
+        next_id = self.next_id
+        append = drafts.append
         cursor = 0
         for s in range(n):
-            segments: list[Segment] = [self.system_prompts[int(prompts[s])]]
+            segments: list[Segment] = [system_prompts[prompt_of[s]]]
             total = segments[0][1]
-            t = float(starts[s])
+            t = starts_of[s]
             group = f"session-{s}"
-            for k in range(int(turns[s])):
-                j = cursor + k
-                user = int(users[j])
-                if total + user > c.max_input_tokens:
-                    if k > 0:
+            n_turns = turns_of[s]
+            for j in range(cursor, cursor + n_turns):
+                user = users_of[j]
+                if total + user > max_input:
+                    if j > cursor:
                         break
-                    user = c.max_input_tokens - total
-                segments.append((self._new_id(), user))
+                    user = max_input - total
+                next_id += 1
+                segments.append((next_id, user))
                 total += user
                 if t >= end_s:
                     break
-                output = int(outputs[j])
-                drafts.append(Draft(t, segments, len(segments), total, output, group))
-                segments.append((self._new_id(), output))
+                output = outputs_of[j]
+                append(Draft(t, segments, len(segments), total, output, group))
+                next_id += 1
+                segments.append((next_id, output))
                 total += output
-                t += float(gaps[j])
-            cursor += int(turns[s])
+                t += gaps_of[j]
+            cursor += n_turns
+        self.next_id = next_id
 
     def _one_shot(
         self, times: np.ndarray, template: Segment, group: str, drafts: list[Draft]
