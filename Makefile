@@ -15,9 +15,11 @@ TEST_WORKERS ?= 2
 
 .PHONY: install run test bench lint
 
-# setup.py and the .pyx files too: `pip install -e .` compiles the simulator's
-# compiled core (envs/sim/_native), so a change to them means a rebuild.
-$(VENV)/.installed: pyproject.toml setup.py $(wildcard envs/sim/_native/*.pyx)
+# setup.py and the Cython sources too: `pip install -e .` compiles the compiled
+# modules (envs/sim/_native, envs/_native, envs/workloads/_native), so a change to
+# them means a rebuild.
+NATIVE_SOURCES := $(wildcard envs/sim/_native/*.pyx envs/sim/_native/*.pxd envs/_native/*.pyx envs/workloads/_native/*.pyx)
+$(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SOURCES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e ".[dev]"
