@@ -16,7 +16,7 @@ maps to 0.5, and nothing reaches 1.
 The node rows (the forecast of every node at every decision, most of an env
 step) have a compiled twin, ``envs._native.observation`` (Cython, built by
 ``pip install -e .`` when a C compiler is there), that writes the same floats to
-the bit. :data:`NODE_ROWS` is the one place that chooses: the compiled rows when
+the bit. :data:`NATIVE` is the one place that chooses: the compiled rows when
 they import, the Python below (the reference) when ``BTB_GYM_PURE_PYTHON`` is set
 (to anything but ``0`` or nothing), or with one line on stderr when the compiled
 module is missing. :data:`ENCODER_CORE` says which runs.
@@ -153,12 +153,9 @@ class HintTracker:
         return values
 
 
-NodeRows = Callable[[Simulator, Request, Any, np.ndarray], int]
-"""Writes the node rows of a decision point into the buffer; returns the holders."""
-
-
-def _choose_rows() -> tuple[NodeRows | None, str]:
-    """(the compiled node rows or None for the reference, ENCODER_CORE)."""
+def _choose_native() -> tuple[Any, str]:
+    """(the compiled module ``envs._native.observation`` or None for the reference,
+    ENCODER_CORE)."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None, "python"
     try:
@@ -169,10 +166,10 @@ def _choose_rows() -> tuple[NodeRows | None, str]:
             file=sys.stderr,
         )
         return None, "python"
-    return module.node_rows, "compiled"
+    return module, "compiled"
 
 
-NODE_ROWS, ENCODER_CORE = _choose_rows()
+NATIVE, ENCODER_CORE = _choose_native()
 
 
 class ObservationEncoder:
@@ -182,7 +179,7 @@ class ObservationEncoder:
     once per decision point (it records the arrival in the traffic tracker).
     ``hints=True`` appends :data:`HINT_FEATURES` (off by default: the layout is
     then the one every shipped agent was trained on). ``compiled`` picks the node
-    rows' implementation: None (default) the process's choice (:data:`NODE_ROWS`),
+    rows' implementation: None (default) the process's choice (:data:`NATIVE`),
     False the Python reference; both give the same observation to the bit.
     """
 
@@ -197,9 +194,9 @@ class ObservationEncoder:
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._hits: HitMemo = {}
-        if compiled and NODE_ROWS is None:
+        if compiled and NATIVE is None:
             raise ValueError("compiled=True, but the compiled node rows are not available")
-        self._rows = NODE_ROWS if compiled is None or compiled else None
+        self._native = NATIVE if compiled is None or compiled else None
         self._node_size = n_nodes * len(NODE_FEATURES)
 
     def reset(self) -> None:
@@ -213,11 +210,11 @@ class ObservationEncoder:
         """The observation for ``request`` arriving now (a view of the buffer;
         copy it to keep it)."""
         out = self.buffer
-        rows = self._rows
-        if rows is None:
+        native = self._native
+        if native is None:
             holders = self._node_rows(sim, request)
         else:
-            holders = rows(sim, request, self._hits, out)
+            holders = native.node_rows(sim, request, self._hits, out)
         same_1, same_10, same_60, age = self.tracker.observe(prefix_key(request), sim.now)
         values = [
             min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0),
@@ -229,7 +226,10 @@ class ObservationEncoder:
         ]
         if self.hints is not None:
             values += self.hints.observe(request)
-        out[self._node_size :] = values
+        if native is None:
+            out[self._node_size :] = values
+        else:
+            native.put(out, self._node_size, values)
         return out
 
     def _node_rows(self, sim: Simulator, request: Request) -> int:
@@ -423,8 +423,8 @@ __all__ = [
     "ENCODER_CORE",
     "EPOCH_FEATURES",
     "EPOCH_NODE_FEATURES",
+    "NATIVE",
     "NODE_FEATURES",
-    "NODE_ROWS",
     "REQUEST_FEATURES",
     "WINDOWS_S",
     "EpochEncoder",

@@ -270,8 +270,9 @@ cdef class Coming:
 
 
 cdef double _causal_landing_s(list nodes, object copy, double now, int depth, dict memo,
-                              dict sources, long long block_tokens) except? -1.0:
-    """``envs.sim.forecast._causal_landing_s``."""
+                              dict sources, long long block_tokens, double* rdma_bw) except? -1.0:
+    """``envs.sim.forecast._causal_landing_s``; ``rdma_bw``: each node's
+    ``spec.rdma_bw``, read the first time an estimate needs it (-1 until then)."""
     cdef double computed
     cdef Coming known
     state = copy.state
@@ -279,7 +280,10 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
         rate = copy.rate
         if rate > 0:
             return copy.remaining / rate
-    cdef double transfer = copy.bytes / nodes[copy.dst].spec.rdma_bw
+    cdef Py_ssize_t dst = copy.dst
+    if rdma_bw[dst] < 0.0:  # not read yet in this estimate
+        rdma_bw[dst] = nodes[dst].spec.rdma_bw
+    cdef double transfer = copy.bytes / rdma_bw[dst]
     if state != WAIT_SOURCE:
         return transfer
     src = copy.src
@@ -287,7 +291,9 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     if depth == 0:
         known = sources.get(src)
         if known is None:
-            known = _queue_forecast(nodes, source, now, depth + 1, memo, None, block_tokens)
+            known = _queue_forecast(
+                nodes, source, now, depth + 1, memo, None, block_tokens, rdma_bw
+            )
             sources[src] = known
         if known.get(copy.key, &computed):
             return computed + transfer
@@ -296,7 +302,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
 
 
 cdef Coming _queue_forecast(list nodes, object node, double now, int depth, dict memo,
-                            dict sources, long long block_tokens):
+                            dict sources, long long block_tokens, double* rdma_bw):
     """``envs.sim.forecast.queue_forecast``."""
     cdef dict inflight = node.inflight
     cdef dict coming = {}
@@ -304,7 +310,9 @@ cdef Coming _queue_forecast(list nodes, object node, double now, int depth, dict
     cdef long long version
     if inflight:
         for key, copy in inflight.items():
-            coming[key] = _causal_landing_s(nodes, copy, now, depth, memo, sources, block_tokens)
+            coming[key] = _causal_landing_s(
+                nodes, copy, now, depth, memo, sources, block_tokens, rdma_bw
+            )
     # a decode segment is cut at the next step when a request arrives (prefill priority)
     cdef int work = node.work
     cdef double backlog = 0.0
@@ -331,8 +339,9 @@ cdef Coming _queue_forecast(list nodes, object node, double now, int depth, dict
 
 
 cdef int _estimates(object sim, object request, dict memo, double* backlogs, double* firsts,
-                    long long* hits) except -1:
-    """``envs.sim.forecast.estimates_with_hits`` into three C arrays (one entry a node)."""
+                    long long* hits, double* rdma_bw) except -1:
+    """``envs.sim.forecast.estimates_with_hits`` into three C arrays (one entry a node;
+    ``rdma_bw`` is scratch for as many)."""
     cdef double now = sim.now
     cdef long long bt = sim.block_tokens
     cdef tuple blocks = request.blocks
@@ -348,6 +357,9 @@ cdef int _estimates(object sim, object request, dict memo, double* backlogs, dou
     cdef long long hit, cold, have
     cdef bint linear
     cdef Py_ssize_t j = 0
+    for j in range(len(nodes)):
+        rdma_bw[j] = -1.0
+    j = 0
     for node in nodes:
         # a node no copy of its own waits on has the same backlog as a copy's source
         inflight = node.inflight
@@ -362,7 +374,7 @@ cdef int _estimates(object sim, object request, dict memo, double* backlogs, dou
         if shared:
             coming = sources.get(index)
         if coming is None:
-            coming = _queue_forecast(nodes, node, now, 0, memo, sources, bt)
+            coming = _queue_forecast(nodes, node, now, 0, memo, sources, bt, rdma_bw)
             if shared:
                 sources[index] = coming
         backlog = coming.total_s()
@@ -393,15 +405,17 @@ def estimates_with_hits(sim, request, dict memo):
     cdef double* backlogs = <double*>malloc(n * sizeof(double))
     cdef double* firsts = <double*>malloc(n * sizeof(double))
     cdef long long* hits = <long long*>malloc(n * sizeof(long long))
+    cdef double* rdma_bw = <double*>malloc(n * sizeof(double))
     try:
-        if backlogs == NULL or firsts == NULL or hits == NULL:
+        if backlogs == NULL or firsts == NULL or hits == NULL or rdma_bw == NULL:
             raise MemoryError()
-        _estimates(sim, request, memo, backlogs, firsts, hits)
+        _estimates(sim, request, memo, backlogs, firsts, hits, rdma_bw)
         return [(backlogs[j], firsts[j], hits[j]) for j in range(n)]
     finally:
         free(backlogs)
         free(firsts)
         free(hits)
+        free(rdma_bw)
 
 
 def node_rows(sim, request, dict memo, float[::1] out):
@@ -418,14 +432,15 @@ def node_rows(sim, request, dict memo, float[::1] out):
     cdef double* backlogs = <double*>malloc(n * sizeof(double))
     cdef double* firsts = <double*>malloc(n * sizeof(double))
     cdef long long* hits = <long long*>malloc(n * sizeof(long long))
+    cdef double* rdma_bw = <double*>malloc(n * sizeof(double))
     cdef double best, wait, first
     cdef long long load, copies, hit
     cdef int holders = 0
     cdef Py_ssize_t j, i
     try:
-        if backlogs == NULL or firsts == NULL or hits == NULL:
+        if backlogs == NULL or firsts == NULL or hits == NULL or rdma_bw == NULL:
             raise MemoryError()
-        _estimates(sim, request, memo, backlogs, firsts, hits)
+        _estimates(sim, request, memo, backlogs, firsts, hits, rdma_bw)
         best = firsts[0]
         for j in range(1, n):
             best = _pymin(best, firsts[j])
@@ -456,3 +471,14 @@ def node_rows(sim, request, dict memo, float[::1] out):
         free(backlogs)
         free(firsts)
         free(hits)
+        free(rdma_bw)
+
+
+def put(float[::1] out, Py_ssize_t start, list values):
+    """``out[start : start + len(values)] = values`` (each float rounded to float32
+    as numpy rounds it), without numpy's per-call cost."""
+    cdef Py_ssize_t i
+    if start < 0 or start + len(values) > out.shape[0]:
+        raise IndexError(f"{len(values)} values from {start} do not fit {out.shape[0]}")
+    for i in range(len(values)):
+        out[start + i] = <float>(<double>values[i])

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import envs
-from envs.encoder import NODE_ROWS, ObservationEncoder
+from envs.encoder import NATIVE, ObservationEncoder
 from envs.sim.forecast import estimates_with_hits
 from envs.sim.transfers import WAIT_SOURCE
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
@@ -65,6 +65,6 @@ def test_compiled_rows_give_the_reference_floats(sim):
 
 
 def test_compiled_is_the_default_when_built():
-    assert NODE_ROWS is native.node_rows
-    assert ObservationEncoder(2)._rows is native.node_rows
-    assert ObservationEncoder(2, compiled=False)._rows is None
+    assert NATIVE is native
+    assert ObservationEncoder(2)._native is native
+    assert ObservationEncoder(2, compiled=False)._native is None
