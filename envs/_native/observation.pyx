@@ -434,7 +434,8 @@ def node_rows(sim, request, dict memo, float[::1] out):
     cdef long long* hits = <long long*>malloc(n * sizeof(long long))
     cdef double* rdma_bw = <double*>malloc(n * sizeof(double))
     cdef double best, wait, first
-    cdef long long load, copies, hit
+    cdef long long load, copies, hit, queued
+    cdef int work
     cdef int holders = 0
     cdef Py_ssize_t j, i
     try:
@@ -447,8 +448,12 @@ def node_rows(sim, request, dict memo, float[::1] out):
         i = 0
         for j in range(n):
             node = nodes[j]
-            load = node.load
-            wait = node.estimated_wait_s(now)
+            queued = len(node.queue)
+            load = node.running + queued  # Node.load
+            work = node.work
+            # Node.estimated_wait_s(now)
+            wait = _pymax(node.work_end - now if work != IDLE else 0.0, 0.0)
+            wait = wait + <double>queued * <double>node.prefill_ewma_s
             inflight = node.inflight
             copies = len(inflight)
             hit = hits[j]
@@ -461,7 +466,7 @@ def node_rows(sim, request, dict memo, float[::1] out):
             out[i + 3] = <float>(<double>copies / (<double>copies + 1.0))
             out[i + 4] = <float>(<double>hit / <double>n_blocks)
             out[i + 5] = 1.0 if key in inflight else 0.0
-            out[i + 6] = 0.0 if node.work == IDLE else 1.0
+            out[i + 6] = 0.0 if work == IDLE else 1.0
             out[i + 7] = <float>_log_seconds(backlogs[j])
             out[i + 8] = <float>_log_seconds(first)
             out[i + 9] = <float>_log_seconds(first - best)
