@@ -194,7 +194,9 @@ class BTB(Policy):
         key = prefix[-1]
         resident: list[int] = []
         held: list[int] = []
-        for node in up_nodes(sim):
+        for node in sim.nodes:
+            if node.down:  # up_nodes
+                continue
             if node.view.hbm_match(prefix) >= depth:
                 resident.append(node.index)
                 held.append(node.index)

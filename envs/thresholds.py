@@ -165,8 +165,9 @@ class ThresholdsEnv(ClusterEnv):
         controller.apply(action, request.arrival_s)
         route = controller.route
         gen = self._gen
+        end_s = controller.epoch_end  # controller.in_epoch, read once: routing never moves it
         try:
-            while controller.in_epoch(request):
+            while request.arrival_s < end_s:
                 request = gen.send(route(sim, request))
         except StopIteration:
             controller.close_epoch(sim)
