@@ -3,6 +3,7 @@ other nodes and evict it from one."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,12 @@ def route_warm_sizes(
     return sizes
 
 
+@lru_cache(maxsize=64)
+def _action_size(n_nodes: int, speculate: bool, cache_actions: bool) -> int:
+    """The number of entries of a ``btb/RouteWarm-v0`` action (:func:`route_warm_sizes`)."""
+    return len(route_warm_sizes(n_nodes, speculate, cache_actions))
+
+
 def apply_route_warm(
     sim: Simulator,
     request: Request,
@@ -181,7 +188,7 @@ def apply_route_warm(
     Returns how many of its parts were refused. Shared by the environment and
     the agent adapter."""
     n = sim.n_nodes
-    size = len(route_warm_sizes(n, speculate, cache_actions))
+    size = _action_size(n, speculate, cache_actions)
     if type(action) is tuple and all(type(x) is int for x in action):  # ClusterEnv._freeze's
         entries = list(action)
         shape: tuple[int, ...] = (len(entries),)
