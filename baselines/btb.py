@@ -194,9 +194,7 @@ class BTB(Policy):
         key = prefix[-1]
         resident: list[int] = []
         held: list[int] = []
-        for node in sim.nodes:
-            if node.down:  # up_nodes
-                continue
+        for node in up_nodes(sim):
             if node.view.hbm_match(prefix) >= depth:
                 resident.append(node.index)
                 held.append(node.index)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from baselines.btb import BTB
 from baselines.policy import register
+from baselines.routers import up_nodes
 from envs.sim.forecast import computes_prefix
 from envs.sim.node import Node
 from envs.sim.request import Request
@@ -63,9 +64,7 @@ class BTBPending(BTB):
         resident: list[int] = []
         warm: list[int] = []
         computing: list[int] = []
-        for node in sim.nodes:
-            if node.down:  # up_nodes
-                continue
+        for node in up_nodes(sim):
             if node.view.hbm_match(prefix) >= depth:
                 resident.append(node.index)
                 warm.append(node.index)

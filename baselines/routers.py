@@ -34,23 +34,15 @@ def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:
     """The node up (of ``candidates``, default all) with the fewest running +
     waiting requests; ties at random (``sim.rng``)."""
     nodes = sim.nodes
-    ties: list[int] = []
-    low = 0
-    # one pass: the nodes of the lowest load, in the order given
-    for i in range(len(nodes)) if candidates is None else candidates:
-        node = nodes[i]
-        if node.down:
-            continue
-        load = node.load
-        if not ties or load < low:
-            low = load
-            ties = [i]
-        elif load == low:
-            ties.append(i)
-    if not ties:
-        if candidates is None:
-            raise ValueError("least_loaded: every node is down")
-        return least_loaded(sim)  # every candidate is down: the least loaded of all up
+    if candidates is not None:
+        candidates = [i for i in candidates if not nodes[i].down] or None
+    if candidates is None:
+        up = up_nodes(sim)
+        low = min(n.load for n in up)
+        ties = [n.index for n in up if n.load == low]
+    else:
+        low = min(nodes[i].load for i in candidates)
+        ties = [i for i in candidates if nodes[i].load == low]
     if len(ties) == 1:
         return ties[0]
     return ties[int(sim.rng.random() * len(ties))]

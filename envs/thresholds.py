@@ -165,9 +165,8 @@ class ThresholdsEnv(ClusterEnv):
         controller.apply(action, request.arrival_s)
         route = controller.route
         gen = self._gen
-        end_s = controller.epoch_end  # controller.in_epoch, read once: routing never moves it
         try:
-            while request.arrival_s < end_s:
+            while controller.in_epoch(request):
                 request = gen.send(route(sim, request))
         except StopIteration:
             controller.close_epoch(sim)
