@@ -153,18 +153,23 @@ class HintTracker:
         return values
 
 
+NOTICE = "btb-gym: compiled observation encoder unusable ({}); using the Python one"
+"""The line on stderr when the compiled rows do not import (the reason in the braces)."""
+
+
+def _import_native() -> Any:
+    return importlib.import_module("envs._native.observation")
+
+
 def _choose_native() -> tuple[Any, str]:
     """(the compiled module ``envs._native.observation`` or None for the reference,
     ENCODER_CORE)."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None, "python"
     try:
-        module = importlib.import_module("envs._native.observation")
+        module = _import_native()
     except ImportError as error:  # not built (no compiler), or built for another Python
-        print(
-            f"btb-gym: compiled observation encoder unusable ({error}); using the Python one",
-            file=sys.stderr,
-        )
+        print(NOTICE.format(error), file=sys.stderr)
         return None, "python"
     return module, "compiled"
 
@@ -180,7 +185,8 @@ class ObservationEncoder:
     ``hints=True`` appends :data:`HINT_FEATURES` (off by default: the layout is
     then the one every shipped agent was trained on). ``compiled`` picks the node
     rows' implementation: None (default) the process's choice (:data:`NATIVE`),
-    False the Python reference; both give the same observation to the bit.
+    True the compiled rows (a ValueError if they cannot be imported), False the
+    Python reference; both give the same observation to the bit.
     """
 
     def __init__(self, n_nodes: int, hints: bool = False, compiled: bool | None = None) -> None:
@@ -194,9 +200,14 @@ class ObservationEncoder:
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._hits: HitMemo = {}
-        if compiled and NATIVE is None:
-            raise ValueError("compiled=True, but the compiled node rows are not available")
-        self._native = NATIVE if compiled is None or compiled else None
+        self._native = NATIVE if compiled is None else None
+        if compiled:
+            try:
+                self._native = NATIVE or _import_native()
+            except ImportError as error:
+                raise ValueError(
+                    f"compiled=True, but the compiled rows do not import ({error})"
+                ) from None
         self._node_size = n_nodes * len(NODE_FEATURES)
 
     def reset(self) -> None:

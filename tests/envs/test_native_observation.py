@@ -6,13 +6,18 @@ queues, attention FLOPs (a prefill that is not linear) and a stale router view."
 
 from __future__ import annotations
 
+import os
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
 
 import envs
+import envs.encoder
 from envs.encoder import NATIVE, ObservationEncoder
 from envs.sim.forecast import estimates_with_hits
+from envs.sim.native import PURE_PYTHON_ENV
 from envs.sim.transfers import WAIT_SOURCE
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -64,7 +69,27 @@ def test_compiled_rows_give_the_reference_floats(sim):
     assert waiting > 0 and longest >= 10  # copies waited for a source; queues were long
 
 
-def test_compiled_is_the_default_when_built():
-    assert NATIVE is native
-    assert ObservationEncoder(2)._native is native
+def test_the_process_choice_is_the_default(monkeypatch, capsys):
+    opted_out = os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0")
+    assert NATIVE is (None if opted_out else native)
+    assert ObservationEncoder(2)._native is NATIVE
+    assert ObservationEncoder(2, compiled=True)._native is native
     assert ObservationEncoder(2, compiled=False)._native is None
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    assert envs.encoder._choose_native() == (native, "compiled")
+    assert capsys.readouterr().err == ""
+
+
+def test_opting_out_chooses_the_python_rows_silently(monkeypatch, capsys):
+    monkeypatch.setenv(PURE_PYTHON_ENV, "1")
+    assert envs.encoder._choose_native() == (None, "python")
+    assert capsys.readouterr().err == ""
+
+
+def test_missing_compiled_rows_fall_back_with_one_line_on_stderr(monkeypatch, capsys):
+    monkeypatch.delenv(PURE_PYTHON_ENV, raising=False)
+    monkeypatch.setitem(sys.modules, "envs._native.observation", None)  # hides the module
+    assert envs.encoder._choose_native() == (None, "python")
+    err = capsys.readouterr().err
+    assert err.startswith("btb-gym: compiled observation encoder unusable (")
+    assert err.endswith("); using the Python one\n") and err.count("\n") == 1
