@@ -1,14 +1,16 @@
-"""The optional compiled core (envs/sim/_native); the rest of the build is in pyproject.toml.
+"""The optional compiled core (envs/sim/_native, envs/_native); the rest of the
+build is in pyproject.toml.
 
 ``pip install -e .`` (and so ``make install``) compiles the Cython modules of
-envs/sim/_native when a C compiler is there. Without one, or when compiling fails,
-the extension is skipped with a note, the install still succeeds, and the
-simulator runs its pure-Python reference modules (envs/sim/native.py says which
-one runs).
+envs/sim/_native and envs/_native when a C compiler is there. Without one, or
+when compiling fails, the extension is skipped with a note, the install still
+succeeds, and the simulator and the observation encoder run their pure-Python
+reference modules (envs/sim/native.py and envs/encoder.py say which one runs).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from setuptools import Extension, setup
@@ -38,6 +40,12 @@ else:
         [
             Extension("envs.sim._native.cache", ["envs/sim/_native/cache.pyx"]),
             Extension("envs.sim._native.chainer", ["envs/sim/_native/chainer.pyx"]),
+            # the observation's floats must be the reference's to the bit: no fused a*b+c
+            Extension(
+                "envs._native.observation",
+                ["envs/_native/observation.pyx"],
+                extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
+            ),
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -76,20 +76,25 @@ def run_lockstep(agent: AgentPolicy, sims: Sequence[Simulator]) -> list[Any]:
     cache_actions = bool(options.get("cache_actions", False))
     runs = [_Run(sim, hints) for sim in sims]
     active = [run for run in runs if run.request is not None]
+    # the batch's rows, written in place (cheaper than stacking fresh arrays each step)
+    obs_rows = np.empty((len(active), runs[0].encoder.size if runs else 0), dtype=np.float32)
+    mask_rows: np.ndarray | None = None
     while active:
         requests = [run.request for run in active]
-        obs = np.stack(
-            [run.encoder.encode(run.sim, r) for run, r in zip(active, requests) if r is not None]
-        )
+        obs = obs_rows[: len(active)]
+        for i, (run, r) in enumerate(zip(active, requests)):
+            assert r is not None
+            obs[i] = run.encoder.encode(run.sim, r)
         masks = None
         if masked:
-            masks = np.stack(
-                [
-                    route_warm_masks(run.sim, r, speculate, cache_actions)
-                    for run, r in zip(active, requests)
-                    if r is not None
-                ]
-            )
+            for i, (run, r) in enumerate(zip(active, requests)):
+                assert r is not None
+                mask = route_warm_masks(run.sim, r, speculate, cache_actions)
+                if mask_rows is None:
+                    mask_rows = np.empty((len(active), mask.size), dtype=bool)
+                mask_rows[i] = mask
+            assert mask_rows is not None
+            masks = mask_rows[: len(active)]
         choices = agent.greedy(actor.batch_logits(obs), masks)
         for run, request, choice in zip(active, requests, choices):
             assert request is not None

@@ -212,9 +212,11 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if self._gen is None or self._episode is None:
             raise RuntimeError("call reset() before step(), and again after an episode ends")
         frozen = _freeze(action)
-        ops = tuple(self._pending_ops)
+        pending = self._pending_ops
+        ops = tuple(pending) if pending else ()
         done = self._act(frozen)  # raises on an invalid action before changing anything
-        self._pending_ops = []
+        if pending:
+            self._pending_ops = []
         self._episode["actions"].append((ops, frozen) if ops else frozen)
         reward = self._credit()
         if done:
@@ -222,7 +224,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             obs = np.zeros(self.observation_space.shape or (), dtype=np.float32)
         else:
             obs = self._observe()
-        self._remember_loads()
+        if self.render_mode is not None:
+            self._remember_loads()
         return obs, reward, done, False, self._info()
 
     def render(self) -> Any:
@@ -453,6 +456,8 @@ def _freeze(action: Any) -> Any:
         return action
     if isinstance(action, np.integer):
         return int(action)
+    if type(action) is np.ndarray and action.ndim == 1 and action.dtype.kind in "iu":
+        return tuple(action.tolist())  # what the general path gives, in one step
     a = np.asarray(action)
     if a.ndim > 1:
         raise ValueError(f"action must be a number or a flat array, got shape {a.shape}")

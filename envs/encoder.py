@@ -12,15 +12,27 @@ Layout of the flat ``float32`` vector (every entry in [0, 1]):
 
 Unbounded quantities are squashed with ``x / (x + scale)``: 0 stays 0, ``scale``
 maps to 0.5, and nothing reaches 1.
+
+The node rows (the forecast of every node at every decision, most of an env
+step) have a compiled twin, ``envs._native.observation`` (Cython, built by
+``pip install -e .`` when a C compiler is there), that writes the same floats to
+the bit. :data:`NATIVE` is the one place that chooses: the compiled rows when
+they import, the Python below (the reference) when ``BTB_GYM_PURE_PYTHON`` is set
+(to anything but ``0`` or nothing), or with one line on stderr when the compiled
+module is missing. :data:`ENCODER_CORE` says which runs.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
+import os
+import sys
 import zlib
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +44,7 @@ from envs.sim.forecast import (
     prefix_key,
     prefix_of,
 )
+from envs.sim.native import PURE_PYTHON_ENV
 from envs.sim.node import IDLE
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -140,16 +153,43 @@ class HintTracker:
         return values
 
 
+NOTICE = "btb-gym: compiled observation encoder unusable ({}); using the Python one"
+"""The line on stderr when the compiled rows do not import (the reason in the braces)."""
+
+
+def _import_native() -> Any:
+    return importlib.import_module("envs._native.observation")
+
+
+def _choose_native() -> tuple[Any, str]:
+    """(the compiled module ``envs._native.observation`` or None for the reference,
+    ENCODER_CORE)."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None, "python"
+    try:
+        module = _import_native()
+    except ImportError as error:  # not built (no compiler), or built for another Python
+        print(NOTICE.format(error), file=sys.stderr)
+        return None, "python"
+    return module, "compiled"
+
+
+NATIVE, ENCODER_CORE = _choose_native()
+
+
 class ObservationEncoder:
     """Builds the observation for a decision point into a preallocated buffer.
 
     Call :meth:`reset` at the start of every episode and :meth:`encode` exactly
     once per decision point (it records the arrival in the traffic tracker).
     ``hints=True`` appends :data:`HINT_FEATURES` (off by default: the layout is
-    then the one every shipped agent was trained on).
+    then the one every shipped agent was trained on). ``compiled`` picks the node
+    rows' implementation: None (default) the process's choice (:data:`NATIVE`),
+    True the compiled rows (a ValueError if they cannot be imported), False the
+    Python reference; both give the same observation to the bit.
     """
 
-    def __init__(self, n_nodes: int, hints: bool = False) -> None:
+    def __init__(self, n_nodes: int, hints: bool = False, compiled: bool | None = None) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         self.n_nodes = n_nodes
@@ -160,6 +200,15 @@ class ObservationEncoder:
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._hits: HitMemo = {}
+        self._native = NATIVE if compiled is None else None
+        if compiled:
+            try:
+                self._native = NATIVE or _import_native()
+            except ImportError as error:
+                raise ValueError(
+                    f"compiled=True, but the compiled rows do not import ({error})"
+                ) from None
+        self._node_size = n_nodes * len(NODE_FEATURES)
 
     def reset(self) -> None:
         self.tracker.reset()
@@ -171,6 +220,32 @@ class ObservationEncoder:
     def encode(self, sim: Simulator, request: Request) -> np.ndarray:
         """The observation for ``request`` arriving now (a view of the buffer;
         copy it to keep it)."""
+        out = self.buffer
+        native = self._native
+        if native is None:
+            holders = self._node_rows(sim, request)
+        else:
+            holders = native.node_rows(sim, request, self._hits, out)
+        same_1, same_10, same_60, age = self.tracker.observe(prefix_key(request), sim.now)
+        values = [
+            min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0),
+            same_1 / (same_1 + 4.0),
+            same_10 / (same_10 + 16.0),
+            same_60 / (same_60 + 64.0),
+            age / (age + 10.0),
+            holders / self.n_nodes,
+        ]
+        if self.hints is not None:
+            values += self.hints.observe(request)
+        if native is None:
+            out[self._node_size :] = values
+        else:
+            native.put(out, self._node_size, values)
+        return out
+
+    def _node_rows(self, sim: Simulator, request: Request) -> int:
+        """The reference node rows: :data:`NODE_FEATURES` of every node into the
+        buffer; returns how many nodes hold the request's prefix in HBM."""
         now = sim.now
         n_blocks = len(request.blocks)
         key = prefix_key(request)
@@ -198,20 +273,8 @@ class ObservationEncoder:
                 log_seconds(first_token),
                 log_seconds(first_token - best),
             )
-        same_1, same_10, same_60, age = self.tracker.observe(key, now)
-        values += (
-            min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0),
-            same_1 / (same_1 + 4.0),
-            same_10 / (same_10 + 16.0),
-            same_60 / (same_60 + 64.0),
-            age / (age + 10.0),
-            holders / self.n_nodes,
-        )
-        if self.hints is not None:
-            values += self.hints.observe(request)
-        out = self.buffer
-        out[:] = values
-        return out
+        self.buffer[: self._node_size] = values
+        return holders
 
 
 EPOCH_NODE_FEATURES = (
@@ -368,8 +431,10 @@ class EpochEncoder:
 # prefix_of, prefix_key, first_token_estimates and node_backlog are the world's
 # forecast (envs.sim.forecast), re-exported for the observation's readers
 __all__ = [
+    "ENCODER_CORE",
     "EPOCH_FEATURES",
     "EPOCH_NODE_FEATURES",
+    "NATIVE",
     "NODE_FEATURES",
     "REQUEST_FEATURES",
     "WINDOWS_S",

@@ -3,6 +3,7 @@ other nodes and evict it from one."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -168,6 +169,12 @@ def route_warm_sizes(
     return sizes
 
 
+@lru_cache(maxsize=64)
+def _action_size(n_nodes: int, speculate: bool, cache_actions: bool) -> int:
+    """The number of entries of a ``btb/RouteWarm-v0`` action (:func:`route_warm_sizes`)."""
+    return len(route_warm_sizes(n_nodes, speculate, cache_actions))
+
+
 def apply_route_warm(
     sim: Simulator,
     request: Request,
@@ -181,11 +188,15 @@ def apply_route_warm(
     Returns how many of its parts were refused. Shared by the environment and
     the agent adapter."""
     n = sim.n_nodes
-    a = np.asarray(action).ravel()
-    size = len(route_warm_sizes(n, speculate, cache_actions))
-    if a.shape != (size,):
-        raise ValueError(f"action must have {size} entries for MultiDiscrete, got shape {a.shape}")
-    entries = a.tolist()  # plain numbers: cheaper than numpy on a few entries
+    size = _action_size(n, speculate, cache_actions)
+    if type(action) is tuple and all(type(x) is int for x in action):  # ClusterEnv._freeze's
+        entries = list(action)
+        shape: tuple[int, ...] = (len(entries),)
+    else:
+        a = np.asarray(action).ravel()
+        entries, shape = a.tolist(), a.shape  # plain numbers: cheaper than numpy on a few
+    if shape != (size,):
+        raise ValueError(f"action must have {size} entries for MultiDiscrete, got shape {shape}")
     end = 2 + n  # where the optional parts start
     speculates = entries[end : end + n] if speculate else []
     for k, bit in enumerate(speculates):
@@ -241,15 +252,15 @@ def warm_source(sim: Simulator, prefix: tuple[int, ...]) -> int | None:
     none does. A node that is down, whose NIC is down or that drains for an upgrade
     cannot send."""
     depth = len(prefix)
-    resident = [
-        node
-        for node in sim.nodes
-        if not (node.down or node.nic_down or node.draining)
-        and node.view.hbm_match(prefix) >= depth
-    ]
-    if not resident:
-        return None
-    return min(resident, key=lambda node: (node.running + len(node.queue), node.index)).index
+    best = None
+    best_load = 0
+    for node in sim.nodes:  # in index order: the first of the lowest load wins
+        if node.down or node.nic_down or node.draining or node.view.hbm_match(prefix) < depth:
+            continue
+        load = node.running + len(node.queue)
+        if best is None or load < best_load:
+            best, best_load = node.index, load
+    return best
 
 
 def _apply_cache_actions(sim: Simulator, prefix: tuple[int, ...], pin: int, move: int) -> int:
@@ -276,7 +287,7 @@ def route_warm_masks(
     ``cache_actions`` ``[pin: none, pin on 0..n-1, unpin on 0..n-1][move: none,
     demote on 0..n-1, promote on 0..n-1]``."""
     n = sim.n_nodes
-    mask = np.ones(6 * n + 1 if speculate else 4 * n + 1, dtype=bool)
+    mask = [True] * (6 * n + 1 if speculate else 4 * n + 1)  # a list: cheaper to set item by item
     prefix = prefix_of(request)
     depth = len(prefix)
     key = prefix[-1]
@@ -306,8 +317,8 @@ def route_warm_masks(
             if versions.draining[k] or (src is not None and versions.warm_refusal(src, k)):
                 mask[n + 2 * k + 1] = False
     if cache_actions:
-        mask = np.concatenate([mask, _cache_action_masks(sim, prefix)])
-    return mask
+        return np.concatenate([np.array(mask, dtype=bool), _cache_action_masks(sim, prefix)])
+    return np.array(mask, dtype=bool)
 
 
 def _cache_action_masks(sim: Simulator, prefix: tuple[int, ...]) -> np.ndarray:

@@ -48,7 +48,8 @@ every command) measures the ``window``-th window of a trace file, all splits
 counted (reading it is not timed).
 
 ``core`` says which prefix cache the simulator ran: ``compiled`` or ``python``
-(the reference; ``BTB_GYM_PURE_PYTHON=1`` forces it, see ``envs.sim.native``).
+(the reference; ``BTB_GYM_PURE_PYTHON=1`` forces it, see ``envs.sim.native``);
+``encoder_core`` the same of the observation's node rows (``envs.encoder``).
 
 Prints tables and writes ``bench.json`` (atomically) to ``out_dir`` when given; an
 ``out_dir`` holding a bench.json already is refused unless ``overwrite=true``.
@@ -61,6 +62,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.encoder import ENCODER_CORE
 from envs.files import write_json_atomic
 from envs.sim import native
 from envs.sim.config import DEFAULT_SETUP
@@ -187,6 +189,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: i
 def _print_tables(result: dict[str, Any]) -> None:
     parts = ("simulate", "policy", "inference")
     print(f"simulator core: {result['core']} (envs/sim/native.py)")
+    print(f"observation encoder: {result['encoder_core']} (envs/encoder.py)")
     _table(
         ("workload", "policy", "requests", "requests/s", "RSS MB", *parts),
         [
@@ -298,6 +301,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     first = windows[options["workloads"][0]]
     result: dict[str, Any] = {
         "core": native.CORE,  # the compiled cache or the pure-Python reference
+        "encoder_core": ENCODER_CORE,  # the compiled observation rows or the Python ones
         "sim": [
             _in_fresh_process(_bench.bench_sim, name, window, policy, options)
             for name, window in windows.items()
