@@ -230,10 +230,13 @@ class Simulator(CacheLifecycle, CopyMachinery):
         _GC.enter()
         try:
             yield from self._loop(decide)
+            self.done = True
+            # inside the rare-GC stretch too: the records' arrays are made of the
+            # run's many young objects, which a default threshold would scan again
+            # and again
+            self.records.finalize(self.requests, self.totals())
         finally:
             _GC.leave()
-        self.done = True
-        self.records.finalize(self.requests, self.totals())
 
     def _loop(
         self, decide: Callable[[Simulator, Request], int | None] | None
