@@ -219,11 +219,15 @@ def test_decisions_generator_yields_each_request_once_in_order() -> None:
         next(sim.decisions())
 
 
-def test_runs_raise_the_gc_threshold_while_any_is_active_and_restore_it() -> None:
+def test_runs_raise_the_gc_threshold_while_any_is_active_and_restore_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import gc
 
-    from envs.sim.simulator import RUN_GC_THRESHOLD
+    from envs.sim import simulator
 
+    # a fresh counter: a run another test left unfinished must not count here
+    monkeypatch.setattr(simulator, "_GC", simulator._RareGC())
     saved = gc.get_threshold()
     p = Prompts()
     for i in range(3):
@@ -232,12 +236,12 @@ def test_runs_raise_the_gc_threshold_while_any_is_active_and_restore_it() -> Non
         gc.set_threshold(700, *saved[1:])
         first, second = (Simulator(toy_cluster(2), p.workload()).decisions() for _ in range(2))
         next(first)
-        assert gc.get_threshold()[0] == RUN_GC_THRESHOLD
+        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD
         next(second)  # two runs overlap (vectorised environments)
         with pytest.raises(StopIteration):
             while True:
                 first.send(0)
-        assert gc.get_threshold()[0] == RUN_GC_THRESHOLD  # the second one still runs
+        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD  # the second one still runs
         with pytest.raises(StopIteration):
             while True:
                 second.send(1)
