@@ -96,7 +96,8 @@ class Records:
         self.summary: dict[str, Any] = {}
 
     def finalize(self, requests: Sequence[Request], totals: RunTotals) -> None:
-        columns: list[Any] = list(zip(*self.admission)) if self.n else [() for _ in range(6)]
+        admission = self.admission  # one column at a time (zip(*rows) makes an iterator a row)
+        columns = [[row[j] for row in admission] for j in range(6)]
         (
             self.admit_s,
             self.hit_hbm_tokens,

@@ -219,6 +219,37 @@ def test_decisions_generator_yields_each_request_once_in_order() -> None:
         next(sim.decisions())
 
 
+def test_runs_raise_the_gc_threshold_while_any_is_active_and_restore_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    from envs.sim import simulator
+
+    # a fresh counter: a run another test left unfinished must not count here
+    monkeypatch.setattr(simulator, "_GC", simulator._RareGC())
+    saved = gc.get_threshold()
+    p = Prompts()
+    for i in range(3):
+        p.add(0.01 * i, names(f"R{i}-", 2))
+    try:
+        gc.set_threshold(700, *saved[1:])
+        first, second = (Simulator(toy_cluster(2), p.workload()).decisions() for _ in range(2))
+        next(first)
+        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD
+        next(second)  # two runs overlap (vectorised environments)
+        with pytest.raises(StopIteration):
+            while True:
+                first.send(0)
+        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD  # the second one still runs
+        with pytest.raises(StopIteration):
+            while True:
+                second.send(1)
+        assert gc.get_threshold()[0] == 700  # the caller's setting is back
+    finally:
+        gc.set_threshold(*saved)
+
+
 @pytest.mark.parametrize(
     ("answer", "pattern"),
     [
