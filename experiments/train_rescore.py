@@ -32,6 +32,11 @@ def candidates(run: Path, init_from: str | None) -> list[tuple[int, Path]]:
 
     found: dict[int, Path] = {}
     if init_from:
+        if not (Path(init_from) / "agent.json").is_file():
+            raise ValueError(
+                f"run={run}: its train.init_from={init_from} is not an agent folder from here "
+                "(a relative path is taken from the folder the command runs in)"
+            )
         found[0] = Path(init_from)
     checkpoints = run / "checkpoints"
     for folder in sorted(checkpoints.glob("step_*")) if checkpoints.is_dir() else []:
