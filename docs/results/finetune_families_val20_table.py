@@ -1,8 +1,8 @@
 """The 70b test table of ``finetune_families_val20`` beside the earlier agents.
 
-    python docs/results/finetune_families_val20_table.py EVAL_ROOT
+    python docs/results/finetune_families_val20_table.py EVAL_ROOT [EVAL_ROOT ...]
 
-Reads ``EVAL_ROOT/<family>/results.json`` (``python -m experiments.evaluate
+Reads ``EVAL_ROOT/<family>/results.json`` of each root (``python -m experiments.evaluate
 checkpoint=[S0,S1,S2] policies=[oracle_warm] stochastic=true workload=FAMILY
 workload.eval_windows=5``, the three seeds' chosen folders named
 ``finetune_families_val20_sN``) and the stored rows of the clone, the baselines,
@@ -57,11 +57,12 @@ def target(family: str, stat: str, agent: float, best: float, floor: float) -> s
     return f"{'met' if agent <= bound * best else 'missed'} ({agent / best - 1:+.1%})"
 
 
-def main(root: str) -> None:
+def main(*roots: str) -> None:
     rows = stored_rows()
     new = []
     for family in FAMILIES:
-        for row in json.loads((Path(root) / family / "results.json").read_text())["rows"]:
+        evaluated = [Path(root) / family / "results.json" for root in roots]
+        for row in (r for path in evaluated for r in json.loads(path.read_text())["rows"]):
             if row["policy"].startswith("finetune_families_val20"):
                 new.append(row)
                 rows[(family, row["policy"])] = row
@@ -120,4 +121,4 @@ def main(root: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])
