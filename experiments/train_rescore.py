@@ -1,0 +1,142 @@
+"""Score every saved checkpoint of a finished training run on more validation windows.
+
+    python -m experiments.train_rescore run=RUN [val_windows=20] [overwrite=false]
+
+``RUN`` is the folder of a ``python -m experiments.train`` run (its ``out_dir``):
+the run's own config (``RUN/.hydra/config.yaml``) gives the setup, workload,
+simulator, seed and ``train.val_score``. Scored, with greedy actions, on the first
+``val_windows`` validation windows (0: all of them): the agent the run started
+from (``train.init_from``, as step 0), every ``checkpoints/step_N`` and ``last/``.
+The best (lowest score; the earliest on a tie) is the choice; the test windows
+are not touched. Writes ``RUN/rescore_val<N>.json`` atomically (kept unless
+``overwrite=true``): the windows, each candidate's score, pooled mean TTFT, its
+families' geometric means and each window's mean TTFT, and ``best_folder``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from experiments._cli import UsageError, main_guard, parse_args
+
+COMMAND = "experiments.train_rescore"
+DEFAULTS: dict[str, Any] = {"run": "", "val_windows": 0, "overwrite": False}
+
+
+def candidates(run: Path, init_from: str | None) -> list[tuple[int, Path]]:
+    """``(step, folder)`` of every model a run saved, by step: ``init_from`` (step 0),
+    ``checkpoints/step_N`` and ``last/`` (left out when a checkpoint has its step)."""
+    from agents.algorithms import load_spec
+
+    found: dict[int, Path] = {}
+    if init_from:
+        if not (Path(init_from) / "agent.json").is_file():
+            raise ValueError(
+                f"run={run}: its train.init_from={init_from} is not an agent folder from here "
+                "(a relative path is taken from the folder the command runs in)"
+            )
+        found[0] = Path(init_from)
+    checkpoints = run / "checkpoints"
+    for folder in sorted(checkpoints.glob("step_*")) if checkpoints.is_dir() else []:
+        step = folder.name.removeprefix("step_")
+        if step.isdigit() and (folder / "agent.json").is_file():
+            found.setdefault(int(step), folder)
+    if (run / "last" / "agent.json").is_file():
+        found.setdefault(load_spec(run / "last").timesteps, run / "last")
+    return sorted(found.items())
+
+
+def best_of(scores: list[tuple[int, float]]) -> tuple[int, float]:
+    """The ``(step, score)`` with the lowest score, the earliest on a tie; a NaN never
+    wins; ``(-1, nan)`` if every score is NaN."""
+    best = (-1, math.nan)
+    for step, score in scores:
+        if not math.isnan(score) and (math.isnan(best[1]) or score < best[1]):
+            best = (step, score)
+    return best
+
+
+def rescore(cfg: Any, run: Path, windows: list[Any]) -> dict[str, Any]:
+    """Score each of the run's :func:`candidates` by ``cfg.train.val_score`` on
+    ``windows`` (validation windows); the record of ``rescore_val<N>.json``."""
+    from agents.algorithms import load_agent, load_spec
+    from experiments.train import ValidationScore
+
+    found = candidates(run, cfg.train.init_from)
+    saved = [folder for step, folder in found if step > 0]
+    if not saved:
+        raise ValueError(f"run={run}: no checkpoints/step_N or last/ with an agent.json")
+    # every candidate acts through the run's own spec (init_from's weights are the
+    # run's step 0, in the run's network and env arguments)
+    score = ValidationScore(cfg, load_spec(saved[0]), windows, str(cfg.train.val_score))
+    history = []
+    for step, folder in found:
+        model, _ = load_agent(folder)
+        value = float(score(model))
+        history.append(
+            {
+                "step": step,
+                "folder": str(folder),
+                "score": value,
+                **score.records[-1],
+            }
+        )
+        print(f"step {step:>8}: {cfg.train.val_score} {value:.4f} ({folder})")
+    best_step, best_score = best_of([(h["step"], h["score"]) for h in history])
+    return {
+        "run": str(run),
+        "score": str(cfg.train.val_score),
+        "windows": [w.name for w in windows],
+        "history": history,
+        "best_step": best_step,
+        "best_score": best_score,
+        "best_folder": next((h["folder"] for h in history if h["step"] == best_step), None),
+    }
+
+
+def run_config(run: Path) -> Any:
+    """The composed config a training run saved (``.hydra/config.yaml``)."""
+    from omegaconf import OmegaConf
+
+    path = run / ".hydra" / "config.yaml"
+    if not path.is_file():
+        raise UsageError(
+            f"{COMMAND}: run={str(run)!r} has no .hydra/config.yaml (not the folder of a "
+            "python -m experiments.train run)"
+        )
+    return OmegaConf.load(path)
+
+
+def main(argv: list[str] | None = None) -> Path:
+    from envs.files import write_json_atomic
+    from experiments.config import window_pool_of
+
+    options = parse_args(COMMAND, DEFAULTS, argv)
+    if not options["run"]:
+        raise UsageError(f"{COMMAND}: run=RUN (a training run's folder) is required")
+    if options["val_windows"] < 0:
+        raise UsageError(f"{COMMAND}: val_windows must be >= 0, got {options['val_windows']}")
+    run = Path(options["run"])
+    cfg = run_config(run)
+    windows = window_pool_of(cfg, "val", options["val_windows"] or None)
+    if len(windows) < options["val_windows"]:
+        raise UsageError(
+            f"{COMMAND}: val_windows={options['val_windows']}, but the run's workload has "
+            f"{len(windows)} validation windows"
+        )
+    out = run / f"rescore_val{len(windows)}.json"
+    if out.exists() and not options["overwrite"]:
+        raise UsageError(f"{COMMAND}: {out} exists; overwrite=true replaces it")
+    record = rescore(cfg, run, windows)
+    write_json_atomic(out, record)
+    print(
+        f"best {record['score']} score {record['best_score']:.4f} at step {record['best_step']} "
+        f"({record['best_folder']}); wrote {out}"
+    )
+    return out
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_guard(main))

@@ -1,0 +1,90 @@
+"""train_rescore: a finished run's checkpoints scored again on more validation windows."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from experiments._cli import UsageError, main_guard
+from experiments.config import register_configs
+from experiments.train import train
+from experiments.train_rescore import best_of, candidates, main
+
+ROOT = Path(__file__).resolve().parents[2]
+CLONE = ROOT / "agents" / "zoo" / "bc_route_warm"
+
+register_configs()
+
+
+def test_the_best_is_the_lowest_score_the_earliest_of_equals_never_nan():
+    assert best_of([(0, 0.70), (10, 0.69), (20, math.nan), (30, 0.69)]) == (10, 0.69)
+    assert best_of([(0, math.nan), (5, 2.0)]) == (5, 2.0)
+    step, score = best_of([(0, math.nan)])
+    assert step == -1 and math.isnan(score)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A tiny fine-tuning run from the clone: 1 validation window, checkpoints at 32 and
+    64 steps, the run's config saved where Hydra saves it."""
+    folder = tmp_path_factory.mktemp("run")
+    overrides = [
+        "workload=tiny",
+        "logger=none",
+        "train.progress=false",
+        "train.evaluate=false",
+        "agent=maskable_ppo",
+        "env=route_warm",
+        "env.n_envs=1",
+        "agent.hyperparams.n_steps=32",
+        "agent.hyperparams.batch_size=32",
+        "agent.hyperparams.n_epochs=1",
+        "train.total_timesteps=64",
+        "train.val_every=32",
+        "train.checkpoint_every=32",
+        "train.val_score=geomean",
+        f"train.init_from={CLONE}",
+        f"out_dir={folder}",
+    ]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides)
+    train(cfg)
+    (folder / ".hydra").mkdir()
+    OmegaConf.save(cfg, folder / ".hydra" / "config.yaml")
+    return folder
+
+
+def test_rescoring_on_two_windows_keeps_the_first_and_takes_their_geomean(run):
+    assert [s for s, _ in candidates(run, str(CLONE))] == [0, 32, 64]
+    assert main_guard(lambda: main([f"run={run}", "val_windows=2"])) == 0
+    record = json.loads((run / "rescore_val2.json").read_text())
+    trained = json.loads((run / "train.json").read_text())["train"]["validation"]
+    assert record["windows"][:1] == trained["windows"]  # the run's window, then one more
+    assert len(set(record["windows"])) == 2 and all("-00" in w for w in record["windows"])
+    assert [h["step"] for h in record["history"]] == [0, 32, 64]
+    for mine, theirs in zip(record["history"], trained["history"]):
+        assert mine["step"] == theirs["step"]
+        first, second = mine["window_ttft_mean_s"]
+        assert first == pytest.approx(theirs["score"], rel=1e-12)  # same window, position, model
+        assert mine["score"] == pytest.approx(math.sqrt(first * second), rel=1e-12)
+    best = min(record["history"], key=lambda h: h["score"])
+    assert (record["best_step"], record["best_folder"]) == (best["step"], best["folder"])
+
+
+def test_a_rescore_is_not_overwritten_and_bad_runs_are_one_line(run, tmp_path, capsys):
+    assert main_guard(lambda: main([f"run={run}", "val_windows=1"])) == 0
+    before = (run / "rescore_val1.json").read_text()
+    assert main_guard(lambda: main([f"run={run}", "val_windows=1"])) == 2
+    assert "rescore_val1.json exists; overwrite=true replaces it" in capsys.readouterr().err
+    assert (run / "rescore_val1.json").read_text() == before
+    with pytest.raises(UsageError, match="val_windows=6, but the run's workload has 5"):
+        main([f"run={run}", "val_windows=6"])
+    with pytest.raises(UsageError, match=r"no \.hydra/config\.yaml"):
+        main([f"run={tmp_path}"])
+    with pytest.raises(UsageError, match="run=RUN"):
+        main([])
