@@ -38,6 +38,7 @@ else:
         [
             Extension("envs.sim._native.cache", ["envs/sim/_native/cache.pyx"]),
             Extension("envs.sim._native.chainer", ["envs/sim/_native/chainer.pyx"]),
+            Extension("envs.workloads._native.jsonl", ["envs/workloads/_native/jsonl.pyx"]),
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -1,0 +1,102 @@
+"""Whether the compiled Mooncake read loop runs, and the calls into it.
+
+``envs/workloads/_native/jsonl.pyx`` reads the plain lines of a Mooncake JSONL file
+in C and hands every other line to the reference (``collect_rows`` and
+``place_rows`` in :mod:`envs.workloads.readers.base`), which stays the readable
+definition and the tests' oracle: both give the same requests, errors and
+warnings. It runs where the compiled chainer runs (:mod:`envs.sim.native`: so
+``BTB_GYM_PURE_PYTHON=1`` gives the reference), on a JSONL file of the Mooncake
+format read into a compiled chainer; a build without it falls back to the
+reference with one line on stderr, once per process.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import sys
+from array import array
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from envs.sim import native
+from envs.sim.request import BlockChainer, Request
+
+if TYPE_CHECKING:
+    from envs.workloads.readers.base import Collected, RowSource, RowStream
+
+COMPILED_FORMATS = frozenset({"mooncake"})
+"""The formats whose lines the compiled loop reads (their layout is written in it)."""
+
+
+def _load() -> tuple[Any, type | None]:
+    """The compiled module and the compiled chainer class it takes, or (None, None)
+    (the reference runs)."""
+    if native.CORE != "compiled":
+        return None, None
+    try:
+        reader = importlib.import_module("envs.workloads._native.jsonl")
+    except ImportError as error:
+        print(
+            f"btb-gym: compiled trace reader unusable ({error}); reading with the pure-Python one",
+            file=sys.stderr,
+        )
+        return None, None
+    return reader, importlib.import_module("envs.sim._native.chainer").BlockChainer
+
+
+READER, CHAINER = _load()
+
+
+def collect_rows(rows: RowSource, stream: RowStream, chainer: BlockChainer) -> Collected | None:
+    """``base.collect_rows(stream, chainer)`` by the compiled loop, or None when it does
+    not apply (no compiled reader, another format or source, a reference chainer)."""
+    from envs.workloads.readers.base import _note_out_of_order, make_request
+    from envs.workloads.readers.sources import JsonlRows
+
+    if (
+        READER is None
+        or stream.fmt.name not in COMPILED_FORMATS
+        or type(rows) is not JsonlRows
+        or CHAINER is None
+        or not isinstance(chainer, CHAINER)
+    ):
+        return None
+    report, options, fmt = stream.report, stream.options, stream.fmt
+
+    def note(line: int, time: float, last: float) -> None:
+        from envs.workloads.readers.base import RowLocation
+
+        _note_out_of_order(report, options, fmt, RowLocation(report.source, line), time, last)
+
+    with _collector_paused():
+        collected: Collected = READER.collect(
+            rows, stream, chainer, options.namespace, Request, make_request, note
+        )
+    return collected
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cycle collector off while a read builds its requests (it makes no
+    cycles; passes over the growing heap took about a seventh of a read), and back
+    on after it if it was on."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def place_rows(
+    requests: list[Request], times: Sequence[float], origin: float, units_per_s: float
+) -> bool:
+    """``base.place_rows``' common case by the compiled loop (every arrival finite and
+    >= 0): True when it placed them all; False, changing nothing, otherwise."""
+    if READER is None or not isinstance(times, array):
+        return False
+    placed: bool = READER.place(requests, times, origin, units_per_s)
+    return placed
