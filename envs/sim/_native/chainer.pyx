@@ -149,11 +149,12 @@ cdef class BlockChainer:
         """:meth:`chain` of ``n >= 1`` integer hashes given as C integers, step for step:
         the same ids and the same state as ``chain([*raws], namespace)``. A known
         prefix is walked without making an int object a block; the ints of a new
-        tail are made once, to be stored."""
+        tail are made once, to be stored; a branch is looked up by its id's shared
+        int object (``_ids[block]`` is ``block``)."""
         cdef list following = self._next
         cdef list ids = self._ids
         cdef dict branches = self._branches
-        cdef dict roots
+        cdef dict roots, children
         cdef tuple out
         cdef Py_ssize_t start, block, stretch, known, at = 0, i
         cdef PyObject* found
@@ -166,23 +167,24 @@ cdef class BlockChainer:
             roots = <dict>found
         key = PyLong_FromLongLong(raws[0])
         found = PyDict_GetItemWithError(roots, key)
+        out = PyTuple_New(n)
         if found == NULL:  # a new first block: the whole prompt is one new run
             start = PyList_GET_SIZE(following)
             roots[key] = start
             for i in range(1, n):
                 following.append(PyLong_FromLongLong(raws[i]))
             following.append(_NO_RUN)
-            ids.extend(range(start, start + n))
-            return tuple(ids[start:])
+            _extend_ids(ids, start + n)
+            _put(out, 0, ids, start, start + n)
+            return out
         block = <object>found
-        out = PyTuple_New(n)
         stretch = block
         known = 1
         while known < n:  # walk the known prefix
             if _is_raw(<object>PyList_GET_ITEM(following, block), raws[known]):
                 block += 1
             else:
-                found = PyDict_GetItemWithError(branches, block)
+                found = PyDict_GetItemWithError(branches, <object>PyList_GET_ITEM(ids, block))
                 if found != NULL:
                     found = PyDict_GetItemWithError(<dict>found, PyLong_FromLongLong(raws[known]))
                 if found == NULL:
@@ -198,10 +200,18 @@ cdef class BlockChainer:
         if block == start - 1 and <object>PyList_GET_ITEM(following, block) is _NO_RUN:
             following[block] = key
         else:
-            branches.setdefault(block, {})[key] = start
+            children = branches.setdefault(<object>PyList_GET_ITEM(ids, block), {})
+            children[key] = start
         for i in range(known + 1, n):
             following.append(PyLong_FromLongLong(raws[i]))
         following.append(_NO_RUN)
-        ids.extend(range(start, start + n - known))
+        _extend_ids(ids, start + n - known)
         _put(out, at, ids, start, start + n - known)
         return out
+
+
+cdef inline void _extend_ids(list ids, Py_ssize_t stop) except *:
+    """``ids.extend(range(len(ids), stop))``, without the range."""
+    cdef Py_ssize_t i
+    for i in range(PyList_GET_SIZE(ids), stop):
+        ids.append(i)

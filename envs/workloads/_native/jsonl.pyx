@@ -51,32 +51,38 @@ cdef struct Hashes:
     Py_ssize_t capacity
 
 
-cdef inline Py_ssize_t _blank(const char* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    while i < n and (s[i] == b' ' or s[i] == b'\t' or s[i] == b'\n' or s[i] == b'\r'):
+# The readers below rely on a bytes object's buffer ending in a NUL byte one past its
+# size (CPython's guarantee): every loop stops at a byte it does not expect, so none
+# reads past it, and a line with a NUL in it is simply not the plain layout.
+
+
+cdef inline Py_ssize_t _blank(const char* s, Py_ssize_t i) noexcept nogil:
+    while s[i] == b' ' or s[i] == b'\t' or s[i] == b'\n' or s[i] == b'\r':
         i += 1
     return i
 
 
-cdef inline Py_ssize_t _integer(const char* s, Py_ssize_t i, Py_ssize_t n, long long* out) noexcept nogil:
+cdef inline Py_ssize_t _integer(const char* s, Py_ssize_t i, long long* out) noexcept nogil:
     """A JSON integer of at most 18 digits at ``s[i]``: its end, or -1 (anything else,
     a fraction or an exponent included)."""
-    cdef bint negative = False
-    cdef long long value = 0
+    cdef bint negative = s[i] == b'-'
+    cdef unsigned long long value = 0  # wraps past 20 digits (defined), refused below
+    cdef unsigned int digit
     cdef Py_ssize_t first
-    if i < n and s[i] == b'-':
-        negative = True
+    if negative:
         i += 1
     first = i
-    while i < n and b'0' <= s[i] <= b'9':
-        value = value * 10 + (s[i] - 48)
+    while True:
+        digit = <unsigned char>s[i] - 48
+        if digit > 9:
+            break
+        value = value * 10 + digit
         i += 1
-        if i - first > MAX_DIGITS:
-            return -1
-    if i == first or (s[first] == b'0' and i - first > 1):
-        return -1  # no digit, or a leading zero (not JSON)
-    if i < n and (s[i] == b'.' or s[i] == b'e' or s[i] == b'E'):
+    if i == first or i - first > MAX_DIGITS or (s[first] == b'0' and i - first > 1):
+        return -1  # no digit, too many, or a leading zero (not JSON)
+    if s[i] == b'.' or s[i] == b'e' or s[i] == b'E':
         return -1  # a number that is not an integer
-    out[0] = -value if negative else value
+    out[0] = -<long long>value if negative else <long long>value
     return i
 
 
@@ -85,26 +91,27 @@ cdef inline bint _key(const char* s, Py_ssize_t length, const char* name, Py_ssi
 
 
 cdef int _parse(const char* s, Py_ssize_t n, Line* line, Hashes* hashes) except -1:
-    """Read one line of the plain layout into ``line`` and ``hashes``: 1, or 0 when the
-    line is anything else (the reference reads it)."""
-    cdef Py_ssize_t i = _blank(s, 0, n), start, length, count
+    """Read one line of the plain layout (``n`` bytes at ``s``, NUL after them) into
+    ``line`` and ``hashes``: 1, or 0 when the line is anything else (the reference
+    reads it)."""
+    cdef Py_ssize_t i = _blank(s, 0), start, length, count
     cdef int field
     cdef long long value
     cdef long long* grown
     line.seen = 0
     line.output_tokens = 1
-    if i >= n or s[i] != b'{':
+    if s[i] != b'{':
         return 0
     i += 1
     while True:
-        i = _blank(s, i, n)
-        if i >= n or s[i] != b'"':
+        i = _blank(s, i)
+        if s[i] != b'"':
             return 0
         i += 1
         start = i
-        while i < n and s[i] != b'"' and s[i] != b'\\':
+        while s[i] != b'"' and s[i] != b'\\' and s[i] != 0:
             i += 1
-        if i >= n or s[i] != b'"':
+        if s[i] != b'"':
             return 0
         length = i - start
         if _key(s + start, length, b"timestamp", 9):
@@ -122,35 +129,34 @@ cdef int _parse(const char* s, Py_ssize_t n, Line* line, Hashes* hashes) except 
         if line.seen & field:
             return 0  # a key twice
         line.seen |= field
-        i = _blank(s, i + 1, n)
-        if i >= n or s[i] != b':':
+        i = _blank(s, i + 1)
+        if s[i] != b':':
             return 0
-        i = _blank(s, i + 1, n)
+        i = _blank(s, i + 1)
         if field == TIMESTAMP:
-            i = _integer(s, i, n, &line.time)
+            i = _integer(s, i, &line.time)
         elif field == INPUT:
-            i = _integer(s, i, n, &line.input_tokens)
+            i = _integer(s, i, &line.input_tokens)
         elif field == OUTPUT:
-            i = _integer(s, i, n, &line.output_tokens)
+            i = _integer(s, i, &line.output_tokens)
         elif field == REQUEST_ID:
-            if i >= n or s[i] != b'"':
+            if s[i] != b'"':
                 return 0
             i += 1
             start = i
-            while i < n and 32 <= s[i] <= 126 and s[i] != b'"' and s[i] != b'\\':
+            while 32 <= s[i] <= 126 and s[i] != b'"' and s[i] != b'\\':
                 i += 1
-            if i >= n or s[i] != b'"':
+            if s[i] != b'"':
                 return 0
             line.request_id = s + start
             line.request_id_len = i - start
             i += 1
         else:  # hash_ids
-            if i >= n or s[i] != b'[':
+            if s[i] != b'[':
                 return 0
             count = 0
             while True:
-                i = _blank(s, i + 1, n)
-                i = _integer(s, i, n, &value)
+                i = _integer(s, _blank(s, i + 1), &value)
                 if i < 0:
                     return 0  # an empty list or an item that is not a plain integer
                 if count == hashes.capacity:
@@ -161,24 +167,24 @@ cdef int _parse(const char* s, Py_ssize_t n, Line* line, Hashes* hashes) except 
                     hashes.capacity *= 2
                 hashes.data[count] = value
                 count += 1
-                i = _blank(s, i, n)
-                if i < n and s[i] == b',':
-                    continue
-                if i < n and s[i] == b']':
-                    i += 1
-                    break
-                return 0
+                if s[i] != b',':  # the common case: no blank before it
+                    i = _blank(s, i)
+                    if s[i] == b']':
+                        i += 1
+                        break
+                    if s[i] != b',':
+                        return 0
             line.n_hashes = count
         if i < 0:
             return 0
-        i = _blank(s, i, n)
-        if i < n and s[i] == b',':
+        i = _blank(s, i)
+        if s[i] == b',':
             i += 1
             continue
-        if i < n and s[i] == b'}':
+        if s[i] == b'}':
             break
         return 0
-    if _blank(s, i + 1, n) != n:
+    if _blank(s, i + 1) != n:
         return 0
     return (line.seen & (TIMESTAMP | INPUT | HASHES)) == (TIMESTAMP | INPUT | HASHES)
 
