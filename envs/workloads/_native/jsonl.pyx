@@ -18,6 +18,7 @@ raises its error. Block hashes are chained as C integers
 
 from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc, realloc
@@ -205,7 +206,41 @@ cdef inline bint _passes(Line* line, long long block_tokens, bint strict, long l
     return max_context < 0 or line.input_tokens + line.output_tokens <= max_context
 
 
-def collect(rows, stream, BlockChainer chainer, str namespace, request_type, make_request, note):
+REQUEST_FIELDS = (
+    "index", "request_id", "arrival_s", "input_tokens", "output_tokens", "blocks",
+    "tenant", "group_id", "job_kind", "source", "chat_id", "parent_chat_id",
+)
+"""The fields :func:`_request` sets, in ``Request``'s order (the caller checks them
+against the dataclass's before it lets this module run)."""
+
+cdef tuple _NO_ARGS = ()
+
+
+cdef object _request(
+    type kind, object request_id, long long input_tokens, long long output_tokens,
+    tuple blocks, object tenant,
+):
+    """``kind(0, request_id, 0.0, input_tokens, output_tokens, blocks, tenant)`` for
+    ``Request`` (a slotted dataclass), without running its ``__init__`` in Python:
+    made as ``object.__new__(kind)`` makes it, then every field set, the later ones
+    to their default ""."""
+    cdef object request = (<PyTypeObject*>kind).tp_new(kind, <PyObject*>_NO_ARGS, NULL)
+    request.index = 0
+    request.request_id = request_id
+    request.arrival_s = 0.0
+    request.input_tokens = input_tokens
+    request.output_tokens = output_tokens
+    request.blocks = blocks
+    request.tenant = tenant
+    request.group_id = ""
+    request.job_kind = ""
+    request.source = ""
+    request.chat_id = ""
+    request.parent_chat_id = ""
+    return request
+
+
+def collect(rows, stream, BlockChainer chainer, str namespace, type request_type, make_request, note):
     """The requests of a Mooncake JSONL file, with each one's time (in the file's unit)
     and line: ``collect_rows`` of envs/workloads/readers/base.py, row for row.
 
@@ -246,12 +281,11 @@ def collect(rows, stream, BlockChainer chainer, str namespace, request_type, mak
                     note(line_no, time, last)
                 else:
                     last = time
-                request = request_type(
-                    0,
+                request = _request(
+                    request_type,
                     PyUnicode_DecodeASCII(line.request_id, line.request_id_len, NULL)
                     if line.seen & REQUEST_ID
                     else str(line_no),
-                    0.0,
                     line.input_tokens,
                     line.output_tokens,
                     chainer.chain_ints(hashes.data, line.n_hashes, namespace),
