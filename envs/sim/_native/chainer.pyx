@@ -18,6 +18,9 @@ from array import array
 
 from envs.sim import request as _reference
 
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void* op)
+
 cdef object _NO_RUN = _reference._NO_RUN
 
 
@@ -150,7 +153,9 @@ cdef class BlockChainer:
         the same ids and the same state as ``chain([*raws], namespace)``. A known
         prefix is walked without making an int object a block; the ints of a new
         tail are made once, to be stored; a branch is looked up by its id's shared
-        int object (``_ids[block]`` is ``block``)."""
+        int object (``_ids[block]`` is ``block``). The tuple returned holds ints
+        only, so it is left out of the cycle collector's walks (which would untrack
+        it at its first one, after visiting every id)."""
         cdef list following = self._next
         cdef list ids = self._ids
         cdef dict branches = self._branches
@@ -176,6 +181,7 @@ cdef class BlockChainer:
             following.append(_NO_RUN)
             _extend_ids(ids, start + n)
             _put(out, 0, ids, start, start + n)
+            PyObject_GC_UnTrack(<void*>out)
             return out
         block = <object>found
         stretch = block
@@ -194,6 +200,7 @@ cdef class BlockChainer:
             known += 1
         at = _put(out, at, ids, stretch, block + 1)
         if known == n:
+            PyObject_GC_UnTrack(<void*>out)
             return out
         start = PyList_GET_SIZE(following)  # the rest is new: ids start, start + 1, ...
         key = PyLong_FromLongLong(raws[known])
@@ -207,6 +214,7 @@ cdef class BlockChainer:
         following.append(_NO_RUN)
         _extend_ids(ids, start + n - known)
         _put(out, at, ids, start, start + n - known)
+        PyObject_GC_UnTrack(<void*>out)  # ints only: the collector would untrack it itself
         return out
 
 

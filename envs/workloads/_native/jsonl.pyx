@@ -263,56 +263,65 @@ def collect(rows, stream, BlockChainer chainer, str namespace, type request_type
     cdef array.array lines = array.array("q")
     take = stream.take
     row_of = rows.row_of
+    read_errors = rows.READ_ERRORS
     hashes.capacity = 64
     hashes.data = <long long*>malloc(hashes.capacity * sizeof(long long))
     if hashes.data == NULL:
         raise MemoryError()
     try:
-        for raw in rows.raw_lines():
-            line_no += 1
-            if _parse(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), &line, &hashes) and _passes(
-                &line, block_tokens, strict, max_context
-            ):
-                if max_rows >= 0 and report.rows_read + fast_read >= max_rows:
+        with rows.open_bytes() as handle:
+            lines_of = iter(handle)
+            while True:
+                try:  # the lines of rows.raw_lines(), without a generator between
+                    raw = next(lines_of)
+                except StopIteration:
                     break
-                fast_read += 1
-                time = <double>line.time
-                if time < last:
-                    note(line_no, time, last)
+                except read_errors as error:
+                    raise rows.read_error(line_no + 1, error) from None
+                line_no += 1
+                if _parse(PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), &line, &hashes) and _passes(
+                    &line, block_tokens, strict, max_context
+                ):
+                    if max_rows >= 0 and report.rows_read + fast_read >= max_rows:
+                        break
+                    fast_read += 1
+                    time = <double>line.time
+                    if time < last:
+                        note(line_no, time, last)
+                    else:
+                        last = time
+                    request = _request(
+                        request_type,
+                        PyUnicode_DecodeASCII(line.request_id, line.request_id_len, NULL)
+                        if line.seen & REQUEST_ID
+                        else str(line_no),
+                        line.input_tokens,
+                        line.output_tokens,
+                        chainer.chain_ints(hashes.data, line.n_hashes, namespace),
+                        namespace,
+                    )
                 else:
-                    last = time
-                request = _request(
-                    request_type,
-                    PyUnicode_DecodeASCII(line.request_id, line.request_id_len, NULL)
-                    if line.seen & REQUEST_ID
-                    else str(line_no),
-                    line.input_tokens,
-                    line.output_tokens,
-                    chainer.chain_ints(hashes.data, line.n_hashes, namespace),
-                    namespace,
-                )
-            else:
-                row = row_of(raw, line_no)
-                if row is None:
-                    continue  # a blank line
-                if max_rows >= 0 and report.rows_read + fast_read >= max_rows:
-                    break
-                taken = take(line_no, row)
-                if taken is None:
-                    continue  # skipped (skip_bad_rows)
-                parsed = taken[1]
-                time = parsed.time
-                if time < last:
-                    note(line_no, time, last)
-                else:
-                    last = time
-                request = make_request(parsed, 0.0, chainer, namespace)
-            requests.append(request)
-            array.resize_smart(times, k + 1)
-            array.resize_smart(lines, k + 1)
-            times.data.as_doubles[k] = time
-            lines.data.as_longlongs[k] = line_no
-            k += 1
+                    row = row_of(raw, line_no)
+                    if row is None:
+                        continue  # a blank line
+                    if max_rows >= 0 and report.rows_read + fast_read >= max_rows:
+                        break
+                    taken = take(line_no, row)
+                    if taken is None:
+                        continue  # skipped (skip_bad_rows)
+                    parsed = taken[1]
+                    time = parsed.time
+                    if time < last:
+                        note(line_no, time, last)
+                    else:
+                        last = time
+                    request = make_request(parsed, 0.0, chainer, namespace)
+                requests.append(request)
+                array.resize_smart(times, k + 1)
+                array.resize_smart(lines, k + 1)
+                times.data.as_doubles[k] = time
+                lines.data.as_longlongs[k] = line_no
+                k += 1
     finally:
         free(hashes.data)
         report.rows_read += fast_read

@@ -80,18 +80,30 @@ class JsonlRows:
             if row is not None:
                 yield line_no, row
 
+    READ_ERRORS = (EOFError, OSError, zlib.error)
+    """What reading a line raises when the file cannot be read further (see :meth:`read_error`)."""
+
+    def open_bytes(self) -> IO[bytes]:
+        """The file's bytes, decompressed when it starts with gzip's magic bytes."""
+        return _open_bytes(self.path)
+
+    def read_error(self, line_no: int, error: BaseException) -> TraceFormatError:
+        """The error for a file whose line ``line_no`` could not be read (``error``,
+        one of :attr:`READ_ERRORS`)."""
+        return TraceFormatError(
+            self.name, line_no, None, f"cannot read the file past this line ({error})"
+        )
+
     def raw_lines(self) -> Iterator[bytes]:
         """The file's lines as bytes (decompressed), blank ones included."""
         line_no = 0
-        with _open_bytes(self.path) as handle:
+        with self.open_bytes() as handle:
             try:
                 for raw in handle:
                     line_no += 1
                     yield raw
-            except (EOFError, OSError, zlib.error) as error:  # raised reading the file
-                raise TraceFormatError(
-                    self.name, line_no + 1, None, f"cannot read the file past this line ({error})"
-                ) from None
+            except self.READ_ERRORS as error:  # raised reading the file
+                raise self.read_error(line_no + 1, error) from None
 
     def row_of(self, raw: bytes, line_no: int) -> Mapping[str, Any] | TraceFormatError | None:
         """Line ``line_no``'s row: its object, the error that names what is wrong with
