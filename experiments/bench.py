@@ -205,7 +205,7 @@ def _print_tables(result: dict[str, Any]) -> None:
     for row in result.get("read", []):
         print(
             f"\nread {row['format']}: {row['rows']} rows ({row['file_mb']:.1f} MB), "
-            f"{row['rows_per_s']:,.0f} rows/s"
+            f"{row['rows_per_s']:,.0f} rows/s ({row['cpu_rows_per_s']:,.0f} a CPU second)"
         )
     if result.get("agents"):
         print()

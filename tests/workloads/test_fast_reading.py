@@ -443,6 +443,17 @@ def test_the_compiled_reader_runs_only_with_the_compiled_core(
     assert compiled._load() == (None, None)
 
 
+@needs_compiled
+def test_the_compiled_reader_stands_down_when_request_changes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it sets Request's fields one by one: a field it does not know would be left unset
+    assert compiled._load()[0] is compiled.READER
+    monkeypatch.setattr(compiled.READER, "REQUEST_FIELDS", ("index", "request_id"))
+    assert compiled._load() == (None, None)
+    assert "out of date with Request" in capsys.readouterr().err
+
+
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 
