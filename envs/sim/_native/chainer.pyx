@@ -8,13 +8,12 @@ object, lists and dicts), call for call (tests/sim/test_native_chainer.py).
 Change the two together.
 """
 
+from cpython cimport array
 from cpython.dict cimport PyDict_GetItemWithError
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact, PyLong_FromLongLong
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport PyObject, Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-
-from array import array
 
 from envs.sim import request as _reference
 
@@ -142,11 +141,10 @@ cdef class BlockChainer:
     def chain_int64(self, raw_hashes, namespace=""):
         """:meth:`chain` of integer hashes that fit in 64 bits, through :meth:`chain_ints`
         (for tests: the two give the same ids and the same state)."""
-        cdef Py_ssize_t n = len(raw_hashes), i
-        cdef long long[::1] raws = array("q", raw_hashes) if n else array("q", [0])
-        if not n:
+        cdef array.array raws = array.array("q", raw_hashes)
+        if not len(raws):
             return ()
-        return self.chain_ints(&raws[0], n, namespace)
+        return self.chain_ints(raws.data.as_longlongs, len(raws), namespace)
 
     cdef tuple chain_ints(self, const long long* raws, Py_ssize_t n, object namespace):
         """:meth:`chain` of ``n >= 1`` integer hashes given as C integers, step for step:

@@ -446,6 +446,12 @@ class RowStream:
         self.report.rows_read += 1
         return loc, parsed
 
+    def note_out_of_order(self, line: int, time: float, last: float) -> None:
+        """Line ``line``'s row arrives at ``time``, before an earlier line's ``last``
+        (:func:`_note_out_of_order`)."""
+        loc = RowLocation(self.report.source, line)
+        _note_out_of_order(self.report, self.options, self.fmt, loc, time, last)
+
 
 def _note_out_of_order(
     report: ReadReport,
@@ -649,7 +655,9 @@ def assemble_trace(
     report = report if report is not None else ReadReport(source=name)
     chainer = chainer if chainer is not None else native.BlockChainer()
     stream = RowStream(rows, fmt, options, report)
-    collected = compiled.collect_rows(rows, stream, chainer) or collect_rows(stream, chainer)
+    collected = compiled.collect_rows(rows, stream, chainer, make_request) or collect_rows(
+        stream, chainer
+    )
     requests, times, lines = collected
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0

@@ -17,9 +17,9 @@ import gc
 import importlib
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from envs.sim import native
 from envs.sim.request import BlockChainer, Request
@@ -60,30 +60,47 @@ def _load() -> tuple[Any, type | None]:
 READER, CHAINER = _load()
 
 
-def collect_rows(rows: RowSource, stream: RowStream, chainer: BlockChainer) -> Collected | None:
-    """``base.collect_rows(stream, chainer)`` by the compiled loop, or None when it does
-    not apply (no compiled reader, another format or source, a reference chainer)."""
-    from envs.workloads.readers.base import _note_out_of_order, make_request
-    from envs.workloads.readers.sources import JsonlRows
+@runtime_checkable
+class RawLines(Protocol):
+    """What the compiled loop reads a file through (``sources.JsonlRows``): the file's
+    bytes, what reading them may raise and the error to give then, and the reference's
+    row of a line it does not read itself."""
 
+    READ_ERRORS: tuple[type[BaseException], ...]
+
+    def open_bytes(self) -> IO[bytes]: ...
+
+    def read_error(self, line_no: int, error: BaseException) -> Exception: ...
+
+    def row_of(self, raw: bytes, line_no: int) -> Any: ...
+
+
+def collect_rows(
+    rows: RowSource,
+    stream: RowStream,
+    chainer: BlockChainer,
+    make_request: Callable[..., Request],
+) -> Collected | None:
+    """``base.collect_rows(stream, chainer)`` by the compiled loop (``make_request``:
+    the reference's, for the lines it hands over), or None when it does not apply
+    (no compiled reader, another format, another source, a reference chainer)."""
     if (
         READER is None
         or stream.fmt.name not in COMPILED_FORMATS
-        or type(rows) is not JsonlRows
+        or not isinstance(rows, RawLines)
         or CHAINER is None
         or not isinstance(chainer, CHAINER)
     ):
         return None
-    report, options, fmt = stream.report, stream.options, stream.fmt
-
-    def note(line: int, time: float, last: float) -> None:
-        from envs.workloads.readers.base import RowLocation
-
-        _note_out_of_order(report, options, fmt, RowLocation(report.source, line), time, last)
-
     with _collector_paused():
         collected: Collected = READER.collect(
-            rows, stream, chainer, options.namespace, Request, make_request, note
+            rows,
+            stream,
+            chainer,
+            stream.options.namespace,
+            Request,
+            make_request,
+            stream.note_out_of_order,
         )
     return collected
 
