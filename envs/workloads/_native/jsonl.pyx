@@ -19,7 +19,7 @@ raises its error. Block hashes are chained as C integers
 from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
-from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_FromFormat
+from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp
@@ -294,7 +294,7 @@ def collect(rows, stream, BlockChainer chainer, str namespace, type request_type
                         request_type,
                         PyUnicode_DecodeASCII(line.request_id, line.request_id_len, NULL)
                         if line.seen & REQUEST_ID
-                        else PyUnicode_FromFormat("%zd", line_no),  # str(line_no)
+                        else str(line_no),
                         line.input_tokens,
                         line.output_tokens,
                         chainer.chain_ints(hashes.data, line.n_hashes, namespace),
