@@ -46,6 +46,7 @@ else:
                 ["envs/_native/observation.pyx"],
                 extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
             ),
+            Extension("envs.workloads._native.jsonl", ["envs/workloads/_native/jsonl.pyx"]),
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -18,7 +18,8 @@ windows and files is never timed.
   requests; another registered workload: its ``window``-th test window, for
   ``conversation_like`` about 12,000 requests).
 - ``read``: rows/s of the Mooncake reader on a ``read_rows``-row JSONL of
-  conversation-like traffic that bench writes to a temporary folder (0: skip).
+  conversation-like traffic that bench writes to a temporary folder (0: skip), and
+  rows per CPU second of the reading process (``cpu_rows_per_s``).
 - ``agents``: decisions/s of each agent (``zoo``: those in agents/zoo/) in
   evaluation on the first workload's window; a decision is one forward pass. An
   agent that runs windows in lockstep (``agents.lockstep``) runs as many
@@ -208,7 +209,7 @@ def _print_tables(result: dict[str, Any]) -> None:
     for row in result.get("read", []):
         print(
             f"\nread {row['format']}: {row['rows']} rows ({row['file_mb']:.1f} MB), "
-            f"{row['rows_per_s']:,.0f} rows/s"
+            f"{row['rows_per_s']:,.0f} rows/s ({row['cpu_rows_per_s']:,.0f} a CPU second)"
         )
     if result.get("agents"):
         print()

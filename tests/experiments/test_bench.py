@@ -56,7 +56,7 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         _positive(row, "requests_per_s", "peak_rss_mb", "simulate_s", "policy_s")
     (read,) = result["read"]
     assert read["format"] == "mooncake" and read["rows"] == 300
-    _positive(read, "rows_per_s", "read_s", "file_mb")
+    _positive(read, "rows_per_s", "cpu_rows_per_s", "read_s", "file_mb")
     (agent,) = result["agents"]
     assert agent["name"] == "ppo_thresholds" and agent["env"] == "thresholds"
     _positive(agent, "decisions_per_s", "requests_per_s", "simulate_s", "policy_s", "inference_s")

@@ -4,8 +4,12 @@ lines against the standard library's, on generated traces and on odd input."""
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
+import importlib
 import json
 import math
+import warnings
 from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,7 @@ from tracekit import write_jsonl
 from envs.sim.request import BlockChainer
 from envs.workloads import read_mooncake, read_qwen_bailian, rows_to_workload
 from envs.workloads.conversation import ConversationConfig, conversation_rows
-from envs.workloads.readers import ReadOptions, TraceFormatError, sources
+from envs.workloads.readers import ReadOptions, TraceFormatError, compiled, sources
 from envs.workloads.readers.base import (
     RowLocation,
     get_hash_ids,
@@ -185,29 +189,43 @@ def test_get_hash_ids_shortcut_keeps_the_rule(value: Any) -> None:
     )
 
 
-# --- orjson lines against the standard library's ------------------------------------
+# --- the compiled read loop, orjson and the standard library against each other -----
+
+
+def read_ways(
+    path: Path, monkeypatch: pytest.MonkeyPatch, reader: Any = read_mooncake, **options: Any
+) -> list[Any]:
+    """What ``reader`` makes of ``path`` (every field of every request, the meta and
+    the warnings, or the error's type and text) three ways: as it runs here (the
+    compiled loop when built), with the Python loop and orjson, then with the Python
+    loop and the standard library alone."""
+
+    def read() -> Any:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                workload = reader(path, ReadOptions(**options))
+            except TraceFormatError as error:
+                return type(error).__name__, str(error)
+        said = [f"{w.category.__name__}: {w.message}" for w in caught]
+        return [dataclasses.astuple(r) for r in workload.requests], workload.meta, said
+
+    ways = [read()]
+    monkeypatch.setattr(compiled, "READER", None)
+    ways.append(read())
+    monkeypatch.setattr(sources, "_fast_loads", lambda: None)
+    ways.append(read())
+    return ways
 
 
 def read_both(
     path: Path, monkeypatch: pytest.MonkeyPatch, reader: Any = read_mooncake, **options: Any
 ) -> tuple[Any, Any]:
-    """What ``reader`` makes of ``path`` (requests or the error's text) with orjson,
-    then with the standard library alone."""
-
-    def read() -> Any:
-        try:
-            workload = reader(path, ReadOptions(**options))
-        except TraceFormatError as error:
-            return str(error)
-        return [
-            (r.index, r.request_id, r.arrival_s, r.input_tokens, r.output_tokens, r.blocks,
-             r.group_id, r.job_kind, r.chat_id)
-            for r in workload.requests
-        ]  # fmt: skip
-
-    with_orjson = read()
-    monkeypatch.setattr(sources, "_fast_loads", lambda: None)
-    return with_orjson, read()
+    """The first read of :func:`read_ways` and the last, once the middle one is
+    checked equal to the first."""
+    fast, python, plain = read_ways(path, monkeypatch, reader, **options)
+    assert fast == python
+    return fast, plain
 
 
 def test_orjson_is_the_fast_path_here() -> None:
@@ -228,9 +246,9 @@ def test_generated_mooncake_traces_read_the_same_both_ways(
     ]  # fmt: skip
     path = write_jsonl(tmp_path / "mc.jsonl", rows)
     fast, plain = read_both(path, monkeypatch)
-    assert fast == plain and len(fast) == len(rows) > 50
+    assert fast == plain and len(fast[0]) == len(rows) > 50
     # and the ids are the one-dict chainer's, in arrival order
-    assert [row[5] for row in fast] == [reference.chain(row["hash_ids"]) for row in rows]
+    assert [row[5] for row in fast[0]] == [reference.chain(row["hash_ids"]) for row in rows]
 
 
 ODD_LINES = [
@@ -267,11 +285,10 @@ def test_odd_lines_skipped_the_same_both_ways(
         json.dumps({"timestamp": t, "input_length": 10, "hash_ids": [1, t]}) for t in range(200)
     ]
     path = write_jsonl(tmp_path / "odd.jsonl", good[:100] + ODD_LINES + good[100:])
-    with pytest.warns(UserWarning):
-        fast, plain = read_both(
-            path, monkeypatch, strict_block_count=False, skip_bad_rows=True, max_bad_fraction=0.1
-        )
-    assert fast == plain
+    fast, plain = read_both(
+        path, monkeypatch, strict_block_count=False, skip_bad_rows=True, max_bad_fraction=0.1
+    )
+    assert fast == plain and any("skipped" in said for said in fast[2])
 
 
 def test_qwen_conversations_read_the_same_both_ways(
@@ -285,4 +302,184 @@ def test_qwen_conversations_read_the_same_both_ways(
     ]  # fmt: skip
     path = write_jsonl(tmp_path / "q.jsonl", rows)
     fast, plain = read_both(path, monkeypatch, reader=read_qwen_bailian)
-    assert fast == plain and len(fast) == 30
+    assert fast == plain and len(fast[0]) == 30
+
+
+# --- the compiled line reader: lines it reads itself and lines it hands over ---------
+
+GOOD = '"timestamp": 5, "input_length": 10, "hash_ids": [1, 2]'
+PARSER_LINES = [
+    '{"timestamp":5,"input_length":10,"output_length":3,"hash_ids":[1,2],"request_id":"r"}',
+    ' \t{ "timestamp" : 5 ,"input_length":\t10 , "hash_ids" : [ 1 , 2 ] } \r',
+    '{"request_id": "r-9", "hash_ids": [-3, 0], "output_length": 0, "input_length": 10, '
+    '"timestamp": -0}',
+    '{"timestamp": 05, "input_length": 10, "hash_ids": [1]}',  # a leading zero: not JSON
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [999999999999999999, 1]}',  # 18 digits
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [9223372036854775807, 1]}',  # 19
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [9223372036854775808, 1]}',  # past 64 bits
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [-9223372036854775808, 1]}',
+    '{"timestamp": 5.0, "input_length": 10, "hash_ids": [1]}',
+    '{"timestamp": 5e3, "input_length": 1E1, "hash_ids": [1]}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1.5]}',
+    '{"timestamp": 5, "timestamp": 7, "input_length": 10, "hash_ids": [1]}',  # the last wins
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "extra": {"a": [1, "}"]}}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "request_id": "a\\"b"}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "request_id": "\u00e9t\u00e9"}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "request_id": "a\tb"}',  # raw tab
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "request_id": 12}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "request_id": ""}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "request_id": null}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "output_length": null}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1], "output_length": -1}',
+    '{"timestamp": 5, "input_length": 0, "hash_ids": [1]}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": []}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1,]}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1 2]}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [[1]]}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1],}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1]} x',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1]}{"timestamp": 6}',
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1]\u0000}',
+    '{"timestamp": 5, "input_length": 10}',
+    '{"input_length": 10, "hash_ids": [1]}',
+    "{}",
+    '{"timestamp": 5, "input_length": 10, "hash_ids": [1, 2, 3, 4, 5]}',  # too many blocks
+    '{"timestamp": 5, "input_length": 100000, "hash_ids": [1]}',  # too few
+    "{" + GOOD + "}\r",  # a CRLF line end
+]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("line", PARSER_LINES)
+def test_lines_the_compiled_reader_meets_read_or_fail_the_same_every_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str, strict: bool
+) -> None:
+    good = json.dumps({"timestamp": 1, "input_length": 10, "hash_ids": [1, 2]})
+    path = write_jsonl(tmp_path / "odd.jsonl", [good, line, good])
+    fast, plain = read_both(path, monkeypatch, strict_block_count=strict)
+    assert fast == plain
+
+
+MIXED_OPTIONS = [
+    {},
+    {"skip_bad_rows": True, "max_bad_fraction": 0.9},
+    {"skip_bad_rows": True, "max_bad_fraction": 0.9, "max_rows": 7},
+    {"max_rows": 5},
+    {"unsorted": "sort", "namespace": "tenant-a"},
+    {"unsorted": "error"},
+    {"rebase_time": False, "skip_bad_rows": True, "max_bad_fraction": 0.9},
+    {"block_tokens": 256, "skip_bad_rows": True, "max_bad_fraction": 0.9},
+    {"max_context_tokens": 1500, "skip_bad_rows": True, "max_bad_fraction": 0.9},
+    {"time_unit": "s", "strict_block_count": False},
+]
+
+
+@pytest.mark.parametrize("options", MIXED_OPTIONS)
+def test_a_mixed_file_reads_the_same_every_way_under_each_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any]
+) -> None:
+    # plain lines (read in C) between odd ones (handed over), out of time order, blank lines
+    rows: list[Any] = []
+    for k in range(40):
+        rows.append(
+            {"timestamp": 1_000 * k - (3_000 if k % 9 == 4 else 0), "input_length": 600 + k,
+             "output_length": k % 3, "hash_ids": [k % 4, 100 + k]}
+        )  # fmt: skip
+        if k % 5 == 2:
+            rows.append(PARSER_LINES[3 + k % (len(PARSER_LINES) - 3)])
+        if k % 13 == 0:
+            rows.append("")
+    path = write_jsonl(tmp_path / "mixed.jsonl", rows)
+    fast, plain = read_both(path, monkeypatch, **options)
+    assert fast == plain
+
+
+def test_a_gzip_file_and_a_cut_one_read_the_same_every_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = "".join(
+        json.dumps({"timestamp": t, "input_length": 1024, "hash_ids": [t % 7, t]}) + "\n"
+        for t in range(3000)
+    )
+    data = gzip.compress(text.encode())
+    whole, cut = tmp_path / "mc.jsonl.gz", tmp_path / "cut.jsonl.gz"
+    whole.write_bytes(data)
+    cut.write_bytes(data[: len(data) // 2])
+    fast, plain = read_both(whole, monkeypatch)
+    assert fast == plain and len(fast[0]) == 3000
+    fast, plain = read_both(cut, monkeypatch)
+    assert fast == plain and "cannot read the file past this line" in fast[1]
+
+
+needs_compiled = pytest.mark.skipif(
+    compiled.READER is None, reason="the compiled trace reader is not built (or is switched off)"
+)
+
+
+@needs_compiled
+def test_the_compiled_reader_reads_plain_lines_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # else every comparison above would compare the reference with itself
+    handed: list[int] = []
+    row_of = sources.JsonlRows.row_of
+
+    def counted(self: sources.JsonlRows, raw: bytes, line_no: int) -> Any:
+        handed.append(line_no)
+        return row_of(self, raw, line_no)
+
+    monkeypatch.setattr(sources.JsonlRows, "row_of", counted)
+    rows = [PARSER_LINES[0], PARSER_LINES[1], PARSER_LINES[2], "", PARSER_LINES[3]]
+    path = write_jsonl(tmp_path / "plain.jsonl", rows)
+    with pytest.raises(TraceFormatError, match="line 5"):
+        read_mooncake(path, ReadOptions(strict_block_count=False))
+    assert handed == [4, 5]  # the blank line and the leading zero
+
+
+def test_the_compiled_reader_runs_only_with_the_compiled_core(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(compiled.native, "CORE", "python")  # BTB_GYM_PURE_PYTHON=1, or no build
+    assert compiled._load() == (None, None)
+
+
+@needs_compiled
+def test_the_compiled_reader_stands_down_when_request_changes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # it sets Request's fields one by one: a field it does not know would be left unset
+    assert compiled._load()[0] is compiled.READER
+    monkeypatch.setattr(compiled.READER, "REQUEST_FIELDS", ("index", "request_id"))
+    assert compiled._load() == (None, None)
+    assert "out of date with Request" in capsys.readouterr().err
+
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@needs_compiled
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["", "a"]),
+            st.lists(st.one_of(st.integers(0, 3), st.sampled_from([2**40, -(2**63)])), max_size=8),
+            st.booleans(),
+        ),
+        max_size=25,
+    )
+)
+def test_chain_ints_gives_chains_ids_and_state(prompts: list[tuple[str, list[int], bool]]) -> None:
+    # the compiled reader's C-integer chaining, interleaved with the object one
+    twin = native_chainer().BlockChainer()
+    reference = BlockChainer()
+    for namespace, raws, as_ints in prompts:
+        got = twin.chain_int64(raws, namespace) if as_ints else twin.chain(raws, namespace)
+        assert got == reference.chain(raws, namespace)
+        assert (twin._roots, twin._next, twin._branches, twin._ids) == (
+            reference._roots, reference._next, reference._branches, reference._ids
+        )  # fmt: skip
+
+
+def native_chainer() -> Any:
+    return importlib.import_module("envs.sim._native.chainer")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypedDict
 
@@ -19,6 +19,7 @@ from envs.sim import native
 from envs.sim.checks import check_int, check_range
 from envs.sim.errors import ConfigError, NamedFields
 from envs.sim.request import BlockChainer, Request, Workload
+from envs.workloads.readers import compiled
 
 UnsortedPolicy = Literal["warn", "sort", "error"]
 
@@ -413,30 +414,43 @@ class RowStream:
         self.parse_row = fmt.new_parser()
 
     def __iter__(self) -> Iterator[tuple[RowLocation, ParsedRow]]:
-        options = self.options
-        report = self.report
-        source, parse_row, block_tokens = report.source, self.parse_row, self.block_tokens
-        max_rows, strict = options.max_rows, options.strict_block_count
-        max_context = options.max_context_tokens
+        report, take = self.report, self.take
+        max_rows = self.options.max_rows
         for line, row in self.rows:
             if max_rows is not None and report.rows_read >= max_rows:
                 return
-            loc = RowLocation(source, line)
-            try:
-                if isinstance(row, TraceFormatError):
-                    raise row
-                parsed = parse_row(row, loc)
-                if strict:
-                    check_block_count(parsed, block_tokens, loc)
-                if max_context is not None:
-                    check_context(parsed, max_context, loc)
-            except TraceFormatError as error:
-                if not options.skip_bad_rows:
-                    raise
-                report.skip(error)
-                continue
-            report.rows_read += 1
-            yield loc, parsed
+            taken = take(line, row)
+            if taken is not None:
+                yield taken
+
+    def take(
+        self, line: int, row: Mapping[str, Any] | TraceFormatError
+    ) -> tuple[RowLocation, ParsedRow] | None:
+        """Line ``line``'s row parsed and checked, and counted as read; None when it is
+        malformed and skipped (``skip_bad_rows``); else its error is raised."""
+        loc = RowLocation(self.report.source, line)
+        options = self.options
+        try:
+            if isinstance(row, TraceFormatError):
+                raise row
+            parsed = self.parse_row(row, loc)
+            if options.strict_block_count:
+                check_block_count(parsed, self.block_tokens, loc)
+            if options.max_context_tokens is not None:
+                check_context(parsed, options.max_context_tokens, loc)
+        except TraceFormatError as error:
+            if not options.skip_bad_rows:
+                raise
+            self.report.skip(error)
+            return None
+        self.report.rows_read += 1
+        return loc, parsed
+
+    def note_out_of_order(self, line: int, time: float, last: float) -> None:
+        """Line ``line``'s row arrives at ``time``, before an earlier line's ``last``
+        (:func:`_note_out_of_order`)."""
+        loc = RowLocation(self.report.source, line)
+        _note_out_of_order(self.report, self.options, self.fmt, loc, time, last)
 
 
 def _note_out_of_order(
@@ -567,6 +581,67 @@ def make_request(
     )
 
 
+Collected = tuple[list[Request], Sequence[float], Sequence[int]]
+"""A read's requests in file order (``arrival_s`` and ``index`` not yet set), with
+each one's time in the trace's own unit and its line."""
+
+
+def collect_rows(stream: RowStream, chainer: BlockChainer) -> Collected:
+    """Every row of ``stream`` made a request (its hashes chained by ``chainer``), with
+    its time and line; rows out of time order are noted (:func:`_note_out_of_order`).
+    The reference: a compiled twin may do it (:mod:`envs.workloads.readers.fast`)."""
+    report, options, fmt = stream.report, stream.options, stream.fmt
+    requests: list[Request] = []
+    times: list[float] = []
+    lines: list[int] = []
+    last = -math.inf
+    namespace = options.namespace
+    for loc, parsed in stream:
+        time = parsed.time
+        if time < last:
+            _note_out_of_order(report, options, fmt, loc, time, last)
+        else:
+            last = time
+        times.append(time)
+        lines.append(loc.line)
+        requests.append(make_request(parsed, 0.0, chainer, namespace))
+    return requests, times, lines
+
+
+def place_rows(
+    stream: RowStream,
+    requests: list[Request],
+    times: Sequence[float],
+    lines: Sequence[int],
+    origin: float,
+    units_per_s: float,
+) -> list[Request]:
+    """The requests that arrive a finite, non-negative time after ``origin`` (in the
+    trace's unit), each given its ``arrival_s`` and its ``index`` among them; any
+    other is an error naming its line (or is skipped with ``skip_bad_rows``)."""
+    report, options, fmt = stream.report, stream.options, stream.fmt
+    kept: list[Request] = []
+    for request, time, line in zip(requests, times, lines, strict=True):
+        arrival_s = (time - origin) / units_per_s
+        if not 0.0 <= arrival_s < math.inf:
+            why = (
+                "is negative; arrivals must be >= 0 without rebasing "
+                "(read it with ReadOptions(rebase_time=True))"
+                if arrival_s < 0
+                else f"is {time - origin!r} after the earliest arrival, too far to simulate"
+            )
+            error = TraceFormatError(report.source, line, fmt.time_field, f"{time!r} {why}")
+            if not options.skip_bad_rows:
+                raise error
+            report.rows_read -= 1
+            report.skip(error)
+            continue
+        request.arrival_s = arrival_s
+        request.index = len(kept)  # its position, so the Workload need not renumber it
+        kept.append(request)
+    return kept
+
+
 def assemble_trace(
     rows: RowSource,
     fmt: TraceFormat,
@@ -580,44 +655,16 @@ def assemble_trace(
     report = report if report is not None else ReadReport(source=name)
     chainer = chainer if chainer is not None else native.BlockChainer()
     stream = RowStream(rows, fmt, options, report)
-    requests: list[Request] = []
-    times: list[float] = []
-    locs: list[RowLocation] = []
-    last = -math.inf
-    namespace = options.namespace
-    for loc, parsed in stream:
-        time = parsed.time
-        if time < last:
-            _note_out_of_order(report, options, fmt, loc, time, last)
-        else:
-            last = time
-        times.append(time)
-        locs.append(loc)
-        requests.append(make_request(parsed, 0.0, chainer, namespace))
+    collected = compiled.collect_rows(rows, stream, chainer, make_request) or collect_rows(
+        stream, chainer
+    )
+    requests, times, lines = collected
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
     earliest, latest = min(times, default=0.0), max(times, default=0.0)
     ups = time_units_per_s(fmt, options.time_unit, earliest, latest, report.source, stacklevel=3)
-    kept: list[Request] = []
-    for request, time, loc in zip(requests, times, locs, strict=True):
-        arrival_s = (time - origin) / ups
-        if not 0.0 <= arrival_s < math.inf:
-            why = (
-                "is negative; arrivals must be >= 0 without rebasing "
-                "(read it with ReadOptions(rebase_time=True))"
-                if arrival_s < 0
-                else f"is {time - origin!r} after the earliest arrival, too far to simulate"
-            )
-            error = TraceFormatError(loc.path, loc.line, fmt.time_field, f"{time!r} {why}")
-            if not options.skip_bad_rows:
-                raise error
-            report.rows_read -= 1
-            report.skip(error)
-            continue
-        request.arrival_s = arrival_s
-        request.index = len(kept)  # its position, so the Workload need not renumber it
-        kept.append(request)
-    requests = kept
+    if not compiled.place_rows(requests, times, origin, ups):
+        requests = place_rows(stream, requests, times, lines, origin, ups)
     if not requests:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
     origin /= ups

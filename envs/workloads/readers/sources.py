@@ -12,7 +12,7 @@ import gzip
 import json
 import os
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -50,10 +50,9 @@ def _open_bytes(path: Path) -> IO[bytes]:
     return path.open("rb")
 
 
-def jsonl_rows(
-    path: str | os.PathLike[str],
-) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
-    """Rows of a JSON-lines file with their 1-based line numbers.
+class JsonlRows:
+    """Rows of a JSON-lines file with their 1-based line numbers (iterate it for
+    ``(line, row)`` pairs), read lazily.
 
     A line that is not UTF-8 is a bad row like any other (named by its line); a
     compressed file that cannot be decompressed to the end stops the read with a
@@ -64,35 +63,66 @@ def jsonl_rows(
     (:func:`read_exactly`) goes through :func:`stdlib_row`, so the rows read and
     the errors given are the standard library's (which also reads ``NaN`` and lone
     surrogates, and strips Unicode blanks).
+
+    A compiled reader (:mod:`envs.workloads.readers.fast`) reads :meth:`raw_lines`
+    itself and asks :meth:`row_of` for every line it does not read.
     """
-    file = Path(path)
-    name = str(file)
-    line_no = 0
-    fast = _fast_loads()
-    with _open_bytes(file) as handle:
-        lines = iter(handle)
-        while True:
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.name = str(self.path)
+        self._fast = _fast_loads()
+
+    def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
+        row_of = self.row_of
+        for line_no, raw in enumerate(self.raw_lines(), start=1):
+            row = row_of(raw, line_no)
+            if row is not None:
+                yield line_no, row
+
+    READ_ERRORS = (EOFError, OSError, zlib.error)
+    """What reading a line raises when the file cannot be read further (see :meth:`read_error`)."""
+
+    def open_bytes(self) -> IO[bytes]:
+        """The file's bytes, decompressed when it starts with gzip's magic bytes."""
+        return _open_bytes(self.path)
+
+    def read_error(self, line_no: int, error: BaseException) -> TraceFormatError:
+        """The error for a file whose line ``line_no`` could not be read (``error``,
+        one of :attr:`READ_ERRORS`)."""
+        return TraceFormatError(
+            self.name, line_no, None, f"cannot read the file past this line ({error})"
+        )
+
+    def raw_lines(self) -> Iterator[bytes]:
+        """The file's lines as bytes (decompressed), blank ones included."""
+        line_no = 0
+        with self.open_bytes() as handle:
             try:
-                raw = next(lines)
-            except StopIteration:
-                break
-            except (EOFError, OSError, zlib.error) as error:
-                raise TraceFormatError(
-                    name, line_no + 1, None, f"cannot read the file past this line ({error})"
-                ) from None
-            line_no += 1
-            if fast is not None and read_exactly(raw):
-                try:
-                    row = fast(raw)
-                except ValueError:  # orjson.JSONDecodeError is one
-                    pass
-                else:
-                    if type(row) is dict:
-                        yield line_no, row
-                        continue
-            parsed = stdlib_row(raw, name, line_no)
-            if parsed is not None:
-                yield line_no, parsed
+                for raw in handle:
+                    line_no += 1
+                    yield raw
+            except self.READ_ERRORS as error:  # raised reading the file
+                raise self.read_error(line_no + 1, error) from None
+
+    def row_of(self, raw: bytes, line_no: int) -> Mapping[str, Any] | TraceFormatError | None:
+        """Line ``line_no``'s row: its object, the error that names what is wrong with
+        it, or None for a blank line."""
+        fast = self._fast
+        if fast is not None and read_exactly(raw):
+            try:
+                row = fast(raw)
+            except ValueError:  # orjson.JSONDecodeError is one
+                pass
+            else:
+                if type(row) is dict:
+                    return row
+        return stdlib_row(raw, self.name, line_no)
+
+
+def jsonl_rows(path: str | os.PathLike[str]) -> JsonlRows:
+    """Rows of a JSON-lines file with their 1-based line numbers (see :class:`JsonlRows`)."""
+    return JsonlRows(path)
 
 
 def read_exactly(raw: bytes) -> bool:
@@ -164,7 +194,7 @@ def parquet_rows(
 
 def file_rows(
     path: str | os.PathLike[str],
-) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
+) -> Iterable[tuple[int, Mapping[str, Any] | TraceFormatError]]:
     """Rows of a parquet file or of a JSONL file, gzip-compressed or not; both are
     told by their first bytes, not by the file's name."""
     file = Path(path)
@@ -179,7 +209,7 @@ def first_row(path: str | os.PathLike[str]) -> tuple[int, Mapping[str, Any]] | N
     """The first well-formed row of a file and its line (used to guess the
     format), or None for a file without rows. When no row is well formed,
     raises the first row's own :class:`TraceFormatError` (with its line)."""
-    rows = file_rows(path)
+    rows = iter(file_rows(path))
     first_error: TraceFormatError | None = None
     try:
         for line, row in rows:
