@@ -68,6 +68,12 @@ def rescore(cfg: Any, run: Path, windows: list[Any]) -> dict[str, Any]:
     saved = [folder for step, folder in found if step > 0]
     if not saved:
         raise ValueError(f"run={run}: no checkpoints/step_N or last/ with an agent.json")
+    if str(cfg.train.val_score) == "worst_family" and found[0][0] != 0:
+        # the score is relative to the run's step-0 model, which only init_from keeps
+        raise ValueError(
+            f"run={run}: train.val_score=worst_family scores against the model the run "
+            "started from, and a run without train.init_from does not keep it"
+        )
     # every candidate acts through the run's own spec (init_from's weights are the
     # run's step 0, in the run's network and env arguments)
     score = ValidationScore(cfg, load_spec(saved[0]), windows, str(cfg.train.val_score))
@@ -106,7 +112,28 @@ def run_config(run: Path) -> Any:
             f"{COMMAND}: run={str(run)!r} has no .hydra/config.yaml (not the folder of a "
             "python -m experiments.train run)"
         )
-    return OmegaConf.load(path)
+    cfg = OmegaConf.load(path)
+    for key in RUN_KEYS:
+        if OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
+            raise UsageError(
+                f"{COMMAND}: run={str(run)!r}: its .hydra/config.yaml has no {key} (not the "
+                "config of a python -m experiments.train run of this version)"
+            )
+    return cfg
+
+
+_MISSING = object()
+RUN_KEYS = (
+    "seed",
+    "setup",
+    "model",
+    "cluster",
+    "workload",
+    "sim",
+    "train.val_score",
+    "train.init_from",
+)
+"""What the rescore reads of a run's config."""
 
 
 def main(argv: list[str] | None = None) -> Path:

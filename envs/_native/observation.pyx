@@ -347,6 +347,8 @@ cdef int _estimates(object sim, object request, dict memo, double* backlogs, dou
     cdef tuple blocks = request.blocks
     cdef Py_ssize_t n_blocks = len(blocks)
     cdef long long n_in = request.input_tokens
+    if n_blocks == 0:
+        raise IndexError("tuple index out of range (a request without blocks)")
     key = blocks[n_blocks - 2] if n_blocks > 1 else blocks[n_blocks - 1]
     cdef long long depth = n_blocks - 1 if n_blocks > 1 else 1
     cdef list nodes = sim.nodes
@@ -427,6 +429,13 @@ def node_rows(sim, request, dict memo, float[::1] out):
     cdef double now = sim.now
     cdef tuple blocks = request.blocks
     cdef Py_ssize_t n_blocks = len(blocks)
+    # checked here, since the writes below are not: the reference fails on both too
+    if n_blocks == 0:
+        raise IndexError("tuple index out of range (a request without blocks)")
+    if n * 10 > out.shape[0]:
+        raise ValueError(
+            f"{n} nodes' rows ({n * 10} floats) do not fit the observation ({out.shape[0]})"
+        )
     key = blocks[n_blocks - 2] if n_blocks > 1 else blocks[n_blocks - 1]
     cdef long long depth = n_blocks - 1 if n_blocks > 1 else 1
     cdef double* backlogs = <double*>malloc(n * sizeof(double))

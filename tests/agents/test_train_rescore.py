@@ -88,3 +88,40 @@ def test_a_rescore_is_not_overwritten_and_bad_runs_are_one_line(run, tmp_path, c
         main([f"run={tmp_path}"])
     with pytest.raises(UsageError, match="run=RUN"):
         main([])
+
+
+def _copy_with(run: Path, to: Path, **train_values: object) -> Path:
+    """The run's folder copied to ``to``, its saved config's train.* changed (None: removed)."""
+    import shutil
+
+    shutil.copytree(run, to, ignore=shutil.ignore_patterns("rescore_*"))
+    cfg = OmegaConf.to_container(OmegaConf.load(to / ".hydra" / "config.yaml"))
+    assert isinstance(cfg, dict)
+    for key, value in train_values.items():
+        if value is None:
+            del cfg["train"][key]
+        else:
+            cfg["train"][key] = value
+    OmegaConf.save(OmegaConf.create(cfg), to / ".hydra" / "config.yaml")
+    return to
+
+
+def test_a_config_that_is_not_a_training_run_s_is_named_in_one_line(run, tmp_path):
+    old = _copy_with(run, tmp_path / "old", val_score=None)
+    with pytest.raises(UsageError, match=r"config\.yaml has no train\.val_score"):
+        main([f"run={old}"])
+    other = tmp_path / "other"
+    (other / ".hydra").mkdir(parents=True)
+    (other / ".hydra" / "config.yaml").write_text("{}\n")
+    with pytest.raises(UsageError, match=r"config\.yaml has no seed"):
+        main([f"run={other}"])
+    assert not list(tmp_path.glob("*/rescore_*"))
+
+
+def test_worst_family_without_the_starting_model_is_refused(run, tmp_path, capsys):
+    """worst_family divides by the step-0 model's scores; a run without init_from
+    did not keep that model, so a rescore would score on another scale."""
+    scratch = _copy_with(run, tmp_path / "scratch", val_score="worst_family", init_from="")
+    assert main_guard(lambda: main([f"run={scratch}", "val_windows=1"])) == 2
+    assert "worst_family scores against the model the run started from" in capsys.readouterr().err
+    assert not (scratch / "rescore_val1.json").exists()

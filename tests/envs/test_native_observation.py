@@ -93,3 +93,26 @@ def test_missing_compiled_rows_fall_back_with_one_line_on_stderr(monkeypatch, ca
     err = capsys.readouterr().err
     assert err.startswith("btb-gym: compiled observation encoder unusable (")
     assert err.endswith("); using the Python one\n") and err.count("\n") == 1
+
+
+def test_a_sim_larger_than_the_encoder_or_a_request_without_blocks_is_an_error():
+    """The compiled rows write without bounds checks, so they check the sizes first:
+    an encoder built for 2 nodes fed a 4-node cluster (an agent reset on one
+    cluster and run on another) is an error, as it is for the reference, never a
+    write past the buffer; so is a hand-made request without blocks."""
+    import dataclasses
+
+    env = gym.make("btb/Route-v0", windows=[synthetic_window(BURSTS, window=2)]).unwrapped
+    env.reset(seed=0)
+    assert env.n_nodes == 4
+    for compiled in (True, False):
+        small = ObservationEncoder(2, compiled=compiled)
+        small.reset()
+        with pytest.raises(ValueError):
+            small.encode(env.sim, env.request)
+        encoder = ObservationEncoder(4, compiled=compiled)
+        encoder.reset()
+        with pytest.raises(IndexError):
+            encoder.encode(env.sim, dataclasses.replace(env.request, blocks=()))
+    with pytest.raises(ValueError, match=r"4 nodes' rows \(40 floats\) do not fit"):
+        native.node_rows(env.sim, env.request, {}, np.zeros(20, dtype=np.float32))

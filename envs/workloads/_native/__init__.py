@@ -4,5 +4,5 @@
 other line to the readable reference (:mod:`envs.workloads.readers.base` and
 ``sources``), so what a read gives, and every error and warning, is the reference's.
 ``pip install -e .`` builds it with the simulator's compiled core;
-:mod:`envs.workloads.readers.fast` decides whether it runs.
+:mod:`envs.workloads.readers.compiled` decides whether it runs.
 """

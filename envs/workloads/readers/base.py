@@ -589,7 +589,7 @@ each one's time in the trace's own unit and its line."""
 def collect_rows(stream: RowStream, chainer: BlockChainer) -> Collected:
     """Every row of ``stream`` made a request (its hashes chained by ``chainer``), with
     its time and line; rows out of time order are noted (:func:`_note_out_of_order`).
-    The reference: a compiled twin may do it (:mod:`envs.workloads.readers.fast`)."""
+    The reference: a compiled twin may do it (:mod:`envs.workloads.readers.compiled`)."""
     report, options, fmt = stream.report, stream.options, stream.fmt
     requests: list[Request] = []
     times: list[float] = []

@@ -64,8 +64,9 @@ class JsonlRows:
     the errors given are the standard library's (which also reads ``NaN`` and lone
     surrogates, and strips Unicode blanks).
 
-    A compiled reader (:mod:`envs.workloads.readers.fast`) reads :meth:`raw_lines`
-    itself and asks :meth:`row_of` for every line it does not read.
+    The compiled reader (:mod:`envs.workloads.readers.compiled`) reads the file's
+    bytes itself (:meth:`open_bytes`) and asks :meth:`row_of` for every line it does
+    not read.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
