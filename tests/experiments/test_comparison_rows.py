@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from envs.sim import SimConfig
-from experiments.evaluation import FLOOR, add_floor_gaps, evaluate_policies
+from experiments.evaluation import FLOOR, FLOOR_CAPACITY, add_floor_gaps, evaluate_policies
 from experiments.report import comparison_table
 from tests.sim.simkit import small_window
 
@@ -46,10 +46,10 @@ def test_evaluate_policies_adds_the_floor_row_last() -> None:
     windows = [window, small_window(seed=2)]
     runs = evaluate_policies(["cache_aware", "btb"], "70b_h100x4", windows, SimConfig(), floor=True)
     rows = [run.row for run in runs]
-    assert [r["policy"] for r in rows] == ["cache_aware", "btb", FLOOR]
-    floor = rows[-1]
+    assert [r["policy"] for r in rows] == ["cache_aware", "btb", FLOOR, FLOOR_CAPACITY]
+    floor = rows[-2]
     assert floor["requests"] == rows[0]["requests"] == 2 * len(window.requests)
-    for row in rows[:-1]:
+    for row in rows[:-2]:
         for stat in ("mean", "p50", "p95", "p99", "max"):
             assert row[f"ttft_{stat}_s"] >= floor[f"ttft_{stat}_s"]
     assert (rows[1]["floor_gap_closed_mean_pct"], floor["floor_gap_closed_mean_pct"]) == (0, 100)
