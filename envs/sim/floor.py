@@ -181,27 +181,7 @@ def srpt_completion_sum_s(release_s: np.ndarray, size_s: np.ndarray) -> float:
     """The sum of completion times of preemptive shortest-remaining-processing-time
     on one machine (jobs released at ``release_s``, taking ``size_s``): the least
     sum any schedule on that machine, preemptive or shared, can reach."""
-    order = np.argsort(release_s, kind="stable")
-    releases, sizes = release_s[order].tolist(), size_s[order].tolist()
-    heap: list[float] = []
-    total = 0.0
-    t = -math.inf
-    i, n = 0, len(releases)
-    while i < n or heap:
-        if not heap:
-            t = max(t, releases[i])
-        while i < n and releases[i] <= t:
-            heapq.heappush(heap, sizes[i])
-            i += 1
-        remaining = heapq.heappop(heap)
-        next_release = releases[i] if i < n else math.inf
-        if t + remaining <= next_release:
-            t += remaining
-            total += t
-        else:
-            heapq.heappush(heap, remaining - (next_release - t))
-            t = next_release
-    return total
+    return _one_machine(release_s, size_s, by_remaining=True)[0]
 
 
 def mean_busy_bound_s(release_s: np.ndarray, work_s: np.ndarray, n_nodes: int) -> float:
@@ -211,11 +191,19 @@ def mean_busy_bound_s(release_s: np.ndarray, work_s: np.ndarray, n_nodes: int) -
     node-seconds a second (the least sum of mean busy times any schedule has),
     plus half of each job's work (a job that runs at most at one node's speed ends
     at least that long after its mean busy time)."""
+    mean_busy = _one_machine(release_s, work_s / n_nodes, by_remaining=False)[1]
+    return mean_busy + float(work_s.sum()) / 2
+
+
+def _one_machine(
+    release_s: np.ndarray, size_s: np.ndarray, by_remaining: bool
+) -> tuple[float, float]:
+    """Preemptive scheduling on one machine, the shortest job first (by what it has
+    left, or by its size): the sums of the jobs' completion and mean busy times."""
     order = np.argsort(release_s, kind="stable")
-    releases = release_s[order].tolist()
-    sizes = (work_s[order] / n_nodes).tolist()
-    heap: list[tuple[float, int, float]] = []  # (size, job, remaining)
-    busy = [0.0] * len(sizes)  # each job's integral of t over its processing
+    releases, sizes = release_s[order].tolist(), size_s[order].tolist()
+    heap: list[tuple[float, int, float]] = []  # (priority, job, remaining)
+    completions = busy = 0.0
     t = -math.inf
     i, n = 0, len(releases)
     while i < n or heap:
@@ -224,14 +212,17 @@ def mean_busy_bound_s(release_s: np.ndarray, work_s: np.ndarray, n_nodes: int) -
         while i < n and releases[i] <= t:
             heapq.heappush(heap, (sizes[i], i, sizes[i]))
             i += 1
-        size, job, remaining = heapq.heappop(heap)
+        priority, job, remaining = heapq.heappop(heap)
         run = min(remaining, (releases[i] if i < n else math.inf) - t)
-        busy[job] += run * (t + run / 2)
+        if sizes[job] > 0:  # its share of the job's mean busy time
+            busy += run * (t + run / 2) / sizes[job]
         t += run
         if run < remaining:
-            heapq.heappush(heap, (size, job, remaining - run))
-    mean_busy = sum(b / s for b, s in zip(busy, sizes, strict=True) if s > 0)
-    return mean_busy + float(work_s.sum()) / 2
+            left = remaining - run
+            heapq.heappush(heap, (left if by_remaining else priority, job, left))
+        else:
+            completions += t
+    return completions, busy
 
 
 def _two_earliest(workload: Workload) -> dict[int, tuple[float, int, float]]:
