@@ -25,6 +25,12 @@ later: the prefix is ready at the earliest arrival among them.
 Left out, each of which only makes a real run slower: queueing, batch and KV
 limits, loading the reused KV (HBM, RAM, disk or RDMA), decode steps between
 prefill chunks, and copy time. In words: docs/physics.md, "The TTFT floor".
+
+The ``floor_capacity`` bound (:func:`ttft_mean_floor_capacity_s`) adds queueing
+for the cluster's prefill capacity, for the window's mean TTFT only.
+
+Both assume that no policy speculates (``Simulator.speculate``): a speculated
+prefix can exist before the prompt that revealed it has been prefilled.
 """
 
 from __future__ import annotations
