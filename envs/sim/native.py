@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 PURE_PYTHON_ENV = "BTB_GYM_PURE_PYTHON"
 NOTICE = (
@@ -42,6 +42,7 @@ def _choose() -> tuple[type, type, str]:
     try:
         compiled_cache = importlib.import_module("envs.sim._native.cache")
         compiled_chainer = importlib.import_module("envs.sim._native.chainer")
+        importlib.import_module("envs.sim._native.core")  # the simulator's (compiled_core)
     except ModuleNotFoundError:
         print(NOTICE, file=sys.stderr)
         return reference
@@ -52,6 +53,12 @@ def _choose() -> tuple[type, type, str]:
         )
         return reference
     return compiled_cache.PrefixCache, compiled_chainer.BlockChainer, "compiled"
+
+
+def compiled_core() -> Any:
+    """The compiled simulator core (``envs.sim._native.core``: its ``Node`` and
+    ``SimCore``); only when :data:`CORE` is ``"compiled"``."""
+    return importlib.import_module("envs.sim._native.core")
 
 
 if TYPE_CHECKING:  # both implementations have the reference's interface
