@@ -36,6 +36,13 @@ import math
 
 from libc.math cimport ceil, isfinite, sqrt
 
+from cpython.ref cimport PyObject
+from envs.sim._native.cache cimport PrefixCache as CompiledCache
+
+cdef extern from "Python.h":
+    PyObject** _PyObject_GetDictPtr(object obj)
+    Py_ssize_t PyDict_GET_SIZE(object d)
+
 from envs.sim import events as _events
 from envs.sim import node as _node_ref
 from envs.sim.forecast import copy_s as _copy_s
@@ -72,6 +79,34 @@ if (IDLE, PREFILL, DECODE, COPY, SPECULATE) != (
     raise ImportError("envs.sim._native.core: work or event constants differ from envs.sim")
 
 cdef double INF = float("inf")
+
+
+cdef inline bint _plain(object cache):
+    """``cache`` is a compiled PrefixCache whose methods nothing wraps: its C methods
+    may be called directly. (A stale router view, envs/sim/view.py, logs a cache's
+    changes through wrappers set on the instance; they must see every call.)"""
+    if type(cache) is not CompiledCache:
+        return False
+    cdef PyObject** attributes = _PyObject_GetDictPtr(cache)
+    return attributes == NULL or attributes[0] == NULL or PyDict_GET_SIZE(<object>attributes[0]) == 0
+
+
+cdef inline int _evict_to(object cache, long long capacity_blocks) except -1:
+    if _plain(cache):
+        (<CompiledCache>cache).c_evict_to(capacity_blocks)
+    else:
+        cache.evict_to(capacity_blocks)
+    return 0
+
+
+cdef inline int _insert(object cache, object blocks, double now, object tail) except -1:
+    if _plain(cache):
+        (<CompiledCache>cache).c_insert(blocks, now, () if tail is None else tail)
+    elif tail is None:
+        cache.insert(blocks, now)
+    else:
+        cache.insert(blocks, now, tail=tail)
+    return 0
 
 
 # ====================================================================== Node
@@ -513,9 +548,14 @@ cdef class SimCore:
         cdef double reuse_s, prefill_s, decode_s = 0.0, compute_s, duration
         cdef bint chunked
         cdef list break_times = None
+        cdef long long counts[3]
         node.running += 1
         node.reserved_tokens += n_in + n_out
-        hbm, ram, disk = cache.match_touch(blocks, t)
+        if _plain(cache):
+            (<CompiledCache>cache).c_match_touch(blocks, t, counts)
+            hbm, ram, disk = counts[0], counts[1], counts[2]
+        else:
+            hbm, ram, disk = cache.match_touch(blocks, t)
         # forecast.reuse_plan, inline
         cap = n_in - 1
         hbm_t = min(hbm * bt, cap)
@@ -550,7 +590,7 @@ cdef class SimCore:
             break_times = []
             decode_s = self._c_plan_chunks(node, t + reuse_s, new_tokens, hit, chunk, break_times)
         self._rec_admission[request.index] = (t, hbm_t, ram_t, disk_t, reuse_s, new_tokens)
-        cache.evict_to(node._capacity(bt))
+        _evict_to(cache, node._capacity(bt))
         if not self._causal_kv:
             self._c_insert_prompt(node, request, t)
         node.work = PREFILL
@@ -619,8 +659,8 @@ cdef class SimCore:
 
     cdef int _c_insert_prompt(self, Node node, object request, double t) except -1:
         cdef object cache = node.cache
-        cache.insert(request.blocks, t)
-        cache.evict_to(node._capacity(self.block_tokens))
+        _insert(cache, request.blocks, t, None)
+        _evict_to(cache, node._capacity(self.block_tokens))
         if node.waiting_src:
             self._release_sources(node, request.blocks, t)
         return 0
@@ -753,10 +793,10 @@ cdef class SimCore:
         if extra > 0:
             fresh = self._fresh_id
             self._fresh_id = fresh - extra
-            cache.insert(blocks, t, tail=range(fresh - 1, fresh - 1 - extra, -1))
+            _insert(cache, blocks, t, range(fresh - 1, fresh - 1 - extra, -1))
         else:
-            cache.insert(blocks, t)
-        cache.evict_to(node._capacity(bt))
+            _insert(cache, blocks, t, None)
+        _evict_to(cache, node._capacity(bt))
         if node.waiting_src:
             self._release_sources(node, blocks, t)
         return 0
