@@ -18,6 +18,14 @@ before answering may act on the caches through :meth:`Simulator.warm` and
 Off by default, a stale router view (policies read ``node.view``,
 :mod:`envs.sim.view`) and faults (:mod:`envs.sim.faults`) hook into the loop.
 
+This module is the readable reference. Its per-event methods (the loop,
+routing, admission, decode segments, completions) have a compiled twin,
+``envs/sim/_native/core.pyx``: :data:`CompiledSimulator` is that twin's typed
+base class followed by this :class:`Simulator`, so every other method is this
+module's own; ``Simulator(...)`` builds it when the compiled core runs
+(``envs.sim.native``). Change the two together; tests/sim/test_native_sim.py
+demands the same runs of both.
+
 The simulator never imports a policy, an environment or a config library.
 """
 
