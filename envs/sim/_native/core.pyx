@@ -30,7 +30,7 @@ What differs is only how, never what:
 """
 
 from collections import deque
-from heapq import heappop, heappush
+from heapq import heappush
 
 import math
 
@@ -107,6 +107,87 @@ cdef inline int _insert(object cache, object blocks, double now, object tail) ex
     else:
         cache.insert(blocks, now, tail=tail)
     return 0
+
+
+# ====================================================================== heaps
+# The event heap ``(time, seq, kind, object, version)`` and a node's decode batch
+# ``(finish_step, order, request)`` are Python lists that the reference's Python
+# code also pushes to and pops from with ``heapq``. These are heapq's own
+# algorithms (CPython's _heapqmodule.c: the same sifts, so the same list after
+# every operation) with the tuples' order read from their first two fields as C
+# numbers: the second is unique in each heap (a sequence number), so the first
+# two decide every comparison, as in Python's tuple comparison.
+cdef inline bint _event_lt(tuple a, tuple b) except -1:
+    cdef double ta = a[0], tb = b[0]
+    if ta < tb:
+        return True
+    if ta == tb:
+        if <long long>a[1] == <long long>b[1]:
+            return a < b  # (never: sequence numbers are unique)
+        return <long long>a[1] < <long long>b[1]
+    return False
+
+
+cdef inline bint _batch_lt(tuple a, tuple b) except -1:
+    cdef long long fa = a[0], fb = b[0]
+    if fa != fb:
+        return fa < fb
+    if <long long>a[1] == <long long>b[1]:
+        return a < b  # (never: admission orders are unique)
+    return <long long>a[1] < <long long>b[1]
+
+
+cdef inline bint _lt(tuple a, tuple b, bint batch) except -1:
+    return _batch_lt(a, b) if batch else _event_lt(a, b)
+
+
+cdef int _siftdown(list heap, Py_ssize_t startpos, Py_ssize_t pos, bint batch) except -1:
+    cdef object newitem = heap[pos]
+    cdef object parent
+    cdef Py_ssize_t parentpos
+    while pos > startpos:
+        parentpos = (pos - 1) >> 1
+        parent = heap[parentpos]
+        if not _lt(<tuple>newitem, <tuple>parent, batch):
+            break
+        heap[parentpos] = newitem
+        heap[pos] = parent
+        pos = parentpos
+    return 0
+
+
+cdef int _siftup(list heap, Py_ssize_t pos, bint batch) except -1:
+    cdef Py_ssize_t endpos = len(heap)
+    cdef Py_ssize_t startpos = pos
+    cdef Py_ssize_t limit = endpos >> 1
+    cdef Py_ssize_t childpos
+    cdef object child
+    while pos < limit:
+        childpos = 2 * pos + 1
+        if childpos + 1 < endpos:
+            if not _lt(<tuple>heap[childpos], <tuple>heap[childpos + 1], batch):
+                childpos += 1
+        child = heap[childpos]
+        heap[childpos] = heap[pos]
+        heap[pos] = child
+        pos = childpos
+    return _siftdown(heap, startpos, pos, batch)
+
+
+cdef inline int _push(list heap, tuple item, bint batch) except -1:
+    heap.append(item)
+    return _siftdown(heap, 0, len(heap) - 1, batch)
+
+
+cdef inline tuple _pop(list heap, bint batch):
+    cdef object last = heap.pop()
+    cdef object top
+    if not heap:
+        return <tuple>last
+    top = heap[0]
+    heap[0] = last
+    _siftup(heap, 0, batch)
+    return <tuple>top
 
 
 # ====================================================================== Node
@@ -355,7 +436,7 @@ cdef class SimCore:
             else:
                 t_arrival = INF
             while heap and <double>(<tuple>heap[0])[0] <= t_arrival:
-                entry = <tuple>heappop(heap)
+                entry = _pop(heap, False)
                 t = entry[0]
                 kind = entry[2]
                 obj = entry[3]
@@ -462,7 +543,7 @@ cdef class SimCore:
     # ------------------------------------------------------------ the methods, typed
     cdef int _c_push(self, double t, int kind, object obj, object version) except -1:
         self._seq += 1
-        heappush(self._heap, (t, self._seq, kind, obj, version))
+        _push(<list>self._heap, (t, self._seq, kind, obj, version), False)
         return 0
 
     cdef int _c_route(self, object request, Node node) except -1:
@@ -534,7 +615,7 @@ cdef class SimCore:
         node.work_end = end
         node.version += 1
         self._seq += 1
-        heappush(self._heap, (end, self._seq, WAKE_EVENT, node, node.version))
+        _push(<list>self._heap, (end, self._seq, WAKE_EVENT, node, node.version), False)
         return 0
 
     cdef int _c_admit(self, Node node, object request, double t) except -1:
@@ -684,9 +765,10 @@ cdef class SimCore:
                 if self._causal_kv:
                     self._c_insert_prompt(node, request, t)
                 self._order += 1
-                heappush(
-                    node.batch_heap,
+                _push(
+                    <list>node.batch_heap,
                     (node.step + (n_out - 1 if n_out - 1 else 1), self._order, request),
+                    True,
                 )
                 node.decode_n += 1
                 node.ctx_tokens += <long long>request.input_tokens
@@ -772,7 +854,7 @@ cdef class SimCore:
         node.ctx_tokens += node.decode_n * steps
         step = node.step
         while heap and <long long>(<tuple>heap[0])[0] <= step:
-            request = (<tuple>heappop(heap))[2]
+            request = _pop(heap, True)[2]
             node.decode_n -= 1
             n_out = request.output_tokens
             node.ctx_tokens -= <long long>request.input_tokens + (n_out - 1 if n_out - 1 else 1)
