@@ -246,7 +246,7 @@ cdef class Node:
     def __init__(self, index, spec, costs, cache):
         self.index = index
         self.spec = spec
-        self.costs = costs
+        self._set_costs(costs)
         self.cache = cache
         self.view = cache
         self.down = False
@@ -284,12 +284,8 @@ cdef class Node:
         self.copy_s = 0.0
         self.rdma_busy_s = 0.0
 
-    @property
-    def costs(self):
-        return self._costs
-
-    @costs.setter
-    def costs(self, costs):
+    cdef int _set_costs(self, costs) except -1:
+        """``costs`` (read-only from Python: a member descriptor) and its typed copies."""
         self._costs = costs
         self._prefill_s_per_token = costs.prefill_s_per_token
         self._attention_s_coef = costs.attention_s_coef
@@ -298,6 +294,7 @@ cdef class Node:
         self._load_hbm_s = costs.load_hbm_s
         self._load_ram_s = costs.load_ram_s
         self._load_disk_s = costs.load_disk_s
+        return 0
 
     def __reduce__(self):
         # the state goes through __setstate__, after the node exists: a cycle
@@ -306,7 +303,10 @@ cdef class Node:
 
     def __setstate__(self, state):
         for name, value in zip(_NODE_FIELDS, state):
-            setattr(self, name, value)
+            if name == "costs":
+                self._set_costs(value)
+            else:
+                setattr(self, name, value)
 
     @property
     def load(self):
@@ -890,7 +890,9 @@ cdef class SimCore:
 # descriptor, which CPython's attribute specialisation does not cover (~29 ns a
 # read against ~8 ns for a slot); a member descriptor over the same C field is
 # read as a slot is. So the object fields get member descriptors, added to the
-# types here; the C fields (counters, times) keep their getset descriptors.
+# types here (a node's ``costs`` read-only: its coefficients are copied to C
+# fields when it is set); the C fields (counters, times) keep their getset
+# descriptors.
 cdef extern from *:
     """
     #include <stddef.h>
@@ -900,7 +902,7 @@ cdef extern from *:
     static PyMemberDef btb_members[32];
     static int btb_n_members = 0;
     /* a member descriptor for the object field at offset in the (static) type */
-    static int btb_expose(PyObject* type, const char* name, Py_ssize_t offset) {
+    static int btb_expose(PyObject* type, const char* name, Py_ssize_t offset, int flags) {
         PyMemberDef* member;
         PyObject* descr;
         int failed;
@@ -912,7 +914,7 @@ cdef extern from *:
         member->name = name;
         member->type = T_OBJECT_EX;
         member->offset = offset;
-        member->flags = 0;
+        member->flags = flags;
         member->doc = NULL;
         descr = PyDescr_NewMember((PyTypeObject*)type, member);
         if (descr == NULL) return -1;
@@ -922,9 +924,11 @@ cdef extern from *:
         return failed;
     }
     """
-    int _expose "btb_expose"(object type, const char* name, Py_ssize_t offset) except -1
+    int _expose "btb_expose"(object type, const char* name, Py_ssize_t offset, int flags) except -1
+    int READONLY
     Py_ssize_t NODE_index "BTB_NODE_OFFSET(index)"
     Py_ssize_t NODE_spec "BTB_NODE_OFFSET(spec)"
+    Py_ssize_t NODE_costs "BTB_NODE_OFFSET(_costs)"
     Py_ssize_t NODE_cache "BTB_NODE_OFFSET(cache)"
     Py_ssize_t NODE_view "BTB_NODE_OFFSET(view)"
     Py_ssize_t NODE_down "BTB_NODE_OFFSET(down)"
@@ -949,28 +953,29 @@ cdef extern from *:
     Py_ssize_t CORE_deciding "BTB_CORE_OFFSET(_deciding)"
     Py_ssize_t CORE_asked "BTB_CORE_OFFSET(_asked)"
 
-_expose(Node, b"index", NODE_index)
-_expose(Node, b"spec", NODE_spec)
-_expose(Node, b"cache", NODE_cache)
-_expose(Node, b"view", NODE_view)
-_expose(Node, b"down", NODE_down)
-_expose(Node, b"queue", NODE_queue)
-_expose(Node, b"work_obj", NODE_work_obj)
-_expose(Node, b"draining", NODE_draining)
-_expose(Node, b"batch_heap", NODE_batch_heap)
-_expose(Node, b"chunk_breaks", NODE_chunk_breaks)
-_expose(Node, b"copy_queue", NODE_copy_queue)
-_expose(Node, b"inflight", NODE_inflight)
-_expose(Node, b"waiting_src", NODE_waiting_src)
-_expose(Node, b"waiting_for", NODE_waiting_for)
-_expose(SimCore, b"nodes", CORE_nodes)
-_expose(SimCore, b"requests", CORE_requests)
-_expose(SimCore, b"config", CORE_config)
-_expose(SimCore, b"_heap", CORE_heap)
-_expose(SimCore, b"_faults", CORE_faults)
-_expose(SimCore, b"_views", CORE_views)
-_expose(SimCore, b"speculation", CORE_speculation)
-_expose(SimCore, b"first_token_log", CORE_first_token_log)
-_expose(SimCore, b"_pending", CORE_pending)
-_expose(SimCore, b"_deciding", CORE_deciding)
-_expose(SimCore, b"_asked", CORE_asked)
+_expose(Node, b"index", NODE_index, 0)
+_expose(Node, b"spec", NODE_spec, 0)
+_expose(Node, b"costs", NODE_costs, READONLY)  # its typed copies are set with it
+_expose(Node, b"cache", NODE_cache, 0)
+_expose(Node, b"view", NODE_view, 0)
+_expose(Node, b"down", NODE_down, 0)
+_expose(Node, b"queue", NODE_queue, 0)
+_expose(Node, b"work_obj", NODE_work_obj, 0)
+_expose(Node, b"draining", NODE_draining, 0)
+_expose(Node, b"batch_heap", NODE_batch_heap, 0)
+_expose(Node, b"chunk_breaks", NODE_chunk_breaks, 0)
+_expose(Node, b"copy_queue", NODE_copy_queue, 0)
+_expose(Node, b"inflight", NODE_inflight, 0)
+_expose(Node, b"waiting_src", NODE_waiting_src, 0)
+_expose(Node, b"waiting_for", NODE_waiting_for, 0)
+_expose(SimCore, b"nodes", CORE_nodes, 0)
+_expose(SimCore, b"requests", CORE_requests, 0)
+_expose(SimCore, b"config", CORE_config, 0)
+_expose(SimCore, b"_heap", CORE_heap, 0)
+_expose(SimCore, b"_faults", CORE_faults, 0)
+_expose(SimCore, b"_views", CORE_views, 0)
+_expose(SimCore, b"speculation", CORE_speculation, 0)
+_expose(SimCore, b"first_token_log", CORE_first_token_log, 0)
+_expose(SimCore, b"_pending", CORE_pending, 0)
+_expose(SimCore, b"_deciding", CORE_deciding, 0)
+_expose(SimCore, b"_asked", CORE_asked, 0)
