@@ -39,9 +39,16 @@ from libc.math cimport ceil, isfinite, sqrt
 from cpython.ref cimport PyObject
 from envs.sim._native.cache cimport PrefixCache as CompiledCache
 
-cdef extern from "Python.h":
-    PyObject** _PyObject_GetDictPtr(object obj)
-    Py_ssize_t PyDict_GET_SIZE(object d)
+cdef extern from *:
+    """
+    /* the instance dict of an object of a static type with a __dict__ slot, or NULL */
+    static PyObject* btb_instance_dict(PyObject* obj) {
+        Py_ssize_t offset = Py_TYPE(obj)->tp_dictoffset;
+        return offset > 0 ? *(PyObject**)((char*)obj + offset) : NULL;
+    }
+    """
+    PyObject* _instance_dict "btb_instance_dict"(object obj)
+    Py_ssize_t PyDict_GET_SIZE(PyObject* d)
 
 from envs.sim import events as _events
 from envs.sim import node as _node_ref
@@ -87,8 +94,8 @@ cdef inline bint _plain(object cache):
     changes through wrappers set on the instance; they must see every call.)"""
     if type(cache) is not CompiledCache:
         return False
-    cdef PyObject** attributes = _PyObject_GetDictPtr(cache)
-    return attributes == NULL or attributes[0] == NULL or PyDict_GET_SIZE(<object>attributes[0]) == 0
+    cdef PyObject* attributes = _instance_dict(cache)
+    return attributes == NULL or PyDict_GET_SIZE(attributes) == 0
 
 
 cdef inline int _evict_to(object cache, long long capacity_blocks) except -1:
