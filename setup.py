@@ -40,6 +40,12 @@ else:
         [
             Extension("envs.sim._native.cache", ["envs/sim/_native/cache.pyx"]),
             Extension("envs.sim._native.chainer", ["envs/sim/_native/chainer.pyx"]),
+            # the simulator's step times must be the reference's to the bit: no fused a*b+c
+            Extension(
+                "envs.sim._native.core",
+                ["envs/sim/_native/core.pyx"],
+                extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
+            ),
             # the observation's floats must be the reference's to the bit: no fused a*b+c
             Extension(
                 "envs._native.observation",

@@ -48,7 +48,8 @@ windows and files is never timed.
 every command) measures the ``window``-th window of a trace file, all splits
 counted (reading it is not timed).
 
-``core`` says which prefix cache the simulator ran: ``compiled`` or ``python``
+``core`` says which simulator core ran (its event loop, nodes and prefix caches,
+and the block chainer): ``compiled`` or ``python``
 (the reference; ``BTB_GYM_PURE_PYTHON=1`` forces it, see ``envs.sim.native``);
 ``encoder_core`` the same of the observation's node rows (``envs.encoder``).
 
@@ -301,7 +302,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     first = windows[options["workloads"][0]]
     result: dict[str, Any] = {
-        "core": native.CORE,  # the compiled cache or the pure-Python reference
+        "core": native.CORE,  # the compiled simulator core or the pure-Python reference
         "encoder_core": ENCODER_CORE,  # the compiled observation rows or the Python ones
         "sim": [
             _in_fresh_process(_bench.bench_sim, name, window, policy, options)

@@ -96,8 +96,7 @@ class Records:
         self.summary: dict[str, Any] = {}
 
     def finalize(self, requests: Sequence[Request], totals: RunTotals) -> None:
-        admission = self.admission  # one column at a time (zip(*rows) makes an iterator a row)
-        columns = [[row[j] for row in admission] for j in range(6)]
+        columns = list(zip(*self.admission)) if self.n else [()] * 6  # the six columns
         (
             self.admit_s,
             self.hit_hbm_tokens,

@@ -8,6 +8,10 @@ copy model a warm copy landing on it, or a chunk of speculative prefill (only
 when it has nothing else to do: envs/sim/speculation.py). Admissions pause
 decode: when a new request can be admitted, a decode segment in progress is cut at the
 next step boundary. The scheduling rules in words: docs/physics.md.
+
+This is the readable reference; ``envs/sim/_native/core.pyx`` has its compiled
+twin (the same fields, C integers and doubles for the counters and times), which
+the compiled simulator builds (``envs.sim.native``). Change the two together.
 """
 
 from __future__ import annotations

@@ -18,6 +18,14 @@ before answering may act on the caches through :meth:`Simulator.warm` and
 Off by default, a stale router view (policies read ``node.view``,
 :mod:`envs.sim.view`) and faults (:mod:`envs.sim.faults`) hook into the loop.
 
+This module is the readable reference. Its per-event methods (the loop,
+routing, admission, decode segments, completions) have a compiled twin,
+``envs/sim/_native/core.pyx``: :data:`CompiledSimulator` is that twin's typed
+base class followed by this :class:`Simulator`, so every other method is this
+module's own; ``Simulator(...)`` builds it when the compiled core runs
+(``envs.sim.native``). Change the two together; tests/sim/test_native_sim.py
+demands the same runs of both.
+
 The simulator never imports a policy, an environment or a config library.
 """
 
@@ -119,7 +127,33 @@ class Simulator(CacheLifecycle, CopyMachinery):
         config: simulator settings (causal KV, copy model, realism options).
         rng: the numpy Generator policies draw from (``sim.rng``); the
             simulator itself is deterministic.
+        core: ``"compiled"``, ``"python"`` or None (the process's choice,
+            :data:`envs.sim.native.CORE`): see :data:`CompiledSimulator`. Both
+            give the same run.
     """
+
+    core = "python"
+    """Which core this simulator runs: ``"python"`` (this class, the reference) or
+    ``"compiled"`` (:data:`CompiledSimulator`)."""
+    _node_type: type = Node  # the class of its nodes
+
+    def __new__(cls, *args: Any, core: str | None = None, **kwargs: Any) -> Simulator:
+        """``Simulator(...)`` builds the core ``core`` names, by default the one
+        :mod:`envs.sim.native` chose for the process (:data:`native.CORE`)."""
+        if cls is Simulator and (args or kwargs):  # (unpickling passes no arguments)
+            chosen = native.CORE if core is None else core
+            if chosen == "compiled":
+                if CompiledSimulator is None:
+                    raise ValueError(
+                        "Simulator: core='compiled' is not available in this process "
+                        f"(envs.sim.native.CORE is {native.CORE!r})"
+                    )
+                return CompiledSimulator.__new__(CompiledSimulator)  # type: ignore[no-any-return]
+            if chosen != "python":
+                raise ValueError(
+                    f"Simulator: core must be 'compiled', 'python' or None, got {core!r}"
+                )
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -127,6 +161,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         workload: Workload,
         config: SimConfig | None = None,
         rng: np.random.Generator | None = None,
+        *,
+        core: str | None = None,
     ) -> None:
         self.config = config = config or SimConfig()
         self.cluster = cluster
@@ -153,7 +189,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
                 touch_used_only=config.lru_unit == "block",
                 replicas_first=config.reclaim_order == "replicas_first",
             )
-            node = Node(i, spec, costs, cache)
+            node = self._node_type(i, spec, costs, cache)
             node.cache_beside_reservations = config.cache_capacity == "headroom"
             self.nodes.append(node)
         self.n_nodes = len(self.nodes)
@@ -856,6 +892,30 @@ class Simulator(CacheLifecycle, CopyMachinery):
             node.cache.evict_to(node.budget_tokens // bt)
         if node.waiting_src:
             self._release_sources(node, request.blocks, t)
+
+def _compiled_twin() -> type[Simulator] | None:
+    """The compiled simulator class when the compiled core runs (envs/sim/native.py)."""
+    if native.CORE != "compiled":
+        return None
+    base = native.compiled_core().SimCore
+
+    class CompiledSimulator(base, Simulator):  # type: ignore[misc,valid-type]
+        """:class:`Simulator` with the compiled hot path (``envs/sim/_native/core.pyx``):
+        its typed per-event methods and nodes replace the reference's; everything
+        else is the reference's own code."""
+
+        core = "compiled"
+        _node_type = native.compiled_core().Node
+
+    CompiledSimulator.__qualname__ = "CompiledSimulator"  # pickles by this module's name
+    return CompiledSimulator
+
+
+CompiledSimulator = _compiled_twin()
+""":class:`Simulator` with the compiled core, or None when the reference runs
+(``BTB_GYM_PURE_PYTHON=1``, or not built). ``Simulator(...)`` builds one by
+default when it exists; ``Simulator(..., core="python")`` the reference."""
+
 
 def _node_index(what: str, value: object, n_nodes: int) -> int:
     """``value`` as a node index (an int or numpy integer, not a bool, in range), or

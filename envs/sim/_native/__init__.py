@@ -1,7 +1,11 @@
-"""The compiled core: Cython twins of the simulator's hottest Python modules.
+"""The compiled core: Cython twins of the simulator's hottest Python code.
 
 ``cache.pyx`` is :mod:`envs.sim.cache` (the readable reference and the test
 oracle) written for a C compiler: the same tree, the same LRU heaps, the same
-results, call for call. ``pip install -e .`` builds it when a C compiler is
-there; :mod:`envs.sim.native` decides which implementation the simulator runs.
+results, call for call (``cache.pxd`` is its C interface). ``core.pyx`` is the
+simulator's hot path: a typed twin of :class:`envs.sim.node.Node` and of the
+per-event methods of :class:`envs.sim.simulator.Simulator` (the same runs, to
+the bit). ``chainer.pyx`` is the trace readers' ``BlockChainer``.
+``pip install -e .`` builds them when a C compiler is there;
+:mod:`envs.sim.native` decides which implementation the simulator runs.
 """

@@ -81,17 +81,6 @@ _NUMBERS = (
 cdef class Segment:
     """A run of blocks in one tier; an edge of the radix tree (as in the reference)."""
 
-    cdef public list blocks
-    cdef public Segment parent
-    cdef public dict children
-    cdef public int tier
-    cdef public double last_used
-    cdef public int hbm_kids
-    cdef public int upper_kids
-    cdef public long long copy_id
-    cdef public int origin
-    cdef public int pins
-
     def __init__(self, list blocks, Segment parent, int tier, double now):
         self.blocks = blocks
         self.parent = parent
@@ -139,12 +128,6 @@ cdef Py_ssize_t _common(object blocks, Py_ssize_t pos, list seg, Py_ssize_t n) e
 
 
 # ---------------------------------------------------------------------- heaps
-cdef struct Entry:
-    double last_used
-    long long seq
-    PyObject* seg  # a reference the heap owns
-
-
 cdef inline bint _before(Entry* a, Entry* b) noexcept:
     return a.last_used < b.last_used or (a.last_used == b.last_used and a.seq < b.seq)
 
@@ -152,10 +135,6 @@ cdef inline bint _before(Entry* a, Entry* b) noexcept:
 cdef class _Heap:
     """A binary min-heap of (last_used, seq, segment), as the reference keeps in a
     list with ``heapq``; stale entries stay until popped or compacted, as there."""
-
-    cdef Entry* items
-    cdef Py_ssize_t size
-    cdef Py_ssize_t capacity
 
     def __dealloc__(self):
         cdef Py_ssize_t i
@@ -275,9 +254,6 @@ cdef long long _ram_cap_of(object blocks) except? -1:
     return math.floor(blocks)
 
 
-cdef class PrefixCache
-
-
 def _blank():
     """A cache to restore a state into (pickling, copies)."""
     return PrefixCache.__new__(PrefixCache)
@@ -286,8 +262,6 @@ def _blank():
 cdef class _TierCounts:
     """A cache's blocks per tier as the reference's list shows them: read, compared
     with a list, iterated or set item by item, the cache's own counters."""
-
-    cdef PrefixCache cache
 
     def __cinit__(self, PrefixCache cache):
         self.cache = cache
@@ -319,28 +293,6 @@ cdef class _TierCounts:
 
 cdef class PrefixCache:
     """Per-node prefix cache; the model and every method: envs/sim/cache.py."""
-
-    cdef dict __dict__  # instance attributes, as the reference allows (envs.sim.view)
-    cdef readonly Segment root
-    cdef object _ram_capacity
-    cdef long long _ram_cap
-    cdef public bint disk_tier
-    cdef public bint touch_used_only
-    cdef public bint replicas_first
-    cdef long long _blocks_in[3]
-    cdef _TierCounts _blocks_view
-    cdef _Heap _hbm_heap
-    cdef _Heap _ram_heap
-    cdef _Heap _replica_heap
-    cdef public long long _seq  # (public only for _state)
-    cdef public dict pins
-    cdef public long long pinned_blocks
-    cdef public long long evicted_request_blocks
-    cdef public long long copy_hit_blocks
-    cdef public set used_copies_hbm
-    cdef public set used_copies_any
-    cdef public long long evicted_hbm_blocks
-    cdef public long long version
 
     def __cinit__(self, *args, **kwargs):
         self._blocks_view = _TierCounts(self)
@@ -504,8 +456,12 @@ cdef class PrefixCache:
         return counts[0], counts[1], counts[2]
 
     def match_touch(self, blocks, double now):
-        cdef Py_ssize_t depth, start, k, length
         cdef long long counts[3]
+        self.c_match_touch(blocks, now, counts)
+        return counts[0], counts[1], counts[2]
+
+    cdef int c_match_touch(self, object blocks, double now, long long* counts) except -1:
+        cdef Py_ssize_t depth, start, k, length
         cdef Segment seg = self._walk(blocks, len(blocks), DISK, &depth, &start)
         cdef Segment root = self.root
         cdef Segment last_hbm
@@ -534,7 +490,7 @@ cdef class PrefixCache:
             seg = seg.parent
         if last_hbm is not root and last_hbm.hbm_kids == 0:
             self._push(self._hbm_heap, last_hbm)
-        return counts[0], counts[1], counts[2]
+        return 0
 
     def hbm_match(self, blocks):
         cdef Py_ssize_t depth, start
@@ -559,8 +515,20 @@ cdef class PrefixCache:
 
     def insert(self, blocks, double now, copy_id=-1, tail=(), origin=ORIGIN_REQUEST):
         # None, which the reference stores as given, is taken as the default here
-        cdef long long new_copy_id = -1 if copy_id is None else copy_id
-        cdef int new_origin = ORIGIN_REQUEST if origin is None else origin
+        return self._insert(
+            blocks,
+            now,
+            -1 if copy_id is None else copy_id,
+            tail,
+            ORIGIN_REQUEST if origin is None else origin,
+        )
+
+    cdef Py_ssize_t c_insert(self, object blocks, double now, object tail) except -1:
+        return self._insert(blocks, now, -1, tail, ORIGIN_REQUEST)
+
+    cdef Py_ssize_t _insert(
+        self, object blocks, double now, long long new_copy_id, object tail, int new_origin
+    ) except -1:
         cdef Py_ssize_t depth, start, added = 0
         cdef Py_ssize_t n = len(blocks)
         cdef Segment node, child
@@ -600,6 +568,14 @@ cdef class PrefixCache:
                 capacity = -_UNBOUNDED  # more than any cache holds: everything goes
             return self._evict(self._blocks_in[HBM] - capacity, _WHOLE_OR_SPLIT)
         return self._evict_to_other(capacity_blocks)
+
+    cdef long long c_evict_to(self, long long capacity_blocks) except -1:
+        """``evict_to`` of an int in the C range (the simulator's capacities)."""
+        if capacity_blocks >= self._blocks_in[HBM]:
+            return 0
+        if capacity_blocks < -_UNBOUNDED:
+            capacity_blocks = -_UNBOUNDED  # more than any cache holds: everything goes
+        return self._evict(self._blocks_in[HBM] - capacity_blocks, _WHOLE_OR_SPLIT)
 
     cdef object _evict_to_other(self, object capacity_blocks):
         """``evict_to`` for a capacity that is not an int, with the reference's
