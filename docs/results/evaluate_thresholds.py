@@ -6,7 +6,7 @@ Each RUN_DIR is a ``python -m experiments.train +experiment=ppo_thresholds seed=
 out_dir=RUN_DIR`` folder (or ``+experiment=ppo_thresholds_eft``; its ``agent/``,
 the checkpoint validation picked). On every test window of the four burst
 families (and art_like) the agents run deterministic (greedy) and stochastic
-(sampled, torch seeded with 0) next to cache_aware, btb, btb_tuned, btb_pending,
+(sampled, torch seeded with 0) next to cache_aware, eft, btb, btb_tuned, btb_pending,
 btb_eft and oracle_warm (causal KV, seed 0). Writes
 ``agents_vs_baselines_thresholds[_TAG]_<family>.json`` (every row) and
 ``agents_vs_baselines_thresholds[_TAG]_table.md`` (mean ± std over the agents).
@@ -27,7 +27,7 @@ from envs.sim import SimConfig
 from experiments.evaluation import evaluate_policies, split_windows
 
 FAMILIES = ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
-BASELINES = ("cache_aware", "btb", "btb_tuned", "btb_pending", "btb_eft", "oracle_warm")
+BASELINES = ("cache_aware", "eft", "btb", "btb_tuned", "btb_pending", "btb_eft", "oracle_warm")
 OUT = Path(__file__).resolve().parent
 
 
