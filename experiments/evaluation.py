@@ -27,7 +27,7 @@ import numpy as np
 
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
-from envs.sim.floor import ttft_floor_s
+from envs.sim.floor import floor_bounds
 from envs.sim.metrics import tenant_ttft
 from envs.sim.request import Workload
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -35,6 +35,11 @@ from envs.workloads.bursted import PUBLISHED_SEED
 DEFAULT_BASELINE = "cache_aware"
 FLOOR = "floor"
 """The row of the per-request TTFT lower bound (envs.sim.floor), not a policy."""
+FLOOR_CAPACITY = "floor_capacity"
+"""The row of the capacity-aware lower bound on mean TTFT (envs.sim.floor), not a
+policy: a mean (overall and per window) and nothing else."""
+BOUNDS = (FLOOR, FLOOR_CAPACITY)
+"""The rows of lower bounds, last in a comparison with ``floor=True``."""
 LOCKSTEP_WINDOWS = 8
 """Windows an agent runs in lockstep (:func:`run_windows_lockstep`), at most: its
 batched forward pass then serves up to this many decisions at once."""
@@ -251,27 +256,36 @@ def evaluate_policies(
         progress: called with 1 after each (window, policy) run.
         trace_window: keep the timeline of this window position (None: none).
         setup_name: the rows' setup label (default: the setup's name, or the cluster's).
-        floor: add a last run, ``floor``: the per-request TTFT lower bound of
+        floor: add two last runs: ``floor``, the per-request TTFT lower bound of
             :func:`envs.sim.floor.ttft_floor_s` on the same windows (no policy, no
-            simulation; its row has the TTFT statistics only). Every row then gets
-            ``floor_gap_closed_*_pct`` (see :func:`add_floor_gaps`).
+            simulation; its row has the TTFT statistics only), and
+            ``floor_capacity``, the capacity-aware bound on mean TTFT of
+            :func:`envs.sim.floor.ttft_mean_floor_capacity_s` (its row has the mean
+            and the per-window means; percentiles None, no per-request TTFTs). Every
+            row then gets ``floor_gap_closed_*_pct`` and
+            ``floor_capacity_gap_closed_mean_pct`` (see :func:`add_floor_gaps`).
     """
     named = as_policies(policies)
     config = config or SimConfig()
     cluster = setup if isinstance(setup, ClusterSpec) else setup_cluster(setup)
     if setup_name is None:
         setup_name = setup if isinstance(setup, str) else cluster.name
-    if floor and FLOOR in named:
-        raise ValueError(f"a policy is named {FLOOR!r}, like the lower-bound row")
+    for bound in BOUNDS:
+        if floor and bound in named:
+            raise ValueError(f"a policy is named {bound!r}, like a lower-bound row")
     results: dict[str, list[WindowResult]] = {name: [] for name in named}
     floors: list[np.ndarray] = []
+    capacity_means: list[float] = []
     lockstep = {name for name, policy in named.items() if lockstep_capable(policy)}
     # windows one at a time, or a few at a time when an agent runs them in lockstep
     group = LOCKSTEP_WINDOWS if lockstep else 1
     numbered = enumerate(windows)
     while chunk := list(itertools.islice(numbered, group)):
         if floor:
-            floors.extend(ttft_floor_s(cluster, window, config) for _, window in chunk)
+            for _, window in chunk:
+                per_request, capacity_mean = floor_bounds(cluster, window, config)
+                floors.append(per_request)
+                capacity_means.append(capacity_mean)
         for name, policy in named.items():
             if name in lockstep:
                 results[name] += run_windows_lockstep(
@@ -303,6 +317,8 @@ def evaluate_policies(
     if floor:
         row = floor_row(floors, setup_name, workload, config)
         runs.append(PolicyRun(row=row, ttft_s=_concat(floors)))
+        row = floor_capacity_row(capacity_means, floors, setup_name, workload, config)
+        runs.append(PolicyRun(row=row, ttft_s=np.zeros(0)))
     add_reductions([run.row for run in runs], baseline)
     if floor:
         add_floor_gaps([run.row for run in runs])
@@ -503,6 +519,33 @@ def floor_row(
     }
 
 
+def floor_capacity_row(
+    means: Sequence[float],
+    floors: Sequence[np.ndarray],
+    setup: str,
+    workload: str,
+    config: SimConfig,
+) -> dict[str, Any]:
+    """The ``floor_capacity`` row: the windows' capacity-aware bounds on mean TTFT
+    pooled by their requests (a bound on each window's sum bounds the pooled mean);
+    it bounds no percentile, so those are None (and there are no per-request TTFTs)."""
+    sizes = np.array([f.size for f in floors], dtype=float)
+    pooled = float(np.dot(means, sizes) / sizes.sum()) if sizes.sum() else float("nan")
+    stats = {key: None for key in ttft_stats(np.zeros(0))}
+    return {
+        "setup": setup,
+        "workload": workload,
+        "policy": FLOOR_CAPACITY,
+        "causal_kv": config.causal_kv,
+        "copy_model": config.copy_model,
+        "windows": len(means),
+        "requests": int(sizes.sum()),
+        **stats,
+        "ttft_mean_s": pooled,
+        "ttft_mean_s_per_window": [float(m) for m in means],
+    }
+
+
 def _group(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """The comparison a row belongs to: its setup, workload and simulator model."""
     return (row["setup"], row["workload"], row["causal_kv"], row["copy_model"])
@@ -512,15 +555,23 @@ def add_floor_gaps(rows: Sequence[dict[str, Any]], reference: str = GAP_REFERENC
     """Set each row's ``floor_gap_closed_mean_pct`` / ``_p95_pct``: the share (%) of
     the gap from ``reference`` (btb) down to the floor that the row's policy closes
     on mean / p95 TTFT, ``100 (ref - row) / (ref - floor)``: 0 is btb, 100 the floor,
-    negative worse than btb. None without a reference or floor row, or no gap."""
+    negative worse than btb. None without a reference or floor row, or no gap (or a
+    row without the statistic). With a ``floor_capacity`` row, likewise
+    ``floor_capacity_gap_closed_mean_pct`` against it (mean TTFT only)."""
     refs = {_group(row): row for row in rows if row["policy"] == reference}
-    floors = {_group(row): row for row in rows if row["policy"] == FLOOR}
+    lows = {bound: {_group(row): row for row in rows if row["policy"] == bound} for bound in BOUNDS}
+    gaps = [(FLOOR, "mean"), (FLOOR, "p95")]
+    if lows[FLOOR_CAPACITY]:
+        gaps.append((FLOOR_CAPACITY, "mean"))
     for row in rows:
-        ref, low = refs.get(_group(row)), floors.get(_group(row))
-        for stat in ("mean", "p95"):
-            key, value = f"floor_gap_closed_{stat}_pct", f"ttft_{stat}_s"
+        ref = refs.get(_group(row))
+        for bound, stat in gaps:
+            low = lows[bound].get(_group(row))
+            key, value = f"{bound}_gap_closed_{stat}_pct", f"ttft_{stat}_s"
             row[key] = None
-            if ref is not None and low is not None and ref[value] > low[value]:
+            if ref is None or low is None or row[value] is None:
+                continue
+            if ref[value] is not None and low[value] is not None and ref[value] > low[value]:
                 row[key] = 100.0 * (ref[value] - row[value]) / (ref[value] - low[value])
 
 
@@ -532,7 +583,7 @@ def add_reductions(rows: Sequence[dict[str, Any]], baseline: str | None) -> None
         ref = base.get(_group(row))
         for stat in ("mean", "p95"):
             key = f"ttft_{stat}_reduction_pct"
-            if ref is None or not ref[f"ttft_{stat}_s"] > 0:
+            if ref is None or not ref[f"ttft_{stat}_s"] > 0 or row[f"ttft_{stat}_s"] is None:
                 row[key] = None
             else:
                 row[key] = 100.0 * (1.0 - row[f"ttft_{stat}_s"] / ref[f"ttft_{stat}_s"])

@@ -30,7 +30,7 @@ import numpy as np
 
 from envs.files import file_mode, write_json_atomic
 from envs.thresholds import EFT_ROUTE_CHOICES
-from experiments.evaluation import FLOOR, GAP_REFERENCE, PolicyRun, WindowTrace
+from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyRun, WindowTrace
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
 CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
@@ -192,7 +192,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     def pct(value: float | None) -> str:
         return f"{value:+.1f}" if value is not None else "-"
 
-    def rate(value: float | None) -> str:  # "-" for rows without the column (floor, older runs)
+    def rate(value: float | None) -> str:  # "-" for rows without the column (bounds, older runs)
         return f"{value:.3f}" if value is not None else "-"
 
     # (header, narrowest width, cell)
@@ -200,9 +200,9 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         ("policy", 13, lambda r: str(r["policy"])),
         ("requests", 8, lambda r: str(r["requests"])),
         ("TTFT mean", 9, lambda r: f"{r['ttft_mean_s']:.3f}"),
-        ("p50", 7, lambda r: f"{r['ttft_p50_s']:.3f}"),
-        ("p95", 7, lambda r: f"{r['ttft_p95_s']:.3f}"),
-        ("p99", 7, lambda r: f"{r['ttft_p99_s']:.3f}"),
+        ("p50", 7, lambda r: rate(r["ttft_p50_s"])),
+        ("p95", 7, lambda r: rate(r["ttft_p95_s"])),
+        ("p99", 7, lambda r: rate(r["ttft_p99_s"])),
         ("e2e mean", 8, lambda r: rate(r.get("e2e_mean_s"))),
         ("queue", 7, lambda r: rate(r.get("queue_mean_s"))),
         ("HBM hit", 7, lambda r: rate(r.get("hbm_hit_rate"))),
@@ -219,6 +219,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     ]
     if any("floor_gap_closed_mean_pct" in r for r in rows):
         columns.append(("floor gap%", 10, lambda r: pct(r.get("floor_gap_closed_mean_pct"))))
+    if any("floor_capacity_gap_closed_mean_pct" in r for r in rows):
+        columns.append(("cap gap%", 8, lambda r: pct(r.get("floor_capacity_gap_closed_mean_pct"))))
     columns += fault_columns(rows)
     speculated = any("speculative_chunks" in r for r in rows)
     if speculated:
@@ -260,6 +262,12 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         lines.append(
             f"{FLOOR}: a lower bound on each request's TTFT (cold or suffix prefill on the "
             f"fastest node once the prefix can exist; no queueing); floor gap = share of "
+            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
+        )
+    if any(r["policy"] == FLOOR_CAPACITY for r in rows):
+        lines.append(
+            f"{FLOOR_CAPACITY}: a lower bound on mean TTFT only (no percentiles) that also "
+            f"counts the cluster's prefill capacity (docs/physics.md); cap gap = share of "
             f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
         )
     lines += tenant_lines(rows)
@@ -537,6 +545,7 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
 
 # ---------------------------------------------------------------- a run's files
 def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
+    runs = [run for run in runs if run.row["policy"] != FLOOR_CAPACITY]  # a mean, no TTFTs
     rows = [run.row for run in runs]
     first = rows[0]
     title = f"{first['setup']} · {first['workload']} · {first['windows']} windows"

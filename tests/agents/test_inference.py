@@ -157,7 +157,12 @@ def test_evaluation_rows_are_those_of_one_window_at_a_time(
     lockstep = rows()
     monkeypatch.setattr("experiments.evaluation.lockstep_capable", lambda policy: False)
     assert lockstep == rows()
-    assert [row["policy"] for row in lockstep] == ["bc_route_warm", "cache_aware", "floor"]
+    assert [row["policy"] for row in lockstep] == [
+        "bc_route_warm",
+        "cache_aware",
+        "floor",
+        "floor_capacity",
+    ]
 
 
 def test_batched_logits_are_each_observations_own() -> None:

@@ -173,7 +173,13 @@ def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type
     assert set(payload) == {"rows", "config"}
     rows = payload["rows"]
     # baseline added first, the lower bound last
-    assert [r["policy"] for r in rows] == ["cache_aware", "btb", "oracle_warm", "floor"]
+    assert [r["policy"] for r in rows] == [
+        "cache_aware",
+        "btb",
+        "oracle_warm",
+        "floor",
+        "floor_capacity",
+    ]
     assert rows[3]["ttft_mean_s"] < rows[2]["ttft_mean_s"] and rows[3]["requests"] == 4120
     rows = rows[:3]
     for row in rows:
@@ -277,5 +283,11 @@ def test_compare_keeps_same_named_agents_apart(tmp_path) -> None:  # type: ignor
     )  # fmt: skip
     rows = json.loads((out / "results.json").read_text())["rows"]
     names = [row["policy"] for row in rows]
-    assert names == ["cache_aware", "bc_route_warm@a/agent", "bc_route_warm@b/agent", "floor"]
+    assert names == [
+        "cache_aware",
+        "bc_route_warm@a/agent",
+        "bc_route_warm@b/agent",
+        "floor",
+        "floor_capacity",
+    ]
     assert rows[1]["ttft_mean_s"] == rows[2]["ttft_mean_s"]  # the same agent, twice

@@ -6,12 +6,18 @@ from __future__ import annotations
 import pytest
 
 from envs.sim import SimConfig
-from experiments.evaluation import FLOOR, add_floor_gaps, evaluate_policies
+from experiments.evaluation import (
+    FLOOR,
+    FLOOR_CAPACITY,
+    add_floor_gaps,
+    add_reductions,
+    evaluate_policies,
+)
 from experiments.report import comparison_table
 from tests.sim.simkit import small_window
 
 
-def _row(policy: str, mean_s: float, p95_s: float) -> dict[str, object]:
+def _row(policy: str, mean_s: float, p95_s: float | None) -> dict[str, object]:
     return {
         "setup": "s",
         "workload": "w",
@@ -46,10 +52,10 @@ def test_evaluate_policies_adds_the_floor_row_last() -> None:
     windows = [window, small_window(seed=2)]
     runs = evaluate_policies(["cache_aware", "btb"], "70b_h100x4", windows, SimConfig(), floor=True)
     rows = [run.row for run in runs]
-    assert [r["policy"] for r in rows] == ["cache_aware", "btb", FLOOR]
-    floor = rows[-1]
+    assert [r["policy"] for r in rows] == ["cache_aware", "btb", FLOOR, FLOOR_CAPACITY]
+    floor = rows[-2]
     assert floor["requests"] == rows[0]["requests"] == 2 * len(window.requests)
-    for row in rows[:-1]:
+    for row in rows[:-2]:
         for stat in ("mean", "p50", "p95", "p99", "max"):
             assert row[f"ttft_{stat}_s"] >= floor[f"ttft_{stat}_s"]
     assert (rows[1]["floor_gap_closed_mean_pct"], floor["floor_gap_closed_mean_pct"]) == (0, 100)
@@ -59,3 +65,28 @@ def test_evaluate_policies_adds_the_floor_row_last() -> None:
     plain = evaluate_policies(["cache_aware"], "70b_h100x4", [window], SimConfig())
     assert [run.row["policy"] for run in plain] == ["cache_aware"]
     assert "floor_gap_closed_mean_pct" not in plain[0].row
+
+
+def test_capacity_gap_closed_by_hand() -> None:
+    rows = [
+        _row("cache_aware", 1.2, 6.0),
+        _row("btb", 1.0, 5.0),
+        _row("agent", 0.8, 4.0),  # (1.0 - 0.8) / (1.0 - 0.6) of the gap to the bound
+        _row(FLOOR, 0.4, 3.0),
+        _row(FLOOR_CAPACITY, 0.6, None),
+    ]
+    add_floor_gaps(rows)
+    add_reductions(rows, "cache_aware")
+    gaps = [r["floor_capacity_gap_closed_mean_pct"] for r in rows]
+    assert gaps == pytest.approx([-50, 0, 50, 150, 100])
+    capacity = rows[-1]
+    assert capacity["floor_gap_closed_mean_pct"] == pytest.approx(100 * 0.4 / 0.6)
+    assert capacity["floor_gap_closed_p95_pct"] is None
+    assert capacity["ttft_mean_reduction_pct"] == pytest.approx(50)
+    assert capacity["ttft_p95_reduction_pct"] is None
+
+
+def test_no_capacity_gap_without_its_row() -> None:
+    rows = [_row("btb", 1.0, 5.0), _row(FLOOR, 0.4, 3.0)]
+    add_floor_gaps(rows)
+    assert "floor_capacity_gap_closed_mean_pct" not in rows[0]

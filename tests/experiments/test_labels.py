@@ -53,9 +53,11 @@ def test_evaluate_rows_name_the_cluster_and_workload_that_ran(tmp_path: Path) ->
     )  # fmt: skip
     evaluate(cfg)
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
-    assert [r["policy"] for r in rows] == ["cache_aware", "least_load", "bc_route_warm", "floor"]
+    assert [r["policy"] for r in rows] == [
+        "cache_aware", "least_load", "bc_route_warm", "floor", "floor_capacity"
+    ]  # fmt: skip
     assert {(r["setup"], r["workload"]) for r in rows} == {("llama-3.3-70b_4xH100_x6", TINY)}
-    assert all(r["requests"] == r["completed"] > 0 for r in rows[:-1])
+    assert all(r["requests"] == r["completed"] > 0 for r in rows[:-2])
 
 
 def test_tune_btb_rows_use_the_same_labels(tmp_path: Path) -> None:
@@ -113,6 +115,7 @@ def test_evaluate_keeps_every_agent_of_the_same_name(tmp_path: Path) -> None:
         "bc_route_warm@B/agent",
         "bc_route_warm@C/agent",
         "floor",
+        "floor_capacity",
     ]
 
 

@@ -63,7 +63,7 @@ def test_reproduce_end_to_end_on_one_setup(tmp_path) -> None:  # type: ignore[no
     payload = json.loads((out / "results.json").read_text())
     assert set(payload) == {"rows", "config", "tables"}
     got = {(r["policy"], r["causal_kv"]) for r in payload["rows"]}
-    policies = ("cache_aware", "btb", "btb_pending", "floor")
+    policies = ("cache_aware", "btb", "btb_pending", "floor", "floor_capacity")
     assert got == {(p, c) for p in policies for c in (False, True)}
     assert len(payload["tables"]) == 2
     for table in payload["tables"]:

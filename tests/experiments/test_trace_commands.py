@@ -20,7 +20,7 @@ from envs.workloads.registry import windows as registry_windows
 from experiments import bench, compare, make_dataset
 from experiments._cli import main_guard
 from experiments.config import register_configs
-from experiments.evaluation import evaluate_policies
+from experiments.evaluation import BOUNDS, evaluate_policies
 from tests.workloads.tracekit import art_rows, bursted_rows, qwen_rows, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,8 +75,8 @@ def test_compare_runs_each_format_and_names_the_file(tmp_path: Path, fmt: str) -
     # one window holds the whole of each small file (test_fraction=1: it is the test one),
     # except Bursted-ART's, which keeps its own windows and splits (two test windows)
     result = _compare(path, tmp_path / "run", "workload.test_fraction=1")
-    rows = [r for r in result["rows"] if r["policy"] != "floor"]  # floor: the lower bound
-    assert [r["workload"] for r in result["rows"]] == [f"trace:{path.name}"] * 3
+    rows = [r for r in result["rows"] if r["policy"] not in BOUNDS]  # the lower bounds
+    assert [r["workload"] for r in result["rows"]] == [f"trace:{path.name}"] * 4
     for row in rows:  # every request of the test windows served once
         assert row["requests"] == row["completed"] == test_requests
     stamp = read_json(tmp_path / "run" / "results.json")["config"]["workload_file"]
@@ -100,7 +100,7 @@ def test_a_bursted_test_file_gives_the_registry_s_numbers(tmp_path: Path) -> Non
     )
     assert got["config"]["windows_run"] == 2
     keys = ("requests", "ttft_mean_s", "ttft_p95_s", "e2e_mean_s", "hbm_hit_rate")
-    rows = [r for r in got["rows"] if r["policy"] != "floor"]
+    rows = [r for r in got["rows"] if r["policy"] not in BOUNDS]
     for row, run in zip(rows, want, strict=True):
         assert {k: row[k] for k in keys} == {k: run.row[k] for k in keys}
 
@@ -216,9 +216,9 @@ def test_the_hydra_commands_take_the_same_spelling(tmp_path: Path) -> None:
     assert workload_label(cfg) == "trace:mc.jsonl"
     evaluate(cfg)
     result = read_json(tmp_path / "run" / "results.json")
-    # one 5 s test window of four, in every row (the floor's last)
-    assert [r["requests"] for r in result["rows"]] == [10, 10, 10]
-    assert result["rows"][-1]["policy"] == "floor"
+    # one 5 s test window of four, in every row (the lower bounds' last)
+    assert [r["requests"] for r in result["rows"]] == [10, 10, 10, 10]
+    assert [r["policy"] for r in result["rows"][-2:]] == list(BOUNDS)
     assert (
         result["config"]["workload_file"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
     )

@@ -137,7 +137,8 @@ def test_evaluate_on_validation_windows_greedy_and_sampling(tmp_path):
     evaluate(cfg)
     rows = json.loads((tmp_path / "results.json").read_text())["rows"]
     assert [r["policy"] for r in rows] == [
-        "cache_aware", "btb", "bc_route_warm", "bc_route_warm_stochastic", "floor"
+        "cache_aware", "btb", "bc_route_warm", "bc_route_warm_stochastic", "floor",
+        "floor_capacity"
     ]  # fmt: skip
     assert {r["windows"] for r in rows} == {1}
     # cache_aware's row is its run on the tiny workload's validation window

@@ -1,0 +1,189 @@
+"""What the capacity floor says about the mean-TTFT targets: ``capacity_floor.md``.
+
+    python docs/results/capacity_floor_table.py EVAL_ROOT   # read the runs, write both files
+    python docs/results/capacity_floor_table.py             # the table again from the JSON
+
+Reads ``EVAL_ROOT/<setup>/<family>/results.json``, each written by
+
+    python -m experiments.evaluate \\
+        checkpoint=[agents/zoo/finetune_families_long,agents/zoo/ppo_thresholds] \\
+        policies=[oracle_warm,btb,btb_tuned,btb_pending,cache_aware,least_load,dynamo,llmd] \\
+        workload=FAMILY workload.eval_windows=15 setup=SETUP logger=none \\
+        out_dir=EVAL_ROOT/SETUP/FAMILY
+
+(all 15 test windows, evaluation seed 0, causal KV), keeps the rows' mean and p95 TTFT
+in ``capacity_floor.json`` and writes ``capacity_floor.md`` here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SETUPS = ("70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4")
+FAMILIES = ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
+BURSTS = FAMILIES[:4]
+BELOW_ORACLE = ("bursted_synthetic", "rising_load", "mixed")
+BASELINES = ("btb", "btb_tuned", "btb_pending", "cache_aware", "least_load", "dynamo", "llmd")
+AGENTS = ("finetune_families_long", "ppo_thresholds")
+KEPT = ("setup", "workload", "policy", "windows", "requests", "ttft_mean_s", "ttft_p95_s")
+
+Rows = dict[tuple[str, str, str], dict]
+
+
+def read_runs(root: Path) -> list[dict]:
+    rows = []
+    for setup in SETUPS:
+        for family in FAMILIES:
+            path = root / setup / family / "results.json"
+            for row in json.loads(path.read_text())["rows"]:
+                rows.append({key: row[key] for key in KEPT})
+    return rows
+
+
+def verdict(required: float, bound: float) -> str:
+    """A target's required mean TTFT against the capacity floor."""
+    if bound > required:
+        return f"**infeasible in this simulator** (bound {bound / required - 1:+.1%} above)"
+    return f"room {required - bound:.3g} s ({1 - bound / required:.1%} of it)"
+
+
+def met(agent: float, required: float) -> str:
+    return f"{'met' if agent <= required else 'missed'} ({agent / required - 1:+.1%})"
+
+
+def targets(rows: Rows, setup: str, family: str) -> list[tuple[str, float]]:
+    """The issue's mean-TTFT targets on one family: (what, the mean TTFT it requires)."""
+    mean = {p: rows[(setup, family, p)]["ttft_mean_s"] for p in (*BASELINES, "floor")}
+    best = min(BASELINES, key=lambda p: mean[p])
+    out = []
+    if mean[best] <= 1.10 * mean["floor"]:  # the issue's floor rule
+        out.append(("within 3 % of floor", 1.03 * mean["floor"]))
+    elif family in BURSTS:
+        out.append((f"10 % below {best}", 0.90 * mean[best]))
+    else:
+        out.append((f"at most 1 % above {best}", 1.01 * mean[best]))
+    if family in BELOW_ORACLE:
+        out.append(
+            ("5 % below oracle_warm", 0.95 * rows[(setup, family, "oracle_warm")]["ttft_mean_s"])
+        )
+    return out
+
+
+def table(rows: Rows, setup: str) -> list[str]:
+    lines = [
+        "| family | floor | **floor_capacity** | oracle_warm | best baseline "
+        "| `finetune_families_long` | `ppo_thresholds` | target: requires | against the bound "
+        "| `finetune_families_long` vs target |",
+        "|---|--:|--:|--:|---|--:|--:|---|---|---|",
+    ]
+    for family in FAMILIES:
+        mean = {
+            p: rows[(setup, family, p)]["ttft_mean_s"]
+            for p in (*BASELINES, *AGENTS, "oracle_warm", "floor", "floor_capacity")
+        }
+        best = min(BASELINES, key=lambda p: mean[p])
+        bound = mean["floor_capacity"]
+        head = (
+            f"| {family} | {mean['floor']:.4g} | **{bound:.4g}** | {mean['oracle_warm']:.4g} "
+            f"| {best} {mean[best]:.4g} | {mean[AGENTS[0]]:.4g} | {mean[AGENTS[1]]:.4g} "
+        )
+        for k, (what, required) in enumerate(targets(rows, setup, family)):
+            lead = head if k == 0 else "| | | | | | | "
+            lines.append(
+                f"{lead}| {what}: {required:.4g} | {verdict(required, bound)} "
+                f"| {met(mean[AGENTS[0]], required)} |"
+            )
+    return lines
+
+
+def render(kept: list[dict]) -> str:
+    rows: Rows = {(r["setup"], r["workload"], r["policy"]): r for r in kept}
+    out = []
+    for setup in SETUPS:
+        out += [f"### {setup}", "", *table(rows, setup), ""]
+    return "\n".join([*summary(rows), "", "## The tables", "", *out])
+
+
+def summary(rows: Rows) -> list[str]:
+    """The targets the bound rules out, and which of them the capacity term decides."""
+    out = ["## Ruled out", ""]
+    for setup in SETUPS:
+        for family in FAMILIES:
+            bound = rows[(setup, family, "floor_capacity")]["ttft_mean_s"]
+            floor = rows[(setup, family, "floor")]["ttft_mean_s"]
+            for what, required in targets(rows, setup, family):
+                if bound > required:
+                    by = "capacity" if floor <= required else "the floor alone"
+                    out.append(
+                        f"- {setup}, {family}: {what} requires {required:.4g} s, the bound is "
+                        f"{bound:.4g} s ({by} rules it out)"
+                    )
+    return out if len(out) > 2 else [*out, "- none"]
+
+
+TEXT = """# What the capacity floor says about the targets
+
+`floor_capacity` is a lower bound on the mean TTFT of a window that counts the
+cluster's prefill capacity as well as when each prefix's KV can first exist
+([the argument](../physics.md#the-capacity-floor)); `floor` is the per-request bound
+without queueing. Neither depends on a policy, so a target that asks for a mean
+TTFT below `floor_capacity` cannot be met by any router, warming or eviction in this
+simulator; above it, the bound leaves room, which says the target is not ruled out,
+not that it can be reached. The bound is on the mean only: it says nothing about the
+p95 targets.
+
+Each setup: all 15 test windows of each family, causal KV, evaluation seed 0, one
+training seed of each shipped agent (both were trained on 70b_h100x4; on the other
+two setups they run unchanged). Mean TTFT in seconds; best baseline = the lowest
+mean of {btb, btb_tuned, btb_pending, cache_aware, least_load, dynamo, llmd}. The
+targets (issue #16): 10 % below the best baseline on the burst families, at most
+1 % above it on art_like (or, where the best baseline sits within 10 % of `floor`,
+within 3 % of `floor`), and 5 % below oracle_warm on the 60 s, rising_load and mixed
+families. "room" is the required value minus the bound, and its share of the
+required value.
+
+Written by [capacity_floor_table.py](capacity_floor_table.py) (the commands are in
+its docstring; the rows it read are in `capacity_floor.json`).
+
+## What it says
+
+- On 70b_h100x4 no mean-TTFT target is ruled out. The capacity term counts only on
+  the 1 s bursts, where 500 requests wait for one prefix and then queue for four
+  nodes: 5.28 s against the floor's 4.23. "10 % below btb_pending" there asks for
+  5.46 s, 0.18 s (3.3 %) above the bound, while oracle_warm (5.79) and the
+  fine-tuned agent (5.84) sit 0.51-0.56 s above it: the target is tight but not
+  ruled out. On the 60 s bursts, rising_load, mixed and art_like the bound equals
+  the floor, far below every policy (60 s bursts: 0.34 against the best
+  policies' 0.73-0.78): at
+  those loads it says nothing about whether the targets can be reached.
+- On the other two setups four targets are infeasible in this simulator (the list
+  below): three by the per-request floor alone ("5 % below oracle_warm" asks for
+  less than the floor on qwen3_8b_h100x4's 60 s bursts and mixed, and on
+  glm45_h100x4's rising_load) and one by the capacity term (glm45_h100x4's 1 s
+  bursts: 10 % below btb_pending is 2.07 s, the bound 2.12 s).
+- The bound holds for policies that do not speculate (`sim.speculate`; the
+  shipped agents and the baselines above do not) and bounds the mean only: the
+  p95 targets are not addressed here.
+- A check of the bound: on each of the 225 windows (3 setups x 5 families x 15),
+  it lies below the lowest per-window mean TTFT of the ten policies (at most 0.988
+  of it).
+
+"""
+
+
+def main(*roots: str) -> None:
+    data = HERE / "capacity_floor.json"
+    if roots:
+        kept = [row for root in roots for row in read_runs(Path(root))]
+        data.write_text(json.dumps({"rows": kept}, indent=1) + "\n")
+    kept = json.loads(data.read_text())["rows"]
+    body = render(kept)
+    (HERE / "capacity_floor.md").write_text(TEXT + body + "\n")
+    print(body)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,166 @@
+"""The capacity floor (envs.sim.floor.ttft_mean_floor_capacity_s): hand-worked on the
+toy cluster (1 ms a token of prefill, 16-token blocks), below five policies' mean
+TTFT on small windows of four workload families under both KV models, and its two
+one-machine bounds below the best schedule of random small instances."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from simkit import Prompts, names, toy_cluster
+
+from baselines import make_policy
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.floor import (
+    floor_bounds,
+    mean_busy_bound_s,
+    srpt_completion_sum_s,
+    ttft_floor_s,
+    ttft_mean_floor_capacity_s,
+)
+from envs.sim.request import Workload
+from envs.workloads.registry import windows
+
+A4 = names("a", 4)  # a0..a3: 64 tokens, 64 ms cold
+
+
+def mean_ttft(policy: str, cluster: object, workload: Workload, config: SimConfig) -> float:
+    sim = Simulator(cluster, workload, config, np.random.default_rng(0))  # type: ignore[arg-type]
+    return float(np.mean(make_policy(policy).run(sim).ttft_s))
+
+
+def test_four_cold_requests_on_two_nodes() -> None:
+    # four distinct 64-token prompts at t=0, p = 64 ms each, two nodes: the floor sums
+    # to 4p, SRPT on a machine of twice a node's speed to p/2 + p + 3p/2 + 2p = 5p, the
+    # mean busy times (p/4, 3p/4, 5p/4, 7p/4) plus p/2 each to 6p: the real optimum
+    # (two requests end at p, two at 2p)
+    p = 0.064
+    prompts = Prompts()
+    for stem in "abcd":
+        prompts.add(0.0, names(stem, 4))
+    workload = prompts.workload()
+    cluster = toy_cluster(2)
+    assert ttft_floor_s(cluster, workload).sum() == pytest.approx(4 * p)
+    zeros, sizes = np.zeros(4), np.full(4, p)
+    assert srpt_completion_sum_s(zeros, sizes / 2) == pytest.approx(5 * p)
+    assert mean_busy_bound_s(zeros, sizes, 2) == pytest.approx(6 * p)
+    bound = ttft_mean_floor_capacity_s(cluster, workload)
+    assert bound == pytest.approx(6 * p / 4)
+    assert mean_ttft("round_robin", cluster, workload, SimConfig()) == pytest.approx(bound)
+
+
+def test_a_burst_that_waits_for_one_prefix() -> None:
+    # r0 computes a0..a3 by 0.064; r1..r4 arrive at 0.010 with a block of their own
+    # each: floor 54 ms of waiting + 16 ms (cold: 80 ms). Released when the prefix is
+    # ready, each still needs 16 ms (cold: 80 - 54 = 26 ms left): on the two-node
+    # machine r0 takes [0, 0.032] and the four 8 ms halves follow 0.064 one by one;
+    # mean busy times 0.016 and 0.068 .. 0.092, plus half the work each, sum to 0.400 s
+    # (the floor: 0.384, SRPT: 0.368), so the mean TTFT is at least (0.400 - 0.040) / 5
+    prompts = Prompts()
+    prompts.add(0.0, A4)
+    for k in range(4):
+        prompts.add(0.010, [*A4, f"own{k}"])
+    workload = prompts.workload()
+    cluster = toy_cluster(2)
+    floor = ttft_floor_s(cluster, workload)
+    assert floor == pytest.approx([0.064, 0.070, 0.070, 0.070, 0.070])
+    bound = ttft_mean_floor_capacity_s(cluster, workload)
+    assert bound == pytest.approx(0.072)
+    assert bound > floor.mean()
+    for name in ("round_robin", "cache_aware", "least_load", "oracle_warm"):
+        assert mean_ttft(name, cluster, workload, SimConfig()) >= bound - 1e-12, name
+
+
+def test_recomputing_cold_beats_waiting_on_one_node() -> None:
+    # r1 (a0, a1, c2) could wait for r0's a0..a3 (at 0.064) and prefill 16 ms, or
+    # recompute its 48 tokens from its arrival: cold wins (floor 48 ms). The capacity
+    # bound cannot add to the floor here: released at its arrival, r1 may still need
+    # only the 16 ms of its reuse (SRPT then ends r1 at 0.017 and r0 at 0.080, a sum
+    # of 0.097 below the floors' 0.113); released at the prefix's ready time, it may
+    # be done already (48 ms of cold prefill fit before it). On one node r1 queues
+    # behind r0 and then reuses its prefix after all: a mean of (0.064 + 0.079) / 2
+    prompts = Prompts()
+    prompts.add(0.0, A4)
+    prompts.add(0.001, ["a0", "a1", "c2"])
+    workload = prompts.workload()
+    cluster = toy_cluster(1)
+    floor = ttft_floor_s(cluster, workload)
+    assert floor == pytest.approx([0.064, 0.048])
+    assert srpt_completion_sum_s(np.array([0.0, 0.001]), np.array([0.064, 0.016])) == (
+        pytest.approx(0.097)
+    )
+    assert ttft_mean_floor_capacity_s(cluster, workload) == pytest.approx(floor.mean())
+    served = mean_ttft("cache_aware", cluster, workload, SimConfig())
+    assert served == pytest.approx((0.064 + 0.079) / 2)
+
+
+def test_srpt_preempts_for_a_shorter_job() -> None:
+    # one machine: a 64 ms job at 0, a 48 ms one at 0.001 preempts it (63 ms left):
+    # 0.049 + 0.112; the mean busy times 0.025 and (0.001 x 0.0005 + 0.063 x 0.0805)
+    # / 0.064, plus half of each job's work
+    release, work = np.array([0.0, 0.001]), np.array([0.064, 0.048])
+    assert srpt_completion_sum_s(release, work) == pytest.approx(0.161)
+    busy = 0.025 + (0.001 * 0.0005 + 0.063 * 0.0805) / 0.064
+    assert mean_busy_bound_s(release, work, 1) == pytest.approx(busy + 0.056)
+
+
+def test_an_empty_window_has_no_bound() -> None:
+    assert np.isnan(ttft_mean_floor_capacity_s(toy_cluster(2), Workload("empty", 16, [])))
+
+
+SMALL: dict[str, dict[str, Any]] = {  # small windows of each family, quick to generate
+    "bursted_synthetic": {"n_bursts": 1, "burst_requests": 200, "n_decoys": 10},
+    "bursted_synthetic_1s": {"n_bursts": 1, "n_decoys": 10},  # 500 requests in 1 s
+    "rising_load": {"lead_s": 5.0, "ramp_s": 40.0, "hold_s": 5.0},
+    "art_like": {"rows_per_window": 250},
+}
+POLICIES = ("cache_aware", "least_load", "btb", "btb_pending", "oracle_warm")
+
+
+@functools.cache
+def small_window(family: str) -> Workload:
+    return next(windows(family, split="test", limit=1, **SMALL[family]))
+
+
+@pytest.mark.parametrize("causal_kv", [True, False], ids=["causal", "reference"])
+@pytest.mark.parametrize("family", list(SMALL))
+def test_no_policy_beats_the_capacity_floor(family: str, causal_kv: bool) -> None:
+    cluster = setup_cluster("70b_h100x4")
+    config = SimConfig(causal_kv=causal_kv)
+    window = small_window(family)
+    floor, bound = floor_bounds(cluster, window, config)
+    assert bound >= float(np.mean(floor)) - 1e-12
+    if family == "bursted_synthetic_1s":  # 500 requests wait for one prefix, then queue
+        assert bound > 1.2 * float(np.mean(floor))
+    for name in POLICIES:
+        assert mean_ttft(name, cluster, window, config) >= bound - 1e-9, name
+
+
+def best_schedule_sum_s(release: np.ndarray, work: np.ndarray, n_nodes: int) -> float:
+    """The least sum of completion times of jobs on ``n_nodes`` nodes, one job at a
+    time each, none preempted: every order and assignment, each job as early as it can."""
+    best = math.inf
+    for order in itertools.permutations(range(len(release))):
+        for nodes in itertools.product(range(n_nodes), repeat=len(release)):
+            free, total = [0.0] * n_nodes, 0.0
+            for job, node in zip(order, nodes, strict=True):
+                free[node] = max(free[node], release[job]) + work[job]
+                total += free[node]
+            best = min(best, total)
+    return best
+
+
+def test_the_one_machine_bounds_stay_below_the_best_schedule() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        n = int(rng.integers(2, 6))
+        release = rng.uniform(0.0, 2.0, n).round(1) * (rng.random() < 0.7)
+        work = rng.uniform(0.1, 2.0, n).round(1)
+        best = best_schedule_sum_s(release, work, 2)
+        assert srpt_completion_sum_s(release, work / 2) <= best + 1e-9
+        assert mean_busy_bound_s(release, work, 2) <= best + 1e-9
