@@ -14,7 +14,6 @@ btb_eft and oracle_warm (causal KV, seed 0). Writes
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 
 from agents.adapter import AgentPolicy
 from baselines.policy import Policy, make_policy
+from envs.files import write_json_atomic
 from envs.sim import SimConfig
 from experiments.evaluation import evaluate_policies, split_windows
 
@@ -81,9 +81,7 @@ def main(setup: str, run_dirs: list[str], tag: str = "") -> None:
     for family in FAMILIES:
         rows = evaluate(setup, runs, family)
         path = OUT / f"agents_vs_baselines_thresholds{tag}_{family}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"rows": rows}, indent=1, allow_nan=False, default=str) + "\n")
-        tmp.replace(path)
+        write_json_atomic(path, {"rows": rows})  # strict JSON: a non-finite figure is null
         got = {r["policy"]: r for r in rows}
         tuned = got["btb_tuned"]
         for mode in ("det", "stoch"):
