@@ -49,7 +49,9 @@ class _PendingEft(BTBPending):
     ("rule", "policy"),
     [(0, "btb"), (1, "btb_pending"), (2, "btb_eft"), (3, "pending+eft")],
 )
-def test_each_rule_replays_its_fixed_policy_exactly(window: Workload, rule: int, policy: str) -> None:
+def test_each_rule_replays_its_fixed_policy_exactly(
+    window: Workload, rule: int, policy: str
+) -> None:
     ttft, copies, sim_seed = _replay(window, rule)
     fixed = _PendingEft() if policy == "pending+eft" else make_policy(policy)
     direct, direct_copies = _direct(window, fixed, sim_seed)
