@@ -117,7 +117,8 @@ class AgentPolicy(Policy):
         self._choices = self._choice_index()
         if self.spec.env == "thresholds":
             epoch_s = float(self.spec.env_kwargs.get("epoch_s", 1.0))
-            self._controller = EpochController(sim.n_nodes, epoch_s)
+            eft_rules = bool(self.spec.env_kwargs.get("eft_rules", False))
+            self._controller = EpochController(sim.n_nodes, epoch_s, eft_rules)
             self._controller.reset(sim)
         else:
             hints = bool(self.spec.env_kwargs.get("hints", False))

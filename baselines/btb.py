@@ -44,10 +44,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from baselines.policy import Policy, register
-from baselines.routers import cache_aware_choice, least_loaded, up_nodes
+from baselines.routers import cache_aware_choice, earliest_first_token, least_loaded, up_nodes
 from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
-from envs.sim.forecast import copy_bytes, transfer_s
+from envs.sim.forecast import HitMemo, copy_bytes, transfer_s
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching, whole_blocks
@@ -80,6 +80,11 @@ class BTB(Policy):
     record the copies, make none (see the module docstring).
     """
 
+    eft_fallback = False
+    """Route what BTB itself does not (a prefix not active, or active but resident
+    nowhere) to the node with the earliest expected first token instead of
+    cache_aware: btb-gym's ``btb_eft``, not the published rule."""
+
     def __init__(
         self,
         x: int = 2,
@@ -99,6 +104,7 @@ class BTB(Policy):
         self._window = ArrivalWindow()
         self.shadow_copies: list[ShadowCopy] = []
         self._shadow_at: dict[int, dict[int, ShadowCopy]] = {}
+        self._memo: HitMemo = {}
 
     def reset(self, sim: Simulator) -> None:
         self._n_nodes = sim.n_nodes
@@ -110,6 +116,7 @@ class BTB(Policy):
         self._window.reset()
         self.shadow_copies = []
         self._shadow_at = {}
+        self._memo = {}
 
     def metrics(self) -> dict[str, float]:
         """Shadow-mode totals of the last run (empty when not in shadow mode)."""
@@ -178,10 +185,17 @@ class BTB(Policy):
         if y is None:
             y = len(blocks) - 1 if len(blocks) > 1 else 1
         if len(blocks) < y or y < self.min_prefix_blocks:
-            return cache_aware_choice(sim, request)
+            return self._otherwise(sim, request)
         if self._window.count(blocks[y - 1], sim.now, self.z) < self.x:
-            return cache_aware_choice(sim, request)
+            return self._otherwise(sim, request)
         return self._warm_and_route(sim, request, tuple(blocks[:y]))
+
+    def _otherwise(self, sim: Simulator, request: Request) -> int:
+        """Where a request goes that BTB's own rule does not route: cache_aware
+        (published), or with :attr:`eft_fallback` the earliest expected first token."""
+        if self.eft_fallback and not self.shadow:
+            return earliest_first_token(sim, request, self._memo)
+        return cache_aware_choice(sim, request)
 
     def _holders(
         self, sim: Simulator, prefix: tuple[int, ...]
@@ -215,7 +229,7 @@ class BTB(Policy):
                 if sim.warm(src, dst, prefix) == WARM_OK:
                     self._issued(route_to, dst)
         if not route_to:
-            return cache_aware_choice(sim, request)
+            return self._otherwise(sim, request)
         return least_loaded(sim, route_to)
 
     def _issued(self, route_to: list[int], dst: int) -> None:
@@ -254,3 +268,13 @@ class BTB(Policy):
             if best not in route_to:
                 shadow[best].used = True
         return cache_aware_choice(sim, request)
+
+
+@register("btb_eft")
+class BTBEft(BTB):
+    """btb-gym's variant of the published BTB (same X, Y, Z, M and warming): a
+    request BTB does not route itself (its prefix is not active, or is active but
+    resident nowhere) goes to the node with the earliest expected first token
+    (:func:`baselines.routers.earliest_first_token`) instead of cache_aware."""
+
+    eft_fallback = True

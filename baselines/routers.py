@@ -12,6 +12,7 @@ from baselines.policy import Policy, register
 from envs.sim import native
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
+from envs.sim.forecast import HitMemo, first_token_estimates
 from envs.sim.node import Node
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -46,6 +47,24 @@ def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:
     if len(ties) == 1:
         return ties[0]
     return ties[int(sim.rng.random() * len(ties))]
+
+
+def earliest_first_token(sim: Simulator, request: Request, memo: HitMemo | None = None) -> int:
+    """The node up where ``request``'s first token is expected soonest by the
+    causal cost model the observation shows
+    (:func:`envs.sim.forecast.first_token_estimates`: each node's current work
+    and queued prefills, each with what it will find cached, then this
+    request's prefill with its HBM hit there); ties by load, then index.
+    ``memo`` keeps the queues' costs from one call to the next (one per run)."""
+    estimates = first_token_estimates(sim, request, memo)
+    best = -1
+    best_first = best_load = 0.0
+    for node in up_nodes(sim):
+        first = estimates[node.index][1]
+        load = node.load
+        if best < 0 or first < best_first or (first == best_first and load < best_load):
+            best, best_first, best_load = node.index, first, load
+    return best
 
 
 @register("random")
@@ -83,6 +102,21 @@ class LeastLoad(Policy):
 
     def decide(self, sim: Simulator, request: Request) -> int:
         return least_loaded(sim)
+
+
+@register("eft")
+class EarliestFirstToken(Policy):
+    """btb-gym's router (not a production one): the node where the request's
+    first token is expected soonest (:func:`earliest_first_token`); no warming."""
+
+    def __init__(self) -> None:
+        self._memo: HitMemo = {}
+
+    def reset(self, sim: Simulator) -> None:
+        self._memo = {}
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        return earliest_first_token(sim, request, self._memo)
 
 
 @register("cache_aware")

@@ -23,6 +23,10 @@ MIN_PREFIX_CHOICES = (1024, 4096, 16384, 32768, 65536)  # tokens
 ROUTE_CHOICES = ("resident", "pending")
 """Where an active prefix's requests go: ``resident``, the published rule (nodes
 holding it); ``pending``, btb_pending's (also copies in flight and nodes computing it)."""
+EFT_ROUTE_CHOICES = (*ROUTE_CHOICES, "resident+eft", "pending+eft")
+"""The rules with ``eft_rules=True``: the two above, then each with btb_eft's
+fallback (a request BTB does not route itself goes to the node with the earliest
+expected first token instead of cache_aware)."""
 # The observation scales the minimum prefix in units of 256 tokens (the published
 # block), so it reads the same whatever the workload's block size.
 PREFIX_FEATURE_TOKENS = 256
@@ -65,7 +69,8 @@ class ThresholdsEnv(ClusterEnv):
     | 1 | Z, seconds | 0.25, 0.5, 1, 2, 4, 8 |
     | 2 | M, share of the nodes (rounded up) | 0.25, 0.5, 0.75, 1 |
     | 3 | minimum prefix, tokens | 1,024, 4,096, 16,384, 32,768, 65,536 |
-    | 4 | routing rule | 0 resident (published), 1 pending |
+    | 4 | routing rule | 0 resident (published), 1 pending; with ``eft_rules``: |
+    |   |  | also 2 resident+eft, 3 pending+eft (``MultiDiscrete([7, 6, 4, 5, 4])``) |
 
     ## Observation Space
 
@@ -88,7 +93,8 @@ class ThresholdsEnv(ClusterEnv):
     | 9 | copies in flight in the cluster (at 4) |
     | 10 | requests queued in the cluster (at 64) |
     | 11 | seconds since the previous epoch ended (at 10 s; epochs without arrivals are skipped) |
-    | 12-16 | the settings in force: X / 16, log Z, M share, log minimum prefix, rule |
+    | 12-16 | the settings in force: X / 16, log Z, M share, log minimum prefix, |
+    |  | rule index / (rules - 1) |
     | 17 | the busiest prefix's holders / nodes |
 
     ## Rewards
@@ -114,8 +120,10 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Arguments
 
-    Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch),
-    except ``hints`` (its observation is per epoch, not per request: only False).
+    Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch) and
+    ``eft_rules`` (False: the two rules above; True: four, adding btb_eft's
+    fallback routing to each), except ``hints`` (its observation is per epoch,
+    not per request: only False).
 
     ## Version History
 
@@ -130,14 +138,18 @@ class ThresholdsEnv(ClusterEnv):
       prefix) driving the published rule; ``n_nodes * 5 + 9`` features.
     """
 
-    def __init__(self, epoch_s: float = 1.0, **kwargs: Any) -> None:
+    def __init__(self, epoch_s: float = 1.0, eft_rules: bool = False, **kwargs: Any) -> None:
         check_number("epoch_s", epoch_s, positive=True)
         if kwargs.get("hints"):
             raise ValueError("hints is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
+        if not isinstance(eft_rules, (bool, np.bool_)):
+            raise ValueError(f"eft_rules must be true or false, got {eft_rules!r}")
         super().__init__(**kwargs)
         self._kwargs["epoch_s"] = epoch_s
+        if eft_rules:  # recorded only when set, as agents saved before it were made
+            self._kwargs["eft_rules"] = True
         self.epoch_s = float(epoch_s)
-        self.controller = EpochController(self.n_nodes, self.epoch_s)
+        self.controller = EpochController(self.n_nodes, self.epoch_s, bool(eft_rules))
         self.action_space = spaces.MultiDiscrete(list(self.controller.bounds))
         self.observation_space = spaces.Box(
             0.0, 1.0, (self.controller.encoder.size,), dtype=np.float32
@@ -178,7 +190,8 @@ class ThresholdsEnv(ClusterEnv):
 
 class SwitchedBTB(BTBPending):
     """BTB whose routing rule can change mid-run: ``pending`` False is the
-    published rule (:class:`baselines.btb.BTB`), True btb_pending's."""
+    published rule (:class:`baselines.btb.BTB`), True btb_pending's; ``eft_fallback``
+    (:class:`baselines.btb.BTB`) switches btb_eft's fallback routing on."""
 
     pending = False
 
@@ -209,17 +222,19 @@ class EpochController:
     ``(epoch start s, setting)`` of every epoch of the run (for the chart).
     """
 
-    def __init__(self, n_nodes: int, epoch_s: float) -> None:
+    def __init__(self, n_nodes: int, epoch_s: float, eft_rules: bool = False) -> None:
         self.n_nodes = n_nodes
         self.epoch_s = epoch_s
+        self.rules = EFT_ROUTE_CHOICES if eft_rules else ROUTE_CHOICES
         self.encoder = EpochEncoder(n_nodes)
         self.bounds = (
             len(X_CHOICES),
             len(Z_CHOICES),
             len(M_FRACTIONS),
             len(MIN_PREFIX_CHOICES),
-            len(ROUTE_CHOICES),
+            len(self.rules),
         )
+        self._rule = 0
         self.btb = self._published()
         self.stats = EpochStats()
         self.epoch_end = -np.inf
@@ -238,12 +253,13 @@ class EpochController:
         self.epoch_end = -np.inf
         self.log = []
         self._copies_before = 0
+        self._rule = 0
 
     def thresholds(self) -> Setting:
         btb = self.btb
         min_prefix = btb.min_prefix_tokens
         assert min_prefix is not None  # set at construction and by every action
-        return btb.x, btb.z, btb.m, min_prefix, ROUTE_CHOICES[int(btb.pending)]
+        return btb.x, btb.z, btb.m, min_prefix, self.rules[self._rule]
 
     def observe(self, sim: Simulator) -> np.ndarray:
         x, z, m, min_prefix, _ = self.thresholds()
@@ -253,7 +269,7 @@ class EpochController:
             m / self.n_nodes,
             math.log1p(min_prefix / PREFIX_FEATURE_TOKENS)
             / math.log1p(MIN_PREFIX_CHOICES[-1] / PREFIX_FEATURE_TOKENS),
-            float(self.btb.pending),
+            self._rule / (len(self.rules) - 1),
         )
         end = self.epoch_end
         gap_s = sim.now - end if end > -np.inf else 0.0
@@ -274,7 +290,9 @@ class EpochController:
             copies_for(M_FRACTIONS[a[2]], self.n_nodes),
             MIN_PREFIX_CHOICES[a[3]],
         )
-        btb.pending = bool(a[4])
+        self._rule = rule = int(a[4])
+        btb.pending = rule % 2 == 1  # pending, pending+eft
+        btb.eft_fallback = rule >= 2  # resident+eft, pending+eft
         self.log.append((float(start_s), self.thresholds()))
         self.stats = EpochStats()
         # the epoch always holds the arrival it starts at, even when epoch_s is below

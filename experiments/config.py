@@ -154,7 +154,14 @@ record an argument was trained with)."""
 DEFAULT_N_ENVS = 16
 """Training's parallel envs in one process (DummyVecEnv): one batched forward pass
 serves them all (``env.n_envs``)."""
-LATER_ENV_ARGS = ("reward_baseline", "reward_timing", "hints", "speculate", "cache_actions")
+LATER_ENV_ARGS = (
+    "reward_baseline",
+    "reward_timing",
+    "hints",
+    "speculate",
+    "cache_actions",
+    "eft_rules",
+)
 """Env arguments added after agents were first saved: left out of a run's
 env_kwargs at their default, so older agents' env arguments stay as they were."""
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from envs.files import file_mode, write_json_atomic
+from envs.thresholds import EFT_ROUTE_CHOICES
 from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyRun, WindowTrace
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
@@ -468,7 +469,13 @@ def aligned_table(
 # every epoch (X, Z, M, the minimum prefix, the routing rule). ``compare`` and
 # ``evaluate`` write it (THRESHOLDS_CHART) when a policy kept a settings log
 # (:attr:`WindowTrace.settings`).
-PANELS = ("X (arrivals)", "Z (s)", "M (nodes)", "min prefix (tokens)", "rule (1 = pending)")
+PANELS = (
+    "X (arrivals)",
+    "Z (s)",
+    "M (nodes)",
+    "min prefix (tokens)",
+    "rule (0 resident, 1 pending, 2/3 the same +eft)",
+)
 
 
 def cluster_queue(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -485,7 +492,7 @@ def setting_series(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
     times = np.array([t for t, _ in trace.settings], dtype=float)
     values = np.array(
         [
-            (x, z, m, p, 1.0 if rule == "pending" else 0.0)
+            (x, z, m, p, float(EFT_ROUTE_CHOICES.index(rule)))
             for _, (x, z, m, p, rule) in trace.settings
         ],
         dtype=float,

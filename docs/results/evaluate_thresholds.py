@@ -1,19 +1,19 @@
 """The thresholds agent's test table: docs/results/agents_vs_baselines_thresholds_*.
 
-    python docs/results/evaluate_thresholds.py SETUP RUN_DIR [RUN_DIR ...]
+    python docs/results/evaluate_thresholds.py SETUP [--tag=TAG] RUN_DIR [RUN_DIR ...]
 
 Each RUN_DIR is a ``python -m experiments.train +experiment=ppo_thresholds seed=S
-out_dir=RUN_DIR`` folder (its ``agent/``, the checkpoint validation picked). On
-every test window of the four burst families (and art_like) the agents run
-deterministic (greedy) and stochastic (sampled, torch seeded with 0) next to
-cache_aware, btb, btb_tuned, btb_pending and oracle_warm (causal KV, seed 0).
-Writes ``agents_vs_baselines_thresholds_<family>.json`` (every row) and
-``agents_vs_baselines_thresholds_table.md`` (mean ± std over the agents).
+out_dir=RUN_DIR`` folder (or ``+experiment=ppo_thresholds_eft``; its ``agent/``,
+the checkpoint validation picked). On every test window of the four burst
+families (and art_like) the agents run deterministic (greedy) and stochastic
+(sampled, torch seeded with 0) next to cache_aware, eft, btb, btb_tuned, btb_pending,
+btb_eft and oracle_warm (causal KV, seed 0). Writes
+``agents_vs_baselines_thresholds[_TAG]_<family>.json`` (every row) and
+``agents_vs_baselines_thresholds[_TAG]_table.md`` (mean ± std over the agents).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -22,11 +22,12 @@ import torch
 
 from agents.adapter import AgentPolicy
 from baselines.policy import Policy, make_policy
+from envs.files import write_json_atomic
 from envs.sim import SimConfig
 from experiments.evaluation import evaluate_policies, split_windows
 
 FAMILIES = ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
-BASELINES = ("cache_aware", "btb", "btb_tuned", "btb_pending", "oracle_warm")
+BASELINES = ("cache_aware", "eft", "btb", "btb_tuned", "btb_pending", "btb_eft", "oracle_warm")
 OUT = Path(__file__).resolve().parent
 
 
@@ -64,7 +65,7 @@ def stats(rows: dict[str, dict], names: list[str], key: str) -> tuple[float, flo
     return float(values.mean()), float(values.std())
 
 
-def main(setup: str, run_dirs: list[str]) -> None:
+def main(setup: str, run_dirs: list[str], tag: str = "") -> None:
     torch.set_num_threads(1)  # one epoch's forward pass is tiny: more threads only wait
     runs = [Path(r) for r in run_dirs]
     lines = [
@@ -73,15 +74,14 @@ def main(setup: str, run_dirs: list[str]) -> None:
         "(positive: agent faster).",
         "",
         "| family | eval | agent mean (s) | agent p95 (s) | btb mean / p95 | btb_tuned mean / p95 "
-        "| btb_pending mean / p95 | oracle_warm mean | vs btb_tuned: mean / p95 | target met |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| btb_pending mean / p95 | btb_eft mean / p95 | oracle_warm mean "
+        "| vs btb_tuned: mean / p95 | target met |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for family in FAMILIES:
         rows = evaluate(setup, runs, family)
-        path = OUT / f"agents_vs_baselines_thresholds_{family}.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"rows": rows}, indent=1, allow_nan=False, default=str) + "\n")
-        tmp.replace(path)
+        path = OUT / f"agents_vs_baselines_thresholds{tag}_{family}.json"
+        write_json_atomic(path, {"rows": rows})  # strict JSON: a non-finite figure is null
         got = {r["policy"]: r for r in rows}
         tuned = got["btb_tuned"]
         for mode in ("det", "stoch"):
@@ -96,17 +96,20 @@ def main(setup: str, run_dirs: list[str]) -> None:
             lines.append(
                 f"| {family} | {mode} | {mean:.3f} ± {mean_sd:.3f} | {p95:.3f} ± {p95_sd:.3f} "
                 f"| {both(got['btb'])} | {both(tuned)} | {both(got['btb_pending'])} "
+                f"| {both(got['btb_eft'])} "
                 f"| {got['oracle_warm']['ttft_mean_s']:.3f} "
                 f"| {np.mean(d_mean):+.1f} ± {np.std(d_mean):.1f}% / "
                 f"{np.mean(d_p95):+.1f} ± {np.std(d_p95):.1f}% | {met} |"
             )
         print(lines[-2], lines[-1], sep="\n", flush=True)
-    table = OUT / "agents_vs_baselines_thresholds_table.md"
+    table = OUT / f"agents_vs_baselines_thresholds{tag}_table.md"
     table.write_text("\n".join(lines) + "\n")
     print(f"wrote {table}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
+    tags = [a.removeprefix("--tag=") for a in sys.argv[2:] if a.startswith("--tag=")]
+    dirs = [a for a in sys.argv[2:] if not a.startswith("--tag=")]
+    if not dirs:
         raise SystemExit(__doc__)
-    main(sys.argv[1], sys.argv[2:])
+    main(sys.argv[1], dirs, f"_{tags[-1]}" if tags else "")

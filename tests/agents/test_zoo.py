@@ -88,3 +88,22 @@ def test_thresholds_agent_adapts_to_the_regime():
     assert len(set(burst)) > 1 and len(set(quiet)) > 1  # it adapts within an episode
     assert sorted(set(burst)) != sorted(set(quiet))
     assert np.mean([m for _, _, m, _, _ in burst]) > np.mean([m for _, _, m, _, _ in quiet])
+
+
+def test_thresholds_eft_agent_fires_sooner_on_bursts_than_on_quiet_traffic():
+    """The shipped ppo_thresholds_eft (greedy) changes its settings within an episode
+    and on a window of 60 s bursts (200 requests each) mostly makes a prefix active
+    at its first arrival (X = 1), while on a quiet window (8 requests of a prefix
+    over 30 s) it waits for 4 (mean X higher). It keeps btb_eft's resident rule."""
+    agent = AgentPolicy.load(ZOO / "ppo_thresholds_eft")
+    burst = _settings(
+        agent,
+        BurstedSyntheticConfig(n_bursts=2, burst_requests=200, n_decoys=4, burst_window_s=60.0),
+    )
+    quiet = _settings(
+        agent,
+        BurstedSyntheticConfig(n_bursts=2, burst_requests=8, n_decoys=6, burst_window_s=30.0),
+    )
+    assert len(set(burst)) > 1  # it adapts within an episode
+    assert np.mean([x for x, *_ in burst]) < np.mean([x for x, *_ in quiet])
+    assert {rule for *_, rule in burst + quiet} == {"resident+eft"}

@@ -1,0 +1,89 @@
+"""``btb/Thresholds-v0`` with ``eft_rules``: four routing rules, the last two with
+btb_eft's fallback; the default env keeps its two."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the environments)
+from baselines import make_policy
+from baselines.btb_pending import BTBPending
+from baselines.policy import Policy
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.request import Workload
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0)
+PUBLISHED = [1, 2, 3, 4]  # X=2, Z=1 s, M=4 of 4 nodes, minimum prefix 65,536 tokens
+
+
+@pytest.fixture(scope="module")
+def window() -> Workload:
+    return synthetic_window(SMALL, window=1)
+
+
+def _replay(window: Workload, rule: int, seed: int = 3) -> tuple[np.ndarray, int, int]:
+    """The published settings with ``rule`` every epoch: (TTFTs, copies, sim seed)."""
+    env = gym.make("btb/Thresholds-v0", windows=[window], eft_rules=True).unwrapped
+    env.reset(seed=seed)
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step(np.array([*PUBLISHED, rule]))
+    return env.sim.records.ttft_s, len(env.sim.copies), env._episode["sim_seed"]
+
+
+def _direct(window: Workload, policy: Policy, sim_seed: int) -> tuple[np.ndarray, int]:
+    sim = Simulator(
+        setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(sim_seed)
+    )
+    return policy.run(sim).ttft_s, len(sim.copies)
+
+
+class _PendingEft(BTBPending):
+    eft_fallback = True
+
+
+@pytest.mark.parametrize(
+    ("rule", "policy"),
+    [(0, "btb"), (1, "btb_pending"), (2, "btb_eft"), (3, "pending+eft")],
+)
+def test_each_rule_replays_its_fixed_policy_exactly(
+    window: Workload, rule: int, policy: str
+) -> None:
+    ttft, copies, sim_seed = _replay(window, rule)
+    fixed = _PendingEft() if policy == "pending+eft" else make_policy(policy)
+    direct, direct_copies = _direct(window, fixed, sim_seed)
+    assert np.array_equal(ttft, direct)
+    assert copies == direct_copies
+
+
+def test_the_eft_rules_differ_from_the_published_ones_on_this_window(window: Workload) -> None:
+    published, _, _ = _replay(window, 0)
+    with_eft, _, _ = _replay(window, 2)
+    assert not np.array_equal(published, with_eft)
+
+
+def test_the_action_space_observation_and_log_name_the_rule(window: Workload) -> None:
+    default = gym.make("btb/Thresholds-v0", windows=[window]).unwrapped
+    assert list(default.action_space.nvec) == [7, 6, 4, 5, 2]
+    env = gym.make("btb/Thresholds-v0", windows=[window], eft_rules=True).unwrapped
+    assert list(env.action_space.nvec) == [7, 6, 4, 5, 4]
+    assert env.observation_space.shape == default.observation_space.shape
+    env.reset(seed=0)
+    rule_feature = 4 * 7 + 16  # per-node features of 4 nodes, then the rule's entry
+    for rule, name in enumerate(("resident", "pending", "resident+eft", "pending+eft")):
+        obs, *_ = env.step(np.array([*PUBLISHED, rule]))
+        assert env.thresholds()[4] == name
+        assert obs[rule_feature] == pytest.approx(rule / 3)
+        assert env.controller.btb.eft_fallback == (rule >= 2)
+        assert env.controller.btb.pending == (rule % 2 == 1)
+    default.reset(seed=0)
+    obs, *_ = default.step(np.array([*PUBLISHED, 1]))
+    assert obs[rule_feature] == 1.0  # as before the option existed
+
+
+def test_eft_rules_must_be_a_bool(window: Workload) -> None:
+    with pytest.raises(ValueError, match="eft_rules must be true or false"):
+        gym.make("btb/Thresholds-v0", windows=[window], eft_rules="yes")
