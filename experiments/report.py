@@ -474,7 +474,7 @@ PANELS = (
     "Z (s)",
     "M (nodes)",
     "min prefix (tokens)",
-    "rule (0 resident, 1 pending, 2/3 the same +eft)",
+    "rule (1 pend, 2/3 +eft)",
 )
 
 
