@@ -30,7 +30,11 @@ The ``floor_capacity`` bound (:func:`ttft_mean_floor_capacity_s`) adds queueing
 for the cluster's prefill capacity, for the window's mean TTFT only.
 
 Both assume that no policy speculates (``Simulator.speculate``): a speculated
-prefix can exist before the prompt that revealed it has been prefilled.
+prefix can exist before the prompt that revealed it has been prefilled. Under
+causal KV they also count a prefix as ready only through earlier arrivals, so a
+request that waits while a later one computes its prefix can beat them (built
+by hand on a toy cluster, never seen on the registered workloads): docs/physics.md,
+the end of "The capacity floor".
 """
 
 from __future__ import annotations
@@ -71,10 +75,10 @@ def _request_options(
     """Each request's floor and its options: cold from its arrival, or the reuse of
     each shared prefix depth from when its KV can first exist (the cheapest depth
     among those ready at the same time)."""
-    kinds = {spec.name: spec for spec in cluster.nodes}
+    kinds = dict.fromkeys(cluster.nodes)  # every distinct node kind, even two of one name
     costs = [
         NodeCosts(spec, cluster.model, config.mfu, config.mbu, config.attention_flops)
-        for spec in kinds.values()
+        for spec in kinds
     ]
 
     def prefill_s(new_tokens: int, cached_tokens: int) -> float:  # on the fastest node

@@ -12,8 +12,8 @@ module is the one place that chooses between them: the simulator builds its
 caches from :data:`PrefixCache`, the trace readers their chainers from
 :data:`BlockChainer`, and ``Simulator(...)`` is a
 :data:`~envs.sim.simulator.CompiledSimulator` when :data:`CORE` is
-``"compiled"`` (``Simulator(..., core="python")`` builds the reference in the
-same process).
+``"compiled"`` (``Simulator(..., core="python")`` builds the reference event
+loop and nodes in the same process; its caches are still :data:`PrefixCache`).
 
 - The compiled ones when they import.
 - The reference when the environment variable ``BTB_GYM_PURE_PYTHON`` is set

@@ -140,6 +140,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
     def __new__(cls, *args: Any, core: str | None = None, **kwargs: Any) -> Simulator:
         """``Simulator(...)`` builds the core ``core`` names, by default the one
         :mod:`envs.sim.native` chose for the process (:data:`native.CORE`)."""
+        if core not in (None, "python", "compiled"):
+            raise ValueError(f"Simulator: core must be 'compiled', 'python' or None, got {core!r}")
         if cls is Simulator and (args or kwargs):  # (unpickling passes no arguments)
             chosen = native.CORE if core is None else core
             if chosen == "compiled":
@@ -149,10 +151,6 @@ class Simulator(CacheLifecycle, CopyMachinery):
                         f"(envs.sim.native.CORE is {native.CORE!r})"
                     )
                 return CompiledSimulator.__new__(CompiledSimulator)  # type: ignore[no-any-return]
-            if chosen != "python":
-                raise ValueError(
-                    f"Simulator: core must be 'compiled', 'python' or None, got {core!r}"
-                )
         return super().__new__(cls)
 
     def __init__(
@@ -164,6 +162,14 @@ class Simulator(CacheLifecycle, CopyMachinery):
         *,
         core: str | None = None,
     ) -> None:
+        if core is not None and core != self.core:
+            # a subclass runs the core it derives from (the reference, unless it derives
+            # from CompiledSimulator): asking for the other one is an error, not a no-op
+            raise ValueError(
+                f"{type(self).__name__}: core={core!r}, but this class runs the "
+                f"{self.core!r} core (only Simulator itself chooses; derive from "
+                "CompiledSimulator for the compiled one)"
+            )
         self.config = config = config or SimConfig()
         self.cluster = cluster
         self.workload = workload
@@ -914,7 +920,9 @@ def _compiled_twin() -> type[Simulator] | None:
 CompiledSimulator = _compiled_twin()
 """:class:`Simulator` with the compiled core, or None when the reference runs
 (``BTB_GYM_PURE_PYTHON=1``, or not built). ``Simulator(...)`` builds one by
-default when it exists; ``Simulator(..., core="python")`` the reference."""
+default when it exists; ``Simulator(..., core="python")`` the reference event
+loop and nodes (with the process's :data:`envs.sim.native.PrefixCache`). A
+simulator pickled with the compiled core loads only where it runs too."""
 
 
 def _node_index(what: str, value: object, n_nodes: int) -> int:

@@ -247,6 +247,17 @@ class NodeCosts:
         self.load_hbm_s = self.load_s_per_token["hbm"]
         self.load_ram_s = self.load_s_per_token["ram"]
         self.load_disk_s = self.load_s_per_token["disk"]
+        self._sealed = True
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # the compiled simulator core copies the coefficients once, so a change made
+        # afterwards would reach only the Python core: build a new NodeCosts instead
+        if getattr(self, "_sealed", False):
+            raise AttributeError(
+                f"NodeCosts.{name} is read-only once built; make a new NodeCosts "
+                "(e.g. with other mfu / mbu) instead"
+            )
+        object.__setattr__(self, name, value)
 
     def prefill_s(self, new_tokens: int, cached_tokens: int = 0) -> float:
         """Seconds to prefill ``new_tokens`` after ``cached_tokens`` already in KV.

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from envs.sim import cache as reference
+from envs.sim import native
 from envs.sim.request import BlockChainer
 from tests.sim.test_native_cache import cache_state
 
@@ -127,3 +128,32 @@ def test_a_restored_compiled_chainer_gives_the_ids_the_original_would() -> None:
     assert [(c._next, c._branches) for c in chainers[1:]] == [
         (original._next, original._branches)
     ] * 3
+
+
+def test_node_costs_are_read_only_once_built() -> None:
+    """The compiled core copies a node's cost coefficients once, so NodeCosts may
+    not change afterwards on either core (else the two cores would disagree)."""
+    from envs.sim import SimConfig, Simulator, setup_cluster
+    from envs.workloads.bursted import synthetic_window
+
+    window = synthetic_window(window=0)
+    for core in ("python", native.CORE):
+        sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), core=core)
+        with pytest.raises(AttributeError, match="read-only once built"):
+            sim.nodes[0].costs.prefill_s_per_token *= 3
+
+
+def test_a_subclass_runs_its_own_core_and_refuses_the_other() -> None:
+    from envs.sim import SimConfig, Simulator, setup_cluster
+    from envs.workloads.bursted import synthetic_window
+
+    class Mine(Simulator):
+        pass
+
+    args = (setup_cluster("70b_h100x4"), synthetic_window(window=0), SimConfig())
+    assert Mine(*args).core == "python" == Mine(*args, core="python").core
+    with pytest.raises(ValueError, match="core must be 'compiled', 'python' or None"):
+        Mine(*args, core="bogus")
+    if native.CORE == "compiled":
+        with pytest.raises(ValueError, match="Mine: core='compiled', but this class runs"):
+            Mine(*args, core="compiled")

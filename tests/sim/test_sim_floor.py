@@ -124,3 +124,18 @@ def test_no_policy_beats_the_floor_on_a_published_window() -> None:
     costs = Simulator(cluster, window).nodes[0].costs
     first = window.requests[0]
     assert floor[0] == pytest.approx(costs.prefill_s(first.input_tokens))
+
+
+def test_two_node_kinds_of_one_name_both_count() -> None:
+    """The floor takes the fastest node kind: two kinds that share a name (here
+    both "1xtoy") are two kinds, not the last one listed."""
+    from envs.sim.timing import NodeCosts
+
+    fast = NodeSpec(toy_gpu(512, flops=8e12, hbm_bw=8e12), 1)
+    slow = NodeSpec(toy_gpu(512, flops=1e12, hbm_bw=1e11), 1)
+    assert fast.name == slow.name
+    prompts = Prompts()
+    prompts.add(0.0, [f"a{i}" for i in range(8)], input_tokens=120, output_tokens=2)
+    window = prompts.workload()
+    floor = ttft_floor_s(ClusterSpec(TOY_MODEL, (fast, slow)), window, SimConfig())
+    assert floor[0] == pytest.approx(NodeCosts(fast, TOY_MODEL).prefill_s(120), rel=1e-12)
