@@ -23,7 +23,9 @@ simulator's business (``SimConfig.copy_model``: the reference model puts it on
 the target's timeline, the contention model shares NICs).
 
 ``btb_pending`` (:mod:`baselines.btb_pending`) is btb-gym's variant, which
-also counts nodes still computing the prefix and routes to copies in flight.
+also counts nodes still computing the prefix and routes to copies in flight;
+``btb_eft`` (below) is another, whose fallback is the node with the earliest
+expected first token instead of cache_aware.
 
 Shadow mode (``shadow=True``) decides exactly as BTB would but makes no copy
 and routes every request as cache_aware does, so the run is the cache_aware
