@@ -169,6 +169,13 @@ def check_train(cfg: Any) -> None:
         )
     if cfg.env.vec not in ("dummy", "subproc"):
         raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
+    for kind, names in KIND_ARGS.items():  # another kind's option would be dropped silently
+        for name in names:
+            if kind != cfg.env.kind and cfg.env[name] != ENV_ARG_DEFAULTS[name]:
+                raise ValueError(
+                    f"env.{name} is an option of env.kind={kind}, not of "
+                    f"env.kind={cfg.env.kind} (leave it at {ENV_ARG_DEFAULTS[name]!r})"
+                )
     if cfg.env.n_envs < 1:
         raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
     if cfg.agent.hidden < 1:

@@ -170,6 +170,11 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
         ("agent.hidden=0", r"agent\.hidden must be >= 1 \(units per layer\), got 0"),
         ("env.kind=nope", r"^env\.kind must be one of route, route_warm, thresholds, got 'nope'"),
         ("env.vec=nope", r"^env\.vec must be dummy or subproc, got 'nope'"),
+        (  # the default env kind is route: a thresholds-only option would be dropped
+            "env.eft_rules=true",
+            r"^env\.eft_rules is an option of env\.kind=thresholds, not of env\.kind=route",
+        ),
+        ("env.epoch_s=2", r"^env\.epoch_s is an option of env\.kind=thresholds"),
     ],
 )
 def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_path: Path) -> None:
