@@ -19,6 +19,7 @@ clock, so that the labels follow what the agent sees.
 from __future__ import annotations
 
 from baselines.planner import WarmPlanner
+from baselines.routers import soonest_node
 from baselines.window import RecentArrivals
 from envs.sim.checks import check_int, is_number
 from envs.sim.forecast import first_token_estimates
@@ -58,9 +59,7 @@ class CausalTeacher(WarmPlanner):
         if self.routing == "clock":
             return super()._choose(sim, request, depth, key)
         estimates = first_token_estimates(sim, request)
-        nodes = sim.nodes
-        up = [j for j in range(sim.n_nodes) if not nodes[j].down]
-        choice = min(up, key=lambda j: (estimates[j][1], nodes[j].load, j))
-        node = nodes[choice]
+        choice = soonest_node(sim, estimates)  # the eft router's rule
+        node = sim.nodes[choice]
         computes = depth > node.view.hbm_match(request.blocks) and self._planned(node, key) is None
         return choice, sim.now + estimates[choice][0], sim.now + estimates[choice][1], computes

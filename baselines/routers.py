@@ -56,7 +56,13 @@ def earliest_first_token(sim: Simulator, request: Request, memo: HitMemo | None 
     and queued prefills, each with what it will find cached, then this
     request's prefill with its HBM hit there); ties by load, then index.
     ``memo`` keeps the queues' costs from one call to the next (one per run)."""
-    estimates = first_token_estimates(sim, request, memo)
+    return soonest_node(sim, first_token_estimates(sim, request, memo))
+
+
+def soonest_node(sim: Simulator, estimates: list[tuple[float, float]]) -> int:
+    """The node up with the earliest expected first token in ``estimates``
+    ((backlog, first token) per node, :func:`envs.sim.forecast.first_token_estimates`);
+    ties by load, then index."""
     best = -1
     best_first = best_load = 0.0
     for node in up_nodes(sim):

@@ -290,9 +290,10 @@ class EpochController:
             copies_for(M_FRACTIONS[a[2]], self.n_nodes),
             MIN_PREFIX_CHOICES[a[3]],
         )
-        self._rule = rule = int(a[4])
-        btb.pending = rule % 2 == 1  # pending, pending+eft
-        btb.eft_fallback = rule >= 2  # resident+eft, pending+eft
+        self._rule = int(a[4])
+        routing, _, fallback = self.rules[self._rule].partition("+")
+        btb.pending = routing == "pending"
+        btb.eft_fallback = fallback == "eft"
         self.log.append((float(start_s), self.thresholds()))
         self.stats = EpochStats()
         # the epoch always holds the arrival it starts at, even when epoch_s is below
