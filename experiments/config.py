@@ -526,6 +526,55 @@ def check_known_keys(cfg: Any) -> None:
         raise ConfigError(f"unknown key {path}{origin}; {owner}: {', '.join(known)}")
 
 
+def check_bool_values(cfg: Any) -> None:
+    """Refuse a true/false key given another value (``env.eft_rules=2``, ``yes``),
+    on the command line or in a config file, naming it and where it came from: the
+    structured config would quietly read 2 as true. The value as written is what is
+    checked (None stays allowed where the schema allows it)."""
+    for path in _bool_paths(cfg):
+        where = _where_set(path)
+        if where is None or not where[0]:
+            continue  # no Hydra job, or the schema's default
+        raw = _written_value(path, where)
+        if raw is not None and not isinstance(raw, bool):
+            raise ConfigError(f"{path} must be true or false, got {raw!r}{value_origin(path)}")
+
+
+def _bool_paths(cfg: Any, prefix: str = "") -> Iterator[str]:
+    """The config paths of the schema's true/false fields."""
+    from omegaconf import BooleanNode, DictConfig
+
+    for key in cfg:
+        node = cfg._get_node(key)
+        path = f"{prefix}{key}"
+        if path == "hydra":
+            continue
+        if isinstance(node, DictConfig):
+            yield from _bool_paths(node, f"{path}.")
+        elif isinstance(node, BooleanNode):
+            yield path
+
+
+def _written_value(path: str, where: tuple[str, Path | None]) -> Any:
+    """The value at ``path`` as the command line or the file ``where`` wrote it."""
+    from hydra.core.hydra_config import HydraConfig
+
+    kind, found = where
+    if kind == "line":
+        value: Any = None
+        for override in _parsed_overrides(list(HydraConfig.get().overrides.task)):
+            key = override.key_or_group.lstrip("+~")
+            if override.is_sweep_override() or not (key == path or path.startswith(key + ".")):
+                continue
+            value = override.value()
+            for part in path[len(key) + 1 :].split(".") if key != path else ():
+                value = value.get(part) if isinstance(value, dict) else None
+        return value
+    assert found is not None
+    key = path if kind == "experiment" else path.partition(".")[2]
+    return OmegaConf.select(OmegaConf.load(found), key, default=None)
+
+
 def _typed_below(path: str) -> str:
     """`` (from the command line)`` when an override sets a key under ``path``
     (``+agent.bogus=1`` makes an unknown ``agent``), else empty."""

@@ -25,6 +25,7 @@ from experiments._io import (
     remove_empty_dirs,
 )
 from experiments.config import (
+    check_bool_values,
     check_known_keys,
     check_workload,
     cluster_of,
@@ -306,6 +307,7 @@ def check_world(cfg: Any) -> None:
     """Reject keys no schema has, and values the schema's types allow but no run can
     use (before any run)."""
     check_known_keys(cfg)
+    check_bool_values(cfg)
     for field, value in (("seed", cfg.seed), ("workload.seed", cfg.workload.seed)):
         if value < 0:
             raise ValueError(f"{field} must be >= 0 (a numpy seed), got {value}")

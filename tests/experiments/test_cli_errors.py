@@ -1211,3 +1211,29 @@ def test_hydra_full_error_keeps_hydra_s_own_report(
             {"HYDRA_FULL_ERROR": "1"},
             unset=(),
         )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [  # the structured config reads 2, 1 and "yes" as true: the value as written is refused
+        (["env=thresholds", "env.eft_rules=2"], "env.eft_rules must be true or false, got 2"),
+        (["train.evaluate=yes"], "train.evaluate must be true or false, got 'yes'"),
+        (["sim.attention_flops=1"], "sim.attention_flops must be true or false, got 1"),
+    ],
+)
+def test_a_true_false_key_refuses_other_values(overrides: list[str], message: str) -> None:
+    from experiments.jobs import check_world
+
+    job = _hydra_job("train", ["logger=none", "workload=tiny", *overrides])
+    with job as cfg, pytest.raises(ValueError) as error:
+        check_world(cfg)
+    assert str(error.value) == message + " (from the command line)"
+
+
+def test_a_true_false_key_accepts_true_and_false() -> None:
+    from experiments.jobs import check_world
+
+    overrides = ["env=thresholds", "env.eft_rules=true", "train.evaluate=false"]
+    with _hydra_job("train", ["logger=none", "workload=tiny", *overrides]) as cfg:
+        check_world(cfg)  # no error
+        assert cfg.env.eft_rules is True and cfg.train.evaluate is False
