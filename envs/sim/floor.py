@@ -2,25 +2,28 @@
 
 No router, warming or eviction policy can serve a request sooner than this on
 the given cluster, so the gap between a policy and the floor is what is left to
-gain. For each request, in arrival order:
+gain. For each request:
 
-- with no earlier request sharing any leading block, it pays the cold prefill of
+- with no other request sharing any leading block, it pays the cold prefill of
   its whole prompt on the cluster's fastest node;
-- otherwise, for each depth of its prompt that an earlier request shared, it
+- otherwise, for each depth of its prompt that another request shares, it
   could reuse that prefix once its KV exists anywhere and prefill the rest: it
   pays at least ``max(ready - arrival, 0) + prefill(rest after the prefix)``;
   the floor is the least of these and of the cold prefill (recomputing can be
   quicker than waiting). Like the simulator, it reuses at most ``input - 1``
   tokens.
 
-When a prefix's KV can first exist (``ready``): under causal KV, a request's
-prompt KV exists once its prefill ends, so no sooner than its arrival plus its
-own floor; a prefix is ready at the earliest such time over the requests that
-hold it. Under the reference model (``causal_kv=False``) a request's blocks count
-as resident from its admission, so no sooner than its arrival; and since a
-request may wait in a queue while a *later* one is admitted elsewhere and its
-blocks copied over, every other request holding a prefix counts, earlier or
-later: the prefix is ready at the earliest arrival among them.
+When a prefix's KV can first exist (``ready``): on behalf of another request
+that holds it, earlier or later (a request may wait in a queue while a later one
+computes the shared blocks, or has them copied over). Under causal KV a
+request's prompt KV exists once its prefill ends, so no sooner than its arrival
+plus its own floor, which may itself reuse another request's prefix: the floors
+of all requests are found together, in order of when their KV can exist (see
+:func:`_earliest_prompt_kv`). A block counts whole once its KV exists, even if
+a shorter prompt filled it only partly, as the simulator reuses it. Under the
+reference model (``causal_kv=False``) a request's blocks count as resident from
+its admission, so no sooner than its arrival: a prefix is ready at the earliest
+arrival among the other requests holding it.
 
 Left out, each of which only makes a real run slower: queueing, batch and KV
 limits, loading the reused KV (HBM, RAM, disk or RDMA), decode steps between
@@ -30,23 +33,19 @@ The ``floor_capacity`` bound (:func:`ttft_mean_floor_capacity_s`) adds queueing
 for the cluster's prefill capacity, for the window's mean TTFT only.
 
 Both assume that no policy speculates (``Simulator.speculate``): a speculated
-prefix can exist before the prompt that revealed it has been prefilled. Under
-causal KV they also count a prefix as ready only through earlier arrivals, so a
-request that waits while a later one computes its prefix can beat them (built
-by hand on a toy cluster, never seen on the registered workloads): docs/physics.md,
-the end of "The capacity floor".
+prefix can exist before the prompt that revealed it has been prefilled.
 """
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from envs.sim.config import ClusterSpec, SimConfig
-from envs.sim.request import Workload
+from envs.sim.request import Request, Workload
 from envs.sim.timing import NodeCosts
 
 
@@ -73,8 +72,8 @@ def _request_options(
     cluster: ClusterSpec, workload: Workload, config: SimConfig
 ) -> tuple[np.ndarray, list[list[Option]]]:
     """Each request's floor and its options: cold from its arrival, or the reuse of
-    each shared prefix depth from when its KV can first exist (the cheapest depth
-    among those ready at the same time)."""
+    each shared prefix depth from when its KV can first exist on behalf of another
+    request (the cheapest depth among those ready at the same time)."""
     kinds = dict.fromkeys(cluster.nodes)  # every distinct node kind, even two of one name
     costs = [
         NodeCosts(spec, cluster.model, config.mfu, config.mbu, config.attention_flops)
@@ -84,47 +83,94 @@ def _request_options(
     def prefill_s(new_tokens: int, cached_tokens: int) -> float:  # on the fastest node
         return min(c.prefill_s(new_tokens, cached_tokens) for c in costs)
 
-    def reuse(depth: int, ready_s: float, arrival_s: float, n_in: int) -> Option:
-        """Wait for a ``depth``-block prefix's KV, then prefill the rest of the prompt."""
-        cached = min(depth * block_tokens, n_in - 1)
-        return max(ready_s, arrival_s), prefill_s(n_in - cached, cached)
-
     block_tokens = workload.block_tokens
-    ready: dict[int, float] = {}  # chained block id -> earliest time its prefix's KV exists
-    holders = {} if config.causal_kv else _two_earliest(workload)
-    floor = np.empty(len(workload.requests))
+
+    def reuse_s(depth: int, n_in: int) -> float:
+        """Prefill seconds of the prompt's rest after reusing its ``depth``-block prefix."""
+        cached = min(depth * block_tokens, n_in - 1)
+        return prefill_s(n_in - cached, cached)
+
+    requests = workload.requests
+    if config.causal_kv:
+        exists = _earliest_prompt_kv(requests, prefill_s, reuse_s)
+    else:  # blocks count as resident from admission, so from arrival at the soonest
+        exists = [request.arrival_s for request in requests]
+    holders = _two_earliest(requests, exists)
+    floor = np.empty(len(requests))
     options: list[list[Option]] = []
-    for k, request in enumerate(workload.requests):
+    for k, request in enumerate(requests):
         n_in = request.input_tokens
         arrival = request.arrival_s
         mine = [(arrival, prefill_s(n_in, 0))]
-        # ready times of the prompt's shared prefixes, shallowest first; they never
-        # decrease with depth (a deeper prefix is held by fewer requests), so at
-        # equal ready times the deepest prefix is the cheapest to reuse
+        # ready times of the prompt's shared prefixes (on behalf of another request),
+        # shallowest first; they never decrease with depth (a deeper prefix is held by
+        # fewer requests), so at equal ready times the deepest prefix is the cheapest
         times: list[float] = []
         for block in request.blocks:
-            if config.causal_kv:
-                t = ready.get(block)
-            else:  # the earliest arrival of another request holding it, at any time
-                first, first_k, second = holders[block]
-                t = second if first_k == k else first
-                t = None if t == math.inf else t
-            if t is None:
+            first, first_k, second = holders[block]
+            t = second if first_k == k else first
+            if t == math.inf:
                 break
             if times and t != times[-1]:
-                mine.append(reuse(len(times), times[-1], arrival, n_in))
+                mine.append((max(times[-1], arrival), reuse_s(len(times), n_in)))
             times.append(t)
         if times:
-            mine.append(reuse(len(times), times[-1], arrival, n_in))
-        best = min((start - arrival) + work for start, work in mine)
-        floor[k] = best
+            mine.append((max(times[-1], arrival), reuse_s(len(times), n_in)))
+        floor[k] = min((start - arrival) + work for start, work in mine)
         options.append(mine)
-        if config.causal_kv:
-            exists = arrival + best
-            # prefixes ready by then keep their time; the deeper ones are ready at `exists`
-            for block in request.blocks[bisect.bisect_right(times, exists) :]:
-                ready[block] = min(ready.get(block, math.inf), exists)
     return floor, options
+
+
+def _earliest_prompt_kv(
+    requests: list[Request],
+    prefill_s: Callable[[int, int], float],
+    reuse_s: Callable[[int, int], float],
+) -> list[float]:
+    """Under causal KV, the earliest time each request's prompt KV can exist: its
+    arrival plus its floor, since the KV exists once the prefill ends.
+
+    A request may reuse a prefix that *any* other request holds, earlier or later
+    (a request can wait in a queue while a later one computes the shared blocks),
+    from the earliest time that one's prompt KV exists; a block counts whole, even
+    where a shorter prompt filled it only partly. So the times are the least
+    solution of ``E_j = a_j + min(cold_j, min over depths d of max(0, R_j(d) - a_j)
+    + rest_j(d))``, ``R_j(d)`` the least ``E_k`` of another request holding the
+    ``d``-block prefix. Every term adds at least one token's prefill to a later
+    time, so the requests settle in order of their times (a shortest-path
+    computation): the one with the least tentative time is final, makes its blocks
+    ready at that time, and may bring the times of the others that hold them
+    forward."""
+    exists = [r.arrival_s + prefill_s(r.input_tokens, 0) for r in requests]
+    holding: dict[int, list[int]] = {}  # chained block id -> the requests holding it
+    for k, request in enumerate(requests):
+        for block in request.blocks:
+            holding.setdefault(block, []).append(k)
+    heap = [(t, k) for k, t in enumerate(exists)]
+    heapq.heapify(heap)
+    done = [False] * len(requests)
+    ready: set[int] = set()  # blocks whose KV exists by the time of the request settling
+    while heap:
+        t, k = heapq.heappop(heap)
+        if done[k] or t != exists[k]:
+            continue
+        done[k] = True
+        blocks = requests[k].blocks
+        depth = 0  # the blocks ready sooner are a prefix of the prompt (ids are chained)
+        while depth < len(blocks) and blocks[depth] in ready:
+            depth += 1
+        ready.update(blocks[depth:])
+        seen: set[int] = set()
+        for d in range(len(blocks), depth, -1):  # deepest first: the least work left
+            for j in holding[blocks[d - 1]]:
+                if done[j] or j in seen:
+                    continue
+                seen.add(j)
+                arrival, n_in = requests[j].arrival_s, requests[j].input_tokens
+                sooner = arrival + ((max(t, arrival) - arrival) + reuse_s(d, n_in))
+                if sooner < exists[j]:
+                    exists[j] = sooner
+                    heapq.heappush(heap, (sooner, j))
+    return exists
 
 
 def ttft_mean_floor_capacity_s(
@@ -140,9 +186,11 @@ def ttft_mean_floor_capacity_s(
     fastest-node seconds of prefill after ``R_j``. With ``m`` nodes, the requests
     with ``w_j > 0`` end after their ``R_j`` and their completion times sum to at
     least (a) SRPT's on one machine doing ``m`` node-seconds a second, releases
-    ``R_j``, sizes ``w_j``, and (b) the mean busy times of preemptive
-    shortest-job-first on that machine plus ``w_j / 2`` each (a request runs on one
-    node at a time). The others end no sooner than their per-request floor. Three
+    ``R_j``, sizes ``w_j``, (b) the same with each group of requests sharing a first
+    block charged the cold prefill one of them must do (:func:`_charged_srpt_s`), and
+    (c) the mean busy times of preemptive shortest-job-first on that machine plus
+    ``w_j / 2`` each (a request runs on one node at a time). The others end no
+    sooner than their per-request floor. Three
     choices of ``R_j`` (the arrival, the start of the floor's best option, the
     ready time of the deepest shared prefix); the largest bound counts. The
     argument in words: docs/physics.md, "The capacity floor".
@@ -162,6 +210,8 @@ def floor_bounds(
     done_by_floor = arrival + floor
     n_nodes = len(cluster.nodes)
     best = float(done_by_floor.sum())
+    groups = _first_block_groups(workload)
+    cold = np.array([mine[0][1] for mine in options])  # options[k][0]: cold, from arrival
     for release in _releases(arrival, options):
         work = np.array(
             [
@@ -172,11 +222,64 @@ def floor_bounds(
         busy = work > SETTLED_S  # the others may be done by their release: floor only
         waiting = max(
             srpt_completion_sum_s(release[busy], work[busy] / n_nodes),
+            _charged_srpt_s(release, work, busy, arrival, cold, groups, n_nodes),
             mean_busy_bound_s(release[busy], work[busy], n_nodes),
             float(done_by_floor[busy].sum()),
         )
         best = max(best, waiting + float(done_by_floor[~busy].sum()))
     return floor, (best - float(arrival.sum())) / floor.size
+
+
+def _first_block_groups(workload: Workload) -> list[np.ndarray]:
+    """The requests grouped by their first block, the groups of two or more."""
+    by_first: dict[int, list[int]] = {}
+    for k, request in enumerate(workload.requests):
+        by_first.setdefault(request.blocks[0], []).append(k)
+    return [np.array(g) for g in by_first.values() if len(g) > 1]
+
+
+def _charged_srpt_s(
+    release: np.ndarray,
+    work: np.ndarray,
+    busy: np.ndarray,
+    arrival: np.ndarray,
+    cold: np.ndarray,
+    groups: list[np.ndarray],
+    n_nodes: int,
+) -> float:
+    """The SRPT bound with each group of requests sharing a first block charged one
+    cold prefill.
+
+    A request's work ``w_j`` may count reusing a prefix that another request of its
+    group computes, and that one's the same of the first; but the first request of a
+    group to have its first block's KV computed it cold (nobody held it before), all
+    of it after its arrival. Which request that is, a schedule decides, so the group
+    counts as jobs that need no more than the group's requests do, whichever it is:
+    one of the group's least cold prefill released at its first arrival (the one that
+    computes the block), and, with the requests in order of release ``R_(1) <= ... <=
+    R_(n)``, jobs ``i = 1 .. n-1`` released at ``R_(i)`` with work
+    ``min(w_(i), w_(i+1))`` (the others: the i-th of them in release order is the
+    i-th or the (i+1)-th request). SRPT's least sum depends only on the jobs' releases
+    and sizes, does not fall with larger sizes or later releases, so it is a bound.
+    A group with a request whose work may be done by its release (not ``busy``,
+    counted by its floor elsewhere) is not charged; groups are disjoint, so the rest
+    are charged at once, and the requests not charged count as in
+    :func:`srpt_completion_sum_s`."""
+    charged = np.zeros(len(work), dtype=bool)
+    releases, sizes = [], []
+    for group in groups:
+        if not busy[group].all():
+            continue
+        charged[group] = True
+        order = group[np.argsort(release[group], kind="stable")]
+        releases.append(np.concatenate(([arrival[group].min()], release[order][:-1])))
+        sizes.append(
+            np.concatenate(([cold[group].min()], np.minimum(work[order][:-1], work[order][1:])))
+        )
+    rest = busy & ~charged
+    releases.append(release[rest])
+    sizes.append(work[rest])
+    return srpt_completion_sum_s(np.concatenate(releases), np.concatenate(sizes) / n_nodes)
 
 
 def _releases(arrival: np.ndarray, options: list[list[Option]]) -> list[np.ndarray]:
@@ -235,12 +338,15 @@ def _one_machine(
     return completions, busy
 
 
-def _two_earliest(workload: Workload) -> dict[int, tuple[float, int, float]]:
-    """For each chained block id: the earliest arrival of a request holding it, that
-    request's index, and the next earliest arrival of another one (inf if none)."""
+def _two_earliest(
+    requests: list[Request], exists: list[float]
+) -> dict[int, tuple[float, int, float]]:
+    """For each chained block id: the earliest time a request holding it has its KV
+    (``exists``), that request's index, and the next earliest time of another one
+    (inf if none)."""
     found: dict[int, tuple[float, int, float]] = {}
-    for k, request in enumerate(workload.requests):
-        t = request.arrival_s
+    for k, request in enumerate(requests):
+        t = exists[k]
         for block in request.blocks:
             first, first_k, second = found.get(block, (math.inf, -1, math.inf))
             if t < first:

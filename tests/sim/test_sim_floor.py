@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simkit import TOY_MODEL, Prompts, names, small_window, toy_cluster, toy_gpu
+from simkit import TOY_MODEL, Prompts, names, run_script, small_window, toy_cluster, toy_gpu
 
 from baselines import make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator, setup_cluster
-from envs.sim.floor import ttft_floor_s
+from envs.sim.floor import floor_bounds, ttft_floor_s
 from envs.sim.request import Request, Workload
 from envs.workloads.registry import windows
 
@@ -64,6 +64,43 @@ def test_a_later_request_s_prefix_can_serve_an_earlier_one_under_the_reference_m
     for config in (SimConfig.reference(), SimConfig()):
         ttft = Simulator(cluster, window, config).run(_CopyFromALaterArrival()).ttft_s
         assert np.all(ttft >= ttft_floor_s(cluster, window, config) - 1e-9), config
+
+
+def later_shorter_prompts() -> Prompts:
+    """B waits behind X on node 1 while A, arriving after B, computes the shared
+    blocks p0..p3 on node 0, p3 only partly (52 tokens); Y's decision copies them
+    to node 1 before X ends, and B reuses all four blocks whole."""
+    p = Prompts()
+    p.add(0.000, names("x", 4), input_tokens=60)  # X: node 1, prefill 60 ms
+    p.add(0.001, [*P4, "b4"], output_tokens=2)  # B: 80 tokens, cold 80 ms
+    p.add(0.002, P4, input_tokens=52, output_tokens=2)  # A: KV of p0..p3 at 0.054
+    p.add(0.055, ["y0"])  # Y
+    return p
+
+
+P4 = names("p", 4)
+
+
+def test_a_later_request_s_prefix_counts_under_causal_kv() -> None:
+    # B: wait for A's KV (0.054 - 0.001 = 53 ms), then 80 - 64 = 16 tokens: 69 ms,
+    # below its cold 80 ms although A arrived after it
+    floor = ttft_floor_s(toy_cluster(), later_shorter_prompts().workload(), SimConfig())
+    assert floor == pytest.approx([0.060, 0.053 + 0.016, 0.052, 0.016], abs=1e-12)
+
+
+def test_a_later_shorter_request_can_serve_a_queued_earlier_one() -> None:
+    """The run the floor must allow: B's TTFT is under its cold prefill (what a floor
+    counting only earlier arrivals gave it) and above the floor."""
+    p = later_shorter_prompts()
+    cluster = toy_cluster(2, rdma_bw=1e12)  # copies take next to no time
+    shared = p.requests[2].blocks
+    sim, script = run_script(cluster, p, [1, 1, 0, 0], {3: [lambda s: s.warm(0, 1, shared)]})
+    assert script.results[3] == ["ok"]
+    ttft = sim.records.ttft_s
+    assert ttft[1] < 0.080 - 1e-3  # B reused A's blocks: X ends at 0.060, then 16 ms
+    floor, capacity_mean = floor_bounds(cluster, p.workload(), SimConfig())
+    assert np.all(ttft >= floor - 1e-12)
+    assert float(ttft.mean()) >= capacity_mean - 1e-12
 
 
 def test_floor_uses_the_fastest_node() -> None:
