@@ -4,6 +4,7 @@ rules tried against it: the numbers of ``teacher_diagnosis.md``.
     python docs/results/teacher_diagnosis.py split [WINDOWS]   # the split tables
     python docs/results/teacher_diagnosis.py rules [WINDOWS]   # rule x family table
     python docs/results/teacher_diagnosis.py test [WINDOWS]    # the final table (test)
+    python docs/results/teacher_diagnosis.py setups [WINDOWS]  # other setups (validation)
 
 llama-3.3-70b on four 4xH100 nodes (``70b_h100x4``), causal KV, the first
 ``WINDOWS`` (default 4) *validation* windows of each family (``split="val"``,
@@ -24,6 +25,9 @@ floor's option would have waited). The node timelines come from the reference
 (Python) core, which gives the same run as the compiled one.
 
 **rules**: the mean TTFT of each rule on each family, against oracle_warm.
+
+**setups**: oracle_warm, the teacher and the teacher with the chosen rule on the
+validation windows of ``qwen3_8b_h100x4`` and ``glm45_h100x4``.
 
 **test**: the rule chosen on validation (the spare node, ``long_prefill_s=0.25``)
 beside oracle_warm and the teacher without it, on the first ``WINDOWS`` (default
@@ -335,12 +339,12 @@ def rules_table(windows: int) -> list[str]:
 FINAL = ("oracle_warm", "causal_teacher (backlog): T", "**T + spare node, long_prefill_s=0.25**")
 
 
-def test_table(windows: int) -> list[str]:
-    cluster = setup_cluster(SETUP)
+def test_table(windows: int, split: str = "test", setup: str = SETUP) -> list[str]:
+    cluster = setup_cluster(setup)
     config = SimConfig()
     out = ["| family | " + " | ".join(FINAL) + " |", "|---|" + "--:|" * len(FINAL)]
     for family in FAMILIES:
-        pool = window_pool(family, "test", PUBLISHED_SEED, windows)
+        pool = window_pool(family, split, PUBLISHED_SEED, windows)
         cells = []
         ref = 0.0
         for name in FINAL:
@@ -358,9 +362,21 @@ def test_table(windows: int) -> list[str]:
     return out
 
 
+def setups_table(windows: int) -> list[str]:
+    out = []
+    for setup in ("qwen3_8b_h100x4", "glm45_h100x4"):
+        out += [f"#### {setup}", "", *test_table(windows, "val", setup), ""]
+    return out
+
+
 def main(argv: list[str]) -> None:
     what = argv[0] if argv else "rules"
-    tables = {"split": split_table, "rules": rules_table, "test": test_table}
+    tables = {
+        "split": split_table,
+        "rules": rules_table,
+        "test": test_table,
+        "setups": setups_table,
+    }
     windows = int(argv[1]) if len(argv) > 1 else (15 if what == "test" else 4)
     print("\n".join(tables[what](windows)))
 
