@@ -53,6 +53,8 @@ else:
                 extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
             ),
             Extension("envs.workloads._native.jsonl", ["envs/workloads/_native/jsonl.pyx"]),
+            Extension("baselines._native.routers", ["baselines/_native/routers.pyx"]),
+            Extension("baselines._native.btb", ["baselines/_native/btb.pyx"]),
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -32,6 +32,9 @@ from envs.sim.simulator import Simulator
 class BTBPending(BTB):
     """BTB whose warm set includes copies in flight and nodes computing the prefix."""
 
+    pending = True
+    _twin_rules = True
+
     _tracked_y: int | None
     _unprefilled: dict[tuple[int, int], int]
     _unprefilled_of: dict[int, tuple[int, int]]

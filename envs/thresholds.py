@@ -194,6 +194,7 @@ class SwitchedBTB(BTBPending):
     (:class:`baselines.btb.BTB`) switches btb_eft's fallback routing on."""
 
     pending = False
+    _twin_rules = True  # (the compiled decision follows the flag: baselines.native)
 
     def _holders(
         self, sim: Simulator, prefix: tuple[int, ...]

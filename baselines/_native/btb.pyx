@@ -1,0 +1,175 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""BTB's per-arrival decision, compiled: a twin of :meth:`baselines.btb.BTB.decide`
+(with ``_otherwise``, ``_holders``, ``_warm_and_route`` and ``_issued``) under the
+published rule (``baselines.btb``), btb_pending's (``baselines.btb_pending``) and
+the threshold env's switched one (``envs.thresholds.SwitchedBTB``, which picks
+one of the two by its ``pending`` flag), and of the X-in-Z count of
+:class:`baselines.window.ArrivalWindow`. The Python is the readable reference;
+change the two together.
+
+The policy's state stays in the Python object (its thresholds, its arrival
+window, btb_pending's counts): the twin reads it there on each call, so the
+thresholds may change between calls as they do in the reference. It runs only on
+the compiled simulator's nodes and never in shadow mode (``baselines.btb`` picks
+it at ``reset``, :func:`baselines.native.btb_twin`). The fallback routes, the
+copies and btb_pending's counted case are the reference's Python calls.
+"""
+
+from collections import deque
+
+from baselines._native.routers cimport c_cache_aware, c_least_loaded, compiled_nodes, hbm_match
+from envs.sim._native.core cimport Node
+
+from envs.sim.simulator import WARM_OK
+
+cdef enum:
+    PREFILL = 1  # envs.sim.node's work kind
+
+cdef enum:
+    MAX_NODES = 64
+
+NODES_MAX = MAX_NODES
+"""The largest cluster the twin decides for (baselines.native.btb_twin)."""
+
+cdef object _earliest_first_token = None  # baselines.routers' (imported on first use)
+
+
+def window_count(dict seen, key, double now, double z):
+    """:meth:`baselines.window.ArrivalWindow.count` on its ``_seen`` dict."""
+    return c_window_count(seen, key, now, z)
+
+
+cdef Py_ssize_t c_window_count(dict seen, object key, double now, double z) except -1:
+    times = seen.get(key)
+    if times is None:
+        times = seen[key] = deque()
+    times.append(now)
+    cdef double horizon = now - z
+    while <double>times[0] < horizon:
+        times.popleft()
+    return len(times)
+
+
+cdef bint _computes_prefix(Node node, Py_ssize_t depth, object key) except -1:
+    """:func:`envs.sim.forecast.computes_prefix` (with ``has_prefix`` inline)."""
+    cdef object blocks
+    if node.work == PREFILL:
+        blocks = node.work_obj.blocks
+        if len(blocks) >= depth and blocks[depth - 1] == key:
+            return True
+    for request in node.queue:
+        blocks = request.blocks
+        if len(blocks) >= depth and blocks[depth - 1] == key:
+            return True
+    return False
+
+
+cdef object _otherwise(object policy, object sim, list nodes, object request):
+    """``BTB._otherwise`` (never in shadow mode)."""
+    global _earliest_first_token
+    if policy.eft_fallback:
+        if _earliest_first_token is None:
+            from baselines.routers import earliest_first_token
+
+            _earliest_first_token = earliest_first_token
+        return _earliest_first_token(sim, request, policy._memo)
+    return c_cache_aware(sim, nodes, request, 64.0, 1.5)
+
+
+cdef inline bint _before(long long load_a, object a, long long load_b, object b) except -1:
+    """(load_a, a) < (load_b, b): the reference's sort key."""
+    return load_a < load_b or (load_a == load_b and a < b)
+
+
+def decide(policy, sim, request):
+    """``policy.decide(sim, request)`` of BTB (and its rule variants) on the
+    compiled simulator."""
+    cdef list nodes = sim.nodes
+    if not compiled_nodes(nodes):
+        raise ValueError("the compiled BTB decision runs on the compiled simulator's nodes only")
+    cdef object blocks = request.blocks
+    cdef Py_ssize_t n = len(blocks)
+    y_obj = policy.y
+    cdef Py_ssize_t y
+    if y_obj is None:
+        y = n - 1 if n > 1 else 1
+    else:
+        y = y_obj
+    if n < y or y < <Py_ssize_t>policy.min_prefix_blocks:
+        return _otherwise(policy, sim, nodes, request)
+    cdef double now = sim.now
+    if c_window_count(policy._window._seen, blocks[y - 1], now, policy.z) < policy.x:
+        return _otherwise(policy, sim, nodes, request)
+    prefix = blocks[:y]
+    if type(prefix) is not tuple:
+        prefix = tuple(prefix)
+    return _warm_and_route(policy, sim, nodes, request, prefix, y)
+
+
+cdef object _warm_and_route(
+    object policy, object sim, list nodes, object request, tuple prefix, Py_ssize_t depth
+):
+    cdef object key = prefix[depth - 1]
+    cdef bint pending = policy.pending
+    cdef list resident = [], held = [], computing = [], route_to, sources, cold
+    cdef Node node
+    cdef object tracked = policy._tracked_y if pending else None
+    cdef bint coming
+    # _holders: the published rule, or btb_pending's
+    for node in nodes:
+        if node.down:
+            continue
+        if hbm_match(node.view, prefix) >= depth:
+            resident.append(node.index)
+            held.append(node.index)
+        elif key in node.inflight:
+            held.append(node.index)
+        elif pending:
+            if tracked is not None and depth == <Py_ssize_t>tracked:
+                coming = policy._computes(sim, node, depth, key)
+            else:
+                coming = _computes_prefix(node, depth, key)
+            if coming:
+                held.append(node.index)
+                computing.append(node.index)
+    if pending:
+        route_to = held
+        sources = resident or computing
+    else:
+        route_to = sources = resident
+    cdef Py_ssize_t m = policy.m, n_cold, i, j, n_copies
+    cdef long long load
+    cdef long long[MAX_NODES] cold_loads
+    cdef object src, dst
+    cdef long long src_load
+    if sources and len(held) < m:
+        # the nodes up that neither hold nor get the prefix, by (load, index)
+        cold = []
+        for node in nodes:
+            if node.down or node.index in held:
+                continue
+            load = node.running + len(node.queue)
+            n_cold = len(cold)
+            if n_cold >= MAX_NODES:  # (baselines.native.btb_twin never picks it then)
+                raise ValueError(f"the compiled BTB decision takes at most {MAX_NODES} nodes")
+            i = n_cold
+            while i > 0 and _before(load, node.index, cold_loads[i - 1], cold[i - 1]):
+                i -= 1
+            cold.insert(i, node.index)
+            for j in range(n_cold, i, -1):
+                cold_loads[j] = cold_loads[j - 1]
+            cold_loads[i] = load
+        src = None
+        src_load = 0
+        for s in sources:
+            node = <Node>nodes[s]
+            load = node.running + len(node.queue)
+            if src is None or _before(load, s, src_load, src):
+                src, src_load = s, load
+        n_copies = m - len(held)
+        for dst in cold[:n_copies]:
+            if sim.warm(src, dst, prefix) == WARM_OK and pending:
+                route_to.append(dst)  # btb_pending routes to a copy before it lands
+    if not route_to:
+        return _otherwise(policy, sim, nodes, request)
+    return c_least_loaded(sim, nodes, route_to)

@@ -1,0 +1,163 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+"""The routers' per-node scans, compiled: twins of ``up_nodes``, ``least_loaded``,
+``cache_aware_choice`` and ``soonest_node`` of :mod:`baselines.routers` (the
+readable reference; change the two together).
+
+They read the compiled simulator's nodes (``envs.sim._native.core.Node``) and
+prefix caches as C structs and make the reference's choices with the reference's
+random draws (``sim.rng``), in the same order. On the reference simulator's
+nodes (``Simulator(..., core="python")``), or under ``match_tiers="hbm_ram"``,
+each calls the reference (:func:`bind` hands the reference functions over).
+"""
+
+from envs.sim._native.cache cimport PrefixCache as CompiledCache
+from envs.sim._native.core cimport Node
+
+cdef enum:
+    HBM = 0  # envs.sim._native.cache's tier
+
+cdef object _reference = None  # the reference functions (baselines.routers), set by bind
+
+
+def bind(reference):
+    """Take the reference functions (a namespace with ``up_nodes``, ``least_loaded``,
+    ``cache_aware_choice``, ``soonest_node``) to call on nodes that are not compiled."""
+    global _reference
+    _reference = reference
+
+
+cdef bint compiled_nodes(list nodes) except -1:
+    """Are ``nodes`` the compiled simulator's (C structs)?"""
+    return len(nodes) > 0 and type(nodes[0]) is Node
+
+
+cdef Py_ssize_t hbm_match(object view, object blocks) except -1:
+    """``view.hbm_match(blocks)``: the compiled cache's walk without a Python call."""
+    cdef Py_ssize_t depth, start
+    if type(view) is CompiledCache:
+        (<CompiledCache>view)._walk(blocks, len(blocks), HBM, &depth, &start)
+        return depth
+    return view.hbm_match(blocks)
+
+
+cdef inline long long _load(Node node):
+    return node.running + len(node.queue)
+
+
+cdef inline object _pick(object sim, list ties):
+    """:func:`baselines.routers.pick` (``ties`` has at least one entry)."""
+    cdef Py_ssize_t n = len(ties)
+    if n == 1:
+        return ties[0]
+    cdef double r = sim.rng.random()
+    return ties[<Py_ssize_t>(r * n)]
+
+
+def up_nodes(sim):
+    cdef list nodes = sim.nodes
+    cdef Node node
+    if not compiled_nodes(nodes):
+        return _reference.up_nodes(sim)
+    out = []
+    for node in nodes:
+        if not node.down:
+            out.append(node)
+    return out
+
+
+cdef object c_least_loaded(object sim, list nodes, object candidates):
+    cdef Node node
+    cdef long long load, low = 0
+    cdef list kept, ties = []
+    cdef bint first = True
+    if candidates is not None:
+        kept = []
+        for i in candidates:
+            if not (<Node>nodes[i]).down:
+                kept.append(i)
+        candidates = kept or None
+    if candidates is None:
+        for node in nodes:
+            if node.down:
+                continue
+            load = _load(node)
+            if first or load < low:
+                low = load
+                first = False
+                ties = [node.index]
+            elif load == low:
+                ties.append(node.index)
+    else:
+        for i in candidates:
+            load = _load(<Node>nodes[i])
+            if first or load < low:
+                low = load
+                first = False
+                ties = [i]
+            elif load == low:
+                ties.append(i)
+    return _pick(sim, ties)
+
+
+def least_loaded(sim, candidates=None):
+    cdef list nodes = sim.nodes
+    if not compiled_nodes(nodes):
+        return _reference.least_loaded(sim, candidates)
+    return c_least_loaded(sim, nodes, candidates)
+
+
+cdef object c_cache_aware(
+    object sim, list nodes, object request, double balance_abs, double balance_rel
+):
+    if sim.match_with_ram:  # (match_tiers="hbm_ram": the reference's two-tier match)
+        return _reference.cache_aware_choice(sim, request, balance_abs, balance_rel)
+    cdef object blocks = request.blocks
+    cdef long long high = -1, low = 1LL << 62, load, best_load = 0
+    cdef Py_ssize_t match, best_match = -1
+    cdef list ties = []
+    cdef Node node
+    for node in nodes:
+        if node.down:
+            continue
+        load = _load(node)
+        if load > high:
+            high = load
+        if load < low:
+            low = load
+        match = hbm_match(node.view, blocks)
+        if match > best_match or (match == best_match and load < best_load):
+            best_match = match
+            best_load = load
+            ties = [node.index]
+        elif match == best_match and load == best_load:
+            ties.append(node.index)
+    if <double>high > balance_abs and <double>high > balance_rel * <double>low:
+        return c_least_loaded(sim, nodes, None)
+    return _pick(sim, ties)
+
+
+def cache_aware_choice(sim, request, balance_abs=64, balance_rel=1.5):
+    cdef list nodes = sim.nodes
+    if not compiled_nodes(nodes):
+        return _reference.cache_aware_choice(sim, request, balance_abs, balance_rel)
+    return c_cache_aware(sim, nodes, request, balance_abs, balance_rel)
+
+
+def soonest_node(sim, estimates):
+    cdef list nodes = sim.nodes
+    if not compiled_nodes(nodes):
+        return _reference.soonest_node(sim, estimates)
+    cdef Node node
+    cdef object best = -1
+    cdef bint found = False
+    cdef double first, best_first = 0.0
+    cdef long long load, best_load = 0
+    for node in nodes:
+        if node.down:
+            continue
+        first = (<tuple>estimates[node.index])[1]
+        load = _load(node)
+        if not found or first < best_first or (first == best_first and load < best_load):
+            best, best_first, best_load = node.index, first, load
+            found = True
+    return best
