@@ -52,6 +52,7 @@ else:
                 ["envs/_native/observation.pyx"],
                 extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
             ),
+            Extension("envs._native.arrivals", ["envs/_native/arrivals.pyx"]),
             Extension("envs.workloads._native.jsonl", ["envs/workloads/_native/jsonl.pyx"]),
             Extension("baselines._native.routers", ["baselines/_native/routers.pyx"]),
             Extension("baselines._native.btb", ["baselines/_native/btb.pyx"]),

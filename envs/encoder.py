@@ -177,6 +177,22 @@ def _choose_native() -> tuple[Any, str]:
 NATIVE, ENCODER_CORE = _choose_native()
 
 
+def _choose_arrivals() -> Any:
+    """The compiled per-arrival work (``envs._native.arrivals``: the traffic counts,
+    :meth:`EpochEncoder.record`, the threshold controller's routing) where the
+    compiled rows run, else None (the Python here and in ``envs.thresholds``)."""
+    if NATIVE is None:
+        return None
+    try:
+        return importlib.import_module("envs._native.arrivals")
+    except ImportError as error:  # not built, or the compiled baselines it reads are not
+        print(NOTICE.format(error), file=sys.stderr)
+        return None
+
+
+ARRIVALS = _choose_arrivals()
+
+
 class ObservationEncoder:
     """Builds the observation for a decision point into a preallocated buffer.
 
@@ -209,6 +225,7 @@ class ObservationEncoder:
                     f"compiled=True, but the compiled rows do not import ({error})"
                 ) from None
         self._node_size = n_nodes * len(NODE_FEATURES)
+        self._arrivals = ARRIVALS if self._native is not None else None
 
     def reset(self) -> None:
         self.tracker.reset()
@@ -226,7 +243,12 @@ class ObservationEncoder:
             holders = self._node_rows(sim, request)
         else:
             holders = native.node_rows(sim, request, self._hits, out)
-        same_1, same_10, same_60, age = self.tracker.observe(prefix_key(request), sim.now)
+        if self._arrivals is None:
+            same_1, same_10, same_60, age = self.tracker.observe(prefix_key(request), sim.now)
+        else:  # the same counts, compiled
+            same_1, same_10, same_60, age = self._arrivals.observe(
+                self.tracker, prefix_key(request), sim.now
+            )
         values = [
             min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0),
             same_1 / (same_1 + 4.0),

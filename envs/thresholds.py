@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from gymnasium import spaces
 from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
 from envs.cluster_env import ClusterEnv
-from envs.encoder import EpochEncoder, EpochStats
+from envs.encoder import ARRIVALS, EpochEncoder, EpochStats
 from envs.sim.checks import check_number
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -175,16 +176,11 @@ class ThresholdsEnv(ClusterEnv):
         assert sim is not None and request is not None
         controller = self.controller
         controller.apply(action, request.arrival_s)
-        route = controller.route
-        gen = self._gen
-        try:
-            while controller.in_epoch(request):
-                request = gen.send(route(sim, request))
-        except StopIteration:
-            controller.close_epoch(sim)
-            return True
+        following = controller.run(sim, self._gen, request)
         controller.close_epoch(sim)
-        self.request = request
+        if following is None:
+            return True
+        self.request = following
         return False
 
 
@@ -223,8 +219,13 @@ class EpochController:
     ``(epoch start s, setting)`` of every epoch of the run (for the chart).
     """
 
-    def __init__(self, n_nodes: int, epoch_s: float, eft_rules: bool = False) -> None:
+    def __init__(
+        self, n_nodes: int, epoch_s: float, eft_rules: bool = False, compiled: bool = True
+    ) -> None:
         self.n_nodes = n_nodes
+        # the per-arrival work compiled (envs._native.arrivals), where it is built;
+        # ``compiled=False`` runs the Python below (the reference)
+        self._arrivals = ARRIVALS if compiled else None
         self.epoch_s = epoch_s
         self.rules = EFT_ROUTE_CHOICES if eft_rules else ROUTE_CHOICES
         self.encoder = EpochEncoder(n_nodes)
@@ -306,10 +307,30 @@ class EpochController:
 
     def route(self, sim: Simulator, request: Request) -> int:
         """BTB's decision for ``request``, with the epoch's traffic recorded."""
+        if self._arrivals is not None:
+            node: int = self._arrivals.route(self, sim, request)
+            return node
         self.encoder.record(self.stats, request, sim.now)
         node = self.btb.decide(sim, request)
         self.stats.hit_sum += sim.nodes[node].view.hbm_match(request.blocks) / len(request.blocks)
         return node
+
+    def run(
+        self, sim: Simulator, decisions: Generator[Request, int | None, None], request: Request
+    ) -> Request | None:
+        """Route the arrivals of the epoch from ``request`` on (``decisions`` is the
+        simulator's, which yielded ``request``); the first arrival after the epoch,
+        or None once the window's last request is served."""
+        if self._arrivals is not None:
+            following: Request | None = self._arrivals.run(self, sim, decisions, request)
+            return following
+        route = self.route
+        try:
+            while self.in_epoch(request):
+                request = decisions.send(route(sim, request))
+        except StopIteration:
+            return None
+        return request
 
     def close_epoch(self, sim: Simulator) -> None:
         self.stats.copies = len(sim.copies) - self._copies_before
