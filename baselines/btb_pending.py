@@ -51,6 +51,9 @@ class BTBPending(BTB):
         self._tracked_y = None  # queued requests were counted at the old depth: scan
 
     def decide(self, sim: Simulator, request: Request) -> int:
+        twin = self._twin
+        if twin is not None:  # the same choice and counting, compiled (baselines._native.btb)
+            return twin(self, sim, request)
         choice = super().decide(sim, request)
         y = self._tracked_y
         if y is not None and len(request.blocks) >= y:

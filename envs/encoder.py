@@ -177,20 +177,6 @@ def _choose_native() -> tuple[Any, str]:
 NATIVE, ENCODER_CORE = _choose_native()
 
 
-def _choose_arrivals() -> Any:
-    """The compiled per-arrival work (``envs._native.arrivals``: the traffic counts,
-    :meth:`EpochEncoder.record`, the threshold controller's routing) where the
-    compiled rows run, else None (the Python here and in ``envs.thresholds``)."""
-    if NATIVE is None:
-        return None
-    try:
-        return importlib.import_module("envs._native.arrivals")
-    except ImportError as error:  # not built, or the compiled baselines it reads are not
-        print(NOTICE.format(error), file=sys.stderr)
-        return None
-
-
-ARRIVALS = _choose_arrivals()
 
 
 class ObservationEncoder:
@@ -360,10 +346,15 @@ class EpochStats:
 
 
 class EpochEncoder:
-    """Observation of ``btb/Thresholds-v0`` at an epoch boundary (all in [0, 1])."""
+    """Observation of ``btb/Thresholds-v0`` at an epoch boundary (all in [0, 1]).
 
-    def __init__(self, n_nodes: int) -> None:
+    ``compiled`` (default True) writes it with the compiled twin where that is
+    built (``envs._native.arrivals``, the same floats to the bit); False runs the
+    Python below (the reference)."""
+
+    def __init__(self, n_nodes: int, compiled: bool = True) -> None:
         self.n_nodes = n_nodes
+        self.compiled = compiled
         self.size = n_nodes * len(EPOCH_NODE_FEATURES) + len(EPOCH_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
@@ -400,6 +391,9 @@ class EpochEncoder:
     ) -> np.ndarray:
         """``settings``: the five settings in force, each already scaled to [0, 1];
         ``gap_s``: seconds since the previous epoch ended."""
+        if self.compiled and ARRIVALS is not None:
+            encoded: np.ndarray = ARRIVALS.encode(self, sim, stats, settings, gap_s)
+            return encoded
         now = sim.now
         recent = self._recent
         while recent and recent[0] < now - RECENT_S:
@@ -448,6 +442,22 @@ class EpochEncoder:
         out[i + 12 : i + 17] = settings
         out[i + 17] = holders / self.n_nodes
         return out
+
+
+def _choose_arrivals() -> Any:
+    """The compiled per-arrival work (``envs._native.arrivals``: the traffic counts,
+    :meth:`EpochEncoder.record`, the threshold controller's routing) where the
+    compiled rows run, else None (the Python here and in ``envs.thresholds``)."""
+    if NATIVE is None:
+        return None
+    try:
+        return importlib.import_module("envs._native.arrivals")
+    except ImportError as error:  # not built, or the compiled baselines it reads are not
+        print(NOTICE.format(error), file=sys.stderr)
+        return None
+
+
+ARRIVALS = _choose_arrivals()
 
 
 # prefix_of, prefix_key, first_token_estimates and node_backlog are the world's

@@ -228,7 +228,7 @@ class EpochController:
         self._arrivals = ARRIVALS if compiled else None
         self.epoch_s = epoch_s
         self.rules = EFT_ROUTE_CHOICES if eft_rules else ROUTE_CHOICES
-        self.encoder = EpochEncoder(n_nodes)
+        self.encoder = EpochEncoder(n_nodes, compiled)
         self.bounds = (
             len(X_CHOICES),
             len(Z_CHOICES),

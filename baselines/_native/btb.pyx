@@ -25,9 +25,6 @@ from envs.sim.simulator import WARM_OK
 cdef enum:
     PREFILL = 1  # envs.sim.node's work kind
 
-cdef enum:
-    MAX_NODES = 64
-
 NODES_MAX = MAX_NODES
 """The largest cluster the twin decides for (baselines.native.btb_twin)."""
 
@@ -64,10 +61,10 @@ cdef bint _computes_prefix(Node node, Py_ssize_t depth, object key) except -1:
     return False
 
 
-cdef object _otherwise(object policy, object sim, list nodes, object request):
+cdef object _otherwise(object policy, Rule* rule, object sim, list nodes, object request):
     """``BTB._otherwise`` (never in shadow mode)."""
     global _earliest_first_token
-    if policy.eft_fallback:
+    if rule.eft_fallback:
         if _earliest_first_token is None:
             from baselines.routers import earliest_first_token
 
@@ -81,36 +78,66 @@ cdef inline bint _before(long long load_a, object a, long long load_b, object b)
     return load_a < load_b or (load_a == load_b and a < b)
 
 
+cdef int read_rule(object policy, Rule* rule) except -1:
+    """The policy's thresholds and rule in force (what one decision reads)."""
+    y = policy.y
+    rule.y = 0 if y is None else y
+    rule.min_prefix_blocks = policy.min_prefix_blocks
+    rule.x = policy.x
+    rule.z = policy.z
+    rule.m = policy.m
+    rule.pending = policy.pending
+    rule.eft_fallback = policy.eft_fallback
+    return 0
+
+
 def decide(policy, sim, request):
-    """``policy.decide(sim, request)`` of BTB (and its rule variants) on the
-    compiled simulator."""
+    """``policy.decide(sim, request)`` of BTB (and its rule variants, with
+    btb_pending's counting) on the compiled simulator."""
+    cdef Rule rule
+    read_rule(policy, &rule)
+    return c_decide(policy, &rule, policy._window._seen, sim, request)
+
+
+cdef object c_decide(object policy, Rule* rule, dict seen, object sim, object request):
     cdef list nodes = sim.nodes
     if not compiled_nodes(nodes):
         raise ValueError("the compiled BTB decision runs on the compiled simulator's nodes only")
     cdef object blocks = request.blocks
     cdef Py_ssize_t n = len(blocks)
-    y_obj = policy.y
-    cdef Py_ssize_t y
-    if y_obj is None:
+    cdef Py_ssize_t y = rule.y
+    if y == 0:  # Y None: the prompt but its last block
         y = n - 1 if n > 1 else 1
+    if n < y or y < rule.min_prefix_blocks:
+        choice = _otherwise(policy, rule, sim, nodes, request)
+    elif c_window_count(seen, blocks[y - 1], sim.now, rule.z) < rule.x:
+        choice = _otherwise(policy, rule, sim, nodes, request)
     else:
-        y = y_obj
-    if n < y or y < <Py_ssize_t>policy.min_prefix_blocks:
-        return _otherwise(policy, sim, nodes, request)
-    cdef double now = sim.now
-    if c_window_count(policy._window._seen, blocks[y - 1], now, policy.z) < policy.x:
-        return _otherwise(policy, sim, nodes, request)
-    prefix = blocks[:y]
-    if type(prefix) is not tuple:
-        prefix = tuple(prefix)
-    return _warm_and_route(policy, sim, nodes, request, prefix, y)
+        prefix = blocks[:y]
+        if type(prefix) is not tuple:
+            prefix = tuple(prefix)
+        choice = _warm_and_route(policy, rule, sim, nodes, request, prefix, y)
+    # btb_pending's count of the requests it routed that have not prefilled yet
+    tracked = getattr(policy, "_tracked_y", None)
+    if tracked is not None and n >= <Py_ssize_t>tracked:
+        entry = (choice, blocks[<Py_ssize_t>tracked - 1])
+        counts = policy._unprefilled
+        counts[entry] = counts.get(entry, 0) + 1
+        policy._unprefilled_of[request.index] = entry
+    return choice
 
 
 cdef object _warm_and_route(
-    object policy, object sim, list nodes, object request, tuple prefix, Py_ssize_t depth
+    object policy,
+    Rule* rule,
+    object sim,
+    list nodes,
+    object request,
+    tuple prefix,
+    Py_ssize_t depth,
 ):
     cdef object key = prefix[depth - 1]
-    cdef bint pending = policy.pending
+    cdef bint pending = rule.pending
     cdef list resident = [], held = [], computing = [], route_to, sources, cold
     cdef Node node
     cdef object tracked = policy._tracked_y if pending else None
@@ -137,7 +164,7 @@ cdef object _warm_and_route(
         sources = resident or computing
     else:
         route_to = sources = resident
-    cdef Py_ssize_t m = policy.m, n_cold, i, j, n_copies
+    cdef Py_ssize_t m = rule.m, n_cold, i, j, n_copies
     cdef long long load
     cdef long long[MAX_NODES] cold_loads
     cdef object src, dst
@@ -171,5 +198,5 @@ cdef object _warm_and_route(
             if sim.warm(src, dst, prefix) == WARM_OK and pending:
                 route_to.append(dst)  # btb_pending routes to a copy before it lands
     if not route_to:
-        return _otherwise(policy, sim, nodes, request)
+        return _otherwise(policy, rule, sim, nodes, request)
     return c_least_loaded(sim, nodes, route_to)

@@ -16,7 +16,10 @@ compiled twin where that applies (``baselines.native``), else through its own
 
 from cpython.ref cimport PyObject, Py_DECREF, Py_XDECREF
 
+from baselines._native.btb cimport Rule, c_decide, read_rule
 from baselines._native.routers cimport hbm_match
+
+from baselines._native.btb import decide as _btb_decide
 
 cdef extern from "Python.h":
     int PyIter_Send(object iterator, object arg, PyObject** result) except -1
@@ -27,10 +30,22 @@ cdef enum:
 
 cdef double SPAN_1 = 1.0, SPAN_10 = 10.0, SPAN_60 = 60.0  # envs.encoder.WINDOWS_S
 
-from envs.encoder import WINDOWS_S
+cdef double RECENT_SPAN = 10.0  # envs.encoder.RECENT_S
 
-if tuple(WINDOWS_S) != (SPAN_1, SPAN_10, SPAN_60):
-    raise ImportError("envs._native.arrivals: the traffic windows differ from envs.encoder's")
+cdef enum:
+    IDLE = 0  # envs.sim.node's work kind
+
+import math
+
+from libc.math cimport log1p
+
+from envs.encoder import RECENT_S, WINDOWS_S
+from envs.sim import node as _node
+
+cdef double MAX_TOKENS_LOG = math.log1p(262_144)  # as envs.encoder computes it
+
+if tuple(WINDOWS_S) != (SPAN_1, SPAN_10, SPAN_60) or RECENT_S != RECENT_SPAN or _node.IDLE != IDLE:
+    raise ImportError("envs._native.arrivals: the windows or work kinds differ from envs'")
 
 
 cdef Py_ssize_t _bisect_left(list times, double x):
@@ -46,16 +61,16 @@ cdef Py_ssize_t _bisect_left(list times, double x):
 
 
 cdef int c_observe(
-    object tracker, object key, double now, Py_ssize_t* counts, double* age
+    dict all_times, dict first, object key, double now, Py_ssize_t* counts, double* age
 ) except -1:
-    """TrafficTracker.observe: ``counts`` gets the arrivals in the last 1 / 10 / 60 s."""
-    cdef dict all_times = tracker._times
+    """TrafficTracker.observe on its ``_times`` and ``_first``: ``counts`` gets the
+    arrivals in the last 1 / 10 / 60 s, ``age`` the seconds since the first."""
     cdef list times
     found = all_times.get(key)
     if found is None:
         times = []
         all_times[key] = times
-        tracker._first[key] = now
+        first[key] = now
     else:
         times = <list>found
     times.append(now)
@@ -65,7 +80,7 @@ cdef int c_observe(
     counts[0] = n - _bisect_left(times, now - SPAN_1)
     counts[1] = n - _bisect_left(times, now - SPAN_10)
     counts[2] = n - _bisect_left(times, now - SPAN_60)
-    age[0] = now - <double>tracker._first[key]
+    age[0] = now - <double>first[key]
     return 0
 
 
@@ -73,67 +88,216 @@ def observe(tracker, key, double now):
     """``tracker.observe(key, now)`` of a :class:`envs.encoder.TrafficTracker`."""
     cdef Py_ssize_t counts[3]
     cdef double age
-    c_observe(tracker, key, now, counts, &age)
+    c_observe(tracker._times, tracker._first, key, now, counts, &age)
     return counts[0], counts[1], counts[2], age
 
 
-cdef int c_record(object encoder, object stats, object request, double now) except -1:
-    blocks = request.blocks
-    key = blocks[len(blocks) - 2] if len(blocks) > 1 else blocks[len(blocks) - 1]  # prefix_key
-    stats.arrivals += 1
-    cdef dict per_key = stats.per_key
-    cdef long long count = <long long>per_key.get(key, 0) + 1
-    per_key[key] = count
-    if count > <long long>stats.top_count:
-        stats.top_count = count
-        stats.top = request
-    cdef Py_ssize_t counts[3]
-    cdef double age
-    c_observe(encoder.tracker, key, now, counts, &age)
-    if counts[1] > 1:
-        stats.repeats += 1
-    if counts[0] > <Py_ssize_t>stats.max_same_1s:
-        stats.max_same_1s = counts[0]
-    if counts[1] > <Py_ssize_t>stats.max_same_10s:
-        stats.max_same_10s = counts[1]
-    encoder._recent.append(now)
-    return 0
+cdef struct Counts:
+    # the running counts of an epoch's stats (EpochStats), as C numbers
+    long long arrivals
+    long long repeats
+    long long top_count
+    long long max_same_1s
+    long long max_same_10s
+    double hit_sum
+
+
+cdef class _Epoch:
+    """One epoch's record-keeping (EpochEncoder.record into EpochStats), its counts
+    held as C numbers and written back to the stats by :meth:`store`."""
+
+    cdef object stats
+    cdef Counts counts
+    cdef object top
+    cdef dict per_key
+    cdef dict times
+    cdef dict first
+    cdef object recent
+
+    def __init__(self, encoder, stats):
+        self.stats = stats
+        self.counts.arrivals = stats.arrivals
+        self.counts.repeats = stats.repeats
+        self.counts.top_count = stats.top_count
+        self.counts.max_same_1s = stats.max_same_1s
+        self.counts.max_same_10s = stats.max_same_10s
+        self.counts.hit_sum = stats.hit_sum
+        self.top = stats.top
+        self.per_key = stats.per_key
+        tracker = encoder.tracker
+        self.times = tracker._times
+        self.first = tracker._first
+        self.recent = encoder._recent
+
+    cdef int record(self, object request, double now) except -1:
+        """EpochEncoder.record of one arrival (before it is routed)."""
+        blocks = request.blocks
+        key = blocks[len(blocks) - 2] if len(blocks) > 1 else blocks[len(blocks) - 1]  # prefix_key
+        self.counts.arrivals += 1
+        cdef long long count = <long long>self.per_key.get(key, 0) + 1
+        self.per_key[key] = count
+        if count > self.counts.top_count:
+            self.counts.top_count = count
+            self.top = request
+        cdef Py_ssize_t same[3]
+        cdef double age
+        c_observe(self.times, self.first, key, now, same, &age)
+        if same[1] > 1:
+            self.counts.repeats += 1
+        if same[0] > self.counts.max_same_1s:
+            self.counts.max_same_1s = same[0]
+        if same[1] > self.counts.max_same_10s:
+            self.counts.max_same_10s = same[1]
+        self.recent.append(now)
+        return 0
+
+    cdef int store(self) except -1:
+        stats = self.stats
+        stats.arrivals = self.counts.arrivals
+        stats.repeats = self.counts.repeats
+        stats.top_count = self.counts.top_count
+        stats.top = self.top
+        stats.max_same_1s = self.counts.max_same_1s
+        stats.max_same_10s = self.counts.max_same_10s
+        stats.hit_sum = self.counts.hit_sum
+        return 0
 
 
 def record(encoder, stats, request, double now):
     """``encoder.record(stats, request, now)`` of an :class:`envs.encoder.EpochEncoder`."""
-    c_record(encoder, stats, request, now)
+    cdef _Epoch epoch = _Epoch(encoder, stats)
+    epoch.record(request, now)
+    epoch.store()
 
 
-cdef object c_route(object controller, object sim, object request):
-    stats = controller.stats
-    c_record(controller.encoder, stats, request, sim.now)
-    btb = controller.btb
-    twin = btb._twin
-    # BTB.decide (and btb_pending's) calls exactly this twin where it is set
-    node = btb.decide(sim, request) if twin is None else twin(btb, sim, request)
+cdef class _Decider:
+    """The controller's BTB deciding: its compiled twin with the thresholds read once
+    (they change only between epochs), or its own ``decide``."""
+
+    cdef object btb
+    cdef bint compiled
+    cdef Rule rule
+    cdef dict seen
+
+    def __init__(self, btb):
+        self.btb = btb
+        self.compiled = btb._twin is _btb_decide  # what BTB.decide calls then
+        if self.compiled:
+            read_rule(btb, &self.rule)
+            self.seen = btb._window._seen
+
+    cdef object decide(self, object sim, object request):
+        if self.compiled:
+            return c_decide(self.btb, &self.rule, self.seen, sim, request)
+        return self.btb.decide(sim, request)
+
+
+cdef inline double _hit(object sim, object node, object request) except -1:
+    """The share of the request's blocks in the HBM of the node it was routed to."""
     blocks = request.blocks
-    cdef Py_ssize_t hit = hbm_match(sim.nodes[node].view, blocks)
-    stats.hit_sum = <double>stats.hit_sum + <double>hit / <double>len(blocks)
-    return node
+    return <double>hbm_match(sim.nodes[node].view, blocks) / <double>len(blocks)
 
 
 def route(controller, sim, request):
     """``controller.route(sim, request)`` of an :class:`envs.thresholds.EpochController`."""
-    return c_route(controller, sim, request)
+    cdef _Epoch epoch = _Epoch(controller.encoder, controller.stats)
+    epoch.record(request, sim.now)
+    epoch.store()
+    node = _Decider(controller.btb).decide(sim, request)
+    epoch.counts.hit_sum = epoch.counts.hit_sum + _hit(sim, node, request)
+    controller.stats.hit_sum = epoch.counts.hit_sum
+    return node
 
 
 def run(controller, sim, decisions, request):
     """``controller.run(sim, decisions, request)``: route the epoch's arrivals from
     ``request`` on; the first arrival after the epoch, or None when the window ended."""
     cdef double end = controller.epoch_end
+    if not <double>request.arrival_s < end:
+        return request
+    cdef _Epoch epoch = _Epoch(controller.encoder, controller.stats)
+    cdef _Decider decider = _Decider(controller.btb)
     cdef PyObject* sent
     cdef int state
-    while <double>request.arrival_s < end:
-        state = PyIter_Send(decisions, c_route(controller, sim, request), &sent)
-        if state != PYGEN_NEXT:
-            Py_XDECREF(sent)  # PYGEN_RETURN: the window has ended (errors raise above)
-            return None
-        request = <object>sent
-        Py_DECREF(request)  # (the reference PyIter_Send handed over)
-    return request
+    try:
+        while <double>request.arrival_s < end:
+            epoch.record(request, sim.now)
+            node = decider.decide(sim, request)
+            epoch.counts.hit_sum = epoch.counts.hit_sum + _hit(sim, node, request)
+            state = PyIter_Send(decisions, node, &sent)
+            if state != PYGEN_NEXT:
+                Py_XDECREF(sent)  # PYGEN_RETURN: the window has ended (errors raise above)
+                return None
+            request = <object>sent
+            Py_DECREF(request)  # (the reference PyIter_Send handed over)
+        return request
+    finally:
+        epoch.store()
+
+
+def encode(encoder, sim, stats, tuple settings, double gap_s):
+    """``encoder.encode(sim, stats, settings, gap_s)`` of an
+    :class:`envs.encoder.EpochEncoder` (into its buffer, which it returns)."""
+    cdef float[::1] out = encoder.buffer
+    cdef list nodes = sim.nodes
+    cdef Py_ssize_t n_nodes = encoder.n_nodes
+    if len(nodes) * 7 + 18 > out.shape[0] or len(settings) != 5:
+        raise ValueError("the epoch observation does not fit its buffer")
+    cdef double now = sim.now
+    recent = encoder._recent
+    while recent and <double>recent[0] < now - RECENT_SPAN:
+        recent.popleft()
+    top = stats.top
+    cdef tuple prefix = ()
+    if top is not None:
+        blocks = top.blocks
+        prefix = tuple(blocks[: len(blocks) - 1] if len(blocks) > 1 else blocks)  # prefix_of
+    cdef Py_ssize_t depth = len(prefix)
+    key = prefix[depth - 1] if depth else None
+    cdef Py_ssize_t i = 0, j, holders = 0, in_flight = 0, queued = 0, load, waiting, copies
+    cdef double wait
+    cdef bint holds
+    for node in nodes:
+        waiting = len(node.queue)
+        load = node.running + waiting
+        wait = node.estimated_wait_s(now)
+        inflight = node.inflight
+        copies = len(inflight)
+        in_flight += copies
+        queued += waiting
+        holds = depth > 0 and hbm_match(node.view, prefix) >= depth
+        holders += holds
+        out[i] = <float>(<double>load / (<double>load + 16.0))
+        out[i + 1] = <float>(wait / (wait + 1.0))
+        out[i + 2] = <float>(<double>node.reserved_tokens / <double>node.budget_tokens)
+        out[i + 3] = <float>(<double>copies / (<double>copies + 1.0))
+        out[i + 4] = 0.0 if node.work == IDLE else 1.0
+        out[i + 5] = 1.0 if holds else 0.0
+        out[i + 6] = 1.0 if key is not None and key in inflight else 0.0
+        i += 7
+    cdef long long n = stats.arrivals
+    cdef Py_ssize_t n_10 = len(recent)
+    cdef long long same_1 = stats.max_same_1s, same_10 = stats.max_same_10s
+    cdef long long copied = stats.copies
+    cdef double gap = 0.0 if 0.0 > gap_s else gap_s  # max(gap_s, 0.0)
+    cdef double tokens
+    out[i] = <float>(<double>n / (<double>n + 16.0))
+    out[i + 1] = <float>(<double>n_10 / (<double>n_10 + 64.0))
+    out[i + 2] = <float>(<double>stats.repeats / <double>n) if n else 0.0
+    out[i + 3] = <float>(<double>stats.top_count / <double>n) if n else 0.0
+    out[i + 4] = <float>(<double>same_1 / (<double>same_1 + 8.0))
+    out[i + 5] = <float>(<double>same_10 / (<double>same_10 + 32.0))
+    if top is not None:
+        tokens = log1p(<double>top.input_tokens) / MAX_TOKENS_LOG
+        out[i + 6] = <float>(1.0 if 1.0 < tokens else tokens)  # min(tokens, 1.0)
+    else:
+        out[i + 6] = 0.0
+    out[i + 7] = <float>(<double>stats.hit_sum / <double>n) if n else 0.0
+    out[i + 8] = <float>(<double>copied / (<double>copied + 4.0))
+    out[i + 9] = <float>(<double>in_flight / (<double>in_flight + 4.0))
+    out[i + 10] = <float>(<double>queued / (<double>queued + 64.0))
+    out[i + 11] = <float>(gap / (gap + 10.0))
+    for j in range(5):
+        out[i + 12 + j] = <float>(<double>settings[j])
+    out[i + 17] = <float>(<double>holders / <double>n_nodes)
+    return encoder.buffer
