@@ -166,8 +166,9 @@ class BTB(Policy):
         ):
             if value is None and name in ("y_tokens", "min_prefix_tokens"):
                 continue
-            check_int(f"btb.{name}", value, 1)
-        if not (is_number(z) and z > 0):
+            if type(value) is not int or value < 1:  # (a plain int >= 1 passes at once)
+                check_int(f"btb.{name}", value, 1)
+        if not (z > 0 if type(z) is float else is_number(z) and z > 0):
             raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
         self.x, self.y_tokens, self.z, self.m = x, y_tokens, float(z), m
         self.min_prefix_tokens = min_prefix_tokens

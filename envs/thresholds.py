@@ -278,12 +278,20 @@ class EpochController:
         return self.encoder.encode(sim, self.stats, settings, gap_s)
 
     def apply(self, action: Any, start_s: float) -> None:
-        a = np.asarray(action).ravel()
-        if a.shape != (len(self.bounds),):
-            raise ValueError(f"action must have {len(self.bounds)} entries, got shape {a.shape}")
-        for i, (value, bound) in enumerate(zip(a, self.bounds)):
-            if not 0 <= value < bound:
-                raise ValueError(f"action[{i}] must be in 0..{bound - 1}, got {value}")
+        bounds = self.bounds
+        a: Any = action
+        # the env hands over a tuple of ints (ClusterEnv._freeze): checked as it is
+        if not (
+            type(a) is tuple
+            and len(a) == len(bounds)
+            and all(type(v) is int and 0 <= v < b for v, b in zip(a, bounds))
+        ):
+            a = np.asarray(action).ravel()
+            if a.shape != (len(bounds),):
+                raise ValueError(f"action must have {len(bounds)} entries, got shape {a.shape}")
+            for i, (value, bound) in enumerate(zip(a, bounds)):
+                if not 0 <= value < bound:
+                    raise ValueError(f"action[{i}] must be in 0..{bound - 1}, got {value}")
         btb = self.btb
         btb.set_thresholds(
             X_CHOICES[a[0]],

@@ -17,7 +17,7 @@ copies and btb_pending's counted case are the reference's Python calls.
 
 from collections import deque
 
-from baselines._native.routers cimport c_cache_aware, c_least_loaded, compiled_nodes, hbm_match
+from baselines._native.routers cimport c_cache_aware, c_least_loaded, compiled_nodes, hbm_match_n
 from envs.sim._native.core cimport Node
 
 from envs.sim.simulator import WARM_OK
@@ -112,11 +112,8 @@ cdef object c_decide(object policy, Rule* rule, dict seen, object sim, object re
         choice = _otherwise(policy, rule, sim, nodes, request)
     elif c_window_count(seen, blocks[y - 1], sim.now, rule.z) < rule.x:
         choice = _otherwise(policy, rule, sim, nodes, request)
-    else:
-        prefix = blocks[:y]
-        if type(prefix) is not tuple:
-            prefix = tuple(prefix)
-        choice = _warm_and_route(policy, rule, sim, nodes, request, prefix, y)
+    else:  # the prefix is blocks[:y] (a tuple made only for a copy)
+        choice = _warm_and_route(policy, rule, sim, nodes, request, blocks, y)
     # btb_pending's count of the requests it routed that have not prefilled yet
     tracked = getattr(policy, "_tracked_y", None)
     if tracked is not None and n >= <Py_ssize_t>tracked:
@@ -133,10 +130,11 @@ cdef object _warm_and_route(
     object sim,
     list nodes,
     object request,
-    tuple prefix,
+    object blocks,
     Py_ssize_t depth,
 ):
-    cdef object key = prefix[depth - 1]
+    cdef object key = blocks[depth - 1]
+    cdef object prefix = None
     cdef bint pending = rule.pending
     cdef list resident = [], held = [], computing = [], route_to, sources, cold
     cdef Node node
@@ -146,7 +144,7 @@ cdef object _warm_and_route(
     for node in nodes:
         if node.down:
             continue
-        if hbm_match(node.view, prefix) >= depth:
+        if hbm_match_n(node.view, blocks, depth) >= depth:
             resident.append(node.index)
             held.append(node.index)
         elif key in node.inflight:
@@ -195,6 +193,8 @@ cdef object _warm_and_route(
                 src, src_load = s, load
         n_copies = m - len(held)
         for dst in cold[:n_copies]:
+            if prefix is None:
+                prefix = tuple(blocks[:depth])
             if sim.warm(src, dst, prefix) == WARM_OK and pending:
                 route_to.append(dst)  # btb_pending routes to a copy before it lands
     if not route_to:

@@ -40,6 +40,15 @@ cdef Py_ssize_t hbm_match(object view, object blocks) except -1:
     return view.hbm_match(blocks)
 
 
+cdef Py_ssize_t hbm_match_n(object view, object blocks, Py_ssize_t n) except -1:
+    """``view.hbm_match(tuple(blocks[:n]))``, without the tuple on the compiled cache."""
+    cdef Py_ssize_t depth, start
+    if type(view) is CompiledCache:
+        (<CompiledCache>view)._walk(blocks, n, HBM, &depth, &start)
+        return depth
+    return view.hbm_match(tuple(blocks[:n]))
+
+
 cdef inline long long _load(Node node):
     return node.running + len(node.queue)
 
