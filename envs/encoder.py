@@ -229,10 +229,16 @@ class ObservationEncoder:
             holders = self._node_rows(sim, request)
         else:
             holders = native.node_rows(sim, request, self._hits, out)
-        if self._arrivals is None:
+        arrivals = self._arrivals
+        if arrivals is not None and self.hints is None:  # the request's entries, compiled
+            arrivals.request_entries(
+                self.tracker, request, sim.now, holders, self.n_nodes, out, self._node_size
+            )
+            return out
+        if arrivals is None:
             same_1, same_10, same_60, age = self.tracker.observe(prefix_key(request), sim.now)
         else:  # the same counts, compiled
-            same_1, same_10, same_60, age = self._arrivals.observe(
+            same_1, same_10, same_60, age = arrivals.observe(
                 self.tracker, prefix_key(request), sim.now
             )
         values = [

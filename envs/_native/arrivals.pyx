@@ -301,3 +301,26 @@ def encode(encoder, sim, stats, tuple settings, double gap_s):
         out[i + 12 + j] = <float>(<double>settings[j])
     out[i + 17] = <float>(<double>holders / <double>n_nodes)
     return encoder.buffer
+
+
+def request_entries(
+    tracker, request, double now, Py_ssize_t holders, Py_ssize_t n_nodes, float[::1] out,
+    Py_ssize_t start,
+):
+    """:data:`envs.encoder.REQUEST_FEATURES` of ``request`` into ``out`` from ``start``
+    as :meth:`envs.encoder.ObservationEncoder.encode` computes them (recording the
+    arrival in ``tracker``)."""
+    if start < 0 or start + 6 > out.shape[0]:
+        raise IndexError(f"6 values from {start} do not fit {out.shape[0]}")
+    blocks = request.blocks
+    key = blocks[len(blocks) - 2] if len(blocks) > 1 else blocks[len(blocks) - 1]  # prefix_key
+    cdef Py_ssize_t same[3]
+    cdef double age
+    c_observe(tracker._times, tracker._first, key, now, same, &age)
+    cdef double tokens = log1p(<double>request.input_tokens) / MAX_TOKENS_LOG
+    out[start] = <float>(1.0 if 1.0 < tokens else tokens)  # min(tokens, 1.0)
+    out[start + 1] = <float>(<double>same[0] / (<double>same[0] + 4.0))
+    out[start + 2] = <float>(<double>same[1] / (<double>same[1] + 16.0))
+    out[start + 3] = <float>(<double>same[2] / (<double>same[2] + 64.0))
+    out[start + 4] = <float>(age / (age + 10.0))
+    out[start + 5] = <float>(<double>holders / <double>n_nodes)

@@ -189,3 +189,33 @@ def test_a_compiled_epoch_encoder_writes_the_reference_floats() -> None:
     stats.hit_sum = 0.3
     a, b = (e.encode(sim, stats, settings, 0.2).copy() for e in encoders)
     assert a.tobytes() == b.tobytes() and a[-1] == 0.0
+
+
+@needs_compiled
+@pytest.mark.parametrize("hints", [False, True])
+def test_route_observations_are_the_reference_with_and_without_hints(hints: bool) -> None:
+    """A Route-v0 episode, some steps through a baseline's ``policy_action`` (the
+    request is then routed before the action): at every decision the compiled
+    encoder writes the Python one's floats."""
+    from baselines import make_policy
+
+    workload = _windows()[1]
+    env = gym.make("btb/Route-v0", setup="70b_h100x4", windows=[workload], hints=hints)
+    inner = env.unwrapped
+    encoders = [envs.encoder.ObservationEncoder(inner.n_nodes, hints, c) for c in (True, False)]
+    oracle = make_policy("oracle_warm")  # routes the request itself, then answers
+    obs, _ = env.reset(seed=4)
+    oracle.reset(inner.sim)
+    env.action_space.seed(4)
+    done, steps, routed = False, 0, 0
+    while not done:
+        a, b = (e.encode(inner.sim, inner.request).tobytes() for e in encoders)
+        assert a == b == obs.tobytes(), steps
+        if steps % 3 == 0:
+            action = inner.policy_action(oracle)
+            routed += inner.sim.routed_node() is not None
+        else:
+            action = env.action_space.sample()
+        obs, _, done, _, _ = env.step(action)
+        steps += 1
+    assert steps == len(workload) and routed > 0
