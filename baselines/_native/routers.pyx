@@ -10,8 +10,13 @@ nodes (``Simulator(..., core="python")``), or under ``match_tiers="hbm_ram"``,
 each calls the reference (:func:`bind` hands the reference functions over).
 """
 
+from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.stdint cimport uint32_t, uint64_t
+
 from envs.sim._native.cache cimport PrefixCache as CompiledCache
 from envs.sim._native.core cimport Node
+
+from numpy.random import Generator
 
 cdef enum:
     HBM = 0  # envs.sim._native.cache's tier
@@ -53,12 +58,47 @@ cdef inline long long _load(Node node):
     return node.running + len(node.queue)
 
 
+# ``sim.rng.random()`` of a numpy Generator is one ``next_double`` of its bit
+# generator (numpy's ``random_standard_uniform``, under the bit generator's lock):
+# the same draw through numpy's C interface (``bitgen_t``, numpy/random/bitgen.h),
+# without the Python call. Any other kind of generator is called as it is.
+ctypedef struct bitgen_t:
+    void* state
+    uint64_t (*next_uint64)(void* st) noexcept nogil
+    uint32_t (*next_uint32)(void* st) noexcept nogil
+    double (*next_double)(void* st) noexcept nogil
+    uint64_t (*next_raw)(void* st) noexcept nogil
+
+cdef object _rng = None  # the generator last drawn from, its lock and its bitgen_t
+cdef object _rng_lock = None
+cdef bitgen_t* _rng_bitgen = NULL
+
+
+cdef double _random(object rng) except? -1.0:
+    """``rng.random()``."""
+    global _rng, _rng_lock, _rng_bitgen
+    cdef double value
+    if rng is not _rng:
+        if type(rng) is not Generator:
+            return rng.random()
+        bit_generator = rng.bit_generator
+        _rng_bitgen = <bitgen_t*>PyCapsule_GetPointer(bit_generator.capsule, "BitGenerator")
+        _rng_lock = bit_generator.lock
+        _rng = rng  # (kept: the pointer lives as long as it does)
+    _rng_lock.acquire()
+    try:
+        value = _rng_bitgen.next_double(_rng_bitgen.state)
+    finally:
+        _rng_lock.release()
+    return value
+
+
 cdef inline object _pick(object sim, list ties):
     """:func:`baselines.routers.pick` (``ties`` has at least one entry)."""
     cdef Py_ssize_t n = len(ties)
     if n == 1:
         return ties[0]
-    cdef double r = sim.rng.random()
+    cdef double r = _random(sim.rng)
     return ties[<Py_ssize_t>(r * n)]
 
 

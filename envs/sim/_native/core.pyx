@@ -373,6 +373,23 @@ cdef class SimCore:
         self._rec_admission = records.admission
 
     # ------------------------------------------------------------ the event loop
+    def _drive(self, decide):
+        """The reference's ``Simulator._drive`` (the run's start, rare-GC stretch and
+        end around :meth:`_loop`), compiled: a step-by-step driver's ``send`` then
+        reaches the event loop without resuming a Python frame on every arrival."""
+        from envs.sim.simulator import _GC
+
+        if self._started:
+            raise RuntimeError("a Simulator runs its workload once; build a new one")
+        self._started = True
+        _GC.enter()
+        try:
+            yield from self._loop(decide)
+            self.done = True
+            self.records.finalize(self.requests, self.totals())
+        finally:
+            _GC.leave()
+
     def _loop(self, decide):
         """The reference's event loop (``Simulator._loop``), typed."""
         cdef object requests = self.requests
