@@ -17,7 +17,12 @@ copies and btb_pending's counted case are the reference's Python calls.
 
 from collections import deque
 
-from baselines._native.routers cimport c_cache_aware, c_least_loaded, compiled_nodes, hbm_match_n
+from baselines._native.routers cimport (
+    c_cache_aware,
+    c_least_loaded_at,
+    compiled_nodes,
+    hbm_match_n,
+)
 from envs.sim._native.core cimport Node
 
 from envs.sim.simulator import WARM_OK
@@ -71,11 +76,6 @@ cdef object _otherwise(object policy, Rule* rule, object sim, list nodes, object
             _earliest_first_token = earliest_first_token
         return _earliest_first_token(sim, request, policy._memo)
     return c_cache_aware(sim, nodes, request, 64.0, 1.5)
-
-
-cdef inline bint _before(long long load_a, object a, long long load_b, object b) except -1:
-    """(load_a, a) < (load_b, b): the reference's sort key."""
-    return load_a < load_b or (load_a == load_b and a < b)
 
 
 cdef int read_rule(object policy, Rule* rule) except -1:
@@ -133,70 +133,94 @@ cdef object _warm_and_route(
     object blocks,
     Py_ssize_t depth,
 ):
+    """_holders, the copies and the routing of ``BTB._warm_and_route``. The node sets
+    are positions in ``sim.nodes`` (a node's ``index`` is its position) in C arrays,
+    in the reference's order."""
+    cdef Py_ssize_t n_nodes = len(nodes)
+    if n_nodes > MAX_NODES:  # (baselines.native.btb_twin never picks it then)
+        raise ValueError(f"the compiled BTB decision takes at most {MAX_NODES} nodes")
     cdef object key = blocks[depth - 1]
     cdef object prefix = None
     cdef bint pending = rule.pending
-    cdef list resident = [], held = [], computing = [], route_to, sources, cold
+    cdef Py_ssize_t resident[MAX_NODES]
+    cdef Py_ssize_t held[MAX_NODES]
+    cdef Py_ssize_t computing[MAX_NODES]
+    cdef bint is_held[MAX_NODES]
+    cdef Py_ssize_t n_resident = 0, n_held = 0, n_computing = 0, j
     cdef Node node
     cdef object tracked = policy._tracked_y if pending else None
     cdef bint coming
     # _holders: the published rule, or btb_pending's
-    for node in nodes:
+    for j in range(n_nodes):
+        node = <Node>nodes[j]
+        is_held[j] = False
         if node.down:
             continue
         if hbm_match_n(node.view, blocks, depth) >= depth:
-            resident.append(node.index)
-            held.append(node.index)
+            resident[n_resident] = j
+            n_resident += 1
+            coming = True
         elif key in node.inflight:
-            held.append(node.index)
+            coming = True
         elif pending:
             if tracked is not None and depth == <Py_ssize_t>tracked:
                 coming = policy._computes(sim, node, depth, key)
             else:
                 coming = _computes_prefix(node, depth, key)
             if coming:
-                held.append(node.index)
-                computing.append(node.index)
+                computing[n_computing] = j
+                n_computing += 1
+        else:
+            coming = False
+        if coming:
+            held[n_held] = j
+            n_held += 1
+            is_held[j] = True
+    # published: route to and copy from the resident nodes; btb_pending: route to the
+    # held ones (and the copies it issues), copy from the resident or else computing
+    cdef Py_ssize_t* route_to = &resident[0]
+    cdef Py_ssize_t* n_route = &n_resident
     if pending:
-        route_to = held
-        sources = resident or computing
-    else:
-        route_to = sources = resident
-    cdef Py_ssize_t m = rule.m, n_cold, i, j, n_copies
-    cdef long long load
-    cdef long long[MAX_NODES] cold_loads
-    cdef object src, dst
-    cdef long long src_load
-    if sources and len(held) < m:
+        route_to = &held[0]
+        n_route = &n_held
+    cdef Py_ssize_t* sources = &resident[0]
+    cdef Py_ssize_t n_sources = n_resident
+    if pending and n_resident == 0:
+        sources = &computing[0]
+        n_sources = n_computing
+    cdef Py_ssize_t m = rule.m, n_cold = 0, i, k, n_copies, src = -1
+    cdef Py_ssize_t cold[MAX_NODES]
+    cdef long long cold_loads[MAX_NODES]
+    cdef long long load, src_load = 0
+    if n_sources and n_held < m:
         # the nodes up that neither hold nor get the prefix, by (load, index)
-        cold = []
-        for node in nodes:
-            if node.down or node.index in held:
+        for j in range(n_nodes):
+            node = <Node>nodes[j]
+            if node.down or is_held[j]:
                 continue
             load = node.running + len(node.queue)
-            n_cold = len(cold)
-            if n_cold >= MAX_NODES:  # (baselines.native.btb_twin never picks it then)
-                raise ValueError(f"the compiled BTB decision takes at most {MAX_NODES} nodes")
             i = n_cold
-            while i > 0 and _before(load, node.index, cold_loads[i - 1], cold[i - 1]):
+            while i > 0 and load < cold_loads[i - 1]:  # (in index order already)
+                cold[i] = cold[i - 1]
+                cold_loads[i] = cold_loads[i - 1]
                 i -= 1
-            cold.insert(i, node.index)
-            for j in range(n_cold, i, -1):
-                cold_loads[j] = cold_loads[j - 1]
+            cold[i] = j
             cold_loads[i] = load
-        src = None
-        src_load = 0
-        for s in sources:
-            node = <Node>nodes[s]
+            n_cold += 1
+        for k in range(n_sources):  # the source: the lowest (load, index)
+            node = <Node>nodes[sources[k]]
             load = node.running + len(node.queue)
-            if src is None or _before(load, s, src_load, src):
-                src, src_load = s, load
-        n_copies = m - len(held)
-        for dst in cold[:n_copies]:
+            if src < 0 or load < src_load or (load == src_load and sources[k] < src):
+                src, src_load = sources[k], load
+        n_copies = m - n_held
+        source = (<Node>nodes[src]).index
+        for k in range(n_copies if n_copies < n_cold else n_cold):
             if prefix is None:
                 prefix = tuple(blocks[:depth])
-            if sim.warm(src, dst, prefix) == WARM_OK and pending:
-                route_to.append(dst)  # btb_pending routes to a copy before it lands
-    if not route_to:
+            target = (<Node>nodes[cold[k]]).index
+            if sim.warm(source, target, prefix) == WARM_OK and pending:
+                held[n_held] = cold[k]  # btb_pending routes to a copy before it lands
+                n_held += 1
+    if n_route[0] == 0:
         return _otherwise(policy, rule, sim, nodes, request)
-    return c_least_loaded(sim, nodes, route_to)
+    return c_least_loaded_at(sim, nodes, route_to, n_route[0])

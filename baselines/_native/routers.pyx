@@ -20,6 +20,7 @@ from numpy.random import Generator
 
 cdef enum:
     HBM = 0  # envs.sim._native.cache's tier
+    MAX_TIES = 64  # ties kept on the stack; a larger cluster's tie runs the reference
 
 cdef object _reference = None  # the reference functions (baselines.routers), set by bind
 
@@ -93,13 +94,12 @@ cdef double _random(object rng) except? -1.0:
     return value
 
 
-cdef inline object _pick(object sim, list ties):
-    """:func:`baselines.routers.pick` (``ties`` has at least one entry)."""
-    cdef Py_ssize_t n = len(ties)
+cdef inline Py_ssize_t _draw(object sim, Py_ssize_t n) except -1:
+    """The tie :func:`baselines.routers.pick` takes of ``n`` (a draw only for two or more)."""
     if n == 1:
-        return ties[0]
+        return 0
     cdef double r = _random(sim.rng)
-    return ties[<Py_ssize_t>(r * n)]
+    return <Py_ssize_t>(r * n)
 
 
 def up_nodes(sim):
@@ -115,37 +115,72 @@ def up_nodes(sim):
 
 
 cdef object c_least_loaded(object sim, list nodes, object candidates):
-    cdef Node node
+    """least_loaded; the ties are kept as positions (in ``candidates``, or in ``nodes``
+    where no candidate is up), not as a list."""
+    cdef Py_ssize_t ties[MAX_TIES]
+    cdef Py_ssize_t n_ties = 0, k
     cdef long long load, low = 0
-    cdef list kept, ties = []
-    cdef bint first = True
+    cdef Node node
+    cdef list given
     if candidates is not None:
-        kept = []
-        for i in candidates:
-            if not (<Node>nodes[i]).down:
-                kept.append(i)
-        candidates = kept or None
-    if candidates is None:
-        for node in nodes:
+        given = candidates if type(candidates) is list else list(candidates)
+        for k in range(len(given)):
+            node = <Node>nodes[given[k]]
             if node.down:
                 continue
             load = _load(node)
-            if first or load < low:
+            if n_ties == 0 or load < low:
                 low = load
-                first = False
-                ties = [node.index]
+                ties[0] = k
+                n_ties = 1
             elif load == low:
-                ties.append(node.index)
-    else:
-        for i in candidates:
-            load = _load(<Node>nodes[i])
-            if first or load < low:
-                low = load
-                first = False
-                ties = [i]
-            elif load == low:
-                ties.append(i)
-    return _pick(sim, ties)
+                if n_ties == MAX_TIES:
+                    return _reference.least_loaded(sim, candidates)
+                ties[n_ties] = k
+                n_ties += 1
+        if n_ties:
+            return given[ties[_draw(sim, n_ties)]]
+    for k in range(len(nodes)):
+        node = <Node>nodes[k]
+        if node.down:
+            continue
+        load = _load(node)
+        if n_ties == 0 or load < low:
+            low = load
+            ties[0] = k
+            n_ties = 1
+        elif load == low:
+            if n_ties == MAX_TIES:
+                return _reference.least_loaded(sim, None)
+            ties[n_ties] = k
+            n_ties += 1
+    return (<Node>nodes[ties[_draw(sim, n_ties)]]).index
+
+
+cdef object c_least_loaded_at(object sim, list nodes, Py_ssize_t* at, Py_ssize_t n):
+    """least_loaded of the nodes at positions ``at[:n]`` (each node's ``index`` is
+    its position in ``sim.nodes``): the same choice and draw without the list."""
+    cdef Py_ssize_t ties[MAX_TIES]
+    cdef Py_ssize_t n_ties = 0, k
+    cdef long long load, low = 0
+    cdef Node node
+    if n > MAX_TIES:
+        return c_least_loaded(sim, nodes, [(<Node>nodes[at[k]]).index for k in range(n)])
+    for k in range(n):
+        node = <Node>nodes[at[k]]
+        if node.down:
+            continue
+        load = _load(node)
+        if n_ties == 0 or load < low:
+            low = load
+            ties[0] = at[k]
+            n_ties = 1
+        elif load == low:
+            ties[n_ties] = at[k]
+            n_ties += 1
+    if n_ties == 0:
+        return c_least_loaded(sim, nodes, None)
+    return (<Node>nodes[ties[_draw(sim, n_ties)]]).index
 
 
 def least_loaded(sim, candidates=None):
@@ -162,10 +197,12 @@ cdef object c_cache_aware(
         return _reference.cache_aware_choice(sim, request, balance_abs, balance_rel)
     cdef object blocks = request.blocks
     cdef long long high = -1, low = 1LL << 62, load, best_load = 0
-    cdef Py_ssize_t match, best_match = -1
-    cdef list ties = []
+    cdef Py_ssize_t match, best_match = -1, k
+    cdef Py_ssize_t ties[MAX_TIES]
+    cdef Py_ssize_t n_ties = 0
     cdef Node node
-    for node in nodes:
+    for k in range(len(nodes)):
+        node = <Node>nodes[k]
         if node.down:
             continue
         load = _load(node)
@@ -177,12 +214,16 @@ cdef object c_cache_aware(
         if match > best_match or (match == best_match and load < best_load):
             best_match = match
             best_load = load
-            ties = [node.index]
+            ties[0] = k
+            n_ties = 1
         elif match == best_match and load == best_load:
-            ties.append(node.index)
+            if n_ties == MAX_TIES:  # (a cluster this large: the reference, no draw made yet)
+                return _reference.cache_aware_choice(sim, request, balance_abs, balance_rel)
+            ties[n_ties] = k
+            n_ties += 1
     if <double>high > balance_abs and <double>high > balance_rel * <double>low:
         return c_least_loaded(sim, nodes, None)
-    return _pick(sim, ties)
+    return (<Node>nodes[ties[_draw(sim, n_ties)]]).index
 
 
 def cache_aware_choice(sim, request, balance_abs=64, balance_rel=1.5):
