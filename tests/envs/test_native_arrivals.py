@@ -11,6 +11,7 @@ or not chosen."""
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -219,3 +220,18 @@ def test_route_observations_are_the_reference_with_and_without_hints(hints: bool
         obs, _, done, _, _ = env.step(action)
         steps += 1
     assert steps == len(workload) and routed > 0
+
+
+def test_a_missing_compiled_module_runs_the_python_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if envs.encoder.NATIVE is None:  # opted out or not built: the Python already runs
+        assert envs.encoder._choose_arrivals() is None
+        return
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "envs._native.arrivals", None)  # hides the module
+        assert envs.encoder._choose_arrivals() is None
+        assert capsys.readouterr().err.startswith("btb-gym: compiled observation encoder unusable")
+    assert envs.encoder._choose_arrivals() is ARRIVALS
+    controller = EpochController(4, 1.0, compiled=False)
+    assert controller._arrivals is None and not controller.encoder.compiled
