@@ -16,9 +16,9 @@ TEST_WORKERS ?= 2
 .PHONY: install run test bench lint
 
 # setup.py and the Cython sources too: `pip install -e .` compiles the compiled
-# modules (envs/sim/_native, envs/_native, envs/workloads/_native), so a change to
-# them means a rebuild.
-NATIVE_SOURCES := $(wildcard envs/sim/_native/*.pyx envs/sim/_native/*.pxd envs/_native/*.pyx envs/workloads/_native/*.pyx)
+# modules (envs/sim/_native, envs/_native, envs/workloads/_native,
+# baselines/_native), so a change to them means a rebuild.
+NATIVE_SOURCES := $(wildcard envs/sim/_native/*.pyx envs/sim/_native/*.pxd envs/_native/*.pyx envs/workloads/_native/*.pyx baselines/_native/*.pyx baselines/_native/*.pxd)
 $(VENV)/.installed: pyproject.toml setup.py $(NATIVE_SOURCES)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(TORCH)

@@ -1,11 +1,12 @@
-"""The optional compiled core (envs/sim/_native, envs/_native); the rest of the
-build is in pyproject.toml.
+"""The optional compiled core (envs/sim/_native, envs/_native, baselines/_native,
+envs/workloads/_native); the rest of the build is in pyproject.toml.
 
 ``pip install -e .`` (and so ``make install``) compiles the Cython modules of
-envs/sim/_native and envs/_native when a C compiler is there. Without one, or
-when compiling fails, the extension is skipped with a note, the install still
-succeeds, and the simulator and the observation encoder run their pure-Python
-reference modules (envs/sim/native.py and envs/encoder.py say which one runs).
+those folders when a C compiler is there. Without one, or when compiling fails,
+the extension is skipped with a note, the install still succeeds, and the
+simulator, the observation encoder and the baselines run their pure-Python
+reference modules (envs/sim/native.py, envs/encoder.py and baselines/native.py
+say which one runs).
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ else:
                 ["envs/_native/observation.pyx"],
                 extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
             ),
+            Extension("envs._native.arrivals", ["envs/_native/arrivals.pyx"]),
             Extension("envs.workloads._native.jsonl", ["envs/workloads/_native/jsonl.pyx"]),
+            Extension("baselines._native.routers", ["baselines/_native/routers.pyx"]),
+            Extension("baselines._native.btb", ["baselines/_native/btb.pyx"]),
         ],
         compiler_directives={"language_level": "3"},
     )

@@ -43,8 +43,10 @@ A node down (faults) is neither a holder, a copy target nor routed to
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from baselines.native import btb_twin
 from baselines.policy import Policy, register
 from baselines.routers import cache_aware_choice, earliest_first_token, least_loaded, up_nodes
 from baselines.window import ArrivalWindow
@@ -87,6 +89,15 @@ class BTB(Policy):
     nowhere) to the node with the earliest expected first token instead of
     cache_aware: btb-gym's ``btb_eft``, not the published rule."""
 
+    pending = False
+    """The routing rule: False the published one (route to nodes holding the prefix);
+    ``btb_pending`` sets it (also copies in flight and nodes computing it)."""
+
+    _twin_rules = True
+    """The compiled decision (``baselines._native.btb``) repeats this class's rule
+    (:func:`baselines.native.btb_twin`); a subclass that changes a rule method
+    runs the Python."""
+
     def __init__(
         self,
         x: int = 2,
@@ -107,6 +118,7 @@ class BTB(Policy):
         self.shadow_copies: list[ShadowCopy] = []
         self._shadow_at: dict[int, dict[int, ShadowCopy]] = {}
         self._memo: HitMemo = {}
+        self._twin: Callable[[BTB, Simulator, Request], int] | None = None
 
     def reset(self, sim: Simulator) -> None:
         self._n_nodes = sim.n_nodes
@@ -119,6 +131,7 @@ class BTB(Policy):
         self.shadow_copies = []
         self._shadow_at = {}
         self._memo = {}
+        self._twin = btb_twin(self, sim)  # the compiled decide, where it applies
 
     def metrics(self) -> dict[str, float]:
         """Shadow-mode totals of the last run (empty when not in shadow mode)."""
@@ -153,8 +166,9 @@ class BTB(Policy):
         ):
             if value is None and name in ("y_tokens", "min_prefix_tokens"):
                 continue
-            check_int(f"btb.{name}", value, 1)
-        if not (is_number(z) and z > 0):
+            if type(value) is not int or value < 1:  # (a plain int >= 1 passes at once)
+                check_int(f"btb.{name}", value, 1)
+        if not (z > 0 if type(z) is float else is_number(z) and z > 0):
             raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
         self.x, self.y_tokens, self.z, self.m = x, y_tokens, float(z), m
         self.min_prefix_tokens = min_prefix_tokens
@@ -182,6 +196,9 @@ class BTB(Policy):
         """Hook for state kept per prefix depth (``btb_pending`` counts requests)."""
 
     def decide(self, sim: Simulator, request: Request) -> int:
+        twin = self._twin
+        if twin is not None:  # the same choice, compiled (baselines._native.btb)
+            return twin(self, sim, request)
         blocks = request.blocks
         y = self.y
         if y is None:

@@ -32,6 +32,9 @@ from envs.sim.simulator import Simulator
 class BTBPending(BTB):
     """BTB whose warm set includes copies in flight and nodes computing the prefix."""
 
+    pending = True
+    _twin_rules = True
+
     _tracked_y: int | None
     _unprefilled: dict[tuple[int, int], int]
     _unprefilled_of: dict[int, tuple[int, int]]
@@ -48,6 +51,9 @@ class BTBPending(BTB):
         self._tracked_y = None  # queued requests were counted at the old depth: scan
 
     def decide(self, sim: Simulator, request: Request) -> int:
+        twin = self._twin
+        if twin is not None:  # the same choice and counting, compiled (baselines._native.btb)
+            return twin(self, sim, request)
         choice = super().decide(sim, request)
         y = self._tracked_y
         if y is not None and len(request.blocks) >= y:

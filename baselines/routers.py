@@ -8,6 +8,9 @@ Without the simulator's fault options no node is ever down, and nothing changes.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
+from baselines.native import ROUTERS
 from baselines.policy import Policy, register
 from envs.sim import native
 from envs.sim.cache import PrefixCache
@@ -182,3 +185,21 @@ def _hbm_ram_match(cache: PrefixCache, blocks: tuple[int, ...]) -> int:
     """Leading blocks of ``blocks`` cached in HBM or host RAM."""
     hbm, ram, _ = cache.match(blocks)
     return hbm + ram
+
+
+REFERENCE = SimpleNamespace(
+    up_nodes=up_nodes,
+    least_loaded=least_loaded,
+    cache_aware_choice=cache_aware_choice,
+    soonest_node=soonest_node,
+)
+"""The readable scans above (the tests' oracle). Where the compiled twins apply
+(:mod:`baselines.native`), the module's names are theirs: the same choices and
+random draws, from the compiled simulator's nodes read as C structs (on the
+reference simulator's nodes they call these)."""
+if ROUTERS is not None:
+    ROUTERS.bind(REFERENCE)
+    up_nodes = ROUTERS.up_nodes
+    least_loaded = ROUTERS.least_loaded
+    cache_aware_choice = ROUTERS.cache_aware_choice
+    soonest_node = ROUTERS.soonest_node

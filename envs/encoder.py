@@ -177,6 +177,8 @@ def _choose_native() -> tuple[Any, str]:
 NATIVE, ENCODER_CORE = _choose_native()
 
 
+
+
 class ObservationEncoder:
     """Builds the observation for a decision point into a preallocated buffer.
 
@@ -209,6 +211,7 @@ class ObservationEncoder:
                     f"compiled=True, but the compiled rows do not import ({error})"
                 ) from None
         self._node_size = n_nodes * len(NODE_FEATURES)
+        self._arrivals = ARRIVALS if self._native is not None else None
 
     def reset(self) -> None:
         self.tracker.reset()
@@ -226,7 +229,18 @@ class ObservationEncoder:
             holders = self._node_rows(sim, request)
         else:
             holders = native.node_rows(sim, request, self._hits, out)
-        same_1, same_10, same_60, age = self.tracker.observe(prefix_key(request), sim.now)
+        arrivals = self._arrivals
+        if arrivals is not None and self.hints is None:  # the request's entries, compiled
+            arrivals.request_entries(
+                self.tracker, request, sim.now, holders, self.n_nodes, out, self._node_size
+            )
+            return out
+        if arrivals is None:
+            same_1, same_10, same_60, age = self.tracker.observe(prefix_key(request), sim.now)
+        else:  # the same counts, compiled
+            same_1, same_10, same_60, age = arrivals.observe(
+                self.tracker, prefix_key(request), sim.now
+            )
         values = [
             min(math.log1p(request.input_tokens) / _MAX_TOKENS_LOG, 1.0),
             same_1 / (same_1 + 4.0),
@@ -338,10 +352,15 @@ class EpochStats:
 
 
 class EpochEncoder:
-    """Observation of ``btb/Thresholds-v0`` at an epoch boundary (all in [0, 1])."""
+    """Observation of ``btb/Thresholds-v0`` at an epoch boundary (all in [0, 1]).
 
-    def __init__(self, n_nodes: int) -> None:
+    ``compiled`` (default True) writes it with the compiled twin where that is
+    built (``envs._native.arrivals``, the same floats to the bit); False runs the
+    Python below (the reference)."""
+
+    def __init__(self, n_nodes: int, compiled: bool = True) -> None:
         self.n_nodes = n_nodes
+        self.compiled = compiled
         self.size = n_nodes * len(EPOCH_NODE_FEATURES) + len(EPOCH_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
@@ -378,6 +397,9 @@ class EpochEncoder:
     ) -> np.ndarray:
         """``settings``: the five settings in force, each already scaled to [0, 1];
         ``gap_s``: seconds since the previous epoch ended."""
+        if self.compiled and ARRIVALS is not None:
+            encoded: np.ndarray = ARRIVALS.encode(self, sim, stats, settings, gap_s)
+            return encoded
         now = sim.now
         recent = self._recent
         while recent and recent[0] < now - RECENT_S:
@@ -426,6 +448,22 @@ class EpochEncoder:
         out[i + 12 : i + 17] = settings
         out[i + 17] = holders / self.n_nodes
         return out
+
+
+def _choose_arrivals() -> Any:
+    """The compiled per-arrival work (``envs._native.arrivals``: the traffic counts,
+    :meth:`EpochEncoder.record`, the threshold controller's routing) where the
+    compiled rows run, else None (the Python here and in ``envs.thresholds``)."""
+    if NATIVE is None:
+        return None
+    try:
+        return importlib.import_module("envs._native.arrivals")
+    except ImportError as error:  # not built, or the compiled baselines it reads are not
+        print(NOTICE.format(error), file=sys.stderr)
+        return None
+
+
+ARRIVALS = _choose_arrivals()
 
 
 # prefix_of, prefix_key, first_token_estimates and node_backlog are the world's

@@ -182,12 +182,16 @@ class RouteEnv(ClusterEnv):
         node = action
         if not 0 <= node < self.n_nodes:
             raise ValueError(f"action {action!r} is outside Discrete({self.n_nodes})")
-        assert self.sim is not None
-        # refuses, before any change, a node other than the one policy_action's
-        # policy may already have routed the request to
-        self.sim.route(node)
+        sim = self.sim
+        assert sim is not None
         try:
-            self.request = self._gen.send(None)
+            if sim.routed_node() is None:  # the decision awaits its answer: the node
+                self.request = self._gen.send(node)
+            else:
+                # refuses, before any change, a node other than the one policy_action's
+                # policy has already routed the request to
+                sim.route(node)
+                self.request = self._gen.send(None)
         except StopIteration:
             return True
         return False

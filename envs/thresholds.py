@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ from gymnasium import spaces
 from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
 from envs.cluster_env import ClusterEnv
-from envs.encoder import EpochEncoder, EpochStats
+from envs.encoder import ARRIVALS, EpochEncoder, EpochStats
 from envs.sim.checks import check_number
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -175,16 +176,11 @@ class ThresholdsEnv(ClusterEnv):
         assert sim is not None and request is not None
         controller = self.controller
         controller.apply(action, request.arrival_s)
-        route = controller.route
-        gen = self._gen
-        try:
-            while controller.in_epoch(request):
-                request = gen.send(route(sim, request))
-        except StopIteration:
-            controller.close_epoch(sim)
-            return True
+        following = controller.run(sim, self._gen, request)
         controller.close_epoch(sim)
-        self.request = request
+        if following is None:
+            return True
+        self.request = following
         return False
 
 
@@ -194,6 +190,7 @@ class SwitchedBTB(BTBPending):
     (:class:`baselines.btb.BTB`) switches btb_eft's fallback routing on."""
 
     pending = False
+    _twin_rules = True  # (the compiled decision follows the flag: baselines.native)
 
     def _holders(
         self, sim: Simulator, prefix: tuple[int, ...]
@@ -222,11 +219,16 @@ class EpochController:
     ``(epoch start s, setting)`` of every epoch of the run (for the chart).
     """
 
-    def __init__(self, n_nodes: int, epoch_s: float, eft_rules: bool = False) -> None:
+    def __init__(
+        self, n_nodes: int, epoch_s: float, eft_rules: bool = False, compiled: bool = True
+    ) -> None:
         self.n_nodes = n_nodes
+        # the per-arrival work compiled (envs._native.arrivals), where it is built;
+        # ``compiled=False`` runs the Python below (the reference)
+        self._arrivals = ARRIVALS if compiled else None
         self.epoch_s = epoch_s
         self.rules = EFT_ROUTE_CHOICES if eft_rules else ROUTE_CHOICES
-        self.encoder = EpochEncoder(n_nodes)
+        self.encoder = EpochEncoder(n_nodes, compiled)
         self.bounds = (
             len(X_CHOICES),
             len(Z_CHOICES),
@@ -276,12 +278,20 @@ class EpochController:
         return self.encoder.encode(sim, self.stats, settings, gap_s)
 
     def apply(self, action: Any, start_s: float) -> None:
-        a = np.asarray(action).ravel()
-        if a.shape != (len(self.bounds),):
-            raise ValueError(f"action must have {len(self.bounds)} entries, got shape {a.shape}")
-        for i, (value, bound) in enumerate(zip(a, self.bounds)):
-            if not 0 <= value < bound:
-                raise ValueError(f"action[{i}] must be in 0..{bound - 1}, got {value}")
+        bounds = self.bounds
+        a: Any = action
+        # the env hands over a tuple of ints (ClusterEnv._freeze): checked as it is
+        if not (
+            type(a) is tuple
+            and len(a) == len(bounds)
+            and all(type(v) is int and 0 <= v < b for v, b in zip(a, bounds))
+        ):
+            a = np.asarray(action).ravel()
+            if a.shape != (len(bounds),):
+                raise ValueError(f"action must have {len(bounds)} entries, got shape {a.shape}")
+            for i, (value, bound) in enumerate(zip(a, bounds)):
+                if not 0 <= value < bound:
+                    raise ValueError(f"action[{i}] must be in 0..{bound - 1}, got {value}")
         btb = self.btb
         btb.set_thresholds(
             X_CHOICES[a[0]],
@@ -305,10 +315,30 @@ class EpochController:
 
     def route(self, sim: Simulator, request: Request) -> int:
         """BTB's decision for ``request``, with the epoch's traffic recorded."""
+        if self._arrivals is not None:
+            node: int = self._arrivals.route(self, sim, request)
+            return node
         self.encoder.record(self.stats, request, sim.now)
         node = self.btb.decide(sim, request)
         self.stats.hit_sum += sim.nodes[node].view.hbm_match(request.blocks) / len(request.blocks)
         return node
+
+    def run(
+        self, sim: Simulator, decisions: Generator[Request, int | None, None], request: Request
+    ) -> Request | None:
+        """Route the arrivals of the epoch from ``request`` on (``decisions`` is the
+        simulator's, which yielded ``request``); the first arrival after the epoch,
+        or None once the window's last request is served."""
+        if self._arrivals is not None:
+            following: Request | None = self._arrivals.run(self, sim, decisions, request)
+            return following
+        route = self.route
+        try:
+            while self.in_epoch(request):
+                request = decisions.send(route(sim, request))
+        except StopIteration:
+            return None
+        return request
 
     def close_epoch(self, sim: Simulator) -> None:
         self.stats.copies = len(sim.copies) - self._copies_before

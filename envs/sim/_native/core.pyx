@@ -201,54 +201,7 @@ cdef inline tuple _pop(list heap, bint batch):
 cdef class Node:
     """:class:`envs.sim.node.Node` with typed fields (its docstring says what each is)."""
 
-    # objects: exposed as member descriptors (_expose below), read as fast as slots
-    cdef object index
-    cdef object spec
-    cdef object _costs
-    cdef object cache
-    cdef object view
-    cdef object down
-    cdef public long long nic_down
-    cdef public bint cache_beside_reservations
-    cdef public long long budget_tokens
-    cdef object queue
-    cdef public long long running
-    cdef public long long reserved_tokens
-    cdef public long long pinned_tokens
-    cdef public int work
-    cdef object work_obj
-    cdef public double work_start
-    cdef public double work_end
-    cdef public long long version
-    cdef public double free_s
-    cdef object draining
-    cdef object batch_heap
-    cdef public long long decode_n
-    cdef public long long step
-    cdef public long long ctx_tokens
-    cdef public double seg_start
-    cdef public long long seg_steps
-    cdef public long long seg_batch
-    cdef public long long seg_ctx
-    cdef object chunk_breaks
-    cdef object copy_queue
-    cdef object inflight
-    cdef object waiting_src
-    cdef object waiting_for
-    cdef public double busy_s
-    cdef public double prefill_s
-    cdef public double prefill_ewma_s
-    cdef public double decode_s
-    cdef public double copy_s
-    cdef public double rdma_busy_s
-    # typed copies of the NodeCosts coefficients (set with ``costs``)
-    cdef double _prefill_s_per_token
-    cdef double _attention_s_coef
-    cdef double _decode_weight_s
-    cdef double _decode_kv_s_per_token
-    cdef double _load_hbm_s
-    cdef double _load_ram_s
-    cdef double _load_disk_s
+    # the fields are declared in core.pxd (other compiled modules read them)
 
     def __init__(self, index, spec, costs, cache):
         self.index = index
@@ -420,6 +373,23 @@ cdef class SimCore:
         self._rec_admission = records.admission
 
     # ------------------------------------------------------------ the event loop
+    def _drive(self, decide):
+        """The reference's ``Simulator._drive`` (the run's start, rare-GC stretch and
+        end around :meth:`_loop`), compiled: a step-by-step driver's ``send`` then
+        reaches the event loop without resuming a Python frame on every arrival."""
+        from envs.sim.simulator import _GC
+
+        if self._started:
+            raise RuntimeError("a Simulator runs its workload once; build a new one")
+        self._started = True
+        _GC.enter()
+        try:
+            yield from self._loop(decide)
+            self.done = True
+            self.records.finalize(self.requests, self.totals())
+        finally:
+            _GC.leave()
+
     def _loop(self, decide):
         """The reference's event loop (``Simulator._loop``), typed."""
         cdef object requests = self.requests

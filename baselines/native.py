@@ -1,0 +1,71 @@
+"""Which implementation of the baselines' hottest parts runs: compiled or Python.
+
+Two parts exist twice: the routers' per-node scans (:mod:`baselines.routers`) and
+BTB's per-arrival decision (:meth:`baselines.btb.BTB.decide`, its rule variants
+and the X-in-Z count). The Python is the readable reference and the tests'
+oracle; the compiled twins ``baselines._native.routers`` and
+``baselines._native.btb`` (Cython, built by ``pip install -e .`` when a C compiler
+is there) make the same choices with the same random draws. They read the
+compiled simulator's nodes, so they act only where the simulator is compiled
+(:data:`envs.sim.native.CORE`); this module is the one place that chooses, by the
+simulator's rule: the reference under ``BTB_GYM_PURE_PYTHON`` or when a compiled
+module is missing (one line on stderr, :data:`NOTICE`). :data:`ROUTERS_CORE`
+says which runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from envs.sim import native as sim_native
+from envs.sim.native import PURE_PYTHON_ENV
+
+if TYPE_CHECKING:
+    from baselines.btb import BTB
+    from envs.sim.simulator import Simulator
+
+NOTICE = "btb-gym: compiled baselines unusable ({}); using the Python routers and BTB"
+
+
+def _choose() -> tuple[Any, Any, str]:
+    """(``baselines._native.routers``, ``baselines._native.btb``, ROUTERS_CORE); the
+    modules are None for the reference."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0") or sim_native.CORE != "compiled":
+        return None, None, "python"  # (a missing compiled simulator has said so already)
+    try:
+        routers = importlib.import_module("baselines._native.routers")
+        btb = importlib.import_module("baselines._native.btb")
+    except ImportError as error:  # not built, or built for another Python or simulator
+        print(NOTICE.format(error), file=sys.stderr)
+        return None, None, "python"
+    return routers, btb, "compiled"
+
+
+ROUTERS, BTB_TWIN, ROUTERS_CORE = _choose()
+
+BTB_HOOKS = ("decide", "_otherwise", "_holders", "_warm_and_route", "_issued", "_computes")
+"""The methods of a BTB class that the compiled decision repeats."""
+
+
+def btb_twin(policy: BTB, sim: Simulator) -> Callable[[BTB, Simulator, Any], int] | None:
+    """The compiled ``decide`` for ``policy`` on ``sim``, or None for the reference:
+    only on the compiled simulator's nodes, not in shadow mode, on at most the
+    twin's node count, and only for a class whose BTB methods are all those of the
+    nearest class in its ancestry that says the twin repeats them
+    (``_twin_rules = True`` in its body: BTB, btb_pending, the threshold env's)."""
+    if BTB_TWIN is None or policy.shadow or sim.n_nodes > BTB_TWIN.NODES_MAX:
+        return None
+    if not sim.nodes or type(sim.nodes[0]) is not sim_native.compiled_core().Node:
+        return None
+    cls = type(policy)
+    owner = next((c for c in cls.__mro__ if c.__dict__.get("_twin_rules")), None)
+    if owner is None or any(
+        getattr(cls, hook, None) is not getattr(owner, hook, None) for hook in BTB_HOOKS
+    ):
+        return None
+    decide: Callable[[BTB, Simulator, Any], int] = BTB_TWIN.decide
+    return decide
