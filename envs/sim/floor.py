@@ -96,6 +96,10 @@ def _request_options(
     else:  # blocks count as resident from admission, so from arrival at the soonest
         exists = [request.arrival_s for request in requests]
     holders = _two_earliest(requests, exists)
+    # under the reference model a lost node's request runs again elsewhere, and its
+    # own blocks (resident from its admission) may have been copied there: it may
+    # reuse its own prompt
+    own = not config.causal_kv and reruns(config)
     floor = np.empty(len(requests))
     options: list[list[Option]] = []
     for k, request in enumerate(requests):
@@ -108,7 +112,7 @@ def _request_options(
         times: list[float] = []
         for block in request.blocks:
             first, first_k, second = holders[block]
-            t = second if first_k == k else first
+            t = second if first_k == k and not own else first
             if t == math.inf:
                 break
             if times and t != times[-1]:
@@ -119,6 +123,11 @@ def _request_options(
         floor[k] = min((start - arrival) + work for start, work in mine)
         options.append(mine)
     return floor, options
+
+
+def reruns(config: SimConfig) -> bool:
+    """Whether a prefill can be cut off by a lost node and run again elsewhere."""
+    return bool(config.fault_node_loss_s) or config.fault_node_loss_rate_per_s > 0
 
 
 def _earliest_prompt_kv(
@@ -210,7 +219,10 @@ def floor_bounds(
     done_by_floor = arrival + floor
     n_nodes = len(cluster.nodes)
     best = float(done_by_floor.sum())
-    groups = _first_block_groups(workload)
+    # the charge's premise (the first holder of a first block computes it cold) fails
+    # under the reference model with lost nodes: a copy of blocks resident from
+    # admission can serve the request's own rerun
+    groups = [] if not config.causal_kv and reruns(config) else _first_block_groups(workload)
     cold = np.array([mine[0][1] for mine in options])  # options[k][0]: cold, from arrival
     for release in _releases(arrival, options):
         work = np.array(

@@ -261,3 +261,27 @@ def test_no_run_beats_either_bound_on_random_small_workloads(seed: int) -> None:
         ttft = sim.run(policy).ttft_s
         assert np.all(ttft >= floor - 1e-12), policy
         assert float(ttft.mean()) >= bound - 1e-12, policy
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_lost_node_under_the_reference_model_lets_a_request_reuse_its_own_blocks(
+    shared: bool,
+) -> None:
+    # under the reference model r0's blocks count as resident from its admission, so a
+    # copy made at r1's decision lands before they are computed; node 0 is then lost
+    # and r0 runs again where the copy is: 1 token of prefill, far under its cold 64 ms.
+    # Both bounds must allow it (its own prompt counts), and the charge of one cold
+    # prefill per first block does not hold here
+    prompts = Prompts()
+    prompts.add(0.0, names("a", 4), output_tokens=2)
+    prompts.add(0.001, [*names("a", 4), "b"] if shared else ["c0"], output_tokens=2)
+    cluster = toy_cluster(3, rdma_bw=1e12)
+    config = SimConfig.reference(fault_node_loss_s=(0.002,), fault_node_loss_nodes=(0,))
+    r0 = prompts.requests[0].blocks
+    copies = [lambda s: s.warm(0, 1, r0), lambda s: s.warm(0, 2, r0)]
+    sim, script = run_script(cluster, prompts, [0, 1], {1: copies}, config)
+    ttft = sim.records.ttft_s
+    assert ttft[0] < 0.010  # served from the copy of its own blocks
+    floor, bound = floor_bounds(cluster, prompts.workload(), config)
+    assert np.all(ttft >= floor - 1e-12)
+    assert float(ttft.mean()) >= bound - 1e-12
