@@ -155,6 +155,11 @@ class HintTracker:
 
 NOTICE = "btb-gym: compiled observation encoder unusable ({}); using the Python one"
 """The line on stderr when the compiled rows do not import (the reason in the braces)."""
+ARRIVALS_NOTICE = (
+    "btb-gym: compiled per-arrival env work unusable ({}); using the Python one "
+    "(the compiled observation rows still run)"
+)
+"""The line on stderr when only the compiled per-arrival work does not import."""
 
 
 def _import_native() -> Any:
@@ -175,8 +180,6 @@ def _choose_native() -> tuple[Any, str]:
 
 
 NATIVE, ENCODER_CORE = _choose_native()
-
-
 
 
 class ObservationEncoder:
@@ -459,7 +462,8 @@ def _choose_arrivals() -> Any:
     try:
         return importlib.import_module("envs._native.arrivals")
     except ImportError as error:  # not built, or the compiled baselines it reads are not
-        print(NOTICE.format(error), file=sys.stderr)
+        if "baselines._native" not in str(error) and "envs.sim._native" not in str(error):
+            print(ARRIVALS_NOTICE.format(error), file=sys.stderr)  # theirs said so already
         return None
 
 

@@ -231,7 +231,7 @@ def test_a_missing_compiled_module_runs_the_python_with_one_line(
     with monkeypatch.context() as patch:
         patch.setitem(sys.modules, "envs._native.arrivals", None)  # hides the module
         assert envs.encoder._choose_arrivals() is None
-        assert capsys.readouterr().err.startswith("btb-gym: compiled observation encoder unusable")
+        assert capsys.readouterr().err.startswith("btb-gym: compiled per-arrival env work unusable")
     assert envs.encoder._choose_arrivals() is ARRIVALS
     controller = EpochController(4, 1.0, compiled=False)
     assert controller._arrivals is None and not controller.encoder.compiled
