@@ -374,11 +374,7 @@ def value_origin(path: str) -> str:
     found = where[1]
     if found is None:  # "line"
         return " (from the command line)"
-    try:
-        shown = f"conf/{found.relative_to(CONF_DIR).as_posix()}"
-    except ValueError:
-        shown = str(found)
-    return f" (from {shown})"
+    return f" (from {_shown(found)})"
 
 
 def set_by_user(path: str) -> bool | None:
@@ -528,16 +524,15 @@ def check_known_keys(cfg: Any) -> None:
 
 def check_bool_values(cfg: Any) -> None:
     """Refuse a true/false key given another value (``env.eft_rules=2``, ``yes``),
-    on the command line or in a config file, naming it and where it came from: the
-    structured config would quietly read 2 as true. The value as written is what is
-    checked (None stays allowed where the schema allows it)."""
+    on the command line (``key=...``, or a dict for a parent, ``sim={...}``) or in a
+    config file (the ``+experiment`` file and the experiment files it builds on,
+    the group option's file), naming it and where it came from: the structured
+    config would quietly read 2 as true. The value as written is what is checked
+    (None stays allowed where the schema allows it)."""
     for path in _bool_paths(cfg):
-        where = _where_set(path)
-        if where is None or not where[0]:
-            continue  # no Hydra job, or the schema's default
-        raw = _written_value(path, where)
-        if raw is not None and not isinstance(raw, bool):
-            raise ConfigError(f"{path} must be true or false, got {raw!r}{value_origin(path)}")
+        for raw, origin in _written_values(path):
+            if raw is not None and not isinstance(raw, bool):
+                raise ConfigError(f"{path} must be true or false, got {raw!r}{origin}")
 
 
 def _bool_paths(cfg: Any, prefix: str = "") -> Iterator[str]:
@@ -555,24 +550,62 @@ def _bool_paths(cfg: Any, prefix: str = "") -> Iterator[str]:
             yield path
 
 
-def _written_value(path: str, where: tuple[str, Path | None]) -> Any:
-    """The value at ``path`` as the command line or the file ``where`` wrote it."""
+_ABSENT = object()
+
+
+def _written_values(path: str) -> Iterator[tuple[Any, str]]:
+    """Every value this Hydra job's command line and config files write at ``path``,
+    as written, each with `` (from ...)``; nothing when no Hydra job runs."""
     from hydra.core.hydra_config import HydraConfig
 
-    kind, found = where
-    if kind == "line":
-        value: Any = None
-        for override in _parsed_overrides(list(HydraConfig.get().overrides.task)):
-            key = override.key_or_group.lstrip("+~")
-            if override.is_sweep_override() or not (key == path or path.startswith(key + ".")):
-                continue
-            value = override.value()
-            for part in path[len(key) + 1 :].split(".") if key != path else ():
-                value = value.get(part) if isinstance(value, dict) else None
-        return value
-    assert found is not None
-    key = path if kind == "experiment" else path.partition(".")[2]
-    return OmegaConf.select(OmegaConf.load(found), key, default=None)
+    if not HydraConfig.initialized():
+        return
+    hydra = HydraConfig.get()
+    for override in _parsed_overrides(list(hydra.overrides.task)):
+        key = override.key_or_group.lstrip("+~")
+        if override.is_sweep_override() or not (key == path or path.startswith(key + ".")):
+            continue
+        value = override.value()
+        for part in path[len(key) + 1 :].split(".") if key != path else ():
+            value = value.get(part, _ABSENT) if isinstance(value, dict) else _ABSENT
+        if value is not _ABSENT:
+            yield value, " (from the command line)"
+    sources, choices = hydra.runtime.config_sources, hydra.runtime.choices
+    files: list[tuple[Path | None, str]] = []
+    if choices.get("experiment"):  # @package _global_, and the experiments it builds on
+        files += [(f, path) for f in _experiment_files(sources, str(choices["experiment"]))]
+    group, _, rest = path.partition(".")
+    if choices.get(group) and rest:
+        files.append((_config_file(sources, f"{group}/{choices[group]}.yaml"), rest))
+    for found, key in files:
+        if found is None:
+            continue
+        value = OmegaConf.select(OmegaConf.load(found), key, default=_ABSENT)
+        if value is not _ABSENT:
+            yield value, f" (from {_shown(found)})"
+
+
+def _experiment_files(sources: Any, name: str) -> list[Path]:
+    """The ``experiment/NAME.yaml`` file and those its defaults list builds on (plain
+    names in the same group), nearest first."""
+    found: list[Path] = []
+    todo = [name]
+    while todo:
+        file = _config_file(sources, f"experiment/{todo.pop(0)}.yaml")
+        if file is None or file in found:
+            continue
+        found.append(file)
+        defaults = OmegaConf.to_container(OmegaConf.load(file)).get("defaults", [])  # type: ignore[union-attr]
+        todo += [d for d in defaults if isinstance(d, str) and d != "_self_" and "/" not in d]
+    return found
+
+
+def _shown(found: Path) -> str:
+    """A config file as messages name it: ``conf/...`` inside the project's conf/."""
+    try:
+        return f"conf/{found.relative_to(CONF_DIR).as_posix()}"
+    except ValueError:
+        return str(found)
 
 
 def _typed_below(path: str) -> str:

@@ -1237,3 +1237,28 @@ def test_a_true_false_key_accepts_true_and_false() -> None:
     with _hydra_job("train", ["logger=none", "workload=tiny", *overrides]) as cfg:
         check_world(cfg)  # no error
         assert cfg.env.eft_rules is True and cfg.train.evaluate is False
+
+
+def test_a_true_false_key_refuses_other_values_in_a_dict_and_in_a_parent_experiment(
+    tmp_path: Path,
+) -> None:
+    from experiments.jobs import check_world
+
+    line = ["logger=none", "workload=tiny", "sim={attention_flops: 2}"]
+    with _hydra_job("train", line) as cfg, pytest.raises(ValueError) as error:
+        check_world(cfg)
+    assert (
+        str(error.value)
+        == "sim.attention_flops must be true or false, got 2 (from the command line)"
+    )
+    # a child experiment builds on a parent that writes 2 for train.progress
+    (tmp_path / "experiment").mkdir()
+    parent = tmp_path / "experiment" / "bad_parent.yaml"
+    parent.write_text("# @package _global_\ntrain:\n  progress: 2\n")
+    child = "# @package _global_\ndefaults:\n  - bad_parent\n  - _self_\nseed: 1\n"
+    (tmp_path / "experiment" / "bad_child.yaml").write_text(child)
+    overrides = ["logger=none", "workload=tiny", f"hydra.searchpath=[file://{tmp_path}]"]
+    job = _hydra_job("train", [*overrides, "+experiment=bad_child"])
+    with job as cfg, pytest.raises(ValueError) as error:
+        check_world(cfg)
+    assert str(error.value) == f"train.progress must be true or false, got 2 (from {parent})"
