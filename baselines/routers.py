@@ -47,9 +47,7 @@ def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:
     else:
         low = min(nodes[i].load for i in candidates)
         ties = [i for i in candidates if nodes[i].load == low]
-    if len(ties) == 1:
-        return ties[0]
-    return ties[int(sim.rng.random() * len(ties))]
+    return pick(sim, ties)
 
 
 def earliest_first_token(sim: Simulator, request: Request, memo: HitMemo | None = None) -> int:

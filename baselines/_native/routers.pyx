@@ -114,46 +114,43 @@ def up_nodes(sim):
     return out
 
 
+cdef inline bint _consider(
+    Node node, Py_ssize_t pos, long long* low, Py_ssize_t* ties, Py_ssize_t* n_ties
+):
+    """One node of a least-load scan: keep ``pos`` among the ties at the least load of
+    the up nodes so far. True when the ties would pass MAX_TIES (nothing kept)."""
+    if node.down:
+        return False
+    cdef long long load = _load(node)
+    if n_ties[0] == 0 or load < low[0]:
+        low[0] = load
+        ties[0] = pos
+        n_ties[0] = 1
+    elif load == low[0]:
+        if n_ties[0] == MAX_TIES:
+            return True
+        ties[n_ties[0]] = pos
+        n_ties[0] += 1
+    return False
+
+
 cdef object c_least_loaded(object sim, list nodes, object candidates):
     """least_loaded; the ties are kept as positions (in ``candidates``, or in ``nodes``
     where no candidate is up), not as a list."""
     cdef Py_ssize_t ties[MAX_TIES]
     cdef Py_ssize_t n_ties = 0, k
-    cdef long long load, low = 0
-    cdef Node node
+    cdef long long low = 0
     cdef list given
     if candidates is not None:
         given = candidates if type(candidates) is list else list(candidates)
         for k in range(len(given)):
-            node = <Node>nodes[given[k]]
-            if node.down:
-                continue
-            load = _load(node)
-            if n_ties == 0 or load < low:
-                low = load
-                ties[0] = k
-                n_ties = 1
-            elif load == low:
-                if n_ties == MAX_TIES:
-                    return _reference.least_loaded(sim, candidates)
-                ties[n_ties] = k
-                n_ties += 1
+            if _consider(<Node>nodes[given[k]], k, &low, ties, &n_ties):
+                return _reference.least_loaded(sim, candidates)
         if n_ties:
             return given[ties[_draw(sim, n_ties)]]
     for k in range(len(nodes)):
-        node = <Node>nodes[k]
-        if node.down:
-            continue
-        load = _load(node)
-        if n_ties == 0 or load < low:
-            low = load
-            ties[0] = k
-            n_ties = 1
-        elif load == low:
-            if n_ties == MAX_TIES:
-                return _reference.least_loaded(sim, None)
-            ties[n_ties] = k
-            n_ties += 1
+        if _consider(<Node>nodes[k], k, &low, ties, &n_ties):
+            return _reference.least_loaded(sim, None)
     return (<Node>nodes[ties[_draw(sim, n_ties)]]).index
 
 
@@ -162,22 +159,11 @@ cdef object c_least_loaded_at(object sim, list nodes, Py_ssize_t* at, Py_ssize_t
     its position in ``sim.nodes``): the same choice and draw without the list."""
     cdef Py_ssize_t ties[MAX_TIES]
     cdef Py_ssize_t n_ties = 0, k
-    cdef long long load, low = 0
-    cdef Node node
+    cdef long long low = 0
     if n > MAX_TIES:
         return c_least_loaded(sim, nodes, [(<Node>nodes[at[k]]).index for k in range(n)])
     for k in range(n):
-        node = <Node>nodes[at[k]]
-        if node.down:
-            continue
-        load = _load(node)
-        if n_ties == 0 or load < low:
-            low = load
-            ties[0] = at[k]
-            n_ties = 1
-        elif load == low:
-            ties[n_ties] = at[k]
-            n_ties += 1
+        _consider(<Node>nodes[at[k]], at[k], &low, ties, &n_ties)  # n <= MAX_TIES ties
     if n_ties == 0:
         return c_least_loaded(sim, nodes, None)
     return (<Node>nodes[ties[_draw(sim, n_ties)]]).index
