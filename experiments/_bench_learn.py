@@ -39,11 +39,11 @@ def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dic
     (the first pays torch's warm-up)."""
     import torch
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv
 
     import envs  # noqa: F401  (registers the environments)
     from agents.algorithms import AgentSpec, build_model
     from agents.callbacks import RolloutClock
+    from agents.vec_env import InProcessVecEnv
 
     torch.set_num_threads(1)
     env_kind, algo = LEARN_AGENTS[env_id]
@@ -52,7 +52,7 @@ def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dic
         env_id,
         n_envs=n_envs,
         seed=0,
-        vec_env_cls=DummyVecEnv,
+        vec_env_cls=InProcessVecEnv,
         env_kwargs={"setup": options["setup"], "windows": [workload]},
     )
     try:

@@ -152,7 +152,8 @@ ENV_ARG_DEFAULTS: dict[str, Any] = {
 """Each env argument's default, the envs' own (what a checkpoint that does not
 record an argument was trained with)."""
 DEFAULT_N_ENVS = 16
-"""Training's parallel envs in one process (DummyVecEnv): one batched forward pass
+"""Training's parallel envs in one process (``agents.vec_env.InProcessVecEnv``, SB3's
+DummyVecEnv without its deep copy of the infos): one batched forward pass
 serves them all (``env.n_envs``)."""
 LATER_ENV_ARGS = (
     "reward_baseline",

@@ -564,11 +564,12 @@ def train(cfg: DictConfig) -> float:
     import gymnasium
     import torch
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+    from stable_baselines3.common.vec_env import SubprocVecEnv
 
     import envs  # noqa: F401  (registers the environments)
     from agents.adapter import AgentPolicy
     from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
+    from agents.vec_env import InProcessVecEnv
     from agents.callbacks import (
         CheckpointEvery,
         KeepBestByValidation,
@@ -608,7 +609,7 @@ def train(cfg: DictConfig) -> float:
             spec.env_id,
             n_envs=int(cfg.env.n_envs),
             seed=int(cfg.seed),
-            vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else DummyVecEnv,
+            vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else InProcessVecEnv,
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
         )
     if cfg.env.normalize_reward:

@@ -1,0 +1,99 @@
+"""InProcessVecEnv: SB3's DummyVecEnv without the deep copy of every step's infos
+gives the same steps, and so the same training, as DummyVecEnv."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+import envs  # noqa: F401  (registers the environments)
+from agents.algorithms import AgentSpec, build_model
+from agents.vec_env import InProcessVecEnv
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
+
+
+@pytest.fixture(scope="module")
+def window():
+    return synthetic_window(SMALL, window=2)
+
+
+def _vec(cls, env_id, window, n_envs=3):
+    return make_vec_env(
+        env_id, n_envs=n_envs, seed=7, vec_env_cls=cls, env_kwargs={"windows": [window]}
+    )
+
+
+@pytest.mark.parametrize("env_id", ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"])
+def test_steps_equal_dummy_vec_env_through_episode_ends(env_id, window):
+    lean, dummy = _vec(InProcessVecEnv, env_id, window), _vec(DummyVecEnv, env_id, window)
+    lean.action_space.seed(0)
+    assert np.array_equal(lean.reset(), dummy.reset())
+    ends = 0
+    steps = 60 if env_id == "btb/Thresholds-v0" else 300  # a few episodes each
+    for _ in range(steps):
+        actions = np.stack([lean.action_space.sample() for _ in range(lean.num_envs)])
+        obs, rewards, dones, infos = lean.step(actions)
+        obs_d, rewards_d, dones_d, infos_d = dummy.step(actions)
+        assert np.array_equal(obs, obs_d)
+        assert np.array_equal(rewards, rewards_d)
+        assert np.array_equal(dones, dones_d)
+        assert [sorted(i) for i in infos] == [sorted(i) for i in infos_d]
+        for info, info_d in zip(infos, infos_d):
+            for key, value in info.items():
+                if key == "terminal_observation":
+                    assert np.array_equal(value, info_d[key])
+                elif key == "episode":  # Monitor's; "t" is wall-clock time
+                    assert value["r"] == info_d[key]["r"] and value["l"] == info_d[key]["l"]
+                else:
+                    assert value == info_d[key], key
+        ends += int(dones.sum())
+        assert lean.reset_infos == dummy.reset_infos
+    assert ends >= 2  # the episode ends (terminal observations, resets) were covered
+    lean.close()
+    dummy.close()
+
+
+def test_infos_are_the_callers_own(window):
+    """What a step returns is not changed by the steps after it (the guarantee
+    DummyVecEnv's deep copy gave)."""
+    vec = _vec(InProcessVecEnv, "btb/Route-v0", window, n_envs=2)
+    vec.reset()
+    _, _, _, first = vec.step(np.zeros(2, dtype=np.int64))
+    kept = [dict(info) for info in first]
+    ended = 0
+    for _ in range(100):  # episodes of 64 steps
+        _, _, dones, infos = vec.step(np.zeros(2, dtype=np.int64))
+        assert all(a is not b for a, b in zip(infos, first))
+        if dones.any():
+            ended += 1
+            terminal = [
+                i["terminal_observation"].copy() for i in infos if "terminal_observation" in i
+            ]
+            vec.step(np.zeros(2, dtype=np.int64))
+            after = [i["terminal_observation"] for i in infos if "terminal_observation" in i]
+            assert all(np.array_equal(a, b) for a, b in zip(terminal, after))
+    assert ended and first == kept
+    vec.close()
+
+
+@pytest.mark.parametrize(("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm")])
+def test_training_is_identical_to_dummy_vec_env(algo, kind, window):
+    env_id = {"route": "btb/Route-v0", "route_warm": "btb/RouteWarm-v0"}[kind]
+    weights = []
+    for cls in (InProcessVecEnv, DummyVecEnv):
+        vec = _vec(cls, env_id, window, n_envs=2)
+        model = build_model(
+            AgentSpec(algo=algo, env=kind, seed=3),
+            vec,
+            {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
+        )
+        model.learn(256)
+        weights.append({k: v.clone() for k, v in model.policy.state_dict().items()})
+        vec.close()
+    lean, dummy = weights
+    assert all(torch.equal(lean[k], dummy[k]) for k in lean)
