@@ -32,6 +32,7 @@ run: install
 
 test: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy envs baselines agents experiments
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
@@ -40,4 +41,5 @@ bench: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy envs baselines agents experiments

@@ -73,9 +73,7 @@ class AgentSpec:
         if self.net not in NETS:
             raise ValueError(f"agent.net: unknown {self.net!r}; known: {', '.join(NETS)}")
         if self.critic not in CRITICS:
-            raise ValueError(
-                f"agent.critic: unknown {self.critic!r}; known: {', '.join(CRITICS)}"
-            )
+            raise ValueError(f"agent.critic: unknown {self.critic!r}; known: {', '.join(CRITICS)}")
         if self.critic != "shared" and (self.net != "set" or self.algo == "dqn"):
             raise ValueError(
                 f"agent.critic={self.critic} is an option of the node-set actor-critic "

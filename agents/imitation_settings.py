@@ -47,6 +47,5 @@ class ImitationSettings:
             for item in getattr(self, name):
                 if item not in known:
                     raise ValueError(
-                        f"imitation.{name}: unknown {name[:-1]} {item!r}; "
-                        f"known: {', '.join(known)}"
+                        f"imitation.{name}: unknown {name[:-1]} {item!r}; known: {', '.join(known)}"
                     )

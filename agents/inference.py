@@ -53,9 +53,7 @@ class NumpyNodeSetActor:
             self.no_evict = _layer(head.no_evict)
             self.speculate = _layer(head.speculate_logits) if head.speculate else None
             self.cache = (  # RouteWarm-v0's cache_actions: per node, and "nothing" of each part
-                (_layer(head.cache_logits), _layer(head.cache_none))
-                if head.cache_actions
-                else None
+                (_layer(head.cache_logits), _layer(head.cache_none)) if head.cache_actions else None
             )
         else:  # the threshold controller: SB3's Linear on the context
             self.context_logits = _layer(head)

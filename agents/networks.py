@@ -248,9 +248,7 @@ class _NodeScoring:
         super()._build(lr_schedule)  # type: ignore[misc]
         if self.kind == "thresholds":
             return
-        self.action_net = NodeActionHead(
-            self.hidden, self.kind, self.speculate, self.cache_actions
-        )
+        self.action_net = NodeActionHead(self.hidden, self.kind, self.speculate, self.cache_actions)
         for module in self.action_net.children():  # node_logits first, as before the options
             assert isinstance(module, nn.Linear)
             nn.init.orthogonal_(module.weight, gain=0.01)

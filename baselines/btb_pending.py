@@ -105,4 +105,3 @@ class BTBPending(BTB):
                         del counts[entry]
             self._cursor = len(log)
         return (node.index, key) in self._unprefilled
-

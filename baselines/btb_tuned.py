@@ -85,9 +85,7 @@ class BTBTuned(BTB):
             self._default_m = True  # BTB.reset: the published M, at most every node
         else:
             settings = btb_settings(self.cell, sim.block_tokens)
-            self.set_thresholds(
-                settings["x"], settings["y_tokens"], settings["z"], settings["m"]
-            )
+            self.set_thresholds(settings["x"], settings["y_tokens"], settings["z"], settings["m"])
             self._default_m = False
         super().reset(sim)
 

@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             _in_fresh_process(_bench.bench_sim, name, window, policy, options)
             for name, window in windows.items()
             for policy in options["policies"]
-        ]
+        ],
     }
     if options["read_rows"]:
         result["read"] = [_in_fresh_process(_bench.bench_read, options)]

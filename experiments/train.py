@@ -569,7 +569,6 @@ def train(cfg: DictConfig) -> float:
     import envs  # noqa: F401  (registers the environments)
     from agents.adapter import AgentPolicy
     from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
-    from agents.vec_env import InProcessVecEnv
     from agents.callbacks import (
         CheckpointEvery,
         KeepBestByValidation,
@@ -577,6 +576,7 @@ def train(cfg: DictConfig) -> float:
         ProgressBar,
         RolloutClock,
     )
+    from agents.vec_env import InProcessVecEnv
 
     check_train(cfg)
     adopted: dict[str, Any] = {}

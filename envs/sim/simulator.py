@@ -479,6 +479,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         if node.__class__ is int and 0 <= node < self.n_nodes:  # type: ignore[operator]
             return node  # type: ignore[return-value]
         return _node_index(what, node, self.n_nodes)
+
     def speculate(self, node: int, blocks: tuple[int, ...], tokens: int | None = None) -> str:
         """Have ``node`` compute the prefix ``blocks`` (its first ``tokens`` tokens,
         rounded down to whole blocks) on idle compute, in chunks, at the lowest
@@ -898,6 +899,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             node.cache.evict_to(node.budget_tokens // bt)
         if node.waiting_src:
             self._release_sources(node, request.blocks, t)
+
 
 def _compiled_twin() -> type[Simulator] | None:
     """The compiled simulator class when the compiled core runs (envs/sim/native.py)."""

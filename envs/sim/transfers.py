@@ -36,7 +36,6 @@ ENDED = (LANDED, FAILED, CANCELLED)
 """The states of a copy that will never change again."""
 
 
-
 class Copy:
     """A warm copy of the prefix ``blocks`` from node ``src`` to node ``dst``."""
 

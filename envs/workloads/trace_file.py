@@ -81,6 +81,7 @@ __all__ = [
     "window_rows",
 ]
 
+
 @dataclass(frozen=True)
 class TraceWindow:
     """One window of a trace file."""

@@ -58,9 +58,7 @@ def test_routes_active_prefix_to_least_loaded_warm_node() -> None:
 
 
 @pytest.mark.parametrize(("name", "node"), [("btb", 0), ("btb_pending", 1)])
-def test_a_copy_in_flight_counts_but_is_routed_to_only_by_btb_pending(
-    name: str, node: int
-) -> None:
+def test_a_copy_in_flight_counts_but_is_routed_to_only_by_btb_pending(name: str, node: int) -> None:
     """HOT is resident on node 0 (load 5) and on its way to node 1 (load 0). With
     M = 2 both count, so no copy is made. Published BTB routes to the nodes on which
     HOT is resident: node 0. btb_pending also routes to the copy's target: node 1."""

@@ -78,4 +78,3 @@ def _abuse_episodes(env_id: str, case: int) -> None:
 def test_refused_calls_leave_the_env_as_it_was(env_id: str) -> None:
     for case in range(ABUSE_CASES):
         _abuse_episodes(env_id, case)
-

@@ -53,9 +53,7 @@ def _episode(window: Workload, seed: int, compiled: bool, eft_rules: bool) -> di
     """A Thresholds-v0 episode of random actions; every observation, reward and record."""
     env = gym.make("btb/Thresholds-v0", setup="70b_h100x4", windows=[window], eft_rules=eft_rules)
     inner = env.unwrapped
-    inner.controller = EpochController(
-        inner.n_nodes, inner.epoch_s, eft_rules, compiled=compiled
-    )
+    inner.controller = EpochController(inner.n_nodes, inner.epoch_s, eft_rules, compiled=compiled)
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
     observations, rewards, done = [obs], [], False

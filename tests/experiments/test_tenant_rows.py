@@ -31,9 +31,7 @@ def test_rows_pool_each_tenants_requests_over_the_windows() -> None:
         assert sorted(by_tenant) == ["tenant-0", "tenant-1"]
         assert sum(t["requests"] for t in by_tenant.values()) == run.row["requests"] == 28
         for tenant, stats in by_tenant.items():
-            ttft = np.concatenate(
-                [w.ttft_s[np.asarray(w.tenants) == tenant] for w in run.windows]
-            )
+            ttft = np.concatenate([w.ttft_s[np.asarray(w.tenants) == tenant] for w in run.windows])
             assert stats["requests"] == ttft.size == 14
             assert stats["ttft_mean_s"] == pytest.approx(float(ttft.mean()), rel=1e-12)
             assert stats["ttft_p95_s"] == pytest.approx(float(np.percentile(ttft, 95)), rel=1e-12)

@@ -107,9 +107,7 @@ def _run(
     core: str | None = None,
 ) -> Simulator:
     cluster = ClusterSpec(TOY_MODEL, tuple(NodeSpec(toy_gpu(b), 1) for b in budgets))
-    sim = Simulator(
-        cluster, workload, SimConfig(**config), np.random.default_rng(seed), core=core
-    )
+    sim = Simulator(cluster, workload, SimConfig(**config), np.random.default_rng(seed), core=core)
     policy = Chaos() if policy_name == "chaos" else make_policy(policy_name)
     policy.run(sim)
     return sim
