@@ -64,6 +64,28 @@ def init_from(model: Any, spec: AgentSpec, folder: str | Path) -> list[str]:
     return sorted(set(target) - set(copied))
 
 
+def scale_logits(policy: Any, factor: float) -> None:
+    """Multiply ``policy``'s action logits by ``factor`` (> 0): every weight and bias
+    of its action head (``action_net``, a linear layer or the node-set heads, whose
+    logits are each one linear output). Its greedy actions are unchanged (a power of
+    2 scales every float exactly); its sampled actions come closer to them."""
+    import torch
+
+    head = getattr(policy, "action_net", None)
+    if head is None or not list(head.parameters()):
+        raise ValueError(f"{type(policy).__name__} has no action head to scale")
+    if not any(isinstance(m, torch.nn.Linear) for m in head.modules()):
+        raise ValueError(f"{type(policy).__name__}'s action head has no linear layer")
+    if any(not isinstance(m, (torch.nn.Linear, type(head))) for m in head.modules()):
+        raise ValueError(
+            f"{type(policy).__name__}'s action head is not linear layers alone: "
+            "scaling its weights would not scale its logits"
+        )
+    with torch.no_grad():
+        for param in head.parameters():
+            param.mul_(factor)
+
+
 def set_warm_prior(policy: Any, log_odds: float) -> None:
     """Start ``policy`` (the node-set MaskablePPO / PPO policy of ``route_warm``)
     warming each node with probability ``sigmoid(log_odds)``: the warm heads'

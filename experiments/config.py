@@ -215,6 +215,11 @@ class AgentConf:
     towards the clone (0: the algorithm's own loss)."""
     clone_kl_schedule: str = "constant"
     """constant, or linear (clone_kl_coef down to 0 over the run)."""
+    init_logit_scale: float = 1.0
+    """Fine-tuning with train.init_from: the started agent's action logits times this
+    (its action head's weights and biases scaled). Greedy actions stay the same; above
+    1 the policy samples closer to them and a small update flips fewer of them. A
+    power of 2 scales exactly (the same greedy actions to the bit)."""
     hyperparams: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the SB3 algorithm (n_steps, learning_rate, ...)."""
 

@@ -20,6 +20,7 @@ TTFT on the evaluation windows (what a sweeper minimises).
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from envs.sim.checks import is_number
 from experiments.config import (
     ENV_ARG_DEFAULTS,
     ENV_ARGS,
@@ -236,6 +238,14 @@ def check_finetune(cfg: Any) -> None:
                 "train.init_from or resume the saved agent's are used (set it to 0)"
             )
     check_clone_kl(cfg)
+    scale = cfg.agent.init_logit_scale
+    if not (is_number(scale) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"agent.init_logit_scale must be a number > 0, got {scale!r}")
+    if scale != 1 and not cfg.train.init_from:
+        raise ValueError(
+            f"agent.init_logit_scale={scale} scales the logits of the agent training starts "
+            "from: give that agent as train.init_from"
+        )
     if cfg.train.init_from:
         if cfg.resume:
             raise ValueError(
@@ -666,6 +676,11 @@ def train(cfg: DictConfig) -> float:
                     f"starting from the weights of {cfg.train.init_from}"
                     + (f" (initialised afresh: {', '.join(fresh)})" if fresh else "")
                 )
+                if cfg.agent.init_logit_scale != 1:
+                    from agents.finetune import scale_logits
+
+                    scale_logits(model.policy, float(cfg.agent.init_logit_scale))
+                    train_record["init_logit_scale"] = float(cfg.agent.init_logit_scale)
             if cfg.imitation.episodes > 0:
                 bc = imitate(model, spec, cfg, saved_kwargs, pool)
                 logger.summary(bc)

@@ -139,3 +139,40 @@ def test_a_warm_prior_sets_the_starting_odds_of_each_copy(window):
     with pytest.raises(ValueError, match=r"agent\.warm_prior is for env\.kind=route_warm"):
         spec = AgentSpec(algo="ppo", env="route", hidden=16)
         set_warm_prior(build_model(spec, gym.make(spec.env_id, windows=[window])).policy, -4.0)
+
+
+@pytest.mark.parametrize(
+    ("algo", "kind", "net"), [("maskable_ppo", "route_warm", "set"), ("ppo", "route", "mlp")]
+)
+def test_scaled_logits_keep_the_greedy_actions_and_sharpen_the_samples(algo, kind, net, window):
+    """agent.init_logit_scale: a power of 2 multiplies every logit exactly, so the
+    greedy actions are those of the unscaled policy, and the entropy falls."""
+    from agents.finetune import scale_logits
+
+    spec = AgentSpec(algo=algo, env=kind, net=net, hidden=16, seed=1)
+    env = gym.make(spec.env_id, windows=[window])
+    model = build_model(spec, env, dict(HP))
+    policy = model.policy
+    obs = []
+    o, _ = env.reset(seed=0)
+    for k in range(40):
+        obs.append(o)
+        o, _, done, _, _ = env.step(env.action_space.sample())
+        if done:
+            o, _ = env.reset(seed=k)
+    obs_t = torch.as_tensor(np.stack(obs))
+
+    def logits_and_entropy():
+        with torch.no_grad():
+            features = policy.extract_features(obs_t, policy.pi_features_extractor)
+            latent = policy.mlp_extractor.forward_actor(features)
+            entropy = policy.get_distribution(obs_t).entropy().mean()
+            return policy.action_net(latent), float(entropy)
+
+    before, entropy_before = logits_and_entropy()
+    greedy = model.predict(np.stack(obs), deterministic=True)[0]
+    scale_logits(policy, 4.0)
+    after, entropy_after = logits_and_entropy()
+    assert torch.equal(after, 4.0 * before)
+    assert np.array_equal(model.predict(np.stack(obs), deterministic=True)[0], greedy)
+    assert entropy_after < entropy_before

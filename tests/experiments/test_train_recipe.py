@@ -98,6 +98,9 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
         (["agent.clone_kl_coef=0.1"], "agent.clone_kl_coef=0.1 pulls the policy towards"),
         (["agent.clone_kl_coef=-1"], "agent.clone_kl_coef must be"),
         (["agent.clone_kl_schedule=cosine"], "agent.clone_kl_schedule must be one of constant"),
+        (["agent.init_logit_scale=0"], "agent.init_logit_scale must be a number > 0, got 0.0"),
+        (["agent.init_logit_scale=nan"], "agent.init_logit_scale must be a number > 0"),
+        (["agent.init_logit_scale=4"], "agent.init_logit_scale=4.0 scales the logits of"),
         (
             ["agent.warm_prior=-4", f"train.init_from={ZOO_CLONE}"],
             "agent.warm_prior=-4.0 starts fresh warm heads",
