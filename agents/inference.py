@@ -3,8 +3,8 @@
 A torch call on one observation costs a few hundred microseconds of framework
 overhead for a network of a few 64-unit layers. :class:`NumpyNodeSetActor`
 reads the actor's weights once, as float32 arrays, and computes the same
-logits with numpy in the same order of operations (concatenate, then one
-matrix product per layer), so that its greedy actions are the torch path's:
+logits with numpy in the same order of operations (concatenate, then a matrix
+product per layer), so that its greedy actions are the torch path's:
 ``tests/agents/test_inference.py`` checks them against each other on
 observations from real env steps. The torch path (``AgentPolicy.act_torch``)
 stays the reference, and the only path for sampled actions, DQN and SB3's flat
@@ -65,9 +65,8 @@ class NumpyNodeSetActor:
     def batch_logits(self, obs: np.ndarray) -> np.ndarray:
         """The logits of a batch of observations (the rows of a 2-D array), one numpy
         call a layer for the whole batch. Each row's are the very floats of
-        :meth:`logits` (every product keeps one observation's shape: the per-node
-        layers multiply each observation's (nodes, features) matrix, the context
-        layers each (1, features) row), so greedy actions never depend on the batch."""
+        :meth:`logits` (every product multiplies one (1, features) row: a node's, or
+        an observation's context), so greedy actions never depend on the batch."""
         return self._forward(np.asarray(obs, dtype=np.float32))
 
     def _forward(self, x: np.ndarray) -> np.ndarray:
@@ -77,9 +76,9 @@ class NumpyNodeSetActor:
         split = n * self.node_features
         nodes = x[..., :split].reshape(*lead, n, self.node_features)
         w, b = self.node_1
-        embedded = relu(nodes @ w + b)
+        embedded = relu(_rowwise(nodes, w) + b)
         w, b = self.node_2
-        embedded = relu(embedded @ w + b)
+        embedded = relu(_rowwise(embedded, w) + b)
         hidden = self.hidden
         pooled = np.empty((*lead, 2 * hidden + x.shape[-1] - split), dtype=np.float32)
         np.divide(np.add.reduce(embedded, axis=-2), n, out=pooled[..., :hidden])  # as np.mean
@@ -94,9 +93,9 @@ class NumpyNodeSetActor:
         paired[..., :hidden] = embedded
         paired[..., hidden:] = context[..., None, :]
         w, b = self.score
-        scores = relu(paired @ w + b)
+        scores = relu(_rowwise(paired, w) + b)
         w, b = self.node_logits
-        out = scores @ w + b
+        out = _rowwise(scores, w) + b
         if self.kind == "route":
             return out[..., 0]
         w, b = self.no_evict
@@ -104,10 +103,10 @@ class NumpyNodeSetActor:
         parts = [out[..., 0], out[..., 1:3].reshape(*lead, -1), no_evict, out[..., 3]]
         if self.speculate is not None:
             w, b = self.speculate
-            parts.append((scores @ w + b).reshape(*lead, -1))
+            parts.append((_rowwise(scores, w) + b).reshape(*lead, -1))
         if self.cache is not None:
             (w, b), (w_none, b_none) = self.cache
-            cache = scores @ w + b
+            cache = _rowwise(scores, w) + b
             none = _rowwise(context, w_none) + b_none
             parts += [none[..., :1], cache[..., 0], cache[..., 1]]  # nothing, pin, unpin
             parts += [none[..., 1:], cache[..., 2], cache[..., 3]]  # nothing, demote, promote
@@ -115,9 +114,13 @@ class NumpyNodeSetActor:
 
 
 def _rowwise(rows: np.ndarray, weight: np.ndarray) -> np.ndarray:
-    """``rows @ weight`` for a vector or a batch of them, each row multiplied alone
-    (as a (1, features) matrix): a (batch, features) product would sum in another
-    order and round differently from one observation's."""
+    """``rows @ weight`` for a vector or a stack of them, each row multiplied alone
+    (as a (1, features) matrix). A (rows, features) product lets the BLAS sum some
+    rows in another order than others (OpenBLAS on an AMD EPYC: rows 5-7 of a
+    matrix round differently from rows 1-4), so two nodes in the same state could
+    get different logits, and the greedy route would break their tie otherwise
+    than the torch path does; and a batch would round differently from one
+    observation."""
     if rows.ndim == 1:
         return rows @ weight
     return (rows[..., None, :] @ weight)[..., 0, :]

@@ -204,3 +204,22 @@ def test_numpy_actions_equal_torch_actions_with_every_route_warm_option():
     assert actor is not None
     obs = np.random.default_rng(2).normal(0.0, 2.0, (16, *shape)).astype(np.float32)
     assert np.array_equal(actor.batch_logits(obs), np.stack([actor.logits(o) for o in obs]))
+
+
+@pytest.mark.parametrize("n_nodes", [5, 6, 7, 9, 12])
+def test_nodes_in_the_same_state_get_the_same_logits(n_nodes):
+    """The per-node products multiply each node's row alone: a BLAS that sums the
+    rows of one matrix in different orders (OpenBLAS on some CPUs, from the fifth
+    row) would give two identical nodes different logits, and the greedy route
+    would break their tie otherwise than torch (at the first request of an episode,
+    all nodes are empty)."""
+    model, _ = load_agent(ZOO / "bc_route_warm")
+    actor = NumpyNodeSetActor(model.policy)
+    rng = np.random.default_rng(n_nodes)
+    row = rng.random(actor.node_features).astype(np.float32)
+    obs = np.concatenate([np.tile(row, n_nodes), rng.random(actor.global_features)])
+    for logits in (actor.logits(obs), actor.batch_logits(np.stack([obs, obs]))[1]):
+        route = logits[:n_nodes]
+        assert np.all(route == route[0])
+        warm = logits[n_nodes : 3 * n_nodes].reshape(n_nodes, 2)
+        assert np.all(warm == warm[0])
