@@ -268,7 +268,12 @@ def _refusal(
     """SB3's (or torch's) refusal of a model as one line about the hyperparameter it
     refused, named by its config path: SB3 names none as data, so it is the first of
     ``kwargs`` (in the order given) that makes the model fail when added to those
-    before it (only on the failure path: each try builds a model)."""
+    before it (only on the failure path: each try builds a model). A model that
+    fails with none of them is refused for another reason, given as it is."""
+    try:
+        construct({})
+    except _SB3_REFUSALS:  # not about a hyperparameter
+        return ValueError(f"{algo}: {' '.join(str(error).split())}")
     given: dict[str, Any] = {}
     for name, value in kwargs.items():
         given[name] = value

@@ -192,3 +192,18 @@ def test_tensorboard_log_still_reaches_sb3(window, tmp_path):
         assert "tensorboard" in str(error)
     else:
         assert list((tmp_path / "tb").rglob("events.out.tfevents.*"))
+
+
+def test_a_refusal_not_about_a_hyperparameter_names_none():
+    """A model that fails with no hyperparameter given is refused as it is, not
+    pinned on the first hyperparameter tried."""
+    from agents.algorithms import _refusal
+
+    def construct(kwargs):
+        raise ValueError("Seed must be between 0 and 2**32 - 1")
+
+    error = _refusal(
+        ValueError("Seed must be between 0 and 2**32 - 1"), {"n_steps": 64}, construct, "ppo"
+    )
+    assert str(error) == "ppo: Seed must be between 0 and 2**32 - 1"
+    assert "n_steps" not in str(error)

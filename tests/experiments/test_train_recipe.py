@@ -98,6 +98,7 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
         (["agent.clone_kl_coef=0.1"], "agent.clone_kl_coef=0.1 pulls the policy towards"),
         (["agent.clone_kl_coef=-1"], "agent.clone_kl_coef must be"),
         (["agent.clone_kl_schedule=cosine"], "agent.clone_kl_schedule must be one of constant"),
+        (["seed=4294967296"], "seed must be in 0..4294967295 to train, got 4294967296"),
         (["agent.init_logit_scale=0"], "agent.init_logit_scale must be a number > 0, got 0.0"),
         (["agent.init_logit_scale=nan"], "agent.init_logit_scale must be a number > 0"),
         (["agent.init_logit_scale=4"], "agent.init_logit_scale=4.0 scales the logits of"),
