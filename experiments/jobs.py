@@ -85,7 +85,11 @@ def hydra_entry(
 
     def run() -> None:
         if not any(_is_info_flag(arg) for arg in args):
-            for key, value in _folder_overrides(args):
+            folders = _folder_overrides(args)
+            if not folders:  # the conf's runs/<kind>/<time>__...: its parents made on the way
+                default = Path("runs") / command.rsplit(".", 1)[-1]
+                _DEFAULT_PARENT[default.resolve()] = nearest_existing(default).resolve()
+            for key, value in folders:
                 if Path(value).exists():
                     _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
                 else:  # run_job removes the folders Hydra makes on the way to it, if empty
@@ -273,6 +277,9 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
 _EXISTING_DIRS: set[Path] = set()
 # Folders named on the command line that did not exist: the nearest one that did.
 _MADE_BELOW: dict[Path, Path] = {}
+# Without a folder on the command line, the conf's parent of the dated run folders
+# (runs/<kind>): the nearest of its ancestors that existed before the run.
+_DEFAULT_PARENT: dict[Path, Path] = {}
 _HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}
 
 
@@ -298,7 +305,9 @@ def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> N
         if meta.is_dir():
             meta.rmdir()
         (folder / log_name).unlink(missing_ok=True)
-        remove_empty_dirs(folder, _MADE_BELOW.get(folder.resolve(), folder.parent))
+        resolved = folder.resolve()
+        keep = _MADE_BELOW.get(resolved, _DEFAULT_PARENT.get(resolved.parent, folder.parent))
+        remove_empty_dirs(folder, keep)
     except OSError:
         pass  # a folder we cannot tidy is left as it is
 

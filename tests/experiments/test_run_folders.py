@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -262,3 +263,21 @@ def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> Non
         assert run_dir(cfg, "tune_btb", ("objective.json",)) == tmp_path
         release_out_dirs()
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "notes.txt", "tune_btb.log"]
+
+
+def test_a_refused_hydra_job_in_the_default_folder_leaves_no_empty_runs_folder(
+    tmp_path: Path,
+) -> None:
+    """Without out_dir= the job's folder is runs/<kind>/<time>__...: a refused run
+    removes the folders made on the way to it (runs/evaluate) and keeps those that
+    were there before (runs)."""
+    (tmp_path / "runs").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.evaluate", "logger=none", "cluster.node=0xH100"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "cluster.node='0xH100'" in proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"]
+    assert list((tmp_path / "runs").iterdir()) == []
