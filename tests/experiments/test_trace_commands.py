@@ -368,3 +368,29 @@ def test_hydra_commands_limit_a_trace_to_the_served_model_s_context(tmp_path: Pa
     assert workload_params(glm)["max_context_tokens"] == 202_752
     given = _compose("evaluate", [*base, "workload.max_context_tokens=1000"])
     assert workload_params(given)["max_context_tokens"] == 1000
+
+
+def test_a_file_whose_own_splits_name_no_test_window_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Bursted-ART file whose rows all say split=train has no test window whatever
+    workload.test_fraction says: the error names the file's splits and the way out."""
+    from experiments import compare
+
+    rows = [
+        {
+            "trace_id": w,
+            "arrival_s": 0,
+            "input_length": 600,
+            "hash_ids": [1, 2, 3],
+            "split": "train",
+        }
+        for w in ("w1", "w2")
+    ]
+    path = write_jsonl(tmp_path / "b.jsonl", rows)
+    argv = ["workload=trace", f"workload.path={path}", "workload.test_fraction=1",
+            f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 2
+    err = capsys.readouterr().err
+    assert "none names 'test'; workload.file_splits=false" in err
+    assert err.count("\n") == 1
