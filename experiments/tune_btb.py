@@ -100,6 +100,7 @@ def check_sweep(args: list[str]) -> None:
                 f"hydra.sweeper.n_trials={trials} (from the command line): a sweep needs "
                 "at least 1 trial"
             )
+    _check_trace_before_sweep(parsed)
     # a sweep over clusters: every M must fit the smallest cluster it covers
     clusters = [
         o for o in parsed if o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS)
@@ -141,6 +142,29 @@ def check_sweep(args: list[str]) -> None:
             f"warm copies: at most the nodes of {which}, cluster.n_nodes={n_nodes}); "
             f"e.g. 'm=int(interval(1, {n_nodes}))'"
         )
+
+
+def _check_trace_before_sweep(parsed: list[Any]) -> None:
+    """A trace file the sweep's jobs would all read (``workload=trace``, not swept):
+    read through once before the sweep starts, so that a bad row is one line, not
+    the sweeper's report of every job's failure (Optuna's reads each job's error
+    several times)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    from experiments.config import check_workload
+
+    if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
+        return  # each job reads its own
+    fixed = [o.input_line for o in parsed if o.input_line]
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    try:
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(config_name="tune_btb", overrides=fixed)
+    except HydraException:  # the config does not compose: Hydra says why
+        return
+    if cfg.workload.name == "trace":
+        check_workload(cfg)
 
 
 def check_thresholds(cfg: Any) -> None:

@@ -461,3 +461,20 @@ def test_resume_reports_a_reward_option_the_checkpoint_left_at_its_default():
     assert resume_changes(accrued, plain) == {"env.reward_timing": ["accrued", "first_token"]}
     assert resume_changes(plain, relative) == {"env.reward_baseline": [None, "btb"]}
     assert resume_changes(plain, plain) == {}
+
+
+def test_a_sweep_on_a_bad_trace_is_one_line_before_it_starts(tmp_path, run_command):
+    """tune_btb -m reads a trace file its jobs share before the sweep starts: a bad
+    row is one line and exit 2, not the sweeper's report of each job's failure."""
+    trace = tmp_path / "nan.jsonl"
+    trace.write_text(
+        '{"timestamp":0,"input_length":600,"output_length":10,"hash_ids":[1,2]}\n'
+        '{"timestamp":NaN,"input_length":600,"output_length":10,"hash_ids":[1,2]}\n'
+    )
+    out = tmp_path / "tune"
+    args = ["-m", "hydra.sweeper.n_trials=1", "workload=trace", f"workload.path={trace}",
+            "workload.train_pool=1", f"out_dir={out}"]  # fmt: skip
+    proc = run_command("experiments.tune_btb", args, tmp_path, {"WANDB_SILENT": "true"})
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {trace}, line 2, field 'timestamp': must be finite, got nan\n"
+    assert not out.exists()
