@@ -79,3 +79,59 @@ def test_a_hub_read_error_the_own_reader_cannot_place_names_the_row(tmp_path: Pa
     assert str(error) == (
         f"{path}, line 6, row: the datasets library cannot read this row (cannot cast)"
     )
+
+
+def _parquet(path: Path) -> Path:
+    """ROWS as a parquet file of four row groups (one record batch each), snappy-compressed."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [
+        {"timestamp": 50 * i, "input_length": 1500, "output_length": 3,
+         "hash_ids": [1000 + i // 3, 2000 + i // 3, 3000 + i]}
+        for i in range(4096)
+    ]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=1024, compression="snappy")
+    return path
+
+
+def test_a_truncated_parquet_file_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _parquet(tmp_path / "rows.parquet")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert _compare(path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: experiments.compare: {path}, line 1, row: cannot open the file as parquet ("
+    )
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def test_a_corrupt_parquet_page_is_named_by_file_and_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from envs.workloads.readers.sources import PARQUET_BATCH_ROWS, parquet_rows
+
+    path = _parquet(tmp_path / "rows.parquet")
+    import pyarrow.parquet as pq
+
+    chunk = pq.ParquetFile(path).metadata.row_group(2).column(0)  # the third batch's
+    start = (
+        chunk.dictionary_page_offset or chunk.data_page_offset
+    ) + chunk.total_compressed_size // 2
+    data = bytearray(path.read_bytes())
+    for k in range(start, start + 16):
+        data[k] ^= 0xFF
+    path.write_bytes(bytes(data))
+    first = 2 * PARQUET_BATCH_ROWS + 1
+    assert _compare(path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.compare: {path}, line {first}, row: ")
+    assert "cannot read the file past this row (record batch 3: " in err
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+    read = []
+    with pytest.raises(ValueError, match=f"line {first}, row: cannot read the file past"):
+        for line, _ in parquet_rows(path):
+            read.append(line)
+    assert read == list(range(1, first))
