@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> Path:
     if options["seed"] < 0:
         raise UsageError(f"{COMMAND}: seed must be >= 0, got {options['seed']}")
     out = Path(options["out"])
+    if out.is_dir():
+        raise UsageError(f"{COMMAND}: out={str(out)!r} is a folder; give a file path")
     if out.exists() and not options["overwrite"]:
         raise UsageError(f"{COMMAND}: out={str(out)!r} exists; overwrite=true replaces it")
     text = example_mooncake_text(options["seed"])

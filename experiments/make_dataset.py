@@ -20,7 +20,9 @@ default workload, ``bursted_art``, reproduces the published composition.
 file's size and sha256.
 An ``out_dir`` that holds anything already (or that another run is writing in) is
 refused unless ``overwrite=true``: then the new files replace the old ones as
-they land, together, so a failed run leaves the old dataset whole.
+they land, together, so a failed run leaves the old dataset whole; an old
+``val.jsonl`` the new dataset does not have is removed as it lands. Other files
+in the folder are left alone.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ DEFAULTS: dict[str, Any] = {
     "overwrite": False,
 }
 FORMAT_NAME = "bursted-art-jsonl"
+DATASET_FILES = ("train.jsonl", "val.jsonl", "test.jsonl", "dataset_info.json", "README.md")
+"""Every file a dataset may have (``val.jsonl`` only when a trace has a val split):
+one of these a new dataset does not write is an earlier dataset's and is removed
+as the new one lands."""
 
 
 class AtomicLineWriter:
@@ -202,6 +208,12 @@ def make_dataset(
                 writers[-1].write(text)
             for writer in writers:
                 writer.finish()
+            # an earlier dataset's file this one has no counterpart of (its val.jsonl)
+            # goes first: it would describe windows the new dataset_info.json does not list
+            landing = {writer.path.name for writer in writers}
+            for name in DATASET_FILES:
+                if name not in landing:
+                    (out / name).unlink(missing_ok=True)
             # the data and the files describing it land together, after all are complete
             for writer in writers:
                 writer.land()
@@ -386,7 +398,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     test_windows = None if options["test_windows"] < 0 else options["test_windows"]
     if not trace:  # checked before the folder is claimed
         configure(options["workload"], train_windows, test_windows, None, **params)
-    # no file to clear with overwrite=true: all four files are replaced as they land
+    # nothing cleared up front with overwrite=true, so a failed run leaves the old
+    # dataset whole: make_dataset replaces its files as they land (DATASET_FILES)
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
     info = make_dataset(
         workload=options["workload"],

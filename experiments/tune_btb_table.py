@@ -1,7 +1,7 @@
 """Tune BTB's thresholds for every setup x workload family: the ``btb_tuned`` table.
 
     python -m experiments.tune_btb_table [setups=70b_h100x4,...] [workloads=...]
-        [trials=24] [seed=0] [out_dir=PATH]
+        [trials=24] [seed=0] [workload_seed=20260721] [out_dir=PATH] [overwrite=false]
 
 For each cell, an Optuna TPE search (seeded; the published constants are its
 first trial) over X (1-8 arrivals), Z (0.1-8 s, log scale), M (1 to the
@@ -9,8 +9,12 @@ cluster's nodes) and the prefix length Y in tokens (4,096, 16,384 or 65,536)
 minimises BTB's mean TTFT over the cell's *train* windows (causal KV, the
 comparison run's random streams). Validation and test windows are never seen.
 The winners go to one file, ``btb_tuned.json`` in ``out_dir`` (default
-``baselines/``, replacing the shipped table that the ``btb_tuned`` policy
-reads), written atomically. About 5 minutes for the 15 default cells on one core.
+``baselines/``: the shipped table that the ``btb_tuned`` policy reads), written
+atomically. An existing table is never replaced silently: without ``out_dir`` the
+shipped ``baselines/btb_tuned.json`` is refused unless ``overwrite=true`` (which
+regenerating it needs), and an ``out_dir`` that holds anything already is refused
+unless ``overwrite=true`` (the table is then replaced as it lands, so a failed
+run keeps the old one). About 5 minutes for the 15 default cells on one core.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from envs.files import write_json_atomic
 from envs.sim import SETUPS, setup_cluster
 from envs.workloads.bursted import PUBLISHED_SEED
 from experiments._cli import UsageError, main_guard, parse_args, sim_config_of, sim_defaults
-from experiments._io import check_writable_dir
+from experiments._io import check_writable_dir, claim_out_dir, releasing_out_dirs
 from experiments.evaluation import evaluate_policies
 
 COMMAND = "experiments.tune_btb_table"
@@ -42,7 +46,10 @@ DEFAULTS: dict[str, Any] = {
     "workload_seed": PUBLISHED_SEED,
     **sim_defaults(),
     "out_dir": "",
+    "overwrite": False,
 }
+SEED_MAX = 2**32 - 1
+"""The largest seed numpy (and Optuna's sampler) takes."""
 
 
 def train_ttft_s(cell: dict[str, Any], setup: str, windows: list[Any], options: dict) -> float:
@@ -108,6 +115,12 @@ def check_options(options: dict[str, Any]) -> None:
                 f"{COMMAND}: workloads: unknown workload {name!r}; "
                 f"known: {', '.join(list_workloads())}"
             )
+    for key in ("seed", "workload_seed"):
+        if not 0 <= options[key] <= SEED_MAX:
+            raise UsageError(
+                f"{COMMAND}: {key} must be between 0 and 2**32 - 1 (a numpy seed), "
+                f"got {options[key]}"
+            )
     if options["trials"] < 1:
         raise UsageError(f"{COMMAND}: trials must be >= 1, got {options['trials']}")
     if not options["setups"] or not options["workloads"]:
@@ -115,11 +128,28 @@ def check_options(options: dict[str, Any]) -> None:
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
 
 
+def claim_output(options: dict[str, Any]) -> Path:
+    """Where the table goes, checked before any search: an ``out_dir`` is claimed as
+    every command claims its folder (``_io.claim_out_dir``: refused if it holds
+    anything, unless ``overwrite``; nothing cleared, the table is replaced as it
+    lands); without one, the shipped table is refused unless ``overwrite``."""
+    if options["out_dir"]:
+        claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
+        return Path(options["out_dir"]) / TABLE_PATH.name
+    check_writable_dir(TABLE_PATH.parent, f"{COMMAND}: out_dir")
+    if TABLE_PATH.exists() and not options["overwrite"]:
+        raise UsageError(
+            f"{COMMAND}: {TABLE_PATH} exists (the shipped table; out_dir= not given); "
+            "refusing to overwrite it (overwrite=true replaces it; or choose an out_dir)"
+        )
+    return TABLE_PATH
+
+
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args(COMMAND, DEFAULTS, argv)
     check_options(options)
-    out = Path(options["out_dir"]) / TABLE_PATH.name if options["out_dir"] else TABLE_PATH
-    check_writable_dir(out.parent, f"{COMMAND}: out_dir")
+    out = claim_output(options)
     cells: dict[str, dict[str, Any]] = {}
     start = time.perf_counter()
     for setup in options["setups"]:
@@ -139,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             [f"python -m {COMMAND}", *(argv if argv is not None else sys.argv[1:])]
         ),
         "search": {"x": [1, 8], "z_s": [0.1, 8.0], "m": [1, "n_nodes"], "y_tokens": Y_TOKENS},
-        "options": {k: v for k, v in options.items() if k != "out_dir"},
+        "options": {k: v for k, v in options.items() if k not in ("out_dir", "overwrite")},
         "cells": cells,
     }
     replaced = out.exists()

@@ -24,10 +24,13 @@ and modification time stay the same.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
+import logging
 import math
 import os
+import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -155,17 +158,84 @@ def _check_path(options: TraceOptions) -> Path | None:
 
 def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
     """A dataset's rows through the ``datasets`` library, streamed (a local JSONL or
-    parquet file through its generic builder: nothing is downloaded)."""
+    parquet file through its generic builder: nothing is downloaded). A local file
+    the library cannot read is a :class:`TraceFormatError` naming it (and its line
+    where known), and the library's own log lines about it are held back."""
     datasets = require_datasets()
     file = Path(options.path)
     if file.is_file():
         builder = "parquet" if first_bytes(file) == PARQUET_MAGIC else "json"
-        dataset = datasets.load_dataset(
-            builder, data_files=str(file), split="train", streaming=True
-        )
-        return str(file), enumerate(iter(dataset), start=1)
+        try:
+            with _datasets_quiet():
+                dataset = datasets.load_dataset(
+                    builder, data_files=str(file), split="train", streaming=True
+                )
+        except StopIteration:  # the builder found no first row to take the columns from
+            return str(file), iter(())
+        except _hub_read_errors() as error:
+            raise _hub_file_error(file, 0, error) from None
+        return str(file), _hub_file_rows(file, dataset)
     dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
     return f"{options.path}[{options.hub_split}]", enumerate(iter(dataset), start=1)
+
+
+def _hub_file_rows(file: Path, dataset: Any) -> RowSource:
+    """A local file's rows as the ``datasets`` library streams them, numbered from 1;
+    an error reading them is :func:`_hub_file_error`'s."""
+    read = 0
+    with _datasets_quiet():
+        try:
+            for row in dataset:
+                read += 1
+                yield read, row
+        except _hub_read_errors() as error:
+            raise _hub_file_error(file, read, error) from None
+
+
+def _hub_read_errors() -> tuple[type[BaseException], ...]:
+    """What the ``datasets`` library raises on a file it cannot read: a malformed,
+    truncated or corrupt one (pyarrow's and the decompressors' errors among them)."""
+    import pyarrow  # installed with datasets
+    from datasets.exceptions import DatasetsError
+
+    return (EOFError, ValueError, OSError, zlib.error, pyarrow.ArrowException, DatasetsError)
+
+
+def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatError:
+    """The error for a local file the ``datasets`` library could not read past row
+    ``read``: the first bad line the project's own reader finds in it (file, line,
+    what is wrong), else the library's message on the row after ``read``."""
+    try:
+        for _, row in file_rows(file):
+            if isinstance(row, TraceFormatError):
+                return row
+    except TraceFormatError as found:  # a file that cannot be read to its end
+        return found
+    text = next(iter(str(error).splitlines()), "") or type(error).__name__
+    return TraceFormatError(
+        str(file), read + 1, None, f"the datasets library cannot read this row ({text})"
+    )
+
+
+_QUIET_DEPTH = [0, logging.NOTSET]
+"""How many :func:`_datasets_quiet` blocks are open, and the level to restore."""
+
+
+@contextlib.contextmanager
+def _datasets_quiet() -> Iterator[None]:
+    """The ``datasets`` library's log lines held back inside the block (it logs an
+    error before raising it, which would print a second line)."""
+    logger = logging.getLogger("datasets")
+    if _QUIET_DEPTH[0] == 0:
+        _QUIET_DEPTH[1] = logger.level
+        logger.setLevel(logging.CRITICAL + 1)
+    _QUIET_DEPTH[0] += 1
+    try:
+        yield
+    finally:
+        _QUIET_DEPTH[0] -= 1
+        if _QUIET_DEPTH[0] == 0:
+            logger.setLevel(_QUIET_DEPTH[1])
 
 
 def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource]:

@@ -155,3 +155,18 @@ def test_runs_as_a_module_with_a_progress_bar(
     assert {r["tenant"] for r in rows} == {"tenant-0", "tenant-1"}
     bad = run_command("experiments.make_dataset", ["workload=nope", f"out_dir={tmp_path}"], root)
     assert bad.returncode == 2 and "unknown workload" in bad.stderr
+
+
+def test_overwrite_removes_a_val_split_the_new_dataset_does_not_have(tmp_path: Path) -> None:
+    """A trace dataset with a val split, made again without one: no stale val.jsonl
+    is left beside the new files; a file of someone else's is kept."""
+    trace = Path(__file__).resolve().parents[2] / "examples" / "mooncake_example.jsonl"
+    args = ["workload=trace", f"workload.path={trace}", f"out_dir={tmp_path}", "progress=false"]
+    first = make_dataset.main([*args, "workload.val_fraction=0.2"])
+    assert first["splits"]["val"]["windows"] > 0 and (tmp_path / "val.jsonl").exists()
+    (tmp_path / "notes.txt").write_text("mine\n")
+    second = make_dataset.main([*args, "overwrite=true"])
+    assert "val" not in second["splits"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md", "dataset_info.json", "notes.txt", "test.jsonl", "train.jsonl",
+    ]  # fmt: skip

@@ -9,6 +9,7 @@ JSONL is read line by line and parquet in record batches.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import zlib
@@ -183,14 +184,44 @@ def require_pyarrow() -> Any:
 def parquet_rows(
     path: str | os.PathLike[str], batch_rows: int = PARQUET_BATCH_ROWS
 ) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
-    """Rows of a parquet file, numbered from 1, read one record batch at a time."""
+    """Rows of a parquet file, numbered from 1, read one record batch at a time.
+
+    A file pyarrow cannot open (not parquet, truncated) or cannot read to its end
+    (corrupt pages) is a :class:`TraceFormatError` naming the file and the first row
+    it could not read (the first of its record batch)."""
     pq = require_pyarrow()
-    parquet = pq.ParquetFile(str(path))
+    import pyarrow
+
+    errors = (OSError, pyarrow.ArrowException)
+    name = str(path)
+    try:
+        parquet = pq.ParquetFile(name)
+    except errors as error:
+        raise TraceFormatError(
+            name, 1, None, f"cannot open the file as parquet ({_first_line(error)})"
+        ) from None
     row_no = 0
-    for batch in parquet.iter_batches(batch_size=batch_rows):
-        for row in batch.to_pylist():
+    batches = iter(parquet.iter_batches(batch_size=batch_rows))
+    for batch_no in itertools.count(1):
+        try:
+            batch = next(batches, None)
+            if batch is None:
+                return
+            rows = batch.to_pylist()
+        except errors as error:
+            raise TraceFormatError(
+                name, row_no + 1, None,
+                f"cannot read the file past this row (record batch {batch_no}: "
+                f"{_first_line(error)})",
+            ) from None  # fmt: skip
+        for row in rows:
             row_no += 1
             yield row_no, row
+
+
+def _first_line(error: BaseException) -> str:
+    """An exception's message, its first line only (a one-line error quotes it)."""
+    return next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
 
 def file_rows(

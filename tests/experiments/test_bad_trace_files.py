@@ -1,0 +1,137 @@
+"""Damaged trace files through the commands: one line on stderr naming the file (and
+its line or row where known), exit status 2, no traceback and no second line from a
+library."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from experiments import compare
+from experiments._cli import main_guard
+
+ROWS = [
+    {"timestamp": 500 * i, "input_length": 1500, "output_length": 3,
+     "hash_ids": [1000 + i // 3, 2000 + i // 3, 3000 + i]}
+    for i in range(400)
+]  # fmt: skip
+TEXT = "".join(json.dumps(r) + "\n" for r in ROWS)
+
+
+def _compare(path: Path, *extra: str) -> int:
+    args = ["workload=trace", f"workload.path={path}", "policies=least_load", "agents=none",
+            "windows=1", "workload.test_fraction=1", "charts=false", "progress=false",
+            f"out_dir={path.parent / 'run'}", *extra]  # fmt: skip
+    return main_guard(lambda: compare.main(args))
+
+
+@pytest.fixture
+def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")  # nothing is downloaded
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("empty", "empty.jsonl, line 1, row: no rows to tell the layout from"),
+        ("bad_json", "bad_json.jsonl, line 4, row: not valid JSON"),
+        ("truncated_gzip", "truncated_gzip.jsonl, line "),
+    ],
+)
+def test_format_hub_reports_a_damaged_local_file_in_one_line(
+    damage: str,
+    message: str,
+    tmp_path: Path,
+    offline_hub: None,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / f"{damage}.jsonl"
+    if damage == "empty":
+        path.write_bytes(b"")
+    elif damage == "bad_json":
+        lines = TEXT.splitlines(keepends=True)
+        path.write_text("".join(lines[:3]) + '{"timestamp": 5, bad\n' + "".join(lines[3:]))
+    else:
+        data = gzip.compress(TEXT.encode())
+        path.write_bytes(data[: len(data) // 2])
+    level = logging.getLogger("datasets").level
+    assert _compare(path, "workload.format=hub") == 2
+    assert logging.getLogger("datasets").level == level  # its log lines held back only meanwhile
+    err = capfd.readouterr().err
+    assert err.startswith(f"error: experiments.compare: {tmp_path}") and message in err
+    assert err.count("\n") == 1, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_hub_read_error_the_own_reader_cannot_place_names_the_row(tmp_path: Path) -> None:
+    from envs.workloads.trace_file import _hub_file_error
+
+    path = tmp_path / "good.jsonl"
+    path.write_text(TEXT)
+    error = _hub_file_error(path, 5, ValueError("cannot cast\nsecond line"))
+    assert str(error) == (
+        f"{path}, line 6, row: the datasets library cannot read this row (cannot cast)"
+    )
+
+
+def _parquet(path: Path) -> Path:
+    """ROWS as a parquet file of four row groups (one record batch each), snappy-compressed."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [
+        {"timestamp": 50 * i, "input_length": 1500, "output_length": 3,
+         "hash_ids": [1000 + i // 3, 2000 + i // 3, 3000 + i]}
+        for i in range(4096)
+    ]  # fmt: skip
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=1024, compression="snappy")
+    return path
+
+
+def test_a_truncated_parquet_file_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _parquet(tmp_path / "rows.parquet")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    assert _compare(path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: experiments.compare: {path}, line 1, row: cannot open the file as parquet ("
+    )
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+
+
+def test_a_corrupt_parquet_page_is_named_by_file_and_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from envs.workloads.readers.sources import PARQUET_BATCH_ROWS, parquet_rows
+
+    path = _parquet(tmp_path / "rows.parquet")
+    import pyarrow.parquet as pq
+
+    chunk = pq.ParquetFile(path).metadata.row_group(2).column(0)  # the third batch's
+    start = (
+        chunk.dictionary_page_offset or chunk.data_page_offset
+    ) + chunk.total_compressed_size // 2
+    data = bytearray(path.read_bytes())
+    for k in range(start, start + 16):
+        data[k] ^= 0xFF
+    path.write_bytes(bytes(data))
+    first = 2 * PARQUET_BATCH_ROWS + 1
+    assert _compare(path) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.compare: {path}, line {first}, row: ")
+    assert "cannot read the file past this row (record batch 3: " in err
+    assert err.count("\n") == 1 and not (tmp_path / "run").exists()
+    read = []
+    with pytest.raises(ValueError, match=f"line {first}, row: cannot read the file past"):
+        for line, _ in parquet_rows(path):
+            read.append(line)
+    assert read == list(range(1, first))
