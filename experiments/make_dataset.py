@@ -41,6 +41,7 @@ from typing import Any
 from tqdm import tqdm
 
 from envs.files import dumps_strict, file_mode
+from envs.sim.errors import NamedFields
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import (
     PUBLISHED_WORKLOAD,
@@ -397,7 +398,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     train_windows = None if options["train_windows"] < 0 else options["train_windows"]
     test_windows = None if options["test_windows"] < 0 else options["test_windows"]
     if not trace:  # checked before the folder is claimed
-        configure(options["workload"], train_windows, test_windows, None, **params)
+        try:
+            configure(options["workload"], train_windows, test_windows, None, **params)
+        except ValueError as error:  # a generator's field, named as given: params=key
+            if not isinstance(error, NamedFields):
+                raise
+            paths = {name: f"params={name}" for name in params}
+            raise UsageError(f"{COMMAND}: {error.named(paths)}") from None
     # nothing cleared up front with overwrite=true, so a failed run leaves the old
     # dataset whole: make_dataset replaces its files as they land (DATASET_FILES)
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])

@@ -136,6 +136,10 @@ def test_cli_usage_errors() -> None:
         make_dataset.main(["workload=nope", "out_dir=/tmp/never-written"])
     with pytest.raises(UsageError, match="key=value"):
         make_dataset.main(["out_dir=/tmp/x", "params=burst_requests"])
+    with pytest.raises(
+        UsageError, match=r"^experiments\.make_dataset: params=n_bursts must be an integer >= 0"
+    ):  # named as it was typed, not as the generator's config class
+        make_dataset.main(["out_dir=/tmp/never-written", "params=n_bursts=-1"])
 
 
 def test_runs_as_a_module_with_a_progress_bar(
