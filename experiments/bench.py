@@ -14,6 +14,8 @@ on four 4xH100 nodes (``setup=``), causal KV. Throughput is the best of
 windows and files is never timed.
 
 - ``sim``: simulated requests/s of each policy on one window of each workload
+  (``requests_per_s`` by the wall clock, ``cpu_requests_per_s`` by the measuring
+  process's CPU seconds, the figure to read on a machine other jobs share)
   (``bursted_synthetic``: the Bursted-ART synthetic window ``window``, 4,120
   requests; another registered workload: its ``window``-th test window, for
   ``conversation_like`` about 12,000 requests).
@@ -26,7 +28,8 @@ windows and files is never timed.
   simulators of the window at once as ``evaluate`` runs test windows
   (``lockstep_windows``); ``decisions_per_s_alone`` is one window at a time.
 - ``env``: steps/s of each environment over an episode of random actions
-  (pre-drawn) on the first workload's window, and the requests/s that implies.
+  (pre-drawn) on the first workload's window (``cpu_steps_per_s`` per CPU second),
+  and the requests/s that implies.
   A Thresholds-v0 step is a whole decision epoch (about 13 requests on the
   Bursted window).
 - ``learn``: env steps/s of learning (rollout collection and gradient updates)
@@ -193,13 +196,14 @@ def _print_tables(result: dict[str, Any]) -> None:
     print(f"simulator core: {result['core']} (envs/sim/native.py)")
     print(f"observation encoder: {result['encoder_core']} (envs/encoder.py)")
     _table(
-        ("workload", "policy", "requests", "requests/s", "RSS MB", *parts),
+        ("workload", "policy", "requests", "requests/s", "per CPU-s", "RSS MB", *parts),
         [
             (
                 row["workload"],
                 row["policy"],
                 str(row["requests"]),
                 f"{row['requests_per_s']:,.0f}",
+                f"{row['cpu_requests_per_s']:,.0f}",
                 f"{row['peak_rss_mb']:.1f}",
                 *_shares(row),
             )
@@ -243,12 +247,13 @@ def _print_tables(result: dict[str, Any]) -> None:
     if result.get("env"):
         print()
         _table(
-            ("env", "steps/episode", "steps/s", "requests/s"),
+            ("env", "steps/episode", "steps/s", "per CPU-s", "requests/s"),
             [
                 (
                     row["env_id"],
                     str(row["steps"]),
                     f"{row['steps_per_s']:,.0f}",
+                    f"{row['cpu_steps_per_s']:,.0f}",
                     f"{row['requests_per_s']:,.0f}",
                 )
                 for row in result["env"]

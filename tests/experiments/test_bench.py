@@ -53,7 +53,8 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
     assert (second["workload"], second["requests"]) == ("agent_fanout", 1560)
     for row in result["sim"]:
-        _positive(row, "requests_per_s", "peak_rss_mb", "simulate_s", "policy_s")
+        _positive(row, "requests_per_s", "cpu_requests_per_s", "peak_rss_mb", "simulate_s")
+        _positive(row, "policy_s")
     (read,) = result["read"]
     assert read["format"] == "mooncake" and read["rows"] == 300
     _positive(read, "rows_per_s", "cpu_rows_per_s", "read_s", "file_mb")
@@ -67,6 +68,7 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert route["env_id"] == "btb/Route-v0"
     assert route["steps"] == route["requests"] == 4120  # one step per arrival
     assert route["requests_per_s"] == pytest.approx(route["steps_per_s"])
+    _positive(route, "cpu_steps_per_s")
     assert thresholds["env_id"] == "btb/Thresholds-v0"
     # one step per 1 s epoch with arrivals: far fewer steps than requests
     assert 0 < thresholds["steps"] < thresholds["requests"] // 4
