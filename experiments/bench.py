@@ -15,7 +15,9 @@ windows and files is never timed.
 
 - ``sim``: simulated requests/s of each policy on one window of each workload
   (``requests_per_s`` by the wall clock, ``cpu_requests_per_s`` by the measuring
-  process's CPU seconds, the figure to read on a machine other jobs share)
+  process's CPU seconds, the figure to read on a machine other jobs share; they
+  count every thread of the process, so numpy's BLAS threads can put it below the
+  wall-clock figure)
   (``bursted_synthetic``: the Bursted-ART synthetic window ``window``, 4,120
   requests; another registered workload: its ``window``-th test window, for
   ``conversation_like`` about 12,000 requests).
