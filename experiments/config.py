@@ -39,6 +39,7 @@ from envs.workloads.trace_file import (
     trace_label,
 )
 from experiments._cli import TRACE_PATHS
+from experiments._io import nearest_existing
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -323,12 +324,26 @@ def register_configs() -> None:
     # out_dir is null unless given (``oc.select`` would keep the null); this falls back
     # to the dated default instead (conf/*.yaml: hydra.run.dir, hydra.sweep.dir).
     if not OmegaConf.has_resolver("btb_dir"):
-        OmegaConf.register_new_resolver(
-            "btb_dir", lambda chosen, default: default if chosen in (None, "") else chosen
-        )
+        OmegaConf.register_new_resolver("btb_dir", run_folder)
     # the run folder names the workload: its name, or trace-<file name> for a trace
     if not OmegaConf.has_resolver("btb_workload"):
         OmegaConf.register_new_resolver("btb_workload", run_folder_workload)
+
+
+DEFAULT_RUN_PARENTS: dict[Path, Path] = {}
+"""The parent of each dated default run folder resolved so far (``runs/<kind>``), and
+the nearest of its ancestors that existed when it was first resolved, before Hydra
+made the folder: what a rejected run's tidy-up keeps (``experiments.jobs``)."""
+
+
+def run_folder(chosen: Any, default: str) -> Any:
+    """The ``btb_dir`` resolver: ``chosen`` (``out_dir``) when given, else the dated
+    ``default``, whose parent's existing ancestors are noted (:data:`DEFAULT_RUN_PARENTS`)."""
+    if chosen not in (None, ""):
+        return chosen
+    parent = Path(default).parent
+    DEFAULT_RUN_PARENTS.setdefault(parent.resolve(), nearest_existing(parent).resolve())
+    return default
 
 
 def setup_options() -> dict[str, dict[str, Any]]:

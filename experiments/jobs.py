@@ -25,6 +25,7 @@ from experiments._io import (
     remove_empty_dirs,
 )
 from experiments.config import (
+    DEFAULT_RUN_PARENTS,
     check_bool_values,
     check_known_keys,
     check_workload,
@@ -85,11 +86,7 @@ def hydra_entry(
 
     def run() -> None:
         if not any(_is_info_flag(arg) for arg in args):
-            folders = _folder_overrides(args)
-            if not folders:  # the conf's runs/<kind>/<time>__...: its parents made on the way
-                default = Path("runs") / command.rsplit(".", 1)[-1]
-                _DEFAULT_PARENT[default.resolve()] = nearest_existing(default).resolve()
-            for key, value in folders:
+            for key, value in _folder_overrides(args):
                 if Path(value).exists():
                     _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
                 else:  # run_job removes the folders Hydra makes on the way to it, if empty
@@ -277,9 +274,6 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
 _EXISTING_DIRS: set[Path] = set()
 # Folders named on the command line that did not exist: the nearest one that did.
 _MADE_BELOW: dict[Path, Path] = {}
-# Without a folder on the command line, the conf's parent of the dated run folders
-# (runs/<kind>): the nearest of its ancestors that existed before the run.
-_DEFAULT_PARENT: dict[Path, Path] = {}
 _HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}
 
 
@@ -305,8 +299,8 @@ def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> N
         if meta.is_dir():
             meta.rmdir()
         (folder / log_name).unlink(missing_ok=True)
-        resolved = folder.resolve()
-        keep = _MADE_BELOW.get(resolved, _DEFAULT_PARENT.get(resolved.parent, folder.parent))
+        resolved = folder.resolve()  # a default folder: keep what existed above it
+        keep = _MADE_BELOW.get(resolved, DEFAULT_RUN_PARENTS.get(resolved.parent, folder.parent))
         remove_empty_dirs(folder, keep)
     except OSError:
         pass  # a folder we cannot tidy is left as it is
