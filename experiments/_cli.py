@@ -31,6 +31,10 @@ from envs.workloads.trace_file import (
     trace_label,
 )
 
+LEGACY_SEED_MAX = 2**32 - 1
+"""The largest seed numpy's legacy generator takes (SB3's ``set_random_seed`` and
+Optuna's sampler seed it): what training and the threshold search accept."""
+
 
 class UsageError(ValueError):
     """A command-line argument that cannot be used."""

@@ -30,6 +30,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from envs.sim.checks import is_number
+from experiments._cli import LEGACY_SEED_MAX
 from experiments.config import (
     ENV_ARG_DEFAULTS,
     ENV_ARGS,
@@ -157,16 +158,11 @@ def imitate(
     return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
 
 
-MAX_TRAIN_SEED = 2**32 - 1
-"""The largest ``seed`` training takes (SB3's ``set_random_seed`` seeds numpy's legacy
-generator, which takes 32 bits)."""
-
-
 def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
-    if cfg.seed > MAX_TRAIN_SEED:  # SB3 seeds numpy's legacy generator and the envs with it
-        raise ValueError(f"seed must be in 0..{MAX_TRAIN_SEED} to train, got {cfg.seed}")
+    if cfg.seed > LEGACY_SEED_MAX:  # SB3 seeds numpy's legacy generator and the envs with it
+        raise ValueError(f"seed must be in 0..{LEGACY_SEED_MAX} to train, got {cfg.seed}")
     check_policy_names(cfg.train.eval_policies, "train.eval_policies")
     from agents.algorithms import ALGORITHMS, ENV_IDS, check_hyperparams
 

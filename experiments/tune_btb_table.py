@@ -30,7 +30,14 @@ from baselines.btb_tuned import TABLE_PATH, btb_settings
 from envs.files import write_json_atomic
 from envs.sim import SETUPS, setup_cluster
 from envs.workloads.bursted import PUBLISHED_SEED
-from experiments._cli import UsageError, main_guard, parse_args, sim_config_of, sim_defaults
+from experiments._cli import (
+    LEGACY_SEED_MAX,
+    UsageError,
+    main_guard,
+    parse_args,
+    sim_config_of,
+    sim_defaults,
+)
 from experiments._io import check_writable_dir, claim_out_dir, releasing_out_dirs
 from experiments.evaluation import evaluate_policies
 
@@ -48,8 +55,6 @@ DEFAULTS: dict[str, Any] = {
     "out_dir": "",
     "overwrite": False,
 }
-SEED_MAX = 2**32 - 1
-"""The largest seed numpy (and Optuna's sampler) takes."""
 
 
 def train_ttft_s(cell: dict[str, Any], setup: str, windows: list[Any], options: dict) -> float:
@@ -116,7 +121,7 @@ def check_options(options: dict[str, Any]) -> None:
                 f"known: {', '.join(list_workloads())}"
             )
     for key in ("seed", "workload_seed"):
-        if not 0 <= options[key] <= SEED_MAX:
+        if not 0 <= options[key] <= LEGACY_SEED_MAX:
             raise UsageError(
                 f"{COMMAND}: {key} must be between 0 and 2**32 - 1 (a numpy seed), "
                 f"got {options[key]}"

@@ -56,7 +56,7 @@ from envs.workloads.readers.base import (
     window_units_per_s,
 )
 from envs.workloads.readers.hub import require_datasets
-from envs.workloads.readers.sources import PARQUET_MAGIC, file_rows, first_bytes
+from envs.workloads.readers.sources import PARQUET_MAGIC, file_rows, first_bytes, first_line
 from envs.workloads.trace_options import (
     HUB,
     TRACE_FIELDS,
@@ -211,9 +211,11 @@ def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatE
                 return row
     except TraceFormatError as found:  # a file that cannot be read to its end
         return found
-    text = next(iter(str(error).splitlines()), "") or type(error).__name__
     return TraceFormatError(
-        str(file), read + 1, None, f"the datasets library cannot read this row ({text})"
+        str(file),
+        read + 1,
+        None,
+        f"the datasets library cannot read this row ({first_line(error)})",
     )
 
 

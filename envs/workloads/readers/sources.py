@@ -9,7 +9,6 @@ JSONL is read line by line and parquet in record batches.
 from __future__ import annotations
 
 import gzip
-import itertools
 import json
 import os
 import zlib
@@ -198,28 +197,29 @@ def parquet_rows(
         parquet = pq.ParquetFile(name)
     except errors as error:
         raise TraceFormatError(
-            name, 1, None, f"cannot open the file as parquet ({_first_line(error)})"
+            name, 1, None, f"cannot open the file as parquet ({first_line(error)})"
         ) from None
     row_no = 0
-    batches = iter(parquet.iter_batches(batch_size=batch_rows))
-    for batch_no in itertools.count(1):
+    batches = parquet.iter_batches(batch_size=batch_rows)
+    batch_no = 0
+    while True:
+        batch_no += 1
         try:
-            batch = next(batches, None)
-            if batch is None:
-                return
-            rows = batch.to_pylist()
+            rows = next(batches).to_pylist()
+        except StopIteration:
+            return
         except errors as error:
             raise TraceFormatError(
                 name, row_no + 1, None,
                 f"cannot read the file past this row (record batch {batch_no}: "
-                f"{_first_line(error)})",
+                f"{first_line(error)})",
             ) from None  # fmt: skip
         for row in rows:
             row_no += 1
             yield row_no, row
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     """An exception's message, its first line only (a one-line error quotes it)."""
     return next((line for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
