@@ -10,13 +10,13 @@ Each job writes ``objective.json`` (thresholds, mean TTFT, the rows) to its fold
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
 from experiments.config import (
+    CONF_DIR,
     cluster_of,
     register_configs,
     setup_label,
@@ -100,7 +100,8 @@ def check_sweep(args: list[str]) -> None:
                 f"hydra.sweeper.n_trials={trials} (from the command line): a sweep needs "
                 "at least 1 trial"
             )
-    _check_trace_before_sweep(parsed)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
+    _check_trace_before_sweep(parsed, fixed)
     # a sweep over clusters: every M must fit the smallest cluster it covers
     clusters = [
         o for o in parsed if o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS)
@@ -108,10 +109,8 @@ def check_sweep(args: list[str]) -> None:
     if any(not o.is_choice_sweep() for o in clusters):
         return  # e.g. cluster.n_nodes=interval(...): each job checks its own M
     choices = [[f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in clusters]
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
-    conf = Path(__file__).resolve().parents[1] / "conf"
     try:
-        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="tune_btb", overrides=fixed, return_hydra_config=True)
             sizes = [
                 int(compose(config_name="tune_btb", overrides=[*fixed, *combo]).cluster.n_nodes)
@@ -144,11 +143,11 @@ def check_sweep(args: list[str]) -> None:
         )
 
 
-def _check_trace_before_sweep(parsed: list[Any]) -> None:
-    """A trace file the sweep's jobs would all read (``workload=trace``, not swept):
-    read through once before the sweep starts, so that a bad row is one line, not
-    the sweeper's report of every job's failure (Optuna's reads each job's error
-    several times)."""
+def _check_trace_before_sweep(parsed: list[Any], fixed: list[str]) -> None:
+    """A trace file the sweep's jobs would all read (``workload=trace``, not swept;
+    ``fixed``: the command line's overrides that are not sweeps): read through once
+    before the sweep starts, so that a bad row is one line, not the sweeper's report
+    of every job's failure (Optuna's reads each job's error several times)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
@@ -156,10 +155,8 @@ def _check_trace_before_sweep(parsed: list[Any]) -> None:
 
     if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
         return  # each job reads its own
-    fixed = [o.input_line for o in parsed if o.input_line]
-    conf = Path(__file__).resolve().parents[1] / "conf"
     try:
-        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="tune_btb", overrides=fixed)
     except HydraException:  # the config does not compose: Hydra says why
         return
