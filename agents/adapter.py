@@ -18,7 +18,12 @@ from gymnasium import spaces
 from agents.algorithms import AgentSpec, load_agent
 from agents.inference import NumpyNodeSetActor
 from baselines.policy import Policy
-from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES, ObservationEncoder
+from envs.encoder import (
+    EPOCH_FEATURES,
+    EPOCH_NODE_FEATURES,
+    ObservationEncoder,
+    observation_options,
+)
 from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -121,8 +126,8 @@ class AgentPolicy(Policy):
             self._controller = EpochController(sim.n_nodes, epoch_s, eft_rules)
             self._controller.reset(sim)
         else:
-            hints = bool(self.spec.env_kwargs.get("hints", False))
-            self._encoder = ObservationEncoder(sim.n_nodes, hints=hints)
+            options = observation_options(self.spec.env_kwargs)
+            self._encoder = ObservationEncoder(sim.n_nodes, **options)
             self._encoder.reset()
 
     def decide(self, sim: Simulator, request: Request) -> Any:

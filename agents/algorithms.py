@@ -32,6 +32,7 @@ from agents.networks import (
     NodeScoringPolicy,
     NodeSetExtractor,
 )
+from envs.encoder import OBSERVATION_OPTIONS
 from envs.files import read_json, write_json_atomic
 from envs.sim.checks import check_int, checked_number
 from envs.sim.errors import ConfigError
@@ -109,14 +110,17 @@ def policy_for(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
                 "features_extractor_kwargs": {
                     "kind": spec.env,
                     "hidden": spec.hidden,
-                    **_set_options(spec, ("hints",)),
+                    **_set_options(spec, OBSERVATION_OPTIONS),
                 },
                 "net_arch": [spec.hidden],
             },
         )
     policy = MaskableNodeScoringPolicy if spec.algo == "maskable_ppo" else NodeScoringPolicy
     kwargs = {"kind": spec.env, "hidden": spec.hidden, "critic": spec.critic}
-    return (policy, kwargs | _set_options(spec, ("speculate", "cache_actions", "hints")))
+    return (
+        policy,
+        kwargs | _set_options(spec, ("speculate", "cache_actions", *OBSERVATION_OPTIONS)),
+    )
 
 
 def _set_options(spec: AgentSpec, names: tuple[str, ...]) -> dict[str, bool]:

@@ -21,7 +21,7 @@ import numpy as np
 
 from agents.adapter import AgentPolicy
 from baselines.policy import Policy
-from envs.encoder import ObservationEncoder
+from envs.encoder import ObservationEncoder, observation_options
 from envs.route_warm import apply_route_warm, route_warm_masks
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -42,9 +42,9 @@ def can_lockstep(policy: Policy) -> bool:
 class _Run:
     """One simulator's decision loop, paused at its next decision point."""
 
-    def __init__(self, sim: Simulator, hints: bool) -> None:
+    def __init__(self, sim: Simulator, observation: dict[str, bool]) -> None:
         self.sim = sim
-        self.encoder = ObservationEncoder(sim.n_nodes, hints=hints)
+        self.encoder = ObservationEncoder(sim.n_nodes, **observation)
         self.encoder.reset()
         self.decisions: Generator[Request, int | None, None] = sim.decisions()
         self.request: Request | None = next(self.decisions, None)
@@ -71,10 +71,9 @@ def run_lockstep(agent: AgentPolicy, sims: Sequence[Simulator]) -> list[Any]:
     route = agent.spec.env == "route"
     masked = agent.spec.algo == "maskable_ppo"
     options = agent.spec.env_kwargs  # the env options the agent was trained with
-    hints = bool(options.get("hints", False))
     speculate = bool(options.get("speculate", False))
     cache_actions = bool(options.get("cache_actions", False))
-    runs = [_Run(sim, hints) for sim in sims]
+    runs = [_Run(sim, observation_options(options)) for sim in sims]
     active = [run for run in runs if run.request is not None]
     # the batch's rows, written in place (cheaper than stacking fresh arrays each step)
     obs_rows = np.empty((len(active), runs[0].encoder.size if runs else 0), dtype=np.float32)

@@ -15,8 +15,8 @@ policy trained on four nodes loads into a policy for six.
   speculate no / yes per node; with its ``cache_actions``, pin and unpin, demote
   and promote per node, plus a do-nothing logit of each part from the context).
   For other action spaces (the threshold controller) the heads read the
-  context. With the env's ``hints`` the request-hint features join the global
-  features the context reads. ``critic`` says whose
+  context. With the env's ``hints`` or ``spare_features`` those features join
+  the global features the context reads. ``critic`` says whose
   context the value reads: ``shared`` (the actor's: the value loss trains the
   actor's body too), ``separate`` (a second node-set body of its own, the same
   shape: the actor and the critic share no weight) or ``detached`` (the actor's
@@ -42,15 +42,21 @@ from envs.encoder import (
     EPOCH_NODE_FEATURES,
     HINT_FEATURES,
     NODE_FEATURES,
+    OBSERVATION_OPTIONS,
     REQUEST_FEATURES,
+    SPARE_FEATURES,
 )
 
 
-def feature_layout(kind: str, hints: bool = False) -> tuple[int, int]:
-    """(per-node features, global features) of an env kind's observation; ``hints``:
-    the env's request-hint features follow the request's (route kinds only)."""
+def feature_layout(kind: str, hints: bool = False, spare_features: bool = False) -> tuple[int, int]:
+    """(per-node features, global features) of an env kind's observation; ``hints``
+    and ``spare_features``: the env's request-hint and spare-node features follow
+    the request's (route kinds only)."""
     if kind in ("route", "route_warm"):
-        return len(NODE_FEATURES), len(REQUEST_FEATURES) + (len(HINT_FEATURES) if hints else 0)
+        extra = (len(HINT_FEATURES) if hints else 0) + (
+            len(SPARE_FEATURES) if spare_features else 0
+        )
+        return len(NODE_FEATURES), len(REQUEST_FEATURES) + extra
     if kind == "thresholds":
         return len(EPOCH_NODE_FEATURES), len(EPOCH_FEATURES)
     raise ValueError(f"unknown env kind {kind!r}; known: route, route_warm, thresholds")
@@ -210,8 +216,8 @@ class NodeActionHead(nn.Module):
 class _NodeScoring:
     """Mixin for SB3 actor-critic policies; ``policy_kwargs``: ``kind``, ``hidden``,
     ``critic`` (see the module docstring), and the env options the network
-    follows: ``speculate``, ``cache_actions`` (action parts) and ``hints``
-    (observation features)."""
+    follows: ``speculate``, ``cache_actions`` (action parts), ``hints`` and
+    ``spare_features`` (observation features)."""
 
     def __init__(
         self,
@@ -222,6 +228,7 @@ class _NodeScoring:
         speculate: bool = False,
         cache_actions: bool = False,
         hints: bool = False,
+        spare_features: bool = False,
         **kwargs: Any,
     ) -> None:
         self.kind = kind
@@ -230,10 +237,11 @@ class _NodeScoring:
         self.speculate = speculate
         self.cache_actions = cache_actions
         self.hints = hints
+        self.spare_features = spare_features
         super().__init__(*args, **kwargs)  # type: ignore[call-arg]
 
     def _build_mlp_extractor(self) -> None:
-        node_features, global_features = feature_layout(self.kind, self.hints)
+        node_features, global_features = feature_layout(self.kind, self.hints, self.spare_features)
         self.mlp_extractor = NodeSetNetwork(
             node_features,
             global_features,
@@ -262,7 +270,7 @@ class _NodeScoring:
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()  # type: ignore[misc]
         data.update(kind=self.kind, hidden=self.hidden, critic=self.critic)
-        for option in ("speculate", "cache_actions", "hints"):
+        for option in ("speculate", "cache_actions", *OBSERVATION_OPTIONS):
             if getattr(self, option):  # only when on: saved as before the options existed
                 data[option] = True
         return data
@@ -286,8 +294,9 @@ class NodeSetExtractor(BaseFeaturesExtractor):
         kind: str = "route",
         hidden: int = 64,
         hints: bool = False,
+        spare_features: bool = False,
     ) -> None:
-        node_features, global_features = feature_layout(kind, hints)
+        node_features, global_features = feature_layout(kind, hints, spare_features)
         n = (observation_space.shape[0] - global_features) // node_features
         super().__init__(observation_space, features_dim=(n + 1) * hidden)
         self.body = NodeSetNetwork(node_features, global_features, hidden)

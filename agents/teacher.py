@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from baselines.planner import WarmPlanner
 from baselines.routers import soonest_node, up_nodes
-from baselines.spare_node import ShortArrivals, check_seconds, spare_choice
+from baselines.spare_node import check_seconds, spare_choice
 from baselines.window import RecentArrivals
+from envs.encoder import ShortArrivals
 from envs.sim.checks import check_int, is_number
 from envs.sim.forecast import INF, earliest_node, first_token_estimates
 from envs.sim.request import Request

@@ -19,7 +19,7 @@ recent past only:
 * a long request is sent to the best other node instead when the short requests
   expected meanwhile would wait longer in total than it does:
   ``rate x blocked**2 / 2 > delay``, where ``rate`` is the short requests' recent
-  arrival rate (:class:`ShortArrivals`), ``blocked`` the seconds until a node is
+  arrival rate (:class:`envs.encoder.ShortArrivals`), ``blocked`` the seconds until a node is
   free for them if the request stays (the sooner of its own first token and the
   other nodes' backlogs), and ``delay`` how much later its first token comes on
   the other node. Short arrivals spread over ``blocked`` seconds wait
@@ -28,7 +28,6 @@ recent past only:
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
 
 from envs.sim.checks import is_number
@@ -39,30 +38,6 @@ def check_seconds(name: str, value: object) -> float:
     if not is_number(value) or not 0 < value < float("inf"):  # type: ignore[operator]
         raise ValueError(f"{name} must be > 0 seconds (finite), got {value!r}")
     return float(value)  # type: ignore[arg-type]
-
-
-class ShortArrivals:
-    """Arrival times of the short requests of the last ``window_s`` seconds."""
-
-    __slots__ = ("_times", "window_s")
-
-    def __init__(self, window_s: float) -> None:
-        self.window_s = window_s
-        self._times: deque[float] = deque()
-
-    def reset(self) -> None:
-        self._times.clear()
-
-    def add(self, now: float) -> None:
-        self._times.append(now)
-
-    def rate_per_s(self, now: float) -> float:
-        """Short arrivals per second over the window ending at ``now`` (inclusive)."""
-        times = self._times
-        start = now - self.window_s
-        while times and times[0] < start:
-            times.popleft()
-        return len(times) / self.window_s
 
 
 def spare_choice(

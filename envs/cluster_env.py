@@ -66,6 +66,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         reward_baseline: str | None = None,
         reward_timing: str = "first_token",
         hints: bool = False,
+        spare_features: bool = False,
         data_seed: int = PUBLISHED_SEED,
         seed: int | None = None,
         render_mode: str | None = None,
@@ -99,8 +100,9 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 "reward_timing",
                 f"must be one of {', '.join(REWARD_TIMINGS)}, got {reward_timing!r}",
             )
-        if not isinstance(hints, (bool, np.bool_)):
-            raise ValueError(f"hints must be true or false (a bool), got {hints!r}")
+        for name, flag in (("hints", hints), ("spare_features", spare_features)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ValueError(f"{name} must be true or false (a bool), got {flag!r}")
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)
         check_whole_number("data_seed", data_seed, minimum=0)
@@ -122,6 +124,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "reward_baseline": reward_baseline,
             "reward_timing": reward_timing,
             "hints": hints,
+            "spare_features": spare_features,
             "data_seed": data_seed,
             "seed": seed,
             "render_mode": render_mode,
@@ -154,6 +157,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self.reward_baseline = reward_baseline
         self._reference_ttft_s: np.ndarray | None = None
         self.hints = bool(hints)
+        self.spare_features = bool(spare_features)
         self.reward_timing = reward_timing
         self._accrual: WaitAccrual | None = None
         self.render_mode = render_mode

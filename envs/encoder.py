@@ -31,7 +31,7 @@ import sys
 import zlib
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -61,6 +61,8 @@ NODE_FEATURES = (
     "first_token",  # expected seconds to this request's first token here, log-scaled
     "first_token_gap",  # first_token here minus the best node's, log-scaled (0: best)
 )
+_BACKLOG = NODE_FEATURES.index("backlog")
+_FIRST_TOKEN = NODE_FEATURES.index("first_token")
 REQUEST_FEATURES = (
     "prefix_tokens",  # log-scaled prompt length, 1 at 262,144 tokens
     "same_1s",  # arrivals with this request's prefix in the last 1 s, squashed at 4
@@ -69,12 +71,24 @@ REQUEST_FEATURES = (
     "age",  # seconds since this prefix was first seen, squashed at 10 s
     "holders",  # fraction of nodes holding the prefix in HBM
 )
+OBSERVATION_OPTIONS = ("hints", "spare_features")
+"""The env options that append observation features (in this order), each a
+keyword of :class:`ObservationEncoder`."""
 HINT_CLASSES = 8
 """Buckets of the hashed (source, job kind) class in :data:`HINT_FEATURES`."""
 HINT_FEATURES = (
     *(f"hint_class_{i}" for i in range(HINT_CLASSES)),  # one-hot of the hashed class
     "group_seen",  # earlier requests of the request's group this episode, squashed at 16
 )
+SPARE_FEATURES = (
+    "short_rate",  # short arrivals (hold under 0.25 s) in the last 5 s, per second, squashed at 4
+    "hold",  # seconds this request holds its soonest node (first token - backlog there), log-scaled
+    "spare_pressure",  # short_rate x blocked**2 / 2: short requests' wait if it stays, log-scaled
+)
+SHORT_HOLD_S = 0.25
+"""A request is *short* when it holds its soonest node for less than this (s)."""
+SHORT_WINDOW_S = 5.0
+"""The span of ``short_rate`` (s)."""
 WINDOWS_S = (1.0, 10.0, 60.0)
 _MAX_TOKENS_LOG = math.log1p(262_144)
 _TIME_UNIT_S = 0.01
@@ -86,6 +100,71 @@ def log_seconds(seconds: float, _log1p: Callable[[float], float] = math.log1p) -
     # the same floats as min(log1p(max(s, 0) / unit) / top, 1), without two calls
     scaled = _log1p((0.0 if seconds < 0.0 else seconds) / _TIME_UNIT_S) / _MAX_TIME_LOG
     return 1.0 if scaled > 1.0 else scaled
+
+
+def from_log_seconds(value: float) -> float:
+    """The seconds :func:`log_seconds` mapped to ``value`` (1,000 s for 1)."""
+    return math.expm1(value * _MAX_TIME_LOG) * _TIME_UNIT_S
+
+
+class ShortArrivals:
+    """Arrival times of the short requests of the last ``window_s`` seconds."""
+
+    __slots__ = ("_times", "window_s")
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._times: deque[float] = deque()
+
+    def reset(self) -> None:
+        self._times.clear()
+
+    def add(self, now: float) -> None:
+        self._times.append(now)
+
+    def rate_per_s(self, now: float) -> float:
+        """Short arrivals per second over the window ending at ``now`` (inclusive)."""
+        times = self._times
+        start = now - self.window_s
+        while times and times[0] < start:
+            times.popleft()
+        return len(times) / self.window_s
+
+
+class SpareTracker:
+    """The spare-node features (:data:`SPARE_FEATURES`) of an episode's arrivals:
+    what the causal teacher's spare-node rule (``baselines.spare_node``) weighs,
+    read from the node rows already written (so the compiled and the Python rows
+    give the same floats). The soonest node is the one with the earliest
+    ``first_token`` (ties by ``load``, then index); ``blocked`` is the sooner of
+    its ``first_token`` and the other nodes' ``backlog``."""
+
+    __slots__ = ("_shorts",)
+
+    def __init__(self) -> None:
+        self._shorts = ShortArrivals(SHORT_WINDOW_S)
+
+    def reset(self) -> None:
+        self._shorts.reset()
+
+    def observe(self, rows: np.ndarray, n_nodes: int, now: float) -> list[float]:
+        """The spare-node features of the request whose node rows are ``rows``
+        (the first ``n_nodes * len(NODE_FEATURES)`` entries of the observation);
+        counts it among the short arrivals when it is short."""
+        width = len(NODE_FEATURES)
+        firsts = rows[_FIRST_TOKEN : n_nodes * width : width].tolist()
+        backlogs = rows[_BACKLOG : n_nodes * width : width].tolist()
+        loads = rows[0 : n_nodes * width : width].tolist()
+        choice = min(range(n_nodes), key=lambda i: (firsts[i], loads[i], i))
+        first = from_log_seconds(firsts[choice])
+        hold = first - from_log_seconds(backlogs[choice])
+        rate = self._shorts.rate_per_s(now)
+        if hold < SHORT_HOLD_S:
+            self._shorts.add(now)
+        others = [from_log_seconds(b) for i, b in enumerate(backlogs) if i != choice]
+        blocked = min([first, *others])
+        pressure = rate * blocked * blocked / 2.0
+        return [rate / (rate + 4.0), log_seconds(hold), log_seconds(pressure)]
 
 
 class TrafficTracker:
@@ -182,19 +261,31 @@ def _choose_native() -> tuple[Any, str]:
 NATIVE, ENCODER_CORE = _choose_native()
 
 
+def observation_options(env_kwargs: Mapping[str, Any]) -> dict[str, bool]:
+    """The :data:`OBSERVATION_OPTIONS` in an env's (or an agent's) arguments."""
+    return {name: bool(env_kwargs.get(name, False)) for name in OBSERVATION_OPTIONS}
+
+
 class ObservationEncoder:
     """Builds the observation for a decision point into a preallocated buffer.
 
     Call :meth:`reset` at the start of every episode and :meth:`encode` exactly
     once per decision point (it records the arrival in the traffic tracker).
-    ``hints=True`` appends :data:`HINT_FEATURES` (off by default: the layout is
-    then the one every shipped agent was trained on). ``compiled`` picks the node
+    ``hints=True`` appends :data:`HINT_FEATURES`, then ``spare_features=True``
+    :data:`SPARE_FEATURES` (both off by default: the layout is then the one the
+    first shipped agents were trained on). ``compiled`` picks the node
     rows' implementation: None (default) the process's choice (:data:`NATIVE`),
     True the compiled rows (a ValueError if they cannot be imported), False the
     Python reference; both give the same observation to the bit.
     """
 
-    def __init__(self, n_nodes: int, hints: bool = False, compiled: bool | None = None) -> None:
+    def __init__(
+        self,
+        n_nodes: int,
+        hints: bool = False,
+        compiled: bool | None = None,
+        spare_features: bool = False,
+    ) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         self.n_nodes = n_nodes
@@ -202,6 +293,9 @@ class ObservationEncoder:
         self.hints = HintTracker() if hints else None
         if hints:
             self.size += len(HINT_FEATURES)
+        self.spare = SpareTracker() if spare_features else None
+        if spare_features:
+            self.size += len(SPARE_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._hits: HitMemo = {}
@@ -220,6 +314,8 @@ class ObservationEncoder:
         self.tracker.reset()
         if self.hints is not None:
             self.hints.reset()
+        if self.spare is not None:
+            self.spare.reset()
         self._hits.clear()
         self.buffer[:] = 0.0
 
@@ -233,7 +329,8 @@ class ObservationEncoder:
         else:
             holders = native.node_rows(sim, request, self._hits, out)
         arrivals = self._arrivals
-        if arrivals is not None and self.hints is None:  # the request's entries, compiled
+        if arrivals is not None and self.hints is None and self.spare is None:
+            # the request's entries, compiled
             arrivals.request_entries(
                 self.tracker, request, sim.now, holders, self.n_nodes, out, self._node_size
             )
@@ -254,6 +351,8 @@ class ObservationEncoder:
         ]
         if self.hints is not None:
             values += self.hints.observe(request)
+        if self.spare is not None:
+            values += self.spare.observe(out, self.n_nodes, sim.now)
         if native is None:
             out[self._node_size :] = values
         else:
@@ -478,16 +577,20 @@ __all__ = [
     "EPOCH_NODE_FEATURES",
     "NATIVE",
     "NODE_FEATURES",
+    "OBSERVATION_OPTIONS",
     "REQUEST_FEATURES",
+    "SPARE_FEATURES",
     "WINDOWS_S",
     "EpochEncoder",
     "EpochStats",
     "HitMemo",
     "ObservationEncoder",
+    "ShortArrivals",
     "TrafficTracker",
     "first_token_estimates",
     "log_seconds",
     "node_backlog",
+    "observation_options",
     "prefix_key",
     "prefix_of",
 ]

@@ -68,6 +68,24 @@ class RouteEnv(ClusterEnv):
     The class is ``crc32("<source>/<job kind>") % 8`` (no entry set when the
     trace gives neither); ``group_seen`` counts from the episode's start.
 
+    With ``spare_features=True`` three more entries follow (after the hints, if
+    on), from index ``s``: what a rule that keeps a node spare for short prefills
+    weighs (the causal teacher's ``long_prefill_s``, ``baselines.spare_node``).
+    The request *holds* its soonest node (earliest ``first_token``, ties by
+    ``load``, then index) for its ``first_token`` less its ``backlog`` there; it
+    is *short* when that is under 0.25 s. All three are read from the node rows,
+    so they carry those entries' rounding.
+
+    | index | feature          | what it is                                        | scale        |
+    |-------|------------------|---------------------------------------------------|--------------|
+    | s + 0 | `short_rate`     | short arrivals per second over the last 5 s       | x / (x + 4)  |
+    | s + 1 | `hold`           | seconds this request holds its soonest node       | log seconds  |
+    | s + 2 | `spare_pressure` | short_rate x blocked^2 / 2 (s)                    | log seconds  |
+
+    ``blocked`` is the sooner of the soonest node's ``first_token`` and the other
+    nodes' ``backlog``: how long short arrivals would find no node free if the
+    request stays. ``short_rate`` counts the earlier arrivals, not this one.
+
     Times are in seconds. "log seconds" is :func:`envs.encoder.log_seconds`,
     ``min(log1p(s / 0.01) / log1p(1000 / 0.01), 1)``: 0 at 0 s, 0.40 at 1 s,
     0.60 at 10 s, 1 from 1,000 s on; ``prefix_tokens`` is
@@ -122,14 +140,15 @@ class RouteEnv(ClusterEnv):
     ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
     split="train", n_windows=4, windows=None, workload_params=None, sim=None, reward_scale=1.0,
     slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, reward_baseline=None,
-    reward_timing="first_token", hints=False, data_seed=20260721, seed=None,
+    reward_timing="first_token", hints=False, spare_features=False, data_seed=20260721, seed=None,
     render_mode=None)``:
     ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
     those four unused), ``workload_params`` override the generator's parameters
     (refused with ``windows``); ``sim`` a SimConfig or a dict of
-    its fields; ``hints`` appends the request-hint features (above);
+    its fields; ``hints`` appends the request-hint features and
+    ``spare_features`` the spare-node features (above);
     ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
 
     ## Version History
@@ -139,7 +158,9 @@ class RouteEnv(ClusterEnv):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.encoder = ObservationEncoder(self.n_nodes, hints=self.hints)
+        self.encoder = ObservationEncoder(
+            self.n_nodes, hints=self.hints, spare_features=self.spare_features
+        )
         self.action_space = spaces.Discrete(self.n_nodes)
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoder.size,), dtype=np.float32)
 

@@ -123,8 +123,8 @@ class ThresholdsEnv(ClusterEnv):
 
     Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch) and
     ``eft_rules`` (False: the two rules above; True: four, adding btb_eft's
-    fallback routing to each), except ``hints`` (its observation is per epoch,
-    not per request: only False).
+    fallback routing to each), except ``hints`` and ``spare_features`` (its
+    observation is per epoch, not per request: only False).
 
     ## Version History
 
@@ -141,8 +141,9 @@ class ThresholdsEnv(ClusterEnv):
 
     def __init__(self, epoch_s: float = 1.0, eft_rules: bool = False, **kwargs: Any) -> None:
         check_number("epoch_s", epoch_s, positive=True)
-        if kwargs.get("hints"):
-            raise ValueError("hints is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
+        for option in ("hints", "spare_features"):
+            if kwargs.get(option):
+                raise ValueError(f"{option} is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
         if not isinstance(eft_rules, (bool, np.bool_)):
             raise ValueError(f"eft_rules must be true or false, got {eft_rules!r}")
         super().__init__(**kwargs)

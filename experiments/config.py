@@ -160,6 +160,7 @@ LATER_ENV_ARGS = (
     "reward_baseline",
     "reward_timing",
     "hints",
+    "spare_features",
     "speculate",
     "cache_actions",
     "eft_rules",

@@ -73,7 +73,7 @@ def test_numpy_actions_equal_torch_actions_on_zoo_agents(name, windows, n_nodes)
         assert sum(sum(a[1 : 1 + n_nodes]) for a in numpy_actions) > 0
 
 
-ALL_OPTIONS = {"speculate": True, "cache_actions": True, "hints": True}
+ALL_OPTIONS = {"speculate": True, "cache_actions": True, "hints": True, "spare_features": True}
 
 
 @pytest.mark.parametrize(
@@ -83,6 +83,7 @@ ALL_OPTIONS = {"speculate": True, "cache_actions": True, "hints": True}
         ("maskable_ppo", "route_warm", "separate", {}),
         ("a2c", "thresholds", "detached", {}),
         ("ppo", "route", "shared", {"hints": True}),
+        ("ppo", "route", "shared", {"spare_features": True}),
         ("maskable_ppo", "route_warm", "shared", ALL_OPTIONS),
         ("ppo", "route_warm", "shared", {"cache_actions": True}),
     ],
@@ -174,7 +175,8 @@ def test_batched_logits_are_each_observations_own() -> None:
 
 
 def test_numpy_actions_equal_torch_actions_with_every_route_warm_option():
-    """speculate, cache_actions and hints: the new heads and the hint features, on
+    """speculate, cache_actions, hints and spare_features: the new heads and the
+    hint and spare-node features, on
     real env steps (masked), then on spread observations where every part varies."""
     spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16, env_kwargs=ALL_OPTIONS)
     window = synthetic_window(SMALL, window=0)

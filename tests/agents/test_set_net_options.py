@@ -1,6 +1,7 @@
 """The node-set network (``agent.net=set``, the default) trains with each of
-RouteWarm-v0's options (``env.speculate``, ``env.cache_actions``, ``env.hints``):
-its heads emit the option's action parts, its context reads the hint features, and
+RouteWarm-v0's options (``env.speculate``, ``env.cache_actions``, ``env.hints``,
+``env.spare_features``): its heads emit the option's action parts, its context
+reads the hint or spare-node features, and
 the saved agent evaluates on the observation and action layout it trained on."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from tests.experiments.test_hydra_commands import ALGO_OVERRIDES, TINY, compose_
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("option", ["speculate", "cache_actions", "hints"])
+@pytest.mark.parametrize("option", ["speculate", "cache_actions", "hints", "spare_features"])
 def test_the_set_network_trains_and_evaluates_with_a_route_warm_option(
     option: str, tmp_path: Path
 ) -> None:
@@ -42,7 +43,7 @@ def test_the_set_network_trains_and_evaluates_with_a_route_warm_option(
     assert agent.action_sizes(n) == sizes
     assert agent._numpy is not None  # the numpy path reads the option's heads
     obs_size = agent.model.observation_space.shape[0]
-    assert obs_size == 10 * n + (15 if option == "hints" else 6)
+    assert obs_size == 10 * n + {"hints": 15, "spare_features": 9}.get(option, 6)
     assert agent._numpy.logits(agent.model.observation_space.sample()).shape == (sum(sizes),)
     results = json.loads((tmp_path / "results.json").read_text())
     agent_row = next(r for r in results["rows"] if r["policy"] == spec.name)

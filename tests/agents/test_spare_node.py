@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from agents.teacher import CausalTeacher
-from baselines.spare_node import ShortArrivals, spare_choice
+from baselines.spare_node import spare_choice
+from envs.encoder import ShortArrivals
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window

@@ -191,17 +191,23 @@ def test_a_compiled_epoch_encoder_writes_the_reference_floats() -> None:
 
 
 @needs_compiled
-@pytest.mark.parametrize("hints", [False, True])
-def test_route_observations_are_the_reference_with_and_without_hints(hints: bool) -> None:
+@pytest.mark.parametrize(("hints", "spare"), [(False, False), (True, False), (False, True)])
+def test_route_observations_are_the_reference_with_and_without_options(
+    hints: bool, spare: bool
+) -> None:
     """A Route-v0 episode, some steps through a baseline's ``policy_action`` (the
     request is then routed before the action): at every decision the compiled
     encoder writes the Python one's floats."""
     from baselines import make_policy
 
     workload = _windows()[1]
-    env = gym.make("btb/Route-v0", setup="70b_h100x4", windows=[workload], hints=hints)
+    env = gym.make(
+        "btb/Route-v0", setup="70b_h100x4", windows=[workload], hints=hints, spare_features=spare
+    )
     inner = env.unwrapped
-    encoders = [envs.encoder.ObservationEncoder(inner.n_nodes, hints, c) for c in (True, False)]
+    encoders = [
+        envs.encoder.ObservationEncoder(inner.n_nodes, hints, c, spare) for c in (True, False)
+    ]
     oracle = make_policy("oracle_warm")  # routes the request itself, then answers
     obs, _ = env.reset(seed=4)
     oracle.reset(inner.sim)
