@@ -117,11 +117,18 @@ class KeepBestByValidation(BaseCallback):
     ``score`` maps the model to a number and must not change it (a deterministic
     evaluation draws no random numbers, so training goes on exactly as without
     this callback). ``history`` holds ``(step, score)`` pairs; ``best_step`` and
-    ``best_score`` the winner.
+    ``best_score`` the winner. ``echo`` prints one line per score (for a user
+    following the run without a logger).
     """
 
     def __init__(
-        self, every: int, spec: AgentSpec, folder: Path, score: Any, logger: Any = None
+        self,
+        every: int,
+        spec: AgentSpec,
+        folder: Path,
+        score: Any,
+        logger: Any = None,
+        echo: bool = False,
     ) -> None:
         super().__init__()
         self.every = every
@@ -129,6 +136,7 @@ class KeepBestByValidation(BaseCallback):
         self.folder = Path(folder)
         self.score = score
         self.run_logger = logger
+        self.echo = echo
         self.history: list[tuple[int, float]] = []
         self.best_step = -1
         self.best_score = float("inf")
@@ -154,9 +162,13 @@ class KeepBestByValidation(BaseCallback):
         self.history.append((step, value))
         if self.run_logger is not None:
             self.run_logger.log({"val/ttft_mean_s": value}, step=step)
-        if value < self.best_score:  # NaN never wins
+        kept = value < self.best_score  # NaN never wins
+        if kept:
             self.best_step, self.best_score = step, value
             save_agent(self.model, self.spec, self.folder)
+        if self.echo:
+            best = "best so far" if kept else f"best {self.best_score:.4f} at {self.best_step:,}"
+            print(f"validation at step {step:,}: {value:.4f} ({best})", flush=True)
 
 
 class RolloutClock(BaseCallback):

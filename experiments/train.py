@@ -727,6 +727,7 @@ def train(cfg: DictConfig) -> float:
                 out_dir / "agent",
                 val_score,
                 logger,
+                echo=True,
             )
             callbacks.append(keep_best)
         start, start_cpu = time.perf_counter(), time.process_time()

@@ -96,8 +96,9 @@ def test_linear_learning_rate_falls_to_zero():
         learning_rate(1e-3, "cosine")
 
 
-def test_the_best_validation_score_is_the_saved_agent(window, tmp_path):
-    """A score lowest at step 128 of 256: that step's model is saved, and is kept."""
+def test_the_best_validation_score_is_the_saved_agent(window, tmp_path, capsys):
+    """A score lowest at step 128 of 256: that step's model is saved, and is kept;
+    each score is one line."""
     model, spec = _model(window)
     saved_weights = {}
 
@@ -105,9 +106,12 @@ def test_the_best_validation_score_is_the_saved_agent(window, tmp_path):
         saved_weights[m.num_timesteps] = {k: v.clone() for k, v in m.policy.state_dict().items()}
         return abs(m.num_timesteps - 128) / 64.0
 
-    keep = KeepBestByValidation(64, spec, tmp_path / "best", score)
+    keep = KeepBestByValidation(64, spec, tmp_path / "best", score, echo=True)
     model.learn(256, callback=keep)
     assert [step for step, _ in keep.history] == [0, 64, 128, 192, 256]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("validation")]
+    assert lines[2] == "validation at step 128: 0.0000 (best so far)"
+    assert lines[4] == "validation at step 256: 2.0000 (best 0.0000 at 128)"
     assert (keep.best_step, keep.best_score) == (128, 0.0)
     assert load_spec(tmp_path / "best").timesteps == 128
     from agents.algorithms import load_agent
