@@ -139,18 +139,26 @@ class AgentPolicy(Policy):
                     controller.close_epoch(sim)
                 controller.apply(self.act(controller.observe(sim)), request.arrival_s)
             return controller.route(sim, request)
+        if self.spec.env == "route":
+            return int(self.act(self.observe(sim, request)[0]))
+        obs, mask = self.observe(sim, request)
+        self.apply(sim, request, self.act(obs, mask))
+        return None  # routed already, by apply
+
+    def observe(self, sim: Simulator, request: Request) -> tuple[np.ndarray, np.ndarray | None]:
+        """A route or route-warm agent's observation of ``request`` arriving now (a
+        view of the encoder's buffer) and, for a masked agent, its action mask.
+        Call it once per arrival: it records the arrival in the encoder's traffic."""
         encoder = self._encoder
         assert encoder is not None, "reset() must be called before decide()"
         obs = encoder.encode(sim, request)
-        if self.spec.env == "route":
-            return int(self.act(obs))
-        mask = (
-            route_warm_masks(sim, request, self._speculate, self._cache_actions)
-            if self._masked
-            else None
-        )
-        apply_route_warm(sim, request, self.act(obs, mask), self._speculate, self._cache_actions)
-        return None  # routed already, by apply_route_warm
+        if self.spec.env == "route" or not self._masked:
+            return obs, None
+        return obs, route_warm_masks(sim, request, self._speculate, self._cache_actions)
+
+    def apply(self, sim: Simulator, request: Request, action: Any) -> None:
+        """Carry out a route-warm ``action`` for ``request`` (route, warm, evict)."""
+        apply_route_warm(sim, request, action, self._speculate, self._cache_actions)
 
     def act(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
         """The model's action for one observation (and action mask).

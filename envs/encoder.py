@@ -107,6 +107,15 @@ def from_log_seconds(value: float) -> float:
     return math.expm1(value * _MAX_TIME_LOG) * _TIME_UNIT_S
 
 
+def hold_s(obs: np.ndarray, node: int) -> float:
+    """Seconds the arriving request would hold ``node`` (its ``first_token`` less its
+    ``backlog`` there), read from a route observation's node rows."""
+    row = node * len(NODE_FEATURES)
+    return from_log_seconds(float(obs[row + _FIRST_TOKEN])) - from_log_seconds(
+        float(obs[row + _BACKLOG])
+    )
+
+
 class ShortArrivals:
     """Arrival times of the short requests of the last ``window_s`` seconds."""
 
@@ -156,8 +165,8 @@ class SpareTracker:
         backlogs = rows[_BACKLOG : n_nodes * width : width].tolist()
         loads = rows[0 : n_nodes * width : width].tolist()
         choice = min(range(n_nodes), key=lambda i: (firsts[i], loads[i], i))
+        hold = hold_s(rows, choice)
         first = from_log_seconds(firsts[choice])
-        hold = first - from_log_seconds(backlogs[choice])
         rate = self._shorts.rate_per_s(now)
         if hold < SHORT_HOLD_S:
             self._shorts.add(now)
@@ -588,6 +597,7 @@ __all__ = [
     "ShortArrivals",
     "TrafficTracker",
     "first_token_estimates",
+    "hold_s",
     "log_seconds",
     "node_backlog",
     "observation_options",

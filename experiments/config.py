@@ -21,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from agents.imitation_settings import ImitationSettings
+from agents.improvement_settings import ImprovementSettings
 from envs.cluster_env import ClusterEnv
 from envs.route_warm import RouteWarmEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
@@ -289,6 +290,8 @@ class TrainConfig(_World):
     train: TrainConf = field(default_factory=TrainConf)
     imitation: ImitationSettings = field(default_factory=ImitationSettings)
     """Behavioural cloning from agents.teacher.CausalTeacher before RL."""
+    improvement: ImprovementSettings = field(default_factory=ImprovementSettings)
+    """Rollout policy improvement (agents.rollout_improvement) before PPO's steps."""
     resume: str | None = None
     """A checkpoint folder to continue training from."""
 

@@ -201,6 +201,109 @@ def check_train(cfg: Any) -> None:
     check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
     check_imitation(cfg)
     check_finetune(cfg)
+    check_improvement(cfg)
+
+
+def improvement_settings(cfg: Any) -> Any:
+    """The ``improvement`` group as checked :class:`ImprovementSettings`."""
+    from agents.improvement_settings import ImprovementSettings
+
+    return ImprovementSettings(**OmegaConf.to_container(cfg.improvement, resolve=True))  # type: ignore[arg-type]
+
+
+def check_improvement(cfg: Any) -> None:
+    """The ``improvement`` group's values, and, when it is on, an agent it can
+    improve (a node-set MaskablePPO on RouteWarm-v0 without its extra action parts)
+    and validation windows to choose the round by."""
+    settings = improvement_settings(cfg)
+    if settings.iterations == 0:
+        return
+    head = f"improvement.iterations={settings.iterations}"
+    if cfg.env.kind != "route_warm" or cfg.agent.algo != "maskable_ppo" or cfg.agent.net != "set":
+        raise ValueError(
+            f"{head}: rollout improvement trains a node-set MaskablePPO agent on "
+            f"env.kind=route_warm, got agent.algo={cfg.agent.algo}, agent.net={cfg.agent.net}, "
+            f"env.kind={cfg.env.kind}"
+        )
+    if cfg.env.speculate or cfg.env.cache_actions:
+        option = "env.speculate" if cfg.env.speculate else "env.cache_actions"
+        raise ValueError(f"{head}: it measures routes only; run it without {option}")
+    if cfg.workload.val_windows is not None and int(cfg.workload.val_windows) < 1:
+        raise ValueError(
+            f"{head}: each round is scored on validation windows; "
+            f"workload.val_windows must be >= 1, got {cfg.workload.val_windows}"
+        )
+
+
+def run_improvement(
+    model: Any, spec: Any, cfg: Any, pool: list[Any], out_dir: Path, vec: Any
+) -> tuple[Any, dict[str, Any]]:
+    """Rounds of rollout policy improvement on ``pool`` (the train windows), each
+    scored on the validation windows; the best-scoring policy (the start
+    included) is saved to ``out_dir / "agent"`` and returned with the record."""
+    from agents.algorithms import load_agent, save_agent
+    from agents.imitation import Demonstrations
+    from agents.rollout_improvement import improve_round
+
+    settings = improvement_settings(cfg)
+    val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows)
+    if not val_pool:
+        raise ValueError("improvement: the workload has no validation windows to score rounds on")
+    score = ValidationScore(cfg, spec, val_pool, str(cfg.train.val_score))
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
+    seed = int(cfg.seed)
+    order = np.random.default_rng(seed).permutation(len(pool))
+    labels = Demonstrations() if settings.aggregate else None
+    best_round, best_score = 0, float(score(model))
+    save_agent(model, spec, out_dir / "agent")
+    rounds: list[dict[str, Any]] = [{"round": 0, "score": best_score, **score.records[-1]}]
+    print(f"rollout improvement: start, validation {best_score:.4f}", flush=True)
+    for number in range(1, settings.iterations + 1):
+        start = time.perf_counter()
+        picks = order[((number - 1) * settings.windows + np.arange(settings.windows)) % len(pool)]
+        stats = improve_round(
+            model,
+            spec,
+            [pool[i] for i in picks],
+            cluster,
+            sim,
+            settings,
+            seed * 1000 + number,
+            labels,
+        )
+        value = float(score(model))
+        kept = value < best_score
+        if kept:
+            best_round, best_score = number, value
+            save_agent(model, spec, out_dir / "agent")
+        wall = time.perf_counter() - start
+        rounds.append(
+            {
+                "round": number,
+                "score": value,
+                **score.records[-1],
+                **stats.as_dict(),
+                "wall_s": wall,
+            }
+        )
+        best = "best so far" if kept else f"best {best_score:.4f} at round {best_round}"
+        print(
+            f"rollout improvement: round {number}/{settings.iterations}: "
+            f"{stats.changed} of {stats.measured} measured decisions changed "
+            f"({stats.saved_s:.1f} s of TTFT saved as measured), validation {value:.4f} "
+            f"({best}) [{wall:.0f} s]",
+            flush=True,
+        )
+    model, _ = load_agent(out_dir / "agent", env=vec)
+    record = {
+        "settings": OmegaConf.to_container(cfg.improvement, resolve=True),
+        "validation_windows": [w.name for w in val_pool],
+        "score": str(cfg.train.val_score),
+        "rounds": rounds,
+        "best_round": best_round,
+        "best_score": best_score,
+    }
+    return model, record
 
 
 def check_finetune(cfg: Any) -> None:
@@ -688,6 +791,10 @@ def train(cfg: DictConfig) -> float:
                 bc = imitate(model, spec, cfg, saved_kwargs, pool)
                 logger.summary(bc)
                 print("behavioural cloning: " + ", ".join(f"{k}={v:.4g}" for k, v in bc.items()))
+            if int(cfg.improvement.iterations) > 0:
+                model, train_record["improvement"] = run_improvement(
+                    model, spec, cfg, pool, out_dir, vec
+                )
         warmup = min(int(cfg.train.critic_warmup_steps), int(cfg.train.total_timesteps))
         if warmup > 0 and not cfg.resume:
             from agents.finetune import warm_up_critic

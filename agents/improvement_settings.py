@@ -1,0 +1,66 @@
+"""Rollout policy improvement settings: a plain dataclass (no torch import), so the
+Hydra schema (``experiments.config``, group ``improvement``) can use it directly."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass
+class ImprovementSettings:
+    """Rollout policy improvement (:mod:`agents.rollout_improvement`) settings
+    (``iterations=0``, the default, switches it off)."""
+
+    iterations: int = 0
+    """Rounds of (measure every node at sampled decisions, fit the policy to the best)."""
+    windows: int = 8
+    """Train windows per round (the env's pool in turn, continuing round to round)."""
+    states_per_window: int = 24
+    """Long decisions measured per window (fewer when the window has fewer)."""
+    lead_requests: int = 600
+    """Requests replayed before a measured decision (a shorter past builds its state)."""
+    horizon_requests: int = 300
+    """Requests from the measured decision on whose TTFTs are summed."""
+    min_gain_s: float = 0.5
+    """Summed TTFT (s) another node must save over the policy's own to replace it."""
+    hold_s: float = 0.25
+    """A decision is *long* (measured) when the request would hold the node the
+    policy chose at least this long (first token less backlog there, s)."""
+    anchor_per_window: int = 400
+    """The policy's own decisions per window kept as labels, so that fitting the
+    measured ones does not move the rest."""
+    repeat: int = 4
+    """Copies of each measured decision among the labels (its weight)."""
+    aggregate: bool = True
+    """Fit each round to every round's labels so far (else to its own only)."""
+    epochs: int = 10
+    batch_size: int = 256
+    learning_rate: float = 3e-4
+
+    def __post_init__(self) -> None:
+        """Counts and numbers in range, each named as its config key."""
+        for name, low in (
+            ("iterations", 0),
+            ("windows", 1),
+            ("states_per_window", 1),
+            ("lead_requests", 0),
+            ("horizon_requests", 1),
+            ("anchor_per_window", 0),
+            ("repeat", 1),
+            ("epochs", 1),
+            ("batch_size", 1),
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(
+                    f"improvement.{name} must be a whole number >= {low}, got {value!r}"
+                )
+        if not isinstance(self.aggregate, bool):
+            raise ValueError(f"improvement.aggregate must be true or false, got {self.aggregate!r}")
+        for name in ("min_gain_s", "hold_s", "learning_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"improvement.{name} must be a number, got {value!r}")
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"improvement.{name} must be a finite number >= 0, got {value!r}")

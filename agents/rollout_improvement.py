@@ -1,0 +1,229 @@
+"""Rollout policy improvement: approximate policy iteration on the simulator.
+
+PPO estimates how good an action was from the returns of sampled episodes, in
+which thousands of other decisions and the traffic itself move the sum of TTFT
+far more than one routing choice does. The simulator is deterministic, so the
+value of an action can be measured instead: replay the window up to a decision,
+take each possible action there, let the current policy act everywhere after,
+and compare the summed TTFT. That is Monte-Carlo policy evaluation of each
+action with one sample of the future (the window's own arrivals), and fitting
+the policy to the best measured action is a policy-improvement step
+(classification-based approximate policy iteration).
+
+One round (:func:`improve_round`) of a btb/RouteWarm-v0 agent:
+
+1. The agent serves each of a set of train windows greedily; every arrival it
+   routes to a node it would hold for at least ``hold_s`` seconds is a *long*
+   decision (a cold prefill, the decisions that move TTFT most).
+2. At ``states_per_window`` long decisions drawn at random, the window is cut to
+   ``lead_requests`` requests before the decision and ``horizon_requests`` from it
+   on (the lead rebuilds queues and caches; the state there is the one measured
+   and the one the agent observes). On each node the action mask allows, the
+   agent's action with only the route changed is played there, the agent acts
+   everywhere else, and the TTFTs of the requests from the decision on are
+   summed (every request of the cut window is served, so effects within the
+   horizon all count).
+3. The label is the node with the lowest sum when it saves at least
+   ``min_gain_s`` seconds over the agent's own, else the agent's own choice; the
+   rest of the action is the agent's. ``anchor_per_window`` of the agent's own
+   greedy decisions per window join the labels, so fitting the measured ones
+   moves nothing else.
+4. The policy is fitted to the labels by cross-entropy
+   (:func:`agents.imitation.pretrain`).
+
+The caller scores the policy on validation windows after every round and keeps
+the best (``experiments.train``, ``improvement.iterations``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agents.adapter import AgentPolicy
+from agents.imitation import Demonstrations, pretrain
+from agents.imitation_settings import ImitationSettings
+from agents.improvement_settings import ImprovementSettings
+from baselines.policy import Policy
+from envs.encoder import hold_s
+from envs.sim import ClusterSpec, SimConfig, Simulator
+from envs.sim.request import Request, Workload
+
+
+class _Probe(Policy):
+    """The agent acting greedily, which remembers (observation, mask, action) at
+    the arrivals in ``record``, lists its long decisions when ``long_s`` is set,
+    and routes the arrival ``fork`` to ``node`` instead of its own choice."""
+
+    name = "rollout_probe"
+
+    def __init__(
+        self,
+        agent: AgentPolicy,
+        record: Sequence[int] = (),
+        long_s: float | None = None,
+        fork: int = -1,
+        node: int = -1,
+    ) -> None:
+        self.agent = agent
+        self.record = set(record)
+        self.long_s = long_s
+        self.fork = fork
+        self.node = node
+        self.seen: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.long: list[int] = []
+
+    def reset(self, sim: Simulator) -> None:
+        self.agent.reset(sim)
+        self.seen.clear()
+        self.long.clear()
+
+    def decide(self, sim: Simulator, request: Request) -> None:
+        agent = self.agent
+        obs, mask = agent.observe(sim, request)
+        assert mask is not None, "rollout improvement needs a masked route-warm agent"
+        action = np.array(agent.act(obs, mask), dtype=np.int64)
+        index = request.index
+        if index in self.record:
+            self.seen[index] = (obs.copy(), mask.copy(), action.copy())
+        if self.long_s is not None and hold_s(obs, int(action[0])) >= self.long_s:
+            self.long.append(index)
+        if index == self.fork:
+            action[0] = self.node
+        agent.apply(sim, request, action)
+
+
+@dataclass
+class RoundStats:
+    """What one round measured and fitted."""
+
+    windows: list[str] = field(default_factory=list)
+    long_decisions: int = 0
+    measured: int = 0
+    changed: int = 0
+    saved_s: float = 0.0
+    """Summed TTFT the changed labels save over the agent's own choices, as measured."""
+    labels: int = 0
+    fit: dict[str, float] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    """Per measured decision: window, index, the agent's node, the label's, and
+    each node's summed TTFT (inf where the mask forbids the node)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "windows": list(self.windows),
+            "long_decisions": self.long_decisions,
+            "measured": self.measured,
+            "changed": self.changed,
+            "saved_s": self.saved_s,
+            "labels": self.labels,
+            **{key: float(value) for key, value in self.fit.items()},
+        }
+
+
+def _serve(
+    probe: _Probe, cluster: ClusterSpec, workload: Workload, sim: SimConfig, seed: int
+) -> np.ndarray:
+    """Each request's TTFT (s) when ``probe`` serves ``workload``."""
+    simulator = Simulator(cluster, workload, sim, np.random.default_rng(seed))
+    return np.asarray(probe.run(simulator).ttft_s, dtype=float)
+
+
+def measure_window(
+    agent: AgentPolicy,
+    window: Workload,
+    cluster: ClusterSpec,
+    sim: SimConfig,
+    settings: ImprovementSettings,
+    rng: np.random.Generator,
+    seed: int,
+    demos: Demonstrations,
+    stats: RoundStats,
+) -> None:
+    """Steps 1-3 of a round on one window: its labels go to ``demos``."""
+    requests = window.requests
+    anchors = rng.choice(len(requests), min(settings.anchor_per_window, len(requests)), False)
+    base = _Probe(agent, anchors.tolist(), long_s=settings.hold_s)
+    _serve(base, cluster, window, sim, seed)
+    for obs, mask, action in base.seen.values():
+        demos.obs.append(obs)
+        demos.masks.append(mask)
+        demos.actions.append(action)
+        demos.returns.append(0.0)
+    stats.windows.append(window.name)
+    stats.long_decisions += len(base.long)
+    picks = sorted(rng.choice(base.long, min(settings.states_per_window, len(base.long)), False))
+    n_nodes = len(cluster.nodes)
+    for index in picks:
+        start = max(0, int(index) - settings.lead_requests)
+        cut = Workload(
+            window.name,
+            window.block_tokens,
+            requests[start : int(index) + settings.horizon_requests],
+        )
+        at = int(index) - start
+        own = _Probe(agent, [at])
+        sums = np.full(n_nodes, np.inf)
+        own_sum = float(_serve(own, cluster, cut, sim, seed)[at:].sum())
+        obs, mask, action = own.seen[at]
+        chosen = int(action[0])
+        sums[chosen] = own_sum
+        for node in range(n_nodes):
+            if node != chosen and mask[node]:
+                probe = _Probe(agent, fork=at, node=node)
+                sums[node] = float(_serve(probe, cluster, cut, sim, seed)[at:].sum())
+        best = int(np.argmin(sums))
+        stats.measured += 1
+        if own_sum - sums[best] < settings.min_gain_s:
+            best = chosen
+        if best != chosen:
+            stats.changed += 1
+            stats.saved_s += own_sum - float(sums[best])
+        stats.decisions.append(
+            {
+                "window": window.name,
+                "index": int(index),
+                "chosen": chosen,
+                "label": best,
+                "sums_s": sums.tolist(),
+            }
+        )
+        label = action.copy()
+        label[0] = best
+        for _ in range(settings.repeat):
+            demos.obs.append(obs)
+            demos.masks.append(mask)
+            demos.actions.append(label)
+            demos.returns.append(0.0)
+
+
+def improve_round(
+    model: Any,
+    spec: Any,
+    windows: Sequence[Workload],
+    cluster: ClusterSpec,
+    sim: SimConfig,
+    settings: ImprovementSettings,
+    seed: int,
+    demos: Demonstrations | None = None,
+) -> RoundStats:
+    """One round on ``windows``: measure with the model as it is, then fit it to
+    the new labels, added to ``demos`` (the earlier rounds' labels when the caller
+    keeps them: ``improvement.aggregate``)."""
+    agent = AgentPolicy(model, spec)  # reads the weights now: a new one each round
+    rng = np.random.default_rng(seed)
+    demos = demos if demos is not None else Demonstrations()
+    stats = RoundStats()
+    for position, window in enumerate(windows):
+        measure_window(agent, window, cluster, sim, settings, rng, seed + position, demos, stats)
+    stats.labels = len(demos)
+    fit = ImitationSettings(
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+    )
+    stats.fit = pretrain(model, demos, fit, seed)
+    return stats

@@ -1,0 +1,151 @@
+"""Rollout policy improvement: the probe serves exactly as the agent does, a fork
+changes one route only, labels are the measured best, and ``train`` runs rounds,
+scores each on validation windows and keeps the best."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import envs  # noqa: F401  (registers the environments)
+from agents.adapter import AgentPolicy
+from agents.algorithms import AgentSpec, build_model
+from agents.imitation import Demonstrations
+from agents.improvement_settings import ImprovementSettings
+from agents.rollout_improvement import RoundStats, _Probe, _serve, measure_window
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.request import Workload
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from experiments.train import train
+from tests.experiments.test_hydra_commands import TINY, compose_train
+
+SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
+CLUSTER = setup_cluster("70b_h100x4")
+SIM = SimConfig(causal_kv=True)
+
+
+@pytest.fixture(scope="module")
+def agent() -> AgentPolicy:
+    """A fresh MaskablePPO node-set agent whose action heads are spread, so that
+    its greedy routes differ across nodes."""
+    spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16)
+    window = synthetic_window(SMALL, window=0)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), {"n_steps": 8})
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.policy.action_net.named_parameters():
+            param.normal_(0.0, 1.0) if name.endswith("weight") else param.zero_()
+    return AgentPolicy(model, spec)
+
+
+def test_the_probe_serves_as_the_agent_and_a_fork_moves_one_route(agent: AgentPolicy) -> None:
+    window = synthetic_window(SMALL, window=1)
+    plain = agent.run(Simulator(CLUSTER, window, SIM, np.random.default_rng(3)))
+    probe = _Probe(agent, record=[10], long_s=0.25)
+    assert np.array_equal(_serve(probe, CLUSTER, window, SIM, 3), plain.ttft_s)
+    own = int(probe.seen[10][2][0])
+    assert own == int(plain.node[10])
+    # every long decision is one the agent sent where it holds the node >= 0.25 s
+    assert probe.long and all(i < len(window.requests) for i in probe.long)
+    same = _Probe(agent, fork=10, node=own)
+    assert np.array_equal(_serve(same, CLUSTER, window, SIM, 3), plain.ttft_s)
+    other = (own + 1) % 4
+    moved = _Probe(agent, fork=10, node=other)
+    simulator = Simulator(CLUSTER, window, SIM, np.random.default_rng(3))
+    records = moved.run(simulator)
+    assert int(records.node[10]) == other
+    assert np.array_equal(records.ttft_s[:10], plain.ttft_s[:10])  # the past is the same
+
+
+def test_labels_are_the_measured_best_node(agent: AgentPolicy) -> None:
+    """Every measured decision: the label is the node with the lowest summed TTFT
+    when it saves at least min_gain_s, else the agent's own; re-serving the cut
+    window with the label's route gives the recorded sum."""
+    window = synthetic_window(SMALL, window=2)
+    settings = ImprovementSettings(
+        states_per_window=4, lead_requests=20, horizon_requests=40, min_gain_s=0.01, repeat=2
+    )
+    demos, stats = Demonstrations(), RoundStats()
+    anchors = min(settings.anchor_per_window, len(window.requests))
+    measure_window(agent, window, CLUSTER, SIM, settings, np.random.default_rng(0), 5, demos, stats)
+    assert stats.measured == len(stats.decisions) == 4
+    assert len(demos) == anchors + settings.repeat * stats.measured
+    changed = 0
+    for decision in stats.decisions:
+        sums = np.array(decision["sums_s"])
+        chosen, label = decision["chosen"], decision["label"]
+        if label != chosen:
+            changed += 1
+            assert sums[label] == sums.min() and sums[chosen] - sums[label] >= 0.01
+        else:
+            assert sums[chosen] - sums.min() < 0.01
+        index = decision["index"]
+        start = max(0, index - settings.lead_requests)
+        cut = Workload(
+            window.name,
+            window.block_tokens,
+            window.requests[start : index + settings.horizon_requests],
+        )
+        probe = _Probe(agent, fork=index - start, node=label)
+        assert _serve(probe, CLUSTER, cut, SIM, 5)[index - start :].sum() == sums[label]
+    assert changed == stats.changed
+    # every measured label's route is one the action mask allows
+    for mask, action in zip(demos.masks[anchors:], demos.actions[anchors:]):
+        assert mask[action[0]]
+
+
+def test_bad_settings_are_named() -> None:
+    with pytest.raises(ValueError, match=r"improvement\.windows must be a whole number >= 1"):
+        ImprovementSettings(windows=0)
+    with pytest.raises(ValueError, match=r"improvement\.min_gain_s must be a finite number"):
+        ImprovementSettings(min_gain_s=float("nan"))
+    with pytest.raises(ValueError, match=r"improvement\.aggregate must be true or false"):
+        ImprovementSettings(aggregate="yes")  # type: ignore[arg-type]
+
+
+def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
+    from experiments.train import check_train
+
+    cfg = compose_train([*TINY, "improvement.iterations=1", f"out_dir={tmp_path}"])
+    with pytest.raises(ValueError, match=r"improvement\.iterations=1: rollout improvement trains"):
+        check_train(cfg)
+
+
+@pytest.mark.slow
+def test_train_runs_rounds_and_keeps_the_best(tmp_path: Path) -> None:
+    cfg = compose_train(
+        [
+            *TINY,
+            "agent=maskable_ppo",
+            "env=route_warm",
+            "train.total_timesteps=0",
+            "train.evaluate=false",
+            "improvement.iterations=2",
+            "improvement.windows=1",
+            "improvement.states_per_window=2",
+            "improvement.lead_requests=20",
+            "improvement.horizon_requests=30",
+            "improvement.anchor_per_window=50",
+            "improvement.epochs=2",
+            f"out_dir={tmp_path}",
+        ]
+    )
+    train(cfg)
+    record = json.loads((tmp_path / "train.json").read_text())["train"]["improvement"]
+    scores = [r["score"] for r in record["rounds"]]
+    assert [r["round"] for r in record["rounds"]] == [0, 1, 2]
+    assert record["best_score"] == min(scores)
+    assert record["best_round"] == scores.index(min(scores))
+    assert record["rounds"][1]["measured"] == 2
+    # the saved agent is the best round's: it scores the best score again
+    from agents.algorithms import load_agent
+    from experiments.train import ValidationScore, window_pool_of
+
+    model, spec = load_agent(tmp_path / "agent")
+    val = window_pool_of(cfg, "val", cfg.workload.val_windows)
+    assert ValidationScore(cfg, spec, val, str(cfg.train.val_score))(model) == record["best_score"]
