@@ -27,14 +27,16 @@ class ImprovementSettings:
     hold_s: float = 0.25
     """A decision is *long* (measured) when the request would hold the node the
     policy chose at least this long (first token less backlog there, s)."""
-    anchor_per_window: int = 400
+    anchor_per_window: int = 1500
     """The policy's own decisions per window kept as labels, so that fitting the
     measured ones does not move the rest."""
     repeat: int = 4
     """Copies of each measured decision among the labels (its weight)."""
     aggregate: bool = True
     """Fit each round to every round's labels so far (else to its own only)."""
-    epochs: int = 10
+    workers: int = 1
+    """Processes measuring windows at once (forked; the labels do not depend on it)."""
+    epochs: int = 5
     batch_size: int = 256
     learning_rate: float = 3e-4
 
@@ -48,6 +50,7 @@ class ImprovementSettings:
             ("horizon_requests", 1),
             ("anchor_per_window", 0),
             ("repeat", 1),
+            ("workers", 1),
             ("epochs", 1),
             ("batch_size", 1),
         ):

@@ -37,6 +37,7 @@ the best (``experiments.train``, ``improvement.iterations``).
 
 from __future__ import annotations
 
+import multiprocessing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,12 +139,12 @@ def measure_window(
     cluster: ClusterSpec,
     sim: SimConfig,
     settings: ImprovementSettings,
-    rng: np.random.Generator,
     seed: int,
-    demos: Demonstrations,
-    stats: RoundStats,
-) -> None:
-    """Steps 1-3 of a round on one window: its labels go to ``demos``."""
+) -> tuple[Demonstrations, RoundStats]:
+    """Steps 1-3 of a round on one window: its labels and what was measured.
+    ``seed`` seeds the simulator and the draws of anchors and long decisions."""
+    rng = np.random.default_rng(seed)
+    demos, stats = Demonstrations(), RoundStats()
     requests = window.requests
     anchors = rng.choice(len(requests), min(settings.anchor_per_window, len(requests)), False)
     base = _Probe(agent, anchors.tolist(), long_s=settings.hold_s)
@@ -198,6 +199,17 @@ def measure_window(
             demos.masks.append(mask)
             demos.actions.append(label)
             demos.returns.append(0.0)
+    return demos, stats
+
+
+_WORKER: dict[str, Any] = {}
+"""What a forked measuring process reads: the round's agent, cluster, sim, settings."""
+
+
+def _measure_in_worker(job: tuple[Workload, int]) -> tuple[Demonstrations, RoundStats]:
+    window, seed = job
+    w = _WORKER
+    return measure_window(w["agent"], window, w["cluster"], w["sim"], w["settings"], seed)
 
 
 def improve_round(
@@ -214,11 +226,30 @@ def improve_round(
     the new labels, added to ``demos`` (the earlier rounds' labels when the caller
     keeps them: ``improvement.aggregate``)."""
     agent = AgentPolicy(model, spec)  # reads the weights now: a new one each round
-    rng = np.random.default_rng(seed)
     demos = demos if demos is not None else Demonstrations()
+    jobs = [(window, seed * 1000 + position) for position, window in enumerate(windows)]
+    if settings.workers > 1 and len(jobs) > 1:
+        # forked processes inherit the agent; each window's result depends on its
+        # own seed only, so the labels are the same for any number of workers
+        _WORKER.update(agent=agent, cluster=cluster, sim=sim, settings=settings)
+        try:
+            context = multiprocessing.get_context("fork")
+            with context.Pool(min(settings.workers, len(jobs))) as pool:
+                results = pool.map(_measure_in_worker, jobs, chunksize=1)
+        finally:
+            _WORKER.clear()
+    else:
+        results = [measure_window(agent, w, cluster, sim, settings, s) for w, s in jobs]
     stats = RoundStats()
-    for position, window in enumerate(windows):
-        measure_window(agent, window, cluster, sim, settings, rng, seed + position, demos, stats)
+    for part, measured in results:
+        for name in ("obs", "masks", "actions", "returns"):
+            getattr(demos, name).extend(getattr(part, name))
+        stats.windows += measured.windows
+        stats.long_decisions += measured.long_decisions
+        stats.measured += measured.measured
+        stats.changed += measured.changed
+        stats.saved_s += measured.saved_s
+        stats.decisions += measured.decisions
     stats.labels = len(demos)
     fit = ImitationSettings(
         epochs=settings.epochs,

@@ -4,6 +4,7 @@ scores each on validation windows and keeps the best."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -15,9 +16,8 @@ import torch
 import envs  # noqa: F401  (registers the environments)
 from agents.adapter import AgentPolicy
 from agents.algorithms import AgentSpec, build_model
-from agents.imitation import Demonstrations
 from agents.improvement_settings import ImprovementSettings
-from agents.rollout_improvement import RoundStats, _Probe, _serve, measure_window
+from agents.rollout_improvement import _Probe, _serve, improve_round, measure_window
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
@@ -70,9 +70,8 @@ def test_labels_are_the_measured_best_node(agent: AgentPolicy) -> None:
     settings = ImprovementSettings(
         states_per_window=4, lead_requests=20, horizon_requests=40, min_gain_s=0.01, repeat=2
     )
-    demos, stats = Demonstrations(), RoundStats()
     anchors = min(settings.anchor_per_window, len(window.requests))
-    measure_window(agent, window, CLUSTER, SIM, settings, np.random.default_rng(0), 5, demos, stats)
+    demos, stats = measure_window(agent, window, CLUSTER, SIM, settings, 5)
     assert stats.measured == len(stats.decisions) == 4
     assert len(demos) == anchors + settings.repeat * stats.measured
     changed = 0
@@ -149,3 +148,27 @@ def test_train_runs_rounds_and_keeps_the_best(tmp_path: Path) -> None:
     model, spec = load_agent(tmp_path / "agent")
     val = window_pool_of(cfg, "val", cfg.workload.val_windows)
     assert ValidationScore(cfg, spec, val, str(cfg.train.val_score))(model) == record["best_score"]
+
+
+def test_the_labels_do_not_depend_on_the_workers(agent: AgentPolicy) -> None:
+    """Two forked workers measure the same decisions and give the same labels and
+    the same fitted weights as one process."""
+    windows = [synthetic_window(SMALL, window=i) for i in (3, 4)]
+    settings = dict(states_per_window=2, lead_requests=10, horizon_requests=20, epochs=1)
+    fitted = []
+    for workers in (1, 2):
+        model = copy.deepcopy(agent.model)
+        stats = improve_round(
+            model,
+            agent.spec,
+            windows,
+            CLUSTER,
+            SIM,
+            ImprovementSettings(workers=workers, **settings),  # type: ignore[arg-type]
+            seed=9,
+        )
+        fitted.append((stats.decisions, model.policy.state_dict()))
+    (one, weights_one), (two, weights_two) = fitted
+    assert one == two and len(one) == 4
+    for name, value in weights_one.items():
+        assert torch.equal(value, weights_two[name]), name
