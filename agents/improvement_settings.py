@@ -18,8 +18,12 @@ class ImprovementSettings:
     """Train windows per round (the env's pool in turn, continuing round to round)."""
     states_per_window: int = 24
     """Long decisions measured per window (fewer when the window has fewer)."""
-    lead_requests: int = 600
-    """Requests replayed before a measured decision (a shorter past builds its state)."""
+    lead_requests: int | None = None
+    """Requests replayed before a measured decision; None (the default): the whole
+    past, so the decision is measured in the very state the agent met. A shorter
+    lead is cheaper but rebuilds the state only approximately: on ``mixed``, whose
+    background traffic keeps cache state for minutes, 600 requests were too few
+    (labels that saved TTFT on the cut window cost it on the whole one)."""
     horizon_requests: int = 300
     """Requests from the measured decision on whose TTFTs are summed."""
     min_gain_s: float = 0.5
@@ -46,7 +50,6 @@ class ImprovementSettings:
             ("iterations", 0),
             ("windows", 1),
             ("states_per_window", 1),
-            ("lead_requests", 0),
             ("horizon_requests", 1),
             ("anchor_per_window", 0),
             ("repeat", 1),
@@ -61,6 +64,11 @@ class ImprovementSettings:
                 )
         if not isinstance(self.aggregate, bool):
             raise ValueError(f"improvement.aggregate must be true or false, got {self.aggregate!r}")
+        lead = self.lead_requests
+        if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int) or lead < 0):
+            raise ValueError(
+                f"improvement.lead_requests must be a whole number >= 0 or null, got {lead!r}"
+            )
         for name in ("min_gain_s", "hold_s", "learning_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):

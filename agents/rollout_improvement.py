@@ -15,10 +15,10 @@ One round (:func:`improve_round`) of a btb/RouteWarm-v0 agent:
 1. The agent serves each of a set of train windows greedily; every arrival it
    routes to a node it would hold for at least ``hold_s`` seconds is a *long*
    decision (a cold prefill, the decisions that move TTFT most).
-2. At ``states_per_window`` long decisions drawn at random, the window is cut to
-   ``lead_requests`` requests before the decision and ``horizon_requests`` from it
-   on (the lead rebuilds queues and caches; the state there is the one measured
-   and the one the agent observes). On each node the action mask allows, the
+2. At ``states_per_window`` long decisions drawn at random, the window is cut
+   ``horizon_requests`` after the decision (and, with ``lead_requests``, that
+   many before it; by default the whole past is replayed, so the state is the
+   one the agent met). On each node the action mask allows, the
    agent's action with only the route changed is played there, the agent acts
    everywhere else, and the TTFTs of the requests from the decision on are
    summed (every request of the cut window is served, so effects within the
@@ -159,7 +159,8 @@ def measure_window(
     picks = sorted(rng.choice(base.long, min(settings.states_per_window, len(base.long)), False))
     n_nodes = len(cluster.nodes)
     for index in picks:
-        start = max(0, int(index) - settings.lead_requests)
+        lead = settings.lead_requests
+        start = 0 if lead is None else max(0, int(index) - lead)
         cut = Workload(
             window.name,
             window.block_tokens,
