@@ -29,7 +29,10 @@ One round (:func:`improve_round`) of a btb/RouteWarm-v0 agent:
    greedy decisions per window join the labels, so fitting the measured ones
    moves nothing else.
 4. The policy is fitted to the labels by cross-entropy
-   (:func:`agents.imitation.pretrain`).
+   (:func:`agents.imitation.pretrain`). The fitted policy serves the round's
+   windows again; unless their summed TTFT is lower than before the fit, the
+   fit is undone (a fit can move decisions other than the measured ones, and
+   labels measured on one future can mislead on others).
 
 The caller scores the policy on validation windows after every round and keeps
 the best (``experiments.train``, ``improvement.iterations``).
@@ -37,6 +40,7 @@ the best (``experiments.train``, ``improvement.iterations``).
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -108,6 +112,12 @@ class RoundStats:
     saved_s: float = 0.0
     """Summed TTFT the changed labels save over the agent's own choices, as measured."""
     labels: int = 0
+    before_s: float = 0.0
+    """Summed TTFT of the round's windows served by the policy before the fit."""
+    after_s: float = 0.0
+    """... by the fitted policy."""
+    accepted: bool = True
+    """The fit lowered the round's summed TTFT (else the weights were restored)."""
     fit: dict[str, float] = field(default_factory=dict)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     """Per measured decision: window, index, the agent's node, the label's, and
@@ -121,6 +131,9 @@ class RoundStats:
             "changed": self.changed,
             "saved_s": self.saved_s,
             "labels": self.labels,
+            "before_s": self.before_s,
+            "after_s": self.after_s,
+            "accepted": self.accepted,
             **{key: float(value) for key, value in self.fit.items()},
         }
 
@@ -148,7 +161,7 @@ def measure_window(
     requests = window.requests
     anchors = rng.choice(len(requests), min(settings.anchor_per_window, len(requests)), False)
     base = _Probe(agent, anchors.tolist(), long_s=settings.hold_s)
-    _serve(base, cluster, window, sim, seed)
+    stats.before_s = float(_serve(base, cluster, window, sim, seed).sum())
     for obs, mask, action in base.seen.values():
         demos.obs.append(obs)
         demos.masks.append(mask)
@@ -251,11 +264,19 @@ def improve_round(
         stats.changed += measured.changed
         stats.saved_s += measured.saved_s
         stats.decisions += measured.decisions
+        stats.before_s += measured.before_s
     stats.labels = len(demos)
     fit = ImitationSettings(
         epochs=settings.epochs,
         batch_size=settings.batch_size,
         learning_rate=settings.learning_rate,
     )
+    before = copy.deepcopy(model.policy.state_dict())
     stats.fit = pretrain(model, demos, fit, seed)
+    # the improvement check: the fitted policy serves the round's windows again
+    fitted = AgentPolicy(model, spec)
+    stats.after_s = float(sum(_serve(_Probe(fitted), cluster, w, sim, s).sum() for w, s in jobs))
+    if not stats.after_s < stats.before_s:
+        stats.accepted = False
+        model.policy.load_state_dict(before)
     return stats

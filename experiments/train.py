@@ -252,7 +252,6 @@ def run_improvement(
     score = ValidationScore(cfg, spec, val_pool, str(cfg.train.val_score))
     cluster, sim = cluster_of(cfg), sim_of(cfg)
     seed = int(cfg.seed)
-    order = np.random.default_rng(seed).permutation(len(pool))
     labels = Demonstrations() if settings.aggregate else None
     best_round, best_score = 0, float(score(model))
     save_agent(model, spec, out_dir / "agent")
@@ -260,11 +259,10 @@ def run_improvement(
     print(f"rollout improvement: start, validation {best_score:.4f}", flush=True)
     for number in range(1, settings.iterations + 1):
         start = time.perf_counter()
-        picks = order[((number - 1) * settings.windows + np.arange(settings.windows)) % len(pool)]
         stats = improve_round(
             model,
             spec,
-            [pool[i] for i in picks],
+            round_windows(pool, settings.windows, number, seed),
             cluster,
             sim,
             settings,
@@ -287,11 +285,16 @@ def run_improvement(
             }
         )
         best = "best so far" if kept else f"best {best_score:.4f} at round {best_round}"
+        fitted = (
+            f"fit accepted: the round's windows {stats.before_s:.1f} -> {stats.after_s:.1f} s"
+            if stats.accepted
+            else f"fit undone: the round's windows {stats.before_s:.1f} -> {stats.after_s:.1f} s"
+        )
         print(
             f"rollout improvement: round {number}/{settings.iterations}: "
             f"{stats.changed} of {stats.measured} measured decisions changed "
-            f"({stats.saved_s:.1f} s of TTFT saved as measured), validation {value:.4f} "
-            f"({best}) [{wall:.0f} s]",
+            f"({stats.saved_s:.1f} s of TTFT saved as measured); {fitted}; "
+            f"validation {value:.4f} ({best}) [{wall:.0f} s]",
             flush=True,
         )
     model, _ = load_agent(out_dir / "agent", env=vec)
@@ -666,13 +669,33 @@ class ValidationScore:
         return max(families[name] / start[name] for name in families)
 
 
+def family_of(name: str) -> str:
+    """The family of a window named ``workload/family-0007`` (``family``)."""
+    return name.rsplit("/", 1)[-1].rsplit("-", 1)[0]
+
+
+def round_windows(pool: list[Any], count: int, number: int, seed: int) -> list[Any]:
+    """The ``count`` train windows of improvement round ``number`` (from 1): the
+    families in turn, each family's windows in a seeded order, so that every
+    round measures every family (one family's labels alone can mislead on the
+    others)."""
+    families: dict[str, list[int]] = {}
+    for i, window in enumerate(pool):
+        families.setdefault(family_of(window.name), []).append(i)
+    rng = np.random.default_rng(seed)
+    orders = [[int(i) for i in rng.permutation(members)] for members in families.values()]
+    turns = max(len(order) for order in orders)
+    sequence = [order[k % len(order)] for k in range(turns) for order in orders]
+    start = (number - 1) * count
+    return [pool[sequence[(start + j) % len(sequence)]] for j in range(count)]
+
+
 def family_geomeans(names: list[str], values: list[float]) -> dict[str, float]:
     """The geometric mean of ``values`` per family of the windows ``names``
     (``workload/family-0007`` is of family ``family``), families in first-seen order."""
     logs: dict[str, list[float]] = {}
     for name, value in zip(names, values):
-        family = name.rsplit("/", 1)[-1].rsplit("-", 1)[0]
-        logs.setdefault(family, []).append(float(np.log(value)))
+        logs.setdefault(family_of(name), []).append(float(np.log(value)))
     return {family: float(np.exp(np.mean(v))) for family, v in logs.items()}
 
 
@@ -810,10 +833,12 @@ def train(cfg: DictConfig) -> float:
                 model, float(cfg.agent.clone_kl_coef), str(cfg.agent.clone_kl_schedule)
             )
         remaining = int(cfg.train.total_timesteps) - int(model.num_timesteps)
-        print(
-            f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, {workload_label(cfg)}): "
-            f"{model.num_timesteps} -> {cfg.train.total_timesteps} steps; run folder {out_dir}"
-        )
+        if remaining > 0:
+            print(
+                f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, "
+                f"{workload_label(cfg)}): {model.num_timesteps} -> {cfg.train.total_timesteps} "
+                f"steps; run folder {out_dir}"
+            )
         clock = RolloutClock(logger)
         metrics = MetricsLogger(logger)
         callbacks = [
@@ -904,10 +929,13 @@ def train(cfg: DictConfig) -> float:
                 "train/update_s": clock.update_s,
             }
         )
-        print(
-            f"trained to {end_step} steps at {steps_per_s:,.0f} steps/s "
-            f"({throughput_split(done, clock.rollout_s, clock.update_s)})"
-        )
+        if done > 0:
+            print(
+                f"trained to {end_step} steps at {steps_per_s:,.0f} steps/s "
+                f"({throughput_split(done, clock.rollout_s, clock.update_s)})"
+            )
+        else:
+            print(f"no RL steps; the agent is in {out_dir / 'agent'}")
         if end_step > asked:
             print(
                 f"note: {end_step - asked} steps past train.total_timesteps={asked}: "
