@@ -286,9 +286,8 @@ def run_improvement(
         )
         best = "best so far" if kept else f"best {best_score:.4f} at round {best_round}"
         fitted = (
-            f"fit accepted: the round's windows {stats.before_s:.1f} -> {stats.after_s:.1f} s"
-            if stats.accepted
-            else f"fit undone: the round's windows {stats.before_s:.1f} -> {stats.after_s:.1f} s"
+            f"fit {'accepted' if stats.accepted else 'undone'}: the round's windows "
+            f"{stats.change * 100:+.2f} %"
         )
         print(
             f"rollout improvement: round {number}/{settings.iterations}: "
