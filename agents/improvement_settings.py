@@ -36,6 +36,11 @@ class ImprovementSettings:
     measured ones does not move the rest."""
     repeat: int = 4
     """Copies of each measured decision among the labels (its weight)."""
+    families_in_turn: bool = True
+    """Each round's windows one per family in turn (else the pool in a seeded order)."""
+    undo_worse: bool = True
+    """Undo a round's fit unless it lowers the geometric mean of the round's own
+    windows' summed TTFTs (measured: every fit of the runs that set this was undone)."""
     aggregate: bool = True
     """Fit each round to every round's labels so far (else to its own only)."""
     workers: int = 1
@@ -62,8 +67,11 @@ class ImprovementSettings:
                 raise ValueError(
                     f"improvement.{name} must be a whole number >= {low}, got {value!r}"
                 )
-        if not isinstance(self.aggregate, bool):
-            raise ValueError(f"improvement.aggregate must be true or false, got {self.aggregate!r}")
+        for name in ("aggregate", "families_in_turn", "undo_worse"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(
+                    f"improvement.{name} must be true or false, got {getattr(self, name)!r}"
+                )
         lead = self.lead_requests
         if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int) or lead < 0):
             raise ValueError(

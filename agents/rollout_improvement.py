@@ -289,7 +289,7 @@ def improve_round(
     # the improvement check: the fitted policy serves the round's windows again
     fitted = AgentPolicy(model, spec)
     stats.after_s = [float(_serve(_Probe(fitted), cluster, w, sim, s).sum()) for w, s in jobs]
-    if not stats.change < 0.0:
+    if settings.undo_worse and not stats.change < 0.0:
         stats.accepted = False
         model.policy.load_state_dict(before)
     return stats

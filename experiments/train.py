@@ -262,7 +262,7 @@ def run_improvement(
         stats = improve_round(
             model,
             spec,
-            round_windows(pool, settings.windows, number, seed),
+            round_windows(pool, settings.windows, number, seed, settings.families_in_turn),
             cluster,
             sim,
             settings,
@@ -673,14 +673,17 @@ def family_of(name: str) -> str:
     return name.rsplit("/", 1)[-1].rsplit("-", 1)[0]
 
 
-def round_windows(pool: list[Any], count: int, number: int, seed: int) -> list[Any]:
-    """The ``count`` train windows of improvement round ``number`` (from 1): the
-    families in turn, each family's windows in a seeded order, so that every
-    round measures every family (one family's labels alone can mislead on the
-    others)."""
+def round_windows(
+    pool: list[Any], count: int, number: int, seed: int, families_in_turn: bool = True
+) -> list[Any]:
+    """The ``count`` train windows of improvement round ``number`` (from 1), from
+    one seeded order of ``pool``: the families in turn, each family's windows in a
+    seeded order (so that every round measures every family), or with
+    ``families_in_turn`` False the whole pool in a seeded order."""
     families: dict[str, list[int]] = {}
     for i, window in enumerate(pool):
-        families.setdefault(family_of(window.name), []).append(i)
+        key = family_of(window.name) if families_in_turn else ""
+        families.setdefault(key, []).append(i)
     rng = np.random.default_rng(seed)
     orders = [[int(i) for i in rng.permutation(members)] for members in families.values()]
     turns = max(len(order) for order in orders)
