@@ -285,10 +285,9 @@ def run_improvement(
             }
         )
         best = "best so far" if kept else f"best {best_score:.4f} at round {best_round}"
-        fitted = (
-            f"fit {'accepted' if stats.accepted else 'undone'}: the round's windows "
-            f"{stats.change * 100:+.2f} %"
-        )
+        verdict = "" if not settings.undo_worse else "kept" if stats.accepted else "undone"
+        fitted = f"the fit {verdict}: " if verdict else "after the fit: "
+        fitted += f"the round's windows {stats.change * 100:+.2f} %"
         print(
             f"rollout improvement: round {number}/{settings.iterations}: "
             f"{stats.changed} of {stats.measured} measured decisions changed "
