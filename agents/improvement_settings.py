@@ -15,7 +15,7 @@ class ImprovementSettings:
     iterations: int = 0
     """Rounds of (measure every node at sampled decisions, fit the policy to the best)."""
     windows: int = 8
-    """Train windows per round (the env's pool in turn, continuing round to round)."""
+    """Train windows per round (at most the pool; the pool in turn, continuing round to round)."""
     states_per_window: int = 24
     """Long decisions measured per window (fewer when the window has fewer)."""
     lead_requests: int | None = None

@@ -148,6 +148,7 @@ class RoundStats:
             "change": self.change,
             "accepted": self.accepted,
             **{key: float(value) for key, value in self.fit.items()},
+            "decisions": list(self.decisions),
         }
 
 
@@ -279,6 +280,9 @@ def improve_round(
         stats.decisions += measured.decisions
         stats.before_s += measured.before_s
     stats.labels = len(demos)
+    if not len(demos):  # no anchors asked for and no long decision met: nothing to fit
+        stats.accepted = False
+        return stats
     fit = ImitationSettings(
         epochs=settings.epochs,
         batch_size=settings.batch_size,

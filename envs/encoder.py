@@ -156,21 +156,28 @@ class SpareTracker:
     def reset(self) -> None:
         self._shorts.reset()
 
-    def observe(self, rows: np.ndarray, n_nodes: int, now: float) -> list[float]:
+    def observe(
+        self, rows: np.ndarray, n_nodes: int, now: float, up: list[int] | None = None
+    ) -> list[float]:
         """The spare-node features of the request whose node rows are ``rows``
         (the first ``n_nodes * len(NODE_FEATURES)`` entries of the observation);
-        counts it among the short arrivals when it is short."""
+        counts it among the short arrivals when it is short. ``up``: the nodes
+        that are up (None: all); a node down is neither the soonest nor one of the
+        others (its rows look idle), as the spare-node rule skips it."""
         width = len(NODE_FEATURES)
         firsts = rows[_FIRST_TOKEN : n_nodes * width : width].tolist()
         backlogs = rows[_BACKLOG : n_nodes * width : width].tolist()
         loads = rows[0 : n_nodes * width : width].tolist()
-        choice = min(range(n_nodes), key=lambda i: (firsts[i], loads[i], i))
+        nodes = list(range(n_nodes)) if up is None else up
+        if not nodes:  # every node down: nothing to weigh
+            return [0.0, 0.0, 0.0]
+        choice = min(nodes, key=lambda i: (firsts[i], loads[i], i))
         hold = hold_s(rows, choice)
         first = from_log_seconds(firsts[choice])
         rate = self._shorts.rate_per_s(now)
         if hold < SHORT_HOLD_S:
             self._shorts.add(now)
-        others = [from_log_seconds(b) for i, b in enumerate(backlogs) if i != choice]
+        others = [from_log_seconds(backlogs[i]) for i in nodes if i != choice]
         blocked = min([first, *others])
         pressure = rate * blocked * blocked / 2.0
         return [rate / (rate + 4.0), log_seconds(hold), log_seconds(pressure)]
@@ -361,7 +368,10 @@ class ObservationEncoder:
         if self.hints is not None:
             values += self.hints.observe(request)
         if self.spare is not None:
-            values += self.spare.observe(out, self.n_nodes, sim.now)
+            up = [node.index for node in sim.nodes if not node.down]
+            values += self.spare.observe(
+                out, self.n_nodes, sim.now, None if len(up) == self.n_nodes else up
+            )
         if native is None:
             out[self._node_size :] = values
         else:

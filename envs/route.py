@@ -85,6 +85,7 @@ class RouteEnv(ClusterEnv):
     ``blocked`` is the sooner of the soonest node's ``first_token`` and the other
     nodes' ``backlog``: how long short arrivals would find no node free if the
     request stays. ``short_rate`` counts the earlier arrivals, not this one.
+    Nodes that are down (the fault options) are left out of both.
 
     Times are in seconds. "log seconds" is :func:`envs.encoder.log_seconds`,
     ``min(log1p(s / 0.01) / log1p(1000 / 0.01), 1)``: 0 at 0 s, 0.40 at 1 s,

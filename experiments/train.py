@@ -228,6 +228,18 @@ def check_improvement(cfg: Any) -> None:
     if cfg.env.speculate or cfg.env.cache_actions:
         option = "env.speculate" if cfg.env.speculate else "env.cache_actions"
         raise ValueError(f"{head}: it measures routes only; run it without {option}")
+    if cfg.resume:
+        raise ValueError(
+            f"{head} with resume: rollout improvement runs before a run's first PPO step; "
+            "resume continues a run (start a new one from the agent with train.init_from)"
+        )
+    if int(cfg.train.total_timesteps) > 0 and int(cfg.train.val_every) == 0:
+        raise ValueError(
+            f"{head} with train.total_timesteps={cfg.train.total_timesteps} and "
+            "train.val_every=0: PPO's last model would replace the best round unscored; "
+            "set train.val_every (PPO's steps are then scored against the improved "
+            "policy) or train.total_timesteps=0"
+        )
     if cfg.workload.val_windows is not None and int(cfg.workload.val_windows) < 1:
         raise ValueError(
             f"{head}: each round is scored on validation windows; "
@@ -262,7 +274,9 @@ def run_improvement(
         stats = improve_round(
             model,
             spec,
-            round_windows(pool, settings.windows, number, seed, settings.families_in_turn),
+            round_windows(
+                pool, min(settings.windows, len(pool)), number, seed, settings.families_in_turn
+            ),
             cluster,
             sim,
             settings,

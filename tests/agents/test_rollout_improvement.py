@@ -18,6 +18,7 @@ from agents.adapter import AgentPolicy
 from agents.algorithms import AgentSpec, build_model
 from agents.improvement_settings import ImprovementSettings
 from agents.rollout_improvement import _Probe, _serve, improve_round, measure_window
+from envs.encoder import hold_s
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
@@ -46,12 +47,14 @@ def agent() -> AgentPolicy:
 def test_the_probe_serves_as_the_agent_and_a_fork_moves_one_route(agent: AgentPolicy) -> None:
     window = synthetic_window(SMALL, window=1)
     plain = agent.run(Simulator(CLUSTER, window, SIM, np.random.default_rng(3)))
-    probe = _Probe(agent, record=[10], long_s=0.25)
+    probe = _Probe(agent, record=range(len(window.requests)), long_s=0.25)
     assert np.array_equal(_serve(probe, CLUSTER, window, SIM, 3), plain.ttft_s)
     own = int(probe.seen[10][2][0])
     assert own == int(plain.node[10])
-    # every long decision is one the agent sent where it holds the node >= 0.25 s
-    assert probe.long and all(i < len(window.requests) for i in probe.long)
+    # the long decisions are exactly those where the agent's node is held >= 0.25 s
+    holds = {i: hold_s(obs, int(action[0])) for i, (obs, _, action) in probe.seen.items()}
+    assert probe.long == [i for i in sorted(holds) if holds[i] >= 0.25]
+    assert 0 < len(probe.long) < len(holds)
     same = _Probe(agent, fork=10, node=own)
     assert np.array_equal(_serve(same, CLUSTER, window, SIM, 3), plain.ttft_s)
     other = (own + 1) % 4
@@ -108,11 +111,19 @@ def test_bad_settings_are_named() -> None:
 
 
 def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
-    from experiments.train import check_train
+    from experiments.train import check_improvement, check_train
 
     cfg = compose_train([*TINY, "improvement.iterations=1", f"out_dir={tmp_path}"])
     with pytest.raises(ValueError, match=r"improvement\.iterations=1: rollout improvement trains"):
         check_train(cfg)
+    route_warm = [*TINY, "agent=maskable_ppo", "env=route_warm", "improvement.iterations=1"]
+    # PPO's steps after the rounds, unscored, would replace the best round
+    cfg = compose_train([*route_warm, "train.total_timesteps=64"])
+    with pytest.raises(ValueError, match=r"train\.val_every=0: PPO's last model would replace"):
+        check_train(cfg)
+    cfg = compose_train([*route_warm, "train.total_timesteps=64", "resume=somewhere"])
+    with pytest.raises(ValueError, match=r"improvement\.iterations=1 with resume"):
+        check_improvement(cfg)
 
 
 @pytest.mark.slow

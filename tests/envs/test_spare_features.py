@@ -115,3 +115,19 @@ class _Soonest:
 
         estimates = first_token_estimates(sim, request)
         return min(range(sim.n_nodes), key=lambda i: estimates[i][1])
+
+
+def test_a_node_down_is_left_out() -> None:
+    """Node 0 is down (its rows look idle: backlog 0, the earliest first token):
+    the soonest node is node 1 among the nodes up, and blocked is the sooner of
+    node 1's first token (2.0 s) and node 2's backlog (1.0 s), not node 0's 0 s."""
+    tracker = SpareTracker()
+    tracker.reset()
+    short = rows([(0.0, 0.05, 0), (0.0, 0.05, 0), (0.0, 0.05, 0)])
+    tracker.observe(short, 3, 0.0)
+    nodes = rows([(0.0, 0.01, 0), (0.5, 2.0, 1), (1.0, 3.0, 1)])
+    rate, hold, pressure = tracker.observe(nodes, 3, 1.0, up=[1, 2])
+    assert rate == pytest.approx(0.2 / 4.2)
+    assert hold == pytest.approx(log_seconds(1.5), abs=1e-6)
+    assert pressure == pytest.approx(log_seconds(0.2 * 1.0 * 1.0 / 2), abs=1e-6)
+    assert tracker.observe(nodes, 3, 2.0, up=[]) == [0.0, 0.0, 0.0]
