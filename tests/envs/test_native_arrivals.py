@@ -191,7 +191,9 @@ def test_a_compiled_epoch_encoder_writes_the_reference_floats() -> None:
 
 
 @needs_compiled
-@pytest.mark.parametrize(("hints", "spare"), [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    ("hints", "spare"), [(False, False), (True, False), (False, True), (True, True)]
+)
 def test_route_observations_are_the_reference_with_and_without_options(
     hints: bool, spare: bool
 ) -> None:
