@@ -461,6 +461,13 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         "agent.critic": resumed.critic,
         "cluster.n_nodes": resumed.env_kwargs.get("n_nodes"),
     }
+    if cfg.env.kind in ("route", "route_warm"):
+        from envs.encoder import OBSERVATION_OPTIONS
+
+        # the options that shape the observation or the action: another layout
+        for name in ("speculate", "cache_actions", *OBSERVATION_OPTIONS):
+            asked[f"env.{name}"] = bool(cfg.env.get(name, False))
+            saved[f"env.{name}"] = bool(resumed.env_kwargs.get(name, False))
     for field, value in asked.items():
         if saved[field] is not None and saved[field] != value:
             raise ValueError(

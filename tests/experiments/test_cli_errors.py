@@ -215,6 +215,9 @@ def test_unknown_policy_names_are_rejected_before_any_work(
         (["agent=ppo_mlp"], "agent.net", "set", "mlp"),
         (["agent.hidden=32"], "agent.hidden", "64", "32"),
         (["cluster=4xH100_x6"], "cluster.n_nodes", "4", "6"),
+        # another observation layout: refused before the run folder, not by SB3 after it
+        (["env.spare_features=true"], "env.spare_features", "False", "True"),
+        (["env.hints=true"], "env.hints", "False", "True"),
     ],
 )
 def test_resume_names_what_the_checkpoint_does_not_match(
