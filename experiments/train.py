@@ -248,10 +248,18 @@ def check_improvement(cfg: Any) -> None:
 
 
 def run_improvement(
-    model: Any, spec: Any, cfg: Any, pool: list[Any], out_dir: Path, vec: Any
+    model: Any,
+    spec: Any,
+    cfg: Any,
+    pool: list[Any],
+    out_dir: Path,
+    vec: Any,
+    logger: Any = None,
 ) -> tuple[Any, dict[str, Any]]:
     """Rounds of rollout policy improvement on ``pool`` (the train windows), each
-    scored on the validation windows; the best-scoring policy (the start
+    scored on the validation windows (and logged to ``logger`` as
+    ``improve/val_score``, ``improve/changed``, ``improve/fit_change`` by round);
+    the best-scoring policy (the start
     included) is saved to ``out_dir / "agent"`` and returned with the record."""
     from agents.algorithms import load_agent, save_agent
     from agents.imitation import Demonstrations
@@ -289,6 +297,15 @@ def run_improvement(
             best_round, best_score = number, value
             save_agent(model, spec, out_dir / "agent")
         wall = time.perf_counter() - start
+        if logger is not None:
+            logger.log(
+                {
+                    "improve/val_score": value,
+                    "improve/changed": stats.changed,
+                    "improve/fit_change": stats.change,
+                },
+                step=number,
+            )
         rounds.append(
             {
                 "round": number,
@@ -837,9 +854,11 @@ def train(cfg: DictConfig) -> float:
                 logger.summary(bc)
                 print("behavioural cloning: " + ", ".join(f"{k}={v:.4g}" for k, v in bc.items()))
             if int(cfg.improvement.iterations) > 0:
+                started = time.perf_counter()
                 model, train_record["improvement"] = run_improvement(
-                    model, spec, cfg, pool, out_dir, vec
+                    model, spec, cfg, pool, out_dir, vec, logger
                 )
+                train_record["improvement"]["wall_s"] = time.perf_counter() - started
         warmup = min(int(cfg.train.critic_warmup_steps), int(cfg.train.total_timesteps))
         if warmup > 0 and not cfg.resume:
             from agents.finetune import warm_up_critic

@@ -152,6 +152,7 @@ def test_train_runs_rounds_and_keeps_the_best(tmp_path: Path) -> None:
     assert record["best_score"] == min(scores)
     assert record["best_round"] == scores.index(min(scores))
     assert record["rounds"][1]["measured"] == 2
+    assert record["wall_s"] >= sum(r["wall_s"] for r in record["rounds"][1:]) > 0
     # the saved agent is the best round's: it scores the best score again
     from agents.algorithms import load_agent
     from experiments.train import ValidationScore, window_pool_of
