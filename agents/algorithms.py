@@ -28,6 +28,7 @@ from stable_baselines3.common.logger import Logger
 from agents.distributions import LeanCategoricals, kl_divergence
 from agents.networks import (
     CRITICS,
+    NETWORK_OPTIONS,
     MaskableNodeScoringPolicy,
     NodeScoringPolicy,
     NodeSetExtractor,
@@ -119,7 +120,7 @@ def policy_for(spec: AgentSpec) -> tuple[Any, dict[str, Any]]:
     kwargs = {"kind": spec.env, "hidden": spec.hidden, "critic": spec.critic}
     return (
         policy,
-        kwargs | _set_options(spec, ("speculate", "cache_actions", *OBSERVATION_OPTIONS)),
+        kwargs | _set_options(spec, NETWORK_OPTIONS),
     )
 
 

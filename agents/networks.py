@@ -47,6 +47,11 @@ from envs.encoder import (
     SPARE_FEATURES,
 )
 
+NETWORK_OPTIONS = ("speculate", "cache_actions", *OBSERVATION_OPTIONS)
+"""The route envs' options the node-set network follows: action parts
+(``speculate``, ``cache_actions``) and observation features. An agent trained
+with one on has another layout than one trained with it off."""
+
 
 def feature_layout(kind: str, hints: bool = False, spare_features: bool = False) -> tuple[int, int]:
     """(per-node features, global features) of an env kind's observation; ``hints``
@@ -270,7 +275,7 @@ class _NodeScoring:
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()  # type: ignore[misc]
         data.update(kind=self.kind, hidden=self.hidden, critic=self.critic)
-        for option in ("speculate", "cache_actions", *OBSERVATION_OPTIONS):
+        for option in NETWORK_OPTIONS:
             if getattr(self, option):  # only when on: saved as before the options existed
                 data[option] = True
         return data

@@ -172,8 +172,8 @@ class SpareTracker:
         if not nodes:  # every node down: nothing to weigh
             return [0.0, 0.0, 0.0]
         choice = min(nodes, key=lambda i: (firsts[i], loads[i], i))
-        hold = hold_s(rows, choice)
         first = from_log_seconds(firsts[choice])
+        hold = first - from_log_seconds(backlogs[choice])
         rate = self._shorts.rate_per_s(now)
         if hold < SHORT_HOLD_S:
             self._shorts.add(now)

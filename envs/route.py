@@ -8,7 +8,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.cluster_env import ClusterEnv
-from envs.encoder import ObservationEncoder
+from envs.encoder import ObservationEncoder, observation_options
 
 
 class RouteEnv(ClusterEnv):
@@ -159,9 +159,7 @@ class RouteEnv(ClusterEnv):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.encoder = ObservationEncoder(
-            self.n_nodes, hints=self.hints, spare_features=self.spare_features
-        )
+        self.encoder = ObservationEncoder(self.n_nodes, **observation_options(self._kwargs))
         self.action_space = spaces.Discrete(self.n_nodes)
         self.observation_space = spaces.Box(0.0, 1.0, (self.encoder.size,), dtype=np.float32)
 

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
 from envs.cluster_env import ClusterEnv
-from envs.encoder import ARRIVALS, EpochEncoder, EpochStats
+from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats
 from envs.sim.checks import check_number
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -141,7 +141,7 @@ class ThresholdsEnv(ClusterEnv):
 
     def __init__(self, epoch_s: float = 1.0, eft_rules: bool = False, **kwargs: Any) -> None:
         check_number("epoch_s", epoch_s, positive=True)
-        for option in ("hints", "spare_features"):
+        for option in OBSERVATION_OPTIONS:
             if kwargs.get(option):
                 raise ValueError(f"{option} is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
         if not isinstance(eft_rules, (bool, np.bool_)):

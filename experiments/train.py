@@ -479,10 +479,9 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         "cluster.n_nodes": resumed.env_kwargs.get("n_nodes"),
     }
     if cfg.env.kind in ("route", "route_warm"):
-        from envs.encoder import OBSERVATION_OPTIONS
+        from agents.networks import NETWORK_OPTIONS
 
-        # the options that shape the observation or the action: another layout
-        for name in ("speculate", "cache_actions", *OBSERVATION_OPTIONS):
+        for name in NETWORK_OPTIONS:  # another observation or action layout
             asked[f"env.{name}"] = bool(cfg.env.get(name, False))
             saved[f"env.{name}"] = bool(resumed.env_kwargs.get(name, False))
     for field, value in asked.items():
