@@ -121,6 +121,10 @@ class RoundStats:
     accepted: bool = True
     """The fit lowered the geometric mean of the windows' summed TTFTs (else the
     weights were restored)."""
+    fit: dict[str, float] = field(default_factory=dict)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    """Per measured decision: window, index, the agent's node, the label's, and
+    each node's summed TTFT (inf where the mask forbids the node)."""
 
     @property
     def change(self) -> float:
@@ -130,10 +134,15 @@ class RoundStats:
             return 0.0
         return float(np.exp(np.mean(np.log(np.divide(self.after_s, self.before_s)))) - 1.0)
 
-    fit: dict[str, float] = field(default_factory=dict)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    """Per measured decision: window, index, the agent's node, the label's, and
-    each node's summed TTFT (inf where the mask forbids the node)."""
+    def add(self, other: RoundStats) -> None:
+        """Count ``other``'s measurements (one window's) into these."""
+        self.windows += other.windows
+        self.long_decisions += other.long_decisions
+        self.measured += other.measured
+        self.changed += other.changed
+        self.saved_s += other.saved_s
+        self.decisions += other.decisions
+        self.before_s += other.before_s
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -185,8 +194,8 @@ def measure_window(
     stats.long_decisions += len(base.long)
     picks = sorted(rng.choice(base.long, min(settings.states_per_window, len(base.long)), False))
     n_nodes = len(cluster.nodes)
+    lead = settings.lead_requests
     for index in picks:
-        lead = settings.lead_requests
         start = 0 if lead is None else max(0, int(index) - lead)
         cut = Workload(
             window.name,
@@ -272,13 +281,7 @@ def improve_round(
     for part, measured in results:
         for name in ("obs", "masks", "actions", "returns"):
             getattr(demos, name).extend(getattr(part, name))
-        stats.windows += measured.windows
-        stats.long_decisions += measured.long_decisions
-        stats.measured += measured.measured
-        stats.changed += measured.changed
-        stats.saved_s += measured.saved_s
-        stats.decisions += measured.decisions
-        stats.before_s += measured.before_s
+        stats.add(measured)
     stats.labels = len(demos)
     if not len(demos):  # no anchors asked for and no long decision met: nothing to fit
         stats.accepted = False
