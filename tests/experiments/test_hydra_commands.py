@@ -345,6 +345,7 @@ def test_optuna_sweep_over_btb_thresholds(tmp_path, run_command):
 
 def _wandb_records(path):
     """Protobuf records of an offline W&B run file (a leveldb-style log of 32 KiB blocks)."""
+    from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2 as pb
 
     data = Path(path).read_bytes()
@@ -359,11 +360,16 @@ def _wandb_records(path):
         if length == 0 and kind == 0:
             pos += left
             continue
+        if pos + 7 + length > len(data):
+            return  # W&B is still writing this chunk (it writes from its own process)
         chunk = data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):
             record = pb.Record()
-            record.ParseFromString(partial + chunk if kind == 4 else chunk)
+            try:
+                record.ParseFromString(partial + chunk if kind == 4 else chunk)
+            except DecodeError:
+                return  # a record caught mid-write: the caller reads the file again
             partial = b""
             yield record
         else:
