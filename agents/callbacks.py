@@ -1,5 +1,6 @@
 """stable-baselines3 callbacks for training runs: a progress bar, periodic
-checkpoints, and metrics (episode returns, steps per second) for the logger."""
+checkpoints, and metrics (episode returns, steps per second, each update's
+statistics) for the logger."""
 
 from __future__ import annotations
 
@@ -224,3 +225,71 @@ class RolloutClock(BaseCallback):
                 },
                 step=self.model.num_timesteps,
             )
+
+
+UPDATE_STATS = (
+    "approx_kl",
+    "clip_fraction",
+    "entropy_loss",
+    "policy_gradient_loss",
+    "value_loss",
+    "explained_variance",
+    "learning_rate",
+)
+"""What an update of PPO / MaskablePPO / A2C records in SB3's logger (under
+``train/``) that ``UpdateStats`` keeps; an algorithm that lacks one (A2C has
+no KL or clip fraction) leaves it out. ``epochs`` (passes over the rollout
+that ran: fewer than ``n_epochs`` when ``target_kl`` stopped the update) is
+added from SB3's update counter."""
+
+
+class UpdateStats(BaseCallback):
+    """Each gradient update's statistics (``UPDATE_STATS``: approximate KL, clip
+    fraction, entropy, losses, explained variance, learning rate, and the epochs
+    that ran) as the update left them in SB3's logger, read when the next
+    rollout starts and at the end;
+    logged as ``update/NAME`` at the step the update followed, and kept in
+    ``history`` (one dict per update, with ``timesteps``)."""
+
+    def __init__(self, logger: Any = None) -> None:
+        super().__init__()
+        self.run_logger = logger
+        self.history: list[dict[str, float]] = []
+        self._after_rollout = False
+        self._n_updates = 0
+
+    def _on_training_start(self) -> None:
+        self._n_updates = int(getattr(self.model, "_n_updates", 0))
+
+    def _on_rollout_start(self) -> None:
+        self._read()
+
+    def _on_rollout_end(self) -> None:
+        self._after_rollout = True
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        self._read()
+
+    def _read(self) -> None:
+        if not self._after_rollout:  # no update since the last read
+            return
+        self._after_rollout = False
+        recorded = self.model.logger.name_to_value
+        stats = {
+            name: float(recorded[f"train/{name}"])
+            for name in UPDATE_STATS
+            if f"train/{name}" in recorded
+        }
+        if not stats:
+            return
+        if "train/n_updates" in recorded:
+            n_updates = int(recorded["train/n_updates"])
+            stats["epochs"] = float(n_updates - self._n_updates)
+            self._n_updates = n_updates
+        steps = int(self.model.num_timesteps)
+        if self.run_logger is not None:
+            self.run_logger.log({f"update/{k}": v for k, v in stats.items()}, step=steps)
+        self.history.append({"timesteps": float(steps), **stats})

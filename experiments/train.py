@@ -752,6 +752,7 @@ def train(cfg: DictConfig) -> float:
         MetricsLogger,
         ProgressBar,
         RolloutClock,
+        UpdateStats,
     )
     from agents.vec_env import InProcessVecEnv
 
@@ -881,10 +882,12 @@ def train(cfg: DictConfig) -> float:
             )
         clock = RolloutClock(logger)
         metrics = MetricsLogger(logger)
+        updates = UpdateStats(logger)
         callbacks = [
             clock,
             ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress)),
             metrics,
+            updates,
         ]
         if cfg.train.checkpoint_every > 0:
             callbacks.append(
@@ -960,6 +963,7 @@ def train(cfg: DictConfig) -> float:
             for m in metrics.history
             if "train/episode_return_mean" in m
         ]
+        train_record["updates"] = updates.history  # each gradient update's KL, entropy, losses
         logger.summary(
             {
                 "train/steps_per_s": steps_per_s,
