@@ -232,13 +232,15 @@ UPDATE_STATS = (
     "clip_fraction",
     "entropy_loss",
     "policy_gradient_loss",
+    "policy_loss",
     "value_loss",
     "explained_variance",
     "learning_rate",
 )
 """What an update of PPO / MaskablePPO / A2C records in SB3's logger (under
-``train/``) that ``UpdateStats`` keeps; an algorithm that lacks one (A2C has
-no KL or clip fraction) leaves it out. ``epochs`` (passes over the rollout
+``train/``) that ``UpdateStats`` keeps; an algorithm that lacks one leaves it
+out (A2C records ``policy_loss`` where PPO records ``policy_gradient_loss``,
+and no KL or clip fraction). ``epochs`` (passes over the rollout
 that ran: fewer than ``n_epochs`` when ``target_kl`` stopped the update) is
 added from SB3's update counter."""
 

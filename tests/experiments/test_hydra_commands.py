@@ -415,6 +415,10 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
             "train/episode_return_mean",
             "train/rollout_steps_per_s",
             "train/update_steps_per_s",
+            "update/value_loss",  # each update's statistics (A2C: no KL, no clip fraction)
+            "update/entropy_loss",
+            "update/epochs",
+            "update/policy_loss",
         }
         gaps += sorted(wanted - history)
         if "agent" not in config or json.loads(config["agent"])["algo"] != "a2c":
