@@ -234,15 +234,17 @@ UPDATE_STATS = (
     "policy_gradient_loss",
     "policy_loss",
     "value_loss",
+    "loss",
     "explained_variance",
     "learning_rate",
 )
-"""What an update of PPO / MaskablePPO / A2C records in SB3's logger (under
-``train/``) that ``UpdateStats`` keeps; an algorithm that lacks one leaves it
-out (A2C records ``policy_loss`` where PPO records ``policy_gradient_loss``,
-and no KL or clip fraction). ``epochs`` (passes over the rollout
-that ran: fewer than ``n_epochs`` when ``target_kl`` stopped the update) is
-added from SB3's update counter."""
+"""What an update of PPO / MaskablePPO / A2C / DQN records in SB3's logger
+(under ``train/``) that ``UpdateStats`` keeps; an algorithm that lacks one
+leaves it out (A2C records ``policy_loss`` where PPO records
+``policy_gradient_loss``, and no KL or clip fraction; DQN only ``loss``, its TD
+loss, and the learning rate). ``epochs`` is added from SB3's update counter:
+the passes over the rollout that ran (fewer than ``n_epochs`` when
+``target_kl`` stopped the update), DQN's gradient steps."""
 
 
 class UpdateStats(BaseCallback):
@@ -257,17 +259,13 @@ class UpdateStats(BaseCallback):
         super().__init__()
         self.run_logger = logger
         self.history: list[dict[str, float]] = []
-        self._after_rollout = False
-        self._n_updates = 0
+        self._n_updates = 0  # SB3's update counter at the last read
 
     def _on_training_start(self) -> None:
         self._n_updates = int(getattr(self.model, "_n_updates", 0))
 
     def _on_rollout_start(self) -> None:
         self._read()
-
-    def _on_rollout_end(self) -> None:
-        self._after_rollout = True
 
     def _on_step(self) -> bool:
         return True
@@ -276,21 +274,19 @@ class UpdateStats(BaseCallback):
         self._read()
 
     def _read(self) -> None:
-        if not self._after_rollout:  # no update since the last read
-            return
-        self._after_rollout = False
         recorded = self.model.logger.name_to_value
+        if "train/n_updates" not in recorded:  # no update yet
+            return
+        n_updates = int(recorded["train/n_updates"])
+        if n_updates == self._n_updates:  # no update since the last read
+            return
         stats = {
             name: float(recorded[f"train/{name}"])
             for name in UPDATE_STATS
             if f"train/{name}" in recorded
         }
-        if not stats:
-            return
-        if "train/n_updates" in recorded:
-            n_updates = int(recorded["train/n_updates"])
-            stats["epochs"] = float(n_updates - self._n_updates)
-            self._n_updates = n_updates
+        stats["epochs"] = float(n_updates - self._n_updates)
+        self._n_updates = n_updates
         steps = int(self.model.num_timesteps)
         if self.run_logger is not None:
             self.run_logger.log({f"update/{k}": v for k, v in stats.items()}, step=steps)

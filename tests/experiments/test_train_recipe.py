@@ -138,6 +138,18 @@ def test_each_update_s_statistics_reach_the_record(target_kl, tmp_path):
         assert u["value_loss"] >= 0 and u["entropy_loss"] < 0  # loss = -entropy
 
 
+def test_dqn_s_gradient_steps_reach_the_record(tmp_path):
+    overrides = ["workload=tiny", "logger=none", "train.progress=false", "agent=dqn"]
+    overrides += ["env=route", "env.n_envs=1", "train.total_timesteps=1100"]
+    overrides += ["train.evaluate=false", "train.checkpoint_every=0", f"out_dir={tmp_path}"]
+    train(compose_train(overrides))
+    updates = json.loads((tmp_path / "train.json").read_text())["train"]["updates"]
+    # learning_starts 1000, train_freq 4: one gradient step after each 4 steps past 1000
+    assert [u["timesteps"] for u in updates] == list(range(1004, 1101, 4))
+    assert all(u["epochs"] == 1 and u["loss"] >= 0 for u in updates)
+    assert all(u["learning_rate"] == pytest.approx(1e-4, rel=1e-12) for u in updates)
+
+
 def test_family_geomeans_by_hand():
     names = ["burst_families/synthetic-0020", "burst_families/mixed-0020", "x/synthetic-0021"]
     means = family_geomeans(names, [1.0, 3.0, 4.0])
