@@ -1,0 +1,267 @@
+"""What one-step changes of the spare-node clone find on the 1 s bursts: the
+numbers of the section "What is left on the 1 s bursts" of
+``rollout_improvement.md``.
+
+    python docs/results/one_second_bursts.py decisions [STATES] [HOLD_S]
+    python docs/results/one_second_bursts.py warm [WINDOW]
+    python docs/results/one_second_bursts.py idle
+
+``decisions`` measures, as ``agents.rollout_improvement.measure_window`` does
+with the whole past replayed (``lead_requests=None``; seed 7), ``STATES``
+(default 48) decisions drawn at random among those where the clone
+(``agents/zoo/bc_route_warm_spare``) would hold its node at least ``HOLD_S``
+seconds (default 0.25: the long decisions; 0: any arrival) in each of the five
+``bursted_synthetic_1s`` train windows of ``+experiment=improve_spare``, every
+node tried with the clone acting everywhere after, the next 300 requests' TTFTs
+summed. It prints, per window, the decisions measured, those with a node that
+saves >= 0.5 s, and the seconds saved; then, over the changed ones, whether the
+request is a decoy (a prefix of its own) or a burst's, whether the better node
+was idle (no work, no backlog in the observation), and how long before the next
+burst it arrived.
+
+``warm`` tries, at the first two requests of every burst of one train window
+(default 0), every route and every set of warm copies the action mask allows
+(4 x 16), the clone acting everywhere after, and prints the best gain over the
+600 requests from the decision on. About 2 minutes a window for each command
+on one core (2 processes).
+
+``idle`` scores, on the 8 validation windows of ``+experiment=improve_spare``
+(geometric mean of their mean TTFTs), the clone and the clone with one rule
+added: a long decision goes to an idle node when one exists.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import multiprocessing
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hydra import compose, initialize_config_dir
+
+from agents.adapter import AgentPolicy
+from agents.algorithms import load_agent
+from agents.improvement_settings import ImprovementSettings
+from agents.rollout_improvement import _Probe, _serve, measure_window
+from baselines.policy import Policy
+from envs.encoder import NODE_FEATURES, hold_s
+from envs.sim.request import Workload
+from experiments.config import cluster_of, register_configs, sim_of, window_pool_of
+from experiments.evaluation import evaluate_policies
+
+ROOT = Path(__file__).resolve().parents[2]
+CLONE = ROOT / "agents" / "zoo" / "bc_route_warm_spare"
+BUSY, BACKLOG = NODE_FEATURES.index("busy"), NODE_FEATURES.index("backlog")
+
+
+def setting() -> tuple[Any, list[Any]]:
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("train", overrides=["+experiment=improve_spare"])
+    pool = [w for w in window_pool_of(cfg, "train", None) if "/synthetic1s-" in w.name]
+    return cfg, pool
+
+
+def users_of(window: Workload) -> dict[int, list[int]]:
+    """Each first block's requests (a burst's 500, a decoy's 1)."""
+    users: dict[int, list[int]] = collections.defaultdict(list)
+    for r in window.requests:
+        users[r.blocks[0]].append(r.index)
+    return users
+
+
+def measure(job: tuple[int, int, float]) -> dict[str, Any]:
+    position, states, hold = job
+    cfg, pool = setting()
+    window = pool[position]
+    model, spec = load_agent(CLONE)
+    settings = ImprovementSettings(
+        states_per_window=states, lead_requests=None, anchor_per_window=0, hold_s=hold, repeat=1
+    )
+    demos, stats = measure_window(
+        AgentPolicy(model, spec), window, cluster_of(cfg), sim_of(cfg), settings, 7
+    )
+    users = users_of(window)
+    starts = sorted(window.requests[v[0]].arrival_s for v in users.values() if len(v) >= 100)
+    changed = []
+    n_nodes = len(cluster_of(cfg).nodes)
+    for decision, obs in zip(stats.decisions, demos.obs):
+        chosen, label = decision["chosen"], decision["label"]
+        if chosen == label:
+            continue
+        request = window.requests[decision["index"]]
+        rows = np.asarray(obs[: n_nodes * len(NODE_FEATURES)]).reshape(n_nodes, -1)
+        idle = {k for k in range(n_nodes) if rows[k, BUSY] == 0 and rows[k, BACKLOG] == 0}
+        later = [b - request.arrival_s for b in starts if b > request.arrival_s]
+        changed.append(
+            {
+                "decoy": len(users[request.blocks[0]]) == 1,
+                "gain_s": decision["sums_s"][chosen] - decision["sums_s"][label],
+                "to_idle": label in idle,
+                "idle_existed": bool(idle),
+                "next_burst_s": later[0] if later else None,
+            }
+        )
+    return {
+        "window": window.name,
+        "decisions": stats.long_decisions,
+        "measured": stats.measured,
+        "changed": stats.changed,
+        "saved_s": stats.saved_s,
+        "window_sum_s": stats.before_s[0],
+        "details": changed,
+    }
+
+
+def decisions(states: int, hold: float) -> None:
+    _, pool = setting()
+    jobs = [(i, states, hold) for i in range(len(pool))]
+    with multiprocessing.get_context("fork").Pool(2) as workers:
+        rows = workers.map(measure, jobs, chunksize=1)
+    print(
+        "| window | decisions that qualify | measured | changed | saved (s) | of the window's sum |"
+    )
+    print("|---|--:|--:|--:|--:|--:|")
+    for r in rows:
+        print(
+            f"| {r['window']} | {r['decisions']} | {r['measured']} | {r['changed']} | "
+            f"{r['saved_s']:.1f} | {100 * r['saved_s'] / r['window_sum_s']:.2f} % |"
+        )
+    details = [d for r in rows for d in r["details"]]
+    if not details:
+        return
+    total = sum(d["gain_s"] for d in details)
+    print(f"\nchanged: {len(details)}, {total:.1f} s saved")
+    print(f"decoys: {sum(d['decoy'] for d in details)}")
+    idle = [d for d in details if d["to_idle"]]
+    print(
+        f"the better node idle: {len(idle)} ({sum(d['gain_s'] for d in idle):.1f} s); an idle "
+        f"node existed at {sum(d['idle_existed'] for d in details)}"
+    )
+    for lo, hi in ((0, 2), (2, 10), (10, 20), (20, 45)):
+        band = [
+            d for d in details if d["next_burst_s"] is not None and lo <= d["next_burst_s"] < hi
+        ]
+        print(
+            f"next burst {lo}-{hi} s later: {len(band)} changed, "
+            f"{sum(d['gain_s'] for d in band):.1f} s"
+        )
+    after = [d for d in details if d["next_burst_s"] is None]
+    print(f"after the last burst: {len(after)} changed, {sum(d['gain_s'] for d in after):.1f} s")
+
+
+class _Fork(_Probe):
+    """The clone, with the route and the warm copies of arrival ``fork`` replaced."""
+
+    def __init__(self, agent: AgentPolicy, fork: int, route: int, warms: tuple[int, ...]):
+        super().__init__(agent)
+        self.fork, self.route, self.warms = fork, route, warms
+
+    def decide(self, sim: Any, request: Any) -> None:
+        obs, mask = self.agent.observe(sim, request)
+        action = np.array(self.agent.act(obs, mask), dtype=np.int64)
+        if request.index == self.fork:
+            action[0] = self.route
+            action[1 : 1 + sim.n_nodes] = self.warms
+        self.agent.apply(sim, request, action)
+
+
+def warm(position: int, horizon: int = 600) -> None:
+    cfg, pool = setting()
+    window = pool[position]
+    model, spec = load_agent(CLONE)
+    agent = AgentPolicy(model, spec)
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
+    n = len(cluster.nodes)
+    users = users_of(window)
+    firsts = sorted(v[:2] for v in users.values() if len(v) >= 100)
+    print(f"{window.name}: {len(firsts)} bursts")
+    for index in (i for pair in firsts for i in pair):
+        cut = Workload(window.name, window.block_tokens, window.requests[: index + horizon])
+        own = _Probe(agent, [index])
+        base = float(_serve(own, cluster, cut, sim, 0)[index:].sum())
+        _, mask, action = own.seen[index]
+        best, what = 0.0, "its own"
+        for route in (k for k in range(n) if mask[k]):
+            for warms in itertools.product((0, 1), repeat=n):
+                if any(w and not mask[n + 2 * k + 1] for k, w in enumerate(warms)):
+                    continue
+                if route == action[0] and warms == tuple(int(x) for x in action[1 : 1 + n]):
+                    continue
+                fork = _Fork(agent, index, route, warms)
+                gain = base - float(_serve(fork, cluster, cut, sim, 0)[index:].sum())
+                if gain > best:
+                    best, what = gain, f"route {route}, warm {warms}"
+        print(
+            f"request {index} (its route {int(action[0])}, warm "
+            f"{tuple(int(x) for x in action[1 : 1 + n])}): best gain {best:.1f} s ({what})",
+            flush=True,
+        )
+
+
+class IdleFirst(Policy):
+    """The clone, except that a long decision goes to the first idle node (no work,
+    no backlog in the observation) when there is one."""
+
+    name = "idle_first"
+
+    def __init__(self, clone: AgentPolicy) -> None:
+        self.clone, self.n_nodes, self.changes = clone, 0, 0
+
+    def reset(self, sim: Any) -> None:
+        self.clone.reset(sim)
+        self.n_nodes = sim.n_nodes
+
+    def decide(self, sim: Any, request: Any) -> None:
+        obs, mask = self.clone.observe(sim, request)
+        action = np.array(self.clone.act(obs, mask), dtype=np.int64)
+        if hold_s(obs, int(action[0])) >= 0.25:
+            rows = obs[: self.n_nodes * len(NODE_FEATURES)].reshape(self.n_nodes, -1)
+            idle = [
+                k
+                for k in range(self.n_nodes)
+                if rows[k, BUSY] == 0 and rows[k, BACKLOG] == 0 and mask[k]
+            ]
+            if idle and int(action[0]) not in idle:
+                action[0] = idle[0]
+                self.changes += 1
+        self.clone.apply(sim, request, action)
+
+
+def idle() -> None:
+    cfg, _ = setting()
+    windows = window_pool_of(cfg, "val", cfg.workload.val_windows)
+    model, spec = load_agent(CLONE)
+    rule = IdleFirst(AgentPolicy(model, spec))
+    policies = {"the clone": AgentPolicy(model, spec), "idle first": rule}
+    runs = evaluate_policies(
+        policies, cluster_of(cfg), windows, sim_of(cfg), seed=0, baseline=None, trace_window=None
+    )
+    print("windows:", ", ".join(w.name.rsplit("/", 1)[-1] for w in windows))
+    for name, run in zip(policies, runs):
+        means = [float(np.mean(w.ttft_s)) for w in run.windows]
+        print(
+            f"{name}: geometric mean {float(np.exp(np.mean(np.log(means)))):.4f}, windows "
+            f"{[round(m, 4) for m in means]}"
+        )
+    print(f"idle first changed {rule.changes} decisions")
+
+
+def main() -> None:
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "decisions":
+        states = int(sys.argv[2]) if len(sys.argv) > 2 else 48
+        decisions(states, float(sys.argv[3]) if len(sys.argv) > 3 else 0.25)
+    elif what == "warm":
+        warm(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    elif what == "idle":
+        idle()
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
