@@ -156,16 +156,15 @@ def config(overrides: list[str], name: str = "train") -> Any:
         return compose(name, overrides=overrides)
 
 
-def validation(policy: Policy, cfg: Any, windows: list[Any]) -> tuple[float, list[float]]:
-    (run,) = evaluate_policies(
-        {"gated": policy},
-        cluster_of(cfg),
-        windows,
-        sim_of(cfg),
-        seed=0,
-        baseline=None,
-        trace_window=None,
+def serve(policies: dict[str, Policy], cfg: Any, windows: list[Any]) -> list[Any]:
+    """Each policy's run over ``windows`` (evaluation seed 0, as the commands use)."""
+    return evaluate_policies(
+        policies, cluster_of(cfg), windows, sim_of(cfg), seed=0, baseline=None, trace_window=None
     )
+
+
+def validation(policy: Policy, cfg: Any, windows: list[Any]) -> tuple[float, list[float]]:
+    (run,) = serve({"gated": policy}, cfg, windows)
     means = [float(np.mean(w.ttft_s)) for w in run.windows]
     return float(np.exp(np.mean(np.log(means)))), means
 
@@ -244,15 +243,7 @@ def test(fitted: str, level: float) -> None:
         windows = window_pool_of(cfg, "test", 15)
         policy = gated(fitted, level)
         base, spec = load_agent(CLONE)
-        runs = evaluate_policies(
-            {"clone": AgentPolicy(base, spec), "gated": policy},
-            cluster_of(cfg),
-            windows,
-            sim_of(cfg),
-            seed=0,
-            baseline=None,
-            trace_window=None,
-        )
+        runs = serve({"clone": AgentPolicy(base, spec), "gated": policy}, cfg, windows)
         rows[family] = {
             "overrides": policy.overrides,
             **{
