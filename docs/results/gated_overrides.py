@@ -9,8 +9,9 @@ clone everywhere but at long decisions" of ``rollout_improvement.md``.
 with the combined policy: ``agents/zoo/bc_route_warm_spare`` everywhere, a
 second copy of it choosing the route where the clone's own route is long
 (``hold_s`` >= 0.25 s; the rest of the action stays the clone's). At 24 long
-decisions a window every node is measured as ``agents.rollout_improvement``
-does (600 requests of past, 300 of horizon); the second copy is fitted to the
+decisions a window every node is measured by
+``agents.rollout_improvement.measure_window`` (600 requests of past, 300 of
+horizon); the second copy is fitted to the
 measured decisions (4 copies, the best node where it saves >= 0.5 s) and to
 every other long decision of the window with the route taken, every round's
 labels kept (5 epochs, lr 3e-4), and scored on the 8 validation windows of
@@ -42,7 +43,8 @@ from agents.adapter import AgentPolicy
 from agents.algorithms import load_agent
 from agents.imitation import Demonstrations, pretrain
 from agents.imitation_settings import ImitationSettings
-from agents.rollout_improvement import _Probe, _serve
+from agents.improvement_settings import ImprovementSettings
+from agents.rollout_improvement import _Probe, _serve, measure_window
 from baselines.policy import Policy
 from envs.encoder import hold_s
 from envs.sim.request import Workload
@@ -106,49 +108,37 @@ class Gated(Policy):
         self.apply(sim, request, self.act(obs, mask))
 
 
-class LongProbe(_Probe):
-    """Remembers (observation, mask, action) at every long decision."""
-
-    def decide(self, sim: Any, request: Any) -> None:
-        obs, mask = self.agent.observe(sim, request)
-        action = np.array(self.agent.act(obs, mask), dtype=np.int64)
-        if hold_s(obs, int(action[0])) >= HOLD_S:
-            self.seen[request.index] = (obs.copy(), mask.copy(), action.copy())
-        self.agent.apply(sim, request, action)
-
-
 _JOB: dict[str, Any] = {}
 
 
-def measure(job: tuple[Workload, int]) -> tuple[dict[int, Any], list[Any]]:
-    """One window: its long decisions, and at STATES of them every node measured."""
+def measure(job: tuple[Workload, int]) -> tuple[Demonstrations, Demonstrations, int]:
+    """One window: ``agents.rollout_improvement.measure_window`` at STATES long
+    decisions (its labels, each REPEAT times), and the window's other long
+    decisions with the action taken (the anchors); returns (anchors, labels,
+    measured decisions changed)."""
     window, seed = job
     agent, cluster, sim = _JOB["agent"], _JOB["cluster"], _JOB["sim"]
-    rng = np.random.default_rng(seed)
-    probe = LongProbe(agent)
-    _serve(probe, cluster, window, sim, seed)
-    seen = dict(probe.seen)
-    picks = sorted(rng.choice(sorted(seen), min(STATES, len(seen)), False))
-    measured = []
-    for index in picks:
-        start = max(0, int(index) - LEAD)
-        cut = Workload(window.name, window.block_tokens, window.requests[start : index + HORIZON])
-        at = int(index) - start
-        own = _Probe(agent, [at])
-        sums = np.full(len(cluster.nodes), np.inf)
-        own_sum = float(_serve(own, cluster, cut, sim, seed)[at:].sum())
-        obs, mask, action = own.seen[at]
-        chosen = int(action[0])
-        sums[chosen] = own_sum
-        for node in range(len(cluster.nodes)):
-            if node != chosen and mask[node]:
-                fork = _Probe(agent, fork=at, node=node)
-                sums[node] = float(_serve(fork, cluster, cut, sim, seed)[at:].sum())
-        best = int(np.argmin(sums))
-        if own_sum - sums[best] < MIN_GAIN_S:
-            best = chosen
-        measured.append((int(index), obs, mask, action, best))
-    return seen, measured
+    settings = ImprovementSettings(
+        states_per_window=STATES,
+        lead_requests=LEAD,
+        horizon_requests=HORIZON,
+        min_gain_s=MIN_GAIN_S,
+        hold_s=HOLD_S,
+        anchor_per_window=0,
+        repeat=REPEAT,
+    )
+    labels, stats = measure_window(agent, window, cluster, sim, settings, seed)
+    # the same run again, remembering every decision: the long ones not measured
+    everything = _Probe(agent, range(len(window.requests)), long_s=HOLD_S)
+    _serve(everything, cluster, window, sim, seed)
+    measured = {d["index"] for d in stats.decisions}
+    anchors = Demonstrations()
+    for index in everything.long:
+        if index not in measured:
+            obs, mask, action = everything.seen[index]
+            anchors.obs.append(obs), anchors.masks.append(mask)
+            anchors.actions.append(action), anchors.returns.append(0.0)
+    return anchors, labels, stats.changed
 
 
 def config(overrides: list[str], name: str = "train") -> Any:
@@ -188,19 +178,11 @@ def rounds(seed: int, count: int, out: Path) -> None:
         with multiprocessing.get_context("fork").Pool(2) as workers:
             results = workers.map(measure, jobs, chunksize=1)
         changed = 0
-        for seen, measured in results:
-            at = {m[0] for m in measured}
-            for index, (obs, mask, action) in seen.items():
-                if index not in at:
-                    labels.obs.append(obs), labels.masks.append(mask)
-                    labels.actions.append(action), labels.returns.append(0.0)
-            for _, obs, mask, action, best in measured:
-                label = action.copy()
-                label[0] = best
-                changed += int(best != action[0])
-                for _ in range(REPEAT):
-                    labels.obs.append(obs), labels.masks.append(mask)
-                    labels.actions.append(label), labels.returns.append(0.0)
+        for anchors, measured, count_changed in results:  # anchors first, as measured
+            for part in (anchors, measured):
+                for name in ("obs", "masks", "actions", "returns"):
+                    getattr(labels, name).extend(getattr(part, name))
+            changed += count_changed
         fit = pretrain(
             fitted,
             labels,
