@@ -65,6 +65,12 @@ def setting() -> tuple[Any, list[Any]]:
     return cfg, pool
 
 
+def idle_nodes(obs: np.ndarray, n_nodes: int) -> set[int]:
+    """The nodes with no work and no backlog, read from a route observation's node rows."""
+    rows = np.asarray(obs[: n_nodes * len(NODE_FEATURES)]).reshape(n_nodes, -1)
+    return {k for k in range(n_nodes) if rows[k, BUSY] == 0 and rows[k, BACKLOG] == 0}
+
+
 def users_of(window: Workload) -> dict[int, list[int]]:
     """Each first block's requests (a burst's 500, a decoy's 1)."""
     users: dict[int, list[int]] = collections.defaultdict(list)
@@ -93,8 +99,7 @@ def measure(job: tuple[int, int, float]) -> dict[str, Any]:
         if chosen == label:
             continue
         request = window.requests[decision["index"]]
-        rows = np.asarray(obs[: n_nodes * len(NODE_FEATURES)]).reshape(n_nodes, -1)
-        idle = {k for k in range(n_nodes) if rows[k, BUSY] == 0 and rows[k, BACKLOG] == 0}
+        idle = idle_nodes(obs, n_nodes)
         later = [b - request.arrival_s for b in starts if b > request.arrival_s]
         changed.append(
             {
@@ -219,12 +224,7 @@ class IdleFirst(Policy):
         obs, mask = self.clone.observe(sim, request)
         action = np.array(self.clone.act(obs, mask), dtype=np.int64)
         if hold_s(obs, int(action[0])) >= 0.25:
-            rows = obs[: self.n_nodes * len(NODE_FEATURES)].reshape(self.n_nodes, -1)
-            idle = [
-                k
-                for k in range(self.n_nodes)
-                if rows[k, BUSY] == 0 and rows[k, BACKLOG] == 0 and mask[k]
-            ]
+            idle = sorted(k for k in idle_nodes(obs, self.n_nodes) if mask[k])
             if idle and int(action[0]) not in idle:
                 action[0] = idle[0]
                 self.changes += 1
