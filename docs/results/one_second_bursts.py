@@ -1,10 +1,12 @@
-"""What one-step changes of the spare-node clone find on the 1 s bursts: the
-numbers of the section "What is left on the 1 s bursts" of
-``rollout_improvement.md``.
+"""What is left on the 1 s bursts: the numbers of the sections "What is left on
+the 1 s bursts" (one-step changes of the spare-node clone) and "How much room
+the 1 s target leaves the decoys" of ``rollout_improvement.md``.
 
     python docs/results/one_second_bursts.py decisions [STATES] [HOLD_S]
     python docs/results/one_second_bursts.py warm [WINDOW]
     python docs/results/one_second_bursts.py idle
+    python docs/results/one_second_bursts.py decoys
+    python docs/results/one_second_bursts.py rules
 
 ``decisions`` measures, as ``agents.rollout_improvement.measure_window`` does
 with the whole past replayed (``lead_requests=None``; seed 7), ``STATES``
@@ -24,6 +26,27 @@ burst it arrived.
 (4 x 16), the clone acting everywhere after, and prints the best gain over the
 600 requests from the decision on. About 2 minutes a window for each command
 on one core (2 processes).
+
+``decoys`` asks how much room the target leaves the decoys: on every test
+window of the 1 s bursts (15) it runs each policy on the window and on the
+window without its 120 decoys (the 4,000 burst requests alone, the same
+arrivals), and prints the window's mean TTFT beside the mean it would have if
+the decoys changed nothing for the bursts and each decoy took only its own
+per-request floor (the bursts-alone TTFTs plus the decoys' floors, over all
+requests); with ``floor_capacity`` of the window and of the bursts alone (with
+the decoys at their floor). About 10 minutes on 2 cores
+(2 processes) shared with a training run.
+
+``rules`` works on the five 1 s train windows with the clone: which decoys
+cost the most (the window's mean TTFT with the decoys that arrive in the 4.7 s
+before a burst, or in the 8 s after its start, removed and charged their floor
+instead), and two ways of placing decoys: ``stack`` (a prefix not seen before
+whose request would hold its node >= 0.25 s, arriving while a prefix has had
+>= 20 arrivals in the last 8 s, goes to the node that got the fewest of those
+arrivals, the most backlog breaking ties) and ``clairvoyant`` (it knows when
+every burst starts and sends each decoy to the node that minimises its own
+first token plus ``lam`` times the seconds its prefill overlaps a burst's first
+7.5 s). About 2 minutes on one core.
 
 ``idle`` scores, on the 8 validation windows of ``+experiment=improve_spare``
 (geometric mean of their mean TTFTs), the clone and the clone with one rule
@@ -46,15 +69,19 @@ from agents.adapter import AgentPolicy
 from agents.algorithms import load_agent
 from agents.improvement_settings import ImprovementSettings
 from agents.rollout_improvement import _Probe, _serve, measure_window
+from baselines import make_policy
 from baselines.policy import Policy
-from envs.encoder import NODE_FEATURES, hold_s
+from envs.encoder import NODE_FEATURES, from_log_seconds, hold_s
+from envs.sim.floor import floor_bounds
 from envs.sim.request import Workload
 from experiments.config import cluster_of, register_configs, sim_of, window_pool_of
-from experiments.evaluation import evaluate_policies
+from experiments.evaluation import evaluate_policies, run_window
 
 ROOT = Path(__file__).resolve().parents[2]
 CLONE = ROOT / "agents" / "zoo" / "bc_route_warm_spare"
+IMPROVED = ROOT / "agents" / "zoo" / "improve_spare"
 BUSY, BACKLOG = NODE_FEATURES.index("busy"), NODE_FEATURES.index("backlog")
+FIRST_TOKEN = NODE_FEATURES.index("first_token")
 
 
 def setting() -> tuple[Any, list[Any]]:
@@ -250,6 +277,196 @@ def idle() -> None:
     print(f"idle first changed {rule.changes} decisions")
 
 
+def _bursts_alone(window: Workload) -> Workload:
+    return Workload(
+        window.name, window.block_tokens, [r for r in window.requests if r.job_kind == "burst"]
+    )
+
+
+def _decoys_row(position: int) -> dict[str, Any]:
+    cfg, _ = setting()
+    window = [w for w in window_pool_of(cfg, "test", None) if "/synthetic1s-" in w.name][position]
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
+    bursts = _bursts_alone(window)
+    floor, capacity = floor_bounds(cluster, window, sim)
+    _, bursts_capacity = floor_bounds(cluster, bursts, sim)
+    decoys = [r.index for r in window.requests if r.job_kind == "decoy"]
+    decoy_floor_s = float(floor[decoys].sum())
+    n = len(window.requests)
+    row: dict[str, Any] = {
+        "window": window.name.rsplit("/", 1)[-1],
+        "floor_capacity": capacity,
+        "bursts_alone_floor_capacity": (bursts_capacity * len(bursts.requests) + decoy_floor_s) / n,
+    }
+    model, spec = load_agent(CLONE)
+    improved, improved_spec = load_agent(IMPROVED)
+    for name, make in (
+        ("btb_pending", lambda: make_policy("btb_pending")),
+        ("oracle_warm", lambda: make_policy("oracle_warm")),
+        ("bc_route_warm_spare", lambda: AgentPolicy(model, spec)),
+        ("improve_spare", lambda: AgentPolicy(improved, improved_spec)),
+    ):
+        # the random stream experiments.evaluate gives this window (seed 0)
+        whole, alone = (
+            run_window(make(), cluster, w, sim, (0, position)) for w in (window, bursts)
+        )
+        row[name] = (
+            float(np.mean(whole.ttft_s)),
+            (float(np.sum(alone.ttft_s)) + decoy_floor_s) / n,
+        )
+    return row
+
+
+def decoys() -> None:
+    with multiprocessing.get_context("fork").Pool(2) as workers:
+        rows = workers.map(_decoys_row, range(15), chunksize=1)
+    names = ("btb_pending", "oracle_warm", "bc_route_warm_spare", "improve_spare")
+    print(
+        "| window | floor_capacity: window / bursts alone | "
+        + " | ".join(f"{n}: window / bursts alone" for n in names)
+        + " |"
+    )
+    print("|---|--:|" + "--:|" * len(names))
+    for r in rows:
+        cells = [f"{r[n][0]:.4f} / {r[n][1]:.4f}" for n in names]
+        print(
+            f"| {r['window']} | {r['floor_capacity']:.4f} / "
+            f"{r['bursts_alone_floor_capacity']:.4f} | " + " | ".join(cells) + " |"
+        )
+    mean = {n: np.mean([r[n] for r in rows], axis=0) for n in names}
+    capacity = np.mean([[r["floor_capacity"], r["bursts_alone_floor_capacity"]] for r in rows], 0)
+    print(
+        f"| mean of 15 | {capacity[0]:.4f} / {capacity[1]:.4f} | "
+        + " | ".join(f"{mean[n][0]:.4f} / {mean[n][1]:.4f}" for n in names)
+        + " |"
+    )
+
+
+class StackDuringBursts(Policy):
+    """The clone, except that a long request with a prefix not seen before, arriving
+    while a burst is being served, goes to the node the burst uses least."""
+
+    name = "stack_during_bursts"
+    burst_arrivals, span_s = 20, 8.0
+
+    def __init__(self, clone: AgentPolicy) -> None:
+        self.clone, self.n_nodes = clone, 0
+        self.seen: collections.Counter[int] = collections.Counter()
+        self.recent: collections.deque[list[Any]] = collections.deque()  # [time, prefix, node]
+
+    def reset(self, sim: Any) -> None:
+        self.clone.reset(sim)
+        self.n_nodes = sim.n_nodes
+        self.seen.clear()
+        self.recent.clear()
+
+    def decide(self, sim: Any, request: Any) -> None:
+        key, entry = request.blocks[0], [sim.now, request.blocks[0], -1]
+        self.recent.append(entry)
+        while self.recent[0][0] < sim.now - self.span_s:
+            self.recent.popleft()
+        obs, mask = self.clone.observe(sim, request)
+        action = np.array(self.clone.act(obs, mask), dtype=np.int64)
+        new, self.seen[key] = self.seen[key] == 0, self.seen[key] + 1
+        if new and hold_s(obs, int(action[0])) >= 0.25:
+            counts = collections.Counter(e[1] for e in self.recent)
+            hot = {k for k, c in counts.items() if c >= self.burst_arrivals and k != key}
+            if hot:
+                share = collections.Counter(e[2] for e in self.recent if e[1] in hot)
+                rows = np.asarray(obs[: self.n_nodes * len(NODE_FEATURES)]).reshape(
+                    self.n_nodes, -1
+                )
+                allowed = [k for k in range(self.n_nodes) if mask[k]]
+                action[0] = min(allowed, key=lambda k: (share[k], -rows[k, BACKLOG]))
+        entry[2] = int(action[0])
+        self.clone.apply(sim, request, action)
+
+
+class ClairvoyantDecoys(Policy):
+    """The clone, except that each decoy goes to the node minimising its own first
+    token plus ``lam`` x the seconds its prefill overlaps any burst's first
+    ``span_s`` seconds (it knows when every burst starts)."""
+
+    name = "clairvoyant_decoys"
+    prefill_s, span_s = 4.7, 7.5
+
+    def __init__(self, clone: AgentPolicy, window: Workload, lam: float) -> None:
+        self.clone, self.lam, self.n_nodes = clone, lam, 0
+        firsts: dict[int, float] = {}
+        for r in window.requests:
+            if r.job_kind == "burst":
+                firsts.setdefault(r.blocks[0], r.arrival_s)
+        self.starts = sorted(firsts.values())
+
+    def reset(self, sim: Any) -> None:
+        self.clone.reset(sim)
+        self.n_nodes = sim.n_nodes
+
+    def decide(self, sim: Any, request: Any) -> None:
+        obs, mask = self.clone.observe(sim, request)
+        action = np.array(self.clone.act(obs, mask), dtype=np.int64)
+        if request.job_kind == "decoy":
+            rows = np.asarray(obs[: self.n_nodes * len(NODE_FEATURES)]).reshape(self.n_nodes, -1)
+
+            def cost(k: int) -> float:
+                end = sim.now + from_log_seconds(float(rows[k, FIRST_TOKEN]))
+                overlap = sum(
+                    max(0.0, min(end, b + self.span_s) - max(end - self.prefill_s, b))
+                    for b in self.starts
+                )
+                return end - sim.now + self.lam * overlap
+
+            own = int(action[0])
+            action[0] = min(
+                (k for k in range(self.n_nodes) if mask[k]), key=lambda k: (cost(k), k != own)
+            )
+        self.clone.apply(sim, request, action)
+
+
+def _window_mean_without(cfg: Any, window: Workload, policy: Policy, lo: float, hi: float) -> float:
+    """The window's mean TTFT with the decoys arriving ``lo``..``hi`` s from a burst's
+    start removed, each charged its per-request floor instead."""
+    starts = [window.requests[v[0]].arrival_s for v in users_of(window).values() if len(v) > 1]
+    gone = {
+        r.index
+        for r in window.requests
+        if r.job_kind == "decoy" and any(lo <= r.arrival_s - b < hi for b in starts)
+    }
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
+    floor, _ = floor_bounds(cluster, window, sim)
+    kept = Workload(
+        window.name, window.block_tokens, [r for r in window.requests if r.index not in gone]
+    )
+    served = run_window(policy, cluster, kept, sim, (0, 0))
+    return (float(np.sum(served.ttft_s)) + float(floor[sorted(gone)].sum())) / len(window.requests)
+
+
+def rules() -> None:
+    cfg, pool = setting()
+    model, spec = load_agent(CLONE)
+    cluster, sim = cluster_of(cfg), sim_of(cfg)
+    rows: dict[str, list[float]] = collections.defaultdict(list)
+    for window in pool:
+        clone = AgentPolicy(model, spec)
+        for name, lo, hi in (
+            ("the clone", 0.0, 0.0),
+            ("the clone, decoys 4.7 s before a burst at their floor", -4.7, 0.0),
+            ("the clone, decoys 0-8 s into a burst at their floor", 0.0, 8.0),
+            ("the clone, every decoy at its floor", -1e9, 1e9),
+        ):
+            rows[name].append(_window_mean_without(cfg, window, clone, lo, hi))
+        policies: dict[str, Policy] = {"stack during bursts": StackDuringBursts(clone)}
+        for lam in (0.0, 30.0, 100.0, 1000.0):
+            policies[f"clairvoyant decoys, lam={lam:g}"] = ClairvoyantDecoys(clone, window, lam)
+        for name, policy in policies.items():
+            rows[name].append(
+                float(np.mean(run_window(policy, cluster, window, sim, (0, 0)).ttft_s))
+            )
+    print("windows:", ", ".join(w.name.rsplit("/", 1)[-1] for w in pool))
+    for name, means in rows.items():
+        print(f"{name}: mean {np.mean(means):.4f}, windows {[round(m, 4) for m in means]}")
+
+
 def main() -> None:
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "decisions":
@@ -259,6 +476,10 @@ def main() -> None:
         warm(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     elif what == "idle":
         idle()
+    elif what == "decoys":
+        decoys()
+    elif what == "rules":
+        rules()
     else:
         sys.exit(__doc__)
 
