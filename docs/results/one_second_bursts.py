@@ -234,11 +234,10 @@ def warm(position: int, horizon: int = 600) -> None:
         )
 
 
-class IdleFirst(Policy):
-    """The clone, except that a long decision goes to the first idle node (no work,
-    no backlog in the observation) when there is one."""
+class CloneRerouted(Policy):
+    """The clone, with its route replaced where :meth:`route` says so."""
 
-    name = "idle_first"
+    name = "clone_rerouted"
 
     def __init__(self, clone: AgentPolicy) -> None:
         self.clone, self.n_nodes, self.changes = clone, 0, 0
@@ -247,15 +246,33 @@ class IdleFirst(Policy):
         self.clone.reset(sim)
         self.n_nodes = sim.n_nodes
 
+    def node_rows(self, obs: np.ndarray) -> np.ndarray:
+        return np.asarray(obs[: self.n_nodes * len(NODE_FEATURES)]).reshape(self.n_nodes, -1)
+
+    def route(self, sim: Any, request: Any, obs: np.ndarray, mask: Any, own: int) -> int:
+        raise NotImplementedError
+
     def decide(self, sim: Any, request: Any) -> None:
         obs, mask = self.clone.observe(sim, request)
         action = np.array(self.clone.act(obs, mask), dtype=np.int64)
-        if hold_s(obs, int(action[0])) >= 0.25:
-            idle = sorted(k for k in idle_nodes(obs, self.n_nodes) if mask[k])
-            if idle and int(action[0]) not in idle:
-                action[0] = idle[0]
-                self.changes += 1
+        own = int(action[0])
+        action[0] = self.route(sim, request, obs, mask, own)
+        self.changes += int(action[0]) != own
         self.clone.apply(sim, request, action)
+
+
+class IdleFirst(CloneRerouted):
+    """The clone, except that a long decision goes to the first idle node (no work,
+    no backlog in the observation) when there is one."""
+
+    name = "idle_first"
+
+    def route(self, sim: Any, request: Any, obs: np.ndarray, mask: Any, own: int) -> int:
+        if hold_s(obs, own) >= 0.25:
+            idle = sorted(k for k in idle_nodes(obs, self.n_nodes) if mask[k])
+            if idle and own not in idle:
+                return idle[0]
+        return own
 
 
 def idle() -> None:
@@ -342,7 +359,7 @@ def decoys() -> None:
     )
 
 
-class StackDuringBursts(Policy):
+class StackDuringBursts(CloneRerouted):
     """The clone, except that a long request with a prefix not seen before, arriving
     while a burst is being served, goes to the node the burst uses least."""
 
@@ -350,39 +367,33 @@ class StackDuringBursts(Policy):
     burst_arrivals, span_s = 20, 8.0
 
     def __init__(self, clone: AgentPolicy) -> None:
-        self.clone, self.n_nodes = clone, 0
+        super().__init__(clone)
         self.seen: collections.Counter[int] = collections.Counter()
         self.recent: collections.deque[list[Any]] = collections.deque()  # [time, prefix, node]
 
     def reset(self, sim: Any) -> None:
-        self.clone.reset(sim)
-        self.n_nodes = sim.n_nodes
+        super().reset(sim)
         self.seen.clear()
         self.recent.clear()
 
-    def decide(self, sim: Any, request: Any) -> None:
-        key, entry = request.blocks[0], [sim.now, request.blocks[0], -1]
+    def route(self, sim: Any, request: Any, obs: np.ndarray, mask: Any, own: int) -> int:
+        key, entry = request.blocks[0], [sim.now, request.blocks[0], own]
         self.recent.append(entry)
         while self.recent[0][0] < sim.now - self.span_s:
             self.recent.popleft()
-        obs, mask = self.clone.observe(sim, request)
-        action = np.array(self.clone.act(obs, mask), dtype=np.int64)
         new, self.seen[key] = self.seen[key] == 0, self.seen[key] + 1
-        if new and hold_s(obs, int(action[0])) >= 0.25:
+        if new and hold_s(obs, own) >= 0.25:
             counts = collections.Counter(e[1] for e in self.recent)
             hot = {k for k, c in counts.items() if c >= self.burst_arrivals and k != key}
             if hot:
                 share = collections.Counter(e[2] for e in self.recent if e[1] in hot)
-                rows = np.asarray(obs[: self.n_nodes * len(NODE_FEATURES)]).reshape(
-                    self.n_nodes, -1
-                )
+                rows = self.node_rows(obs)
                 allowed = [k for k in range(self.n_nodes) if mask[k]]
-                action[0] = min(allowed, key=lambda k: (share[k], -rows[k, BACKLOG]))
-        entry[2] = int(action[0])
-        self.clone.apply(sim, request, action)
+                entry[2] = min(allowed, key=lambda k: (share[k], -rows[k, BACKLOG]))
+        return int(entry[2])
 
 
-class ClairvoyantDecoys(Policy):
+class ClairvoyantDecoys(CloneRerouted):
     """The clone, except that each decoy goes to the node minimising its own first
     token plus ``lam`` x the seconds its prefill overlaps any burst's first
     ``span_s`` seconds (it knows when every burst starts)."""
@@ -391,36 +402,28 @@ class ClairvoyantDecoys(Policy):
     prefill_s, span_s = 4.7, 7.5
 
     def __init__(self, clone: AgentPolicy, window: Workload, lam: float) -> None:
-        self.clone, self.lam, self.n_nodes = clone, lam, 0
+        super().__init__(clone)
+        self.lam = lam
         firsts: dict[int, float] = {}
         for r in window.requests:
             if r.job_kind == "burst":
                 firsts.setdefault(r.blocks[0], r.arrival_s)
         self.starts = sorted(firsts.values())
 
-    def reset(self, sim: Any) -> None:
-        self.clone.reset(sim)
-        self.n_nodes = sim.n_nodes
+    def route(self, sim: Any, request: Any, obs: np.ndarray, mask: Any, own: int) -> int:
+        if request.job_kind != "decoy":
+            return own
+        rows = self.node_rows(obs)
 
-    def decide(self, sim: Any, request: Any) -> None:
-        obs, mask = self.clone.observe(sim, request)
-        action = np.array(self.clone.act(obs, mask), dtype=np.int64)
-        if request.job_kind == "decoy":
-            rows = np.asarray(obs[: self.n_nodes * len(NODE_FEATURES)]).reshape(self.n_nodes, -1)
-
-            def cost(k: int) -> float:
-                end = sim.now + from_log_seconds(float(rows[k, FIRST_TOKEN]))
-                overlap = sum(
-                    max(0.0, min(end, b + self.span_s) - max(end - self.prefill_s, b))
-                    for b in self.starts
-                )
-                return end - sim.now + self.lam * overlap
-
-            own = int(action[0])
-            action[0] = min(
-                (k for k in range(self.n_nodes) if mask[k]), key=lambda k: (cost(k), k != own)
+        def cost(k: int) -> float:
+            end = sim.now + from_log_seconds(float(rows[k, FIRST_TOKEN]))
+            overlap = sum(
+                max(0.0, min(end, b + self.span_s) - max(end - self.prefill_s, b))
+                for b in self.starts
             )
-        self.clone.apply(sim, request, action)
+            return end - sim.now + self.lam * overlap
+
+        return min((k for k in range(self.n_nodes) if mask[k]), key=lambda k: (cost(k), k != own))
 
 
 def _window_mean_without(cfg: Any, window: Workload, policy: Policy, lo: float, hi: float) -> float:
