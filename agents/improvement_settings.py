@@ -38,6 +38,10 @@ class ImprovementSettings:
     """Copies of each measured decision among the labels (its weight)."""
     families_in_turn: bool = True
     """Each round's windows one per family in turn (else the pool in a seeded order)."""
+    families: list[str] | None = None
+    """The families whose train windows are measured (a window ``.../NAME-0007`` is of
+    family ``NAME``); None (the default): every family of the pool. Validation still
+    scores every family, so a family left out is watched, not fitted."""
     undo_worse: bool = True
     """Undo a round's fit unless it lowers the geometric mean of the round's own
     windows' summed TTFTs (measured: every fit of the runs that set this was undone)."""
@@ -72,6 +76,16 @@ class ImprovementSettings:
                 raise ValueError(
                     f"improvement.{name} must be true or false, got {getattr(self, name)!r}"
                 )
+        families = self.families
+        if families is not None and (
+            isinstance(families, str)
+            or not families
+            or not all(isinstance(name, str) and name for name in families)
+        ):
+            raise ValueError(
+                f"improvement.families must be a non-empty list of family names or null, "
+                f"got {families!r}"
+            )
         lead = self.lead_requests
         if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int) or lead < 0):
             raise ValueError(

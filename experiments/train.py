@@ -266,6 +266,7 @@ def run_improvement(
     from agents.rollout_improvement import improve_round
 
     settings = improvement_settings(cfg)
+    pool = measured_pool(pool, settings.families)
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows)
     if not val_pool:
         raise ValueError("improvement: the workload has no validation windows to score rounds on")
@@ -707,6 +708,22 @@ class ValidationScore:
 def family_of(name: str) -> str:
     """The family of a window named ``workload/family-0007`` (``family``)."""
     return name.rsplit("/", 1)[-1].rsplit("-", 1)[0]
+
+
+def measured_pool(pool: list[Any], families: list[str] | None) -> list[Any]:
+    """The windows of ``pool`` whose family is in ``families`` (all of them when
+    None), in pool order; a family with no window in the pool is an error naming
+    ``improvement.families`` and the families the pool has."""
+    if families is None:
+        return pool
+    present = sorted({family_of(window.name) for window in pool})
+    missing = [name for name in families if name not in present]
+    if missing:
+        raise ValueError(
+            f"improvement.families: no train window of family {missing[0]!r} "
+            f"(the train windows' families: {', '.join(present)})"
+        )
+    return [window for window in pool if family_of(window.name) in families]
 
 
 def round_windows(

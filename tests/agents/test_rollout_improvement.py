@@ -108,6 +108,28 @@ def test_bad_settings_are_named() -> None:
         ImprovementSettings(min_gain_s=float("nan"))
     with pytest.raises(ValueError, match=r"improvement\.aggregate must be true or false"):
         ImprovementSettings(aggregate="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"improvement\.families must be a non-empty list"):
+        ImprovementSettings(families=[])
+    with pytest.raises(ValueError, match=r"improvement\.families must be a non-empty list"):
+        ImprovementSettings(families="synthetic")  # type: ignore[arg-type]
+
+
+def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
+    from types import SimpleNamespace
+
+    from experiments.train import measured_pool
+
+    names = ["w/synthetic-0001", "w/synthetic1s-0002", "w/mixed-0003", "w/synthetic-0004"]
+    pool = [SimpleNamespace(name=name) for name in names]
+    assert measured_pool(pool, None) is pool
+    kept = measured_pool(pool, ["synthetic", "mixed"])
+    assert [w.name for w in kept] == ["w/synthetic-0001", "w/mixed-0003", "w/synthetic-0004"]
+    with pytest.raises(
+        ValueError,
+        match=r"improvement\.families: no train window of family 'rising' "
+        r"\(the train windows' families: mixed, synthetic, synthetic1s\)",
+    ):
+        measured_pool(pool, ["synthetic", "rising"])
 
 
 def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
