@@ -132,6 +132,23 @@ def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
         measured_pool(pool, ["synthetic", "rising"])
 
 
+def test_improve_spare_no1s_measures_every_train_window_but_the_1s_bursts() -> None:
+    """The shipped recipe's families name windows of its real train pool: every
+    window of the three families is measured, none of the 1 s bursts."""
+    from experiments.config import window_pool_of
+    from experiments.train import family_of, measured_pool
+
+    cfg = compose_train(["+experiment=improve_spare_no1s"])
+    assert cfg.seed == 4 and cfg.improvement.states_per_window == 400
+    pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    kept = measured_pool(pool, list(cfg.improvement.families))
+    assert {family_of(w.name) for w in pool} == {"synthetic", "synthetic1s", "rising", "mixed"}
+    assert [w.name for w in kept] == [
+        w.name for w in pool if family_of(w.name) in ("synthetic", "rising", "mixed")
+    ]
+    assert len(kept) < len(pool)
+
+
 def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
     from experiments.train import check_improvement, check_train
 
