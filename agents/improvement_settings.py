@@ -42,6 +42,11 @@ class ImprovementSettings:
     """The families whose train windows are measured (a window ``.../NAME-0007`` is of
     family ``NAME``); None (the default): every family of the pool. Validation still
     scores every family, so a family left out is watched, not fitted."""
+    anchor_families: list[str] | None = None
+    """Families whose train windows join the rounds for anchors only: their
+    ``anchor_per_window`` own decisions are kept as labels and none is measured, so
+    the fit holds the policy there; None (the default): no such family. Disjoint
+    from ``families``."""
     undo_worse: bool = True
     """Undo a round's fit unless it lowers the geometric mean of the round's own
     windows' summed TTFTs (measured: every fit of the runs that set this was undone)."""
@@ -76,15 +81,22 @@ class ImprovementSettings:
                 raise ValueError(
                     f"improvement.{name} must be true or false, got {getattr(self, name)!r}"
                 )
-        families = self.families
-        if families is not None and (
-            isinstance(families, str)
-            or not families
-            or not all(isinstance(name, str) and name for name in families)
-        ):
+        for name in ("families", "anchor_families"):
+            families = getattr(self, name)
+            if families is not None and (
+                isinstance(families, str)
+                or not families
+                or not all(isinstance(family, str) and family for family in families)
+            ):
+                raise ValueError(
+                    f"improvement.{name} must be a non-empty list of family names or null, "
+                    f"got {families!r}"
+                )
+        both = sorted(set(self.families or ()) & set(self.anchor_families or ()))
+        if both:
             raise ValueError(
-                f"improvement.families must be a non-empty list of family names or null, "
-                f"got {families!r}"
+                f"improvement.anchor_families: {both[0]!r} is also in improvement.families "
+                f"(a family is measured or anchored, not both)"
             )
         lead = self.lead_requests
         if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int) or lead < 0):

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import copy
 import multiprocessing
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,9 +176,11 @@ def measure_window(
     sim: SimConfig,
     settings: ImprovementSettings,
     seed: int,
+    measure: bool = True,
 ) -> tuple[Demonstrations, RoundStats]:
     """Steps 1-3 of a round on one window: its labels and what was measured.
-    ``seed`` seeds the simulator and the draws of anchors and long decisions."""
+    ``seed`` seeds the simulator and the draws of anchors and long decisions;
+    ``measure`` False keeps the anchors only (``improvement.anchor_families``)."""
     rng = np.random.default_rng(seed)
     demos, stats = Demonstrations(), RoundStats()
     requests = window.requests
@@ -192,7 +194,8 @@ def measure_window(
         demos.returns.append(0.0)
     stats.windows.append(window.name)
     stats.long_decisions += len(base.long)
-    picks = sorted(rng.choice(base.long, min(settings.states_per_window, len(base.long)), False))
+    states = min(settings.states_per_window, len(base.long)) if measure else 0
+    picks = sorted(rng.choice(base.long, states, False))
     n_nodes = len(cluster.nodes)
     lead = settings.lead_requests
     for index in picks:
@@ -243,10 +246,10 @@ _WORKER: dict[str, Any] = {}
 """What a forked measuring process reads: the round's agent, cluster, sim, settings."""
 
 
-def _measure_in_worker(job: tuple[Workload, int]) -> tuple[Demonstrations, RoundStats]:
-    window, seed = job
+def _measure_in_worker(job: tuple[Workload, int, bool]) -> tuple[Demonstrations, RoundStats]:
+    window, seed, measure = job
     w = _WORKER
-    return measure_window(w["agent"], window, w["cluster"], w["sim"], w["settings"], seed)
+    return measure_window(w["agent"], window, w["cluster"], w["sim"], w["settings"], seed, measure)
 
 
 def improve_round(
@@ -258,13 +261,18 @@ def improve_round(
     settings: ImprovementSettings,
     seed: int,
     demos: Demonstrations | None = None,
+    anchored: Collection[str] = (),
 ) -> RoundStats:
     """One round on ``windows``: measure with the model as it is, then fit it to
     the new labels, added to ``demos`` (the earlier rounds' labels when the caller
-    keeps them: ``improvement.aggregate``)."""
+    keeps them: ``improvement.aggregate``). A window named in ``anchored`` gives
+    its anchors only."""
     agent = AgentPolicy(model, spec)  # reads the weights now: a new one each round
     demos = demos if demos is not None else Demonstrations()
-    jobs = [(window, seed * 1000 + position) for position, window in enumerate(windows)]
+    jobs = [
+        (window, seed * 1000 + position, window.name not in anchored)
+        for position, window in enumerate(windows)
+    ]
     if settings.workers > 1 and len(jobs) > 1:
         # forked processes inherit the agent; each window's result depends on its
         # own seed only, so the labels are the same for any number of workers
@@ -276,7 +284,7 @@ def improve_round(
         finally:
             _WORKER.clear()
     else:
-        results = [measure_window(agent, w, cluster, sim, settings, s) for w, s in jobs]
+        results = [measure_window(agent, w, cluster, sim, settings, s, m) for w, s, m in jobs]
     stats = RoundStats()
     for part, measured in results:
         for name in ("obs", "masks", "actions", "returns"):
@@ -295,7 +303,7 @@ def improve_round(
     stats.fit = pretrain(model, demos, fit, seed)
     # the improvement check: the fitted policy serves the round's windows again
     fitted = AgentPolicy(model, spec)
-    stats.after_s = [float(_serve(_Probe(fitted), cluster, w, sim, s).sum()) for w, s in jobs]
+    stats.after_s = [float(_serve(_Probe(fitted), cluster, w, sim, s).sum()) for w, s, _ in jobs]
     if settings.undo_worse and not stats.change < 0.0:
         stats.accepted = False
         model.policy.load_state_dict(before)

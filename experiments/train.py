@@ -266,7 +266,7 @@ def run_improvement(
     from agents.rollout_improvement import improve_round
 
     settings = improvement_settings(cfg)
-    pool = measured_pool(pool, settings.families)
+    pool, anchored = round_pool(pool, settings.families, settings.anchor_families)
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows)
     if not val_pool:
         raise ValueError("improvement: the workload has no validation windows to score rounds on")
@@ -291,6 +291,7 @@ def run_improvement(
             settings,
             seed * 1000 + number,
             labels,
+            anchored,
         )
         value = float(score(model))
         kept = value < best_score
@@ -710,20 +711,37 @@ def family_of(name: str) -> str:
     return name.rsplit("/", 1)[-1].rsplit("-", 1)[0]
 
 
-def measured_pool(pool: list[Any], families: list[str] | None) -> list[Any]:
+def measured_pool(
+    pool: list[Any], families: list[str] | None, key: str = "improvement.families"
+) -> list[Any]:
     """The windows of ``pool`` whose family is in ``families`` (all of them when
     None), in pool order; a family with no window in the pool is an error naming
-    ``improvement.families`` and the families the pool has."""
+    ``key`` and the families the pool has."""
     if families is None:
         return pool
     present = sorted({family_of(window.name) for window in pool})
     missing = [name for name in families if name not in present]
     if missing:
         raise ValueError(
-            f"improvement.families: no train window of family {missing[0]!r} "
+            f"{key}: no train window of family {missing[0]!r} "
             f"(the train windows' families: {', '.join(present)})"
         )
     return [window for window in pool if family_of(window.name) in families]
+
+
+def round_pool(
+    pool: list[Any], families: list[str] | None, anchor_families: list[str] | None
+) -> tuple[list[Any], set[str]]:
+    """The train windows the rounds draw from (those of ``families`` and of
+    ``anchor_families``; every window when ``families`` is None), in pool order, and
+    the names of those that give anchors only (``anchor_families``'). A family with
+    no window in the pool is an error naming its key."""
+    anchored = measured_pool(pool, anchor_families, "improvement.anchor_families")
+    names = {window.name for window in anchored} if anchor_families else set()
+    if families is None:
+        return pool, names
+    measured = {window.name for window in measured_pool(pool, families)}
+    return [window for window in pool if window.name in measured | names], names
 
 
 def round_windows(

@@ -101,6 +101,20 @@ def test_labels_are_the_measured_best_node(agent: AgentPolicy) -> None:
         assert mask[action[0]]
 
 
+def test_an_anchored_window_gives_the_agents_own_decisions_only(agent: AgentPolicy) -> None:
+    """measure=False (a window of improvement.anchor_families): the anchors, each the
+    agent's own action, and nothing measured; the same anchors as a measured window."""
+    window = synthetic_window(SMALL, window=2)
+    settings = ImprovementSettings(states_per_window=4, lead_requests=20, horizon_requests=40)
+    anchors = min(settings.anchor_per_window, len(window.requests))
+    measured, measured_stats = measure_window(agent, window, CLUSTER, SIM, settings, 5)
+    demos, stats = measure_window(agent, window, CLUSTER, SIM, settings, 5, measure=False)
+    assert stats.measured == stats.changed == 0 and not stats.decisions
+    assert len(demos) == anchors and stats.long_decisions > 0
+    assert all(np.array_equal(a, b) for a, b in zip(demos.actions, measured.actions[:anchors]))
+    assert stats.before_s == measured_stats.before_s and measured_stats.measured == 4
+
+
 def test_bad_settings_are_named() -> None:
     with pytest.raises(ValueError, match=r"improvement\.windows must be a whole number >= 1"):
         ImprovementSettings(windows=0)
@@ -112,18 +126,32 @@ def test_bad_settings_are_named() -> None:
         ImprovementSettings(families=[])
     with pytest.raises(ValueError, match=r"improvement\.families must be a non-empty list"):
         ImprovementSettings(families="synthetic")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"improvement\.anchor_families must be a non-empty"):
+        ImprovementSettings(anchor_families=[""])
+    with pytest.raises(
+        ValueError, match=r"improvement\.anchor_families: 'mixed' is also in improvement\.families"
+    ):
+        ImprovementSettings(families=["synthetic", "mixed"], anchor_families=["mixed"])
 
 
 def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
     from types import SimpleNamespace
 
-    from experiments.train import measured_pool
+    from experiments.train import measured_pool, round_pool
 
     names = ["w/synthetic-0001", "w/synthetic1s-0002", "w/mixed-0003", "w/synthetic-0004"]
     pool = [SimpleNamespace(name=name) for name in names]
     assert measured_pool(pool, None) is pool
     kept = measured_pool(pool, ["synthetic", "mixed"])
     assert [w.name for w in kept] == ["w/synthetic-0001", "w/mixed-0003", "w/synthetic-0004"]
+    rounds, anchored = round_pool(pool, ["mixed"], ["synthetic1s"])
+    assert [w.name for w in rounds] == ["w/synthetic1s-0002", "w/mixed-0003"]
+    assert anchored == {"w/synthetic1s-0002"}
+    rounds, anchored = round_pool(pool, None, ["synthetic1s"])
+    assert rounds is pool and anchored == {"w/synthetic1s-0002"}
+    assert round_pool(pool, ["mixed"], None) == (measured_pool(pool, ["mixed"]), set())
+    with pytest.raises(ValueError, match=r"improvement\.anchor_families: no train window of"):
+        round_pool(pool, None, ["rising"])
     with pytest.raises(
         ValueError,
         match=r"improvement\.families: no train window of family 'rising' "
