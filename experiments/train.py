@@ -734,14 +734,17 @@ def round_pool(
 ) -> tuple[list[Any], set[str]]:
     """The train windows the rounds draw from (those of ``families`` and of
     ``anchor_families``; every window when ``families`` is None), in pool order, and
-    the names of those that give anchors only (``anchor_families``'). A family with
-    no window in the pool is an error naming its key."""
-    anchored = measured_pool(pool, anchor_families, "improvement.anchor_families")
-    names = {window.name for window in anchored} if anchor_families else set()
+    the names of those that give anchors only (the ``anchor_families`` ones). A family
+    with no window in the pool is an error naming its key."""
+    anchored: set[str] = set()
+    if anchor_families is not None:
+        anchored = {
+            w.name for w in measured_pool(pool, anchor_families, "improvement.anchor_families")
+        }
     if families is None:
-        return pool, names
-    measured = {window.name for window in measured_pool(pool, families)}
-    return [window for window in pool if window.name in measured | names], names
+        return pool, anchored
+    measured = {w.name for w in measured_pool(pool, families)}
+    return [w for w in pool if w.name in measured or w.name in anchored], anchored
 
 
 def round_windows(

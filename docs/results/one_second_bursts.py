@@ -59,6 +59,7 @@ import collections
 import itertools
 import multiprocessing
 import sys
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -249,8 +250,9 @@ class CloneRerouted(Policy):
     def node_rows(self, obs: np.ndarray) -> np.ndarray:
         return np.asarray(obs[: self.n_nodes * len(NODE_FEATURES)]).reshape(self.n_nodes, -1)
 
+    @abstractmethod
     def route(self, sim: Any, request: Any, obs: np.ndarray, mask: Any, own: int) -> int:
-        raise NotImplementedError
+        """The node for this arrival; ``own`` is the clone's."""
 
     def decide(self, sim: Any, request: Any) -> None:
         obs, mask = self.clone.observe(sim, request)
