@@ -47,6 +47,18 @@ class ImprovementSettings:
     ``anchor_per_window`` own decisions are kept as labels and none is measured, so
     the fit holds the policy there; None (the default): no such family. Disjoint
     from ``families``."""
+    warm_variant: bool = False
+    """Serve each round's windows a second time with the agent warming the arriving
+    prefix onto every node the action mask allows; where that lowers the window's
+    summed TTFT by at least ``warm_variant_gain``, the window's labels (anchors from
+    that trajectory, measured routes) warm every allowed node. Copies pay off over
+    minutes (a later turn of the same conversation), which one measured decision
+    with a 300-request horizon does not see."""
+    warm_variant_gain: float = 0.01
+    """The share of a window's summed TTFT the warm variant must save (0.01: 1 %)."""
+    warm_calm_s: float | None = None
+    """The warm variant warms only at arrivals where no node has this many seconds of
+    work ahead (its ``backlog``); None (the default): at every arrival."""
     undo_worse: bool = True
     """Undo a round's fit unless it lowers the geometric mean of the round's own
     windows' summed TTFTs (measured: every fit of the runs that set this was undone)."""
@@ -76,7 +88,7 @@ class ImprovementSettings:
                 raise ValueError(
                     f"improvement.{name} must be a whole number >= {low}, got {value!r}"
                 )
-        for name in ("aggregate", "families_in_turn", "undo_worse"):
+        for name in ("aggregate", "families_in_turn", "undo_worse", "warm_variant"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(
                     f"improvement.{name} must be true or false, got {getattr(self, name)!r}"
@@ -103,7 +115,16 @@ class ImprovementSettings:
             raise ValueError(
                 f"improvement.lead_requests must be a whole number >= 0 or null, got {lead!r}"
             )
-        for name in ("min_gain_s", "hold_s", "learning_rate"):
+        calm = self.warm_calm_s
+        if calm is not None and (
+            isinstance(calm, bool)
+            or not isinstance(calm, (int, float))
+            or not (math.isfinite(calm) and calm > 0)
+        ):
+            raise ValueError(
+                f"improvement.warm_calm_s must be a finite number > 0 or null, got {calm!r}"
+            )
+        for name in ("min_gain_s", "hold_s", "learning_rate", "warm_variant_gain"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"improvement.{name} must be a number, got {value!r}")

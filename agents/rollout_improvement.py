@@ -36,6 +36,14 @@ One round (:func:`improve_round`) of a btb/RouteWarm-v0 agent:
    undone: a fit can move decisions other than the measured ones, and labels
    measured on one future can mislead on others.
 
+With ``warm_variant`` each window is also served by the agent warming the
+arriving prefix onto every node the mask allows (with ``warm_calm_s``, only at
+arrivals where no node has that many seconds of work ahead). Where that lowers the window's
+summed TTFT by at least ``warm_variant_gain`` (a share), the window's anchors are
+taken from that trajectory and its measured labels warm every allowed node too: a
+choice measured over the whole window, because a copy pays off minutes later (the
+next turn of a conversation) and step 2's 300-request horizon does not see it.
+
 The caller scores the policy on validation windows after every round and keeps
 the best (``experiments.train``, ``improvement.iterations``).
 """
@@ -43,6 +51,7 @@ the best (``experiments.train``, ``improvement.iterations``).
 from __future__ import annotations
 
 import copy
+import math
 import multiprocessing
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
@@ -55,15 +64,23 @@ from agents.imitation import Demonstrations, pretrain
 from agents.imitation_settings import ImitationSettings
 from agents.improvement_settings import ImprovementSettings
 from baselines.policy import Policy
-from envs.encoder import hold_s
+from envs.encoder import hold_s, max_backlog_s
 from envs.sim import ClusterSpec, SimConfig, Simulator
 from envs.sim.request import Request, Workload
+
+
+def allowed_warms(mask: np.ndarray, n_nodes: int) -> np.ndarray:
+    """The warm bits of a route-warm action that warm onto every node ``mask`` (the
+    flat action mask: ``n_nodes`` routes, then a (no, yes) pair per node) allows."""
+    return np.asarray(mask[n_nodes + 1 : 3 * n_nodes : 2], dtype=np.int64)
 
 
 class _Probe(Policy):
     """The agent acting greedily, which remembers (observation, mask, action) at
     the arrivals in ``record``, lists its long decisions when ``long_s`` is set,
-    and routes the arrival ``fork`` to ``node`` instead of its own choice."""
+    routes the arrival ``fork`` to ``node`` instead of its own choice, and with
+    ``warm_all`` warms onto every node the mask allows at every arrival (with
+    ``calm_s``, only where no node has that many seconds of work ahead)."""
 
     name = "rollout_probe"
 
@@ -74,8 +91,12 @@ class _Probe(Policy):
         long_s: float | None = None,
         fork: int = -1,
         node: int = -1,
+        warm_all: bool = False,
+        calm_s: float | None = None,
     ) -> None:
         self.agent = agent
+        self.warm_all = warm_all
+        self.calm_s = math.inf if calm_s is None else calm_s
         self.record = set(record)
         self.long_s = long_s
         self.fork = fork
@@ -93,6 +114,9 @@ class _Probe(Policy):
         obs, mask = agent.observe(sim, request)
         assert mask is not None, "rollout improvement needs a masked route-warm agent"
         action = np.array(agent.act(obs, mask), dtype=np.int64)
+        n = sim.n_nodes
+        if self.warm_all and max_backlog_s(obs, n) < self.calm_s:
+            action[1 : 1 + n] = allowed_warms(mask, n)
         index = request.index
         if index in self.record:
             self.seen[index] = (obs.copy(), mask.copy(), action.copy())
@@ -118,6 +142,10 @@ class RoundStats:
     """Summed TTFT of each of the round's windows, served by the policy before the fit."""
     after_s: list[float] = field(default_factory=list)
     """... by the fitted policy."""
+    warm_windows: int = 0
+    """Windows whose labels warm every allowed node (``warm_variant``: it won there)."""
+    warm_variant_s: list[float] = field(default_factory=list)
+    """Summed TTFT of each window served by the warm variant (``warm_variant`` on)."""
     accepted: bool = True
     """The fit lowered the geometric mean of the windows' summed TTFTs (else the
     weights were restored)."""
@@ -143,6 +171,8 @@ class RoundStats:
         self.saved_s += other.saved_s
         self.decisions += other.decisions
         self.before_s += other.before_s
+        self.warm_windows += other.warm_windows
+        self.warm_variant_s += other.warm_variant_s
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -154,6 +184,8 @@ class RoundStats:
             "labels": self.labels,
             "before_s": self.before_s,
             "after_s": self.after_s,
+            "warm_windows": self.warm_windows,
+            "warm_variant_s": self.warm_variant_s,
             "change": self.change,
             "accepted": self.accepted,
             **{key: float(value) for key, value in self.fit.items()},
@@ -187,7 +219,13 @@ def measure_window(
     anchors = rng.choice(len(requests), min(settings.anchor_per_window, len(requests)), False)
     base = _Probe(agent, anchors.tolist(), long_s=settings.hold_s)
     stats.before_s.append(float(_serve(base, cluster, window, sim, seed).sum()))
-    for obs, mask, action in base.seen.values():
+    labelled = base
+    if settings.warm_variant:
+        variant = _Probe(agent, anchors.tolist(), warm_all=True, calm_s=settings.warm_calm_s)
+        stats.warm_variant_s.append(float(_serve(variant, cluster, window, sim, seed).sum()))
+        if stats.warm_variant_s[0] <= stats.before_s[0] * (1.0 - settings.warm_variant_gain):
+            stats.warm_windows, labelled = 1, variant
+    for obs, mask, action in labelled.seen.values():
         demos.obs.append(obs)
         demos.masks.append(mask)
         demos.actions.append(action)
@@ -234,6 +272,8 @@ def measure_window(
         )
         label = action.copy()
         label[0] = best
+        if stats.warm_windows:
+            label[1 : 1 + n_nodes] = allowed_warms(mask, n_nodes)
         for _ in range(settings.repeat):
             demos.obs.append(obs)
             demos.masks.append(mask)

@@ -116,6 +116,13 @@ def hold_s(obs: np.ndarray, node: int) -> float:
     )
 
 
+def max_backlog_s(obs: np.ndarray, n_nodes: int) -> float:
+    """The most seconds of work ahead on any node (its ``backlog``), read from a route
+    observation's node rows."""
+    width = len(NODE_FEATURES)
+    return from_log_seconds(float(np.max(obs[_BACKLOG : n_nodes * width : width])))
+
+
 class ShortArrivals:
     """Arrival times of the short requests of the last ``window_s`` seconds."""
 

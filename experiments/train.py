@@ -321,6 +321,8 @@ def run_improvement(
         verdict = "" if not settings.undo_worse else "kept" if stats.accepted else "undone"
         fitted = f"the fit {verdict}: " if verdict else "after the fit: "
         fitted += f"the round's windows {stats.change * 100:+.2f} %"
+        if settings.warm_variant:
+            fitted += f"; {stats.warm_windows} of {len(stats.windows)} windows warm everywhere"
         print(
             f"rollout improvement: round {number}/{settings.iterations}: "
             f"{stats.changed} of {stats.measured} measured decisions changed "

@@ -5,6 +5,7 @@ scores each on validation windows and keeps the best."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,11 +18,18 @@ import envs  # noqa: F401  (registers the environments)
 from agents.adapter import AgentPolicy
 from agents.algorithms import AgentSpec, build_model
 from agents.improvement_settings import ImprovementSettings
-from agents.rollout_improvement import _Probe, _serve, improve_round, measure_window
-from envs.encoder import hold_s
+from agents.rollout_improvement import (
+    _Probe,
+    _serve,
+    allowed_warms,
+    improve_round,
+    measure_window,
+)
+from envs.encoder import NODE_FEATURES, hold_s, log_seconds, max_backlog_s
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from envs.workloads.registry import windows
 from experiments.train import train
 from tests.experiments.test_hydra_commands import TINY, compose_train
 
@@ -115,6 +123,74 @@ def test_an_anchored_window_gives_the_agents_own_decisions_only(agent: AgentPoli
     assert stats.before_s == measured_stats.before_s and measured_stats.measured == 4
 
 
+def test_allowed_warms_are_the_yes_of_each_nodes_pair() -> None:
+    # 3 nodes: routes, then (no, yes) per node, then evict (none, 0, 1, 2)
+    mask = np.array([1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 0], dtype=bool)
+    assert allowed_warms(mask, 3).tolist() == [0, 1, 1]
+
+
+def test_the_warm_variant_labels_a_window_where_warming_everywhere_wins(
+    agent: AgentPolicy,
+) -> None:
+    """On the first 150 requests of a rising_load train window the fixture agent
+    is slower than the same agent warming onto every allowed node (32.0 against
+    29.6 s summed): with warm_variant the window's anchors come from that
+    trajectory and every label warms every allowed node; asked for a larger saving
+    than that, the labels are those of warm_variant off."""
+    full = next(windows("rising_load", split="train"))
+    window = Workload(full.name, full.block_tokens, full.requests[:150])
+    settings = ImprovementSettings(
+        states_per_window=2, lead_requests=20, horizon_requests=40, min_gain_s=0.01
+    )
+    on = dataclasses.replace(settings, warm_variant=True, warm_variant_gain=0.05)
+    demos, stats = measure_window(agent, window, CLUSTER, SIM, on, 5)
+    assert stats.warm_windows == 1 and stats.measured == 2
+    assert stats.warm_variant_s[0] <= 0.95 * stats.before_s[0]
+    variant = _Probe(agent, warm_all=True)
+    assert _serve(variant, CLUSTER, window, SIM, 5).sum() == stats.warm_variant_s[0]
+    for mask, action in zip(demos.masks, demos.actions):
+        assert np.array_equal(action[1:5], allowed_warms(mask, 4))
+    assert sum(int(action[1:5].sum()) for action in demos.actions) > 0
+    off, off_stats = measure_window(agent, window, CLUSTER, SIM, settings, 5)
+    assert off_stats.warm_windows == 0 and not off_stats.warm_variant_s
+    strict = dataclasses.replace(on, warm_variant_gain=0.5)
+    kept, kept_stats = measure_window(agent, window, CLUSTER, SIM, strict, 5)
+    assert kept_stats.warm_windows == 0 and kept_stats.warm_variant_s == stats.warm_variant_s
+    assert len(kept) == len(off)
+    assert all(np.array_equal(a, b) for a, b in zip(kept.actions, off.actions))
+    assert any(not np.array_equal(a, b) for a, b in zip(demos.actions, off.actions))
+
+
+def test_max_backlog_reads_the_busiest_nodes_backlog() -> None:
+    obs = np.zeros(4 * len(NODE_FEATURES) + 6, dtype=np.float32)
+    backlog = NODE_FEATURES.index("backlog")
+    obs[2 * len(NODE_FEATURES) + backlog] = log_seconds(0.5)
+    obs[backlog] = log_seconds(0.2)
+    obs[3 * len(NODE_FEATURES) + NODE_FEATURES.index("wait")] = 1.0  # not a backlog
+    assert max_backlog_s(obs, 4) == pytest.approx(0.5, rel=1e-4)
+    assert max_backlog_s(np.zeros_like(obs), 4) == 0.0
+
+
+def test_the_calm_warm_variant_warms_everywhere_only_while_no_node_is_busy(
+    agent: AgentPolicy,
+) -> None:
+    """calm_s: at each arrival the probe warms every allowed node when no node has
+    calm_s seconds of work ahead, else it takes the agent's own warm bits."""
+    full = next(windows("rising_load", split="train"))
+    window = Workload(full.name, full.block_tokens, full.requests[:150])
+    probe = _Probe(agent, record=range(150), warm_all=True, calm_s=0.05)
+    _serve(probe, CLUSTER, window, SIM, 5)
+    calm = busy = 0
+    for obs, mask, action in probe.seen.values():
+        if max_backlog_s(obs, 4) < 0.05:
+            calm += 1
+            assert np.array_equal(action[1:5], allowed_warms(mask, 4))
+        else:
+            busy += 1
+            assert np.array_equal(action, np.asarray(agent.act(obs, mask)))
+    assert calm > 0 and busy > 0
+
+
 def test_bad_settings_are_named() -> None:
     with pytest.raises(ValueError, match=r"improvement\.windows must be a whole number >= 1"):
         ImprovementSettings(windows=0)
@@ -132,6 +208,12 @@ def test_bad_settings_are_named() -> None:
         ValueError, match=r"improvement\.anchor_families: 'mixed' is also in improvement\.families"
     ):
         ImprovementSettings(families=["synthetic", "mixed"], anchor_families=["mixed"])
+    with pytest.raises(ValueError, match=r"improvement\.warm_variant must be true or false"):
+        ImprovementSettings(warm_variant=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"improvement\.warm_variant_gain must be a finite"):
+        ImprovementSettings(warm_variant_gain=-0.1)
+    with pytest.raises(ValueError, match=r"improvement\.warm_calm_s must be a finite number > 0"):
+        ImprovementSettings(warm_calm_s=0)
 
 
 def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
