@@ -49,16 +49,18 @@ class ImprovementSettings:
     from ``families``."""
     warm_variant: bool = False
     """Serve each round's windows a second time with the agent warming the arriving
-    prefix onto every node the action mask allows; where that lowers the window's
-    summed TTFT by at least ``warm_variant_gain``, the window's labels (anchors from
-    that trajectory, measured routes) warm every allowed node. Copies pay off over
-    minutes (a later turn of the same conversation), which one measured decision
-    with a 300-request horizon does not see."""
+    prefix onto every node the action mask allows (see ``warm_calm_s``); where that
+    lowers the window's summed TTFT by at least ``warm_variant_gain``, the window's
+    anchors come from that trajectory and its measured decisions' labels warm every
+    allowed node. Copies pay off over minutes (a later turn of the same
+    conversation), which one measured decision with a 300-request horizon does not
+    see."""
     warm_variant_gain: float = 0.01
     """The share of a window's summed TTFT the warm variant must save (0.01: 1 %)."""
     warm_calm_s: float | None = None
     """The warm variant warms only at arrivals where no node has this many seconds of
-    work ahead (its ``backlog``); None (the default): at every arrival."""
+    work ahead (its ``backlog``); None (the default): at every arrival. The labels of
+    a winning window's measured decisions warm everywhere either way."""
     undo_worse: bool = True
     """Undo a round's fit unless it lowers the geometric mean of the round's own
     windows' summed TTFTs (measured: every fit of the runs that set this was undone)."""

@@ -38,11 +38,13 @@ One round (:func:`improve_round`) of a btb/RouteWarm-v0 agent:
 
 With ``warm_variant`` each window is also served by the agent warming the
 arriving prefix onto every node the mask allows (with ``warm_calm_s``, only at
-arrivals where no node has that many seconds of work ahead). Where that lowers the window's
-summed TTFT by at least ``warm_variant_gain`` (a share), the window's anchors are
-taken from that trajectory and its measured labels warm every allowed node too: a
-choice measured over the whole window, because a copy pays off minutes later (the
-next turn of a conversation) and step 2's 300-request horizon does not see it.
+arrivals where no node has that many seconds of work ahead). Where that lowers
+the window's summed TTFT by at least ``warm_variant_gain`` (a share), the
+window's anchors are taken from that trajectory, and its measured decisions'
+labels warm every allowed node too (calm or not: they are long decisions,
+measured on the agent's own trajectory). A choice measured over the whole
+window, because a copy pays off minutes later (the next turn of a
+conversation) and step 2's 300-request horizon does not see it.
 
 The caller scores the policy on validation windows after every round and keeps
 the best (``experiments.train``, ``improvement.iterations``).
