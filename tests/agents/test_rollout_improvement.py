@@ -259,6 +259,26 @@ def test_improve_spare_no1s_measures_every_train_window_but_the_1s_bursts() -> N
     assert len(kept) < len(pool)
 
 
+def test_improve_warm_takes_every_train_window_a_round() -> None:
+    """The shipped warm recipe: every train window in every round (windows >= the
+    pool), the 1 s bursts' anchored, the warm variant on with its calm threshold,
+    starting from the agent it improves."""
+    from experiments.config import window_pool_of
+    from experiments.train import family_of, round_pool, round_windows
+
+    cfg = compose_train(["+experiment=improve_warm"])
+    settings = cfg.improvement
+    assert settings.warm_variant and settings.warm_calm_s == 0.3 and cfg.seed == 0
+    assert cfg.train.init_from == "agents/zoo/improve_spare_no1s"
+    pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    drawn, anchored = round_pool(pool, list(settings.families), list(settings.anchor_families))
+    assert len(drawn) == len(pool) == settings.windows
+    assert anchored == {w.name for w in pool if family_of(w.name) == "synthetic1s"}
+    for number in (1, 2):
+        names = [w.name for w in round_windows(drawn, settings.windows, number, 0)]
+        assert sorted(names) == sorted(w.name for w in pool)
+
+
 def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
     from experiments.train import check_improvement, check_train
 
