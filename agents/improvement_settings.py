@@ -45,8 +45,9 @@ class ImprovementSettings:
     anchor_families: list[str] | None = None
     """Families whose train windows join the rounds for anchors only: their
     ``anchor_per_window`` own decisions are kept as labels and none is measured, so
-    the fit holds the policy there; None (the default): no such family. Disjoint
-    from ``families``."""
+    the fit holds the policy there (with ``warm_variant`` the variant is tried on
+    them too, and where it wins their anchors are its own); None (the default): no
+    such family. Disjoint from ``families``."""
     warm_variant: bool = False
     """Serve each round's windows a second time with the agent warming the arriving
     prefix onto every node the action mask allows (see ``warm_calm_s``); where that
@@ -56,7 +57,8 @@ class ImprovementSettings:
     conversation), which one measured decision with a 300-request horizon does not
     see."""
     warm_variant_gain: float = 0.01
-    """The share of a window's summed TTFT the warm variant must save (0.01: 1 %)."""
+    """The share of a window's summed TTFT the warm variant must save (0.01: 1 %;
+    0: wherever it is not slower), in [0, 1)."""
     warm_calm_s: float | None = None
     """The warm variant warms only at arrivals where no node has this many seconds of
     work ahead (its ``backlog``); None (the default): at every arrival. The labels of
@@ -126,7 +128,12 @@ class ImprovementSettings:
             raise ValueError(
                 f"improvement.warm_calm_s must be a finite number > 0 or null, got {calm!r}"
             )
-        for name in ("min_gain_s", "hold_s", "learning_rate", "warm_variant_gain"):
+        gain = self.warm_variant_gain
+        if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not 0 <= gain < 1:
+            raise ValueError(
+                f"improvement.warm_variant_gain must be a share in [0, 1), got {gain!r}"
+            )
+        for name in ("min_gain_s", "hold_s", "learning_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"improvement.{name} must be a number, got {value!r}")

@@ -145,7 +145,8 @@ class RoundStats:
     after_s: list[float] = field(default_factory=list)
     """... by the fitted policy."""
     warm_windows: int = 0
-    """Windows whose labels warm every allowed node (``warm_variant``: it won there)."""
+    """Windows the warm variant won (``warm_variant``): their anchors come from the
+    variant's trajectory and their measured labels warm every allowed node."""
     warm_variant_s: list[float] = field(default_factory=list)
     """Summed TTFT of each window served by the warm variant (``warm_variant`` on)."""
     accepted: bool = True
@@ -224,8 +225,10 @@ def measure_window(
     labelled = base
     if settings.warm_variant:
         variant = _Probe(agent, anchors.tolist(), warm_all=True, calm_s=settings.warm_calm_s)
-        stats.warm_variant_s.append(float(_serve(variant, cluster, window, sim, seed).sum()))
-        if stats.warm_variant_s[0] <= stats.before_s[0] * (1.0 - settings.warm_variant_gain):
+        own_s = stats.before_s[-1]
+        variant_s = float(_serve(variant, cluster, window, sim, seed).sum())
+        stats.warm_variant_s.append(variant_s)
+        if variant_s <= own_s * (1.0 - settings.warm_variant_gain):
             stats.warm_windows, labelled = 1, variant
     for obs, mask, action in labelled.seen.values():
         demos.obs.append(obs)

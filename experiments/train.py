@@ -322,7 +322,7 @@ def run_improvement(
         fitted = f"the fit {verdict}: " if verdict else "after the fit: "
         fitted += f"the round's windows {stats.change * 100:+.2f} %"
         if settings.warm_variant:
-            fitted += f"; {stats.warm_windows} of {len(stats.windows)} windows warm everywhere"
+            fitted += f"; the warm variant won {stats.warm_windows} of {len(stats.windows)} windows"
         print(
             f"rollout improvement: round {number}/{settings.iterations}: "
             f"{stats.changed} of {stats.measured} measured decisions changed "

@@ -146,8 +146,13 @@ def test_the_warm_variant_labels_a_window_where_warming_everywhere_wins(
     demos, stats = measure_window(agent, window, CLUSTER, SIM, on, 5)
     assert stats.warm_windows == 1 and stats.measured == 2
     assert stats.warm_variant_s[0] <= 0.95 * stats.before_s[0]
-    variant = _Probe(agent, warm_all=True)
+    anchors = min(on.anchor_per_window, len(window.requests))
+    variant = _Probe(agent, record=range(len(window.requests)), warm_all=True)
     assert _serve(variant, CLUSTER, window, SIM, 5).sum() == stats.warm_variant_s[0]
+    # the anchors are the variant's own (observation, action) pairs, not relabelled ones
+    seen = {obs.tobytes(): action for obs, _, action in variant.seen.values()}
+    for obs, action in zip(demos.obs[:anchors], demos.actions[:anchors]):
+        assert np.array_equal(seen[obs.tobytes()], action)
     for mask, action in zip(demos.masks, demos.actions):
         assert np.array_equal(action[1:5], allowed_warms(mask, 4))
     assert sum(int(action[1:5].sum()) for action in demos.actions) > 0
@@ -210,10 +215,12 @@ def test_bad_settings_are_named() -> None:
         ImprovementSettings(families=["synthetic", "mixed"], anchor_families=["mixed"])
     with pytest.raises(ValueError, match=r"improvement\.warm_variant must be true or false"):
         ImprovementSettings(warm_variant=1)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match=r"improvement\.warm_variant_gain must be a finite"):
-        ImprovementSettings(warm_variant_gain=-0.1)
-    with pytest.raises(ValueError, match=r"improvement\.warm_calm_s must be a finite number > 0"):
-        ImprovementSettings(warm_calm_s=0)
+    for calm in (0, True, float("inf"), "x"):
+        with pytest.raises(ValueError, match=r"improvement\.warm_calm_s must be a finite number"):
+            ImprovementSettings(warm_calm_s=calm)  # type: ignore[arg-type]
+    for gain in (1.0, -0.1, True):
+        with pytest.raises(ValueError, match=r"improvement\.warm_variant_gain must be a share"):
+            ImprovementSettings(warm_variant_gain=gain)
 
 
 def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
