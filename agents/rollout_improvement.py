@@ -67,14 +67,9 @@ from agents.imitation_settings import ImitationSettings
 from agents.improvement_settings import ImprovementSettings
 from baselines.policy import Policy
 from envs.encoder import hold_s, max_backlog_s
+from envs.route_warm import allowed_warms
 from envs.sim import ClusterSpec, SimConfig, Simulator
 from envs.sim.request import Request, Workload
-
-
-def allowed_warms(mask: np.ndarray, n_nodes: int) -> np.ndarray:
-    """The warm bits of a route-warm action that warm onto every node ``mask`` (the
-    flat action mask: ``n_nodes`` routes, then a (no, yes) pair per node) allows."""
-    return np.asarray(mask[n_nodes + 1 : 3 * n_nodes : 2], dtype=np.int64)
 
 
 class _Probe(Policy):

@@ -321,6 +321,12 @@ def route_warm_masks(
     return np.array(mask, dtype=bool)
 
 
+def allowed_warms(mask: np.ndarray, n_nodes: int) -> np.ndarray:
+    """The warm bits (``a[1 : 1 + n_nodes]``) that warm onto every node a
+    :func:`route_warm_masks` mask allows: each node's "yes" entry."""
+    return np.asarray(mask[n_nodes + 1 : 3 * n_nodes : 2], dtype=np.int64)
+
+
 def _cache_action_masks(sim: Simulator, prefix: tuple[int, ...]) -> np.ndarray:
     """The masks of the pin / unpin and demote / promote parts: what the
     simulator would accept now."""

@@ -21,11 +21,11 @@ from agents.improvement_settings import ImprovementSettings
 from agents.rollout_improvement import (
     _Probe,
     _serve,
-    allowed_warms,
     improve_round,
     measure_window,
 )
 from envs.encoder import NODE_FEATURES, hold_s, log_seconds, max_backlog_s
+from envs.route_warm import allowed_warms
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
