@@ -4,7 +4,8 @@ Hydra schema (``experiments.config``, group ``improvement``) can use it directly
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, fields
 
 
 @dataclass
@@ -139,3 +140,13 @@ class ImprovementSettings:
                 raise ValueError(f"improvement.{name} must be a number, got {value!r}")
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"improvement.{name} must be a finite number >= 0, got {value!r}")
+        if not self.warm_variant:
+            defaults = {f.name: f.default for f in fields(self)}
+            for name in ("warm_variant_gain", "warm_calm_s"):
+                if getattr(self, name) != defaults[name]:
+                    warnings.warn(
+                        f"improvement.{name}={getattr(self, name)!r} has no effect: "
+                        f"improvement.warm_variant is false",
+                        UserWarning,
+                        stacklevel=3,
+                    )

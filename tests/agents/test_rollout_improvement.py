@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -221,6 +222,17 @@ def test_bad_settings_are_named() -> None:
     for gain in (1.0, -0.1, True):
         with pytest.raises(ValueError, match=r"improvement\.warm_variant_gain must be a share"):
             ImprovementSettings(warm_variant_gain=gain)
+
+
+def test_warm_options_without_the_warm_variant_warn_that_they_do_nothing() -> None:
+    with pytest.warns(UserWarning, match=r"improvement\.warm_calm_s=0\.3 has no effect"):
+        ImprovementSettings(warm_calm_s=0.3)
+    with pytest.warns(UserWarning, match=r"improvement\.warm_variant_gain=0 has no effect"):
+        ImprovementSettings(warm_variant_gain=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ImprovementSettings()  # the defaults, quietly
+        ImprovementSettings(warm_variant=True, warm_calm_s=0.3, warm_variant_gain=0)
 
 
 def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
