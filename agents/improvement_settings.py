@@ -8,6 +8,11 @@ import warnings
 from dataclasses import dataclass, fields
 
 
+class SettingWarning(UserWarning):
+    """A setting that has no effect as set (the commands print it as one line,
+    ``warning: ...``)."""
+
+
 @dataclass
 class ImprovementSettings:
     """Rollout policy improvement (:mod:`agents.rollout_improvement`) settings
@@ -147,6 +152,6 @@ class ImprovementSettings:
                     warnings.warn(
                         f"improvement.{name}={getattr(self, name)!r} has no effect: "
                         f"improvement.warm_variant is false",
-                        UserWarning,
+                        SettingWarning,
                         stacklevel=3,
                     )

@@ -18,6 +18,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from agents.improvement_settings import SettingWarning
 from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import NamedFields, SimulationError, named_message
 from envs.sim.timing import model_preset
@@ -172,9 +173,10 @@ def main_guard(fn: Any) -> int:
 
 
 def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
-    """A trace's warning (rows skipped, a unit guessed) as one line, ``warning: ...``,
-    not Python's two (our source file and line, then the line of code); others as usual."""
-    if issubclass(category, TraceWarning):
+    """A trace's warning (rows skipped, a unit guessed) or a setting's that does
+    nothing as one line, ``warning: ...``, not Python's two (our source file and
+    line, then the line of code); others as usual."""
+    if issubclass(category, (TraceWarning, SettingWarning)):
         print(f"warning: {message}", file=sys.stderr)
     else:
         warnings._showwarning_orig(message, category, *args, **kw)  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ import torch
 import envs  # noqa: F401  (registers the environments)
 from agents.adapter import AgentPolicy
 from agents.algorithms import AgentSpec, build_model
-from agents.improvement_settings import ImprovementSettings
+from agents.improvement_settings import ImprovementSettings, SettingWarning
 from agents.rollout_improvement import (
     _Probe,
     _serve,
@@ -225,14 +225,26 @@ def test_bad_settings_are_named() -> None:
 
 
 def test_warm_options_without_the_warm_variant_warn_that_they_do_nothing() -> None:
-    with pytest.warns(UserWarning, match=r"improvement\.warm_calm_s=0\.3 has no effect"):
+    with pytest.warns(SettingWarning, match=r"improvement\.warm_calm_s=0\.3 has no effect"):
         ImprovementSettings(warm_calm_s=0.3)
-    with pytest.warns(UserWarning, match=r"improvement\.warm_variant_gain=0 has no effect"):
+    with pytest.warns(SettingWarning, match=r"improvement\.warm_variant_gain=0 has no effect"):
         ImprovementSettings(warm_variant_gain=0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ImprovementSettings()  # the defaults, quietly
         ImprovementSettings(warm_variant=True, warm_calm_s=0.3, warm_variant_gain=0)
+
+
+def test_a_setting_s_warning_is_one_line_in_the_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from experiments._cli import main_guard
+
+    assert main_guard(lambda: ImprovementSettings(warm_calm_s=0.3)) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "warning: improvement.warm_calm_s=0.3 has no effect: improvement.warm_variant is false\n"
+    )
 
 
 def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
