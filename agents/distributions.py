@@ -49,11 +49,21 @@ class LeanCategoricals(MultiCategoricalDistribution):
         self._index = torch.as_tensor(index.reshape(-1))
         self._valid = torch.as_tensor(index < self.n_choices)
         self._padded_layout = self.largest * len(dims) != self.n_choices
+        # what a choice that is not kept reads: MASKED_LOGIT, or -inf on the padding
+        self._unkept = torch.where(self._valid, MASKED_LOGIT, -torch.inf)
         self._logits = torch.empty(0)
         self._keep: torch.Tensor = self._valid
-        self.log_p = torch.empty(0)
+        self._log_p: torch.Tensor | None = torch.empty(0)
+
+    @property
+    def log_p(self) -> torch.Tensor:
         """Normalised log-probabilities, ``(batch, dimensions, largest size)``;
-        padding is -inf."""
+        padding is -inf. Unmasked ones are normalised when first asked for:
+        MaskablePPO masks every distribution it makes, so normalising the
+        unmasked logits first would be work thrown away."""
+        if self._log_p is None:
+            self._log_p = self._logits.log_softmax(dim=-1)
+        return self._log_p
 
     def proba_distribution_net(self, latent_dim: int) -> nn.Module:
         return nn.Linear(latent_dim, self.n_choices)
@@ -69,7 +79,7 @@ class LeanCategoricals(MultiCategoricalDistribution):
         self._valid = self._valid.to(action_logits.device)
         self._logits = self._pad(action_logits.reshape(-1, self.n_choices), -torch.inf)
         self._keep = self._valid
-        self.log_p = self._logits.log_softmax(dim=-1)
+        self._log_p = None
         return self
 
     def apply_masking(self, masks: Any) -> None:
@@ -77,15 +87,13 @@ class LeanCategoricals(MultiCategoricalDistribution):
         gives them); ``None`` removes any mask."""
         if masks is None:
             self._keep = self._valid
-            self.log_p = self._logits.log_softmax(dim=-1)
+            self._log_p = None
             return
         flat = torch.as_tensor(masks, dtype=torch.bool, device=self._logits.device)
         flat = flat.reshape(-1, self.n_choices)
-        self._keep = self._pad(flat, False)
-        masked = torch.where(self._keep, self._logits, MASKED_LOGIT)
-        if self._padded_layout:
-            masked = masked.masked_fill(~self._valid, -torch.inf)
-        self.log_p = masked.log_softmax(dim=-1)
+        self._keep = self._pad(flat, False)  # padding is never kept
+        self._unkept = self._unkept.to(self._logits.device)
+        self._log_p = torch.where(self._keep, self._logits, self._unkept).log_softmax(dim=-1)
 
     def log_prob(self, actions: torch.Tensor) -> torch.Tensor:
         chosen = actions.long().reshape(-1, len(self.action_dims), 1)

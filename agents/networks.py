@@ -143,7 +143,7 @@ class NodeSetNetwork(nn.Module):
         )
         return scores, context
 
-    def _critic_latent(self, features: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+    def critic_latent(self, features: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
         """The critic's context, given the actor's ``context`` of the same features."""
         if self.critic == "separate":
             return self._context(features, self.critic_node_net, self.critic_context_net)[1]
@@ -151,7 +151,7 @@ class NodeSetNetwork(nn.Module):
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         scores, context = self.embed(features)
-        critic = self._critic_latent(features, context)
+        critic = self.critic_latent(features, context)
         if not self.per_node_actor:
             return context, critic
         return torch.cat([scores.flatten(1), context], dim=-1), critic
@@ -164,9 +164,9 @@ class NodeSetNetwork(nn.Module):
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
         if self.critic == "separate":
-            return self._critic_latent(features, features[:, :0])  # no actor context needed
+            return self.critic_latent(features, features[:, :0])  # no actor context needed
         context = self._context(features, self.node_net, self.context_net)[1]
-        return self._critic_latent(features, context)
+        return self.critic_latent(features, context)
 
 
 class NodeActionHead(nn.Module):
@@ -197,10 +197,17 @@ class NodeActionHead(nn.Module):
             self.cache_none = nn.Linear(hidden, 2)
 
     def forward(self, latent: torch.Tensor) -> torch.Tensor:
+        """Logits from the actor latent (per-node score embeddings and the
+        context, flattened: :meth:`NodeSetNetwork.forward`'s)."""
         batch = latent.shape[0]
         n = latent.shape[1] // self.hidden - 1
         scores = latent[:, : n * self.hidden].reshape(batch, n, self.hidden)
-        context = latent[:, n * self.hidden :]
+        return self.logits(scores, latent[:, n * self.hidden :])
+
+    def logits(self, scores: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """Logits from the per-node score embeddings ``(batch, n, hidden)`` and
+        the context ``(batch, hidden)``."""
+        batch, n = scores.shape[0], scores.shape[1]
         out = self.node_logits(scores)
         if self.kind == "route":
             return out[..., 0]
@@ -272,6 +279,30 @@ class _NodeScoring:
             **self.optimizer_kwargs,  # type: ignore[attr-defined]
         )
 
+    def _forward_nodes(
+        self, obs: torch.Tensor, deterministic: bool, action_masks: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """SB3's ``forward`` (actions, values, log-probabilities: a rollout step's
+        forward pass) with the same operations in the same order, minus the
+        actor latent's concatenation and split (the head takes the score
+        embeddings and the context as they come); None where SB3's own applies
+        (the threshold controller's head, or features not shared)."""
+        if self.kind == "thresholds" or not self.share_features_extractor:  # type: ignore[attr-defined]
+            return None
+        features = self.extract_features(obs)  # type: ignore[attr-defined]
+        net = self.mlp_extractor  # type: ignore[attr-defined]
+        scores, context = net.embed(features)
+        values = self.value_net(net.critic_latent(features, context))  # type: ignore[attr-defined]
+        distribution = self.action_dist.proba_distribution(  # type: ignore[attr-defined]
+            self.action_net.logits(scores, context)  # type: ignore[attr-defined]
+        )
+        if action_masks is not None:
+            distribution.apply_masking(action_masks)
+        actions = distribution.get_actions(deterministic=deterministic)
+        log_prob = distribution.log_prob(actions)
+        shape = self.action_space.shape  # type: ignore[attr-defined]
+        return actions.reshape((-1, *shape)), values, log_prob
+
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()  # type: ignore[misc]
         data.update(kind=self.kind, hidden=self.hidden, critic=self.critic)
@@ -284,9 +315,21 @@ class _NodeScoring:
 class NodeScoringPolicy(_NodeScoring, ActorCriticPolicy):  # type: ignore[misc]
     """PPO / A2C policy with the node-set body and per-node action heads."""
 
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out = self._forward_nodes(obs, deterministic)
+        return super().forward(obs, deterministic) if out is None else out
+
 
 class MaskableNodeScoringPolicy(_NodeScoring, MaskableActorCriticPolicy):  # type: ignore[misc]
     """MaskablePPO policy with the node-set body and per-node action heads."""
+
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False, action_masks: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out = self._forward_nodes(obs, deterministic, action_masks)
+        return super().forward(obs, deterministic, action_masks) if out is None else out
 
 
 class NodeSetExtractor(BaseFeaturesExtractor):
