@@ -4,6 +4,7 @@ statistics) for the logger."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -225,6 +226,42 @@ class RolloutClock(BaseCallback):
                 },
                 step=self.model.num_timesteps,
             )
+
+
+def usable_threads(asked: int) -> int:
+    """``asked`` torch threads, at most as many as the CPUs this process may use."""
+    return max(1, min(int(asked), len(os.sched_getaffinity(0))))
+
+
+class UpdateThreads(BaseCallback):
+    """Torch threads by phase of ``learn()``: ``update`` threads in the gradient
+    updates (minibatches of 1,024, whose matrix products two threads split) and
+    ``rollout`` while rollouts are collected (a forward pass of ``env.n_envs``
+    observations), and again when learning ends. Which thread computes what
+    changes, not the numbers: ``tests/agents/test_vec_env.py`` trains with one
+    and with two update threads and gets the same weights."""
+
+    def __init__(self, update: int, rollout: int = 1) -> None:
+        super().__init__()
+        self.update = update
+        self.rollout = rollout
+
+    def _set(self, threads: int) -> None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+    def _on_rollout_start(self) -> None:
+        self._set(self.rollout)
+
+    def _on_rollout_end(self) -> None:
+        self._set(self.update)
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_training_end(self) -> None:
+        self._set(self.rollout)
 
 
 UPDATE_STATS = (

@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from envs.sim.request import Workload
-from experiments.config import CONF_DIR, DEFAULT_N_ENVS
+from experiments.config import CONF_DIR, DEFAULT_N_ENVS, TrainConf
 
 LEARN_AGENTS = {
     "btb/Route-v0": ("route", "ppo"),
@@ -34,7 +34,9 @@ def default_configs(env_kind: str, algo: str) -> tuple[int, dict[str, Any]]:
 
 def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dict[str, Any]:
     """Env steps/s of learning on ``workload`` (the first workload's window) with
-    the default configs, on ``train.torch_threads``' default of one torch thread:
+    the default configs and ``train``'s torch threads (``train.update_threads``'
+    default in the updates, at most the usable CPUs; ``train.torch_threads``' in
+    the rollouts):
     ``repeats`` calls of ``learn(learn_steps)`` on one model, the fastest reported
     (the first pays torch's warm-up)."""
     import torch
@@ -42,10 +44,11 @@ def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dic
 
     import envs  # noqa: F401  (registers the environments)
     from agents.algorithms import AgentSpec, build_model
-    from agents.callbacks import RolloutClock
+    from agents.callbacks import RolloutClock, UpdateThreads, usable_threads
     from agents.vec_env import InProcessVecEnv
 
-    torch.set_num_threads(1)
+    threads = usable_threads(TrainConf.update_threads)
+    torch.set_num_threads(TrainConf.torch_threads)
     env_kind, algo = LEARN_AGENTS[env_id]
     n_envs, hyperparams = default_configs(env_kind, algo)
     vec = make_vec_env(
@@ -62,7 +65,11 @@ def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dic
             clock = RolloutClock()
             first = model.num_timesteps
             start, cpu_start = time.perf_counter(), time.process_time()
-            model.learn(options["learn_steps"], callback=clock, reset_num_timesteps=False)
+            model.learn(
+                options["learn_steps"],
+                callback=[clock, UpdateThreads(threads, TrainConf.torch_threads)],
+                reset_num_timesteps=False,
+            )
             wall_s = time.perf_counter() - start
             cpu_s = time.process_time() - cpu_start
             steps = model.num_timesteps - first
@@ -80,6 +87,7 @@ def bench_learn(env_id: str, workload: Workload, options: dict[str, Any]) -> dic
         "env": env_id,
         "algo": algo,
         "n_envs": n_envs,
+        "update_threads": threads,
         "workload": options["workloads"][0],
         **best,
         "rollout_steps_per_s": best["steps"] / max(best["rollout_s"], 1e-9),

@@ -37,8 +37,9 @@ windows and files is never timed.
 - ``learn``: env steps/s of learning (rollout collection and gradient updates)
   in each of the ``learn`` envs, with the algorithm ``train`` uses there (PPO,
   MaskablePPO on RouteWarm-v0) and the default ``conf/env`` and ``conf/agent``
-  settings (``n_envs``, ``n_steps``, ``batch_size``, ...), one torch thread, on
-  the first workload's window: the best of ``repeats`` calls of
+  settings (``n_envs``, ``n_steps``, ``batch_size``, ...) and ``train``'s torch
+  threads (``update_threads``: two in the gradient updates where two CPUs are
+  usable; one in the rollouts), on the first workload's window: the best of ``repeats`` calls of
   ``learn(learn_steps)`` on one model, with the rollout and update seconds.
 - ``replay``: peak RSS of replaying ``replay_windows`` test windows of the first
   workload with cache_aware, one window at a time as ``compare`` does (0: skip).
@@ -272,6 +273,7 @@ def _print_tables(result: dict[str, Any]) -> None:
                     row["env"],
                     row["algo"],
                     str(row["n_envs"]),
+                    str(row.get("update_threads", 1)),
                     str(row["steps"]),
                     f"{row['steps_per_s']:,.0f}",
                     f"{100 * row['rollout_s'] / total:.0f}%",
@@ -280,7 +282,17 @@ def _print_tables(result: dict[str, Any]) -> None:
                 )
             )
         _table(
-            ("learn", "algo", "n_envs", "steps", "steps/s", "rollout", "update", "steps/cpu-s"),
+            (
+                "learn",
+                "algo",
+                "n_envs",
+                "update threads",
+                "steps",
+                "steps/s",
+                "rollout",
+                "update",
+                "steps/cpu-s",
+            ),
             rows,
             text_columns=2,
         )

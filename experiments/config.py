@@ -252,6 +252,12 @@ class TrainConf:
     evaluate: bool = True
     progress: bool = True
     torch_threads: int = 1
+    """Torch threads of the job (rollouts' forward passes, cloning, rollout
+    improvement's fits, evaluation)."""
+    update_threads: int = 2
+    """Torch threads of ``learn()``'s gradient updates, at most the CPUs the job
+    may use (``agents.callbacks.UpdateThreads``): about a fifth off each update
+    on two cores, the same weights as with one."""
     init_from: str | None = None
     """A saved agent (folder) whose weights the new network starts from (every
     parameter of the same name and shape; e.g. a separate critic starts fresh)."""

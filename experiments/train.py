@@ -190,6 +190,7 @@ def check_train(cfg: Any) -> None:
         ("checkpoint_every", 0),
         ("val_every", 0),
         ("torch_threads", 1),
+        ("update_threads", 1),
         ("critic_warmup_steps", 0),
     )
     for field, low in limits:
@@ -793,6 +794,8 @@ def train(cfg: DictConfig) -> float:
         ProgressBar,
         RolloutClock,
         UpdateStats,
+        UpdateThreads,
+        usable_threads,
     )
     from agents.vec_env import InProcessVecEnv
 
@@ -805,6 +808,7 @@ def train(cfg: DictConfig) -> float:
             taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
             print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")
     torch.set_num_threads(int(cfg.train.torch_threads))
+    update_threads = usable_threads(int(cfg.train.update_threads))
     saved_kwargs = env_kwargs(cfg)
     spec = AgentSpec(
         algo=cfg.agent.algo,
@@ -850,7 +854,11 @@ def train(cfg: DictConfig) -> float:
         vec.close()
         raise
     try:
-        train_record: dict[str, Any] = {"resumed_from": None, "resume_changes": {}}
+        train_record: dict[str, Any] = {
+            "resumed_from": None,
+            "resume_changes": {},
+            "update_threads": update_threads,
+        }
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
             spec.name = resumed.name
@@ -928,6 +936,7 @@ def train(cfg: DictConfig) -> float:
             ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress)),
             metrics,
             updates,
+            UpdateThreads(update_threads, int(cfg.train.torch_threads)),
         ]
         if cfg.train.checkpoint_every > 0:
             callbacks.append(

@@ -1,16 +1,20 @@
 """InProcessVecEnv: SB3's DummyVecEnv without the deep copy of every step's infos
-gives the same steps, and so the same training, as DummyVecEnv."""
+gives the same steps, and so the same training, as DummyVecEnv; and training with
+two torch threads in its updates (``train.update_threads``' default) is the same
+as with one."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the environments)
 from agents.algorithms import AgentSpec, build_model
+from agents.callbacks import UpdateThreads
 from agents.vec_env import InProcessVecEnv
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -97,3 +101,43 @@ def test_training_is_identical_to_dummy_vec_env(algo, kind, window):
         vec.close()
     lean, dummy = weights
     assert all(torch.equal(lean[k], dummy[k]) for k in lean)
+
+
+class ThreadsAtRolloutStart(BaseCallback):
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[int] = []
+
+    def _on_rollout_start(self) -> None:
+        self.threads.append(torch.get_num_threads())
+
+    def _on_step(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    ("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm"), ("ppo", "thresholds")]
+)
+def test_two_update_threads_train_the_same_weights_as_one(algo, kind, window):
+    env_id = {"route": "btb/Route-v0", "route_warm": "btb/RouteWarm-v0"}.get(
+        kind, "btb/Thresholds-v0"
+    )
+    weights = []
+    for threads in (1, 2):
+        vec = _vec(InProcessVecEnv, env_id, window, n_envs=4)
+        model = build_model(  # minibatches of the defaults' 1,024
+            AgentSpec(algo=algo, env=kind, seed=3),
+            vec,
+            {"n_steps": 256, "batch_size": 1024, "n_epochs": 2},
+        )
+        seen = ThreadsAtRolloutStart()  # what the update before each rollout ran on
+        try:
+            model.learn(2048, callback=[seen, UpdateThreads(threads)])
+            assert torch.get_num_threads() == 1  # the rollouts' count, when learning ends
+        finally:
+            torch.set_num_threads(1)
+        assert seen.threads == [1, threads]
+        weights.append({k: v.clone() for k, v in model.policy.state_dict().items()})
+        vec.close()
+    one, two = weights
+    assert all(torch.equal(one[k], two[k]) for k in one)

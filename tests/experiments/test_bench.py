@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,7 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         n_envs,
     )
     assert learn["steps"] == n_envs * hyperparams["n_steps"]
+    assert learn["update_threads"] == min(2, len(os.sched_getaffinity(0)))  # train's default
     _positive(learn, "steps_per_s", "rollout_s", "update_s", "cpu_s")
     replay = result["replay"]
     assert (replay["windows"], replay["requests"]) == (1, 4120)

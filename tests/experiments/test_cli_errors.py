@@ -163,6 +163,7 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
         ("train.total_timesteps=-5", r"train\.total_timesteps must be >= 0, got -5"),
         ("train.checkpoint_every=-1", r"train\.checkpoint_every must be >= 0, got -1"),
         ("train.torch_threads=0", r"train\.torch_threads must be >= 1, got 0"),
+        ("train.update_threads=0", r"train\.update_threads must be >= 1, got 0"),
         ("workload.train_pool=0", r"workload\.train_pool must be >= 1 or null \(all\), got 0"),
         ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
