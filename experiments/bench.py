@@ -39,8 +39,9 @@ windows and files is never timed.
   MaskablePPO on RouteWarm-v0) and the default ``conf/env`` and ``conf/agent``
   settings (``n_envs``, ``n_steps``, ``batch_size``, ...) and ``train``'s torch
   threads (``update_threads``: two in the gradient updates where two CPUs are
-  usable; one in the rollouts), on the first workload's window: the best of ``repeats`` calls of
-  ``learn(learn_steps)`` on one model, with the rollout and update seconds.
+  usable; one in the rollouts), on the first workload's window: the best of
+  ``repeats`` calls of ``learn(learn_steps)`` on one model, with the rollout
+  and update seconds.
 - ``replay``: peak RSS of replaying ``replay_windows`` test windows of the first
   workload with cache_aware, one window at a time as ``compare`` does (0: skip).
 - ``breakdown``: where the wall time of one extra, instrumented run of each
