@@ -119,14 +119,12 @@ class ThreadsAtRolloutStart(BaseCallback):
     ("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm"), ("ppo", "thresholds")]
 )
 def test_two_update_threads_train_the_same_weights_as_one(algo, kind, window):
-    env_id = {"route": "btb/Route-v0", "route_warm": "btb/RouteWarm-v0"}.get(
-        kind, "btb/Thresholds-v0"
-    )
+    spec = AgentSpec(algo=algo, env=kind, seed=3)
     weights = []
     for threads in (1, 2):
-        vec = _vec(InProcessVecEnv, env_id, window, n_envs=4)
+        vec = _vec(InProcessVecEnv, spec.env_id, window, n_envs=4)
         model = build_model(  # minibatches of the defaults' 1,024
-            AgentSpec(algo=algo, env=kind, seed=3),
+            spec,
             vec,
             {"n_steps": 256, "batch_size": 1024, "n_epochs": 2},
         )
