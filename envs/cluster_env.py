@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
+from weakref import finalize
 
 import gymnasium as gym
 import numpy as np
@@ -21,7 +22,7 @@ from envs.sim.checks import check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.request import Request, Workload
-from envs.sim.simulator import Simulator
+from envs.sim.simulator import Simulator, hold_rare_gc
 from envs.windows import window_pool
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
@@ -171,6 +172,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._pending_ops: list[tuple[Any, ...]] = []
         self._history: list[tuple[float, list[int]]] = []
         self.invalid_actions = 0
+        # the simulator's rare-GC stretch, held from the first episode to close()
+        self._rare_gc: finalize | None = None
 
     # ------------------------------------------------------------------ gym API
     def reset(
@@ -248,6 +251,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
     def close(self) -> None:
         self._gen = None
+        if self._rare_gc is not None:
+            self._rare_gc()  # the caller's GC threshold is back once no run is left
 
     def _remember_loads(self) -> None:
         """One point of the rgb_array timeline (each node's load now)."""
@@ -269,6 +274,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         window = self._episode["window"]
         workload = window if isinstance(window, Workload) else self.windows[window]
         seed = self._episode["sim_seed"]
+        if self._rare_gc is None or not self._rare_gc.alive:
+            self._rare_gc = hold_rare_gc(self)
         if self.reward_baseline is not None:
             self._reference_ttft_s = self._reference_ttft(workload, seed)
         self.sim = Simulator(self.cluster, workload, self.sim_config, np.random.default_rng(seed))

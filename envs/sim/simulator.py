@@ -34,6 +34,7 @@ from __future__ import annotations
 import gc
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
@@ -108,6 +109,18 @@ class _RareGC:
 
 
 _GC = _RareGC()
+
+
+def hold_rare_gc(owner: object) -> weakref.finalize:
+    """Enter the rare-collection stretch that runs use (:data:`RUN_GC_THRESHOLD`)
+    and hold it until the returned handle is called (once; later calls do
+    nothing) or ``owner`` is collected, whichever comes first. An environment
+    holds one across its episodes: otherwise the caller's threshold comes back
+    at the end of every episode's run and the next allocation starts a
+    collection over everything the run left (about a fifth of a
+    ``btb/Thresholds-v0`` step's time, its episodes being short)."""
+    _GC.enter()
+    return weakref.finalize(owner, _GC.leave)
 
 
 class Router(Protocol):

@@ -3,6 +3,7 @@ of the three Gymnasium environments."""
 
 from __future__ import annotations
 
+import gc
 import pickle
 import warnings
 
@@ -110,6 +111,37 @@ def test_pickle_round_trip_mid_episode_continues_identically(env_id, window):
         assert a[1:] == b[1:]
         if a[2]:
             break
+
+
+@pytest.mark.parametrize("env_id", envs.ENV_IDS)
+def test_the_rare_gc_stretch_lasts_from_the_first_episode_to_close(env_id, window, monkeypatch):
+    # between episodes the caller's GC threshold would start a collection over
+    # the finished run at once; the env keeps the runs' threshold until close()
+    from envs.sim import simulator
+
+    monkeypatch.setattr(simulator, "_GC", simulator._RareGC())  # a fresh counter
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, *saved[1:])
+        env = make(env_id, window)
+        assert gc.get_threshold()[0] == 700  # nothing held before the first episode
+        run_episode(env, seed=0)  # to its end: the episode's run is over
+        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD
+        env.reset(seed=1)
+        env.step(env.action_space.sample())
+        env.close()
+        assert gc.get_threshold()[0] == 700
+        env.close()  # a second close changes nothing
+        assert gc.get_threshold()[0] == 700
+        # an env never closed lets go when it is collected
+        other = make(env_id, window)
+        other.reset(seed=0)
+        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD
+        del other
+        gc.collect()
+        assert gc.get_threshold()[0] == 700
+    finally:
+        gc.set_threshold(*saved)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
