@@ -204,3 +204,28 @@ def test_a_view_can_watch_the_compiled_cache_through_instance_attributes() -> No
     assert cache.blocks_in == [0, 3, 0]
     twin = copy.deepcopy(cache)
     assert "expire_copy" in vars(twin) and twin.blocks_in == [0, 3, 0]
+
+
+def test_a_dropped_compiled_cache_is_freed_by_one_collection() -> None:
+    """The heaps hold segments from C arrays the collector cannot see, and a parent
+    and its children refer to each other: the cache empties its children maps as
+    it goes, so the collection that drops it frees its segments too (before, they
+    stayed until a later collection of an older generation)."""
+    import gc
+
+    def live_segments() -> int:
+        return sum(1 for o in gc.get_objects() if type(o) is compiled.Segment)
+
+    chainer = BlockChainer()
+    gc.collect()
+    before = live_segments()
+    for depth in range(2):  # a second cache, deep-copied from the first, goes too
+        cache = compiled.PrefixCache()
+        for i, path in enumerate(("abc", "abd", "abce", "xy", "xyz")):
+            cache.insert(chainer.chain(list(path)), float(i))
+        if depth:
+            cache = copy.deepcopy(cache)
+        assert live_segments() > before + 4  # a tree: segments with children
+        del cache
+        gc.collect()
+        assert live_segments() == before

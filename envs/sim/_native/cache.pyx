@@ -18,11 +18,16 @@ What differs is only how, never what:
 - the tier and origin constants are compile-time copies, checked at import
   against the reference's (an ImportError if they ever differ, and the
   simulator then runs the reference; see ``envs.sim.native``).
+- a cache being freed empties its segments' children maps: the heaps' C arrays
+  hide their references from the cyclic collector, which would otherwise keep
+  a dropped cache's tree for several collections (the reference's heaps are
+  lists, which it sees).
 """
 
 import copy
 import math
 
+cimport cython
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_Next
 from cpython.list cimport PyList_GET_SIZE
 from cpython.number cimport PyNumber_Index
@@ -291,6 +296,7 @@ cdef class _TierCounts:
         return repr(self.as_list())
 
 
+@cython.no_gc_clear  # (the cycle through the counters' view is cleared from the view's side)
 cdef class PrefixCache:
     """Per-node prefix cache; the model and every method: envs/sim/cache.py."""
 
@@ -299,6 +305,25 @@ cdef class PrefixCache:
         self._hbm_heap = _Heap()
         self._ram_heap = _Heap()
         self._replica_heap = _Heap()
+
+    def __dealloc__(self):
+        # A parent and its children refer to each other, and the heaps hold
+        # segments from C arrays the cyclic collector cannot see: the segments of
+        # a dropped cache would look referenced from outside to the collection
+        # that drops it, and stay (with every block list) until a later
+        # collection of an older generation, tens of thousands a finished episode.
+        # Emptying every children map first lets them all go by reference
+        # counting as soon as the heaps let go, just after this.
+        cdef list stack
+        cdef Segment seg
+        if self.root is None:
+            return
+        stack = [self.root]
+        while stack:
+            seg = stack.pop()
+            if seg.children:
+                stack.extend(seg.children.values())
+                seg.children.clear()
 
     def __init__(
         self,
