@@ -117,8 +117,8 @@ def hold_rare_gc(owner: object) -> weakref.finalize:
     nothing) or ``owner`` is collected, whichever comes first. An environment
     holds one across its episodes: otherwise the caller's threshold comes back
     at the end of every episode's run and the next allocation starts a
-    collection over everything the run left (about a fifth of a
-    ``btb/Thresholds-v0`` step's time, its episodes being short)."""
+    collection over everything the run left (15 % of the time of
+    ``btb/Thresholds-v0`` stepped episode after episode, its episodes being short)."""
     _GC.enter()
     return weakref.finalize(owner, _GC.leave)
 
