@@ -149,11 +149,18 @@ def main_guard(fn: Any) -> int:
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
     with 130 (what a shell reports for SIGINT). Either way the run's folder is
     released (``_io.claim_out_dir``) and no half-written file is left (every file
-    lands by an atomic rename)."""
+    lands by an atomic rename).
+
+    The whole job runs with the cyclic GC's rare threshold that simulator runs
+    use (``envs.sim.simulator.hold_rare_gc``): between runs the default one would
+    start a collection over each finished run's objects, and over everything
+    torch and the agents loaded, again and again (a tenth of ``compare``'s time)."""
+    from envs.sim.simulator import hold_rare_gc
     from experiments._io import release_out_dirs
 
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
+    rare_gc = hold_rare_gc(fn)
     try:
         fn()
     except KeyboardInterrupt:
@@ -169,6 +176,7 @@ def main_guard(fn: Any) -> int:
     finally:
         warnings.showwarning = shown
         release_out_dirs()
+        rare_gc()
     return 0
 
 

@@ -118,7 +118,9 @@ def hold_rare_gc(owner: object) -> weakref.finalize:
     holds one across its episodes: otherwise the caller's threshold comes back
     at the end of every episode's run and the next allocation starts a
     collection over everything the run left (15 % of the time of
-    ``btb/Thresholds-v0`` stepped episode after episode, its episodes being short)."""
+    ``btb/Thresholds-v0`` stepped episode after episode, its episodes being short).
+    The caller's threshold, as it was when the first stretch began, comes back
+    when the last one ends (a ``gc.set_threshold`` made meanwhile is undone)."""
     _GC.enter()
     return weakref.finalize(owner, _GC.leave)
 

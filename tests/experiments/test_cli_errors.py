@@ -1267,3 +1267,30 @@ def test_a_true_false_key_refuses_other_values_in_a_dict_and_in_a_parent_experim
     with job as cfg, pytest.raises(ValueError) as error:
         check_world(cfg)
     assert str(error.value) == f"train.progress must be true or false, got 2 (from {parent})"
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_job_runs_with_the_rare_gc_threshold_and_gives_the_callers_back(monkeypatch, fails):
+    # the whole job collects rarely, as simulator runs do; the caller's setting
+    # comes back however the job ends
+    import gc
+
+    from envs.sim import simulator
+
+    gc.collect()  # envs earlier tests left unclosed let go of their holds first
+    monkeypatch.setattr(simulator, "_GC", simulator._RareGC())
+    saved = gc.get_threshold()
+    seen: list[int] = []
+
+    def job() -> None:
+        seen.append(gc.get_threshold()[0])
+        if fails:
+            raise ValueError("workload.path: no such file")
+
+    try:
+        gc.set_threshold(700, *saved[1:])
+        assert main_guard(job) == (2 if fails else 0)
+        assert seen == [simulator.RUN_GC_THRESHOLD]
+        assert gc.get_threshold()[0] == 700
+    finally:
+        gc.set_threshold(*saved)

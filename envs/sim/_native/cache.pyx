@@ -311,18 +311,21 @@ cdef class PrefixCache:
         # segments from C arrays the cyclic collector cannot see: the segments of
         # a dropped cache would look referenced from outside to the collection
         # that drops it, and stay (with every block list) until a later
-        # collection of an older generation, tens of thousands a finished episode.
-        # Emptying every children map first lets them all go by reference
-        # counting as soon as the heaps let go, just after this.
+        # collection of an older generation, thousands a finished episode.
+        # Unlinking every edge here (both ways: no chain of parents is left to
+        # free recursively) lets each go by reference counting as soon as the
+        # heaps let go, just after this.
         cdef list stack
-        cdef Segment seg
+        cdef Segment seg, child
         if self.root is None:
             return
         stack = [self.root]
         while stack:
             seg = stack.pop()
-            if seg.children:
-                stack.extend(seg.children.values())
+            if seg.children:  # (None in a segment the collector already cleared)
+                for child in seg.children.values():
+                    child.parent = None
+                    stack.append(child)
                 seg.children.clear()
 
     def __init__(
