@@ -208,9 +208,9 @@ def test_a_view_can_watch_the_compiled_cache_through_instance_attributes() -> No
 
 def test_a_dropped_compiled_cache_is_freed_by_one_collection() -> None:
     """The heaps hold segments from C arrays the collector cannot see, and a parent
-    and its children refer to each other: the cache empties its children maps as
-    it goes, so the collection that drops it frees its segments too (before, they
-    stayed until a later collection of an older generation)."""
+    and its children refer to each other: the cache unlinks its segments as it
+    goes, so the collection that drops it frees them too (before, they stayed
+    until a later collection of an older generation)."""
     import gc
 
     def live_segments() -> int:
@@ -219,11 +219,11 @@ def test_a_dropped_compiled_cache_is_freed_by_one_collection() -> None:
     chainer = BlockChainer()
     gc.collect()
     before = live_segments()
-    for depth in range(2):  # a second cache, deep-copied from the first, goes too
+    for copied in (False, True):  # a deep copy of a cache goes too
         cache = compiled.PrefixCache()
         for i, path in enumerate(("abc", "abd", "abce", "xy", "xyz")):
             cache.insert(chainer.chain(list(path)), float(i))
-        if depth:
+        if copied:
             cache = copy.deepcopy(cache)
         assert live_segments() > before + 4  # a tree: segments with children
         del cache

@@ -18,10 +18,10 @@ What differs is only how, never what:
 - the tier and origin constants are compile-time copies, checked at import
   against the reference's (an ImportError if they ever differ, and the
   simulator then runs the reference; see ``envs.sim.native``).
-- a cache being freed empties its segments' children maps: the heaps' C arrays
-  hide their references from the cyclic collector, which would otherwise keep
-  a dropped cache's tree for several collections (the reference's heaps are
-  lists, which it sees).
+- a cache being freed unlinks its segments (children maps and parents): the
+  heaps' C arrays hide their references from the cyclic collector, which would
+  otherwise keep a dropped cache's tree for several collections (the
+  reference's heaps are lists, which it sees).
 """
 
 import copy
