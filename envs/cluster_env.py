@@ -18,11 +18,12 @@ from weakref import finalize
 import gymnasium as gym
 import numpy as np
 
+from envs.sim import rare_gc
 from envs.sim.checks import check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.request import Request, Workload
-from envs.sim.simulator import Simulator, hold_rare_gc
+from envs.sim.simulator import Simulator
 from envs.windows import window_pool
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
@@ -171,6 +172,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._episode: dict[str, Any] | None = None
         self._pending_ops: list[tuple[Any, ...]] = []
         self._history: list[tuple[float, list[int]]] = []
+        self._first_token_s: list[float] = []
         self.invalid_actions = 0
         # the simulator's rare-GC stretch, held from the first episode to close()
         self._rare_gc: finalize | None = None
@@ -275,10 +277,13 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         workload = window if isinstance(window, Workload) else self.windows[window]
         seed = self._episode["sim_seed"]
         if self._rare_gc is None or not self._rare_gc.alive:
-            self._rare_gc = hold_rare_gc(self)
+            self._rare_gc = rare_gc.hold(self)
         if self.reward_baseline is not None:
             self._reference_ttft_s = self._reference_ttft(workload, seed)
         self.sim = Simulator(self.cluster, workload, self.sim_config, np.random.default_rng(seed))
+        # the list the run writes first tokens into: read as it is, so the episode's
+        # last step does not build the run's arrays and summary (Records.finalize)
+        self._first_token_s = self.sim.records.first_token_s
         if self.reward_timing == "accrued":
             self._accrual = WaitAccrual(workload, self._reference_ttft_s)
         self._credited = 0
@@ -308,7 +313,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         sim = self.sim
         assert sim is not None
         log = sim.first_token_log
-        first_token = sim.records.first_token_s
+        first_token = self._first_token_s
         reference = self._reference_ttft_s if self.reward_baseline is not None else None
         accrual = self._accrual if self.reward_timing == "accrued" else None
         total = 0.0

@@ -152,15 +152,15 @@ def main_guard(fn: Any) -> int:
     lands by an atomic rename).
 
     The whole job runs with the cyclic GC's rare threshold that simulator runs
-    use (``envs.sim.simulator.hold_rare_gc``): between runs the default one would
+    use (``envs.sim.rare_gc``): between runs the default one would
     start a collection over each finished run's objects, and over everything
     torch and the agents loaded, again and again (a tenth of ``compare``'s time)."""
-    from envs.sim.simulator import hold_rare_gc
+    from envs.sim import rare_gc
     from experiments._io import release_out_dirs
 
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
-    rare_gc = hold_rare_gc(fn)
+    held = rare_gc.hold(fn)
     try:
         fn()
     except KeyboardInterrupt:
@@ -176,7 +176,7 @@ def main_guard(fn: Any) -> int:
     finally:
         warnings.showwarning = shown
         release_out_dirs()
-        rare_gc()
+        held()
     return 0
 
 

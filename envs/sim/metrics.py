@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from envs.sim import rare_gc
 from envs.sim.speculation import SPECULATE_REFUSALS
 
 if TYPE_CHECKING:
@@ -32,6 +33,16 @@ _FIELDS = (
     "reuse_s",
     "prefill_tokens",
 )
+_COLUMNS = (
+    "admit_s",
+    "hit_hbm_tokens",
+    "hit_ram_tokens",
+    "hit_disk_tokens",
+    "reuse_s",
+    "prefill_tokens",
+)  # the entries of Records.admission, in order
+_BUILT = (*_FIELDS, "arrival_s", "ttft_s", "queue_s", "e2e_s", "summary")
+"""What :meth:`Records.finalize` leaves to be built on first read."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +80,11 @@ class Records:
     """One entry per request, indexed by ``Request.index``.
 
     While the run goes on the fields are Python lists (cheap to write); when it
-    ends, :meth:`finalize` turns them into numpy arrays and adds ``arrival_s``,
-    ``ttft_s``, ``queue_s`` and ``e2e_s``. Unfinished entries hold -1 / nan.
+    ends, they become numpy arrays, with ``arrival_s``, ``ttft_s``, ``queue_s``,
+    ``e2e_s`` and the run's ``summary`` besides. Unfinished entries hold -1 / nan.
+    The arrays and the summary are built when one of them is first read after
+    the run (:meth:`finalize`), so a run nobody reads them from (an environment's
+    episode, credited request by request) does not pay for them.
     """
 
     def __init__(self, n: int) -> None:
@@ -78,7 +92,7 @@ class Records:
         self.node: Any = [-1] * n
         self.first_token_s: Any = [np.nan] * n
         self.finish_s: Any = [np.nan] * n
-        # written once per request at admission, unpacked by finalize():
+        # written once per request at admission, unpacked when the arrays are built:
         # (admit_s, hit_hbm_tokens, hit_ram_tokens, hit_disk_tokens, reuse_s, prefill_tokens)
         self.admission: list[tuple[float, int, int, int, float, int]] = [
             (np.nan, 0, 0, 0, 0.0, 0)
@@ -94,24 +108,49 @@ class Records:
         self.queue_s: np.ndarray = np.zeros(0)
         self.e2e_s: np.ndarray = np.zeros(0)
         self.summary: dict[str, Any] = {}
+        self._ending: tuple[Any, ...] | None = None
 
     def finalize(self, requests: Sequence[Request], totals: RunTotals) -> None:
-        columns = list(zip(*self.admission)) if self.n else [()] * 6  # the six columns
-        (
-            self.admit_s,
-            self.hit_hbm_tokens,
-            self.hit_ram_tokens,
-            self.hit_disk_tokens,
-            self.reuse_s,
-            self.prefill_tokens,
-        ) = (np.asarray(c) for c in columns)
-        for name in _FIELDS:
-            setattr(self, name, np.asarray(getattr(self, name)))
-        self.arrival_s = np.array([r.arrival_s for r in requests], dtype=float)
-        self.ttft_s = self.first_token_s - self.arrival_s
-        self.queue_s = self.admit_s - self.arrival_s
-        self.e2e_s = self.finish_s - self.arrival_s
-        self.summary = summarize(requests, self, totals)
+        """The run is over: the arrays and the summary are built from its lists,
+        ``requests`` and ``totals`` when any of them is first read."""
+        state = self.__dict__
+        lists = {name: state.pop(name) for name in ("node", "first_token_s", "finish_s")}
+        for name in _BUILT:
+            state.pop(name, None)
+        self._ending = (requests, totals, lists)
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for a name the instance does not hold: one of _BUILT
+        # between finalize() and its first read
+        ending = self.__dict__.get("_ending")
+        if ending is None or name not in _BUILT:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self._ending = None
+        try:
+            self._build(*ending)
+        except BaseException:
+            self._ending = ending  # (as it was: the next read tries again)
+            raise
+        return self.__dict__[name]
+
+    def _build(self, requests: Sequence[Request], totals: RunTotals, lists: dict[str, Any]) -> None:
+        # the arrays are made of the run's many young objects, which a default GC
+        # threshold would scan again and again
+        stretch = rare_gc.RARE_GC  # (held here: module globals may be gone at exit)
+        stretch.enter()
+        try:
+            columns = list(zip(*self.admission)) if self.n else [()] * 6  # the six columns
+            for name, column in zip(_COLUMNS, columns):
+                setattr(self, name, np.asarray(column))
+            for name, values in lists.items():
+                setattr(self, name, np.asarray(values))
+            self.arrival_s = np.array([r.arrival_s for r in requests], dtype=float)
+            self.ttft_s = self.first_token_s - self.arrival_s
+            self.queue_s = self.admit_s - self.arrival_s
+            self.e2e_s = self.finish_s - self.arrival_s
+            self.summary = summarize(requests, self, totals)
+        finally:
+            stretch.leave()
 
     def as_dict(self) -> dict[str, list[Any]]:
         """The per-request fields as plain lists (for JSON or a DataFrame)."""

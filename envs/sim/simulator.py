@@ -31,16 +31,14 @@ The simulator never imports a policy, an environment or a config library.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import math
-import weakref
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
 import numpy as np
 
-from envs.sim import native
+from envs.sim import native, rare_gc
 from envs.sim.cache import PrefixCache
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
@@ -75,54 +73,6 @@ WARM_REFUSALS = (
     "no_room",
     "source_lacks_prefix",
 )
-
-
-RUN_GC_THRESHOLD = 200_000
-"""The cyclic GC's generation-0 threshold while a run is active: a
-``conversation_like`` window (12,000 requests) leaves about 90,000 tracked objects
-(mostly the caches' segments and their block lists), so it runs with no
-collection at all; a collection every 50,000 cost 8-20 % of its time. It bounds
-the cyclic garbage a long run can hold to that many objects."""
-
-
-class _RareGC:
-    """Raises the cyclic GC's generation-0 threshold (:data:`RUN_GC_THRESHOLD`)
-    while any run is active and restores the caller's setting when the last one
-    ends (runs may overlap, e.g. in vectorised environments)."""
-
-    def __init__(self) -> None:
-        self.active = 0
-        self.saved: tuple[int, ...] = ()
-        self._get = gc.get_threshold
-        self._set = gc.set_threshold  # kept: module globals may be gone at exit
-
-    def enter(self) -> None:
-        if self.active == 0:
-            self.saved = self._get()
-            self._set(max(self.saved[0], RUN_GC_THRESHOLD), *self.saved[1:])
-        self.active += 1
-
-    def leave(self) -> None:
-        self.active -= 1
-        if self.active == 0:
-            self._set(*self.saved)
-
-
-_GC = _RareGC()
-
-
-def hold_rare_gc(owner: object) -> weakref.finalize:
-    """Enter the rare-collection stretch that runs use (:data:`RUN_GC_THRESHOLD`)
-    and hold it until the returned handle is called (once; later calls do
-    nothing) or ``owner`` is collected, whichever comes first. An environment
-    holds one across its episodes: otherwise the caller's threshold comes back
-    at the end of every episode's run and the next allocation starts a
-    collection over everything the run left (15 % of the time of
-    ``btb/Thresholds-v0`` stepped episode after episode, its episodes being short).
-    The caller's threshold, as it was when the first stretch began, comes back
-    when the last one ends (a ``gc.set_threshold`` made meanwhile is undone)."""
-    _GC.enter()
-    return weakref.finalize(owner, _GC.leave)
 
 
 class Router(Protocol):
@@ -297,16 +247,16 @@ class Simulator(CacheLifecycle, CopyMachinery):
         self._started = True
         # The cache's segments point at their parents, so the cyclic garbage
         # collector would scan them again and again; run it rarely meanwhile.
-        _GC.enter()
+        stretch = rare_gc.RARE_GC  # (held here: module globals may be gone at exit)
+        stretch.enter()
         try:
             yield from self._loop(decide)
             self.done = True
-            # inside the rare-GC stretch too: the records' arrays are made of the
-            # run's many young objects, which a default threshold would scan again
-            # and again
+            # the totals now (they read the nodes as the run left them); the records'
+            # arrays and summary when first read (Records.finalize)
             self.records.finalize(self.requests, self.totals())
         finally:
-            _GC.leave()
+            stretch.leave()
 
     def _loop(
         self, decide: Callable[[Simulator, Request], int | None] | None

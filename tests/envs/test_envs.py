@@ -71,7 +71,11 @@ def test_return_is_minus_total_ttft_over_scale(env_id, window):
     _, total = run_episode(env, seed=2)
     sim = env.unwrapped.sim
     assert len(sim.first_token_log) == len(window)
+    # the episode was credited from the run's lists: its arrays and summary are
+    # built only now, when read
+    assert sim.records._ending is not None
     assert total == pytest.approx(-np.sum(sim.records.ttft_s) / 7.5, rel=1e-9)
+    assert sim.records._ending is None
 
 
 def test_tail_penalty_and_copy_cost_follow_their_formulas(window):
@@ -119,17 +123,17 @@ def test_pickle_round_trip_mid_episode_continues_identically(env_id, window):
 def test_the_rare_gc_stretch_lasts_from_the_first_episode_to_close(env_id, window, monkeypatch):
     # between episodes the caller's GC threshold would start a collection over
     # the finished run at once; the env keeps the runs' threshold until close()
-    from envs.sim import simulator
+    from envs.sim import rare_gc
 
     gc.collect()  # envs earlier tests left unclosed let go of their holds first
-    monkeypatch.setattr(simulator, "_GC", simulator._RareGC())  # a fresh counter
+    monkeypatch.setattr(rare_gc, "RARE_GC", rare_gc.RareGC())  # a fresh counter
     saved = gc.get_threshold()
     try:
         gc.set_threshold(700, *saved[1:])
         env = make(env_id, window)
         assert gc.get_threshold()[0] == 700  # nothing held before the first episode
         run_episode(env, seed=0)  # to its end: the episode's run is over
-        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD
+        assert gc.get_threshold()[0] == rare_gc.RUN_GC_THRESHOLD
         env.reset(seed=1)
         env.step(env.action_space.sample())
         env.close()
@@ -139,7 +143,7 @@ def test_the_rare_gc_stretch_lasts_from_the_first_episode_to_close(env_id, windo
         # an env never closed lets go when it is collected
         other = make(env_id, window)
         other.reset(seed=0)
-        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD
+        assert gc.get_threshold()[0] == rare_gc.RUN_GC_THRESHOLD
         del other
         gc.collect()
         assert gc.get_threshold()[0] == 700

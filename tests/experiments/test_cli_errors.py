@@ -1275,10 +1275,10 @@ def test_a_job_runs_with_the_rare_gc_threshold_and_gives_the_callers_back(monkey
     # comes back however the job ends
     import gc
 
-    from envs.sim import simulator
+    from envs.sim import rare_gc
 
     gc.collect()  # envs earlier tests left unclosed let go of their holds first
-    monkeypatch.setattr(simulator, "_GC", simulator._RareGC())
+    monkeypatch.setattr(rare_gc, "RARE_GC", rare_gc.RareGC())
     saved = gc.get_threshold()
     seen: list[int] = []
 
@@ -1290,7 +1290,7 @@ def test_a_job_runs_with_the_rare_gc_threshold_and_gives_the_callers_back(monkey
     try:
         gc.set_threshold(700, *saved[1:])
         assert main_guard(job) == (2 if fails else 0)
-        assert seen == [simulator.RUN_GC_THRESHOLD]
+        assert seen == [rare_gc.RUN_GC_THRESHOLD]
         assert gc.get_threshold()[0] == 700
     finally:
         gc.set_threshold(*saved)

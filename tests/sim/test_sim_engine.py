@@ -224,10 +224,10 @@ def test_runs_raise_the_gc_threshold_while_any_is_active_and_restore_it(
 ) -> None:
     import gc
 
-    from envs.sim import simulator
+    from envs.sim import rare_gc
 
     # a fresh counter: a run another test left unfinished must not count here
-    monkeypatch.setattr(simulator, "_GC", simulator._RareGC())
+    monkeypatch.setattr(rare_gc, "RARE_GC", rare_gc.RareGC())
     saved = gc.get_threshold()
     p = Prompts()
     for i in range(3):
@@ -236,12 +236,12 @@ def test_runs_raise_the_gc_threshold_while_any_is_active_and_restore_it(
         gc.set_threshold(700, *saved[1:])
         first, second = (Simulator(toy_cluster(2), p.workload()).decisions() for _ in range(2))
         next(first)
-        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD
+        assert gc.get_threshold()[0] == rare_gc.RUN_GC_THRESHOLD
         next(second)  # two runs overlap (vectorised environments)
         with pytest.raises(StopIteration):
             while True:
                 first.send(0)
-        assert gc.get_threshold()[0] == simulator.RUN_GC_THRESHOLD  # the second one still runs
+        assert gc.get_threshold()[0] == rare_gc.RUN_GC_THRESHOLD  # the second one still runs
         with pytest.raises(StopIteration):
             while True:
                 second.send(1)

@@ -15,6 +15,7 @@ from simkit import (
     SMALL_PREFIX_BLOCKS,
     Checked,
     Prompts,
+    Script,
     check_causal,
     check_nodes,
     check_run,
@@ -265,6 +266,28 @@ def test_records_as_dict_round_trips_the_fields() -> None:
     assert d["hit_hbm_tokens"] == [0, 32]
     assert d["ttft_s"] == pytest.approx(sim.records.ttft_s.tolist())
     assert len({len(v) for v in d.values()}) == 1
+
+
+def test_records_are_built_on_first_read_after_the_run_pickled_or_not() -> None:
+    import pickle
+
+    p = Prompts()
+    p.add(0.0, names("P", 2))
+    p.add(0.5, names("P", 3))
+    sim = Simulator(toy_cluster(), p.workload())
+    records = sim.run(Script([0, 1]))  # (run_script checks the run: it reads them)
+    assert records._ending is not None  # nothing read yet: nothing built
+    copied = pickle.loads(pickle.dumps(records))  # carries what the build needs
+    for rec in (records, copied):
+        assert rec.summary["completed"] == 2
+        assert rec._ending is None
+        assert rec.node.tolist() == [0, 1]
+        assert isinstance(rec.first_token_s, np.ndarray)
+        assert rec.ttft_s.tolist() == (rec.first_token_s - rec.arrival_s).tolist()
+        assert rec.hit_hbm_tokens.tolist() == [0, 0]  # the second went to the other node
+    records_equal(records, copied)
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        records.nonesuch  # noqa: B018
 
 
 def test_warm_bytes_count_only_landed_block_bytes() -> None:

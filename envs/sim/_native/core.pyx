@@ -377,18 +377,19 @@ cdef class SimCore:
         """The reference's ``Simulator._drive`` (the run's start, rare-GC stretch and
         end around :meth:`_loop`), compiled: a step-by-step driver's ``send`` then
         reaches the event loop without resuming a Python frame on every arrival."""
-        from envs.sim.simulator import _GC
+        from envs.sim import rare_gc
 
         if self._started:
             raise RuntimeError("a Simulator runs its workload once; build a new one")
         self._started = True
-        _GC.enter()
+        stretch = rare_gc.RARE_GC  # (held here: module globals may be gone at exit)
+        stretch.enter()
         try:
             yield from self._loop(decide)
             self.done = True
             self.records.finalize(self.requests, self.totals())
         finally:
-            _GC.leave()
+            stretch.leave()
 
     def _loop(self, decide):
         """The reference's event loop (``Simulator._loop``), typed."""
