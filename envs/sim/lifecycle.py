@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.events import LIFE_EVENT
@@ -339,7 +340,9 @@ class CacheLifecycle(ABC):
             self._push(again, LIFE_EVENT, obj)
 
     def lifecycle_totals(self) -> CacheLifeTotals:
-        """What the lifecycle counted so far, with the caches' own counters."""
+        """What the lifecycle counted so far, with the caches' own counters: a
+        copy, which later calls and actions leave as it is (a run's records keep
+        it for a summary built when first read)."""
         life = self.life
         life.copy_hit_blocks = sum(n.cache.copy_hit_blocks for n in self.nodes)
         life.copy_prefill_saved_s = sum(
@@ -349,7 +352,7 @@ class CacheLifecycle(ABC):
         life.pin_refused = dict(self.pin_refused)
         life.demote_refused = dict(self.demote_refused)
         life.promote_refused = dict(self.promote_refused)
-        return life
+        return replace(life, copied_prefix_bytes=dict(life.copied_prefix_bytes))
 
 
 __all__ = [

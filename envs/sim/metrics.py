@@ -112,26 +112,32 @@ class Records:
 
     def finalize(self, requests: Sequence[Request], totals: RunTotals) -> None:
         """The run is over: the arrays and the summary are built from its lists,
-        ``requests`` and ``totals`` when any of them is first read."""
+        ``requests`` and ``totals`` when any of them is first read (``totals`` is
+        the run's snapshot; the requests are read then, so they must not be
+        changed in between)."""
         state = self.__dict__
         lists = {name: state.pop(name) for name in ("node", "first_token_s", "finish_s")}
         for name in _BUILT:
             state.pop(name, None)
-        self._ending = (requests, totals, lists)
+        self._ending = (tuple(requests), totals, lists)
 
-    def __getattr__(self, name: str) -> Any:
-        # only reached for a name the instance does not hold: one of _BUILT
-        # between finalize() and its first read
-        ending = self.__dict__.get("_ending")
-        if ending is None or name not in _BUILT:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        self._ending = None
-        try:
-            self._build(*ending)
-        except BaseException:
-            self._ending = ending  # (as it was: the next read tries again)
-            raise
-        return self.__dict__[name]
+    if not TYPE_CHECKING:  # (so that a misspelt attribute stays a type error)
+
+        def __getattr__(self, name: str) -> Any:
+            # only reached for a name the instance does not hold: one of _BUILT
+            # between finalize() and its first read
+            ending = self.__dict__.get("_ending")
+            if ending is None or name not in _BUILT:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            self._ending = None
+            try:
+                self._build(*ending)
+            except BaseException as error:
+                self._ending = ending  # (as it was: the next read tries again)
+                if isinstance(error, AttributeError):  # not "no such attribute" to getattr()
+                    raise RuntimeError(f"building the run's records failed: {error}") from error
+                raise
+            return self.__dict__[name]
 
     def _build(self, requests: Sequence[Request], totals: RunTotals, lists: dict[str, Any]) -> None:
         # the arrays are made of the run's many young objects, which a default GC

@@ -277,9 +277,12 @@ def test_records_are_built_on_first_read_after_the_run_pickled_or_not() -> None:
     sim = Simulator(toy_cluster(), p.workload())
     records = sim.run(Script([0, 1]))  # (run_script checks the run: it reads them)
     assert records._ending is not None  # nothing read yet: nothing built
+    # what happens after the run does not reach its summary, built later
+    assert sim.pin(0, p.blocks(names("P", 2))) == "ok"
     copied = pickle.loads(pickle.dumps(records))  # carries what the build needs
     for rec in (records, copied):
         assert rec.summary["completed"] == 2
+        assert rec.summary["pins"] == 0
         assert rec._ending is None
         assert rec.node.tolist() == [0, 1]
         assert isinstance(rec.first_token_s, np.ndarray)
