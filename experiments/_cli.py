@@ -160,7 +160,8 @@ def main_guard(fn: Any) -> int:
 
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
-    held = rare_gc.hold(fn)
+    stretch = rare_gc.RARE_GC
+    stretch.enter()
     try:
         fn()
     except KeyboardInterrupt:
@@ -176,7 +177,7 @@ def main_guard(fn: Any) -> int:
     finally:
         warnings.showwarning = shown
         release_out_dirs()
-        held()
+        stretch.leave()
     return 0
 
 

@@ -142,9 +142,7 @@ class Records:
     def _build(self, requests: Sequence[Request], totals: RunTotals, lists: dict[str, Any]) -> None:
         # the arrays are made of the run's many young objects, which a default GC
         # threshold would scan again and again
-        stretch = rare_gc.RARE_GC  # (held here: module globals may be gone at exit)
-        stretch.enter()
-        try:
+        with rare_gc.RARE_GC:
             columns = list(zip(*self.admission)) if self.n else [()] * 6  # the six columns
             for name, column in zip(_COLUMNS, columns):
                 setattr(self, name, np.asarray(column))
@@ -155,8 +153,6 @@ class Records:
             self.queue_s = self.admit_s - self.arrival_s
             self.e2e_s = self.finish_s - self.arrival_s
             self.summary = summarize(requests, self, totals)
-        finally:
-            stretch.leave()
 
     def as_dict(self) -> dict[str, list[Any]]:
         """The per-request fields as plain lists (for JSON or a DataFrame)."""

@@ -44,9 +44,19 @@ class RareGC:
         if self.active == 0:
             self._set(*self.saved)
 
+    def __enter__(self) -> RareGC:
+        # ``with RARE_GC:`` binds the object as it enters, so its exit needs no
+        # module global (they may be gone when a run is closed at interpreter exit)
+        self.enter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave()
+
 
 RARE_GC = RareGC()
-"""The process's one stretch: simulator runs, environments and the commands enter it."""
+"""The process's one stretch: simulator runs (``with RARE_GC:``), environments
+and the commands (:func:`hold`) enter it."""
 
 
 def hold(owner: object) -> weakref.finalize:

@@ -247,16 +247,12 @@ class Simulator(CacheLifecycle, CopyMachinery):
         self._started = True
         # The cache's segments point at their parents, so the cyclic garbage
         # collector would scan them again and again; run it rarely meanwhile.
-        stretch = rare_gc.RARE_GC  # (held here: module globals may be gone at exit)
-        stretch.enter()
-        try:
+        with rare_gc.RARE_GC:
             yield from self._loop(decide)
             self.done = True
             # the totals now (they read the nodes as the run left them); the records'
             # arrays and summary when first read (Records.finalize)
             self.records.finalize(self.requests, self.totals())
-        finally:
-            stretch.leave()
 
     def _loop(
         self, decide: Callable[[Simulator, Request], int | None] | None

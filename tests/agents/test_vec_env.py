@@ -14,7 +14,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the environments)
 from agents.algorithms import AgentSpec, build_model
-from agents.callbacks import UpdateThreads
+from agents.callbacks import UpdateThreads, usable_threads
 from agents.vec_env import InProcessVecEnv
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -139,3 +139,15 @@ def test_two_update_threads_train_the_same_weights_as_one(algo, kind, window):
         vec.close()
     one, two = weights
     assert all(torch.equal(one[k], two[k]) for k in one)
+
+
+def test_usable_threads_is_capped_by_the_cpus_with_or_without_an_affinity(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert [usable_threads(n) for n in (1, 2, 8)] == [1, 2, 3]
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)  # macOS, Windows
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert [usable_threads(n) for n in (1, 2, 8)] == [1, 2, 2]
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one
+    assert usable_threads(4) == 1

@@ -382,14 +382,10 @@ cdef class SimCore:
         if self._started:
             raise RuntimeError("a Simulator runs its workload once; build a new one")
         self._started = True
-        stretch = rare_gc.RARE_GC  # (held here: module globals may be gone at exit)
-        stretch.enter()
-        try:
+        with rare_gc.RARE_GC:
             yield from self._loop(decide)
             self.done = True
             self.records.finalize(self.requests, self.totals())
-        finally:
-            stretch.leave()
 
     def _loop(self, decide):
         """The reference's event loop (``Simulator._loop``), typed."""
