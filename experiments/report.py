@@ -260,8 +260,9 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         )
     if any(r["policy"] == FLOOR for r in rows):
         lines.append(
-            f"{FLOOR}: a lower bound on each request's TTFT (cold or suffix prefill on the "
-            f"fastest node once the prefix can exist; no queueing); floor gap = share of "
+            f"{FLOOR}: a lower bound on each request's TTFT (cold prefill, or the prefix's "
+            f"HBM load and the suffix's prefill once the prefix can exist, on the fastest "
+            f"node; no queueing); floor gap = share of "
             f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
         )
     if any(r["policy"] == FLOOR_CAPACITY for r in rows):

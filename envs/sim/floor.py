@@ -8,10 +8,13 @@ gain. For each request:
   its whole prompt on the cluster's fastest node;
 - otherwise, for each depth of its prompt that another request shares, it
   could reuse that prefix once its KV exists anywhere and prefill the rest: it
-  pays at least ``max(ready - arrival, 0) + prefill(rest after the prefix)``;
-  the floor is the least of these and of the cold prefill (recomputing can be
-  quicker than waiting). Like the simulator, it reuses at most ``input - 1``
-  tokens.
+  pays at least ``max(ready - arrival, 0) + load(prefix) + prefill(rest after
+  the prefix)``; the floor is the least of these and of the cold prefill
+  (recomputing can be quicker than waiting). Like the simulator, it reuses at
+  most ``input - 1`` tokens. ``load(prefix)`` is the reused tokens at the
+  cheapest tier's load time per token (HBM's), which the simulator charges for
+  every reused token when ``SimConfig.hbm_hit_load`` is set (the causal
+  default); without it an HBM hit is free, and so is the floor's reuse.
 
 When a prefix's KV can first exist (``ready``): on behalf of another request
 that holds it, earlier or later (a request may wait in a queue while a later one
@@ -26,8 +29,9 @@ its admission, so no sooner than its arrival: a prefix is ready at the earliest
 arrival among the other requests holding it.
 
 Left out, each of which only makes a real run slower: queueing, batch and KV
-limits, loading the reused KV (HBM, RAM, disk or RDMA), decode steps between
-prefill chunks, and copy time. In words: docs/physics.md, "The TTFT floor".
+limits, loading reused KV from a tier slower than HBM (RAM, disk) and its
+latency, decode steps between prefill chunks, and copy time. In words:
+docs/physics.md, "The TTFT floor".
 
 The ``floor_capacity`` bound (:func:`ttft_mean_floor_capacity_s`) adds queueing
 for the cluster's prefill capacity, for the window's mean TTFT only.
@@ -84,11 +88,13 @@ def _request_options(
         return min(c.prefill_s(new_tokens, cached_tokens) for c in costs)
 
     block_tokens = workload.block_tokens
+    loads = [(c, reuse_load_s_per_token(c, config)) for c in costs]
 
     def reuse_s(depth: int, n_in: int) -> float:
-        """Prefill seconds of the prompt's rest after reusing its ``depth``-block prefix."""
+        """Seconds to reuse the prompt's ``depth``-block prefix and prefill its rest,
+        on the node kind where that is quickest."""
         cached = min(depth * block_tokens, n_in - 1)
-        return prefill_s(n_in - cached, cached)
+        return min(c.prefill_s(n_in - cached, cached) + cached * load for c, load in loads)
 
     requests = workload.requests
     if config.causal_kv:
@@ -123,6 +129,21 @@ def _request_options(
         floor[k] = min((start - arrival) + work for start, work in mine)
         options.append(mine)
     return floor, options
+
+
+def reuse_load_s_per_token(costs: NodeCosts, config: SimConfig) -> float:
+    """The least seconds the simulator charges for each reused token on a node of
+    ``costs``: the cheapest tier's load (``forecast.reuse_plan`` charges HBM hits
+    under ``hbm_hit_load``, and RAM / disk runs it loads at their own, slower, rate).
+
+    0 without ``hbm_hit_load``, and 0 where loading a token would cost more than
+    prefilling it: the floor keeps only the deepest shared prefix ready at a time,
+    which is the cheapest only while each reused token saves more than it costs
+    (true of every preset: a token's HBM load is about 1/700 of its prefill)."""
+    if not config.hbm_hit_load:
+        return 0.0
+    load = min(costs.load_hbm_s, costs.load_ram_s, costs.load_disk_s)
+    return load if load <= costs.prefill_s_per_token else 0.0
 
 
 def reruns(config: SimConfig) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from simkit import Prompts, names, run_script, toy_cluster
+from simkit import HBM_S, Prompts, names, run_script, toy_cluster
 
 from baselines import make_policy
 from envs.sim import SimConfig, Simulator, setup_cluster
@@ -106,7 +106,9 @@ def test_each_group_sharing_a_first_block_pays_one_cold_prefill() -> None:
     # the other's KV costs 96). Each request could reuse the other's prefix (16 ms
     # left), but the first of a pair to have the prefix computed it cold: as jobs, 80 +
     # 16 for each pair; SRPT on one node ends them at 16, 32, 112, 192 ms: a mean of
-    # 0.352 / 4 = 88 ms (without the charge: 16 ms of work each, and the floors' 80 ms)
+    # 0.352 / 4 = 88 ms (without the charge: 16 ms of work each, and the floors' 80 ms).
+    # Each reusing job also loads its 64 tokens from HBM (h each): they end at 16 + 64h
+    # and 32 + 128h, and push the cold ones to 112 + 128h and 192 + 128h.
     prompts = Prompts()
     for pair in range(2):
         for own in range(2):
@@ -115,7 +117,7 @@ def test_each_group_sharing_a_first_block_pays_one_cold_prefill() -> None:
     cluster = toy_cluster(1)
     floor, bound = floor_bounds(cluster, workload)
     assert floor == pytest.approx([0.080] * 4)
-    assert bound == pytest.approx(0.352 / 4)
+    assert bound == pytest.approx((0.352 + 448 * HBM_S) / 4, rel=1e-12)
     # one node serves them in arrival order: 80 cold, 16 reusing, 80 cold, 16 reusing
     served = mean_ttft("cache_aware", cluster, workload, SimConfig())
     assert served == pytest.approx((0.080 + 0.096 + 0.176 + 0.192) / 4, abs=1e-6)

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from simkit import TOY_MODEL, Prompts, names, run_script, small_window, toy_cluster, toy_gpu
+from simkit import (
+    HBM_S,
+    TOY_MODEL,
+    Prompts,
+    names,
+    run_script,
+    small_window,
+    toy_cluster,
+    toy_gpu,
+)
 
 from baselines import make_policy
 from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator, setup_cluster
@@ -27,14 +36,26 @@ def hand_prompts() -> Prompts:
 
 
 def test_floor_by_hand_under_causal_kv() -> None:
+    # a reused token costs its HBM load (SimConfig.hbm_hit_load, on under causal KV):
+    # r1 reuses 64 tokens, r3 79, r4 80
     floor = ttft_floor_s(toy_cluster(), hand_prompts().workload(), SimConfig(causal_kv=True))
+    assert floor == pytest.approx(
+        [0.064, 0.054 + 64 * HBM_S + 0.016, 0.048, 79 * HBM_S + 0.001, 80 * HBM_S + 0.016],
+        abs=1e-12,
+    )
+
+
+def test_floor_without_the_hbm_load_under_causal_kv() -> None:
+    config = SimConfig(causal_kv=True, hbm_hit_load=False)
+    floor = ttft_floor_s(toy_cluster(), hand_prompts().workload(), config)
     assert floor == pytest.approx([0.064, 0.054 + 0.016, 0.048, 0.001, 0.016], abs=1e-12)
 
 
 def test_floor_by_hand_under_the_reference_model() -> None:
     # blocks count from admission, so from arrival: r1 and r2 reuse at once; and any
     # other holder counts, later ones too: r0 could wait in a queue for r1's a0..a3
-    # (resident at r1's arrival, 0.010, then copied over) and prefill 1 token (1 ms)
+    # (resident at r1's arrival, 0.010, then copied over) and prefill 1 token (1 ms);
+    # an HBM hit costs no load time there (hbm_hit_load is off)
     floor = ttft_floor_s(toy_cluster(), hand_prompts().workload(), SimConfig(causal_kv=False))
     assert floor == pytest.approx([0.010 + 0.001, 0.016, 0.016, 0.001, 0.016], abs=1e-12)
 
@@ -83,9 +104,9 @@ P4 = names("p", 4)
 
 def test_a_later_request_s_prefix_counts_under_causal_kv() -> None:
     # B: wait for A's KV (0.054 - 0.001 = 53 ms), then 80 - 64 = 16 tokens: 69 ms,
-    # below its cold 80 ms although A arrived after it
+    # below its cold 80 ms although A arrived after it (and 64 tokens' HBM load)
     floor = ttft_floor_s(toy_cluster(), later_shorter_prompts().workload(), SimConfig())
-    assert floor == pytest.approx([0.060, 0.053 + 0.016, 0.052, 0.016], abs=1e-12)
+    assert floor == pytest.approx([0.060, 0.053 + 64 * HBM_S + 0.016, 0.052, 0.016], abs=1e-12)
 
 
 def test_a_later_shorter_request_can_serve_a_queued_earlier_one() -> None:
@@ -119,6 +140,19 @@ def test_floor_is_what_one_request_alone_gets() -> None:
     sim = Simulator(toy_cluster(), p.workload())
     records = make_policy("round_robin").run(sim)
     assert records.ttft_s[0] == pytest.approx(ttft_floor_s(toy_cluster(), p.workload())[0])
+
+
+def test_floor_is_what_a_request_reusing_a_prefix_alone_gets() -> None:
+    # the second request finds the first's 64 tokens in HBM on an idle node: it pays
+    # their HBM load and 16 tokens of prefill, exactly its floor
+    p = Prompts()
+    p.add(0.0, A4)
+    p.add(1.0, [*A4, "b4"])
+    cluster = toy_cluster(1)
+    records = make_policy("round_robin").run(Simulator(cluster, p.workload()))
+    floor = ttft_floor_s(cluster, p.workload())
+    assert records.ttft_s[1] == pytest.approx(64 * HBM_S + 0.016, rel=1e-12)
+    assert floor[1] == pytest.approx(records.ttft_s[1], rel=1e-12)
 
 
 CONFIGS = {
