@@ -99,6 +99,7 @@ class CacheLifecycle(ABC):
     block_tokens: int
     now: float
     journal: list[tuple[Any, ...]] | None
+    _hbm_hit_load: bool  # SimConfig.hbm_hit_load, read once
 
     @abstractmethod
     def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
@@ -296,7 +297,8 @@ class CacheLifecycle(ABC):
         """The change in reuse seconds of a request admitted at ``t`` that loads
         ``ram_t`` then ``disk_t`` tokens after ``hbm_t`` from HBM, while a promotion
         on ``node`` brings some of them: it takes those when the promotion ends
-        (the promotion covering most of them) instead of loading them itself."""
+        (the promotion covering most of them) instead of loading them itself, and
+        then reads them from HBM, charged like any HBM hit (``hbm_hit_load``)."""
         blocks = request.blocks
         bt = self.block_tokens
         covered = 0
@@ -313,7 +315,8 @@ class CacheLifecycle(ABC):
         costs = node.costs
         from_ram = min(covered, ram_t)
         own = costs.load_s(from_ram, "ram") + costs.load_s(covered - from_ram, "disk")
-        return (end_s - t) - own
+        read = covered * costs.load_hbm_s if self._hbm_hit_load else 0.0
+        return (end_s - t) + read - own
 
     # ================================================================== replica lifetime
     def _replica_landed(self, node: Node, copy: Copy, t: float, normal_evicted: int) -> None:

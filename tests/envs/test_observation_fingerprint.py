@@ -48,7 +48,9 @@ RECORDED = {
     "route": "14f3c550b0098599b87cda03e625c264b63ca6771dcdb659fe66e8f7d7301cde",
     "route_hints": "9d3576f3d910072bc97fe43598acd45ff65befbadfc032e876afc13377335435",
     "route_warm": "fe0b3b246959e55349edaa197831ce0170c7c029366631ba0f07cb43afe053eb",
-    "route_warm_options": "6ede7aabeadf55efe129e195dccaa51eb8eff8c785f0a4aed9cff715ea4c4ac7",
+    # 2026-12-03: a request taking its prefix from a promotion pays the promoted
+    # tokens' HBM read (a deliberate change; this case promotes)
+    "route_warm_options": "a739d332db86927bf669e5f7f9cee1ee0019adc36f1d8115144da82850389ebb",
     "route_warm_view_delay": "d8de95c34d52135971c987ecc73524acc72f3daa37342225f038be144f381c7b",
 }
 """The hashes of :func:`fingerprint`, recorded on main before the speed work (#19)."""

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,6 +35,7 @@ from simkit import (
 from envs.sim import SimConfig, Simulator
 from envs.sim.cache import ORIGIN_WARM, RAM, PrefixCache
 from envs.sim.errors import ConfigError
+from envs.sim.floor import floor_bounds
 from envs.sim.request import BlockChainer
 
 
@@ -261,7 +263,7 @@ def test_demote_then_promote_take_time_at_the_ram_rate() -> None:
 def test_a_request_needing_a_prefix_being_promoted_waits_for_the_promotion() -> None:
     """P is in RAM; a promotion starts at 1.06 and ends at 1.1112. A request for P
     admitted at 1.08 takes it when the promotion lands, 31.2 ms later, instead of
-    loading it itself (51.2 ms)."""
+    loading it itself (51.2 ms), and then reads it from HBM like any HBM hit."""
     p = Prompts()
     prefix = _prompt_node0(p)
     p.add(1.0, names("x", 1))
@@ -272,9 +274,30 @@ def test_a_request_needing_a_prefix_being_promoted_waits_for_the_promotion() -> 
     sim, _ = run_script(toy_cluster(2, budget_tokens=2048), p, [0, 1, 1, 0, 0], actions)
     rec = sim.records
     assert rec.hit_ram_tokens[3] == 512
-    assert rec.reuse_s[3] == pytest.approx(1.06 + 512 * RAM_S - 1.08)
-    assert rec.ttft_s[3] == pytest.approx(1.06 + 512 * RAM_S - 1.08 + 16 * PREFILL_S)
+    waited = 1.06 + 512 * RAM_S - 1.08
+    assert rec.reuse_s[3] == pytest.approx(waited + 512 * HBM_S, rel=1e-12)
+    assert rec.ttft_s[3] == pytest.approx(waited + 512 * HBM_S + 16 * PREFILL_S, rel=1e-12)
     assert rec.summary["promoted_blocks"] == 0  # the request brought P up already
+
+
+def test_a_request_admitted_as_its_promotion_ends_pays_what_an_hbm_hit_does() -> None:
+    """Admitted 0.1 us before the promotion of P lands, the request waits 0.1 us and
+    reads P's 512 tokens from HBM: never less than its floor (a request admitted
+    just after the promotion would find P in HBM and pay the same read)."""
+    p = Prompts()
+    prefix = _prompt_node0(p)
+    p.add(1.0, names("x", 1))
+    p.add(1.06, names("y", 1))
+    p.add(1.06 + 512 * RAM_S - 1e-7, names("P", 32) + names("q", 1))
+    actions = {1: [lambda s: s.evict(0, prefix)], 2: [lambda s: s.promote(0, prefix)]}
+    cluster = toy_cluster(2, budget_tokens=2048)
+    sim, _ = run_script(cluster, p, [0, 1, 1, 0], actions)
+    rec = sim.records
+    assert rec.hit_ram_tokens[3] == 512
+    assert rec.ttft_s[3] == pytest.approx(1e-7 + 512 * HBM_S + 16 * PREFILL_S, rel=1e-6)
+    floor, capacity_mean = floor_bounds(cluster, p.workload(), SimConfig())
+    assert np.all(rec.ttft_s >= floor - 1e-12)
+    assert float(rec.ttft_s.mean()) >= capacity_mean - 1e-12
 
 
 def test_host_link_runs_one_move_at_a_time() -> None:
