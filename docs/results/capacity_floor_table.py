@@ -174,7 +174,7 @@ its docstring; the rows it read are in `capacity_floor.json`).
   rising_load and mixed, where loading a 64k-token prefix (0.72 ms) costs a third
   of prefilling the rest of the prompt (2.12 ms); there the floor's p95 on the 60 s
   bursts now equals the agents' (0.00284 s). The capacity term grew more on the
-  1 s bursts (qwen3-8b 0.2075 to 0.2351 s, 70b 5.28 to 5.37 s, glm45 2.12 to
+  1 s bursts (qwen3-8b 0.2075 to 0.2350 s, 70b 5.28 to 5.37 s, glm45 2.12 to
   2.14 s): the loads occupy the nodes the burst queues for. Without the load, two
   qwen3-8b targets asked for less than any router can reach (the 60 s bursts'
   "within 3 % of floor", 0.02151 s, and rising_load's "10 % below btb",
@@ -182,7 +182,8 @@ its docstring; the rows it read are in `capacity_floor.json`).
   and the targets are 3 % above it.
 - A check of the bound: on each of the 225 windows (3 setups x 5 families x 15),
   it lies below the lowest per-window mean TTFT of the ten policies (at most 0.9985
-  of it, measured on 2026-12-03 with the HBM load; 0.988 before it).
+  of it, measured on 2026-12-03 with the HBM load; 0.988 on 2026-12-01, before
+  the changes of 2026-12-02 and 2026-12-03).
 
 """
 

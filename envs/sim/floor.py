@@ -114,7 +114,10 @@ def _request_options(
         mine = [(arrival, prefill_s(n_in, 0))]
         # ready times of the prompt's shared prefixes (on behalf of another request),
         # shallowest first; they never decrease with depth (a deeper prefix is held by
-        # fewer requests), so at equal ready times the deepest prefix is the cheapest
+        # fewer requests). At equal ready times only the deepest prefix is kept: the
+        # work of reusing c tokens (prefill of the rest, plus c loads) is concave in c,
+        # so a shallower one costs no less than the deepest or the cold prefill, which
+        # starts no later
         times: list[float] = []
         for block in request.blocks:
             first, first_k, second = holders[block]
@@ -134,16 +137,12 @@ def _request_options(
 def reuse_load_s_per_token(costs: NodeCosts, config: SimConfig) -> float:
     """The least seconds the simulator charges for each reused token on a node of
     ``costs``: the cheapest tier's load (``forecast.reuse_plan`` charges HBM hits
-    under ``hbm_hit_load``, and RAM / disk runs it loads at their own, slower, rate).
-
-    0 without ``hbm_hit_load``, and 0 where loading a token would cost more than
-    prefilling it: the floor keeps only the deepest shared prefix ready at a time,
-    which is the cheapest only while each reused token saves more than it costs
-    (true of every preset: a token's HBM load is about 1/700 of its prefill)."""
+    under ``hbm_hit_load`` and RAM / disk runs it loads at their own rates; a run it
+    recomputes instead is a shallower reuse, which the floor bounds too); 0 without
+    ``hbm_hit_load``, where an HBM hit is free."""
     if not config.hbm_hit_load:
         return 0.0
-    load = min(costs.load_hbm_s, costs.load_ram_s, costs.load_disk_s)
-    return load if load <= costs.prefill_s_per_token else 0.0
+    return min(costs.load_hbm_s, costs.load_ram_s, costs.load_disk_s)
 
 
 def reruns(config: SimConfig) -> bool:

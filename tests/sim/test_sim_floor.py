@@ -133,6 +133,51 @@ def test_floor_uses_the_fastest_node() -> None:
     assert ttft_floor_s(mixed, p.workload()) == pytest.approx([0.032])
 
 
+def test_a_reuse_is_costed_on_one_node_kind_prefill_and_load_together() -> None:
+    # kind A (two GPUs): half the prefill time, but 0.4 ms to load a token from HBM
+    # (0.8 ms from RAM or disk); kind B: 1 ms a token of prefill, a load of next to
+    # nothing. r1 reuses 64 tokens and prefills 16: on A 8 + 25.6 ms, on B 16 ms + 64
+    # loads (cold on A: 40 ms); the fastest prefill's 8 ms with the cheapest load
+    # would be no node's cost
+    slow = 1024 / (2 * 0.8e-3)
+    slow_hbm = toy_gpu(hbm_bw=1024 / (2 * 0.4e-3), pcie_bw=slow, nvme_bw=slow)
+    cluster = ClusterSpec(TOY_MODEL, (NodeSpec(slow_hbm, 2), NodeSpec(toy_gpu(), 1)))
+    p = Prompts()
+    p.add(0.0, A4)
+    p.add(1.0, [*A4, "b4"])
+    floor = ttft_floor_s(cluster, p.workload())
+    assert floor == pytest.approx([0.032, 0.016 + 64 * HBM_S], rel=1e-12)
+
+
+def test_a_reused_token_costs_at_least_the_cheapest_tier_s_load() -> None:
+    # a node whose host link (0.1 ms a token) beats its HBM (0.4 ms a token): a reused
+    # token is charged no more than the RAM load, the floor counts that
+    gpu = toy_gpu(hbm_bw=1024 / 0.4e-3)
+    cluster = ClusterSpec(TOY_MODEL, (NodeSpec(gpu, 1),))
+    p = Prompts()
+    p.add(0.0, A4)
+    p.add(1.0, [*A4, "b4"])
+    floor = ttft_floor_s(cluster, p.workload())
+    assert floor == pytest.approx([0.064, 0.016 + 64 * 1e-4], rel=1e-12)
+
+
+def test_a_load_dearer_than_prefill_leaves_the_cold_prefill_as_the_floor() -> None:
+    # 2 ms to load a token from any tier, 1 ms to prefill it: reusing 64 tokens and
+    # prefilling 16 would take 144 ms, the cold prefill 80 ms; the simulator loads the
+    # HBM hit anyway (144 ms), above the floor
+    dear = 1024 / 2e-3
+    cluster = ClusterSpec(
+        TOY_MODEL, (NodeSpec(toy_gpu(hbm_bw=dear, pcie_bw=dear, nvme_bw=dear), 1),)
+    )
+    p = Prompts()
+    p.add(0.0, A4)
+    p.add(1.0, [*A4, "b4"])
+    floor = ttft_floor_s(cluster, p.workload())
+    assert floor == pytest.approx([0.064, 0.080], rel=1e-12)
+    ttft = make_policy("round_robin").run(Simulator(cluster, p.workload())).ttft_s
+    assert ttft[1] == pytest.approx(0.144, rel=1e-12)
+
+
 def test_floor_is_what_one_request_alone_gets() -> None:
     # alone on an idle node, a request's TTFT is its cold prefill: the floor is tight
     p = Prompts()
