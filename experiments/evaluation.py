@@ -560,13 +560,20 @@ def _group(row: Mapping[str, Any]) -> tuple[Any, ...]:
     return (row["setup"], row["workload"], row["causal_kv"], row["copy_model"])
 
 
+NO_GAP = 1e-9
+"""A reference statistic within this share of its lower bound has no gap to close."""
+
+
 def add_floor_gaps(rows: Sequence[dict[str, Any]], reference: str = GAP_REFERENCE) -> None:
     """Set each row's ``floor_gap_closed_mean_pct`` / ``_p95_pct``: the share (%) of
     the gap from ``reference`` (btb) down to the floor that the row's policy closes
     on mean / p95 TTFT, ``100 (ref - row) / (ref - floor)``: 0 is btb, 100 the floor,
     negative worse than btb. None without a reference or floor row, or no gap (or a
-    row without the statistic). With a ``floor_capacity`` row, likewise
-    ``floor_capacity_gap_closed_mean_pct`` against it (mean TTFT only)."""
+    row without the statistic): btb within :data:`NO_GAP` (relative) of the bound,
+    where the share would be rounding noise over rounding noise (qwen3-8b's 60 s
+    bursts: every policy's p95 is the floor's, 5e-15 s apart). With a
+    ``floor_capacity`` row, likewise ``floor_capacity_gap_closed_mean_pct`` against
+    it (mean TTFT only)."""
     refs = {_group(row): row for row in rows if row["policy"] == reference}
     lows = {bound: {_group(row): row for row in rows if row["policy"] == bound} for bound in BOUNDS}
     gaps = [(FLOOR, "mean"), (FLOOR, "p95")]
@@ -580,7 +587,9 @@ def add_floor_gaps(rows: Sequence[dict[str, Any]], reference: str = GAP_REFERENC
             row[key] = None
             if ref is None or low is None or row[value] is None:
                 continue
-            if ref[value] is not None and low[value] is not None and ref[value] > low[value]:
+            if ref[value] is None or low[value] is None:
+                continue
+            if ref[value] - low[value] > NO_GAP * abs(ref[value]):
                 row[key] = 100.0 * (ref[value] - row[value]) / (ref[value] - low[value])
 
 

@@ -47,6 +47,18 @@ def test_no_gap_without_btb_or_floor() -> None:
     assert rows[0]["floor_gap_closed_mean_pct"] is None
 
 
+def test_no_gap_where_btb_sits_on_the_floor() -> None:
+    # p95 equal but for rounding (qwen3-8b's 60 s bursts): no share of a 5e-15 s gap
+    rows = [
+        _row("btb", 1.0, 0.002841129436902179),
+        _row("cache_aware", 1.2, 0.002841129436902180),
+        _row(FLOOR, 0.6, 0.002841129436897213),
+    ]
+    add_floor_gaps(rows)
+    assert [r["floor_gap_closed_p95_pct"] for r in rows] == [None, None, None]
+    assert [r["floor_gap_closed_mean_pct"] for r in rows] == pytest.approx([0, -50, 100])
+
+
 def test_evaluate_policies_adds_the_floor_row_last() -> None:
     window = small_window()
     windows = [window, small_window(seed=2)]
