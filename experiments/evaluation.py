@@ -585,9 +585,7 @@ def add_floor_gaps(rows: Sequence[dict[str, Any]], reference: str = GAP_REFERENC
             low = lows[bound].get(_group(row))
             key, value = f"{bound}_gap_closed_{stat}_pct", f"ttft_{stat}_s"
             row[key] = None
-            if ref is None or low is None or row[value] is None:
-                continue
-            if ref[value] is None or low[value] is None:
+            if ref is None or low is None or None in (row[value], ref[value], low[value]):
                 continue
             if ref[value] - low[value] > NO_GAP * abs(ref[value]):
                 row[key] = 100.0 * (ref[value] - row[value]) / (ref[value] - low[value])
