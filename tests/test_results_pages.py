@@ -1,0 +1,56 @@
+"""The results pages written from stored rows are what their scripts write now:
+``docs/results/capacity_floor.md`` and ``target_cells.md`` (a rule or a row changed
+without regenerating them would leave a stale count in the docs)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
+
+
+@pytest.fixture
+def scripts() -> Iterator[dict[str, ModuleType]]:
+    """The two scripts as modules (target_cells imports capacity_floor_table as its
+    neighbour, as it does when run)."""
+    sys.path.insert(0, str(RESULTS))
+    try:
+        yield {
+            name: importlib.import_module(name) for name in ("capacity_floor_table", "target_cells")
+        }
+    finally:
+        sys.path.remove(str(RESULTS))
+
+
+def test_capacity_floor_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    table = scripts["capacity_floor_table"]
+    rows = json.loads((RESULTS / "capacity_floor.json").read_text())["rows"]
+    written = (RESULTS / "capacity_floor.md").read_text()
+    assert written == table.TEXT + table.render(rows) + "\n"
+
+
+def test_target_cells_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    cells = scripts["target_cells"]
+    assert (RESULTS / "target_cells.md").read_text() == cells.render(cells.load())
+
+
+def test_every_cell_has_a_target_and_the_count_is_the_issue_s(
+    scripts: dict[str, ModuleType],
+) -> None:
+    # 3 setups x 5 families x (mean, p95), plus the mean 5 % below oracle_warm on
+    # the 60 s bursts, rising_load and mixed
+    cells = scripts["target_cells"].cells(scripts["target_cells"].load())
+    assert len(cells) == 3 * 5 * 2 + 3 * 3
+    assert {(c[0], c[1], c[2]) for c in cells} == {
+        (s, f, stat)
+        for s in ("70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4")
+        for f in ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
+        for stat in ("mean", "p95")
+    }
