@@ -260,10 +260,10 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         )
     if any(r["policy"] == FLOOR for r in rows):
         lines.append(
-            f"{FLOOR}: a lower bound on each request's TTFT (cold prefill, or the prefix's "
-            f"HBM load and the suffix's prefill once the prefix can exist, on the fastest "
-            f"node; no queueing); floor gap = share of "
-            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
+            f"{FLOOR}: a lower bound on each request's TTFT (cold prefill, or once the "
+            f"prefix can exist the rest's prefill and the reused tokens' least load, on the "
+            f"quickest node kind; no queueing); floor gap = share of "
+            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed (- where {GAP_REFERENCE} sits on it)"
         )
     if any(r["policy"] == FLOOR_CAPACITY for r in rows):
         lines.append(

@@ -12,9 +12,10 @@ gain. For each request:
   the prefix)``; the floor is the least of these and of the cold prefill
   (recomputing can be quicker than waiting). Like the simulator, it reuses at
   most ``input - 1`` tokens. ``load(prefix)`` is the reused tokens at the
-  cheapest tier's load time per token (HBM's), which the simulator charges for
-  every reused token when ``SimConfig.hbm_hit_load`` is set (the causal
-  default); without it an HBM hit is free, and so is the floor's reuse.
+  cheapest tier's load time per token (HBM's on every preset), which the
+  simulator charges for every reused token when ``SimConfig.hbm_hit_load`` is
+  set (the causal default); without it an HBM hit is free, and so is the
+  floor's reuse.
 
 When a prefix's KV can first exist (``ready``): on behalf of another request
 that holds it, earlier or later (a request may wait in a queue while a later one
@@ -69,7 +70,8 @@ SETTLED_S = 1e-12
 weakens the capacity bound: such a request counts with its per-request floor."""
 
 Option = tuple[float, float]
-"""A way to serve a request: (earliest start of its prefill s, fastest-node prefill seconds)."""
+"""A way to serve a request: (earliest start of its prefill s, its work in seconds on
+the quickest node kind: the prefill, and when reusing, the reused tokens' load)."""
 
 
 def _request_options(
@@ -77,7 +79,8 @@ def _request_options(
 ) -> tuple[np.ndarray, list[list[Option]]]:
     """Each request's floor and its options: cold from its arrival, or the reuse of
     each shared prefix depth from when its KV can first exist on behalf of another
-    request (the cheapest depth among those ready at the same time)."""
+    request (the deepest of those ready at the same time: a shallower one bounds no
+    lower, see the loop)."""
     kinds = dict.fromkeys(cluster.nodes)  # every distinct node kind, even two of one name
     costs = [
         NodeCosts(spec, cluster.model, config.mfu, config.mbu, config.attention_flops)
@@ -189,7 +192,7 @@ def _earliest_prompt_kv(
             depth += 1
         ready.update(blocks[depth:])
         seen: set[int] = set()
-        for d in range(len(blocks), depth, -1):  # deepest first: the least work left
+        for d in range(len(blocks), depth, -1):  # deepest first (see _request_options)
             for j in holding[blocks[d - 1]]:
                 if done[j] or j in seen:
                     continue

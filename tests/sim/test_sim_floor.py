@@ -203,6 +203,7 @@ def test_floor_is_what_a_request_reusing_a_prefix_alone_gets() -> None:
 CONFIGS = {
     "causal": SimConfig(),
     "reference": SimConfig(causal_kv=False),
+    "reference_hbm_load": SimConfig(causal_kv=False, hbm_hit_load=True),
     "contention": SimConfig(copy_model="contention", transfer_latency_s=1e-5),
     "realistic": SimConfig(
         copy_model="contention",
