@@ -160,24 +160,22 @@ def main_guard(fn: Any) -> int:
 
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
-    stretch = rare_gc.RARE_GC
-    stretch.enter()
-    try:
-        fn()
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # the reader went away (``--help | head``): nothing to say
-        with contextlib.suppress(OSError, ValueError):  # so the exit's flush does not fail
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except (ValueError, OSError, SimulationError) as error:
-        print(user_error_message(error), file=sys.stderr)
-        return 2
-    finally:
-        warnings.showwarning = shown
-        release_out_dirs()
-        stretch.leave()
+    with rare_gc.RARE_GC:
+        try:
+            fn()
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+        except BrokenPipeError:  # the reader went away (``--help | head``): nothing to say
+            with contextlib.suppress(OSError, ValueError):  # so the exit's flush does not fail
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except (ValueError, OSError, SimulationError) as error:
+            print(user_error_message(error), file=sys.stderr)
+            return 2
+        finally:
+            warnings.showwarning = shown
+            release_out_dirs()
     return 0
 
 

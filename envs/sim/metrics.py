@@ -33,15 +33,12 @@ _FIELDS = (
     "reuse_s",
     "prefill_tokens",
 )
-_COLUMNS = (
-    "admit_s",
-    "hit_hbm_tokens",
-    "hit_ram_tokens",
-    "hit_disk_tokens",
-    "reuse_s",
-    "prefill_tokens",
-)  # the entries of Records.admission, in order
-_BUILT = (*_FIELDS, "arrival_s", "ttft_s", "queue_s", "e2e_s", "summary")
+_LISTS = ("node", "first_token_s", "finish_s")
+"""The fields written during the run as lists, one entry per request."""
+_COLUMNS = tuple(name for name in _FIELDS if name not in _LISTS)
+"""The entries of ``Records.admission``, in order."""
+_DERIVED = ("arrival_s", "ttft_s", "queue_s", "e2e_s")
+_BUILT = (*_FIELDS, *_DERIVED, "summary")
 """What :meth:`Records.finalize` leaves to be built on first read."""
 
 
@@ -116,7 +113,7 @@ class Records:
         the run's snapshot; the requests are read then, so they must not be
         changed in between)."""
         state = self.__dict__
-        lists = {name: state.pop(name) for name in ("node", "first_token_s", "finish_s")}
+        lists = {name: state.pop(name) for name in _LISTS}
         for name in _BUILT:
             state.pop(name, None)
         self._ending = (tuple(requests), totals, lists)
@@ -143,7 +140,7 @@ class Records:
         # the arrays are made of the run's many young objects, which a default GC
         # threshold would scan again and again
         with rare_gc.RARE_GC:
-            columns = list(zip(*self.admission)) if self.n else [()] * 6  # the six columns
+            columns = list(zip(*self.admission)) if self.n else [()] * len(_COLUMNS)
             for name, column in zip(_COLUMNS, columns):
                 setattr(self, name, np.asarray(column))
             for name, values in lists.items():
@@ -156,7 +153,7 @@ class Records:
 
     def as_dict(self) -> dict[str, list[Any]]:
         """The per-request fields as plain lists (for JSON or a DataFrame)."""
-        names = (*_FIELDS, "arrival_s", "ttft_s", "queue_s", "e2e_s")
+        names = (*_FIELDS, *_DERIVED)
         return {name: np.asarray(getattr(self, name)).tolist() for name in names}
 
 
