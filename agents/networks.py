@@ -150,16 +150,17 @@ class NodeSetNetwork(nn.Module):
         return context.detach() if self.critic == "detached" else context
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.per_node_actor:  # the score embeddings would go unread
+            context = self._context(features, self.node_net, self.context_net)[1]
+            return context, self.critic_latent(features, context)
         scores, context = self.embed(features)
         critic = self.critic_latent(features, context)
-        if not self.per_node_actor:
-            return context, critic
         return torch.cat([scores.flatten(1), context], dim=-1), critic
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
-        scores, context = self.embed(features)
         if not self.per_node_actor:
-            return context
+            return self._context(features, self.node_net, self.context_net)[1]
+        scores, context = self.embed(features)
         return torch.cat([scores.flatten(1), context], dim=-1)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:

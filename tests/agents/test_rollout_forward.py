@@ -91,3 +91,26 @@ def test_forward_is_sb3s(kind, critic):
         theirs = ActorCriticPolicy.forward(policy, obs)
     _same(ours, theirs)
     assert ours[0].shape == ((16,) if kind == "route" else (16, len(policy.action_space.nvec)))
+
+
+@pytest.mark.parametrize("critic", ["shared", "separate", "detached"])
+def test_threshold_controller_skips_the_score_embeddings(critic):
+    """The threshold controller's head reads the context alone: its forward passes
+    (rollout, evaluation, actor, critic) never run the per-node score layer, and
+    the context they give is the one the per-node body computes beside it."""
+    policy, obs, _ = _policy(NodeScoringPolicy, "thresholds", critic)
+    body = policy.mlp_extractor
+    calls = []
+    body.score_net.register_forward_hook(lambda *_: calls.append(1))
+    with torch.no_grad():
+        actor, value_latent = body(obs)
+        policy(obs)
+        policy.evaluate_actions(obs, torch.zeros((16, 4), dtype=torch.long))
+        actor_only = body.forward_actor(obs)
+        body.forward_critic(obs)
+    assert calls == []
+    with torch.no_grad():
+        scores, context = body.embed(obs)  # the per-node path, score layer and all
+    assert calls == [1]
+    assert torch.equal(actor, context) and torch.equal(actor_only, context)
+    assert torch.equal(value_latent, body.critic_latent(obs, context))
