@@ -217,12 +217,15 @@ def ttft_mean_floor_capacity_s(
     with, it still needs ``w_j = min over options of max(0, p - max(0, R_j - s))``
     fastest-node seconds of prefill after ``R_j``. With ``m`` nodes, the requests
     with ``w_j > 0`` end after their ``R_j`` and their completion times sum to at
-    least (a) SRPT's on one machine doing ``m`` node-seconds a second, releases
-    ``R_j``, sizes ``w_j``, (b) the same with each group of requests sharing a first
-    block charged the cold prefill one of them must do (:func:`_charged_srpt_s`), and
-    (c) the mean busy times of preemptive shortest-job-first on that machine plus
-    ``w_j / 2`` each (a request runs on one node at a time). The others end no
-    sooner than their per-request floor. Three
+    least (a) the sum over k of the larger of the k-th completion of SRPT on one
+    machine doing ``m`` node-seconds a second (releases ``R_j``, sizes ``w_j``) and
+    the k-th smallest of the requests' own ends (``R_j + w_j``, a request running at
+    one node's speed at most, and its floor) (:func:`ranked_srpt_bound_s`), (b) SRPT's
+    sum with each group of requests sharing a first block charged the cold prefill
+    one of them must do (:func:`_charged_srpt_s`), and (c) the mean busy times of
+    preemptive shortest-job-first on that machine plus ``w_j / 2`` each (a request
+    runs on one node at a time). The others end no sooner than their per-request
+    floor. Three
     choices of ``R_j`` (the arrival, the start of the floor's best option, the
     ready time of the deepest shared prefix); the largest bound counts. The
     argument in words: docs/physics.md, "The capacity floor".
@@ -255,11 +258,12 @@ def floor_bounds(
             ]
         )
         busy = work > SETTLED_S  # the others may be done by their release: floor only
+        # each one's own end: its work at one node's speed after its release, its floor
+        own = np.maximum(release[busy] + work[busy], done_by_floor[busy])
         waiting = max(
-            srpt_completion_sum_s(release[busy], work[busy] / n_nodes),
+            ranked_srpt_bound_s(release[busy], work[busy], own, n_nodes),
             _charged_srpt_s(release, work, busy, arrival, cold, groups, n_nodes),
             mean_busy_bound_s(release[busy], work[busy], n_nodes),
-            float(done_by_floor[busy].sum()),
         )
         best = max(best, waiting + float(done_by_floor[~busy].sum()))
     return floor, (best - float(arrival.sum())) / floor.size
@@ -329,7 +333,29 @@ def srpt_completion_sum_s(release_s: np.ndarray, size_s: np.ndarray) -> float:
     """The sum of completion times of preemptive shortest-remaining-processing-time
     on one machine (jobs released at ``release_s``, taking ``size_s``): the least
     sum any schedule on that machine, preemptive or shared, can reach."""
+    return float(sum(srpt_completions_s(release_s, size_s)))
+
+
+def srpt_completions_s(release_s: np.ndarray, size_s: np.ndarray) -> list[float]:
+    """The completion times of preemptive shortest-remaining-processing-time on one
+    machine, as they occur (ascending). SRPT completes the most jobs by every time
+    (Schrage, 1968), so no schedule on that machine ends its k-th job sooner than the
+    k-th of these."""
     return _one_machine(release_s, size_s, by_remaining=True)[0]
+
+
+def ranked_srpt_bound_s(
+    release_s: np.ndarray, work_s: np.ndarray, own_s: np.ndarray, n_nodes: int
+) -> float:
+    """A lower bound on the sum of completion times of jobs (releases, work in
+    node-seconds) on ``n_nodes`` nodes when each job also ends no sooner than its
+    own bound ``own_s``: the k-th job to end does so no sooner than the k-th
+    completion of SRPT on one machine doing ``n_nodes`` node-seconds a second
+    (:func:`srpt_completions_s`) and no sooner than the k-th smallest own bound; the
+    sum over k of the larger of the two. At least :func:`srpt_completion_sum_s` of
+    ``work_s / n_nodes`` and the own bounds' sum."""
+    srpt = np.array(srpt_completions_s(release_s, work_s / n_nodes))
+    return float(np.maximum(srpt, np.sort(own_s)).sum())
 
 
 def mean_busy_bound_s(release_s: np.ndarray, work_s: np.ndarray, n_nodes: int) -> float:
@@ -345,13 +371,15 @@ def mean_busy_bound_s(release_s: np.ndarray, work_s: np.ndarray, n_nodes: int) -
 
 def _one_machine(
     release_s: np.ndarray, size_s: np.ndarray, by_remaining: bool
-) -> tuple[float, float]:
+) -> tuple[list[float], float]:
     """Preemptive scheduling on one machine, the shortest job first (by what it has
-    left, or by its size): the sums of the jobs' completion and mean busy times."""
+    left, or by its size): the jobs' completion times as they occur (ascending) and
+    the sum of their mean busy times."""
     order = np.argsort(release_s, kind="stable")
     releases, sizes = release_s[order].tolist(), size_s[order].tolist()
     heap: list[tuple[float, int, float]] = []  # (priority, job, remaining)
-    completions = busy = 0.0
+    completions: list[float] = []
+    busy = 0.0
     t = -math.inf
     i, n = 0, len(releases)
     while i < n or heap:
@@ -369,7 +397,7 @@ def _one_machine(
             left = remaining - run
             heapq.heappush(heap, (left if by_remaining else priority, job, left))
         else:
-            completions += t
+            completions.append(t)
     return completions, busy
 
 

@@ -19,7 +19,9 @@ from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.floor import (
     floor_bounds,
     mean_busy_bound_s,
+    ranked_srpt_bound_s,
     srpt_completion_sum_s,
+    srpt_completions_s,
     ttft_floor_s,
     ttft_mean_floor_capacity_s,
 )
@@ -157,6 +159,63 @@ def test_srpt_preempts_for_a_shorter_job() -> None:
     assert mean_busy_bound_s(release, work, 1) == pytest.approx(busy + 0.056)
 
 
+def test_one_long_request_and_four_short_ones_rank_by_rank() -> None:
+    # on two nodes at t=0: four distinct 32-token prompts (s = 32 ms each) and one of
+    # 640 tokens (20s). SRPT on the machine of twice a node's speed ends them at
+    # s/2, s, 3s/2, 2s and 12s (sum 17s); each request's own end is its prefill (s,
+    # s, s, s, 20s; the floors, sum 24s); rank by rank the larger: s + s + 3s/2 + 2s
+    # + 20s = 25.5s. The mean busy times (s/4, 3s/4, 5s/4, 7s/4, then the long one
+    # over [2s, 12s]: 7s) plus half of each one's work (12s) sum to 23s. The best
+    # schedule: a short one and the long one on one node, three short ones on the
+    # other (1 + 21 + 1 + 2 + 3 = 28s).
+    s = 0.032
+    prompts = Prompts()
+    for stem in "abcd":
+        prompts.add(0.0, names(stem, 2))
+    prompts.add(0.0, names("long", 40))
+    workload = prompts.workload()
+    cluster = toy_cluster(2)
+    floor = ttft_floor_s(cluster, workload)
+    assert floor == pytest.approx([s, s, s, s, 20 * s])
+    zeros, work = np.zeros(5), np.array([s, s, s, s, 20 * s])
+    assert srpt_completion_sum_s(zeros, work / 2) == pytest.approx(17 * s)
+    assert mean_busy_bound_s(zeros, work, 2) == pytest.approx(23 * s)
+    assert ranked_srpt_bound_s(zeros, work, work, 2) == pytest.approx(25.5 * s)
+    bound = ttft_mean_floor_capacity_s(cluster, workload)
+    assert bound == pytest.approx(25.5 * s / 5)
+    for name in ("round_robin", "cache_aware", "least_load", "oracle_warm"):
+        assert mean_ttft(name, cluster, workload, SimConfig()) >= bound - 1e-12, name
+
+
+def _fits_by(release: np.ndarray, work: np.ndarray, jobs: tuple[int, ...], end: float) -> bool:
+    """Whether one machine can finish ``jobs`` by ``end`` (preemption allowed): the
+    work released at or after each of their releases fits before ``end``."""
+    return all(
+        sum(work[j] for j in jobs if release[j] >= release[i]) <= end - release[i] + 1e-12
+        for i in jobs
+    )
+
+
+def test_srpt_ends_the_k_th_job_as_early_as_any_schedule() -> None:
+    # what the ranked bound rests on: on one machine with releases, no preemptive
+    # schedule ends k jobs before SRPT's k-th completion, for every k
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n = int(rng.integers(1, 7))
+        release = rng.uniform(0.0, 2.0, n).round(1) * (rng.random() < 0.8)
+        work = rng.uniform(0.05, 2.0, n).round(2)
+        completions = srpt_completions_s(release, work)
+        assert completions == sorted(completions)
+        assert sum(completions) == srpt_completion_sum_s(release, work)
+        for k in range(1, n + 1):
+            sooner = completions[k - 1] - 1e-9
+            assert not any(
+                _fits_by(release, work, jobs, sooner)
+                for jobs in itertools.combinations(range(n), k)
+            ), (release, work, k)
+            assert _fits_by(release, work, tuple(range(n)), completions[-1] + 1e-9)
+
+
 def test_an_empty_window_has_no_bound() -> None:
     assert np.isnan(ttft_mean_floor_capacity_s(toy_cluster(2), Workload("empty", 16, [])))
 
@@ -212,6 +271,7 @@ def test_the_one_machine_bounds_stay_below_the_best_schedule() -> None:
         best = best_schedule_sum_s(release, work, 2)
         assert srpt_completion_sum_s(release, work / 2) <= best + 1e-9
         assert mean_busy_bound_s(release, work, 2) <= best + 1e-9
+        assert ranked_srpt_bound_s(release, work, release + work, 2) <= best + 1e-9
 
 
 def _random_prompts(rng: np.random.Generator) -> Prompts:
