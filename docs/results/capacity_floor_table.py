@@ -152,20 +152,30 @@ its docstring; the rows it read are in `capacity_floor.json`).
 
 ## What it says
 
-- On 70b_h100x4 no mean-TTFT target is ruled out. The capacity term counts only on
+- On 70b_h100x4 no mean-TTFT target is ruled out. The capacity term counts most on
   the 1 s bursts, where 500 requests wait for one prefix and then queue for four
-  nodes: 5.37 s against the floor's 4.23. "10 % below btb_pending" there asks for
-  5.46 s, 0.08 s (1.5 %) above the bound, while oracle_warm (5.79) and the
-  fine-tuned agent (5.84) sit 0.41-0.47 s above it: the target is tight but not
-  ruled out. On the 60 s bursts, rising_load, mixed and art_like the bound equals
-  the floor, far below every policy (60 s bursts: 0.34 against the best
-  policies' 0.73-0.78): at those loads it says nothing about whether the targets
-  can be reached.
-- On the other two setups five targets are infeasible in this simulator (the list
+  nodes: 5.39 s against the floor's 4.23. "10 % below btb_pending" there asks for
+  5.46 s, 0.06 s (1.2 %) above the bound, while oracle_warm (5.79) and the
+  fine-tuned agent (5.84) sit 0.39-0.45 s above it: the target is tight but not
+  ruled out. On the 60 s bursts, rising_load, mixed and art_like the bound is
+  0.1-1.9 % above the floor, far below every policy (60 s bursts: 0.35 against
+  the best policies' 0.73-0.78): at those loads it says little about whether the
+  targets can be reached.
+- On the other two setups six targets are infeasible in this simulator (the list
   below): four by the per-request floor alone ("5 % below oracle_warm" asks for
   less than the floor on qwen3_8b_h100x4's 60 s bursts, rising_load and mixed,
-  and on glm45_h100x4's rising_load) and one by the capacity term (glm45_h100x4's
-  1 s bursts: 10 % below btb_pending is 2.07 s, the bound 2.14 s).
+  and on glm45_h100x4's rising_load) and two by the capacity term (the 1 s bursts:
+  on glm45_h100x4 10 % below btb_pending is 2.07 s, the bound 2.16 s; on
+  qwen3_8b_h100x4 10 % below cache_aware is 0.2386 s, the bound 0.2401 s).
+- Since 2026-12-03 (evening) the capacity term also takes SRPT's completions
+  rank by rank against each request's own end (step 6 of [the
+  argument](../physics.md#the-capacity-floor)): no schedule ends its k-th request
+  before SRPT's k-th completion, nor before the k-th smallest of the requests'
+  own ends. It raised the bound by up to 2.1 % (qwen3-8b's 1 s bursts, 0.2350 to
+  0.2401 s, which rules out their mean target; 70b's 1 s bursts 5.372 to 5.392 s,
+  its 60 s bursts and mixed +1.9 %, glm45's 1 s bursts 2.139 to 2.156 s), where a
+  long request (a decoy, a 64k-token cold prefill) ends late whatever the schedule
+  while the fast machine of the SRPT bound ends the short ones early.
 - The bound holds for policies that do not speculate (`sim.speculate`; the
   shipped agents and the baselines above do not) and bounds the mean only: the
   p95 targets are not addressed here.
@@ -184,8 +194,8 @@ its docstring; the rows it read are in `capacity_floor.json`).
   and the targets are 3 % above it.
 - A check of the bound: on each of the 225 windows (3 setups x 5 families x 15),
   it lies below the lowest per-window mean TTFT of the ten policies (at most 0.9985
-  of it, measured on 2026-12-03 with the HBM load; 0.988 on 2026-12-01, before
-  the changes of 2026-12-02 and 2026-12-03).
+  of it, measured on 2026-12-03 with the HBM load and again with the rank-by-rank
+  step; 0.988 on 2026-12-01, before the changes of 2026-12-02 and 2026-12-03).
 
 """
 
