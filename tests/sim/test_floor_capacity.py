@@ -1,6 +1,6 @@
 """The capacity floor (envs.sim.floor.ttft_mean_floor_capacity_s): hand-worked on the
 toy cluster (1 ms a token of prefill, 16-token blocks), below five policies' mean
-TTFT on small windows of four workload families under both KV models, and its two
+TTFT on small windows of four workload families under both KV models, and its
 one-machine bounds below the best schedule of random small instances."""
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def test_srpt_ends_the_k_th_job_as_early_as_any_schedule() -> None:
                 _fits_by(release, work, jobs, sooner)
                 for jobs in itertools.combinations(range(n), k)
             ), (release, work, k)
-            assert _fits_by(release, work, tuple(range(n)), completions[-1] + 1e-9)
+        assert _fits_by(release, work, tuple(range(n)), completions[-1] + 1e-9)
 
 
 def test_an_empty_window_has_no_bound() -> None:
