@@ -49,6 +49,25 @@ def peak_rss_mb() -> float:
     return maxrss / 1024.0 / (1024.0 if sys.platform == "darwin" else 1.0)
 
 
+LOOP_ADDITIONS = 10_000_000
+"""The machine yardstick's loop: this many additions of a pure-Python ``for`` loop."""
+
+
+def machine_yardstick(options: dict[str, Any]) -> dict[str, Any]:
+    """How fast this machine runs plain Python at the moment of the benchmark: the
+    best of ``repeats`` timings of a loop of :data:`LOOP_ADDITIONS` additions.
+    Every figure of a run moves with it, so two runs on a shared machine, or on
+    two machines, compare by it."""
+    best = math.inf
+    for _ in range(options["repeats"]):
+        start = time.perf_counter()
+        total = 0
+        for i in range(LOOP_ADDITIONS):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return {"python_loop_s": best, "loop_additions": LOOP_ADDITIONS}
+
+
 def bench_window(workload: str, window: int, trace: Mapping[str, Any] | None = None) -> Workload:
     """The benchmarked window of a registered workload: for ``bursted_synthetic`` the
     generator's window ``window`` (as bench has always measured), for ``trace`` (the

@@ -13,6 +13,11 @@ on four 4xH100 nodes (``setup=``), causal KV. Throughput is the best of
 ``repeats`` runs (the least disturbed by other load on the machine); making
 windows and files is never timed.
 
+- ``machine``: a yardstick for the machine's speed at the time of the run: the
+  best of ``repeats`` timings of a pure-Python loop of 10 million additions
+  (``python_loop_s``). Runs on a shared machine, or on two machines, compare by
+  it: where the loop took half as long again, expect the other figures about a
+  third lower.
 - ``sim``: simulated requests/s of each policy on one window of each workload
   (``requests_per_s`` by the wall clock, ``cpu_requests_per_s`` by the measuring
   process's CPU seconds, the figure to read on a machine other jobs share; they
@@ -197,6 +202,11 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: i
 
 def _print_tables(result: dict[str, Any]) -> None:
     parts = ("simulate", "policy", "inference")
+    machine = result["machine"]
+    print(
+        f"machine: a pure-Python loop of {machine['loop_additions']:,} additions "
+        f"took {machine['python_loop_s']:.2f} s (best of the repeats)"
+    )
     print(f"simulator core: {result['core']} (envs/sim/native.py)")
     print(f"observation encoder: {result['encoder_core']} (envs/encoder.py)")
     _table(
@@ -322,6 +332,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     first = windows[options["workloads"][0]]
     result: dict[str, Any] = {
+        "machine": _in_fresh_process(_bench.machine_yardstick, options),
         "core": native.CORE,  # the compiled simulator core or the pure-Python reference
         "encoder_core": ENCODER_CORE,  # the compiled observation rows or the Python ones
         "sim": [

@@ -46,6 +46,9 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ]
     )
     assert json.loads((tmp_path / "bench.json").read_text()) == result
+    machine = result["machine"]
+    assert machine["loop_additions"] == 10_000_000
+    _positive(machine, "python_loop_s")
     bursted, second = result["sim"]
     assert (bursted["workload"], bursted["policy"], bursted["requests"]) == (
         "bursted_synthetic",
