@@ -52,6 +52,10 @@ def peak_rss_mb() -> float:
 LOOP_ADDITIONS = 10_000_000
 """The machine yardstick's loop: this many additions of a pure-Python ``for`` loop."""
 
+_LOOP = compile(f"total = 0\nfor i in range({LOOP_ADDITIONS}):\n    total += i\n", "<loop>", "exec")
+"""The loop as top-level code (its names looked up in a dict, as ``python -c`` runs
+it: the form the docs quote by hand; a function's locals run it about twice as fast)."""
+
 
 def machine_yardstick(options: dict[str, Any]) -> dict[str, Any]:
     """How fast this machine runs plain Python at the moment of the benchmark: the
@@ -61,9 +65,7 @@ def machine_yardstick(options: dict[str, Any]) -> dict[str, Any]:
     best = math.inf
     for _ in range(options["repeats"]):
         start = time.perf_counter()
-        total = 0
-        for i in range(LOOP_ADDITIONS):
-            total += i
+        exec(_LOOP, {})
         best = min(best, time.perf_counter() - start)
     return {"python_loop_s": best, "loop_additions": LOOP_ADDITIONS}
 
