@@ -134,6 +134,11 @@ class NodeSetNetwork(nn.Module):
         pooled = torch.cat([embedded.mean(dim=1), embedded.max(dim=1).values, rest], dim=-1)
         return embedded, context_net(pooled)
 
+    def context(self, features: torch.Tensor) -> torch.Tensor:
+        """The actor's pooled context alone (what the threshold controller's head and
+        a shared critic read), without the per-node score embeddings."""
+        return self._context(features, self.node_net, self.context_net)[1]
+
     def embed(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The actor's (per-node score embeddings, context)."""
         embedded, context = self._context(features, self.node_net, self.context_net)
@@ -151,7 +156,7 @@ class NodeSetNetwork(nn.Module):
 
     def forward(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if not self.per_node_actor:  # the score embeddings would go unread
-            context = self._context(features, self.node_net, self.context_net)[1]
+            context = self.context(features)
             return context, self.critic_latent(features, context)
         scores, context = self.embed(features)
         critic = self.critic_latent(features, context)
@@ -159,15 +164,14 @@ class NodeSetNetwork(nn.Module):
 
     def forward_actor(self, features: torch.Tensor) -> torch.Tensor:
         if not self.per_node_actor:
-            return self._context(features, self.node_net, self.context_net)[1]
+            return self.context(features)
         scores, context = self.embed(features)
         return torch.cat([scores.flatten(1), context], dim=-1)
 
     def forward_critic(self, features: torch.Tensor) -> torch.Tensor:
         if self.critic == "separate":
             return self.critic_latent(features, features[:, :0])  # no actor context needed
-        context = self._context(features, self.node_net, self.context_net)[1]
-        return self.critic_latent(features, context)
+        return self.critic_latent(features, self.context(features))
 
 
 class NodeActionHead(nn.Module):

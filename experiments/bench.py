@@ -15,9 +15,9 @@ windows and files is never timed.
 
 - ``machine``: a yardstick for the machine's speed at the time of the run: the
   best of ``repeats`` timings of a pure-Python loop of 10 million additions run
-  as top-level code (``python_loop_s``). Runs on a shared machine, or on two machines, compare by
-  it: where the loop took half as long again, expect the other figures about a
-  third lower.
+  as top-level code (``python_loop_s``). Runs on a shared machine, or on two
+  machines, compare by it: where the loop took half as long again, expect the
+  other figures about a third lower.
 - ``sim``: simulated requests/s of each policy on one window of each workload
   (``requests_per_s`` by the wall clock, ``cpu_requests_per_s`` by the measuring
   process's CPU seconds, the figure to read on a machine other jobs share; they

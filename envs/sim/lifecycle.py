@@ -315,7 +315,7 @@ class CacheLifecycle(ABC):
         costs = node.costs
         from_ram = min(covered, ram_t)
         own = costs.load_s(from_ram, "ram") + costs.load_s(covered - from_ram, "disk")
-        read = covered * costs.load_hbm_s if self._hbm_hit_load else 0.0
+        read = costs.load_s(covered, "hbm") if self._hbm_hit_load else 0.0
         return (end_s - t) + read - own
 
     # ================================================================== replica lifetime
