@@ -1,0 +1,102 @@
+"""How far copies of every turn go with a routing rule: the numbers of the
+``rising_load`` bullet under "Not done" in ``rollout_improvement.md``.
+
+    python docs/results/warm_everywhere_rule.py [SETUP] [FAMILY] [WINDOWS] [POLICY,...]
+
+Serves the first WINDOWS validation windows of FAMILY (default ``rising_load``,
+5) on SETUP (default ``70b_h100x4``), causal KV, window ``i`` on the simulator
+seed ``[0, i]`` (what ``python -m experiments.evaluate split=val`` gives), with
+each POLICY: a registered baseline (``oracle_warm``), a zoo agent
+(``zoo:improve_warm``) or ``everywhere:ROUTER``, the rule probed here: route as
+the baseline ROUTER would (``eft``, ``least_load``, ...), then copy the
+request's prefix (its blocks but the last, at least 4 blocks) from that node
+to every other node that lacks it in HBM and has no copy of it in flight (each
+copy starts once the routed node has computed it). Prints each policy's mean
+TTFT over all requests, the geometric mean of the windows' means, each
+window's mean and p95, and the copies made. A probe of what a policy could
+reach, not a policy of the project: it is not registered.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from agents.adapter import AgentPolicy
+from baselines import make_policy
+from baselines.policy import Policy
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.forecast import prefix_of
+from envs.sim.request import Request
+from envs.workloads.registry import windows
+
+MIN_PREFIX_BLOCKS = 4
+
+
+class WarmEverywhere(Policy):
+    """``router``'s route, then the prefix copied onto every node lacking it."""
+
+    name = "everywhere"
+
+    def __init__(self, router: Policy) -> None:
+        self.router = router
+
+    def reset(self, sim: Simulator) -> None:
+        self.router.reset(sim)
+
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        node = self.router.decide(sim, request)
+        prefix = prefix_of(request)
+        if node is None or len(prefix) < MIN_PREFIX_BLOCKS:
+            return node
+        sim.route(node)
+        key = prefix[-1]
+        for other in sim.nodes:
+            if other.index == node or other.down or key in other.inflight:
+                continue
+            if other.view.hbm_match(prefix) < len(prefix):
+                sim.warm(node, other.index, prefix)
+        return None
+
+
+def policy_of(name: str) -> Policy:
+    if name.startswith("zoo:"):
+        return AgentPolicy.load("agents/zoo/" + name[len("zoo:") :])
+    if name.startswith("everywhere:"):
+        return WarmEverywhere(make_policy(name[len("everywhere:") :]))
+    return make_policy(name)
+
+
+def main(argv: list[str]) -> None:
+    setup = argv[0] if argv else "70b_h100x4"
+    family = argv[1] if len(argv) > 1 else "rising_load"
+    n = int(argv[2]) if len(argv) > 2 else 5
+    names = argv[3].split(",") if len(argv) > 3 else ["oracle_warm", "everywhere:eft"]
+    cluster = setup_cluster(setup)
+    pool = list(windows(family, split="val", limit=n))
+    for name in names:
+        means, p95s, total, count, copies = [], [], 0.0, 0, 0
+        for i, window in enumerate(pool):
+            rng = np.random.default_rng([0, i])
+            sim = Simulator(cluster, window, SimConfig(causal_kv=True), rng)
+            records = policy_of(name).run(sim)
+            ttft = np.asarray(records.ttft_s, dtype=float)
+            total += float(ttft.sum())
+            count += len(ttft)
+            means.append(records.summary["ttft_mean_s"])
+            p95s.append(records.summary["ttft_p95_s"])
+            copies += int(records.summary["warm_copies"])
+        geomean = math.exp(float(np.mean(np.log(means))))
+        print(
+            f"{name:24s} mean {total / count:.5f}  geomean {geomean:.5f}  windows "
+            + " ".join(f"{m:.4f}" for m in means)
+            + "  p95 "
+            + " ".join(f"{p:.3f}" for p in p95s)
+            + f"  copies {copies}"
+        )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
