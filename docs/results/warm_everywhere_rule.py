@@ -3,6 +3,8 @@
 
     python docs/results/warm_everywhere_rule.py [SETUP] [FAMILY] [WINDOWS] [POLICY,...]
 
+(from the repository's root: ``zoo:NAME`` loads ``agents/zoo/NAME``.)
+
 Serves the first WINDOWS validation windows of FAMILY (default ``rising_load``,
 5) on SETUP (default ``70b_h100x4``), causal KV, window ``i`` on the simulator
 seed ``[0, i]`` (what ``python -m experiments.evaluate split=val`` gives), with
