@@ -42,7 +42,7 @@ def can_lockstep(policy: Policy) -> bool:
 class _Run:
     """One simulator's decision loop, paused at its next decision point."""
 
-    def __init__(self, sim: Simulator, observation: dict[str, bool]) -> None:
+    def __init__(self, sim: Simulator, observation: dict[str, Any]) -> None:
         self.sim = sim
         self.encoder = ObservationEncoder(sim.n_nodes, **observation)
         self.encoder.reset()

@@ -18,6 +18,7 @@ from weakref import finalize
 import gymnasium as gym
 import numpy as np
 
+from envs.encoder import check_time_unit
 from envs.sim import rare_gc
 from envs.sim.checks import check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
@@ -69,6 +70,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         reward_timing: str = "first_token",
         hints: bool = False,
         spare_features: bool = False,
+        time_unit: str = "seconds",
         data_seed: int = PUBLISHED_SEED,
         seed: int | None = None,
         render_mode: str | None = None,
@@ -105,6 +107,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         for name, flag in (("hints", hints), ("spare_features", spare_features)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise ValueError(f"{name} must be true or false (a bool), got {flag!r}")
+        check_time_unit(time_unit)
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)
         check_whole_number("data_seed", data_seed, minimum=0)
@@ -127,6 +130,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "reward_timing": reward_timing,
             "hints": hints,
             "spare_features": spare_features,
+            "time_unit": time_unit,
             "data_seed": data_seed,
             "seed": seed,
             "render_mode": render_mode,

@@ -31,11 +31,12 @@ import sys
 import zlib
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from envs.sim.errors import ConfigError
 from envs.sim.forecast import (
     HitMemo,
     estimates_with_hits,
@@ -284,9 +285,57 @@ def _choose_native() -> tuple[Any, str]:
 NATIVE, ENCODER_CORE = _choose_native()
 
 
-def observation_options(env_kwargs: Mapping[str, Any]) -> dict[str, bool]:
-    """The :data:`OBSERVATION_OPTIONS` in an env's (or an agent's) arguments."""
-    return {name: bool(env_kwargs.get(name, False)) for name in OBSERVATION_OPTIONS}
+def observation_options(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The encoder's keyword arguments in an env's (or an agent's) arguments: the
+    :data:`OBSERVATION_OPTIONS` and ``time_unit``."""
+    options: dict[str, Any] = {
+        name: bool(env_kwargs.get(name, False)) for name in OBSERVATION_OPTIONS
+    }
+    options["time_unit"] = env_kwargs.get("time_unit", "seconds")
+    return options
+
+
+TIME_UNITS = ("seconds", "reference")
+"""How the observation counts durations (``time_unit``): ``seconds`` as they are;
+``reference`` as the seconds the same prefill work takes on
+:data:`REFERENCE_SETUP`'s nodes (each duration times the reference's prefill
+seconds per token over the cluster's), so an agent trained on one model reads
+another's load in the units it learned."""
+REFERENCE_SETUP = "70b_h100x4"
+"""The nodes whose seconds ``time_unit="reference"`` counts in (llama-3.3-70b on
+4xH100: the setup the shipped route-and-warm agents were trained on; there the
+factor is exactly 1)."""
+_REFERENCE_PER_TOKEN: list[float] = []
+
+
+def check_time_unit(value: Any) -> str:
+    """``time_unit`` as given, or a ValueError naming the field."""
+    if not isinstance(value, str) or value not in TIME_UNITS:
+        raise ConfigError.about(
+            "time_unit", f"must be one of {', '.join(TIME_UNITS)}, got {value!r}"
+        )
+    return value
+
+
+def reference_time_scale(nodes: Sequence[Any]) -> float:
+    """The factor ``time_unit="reference"`` multiplies durations by on a cluster of
+    ``nodes``: :data:`REFERENCE_SETUP`'s prefill seconds per token over theirs (a
+    ValueError when its nodes prefill at different speeds)."""
+    if not _REFERENCE_PER_TOKEN:
+        from envs.sim import setup_cluster
+        from envs.sim.timing import NodeCosts
+
+        reference = setup_cluster(REFERENCE_SETUP)
+        _REFERENCE_PER_TOKEN.append(
+            NodeCosts(reference.nodes[0], reference.model).prefill_s_per_token
+        )
+    speeds = {node.costs.prefill_s_per_token for node in nodes}
+    if len(speeds) != 1:
+        raise ValueError(
+            "time_unit=reference needs nodes that prefill at one speed; this cluster's "
+            f"take {', '.join(f'{s:.3g}' for s in sorted(speeds))} s a token"
+        )
+    return _REFERENCE_PER_TOKEN[0] / speeds.pop()
 
 
 class ObservationEncoder:
@@ -296,7 +345,8 @@ class ObservationEncoder:
     once per decision point (it records the arrival in the traffic tracker).
     ``hints=True`` appends :data:`HINT_FEATURES`, then ``spare_features=True``
     :data:`SPARE_FEATURES` (both off by default: the layout is then the one the
-    first shipped agents were trained on). ``compiled`` picks the node
+    first shipped agents were trained on). ``time_unit`` (:data:`TIME_UNITS`)
+    is how the node rows count durations. ``compiled`` picks the node
     rows' implementation: None (default) the process's choice (:data:`NATIVE`),
     True the compiled rows (a ValueError if they cannot be imported), False the
     Python reference; both give the same observation to the bit.
@@ -308,10 +358,14 @@ class ObservationEncoder:
         hints: bool = False,
         compiled: bool | None = None,
         spare_features: bool = False,
+        time_unit: str = "seconds",
     ) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         self.n_nodes = n_nodes
+        self.time_unit = check_time_unit(time_unit)
+        self._scale = 1.0
+        self._scaled_nodes: Any = None  # the nodes self._scale was computed for
         self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
         self.hints = HintTracker() if hints else None
         if hints:
@@ -347,10 +401,15 @@ class ObservationEncoder:
         copy it to keep it)."""
         out = self.buffer
         native = self._native
+        if self.time_unit != "seconds" and sim.nodes is not self._scaled_nodes:
+            self._scale = reference_time_scale(sim.nodes)
+            self._scaled_nodes = sim.nodes
         if native is None:
             holders = self._node_rows(sim, request)
-        else:
+        elif self._scale == 1.0:
             holders = native.node_rows(sim, request, self._hits, out)
+        else:
+            holders = native.node_rows(sim, request, self._hits, out, self._scale)
         arrivals = self._arrivals
         if arrivals is not None and self.hints is None and self.spare is None:
             # the request's entries, compiled
@@ -395,10 +454,11 @@ class ObservationEncoder:
         holders = 0
         estimates = estimates_with_hits(sim, request, self._hits)
         best = min([e[1] for e in estimates])
+        scale = self._scale  # durations in the time unit's seconds (1.0: as they are)
         values: list[float] = []
         for node, (backlog, first_token, hit) in zip(sim.nodes, estimates):
             load = node.load
-            wait = node.estimated_wait_s(now)
+            wait = node.estimated_wait_s(now) * scale
             inflight = node.inflight
             copies = len(inflight)
             if hit >= depth:
@@ -411,9 +471,9 @@ class ObservationEncoder:
                 hit / n_blocks,
                 1.0 if key in inflight else 0.0,
                 0.0 if node.work == IDLE else 1.0,
-                log_seconds(backlog),
-                log_seconds(first_token),
-                log_seconds(first_token - best),
+                log_seconds(backlog * scale),
+                log_seconds(first_token * scale),
+                log_seconds((first_token - best) * scale),
             )
         self.buffer[: self._node_size] = values
         return holders

@@ -141,15 +141,22 @@ class RouteEnv(ClusterEnv):
     ``gymnasium.make("btb/Route-v0", setup="70b_h100x4", workload="bursted_synthetic",
     split="train", n_windows=4, windows=None, workload_params=None, sim=None, reward_scale=1.0,
     slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, reward_baseline=None,
-    reward_timing="first_token", hints=False, spare_features=False, data_seed=20260721, seed=None,
-    render_mode=None)``:
+    reward_timing="first_token", hints=False, spare_features=False, time_unit="seconds",
+    data_seed=20260721, seed=None, render_mode=None)``:
     ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
     those four unused), ``workload_params`` override the generator's parameters
     (refused with ``windows``); ``sim`` a SimConfig or a dict of
     its fields; ``hints`` appends the request-hint features and
-    ``spare_features`` the spare-node features (above);
+    ``spare_features`` the spare-node features (above); ``time_unit``
+    ``"seconds"`` shows durations (``wait``, ``backlog``, ``first_token``,
+    ``first_token_gap``, and the spare-node features read from them) as they
+    are, ``"reference"`` as the seconds the same prefill work takes on a
+    llama-3.3-70b 4xH100 node (each times that node's prefill seconds per token
+    over this cluster's: 1 on ``70b_h100x4``, 8.62 on ``qwen3_8b_h100x4``, 2.21
+    on ``glm45_h100x4``), so an agent trained on one model reads another's load
+    in the units it learned (nodes of one prefill speed only);
     ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
 
     ## Version History

@@ -124,7 +124,8 @@ class ThresholdsEnv(ClusterEnv):
     Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch) and
     ``eft_rules`` (False: the two rules above; True: four, adding btb_eft's
     fallback routing to each), except ``hints`` and ``spare_features`` (its
-    observation is per epoch, not per request: only False).
+    observation is per epoch, not per request: only False) and ``time_unit``
+    (only ``"seconds"``).
 
     ## Version History
 
@@ -144,6 +145,8 @@ class ThresholdsEnv(ClusterEnv):
         for option in OBSERVATION_OPTIONS:
             if kwargs.get(option):
                 raise ValueError(f"{option} is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
+        if kwargs.get("time_unit", "seconds") != "seconds":
+            raise ValueError("time_unit is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
         if not isinstance(eft_rules, (bool, np.bool_)):
             raise ValueError(f"eft_rules must be true or false, got {eft_rules!r}")
         super().__init__(**kwargs)

@@ -162,6 +162,7 @@ LATER_ENV_ARGS = (
     "reward_timing",
     "hints",
     "spare_features",
+    "time_unit",
     "speculate",
     "cache_actions",
     "eft_rules",

@@ -420,10 +420,11 @@ def estimates_with_hits(sim, request, dict memo):
         free(rdma_bw)
 
 
-def node_rows(sim, request, dict memo, float[::1] out):
+def node_rows(sim, request, dict memo, float[::1] out, double time_scale=1.0):
     """Write the :data:`envs.encoder.NODE_FEATURES` rows of every node into
-    ``out`` (from index 0, node-major) as :meth:`ObservationEncoder.encode` does;
-    return the number of nodes holding the request's prefix in HBM."""
+    ``out`` (from index 0, node-major) as :meth:`ObservationEncoder.encode` does,
+    each duration times ``time_scale`` (the encoder's ``time_unit``); return the
+    number of nodes holding the request's prefix in HBM."""
     cdef list nodes = sim.nodes
     cdef Py_ssize_t n = len(nodes)
     cdef double now = sim.now
@@ -462,7 +463,7 @@ def node_rows(sim, request, dict memo, float[::1] out):
             work = node.work
             # Node.estimated_wait_s(now)
             wait = _pymax(node.work_end - now if work != IDLE else 0.0, 0.0)
-            wait = wait + <double>queued * <double>node.prefill_ewma_s
+            wait = (wait + <double>queued * <double>node.prefill_ewma_s) * time_scale
             inflight = node.inflight
             copies = len(inflight)
             hit = hits[j]
@@ -476,9 +477,9 @@ def node_rows(sim, request, dict memo, float[::1] out):
             out[i + 4] = <float>(<double>hit / <double>n_blocks)
             out[i + 5] = 1.0 if key in inflight else 0.0
             out[i + 6] = 0.0 if work == IDLE else 1.0
-            out[i + 7] = <float>_log_seconds(backlogs[j])
-            out[i + 8] = <float>_log_seconds(first)
-            out[i + 9] = <float>_log_seconds(first - best)
+            out[i + 7] = <float>_log_seconds(backlogs[j] * time_scale)
+            out[i + 8] = <float>_log_seconds(first * time_scale)
+            out[i + 9] = <float>_log_seconds((first - best) * time_scale)
             i += 10
         return holders
     finally:

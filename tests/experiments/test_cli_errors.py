@@ -755,6 +755,8 @@ def test_a_rejected_run_removes_only_its_own_bare_folder(tmp_path: Path) -> None
         ("train", "env.slo_s=-1", r"^env\.slo_s must be a finite number > 0, got -1"),
         ("train", "env.copy_cost_per_gb=-1", r"^env\.copy_cost_per_gb must be a finite"),
         ("train", "env=thresholds env.epoch_s=0", r"^env\.epoch_s must be a finite number > 0"),
+        ("train", "env=route_warm env.time_unit=minutes",
+         r"^env\.time_unit must be one of seconds, reference, got 'minutes'"),
         # both names are the user's keys (only the first one was renamed)
         ("train", "env.tail_penalty=1",
          r"^env\.tail_penalty needs env\.slo_s \(the TTFT SLO in seconds\)$"),
