@@ -26,6 +26,7 @@ AGENTS = (
     "improve_spare_all",
     "improve_spare_no1s",
     "improve_warm",
+    "improve_warm_reference",
 )
 STATS = ("mean", "p95")
 
@@ -91,7 +92,9 @@ where that baseline sits within 10 % of `floor` on the statistic, within 3 % of
 `floor`; and the mean 5 % below oracle_warm on the 60 s bursts, rising_load and
 mixed. All 15 test windows of each family, evaluation seed 0, causal KV, greedy
 agents (trained on llama-3.3-70b only; on the other two setups they run
-unchanged). In brackets: the agent against what the cell requires. "infeasible":
+unchanged; `improve_warm_reference` is `improve_warm` reading the observation's
+durations in llama-3.3-70b's seconds, `time_unit: reference`, the same agent on
+70b). In brackets: the agent against what the cell requires. "infeasible":
 a mean below `floor_capacity`, which no policy that does not speculate can reach
 ([capacity_floor.md](capacity_floor.md)).
 
