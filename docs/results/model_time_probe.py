@@ -17,10 +17,12 @@ is shown as the time the same work would take on the nodes the agent was
 trained on. Prints each window's mean TTFT, p95 and copies, then the mean over
 all requests, the p95 of all of them, and the copies.
 
-A probe, not a feature: it patches the Python observation encoder
-(``envs.encoder.log_seconds``) and the Python node's ``estimated_wait_s``, so
-it needs the pure-Python core (``BTB_GYM_PURE_PYTHON=1``; about 10 times
-slower). With SCALE 1 it reproduces ``experiments.evaluate``'s figures.
+The probe that led to the environments' ``time_unit="reference"`` option (which
+now does the same in both encoders; ``agents/zoo/improve_warm_reference``): it
+patches the Python observation encoder (``envs.encoder.log_seconds``) and the
+Python node's ``estimated_wait_s``, so it needs the pure-Python core
+(``BTB_GYM_PURE_PYTHON=1``; about 10 times slower), and takes any SCALE. With
+SCALE 1 it reproduces ``experiments.evaluate``'s figures.
 """
 
 from __future__ import annotations
