@@ -153,10 +153,11 @@ class RouteEnv(ClusterEnv):
     ``"seconds"`` shows durations (``wait``, ``backlog``, ``first_token``,
     ``first_token_gap``, and the spare-node features read from them) as they
     are, ``"reference"`` as the seconds the same prefill work takes on a
-    llama-3.3-70b 4xH100 node (each times that node's prefill seconds per token
-    over this cluster's: 1 on ``70b_h100x4``, 8.62 on ``qwen3_8b_h100x4``, 2.21
-    on ``glm45_h100x4``), so an agent trained on one model reads another's load
-    in the units it learned (nodes of one prefill speed only);
+    llama-3.3-70b 4xH100 node at the default ``sim.mfu`` (each times that
+    node's prefill seconds per token over this cluster's: 1 on ``70b_h100x4``,
+    8.62 on ``qwen3_8b_h100x4``, 2.21 on ``glm45_h100x4``), so an agent trained
+    on one model reads another's load in the units it learned (nodes of one
+    prefill speed only; the request entries stay in workload seconds);
     ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
 
     ## Version History

@@ -489,6 +489,9 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         for name in NETWORK_OPTIONS:  # another observation or action layout
             asked[f"env.{name}"] = bool(cfg.env.get(name, False))
             saved[f"env.{name}"] = bool(resumed.env_kwargs.get(name, False))
+        # the same layout, other numbers in it: durations in another unit
+        asked["env.time_unit"] = str(cfg.env.get("time_unit", "seconds"))
+        saved["env.time_unit"] = str(resumed.env_kwargs.get("time_unit", "seconds"))
     for field, value in asked.items():
         if saved[field] is not None and saved[field] != value:
             raise ValueError(

@@ -219,6 +219,7 @@ def test_unknown_policy_names_are_rejected_before_any_work(
         # another observation layout: refused before the run folder, not by SB3 after it
         (["env.spare_features=true"], "env.spare_features", "False", "True"),
         (["env.hints=true"], "env.hints", "False", "True"),
+        (["env.time_unit=reference"], "env.time_unit", "seconds", "reference"),
     ],
 )
 def test_resume_names_what_the_checkpoint_does_not_match(
