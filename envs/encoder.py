@@ -24,6 +24,7 @@ module is missing. :data:`ENCODER_CORE` says which runs.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
@@ -305,7 +306,6 @@ REFERENCE_SETUP = "70b_h100x4"
 """The nodes whose seconds ``time_unit="reference"`` counts in (llama-3.3-70b on
 4xH100: the setup the shipped route-and-warm agents were trained on; there the
 factor is exactly 1)."""
-_REFERENCE_PER_TOKEN: list[float] = []
 
 
 def check_time_unit(value: Any) -> str:
@@ -321,21 +321,23 @@ def reference_time_scale(nodes: Sequence[Any]) -> float:
     """The factor ``time_unit="reference"`` multiplies durations by on a cluster of
     ``nodes``: :data:`REFERENCE_SETUP`'s prefill seconds per token over theirs (a
     ValueError when its nodes prefill at different speeds)."""
-    if not _REFERENCE_PER_TOKEN:
-        from envs.sim import setup_cluster
-        from envs.sim.timing import NodeCosts
-
-        reference = setup_cluster(REFERENCE_SETUP)
-        _REFERENCE_PER_TOKEN.append(
-            NodeCosts(reference.nodes[0], reference.model).prefill_s_per_token
-        )
     speeds = {node.costs.prefill_s_per_token for node in nodes}
     if len(speeds) != 1:
         raise ValueError(
             "time_unit=reference needs nodes that prefill at one speed; this cluster's "
             f"take {', '.join(f'{s:.3g}' for s in sorted(speeds))} s a token"
         )
-    return _REFERENCE_PER_TOKEN[0] / speeds.pop()
+    return _reference_per_token() / speeds.pop()
+
+
+@functools.cache
+def _reference_per_token() -> float:
+    """:data:`REFERENCE_SETUP`'s prefill seconds per token (at the default ``mfu``)."""
+    from envs.sim import setup_cluster
+    from envs.sim.timing import NodeCosts
+
+    reference = setup_cluster(REFERENCE_SETUP)
+    return NodeCosts(reference.nodes[0], reference.model).prefill_s_per_token
 
 
 class ObservationEncoder:
@@ -364,8 +366,9 @@ class ObservationEncoder:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
         self.n_nodes = n_nodes
         self.time_unit = check_time_unit(time_unit)
-        self._scale = 1.0
-        self._scaled_nodes: Any = None  # the nodes self._scale was computed for
+        self._rescale = time_unit != "seconds"
+        self._scale = 1.0  # durations' factor (reference_time_scale of the nodes below)
+        self._scaled_nodes: Any = None
         self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
         self.hints = HintTracker() if hints else None
         if hints:
@@ -401,13 +404,11 @@ class ObservationEncoder:
         copy it to keep it)."""
         out = self.buffer
         native = self._native
-        if self.time_unit != "seconds" and sim.nodes is not self._scaled_nodes:
+        if self._rescale and sim.nodes is not self._scaled_nodes:
             self._scale = reference_time_scale(sim.nodes)
             self._scaled_nodes = sim.nodes
         if native is None:
             holders = self._node_rows(sim, request)
-        elif self._scale == 1.0:
-            holders = native.node_rows(sim, request, self._hits, out)
         else:
             holders = native.node_rows(sim, request, self._hits, out, self._scale)
         arrivals = self._arrivals
