@@ -18,7 +18,7 @@ from weakref import finalize
 import gymnasium as gym
 import numpy as np
 
-from envs.encoder import check_time_unit
+from envs.encoder import check_time_unit, cluster_time_scale
 from envs.sim import rare_gc
 from envs.sim.checks import check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
@@ -137,6 +137,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         }
         self.cluster = setup if isinstance(setup, ClusterSpec) else setup_cluster(setup)
         self.sim_config = sim_config(sim)
+        if time_unit == "reference":
+            cluster_time_scale(self.cluster, self.sim_config)  # one speed, else refused
         self.n_nodes = len(self.cluster.nodes)
         if windows is not None:
             if workload_params:

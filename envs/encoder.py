@@ -319,13 +319,34 @@ def check_time_unit(value: Any) -> str:
 
 def reference_time_scale(nodes: Sequence[Any]) -> float:
     """The factor ``time_unit="reference"`` multiplies durations by on a cluster of
-    ``nodes``: :data:`REFERENCE_SETUP`'s prefill seconds per token over theirs (a
-    ValueError when its nodes prefill at different speeds)."""
-    speeds = {node.costs.prefill_s_per_token for node in nodes}
+    ``nodes`` (a simulator's, each with its ``costs``): :data:`REFERENCE_SETUP`'s
+    prefill seconds per token over theirs (a ValueError when its nodes prefill at
+    different speeds)."""
+    return _scale_for({node.costs.prefill_s_per_token for node in nodes})
+
+
+def cluster_time_scale(cluster: Any, config: Any) -> float:
+    """:func:`reference_time_scale` of the nodes a simulator builds from ``cluster``
+    (a ``ClusterSpec``) under ``config`` (a ``SimConfig``), before any is built: so
+    an env refuses a cluster it cannot count in reference seconds when it is made."""
+    from envs.sim.timing import NodeCosts
+
+    return _scale_for(
+        {
+            NodeCosts(
+                spec, cluster.model, config.mfu, config.mbu, config.attention_flops
+            ).prefill_s_per_token
+            for spec in cluster.nodes
+        }
+    )
+
+
+def _scale_for(speeds: set[float]) -> float:
     if len(speeds) != 1:
-        raise ValueError(
-            "time_unit=reference needs nodes that prefill at one speed; this cluster's "
-            f"take {', '.join(f'{s:.3g}' for s in sorted(speeds))} s a token"
+        raise ConfigError(
+            "{time_unit}=reference needs nodes that prefill at one speed; this cluster's "
+            f"take {', '.join(f'{s:.3g}' for s in sorted(speeds))} s a token",
+            ("time_unit",),
         )
     return _reference_per_token() / speeds.pop()
 

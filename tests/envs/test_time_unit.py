@@ -10,6 +10,7 @@ from agents.adapter import AgentPolicy
 from envs.encoder import (
     NODE_FEATURES,
     ObservationEncoder,
+    cluster_time_scale,
     log_seconds,
     observation_options,
     reference_time_scale,
@@ -27,12 +28,15 @@ WIDTH = len(NODE_FEATURES)
 DURATIONS = [NODE_FEATURES.index(name) for name in ("wait", "backlog", "first_token")]
 
 
-def _rows(setup: str, time_unit: str, compiled: bool, steps: int = 600) -> np.ndarray:
+def _rows(
+    setup: str, time_unit: str, compiled: bool, steps: int = 600, **options: bool
+) -> np.ndarray:
     """The observations of the first ``steps`` arrivals of a validation window,
-    each routed to node k mod 4 (the same run for every encoder)."""
+    each routed to node k mod 4 (the same run for every encoder); ``options``:
+    the encoder's ``hints`` and ``spare_features``."""
     window = next(windows("bursted_synthetic", split="val", limit=1))
     sim = Simulator(setup_cluster(setup), window, SimConfig(causal_kv=True))
-    encoder = ObservationEncoder(sim.n_nodes, compiled=compiled, time_unit=time_unit)
+    encoder = ObservationEncoder(sim.n_nodes, compiled=compiled, time_unit=time_unit, **options)
     encoder.reset()
     decisions = sim.decisions()
     request = next(decisions)
@@ -75,6 +79,17 @@ def test_compiled_and_python_rows_agree_on_another_model() -> None:
     assert set(changed % WIDTH) <= {*DURATIONS, NODE_FEATURES.index("first_token_gap")}
 
 
+@pytest.mark.parametrize("options", [{"hints": True}, {"spare_features": True}])
+def test_with_the_other_observation_options_too(options: dict[str, bool]) -> None:
+    """Hints and spare-node features beside it: the reference setup's observation
+    unchanged, and the compiled and Python encoders agree on another model."""
+    seconds = _rows("70b_h100x4", "seconds", True, 300, **options)
+    assert np.array_equal(_rows("70b_h100x4", "reference", True, 300, **options), seconds)
+    reference = _rows("qwen3_8b_h100x4", "reference", True, 300, **options)
+    assert np.array_equal(reference, _rows("qwen3_8b_h100x4", "reference", False, 300, **options))
+    assert not np.array_equal(reference, _rows("qwen3_8b_h100x4", "seconds", True, 300, **options))
+
+
 def test_every_duration_is_multiplied_by_the_factor() -> None:
     window = next(windows("bursted_synthetic", split="val", limit=1))
     sim = Simulator(setup_cluster("qwen3_8b_h100x4"), window, SimConfig(causal_kv=True))
@@ -108,9 +123,23 @@ def test_bad_values_and_envs_without_it_are_refused() -> None:
         ThresholdsEnv(n_windows=1, time_unit="reference")
     ThresholdsEnv(n_windows=1, time_unit="seconds")  # the default is fine
     mixed = ClusterSpec(model_preset("llama-3.3-70b"), (parse_node("4xH100"), parse_node("8xH100")))
-    env = RouteWarmEnv(setup=mixed, n_windows=1, time_unit="reference")
     with pytest.raises(ValueError, match="time_unit=reference needs nodes that prefill at one"):
-        env.reset(seed=0)
+        RouteWarmEnv(setup=mixed, n_windows=1, time_unit="reference")  # refused when made
+    RouteWarmEnv(setup=mixed, n_windows=1)  # in seconds it runs
+
+
+def test_the_factor_known_before_a_run_is_the_one_a_run_uses() -> None:
+    """An env checks its cluster when it is made (``cluster_time_scale``, from the
+    cluster's specs); the encoder takes the factor from the simulator's nodes: the
+    same number, on every preset setup and at another ``mfu``."""
+    for setup in ("70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4"):
+        for mfu in (0.5, 0.4):
+            env = RouteWarmEnv(setup=setup, n_windows=1, sim={"mfu": mfu}, time_unit="reference")
+            env.reset(seed=0)
+            assert env.sim is not None
+            assert cluster_time_scale(env.cluster, env.sim_config) == reference_time_scale(
+                env.sim.nodes
+            )
 
 
 def test_an_agent_reads_it_from_its_env_arguments() -> None:
