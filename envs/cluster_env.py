@@ -71,6 +71,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         hints: bool = False,
         spare_features: bool = False,
         time_unit: str = "seconds",
+        step_wait: bool = False,
         data_seed: int = PUBLISHED_SEED,
         seed: int | None = None,
         render_mode: str | None = None,
@@ -104,7 +105,11 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 "reward_timing",
                 f"must be one of {', '.join(REWARD_TIMINGS)}, got {reward_timing!r}",
             )
-        for name, flag in (("hints", hints), ("spare_features", spare_features)):
+        for name, flag in (
+            ("hints", hints),
+            ("spare_features", spare_features),
+            ("step_wait", step_wait),
+        ):
             if not isinstance(flag, (bool, np.bool_)):
                 raise ValueError(f"{name} must be true or false (a bool), got {flag!r}")
         check_time_unit(time_unit)
@@ -131,6 +136,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             "hints": hints,
             "spare_features": spare_features,
             "time_unit": time_unit,
+            "step_wait": step_wait,
             "data_seed": data_seed,
             "seed": seed,
             "render_mode": render_mode,

@@ -40,6 +40,7 @@ import numpy as np
 from envs.sim.errors import ConfigError
 from envs.sim.forecast import (
     HitMemo,
+    decode_step_left_s,
     estimates_with_hits,
     first_token_estimates,
     node_backlog,
@@ -288,11 +289,12 @@ NATIVE, ENCODER_CORE = _choose_native()
 
 def observation_options(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The encoder's keyword arguments in an env's (or an agent's) arguments: the
-    :data:`OBSERVATION_OPTIONS` and ``time_unit``."""
+    :data:`OBSERVATION_OPTIONS`, ``time_unit`` and ``step_wait``."""
     options: dict[str, Any] = {
         name: bool(env_kwargs.get(name, False)) for name in OBSERVATION_OPTIONS
     }
     options["time_unit"] = env_kwargs.get("time_unit", "seconds")
+    options["step_wait"] = bool(env_kwargs.get("step_wait", False))
     return options
 
 
@@ -369,7 +371,10 @@ class ObservationEncoder:
     ``hints=True`` appends :data:`HINT_FEATURES`, then ``spare_features=True``
     :data:`SPARE_FEATURES` (both off by default: the layout is then the one the
     first shipped agents were trained on). ``time_unit`` (:data:`TIME_UNITS`)
-    is how the node rows count durations. ``compiled`` picks the node
+    is how the node rows count durations. ``step_wait=True`` adds to each node's
+    ``backlog`` and ``first_token`` the rest of the decode step it is running
+    (:func:`envs.sim.forecast.decode_step_left_s`), which the cost model leaves
+    out; the layout stays the same. ``compiled`` picks the node
     rows' implementation: None (default) the process's choice (:data:`NATIVE`),
     True the compiled rows (a ValueError if they cannot be imported), False the
     Python reference; both give the same observation to the bit.
@@ -382,6 +387,7 @@ class ObservationEncoder:
         compiled: bool | None = None,
         spare_features: bool = False,
         time_unit: str = "seconds",
+        step_wait: bool = False,
     ) -> None:
         if n_nodes < 1:
             raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
@@ -390,6 +396,7 @@ class ObservationEncoder:
         self._rescale = time_unit != "seconds"
         self._scale = 1.0  # durations' factor (reference_time_scale of the nodes below)
         self._scaled_nodes: Any = None
+        self.step_wait = bool(step_wait)
         self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
         self.hints = HintTracker() if hints else None
         if hints:
@@ -428,10 +435,13 @@ class ObservationEncoder:
         if self._rescale and sim.nodes is not self._scaled_nodes:
             self._scale = reference_time_scale(sim.nodes)
             self._scaled_nodes = sim.nodes
+        step_left = (
+            [decode_step_left_s(node, sim.now) for node in sim.nodes] if self.step_wait else None
+        )
         if native is None:
-            holders = self._node_rows(sim, request)
+            holders = self._node_rows(sim, request, step_left)
         else:
-            holders = native.node_rows(sim, request, self._hits, out, self._scale)
+            holders = native.node_rows(sim, request, self._hits, out, self._scale, step_left)
         arrivals = self._arrivals
         if arrivals is not None and self.hints is None and self.spare is None:
             # the request's entries, compiled
@@ -466,15 +476,23 @@ class ObservationEncoder:
             native.put(out, self._node_size, values)
         return out
 
-    def _node_rows(self, sim: Simulator, request: Request) -> int:
+    def _node_rows(
+        self, sim: Simulator, request: Request, step_left: list[float] | None = None
+    ) -> int:
         """The reference node rows: :data:`NODE_FEATURES` of every node into the
-        buffer; returns how many nodes hold the request's prefix in HBM."""
+        buffer; returns how many nodes hold the request's prefix in HBM.
+        ``step_left``: seconds added to each node's backlog and first token."""
         now = sim.now
         n_blocks = len(request.blocks)
         key = prefix_key(request)
         depth = n_blocks - 1 or 1
         holders = 0
         estimates = estimates_with_hits(sim, request, self._hits)
+        if step_left is not None:
+            estimates = [
+                (backlog + left, first + left, hit)
+                for (backlog, first, hit), left in zip(estimates, step_left)
+            ]
         best = min([e[1] for e in estimates])
         scale = self._scale  # durations in the time unit's seconds (1.0: as they are)
         values: list[float] = []

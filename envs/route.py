@@ -96,7 +96,10 @@ class RouteEnv(ClusterEnv):
     a causal cost model: queued prefills are costed with what they will find
     cached, copies in flight and prefixes being computed count from when they
     will exist, and recomputing wins where it is sooner than waiting; decode and
-    admission limits are left out.
+    admission limits are left out. So is the rest of the decode step a node is
+    running (an admission cuts decode at a step boundary: on llama-3.3-70b a step
+    takes 13 ms or more), unless ``step_wait=True``, which adds it to the node's
+    ``backlog`` and ``first_token`` (and so to ``first_token_gap``).
 
     ## Rewards
 
@@ -142,7 +145,7 @@ class RouteEnv(ClusterEnv):
     split="train", n_windows=4, windows=None, workload_params=None, sim=None, reward_scale=1.0,
     slo_s=None, tail_penalty=0.0, copy_cost_per_gb=0.0, reward_baseline=None,
     reward_timing="first_token", hints=False, spare_features=False, time_unit="seconds",
-    data_seed=20260721, seed=None, render_mode=None)``:
+    step_wait=False, data_seed=20260721, seed=None, render_mode=None)``:
     ``setup`` a published setup name or a ClusterSpec;
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
@@ -158,6 +161,8 @@ class RouteEnv(ClusterEnv):
     8.62 on ``qwen3_8b_h100x4``, 2.21 on ``glm45_h100x4``), so an agent trained
     on one model reads another's load in the units it learned (nodes of one
     prefill speed only; the request entries stay in workload seconds);
+    ``step_wait`` adds each node's rest of its decode step to its ``backlog`` and
+    ``first_token`` (above; off: the estimates the first agents were trained on);
     ``render_mode`` ``"ansi"`` or ``"rgb_array"``.
 
     ## Version History

@@ -124,8 +124,8 @@ class ThresholdsEnv(ClusterEnv):
     Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch) and
     ``eft_rules`` (False: the two rules above; True: four, adding btb_eft's
     fallback routing to each), except ``hints`` and ``spare_features`` (its
-    observation is per epoch, not per request: only False) and ``time_unit``
-    (only ``"seconds"``).
+    observation is per epoch, not per request: only False), ``time_unit``
+    (only ``"seconds"``) and ``step_wait`` (only False).
 
     ## Version History
 
@@ -147,6 +147,8 @@ class ThresholdsEnv(ClusterEnv):
                 raise ValueError(f"{option} is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
         if kwargs.get("time_unit", "seconds") != "seconds":
             raise ValueError("time_unit is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
+        if kwargs.get("step_wait"):
+            raise ValueError("step_wait is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
         if not isinstance(eft_rules, (bool, np.bool_)):
             raise ValueError(f"eft_rules must be true or false, got {eft_rules!r}")
         super().__init__(**kwargs)

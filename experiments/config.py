@@ -163,6 +163,7 @@ LATER_ENV_ARGS = (
     "hints",
     "spare_features",
     "time_unit",
+    "step_wait",
     "speculate",
     "cache_actions",
     "eft_rules",

@@ -492,6 +492,8 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         # the same layout, other numbers in it: durations in another unit
         asked["env.time_unit"] = str(cfg.env.get("time_unit", "seconds"))
         saved["env.time_unit"] = str(resumed.env_kwargs.get("time_unit", "seconds"))
+        asked["env.step_wait"] = bool(cfg.env.get("step_wait", False))
+        saved["env.step_wait"] = bool(resumed.env_kwargs.get("step_wait", False))
     for field, value in asked.items():
         if saved[field] is not None and saved[field] != value:
             raise ValueError(

@@ -420,11 +420,14 @@ def estimates_with_hits(sim, request, dict memo):
         free(rdma_bw)
 
 
-def node_rows(sim, request, dict memo, float[::1] out, double time_scale=1.0):
+def node_rows(sim, request, dict memo, float[::1] out, double time_scale=1.0,
+              list step_left=None):
     """Write the :data:`envs.encoder.NODE_FEATURES` rows of every node into
     ``out`` (from index 0, node-major) as :meth:`ObservationEncoder.encode` does,
-    each duration times ``time_scale`` (the encoder's ``time_unit``); return the
-    number of nodes holding the request's prefix in HBM."""
+    each duration times ``time_scale`` (the encoder's ``time_unit``), with
+    ``step_left[j]`` seconds added to node j's backlog and first token when given
+    (the encoder's ``step_wait``); return the number of nodes holding the
+    request's prefix in HBM."""
     cdef list nodes = sim.nodes
     cdef Py_ssize_t n = len(nodes)
     cdef double now = sim.now
@@ -452,6 +455,12 @@ def node_rows(sim, request, dict memo, float[::1] out, double time_scale=1.0):
         if backlogs == NULL or firsts == NULL or hits == NULL or rdma_bw == NULL:
             raise MemoryError()
         _estimates(sim, request, memo, backlogs, firsts, hits, rdma_bw)
+        if step_left is not None:
+            if len(step_left) != n:
+                raise ValueError(f"step_left has {len(step_left)} entries for {n} nodes")
+            for j in range(n):
+                backlogs[j] += <double>step_left[j]
+                firsts[j] += <double>step_left[j]
         best = firsts[0]
         for j in range(1, n):
             best = _pymin(best, firsts[j])

@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from envs.sim.node import COPY, IDLE, PREFILL, SPECULATE, Node
+from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
 from envs.sim.queue_costs import NO_QUEUE, Coming, QueueCosts
 from envs.sim.request import has_prefix
 from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
@@ -306,6 +306,21 @@ def queue_forecast(
     if len(queue) != len(costs.requests):
         costs.extend(node, queue, sim.block_tokens)
     return Coming(coming, costs, backlog)
+
+
+def decode_step_left_s(node: Node, now: float) -> float:
+    """Seconds until the decode step ``node`` is running at ``now`` ends (0 when it
+    is not decoding): a request admitted now starts its prefill no sooner, since an
+    admission cuts a decode segment at a step boundary, never inside a step. The
+    estimates above leave it out (a decoding node counts as free); the
+    observation's ``step_wait`` option adds it (``envs.encoder``)."""
+    if node.work != DECODE:
+        return 0.0
+    costs = node.costs
+    batch, context = node.seg_batch, node.seg_ctx
+    steps = costs.decode_steps_by(now - node.seg_start, batch, context)
+    end = node.seg_start + costs.decode_s(min(steps, node.seg_steps), batch, context)
+    return max(min(end, node.work_end) - now, 0.0)
 
 
 def first_token_estimates(

@@ -796,18 +796,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
     def _interrupt(self, node: Node, t: float) -> None:
         """Cut the decode segment in progress at the first step boundary >= t."""
         costs = node.costs
-        elapsed = t - node.seg_start
         b = node.seg_batch
-        a = costs.decode_weight_s + costs.decode_kv_s_per_token * (node.seg_ctx - b / 2)
-        c = costs.decode_kv_s_per_token * b / 2
-        if c > 0:
-            steps = math.ceil((-a + math.sqrt(a * a + 4 * c * elapsed)) / (2 * c))
-        else:
-            steps = math.ceil(elapsed / a)
-        while steps > 0 and costs.decode_s(steps - 1, b, node.seg_ctx) >= elapsed:
-            steps -= 1
-        while costs.decode_s(steps, b, node.seg_ctx) < elapsed:
-            steps += 1
+        steps = costs.decode_steps_by(t - node.seg_start, b, node.seg_ctx)
         if steps >= node.seg_steps:
             return
         old = costs.decode_s(node.seg_steps, b, node.seg_ctx)

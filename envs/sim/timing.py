@@ -277,6 +277,24 @@ class NodeCosts:
         kv_tokens_read = steps * context_tokens + batch * steps * (steps - 1) / 2
         return self.decode_weight_s * steps + self.decode_kv_s_per_token * kv_tokens_read
 
+    def decode_steps_by(self, elapsed_s: float, batch: int, context_tokens: int) -> int:
+        """The fewest steps of a decode segment (``batch`` sequences holding
+        ``context_tokens`` KV tokens at its start) that take at least ``elapsed_s``
+        seconds: the step boundary at or after ``elapsed_s`` into the segment, where
+        an admission cuts it (prefill has priority, a step is never split)."""
+        b = batch
+        a = self.decode_weight_s + self.decode_kv_s_per_token * (context_tokens - b / 2)
+        c = self.decode_kv_s_per_token * b / 2
+        if c > 0:
+            steps = math.ceil((-a + math.sqrt(a * a + 4 * c * elapsed_s)) / (2 * c))
+        else:
+            steps = math.ceil(elapsed_s / a)
+        while steps > 0 and self.decode_s(steps - 1, b, context_tokens) >= elapsed_s:
+            steps -= 1
+        while self.decode_s(steps, b, context_tokens) < elapsed_s:
+            steps += 1
+        return steps
+
     def load_s(self, tokens: int, tier: str) -> float:
         """Seconds to move ``tokens`` of KV into HBM from ``tier``."""
         return tokens * self.load_s_per_token[tier]

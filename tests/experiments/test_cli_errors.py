@@ -220,6 +220,7 @@ def test_unknown_policy_names_are_rejected_before_any_work(
         (["env.spare_features=true"], "env.spare_features", "False", "True"),
         (["env.hints=true"], "env.hints", "False", "True"),
         (["env.time_unit=reference"], "env.time_unit", "seconds", "reference"),
+        (["env.step_wait=true"], "env.step_wait", "False", "True"),
     ],
 )
 def test_resume_names_what_the_checkpoint_does_not_match(

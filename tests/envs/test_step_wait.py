@@ -1,0 +1,124 @@
+"""The ``step_wait`` option of btb/Route-v0 and btb/RouteWarm-v0: the node rows'
+backlog and first-token estimates count the rest of the decode step a node is
+running (an admission cuts decode at a step boundary, never inside a step)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agents.adapter import AgentPolicy
+from envs.encoder import NODE_FEATURES, ObservationEncoder, observation_options
+from envs.route_warm import RouteWarmEnv
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.forecast import decode_step_left_s
+from envs.sim.node import DECODE
+from envs.sim.timing import NodeCosts
+from envs.thresholds import ThresholdsEnv
+from envs.workloads.registry import windows
+
+WIDTH = len(NODE_FEATURES)
+SHIFTED = {NODE_FEATURES.index(name) for name in ("backlog", "first_token", "first_token_gap")}
+
+
+def _run(steps: int, step_wait: bool, compiled: bool) -> tuple[np.ndarray, list[list[float]]]:
+    """The observations of the first ``steps`` arrivals of a rising_load validation
+    window on llama-3.3-70b, each routed to node k mod 4, and each node's
+    :func:`decode_step_left_s` at every arrival."""
+    window = next(windows("rising_load", split="val", limit=1))
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=True))
+    encoder = ObservationEncoder(sim.n_nodes, compiled=compiled, step_wait=step_wait)
+    encoder.reset()
+    decisions = sim.decisions()
+    request = next(decisions)
+    rows, left = [], []
+    for k in range(steps):
+        left.append([decode_step_left_s(node, sim.now) for node in sim.nodes])
+        rows.append(encoder.encode(sim, request).copy())
+        request = decisions.send(k % sim.n_nodes)
+    return np.array(rows), left
+
+
+def test_the_steps_by_an_elapsed_time_are_the_fewest_that_take_that_long() -> None:
+    """``NodeCosts.decode_steps_by`` (the simulator's cut of a decode segment)
+    against counting steps one by one, on segments of several sizes."""
+    cluster = setup_cluster("70b_h100x4")
+    costs = NodeCosts(cluster.nodes[0], cluster.model)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        batch = int(rng.integers(1, 257))
+        context = int(rng.integers(batch, 4_000_000))
+        elapsed = float(rng.uniform(0.0, 2.0))
+        steps = 0
+        while costs.decode_s(steps, batch, context) < elapsed:
+            steps += 1
+        assert costs.decode_steps_by(elapsed, batch, context) == steps
+
+
+def test_the_rest_of_a_step_by_hand() -> None:
+    """A decoding node's rest of its step: its segment's first step boundary at
+    or after now, counted step by step from the segment's start with the step
+    time of the docs (weights once a step plus every running sequence's KV)."""
+    window = next(windows("rising_load", split="val", limit=1))
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=True))
+    decisions = sim.decisions()
+    next(decisions)
+    checked = 0
+    for k in range(400):
+        for node in sim.nodes:
+            left = decode_step_left_s(node, sim.now)
+            if node.work != DECODE:
+                assert left == 0.0
+                continue
+            costs, b, ctx = node.costs, node.seg_batch, node.seg_ctx
+            boundary, step = node.seg_start, 0
+            while boundary < sim.now and step < node.seg_steps:
+                # step k (from 0) reads the weights and ctx + b k tokens of KV
+                kv_tokens = ctx + b * step
+                boundary += costs.decode_weight_s + costs.decode_kv_s_per_token * kv_tokens
+                step += 1
+            expected = max(min(boundary, node.work_end) - sim.now, 0.0)
+            assert left == pytest.approx(expected, rel=1e-9, abs=1e-12)
+            assert 0.0 <= left <= costs.decode_s(1, b, ctx + b * (step - 1)) * (1 + 1e-9)
+            checked += 1
+        decisions.send(k % sim.n_nodes)
+    assert checked > 100  # the window keeps nodes decoding
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_it_adds_the_rest_of_the_step_to_backlog_and_first_token(compiled: bool) -> None:
+    """Off, the rows are as before; on, only backlog, first_token and the gap move,
+    and only where a node is decoding; the compiled and Python rows agree."""
+    plain, left = _run(300, False, compiled)
+    shifted, _ = _run(300, True, compiled)
+    assert np.array_equal(_run(300, False, not compiled)[0], plain)
+    assert np.array_equal(_run(300, True, not compiled)[0], shifted)
+    changed = np.flatnonzero((plain != shifted).any(axis=0))
+    assert changed.size > 0
+    assert set(changed % WIDTH) <= SHIFTED and changed.max() < 4 * WIDTH
+    for k, lefts in enumerate(left):
+        for j, seconds in enumerate(lefts):
+            row = slice(j * WIDTH, (j + 1) * WIDTH)
+            backlog = NODE_FEATURES.index("backlog")
+            moved = plain[k, row][backlog] != shifted[k, row][backlog]
+            if seconds == 0.0:
+                assert not moved
+            elif seconds > 1e-6:  # (a smaller one may vanish in float32 rounding)
+                assert moved
+
+
+def test_it_is_an_env_and_agent_option() -> None:
+    assert observation_options({"step_wait": True})["step_wait"] is True
+    assert observation_options({})["step_wait"] is False
+    with pytest.raises(ValueError, match="step_wait must be true or false"):
+        RouteWarmEnv(n_windows=1, step_wait="yes")
+    with pytest.raises(ValueError, match="step_wait is an option of btb/Route-v0"):
+        ThresholdsEnv(n_windows=1, step_wait=True)
+    env = RouteWarmEnv(setup="70b_h100x4", workload="rising_load", n_windows=1, step_wait=True)
+    obs, _ = env.reset(seed=0)
+    agent = AgentPolicy.load("agents/zoo/improve_warm")
+    agent.spec.env_kwargs["step_wait"] = True
+    assert env.sim is not None and env.request is not None
+    agent.reset(env.sim)
+    assert agent._encoder is not None and agent._encoder.step_wait
+    assert np.array_equal(agent._encoder.encode(env.sim, env.request)[: obs.size], obs)
