@@ -1,5 +1,6 @@
 """How far copies of every turn go with a routing rule: the numbers of the
-``rising_load`` bullet under "Not done" in ``rollout_improvement.md``.
+``rising_load`` bullet under "Not done" and of "The rest of a decode step" in
+``rollout_improvement.md``.
 
     python docs/results/warm_everywhere_rule.py [SETUP] [FAMILY] [WINDOWS] [POLICY,...]
 
@@ -10,7 +11,9 @@ Serves the first WINDOWS validation windows of FAMILY (default ``rising_load``,
 seed ``[0, i]`` (what ``python -m experiments.evaluate split=val`` gives), with
 each POLICY: a registered baseline (``oracle_warm``), a zoo agent
 (``zoo:improve_warm``) or ``everywhere:ROUTER``, the rule probed here: route as
-the baseline ROUTER would (``eft``, ``least_load``, ...), then copy the
+the baseline ROUTER would (``eft``, ``least_load``, ...; ``eft_step``: ``eft``
+with each node's rest of its decode step added to its estimates, as the
+observation's ``step_wait`` adds it), then copy the
 request's prefix (its blocks but the last, at least 4 blocks) from that node
 to every other node that lacks it in HBM and has no copy of it in flight (each
 copy starts once the routed node has computed it). Prints each policy's mean
@@ -29,8 +32,9 @@ import numpy as np
 from agents.adapter import AgentPolicy
 from baselines import make_policy
 from baselines.policy import Policy
+from baselines.routers import soonest_node
 from envs.sim import SimConfig, Simulator, setup_cluster
-from envs.sim.forecast import prefix_of
+from envs.sim.forecast import decode_step_left_s, first_token_estimates, prefix_of
 from envs.sim.request import Request
 from envs.workloads.registry import windows
 
@@ -63,11 +67,27 @@ class WarmEverywhere(Policy):
         return None
 
 
+class StepEft(Policy):
+    """``eft`` whose estimates add each node's rest of its decode step
+    (:func:`envs.sim.forecast.decode_step_left_s`)."""
+
+    name = "eft_step"
+
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        estimates = first_token_estimates(sim, request)
+        shifted = []
+        for node, (backlog, first) in zip(sim.nodes, estimates):
+            left = decode_step_left_s(node, sim.now)
+            shifted.append((backlog + left, first + left))
+        return soonest_node(sim, shifted)
+
+
 def policy_of(name: str) -> Policy:
     if name.startswith("zoo:"):
         return AgentPolicy.load("agents/zoo/" + name[len("zoo:") :])
     if name.startswith("everywhere:"):
-        return WarmEverywhere(make_policy(name[len("everywhere:") :]))
+        router = name[len("everywhere:") :]
+        return WarmEverywhere(StepEft() if router == "eft_step" else make_policy(router))
     return make_policy(name)
 
 

@@ -122,3 +122,37 @@ def test_it_is_an_env_and_agent_option() -> None:
     agent.reset(env.sim)
     assert agent._encoder is not None and agent._encoder.step_wait
     assert np.array_equal(agent._encoder.encode(env.sim, env.request)[: obs.size], obs)
+
+
+def test_the_zoo_agent_is_improve_warm_reference_with_the_option() -> None:
+    """``agents/zoo/improve_warm_step``: improve_warm_reference's weights byte for
+    byte, and its agent.json but for the name and ``step_wait``."""
+    import json
+    from pathlib import Path
+
+    zoo = Path("agents/zoo")
+    step, reference = zoo / "improve_warm_step", zoo / "improve_warm_reference"
+    assert (step / "model.zip").read_bytes() == (reference / "model.zip").read_bytes()
+    ours = json.loads((step / "agent.json").read_text())
+    theirs = json.loads((reference / "agent.json").read_text())
+    assert ours["env_kwargs"].pop("step_wait") is True
+    assert (ours.pop("name"), theirs.pop("name")) == ("improve_warm_step", "improve_warm_reference")
+    assert ours == theirs
+
+
+def test_the_batched_evaluation_path_reads_it_too() -> None:
+    """``evaluate`` and ``compare`` serve windows in lockstep (one batched forward
+    pass): with the option, the same routes as one window at a time, and not
+    those of the agent without it."""
+    from agents.lockstep import run_lockstep
+
+    cluster = setup_cluster("70b_h100x4")
+    pool = list(windows("rising_load", split="val", limit=2))
+    agent = AgentPolicy.load("agents/zoo/improve_warm_step")
+    alone = [list(agent.run(Simulator(cluster, w, SimConfig(causal_kv=True))).node) for w in pool]
+    sims = [Simulator(cluster, w, SimConfig(causal_kv=True)) for w in pool]
+    assert [list(records.node) for records in run_lockstep(agent, sims)] == alone
+    without = AgentPolicy.load("agents/zoo/improve_warm_reference")
+    assert (
+        list(without.run(Simulator(cluster, pool[0], SimConfig(causal_kv=True))).node) != alone[0]
+    )
