@@ -9,11 +9,11 @@
 Serves the first WINDOWS validation windows of FAMILY (default ``rising_load``,
 5) on SETUP (default ``70b_h100x4``), causal KV, window ``i`` on the simulator
 seed ``[0, i]`` (what ``python -m experiments.evaluate split=val`` gives), with
-each POLICY: a registered baseline (``oracle_warm``), a zoo agent
-(``zoo:improve_warm``) or ``everywhere:ROUTER``, the rule probed here: route as
-the baseline ROUTER would (``eft``, ``least_load``, ...; ``eft_step``: ``eft``
+each POLICY: a registered baseline (``oracle_warm``), ``eft_step`` (``eft``
 with each node's rest of its decode step added to its estimates, as the
-observation's ``step_wait`` adds it), then copy the
+observation's ``step_wait`` adds it), a zoo agent (``zoo:improve_warm``) or
+``everywhere:ROUTER``, the rule probed here: route as ROUTER would (``eft``,
+``eft_step``, ``least_load``, ...), then copy the
 request's prefix (its blocks but the last, at least 4 blocks) from that node
 to every other node that lacks it in HBM and has no copy of it in flight (each
 copy starts once the routed node has computed it). Prints each policy's mean
@@ -86,9 +86,8 @@ def policy_of(name: str) -> Policy:
     if name.startswith("zoo:"):
         return AgentPolicy.load("agents/zoo/" + name[len("zoo:") :])
     if name.startswith("everywhere:"):
-        router = name[len("everywhere:") :]
-        return WarmEverywhere(StepEft() if router == "eft_step" else make_policy(router))
-    return make_policy(name)
+        return WarmEverywhere(policy_of(name[len("everywhere:") :]))
+    return StepEft() if name == "eft_step" else make_policy(name)
 
 
 def main(argv: list[str]) -> None:
