@@ -336,9 +336,14 @@ def cluster_time_scale(cluster: Any, config: Any) -> float:
     return _scale_for(
         {
             NodeCosts(
-                spec, cluster.model, config.mfu, config.mbu, config.attention_flops
+                spec,
+                cluster.model,
+                config.mfu,
+                config.mbu,
+                config.attention_flops,
+                f"cluster.nodes[{i}]",
             ).prefill_s_per_token
-            for spec in cluster.nodes
+            for i, spec in enumerate(cluster.nodes)
         }
     )
 
@@ -491,7 +496,7 @@ class ObservationEncoder:
         if step_left is not None:
             estimates = [
                 (backlog + left, first + left, hit)
-                for (backlog, first, hit), left in zip(estimates, step_left)
+                for (backlog, first, hit), left in zip(estimates, step_left, strict=True)
             ]
         best = min([e[1] for e in estimates])
         scale = self._scale  # durations in the time unit's seconds (1.0: as they are)

@@ -313,9 +313,13 @@ def decode_step_left_s(node: Node, now: float) -> float:
     is not decoding): a request admitted now starts its prefill no sooner, since an
     admission cuts a decode segment at a step boundary, never inside a step. The
     estimates above leave it out (a decoding node counts as free); the
-    observation's ``step_wait`` option adds it (``envs.encoder``)."""
+    observation's ``step_wait`` option adds it (``envs.encoder``). Under decode
+    overshoot (``SimConfig.decode_overshoot``) a step run past an arrival ends
+    later than now: until then the node starts nothing (``node.free_s``). A lower
+    bound on the wait: a queue head held back by the batch or KV limits, or
+    copies queued on the node, can make it longer."""
     if node.work != DECODE:
-        return 0.0
+        return max(node.free_s - now, 0.0)
     costs = node.costs
     batch, context = node.seg_batch, node.seg_ctx
     steps = costs.decode_steps_by(now - node.seg_start, batch, context)
