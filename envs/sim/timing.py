@@ -281,7 +281,11 @@ class NodeCosts:
         """The fewest steps of a decode segment (``batch`` sequences holding
         ``context_tokens`` KV tokens at its start) that take at least ``elapsed_s``
         seconds: the step boundary at or after ``elapsed_s`` into the segment, where
-        an admission cuts it (prefill has priority, a step is never split)."""
+        an admission cuts it (prefill has priority, a step is never split); 0
+        when ``elapsed_s <= 0``: a segment that has not started yet (decode
+        overshoot starts the next one at the end of a step run past an arrival)."""
+        if elapsed_s <= 0.0:
+            return 0
         b = batch
         a = self.decode_weight_s + self.decode_kv_s_per_token * (context_tokens - b / 2)
         c = self.decode_kv_s_per_token * b / 2

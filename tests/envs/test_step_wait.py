@@ -156,3 +156,38 @@ def test_the_batched_evaluation_path_reads_it_too() -> None:
     assert (
         list(without.run(Simulator(cluster, pool[0], SimConfig(causal_kv=True))).node) != alone[0]
     )
+
+
+def test_under_decode_overshoot_a_segment_not_started_yet_is_cut_to_nothing() -> None:
+    """Decode overshoot (the reference KV model's default) can start a node's next
+    decode segment at the end of a step run past an arrival, later than now. An
+    admission now cuts that segment to no steps (it used to give -1 steps, which
+    walked the batch back a step), and the rest of the step is the wait until the
+    segment's start; an idle node waits for ``free_s``. Both cores give the same
+    run on such a window."""
+    cluster = setup_cluster("70b_h100x4")
+    costs = NodeCosts(cluster.nodes[0], cluster.model)
+    assert costs.decode_steps_by(-0.0155, 2, 9808) == 0
+    assert costs.decode_steps_by(0.0, 2, 9808) == 0
+    window = next(windows("rising_load", split="val", limit=1))
+    runs = []
+    for core in ("python", "compiled"):
+        sim = Simulator(cluster, window, SimConfig(causal_kv=False), core=core)
+        decisions = sim.decisions()
+        request = next(decisions)
+        future = 0
+        try:
+            for _ in range(3000):
+                for node in sim.nodes:
+                    left = decode_step_left_s(node, sim.now)
+                    if node.work == DECODE and node.seg_start > sim.now:
+                        future += 1
+                        assert left == node.seg_start - sim.now
+                    elif node.work != DECODE:
+                        assert left == max(node.free_s - sim.now, 0.0)
+                request = decisions.send(request.index % sim.n_nodes)
+        except StopIteration:
+            pass
+        assert future > 10
+        runs.append((list(sim.records.first_token_s), [n.decode_s for n in sim.nodes]))
+    assert runs[0] == runs[1]

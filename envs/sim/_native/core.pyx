@@ -783,19 +783,20 @@ cdef class SimCore:
         cdef double a = node._decode_weight_s + kv_s * (node.seg_ctx - b / 2.0)
         cdef double c = kv_s * b / 2.0
         cdef double root, old, new
-        cdef long long steps
-        if c > 0:
-            root = (-a + sqrt(a * a + 4.0 * c * elapsed)) / (2.0 * c)
-        else:
-            root = elapsed / a
-        if isfinite(root):
-            steps = <long long>ceil(root)
-        else:
-            steps = math.ceil(root)  # raises what the reference raises
-        while steps > 0 and node.decode_time(steps - 1, b, node.seg_ctx) >= elapsed:
-            steps -= 1
-        while node.decode_time(steps, b, node.seg_ctx) < elapsed:
-            steps += 1
+        cdef long long steps = 0
+        if elapsed > 0.0:  # else a segment not started yet (decode overshoot): none of it
+            if c > 0:
+                root = (-a + sqrt(a * a + 4.0 * c * elapsed)) / (2.0 * c)
+            else:
+                root = elapsed / a
+            if isfinite(root):
+                steps = <long long>ceil(root)
+            else:
+                steps = math.ceil(root)  # raises what the reference raises
+            while steps > 0 and node.decode_time(steps - 1, b, node.seg_ctx) >= elapsed:
+                steps -= 1
+            while node.decode_time(steps, b, node.seg_ctx) < elapsed:
+                steps += 1
         if steps >= node.seg_steps:
             return 0
         old = node.decode_time(node.seg_steps, b, node.seg_ctx)
