@@ -335,14 +335,7 @@ def cluster_time_scale(cluster: Any, config: Any) -> float:
 
     return _scale_for(
         {
-            NodeCosts(
-                spec,
-                cluster.model,
-                config.mfu,
-                config.mbu,
-                config.attention_flops,
-                f"cluster.nodes[{i}]",
-            ).prefill_s_per_token
+            NodeCosts.under(config, spec, cluster.model, f"cluster.nodes[{i}]").prefill_s_per_token
             for i, spec in enumerate(cluster.nodes)
         }
     )
@@ -440,12 +433,14 @@ class ObservationEncoder:
         if self._rescale and sim.nodes is not self._scaled_nodes:
             self._scale = reference_time_scale(sim.nodes)
             self._scaled_nodes = sim.nodes
-        step_left = (
-            [decode_step_left_s(node, sim.now) for node in sim.nodes] if self.step_wait else None
-        )
         if native is None:
-            holders = self._node_rows(sim, request, step_left)
+            holders = self._node_rows(sim, request)
         else:
+            step_left = (
+                [decode_step_left_s(node, sim.now) for node in sim.nodes]
+                if self.step_wait
+                else None
+            )
             holders = native.node_rows(sim, request, self._hits, out, self._scale, step_left)
         arrivals = self._arrivals
         if arrivals is not None and self.hints is None and self.spare is None:
@@ -481,23 +476,15 @@ class ObservationEncoder:
             native.put(out, self._node_size, values)
         return out
 
-    def _node_rows(
-        self, sim: Simulator, request: Request, step_left: list[float] | None = None
-    ) -> int:
+    def _node_rows(self, sim: Simulator, request: Request) -> int:
         """The reference node rows: :data:`NODE_FEATURES` of every node into the
-        buffer; returns how many nodes hold the request's prefix in HBM.
-        ``step_left``: seconds added to each node's backlog and first token."""
+        buffer; returns how many nodes hold the request's prefix in HBM."""
         now = sim.now
         n_blocks = len(request.blocks)
         key = prefix_key(request)
         depth = n_blocks - 1 or 1
         holders = 0
-        estimates = estimates_with_hits(sim, request, self._hits)
-        if step_left is not None:
-            estimates = [
-                (backlog + left, first + left, hit)
-                for (backlog, first, hit), left in zip(estimates, step_left, strict=True)
-            ]
+        estimates = estimates_with_hits(sim, request, self._hits, self.step_wait)
         best = min([e[1] for e in estimates])
         scale = self._scale  # durations in the time unit's seconds (1.0: as they are)
         values: list[float] = []

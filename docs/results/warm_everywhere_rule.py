@@ -34,7 +34,7 @@ from baselines import make_policy
 from baselines.policy import Policy
 from baselines.routers import soonest_node
 from envs.sim import SimConfig, Simulator, setup_cluster
-from envs.sim.forecast import decode_step_left_s, first_token_estimates, prefix_of
+from envs.sim.forecast import first_token_estimates, prefix_of
 from envs.sim.request import Request
 from envs.workloads.registry import windows
 
@@ -74,12 +74,7 @@ class StepEft(Policy):
     name = "eft_step"
 
     def decide(self, sim: Simulator, request: Request) -> int | None:
-        estimates = first_token_estimates(sim, request)
-        shifted = []
-        for node, (backlog, first) in zip(sim.nodes, estimates):
-            left = decode_step_left_s(node, sim.now)
-            shifted.append((backlog + left, first + left))
-        return soonest_node(sim, shifted)
+        return soonest_node(sim, first_token_estimates(sim, request, step_wait=True))
 
 
 def policy_of(name: str) -> Policy:

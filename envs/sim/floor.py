@@ -82,10 +82,7 @@ def _request_options(
     request (the deepest of those ready at the same time: a shallower one bounds no
     lower, see the loop)."""
     kinds = dict.fromkeys(cluster.nodes)  # every distinct node kind, even two of one name
-    costs = [
-        NodeCosts(spec, cluster.model, config.mfu, config.mbu, config.attention_flops)
-        for spec in kinds
-    ]
+    costs = [NodeCosts.under(config, spec, cluster.model) for spec in kinds]
 
     def prefill_s(new_tokens: int, cached_tokens: int) -> float:  # on the fastest node
         return min(c.prefill_s(new_tokens, cached_tokens) for c in costs)

@@ -312,8 +312,8 @@ def decode_step_left_s(node: Node, now: float) -> float:
     """Seconds until the decode step ``node`` is running at ``now`` ends (0 when it
     is not decoding): a request admitted now starts its prefill no sooner, since an
     admission cuts a decode segment at a step boundary, never inside a step. The
-    estimates above leave it out (a decoding node counts as free); the
-    observation's ``step_wait`` option adds it (``envs.encoder``). Under decode
+    estimates leave it out (a decoding node counts as free) unless asked with
+    ``step_wait`` (:func:`estimates_with_hits`; the observation's option). Under decode
     overshoot (``SimConfig.decode_overshoot``) a step run past an arrival ends
     later than now: until then the node starts nothing (``node.free_s``). A lower
     bound on the wait: a queue head held back by the batch or KV limits, or
@@ -328,15 +328,17 @@ def decode_step_left_s(node: Node, now: float) -> float:
 
 
 def first_token_estimates(
-    sim: ClusterView, request: Request, memo: HitMemo | None = None
+    sim: ClusterView, request: Request, memo: HitMemo | None = None, step_wait: bool = False
 ) -> list[tuple[float, float]]:
     """(backlog, expected first-token time) in seconds from now, per node, for
-    ``request`` arriving now: the causal cost model of the observation."""
-    return [(backlog, first) for backlog, first, _ in estimates_with_hits(sim, request, memo)]
+    ``request`` arriving now: the causal cost model of the observation; with
+    ``step_wait``, each plus the node's :func:`decode_step_left_s`."""
+    estimates = estimates_with_hits(sim, request, memo, step_wait)
+    return [(backlog, first) for backlog, first, _ in estimates]
 
 
 def estimates_with_hits(
-    sim: ClusterView, request: Request, memo: HitMemo | None
+    sim: ClusterView, request: Request, memo: HitMemo | None, step_wait: bool = False
 ) -> list[tuple[float, float, int]]:
     """:func:`first_token_estimates` plus ``request``'s HBM hit (blocks) per node."""
     now = sim.now
@@ -365,6 +367,9 @@ def estimates_with_hits(
             # recompute rather than wait when that is sooner (as the simulator decides)
             have = usable_tokens(depth, bt, n_in)
             first = min(max(backlog, arriving) + prefill_s(n_in - have, have), first)
+        if step_wait:
+            left = decode_step_left_s(node, now)
+            backlog, first = backlog + left, first + left
         out.append((backlog, first, hit))
     return out
 

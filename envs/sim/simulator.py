@@ -145,9 +145,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         self.nodes: list[Node] = []
         for i, spec in enumerate(cluster.nodes):
             label = f"cluster.nodes[{i}]"
-            costs = NodeCosts(
-                spec, cluster.model, config.mfu, config.mbu, config.attention_flops, label
-            )
+            costs = NodeCosts.under(config, spec, cluster.model, label)
             if costs.budget_tokens < bt:
                 raise ConfigError(
                     f"{label} ({spec.name}) serving {cluster.model.name} has a KV budget of "

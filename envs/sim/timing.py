@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from envs.sim.checks import check_int, checked_number, is_number
 from envs.sim.errors import ConfigError
+
+if TYPE_CHECKING:
+    from envs.sim.config import SimConfig
 
 DEFAULT_MFU = 0.5
 """Achieved fraction of peak FLOP/s in prefill, unless a SimConfig says otherwise."""
@@ -270,6 +274,14 @@ class NodeCosts:
             pairs = new_tokens * cached_tokens + new_tokens * (new_tokens + 1) / 2
             seconds += self.attention_s_coef * pairs
         return seconds
+
+    @classmethod
+    def under(
+        cls, config: SimConfig, node: NodeSpec, model: ModelSpec, node_label: str = "node"
+    ) -> NodeCosts:
+        """The costs of ``node`` serving ``model`` with ``config``'s ``mfu``, ``mbu``
+        and ``attention_flops`` (what a simulator run under ``config`` charges)."""
+        return cls(node, model, config.mfu, config.mbu, config.attention_flops, node_label)
 
     def decode_s(self, steps: int, batch: int, context_tokens: int) -> float:
         """A decode segment of ``steps`` for ``batch`` sequences holding

@@ -57,7 +57,8 @@ def _backlog(sim, node, now, depth=0):
     return backlog, coming
 
 
-def reference_estimates(sim, request, memo=None):
+def reference_estimates(sim, request, memo=None, step_wait=False):
+    assert not step_wait  # the encoders compared here run without it
     bt = sim.block_tokens
     n_in = request.input_tokens
     key = prefix_key(request)
