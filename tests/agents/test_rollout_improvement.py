@@ -310,6 +310,32 @@ def test_improve_warm_takes_every_train_window_a_round() -> None:
         assert sorted(names) == sorted(w.name for w in pool)
 
 
+def test_the_reference_and_step_recipes_differ_from_improve_warm_in_their_options() -> None:
+    """``improve_warm_reference`` is improve_warm's recipe reading reference
+    seconds (on 70b the same observation, so the same weights);
+    ``improve_warm_step`` saves that agent's weights with ``step_wait`` and no
+    round."""
+    from omegaconf import OmegaConf
+
+    def plain(overrides: list[str]) -> dict:
+        return OmegaConf.to_container(compose_train(overrides), resolve=False)
+
+    warm = plain(["+experiment=improve_warm"])
+    reference = plain(["+experiment=improve_warm_reference"])
+    step = plain(["+experiment=improve_warm_step"])
+    assert (warm["env"]["time_unit"], reference["env"]["time_unit"]) == ("seconds", "reference")
+    assert reference == {**warm, "env": {**warm["env"], "time_unit": "reference"}}
+    assert (reference["env"]["step_wait"], step["env"]["step_wait"]) == (False, True)
+    assert step["train"]["init_from"] == "agents/zoo/improve_warm_reference"
+    assert (reference["improvement"]["iterations"], step["improvement"]["iterations"]) == (5, 0)
+    assert step == {
+        **reference,
+        "env": {**reference["env"], "step_wait": True},
+        "train": {**reference["train"], "init_from": "agents/zoo/improve_warm_reference"},
+        "improvement": {**reference["improvement"], "iterations": 0},
+    }
+
+
 def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
     from experiments.train import check_improvement, check_train
 

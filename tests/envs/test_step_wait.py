@@ -140,6 +140,33 @@ def test_the_zoo_agent_is_improve_warm_reference_with_the_option() -> None:
     assert ours == theirs
 
 
+@pytest.mark.slow
+def test_its_experiment_rebuilds_the_zoo_agent(tmp_path) -> None:
+    """``+experiment=improve_warm_step`` saves improve_warm_reference's weights
+    with the option: the zoo agent's ``policy.pth`` to the byte, its agent.json
+    but for the name (the zoo names its agents by hand)."""
+    import json
+    import zipfile
+    from pathlib import Path
+
+    from experiments.train import train
+    from tests.experiments.test_hydra_commands import compose_train
+
+    train(compose_train(["+experiment=improve_warm_step", f"out_dir={tmp_path}"]))
+    zoo = Path("agents/zoo/improve_warm_step")
+    with (
+        zipfile.ZipFile(tmp_path / "agent" / "model.zip") as ours,
+        zipfile.ZipFile(zoo / "model.zip") as theirs,
+    ):
+        assert ours.read("policy.pth") == theirs.read("policy.pth")
+    ours_json = json.loads((tmp_path / "agent" / "agent.json").read_text())
+    theirs_json = json.loads((zoo / "agent.json").read_text())
+    assert ours_json["env_kwargs"]["step_wait"] is True
+    assert theirs_json.pop("name") == "improve_warm_step"
+    ours_json.pop("name")
+    assert ours_json == theirs_json
+
+
 def test_the_batched_evaluation_path_reads_it_too() -> None:
     """``evaluate`` and ``compare`` serve windows in lockstep (one batched forward
     pass): with the option, the same routes as one window at a time, and not
