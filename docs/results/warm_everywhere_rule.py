@@ -13,10 +13,14 @@ each POLICY: a registered baseline (``oracle_warm``), ``eft_step`` (``eft``
 with each node's rest of its decode step added to its estimates, as the
 observation's ``step_wait`` adds it), a zoo agent (``zoo:improve_warm``) or
 ``everywhere:ROUTER``, the rule probed here: route as ROUTER would (``eft``,
-``eft_step``, ``least_load``, ...), then copy the
+``eft_step``, ``least_load``, ``zoo:NAME`` with the agent's own copies too,
+...), then copy the
 request's prefix (its blocks but the last, at least 4 blocks) from that node
 to every other node that lacks it in HBM and has no copy of it in flight (each
-copy starts once the routed node has computed it). Prints each policy's mean
+copy starts once the routed node has computed it). ``background:ROUTER`` does
+the same for the workload's background requests only (``job_kind``; the
+generator's label, which no policy sees: a probe of where the copies pay).
+Prints each policy's mean
 TTFT over all requests, the geometric mean of the windows' means, each
 window's mean and p95, and the copies made. A probe of what a policy could
 reach, not a policy of the project: it is not registered.
@@ -46,18 +50,27 @@ class WarmEverywhere(Policy):
 
     name = "everywhere"
 
-    def __init__(self, router: Policy) -> None:
+    def __init__(self, router: Policy, kinds: tuple[str, ...] | None = None) -> None:
         self.router = router
+        self.kinds = kinds  # copy only requests of these job kinds (None: all)
 
     def reset(self, sim: Simulator) -> None:
         self.router.reset(sim)
 
     def decide(self, sim: Simulator, request: Request) -> int | None:
         node = self.router.decide(sim, request)
+        routed = node is None  # an agent routes (and warms) itself
+        if routed:
+            node = sim.routed_node()
         prefix = prefix_of(request)
-        if node is None or len(prefix) < MIN_PREFIX_BLOCKS:
-            return node
-        sim.route(node)
+        if (
+            node is None
+            or len(prefix) < MIN_PREFIX_BLOCKS
+            or (self.kinds is not None and request.job_kind not in self.kinds)
+        ):
+            return None if routed else node
+        if not routed:
+            sim.route(node)
         key = prefix[-1]
         for other in sim.nodes:
             if other.index == node or other.down or key in other.inflight:
@@ -82,6 +95,8 @@ def policy_of(name: str) -> Policy:
         return AgentPolicy.load("agents/zoo/" + name[len("zoo:") :])
     if name.startswith("everywhere:"):
         return WarmEverywhere(policy_of(name[len("everywhere:") :]))
+    if name.startswith("background:"):
+        return WarmEverywhere(policy_of(name[len("background:") :]), ("background",))
     return StepEft() if name == "eft_step" else make_policy(name)
 
 
