@@ -40,7 +40,6 @@ import numpy as np
 from envs.sim.errors import ConfigError
 from envs.sim.forecast import (
     HitMemo,
-    decode_step_left_s,
     estimates_with_hits,
     first_token_estimates,
     node_backlog,
@@ -436,12 +435,7 @@ class ObservationEncoder:
         if native is None:
             holders = self._node_rows(sim, request)
         else:
-            step_left = (
-                [decode_step_left_s(node, sim.now) for node in sim.nodes]
-                if self.step_wait
-                else None
-            )
-            holders = native.node_rows(sim, request, self._hits, out, self._scale, step_left)
+            holders = native.node_rows(sim, request, self._hits, out, self._scale, self.step_wait)
         arrivals = self._arrivals
         if arrivals is not None and self.hints is None and self.spare is None:
             # the request's entries, compiled

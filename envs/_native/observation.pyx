@@ -26,6 +26,8 @@ from libc.math cimport log1p
 from libc.stdlib cimport free, malloc, realloc
 
 from envs.sim import node as _node
+from envs.sim._native.core cimport Node
+from envs.sim.forecast import decode_step_left_s as _decode_step_left_s
 from envs.sim import transfers as _transfers
 
 cdef enum:
@@ -421,13 +423,13 @@ def estimates_with_hits(sim, request, dict memo):
 
 
 def node_rows(sim, request, dict memo, float[::1] out, double time_scale=1.0,
-              list step_left=None):
+              bint step_wait=False):
     """Write the :data:`envs.encoder.NODE_FEATURES` rows of every node into
     ``out`` (from index 0, node-major) as :meth:`ObservationEncoder.encode` does,
-    each duration times ``time_scale`` (the encoder's ``time_unit``), with
-    ``step_left[j]`` seconds added to node j's backlog and first token when given
-    (the encoder's ``step_wait``); return the number of nodes holding the
-    request's prefix in HBM."""
+    each duration times ``time_scale`` (the encoder's ``time_unit``), with each
+    node's :func:`envs.sim.forecast.decode_step_left_s` added to its backlog and
+    first token under ``step_wait`` (the encoder's option); return the number of
+    nodes holding the request's prefix in HBM."""
     cdef list nodes = sim.nodes
     cdef Py_ssize_t n = len(nodes)
     cdef double now = sim.now
@@ -455,12 +457,15 @@ def node_rows(sim, request, dict memo, float[::1] out, double time_scale=1.0,
         if backlogs == NULL or firsts == NULL or hits == NULL or rdma_bw == NULL:
             raise MemoryError()
         _estimates(sim, request, memo, backlogs, firsts, hits, rdma_bw)
-        if step_left is not None:
-            if len(step_left) != n:
-                raise ValueError(f"step_left has {len(step_left)} entries for {n} nodes")
+        if step_wait:
             for j in range(n):
-                backlogs[j] += <double>step_left[j]
-                firsts[j] += <double>step_left[j]
+                node = nodes[j]
+                if type(node) is Node:  # the compiled core's, read in C
+                    wait = (<Node>node).step_left_s(now)
+                else:
+                    wait = _decode_step_left_s(node, now)
+                backlogs[j] += wait
+                firsts[j] += wait
         best = firsts[0]
         for j in range(1, n):
             best = _pymin(best, firsts[j])

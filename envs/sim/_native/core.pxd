@@ -62,3 +62,5 @@ cdef class Node:
     cdef inline long long _capacity(self, long long block_tokens)
     cdef inline double prefill_time(self, long long new_tokens, long long cached_tokens)
     cdef inline double decode_time(self, long long steps, long long batch, long long context)
+    cdef long long steps_by(self, double elapsed) except? -1
+    cdef double step_left_s(self, double now) except? -1.0

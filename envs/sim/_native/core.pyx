@@ -316,6 +316,45 @@ cdef class Node:
         )
         return self._decode_weight_s * steps + self._decode_kv_s_per_token * kv_tokens_read
 
+    cdef long long steps_by(self, double elapsed) except? -1:
+        """``NodeCosts.decode_steps_by`` for the segment in progress: the fewest of
+        its steps that take at least ``elapsed`` seconds (0 when ``elapsed <= 0``:
+        a segment not started yet, under decode overshoot)."""
+        cdef long long b = self.seg_batch
+        cdef double kv_s = self._decode_kv_s_per_token
+        cdef double a = self._decode_weight_s + kv_s * (self.seg_ctx - b / 2.0)
+        cdef double c = kv_s * b / 2.0
+        cdef double root
+        cdef long long steps = 0
+        if elapsed <= 0.0:
+            return 0
+        if c > 0:
+            root = (-a + sqrt(a * a + 4.0 * c * elapsed)) / (2.0 * c)
+        else:
+            root = elapsed / a
+        if isfinite(root):
+            steps = <long long>ceil(root)
+        else:
+            steps = math.ceil(root)  # raises what the reference raises
+        while steps > 0 and self.decode_time(steps - 1, b, self.seg_ctx) >= elapsed:
+            steps -= 1
+        while self.decode_time(steps, b, self.seg_ctx) < elapsed:
+            steps += 1
+        return steps
+
+    cdef double step_left_s(self, double now) except? -1.0:
+        """``envs.sim.forecast.decode_step_left_s``: seconds until the decode step
+        running at ``now`` ends (under decode overshoot, until ``free_s``)."""
+        cdef long long steps
+        cdef double end
+        if self.work != DECODE:
+            return max(self.free_s - now, 0.0)
+        steps = self.steps_by(now - self.seg_start)
+        end = self.seg_start + self.decode_time(
+            min(steps, self.seg_steps), self.seg_batch, self.seg_ctx
+        )
+        return max(min(end, self.work_end) - now, 0.0)
+
 
 _NODE_FIELDS = _node_ref.Node.__slots__
 """The fields a node pickles (those of the reference's ``__slots__``)."""
@@ -777,26 +816,10 @@ cdef class SimCore:
 
     cdef int _c_interrupt(self, Node node, double t) except -1:
         """Cut the decode segment in progress at the first step boundary >= t."""
-        cdef double elapsed = t - node.seg_start
         cdef long long b = node.seg_batch
-        cdef double kv_s = node._decode_kv_s_per_token
-        cdef double a = node._decode_weight_s + kv_s * (node.seg_ctx - b / 2.0)
-        cdef double c = kv_s * b / 2.0
-        cdef double root, old, new
-        cdef long long steps = 0
-        if elapsed > 0.0:  # else a segment not started yet (decode overshoot): none of it
-            if c > 0:
-                root = (-a + sqrt(a * a + 4.0 * c * elapsed)) / (2.0 * c)
-            else:
-                root = elapsed / a
-            if isfinite(root):
-                steps = <long long>ceil(root)
-            else:
-                steps = math.ceil(root)  # raises what the reference raises
-            while steps > 0 and node.decode_time(steps - 1, b, node.seg_ctx) >= elapsed:
-                steps -= 1
-            while node.decode_time(steps, b, node.seg_ctx) < elapsed:
-                steps += 1
+        cdef double old, new
+        # a segment not started yet (decode overshoot): none of it
+        cdef long long steps = node.steps_by(t - node.seg_start)
         if steps >= node.seg_steps:
             return 0
         old = node.decode_time(node.seg_steps, b, node.seg_ctx)
