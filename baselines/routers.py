@@ -126,6 +126,17 @@ class EarliestFirstToken(Policy):
         return earliest_first_token(sim, request, self._memo)
 
 
+@register("eft_step")
+class EarliestFirstTokenStep(EarliestFirstToken):
+    """btb-gym's router: ``eft`` whose estimates also count the rest of the decode
+    step each node is running (:func:`envs.sim.forecast.decode_step_left_s`), which
+    a request admitted there waits for, as the observation's ``step_wait`` option
+    counts it; no warming."""
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        return soonest_node(sim, first_token_estimates(sim, request, self._memo, step_wait=True))
+
+
 @register("cache_aware")
 class CacheAware(Policy):
     """The Infer-Sim reading of SGLang's default router.

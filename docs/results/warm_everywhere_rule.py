@@ -9,7 +9,7 @@
 Serves the first WINDOWS validation windows of FAMILY (default ``rising_load``,
 5) on SETUP (default ``70b_h100x4``), causal KV, window ``i`` on the simulator
 seed ``[0, i]`` (what ``python -m experiments.evaluate split=val`` gives), with
-each POLICY: a registered baseline (``oracle_warm``), ``eft_step`` (``eft``
+each POLICY: a registered baseline (``oracle_warm``; ``eft_step`` is ``eft``
 with each node's rest of its decode step added to its estimates, as the
 observation's ``step_wait`` adds it), a zoo agent (``zoo:improve_warm``) or
 ``everywhere:ROUTER``, the rule probed here: route as ROUTER would (``eft``,
@@ -36,9 +36,8 @@ import numpy as np
 from agents.adapter import AgentPolicy
 from baselines import make_policy
 from baselines.policy import Policy
-from baselines.routers import soonest_node
 from envs.sim import SimConfig, Simulator, setup_cluster
-from envs.sim.forecast import first_token_estimates, prefix_of
+from envs.sim.forecast import prefix_of
 from envs.sim.request import Request
 from envs.workloads.registry import windows
 
@@ -80,16 +79,6 @@ class WarmEverywhere(Policy):
         return None
 
 
-class StepEft(Policy):
-    """``eft`` whose estimates add each node's rest of its decode step
-    (:func:`envs.sim.forecast.decode_step_left_s`)."""
-
-    name = "eft_step"
-
-    def decide(self, sim: Simulator, request: Request) -> int | None:
-        return soonest_node(sim, first_token_estimates(sim, request, step_wait=True))
-
-
 def policy_of(name: str) -> Policy:
     if name.startswith("zoo:"):
         return AgentPolicy.load("agents/zoo/" + name[len("zoo:") :])
@@ -97,7 +86,7 @@ def policy_of(name: str) -> Policy:
         return WarmEverywhere(policy_of(name[len("everywhere:") :]))
     if name.startswith("background:"):
         return WarmEverywhere(policy_of(name[len("background:") :]), ("background",))
-    return StepEft() if name == "eft_step" else make_policy(name)
+    return make_policy(name)
 
 
 def main(argv: list[str]) -> None:

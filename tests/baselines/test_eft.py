@@ -40,6 +40,36 @@ def test_eft_weighs_the_cached_prefix_against_the_queue_ahead(queued: int, eft_n
     assert make_policy("cache_aware").decide(sim, ASK) == 0  # the longest match, whatever the queue
 
 
+def test_eft_step_counts_the_rest_of_the_decode_step_in_progress() -> None:
+    """Both nodes hold HOT. Node 0 is decoding: 8 sequences holding 1,000,000 KV
+    tokens, one step begun 1 ms ago. Node 1 has one cold one-block request
+    queued. ``eft`` counts node 0 free and sends ASK there; ``eft_step`` adds
+    the rest of node 0's step (its weights and KV read once, less the 1 ms)
+    and sends ASK to node 1, whose queue takes less."""
+    from envs.sim.node import DECODE
+
+    sim = cluster_state([1, 1], cached=[HOT, HOT], waiting=[0, 1])
+    node = sim.nodes[0]
+    costs = node.costs
+    batch, context = 8, 1_000_000
+    node.work, node.seg_start, node.seg_steps = DECODE, -0.001, 50
+    node.seg_batch, node.seg_ctx = batch, context
+    node.work_end = node.seg_start + costs.decode_s(50, batch, context)
+    step = costs.decode_weight_s + costs.decode_kv_s_per_token * context  # the first step
+    rest = step - 0.001
+    suffix = costs.prefill_s(BT, 256 * BT)  # ASK's own block on top of HOT
+    queued = costs.prefill_s(BT, 0)  # node 1's one cold block
+    assert queued < rest  # (about 18 ms against 43 ms)
+    plain = first_token_estimates(sim, ASK)
+    stepped = first_token_estimates(sim, ASK, step_wait=True)
+    assert plain[0][1] == pytest.approx(suffix, rel=1e-12)
+    assert plain[1][1] == pytest.approx(queued + suffix, rel=1e-12)
+    assert stepped[0][1] == pytest.approx(rest + suffix, rel=1e-9)
+    assert stepped[1] == plain[1]  # node 1 is not decoding
+    assert make_policy("eft").decide(sim, ASK) == 0
+    assert make_policy("eft_step").decide(sim, ASK) == 1
+
+
 def test_btb_eft_routes_an_inactive_prefix_by_eft_and_an_active_one_as_btb() -> None:
     for name, first in (("btb", 0), ("btb_eft", 1)):
         sim = _queued_state(2)
