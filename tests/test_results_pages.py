@@ -1,5 +1,5 @@
 """The results pages written from stored rows are what their scripts write now:
-``docs/results/capacity_floor.md`` and ``target_cells.md`` (a rule or a row changed
+``docs/results/capacity_floor.md``, ``target_cells.md`` and ``eft_step.md`` (a rule or a row changed
 without regenerating them would leave a stale count in the docs)."""
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 
 @pytest.fixture
 def scripts() -> Iterator[dict[str, ModuleType]]:
-    """The two scripts as modules (target_cells imports capacity_floor_table as its
+    """The scripts as modules (target_cells imports capacity_floor_table as its
     neighbour, as it does when run)."""
     sys.path.insert(0, str(RESULTS))
     try:
         yield {
-            name: importlib.import_module(name) for name in ("capacity_floor_table", "target_cells")
+            name: importlib.import_module(name)
+            for name in ("capacity_floor_table", "target_cells", "eft_step_table")
         }
     finally:
         sys.path.remove(str(RESULTS))
@@ -34,6 +35,11 @@ def test_capacity_floor_page_is_current(scripts: dict[str, ModuleType]) -> None:
     rows = json.loads((RESULTS / "capacity_floor.json").read_text())["rows"]
     written = (RESULTS / "capacity_floor.md").read_text()
     assert written == table.TEXT + table.render(rows) + "\n"
+
+
+def test_eft_step_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    rows = json.loads((RESULTS / "eft_step_test.json").read_text())["rows"]
+    assert (RESULTS / "eft_step.md").read_text() == scripts["eft_step_table"].table(rows)
 
 
 def test_target_cells_page_is_current(scripts: dict[str, ModuleType]) -> None:

@@ -13,8 +13,8 @@ each POLICY: a registered baseline (``oracle_warm``; ``eft_step`` is ``eft``
 with each node's rest of its decode step added to its estimates, as the
 observation's ``step_wait`` adds it), a zoo agent (``zoo:improve_warm``) or
 ``everywhere:ROUTER``, the rule probed here: route as ROUTER would (``eft``,
-``eft_step``, ``least_load``, ``zoo:NAME`` with the agent's own copies too,
-...), then copy the
+``eft_step``, ``least_load``, ``zoo:NAME`` or ``oracle_warm`` with their own
+copies too, ...), then copy the
 request's prefix (its blocks but the last, at least 4 blocks) from that node
 to every other node that lacks it in HBM and has no copy of it in flight (each
 copy starts once the routed node has computed it). ``background:ROUTER`` does
@@ -58,7 +58,7 @@ class WarmEverywhere(Policy):
 
     def decide(self, sim: Simulator, request: Request) -> int | None:
         node = self.router.decide(sim, request)
-        routed = node is None  # an agent routes (and warms) itself
+        routed = node is None  # it routed (and maybe warmed) itself: an agent, oracle_warm
         if routed:
             node = sim.routed_node()
         prefix = prefix_of(request)

@@ -85,6 +85,50 @@ def test_the_rest_of_a_step_by_hand() -> None:
     assert checked > 100  # the window keeps nodes decoding
 
 
+@pytest.mark.parametrize("causal_kv", [True, False])
+def test_the_compiled_rest_of_a_step_is_the_reference_s_to_the_bit(causal_kv: bool) -> None:
+    """The compiled core's ``Node.step_left_s`` (what the compiled observation
+    reads) equals :func:`decode_step_left_s` exactly at every node of 600
+    arrivals; under the reference KV model, decode overshoot's ``free_s`` too."""
+    window = next(windows("rising_load", split="val", limit=1))
+    sim = Simulator(
+        setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=causal_kv), core="compiled"
+    )
+    decisions = sim.decisions()
+    next(decisions)
+    decoding = waiting = 0
+    for k in range(600):
+        for node in sim.nodes:
+            left = node.step_left_s(sim.now)
+            assert left == decode_step_left_s(node, sim.now)
+            decoding += node.work == DECODE and left > 0
+            waiting += node.work != DECODE and left > 0
+        decisions.send(k % sim.n_nodes)
+    assert decoding > 100
+    assert (waiting > 0) == (not causal_kv)  # an idle node held by overshoot: reference only
+
+
+def test_the_compiled_rows_read_a_python_core_s_nodes_too() -> None:
+    """On the Python core's nodes the compiled rows take the rest of a step from
+    the reference function: the same observations as the Python encoder's."""
+    window = next(windows("rising_load", split="val", limit=1))
+    rows = []
+    for compiled in (True, False):
+        sim = Simulator(
+            setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=True), core="python"
+        )
+        encoder = ObservationEncoder(sim.n_nodes, compiled=compiled, step_wait=True)
+        encoder.reset()
+        decisions = sim.decisions()
+        request = next(decisions)
+        seen = []
+        for k in range(300):
+            seen.append(encoder.encode(sim, request).copy())
+            request = decisions.send(k % sim.n_nodes)
+        rows.append(np.array(seen))
+    assert np.array_equal(rows[0], rows[1])
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 def test_it_adds_the_rest_of_the_step_to_backlog_and_first_token(compiled: bool) -> None:
     """Off, the rows are as before; on, only backlog, first_token and the gap move,

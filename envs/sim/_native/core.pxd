@@ -63,4 +63,4 @@ cdef class Node:
     cdef inline double prefill_time(self, long long new_tokens, long long cached_tokens)
     cdef inline double decode_time(self, long long steps, long long batch, long long context)
     cdef long long steps_by(self, double elapsed) except? -1
-    cdef double step_left_s(self, double now) except? -1.0
+    cpdef double step_left_s(self, double now) except? -1.0

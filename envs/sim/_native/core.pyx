@@ -342,9 +342,10 @@ cdef class Node:
             steps += 1
         return steps
 
-    cdef double step_left_s(self, double now) except? -1.0:
-        """``envs.sim.forecast.decode_step_left_s``: seconds until the decode step
-        running at ``now`` ends (under decode overshoot, until ``free_s``)."""
+    cpdef double step_left_s(self, double now) except? -1.0:
+        """``envs.sim.forecast.decode_step_left_s`` (the reference; this is the
+        compiled observation's, callable from Python for tests): seconds until the
+        decode step running at ``now`` ends (under decode overshoot, until ``free_s``)."""
         cdef long long steps
         cdef double end
         if self.work != DECODE:
