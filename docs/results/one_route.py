@@ -7,7 +7,7 @@ route's reach" in ``rollout_improvement.md``.
 family, ``eft,cache_aware,zoo:improve_warm_step``, the five families of issue
 #16's targets.) Serves each window (simulator seed ``[0, i]``, causal KV) with
 POLICY as it is, then once for each of the arrivals 500, 1,500, 3,000 and
-4,500 (those the window has) with that one arrival routed to the next node
+4,500 (counted from 0; those the window has) with that one arrival routed to the next node
 instead (index + 1 modulo the nodes, the next one its action mask allows for an
 agent; every other decision the policy's own, in the state that follows).
 Prints, per family and policy, the changes of the window's mean TTFT: their
