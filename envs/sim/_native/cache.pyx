@@ -83,8 +83,34 @@ _NUMBERS = (
 )
 
 
+cdef long long _live_segments = 0
+
+
+def live_segments():
+    """Segments alive in this process. They are outside the cyclic collector
+    (``no_gc`` below), so a cycle of them that nothing unlinks would never be
+    freed: the tests check this comes back to where it was once runs are dropped."""
+    return _live_segments
+
+
+# Outside the cyclic collector: a run makes tens of thousands of segments that
+# live as long as its cache, and each collection scanned them all again (about a
+# tenth of btb/Thresholds-v0's env step). Their only references are block lists,
+# other segments and the children dicts; the parent <-> children cycles are
+# unlinked by PrefixCache.__dealloc__ (every segment still in the tree) and by
+# eviction (a segment leaves its parent's children when it goes), so reference
+# counting frees every one (docs/results/learning_speed.md).
+@cython.no_gc
 cdef class Segment:
     """A run of blocks in one tier; an edge of the radix tree (as in the reference)."""
+
+    def __cinit__(self):
+        global _live_segments
+        _live_segments += 1
+
+    def __dealloc__(self):
+        global _live_segments
+        _live_segments -= 1
 
     def __init__(self, list blocks, Segment parent, int tier, double now):
         self.blocks = blocks
