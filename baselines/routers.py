@@ -50,14 +50,17 @@ def least_loaded(sim: Simulator, candidates: list[int] | None = None) -> int:
     return pick(sim, ties)
 
 
-def earliest_first_token(sim: Simulator, request: Request, memo: HitMemo | None = None) -> int:
+def earliest_first_token(
+    sim: Simulator, request: Request, memo: HitMemo | None = None, step_wait: bool = False
+) -> int:
     """The node up where ``request``'s first token is expected soonest by the
     causal cost model the observation shows
     (:func:`envs.sim.forecast.first_token_estimates`: each node's current work
     and queued prefills, each with what it will find cached, then this
     request's prefill with its HBM hit there); ties by load, then index.
-    ``memo`` keeps the queues' costs from one call to the next (one per run)."""
-    return soonest_node(sim, first_token_estimates(sim, request, memo))
+    ``memo`` keeps the queues' costs from one call to the next (one per run);
+    ``step_wait`` adds each node's rest of its decode step (``eft_step``)."""
+    return soonest_node(sim, first_token_estimates(sim, request, memo, step_wait))
 
 
 def soonest_node(sim: Simulator, estimates: list[tuple[float, float]]) -> int:
@@ -116,6 +119,8 @@ class EarliestFirstToken(Policy):
     """btb-gym's router (not a production one): the node where the request's
     first token is expected soonest (:func:`earliest_first_token`); no warming."""
 
+    step_wait = False
+
     def __init__(self) -> None:
         self._memo: HitMemo = {}
 
@@ -123,7 +128,7 @@ class EarliestFirstToken(Policy):
         self._memo = {}
 
     def decide(self, sim: Simulator, request: Request) -> int:
-        return earliest_first_token(sim, request, self._memo)
+        return earliest_first_token(sim, request, self._memo, self.step_wait)
 
 
 @register("eft_step")
@@ -133,8 +138,7 @@ class EarliestFirstTokenStep(EarliestFirstToken):
     a request admitted there waits for, as the observation's ``step_wait`` option
     counts it; no warming."""
 
-    def decide(self, sim: Simulator, request: Request) -> int:
-        return soonest_node(sim, first_token_estimates(sim, request, self._memo, step_wait=True))
+    step_wait = True
 
 
 @register("cache_aware")

@@ -21,12 +21,15 @@ WIDTH = len(NODE_FEATURES)
 SHIFTED = {NODE_FEATURES.index(name) for name in ("backlog", "first_token", "first_token_gap")}
 
 
-def _run(steps: int, step_wait: bool, compiled: bool) -> tuple[np.ndarray, list[list[float]]]:
+def _run(
+    steps: int, step_wait: bool, compiled: bool, core: str | None = None
+) -> tuple[np.ndarray, list[list[float]]]:
     """The observations of the first ``steps`` arrivals of a rising_load validation
-    window on llama-3.3-70b, each routed to node k mod 4, and each node's
-    :func:`decode_step_left_s` at every arrival."""
+    window on llama-3.3-70b (on the simulator ``core``, the process's by default),
+    each routed to node k mod 4, and each node's :func:`decode_step_left_s` at
+    every arrival."""
     window = next(windows("rising_load", split="val", limit=1))
-    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=True))
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=True), core=core)
     encoder = ObservationEncoder(sim.n_nodes, compiled=compiled, step_wait=step_wait)
     encoder.reset()
     decisions = sim.decisions()
@@ -111,22 +114,8 @@ def test_the_compiled_rest_of_a_step_is_the_reference_s_to_the_bit(causal_kv: bo
 def test_the_compiled_rows_read_a_python_core_s_nodes_too() -> None:
     """On the Python core's nodes the compiled rows take the rest of a step from
     the reference function: the same observations as the Python encoder's."""
-    window = next(windows("rising_load", split="val", limit=1))
-    rows = []
-    for compiled in (True, False):
-        sim = Simulator(
-            setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=True), core="python"
-        )
-        encoder = ObservationEncoder(sim.n_nodes, compiled=compiled, step_wait=True)
-        encoder.reset()
-        decisions = sim.decisions()
-        request = next(decisions)
-        seen = []
-        for k in range(300):
-            seen.append(encoder.encode(sim, request).copy())
-            request = decisions.send(k % sim.n_nodes)
-        rows.append(np.array(seen))
-    assert np.array_equal(rows[0], rows[1])
+    compiled, _ = _run(300, True, True, core="python")
+    assert np.array_equal(compiled, _run(300, True, False, core="python")[0])
 
 
 @pytest.mark.parametrize("compiled", [True, False])

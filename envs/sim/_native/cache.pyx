@@ -333,14 +333,12 @@ cdef class PrefixCache:
         self._replica_heap = _Heap()
 
     def __dealloc__(self):
-        # A parent and its children refer to each other, and the heaps hold
-        # segments from C arrays the cyclic collector cannot see: the segments of
-        # a dropped cache would look referenced from outside to the collection
-        # that drops it, and stay (with every block list) until a later
-        # collection of an older generation, thousands a finished episode.
-        # Unlinking every edge here (both ways: no chain of parents is left to
-        # free recursively) lets each go by reference counting as soon as the
-        # heaps let go, just after this.
+        # A parent and its children refer to each other, and segments are outside
+        # the cyclic collector (``no_gc``, above): this unlinking is what frees a
+        # dropped cache's tree. Every edge goes (both ways: no chain of parents
+        # is left to free recursively), so each segment goes by reference
+        # counting as soon as the heaps, whose C arrays hold references too,
+        # let go, just after this.
         cdef list stack
         cdef Segment seg, child
         if self.root is None:
@@ -348,7 +346,7 @@ cdef class PrefixCache:
         stack = [self.root]
         while stack:
             seg = stack.pop()
-            if seg.children:  # (None in a segment the collector already cleared)
+            if seg.children:
                 for child in seg.children.values():
                     child.parent = None
                     stack.append(child)
