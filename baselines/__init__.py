@@ -4,6 +4,7 @@ from baselines.btb import BTB, ShadowCopy
 from baselines.btb_pending import BTBPending
 from baselines.btb_speculative import BTBSpeculative
 from baselines.btb_tuned import BTBTuned
+from baselines.eft_pull import EarliestFirstTokenPull
 from baselines.oracle import OracleWarm
 from baselines.policy import POLICIES, Policy, make_policy, register
 from baselines.production import LLMD, DynamoKV, SGLangGateway
@@ -26,6 +27,7 @@ __all__ = [
     "BTBTuned",
     "CacheAware",
     "DynamoKV",
+    "EarliestFirstTokenPull",
     "LeastLoad",
     "OracleWarm",
     "Policy",
