@@ -1,6 +1,7 @@
 """The results pages written from stored rows are what their scripts write now:
-``docs/results/capacity_floor.md``, ``target_cells.md`` and ``eft_step.md`` (a rule or a row changed
-without regenerating them would leave a stale count in the docs)."""
+``docs/results/capacity_floor.md``, ``target_cells.md``, ``eft_step.md`` and
+``eft_pull.md`` (a rule or a row changed without regenerating them would leave a
+stale count in the docs)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,12 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
     try:
         yield {
             name: importlib.import_module(name)
-            for name in ("capacity_floor_table", "target_cells", "eft_step_table")
+            for name in (
+                "capacity_floor_table",
+                "target_cells",
+                "eft_step_table",
+                "eft_pull_table",
+            )
         }
     finally:
         sys.path.remove(str(RESULTS))
@@ -40,6 +46,13 @@ def test_capacity_floor_page_is_current(scripts: dict[str, ModuleType]) -> None:
 def test_eft_step_page_is_current(scripts: dict[str, ModuleType]) -> None:
     rows = json.loads((RESULTS / "eft_step_test.json").read_text())["rows"]
     assert (RESULTS / "eft_step.md").read_text() == scripts["eft_step_table"].table(rows)
+
+
+def test_eft_pull_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    rows = json.loads((RESULTS / "eft_pull_test.json").read_text())["rows"]
+    agent_rows = json.loads((RESULTS / "rollout_improvement_test.json").read_text())["rows"]
+    written = (RESULTS / "eft_pull.md").read_text()
+    assert written == scripts["eft_pull_table"].table(rows, agent_rows)
 
 
 def test_target_cells_page_is_current(scripts: dict[str, ModuleType]) -> None:

@@ -85,7 +85,7 @@ def test_it_copies_only_the_missing_blocks_and_never_twice() -> None:
 
 def test_no_holder_no_copy() -> None:
     sim = _state(queued=2)
-    fresh = request(prefix(64, start=500_000) + (7,), index=3)  # nobody holds its prefix
+    fresh = request((*prefix(64, start=500_000), 7), index=3)  # nobody holds its prefix
     assert pull_option(sim, fresh, estimates_with_hits(sim, fresh, None, step_wait=True)) is None
     assert make_policy("eft_pull").decide(sim, fresh) == make_policy("eft_step").decide(sim, fresh)
     assert sim.copies == []
