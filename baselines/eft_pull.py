@@ -6,36 +6,43 @@ estimates it (``envs.sim.forecast``: each node's current work and queued
 prefills, each with what it will find cached, the rest of the decode step in
 progress, then this request's prefill with its HBM hit there), with one more
 option per node that lacks the request's shared prefix (its prompt blocks but
-the last): copy the missing blocks there from a node holding the prefix in HBM,
-then prefill only the request's own part. Under the reference copy model a copy
-is a work item on its target and goes ahead of the target's queue, so that
-option is expected at the target's backlog, plus the copy (the transfer latency
-and the missing blocks' bytes over the target's RDMA bandwidth), plus the
-suffix's prefill. When the best such option is sooner than every node's
+the last) and will not hold it otherwise (no request there computes it, no copy
+in flight there carries it): copy the missing blocks there from a node holding
+the prefix in HBM, then prefill only the request's own part. Under the reference
+copy model a copy is a work item on its target and goes ahead of the target's
+queue, after the copies already queued there, so that option is expected at the
+target's backlog, plus those queued copies, plus this copy (the transfer
+latency and the missing blocks' bytes over the target's RDMA bandwidth), plus
+the suffix's prefill. When the best such option is sooner than every node's
 estimate without a copy, the router starts the copy (from the holder with the
 least backlog, ties to the lower index) and routes the request to its target,
-where it waits for the copy to land; otherwise it routes as ``eft_step``.
+where it waits for the copy to land; otherwise (or when the simulator refuses
+the copy) it routes as ``eft_step``.
 
-It copies only what a request about to be routed asks for, at the moment it
-pays, and only from KV that exists: no burst detector and no thresholds, and no
-knowledge of what comes later (``oracle_warm`` has that). A prefix still being
-computed is not a source: waiting for it and then copying was measured slower
-on the 60 s bursts (docs/baselines.md). Under the contention copy model the
-estimate still prices a copy at the target's link alone.
+It prices a copy for the request being routed only: the requests already
+waiting on the target are each delayed by the copy too. It has no burst
+detector and no thresholds, sees nothing of what comes later (``oracle_warm``
+does), and copies only from a prefix its view shows in HBM: a prefix still
+being computed is not a source (waiting for it and then copying was measured
+slower on the 60 s bursts: docs/baselines.md). Under the contention copy model
+the copy runs beside the target's backlog instead of before its queue, and the
+estimate, which adds the two, is too high; with a delayed router view
+(``SimConfig.router_view_delay_s``) a holder may have evicted the prefix since.
 """
 
 from __future__ import annotations
 
-from baselines.policy import Policy, register
-from baselines.routers import soonest_node
+from baselines.policy import register
+from baselines.routers import EarliestFirstTokenStep, soonest_node, up_nodes
 from envs.sim.forecast import (
-    HitMemo,
     copy_bytes,
     copy_s,
     estimates_with_hits,
     prefix_of,
     usable_tokens,
+    will_hold,
 )
+from envs.sim.node import Node
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -45,12 +52,11 @@ def pull_option(
 ) -> tuple[int, int, float] | None:
     """The soonest copy-then-route option for ``request``: (source, target,
     expected first token in seconds from now), or None when no node up holds its
-    shared prefix in HBM or every node up that lacks it already has a copy of it
-    in flight. ``estimates`` are :func:`estimates_with_hits`' for ``request``."""
+    shared prefix in HBM or every other node up will hold it without a copy.
+    ``estimates`` are :func:`estimates_with_hits`' for ``request``."""
     prefix = prefix_of(request)
     depth = len(prefix)
-    key = prefix[-1]
-    up = [node for node in sim.nodes if not node.down]
+    up = up_nodes(sim)
     holders = [node.index for node in up if estimates[node.index][2] >= depth]
     if not holders:
         return None
@@ -63,29 +69,30 @@ def pull_option(
     for node in up:
         j = node.index
         backlog, _, hit = estimates[j]
-        if hit >= depth or key in node.inflight:
+        if hit >= depth or will_hold(node, prefix):
             continue
         moved_s = copy_s(copy_bytes(depth - hit, bt, node), node, latency_s)
-        first = backlog + moved_s + node.costs.prefill_s(n_in - have, have)
+        ahead_s = queued_copies_s(node, latency_s)
+        first = backlog + ahead_s + moved_s + node.costs.prefill_s(n_in - have, have)
         if best is None or first < best[2]:
             best = (source, j, first)
     return best
 
 
+def queued_copies_s(node: Node, latency_s: float) -> float:
+    """Seconds of the copies queued on ``node`` (the reference copy model: each a
+    work item that goes ahead of the node's queue), which the backlog leaves out."""
+    return sum(copy_s(copy.bytes * copy.slowdown, node, latency_s) for copy in node.copy_queue)
+
+
 @register("eft_pull")
-class EarliestFirstTokenPull(Policy):
+class EarliestFirstTokenPull(EarliestFirstTokenStep):
     """btb-gym's router: ``eft_step``, or a copy of the request's prefix to the
     node where, copied, its first token is expected sooner than anywhere without
     a copy (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self._memo: HitMemo = {}
-
-    def reset(self, sim: Simulator) -> None:
-        self._memo = {}
-
     def decide(self, sim: Simulator, request: Request) -> int:
-        estimates = estimates_with_hits(sim, request, self._memo, step_wait=True)
+        estimates = estimates_with_hits(sim, request, self._memo, self.step_wait)
         node = soonest_node(sim, [(backlog, first) for backlog, first, _ in estimates])
         pull = pull_option(sim, request, estimates)
         if pull is not None:

@@ -12,7 +12,7 @@ Reads ``EVAL_ROOT/<setup>/<family>/results.json``, each written by
 (all 15 test windows, evaluation seed 0, causal KV), keeps the rows' mean and p95
 TTFT and warm copies in ``eft_pull_test.json`` and writes ``eft_pull.md`` here,
 with ``improve_warm_step``'s test means from ``rollout_improvement_test.json``
-(the same windows and seed).
+(the same windows and seed). Shares the runs' reading with ``eft_step_table.py``.
 """
 
 from __future__ import annotations
@@ -21,29 +21,11 @@ import json
 import sys
 from pathlib import Path
 
+from eft_step_table import FAMILIES, SETUPS, change, read_runs
+
 HERE = Path(__file__).resolve().parent
-SETUPS = ("70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4")
-FAMILIES = ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
 POLICIES = ("eft_step", "btb_pending", "oracle_warm", "eft_pull", "floor")
-KEPT = ("setup", "workload", "policy", "windows", "requests", "ttft_mean_s", "ttft_p95_s")
 AGENT = "improve_warm_step"
-
-
-def read_runs(root: Path) -> list[dict]:
-    rows = []
-    for setup in SETUPS:
-        for family in FAMILIES:
-            found = json.loads((root / setup / family / "results.json").read_text())["rows"]
-            for row in found:
-                if row["policy"] in POLICIES:
-                    kept = {key: row[key] for key in KEPT}
-                    kept["warm_copies"] = row.get("warm_copies")
-                    rows.append(kept)
-    return rows
-
-
-def change(new: float, old: float) -> str:
-    return f"{(new / old - 1) * 100:+.1f} %"
 
 
 def table(rows: list[dict], agent_rows: list[dict]) -> str:
@@ -87,7 +69,8 @@ def table(rows: list[dict], agent_rows: list[dict]) -> str:
 def main(argv: list[str]) -> None:
     data = HERE / "eft_pull_test.json"
     if argv:
-        data.write_text(json.dumps({"rows": read_runs(Path(argv[0]))}, indent=1) + "\n")
+        rows = read_runs(Path(argv[0]), POLICIES, ("warm_copies",))
+        data.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     rows = json.loads(data.read_text())["rows"]
     agent_rows = json.loads((HERE / "rollout_improvement_test.json").read_text())["rows"]
     (HERE / "eft_pull.md").write_text(table(rows, agent_rows))

@@ -25,14 +25,20 @@ POLICIES = ("eft", "eft_step", "floor")
 KEPT = ("setup", "workload", "policy", "windows", "requests", "ttft_mean_s", "ttft_p95_s")
 
 
-def read_runs(root: Path) -> list[dict]:
+def read_runs(
+    root: Path, policies: tuple[str, ...] = POLICIES, extra: tuple[str, ...] = ()
+) -> list[dict]:
+    """The rows of ``policies`` in the runs under ``root``: the ``KEPT`` fields,
+    and the ``extra`` ones (None where a row lacks one)."""
     rows = []
     for setup in SETUPS:
         for family in FAMILIES:
             found = json.loads((root / setup / family / "results.json").read_text())["rows"]
             for row in found:
-                if row["policy"] in POLICIES:
-                    rows.append({key: row[key] for key in KEPT})
+                if row["policy"] in policies:
+                    kept = {key: row[key] for key in KEPT}
+                    kept.update({key: row.get(key) for key in extra})
+                    rows.append(kept)
     return rows
 
 

@@ -52,7 +52,6 @@ def test_it_copies_the_prefix_to_the_idle_node_when_the_holder_is_queued() -> No
     assert first == approx(pulled)
     assert make_policy("eft_pull").decide(sim, ASK) == 1
     assert [(c.src, c.dst, c.n_blocks) for c in sim.copies] == [(0, 1, 256)]
-    assert make_policy("eft_step").decide(_state(queued=2), ASK) == 1  # the same node, cold
 
 
 def test_it_routes_to_the_holder_when_the_copy_is_not_sooner() -> None:
@@ -76,11 +75,18 @@ def test_it_copies_only_the_missing_blocks_and_never_twice() -> None:
     policy = make_policy("eft_pull")
     assert policy.decide(sim, ASK) == 1
     assert [(c.src, c.dst, c.n_blocks) for c in sim.copies] == [(0, 1, 56)]
-    # a second request with HOT while the copy is in flight: no second copy
+    # while that copy is in flight, node 1 will hold HOT: no second copy
     again = request((*HOT, 8_888), index=9)
     assert pull_option(sim, again, estimates_with_hits(sim, again, None, step_wait=True)) is None
-    policy.decide(sim, again)
-    assert len(sim.copies) == 1
+
+
+def test_no_second_copy_of_a_prefix_of_a_copy_in_flight() -> None:
+    sim = _state(queued=2)  # node 1 cold
+    assert make_policy("eft_pull").decide(sim, ASK) == 1  # HOT's 256 blocks on their way
+    shorter = request((*HOT[:200], 8_888), index=9)  # the simulator would take this copy
+    assert (
+        pull_option(sim, shorter, estimates_with_hits(sim, shorter, None, step_wait=True)) is None
+    )
 
 
 def test_no_holder_no_copy() -> None:
@@ -89,3 +95,78 @@ def test_no_holder_no_copy() -> None:
     assert pull_option(sim, fresh, estimates_with_hits(sim, fresh, None, step_wait=True)) is None
     assert make_policy("eft_pull").decide(sim, fresh) == make_policy("eft_step").decide(sim, fresh)
     assert sim.copies == []
+
+
+def test_the_source_is_the_holder_with_the_least_backlog() -> None:
+    """Three nodes: 0 and 1 hold HOT with 2 and 1 cold requests queued, node 2 is
+    idle and cold: the copy to node 2 comes from node 1."""
+    sim = cluster_state([0, 0, 0], cached=[HOT, HOT, []])
+    for node, queued in ((0, 2), (1, 1)):
+        for k in range(queued):
+            cold = request(prefix(256, start=100_000 * (10 * node + k + 1)), index=10 * node + k)
+            sim.nodes[node].queue.append(cold)
+    assert make_policy("eft_pull").decide(sim, ASK) == 2
+    assert [(c.src, c.dst) for c in sim.copies] == [(1, 2)]
+
+
+class _Scripted:
+    """Routes the requests in ``routes`` as given (``(node, (src, dst, blocks))``
+    also starts a copy), asks ``eft_pull`` about the last one and keeps its estimate."""
+
+    def __init__(self, routes: dict[int, tuple[int, tuple[int, int, tuple[int, ...]] | None]]):
+        self.routes = routes
+        self.pull = make_policy("eft_pull")
+        self.asked: tuple[float, tuple[int, int, float] | None] | None = None
+
+    def decide(self, sim, r):  # type: ignore[no-untyped-def]
+        if r.index in self.routes:
+            node, copy = self.routes[r.index]
+            if copy is not None:
+                assert sim.warm(*copy) == "ok"
+            return node
+        estimates = estimates_with_hits(sim, r, None, step_wait=True)
+        self.asked = (sim.now, pull_option(sim, r, estimates))
+        return self.pull.decide(sim, r)
+
+
+@pytest.mark.parametrize("copy_queued", [False, True])
+def test_the_estimate_is_when_the_pulled_request_s_first_token_comes(copy_queued: bool) -> None:
+    """Run to the end: request 0 computes HOT on node 0 at t=0; at t=100 two cold
+    65,536-token requests go to node 0 and ASK arrives. Node 1 is idle, or (with
+    ``copy_queued``) prefilling 128 cold blocks with a copy of another 256-block
+    prefix queued on it. ``eft_pull`` copies HOT to node 1, and ASK's first token
+    comes when ``pull_option`` said (the HBM read of a hit, which the cost model
+    leaves out, off)."""
+    import numpy as np
+
+    from envs.sim import ClusterSpec, Simulator
+    from envs.sim.request import Workload
+
+    other = prefix(256, start=700_000)
+    reqs = [request((*HOT, 50_000), 0.0, 0), request((*other, 60_000), 10.0, 1)]
+    routes: dict[int, tuple[int, tuple[int, int, tuple[int, ...]] | None]] = {
+        0: (0, None),
+        1: (0, None),
+    }
+    k = 2
+    if copy_queued:
+        reqs.append(request(prefix(128, start=300_000), 100.0, k))
+        reqs.append(request(prefix(8, start=900_000), 100.0, k + 1))
+        routes[k], routes[k + 1] = (1, None), (0, (0, 1, other))
+        k += 2
+    for j in range(2):
+        reqs.append(request(prefix(256, start=100_000 * (j + 1)), 100.0, k))
+        routes[k] = (0, None)
+        k += 1
+    reqs.append(request((*HOT, 9_999), 100.0, k))
+    config = SimConfig(transfer_latency_s=LATENCY_S, hbm_hit_load=False)
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 2)
+    sim = Simulator(cluster, Workload("w", BT, reqs), config, np.random.default_rng(0))
+    policy = _Scripted(routes)
+    records = sim.run(policy)
+    assert policy.asked is not None
+    now, pulled = policy.asked
+    assert pulled is not None and pulled[:2] == (0, 1)
+    assert records.node[k] == 1
+    assert [c.n_blocks for c in sim.copies if c.key == HOT[-1]] == [256]
+    assert records.first_token_s[k] - now == approx(pulled[2])
