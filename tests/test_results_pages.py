@@ -49,10 +49,10 @@ def test_eft_step_page_is_current(scripts: dict[str, ModuleType]) -> None:
 
 
 def test_eft_pull_page_is_current(scripts: dict[str, ModuleType]) -> None:
-    rows = json.loads((RESULTS / "eft_pull_test.json").read_text())["rows"]
+    data = json.loads((RESULTS / "eft_pull_test.json").read_text())
     agent_rows = json.loads((RESULTS / "rollout_improvement_test.json").read_text())["rows"]
     written = (RESULTS / "eft_pull.md").read_text()
-    assert written == scripts["eft_pull_table"].table(rows, agent_rows)
+    assert written == scripts["eft_pull_table"].table(data, agent_rows)
 
 
 def test_target_cells_page_is_current(scripts: dict[str, ModuleType]) -> None:

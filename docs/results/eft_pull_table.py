@@ -1,18 +1,26 @@
 """``eft_pull`` against the other routers on the test windows: ``eft_pull.md``.
 
-    python docs/results/eft_pull_table.py EVAL_ROOT   # read the runs, write both files
-    python docs/results/eft_pull_table.py             # the table again from the JSON
+    python docs/results/eft_pull_table.py EVAL_ROOT MORE_ROOT CONTENTION_ROOT
+    python docs/results/eft_pull_table.py             # the tables again from the JSON
 
-Reads ``EVAL_ROOT/<setup>/<family>/results.json``, each written by
+The first form reads ``EVAL_ROOT/<setup>/<family>/results.json``, each written by
 
     python -m experiments.evaluate "policies=[eft_step,eft_pull,btb_pending,oracle_warm]" \\
         workload=FAMILY workload.eval_windows=null setup=SETUP logger=none \\
         out_dir=EVAL_ROOT/SETUP/FAMILY
 
-(all 15 test windows, evaluation seed 0, causal KV), keeps the rows' mean and p95
-TTFT and warm copies in ``eft_pull_test.json`` and writes ``eft_pull.md`` here,
-with ``improve_warm_step``'s test means from ``rollout_improvement_test.json``
-(the same windows and seed). Shares the runs' reading with ``eft_step_table.py``.
+``MORE_ROOT/<family>/results.json`` for the other families on 70b, each by
+
+    python -m experiments.evaluate "policies=[btb,btb_pending,eft_step,eft_pull,oracle_warm]" \\
+        workload=FAMILY workload.eval_windows=null setup=70b_h100x4 logger=none \\
+        out_dir=MORE_ROOT/FAMILY
+
+and ``CONTENTION_ROOT/<family>/results.json``, the first command on 70b with
+``sim.copy_model=contention`` (all 15 test windows, evaluation seed 0, causal KV).
+It keeps the rows' mean and p95 TTFT and warm copies in ``eft_pull_test.json``;
+both forms write ``eft_pull.md`` here from it, with ``improve_warm_step``'s test
+means from ``rollout_improvement_test.json`` (the same windows and seed). Shares
+the runs' reading with ``eft_step_table.py``.
 """
 
 from __future__ import annotations
@@ -21,15 +29,36 @@ import json
 import sys
 from pathlib import Path
 
-from eft_step_table import FAMILIES, SETUPS, change, read_runs
+from eft_step_table import FAMILIES, KEPT, SETUPS, change, read_runs
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("eft_step", "btb_pending", "oracle_warm", "eft_pull", "floor")
 AGENT = "improve_warm_step"
+MORE_FAMILIES = ("decoy_heavy", "multi_tenant", "agent_fanout", "conversation_like")
+MORE_POLICIES = ("btb", "btb_pending", "eft_step", "oracle_warm", "eft_pull", "floor")
 
 
-def table(rows: list[dict], agent_rows: list[dict]) -> str:
-    by = {(r["setup"], r["workload"], r["policy"]): r for r in rows}
+def read_families(root: Path, families: tuple[str, ...], policies: tuple[str, ...]) -> list[dict]:
+    """The rows of ``policies`` in ``root/<family>/results.json``."""
+    rows = []
+    for family in families:
+        found = json.loads((root / family / "results.json").read_text())["rows"]
+        for row in found:
+            if row["policy"] in policies:
+                kept = {key: row[key] for key in KEPT}
+                kept["warm_copies"] = row.get("warm_copies")
+                rows.append(kept)
+    return rows
+
+
+def cell(row: dict) -> str:
+    """Mean / p95 (copies)."""
+    copies = "" if row.get("warm_copies") is None else f" ({row['warm_copies']:,})"
+    return f"{row['ttft_mean_s']:.4g} / {row['ttft_p95_s']:.4g}{copies}"
+
+
+def table(data: dict, agent_rows: list[dict]) -> str:
+    by = {(r["setup"], r["workload"], r["policy"]): r for r in data["rows"]}
     agent = {(r["setup"], r["workload"]): r for r in agent_rows if r["policy"] == AGENT}
     lines = [
         "# `eft_pull` against the other routers (test windows)",
@@ -56,24 +85,71 @@ def table(rows: list[dict], agent_rows: list[dict]) -> str:
             lines.append(
                 f"| {setup} | {family} "
                 f"| {step['ttft_mean_s']:.4g} | {pending['ttft_mean_s']:.4g} "
-                f"| {oracle['ttft_mean_s']:.4g} / {oracle['ttft_p95_s']:.4g} "
-                f"({oracle['warm_copies']:,}) "
-                f"| {pull['ttft_mean_s']:.4g} / {pull['ttft_p95_s']:.4g} ({pull['warm_copies']:,}) "
+                f"| {cell(oracle)} | {cell(pull)} "
                 f"| {change(pull['ttft_mean_s'], oracle['ttft_mean_s'])} / "
                 f"{change(pull['ttft_p95_s'], oracle['ttft_p95_s'])} "
                 f"| {agent_mean} | {floor['ttft_mean_s']:.4g} |"
             )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + more_tables(data)) + "\n"
+
+
+def more_tables(data: dict) -> list[str]:
+    """The other families on 70b, and the five under the contention copy model."""
+    more = {(r["workload"], r["policy"]): r for r in data["other_families"]}
+    lines = [
+        "",
+        "## The other families (llama-3.3-70b)",
+        "",
+        "The same, on the families the targets leave out",
+        "([workloads.md](../workloads.md)); mean / p95 TTFT (s) (warm copies).",
+        "",
+        "| family | " + " | ".join(f"`{p}`" for p in MORE_POLICIES[:-1]) + " | floor mean "
+        "| `eft_pull` vs `oracle_warm` mean |",
+        "|---|" + "--:|" * (len(MORE_POLICIES) + 1),
+    ]
+    for family in MORE_FAMILIES:
+        rows = [more[(family, p)] for p in MORE_POLICIES]
+        pull, oracle, floor = rows[-2], rows[-3], rows[-1]
+        against = change(pull["ttft_mean_s"], oracle["ttft_mean_s"])
+        cells = " | ".join(cell(r) for r in rows[:-1])
+        lines.append(f"| {family} | {cells} | {floor['ttft_mean_s']:.4g} | {against} |")
+    contention = {(r["workload"], r["policy"]): r for r in data["contention"]}
+    lines += [
+        "",
+        "## Under the contention copy model (llama-3.3-70b)",
+        "",
+        "`sim.copy_model=contention`: copies run in the background and share the",
+        "nodes' NICs ([physics.md](../physics.md)); `eft_pull` still prices a copy",
+        "as the reference model runs it.",
+        "",
+        "| family | `eft_step` | `btb_pending` | `oracle_warm` | `eft_pull` "
+        "| `eft_pull` vs `oracle_warm` mean / p95 |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
+    for family in FAMILIES:
+        step, pending, oracle, pull = (
+            contention[(family, p)] for p in ("eft_step", "btb_pending", "oracle_warm", "eft_pull")
+        )
+        lines.append(
+            f"| {family} | {cell(step)} | {cell(pending)} | {cell(oracle)} | {cell(pull)} "
+            f"| {change(pull['ttft_mean_s'], oracle['ttft_mean_s'])} / "
+            f"{change(pull['ttft_p95_s'], oracle['ttft_p95_s'])} |"
+        )
+    return lines
 
 
 def main(argv: list[str]) -> None:
     data = HERE / "eft_pull_test.json"
     if argv:
-        rows = read_runs(Path(argv[0]), POLICIES, ("warm_copies",))
-        data.write_text(json.dumps({"rows": rows}, indent=1) + "\n")
-    rows = json.loads(data.read_text())["rows"]
+        main_root, more_root, contention_root = (Path(a) for a in argv)
+        runs = {
+            "rows": read_runs(main_root, POLICIES, ("warm_copies",)),
+            "other_families": read_families(more_root, MORE_FAMILIES, MORE_POLICIES),
+            "contention": read_families(contention_root, FAMILIES, POLICIES),
+        }
+        data.write_text(json.dumps(runs, indent=1) + "\n")
     agent_rows = json.loads((HERE / "rollout_improvement_test.json").read_text())["rows"]
-    (HERE / "eft_pull.md").write_text(table(rows, agent_rows))
+    (HERE / "eft_pull.md").write_text(table(json.loads(data.read_text()), agent_rows))
 
 
 if __name__ == "__main__":
