@@ -3,13 +3,15 @@ states whose first-token times are worked out from the cost model."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from statekit import BT, cluster_state, prefix, request
 
 from baselines import make_policy
 from baselines.eft_pull import pull_option
-from envs.sim import SimConfig
+from envs.sim import ClusterSpec, SimConfig, Simulator
 from envs.sim.forecast import estimates_with_hits
+from envs.sim.request import Workload
 
 HOT = prefix(256)  # 65,536 tokens
 ASK = request((*HOT, 9_999))  # the hot prefix and one block of its own
@@ -137,11 +139,6 @@ def test_the_estimate_is_when_the_pulled_request_s_first_token_comes(copy_queued
     prefix queued on it. ``eft_pull`` copies HOT to node 1, and ASK's first token
     comes when ``pull_option`` said (the HBM read of a hit, which the cost model
     leaves out, off)."""
-    import numpy as np
-
-    from envs.sim import ClusterSpec, Simulator
-    from envs.sim.request import Workload
-
     other = prefix(256, start=700_000)
     reqs = [request((*HOT, 50_000), 0.0, 0), request((*other, 60_000), 10.0, 1)]
     routes: dict[int, tuple[int, tuple[int, int, tuple[int, ...]] | None]] = {
