@@ -16,11 +16,12 @@ The first form reads ``EVAL_ROOT/<setup>/<family>/results.json``, each written b
         out_dir=MORE_ROOT/FAMILY
 
 and ``CONTENTION_ROOT/<family>/results.json``, the first command on 70b with
-``sim.copy_model=contention`` (all 15 test windows, evaluation seed 0, causal KV).
+``sim.copy_model=contention`` and ``out_dir=CONTENTION_ROOT/FAMILY`` (all 15 test
+windows, evaluation seed 0, causal KV).
 It keeps the rows' mean and p95 TTFT and warm copies in ``eft_pull_test.json``;
 both forms write ``eft_pull.md`` here from it, with ``improve_warm_step``'s test
-means from ``rollout_improvement_test.json`` (the same windows and seed). Shares
-the runs' reading with ``eft_step_table.py``.
+means from ``rollout_improvement_test.json`` (the same windows and seed). The
+first table's runs are read by ``eft_step_table.py``'s ``read_runs``.
 """
 
 from __future__ import annotations
@@ -64,12 +65,14 @@ def table(data: dict, agent_rows: list[dict]) -> str:
         "# `eft_pull` against the other routers (test windows)",
         "",
         "`eft_pull` is `eft_step` that also copies a request's prefix from a node",
-        "holding it to the node where, copied, its first token is expected soonest",
-        "([baselines.md](../baselines.md)). All 15 test windows of each family,",
-        "evaluation seed 0, causal KV; mean and p95 TTFT (s) over the windows' pooled",
-        "requests, and the warm copies of all 15 windows. `oracle_warm` is",
-        "clairvoyant; the last column is the RL agent `improve_warm_step`'s mean (from",
-        "`rollout_improvement_test.json`). Written by",
+        "holding it to another node and routes it there when its first token is",
+        "expected sooner there than anywhere without a copy",
+        "([baselines.md](../baselines.md)).",
+        "All 15 test windows of each family, evaluation seed 0, causal KV; mean and p95",
+        "TTFT (s) over the windows' pooled requests, and the warm copies of all 15",
+        "windows. `oracle_warm` is clairvoyant; the column before the floor's is the",
+        "RL agent `improve_warm_step`'s mean (from `rollout_improvement_test.json`).",
+        "Written by",
         "[eft_pull_table.py](eft_pull_table.py) from `eft_pull_test.json`.",
         "",
         "| setup | family | `eft_step` mean | `btb_pending` mean | `oracle_warm` mean / p95 "

@@ -1,5 +1,6 @@
 """``eft_pull`` (``eft_step`` plus a copy of the prefix on demand) on hand-built
-states whose first-token times are worked out from the cost model."""
+states whose first-token times are worked out from the cost model, and on a
+short run whose pulled request's first token comes when the estimate said."""
 
 from __future__ import annotations
 
