@@ -7,8 +7,10 @@
 (from the repository's root: ``zoo:NAME`` loads ``agents/zoo/NAME``.)
 
 Serves the first WINDOWS validation windows of FAMILY (default ``rising_load``,
-5) on SETUP (default ``70b_h100x4``), causal KV, window ``i`` on the simulator
-seed ``[0, i]`` (what ``python -m experiments.evaluate split=val`` gives), with
+5; more than 5 are the validation windows ``val_windows=WINDOWS`` holds out
+after train and test, window indices 20 onwards, the first 5 the usual ones) on
+SETUP (default ``70b_h100x4``), causal KV, window ``i`` on the simulator seed
+``[0, i]`` (what ``python -m experiments.evaluate split=val`` gives), with
 each POLICY: a registered baseline (``oracle_warm``; ``eft_step`` is ``eft``
 with each node's rest of its decode step added to its estimates, as the
 observation's ``step_wait`` adds it), a zoo agent (``zoo:improve_warm``) or
@@ -95,7 +97,8 @@ def main(argv: list[str]) -> None:
     n = int(argv[2]) if len(argv) > 2 else 5
     names = argv[3].split(",") if len(argv) > 3 else ["oracle_warm", "everywhere:eft"]
     cluster = setup_cluster(setup)
-    pool = list(windows(family, split="val", limit=n))
+    # more than the registry's 5 validation windows: held out after train and test
+    pool = list(windows(family, split="val", limit=n, val_windows=max(n, 5)))
     for name in names:
         means, p95s, total, count, copies = [], [], 0.0, 0, 0
         for i, window in enumerate(pool):
