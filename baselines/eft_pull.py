@@ -36,13 +36,13 @@ from baselines.policy import register
 from baselines.routers import EarliestFirstTokenStep, soonest_node, up_nodes
 from envs.sim.forecast import (
     copy_bytes,
+    copy_queue_s,
     copy_s,
     estimates_with_hits,
     prefix_of,
     usable_tokens,
     will_hold,
 )
-from envs.sim.node import Node
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -72,17 +72,11 @@ def pull_option(
         if hit >= depth or will_hold(node, prefix):
             continue
         moved_s = copy_s(copy_bytes(depth - hit, bt, node), node, latency_s)
-        ahead_s = queued_copies_s(node, latency_s)
+        ahead_s = copy_queue_s(node, latency_s)
         first = backlog + ahead_s + moved_s + node.costs.prefill_s(n_in - have, have)
         if best is None or first < best[2]:
             best = (source, j, first)
     return best
-
-
-def queued_copies_s(node: Node, latency_s: float) -> float:
-    """Seconds of the copies queued on ``node`` (the reference copy model: each a
-    work item that goes ahead of the node's queue), which the backlog leaves out."""
-    return sum(copy_s(copy.bytes * copy.slowdown, node, latency_s) for copy in node.copy_queue)
 
 
 @register("eft_pull")

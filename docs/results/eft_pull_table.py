@@ -21,7 +21,7 @@ windows, evaluation seed 0, causal KV).
 It keeps the rows' mean and p95 TTFT and warm copies in ``eft_pull_test.json``;
 both forms write ``eft_pull.md`` here from it, with ``improve_warm_step``'s test
 means from ``rollout_improvement_test.json`` (the same windows and seed). The
-first table's runs are read by ``eft_step_table.py``'s ``read_runs``.
+runs are read with ``eft_step_table.py``'s ``read_runs`` and ``kept_rows``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import json
 import sys
 from pathlib import Path
 
-from eft_step_table import FAMILIES, KEPT, SETUPS, change, read_runs
+from eft_step_table import FAMILIES, SETUPS, change, kept_rows, read_runs
 
 HERE = Path(__file__).resolve().parent
 POLICIES = ("eft_step", "btb_pending", "oracle_warm", "eft_pull", "floor")
@@ -40,16 +40,12 @@ MORE_POLICIES = ("btb", "btb_pending", "eft_step", "oracle_warm", "eft_pull", "f
 
 
 def read_families(root: Path, families: tuple[str, ...], policies: tuple[str, ...]) -> list[dict]:
-    """The rows of ``policies`` in ``root/<family>/results.json``."""
-    rows = []
-    for family in families:
-        found = json.loads((root / family / "results.json").read_text())["rows"]
-        for row in found:
-            if row["policy"] in policies:
-                kept = {key: row[key] for key in KEPT}
-                kept["warm_copies"] = row.get("warm_copies")
-                rows.append(kept)
-    return rows
+    """The rows of ``policies`` in ``root/<family>/results.json``, with their copies."""
+    return [
+        row
+        for family in families
+        for row in kept_rows(root / family / "results.json", policies, ("warm_copies",))
+    ]
 
 
 def cell(row: dict) -> str:

@@ -28,17 +28,24 @@ KEPT = ("setup", "workload", "policy", "windows", "requests", "ttft_mean_s", "tt
 def read_runs(
     root: Path, policies: tuple[str, ...] = POLICIES, extra: tuple[str, ...] = ()
 ) -> list[dict]:
-    """The rows of ``policies`` in the runs under ``root``: the ``KEPT`` fields,
+    """The rows of ``policies`` in ``root/<setup>/<family>/results.json``."""
+    return [
+        row
+        for setup in SETUPS
+        for family in FAMILIES
+        for row in kept_rows(root / setup / family / "results.json", policies, extra)
+    ]
+
+
+def kept_rows(path: Path, policies: tuple[str, ...], extra: tuple[str, ...] = ()) -> list[dict]:
+    """The rows of ``policies`` in one run's ``results.json``: the ``KEPT`` fields,
     and the ``extra`` ones (None where a row lacks one)."""
     rows = []
-    for setup in SETUPS:
-        for family in FAMILIES:
-            found = json.loads((root / setup / family / "results.json").read_text())["rows"]
-            for row in found:
-                if row["policy"] in policies:
-                    kept = {key: row[key] for key in KEPT}
-                    kept.update({key: row.get(key) for key in extra})
-                    rows.append(kept)
+    for row in json.loads(path.read_text())["rows"]:
+        if row["policy"] in policies:
+            kept = {key: row[key] for key in KEPT}
+            kept.update({key: row.get(key) for key in extra})
+            rows.append(kept)
     return rows
 
 

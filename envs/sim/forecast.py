@@ -152,6 +152,18 @@ def copy_s(n_bytes: float, target: Node, latency_s: float) -> float:
     return latency_s + transfer_s(n_bytes, target)
 
 
+def queued_copy_s(copy: Copy, target: Node, latency_s: float) -> float:
+    """A queued copy's work item on ``target`` (the reference copy model): its
+    :func:`copy_s`, a slow copy's bytes counted ``copy.slowdown`` times."""
+    return copy_s(copy.bytes * copy.slowdown, target, latency_s)
+
+
+def copy_queue_s(node: Node, latency_s: float) -> float:
+    """Seconds of the copies queued on ``node``, which run before its queued
+    prefills; :func:`node_backlog` leaves them out."""
+    return sum(queued_copy_s(copy, node, latency_s) for copy in node.copy_queue)
+
+
 def landing_s(copy: Copy, nodes: Sequence[Node], t: float, latency_s: float) -> float:
     """When a copy in flight will land, as far as the state at ``t`` tells
     (``inf`` if its source KV has no known time to exist yet)."""

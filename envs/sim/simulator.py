@@ -51,7 +51,7 @@ from envs.sim.events import (
     WAKE_EVENT,
 )
 from envs.sim.faults import REFUSALS, Faults
-from envs.sim.forecast import copy_bytes, copy_s, reuse_plan, will_hold, worth_waiting
+from envs.sim.forecast import copy_bytes, queued_copy_s, reuse_plan, will_hold, worth_waiting
 from envs.sim.lifecycle import CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
@@ -576,7 +576,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         config = self.config
         if node.copy_queue:
             copy = node.copy_queue.popleft()
-            duration = copy_s(copy.bytes * copy.slowdown, node, config.transfer_latency_s)
+            duration = queued_copy_s(copy, node, config.transfer_latency_s)
             copy.start_s = t
             node.work = COPY
             node.work_obj = copy
