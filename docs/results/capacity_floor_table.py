@@ -157,7 +157,12 @@ its docstring; the rows it read are in `capacity_floor.json`).
   nodes: 5.39 s against the floor's 4.23. "10 % below btb_pending" there asks for
   5.46 s, 0.06 s (1.2 %) above the bound, while oracle_warm (5.79) and the
   fine-tuned agent (5.84) sit 0.39-0.45 s above it: the target is tight but not
-  ruled out. On the 60 s bursts, rising_load, mixed and art_like the bound is
+  ruled out. A bound that also kept each 4.7 s decoy prefill whole on one node
+  (a node cannot preempt a prefill) would not rule it out either: in such a
+  relaxed model a clairvoyant placement of the decoys costs 0.023-0.048 s of the
+  mean on the five validation windows, below the 0.054 s the target leaves them
+  ([the probe](rollout_improvement.md#would-a-bound-that-knows-prefills-are-not-preempted-rule-the-1-s-target-out-2026-12-04)).
+  On the 60 s bursts, rising_load, mixed and art_like the bound is
   0.1-1.9 % above the floor, far below every policy (60 s bursts: 0.35 against
   the best policies' 0.73-0.78): at those loads it says little about whether the
   targets can be reached.
