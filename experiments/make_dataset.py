@@ -43,6 +43,7 @@ from tqdm import tqdm
 from envs.files import dumps_strict, file_mode
 from envs.sim.errors import NamedFields
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
 from envs.workloads.registry import (
     PUBLISHED_WORKLOAD,
     WindowSpec,
@@ -68,8 +69,7 @@ DEFAULTS: dict[str, Any] = {
     **trace_defaults(),
     "overwrite": False,
 }
-FORMAT_NAME = "bursted-art-jsonl"
-DATASET_FILES = ("train.jsonl", "val.jsonl", "test.jsonl", "dataset_info.json", "README.md")
+DATASET_FILES = ("train.jsonl", "val.jsonl", "test.jsonl", DATASET_INFO, "README.md")
 """Every file a dataset may have (``val.jsonl`` only when a trace has a val split):
 one of these a new dataset does not write is an earlier dataset's and is removed
 as the new one lands."""
@@ -194,7 +194,7 @@ def make_dataset(
             info = {
                 "name": workload,
                 "description": description,
-                "format": FORMAT_NAME,
+                "format": DATASET_LAYOUT,  # so the readers read the splits at block_tokens
                 "block_tokens": block_tokens,
                 "seed": seed,
                 "generator": generator,
@@ -202,7 +202,7 @@ def make_dataset(
                 "windows": manifest,
             }
             for name, text in (
-                ("dataset_info.json", dumps_strict(info, indent=2) + "\n"),
+                (DATASET_INFO, dumps_strict(info, indent=2) + "\n"),
                 ("README.md", dataset_card(info)),
             ):
                 writers.append(AtomicLineWriter(out / name))
@@ -342,14 +342,15 @@ def dataset_card(info: dict[str, Any]) -> str:
             "(per-block, not chained); equal leading hashes mean a shared prefix"
             if families
             else f"- `hash_ids`: the trace's chained block ids, {info['block_tokens']} tokens a "
-            f"block (read it back with `workload.block_tokens={info['block_tokens']}`)"
+            "block"
         ),
         "- `group_id` (the job), `split`, `metadata.job_kind` "
         "(`burst`, `decoy`, `background`, `agent`)",
         "- `tenant` (multi-tenant workloads only): prompts of different tenants never share KV",
         "",
         "`dataset_info.json` lists every window (rows, arrival span, job kinds) and the "
-        "generator configuration of each family.",
+        "generator configuration of each family, and records the block size: btb-gym's "
+        "readers read the splits at it.",
         "",
         "## Reading",
         "",
@@ -420,7 +421,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for split in info["splits"]:
         c = info["splits"][split]
         print(f"{split}: {c['windows']} windows, {c['rows']:,} rows, {c['bytes']:,} bytes")
-    print(f"wrote {Path(options['out_dir']) / 'dataset_info.json'}")
+    print(f"wrote {Path(options['out_dir']) / DATASET_INFO}")
     return info
 
 

@@ -8,13 +8,17 @@ Windows. A Bursted-ART file keeps its own windows (``trace_id``). Any other file
 is cut into windows of ``window_s`` seconds of arrival time (default 300 s,
 about the length of a Bursted-ART window), counted from ``start_s`` after the
 first arrival. Each window is replayed on a fresh cluster from 0 s (caches
-start cold); windows without arrivals are left out.
+start cold); windows without arrivals are left out. Rows out of time order
+within a window are sorted by arrival, with one warning (the reader's, naming the
+count and the first line); a row in an earlier window than a row before it is an
+error, since windows are read one at a time.
 
 Splits. Windows are split by time: the last ``test_fraction`` of them are
 ``test``, the ``val_fraction`` before those ``val``, the rest ``train``, so no
 window is in two splits. A Bursted-ART file whose rows all name their split
 (train, val or test, as ``make_dataset`` writes them) keeps those splits unless
-``file_splits`` is false.
+``file_splits`` is false, and is read at the block size its ``dataset_info.json``
+records (a dataset made from a Mooncake trace keeps its 512-token blocks).
 
 Streaming. A read makes two passes over the file. The first checks every row and
 keeps only each row's time and line (16 bytes a row); the second builds one
@@ -40,7 +44,7 @@ from typing import Any
 from envs.sim import native
 from envs.sim.errors import ConfigError
 from envs.sim.request import Request, Workload
-from envs.workloads.readers import detect
+from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
     ReadOptions,
@@ -49,6 +53,7 @@ from envs.workloads.readers.base import (
     RowStream,
     TraceFormat,
     TraceFormatError,
+    check_bad_rows,
     finish_report,
     make_request,
     time_units_per_s,
@@ -56,7 +61,7 @@ from envs.workloads.readers.base import (
     window_units_per_s,
 )
 from envs.workloads.readers.hub import require_datasets
-from envs.workloads.readers.sources import PARQUET_MAGIC, file_rows, first_bytes, first_line
+from envs.workloads.readers.sources import file_rows, first_line, first_row, is_parquet
 from envs.workloads.trace_options import (
     HUB,
     TRACE_FIELDS,
@@ -164,7 +169,7 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
     datasets = require_datasets()
     file = Path(options.path)
     if file.is_file():
-        builder = "parquet" if first_bytes(file) == PARQUET_MAGIC else "json"
+        builder = "parquet" if is_parquet(file) else "json"
         try:
             with _datasets_quiet():
                 dataset = datasets.load_dataset(
@@ -204,8 +209,10 @@ def _hub_read_errors() -> tuple[type[BaseException], ...]:
 def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatError:
     """The error for a local file the ``datasets`` library could not read past row
     ``read``: the first bad line the project's own reader finds in it (file, line,
-    what is wrong), else the library's message on the row after ``read``."""
+    what is wrong; a file of no JSON object rows is in no supported format), else
+    the library's message on the row after ``read``."""
     try:
+        first_row(file)  # raises for a file of no JSON object rows (a CSV file)
         for _, row in file_rows(file):
             if isinstance(row, TraceFormatError):
                 return row
@@ -263,6 +270,14 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource]:
     return str(file), detect.FORMATS[name], file_rows(file)
 
 
+def _read_options(options: TraceOptions, fmt: TraceFormat) -> ReadOptions:
+    """The reader's options for the file: a split of a dataset ``make_dataset`` wrote
+    is read at the block size the dataset records, unless ``block_tokens`` is given
+    (:func:`~envs.workloads.readers.bursted.dataset_options`)."""
+    read = options.read_options()
+    return bursted.dataset_options(options.path, read) if fmt.windowed else read
+
+
 _PLANS: dict[tuple[Any, ...], TracePlan] = {}
 _PLAN_CACHE_SIZE = 8
 
@@ -281,7 +296,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         if key in _PLANS:
             return _PLANS[key]
     source, fmt, rows = _open(options)
-    read = options.read_options()
+    read = _read_options(options, fmt)
     report = ReadReport(source=source)
     stream = RowStream(rows, fmt, read, report)
     if fmt.windowed:
@@ -319,13 +334,18 @@ def _plan_windowed(
             )
     found: list[list[Any]] = []  # [trace_id, split, first line, rows]
     seen: set[str] = set()
+    last = -math.inf  # the latest arrival so far in the window
     for loc, parsed in stream:
         if not found or parsed.window != found[-1][0]:
             if parsed.window in seen:
                 raise window_again(loc, parsed.window)
             seen.add(parsed.window)
             found.append([parsed.window, parsed.split, loc.line, 0])
+            last = -math.inf
         found[-1][3] += 1
+        if parsed.time < last:  # sorted when its window is built (_finish says so)
+            stream.note_out_of_order(loc.line, parsed.time, last)
+        last = max(last, parsed.time)
     _check_rows(report, read)
     own = [entry[1] for entry in found]
     from_file = options.file_splits and all(s in ("train", "val", "test") for s in own)
@@ -334,6 +354,7 @@ def _plan_windowed(
         TraceWindow(i, tid, tid, split, line, rows, 0.0)
         for i, ((tid, _, line, rows), split) in enumerate(zip(found, splits, strict=True))
     )
+    _finish(report, read)
     return TracePlan(
         options,
         fmt.name,
@@ -348,9 +369,17 @@ def _plan_windowed(
 
 
 def _check_rows(report: ReadReport, read: ReadOptions) -> None:
-    finish_report(report, read, stacklevel=5)  # too many bad rows; or one warning if skipped
+    """Too many bad rows, or none good, is an error (the warnings about rows skipped
+    or out of time order wait for :func:`_finish`, once the plan stands)."""
+    check_bad_rows(report, read)
     if not report.rows_read:
         raise TraceFormatError(report.source, 0, None, "no usable rows")
+
+
+def _finish(report: ReadReport, read: ReadOptions) -> None:
+    """The read's warnings, to the caller of :func:`plan_trace`: one if rows were
+    skipped, one if rows were out of time order (sorted when a window is built)."""
+    finish_report(report, read, stacklevel=5)
 
 
 def _slot(seconds: float, start_s: float, window_s: float) -> int:
@@ -367,7 +396,11 @@ def _plan_timed(
 ) -> TracePlan:
     times = array("d")
     lines = array("q")
+    last = -math.inf  # the latest arrival so far
     for loc, parsed in stream:
+        if parsed.time < last:  # sorted when its window is built (_finish says so)
+            stream.note_out_of_order(loc.line, parsed.time, last)
+        last = max(last, parsed.time)
         times.append(parsed.time)
         lines.append(loc.line)
     _check_rows(report, read)
@@ -410,6 +443,7 @@ def _plan_timed(
         )
         for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
     )
+    _finish(report, read)
     return TracePlan(
         options,
         fmt.name,
@@ -441,7 +475,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     if not wanted:
         return
     source, fmt, rows = _open(options)
-    stream = RowStream(rows, fmt, options.read_options(), ReadReport(source=source))
+    stream = RowStream(rows, fmt, _read_options(options, fmt), ReadReport(source=source))
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     last = max(w.position for w in wanted.values())

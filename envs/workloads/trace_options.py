@@ -39,7 +39,8 @@ class TraceOptions:
     or parquet file, or a dataset name), its layout told by the first row."""
     block_tokens: int | None = None
     """Tokens a hash covers (None: the format's: Mooncake 512, ART-Chat and Bursted-ART
-    256, Qwen-Bailian 16)."""
+    256, Qwen-Bailian 16; for a split of a dataset ``make_dataset`` wrote, the one its
+    ``dataset_info.json`` records)."""
     time_unit: str = "auto"
     """Unit of the timestamps: s, ms, us, ns, or auto (the format's, unless that makes
     the trace span more than a month: then the unit that does not, with a warning)."""
@@ -76,7 +77,7 @@ class TraceOptions:
             raise ConfigError.about(f"{owner}.path", f"must be a string, got {self.path!r}")
         if self.format not in ("auto", HUB):
             try:
-                detect.canonical_format(self.format)
+                detect.canonical_format(self.format, also=(HUB,))
             except ValueError as error:
                 raise ConfigError(f"{{format}}: {error}", ("format",), owner) from None
         if not is_number(self.window_s) or not 0 < self.window_s < math.inf:
@@ -112,10 +113,11 @@ class TraceOptions:
             raise error.in_owner(owner) from None
 
     def read_options(self) -> ReadOptions:
-        """The reader's options for this trace (rows are ordered here, by window)."""
+        """The reader's options for this trace (rows are ordered here, by window: rows
+        out of time order are sorted, with the reader's one warning)."""
         return ReadOptions(
             skip_bad_rows=self.skip_bad_rows,
-            unsorted="sort",
+            unsorted="warn",
             strict_block_count=self.strict_block_count,
             block_tokens=self.block_tokens,
             max_rows=self.max_rows,

@@ -135,3 +135,30 @@ def test_a_corrupt_parquet_page_is_named_by_file_and_row(
         for line, _ in parquet_rows(path):
             read.append(line)
     assert read == list(range(1, first))
+
+
+@pytest.mark.parametrize("fmt", ["auto", "hub"])
+def test_a_file_in_no_supported_format_says_so_naming_it(
+    fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
+) -> None:
+    """A CSV file is not "not valid JSON" but in no supported format; a file named
+    ``.parquet`` without parquet's first bytes is not valid parquet."""
+    if fmt == "hub":
+        request.getfixturevalue("offline_hub")
+    table = tmp_path / "rows.csv"
+    table.write_text("timestamp,input_length,hash_ids\n0,1500,1\n")
+    assert _compare(table, f"workload.format={fmt}") == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: experiments.compare: {table}, line 1, row: not valid JSON (Expecting value), "
+        "and no line of the file is a JSON object: it is not a trace in a supported format "
+        "(JSONL, gzip-compressed JSONL or parquet)\n"
+    ), err
+    fake = tmp_path / "rows.parquet"
+    fake.write_text(TEXT)  # JSONL under a parquet name
+    assert _compare(fake, f"workload.format={fmt}") == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.compare: {fake}, line 1, row: not a valid parquet file: it "
+        "begins with b'{\"ti', not parquet's b'PAR1'\n"
+    )
+    assert not (tmp_path / "run").exists()

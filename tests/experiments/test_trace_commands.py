@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from hydra import compose, initialize_config_dir
 
 from envs.files import read_json
 from envs.sim import SimConfig
+from envs.workloads.readers import TraceWarning
 from envs.workloads.registry import windows as registry_windows
 from experiments import bench, compare, make_dataset
 from experiments._cli import main_guard
@@ -115,12 +117,37 @@ def test_a_dataset_made_from_a_trace_reads_back_to_the_same_numbers(tmp_path: Pa
     assert {s: c["windows"] for s, c in info["splits"].items()} == {"train": 2, "val": 1, "test": 1}
     assert {s: c["rows"] for s, c in info["splits"].items()} == {"train": 20, "val": 10, "test": 10}
     assert info["generator"]["file"]["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert info["block_tokens"] == 512  # Mooncake's, recorded in dataset_info.json
     direct = _compare(path, tmp_path / "a", *cut)
-    back = _compare(tmp_path / "ds" / "test.jsonl", tmp_path / "b", "workload.block_tokens=512")
+    # read back at the 512 tokens a block the dataset records, nothing passed: 1,500
+    # tokens in 3 blocks (at Bursted-ART's own 256 they would need 6, and be refused)
+    back = _compare(tmp_path / "ds" / "test.jsonl", tmp_path / "b")
+    assert back["config"]["workload_file"]["block_tokens"] == 512
     for a, b in zip(direct["rows"], back["rows"], strict=True):  # the floor row too
         assert (a["requests"], a["ttft_mean_s"], a.get("hbm_hit_rate")) == (
             b["requests"], b["ttft_mean_s"], b.get("hbm_hit_rate"),
         )  # fmt: skip
+    assert [r["requests"] for r in back["rows"]] == [10, 10, 10, 10]
+
+
+def test_a_dataset_of_the_example_trace_reads_back_to_its_numbers(tmp_path: Path) -> None:
+    """The shipped Mooncake example (512-token blocks) through make_dataset: its test
+    split replays to the same numbers as the example's own test windows."""
+    example = ROOT / "examples" / "mooncake_example.jsonl"
+    info = make_dataset.main(
+        ["workload=trace", f"workload.path={example}", f"out_dir={tmp_path / 'ds'}",
+         "progress=false"]
+    )  # fmt: skip
+    assert info["block_tokens"] == 512
+    assert {s: c["windows"] for s, c in info["splits"].items()} == {"train": 7, "test": 2}
+    direct = _compare(example, tmp_path / "a")
+    back = _compare(tmp_path / "ds" / "test.jsonl", tmp_path / "b")
+    assert back["config"]["workload_file"]["block_tokens"] == 512
+    assert back["config"]["windows_run"] == direct["config"]["windows_run"] == 2
+    keys = ("requests", "ttft_mean_s", "ttft_p95_s", "hbm_hit_rate")
+    for a, b in zip(direct["rows"], back["rows"], strict=True):  # the floor rows too
+        assert {k: a.get(k) for k in keys} == {k: b.get(k) for k in keys}
+    assert [r["requests"] for r in back["rows"]] == [info["splits"]["test"]["rows"]] * 4
 
 
 def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
@@ -147,8 +174,10 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
         ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.window_s=0"],
          r"workload\.window_s must be a finite number > 0"),
         ('{"timestamp": 0, "input_length": 5000, "hash_ids": [1, 2]}\n', [],
-         r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks .*; "
-         r"workload\.strict_block_count=false accepts it"),
+         r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks but input_length 5000 at 512 "
+         r"tokens a block needs 10 \(or 9\); if its hashes cover blocks of another size, set "
+         r"workload\.block_tokens= to that size, else workload\.strict_block_count=false "
+         r"accepts it"),
         (None, [], r"workload\.path='.*nowhere\.jsonl': no such file"),
         ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.max_rows=0"],
          r"workload\.max_rows must be an integer >= 1, got 0"),
@@ -273,6 +302,43 @@ def test_a_trace_s_warning_is_one_line_naming_the_option(
     err = capsys.readouterr().err
     assert err.startswith("warning: ") and err.count("\n") == 1, err
     assert "reading it as ns" in err and "set workload.time_unit= to choose" in err
+
+
+def test_rows_out_of_time_order_are_noted_once_in_audit_s_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """1 s, 3 s, -0.5 s, 2 s: lines 3 and 4 arrive before line 2. compare, evaluate and
+    audit sort them and say so once, in the same words; an ordered file says nothing."""
+    from experiments import audit
+    from experiments.evaluate import evaluate
+
+    rows = [{**row, "timestamp": t} for row, t in zip(_mooncake_rows(4), (1000, 3000, -500, 2000))]
+    path = write_jsonl(tmp_path / "late.jsonl", rows)
+    note = f"{path}: 2 rows arrived out of time order (first at line 3); sorted by arrival"
+    again = write_jsonl(tmp_path / "again.jsonl", rows)  # this process keeps late.jsonl's plan
+    argv = ["workload=trace", f"workload.path={path}", "workload.test_fraction=1",
+            "policies=cache_aware", f"out_dir={tmp_path / 'run'}", *QUIET]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 0
+    err = capsys.readouterr().err
+    assert err == f"warning: {note}\n", err
+    assert read_json(tmp_path / "run" / "results.json")["rows"][0]["requests"] == 4
+    assert main_guard(lambda: audit.main([f"path={path}"])) == 0
+    assert capsys.readouterr().err == f"warning: {note}\n"
+    cfg = _compose(
+        "evaluate",
+        ["workload=trace", f"workload.path={again}", "workload.test_fraction=1", "logger=none",
+         "policies=[cache_aware]", f"out_dir={tmp_path / 'eval'}", "progress=false"],
+    )  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        evaluate(cfg)
+    said = [str(w.message) for w in caught if issubclass(w.category, TraceWarning)]
+    assert said == [note.replace(str(path), str(again))]
+    ordered = write_jsonl(tmp_path / "ordered.jsonl", sorted(rows, key=lambda r: r["timestamp"]))
+    argv = ["workload=trace", f"workload.path={ordered}", "workload.test_fraction=1",
+            "policies=cache_aware", f"out_dir={tmp_path / 'run2'}", *QUIET]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_example_trace_writes_the_shipped_file_and_keeps_an_existing_one(

@@ -6,18 +6,23 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
+from envs.sim.request import Workload
 from envs.workloads.example_trace import example_mooncake_text
 from envs.workloads.readers import (
     ReadOptions,
     TooManyBadRowsError,
     TraceFormatError,
     TraceWarning,
+    dataset_block_tokens,
+    iter_bursted_windows,
     read_mooncake,
     read_qwen_bailian,
+    read_trace,
 )
 from envs.workloads.registry import windows
 from envs.workloads.trace_file import TraceOptions, file_stamp, plan_trace, trace_windows
@@ -80,8 +85,42 @@ def test_rows_out_of_order_across_windows_are_refused_naming_the_line(tmp_path: 
     with pytest.raises(TraceFormatError, match=r"t.jsonl, line 3, field 'timestamp'.*sort"):
         plan_trace(TraceOptions(path=str(path), window_s=5.0))
     inside = write_jsonl(tmp_path / "u.jsonl", _mooncake([0, 3000, 1000]))  # one window: sorted
-    (window,) = trace_windows(TraceOptions(path=str(inside), test_fraction=1.0), "test")
+    with pytest.warns(TraceWarning, match=r"u.jsonl: 1 rows arrived out of time order"):
+        (window,) = trace_windows(TraceOptions(path=str(inside), test_fraction=1.0), "test")
     assert [r.arrival_s for r in window.requests] == [0.0, 1.0, 3.0]
+
+
+def _trace_warnings(options: TraceOptions, split: str) -> tuple[list[str], list[Workload]]:
+    """The TraceWarnings reading ``split``'s windows gives, and the windows."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        read = list(trace_windows(options, split))
+    return [str(w.message) for w in caught if issubclass(w.category, TraceWarning)], read
+
+
+def test_rows_out_of_time_order_in_a_window_are_sorted_with_one_warning(tmp_path: Path) -> None:
+    # 1 s, 3 s, -0.5 s, 2 s: lines 3 and 4 arrive before line 2; the earliest (-0.5 s,
+    # line 3) is the origin, so the arrivals are 0, 1.5, 2.5 and 3.5 s
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([1000, 3000, -500, 2000]))
+    said, (window,) = _trace_warnings(TraceOptions(path=str(path), test_fraction=1.0), "test")
+    assert said == [
+        f"{path}: 2 rows arrived out of time order (first at line 3); sorted by arrival"
+    ]
+    assert [(r.request_id, r.arrival_s) for r in window.requests] == [
+        ("3", 0.0), ("1", 1.5), ("4", 2.5), ("2", 3.5)
+    ]  # fmt: skip
+    # a Bursted-ART window: line 3 (2 s) after line 2 (3 s); the next window is in order
+    rows = bursted_rows("w-a")
+    rows = [rows[0], rows[2], rows[1], rows[3], *bursted_rows("w-b")]
+    bursted = write_jsonl(tmp_path / "b.jsonl", rows)
+    said, (a, _) = _trace_warnings(TraceOptions(path=str(bursted)), "test")
+    assert said == [
+        f"{bursted}: 1 rows arrived out of time order (first at line 3); sorted by arrival"
+    ]
+    assert [r.arrival_s for r in a.requests] == [1.0, 2.0, 3.0, 4.0]
+    ordered = write_jsonl(tmp_path / "o.jsonl", _mooncake([-500, 1000, 2000, 3000]))
+    said, (window,) = _trace_warnings(TraceOptions(path=str(ordered), test_fraction=1.0), "test")
+    assert said == [] and len(window.requests) == 4
 
 
 def test_a_bursted_file_keeps_its_windows_and_splits(tmp_path: Path) -> None:
@@ -100,6 +139,40 @@ def test_a_bursted_file_keeps_its_windows_and_splits(tmp_path: Path) -> None:
     assert a.name == "b/w-a" and [r.arrival_s for r in a.requests] == [
         row["arrival_s"] for row in rows[:4]
     ]
+
+
+def test_a_dataset_s_split_is_read_at_the_block_size_the_dataset_records(tmp_path: Path) -> None:
+    # 1,500 tokens in 3 hashes: 512 tokens a block (at the layout's own 256 they need 6)
+    rows = [{**row, "input_length": 1500} for row in bursted_rows("w-0")]
+    test = write_jsonl(tmp_path / "test.jsonl", rows)
+    info = {"format": "bursted-art-jsonl", "block_tokens": 512, "splits": {"test": {}}}
+    (tmp_path / "dataset_info.json").write_text(json.dumps(info))
+    assert dataset_block_tokens(test) == 512
+    plan = plan_trace(TraceOptions(path=str(test)))
+    assert plan.block_tokens == 512 and plan.describe()["block_tokens"] == 512
+    (window,) = trace_windows(TraceOptions(path=str(test)))
+    assert (window.block_tokens, len(window.requests)) == (512, 4)
+    assert [w.block_tokens for w in iter_bursted_windows(test)] == [512]
+    assert read_trace(test).block_tokens == 512
+    # a block size given wins; at 256 the rows are refused, the block size named first
+    with pytest.raises(
+        TraceFormatError,
+        match=r"needs 6 \(or 5\); if its hashes cover blocks of another size, set "
+        r"block_tokens= to that size, else strict_block_count=false accepts it",
+    ):
+        plan_trace(TraceOptions(path=str(test), block_tokens=256))
+    # a file the dataset does not list, or beside another library's dataset_info.json
+    assert dataset_block_tokens(write_jsonl(tmp_path / "mine.jsonl", rows)) is None
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "dataset_info.json").write_text('{"splits": {"test": {}}}')
+    assert dataset_block_tokens(write_jsonl(tmp_path / "hf" / "test.jsonl", rows)) is None
+    # a dataset_info.json that cannot say is named
+    (tmp_path / "dataset_info.json").write_text(json.dumps({**info, "block_tokens": 0}))
+    with pytest.raises(ValueError, match=r"dataset_info.json, field 'block_tokens': must be an "):
+        dataset_block_tokens(test)
+    (tmp_path / "dataset_info.json").write_text('{"format": ')
+    with pytest.raises(ValueError, match=r"dataset_info.json: not valid JSON \(Expecting value"):
+        dataset_block_tokens(test)
 
 
 def test_time_unit_auto_picks_a_plausible_unit_and_says_so(tmp_path: Path) -> None:
@@ -163,7 +236,10 @@ def test_bad_options_name_the_field() -> None:
         TraceOptions(path="x", window_s=0)
     with pytest.raises(ValueError, match=r"test_fraction \+ val_fraction must be <= 1"):
         TraceOptions(path="x", test_fraction=0.7, val_fraction=0.5)
-    with pytest.raises(ValueError, match=r"TraceOptions.format: unknown trace format 'csv'"):
+    every = "auto, mooncake, art, bursted, qwen, art_chat, qwen_bailian, hub"  # hub is taken
+    with pytest.raises(
+        ValueError, match=rf"TraceOptions.format: unknown trace format 'csv' \(known: {every}\)$"
+    ):
         TraceOptions(path="x", format="csv")
     with pytest.raises(ValueError, match=r"TraceOptions.path is empty"):
         plan_trace(TraceOptions())

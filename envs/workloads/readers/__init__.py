@@ -26,7 +26,11 @@ from envs.workloads.readers.base import (
     assemble_trace,
     assemble_windows,
 )
-from envs.workloads.readers.bursted import iter_bursted_windows
+from envs.workloads.readers.bursted import (
+    dataset_block_tokens,
+    dataset_options,
+    iter_bursted_windows,
+)
 from envs.workloads.readers.detect import (
     FORMAT_ALIASES,
     FORMATS,
@@ -46,12 +50,14 @@ def iter_trace_windows(
     options: ReadOptions | None = None,
     report: ReadReport | None = None,
 ) -> Iterator[Workload]:
-    """Read any supported trace file: one workload per window (Bursted-ART) or one in all."""
+    """Read any supported trace file: one workload per window (Bursted-ART) or one in all.
+    A dataset's split is read at the block size the dataset records (:func:`dataset_options`)."""
     name = detect_format(path) if format == "auto" else canonical_format(format)
     fmt = FORMATS[name]
     report = report if report is not None else ReadReport(source=str(path))
     rows = file_rows(path)
     if fmt.windowed:
+        options = dataset_options(path, options or ReadOptions())
         return assemble_windows(rows, fmt, Path(path).stem, options=options, report=report)
     return iter([assemble_trace(rows, fmt, Path(path).stem, options=options, report=report)])
 
@@ -92,6 +98,8 @@ __all__ = [
     "TraceWarning",
     "UnsortedTraceError",
     "canonical_format",
+    "dataset_block_tokens",
+    "dataset_options",
     "detect_format",
     "format_of_row",
     "iter_bursted_windows",

@@ -31,6 +31,7 @@ class TraceFormatError(ConfigError):
         path: the file (or dataset) the row came from.
         line: 1-based line number (row number for parquet and hub datasets).
         field: the offending field, or ``None`` when the whole row is unreadable.
+        reason: what is wrong, without the file, line and field.
         fields: the read options ``message`` names as a remedy, each written
             ``{name}`` in it (``{skip_bad_rows}=true``; see ``NamedFields``).
     """
@@ -41,6 +42,7 @@ class TraceFormatError(ConfigError):
         self.path = path
         self.line = line
         self.field = field
+        self.reason = message
         where = f"{path}, line {line}"
         what = f"field {field!r}" if field is not None else "row"
         super().__init__(f"{where}, {what}: {message}", options)
@@ -359,7 +361,8 @@ def request_fields(
 
 
 def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) -> None:
-    """Reject a hash list that cannot cover ``input_tokens`` at ``block_tokens`` a block."""
+    """Reject a hash list that cannot cover ``input_tokens`` at ``block_tokens`` a block
+    (most often a file hashed at another block size: the message says so first)."""
     n = len(parsed.hash_ids)
     low = parsed.input_tokens // block_tokens
     high = -(-parsed.input_tokens // block_tokens)
@@ -371,8 +374,9 @@ def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) ->
             f"has {n} blocks but input_length {parsed.input_tokens} at {block_tokens} tokens "
             f"a block needs {high}"
             + (f" (or {low})" if low != high and low > 0 else "")
-            + "; {strict_block_count}=false accepts it",
-            ("strict_block_count",),
+            + "; if its hashes cover blocks of another size, set {block_tokens}= to that "
+            "size, else {strict_block_count}=false accepts it",
+            ("block_tokens", "strict_block_count"),
         )
 
 
@@ -555,7 +559,7 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
             f"{report.source}: {report.out_of_order} rows arrived out of time order "
             f"(first at line {report.first_out_of_order_line}); sorted by arrival",
             TraceWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 

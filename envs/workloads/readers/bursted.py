@@ -10,15 +10,24 @@ chained here), ``request_id`` (default ``<trace_id>-<line>``), ``source``
 
 The file must be grouped by window, as the dataset writer produces it;
 :func:`iter_bursted_windows` then holds one window's requests at a time.
+
+A split of a dataset that ``experiments.make_dataset`` wrote (``train.jsonl``,
+``val.jsonl``, ``test.jsonl``) is read at the block size the ``dataset_info.json``
+beside it records (:func:`dataset_block_tokens`): 512 tokens for one made from a
+Mooncake trace, where the format's own is 256.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from envs.sim.checks import is_number
+from envs.sim.errors import ConfigError
 from envs.sim.request import BlockChainer, Workload
 from envs.workloads.readers.base import (
     ParsedRow,
@@ -34,6 +43,11 @@ from envs.workloads.readers.base import (
 from envs.workloads.readers.sources import file_rows
 
 BLOCK_TOKENS = 256
+DATASET_INFO = "dataset_info.json"
+"""The file describing a dataset, beside its splits (``experiments.make_dataset`` writes it)."""
+DATASET_LAYOUT = "bursted-art-jsonl"
+"""Its ``format`` when its splits are Bursted-ART JSONL files, each hash covering its
+``block_tokens`` tokens."""
 
 
 def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
@@ -80,6 +94,46 @@ FORMAT = TraceFormat(
 )
 
 
+def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
+    """The block size a dataset records for its split ``path``: the ``block_tokens`` of
+    the :data:`DATASET_INFO` file beside it, when that file describes a dataset of
+    :data:`DATASET_LAYOUT` whose splits include ``path`` (``test.jsonl`` for a ``test``
+    split); None for any other file. A :data:`DATASET_INFO` that is not JSON, or that
+    describes such a dataset with no usable ``block_tokens``, is a ConfigError naming it."""
+    file = Path(path)
+    info_path = file.with_name(DATASET_INFO)
+    if not (file.is_file() and info_path.is_file()):
+        return None
+    try:
+        info = json.loads(info_path.read_bytes())
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ConfigError(
+            f"{info_path}: not valid JSON ({error}); the dataset_info.json beside a "
+            f"trace file says the block size of its splits ({file.name})"
+        ) from None
+    if not isinstance(info, Mapping) or info.get("format") != DATASET_LAYOUT:
+        return None
+    splits = info.get("splits")
+    if not isinstance(splits, Mapping) or file.name not in {f"{s}.jsonl" for s in splits}:
+        return None
+    value: Any = info.get("block_tokens")
+    if not is_number(value, integer=True) or value < 1:
+        raise ConfigError(
+            f"{info_path}, field 'block_tokens': must be an integer >= 1 (the tokens a hash "
+            f"of {file.name} covers), got {value!r}"
+        )
+    return int(value)
+
+
+def dataset_options(path: str | os.PathLike[str], options: ReadOptions) -> ReadOptions:
+    """``options`` for reading the Bursted-ART file ``path``: with the block size its
+    dataset records (:func:`dataset_block_tokens`) when they name none themselves."""
+    if options.block_tokens is not None:
+        return options
+    recorded = dataset_block_tokens(path)
+    return options if recorded is None else replace(options, block_tokens=recorded)
+
+
 def iter_bursted_windows(
     path: str | os.PathLike[str],
     options: ReadOptions | None = None,
@@ -91,14 +145,15 @@ def iter_bursted_windows(
 
     Only the current window's requests are in memory. ``sources`` keeps only windows
     whose ``source`` is listed (e.g. ``{"synthetic"}``). Each workload's ``meta``
-    holds ``trace_id``, ``source``, ``split`` and the window's first line.
+    holds ``trace_id``, ``source``, ``split`` and the window's first line. A dataset's
+    split is read at the block size the dataset records (:func:`dataset_options`).
     """
     report = report if report is not None else ReadReport(source=str(path))
     return assemble_windows(
         file_rows(path),
         FORMAT,
         Path(path).stem,
-        options=options,
+        options=dataset_options(path, options or ReadOptions()),
         report=report,
         chainer=chainer,
         sources=sources,

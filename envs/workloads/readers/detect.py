@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,14 @@ FORMAT_ALIASES = {"art_chat": "art", "qwen_bailian": "qwen"}
 """Longer names the commands accept for a format (``workload.format=art_chat``)."""
 
 
-def canonical_format(name: str) -> str:
-    """A format name or alias as its key of :data:`FORMATS`; ValueError if unknown."""
+def canonical_format(name: str, also: Sequence[str] = ()) -> str:
+    """A format name or alias as its key of :data:`FORMATS`; ValueError if unknown,
+    listing every name the caller takes: ``auto`` (the caller tells the format from
+    the first row), the formats, their aliases, and ``also``, names the caller
+    handles itself (a trace workload's ``hub``)."""
     name = FORMAT_ALIASES.get(name, name)
     if name not in FORMATS:
-        known = ", ".join(["auto", *FORMATS, *FORMAT_ALIASES])
+        known = ", ".join(["auto", *FORMATS, *FORMAT_ALIASES, *also])
         raise ValueError(f"unknown trace format {name!r} (known: {known})")
     return name
 

@@ -22,7 +22,7 @@ from envs.workloads.readers.base import (
     assemble_trace,
     assemble_windows,
 )
-from envs.workloads.readers.detect import FORMATS, format_of_row
+from envs.workloads.readers.detect import FORMATS, canonical_format, format_of_row
 
 
 def require_datasets() -> Any:
@@ -54,7 +54,8 @@ def read_hub_dataset(
 
     ``path``, ``config_name``, ``data_files``, ``revision``, ``streaming`` and
     ``cache_dir`` go to ``datasets.load_dataset`` unchanged. ``format`` is a key of
-    :data:`FORMATS` or "auto" (guessed from the first row's fields). Error messages
+    :data:`FORMATS`, an alias of one (``art_chat``) or "auto" (guessed from the first
+    row's fields). Error messages
     name the dataset and split in place of a file and the row number as the line.
     """
     datasets = require_datasets()
@@ -81,9 +82,7 @@ def read_hub_dataset(
             )
         format = guessed
         rows = itertools.chain(head, rows)
-    if format not in FORMATS:
-        raise ValueError(f"unknown trace format {format!r} (known: {', '.join(FORMATS)})")
-    fmt = FORMATS[format]
+    fmt = FORMATS[canonical_format(format)]
     if fmt.windowed:
         return assemble_windows(rows, fmt, path, options=options, report=report)
     return iter([assemble_trace(rows, fmt, path, options=options, report=report)])

@@ -228,19 +228,36 @@ def file_rows(
     path: str | os.PathLike[str],
 ) -> Iterable[tuple[int, Mapping[str, Any] | TraceFormatError]]:
     """Rows of a parquet file or of a JSONL file, gzip-compressed or not; both are
-    told by their first bytes, not by the file's name."""
+    told by their first bytes (:func:`is_parquet`)."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"trace file not found: {file}")
-    if first_bytes(file) == PARQUET_MAGIC:
-        return parquet_rows(file)
-    return jsonl_rows(file)
+    return parquet_rows(file) if is_parquet(file) else jsonl_rows(file)
+
+
+def is_parquet(file: Path) -> bool:
+    """Whether a file is parquet, told by its first bytes, not by its name (any other
+    is read as JSONL, gzip-compressed or not); but a file named ``*.parquet`` without
+    parquet's first bytes is a :class:`TraceFormatError` saying so, not JSON that is
+    not valid."""
+    head = first_bytes(file)
+    if head == PARQUET_MAGIC:
+        return True
+    if file.suffix.lower() == ".parquet":
+        raise TraceFormatError(
+            str(file),
+            1,
+            None,
+            f"not a valid parquet file: it begins with {head!r}, not parquet's {PARQUET_MAGIC!r}",
+        )
+    return False
 
 
 def first_row(path: str | os.PathLike[str]) -> tuple[int, Mapping[str, Any]] | None:
     """The first well-formed row of a file and its line (used to guess the
-    format), or None for a file without rows. When no row is well formed,
-    raises the first row's own :class:`TraceFormatError` (with its line)."""
+    format), or None for a file without rows. When no row is well formed (a CSV
+    file, say), raises the first row's own :class:`TraceFormatError` (with its
+    line), saying that the file is in no supported format."""
     rows = iter(file_rows(path))
     first_error: TraceFormatError | None = None
     try:
@@ -254,7 +271,13 @@ def first_row(path: str | os.PathLike[str]) -> tuple[int, Mapping[str, Any]] | N
         if close is not None:
             close()
     if first_error is not None:
-        raise first_error
+        raise TraceFormatError(
+            first_error.path,
+            first_error.line,
+            first_error.field,
+            f"{first_error.reason}, and no line of the file is a JSON object: it is not "
+            "a trace in a supported format (JSONL, gzip-compressed JSONL or parquet)",
+        )
     return None
 
 
