@@ -161,7 +161,7 @@ its docstring; the rows it read are in `capacity_floor.json`).
   (a node cannot preempt a prefill) would not rule it out either: in such a
   relaxed model a clairvoyant placement of the decoys costs 0.023-0.048 s of the
   mean on the five validation windows, below the 0.054 s the target leaves them
-  ([the probe](rollout_improvement.md#would-a-bound-that-knows-prefills-are-not-preempted-rule-the-1-s-target-out-2026-12-04)).
+  ([the probe](rollout_improvement.md#a-non-preemptive-bound-for-the-1-s-target-2026-12-04)).
   On the 60 s bursts, rising_load, mixed and art_like the bound is
   0.1-1.9 % above the floor, far below every policy (60 s bursts: 0.35 against
   the best policies' 0.73-0.78): at those loads it says little about whether the
