@@ -388,8 +388,10 @@ def load_model_file(
             f"{where}: stable-baselines3 cannot load it as a {spec.algo} model ({_one_line(error)})"
         ) from None
     policy, policy_kwargs = policy_for(spec)
+    if isinstance(policy, str):  # SB3's name (MlpPolicy) for the algorithm's own class
+        policy = ALGORITHMS[spec.algo].policy_aliases[policy]
     saved = dict(getattr(model, "policy_kwargs", None) or {})
-    if not isinstance(policy, str) and model.policy_class is not policy:
+    if model.policy_class is not policy:
         raise ValueError(
             f"{where}: the model's policy is {model.policy_class.__name__}, agent.json's "
             f"algo and net make {policy.__name__}"

@@ -107,7 +107,12 @@ def parse_args(
     if any(a in {"-h", "--help"} for a in args):
         lines = [f"usage: python -m {command} [key=value ...]", "options (defaults):"]
         lines += [f"  {k}={_as_typed(v)}" for k, v in defaults.items()]
-        lines.append("lists are comma-separated (policies=btb,cache_aware); empty is key=")
+        lists = [k for k, v in defaults.items() if isinstance(v, list)]
+        if lists:  # this command's own list options, and only if it has some
+            first = lists[0]
+            lines.append(
+                f"lists ({', '.join(lists)}) are comma-separated ({first}=a,b); empty is {first}="
+            )
         print("\n".join(lines))
         raise SystemExit(0)
     for arg in args:

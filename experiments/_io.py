@@ -162,6 +162,44 @@ def claim_out_dir(
     return held
 
 
+def claim_new_out_dir(path: str | os.PathLike[str], what: str) -> RunFolder:
+    """Claim a default run folder, one the user did not name: ``path`` if it is free,
+    else the first free one of ``path-2``, ``path-3``, ... Each is tried as
+    :func:`claim_out_dir` tries a folder (its lock, and never ``overwrite``), so runs
+    given the same default (started in the same second) each get a folder of their
+    own, whether they run one after another or at once."""
+    base = Path(path)
+    n = 1
+    while True:
+        folder = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            return claim_out_dir(folder, what, ())
+        except OutDirError:  # another run's (or being written by one): the next name
+            n += 1
+
+
+def claim_run_dir(
+    chosen: str | os.PathLike[str] | None,
+    default: Path,
+    what: str,
+    outputs: Sequence[str],
+    overwrite: bool = False,
+) -> Path:
+    """The run's folder, claimed: ``chosen`` (the user's ``out_dir``) as
+    :func:`claim_out_dir` claims it (refused if it holds a run, unless ``overwrite``),
+    or, when none was chosen, a new folder named after ``default`` (see
+    :func:`claim_new_out_dir`)."""
+    if chosen:
+        return claim_out_dir(chosen, what, outputs, overwrite).path
+    return claim_new_out_dir(default, what).path
+
+
+def holds_out_dir(path: str | os.PathLike[str]) -> bool:
+    """Whether this process has claimed ``path`` and not released it yet."""
+    target = Path(path).resolve()
+    return any(held.path.resolve() == target for held in _HELD)
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)

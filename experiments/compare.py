@@ -11,7 +11,8 @@
 Runs every chosen policy (default: every registered baseline, plus the learned
 agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first
 ``windows`` test windows of the workload (0 = all of them), prints a table, and
-writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<time>``).
+writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<time>``,
+or ``...<time>-2``, ``-3``, ... for runs started in the same second).
 ``workload=trace workload.path=FILE`` runs the test windows of a trace file
 (the ``workload.*`` options are :class:`envs.workloads.trace_file.TraceOptions`);
 its rows are labelled ``trace:<file name>`` and ``results.json`` records the
@@ -35,7 +36,8 @@ the rows also count node losses, re-routed requests and failed copies.
   (the first window: the cluster's queue and the settings it chose each epoch).
 
 An ``out_dir`` that holds anything already is refused unless ``overwrite=true``
-(which first removes the files above), and so is one another run is writing in.
+(which first removes the files above), and so is one another run is writing in;
+the default folder is always a new one.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ from experiments._cli import (
     workload_label,
     workload_params,
 )
-from experiments._io import claim_out_dir, releasing_out_dirs
+from experiments._io import claim_run_dir, releasing_out_dirs
 from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.evaluation import (
     DEFAULT_BASELINE,
@@ -225,11 +227,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
     params = workload_params("experiments.compare", options, [SETUPS[options["setup"]][0]])
     shown = workload_label(options["workload"], params)
-    out_dir = (
-        Path(options["out_dir"])
-        if options["out_dir"]
-        else default_out_dir(options, "compare", shown)
-    )
     names = resolve_policies(options)
     kwargs = policy_kwargs(options["policy_kwargs"], names)
     policies = {name: make_policy(name, **kwargs.get(name, {})) for name in names}
@@ -257,7 +254,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     limit = options["windows"] or None
     workload = options["workload"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params)
-    claim_out_dir(out_dir, "experiments.compare: out_dir", OUTPUTS, options["overwrite"])
+    out_dir = claim_run_dir(
+        options["out_dir"],
+        default_out_dir(options, "compare", shown),
+        "experiments.compare: out_dir",
+        OUTPUTS,
+        options["overwrite"],
+    )
 
     bar = None
     if options["progress"]:

@@ -40,7 +40,7 @@ from envs.workloads.trace_file import (
     trace_label,
 )
 from experiments._cli import TRACE_PATHS
-from experiments._io import nearest_existing
+from experiments._io import claim_new_out_dir, nearest_existing
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
@@ -286,7 +286,8 @@ class _World:
     logger: LoggerConf = field(default_factory=LoggerConf)
     seed: int = 0
     out_dir: str | None = None
-    """Run folder; by default Hydra's (runs/<command>/<time>, or the multirun job folder)."""
+    """Run folder; by default Hydra's (runs/<command>/<time>__<workload>, a new one: ``-2``,
+    ... added for a run started in the same second as another; or the multirun job folder)."""
     overwrite: bool = False
     """Replace the run in an out_dir that holds one (else such an out_dir is refused)."""
 
@@ -334,9 +335,10 @@ def register_configs() -> None:
     for name, node in setup_options().items():
         store.store(group="setup", name=name, node=node, package="_global_")
     # out_dir is null unless given (``oc.select`` would keep the null); this falls back
-    # to the dated default instead (conf/*.yaml: hydra.run.dir, hydra.sweep.dir).
+    # to the dated default instead (conf/*.yaml: hydra.run.dir, hydra.sweep.dir). Cached:
+    # a config resolves its folder once (Hydra copies the cache to a sweep's jobs).
     if not OmegaConf.has_resolver("btb_dir"):
-        OmegaConf.register_new_resolver("btb_dir", run_folder)
+        OmegaConf.register_new_resolver("btb_dir", run_folder, use_cache=True)
     # the run folder names the workload: its name, or trace-<file name> for a trace
     if not OmegaConf.has_resolver("btb_workload"):
         OmegaConf.register_new_resolver("btb_workload", run_folder_workload)
@@ -348,14 +350,36 @@ the nearest of its ancestors that existed when it was first resolved, before Hyd
 made the folder: what a rejected run's tidy-up keeps (``experiments.jobs``)."""
 
 
+_CLAIMING: list[str] = []
+"""The Hydra command running in this process (``jobs.hydra_entry`` sets it), if any."""
+
+
+@contextlib.contextmanager
+def claiming_run_folders(command: str) -> Iterator[None]:
+    """While Hydra command ``command`` runs, the ``btb_dir`` resolver claims the default
+    folder it names (:func:`run_folder`); a config composed elsewhere (a test, a
+    notebook) only names it."""
+    _CLAIMING.append(command)
+    try:
+        yield
+    finally:
+        _CLAIMING.pop()
+
+
 def run_folder(chosen: Any, default: str) -> Any:
     """The ``btb_dir`` resolver: ``chosen`` (``out_dir``) when given, else the dated
-    ``default``, whose parent's existing ancestors are noted (:data:`DEFAULT_RUN_PARENTS`)."""
+    ``default``, whose parent's existing ancestors are noted (:data:`DEFAULT_RUN_PARENTS`).
+    While a Hydra command runs (:func:`claiming_run_folders`) it is a new folder, claimed
+    now, before Hydra writes its files in it: ``default``, or ``default-2``, ... when
+    a run started in the same second has it (``_io.claim_new_out_dir``; ``jobs.run_dir``
+    keeps that claim)."""
     if chosen not in (None, ""):
         return chosen
     parent = Path(default).parent
     DEFAULT_RUN_PARENTS.setdefault(parent.resolve(), nearest_existing(parent).resolve())
-    return default
+    if not _CLAIMING:
+        return default
+    return str(claim_new_out_dir(default, f"{_CLAIMING[-1]}: out_dir").path)
 
 
 def setup_options() -> dict[str, dict[str, Any]]:
@@ -771,6 +795,18 @@ def check_workload(cfg: Any) -> None:
         )
     with naming_fields(workload_paths(cfg)):
         configure(cfg.workload.name, **workload_params(cfg))
+
+
+def config_record(cfg: Any) -> dict[str, Any]:
+    """The job's config as results.json and W&B record it: resolved, with the trace
+    file's stamp (:func:`workload_record`) and ``setup.name`` the setup that ran
+    (:func:`setup_label`, as the rows name it): a ``model=`` or ``cluster=`` given
+    beside ``setup=`` wins over the setup's, so ``setup=qwen3_8b_h100x4 model=glm-4.5``
+    is recorded as ``glm45_h100x4``, not as the setup it overrode."""
+    record = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(record, dict)
+    record["setup"] = {**record["setup"], "name": setup_label(cfg)}
+    return {**record, **workload_record(cfg)}
 
 
 def workload_record(cfg: Any) -> dict[str, Any]:

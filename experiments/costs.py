@@ -1,10 +1,13 @@
 """Milliseconds to make N tokens of KV resident, from each source (the published check table).
 
-    python -m experiments.costs [model=llama-3.3-70b] [node=4xH100] [setup=NAME]
+    python -m experiments.costs [setup=70b_h100x4] [model=PRESET] [node=GPUsxGPU]
                                 [tokens=500,1000,2000,8000,16000,32000] [out_dir=PATH]
 
-``setup=`` (one of the published setups, e.g. ``glm52_h100x8``) overrides
-``model`` and ``node``. Prints the table and, with ``out_dir``, writes
+``setup=`` (one of the published setups, e.g. ``glm52_h100x8``) chooses the model
+and the node; ``model=`` and ``node=``, when given, win over the setup's, as
+``model=`` and ``cluster=`` do on the Hydra commands (``setup=qwen3_8b_h100x4
+model=glm-4.5`` is glm-4.5 on a 4xH100 node; the table's first line names the
+model and node it is for). Prints the table and, with ``out_dir``, writes
 ``costs.json``: ``{"model", "node", "kv_bytes_per_token", "budget_tokens",
 "tokens": [...], "ms": {"prefill": [...], "disk": [...], "rdma": [...],
 "ram": [...], "hbm": [...]}}``.
@@ -21,9 +24,9 @@ from experiments._cli import UsageError, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 
 DEFAULTS: dict[str, Any] = {
-    "model": SETUPS[DEFAULT_SETUP][0],
-    "node": SETUPS[DEFAULT_SETUP][1],
-    "setup": "",
+    "setup": DEFAULT_SETUP,
+    "model": "",  # the setup's
+    "node": "",  # the setup's
     "tokens": ["500", "1000", "2000", "8000", "16000", "32000"],
     "mfu": SimConfig.mfu,
     "out_dir": "",
@@ -65,13 +68,12 @@ def _fmt(value: float) -> str:
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args("experiments.costs", DEFAULTS, argv)
-    model, node = options["model"], options["node"]
-    if options["setup"]:
-        if options["setup"] not in SETUPS:
-            raise UsageError(
-                f"experiments.costs: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}"
-            )
-        model, node, _ = SETUPS[options["setup"]]
+    if options["setup"] not in SETUPS:
+        raise UsageError(
+            f"experiments.costs: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}"
+        )
+    setup_model, setup_node, _ = SETUPS[options["setup"]]
+    model, node = options["model"] or setup_model, options["node"] or setup_node
     try:
         tokens = [int(t) for t in options["tokens"]]
     except ValueError:

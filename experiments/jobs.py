@@ -20,6 +20,8 @@ from experiments._io import (
     OutDirError,
     check_writable_dir,
     claim_out_dir,
+    claim_run_dir,
+    holds_out_dir,
     nearest_existing,
     release_out_dirs,
     remove_empty_dirs,
@@ -29,12 +31,13 @@ from experiments.config import (
     check_bool_values,
     check_known_keys,
     check_workload,
+    claiming_run_folders,
     cluster_of,
+    config_record,
     setup_label,
     sim_of,
     window_pool_of,
     workload_label,
-    workload_record,
 )
 from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 from experiments.report import comparison_table, write_run
@@ -44,21 +47,22 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     """The job's folder, created, checked writable and claimed (``_io.claim_out_dir``:
     locked against a second run; one holding anything but Hydra's own files is
     refused unless ``overwrite=true``, which clears ``outputs``, what the job writes):
-    Hydra's output dir (out_dir, or the multirun job folder); without Hydra, out_dir
-    or a dated runs/ folder. Released when the job ends (:func:`run_job`)."""
+    Hydra's output dir (out_dir, the multirun job folder, or the dated default, which
+    ``config.run_folder`` claimed as Hydra named it); without Hydra, out_dir or a new
+    dated runs/ folder. Released when the job ends (:func:`run_job`)."""
     from hydra.core.hydra_config import HydraConfig
 
-    hydra_files: tuple[str, ...] = ()
-    if HydraConfig.initialized():
-        hydra = HydraConfig.get()
-        folder = Path(hydra.runtime.output_dir)
-        hydra_files = (".hydra", f"{hydra.job.name}.log")
-    elif cfg.out_dir:
-        folder = Path(cfg.out_dir)
-    else:
-        folder = Path("runs") / kind / time.strftime("%Y-%m-%d_%H-%M-%S")
     what = f"experiments.{kind}: out_dir"
-    claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files)
+    if not HydraConfig.initialized():
+        stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
+        return claim_run_dir(
+            cfg.out_dir, Path("runs") / kind / stamp, what, outputs, bool(cfg.overwrite)
+        )
+    hydra = HydraConfig.get()
+    folder = Path(hydra.runtime.output_dir)
+    if not holds_out_dir(folder):
+        hydra_files = (".hydra", f"{hydra.job.name}.log")
+        claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files)
     return folder
 
 
@@ -76,7 +80,8 @@ def hydra_entry(
     the command line is checked before Hydra starts (Hydra creates the folder first
     and would fail with a traceback; it writes its own files there, so a folder
     holding anything is refused here unless ``overwrite=true``), and so is anything
-    ``precheck`` checks in the arguments; then user
+    ``precheck`` checks in the arguments; a default (dated) run folder is a new one,
+    claimed as Hydra names it (``config.claiming_run_folders``); then user
     errors end the run as in ``main_guard``. ``--help``, ``--cfg`` and the like run
     no job, so they are passed to Hydra unchecked. Hydra reports an error of its own
     (an unknown group option, a value of the wrong type, a bad override) and exits
@@ -96,7 +101,7 @@ def hydra_entry(
             if precheck is not None:
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
-        with _hydra_raises():
+        with _hydra_raises(), claiming_run_folders(command):
             try:
                 main()
             except SystemExit as stop:
@@ -167,7 +172,20 @@ def hydra_message(error: BaseException) -> str:
             out += (" " if out.endswith((":", ".")) else ": ") + line
         if line.endswith(":"):
             listing = line.startswith("Available options")
-    return out
+    return out + _list_hint(cause)
+
+
+def _list_hint(cause: BaseException | None) -> str:
+    """For one value given to a list option (``checkpoint=PATH``, which OmegaConf
+    refuses as ``str is not a ListConfig``): how to write it as a list."""
+    from omegaconf.errors import ValidationError
+
+    if not isinstance(cause, ValidationError) or "is not a ListConfig" not in str(cause):
+        return ""
+    key, value = cause.full_key, cause.value
+    if not key or not isinstance(value, (str, int, float, bool)):
+        return ""
+    return f" ({key} is a list: write {key}=[{value}])"
 
 
 def _check_not_a_run(folder: Path, label: str, args: Sequence[str]) -> None:
@@ -387,10 +405,9 @@ def job_logger(cfg: Any, out_dir: Path, kind: str) -> Any:
     suffix after ``-`` if wanted (``train-ppo_route``)."""
     from experiments.tracking import RunLogger
 
-    config: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     return RunLogger(
         cfg.logger,
-        {**config, **workload_record(cfg)},
+        config_record(cfg),
         out_dir,
         name=job_name(cfg, kind, time.strftime("%Y%m%d-%H%M%S")),
         job_type=kind.split("-")[0],
@@ -477,10 +494,7 @@ def evaluate_and_write(
             floor=True,
         )
     rows = [run.row for run in runs]
-    config = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(config, dict)
-    config.update(workload_record(cfg))
-    result = {"rows": rows, "config": config, **(extra or {})}
+    result = {"rows": rows, "config": config_record(cfg), **(extra or {})}
     charts = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
     print(comparison_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)

@@ -18,7 +18,8 @@ published figure and the difference in percentage points, where the BTB
 write-up has one; and the reductions of ``btb_pending`` (btb-gym's variant) and
 ``oracle_warm``. Writes ``results.json`` (rows as in ``experiments.compare``,
 plus the tables) to ``out_dir`` (default
-``runs/all__<workload>__reproduce__<seed>__<time>``).
+``runs/all__<workload>__reproduce__<seed>__<time>``, or ``...<time>-2``, ... for
+runs started in the same second).
 
 The windows are drawn by btb-gym's generator with the published parameters and
 seed, not the original windows; a 15-window mean still varies with the draw
@@ -32,7 +33,6 @@ import functools
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,7 +54,7 @@ from experiments._cli import (
     workload_label,
     workload_params,
 )
-from experiments._io import claim_out_dir, releasing_out_dirs
+from experiments._io import claim_run_dir, releasing_out_dirs
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, count_windows, evaluate_policies, split_windows
 from experiments.report import reproduction_tables
@@ -254,17 +254,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tasks = [
         (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]
-    out_dir = (
-        Path(options["out_dir"])
-        if options["out_dir"]
-        else default_out_dir(
+    out_dir = claim_run_dir(
+        options["out_dir"],
+        default_out_dir(
             {**options, "setup": "all"},
             "reproduce",
             workload_label(options["workload"], options["workload_params"]),
-        )
-    )
-    claim_out_dir(
-        out_dir, "experiments.reproduce: out_dir", ("results.json",), options["overwrite"]
+        ),
+        "experiments.reproduce: out_dir",
+        ("results.json",),
+        options["overwrite"],
     )
     bar = None
     if options["progress"]:

@@ -44,6 +44,24 @@ def _not_a_model(folder: Path) -> None:
         archive.writestr("notes.txt", "a zip, but no SB3 model in it")
 
 
+def _mlp_model(folder: Path) -> None:
+    """model.zip replaced by a saved flat-MLP network of the same algo, env and width
+    (agent.json still says net=set)."""
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from agents.algorithms import AgentSpec, build_model
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+    saved = json.loads((folder / "agent.json").read_text())
+    spec = AgentSpec(algo=saved["algo"], env=saved["env"], net="mlp", hidden=saved["hidden"])
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=4), window=0)
+    hyperparams = {"n_steps": 4, "batch_size": 4}
+    build_model(spec, gym.make(spec.env_id, windows=[window]), hyperparams).save(
+        folder / "model.zip"
+    )
+
+
 # (zoo agent, damage, the file named, what the message says)
 CASES = {
     "truncated model.zip": ("ppo_thresholds", _truncate, "model.zip", "cannot load it as a ppo"),
@@ -53,6 +71,16 @@ CASES = {
         "bc_route_warm", _edit(algo="ppo"), "model.zip", "cannot load it as a ppo model"
     ),
     "name a number": ("ppo_thresholds", _edit(name=7), "agent.json", "name must be a JSON string"),
+    "net mlp on a set network": (
+        "bc_route_warm", _edit(net="mlp"), "model.zip",
+        "the model's policy is MaskableNodeScoringPolicy, agent.json's algo and net make "
+        "MaskableActorCriticPolicy",
+    ),
+    "net set on an mlp network": (
+        "ppo_thresholds", _mlp_model, "model.zip",
+        "the model's policy is ActorCriticPolicy, agent.json's algo and net make "
+        "NodeScoringPolicy",
+    ),
     "hidden of another network": (
         "ppo_thresholds", _edit(hidden=32), "model.zip", "network has hidden=64, agent.json's"
     ),
@@ -105,12 +133,13 @@ def test_evaluate_and_train_resume_refuse_a_damaged_checkpoint_in_one_line(
     # the config asks for what agent.json says (where it says it), so the resume
     # gets as far as reading the damaged field or file
     saved = json.loads((folder / "agent.json").read_text())
-    asks = {"algo": "ppo", "env": "thresholds", "hidden": 64, "timesteps": 0}
+    asks = {"algo": "ppo", "env": "thresholds", "net": "set", "hidden": 64, "timesteps": 0}
     asks.update({k: v for k, v in saved.items() if k in asks and type(v) is type(asks[k])})
     agent = {"ppo": "ppo", "maskable_ppo": "maskable_ppo"}[str(asks["algo"])]
     resume_cfg = _hydra_cfg(
         "train",
-        [*common, f"agent={agent}", f"env={asks['env']}", f"agent.hidden={asks['hidden']}",
+        [*common, f"agent={agent}", f"env={asks['env']}", f"agent.net={asks['net']}",
+         f"agent.hidden={asks['hidden']}",
          f"agent.critic={saved.get('critic', 'shared')}",
          f"train.total_timesteps={int(asks['timesteps']) + 1}", f"resume={folder}"],
     )  # fmt: skip

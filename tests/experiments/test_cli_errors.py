@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shlex
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -551,6 +552,32 @@ def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 @pytest.mark.parametrize(
+    "name",
+    ["compare", "reproduce", "audit", "costs", "bench", "make_dataset", "example_trace",
+     "tune_btb_table", "train_rescore"],
+)  # fmt: skip
+def test_help_names_only_the_command_s_own_options(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every ``key=`` in a command's --help is one of its options (audit, costs and
+    example_trace have no ``policies=``), and the hint about lists is there only
+    for a command with a list option, naming those."""
+    import importlib
+
+    module = importlib.import_module(f"experiments.{name}")
+    with pytest.raises(SystemExit):
+        module.main(["--help"])
+    usage, *lines = capsys.readouterr().out.splitlines()
+    assert usage == f"usage: python -m experiments.{name} [key=value ...]"
+    named = {key for line in lines for key in re.findall(r"([\w.]+)=", line)}
+    assert named == set(module.DEFAULTS)
+    lists = [key for key, value in module.DEFAULTS.items() if isinstance(value, list)]
+    hint = [line for line in lines if "comma-separated" in line]
+    assert hint == ([f"lists ({', '.join(lists)}) are comma-separated ({lists[0]}=a,b); "
+                     f"empty is {lists[0]}="] if lists else [])  # fmt: skip
+
+
+@pytest.mark.parametrize(
     ("text", "modes"),
     [("both", [False, True]), ("0", [False]), ("yes", [True]), ("OFF", [False]), ("1", [True])],
 )
@@ -620,6 +647,22 @@ def test_hydra_s_messages_fold_into_one_line() -> None:
     assert hydra_message(listing) == (
         "In 'train': Could not find 'agent/x': Available options in 'agent': a2c, dqn"
     )
+
+
+@pytest.mark.parametrize(
+    ("command", "key"),
+    [("experiments.evaluate", "checkpoint"), ("experiments.train", "train.eval_policies")],
+)
+def test_one_value_for_a_list_option_says_how_to_write_the_list(
+    command: str, key: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    value = str(ROOT / "agents" / "zoo" / "bc_route_warm") if key == "checkpoint" else "btb"
+    proc = run_command(command, ["logger=none", f"{key}={value}"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"error: {command}: Error merging override {key}={value}: ")
+    assert proc.stderr.endswith(f" ({key} is a list: write {key}=[{value}])\n")
+    assert proc.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_only_the_users_errors_hydra_reports_exit_2() -> None:

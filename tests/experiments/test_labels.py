@@ -35,6 +35,9 @@ def _compose(name: str, overrides: list[str]) -> Any:
         (["workload=mixed"], "70b_h100x4", "mixed"),
         (["model.name=70b"], "70b_h100x4", "bursted_synthetic"),  # an alias of the preset
         (["model.name=glm52", "cluster=8xH100_x4"], "glm52_h100x8", "bursted_synthetic"),
+        # a model or cluster given beside a setup wins: the label is what runs
+        (["setup=qwen3_8b_h100x4", "model=glm-4.5"], "glm45_h100x4", "bursted_synthetic"),
+        (["setup=glm52_h100x8", "cluster=8xH200_x4"], "glm-4.6_8xH200_x4", "bursted_synthetic"),
     ],
 )
 def test_labels_follow_the_groups(overrides: list[str], setup: str, workload: str) -> None:
@@ -58,6 +61,39 @@ def test_evaluate_rows_name_the_cluster_and_workload_that_ran(tmp_path: Path) ->
     ]  # fmt: skip
     assert {(r["setup"], r["workload"]) for r in rows} == {("llama-3.3-70b_4xH100_x6", TINY)}
     assert all(r["requests"] == r["completed"] > 0 for r in rows[:-2])
+
+
+def test_a_model_given_beside_a_setup_runs_and_is_recorded_as_what_ran(tmp_path: Path) -> None:
+    """``setup=qwen3_8b_h100x4 model=glm-4.5`` simulates glm-4.5 on the setup's cluster,
+    and results.json's config and rows name that (glm45_h100x4), not the setup it
+    overrode."""
+    from experiments.evaluate import evaluate
+
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=tiny", "workload.eval_windows=1", "progress=false",
+         "policies=[least_load]", "setup=qwen3_8b_h100x4", "model=glm-4.5", f"out_dir={tmp_path}"],
+    )  # fmt: skip
+    evaluate(cfg)
+    result = json.loads((tmp_path / "results.json").read_text())
+    config = result["config"]
+    assert (config["model"]["name"], config["cluster"]["node"]) == ("glm-4.5", "4xH100")
+    assert config["setup"]["name"] == "glm45_h100x4"
+    assert {row["setup"] for row in result["rows"]} == {"glm45_h100x4"}
+
+
+def test_costs_takes_a_model_or_node_given_beside_a_setup_as_the_hydra_commands_do() -> None:
+    from experiments import costs
+
+    def ran(*args: str) -> tuple[str, str]:
+        table = costs.main(["tokens=500", *args])
+        return table["model"], table["node"]
+
+    assert ran() == ("llama-3.3-70b", "4xH100")  # the default setup's
+    assert ran("setup=glm52_h100x8") == ("glm-4.6", "8xH100")
+    assert ran("setup=qwen3_8b_h100x4", "model=glm-4.5") == ("glm-4.5", "4xH100")
+    assert ran("setup=glm52_h100x8", "node=8xH200") == ("glm-4.6", "8xH200")
+    assert ran("model=qwen3-8b", "node=4xB300") == ("qwen3-8b", "4xB300")
 
 
 def test_tune_btb_rows_use_the_same_labels(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import errno
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -281,3 +281,79 @@ def test_a_refused_hydra_job_in_the_default_folder_leaves_no_empty_runs_folder(
     assert proc.stderr.count("\n") == 1 and "cluster.node='0xH100'" in proc.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["runs"]
     assert list((tmp_path / "runs").iterdir()) == []
+
+
+SAME_SECOND = "20261204-140156"
+
+
+def test_default_compare_folders_of_the_same_second_are_new_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without out_dir= every run gets a folder of its own (``<time>-2``, ``-3``, ...
+    for runs started in the same second); an out_dir the user names that holds a
+    run is still refused."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(compare.time, "strftime", lambda fmt, *when: SAME_SECOND)
+    made = [compare.main([*COMPARE, "charts=false"])["config"]["out_dir"] for _ in range(3)]
+    first = f"runs/70b_h100x4__agent_fanout__compare__0__{SAME_SECOND}"
+    assert made == [first, f"{first}-2", f"{first}-3"]
+    assert all((tmp_path / folder / "results.json").is_file() for folder in made)
+    capsys.readouterr()
+    assert main_guard(lambda: compare.main([*COMPARE, "charts=false", f"out_dir={first}"])) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.compare: out_dir='{first}' already holds results")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        Path(folder).name for folder in made
+    ]
+
+
+def test_a_default_folder_another_run_is_writing_in_is_passed_over(tmp_path: Path) -> None:
+    """Two runs started at once with the same default name: the second finds the
+    first's folder locked (empty still) and claims the next name, under the same lock."""
+    from experiments._io import claim_new_out_dir
+
+    base = tmp_path / "runs" / "dated"
+    first = claim_new_out_dir(base, "x: out_dir")
+    second = claim_new_out_dir(base, "x: out_dir")
+    assert (first.path, second.path) == (base, tmp_path / "runs" / "dated-2")
+    first.release()
+    second.release()
+    assert list((tmp_path / "runs").iterdir()) == []  # made by the claims, left empty: gone
+
+
+def test_default_hydra_folders_of_the_same_second_are_new_ones(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """evaluate without out_dir=: the dated folder of conf/evaluate.yaml (its time
+    fixed here) is claimed as Hydra names it, a new one for each run; out_dir= naming
+    one of them is refused."""
+    from experiments._io import LOCK_NAME
+
+    dated = "runs/evaluate/2026-12-04_14-01-56__tiny"
+    args = ["logger=none", "workload=tiny", "workload.eval_windows=1", "policies=[least_load]",
+            "progress=false"]  # fmt: skip
+    same_second = f"hydra.run.dir='${{btb_dir:${{out_dir}},{dated}}}'"
+    for _ in range(2):
+        proc = run_command("experiments.evaluate", [*args, same_second], tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    folders = sorted((tmp_path / "runs" / "evaluate").iterdir())
+    assert [p.name for p in folders] == [Path(dated).name, f"{Path(dated).name}-2"]
+    for folder in folders:
+        assert (folder / "results.json").is_file() and (folder / ".hydra").is_dir()
+        assert not (folder / LOCK_NAME).exists()
+    refused = run_command("experiments.evaluate", [*args, f"out_dir={dated}"], tmp_path)
+    assert refused.returncode == 2
+    assert "already holds files; refusing to overwrite them" in refused.stderr
+
+
+def test_a_config_resolved_outside_a_command_claims_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a running Hydra command claims its default folder: a config composed and
+    resolved elsewhere (a test, a notebook) names the dated folders and makes none."""
+    monkeypatch.chdir(tmp_path)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="evaluate", overrides=["logger=none"], return_hydra_config=True)
+    assert str(cfg.hydra.run.dir).startswith("runs/evaluate/20")
+    assert str(cfg.hydra.sweep.dir).startswith("multirun/evaluate/20")
+    assert list(tmp_path.iterdir()) == []
