@@ -5,6 +5,7 @@ from baselines.btb_pending import BTBPending
 from baselines.btb_speculative import BTBSpeculative
 from baselines.btb_tuned import BTBTuned
 from baselines.eft_pull import EarliestFirstTokenPull
+from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from baselines.oracle import OracleWarm
 from baselines.policy import POLICIES, Policy, make_policy, register
 from baselines.production import LLMD, DynamoKV, SGLangGateway
@@ -28,6 +29,7 @@ __all__ = [
     "CacheAware",
     "DynamoKV",
     "EarliestFirstTokenPull",
+    "EarliestFirstTokenPullSpread",
     "LeastLoad",
     "OracleWarm",
     "Policy",
