@@ -86,6 +86,9 @@ class RunFolder:
     _fd: int | None
     existed: Path | None = None
     """The nearest folder on the way that existed before the run (kept on release)."""
+    where: Path | None = None
+    """``path`` made absolute when claimed: a job that changes its working directory
+    (``hydra.job.chdir=true``) still finds and releases it."""
 
     def release(self) -> None:
         """Give the folder up: drop the lock (and its file), and remove the folder
@@ -93,11 +96,12 @@ class RunFolder:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
+        path = self.where or self.path
         with contextlib.suppress(OSError):
-            (self.path / LOCK_NAME).unlink()
+            (path / LOCK_NAME).unlink()
         os.close(fd)  # closing the descriptor drops the flock
         if self.created:  # only if empty, and the folders made on the way to it
-            remove_empty_dirs(self.path, self.existed or self.path.parent)
+            remove_empty_dirs(path, self.existed or path.parent)
         with contextlib.suppress(ValueError):
             _HELD.remove(self)
 
@@ -132,7 +136,7 @@ def claim_out_dir(
     target.mkdir(parents=True, exist_ok=True)
     lock = target / LOCK_NAME
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-    held = RunFolder(target, created, fd, existed)
+    held = RunFolder(target, created, fd, existed.resolve(), target.resolve())
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         # the file may have been removed (and the lock dropped) by its holder meanwhile
@@ -197,7 +201,7 @@ def claim_run_dir(
 def holds_out_dir(path: str | os.PathLike[str]) -> bool:
     """Whether this process has claimed ``path`` and not released it yet."""
     target = Path(path).resolve()
-    return any(held.path.resolve() == target for held in _HELD)
+    return any((held.where or held.path.resolve()) == target for held in _HELD)
 
 
 def _remove(path: Path) -> None:

@@ -346,6 +346,23 @@ def test_default_hydra_folders_of_the_same_second_are_new_ones(
     assert "already holds files; refusing to overwrite them" in refused.stderr
 
 
+def test_a_job_that_changes_its_working_directory_keeps_its_default_folder(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """``hydra.job.chdir=true``: the job runs inside the folder it claimed by a
+    relative name, still knows it holds it (was refused as "another run is writing
+    in that folder") and releases its lock at the end."""
+    from experiments._io import LOCK_NAME
+
+    args = ["logger=none", "workload=tiny", "workload.eval_windows=1", "policies=[least_load]",
+            "progress=false", "hydra.job.chdir=true"]  # fmt: skip
+    proc = run_command("experiments.evaluate", args, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    (folder,) = (tmp_path / "runs" / "evaluate").iterdir()
+    assert (folder / "results.json").is_file()
+    assert not (folder / LOCK_NAME).exists()
+
+
 def test_a_config_resolved_outside_a_command_claims_no_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
