@@ -8,8 +8,9 @@ first token a little sooner in that node's queue than from a cold prefill on an
 idle node, so when followers arrive faster than the node can prefill their own
 parts, the whole burst queues on the node (or the two) that started first while
 the others stay idle: on qwen3-8b's 1 s bursts, whose 64k-token prefix takes
-0.54 s cold, ``eft_step`` serves the bursts alone at 0.40 s of mean TTFT against
-``cache_aware``'s 0.23 s, which spreads every burst over the four nodes.
+0.54 s cold, ``eft_step`` serves the bursts alone (without the windows' decoys) at
+0.40 s of mean TTFT against ``cache_aware``'s 0.23 s, which spreads every burst over
+the four nodes.
 
 ``eft_pull_spread`` routes as ``eft_pull`` except for a request whose shared prefix
 (its prompt blocks but the last) no node up holds in HBM yet and that has arrived
