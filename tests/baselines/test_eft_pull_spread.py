@@ -66,6 +66,27 @@ def test_a_fast_burst_opens_the_idle_nodes_where_eft_pull_piles_it_on_two() -> N
     assert routes("eft_pull_spread", "qwen3_8b_h100x4", burst(0.002, 4)) == [0, 1, 2, 3]
 
 
+def test_the_prefix_s_hbm_read_counts_in_the_expected_work() -> None:
+    # a follower every 2.5 ms: the second request expects 0.619 s of queued work with
+    # HOT's HBM read counted (above the 0.545 s cold prefill), 0.462 s without it
+    expected, cold, behind = rule_terms("qwen3_8b_h100x4", 0.0025, 1)
+    costs = (
+        Simulator(
+            setup_cluster("qwen3_8b_h100x4"),
+            Workload("w", BT, []),
+            SimConfig(),
+            np.random.default_rng(0),
+        )
+        .nodes[0]
+        .costs
+    )
+    without_read = behind / 0.0025 * costs.prefill_s(BT, 256 * BT)
+    assert without_read < cold < expected
+    assert expected == pytest.approx(0.6187, abs=1e-4)
+    assert routes("eft_pull", "qwen3_8b_h100x4", burst(0.0025, 4)) == [0, 0, 0, 0]
+    assert routes("eft_pull_spread", "qwen3_8b_h100x4", burst(0.0025, 4)) == [0, 1, 2, 3]
+
+
 def test_the_margin_bounds_what_a_request_gives_up_for_the_idle_node() -> None:
     # with no margin the third request keeps its soonest estimate (node 0's queue)
     spread = routes("eft_pull_spread", "qwen3_8b_h100x4", burst(0.002, 4), margin=0.0)
