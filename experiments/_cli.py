@@ -15,12 +15,12 @@ import os
 import sys
 import typing
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from agents.improvement_settings import SettingWarning
 from envs.sim.config import COPY_MODELS, SimConfig
-from envs.sim.errors import NamedFields, SimulationError, named_message
+from envs.sim.errors import ConfigError, NamedFields, SimulationError, named_message
 from envs.sim.timing import model_preset
 from envs.workloads.readers import TraceWarning
 from envs.workloads.trace_file import (
@@ -80,6 +80,22 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
     return None if text.lower() in {"none", "null"} and default is None else text
 
 
+@contextlib.contextmanager
+def naming_value(
+    path: str, value: Any, origin: Callable[[str], str] | None = None
+) -> Iterator[None]:
+    """Where one option's value becomes one object (``node=`` -> a NodeSpec): an
+    error is prefixed ``path=value (from ...):`` (``origin(path)``, if given: see
+    ``config.value_origin``), and said without the object's name (``n_gpus must
+    be ...``, not ``NodeSpec.n_gpus must be ...``)."""
+    try:
+        yield
+    except ValueError as error:
+        detail = named_message(error, {}, owner=False)
+        where = origin(path) if origin is not None else ""
+        raise ConfigError(f"{path}={value!r}{where}: {detail}") from error
+
+
 def sim_defaults() -> dict[str, Any]:
     """The simulator options of the ``key=value`` commands, ``causal_kv=`` and
     ``copy_model=``, at SimConfig's defaults (set there, once)."""
@@ -98,10 +114,19 @@ def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
     return SimConfig(causal_kv=causal_kv, copy_model=copy_model)
 
 
+_RUNNING: list[list[str]] = []
+"""For each :func:`main_guard` running (innermost last): the command whose options
+:func:`parse_args` read in it, first one only (none for a Hydra command), which
+names the command in its errors."""
+
+
 def parse_args(
     command: str, defaults: Mapping[str, Any], argv: Sequence[str] | None = None
 ) -> dict[str, Any]:
-    """Return ``defaults`` updated by ``key=value`` arguments from ``argv``."""
+    """Return ``defaults`` updated by ``key=value`` arguments from ``argv``. Inside
+    :func:`main_guard`, ``command`` then names every error it prints."""
+    if _RUNNING and not _RUNNING[-1]:
+        _RUNNING[-1].append(command)
     args = list(sys.argv[1:] if argv is None else argv)
     options = dict(defaults)
     if any(a in {"-h", "--help"} for a in args):
@@ -135,18 +160,25 @@ def _as_typed(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def user_error_message(error: BaseException) -> str | None:
+def user_error_message(error: BaseException, command: str = "") -> str | None:
     """The one-line message for a user's error (a bad value: ValueError, UsageError
     included; a workload its cluster cannot serve: SimulationError; the file system:
     a missing input file, an out_dir that cannot be written), or None for anything
-    else, which is a bug and keeps its traceback."""
+    else, which is a bug and keeps its traceback. ``command``: the ``key=value``
+    command's name, written first (``error: experiments.compare: ...``) unless the
+    message already begins with it."""
     if isinstance(error, (ValueError, SimulationError)):
-        return f"error: {error}"
-    if isinstance(error, OSError):
+        text = str(error)
+    elif isinstance(error, OSError):
         if error.strerror and error.filename is not None:
-            return f"error: {error.filename}: {error.strerror}"
-        return f"error: {error}"
-    return None
+            text = f"{error.filename}: {error.strerror}"
+        else:
+            text = str(error)
+    else:
+        return None
+    if command and not text.startswith(f"{command}:"):
+        text = f"{command}: {text}"
+    return f"error: {text}"
 
 
 def main_guard(fn: Any) -> int:
@@ -165,6 +197,8 @@ def main_guard(fn: Any) -> int:
 
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
+    command: list[str] = []  # parse_args names the command here
+    _RUNNING.append(command)
     with rare_gc.RARE_GC:
         try:
             fn()
@@ -176,9 +210,10 @@ def main_guard(fn: Any) -> int:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
         except (ValueError, OSError, SimulationError) as error:
-            print(user_error_message(error), file=sys.stderr)
+            print(user_error_message(error, "".join(command)), file=sys.stderr)
             return 2
         finally:
+            _RUNNING.pop()
             warnings.showwarning = shown
             release_out_dirs()
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import re
 import typing
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,7 +27,6 @@ from envs.cluster_env import ClusterEnv
 from envs.route_warm import RouteWarmEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.config import DEFAULT_SETUP
-from envs.sim.errors import named_message
 from envs.sim.timing import model_preset, parse_node
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -40,6 +40,7 @@ from envs.workloads.trace_file import (
     trace_label,
 )
 from experiments._cli import TRACE_PATHS
+from experiments._cli import naming_value as naming_option
 from experiments._io import claim_new_out_dir, nearest_existing
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -533,16 +534,35 @@ def naming_fields(paths: Mapping[str, str]) -> Iterator[None]:
         raise ConfigError(error.named(paths) + value_origin(paths[named[0]])) from error
 
 
-@contextlib.contextmanager
-def naming_value(path: str, value: Any) -> Iterator[None]:
+def naming_value(path: str, value: Any) -> contextlib.AbstractContextManager[None]:
     """Where one config value becomes one object (``cluster.node`` -> a NodeSpec):
     an error is prefixed ``path=value (from ...):``, and said without the object's
-    name (``n_gpus must be ...``, not ``NodeSpec.n_gpus must be ...``)."""
-    try:
-        yield
-    except ValueError as error:
-        detail = named_message(error, {}, owner=False)
-        raise ConfigError(f"{path}={value!r}{value_origin(path)}: {detail}") from error
+    name (``n_gpus must be ...``, not ``NodeSpec.n_gpus must be ...``); the
+    ``key=value`` commands' :func:`experiments._cli.naming_value`, with the origin."""
+    return naming_option(path, value, value_origin)
+
+
+_LEADING_PATH = re.compile(r"([A-Za-z_]\w*(?:\.\w+)*)(?= must |=| is |: )")
+"""The config path a check's message begins with (``train.total_timesteps must ...``,
+``imitation.episodes=1: ...``, ``train.eval_policies: ...``)."""
+
+
+def with_value_origin(error: BaseException, cfg: Any) -> BaseException:
+    """``error`` saying where the value it is about came from: a ValueError whose
+    message begins with a path of ``cfg`` (``train.total_timesteps must be >= 0,
+    got -5``) and says no origin yet gets :func:`value_origin`'s ``(from ...)`` at
+    its end, as the groups' checks (``sim.*``) say it; any other error, or one whose
+    origin is unknown, is ``error`` itself. So every check of a Hydra job's values
+    names the origin without code of its own (``jobs.run_job`` applies it)."""
+    message = str(error)
+    if not isinstance(error, ValueError) or "(from " in message:
+        return error
+    found = _LEADING_PATH.match(message)
+    if found is None or not OmegaConf.is_config(cfg):
+        return error
+    value = OmegaConf.select(cfg, found[1], default=_ABSENT, throw_on_resolution_failure=False)
+    origin = "" if value is _ABSENT else value_origin(found[1])
+    return ConfigError(message + origin) if origin else error
 
 
 def unknown_keys(cfg: Any, prefix: str = "") -> Iterator[tuple[str, list[str]]]:

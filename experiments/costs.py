@@ -20,7 +20,7 @@ from typing import Any
 from envs.files import write_json_atomic
 from envs.sim.config import DEFAULT_SETUP, SETUPS, SimConfig
 from envs.sim.timing import NodeCosts, model_preset, parse_node
-from experiments._cli import UsageError, main_guard, parse_args
+from experiments._cli import UsageError, main_guard, naming_value, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 
 DEFAULTS: dict[str, Any] = {
@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     setup_model, setup_node, _ = SETUPS[options["setup"]]
     model, node = options["model"] or setup_model, options["node"] or setup_node
+    with naming_value("model", model):  # named as the option typed, as Hydra's model.name
+        model_preset(model)
+    with naming_value("node", node):
+        parse_node(node)
     try:
         tokens = [int(t) for t in options["tokens"]]
     except ValueError:

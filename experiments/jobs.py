@@ -37,6 +37,7 @@ from experiments.config import (
     setup_label,
     sim_of,
     window_pool_of,
+    with_value_origin,
     workload_label,
 )
 from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
@@ -278,9 +279,12 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
             _remove_bare_run_dir(
                 Path(hydra.runtime.output_dir), f"{hydra.job.name}.log", list(hydra.overrides.task)
             )
-        message = user_error_message(error)
+        named = with_value_origin(error, cfg)  # says where a bad value came from
+        message = user_error_message(named)
         if message is None or multirun:
-            raise
+            if named is error:
+                raise
+            raise named from error
         print(message, file=sys.stderr)
         raise SystemExit(2) from None
     finally:

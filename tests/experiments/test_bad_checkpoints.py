@@ -111,7 +111,7 @@ def test_compare_refuses_a_damaged_checkpoint_in_one_line(
     args = [f"agents={folder}", "policies=least_load", "windows=1", f"out_dir={out}"]
     assert main_guard(lambda: compare.main(args)) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {named}") and words in err, err
+    assert err.startswith(f"error: experiments.compare: {named}") and words in err, err
     assert err.count("\n") == 1
     assert not out.exists()
 

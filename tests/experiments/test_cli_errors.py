@@ -332,7 +332,8 @@ def test_agent_json_with_a_wrong_key_is_one_line(
     (folder / "agent.json").write_text(json.dumps(data))
     args = [f"agents={folder}", "policies=least_load", "windows=1", f"out_dir={tmp_path / 'o'}"]
     assert main_guard(lambda: compare.main(args)) == 2
-    assert capsys.readouterr().err.startswith(f"error: {folder / 'agent.json'}: {message}")
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.compare: {folder / 'agent.json'}: {message}")
 
 
 def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
@@ -477,7 +478,14 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(
         ),
         (reproduce, ["copy_model=x"], "experiments.reproduce: copy_model must be one of"),
         (reproduce, ["workload_seeds=1,a"], "workload_seeds='1,a' must be integers >= 0"),
-        (reproduce, ["workload_seed=-3"], "workload_seed must be >= 0, got -3"),
+        (reproduce, ["workload_seed=-3"], "experiments.reproduce: workload_seed must be >= 0"),
+        (compare, ["agents=none", "windows=-1"], "experiments.compare: windows must be >= 0 (0 ="),
+        (
+            costs,
+            ["node=0xH100"],  # was NodeSpec.n_gpus, not the option typed
+            "experiments.costs: node='0xH100': n_gpus must be an integer >= 1, got 0",
+        ),
+        (costs, ["model=nope"], "experiments.costs: model='nope': unknown model preset 'nope'"),
         (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
         (reproduce, ["causal_kv=maybe"], "experiments.reproduce: causal_kv must be both or a bool"),
         (
@@ -538,7 +546,7 @@ def test_audit_reports_a_damaged_gzip_file_in_one_line(
     assert main_guard(lambda: audit.main([f"path={trace}"])) == 2
     err = capsys.readouterr().err
     # the trace reader names the file and the line it could not read past
-    assert err.startswith(f"error: {trace}, line ")
+    assert err.startswith(f"error: experiments.audit: {trace}, line ")
     assert "cannot read the file past this line" in err
     assert err.count("\n") == 1
 
@@ -734,7 +742,9 @@ def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
             "experiments.train", ["logger=none", "train.total_timesteps=-1", *extra], tmp_path, env
         )
         assert proc.returncode == 2, proc.stderr
-        assert proc.stderr == "error: train.total_timesteps must be >= 0, got -1\n"
+        assert proc.stderr == (
+            "error: train.total_timesteps must be >= 0, got -1 (from the command line)\n"
+        )
     # the dated folder Hydra made for the rejected run is gone, and so are the
     # runs/train/ and runs/ made on the way to it
     assert not (tmp_path / "runs").exists()
@@ -1015,6 +1025,64 @@ def test_a_config_file_on_the_search_path_is_named_as_the_origin(
     assert proc.stderr == (
         "error: workload.params.n_bursts must be an integer >= 0, got -1 "
         f"(from {(tmp_path / 'experiment' / 'mine.yaml').resolve()})\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.total_timesteps=-5", "train.total_timesteps must be >= 0, got -5"),
+        ("agent.hyperparams.gamma=2", "agent.hyperparams.gamma must be a number in [0, 1], got 2"),
+        ("env.n_envs=0", "env.n_envs must be >= 1, got 0"),
+        ("seed=-1", "seed must be >= 0 (a numpy seed), got -1"),
+        ("logger.mode=bogus", "logger.mode must be one of offline, online, disabled, got 'bogus'"),
+    ],
+)
+def test_a_checked_value_says_it_came_from_the_command_line(
+    override: str, message: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    # the checks of the job's values say where the value came from, as sim.* does
+    args = ["logger=none", "workload=tiny", override, f"out_dir={tmp_path / 'run'}"]
+    proc = run_command("experiments.train", args, tmp_path, {})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"error: {message} (from the command line)\n"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("train:\n  total_timesteps: -5\n", "train.total_timesteps must be >= 0, got -5"),
+        ("env:\n  n_envs: 0\n", "env.n_envs must be >= 1, got 0"),
+    ],
+)
+def test_a_checked_value_says_it_came_from_the_experiment_file(
+    setting: str, message: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    (tmp_path / "experiment").mkdir()
+    mine = tmp_path / "experiment" / "mine.yaml"
+    mine.write_text(f"# @package _global_\n{setting}")
+    args = ["logger=none", "workload=tiny", f"hydra.searchpath=[file://{tmp_path}]"]
+    proc = run_command(
+        "experiments.train", [*args, "+experiment=mine", f"out_dir={tmp_path / 'run'}"], tmp_path
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"error: {message} (from {mine.resolve()})\n"
+
+
+def test_a_key_value_commands_errors_name_the_command(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    # a value checked after the options are read was printed without the command's name
+    proc = run_command("experiments.costs", ["node=0xH100"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: experiments.costs: node='0xH100': n_gpus must be an integer >= 1, got 0\n"
+    )
+    proc = run_command("experiments.compare", ["agents=none", "windows=-1"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "error: experiments.compare: windows must be >= 0 (0 = all test windows), got -1\n"
     )
 
 

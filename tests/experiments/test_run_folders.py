@@ -158,7 +158,8 @@ def test_compare_on_a_full_disk_leaves_no_half_run(
     monkeypatch.setattr(report, "plot_burst_timeline", _full_disk)
     out = tmp_path / "run"
     assert main_guard(lambda: compare.main([*COMPARE, f"out_dir={out}"])) == 2
-    assert capsys.readouterr().err == "error: [Errno 28] No space left on device\n"
+    err = capsys.readouterr().err
+    assert err == "error: experiments.compare: [Errno 28] No space left on device\n"
     assert not out.exists()  # the folder it made, empty again, is gone too
 
 
