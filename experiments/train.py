@@ -549,6 +549,34 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
     return changes
 
 
+def print_resume_changes(
+    checkpoint: Any, changes: dict[str, list[Any]], saved_sim: dict[str, Any] | None
+) -> None:
+    """Say what a resumed run changes (:func:`resume_changes`): the values the
+    checkpoint records beside this run's, and, apart, the simulator options it does
+    not record at all (added since it was trained), by name only."""
+    recorded = saved_sim if isinstance(saved_sim, dict) else {}
+    unrecorded = [
+        k for k, (old, _) in changes.items()
+        if old is None and k.startswith("sim.") and k[4:] not in recorded
+    ]  # fmt: skip
+    known = {k: v for k, v in changes.items() if k not in unrecorded}
+    if known:
+        print(
+            f"note: resume={checkpoint} was trained with "
+            + ", ".join(f"{k}={old!r}" for k, (old, _) in known.items())
+            + "; training goes on with "
+            + ", ".join(f"{k}={new!r}" for k, (_, new) in known.items())
+            + " (recorded in results.json)"
+        )
+    if unrecorded:
+        print(
+            f"note: resume={checkpoint} does not record {', '.join(unrecorded)} "
+            "(options added since it was trained); training goes on with this run's "
+            "values (recorded in results.json)"
+        )
+
+
 def _same_generators(saved: dict[str, Any], asked: dict[str, Any]) -> bool:
     """Whether two env_kwargs' workload parameters configure the same generators
     (the same workload, with the same effective configuration of every family)."""
@@ -873,14 +901,7 @@ def train(cfg: DictConfig) -> float:
                 "resume_changes": changes,
                 "resume_adopted": adopted,
             }
-            if changes:
-                print(
-                    f"note: resume={cfg.resume} was trained with "
-                    + ", ".join(f"{k}={old!r}" for k, (old, _) in changes.items())
-                    + "; training goes on with "
-                    + ", ".join(f"{k}={new!r}" for k, (_, new) in changes.items())
-                    + " (recorded in results.json)"
-                )
+            print_resume_changes(cfg.resume, changes, resumed.env_kwargs.get("sim"))
         else:
             assert built is not None
             model = built

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import pytest
 
 import envs  # noqa: F401  (registers the environments)
 from agents.algorithms import AgentSpec, build_model, save_agent
@@ -57,3 +58,26 @@ def test_resume_takes_the_checkpoint_s_values_for_defaults_not_set(
     assert "trained with agent.hyperparams.n_steps=32, the config asks for 64" in done.stderr
     assert "batch_size" not in done.stderr
     assert not refused.exists()
+
+
+def test_options_a_checkpoint_does_not_record_are_named_apart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A simulator option added after the checkpoint was trained has no recorded
+    value: it is named in a note of its own, not shown as trained with None."""
+    from experiments.train import print_resume_changes
+
+    changes = {
+        "workload.seed": [3, 7],
+        "sim.mfu": [None, 0.5],  # recorded as None: a value like any other
+        "sim.router_view_delay_s": [None, 0.0],
+        "sim.fault_seed": [None, 0],
+    }
+    print_resume_changes("CK", changes, {"mfu": None, "causal_kv": True})
+    assert capsys.readouterr().out.splitlines() == [
+        "note: resume=CK was trained with workload.seed=3, sim.mfu=None; training goes on "
+        "with workload.seed=7, sim.mfu=0.5 (recorded in results.json)",
+        "note: resume=CK does not record sim.router_view_delay_s, sim.fault_seed (options "
+        "added since it was trained); training goes on with this run's values (recorded "
+        "in results.json)",
+    ]
