@@ -86,7 +86,18 @@ class EarliestFirstTokenPull(EarliestFirstTokenStep):
     a copy (see the module docstring)."""
 
     def decide(self, sim: Simulator, request: Request) -> int:
-        estimates = estimates_with_hits(sim, request, self._memo, self.step_wait)
+        return self.route(sim, request, self.estimates(sim, request))
+
+    def estimates(self, sim: Simulator, request: Request) -> list[tuple[float, float, int]]:
+        """Each node's (backlog, expected first token, HBM hit) for ``request``
+        (:func:`estimates_with_hits`, with this router's memo and decode step)."""
+        return estimates_with_hits(sim, request, self._memo, self.step_wait)
+
+    def route(
+        self, sim: Simulator, request: Request, estimates: list[tuple[float, float, int]]
+    ) -> int:
+        """The node for ``request`` given its :meth:`estimates`, starting the copy
+        if it pulls one."""
         node = soonest_node(sim, [(backlog, first) for backlog, first, _ in estimates])
         pull = pull_option(sim, request, estimates)
         if pull is not None:

@@ -41,7 +41,7 @@ from baselines.eft_pull import EarliestFirstTokenPull
 from baselines.policy import register
 from baselines.routers import soonest_node, up_nodes
 from envs.sim.checks import check_range
-from envs.sim.forecast import estimates_with_hits, prefix_key, prefix_of, usable_tokens
+from envs.sim.forecast import prefix_key, prefix_of, usable_tokens
 from envs.sim.node import IDLE, Node
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -75,19 +75,26 @@ class EarliestFirstTokenPullSpread(EarliestFirstTokenPull):
         previous = self._last.get(key)
         now = sim.now
         self._last[key] = now
+        estimates = self.estimates(sim, request)
         if previous is not None and now > previous:
-            node = self.open_idle(sim, request, now - previous)
+            node = self.open_idle(sim, request, now - previous, estimates)
             if node is not None:
                 return node
-        return super().decide(sim, request)
+        return self.route(sim, request, estimates)
 
-    def open_idle(self, sim: Simulator, request: Request, gap_s: float) -> int | None:
+    def open_idle(
+        self,
+        sim: Simulator,
+        request: Request,
+        gap_s: float,
+        estimates: list[tuple[float, float, int]],
+    ) -> int | None:
         """The idle node to compute ``request``'s prefix cold on, ``gap_s`` after the
-        last request with that prefix, or None (see the module docstring)."""
+        last request with that prefix, given its :meth:`estimates`, or None (see the
+        module docstring)."""
         idle = [node.index for node in up_nodes(sim) if is_idle(node)]
         if not idle:
             return None
-        estimates = estimates_with_hits(sim, request, self._memo, self.step_wait)
         depth = len(prefix_of(request))
         if any(estimates[node.index][2] >= depth for node in up_nodes(sim)):
             return None  # held in HBM: eft_pull's copies open other nodes
