@@ -262,11 +262,7 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource]:
             )
         return source, detect.FORMATS[name], itertools.chain(head, rows)
     assert file is not None
-    name = (
-        detect.detect_format(file)
-        if options.format == "auto"
-        else detect.canonical_format(options.format)
-    )
+    name = detect.file_format(file, options.format)
     return str(file), detect.FORMATS[name], file_rows(file)
 
 

@@ -137,7 +137,7 @@ def test_a_corrupt_parquet_page_is_named_by_file_and_row(
     assert read == list(range(1, first))
 
 
-@pytest.mark.parametrize("fmt", ["auto", "hub"])
+@pytest.mark.parametrize("fmt", ["auto", "hub", "mooncake"])
 def test_a_file_in_no_supported_format_says_so_naming_it(
     fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:

@@ -36,6 +36,7 @@ from envs.workloads.readers.detect import (
     FORMATS,
     canonical_format,
     detect_format,
+    file_format,
     format_of_row,
 )
 from envs.workloads.readers.hub import read_hub_dataset
@@ -52,7 +53,7 @@ def iter_trace_windows(
 ) -> Iterator[Workload]:
     """Read any supported trace file: one workload per window (Bursted-ART) or one in all.
     A dataset's split is read at the block size the dataset records (:func:`dataset_options`)."""
-    name = detect_format(path) if format == "auto" else canonical_format(format)
+    name = file_format(path, format)
     fmt = FORMATS[name]
     report = report if report is not None else ReadReport(source=str(path))
     rows = file_rows(path)

@@ -65,3 +65,15 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             ("format",),
         )
     return name
+
+
+def file_format(path: str | os.PathLike[str], format: str) -> str:
+    """The canonical name of a file's format: guessed (:func:`detect_format`) for
+    ``auto``, else the one named, once the file is known to hold rows at all (a
+    file with no JSON object row, such as a CSV file, is in no supported format
+    whatever format is named)."""
+    if format == "auto":
+        return detect_format(path)
+    name = canonical_format(format)
+    first_row(Path(path))  # raises for a file of no JSON object rows
+    return name
