@@ -600,9 +600,10 @@ def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
     that differs would be recorded (results.json, W&B) but not used, so it is
     refused, naming the saved value. One the user never set (a group file's or
     the schema's default, e.g. after the defaults changed) takes the checkpoint's
-    value in ``cfg``, so the run records what it uses; returns those
-    ``{path: saved value}``. Outside a Hydra job (no way to tell) every difference
-    is refused."""
+    value in ``cfg``, so the run records what it uses, and so does ``env.n_envs``
+    when the user did not set it (a rollout of n_steps x n_envs, as trained; one
+    the user set is used); returns those ``{path: saved value}``. Outside a Hydra
+    job (no way to tell) every difference is refused."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
     from agents.algorithms import load_model_file, load_spec
@@ -623,6 +624,13 @@ def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
         and old != value
     ]
     adopted = {name: old for name, old, _ in differ if set_by_user(name) is False}
+    trained_envs = (saved or {}).get("n_envs")
+    if (
+        isinstance(trained_envs, int)
+        and trained_envs != int(cfg.env.n_envs)
+        and set_by_user("env.n_envs") is False
+    ):  # a rollout of n_steps x n_envs, as trained; a typed env.n_envs is used as asked
+        adopted["env.n_envs"] = trained_envs
     for name, old in adopted.items():
         OmegaConf.update(cfg, name, old)
     differ = [entry for entry in differ if entry[0] not in adopted]

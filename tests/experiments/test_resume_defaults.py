@@ -50,6 +50,15 @@ def test_resume_takes_the_checkpoint_s_values_for_defaults_not_set(
         "agent.hyperparams.batch_size": 32,
     }
 
+    # env.n_envs not given: the checkpoint's one env, not the default 16
+    alone = tmp_path / "alone"
+    args = [arg for arg in base if arg != "env.n_envs=1"] + [f"out_dir={alone}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "agent.hyperparams.batch_size=32, env.n_envs=1 (defaults" in done.stdout + done.stderr
+    record = json.loads((alone / "train.json").read_text())["train"]
+    assert record["resume_adopted"]["env.n_envs"] == 1 and record["n_envs"] == 1
+
     # typed on the command line and different: refused, naming only that one
     refused = tmp_path / "refused"
     args = [*base, "agent.hyperparams.n_steps=64", f"out_dir={refused}"]
