@@ -122,8 +122,13 @@ class AgentPolicy(Policy):
         self._choices = self._choice_index()
         if self.spec.env == "thresholds":
             epoch_s = float(self.spec.env_kwargs.get("epoch_s", 1.0))
-            eft_rules = bool(self.spec.env_kwargs.get("eft_rules", False))
-            self._controller = EpochController(sim.n_nodes, epoch_s, eft_rules)
+            kwargs = self.spec.env_kwargs
+            self._controller = EpochController(
+                sim.n_nodes,
+                epoch_s,
+                bool(kwargs.get("eft_rules", False)),
+                spread_rules=bool(kwargs.get("spread_rules", False)),
+            )
             self._controller.reset(sim)
         else:
             options = observation_options(self.spec.env_kwargs)

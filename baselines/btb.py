@@ -89,6 +89,12 @@ class BTB(Policy):
     nowhere) to the node with the earliest expected first token instead of
     cache_aware: btb-gym's ``btb_eft``, not the published rule."""
 
+    fallback_router: Policy | None = None
+    """A router that decides what BTB itself does not route, before ``eft_fallback``
+    and cache_aware: the threshold env's ``+spread`` rules set it to an
+    ``eft_pull_spread`` (it sees only the requests it is asked about). Reset with
+    BTB. Not the published rule."""
+
     pending = False
     """The routing rule: False the published one (route to nodes holding the prefix);
     ``btb_pending`` sets it (also copies in flight and nodes computing it)."""
@@ -132,6 +138,8 @@ class BTB(Policy):
         self._shadow_at = {}
         self._memo = {}
         self._twin = btb_twin(self, sim)  # the compiled decide, where it applies
+        if self.fallback_router is not None:
+            self.fallback_router.reset(sim)
 
     def metrics(self) -> dict[str, float]:
         """Shadow-mode totals of the last run (empty when not in shadow mode)."""
@@ -211,7 +219,12 @@ class BTB(Policy):
 
     def _otherwise(self, sim: Simulator, request: Request) -> int:
         """Where a request goes that BTB's own rule does not route: cache_aware
-        (published), or with :attr:`eft_fallback` the earliest expected first token."""
+        (published), with :attr:`eft_fallback` the earliest expected first token,
+        with :attr:`fallback_router` that router's choice."""
+        if self.fallback_router is not None and not self.shadow:
+            node = self.fallback_router.decide(sim, request)
+            assert node is not None  # a fallback router returns its node
+            return node
         if self.eft_fallback and not self.shadow:
             return earliest_first_token(sim, request, self._memo)
         return cache_aware_choice(sim, request)

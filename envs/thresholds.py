@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
+from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from envs.cluster_env import ClusterEnv
 from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats
 from envs.sim.checks import check_number
@@ -28,6 +29,22 @@ EFT_ROUTE_CHOICES = (*ROUTE_CHOICES, "resident+eft", "pending+eft")
 """The rules with ``eft_rules=True``: the two above, then each with btb_eft's
 fallback (a request BTB does not route itself goes to the node with the earliest
 expected first token instead of cache_aware)."""
+SPREAD_ROUTE_CHOICES = ("resident+spread", "pending+spread", "spread")
+"""Added after the others with ``spread_rules=True``: the two first rules with
+``eft_pull_spread`` as the fallback (btb-gym's router, which also copies a prefix
+on demand and opens idle nodes to a burst whose prefix is still being computed),
+then ``spread``: BTB stands aside and ``eft_pull_spread`` routes every request
+(BTB neither counts nor copies; the thresholds stay set for the next epoch)."""
+
+
+def route_choices(eft_rules: bool, spread_rules: bool) -> tuple[str, ...]:
+    """The routing rules of the action's last entry, in their index order."""
+    return (
+        *(EFT_ROUTE_CHOICES if eft_rules else ROUTE_CHOICES),
+        *(SPREAD_ROUTE_CHOICES if spread_rules else ()),
+    )
+
+
 # The observation scales the minimum prefix in units of 256 tokens (the published
 # block), so it reads the same whatever the workload's block size.
 PREFIX_FEATURE_TOKENS = 256
@@ -71,7 +88,8 @@ class ThresholdsEnv(ClusterEnv):
     | 2 | M, share of the nodes (rounded up) | 0.25, 0.5, 0.75, 1 |
     | 3 | minimum prefix, tokens | 1,024, 4,096, 16,384, 32,768, 65,536 |
     | 4 | routing rule | 0 resident (published), 1 pending; with ``eft_rules``: |
-    |   |  | also 2 resident+eft, 3 pending+eft (``MultiDiscrete([7, 6, 4, 5, 4])``) |
+    |   |  | also 2 resident+eft, 3 pending+eft (``MultiDiscrete([7, 6, 4, 5, 4])``); |
+    |   |  | with ``spread_rules``, then resident+spread, pending+spread, spread |
 
     ## Observation Space
 
@@ -121,11 +139,14 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Arguments
 
-    Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch) and
+    Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch),
     ``eft_rules`` (False: the two rules above; True: four, adding btb_eft's
-    fallback routing to each), except ``hints`` and ``spare_features`` (its
-    observation is per epoch, not per request: only False), ``time_unit``
-    (only ``"seconds"``) and ``step_wait`` (only False).
+    fallback routing to each) and ``spread_rules`` (True: three more rules, the
+    first two with ``eft_pull_spread`` as the fallback and ``spread``, in which
+    ``eft_pull_spread`` routes every request and BTB stands aside), except
+    ``hints`` and ``spare_features`` (its observation is per epoch, not per
+    request: only False), ``time_unit`` (only ``"seconds"``) and ``step_wait``
+    (only False).
 
     ## Version History
 
@@ -140,7 +161,13 @@ class ThresholdsEnv(ClusterEnv):
       prefix) driving the published rule; ``n_nodes * 5 + 9`` features.
     """
 
-    def __init__(self, epoch_s: float = 1.0, eft_rules: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        epoch_s: float = 1.0,
+        eft_rules: bool = False,
+        spread_rules: bool = False,
+        **kwargs: Any,
+    ) -> None:
         check_number("epoch_s", epoch_s, positive=True)
         for option in OBSERVATION_OPTIONS:
             if kwargs.get(option):
@@ -149,14 +176,19 @@ class ThresholdsEnv(ClusterEnv):
             raise ValueError("time_unit is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
         if kwargs.get("step_wait"):
             raise ValueError("step_wait is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
-        if not isinstance(eft_rules, (bool, np.bool_)):
-            raise ValueError(f"eft_rules must be true or false, got {eft_rules!r}")
+        for name, flag in (("eft_rules", eft_rules), ("spread_rules", spread_rules)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ValueError(f"{name} must be true or false, got {flag!r}")
         super().__init__(**kwargs)
         self._kwargs["epoch_s"] = epoch_s
         if eft_rules:  # recorded only when set, as agents saved before it were made
             self._kwargs["eft_rules"] = True
+        if spread_rules:
+            self._kwargs["spread_rules"] = True
         self.epoch_s = float(epoch_s)
-        self.controller = EpochController(self.n_nodes, self.epoch_s, bool(eft_rules))
+        self.controller = EpochController(
+            self.n_nodes, self.epoch_s, bool(eft_rules), spread_rules=bool(spread_rules)
+        )
         self.action_space = spaces.MultiDiscrete(list(self.controller.bounds))
         self.observation_space = spaces.Box(
             0.0, 1.0, (self.controller.encoder.size,), dtype=np.float32
@@ -193,7 +225,8 @@ class ThresholdsEnv(ClusterEnv):
 class SwitchedBTB(BTBPending):
     """BTB whose routing rule can change mid-run: ``pending`` False is the
     published rule (:class:`baselines.btb.BTB`), True btb_pending's; ``eft_fallback``
-    (:class:`baselines.btb.BTB`) switches btb_eft's fallback routing on."""
+    (:class:`baselines.btb.BTB`) switches btb_eft's fallback routing on, and
+    ``fallback_router`` an ``eft_pull_spread`` fallback."""
 
     pending = False
     _twin_rules = True  # (the compiled decision follows the flag: baselines.native)
@@ -226,14 +259,23 @@ class EpochController:
     """
 
     def __init__(
-        self, n_nodes: int, epoch_s: float, eft_rules: bool = False, compiled: bool = True
+        self,
+        n_nodes: int,
+        epoch_s: float,
+        eft_rules: bool = False,
+        compiled: bool = True,
+        spread_rules: bool = False,
     ) -> None:
         self.n_nodes = n_nodes
         # the per-arrival work compiled (envs._native.arrivals), where it is built;
         # ``compiled=False`` runs the Python below (the reference)
         self._arrivals = ARRIVALS if compiled else None
         self.epoch_s = epoch_s
-        self.rules = EFT_ROUTE_CHOICES if eft_rules else ROUTE_CHOICES
+        self.rules = route_choices(eft_rules, spread_rules)
+        # the ``+spread`` rules' fallback: one router for the whole run, so what it
+        # has seen of each prefix's arrivals outlasts the epoch
+        self.spread = EarliestFirstTokenPullSpread()
+        self.aside = False  # the ``spread`` rule: BTB stands aside for the epoch
         self.encoder = EpochEncoder(n_nodes, compiled)
         self.bounds = (
             len(X_CHOICES),
@@ -257,6 +299,8 @@ class EpochController:
         self.encoder.reset()
         self.btb = self._published()
         self.btb.reset(sim)
+        self.spread.reset(sim)
+        self.aside = False
         self.stats = EpochStats()
         self.epoch_end = -np.inf
         self.log = []
@@ -310,6 +354,8 @@ class EpochController:
         routing, _, fallback = self.rules[self._rule].partition("+")
         btb.pending = routing == "pending"
         btb.eft_fallback = fallback == "eft"
+        btb.fallback_router = self.spread if fallback == "spread" else None
+        self.aside = routing == "spread"
         self.log.append((float(start_s), self.thresholds()))
         self.stats = EpochStats()
         # the epoch always holds the arrival it starts at, even when epoch_s is below
@@ -325,7 +371,8 @@ class EpochController:
             node: int = self._arrivals.route(self, sim, request)
             return node
         self.encoder.record(self.stats, request, sim.now)
-        node = self.btb.decide(sim, request)
+        node = (self.spread if self.aside else self.btb).decide(sim, request)
+        assert node is not None  # both route by returning the node
         self.stats.hit_sum += sim.nodes[node].view.hbm_match(request.blocks) / len(request.blocks)
         return node
 

@@ -15,6 +15,7 @@ cdef struct Rule:
     Py_ssize_t m
     bint pending
     bint eft_fallback
+    bint router_fallback  # policy.fallback_router is set
 
 
 cdef int read_rule(object policy, Rule* rule) except -1

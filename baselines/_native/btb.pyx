@@ -69,6 +69,8 @@ cdef bint _computes_prefix(Node node, Py_ssize_t depth, object key) except -1:
 cdef object _otherwise(object policy, Rule* rule, object sim, list nodes, object request):
     """``BTB._otherwise`` (never in shadow mode)."""
     global _earliest_first_token
+    if rule.router_fallback:
+        return policy.fallback_router.decide(sim, request)
     if rule.eft_fallback:
         if _earliest_first_token is None:
             from baselines.routers import earliest_first_token
@@ -88,6 +90,7 @@ cdef int read_rule(object policy, Rule* rule) except -1:
     rule.m = policy.m
     rule.pending = policy.pending
     rule.eft_fallback = policy.eft_fallback
+    rule.router_fallback = policy.fallback_router is not None
     return 0
 
 

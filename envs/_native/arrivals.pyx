@@ -172,21 +172,26 @@ def record(encoder, stats, request, double now):
 
 cdef class _Decider:
     """The controller's BTB deciding: its compiled twin with the thresholds read once
-    (they change only between epochs), or its own ``decide``."""
+    (they change only between epochs), or its own ``decide``; under the ``spread``
+    rule the controller's eft_pull_spread instead."""
 
     cdef object btb
+    cdef object aside  # the router deciding while BTB stands aside, or None
     cdef bint compiled
     cdef Rule rule
     cdef dict seen
 
-    def __init__(self, btb):
-        self.btb = btb
+    def __init__(self, controller):
+        btb = self.btb = controller.btb
+        self.aside = controller.spread if controller.aside else None
         self.compiled = btb._twin is _btb_decide  # what BTB.decide calls then
         if self.compiled:
             read_rule(btb, &self.rule)
             self.seen = btb._window._seen
 
     cdef object decide(self, object sim, object request):
+        if self.aside is not None:
+            return self.aside.decide(sim, request)
         if self.compiled:
             return c_decide(self.btb, &self.rule, self.seen, sim, request)
         return self.btb.decide(sim, request)
@@ -203,7 +208,7 @@ def route(controller, sim, request):
     cdef _Epoch epoch = _Epoch(controller.encoder, controller.stats)
     epoch.record(request, sim.now)
     epoch.store()
-    node = _Decider(controller.btb).decide(sim, request)
+    node = _Decider(controller).decide(sim, request)
     epoch.counts.hit_sum = epoch.counts.hit_sum + _hit(sim, node, request)
     controller.stats.hit_sum = epoch.counts.hit_sum
     return node
@@ -216,7 +221,7 @@ def run(controller, sim, decisions, request):
     if not <double>request.arrival_s < end:
         return request
     cdef _Epoch epoch = _Epoch(controller.encoder, controller.stats)
-    cdef _Decider decider = _Decider(controller.btb)
+    cdef _Decider decider = _Decider(controller)
     cdef PyObject* sent
     cdef int state
     try:

@@ -49,11 +49,21 @@ def _windows() -> tuple[Workload, ...]:
     return synthetic_window(window=0), synthetic_window(BUSY, window=1)
 
 
-def _episode(window: Workload, seed: int, compiled: bool, eft_rules: bool) -> dict[str, Any]:
+def _episode(
+    window: Workload, seed: int, compiled: bool, eft_rules: bool, spread_rules: bool = False
+) -> dict[str, Any]:
     """A Thresholds-v0 episode of random actions; every observation, reward and record."""
-    env = gym.make("btb/Thresholds-v0", setup="70b_h100x4", windows=[window], eft_rules=eft_rules)
+    env = gym.make(
+        "btb/Thresholds-v0",
+        setup="70b_h100x4",
+        windows=[window],
+        eft_rules=eft_rules,
+        spread_rules=spread_rules,
+    )
     inner = env.unwrapped
-    inner.controller = EpochController(inner.n_nodes, inner.epoch_s, eft_rules, compiled=compiled)
+    inner.controller = EpochController(
+        inner.n_nodes, inner.epoch_s, eft_rules, compiled=compiled, spread_rules=spread_rules
+    )
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
     observations, rewards, done = [obs], [], False
@@ -90,18 +100,22 @@ def _python_baselines(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @needs_compiled
 @pytest.mark.parametrize("window", [0, 1])
-@pytest.mark.parametrize("eft_rules", [False, True])
+@pytest.mark.parametrize(
+    ("eft_rules", "spread_rules"), [(False, False), (True, False), (True, True)]
+)
 def test_a_thresholds_episode_is_the_same_with_either_path(
-    window: int, eft_rules: bool, monkeypatch: pytest.MonkeyPatch
+    window: int, eft_rules: bool, spread_rules: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     workload = _windows()[window]
-    compiled = _episode(workload, window, True, eft_rules)
+    compiled = _episode(workload, window, True, eft_rules, spread_rules)
     assert compiled["copies"] or window == 1  # BTB warmed on the Bursted window
+    if spread_rules:  # BTB stood aside in some epochs
+        assert "spread" in {setting[4] for _, setting in compiled["log"]}
     # the compiled loop on the Python BTB, then everything in Python
     with monkeypatch.context() as patch:
         _python_baselines(patch)
-        _same(compiled, _episode(workload, window, True, eft_rules))
-        _same(compiled, _episode(workload, window, False, eft_rules))
+        _same(compiled, _episode(workload, window, True, eft_rules, spread_rules))
+        _same(compiled, _episode(workload, window, False, eft_rules, spread_rules))
 
 
 @needs_compiled
