@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from envs.files import file_mode, write_json_atomic
-from envs.thresholds import EFT_ROUTE_CHOICES
+from envs.thresholds import route_choices
 from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyRun, WindowTrace
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
@@ -475,8 +475,10 @@ PANELS = (
     "Z (s)",
     "M (nodes)",
     "min prefix (tokens)",
-    "rule (1 pend, 2/3 +eft)",
+    "rule (1 pend, 2/3 +eft, 4/5 +spread, 6 spread)",
 )
+RULES = route_choices(eft_rules=True, spread_rules=True)
+"""Every routing rule, in the index order of the chart's rule panel."""
 
 
 def cluster_queue(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
@@ -492,10 +494,7 @@ def setting_series(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
     """(epoch start times, one row per epoch of X, Z, M, minimum prefix, rule)."""
     times = np.array([t for t, _ in trace.settings], dtype=float)
     values = np.array(
-        [
-            (x, z, m, p, float(EFT_ROUTE_CHOICES.index(rule)))
-            for _, (x, z, m, p, rule) in trace.settings
-        ],
+        [(x, z, m, p, float(RULES.index(rule))) for _, (x, z, m, p, rule) in trace.settings],
         dtype=float,
     ).reshape(-1, len(PANELS))
     return times, values

@@ -37,10 +37,22 @@ def test_cluster_queue_sums_the_nodes_queues():
 
 
 def test_setting_series_has_one_row_per_epoch():
-    log = [(0.0, (2, 1.0, 4, 65536, "resident")), (1.0, (3, 0.5, 2, 1024, "pending"))]
+    log = [
+        (0.0, (2, 1.0, 4, 65536, "resident")),
+        (1.0, (3, 0.5, 2, 1024, "pending")),
+        (2.0, (3, 0.5, 2, 1024, "pending+eft")),
+        (3.0, (1, 8.0, 1, 4096, "resident+spread")),
+        (4.0, (1, 8.0, 1, 4096, "spread")),
+    ]
     times, values = setting_series(_trace(log))
-    assert times.tolist() == [0.0, 1.0]
-    assert values.tolist() == [[2, 1.0, 4, 65536, 0.0], [3, 0.5, 2, 1024, 1.0]]
+    assert times.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert values.tolist() == [
+        [2, 1.0, 4, 65536, 0.0],
+        [3, 0.5, 2, 1024, 1.0],
+        [3, 0.5, 2, 1024, 3.0],
+        [1, 8.0, 1, 4096, 4.0],
+        [1, 8.0, 1, 4096, 6.0],
+    ]
 
 
 def test_a_threshold_agents_run_draws_its_settings(tmp_path):
