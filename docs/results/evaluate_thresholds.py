@@ -3,11 +3,12 @@
     python docs/results/evaluate_thresholds.py SETUP [--tag=TAG] RUN_DIR [RUN_DIR ...]
 
 Each RUN_DIR is a ``python -m experiments.train +experiment=ppo_thresholds seed=S
-out_dir=RUN_DIR`` folder (or ``+experiment=ppo_thresholds_eft``; its ``agent/``,
+out_dir=RUN_DIR`` folder (or ``+experiment=ppo_thresholds_eft`` or
+``ppo_thresholds_spread``; its ``agent/``,
 the checkpoint validation picked). On every test window of the four burst
 families (and art_like) the agents run deterministic (greedy) and stochastic
 (sampled, torch seeded with 0) next to cache_aware, eft, btb, btb_tuned, btb_pending,
-btb_eft and oracle_warm (causal KV, seed 0). Writes
+btb_eft, eft_pull_spread and oracle_warm (causal KV, seed 0). Writes
 ``agents_vs_baselines_thresholds[_TAG]_<family>.json`` (every row) and
 ``agents_vs_baselines_thresholds[_TAG]_table.md`` (mean ± std over the agents).
 """
@@ -27,7 +28,16 @@ from envs.sim import SimConfig
 from experiments.evaluation import evaluate_policies, split_windows
 
 FAMILIES = ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
-BASELINES = ("cache_aware", "eft", "btb", "btb_tuned", "btb_pending", "btb_eft", "oracle_warm")
+BASELINES = (
+    "cache_aware",
+    "eft",
+    "btb",
+    "btb_tuned",
+    "btb_pending",
+    "btb_eft",
+    "eft_pull_spread",
+    "oracle_warm",
+)
 OUT = Path(__file__).resolve().parent
 
 
@@ -74,9 +84,9 @@ def main(setup: str, run_dirs: list[str], tag: str = "") -> None:
         "(positive: agent faster).",
         "",
         "| family | eval | agent mean (s) | agent p95 (s) | btb mean / p95 | btb_tuned mean / p95 "
-        "| btb_pending mean / p95 | btb_eft mean / p95 | oracle_warm mean "
-        "| vs btb_tuned: mean / p95 | target met |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+        "| btb_pending mean / p95 | btb_eft mean / p95 | eft_pull_spread mean / p95 "
+        "| oracle_warm mean | vs btb_tuned: mean / p95 | target met |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|",
     ]
     for family in FAMILIES:
         rows = evaluate(setup, runs, family)
@@ -96,7 +106,7 @@ def main(setup: str, run_dirs: list[str], tag: str = "") -> None:
             lines.append(
                 f"| {family} | {mode} | {mean:.3f} ± {mean_sd:.3f} | {p95:.3f} ± {p95_sd:.3f} "
                 f"| {both(got['btb'])} | {both(tuned)} | {both(got['btb_pending'])} "
-                f"| {both(got['btb_eft'])} "
+                f"| {both(got['btb_eft'])} | {both(got['eft_pull_spread'])} "
                 f"| {got['oracle_warm']['ttft_mean_s']:.3f} "
                 f"| {np.mean(d_mean):+.1f} ± {np.std(d_mean):.1f}% / "
                 f"{np.mean(d_p95):+.1f} ± {np.std(d_p95):.1f}% | {met} |"

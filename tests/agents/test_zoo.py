@@ -107,3 +107,24 @@ def test_thresholds_eft_agent_fires_sooner_on_bursts_than_on_quiet_traffic():
     assert len(set(burst)) > 1  # it adapts within an episode
     assert np.mean([x for x, *_ in burst]) < np.mean([x for x, *_ in quiet])
     assert {rule for *_, rule in burst + quiet} == {"resident+eft"}
+
+
+def test_thresholds_spread_agent_stands_btb_aside_on_fast_bursts_only():
+    """The shipped ppo_thresholds_spread (greedy, trained on qwen3-8b) hands the 1 s
+    bursts and rising_load to eft_pull_spread (the ``spread`` rule, BTB aside) in
+    most epochs, and keeps BTB routing (``pending+eft``) in most epochs of the 60 s
+    bursts (validation windows 20 of burst_families, qwen3_8b_h100x4)."""
+    from envs.windows import window_pool
+
+    agent = AgentPolicy.load(ZOO / "ppo_thresholds_spread")
+    share = {}
+    for window in window_pool("burst_families", "val", 20260721, 4):
+        sim = Simulator(
+            setup_cluster("qwen3_8b_h100x4"), window, SimConfig(), np.random.default_rng(0)
+        )
+        agent.run(sim)
+        rules = [setting[4] for _, setting in agent.settings_log]
+        family = window.name.split("/")[1].rsplit("-", 1)[0]
+        share[family] = {rule: rules.count(rule) / len(rules) for rule in set(rules)}
+    assert share["synthetic1s"]["spread"] > 0.8 and share["rising"] == {"spread": 1.0}
+    assert share["synthetic"]["pending+eft"] > 0.5 > share["synthetic"].get("spread", 0)
