@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import baselines.btb as btb_module
 import envs  # noqa: F401  (registers the environments)
 from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
@@ -15,7 +16,7 @@ from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from baselines.policy import Policy
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
-from envs.thresholds import route_choices
+from envs.thresholds import EpochController, route_choices
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 SETUP = "qwen3_8b_h100x4"  # where eft_pull_spread's idle-node rule fires on fast bursts
@@ -23,6 +24,9 @@ SETUP = "qwen3_8b_h100x4"  # where eft_pull_spread's idle-node rule fires on fas
 FAST = BurstedSyntheticConfig(
     n_bursts=2, burst_requests=100, n_decoys=6, burst_window_s=0.2, burst_interval_s=4.0
 )
+# two 4 s bursts of 40: the prefix is resident long before a burst ends, so BTB
+# fires and copies under every rule but ``spread``
+SLOW = BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0)
 PUBLISHED = [1, 2, 3, 4]  # X=2, Z=1 s, M=4 of 4 nodes, minimum prefix 65,536 tokens
 
 
@@ -31,11 +35,16 @@ def window() -> Workload:
     return synthetic_window(FAST, window=1)
 
 
-def _replay(window: Workload, rule: int, seed: int = 3) -> tuple[np.ndarray, int, int]:
+def _replay(
+    window: Workload, rule: int, seed: int = 3, compiled: bool = True
+) -> tuple[np.ndarray, int, int]:
     """The published settings with ``rule`` every epoch: (TTFTs, copies, sim seed)."""
     env = gym.make(
         "btb/Thresholds-v0", setup=SETUP, windows=[window], eft_rules=True, spread_rules=True
     ).unwrapped
+    env.controller = EpochController(
+        env.n_nodes, env.epoch_s, True, compiled=compiled, spread_rules=True
+    )
     env.reset(seed=seed)
     done = False
     while not done:
@@ -67,6 +76,8 @@ def test_the_rules_come_in_a_fixed_order() -> None:
     )
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("config", [FAST, SLOW], ids=["fast", "slow"])
 @pytest.mark.parametrize(
     ("rule", "make"),
     [
@@ -76,12 +87,42 @@ def test_the_rules_come_in_a_fixed_order() -> None:
     ],
 )
 def test_each_spread_rule_replays_its_fixed_policy_exactly(
-    window: Workload, rule: int, make: type[Policy]
+    rule: int,
+    make: type[Policy],
+    config: BurstedSyntheticConfig,
+    compiled: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ttft, copies, sim_seed = _replay(window, rule)
+    """The env's rule against the fixed policy, with BTB's compiled decision and
+    epoch loop, or with everything in Python (then ``BTB._otherwise`` is the one
+    that asks the fallback router), which gives what the compiled path gives."""
+    window = synthetic_window(config, window=1)
+    twin = _replay(window, rule, compiled=True)
+    if not compiled:
+        monkeypatch.setattr(btb_module, "btb_twin", lambda policy, sim: None)
+    ttft, copies, sim_seed = _replay(window, rule, compiled=compiled)
     direct, direct_copies = _direct(window, make(), sim_seed)
     assert np.array_equal(ttft, direct)
     assert copies == direct_copies
+    assert np.array_equal(ttft, twin[0]) and copies == twin[1]
+    if config is SLOW and rule == 4:  # BTB fired and copied beside its fallback
+        assert copies == 6 and not np.array_equal(ttft, _replay(window, 6)[0])
+
+
+def test_a_reset_forgets_what_the_fallback_router_saw(window: Workload) -> None:
+    env = gym.make(
+        "btb/Thresholds-v0", setup=SETUP, windows=[window], eft_rules=True, spread_rules=True
+    ).unwrapped
+    runs = []
+    for _ in range(2):
+        env.reset(seed=3)
+        assert env.controller.spread._last == {} and env.controller.spread._memo == {}
+        done = False
+        while not done:
+            _, _, done, _, _ = env.step(np.array([*PUBLISHED, 6]))
+        assert env.controller.spread._last  # it saw the window's prefixes
+        runs.append(env.sim.records.ttft_s)
+    assert np.array_equal(runs[0], runs[1])
 
 
 def test_the_spread_rules_differ_from_the_eft_ones_and_from_each_other(window: Workload) -> None:
