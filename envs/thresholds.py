@@ -34,7 +34,8 @@ SPREAD_ROUTE_CHOICES = ("resident+spread", "pending+spread", "spread")
 ``eft_pull_spread`` as the fallback (btb-gym's router, which also copies a prefix
 on demand and opens idle nodes to a burst whose prefix is still being computed),
 then ``spread``: BTB stands aside and ``eft_pull_spread`` routes every request
-(BTB neither counts nor copies; the thresholds stay set for the next epoch)."""
+(BTB neither counts the epoch's arrivals nor copies, so its X-in-Z count starts
+from nothing when it comes back)."""
 
 
 def route_choices(eft_rules: bool, spread_rules: bool) -> tuple[str, ...]:

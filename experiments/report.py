@@ -478,7 +478,9 @@ PANELS = (
     "rule (1 pend, 2/3 +eft, 4/5 +spread, 6 spread)",
 )
 RULES = route_choices(eft_rules=True, spread_rules=True)
-"""Every routing rule, in the index order of the chart's rule panel."""
+"""Every routing rule, in the index order of the chart's rule panel (that of an
+agent with both ``eft_rules`` and ``spread_rules``; an agent with fewer rules is
+drawn on the same scale, so its action index may differ)."""
 
 
 def cluster_queue(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
