@@ -47,7 +47,13 @@ else:
                 ["envs/sim/_native/core.pyx"],
                 extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
             ),
-            # the observation's floats must be the reference's to the bit: no fused a*b+c
+            # the forecast's and the observation's floats must be the reference's to the
+            # bit: no fused a*b+c
+            Extension(
+                "envs.sim._native.forecast",
+                ["envs/sim/_native/forecast.pyx"],
+                extra_compile_args=[] if os.name == "nt" else ["-ffp-contract=off"],
+            ),
             Extension(
                 "envs._native.observation",
                 ["envs/_native/observation.pyx"],

@@ -33,12 +33,11 @@ estimate, which adds the two, is too high; with a delayed router view
 from __future__ import annotations
 
 from baselines.policy import register
-from baselines.routers import EarliestFirstTokenStep, soonest_node, up_nodes
+from baselines.routers import EarliestFirstTokenStep, estimates_with_hits, soonest_node, up_nodes
 from envs.sim.forecast import (
     copy_bytes,
     copy_queue_s,
     copy_s,
-    estimates_with_hits,
     prefix_of,
     usable_tokens,
     will_hold,
@@ -53,7 +52,7 @@ def pull_option(
     """The soonest copy-then-route option for ``request``: (source, target,
     expected first token in seconds from now), or None when no node up holds its
     shared prefix in HBM or every other node up will hold it without a copy.
-    ``estimates`` are :func:`estimates_with_hits`' for ``request``."""
+    ``estimates`` are :func:`baselines.routers.estimates_with_hits`' for ``request``."""
     prefix = prefix_of(request)
     depth = len(prefix)
     up = up_nodes(sim)
@@ -90,7 +89,8 @@ class EarliestFirstTokenPull(EarliestFirstTokenStep):
 
     def estimates(self, sim: Simulator, request: Request) -> list[tuple[float, float, int]]:
         """Each node's (backlog, expected first token, HBM hit) for ``request``
-        (:func:`estimates_with_hits`, with this router's memo and decode step)."""
+        (:func:`baselines.routers.estimates_with_hits`, with this router's memo and
+        decode step)."""
         return estimates_with_hits(sim, request, self._memo, self.step_wait)
 
     def route(
@@ -98,7 +98,7 @@ class EarliestFirstTokenPull(EarliestFirstTokenStep):
     ) -> int:
         """The node for ``request`` given its :meth:`estimates`, starting the copy
         if it pulls one."""
-        node = soonest_node(sim, [(backlog, first) for backlog, first, _ in estimates])
+        node = soonest_node(sim, estimates)
         pull = pull_option(sim, request, estimates)
         if pull is not None:
             source, target, first = pull

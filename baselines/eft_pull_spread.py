@@ -98,7 +98,7 @@ class EarliestFirstTokenPullSpread(EarliestFirstTokenPull):
         depth = len(prefix_of(request))
         if any(estimates[node.index][2] >= depth for node in up_nodes(sim)):
             return None  # held in HBM: eft_pull's copies open other nodes
-        best = soonest_node(sim, [(backlog, first) for backlog, first, _ in estimates])
+        best = soonest_node(sim, estimates)
         if best in idle:
             return None
         target = min(idle, key=lambda i: estimates[i][1])

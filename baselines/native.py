@@ -1,11 +1,13 @@
 """Which implementation of the baselines' hottest parts runs: compiled or Python.
 
-Two parts exist twice: the routers' per-node scans (:mod:`baselines.routers`) and
+Three parts exist twice: the routers' per-node scans (:mod:`baselines.routers`),
 BTB's per-arrival decision (:meth:`baselines.btb.BTB.decide`, its rule variants
-and the X-in-Z count). The Python is the readable reference and the tests'
-oracle; the compiled twins ``baselines._native.routers`` and
-``baselines._native.btb`` (Cython, built by ``pip install -e .`` when a C compiler
-is there) make the same choices with the same random draws. They read the
+and the X-in-Z count), and the first-token estimates the ``eft`` routers route by
+(:func:`envs.sim.forecast.estimates_with_hits`). The Python is the readable
+reference and the tests' oracle; the compiled twins ``baselines._native.routers``,
+``baselines._native.btb`` and ``envs.sim._native.forecast`` (Cython, built by
+``pip install -e .`` when a C compiler is there) make the same choices with the
+same random draws and the same estimates, to the bit. They read the
 compiled simulator's nodes, so they act only where the simulator is compiled
 (:data:`envs.sim.native.CORE`); this module is the one place that chooses, by the
 simulator's rule: the reference under ``BTB_GYM_PURE_PYTHON`` or when a compiled
@@ -31,21 +33,23 @@ if TYPE_CHECKING:
 NOTICE = "btb-gym: compiled baselines unusable ({}); using the Python routers and BTB"
 
 
-def _choose() -> tuple[Any, Any, str]:
-    """(``baselines._native.routers``, ``baselines._native.btb``, ROUTERS_CORE); the
-    modules are None for the reference."""
+def _choose() -> tuple[Any, Any, Any, str]:
+    """(``baselines._native.routers``, ``baselines._native.btb``,
+    ``envs.sim._native.forecast``, ROUTERS_CORE); the modules are None for the
+    reference."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0") or sim_native.CORE != "compiled":
-        return None, None, "python"  # (a missing compiled simulator has said so already)
+        return None, None, None, "python"  # (a missing compiled simulator has said so already)
     try:
         routers = importlib.import_module("baselines._native.routers")
         btb = importlib.import_module("baselines._native.btb")
+        forecast = importlib.import_module("envs.sim._native.forecast")
     except ImportError as error:  # not built, or built for another Python or simulator
         print(NOTICE.format(error), file=sys.stderr)
-        return None, None, "python"
-    return routers, btb, "compiled"
+        return None, None, None, "python"
+    return routers, btb, forecast, "compiled"
 
 
-ROUTERS, BTB_TWIN, ROUTERS_CORE = _choose()
+ROUTERS, BTB_TWIN, FORECAST, ROUTERS_CORE = _choose()
 
 BTB_HOOKS = ("decide", "_otherwise", "_holders", "_warm_and_route", "_issued", "_computes")
 """The methods of a BTB class that the compiled decision repeats."""

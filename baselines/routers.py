@@ -8,14 +8,16 @@ Without the simulator's fault options no node is ever down, and nothing changes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
 
-from baselines.native import ROUTERS
+from baselines.native import FORECAST, ROUTERS
 from baselines.policy import Policy, register
 from envs.sim import native
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_range
-from envs.sim.forecast import HitMemo, first_token_estimates
+from envs.sim.forecast import HitMemo
+from envs.sim.forecast import estimates_with_hits as _estimates_with_hits
 from envs.sim.node import Node
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -60,13 +62,24 @@ def earliest_first_token(
     request's prefill with its HBM hit there); ties by load, then index.
     ``memo`` keeps the queues' costs from one call to the next (one per run);
     ``step_wait`` adds each node's rest of its decode step (``eft_step``)."""
-    return soonest_node(sim, first_token_estimates(sim, request, memo, step_wait))
+    return soonest_node(sim, estimates_with_hits(sim, request, memo, step_wait))
 
 
-def soonest_node(sim: Simulator, estimates: list[tuple[float, float]]) -> int:
+def estimates_with_hits(
+    sim: Simulator, request: Request, memo: HitMemo | None, step_wait: bool = False
+) -> list[tuple[float, float, int]]:
+    """(backlog, expected first token, HBM hit) per node for ``request``: the
+    routers' :func:`envs.sim.forecast.estimates_with_hits`, whose compiled twin
+    (``envs.sim._native.forecast``, the same floats) runs where
+    :mod:`baselines.native` chooses it. A ``memo`` holds one implementation's queue
+    costs: give each router its own."""
+    return _estimates_with_hits(sim, request, memo, step_wait)
+
+
+def soonest_node(sim: Simulator, estimates: Sequence[tuple[float, ...]]) -> int:
     """The node up with the earliest expected first token in ``estimates``
-    ((backlog, first token) per node, :func:`envs.sim.forecast.first_token_estimates`);
-    ties by load, then index."""
+    ((backlog, first token, ...) per node: :func:`estimates_with_hits`' or
+    :func:`envs.sim.forecast.first_token_estimates`'); ties by load, then index."""
     best = -1
     best_first = best_load = 0.0
     for node in up_nodes(sim):
@@ -205,6 +218,7 @@ REFERENCE = SimpleNamespace(
     least_loaded=least_loaded,
     cache_aware_choice=cache_aware_choice,
     soonest_node=soonest_node,
+    estimates_with_hits=estimates_with_hits,
 )
 """The readable scans above (the tests' oracle). Where the compiled twins apply
 (:mod:`baselines.native`), the module's names are theirs: the same choices and
@@ -216,3 +230,5 @@ if ROUTERS is not None:
     least_loaded = ROUTERS.least_loaded
     cache_aware_choice = ROUTERS.cache_aware_choice
     soonest_node = ROUTERS.soonest_node
+if FORECAST is not None:
+    estimates_with_hits = FORECAST.estimates_with_hits

@@ -267,18 +267,20 @@ def test_opting_out_or_a_missing_module_chooses_the_reference(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(PURE_PYTHON_ENV, "1")
-    assert baselines_native._choose() == (None, None, "python")
+    reference = (None, None, None, "python")
+    assert baselines_native._choose() == reference
     assert capsys.readouterr().err == ""
     monkeypatch.delenv(PURE_PYTHON_ENV)
     if baselines_native.sim_native.CORE != "compiled":
-        assert baselines_native._choose() == (None, None, "python")
+        assert baselines_native._choose() == reference
         return
-    with monkeypatch.context() as patch:
-        patch.setitem(sys.modules, "baselines._native.btb", None)  # hides the module
-        assert baselines_native._choose() == (None, None, "python")
-        assert capsys.readouterr().err.startswith("btb-gym: compiled baselines unusable (")
+    for hidden in ("baselines._native.btb", "envs.sim._native.forecast"):
+        with monkeypatch.context() as patch:
+            patch.setitem(sys.modules, hidden, None)  # hides the module
+            assert baselines_native._choose() == reference
+            assert capsys.readouterr().err.startswith("btb-gym: compiled baselines unusable (")
     if baselines_native.ROUTERS is not None:
-        assert baselines_native._choose()[2] == "compiled"
+        assert baselines_native._choose()[3] == "compiled"
         assert routers.cache_aware_choice is baselines_native.ROUTERS.cache_aware_choice
     else:
         assert routers.cache_aware_choice is routers.REFERENCE.cache_aware_choice

@@ -1,5 +1,7 @@
-"""The compiled node rows (``envs._native.observation``) against the Python
-reference (``envs.sim.forecast.estimates_with_hits`` and the encoder's own rows):
+"""The compiled node rows (``envs._native.observation``) and the compiled forecast
+under them (``envs.sim._native.forecast``) against the Python reference
+(``envs.sim.forecast.estimates_with_hits``, with and without the decode step
+left, and the encoder's own rows):
 the same estimates and the same observation, to the bit, at every decision of
 busy episodes with copies in flight, copies waiting for their source, long
 queues, attention FLOPs (a prefill that is not linear) and a stale router view."""
@@ -24,6 +26,7 @@ from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 assert envs.ENV_IDS  # registers the environments
 
 native = pytest.importorskip("envs._native.observation", reason="compiled rows not built")
+forecast = pytest.importorskip("envs.sim._native.forecast", reason="compiled forecast not built")
 
 BURSTS = BurstedSyntheticConfig(
     n_bursts=2,
@@ -55,8 +58,10 @@ def test_compiled_rows_give_the_reference_floats(sim):
     done = False
     while not done:
         s, request = env.sim, env.request
-        expected = estimates_with_hits(s, request, reference_memo)
-        assert native.estimates_with_hits(s, request, compiled_memo) == expected, decisions
+        for step_wait in (False, True):  # one memo each: the queue costs do not depend on it
+            expected = estimates_with_hits(s, request, reference_memo, step_wait)
+            got = forecast.estimates_with_hits(s, request, compiled_memo, step_wait)
+            assert got == expected, (decisions, step_wait)
         # each encoder keeps its own memo and traffic: the whole observation, bit for bit
         assert compiled.encode(s, request).tobytes() == reference.encode(s, request).tobytes()
         decisions += 1
