@@ -494,6 +494,10 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         saved["env.time_unit"] = str(resumed.env_kwargs.get("time_unit", "seconds"))
         asked["env.step_wait"] = bool(cfg.env.get("step_wait", False))
         saved["env.step_wait"] = bool(resumed.env_kwargs.get("step_wait", False))
+    if cfg.env.kind == "thresholds":  # the routing rules: another action space
+        for name in ("eft_rules", "spread_rules"):
+            asked[f"env.{name}"] = bool(cfg.env.get(name, False))
+            saved[f"env.{name}"] = bool(resumed.env_kwargs.get(name, False))
     for field, value in asked.items():
         if saved[field] is not None and saved[field] != value:
             raise ValueError(

@@ -90,3 +90,28 @@ def test_options_a_checkpoint_does_not_record_are_named_apart(
         "added since it was trained); training goes on with this run's values (recorded "
         "in results.json)",
     ]
+
+
+def test_resuming_a_thresholds_agent_with_other_rules_names_the_option(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """The routing rules set the action space: a checkpoint trained with
+    spread_rules resumed without it is refused naming env.spread_rules (it used to
+    fail inside SB3 on the action spaces)."""
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    kwargs = {"n_nodes": 4, "eft_rules": True, "spread_rules": True}
+    spec = AgentSpec(algo="ppo", env="thresholds", env_kwargs=kwargs)
+    env = gym.make(spec.env_id, windows=[window], eft_rules=True, spread_rules=True)
+    folder = tmp_path / "thresholds"
+    save_agent(build_model(spec, env, {"n_steps": 32, "batch_size": 32}), spec, folder)
+    args = [
+        "logger=none", "workload=tiny", f"resume={folder}", "env=thresholds",
+        "env.eft_rules=true", "train.total_timesteps=64", f"out_dir={tmp_path / 'run'}",
+    ]  # fmt: skip
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 2
+    assert (
+        "with env.spread_rules=True, the config asks for env.spread_rules=False "
+        "(resume with env.spread_rules=True)" in done.stderr
+    ), done.stderr
+    assert not (tmp_path / "run").exists()
