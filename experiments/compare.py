@@ -171,6 +171,11 @@ def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, di
 def resolve_policies(options: dict[str, Any]) -> list[str]:
     names = list(options["policies"]) or list(POLICIES)
     unknown = [n for n in names if n not in POLICIES]
+    if unknown and unknown[0] in zoo_names():
+        raise UsageError(
+            f"policies: {unknown[0]!r} is a shipped agent, not a baseline: pass it as "
+            f"agents={unknown[0]} (policies= names baselines only)"
+        )
     if unknown:
         raise UsageError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(POLICIES))}")
     baseline = options["baseline"]
@@ -187,9 +192,15 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
 ZOO = Path(__file__).resolve().parents[1] / "agents" / "zoo"
 
 
+def zoo_names() -> list[str]:
+    """The names of the agents shipped in agents/zoo/."""
+    return sorted(p.parent.name for p in ZOO.glob("*/agent.json"))
+
+
 def resolve_agents(items: Sequence[str]) -> list[Path]:
     """Agent checkpoint folders: ``zoo`` means every agent shipped in agents/zoo/,
-    ``none`` (or nothing) none; anything else is a folder."""
+    ``none`` (or nothing) none; anything else is a folder, or the name of a shipped
+    agent (``ppo_thresholds_spread`` for ``agents/zoo/ppo_thresholds_spread``)."""
     folders: list[Path] = []
     for item in items:
         if item == "none":
@@ -198,8 +209,13 @@ def resolve_agents(items: Sequence[str]) -> list[Path]:
             folders += sorted(p.parent for p in ZOO.glob("*/agent.json"))
             continue
         folder = Path(item)
+        if not (folder / "agent.json").is_file() and (ZOO / item / "agent.json").is_file():
+            folder = ZOO / item  # a shipped agent's name
         if not (folder / "agent.json").is_file():
-            raise UsageError(f"agents: {item!r} is not an agent checkpoint (no agent.json there)")
+            raise UsageError(
+                f"agents: {item!r} is not an agent checkpoint (no agent.json there) nor a "
+                f"shipped agent's name (agents/zoo/: {', '.join(zoo_names())})"
+            )
         folders.append(folder)
     return folders
 

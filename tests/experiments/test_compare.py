@@ -291,3 +291,17 @@ def test_compare_keeps_same_named_agents_apart(tmp_path) -> None:  # type: ignor
         "floor_capacity",
     ]
     assert rows[1]["ttft_mean_s"] == rows[2]["ttft_mean_s"]  # the same agent, twice
+
+
+def test_a_shipped_agent_is_named_by_its_name_in_agents_and_hinted_at_in_policies() -> None:
+    zoo = compare.ZOO
+    assert compare.resolve_agents(["ppo_thresholds_spread"]) == [zoo / "ppo_thresholds_spread"]
+    with pytest.raises(UsageError, match=r"nor a shipped agent's name \(agents/zoo/: bc_route"):
+        compare.resolve_agents(["no_such_agent"])
+    options = {"policies": ["eft_pull_spread", "ppo_thresholds_spread"], "baseline": None}
+    with pytest.raises(
+        UsageError,
+        match=r"'ppo_thresholds_spread' is a shipped agent, not a baseline: pass it "
+        r"as agents=ppo_thresholds_spread",
+    ):
+        compare.resolve_policies(options)
