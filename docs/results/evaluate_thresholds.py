@@ -1,16 +1,20 @@
 """The thresholds agent's test table: docs/results/agents_vs_baselines_thresholds_*.
 
-    python docs/results/evaluate_thresholds.py SETUP [--tag=TAG] RUN_DIR [RUN_DIR ...]
+    python docs/results/evaluate_thresholds.py SETUP [--tag=TAG] [--out=DIR] RUN_DIR [RUN_DIR ...]
 
 Each RUN_DIR is a ``python -m experiments.train +experiment=ppo_thresholds seed=S
 out_dir=RUN_DIR`` folder (or ``+experiment=ppo_thresholds_eft`` or
-``ppo_thresholds_spread``; its ``agent/``,
-the checkpoint validation picked). On every test window of the four burst
-families (and art_like) the agents run deterministic (greedy) and stochastic
-(sampled, torch seeded with 0) next to cache_aware, eft, btb, btb_tuned, btb_pending,
-btb_eft, eft_pull_spread and oracle_warm (causal KV, seed 0). Writes
+``ppo_thresholds_spread``; its ``agent/``, the checkpoint validation picked), or
+an agent folder itself (``agents/zoo/NAME``). Each agent's rows are named after
+its folder (the run folder's name, numbered when two are the same). On every
+test window of the four burst families (and art_like) the agents run
+deterministic (greedy) and stochastic (sampled, torch seeded with 0) next to
+cache_aware, eft, btb, btb_tuned, btb_pending, btb_eft, eft_pull_spread and
+oracle_warm (causal KV, seed 0). Writes
 ``agents_vs_baselines_thresholds[_TAG]_<family>.json`` (every row) and
-``agents_vs_baselines_thresholds[_TAG]_table.md`` (mean ± std over the agents).
+``agents_vs_baselines_thresholds[_TAG]_table.md`` (mean ± std over the agents, ddof 0)
+into DIR (default: this folder, docs/results/; an existing file is replaced, so
+give a new TAG or DIR to keep a previous table).
 """
 
 from __future__ import annotations
@@ -46,11 +50,25 @@ def pct(agent: float, ref: float) -> float:
     return 100.0 * (1.0 - agent / ref)
 
 
+def agent_folder(run: Path) -> Path:
+    """The agent of RUN_DIR: its ``agent/`` (a training run), or RUN_DIR itself."""
+    return run if (run / "agent.json").is_file() else run / "agent"
+
+
+def labels(runs: list[Path]) -> list[str]:
+    """One name per run: its folder's, numbered (``NAME#2``) where two are the same."""
+    names = [run.name for run in runs]
+    return [
+        name if names.count(name) == 1 else f"{name}#{names[: i + 1].count(name)}"
+        for i, name in enumerate(names)
+    ]
+
+
 def evaluate(setup: str, runs: list[Path], family: str) -> list[dict]:
     policies: dict[str, Policy] = {name: make_policy(name) for name in BASELINES}
-    for run in runs:
+    for run, label in zip(runs, labels(runs)):
         for mode, greedy in (("det", True), ("stoch", False)):
-            agent = AgentPolicy.load(run / "agent", name=f"{run.name}_{mode}")
+            agent = AgentPolicy.load(agent_folder(run), name=f"{label}_{mode}")
             agent.deterministic = greedy
             policies[agent.name] = agent
     torch.manual_seed(0)
@@ -75,7 +93,7 @@ def stats(rows: dict[str, dict], names: list[str], key: str) -> tuple[float, flo
     return float(values.mean()), float(values.std())
 
 
-def main(setup: str, run_dirs: list[str], tag: str = "") -> None:
+def main(setup: str, run_dirs: list[str], tag: str = "", out: Path = OUT) -> None:
     torch.set_num_threads(1)  # one epoch's forward pass is tiny: more threads only wait
     runs = [Path(r) for r in run_dirs]
     lines = [
@@ -90,12 +108,12 @@ def main(setup: str, run_dirs: list[str], tag: str = "") -> None:
     ]
     for family in FAMILIES:
         rows = evaluate(setup, runs, family)
-        path = OUT / f"agents_vs_baselines_thresholds{tag}_{family}.json"
+        path = out / f"agents_vs_baselines_thresholds{tag}_{family}.json"
         write_json_atomic(path, {"rows": rows})  # strict JSON: a non-finite figure is null
         got = {r["policy"]: r for r in rows}
         tuned = got["btb_tuned"]
         for mode in ("det", "stoch"):
-            names = [f"{run.name}_{mode}" for run in runs]
+            names = [f"{label}_{mode}" for label in labels(runs)]
             mean, mean_sd = stats(got, names, "ttft_mean_s")
             p95, p95_sd = stats(got, names, "ttft_p95_s")
             d_mean = [pct(got[n]["ttft_mean_s"], tuned["ttft_mean_s"]) for n in names]
@@ -112,14 +130,23 @@ def main(setup: str, run_dirs: list[str], tag: str = "") -> None:
                 f"{np.mean(d_p95):+.1f} ± {np.std(d_p95):.1f}% | {met} |"
             )
         print(lines[-2], lines[-1], sep="\n", flush=True)
-    table = OUT / f"agents_vs_baselines_thresholds{tag}_table.md"
+    table = out / f"agents_vs_baselines_thresholds{tag}_table.md"
     table.write_text("\n".join(lines) + "\n")
     print(f"wrote {table}")
 
 
 if __name__ == "__main__":
-    tags = [a.removeprefix("--tag=") for a in sys.argv[2:] if a.startswith("--tag=")]
-    dirs = [a for a in sys.argv[2:] if not a.startswith("--tag=")]
-    if not dirs:
-        raise SystemExit(__doc__)
-    main(sys.argv[1], dirs, f"_{tags[-1]}" if tags else "")
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        raise SystemExit(0 if len(sys.argv) > 1 else 2)
+    args = sys.argv[2:]
+    tags = [a.removeprefix("--tag=") for a in args if a.startswith("--tag=")]
+    outs = [a.removeprefix("--out=") for a in args if a.startswith("--out=")]
+    dirs = [a for a in args if not a.startswith(("--tag=", "--out="))]
+    missing = [d for d in dirs if not agent_folder(Path(d)).is_dir()]
+    if not dirs or missing:
+        print(f"error: no agent in {missing}" if missing else __doc__, file=sys.stderr)
+        raise SystemExit(2)
+    out = Path(outs[-1]) if outs else OUT
+    out.mkdir(parents=True, exist_ok=True)
+    main(sys.argv[1], dirs, f"_{tags[-1]}" if tags else "", out)
