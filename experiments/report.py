@@ -475,7 +475,7 @@ PANELS = (
     "Z (s)",
     "M (nodes)",
     "min prefix (tokens)",
-    "rule (1 pend, 2/3 +eft, 4/5 +spread, 6 spread)",
+    "rule",
 )
 RULES = route_choices(eft_rules=True, spread_rules=True)
 """Every routing rule, in the index order of the chart's rule panel (that of an
@@ -536,6 +536,10 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
             )
             if label.startswith("min prefix") or label.startswith("Z"):
                 ax.set_yscale("log")
+            if label == "rule":  # the rules the policy chose, by name
+                used = sorted({int(v) for v in values[:, k]})
+                ax.set_yticks(used, [RULES[i] for i in used], fontsize="x-small")
+                ax.set_ylim(used[0] - 0.5, used[-1] + 0.5)
             ax.set_ylabel(label, fontsize="small")
             ax.grid(alpha=0.3)
         top.grid(alpha=0.3)
