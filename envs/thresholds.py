@@ -151,6 +151,10 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Version History
 
+    * v0, options added later, off by default (the action space as before):
+      ``eft_rules`` (four rules, ``MultiDiscrete([7, 6, 4, 5, 4])``) and
+      ``spread_rules`` (three more: five rules alone, ``[7, 6, 4, 5, 5]``,
+      seven with ``eft_rules``, ``[7, 6, 4, 5, 7]``).
     * v0, btb-gym 0.2: M is a share of the cluster (the action space no longer
       depends on the node count), the routing rule is an action, and the
       observation holds burst features (same-prefix arrival counts over 1 s and
