@@ -34,6 +34,8 @@ import itertools
 import logging
 import math
 import os
+import statistics
+import warnings
 import zlib
 from array import array
 from collections.abc import Iterator
@@ -53,6 +55,7 @@ from envs.workloads.readers.base import (
     RowStream,
     TraceFormat,
     TraceFormatError,
+    TraceWarning,
     check_bad_rows,
     finish_report,
     make_request,
@@ -406,10 +409,12 @@ def _plan_timed(
     end_s = math.inf if options.end_s is None else options.end_s
     slots: dict[int, list[int]] = {}  # slot -> [first line, rows]
     highest = -1
+    latest = -math.inf  # the last arrival kept, seconds after the first
     for raw, line in zip(times, lines, strict=True):
         seconds = (raw - origin) / ups
         if not start_s <= seconds < end_s:
             continue
+        latest = max(latest, seconds)
         slot = _slot(seconds, start_s, options.window_s)
         if slot < highest:
             raise TraceFormatError(
@@ -439,6 +444,7 @@ def _plan_timed(
         )
         for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
     )
+    _warn_short_last(report.source, windows, latest, options.window_s)
     _finish(report, read)
     return TracePlan(
         options,
@@ -450,6 +456,34 @@ def _plan_timed(
         report.rows_read,
         report.rows_skipped,
         "time",
+    )
+
+
+SHORT_LAST_WINDOW = 0.1
+"""A last window with fewer rows than this share of the other windows' median is
+named in a warning: the trace's leftover end, not a window like the others."""
+
+
+def _warn_short_last(
+    source: str, windows: tuple[TraceWindow, ...], latest_s: float, window_s: float
+) -> None:
+    """Warn when the last window holds a sliver of the trace (its leftover end): as a
+    test window (the last ones are) it would measure a handful of requests."""
+    if len(windows) < 3:
+        return
+    last = windows[-1]
+    median = statistics.median(w.rows for w in windows[:-1])
+    if last.rows >= SHORT_LAST_WINDOW * median:
+        return
+    warnings.warn(
+        TraceWarning(
+            f"{source}: the last window ({last.trace_id}, a {last.split} window) holds "
+            f"{last.rows} rows against a median of {median:g} in the others: the trace's "
+            f"last {latest_s - last.start_s:.1f} s of a {window_s:g} s window (set "
+            f"{{end_s}}={last.start_s:g} to leave it out)",
+            ("end_s",),
+        ),
+        stacklevel=4,
     )
 
 

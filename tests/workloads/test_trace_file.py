@@ -38,6 +38,27 @@ def _mooncake(times_ms: list[int | str], **extra: object) -> list[dict[str, obje
     ]
 
 
+def test_a_last_window_holding_a_sliver_of_the_trace_is_named_in_a_warning(
+    tmp_path: Path,
+) -> None:
+    """Three windows of 20 arrivals, then one arrival 0.4 s into a fourth: that
+    window, the test split, would measure one request."""
+    times = [w * 5000 + i * 200 for w in range(3) for i in range(20)] + [15_400]
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake(times))
+    with pytest.warns(TraceWarning) as caught:
+        plan = plan_trace(TraceOptions(path=str(path), window_s=5.0, test_fraction=0.25))
+    assert [w.rows for w in plan.windows] == [20, 20, 20, 1]
+    assert str(caught[0].message) == (
+        f"{path}: the last window (t-0003, a test window) holds 1 rows against a median "
+        "of 20 in the others: the trace's last 0.4 s of a 5 s window (set end_s=15 to "
+        "leave it out)"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ending the trace before it: no warning
+        plan = plan_trace(TraceOptions(path=str(path), window_s=5.0, end_s=15.0))
+    assert [w.rows for w in plan.windows] == [20, 20, 20]
+
+
 def test_a_trace_is_cut_into_windows_of_window_s_and_split_by_time(tmp_path: Path) -> None:
     # arrivals at 0, 1, 2.5 | 7, 9.5 | (nothing in 10..15) | 15.25 s: three windows of 5 s
     path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 1000, 2500, 7000, 9500, 15250]))
