@@ -436,6 +436,15 @@ def value_origin(path: str) -> str:
     return f" (from {_shown(found)})"
 
 
+def experiment_name() -> str:
+    """The ``+experiment=NAME`` of this Hydra job ('' without one, or outside a job)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return ""
+    return str(HydraConfig.get().runtime.choices.get("experiment") or "")
+
+
 def set_by_user(path: str) -> bool | None:
     """Whether the user set config ``path``: on the command line or in the
     ``+experiment`` file they chose (True), or only a group option's file or the

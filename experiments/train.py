@@ -38,6 +38,7 @@ from experiments.config import (
     ROUTE_WARM_ARGS,
     THRESHOLDS_ARGS,
     cluster_of,
+    experiment_name,
     naming_fields,
     register_configs,
     set_by_user,
@@ -863,6 +864,7 @@ def train(cfg: DictConfig) -> float:
         critic=str(cfg.agent.critic),
         env_kwargs=saved_kwargs,
         seed=int(cfg.seed),
+        name=experiment_name(),  # an experiment's agent is named after it (else algo_env)
     )
     pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
