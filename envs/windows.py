@@ -22,5 +22,8 @@ def window_pool(
 
     pool = list(windows(workload, split=split, seed=seed, limit=n_windows, **(params or {})))
     if not pool:
-        raise ValueError(f"workload {workload!r} has no {split!r} windows")
+        hint = ""
+        if workload == "trace" and split == "val":
+            hint = " (workload.val_fraction, 0 by default, sets a trace's share of 'val' windows)"
+        raise ValueError(f"workload {workload!r} has no {split!r} windows{hint}")
     return pool

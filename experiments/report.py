@@ -263,7 +263,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             f"{FLOOR}: a lower bound on each request's TTFT (cold prefill, or once the "
             f"prefix can exist the rest's prefill and the reused tokens' least load, on the "
             f"quickest node kind; no queueing); floor gap = share of "
-            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed (- where {GAP_REFERENCE} sits on it)"
+            f"{GAP_REFERENCE}'s mean-TTFT gap to it closed (- where {GAP_REFERENCE} sits on it "
+            f"or is not run)"
         )
     if any(r["policy"] == FLOOR_CAPACITY for r in rows):
         lines.append(

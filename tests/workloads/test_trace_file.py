@@ -280,3 +280,11 @@ def test_the_shipped_example_trace_is_the_generator_s_output() -> None:
     plan = plan_trace(TraceOptions(path=str(shipped)))
     assert (plan.format, plan.block_tokens, plan.rows_read) == ("mooncake", 512, 3068)
     assert [sum(w.split == s for w in plan.windows) for s in ("train", "test")] == [7, 2]
+
+
+def test_a_trace_without_val_windows_names_the_option_that_makes_them(tmp_path: Path) -> None:
+    from envs.windows import window_pool
+
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 1000, 7000]))
+    with pytest.raises(ValueError, match=r"has no 'val' windows \(workload\.val_fraction, 0 by"):
+        window_pool("trace", "val", 0, None, {"path": str(path), "window_s": 5.0})
