@@ -88,6 +88,16 @@ class AgentPolicy(Policy):
         (``EpochController.log``); empty for the other kinds."""
         return self._controller.log if self._controller is not None else []
 
+    def metrics(self) -> dict[str, float]:
+        """A threshold agent's epochs of the last run under each routing rule it chose
+        (``epochs_rule_<rule>``; summed over windows in a result row); none for the
+        other kinds."""
+        counts: dict[str, float] = {}
+        for _, setting in self.settings_log:
+            key = f"epochs_rule_{setting[4]}"
+            counts[key] = counts.get(key, 0.0) + 1.0
+        return counts
+
     def action_sizes(self, n_nodes: int) -> list[int]:
         """How the network's output splits into action dimensions on ``n_nodes`` nodes.
 

@@ -124,6 +124,8 @@ def test_thresholds_spread_agent_stands_btb_aside_on_fast_bursts_only():
         )
         agent.run(sim)
         rules = [setting[4] for _, setting in agent.settings_log]
+        # the result row's counts (summed over windows there)
+        assert agent.metrics() == {f"epochs_rule_{r}": float(rules.count(r)) for r in set(rules)}
         family = window.name.split("/")[1].rsplit("-", 1)[0]
         share[family] = {rule: rules.count(rule) / len(rules) for rule in set(rules)}
     assert share["synthetic1s"]["spread"] > 0.8 and share["rising"] == {"spread": 1.0}
