@@ -444,7 +444,7 @@ def _plan_timed(
         )
         for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
     )
-    _warn_short_last(report.source, windows, latest, options.window_s)
+    _warn_short_last(report.source, windows, latest, options)
     _finish(report, read)
     return TracePlan(
         options,
@@ -460,20 +460,29 @@ def _plan_timed(
 
 
 SHORT_LAST_WINDOW = 0.1
-"""A last window with fewer rows than this share of the other windows' median is
-named in a warning: the trace's leftover end, not a window like the others."""
+"""A last window whose arrivals span less than this share of ``window_s`` and that
+holds fewer rows than this share of the other windows' median is named in a
+warning: the trace's leftover end, not a window like the others."""
 
 
 def _warn_short_last(
-    source: str, windows: tuple[TraceWindow, ...], latest_s: float, window_s: float
+    source: str, windows: tuple[TraceWindow, ...], latest_s: float, options: TraceOptions
 ) -> None:
     """Warn when the last window holds a sliver of the trace (its leftover end): as a
-    test window (the last ones are) it would measure a handful of requests."""
-    if len(windows) < 3:
+    test window (the last ones are) it would measure a handful of requests. Not when
+    ``end_s`` cuts that window (the user's own cut), nor for a quiet window whose
+    arrivals span most of it."""
+    window_s = options.window_s
+    if len(windows) < 2:
         return
     last = windows[-1]
+    if options.end_s is not None and options.end_s < last.start_s + window_s:
+        return
     median = statistics.median(w.rows for w in windows[:-1])
-    if last.rows >= SHORT_LAST_WINDOW * median:
+    if (
+        latest_s - last.start_s >= SHORT_LAST_WINDOW * window_s
+        or last.rows >= SHORT_LAST_WINDOW * median
+    ):
         return
     warnings.warn(
         TraceWarning(

@@ -56,7 +56,20 @@ def test_a_last_window_holding_a_sliver_of_the_trace_is_named_in_a_warning(
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # ending the trace before it: no warning
         plan = plan_trace(TraceOptions(path=str(path), window_s=5.0, end_s=15.0))
-    assert [w.rows for w in plan.windows] == [20, 20, 20]
+        assert [w.rows for w in plan.windows] == [20, 20, 20]
+        # a cut inside the last window is the user's own
+        plan = plan_trace(TraceOptions(path=str(path), window_s=5.0, end_s=15.5))
+        assert [w.rows for w in plan.windows] == [20, 20, 20, 1]
+        # a quiet last window whose arrivals span most of it is a window like the others
+        quiet = [w * 5000 + i * 200 for w in range(3) for i in range(20)] + [15_000, 19_500]
+        plan = plan_trace(
+            TraceOptions(path=str(write_jsonl(tmp_path / "q.jsonl", _mooncake(quiet))), window_s=5)
+        )
+        assert [w.rows for w in plan.windows] == [20, 20, 20, 2]
+    # two windows: the commonest form, a trace that runs just past its one window
+    two = write_jsonl(tmp_path / "two.jsonl", _mooncake([i * 200 for i in range(25)] + [5_300]))
+    with pytest.warns(TraceWarning, match=r"\(two-0001, a test window\) holds 1 rows against a"):
+        plan_trace(TraceOptions(path=str(two), window_s=5.0))
 
 
 def test_a_trace_is_cut_into_windows_of_window_s_and_split_by_time(tmp_path: Path) -> None:
