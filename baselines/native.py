@@ -7,12 +7,14 @@ and the X-in-Z count), and the first-token estimates the ``eft`` routers route b
 reference and the tests' oracle; the compiled twins ``baselines._native.routers``,
 ``baselines._native.btb`` and ``envs.sim._native.forecast`` (Cython, built by
 ``pip install -e .`` when a C compiler is there) make the same choices with the
-same random draws and the same estimates, to the bit. They read the
-compiled simulator's nodes, so they act only where the simulator is compiled
-(:data:`envs.sim.native.CORE`); this module is the one place that chooses, by the
-simulator's rule: the reference under ``BTB_GYM_PURE_PYTHON`` or when a compiled
-module is missing (one line on stderr, :data:`NOTICE`). :data:`ROUTERS_CORE`
-says which runs.
+same random draws and the same estimates, to the bit. The first two read the
+compiled simulator's nodes as C structs (on the reference simulator's nodes they
+call the Python); the estimates run on the nodes of either core. They are chosen
+only where the simulator is compiled (:data:`envs.sim.native.CORE`); this module
+is the one place that chooses, by the simulator's rule: the reference under
+``BTB_GYM_PURE_PYTHON`` or when a compiled module is missing (one line on stderr,
+:data:`NOTICE`; without the estimates' module alone, :data:`FORECAST_NOTICE`, and
+the other two still run compiled). :data:`ROUTERS_CORE` says which runs.
 """
 
 from __future__ import annotations
@@ -31,21 +33,28 @@ if TYPE_CHECKING:
     from envs.sim.simulator import Simulator
 
 NOTICE = "btb-gym: compiled baselines unusable ({}); using the Python routers and BTB"
+FORECAST_NOTICE = (
+    "btb-gym: compiled first-token estimates unusable ({}); the eft routers use the Python ones"
+)
 
 
 def _choose() -> tuple[Any, Any, Any, str]:
     """(``baselines._native.routers``, ``baselines._native.btb``,
     ``envs.sim._native.forecast``, ROUTERS_CORE); the modules are None for the
-    reference."""
+    reference. The estimates are chosen on their own."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0") or sim_native.CORE != "compiled":
         return None, None, None, "python"  # (a missing compiled simulator has said so already)
     try:
         routers = importlib.import_module("baselines._native.routers")
         btb = importlib.import_module("baselines._native.btb")
-        forecast = importlib.import_module("envs.sim._native.forecast")
     except ImportError as error:  # not built, or built for another Python or simulator
         print(NOTICE.format(error), file=sys.stderr)
         return None, None, None, "python"
+    try:
+        forecast = importlib.import_module("envs.sim._native.forecast")
+    except ImportError as error:
+        print(FORECAST_NOTICE.format(error), file=sys.stderr)
+        forecast = None
     return routers, btb, forecast, "compiled"
 
 

@@ -311,7 +311,8 @@ def queue_forecast(
         return Coming(coming, NO_QUEUE, backlog, [backlog])
     version = node.view.version
     costs = memo.get(node.index) if memo is not None else None
-    if costs is None or not costs.matches(version, queue):
+    # (an entry of the compiled twin's, envs.sim._native.forecast, is rebuilt as its own)
+    if type(costs) is not QueueCosts or not costs.matches(version, queue):
         costs = QueueCosts(version)
         if memo is not None:
             memo[node.index] = costs

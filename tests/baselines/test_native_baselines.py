@@ -274,11 +274,16 @@ def test_opting_out_or_a_missing_module_chooses_the_reference(
     if baselines_native.sim_native.CORE != "compiled":
         assert baselines_native._choose() == reference
         return
-    for hidden in ("baselines._native.btb", "envs.sim._native.forecast"):
-        with monkeypatch.context() as patch:
-            patch.setitem(sys.modules, hidden, None)  # hides the module
-            assert baselines_native._choose() == reference
-            assert capsys.readouterr().err.startswith("btb-gym: compiled baselines unusable (")
+    with monkeypatch.context() as patch:
+        patch.setitem(sys.modules, "baselines._native.btb", None)  # hides the module
+        assert baselines_native._choose() == reference
+        assert capsys.readouterr().err.startswith("btb-gym: compiled baselines unusable (")
+    with monkeypatch.context() as patch:  # the estimates alone: the rest stays compiled
+        patch.setitem(sys.modules, "envs.sim._native.forecast", None)
+        routers_twin, btb_twin, forecast, core = baselines_native._choose()
+        assert forecast is None and core == "compiled" and btb_twin is not None
+        err = capsys.readouterr().err
+        assert err.startswith("btb-gym: compiled first-token estimates unusable (")
     if baselines_native.ROUTERS is not None:
         assert baselines_native._choose()[3] == "compiled"
         assert routers.cache_aware_choice is baselines_native.ROUTERS.cache_aware_choice
