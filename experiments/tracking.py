@@ -80,7 +80,7 @@ class RunLogger:
             return
         import wandb
 
-        columns: list[str | int] = list(rows[0])
+        columns: list[str | int] = list(dict.fromkeys(k for row in rows for k in row))
         data = [[_plain(row.get(str(c))) for c in columns] for row in rows]
         self.run.log({key: wandb.Table(columns=columns, data=data)})
 

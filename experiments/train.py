@@ -847,8 +847,11 @@ def train(cfg: DictConfig) -> float:
 
     check_train(cfg)
     adopted: dict[str, Any] = {}
+    name = experiment_name()  # an experiment's agent is named after it (else algo_env)
     if cfg.resume:
-        check_resume(cfg, load_spec(cfg.resume))
+        resumed_spec = load_spec(cfg.resume)
+        check_resume(cfg, resumed_spec)
+        name = resumed_spec.name  # a resumed agent keeps its name (and so does its W&B run)
         adopted = check_resume_hyperparams(cfg)
         if adopted:
             taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
@@ -864,7 +867,7 @@ def train(cfg: DictConfig) -> float:
         critic=str(cfg.agent.critic),
         env_kwargs=saved_kwargs,
         seed=int(cfg.seed),
-        name=experiment_name(),  # an experiment's agent is named after it (else algo_env)
+        name=name,
     )
     pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0

@@ -136,14 +136,14 @@ def main(setup: str, run_dirs: list[str], tag: str = "", out: Path = OUT) -> Non
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+    if len(sys.argv) < 2 or {"-h", "--help"} & set(sys.argv[1:]):
         print(__doc__)
         raise SystemExit(0 if len(sys.argv) > 1 else 2)
     args = sys.argv[2:]
     tags = [a.removeprefix("--tag=") for a in args if a.startswith("--tag=")]
     outs = [a.removeprefix("--out=") for a in args if a.startswith("--out=")]
     dirs = [a for a in args if not a.startswith(("--tag=", "--out="))]
-    missing = [d for d in dirs if not agent_folder(Path(d)).is_dir()]
+    missing = [d for d in dirs if not (agent_folder(Path(d)) / "agent.json").is_file()]
     if not dirs or missing:
         print(f"error: no agent in {missing}" if missing else __doc__, file=sys.stderr)
         raise SystemExit(2)

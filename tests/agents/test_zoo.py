@@ -129,4 +129,18 @@ def test_thresholds_spread_agent_stands_btb_aside_on_fast_bursts_only():
         family = window.name.split("/")[1].rsplit("-", 1)[0]
         share[family] = {rule: rules.count(rule) / len(rules) for rule in set(rules)}
     assert share["synthetic1s"]["spread"] > 0.8 and share["rising"] == {"spread": 1.0}
+    # a result row sums the counts over its windows
+    from experiments.evaluation import evaluate_policies
+
+    two = window_pool("burst_families", "val", 20260721, 2)
+    epochs = 0
+    for window in two:
+        sim = Simulator(
+            setup_cluster("qwen3_8b_h100x4"), window, SimConfig(), np.random.default_rng(0)
+        )
+        agent.run(sim)
+        epochs += len(agent.settings_log)
+    (result,) = evaluate_policies({"a": agent}, "qwen3_8b_h100x4", two, SimConfig(), seed=0)
+    counts = {k: v for k, v in result.row.items() if k.startswith("epochs_rule_")}
+    assert sum(counts.values()) == epochs and counts["epochs_rule_spread"] > 0
     assert share["synthetic"]["pending+eft"] > 0.5 > share["synthetic"].get("spread", 0)
