@@ -919,6 +919,13 @@ def train(cfg: DictConfig) -> float:
                 "resume_adopted": adopted,
             }
             print_resume_changes(cfg.resume, changes, resumed.env_kwargs.get("sim"))
+            # a checkpoint does not record the reward normalisation it trained with
+            print(
+                f"note: resume={cfg.resume} does not record env.normalize_reward; training "
+                f"goes on with env.normalize_reward={bool(cfg.env.normalize_reward)}"
+                + (" (its running statistics start afresh)" if cfg.env.normalize_reward else "")
+                + " (a +experiment recipe sets it: pass it again to keep it)"
+            )
         else:
             assert built is not None
             model = built

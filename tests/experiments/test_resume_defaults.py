@@ -44,6 +44,11 @@ def test_resume_takes_the_checkpoint_s_values_for_defaults_not_set(
         "agent.hyperparams.batch_size=32 (defaults you did not set)"
     )
     assert note in done.stdout + done.stderr
+    assert (
+        f"note: resume={checkpoint} does not record env.normalize_reward; training goes on "
+        "with env.normalize_reward=False (a +experiment recipe sets it: pass it again to "
+        "keep it)" in done.stdout
+    )
     record = json.loads((out / "train.json").read_text())["train"]  # train.evaluate=false
     assert record["resume_adopted"] == {
         "agent.hyperparams.n_steps": 32,
