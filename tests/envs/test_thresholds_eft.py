@@ -10,35 +10,16 @@ import pytest
 import envs  # noqa: F401  (registers the environments)
 from baselines import make_policy
 from baselines.btb_pending import BTBPending
-from baselines.policy import Policy
-from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from tests.envs.thresholds_replay import PUBLISHED, replay_rule, run_fixed
 
 SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0)
-PUBLISHED = [1, 2, 3, 4]  # X=2, Z=1 s, M=4 of 4 nodes, minimum prefix 65,536 tokens
 
 
 @pytest.fixture(scope="module")
 def window() -> Workload:
     return synthetic_window(SMALL, window=1)
-
-
-def _replay(window: Workload, rule: int, seed: int = 3) -> tuple[np.ndarray, int, int]:
-    """The published settings with ``rule`` every epoch: (TTFTs, copies, sim seed)."""
-    env = gym.make("btb/Thresholds-v0", windows=[window], eft_rules=True).unwrapped
-    env.reset(seed=seed)
-    done = False
-    while not done:
-        _, _, done, _, _ = env.step(np.array([*PUBLISHED, rule]))
-    return env.sim.records.ttft_s, len(env.sim.copies), env._episode["sim_seed"]
-
-
-def _direct(window: Workload, policy: Policy, sim_seed: int) -> tuple[np.ndarray, int]:
-    sim = Simulator(
-        setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(sim_seed)
-    )
-    return policy.run(sim).ttft_s, len(sim.copies)
 
 
 class _PendingEft(BTBPending):
@@ -52,16 +33,16 @@ class _PendingEft(BTBPending):
 def test_each_rule_replays_its_fixed_policy_exactly(
     window: Workload, rule: int, policy: str
 ) -> None:
-    ttft, copies, sim_seed = _replay(window, rule)
+    ttft, copies, sim_seed = replay_rule(window, rule)
     fixed = _PendingEft() if policy == "pending+eft" else make_policy(policy)
-    direct, direct_copies = _direct(window, fixed, sim_seed)
+    direct, direct_copies = run_fixed(window, fixed, sim_seed)
     assert np.array_equal(ttft, direct)
     assert copies == direct_copies
 
 
 def test_the_eft_rules_differ_from_the_published_ones_on_this_window(window: Workload) -> None:
-    published, _, _ = _replay(window, 0)
-    with_eft, _, _ = _replay(window, 2)
+    published, _, _ = replay_rule(window, 0)
+    with_eft, _, _ = replay_rule(window, 2)
     assert not np.array_equal(published, with_eft)
 
 

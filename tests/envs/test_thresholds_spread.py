@@ -14,10 +14,10 @@ from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
 from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from baselines.policy import Policy
-from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
-from envs.thresholds import EpochController, route_choices
+from envs.thresholds import route_choices
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from tests.envs.thresholds_replay import PUBLISHED, replay_rule, run_fixed
 
 SETUP = "qwen3_8b_h100x4"  # where eft_pull_spread's idle-node rule fires on fast bursts
 # two 0.2 s bursts of 100 requests each (a follower every 2 ms, a 0.54 s cold prefix)
@@ -27,36 +27,11 @@ FAST = BurstedSyntheticConfig(
 # two 4 s bursts of 40: the prefix is resident long before a burst ends, so BTB
 # fires and copies under every rule but ``spread``
 SLOW = BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0)
-PUBLISHED = [1, 2, 3, 4]  # X=2, Z=1 s, M=4 of 4 nodes, minimum prefix 65,536 tokens
 
 
 @pytest.fixture(scope="module")
 def window() -> Workload:
     return synthetic_window(FAST, window=1)
-
-
-def _replay(
-    window: Workload, rule: int, seed: int = 3, compiled: bool = True
-) -> tuple[np.ndarray, int, int]:
-    """The published settings with ``rule`` every epoch: (TTFTs, copies, sim seed)."""
-    env = gym.make(
-        "btb/Thresholds-v0", setup=SETUP, windows=[window], eft_rules=True, spread_rules=True
-    ).unwrapped
-    env.controller = EpochController(
-        env.n_nodes, env.epoch_s, True, compiled=compiled, spread_rules=True
-    )
-    env.reset(seed=seed)
-    done = False
-    while not done:
-        _, _, done, _, _ = env.step(np.array([*PUBLISHED, rule]))
-    return env.sim.records.ttft_s, len(env.sim.copies), env._episode["sim_seed"]
-
-
-def _direct(window: Workload, policy: Policy, sim_seed: int) -> tuple[np.ndarray, int]:
-    sim = Simulator(
-        setup_cluster(SETUP), window, SimConfig(causal_kv=True), np.random.default_rng(sim_seed)
-    )
-    return policy.run(sim).ttft_s, len(sim.copies)
 
 
 def _with_spread(btb: BTB) -> BTB:
@@ -97,16 +72,18 @@ def test_each_spread_rule_replays_its_fixed_policy_exactly(
     epoch loop, or with everything in Python (then ``BTB._otherwise`` is the one
     that asks the fallback router), which gives what the compiled path gives."""
     window = synthetic_window(config, window=1)
-    twin = _replay(window, rule, compiled=True)
+    twin = replay_rule(window, rule, setup=SETUP, spread_rules=True, compiled=True)
     if not compiled:
         monkeypatch.setattr(btb_module, "btb_twin", lambda policy, sim: None)
-    ttft, copies, sim_seed = _replay(window, rule, compiled=compiled)
-    direct, direct_copies = _direct(window, make(), sim_seed)
+    ttft, copies, sim_seed = replay_rule(
+        window, rule, setup=SETUP, spread_rules=True, compiled=compiled
+    )
+    direct, direct_copies = run_fixed(window, make(), sim_seed, SETUP)
     assert np.array_equal(ttft, direct)
     assert copies == direct_copies
     assert np.array_equal(ttft, twin[0]) and copies == twin[1]
     if config is SLOW and rule == 4:  # BTB fired and copied beside its fallback
-        assert copies == 6 and not np.array_equal(ttft, _replay(window, 6)[0])
+        assert copies == 6 and not np.array_equal(ttft, replay_rule(window, 6, SETUP, True)[0])
 
 
 def test_a_reset_forgets_what_the_fallback_router_saw(window: Workload) -> None:
@@ -126,7 +103,7 @@ def test_a_reset_forgets_what_the_fallback_router_saw(window: Workload) -> None:
 
 
 def test_the_spread_rules_differ_from_the_eft_ones_and_from_each_other(window: Workload) -> None:
-    runs = {rule: _replay(window, rule)[0] for rule in (2, 3, 4, 5, 6)}
+    runs = {rule: replay_rule(window, rule, SETUP, True)[0] for rule in (2, 3, 4, 5, 6)}
     assert not np.array_equal(runs[2], runs[4])  # the fallback changes resident's requests
     assert not np.array_equal(runs[5], runs[6])  # standing aside is not the fallback
     # On these fast bursts (a 0.54 s cold prefix) standing aside is faster than

@@ -1,0 +1,51 @@
+"""Shared by the tests of ``btb/Thresholds-v0``'s routing rules: a window replayed
+with one rule in every epoch, and the same window run by a fixed policy."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+import envs  # noqa: F401  (registers the environments)
+from baselines.policy import Policy
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.request import Workload
+from envs.thresholds import EpochController
+
+PUBLISHED = [1, 2, 3, 4]  # X=2, Z=1 s, M=4 of 4 nodes, minimum prefix 65,536 tokens
+
+
+def replay_rule(
+    window: Workload,
+    rule: int,
+    setup: str = "70b_h100x4",
+    spread_rules: bool = False,
+    compiled: bool = True,
+    seed: int = 3,
+) -> tuple[np.ndarray, int, int]:
+    """The published settings with ``rule`` every epoch (``eft_rules`` on, and
+    ``spread_rules`` as asked; the epoch loop compiled or the Python reference):
+    (TTFTs, copies, sim seed)."""
+    env = gym.make(
+        "btb/Thresholds-v0",
+        setup=setup,
+        windows=[window],
+        eft_rules=True,
+        spread_rules=spread_rules,
+    ).unwrapped
+    env.controller = EpochController(
+        env.n_nodes, env.epoch_s, True, compiled=compiled, spread_rules=spread_rules
+    )
+    env.reset(seed=seed)
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step(np.array([*PUBLISHED, rule]))
+    return env.sim.records.ttft_s, len(env.sim.copies), env._episode["sim_seed"]
+
+
+def run_fixed(
+    window: Workload, policy: Policy, sim_seed: int, setup: str = "70b_h100x4"
+) -> tuple[np.ndarray, int]:
+    """``policy`` run on ``window`` with the default simulator options: (TTFTs, copies)."""
+    sim = Simulator(setup_cluster(setup), window, SimConfig(), np.random.default_rng(sim_seed))
+    return policy.run(sim).ttft_s, len(sim.copies)
