@@ -280,7 +280,6 @@ class EpochController:
         # the ``+spread`` rules' fallback: one router for the whole run, so what it
         # has seen of each prefix's arrivals outlasts the epoch
         self.spread = EarliestFirstTokenPullSpread()
-        self.aside = False  # the ``spread`` rule: BTB stands aside for the epoch
         self.encoder = EpochEncoder(n_nodes, compiled)
         self.bounds = (
             len(X_CHOICES),
@@ -305,12 +304,16 @@ class EpochController:
         self.btb = self._published()
         self.btb.reset(sim)
         self.spread.reset(sim)
-        self.aside = False
         self.stats = EpochStats()
         self.epoch_end = -np.inf
         self.log = []
         self._copies_before = 0
         self._rule = 0
+
+    @property
+    def aside(self) -> bool:
+        """Whether BTB stands aside this epoch (the ``spread`` rule)."""
+        return self.rules[self._rule] == "spread"
 
     def thresholds(self) -> Setting:
         btb = self.btb
@@ -360,7 +363,6 @@ class EpochController:
         btb.pending = routing == "pending"
         btb.eft_fallback = fallback == "eft"
         btb.fallback_router = self.spread if fallback == "spread" else None
-        self.aside = routing == "spread"
         self.log.append((float(start_s), self.thresholds()))
         self.stats = EpochStats()
         # the epoch always holds the arrival it starts at, even when epoch_s is below

@@ -911,7 +911,6 @@ def train(cfg: DictConfig) -> float:
         }
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
-            spec.name = resumed.name
             changes = resume_changes(resumed.env_kwargs, saved_kwargs)
             train_record = {
                 "resumed_from": str(cfg.resume),
