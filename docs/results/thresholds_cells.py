@@ -1,0 +1,146 @@
+"""Which of issue #16's thresholds-agent cells each agent meets: ``thresholds_cells.md``.
+
+    python docs/results/thresholds_cells.py
+
+The thresholds target: 5 % lower mean TTFT than btb_tuned on each burst family,
+with p95 no worse, on all 15 test windows (evaluation seed 0, causal KV). One cell
+is one setup and family, both statistics. The issue's targets also carry a floor
+rule: where the best baseline (of btb, btb_tuned, btb_pending, cache_aware,
+least_load, dynamo and llmd, as in ``target_cells.md``) already sits within 10 %
+of ``floor`` on a statistic, the agent must come within 3 % of ``floor`` on it
+instead. The table counts the cells both ways.
+
+Reads the agents' rows from the stored ``agents_vs_baselines_thresholds*_<family>.json``
+(written by ``evaluate_thresholds.py``) and the baselines' and the floor's rows from
+``capacity_floor.json``; the two files' btb_tuned rows must agree, so both come
+from the same windows. Agents are the mean over their training seeds, greedy
+(``det``) and sampled (``stoch``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from capacity_floor_table import BASELINES, BURSTS, HERE, SETUPS, Rows
+
+RUNS = (
+    # (agent, how it was run, file tag, setup)
+    ("ppo_thresholds", "trained on 70b", "", "70b_h100x4"),
+    ("ppo_thresholds_eft", "trained on 70b", "_eft", "70b_h100x4"),
+    ("ppo_thresholds_eft", "trained on 70b", "_eft_qwen3_8b", "qwen3_8b_h100x4"),
+    ("ppo_thresholds_eft", "trained on 70b", "_eft_glm45", "glm45_h100x4"),
+    ("ppo_thresholds_spread", "trained on qwen3-8b", "_spread_qwen3_8b_on_70b", "70b_h100x4"),
+    ("ppo_thresholds_spread", "trained on qwen3-8b", "_spread_qwen3_8b", "qwen3_8b_h100x4"),
+    ("ppo_thresholds_spread", "trained on qwen3-8b", "_spread_qwen3_8b_on_glm45", "glm45_h100x4"),
+)
+STATS = ("mean", "p95")
+
+
+def baseline_rows() -> Rows:
+    rows: Rows = {}
+    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
+        rows[(row["setup"], row["workload"], row["policy"])] = row
+    return rows
+
+
+def agent_ttft(tag: str, family: str, mode: str, tuned: dict) -> dict[str, float]:
+    """The agent's mean and p95 TTFT on ``family``, averaged over its seeds."""
+    path = HERE / f"agents_vs_baselines_thresholds{tag}_{family}.json"
+    rows = {row["policy"]: row for row in json.loads(path.read_text())["rows"]}
+    same = rows["btb_tuned"]
+    assert same["ttft_mean_s"] == tuned["ttft_mean_s"], (path, same["ttft_mean_s"])
+    seeds = [row for name, row in rows.items() if name.endswith(f"_{mode}")]
+    assert len(seeds) >= 3, (path, mode, len(seeds))
+    return {stat: float(np.mean([r[f"ttft_{stat}_s"] for r in seeds])) for stat in STATS}
+
+
+def required(rows: Rows, setup: str, family: str, stat: str) -> tuple[float, float, str]:
+    """(what the plain target requires, what it requires under the floor rule, why)."""
+    key = f"ttft_{stat}_s"
+    tuned = rows[(setup, family, "btb_tuned")][key]
+    floor = rows[(setup, family, "floor")][key]
+    plain = 0.95 * tuned if stat == "mean" else tuned
+    best = min(BASELINES, key=lambda p: rows[(setup, family, p)][key])
+    value = rows[(setup, family, best)][key]
+    if value <= 1.10 * floor:
+        return plain, 1.03 * floor, f"{best} {value / floor - 1:+.1%} of floor"
+    return plain, plain, ""
+
+
+def table(rows: Rows, mode: str) -> tuple[list[str], dict[str, list[int]]]:
+    lines = [
+        "| agent | setup | family | mean: agent / requires (plain; floor rule) "
+        "| p95: agent / requires (plain; floor rule) | floor rule applies "
+        "| met: plain / floor rule |",
+        "|---|---|---|--:|--:|---|---|",
+    ]
+    counts: dict[str, list[int]] = {}
+    for agent, _, tag, setup in RUNS:
+        for family in BURSTS:
+            tuned = rows[(setup, family, "btb_tuned")]
+            got = agent_ttft(tag, family, mode, tuned)
+            cells, why = [], []
+            met_plain = met_floor = True
+            for stat in STATS:
+                plain, ruled, reason = required(rows, setup, family, stat)
+                met_plain &= got[stat] <= plain
+                met_floor &= got[stat] <= ruled
+                cells.append(f"{got[stat]:.5g} / {plain:.5g}; {ruled:.5g}")
+                if reason:
+                    why.append(f"{stat}: {reason}")
+            count = counts.setdefault(agent, [0, 0, 0])
+            count[0] += met_plain
+            count[1] += met_floor
+            count[2] += 1
+            lines.append(
+                f"| {agent} | {setup} | {family} | {cells[0]} | {cells[1]} "
+                f"| {', '.join(why) or '-'} | {'yes' if met_plain else 'no'} / "
+                f"{'yes' if met_floor else 'no'} |"
+            )
+    return lines, counts
+
+
+TEXT = """# Thresholds-agent cells met
+
+Issue #16's thresholds target: 5 % lower mean TTFT than btb_tuned on each burst
+family, with p95 no worse; all 15 test windows of each family, evaluation seed 0,
+causal KV, the agents' mean over 3 training seeds. The issue's targets also carry
+a floor rule: where the best baseline (of btb, btb_tuned, btb_pending,
+cache_aware, least_load, dynamo and llmd) already sits within 10 % of `floor` on
+a statistic, the agent must come within 3 % of `floor` on it instead. Each
+row gives what the cell requires both ways (TTFT in seconds); a cell is met when
+both statistics are.
+
+Written by [thresholds_cells.py](thresholds_cells.py) from the stored
+`agents_vs_baselines_thresholds*` rows and `capacity_floor.json`.
+"""
+
+
+def render(rows: Rows) -> str:
+    out = [TEXT]
+    for mode, title in (("det", "Greedy"), ("stoch", "Sampled")):
+        lines, counts = table(rows, mode)
+        out.append(f"## {title}\n")
+        out.extend(lines)
+        out.append("")
+        out.append(
+            "Met, plain / under the floor rule: "
+            + "; ".join(f"`{a}` {p} / {f} of {n}" for a, (p, f, n) in counts.items())
+            + "."
+        )
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    assert {setup for *_, setup in RUNS} == set(SETUPS)
+    path = HERE / "thresholds_cells.md"
+    text = render(baseline_rows())
+    path.write_text(text)
+    print(text)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
