@@ -66,6 +66,12 @@ class AgentSpec:
     seed: int = 0
     timesteps: int = 0
     name: str = ""
+    normalize_reward: bool | None = None
+    """Whether training scaled its rewards by SB3's VecNormalize (``env.normalize_reward``);
+    None: a checkpoint saved before it was recorded, or by a model with no env."""
+    reward_norm: dict[str, float] | None = None
+    """VecNormalize's running statistics of the discounted return (``mean``, ``var``,
+    ``count``) when it did, so a resumed run scales as the checkpoint's did."""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGORITHMS:
@@ -307,6 +313,17 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     spec.timesteps = int(model.num_timesteps)
+    if model.get_env() is not None:  # a model loaded without one keeps what spec says
+        norm = model.get_vec_normalize_env()
+        spec.normalize_reward = norm is not None and bool(norm.norm_reward)
+        spec.reward_norm = None
+        if norm is not None and norm.norm_reward:
+            stats = norm.ret_rms
+            spec.reward_norm = {
+                "mean": float(stats.mean),
+                "var": float(stats.var),
+                "count": float(stats.count),
+            }
     tmp = folder / ".model.tmp.zip"
     try:
         model.save(tmp)
@@ -343,13 +360,24 @@ def load_spec(folder: str | Path) -> AgentSpec:
     if missing:
         raise ValueError(f"{path}: missing key {missing[0]!r}")
     for name, kind in _FIELD_TYPES.items():
-        if name not in data:
+        if name not in data or (name in _NULLABLE and data[name] is None):
             continue
         value = data[name]
         if kind is int:
             check_int(f"{path}: {name}", value, 1 if name == "hidden" else 0)
         elif not isinstance(value, kind):
             raise ValueError(f"{path}: {name} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
+    norm = data.get("reward_norm")
+    if norm is not None and (
+        set(norm) != {"mean", "var", "count"}
+        or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in norm.values())
+        or norm["var"] < 0
+        or norm["count"] <= 0
+    ):
+        raise ValueError(
+            f"{path}: reward_norm must be an object of finite numbers mean, var >= 0 and "
+            f"count > 0, got {norm!r}"
+        )
     try:
         return AgentSpec(**data)
     except ValueError as error:
@@ -366,8 +394,11 @@ _FIELD_TYPES: dict[str, type] = {
     "seed": int,
     "timesteps": int,
     "name": str,
+    "normalize_reward": bool,
+    "reward_norm": dict,
 }
-_JSON_NAMES: dict[type, str] = {str: "string", dict: "object"}
+_NULLABLE = ("normalize_reward", "reward_norm")  # null: not recorded
+_JSON_NAMES: dict[type, str] = {str: "string", dict: "object", bool: "true or false"}
 
 
 def _one_line(error: BaseException) -> str:

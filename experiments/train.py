@@ -464,10 +464,18 @@ def check_imitation(cfg: Any) -> None:
                 )
 
 
-def check_resume(cfg: Any, resumed: Any) -> None:
+RESUME_FIXED = ("agent.algo", "agent.net", "env.kind", "cluster.n_nodes")
+"""What a resumed run cannot adopt from its checkpoint: each picks a config group
+(or the cluster) whose other defaults would not follow."""
+
+
+def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
     """A checkpoint to resume (its AgentSpec ``resumed``) must be the network the config
     describes, on as many nodes; and the step count continues, so the target cannot be
-    below the checkpoint's."""
+    below the checkpoint's. A field of the network's shape or of the env's layout
+    that the user did not set (all but :data:`RESUME_FIXED`) takes the checkpoint's value
+    in ``cfg`` instead (returned as ``{path: value}``); one the user set that differs,
+    and another algorithm, env kind or node count, is refused naming the field."""
     asked = {
         "agent.algo": cfg.agent.algo,
         "env.kind": cfg.env.kind,
@@ -499,8 +507,14 @@ def check_resume(cfg: Any, resumed: Any) -> None:
         for name in ("eft_rules", "spread_rules"):
             asked[f"env.{name}"] = bool(cfg.env.get(name, False))
             saved[f"env.{name}"] = bool(resumed.env_kwargs.get(name, False))
+    adopted: dict[str, Any] = {}
     for field, value in asked.items():
-        if saved[field] is not None and saved[field] != value:
+        if saved[field] is None or saved[field] == value:
+            continue
+        if field not in RESUME_FIXED and set_by_user(field) is False:
+            OmegaConf.update(cfg, field, saved[field])
+            adopted[field] = saved[field]
+        else:
             raise ValueError(
                 f"resume={cfg.resume}: that checkpoint is {resumed.algo}/{resumed.env}/"
                 f"{resumed.net} with {field}={saved[field]}, the config asks for "
@@ -513,6 +527,7 @@ def check_resume(cfg: Any, resumed: Any) -> None:
             f"checkpoint resume={cfg.resume} has already trained (the step count continues; "
             f"ask for >= {resumed.timesteps})"
         )
+    return adopted
 
 
 # What a resumed run may change from its checkpoint (check_resume refuses another
@@ -649,6 +664,29 @@ def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
             f"{again})"
         )
     return adopted
+
+
+def resume_reward_norm(cfg: Any, resumed: Any) -> dict[str, Any]:
+    """``env.normalize_reward`` on resuming the checkpoint whose AgentSpec is
+    ``resumed``. Unset by the user, it takes the checkpoint's recorded value in
+    ``cfg`` (returned as ``{path: value}``, as the adopted SB3 settings are); one the
+    user set that differs is used, with a note (the reward may change on resume, and
+    the critic was fitted to the other scale). A checkpoint from before it was
+    recorded (None) changes nothing here."""
+    trained = resumed.normalize_reward
+    asked = bool(cfg.env.normalize_reward)
+    if trained is None or trained == asked:
+        return {}
+    if set_by_user("env.normalize_reward") is False:
+        OmegaConf.update(cfg, "env.normalize_reward", trained)
+        return {"env.normalize_reward": trained}
+    print(
+        f"note: resume={cfg.resume} was trained with env.normalize_reward={trained}; training "
+        f"goes on with env.normalize_reward={asked}"
+        + (" (its running statistics start afresh)" if asked else "")
+        + " (the critic's values were learned on the other scale)"
+    )
+    return {}
 
 
 def rollout_steps(model: Any) -> int:
@@ -848,11 +886,12 @@ def train(cfg: DictConfig) -> float:
     check_train(cfg)
     adopted: dict[str, Any] = {}
     name = experiment_name()  # an experiment's agent is named after it (else algo_env)
+    resumed_spec: AgentSpec | None = None
     if cfg.resume:
         resumed_spec = load_spec(cfg.resume)
-        check_resume(cfg, resumed_spec)
+        adopted = check_resume(cfg, resumed_spec)
         name = resumed_spec.name  # a resumed agent keeps its name (and so does its W&B run)
-        adopted = check_resume_hyperparams(cfg)
+        adopted |= check_resume_hyperparams(cfg) | resume_reward_norm(cfg, resumed_spec)
         if adopted:
             taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
             print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")
@@ -889,6 +928,11 @@ def train(cfg: DictConfig) -> float:
 
         gamma = float(cfg.agent.hyperparams.get("gamma", 0.99))
         vec = VecNormalize(vec, norm_obs=False, norm_reward=True, gamma=gamma)
+        if resumed_spec is not None and resumed_spec.reward_norm:  # as the checkpoint scaled
+            stats = resumed_spec.reward_norm
+            vec.ret_rms.mean = np.array(stats["mean"], dtype=np.float64)
+            vec.ret_rms.var = np.array(stats["var"], dtype=np.float64)
+            vec.ret_rms.count = float(stats["count"])
     test_windows = None
     hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     try:
@@ -918,13 +962,13 @@ def train(cfg: DictConfig) -> float:
                 "resume_adopted": adopted,
             }
             print_resume_changes(cfg.resume, changes, resumed.env_kwargs.get("sim"))
-            # a checkpoint does not record the reward normalisation it trained with
-            print(
-                f"note: resume={cfg.resume} does not record env.normalize_reward; training "
-                f"goes on with env.normalize_reward={bool(cfg.env.normalize_reward)}"
-                + (" (its running statistics start afresh)" if cfg.env.normalize_reward else "")
-                + " (a +experiment recipe sets it: pass it again to keep it)"
-            )
+            if resumed.normalize_reward is None:  # a checkpoint from before it was recorded
+                print(
+                    f"note: resume={cfg.resume} does not record env.normalize_reward; training "
+                    f"goes on with env.normalize_reward={bool(cfg.env.normalize_reward)}"
+                    + (" (its running statistics start afresh)" if cfg.env.normalize_reward else "")
+                    + " (a +experiment recipe sets it: pass it again to keep it)"
+                )
         else:
             assert built is not None
             model = built

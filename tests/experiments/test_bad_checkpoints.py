@@ -90,6 +90,14 @@ CASES = {
     "env_kwargs a number": (
         "ppo_thresholds", _edit(env_kwargs=5), "agent.json", "env_kwargs must be a JSON object"
     ),
+    "normalize_reward a string": (
+        "ppo_thresholds", _edit(normalize_reward="yes"), "agent.json",
+        "normalize_reward must be a JSON true or false",
+    ),
+    "reward_norm with a negative variance": (
+        "ppo_thresholds", _edit(reward_norm={"mean": 0.0, "var": -1.0, "count": 5.0}),
+        "agent.json", "reward_norm must be an object of finite numbers mean, var >= 0",
+    ),
 }  # fmt: skip
 
 

@@ -25,6 +25,10 @@ def _checkpoint(tmp_path: Path) -> Path:
     hyper |= {"ent_coef": 0.01}
     folder = tmp_path / "step_0"
     save_agent(build_model(spec, env, hyper), spec, folder)
+    # a checkpoint from before agent.json recorded the reward normalisation
+    saved = json.loads((folder / "agent.json").read_text())
+    assert saved.pop("normalize_reward") is False and saved.pop("reward_norm") is None
+    (folder / "agent.json").write_text(json.dumps(saved))
     return folder
 
 
@@ -101,8 +105,9 @@ def test_resuming_a_thresholds_agent_with_other_rules_names_the_option(
     tmp_path: Path, run_command: Any
 ) -> None:
     """The routing rules set the action space: a checkpoint trained with
-    spread_rules resumed without it is refused naming env.spread_rules (it used to
-    fail inside SB3 on the action spaces)."""
+    spread_rules resumed with env.spread_rules=false typed is refused naming it (it
+    used to fail inside SB3 on the action spaces); left unset, the checkpoint's
+    rules are taken."""
     window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
     kwargs = {"n_nodes": 4, "eft_rules": True, "spread_rules": True}
     spec = AgentSpec(algo="ppo", env="thresholds", env_kwargs=kwargs)
@@ -111,7 +116,8 @@ def test_resuming_a_thresholds_agent_with_other_rules_names_the_option(
     save_agent(build_model(spec, env, {"n_steps": 32, "batch_size": 32}), spec, folder)
     args = [
         "logger=none", "workload=tiny", f"resume={folder}", "env=thresholds",
-        "env.eft_rules=true", "train.total_timesteps=64", f"out_dir={tmp_path / 'run'}",
+        "env.eft_rules=true", "env.spread_rules=false", "train.total_timesteps=64",
+        f"out_dir={tmp_path / 'run'}",
     ]  # fmt: skip
     done = run_command("experiments.train", args, tmp_path)
     assert done.returncode == 2
@@ -120,3 +126,93 @@ def test_resuming_a_thresholds_agent_with_other_rules_names_the_option(
         "(resume with env.spread_rules=True)" in done.stderr
     ), done.stderr
     assert not (tmp_path / "run").exists()
+
+    # neither rule set typed: both taken from the checkpoint, and the run goes on
+    args = [
+        "logger=none", "workload=tiny", f"resume={folder}", "env=thresholds", "env.n_envs=1",
+        "train.total_timesteps=64", "train.evaluate=false", f"out_dir={tmp_path / 'taken'}",
+    ]  # fmt: skip
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "the checkpoint's env.eft_rules=True, env.spread_rules=True" in done.stdout
+    record = json.loads((tmp_path / "taken" / "train.json").read_text())
+    taken = record["train"]["resume_adopted"]  # with the SB3 settings it was built with
+    assert taken["env.eft_rules"] is True and taken["env.spread_rules"] is True
+    saved = json.loads((tmp_path / "taken" / "agent" / "agent.json").read_text())
+    assert saved["env_kwargs"]["spread_rules"] is True and saved["timesteps"] == 64
+
+
+def test_a_checkpoint_records_reward_normalisation_and_resume_goes_on_with_it(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """A run with env.normalize_reward saves it and VecNormalize's running return
+    statistics in agent.json; resumed without the option, it is taken from the
+    checkpoint and the statistics go on from the saved ones (their count is every
+    step of both runs, one return per env per step, not only the second run's)."""
+    base = [
+        "logger=none", "workload=tiny", "env.n_envs=1", "train.evaluate=false",
+        "agent.hyperparams.n_steps=32", "agent.hyperparams.batch_size=32",
+    ]  # fmt: skip
+    first = tmp_path / "first"
+    args = [*base, "env.normalize_reward=true", "train.total_timesteps=64", f"out_dir={first}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((first / "agent" / "agent.json").read_text())
+    assert saved["normalize_reward"] is True and saved["timesteps"] == 64
+    assert saved["reward_norm"]["count"] == pytest.approx(64, abs=1e-3)  # 1e-4 to start
+    assert saved["reward_norm"]["var"] > 0
+
+    second = tmp_path / "second"
+    args = [*base, f"resume={first / 'agent'}", "train.total_timesteps=128", f"out_dir={second}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "the checkpoint's env.normalize_reward=True (defaults you did not set)" in done.stdout
+    assert "does not record env.normalize_reward" not in done.stdout
+    record = json.loads((second / "train.json").read_text())["train"]
+    assert record["resume_adopted"] == {"env.normalize_reward": True}
+    again = json.loads((second / "agent" / "agent.json").read_text())
+    assert again["normalize_reward"] is True and again["timesteps"] == 128
+    assert again["reward_norm"]["count"] == pytest.approx(128, abs=1e-3)
+
+    # typed off: used as asked, with a note; the new checkpoint records it
+    third = tmp_path / "third"
+    args = [
+        *base, f"resume={first / 'agent'}", "env.normalize_reward=false",
+        "train.total_timesteps=96", f"out_dir={third}",
+    ]  # fmt: skip
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"note: resume={first / 'agent'} was trained with env.normalize_reward=True; training "
+        "goes on with env.normalize_reward=False" in done.stdout
+    )
+    last = json.loads((third / "agent" / "agent.json").read_text())
+    assert last["normalize_reward"] is False and last["reward_norm"] is None
+
+
+def test_resume_takes_the_checkpoint_s_critic_unless_another_is_typed(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """agent.critic shapes the network: left unset it is the checkpoint's (it used to
+    be refused, naming the value to pass); typed and different, it is refused."""
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="ppo", env="route", critic="separate", env_kwargs={"n_nodes": 4})
+    env = gym.make(spec.env_id, windows=[window])
+    folder = tmp_path / "separate"
+    save_agent(build_model(spec, env, {"n_steps": 32, "batch_size": 32}), spec, folder)
+    base = [
+        "logger=none", "workload=tiny", f"resume={folder}", "env.n_envs=1",
+        "train.total_timesteps=64", "train.evaluate=false",
+    ]  # fmt: skip
+    done = run_command("experiments.train", [*base, f"out_dir={tmp_path / 'run'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "the checkpoint's agent.critic=separate" in done.stdout
+    saved = json.loads((tmp_path / "run" / "agent" / "agent.json").read_text())
+    assert saved["critic"] == "separate" and saved["timesteps"] == 64
+
+    refused = tmp_path / "refused"
+    args = [*base, "agent.critic=shared", f"out_dir={refused}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 2
+    assert "with agent.critic=separate, the config asks for agent.critic=shared" in done.stderr
+    assert not refused.exists()
