@@ -149,9 +149,12 @@ def hydra_message(error: BaseException) -> str:
     override workload.window_s=abc: Value 'abc' of type 'str' could not be converted
     to Float``; a listing (``Available options in 'agent':`` and one name a line)
     becomes ``Available options in 'agent': a2c, dqn, ...``; Hydra's config search
-    path is left out."""
-    texts = [str(error)]
+    path is left out. A true/false override given another word (``env.eft_rules=maybe``)
+    is said as the project's own check says a ``yes`` (``check_bool_values``)."""
     cause = error.__cause__
+    if (bool_error := _bool_override(error, cause)) is not None:
+        return bool_error
+    texts = [str(error)]
     if cause is not None and str(cause) and str(cause) not in texts[0]:
         texts.append(str(cause))
     lines = []
@@ -174,6 +177,21 @@ def hydra_message(error: BaseException) -> str:
         if line.endswith(":"):
             listing = line.startswith("Available options")
     return out + _list_hint(cause)
+
+
+def _bool_override(error: BaseException, cause: BaseException | None) -> str | None:
+    """``KEY must be true or false, got 'maybe' (from the command line)`` for a
+    command-line override OmegaConf refused as no bool; None for any other error."""
+    from omegaconf.errors import ValidationError
+
+    if (
+        not str(error).startswith("Error merging override ")
+        or not isinstance(cause, ValidationError)
+        or "is not a valid bool" not in str(cause)
+        or not cause.full_key
+    ):
+        return None
+    return f"{cause.full_key} must be true or false, got {cause.value!r} (from the command line)"
 
 
 def _list_hint(cause: BaseException | None) -> str:

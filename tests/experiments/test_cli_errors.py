@@ -1350,6 +1350,25 @@ def test_a_true_false_key_refuses_other_values(overrides: list[str], message: st
     assert str(error.value) == message + " (from the command line)"
 
 
+def test_a_true_false_key_given_a_word_hydra_refuses_is_said_the_same_way(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """OmegaConf refuses ``maybe`` while Hydra merges the override, before the check
+    above: the one line says it as that check does, not as Hydra's merge error."""
+    for args, key in (
+        (["env=thresholds", "env.spread_rules=maybe"], "env.spread_rules"),
+        (["train.evaluate=perhaps"], "train.evaluate"),
+    ):
+        done = run_command("experiments.train", ["logger=none", "workload=tiny", *args], tmp_path)
+        assert done.returncode == 2
+        word = args[-1].partition("=")[2]
+        assert done.stderr.strip() == (
+            f"error: experiments.train: {key} must be true or false, got '{word}' "
+            "(from the command line)"
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_true_false_key_accepts_true_and_false() -> None:
     from experiments.jobs import check_world
 
