@@ -68,10 +68,11 @@ class AgentSpec:
     name: str = ""
     normalize_reward: bool | None = None
     """Whether training scaled its rewards by SB3's VecNormalize (``env.normalize_reward``);
-    None: a checkpoint saved before it was recorded, or by a model with no env."""
+    None: a checkpoint saved before it was recorded."""
     reward_norm: dict[str, float] | None = None
     """VecNormalize's running statistics of the discounted return (``mean``, ``var``,
-    ``count``) when it did, so a resumed run scales as the checkpoint's did."""
+    ``count``) when it did, so a resumed run scales as the checkpoint's did (None
+    without it, or if they were not finite)."""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGORITHMS:
@@ -319,11 +320,13 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
         spec.reward_norm = None
         if norm is not None and norm.norm_reward:
             stats = norm.ret_rms
-            spec.reward_norm = {
+            values = {
                 "mean": float(stats.mean),
                 "var": float(stats.var),
                 "count": float(stats.count),
             }
+            # statistics gone non-finite are no use to a resumed run: not recorded
+            spec.reward_norm = values if _reward_norm_ok(values) else None
     tmp = folder / ".model.tmp.zip"
     try:
         model.save(tmp)
@@ -368,20 +371,35 @@ def load_spec(folder: str | Path) -> AgentSpec:
         elif not isinstance(value, kind):
             raise ValueError(f"{path}: {name} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
     norm = data.get("reward_norm")
-    if norm is not None and (
-        set(norm) != {"mean", "var", "count"}
-        or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in norm.values())
-        or norm["var"] < 0
-        or norm["count"] <= 0
-    ):
+    if norm is not None and not _reward_norm_ok(norm):
         raise ValueError(
             f"{path}: reward_norm must be an object of finite numbers mean, var >= 0 and "
             f"count > 0, got {norm!r}"
+        )
+    if norm is not None and data.get("normalize_reward") is not True:
+        raise ValueError(
+            f"{path}: reward_norm is set but normalize_reward is "
+            f"{json.dumps(data.get('normalize_reward'))} (statistics only go with true)"
         )
     try:
         return AgentSpec(**data)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
+
+
+def _reward_norm_ok(norm: Mapping[str, Any]) -> bool:
+    """``reward_norm`` is ``{mean, var >= 0, count > 0}``, each a finite JSON number."""
+    if set(norm) != {"mean", "var", "count"}:
+        return False
+    for value in norm.values():
+        if type(value) not in (int, float):  # not a bool
+            return False
+        try:
+            if not math.isfinite(value):
+                return False
+        except OverflowError:  # an integer too large for a float
+            return False
+    return bool(norm["var"] >= 0 and norm["count"] > 0)
 
 
 # agent.json's fields and their types (ints are checked >= 0, hidden >= 1)

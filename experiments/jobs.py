@@ -111,7 +111,8 @@ def hydra_entry(
                 raise
             except Exception as error:
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
-                    raise UsageError(f"{command}: {hydra_message(error)}") from None
+                    said = _bool_override(error, error.__cause__)  # as check_bool_values says it
+                    raise UsageError(said or f"{command}: {hydra_message(error)}") from None
                 raise
 
     return main_guard(run)
@@ -149,11 +150,8 @@ def hydra_message(error: BaseException) -> str:
     override workload.window_s=abc: Value 'abc' of type 'str' could not be converted
     to Float``; a listing (``Available options in 'agent':`` and one name a line)
     becomes ``Available options in 'agent': a2c, dqn, ...``; Hydra's config search
-    path is left out. A true/false override given another word (``env.eft_rules=maybe``)
-    is said as the project's own check says a ``yes`` (``check_bool_values``)."""
+    path is left out."""
     cause = error.__cause__
-    if (bool_error := _bool_override(error, cause)) is not None:
-        return bool_error
     texts = [str(error)]
     if cause is not None and str(cause) and str(cause) not in texts[0]:
         texts.append(str(cause))
@@ -181,7 +179,9 @@ def hydra_message(error: BaseException) -> str:
 
 def _bool_override(error: BaseException, cause: BaseException | None) -> str | None:
     """``KEY must be true or false, got 'maybe' (from the command line)`` for a
-    command-line override OmegaConf refused as no bool; None for any other error."""
+    command-line override OmegaConf refused as no bool (``env.eft_rules=maybe``), as
+    the project's own check (``check_bool_values``) says a ``yes``; None for any other
+    error."""
     from omegaconf.errors import ValidationError
 
     if (

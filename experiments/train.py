@@ -475,7 +475,9 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
     below the checkpoint's. A field of the network's shape or of the env's layout
     that the user did not set (all but :data:`RESUME_FIXED`) takes the checkpoint's value
     in ``cfg`` instead (returned as ``{path: value}``); one the user set that differs,
-    and another algorithm, env kind or node count, is refused naming the field."""
+    and another algorithm, network kind, env kind or node count, is refused naming the
+    field. Outside a Hydra job (no way to tell what the user set) every difference is
+    refused."""
     asked = {
         "agent.algo": cfg.agent.algo,
         "env.kind": cfg.env.kind,

@@ -8,7 +8,8 @@ is one setup and family, both statistics. The issue's targets also carry a floor
 rule: where the best baseline (of btb, btb_tuned, btb_pending, cache_aware,
 least_load, dynamo and llmd, as in ``target_cells.md``) already sits within 10 %
 of ``floor`` on a statistic, the agent must come within 3 % of ``floor`` on it
-instead. The table counts the cells both ways.
+instead (stated beside the route-and-warm targets; applying it here is a
+reading). The table counts the cells both ways.
 
 Reads the agents' rows from the stored ``agents_vs_baselines_thresholds*_<family>.json``
 (written by ``evaluate_thresholds.py``) and the baselines' and the floor's rows from
@@ -49,7 +50,8 @@ def agent_ttft(tag: str, family: str, mode: str, tuned: dict) -> dict[str, float
     path = HERE / f"agents_vs_baselines_thresholds{tag}_{family}.json"
     rows = {row["policy"]: row for row in json.loads(path.read_text())["rows"]}
     same = rows["btb_tuned"]
-    assert same["ttft_mean_s"] == tuned["ttft_mean_s"], (path, same["ttft_mean_s"])
+    for stat in STATS:
+        assert same[f"ttft_{stat}_s"] == tuned[f"ttft_{stat}_s"], (path, stat)
     seeds = [row for name, row in rows.items() if name.endswith(f"_{mode}")]
     assert len(seeds) >= 3, (path, mode, len(seeds))
     return {stat: float(np.mean([r[f"ttft_{stat}_s"] for r in seeds])) for stat in STATS}
@@ -105,12 +107,16 @@ TEXT = """# Thresholds-agent cells met
 
 Issue #16's thresholds target: 5 % lower mean TTFT than btb_tuned on each burst
 family, with p95 no worse; all 15 test windows of each family, evaluation seed 0,
-causal KV, the agents' mean over 3 training seeds. The issue's targets also carry
-a floor rule: where the best baseline (of btb, btb_tuned, btb_pending,
+causal KV, the agents' mean over 3 training seeds. The issue also states a floor
+rule among its targets: where the best baseline (of btb, btb_tuned, btb_pending,
 cache_aware, least_load, dynamo and llmd) already sits within 10 % of `floor` on
-a statistic, the agent must come within 3 % of `floor` on it instead. Each
-row gives what the cell requires both ways (TTFT in seconds); a cell is met when
-both statistics are.
+a statistic, the agent must come within 3 % of `floor` on it instead. It is
+stated beside the route-and-warm targets, where [target_cells.md](target_cells.md)
+applies it; that it governs the thresholds target too is this page's reading,
+so both counts are given. The rule can loosen a requirement as well as tighten
+it: on qwen3-8b's 60 s bursts the p95 may be up to 3 % above the floor's, which
+every policy there reaches. Each row gives what the cell requires both ways (TTFT
+in seconds); a cell is met when both statistics are.
 
 Written by [thresholds_cells.py](thresholds_cells.py) from the stored
 `agents_vs_baselines_thresholds*` rows and `capacity_floor.json`.

@@ -94,6 +94,15 @@ CASES = {
         "ppo_thresholds", _edit(normalize_reward="yes"), "agent.json",
         "normalize_reward must be a JSON true or false",
     ),
+    "reward_norm without normalize_reward": (
+        "ppo_thresholds", _edit(reward_norm={"mean": 0.0, "var": 1.0, "count": 5.0}),
+        "agent.json", "reward_norm is set but normalize_reward is null",
+    ),
+    "reward_norm with a huge integer": (
+        "ppo_thresholds",
+        _edit(normalize_reward=True, reward_norm={"mean": 0, "var": 10**400, "count": 5}),
+        "agent.json", "reward_norm must be an object of finite numbers",
+    ),
     "reward_norm with a negative variance": (
         "ppo_thresholds", _edit(reward_norm={"mean": 0.0, "var": -1.0, "count": 5.0}),
         "agent.json", "reward_norm must be an object of finite numbers mean, var >= 0",
@@ -159,3 +168,35 @@ def test_evaluate_and_train_resume_refuse_a_damaged_checkpoint_in_one_line(
         assert err.startswith(f"error: {named}") and words in err, err
         assert err.count("\n") == 1
         assert not (tmp_path / "run").exists()
+
+
+def test_reward_norm_takes_finite_numbers_only_and_is_saved_only_when_finite(
+    tmp_path: Path,
+) -> None:
+    """A bool is no number there; statistics gone non-finite are saved as null, so
+    the agent stays loadable (agent.json is strict JSON)."""
+    import gymnasium as gym
+    import numpy as np
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    import envs  # noqa: F401  (registers the environments)
+    from agents.algorithms import AgentSpec, _reward_norm_ok, build_model, load_spec, save_agent
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+    assert _reward_norm_ok({"mean": 0, "var": 1.5, "count": 3})
+    assert not _reward_norm_ok({"mean": True, "var": 1.0, "count": 3})
+    assert not _reward_norm_ok({"mean": 0.0, "var": 1.0, "count": 0})
+    assert not _reward_norm_ok({"mean": 0.0, "var": 1.0})
+
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
+    vec = VecNormalize(DummyVecEnv([lambda: gym.make(spec.env_id, windows=[window])]))
+    model = build_model(spec, vec, {"n_steps": 32, "batch_size": 32})
+    save_agent(model, spec, tmp_path / "finite")
+    saved = load_spec(tmp_path / "finite")
+    assert saved.normalize_reward is True
+    assert saved.reward_norm == {"mean": 0.0, "var": 1.0, "count": 1e-4}  # SB3's start
+    vec.ret_rms.var = np.array(np.nan)
+    save_agent(model, spec, tmp_path / "nan")
+    saved = load_spec(tmp_path / "nan")
+    assert saved.normalize_reward is True and saved.reward_norm is None

@@ -1363,9 +1363,16 @@ def test_a_true_false_key_given_a_word_hydra_refuses_is_said_the_same_way(
         assert done.returncode == 2
         word = args[-1].partition("=")[2]
         assert done.stderr.strip() == (
-            f"error: experiments.train: {key} must be true or false, got '{word}' "
-            "(from the command line)"
+            f"error: {key} must be true or false, got '{word}' (from the command line)"
         )
+    # the project's own check, for a word OmegaConf takes as true: the same line
+    done = run_command(
+        "experiments.train", ["logger=none", "workload=tiny", "train.evaluate=yes"], tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: train.evaluate must be true or false, got 'yes' (from the command line)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
