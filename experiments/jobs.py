@@ -151,8 +151,8 @@ def hydra_message(error: BaseException) -> str:
     to Float``; a listing (``Available options in 'agent':`` and one name a line)
     becomes ``Available options in 'agent': a2c, dqn, ...``; Hydra's config search
     path is left out."""
-    cause = error.__cause__
     texts = [str(error)]
+    cause = error.__cause__
     if cause is not None and str(cause) and str(cause) not in texts[0]:
         texts.append(str(cause))
     lines = []
