@@ -117,6 +117,7 @@ def claim_out_dir(
     overwrite: bool = False,
     source: str = "",
     ignore: Sequence[str] = (),
+    inputs: Sequence[tuple[str, str]] = (),
 ) -> RunFolder:
     """Make ``path`` this run's folder, before the run writes anything there.
 
@@ -126,8 +127,11 @@ def claim_out_dir(
     folder that already holds anything (besides ``ignore``: Hydra's own files) is
     refused unless ``overwrite``; with it, the files and folders this command writes
     (``outputs``, names in the folder) are removed first, so no earlier run's file
-    is left beside this run's. ``what`` and ``source`` name the option as
-    :func:`check_writable_dir` does. Errors are :class:`OutDirError` (a ValueError).
+    is left beside this run's; but not if one of them holds one of the run's
+    ``inputs`` (``(option, path)``: a checkpoint to resume, a trace), which would be
+    gone before the run reads it: that is refused, naming the option. ``what`` and
+    ``source`` name the option as :func:`check_writable_dir` does. Errors are
+    :class:`OutDirError` (a ValueError).
     """
     target = check_writable_dir(path, what, source)
     label = f"{what}={str(path)!r}" + (f" (from {source})" if source else "")
@@ -158,6 +162,16 @@ def claim_out_dir(
                 f"{label} already holds {listed}; refusing to overwrite it (overwrite=true "
                 "replaces what this command writes; or choose another out_dir)"
             )
+        for name in outputs if present else ():
+            removed = (target / name).resolve()
+            for option, given in inputs:
+                where = Path(given).expanduser().resolve()
+                if where == removed or removed in where.parents:
+                    raise OutDirError(
+                        f"{label}: overwrite=true would remove {target / name}, which holds "
+                        f"{option}={given!r}, an input of this run (copy it out of the "
+                        "folder, or choose another out_dir)"
+                    )
         for name in outputs:
             _remove(target / name)
     except BaseException:
@@ -188,13 +202,14 @@ def claim_run_dir(
     what: str,
     outputs: Sequence[str],
     overwrite: bool = False,
+    inputs: Sequence[tuple[str, str]] = (),
 ) -> Path:
     """The run's folder, claimed: ``chosen`` (the user's ``out_dir``) as
-    :func:`claim_out_dir` claims it (refused if it holds a run, unless ``overwrite``),
-    or, when none was chosen, a new folder named after ``default`` (see
-    :func:`claim_new_out_dir`)."""
+    :func:`claim_out_dir` claims it (refused if it holds a run, unless ``overwrite``;
+    never clearing one of ``inputs``), or, when none was chosen, a new folder named
+    after ``default`` (see :func:`claim_new_out_dir`)."""
     if chosen:
-        return claim_out_dir(chosen, what, outputs, overwrite).path
+        return claim_out_dir(chosen, what, outputs, overwrite, inputs=inputs).path
     return claim_new_out_dir(default, what).path
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import ListConfig, OmegaConf
 
 from envs.sim.tenancy import Versions
 from experiments._cli import UsageError, main_guard, user_error_message
@@ -54,17 +54,34 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     from hydra.core.hydra_config import HydraConfig
 
     what = f"experiments.{kind}: out_dir"
+    inputs = input_paths(cfg)
     if not HydraConfig.initialized():
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
         return claim_run_dir(
-            cfg.out_dir, Path("runs") / kind / stamp, what, outputs, bool(cfg.overwrite)
+            cfg.out_dir, Path("runs") / kind / stamp, what, outputs, bool(cfg.overwrite), inputs
         )
     hydra = HydraConfig.get()
     folder = Path(hydra.runtime.output_dir)
     if not holds_out_dir(folder):
         hydra_files = (".hydra", f"{hydra.job.name}.log")
-        claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files)
+        claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files, inputs=inputs)
     return folder
+
+
+INPUT_OPTIONS = ("resume", "train.init_from", "checkpoint", "workload.path")
+"""The options of a Hydra command that name files or folders the job reads."""
+
+
+def input_paths(cfg: Any) -> list[tuple[str, str]]:
+    """``(option, path)`` of each file or folder ``cfg`` names for the job to read
+    (:data:`INPUT_OPTIONS`; each entry of a list)."""
+    found = []
+    for option in INPUT_OPTIONS:
+        value = OmegaConf.select(cfg, option, default=None)
+        for item in value if isinstance(value, ListConfig | list | tuple) else [value]:
+            if isinstance(item, str) and item:
+                found.append((option, item))
+    return found
 
 
 # Hydra flags that print something and exit without running a job (or making a folder).

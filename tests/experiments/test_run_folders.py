@@ -266,6 +266,36 @@ def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "notes.txt", "tune_btb.log"]
 
 
+def test_overwrite_never_clears_an_input_of_the_run(tmp_path: Path) -> None:
+    """A checkpoint to resume inside the folder that overwrite=true clears would be
+    gone before the run reads it (a user lost a whole run so): refused, naming it."""
+    from experiments._io import OutDirError, claim_out_dir, release_out_dirs
+
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "agent.json").write_text("{}")
+    (tmp_path / "train.json").write_text("{}")
+    outputs = ("train.json", "agent", "checkpoints")
+    with pytest.raises(OutDirError, match=r"overwrite=true would remove .*agent, which holds "):
+        claim_out_dir(
+            tmp_path, "x: out_dir", outputs, True, inputs=[("resume", str(tmp_path / "agent"))]
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent", "train.json"]
+    # an input beside the outputs, not in one of them, stays and the run goes on
+    (tmp_path / "trace.jsonl").write_text("")
+    inputs = [("workload.path", str(tmp_path / "trace.jsonl"))]
+    claim_out_dir(tmp_path, "x: out_dir", outputs, True, inputs=inputs).release()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.jsonl"]
+
+    # through a Hydra job: train resume= of the agent in its own out_dir
+    (tmp_path / "agent").mkdir()
+    (tmp_path / "agent" / "agent.json").write_text("{}")
+    args = ["logger=none", "overwrite=true", f"out_dir={tmp_path}", f"resume={tmp_path}/agent"]
+    with _hydra_job("train", args) as cfg, pytest.raises(OutDirError, match="resume="):
+        run_dir(cfg, "train", outputs)
+    release_out_dirs()
+    assert (tmp_path / "agent" / "agent.json").is_file()
+
+
 def test_a_refused_hydra_job_in_the_default_folder_leaves_no_empty_runs_folder(
     tmp_path: Path,
 ) -> None:
