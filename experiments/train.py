@@ -672,22 +672,15 @@ def resume_reward_norm(cfg: Any, resumed: Any) -> dict[str, Any]:
     """``env.normalize_reward`` on resuming the checkpoint whose AgentSpec is
     ``resumed``. Unset by the user, it takes the checkpoint's recorded value in
     ``cfg`` (returned as ``{path: value}``, as the adopted SB3 settings are); one the
-    user set that differs is used, with a note (the reward may change on resume, and
-    the critic was fitted to the other scale). A checkpoint from before it was
-    recorded (None) changes nothing here."""
+    user set that differs is used, as a change of the reward is (said and recorded
+    with the run's other changes: :func:`resume_changes`). A checkpoint from before
+    it was recorded (None) changes nothing here."""
     trained = resumed.normalize_reward
-    asked = bool(cfg.env.normalize_reward)
-    if trained is None or trained == asked:
+    if trained is None or trained == bool(cfg.env.normalize_reward):
         return {}
     if set_by_user("env.normalize_reward") is False:
         OmegaConf.update(cfg, "env.normalize_reward", trained)
         return {"env.normalize_reward": trained}
-    print(
-        f"note: resume={cfg.resume} was trained with env.normalize_reward={trained}; training "
-        f"goes on with env.normalize_reward={asked}"
-        + (" (its running statistics start afresh)" if asked else "")
-        + " (the critic's values were learned on the other scale)"
-    )
     return {}
 
 
@@ -958,6 +951,9 @@ def train(cfg: DictConfig) -> float:
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
             changes = resume_changes(resumed.env_kwargs, saved_kwargs)
+            normalized = bool(cfg.env.normalize_reward)  # a reward option outside env_kwargs
+            if resumed.normalize_reward not in (None, normalized):
+                changes["env.normalize_reward"] = [resumed.normalize_reward, normalized]
             train_record = {
                 "resumed_from": str(cfg.resume),
                 "resume_changes": changes,
@@ -969,7 +965,11 @@ def train(cfg: DictConfig) -> float:
                     f"note: resume={cfg.resume} does not record env.normalize_reward; training "
                     f"goes on with env.normalize_reward={bool(cfg.env.normalize_reward)}"
                     + (" (its running statistics start afresh)" if cfg.env.normalize_reward else "")
-                    + " (a +experiment recipe sets it: pass it again to keep it)"
+                    + (
+                        ""
+                        if experiment_name()
+                        else " (a +experiment recipe sets it: pass it again to keep it)"
+                    )
                 )
         else:
             assert built is not None

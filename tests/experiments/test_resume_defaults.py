@@ -174,7 +174,7 @@ def test_a_checkpoint_records_reward_normalisation_and_resume_goes_on_with_it(
     assert again["normalize_reward"] is True and again["timesteps"] == 128
     assert again["reward_norm"]["count"] == pytest.approx(128, abs=1e-3)
 
-    # typed off: used as asked, with a note; the new checkpoint records it
+    # typed off: used as asked, said and recorded as a change; the new checkpoint records it
     third = tmp_path / "third"
     args = [
         *base, f"resume={first / 'agent'}", "env.normalize_reward=false",
@@ -184,8 +184,10 @@ def test_a_checkpoint_records_reward_normalisation_and_resume_goes_on_with_it(
     assert done.returncode == 0, done.stderr
     assert (
         f"note: resume={first / 'agent'} was trained with env.normalize_reward=True; training "
-        "goes on with env.normalize_reward=False" in done.stdout
+        "goes on with env.normalize_reward=False (recorded in results.json)" in done.stdout
     )
+    record = json.loads((third / "train.json").read_text())["train"]
+    assert record["resume_changes"] == {"env.normalize_reward": [True, False]}
     last = json.loads((third / "agent" / "agent.json").read_text())
     assert last["normalize_reward"] is False and last["reward_norm"] is None
 
