@@ -44,6 +44,7 @@ from experiments.config import (
     set_by_user,
     setup_label,
     sim_of,
+    value_origin,
     window_pool_of,
     workload_label,
     workload_params,
@@ -518,9 +519,10 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
             adopted[field] = saved[field]
         else:
             raise ValueError(
-                f"resume={cfg.resume}: that checkpoint is {resumed.algo}/{resumed.env}/"
-                f"{resumed.net} with {field}={saved[field]}, the config asks for "
-                f"{field}={value} (resume with {field}={saved[field]})"
+                f"resume={cfg.resume}{value_origin('resume')}: that checkpoint is "
+                f"{resumed.algo}/{resumed.env}/{resumed.net} with {field}={saved[field]}, "
+                f"the config asks for {field}={value} (resume with "
+                f"{_resume_with(field, saved[field], resumed)})"
             )
     target = int(cfg.train.total_timesteps)
     if target < resumed.timesteps:
@@ -530,6 +532,20 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
             f"ask for >= {resumed.timesteps})"
         )
     return adopted
+
+
+def _resume_with(field: str, saved: Any, resumed: Any) -> str:
+    """What to pass to resume ``resumed`` (an AgentSpec) where the config's ``field``
+    differs from its ``saved`` value: the config group for the algorithm, network
+    kind and env (``agent=maskable_ppo``, ``agent=ppo_mlp``, ``env=thresholds``: the
+    group's other defaults come with it), else ``field=saved``."""
+    if field in ("agent.algo", "agent.net"):
+        return f"agent={resumed.algo}" + ("_mlp" if resumed.net == "mlp" else "")
+    if field == "env.kind":
+        return f"env={resumed.env}"
+    if field == "cluster.n_nodes":
+        return f"a cluster of {saved} nodes: cluster= or setup="
+    return f"{field}={saved}"
 
 
 # What a resumed run may change from its checkpoint (check_resume refuses another

@@ -212,6 +212,7 @@ def test_unknown_policy_names_are_rejected_before_any_work(
 @pytest.mark.parametrize(
     ("overrides", "field", "saved", "asked"),
     [
+        # the algorithm, network kind and env are config groups: the hint names the group
         (["env=route_warm", "agent=maskable_ppo"], "agent.algo", "ppo", "maskable_ppo"),
         (["env=thresholds"], "env.kind", "route", "thresholds"),
         (["agent=ppo_mlp"], "agent.net", "set", "mlp"),
@@ -241,9 +242,15 @@ def test_resume_names_what_the_checkpoint_does_not_match(
         ["logger=none", "workload=tiny", *overrides, f"resume={checkpoint}",
          f"out_dir={tmp_path / 'run'}"],
     )  # fmt: skip
+    hint = {
+        "agent.algo": "agent=ppo",
+        "agent.net": "agent=ppo",
+        "env.kind": "env=route",
+        "cluster.n_nodes": "a cluster of 4 nodes: cluster= or setup=",
+    }.get(field, f"{field}={saved}")
     message = (
         rf"^resume={checkpoint}: that checkpoint is ppo/route/set with {field}={saved}, "
-        rf"the config asks for {field}={asked} \(resume with {field}={saved}\)$"
+        rf"the config asks for {field}={asked} \(resume with {re.escape(hint)}\)$"
     )
     with pytest.raises(ValueError, match=message):
         train(cfg)
