@@ -128,7 +128,10 @@ def hydra_entry(
                 raise
             except Exception as error:
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
-                    said = _bool_override(error, error.__cause__)  # as check_bool_values says it
+                    # as the project's own checks say these (check_bool_values, check_known_keys)
+                    said = _bool_override(error, error.__cause__) or _unknown_key(
+                        error, error.__cause__
+                    )
                     raise UsageError(said or f"{command}: {hydra_message(error)}") from None
                 raise
 
@@ -209,6 +212,29 @@ def _bool_override(error: BaseException, cause: BaseException | None) -> str | N
     ):
         return None
     return f"{cause.full_key} must be true or false, got {cause.value!r} (from the command line)"
+
+
+def _unknown_key(error: BaseException, cause: BaseException | None) -> str | None:
+    """``unknown key env.bogus (from the command line); env takes: ...`` for a
+    command-line override of a key no schema has (``env.bogus=1``; Hydra would say to
+    write ``+env.bogus=1``, which the project's own check refuses as unknown too);
+    None for any other error."""
+    import dataclasses
+
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    schema = getattr(cause, "object_type", None)
+    if (
+        not str(error).startswith("Could not override ")
+        or not isinstance(cause, ConfigAttributeError | ConfigKeyError)
+        or not cause.full_key
+        or not dataclasses.is_dataclass(schema)
+    ):
+        return None
+    group = cause.full_key.rpartition(".")[0]
+    owner = f"{group} takes" if group else "the command takes"
+    known = ", ".join(f.name for f in dataclasses.fields(schema))
+    return f"unknown key {cause.full_key} (from the command line); {owner}: {known}"
 
 
 def _list_hint(cause: BaseException | None) -> str:

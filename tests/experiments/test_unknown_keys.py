@@ -144,3 +144,19 @@ def test_key_value_commands_refuse_dotted_unknown_keys(module: str, arg: str) ->
     key = arg.partition("=")[0]
     with pytest.raises(UsageError, match=f"unknown option '{re.escape(key)}'"):
         main([arg])
+
+
+@pytest.mark.parametrize("override", ["env.bogus=1", "train.totl_timesteps=5", "workload.window=60"])
+def test_without_the_plus_an_unknown_key_is_said_as_with_it(
+    override: str, tmp_path: Path, run_command: Any
+) -> None:
+    """Hydra refuses ``env.bogus=1`` itself and says to write ``+env.bogus=1``, which
+    the project's check then refuses as unknown: both are one and the same line."""
+    base = ["logger=none", "workload=tiny", "env=thresholds", f"out_dir={tmp_path / 'run'}"]
+    plain = run_command("experiments.train", [*base, override], tmp_path)
+    plus = run_command("experiments.train", [*base, "+" + override], tmp_path)
+    assert plain.returncode == plus.returncode == 2
+    key = override.partition("=")[0]
+    assert plain.stderr.startswith(f"error: unknown key {key} (from the command line); ")
+    assert plain.stderr == plus.stderr
+    assert not (tmp_path / "run").exists()
