@@ -146,7 +146,9 @@ def test_key_value_commands_refuse_dotted_unknown_keys(module: str, arg: str) ->
         main([arg])
 
 
-@pytest.mark.parametrize("override", ["env.bogus=1", "train.totl_timesteps=5", "workload.window=60"])
+@pytest.mark.parametrize(
+    "override", ["env.bogus=1", "train.totl_timesteps=5", "workload.window=60"]
+)
 def test_without_the_plus_an_unknown_key_is_said_as_with_it(
     override: str, tmp_path: Path, run_command: Any
 ) -> None:
