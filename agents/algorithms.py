@@ -344,7 +344,19 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
 def load_spec(folder: str | Path) -> AgentSpec:
     path = Path(folder) / "agent.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{folder}: not an agent checkpoint (no agent.json)")
+        if not Path(folder).exists():
+            raise FileNotFoundError(f"{folder}: no such file or folder")
+        inside = [
+            name for name in ("agent", "last") if (Path(folder) / name / "agent.json").is_file()
+        ]
+        checkpoints = sorted((Path(folder) / "checkpoints").glob("step_*/agent.json"))
+        hint = ""
+        if inside or checkpoints:  # a run folder: name what it holds
+            held = [str(Path(folder) / name) for name in inside]
+            if checkpoints:
+                held.append(str(Path(folder) / "checkpoints" / "step_N"))
+            hint = f"; a run folder: its agents are in {' or '.join(held)}"
+        raise FileNotFoundError(f"{folder}: not an agent checkpoint (no agent.json{hint})")
     try:
         data = read_json(path)
     except json.JSONDecodeError as error:

@@ -899,7 +899,10 @@ def train(cfg: DictConfig) -> float:
     name = experiment_name()  # an experiment's agent is named after it (else algo_env)
     resumed_spec: AgentSpec | None = None
     if cfg.resume:
-        resumed_spec = load_spec(cfg.resume)
+        try:
+            resumed_spec = load_spec(cfg.resume)
+        except FileNotFoundError as error:  # no folder, or not a checkpoint's: say which
+            raise ValueError(f"resume={cfg.resume!r}: {str(error).partition(': ')[2]}") from None
         adopted = check_resume(cfg, resumed_spec)
         name = resumed_spec.name  # a resumed agent keeps its name (and so does its W&B run)
         adopted |= check_resume_hyperparams(cfg) | resume_reward_norm(cfg, resumed_spec)

@@ -110,8 +110,11 @@ def test_checkpoint_round_trip_and_errors(window, tmp_path):
     assert loaded_spec == spec
     obs = np.zeros(loaded.observation_space.shape, dtype=np.float32)
     assert loaded.predict(obs, deterministic=True)[0] == model.predict(obs, deterministic=True)[0]
-    with pytest.raises(FileNotFoundError, match="not an agent checkpoint"):
+    with pytest.raises(FileNotFoundError, match="missing: no such file or folder"):
         load_agent(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"not an agent checkpoint \(no agent\.json\)$"):
+        load_agent(tmp_path / "empty")
 
 
 @pytest.mark.parametrize(

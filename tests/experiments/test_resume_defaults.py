@@ -218,3 +218,26 @@ def test_resume_takes_the_checkpoint_s_critic_unless_another_is_typed(
     assert done.returncode == 2
     assert "with agent.critic=separate, the config asks for agent.critic=shared" in done.stderr
     assert not refused.exists()
+
+
+def test_resume_of_no_folder_or_of_a_run_folder_says_which(
+    tmp_path: Path, run_command: Any
+) -> None:
+    run = tmp_path / "run"
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
+    env = gym.make(spec.env_id, windows=[window])
+    save_agent(build_model(spec, env, {"n_steps": 32, "batch_size": 32}), spec, run / "agent")
+    base = ["logger=none", "workload=tiny", f"out_dir={tmp_path / 'out'}"]
+    done = run_command("experiments.train", [*base, f"resume={tmp_path / 'nope'}"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: resume='{tmp_path / 'nope'}': no such file or folder (from the command line)"
+    )
+    done = run_command("experiments.train", [*base, f"resume={run}"], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: resume='{run}': not an agent checkpoint (no agent.json; a run folder: its "
+        f"agents are in {run / 'agent'}) (from the command line)"
+    )
+    assert not (tmp_path / "out").exists()
