@@ -161,7 +161,10 @@ def stdlib_row(raw: bytes, name: str, line_no: int) -> Mapping[str, Any] | Trace
     try:
         row = json.loads(line)
     except json.JSONDecodeError as error:
-        return TraceFormatError(name, line_no, None, f"not valid JSON ({error.msg})")
+        # json's msg leaves the place out ("Unterminated string starting at"): say it
+        return TraceFormatError(
+            name, line_no, None, f"not valid JSON ({error.msg}, column {error.colno})"
+        )
     if not isinstance(row, dict):
         return TraceFormatError(
             name, line_no, None, f"expected a JSON object, got {type(row).__name__}"
