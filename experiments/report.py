@@ -503,6 +503,17 @@ def setting_series(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
     return times, values
 
 
+def setting_ticks(label: str, column: np.ndarray) -> tuple[list[float], list[str]]:
+    """The chart's ticks of one settings panel: the values the policy chose (so the
+    M panel has whole nodes, and the log-scaled Z and minimum-prefix panels no
+    crowd of 2x10^0-style labels), each named as it was set; the rule panel's by
+    the rule's name."""
+    used = sorted({float(v) for v in column})
+    if label == "rule":
+        return used, [RULES[int(v)] for v in used]
+    return used, [f"{v:g}" if label.startswith("Z") else f"{int(v):,}" for v in used]
+
+
 def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
     """One column per policy with a settings log: its queue, then its settings."""
     plt = _pyplot()
@@ -535,12 +546,14 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
                 linewidth=0.9,
                 color="tab:red",
             )
-            if label.startswith("min prefix") or label.startswith("Z"):
+            log = label.startswith("min prefix") or label.startswith("Z")
+            if log:
                 ax.set_yscale("log")
-            if label == "rule":  # the rules the policy chose, by name
-                used = sorted({int(v) for v in values[:, k]})
-                ax.set_yticks(used, [RULES[i] for i in used], fontsize="x-small")
-                ax.set_ylim(used[0] - 0.5, used[-1] + 0.5)
+            used, names = setting_ticks(label, values[:, k])
+            ax.set_yticks(used, names, fontsize="x-small")
+            ax.minorticks_off()
+            low, high = used[0], used[-1]  # a margin of half a step (a factor, on log)
+            ax.set_ylim(*((low / 1.5, high * 1.5) if log else (low - 0.5, high + 0.5)))
             ax.set_ylabel(label, fontsize="small")
             ax.grid(alpha=0.3)
         top.grid(alpha=0.3)

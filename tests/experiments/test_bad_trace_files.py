@@ -150,9 +150,9 @@ def test_a_file_in_no_supported_format_says_so_naming_it(
     assert _compare(table, f"workload.format={fmt}") == 2
     err = capsys.readouterr().err
     assert err == (
-        f"error: experiments.compare: {table}, line 1, row: not valid JSON (Expecting value, column 1), "
-        "and no line of the file is a JSON object: it is not a trace in a supported format "
-        "(JSONL, gzip-compressed JSONL or parquet)\n"
+        f"error: experiments.compare: {table}, line 1, row: not valid JSON (Expecting value, "
+        "column 1), and no line of the file is a JSON object: it is not a trace in a "
+        "supported format (JSONL, gzip-compressed JSONL or parquet)\n"
     ), err
     fake = tmp_path / "rows.parquet"
     fake.write_text(TEXT)  # JSONL under a parquet name

@@ -55,6 +55,21 @@ def test_setting_series_has_one_row_per_epoch():
     ]
 
 
+def test_each_settings_panel_is_ticked_at_the_values_chosen():
+    from experiments.report import setting_ticks
+
+    assert setting_ticks("Z (s)", np.array([0.5, 8.0, 0.5, 0.25])) == (
+        [0.25, 0.5, 8.0],
+        ["0.25", "0.5", "8"],
+    )
+    assert setting_ticks("M (nodes)", np.array([3.0, 3.0])) == ([3.0], ["3"])  # whole nodes
+    assert setting_ticks("min prefix (tokens)", np.array([65536.0, 1024.0])) == (
+        [1024.0, 65536.0],
+        ["1,024", "65,536"],
+    )
+    assert setting_ticks("rule", np.array([6.0, 1.0])) == ([1.0, 6.0], ["pending", "spread"])
+
+
 def test_a_threshold_agents_run_draws_its_settings(tmp_path):
     agent = AgentPolicy.load(ZOO / "ppo_thresholds")
     window = synthetic_window(
