@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -603,10 +603,17 @@ def check_known_keys(cfg: Any) -> None:
     """Refuse the first key no schema knows (``+workload.bogus=1``), naming it, where
     it came from and the keys its group takes."""
     for path, known in unknown_keys(cfg):
-        group = path.rpartition(".")[0]
-        owner = f"{group} takes" if group else "the command takes"
         origin = value_origin(path) or _typed_below(path)
-        raise ConfigError(f"unknown key {path}{origin}; {owner}: {', '.join(known)}")
+        raise ConfigError(unknown_key_message(path, known, origin))
+
+
+def unknown_key_message(path: str, known: Sequence[str], origin: str) -> str:
+    """``unknown key env.bogus (from ...); env takes: kind, ...``: the one way an
+    unknown key is said, by :func:`check_known_keys` and for Hydra's own refusal
+    (``jobs``)."""
+    group = path.rpartition(".")[0]
+    owner = f"{group} takes" if group else "the command takes"
+    return f"unknown key {path}{origin}; {owner}: {', '.join(known)}"
 
 
 def check_bool_values(cfg: Any) -> None:
@@ -619,7 +626,14 @@ def check_bool_values(cfg: Any) -> None:
     for path in _bool_paths(cfg):
         for raw, origin in _written_values(path):
             if raw is not None and not isinstance(raw, bool):
-                raise ConfigError(f"{path} must be true or false, got {raw!r}{origin}")
+                raise ConfigError(bool_message(path, raw, origin))
+
+
+def bool_message(path: str, raw: Any, origin: str) -> str:
+    """``env.eft_rules must be true or false, got 'yes' (from ...)``: the one way a
+    true/false key given another value is said, by :func:`check_bool_values` and for
+    a word OmegaConf refuses while Hydra merges it (``jobs``)."""
+    return f"{path} must be true or false, got {raw!r}{origin}"
 
 
 def _bool_paths(cfg: Any, prefix: str = "") -> Iterator[str]:

@@ -28,6 +28,7 @@ from experiments._io import (
 )
 from experiments.config import (
     DEFAULT_RUN_PARENTS,
+    bool_message,
     check_bool_values,
     check_known_keys,
     check_workload,
@@ -36,6 +37,7 @@ from experiments.config import (
     config_record,
     setup_label,
     sim_of,
+    unknown_key_message,
     window_pool_of,
     with_value_origin,
     workload_label,
@@ -211,7 +213,7 @@ def _bool_override(error: BaseException, cause: BaseException | None) -> str | N
         or not cause.full_key
     ):
         return None
-    return f"{cause.full_key} must be true or false, got {cause.value!r} (from the command line)"
+    return bool_message(cause.full_key, cause.value, " (from the command line)")
 
 
 def _unknown_key(error: BaseException, cause: BaseException | None) -> str | None:
@@ -231,10 +233,8 @@ def _unknown_key(error: BaseException, cause: BaseException | None) -> str | Non
         or not dataclasses.is_dataclass(schema)
     ):
         return None
-    group = cause.full_key.rpartition(".")[0]
-    owner = f"{group} takes" if group else "the command takes"
-    known = ", ".join(f.name for f in dataclasses.fields(schema))
-    return f"unknown key {cause.full_key} (from the command line); {owner}: {known}"
+    known = [f.name for f in dataclasses.fields(schema)]
+    return unknown_key_message(cause.full_key, known, " (from the command line)")
 
 
 def _list_hint(cause: BaseException | None) -> str:
