@@ -632,7 +632,7 @@ def _same_generators(saved: dict[str, Any], asked: dict[str, Any]) -> bool:
     return before == after
 
 
-def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
+def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """A resumed run keeps the SB3 settings saved in the checkpoint's ``model.zip``.
     An ``agent.hyperparams`` value the user set (command line, ``+experiment`` file)
     that differs would be recorded (results.json, W&B) but not used, so it is
@@ -640,8 +640,9 @@ def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
     the schema's default, e.g. after the defaults changed) takes the checkpoint's
     value in ``cfg``, so the run records what it uses, and so does ``env.n_envs``
     when the user did not set it (a rollout of n_steps x n_envs, as trained; one
-    the user set is used); returns those ``{path: saved value}``. Outside a Hydra
-    job (no way to tell) every difference is refused."""
+    the user set is used, and returned as a change, ``{"env.n_envs": [saved,
+    asked]}``); returns ``({path: saved value} adopted, changes)``. Outside a Hydra
+    job (no way to tell) every difference of the SB3 settings is refused."""
     from stable_baselines3.common.save_util import load_from_zip_file
 
     from agents.algorithms import load_model_file, load_spec
@@ -662,13 +663,14 @@ def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
         and old != value
     ]
     adopted = {name: old for name, old, _ in differ if set_by_user(name) is False}
+    changes: dict[str, list[Any]] = {}
     trained_envs = (saved or {}).get("n_envs")
-    if (
-        isinstance(trained_envs, int)
-        and trained_envs != int(cfg.env.n_envs)
-        and set_by_user("env.n_envs") is False
-    ):  # a rollout of n_steps x n_envs, as trained; a typed env.n_envs is used as asked
-        adopted["env.n_envs"] = trained_envs
+    if isinstance(trained_envs, int) and trained_envs != int(cfg.env.n_envs):
+        # a rollout of n_steps x n_envs, as trained; a typed env.n_envs is used as asked
+        if set_by_user("env.n_envs") is False:
+            adopted["env.n_envs"] = trained_envs
+        else:
+            changes["env.n_envs"] = [trained_envs, int(cfg.env.n_envs)]
     for name, old in adopted.items():
         OmegaConf.update(cfg, name, old)
     differ = [entry for entry in differ if entry[0] not in adopted]
@@ -681,7 +683,7 @@ def check_resume_hyperparams(cfg: Any) -> dict[str, Any]:
             f"asks for {asks} (a resumed run keeps the checkpoint's settings; resume with "
             f"{again})"
         )
-    return adopted
+    return adopted, changes
 
 
 def resume_reward_norm(cfg: Any, resumed: Any) -> dict[str, Any]:
@@ -898,6 +900,7 @@ def train(cfg: DictConfig) -> float:
     adopted: dict[str, Any] = {}
     name = experiment_name()  # an experiment's agent is named after it (else algo_env)
     resumed_spec: AgentSpec | None = None
+    rollout_changes: dict[str, list[Any]] = {}  # a typed env.n_envs other than trained
     if cfg.resume:
         try:
             resumed_spec = load_spec(cfg.resume)
@@ -905,7 +908,8 @@ def train(cfg: DictConfig) -> float:
             raise ValueError(f"resume={cfg.resume!r}: {str(error).partition(': ')[2]}") from None
         adopted = check_resume(cfg, resumed_spec)
         name = resumed_spec.name  # a resumed agent keeps its name (and so does its W&B run)
-        adopted |= check_resume_hyperparams(cfg) | resume_reward_norm(cfg, resumed_spec)
+        sb3_adopted, rollout_changes = check_resume_hyperparams(cfg)
+        adopted |= sb3_adopted | resume_reward_norm(cfg, resumed_spec)
         if adopted:
             taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
             print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")
@@ -969,7 +973,7 @@ def train(cfg: DictConfig) -> float:
         }
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
-            changes = resume_changes(resumed.env_kwargs, saved_kwargs)
+            changes = resume_changes(resumed.env_kwargs, saved_kwargs) | rollout_changes
             normalized = bool(cfg.env.normalize_reward)  # a reward option outside env_kwargs
             if resumed.normalize_reward not in (None, normalized):
                 changes["env.normalize_reward"] = [resumed.normalize_reward, normalized]

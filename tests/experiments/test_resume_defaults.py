@@ -68,6 +68,16 @@ def test_resume_takes_the_checkpoint_s_values_for_defaults_not_set(
     record = json.loads((alone / "train.json").read_text())["train"]
     assert record["resume_adopted"]["env.n_envs"] == 1 and record["n_envs"] == 1
 
+    # env.n_envs typed other than trained: used, and recorded as a change
+    four = tmp_path / "four"
+    args = [arg for arg in base if arg != "env.n_envs=1"] + ["env.n_envs=2", f"out_dir={four}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((four / "train.json").read_text())["train"]
+    assert record["resume_changes"]["env.n_envs"] == [1, 2] and record["n_envs"] == 2
+    said = next(line for line in done.stdout.splitlines() if "was trained with" in line)
+    assert "env.n_envs=1;" in said and said.endswith("env.n_envs=2 (recorded in results.json)")
+
     # typed on the command line and different: refused, naming only that one
     refused = tmp_path / "refused"
     args = [*base, "agent.hyperparams.n_steps=64", f"out_dir={refused}"]
