@@ -8,15 +8,17 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import ListConfig, OmegaConf
 
+from envs.files import write_text_atomic
 from envs.sim.tenancy import Versions
 from experiments._cli import UsageError, main_guard, user_error_message
 from experiments._io import (
+    CLAIMED,
     OutDirError,
     check_writable_dir,
     claim_out_dir,
@@ -109,6 +111,8 @@ def hydra_entry(
     the status becomes 2, as for every other user error."""
     args = list(sys.argv[1:] if argv is None else argv)
 
+    records: dict[Path, dict[Path, str]] = {}  # Hydra's files in the named folders, before
+
     def run() -> None:
         if not any(_is_info_flag(arg) for arg in args):
             for key, value in _folder_overrides(args):
@@ -118,17 +122,24 @@ def hydra_entry(
                     _MADE_BELOW[Path(value).resolve()] = nearest_existing(value).resolve()
                 check_writable_dir(value, f"{command}: {key}", "the command line")
                 _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
+                records[Path(value)] = hydra_files(Path(value))
             if precheck is not None:
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
+        claims = len(CLAIMED)  # the folders this run's jobs claim come after these
         with _hydra_raises(), claiming_run_folders(command):
             try:
                 main()
             except SystemExit as stop:
+                if stop.code not in (0, None):
+                    restore_hydra_records(records, CLAIMED[claims:])
                 if stop.code == 1 and _hydra_user_error(stop.__context__):
                     raise SystemExit(2) from None
                 raise
-            except Exception as error:
+            except BaseException as error:
+                restore_hydra_records(records, CLAIMED[claims:])
+                if not isinstance(error, Exception):  # Ctrl-C
+                    raise
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     # as the project's own checks say these (check_bool_values, check_known_keys)
                     said = _bool_override(error, error.__cause__) or _unknown_key(
@@ -138,6 +149,43 @@ def hydra_entry(
                 raise
 
     return main_guard(run)
+
+
+def hydra_files(folder: Path) -> dict[Path, str]:
+    """What Hydra writes in a run or sweep folder before the job runs (``.hydra/``
+    and ``multirun.yaml``, there and in each job folder one level down), as it is
+    now."""
+    found: dict[Path, str] = {}
+    if not folder.is_dir():
+        return found
+    bases = [folder, *(p for p in sorted(folder.iterdir()) if p.is_dir() and p.name != ".hydra")]
+    for base in bases:
+        for path in [base / "multirun.yaml", *sorted((base / ".hydra").glob("*"))]:
+            if path.is_file():
+                found[path] = path.read_text(encoding="utf-8", errors="surrogateescape")
+    return found
+
+
+def restore_hydra_records(
+    records: Mapping[Path, Mapping[Path, str]], claimed: Collection[Path]
+) -> None:
+    """After a run that failed or was refused: Hydra's files in each named folder
+    (:func:`hydra_files`) back as they were before it, wherever no job of the run
+    claimed (``claimed``) the folder they describe (a run folder, a sweep's job
+    folder; a sweep's ``multirun.yaml`` while none of its jobs did). A folder a job
+    took over is that job's, record and all."""
+    for folder, before in records.items():
+        for path in sorted(set(before) | set(hydra_files(folder))):
+            owner = (path.parent.parent if path.parent.name == ".hydra" else path.parent).resolve()
+            if any(c == owner or owner in c.parents for c in claimed):
+                continue
+            if path in before:
+                if path.read_text(encoding="utf-8", errors="surrogateescape") != before[path]:
+                    write_text_atomic(path, before[path])
+                continue
+            path.unlink(missing_ok=True)  # written by the refused run alone
+            if path.parent.name == ".hydra" and not any(path.parent.iterdir()):
+                path.parent.rmdir()
 
 
 class _hydra_raises:
@@ -308,13 +356,16 @@ def _is_info_flag(arg: str) -> bool:
 
 
 def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
-    """``(key, folder)`` for each ``out_dir=`` / ``hydra.run.dir=`` on the command line,
+    """``(key, folder)`` for each ``out_dir=`` / ``hydra.run.dir=`` / ``hydra.sweep.dir=``
+    on the command line,
     read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
     an empty / null value names no one folder and is left out."""
     found = []
     for override in _parsed_overrides(args):
         key = override.key_or_group
-        if key in ("out_dir", "hydra.run.dir") and not override.is_sweep_override():
+        if key in ("out_dir", "hydra.run.dir", "hydra.sweep.dir") and not (
+            override.is_sweep_override()
+        ):
             value = override.value()
             if isinstance(value, str) and value:
                 found.append((key, value))

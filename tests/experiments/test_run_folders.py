@@ -405,3 +405,46 @@ def test_a_config_resolved_outside_a_command_claims_no_folder(
     assert str(cfg.hydra.run.dir).startswith("runs/evaluate/20")
     assert str(cfg.hydra.sweep.dir).startswith("multirun/evaluate/20")
     assert list(tmp_path.iterdir()) == []
+
+
+TINY_TRAIN = [
+    "workload=tiny", "train.total_timesteps=128", "env.n_envs=1", "logger=none",
+    "agent.hyperparams.n_steps=128", "agent.hyperparams.batch_size=64",
+    "train.progress=false", "train.evaluate=false",
+]  # fmt: skip
+
+
+def test_a_refused_run_leaves_the_earlier_run_s_hydra_record(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """Hydra writes .hydra/ (and a sweep's multirun.yaml and each job's .hydra/)
+    before the job's own checks: a run refused there (a bad value with
+    overwrite=true) used to leave the earlier run's results beside its own
+    settings. The record is put back; a sweep folder holding a run is refused
+    before Hydra starts, naming hydra.sweep.dir."""
+    single = tmp_path / "single"
+    assert (
+        run_command("experiments.train", [*TINY_TRAIN, f"out_dir={single}"], tmp_path).returncode
+        == 0
+    )
+    before = {p.name: p.read_bytes() for p in (single / ".hydra").iterdir()}
+    args = [*TINY_TRAIN, "sim.mfu=3", f"out_dir={single}", "overwrite=true"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 2 and "sim.mfu must be in (0, 1], got 3.0" in done.stderr
+    assert {p.name: p.read_bytes() for p in (single / ".hydra").iterdir()} == before
+    assert (single / "agent" / "agent.json").is_file()
+
+    sweep = tmp_path / "sweep"
+    args = ["-m", "seed=0,1", *TINY_TRAIN, f"hydra.sweep.dir={sweep}"]
+    assert run_command("experiments.train", args, tmp_path).returncode == 0
+    files = [sweep / "multirun.yaml", *sorted(sweep.glob("*/.hydra/*"))]
+    kept = {p: p.read_bytes() for p in files}
+    done = run_command(
+        "experiments.train", [*args, "agent.hyperparams.learning_rate=0.01"], tmp_path
+    )
+    assert done.returncode == 2
+    assert f"hydra.sweep.dir='{sweep}' (from the command line) already holds files" in done.stderr
+    done = run_command("experiments.train", [*args, "sim.mfu=3", "overwrite=true"], tmp_path)
+    assert done.returncode == 2
+    assert {p: p.read_bytes() for p in files} == kept
+    assert sorted(p.name for p in sweep.iterdir()) == ["0", "1", "multirun.yaml"]
