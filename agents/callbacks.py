@@ -228,12 +228,16 @@ class RolloutClock(BaseCallback):
             )
 
 
-def usable_threads(asked: int) -> int:
-    """``asked`` torch threads, at most as many as the CPUs this process may use
-    (its affinity where the platform tells it, else the machine's CPUs)."""
+def usable_cpus() -> int:
+    """The CPUs this process may use (its affinity where the platform tells it,
+    else the machine's CPUs)."""
     affinity = getattr(os, "sched_getaffinity", None)  # (not on macOS or Windows)
-    cpus = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
-    return max(1, min(int(asked), cpus))
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def usable_threads(asked: int) -> int:
+    """``asked`` torch threads, at most as many as :func:`usable_cpus`."""
+    return max(1, min(int(asked), usable_cpus()))
 
 
 class UpdateThreads(BaseCallback):

@@ -632,6 +632,27 @@ def _same_generators(saved: dict[str, Any], asked: dict[str, Any]) -> bool:
     return before == after
 
 
+def jobs_at_once() -> int:
+    """How many jobs of this Hydra sweep run at the same time on this machine: the
+    launcher's ``n_jobs`` (joblib's; -1 every CPU, -2 all but one, ...); 1 for a
+    single run or a launcher that runs its jobs one by one or elsewhere (basic,
+    SLURM)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from agents.callbacks import usable_cpus
+
+    if not HydraConfig.initialized():
+        return 1
+    hydra = HydraConfig.get()
+    n_jobs = getattr(hydra.launcher, "n_jobs", None)
+    if hydra.mode != RunMode.MULTIRUN or not isinstance(n_jobs, int) or n_jobs == 0:
+        return 1
+    cpus = usable_cpus()
+    at_once = n_jobs if n_jobs > 0 else max(1, cpus + 1 + n_jobs)
+    return max(1, at_once)
+
+
 def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
     """A resumed run keeps the SB3 settings saved in the checkpoint's ``model.zip``.
     An ``agent.hyperparams`` value the user set (command line, ``+experiment`` file)
@@ -892,6 +913,7 @@ def train(cfg: DictConfig) -> float:
         RolloutClock,
         UpdateStats,
         UpdateThreads,
+        usable_cpus,
         usable_threads,
     )
     from agents.vec_env import InProcessVecEnv
@@ -915,6 +937,15 @@ def train(cfg: DictConfig) -> float:
             print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")
     torch.set_num_threads(int(cfg.train.torch_threads))
     update_threads = usable_threads(int(cfg.train.update_threads))
+    beside = jobs_at_once()
+    if beside > 1 and update_threads > 1:  # e.g. joblib: each job would take them all
+        shared = max(1, usable_cpus() // beside)
+        if shared < update_threads:
+            print(
+                f"note: {beside} jobs of this sweep run at once: train.update_threads="
+                f"{shared} (asked {int(cfg.train.update_threads)}; the CPUs are shared)"
+            )
+            update_threads = shared
     saved_kwargs = env_kwargs(cfg)
     spec = AgentSpec(
         algo=cfg.agent.algo,
