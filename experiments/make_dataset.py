@@ -257,7 +257,13 @@ def _registry_source(
     }
     rows = window_rows(workload, "all", seed, None, train_windows, test_windows, **params)
     n = sum(spec.split != "val" for spec in plan(scenario, seed))  # the published layout
-    return scenario.description, scenario.block_tokens, generator, n, rows
+    description = scenario.description
+    if train_windows is not None or test_windows is not None:  # counts the text may state
+        description += (
+            " This dataset has the windows given on its command line (the tables below), "
+            "not the workload's own counts."
+        )
+    return description, scenario.block_tokens, generator, n, rows
 
 
 def _trace_source(params: dict[str, Any]) -> Source:
@@ -398,6 +404,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     train_windows = None if options["train_windows"] < 0 else options["train_windows"]
     test_windows = None if options["test_windows"] < 0 else options["test_windows"]
+    if train_windows == 0 and test_windows == 0:
+        raise UsageError(
+            f"{COMMAND}: train_windows=0 and test_windows=0 make a dataset of no windows "
+            "(give one of them at least 1, or -1 for the workload's own count)"
+        )
     if not trace:  # checked before the folder is claimed
         try:
             configure(options["workload"], train_windows, test_windows, None, **params)

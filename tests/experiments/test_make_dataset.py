@@ -174,3 +174,19 @@ def test_overwrite_removes_a_val_split_the_new_dataset_does_not_have(tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "README.md", "dataset_info.json", "notes.txt", "test.jsonl", "train.jsonl",
     ]  # fmt: skip
+
+
+def test_an_empty_dataset_is_refused_and_given_counts_are_said(tmp_path: Path) -> None:
+    from experiments._cli import UsageError
+
+    out = tmp_path / "none"
+    with pytest.raises(UsageError, match="train_windows=0 and test_windows=0 make a dataset of"):
+        make_dataset.main(["train_windows=0", "test_windows=0", f"out_dir={out}"])
+    assert not out.exists()
+    # the workload's description states its own counts: the card says these differ
+    make_dataset.main(["workload=bursted_synthetic", "train_windows=1", "test_windows=1",
+                       f"out_dir={tmp_path / 'one'}", "params=burst_requests=2,n_decoys=0",
+                       "progress=false"])  # fmt: skip
+    card = (tmp_path / "one" / "README.md").read_text()
+    assert "5 train / 15 test windows. This dataset has the windows given on its command" in card
+    assert "| train | 1 |" in card and "| test | 1 |" in card
