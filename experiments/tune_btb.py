@@ -4,7 +4,7 @@
     python -m experiments.tune_btb -m                    # the Optuna sweep of conf/tune_btb.yaml
     python -m experiments.tune_btb -m hydra.sweeper.n_trials=50 workload=rising_load
 
-Each job writes ``objective.json`` (thresholds, mean TTFT, the rows) to its folder.
+Each job writes ``objective.json`` (thresholds, mean TTFT, its result ``row``) to its folder.
 """
 
 from __future__ import annotations
@@ -189,6 +189,11 @@ def objective(cfg: DictConfig) -> float:
     check_thresholds(cfg)
     m = int(cfg.m)
     windows = eval_windows(cfg, cfg.workload.train_pool, "train")
+    block = max(window.block_tokens for window in windows)
+    if int(cfg.y_tokens) < block:  # BTB would say so only once running, as btb.y_tokens
+        raise ValueError(
+            f"y_tokens must be at least one {block}-token block of the workload, got {cfg.y_tokens}"
+        )
     out_dir = run_dir(cfg, "tune_btb", ("objective.json",))
     policy = BTB(x=int(cfg.x), y_tokens=int(cfg.y_tokens), z=float(cfg.z), m=m)
     logger = job_logger(cfg, out_dir, "tune_btb")  # before the work: W&B may refuse

@@ -1442,3 +1442,18 @@ def test_a_job_runs_with_the_rare_gc_threshold_and_gives_the_callers_back(monkey
         assert gc.get_threshold()[0] == 700
     finally:
         gc.set_threshold(*saved)
+
+
+def test_tune_btb_y_tokens_below_one_block_is_named_as_typed(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """BTB itself says so only once running, as btb.y_tokens and with no origin."""
+    out = tmp_path / "tb"
+    args = ["workload=tiny", "y_tokens=100", "logger=none", f"out_dir={out}"]
+    done = run_command("experiments.tune_btb", args, tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: y_tokens must be at least one 256-token block of the workload, got 100 "
+        "(from the command line)"
+    )
+    assert not out.exists()
