@@ -516,24 +516,38 @@ def agent_labels(names: Sequence[str], folders: Sequence[str]) -> list[str]:
 
 def job_logger(cfg: Any, out_dir: Path, kind: str) -> Any:
     """The job's :class:`~experiments.tracking.RunLogger` (W&B run or nothing),
-    named ``setup__workload__KIND__seed__time`` like compare's run folders and
-    grouped by the sweep folder in a multirun. ``kind`` is the job type, with a
-    suffix after ``-`` if wanted (``train-ppo_route``)."""
+    named ``setup__workload__KIND__seed__time`` like compare's run folders (and
+    ``__jobN`` in a multirun) and grouped by the sweep folder in a multirun; its
+    config records the run folder (``run_folder``), so a synced run leads back to
+    its files. ``kind`` is the job type, with a suffix after ``-`` if wanted
+    (``train-ppo_route``)."""
     from experiments.tracking import RunLogger
 
     return RunLogger(
         cfg.logger,
-        config_record(cfg),
+        {**config_record(cfg), "run_folder": str(out_dir)},
         out_dir,
-        name=job_name(cfg, kind, time.strftime("%Y%m%d-%H%M%S")),
+        name=job_name(cfg, kind, time.strftime("%Y%m%d-%H%M%S"), sweep_job()),
         job_type=kind.split("-")[0],
         group=sweep_group(),
     )
 
 
-def job_name(cfg: Any, kind: str, stamp: str) -> str:
-    """``setup__workload__KIND__seed__STAMP``: a job's W&B run name."""
-    return f"{setup_label(cfg)}__{workload_label(cfg)}__{kind}__{cfg.seed}__{stamp}"
+def job_name(cfg: Any, kind: str, stamp: str, job: int | None = None) -> str:
+    """``setup__workload__KIND__seed__STAMP``, and ``__jobN`` for job N of a sweep
+    (whose jobs may start in the same second): a job's W&B run name."""
+    name = f"{setup_label(cfg)}__{workload_label(cfg)}__{kind}__{cfg.seed}__{stamp}"
+    return name if job is None else f"{name}__job{job}"
+
+
+def sweep_job() -> int | None:
+    """This job's number in a multirun (its folder's name there), else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return int(HydraConfig.get().job.num)
+    return None
 
 
 def sweep_group() -> str | None:

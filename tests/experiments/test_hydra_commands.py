@@ -429,6 +429,8 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
             gaps.append("config agent.algo=a2c")
         if "train" not in config or json.loads(config["train"])["total_timesteps"] != 300:
             gaps.append("config train.total_timesteps=300")
+        if json.loads(config.get("run_folder", "null")) != str(tmp_path):  # back to the files
+            gaps.append("config run_folder")
         if not list(media.glob("table/evaluation_*.table.json")):
             gaps.append("evaluation table")
         charts = {"_".join(p.name.split("_")[:2]) for p in media.glob("images/charts/*.png")}

@@ -167,3 +167,5 @@ def test_train_run_name_has_the_compare_form() -> None:
 
     cfg = _compose("train", ["workload=mixed", "seed=3"])
     assert job_name(cfg, "train-ppo_route", "T") == "70b_h100x4__mixed__train-ppo_route__3__T"
+    # job 2 of a sweep: its jobs may start in the same second
+    assert job_name(cfg, "train", "T", 2) == "70b_h100x4__mixed__train__3__T__job2"
