@@ -4,6 +4,7 @@ baselines on test windows."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -629,4 +630,13 @@ def evaluate_and_write(
     print(comparison_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)
     logger.log_images(charts)
+    # each policy's figures as numbers too, so runs sort and plot by them
+    logger.summary(
+        {
+            f"eval/{row['policy']}/{key}": row[key]
+            for row in rows
+            for key in ("ttft_mean_s", "ttft_p95_s")
+            if isinstance(row.get(key), int | float) and math.isfinite(row[key])
+        }
+    )
     return rows

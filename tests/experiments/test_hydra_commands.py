@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import struct
 import time
 from pathlib import Path
@@ -494,3 +495,31 @@ def test_a_sweep_on_a_bad_trace_is_one_line_before_it_starts(tmp_path, run_comma
     assert proc.returncode == 2
     assert proc.stderr == f"error: {trace}, line 2, field 'timestamp': must be finite, got nan\n"
     assert not out.exists()
+
+
+def test_evaluation_logs_each_policy_s_figures_as_numbers(tmp_path):
+    """Beside the table and charts, the logger's summary holds each policy's mean and
+    p95 TTFT (W&B runs sort and plot by summary numbers, not by tables)."""
+    from experiments.jobs import evaluate_and_write
+
+    class Recorder:
+        def __init__(self):
+            self.summaries = {}
+
+        def log_table(self, name, rows):
+            pass
+
+        def log_images(self, paths):
+            pass
+
+        def summary(self, values):
+            self.summaries |= values
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name="evaluate", overrides=["workload=tiny", "logger=none"])
+    logger = Recorder()
+    rows = evaluate_and_write({}, ["btb"], cfg, tmp_path, logger, progress=False)
+    got = {r["policy"]: r for r in rows}
+    assert logger.summaries["eval/btb/ttft_mean_s"] == got["btb"]["ttft_mean_s"]
+    assert logger.summaries["eval/cache_aware/ttft_p95_s"] == got["cache_aware"]["ttft_p95_s"]
+    assert all(math.isfinite(v) for v in logger.summaries.values())
