@@ -236,8 +236,9 @@ def test_dqn_rollouts_are_train_freq_steps_and_a_resume_records_sim_and_reward(t
         "note: 3 steps past train.total_timesteps=101: dqn collects whole rollouts of 8 steps "
         "(agent.hyperparams.train_freq x env.n_envs)" in out
     )
-    # the simulator and the reward changed from the checkpoint: said and recorded
-    assert "sim.causal_kv=True, env.reward_scale=10.0; training goes on with" in out
+    # the simulator, the reward and the envs changed from the checkpoint: said and recorded
+    assert "sim.causal_kv=True, env.reward_scale=10.0, env.n_envs=1; training goes on with" in out
+    assert "env.n_envs=2 (recorded in results.json)" in out
     changes = resume_changes(
         load_spec(first / "agent").env_kwargs, load_spec(second / "agent").env_kwargs
     )
