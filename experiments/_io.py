@@ -108,10 +108,6 @@ class RunFolder:
 
 # Folders claimed and not yet released, in order (released by release_out_dirs).
 _HELD: list[RunFolder] = []
-CLAIMED: list[Path] = []
-"""Every folder this process has claimed (resolved), released or not, in order: a
-folder a run took over is its own, and what Hydra wrote there stays
-(``jobs.hydra_entry`` looks at those claimed since it started)."""
 
 
 def claim_out_dir(
@@ -178,7 +174,6 @@ def claim_out_dir(
                     )
         for name in outputs:
             _remove(target / name)
-        CLAIMED.append(target.resolve())
     except BaseException:
         held.release()
         raise

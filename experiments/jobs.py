@@ -9,17 +9,17 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import ListConfig, OmegaConf
 
-from envs.files import write_text_atomic
+from envs.files import write_bytes_atomic
 from envs.sim.tenancy import Versions
 from experiments._cli import UsageError, main_guard, user_error_message
 from experiments._io import (
-    CLAIMED,
+    LOCK_NAME,
     OutDirError,
     check_writable_dir,
     claim_out_dir,
@@ -112,7 +112,7 @@ def hydra_entry(
     the status becomes 2, as for every other user error."""
     args = list(sys.argv[1:] if argv is None else argv)
 
-    records: dict[Path, dict[Path, str]] = {}  # Hydra's files in the named folders, before
+    records: dict[Path, HydraRecord] = {}  # Hydra's files in the named folders, before
 
     def run() -> None:
         if not any(_is_info_flag(arg) for arg in args):
@@ -123,22 +123,21 @@ def hydra_entry(
                     _MADE_BELOW[Path(value).resolve()] = nearest_existing(value).resolve()
                 check_writable_dir(value, f"{command}: {key}", "the command line")
                 _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
-                records[Path(value)] = hydra_files(Path(value))
+                records[Path(value)] = hydra_record(Path(value))
             if precheck is not None:
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
-        claims = len(CLAIMED)  # the folders this run's jobs claim come after these
         with _hydra_raises(), claiming_run_folders(command):
             try:
                 main()
             except SystemExit as stop:
                 if stop.code not in (0, None):
-                    restore_hydra_records(records, CLAIMED[claims:])
+                    restore_hydra_records(records)
                 if stop.code == 1 and _hydra_user_error(stop.__context__):
                     raise SystemExit(2) from None
                 raise
             except BaseException as error:
-                restore_hydra_records(records, CLAIMED[claims:])
+                restore_hydra_records(records)
                 if not isinstance(error, Exception):  # Ctrl-C
                     raise
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
@@ -152,41 +151,70 @@ def hydra_entry(
     return main_guard(run)
 
 
-def hydra_files(folder: Path) -> dict[Path, str]:
+HydraRecord = tuple[dict[Path, bytes], dict[Path, frozenset[tuple[str, int, int]]]]
+"""A named folder's Hydra files as they were (:func:`hydra_files`) and the work of
+each run folder under it (:func:`_work`)."""
+
+
+def hydra_files(folder: Path) -> dict[Path, bytes]:
     """What Hydra writes in a run or sweep folder before the job runs (``.hydra/``
     and ``multirun.yaml``, there and in each job folder one level down), as it is
     now."""
-    found: dict[Path, str] = {}
-    if not folder.is_dir():
-        return found
-    bases = [folder, *(p for p in sorted(folder.iterdir()) if p.is_dir() and p.name != ".hydra")]
-    for base in bases:
+    found: dict[Path, bytes] = {}
+    for base in _run_folders(folder):
         for path in [base / "multirun.yaml", *sorted((base / ".hydra").glob("*"))]:
             if path.is_file():
-                found[path] = path.read_text(encoding="utf-8", errors="surrogateescape")
+                found[path] = path.read_bytes()
     return found
 
 
-def restore_hydra_records(
-    records: Mapping[Path, Mapping[Path, str]], claimed: Collection[Path]
-) -> None:
-    """After a run that failed or was refused: Hydra's files in each named folder
-    (:func:`hydra_files`) back as they were before it, wherever no job of the run
-    claimed (``claimed``) the folder they describe (a run folder, a sweep's job
-    folder; a sweep's ``multirun.yaml`` while none of its jobs did). A folder a job
-    took over is that job's, record and all."""
-    for folder, before in records.items():
-        for path in sorted(set(before) | set(hydra_files(folder))):
-            owner = (path.parent.parent if path.parent.name == ".hydra" else path.parent).resolve()
-            if any(c == owner or owner in c.parents for c in claimed):
-                continue
-            if path in before:
-                if path.read_text(encoding="utf-8", errors="surrogateescape") != before[path]:
-                    write_text_atomic(path, before[path])
-                continue
-            path.unlink(missing_ok=True)  # written by the refused run alone
-            if path.parent.name == ".hydra" and not any(path.parent.iterdir()):
-                path.parent.rmdir()
+def _run_folders(folder: Path) -> list[Path]:
+    """``folder`` and, for a sweep, its job folders one level down."""
+    if not folder.is_dir():
+        return []
+    return [folder, *(p for p in sorted(folder.iterdir()) if p.is_dir() and p.name != ".hydra")]
+
+
+def _work(folder: Path) -> frozenset[tuple[str, int, int]]:
+    """Every file under ``folder`` (relative path, size, mtime) but Hydra's own
+    (``.hydra/``, ``multirun.yaml``, a job's log) and a run's lock: what a job that
+    ran there changed."""
+    found = set()
+    for path in folder.rglob("*"):
+        rel = path.relative_to(folder)
+        if ".hydra" in rel.parts or path.name in ("multirun.yaml", LOCK_NAME):
+            continue
+        if path.suffix == ".log" or not path.is_file():
+            continue
+        stat = path.stat()
+        found.add((str(rel), stat.st_size, stat.st_mtime_ns))
+    return frozenset(found)
+
+
+def hydra_record(folder: Path) -> HydraRecord:
+    """:data:`HydraRecord` of a folder named on the command line, before Hydra runs."""
+    return hydra_files(folder), {base: _work(base) for base in _run_folders(folder)}
+
+
+def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
+    """After a run that failed or was refused: each Hydra file of a named folder
+    that existed before it (:func:`hydra_files`) as it was, where no job of the run
+    did any work (:func:`_work`: its run folder's files, the whole sweep's for a
+    sweep's ``multirun.yaml``, are as they were), so an earlier run's record stays
+    beside its results; a job that ran (or cleared its folder) keeps the record it
+    ran with, whichever process ran it. Files the run alone wrote stay: a refused
+    job's own record. A file that cannot be put back is said in one line; the run's
+    own error is what the command reports."""
+    for before, work in records.values():
+        for path, data in before.items():
+            owner = path.parent.parent if path.parent.name == ".hydra" else path.parent
+            try:
+                if owner not in work or _work(owner) != work[owner]:
+                    continue  # a job ran there: its record is its own
+                if not path.is_file() or path.read_bytes() != data:
+                    write_bytes_atomic(path, data)
+            except OSError as error:
+                print(f"warning: could not put back {path} ({error})", file=sys.stderr)
 
 
 class _hydra_raises:
@@ -357,16 +385,16 @@ def _is_info_flag(arg: str) -> bool:
 
 
 def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
-    """``(key, folder)`` for each ``out_dir=`` / ``hydra.run.dir=`` / ``hydra.sweep.dir=``
-    on the command line,
+    """``(key, folder)`` for each ``out_dir=`` and ``hydra.run.dir=`` (with ``-m``,
+    ``hydra.sweep.dir=``: the folder Hydra uses) on the command line,
     read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
     an empty / null value names no one folder and is left out."""
     found = []
+    multirun = any(arg in ("-m", "--multirun") for arg in args)
+    keys = ("out_dir", "hydra.sweep.dir" if multirun else "hydra.run.dir")
     for override in _parsed_overrides(args):
         key = override.key_or_group
-        if key in ("out_dir", "hydra.run.dir", "hydra.sweep.dir") and not (
-            override.is_sweep_override()
-        ):
+        if key in keys and not override.is_sweep_override():
             value = override.value()
             if isinstance(value, str) and value:
                 found.append((key, value))

@@ -539,8 +539,10 @@ def _resume_with(field: str, saved: Any, resumed: Any) -> str:
     differs from its ``saved`` value: the config group for the algorithm, network
     kind and env (``agent=maskable_ppo``, ``agent=ppo_mlp``, ``env=thresholds``: the
     group's other defaults come with it), else ``field=saved``."""
-    if field in ("agent.algo", "agent.net"):
-        return f"agent={resumed.algo}" + ("_mlp" if resumed.net == "mlp" else "")
+    if field in ("agent.algo", "agent.net"):  # conf/agent has ppo_mlp, no other *_mlp
+        if resumed.net != "mlp":
+            return f"agent={resumed.algo}"
+        return "agent=ppo_mlp" if resumed.algo == "ppo" else f"agent={resumed.algo} agent.net=mlp"
     if field == "env.kind":
         return f"env={resumed.env}"
     if field == "cluster.n_nodes":
@@ -650,7 +652,27 @@ def jobs_at_once() -> int:
         return 1
     cpus = usable_cpus()
     at_once = n_jobs if n_jobs > 0 else max(1, cpus + 1 + n_jobs)
-    return max(1, at_once)
+    return max(1, min(at_once, sweep_size(Path(hydra.sweep.dir)) or at_once))
+
+
+def sweep_size(folder: Path) -> int | None:
+    """How many jobs the sweep in ``folder`` launches: the product of its sweep
+    overrides' values, from the ``multirun.yaml`` the sweep wrote before its jobs
+    (None when that cannot be told: no file, an interval an optimiser draws from)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        task = OmegaConf.load(folder / "multirun.yaml").hydra.overrides.task
+        parser = OverridesParser.create()
+        size = 1
+        for text in task:
+            override = parser.parse_override(str(text))
+            if override.is_sweep_override():
+                size *= len(list(override.sweep_string_iterator()))
+        return size
+    except (OSError, HydraException, AttributeError, ValueError):
+        return None
 
 
 def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[Any]]]:
@@ -927,7 +949,8 @@ def train(cfg: DictConfig) -> float:
         try:
             resumed_spec = load_spec(cfg.resume)
         except FileNotFoundError as error:  # no folder, or not a checkpoint's: say which
-            raise ValueError(f"resume={cfg.resume!r}: {str(error).partition(': ')[2]}") from None
+            said = str(error).removeprefix(f"{cfg.resume}: ")
+            raise ValueError(f"resume={cfg.resume!r}: {said}") from None
         adopted = check_resume(cfg, resumed_spec)
         name = resumed_spec.name  # a resumed agent keeps its name (and so does its W&B run)
         sb3_adopted, rollout_changes = check_resume_hyperparams(cfg)

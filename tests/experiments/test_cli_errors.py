@@ -1457,3 +1457,16 @@ def test_tune_btb_y_tokens_below_one_block_is_named_as_typed(
         "(from the command line)"
     )
     assert not out.exists()
+
+
+def test_the_resume_hint_names_a_config_option_that_exists() -> None:
+    from agents.algorithms import AgentSpec
+    from experiments.train import _resume_with
+
+    spec = AgentSpec("a2c", "route", net="mlp", env_kwargs={"n_nodes": 4})
+    assert _resume_with("agent.net", "mlp", spec) == "agent=a2c agent.net=mlp"  # no a2c_mlp
+    spec = AgentSpec("ppo", "route", net="mlp", env_kwargs={"n_nodes": 4})
+    assert _resume_with("agent.algo", "ppo", spec) == "agent=ppo_mlp"
+    spec = AgentSpec("maskable_ppo", "route_warm", env_kwargs={"n_nodes": 4})
+    assert _resume_with("env.kind", "route_warm", spec) == "env=route_warm"
+    assert _resume_with("env.step_wait", True, spec) == "env.step_wait=True"

@@ -524,3 +524,17 @@ def test_evaluation_logs_each_policy_s_figures_as_numbers(tmp_path):
     assert logger.summaries["eval/btb/ttft_mean_s"] == got["btb"]["ttft_mean_s"]
     assert logger.summaries["eval/cache_aware/ttft_p95_s"] == got["cache_aware"]["ttft_p95_s"]
     assert all(math.isfinite(v) for v in logger.summaries.values())
+
+
+def test_sweep_size_counts_the_jobs_a_sweep_launches(tmp_path):
+    from experiments.train import sweep_size
+
+    task = ["seed=0,1,2", "agent.hyperparams.learning_rate=choice(0.1,0.01)", "x=range(1,3)", "y=4"]
+    OmegaConf.save({"hydra": {"overrides": {"task": task}}}, tmp_path / "multirun.yaml")
+    assert sweep_size(tmp_path) == 3 * 2 * 2  # y=4 is one value
+    # an interval an optimiser draws from has no count; no file, none either
+    OmegaConf.save(
+        {"hydra": {"overrides": {"task": ["z=interval(0,1)"]}}}, tmp_path / "multirun.yaml"
+    )
+    assert sweep_size(tmp_path) is None
+    assert sweep_size(tmp_path / "none") is None

@@ -448,3 +448,37 @@ def test_a_refused_run_leaves_the_earlier_run_s_hydra_record(
     assert done.returncode == 2
     assert {p: p.read_bytes() for p in files} == kept
     assert sorted(p.name for p in sweep.iterdir()) == ["0", "1", "multirun.yaml"]
+
+
+@pytest.mark.slow
+def test_a_sweep_job_that_ran_keeps_its_record_when_another_fails(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """joblib runs each job in a process of its own: whether a job ran is read from
+    its folder, not from this process. Job 0 trains (seed=5) over an earlier sweep
+    with overwrite=true while job 1 is refused (seed=-1): job 0's record is its own
+    (seed=5), job 1's folder keeps the earlier run's record beside its results."""
+    sweep = tmp_path / "sweep"
+    base = ["-m", "hydra/launcher=joblib", *TINY_TRAIN, f"hydra.sweep.dir={sweep}"]
+    env = {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"}
+    assert run_command("experiments.train", [*base, "seed=0,1"], tmp_path, env).returncode == 0
+    earlier = (sweep / "1" / ".hydra" / "overrides.yaml").read_bytes()
+    assert b"seed=1" in earlier
+    done = run_command("experiments.train", [*base, "seed=5,-1", "overwrite=true"], tmp_path, env)
+    assert done.returncode == 2
+    assert b"seed=5" in (sweep / "0" / ".hydra" / "overrides.yaml").read_bytes()
+    assert (sweep / "1" / ".hydra" / "overrides.yaml").read_bytes() == earlier
+    assert b"seed=5,-1" in (sweep / "multirun.yaml").read_bytes()  # job 0 ran in the sweep
+
+
+def test_hydra_sweep_dir_is_not_checked_in_a_single_run(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """Without -m Hydra does not use it: a folder holding files there is no reason to
+    refuse (it was, for a while)."""
+    unused = tmp_path / "unused"
+    unused.mkdir()
+    (unused / "notes.txt").write_text("mine")
+    args = [*TINY_TRAIN, f"hydra.sweep.dir={unused}", f"out_dir={tmp_path / 'run'}"]
+    assert run_command("experiments.train", args, tmp_path).returncode == 0
+    assert [p.name for p in unused.iterdir()] == ["notes.txt"]
