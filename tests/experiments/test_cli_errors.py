@@ -763,8 +763,12 @@ def test_info_flags_and_quoted_values_are_read_as_hydra_reads_them() -> None:
 
     assert all(_is_info_flag(a) for a in ("--cfg", "--cfg=job", "-cjob", "-h", "--info=all"))
     assert not any(_is_info_flag(a) for a in ("-cn", "-cp", "-cd", "-m", "--multirun", "x=1"))
-    args = ["out_dir='/tmp/a b'", '+hydra.run.dir="/tmp/x"', "seed=1", "-m", "out_dir=null"]
+    args = ["out_dir='/tmp/a b'", '+hydra.run.dir="/tmp/x"', "seed=1", "out_dir=null"]
     assert _folder_overrides(args) == [("out_dir", "/tmp/a b"), ("hydra.run.dir", "/tmp/x")]
+    # a multirun uses hydra.sweep.dir, not hydra.run.dir (and a single run the other way)
+    args = ["-m", "seed=0,1", "hydra.run.dir=/tmp/x", "hydra.sweep.dir=/tmp/s"]
+    assert _folder_overrides(args) == [("hydra.sweep.dir", "/tmp/s")]
+    assert _folder_overrides(args[2:]) == [("hydra.run.dir", "/tmp/x")]
     assert _folder_overrides(["out_dir=a,b", "out_dir="]) == []  # a sweep, an empty value
 
 
