@@ -636,9 +636,9 @@ def _same_generators(saved: dict[str, Any], asked: dict[str, Any]) -> bool:
 
 def jobs_at_once() -> int:
     """How many jobs of this Hydra sweep run at the same time on this machine: the
-    launcher's ``n_jobs`` (joblib's; -1 every CPU, -2 all but one, ...); 1 for a
-    single run or a launcher that runs its jobs one by one or elsewhere (basic,
-    SLURM)."""
+    launcher's ``n_jobs`` (joblib's; -1 every CPU, -2 all but one, ...), at most the
+    sweep's jobs (:func:`sweep_size`); 1 for a single run or a launcher that runs its
+    jobs one by one or elsewhere (basic, SLURM)."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
