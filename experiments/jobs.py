@@ -52,11 +52,14 @@ from experiments.report import comparison_table, write_run
 def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     """The job's folder, created, checked writable and claimed (``_io.claim_out_dir``:
     locked against a second run; one holding anything but Hydra's own files is
-    refused unless ``overwrite=true``, which clears ``outputs``, what the job writes):
+    refused unless ``overwrite=true``, which clears ``outputs``, what the job writes,
+    and ``wandb/``, the W&B run of the results it replaces):
     Hydra's output dir (out_dir, the multirun job folder, or the dated default, which
     ``config.run_folder`` claimed as Hydra named it); without Hydra, out_dir or a new
     dated runs/ folder. Released when the job ends (:func:`run_job`)."""
     from hydra.core.hydra_config import HydraConfig
+
+    outputs = (*outputs, "wandb")  # the job logger's folder (experiments.tracking)
 
     what = f"experiments.{kind}: out_dir"
     inputs = input_paths(cfg)

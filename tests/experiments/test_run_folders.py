@@ -260,6 +260,7 @@ def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> Non
 
     (tmp_path / "objective.json").write_text("{}")
     (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "wandb" / "offline-run-1").mkdir(parents=True)  # the replaced results' W&B run
     with _hydra_job("tune_btb", ["logger=none", "overwrite=true", f"out_dir={tmp_path}"]) as cfg:
         assert run_dir(cfg, "tune_btb", ("objective.json",)) == tmp_path
         release_out_dirs()
