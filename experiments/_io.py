@@ -163,6 +163,8 @@ def claim_out_dir(
                 "replaces what this command writes; or choose another out_dir)"
             )
         for name in outputs if present else ():
+            if (target / name).is_symlink():  # clearing unlinks the link, not what it names
+                continue
             removed = (target / name).resolve()
             for option, given in inputs:
                 where = Path(given).expanduser().resolve()

@@ -258,7 +258,8 @@ def _registry_source(
     rows = window_rows(workload, "all", seed, None, train_windows, test_windows, **params)
     n = sum(spec.split != "val" for spec in plan(scenario, seed))  # the published layout
     description = scenario.description
-    if train_windows is not None or test_windows is not None:  # counts the text may state
+    own = configure(workload, None, None, **params)  # the workload's own counts
+    if family_configs(own) != family_configs(scenario):  # counts the text may state
         description += (
             " This dataset has the windows given on its command line (the tables below), "
             "not the workload's own counts."

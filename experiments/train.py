@@ -1031,6 +1031,8 @@ def train(cfg: DictConfig) -> float:
             normalized = bool(cfg.env.normalize_reward)  # a reward option outside env_kwargs
             if resumed.normalize_reward not in (None, normalized):
                 changes["env.normalize_reward"] = [resumed.normalize_reward, normalized]
+                if normalized:  # nothing recorded to go on from
+                    print(f"note: resume={cfg.resume}: the reward statistics start afresh")
             train_record = {
                 "resumed_from": str(cfg.resume),
                 "resume_changes": changes,

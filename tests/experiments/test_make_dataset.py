@@ -190,3 +190,8 @@ def test_an_empty_dataset_is_refused_and_given_counts_are_said(tmp_path: Path) -
     card = (tmp_path / "one" / "README.md").read_text()
     assert "5 train / 15 test windows. This dataset has the windows given on its command" in card
     assert "| train | 1 |" in card and "| test | 1 |" in card
+    # the workload's own counts, given: nothing to say
+    make_dataset.main(["workload=bursted_synthetic", "train_windows=5", "test_windows=15",
+                       f"out_dir={tmp_path / 'own'}", "params=burst_requests=2,n_decoys=0",
+                       "progress=false"])  # fmt: skip
+    assert "This dataset has the windows" not in (tmp_path / "own" / "README.md").read_text()

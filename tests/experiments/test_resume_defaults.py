@@ -201,6 +201,18 @@ def test_a_checkpoint_records_reward_normalisation_and_resume_goes_on_with_it(
     last = json.loads((third / "agent" / "agent.json").read_text())
     assert last["normalize_reward"] is False and last["reward_norm"] is None
 
+    # switched on from a checkpoint without it: nothing to go on from, and it says so
+    fourth = tmp_path / "fourth"
+    args = [
+        *base, f"resume={third / 'agent'}", "env.normalize_reward=true",
+        "train.total_timesteps=128", f"out_dir={fourth}",
+    ]  # fmt: skip
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"note: resume={third / 'agent'}: the reward statistics start afresh" in done.stdout
+    again = json.loads((fourth / "agent" / "agent.json").read_text())["reward_norm"]
+    assert again["count"] == pytest.approx(128 - 96, abs=1e-3)  # this run's steps only
+
 
 def test_resume_takes_the_checkpoint_s_critic_unless_another_is_typed(
     tmp_path: Path, run_command: Any

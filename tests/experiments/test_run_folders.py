@@ -281,6 +281,13 @@ def test_overwrite_never_clears_an_input_of_the_run(tmp_path: Path) -> None:
             tmp_path, "x: out_dir", outputs, True, inputs=[("resume", str(tmp_path / "agent"))]
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent", "train.json"]
+    # an output that is a link to the input: clearing unlinks the link only
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-zoo-agent"
+    elsewhere.mkdir()
+    (tmp_path / "checkpoints").symlink_to(elsewhere)
+    inputs_linked = [("resume", str(elsewhere))]
+    claim_out_dir(tmp_path, "x: out_dir", ("checkpoints",), True, inputs=inputs_linked).release()
+    assert elsewhere.is_dir() and not (tmp_path / "checkpoints").exists()
     # an input beside the outputs, not in one of them, stays and the run goes on
     (tmp_path / "trace.jsonl").write_text("")
     inputs = [("workload.path", str(tmp_path / "trace.jsonl"))]
