@@ -209,10 +209,13 @@ def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
     job's own record. A file that cannot be put back is said in one line; the run's
     own error is what the command reports."""
     for before, work in records.values():
+        idle: dict[Path, bool] = {}  # each run folder's work looked at once
         for path, data in before.items():
             owner = path.parent.parent if path.parent.name == ".hydra" else path.parent
             try:
-                if owner not in work or _work(owner) != work[owner]:
+                if owner not in idle:
+                    idle[owner] = owner in work and _work(owner) == work[owner]
+                if not idle[owner]:
                     continue  # a job ran there: its record is its own
                 if not path.is_file() or path.read_bytes() != data:
                     write_bytes_atomic(path, data)
@@ -574,21 +577,23 @@ def job_name(cfg: Any, kind: str, stamp: str, job: int | None = None) -> str:
 
 def sweep_job() -> int | None:
     """This job's number in a multirun (its folder's name there), else None."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-        return int(HydraConfig.get().job.num)
-    return None
+    hydra = multirun()
+    return None if hydra is None else int(hydra.job.num)
 
 
 def sweep_group() -> str | None:
     """The sweep folder's name in a multirun (the W&B group), else None."""
+    hydra = multirun()
+    return None if hydra is None else Path(hydra.sweep.dir).name
+
+
+def multirun() -> Any:
+    """Hydra's config of this job when it is a job of a multirun (``-m``), else None."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-        return Path(HydraConfig.get().sweep.dir).name
+        return HydraConfig.get()
     return None
 
 

@@ -57,6 +57,7 @@ from experiments.jobs import (
     evaluate_and_write,
     hydra_entry,
     job_logger,
+    multirun,
     run_dir,
     run_job,
 )
@@ -639,16 +640,11 @@ def jobs_at_once() -> int:
     launcher's ``n_jobs`` (joblib's; -1 every CPU, -2 all but one, ...), at most the
     sweep's jobs (:func:`sweep_size`); 1 for a single run or a launcher that runs its
     jobs one by one or elsewhere (basic, SLURM)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     from agents.callbacks import usable_cpus
 
-    if not HydraConfig.initialized():
-        return 1
-    hydra = HydraConfig.get()
-    n_jobs = getattr(hydra.launcher, "n_jobs", None)
-    if hydra.mode != RunMode.MULTIRUN or not isinstance(n_jobs, int) or n_jobs == 0:
+    hydra = multirun()
+    n_jobs = None if hydra is None else getattr(hydra.launcher, "n_jobs", None)
+    if hydra is None or not isinstance(n_jobs, int) or n_jobs == 0:
         return 1
     cpus = usable_cpus()
     at_once = n_jobs if n_jobs > 0 else max(1, cpus + 1 + n_jobs)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from capacity_floor_table import BASELINES, BURSTS, HERE, SETUPS, Rows
+from capacity_floor_table import BURSTS, HERE, SETUPS, Rows, best_baseline, floor_rule
 
 RUNS = (
     # (agent, how it was run, file tag, setup)
@@ -61,13 +61,13 @@ def required(rows: Rows, setup: str, family: str, stat: str) -> tuple[float, flo
     """(what the plain target requires, what it requires under the floor rule, why)."""
     key = f"ttft_{stat}_s"
     tuned = rows[(setup, family, "btb_tuned")][key]
-    floor = rows[(setup, family, "floor")][key]
     plain = 0.95 * tuned if stat == "mean" else tuned
-    best = min(BASELINES, key=lambda p: rows[(setup, family, p)][key])
-    value = rows[(setup, family, best)][key]
-    if value <= 1.10 * floor:
-        return plain, 1.03 * floor, f"{best} {value / floor - 1:+.1%} of floor"
-    return plain, plain, ""
+    ruled = floor_rule(rows, setup, family, stat)
+    if ruled is None:
+        return plain, plain, ""
+    best, value = best_baseline(rows, setup, family, stat)
+    floor = rows[(setup, family, "floor")][key]
+    return plain, ruled, f"{best} {value / floor - 1:+.1%} of floor"
 
 
 def table(rows: Rows, mode: str) -> tuple[list[str], dict[str, list[int]]]:
