@@ -15,16 +15,25 @@ import envs  # noqa: F401  (registers the environments)
 from agents.algorithms import AgentSpec, build_model, save_agent
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
+SMALL = {"n_steps": 32, "batch_size": 32}
+
+
+def _saved(folder: Path, spec: AgentSpec, hyper: dict[str, Any] = SMALL) -> Path:
+    """An untrained ``spec`` agent saved as a checkpoint in ``folder`` (its env built
+    with the options ``spec.env_kwargs`` records)."""
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
+    options = {k: v for k, v in spec.env_kwargs.items() if k != "n_nodes"}
+    env = gym.make(spec.env_id, windows=[window], **options)
+    save_agent(build_model(spec, env, hyper), spec, folder)
+    return folder
+
 
 def _checkpoint(tmp_path: Path) -> Path:
-    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
     spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
-    env = gym.make(spec.env_id, windows=[window])
     # conf/agent/ppo.yaml has n_steps 256 and batch_size 1024: both differ
     hyper = {"n_steps": 32, "batch_size": 32, "n_epochs": 5, "learning_rate": 3.0e-4}
     hyper |= {"ent_coef": 0.01}
-    folder = tmp_path / "step_0"
-    save_agent(build_model(spec, env, hyper), spec, folder)
+    folder = _saved(tmp_path / "step_0", spec, hyper)
     # a checkpoint from before agent.json recorded the reward normalisation
     saved = json.loads((folder / "agent.json").read_text())
     assert saved.pop("normalize_reward") is False and saved.pop("reward_norm") is None
@@ -118,12 +127,8 @@ def test_resuming_a_thresholds_agent_with_other_rules_names_the_option(
     spread_rules resumed with env.spread_rules=false typed is refused naming it (it
     used to fail inside SB3 on the action spaces); left unset, the checkpoint's
     rules are taken."""
-    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
     kwargs = {"n_nodes": 4, "eft_rules": True, "spread_rules": True}
-    spec = AgentSpec(algo="ppo", env="thresholds", env_kwargs=kwargs)
-    env = gym.make(spec.env_id, windows=[window], eft_rules=True, spread_rules=True)
-    folder = tmp_path / "thresholds"
-    save_agent(build_model(spec, env, {"n_steps": 32, "batch_size": 32}), spec, folder)
+    folder = _saved(tmp_path / "thresholds", AgentSpec("ppo", "thresholds", env_kwargs=kwargs))
     args = [
         "logger=none", "workload=tiny", f"resume={folder}", "env=thresholds",
         "env.eft_rules=true", "env.spread_rules=false", "train.total_timesteps=64",
@@ -163,54 +168,51 @@ def test_a_checkpoint_records_reward_normalisation_and_resume_goes_on_with_it(
         "logger=none", "workload=tiny", "env.n_envs=1", "train.evaluate=false",
         "agent.hyperparams.n_steps=32", "agent.hyperparams.batch_size=32",
     ]  # fmt: skip
-    first = tmp_path / "first"
-    args = [*base, "env.normalize_reward=true", "train.total_timesteps=64", f"out_dir={first}"]
-    done = run_command("experiments.train", args, tmp_path)
-    assert done.returncode == 0, done.stderr
-    saved = json.loads((first / "agent" / "agent.json").read_text())
+
+    def train(out: str, steps: int, *extra: str) -> str:
+        """Train into tmp_path/out; what it printed."""
+        args = [*base, *extra, f"train.total_timesteps={steps}", f"out_dir={tmp_path / out}"]
+        done = run_command("experiments.train", args, tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    def written(out: str, name: str) -> Any:
+        return json.loads((tmp_path / out / name).read_text())
+
+    train("first", 64, "env.normalize_reward=true")
+    saved = written("first", "agent/agent.json")
     assert saved["normalize_reward"] is True and saved["timesteps"] == 64
     assert saved["reward_norm"]["count"] == pytest.approx(64, abs=1e-3)  # 1e-4 to start
     assert saved["reward_norm"]["var"] > 0
+    first = tmp_path / "first" / "agent"
 
-    second = tmp_path / "second"
-    args = [*base, f"resume={first / 'agent'}", "train.total_timesteps=128", f"out_dir={second}"]
-    done = run_command("experiments.train", args, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "the checkpoint's env.normalize_reward=True (defaults you did not set)" in done.stdout
-    assert "does not record env.normalize_reward" not in done.stdout
-    record = json.loads((second / "train.json").read_text())["train"]
-    assert record["resume_adopted"] == {"env.normalize_reward": True}
-    again = json.loads((second / "agent" / "agent.json").read_text())
+    said = train("second", 128, f"resume={first}")
+    assert "the checkpoint's env.normalize_reward=True (defaults you did not set)" in said
+    assert "does not record env.normalize_reward" not in said
+    assert written("second", "train.json")["train"]["resume_adopted"] == {
+        "env.normalize_reward": True
+    }
+    again = written("second", "agent/agent.json")
     assert again["normalize_reward"] is True and again["timesteps"] == 128
     assert again["reward_norm"]["count"] == pytest.approx(128, abs=1e-3)
 
     # typed off: used as asked, said and recorded as a change; the new checkpoint records it
-    third = tmp_path / "third"
-    args = [
-        *base, f"resume={first / 'agent'}", "env.normalize_reward=false",
-        "train.total_timesteps=96", f"out_dir={third}",
-    ]  # fmt: skip
-    done = run_command("experiments.train", args, tmp_path)
-    assert done.returncode == 0, done.stderr
+    said = train("third", 96, f"resume={first}", "env.normalize_reward=false")
     assert (
-        f"note: resume={first / 'agent'} was trained with env.normalize_reward=True; training "
-        "goes on with env.normalize_reward=False (recorded in results.json)" in done.stdout
+        f"note: resume={first} was trained with env.normalize_reward=True; training "
+        "goes on with env.normalize_reward=False (recorded in results.json)" in said
     )
-    record = json.loads((third / "train.json").read_text())["train"]
-    assert record["resume_changes"] == {"env.normalize_reward": [True, False]}
-    last = json.loads((third / "agent" / "agent.json").read_text())
+    assert written("third", "train.json")["train"]["resume_changes"] == {
+        "env.normalize_reward": [True, False]
+    }
+    last = written("third", "agent/agent.json")
     assert last["normalize_reward"] is False and last["reward_norm"] is None
 
     # switched on from a checkpoint without it: nothing to go on from, and it says so
-    fourth = tmp_path / "fourth"
-    args = [
-        *base, f"resume={third / 'agent'}", "env.normalize_reward=true",
-        "train.total_timesteps=128", f"out_dir={fourth}",
-    ]  # fmt: skip
-    done = run_command("experiments.train", args, tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert f"note: resume={third / 'agent'}: the reward statistics start afresh" in done.stdout
-    again = json.loads((fourth / "agent" / "agent.json").read_text())["reward_norm"]
+    third = tmp_path / "third" / "agent"
+    said = train("fourth", 128, f"resume={third}", "env.normalize_reward=true")
+    assert f"note: resume={third}: the reward statistics start afresh" in said
+    again = written("fourth", "agent/agent.json")["reward_norm"]
     assert again["count"] == pytest.approx(128 - 96, abs=1e-3)  # this run's steps only
 
 
@@ -219,11 +221,8 @@ def test_resume_takes_the_checkpoint_s_critic_unless_another_is_typed(
 ) -> None:
     """agent.critic shapes the network: left unset it is the checkpoint's (it used to
     be refused, naming the value to pass); typed and different, it is refused."""
-    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
     spec = AgentSpec(algo="ppo", env="route", critic="separate", env_kwargs={"n_nodes": 4})
-    env = gym.make(spec.env_id, windows=[window])
-    folder = tmp_path / "separate"
-    save_agent(build_model(spec, env, {"n_steps": 32, "batch_size": 32}), spec, folder)
+    folder = _saved(tmp_path / "separate", spec)
     base = [
         "logger=none", "workload=tiny", f"resume={folder}", "env.n_envs=1",
         "train.total_timesteps=64", "train.evaluate=false",
@@ -246,10 +245,7 @@ def test_resume_of_no_folder_or_of_a_run_folder_says_which(
     tmp_path: Path, run_command: Any
 ) -> None:
     run = tmp_path / "run"
-    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=5), window=0)
-    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
-    env = gym.make(spec.env_id, windows=[window])
-    save_agent(build_model(spec, env, {"n_steps": 32, "batch_size": 32}), spec, run / "agent")
+    _saved(run / "agent", AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4}))
     base = ["logger=none", "workload=tiny", f"out_dir={tmp_path / 'out'}"]
     done = run_command("experiments.train", [*base, f"resume={tmp_path / 'nope'}"], tmp_path)
     assert done.returncode == 2
