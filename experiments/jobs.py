@@ -4,6 +4,7 @@ baselines on test windows."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -17,6 +18,7 @@ from omegaconf import ListConfig, OmegaConf
 
 from envs.files import write_bytes_atomic
 from envs.sim.tenancy import Versions
+from experiments import sweeps
 from experiments._cli import UsageError, main_guard, user_error_message
 from experiments._io import (
     LOCK_NAME,
@@ -130,19 +132,26 @@ def hydra_entry(
             if precheck is not None:
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
-        with _hydra_raises(), claiming_run_folders(command):
+        sweep = {"-m", "--multirun"} & set(args)
+        quiet = sweeps.quiet_job_errors() if sweep else contextlib.nullcontext()
+        with _hydra_raises(), claiming_run_folders(command), quiet:
             try:
                 main()
             except SystemExit as stop:
+                sweeps.report()
                 if stop.code not in (0, None):
                     restore_hydra_records(records)
                 if stop.code == 1 and _hydra_user_error(stop.__context__):
                     raise SystemExit(2) from None
                 raise
             except BaseException as error:
+                reported = sweeps.report()  # before the restore, which looks at the jobs' work
                 restore_hydra_records(records)
                 if not isinstance(error, Exception):  # Ctrl-C
                     raise
+                said = reported and sweeps.failure_message(command, *reported)
+                if said:  # the jobs' own errors: each said once already
+                    raise UsageError(said) from None
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     # as the project's own checks say these (check_bool_values, check_known_keys)
                     said = _bool_override(error, error.__cause__) or _unknown_key(
@@ -150,6 +159,8 @@ def hydra_entry(
                     )
                     raise UsageError(said or f"{command}: {hydra_message(error)}") from None
                 raise
+            else:
+                sweeps.report()
 
     return main_guard(run)
 

@@ -30,6 +30,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from envs.sim.checks import is_number
+from experiments import sweeps
 from experiments._cli import LEGACY_SEED_MAX
 from experiments.config import (
     ENV_ARG_DEFAULTS,
@@ -1207,6 +1208,9 @@ def train(cfg: DictConfig) -> float:
                 + (" and results.json record" if cfg.train.evaluate else " records")
                 + " the steps taken"
             )
+        chosen = train_record.get("validation") or train_record.get("improvement")
+        if chosen is not None:  # what a sweep's best job is chosen by
+            sweeps.note(f"validation {chosen['score']} score", chosen["best_score"], choose=True)
         metric = float("nan")
         if cfg.train.evaluate:
             agent = AgentPolicy(model, spec)
@@ -1221,6 +1225,7 @@ def train(cfg: DictConfig) -> float:
                 windows=test_windows,
             )
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
+            sweeps.note("test mean TTFT (s)", metric)
             logger.summary({"eval/ttft_mean_s": metric})
         else:  # no results.json: the training record alone
             from envs.files import write_json_atomic

@@ -9,18 +9,21 @@ Each job writes ``objective.json`` (thresholds, mean TTFT, its result ``row``) t
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
+from experiments import sweeps
 from experiments.config import (
     CONF_DIR,
     cluster_of,
     register_configs,
     setup_label,
     sim_of,
+    window_pool_of,
     workload_label,
     workload_record,
 )
@@ -70,16 +73,17 @@ _CLUSTER_GROUPS = ("cluster", "setup", "model")
 
 
 def check_sweep(args: list[str]) -> None:
-    """Before a ``-m`` sweep starts: at least one trial, and every M the sweeper can
-    draw must fit the cluster.
+    """Before a ``-m`` sweep starts: at least one trial, and every X, Y, Z and M the
+    sweeper can draw must be one a job accepts (:func:`check_thresholds`, and Y at
+    least one block of the workload): the sweep stops at its first failed trial.
 
-    The search space of M is the command line's ``m=`` if it has one, else
-    ``hydra.sweeper.params.m`` (conf/tune_btb.yaml's default follows
-    ``cluster.n_nodes``). A sweep over clusters (``cluster=a,b``, ``setup=``,
-    ``model=``) is checked against the smallest of them: the sweeper draws M from
-    one search space for every job. Skipped (each job still checks its own M) when
-    the command is not a sweep, sweeps the node count over a range, or does not
-    compose (Hydra then reports that itself)."""
+    Each search space is the command line's (``m=``) if it has one, else
+    ``hydra.sweeper.params``'s (conf/tune_btb.yaml's M follows ``cluster.n_nodes``).
+    A sweep over clusters (``cluster=a,b``, ``setup=``, ``model=``) checks M against
+    the smallest of them: the sweeper draws M from one search space for every job.
+    Left to each job: M when the node count is swept over a range, Y when the
+    workload is swept, and everything when the command does not compose (Hydra
+    then reports that itself)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException, OverrideParseException
@@ -106,41 +110,65 @@ def check_sweep(args: list[str]) -> None:
     clusters = [
         o for o in parsed if o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS)
     ]
-    if any(not o.is_choice_sweep() for o in clusters):
-        return  # e.g. cluster.n_nodes=interval(...): each job checks its own M
-    choices = [[f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in clusters]
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="tune_btb", overrides=fixed, return_hydra_config=True)
-            sizes = [
-                int(compose(config_name="tune_btb", overrides=[*fixed, *combo]).cluster.n_nodes)
-                for combo in itertools.product(*choices)
-            ]
-        n_nodes = min(sizes)
-        sweeper_m = cfg.hydra.sweeper.get("params", {}).get("m")
+            sizes = None
+            if all(o.is_choice_sweep() for o in clusters):  # else each job checks its own M
+                choices = [
+                    [f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in clusters
+                ]
+                sizes = [
+                    int(compose(config_name="tune_btb", overrides=[*fixed, *combo]).cluster.n_nodes)
+                    for combo in itertools.product(*choices)
+                ]
     except HydraException:  # the config does not compose: Hydra says why
         return
-    given = [o for o in parsed if o.key_or_group.lstrip("+~") == "m" and o.input_line]
-    if given:
-        text = str(given[-1].input_line).partition("=")[2]
-        label = f"m={text} (from the command line)"
-    elif sweeper_m is not None:
-        text = str(sweeper_m)
-        label = f"hydra.sweeper.params.m={text}"
-    else:
-        return
-    bounds = search_space_range(text)
-    if bounds is None:
-        return
-    low, high = bounds
-    if low < 1 or high > n_nodes:
-        drawn = f"m={low:g}" if low == high else f"m from {low:g} to {high:g}"
-        which = "the smallest cluster the sweep covers" if clusters else "the cluster"
-        raise ValueError(
-            f"{label} lets the sweep draw {drawn}, outside 1..{n_nodes} (BTB's M counts "
-            f"warm copies: at most the nodes of {which}, cluster.n_nodes={n_nodes}); "
-            f"e.g. 'm=int(interval(1, {n_nodes}))'"
-        )
+    sweeper_params = cfg.hydra.sweeper.get("params") or {}
+    for name in ("x", "y_tokens", "z", "m"):
+        given = [o for o in parsed if o.key_or_group.lstrip("+~") == name and o.input_line]
+        if given:
+            text = str(given[-1].input_line).partition("=")[2]
+            label = f"{name}={text} (from the command line)"
+        elif sweeper_params.get(name) is not None:
+            text = str(sweeper_params.get(name))
+            label = f"hydra.sweeper.params.{name}={text}"
+        else:
+            continue
+        bounds = search_space_range(text)
+        if bounds is None:
+            continue
+        low, high = bounds
+        drawn = f"{name}={low:g}" if low == high else f"{name} from {low:g} to {high:g}"
+        if name == "m" and sizes is not None and (low < 1 or high > min(sizes)):
+            n_nodes = min(sizes)
+            which = "the smallest cluster the sweep covers" if clusters else "the cluster"
+            raise ValueError(
+                f"{label} lets the sweep draw {drawn}, outside 1..{n_nodes} (BTB's M counts "
+                f"warm copies: at most the nodes of {which}, cluster.n_nodes={n_nodes}); "
+                f"e.g. 'm=int(interval(1, {n_nodes}))'"
+            )
+        if name == "x" and low < 1:
+            raise ValueError(f"{label} lets the sweep draw {drawn}: X counts requests, at least 1")
+        if name == "z" and not low > 0:
+            raise ValueError(f"{label} lets the sweep draw {drawn}: Z is a time window, > 0 s")
+        if name == "y_tokens":
+            block = _block_tokens(cfg, parsed)
+            if block is not None and low < block:
+                raise ValueError(
+                    f"{label} lets the sweep draw {drawn}, shorter than one {block}-token "
+                    "block of the workload (BTB's Y counts a prefix's tokens in whole blocks)"
+                )
+
+
+def _block_tokens(cfg: Any, parsed: list[Any]) -> int | None:
+    """The block size of the workload's train windows, if the sweep does not sweep
+    the workload (each job then checks its own Y)."""
+    if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
+        return None
+    with contextlib.suppress(ValueError, OSError):  # a job will say what is wrong
+        return int(max(w.block_tokens for w in window_pool_of(cfg, "train", 1)))
+    return None
 
 
 def _check_trace_before_sweep(parsed: list[Any], fixed: list[str]) -> None:
@@ -225,6 +253,7 @@ def objective(cfg: DictConfig) -> float:
     finally:
         logger.finish()
     print(f"btb x={cfg.x} y_tokens={cfg.y_tokens} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s")
+    sweeps.note("train mean TTFT (s)", value, choose=True)  # the search's own objective
     return value
 
 

@@ -445,7 +445,9 @@ def test_a_refused_run_leaves_the_earlier_run_s_hydra_record(
     sweep = tmp_path / "sweep"
     args = ["-m", "seed=0,1", *TINY_TRAIN, f"hydra.sweep.dir={sweep}"]
     assert run_command("experiments.train", args, tmp_path).returncode == 0
-    files = [sweep / "multirun.yaml", *sorted(sweep.glob("*/.hydra/*"))]
+    # the sweep's summary and each job's outcome (.hydra/outcome.json) are its record too
+    files = [sweep / "multirun.yaml", sweep / "sweep.json", *sorted(sweep.glob("*/.hydra/*"))]
+    assert sweep / "0" / ".hydra" / "outcome.json" in files
     kept = {p: p.read_bytes() for p in files}
     done = run_command(
         "experiments.train", [*args, "agent.hyperparams.learning_rate=0.01"], tmp_path
@@ -455,7 +457,7 @@ def test_a_refused_run_leaves_the_earlier_run_s_hydra_record(
     done = run_command("experiments.train", [*args, "sim.mfu=3", "overwrite=true"], tmp_path)
     assert done.returncode == 2
     assert {p: p.read_bytes() for p in files} == kept
-    assert sorted(p.name for p in sweep.iterdir()) == ["0", "1", "multirun.yaml"]
+    assert sorted(p.name for p in sweep.iterdir()) == ["0", "1", "multirun.yaml", "sweep.json"]
 
 
 @pytest.mark.slow
