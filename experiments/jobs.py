@@ -75,7 +75,66 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     if not holds_out_dir(folder):
         hydra_files = (".hydra", f"{hydra.job.name}.log")
         claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files, inputs=inputs)
+        _JOB_LOG.start(folder / f"{hydra.job.name}.log")
     return folder
+
+
+class _JobLog:
+    """A Hydra job's printed lines, also in its folder's ``<command>.log`` (Hydra's
+    job log, which holds only what goes through ``logging``, and the commands
+    print): from the moment the job has claimed its folder (before, the log may
+    be an earlier run's, which a refused run must not touch) to its end, with
+    the job's error line if it fails. The log starts afresh, as the outputs it
+    sits beside. Progress bars (stderr) are left out."""
+
+    def __init__(self) -> None:
+        self.file: Any = None
+        self.stdout: Any = None
+
+    def start(self, path: Path) -> None:
+        self.stop()
+        try:
+            self.file = path.open("w", encoding="utf-8")
+        except OSError:
+            return  # the job runs on; only its log is missing
+        self.stdout = sys.stdout
+        sys.stdout = _Tee(self.stdout, self.file)  # type: ignore[assignment]
+
+    def write(self, line: str) -> None:
+        if self.file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.file.write(line.rstrip("\n") + "\n")
+
+    def stop(self) -> None:
+        if self.stdout is not None and isinstance(sys.stdout, _Tee):
+            sys.stdout = self.stdout
+        if self.file is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.file.close()
+        self.file = self.stdout = None
+
+
+class _Tee:
+    """A text stream that writes to ``main`` and, as far as it can, ``copy``."""
+
+    def __init__(self, main: Any, copy: Any) -> None:
+        self.main, self.copy = main, copy
+
+    def write(self, text: str) -> int:
+        with contextlib.suppress(OSError, ValueError):
+            self.copy.write(text)
+        return int(self.main.write(text))
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.copy.flush()
+        self.main.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.main, name)
+
+
+_JOB_LOG = _JobLog()
 
 
 INPUT_OPTIONS = ("resume", "train.init_from", "checkpoint", "workload.path")
@@ -439,6 +498,9 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
             )
         named = with_value_origin(error, cfg)  # says where a bad value came from
         message = user_error_message(named)
+        if isinstance(error, Exception):
+            _JOB_LOG.write(message or f"error: {type(named).__name__}: {named}")
+        _JOB_LOG.stop()
         if message is None or multirun:
             if named is error:
                 raise
@@ -446,6 +508,7 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
         print(message, file=sys.stderr)
         raise SystemExit(2) from None
     finally:
+        _JOB_LOG.stop()
         release_out_dirs()
 
 

@@ -436,10 +436,13 @@ def test_a_refused_run_leaves_the_earlier_run_s_hydra_record(
         == 0
     )
     before = {p.name: p.read_bytes() for p in (single / ".hydra").iterdir()}
+    log = (single / "train.log").read_text()  # the job's printed lines
+    assert f"run folder {single}" in log and "trained to 128 steps" in log
     args = [*TINY_TRAIN, "sim.mfu=3", f"out_dir={single}", "overwrite=true"]
     done = run_command("experiments.train", args, tmp_path)
     assert done.returncode == 2 and "sim.mfu must be in (0, 1], got 3.0" in done.stderr
     assert {p.name: p.read_bytes() for p in (single / ".hydra").iterdir()} == before
+    assert (single / "train.log").read_text() == log  # refused before the folder was its
     assert (single / "agent" / "agent.json").is_file()
 
     sweep = tmp_path / "sweep"

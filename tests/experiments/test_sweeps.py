@@ -136,6 +136,8 @@ def test_a_sweep_reports_every_job_once_and_names_the_best(
     assert summary["best"]["job"] == best
     assert summary["best"]["value"] == scores[best]
     assert summary["jobs"][0]["figures"] == {"validation mean score": scores[0]}
+    log = (sweep / "0" / "train.log").read_text()  # each job's printed lines, its own only
+    assert f"run folder {sweep / '0'}" in log and f"run folder {sweep / '2'}" not in log
     outcome = json.loads((sweep / "1" / ".hydra" / "outcome.json").read_text())
     assert outcome["status"] == "failed" and outcome["error"] == error
     assert f"best by validation mean score: job {best} (env.n_envs=" in done.stdout
