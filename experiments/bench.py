@@ -332,6 +332,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     first = windows[options["workloads"][0]]
     result: dict[str, Any] = {
+        # what was measured: every option as parsed (the defaults included)
+        "options": {key: options[key] for key in DEFAULTS if key != "overwrite"},
         "machine": _in_fresh_process(_bench.machine_yardstick, options),
         "core": native.CORE,  # the compiled simulator core or the pure-Python reference
         "encoder_core": ENCODER_CORE,  # the compiled observation rows or the Python ones

@@ -46,6 +46,11 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ]
     )
     assert json.loads((tmp_path / "bench.json").read_text()) == result
+    options = result["options"]  # what was measured, the defaults included
+    assert options["workloads"] == ["bursted_synthetic", "agent_fanout"]
+    assert options["learn_steps"] == 1 and options["setup"] == "70b_h100x4"
+    assert options["out_dir"] == str(tmp_path) and "overwrite" not in options
+    assert set(options) == set(bench.DEFAULTS) - {"overwrite"}
     machine = result["machine"]
     assert machine["loop_additions"] == 10_000_000
     _positive(machine, "python_loop_s")
