@@ -116,6 +116,13 @@ class KeepBestByValidation(BaseCallback):
     ``every`` steps and at the end; save the best-scoring one (lowest ``score``,
     e.g. mean TTFT in seconds; the earliest on a tie) to ``folder``.
 
+    A score's step is the env steps collected when it is taken (``num_timesteps``,
+    between two env steps), and the weights scored are those of the last update
+    before it: a score at a rollout's last step (``every`` a multiple of the
+    rollout) scores the weights the rollout was collected with, one update short
+    of its label. With ``every`` shorter than a rollout, the same weights are
+    scored more than once. Kept so: the shipped agents were chosen this way.
+
     ``score`` maps the model to a number and must not change it (a deterministic
     evaluation draws no random numbers, so training goes on exactly as without
     this callback). ``history`` holds ``(step, score)`` pairs; ``best_step`` and
