@@ -45,6 +45,9 @@ def test_default_workload_has_the_published_composition(tmp_path: Path) -> None:
     assert on_disk["splits"] == info["splits"] and on_disk["generator"]["params"] == {
         "burst_requests": 6, "n_decoys": 2, "rows_per_window": 15,
     }  # fmt: skip
+    for split, rows in (("train", train), ("test", test)):  # input + output, the longest
+        longest = max(r["input_length"] + r["output_length"] for r in rows)
+        assert info["splits"][split]["longest_tokens"] == longest
     card = (tmp_path / "README.md").read_text()
     assert "bursted_art" in card and "| test | 30 |" in card
     windows = list(iter_bursted_windows(tmp_path / "test.jsonl"))
@@ -195,3 +198,15 @@ def test_an_empty_dataset_is_refused_and_given_counts_are_said(tmp_path: Path) -
                        f"out_dir={tmp_path / 'own'}", "params=burst_requests=2,n_decoys=0",
                        "progress=false"])  # fmt: skip
     assert "This dataset has the windows" not in (tmp_path / "own" / "README.md").read_text()
+
+
+def test_requests_over_a_model_s_context_are_said_with_how_to_read_them() -> None:
+    """131,072 tokens is the shortest context of a published setup's model: one
+    token more in a split is said, naming the split and the option that reads it."""
+    splits = {"train": {"longest_tokens": 9}, "test": {"longest_tokens": 131_072}}
+    assert make_dataset.context_note({"splits": splits}) is None
+    splits["test"]["longest_tokens"] = 131_073
+    note = make_dataset.context_note({"splits": splits})
+    assert note is not None
+    assert note.startswith("Its longest request holds 131,073 tokens (input + output; in test)")
+    assert "`workload.max_context_tokens=131073` reads them as generated" in note
