@@ -241,7 +241,8 @@ def context_note(info: dict[str, Any]) -> str | None:
     from envs.sim.timing import model_preset
 
     longest = max(c["longest_tokens"] for c in info["splits"].values())
-    context = min(model_preset(model).max_context_tokens for model, *_ in SETUPS.values())
+    contexts = [model_preset(model).max_context_tokens for model, *_ in SETUPS.values()]
+    context = min(c for c in contexts if c is not None)
     if longest <= context:
         return None
     over = sorted(s for s, c in info["splits"].items() if c["longest_tokens"] > context)
