@@ -181,6 +181,13 @@ def user_error_message(error: BaseException, command: str = "") -> str | None:
     return f"error: {text}"
 
 
+def error_line(error: BaseException) -> str:
+    """A job's error on one line, without ``error: ``: a user's error as
+    :func:`user_error_message` says it, anything else as its type and message."""
+    line = user_error_message(error) or f"error: {type(error).__name__}: {error}"
+    return line.removeprefix("error: ")
+
+
 def main_guard(fn: Any) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits

@@ -9,6 +9,7 @@ import math
 import os
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,7 +20,7 @@ from omegaconf import ListConfig, OmegaConf
 from envs.files import write_bytes_atomic
 from envs.sim.tenancy import Versions
 from experiments import sweeps
-from experiments._cli import UsageError, main_guard, user_error_message
+from experiments._cli import UsageError, error_line, main_guard, user_error_message
 from experiments._io import (
     LOCK_NAME,
     OutDirError,
@@ -80,25 +81,29 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
 
 
 class _JobLog:
-    """A Hydra job's printed lines, also in its folder's ``<command>.log`` (Hydra's
-    job log, which holds only what goes through ``logging``, and the commands
-    print): from the moment the job has claimed its folder (before, the log may
-    be an earlier run's, which a refused run must not touch) to its end, with
-    the job's error line if it fails. The log starts afresh, as the outputs it
-    sits beside. Progress bars (stderr) are left out."""
+    """A Hydra job's printed lines (stdout, and stderr but progress bars), also in
+    its folder's ``<command>.log`` (Hydra's job log, which holds only what goes
+    through ``logging``, and the commands print): from the moment the job has
+    claimed its folder (before, the log may be an earlier run's, which a refused
+    run must not touch) to its end, with the job's error line if it fails. The
+    log starts afresh, as the outputs it sits beside."""
 
     def __init__(self) -> None:
         self.file: Any = None
         self.stdout: Any = None
+        self.stderr: Any = None
 
     def start(self, path: Path) -> None:
         self.stop()
         try:
-            self.file = path.open("w", encoding="utf-8")
+            path.open("w").close()  # an earlier run's lines go, as its outputs went
+            # appended to, as Hydra's own handler appends what goes through logging
+            self.file = path.open("a", encoding="utf-8")
         except OSError:
             return  # the job runs on; only its log is missing
-        self.stdout = sys.stdout
+        self.stdout, self.stderr = sys.stdout, sys.stderr
         sys.stdout = _Tee(self.stdout, self.file)  # type: ignore[assignment]
+        sys.stderr = _Tee(self.stderr, self.file, bars=False)  # type: ignore[assignment]
 
     def write(self, line: str) -> None:
         if self.file is not None:
@@ -108,21 +113,25 @@ class _JobLog:
     def stop(self) -> None:
         if self.stdout is not None and isinstance(sys.stdout, _Tee):
             sys.stdout = self.stdout
+        if self.stderr is not None and isinstance(sys.stderr, _Tee):
+            sys.stderr = self.stderr
         if self.file is not None:
             with contextlib.suppress(OSError, ValueError):
                 self.file.close()
-        self.file = self.stdout = None
+        self.file = self.stdout = self.stderr = None
 
 
 class _Tee:
-    """A text stream that writes to ``main`` and, as far as it can, ``copy``."""
+    """A text stream that writes to ``main`` and, as far as it can, ``copy``;
+    without ``bars``, not what redraws a line (a progress bar's ``\r``)."""
 
-    def __init__(self, main: Any, copy: Any) -> None:
-        self.main, self.copy = main, copy
+    def __init__(self, main: Any, copy: Any, bars: bool = True) -> None:
+        self.main, self.copy, self.bars = main, copy, bars
 
     def write(self, text: str) -> int:
-        with contextlib.suppress(OSError, ValueError):
-            self.copy.write(text)
+        if self.bars or "\r" not in text:
+            with contextlib.suppress(OSError, ValueError):
+                self.copy.write(text)
         return int(self.main.write(text))
 
     def flush(self) -> None:
@@ -197,20 +206,20 @@ def hydra_entry(
             try:
                 main()
             except SystemExit as stop:
-                sweeps.report()
+                summary = sweeps.collect()  # before the restore, which looks at the jobs' work
                 if stop.code not in (0, None):
                     restore_hydra_records(records)
+                sweeps.finish(summary)
                 if stop.code == 1 and _hydra_user_error(stop.__context__):
                     raise SystemExit(2) from None
                 raise
             except BaseException as error:
-                reported = sweeps.report()  # before the restore, which looks at the jobs' work
+                summary = sweeps.collect(interrupted=not isinstance(error, Exception))
                 restore_hydra_records(records)
+                written = sweeps.finish(summary)
                 if not isinstance(error, Exception):  # Ctrl-C
                     raise
-                said = reported and sweeps.failure_message(command, *reported)
-                if said:  # the jobs' own errors: each said once already
-                    raise UsageError(said) from None
+                _end_sweep(command, summary, written)  # the jobs' own errors: said already
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     # as the project's own checks say these (check_bool_values, check_known_keys)
                     said = _bool_override(error, error.__cause__) or _unknown_key(
@@ -218,10 +227,22 @@ def hydra_entry(
                     )
                     raise UsageError(said or f"{command}: {hydra_message(error)}") from None
                 raise
-            else:
-                sweeps.report()
+            else:  # a sweeper that goes on past failed jobs (Optuna's max_failure_rate)
+                summary = sweeps.collect()
+                _end_sweep(command, summary, sweeps.finish(summary))
 
     return main_guard(run)
+
+
+def _end_sweep(command: str, summary: dict[str, Any] | None, written: Path | None) -> None:
+    """End a sweep whose jobs failed on one line: status 2 when each failed on a
+    user's error, 1 when one failed on a bug (its traceback printed as it ended)."""
+    line, status = sweeps.ending(command, summary, written)
+    if status == 2:
+        raise UsageError(line)
+    if status:
+        print(f"error: {line}", file=sys.stderr)
+        raise SystemExit(status)
 
 
 HydraRecord = tuple[dict[Path, bytes], dict[Path, frozenset[tuple[str, int, int]]]]
@@ -499,7 +520,9 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
         named = with_value_origin(error, cfg)  # says where a bad value came from
         message = user_error_message(named)
         if isinstance(error, Exception):
-            _JOB_LOG.write(message or f"error: {type(named).__name__}: {named}")
+            if message is None:  # a bug: its traceback in the log too
+                _JOB_LOG.write("".join(traceback.format_exception(named)))
+            _JOB_LOG.write(f"error: {error_line(named)}")
         _JOB_LOG.stop()
         if message is None or multirun:
             if named is error:
@@ -669,6 +692,20 @@ def multirun() -> Any:
     if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
         return HydraConfig.get()
     return None
+
+
+def measured_on(cfg: Any, windows: Sequence[str], **more: Any) -> dict[str, Any]:
+    """What a job's figure was measured on, for a sweep to tell whether its jobs'
+    figures compare (``sweeps.note``'s ``basis``): the windows, the workload,
+    the setup and the simulator's settings, and ``more``."""
+    sim = OmegaConf.to_container(cfg.sim, resolve=True)
+    return {
+        "windows": list(windows),
+        "workload": workload_label(cfg),
+        "setup": setup_label(cfg),
+        "sim": sim,
+        **more,
+    }
 
 
 def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:

@@ -241,15 +241,16 @@ def context_note(info: dict[str, Any]) -> str | None:
     from envs.sim.timing import model_preset
 
     longest = max(c["longest_tokens"] for c in info["splits"].values())
-    contexts = [model_preset(model).max_context_tokens for model, *_ in SETUPS.values()]
-    context = min(c for c in contexts if c is not None)
+    contexts = {model: model_preset(model).max_context_tokens for model, *_ in SETUPS.values()}
+    context = min(c for c in contexts.values() if c is not None)
     if longest <= context:
         return None
     over = sorted(s for s, c in info["splits"].items() if c["longest_tokens"] > context)
+    models = ", ".join(sorted(m for m, c in contexts.items() if c == context))
     return (
         f"Its longest request holds {longest:,} tokens (input + output; in {', '.join(over)}), "
-        f"more than a {context:,}-token context (llama-3.3-70b and most published setups' "
-        "models): the generator does not bound requests by a model's context, and btb-gym's "
+        f"more than a {context:,}-token context ({models}): the generator does not bound "
+        "requests by a model's context, and btb-gym's "
         "own runs of this workload serve them. Reading the files for such a model refuses "
         f"those rows, naming each; `workload.max_context_tokens={longest}` reads them as "
         "generated, `workload.skip_bad_rows=true` drops them."

@@ -1,49 +1,90 @@
 """A Hydra sweep's account of its jobs (``-m``: train, evaluate, tune_btb).
 
 Each job of a sweep, whichever process runs it (Hydra's basic launcher, joblib,
-submitit), leaves ``.hydra/outcome.json`` in its folder when it ends: its number,
-overrides, whether it completed, its one-line error if not, and the figures it
-named with :func:`note` (train: its validation score and its test mean TTFT).
-The :class:`JobOutcome` callback (``hydra.callbacks.job_outcome`` in each
-command's conf) writes it and says a failure at once; the command's process
-collects the records of the sweep it started (:func:`summarize`), prints one
-table and writes ``sweep.json`` beside ``multirun.yaml``, naming the best job by
-the figure its command chooses by (a validation score, never a test figure).
+submitit), keeps ``.hydra/outcome.json`` in its folder: written ``started`` as
+the job starts, then its end: completed or failed (its one-line error), and the
+figures it named with :func:`note` (train: its validation score and its test
+mean TTFT). The :class:`JobOutcome` callback (``hydra.callbacks.job_outcome`` in
+each command's conf) writes it and says a failure as the job ends (a bug with
+its traceback). The command's process then collects the records of the sweep
+it started (:func:`collect`), prints one table and writes ``sweep.json`` beside
+``multirun.yaml`` (:func:`finish`), naming the best job by the figure its
+command chooses by (a validation score, never a test figure) when the jobs'
+figures compare, and ends with one line if a job failed (:func:`ending`).
 
-Job folders that hold another sweep's record (an earlier sweep's higher job
-numbers, left by ``overwrite=true``) are listed apart, not counted."""
+A job that started and wrote no end (the sweep interrupted, its worker killed)
+is listed as not finished. Job folders that hold another sweep's record (an
+earlier sweep's higher job numbers, left by ``overwrite=true``) are listed
+apart, not counted."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import sys
 import time
+import traceback
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
 
 from envs.files import read_json, write_json_atomic
-from experiments._cli import user_error_message
+from experiments._cli import error_line, user_error_message
 
 OUTCOME = Path(".hydra") / "outcome.json"
 """A sweep job's record, in its folder (beside Hydra's own record of the job)."""
 SUMMARY = "sweep.json"
 """The sweep's summary, in the sweep folder."""
 
+
+@dataclass(frozen=True)
+class Sweep:
+    """The sweep this process started: its folder, its stamp (which its jobs'
+    records carry), whether the folder was new, the keys it sweeps, and, for the
+    Optuna sweeper, the trials asked for and the failure rate it stops past."""
+
+    folder: Path
+    stamp: int
+    new: bool
+    swept: tuple[str, ...]
+    trials: int | None = None
+    max_failure_rate: float | None = None
+
+
 _NOTES: list[dict[str, Any]] = []  # what the running job named (:func:`note`)
-_STARTED: list[tuple[Path, int, bool]] = []  # (sweep folder, stamp, new) of this process's sweep
+_STARTED: list[Sweep] = []  # the sweep this process started
 
 
-def note(name: str, value: float | None, choose: bool = False) -> None:
+def note(name: str, value: float | None, choose: bool = False, basis: Any = None) -> None:
     """Name a figure of the running job for its sweep's table (lower is better);
-    ``choose``: the sweep's best job is the one lowest on it. A NaN is recorded as
-    null. Outside a sweep it is kept only until the next job starts."""
+    ``choose``: the sweep's best job is the one lowest on it, if every job's
+    ``basis`` (what the figure was measured on: windows, setup, simulator,
+    score; JSON) is the same. A NaN is recorded as null. Outside a sweep it is
+    kept only until the next job starts."""
     number = None if value is None or not math.isfinite(float(value)) else float(value)
-    _NOTES.append({"name": name, "value": number, "choose": bool(choose)})
+    _NOTES.append({"name": name, "value": number, "choose": bool(choose), "basis": basis})
+
+
+def _swept_keys(config: Any) -> tuple[str, ...]:
+    """The keys the sweep varies: the command line's sweep overrides (``seed=0,1``)
+    and the sweeper's own search space (``hydra.sweeper.params``)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys: list[str] = []
+    with contextlib.suppress(Exception):  # a line Hydra parsed already: never expected
+        for override in OverridesParser.create().parse_overrides(
+            [str(o) for o in config.hydra.overrides.task]
+        ):
+            if override.is_sweep_override():
+                keys.append(override.key_or_group)
+    params = config.hydra.sweeper.get("params") or {}
+    keys += [str(k) for k in params if str(k) not in keys]
+    return tuple(keys)
 
 
 class JobOutcome(Callback):
@@ -55,167 +96,228 @@ class JobOutcome(Callback):
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.sweep.dir))
         self.stamp = time.time_ns()
-        new = not folder.is_dir() or not any(folder.iterdir())
-        _STARTED[:] = [(folder, self.stamp, new)]
+        sweeper = config.hydra.sweeper
+        optuna = "optuna" in str(sweeper.get("_target_", ""))
+        _STARTED[:] = [
+            Sweep(
+                folder=folder,
+                stamp=self.stamp,
+                new=not folder.is_dir() or not any(folder.iterdir()),
+                swept=_swept_keys(config),
+                trials=int(sweeper.n_trials) if optuna else None,
+                max_failure_rate=float(sweeper.max_failure_rate) if optuna else None,
+            )
+        ]
 
-    def on_job_start(self, config: Any, **kwargs: Any) -> None:
-        _NOTES.clear()
-
-    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
-        from hydra.core.utils import JobStatus
+    def _record(self, config: Any, overrides: Sequence[str], **fields: Any) -> None:
         from hydra.types import RunMode
 
         if config.hydra.mode != RunMode.MULTIRUN:
             return
         folder = Path(str(config.hydra.runtime.output_dir))
-        record: dict[str, Any] = {
+        record = {
             "job": int(config.hydra.job.num),
-            "overrides": [str(o) for o in job_return.overrides or []],
+            "overrides": [str(o) for o in overrides],
             "folder": str(folder),
             "sweep": self.stamp,
-            "status": "completed" if job_return.status == JobStatus.COMPLETED else "failed",
-            "figures": list(_NOTES),
+            **fields,
         }
-        if record["status"] == "failed":
-            error = job_return._return_value  # Hydra's JobReturn keeps the job's exception
-            message = user_error_message(error) if isinstance(error, BaseException) else None
-            record["user_error"] = message is not None
-            record["error"] = (message or f"error: {type(error).__name__}: {error}").removeprefix(
-                "error: "
-            )
-            print(f"job {record['job']} failed: {record['error']}", file=sys.stderr, flush=True)
-        _NOTES.clear()
         try:
             write_json_atomic(folder / OUTCOME, record)
         except OSError as error:  # the job's own error (or results) is what matters
             print(f"warning: could not write {folder / OUTCOME} ({error})", file=sys.stderr)
 
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        _NOTES.clear()
+        self._record(config, config.hydra.overrides.task, status="started", figures=[])
 
-def started() -> tuple[Path, int, bool] | None:
-    """(sweep folder, stamp, whether the folder was new) of the sweep this process
-    started, if it started one."""
-    return _STARTED[0] if _STARTED else None
+    def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+        from hydra.types import RunMode
+
+        fields: dict[str, Any] = {"status": "completed", "figures": list(_NOTES)}
+        _NOTES.clear()
+        if job_return.status != JobStatus.COMPLETED:
+            # Hydra's JobReturn keeps the job's exception; its public getter raises it
+            error = job_return._return_value
+            bug = user_error_message(error) is None
+            fields.update(status="failed", error=error_line(error), bug=bug)
+            if config.hydra.mode == RunMode.MULTIRUN:
+                job = int(config.hydra.job.num)
+                if bug:  # a bug keeps its traceback
+                    print("".join(traceback.format_exception(error)), file=sys.stderr, end="")
+                print(f"job {job} failed: {fields['error']}", file=sys.stderr, flush=True)
+        self._record(config, job_return.overrides or [], **fields)
 
 
-def _records(folder: Path, stamp: int) -> tuple[list[dict[str, Any]], list[str]]:
-    """This sweep's job records, by job number, and the job folders under
-    ``folder`` that another sweep left (a Hydra record but none of this sweep's)."""
+def _records(sweep: Sweep) -> tuple[list[dict[str, Any]], list[str]]:
+    """This sweep's job records, by job number, and the job folders under its
+    folder (at any depth: ``hydra.sweep.subdir`` may nest them) that another
+    sweep left (a Hydra record but none of this sweep's)."""
     mine: list[dict[str, Any]] = []
     others: list[str] = []
-    for path in sorted(p for p in folder.iterdir() if (p / ".hydra").is_dir()):
+    for meta in sorted(sweep.folder.rglob(".hydra")):
+        path = meta.parent
+        if path == sweep.folder or not meta.is_dir():
+            continue
         try:
             record = read_json(path / OUTCOME)
         except (OSError, ValueError):
             record = None
-        if isinstance(record, dict) and record.get("sweep") == stamp:
+        if isinstance(record, dict) and record.get("sweep") == sweep.stamp:
             mine.append(record)
         else:
-            others.append(path.name)
+            others.append(str(path.relative_to(sweep.folder)))
     mine.sort(key=lambda r: int(r.get("job", 0)))
     return mine, others
 
 
-def _varying(jobs: Sequence[dict[str, Any]]) -> list[str]:
-    """The override keys whose values differ between ``jobs`` (all of them for one)."""
+def _varying(jobs: Sequence[dict[str, Any]], swept: Sequence[str]) -> list[str]:
+    """The override keys the sweep varies (``swept``) or whose values differ
+    between ``jobs``, in the order the jobs give them."""
     seen: dict[str, set[str]] = {}
     for job in jobs:
         for override in job["overrides"]:
             key, _, value = override.partition("=")
             seen.setdefault(key, set()).add(value)
-    keys = [k for k, values in seen.items() if len(values) > 1 or len(jobs) == 1]
-    return keys or list(seen)
+    return [k for k, values in seen.items() if len(values) > 1 or k in swept]
 
 
-def summarize(folder: Path, stamp: int) -> dict[str, Any]:
-    """The summary of the sweep started at ``stamp`` in ``folder``: its jobs (the
-    varying overrides, status, figures, error), the best completed job by the
-    chosen figure, and the folders of other sweeps."""
-    jobs, others = _records(folder, stamp)
-    keys = _varying(jobs)
+def _best(jobs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None, str]:
+    """The best completed job by the chosen figure, the figure's name, and why
+    none is named when none is."""
+    chosen = next(
+        (f for job in jobs for f in job["figures"] if f["choose"]),
+        None,
+    )
+    completed = [job for job in jobs if job["status"] == "completed"]
+    if chosen is None:
+        reason = (
+            "no job completed"
+            if not completed
+            else "no job gives a validation figure to choose by (test figures never choose)"
+        )
+        return None, None, reason
+    name = chosen["name"]
+    scored = []
+    bases = set()
+    for job in completed:
+        figure = next((f for f in job["figures"] if f["name"] == name), None)
+        if figure is not None and figure["value"] is not None:
+            scored.append((figure["value"], job))
+            bases.add(json.dumps(figure.get("basis"), sort_keys=True))
+    if not scored:
+        return None, name, f"no completed job has a {name}"
+    if len(bases) > 1:
+        return (
+            None,
+            name,
+            (
+                f"the jobs' {name}s do not compare: they were measured on other windows or "
+                "settings (workload, setup, simulator, score), or each is a ratio to its own "
+                "run's start (train.val_score=worst_family)"
+            ),
+        )
+    value, job = min(scored, key=lambda pair: pair[0])
+    return {"job": job["job"], "folder": job["folder"], "by": name, "value": value}, name, ""
+
+
+def collect(interrupted: bool = False) -> dict[str, Any] | None:
+    """The summary of the sweep this process started, if it started one and any
+    job of it left a record: its jobs (all overrides, status, figures, error),
+    the keys that vary, the best completed job by the chosen figure (or why
+    none), the job folders other sweeps left, and whether it was cut short."""
+    if not _STARTED:
+        return None
+    sweep = _STARTED.pop()
+    if not sweep.folder.is_dir():
+        return None
+    jobs, others = _records(sweep)
+    if not jobs:
+        return None
+    keys = _varying(jobs, sweep.swept)
     names: list[str] = []
-    chosen: str | None = None
     for job in jobs:
         for figure in job["figures"]:
             if figure["name"] not in names:
                 names.append(figure["name"])
-            if figure["choose"] and chosen is None:
-                chosen = figure["name"]
-    rows = []
-    for job in jobs:
-        swept = [o for o in job["overrides"] if o.partition("=")[0] in keys]
-        figures = {f["name"]: f["value"] for f in job["figures"]}
-        rows.append({**job, "swept": swept, "values": figures})
-    best = None
-    if chosen is not None:
-        scored = [
-            r for r in rows if r["status"] == "completed" and r["values"].get(chosen) is not None
-        ]
-        if scored:
-            top = min(scored, key=lambda r: r["values"][chosen])
-            best = {
-                "job": top["job"],
-                "folder": top["folder"],
-                "by": chosen,
-                "value": top["values"][chosen],
-            }
-            best["overrides"] = top["swept"]
-    failed = [r["job"] for r in rows if r["status"] == "failed"]
-    return {
-        "sweep_dir": str(folder),
+    best, chosen, why = _best(jobs)
+    if best is not None:
+        top = next(job for job in jobs if job["job"] == best["job"])
+        best["overrides"] = [o for o in top["overrides"] if o.partition("=")[0] in keys]
+    summary = {
+        "sweep_dir": str(sweep.folder),
+        "interrupted": interrupted,
         "jobs": [
             {
-                "job": r["job"],
-                "overrides": r["overrides"],
-                "folder": r["folder"],
-                "status": r["status"],
-                **(
-                    {"error": r["error"], "user_error": r["user_error"]}
-                    if r["status"] == "failed"
-                    else {}
-                ),
-                "figures": r["values"],
+                "job": job["job"],
+                "overrides": job["overrides"],
+                "folder": job["folder"],
+                "status": "not finished" if job["status"] == "started" else job["status"],
+                **({"error": job["error"]} if job["status"] == "failed" else {}),
+                "figures": {f["name"]: f["value"] for f in job["figures"]},
             }
-            for r in rows
+            for job in jobs
         ],
         "swept": keys,
         "figures": names,
         "chosen_by": chosen,
         "best": best,
-        "failed": failed,
+        "no_best": why or None,
+        "failed": [job["job"] for job in jobs if job["status"] == "failed"],
+        "bugs": [job["job"] for job in jobs if job.get("bug")],
         "other_folders": others,
     }
+    if sweep.trials is not None and len(jobs) < sweep.trials and summary["failed"]:
+        summary["stopped"] = (
+            f"the sweep stopped after a failed trial: {len(jobs)} of {sweep.trials} trials "
+            f"ran (hydra.sweeper.max_failure_rate={sweep.max_failure_rate:g}; raise it to go "
+            "on past failed trials)"
+        )
+    summary["new_folder"] = sweep.new
+    return summary
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def table(summary: dict[str, Any]) -> list[str]:
-    """The summary as printed lines: one row a job, then the best job and the
-    folders other sweeps left."""
+    """The summary as printed lines: one row a job, then each failure, the best
+    job (or why none is named) and the folders other sweeps left."""
     from experiments.report import aligned_table
 
     names = summary["figures"]
+    jobs = summary["jobs"]
     header = ["job", "overrides", "status", *names]
     rows = []
-    for job in summary["jobs"]:
+    for job in jobs:
         swept = " ".join(o for o in job["overrides"] if o.partition("=")[0] in summary["swept"])
-        cells = [
-            f"{job['figures'][n]:.4g}" if job["figures"].get(n) is not None else "-" for n in names
-        ]
-        rows.append([str(job["job"]), swept, job["status"], *cells])
-    n_jobs, n_failed = len(summary["jobs"]), len(summary["failed"])
-    done = n_jobs - n_failed
-    lines = [f"sweep {summary['sweep_dir']}: {n_jobs} jobs, {done} completed, {n_failed} failed"]
-    right = range(3, 3 + len(names))
-    lines += aligned_table(header, rows, right=right)
-    for job in summary["jobs"]:
+        values = [job["figures"].get(n) for n in names]
+        cells = ["-" if v is None else f"{v:.4g}" for v in values]
+        rows.append([str(job["job"]), swept or "-", job["status"], *cells])
+    counts = [f"{sum(j['status'] == s for j in jobs)} {s}" for s in ("completed", "failed")]
+    unfinished = sum(j["status"] == "not finished" for j in jobs)
+    if unfinished:
+        counts.append(f"{unfinished} not finished")
+    head = f"sweep {summary['sweep_dir']}: {_plural(len(jobs), 'job')}, " + ", ".join(counts)
+    lines = [head + (" (interrupted)" if summary["interrupted"] else "")]
+    lines += aligned_table(header, rows, right=range(3, 3 + len(names)))
+    for job in jobs:
         if job["status"] == "failed":
-            lines.append(f"job {job['job']} failed: {job['error']}")
+            kept = f" ({job['kept']})" if job.get("kept") else ""
+            lines.append(f"job {job['job']} failed: {job['error']}{kept}")
+    if summary.get("stopped"):
+        lines.append(summary["stopped"])
     best = summary["best"]
     if best is not None:
+        which = " ".join(best["overrides"]) or "its overrides above"
         lines.append(
-            f"best by {best['by']}: job {best['job']} ({' '.join(best['overrides'])}), "
-            f"{best['value']:.4g}, in {best['folder']}"
+            f"best by {best['by']}: job {best['job']} ({which}), {best['value']:.4g}, "
+            f"in {best['folder']}"
         )
-    elif summary["chosen_by"] is None and summary["jobs"]:
-        lines.append("no best job named: these jobs give no figure to choose by")
+    else:
+        lines.append(f"no best job named: {summary['no_best']}")
     if summary["other_folders"]:
         lines.append(
             "job folders of an earlier sweep, not this one's: "
@@ -224,12 +326,63 @@ def table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def finish(summary: dict[str, Any] | None) -> Path | None:
+    """After the sweep (and after any earlier run's records were put back): mark
+    each failed job whose folder holds an earlier run's files again, print the
+    table and write ``sweep.json``, unless no job completed and the folder held
+    an earlier sweep (whose summary then stays). Returns the file written."""
+    if summary is None:
+        return None
+    from omegaconf import OmegaConf
+
+    for job in summary["jobs"]:
+        if job["status"] != "failed":
+            continue
+        try:  # Hydra's record of the job, or the earlier run's put back
+            recorded = OmegaConf.to_container(
+                OmegaConf.load(Path(job["folder"]) / ".hydra" / "overrides.yaml")
+            )
+        except (OSError, ValueError):
+            continue
+        if recorded != job["overrides"]:
+            job["kept"] = "its folder keeps the earlier run's files"
+    print("\n".join(table(summary)), flush=True)
+    completed = any(job["status"] == "completed" for job in summary["jobs"])
+    if not completed and not summary["new_folder"]:
+        return None
+    record = {k: v for k, v in summary.items() if k not in ("new_folder", "bugs")}
+    try:
+        written = write_json_atomic(Path(summary["sweep_dir"]) / SUMMARY, record)
+    except OSError as error:
+        print(f"warning: could not write {Path(summary['sweep_dir']) / SUMMARY} ({error})",
+              file=sys.stderr)  # fmt: skip
+        return None
+    print(f"wrote {written}")
+    return written
+
+
+def ending(command: str, summary: dict[str, Any] | None, written: Path | None) -> tuple[str, int]:
+    """The last line of a sweep with failed jobs (without ``error: ``) and its exit
+    status: 2 when every failure is a user's error, 1 when one is a bug (its
+    traceback was printed as it ended); ("", 0) when no job failed."""
+    if summary is None or not summary["failed"]:
+        return "", 0
+    failed = summary["failed"]
+    where = f"above and in {written}" if written is not None else "above"
+    which = ", ".join(str(n) for n in failed)
+    line = (
+        f"{command}: {len(failed)} of {_plural(len(summary['jobs']), 'job')} failed "
+        f"({'jobs' if len(failed) > 1 else 'job'} {which}); each one's error is {where}"
+    )
+    return line, 1 if summary["bugs"] else 2
+
+
 @contextlib.contextmanager
 def quiet_job_errors() -> Iterator[None]:
     """While a sweep runs: Hydra's "Error executing job with overrides" lines (one
     each time a failed job's result is read) and the Optuna sweeper's failure log
-    lines are dropped; each job's failure is said once when it ends
-    (:class:`JobOutcome`) and again in the summary."""
+    lines are dropped; each job's failure is said as it ends (:class:`JobOutcome`)
+    and in the table, and a sweep the Optuna sweeper stopped says why."""
     stderr = sys.stderr
     drop = "Error executing job with overrides:"
 
@@ -253,45 +406,3 @@ def quiet_job_errors() -> Iterator[None]:
     finally:
         sys.stderr = stderr
         optuna_log.removeFilter(quiet)
-
-
-def report() -> tuple[dict[str, Any], Path | None] | None:
-    """After a sweep this process started: print its table and write ``sweep.json``
-    (unless every job failed and the folder held an earlier sweep: that one's
-    record stays). Returns the summary and the file written, or None if no sweep
-    was started."""
-    start = started()
-    if start is None:
-        return None
-    folder, stamp, new = start
-    _STARTED.clear()
-    if not folder.is_dir():
-        return None
-    summary = summarize(folder, stamp)
-    if not summary["jobs"]:
-        return summary, None
-    print("\n".join(table(summary)), flush=True)
-    written = None
-    if len(summary["jobs"]) > len(summary["failed"]) or new:
-        try:
-            written = write_json_atomic(folder / SUMMARY, summary)
-            print(f"wrote {written}")
-        except OSError as error:
-            print(f"warning: could not write {folder / SUMMARY} ({error})", file=sys.stderr)
-    return summary, written
-
-
-def failure_message(command: str, summary: dict[str, Any], written: Path | None) -> str | None:
-    """The line a sweep whose failed jobs all failed on a user's error ends with
-    (``error: ...``, as ``_cli.main_guard`` prints), or None if one of them is a bug
-    (its traceback is what to show)."""
-    jobs = {job["job"]: job for job in summary["jobs"]}
-    failed = summary["failed"]
-    if not failed or any(not jobs[n].get("user_error", True) for n in failed):
-        return None
-    where = f"above and in {written}" if written is not None else "above"
-    which = ", ".join(str(n) for n in failed)
-    return (
-        f"{command}: {len(failed)} of {len(jobs)} jobs failed (job{'s' if len(failed) > 1 else ''} "
-        f"{which}); each one's error is {where}"
-    )

@@ -58,6 +58,7 @@ from experiments.jobs import (
     evaluate_and_write,
     hydra_entry,
     job_logger,
+    measured_on,
     multirun,
     run_dir,
     run_job,
@@ -1210,7 +1211,11 @@ def train(cfg: DictConfig) -> float:
             )
         chosen = train_record.get("validation") or train_record.get("improvement")
         if chosen is not None:  # what a sweep's best job is chosen by
-            sweeps.note(f"validation {chosen['score']} score", chosen["best_score"], choose=True)
+            names = chosen.get("windows") or chosen.get("validation_windows") or []
+            # worst_family: a ratio to the run's own start, which no other run shares
+            own = {"run": str(out_dir)} if chosen["score"] == "worst_family" else {}
+            basis = measured_on(cfg, names, score=chosen["score"], **own)
+            sweeps.note(f"validation {chosen['score']} score", chosen["best_score"], True, basis)
         metric = float("nan")
         if cfg.train.evaluate:
             agent = AgentPolicy(model, spec)

@@ -34,29 +34,37 @@ def _job(folder: Path, job: int, stamp: int, overrides: list[str], **fields: Any
     write_json_atomic(folder / str(job) / sweeps.OUTCOME, record)
 
 
+def _collect(folder: Path, stamp: int, swept: tuple[str, ...] = (), **more: Any) -> Any:
+    sweeps._STARTED[:] = [sweeps.Sweep(folder, stamp, False, swept, **more)]
+    return sweeps.collect()
+
+
+def _figures(val: float | None, test: float, basis: Any = "w") -> list[dict[str, Any]]:
+    return [
+        {"name": "validation mean score", "value": val, "choose": True, "basis": basis},
+        {"name": "test mean TTFT (s)", "value": test, "choose": False, "basis": basis},
+    ]
+
+
 def test_the_summary_chooses_by_the_chosen_figure_among_completed_jobs(tmp_path: Path) -> None:
     """Worked by hand: job 1 is lowest on the validation score (0.5 against 0.7;
     job 2's 0.1 failed), though job 0 is lowest on the test figure; only the swept
-    key is shown; a folder with another sweep's record is listed apart."""
-
-    def figures(val: float | None, test: float) -> list[dict[str, Any]]:
-        return [
-            {"name": "validation mean score", "value": val, "choose": True},
-            {"name": "test mean TTFT (s)", "value": test, "choose": False},
-        ]
-
-    _job(tmp_path, 0, 7, ["workload=tiny", "seed=0"], figures=figures(0.7, 1.0))
-    _job(tmp_path, 1, 7, ["workload=tiny", "seed=1"], figures=figures(0.5, 2.0))
+    key is shown; a folder with another sweep's record is listed apart, nested
+    ones included; job 4 started and never ended."""
+    _job(tmp_path, 0, 7, ["workload=tiny", "seed=0"], figures=_figures(0.7, 1.0))
+    _job(tmp_path, 1, 7, ["workload=tiny", "seed=1"], figures=_figures(0.5, 2.0))
     _job(
-        tmp_path, 2, 7, ["workload=tiny", "seed=2"], figures=figures(0.1, 0.1),
-        status="failed", error="seed must be >= 0", user_error=True,
+        tmp_path, 2, 7, ["workload=tiny", "seed=2"], figures=_figures(0.1, 0.1),
+        status="failed", error="seed must be >= 0", bug=False,
     )  # fmt: skip
-    _job(tmp_path, 3, 6, ["workload=tiny", "seed=3"], figures=figures(0.0, 0.0))  # earlier sweep
-    (tmp_path / "4" / ".hydra").mkdir(parents=True)  # a job folder with no outcome at all
-    summary = sweeps.summarize(tmp_path, 7)
-    assert [job["job"] for job in summary["jobs"]] == [0, 1, 2]
+    _job(tmp_path, 3, 6, ["workload=tiny", "seed=3"], figures=_figures(0.0, 0.0))  # earlier sweep
+    _job(tmp_path, 4, 7, ["workload=tiny", "seed=4"], status="started")
+    (tmp_path / "a" / "5" / ".hydra").mkdir(parents=True)  # nested, with no outcome at all
+    summary = _collect(tmp_path, 7)
+    assert [job["job"] for job in summary["jobs"]] == [0, 1, 2, 4]
+    assert summary["jobs"][3]["status"] == "not finished"
     assert summary["swept"] == ["seed"]
-    assert summary["failed"] == [2]
+    assert summary["failed"] == [2] and summary["bugs"] == []
     assert summary["best"] == {
         "job": 1,
         "folder": str(tmp_path / "1"),
@@ -64,40 +72,73 @@ def test_the_summary_chooses_by_the_chosen_figure_among_completed_jobs(tmp_path:
         "value": 0.5,
         "overrides": ["seed=1"],
     }
-    assert summary["other_folders"] == ["3", "4"]
+    assert summary["other_folders"] == ["3", "a/5"]
     lines = sweeps.table(summary)
-    assert lines[0] == f"sweep {tmp_path}: 3 jobs, 2 completed, 1 failed"
+    assert lines[0] == (f"sweep {tmp_path}: 4 jobs, 2 completed, 1 failed, 1 not finished")
     assert lines[1].split() == [
         "job", "overrides", "status", "validation", "mean", "score", "test", "mean", "TTFT", "(s)",
     ]  # fmt: skip
     assert lines[3].split() == ["0", "seed=0", "completed", "0.7", "1"]
     assert lines[5].split() == ["2", "seed=2", "failed", "0.1", "0.1"]
+    assert lines[6].split() == ["4", "seed=4", "not", "finished", "-", "-"]
     assert "job 2 failed: seed must be >= 0" in lines
-    assert any(
-        line.startswith("best by validation mean score: job 1 (seed=1), 0.5") for line in lines
-    )
-    assert lines[-1] == "job folders of an earlier sweep, not this one's: 3, 4"
-    assert sweeps.failure_message("experiments.train", summary, None) == (
-        "experiments.train: 1 of 3 jobs failed (job 2); each one's error is above"
+    best = "best by validation mean score: job 1 (seed=1), 0.5"
+    assert any(line.startswith(best) for line in lines)
+    assert lines[-1] == "job folders of an earlier sweep, not this one's: 3, a/5"
+    assert sweeps.ending("experiments.train", summary, None) == (
+        "experiments.train: 1 of 4 jobs failed (job 2); each one's error is above",
+        2,
     )
 
 
-def test_no_best_job_without_a_chosen_figure_and_a_bug_keeps_its_traceback(tmp_path: Path) -> None:
-    """evaluate on test windows names its figure but chooses by none; a failure that
-    is not a user's error makes failure_message step aside (the traceback shows)."""
+def test_no_best_without_a_validation_figure_or_when_the_figures_do_not_compare(
+    tmp_path: Path,
+) -> None:
+    """evaluate on test windows names its figure but chooses by none; validation
+    scores measured on other windows (a swept workload) name no best either; a
+    failure that is a bug ends the sweep with status 1."""
     test = [{"name": "test mean TTFT (s), best agent", "value": 0.3, "choose": False}]
-    _job(tmp_path, 0, 1, ["seed=0"], figures=test)
-    _job(tmp_path, 1, 1, ["seed=1"], status="failed", error="KeyError: 'x'", user_error=False)
-    summary = sweeps.summarize(tmp_path, 1)
+    _job(tmp_path / "e", 0, 1, ["seed=0"], figures=test)
+    _job(tmp_path / "e", 1, 1, ["seed=1"], status="failed", error="KeyError: 'x'", bug=True)
+    summary = _collect(tmp_path / "e", 1, ("seed",))
     assert summary["best"] is None and summary["chosen_by"] is None
-    assert "no best job named: these jobs give no figure to choose by" in sweeps.table(summary)
-    assert sweeps.failure_message("experiments.evaluate", summary, None) is None
+    assert (
+        "no best job named: no job gives a validation figure to choose by (test figures "
+        "never choose)"
+    ) in sweeps.table(summary)
+    assert sweeps.ending("experiments.evaluate", summary, None)[1] == 1
+
+    _job(tmp_path / "t", 0, 2, ["workload=a"], figures=_figures(0.5, 1.0, basis={"w": "a"}))
+    _job(tmp_path / "t", 1, 2, ["workload=b"], figures=_figures(0.4, 1.0, basis={"w": "b"}))
+    summary = _collect(tmp_path / "t", 2, ("workload",))
+    assert summary["best"] is None and summary["chosen_by"] == "validation mean score"
+    assert "do not compare" in summary["no_best"]
+    assert sweeps.ending("experiments.train", summary, None) == ("", 0)
+
+
+def test_one_job_shows_its_swept_keys_and_a_stopped_optuna_sweep_says_why(
+    tmp_path: Path,
+) -> None:
+    overrides = ["x=5", "y_tokens=100", "z=0.5", "m=2", "workload=tiny"]
+    _job(tmp_path, 0, 3, overrides, status="failed", error="y_tokens must be ...", bug=False)
+    swept = ("x", "y_tokens", "z", "m")
+    summary = _collect(tmp_path, 3, swept, trials=20, max_failure_rate=0.0)
+    lines = sweeps.table(summary)
+    assert lines[0] == f"sweep {tmp_path}: 1 job, 0 completed, 1 failed"
+    assert lines[3].split()[:5] == ["0", "x=5", "y_tokens=100", "z=0.5", "m=2"]
+    assert (
+        "the sweep stopped after a failed trial: 1 of 20 trials ran "
+        "(hydra.sweeper.max_failure_rate=0; raise it to go on past failed trials)"
+    ) in lines
+    assert "no best job named: no job completed" in lines
 
 
 def test_note_records_nan_as_null() -> None:
     sweeps._NOTES.clear()
     sweeps.note("validation mean score", float("nan"), choose=True)
-    assert sweeps._NOTES == [{"name": "validation mean score", "value": None, "choose": True}]
+    assert sweeps._NOTES == [
+        {"name": "validation mean score", "value": None, "choose": True, "basis": None}
+    ]
     sweeps._NOTES.clear()
 
 
@@ -171,3 +212,32 @@ def test_tune_btb_checks_every_search_space_before_the_sweep(
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"error: {given} (from the command line)") and said in line
     assert not sweep.exists()
+
+
+def test_a_bug_in_a_job_keeps_its_traceback_and_ends_the_sweep_with_status_1(
+    tmp_path: Path, run_command: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Job 0 refused (a user's error), job 1 hit by a bug: both said, the bug with
+    its traceback as its job ended, and the sweep ends with status 1 (a bug), not
+    as job 0's user error."""
+    from experiments import jobs
+
+    checked = jobs.check_world
+
+    def check(cfg: Any) -> None:
+        if int(cfg.seed) == 1:
+            raise TypeError("boom")
+        checked(cfg)
+
+    monkeypatch.setattr(jobs, "check_world", check)
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={sweep}", "env.n_envs=0", "seed=0,1"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 1
+    assert "Traceback (most recent call last)" in done.stderr
+    assert "job 1 failed: TypeError: boom" in done.stderr
+    assert "job 0 failed: env.n_envs must be >= 1, got 0 (from the command line)" in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: experiments.train: 2 of 2 jobs failed (jobs 0, 1); each one's error is above "
+        f"and in {sweep / 'sweep.json'}"
+    )
