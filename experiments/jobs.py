@@ -73,10 +73,10 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
         )
     hydra = HydraConfig.get()
     folder = Path(hydra.runtime.output_dir)
-    if not holds_out_dir(folder):
+    if not holds_out_dir(folder):  # (a dated folder was claimed as Hydra named it)
         hydra_files = (".hydra", f"{hydra.job.name}.log")
         claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files, inputs=inputs)
-        _JOB_LOG.start(folder / f"{hydra.job.name}.log")
+    _JOB_LOG.start(folder / f"{hydra.job.name}.log")  # the folder is this job's now
     return folder
 
 
@@ -127,9 +127,12 @@ class _Tee:
 
     def __init__(self, main: Any, copy: Any, bars: bool = True) -> None:
         self.main, self.copy, self.bars = main, copy, bars
+        self.in_bar = False  # the last text written redrew a line
 
     def write(self, text: str) -> int:
-        if self.bars or "\r" not in text:
+        bar = "\r" in text or (self.in_bar and text == "\n")  # a bar, or its closing newline
+        self.in_bar = "\r" in text
+        if self.bars or not bar:
             with contextlib.suppress(OSError, ValueError):
                 self.copy.write(text)
         return int(self.main.write(text))
@@ -182,7 +185,9 @@ def hydra_entry(
     no job, so they are passed to Hydra unchecked. Hydra reports an error of its own
     (an unknown group option, a value of the wrong type, a bad override) and exits
     with status 1; when that error is the user's (see :func:`_hydra_user_error`),
-    the status becomes 2, as for every other user error."""
+    the status becomes 2, as for every other user error. A sweep (``-m``) ends with
+    its table and ``sweep.json`` (``experiments.sweeps``) and, if jobs failed, one
+    line naming them: status 2, or 1 when one failed on a bug."""
     args = list(sys.argv[1:] if argv is None else argv)
 
     records: dict[Path, HydraRecord] = {}  # Hydra's files in the named folders, before
@@ -200,7 +205,7 @@ def hydra_entry(
             if precheck is not None:
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
-        sweep = {"-m", "--multirun"} & set(args)
+        sweep = {"-m", "--multirun", "hydra.mode=MULTIRUN"} & set(args)
         quiet = sweeps.quiet_job_errors() if sweep else contextlib.nullcontext()
         with _hydra_raises(), claiming_run_folders(command), quiet:
             try:
@@ -263,10 +268,12 @@ def hydra_files(folder: Path) -> dict[Path, bytes]:
 
 
 def _run_folders(folder: Path) -> list[Path]:
-    """``folder`` and, for a sweep, its job folders one level down."""
+    """``folder`` and, for a sweep, its job folders (those holding a ``.hydra/``
+    record, at any depth: ``hydra.sweep.subdir`` may nest them)."""
     if not folder.is_dir():
         return []
-    return [folder, *(p for p in sorted(folder.iterdir()) if p.is_dir() and p.name != ".hydra")]
+    jobs = {meta.parent for meta in folder.rglob(".hydra") if meta.is_dir()} - {folder}
+    return [folder, *sorted(jobs)]
 
 
 def _work(folder: Path) -> frozenset[tuple[str, int, int]]:
@@ -523,7 +530,7 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
             if message is None:  # a bug: its traceback in the log too
                 _JOB_LOG.write("".join(traceback.format_exception(named)))
             _JOB_LOG.write(f"error: {error_line(named)}")
-        _JOB_LOG.stop()
+        _JOB_LOG.stop()  # before the message below, which the log has had
         if message is None or multirun:
             if named is error:
                 raise

@@ -31,10 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 
 from envs.files import read_json, write_json_atomic
 from experiments._cli import error_line, user_error_message
+from experiments._io import LOCK_NAME
 
 OUTCOME = Path(".hydra") / "outcome.json"
 """A sweep job's record, in its folder (beside Hydra's own record of the job)."""
@@ -45,13 +48,16 @@ SUMMARY = "sweep.json"
 @dataclass(frozen=True)
 class Sweep:
     """The sweep this process started: its folder, its stamp (which its jobs'
-    records carry), whether the folder was new, the keys it sweeps, and, for the
-    Optuna sweeper, the trials asked for and the failure rate it stops past."""
+    records carry), whether the folder held nothing before (but this run's lock),
+    the keys it sweeps, the jobs it plans (Hydra's basic sweeper: the product of
+    the swept values; None where not counted) and, for the Optuna sweeper, the
+    trials asked for and the failure rate it stops past."""
 
     folder: Path
     stamp: int
     new: bool
     swept: tuple[str, ...]
+    planned: int | None = None
     trials: int | None = None
     max_failure_rate: float | None = None
 
@@ -70,48 +76,57 @@ def note(name: str, value: float | None, choose: bool = False, basis: Any = None
     _NOTES.append({"name": name, "value": number, "choose": bool(choose), "basis": basis})
 
 
-def _swept_keys(config: Any) -> tuple[str, ...]:
-    """The keys the sweep varies: the command line's sweep overrides (``seed=0,1``)
-    and the sweeper's own search space (``hydra.sweeper.params``)."""
+def _swept(config: Any, optuna: bool) -> tuple[tuple[str, ...], int | None]:
+    """The keys the sweep varies (the command line's sweep overrides, ``seed=0,1``,
+    and the sweeper's own ``hydra.sweeper.params``) and, for Hydra's basic
+    sweeper, how many jobs they make (None if a value list is not counted)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    params = config.hydra.sweeper.get("params") or {}
+    lines = [str(o) for o in config.hydra.overrides.task]
+    if not optuna:  # the basic sweeper's params are overrides too
+        lines += [f"{k}={v}" for k, v in params.items()]
     keys: list[str] = []
-    with contextlib.suppress(Exception):  # a line Hydra parsed already: never expected
-        for override in OverridesParser.create().parse_overrides(
-            [str(o) for o in config.hydra.overrides.task]
-        ):
+    planned: int | None = None if optuna else 1
+    try:
+        for override in OverridesParser.create().parse_overrides(lines):
             if override.is_sweep_override():
                 keys.append(override.key_or_group)
-    params = config.hydra.sweeper.get("params") or {}
+                if planned is not None:
+                    planned *= len(list(override.sweep_string_iterator()))
+    except Exception:  # lines Hydra has parsed already; a kind not counted (glob)
+        planned = None
     keys += [str(k) for k in params if str(k) not in keys]
-    return tuple(keys)
+    return tuple(keys), planned
 
 
 class JobOutcome(Callback):
-    """Writes each sweep job's :data:`OUTCOME` (single runs: nothing)."""
+    """Writes each sweep job's :data:`OUTCOME` (single runs: nothing) and says a
+    failed job as it ends (a bug with its traceback)."""
 
     def __init__(self) -> None:
         self.stamp = 0  # this sweep's start, set in the command's process before any job
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        folder = Path(str(config.hydra.sweep.dir))
+        folder = Path(str(config.hydra.sweep.dir)).resolve()
         self.stamp = time.time_ns()
         sweeper = config.hydra.sweeper
         optuna = "optuna" in str(sweeper.get("_target_", ""))
+        held = folder.is_dir() and any(p.name != LOCK_NAME for p in folder.iterdir())
+        swept, planned = _swept(config, optuna)
         _STARTED[:] = [
             Sweep(
                 folder=folder,
                 stamp=self.stamp,
-                new=not folder.is_dir() or not any(folder.iterdir()),
-                swept=_swept_keys(config),
+                new=not held,
+                swept=swept,
+                planned=planned,
                 trials=int(sweeper.n_trials) if optuna else None,
                 max_failure_rate=float(sweeper.max_failure_rate) if optuna else None,
             )
         ]
 
     def _record(self, config: Any, overrides: Sequence[str], **fields: Any) -> None:
-        from hydra.types import RunMode
-
         if config.hydra.mode != RunMode.MULTIRUN:
             return
         folder = Path(str(config.hydra.runtime.output_dir))
@@ -132,9 +147,6 @@ class JobOutcome(Callback):
         self._record(config, config.hydra.overrides.task, status="started", figures=[])
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
-        from hydra.core.utils import JobStatus
-        from hydra.types import RunMode
-
         fields: dict[str, Any] = {"status": "completed", "figures": list(_NOTES)}
         _NOTES.clear()
         if job_return.status != JobStatus.COMPLETED:
@@ -184,40 +196,38 @@ def _varying(jobs: Sequence[dict[str, Any]], swept: Sequence[str]) -> list[str]:
 
 
 def _best(jobs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | None, str]:
-    """The best completed job by the chosen figure, the figure's name, and why
-    none is named when none is."""
-    chosen = next(
-        (f for job in jobs for f in job["figures"] if f["choose"]),
-        None,
-    )
+    """The best completed job by the figure its command chooses by, that figure's
+    name, and why none is named when none is: every completed job must name one
+    chosen figure, the same, measured on the same ``basis``."""
     completed = [job for job in jobs if job["status"] == "completed"]
-    if chosen is None:
-        reason = (
-            "no job completed"
-            if not completed
-            else "no job gives a validation figure to choose by (test figures never choose)"
+    if not completed:
+        return None, None, "no job completed"
+    chosen = [next((f for f in job["figures"] if f["choose"]), None) for job in completed]
+    named = [f for f in chosen if f is not None]
+    if not named:
+        return (
+            None,
+            None,
+            "no job gives a validation figure to choose by (test figures never choose)",
         )
-        return None, None, reason
-    name = chosen["name"]
-    scored = []
-    bases = set()
-    for job in completed:
-        figure = next((f for f in job["figures"] if f["name"] == name), None)
-        if figure is not None and figure["value"] is not None:
-            scored.append((figure["value"], job))
-            bases.add(json.dumps(figure.get("basis"), sort_keys=True))
-    if not scored:
-        return None, name, f"no completed job has a {name}"
-    if len(bases) > 1:
+    name = named[0]["name"]
+    kinds = {(f["name"], json.dumps(f.get("basis"), sort_keys=True)) for f in named}
+    if len(named) < len(chosen) or len(kinds) > 1:
+        own = any(isinstance(f.get("basis"), dict) and "run" in f["basis"] for f in named)
         return (
             None,
             name,
             (
-                f"the jobs' {name}s do not compare: they were measured on other windows or "
-                "settings (workload, setup, simulator, score), or each is a ratio to its own "
-                "run's start (train.val_score=worst_family)"
+                "the jobs' figures do not compare: not every job gives one, or they were measured "
+                "on other windows or settings (workload, setup, simulator, score)"
+                + (", or each is a ratio to its own run's start (worst_family)" if own else "")
             ),
         )
+    scored = [
+        (f["value"], job) for f, job in zip(chosen, completed) if f and f["value"] is not None
+    ]
+    if not scored:
+        return None, name, f"no completed job has a {name}"
     value, job = min(scored, key=lambda pair: pair[0])
     return {"job": job["job"], "folder": job["folder"], "by": name, "value": value}, name, ""
 
@@ -268,11 +278,21 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         "bugs": [job["job"] for job in jobs if job.get("bug")],
         "other_folders": others,
     }
-    if sweep.trials is not None and len(jobs) < sweep.trials and summary["failed"]:
+    rate = sweep.max_failure_rate
+    if interrupted:
+        pass  # the user stopped it
+    elif sweep.trials is not None and len(jobs) < sweep.trials and summary["failed"]:
+        if rate is not None and rate < 1:
+            summary["stopped"] = (
+                f"the sweep stopped after a failed trial: {len(jobs)} of {sweep.trials} trials "
+                f"ran (hydra.sweeper.max_failure_rate={rate:g}; raise it to go on past "
+                "failed trials)"
+            )
+    elif sweep.planned is not None and len(jobs) < sweep.planned:
         summary["stopped"] = (
-            f"the sweep stopped after a failed trial: {len(jobs)} of {sweep.trials} trials "
-            f"ran (hydra.sweeper.max_failure_rate={sweep.max_failure_rate:g}; raise it to go "
-            "on past failed trials)"
+            f"{len(jobs)} of the sweep's {sweep.planned} jobs ran: it stopped at a failed "
+            "job or at one Hydra could not compose (with hydra.sweeper.max_batch_size, "
+            "after the batch that held it)"
         )
     summary["new_folder"] = sweep.new
     return summary
@@ -330,7 +350,8 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
     """After the sweep (and after any earlier run's records were put back): mark
     each failed job whose folder holds an earlier run's files again, print the
     table and write ``sweep.json``, unless no job completed and the folder held
-    an earlier sweep (whose summary then stays). Returns the file written."""
+    files before (an earlier sweep's, whose summary then stays). Returns the
+    file written."""
     if summary is None:
         return None
     from omegaconf import OmegaConf
@@ -372,7 +393,7 @@ def ending(command: str, summary: dict[str, Any] | None, written: Path | None) -
     which = ", ".join(str(n) for n in failed)
     line = (
         f"{command}: {len(failed)} of {_plural(len(summary['jobs']), 'job')} failed "
-        f"({'jobs' if len(failed) > 1 else 'job'} {which}); each one's error is {where}"
+        f"({_plural(len(failed), 'job').split()[1]} {which}); each one's error is {where}"
     )
     return line, 1 if summary["bugs"] else 2
 

@@ -4,6 +4,7 @@ figure only (experiments/sweeps.py)."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -241,3 +242,96 @@ def test_a_bug_in_a_job_keeps_its_traceback_and_ends_the_sweep_with_status_1(
         "error: experiments.train: 2 of 2 jobs failed (jobs 0, 1); each one's error is above "
         f"and in {sweep / 'sweep.json'}"
     )
+
+
+def test_figures_that_do_not_compare_name_no_best(tmp_path: Path) -> None:
+    """A sweep over train.val_score (mean and geomean scores) or over val_every
+    (one job scores, one does not) names no best job; a stop the user made is not
+    blamed on the failure rate; a basic sweep that ran fewer jobs than it plans
+    says so."""
+    geo = [{"name": "validation geomean score", "value": 0.1, "choose": True, "basis": "w"}]
+    _job(tmp_path / "s", 0, 1, ["train.val_score=mean"], figures=_figures(0.5, 1.0))
+    _job(tmp_path / "s", 1, 1, ["train.val_score=geomean"], figures=geo)
+    summary = _collect(tmp_path / "s", 1, ("train.val_score",))
+    assert summary["best"] is None and "do not compare" in summary["no_best"]
+    assert "worst_family" not in summary["no_best"]
+
+    _job(tmp_path / "v", 0, 2, ["train.val_every=0"], figures=[])
+    _job(tmp_path / "v", 1, 2, ["train.val_every=128"], figures=_figures(0.5, 1.0))
+    summary = _collect(tmp_path / "v", 2, ("train.val_every",))
+    assert summary["best"] is None and "not every job gives one" in summary["no_best"]
+
+    _job(tmp_path / "o", 0, 3, ["x=1"], status="failed", error="e", bug=False)
+    sweeps._STARTED[:] = [sweeps.Sweep(tmp_path / "o", 3, False, ("x",), trials=9,
+                                       max_failure_rate=0.0)]  # fmt: skip
+    assert "stopped" not in sweeps.collect(interrupted=True)
+    summary = _collect(tmp_path / "o", 3, ("x",), trials=9, max_failure_rate=1.0)
+    assert "stopped" not in summary  # this rate never stops the sweeper
+
+    _job(tmp_path / "b", 0, 4, ["seed=0"], figures=_figures(0.5, 1.0))
+    summary = _collect(tmp_path / "b", 4, ("seed",), planned=3)
+    assert summary["stopped"].startswith("1 of the sweep's 3 jobs ran")
+
+
+def test_the_job_log_leaves_out_progress_bars(tmp_path: Path) -> None:
+    """stderr in the log: a warning is kept; a bar's redraws and its closing
+    newline are not."""
+    from experiments.jobs import _Tee
+
+    screen, log = io.StringIO(), io.StringIO()
+    tee = _Tee(screen, log, bars=False)
+    for text in ("warning: rows skipped\n", "\rtrain: 50%", "\rtrain: 100%", "\n", "done\n"):
+        tee.write(text)
+    assert log.getvalue() == "warning: rows skipped\ndone\n"
+    assert screen.getvalue().count("train:") == 2
+
+
+@pytest.mark.slow
+def test_a_dated_sweep_and_run_and_a_nested_sweep_keep_their_records(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """The default dated folders: a single run's log holds what it printed; a
+    sweep whose every job failed still writes its sweep.json (the folder was new:
+    only its run lock was there). A nested hydra.sweep.subdir sweep run again with
+    overwrite=true and a refused job: the job's folder keeps the earlier run's
+    record, and the table says so."""
+    done = run_command("experiments.train", [*TINY_TRAIN, "env.n_envs=1"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    (log,) = (tmp_path / "runs" / "train").glob("*/train.log")
+    assert "trained to 128 steps" in log.read_text()
+
+    done = run_command("experiments.train", ["-m", *TINY_TRAIN, "env.n_envs=0"], tmp_path)
+    assert done.returncode == 2
+    (summary,) = (tmp_path / "multirun" / "train").glob("*/sweep.json")
+    assert json.loads(summary.read_text())["failed"] == [0]
+
+    sweep = tmp_path / "nested"
+    args = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=a/${hydra.job.num}"]
+    assert run_command("experiments.train", [*args, "env.n_envs=1"], tmp_path).returncode == 0
+    record = (sweep / "a" / "0" / ".hydra" / "overrides.yaml").read_bytes()
+    outcome = (sweep / "a" / "0" / ".hydra" / "outcome.json").read_bytes()
+    done = run_command("experiments.train", [*args, "env.n_envs=0", "overwrite=true"], tmp_path)
+    assert done.returncode == 2
+    assert (sweep / "a" / "0" / ".hydra" / "overrides.yaml").read_bytes() == record
+    assert (sweep / "a" / "0" / ".hydra" / "outcome.json").read_bytes() == outcome
+    assert "(its folder keeps the earlier run's files)" in done.stdout
+
+
+def test_an_optuna_sweep_that_stops_at_a_failed_trial_says_so(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """tune_btb's Optuna sweeper (max_failure_rate 0) stops at its first failed
+    trial: here the first (y_tokens=16, below one 256-token block; the workload
+    is swept, so that search space is left to the trials). One line of the failure as it ends, none of the sweeper's own, and
+    the table says how many trials ran."""
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m", "workload=tiny,tiny", "y_tokens=choice(16)", f"hydra.sweep.dir={sweep}",
+        "hydra.sweeper.n_trials=3",
+    ]  # fmt: skip
+    done = run_command("experiments.tune_btb", args, tmp_path)
+    assert done.returncode == 2
+    assert "Failed experiment" not in done.stderr + done.stdout
+    assert "the sweep stopped after a failed trial: 1 of 3 trials ran" in done.stdout
+    summary = json.loads((sweep / "sweep.json").read_text())
+    assert summary["failed"] == [0] and {"workload", "y_tokens"} <= set(summary["swept"])
