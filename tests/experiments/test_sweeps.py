@@ -14,6 +14,7 @@ import pytest
 
 from envs.files import write_json_atomic
 from experiments import sweeps
+from experiments._cli import error_line
 
 TINY_TRAIN = [
     "workload=tiny", "train.total_timesteps=128", "logger=none",
@@ -322,8 +323,9 @@ def test_an_optuna_sweep_that_stops_at_a_failed_trial_says_so(
 ) -> None:
     """tune_btb's Optuna sweeper (max_failure_rate 0) stops at its first failed
     trial: here the first (y_tokens=16, below one 256-token block; the workload
-    is swept, so that search space is left to the trials). One line of the failure as it ends, none of the sweeper's own, and
-    the table says how many trials ran."""
+    is swept, so that search space is left to the trials). One line of the
+    failure as it ends, none of the sweeper's own, and the table says how many
+    trials ran."""
     sweep = tmp_path / "sweep"
     args = [
         "-m", "workload=tiny,tiny", "y_tokens=choice(16)", f"hydra.sweep.dir={sweep}",
@@ -335,3 +337,26 @@ def test_an_optuna_sweep_that_stops_at_a_failed_trial_says_so(
     assert "the sweep stopped after a failed trial: 1 of 3 trials ran" in done.stdout
     summary = json.loads((sweep / "sweep.json").read_text())
     assert summary["failed"] == [0] and {"workload", "y_tokens"} <= set(summary["swept"])
+
+
+@pytest.mark.parametrize("error", [ValueError("bad logger"), TypeError("boom")])
+def test_a_job_that_fails_in_its_folder_ends_its_log_with_the_error(
+    tmp_path: Path, run_command: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
+    error: Exception,
+) -> None:  # fmt: skip
+    """A sweep job that fails after it took its folder (its logger refused): the
+    log ends with the error line, a bug's traceback before it. (A single run's
+    folder holding nothing else is removed.)"""
+    from experiments import jobs
+
+    def refuse(*args: Any) -> None:
+        raise error
+
+    monkeypatch.setattr(jobs, "job_logger", refuse)
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={sweep}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == (2 if isinstance(error, ValueError) else 1)
+    log = (sweep / "0" / "train.log").read_text().splitlines()
+    assert log[-1] == f"error: {error_line(error)}"
+    assert ("Traceback (most recent call last):" in log) == isinstance(error, TypeError)
