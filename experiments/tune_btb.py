@@ -163,8 +163,9 @@ def check_sweep(args: list[str]) -> None:
 
 
 def _block_tokens(cfg: Any, parsed: list[Any]) -> int | None:
-    """The block size of the workload's train windows, if the sweep does not sweep
-    the workload (each job then checks its own Y)."""
+    """The block size of the workload's windows (read from its first train window:
+    a workload's windows share one), if the sweep does not sweep the workload
+    (each job then checks its own Y)."""
     if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
         return None
     with contextlib.suppress(ValueError, OSError):  # a job will say what is wrong
