@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -482,6 +483,10 @@ def test_a_sweep_job_that_ran_keeps_its_record_when_another_fails(
     assert b"seed=5" in (sweep / "0" / ".hydra" / "overrides.yaml").read_bytes()
     assert (sweep / "1" / ".hydra" / "overrides.yaml").read_bytes() == earlier
     assert b"seed=5,-1" in (sweep / "multirun.yaml").read_bytes()  # job 0 ran in the sweep
+    # each worker's record reached the sweep's summary; job 1's folder is the earlier run's
+    summary = json.loads((sweep / "sweep.json").read_text())
+    assert [(j["job"], j["status"]) for j in summary["jobs"]] == [(0, "completed"), (1, "failed")]
+    assert summary["jobs"][1]["kept"] == "its folder keeps the earlier run's files"
 
 
 def test_hydra_sweep_dir_is_not_checked_in_a_single_run(
