@@ -232,6 +232,46 @@ def _best(jobs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | 
     return {"job": job["job"], "folder": job["folder"], "by": name, "value": value}, name, ""
 
 
+SEED_KEY = "seed"
+
+
+def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
+    """For a sweep over ``seed``: each setting of the other swept keys that two
+    completed jobs or more ran, with every figure's mean and standard deviation
+    over those seeds (ddof 1: the seeds are a sample) and how many had it."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for job in jobs:
+        if job["status"] != "completed":
+            continue
+        other = tuple(
+            o for o in job["overrides"] if o.partition("=")[0] in keys and not _is_seed(o)
+        )
+        groups.setdefault(other, []).append(job)
+    rows = []
+    for other, members in groups.items():
+        if len(members) < 2:
+            continue
+        seeds = [o.partition("=")[2] for job in members for o in job["overrides"] if _is_seed(o)]
+        figures = {}
+        for name in dict.fromkeys(f["name"] for job in members for f in job["figures"]):
+            values = [
+                f["value"]
+                for job in members
+                for f in job["figures"]
+                if f["name"] == name and f["value"] is not None
+            ]
+            if len(values) >= 2:
+                mean = sum(values) / len(values)
+                var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+                figures[name] = {"mean": mean, "std": math.sqrt(var), "n": len(values)}
+        rows.append({"overrides": list(other), "seeds": seeds, "figures": figures})
+    return rows
+
+
+def _is_seed(override: str) -> bool:
+    return override.partition("=")[0] == SEED_KEY
+
+
 def collect(interrupted: bool = False) -> dict[str, Any] | None:
     """The summary of the sweep this process started, if it started one and any
     job of it left a record: its jobs (all overrides, status, figures, error),
@@ -277,6 +317,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         "failed": [job["job"] for job in jobs if job["status"] == "failed"],
         "bugs": [job["job"] for job in jobs if job.get("bug")],
         "other_folders": others,
+        "over_seeds": _over_seeds(jobs, keys) if SEED_KEY in keys else [],
     }
     rate = sweep.max_failure_rate
     if interrupted:
@@ -338,6 +379,17 @@ def table(summary: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append(f"no best job named: {summary['no_best']}")
+    for group in summary.get("over_seeds", []):
+        figures = "; ".join(
+            f"{name} {f['mean']:.4g} ± {f['std']:.2g}"
+            + ("" if f["n"] == len(group["seeds"]) else f" ({f['n']} seeds)")
+            for name, f in group["figures"].items()
+        )
+        which = " ".join(group["overrides"]) or "all jobs"
+        lines.append(
+            f"over seeds {', '.join(group['seeds'])} ({which}): {figures or 'no figures'} "
+            "(mean ± std, ddof 1)"
+        )
     if summary["other_folders"]:
         lines.append(
             "job folders of an earlier sweep, not this one's: "
