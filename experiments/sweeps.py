@@ -7,10 +7,11 @@ figures it named with :func:`note` (train: its validation score and its test
 mean TTFT). The :class:`JobOutcome` callback (``hydra.callbacks.job_outcome`` in
 each command's conf) writes it and says a failure as the job ends (a bug with
 its traceback). The command's process then collects the records of the sweep
-it started (:func:`collect`), prints one table and writes ``sweep.json`` beside
-``multirun.yaml`` (:func:`finish`), naming the best job by the figure its
-command chooses by (a validation score, never a test figure) when the jobs'
-figures compare, and ends with one line if a job failed (:func:`ending`).
+it started (:func:`collect`), prints one table and writes ``sweep.json`` in the
+sweep folder (:func:`finish`), naming the best job by the figure its command
+chooses by (a validation score, never a test figure) when the jobs' figures
+compare, and, for a sweep over ``seed``, each setting's figures as mean ± std
+over its seeds; it ends with one line if a job failed (:func:`ending`).
 
 A job that started and wrote no end (the sweep interrupted, its worker killed)
 is listed as not finished. Job folders that hold another sweep's record (an
