@@ -85,7 +85,8 @@ def evaluate(cfg: DictConfig) -> float:
     value = min(agent_rows) if agent_rows else min(policy_rows)
     # a sweep chooses its best job on validation windows only
     which = "best agent" if agent_rows else "best baseline"
-    basis = measured_on(cfg, [w.name for w in windows], split=str(cfg.split))
+    # the seed too: it draws the simulator's random stream, no model choice
+    basis = measured_on(cfg, [w.name for w in windows], split=str(cfg.split), seed=int(cfg.seed))
     sweeps.note(f"{cfg.split} mean TTFT (s), {which}", value, cfg.split == "val", basis)
     return value
 

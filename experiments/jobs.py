@@ -47,6 +47,7 @@ from experiments.config import (
     window_pool_of,
     with_value_origin,
     workload_label,
+    workload_params,
 )
 from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
 from experiments.report import comparison_table, write_run
@@ -257,8 +258,8 @@ each run folder under it (:func:`_work`)."""
 
 def hydra_files(folder: Path) -> dict[Path, bytes]:
     """What Hydra writes in a run or sweep folder before the job runs (``.hydra/``
-    and ``multirun.yaml``, there and in each job folder one level down), as it is
-    now."""
+    and ``multirun.yaml``, there and in each job folder, :func:`_run_folders`), as
+    it is now."""
     found: dict[Path, bytes] = {}
     for base in _run_folders(folder):
         for path in [base / "multirun.yaml", *sorted((base / ".hydra").glob("*"))]:
@@ -703,12 +704,14 @@ def multirun() -> Any:
 
 def measured_on(cfg: Any, windows: Sequence[str], **more: Any) -> dict[str, Any]:
     """What a job's figure was measured on, for a sweep to tell whether its jobs'
-    figures compare (``sweeps.note``'s ``basis``): the windows, the workload,
-    the setup and the simulator's settings, and ``more``."""
+    figures compare (``sweeps.note``'s ``basis``): the windows, the workload (its
+    seed and parameters too), the setup and the simulator's settings, and
+    ``more``."""
     sim = OmegaConf.to_container(cfg.sim, resolve=True)
     return {
         "windows": list(windows),
-        "workload": workload_label(cfg),
+        # the generator's seed and parameters (a trace's options) make the windows
+        "workload": [str(cfg.workload.name), int(cfg.workload.seed), workload_params(cfg)],
         "setup": setup_label(cfg),
         "sim": sim,
         **more,

@@ -85,19 +85,21 @@ def _swept(config: Any, optuna: bool) -> tuple[tuple[str, ...], int | None]:
 
     params = config.hydra.sweeper.get("params") or {}
     lines = [str(o) for o in config.hydra.overrides.task]
-    if not optuna:  # the basic sweeper's params are overrides too
-        lines += [f"{k}={v}" for k, v in params.items()]
-    keys: list[str] = []
-    planned: int | None = None if optuna else 1
+    if not optuna:  # the basic sweeper's params are overrides too, before the command line's
+        lines = [f"{k}={v}" for k, v in params.items()] + lines
+    counts: dict[str, int | None] = {}  # by key, the last one winning, as the sweeper splits
     try:
         for override in OverridesParser.create().parse_overrides(lines):
+            key = override.key_or_group
+            counts.pop(key, None)
             if override.is_sweep_override():
-                keys.append(override.key_or_group)
-                if planned is not None:
-                    planned *= len(list(override.sweep_string_iterator()))
+                counts[key] = None if optuna else len(list(override.sweep_string_iterator()))
     except Exception:  # lines Hydra has parsed already; a kind not counted (glob)
-        planned = None
-    keys += [str(k) for k in params if str(k) not in keys]
+        counts = {key: None for key in counts}
+    keys = [*counts, *(str(k) for k in params if str(k) not in counts)]
+    planned = None
+    if not optuna and all(n is not None for n in counts.values()):
+        planned = math.prod(n for n in counts.values() if n is not None)
     return tuple(keys), planned
 
 
@@ -107,6 +109,7 @@ class JobOutcome(Callback):
 
     def __init__(self) -> None:
         self.stamp = 0  # this sweep's start, set in the command's process before any job
+        self.shared: Any = None  # the running job's folder held this sweep's job N
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         folder = Path(str(config.hydra.sweep.dir)).resolve()
@@ -145,10 +148,29 @@ class JobOutcome(Callback):
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
         _NOTES.clear()
-        self._record(config, config.hydra.overrides.task, status="started", figures=[])
+        self.shared = None
+        if config.hydra.mode != RunMode.MULTIRUN:
+            return
+        folder = Path(str(config.hydra.runtime.output_dir))
+        try:
+            before = read_json(folder / OUTCOME)
+        except (OSError, ValueError):
+            before = None
+        job = int(config.hydra.job.num)
+        if isinstance(before, dict) and before.get("sweep") == self.stamp and self.stamp:
+            self.shared = before.get("job")  # another job of this sweep ran in this folder
+            print(
+                f"warning: job {job} runs in job {self.shared}'s folder {folder} (hydra.sweep."
+                "subdir gives both the same): Hydra's record of that job there is now this one's",
+                file=sys.stderr,
+            )
+        shared = {} if self.shared is None else {"shares_folder_with": self.shared}
+        self._record(config, config.hydra.overrides.task, status="started", figures=[], **shared)
 
     def on_job_end(self, config: Any, job_return: Any, **kwargs: Any) -> None:
         fields: dict[str, Any] = {"status": "completed", "figures": list(_NOTES)}
+        if self.shared is not None:
+            fields["shares_folder_with"] = self.shared
         _NOTES.clear()
         if job_return.status != JobStatus.COMPLETED:
             # Hydra's JobReturn keeps the job's exception; its public getter raises it
@@ -261,11 +283,13 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
                 for f in job["figures"]
                 if f["name"] == name and f["value"] is not None
             ]
-            if len(values) >= 2:
+            if values:
                 mean = sum(values) / len(values)
-                var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-                figures[name] = {"mean": mean, "std": math.sqrt(var), "n": len(values)}
-        rows.append({"overrides": list(other), "seeds": seeds, "figures": figures})
+                var = sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)
+                std = math.sqrt(var) if len(values) > 1 else None
+                figures[name] = {"mean": mean, "std": std, "n": len(values)}
+        if figures:
+            rows.append({"overrides": list(other), "seeds": seeds, "figures": figures})
     return rows
 
 
@@ -285,6 +309,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         return None
     jobs, others = _records(sweep)
     if not jobs:
+        _discard_bare(sweep)
         return None
     keys = _varying(jobs, sweep.swept)
     names: list[str] = []
@@ -292,7 +317,11 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         for figure in job["figures"]:
             if figure["name"] not in names:
                 names.append(figure["name"])
+    shared = [(job["shares_folder_with"], job["job"], job["folder"]) for job in jobs
+              if "shares_folder_with" in job]  # fmt: skip
     best, chosen, why = _best(jobs)
+    if shared:  # a job's record was overwritten: the table lacks it
+        best, why = None, "jobs shared a folder, so a job's record is missing"
     if best is not None:
         top = next(job for job in jobs if job["job"] == best["job"])
         best["overrides"] = [o for o in top["overrides"] if o.partition("=")[0] in keys]
@@ -319,6 +348,9 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         "bugs": [job["job"] for job in jobs if job.get("bug")],
         "other_folders": others,
         "over_seeds": _over_seeds(jobs, keys) if SEED_KEY in keys else [],
+        "shared_folders": [
+            {"jobs": [first, then], "folder": folder} for first, then, folder in shared
+        ],
     }
     rate = sweep.max_failure_rate
     if interrupted:
@@ -330,7 +362,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
                 f"ran (hydra.sweeper.max_failure_rate={rate:g}; raise it to go on past "
                 "failed trials)"
             )
-    elif sweep.planned is not None and len(jobs) < sweep.planned:
+    elif sweep.planned is not None and len(jobs) < sweep.planned and not shared:
         summary["stopped"] = (
             f"{len(jobs)} of the sweep's {sweep.planned} jobs ran: it stopped at a failed "
             "job or at one Hydra could not compose (with hydra.sweeper.max_batch_size, "
@@ -338,6 +370,19 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         )
     summary["new_folder"] = sweep.new
     return summary
+
+
+def _discard_bare(sweep: Sweep) -> None:
+    """A new sweep folder in which no job started (Hydra could not compose the
+    first): its ``multirun.yaml`` goes, so the same command may run there again."""
+    if not sweep.new:
+        return
+    with contextlib.suppress(OSError):
+        names = {p.name for p in sweep.folder.iterdir()}
+        if names <= {"multirun.yaml", LOCK_NAME}:
+            (sweep.folder / "multirun.yaml").unlink(missing_ok=True)
+            if not any(sweep.folder.iterdir()):
+                sweep.folder.rmdir()
 
 
 def _plural(n: int, word: str) -> str:
@@ -362,7 +407,10 @@ def table(summary: dict[str, Any]) -> list[str]:
     unfinished = sum(j["status"] == "not finished" for j in jobs)
     if unfinished:
         counts.append(f"{unfinished} not finished")
-    head = f"sweep {summary['sweep_dir']}: {_plural(len(jobs), 'job')}, " + ", ".join(counts)
+    lost = len(summary.get("shared_folders", []))
+    if lost:
+        counts.append(f"{lost} whose record another job overwrote")
+    head = f"sweep {summary['sweep_dir']}: {_plural(len(jobs) + lost, 'job')}, " + ", ".join(counts)
     lines = [head + (" (interrupted)" if summary["interrupted"] else "")]
     lines += aligned_table(header, rows, right=range(3, 3 + len(names)))
     for job in jobs:
@@ -371,25 +419,37 @@ def table(summary: dict[str, Any]) -> list[str]:
             lines.append(f"job {job['job']} failed: {job['error']}{kept}")
     if summary.get("stopped"):
         lines.append(summary["stopped"])
+    for pair in summary.get("shared_folders", []):
+        first, then = pair["jobs"]
+        lines.append(
+            f"jobs {first} and {then} ran in one folder, {pair['folder']} (hydra.sweep.subdir "
+            f"gives both the same): job {first}'s record there is job {then}'s now; give each "
+            "job its own folder (hydra.sweep.subdir=${hydra.job.num}, the default)"
+        )
     best = summary["best"]
     if best is not None:
         which = " ".join(best["overrides"]) or "its overrides above"
+        one_seed = (
+            " (one seed's score: the means over seeds are below)"
+            if summary.get("over_seeds")
+            else ""
+        )
         lines.append(
             f"best by {best['by']}: job {best['job']} ({which}), {best['value']:.4g}, "
-            f"in {best['folder']}"
+            f"in {best['folder']}{one_seed}"
         )
     else:
         lines.append(f"no best job named: {summary['no_best']}")
     for group in summary.get("over_seeds", []):
         figures = "; ".join(
-            f"{name} {f['mean']:.4g} ± {f['std']:.2g}"
-            + ("" if f["n"] == len(group["seeds"]) else f" ({f['n']} seeds)")
+            f"{name} {f['mean']:.4g}"
+            + ("" if f["std"] is None else f" ± {f['std']:.2g}")
+            + ("" if f["n"] == len(group["seeds"]) else f" ({_plural(f['n'], 'seed')})")
             for name, f in group["figures"].items()
         )
-        which = " ".join(group["overrides"]) or "all jobs"
+        which = " ".join(group["overrides"]) or "the one setting"
         lines.append(
-            f"over seeds {', '.join(group['seeds'])} ({which}): {figures or 'no figures'} "
-            "(mean ± std, ddof 1)"
+            f"over seeds {', '.join(group['seeds'])} ({which}): {figures} (mean ± std, ddof 1)"
         )
     if summary["other_folders"]:
         lines.append(
@@ -444,8 +504,9 @@ def ending(command: str, summary: dict[str, Any] | None, written: Path | None) -
     failed = summary["failed"]
     where = f"above and in {written}" if written is not None else "above"
     which = ", ".join(str(n) for n in failed)
+    ran = len(summary["jobs"]) + len(summary.get("shared_folders", []))
     line = (
-        f"{command}: {len(failed)} of {_plural(len(summary['jobs']), 'job')} failed "
+        f"{command}: {len(failed)} of {_plural(ran, 'job')} failed "
         f"({_plural(len(failed), 'job').split()[1]} {which}); each one's error is {where}"
     )
     return line, 1 if summary["bugs"] else 2

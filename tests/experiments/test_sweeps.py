@@ -387,3 +387,65 @@ def test_a_sweep_over_seeds_gives_each_setting_s_mean_and_std(tmp_path: Path) ->
     _job(one, 0, 6, ["agent=ppo", "seed=0"], figures=_figures(0.5, 9.0))
     _job(one, 1, 6, ["agent=a2c", "seed=0"], figures=_figures(0.6, 9.0))
     assert _collect(one, 6, ("agent",))["over_seeds"] == []
+
+
+def test_the_jobs_a_basic_sweep_plans_count_each_key_once() -> None:
+    """Hydra's basic sweeper splits by key, the command line's value over the
+    sweeper's params and a later override over an earlier one."""
+    from omegaconf import OmegaConf
+
+    def swept(task: list[str], params: dict[str, str] | None = None) -> Any:
+        sweeper = {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"}
+        config = {"hydra": {"overrides": {"task": task}, "sweeper": {**sweeper, "params": params}}}
+        return sweeps._swept(OmegaConf.create(config), False)
+
+    assert swept(["seed=0,1", "agent=ppo,a2c", "workload=tiny"]) == (("seed", "agent"), 4)
+    assert swept(["seed=range(0,3)"]) == (("seed",), 3)
+    assert swept(["seed=3,4"], {"seed": "0,1,2"}) == (("seed",), 2)
+    assert swept(["seed=0,1", "seed=2,3,4"]) == (("seed",), 3)
+    assert swept(["seed=5"], {"seed": "0,1"})[1] == 1
+
+
+def test_jobs_that_share_a_folder_are_said_and_name_no_best(tmp_path: Path) -> None:
+    _job(tmp_path, 0, 8, ["seed=1"], figures=_figures(0.5, 1.0), shares_folder_with=2)
+    summary = _collect(tmp_path, 8, ("seed",), planned=4)
+    assert summary["shared_folders"] == [{"jobs": [2, 0], "folder": str(tmp_path / "0")}]
+    assert summary["best"] is None and "shared a folder" in summary["no_best"]
+    assert "stopped" not in summary  # 2 of 4 recorded: one overwritten, not stopped
+    lines = sweeps.table(summary)
+    assert lines[0].endswith("2 jobs, 1 completed, 0 failed, 1 whose record another job overwrote")
+    assert any(line.startswith("jobs 2 and 0 ran in one folder") for line in lines)
+
+
+def test_a_seed_sweep_s_figure_one_seed_gave_is_kept_without_a_std(tmp_path: Path) -> None:
+    one = [{"name": "test mean TTFT (s)", "value": 2.0, "choose": False, "basis": "w"}]
+    _job(tmp_path, 0, 9, ["seed=0"], figures=[*_figures(0.5, 1.0)[:1], *one])
+    _job(tmp_path, 1, 9, ["seed=1"], figures=_figures(0.7, 1.0)[:1])
+    (group,) = _collect(tmp_path, 9, ("seed",))["over_seeds"]
+    assert group["figures"]["test mean TTFT (s)"] == {"mean": 2.0, "std": None, "n": 1}
+    summary = _collect(tmp_path, 9, ("seed",))
+    line = next(line for line in sweeps.table(summary) if line.startswith("over seeds"))
+    assert line == (
+        "over seeds 0, 1 (the one setting): validation mean score 0.6 ± 0.14; "
+        "test mean TTFT (s) 2 (1 seed) (mean ± std, ddof 1)"
+    )
+    best = next(line for line in sweeps.table(summary) if line.startswith("best by"))
+    assert best.endswith("(one seed's score: the means over seeds are below)")
+
+
+def test_validation_on_another_workload_seed_does_not_compare(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """workload.seed=0,1 generates other windows under the same names: no best.
+    A sweep Hydra cannot compose leaves no bare folder behind."""
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY_TRAIN, "env.n_envs=1", f"hydra.sweep.dir={sweep}", "workload.seed=0,1"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((sweep / "sweep.json").read_text())
+    assert summary["best"] is None and "do not compare" in summary["no_best"]
+
+    bare = tmp_path / "bare"
+    args = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={bare}", "agent=ppo,a2c"]
+    done = run_command("experiments.train", args, tmp_path)  # a2c has no batch_size
+    assert done.returncode == 2 and not (bare / "multirun.yaml").exists()
