@@ -385,6 +385,12 @@ def _discard_bare(sweep: Sweep) -> None:
                 sweep.folder.rmdir()
 
 
+def _number(value: float) -> str:
+    """A figure in the table: 4 significant digits, whole numbers from 1,000 up
+    (17,900 rather than 1.79e+04)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
@@ -401,7 +407,7 @@ def table(summary: dict[str, Any]) -> list[str]:
     for job in jobs:
         swept = " ".join(o for o in job["overrides"] if o.partition("=")[0] in summary["swept"])
         values = [job["figures"].get(n) for n in names]
-        cells = ["-" if v is None else f"{v:.4g}" for v in values]
+        cells = ["-" if v is None else _number(v) for v in values]
         rows.append([str(job["job"]), swept or "-", job["status"], *cells])
     counts = [f"{sum(j['status'] == s for j in jobs)} {s}" for s in ("completed", "failed")]
     unfinished = sum(j["status"] == "not finished" for j in jobs)
@@ -435,14 +441,14 @@ def table(summary: dict[str, Any]) -> list[str]:
             else ""
         )
         lines.append(
-            f"best by {best['by']}: job {best['job']} ({which}), {best['value']:.4g}, "
+            f"best by {best['by']}: job {best['job']} ({which}), {_number(best['value'])}, "
             f"in {best['folder']}{one_seed}"
         )
     else:
         lines.append(f"no best job named: {summary['no_best']}")
     for group in summary.get("over_seeds", []):
         figures = "; ".join(
-            f"{name} {f['mean']:.4g}"
+            f"{name} {_number(f['mean'])}"
             + ("" if f["std"] is None else f" ± {f['std']:.2g}")
             + ("" if f["n"] == len(group["seeds"]) else f" ({_plural(f['n'], 'seed')})")
             for name, f in group["figures"].items()

@@ -449,3 +449,11 @@ def test_validation_on_another_workload_seed_does_not_compare(
     args = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={bare}", "agent=ppo,a2c"]
     done = run_command("experiments.train", args, tmp_path)  # a2c has no batch_size
     assert done.returncode == 2 and not (bare / "multirun.yaml").exists()
+
+
+def test_table_figures_are_whole_numbers_from_1000() -> None:
+    assert [sweeps._number(v) for v in (17_900.4, 0.123456, 3.6174)] == [
+        "17,900",
+        "0.1235",
+        "3.617",
+    ]
