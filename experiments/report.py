@@ -564,6 +564,67 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
 
 
 # ---------------------------------------------------------------- a run's files
+def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
+    """A sweep's figures, one panel each (``experiments.sweeps``' summary): a bar
+    per completed job labelled by its swept overrides, the best job's bar marked;
+    for a sweep over seeds, a bar per setting at the mean over its seeds, with
+    the std as an error bar and each seed's value as a dot. None when no job
+    gave a figure."""
+    names = [
+        n
+        for n in summary["figures"]
+        if any(job["figures"].get(n) is not None for job in summary["jobs"])
+    ]
+    if not names:
+        return None
+    plt = _pyplot()
+    swept = set(summary["swept"])
+    best = (summary.get("best") or {}).get("job")
+    groups = summary.get("over_seeds") or []
+    fig, axes = plt.subplots(
+        1, len(names), figsize=(max(4.0, 0.6 * len(summary["jobs"]) + 2) * len(names), 3.6)
+    )
+    axes = np.atleast_1d(axes)
+    for ax, name in zip(axes, names, strict=True):
+        if groups:
+            labels = [" ".join(g["overrides"]) or "all" for g in groups]
+            stats = [g["figures"].get(name) for g in groups]
+            means = [s["mean"] if s else np.nan for s in stats]
+            stds = [s["std"] if s and s["std"] is not None else 0.0 for s in stats]
+            ax.bar(range(len(groups)), means, yerr=stds, capsize=4, color="#8da0cb")
+            for x, group in enumerate(groups):
+                keys = {o.partition("=")[0] for o in group["overrides"]}
+                values = [
+                    job["figures"].get(name)
+                    for job in summary["jobs"]
+                    if job["status"] == "completed"
+                    and {o for o in job["overrides"] if o.partition("=")[0] in keys}
+                    == set(group["overrides"])
+                ]
+                dots = [v for v in values if v is not None]
+                ax.scatter([x] * len(dots), dots, color="black", s=12, zorder=3)
+            ax.set_xlabel("setting (bars: mean ± std over seeds; dots: each seed)")
+        else:
+            jobs = [job for job in summary["jobs"] if job["figures"].get(name) is not None]
+            labels = [
+                " ".join(o for o in job["overrides"] if o.partition("=")[0] in swept)
+                or f"job {job['job']}"
+                for job in jobs
+            ]
+            colors = ["#fc8d62" if job["job"] == best else "#8da0cb" for job in jobs]
+            ax.bar(range(len(jobs)), [job["figures"][name] for job in jobs], color=colors)
+            ax.set_xlabel("job" + (" (orange: the best by validation)" if best is not None else ""))
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        chosen = name == summary.get("chosen_by")
+        ax.set_title(name + ("" if chosen else " (reported, never chosen by)"), fontsize=10)
+    fig.suptitle(f"sweep {Path(summary['sweep_dir']).name}", fontsize=10)
+    try:
+        return _save(fig, path)
+    finally:
+        plt.close(fig)
+
+
 def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
     runs = [run for run in runs if run.row["policy"] != FLOOR_CAPACITY]  # a mean, no TTFTs
     rows = [run.row for run in runs]

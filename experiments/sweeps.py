@@ -44,6 +44,8 @@ OUTCOME = Path(".hydra") / "outcome.json"
 """A sweep job's record, in its folder (beside Hydra's own record of the job)."""
 SUMMARY = "sweep.json"
 """The sweep's summary, in the sweep folder."""
+CHART = "sweep.png"
+"""Its figures as bars (``report.plot_sweep``), beside it."""
 
 
 @dataclass(frozen=True)
@@ -475,6 +477,8 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
         return None
     from omegaconf import OmegaConf
 
+    from experiments.report import plot_sweep
+
     for job in summary["jobs"]:
         if job["status"] != "failed":
             continue
@@ -491,13 +495,20 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
     if not completed and not summary["new_folder"]:
         return None
     record = {k: v for k, v in summary.items() if k not in ("new_folder", "bugs")}
+    folder = Path(summary["sweep_dir"])
     try:
-        written = write_json_atomic(Path(summary["sweep_dir"]) / SUMMARY, record)
+        written = write_json_atomic(folder / SUMMARY, record)
     except OSError as error:
-        print(f"warning: could not write {Path(summary['sweep_dir']) / SUMMARY} ({error})",
-              file=sys.stderr)  # fmt: skip
+        print(f"warning: could not write {folder / SUMMARY} ({error})", file=sys.stderr)
         return None
-    print(f"wrote {written}")
+    chart = None
+    try:
+        chart = plot_sweep(summary, folder / CHART)
+        if chart is None:  # no figure: an earlier sweep's chart would describe other jobs
+            (folder / CHART).unlink(missing_ok=True)
+    except Exception as error:  # a chart must not cost the sweep its summary and ending
+        print(f"warning: could not draw {folder / CHART} ({error})", file=sys.stderr)
+    print(f"wrote {written}" + (f" and {chart.name}" if chart is not None else ""))
     return written
 
 

@@ -184,6 +184,7 @@ def test_a_sweep_reports_every_job_once_and_names_the_best(
     outcome = json.loads((sweep / "1" / ".hydra" / "outcome.json").read_text())
     assert outcome["status"] == "failed" and outcome["error"] == error
     assert f"best by validation mean score: job {best} (env.n_envs=" in done.stdout
+    assert (sweep / "sweep.png").read_bytes().startswith(b"\x89PNG")  # the figures as bars
 
     again = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={sweep}", "env.n_envs=1", "overwrite=true"]
     done = run_command("experiments.train", again, tmp_path)
@@ -457,3 +458,16 @@ def test_table_figures_are_whole_numbers_from_1000() -> None:
         "0.1235",
         "3.617",
     ]
+
+
+def test_the_sweep_chart_is_drawn_when_a_job_gave_a_figure(tmp_path: Path) -> None:
+    from experiments.report import plot_sweep
+
+    for n, seed in enumerate((0, 1)):
+        _job(tmp_path / "s", n, 1, [f"seed={seed}"], figures=_figures(0.5 + n, 1.0))
+    summary = _collect(tmp_path / "s", 1, ("seed",))
+    chart = plot_sweep(summary, tmp_path / "s" / sweeps.CHART)
+    assert chart is not None and chart.read_bytes().startswith(b"\x89PNG")
+    _job(tmp_path / "f", 0, 2, ["seed=0"], status="failed", error="e", bug=False)
+    assert plot_sweep(_collect(tmp_path / "f", 2, ("seed",)), tmp_path / "f.png") is None
+    assert not (tmp_path / "f.png").exists()
