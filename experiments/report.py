@@ -564,6 +564,17 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
 
 
 # ---------------------------------------------------------------- a run's files
+def _short(override: str) -> str:
+    """An override for a chart's axis: a decimal value to 4 significant digits
+    (``z=5.203``, not ``z=5.202563493226584``)."""
+    key, _, value = override.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        return override
+    return f"{key}={number:.4g}" if "." in value else override
+
+
 def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
     """A sweep's figures, one panel each (``experiments.sweeps``' summary): a bar
     per completed job labelled by its swept overrides, the best job's bar marked;
@@ -587,7 +598,7 @@ def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
     axes = np.atleast_1d(axes)
     for ax, name in zip(axes, names, strict=True):
         if groups:
-            labels = [" ".join(g["overrides"]) or "all" for g in groups]
+            labels = [" ".join(_short(o) for o in g["overrides"]) or "all" for g in groups]
             stats = [g["figures"].get(name) for g in groups]
             means = [s["mean"] if s else np.nan for s in stats]
             stds = [s["std"] if s and s["std"] is not None else 0.0 for s in stats]
@@ -607,13 +618,14 @@ def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
         else:
             jobs = [job for job in summary["jobs"] if job["figures"].get(name) is not None]
             labels = [
-                " ".join(o for o in job["overrides"] if o.partition("=")[0] in swept)
+                " ".join(_short(o) for o in job["overrides"] if o.partition("=")[0] in swept)
                 or f"job {job['job']}"
                 for job in jobs
             ]
             colors = ["#fc8d62" if job["job"] == best else "#8da0cb" for job in jobs]
             ax.bar(range(len(jobs)), [job["figures"][name] for job in jobs], color=colors)
-            ax.set_xlabel("job" + (" (orange: the best by validation)" if best is not None else ""))
+            marked = f" (orange: the best by {summary['chosen_by']})" if best is not None else ""
+            ax.set_xlabel("job" + marked)
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
         chosen = name == summary.get("chosen_by")

@@ -471,3 +471,11 @@ def test_the_sweep_chart_is_drawn_when_a_job_gave_a_figure(tmp_path: Path) -> No
     _job(tmp_path / "f", 0, 2, ["seed=0"], status="failed", error="e", bug=False)
     assert plot_sweep(_collect(tmp_path / "f", 2, ("seed",)), tmp_path / "f.png") is None
     assert not (tmp_path / "f.png").exists()
+
+
+def test_chart_labels_shorten_decimals_only() -> None:
+    from experiments.report import _short
+
+    assert [_short(o) for o in ("z=5.202563493226584", "seed=1", "agent=ppo", "lr=0.0003")] == [
+        "z=5.203", "seed=1", "agent=ppo", "lr=0.0003",
+    ]  # fmt: skip
