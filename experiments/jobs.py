@@ -206,8 +206,7 @@ def hydra_entry(
             if precheck is not None:
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
-        sweep = {"-m", "--multirun", "hydra.mode=MULTIRUN"} & set(args)
-        quiet = sweeps.quiet_job_errors() if sweep else contextlib.nullcontext()
+        quiet = sweeps.quiet_job_errors() if _is_sweep(args) else contextlib.nullcontext()
         with _hydra_raises(), claiming_run_folders(command), quiet:
             try:
                 main()
@@ -269,12 +268,8 @@ def hydra_files(folder: Path) -> dict[Path, bytes]:
 
 
 def _run_folders(folder: Path) -> list[Path]:
-    """``folder`` and, for a sweep, its job folders (those holding a ``.hydra/``
-    record, at any depth: ``hydra.sweep.subdir`` may nest them)."""
-    if not folder.is_dir():
-        return []
-    jobs = {meta.parent for meta in folder.rglob(".hydra") if meta.is_dir()} - {folder}
-    return [folder, *sorted(jobs)]
+    """``folder`` and, for a sweep, its job folders (``sweeps.job_folders``)."""
+    return [folder, *sweeps.job_folders(folder)] if folder.is_dir() else []
 
 
 def _work(folder: Path) -> frozenset[tuple[str, int, int]]:
@@ -489,14 +484,19 @@ def _is_info_flag(arg: str) -> bool:
     return arg in ("-cjob", "-chydra", "-call")  # not -cn / -cp / -cd (config name, path, dir)
 
 
+def _is_sweep(args: Sequence[str]) -> bool:
+    """Whether the command line asks for a multirun (``-m``, ``--multirun``,
+    ``hydra.mode=MULTIRUN``)."""
+    return bool({"-m", "--multirun", "hydra.mode=MULTIRUN"} & set(args))
+
+
 def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
     """``(key, folder)`` for each ``out_dir=`` and ``hydra.run.dir=`` (with ``-m``,
     ``hydra.sweep.dir=``: the folder Hydra uses) on the command line,
     read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
     an empty / null value names no one folder and is left out."""
     found = []
-    multirun = any(arg in ("-m", "--multirun") for arg in args)
-    keys = ("out_dir", "hydra.sweep.dir" if multirun else "hydra.run.dir")
+    keys = ("out_dir", "hydra.sweep.dir" if _is_sweep(args) else "hydra.run.dir")
     for override in _parsed_overrides(args):
         key = override.key_or_group
         if key in keys and not override.is_sweep_override():

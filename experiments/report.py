@@ -603,15 +603,9 @@ def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
             means = [s["mean"] if s else np.nan for s in stats]
             stds = [s["std"] if s and s["std"] is not None else 0.0 for s in stats]
             ax.bar(range(len(groups)), means, yerr=stds, capsize=4, color="#8da0cb")
+            figures = {job["job"]: job["figures"] for job in summary["jobs"]}
             for x, group in enumerate(groups):
-                keys = {o.partition("=")[0] for o in group["overrides"]}
-                values = [
-                    job["figures"].get(name)
-                    for job in summary["jobs"]
-                    if job["status"] == "completed"
-                    and {o for o in job["overrides"] if o.partition("=")[0] in keys}
-                    == set(group["overrides"])
-                ]
+                values = [figures[n].get(name) for n in group["jobs"]]
                 dots = [v for v in values if v is not None]
                 ax.scatter([x] * len(dots), dots, color="black", s=12, zorder=3)
             ax.set_xlabel("setting (bars: mean ± std over seeds; dots: each seed)")

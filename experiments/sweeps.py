@@ -79,30 +79,49 @@ def note(name: str, value: float | None, choose: bool = False, basis: Any = None
     _NOTES.append({"name": name, "value": number, "choose": bool(choose), "basis": basis})
 
 
-def _swept(config: Any, optuna: bool) -> tuple[tuple[str, ...], int | None]:
-    """The keys the sweep varies (the command line's sweep overrides, ``seed=0,1``,
-    and the sweeper's own ``hydra.sweeper.params``) and, for Hydra's basic
-    sweeper, how many jobs they make (None if a value list is not counted)."""
+def sweep_plan(config: Any) -> tuple[tuple[str, ...], int | None]:
+    """A sweep's config (the command's, or its ``multirun.yaml``): the keys it
+    varies (the command line's sweep overrides, ``seed=0,1``, and the sweeper's
+    own ``hydra.sweeper.params``) and, for Hydra's basic sweeper, how many jobs
+    they make (None for the Optuna sweeper, or if a value list is not counted:
+    an interval, a glob)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    params = config.hydra.sweeper.get("params") or {}
+    sweeper = config.hydra.get("sweeper") or {}
+    optuna = _optuna(sweeper)
+    params = sweeper.get("params") or {}
     lines = [str(o) for o in config.hydra.overrides.task]
     if not optuna:  # the basic sweeper's params are overrides too, before the command line's
         lines = [f"{k}={v}" for k, v in params.items()] + lines
     counts: dict[str, int | None] = {}  # by key, the last one winning, as the sweeper splits
     try:
-        for override in OverridesParser.create().parse_overrides(lines):
-            key = override.key_or_group
-            counts.pop(key, None)
-            if override.is_sweep_override():
+        parsed = OverridesParser.create().parse_overrides(lines)
+    except Exception:  # lines Hydra has parsed already: never expected
+        return (), None
+    for override in parsed:
+        key = override.key_or_group
+        counts.pop(key, None)
+        if override.is_sweep_override():
+            counts[key] = None
+            with contextlib.suppress(Exception):  # a kind not counted: glob, interval
                 counts[key] = None if optuna else len(list(override.sweep_string_iterator()))
-    except Exception:  # lines Hydra has parsed already; a kind not counted (glob)
-        counts = {key: None for key in counts}
     keys = [*counts, *(str(k) for k in params if str(k) not in counts)]
     planned = None
     if not optuna and all(n is not None for n in counts.values()):
         planned = math.prod(n for n in counts.values() if n is not None)
     return tuple(keys), planned
+
+
+def _optuna(sweeper: Any) -> bool:
+    return "optuna" in str(sweeper.get("_target_", ""))
+
+
+def job_folders(folder: Path) -> list[Path]:
+    """The job folders of the sweep folder ``folder``: those holding a ``.hydra/``
+    record, at any depth (``hydra.sweep.subdir`` may nest them), sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted({meta.parent for meta in folder.rglob(".hydra") if meta.is_dir()} - {folder})
 
 
 class JobOutcome(Callback):
@@ -117,9 +136,9 @@ class JobOutcome(Callback):
         folder = Path(str(config.hydra.sweep.dir)).resolve()
         self.stamp = time.time_ns()
         sweeper = config.hydra.sweeper
-        optuna = "optuna" in str(sweeper.get("_target_", ""))
+        optuna = _optuna(sweeper)
         held = folder.is_dir() and any(p.name != LOCK_NAME for p in folder.iterdir())
-        swept, planned = _swept(config, optuna)
+        swept, planned = sweep_plan(config)
         _STARTED[:] = [
             Sweep(
                 folder=folder,
@@ -193,10 +212,7 @@ def _records(sweep: Sweep) -> tuple[list[dict[str, Any]], list[str]]:
     sweep left (a Hydra record but none of this sweep's)."""
     mine: list[dict[str, Any]] = []
     others: list[str] = []
-    for meta in sorted(sweep.folder.rglob(".hydra")):
-        path = meta.parent
-        if path == sweep.folder or not meta.is_dir():
-            continue
+    for path in job_folders(sweep.folder):
         try:
             record = read_json(path / OUTCOME)
         except (OSError, ValueError):
@@ -291,7 +307,10 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
                 std = math.sqrt(var) if len(values) > 1 else None
                 figures[name] = {"mean": mean, "std": std, "n": len(values)}
         if figures:
-            rows.append({"overrides": list(other), "seeds": seeds, "figures": figures})
+            jobs_in = [job["job"] for job in members]
+            rows.append(
+                {"overrides": list(other), "seeds": seeds, "jobs": jobs_in, "figures": figures}
+            )
     return rows
 
 

@@ -654,22 +654,12 @@ def jobs_at_once() -> int:
 
 
 def sweep_size(folder: Path) -> int | None:
-    """How many jobs the sweep in ``folder`` launches: the product of its sweep
-    overrides' values, from the ``multirun.yaml`` the sweep wrote before its jobs
-    (None when that cannot be told: no file, an interval an optimiser draws from)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
+    """How many jobs the sweep in ``folder`` launches (``sweeps.sweep_plan`` of the
+    ``multirun.yaml`` the sweep wrote before its jobs; None when that cannot be
+    told: no file, an interval an optimiser draws from)."""
     try:
-        task = OmegaConf.load(folder / "multirun.yaml").hydra.overrides.task
-        parser = OverridesParser.create()
-        size = 1
-        for text in task:
-            override = parser.parse_override(str(text))
-            if override.is_sweep_override():
-                size *= len(list(override.sweep_string_iterator()))
-        return size
-    except (OSError, HydraException, AttributeError, ValueError):
+        return sweeps.sweep_plan(OmegaConf.load(folder / "multirun.yaml"))[1]
+    except (OSError, AttributeError, ValueError):
         return None
 
 

@@ -375,6 +375,7 @@ def test_a_sweep_over_seeds_gives_each_setting_s_mean_and_std(tmp_path: Path) ->
     summary = _collect(tmp_path, 5, ("agent", "seed"))
     ppo, a2c = summary["over_seeds"]
     assert ppo["overrides"] == ["agent=ppo"] and ppo["seeds"] == ["0", "1", "2"]
+    assert ppo["jobs"] == [0, 1, 2] and a2c["jobs"] == [3, 4]
     score = ppo["figures"]["validation mean score"]
     assert score["mean"] == pytest.approx(0.6) and score["std"] == pytest.approx(0.1)
     assert score["n"] == 3 and ppo["figures"]["test mean TTFT (s)"]["std"] == 0.0
@@ -398,13 +399,14 @@ def test_the_jobs_a_basic_sweep_plans_count_each_key_once() -> None:
     def swept(task: list[str], params: dict[str, str] | None = None) -> Any:
         sweeper = {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"}
         config = {"hydra": {"overrides": {"task": task}, "sweeper": {**sweeper, "params": params}}}
-        return sweeps._swept(OmegaConf.create(config), False)
+        return sweeps.sweep_plan(OmegaConf.create(config))
 
     assert swept(["seed=0,1", "agent=ppo,a2c", "workload=tiny"]) == (("seed", "agent"), 4)
     assert swept(["seed=range(0,3)"]) == (("seed",), 3)
     assert swept(["seed=3,4"], {"seed": "0,1,2"}) == (("seed",), 2)
     assert swept(["seed=0,1", "seed=2,3,4"]) == (("seed",), 3)
     assert swept(["seed=5"], {"seed": "0,1"})[1] == 1
+    assert swept(["seed=0,1", "z=interval(0,1)"]) == (("seed", "z"), None)  # not counted
 
 
 def test_jobs_that_share_a_folder_are_said_and_name_no_best(tmp_path: Path) -> None:
