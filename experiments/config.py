@@ -35,6 +35,7 @@ from envs.workloads.trace_file import (
     TRACE_FIELDS,
     TRACE_WORKLOAD,
     TraceOptions,
+    TracePlan,
     changed_fields,
     plan_trace,
     trace_label,
@@ -813,10 +814,11 @@ def window_pool_of(cfg: Any, split: str, limit: int | None) -> list[Any]:
         )
 
 
-def check_workload(cfg: Any) -> None:
+def check_workload(cfg: Any) -> TracePlan | None:
     """The workload group names a registered workload and its parameters are ones
     its generators take, with values they accept (no windows are generated); or a
-    trace file, read through once (every row checked, windows and splits found)."""
+    trace file, read through once (every row checked, windows and splits found):
+    its plan is returned (None for a registered workload)."""
     from envs.workloads.registry import configure
 
     trace_values = {name: cfg.workload[name] for name in TRACE_FIELDS}
@@ -829,8 +831,7 @@ def check_workload(cfg: Any) -> None:
         from experiments._cli import trace_option_warnings
 
         with naming_fields(TRACE_PATHS), trace_option_warnings():
-            plan_trace(TraceOptions(**workload_params(cfg)))
-        return
+            return plan_trace(TraceOptions(**workload_params(cfg)))
     changed = changed_fields(trace_values)
     if changed:
         raise ConfigError(
@@ -839,6 +840,7 @@ def check_workload(cfg: Any) -> None:
         )
     with naming_fields(workload_paths(cfg)):
         configure(cfg.workload.name, **workload_params(cfg))
+    return None
 
 
 def config_record(cfg: Any) -> dict[str, Any]:

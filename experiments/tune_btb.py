@@ -16,6 +16,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
 from experiments.config import (
     CONF_DIR,
@@ -106,7 +107,7 @@ def check_sweep(args: list[str]) -> None:
                 "at least 1 trial"
             )
     fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
-    _check_trace_before_sweep(parsed, fixed)
+    trace_block = _check_trace_before_sweep(parsed, fixed)
     # a sweep over clusters: every M must fit the smallest cluster it covers
     clusters = [
         o for o in parsed if o.is_sweep_override() and o.key_or_group.startswith(_CLUSTER_GROUPS)
@@ -154,7 +155,7 @@ def check_sweep(args: list[str]) -> None:
         if name == "z" and not low > 0:
             raise ValueError(f"{label} lets the sweep draw {drawn}: Z is a time window, > 0 s")
         if name == "y_tokens":
-            block = _block_tokens(cfg, parsed)
+            block = _block_tokens(cfg, parsed, trace_block)
             if block is not None and low < block:
                 raise ValueError(
                     f"{label} lets the sweep draw {drawn}, shorter than one {block}-token "
@@ -162,36 +163,42 @@ def check_sweep(args: list[str]) -> None:
                 )
 
 
-def _block_tokens(cfg: Any, parsed: list[Any]) -> int | None:
-    """The block size of the workload's windows (read from its first train window:
-    a workload's windows share one), if the sweep does not sweep the workload
-    (each job then checks its own Y)."""
+def _block_tokens(cfg: Any, parsed: list[Any], trace_block: int | None) -> int | None:
+    """The block size of the workload's windows, if the sweep does not sweep the
+    workload (each job then checks its own Y): a trace's from the plan the check
+    before the sweep made (``trace_block``), a registered workload's from its first
+    train window (a workload's windows share one)."""
     if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
         return None
+    if cfg.workload.name == TRACE_WORKLOAD:
+        return trace_block  # the file is not read again
     with contextlib.suppress(ValueError, OSError):  # a job will say what is wrong
         return int(max(w.block_tokens for w in window_pool_of(cfg, "train", 1)))
     return None
 
 
-def _check_trace_before_sweep(parsed: list[Any], fixed: list[str]) -> None:
+def _check_trace_before_sweep(parsed: list[Any], fixed: list[str]) -> int | None:
     """A trace file the sweep's jobs would all read (``workload=trace``, not swept;
     ``fixed``: the command line's overrides that are not sweeps): read through once
     before the sweep starts, so that a bad row is one line, not the sweeper's report
-    of every job's failure (Optuna's reads each job's error several times)."""
+    of every job's failure (Optuna's reads each job's error several times). Returns
+    its block size (None when no trace was read)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
     from experiments.config import check_workload
 
     if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
-        return  # each job reads its own
+        return None  # each job reads its own
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="tune_btb", overrides=fixed)
     except HydraException:  # the config does not compose: Hydra says why
-        return
-    if cfg.workload.name == "trace":
-        check_workload(cfg)
+        return None
+    if cfg.workload.name != TRACE_WORKLOAD:
+        return None
+    plan = check_workload(cfg)
+    return None if plan is None else int(plan.block_tokens)
 
 
 def check_thresholds(cfg: Any) -> None:

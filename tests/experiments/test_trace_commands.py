@@ -460,3 +460,20 @@ def test_a_file_whose_own_splits_name_no_test_window_says_so(
     err = capsys.readouterr().err
     assert "none names 'test'; workload.file_splits=false" in err
     assert err.count("\n") == 1
+
+
+def test_tune_btb_checks_y_against_a_trace_s_block_before_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Mooncake's 512-token blocks: a Y search space that can draw 256 tokens is
+    refused before any trial, from the plan the trace's check made (the file is
+    read once; no window is built for it)."""
+    from experiments import tune_btb
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    monkeypatch.setattr(tune_btb, "window_pool_of", lambda *a: pytest.fail("windows built"))
+    args = ["-m", "workload=trace", f"workload.path={path}", "workload.window_s=5",
+            "y_tokens=choice(256,4096)"]  # fmt: skip
+    with pytest.raises(ValueError, match=r"shorter than one 512-token block of the workload"):
+        tune_btb.check_sweep(args)
+    tune_btb.check_sweep([*args[:-1], "y_tokens=choice(512,4096)"])  # one block is enough
