@@ -575,9 +575,12 @@ def _short(override: str) -> str:
     return f"{key}={number:.4g}" if "." in value else override
 
 
-def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
+def plot_sweep(
+    summary: Mapping[str, Any], path: str | Path, job_labels: Mapping[int, Sequence[str]]
+) -> Path | None:
     """A sweep's figures, one panel each (``experiments.sweeps``' summary): a bar
-    per completed job labelled by its swept overrides, the best job's bar marked;
+    per completed job labelled by its swept overrides (``job_labels``, by number),
+    the best job's bar marked;
     for a sweep over seeds, a bar per setting at the mean over its seeds, with
     the std as an error bar and each seed's value as a dot. None when no job
     gave a figure."""
@@ -589,7 +592,6 @@ def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
     if not names:
         return None
     plt = _pyplot()
-    swept = set(summary["swept"])
     best = (summary.get("best") or {}).get("job")
     groups = summary.get("over_seeds") or []
     fig, axes = plt.subplots(
@@ -612,8 +614,7 @@ def plot_sweep(summary: Mapping[str, Any], path: str | Path) -> Path | None:
         else:
             jobs = [job for job in summary["jobs"] if job["figures"].get(name) is not None]
             labels = [
-                " ".join(_short(o) for o in job["overrides"] if o.partition("=")[0] in swept)
-                or f"job {job['job']}"
+                " ".join(_short(o) for o in job_labels.get(job["job"], [])) or f"job {job['job']}"
                 for job in jobs
             ]
             colors = ["#fc8d62" if job["job"] == best else "#8da0cb" for job in jobs]

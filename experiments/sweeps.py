@@ -284,9 +284,7 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
     for job in jobs:
         if job["status"] != "completed":
             continue
-        other = tuple(
-            o for o in job["overrides"] if o.partition("=")[0] in keys and not _is_seed(o)
-        )
+        other = tuple(o for o in swept_overrides(job["overrides"], keys) if not _is_seed(o))
         groups.setdefault(other, []).append(job)
     rows = []
     for other, members in groups.items():
@@ -312,6 +310,12 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
                 {"overrides": list(other), "seeds": seeds, "jobs": jobs_in, "figures": figures}
             )
     return rows
+
+
+def swept_overrides(overrides: Sequence[str], keys: Sequence[str]) -> list[str]:
+    """The overrides of a job whose keys are among the swept ``keys``: what tells
+    the job apart in the table and the chart."""
+    return [o for o in overrides if o.partition("=")[0] in keys]
 
 
 def _is_seed(override: str) -> bool:
@@ -345,7 +349,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         best, why = None, "jobs shared a folder, so a job's record is missing"
     if best is not None:
         top = next(job for job in jobs if job["job"] == best["job"])
-        best["overrides"] = [o for o in top["overrides"] if o.partition("=")[0] in keys]
+        best["overrides"] = swept_overrides(top["overrides"], keys)
     summary = {
         "sweep_dir": str(sweep.folder),
         "interrupted": interrupted,
@@ -426,7 +430,7 @@ def table(summary: dict[str, Any]) -> list[str]:
     header = ["job", "overrides", "status", *names]
     rows = []
     for job in jobs:
-        swept = " ".join(o for o in job["overrides"] if o.partition("=")[0] in summary["swept"])
+        swept = " ".join(swept_overrides(job["overrides"], summary["swept"]))
         values = [job["figures"].get(n) for n in names]
         cells = ["-" if v is None else _number(v) for v in values]
         rows.append([str(job["job"]), swept or "-", job["status"], *cells])
@@ -522,7 +526,11 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
         return None
     chart = None
     try:
-        chart = plot_sweep(summary, folder / CHART)
+        labels = {
+            job["job"]: swept_overrides(job["overrides"], summary["swept"])
+            for job in summary["jobs"]
+        }
+        chart = plot_sweep(summary, folder / CHART, labels)
         if chart is None:  # no figure: an earlier sweep's chart would describe other jobs
             (folder / CHART).unlink(missing_ok=True)
     except Exception as error:  # a chart must not cost the sweep its summary and ending

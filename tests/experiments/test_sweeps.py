@@ -468,10 +468,10 @@ def test_the_sweep_chart_is_drawn_when_a_job_gave_a_figure(tmp_path: Path) -> No
     for n, seed in enumerate((0, 1)):
         _job(tmp_path / "s", n, 1, [f"seed={seed}"], figures=_figures(0.5 + n, 1.0))
     summary = _collect(tmp_path / "s", 1, ("seed",))
-    chart = plot_sweep(summary, tmp_path / "s" / sweeps.CHART)
+    chart = plot_sweep(summary, tmp_path / "s" / sweeps.CHART, {0: ["seed=0"], 1: ["seed=1"]})
     assert chart is not None and chart.read_bytes().startswith(b"\x89PNG")
     _job(tmp_path / "f", 0, 2, ["seed=0"], status="failed", error="e", bug=False)
-    assert plot_sweep(_collect(tmp_path / "f", 2, ("seed",)), tmp_path / "f.png") is None
+    assert plot_sweep(_collect(tmp_path / "f", 2, ("seed",)), tmp_path / "f.png", {}) is None
     assert not (tmp_path / "f.png").exists()
 
 
