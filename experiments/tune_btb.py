@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 from typing import Any
 
 import hydra
@@ -47,7 +48,7 @@ def search_space_range(text: str) -> tuple[float, float] | None:
     include 4 (the sweeper turns a range into Optuna's IntUniformDistribution, whose
     high end is inclusive); ``shuffle(range(1, 5))`` is a choice of 1..4;
     ``choice(1, 2)`` / ``1,2`` their values; a plain value itself. None if the
-    override is not numeric."""
+    override is not numeric; ``(nan, nan)`` if the sweeper can draw a NaN."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
 
@@ -68,6 +69,8 @@ def search_space_range(text: str) -> tuple[float, float] | None:
     numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if not numbers or len(numbers) != len(values):
         return None
+    if any(math.isnan(n) for n in numbers):  # min and max would pass over it
+        return math.nan, math.nan
     return min(numbers), max(numbers)
 
 
@@ -141,6 +144,8 @@ def check_sweep(args: list[str]) -> None:
         if bounds is None:
             continue
         low, high = bounds
+        if math.isnan(low):
+            raise ValueError(f"{label} lets the sweep draw {name}=nan: not a number")
         drawn = f"{name}={low:g}" if low == high else f"{name} from {low:g} to {high:g}"
         if name == "m" and sizes is not None and (low < 1 or high > min(sizes)):
             n_nodes = min(sizes)

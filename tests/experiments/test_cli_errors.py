@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import shlex
 from collections.abc import Callable, Iterator
@@ -384,6 +385,16 @@ def test_search_space_range_is_what_the_sweeper_draws(text: str, bounds: Any) ->
         override = OverridesParser.create().parse_override(f"m={text}")
         distribution = create_optuna_distribution_from_override(override)
         assert (distribution.low, distribution.high) == bounds  # what Optuna samples within
+
+
+def test_tune_btb_sweep_that_can_draw_nan_is_rejected_before_it_starts() -> None:
+    from experiments.tune_btb import check_sweep, search_space_range
+
+    low, high = search_space_range("choice(1, nan)")  # min/max alone would give (1, 1)
+    assert math.isnan(low) and math.isnan(high)
+    with pytest.raises(ValueError, match=r"^z=choice\(1,nan\) \(from the command line\) "
+                       r"lets the sweep draw z=nan: not a number$"):  # fmt: skip
+        check_sweep(["-m", "workload=tiny", "z=choice(1,nan)"])
 
 
 def test_tune_btb_single_run_on_two_nodes_is_not_checked_against_the_sweep() -> None:
