@@ -278,19 +278,26 @@ SEED_KEY = "seed"
 
 def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dict[str, Any]]:
     """For a sweep over ``seed``: each setting of the other swept keys that two
-    completed jobs or more ran, with every figure's mean and standard deviation
-    over those seeds (ddof 1: the seeds are a sample) and how many had it."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    completed jobs or more ran with different seeds, with every figure's mean and
+    standard deviation over those seeds (ddof 1: the seeds are a sample) and how
+    many had it. A seed a setting ran twice (``seed=0,0``) counts once, its first
+    job's; ``repeated`` names the jobs left out."""
+    groups: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
+    repeated: dict[tuple[str, ...], list[int]] = {}
     for job in jobs:
         if job["status"] != "completed":
             continue
         other = tuple(o for o in swept_overrides(job["overrides"], keys) if not _is_seed(o))
-        groups.setdefault(other, []).append(job)
+        seed = next((o.partition("=")[2] for o in job["overrides"] if _is_seed(o)), "")
+        if seed in groups.setdefault(other, {}):
+            repeated.setdefault(other, []).append(job["job"])
+        else:
+            groups[other][seed] = job
     rows = []
-    for other, members in groups.items():
-        if len(members) < 2:
+    for other, by_seed in groups.items():
+        if len(by_seed) < 2:
             continue
-        seeds = [o.partition("=")[2] for job in members for o in job["overrides"] if _is_seed(o)]
+        seeds, members = list(by_seed), list(by_seed.values())
         figures = {}
         for name in dict.fromkeys(f["name"] for job in members for f in job["figures"]):
             values = [
@@ -307,7 +314,13 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
         if figures:
             jobs_in = [job["job"] for job in members]
             rows.append(
-                {"overrides": list(other), "seeds": seeds, "jobs": jobs_in, "figures": figures}
+                {
+                    "overrides": list(other),
+                    "seeds": seeds,
+                    "jobs": jobs_in,
+                    "figures": figures,
+                    "repeated": repeated.get(other, []),
+                }
             )
     return rows
 
@@ -479,8 +492,16 @@ def table(summary: dict[str, Any]) -> list[str]:
             for name, f in group["figures"].items()
         )
         which = " ".join(group["overrides"]) or "the one setting"
+        left_out = group.get("repeated")
+        again = (
+            f"; {'job' if len(left_out) == 1 else 'jobs'} {', '.join(map(str, left_out))} "
+            "repeated a seed, not counted"
+            if left_out
+            else ""
+        )
         lines.append(
-            f"over seeds {', '.join(group['seeds'])} ({which}): {figures} (mean ± std, ddof 1)"
+            f"over seeds {', '.join(group['seeds'])} ({which}): {figures} "
+            f"(mean ± std, ddof 1{again})"
         )
     if summary["other_folders"]:
         lines.append(

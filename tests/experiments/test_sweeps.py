@@ -436,6 +436,24 @@ def test_a_seed_sweep_s_figure_one_seed_gave_is_kept_without_a_std(tmp_path: Pat
     assert best.endswith("(one seed's score: the means over seeds are below)")
 
 
+def test_a_seed_a_setting_ran_twice_counts_once(tmp_path: Path) -> None:
+    """``seed=0,0,1``: seed 0's second job is left out of the mean and the std
+    (0.5 and 0.7, not 0.5, 0.5 and 0.7, whose std would read 0.115, not 0.141)."""
+    for n, (seed, value) in enumerate([(0, 0.5), (0, 0.5), (1, 0.7)]):
+        _job(tmp_path, n, 10, [f"seed={seed}"], figures=_figures(value, 1.0)[:1])
+    summary = _collect(tmp_path, 10, ("seed",))
+    (group,) = summary["over_seeds"]
+    assert group["seeds"] == ["0", "1"] and group["jobs"] == [0, 2] and group["repeated"] == [1]
+    score = group["figures"]["validation mean score"]
+    assert score["mean"] == pytest.approx(0.6) and score["std"] == pytest.approx(0.02**0.5)
+    line = next(line for line in sweeps.table(summary) if line.startswith("over seeds"))
+    assert line.endswith("(mean ± std, ddof 1; job 1 repeated a seed, not counted)")
+    again = tmp_path / "again"  # one seed twice and nothing else: nothing to average
+    for n in range(2):
+        _job(again, n, 11, ["seed=0"], figures=_figures(0.5, 1.0)[:1])
+    assert _collect(again, 11, ("seed",))["over_seeds"] == []
+
+
 def test_validation_on_another_workload_seed_does_not_compare(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
