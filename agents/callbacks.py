@@ -180,6 +180,62 @@ class KeepBestByValidation(BaseCallback):
             print(f"validation at step {step:,}: {value:.4f} ({best})", flush=True)
 
 
+class Curriculum(BaseCallback):
+    """Episodes drawn from shorter pools first: ``stages`` are ``(until, pool)``
+    pairs, steps rising; up to ``until`` env steps the envs draw their episodes
+    from ``pool`` (e.g. burst segments, ``envs.windows.burst_segments``), and after
+    the last stage from ``whole``. A stage change reaches each env at its next
+    episode; at the start of training the envs begin afresh on the stage's pool
+    (their first episodes would else be whole windows). ``changes`` records
+    ``(step, stage)`` for each switch (stage ``len(stages)``: the whole windows)."""
+
+    def __init__(
+        self, stages: list[tuple[int, list[Any]]], whole: list[Any], echo: bool = True
+    ) -> None:
+        super().__init__()
+        self.stages = stages
+        self.whole = whole
+        self.echo = echo
+        self.stage = -1
+        self.changes: list[tuple[int, int]] = []
+
+    def _stage_at(self, step: int) -> int:
+        return next(
+            (i for i, (until, _) in enumerate(self.stages) if step < until), len(self.stages)
+        )
+
+    def _switch(self, stage: int) -> None:
+        pool = self.stages[stage][1] if stage < len(self.stages) else self.whole
+        self.training_env.env_method("set_windows", pool)
+        self.stage = stage
+        step = int(self.model.num_timesteps)
+        self.changes.append((step, stage))
+        if self.echo:
+            what = (
+                f"{len(pool)} segments (stage {stage + 1} of {len(self.stages)}, "
+                f"until step {self.stages[stage][0]:,})"
+                if stage < len(self.stages)
+                else f"the {len(pool)} whole train windows"
+            )
+            print(f"curriculum at step {step:,}: episodes from {what}", flush=True)
+
+    def _on_training_start(self) -> None:
+        stage = self._stage_at(int(self.model.num_timesteps))
+        self.stage = stage  # past the last stage: the envs already draw whole windows
+        if stage < len(self.stages):
+            self._switch(stage)
+            # SB3 reset the envs before this callback: start their episodes afresh
+            self.model._last_obs = self.training_env.reset()  # type: ignore[assignment]
+            self.model._last_episode_starts = np.ones((self.training_env.num_envs,), dtype=bool)
+
+    def _on_step(self) -> bool:
+        if self.stage < len(self.stages):
+            stage = self._stage_at(int(self.model.num_timesteps))
+            if stage != self.stage:
+                self._switch(stage)
+        return True
+
+
 class RolloutClock(BaseCallback):
     """Splits a run's wall time into rollout collection (env steps, the policy's
     forward passes, and the callbacks that run between steps: checkpoints,

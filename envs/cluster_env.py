@@ -249,6 +249,21 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             self._remember_loads()
         return obs, reward, done, False, self._info()
 
+    def set_windows(self, windows: Sequence[Workload]) -> None:
+        """Draw later episodes from ``windows`` instead (a curriculum's next stage;
+        through a vectorised env, ``vec_env.env_method("set_windows", windows)``).
+        An episode in progress goes on on its own window, and a copy of the env
+        (pickling) replays it there."""
+        pool = list(windows)
+        if not pool:
+            raise ValueError("set_windows: windows is empty: give at least one Workload")
+        for i, w in enumerate(pool):
+            self._check_window(w, f"set_windows: windows[{i}]")
+        if self._episode is not None and not isinstance(self._episode["window"], Workload):
+            self._episode["window"] = self.windows[self._episode["window"]]
+        self.windows = pool
+        self._kwargs = {**self._kwargs, "windows": pool, "workload_params": None}
+
     def render(self) -> Any:
         if self.render_mode is None:
             gym.logger.warn(

@@ -1,9 +1,12 @@
-"""Pools of workload windows for episodes, by workload name and split."""
+"""Pools of workload windows for episodes, by workload name and split, and the
+shorter burst segments a curriculum cuts them into."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from envs.sim.checks import check_number, check_whole_number
 from envs.sim.request import Workload
 
 
@@ -27,3 +30,48 @@ def window_pool(
             hint = " (workload.val_fraction, 0 by default, sets a trace's share of 'val' windows)"
         raise ValueError(f"workload {workload!r} has no {split!r} windows{hint}")
     return pool
+
+
+def burst_starts(window: Workload, min_requests: int) -> list[float]:
+    """When each burst of ``window`` begins: the first arrival (s) of every group
+    (``group_id``) of at least ``min_requests`` requests, in order."""
+    first: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for request in window.requests:  # in arrival order
+        group = request.group_id
+        if group:
+            first.setdefault(group, request.arrival_s)
+            count[group] = count.get(group, 0) + 1
+    return sorted(t for group, t in first.items() if count[group] >= min_requests)
+
+
+def burst_segments(
+    window: Workload, bursts: int, lead_s: float = 5.0, min_requests: int = 32
+) -> list[Workload]:
+    """``window`` cut into shorter episodes, one starting ``lead_s`` seconds before
+    each burst (:func:`burst_starts`) and running until ``lead_s`` before the
+    ``bursts``-th burst after it (or the window's end): what a curriculum trains on
+    before whole windows. Each segment's arrivals are shifted to start at its own
+    0 s, and its caches start empty, as a window's do. Empty if the window has no
+    burst."""
+    check_whole_number("bursts", bursts, minimum=1)
+    check_number("lead_s", lead_s)  # finite, >= 0
+    starts = [max(0.0, t - lead_s) for t in burst_starts(window, min_requests)]
+    segments = []
+    for k, begin in enumerate(starts):
+        end = starts[k + bursts] if k + bursts < len(starts) else float("inf")
+        requests = [
+            replace(r, arrival_s=r.arrival_s - begin)
+            for r in window.requests
+            if begin <= r.arrival_s < end
+        ]
+        if requests:
+            segments.append(
+                Workload(
+                    name=f"{window.name}@{begin:.1f}s",
+                    block_tokens=window.block_tokens,
+                    requests=requests,
+                    meta={**window.meta, "segment_of": window.name, "segment_s": [begin, end]},
+                )
+            )
+    return segments

@@ -246,6 +246,16 @@ class LoggerConf:
 
 
 @dataclass
+class CurriculumStage:
+    """One stage of ``train.curriculum``: until ``until`` env steps, episodes are
+    segments of the train windows that span ``bursts`` bursts each
+    (``envs.windows.burst_segments``)."""
+
+    bursts: int = 1
+    until: int = 0
+
+
+@dataclass
 class TrainConf:
     total_timesteps: int = 20_000
     checkpoint_every: int = 10_000
@@ -268,6 +278,15 @@ class TrainConf:
     parameter of the same name and shape; e.g. a separate critic starts fresh)."""
     critic_warmup_steps: int = 0
     """Env steps at the start of RL that train the critic alone (policy frozen)."""
+    curriculum: list[CurriculumStage] = field(default_factory=list)
+    """Stages of a curriculum over burst segments, in order (none: whole windows
+    from the start): e.g. ``[{bursts: 1, until: 30000}, {bursts: 2, until: 60000}]``
+    trains on one-burst segments of the train windows up to step 30,000, on
+    two-burst segments up to 60,000, then on whole windows. A segment starts
+    ``curriculum_lead_s`` before a burst, a group (``group_id``) of at least
+    ``curriculum_min_requests`` requests."""
+    curriculum_lead_s: float = 5.0
+    curriculum_min_requests: int = 32
     val_score: str = "mean"
     """What validation minimises: ``mean`` (mean TTFT over the windows' pooled
     requests), ``geomean`` (geometric mean of the windows' mean TTFTs: every window

@@ -205,9 +205,59 @@ def check_train(cfg: Any) -> None:
     hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(hyperparams, dict)
     check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
+    check_curriculum(cfg)
     check_imitation(cfg)
     check_finetune(cfg)
     check_improvement(cfg)
+
+
+def check_curriculum(cfg: Any) -> None:
+    """``train.curriculum``'s stages: whole bursts, and steps that rise."""
+    before = 0
+    for i, stage in enumerate(cfg.train.curriculum):
+        where = f"train.curriculum[{i}]"
+        if stage.bursts < 1:
+            raise ValueError(
+                f"{where}.bursts must be >= 1 (bursts a segment spans), got {stage.bursts}"
+            )
+        if stage.until <= before:
+            raise ValueError(
+                f"{where}.until must be above {before:,} (the stages' steps rise), "
+                f"got {stage.until}"
+            )
+        before = stage.until
+    if cfg.train.curriculum_lead_s < 0:
+        raise ValueError(f"train.curriculum_lead_s must be >= 0, got {cfg.train.curriculum_lead_s}")
+    if cfg.train.curriculum_min_requests < 2:
+        raise ValueError(
+            f"train.curriculum_min_requests must be >= 2, got {cfg.train.curriculum_min_requests}"
+        )
+
+
+def curriculum_stages(cfg: Any, pool: list[Any]) -> list[tuple[int, list[Any]]]:
+    """Each stage of ``train.curriculum`` as (until, its segments of ``pool``)."""
+    from envs.windows import burst_segments
+
+    stages = []
+    for i, stage in enumerate(cfg.train.curriculum):
+        segments = [
+            segment
+            for window in pool
+            for segment in burst_segments(
+                window,
+                int(stage.bursts),
+                float(cfg.train.curriculum_lead_s),
+                int(cfg.train.curriculum_min_requests),
+            )
+        ]
+        if not segments:
+            raise ValueError(
+                f"train.curriculum[{i}]: the train windows of workload={cfg.workload.name} hold "
+                f"no burst (a group of at least train.curriculum_min_requests="
+                f"{cfg.train.curriculum_min_requests} requests) to cut segments at"
+            )
+        stages.append((int(stage.until), segments))
+    return stages
 
 
 def improvement_settings(cfg: Any) -> Any:
@@ -917,6 +967,7 @@ def train(cfg: DictConfig) -> float:
     from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
     from agents.callbacks import (
         CheckpointEvery,
+        Curriculum,
         KeepBestByValidation,
         MetricsLogger,
         ProgressBar,
@@ -969,6 +1020,7 @@ def train(cfg: DictConfig) -> float:
         name=name,
     )
     pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    stages = curriculum_stages(cfg, pool)  # a curriculum without bursts: before the run folder
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows) if validate else []
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
@@ -1104,6 +1156,10 @@ def train(cfg: DictConfig) -> float:
             callbacks.append(
                 CheckpointEvery(int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints")
             )
+        curriculum = None
+        if stages and remaining > 0:
+            curriculum = Curriculum(stages, pool)
+            callbacks.append(curriculum)
         keep_best = None
         val_score = ValidationScore(cfg, spec, val_pool, str(cfg.train.val_score))
         if validate and remaining > 0:
@@ -1175,6 +1231,16 @@ def train(cfg: DictConfig) -> float:
             if "train/episode_return_mean" in m
         ]
         train_record["updates"] = updates.history  # each gradient update's KL, entropy, losses
+        if curriculum is not None:
+            train_record["curriculum"] = {
+                "stages": [
+                    {"bursts": int(stage.bursts), "until": int(stage.until), "segments": len(seg)}
+                    for stage, (_, seg) in zip(cfg.train.curriculum, curriculum.stages, strict=True)
+                ],
+                "lead_s": float(cfg.train.curriculum_lead_s),
+                "min_requests": int(cfg.train.curriculum_min_requests),
+                "changes": [{"step": k, "stage": v} for k, v in curriculum.changes],
+            }
         logger.summary(
             {
                 "train/steps_per_s": steps_per_s,

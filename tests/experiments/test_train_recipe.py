@@ -192,3 +192,55 @@ def test_evaluate_on_validation_windows_greedy_and_sampling(tmp_path):
         for split in ("val", "test")
     }
     assert rows[0]["ttft_mean_s"] == by_split["val"] != by_split["test"]
+
+
+def test_a_curriculum_trains_on_burst_segments_then_whole_windows(tmp_path):
+    """workload=tiny's train windows hold 2 bursts of 40 requests each: one-burst
+    segments until step 64, two-burst ones until 128, then the whole windows. An
+    episode of the first stage is one segment (at most its 40-odd requests)."""
+    cfg = compose_train(
+        [
+            *TINY,
+            "train.total_timesteps=192",
+            "train.evaluate=false",
+            "train.curriculum=[{bursts: 1, until: 64}, {bursts: 2, until: 128}]",
+            f"out_dir={tmp_path}",
+        ]
+    )
+    train(cfg)
+    record = json.loads((tmp_path / "train.json").read_text())["train"]["curriculum"]
+    assert [c["step"] for c in record["changes"]] == [0, 64, 128]
+    assert [c["stage"] for c in record["changes"]] == [0, 1, 2]
+    assert [s["segments"] for s in record["stages"]] == [4, 4]  # 2 windows x 2 bursts
+    assert record["lead_s"] == 5.0 and record["min_requests"] == 32
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("train.curriculum=[{bursts: 1, until: 64}, {bursts: 2, until: 64}]",
+         r"train\.curriculum\[1\]\.until must be above 64 \(the stages' steps rise\), got 64"),
+        ("train.curriculum=[{bursts: 0, until: 64}]",
+         r"train\.curriculum\[0\]\.bursts must be >= 1"),
+        ("train.curriculum_lead_s=-1", r"train\.curriculum_lead_s must be >= 0"),
+    ],
+)  # fmt: skip
+def test_a_curriculum_that_cannot_run_is_refused(tmp_path, override, message):
+    cfg = compose_train([*TINY, override, f"out_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_curriculum_on_windows_without_bursts_is_refused(tmp_path):
+    cfg = compose_train(
+        [
+            *TINY,
+            "train.curriculum=[{bursts: 1, until: 64}]",
+            "train.curriculum_min_requests=100",  # tiny's bursts hold 40
+            f"out_dir={tmp_path / 'run'}",
+        ]
+    )
+    with pytest.raises(ValueError, match=r"train\.curriculum\[0\]: the train windows .* no burst"):
+        train(cfg)
+    assert not (tmp_path / "run").exists()
