@@ -278,6 +278,12 @@ class TrainConf:
     parameter of the same name and shape; e.g. a separate critic starts fresh)."""
     critic_warmup_steps: int = 0
     """Env steps at the start of RL that train the critic alone (policy frozen)."""
+    eval_seed: int | None = None
+    """The simulator's random stream validation and the evaluation after training
+    draw (``[eval_seed, window position]``, as ``evaluate seed=`` does); by default
+    the run's ``seed``, so training seeds are also scored on different streams
+    (baselines' tie-breaks, BTB inside a thresholds agent). Fix it to compare the
+    runs of a seed sweep on one stream: a sweep names a best job only then."""
     curriculum: list[CurriculumStage] = field(default_factory=list)
     """Stages of a curriculum over burst segments, in order (none: whole windows
     from the start): e.g. ``[{bursts: 1, until: 30000}, {bursts: 2, until: 60000}]``

@@ -751,10 +751,12 @@ def evaluate_and_write(
     extra: dict[str, Any] | None = None,
     windows: list[Any] | None = None,
     split: str = "test",
+    sim_seed: int | None = None,
 ) -> list[dict[str, Any]]:
     """Agents and baselines side by side on the test windows (or ``split``'s;
-    ``windows``, if already made by :func:`eval_windows`); writes results.json (with
-    ``extra``'s keys beside ``rows`` and ``config``) and charts."""
+    ``windows``, if already made by :func:`eval_windows`), on the simulator stream
+    of ``sim_seed`` (default: ``cfg.seed``); writes results.json (with ``extra``'s
+    keys beside ``rows`` and ``config``) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
@@ -775,7 +777,7 @@ def evaluate_and_write(
             cluster_of(cfg),
             windows,
             sim_of(cfg),
-            seed=int(cfg.seed),
+            seed=int(cfg.seed if sim_seed is None else sim_seed),
             workload=workload_label(cfg),
             progress=bar.update,
             setup_name=setup_label(cfg),

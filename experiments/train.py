@@ -205,10 +205,19 @@ def check_train(cfg: Any) -> None:
     hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(hyperparams, dict)
     check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
+    if cfg.train.eval_seed is not None and cfg.train.eval_seed < 0:
+        raise ValueError(f"train.eval_seed must be >= 0 (or null), got {cfg.train.eval_seed}")
     check_curriculum(cfg)
     check_imitation(cfg)
     check_finetune(cfg)
     check_improvement(cfg)
+
+
+def eval_seed(cfg: Any) -> int:
+    """The simulator stream validation and evaluation draw: ``train.eval_seed``, by
+    default the run's ``seed`` (also for a run saved before the option)."""
+    chosen = cfg.train.get("eval_seed")
+    return int(cfg.seed if chosen is None else chosen)
 
 
 def check_curriculum(cfg: Any) -> None:
@@ -856,7 +865,7 @@ class ValidationScore:
 
     def __init__(self, cfg: Any, spec: Any, windows: list[Any], kind: str = "mean") -> None:
         self.cluster, self.sim = cluster_of(cfg), sim_of(cfg)
-        self.seed = int(cfg.seed)
+        self.seed = eval_seed(cfg)
         self.spec, self.windows, self.kind = spec, windows, kind
         self.records: list[dict[str, Any]] = []
 
@@ -1270,7 +1279,8 @@ def train(cfg: DictConfig) -> float:
             names = chosen.get("windows") or chosen.get("validation_windows") or []
             # worst_family: a ratio to the run's own start, which no other run shares
             own = {"run": str(out_dir)} if chosen["score"] == "worst_family" else {}
-            basis = measured_on(cfg, names, score=chosen["score"], **own)
+            # the simulator's stream too: a training seed draws it unless train.eval_seed is set
+            basis = measured_on(cfg, names, score=chosen["score"], seed=eval_seed(cfg), **own)
             sweeps.note(f"validation {chosen['score']} score", chosen["best_score"], True, basis)
         metric = float("nan")
         if cfg.train.evaluate:
@@ -1284,6 +1294,7 @@ def train(cfg: DictConfig) -> float:
                 bool(cfg.train.progress),
                 extra={"train": train_record},
                 windows=test_windows,
+                sim_seed=eval_seed(cfg),
             )
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
             sweeps.note("test mean TTFT (s)", metric)

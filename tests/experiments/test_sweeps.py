@@ -472,6 +472,22 @@ def test_validation_on_another_workload_seed_does_not_compare(
     assert done.returncode == 2 and not (bare / "multirun.yaml").exists()
 
 
+def test_training_seeds_compare_only_on_one_simulator_stream(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """A training seed also draws validation's simulator stream: ``seed=0,1``
+    names no best job, ``seed=0,1 train.eval_seed=0`` does (both scored on
+    stream 0), and the mean ± std over seeds is given either way."""
+    for name, more in (("own", []), ("fixed", ["train.eval_seed=0"])):
+        sweep = tmp_path / name
+        args = ["-m", *TINY_TRAIN, "env.n_envs=1", f"hydra.sweep.dir={sweep}", "seed=0,1", *more]
+        done = run_command("experiments.train", args, tmp_path)
+        assert done.returncode == 0, done.stderr
+        summary = json.loads((sweep / "sweep.json").read_text())
+        assert (summary["best"] is None) == (name == "own")
+        assert summary["over_seeds"][0]["seeds"] == ["0", "1"]
+
+
 def test_table_figures_are_whole_numbers_from_1000() -> None:
     assert [sweeps._number(v) for v in (17_900.4, 0.123456, 3.6174)] == [
         "17,900",
