@@ -776,20 +776,32 @@ def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[A
     return adopted, changes
 
 
-def resume_reward_norm(cfg: Any, resumed: Any) -> dict[str, Any]:
-    """``env.normalize_reward`` on resuming the checkpoint whose AgentSpec is
-    ``resumed``. Unset by the user, it takes the checkpoint's recorded value in
-    ``cfg`` (returned as ``{path: value}``, as the adopted SB3 settings are); one the
-    user set that differs is used, as a change of the reward is (said and recorded
+REWARD_ARGS = ("reward_scale", "slo_s", "tail_penalty", "copy_cost_per_gb", "reward_baseline",
+               "reward_timing")  # fmt: skip
+"""The env arguments that define the reward (``env.<name>``)."""
+
+
+def resume_reward(cfg: Any, resumed: Any) -> dict[str, Any]:
+    """The reward on resuming the checkpoint whose AgentSpec is ``resumed``: each of
+    :data:`REWARD_ARGS` and ``env.normalize_reward`` the user did not set takes the
+    checkpoint's value in ``cfg`` (returned as ``{path: value}``, as the adopted SB3
+    settings are), so a plain resume goes on with the objective it trained on. One
+    the user set that differs is used, as a change of the reward (said and recorded
     with the run's other changes: :func:`resume_changes`). A checkpoint from before
-    it was recorded (None) changes nothing here."""
-    trained = resumed.normalize_reward
-    if trained is None or trained == bool(cfg.env.normalize_reward):
-        return {}
-    if set_by_user("env.normalize_reward") is False:
-        OmegaConf.update(cfg, "env.normalize_reward", trained)
-        return {"env.normalize_reward": trained}
-    return {}
+    ``normalize_reward`` was recorded (None) keeps the config's."""
+    adopted: dict[str, Any] = {}
+    trained: dict[str, Any] = {  # a later argument at its default is left out of env_kwargs
+        f"env.{name}": resumed.env_kwargs.get(name, ENV_ARG_DEFAULTS[name])
+        for name in REWARD_ARGS
+        if name in resumed.env_kwargs or name in LATER_ENV_ARGS
+    }
+    if resumed.normalize_reward is not None:
+        trained["env.normalize_reward"] = resumed.normalize_reward
+    for path, value in trained.items():
+        if value != OmegaConf.select(cfg, path) and set_by_user(path) is False:
+            OmegaConf.update(cfg, path, value)
+            adopted[path] = value
+    return adopted
 
 
 def rollout_steps(model: Any) -> int:
@@ -1002,7 +1014,7 @@ def train(cfg: DictConfig) -> float:
         adopted = check_resume(cfg, resumed_spec)
         name = resumed_spec.name  # a resumed agent keeps its name (and so does its W&B run)
         sb3_adopted, rollout_changes = check_resume_hyperparams(cfg)
-        adopted |= sb3_adopted | resume_reward_norm(cfg, resumed_spec)
+        adopted |= sb3_adopted | resume_reward(cfg, resumed_spec)
         if adopted:
             taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
             print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")

@@ -259,3 +259,31 @@ def test_resume_of_no_folder_or_of_a_run_folder_says_which(
         f"agents are in {run / 'agent'}) (from the command line)"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_resume_goes_on_with_the_reward_it_trained_on(tmp_path: Path, run_command: Any) -> None:
+    """A checkpoint trained with env.reward_baseline=cache_aware and
+    env.reward_timing=accrued: resumed without either, it takes both; with one
+    typed otherwise, that one is a change of the reward (said and recorded)."""
+    kwargs = {"n_nodes": 4, "reward_scale": 10.0, "reward_baseline": "cache_aware",
+              "reward_timing": "accrued"}  # fmt: skip
+    folder = _saved(tmp_path / "ck", AgentSpec("ppo", "route", env_kwargs=kwargs), SMALL)
+    base = [
+        "logger=none", "workload=tiny", f"resume={folder}", "env.n_envs=1",
+        "train.total_timesteps=64", "train.evaluate=false",
+    ]  # fmt: skip
+    done = run_command("experiments.train", [*base, f"out_dir={tmp_path / 'same'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "env.reward_baseline=cache_aware, env.reward_timing=accrued" in done.stdout
+    record = json.loads((tmp_path / "same" / "train.json").read_text())["train"]
+    assert record["resume_adopted"]["env.reward_baseline"] == "cache_aware"
+    assert "env.reward_baseline" not in record["resume_changes"]
+    saved = json.loads((tmp_path / "same" / "agent" / "agent.json").read_text())
+    assert saved["env_kwargs"]["reward_timing"] == "accrued"
+
+    args = [*base, "env.reward_timing=first_token", f"out_dir={tmp_path / 'other'}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((tmp_path / "other" / "train.json").read_text())["train"]
+    assert record["resume_changes"]["env.reward_timing"] == ["accrued", "first_token"]
+    assert record["resume_adopted"]["env.reward_baseline"] == "cache_aware"
