@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agents import ZOO, agent_folder, zoo_names
 from baselines.policy import POLICIES, make_policy
 from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
@@ -189,14 +190,6 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
     return names
 
 
-ZOO = Path(__file__).resolve().parents[1] / "agents" / "zoo"
-
-
-def zoo_names() -> list[str]:
-    """The names of the agents shipped in agents/zoo/."""
-    return sorted(p.parent.name for p in ZOO.glob("*/agent.json"))
-
-
 def resolve_agents(items: Sequence[str]) -> list[Path]:
     """Agent checkpoint folders: ``zoo`` means every agent shipped in agents/zoo/,
     ``none`` (or nothing) none; anything else is a folder, or the name of a shipped
@@ -208,10 +201,8 @@ def resolve_agents(items: Sequence[str]) -> list[Path]:
         if item == "zoo":
             folders += sorted(p.parent for p in ZOO.glob("*/agent.json"))
             continue
-        folder = Path(item)
-        if not (folder / "agent.json").is_file() and (ZOO / item / "agent.json").is_file():
-            folder = ZOO / item  # a shipped agent's name
-        if not (folder / "agent.json").is_file():
+        folder = agent_folder(item)
+        if folder is None:
             raise UsageError(
                 f"agents: {item!r} is not an agent checkpoint (no agent.json there) nor a "
                 f"shipped agent's name (agents/zoo/: {', '.join(zoo_names())})"

@@ -14,8 +14,6 @@ validation windows (for model choices; test windows are for final tables);
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import hydra
 from omegaconf import DictConfig
 
@@ -41,6 +39,7 @@ register_configs()
 def evaluate(cfg: DictConfig) -> float:
     import torch
 
+    from agents import agent_folder, zoo_names
     from agents.adapter import AgentPolicy
     from baselines.policy import POLICIES
 
@@ -49,13 +48,17 @@ def evaluate(cfg: DictConfig) -> float:
     check_policy_names(cfg.policies, "policies")
     if cfg.split not in ("test", "val"):
         raise ValueError(f"split must be test or val, got {cfg.split!r}")
-    for folder in cfg.checkpoint:
-        if not (Path(folder) / "agent.json").is_file():
+    folders = []
+    for item in cfg.checkpoint:
+        folder = agent_folder(str(item))
+        if folder is None:
             raise ValueError(
-                f"checkpoint: {folder!r} is not an agent checkpoint (no agent.json there)"
+                f"checkpoint: {item!r} is not an agent checkpoint (no agent.json there) nor a "
+                f"shipped agent's name (agents/zoo/: {', '.join(zoo_names())})"
             )
-    loaded = [AgentPolicy.load(folder) for folder in cfg.checkpoint]
-    labels = agent_labels([agent.name for agent in loaded], list(cfg.checkpoint))
+        folders.append(folder)
+    loaded = [AgentPolicy.load(folder) for folder in folders]
+    labels = agent_labels([agent.name for agent in loaded], [str(f) for f in folders])
     agents = {}
     for agent, label in zip(loaded, labels):
         if label in POLICIES:

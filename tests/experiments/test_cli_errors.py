@@ -1485,3 +1485,25 @@ def test_the_resume_hint_names_a_config_option_that_exists() -> None:
     spec = AgentSpec("maskable_ppo", "route_warm", env_kwargs={"n_nodes": 4})
     assert _resume_with("env.kind", "route_warm", spec) == "env=route_warm"
     assert _resume_with("env.step_wait", True, spec) == "env.step_wait=True"
+
+
+def test_evaluate_takes_a_shipped_agent_by_name(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """checkpoint= takes a shipped agent's name as compare's agents= does."""
+    base = ["logger=none", "workload=tiny", "workload.eval_windows=1", "policies=[]"]
+    run = tmp_path / "run"
+    done = run_command(
+        "experiments.evaluate", [*base, "checkpoint=[bc_route_warm]", f"out_dir={run}"], tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((run / "results.json").read_text())["rows"]
+    assert "bc_route_warm" in [row["policy"] for row in rows]
+    bad = run_command(
+        "experiments.evaluate", [*base, "checkpoint=[no_such_agent]", f"out_dir={run}2"], tmp_path
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.startswith(
+        "error: checkpoint: 'no_such_agent' is not an agent checkpoint (no agent.json there) "
+        "nor a shipped agent's name (agents/zoo/: bc_route_warm, "
+    )
