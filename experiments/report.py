@@ -272,6 +272,15 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             f"counts the cluster's prefill capacity (docs/physics.md); cap gap = share of "
             f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
         )
+    for row in rows:  # a tuned BTB that found no tuned thresholds is btb: say so
+        rate_ = row.get("tuned_rate")
+        if isinstance(rate_, int | float) and rate_ < 1:
+            share = "any window" if rate_ == 0 else f"{(1 - rate_) * 100:.0f} % of the windows"
+            lines.append(
+                f"{row['policy']}: no tuned thresholds for {share} (their setup and "
+                "workload are not in baselines/btb_tuned.json): there it ran btb's published "
+                "ones; tune_btb finds a workload's, policy_kwargs=btb.x=... runs them"
+            )
     lines += tenant_lines(rows)
     return "\n".join(lines)
 

@@ -150,3 +150,22 @@ def test_route_warm_masks_a_down_node() -> None:
     sim.nodes[1].nic_down = 1
     changed = np.flatnonzero(mask != route_warm_masks(sim, request)).tolist()
     assert changed == [n + 2 * 1 + 1]  # a NIC down: no warm onto it; routing stays
+
+
+def test_the_table_says_where_btb_tuned_found_no_tuned_thresholds() -> None:
+    """tuned_rate is the share of windows that found their cell: 0.6 -> 40 %."""
+    rows = []
+    for policy, rate in (("btb_tuned", 0.6), ("mine", 0.0), ("tuned", 1.0)):
+        row = summarize_windows([_result({})], "s", "w", policy, SimConfig())
+        row.update(ttft_mean_reduction_pct=0.0, ttft_p95_reduction_pct=0.0, tuned_rate=rate)
+        rows.append(row)
+    lines = comparison_table(rows, "cache_aware").splitlines()
+    assert [line.split(":")[0] for line in lines if "no tuned thresholds" in line] == [
+        "btb_tuned",
+        "mine",
+    ]
+    assert any(
+        line.startswith("btb_tuned: no tuned thresholds for 40 % of the windows (")
+        for line in lines
+    )
+    assert any(line.startswith("mine: no tuned thresholds for any window (") for line in lines)
