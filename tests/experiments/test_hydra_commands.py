@@ -332,6 +332,21 @@ def test_two_job_multirun(launcher, tmp_path, run_command):
         assert not (out / job / "results.json").exists()
 
 
+def test_a_tune_btb_trial_says_its_windows_and_copies(tmp_path, run_command):
+    """workload=tiny: the prefix (65,536 tokens, ~4.7 s of prefill on 70b) is ready
+    only after each 4 s burst has arrived, so published BTB never copies there."""
+    proc = run_command(
+        "experiments.tune_btb", ["workload=tiny", f"out_dir={tmp_path / 'one'}"], tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1].endswith(
+        "on 2 train windows (at most 2: workload.train_pool=2; null for all), 0 warm copies "
+        "(none made: here BTB routes as its router alone does)"
+    )
+    record = json.loads((tmp_path / "one" / "objective.json").read_text())
+    assert record["row"]["warm_copies"] == 0
+
+
 @pytest.mark.slow
 def test_optuna_sweep_over_btb_thresholds(tmp_path, run_command):
     out = tmp_path / "tune"
