@@ -105,7 +105,8 @@ class WorkloadConf(TraceOptions):
     train_pool: int | None = 4
     """Training windows in the episode pool (None: all of the train split)."""
     eval_windows: int | None = 3
-    """Held-out test windows evaluated after training (None: all)."""
+    """Windows evaluated: the held-out test windows after training, and evaluate's
+    on its split (``split=val`` too: not ``val_windows``; None: all)."""
     val_windows: int | None = 3
     """Validation windows that choose the checkpoint (train.val_every; None: all)."""
     params: dict[str, Any] = field(default_factory=dict)

@@ -18,7 +18,7 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments import sweeps
-from experiments.config import register_configs
+from experiments.config import register_configs, setup_label, workload_label
 from experiments.evaluation import BOUNDS
 from experiments.jobs import (
     agent_labels,
@@ -76,13 +76,20 @@ def evaluate(cfg: DictConfig) -> float:
     windows = eval_windows(cfg, cfg.workload.eval_windows, str(cfg.split))  # before the run folder
     out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
+    cap = cfg.workload.eval_windows
+    print(
+        f"{setup_label(cfg)} · {workload_label(cfg)} · {len(windows)} {cfg.split} window"
+        + ("" if len(windows) == 1 else "s")
+        + ("" if cap is None else f" (at most {cap}: workload.eval_windows={cap}; null for all)")
+        + f" · seed={cfg.seed}"
+    )
     try:
         rows = evaluate_and_write(
             agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress), windows=windows
         )
     finally:
         logger.finish()
-    print(f"wrote {out_dir / 'results.json'}")
+    print(f"wrote {out_dir / 'results.json'} and its charts")
     agent_rows = [r["ttft_mean_s"] for r in rows if r["policy"] in agents]
     policy_rows = [r["ttft_mean_s"] for r in rows if r["policy"] not in BOUNDS]
     value = min(agent_rows) if agent_rows else min(policy_rows)

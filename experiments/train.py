@@ -1160,7 +1160,8 @@ def train(cfg: DictConfig) -> float:
         if remaining > 0:
             print(
                 f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, "
-                f"{workload_label(cfg)}): {model.num_timesteps} -> {cfg.train.total_timesteps} "
+                f"{workload_label(cfg)}, {len(pool)} train and {len(val_pool)} validation "
+                f"windows): {model.num_timesteps} -> {cfg.train.total_timesteps} "
                 f"steps; run folder {out_dir}"
             )
         clock = RolloutClock(logger)
