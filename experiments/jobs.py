@@ -531,6 +531,8 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
             if message is None:  # a bug: its traceback in the log too
                 _JOB_LOG.write("".join(traceback.format_exception(named)))
             _JOB_LOG.write(f"error: {error_line(named)}")
+        elif isinstance(error, KeyboardInterrupt):
+            _JOB_LOG.write("interrupted")
         _JOB_LOG.stop()  # before the message below, which the log has had
         if message is None or multirun:
             if named is error:

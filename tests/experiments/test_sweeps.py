@@ -340,7 +340,9 @@ def test_an_optuna_sweep_that_stops_at_a_failed_trial_says_so(
     assert summary["failed"] == [0] and {"workload", "y_tokens"} <= set(summary["swept"])
 
 
-@pytest.mark.parametrize("error", [ValueError("bad logger"), TypeError("boom")])
+@pytest.mark.parametrize(
+    "error", [ValueError("bad logger"), TypeError("boom"), KeyboardInterrupt()]
+)
 def test_a_job_that_fails_in_its_folder_ends_its_log_with_the_error(
     tmp_path: Path, run_command: Callable[..., Any], monkeypatch: pytest.MonkeyPatch,
     error: Exception,
@@ -357,8 +359,11 @@ def test_a_job_that_fails_in_its_folder_ends_its_log_with_the_error(
     sweep = tmp_path / "sweep"
     args = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={sweep}"]
     done = run_command("experiments.train", args, tmp_path)
-    assert done.returncode == (2 if isinstance(error, ValueError) else 1)
     log = (sweep / "0" / "train.log").read_text().splitlines()
+    if isinstance(error, KeyboardInterrupt):  # Ctrl-C: said in the log too
+        assert done.returncode == 130 and log[-1] == "interrupted"
+        return
+    assert done.returncode == (2 if isinstance(error, ValueError) else 1)
     assert log[-1] == f"error: {error_line(error)}"
     assert ("Traceback (most recent call last):" in log) == isinstance(error, TypeError)
 
