@@ -391,8 +391,11 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         ],
     }
     rate = sweep.max_failure_rate
-    if interrupted:
-        pass  # the user stopped it
+    planned = sweep.planned if sweep.planned is not None else sweep.trials
+    if interrupted:  # the user stopped it: not blamed on a failure
+        if planned is not None and len(jobs) < planned:
+            what = "jobs" if sweep.planned is not None else "trials"
+            summary["stopped"] = f"interrupted: {len(jobs)} of the sweep's {planned} {what} began"
     elif sweep.trials is not None and len(jobs) < sweep.trials and summary["failed"]:
         if rate is not None and rate < 1:
             summary["stopped"] = (
