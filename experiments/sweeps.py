@@ -254,16 +254,7 @@ def _best(jobs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | 
     name = named[0]["name"]
     kinds = {(f["name"], json.dumps(f.get("basis"), sort_keys=True)) for f in named}
     if len(named) < len(chosen) or len(kinds) > 1:
-        own = any(isinstance(f.get("basis"), dict) and "run" in f["basis"] for f in named)
-        return (
-            None,
-            name,
-            (
-                "the jobs' figures do not compare: not every job gives one, or they were measured "
-                "on other windows or settings (workload, setup, simulator, score)"
-                + (", or each is a ratio to its own run's start (worst_family)" if own else "")
-            ),
-        )
+        return None, name, "the jobs' figures do not compare: " + _why_apart(named, len(chosen))
     scored = [
         (f["value"], job) for f, job in zip(chosen, completed) if f and f["value"] is not None
     ]
@@ -271,6 +262,33 @@ def _best(jobs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | 
         return None, name, f"no completed job has a {name}"
     value, job = min(scored, key=lambda pair: pair[0])
     return {"job": job["job"], "folder": job["folder"], "by": name, "value": value}, name, ""
+
+
+_BASIS_WORDS = {
+    "seed": "simulator random streams (seed; train: train.eval_seed)",
+    "sim": "simulator settings",
+    "workload": "workloads (or workload seeds or parameters)",
+    "setup": "setups",
+    "score": "scores",
+    "split": "splits",
+}
+
+
+def _why_apart(named: Sequence[dict[str, Any]], jobs: int) -> str:
+    """Why figures named by ``jobs`` completed jobs do not compare: not every job
+    gives one, they are different figures, or what their bases differ in."""
+    if len(named) < jobs:
+        return "not every job gives one"
+    names = sorted({f["name"] for f in named})
+    if len(names) > 1:
+        return f"they are different figures ({', '.join(names)})"
+    bases = [f.get("basis") if isinstance(f.get("basis"), dict) else {} for f in named]
+    keys = sorted({k for b in bases for k in b})
+    differ = [k for k in keys if len({json.dumps(b.get(k), sort_keys=True) for b in bases}) > 1]
+    if "run" in differ:
+        return "each is a ratio to its own run's start (worst_family)"
+    words = [_BASIS_WORDS.get(k, k) for k in differ]
+    return "measured on different " + ", ".join(words) if words else "measured differently"
 
 
 SEED_KEY = "seed"

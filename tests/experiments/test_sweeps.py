@@ -521,3 +521,17 @@ def test_chart_labels_shorten_decimals_only() -> None:
     assert [_short(o) for o in ("z=5.202563493226584", "seed=1", "agent=ppo", "lr=0.0003")] == [
         "z=5.203", "seed=1", "agent=ppo", "lr=0.0003",
     ]  # fmt: skip
+
+
+def test_no_best_says_what_the_figures_differ_in() -> None:
+    def figure(name: str = "v", **basis: Any) -> dict[str, Any]:
+        return {"name": name, "value": 1.0, "choose": True, "basis": basis}
+
+    seeds = [figure(windows=["w"], seed=0), figure(windows=["w"], seed=1)]
+    assert sweeps._why_apart(seeds, 2) == (
+        "measured on different simulator random streams (seed; train: train.eval_seed)"
+    )
+    windows = [figure(windows=["a"], setup="s"), figure(windows=["b"], setup="t")]
+    assert sweeps._why_apart(windows, 2) == "measured on different setups, windows"
+    assert sweeps._why_apart([figure("a"), figure("b")], 2) == "they are different figures (a, b)"
+    assert sweeps._why_apart(seeds, 3) == "not every job gives one"
