@@ -144,3 +144,27 @@ def test_thresholds_spread_agent_stands_btb_aside_on_fast_bursts_only():
     counts = {k: v for k, v in result.row.items() if k.startswith("epochs_rule_")}
     assert sum(counts.values()) == epochs and counts["epochs_rule_spread"] > 0
     assert share["synthetic"]["pending+eft"] > 0.5 > share["synthetic"].get("spread", 0)
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_a_zoo_agent_s_recipe_trains_its_seed(name):
+    """``python -m experiments.train +experiment=RECIPE`` (the recipe of the agent's
+    name, or the one its README names) composes to the seed the agent was trained
+    with, so the bare command reproduces the shipped agent."""
+    import json
+    import re
+
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import register_configs
+
+    register_configs()
+    conf = ZOO.parents[1] / "conf"
+    recipe = name if (conf / "experiment" / f"{name}.yaml").is_file() else None
+    if recipe is None:
+        named = re.findall(r"\+experiment=(\w+)", (ZOO / name / "README.md").read_text())
+        assert named, f"{name}: no recipe of its name and none named in its README"
+        recipe = named[0]
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=[f"+experiment={recipe}"])
+    assert cfg.seed == json.loads((ZOO / name / "agent.json").read_text())["seed"]
