@@ -47,7 +47,12 @@ class ProgressBar(BaseCallback):
 
 
 class CheckpointEvery(BaseCallback):
-    """Save ``checkpoints/step_N`` (agent.json + model.zip) every ``every`` steps."""
+    """Save ``checkpoints/step_N`` (agent.json + model.zip) once at least ``every``
+    steps have passed since the last one, between rollouts: after the update that
+    learned from every step counted, so ``N`` (the folder's name, agent.json's
+    ``timesteps``) is what its weights were trained on and ``resume=`` goes on from
+    there. N is a rollout's end (a multiple of ``n_steps x env.n_envs`` for PPO);
+    the last update's weights are saved at the end of training when due."""
 
     def __init__(self, every: int, spec: AgentSpec, folder: Path) -> None:
         super().__init__()
@@ -59,10 +64,19 @@ class CheckpointEvery(BaseCallback):
     def _on_training_start(self) -> None:
         self._next = (self.model.num_timesteps // self.every + 1) * self.every
 
+    def _save_if_due(self) -> None:
+        steps = int(self.model.num_timesteps)
+        if steps >= self._next:
+            save_agent(self.model, self.spec, self.folder / f"step_{steps}")
+            self._next = (steps // self.every + 1) * self.every
+
+    def _on_rollout_start(self) -> None:  # the previous rollout's update is done
+        self._save_if_due()
+
+    def _on_training_end(self) -> None:
+        self._save_if_due()
+
     def _on_step(self) -> bool:
-        if self.model.num_timesteps >= self._next:
-            save_agent(self.model, self.spec, self.folder / f"step_{self.model.num_timesteps}")
-            self._next += self.every
         return True
 
 

@@ -244,3 +244,31 @@ def test_a_curriculum_on_windows_without_bursts_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"train\.curriculum\[0\]: the train windows .* no burst"):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_checkpoint_holds_the_weights_its_steps_trained(tmp_path):
+    """Rollouts of 64 steps, a checkpoint every 64: step_64 is saved after the
+    update that learned from those 64 steps, the weights a 64-step run ends with
+    (it used to be saved one update earlier: the start's weights under the label
+    64), and step_128, the last, is the weights in last/."""
+    import torch
+
+    from agents.algorithms import load_agent
+
+    def weights(folder):
+        model, _ = load_agent(folder)
+        return torch.cat([p.detach().flatten() for p in model.policy.parameters()])
+
+    for total in (128, 64):
+        cfg = compose_train(
+            [*TINY, f"train.total_timesteps={total}", "train.checkpoint_every=64",
+             "train.evaluate=false", "train.val_every=64", f"out_dir={tmp_path / str(total)}"]
+        )  # fmt: skip
+        train(cfg)
+    run = tmp_path / "128"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step_128", "step_64"]
+    assert load_spec(run / "checkpoints" / "step_64").timesteps == 64
+    first = weights(run / "checkpoints" / "step_64")
+    assert torch.equal(first, weights(tmp_path / "64" / "last"))
+    assert torch.equal(weights(run / "checkpoints" / "step_128"), weights(run / "last"))
+    assert not torch.equal(first, weights(run / "last"))
