@@ -55,6 +55,7 @@ from __future__ import annotations
 import copy
 import math
 import multiprocessing
+import signal
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -286,6 +287,10 @@ _WORKER: dict[str, Any] = {}
 """What a forked measuring process reads: the round's agent, cluster, sim, settings."""
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _measure_in_worker(job: tuple[Workload, int, bool]) -> tuple[Demonstrations, RoundStats]:
     window, seed, measure = job
     w = _WORKER
@@ -319,7 +324,9 @@ def improve_round(
         _WORKER.update(agent=agent, cluster=cluster, sim=sim, settings=settings)
         try:
             context = multiprocessing.get_context("fork")
-            with context.Pool(min(settings.workers, len(jobs))) as pool:
+            # Ctrl-C is the parent's to handle: it ends the pool (a worker that took it
+            # too printed its traceback, and a worker lost mid-task could hang the map)
+            with context.Pool(min(settings.workers, len(jobs)), _ignore_sigint) as pool:
                 results = pool.map(_measure_in_worker, jobs, chunksize=1)
         finally:
             _WORKER.clear()
