@@ -155,10 +155,18 @@ def run_imitation(
 
     teacher = CausalTeacher(**settings.teacher)
     demos = Demonstrations()
-    for kwargs in sources:
+    for k, kwargs in enumerate(sources):
         env = gym.make(env_id, **kwargs).unwrapped
+        family = env.windows[0].name.rsplit("/", 1)[0]
+        where = f"{env.cluster.model.name}, {len(env.windows)} windows of {family}"
+        print(
+            f"behavioural cloning: source {k + 1} of {len(sources)} ({where}): "
+            f"{settings.episodes} teacher episodes",
+            flush=True,
+        )  # long work: say it as it starts
         collect(env, teacher, settings.episodes, float(getattr(model, "gamma", 0.99)), demos)
         env.close()
+    print(f"behavioural cloning: fitting to {len(demos):,} decisions", flush=True)
     stats = pretrain(model, demos, settings, seed)
     stats["bc_steps"] = float(len(demos))
     return stats
