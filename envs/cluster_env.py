@@ -247,7 +247,12 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             obs = self._observe()
         if self.render_mode is not None:
             self._remember_loads()
-        return obs, reward, done, False, self._info()
+        info = self._info()
+        if done:  # the episode's TTFTs, whose sum the return is (over reward_scale)
+            assert self.sim is not None
+            arrivals = np.fromiter((r.arrival_s for r in self.sim.workload.requests), float)
+            info["ttft_s"] = np.asarray(self._first_token_s, dtype=float) - arrivals
+        return obs, reward, done, False, info
 
     def set_windows(self, windows: Sequence[Workload]) -> None:
         """Draw later episodes from ``windows`` instead (a curriculum's next stage;

@@ -137,7 +137,9 @@ class RouteEnv(ClusterEnv):
 
     Terminates when the window's last request has been served (after the last
     arrival's action, the simulator runs to completion and the final step
-    carries the remaining TTFTs). No truncation.
+    carries the remaining TTFTs; its ``info["ttft_s"]`` holds every request's
+    TTFT in arrival order). No truncation. ``set_windows(windows)`` replaces the
+    pool for later episodes (a curriculum's stages).
 
     ## Arguments
 

@@ -74,3 +74,23 @@ def test_acting_as_the_reference_scores_zero_at_every_step(window):
 def test_an_unknown_reward_timing_is_named(window):
     with pytest.raises(ValueError, match="reward_timing must be one of first_token, accrued"):
         gym.make("btb/Route-v0", windows=[window], reward_timing="late")
+
+
+@pytest.mark.parametrize("env_id", ["btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0"])
+def test_the_last_step_s_info_holds_the_episode_s_ttfts(env_id: str) -> None:
+    """info["ttft_s"] at the episode's end: each request's TTFT, whose sum over
+    reward_scale is minus the return (first_token timing, no penalties)."""
+    window = synthetic_window(BurstedSyntheticConfig(n_bursts=1, burst_requests=8), window=0)
+    env = gym.make(env_id, windows=[window], reward_scale=10.0)
+    env.reset(seed=0)
+    total, done, info = 0.0, False, {}
+    while not done:
+        action = env.action_space.sample() if env_id.endswith("Thresholds-v0") else 0
+        if env_id.endswith("RouteWarm-v0"):
+            action = np.zeros(env.action_space.shape, dtype=np.int64)
+            action[-1] = env.action_space.nvec[-1] - 1  # evict nothing
+        _, reward, done, _, info = env.step(action)
+        total += reward
+        assert done or "ttft_s" not in info
+    assert info["ttft_s"].shape == (len(window.requests),) and (info["ttft_s"] > 0).all()
+    assert total == pytest.approx(-info["ttft_s"].sum() / 10.0, rel=1e-9)
