@@ -251,7 +251,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if done:  # the episode's TTFTs, whose sum the return is (over reward_scale)
             assert self.sim is not None
             arrivals = np.fromiter((r.arrival_s for r in self.sim.workload.requests), float)
-            info["ttft_s"] = np.asarray(self._first_token_s, dtype=float) - arrivals
+            # a tuple: infos compare with == (an array would not)
+            info["ttft_s"] = tuple(
+                (np.asarray(self._first_token_s, dtype=float) - arrivals).tolist()
+            )
         return obs, reward, done, False, info
 
     def set_windows(self, windows: Sequence[Workload]) -> None:
