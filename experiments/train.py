@@ -213,6 +213,24 @@ def check_train(cfg: Any) -> None:
     check_improvement(cfg)
 
 
+def note_init_from_units(cfg: Any, spec: Any) -> None:
+    """Say where ``train.init_from``'s agent read its observation in other units
+    (``env.time_unit``, ``env.step_wait``): same shapes, so its weights load, but
+    they meet numbers of another scale (a qwen3-8b node's seconds are 8.62 times
+    fewer than llama-3.3-70b's for the same work)."""
+    from agents.algorithms import load_spec
+
+    saved = load_spec(cfg.train.init_from).env_kwargs
+    for name, default in (("time_unit", "seconds"), ("step_wait", False)):
+        was, now = saved.get(name, default), spec.env_kwargs.get(name, default)
+        if was != now:
+            print(
+                f"note: train.init_from={cfg.train.init_from} was trained with env.{name}="
+                f"{was}; this run has env.{name}={now}, so its weights read the observation's "
+                f"durations otherwise (env.{name}={was} keeps them as trained)"
+            )
+
+
 def eval_seed(cfg: Any) -> int:
     """The simulator stream validation and evaluation draw: ``train.eval_seed``, by
     default the run's ``seed`` (also for a run saved before the option)."""
@@ -1123,6 +1141,7 @@ def train(cfg: DictConfig) -> float:
 
                 fresh = init_from(model, spec, cfg.train.init_from)
                 train_record["init_from"] = str(cfg.train.init_from)
+                note_init_from_units(cfg, spec)
                 print(
                     f"starting from the weights of {cfg.train.init_from}"
                     + (f" (initialised afresh: {', '.join(fresh)})" if fresh else "")

@@ -272,3 +272,14 @@ def test_a_checkpoint_holds_the_weights_its_steps_trained(tmp_path):
     assert torch.equal(first, weights(tmp_path / "64" / "last"))
     assert torch.equal(weights(run / "checkpoints" / "step_128"), weights(run / "last"))
     assert not torch.equal(first, weights(run / "last"))
+
+
+def test_init_from_an_agent_of_other_time_units_is_said(tmp_path, capsys):
+    cfg = compose_train(
+        [*TINY, "train.total_timesteps=0", "train.evaluate=false",
+         f"train.init_from={ZOO_CLONE.parent / 'improve_warm_reference'}", f"out_dir={tmp_path}"]
+    )  # fmt: skip
+    train(cfg)
+    assert "was trained with env.time_unit=reference; this run has env.time_unit=seconds" in (
+        capsys.readouterr().out
+    )
