@@ -83,6 +83,12 @@ def evaluate(cfg: DictConfig) -> float:
         + ("" if cap is None else f" (at most {cap}: workload.eval_windows={cap}; null for all)")
         + f" · seed={cfg.seed}"
     )
+    if cfg.split == "val" and cfg.workload.val_windows != cap:
+        print(
+            f"note: split=val evaluates workload.eval_windows={cap} validation windows; "
+            f"workload.val_windows={cfg.workload.val_windows} is what training scores on "
+            f"(workload.eval_windows={cfg.workload.val_windows} and its seed reproduce them)"
+        )
     try:
         rows = evaluate_and_write(
             agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress), windows=windows
