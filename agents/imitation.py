@@ -156,7 +156,7 @@ def run_imitation(
     teacher = CausalTeacher(**settings.teacher)
     demos = Demonstrations()
     for k, kwargs in enumerate(sources):
-        env = gym.make(env_id, **kwargs).unwrapped
+        env: Any = gym.make(env_id, **kwargs).unwrapped  # a ClusterEnv
         family = env.windows[0].name.rsplit("/", 1)[0]
         where = f"{env.cluster.model.name}, {len(env.windows)} windows of {family}"
         print(

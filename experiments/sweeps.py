@@ -282,7 +282,9 @@ def _why_apart(named: Sequence[dict[str, Any]], jobs: int) -> str:
     names = sorted({f["name"] for f in named})
     if len(names) > 1:
         return f"they are different figures ({', '.join(names)})"
-    bases = [f.get("basis") if isinstance(f.get("basis"), dict) else {} for f in named]
+    bases: list[dict[str, Any]] = [
+        f["basis"] if isinstance(f.get("basis"), dict) else {} for f in named
+    ]
     keys = sorted({k for b in bases for k in b})
     differ = [k for k in keys if len({json.dumps(b.get(k), sort_keys=True) for b in bases}) > 1]
     if "run" in differ:

@@ -28,6 +28,14 @@ def _saved(folder: Path, spec: AgentSpec, hyper: dict[str, Any] = SMALL) -> Path
     return folder
 
 
+def _resume_args(folder: Path) -> list[str]:
+    """A 64-step tiny run resuming ``folder`` on one env, no evaluation."""
+    return [
+        "logger=none", "workload=tiny", f"resume={folder}", "env.n_envs=1",
+        "train.total_timesteps=64", "train.evaluate=false",
+    ]  # fmt: skip
+
+
 def _checkpoint(tmp_path: Path) -> Path:
     spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
     # conf/agent/ppo.yaml has n_steps 256 and batch_size 1024: both differ
@@ -223,10 +231,7 @@ def test_resume_takes_the_checkpoint_s_critic_unless_another_is_typed(
     be refused, naming the value to pass); typed and different, it is refused."""
     spec = AgentSpec(algo="ppo", env="route", critic="separate", env_kwargs={"n_nodes": 4})
     folder = _saved(tmp_path / "separate", spec)
-    base = [
-        "logger=none", "workload=tiny", f"resume={folder}", "env.n_envs=1",
-        "train.total_timesteps=64", "train.evaluate=false",
-    ]  # fmt: skip
+    base = _resume_args(folder)
     done = run_command("experiments.train", [*base, f"out_dir={tmp_path / 'run'}"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "the checkpoint's agent.critic=separate" in done.stdout
@@ -268,10 +273,7 @@ def test_resume_goes_on_with_the_reward_it_trained_on(tmp_path: Path, run_comman
     kwargs = {"n_nodes": 4, "reward_scale": 10.0, "reward_baseline": "cache_aware",
               "reward_timing": "accrued"}  # fmt: skip
     folder = _saved(tmp_path / "ck", AgentSpec("ppo", "route", env_kwargs=kwargs), SMALL)
-    base = [
-        "logger=none", "workload=tiny", f"resume={folder}", "env.n_envs=1",
-        "train.total_timesteps=64", "train.evaluate=false",
-    ]  # fmt: skip
+    base = _resume_args(folder)
     done = run_command("experiments.train", [*base, f"out_dir={tmp_path / 'same'}"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "env.reward_baseline=cache_aware, env.reward_timing=accrued" in done.stdout
