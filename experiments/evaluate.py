@@ -22,6 +22,7 @@ from experiments.config import register_configs, setup_label, workload_label
 from experiments.evaluation import BOUNDS
 from experiments.jobs import (
     agent_labels,
+    cap_note,
     check_policy_names,
     check_world,
     eval_windows,
@@ -80,7 +81,7 @@ def evaluate(cfg: DictConfig) -> float:
     print(
         f"{setup_label(cfg)} · {workload_label(cfg)} · {len(windows)} {cfg.split} window"
         + ("" if len(windows) == 1 else "s")
-        + ("" if cap is None else f" (at most {cap}: workload.eval_windows={cap}; null for all)")
+        + cap_note("workload.eval_windows", cap)
         + f" · seed={cfg.seed}"
     )
     if cfg.split == "val" and cfg.workload.val_windows != cap:

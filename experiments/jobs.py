@@ -720,6 +720,12 @@ def measured_on(cfg: Any, windows: Sequence[str], **more: Any) -> dict[str, Any]
     }
 
 
+def cap_note(path: str, cap: int | None) -> str:
+    """`` (at most N: PATH=N; null for all)`` for a window count a config key caps
+    (nothing when it does not): how a command says how many windows it ran."""
+    return "" if cap is None else f" (at most {cap}: {path}={cap}; null for all)"
+
+
 def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
     """The workload group's held-out test windows (``limit`` of them; None: all), or
     another split's, checked before any run: a window with no requests (valid

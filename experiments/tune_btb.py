@@ -30,6 +30,7 @@ from experiments.config import (
     workload_record,
 )
 from experiments.jobs import (
+    cap_note,
     check_world,
     eval_windows,
     hydra_entry,
@@ -206,12 +207,6 @@ def _check_trace_before_sweep(parsed: list[Any], fixed: list[str]) -> int | None
     return None if plan is None else int(plan.block_tokens)
 
 
-def pool_note(cfg: Any) -> str:
-    """`` (the first N: workload.train_pool=N)`` when the pool is capped."""
-    pool = cfg.workload.train_pool
-    return "" if pool is None else f" (at most {pool}: workload.train_pool={pool}; null for all)"
-
-
 def check_thresholds(cfg: Any) -> None:
     """This job's X, Y, Z, M; M counts warm copies, so at most the cluster's nodes
     (a sweep's whole search space for M is checked before it starts: :func:`check_sweep`)."""
@@ -276,7 +271,8 @@ def objective(cfg: DictConfig) -> float:
     quiet = " (none made: here BTB routes as its router alone does)" if not copies else ""
     print(
         f"btb x={cfg.x} y_tokens={cfg.y_tokens} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s "
-        f"on {len(windows)} train windows{pool_note(cfg)}, {copies:,} warm copies{quiet}"
+        f"on {len(windows)} train windows{cap_note('workload.train_pool', cfg.workload.train_pool)}"
+        f", {copies:,} warm copies{quiet}"
     )
     basis = measured_on(cfg, [w.name for w in windows], seed=int(cfg.seed))  # the sim's stream
     sweeps.note("train mean TTFT (s)", value, True, basis)  # the search's own objective
