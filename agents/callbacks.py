@@ -47,11 +47,12 @@ class ProgressBar(BaseCallback):
 
 
 class CheckpointEvery(BaseCallback):
-    """Save ``checkpoints/step_N`` (agent.json + model.zip) once at least ``every``
-    steps have passed since the last one, between rollouts: after the update that
-    learned from every step counted, so ``N`` (the folder's name, agent.json's
-    ``timesteps``) is what its weights were trained on and ``resume=`` goes on from
-    there. N is a rollout's end (a multiple of ``n_steps x env.n_envs`` for PPO);
+    """Save ``checkpoints/step_N`` (agent.json + model.zip) at the first rollout's
+    end at or past each multiple of ``every`` steps, between rollouts: after the
+    update that learned from every step counted, so ``N`` (the folder's name,
+    agent.json's ``timesteps``) is what its weights were trained on and ``resume=``
+    goes on from there. N is a rollout's end (a multiple of ``n_steps x
+    env.n_envs`` for PPO), so two checkpoints can be less than ``every`` apart;
     the last update's weights are saved at the end of training when due."""
 
     def __init__(self, every: int, spec: AgentSpec, folder: Path) -> None:
@@ -238,9 +239,13 @@ class Curriculum(BaseCallback):
         self.stage = stage  # past the last stage: the envs already draw whole windows
         if stage < len(self.stages):
             self._switch(stage)
-            # SB3 reset the envs before this callback: start their episodes afresh
+            # SB3 reset the envs before this callback: start their episodes afresh,
+            # as SB3's own set-up does (off-policy algorithms keep the unscaled ones too)
             self.model._last_obs = self.training_env.reset()  # type: ignore[assignment]
             self.model._last_episode_starts = np.ones((self.training_env.num_envs,), dtype=bool)
+            scaling = self.model.get_vec_normalize_env()
+            if scaling is not None:
+                self.model._last_original_obs = scaling.get_original_obs()
 
     def _on_step(self) -> bool:
         if self.stage < len(self.stages):

@@ -249,8 +249,8 @@ class LoggerConf:
 @dataclass
 class CurriculumStage:
     """One stage of ``train.curriculum``: until ``until`` env steps, episodes are
-    segments of the train windows that span ``bursts`` bursts each
-    (``envs.windows.burst_segments``)."""
+    segments of the train windows, each from one burst's start to the start of
+    the burst ``bursts`` later (``envs.windows.burst_segments``)."""
 
     bursts: int = 1
     until: int = 0
@@ -288,10 +288,11 @@ class TrainConf:
     curriculum: list[CurriculumStage] = field(default_factory=list)
     """Stages of a curriculum over burst segments, in order (none: whole windows
     from the start): e.g. ``[{bursts: 1, until: 30000}, {bursts: 2, until: 60000}]``
-    trains on one-burst segments of the train windows up to step 30,000, on
-    two-burst segments up to 60,000, then on whole windows. A segment starts
-    ``curriculum_lead_s`` before a burst, a group (``group_id``) of at least
-    ``curriculum_min_requests`` requests."""
+    trains on the train windows cut at every burst's start up to step 30,000, at
+    every second burst's start up to 60,000, then on whole windows. A segment
+    starts ``curriculum_lead_s`` before a burst (a group, ``group_id``, of at least
+    ``curriculum_min_requests`` requests) and ends that long before the burst
+    ``bursts`` later starts (``envs.windows.burst_segments``)."""
     curriculum_lead_s: float = 5.0
     curriculum_min_requests: int = 32
     val_score: str = "mean"

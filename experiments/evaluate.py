@@ -18,7 +18,7 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments import sweeps
-from experiments.config import register_configs, setup_label, workload_label
+from experiments.config import register_configs, setup_label, window_pool_of, workload_label
 from experiments.evaluation import BOUNDS
 from experiments.jobs import (
     agent_labels,
@@ -84,12 +84,17 @@ def evaluate(cfg: DictConfig) -> float:
         + cap_note("workload.eval_windows", cap)
         + f" · seed={cfg.seed}"
     )
-    if cfg.split == "val" and cfg.workload.val_windows != cap:
-        print(
-            f"note: split=val evaluates workload.eval_windows={cap} validation windows; "
-            f"workload.val_windows={cfg.workload.val_windows} is what training scores on "
-            f"(workload.eval_windows={cfg.workload.val_windows} and its seed reproduce them)"
-        )
+    trained = cfg.workload.val_windows
+    if cfg.split == "val" and trained != cap:  # the windows training scores on, if others
+        scored = len(window_pool_of(cfg, "val", trained))
+        if scored != len(windows):
+            shown = "null" if trained is None else trained
+            print(
+                f"note: split=val evaluates {len(windows)} validation windows "
+                f"(workload.eval_windows); training scores on {scored} "
+                f"(workload.val_windows={shown}: workload.eval_windows={shown} and the "
+                "training's seed reproduce its scores)"
+            )
     try:
         rows = evaluate_and_write(
             agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress), windows=windows

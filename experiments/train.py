@@ -2,14 +2,14 @@
 
     python -m experiments.train agent=ppo env=route setup=70b_h100x4 \\
         workload=bursted_synthetic train.total_timesteps=50000 [seed=0] [out_dir=PATH]
-    python -m experiments.train resume=runs/train/<time>/checkpoints/step_10000 ...
+    python -m experiments.train resume=runs/train/<time>/checkpoints/step_N ...
     python -m experiments.train -m seed=0,1,2 agent=ppo,a2c hydra/launcher=joblib
     python -m experiments.train +experiment=NAME
 
-The run folder (``out_dir``, or Hydra's) gets ``checkpoints/step_N/`` every
-``train.checkpoint_every`` steps, the agent in ``agent/``, and after the
-evaluation ``results.json`` (the comparison run's schema) and charts. With
-``train.val_every`` > 0 the model is scored (mean TTFT, greedy actions) on the
+The run folder (``out_dir``, or Hydra's) gets ``checkpoints/step_N/`` at the first
+rollout's end past each multiple of ``train.checkpoint_every`` steps, the agent in
+``agent/``, and after the evaluation ``results.json`` (the comparison run's schema)
+and charts. With ``train.val_every`` > 0 the model is scored (mean TTFT, greedy actions) on the
 first ``workload.val_windows`` validation windows at the start, every
 ``val_every`` steps and at the end; ``agent/`` is the best-scoring one, the last
 one goes to ``last/``, and ``results.json``'s ``train.validation`` says which
@@ -1059,7 +1059,14 @@ def train(cfg: DictConfig) -> float:
         name=name,
     )
     pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
-    stages = curriculum_stages(cfg, pool)  # a curriculum without bursts: before the run folder
+    # a curriculum without bursts is refused before the run folder
+    stages = curriculum_stages(cfg, pool) if int(cfg.train.total_timesteps) > 0 else []
+    if stages and stages[-1][0] >= int(cfg.train.total_timesteps):
+        print(
+            f"note: train.curriculum's last stage runs until step {stages[-1][0]:,}, "
+            f"train.total_timesteps={cfg.train.total_timesteps}: the run never trains on "
+            "whole windows"
+        )
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows) if validate else []
     # the env's values (env.reward_scale, ...) are checked before the run folder; a

@@ -79,3 +79,40 @@ def test_set_windows_changes_later_episodes_and_a_copy_replays_the_current_one()
     assert env.sim is not None and len(env.sim.workload.requests) in {len(s) for s in segments}
     with pytest.raises(ValueError, match="windows is empty"):
         env.set_windows([])
+
+
+def test_a_curriculum_trains_on_segments_first_then_whole_windows() -> None:
+    """PPO on one Route-v0 env of one two-burst window: until step 64 every step
+    is of a segment (the env restarted on them at the start, though SB3 had
+    reset it on the whole window), and after the switch the whole window comes
+    back at the env's next episode."""
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from agents.callbacks import Curriculum
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+    config = BurstedSyntheticConfig(n_bursts=2, burst_requests=20, n_decoys=2, burst_window_s=4.0)
+    whole = synthetic_window(config, window=0)
+    segments = burst_segments(whole, bursts=1, min_requests=10)
+    assert len(segments) == 2
+
+    class Seen(BaseCallback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[tuple[int, str]] = []
+
+        def _on_step(self) -> bool:
+            sim = self.training_env.envs[0].unwrapped.sim  # type: ignore[attr-defined]
+            self.names.append((self.num_timesteps, sim.workload.name))
+            return True
+
+    vec = DummyVecEnv([lambda: RouteEnv(setup="70b_h100x4", windows=[whole])])
+    model = PPO("MlpPolicy", vec, n_steps=32, batch_size=32, n_epochs=1, seed=0)
+    seen, curriculum = Seen(), Curriculum([(64, segments)], [whole], echo=False)
+    model.learn(192, callback=[curriculum, seen])
+    assert curriculum.changes == [(0, 0), (64, 1)]
+    before = {name for step, name in seen.names if step <= 64}
+    assert before and all("@" in name for name in before)  # segments only
+    assert whole.name in {name for step, name in seen.names if step > 64}

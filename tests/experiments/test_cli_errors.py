@@ -1507,3 +1507,21 @@ def test_evaluate_takes_a_shipped_agent_by_name(
         "error: checkpoint: 'no_such_agent' is not an agent checkpoint (no agent.json there) "
         "nor a shipped agent's name (agents/zoo/: bc_route_warm, "
     )
+
+
+def test_evaluate_split_val_says_when_training_scores_on_other_windows(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    base = ["logger=none", "workload=tiny", "split=val", "policies=[btb]", "progress=false"]
+    done = run_command(
+        "experiments.evaluate",
+        [*base, "workload.val_windows=2", f"out_dir={tmp_path / 'a'}"],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "note: split=val evaluates 1 validation windows (workload.eval_windows); training " \
+        "scores on 2 (workload.val_windows=2" in done.stdout  # fmt: skip
+    same = ["workload.val_windows=1", f"out_dir={tmp_path / 'b'}"]  # tiny's eval_windows: 1
+    done = run_command("experiments.evaluate", [*base, *same], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "note: split=val" not in done.stdout
