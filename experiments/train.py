@@ -591,6 +591,7 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
             asked[f"env.{name}"] = bool(cfg.env.get(name, False))
             saved[f"env.{name}"] = bool(resumed.env_kwargs.get(name, False))
     adopted: dict[str, Any] = {}
+    refused = []  # every field at once: each would else be met one run at a time
     for field, value in asked.items():
         if saved[field] is None or saved[field] == value:
             continue
@@ -598,12 +599,17 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
             OmegaConf.update(cfg, field, saved[field])
             adopted[field] = saved[field]
         else:
-            raise ValueError(
-                f"resume={cfg.resume}{value_origin('resume')}: that checkpoint is "
-                f"{resumed.algo}/{resumed.env}/{resumed.net} with {field}={saved[field]}, "
-                f"the config asks for {field}={value} (resume with "
-                f"{_resume_with(field, saved[field], resumed)})"
-            )
+            refused.append(field)
+    if refused:
+        hints = dict.fromkeys(_resume_with(f, saved[f], resumed) for f in refused)
+        raise ValueError(
+            f"resume={cfg.resume}{value_origin('resume')}: that checkpoint is "
+            f"{resumed.algo}/{resumed.env}/{resumed.net} with "
+            + ", ".join(f"{f}={saved[f]}" for f in refused)
+            + ", the config asks for "
+            + ", ".join(f"{f}={asked[f]}" for f in refused)
+            + f" (resume with {' '.join(hints)})"
+        )
     target = int(cfg.train.total_timesteps)
     if target < resumed.timesteps:
         raise ValueError(

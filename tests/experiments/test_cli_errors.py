@@ -214,7 +214,7 @@ def test_unknown_policy_names_are_rejected_before_any_work(
     ("overrides", "field", "saved", "asked"),
     [
         # the algorithm, network kind and env are config groups: the hint names the group
-        (["env=route_warm", "agent=maskable_ppo"], "agent.algo", "ppo", "maskable_ppo"),
+        (["agent=maskable_ppo"], "agent.algo", "ppo", "maskable_ppo"),
         (["env=thresholds"], "env.kind", "route", "thresholds"),
         (["agent=ppo_mlp"], "agent.net", "set", "mlp"),
         (["agent.hidden=32"], "agent.hidden", "64", "32"),
@@ -256,6 +256,32 @@ def test_resume_names_what_the_checkpoint_does_not_match(
     with pytest.raises(ValueError, match=message):
         train(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def test_resume_names_every_field_the_checkpoint_does_not_match(tmp_path: Path) -> None:
+    """Two mismatches are named in one line, with one hint for both (they used to
+    come one run at a time)."""
+    from dataclasses import asdict
+
+    from agents.algorithms import AgentSpec
+    from envs.files import write_json_atomic
+    from experiments.train import train
+
+    checkpoint = tmp_path / "step_80"
+    spec = AgentSpec("ppo", "route", env_kwargs={"n_nodes": 4}, timesteps=80)
+    write_json_atomic(checkpoint / "agent.json", asdict(spec))  # no model.zip: never loaded
+    cfg = _compose(
+        "train",
+        ["logger=none", "workload=tiny", "env=route_warm", "agent=maskable_ppo",
+         f"resume={checkpoint}", f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    message = (
+        r"that checkpoint is ppo/route/set with agent\.algo=ppo, env\.kind=route, the config "
+        r"asks for agent\.algo=maskable_ppo, env\.kind=route_warm \(resume with agent=ppo "
+        r"env=route\)$"
+    )
+    with pytest.raises(ValueError, match=message):
+        train(cfg)
 
 
 def test_resume_refuses_hyperparameters_the_checkpoint_would_ignore(tmp_path: Path) -> None:
