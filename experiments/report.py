@@ -619,7 +619,7 @@ def plot_sweep(
                 values = [figures[n].get(name) for n in group["jobs"]]
                 dots = [v for v in values if v is not None]
                 ax.scatter([x] * len(dots), dots, color="black", s=12, zorder=3)
-            ax.set_xlabel("setting (bars: mean ± std over seeds; dots: each seed)")
+            ax.set_xlabel("setting")
         else:
             jobs = [job for job in summary["jobs"] if job["figures"].get(name) is not None]
             labels = [
@@ -634,7 +634,10 @@ def plot_sweep(
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
         chosen = name == summary.get("chosen_by")
         ax.set_title(name + ("" if chosen else " (reported, never chosen by)"), fontsize=10)
-    fig.suptitle(f"sweep {Path(summary['sweep_dir']).name}", fontsize=10)
+    # over seeds, what the marks mean is said once, above every panel (a panel's
+    # own axis label is too short for it)
+    over = "; bars: mean ± std over seeds, dots: each seed" if groups else ""
+    fig.suptitle(f"sweep {Path(summary['sweep_dir']).name}{over}", fontsize=10)
     try:
         return _save(fig, path)
     finally:
