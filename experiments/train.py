@@ -478,7 +478,10 @@ def check_finetune(cfg: Any) -> None:
                 "init_from starts a new one from an agent's weights (give one)"
             )
         if not (Path(cfg.train.init_from) / "agent.json").is_file():
-            raise ValueError(f"train.init_from={cfg.train.init_from}: not an agent folder")
+            raise ValueError(
+                f"train.init_from={cfg.train.init_from}: not an agent folder (give the "
+                "folder of the agent to start from: a run's agent/, or agents/zoo/NAME)"
+            )
 
 
 def check_clone_kl(cfg: Any) -> None:
