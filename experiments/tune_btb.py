@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import sys
 from typing import Any
 
 import hydra
@@ -167,6 +168,18 @@ def check_sweep(args: list[str]) -> None:
                     f"{label} lets the sweep draw {drawn}, shorter than one {block}-token "
                     "block of the workload (BTB's Y counts a prefix's tokens in whole blocks)"
                 )
+            shared = _longest_shared(cfg, parsed)
+            if block is not None and shared is not None and low > shared[0]:
+                longest, n = shared
+                fits = sorted({max(block, longest // 4 // block * block), longest // 2 // block
+                               * block or block, longest})  # fmt: skip
+                print(
+                    f"warning: {label} lets the sweep draw {drawn}, longer than any prefix "
+                    f"two requests of the {n} train windows share ({longest:,} tokens at "
+                    "most): BTB would copy nothing in any trial, and the trials tie; e.g. "
+                    f"'y_tokens=choice({','.join(map(str, fits))})'",
+                    file=sys.stderr,
+                )
 
 
 def _block_tokens(cfg: Any, parsed: list[Any], trace_block: int | None) -> int | None:
@@ -180,6 +193,20 @@ def _block_tokens(cfg: Any, parsed: list[Any], trace_block: int | None) -> int |
         return trace_block  # the file is not read again
     with contextlib.suppress(ValueError, OSError):  # a job will say what is wrong
         return int(max(w.block_tokens for w in window_pool_of(cfg, "train", 1)))
+    return None
+
+
+def _longest_shared(cfg: Any, parsed: list[Any]) -> tuple[int, int] | None:
+    """The longest prefix (tokens) two requests of the train windows a trial scores
+    share, and how many windows; None when the workload is swept (each job has its
+    own) or its windows cannot be made (a job will say why)."""
+    from envs.workloads.stats import longest_shared_prefix_tokens
+
+    if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
+        return None
+    with contextlib.suppress(ValueError, OSError):
+        windows = window_pool_of(cfg, "train", cfg.workload.train_pool)
+        return max(longest_shared_prefix_tokens(w) for w in windows), len(windows)
     return None
 
 

@@ -87,6 +87,22 @@ def prefix_ids(workload: Workload, min_blocks: int) -> list[int | None]:
     return [r.blocks[depth] if len(r.blocks) > depth else None for r in workload.requests]
 
 
+def longest_shared_prefix_tokens(workload: Workload) -> int:
+    """The longest prompt prefix (tokens, whole blocks) a request shares with an
+    earlier one of ``workload``: chained block ids name a prefix, so a request's
+    shared part is its leading blocks already seen."""
+    seen: set[int] = set()
+    longest = 0
+    for request in workload.requests:
+        blocks = request.blocks
+        shared = 0
+        while shared < len(blocks) and blocks[shared] in seen:
+            shared += 1
+        longest = max(longest, shared)
+        seen.update(blocks)
+    return longest * workload.block_tokens
+
+
 def audit_workload(
     workload: Workload,
     min_tokens: int = 4096,

@@ -1551,3 +1551,30 @@ def test_evaluate_split_val_says_when_training_scores_on_other_windows(
     done = run_command("experiments.evaluate", [*base, *same], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "note: split=val" not in done.stdout
+
+
+def test_tune_btb_warns_when_every_y_is_longer_than_any_shared_prefix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """tiny's bursts share 2,048 tokens here (8 blocks of 256): the default Y
+    choices (4,096-65,536) key no burst, so every trial ties; the warning says so
+    and offers Y choices that fit. At tiny's own 65,536-token prefix: no warning."""
+    from experiments.tune_btb import check_sweep
+
+    check_sweep(["-m", "workload=tiny", "+workload.params.prefix_tokens=2048"])
+    err = capsys.readouterr().err
+    assert "longer than any prefix two requests of the 2 train windows share (2,048 tokens" in err
+    assert err.rstrip().endswith("e.g. 'y_tokens=choice(512,1024,2048)'")
+    check_sweep(["-m", "workload=tiny"])
+    assert capsys.readouterr().err == ""
+
+
+def test_the_longest_shared_prefix_by_hand() -> None:
+    """Chained ids: a request shares its leading blocks seen before. r1 shares 2
+    blocks of r0, r2 shares 3 of r1 (blocks 1, 2, 5), so the longest is 3 x 256."""
+    from envs.sim.request import Request, Workload
+    from envs.workloads.stats import longest_shared_prefix_tokens
+
+    prompts = [(1, 2, 3), (1, 2, 5, 6), (1, 2, 5, 9)]
+    requests = [Request(i, f"r{i}", float(i), 1024, 1, b) for i, b in enumerate(prompts)]
+    assert longest_shared_prefix_tokens(Workload("w", 256, requests)) == 3 * 256
