@@ -18,6 +18,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from envs.workloads.stats import longest_shared_prefix_tokens
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
 from experiments.config import (
@@ -199,9 +200,10 @@ def _block_tokens(cfg: Any, parsed: list[Any], trace_block: int | None) -> int |
 def _longest_shared(cfg: Any, parsed: list[Any]) -> tuple[int, int] | None:
     """The longest prefix (tokens) two requests of the train windows a trial scores
     share, and how many windows; None when the workload is swept (each job has its
-    own) or its windows cannot be made (a job will say why)."""
-    from envs.workloads.stats import longest_shared_prefix_tokens
-
+    own), is a trace (read once before the sweep, for its check: each trial's line
+    says it instead) or its windows cannot be made (a job will say why)."""
+    if cfg.workload.name == TRACE_WORKLOAD:
+        return None
     if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
         return None
     with contextlib.suppress(ValueError, OSError):
@@ -296,6 +298,13 @@ def objective(cfg: DictConfig) -> float:
         logger.finish()
     copies = int(row.get("warm_copies", 0))
     quiet = " (none made: here BTB routes as its router alone does)" if not copies else ""
+    if not copies:  # a Y no shared prefix reaches keys no burst: say it, the trials tie
+        longest = max(longest_shared_prefix_tokens(w) for w in windows)
+        if int(cfg.y_tokens) > longest:
+            quiet = (
+                f" (none made: y_tokens={cfg.y_tokens} is longer than any prefix two of these "
+                f"windows' requests share, {longest:,} tokens)"
+            )
     print(
         f"btb x={cfg.x} y_tokens={cfg.y_tokens} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s "
         f"on {len(windows)} train windows{cap_note('workload.train_pool', cfg.workload.train_pool)}"

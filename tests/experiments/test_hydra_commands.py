@@ -345,6 +345,14 @@ def test_a_tune_btb_trial_says_its_windows_and_copies(tmp_path, run_command):
     )
     record = json.loads((tmp_path / "one" / "objective.json").read_text())
     assert record["row"]["warm_copies"] == 0
+    # bursts sharing 2,048 tokens: Y=65,536 keys none of them, and the line says why
+    args = ["workload=tiny", "+workload.params.prefix_tokens=2048", f"out_dir={tmp_path / 'two'}"]
+    proc = run_command("experiments.tune_btb", args, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1].endswith(
+        "0 warm copies (none made: y_tokens=65536 is longer than any prefix two of these "
+        "windows' requests share, 2,048 tokens)"
+    )
 
 
 @pytest.mark.slow
