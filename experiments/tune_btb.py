@@ -172,13 +172,16 @@ def check_sweep(args: list[str]) -> None:
             shared = _longest_shared(cfg, parsed)
             if block is not None and shared is not None and low > shared[0]:
                 longest, n = shared
-                fits = sorted({max(block, longest // 4 // block * block), longest // 2 // block
-                               * block or block, longest})  # fmt: skip
+                fits = sorted({max(block, longest // k // block * block) for k in (4, 2, 1)})
+                hint = (
+                    f"e.g. 'y_tokens=choice({','.join(map(str, fits))})'"
+                    if longest >= block
+                    else "no two of its requests share a whole block"
+                )
                 print(
                     f"warning: {label} lets the sweep draw {drawn}, longer than any prefix "
                     f"two requests of the {n} train windows share ({longest:,} tokens at "
-                    "most): BTB would copy nothing in any trial, and the trials tie; e.g. "
-                    f"'y_tokens=choice({','.join(map(str, fits))})'",
+                    f"most): BTB would copy nothing in any trial, and the trials tie; {hint}",
                     file=sys.stderr,
                 )
 
