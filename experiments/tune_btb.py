@@ -163,15 +163,17 @@ def check_sweep(args: list[str]) -> None:
         if name == "z" and not low > 0:
             raise ValueError(f"{label} lets the sweep draw {drawn}: Z is a time window, > 0 s")
         if name == "y_tokens":
-            block = _block_tokens(cfg, parsed, trace_block)
+            windows = _train_windows(cfg, parsed)
+            # a trace's block from the plan its check made: the file is not read again
+            block = trace_block if windows is None else max(w.block_tokens for w in windows)
             if block is not None and low < block:
                 raise ValueError(
                     f"{label} lets the sweep draw {drawn}, shorter than one {block}-token "
                     "block of the workload (BTB's Y counts a prefix's tokens in whole blocks)"
                 )
-            shared = _longest_shared(cfg, parsed)
-            if block is not None and shared is not None and low > shared[0]:
-                longest, n = shared
+            longest = None if windows is None else max(map(longest_shared_prefix_tokens, windows))
+            if block is not None and longest is not None and low > longest:
+                n = len(windows or ())
                 fits = sorted({max(block, longest // k // block * block) for k in (4, 2, 1)})
                 hint = (
                     f"e.g. 'y_tokens=choice({','.join(map(str, fits))})'"
@@ -186,32 +188,17 @@ def check_sweep(args: list[str]) -> None:
                 )
 
 
-def _block_tokens(cfg: Any, parsed: list[Any], trace_block: int | None) -> int | None:
-    """The block size of the workload's windows, if the sweep does not sweep the
-    workload (each job then checks its own Y): a trace's from the plan the check
-    before the sweep made (``trace_block``), a registered workload's from its first
-    train window (a workload's windows share one)."""
-    if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
-        return None
-    if cfg.workload.name == TRACE_WORKLOAD:
-        return trace_block  # the file is not read again
-    with contextlib.suppress(ValueError, OSError):  # a job will say what is wrong
-        return int(max(w.block_tokens for w in window_pool_of(cfg, "train", 1)))
-    return None
-
-
-def _longest_shared(cfg: Any, parsed: list[Any]) -> tuple[int, int] | None:
-    """The longest prefix (tokens) two requests of the train windows a trial scores
-    share, and how many windows; None when the workload is swept (each job has its
-    own), is a trace (read once before the sweep, for its check: each trial's line
-    says it instead) or its windows cannot be made (a job will say why)."""
+def _train_windows(cfg: Any, parsed: list[Any]) -> list[Any] | None:
+    """The train windows every trial scores, made once before the sweep for its
+    checks of Y; None when the workload is swept (each job checks its own), is a
+    trace (read once before the sweep, for its check: each trial's line says what
+    this would) or its windows cannot be made (a job will say why)."""
     if cfg.workload.name == TRACE_WORKLOAD:
         return None
     if any(o.is_sweep_override() and o.key_or_group.startswith("workload") for o in parsed):
         return None
     with contextlib.suppress(ValueError, OSError):
-        windows = window_pool_of(cfg, "train", cfg.workload.train_pool)
-        return max(longest_shared_prefix_tokens(w) for w in windows), len(windows)
+        return window_pool_of(cfg, "train", cfg.workload.train_pool)
     return None
 
 
@@ -300,14 +287,15 @@ def objective(cfg: DictConfig) -> float:
     finally:
         logger.finish()
     copies = int(row.get("warm_copies", 0))
-    quiet = " (none made: here BTB routes as its router alone does)" if not copies else ""
-    if not copies:  # a Y no shared prefix reaches keys no burst: say it, the trials tie
-        longest = max(longest_shared_prefix_tokens(w) for w in windows)
-        if int(cfg.y_tokens) > longest:
-            quiet = (
-                f" (none made: y_tokens={cfg.y_tokens} is longer than any prefix two of these "
-                f"windows' requests share, {longest:,} tokens)"
-            )
+    quiet = ""
+    if not copies:  # such trials tie: say why when it is that Y keys no burst
+        longest = max(map(longest_shared_prefix_tokens, windows))
+        quiet = (
+            f" (none made: y_tokens={cfg.y_tokens} is longer than any prefix two of these "
+            f"windows' requests share, {longest:,} tokens)"
+            if int(cfg.y_tokens) > longest
+            else " (none made: here BTB routes as its router alone does)"
+        )
     print(
         f"btb x={cfg.x} y_tokens={cfg.y_tokens} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s "
         f"on {len(windows)} train windows{cap_note('workload.train_pool', cfg.workload.train_pool)}"
