@@ -86,11 +86,17 @@ def evaluate(cfg: DictConfig) -> float:
     )
     trained = cfg.workload.val_windows
     if cfg.split == "val" and trained != cap:  # the windows training scores on, if others
-        scored = len(window_pool_of(cfg, "val", trained))
-        if scored != len(windows):
+        n = len(windows)
+        if cap is None or n < cap:  # these are every validation window
+            scored = n if trained is None else min(trained, n)
+        elif trained is not None and trained <= cap:
+            scored = trained
+        else:  # training may score more than these: count them
+            scored = len(window_pool_of(cfg, "val", trained))
+        if scored != n:
             shown = "null" if trained is None else trained
             print(
-                f"note: split=val evaluates {len(windows)} validation windows "
+                f"note: split=val evaluates {n} validation windows "
                 f"(workload.eval_windows); training scores on {scored} "
                 f"(workload.val_windows={shown}: workload.eval_windows={shown} and the "
                 "training's seed reproduce its scores)"
