@@ -450,6 +450,16 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
 REWARD_TIMINGS = ("first_token", "accrued")
 
+REWARD_ARGS = (
+    "reward_scale",
+    "slo_s",
+    "tail_penalty",
+    "copy_cost_per_gb",
+    "reward_baseline",
+    "reward_timing",
+)
+"""The constructor's arguments that define the reward (a resumed run keeps them)."""
+
 
 class WaitAccrual:
     """Waiting time accrued by a window's requests up to a time ``t``, for the

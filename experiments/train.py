@@ -29,6 +29,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from envs.cluster_env import REWARD_ARGS
 from envs.sim.checks import is_number
 from experiments import sweeps
 from experiments._cli import LEGACY_SEED_MAX
@@ -803,15 +804,10 @@ def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[A
     return adopted, changes
 
 
-REWARD_ARGS = ("reward_scale", "slo_s", "tail_penalty", "copy_cost_per_gb", "reward_baseline",
-               "reward_timing")  # fmt: skip
-"""The env arguments that define the reward (``env.<name>``)."""
-
-
 def resume_reward(cfg: Any, resumed: Any) -> dict[str, Any]:
     """The reward on resuming the checkpoint whose AgentSpec is ``resumed``: each of
-    :data:`REWARD_ARGS` and ``env.normalize_reward`` the user did not set takes the
-    checkpoint's value in ``cfg`` (returned as ``{path: value}``, as the adopted SB3
+    ``envs.cluster_env.REWARD_ARGS`` and ``env.normalize_reward`` the user did not
+    set takes the checkpoint's value in ``cfg`` (returned as ``{path: value}``, as the adopted SB3
     settings are), so a plain resume goes on with the objective it trained on. One
     the user set that differs is used, as a change of the reward (said and recorded
     with the run's other changes: :func:`resume_changes`). A checkpoint from before
