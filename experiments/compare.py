@@ -199,7 +199,7 @@ def resolve_agents(items: Sequence[str]) -> list[Path]:
         if item == "none":
             continue
         if item == "zoo":
-            folders += sorted(p.parent for p in ZOO.glob("*/agent.json"))
+            folders += [ZOO / name for name in zoo_names()]
             continue
         folder = agent_folder(item)
         if folder is None:
