@@ -478,11 +478,16 @@ def check_finetune(cfg: Any) -> None:
                 "train.init_from and resume are both set: resume continues a run, "
                 "init_from starts a new one from an agent's weights (give one)"
             )
-        if not (Path(cfg.train.init_from) / "agent.json").is_file():
+        from agents import agent_folder, zoo_names
+
+        folder = agent_folder(str(cfg.train.init_from))
+        if folder is None:
             raise ValueError(
                 f"train.init_from={cfg.train.init_from}: not an agent folder (give the "
-                "folder of the agent to start from: a run's agent/, or agents/zoo/NAME)"
+                "folder of the agent to start from, a run's agent/, or a shipped agent's "
+                f"name: {', '.join(zoo_names())})"
             )
+        cfg.train.init_from = str(folder)  # a shipped agent's name: its folder from here on
 
 
 def check_clone_kl(cfg: Any) -> None:

@@ -28,16 +28,18 @@ DEFAULTS: dict[str, Any] = {"run": "", "val_windows": 0, "overwrite": False}
 def candidates(run: Path, init_from: str | None) -> list[tuple[int, Path]]:
     """``(step, folder)`` of every model a run saved, by step: ``init_from`` (step 0),
     ``checkpoints/step_N`` and ``last/`` (left out when a checkpoint has its step)."""
+    from agents import agent_folder
     from agents.algorithms import load_spec
 
     found: dict[int, Path] = {}
     if init_from:
-        if not (Path(init_from) / "agent.json").is_file():
+        folder = agent_folder(init_from)
+        if folder is None:
             raise ValueError(
                 f"run={run}: its train.init_from={init_from} is not an agent folder from here "
                 "(a relative path is taken from the folder the command runs in)"
             )
-        found[0] = Path(init_from)
+        found[0] = folder
     checkpoints = run / "checkpoints"
     for folder in sorted(checkpoints.glob("step_*")) if checkpoints.is_dir() else []:
         step = folder.name.removeprefix("step_")

@@ -283,3 +283,21 @@ def test_init_from_an_agent_of_other_time_units_is_said(tmp_path, capsys):
     assert "was trained with env.time_unit=reference; this run has env.time_unit=seconds" in (
         capsys.readouterr().out
     )
+
+
+def test_init_from_takes_a_shipped_agent_s_name(tmp_path, capsys):
+    """A bare zoo name (as evaluate's checkpoint= and compare's agents= take) starts
+    from that agent's folder, which the record names; a name no folder or shipped
+    agent has is refused with the shipped names."""
+    cfg = compose_train(
+        [*TINY, "train.total_timesteps=0", "train.evaluate=false",
+         "train.init_from=bc_route_warm", f"out_dir={tmp_path / 'run'}"]
+    )  # fmt: skip
+    train(cfg)
+    record = json.loads((tmp_path / "run" / "train.json").read_text())["train"]
+    assert Path(record["init_from"]) == ZOO_CLONE
+    assert f"starting from the weights of {ZOO_CLONE}" in capsys.readouterr().out
+    cfg = compose_train([*TINY, "train.init_from=bc_route_warmm", f"out_dir={tmp_path / 'no'}"])
+    with pytest.raises(ValueError, match=r"not an agent folder .*: bc_route_warm, bc_route_warm_"):
+        train(cfg)
+    assert not (tmp_path / "no").exists()
