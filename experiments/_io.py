@@ -110,6 +110,30 @@ class RunFolder:
 _HELD: list[RunFolder] = []
 
 
+def in_use(path: str | os.PathLike[str]) -> bool:
+    """Whether another run holds ``path`` now (its lock, :data:`LOCK_NAME`, taken).
+    Creates nothing: a folder without a lock file is not in use."""
+    try:
+        fd = os.open(Path(path) / LOCK_NAME, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # (drops the lock if taken)
+    return False
+
+
+def in_use_message(label: str) -> str:
+    """The one line a run is refused with when another run holds its folder."""
+    return (
+        f"{label}: another run is writing in that folder now (wait for it to end, "
+        "or choose another out_dir)"
+    )
+
+
 def claim_out_dir(
     path: str | os.PathLike[str],
     what: str,
@@ -148,10 +172,7 @@ def claim_out_dir(
             raise BlockingIOError
     except (BlockingIOError, FileNotFoundError):
         os.close(fd)
-        raise OutDirError(
-            f"{label}: another run is writing in that folder now (wait for it to end, "
-            "or choose another out_dir)"
-        ) from None
+        raise OutDirError(in_use_message(label)) from None
     _HELD.append(held)
     try:
         skip = {LOCK_NAME, *ignore}

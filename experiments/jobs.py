@@ -28,6 +28,8 @@ from experiments._io import (
     claim_out_dir,
     claim_run_dir,
     holds_out_dir,
+    in_use,
+    in_use_message,
     nearest_existing,
     release_out_dirs,
     remove_empty_dirs,
@@ -201,7 +203,10 @@ def hydra_entry(
                 else:  # run_job removes the folders Hydra makes on the way to it, if empty
                     _MADE_BELOW[Path(value).resolve()] = nearest_existing(value).resolve()
                 check_writable_dir(value, f"{command}: {key}", "the command line")
-                _check_not_a_run(Path(value), f"{command}: {key}={value!r}", args)
+                label = f"{command}: {key}={value!r}"
+                if in_use(value):  # before Hydra writes its record over the running one's
+                    raise OutDirError(in_use_message(f"{label} (from the command line)"))
+                _check_not_a_run(Path(value), label, args)
                 records[Path(value)] = hydra_record(Path(value))
             if precheck is not None:
                 precheck(args)
@@ -250,9 +255,9 @@ def _end_sweep(command: str, summary: dict[str, Any] | None, written: Path | Non
         raise SystemExit(status)
 
 
-HydraRecord = tuple[dict[Path, bytes], dict[Path, frozenset[tuple[str, int, int]]]]
-"""A named folder's Hydra files as they were (:func:`hydra_files`) and the work of
-each run folder under it (:func:`_work`)."""
+HydraRecord = tuple[dict[Path, bytes], dict[Path, frozenset[tuple[str, int, int]]], frozenset[Path]]
+"""A named folder's Hydra files as they were (:func:`hydra_files`), the work of
+each run folder under it (:func:`_work`) and the job logs there (:func:`_logs`)."""
 
 
 def hydra_files(folder: Path) -> dict[Path, bytes]:
@@ -288,9 +293,18 @@ def _work(folder: Path) -> frozenset[tuple[str, int, int]]:
     return frozenset(found)
 
 
+def _logs(folder: Path) -> frozenset[Path]:
+    """The job logs (``<command>.log``) in ``folder`` and its job folders."""
+    return frozenset(log for base in _run_folders(folder) for log in base.glob("*.log"))
+
+
 def hydra_record(folder: Path) -> HydraRecord:
     """:data:`HydraRecord` of a folder named on the command line, before Hydra runs."""
-    return hydra_files(folder), {base: _work(base) for base in _run_folders(folder)}
+    return (
+        hydra_files(folder),
+        {base: _work(base) for base in _run_folders(folder)},
+        _logs(folder),
+    )
 
 
 def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
@@ -299,22 +313,45 @@ def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
     did any work (:func:`_work`: its run folder's files, the whole sweep's for a
     sweep's ``multirun.yaml``, are as they were), so an earlier run's record stays
     beside its results; a job that ran (or cleared its folder) keeps the record it
-    ran with, whichever process ran it. Files the run alone wrote stay: a refused
-    job's own record. A file that cannot be put back is said in one line; the run's
-    own error is what the command reports."""
-    for before, work in records.values():
+    ran with, whichever process ran it. Files the run alone wrote (its Hydra files
+    and job log) stay as the refused job's own record in a folder that held no
+    results; beside an earlier run's results (another command's, which writes no
+    Hydra files) they are removed, so that the folder describes only its results.
+    A file that cannot be put back or removed is said in one line; the run's own
+    error is what the command reports."""
+    for before, work, logs in records.values():
         idle: dict[Path, bool] = {}  # each run folder's work looked at once
+
+        def unchanged(owner: Path, work: Mapping[Path, Any] = work, idle: dict = idle) -> bool:
+            if owner not in idle:
+                idle[owner] = owner in work and _work(owner) == work[owner]
+            return idle[owner]
+
         for path, data in before.items():
             owner = path.parent.parent if path.parent.name == ".hydra" else path.parent
             try:
-                if owner not in idle:
-                    idle[owner] = owner in work and _work(owner) == work[owner]
-                if not idle[owner]:
+                if not unchanged(owner):
                     continue  # a job ran there: its record is its own
                 if not path.is_file() or path.read_bytes() != data:
                     write_bytes_atomic(path, data)
             except OSError as error:
                 print(f"warning: could not put back {path} ({error})", file=sys.stderr)
+        for base, held in work.items():
+            try:
+                if not held or not unchanged(base):
+                    continue  # no results there, or a job ran there
+                hydra = base / ".hydra"
+                new = [p for p in sorted(hydra.glob("*")) if p.is_file() and p not in before]
+                new += [p for p in sorted(base.glob("*.log")) if p not in logs]
+                for path in new:
+                    path.unlink()
+                with contextlib.suppress(OSError):
+                    hydra.rmdir()  # only if nothing else is left in it
+            except OSError as error:
+                print(
+                    f"warning: could not remove the refused run's files in {base} ({error})",
+                    file=sys.stderr,
+                )
 
 
 class _hydra_raises:

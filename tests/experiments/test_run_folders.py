@@ -500,3 +500,54 @@ def test_hydra_sweep_dir_is_not_checked_in_a_single_run(
     args = [*TINY_TRAIN, f"hydra.sweep.dir={unused}", f"out_dir={tmp_path / 'run'}"]
     assert run_command("experiments.train", args, tmp_path).returncode == 0
     assert [p.name for p in unused.iterdir()] == ["notes.txt"]
+
+
+def test_a_hydra_job_into_a_folder_another_run_holds_is_refused_before_hydra_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run writing in its folder (its lock held) keeps its Hydra record: a second
+    Hydra command naming that folder, even with overwrite=true, is refused before
+    Hydra writes its own record over the running one's."""
+    from experiments._io import claim_out_dir
+
+    held = claim_out_dir(tmp_path, "x: out_dir", ())
+    record = tmp_path / ".hydra" / "overrides.yaml"
+    record.parent.mkdir()
+    record.write_text("- seed=7\n")
+
+    def never() -> None:
+        raise AssertionError("Hydra started")
+
+    try:
+        args = ["logger=none", f"out_dir={tmp_path}", "overwrite=true"]
+        code = hydra_entry("experiments.evaluate", never, args)
+    finally:
+        held.release()
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.evaluate: out_dir='{tmp_path}' (from the command line): another "
+        "run is writing in that folder now (wait for it to end, or choose another out_dir)\n"
+    )
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [".hydra", "overrides.yaml"]
+    assert record.read_text() == "- seed=7\n"
+
+
+def test_a_refused_hydra_job_leaves_no_record_beside_another_command_s_results(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """compare writes no Hydra files: a train refused in its folder (a bad value,
+    after Hydra wrote .hydra/ and train.log there) takes them away again, so the
+    folder describes only the compare's results. In a folder that held no results,
+    the refused job's record stays (what it was asked)."""
+    out = tmp_path / "run"
+    compare.main([*COMPARE, f"out_dir={out}"])
+    before = sorted(p.name for p in out.rglob("*"))
+    args = [*TINY_TRAIN, "sim.mfu=3", f"out_dir={out}", "overwrite=true"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 2 and "sim.mfu must be in (0, 1], got 3.0" in done.stderr
+    assert sorted(p.name for p in out.rglob("*")) == before
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    args = [*TINY_TRAIN, "sim.mfu=3", f"out_dir={empty}"]
+    assert run_command("experiments.train", args, tmp_path).returncode == 2
+    assert (empty / ".hydra" / "overrides.yaml").is_file()
