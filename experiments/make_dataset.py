@@ -75,6 +75,19 @@ one of these a new dataset does not write is an earlier dataset's and is removed
 as the new one lands."""
 
 
+def check_not_replaced(path: str, out_dir: str) -> None:
+    """Refuse a trace to read that is one of the files the dataset written to
+    ``out_dir`` replaces: the first split written would be read back half-made
+    (rows of the other splits lost)."""
+    where = Path(path).expanduser().resolve()
+    if where.parent == Path(out_dir).expanduser().resolve() and where.name in DATASET_FILES:
+        raise UsageError(
+            f"{COMMAND}: workload.path={path!r} is the dataset's {where.name} in "
+            f"out_dir={out_dir!r}, which this command replaces (copy it out of the "
+            "folder, or choose another out_dir)"
+        )
+
+
 class AtomicLineWriter:
     """A text file written line by line to a temporary file in its folder.
 
@@ -459,6 +472,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             raise UsageError(f"{COMMAND}: {error.named(paths)}") from None
     # nothing cleared up front with overwrite=true, so a failed run leaves the old
     # dataset whole: make_dataset replaces its files as they land (DATASET_FILES)
+    if trace:
+        check_not_replaced(trace["path"], options["out_dir"])
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
     info = make_dataset(
         workload=options["workload"],

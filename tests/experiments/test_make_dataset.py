@@ -210,3 +210,23 @@ def test_requests_over_a_model_s_context_are_said_with_how_to_read_them() -> Non
     assert note is not None
     assert note.startswith("Its longest request holds 131,073 tokens (input + output; in test)")
     assert "`workload.max_context_tokens=131073` reads them as generated" in note
+
+
+def test_a_split_of_the_dataset_being_replaced_is_refused_as_its_trace(tmp_path: Path) -> None:
+    """make_dataset overwrite=true reading one of the dataset's own splits would write
+    the other split from it (empty) before replacing it: refused, the dataset whole."""
+    from experiments._cli import UsageError
+
+    trace = Path(__file__).resolve().parents[2] / "examples" / "mooncake_example.jsonl"
+    args = ["workload=trace", f"out_dir={tmp_path}", "progress=false"]
+    make_dataset.main([*args, f"workload.path={trace}"])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for split in ("test.jsonl", "train.jsonl"):
+        given = tmp_path / split
+        with pytest.raises(UsageError, match=f"is the dataset's {split} in out_dir="):
+            make_dataset.main([*args, f"workload.path={given}", "overwrite=true"])
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    # another folder may read it
+    info = make_dataset.main([*args[:1], f"workload.path={tmp_path / 'test.jsonl'}",
+                              f"out_dir={tmp_path / 'again'}", "progress=false"])  # fmt: skip
+    assert info["splits"]["test"]["rows"] > 0
