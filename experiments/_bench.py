@@ -236,16 +236,17 @@ def bench_replay(options: dict[str, Any]) -> dict[str, Any]:
     from envs.workloads.registry import windows
 
     workload_name = options["workloads"][0]
-    n = 0
+    n = replayed = 0
     simulate_s = 0.0
     params = options.get("workload_params") or {}  # a trace's TraceOptions fields
     for workload in windows(workload_name, "test", limit=options["replay_windows"], **params):
         simulate_s += best_run_s(sim_factory(options, workload), make_policy("cache_aware"), 1)
         n += len(workload)
+        replayed += 1
     return {
         "workload": workload_name,
         "policy": "cache_aware",
-        "windows": options["replay_windows"],
+        "windows": replayed,  # the workload's test windows, at most replay_windows
         "requests": n,
         "requests_per_s": n / simulate_s if simulate_s > 0 else 0.0,
         "peak_rss_mb": peak_rss_mb(),

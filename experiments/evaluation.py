@@ -114,24 +114,16 @@ def count_windows(
 ) -> int:
     """How many test windows :func:`split_windows` yields (for progress bars); a
     workload without any is an error (its rows would be empty, its TTFTs NaN)."""
+    from envs.windows import no_windows_hint
     from envs.workloads.registry import plan
     from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
 
-    hint = ""
     if workload == TRACE_WORKLOAD:
-        options = trace_options(params or {})
-        trace_plan = plan_trace(options)
-        n = len(trace_plan.split("test"))
-        if trace_plan.split_from == "file":
-            hint = (
-                " (the file's rows name their own splits and none names 'test'; "
-                "workload.file_splits=false splits its windows by workload.test_fraction)"
-            )
-        else:
-            hint = f" (workload.test_fraction={options.test_fraction:g})"
+        n = len(plan_trace(trace_options(params or {})).split("test"))
     else:
         n = sum(spec.split == "test" for spec in plan(workload, seed))
     if not n:
+        hint = no_windows_hint(workload, "test", dict(params or {}))
         raise ValueError(f"workload {workload!r} has no 'test' windows{hint}")
     return n if limit is None else min(n, limit)
 

@@ -159,6 +159,13 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
     )  # fmt: skip
     assert [(r["workload"], r["requests"]) for r in result["sim"]] == [("trace", 12)]
     assert result["workload_file"]["file"] == "mc.jsonl"
+    # the replay records the windows it replayed, not the most it was allowed
+    result = bench.main(
+        ["workload=trace", f"workload.path={path}", "repeats=1", "policies=cache_aware",
+         "envs=", "agents=none", "learn=", "read_rows=0", "replay_windows=15",
+         f"out_dir={tmp_path / 'c'}"]
+    )  # fmt: skip
+    assert (result["replay"]["windows"], result["replay"]["requests"]) == (1, 12)
 
 
 @pytest.mark.parametrize(
@@ -460,6 +467,18 @@ def test_a_file_whose_own_splits_name_no_test_window_says_so(
     err = capsys.readouterr().err
     assert "none names 'test'; workload.file_splits=false" in err
     assert err.count("\n") == 1
+    # the same file's rows for train, named 'test' (a dataset's test.jsonl): train says so
+    for row in rows:
+        row["split"] = "test"
+    write_jsonl(path, rows)
+    from envs.windows import window_pool
+
+    with pytest.raises(
+        ValueError,
+        match=r"has no 'train' windows \(the file's rows name their "
+        r"own splits and none names 'train'; workload\.file_splits=false",
+    ):
+        window_pool("trace", "train", 0, None, {"path": str(path)})
 
 
 def test_tune_btb_checks_y_against_a_trace_s_block_before_the_sweep(
