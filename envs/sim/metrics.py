@@ -308,7 +308,7 @@ def capacity_metrics(
     done = ~np.isnan(rec.finish_s)
     held_s = np.where(done, rec.finish_s - rec.admit_s, 0.0)
     tokens = np.array([r.input_tokens + r.output_tokens for r in requests], dtype=float)
-    node = np.asarray(rec.node)
+    node = np.asarray(rec.node, dtype=np.int64)  # (int even when no request ran)
     kv_token_s = np.bincount(node[done], weights=(held_s * tokens)[done], minlength=n_nodes)
     budgets = np.array(totals.budget_tokens, dtype=float)
     mean_prefill = float(prefill.mean())

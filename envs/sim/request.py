@@ -186,6 +186,7 @@ def validate_requests(requests: Sequence[Request], source: str) -> None:
             and type(outputs) is int
             and outputs >= 1
             and r.blocks
+            and min(r.blocks) >= 0
         ):
             continue  # the common case, without building the error's label
         where = f"{source}, request {r.request_id!r}"
@@ -195,3 +196,8 @@ def validate_requests(requests: Sequence[Request], source: str) -> None:
         check_int(f"{where}: output_tokens", r.output_tokens, 1)
         if not r.blocks:
             raise ValueError(f"{where}: blocks is empty; every prompt has at least one block")
+        if min(r.blocks) < 0:
+            raise ValueError(
+                f"{where}: blocks holds the negative id {min(r.blocks)}; block ids are >= 0 "
+                "(the simulator names its generated tokens' KV blocks with negative ids)"
+            )

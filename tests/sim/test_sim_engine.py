@@ -412,3 +412,27 @@ def test_load_and_wait_views_at_a_decision_point() -> None:
     # the rest of A's prefill (62 ms) plus one queued request at the moving
     # average of admissions so far (one: 0.2 x 64 ms)
     assert wait == pytest.approx(0.062 + 0.2 * 0.064, rel=1e-9)
+
+
+def test_an_empty_window_runs_and_summarises_with_no_request() -> None:
+    """A window of no request (a trace's quiet stretch) runs on either core; its
+    summary counts none (it used to fail building the per-node KV occupancy)."""
+    from baselines import make_policy
+
+    for core in ("python", "compiled"):
+        sim = Simulator(toy_cluster(2), Workload("none", 16, []), SimConfig(), core=core)
+        make_policy("cache_aware").run(sim)
+        summary = sim.records.summary
+        assert (summary["requests"], summary["completed"]) == (0, 0)
+        assert np.isnan(summary["ttft_mean_s"])
+
+
+def test_a_negative_block_id_is_refused_naming_the_request() -> None:
+    """Negative ids name the KV of generated tokens (a finished request's output
+    blocks): a prompt holding one would reuse another request's output as its own
+    prompt, faster than its floor."""
+    good = Request(0, "a", 0.0, 16, 40, (7,))
+    bad = Request(1, "b", 1.0, 48, 1, (7, -1, -2))
+    with pytest.raises(ValueError, match=r"workload 'w', request 'b': blocks holds the negative "
+                       r"id -2; block ids are >= 0"):  # fmt: skip
+        Workload("w", 16, [good, bad])
