@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from envs.sim.events import FAULT_EVENT
-from envs.sim.forecast import will_hold
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE
 from envs.sim.transfers import ENDED, FAILED, MOVING, QUEUED, WAIT_SOURCE
 
@@ -250,19 +249,8 @@ class Faults:
         return False
 
     def _failed(self, copy: Copy, target: Node, t: float) -> None:
-        copy.state = FAILED
-        if target.inflight.get(copy.key) is copy:
-            del target.inflight[copy.key]
         self.counts["fault_copies_failed"] += 1
-        if target.waiting_for is copy:
-            target.waiting_for = None
-            if not target.down:
-                self.sim._wake(target, t)
-        # copies that were to send on what this one carried fail with it
-        for waiting in [c for c in target.waiting_src if not will_hold(target, c.blocks)]:
-            self.fail(waiting, t)
-        if target.draining and not target.down:  # its last copy in flight may be gone
-            self.sim._drained(target, t)
+        self.sim._copy_failed(copy, target, t, self.fail)
 
     # ------------------------------------------------------------ routing
     def least_loaded_up(self) -> Node:

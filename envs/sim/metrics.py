@@ -62,6 +62,7 @@ class RunTotals:
     rdma_busy_s: list[float]
     budget_tokens: list[int]
     max_batch: int
+    copies_lost: int = 0  # copies that found their KV gone on landing (landed nothing)
     # faults (envs/sim/faults.py): what they did, by name; empty when they are off
     faults: dict[str, int] = field(default_factory=dict)
     versions: dict[str, Any] | None = None  # model versions and upgrades (envs.sim.tenancy)
@@ -227,6 +228,7 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         "prefill_tokens": int(rec.prefill_tokens.sum()),
         "warm_copies": len(copies),
         "warm_copies_landed": len(landed),
+        "warm_copies_lost": totals.copies_lost,
         "warm_bytes": float(landed_bytes),
         "warm_hit_rate": (len(used_hbm & {c.id for c in landed}) / len(landed)) if landed else 0.0,
         "warm_byte_hit_rate": (used_hbm_bytes / landed_bytes) if landed_bytes else 0.0,

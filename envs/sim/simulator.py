@@ -59,7 +59,7 @@ from envs.sim.request import Request, Workload
 from envs.sim.speculation import SPECULATE_OK, Speculation, SpeculativeChunk
 from envs.sim.tenancy import VERSION_REFUSALS, Versions
 from envs.sim.timing import NodeCosts
-from envs.sim.transfers import WAIT_SOURCE, Copy, CopyMachinery
+from envs.sim.transfers import FAILED, WAIT_SOURCE, Copy, CopyMachinery
 from envs.sim.view import Views, pristine_copy
 
 INF = math.inf
@@ -193,6 +193,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         # so a driver can replay a policy's actions (see envs.route.policy_action)
         self.journal: list[tuple[Any, ...]] | None = None
         self.displaced_by_copies_blocks = 0
+        self.copies_lost = 0  # copies that found their KV gone on landing (CopyMachinery._lose)
         # speculative prefill: made by the first speculate() call (None: never used)
         self.speculation: Speculation | None = None
         self._heap: list[tuple[float, int, int, object, int]] = []
@@ -503,6 +504,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             used_copies_any=frozenset(used_any),
             warm_refused=dict(self.warm_refused),
             displaced_by_copies_blocks=self.displaced_by_copies_blocks,
+            copies_lost=self.copies_lost,
             evict_actions=self.evict_actions,
             evicted_by_action_blocks=self.evicted_by_action_blocks,
             busy_s=[n.busy_s for n in nodes],
@@ -609,6 +611,21 @@ class Simulator(CacheLifecycle, CopyMachinery):
             node.work = IDLE
             if node.draining:
                 self._drained(node, t)
+
+    def _copy_failed(
+        self, copy: Copy, target: Node, t: float, fail: Callable[[Copy, float], None]
+    ) -> None:
+        copy.state = FAILED
+        if target.inflight.get(copy.key) is copy:
+            del target.inflight[copy.key]
+        if target.waiting_for is copy:
+            target.waiting_for = None
+            if not target.down:
+                self._wake(target, t)
+        for waiting in [c for c in target.waiting_src if not will_hold(target, c.blocks)]:
+            fail(waiting, t)
+        if target.draining and not target.down:  # its last copy in flight may be gone
+            self._drained(target, t)
 
     def _drained(self, node: Node, t: float) -> None:
         """``node`` drains for an upgrade: switch it if nothing is left (envs.sim.tenancy)."""

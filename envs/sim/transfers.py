@@ -14,6 +14,7 @@ docs/physics.md, "Warm copies (RDMA)".
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from envs.sim.cache import ORIGIN_WARM
@@ -30,7 +31,8 @@ WAIT_SOURCE = 0
 QUEUED = 1
 MOVING = 2
 LANDED = 3
-FAILED = 4  # lost with its source or target node, or failed on landing (envs/sim/faults.py)
+FAILED = 4  # lost with its source or target node, failed on landing (envs/sim/faults.py),
+# or landing on KV gone from its source or target (CopyMachinery._lose)
 CANCELLED = 5  # cancelled by a node's model upgrade before it moved (envs/sim/tenancy.py)
 ENDED = (LANDED, FAILED, CANCELLED)
 """The states of a copy that will never change again."""
@@ -125,6 +127,7 @@ class CopyMachinery(ABC):
     block_tokens: int
     copies: list[Copy]
     displaced_by_copies_blocks: int
+    copies_lost: int
     _flows: list[Copy]
     _flow_clock: float
     _flow_version: int
@@ -150,6 +153,14 @@ class CopyMachinery(ABC):
     def _replica_landed(self, node: Node, copy: Copy, t: float, normal_evicted: int) -> None:
         """A copy landed, evicting ``normal_evicted`` request-computed blocks (the
         cache lifecycle: replica TTL and metrics)."""
+
+    @abstractmethod
+    def _copy_failed(
+        self, copy: Copy, target: Node, t: float, fail: Callable[[Copy, float], None]
+    ) -> None:
+        """What a failed copy leaves (a fault's or :meth:`_lose`'s): the target no
+        longer waits for it, and the copies waiting to send on from the target what
+        only it would have brought fail too (``fail``) (the simulator's)."""
 
     def _wake(self, node: Node, t: float) -> None:
         """Something for ``node`` became ready at ``t``: start it if the node is
@@ -216,6 +227,14 @@ class CopyMachinery(ABC):
         if self._faults is not None and not self._faults.lands(copy, t):
             return
         target = self.nodes[copy.dst]
+        blocks = copy.blocks
+        depth = len(blocks)
+        if (
+            self.nodes[copy.src].cache.hbm_match(blocks) < depth
+            or target.cache.hbm_match(blocks) < depth - copy.n_blocks
+        ):  # KV the copy read is gone from its source, or what it extends from its target
+            self._lose(copy, t)
+            return
         copy.state = LANDED
         copy.land_s = t
         del target.inflight[copy.key]
@@ -235,6 +254,17 @@ class CopyMachinery(ABC):
             self._wake(target, t)
         if target.draining:  # its last copy in flight landed: it may upgrade now
             self._drained(target, t)
+
+    def _lose(self, copy: Copy, t: float) -> None:
+        """``copy`` fails without a fault: at its landing its source no longer holds
+        the prefix in HBM (evicted, or dropped by a model upgrade, while the copy
+        waited for the target or moved), or its target no longer holds the blocks
+        the copy did not send (it sends only those the target lacked when issued);
+        or it waited for such a copy's blocks. Nothing lands (KV is never made up)."""
+        if copy.state == WAIT_SOURCE:
+            self.nodes[copy.src].waiting_src.remove(copy)
+        self.copies_lost += 1
+        self._copy_failed(copy, self.nodes[copy.dst], t, self._lose)
 
     def _release_sources(self, node: Node, blocks: tuple[int, ...], t: float) -> None:
         """Start the copies waiting on ``node`` whose prefix ``blocks`` now holds."""

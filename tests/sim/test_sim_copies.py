@@ -283,3 +283,66 @@ def test_a_contention_copy_that_starts_a_moment_later_lands_that_moment_later() 
     assert sim.copies[0].land_s == pytest.approx(1.032, rel=1e-12)
     assert sim.copies[1].land_s == pytest.approx(1.032 + delay_s, rel=1e-12)
     assert check_causal(sim) == []
+
+
+@pytest.mark.parametrize("model", ["reference", "contention"])
+def test_a_copy_whose_target_lost_the_blocks_it_did_not_send_lands_nothing(model: str) -> None:
+    """Node 1 holds P's first 3 blocks, so warming P onto it sends 1 block (8 ms);
+    the same decision evicts those 3 (no host RAM: dropped). The copy's one block
+    hangs on KV node 1 no longer has: it lands nothing (it used to make all 4
+    blocks resident, 48 tokens of KV never sent), so the request at 0.2 s
+    computes all 80 tokens of P + y there, 80 ms."""
+    from envs.sim.transfers import FAILED
+
+    p = Prompts()
+    p.add(0.0, names("P", 3))  # node 1: holds P[:3] from 48 ms
+    p.add(0.0, names("P", 4))  # node 0: holds P from 64 ms
+    p.add(0.1, ["x"])
+    p.add(0.2, [*names("P", 4), "y"])
+    prefix, head = p.blocks(names("P", 4)), p.blocks(names("P", 3))
+    actions = {2: [lambda sim: sim.warm(0, 1, prefix), lambda sim: sim.evict(1, head)]}
+    config = SimConfig(copy_model=model, host_ram_bytes=0.0)
+    sim, script = run_script(toy_cluster(2), p, [1, 0, 0, 1], actions, config)
+    assert script.results[2] == [WARM_OK, 4]  # P[:3] and its output token's block
+    (copy,) = sim.copies
+    assert (copy.n_blocks, copy.bytes) == (1, BLOCK_BYTES)
+    assert copy.start_s == pytest.approx(0.1) and copy.state == FAILED and copy.land_s == -1.0
+    assert sim.records.hit_hbm_tokens[3] == 0
+    assert sim.records.ttft_s[3] == pytest.approx(0.080, rel=1e-9)
+    summary = sim.records.summary
+    assert (summary["warm_copies"], summary["warm_copies_landed"]) == (1, 0)
+    assert summary["warm_copies_lost"] == 1
+    assert check_causal(sim) == []
+
+
+def test_a_copy_whose_source_dropped_the_prefix_before_it_moved_lands_nothing() -> None:
+    """Reference copy model: the copy of P (node 0 -> node 1, issued at 0.1 s)
+    waits for node 1's 240-token prefill to end (0.24 s). Meanwhile a 240-token
+    prompt on node 0, whose KV budget is 256 tokens, pushes P out (no host RAM:
+    dropped). The copy moves from 0.24 s to 0.272 s (4 blocks, 8 ms each) but
+    reads KV its source no longer holds: nothing lands, and P + y at 0.9 s on
+    node 1 computes all 80 tokens (it used to hit 64)."""
+    from simkit import TOY_MODEL, toy_gpu
+
+    from envs.sim import ClusterSpec, NodeSpec
+    from envs.sim.transfers import FAILED
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))  # node 0: holds P from 64 ms
+    p.add(0.0, names("L", 15))  # node 1: busy to 0.24 s
+    p.add(0.1, ["x"])  # warms P onto node 1
+    p.add(0.15, names("B", 15))  # node 0: its KV pushes P out
+    p.add(0.9, [*names("P", 4), "y"])  # node 1
+    prefix = p.blocks(names("P", 4))
+    cluster = ClusterSpec(TOY_MODEL, (NodeSpec(toy_gpu(256), 1), NodeSpec(toy_gpu(1024), 1)))
+    config = SimConfig(host_ram_bytes=0.0)
+    sim, script = run_script(
+        cluster, p, [0, 1, 0, 0, 1], {2: [lambda sim: sim.warm(0, 1, prefix)]}, config
+    )
+    assert script.results[2] == [WARM_OK]
+    (copy,) = sim.copies
+    assert copy.start_s == pytest.approx(0.24) and copy.state == FAILED
+    assert sim.nodes[1].copy_s == pytest.approx(0.032)  # its timeline still carried it
+    assert sim.records.hit_hbm_tokens[4] == 0
+    assert sim.records.ttft_s[4] == pytest.approx(0.080, rel=1e-9)
+    assert sim.records.summary["warm_copies_lost"] == 1
