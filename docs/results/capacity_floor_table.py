@@ -163,7 +163,12 @@ families. "room" is the required value minus the bound, and its share of the
 required value.
 
 Written by [capacity_floor_table.py](capacity_floor_table.py) (the commands are in
-its docstring; the rows it read are in `capacity_floor.json`).
+its docstring; the rows it read are in `capacity_floor.json`). Measured again on
+2026-12-05, when a warm copy whose source or target lost its KV before it landed
+came to land nothing ([physics.md](../physics.md#warm-copies-rdma)): only 70b's
+`rising_load`, `mixed` and `art_like` rows moved (`oracle_warm`'s `mixed` mean
++1.3 %, the others at most 0.5 %; on `rising_load` btb_pending is now the best
+baseline, 0.1 % ahead of btb).
 
 ## What it says
 

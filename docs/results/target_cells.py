@@ -88,7 +88,10 @@ def render(rows: Rows) -> str:
         count = sum(rows[(s, f, seed)][f"ttft_{stat}_s"] <= req for s, f, stat, _, req, _ in every)
         seeds.append(f"`{seed}` {count}")
     lines.append("")
-    lines.append(f"Other training seeds, cells met of {len(every)}: " + ", ".join(seeds) + ".")
+    lines.append(
+        f"Other training seeds, cells met of {len(every)} (not in `agents/zoo/`; their rows "
+        "were measured before 2026-12-05's copy rule): " + ", ".join(seeds) + "."
+    )
     return TEXT + "\n".join(lines) + "\n"
 
 
@@ -110,7 +113,11 @@ which no policy that does not speculate can reach
 ([capacity_floor.md](capacity_floor.md)).
 
 Written by [target_cells.py](target_cells.py) from `capacity_floor.json` and
-`rollout_improvement_test.json`.
+`rollout_improvement_test.json`. Measured again on 2026-12-05, when a warm copy
+whose source or target lost its KV before it landed came to land nothing
+([physics.md](../physics.md#warm-copies-rdma)): no cell changed; the largest
+moves are on 70b's `mixed` (`oracle_warm` +1.3 %, the agents -1.0 to +2.8 %) and
+`improve_warm_step`'s `rising_load` cell against `oracle_warm`, +2.1 % before.
 
 """
 

@@ -13,8 +13,10 @@ reading). The table counts the cells both ways.
 
 Reads the agents' rows from the stored ``agents_vs_baselines_thresholds*_<family>.json``
 (written by ``evaluate_thresholds.py``) and the baselines' and the floor's rows from
-``capacity_floor.json``; the two files' btb_tuned rows must agree, so both come
-from the same windows. Agents are the mean over their training seeds, greedy
+``capacity_floor_2026-12-04.json`` (``capacity_floor.json`` as it was measured
+before 2026-12-05's copy rule, as the agents' rows were: their other training
+seeds are not in ``agents/zoo/`` to measure again); the two files' btb_tuned rows
+must agree, so both come from the same windows and simulator. Agents are the mean over their training seeds, greedy
 (``det``) and sampled (``stoch``).
 """
 
@@ -38,9 +40,14 @@ RUNS = (
 STATS = ("mean", "p95")
 
 
+BASELINES_FILE = "capacity_floor_2026-12-04.json"
+"""The baselines measured with the agents' rows: before the copy rule of 2026-12-05
+(a warm copy whose source or target lost its KV before it landed lands nothing)."""
+
+
 def baseline_rows() -> Rows:
     rows: Rows = {}
-    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
+    for row in json.loads((HERE / BASELINES_FILE).read_text())["rows"]:
         rows[(row["setup"], row["workload"], row["policy"])] = row
     return rows
 
@@ -119,7 +126,13 @@ every policy there reaches. Each row gives what the cell requires both ways (TTF
 in seconds); a cell is met when both statistics are.
 
 Written by [thresholds_cells.py](thresholds_cells.py) from the stored
-`agents_vs_baselines_thresholds*` rows and `capacity_floor.json`.
+`agents_vs_baselines_thresholds*` rows and `capacity_floor_2026-12-04.json`.
+Measured before 2026-12-05, when a warm copy whose source or target lost its KV
+before it landed came to land nothing ([physics.md](../physics.md#warm-copies-rdma)):
+the agents' other training seeds are not in `agents/zoo/` to measure again. The
+rule moved no baseline on qwen3-8b and glm-4.5 and, on 70b, `btb_tuned`'s
+`rising_load` and `mixed` means by +0.04 % and +0.3 %
+([capacity_floor.md](capacity_floor.md)).
 """
 
 
