@@ -16,8 +16,8 @@ Reads the agents' rows from the stored ``agents_vs_baselines_thresholds*_<family
 ``capacity_floor_2026-12-04.json`` (``capacity_floor.json`` as it was measured
 before 2026-12-05's copy rule, as the agents' rows were: their other training
 seeds are not in ``agents/zoo/`` to measure again); the two files' btb_tuned rows
-must agree, so both come from the same windows and simulator. Agents are the mean over their training seeds, greedy
-(``det``) and sampled (``stoch``).
+must agree, so both come from the same windows and simulator. Agents are the
+mean over their training seeds, greedy (``det``) and sampled (``stoch``).
 """
 
 from __future__ import annotations

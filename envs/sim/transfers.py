@@ -186,17 +186,21 @@ class CopyMachinery(ABC):
         self._schedule_flows(t)
 
     def _reflow(self, t: float) -> None:
-        """Advance every moving copy's bytes to time ``t``."""
+        """Advance every moving copy's bytes to time ``t``. The clock never goes
+        back: decode overshoot may start a copy at a step's end ahead of the event
+        being handled, and a copy started after it at the earlier time moves from
+        the clock on (its bytes never count before the others' have)."""
         elapsed = t - self._flow_clock
-        if elapsed > 0 and self._flows:
-            busy = set()
-            for flow in self._flows:
-                flow.remaining -= flow.rate * elapsed
-                busy.add(flow.src)
-                busy.add(flow.dst)
-            for index in busy:
-                self.nodes[index].rdma_busy_s += elapsed
-        self._flow_clock = t
+        if elapsed > 0:
+            if self._flows:
+                busy = set()
+                for flow in self._flows:
+                    flow.remaining -= flow.rate * elapsed
+                    busy.add(flow.src)
+                    busy.add(flow.dst)
+                for index in busy:
+                    self.nodes[index].rdma_busy_s += elapsed
+            self._flow_clock = t
 
     def _schedule_flows(self, t: float) -> None:
         flows = self._flows

@@ -346,3 +346,47 @@ def test_a_copy_whose_source_dropped_the_prefix_before_it_moved_lands_nothing() 
     assert sim.records.hit_hbm_tokens[4] == 0
     assert sim.records.ttft_s[4] == pytest.approx(0.080, rel=1e-9)
     assert sim.records.summary["warm_copies_lost"] == 1
+
+
+def test_the_contention_model_s_clock_never_goes_back_under_decode_overshoot() -> None:
+    """Decode overshoot runs node 0's last decode step of R0 ahead of an arrival
+    (0.2 ms before R0 ends), which starts the waiting copy of R1's prefix at that
+    step's end; a second copy started at the arrival itself, earlier, used to set
+    the NICs' clock back, and the first copy landed 0.2 ms before its two blocks
+    could have crossed (16 ms at 2.048 MB/s). Every copy now lands no sooner than
+    its start plus its bytes at the slower NIC."""
+    from simkit import RDMA_BW
+
+    from envs.sim import Simulator
+
+    config = SimConfig(causal_kv=False, decode_overshoot=True, copy_model="contention", max_batch=1)
+
+    def window(extra_at: float | None) -> Prompts:
+        p = Prompts()
+        p.add(0.0, ["a"], output_tokens=50)  # node 0: a long decode
+        p.add(0.001, ["p0", "p1"], output_tokens=2)  # node 0: queued behind it
+        p.add(0.0, ["q0", "q1"])  # node 2: holds Q
+        p.add(0.02, ["x"])  # warms R1's prefix onto node 1
+        if extra_at is not None:
+            p.add(extra_at, ["y"])  # warms Q onto node 0
+        return p
+
+    class Policy:
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            blocks = {r.request_id: r.blocks for r in sim.requests}
+            if request.request_id == "r3":
+                assert sim.warm(0, 1, blocks["r1"]) == WARM_OK
+                return 1
+            if request.request_id == "r4":
+                assert sim.warm(2, 0, blocks["r2"]) == WARM_OK
+                return 2
+            return {"r0": 0, "r1": 0, "r2": 2}[request.request_id]
+
+    first = Simulator(toy_cluster(3), window(None).workload(), config)
+    first.run(Policy())
+    end = first.records.finish_s[0]
+    sim = Simulator(toy_cluster(3), window(end - 0.0002).workload(), config)
+    sim.run(Policy())
+    assert len(sim.copies) == 2
+    for copy in sim.copies:
+        assert copy.land_s >= copy.start_s + copy.bytes / RDMA_BW - 1e-12
