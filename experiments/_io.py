@@ -10,6 +10,7 @@ import functools
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +111,16 @@ class RunFolder:
 _HELD: list[RunFolder] = []
 
 
+_LOCK_TRIES = 5
+"""Tries at a folder's lock, 10 ms apart, before a run is refused as another's:
+:func:`in_use` takes the lock for an instant to look."""
+
+
 def in_use(path: str | os.PathLike[str]) -> bool:
     """Whether another run holds ``path`` now (its lock, :data:`LOCK_NAME`, taken).
-    Creates nothing: a folder without a lock file is not in use."""
+    Creates nothing: a folder without a lock file is not in use. It takes the lock
+    for an instant to look (flock has no query), which :func:`claim_out_dir` waits
+    out."""
     try:
         fd = os.open(Path(path) / LOCK_NAME, os.O_RDWR)
     except OSError:
@@ -166,7 +174,14 @@ def claim_out_dir(
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     held = RunFolder(target, created, fd, existed.resolve(), target.resolve())
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        for attempt in range(_LOCK_TRIES):  # (another command's in_use() holds it an instant)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == _LOCK_TRIES - 1:
+                    raise
+                time.sleep(0.01)
         # the file may have been removed (and the lock dropped) by its holder meanwhile
         if os.fstat(fd).st_ino != os.stat(lock).st_ino:
             raise BlockingIOError

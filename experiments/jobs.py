@@ -204,7 +204,9 @@ def hydra_entry(
                     _MADE_BELOW[Path(value).resolve()] = nearest_existing(value).resolve()
                 check_writable_dir(value, f"{command}: {key}", "the command line")
                 label = f"{command}: {key}={value!r}"
-                if in_use(value):  # before Hydra writes its record over the running one's
+                # before Hydra writes its record over the running one's (a sweep's jobs
+                # hold their own folders)
+                if any(in_use(folder) for folder in _run_folders(Path(value))):
                     raise OutDirError(in_use_message(f"{label} (from the command line)"))
                 _check_not_a_run(Path(value), label, args)
                 records[Path(value)] = hydra_record(Path(value))

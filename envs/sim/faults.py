@@ -207,7 +207,10 @@ class Faults:
         node.work_end = t
 
     def fail(self, copy: Copy, t: float) -> None:
-        """``copy`` fails at ``t`` (its source or target was lost)."""
+        """``copy`` fails at ``t`` (its source or target was lost); nothing if it
+        has ended already (failed earlier in the same cascade)."""
+        if copy.state in ENDED:
+            return
         sim = self.sim
         target = sim.nodes[copy.dst]
         state = copy.state

@@ -62,7 +62,9 @@ class RunTotals:
     rdma_busy_s: list[float]
     budget_tokens: list[int]
     max_batch: int
-    copies_lost: int = 0  # copies that found their KV gone on landing (landed nothing)
+    # copies that landed nothing: their KV was gone from the source or target at their
+    # landing, or they waited to send on what such a copy would have brought
+    copies_lost: int = 0
     # faults (envs/sim/faults.py): what they did, by name; empty when they are off
     faults: dict[str, int] = field(default_factory=dict)
     versions: dict[str, Any] | None = None  # model versions and upgrades (envs.sim.tenancy)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from envs.sim.events import UPGRADE_EVENT, WAKE_EVENT
 from envs.sim.node import IDLE
-from envs.sim.transfers import CANCELLED, QUEUED, WAIT_SOURCE
+from envs.sim.transfers import CANCELLED, ENDED, QUEUED, WAIT_SOURCE
 
 if TYPE_CHECKING:
     from envs.sim.config import SimConfig
@@ -97,20 +97,19 @@ class Versions:
                 sim.nodes[copy.src].waiting_src.remove(copy)
             elif copy.state == QUEUED and copy in node.copy_queue:
                 node.copy_queue.remove(copy)
-            else:  # moving, or on the node's timeline now: it lands
+            else:  # moving, on the node's timeline now, or ended in a cascade
                 continue
-            self._cancel(node, copy)
+            self._cancel(sim, node, copy, t)
         self.try_switch(sim, node, t)
 
     def try_switch(self, sim: Simulator, node: Node, t: float) -> None:
         """Switch a draining ``node`` to the new version if it has drained."""
         if not (node.draining and node.work == IDLE and node.running == 0 and not node.inflight):
             return
-        for copy in node.waiting_src:  # its old-version KV will never be computed now
-            target = sim.nodes[copy.dst]
-            if self._cancel(target, copy):  # the target waited for it: it may admit now
-                sim._wake(target, t)
-        node.waiting_src = []
+        waiting, node.waiting_src = node.waiting_src, []
+        for copy in waiting:  # its old-version KV will never be computed now
+            if copy.state not in ENDED:  # (not failed in an earlier one's cascade)
+                self._cancel(sim, sim.nodes[copy.dst], copy, t)
         sim._drop_kv(node)
         index = node.index
         self.version[index] = self.new_version
@@ -123,15 +122,14 @@ class Versions:
         else:
             sim._advance(node, t)
 
-    def _cancel(self, target: Node, copy: Copy) -> bool:
-        """Cancel ``copy`` to ``target``; whether the target was waiting for it."""
-        del target.inflight[copy.key]
-        copy.state = CANCELLED
+    def _cancel(self, sim: Simulator, target: Node, copy: Copy, t: float) -> None:
+        """Cancel ``copy`` to ``target`` (out of its source's wait and its target's
+        queue already) as a failed copy ends (``Simulator._copy_failed``: a target
+        that waited for it may admit now, copies waiting to send on from the target
+        what only this one would have brought are lost), then mark it cancelled."""
         self.copies_cancelled += 1
-        if target.waiting_for is copy:
-            target.waiting_for = None
-            return True
-        return False
+        sim._copy_failed(copy, target, t, sim._lose)
+        copy.state = CANCELLED
 
     # ------------------------------------------------------------------ results
     def totals(self) -> dict[str, Any]:

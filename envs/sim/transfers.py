@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from envs.sim.config import SimConfig
     from envs.sim.faults import Faults
     from envs.sim.node import Node
+    from envs.sim.tenancy import Versions
 
 WAIT_SOURCE = 0
 QUEUED = 1
@@ -128,6 +129,7 @@ class CopyMachinery(ABC):
     copies: list[Copy]
     displaced_by_copies_blocks: int
     copies_lost: int
+    versions: Versions | None  # model versions and upgrades (envs.sim.tenancy)
     _flows: list[Copy]
     _flow_clock: float
     _flow_version: int
@@ -233,9 +235,12 @@ class CopyMachinery(ABC):
         target = self.nodes[copy.dst]
         blocks = copy.blocks
         depth = len(blocks)
+        versions = self.versions
         if (
             self.nodes[copy.src].cache.hbm_match(blocks) < depth
             or target.cache.hbm_match(blocks) < depth - copy.n_blocks
+            # the source switched models meanwhile: what it holds now is the new one's KV
+            or (versions is not None and versions.version[copy.src] != versions.version[copy.dst])
         ):  # KV the copy read is gone from its source, or what it extends from its target
             self._lose(copy, t)
             return
@@ -263,8 +268,13 @@ class CopyMachinery(ABC):
         """``copy`` fails without a fault: at its landing its source no longer holds
         the prefix in HBM (evicted, or dropped by a model upgrade, while the copy
         waited for the target or moved), or its target no longer holds the blocks
-        the copy did not send (it sends only those the target lacked when issued);
-        or it waited for such a copy's blocks. Nothing lands (KV is never made up)."""
+        the copy did not send (it sends only those the target lacked when issued),
+        or its source switched to another model version (it may hold the prefix
+        again, computed by the new model); or it waited for such a copy's blocks.
+        Nothing lands (KV is never made up). A copy that has ended already (failed
+        earlier in the same cascade) is left."""
+        if copy.state in ENDED:
+            return
         if copy.state == WAIT_SOURCE:
             self.nodes[copy.src].waiting_src.remove(copy)
         self.copies_lost += 1

@@ -540,7 +540,8 @@ def test_a_refused_hydra_job_leaves_no_record_beside_another_command_s_results(
     folder describes only the compare's results. In a folder that held no results,
     the refused job's record stays (what it was asked)."""
     out = tmp_path / "run"
-    compare.main([*COMPARE, f"out_dir={out}"])
+    result = compare.main([*COMPARE, f"out_dir={out}"])
+    assert result["rows"][0]["warm_copies_lost"] == 0  # (least_load copies nothing)
     before = sorted(p.name for p in out.rglob("*"))
     args = [*TINY_TRAIN, "sim.mfu=3", f"out_dir={out}", "overwrite=true"]
     done = run_command("experiments.train", args, tmp_path)
@@ -551,3 +552,28 @@ def test_a_refused_hydra_job_leaves_no_record_beside_another_command_s_results(
     args = [*TINY_TRAIN, "sim.mfu=3", f"out_dir={empty}"]
     assert run_command("experiments.train", args, tmp_path).returncode == 2
     assert (empty / ".hydra" / "overrides.yaml").is_file()
+
+
+def test_a_sweep_into_a_folder_whose_job_is_running_is_refused_before_hydra_starts(
+    tmp_path: Path,
+) -> None:
+    """A running sweep's jobs hold their own folders (``<sweep>/0``), not the sweep's:
+    a second sweep naming that hydra.sweep.dir is refused before Hydra writes its
+    multirun.yaml and the job's .hydra/ over the running ones'."""
+    from experiments._io import claim_out_dir
+
+    job = tmp_path / "0"
+    held = claim_out_dir(job, "x: out_dir", ())
+    (job / ".hydra").mkdir()
+    (tmp_path / "multirun.yaml").write_text("running\n")
+
+    def never() -> None:
+        raise AssertionError("Hydra started")
+
+    try:
+        args = ["-m", "seed=0,1", "logger=none", f"hydra.sweep.dir={tmp_path}", "overwrite=true"]
+        code = hydra_entry("experiments.train", never, args)
+    finally:
+        held.release()
+    assert code == 2
+    assert (tmp_path / "multirun.yaml").read_text() == "running\n"

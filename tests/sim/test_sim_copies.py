@@ -390,3 +390,34 @@ def test_the_contention_model_s_clock_never_goes_back_under_decode_overshoot() -
     assert len(sim.copies) == 2
     for copy in sim.copies:
         assert copy.land_s >= copy.start_s + copy.bytes / RDMA_BW - 1e-12
+
+
+@pytest.mark.parametrize("model", ["reference", "contention"])
+def test_a_lost_copy_takes_the_copies_waiting_on_it_with_it_once_each(model: str) -> None:
+    """Node 0 holds P. Copies 0->1, 1->2, 1->4, 2->3 and 3->1 (of P's first 3
+    blocks) are issued at once: all but the first wait for a source that only an
+    earlier copy of the chain would make hold P. Node 0 then drops P (no host
+    RAM), so 0->1 lands nothing, and every copy waiting on it, directly or down
+    the chain, fails with it: each counted once (the cycle back to node 1 used to
+    fail copies twice: 6 lost of 5 issued) and none left waiting or in flight."""
+    from envs.sim.transfers import FAILED
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.1, ["x"])
+    prefix = p.blocks(names("P", 4))
+
+    def act(sim):  # type: ignore[no-untyped-def]
+        pairs = ((0, 1, prefix), (1, 2, prefix), (1, 4, prefix), (2, 3, prefix), (3, 1, prefix[:3]))
+        answers = [sim.warm(src, dst, blocks) for src, dst, blocks in pairs]
+        sim.evict(0, prefix)
+        return answers
+
+    config = SimConfig(copy_model=model, host_ram_bytes=0.0)
+    sim, script = run_script(toy_cluster(5), p, [0, 0], {1: [act]}, config)
+    assert script.results[1] == [[WARM_OK] * 5]
+    assert [c.state for c in sim.copies] == [FAILED] * 5
+    summary = sim.records.summary
+    assert (summary["warm_copies"], summary["warm_copies_landed"]) == (5, 0)
+    assert summary["warm_copies_lost"] == 5
+    assert all(not n.inflight and not n.waiting_src for n in sim.nodes)

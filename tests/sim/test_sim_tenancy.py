@@ -21,8 +21,8 @@ from simkit import (
 )
 
 from baselines import make_policy
-from envs.sim import ConfigError, SimConfig, Simulator
-from envs.sim.transfers import CANCELLED
+from envs.sim import WARM_OK, ConfigError, SimConfig, Simulator
+from envs.sim.transfers import CANCELLED, FAILED
 
 COLD_S = 64e-3
 HIT_S = 1e-3 + 63 * HBM_S
@@ -194,3 +194,54 @@ def test_version_lists_must_fit_the_cluster(overrides: dict, field: str) -> None
 def test_bad_version_settings_name_the_field(overrides: dict, field: str) -> None:
     with pytest.raises(ConfigError, match=field):
         SimConfig(**overrides)
+
+
+def test_a_copy_from_a_node_that_switched_models_before_it_landed_lands_nothing() -> None:
+    """The copy of P from node 0 to node 1 (issued at 0.1 s) waits for node 1's
+    240-token prefill (to 0.24 s). Node 0 switches to v2 at 0.12 s (its v1 KV
+    dropped) and computes P again at 0.13 s, under v2. The copy would land v2 KV
+    on node 1, which still serves v1: it lands nothing, and P + y on node 1 at
+    0.9 s computes all 80 tokens (it used to hit 64)."""
+    p = Prompts()
+    p.add(0.0, names("P", 4))  # node 0: holds P from 64 ms
+    p.add(0.0, names("L", 15))  # node 1: busy to 0.24 s
+    p.add(0.1, ["x"])  # warms P onto node 1
+    p.add(0.13, [*names("P", 4), "z"])  # node 0, now v2: computes P again
+    p.add(0.9, [*names("P", 4), "y"])  # node 1, still v1
+    prefix = p.blocks(names("P", 4))
+    config = SimConfig(host_ram_bytes=0.0, upgrade_at_s=(0.12,))
+    sim, script = run_script(
+        toy_cluster(2), p, [0, 1, 0, 0, 1], {2: [lambda sim: sim.warm(0, 1, prefix)]}, config
+    )
+    assert script.results[2] == [WARM_OK]
+    summary = sim.records.summary
+    assert summary["model_versions"] == ["v2", "v1"]
+    (copy,) = sim.copies
+    assert copy.start_s == pytest.approx(0.24) and copy.state == FAILED
+    assert sim.records.hit_hbm_tokens[4] == 0 and summary["warm_copies_lost"] == 1
+
+
+def test_a_copy_waiting_on_a_cancelled_copy_is_lost_with_it() -> None:
+    """Node 0 will compute P (queued behind a 240-token prefill); copies 0->1 and
+    1->2 of P wait for their sources. Node 0's upgrade at 0.05 s drops what it
+    would have computed, cancelling 0->1; 1->2, which waited for 0->1's blocks,
+    is lost with it (it used to stay waiting and in flight to node 2 for the rest
+    of the run, so a later copy to node 2 was refused as already in flight)."""
+    p = Prompts()
+    p.add(0.0, names("L", 15))  # node 0: busy to 0.24 s
+    p.add(0.01, names("P", 4))  # node 0: queued, would compute P
+    p.add(0.02, ["x"])  # warms P 0->1 and 1->2
+    p.add(1.0, ["w"])  # warms P 1->2 again
+    prefix = p.blocks(names("P", 4))
+    actions = {
+        2: [lambda sim: sim.warm(0, 1, prefix), lambda sim: sim.warm(1, 2, prefix)],
+        3: [lambda sim: sim.warm(1, 2, prefix)],
+    }
+    config = SimConfig(host_ram_bytes=0.0, upgrade_at_s=(0.05,))
+    sim, script = run_script(toy_cluster(3), p, [0, 0, 1, 1], actions, config)
+    assert script.results[2] == [WARM_OK, WARM_OK]
+    assert script.results[3] == ["source_lacks_prefix"]  # node 1 never got P
+    assert [c.state for c in sim.copies] == [CANCELLED, FAILED]
+    summary = sim.records.summary
+    assert summary["copies_cancelled_by_upgrade"] == 1 and summary["warm_copies_lost"] == 1
+    assert all(not n.inflight and not n.waiting_src for n in sim.nodes)
