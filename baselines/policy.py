@@ -36,8 +36,8 @@ class Policy(ABC):
         return {}
 
     def run(self, sim: Simulator) -> Any:
-        """Reset on ``sim`` and serve its workload; returns the records."""
-        self.reset(sim)
+        """Serve ``sim``'s workload (``sim.run`` resets the policy on it first);
+        returns the records."""
         return sim.run(self)
 
 

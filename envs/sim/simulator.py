@@ -11,7 +11,8 @@ before answering may act on the caches through :meth:`Simulator.warm` and
 :meth:`Simulator.evict` (and the cache lifecycle's ``pin`` / ``unpin``,
 ``demote`` / ``promote``: ``envs.sim.lifecycle``). Two ways to drive it:
 
-* ``sim.run(policy)``: the fast path; calls ``policy.decide(sim, request)``.
+* ``sim.run(policy)``: the fast path; calls ``policy.reset(sim)`` (when it has
+  one), then ``policy.decide(sim, request)`` at each arrival.
 * ``sim.decisions()``: a generator that yields each request and receives the
   node index through ``send`` (what a Gymnasium environment uses).
 
@@ -229,7 +230,12 @@ class Simulator(CacheLifecycle, CopyMachinery):
 
     # ================================================================== driving
     def run(self, policy: Router) -> Records:
-        """Serve the whole workload, asking ``policy.decide(sim, request)`` at each arrival."""
+        """Serve the whole workload, asking ``policy.decide(sim, request)`` at each
+        arrival; first ``policy.reset(sim)`` when it has one (a policy reads the
+        run's block size and nodes there: BTB turns its Y from tokens into blocks)."""
+        reset = getattr(policy, "reset", None)
+        if reset is not None:
+            reset(self)
         for _ in self._drive(policy.decide):
             pass  # the policy answers inside the loop: nothing is yielded
         return self.records

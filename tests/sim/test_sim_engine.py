@@ -436,3 +436,31 @@ def test_a_negative_block_id_is_refused_naming_the_request() -> None:
     with pytest.raises(ValueError, match=r"workload 'w', request 'b': blocks holds the negative "
                        r"id -2; block ids are >= 0"):  # fmt: skip
         Workload("w", 16, [good, bad])
+
+
+def test_sim_run_resets_the_policy_once_first() -> None:
+    """``sim.run(policy)`` (the fast path the README shows) resets the policy on
+    the simulator, as ``policy.run(sim)`` does, once: BTB turns its Y from tokens
+    into the run's blocks there (without it Y stayed None and BTB keyed every
+    prompt's all-but-last blocks)."""
+    from baselines import make_policy
+    from baselines.policy import Policy
+
+    class Counting(Policy):
+        resets = 0
+
+        def reset(self, sim: Simulator) -> None:
+            self.resets += 1
+
+        def decide(self, sim: Simulator, request: Request) -> int:
+            return 0
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    for run in (lambda sim, pol: sim.run(pol), lambda sim, pol: pol.run(sim)):
+        counting = Counting()
+        run(Simulator(toy_cluster(), p.workload()), counting)
+        assert counting.resets == 1
+    btb = make_policy("btb", y_tokens=32)
+    Simulator(toy_cluster(), p.workload()).run(btb)
+    assert btb.y == 2  # 32 tokens of 16-token blocks
