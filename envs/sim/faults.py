@@ -106,8 +106,11 @@ class Faults:
         """A scheduled fault event: a loss (``node_index`` -1: a random node up) or a return."""
         nodes = self.sim.nodes
         if what == _BACK:
-            nodes[node_index].down = False
+            node = nodes[node_index]
+            node.down = False
             self.counts["fault_node_recoveries"] += 1
+            if node.draining:  # lost while draining for its upgrade: it has drained now
+                self.sim._drained(node, t)
             return
         if what == _NIC_DOWN:
             self.nic_down(nodes[node_index], t)

@@ -52,11 +52,18 @@ from envs.sim.events import (
     WAKE_EVENT,
 )
 from envs.sim.faults import REFUSALS, Faults
-from envs.sim.forecast import copy_bytes, queued_copy_s, reuse_plan, will_hold, worth_waiting
+from envs.sim.forecast import (
+    computes_prefix,
+    copy_bytes,
+    queued_copy_s,
+    reuse_plan,
+    will_hold,
+    worth_waiting,
+)
 from envs.sim.lifecycle import CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
-from envs.sim.request import Request, Workload
+from envs.sim.request import Request, Workload, has_prefix
 from envs.sim.speculation import SPECULATE_OK, Speculation, SpeculativeChunk
 from envs.sim.tenancy import VERSION_REFUSALS, Versions
 from envs.sim.timing import NodeCosts
@@ -630,8 +637,34 @@ class Simulator(CacheLifecycle, CopyMachinery):
                 self._wake(target, t)
         for waiting in [c for c in target.waiting_src if not will_hold(target, c.blocks)]:
             fail(waiting, t)
+        for waiting in self._stranded():  # copies left waiting on each other
+            fail(waiting, t)
         if target.draining and not target.down:  # its last copy in flight may be gone
             self._drained(target, t)
+
+    def _stranded(self) -> list[Copy]:
+        """Copies waiting for a source that will never hold their prefix: no request
+        there computes it and no copy that will land there brings it, where a copy
+        waiting in turn counts only if it can start itself (``will_hold`` counts any
+        copy in flight, so two copies waiting on each other keep each other)."""
+        waiting = [copy for node in self.nodes for copy in node.waiting_src]
+        can: set[int] = set()
+        grew = bool(waiting)
+        while grew:
+            grew = False
+            for copy in waiting:
+                if copy.id in can:
+                    continue
+                source = self.nodes[copy.src]
+                depth, key = len(copy.blocks), copy.key
+                if computes_prefix(source, depth, key) or any(
+                    has_prefix(other.blocks, depth, key)
+                    and (other.state != WAIT_SOURCE or other.id in can)
+                    for other in source.inflight.values()
+                ):
+                    can.add(copy.id)
+                    grew = True
+        return [copy for copy in waiting if copy.id not in can]
 
     def _drained(self, node: Node, t: float) -> None:
         """``node`` drains for an upgrade: switch it if nothing is left (envs.sim.tenancy)."""

@@ -421,3 +421,34 @@ def test_a_lost_copy_takes_the_copies_waiting_on_it_with_it_once_each(model: str
     assert (summary["warm_copies"], summary["warm_copies_landed"]) == (5, 0)
     assert summary["warm_copies_lost"] == 5
     assert all(not n.inflight and not n.waiting_src for n in sim.nodes)
+
+
+@pytest.mark.parametrize("model", ["reference", "contention"])
+def test_copies_left_waiting_on_each_other_are_lost_with_the_one_they_relied_on(
+    model: str,
+) -> None:
+    """Node 1 computes P (9 blocks). Copies 1->3 of P, 3->2 and 2->3 of its first 8
+    blocks are all accepted: each source will hold the prefix from a copy on its
+    way. Node 1 then drops P (evicted, no host RAM), so 1->3 lands nothing; 3->2
+    and 2->3 now wait on each other only. Both are lost with it (they used to stay
+    waiting and in flight to the end, so every later copy of P to nodes 2 and 3
+    was refused as already in flight)."""
+    from envs.sim.transfers import FAILED
+
+    p = Prompts()
+    p.add(0.01, names("P", 9))  # node 1 computes P
+    p.add(0.2, ["x"])  # node 1 drops P
+    p.add(3.0, ["y"])
+    prefix = p.blocks(names("P", 9))
+
+    def chain(sim):  # type: ignore[no-untyped-def]
+        sim.route(1)
+        return [sim.warm(1, 3, prefix), sim.warm(3, 2, prefix[:8]), sim.warm(2, 3, prefix[:8])]
+
+    actions = {0: [chain], 1: [lambda sim: sim.evict(1, prefix, 0)]}
+    config = SimConfig(copy_model=model, host_ram_bytes=0.0)
+    sim, script = run_script(toy_cluster(4), p, [1, 0, 0], actions, config)
+    assert script.results[0] == [[WARM_OK] * 3]
+    assert [c.state for c in sim.copies] == [FAILED] * 3
+    assert sim.records.summary["warm_copies_lost"] == 3
+    assert all(not n.inflight and not n.waiting_src for n in sim.nodes)

@@ -6,6 +6,8 @@ Toy cluster (simkit): prefill 1 ms a token, 16-token blocks, so a 4-block
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from simkit import (
@@ -245,3 +247,23 @@ def test_a_copy_waiting_on_a_cancelled_copy_is_lost_with_it() -> None:
     summary = sim.records.summary
     assert summary["copies_cancelled_by_upgrade"] == 1 and summary["warm_copies_lost"] == 1
     assert all(not n.inflight and not n.waiting_src for n in sim.nodes)
+
+
+def test_a_node_lost_while_draining_for_its_upgrade_switches_when_it_is_back() -> None:
+    """Node 1 starts draining at 0.05 s (a 320-token prefill runs there), is lost
+    at 0.1 s (the request goes to node 0) and is back at 0.3 s with nothing left:
+    it switches to the new version then (it stayed draining on the old one until
+    a request happened to be routed to it)."""
+    p = Prompts()
+    p.add(0.0, names("a", 20))
+    p.add(0.5, ["x"])
+    config = SimConfig(
+        upgrade_at_s=(math.inf, 0.05),
+        fault_node_loss_s=(0.1,),
+        fault_node_loss_nodes=(1,),
+        fault_node_down_s=0.2,
+    )
+    sim, _ = run_script(toy_cluster(2), p, [1, 0], None, config)
+    summary = sim.records.summary
+    assert summary["upgrades_done"] == 1 and summary["model_versions"] == ["v1", "v2"]
+    assert not sim.nodes[1].draining and not sim.nodes[1].down
