@@ -635,9 +635,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             target.waiting_for = None
             if not target.down:
                 self._wake(target, t)
-        for waiting in [c for c in target.waiting_src if not will_hold(target, c.blocks)]:
-            fail(waiting, t)
-        for waiting in self._stranded():  # copies left waiting on each other
+        for waiting in self._stranded():  # what only this copy would have brought
             fail(waiting, t)
         if target.draining and not target.down:  # its last copy in flight may be gone
             self._drained(target, t)
