@@ -300,6 +300,14 @@ def _logs(folder: Path) -> frozenset[Path]:
     return frozenset(log for base in _run_folders(folder) for log in base.glob("*.log"))
 
 
+def _unchanged(base: Path, held: frozenset[tuple[str, int, int]]) -> bool:
+    """Whether no job did any work in run folder ``base`` (:func:`_work` is ``held``)."""
+    try:
+        return _work(base) == held
+    except OSError:
+        return False
+
+
 def hydra_record(folder: Path) -> HydraRecord:
     """:data:`HydraRecord` of a folder named on the command line, before Hydra runs."""
     return (
@@ -322,17 +330,11 @@ def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
     A file that cannot be put back or removed is said in one line; the run's own
     error is what the command reports."""
     for before, work, logs in records.values():
-        idle: dict[Path, bool] = {}  # each run folder's work looked at once
-
-        def unchanged(owner: Path, work: Mapping[Path, Any] = work, idle: dict = idle) -> bool:
-            if owner not in idle:
-                idle[owner] = owner in work and _work(owner) == work[owner]
-            return idle[owner]
-
+        idle = {base: _unchanged(base, held) for base, held in work.items()}
         for path, data in before.items():
             owner = path.parent.parent if path.parent.name == ".hydra" else path.parent
             try:
-                if not unchanged(owner):
+                if not idle.get(owner, False):
                     continue  # a job ran there: its record is its own
                 if not path.is_file() or path.read_bytes() != data:
                     write_bytes_atomic(path, data)
@@ -340,7 +342,7 @@ def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
                 print(f"warning: could not put back {path} ({error})", file=sys.stderr)
         for base, held in work.items():
             try:
-                if not held or not unchanged(base):
+                if not held or not idle[base]:
                     continue  # no results there, or a job ran there
                 hydra = base / ".hydra"
                 new = [p for p in sorted(hydra.glob("*")) if p.is_file() and p not in before]
