@@ -36,7 +36,11 @@ class AgentPolicy(Policy):
     Args:
         model: a trained SB3 model.
         spec: what it is (env kind, environment arguments such as ``epoch_s``).
-        deterministic: act greedily (the default for evaluation).
+        deterministic: act greedily (the default for evaluation). A sampling agent
+            draws from its own torch stream, made at each :meth:`reset` from the
+            simulator's seed (:func:`sampling_stream`): a window's sampled run
+            depends on the agent, the window and the seed, not on the policies run
+            before it.
     """
 
     def __init__(self, model: Any, spec: AgentSpec, deterministic: bool = True) -> None:
@@ -54,6 +58,7 @@ class AgentPolicy(Policy):
         self._choices = np.zeros((0, 0), dtype=np.int64)
         model.policy.set_training_mode(False)
         self._numpy: NumpyNodeSetActor | None = None
+        self._stream: torch.Generator | None = None
         if spec.net == "set" and spec.algo != "dqn":  # weights read once, here
             self._numpy = NumpyNodeSetActor(model.policy)
 
@@ -128,6 +133,7 @@ class AgentPolicy(Policy):
 
     def reset(self, sim: Simulator) -> None:
         self.check_nodes(sim.n_nodes)
+        self._stream = sampling_stream(sim.rng)
         self._sizes = self.action_sizes(sim.n_nodes)
         self._choices = self._choice_index()
         if self.spec.env == "thresholds":
@@ -219,11 +225,8 @@ class AgentPolicy(Policy):
         ``predict`` checks the observation against the trained node count, so it
         is used only for DQN's epsilon-greedy sampling (a fixed-size network,
         refused on other node counts anyway)."""
-        if not self._sizes:
+        if not self._sizes or self._stream is None:
             raise RuntimeError("reset() must be called before act()")
-        if not self.deterministic and self.spec.algo == "dqn":
-            action, _ = self.model.predict(obs, deterministic=False)  # epsilon-greedy
-            return action
         policy = self.model.policy
         with torch.no_grad():
             obs_t = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
@@ -237,8 +240,39 @@ class AgentPolicy(Policy):
             parts = list(torch.split(scores, self._sizes))
             if self.deterministic:
                 choice = [int(part.argmax()) for part in parts]
+            elif self.spec.algo == "dqn":  # epsilon-greedy, at the model's final epsilon
+                draw = float(torch.rand((), generator=self._stream))
+                explore = draw < self.model.exploration_rate
+                choice = [self._uniform(p) if explore else int(p.argmax()) for p in parts]
             else:
-                choice = [int(torch.distributions.Categorical(logits=p).sample()) for p in parts]
+                choice = [self._sample(torch.softmax(p, dim=0)) for p in parts]
         if isinstance(self.model.action_space, spaces.Discrete):
             return choice[0]
         return np.array(choice)
+
+    def _sample(self, probs: torch.Tensor) -> int:
+        """One choice drawn from ``probs`` with the agent's own stream."""
+        return int(torch.multinomial(probs, 1, generator=self._stream)[0])
+
+    def _uniform(self, scores: torch.Tensor) -> int:
+        """A choice drawn uniformly among those ``scores`` (masked) leaves open."""
+        return self._sample(torch.isfinite(scores).to(torch.float32))
+
+
+SAMPLING_KEY = 0x5A17
+"""The spawn key the sampling stream adds to the simulator's seed sequence (numpy's
+own children are numbered from 0; this one is far from them)."""
+
+
+def sampling_stream(rng: np.random.Generator) -> torch.Generator:
+    """A torch stream for a sampling agent on the simulator whose policies draw from
+    ``rng``: seeded from ``rng``'s seed sequence and :data:`SAMPLING_KEY`, so it leaves
+    ``rng``'s own draws (the baselines' tie-breaks) as they were. A generator without
+    a seed sequence (one built from a bare state) gives one draw for the seed."""
+    seq = rng.bit_generator.seed_seq
+    if isinstance(seq, np.random.SeedSequence):
+        child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, SAMPLING_KEY))
+        seed = int(child.generate_state(1, np.uint64)[0])
+    else:
+        seed = int(rng.integers(2**63))
+    return torch.Generator().manual_seed(seed)

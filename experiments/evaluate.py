@@ -71,7 +71,6 @@ def evaluate(cfg: DictConfig) -> float:
             sampling = AgentPolicy(agent.model, agent.spec, deterministic=False)
             sampling.name = f"{label}_stochastic"
             agents[sampling.name] = sampling
-    torch.manual_seed(int(cfg.seed))
     from experiments.compare import OUTPUTS
 
     windows = eval_windows(cfg, cfg.workload.eval_windows, str(cfg.split))  # before the run folder

@@ -8,7 +8,8 @@ out_dir=RUN_DIR`` folder (or ``+experiment=ppo_thresholds_eft`` or
 an agent folder itself (``agents/zoo/NAME``). Each agent's rows are named after
 its folder (the run folder's name, numbered when two are the same). On every
 test window of the four burst families (and art_like) the agents run
-deterministic (greedy) and stochastic (sampled, torch seeded with 0) next to
+deterministic (greedy) and stochastic (sampled; each window's draws come from the
+agent's own stream, seeded from the evaluation seed and the window) next to
 cache_aware, eft, btb, btb_tuned, btb_pending, btb_eft, eft_pull_spread and
 oracle_warm (causal KV, seed 0). Writes
 ``agents_vs_baselines_thresholds[_TAG]_<family>.json`` (every row) and
@@ -71,7 +72,6 @@ def evaluate(setup: str, runs: list[Path], family: str) -> list[dict]:
             agent = AgentPolicy.load(agent_folder(run), name=f"{label}_{mode}")
             agent.deterministic = greedy
             policies[agent.name] = agent
-    torch.manual_seed(0)
     out = evaluate_policies(
         policies,
         setup,

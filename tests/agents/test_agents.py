@@ -84,6 +84,13 @@ def test_agent_acts_identically_through_env_and_adapter(algo, kind, net, window,
     assert np.array_equal(records.ttft_s, rollout.sim.records.ttft_s)
     assert len(records.ttft_s) == len(window)
 
+    policy.deterministic = False  # sampled (DQN: epsilon-greedy): the same draws on a rerun
+    sampled = [
+        policy.run(Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), rng)).ttft_s
+        for rng in (np.random.default_rng([0, 1]), np.random.default_rng([0, 1]))
+    ]
+    assert len(sampled[0]) == len(window) and np.array_equal(sampled[0], sampled[1])
+
 
 def test_set_policy_trained_on_four_nodes_runs_on_six(window, tmp_path):
     spec = AgentSpec(algo="ppo", env="route", net="set", hidden=16)

@@ -168,3 +168,39 @@ def test_a_zoo_agent_s_recipe_trains_its_seed(name):
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
         cfg = compose(config_name="train", overrides=[f"+experiment={recipe}"])
     assert cfg.seed == json.loads((ZOO / name / "agent.json").read_text())["seed"]
+
+
+def _sampled(names: list[str], windows: list, seed: int = 0) -> dict[str, list[float]]:
+    """Each sampling agent's per-window mean TTFTs, the agents run in ``names``' order."""
+    from experiments.evaluation import evaluate_policies
+
+    policies = {}
+    for name in names:
+        agent = AgentPolicy.load(ZOO / name.removesuffix("#2"), name=name)
+        agent.deterministic = False
+        policies[name] = agent
+    runs = evaluate_policies(policies, "70b_h100x4", windows, SimConfig(), seed=seed, baseline=None)
+    return {run.row["policy"]: [float(w.ttft_s.mean()) for w in run.windows] for run in runs}
+
+
+def test_a_sampled_agent_s_row_does_not_depend_on_the_agents_run_before_it():
+    windows = [synthetic_window(SMALL, window=w) for w in (2, 3)]
+    agent = "scratch_route_warm"  # a policy that is not sure of itself: sampling moves it
+    alone = _sampled([agent], windows)[agent]
+    after = _sampled(["ppo_thresholds_eft", f"{agent}#2", agent], windows)
+    assert after[agent] == alone  # two agents drew before it: the same draws
+    assert after[f"{agent}#2"] == alone  # the same agent twice: the same row
+    assert _sampled([agent], windows, seed=1)[agent] != alone  # another seed, other draws
+    greedy = AgentPolicy.load(ZOO / agent)
+    sim = Simulator(setup_cluster("70b_h100x4"), windows[0], SimConfig(), np.random.default_rng(0))
+    assert alone[0] != pytest.approx(float(np.mean(greedy.run(sim).ttft_s)), rel=1e-6)
+
+
+def test_the_sampling_stream_leaves_the_simulators_draws_alone():
+    from agents.adapter import sampling_stream
+
+    rng = np.random.default_rng([0, 3])
+    first = sampling_stream(rng).initial_seed()
+    assert sampling_stream(rng).initial_seed() == first  # made again: the same stream
+    assert rng.random() == np.random.default_rng([0, 3]).random()  # no draw taken
+    assert sampling_stream(np.random.default_rng([0, 4])).initial_seed() != first
