@@ -90,6 +90,7 @@ def test_a_curriculum_trains_on_segments_first_then_whole_windows() -> None:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
+    from agents.algorithms import quiet
     from agents.callbacks import Curriculum
     from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -109,7 +110,7 @@ def test_a_curriculum_trains_on_segments_first_then_whole_windows() -> None:
             return True
 
     vec = DummyVecEnv([lambda: RouteEnv(setup="70b_h100x4", windows=[whole])])
-    model = PPO("MlpPolicy", vec, n_steps=32, batch_size=32, n_epochs=1, seed=0)
+    model = quiet(PPO("MlpPolicy", vec, n_steps=32, batch_size=32, n_epochs=1, seed=0))
     seen, curriculum = Seen(), Curriculum([(64, segments)], [whole], echo=False)
     model.learn(192, callback=[curriculum, seen])
     assert curriculum.changes == [(0, 0), (64, 1)]
