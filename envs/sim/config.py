@@ -120,6 +120,14 @@ class SimConfig:
     requests) before the router decides, so the router sees the node as it will
     be after the step, not as it is at the arrival."""
 
+    copy_landing_check: bool = True
+    """A warm copy lands only if its source still holds the prefix in HBM, its
+    target the blocks the copy did not send, and both serve the same model version
+    (docs/physics.md, "Warm copies"); otherwise it lands nothing and counts as lost.
+    False lands it whatever happened meanwhile: btb-gym before 2026-12-05, kept so
+    that the agents trained then (agents/zoo/) reproduce bit for bit. KV can then
+    appear on a node that no node computed."""
+
     # -- stale router view and faults (envs/sim/view.py, envs/sim/faults.py;
     #    docs/faults.md). All off by default.
     router_view_delay_s: float = 0.0
@@ -205,6 +213,7 @@ class SimConfig:
             "hbm_hit_load",
             "one_token_decode_step",
             "decode_overshoot",
+            "copy_landing_check",
         ):
             value = getattr(self, name)
             if isinstance(value, np.bool_):

@@ -236,7 +236,7 @@ class CopyMachinery(ABC):
         blocks = copy.blocks
         depth = len(blocks)
         versions = self.versions
-        if (
+        if self.config.copy_landing_check and (
             self.nodes[copy.src].cache.hbm_match(blocks) < depth
             or target.cache.hbm_match(blocks) < depth - copy.n_blocks
             # the source switched models meanwhile: what it holds now is the new one's KV

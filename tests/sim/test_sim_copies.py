@@ -348,6 +348,37 @@ def test_a_copy_whose_source_dropped_the_prefix_before_it_moved_lands_nothing() 
     assert sim.records.summary["warm_copies_lost"] == 1
 
 
+def test_without_the_landing_check_a_copy_lands_kv_its_source_dropped() -> None:
+    """``copy_landing_check=False`` (btb-gym before 2026-12-05, kept to reproduce
+    the agents trained then): the copy of the test above lands all 4 blocks,
+    though node 0 dropped P before the copy moved, and P + y on node 1 hits 64
+    tokens that no node held any more."""
+    from simkit import TOY_MODEL, toy_gpu
+
+    from envs.sim import ClusterSpec, NodeSpec
+    from envs.sim.transfers import LANDED
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.0, names("L", 15))
+    p.add(0.1, ["x"])
+    p.add(0.15, names("B", 15))
+    p.add(0.9, [*names("P", 4), "y"])
+    prefix = p.blocks(names("P", 4))
+    cluster = ClusterSpec(TOY_MODEL, (NodeSpec(toy_gpu(256), 1), NodeSpec(toy_gpu(1024), 1)))
+    config = SimConfig(host_ram_bytes=0.0, copy_landing_check=False)
+    sim, _ = run_script(
+        cluster, p, [0, 1, 0, 0, 1], {2: [lambda sim: sim.warm(0, 1, prefix)]}, config
+    )
+    (copy,) = sim.copies
+    assert copy.state == LANDED and copy.land_s == pytest.approx(0.272)
+    assert sim.nodes[0].cache.hbm_match(prefix) == 0  # gone from the source
+    assert sim.records.hit_hbm_tokens[4] == 64
+    assert sim.records.summary["warm_copies_lost"] == 0
+    with pytest.raises(ValueError, match="copy_landing_check"):
+        SimConfig(copy_landing_check="false")  # type: ignore[arg-type]
+
+
 def test_the_contention_model_s_clock_never_goes_back_under_decode_overshoot() -> None:
     """Decode overshoot runs node 0's last decode step of R0 ahead of an arrival
     (0.2 ms before R0 ends), which starts the waiting copy of R1's prefix at that
