@@ -123,7 +123,7 @@ class SimConfig:
     copy_landing_check: bool = True
     """A warm copy lands only if its source still holds the prefix in HBM, its
     target the blocks the copy did not send, and both serve the same model version
-    (docs/physics.md, "Warm copies"); otherwise it lands nothing and counts as lost.
+    (docs/physics.md, "Warm copies (RDMA)"); otherwise it lands nothing and counts as lost.
     False lands it whatever happened meanwhile: btb-gym before 2026-12-05, kept so
     that the agents trained then (agents/zoo/) reproduce bit for bit. KV can then
     appear on a node that no node computed."""

@@ -170,6 +170,27 @@ def test_a_zoo_agent_s_recipe_trains_its_seed(name):
     assert cfg.seed == json.loads((ZOO / name / "agent.json").read_text())["seed"]
 
 
+@pytest.mark.parametrize("name", AGENTS)
+def test_a_zoo_agent_trained_before_the_landing_check_is_reproduced_with_it_off(name):
+    """An agent trained before 2026-12-05 (its ``agent.json`` records no
+    ``copy_landing_check``, or false) was trained in the simulator whose warm copies
+    landed whatever their source and target had lost: its README's training
+    command says ``sim.copy_landing_check=false``, without which the recipe trains
+    another agent (docs/physics.md, "Warm copies (RDMA)")."""
+    import json
+
+    sim = json.loads((ZOO / name / "agent.json").read_text())["env_kwargs"]["sim"]
+    commands = [
+        line
+        for line in (ZOO / name / "README.md").read_text().splitlines()
+        if "python -m experiments.train +experiment=" in line
+    ]
+    assert commands
+    before = not sim.get("copy_landing_check", False)
+    for line in commands:
+        assert ("sim.copy_landing_check=false" in line) == before, (name, line)
+
+
 def _sampled(names: list[str], windows: list, seed: int = 0) -> dict[str, list[float]]:
     """Each sampling agent's per-window mean TTFTs, the agents run in ``names``' order."""
     from experiments.evaluation import evaluate_policies
