@@ -221,10 +221,10 @@ class AgentPolicy(Policy):
         return index
 
     def act_torch(self, obs: np.ndarray, mask: np.ndarray | None = None) -> Any:
-        """:meth:`act` with the torch network (the reference path). SB3's
-        ``predict`` checks the observation against the trained node count, so it
-        is used only for DQN's epsilon-greedy sampling (a fixed-size network,
-        refused on other node counts anyway)."""
+        """:meth:`act` with the torch network (the reference path), not SB3's
+        ``predict``, which checks the observation against the trained node count
+        and samples from torch's global stream. Sampling draws from the agent's
+        own stream; DQN samples epsilon-greedily at its model's final epsilon."""
         if not self._sizes or self._stream is None:
             raise RuntimeError("reset() must be called before act()")
         policy = self.model.policy
