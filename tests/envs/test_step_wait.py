@@ -185,7 +185,9 @@ def test_its_experiment_rebuilds_the_zoo_agent(tmp_path) -> None:
     from experiments.train import train
     from tests.experiments.test_hydra_commands import compose_train
 
-    train(compose_train(["+experiment=improve_warm_step", f"out_dir={tmp_path}"]))
+    # as the zoo README's command: the simulator the agent was trained in
+    overrides = ["+experiment=improve_warm_step", "sim.copy_landing_check=false"]
+    train(compose_train([*overrides, f"out_dir={tmp_path}"]))
     zoo = Path("agents/zoo/improve_warm_step")
     with (
         zipfile.ZipFile(tmp_path / "agent" / "model.zip") as ours,
@@ -201,6 +203,9 @@ def test_its_experiment_rebuilds_the_zoo_agent(tmp_path) -> None:
     # normalisation; the recipe trains without it
     assert "normalize_reward" not in theirs_json and "reward_norm" not in theirs_json
     assert (ours_json.pop("normalize_reward"), ours_json.pop("reward_norm")) == (False, None)
+    # nor the copy landing check (2026-12-05), which it was trained without
+    assert "copy_landing_check" not in theirs_json["env_kwargs"]["sim"]
+    assert ours_json["env_kwargs"]["sim"].pop("copy_landing_check") is False
     assert ours_json == theirs_json
 
 
