@@ -380,7 +380,7 @@ def summarize_windows(
         "hbm_hit_rate": sum(r.hit_hbm_tokens for r in results) / max(input_tokens, 1),
         "warm_copies": int(sum(r.summary["warm_copies"] for r in results)),
         "warm_copies_landed": int(landed),
-        "warm_copies_lost": int(sum(r.summary.get("warm_copies_lost", 0) for r in results)),
+        "warm_copies_lost": int(sum(r.summary["warm_copies_lost"] for r in results)),
         "warm_bytes": float(landed_bytes),
         "warm_hit_rate": used / landed if landed else 0.0,
         "warm_byte_hit_rate": used_bytes / landed_bytes if landed_bytes else 0.0,

@@ -51,6 +51,7 @@ def window(
             "completed": len(ttft),
             "warm_copies": copies,
             "warm_copies_landed": landed,
+            "warm_copies_lost": 1,
             "warm_bytes": 10.0 * landed,
             "warm_hit_rate": hit_rate,
             "warm_byte_hit_rate": byte_rate,
@@ -72,6 +73,7 @@ def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
     assert row["queue_mean_s"] == pytest.approx(2.0)
     assert row["hbm_hit_rate"] == pytest.approx(800 / 2000)
     assert row["warm_copies"] == 6 and row["warm_copies_landed"] == 5
+    assert row["warm_copies_lost"] == 2
     assert row["warm_bytes"] == pytest.approx(50.0)
     assert row["warm_hit_rate"] == pytest.approx((0.5 * 4 + 1.0 * 1) / 5)
     # bytes: 40 copied at 0.25 used and 10 at 1.0

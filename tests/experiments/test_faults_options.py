@@ -110,6 +110,7 @@ def _result(faults: dict[str, int]) -> WindowResult:
         "completed": 1,
         "warm_copies": 0,
         "warm_copies_landed": 0,
+        "warm_copies_lost": 0,
         "warm_bytes": 0.0,
         "warm_hit_rate": 0.0,
         "warm_byte_hit_rate": 0.0,
