@@ -233,15 +233,7 @@ class CopyMachinery(ABC):
         if self._faults is not None and not self._faults.lands(copy, t):
             return
         target = self.nodes[copy.dst]
-        blocks = copy.blocks
-        depth = len(blocks)
-        versions = self.versions
-        if self.config.copy_landing_check and (
-            self.nodes[copy.src].cache.hbm_match(blocks) < depth
-            or target.cache.hbm_match(blocks) < depth - copy.n_blocks
-            # the source switched models meanwhile: what it holds now is the new one's KV
-            or (versions is not None and versions.version[copy.src] != versions.version[copy.dst])
-        ):  # KV the copy read is gone from its source, or what it extends from its target
+        if self.config.copy_landing_check and self._kv_gone(copy, target):
             self._lose(copy, t)
             return
         copy.state = LANDED
@@ -263,6 +255,19 @@ class CopyMachinery(ABC):
             self._wake(target, t)
         if target.draining:  # its last copy in flight landed: it may upgrade now
             self._drained(target, t)
+
+    def _kv_gone(self, copy: Copy, target: Node) -> bool:
+        """Whether the KV ``copy`` read is gone from its source, or what it extends
+        from ``target``, or the source switched models meanwhile (what it holds
+        now is the new one's KV)."""
+        blocks = copy.blocks
+        depth = len(blocks)
+        versions = self.versions
+        return (
+            self.nodes[copy.src].cache.hbm_match(blocks) < depth
+            or target.cache.hbm_match(blocks) < depth - copy.n_blocks
+            or (versions is not None and versions.version[copy.src] != versions.version[copy.dst])
+        )
 
     def _lose(self, copy: Copy, t: float) -> None:
         """``copy`` fails without a fault: at its landing its source no longer holds
