@@ -14,6 +14,8 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,21 +31,30 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        os.fchmod(fd, file_mode())  # mkstemp makes 0600; give the usual file mode
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except OSError as error:  # a full disk: name the file the message is about
-        Path(tmp).unlink(missing_ok=True)
-        if error.filename is None:
-            raise OSError(error.errno, error.strerror or str(error), str(target)) from None
-        raise
+        with naming_file(target):
+            os.fchmod(fd, file_mode())  # mkstemp makes 0600; give the usual file mode
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+@contextmanager
+def naming_file(path: str | os.PathLike[str]) -> Iterator[None]:
+    """An OSError that names no file (a full disk, a file-size limit: ``[Errno 28]
+    No space left on device``) raised inside is raised again naming ``path``, the
+    file being written, so the one-line error says which."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is None:
+            raise OSError(error.errno, error.strerror or str(error), str(path)) from None
+        raise
 
 
 def file_mode() -> int:

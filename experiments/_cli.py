@@ -115,9 +115,22 @@ def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
 
 
 _RUNNING: list[list[str]] = []
-"""For each :func:`main_guard` running (innermost last): the command whose options
-:func:`parse_args` read in it, first one only (none for a Hydra command), which
-names the command in its errors."""
+"""For each :func:`main_guard` running (innermost last): the command named in it
+(:func:`name_running`: the one whose options :func:`parse_args` read first, or the
+Hydra command :func:`experiments.jobs.hydra_entry` runs), which names it in its errors."""
+
+
+def name_running(command: str) -> None:
+    """Inside :func:`main_guard`, ``command`` names every error it prints (the first
+    command named wins: a command that runs another keeps its own name)."""
+    if _RUNNING and not _RUNNING[-1]:
+        _RUNNING[-1].append(command)
+
+
+def running_command() -> str:
+    """The command :func:`name_running` named in the innermost :func:`main_guard`
+    running ("" outside one, or before it is named)."""
+    return _RUNNING[-1][0] if _RUNNING and _RUNNING[-1] else ""
 
 
 def parse_args(
@@ -125,8 +138,7 @@ def parse_args(
 ) -> dict[str, Any]:
     """Return ``defaults`` updated by ``key=value`` arguments from ``argv``. Inside
     :func:`main_guard`, ``command`` then names every error it prints."""
-    if _RUNNING and not _RUNNING[-1]:
-        _RUNNING[-1].append(command)
+    name_running(command)
     args = list(sys.argv[1:] if argv is None else argv)
     options = dict(defaults)
     if any(a in {"-h", "--help"} for a in args):

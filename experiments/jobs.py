@@ -20,7 +20,14 @@ from omegaconf import ListConfig, OmegaConf
 from envs.files import write_bytes_atomic
 from envs.sim.tenancy import Versions
 from experiments import sweeps
-from experiments._cli import UsageError, error_line, main_guard, user_error_message
+from experiments._cli import (
+    UsageError,
+    error_line,
+    main_guard,
+    name_running,
+    running_command,
+    user_error_message,
+)
 from experiments._io import (
     LOCK_NAME,
     OutDirError,
@@ -196,6 +203,7 @@ def hydra_entry(
     records: dict[Path, HydraRecord] = {}  # Hydra's files in the named folders, before
 
     def run() -> None:
+        name_running(command)
         if not any(_is_info_flag(arg) for arg in args):
             for key, value in _folder_overrides(args):
                 if Path(value).exists():
@@ -567,7 +575,7 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
                 Path(hydra.runtime.output_dir), f"{hydra.job.name}.log", list(hydra.overrides.task)
             )
         named = with_value_origin(error, cfg)  # says where a bad value came from
-        message = user_error_message(named)
+        message = user_error_message(named, running_command())
         if isinstance(error, Exception):
             if message is None:  # a bug: its traceback in the log too
                 _JOB_LOG.write("".join(traceback.format_exception(named)))

@@ -40,7 +40,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from envs.files import dumps_strict, file_mode
+from envs.files import dumps_strict, file_mode, naming_file
 from envs.sim.errors import NamedFields
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
@@ -105,17 +105,20 @@ class AtomicLineWriter:
         self.bytes = 0
 
     def write(self, line: str) -> None:
-        self._handle.write(line)
+        with naming_file(self.path):
+            self._handle.write(line)
         self.bytes += len(line.encode("utf-8"))
 
     def finish(self) -> None:
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
-        self._handle.close()
-        os.chmod(self._tmp, file_mode())
+        with naming_file(self.path):
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
+            os.chmod(self._tmp, file_mode())
 
     def land(self) -> None:
-        os.replace(self._tmp, self.path)
+        with naming_file(self.path):
+            os.replace(self._tmp, self.path)
 
     def discard(self) -> None:
         self._handle.close()

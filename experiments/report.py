@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.files import file_mode, write_json_atomic
+from envs.files import file_mode, naming_file, write_json_atomic
 from envs.thresholds import route_choices
 from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyRun, WindowTrace
 
@@ -57,9 +57,10 @@ def _save(fig: Any, path: str | Path) -> Path:
     os.close(fd)
     tmp = Path(name)
     try:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
-        os.chmod(tmp, file_mode())
-        tmp.replace(target)
+        with naming_file(target):
+            fig.savefig(tmp, dpi=110, bbox_inches="tight")
+            os.chmod(tmp, file_mode())
+            tmp.replace(target)
     finally:
         tmp.unlink(missing_ok=True)
     return target

@@ -325,12 +325,17 @@ def _plan_windowed(
     report: ReadReport,
     read: ReadOptions,
 ) -> TracePlan:
+    changed = changed_fields(asdict(options))
     for name in ("start_s", "end_s"):
-        if getattr(options, name) is not None:
+        if name in changed:
             raise ConfigError.about(
                 f"TraceOptions.{name}",
                 "does not apply to a Bursted-ART file: its windows are its own",
             )
+    if "window_s" in changed:
+        _does_nothing(
+            "window_s", options.window_s, f"{report.source}'s windows are its own (trace_id)"
+        )
     found: list[list[Any]] = []  # [trace_id, split, first line, rows]
     seen: set[str] = set()
     last = -math.inf  # the latest arrival so far in the window
@@ -341,14 +346,21 @@ def _plan_windowed(
             seen.add(parsed.window)
             found.append([parsed.window, parsed.split, loc.line, 0])
             last = -math.inf
+        elif options.file_splits and parsed.split != found[-1][1]:
+            raise TraceFormatError(
+                loc.path,
+                loc.line,
+                "split",
+                f"{parsed.split!r}, but window {parsed.window!r} began as {found[-1][1]!r} "
+                f"(line {found[-1][2]}): every row of a window names the same split",
+            )
         found[-1][3] += 1
         if parsed.time < last:  # sorted when its window is built (_finish says so)
             stream.note_out_of_order(loc.line, parsed.time, last)
         last = max(last, parsed.time)
     _check_rows(report, read)
-    own = [entry[1] for entry in found]
-    from_file = options.file_splits and all(s in ("train", "val", "test") for s in own)
-    splits = own if from_file else _split_names(len(found), options)
+    from_file = options.file_splits and _file_splits(report.source, found, options)
+    splits = [entry[1] for entry in found] if from_file else _split_names(len(found), options)
     windows = tuple(
         TraceWindow(i, tid, tid, split, line, rows, 0.0)
         for i, ((tid, _, line, rows), split) in enumerate(zip(found, splits, strict=True))
@@ -364,6 +376,55 @@ def _plan_windowed(
         report.rows_read,
         report.rows_skipped,
         "file" if from_file else "time",
+    )
+
+
+def _file_splits(source: str, found: list[list[Any]], options: TraceOptions) -> bool:
+    """Whether a Bursted-ART file's windows are split as its rows say: each names
+    train, val or test (True), or none does (False: split by time). A split of
+    another name, or windows of which only some name one, is an error;
+    test_fraction and val_fraction set beside splits the file names are warned of."""
+    named = [(tid, split, line) for tid, split, line, _ in found if split]
+    for tid, split, line in named:
+        if split not in TRACE_SPLITS[:-1]:
+            raise TraceFormatError(
+                source,
+                line,
+                "split",
+                f"{split!r} (window {tid!r}) is not a split: train, val or test "
+                "({file_splits}=false splits the windows by time instead)",
+                ("file_splits",),
+            )
+    if not named:
+        return False
+    if len(named) < len(found):
+        tid, _, line, _ = next(entry for entry in found if not entry[1])
+        raise TraceFormatError(
+            source,
+            line,
+            "split",
+            f"window {tid!r} names no split, while window {named[0][0]!r} (line "
+            f"{named[0][2]}) names {named[0][1]!r}: name one on every window or on none "
+            "({file_splits}=false splits the windows by time instead)",
+            ("file_splits",),
+        )
+    for name in ("test_fraction", "val_fraction"):
+        if name in changed_fields(asdict(options)):
+            _does_nothing(
+                name,
+                getattr(options, name),
+                f"{source}'s rows name their splits ({{file_splits}}=false splits its "
+                "windows by test_fraction and val_fraction)",
+            )
+    return True
+
+
+def _does_nothing(name: str, value: Any, why: str) -> None:
+    """The one-line warning for a trace option a Bursted-ART file leaves unused
+    (``why`` may name ``{file_splits}``)."""
+    warnings.warn(
+        TraceWarning(f"{{{name}}}={value:g} does nothing: {why}", (name, "file_splits")),
+        stacklevel=5,
     )
 
 
@@ -409,6 +470,7 @@ def _plan_timed(
     end_s = math.inf if options.end_s is None else options.end_s
     slots: dict[int, list[int]] = {}  # slot -> [first line, rows]
     highest = -1
+    ahead = (0, 0.0)  # the line and value that opened the window ``highest``
     latest = -math.inf  # the last arrival kept, seconds after the first
     for raw, line in zip(times, lines, strict=True):
         seconds = (raw - origin) / ups
@@ -417,15 +479,20 @@ def _plan_timed(
         latest = max(latest, seconds)
         slot = _slot(seconds, start_s, options.window_s)
         if slot < highest:
+            at = (ahead[1] - origin) / ups
             raise TraceFormatError(
                 report.source,
                 line,
                 fmt.time_field,
-                f"{raw!r} falls in the window starting at {start_s + slot * options.window_s:g} s, "
-                f"before an earlier line's window; a trace is read one window at a time, so "
-                f"its rows must be in time order (sort the file by {fmt.time_field})",
+                f"{raw!r} ({seconds:g} s after the earliest arrival) falls in the window "
+                f"starting at {start_s + slot * options.window_s:g} s, before line "
+                f"{ahead[0]}'s ({ahead[1]!r}, {at:g} s, in the window starting at "
+                f"{start_s + highest * options.window_s:g} s); a trace is read one window "
+                f"at a time, so its rows must be in time order (sort the file by "
+                f"{fmt.time_field}, or drop line {ahead[0]} if it is a glitch)",
             )
-        highest = slot
+        if slot > highest:
+            highest, ahead = slot, (line, raw)
         entry = slots.setdefault(slot, [line, 0])
         entry[1] += 1
     if not slots:

@@ -787,7 +787,8 @@ def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
         )
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr == (
-            "error: train.total_timesteps must be >= 0, got -1 (from the command line)\n"
+            "error: experiments.train: "
+            "train.total_timesteps must be >= 0, got -1 (from the command line)\n"
         )
     # the dated folder Hydra made for the rejected run is gone, and so are the
     # runs/train/ and runs/ made on the way to it
@@ -919,7 +920,8 @@ def test_a_bad_group_value_is_one_line_naming_the_key_typed(
     )
     assert proc.returncode == 2
     assert proc.stderr == (
-        "error: workload.params.n_bursts must be an integer >= 0, got -1 (from the command line)\n"
+        "error: experiments.evaluate: "
+        "workload.params.n_bursts must be an integer >= 0, got -1 (from the command line)\n"
     )
     assert not (tmp_path / "run").exists()
 
@@ -1071,7 +1073,7 @@ def test_a_config_file_on_the_search_path_is_named_as_the_origin(
     assert proc.returncode == 2, proc.stderr
     # not conf/workload/tiny.yaml, which sets n_bursts too but was overridden
     assert proc.stderr == (
-        "error: workload.params.n_bursts must be an integer >= 0, got -1 "
+        "error: experiments.evaluate: workload.params.n_bursts must be an integer >= 0, got -1 "
         f"(from {(tmp_path / 'experiment' / 'mine.yaml').resolve()})\n"
     )
 
@@ -1093,7 +1095,7 @@ def test_a_checked_value_says_it_came_from_the_command_line(
     args = ["logger=none", "workload=tiny", override, f"out_dir={tmp_path / 'run'}"]
     proc = run_command("experiments.train", args, tmp_path, {})
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr == f"error: {message} (from the command line)\n"
+    assert proc.stderr == f"error: experiments.train: {message} (from the command line)\n"
     assert not (tmp_path / "run").exists()
 
 
@@ -1115,7 +1117,7 @@ def test_a_checked_value_says_it_came_from_the_experiment_file(
         "experiments.train", [*args, "+experiment=mine", f"out_dir={tmp_path / 'run'}"], tmp_path
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr == f"error: {message} (from {mine.resolve()})\n"
+    assert proc.stderr == f"error: experiments.train: {message} (from {mine.resolve()})\n"
 
 
 def test_a_key_value_commands_errors_name_the_command(
@@ -1155,7 +1157,8 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
     )
     assert proc.returncode == 2
     assert proc.stderr == (
-        "error: env.reward_scale must be a finite number > 0, got 0.0 (from the command line)\n"
+        "error: experiments.train: "
+        "env.reward_scale must be a finite number > 0, got 0.0 (from the command line)\n"
     )
     assert not (tmp_path / "run").exists()
 
@@ -1346,7 +1349,9 @@ def test_an_unknown_imitation_setup_is_one_line_naming_the_field(
         env,
     )
     assert proc.returncode == 2
-    assert proc.stderr.startswith("error: imitation.setups: unknown setup 'foo'; known: ")
+    assert proc.stderr.startswith(
+        "error: experiments.train: imitation.setups: unknown setup 'foo'; known: "
+    )
     assert proc.stderr.count("\n") == 1
     assert not (tmp_path / "runs").exists()  # Hydra's folder is removed, and runs/train/
 
@@ -1411,7 +1416,8 @@ def test_a_true_false_key_given_a_word_hydra_refuses_is_said_the_same_way(
         assert done.returncode == 2
         word = args[-1].partition("=")[2]
         assert done.stderr.strip() == (
-            f"error: {key} must be true or false, got '{word}' (from the command line)"
+            "error: experiments.train: "
+            f"{key} must be true or false, got '{word}' (from the command line)"
         )
     # the project's own check, for a word OmegaConf takes as true: the same line
     done = run_command(
@@ -1419,7 +1425,8 @@ def test_a_true_false_key_given_a_word_hydra_refuses_is_said_the_same_way(
     )
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "error: train.evaluate must be true or false, got 'yes' (from the command line)"
+        "error: experiments.train: "
+        "train.evaluate must be true or false, got 'yes' (from the command line)"
     )
     assert list(tmp_path.iterdir()) == []
 
@@ -1494,7 +1501,8 @@ def test_tune_btb_y_tokens_below_one_block_is_named_as_typed(
     done = run_command("experiments.tune_btb", args, tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "error: y_tokens must be at least one 256-token block of the workload, got 100 "
+        "error: experiments.tune_btb: "
+        "y_tokens must be at least one 256-token block of the workload, got 100 "
         "(from the command line)"
     )
     assert not out.exists()
@@ -1530,7 +1538,8 @@ def test_evaluate_takes_a_shipped_agent_by_name(
     )
     assert bad.returncode == 2
     assert bad.stderr.startswith(
-        "error: checkpoint: 'no_such_agent' is not an agent checkpoint (no agent.json there) "
+        "error: experiments.evaluate: "
+        "checkpoint: 'no_such_agent' is not an agent checkpoint (no agent.json there) "
         "nor a shipped agent's name (agents/zoo/: bc_route_warm, "
     )
 

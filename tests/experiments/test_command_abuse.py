@@ -135,7 +135,8 @@ def test_an_empty_sweep_is_refused_before_it_starts(
     args = ["-m", f"hydra.sweeper.n_trials={trials}", *TINY]
     assert hydra_entry("experiments.tune_btb", never, args, precheck=tune_btb.check_sweep) == 2
     assert capsys.readouterr().err == (
-        f"error: hydra.sweeper.n_trials={trials} (from the command line): a sweep needs "
+        "error: experiments.tune_btb: "
+        f"hydra.sweeper.n_trials={trials} (from the command line): a sweep needs "
         "at least 1 trial\n"
     )
 

@@ -517,7 +517,10 @@ def test_a_sweep_on_a_bad_trace_is_one_line_before_it_starts(tmp_path, run_comma
             "workload.train_pool=1", "m=int(interval(1, 4))", f"out_dir={out}"]  # fmt: skip
     proc = run_command("experiments.tune_btb", args, tmp_path, {"WANDB_SILENT": "true"})
     assert proc.returncode == 2
-    assert proc.stderr == f"error: {trace}, line 2, field 'timestamp': must be finite, got nan\n"
+    assert proc.stderr == (
+        "error: experiments.tune_btb: "
+        f"{trace}, line 2, field 'timestamp': must be finite, got nan\n"
+    )
     assert not out.exists()
 
 

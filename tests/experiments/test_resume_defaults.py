@@ -255,12 +255,14 @@ def test_resume_of_no_folder_or_of_a_run_folder_says_which(
     done = run_command("experiments.train", [*base, f"resume={tmp_path / 'nope'}"], tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        f"error: resume='{tmp_path / 'nope'}': no such file or folder (from the command line)"
+        "error: experiments.train: "
+        f"resume='{tmp_path / 'nope'}': no such file or folder (from the command line)"
     )
     done = run_command("experiments.train", [*base, f"resume={run}"], tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        f"error: resume='{run}': not an agent checkpoint (no agent.json; a run folder: its "
+        "error: experiments.train: "
+        f"resume='{run}': not an agent checkpoint (no agent.json; a run folder: its "
         f"agents are in {run / 'agent'}) (from the command line)"
     )
     assert not (tmp_path / "out").exists()

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -155,13 +156,26 @@ def _full_disk(*args: Any, **kwargs: Any) -> Any:
 def test_compare_on_a_full_disk_leaves_no_half_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Charts first, results.json last; a failure removes what this run wrote."""
-    monkeypatch.setattr(report, "plot_burst_timeline", _full_disk)
+    """Charts first, results.json last; a failure removes what this run wrote. The
+    error names the file being written (a full disk's OSError names none)."""
+    from matplotlib.figure import Figure
+
+    monkeypatch.setattr(Figure, "savefig", _full_disk)
     out = tmp_path / "run"
     assert main_guard(lambda: compare.main([*COMPARE, f"out_dir={out}"])) == 2
     err = capsys.readouterr().err
-    assert err == "error: experiments.compare: [Errno 28] No space left on device\n"
+    assert err == f"error: experiments.compare: {out}/ttft_cdf.png: No space left on device\n"
     assert not out.exists()  # the folder it made, empty again, is gone too
+
+
+def test_a_full_disk_while_writing_a_dataset_split_names_the_split(tmp_path: Path) -> None:
+    writer = make_dataset.AtomicLineWriter(tmp_path / "train.jsonl")
+    writer._handle = SimpleNamespace(write=_full_disk, close=lambda: None)  # type: ignore[assignment]
+    with pytest.raises(OSError) as caught:
+        writer.write("{}\n")
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(writer.path))
+    writer.discard()
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_full_disk_while_saving_an_agent_names_the_file_and_leaves_no_temp(

@@ -213,7 +213,10 @@ def test_tune_btb_checks_every_search_space_before_the_sweep(
     done = run_command("experiments.tune_btb", args, tmp_path)
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith(f"error: {given} (from the command line)") and said in line
+    assert (
+        line.startswith(f"error: experiments.tune_btb: {given} (from the command line)")
+        and said in line
+    )
     assert not sweep.exists()
 
 

@@ -159,6 +159,8 @@ def test_without_the_plus_an_unknown_key_is_said_as_with_it(
     plus = run_command("experiments.train", [*base, "+" + override], tmp_path)
     assert plain.returncode == plus.returncode == 2
     key = override.partition("=")[0]
-    assert plain.stderr.startswith(f"error: unknown key {key} (from the command line); ")
+    assert plain.stderr.startswith(
+        f"error: experiments.train: unknown key {key} (from the command line); "
+    )
     assert plain.stderr == plus.stderr
     assert not (tmp_path / "run").exists()

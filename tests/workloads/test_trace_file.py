@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from envs.sim.errors import ConfigError
 from envs.sim.request import Workload
 from envs.workloads.example_trace import example_mooncake_text
 from envs.workloads.readers import (
@@ -175,6 +176,90 @@ def test_a_bursted_file_keeps_its_windows_and_splits(tmp_path: Path) -> None:
     ]
 
 
+def test_a_bursted_file_s_splits_are_named_on_every_window_or_none(tmp_path: Path) -> None:
+    """A split the commands do not know, a window whose rows disagree, and windows of
+    which only some name a split are refused, naming the line; none named: by time."""
+
+    def refused(rows: list[dict[str, object]], match: str, **options: object) -> None:
+        path = write_jsonl(tmp_path / "b.jsonl", rows)
+        with pytest.raises(ConfigError, match=match):
+            plan_trace(TraceOptions(path=str(path), **options))  # type: ignore[arg-type]
+
+    a, b = bursted_rows("w-a", split="train"), bursted_rows("w-b")
+    # line 5 opens w-b, named 'validation'
+    refused(
+        a + bursted_rows("w-b", split="validation"),
+        r"b\.jsonl, line 5, field 'split': 'validation' \(window 'w-b'\) is not a split: "
+        r"train, val or test \(file_splits=false splits the windows by time instead\)",
+    )
+    refused(
+        [*a, b[0], {**b[1], "split": "train"}, *b[2:]],
+        r"line 6, field 'split': 'train', but window 'w-b' began as 'test' \(line 5\)",
+    )
+    refused(
+        a + bursted_rows("w-b", split=""),
+        r"line 5, field 'split': window 'w-b' names no split, while window 'w-a' "
+        r"\(line 1\) names 'train': name one on every window or on none",
+    )
+    # the fractions and window_s do nothing for splits and windows the file gives
+    path = write_jsonl(tmp_path / "b.jsonl", a + b)
+    for name, value in (("test_fraction", 1.0), ("val_fraction", 0.5), ("window_s", 10.0)):
+        with pytest.warns(TraceWarning) as said:
+            plan = plan_trace(TraceOptions(path=str(path), **{name: value}))  # type: ignore[arg-type]
+        assert [str(w.message) for w in said] == [
+            f"{name}={value:g} does nothing: {path}'s "
+            + (
+                "windows are its own (trace_id)"
+                if name == "window_s"
+                else "rows name their splits (file_splits=false splits its windows by "
+                "test_fraction and val_fraction)"
+            )
+        ]
+        assert [w.split for w in plan.windows] == ["train", "test"]
+    # with file_splits=false none of that is read: the windows are split by time
+    path = write_jsonl(tmp_path / "b.jsonl", a + bursted_rows("w-b", split="validation"))
+    plan = plan_trace(TraceOptions(path=str(path), file_splits=False, test_fraction=0.5))
+    assert [w.split for w in plan.windows] == ["train", "test"] and plan.split_from == "time"
+    # no window names one: split by time, the fractions apply
+    path = write_jsonl(
+        tmp_path / "n.jsonl", bursted_rows("w-a", split="") + bursted_rows("w-b", split="")
+    )
+    plan = plan_trace(TraceOptions(path=str(path), test_fraction=0.5))
+    assert [w.split for w in plan.windows] == ["train", "test"] and plan.split_from == "time"
+
+
+def test_a_row_in_an_earlier_window_names_the_line_that_ran_ahead(tmp_path: Path) -> None:
+    """Line 3 jumps a day ahead (a glitch): line 4, back in the first window, is
+    refused, and the message names line 3 as the one that opened the later window."""
+    path = write_jsonl(tmp_path / "g.jsonl", _mooncake([0, 1000, 86_400_000, 2000]))
+    with pytest.raises(
+        TraceFormatError,
+        match=r"g\.jsonl, line 4, field 'timestamp': 2000\.0 \(2 s after the earliest arrival\) "
+        r"falls in the window starting at 0 s, before line 3's \(86400000\.0, 86400 s, in the "
+        r"window starting at 86400 s\); .* or drop line 3 if it is a glitch\)",
+    ):
+        plan_trace(TraceOptions(path=str(path)))
+
+
+def test_a_cut_off_json_row_is_said_at_its_own_column(tmp_path: Path) -> None:
+    """The line's end is not part of the row: a row cut off after its last comma is
+    refused at the column where the value is missing, not at column 1 of a next line."""
+    path = tmp_path / "cut.jsonl"
+    good = json.dumps(_mooncake([0])[0])
+    path.write_text(good + "\n" + '{"timestamp": 5, "input_length": \n')
+    with pytest.raises(
+        TraceFormatError, match=r"line 2, row: not valid JSON \(Expecting value, column 34\)"
+    ):
+        plan_trace(TraceOptions(path=str(path)))
+
+
+def test_a_file_with_no_usable_rows_is_named_without_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("\n")
+    with pytest.raises(TraceFormatError, match=r"empty\.jsonl: no usable rows$"):
+        plan_trace(TraceOptions(path=str(path), format="mooncake"))
+
+
 def test_a_dataset_s_split_is_read_at_the_block_size_the_dataset_records(tmp_path: Path) -> None:
     # 1,500 tokens in 3 hashes: 512 tokens a block (at the layout's own 256 they need 6)
     rows = [{**row, "input_length": 1500} for row in bursted_rows("w-0")]
@@ -301,3 +386,17 @@ def test_a_trace_without_val_windows_names_the_option_that_makes_them(tmp_path: 
     path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 1000, 7000]))
     with pytest.raises(ValueError, match=r"has no 'val' windows \(workload\.val_fraction, 0 by"):
         window_pool("trace", "val", 0, None, {"path": str(path), "window_s": 5.0})
+
+
+def test_a_byte_order_mark_opening_the_file_is_not_part_of_its_first_row(tmp_path: Path) -> None:
+    rows = _mooncake([0, 1000])
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r) + "\n" for r in rows).encode())
+    options = TraceOptions(path=str(path), test_fraction=1.0)
+    assert plan_trace(options).format == "mooncake"
+    (window,) = trace_windows(options)
+    assert [r.arrival_s for r in window.requests] == [0.0, 1.0]
+    # only at the start of the file: a mark inside it is a bad row
+    path.write_bytes(path.read_bytes() + b"\xef\xbb\xbf" + json.dumps(rows[0]).encode() + b"\n")
+    with pytest.raises(TraceFormatError, match=r"line 3, row: not valid JSON"):
+        plan_trace(options)

@@ -29,7 +29,8 @@ class TraceFormatError(ConfigError):
 
     Attributes:
         path: the file (or dataset) the row came from.
-        line: 1-based line number (row number for parquet and hub datasets).
+        line: 1-based line number (row number for parquet and hub datasets; 0:
+            the file as a whole, e.g. one with no usable rows).
         field: the offending field, or ``None`` when the whole row is unreadable.
         reason: what is wrong, without the file, line and field.
         fields: the read options ``message`` names as a remedy, each written
@@ -43,9 +44,11 @@ class TraceFormatError(ConfigError):
         self.line = line
         self.field = field
         self.reason = message
-        where = f"{path}, line {line}"
-        what = f"field {field!r}" if field is not None else "row"
-        super().__init__(f"{where}, {what}: {message}", options)
+        if line > 0:
+            where = f"{path}, line {line}, " + (f"field {field!r}" if field is not None else "row")
+        else:  # about the file, not a row of it (no usable rows)
+            where = path if field is None else f"{path}, field {field!r}"
+        super().__init__(f"{where}: {message}", options)
 
 
 class UnsortedTraceError(TraceFormatError):

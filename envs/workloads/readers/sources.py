@@ -8,6 +8,7 @@ JSONL is read line by line and parquet in record batches.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import os
@@ -108,7 +109,10 @@ class JsonlRows:
 
     def row_of(self, raw: bytes, line_no: int) -> Mapping[str, Any] | TraceFormatError | None:
         """Line ``line_no``'s row: its object, the error that names what is wrong with
-        it, or None for a blank line."""
+        it, or None for a blank line. A UTF-8 byte-order mark opening the file (as
+        some Windows editors write) is not part of the first row."""
+        if line_no == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8) :]
         fast = self._fast
         if fast is not None and read_exactly(raw):
             try:
@@ -158,8 +162,8 @@ def stdlib_row(raw: bytes, name: str, line_no: int) -> Mapping[str, Any] | Trace
         )
     if not line.strip():
         return None
-    try:
-        row = json.loads(line)
+    try:  # without the line's end, so a cut-off row's column is on its own line
+        row = json.loads(line.rstrip("\r\n"))
     except json.JSONDecodeError as error:
         # json's msg leaves the place out ("Unterminated string starting at"): say it
         return TraceFormatError(
