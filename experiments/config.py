@@ -27,7 +27,7 @@ from envs.cluster_env import ClusterEnv
 from envs.route_warm import RouteWarmEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.config import DEFAULT_SETUP
-from envs.sim.timing import model_preset, parse_node
+from envs.sim.timing import NodeCosts, model_preset, parse_node
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
@@ -445,6 +445,7 @@ def cluster_of(cfg: Any) -> ClusterSpec:
         model = model_preset(cfg.model.name)
     with naming_value("cluster.node", cfg.cluster.node):
         node = parse_node(cfg.cluster.node)
+        NodeCosts(node, model, node_label="a node")  # its HBM holds the model's weights
     with naming_fields({"n_nodes": "cluster.n_nodes"}):
         return ClusterSpec.uniform(model, node, int(cfg.cluster.n_nodes))
 

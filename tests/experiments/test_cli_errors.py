@@ -870,6 +870,9 @@ def test_a_rejected_run_removes_only_its_own_bare_folder(tmp_path: Path) -> None
             for override, message in [
                 ("cluster.node=0xH100", r"^cluster\.node='0xH100': n_gpus must be an integer >= 1"),
                 ("cluster.node=4xFOO", r"^cluster\.node='4xFOO': unknown GPU preset 'FOO'"),
+                # a node too small for the model: the key typed, not cluster.nodes[0]
+                ("cluster.node=1xA100", r"^cluster\.node='1xA100': a node \(1xA100, 80 GB "
+                 r"HBM\) cannot hold llama-3\.3-70b: its weights need 141\.2 GB$"),
                 ("model.name=gpt-9", r"^model\.name='gpt-9': unknown model preset 'gpt-9'"),
                 ("workload.params.n_bursts=-1",
                  r"^workload\.params\.n_bursts must be an integer >= 0, got -1$"),
