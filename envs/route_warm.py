@@ -54,7 +54,8 @@ class RouteWarmEnv(RouteEnv):
 
     ``action_masks()`` returns the flat boolean mask MaskablePPO expects: a warm
     onto a node that already holds the prefix, has it in flight, or lacks the
-    KV headroom is masked, and so is evicting from a node that holds none of it;
+    KV headroom is masked, and so is evicting from a node that holds none of it
+    in HBM, or holds only pinned blocks of it (which an eviction leaves in place);
     speculating on a node that holds the prefix, has it in flight or already
     speculates it, or lacks the headroom is masked too.
     With the simulator's fault options on, a down node is masked for routing,
@@ -306,8 +307,8 @@ def route_warm_masks(
             or node.nic_down
         ):
             mask[n + 2 * k + 1] = False
-        if held == 0:
-            mask[3 * n + 1 + k] = False
+        if held == 0 or (node.cache.pins and node.cache.hbm_below(prefix) == 0):
+            mask[3 * n + 1 + k] = False  # nothing to move (pinned blocks stay)
         if speculate and refusal(node, prefix, bt, sim.speculation):
             mask[4 * n + 2 + 2 * k] = False
     versions = sim.versions

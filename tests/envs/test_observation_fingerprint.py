@@ -52,8 +52,10 @@ RECORDED = {
     # make such copies)
     "route_warm": "d6a9768d5a2fdee2666b757a44fb585782b7aee26d6b80ee588649243644a236",
     # 2026-12-03: a request taking its prefix from a promotion pays the promoted
-    # tokens' HBM read (a deliberate change; this case promotes); 2026-12-05 as above
-    "route_warm_options": "027bb2e7f46e6ea75e5572c8f129ec30ab8e1f2caf2725cc21cfbf61e4ad690b",
+    # tokens' HBM read (a deliberate change; this case promotes); 2026-12-05 as above;
+    # later on 2026-12-05: evicting a prefix a node holds only pinned is masked (an
+    # eviction leaves pinned blocks, so it moved nothing and was refused)
+    "route_warm_options": "ed481c6358ca847307c9fbccfd488df2e4f37c5ffd4ce62bd69ff735fb135992",
     "route_warm_view_delay": "dfd4b0e7e2428829fd00661ee9d26e6839d6982e0bae2ddc6e55d102d29063e0",
 }
 """The hashes of :func:`fingerprint`, recorded on main before the speed work (#19)."""

@@ -88,6 +88,40 @@ def test_pin_then_demote_through_actions(window):
     assert sim.demote_refused["pinned"] == 1
 
 
+def test_evicting_a_prefix_held_only_by_pins_is_masked(window):
+    """An eviction leaves pinned blocks in place: where a node holds the prefix but
+    only pinned blocks of it and nothing unpinned below it (what an eviction would
+    move), evicting there is masked. On a play that takes one optional part a step
+    (so no other part of the action meets the eviction), no masked eviction is
+    refused; before this rule such plays had evictions refused as pinned."""
+    env = make(window, cache_actions=True, sim={"pin_budget_fraction": 0.5})
+    rng = np.random.default_rng(0)
+    env.reset(seed=0)
+    starts = np.concatenate([[0], np.cumsum(env.action_space.nvec)])
+    refused = evictions = pinned_only = 0
+    done = False
+    while not done:
+        mask = env.action_masks()
+        prefix = prefix_of(env.request)
+        for k, node in enumerate(env.sim.nodes):
+            movable = node.cache.hbm_below(prefix) > 0
+            assert mask[3 * N + 1 + k] == movable
+            pinned_only += node.cache.hbm_match(prefix) > 0 and not movable
+        action = np.zeros(len(starts) - 1, dtype=np.int64)
+        action[0] = rng.choice(np.flatnonzero(mask[: starts[1]]))
+        part = int(rng.choice([1 + N, 2 + N, 3 + N]))  # evict, pin, move
+        allowed = np.flatnonzero(mask[starts[part] : starts[part + 1]])[1:]
+        if len(allowed):
+            action[part] = rng.choice(allowed)
+        before = env.sim.evict_actions, env.sim.evicted_by_action_blocks
+        _, _, done, _, _ = env.step(action)
+        if part == 1 + N and action[part]:  # the eviction ran and moved something
+            evictions += 1
+            refused += env.sim.evicted_by_action_blocks == before[1]
+            assert env.sim.evict_actions == before[0] + 1
+    assert evictions >= 10 and pinned_only > 0 and refused == 0
+
+
 def test_masked_random_play_pins_and_moves_and_keeps_the_invariants(window):
     env = make(window, cache_actions=True, sim={"pin_budget_fraction": 0.5})
     rng = np.random.default_rng(0)
