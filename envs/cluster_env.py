@@ -183,6 +183,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._copies_charged = 0
         self._episode: dict[str, Any] | None = None
         self._pending_ops: list[tuple[Any, ...]] = []
+        # the baselines policy_action has reset for this episode (each on its first use)
+        self._reset_policies: list[Any] = []
         self._history: list[tuple[float, list[int]]] = []
         self._first_token_s: list[float] = []
         self.invalid_actions = 0
@@ -325,6 +327,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._copies_charged = 0
         self._history = []
         self._pending_ops = []
+        self._reset_policies = []
         self.invalid_actions = 0
         self._gen = self.sim.decisions()
         return self._start()

@@ -190,9 +190,17 @@ class RouteEnv(ClusterEnv):
     def policy_action(self, policy: Any) -> Any:
         """The action that lets a baseline ``policy`` act through this env: the
         policy decides on the simulator directly (its warms and evictions happen
-        there, as in a direct run) and its node becomes the routing action."""
+        there, as in a direct run) and its node becomes the routing action. A
+        policy's first use in an episode resets it on this episode's simulator
+        (``policy.reset(sim)``, as a direct run does before its first request), so
+        a policy used from the first step decides as in a direct run of the window."""
         sim = self.sim
         assert sim is not None and self.request is not None
+        if not any(done is policy for done in self._reset_policies):
+            reset = getattr(policy, "reset", None)  # baselines.Policy has one
+            if reset is not None:
+                reset(sim)
+            self._reset_policies.append(policy)
         # the policy's own warms, evictions and routing are journalled so that a
         # pickled episode replays them before the action of the next step
         sim.journal = []
