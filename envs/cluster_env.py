@@ -9,6 +9,7 @@ advance the simulator, return whether the episode ended) and ``_observe``.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
@@ -162,6 +163,14 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             self._kwargs["windows"] = list(self.windows)  # an iterator would be spent
         else:
             self.windows = window_pool(workload, split, data_seed, n_windows, workload_params)
+            if n_windows is not None and len(self.windows) < n_windows:
+                held = len(self.windows)
+                warnings.warn(
+                    f"n_windows={n_windows}: workload {workload!r} has {held} {split} "
+                    f"window{'' if held == 1 else 's'}; the env's pool holds "
+                    f"{'it' if held == 1 else 'those'} (n_windows=None takes all)",
+                    stacklevel=3,
+                )
             for i, w in enumerate(self.windows):
                 self._check_window(w, f"window {i} of workload {workload!r} ({split} split)")
         self.reward_scale = float(reward_scale)

@@ -521,6 +521,22 @@ def test_bad_window_settings_name_the_field(kwargs, match):
         gym.make("btb/Route-v0", **kwargs)
 
 
+def test_more_windows_than_the_split_holds_is_said(tmp_path):
+    """n_windows above the split's count takes the split's windows, and says so."""
+    params = {"n_bursts": 1, "burst_requests": 4, "n_decoys": 0}
+    with pytest.warns(
+        UserWarning,
+        match=r"^n_windows=50: workload 'bursted_synthetic' has 5 "
+        r"train windows; the env's pool holds those \(n_windows=None takes all\)$",
+    ):
+        env = gym.make("btb/Route-v0", n_windows=50, workload_params=params)
+    assert len(env.unwrapped.windows) == 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # as many as asked, or all: nothing to say
+        gym.make("btb/Route-v0", n_windows=5, workload_params=params)
+        gym.make("btb/Route-v0", n_windows=None, workload_params=params)
+
+
 def test_workload_params_with_given_windows_is_refused_not_ignored(window):
     with pytest.raises(ValueError, match=r"workload_params .* windows= given"):
         gym.make("btb/Route-v0", windows=[window], workload_params={"bogus": 1})
