@@ -6,7 +6,8 @@
 the run's own config (``RUN/.hydra/config.yaml``) gives the setup, workload,
 simulator, seed and ``train.val_score``. Scored, with greedy actions, on the first
 ``val_windows`` validation windows (0: all of them): the agent the run started
-from (``train.init_from``, as step 0), every ``checkpoints/step_N`` and ``last/``.
+from (``train.init_from``, as step 0), every ``checkpoints/step_N``, ``last/`` and
+the run's own pick, ``agent/``, when its weights are none of those.
 The best (lowest score; the earliest on a tie) is the choice; the test windows
 are not touched. Writes ``RUN/rescore_val<N>.json`` atomically (kept unless
 ``overwrite=true``): the windows, each candidate's score, pooled mean TTFT, its
@@ -27,7 +28,31 @@ DEFAULTS: dict[str, Any] = {"run": "", "val_windows": 0, "overwrite": False}
 
 def candidates(run: Path, init_from: str | None) -> list[tuple[int, Path]]:
     """``(step, folder)`` of every model a run saved, by step: ``init_from`` (step 0),
-    ``checkpoints/step_N`` and ``last/`` (left out when a checkpoint has its step)."""
+    ``checkpoints/step_N``, ``last/`` (left out when a checkpoint has its step) and
+    ``agent/``, the run's own pick by validation, unless its weights are one of
+    those (a fresh run's starting model is kept nowhere else). ``agent/``'s step is
+    its ``agent.json`` label, the validation score's, which counts one rollout more
+    than the checkpoint holding the same weights (docs/agents.md)."""
+    found = _saved(run, init_from)
+    pick = run / "agent"
+    if (pick / "agent.json").is_file():
+        weights = _weights(pick)
+        if all(_weights(folder) != weights for folder in found.values()):
+            from agents.algorithms import load_spec
+
+            return sorted([*found.items(), (load_spec(pick).timesteps, pick)], key=lambda c: c[0])
+    return sorted(found.items())
+
+
+def _weights(folder: Path) -> bytes:
+    """The policy weights an agent folder saved (``model.zip``'s ``policy.pth``)."""
+    import zipfile
+
+    with zipfile.ZipFile(folder / "model.zip") as archive:
+        return archive.read("policy.pth")
+
+
+def _saved(run: Path, init_from: str | None) -> dict[int, Path]:
     from agents import agent_folder
     from agents.algorithms import load_spec
 
@@ -47,7 +72,7 @@ def candidates(run: Path, init_from: str | None) -> list[tuple[int, Path]]:
             found.setdefault(int(step), folder)
     if (run / "last" / "agent.json").is_file():
         found.setdefault(load_spec(run / "last").timesteps, run / "last")
-    return sorted(found.items())
+    return found
 
 
 def best_of(scores: list[tuple[int, float]]) -> tuple[int, float]:
@@ -100,7 +125,10 @@ def rescore(cfg: Any, run: Path, windows: list[Any]) -> dict[str, Any]:
         "history": history,
         "best_step": best_step,
         "best_score": best_score,
-        "best_folder": next((h["folder"] for h in history if h["step"] == best_step), None),
+        "best_folder": next(
+            (h["folder"] for h in history if (h["step"], h["score"]) == (best_step, best_score)),
+            None,
+        ),
     }
 
 

@@ -120,8 +120,32 @@ def test_a_config_that_is_not_a_training_run_s_is_named_in_one_line(run, tmp_pat
 
 def test_worst_family_without_the_starting_model_is_refused(run, tmp_path, capsys):
     """worst_family divides by the step-0 model's scores; a run without init_from
-    did not keep that model, so a rescore would score on another scale."""
+    did not keep that model (unless validation kept it in agent/, as step 0), so a
+    rescore would score on another scale."""
+    import shutil
+
     scratch = _copy_with(run, tmp_path / "scratch", val_score="worst_family", init_from="")
+    shutil.rmtree(scratch / "agent")  # a pick that is a checkpoint's weights: not step 0
     assert main_guard(lambda: main([f"run={scratch}", "val_windows=1"])) == 2
     assert "worst_family scores against the model the run started from" in capsys.readouterr().err
     assert not (scratch / "rescore_val1.json").exists()
+
+
+def test_the_run_s_own_pick_is_scored_when_no_other_folder_holds_its_weights(run, tmp_path):
+    """agent/ (the run's pick by validation) holds the clone's weights here, which
+    init_from also gives: it is not scored twice. Without init_from (a fresh run
+    keeps its starting model nowhere else) agent/ is scored, at its label."""
+    from agents.algorithms import load_spec
+
+    assert all(folder.name != "agent" for _, folder in candidates(run, str(CLONE)))
+    scratch = _copy_with(run, tmp_path / "scratch", init_from="")
+    found = candidates(scratch, "")
+    label = load_spec(scratch / "agent").timesteps
+    assert (label, scratch / "agent") in found and [s for s, _ in found] == sorted(
+        [label, 32, 64]
+    )
+    assert main_guard(lambda: main([f"run={scratch}", "val_windows=1"])) == 0
+    record = json.loads((scratch / "rescore_val1.json").read_text())
+    assert str(scratch / "agent") in [h["folder"] for h in record["history"]]
+    best = min(record["history"], key=lambda h: h["score"])
+    assert record["best_folder"] == best["folder"]
