@@ -141,9 +141,7 @@ def test_the_run_s_own_pick_is_scored_when_no_other_folder_holds_its_weights(run
     scratch = _copy_with(run, tmp_path / "scratch", init_from="")
     found = candidates(scratch, "")
     label = load_spec(scratch / "agent").timesteps
-    assert (label, scratch / "agent") in found and [s for s, _ in found] == sorted(
-        [label, 32, 64]
-    )
+    assert (label, scratch / "agent") in found and [s for s, _ in found] == sorted([label, 32, 64])
     assert main_guard(lambda: main([f"run={scratch}", "val_windows=1"])) == 0
     record = json.loads((scratch / "rescore_val1.json").read_text())
     assert str(scratch / "agent") in [h["folder"] for h in record["history"]]
