@@ -30,9 +30,10 @@ several draws and reports the mean reduction and its standard deviation.
 from __future__ import annotations
 
 import functools
+import multiprocessing
+import signal
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -121,6 +122,14 @@ def _windows(
 ) -> tuple[Any, ...]:
     """The test windows, generated once per process and shared by its tasks."""
     return tuple(split_windows(workload, limit, seed, params=dict(params)))
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _task_of(job: tuple[int, str, bool, dict[str, Any]]) -> list[dict[str, Any]]:
+    return _task(*job)
 
 
 def _task(
@@ -279,10 +288,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if bar is not None:
                     bar.update(1)
         else:
-            with ProcessPoolExecutor(max_workers=min(options["jobs"], len(tasks))) as pool:
-                futures = [pool.submit(_task, *task, options) for task in tasks]
-                for future in futures:
-                    rows += future.result()
+            # workers ignore Ctrl-C; the parent's KeyboardInterrupt leaves the block,
+            # which terminates them (they would each take the next task and finish it)
+            workers = min(options["jobs"], len(tasks))
+            with multiprocessing.Pool(workers, _ignore_sigint) as pool:
+                jobs = [(*task, options) for task in tasks]
+                for part in pool.imap(_task_of, jobs):  # in the tasks' order
+                    rows += part
                     if bar is not None:
                         bar.update(1)
     finally:
