@@ -4,6 +4,7 @@ btb_pending, oracle_warm}.
     python -m experiments.reproduce [workload=bursted_synthetic] [causal_kv=both]
         [setups=70b_h100x4,...] [policies=...] [windows=0] [jobs=2] [out_dir=PATH]
         [workload_seeds=20260721,1,2,3] [workload=trace workload.path=FILE ...]
+        [sim.NAME=VALUE ...]
 
 Runs every setup on the test windows of the workload (``bursted_synthetic``:
 60 s bursts; ``bursted_synthetic_1s``: 1 s bursts; ``bursted_art``: the mixed
@@ -25,6 +26,8 @@ The windows are drawn by btb-gym's generator with the published parameters and
 seed, not the original windows; a 15-window mean still varies with the draw
 (by about 3 points for llama-70b). ``workload_seeds=`` repeats the run on
 several draws and reports the mean reduction and its standard deviation.
+``sim.NAME=VALUE`` sets a simulator option as ``compare`` takes it
+(:mod:`experiments._sim_options`: the stale view, faults, realism options, ...).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from experiments._cli import (
     workload_params,
 )
 from experiments._io import claim_run_dir, releasing_out_dirs
+from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, count_windows, evaluate_policies, split_windows
 from experiments.report import reproduction_tables
@@ -140,6 +144,7 @@ def _task(
         options["workload"], options["windows"] or None, workload_seed, tuple(params.items())
     )
     config = sim_config_of("experiments.reproduce", causal_kv, options["copy_model"])
+    config = with_sim_options(config, options["sim"])
     runs = evaluate_policies(
         options["policies"],
         setup,
@@ -219,7 +224,9 @@ def causal_kv_modes(text: str) -> list[bool]:
 
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv, sim_options = split_sim_options("experiments.reproduce", argv)
     options = parse_args("experiments.reproduce", DEFAULTS, argv)
+    options["sim"] = sim_options  # sim.NAME=VALUE (experiments._sim_options)
     if not options["setups"]:
         raise UsageError(f"experiments.reproduce: setups is empty; known: {', '.join(SETUPS)}")
     unknown = [s for s in options["setups"] if s not in SETUPS]
@@ -244,7 +251,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"experiments.reproduce: windows must be >= 0 (0 = all test windows), "
             f"got {options['windows']}"
         )
-    sim_config_of("experiments.reproduce", True, options["copy_model"])
+    checked = with_sim_options(
+        sim_config_of("experiments.reproduce", True, options["copy_model"]), sim_options
+    )
+    for setup in options["setups"]:
+        checked.check_cluster(SETUPS[setup][2])  # before any window runs
     try:
         seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
     except ValueError:

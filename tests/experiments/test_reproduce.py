@@ -94,3 +94,21 @@ def test_several_workload_draws_average_with_their_spread() -> None:
     assert table["diff_mean_pp"] == pytest.approx(0.0)
     text = report.reproduction_tables([table], ["cache_aware", "btb"], reproduce.TOLERANCE_PP)
     assert "sd" in text
+
+
+def test_sim_options_reach_every_run_and_are_checked_first(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """sim.NAME=VALUE as compare takes it: half the MFU (0.25 against 0.5) doubles
+    every prefill, most of the per-request floor; it is recorded; and a fault naming
+    a node the setup lacks stops the command before any run folder."""
+    base = ["setups=qwen3_8b_h100x4", "policies=cache_aware", "windows=1", "jobs=1",
+            "causal_kv=true", "progress=false"]  # fmt: skip
+    plain = reproduce.main([*base, f"out_dir={tmp_path / 'a'}"])
+    slow = reproduce.main([*base, "sim.mfu=0.25", f"out_dir={tmp_path / 'b'}"])
+    assert plain["config"]["sim"] == {} and slow["config"]["sim"] == {"mfu": 0.25}
+    floor = {r["policy"]: r for r in plain["rows"]}["floor"]["ttft_mean_s"]
+    slow_floor = {r["policy"]: r for r in slow["rows"]}["floor"]["ttft_mean_s"]
+    assert slow_floor > 1.5 * floor  # prefill (most of the floor) takes twice as long
+    with pytest.raises(ValueError, match=r"sim\.fault_node_loss_nodes\[0\] = 7 is not a node"):
+        reproduce.main([*base, "sim.fault_node_loss_s=3", "sim.fault_node_loss_nodes=7",
+                        f"out_dir={tmp_path / 'c'}"])  # fmt: skip
+    assert not (tmp_path / "c").exists()
