@@ -170,9 +170,29 @@ class Workload:
         ordered = sorted(self.requests, key=lambda r: r.arrival_s)
         self.requests = [r if r.index == i else replace(r, index=i) for i, r in enumerate(ordered)]
         validate_requests(self.requests, source=f"workload {self.name!r}")
+        if len({r.tenant for r in self.requests}) > 1:
+            check_tenants_apart(self.requests, source=f"workload {self.name!r}")
 
     def __len__(self) -> int:
         return len(self.requests)
+
+
+def check_tenants_apart(requests: Sequence[Request], source: str) -> None:
+    """Raise ValueError if requests of two tenants share a prompt's first block id.
+    The simulator keys cached KV by block ids alone, so two tenants' prompts keep
+    apart only if their ids differ (the trace readers and generators chain every
+    id under its tenant: :class:`BlockChainer`); ids are chained, so a shared id
+    anywhere means a shared first one."""
+    owner: dict[int, Request] = {}
+    for r in requests:
+        first = owner.setdefault(r.blocks[0], r)
+        if first.tenant != r.tenant:
+            raise ValueError(
+                f"{source}: requests {first.request_id!r} (tenant {first.tenant!r}) and "
+                f"{r.request_id!r} (tenant {r.tenant!r}) share block id {r.blocks[0]}; "
+                "cached KV is keyed by block ids, so each tenant's prompts need ids of "
+                "their own (envs.sim.request.BlockChainer chains them under the tenant)"
+            )
 
 
 def validate_requests(requests: Sequence[Request], source: str) -> None:

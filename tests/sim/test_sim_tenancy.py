@@ -58,6 +58,26 @@ def test_same_prompt_from_two_tenants_never_shares_kv() -> None:
     assert check_causal(sim) == []
 
 
+def test_a_workload_whose_tenants_share_block_ids_is_refused() -> None:
+    """Cached KV is keyed by block ids: two tenants' prompts given the same ids by
+    hand (not chained under their tenants) would hit each other's KV, so the
+    workload is refused, naming both requests; one tenant may share freely."""
+    from envs.sim.request import Request, Workload
+
+    def request(i: int, tenant: str, blocks: tuple[int, ...]) -> Request:
+        return Request(index=i, request_id=f"r{i}", arrival_s=float(i), input_tokens=4096,
+                       output_tokens=1, blocks=blocks, tenant=tenant)  # fmt: skip
+
+    shared = tuple(range(1, 17))
+    with pytest.raises(ValueError, match=r"^workload 'w': requests 'r0' \(tenant 't1'\) and "
+                       r"'r1' \(tenant 't2'\) share block id 1; cached KV is keyed by block "
+                       r"ids, so each tenant's prompts need ids of their own"):  # fmt: skip
+        Workload("w", 256, [request(0, "t1", shared), request(1, "t2", shared)])
+    assert len(Workload("w", 256, [request(0, "t1", shared), request(1, "t1", shared)])) == 2
+    other = tuple(range(101, 117))
+    assert len(Workload("w", 256, [request(0, "t1", shared), request(1, "t2", other)])) == 2
+
+
 def test_warm_of_another_tenants_prompt_finds_no_source() -> None:
     p = Prompts()
     p.add(0.0, names("P", 4), tenant="a")
