@@ -293,6 +293,7 @@ def route_warm_masks(
     depth = len(prefix)
     key = prefix[-1]
     bt = sim.block_tokens
+    pinned = sim.life.pins > 0  # a pin ever made this run (cache actions, sim.pin)
     for k, node in enumerate(sim.nodes):
         if node.down:  # lost (SimConfig fault options): no routing, warming or evicting there
             mask[k] = mask[n + 2 * k + 1] = mask[3 * n + 1 + k] = False
@@ -307,7 +308,7 @@ def route_warm_masks(
             or node.nic_down
         ):
             mask[n + 2 * k + 1] = False
-        if held == 0 or (node.cache.pins and node.cache.hbm_below(prefix) == 0):
+        if held == 0 or (pinned and node.cache.pins and node.cache.hbm_below(prefix) == 0):
             mask[3 * n + 1 + k] = False  # nothing to move (pinned blocks stay)
         if speculate and refusal(node, prefix, bt, sim.speculation):
             mask[4 * n + 2 + 2 * k] = False
