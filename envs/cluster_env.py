@@ -192,7 +192,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._copies_charged = 0
         self._episode: dict[str, Any] | None = None
         self._pending_ops: list[tuple[Any, ...]] = []
-        # the baselines policy_action has reset for this episode (each on its first use)
+        # the baselines policy_action reset at this episode's first request
         self._reset_policies: list[Any] = []
         self._history: list[tuple[float, list[int]]] = []
         self._first_token_s: list[float] = []

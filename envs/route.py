@@ -190,13 +190,15 @@ class RouteEnv(ClusterEnv):
     def policy_action(self, policy: Any) -> Any:
         """The action that lets a baseline ``policy`` act through this env: the
         policy decides on the simulator directly (its warms and evictions happen
-        there, as in a direct run) and its node becomes the routing action. A
-        policy's first use in an episode resets it on this episode's simulator
-        (``policy.reset(sim)``, as a direct run does before its first request), so
-        a policy used from the first step decides as in a direct run of the window."""
+        there, as in a direct run) and its node becomes the routing action. At the
+        episode's first request a policy is reset on this episode's simulator
+        (``policy.reset(sim)``, once, as a direct run does before its first
+        request), so a policy used from the first step decides as in a direct run
+        of the window. A policy first used later must have been reset by hand;
+        a copy of the env (pickled mid-episode) leaves its policy's state alone."""
         sim = self.sim
         assert sim is not None and self.request is not None
-        if not any(done is policy for done in self._reset_policies):
+        if self.request.index == 0 and not any(done is policy for done in self._reset_policies):
             reset = getattr(policy, "reset", None)  # baselines.Policy has one
             if reset is not None:
                 reset(sim)

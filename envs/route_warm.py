@@ -308,7 +308,8 @@ def route_warm_masks(
             or node.nic_down
         ):
             mask[n + 2 * k + 1] = False
-        if held == 0 or (pinned and node.cache.pins and node.cache.hbm_below(prefix) == 0):
+        view = node.view  # what the router sees, as for ``held``
+        if held == 0 or (pinned and view.pins and view.hbm_below(prefix) == 0):
             mask[3 * n + 1 + k] = False  # nothing to move (pinned blocks stay)
         if speculate and refusal(node, prefix, bt, sim.speculation):
             mask[4 * n + 2 + 2 * k] = False

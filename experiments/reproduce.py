@@ -33,10 +33,10 @@ several draws and reports the mean reduction and its standard deviation.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import signal
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -130,10 +130,6 @@ def _windows(
 
 def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _task_of(job: tuple[int, str, bool, dict[str, Any]]) -> list[dict[str, Any]]:
-    return _task(*job)
 
 
 def _task(
@@ -299,15 +295,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if bar is not None:
                     bar.update(1)
         else:
-            # workers ignore Ctrl-C; the parent's KeyboardInterrupt leaves the block,
-            # which terminates them (they would each take the next task and finish it)
+            # workers ignore Ctrl-C (else each would take the next task and finish it);
+            # the parent's interrupt, or any error, ends them and cancels the rest. A
+            # worker that dies mid-task breaks the pool: an error, never a hang.
             workers = min(options["jobs"], len(tasks))
-            with multiprocessing.Pool(workers, _ignore_sigint) as pool:
-                jobs = [(*task, options) for task in tasks]
-                for part in pool.imap(_task_of, jobs):  # in the tasks' order
-                    rows += part
+            pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+            try:
+                futures = [pool.submit(_task, *task, options) for task in tasks]
+                for future in futures:
+                    rows += future.result()
                     if bar is not None:
                         bar.update(1)
+            except BaseException:
+                running = getattr(pool, "_processes", None) or {}  # the executor's own
+                for process in list(running.values()):
+                    process.terminate()
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
     finally:
         if bar is not None:
             bar.close()

@@ -240,7 +240,7 @@ def test_action_masks_mark_what_the_simulator_would_refuse():
 )  # fmt: skip
 def test_baselines_through_route_warm_match_the_direct_run(policy_name, reset_by_hand, window):
     """A baseline acting through ``policy_action`` serves the window as a direct
-    run does; policy_action resets it at its first use in the episode (a planner
+    run does; policy_action resets it at the episode's first request (a planner
     such as oracle_warm failed with an IndexError unless reset by hand)."""
     env = make("btb/RouteWarm-v0", window).unwrapped
     env.reset(seed=11, options={"window": 0})
@@ -558,17 +558,21 @@ def test_thresholds_epoch_must_be_finite(window):
         make("btb/Thresholds-v0", window, epoch_s=float("inf"))
 
 
-@pytest.mark.parametrize("policy_name", ["least_load", "btb", "llmd"])
-def test_a_clone_continues_like_the_original_under_a_drawing_policy(policy_name, window):
+@pytest.mark.parametrize(
+    ("policy_name", "steps"),
+    [("least_load", 30), ("btb", 30), ("llmd", 30), ("oracle_warm", 5), ("btb_pending", 60)],
+)
+def test_a_clone_continues_like_the_original_under_a_drawing_policy(policy_name, steps, window):
     """These policies break ties with draws from sim.rng, which the replay does
-    not repeat; the clone must still continue exactly as the original."""
+    not repeat, or keep a plan of their own (oracle_warm, btb_pending); the clone
+    with a copy of the policy must still continue exactly as the original (the
+    clone's policy_action does not reset the copy mid-episode)."""
     import copy
 
     env = make("btb/RouteWarm-v0", window).unwrapped
     env.reset(seed=3, options={"window": 0})
     policy = make_policy(policy_name)
-    policy.reset(env.sim)
-    for _ in range(30):
+    for _ in range(steps):
         env.step(env.policy_action(policy))
     clone, twin = pickle.loads(pickle.dumps(env)), copy.deepcopy(policy)
     done = False

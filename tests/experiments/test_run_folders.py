@@ -170,6 +170,7 @@ def test_compare_on_a_full_disk_leaves_no_half_run(
 
 def test_a_full_disk_while_writing_a_dataset_split_names_the_split(tmp_path: Path) -> None:
     writer = make_dataset.AtomicLineWriter(tmp_path / "train.jsonl")
+    writer._handle.close()  # the real temporary file's handle, replaced by a full disk
     writer._handle = SimpleNamespace(write=_full_disk, close=lambda: None)  # type: ignore[assignment]
     with pytest.raises(OSError) as caught:
         writer.write("{}\n")

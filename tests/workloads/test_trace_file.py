@@ -400,3 +400,21 @@ def test_a_byte_order_mark_opening_the_file_is_not_part_of_its_first_row(tmp_pat
     path.write_bytes(path.read_bytes() + b"\xef\xbb\xbf" + json.dumps(rows[0]).encode() + b"\n")
     with pytest.raises(TraceFormatError, match=r"line 3, row: not valid JSON"):
         plan_trace(options)
+
+
+def test_a_trace_error_crosses_to_another_process() -> None:
+    """A worker's TraceFormatError is pickled to the parent (reproduce's jobs): it is
+    rebuilt from its parts, message and named options alike."""
+    import pickle
+
+    error = TraceFormatError(
+        "f.jsonl", 3, "timestamp", "{skip_bad_rows}=true skips it", ("skip_bad_rows",)
+    )
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is TraceFormatError and str(copy) == str(error)
+    assert (copy.path, copy.line, copy.field, copy.reason, copy.fields) == (
+        "f.jsonl", 3, "timestamp", "{skip_bad_rows}=true skips it", ("skip_bad_rows",)
+    )  # fmt: skip
+    assert copy.named({"skip_bad_rows": "workload.skip_bad_rows"}).endswith(
+        "workload.skip_bad_rows=true skips it"
+    )

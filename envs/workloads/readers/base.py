@@ -50,6 +50,10 @@ class TraceFormatError(ConfigError):
             where = path if field is None else f"{path}, field {field!r}"
         super().__init__(f"{where}: {message}", options)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from its parts, so it crosses to another process (a worker's error)."""
+        return (type(self), (self.path, self.line, self.field, self.reason, self.fields))
+
 
 class UnsortedTraceError(TraceFormatError):
     """A timestamp earlier than one before it, with ``unsorted="error"``."""
