@@ -52,9 +52,15 @@ def naming_file(path: str | os.PathLike[str]) -> Iterator[None]:
     try:
         yield
     except OSError as error:
-        if error.filename is None:
-            raise OSError(error.errno, error.strerror or str(error), str(path)) from None
-        raise
+        raise naming(error, path) from None
+
+
+def naming(error: OSError, path: str | os.PathLike[str]) -> OSError:
+    """``error``, or, if it names no file, the same error naming ``path`` (what
+    :func:`naming_file` raises; for a loop that catches its own errors)."""
+    if error.filename is not None:
+        return error
+    return OSError(error.errno, error.strerror or str(error), str(path))
 
 
 def file_mode() -> int:

@@ -40,7 +40,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from envs.files import dumps_strict, file_mode, naming_file
+from envs.files import dumps_strict, file_mode, naming, naming_file
 from envs.sim.errors import NamedFields
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
@@ -105,8 +105,10 @@ class AtomicLineWriter:
         self.bytes = 0
 
     def write(self, line: str) -> None:
-        with naming_file(self.path):
+        try:  # once a row: no context manager built each time
             self._handle.write(line)
+        except OSError as error:
+            raise naming(error, self.path) from None
         self.bytes += len(line.encode("utf-8"))
 
     def finish(self) -> None:

@@ -359,7 +359,7 @@ def _plan_windowed(
             stream.note_out_of_order(loc.line, parsed.time, last)
         last = max(last, parsed.time)
     _check_rows(report, read)
-    from_file = options.file_splits and _file_splits(report.source, found, options)
+    from_file = options.file_splits and _file_splits(report.source, found, options, changed)
     splits = [entry[1] for entry in found] if from_file else _split_names(len(found), options)
     windows = tuple(
         TraceWindow(i, tid, tid, split, line, rows, 0.0)
@@ -379,11 +379,14 @@ def _plan_windowed(
     )
 
 
-def _file_splits(source: str, found: list[list[Any]], options: TraceOptions) -> bool:
+def _file_splits(
+    source: str, found: list[list[Any]], options: TraceOptions, changed: list[str]
+) -> bool:
     """Whether a Bursted-ART file's windows are split as its rows say: each names
     train, val or test (True), or none does (False: split by time). A split of
     another name, or windows of which only some name one, is an error;
-    test_fraction and val_fraction set beside splits the file names are warned of."""
+    test_fraction and val_fraction set beside splits the file names (among the
+    ``changed`` options) are warned of."""
     named = [(tid, split, line) for tid, split, line, _ in found if split]
     for tid, split, line in named:
         if split not in TRACE_SPLITS[:-1]:
@@ -409,7 +412,7 @@ def _file_splits(source: str, found: list[list[Any]], options: TraceOptions) -> 
             ("file_splits",),
         )
     for name in ("test_fraction", "val_fraction"):
-        if name in changed_fields(asdict(options)):
+        if name in changed:
             _does_nothing(
                 name,
                 getattr(options, name),
