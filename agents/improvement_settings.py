@@ -7,10 +7,7 @@ import math
 import warnings
 from dataclasses import dataclass, fields
 
-
-class SettingWarning(UserWarning):
-    """A setting that has no effect as set (the commands print it as one line,
-    ``warning: ...``)."""
+from envs.sim.errors import SettingWarning
 
 
 @dataclass

@@ -23,7 +23,7 @@ from envs.encoder import check_time_unit, cluster_time_scale
 from envs.sim import rare_gc
 from envs.sim.checks import check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
-from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.errors import ConfigError, SettingWarning, SimulationError
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
@@ -169,6 +169,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                     f"n_windows={n_windows}: workload {workload!r} has {held} {split} "
                     f"window{'' if held == 1 else 's'}; the env's pool holds "
                     f"{'it' if held == 1 else 'those'} (n_windows=None takes all)",
+                    SettingWarning,
                     stacklevel=3,
                 )
             for i, w in enumerate(self.windows):

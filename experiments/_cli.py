@@ -18,9 +18,14 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from agents.improvement_settings import SettingWarning
 from envs.sim.config import COPY_MODELS, SimConfig
-from envs.sim.errors import ConfigError, NamedFields, SimulationError, named_message
+from envs.sim.errors import (
+    ConfigError,
+    NamedFields,
+    SettingWarning,
+    SimulationError,
+    named_message,
+)
 from envs.sim.timing import model_preset
 from envs.workloads.readers import TraceWarning
 from envs.workloads.trace_file import (

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ import numpy as np
 
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
+from envs.sim.errors import SettingWarning
 from envs.sim.floor import floor_bounds
 from envs.sim.metrics import tenant_ttft
 from envs.sim.request import Workload
@@ -125,6 +127,13 @@ def count_windows(
     if not n:
         hint = no_windows_hint(workload, "test", dict(params or {}))
         raise ValueError(f"workload {workload!r} has no 'test' windows{hint}")
+    if limit is not None and limit > n:
+        warnings.warn(
+            f"windows={limit}: workload {workload!r} has {n} test window"
+            f"{'' if n == 1 else 's'}; {'it runs' if n == 1 else 'all of them run'}",
+            SettingWarning,
+            stacklevel=2,
+        )
     return n if limit is None else min(n, limit)
 
 

@@ -110,18 +110,22 @@ def plot_ttft_cdf(ttfts: Mapping[str, np.ndarray], path: str | Path, title: str 
     """Empirical CDF of TTFT per policy."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.5))
-    for name, values in ttfts.items():
+    for i, (name, values) in enumerate(ttfts.items()):
         values = np.sort(values[np.isfinite(values)])
         if values.size == 0:
             continue
         y = np.arange(1, values.size + 1) / values.size
-        ax.step(np.maximum(values, 1e-4), y, where="post", label=name)
+        # ten colours, then dashed lines; the bound in black dots, apart from every policy
+        style = {"color": "black", "linestyle": ":"} if name == FLOOR else {}
+        style = style or {"linestyle": ("-", "--", "-.")[min(i // 10, 2)]}
+        ax.step(np.maximum(values, 1e-4), y, where="post", label=name, **style)
     ax.set_xscale("log")
     ax.set_xlabel("TTFT (s)")
     ax.set_ylabel("fraction of requests")
     ax.set_title(title or "TTFT distribution")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize="small")
+    # beside the axes: no curve hidden, and no search of every point for a place ("best")
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     path = _save(fig, path)
     plt.close(fig)
     return path

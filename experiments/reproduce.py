@@ -266,7 +266,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     models = [SETUPS[name][0] for name in options["setups"] if name in SETUPS]
     options["workload_params"] = workload_params("experiments.reproduce", options, models)
     for seed in seeds:
-        count_windows(options["workload"], None, seed, options["workload_params"])
+        count_windows(
+            options["workload"], options["windows"] or None, seed, options["workload_params"]
+        )
     tasks = [
         (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]

@@ -41,6 +41,11 @@ class NamedFields:
         return message
 
 
+class SettingWarning(UserWarning):
+    """A setting that does nothing as set, or less than it asks (more windows
+    than a split holds); the commands print it as one line, ``warning: ...``."""
+
+
 class ConfigError(NamedFields, ValueError):
     """A setting that cannot be simulated; the message names the field and value,
     the field as data too (:class:`NamedFields`). :meth:`about` builds the usual

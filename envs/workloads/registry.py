@@ -386,6 +386,9 @@ def windows(
     ``name="trace"`` reads a file instead: ``params`` are the fields of
     :class:`~envs.workloads.trace_file.TraceOptions` (``path=FILE``, ...), ``split``
     may also be "val", and ``seed`` is not used.
+
+    A split without windows (``val_windows=0``, ``limit=0``) yields none; the
+    commands and the envs refuse such a split, naming what leaves it empty.
     """
     if name == TRACE_WORKLOAD:
         if train_windows is not None or test_windows is not None or val_windows is not None:

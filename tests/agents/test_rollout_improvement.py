@@ -18,7 +18,7 @@ import torch
 import envs  # noqa: F401  (registers the environments)
 from agents.adapter import AgentPolicy
 from agents.algorithms import AgentSpec, build_model
-from agents.improvement_settings import ImprovementSettings, SettingWarning
+from agents.improvement_settings import ImprovementSettings
 from agents.rollout_improvement import (
     _Probe,
     _serve,
@@ -28,6 +28,7 @@ from agents.rollout_improvement import (
 from envs.encoder import NODE_FEATURES, hold_s, log_seconds, max_backlog_s
 from envs.route_warm import allowed_warms
 from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.errors import SettingWarning
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from envs.workloads.registry import windows

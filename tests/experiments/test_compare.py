@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -307,3 +308,17 @@ def test_a_shipped_agent_is_named_by_its_name_in_agents_and_hinted_at_in_policie
         r"as agents=ppo_thresholds_spread",
     ):
         compare.resolve_policies(options)
+
+
+def test_asking_more_windows_than_the_split_holds_warns_with_the_count() -> None:
+    from envs.sim.errors import SettingWarning
+    from experiments.evaluation import count_windows
+
+    with pytest.warns(
+        SettingWarning, match=r"^windows=100: .* has 15 test windows; all of them run$"
+    ):
+        assert count_windows("bursted_synthetic", 100) == 15
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert count_windows("bursted_synthetic", 15) == 15
+        assert count_windows("bursted_synthetic", None) == 15
