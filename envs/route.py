@@ -34,7 +34,10 @@ class RouteEnv(ClusterEnv):
     feature ``i`` of node ``j``, so a set-based network can reshape the first
     ``10 n`` entries to ``(n, 10)``, ``n = n_nodes``), then six for the arriving
     request from index ``10 n``. The *prefix* is the request's prompt blocks but
-    the last (:func:`envs.encoder.prefix_of`).
+    the last (:func:`envs.encoder.prefix_of`): a request whose own suffix spans
+    more than one block has a prefix no other request shares, and its prefix
+    features see no sharing (docs/traces.md,
+    "Small blocks and the prefix a copy moves (a known limitation)").
 
     | index    | feature            | what it is                               | scale             |
     |----------|--------------------|------------------------------------------|-------------------|

@@ -260,7 +260,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     config.check_cluster(SETUPS[options["setup"]][2])  # before any window runs
     limit = options["windows"] or None
     workload = options["workload"]
-    n_windows = count_windows(workload, limit, options["workload_seed"], params)
+    # more than the workload has: said when asked for, not for the default on a short trace
+    asked = options["windows"] != DEFAULTS["windows"]
+    n_windows = count_windows(workload, limit, options["workload_seed"], params, asked)
     out_dir = claim_run_dir(
         options["out_dir"],
         default_out_dir(options, "compare", shown),

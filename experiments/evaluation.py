@@ -113,9 +113,11 @@ def count_windows(
     limit: int | None = None,
     seed: int = PUBLISHED_SEED,
     params: Mapping[str, Any] | None = None,
+    warn: bool = True,
 ) -> int:
     """How many test windows :func:`split_windows` yields (for progress bars); a
-    workload without any is an error (its rows would be empty, its TTFTs NaN)."""
+    workload without any is an error (its rows would be empty, its TTFTs NaN).
+    Asking more than it has warns (``SettingWarning``) unless not ``warn``."""
     from envs.windows import no_windows_hint
     from envs.workloads.registry import plan
     from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
@@ -127,7 +129,7 @@ def count_windows(
     if not n:
         hint = no_windows_hint(workload, "test", dict(params or {}))
         raise ValueError(f"workload {workload!r} has no 'test' windows{hint}")
-    if limit is not None and limit > n:
+    if limit is not None and limit > n and warn:
         warnings.warn(
             f"windows={limit}: workload {workload!r} has {n} test window"
             f"{'' if n == 1 else 's'}; {'it runs' if n == 1 else 'all of them run'}",

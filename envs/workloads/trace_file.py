@@ -38,6 +38,7 @@ import statistics
 import warnings
 import zlib
 from array import array
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -614,7 +615,48 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
         yield _window(plan, current, requests)
 
 
+PRIVATE_KEY_SHARE = 0.1
+"""The share of a window's requests whose prompt but its last block ends in blocks
+of their own, while sharing leading blocks, above which a trace is warned about."""
+_KEYS_CHECKED: set[str] = set()  # trace paths whose first window read was looked at
+
+
+def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Request]) -> None:
+    """Warn, once per file and process, when the first window read of a trace has
+    many requests that share leading blocks with others but whose prompt less its
+    last block ends in blocks no other request has (a suffix longer than one
+    block): the prefix the copying routers and the route envs' features key on
+    is then each request's own (docs/traces.md,
+    "Small blocks and the prefix a copy moves (a known limitation)")."""
+    path = str(plan.options.path)
+    if path in _KEYS_CHECKED:
+        return
+    _KEYS_CHECKED.add(path)
+    seen: Counter[int] = Counter()
+    for request in requests:
+        seen.update(request.blocks)
+    private = sum(
+        len(r.blocks) >= 2 and seen[r.blocks[0]] >= 2 and seen[r.blocks[-2]] == 1 for r in requests
+    )
+    if private < max(1, PRIVATE_KEY_SHARE * len(requests)):
+        return
+    warnings.warn(
+        TraceWarning(
+            f"{Path(path).name}: in window {trace_id}, {private:,} of {len(requests):,} "
+            "requests share leading blocks with others, but their prompt less its last "
+            f"block ends in {plan.block_tokens}-token blocks no other request has (a "
+            "suffix longer than one block). The copying routers (eft_pull, eft_pull_spread, "
+            "btb_eft), the thresholds agents' BTB, the route-and-warm agents' warm actions "
+            "and the route envs' prefix features "
+            "(same_1s/10s/60s, age, holders) key a prefix that way and see no sharing "
+            "for them; btb, cache_aware and oracle_warm are not affected (see docs/traces.md)"
+        ),
+        stacklevel=2,
+    )
+
+
 def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Workload:
+    _warn_private_key_ends(plan, window.trace_id, requests)
     stem = Path(plan.options.path).stem
     meta = {
         "workload": TRACE_WORKLOAD,

@@ -418,3 +418,34 @@ def test_a_trace_error_crosses_to_another_process() -> None:
     assert copy.named({"skip_bad_rows": "workload.skip_bad_rows"}).endswith(
         "workload.skip_bad_rows=true skips it"
     )
+
+
+def test_requests_whose_prefix_key_ends_in_their_own_blocks_are_warned_about_once(
+    tmp_path: Path,
+) -> None:
+    """Ten requests share block 1; each has a 2-block suffix of its own (1,200 tokens
+    at 512-token blocks), so its prompt less its last block ends in a block no other
+    request has: all ten are counted, once per file. A 1-block suffix is not."""
+    rows = [
+        {
+            "timestamp": i * 100,
+            "input_length": 1200,
+            "output_length": 1,
+            "hash_ids": [1, 2 + i, 50 + i],
+        }
+        for i in range(10)
+    ]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.warns(TraceWarning) as caught:
+        assert len(list(windows("trace", split="all", path=str(path)))) == 1
+    said = [str(w.message) for w in caught if "no other request has" in str(w.message)]
+    assert len(said) == 1
+    assert said[0].startswith(
+        "long.jsonl: in window long-0000, 10 of 10 requests share leading blocks with others, "
+        "but their prompt less its last block ends in 512-token blocks no other request has"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same file again: said already
+        list(windows("trace", split="all", path=str(path)))
+        short = [{**r, "input_length": 1000, "hash_ids": r["hash_ids"][:2]} for r in rows]
+        list(windows("trace", split="all", path=str(write_jsonl(tmp_path / "s.jsonl", short))))
