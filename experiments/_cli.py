@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
 import typing
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import (
@@ -205,6 +206,16 @@ def error_line(error: BaseException) -> str:
     return line.removeprefix("error: ")
 
 
+def exit_with(status: int) -> NoReturn:
+    """A command's last step (its ``__main__``): exit with ``status``. A run that
+    ended well ignores Ctrl-C from here on: while Python shuts down (torch's and
+    the loggers' clean-up) an interrupt would end the process with status 130,
+    which says the run was stopped, though its files are all written."""
+    if status == 0:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise SystemExit(status)
+
+
 def main_guard(fn: Any) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
@@ -221,6 +232,8 @@ def main_guard(fn: Any) -> int:
 
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _OutlivesReader(sys.stdout), _OutlivesReader(sys.stderr)
     command: list[str] = []  # parse_args names the command here
     _RUNNING.append(command)
     with rare_gc.RARE_GC:
@@ -240,7 +253,45 @@ def main_guard(fn: Any) -> int:
             _RUNNING.pop()
             warnings.showwarning = shown
             release_out_dirs()
+            for stream in (sys.stdout, sys.stderr):  # a reader gone now: not at Python's exit
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            sys.stdout, sys.stderr = streams
     return 0
+
+
+class _OutlivesReader:
+    """``sys.stdout`` or ``sys.stderr`` for a command's run: once a pipe's reader has
+    gone (``compare | head -1``), what is still written goes to /dev/null, so the
+    run goes on to write its files and ends as it would have. A write into the
+    closed pipe would otherwise raise ``BrokenPipeError`` in the middle of the run
+    (after the table, before ``results.json``), and the run would be lost."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, self._stream.fileno())
+            os.close(null)
+            self._stream.flush()  # what the pipe refused goes to /dev/null
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:

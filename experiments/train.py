@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from envs.cluster_env import REWARD_ARGS
 from envs.sim.checks import is_number
 from experiments import sweeps
-from experiments._cli import LEGACY_SEED_MAX
+from experiments._cli import LEGACY_SEED_MAX, exit_with
 from experiments.config import (
     ENV_ARG_DEFAULTS,
     ENV_ARGS,
@@ -1365,4 +1365,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    raise SystemExit(hydra_entry("experiments.train", main))
+    exit_with(hydra_entry("experiments.train", main))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import runpy
+import signal
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,7 @@ def run_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[s
             patch.setattr(sys, "argv", [command, *args])
             root = logging.getLogger()
             handlers, level = list(root.handlers), root.level
+            on_interrupt = signal.getsignal(signal.SIGINT)  # a finished command ignores it
             capsys.readouterr()
             try:
                 with warnings.catch_warnings():
@@ -72,6 +74,7 @@ def run_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[s
                         root.removeHandler(handler)
                         handler.close()
                 root.setLevel(level)
+                signal.signal(signal.SIGINT, on_interrupt)
             out = capsys.readouterr()
         return Finished(code, out.out, out.err)
 

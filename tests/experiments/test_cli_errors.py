@@ -7,8 +7,10 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -1372,6 +1374,33 @@ def test_a_closed_pipe_ends_a_command_quietly(monkeypatch: pytest.MonkeyPatch) -
     assert cli.main_guard(write) == 0
 
 
+def test_a_reader_gone_mid_run_leaves_the_run_to_finish_and_write_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``compare | head -1``: the reader leaves after the first line. The rest of the
+    run's printing goes to /dev/null and the run writes its files and ends with
+    status 0; before, the next print raised BrokenPipeError and the run was lost."""
+    import experiments._cli as cli
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone: writing raises BrokenPipeError (EPIPE)
+    pipe = open(write, "w", buffering=1, encoding="utf-8")  # noqa: SIM115
+    monkeypatch.setattr(sys, "stdout", pipe)
+
+    def run() -> None:
+        for i in range(100):
+            print(f"row {i}")
+        (tmp_path / "results.json").write_text("{}", encoding="utf-8")
+
+    try:
+        assert cli.main_guard(run) == 0
+        assert (tmp_path / "results.json").read_text(encoding="utf-8") == "{}"
+        assert sys.stdout is pipe  # put back
+        print("after the run")  # the pipe's descriptor now leads to /dev/null
+    finally:
+        pipe.close()
+
+
 def test_hydra_full_error_keeps_hydra_s_own_report(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
@@ -1590,3 +1619,29 @@ def test_the_longest_shared_prefix_by_hand() -> None:
     prompts = [(1, 2, 3), (1, 2, 5, 6), (1, 2, 5, 9)]
     requests = [Request(i, f"r{i}", float(i), 1024, 1, b) for i, b in enumerate(prompts)]
     assert longest_shared_prefix_tokens(Workload("w", 256, requests)) == 3 * 256
+
+
+def test_a_finished_command_ignores_ctrl_c_while_python_shuts_down(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """Its files are written: an interrupt during Python's exit no longer ends it
+    with 130, which would say the run was stopped. A failed one keeps Ctrl-C."""
+    import signal
+
+    seen: list[Any] = []
+    real = signal.signal
+
+    def record(number: int, handler: Any) -> Any:
+        seen.append((number, handler))
+        return real(number, handler)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(signal, "signal", record)
+        done = run_command("experiments.example_trace", [f"out={tmp_path / 't.jsonl'}"], tmp_path)
+        assert done.returncode == 0
+        assert seen[0] == (signal.SIGINT, signal.SIG_IGN)
+        seen.clear()
+        failed = run_command("experiments.example_trace", ["bogus=1"], tmp_path)
+        assert failed.returncode == 2
+        assert (signal.SIGINT, signal.SIG_IGN) not in seen
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
