@@ -211,6 +211,16 @@ class RouteEnv(ClusterEnv):
         sim.journal = []
         try:
             choice = policy.decide(sim, self.request)
+        except (IndexError, KeyError) as error:
+            if any(done is policy for done in self._reset_policies):
+                raise
+            name = getattr(policy, "name", type(policy).__name__)
+            raise RuntimeError(
+                f"policy {name!r} failed at request {self.request.index} of the episode, "
+                f"its first use here, with {type(error).__name__}: {error}. A policy first "
+                "used after the episode's first request needs policy.reset(env.unwrapped.sim) "
+                "by hand before it (policy_action resets it only at the first request)"
+            ) from error
         finally:
             self._pending_ops.extend(sim.journal)
             sim.journal = None

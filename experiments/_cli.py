@@ -140,22 +140,27 @@ def running_command() -> str:
 
 
 def parse_args(
-    command: str, defaults: Mapping[str, Any], argv: Sequence[str] | None = None
+    command: str,
+    defaults: Mapping[str, Any],
+    argv: Sequence[str] | None = None,
+    more_help: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Return ``defaults`` updated by ``key=value`` arguments from ``argv``. Inside
-    :func:`main_guard`, ``command`` then names every error it prints."""
+    :func:`main_guard`, ``command`` then names every error it prints. ``--help``
+    lists the options with their defaults, then the lines of ``more_help``."""
     name_running(command)
     args = list(sys.argv[1:] if argv is None else argv)
     options = dict(defaults)
     if any(a in {"-h", "--help"} for a in args):
         lines = [f"usage: python -m {command} [key=value ...]", "options (defaults):"]
-        lines += [f"  {k}={_as_typed(v)}" for k, v in defaults.items()]
+        lines += [f"  {k}={as_typed(v)}" for k, v in defaults.items()]
         lists = [k for k, v in defaults.items() if isinstance(v, list)]
         if lists:  # this command's own list options, and only if it has some
             first = lists[0]
             lines.append(
                 f"lists ({', '.join(lists)}) are comma-separated ({first}=a,b); empty is {first}="
             )
+        lines += more_help
         print("\n".join(lines))
         raise SystemExit(0)
     for arg in args:
@@ -169,7 +174,7 @@ def parse_args(
     return options
 
 
-def _as_typed(value: Any) -> str:
+def as_typed(value: Any) -> str:
     """A default as it would be typed on the command line."""
     if isinstance(value, (list, tuple)):
         return ",".join(str(item) for item in value)

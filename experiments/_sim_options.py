@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from envs.sim import SimConfig
-from experiments._cli import UsageError
+from experiments._cli import UsageError, as_typed
 
 PREFIX = "sim."
 NAMES = tuple(
@@ -23,6 +23,12 @@ NAMES = tuple(
     if f.name not in ("causal_kv", "copy_model") and f.default is not None
 )
 """The SimConfig options a ``sim.NAME=`` argument may set."""
+HELP = (
+    "sim.NAME=VALUE sets a simulator option (envs.sim.SimConfig; its field docs give "
+    "each default and meaning):",
+    *(f"  {PREFIX}{name}={as_typed(getattr(SimConfig, name))}" for name in NAMES),
+)
+"""What ``--help`` adds to the options of a command that takes them."""
 
 
 def split_sim_options(

@@ -69,6 +69,7 @@ from experiments._cli import (
     workload_params,
 )
 from experiments._io import claim_run_dir, releasing_out_dirs
+from experiments._sim_options import HELP as sim_help
 from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.evaluation import (
     DEFAULT_BASELINE,
@@ -225,7 +226,7 @@ def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv, sim_options = split_sim_options("experiments.compare", argv)
-    options = parse_args("experiments.compare", DEFAULTS, argv)
+    options = parse_args("experiments.compare", DEFAULTS, argv, sim_help)
     if options["setup"] not in SETUPS:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
     for key in ("seed", "workload_seed"):

@@ -60,6 +60,7 @@ from experiments._cli import (
     workload_params,
 )
 from experiments._io import claim_run_dir, releasing_out_dirs
+from experiments._sim_options import HELP as sim_help
 from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, count_windows, evaluate_policies, split_windows
@@ -222,7 +223,7 @@ def causal_kv_modes(text: str) -> list[bool]:
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv, sim_options = split_sim_options("experiments.reproduce", argv)
-    options = parse_args("experiments.reproduce", DEFAULTS, argv)
+    options = parse_args("experiments.reproduce", DEFAULTS, argv, sim_help)
     options["sim"] = sim_options  # sim.NAME=VALUE (experiments._sim_options)
     if not options["setups"]:
         raise UsageError(f"experiments.reproduce: setups is empty; known: {', '.join(SETUPS)}")

@@ -266,6 +266,24 @@ def test_baselines_through_route_warm_match_the_direct_run(policy_name, reset_by
         assert env.sim.copies, "btb_pending should warm on a burst window"
 
 
+def test_a_planner_first_used_mid_episode_without_a_reset_is_named(window):
+    """oracle_warm plans at its reset; first used at request 3 without one it
+    failed with a bare IndexError. The error now says what to do."""
+    env = make("btb/RouteWarm-v0", window).unwrapped
+    env.reset(seed=11, options={"window": 0})
+    for _ in range(3):
+        env.step(env.policy_action(make_policy("cache_aware")))
+    policy = make_policy("oracle_warm")
+    with pytest.raises(
+        RuntimeError,
+        match=r"^policy 'oracle_warm' failed at request 3 of the "
+        r"episode, its first use here, with IndexError: .*policy\.reset\(env",
+    ):
+        env.policy_action(policy)
+    policy.reset(env.sim)  # as the message says
+    env.step(env.policy_action(policy))
+
+
 def test_thresholds_env_applies_the_chosen_thresholds(window):
     from envs.thresholds import MIN_PREFIX_CHOICES, X_CHOICES, Z_CHOICES
 

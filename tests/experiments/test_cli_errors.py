@@ -624,7 +624,11 @@ def test_help_names_only_the_command_s_own_options(
     usage, *lines = capsys.readouterr().out.splitlines()
     assert usage == f"usage: python -m experiments.{name} [key=value ...]"
     named = {key for line in lines for key in re.findall(r"([\w.]+)=", line)}
-    assert named == set(module.DEFAULTS)
+    # and, for compare and reproduce, the simulator's options (sim.NAME=VALUE)
+    from experiments._sim_options import NAMES
+
+    sim = {f"sim.{n}" for n in NAMES} | {"sim.NAME"} if name in ("compare", "reproduce") else set()
+    assert named == set(module.DEFAULTS) | sim
     lists = [key for key, value in module.DEFAULTS.items() if isinstance(value, list)]
     hint = [line for line in lines if "comma-separated" in line]
     assert hint == ([f"lists ({', '.join(lists)}) are comma-separated ({lists[0]}=a,b); "

@@ -322,3 +322,19 @@ def test_asking_more_windows_than_the_split_holds_warns_with_the_count() -> None
         warnings.simplefilter("error")
         assert count_windows("bursted_synthetic", 15) == 15
         assert count_windows("bursted_synthetic", None) == 15
+
+
+def test_help_lists_the_sim_options_with_their_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from experiments import reproduce
+
+    for main in (compare.main, reproduce.main):
+        with pytest.raises(SystemExit) as stop:
+            main(["--help"])
+        assert stop.value.code == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].startswith("usage: python -m experiments.")
+        assert "  sim.router_view_delay_s=0.0" in out
+        assert "  sim.reclaim_order=lru" in out
+        assert "  sim.fault_node_loss_s=" in out  # an empty list
