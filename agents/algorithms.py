@@ -143,9 +143,15 @@ def _set_options(spec: AgentSpec, names: tuple[str, ...]) -> dict[str, bool]:
 # (low, high, low is open, integer). A value SB3 itself refuses is left to SB3:
 # build_model relabels its error with the config path (clip_range_vf <= 0, a
 # negative learning_rate, PPO's n_steps x env.n_envs <= 1 and batch_size <= 1).
+MAX_ROLLOUT = 2**20
+"""The most steps an env's rollout (``n_steps``) or a minibatch holds: numpy
+allocates the rollout buffer up front, so 10**12 failed with an allocation error."""
+MAX_BUFFER = 10**8
+"""The most transitions DQN's replay buffer holds (SB3 allocates it up front)."""
 _RANGES: dict[str, tuple[float, float, bool, bool]] = {
-    # torch refuses a negative rate or nan itself; inf trains the weights to nan
-    "learning_rate": (-math.inf, math.inf, False, False),
+    # torch refuses a negative rate or nan itself, once SB3 has built the model (and
+    # warned about other settings); inf trains the weights to nan
+    "learning_rate": (0.0, math.inf, False, False),
     # never checked: a discount or a lambda outside [0, 1] trains to the end (gamma=2)
     "gamma": (0.0, 1.0, False, False),
     "gae_lambda": (0.0, 1.0, False, False),
@@ -167,13 +173,13 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "exploration_final_eps": (0.0, 1.0, False, False),
     # PPO refuses n_steps x n_envs <= 1; A2C and MaskablePPO take n_steps=0 (and
     # fail inside learn(), after the run folder) or -1 (numpy's "negative dimensions")
-    "n_steps": (1, math.inf, False, True),
+    "n_steps": (1, MAX_ROLLOUT, False, True),
     # PPO refuses <= 1; MaskablePPO and DQN take 0 and fail inside learn()
-    "batch_size": (1, math.inf, False, True),
+    "batch_size": (1, MAX_ROLLOUT, False, True),
     # never checked: n_epochs=0 fails inside learn() (an UnboundLocalError)
     "n_epochs": (1, math.inf, False, True),
     # never checked: DQN takes buffer_size=-1, learning_starts=-1, target_update_interval=0
-    "buffer_size": (1, math.inf, False, True),
+    "buffer_size": (1, MAX_BUFFER, False, True),
     "learning_starts": (0, math.inf, False, True),
     "target_update_interval": (1, math.inf, False, True),
     "gradient_steps": (-1, math.inf, False, True),  # -1: as many as the env steps taken

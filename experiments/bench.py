@@ -96,6 +96,8 @@ from experiments._cli import (
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.report import aligned_table
 
+MAX_READ_ROWS = 10_000_000
+"""The most rows the reader's benchmark writes and reads (``read_rows``)."""
 DEFAULTS: dict[str, Any] = {
     "out_dir": "",
     "repeats": 3,
@@ -140,6 +142,10 @@ def _check(options: dict[str, Any]) -> list[str]:
             raise UsageError(
                 f"{COMMAND}: {name} must be an integer >= {minimum}, got {options[name]!r}"
             )
+    if options["read_rows"] > MAX_READ_ROWS:  # the rows are written to a file first
+        raise UsageError(
+            f"{COMMAND}: read_rows must be at most {MAX_READ_ROWS:,}, got {options['read_rows']!r}"
+        )
     if options["window"] < 0:
         raise UsageError(
             f"{COMMAND}: window must be >= 0 (a synthetic window's index, or a test "

@@ -218,6 +218,12 @@ def hydra_entry(
                     raise OutDirError(in_use_message(f"{label} (from the command line)"))
                 _check_not_a_run(Path(value), label, args)
                 records[Path(value)] = hydra_record(Path(value))
+            for arg in args:  # the record of the setup option chosen, not a choice
+                if arg.lstrip("+~").split("=", 1)[0] == "setup.name":
+                    raise UsageError(
+                        f"{command}: setup.name records the setup chosen; choose one with "
+                        f"setup=NAME (got {arg!r} from the command line)"
+                    )
             if precheck is not None:
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
@@ -661,14 +667,17 @@ def check_world(cfg: Any) -> None:
 
 
 def check_policy_names(names: Sequence[str], field: str) -> None:
-    """Every baseline named in ``field`` (``policies``, ``train.eval_policies``) exists."""
+    """Every baseline named in ``field`` (``policies``, ``train.eval_policies``) exists,
+    and each once (a result file would list it twice, and it would run once)."""
     from baselines.policy import POLICIES
 
-    for name in names:
+    for i, name in enumerate(names):
         if name not in POLICIES:
             raise ValueError(
                 f"{field}: unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}"
             )
+        if name in names[:i]:
+            raise ValueError(f"{field} lists {name!r} twice")
 
 
 def agent_labels(names: Sequence[str], folders: Sequence[str]) -> list[str]:

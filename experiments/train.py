@@ -30,7 +30,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from envs.cluster_env import REWARD_ARGS
-from envs.sim.checks import is_number
+from envs.sim.checks import check_number, is_number
 from experiments import sweeps
 from experiments._cli import LEGACY_SEED_MAX, exit_with
 from experiments.config import (
@@ -69,6 +69,12 @@ register_configs()
 
 
 KIND_ARGS = {"thresholds": THRESHOLDS_ARGS, "route_warm": ROUTE_WARM_ARGS}
+MAX_ENVS = 1024
+"""The most envs a run steps (``env.n_envs``)."""
+MAX_HIDDEN = 65_536
+"""The most units a layer has (``agent.hidden``)."""
+MAX_THREADS = 1024
+"""The most threads ``train.torch_threads`` and ``train.update_threads`` ask for."""
 """The env arguments of one env kind only, besides every kind's ENV_ARGS."""
 
 
@@ -187,22 +193,28 @@ def check_train(cfg: Any) -> None:
                     f"env.{name} is an option of env.kind={kind}, not of "
                     f"env.kind={cfg.env.kind} (leave it at {ENV_ARG_DEFAULTS[name]!r})"
                 )
-    if cfg.env.n_envs < 1:
-        raise ValueError(f"env.n_envs must be >= 1, got {cfg.env.n_envs}")
-    if cfg.agent.hidden < 1:
-        raise ValueError(f"agent.hidden must be >= 1 (units per layer), got {cfg.agent.hidden}")
+    # ceilings far above any use, below what a machine can allocate (a typo's 10**12
+    # envs, units or threads hung or failed deep in numpy or torch)
+    if not 1 <= cfg.env.n_envs <= MAX_ENVS:
+        raise ValueError(f"env.n_envs must be in [1, {MAX_ENVS}], got {cfg.env.n_envs}")
+    if not 1 <= cfg.agent.hidden <= MAX_HIDDEN:
+        raise ValueError(
+            f"agent.hidden must be in [1, {MAX_HIDDEN}] (units per layer), got {cfg.agent.hidden}"
+        )
     limits = (
-        ("total_timesteps", 0),
-        ("checkpoint_every", 0),
-        ("val_every", 0),
-        ("torch_threads", 1),
-        ("update_threads", 1),
-        ("critic_warmup_steps", 0),
+        ("total_timesteps", 0, None),
+        ("checkpoint_every", 0, None),
+        ("val_every", 0, None),
+        ("torch_threads", 1, MAX_THREADS),
+        ("update_threads", 1, MAX_THREADS),
+        ("critic_warmup_steps", 0, None),
     )
-    for field, low in limits:
+    for field, low, high in limits:
         value = cfg.train[field]
         if value < low:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
+        if high is not None and value > high:
+            raise ValueError(f"train.{field} must be in [{low}, {high}], got {value}")
     hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(hyperparams, dict)
     check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
@@ -254,8 +266,7 @@ def check_curriculum(cfg: Any) -> None:
                 f"got {stage.until}"
             )
         before = stage.until
-    if cfg.train.curriculum_lead_s < 0:
-        raise ValueError(f"train.curriculum_lead_s must be >= 0, got {cfg.train.curriculum_lead_s}")
+    check_number("train.curriculum_lead_s", cfg.train.curriculum_lead_s)  # nan and inf too
     if cfg.train.curriculum_min_requests < 2:
         raise ValueError(
             f"train.curriculum_min_requests must be >= 2, got {cfg.train.curriculum_min_requests}"

@@ -28,6 +28,9 @@ CACHE_CAPACITIES = ("headroom", "budget")
 MATCH_TIERS = ("hbm", "hbm_ram")
 LRU_UNITS = ("run", "block")
 RECLAIM_ORDERS = ("lru", "replicas_first")
+MAX_NODES = 4096
+"""The most nodes a cluster holds: far above a serving cluster of the published
+setups, below what a typo's 10**12 would try to allocate."""
 
 # The accounting settings whose default follows the KV model: btb-gym's physics
 # under causal KV, the reference simulator's under causal_kv=False.
@@ -406,11 +409,15 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if not self.nodes:
             raise ConfigError("cluster.nodes is empty: a cluster needs at least one node")
+        if len(self.nodes) > MAX_NODES:
+            raise ConfigError(
+                f"cluster.nodes has {len(self.nodes)} nodes; a cluster holds at most {MAX_NODES}"
+            )
 
     @classmethod
     def uniform(cls, model: str | ModelSpec, node: str | NodeSpec, n_nodes: int) -> ClusterSpec:
         """``n_nodes`` identical replicas, e.g. ``uniform("llama-3.3-70b", "4xH100", 4)``."""
-        check_int("cluster.n_nodes", n_nodes, 1, ConfigError)
+        checked_number("cluster.n_nodes", n_nodes, 1, MAX_NODES, integer=True, error=ConfigError)
         spec = node if isinstance(node, NodeSpec) else parse_node(node)
         model_spec = model if isinstance(model, ModelSpec) else model_preset(model)
         return cls(model_spec, tuple([spec] * n_nodes))

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import check_int
+from envs.sim.checks import checked_number
 from envs.sim.errors import ConfigError
 from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
@@ -58,6 +58,8 @@ DEFAULT_WORKLOAD = "bursted_synthetic"
 PUBLISHED_WORKLOAD = "bursted_art"
 """The published dataset's composition: ``make_dataset``'s default, listed first."""
 SPLITS = ("train", "val", "test", "all")
+MAX_WINDOWS = 100_000
+"""The most windows of a split a family may be asked for (``train_windows``, ...)."""
 """``all`` is the published layout, train and test (what ``make_dataset`` writes);
 ``val`` is asked for by name."""
 _SPLIT_STREAM = 0x5B17
@@ -235,8 +237,8 @@ def configure(
         "val_windows": val_windows,
     }
     for count_name, count in counts.items():
-        if count is not None:
-            check_int(f"workload {name!r}: {count_name}", count, 0)
+        if count is not None:  # a ceiling: the plan draws a permutation of each count
+            checked_number(f"workload {name!r}: {count_name}", count, 0, MAX_WINDOWS, integer=True)
     used: set[str] = set()
     families = []
     for family in scenario.families:

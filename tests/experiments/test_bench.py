@@ -151,3 +151,16 @@ def test_mooncake_rows_read_back_as_written(tmp_path: Path) -> None:
 def test_bench_rejects_bad_options_before_running(arg: str, message: str) -> None:
     with pytest.raises((UsageError, ValueError), match=message):
         bench.main([arg])
+
+
+def test_a_count_past_what_a_machine_holds_is_refused_before_any_work(tmp_path: Path) -> None:
+    """A typo's 10**12 rows or windows failed deep in numpy with a 2.9 TiB allocation."""
+    from envs.sim.errors import ConfigError
+    from envs.workloads.registry import configure
+    from experiments._cli import UsageError
+
+    with pytest.raises(UsageError, match=r"^experiments\.bench: read_rows must be at most 10,000,"):
+        bench.main(["read_rows=1000000000000", f"out_dir={tmp_path / 'b'}"])
+    assert not (tmp_path / "b").exists()
+    with pytest.raises(ConfigError, match=r"test_windows must be an integer in \[0, 100000\]"):
+        configure("bursted_synthetic", test_windows=10**12)

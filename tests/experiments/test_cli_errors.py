@@ -172,7 +172,12 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
         ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
         ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
-        ("agent.hidden=0", r"agent\.hidden must be >= 1 \(units per layer\), got 0"),
+        ("agent.hidden=0", r"agent\.hidden must be in \[1, 65536\] \(units per layer\), got 0"),
+        ("agent.hidden=1000000000000", r"agent\.hidden must be in \[1, 65536\]"),
+        ("env.n_envs=1000000000000", r"env\.n_envs must be in \[1, 1024\]"),
+        ("train.torch_threads=1000000000000", r"train\.torch_threads must be in \[1, 1024\]"),
+        ("cluster.n_nodes=1000000000000", r"cluster\.n_nodes must be an integer in \[1, 4096\]"),
+        ("train.eval_policies=[btb,btb]", r"^train\.eval_policies lists 'btb' twice"),
         ("env.kind=nope", r"^env\.kind must be one of route, route_warm, thresholds, got 'nope'"),
         ("env.vec=nope", r"^env\.vec must be dummy or subproc, got 'nope'"),
         (  # the default env kind is route: a thresholds-only option would be dropped
@@ -1092,7 +1097,7 @@ def test_a_config_file_on_the_search_path_is_named_as_the_origin(
     [
         ("train.total_timesteps=-5", "train.total_timesteps must be >= 0, got -5"),
         ("agent.hyperparams.gamma=2", "agent.hyperparams.gamma must be a number in [0, 1], got 2"),
-        ("env.n_envs=0", "env.n_envs must be >= 1, got 0"),
+        ("env.n_envs=0", "env.n_envs must be in [1, 1024], got 0"),
         ("seed=-1", "seed must be >= 0 (a numpy seed), got -1"),
         ("logger.mode=bogus", "logger.mode must be one of offline, online, disabled, got 'bogus'"),
     ],
@@ -1112,7 +1117,7 @@ def test_a_checked_value_says_it_came_from_the_command_line(
     ("setting", "message"),
     [
         ("train:\n  total_timesteps: -5\n", "train.total_timesteps must be >= 0, got -5"),
-        ("env:\n  n_envs: 0\n", "env.n_envs must be >= 1, got 0"),
+        ("env:\n  n_envs: 0\n", "env.n_envs must be in [1, 1024], got 0"),
     ],
 )
 def test_a_checked_value_says_it_came_from_the_experiment_file(
@@ -1189,7 +1194,7 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
         # SB3 (or torch) refuses these itself when it builds the model, which is now
         # before the run folder; its message is relabelled with the config path
         ("agent.hyperparams.learning_rate=-1",
-         r"^agent\.hyperparams\.learning_rate: Invalid learning rate: -1\.0$"),
+         r"^agent\.hyperparams\.learning_rate must be a finite number >= 0, got -1$"),
         ("+agent.hyperparams.clip_range_vf=-1",
          r"^agent\.hyperparams\.clip_range_vf: `clip_range_vf` must be positive, "
          r"pass `None` to deactivate vf clipping$"),
@@ -1204,8 +1209,11 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
          r"Currently n_steps=1 and n_envs=1$"),
         # torch takes an infinite rate (the weights go to nan)
         ("agent.hyperparams.learning_rate=inf",
-         r"^agent\.hyperparams\.learning_rate must be a finite number, got inf$"),
-        ("agent.hyperparams.n_steps=0", r"^agent\.hyperparams\.n_steps must be an integer >= 1"),
+         r"^agent\.hyperparams\.learning_rate must be a finite number >= 0, got inf$"),
+        ("agent.hyperparams.n_steps=0",
+         r"^agent\.hyperparams\.n_steps must be an integer in \[1, 1048576\]"),
+        ("agent.hyperparams.n_steps=1000000000000",
+         r"^agent\.hyperparams\.n_steps must be an integer in \[1, 1048576\]"),
         # SB3 ran these to the end (exit 0), on nonsense
         ("agent.hyperparams.gamma=2",
          r"^agent\.hyperparams\.gamma must be a number in \[0, 1\], got 2$"),
@@ -1234,13 +1242,13 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
         ("agent.hyperparams.n_epochs=2.5",
          r"^agent\.hyperparams\.n_epochs must be an integer >= 1, got 2\.5$"),
         ("agent.hyperparams.batch_size=0",
-         r"^agent\.hyperparams\.batch_size must be an integer >= 1"),
+         r"^agent\.hyperparams\.batch_size must be an integer in \[1, 1048576\]"),
         ("+agent.hyperparams.target_kl=0",
          r"^agent\.hyperparams\.target_kl must be a finite number > 0"),
         ("agent=maskable_ppo env=route_warm +agent.hyperparams.gamma=1.01",
          r"^agent\.hyperparams\.gamma must be a number in \[0, 1\]"),
         ("agent=dqn agent.hyperparams.buffer_size=-1",
-         r"^agent\.hyperparams\.buffer_size must be an integer >= 1, got -1$"),
+         r"^agent\.hyperparams\.buffer_size must be an integer in \[1, 100000000\], got -1$"),
         ("agent=dqn agent.hyperparams.learning_starts=-1",
          r"^agent\.hyperparams\.learning_starts must be an integer >= 0, got -1$"),
         ("agent=dqn agent.hyperparams.exploration_fraction=2",

@@ -222,7 +222,8 @@ def test_a_curriculum_trains_on_burst_segments_then_whole_windows(tmp_path):
          r"train\.curriculum\[1\]\.until must be above 64 \(the stages' steps rise\), got 64"),
         ("train.curriculum=[{bursts: 0, until: 64}]",
          r"train\.curriculum\[0\]\.bursts must be >= 1"),
-        ("train.curriculum_lead_s=-1", r"train\.curriculum_lead_s must be >= 0"),
+        ("train.curriculum_lead_s=-1", r"train\.curriculum_lead_s must be a finite number >= 0"),
+        ("train.curriculum_lead_s=nan", r"train\.curriculum_lead_s must be a finite number >= 0"),
     ],
 )  # fmt: skip
 def test_a_curriculum_that_cannot_run_is_refused(tmp_path, override, message):

@@ -293,7 +293,8 @@ def test_true_is_not_a_count() -> None:
         (lambda: MultiTenantConfig(tenants=True), r"MultiTenantConfig\.tenants .* got True"),
         (
             lambda: configure("bursted_synthetic", train_windows=True),
-            r"workload 'bursted_synthetic': train_windows must be an integer >= 0, got True",
+            r"workload 'bursted_synthetic': train_windows must be an integer in "
+            r"\[0, 100000\], got True",
         ),
         (
             lambda: Workload("w", True, []),
