@@ -296,6 +296,15 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         if key in _PLANS:
             return _PLANS[key]
     source, fmt, rows = _open(options)
+    if options.format != "hub" and options.hub_split != TraceOptions.hub_split:
+        warnings.warn(
+            TraceWarning(
+                f"{{hub_split}}={options.hub_split!r} does nothing: it names the split "
+                "of a dataset read with {format}=hub",
+                ("hub_split", "format"),
+            ),
+            stacklevel=3,
+        )
     read = _read_options(options, fmt)
     report = ReadReport(source=source)
     stream = RowStream(rows, fmt, read, report)

@@ -449,3 +449,12 @@ def test_requests_whose_prefix_key_ends_in_their_own_blocks_are_warned_about_onc
         list(windows("trace", split="all", path=str(path)))
         short = [{**r, "input_length": 1000, "hash_ids": r["hash_ids"][:2]} for r in rows]
         list(windows("trace", split="all", path=str(write_jsonl(tmp_path / "s.jsonl", short))))
+
+
+def test_a_hub_split_on_a_file_read_otherwise_warns_that_it_does_nothing(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "h.jsonl", _mooncake([0, 100, 200]))
+    with pytest.warns(TraceWarning, match=r"^hub_split='dev' does nothing: .* format=hub$"):
+        plan_trace(TraceOptions(path=str(path), hub_split="dev"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan_trace(TraceOptions(path=str(path), window_s=60.0))
