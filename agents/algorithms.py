@@ -138,16 +138,17 @@ def _set_options(spec: AgentSpec, names: tuple[str, ...]) -> dict[str, bool]:
     return {name: True for name in names if spec.env_kwargs.get(name)}
 
 
-# Ranges of the SB3 hyperparameters that SB3 2.9 (and torch's optimizers) let
-# through when the model is built, probed on each algorithm that takes them:
-# (low, high, low is open, integer). A value SB3 itself refuses is left to SB3:
-# build_model relabels its error with the config path (clip_range_vf <= 0, a
-# negative learning_rate, PPO's n_steps x env.n_envs <= 1 and batch_size <= 1).
 MAX_ROLLOUT = 2**20
 """The most steps an env's rollout (``n_steps``) or a minibatch holds: numpy
 allocates the rollout buffer up front, so 10**12 failed with an allocation error."""
 MAX_BUFFER = 10**8
 """The most transitions DQN's replay buffer holds (SB3 allocates it up front)."""
+# Ranges of the SB3 hyperparameters that SB3 2.9 (and torch's optimizers) let
+# through when the model is built, probed on each algorithm that takes them, or
+# refuse only once it is built (a negative learning_rate): (low, high, low is
+# open, integer). A value SB3 itself refuses is left to SB3: build_model relabels
+# its error with the config path (clip_range_vf <= 0, PPO's n_steps x env.n_envs
+# <= 1 and batch_size <= 1).
 _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     # torch refuses a negative rate or nan itself, once SB3 has built the model (and
     # warned about other settings); inf trains the weights to nan

@@ -12,12 +12,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import signal
 import sys
 import typing
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import (
@@ -211,16 +210,6 @@ def error_line(error: BaseException) -> str:
     return line.removeprefix("error: ")
 
 
-def exit_with(status: int) -> NoReturn:
-    """A command's last step (its ``__main__``): exit with ``status``. A run that
-    ended well ignores Ctrl-C from here on: while Python shuts down (torch's and
-    the loggers' clean-up) an interrupt would end the process with status 130,
-    which says the run was stopped, though its files are all written."""
-    if status == 0:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise SystemExit(status)
-
-
 def main_guard(fn: Any) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
@@ -238,7 +227,7 @@ def main_guard(fn: Any) -> int:
     shown = warnings.showwarning
     warnings.showwarning = _show_warning
     streams = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _OutlivesReader(sys.stdout), _OutlivesReader(sys.stderr)
+    sys.stdout, sys.stderr = _outliving(sys.stdout), _outliving(sys.stderr)
     command: list[str] = []  # parse_args names the command here
     _RUNNING.append(command)
     with rare_gc.RARE_GC:
@@ -259,10 +248,17 @@ def main_guard(fn: Any) -> int:
             warnings.showwarning = shown
             release_out_dirs()
             for stream in (sys.stdout, sys.stderr):  # a reader gone now: not at Python's exit
-                with contextlib.suppress(OSError, ValueError):
-                    stream.flush()
+                if stream is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.flush()
             sys.stdout, sys.stderr = streams
     return 0
+
+
+def _outliving(stream: Any) -> Any:
+    """``stream`` wrapped in :class:`_OutlivesReader`; None (a closed descriptor at
+    start-up, where ``print`` writes nothing) stays None."""
+    return None if stream is None else _OutlivesReader(stream)
 
 
 class _OutlivesReader:
@@ -275,9 +271,9 @@ class _OutlivesReader:
     def __init__(self, stream: Any) -> None:
         self._stream = stream
 
-    def write(self, text: str) -> int:
+    def write(self, text: str) -> Any:
         try:
-            return int(self._stream.write(text))
+            return self._stream.write(text)
         except BrokenPipeError:
             self._to_devnull()
             return len(text)

@@ -33,7 +33,7 @@ from envs.workloads.readers import (
     iter_trace_windows,
 )
 from envs.workloads.stats import audit_windows
-from experiments._cli import UsageError, exit_with, main_guard, parse_args
+from experiments._cli import UsageError, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.report import audit_table
 
@@ -155,4 +155,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

@@ -84,7 +84,6 @@ from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
     UsageError,
-    exit_with,
     main_guard,
     parse_args,
     sim_config_of,
@@ -386,4 +385,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

@@ -57,7 +57,6 @@ from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
     UsageError,
-    exit_with,
     main_guard,
     parse_args,
     parse_value,
@@ -325,4 +324,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

@@ -20,7 +20,7 @@ from typing import Any
 from envs.files import write_json_atomic
 from envs.sim.config import DEFAULT_SETUP, SETUPS, SimConfig
 from envs.sim.timing import NodeCosts, model_preset, parse_node
-from experiments._cli import UsageError, exit_with, main_guard, naming_value, parse_args
+from experiments._cli import UsageError, main_guard, naming_value, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 
 DEFAULTS: dict[str, Any] = {
@@ -113,4 +113,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

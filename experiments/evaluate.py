@@ -18,7 +18,6 @@ import hydra
 from omegaconf import DictConfig
 
 from experiments import sweeps
-from experiments._cli import exit_with
 from experiments.config import register_configs, setup_label, window_pool_of, workload_label
 from experiments.evaluation import BOUNDS
 from experiments.jobs import (
@@ -125,4 +124,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    exit_with(hydra_entry("experiments.evaluate", main))
+    raise SystemExit(hydra_entry("experiments.evaluate", main))

@@ -14,7 +14,7 @@ from typing import Any
 from envs.files import write_text_atomic
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.example_trace import example_mooncake_text
-from experiments._cli import UsageError, exit_with, main_guard, parse_args
+from experiments._cli import UsageError, main_guard, parse_args
 
 COMMAND = "experiments.example_trace"
 DEFAULTS: dict[str, Any] = {"out": "", "seed": PUBLISHED_SEED, "overwrite": False}
@@ -38,4 +38,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

@@ -54,14 +54,7 @@ from envs.workloads.registry import (
     window_rows,
 )
 from envs.workloads.trace_file import TRACE_WORKLOAD
-from experiments._cli import (
-    UsageError,
-    exit_with,
-    main_guard,
-    parse_args,
-    trace_defaults,
-    workload_params,
-)
+from experiments._cli import UsageError, main_guard, parse_args, trace_defaults, workload_params
 from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.make_dataset"
@@ -507,4 +500,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

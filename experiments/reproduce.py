@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import signal
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -45,10 +46,11 @@ from baselines.policy import POLICIES
 from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.readers import TraceWarning
 from envs.workloads.registry import DEFAULT_WORKLOAD
+from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import (
     UsageError,
-    exit_with,
     main_guard,
     parse_args,
     parse_value,
@@ -130,8 +132,11 @@ def _windows(
     return tuple(split_windows(workload, limit, seed, params=dict(params)))
 
 
-def _ignore_sigint() -> None:
+def _start_worker() -> None:
+    """A worker ignores Ctrl-C (the parent stops the pool) and a trace's warnings,
+    which the parent has said when it read the trace's first window."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    warnings.simplefilter("ignore", TraceWarning)
 
 
 def _task(
@@ -271,6 +276,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         count_windows(
             options["workload"], options["windows"] or None, seed, options["workload_params"]
         )
+    if options["workload"] == TRACE_WORKLOAD:  # its warnings said here, once, not by each worker
+        next(split_windows(options["workload"], 1, params=options["workload_params"]), None)
     tasks = [
         (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]
@@ -303,7 +310,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             # the parent's interrupt, or any error, ends them and cancels the rest. A
             # worker that dies mid-task breaks the pool: an error, never a hang.
             workers = min(options["jobs"], len(tasks))
-            pool = ProcessPoolExecutor(max_workers=workers, initializer=_ignore_sigint)
+            pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker)
             try:
                 futures = [pool.submit(_task, *task, options) for task in tasks]
                 for future in futures:
@@ -340,4 +347,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

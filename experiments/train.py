@@ -30,9 +30,9 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from envs.cluster_env import REWARD_ARGS
-from envs.sim.checks import check_number, is_number
+from envs.sim.checks import check_number, checked_number, is_number
 from experiments import sweeps
-from experiments._cli import LEGACY_SEED_MAX, exit_with
+from experiments._cli import LEGACY_SEED_MAX
 from experiments.config import (
     ENV_ARG_DEFAULTS,
     ENV_ARGS,
@@ -69,13 +69,14 @@ register_configs()
 
 
 KIND_ARGS = {"thresholds": THRESHOLDS_ARGS, "route_warm": ROUTE_WARM_ARGS}
+"""The env arguments of one env kind only, besides every kind's ENV_ARGS."""
 MAX_ENVS = 1024
-"""The most envs a run steps (``env.n_envs``)."""
+"""The most envs a run steps (``env.n_envs``; each alone: n_envs x n_steps is
+not bounded as a product)."""
 MAX_HIDDEN = 65_536
 """The most units a layer has (``agent.hidden``)."""
 MAX_THREADS = 1024
 """The most threads ``train.torch_threads`` and ``train.update_threads`` ask for."""
-"""The env arguments of one env kind only, besides every kind's ENV_ARGS."""
 
 
 def env_kwargs(cfg: Any) -> dict[str, Any]:
@@ -211,10 +212,10 @@ def check_train(cfg: Any) -> None:
     )
     for field, low, high in limits:
         value = cfg.train[field]
-        if value < low:
+        if high is not None:
+            checked_number(f"train.{field}", value, low, high, integer=True)
+        elif value < low:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
-        if high is not None and value > high:
-            raise ValueError(f"train.{field} must be in [{low}, {high}], got {value}")
     hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(hyperparams, dict)
     check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
@@ -1376,4 +1377,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    exit_with(hydra_entry("experiments.train", main))
+    raise SystemExit(hydra_entry("experiments.train", main))

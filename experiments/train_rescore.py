@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from experiments._cli import UsageError, exit_with, main_guard, parse_args
+from experiments._cli import UsageError, main_guard, parse_args
 
 COMMAND = "experiments.train_rescore"
 DEFAULTS: dict[str, Any] = {"run": "", "val_windows": 0, "overwrite": False}
@@ -196,4 +196,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

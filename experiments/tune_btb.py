@@ -21,7 +21,6 @@ from omegaconf import DictConfig
 from envs.workloads.stats import longest_shared_prefix_tokens
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
-from experiments._cli import exit_with
 from experiments.config import (
     CONF_DIR,
     cluster_of,
@@ -314,4 +313,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    exit_with(hydra_entry("experiments.tune_btb", main, precheck=check_sweep))
+    raise SystemExit(hydra_entry("experiments.tune_btb", main, precheck=check_sweep))

@@ -33,7 +33,6 @@ from envs.workloads.bursted import PUBLISHED_SEED
 from experiments._cli import (
     LEGACY_SEED_MAX,
     UsageError,
-    exit_with,
     main_guard,
     parse_args,
     sim_config_of,
@@ -188,4 +187,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    exit_with(main_guard(main))
+    raise SystemExit(main_guard(main))

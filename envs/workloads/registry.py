@@ -58,10 +58,10 @@ DEFAULT_WORKLOAD = "bursted_synthetic"
 PUBLISHED_WORKLOAD = "bursted_art"
 """The published dataset's composition: ``make_dataset``'s default, listed first."""
 SPLITS = ("train", "val", "test", "all")
-MAX_WINDOWS = 100_000
-"""The most windows of a split a family may be asked for (``train_windows``, ...)."""
 """``all`` is the published layout, train and test (what ``make_dataset`` writes);
 ``val`` is asked for by name."""
+MAX_WINDOWS = 100_000
+"""The most windows of a split a family may be asked for (``train_windows``, ...)."""
 _SPLIT_STREAM = 0x5B17
 
 RowMaker = Callable[[Any, int, int, str, str], list[dict[str, Any]]]

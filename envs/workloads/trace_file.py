@@ -46,6 +46,7 @@ from typing import Any
 
 from envs.sim import native
 from envs.sim.errors import ConfigError
+from envs.sim.forecast import prefix_key
 from envs.sim.request import Request, Workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
@@ -638,14 +639,15 @@ def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Reques
     is then each request's own (docs/traces.md,
     "Small blocks and the prefix a copy moves (a known limitation)")."""
     path = str(plan.options.path)
-    if path in _KEYS_CHECKED:
+    key = os.path.realpath(path) if os.path.exists(path) else path  # a dataset by name
+    if key in _KEYS_CHECKED:
         return
-    _KEYS_CHECKED.add(path)
+    _KEYS_CHECKED.add(key)
     seen: Counter[int] = Counter()
     for request in requests:
         seen.update(request.blocks)
     private = sum(
-        len(r.blocks) >= 2 and seen[r.blocks[0]] >= 2 and seen[r.blocks[-2]] == 1 for r in requests
+        len(r.blocks) >= 2 and seen[r.blocks[0]] >= 2 and seen[prefix_key(r)] == 1 for r in requests
     )
     if private < max(1, PRIVATE_KEY_SHARE * len(requests)):
         return
@@ -658,7 +660,8 @@ def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Reques
             "btb_eft), the thresholds agents' BTB, the route-and-warm agents' warm actions "
             "and the route envs' prefix features "
             "(same_1s/10s/60s, age, holders) key a prefix that way and see no sharing "
-            "for them; btb, cache_aware and oracle_warm are not affected (see docs/traces.md)"
+            "for them; btb, btb_pending, cache_aware and oracle_warm are not affected (see "
+            "docs/traces.md)"
         ),
         stacklevel=2,
     )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import runpy
-import signal
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -53,7 +52,6 @@ def run_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[s
             patch.setattr(sys, "argv", [command, *args])
             root = logging.getLogger()
             handlers, level = list(root.handlers), root.level
-            on_interrupt = signal.getsignal(signal.SIGINT)  # a finished command ignores it
             capsys.readouterr()
             try:
                 with warnings.catch_warnings():
@@ -74,7 +72,6 @@ def run_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[s
                         root.removeHandler(handler)
                         handler.close()
                 root.setLevel(level)
-                signal.signal(signal.SIGINT, on_interrupt)
             out = capsys.readouterr()
         return Finished(code, out.out, out.err)
 

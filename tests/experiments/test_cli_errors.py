@@ -166,8 +166,12 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
     [
         ("train.total_timesteps=-5", r"train\.total_timesteps must be >= 0, got -5"),
         ("train.checkpoint_every=-1", r"train\.checkpoint_every must be >= 0, got -1"),
-        ("train.torch_threads=0", r"train\.torch_threads must be >= 1, got 0"),
-        ("train.update_threads=0", r"train\.update_threads must be >= 1, got 0"),
+        ("train.torch_threads=0", r"train\.torch_threads must be an integer in \[1, 1024\], got 0"),
+        (
+            "train.update_threads=0",
+            r"train\.update_threads must be an integer in \[1, 1024\], got 0",
+        ),
+        ("train.update_threads=1025", r"train\.update_threads must be an integer in \[1, 1024\]"),
         ("workload.train_pool=0", r"workload\.train_pool must be >= 1 or null \(all\), got 0"),
         ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
@@ -175,7 +179,10 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
         ("agent.hidden=0", r"agent\.hidden must be in \[1, 65536\] \(units per layer\), got 0"),
         ("agent.hidden=1000000000000", r"agent\.hidden must be in \[1, 65536\]"),
         ("env.n_envs=1000000000000", r"env\.n_envs must be in \[1, 1024\]"),
-        ("train.torch_threads=1000000000000", r"train\.torch_threads must be in \[1, 1024\]"),
+        (
+            "train.torch_threads=1000000000000",
+            r"train\.torch_threads must be an integer in \[1, 1024\]",
+        ),
         ("cluster.n_nodes=1000000000000", r"cluster\.n_nodes must be an integer in \[1, 4096\]"),
         ("train.eval_policies=[btb,btb]", r"^train\.eval_policies lists 'btb' twice"),
         ("env.kind=nope", r"^env\.kind must be one of route, route_warm, thresholds, got 'nope'"),
@@ -1191,10 +1198,12 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
          r"episode\], got \[1\]$"),
         ("agent=dqn agent.hyperparams.train_freq=[1,epoch]",
          r"^agent\.hyperparams\.train_freq must be .* got \[1, 'epoch'\]$"),
-        # SB3 (or torch) refuses these itself when it builds the model, which is now
-        # before the run folder; its message is relabelled with the config path
+        # checked before SB3 builds the model (torch refused it after, behind SB3's
+        # warnings about other settings)
         ("agent.hyperparams.learning_rate=-1",
          r"^agent\.hyperparams\.learning_rate must be a finite number >= 0, got -1$"),
+        # SB3 (or torch) refuses these itself when it builds the model, which is now
+        # before the run folder; its message is relabelled with the config path
         ("+agent.hyperparams.clip_range_vf=-1",
          r"^agent\.hyperparams\.clip_range_vf: `clip_range_vf` must be positive, "
          r"pass `None` to deactivate vf clipping$"),
@@ -1633,27 +1642,28 @@ def test_the_longest_shared_prefix_by_hand() -> None:
     assert longest_shared_prefix_tokens(Workload("w", 256, requests)) == 3 * 256
 
 
-def test_a_finished_command_ignores_ctrl_c_while_python_shuts_down(
-    tmp_path: Path, run_command: Callable[..., Any]
+@pytest.mark.parametrize("arg", ["setup.name=qwen3_8b_h100x4", "+setup.name=x", "++setup.name=x"])
+def test_setup_name_on_the_command_line_is_refused_not_ignored(
+    arg: str, tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
-    """Its files are written: an interrupt during Python's exit no longer ends it
-    with 130, which would say the run was stopped. A failed one keeps Ctrl-C."""
-    import signal
+    """setup.name records the setup chosen; setting it ran the default setup."""
+    done = run_command("experiments.tune_btb", ["logger=none", "workload=tiny", arg], tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "error: experiments.tune_btb: setup.name records the setup chosen; choose one with "
+        f"setup=NAME (got {arg!r} from the command line)\n"
+    )
+    assert not (tmp_path / "runs").exists()
 
-    seen: list[Any] = []
-    real = signal.signal
 
-    def record(number: int, handler: Any) -> Any:
-        seen.append((number, handler))
-        return real(number, handler)
+def test_a_cluster_past_the_ceiling_is_refused_however_it_is_built() -> None:
+    from envs.sim.config import MAX_NODES, ClusterSpec, NodeSpec, model_preset
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(signal, "signal", record)
-        done = run_command("experiments.example_trace", [f"out={tmp_path / 't.jsonl'}"], tmp_path)
-        assert done.returncode == 0
-        assert seen[0] == (signal.SIGINT, signal.SIG_IGN)
-        seen.clear()
-        failed = run_command("experiments.example_trace", ["bogus=1"], tmp_path)
-        assert failed.returncode == 2
-        assert (signal.SIGINT, signal.SIG_IGN) not in seen
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    with pytest.raises(ValueError, match=r"^cluster\.n_nodes must be an integer in \[1, 4096\]"):
+        ClusterSpec.uniform("llama-3.3-70b", "4xH100", MAX_NODES + 1)
+    node = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 1).nodes[0]
+    assert isinstance(node, NodeSpec)
+    with pytest.raises(
+        ValueError, match=r"^cluster\.nodes has 4097 nodes; a cluster holds at most"
+    ):
+        ClusterSpec(model_preset("llama-3.3-70b"), (node,) * (MAX_NODES + 1))
