@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from envs.cluster_env import REWARD_ARGS
 from envs.sim.checks import check_number, checked_number, is_number
+from envs.sim.errors import SettingWarning
 from experiments import sweeps
 from experiments._cli import LEGACY_SEED_MAX
 from experiments.config import (
@@ -216,6 +218,14 @@ def check_train(cfg: Any) -> None:
             checked_number(f"train.{field}", value, low, high, integer=True)
         elif value < low:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
+    warmup, total = int(cfg.train.critic_warmup_steps), int(cfg.train.total_timesteps)
+    if total > 0 and warmup >= total and not cfg.resume:
+        warnings.warn(
+            f"train.critic_warmup_steps={warmup} >= train.total_timesteps={total}: the whole "
+            "run warms the critic up with the policy frozen; the policy never trains",
+            SettingWarning,
+            stacklevel=2,
+        )
     hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(hyperparams, dict)
     check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})

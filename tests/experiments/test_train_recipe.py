@@ -302,3 +302,16 @@ def test_init_from_takes_a_shipped_agent_s_name(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"not an agent folder .*: bc_route_warm, bc_route_warm_"):
         train(cfg)
     assert not (tmp_path / "no").exists()
+
+
+def test_a_critic_warm_up_that_takes_the_whole_run_is_warned_about() -> None:
+    import warnings
+
+    from envs.sim.errors import SettingWarning
+    from experiments.train import check_train
+
+    with pytest.warns(SettingWarning, match=r"^train\.critic_warmup_steps=100 >= train\.total_"):
+        check_train(compose_train(["train.total_timesteps=64", "train.critic_warmup_steps=100"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_train(compose_train(["train.total_timesteps=640", "train.critic_warmup_steps=64"]))
