@@ -210,6 +210,12 @@ class BTB(Policy):
         blocks = request.blocks
         y = self.y
         if y is None:
+            if self.y_tokens is not None:  # Y in blocks is set by reset, from the workload
+                raise RuntimeError(
+                    f"{self.name} was not reset for this run: call policy.reset(sim) before "
+                    "its first decision (run() and an env's policy_action at an episode's "
+                    "first request do)"
+                )
             y = len(blocks) - 1 if len(blocks) > 1 else 1
         if len(blocks) < y or y < self.min_prefix_blocks:
             return self._otherwise(sim, request)

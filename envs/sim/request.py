@@ -68,7 +68,9 @@ class BlockChainer:
 
     ``chain(raw)`` returns ids such that equal leading raw hashes (under the same
     namespace) give equal leading ids and any difference makes every later id
-    differ. One chainer must be shared by all requests that may share KV.
+    differ. One chainer must serve every request of a Workload: ids from two
+    chainers collide (each counts from 1), so requests chained apart would share
+    KV they do not share.
 
     Ids are 1, 2, 3, ... in order of first appearance of each (parent, raw hash)
     pair, where a prefix's first block has its namespace as parent. They are
@@ -156,7 +158,9 @@ class Workload:
         block_tokens: tokens per KV block of this trace's hashes.
         requests: the requests, sorted by arrival (a new list). A request whose
             ``index`` is not its position is replaced by a renumbered copy, so the
-            caller's objects (e.g. a whole trace cut into windows) never change.
+            caller's objects (e.g. a whole trace cut into windows) never change;
+            so is one with more blocks than its prompt fills, its blocks cut to
+            ``ceil(input_tokens / block_tokens)`` (:func:`fit_blocks`).
         meta: free-form provenance (generator arguments, window id, split, ...).
     """
 
@@ -170,11 +174,27 @@ class Workload:
         ordered = sorted(self.requests, key=lambda r: r.arrival_s)
         self.requests = [r if r.index == i else replace(r, index=i) for i, r in enumerate(ordered)]
         validate_requests(self.requests, source=f"workload {self.name!r}")
+        self.requests = fit_blocks(self.requests, self.block_tokens)
         if len({r.tenant for r in self.requests}) > 1:
             check_tenants_apart(self.requests, source=f"workload {self.name!r}")
 
     def __len__(self) -> int:
         return len(self.requests)
+
+
+def fit_blocks(requests: list[Request], block_tokens: int) -> list[Request]:
+    """``requests`` with each one's blocks cut to the ``ceil(input_tokens /
+    block_tokens)`` its prompt fills: a prefill computes KV for its own tokens
+    only, so ids beyond them (a hand-built list too long, a trace hashed at a
+    smaller block size and read with ``strict_block_count=False``) would give
+    later requests hits on KV no one computed. Fewer ids than that are kept as
+    they are (the prompt's tail is then shared with no one)."""
+    return [
+        replace(r, blocks=r.blocks[: -(-r.input_tokens // block_tokens)])
+        if len(r.blocks) * block_tokens - r.input_tokens >= block_tokens
+        else r
+        for r in requests
+    ]
 
 
 def check_tenants_apart(requests: Sequence[Request], source: str) -> None:

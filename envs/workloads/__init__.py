@@ -3,7 +3,7 @@
 Entry points:
 
 - :func:`windows` / :func:`list_workloads`: named, seeded workloads
-  (``bursted_art`` by default) as one :class:`Workload` per window.
+  (``bursted_synthetic`` by default) as one :class:`Workload` per window.
 - :func:`read_trace` / :func:`iter_trace_windows`: Mooncake, ART-Chat,
   Bursted-ART and Qwen-Bailian files (Bursted-ART streamed window by window);
   :func:`read_hub_dataset` for datasets read through the ``datasets`` library.

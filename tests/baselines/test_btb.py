@@ -251,3 +251,15 @@ def test_y_shorter_than_one_block_is_an_error_naming_the_field() -> None:
     sim = cluster_state([0, 0])
     with pytest.raises(ValueError, match=r"btb\.y_tokens = 100 is shorter than one 256-token"):
         BTB(y_tokens=100).reset(sim)
+
+
+@pytest.mark.parametrize("name", ["btb", "btb_pending", "btb_tuned", "btb_eft"])
+def test_a_btb_not_reset_says_so_instead_of_running_another_rule(name: str) -> None:
+    """Without reset, Y in blocks is unknown: btb ran the prompt-less-last-block
+    rule silently, btb_pending failed with an AttributeError."""
+    sim = cluster_state([0, 0, 0, 0])
+    policy = make_policy(name)
+    with pytest.raises(RuntimeError, match=r"was not reset for this run: call policy\.reset"):
+        policy.decide(sim, request((*HOT, 500)))
+    policy.reset(sim)
+    policy.decide(sim, request((*HOT, 501), index=1))

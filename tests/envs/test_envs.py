@@ -578,13 +578,15 @@ def test_thresholds_epoch_must_be_finite(window):
 
 @pytest.mark.parametrize(
     ("policy_name", "steps"),
-    [("least_load", 30), ("btb", 30), ("llmd", 30), ("oracle_warm", 5), ("btb_pending", 60)],
-)
+    [("least_load", 30), ("btb", 30), ("llmd", 30), ("oracle_warm", 5), ("btb_pending", 60),
+     ("eft_pull", 30), ("btb_eft", 30)],
+)  # fmt: skip
 def test_a_clone_continues_like_the_original_under_a_drawing_policy(policy_name, steps, window):
     """These policies break ties with draws from sim.rng, which the replay does
-    not repeat, or keep a plan of their own (oracle_warm, btb_pending); the clone
-    with a copy of the policy must still continue exactly as the original (the
-    clone's policy_action does not reset the copy mid-episode)."""
+    not repeat, or keep a plan of their own (oracle_warm, btb_pending) or a memo of
+    queue costs (eft_pull, btb_eft: under the compiled core it did not pickle); the
+    clone with a copy of the policy must still continue exactly as the original
+    (the clone's policy_action does not reset the copy mid-episode)."""
     import copy
 
     env = make("btb/RouteWarm-v0", window).unwrapped

@@ -156,6 +156,8 @@ def test_two_simulators_interleaved_do_not_share_state() -> None:
         for _ in range(2)
     ]
     policies = [_policy("cache_aware"), _policy("btb")]
+    for policy, sim in zip(policies, sims, strict=True):
+        policy.reset(sim)  # as run() does
     gens = [s.decisions() for s in sims]
     pending = [next(g) for g in gens]
     live = [True, True]

@@ -156,7 +156,24 @@ def test_block_count_check_can_be_relaxed(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="needs 3"):
         read_mooncake(path)
     workload = read_mooncake(path, options=ReadOptions(strict_block_count=False))
-    assert len(workload.requests[0].blocks) == 6
+    # read, with its ids cut to the 3 blocks its tokens fill (6 let a later request
+    # hit KV this one never computed)
+    assert len(workload.requests[0].blocks) == 3
+
+
+def test_a_request_with_more_blocks_than_its_tokens_fill_caches_only_those() -> None:
+    """A 512-token prompt named 100 blocks: its prefill cached all 100, and a later
+    25,856-token request sharing them hit 25,600 tokens (TTFT 0.019 s, cold 1.85 s)."""
+    from baselines import make_policy
+    from envs.sim import Simulator, setup_cluster
+    from envs.sim.request import Request, Workload
+
+    first = Request(0, "A", 0.0, 512, 1, tuple(range(1, 101)))
+    later = Request(1, "B", 5.0, 101 * 256, 1, (*range(1, 101), 500))
+    workload = Workload("w", 256, [first, later])
+    assert workload.requests[0].blocks == (1, 2)
+    records = make_policy("cache_aware").run(Simulator(setup_cluster("70b_h100x4"), workload))
+    assert records.hit_hbm_tokens[1] == 512  # the two blocks A computed, no more
 
 
 def test_block_count_accepts_floor_or_ceil() -> None:

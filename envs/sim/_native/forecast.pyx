@@ -61,6 +61,9 @@ cdef inline double _prefill_s(object costs, double per_token, bint linear, long 
     return costs.prefill_s(new_tokens, cached_tokens)
 
 
+_NEVER = -(2 ** 62)  # a cache version no node reaches
+
+
 cdef class QueueCosts:
     """:class:`envs.sim.queue_costs.QueueCosts` with C arrays: a node's queued
     requests and what each costs, valid for one cache version of the node."""
@@ -87,6 +90,11 @@ cdef class QueueCosts:
     def __dealloc__(self):
         free(self.costs)
         free(self.warm)
+
+    def __reduce__(self):
+        # a cache entry: a copy (a pickled policy's memo) is one that never matches,
+        # so its costs are worked out again, the same numbers
+        return (QueueCosts, (_NEVER,))
 
     cdef bint matches(self, long long version, object queue) except -1:
         cdef Py_ssize_t n = self.n
