@@ -64,7 +64,13 @@ class AgentPolicy(Policy):
 
     @classmethod
     def load(cls, folder: str | Path, name: str | None = None) -> AgentPolicy:
-        model, spec = load_agent(folder)
+        """The agent saved in ``folder``, or the shipped agent of that name
+        (``AgentPolicy.load("improve_warm_step")`` reads ``agents/zoo/improve_warm_step``)."""
+        from agents import agent_folder
+
+        if not isinstance(folder, (str, Path)):
+            raise TypeError(f"folder must be a path or a shipped agent's name, got {folder!r}")
+        model, spec = load_agent(agent_folder(str(folder)) or folder)
         policy = cls(model, spec)
         if name:
             policy.name = name

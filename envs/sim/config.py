@@ -409,6 +409,17 @@ class ClusterSpec:
     def __post_init__(self) -> None:
         if not self.nodes:
             raise ConfigError("cluster.nodes is empty: a cluster needs at least one node")
+        if not isinstance(self.model, ModelSpec):
+            raise TypeError(
+                f"cluster.model must be a ModelSpec, got {self.model!r} (ClusterSpec.uniform "
+                "takes a model's name; model_preset(name) gives its ModelSpec)"
+            )
+        for i, node in enumerate(self.nodes):
+            if not isinstance(node, NodeSpec):
+                raise TypeError(
+                    f"cluster.nodes[{i}] must be a NodeSpec, got {node!r} (ClusterSpec.uniform "
+                    "takes a node's name; parse_node(name) gives its NodeSpec)"
+                )
         if len(self.nodes) > MAX_NODES:
             raise ConfigError(
                 f"cluster.nodes has {len(self.nodes)} nodes; a cluster holds at most {MAX_NODES}"

@@ -143,6 +143,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
                 f"{self.core!r} core (only Simulator itself chooses; derive from "
                 "CompiledSimulator for the compiled one)"
             )
+        _check_parts(cluster, workload, config, rng)
         self.config = config = config or SimConfig()
         self.cluster = cluster
         self.workload = workload
@@ -942,7 +943,31 @@ def _is_integer(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _check_parts(cluster: object, workload: object, config: object, rng: object) -> None:
+    """A TypeError naming the argument of the wrong kind (a setup's name for the
+    cluster, a dict for the config, a seed for the generator), before it fails
+    somewhere deep with an AttributeError."""
+    wanted = (
+        ("cluster", cluster, ClusterSpec, "envs.sim.setup_cluster(name) builds a published one"),
+        ("workload", workload, Workload, "envs.sim.request.Workload(name, block_tokens, requests)"),
+        ("config", config, (SimConfig, type(None)), "SimConfig(**fields)"),
+        ("rng", rng, (np.random.Generator, type(None)), "np.random.default_rng(seed)"),
+    )
+    for name, value, kind, hint in wanted:
+        if not isinstance(value, kind):
+            raise TypeError(
+                f"Simulator: {name} must be a {_kind_name(kind)}, got {value!r} ({hint})"
+            )
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    first = kind[0] if isinstance(kind, tuple) else kind
+    return f"{first.__name__}{' or None' if isinstance(kind, tuple) else ''}"
+
+
 def _as_index(choice: object, n_nodes: int) -> int:
+    if isinstance(choice, (bool, np.bool_)):  # int(True) is 1: not a node index
+        raise ValueError(f"a policy must answer with a node index, got {choice!r}")
     try:
         index = int(choice)  # type: ignore[call-overload]
     except (TypeError, ValueError):

@@ -225,3 +225,14 @@ def test_the_sampling_stream_leaves_the_simulators_draws_alone():
     assert sampling_stream(rng).initial_seed() == first  # made again: the same stream
     assert rng.random() == np.random.default_rng([0, 3]).random()  # no draw taken
     assert sampling_stream(np.random.default_rng([0, 4])).initial_seed() != first
+
+
+def test_a_shipped_agent_loads_by_name_from_python() -> None:
+    from agents import ZOO
+    from agents.adapter import AgentPolicy
+
+    by_name = AgentPolicy.load("improve_warm_step")
+    by_folder = AgentPolicy.load(ZOO / "improve_warm_step")
+    assert by_name.spec == by_folder.spec
+    with pytest.raises(TypeError, match=r"^folder must be a path or a shipped agent's name"):
+        AgentPolicy.load(None)  # type: ignore[arg-type]

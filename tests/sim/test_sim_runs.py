@@ -330,3 +330,39 @@ def test_overlapping_runs_leave_the_garbage_collector_as_they_found_it() -> None
     gc.set_threshold(700, 10, 10)
     _two_overlapping_runs()
     assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_parts_of_the_wrong_kind_are_named_before_they_fail_deep() -> None:
+    from envs.sim import ClusterSpec
+    from envs.sim.request import Request, Workload
+
+    window = Workload("w", 256, [Request(0, "a", 0.0, 300, 1, (1, 2))])
+    cluster = setup_cluster("70b_h100x4")
+    cases = [
+        (("70b_h100x4", window), r"^Simulator: cluster must be a ClusterSpec, got '70b_h100x4'"),
+        (
+            (cluster, window, {"causal_kv": False}),
+            r"^Simulator: config must be a SimConfig or None",
+        ),
+        ((cluster, window, None, 5), r"^Simulator: rng must be a Generator or None, got 5"),
+        ((cluster, [window]), r"^Simulator: workload must be a Workload"),
+    ]
+    for args, message in cases:
+        with pytest.raises(TypeError, match=message):
+            Simulator(*args)
+    with pytest.raises(TypeError, match=r"^cluster\.nodes\[0\] must be a NodeSpec, got '1xH100'"):
+        ClusterSpec(cluster.model, ("1xH100",))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^cluster\.model must be a ModelSpec, got 'qwen3-8b'"):
+        ClusterSpec("qwen3-8b", cluster.nodes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("answer", [True, np.bool_(False)])
+def test_a_policy_answering_a_bool_is_refused_not_sent_to_node_1(answer: object) -> None:
+    from envs.sim.request import Request, Workload
+
+    window = Workload("w", 256, [Request(0, "a", 0.0, 300, 1, (1, 2))])
+    sim = Simulator(setup_cluster("70b_h100x4"), window)
+    decisions = sim.decisions()
+    next(decisions)
+    with pytest.raises(ValueError, match=r"a policy must answer with a node index, got"):
+        decisions.send(answer)
