@@ -41,6 +41,7 @@ import numpy as np
 
 from envs.sim import native, rare_gc
 from envs.sim.cache import PrefixCache
+from envs.sim.checks import check_int
 from envs.sim.config import ClusterSpec, SimConfig
 from envs.sim.errors import ConfigError, SimulationError
 from envs.sim.events import (
@@ -442,6 +443,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         (:meth:`demote` takes the host link's time). Returns the blocks moved."""
         if not (node.__class__ is int and 0 <= node < self.n_nodes):
             node = _node_index("evict: node", node, self.n_nodes)
+        if not (keep_blocks.__class__ is int and keep_blocks >= 0):
+            check_int("evict: keep_blocks", keep_blocks, 0)
         if self.journal is not None:
             self.journal.append(("evict", int(node), tuple(blocks), int(keep_blocks)))
         moved = self.nodes[node].cache.evict_prefix(blocks, keep_blocks)

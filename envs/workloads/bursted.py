@@ -74,6 +74,7 @@ class BurstedSyntheticConfig:
             value = getattr(self, name)
             check_int(f"{where}.{name}", value, 1)
         for name in (
+            "first_burst_s",
             "burst_interval_s",
             "start_jitter_s",
             "burst_window_s",

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import checked_number
+from envs.sim.checks import check_int, checked_number
 from envs.sim.errors import ConfigError
 from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
@@ -361,6 +361,7 @@ def window_rows(
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {limit!r}")
+    check_int("seed", seed, 0)  # a numpy seed
     scenario = configure(name, train_windows, test_windows, val_windows, **params)
     wanted = ("train", "test") if split == "all" else (split,)
     specs = [s for s in plan(scenario, seed) if s.split in wanted]

@@ -366,3 +366,19 @@ def test_a_policy_answering_a_bool_is_refused_not_sent_to_node_1(answer: object)
     next(decisions)
     with pytest.raises(ValueError, match=r"a policy must answer with a node index, got"):
         decisions.send(answer)
+
+
+def test_bad_values_from_python_name_their_field() -> None:
+    """They failed deep inside: an AttributeError in the cache, numpy's OverflowError
+    and 'expected non-negative integer'."""
+    from envs.sim.request import Request, Workload
+    from envs.workloads.registry import windows
+
+    window = Workload("w", 256, [Request(0, "a", 0.0, 300, 1, (1, 2))])
+    sim = Simulator(setup_cluster("70b_h100x4"), window)
+    with pytest.raises(ValueError, match=r"^evict: keep_blocks must be an integer >= 0, got -1$"):
+        sim.evict(0, (1, 2), keep_blocks=-1)
+    with pytest.raises(ValueError, match=r"^BurstedSyntheticConfig\.first_burst_s must be finite"):
+        next(windows("bursted_synthetic", first_burst_s=float("nan")))
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
+        next(windows("bursted_synthetic", seed=-1))
