@@ -33,7 +33,8 @@ import zlib
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from types import ModuleType
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -360,7 +361,34 @@ def _reference_per_token() -> float:
     return NodeCosts(reference.nodes[0], reference.model).prefill_s_per_token
 
 
-class ObservationEncoder:
+class ModulesByName:
+    """A mix-in for objects that keep a compiled module in an attribute (the twin
+    they run): a module does not pickle, so a pickled or copied object stores the
+    module's name and imports it again (None where it is not built there: the
+    object then runs the Python reference, the same numbers to the bit)."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for key, value in state.items():
+            if isinstance(value, ModuleType):
+                state[key] = _ModuleName(value.__name__)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            if isinstance(value, _ModuleName):
+                try:
+                    state[key] = importlib.import_module(value.name)
+                except ImportError:
+                    state[key] = None
+        self.__dict__.update(state)
+
+
+class _ModuleName(NamedTuple):
+    name: str
+
+
+class ObservationEncoder(ModulesByName):
     """Builds the observation for a decision point into a preallocated buffer.
 
     Call :meth:`reset` at the start of every episode and :meth:`encode` exactly

@@ -13,7 +13,7 @@ from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
 from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from envs.cluster_env import ClusterEnv
-from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats
+from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats, ModulesByName
 from envs.sim.checks import check_number
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -252,7 +252,7 @@ Setting = tuple[int, float, int, int, str]
 """(X, Z, M, minimum prefix tokens, routing rule)."""
 
 
-class EpochController:
+class EpochController(ModulesByName):
     """BTB under thresholds that an agent resets every epoch.
 
     The environment and the agent adapter (``agents.adapter``) both drive this

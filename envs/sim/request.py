@@ -189,11 +189,12 @@ def fit_blocks(requests: list[Request], block_tokens: int) -> list[Request]:
     smaller block size and read with ``strict_block_count=False``) would give
     later requests hits on KV no one computed. Fewer ids than that are kept as
     they are (the prompt's tail is then shared with no one)."""
+    over = [len(r.blocks) * block_tokens - r.input_tokens >= block_tokens for r in requests]
+    if not any(over):
+        return requests  # the common case: no copy of the list
     return [
-        replace(r, blocks=r.blocks[: -(-r.input_tokens // block_tokens)])
-        if len(r.blocks) * block_tokens - r.input_tokens >= block_tokens
-        else r
-        for r in requests
+        replace(r, blocks=r.blocks[: -(-r.input_tokens // block_tokens)]) if cut else r
+        for r, cut in zip(requests, over, strict=True)
     ]
 
 

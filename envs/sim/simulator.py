@@ -969,7 +969,8 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 
 def _as_index(choice: object, n_nodes: int) -> int:
-    if isinstance(choice, (bool, np.bool_)):  # int(True) is 1: not a node index
+    if isinstance(choice, (bool, np.bool_)) or getattr(choice, "dtype", None) == np.bool_:
+        # int(True) is 1: not a node index
         raise ValueError(f"a policy must answer with a node index, got {choice!r}")
     try:
         index = int(choice)  # type: ignore[call-overload]

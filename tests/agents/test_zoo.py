@@ -236,3 +236,24 @@ def test_a_shipped_agent_loads_by_name_from_python() -> None:
     assert by_name.spec == by_folder.spec
     with pytest.raises(TypeError, match=r"^folder must be a path or a shipped agent's name"):
         AgentPolicy.load(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["improve_warm_step", "ppo_thresholds_spread"])
+def test_a_shipped_agent_that_has_run_pickles_and_copies(name: str) -> None:
+    """Its encoder or epoch controller keeps the compiled twin's module, which does
+    not pickle (TypeError under the compiled core); copies serve a window alike."""
+    import copy
+    import pickle
+
+    import numpy as np
+
+    from agents.adapter import AgentPolicy
+    from envs.sim import Simulator, setup_cluster
+    from envs.workloads.registry import windows
+
+    window = next(windows("bursted_synthetic", limit=1, n_bursts=2, burst_requests=20, n_decoys=2))
+    policy = AgentPolicy.load(name)
+    first = policy.run(Simulator(setup_cluster("70b_h100x4"), window)).ttft_s
+    for twin in (pickle.loads(pickle.dumps(policy)), copy.deepcopy(policy)):
+        again = twin.run(Simulator(setup_cluster("70b_h100x4"), window)).ttft_s
+        assert np.array_equal(again, first)

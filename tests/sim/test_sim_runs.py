@@ -356,7 +356,7 @@ def test_parts_of_the_wrong_kind_are_named_before_they_fail_deep() -> None:
         ClusterSpec("qwen3-8b", cluster.nodes)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("answer", [True, np.bool_(False)])
+@pytest.mark.parametrize("answer", [True, np.bool_(False), np.array(True)])
 def test_a_policy_answering_a_bool_is_refused_not_sent_to_node_1(answer: object) -> None:
     from envs.sim.request import Request, Workload
 
