@@ -201,11 +201,13 @@ class RouteEnv(ClusterEnv):
         a copy of the env (pickled mid-episode) leaves its policy's state alone."""
         sim = self.sim
         assert sim is not None and self.request is not None
-        if self.request.index == 0 and not any(done is policy for done in self._reset_policies):
+        known = any(done is policy for done in self._reset_policies)
+        if self.request.index == 0 and not known:
             reset = getattr(policy, "reset", None)  # baselines.Policy has one
             if reset is not None:
                 reset(sim)
             self._reset_policies.append(policy)
+            known = True
         # the policy's own warms, evictions and routing are journalled so that a
         # pickled episode replays them before the action of the next step
         sim.journal = []
@@ -213,7 +215,7 @@ class RouteEnv(ClusterEnv):
             choice = policy.decide(sim, self.request)
         except (IndexError, KeyError) as error:
             # a planner (oracle_warm) not reset for this episode fails this way
-            if not hasattr(policy, "reset") or any(p is policy for p in self._reset_policies):
+            if known or not hasattr(policy, "reset"):
                 raise
             name = getattr(policy, "name", type(policy).__name__)
             raise RuntimeError(

@@ -218,11 +218,11 @@ def hydra_entry(
                     raise OutDirError(in_use_message(f"{label} (from the command line)"))
                 _check_not_a_run(Path(value), label, args)
                 records[Path(value)] = hydra_record(Path(value))
-            for arg in args:  # the record of the setup option chosen, not a choice
-                if arg.lstrip("+~").split("=", 1)[0] == "setup.name":
+            for override in _parsed_overrides(args):  # the setup chosen's record, not a choice
+                if override.key_or_group.lstrip("+~") == "setup.name":
                     raise UsageError(
                         f"{command}: setup.name records the setup chosen; choose one with "
-                        f"setup=NAME (got {arg!r} from the command line)"
+                        f"setup=NAME (got {override.input_line!r} from the command line)"
                     )
             if precheck is not None:
                 precheck(args)

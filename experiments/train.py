@@ -198,12 +198,8 @@ def check_train(cfg: Any) -> None:
                 )
     # ceilings far above any use, below what a machine can allocate (a typo's 10**12
     # envs, units or threads hung or failed deep in numpy or torch)
-    if not 1 <= cfg.env.n_envs <= MAX_ENVS:
-        raise ValueError(f"env.n_envs must be in [1, {MAX_ENVS}], got {cfg.env.n_envs}")
-    if not 1 <= cfg.agent.hidden <= MAX_HIDDEN:
-        raise ValueError(
-            f"agent.hidden must be in [1, {MAX_HIDDEN}] (units per layer), got {cfg.agent.hidden}"
-        )
+    checked_number("env.n_envs", cfg.env.n_envs, 1, MAX_ENVS, integer=True)
+    checked_number("agent.hidden", cfg.agent.hidden, 1, MAX_HIDDEN, integer=True)
     limits = (
         ("total_timesteps", 0, None),
         ("checkpoint_every", 0, None),

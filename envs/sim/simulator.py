@@ -950,27 +950,27 @@ def _check_parts(cluster: object, workload: object, config: object, rng: object)
     """A TypeError naming the argument of the wrong kind (a setup's name for the
     cluster, a dict for the config, a seed for the generator), before it fails
     somewhere deep with an AttributeError."""
+    none = type(None)
     wanted = (
-        ("cluster", cluster, ClusterSpec, "envs.sim.setup_cluster(name) builds a published one"),
-        ("workload", workload, Workload, "envs.sim.request.Workload(name, block_tokens, requests)"),
-        ("config", config, (SimConfig, type(None)), "SimConfig(**fields)"),
-        ("rng", rng, (np.random.Generator, type(None)), "np.random.default_rng(seed)"),
+        ("cluster", cluster, ClusterSpec, "ClusterSpec", "envs.sim.setup_cluster(name) builds one"),
+        ("workload", workload, Workload, "Workload", "Workload(name, block_tokens, requests)"),
+        ("config", config, (SimConfig, none), "SimConfig or None", "SimConfig(**fields)"),
+        (
+            "rng",
+            rng,
+            (np.random.Generator, none),
+            "Generator or None",
+            "np.random.default_rng(seed)",
+        ),
     )
-    for name, value, kind, hint in wanted:
+    for name, value, kind, shown, hint in wanted:
         if not isinstance(value, kind):
-            raise TypeError(
-                f"Simulator: {name} must be a {_kind_name(kind)}, got {value!r} ({hint})"
-            )
-
-
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    first = kind[0] if isinstance(kind, tuple) else kind
-    return f"{first.__name__}{' or None' if isinstance(kind, tuple) else ''}"
+            raise TypeError(f"Simulator: {name} must be a {shown}, got {value!r} ({hint})")
 
 
 def _as_index(choice: object, n_nodes: int) -> int:
-    if isinstance(choice, (bool, np.bool_)) or getattr(choice, "dtype", None) == np.bool_:
-        # int(True) is 1: not a node index
+    if isinstance(choice, bool) or getattr(choice, "dtype", None) == np.bool_:
+        # int(True) is 1: not a node index (np.bool_ and boolean arrays have that dtype)
         raise ValueError(f"a policy must answer with a node index, got {choice!r}")
     try:
         index = int(choice)  # type: ignore[call-overload]

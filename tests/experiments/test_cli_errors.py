@@ -176,9 +176,9 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
         ("workload.eval_windows=0", r"workload\.eval_windows must be >= 1 or null"),
         ("workload.seed=-1", r"workload\.seed must be >= 0 \(a numpy seed\), got -1"),
         ("seed=-2", r"seed must be >= 0 \(a numpy seed\), got -2"),
-        ("agent.hidden=0", r"agent\.hidden must be in \[1, 65536\] \(units per layer\), got 0"),
-        ("agent.hidden=1000000000000", r"agent\.hidden must be in \[1, 65536\]"),
-        ("env.n_envs=1000000000000", r"env\.n_envs must be in \[1, 1024\]"),
+        ("agent.hidden=0", r"agent\.hidden must be an integer in \[1, 65536\], got 0"),
+        ("agent.hidden=1000000000000", r"agent\.hidden must be an integer in \[1, 65536\]"),
+        ("env.n_envs=1000000000000", r"env\.n_envs must be an integer in \[1, 1024\]"),
         (
             "train.torch_threads=1000000000000",
             r"train\.torch_threads must be an integer in \[1, 1024\]",
@@ -1104,7 +1104,7 @@ def test_a_config_file_on_the_search_path_is_named_as_the_origin(
     [
         ("train.total_timesteps=-5", "train.total_timesteps must be >= 0, got -5"),
         ("agent.hyperparams.gamma=2", "agent.hyperparams.gamma must be a number in [0, 1], got 2"),
-        ("env.n_envs=0", "env.n_envs must be in [1, 1024], got 0"),
+        ("env.n_envs=0", "env.n_envs must be an integer in [1, 1024], got 0"),
         ("seed=-1", "seed must be >= 0 (a numpy seed), got -1"),
         ("logger.mode=bogus", "logger.mode must be one of offline, online, disabled, got 'bogus'"),
     ],
@@ -1124,7 +1124,7 @@ def test_a_checked_value_says_it_came_from_the_command_line(
     ("setting", "message"),
     [
         ("train:\n  total_timesteps: -5\n", "train.total_timesteps must be >= 0, got -5"),
-        ("env:\n  n_envs: 0\n", "env.n_envs must be in [1, 1024], got 0"),
+        ("env:\n  n_envs: 0\n", "env.n_envs must be an integer in [1, 1024], got 0"),
     ],
 )
 def test_a_checked_value_says_it_came_from_the_experiment_file(

@@ -158,7 +158,7 @@ def test_a_sweep_reports_every_job_once_and_names_the_best(
     args = ["-m", *TINY_TRAIN, f"hydra.sweep.dir={sweep}", "env.n_envs=1,0,2"]
     done = run_command("experiments.train", args, tmp_path)
     assert done.returncode == 2
-    error = "env.n_envs must be in [1, 1024], got 0 (from the command line)"
+    error = "env.n_envs must be an integer in [1, 1024], got 0 (from the command line)"
     assert done.stderr.count(error) == 1  # as the job ended
     assert "Error executing job" not in done.stderr
     assert done.stderr.strip().splitlines()[-1] == (
@@ -243,7 +243,7 @@ def test_a_bug_in_a_job_keeps_its_traceback_and_ends_the_sweep_with_status_1(
     assert "Traceback (most recent call last)" in done.stderr
     assert "job 1 failed: TypeError: boom" in done.stderr
     assert (
-        "job 0 failed: env.n_envs must be in [1, 1024], got 0 (from the command line)"
+        "job 0 failed: env.n_envs must be an integer in [1, 1024], got 0 (from the command line)"
         in done.stderr
     )
     assert done.stderr.strip().splitlines()[-1] == (
