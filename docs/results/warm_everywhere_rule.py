@@ -2,7 +2,7 @@
 ``rising_load`` bullet under "Not done" and of "The rest of a decode step" in
 ``rollout_improvement.md``.
 
-    python docs/results/warm_everywhere_rule.py [SETUP] [FAMILY] [WINDOWS] [POLICY,...]
+    python docs/results/warm_everywhere_rule.py [SETUP] [FAMILY] [WINDOWS] [POLICY,...] [split]
 
 (from the repository's root: ``zoo:NAME`` loads ``agents/zoo/NAME``.)
 
@@ -22,9 +22,14 @@ to every other node that lacks it in HBM and has no copy of it in flight (each
 copy starts once the routed node has computed it). ``background:ROUTER`` does
 the same for the workload's background requests only (``job_kind``; the
 generator's label, which no policy sees: a probe of where the copies pay).
-Prints each policy's mean
+``gate:T:ROUTER`` copies everywhere only when no prompt of at least 32k tokens
+with a prefix no earlier request had (what a ``mixed`` window's decoys are)
+arrived in the last ``T`` seconds; ROUTER decides alone otherwise. Prints each policy's mean
 TTFT over all requests, the geometric mean of the windows' means, each
-window's mean and p95, and the copies made. A probe of what a policy could
+window's mean and p95, and the copies made; with ``split``, instead, the
+excess over the floor split as ``teacher_diagnosis.py split`` splits it (each
+column's share of the mean over all requests; ``SETUP`` must be
+``70b_h100x4``, the setup that script measures). A probe of what a policy could
 reach, not a policy of the project: it is not registered.
 """
 
@@ -44,6 +49,7 @@ from envs.sim.request import Request
 from envs.workloads.registry import windows
 
 MIN_PREFIX_BLOCKS = 4
+DECOY_TOKENS = 32768
 
 
 class WarmEverywhere(Policy):
@@ -81,11 +87,38 @@ class WarmEverywhere(Policy):
         return None
 
 
+class DecoyGate(WarmEverywhere):
+    """Copies everywhere except within ``seconds`` of a long prompt with a new prefix."""
+
+    name = "gate"
+
+    def __init__(self, router: Policy, seconds: float) -> None:
+        super().__init__(router)
+        self.seconds = seconds
+
+    def reset(self, sim: Simulator) -> None:
+        super().reset(sim)
+        self.seen: set[int] = set()
+        self.last_decoy = -math.inf
+
+    def decide(self, sim: Simulator, request: Request) -> int | None:
+        key = prefix_of(request)[-1]
+        if request.input_tokens >= DECOY_TOKENS and key not in self.seen:
+            self.last_decoy = request.arrival_s
+        self.seen.add(key)
+        if request.arrival_s - self.last_decoy < self.seconds:
+            return self.router.decide(sim, request)
+        return super().decide(sim, request)
+
+
 def policy_of(name: str) -> Policy:
     if name.startswith("zoo:"):
         return AgentPolicy.load("agents/zoo/" + name[len("zoo:") :])
     if name.startswith("everywhere:"):
         return WarmEverywhere(policy_of(name[len("everywhere:") :]))
+    if name.startswith("gate:"):
+        seconds, router = name[len("gate:") :].split(":", 1)
+        return DecoyGate(policy_of(router), float(seconds))
     if name.startswith("background:"):
         return WarmEverywhere(policy_of(name[len("background:") :]), ("background",))
     return make_policy(name)
@@ -99,6 +132,9 @@ def main(argv: list[str]) -> None:
     cluster = setup_cluster(setup)
     # more than the registry's 5 validation windows: held out after train and test
     pool = list(windows(family, split="val", limit=n, val_windows=max(n, 5)))
+    if argv[4:] == ["split"]:
+        print_split(setup, pool, names)
+        return
     for name in names:
         means, p95s, total, count, copies = [], [], 0.0, 0, 0
         for i, window in enumerate(pool):
@@ -118,6 +154,25 @@ def main(argv: list[str]) -> None:
             + "  p95 "
             + " ".join(f"{p:.3f}" for p in p95s)
             + f"  copies {copies}"
+        )
+
+
+def print_split(setup: str, pool: list, names: list[str]) -> None:
+    """Each policy's excess over the floor, split as teacher_diagnosis.py does (ms)."""
+    from teacher_diagnosis import COLUMNS, SETUP, split_rows
+
+    if setup != SETUP:
+        sys.exit(f"split: the split is measured on {SETUP} only, not {setup}")
+    stats = ("ttft", "floor", "excess", *COLUMNS)
+    print("policy | " + " | ".join(stats))
+    for name in names:
+        rows = [
+            row for i, window in enumerate(pool) for row in split_rows(policy_of(name), window, i)
+        ]
+        print(
+            name
+            + " | "
+            + " | ".join(f"{1e3 * sum(r[c] for r in rows) / len(rows):.2f}" for c in stats)
         )
 
 
