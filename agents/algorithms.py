@@ -14,6 +14,7 @@ import copy
 import inspect
 import json
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -36,7 +37,7 @@ from agents.networks import (
 from envs.encoder import OBSERVATION_OPTIONS
 from envs.files import read_json, write_json_atomic
 from envs.sim.checks import check_int, checked_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, SettingWarning
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "ppo": PPO,
@@ -206,6 +207,49 @@ def hyperparameter_names(algo: str) -> list[str]:
     return [n for n in names if n not in _SET_BY_THE_RUN and not n.startswith("_")]
 
 
+_MINIBATCH_WARNING = r"You have specified a mini-batch size"
+"""SB3's warning (four lines) where minibatches do not cut the rollout evenly."""
+
+
+def hyperparameter_default(algo: str, name: str) -> Any:
+    """The default SB3 gives ``algo``'s keyword argument ``name``."""
+    return inspect.signature(ALGORITHMS[algo].__init__).parameters[name].default
+
+
+def check_rollout(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> int | None:
+    """An on-policy rollout of ``n_steps`` x ``env.n_envs`` steps (SB3 allocates it up
+    front) holds at most :data:`MAX_ROLLOUT` steps, as each factor does (ValueError
+    naming both); returns its size (None for an off-policy ``algo``, whose
+    ``n_steps`` is not a rollout)."""
+    if "train_freq" in hyperparameter_names(algo):  # DQN's n_steps: its n-step return
+        return None
+    n_steps = int(whole(hyperparams.get("n_steps", hyperparameter_default(algo, "n_steps"))))
+    rollout = n_steps * n_envs
+    if rollout > MAX_ROLLOUT:
+        raise ValueError(
+            f"agent.hyperparams.n_steps={n_steps} x env.n_envs={n_envs} = {rollout} steps "
+            f"a rollout; at most {MAX_ROLLOUT} (2^20)"
+        )
+    return rollout
+
+
+def note_minibatches(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> None:
+    """Say in one line (SettingWarning) where ``batch_size`` does not cut the rollout
+    into whole minibatches, as SB3 does in four when the model is built."""
+    rollout = check_rollout(algo, hyperparams, n_envs)
+    if rollout is None or "batch_size" not in hyperparameter_names(algo):
+        return
+    batch = int(whole(hyperparams.get("batch_size", hyperparameter_default(algo, "batch_size"))))
+    size = f"a rollout of n_steps x env.n_envs = {rollout} steps"
+    if batch > rollout:
+        says = f"is larger than {size}: each update trains on the whole rollout at once"
+    elif rollout % batch:
+        says = f"does not divide {size}: each epoch's last minibatch holds {rollout % batch}"
+    else:
+        return
+    warnings.warn(f"agent.hyperparams.batch_size={batch} {says}", SettingWarning, stacklevel=3)
+
+
 def whole(value: Any) -> Any:
     """A float with a whole value (``1e3`` from YAML or the command line) as an int;
     anything else unchanged."""
@@ -247,14 +291,26 @@ def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
 
 
 def build_model(
-    spec: AgentSpec, env: Any, hyperparams: dict[str, Any] | None = None, device: str = "cpu"
+    spec: AgentSpec,
+    env: Any,
+    hyperparams: dict[str, Any] | None = None,
+    device: str = "cpu",
+    *,
+    trains: bool = True,
 ) -> BaseAlgorithm:
     """A fresh SB3 model for ``spec`` on ``env`` (a gym env or an SB3 VecEnv);
-    ``hyperparams`` are checked by :func:`check_hyperparams` first, and a value SB3
-    refuses is a ValueError naming ``agent.hyperparams.<name>``."""
+    ``hyperparams`` are checked by :func:`check_hyperparams` and
+    :func:`check_rollout` first, and a value SB3 refuses is a ValueError naming
+    ``agent.hyperparams.<name>``. Minibatches that do not cut the rollout evenly
+    are said in one line (:func:`note_minibatches`), unless ``trains`` is False:
+    the model takes no RL step (cloning, improvement rounds)."""
     policy, policy_kwargs = policy_for(spec)
     kwargs = dict(hyperparams or {})
     check_hyperparams(spec.algo, kwargs)
+    n_envs = int(getattr(env, "num_envs", 1))
+    check_rollout(spec.algo, kwargs, n_envs)
+    if trains:
+        note_minibatches(spec.algo, kwargs, n_envs)
     if isinstance(kwargs.get("train_freq"), list):  # YAML / Hydra give [n, unit]; SB3 a tuple
         kwargs["train_freq"] = tuple(kwargs["train_freq"])
     for name, (_, _, _, integer) in _RANGES.items():  # 1e3 reads as a float
@@ -262,15 +318,18 @@ def build_model(
             kwargs[name] = whole(kwargs[name])
 
     def construct(chosen: dict[str, Any]) -> BaseAlgorithm:
-        return ALGORITHMS[spec.algo](
-            policy,
-            env,
-            policy_kwargs=policy_kwargs,
-            seed=spec.seed,
-            device=device,
-            verbose=0,
-            **chosen,
-        )
+        with warnings.catch_warnings():
+            # note_minibatches says it in one line
+            warnings.filterwarnings("ignore", _MINIBATCH_WARNING, UserWarning)
+            return ALGORITHMS[spec.algo](
+                policy,
+                env,
+                policy_kwargs=policy_kwargs,
+                seed=spec.seed,
+                device=device,
+                verbose=0,
+                **chosen,
+            )
 
     try:
         return quiet(construct(kwargs))

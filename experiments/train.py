@@ -73,8 +73,8 @@ register_configs()
 KIND_ARGS = {"thresholds": THRESHOLDS_ARGS, "route_warm": ROUTE_WARM_ARGS}
 """The env arguments of one env kind only, besides every kind's ENV_ARGS."""
 MAX_ENVS = 1024
-"""The most envs a run steps (``env.n_envs``; each alone: n_envs x n_steps is
-not bounded as a product)."""
+"""The most envs a run steps (``env.n_envs``; the rollout, n_envs x n_steps,
+has its own ceiling: ``agents.algorithms.check_rollout``)."""
 MAX_HIDDEN = 65_536
 """The most units a layer has (``agent.hidden``)."""
 MAX_THREADS = 1024
@@ -179,7 +179,7 @@ def check_train(cfg: Any) -> None:
     if cfg.seed > LEGACY_SEED_MAX:  # SB3 seeds numpy's legacy generator and the envs with it
         raise ValueError(f"seed must be in 0..{LEGACY_SEED_MAX} to train, got {cfg.seed}")
     check_policy_names(cfg.train.eval_policies, "train.eval_policies")
-    from agents.algorithms import ALGORITHMS, ENV_IDS, check_hyperparams
+    from agents.algorithms import ALGORITHMS, ENV_IDS, check_hyperparams, check_rollout
 
     if cfg.env.kind not in ENV_IDS:  # AgentSpec would name it agent.env
         raise ValueError(f"env.kind must be one of {', '.join(ENV_IDS)}, got {cfg.env.kind!r}")
@@ -224,7 +224,9 @@ def check_train(cfg: Any) -> None:
         )
     hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
     assert isinstance(hyperparams, dict)
-    check_hyperparams(cfg.agent.algo, {str(k): v for k, v in hyperparams.items()})
+    named = {str(k): v for k, v in hyperparams.items()}
+    check_hyperparams(cfg.agent.algo, named)
+    check_rollout(cfg.agent.algo, named, int(cfg.env.n_envs))  # before the envs are built
     if cfg.train.eval_seed is not None and cfg.train.eval_seed < 0:
         raise ValueError(f"train.eval_seed must be >= 0 (or null), got {cfg.train.eval_seed}")
     check_curriculum(cfg)
@@ -1125,7 +1127,16 @@ def train(cfg: DictConfig) -> float:
         if cfg.train.evaluate:  # an empty test window is refused before the run folder
             test_windows = eval_windows(cfg, cfg.workload.eval_windows)
         # SB3 refuses its own hyperparameters when it builds the model: before the run folder
-        built = None if cfg.resume else build_model(spec, vec, scheduled(cfg, hyperparams))  # type: ignore[arg-type]
+        built = (
+            None
+            if cfg.resume
+            else build_model(
+                spec,
+                vec,
+                scheduled(cfg, hyperparams),  # type: ignore[arg-type]
+                trains=int(cfg.train.total_timesteps) > 0,
+            )
+        )
         from experiments.compare import OUTPUTS
 
         out_dir = run_dir(cfg, "train", (*OUTPUTS, "agent", "checkpoints"))

@@ -217,3 +217,47 @@ def test_a_refusal_not_about_a_hyperparameter_names_none():
     )
     assert str(error) == "ppo: Seed must be between 0 and 2**32 - 1"
     assert "n_steps" not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("algo", "hyperparams", "said"),
+    [
+        ("ppo", {"n_steps": 64, "batch_size": 100}, "is larger than a rollout of n_steps x "
+         "env.n_envs = 64 steps: each update trains on the whole rollout at once"),
+        ("maskable_ppo", {"n_steps": 64, "batch_size": 48}, "does not divide a rollout of "
+         "n_steps x env.n_envs = 64 steps: each epoch's last minibatch holds 16"),
+        ("ppo", {"n_steps": 64, "batch_size": 32}, None),
+        ("dqn", {"batch_size": 10_000, "buffer_size": 500}, None),  # off-policy: no rollout
+    ],
+)  # fmt: skip
+def test_minibatches_that_do_not_cut_the_rollout_are_said_in_one_line(
+    algo, hyperparams, said, window
+):
+    import warnings
+
+    from envs.sim.errors import SettingWarning
+
+    kind = "route_warm" if algo == "maskable_ppo" else "route"
+    spec = AgentSpec(algo=algo, env=kind, hidden=16)
+    for trains in (True, False):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            build_model(spec, gym.make(spec.env_id, windows=[window]), hyperparams, trains=trains)
+        # SB3's own four-line warning is not shown beside it
+        assert not any("mini-batch size" in str(w.message) for w in caught)
+        ours = [str(w.message) for w in caught if w.category is SettingWarning]
+        expected = (
+            []
+            if said is None or not trains
+            else [f"agent.hyperparams.batch_size={hyperparams['batch_size']} {said}"]
+        )
+        assert ours == expected
+
+
+def test_a_rollout_beyond_the_ceiling_is_refused_though_each_factor_is_within(window):
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    spec = AgentSpec(algo="ppo", env="route", hidden=16)
+    vec = DummyVecEnv([lambda: gym.make(spec.env_id, windows=[window])] * 2)
+    with pytest.raises(ValueError, match=r"^agent\.hyperparams\.n_steps=1048576 x env\.n_envs=2 "):
+        build_model(spec, vec, {"n_steps": 2**20})

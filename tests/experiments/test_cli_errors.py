@@ -179,6 +179,11 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
         ("agent.hidden=0", r"agent\.hidden must be an integer in \[1, 65536\], got 0"),
         ("agent.hidden=1000000000000", r"agent\.hidden must be an integer in \[1, 65536\]"),
         ("env.n_envs=1000000000000", r"env\.n_envs must be an integer in \[1, 1024\]"),
+        (  # each factor within its ceiling, the rollout (x the default 16 envs) not
+            "agent.hyperparams.n_steps=1048576",
+            r"^agent\.hyperparams\.n_steps=1048576 x env\.n_envs=16 = 16777216 steps a "
+            r"rollout; at most 1048576 \(2\^20\)$",
+        ),
         (
             "train.torch_threads=1000000000000",
             r"train\.torch_threads must be an integer in \[1, 1024\]",
