@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import fnmatch
 import functools
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -72,6 +74,8 @@ def remove_empty_dirs(folder: Path, keep: Path) -> None:
 
 LOCK_NAME = ".btb-run.lock"
 """The lock file a run holds in its folder while it writes there."""
+_PATTERN = re.compile(r"[*?\[]")
+"""Marks an ``outputs`` entry as a shell pattern (:mod:`fnmatch`)."""
 
 
 class OutDirError(ValueError):
@@ -158,8 +162,8 @@ def claim_out_dir(
     a second run into the same folder is refused while the first one writes. A
     folder that already holds anything (besides ``ignore``: Hydra's own files) is
     refused unless ``overwrite``; with it, the files and folders this command writes
-    (``outputs``, names in the folder) are removed first, so no earlier run's file
-    is left beside this run's; but not if one of them holds one of the run's
+    (``outputs``, names in the folder or patterns of names) are removed first, so no
+    earlier run's file is left beside this run's; but not if one of them holds one of the run's
     ``inputs`` (``(option, path)``: a checkpoint to resume, a trace), which would be
     gone before the run reads it: that is refused, naming the option. ``what`` and
     ``source`` name the option as :func:`check_writable_dir` does. Errors are
@@ -192,6 +196,12 @@ def claim_out_dir(
     try:
         skip = {LOCK_NAME, *ignore}
         present = sorted(entry.name for entry in target.iterdir() if entry.name not in skip)
+        # a pattern (``rescore_val*.json``) names what is there that matches it
+        outputs = [
+            name
+            for output in outputs
+            for name in (fnmatch.filter(present, output) if _PATTERN.search(output) else [output])
+        ]
         if present and not overwrite:
             listed = ", ".join(present[:3]) + (", ..." if len(present) > 3 else "")
             raise OutDirError(

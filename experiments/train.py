@@ -79,6 +79,9 @@ MAX_HIDDEN = 65_536
 """The most units a layer has (``agent.hidden``)."""
 MAX_THREADS = 1024
 """The most threads ``train.torch_threads`` and ``train.update_threads`` ask for."""
+TRAIN_OUTPUTS = ("agent", "last", "checkpoints", "train.json", "rescore_val*.json")
+"""What a training run writes in its folder besides a comparison's (the agents, and
+``train_rescore``'s records of them): ``overwrite=true`` clears these too."""
 
 
 def env_kwargs(cfg: Any) -> dict[str, Any]:
@@ -1139,7 +1142,7 @@ def train(cfg: DictConfig) -> float:
         )
         from experiments.compare import OUTPUTS
 
-        out_dir = run_dir(cfg, "train", (*OUTPUTS, "agent", "checkpoints"))
+        out_dir = run_dir(cfg, "train", (*OUTPUTS, *TRAIN_OUTPUTS))
         logger = job_logger(cfg, out_dir, f"train-{spec.name}")
     except BaseException:
         vec.close()

@@ -75,6 +75,29 @@ def _saved(run: Path, init_from: str | None) -> dict[int, Path]:
     return found
 
 
+SAME_AGENT = ("algo", "env", "net", "hidden", "critic", "env_kwargs")
+"""What every checkpoint of one run shares (its network and the env it reads)."""
+
+
+def check_same_agent(run: Path, first: Path, spec: Any, folder: Path, other: Any) -> None:
+    """Refuse, naming the field, a checkpoint that is not of the run's agent (a
+    folder copied in from another run): it would meet an observation of another
+    layout."""
+
+    def fields(agent: Any) -> dict[str, Any]:
+        flat = {name: getattr(agent, name) for name in SAME_AGENT if name != "env_kwargs"}
+        return flat | {f"env_kwargs.{key}": value for key, value in agent.env_kwargs.items()}
+
+    mine, theirs = fields(spec), fields(other)
+    for name in [*mine, *(key for key in theirs if key not in mine)]:
+        if mine.get(name) != theirs.get(name):
+            raise ValueError(
+                f"run={run}: {folder}/agent.json has {name}={theirs.get(name)!r}, "
+                f"{first}/agent.json {name}={mine.get(name)!r}; a rescore scores one run's "
+                "checkpoints (move the other out)"
+            )
+
+
 def best_of(scores: list[tuple[int, float]]) -> tuple[int, float]:
     """The ``(step, score)`` with the lowest score, the earliest on a tie; a NaN never
     wins; ``(-1, nan)`` if every score is NaN."""
@@ -103,7 +126,10 @@ def rescore(cfg: Any, run: Path, windows: list[Any]) -> dict[str, Any]:
         )
     # every candidate acts through the run's own spec (init_from's weights are the
     # run's step 0, in the run's network and env arguments)
-    score = ValidationScore(cfg, load_spec(saved[0]), windows, str(cfg.train.val_score))
+    spec = load_spec(saved[0])
+    for folder in saved[1:]:
+        check_same_agent(run, saved[0], spec, folder, load_spec(folder))
+    score = ValidationScore(cfg, spec, windows, str(cfg.train.val_score))
     history = []
     for step, folder in found:
         model, _ = load_agent(folder)

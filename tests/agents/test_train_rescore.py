@@ -147,3 +147,18 @@ def test_the_run_s_own_pick_is_scored_when_no_other_folder_holds_its_weights(run
     assert str(scratch / "agent") in [h["folder"] for h in record["history"]]
     best = min(record["history"], key=lambda h: h["score"])
     assert record["best_folder"] == best["folder"]
+
+
+def test_a_checkpoint_of_another_agent_is_refused_naming_the_field(run, tmp_path, capsys):
+    """A folder of another run (an observation of another layout) failed deep in numpy."""
+    copy = _copy_with(run, tmp_path / "copy")
+    other = copy / "checkpoints" / "step_64"
+    spec = json.loads((other / "agent.json").read_text())
+    spec["env_kwargs"]["spare_features"] = True
+    (other / "agent.json").write_text(json.dumps(spec))
+    assert main_guard(lambda: main([f"run={copy}", "val_windows=1"])) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"{other}/agent.json has env_kwargs.spare_features=True, " in err
+    assert "env_kwargs.spare_features=None; a rescore scores one run's checkpoints" in err
+    assert not (copy / "rescore_val1.json").exists()

@@ -283,6 +283,29 @@ def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "notes.txt", "tune_btb.log"]
 
 
+def test_train_overwrite_clears_every_file_a_training_run_writes(tmp_path: Path) -> None:
+    """An earlier run's last/, train.json and train_rescore's records described the
+    run replaced (a rescore then offered the old run's last/ as a checkpoint)."""
+    from experiments._io import release_out_dirs
+    from experiments.compare import OUTPUTS
+    from experiments.train import TRAIN_OUTPUTS
+
+    for folder in ("agent", "last", "checkpoints/step_512"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "agent.json").write_text("{}")
+    for name in ("train.json", "results.json", "rescore_val1.json", "rescore_val20.json"):
+        (tmp_path / name).write_text("{}")
+    (tmp_path / "rescore_notes.txt").write_text("mine")
+    with _hydra_job("train", ["logger=none", "overwrite=true", f"out_dir={tmp_path}"]) as cfg:
+        assert run_dir(cfg, "train", (*OUTPUTS, *TRAIN_OUTPUTS)) == tmp_path
+        release_out_dirs()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".hydra",
+        "rescore_notes.txt",
+        "train.log",
+    ]
+
+
 def test_overwrite_never_clears_an_input_of_the_run(tmp_path: Path) -> None:
     """A checkpoint to resume inside the folder that overwrite=true clears would be
     gone before the run reads it (a user lost a whole run so): refused, naming it."""
