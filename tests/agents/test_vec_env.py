@@ -118,10 +118,13 @@ class ThreadsAtRolloutStart(BaseCallback):
 @pytest.mark.parametrize(
     ("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm"), ("ppo", "thresholds")]
 )
-def test_two_update_threads_train_the_same_weights_as_one(algo, kind, window):
+def test_two_update_threads_train_as_one_up_to_rounding_and_repeat_exactly(algo, kind, window):
+    """Two update threads repeat their own run bit for bit. Against one thread they
+    agree to float rounding only: where MKL splits a matrix product's sums over the
+    threads (an AVX-512 Xeon, 2026-12-05), some weights differ in their last bits."""
     spec = AgentSpec(algo=algo, env=kind, seed=3)
     weights = []
-    for threads in (1, 2):
+    for threads in (1, 2, 2):
         vec = _vec(InProcessVecEnv, spec.env_id, window, n_envs=4)
         model = build_model(  # minibatches of the defaults' 1,024
             spec,
@@ -137,8 +140,12 @@ def test_two_update_threads_train_the_same_weights_as_one(algo, kind, window):
         assert seen.threads == [1, threads]
         weights.append({k: v.clone() for k, v in model.policy.state_dict().items()})
         vec.close()
-    one, two = weights
-    assert all(torch.equal(one[k], two[k]) for k in one)
+    one, two, again = weights
+    assert all(torch.equal(two[k], again[k]) for k in two)
+    assert all(torch.allclose(one[k], two[k], rtol=1e-5, atol=1e-7) for k in one)
+    start = build_model(spec, _vec(InProcessVecEnv, spec.env_id, window, n_envs=4)).policy
+    moved = [k for k, v in start.state_dict().items() if not torch.allclose(v, one[k])]
+    assert moved  # (the updates changed the weights: the comparison above compares training)
 
 
 def test_usable_threads_is_capped_by_the_cpus_with_or_without_an_affinity(monkeypatch):
