@@ -23,6 +23,7 @@ the manifest and :func:`list_workloads` for the names.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, SettingWarning
 from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
@@ -51,6 +52,7 @@ from envs.workloads.scenarios import (
     multi_tenant_rows,
     rising_load_rows,
 )
+from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_note
 from envs.workloads.trace_file import TRACE_WORKLOAD, trace_options, trace_windows
 
 DEFAULT_WORKLOAD = "bursted_synthetic"
@@ -407,11 +409,37 @@ def windows(
     )
     for spec, rows in rows_of:
         config = _family(scenario, spec.family).config
-        yield rows_to_workload(
+        window = rows_to_workload(
             rows,
             scenario.block_tokens,
             name=f"{spec.workload}/{spec.trace_id}",
             meta={**asdict(spec), "seed": seed, "config": config_dict(config)},
+        )
+        if params:
+            _warn_private_key_ends(name, params, window)
+        yield window
+
+
+_KEYS_CHECKED: set[str] = set()  # generators with changed params already looked at
+
+
+def _warn_private_key_ends(name: str, params: Mapping[str, Any], window: Workload) -> None:
+    """Warn, once per workload and params in a process, when the first window of a
+    generator whose params were changed (``+workload.params.block_tokens=64``) has
+    many requests whose prefix key is their own (:func:`~envs.workloads.stats.private_key_note`), as
+    trace files are warned about."""
+    given = ", ".join(f"{key}={value}" for key, value in sorted(params.items()))
+    if f"{name}: {given}" in _KEYS_CHECKED:
+        return
+    _KEYS_CHECKED.add(f"{name}: {given}")
+    note = private_key_note(window.requests, window.block_tokens)
+    if note is not None:
+        warnings.warn(
+            SettingWarning(
+                f"workload {name} with {given}: in window {window.name}, {note}. "
+                f"{PRIVATE_KEY_EFFECT}"
+            ),
+            stacklevel=3,
         )
 
 

@@ -19,14 +19,15 @@ Definitions (used by ``experiments.audit`` and docs/workloads.md):
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from envs.sim.request import Workload
+from envs.sim.forecast import prefix_key
+from envs.sim.request import Request, Workload
 from envs.sim.tokens import blocks_reaching
 
 BURST_WINDOWS_S = (1.0, 10.0, 60.0)
@@ -101,6 +102,44 @@ def longest_shared_prefix_tokens(workload: Workload) -> int:
         longest = max(longest, shared)
         seen.update(blocks)
     return longest * workload.block_tokens
+
+
+PRIVATE_KEY_SHARE = 0.1
+"""The share of a window's requests whose prompt but its last block ends in blocks
+of their own, while sharing leading blocks, above which a workload is warned about."""
+PRIVATE_KEY_EFFECT = (
+    "The copying routers (eft_pull, eft_pull_spread, btb_eft), the thresholds agents' "
+    "BTB, the route-and-warm agents' warm actions and the route envs' prefix features "
+    "(same_1s/10s/60s, age, holders) key a prefix that way and see no sharing for them; "
+    "btb, btb_pending, cache_aware and oracle_warm are not affected (see docs/traces.md)"
+)
+"""What such requests change (the warning's second half)."""
+
+
+def private_key_ends(requests: Sequence[Request]) -> int:
+    """How many ``requests`` share their first block with another but whose prompt
+    less its last block (the prefix the copying routers, the thresholds env's BTB and
+    the route envs' features key on: ``envs.sim.forecast.prefix_key``) ends in a block
+    no other request has: a suffix longer than one block, as at small blocks."""
+    seen: Counter[int] = Counter()
+    for request in requests:
+        seen.update(request.blocks)
+    return sum(
+        len(r.blocks) >= 2 and seen[r.blocks[0]] >= 2 and seen[prefix_key(r)] == 1 for r in requests
+    )
+
+
+def private_key_note(requests: Sequence[Request], block_tokens: int) -> str | None:
+    """The first half of the warning about :func:`private_key_ends` ("N of M requests
+    ..."), or None below :data:`PRIVATE_KEY_SHARE` of ``requests``."""
+    private = private_key_ends(requests)
+    if private < max(1, PRIVATE_KEY_SHARE * len(requests)):
+        return None
+    return (
+        f"{private:,} of {len(requests):,} requests share leading blocks with others, but "
+        f"their prompt less its last block ends in {block_tokens}-token blocks no other "
+        "request has (a suffix longer than one block)"
+    )
 
 
 def audit_workload(

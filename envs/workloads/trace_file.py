@@ -38,7 +38,6 @@ import statistics
 import warnings
 import zlib
 from array import array
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,7 +45,6 @@ from typing import Any
 
 from envs.sim import native
 from envs.sim.errors import ConfigError
-from envs.sim.forecast import prefix_key
 from envs.sim.request import Request, Workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
@@ -67,6 +65,7 @@ from envs.workloads.readers.base import (
 )
 from envs.workloads.readers.hub import require_datasets
 from envs.workloads.readers.sources import file_rows, first_line, first_row, is_parquet
+from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_note
 from envs.workloads.trace_options import (
     HUB,
     TRACE_FIELDS,
@@ -625,46 +624,24 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
         yield _window(plan, current, requests)
 
 
-PRIVATE_KEY_SHARE = 0.1
-"""The share of a window's requests whose prompt but its last block ends in blocks
-of their own, while sharing leading blocks, above which a trace is warned about."""
 _KEYS_CHECKED: set[str] = set()  # trace paths whose first window read was looked at
 
 
 def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Request]) -> None:
     """Warn, once per file and process, when the first window read of a trace has
-    many requests that share leading blocks with others but whose prompt less its
-    last block ends in blocks no other request has (a suffix longer than one
-    block): the prefix the copying routers and the route envs' features key on
-    is then each request's own (docs/traces.md,
-    "Small blocks and the prefix a copy moves (a known limitation)")."""
+    many requests whose prefix key is their own (:func:`~envs.workloads.stats.private_key_note`;
+    docs/traces.md, "Small blocks and the prefix a copy moves (a known limitation)")."""
     path = str(plan.options.path)
     key = os.path.realpath(path) if os.path.exists(path) else path  # a dataset by name
     if key in _KEYS_CHECKED:
         return
     _KEYS_CHECKED.add(key)
-    seen: Counter[int] = Counter()
-    for request in requests:
-        seen.update(request.blocks)
-    private = sum(
-        len(r.blocks) >= 2 and seen[r.blocks[0]] >= 2 and seen[prefix_key(r)] == 1 for r in requests
-    )
-    if private < max(1, PRIVATE_KEY_SHARE * len(requests)):
-        return
-    warnings.warn(
-        TraceWarning(
-            f"{Path(path).name}: in window {trace_id}, {private:,} of {len(requests):,} "
-            "requests share leading blocks with others, but their prompt less its last "
-            f"block ends in {plan.block_tokens}-token blocks no other request has (a "
-            "suffix longer than one block). The copying routers (eft_pull, eft_pull_spread, "
-            "btb_eft), the thresholds agents' BTB, the route-and-warm agents' warm actions "
-            "and the route envs' prefix features "
-            "(same_1s/10s/60s, age, holders) key a prefix that way and see no sharing "
-            "for them; btb, btb_pending, cache_aware and oracle_warm are not affected (see "
-            "docs/traces.md)"
-        ),
-        stacklevel=2,
-    )
+    note = private_key_note(requests, plan.block_tokens)
+    if note is not None:
+        warnings.warn(
+            TraceWarning(f"{Path(path).name}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}"),
+            stacklevel=2,
+        )
 
 
 def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Workload:

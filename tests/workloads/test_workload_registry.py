@@ -166,3 +166,30 @@ def test_a_block_size_override_reaches_the_workload_and_every_row(name: str) -> 
     assert workload.block_tokens == 512
     for request in workload.requests:
         assert len(request.blocks) == -(-request.input_tokens // 512), request.request_id
+
+
+def test_a_generator_whose_prefix_keys_end_in_own_blocks_is_warned_about_once(monkeypatch):
+    """At 16-token blocks each burst request's own 256-token suffix spans 16 blocks, so
+    its prompt less its last block is its own: 90 of the 100 requests (3 bursts of 30
+    sharing a prefix; the 10 decoys share nothing), once per workload and params. At
+    the default 256-token blocks the suffix is one block: nothing to say."""
+    import warnings
+
+    from envs.sim.errors import SettingWarning
+    from envs.workloads import registry
+
+    monkeypatch.setattr(registry, "_KEYS_CHECKED", set())
+    small = {"burst_requests": 30, "n_bursts": 3, "n_decoys": 10}
+    with pytest.warns(SettingWarning) as caught:
+        first = next(registry.windows("bursted_synthetic", block_tokens=16, **small))
+    said = [str(w.message) for w in caught]
+    assert said == [
+        "workload bursted_synthetic with block_tokens=16, burst_requests=30, n_bursts=3, "
+        f"n_decoys=10: in window {first.name}, 90 of 100 requests share leading blocks with "
+        "others, but their prompt less its last block ends in 16-token blocks no other "
+        f"request has (a suffix longer than one block). {registry.PRIVATE_KEY_EFFECT}"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        next(registry.windows("bursted_synthetic", block_tokens=16, **small))  # said already
+        next(registry.windows("bursted_synthetic", block_tokens=256, **small))
