@@ -24,6 +24,7 @@ from typing import Any
 from baselines.btb import BTB, PUBLISHED_M
 from baselines.policy import register
 from envs.files import read_json
+from envs.sim.checks import check_int, checked_number
 from envs.sim.config import SETUPS, setup_cluster
 from envs.sim.simulator import Simulator
 
@@ -49,10 +50,23 @@ def read_table(path: str | Path = TABLE_PATH) -> dict[str, dict[str, dict[str, A
     if not isinstance(cells, dict):
         raise ValueError(f"{path}: expected an object with 'cells': {{setup: {{workload: ...}}}}")
     for setup, by_workload in cells.items():
+        if not isinstance(by_workload, dict):
+            raise ValueError(f"{path}: cells.{setup} must be an object {{workload: cell}}")
         for workload, cell in by_workload.items():
+            where = f"{path}: cells.{setup}.{workload}"
+            if not isinstance(cell, dict):
+                raise ValueError(f"{where} must be an object of {', '.join(CELL_KEYS)}")
             missing = [k for k in CELL_KEYS if k not in cell]
             if missing:
-                raise ValueError(f"{path}: cells.{setup}.{workload} lacks {', '.join(missing)}")
+                raise ValueError(f"{where} lacks {', '.join(missing)}")
+            for key in ("x", "y_tokens", "m"):
+                check_int(f"{where}.{key}", cell[key], 1)
+            checked_number(f"{where}.z_s", cell["z_s"], 0, above=True, finite=True)
+            if setup in SETUPS and cell["m"] > len(setup_cluster(setup).nodes):
+                raise ValueError(
+                    f"{where}.m = {cell['m']} copies exceeds the {setup} cluster's "
+                    f"{len(setup_cluster(setup).nodes)} nodes"
+                )
     return cells
 
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import inspect
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,19 @@ def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, di
             )
         out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item)
     return out
+
+
+def policy_settings(
+    settings: Mapping[str, Any], policies: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """``{"btb": {"y_tokens": 8192}}`` (a Hydra command's ``+policy_kwargs.btb.y_tokens=
+    8192``) checked as :func:`policy_kwargs` checks ``btb.y_tokens=8192``."""
+    items = []
+    for policy, keys in settings.items():
+        if not isinstance(keys, Mapping):
+            raise UsageError(f"policy_kwargs.{policy}: expected POLICY.KEY=VALUE, got {keys!r}")
+        items += [f"{policy}.{key}={value}" for key, value in keys.items()]
+    return policy_kwargs(items, policies)
 
 
 def resolve_policies(options: dict[str, Any]) -> list[str]:

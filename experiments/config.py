@@ -340,6 +340,9 @@ class EvaluateConfig(_World):
     checkpoint: list[str] = field(default_factory=list)
     """Agent checkpoint folders (each with agent.json and model.zip)."""
     policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Settings of the baselines run, ``+policy_kwargs.btb.y_tokens=8192`` (compare's
+    ``policy_kwargs=btb.y_tokens=8192``; checked as compare checks them)."""
     progress: bool = True
     split: str = "test"
     """Windows to evaluate on: test (final tables) or val (model choices)."""

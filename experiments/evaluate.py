@@ -3,23 +3,25 @@
     python -m experiments.evaluate checkpoint=[runs/train/X/agent,agents/zoo/NAME] \\
         [policies=[btb,cache_aware,least_load]] [setup=…] [workload=…] \\
         [workload.eval_windows=15] [sim=reference] [seed=0] [out_dir=PATH] \
-        [split=val] [stochastic=true]
+        [split=val] [stochastic=true] [+policy_kwargs.btb.y_tokens=8192]
 
 Writes ``results.json`` (the comparison run's schema) and charts to the run
 folder; returns the best agent's mean TTFT. ``split=val`` evaluates on the
 validation windows (for model choices; test windows are for final tables);
 ``stochastic=true`` adds a row per agent sampling its actions
-(``<agent>_stochastic``, torch seeded with ``seed``) beside the greedy one.
+(``<agent>_stochastic``, torch seeded with ``seed``) beside the greedy one;
+``+policy_kwargs.POLICY.KEY=VALUE`` sets a baseline's setting (compare's
+``policy_kwargs=POLICY.KEY=VALUE``).
 """
 
 from __future__ import annotations
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments import sweeps
 from experiments.config import register_configs, setup_label, window_pool_of, workload_label
-from experiments.evaluation import BOUNDS
+from experiments.evaluation import BOUNDS, DEFAULT_BASELINE
 from experiments.jobs import (
     agent_labels,
     cap_note,
@@ -42,11 +44,19 @@ def evaluate(cfg: DictConfig) -> float:
 
     from agents import agent_folder, zoo_names
     from agents.adapter import AgentPolicy
-    from baselines.policy import POLICIES
+    from baselines.policy import POLICIES, make_policy
 
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     check_world(cfg)
     check_policy_names(cfg.policies, "policies")
+    from experiments.compare import policy_settings
+
+    settings = policy_settings(
+        OmegaConf.to_container(cfg.policy_kwargs, resolve=True),  # type: ignore[arg-type]
+        list(dict.fromkeys([DEFAULT_BASELINE, *cfg.policies])),
+    )
+    for name, kwargs in settings.items():  # a value no policy takes: before the run folder
+        make_policy(name, **kwargs)
     if cfg.split not in ("test", "val"):
         raise ValueError(f"split must be test or val, got {cfg.split!r}")
     folders = []
@@ -102,7 +112,14 @@ def evaluate(cfg: DictConfig) -> float:
             )
     try:
         rows = evaluate_and_write(
-            agents, list(cfg.policies), cfg, out_dir, logger, bool(cfg.progress), windows=windows
+            agents,
+            list(cfg.policies),
+            cfg,
+            out_dir,
+            logger,
+            bool(cfg.progress),
+            windows=windows,
+            policy_kwargs=settings,
         )
     finally:
         logger.finish()

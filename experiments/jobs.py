@@ -818,11 +818,13 @@ def evaluate_and_write(
     windows: list[Any] | None = None,
     split: str = "test",
     sim_seed: int | None = None,
+    policy_kwargs: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Agents and baselines side by side on the test windows (or ``split``'s;
     ``windows``, if already made by :func:`eval_windows`), on the simulator stream
-    of ``sim_seed`` (default: ``cfg.seed``); writes results.json (with ``extra``'s
-    keys beside ``rows`` and ``config``) and charts."""
+    of ``sim_seed`` (default: ``cfg.seed``), each baseline made with its
+    ``policy_kwargs``; writes results.json (with ``extra``'s keys beside ``rows``
+    and ``config``) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
@@ -830,7 +832,8 @@ def evaluate_and_write(
     if windows is None:
         windows = eval_windows(cfg, cfg.workload.eval_windows, split)
     names = list(dict.fromkeys([DEFAULT_BASELINE, *baselines]))
-    policies = {name: make_policy(name) for name in names}
+    settings = policy_kwargs or {}
+    policies = {name: make_policy(name, **settings.get(name, {})) for name in names}
     for name, agent in agents.items():
         if name in policies:
             raise ValueError(f"agent name {name!r} clashes with a baseline's")

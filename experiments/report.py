@@ -284,7 +284,8 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             lines.append(
                 f"{row['policy']}: no tuned thresholds for {share} (their setup and "
                 "workload are not in baselines/btb_tuned.json): there it ran btb's published "
-                "ones; tune_btb finds a workload's, policy_kwargs=btb.x=... runs them"
+                "ones; tune_btb finds a workload's, and btb runs them (compare: "
+                "policy_kwargs=btb.x=...; evaluate: +policy_kwargs.btb.x=...)"
             )
     lines += tenant_lines(rows)
     return "\n".join(lines)

@@ -4,6 +4,7 @@ command that writes that table from train windows."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,25 @@ def test_a_cell_sets_x_y_z_m_and_other_cells_run_the_published_constants(tmp_pat
 def test_a_table_without_a_threshold_is_refused(tmp_path):
     path = _table(tmp_path, {"70b_h100x4": {"mixed": {"x": 2, "z_s": 1.0, "m": 4}}})
     with pytest.raises(ValueError, match=r"cells\.70b_h100x4\.mixed lacks y_tokens"):
+        read_table(path)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("x", 0, r"\.x must be an integer >= 1, got 0$"),
+        ("y_tokens", 2.5, r"\.y_tokens must be an integer >= 1, got 2\.5$"),
+        ("z_s", -1, r"\.z_s must be a finite number > 0, got -1$"),
+        ("m", 9, r"\.m = 9 copies exceeds the 70b_h100x4 cluster's 4 nodes$"),
+    ],
+)
+def test_a_cell_value_no_btb_takes_is_named_with_the_file_and_cell(tmp_path, key, value, said):
+    """Such values were refused only at the run's reset, under BTB's own names."""
+    cell = {"x": 2, "z_s": 1.0, "m": 4, "y_tokens": 16384, key: value}
+    path = _table(tmp_path, {"70b_h100x4": {"mixed": cell}})
+    with pytest.raises(
+        ValueError, match=rf"^{re.escape(str(path))}: cells\.70b_h100x4\.mixed{said}"
+    ):
         read_table(path)
 
 

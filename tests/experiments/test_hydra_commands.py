@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import json
 import math
+import re
 import struct
 import time
 from pathlib import Path
@@ -570,3 +571,41 @@ def test_sweep_size_counts_the_jobs_a_sweep_launches(tmp_path):
     )
     assert sweep_size(tmp_path) is None
     assert sweep_size(tmp_path / "none") is None
+
+
+def test_evaluate_runs_a_baseline_with_its_settings_and_checks_them(tmp_path):
+    """``+policy_kwargs.btb_pending.m=1``: a burst's prefix on one node, where M=4
+    copies it to the others (6 copies on workload=tiny; none with M=1), and the run
+    records it; a setting btb lacks, a value btb refuses and a policy not run are one
+    line each, before the run folder."""
+    from experiments.evaluate import evaluate
+
+    def rows(*overrides, out):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(
+                config_name="evaluate",
+                overrides=["workload=tiny", "logger=none", "progress=false",
+                           "policies=[btb,btb_pending]", f"out_dir={out}", *overrides],
+            )  # fmt: skip
+        evaluate(cfg)
+        return json.loads((out / "results.json").read_text())
+
+    plain = rows(out=tmp_path / "plain")
+    tuned = rows("+policy_kwargs.btb_pending.m=1", out=tmp_path / "m1")
+    assert tuned["config"]["policy_kwargs"] == {"btb_pending": {"m": 1}}
+    before = {r["policy"]: r for r in plain["rows"]}
+    after = {r["policy"]: r for r in tuned["rows"]}
+    assert (before["btb_pending"]["warm_copies"], after["btb_pending"]["warm_copies"]) == (6, 0)
+    # another policy's settings: btb's row unchanged (but the wall time)
+    timing = {"wall_s", "requests_per_s"}
+    assert {k: v for k, v in after["btb"].items() if k not in timing} == {
+        k: v for k, v in before["btb"].items() if k not in timing
+    }
+    for override, said in (
+        ("+policy_kwargs.btb.nope=1", "policy_kwargs: 'btb.nope=1': btb has no setting 'nope'"),
+        ("+policy_kwargs.btb.x=0", "btb.x must be an integer >= 1, got 0"),
+        ("+policy_kwargs.dynamo.temperature=0.5", "names policy 'dynamo', which is not being run"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(said)):
+            rows(override, out=tmp_path / "refused")
+        assert not (tmp_path / "refused").exists()
