@@ -274,6 +274,8 @@ def check_causal(sim: Simulator, computed_at: str = "first_token_s") -> list[str
     for copy in sim.copies:
         if copy.state == CANCELLED:  # an upgrade cancelled it: it never moved
             continue
+        if copy.state == FAILED and copy.start_s < 0:  # failed before it started
+            continue
         src_ready = exists.get((copy.src, copy.key), math.inf)
         if copy.start_s < src_ready - 1e-12:
             problems.append(

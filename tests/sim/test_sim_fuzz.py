@@ -345,3 +345,15 @@ def test_every_policy_on_random_clusters_keeps_every_invariant(
     budgets: list[int], rows: list[tuple], config: SimConfig, policy_name: str, seed: int
 ) -> None:
     _run_any_policy(budgets, rows, config, policy_name, seed)
+
+
+def test_a_copy_that_failed_before_it_started_breaks_no_causal_invariant() -> None:
+    """A case the fuzz above found (2026-12-05): the chaos policy copies a prefix from
+    node 0 to node 1 and, before it lands, from node 1 on to node 0; the first copy
+    lands nothing (its KV was gone by then), so the second, waiting for it, fails
+    before it starts (``start_s`` -1). The causal check took that for a copy moving
+    KV that did not exist yet."""
+    rows = [(0.0, 0, 2, 1, 1), (0.0, 0, 1, 1, 1), (0.0, 0, 2, 1, 1), (0.0, 0, 5, 1, 1),
+            (0.0, 0, 1, 1, 1)]  # fmt: skip
+    config = SimConfig(max_batch=1, speculative_chunk_tokens=16, causal_kv=True)
+    _run_any_policy([96, 96], rows, config, "chaos", 2001)
