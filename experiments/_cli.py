@@ -221,6 +221,7 @@ def main_guard(fn: Any) -> int:
     use (``envs.sim.rare_gc``): between runs the default one would
     start a collection over each finished run's objects, and over everything
     torch and the agents loaded, again and again (a tenth of ``compare``'s time)."""
+    from baselines.plugins import load_plugins
     from envs.sim import rare_gc
     from experiments._io import release_out_dirs
 
@@ -232,6 +233,7 @@ def main_guard(fn: Any) -> int:
     _RUNNING.append(command)
     with rare_gc.RARE_GC:
         try:
+            load_plugins()  # policies of the user's own modules, known by name
             fn()
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

@@ -1,0 +1,67 @@
+"""BTB_GYM_PLUGINS: a policy of the user's own module, run by name by the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from baselines import plugins
+from baselines.policy import POLICIES
+from experiments._cli import main_guard
+
+PLUGIN = '''
+from baselines.policy import Policy, register
+
+
+@register("plugin_first_node")
+class FirstNode(Policy):
+    """Every request to node ``node``."""
+
+    def __init__(self, node: int = 0) -> None:
+        self.node = node
+
+    def decide(self, sim, request):
+        return self.node
+'''
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    (tmp_path / "my_routers.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(plugins.VARIABLE, "my_routers")
+    yield "plugin_first_node"
+    POLICIES.pop("plugin_first_node", None)
+    sys.modules.pop("my_routers", None)
+    plugins._LOADED.discard("my_routers")
+
+
+def test_compare_runs_a_plugin_s_policy_by_name_with_its_settings(plugin, tmp_path):
+    from experiments import compare
+
+    out = tmp_path / "run"
+    argv = [f"policies={plugin},cache_aware", f"policy_kwargs={plugin}.node=1", "windows=1",
+            "charts=false", "progress=false", f"out_dir={out}"]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 0
+    result = json.loads((out / "results.json").read_text())
+    row = next(r for r in result["rows"] if r["policy"] == plugin)
+    assert row["requests"] == 4120
+    assert row["load_imbalance"] == 4.0  # every prefill on one node of the four
+    assert result["config"]["policy_kwargs"] == {plugin: {"node": 1}}
+
+
+def test_a_plugin_that_does_not_import_is_one_line(monkeypatch, capsys, tmp_path: Path):
+    from experiments import compare
+
+    monkeypatch.setenv(plugins.VARIABLE, "no_such_module_here")
+    code = main_guard(lambda: compare.main(["policies=btb", f"out_dir={tmp_path / 'run'}"]))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert (
+        "BTB_GYM_PLUGINS=no_such_module_here: importing 'no_such_module_here' failed: "
+        "ModuleNotFoundError: No module named 'no_such_module_here'" in err
+    )
+    assert not (tmp_path / "run").exists()
