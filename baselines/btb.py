@@ -191,7 +191,8 @@ class BTB(Policy):
         y = self.y_tokens
         if y is not None and y < bt:
             raise ValueError(
-                f"btb.y_tokens = {y} is shorter than one {bt}-token block of the workload"
+                f"btb.y_tokens = {y} is shorter than one {bt}-token block of the workload "
+                f"(Y is whole blocks: btb.y_tokens={bt} or more keys one)"
             )
         old = self.y
         self.y = None if y is None else whole_blocks(y, bt)

@@ -15,6 +15,7 @@ from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from envs.cluster_env import ClusterEnv
 from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats, ModulesByName
 from envs.sim.checks import check_number
+from envs.sim.errors import ConfigError
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -174,13 +175,13 @@ class ThresholdsEnv(ClusterEnv):
         **kwargs: Any,
     ) -> None:
         check_number("epoch_s", epoch_s, positive=True)
-        for option in OBSERVATION_OPTIONS:
-            if kwargs.get(option):
-                raise ValueError(f"{option} is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
+        route_only = [o for o in (*OBSERVATION_OPTIONS, "step_wait") if kwargs.get(o)]
         if kwargs.get("time_unit", "seconds") != "seconds":
-            raise ValueError("time_unit is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
-        if kwargs.get("step_wait"):
-            raise ValueError("step_wait is an option of btb/Route-v0 and btb/RouteWarm-v0 only")
+            route_only.append("time_unit")
+        if route_only:  # named as data: a command writes env.<option> (from ...)
+            raise ConfigError.about(
+                route_only[0], "is an option of btb/Route-v0 and btb/RouteWarm-v0 only"
+            )
         for name, flag in (("eft_rules", eft_rules), ("spread_rules", spread_rules)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise ValueError(f"{name} must be true or false, got {flag!r}")

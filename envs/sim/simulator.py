@@ -214,6 +214,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         self._flow_version = 0
         self._order = 0
         self._started = False
+        self._who = "policy"  # who answers, in errors: the policy's name under run()
         self._pending: Request | None = None  # the decision's request, until routed
         self._deciding: Request | None = None  # the decision's request
         self.done = False
@@ -242,6 +243,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         """Serve the whole workload, asking ``policy.decide(sim, request)`` at each
         arrival; first ``policy.reset(sim)`` when it has one (a policy reads the
         run's block size and nodes there: BTB turns its Y from tokens into blocks)."""
+        name = getattr(policy, "name", None)
+        self._who = f"policy {name!r}" if isinstance(name, str) and name else "policy"
         reset = getattr(policy, "reset", None)
         if reset is not None:
             reset(self)
@@ -325,10 +328,10 @@ class Simulator(CacheLifecycle, CopyMachinery):
             else:
                 self._pending = None
                 if choice.__class__ is not int:
-                    choice = _as_index(choice, n_nodes)
+                    choice = _as_index(choice, n_nodes, self._who)
                 elif not 0 <= choice < n_nodes:
                     raise ValueError(
-                        f"policy routed request {request.request_id!r} to node {choice}; "
+                        f"{self._who} routed request {request.request_id!r} to node {choice}; "
                         f"valid nodes are 0..{n_nodes - 1}"
                     )
                 self._route(request, nodes[choice])
@@ -968,16 +971,16 @@ def _check_parts(cluster: object, workload: object, config: object, rng: object)
             raise TypeError(f"Simulator: {name} must be a {shown}, got {value!r} ({hint})")
 
 
-def _as_index(choice: object, n_nodes: int) -> int:
+def _as_index(choice: object, n_nodes: int, who: str = "policy") -> int:
     if isinstance(choice, bool) or getattr(choice, "dtype", None) == np.bool_:
         # int(True) is 1: not a node index (np.bool_ and boolean arrays have that dtype)
-        raise ValueError(f"a policy must answer with a node index, got {choice!r}")
+        raise ValueError(f"{who} must answer with a node index, got {choice!r}")
     try:
         index = int(choice)  # type: ignore[call-overload]
     except (TypeError, ValueError):
-        raise ValueError(f"a policy must answer with a node index, got {choice!r}") from None
+        raise ValueError(f"{who} must answer with a node index, got {choice!r}") from None
     if index != choice or not 0 <= index < n_nodes:
-        raise ValueError(f"policy answered {choice!r}; valid nodes are 0..{n_nodes - 1}")
+        raise ValueError(f"{who} answered {choice!r}; valid nodes are 0..{n_nodes - 1}")
     return index
 
 

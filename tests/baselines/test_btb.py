@@ -249,7 +249,11 @@ def test_the_same_requests_at_256_and_512_token_blocks_get_the_same_decisions(na
 
 def test_y_shorter_than_one_block_is_an_error_naming_the_field() -> None:
     sim = cluster_state([0, 0])
-    with pytest.raises(ValueError, match=r"btb\.y_tokens = 100 is shorter than one 256-token"):
+    with pytest.raises(
+        ValueError,
+        match=r"btb\.y_tokens = 100 is shorter than one 256-token block of the workload \(Y is "
+        r"whole blocks: btb\.y_tokens=256 or more keys one\)$",
+    ):
         BTB(y_tokens=100).reset(sim)
 
 

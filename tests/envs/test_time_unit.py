@@ -119,8 +119,10 @@ def test_every_duration_is_multiplied_by_the_factor() -> None:
 def test_bad_values_and_envs_without_it_are_refused() -> None:
     with pytest.raises(ValueError, match="time_unit must be one of seconds, reference"):
         RouteEnv(n_windows=1, time_unit="minutes")
-    with pytest.raises(ValueError, match="time_unit is an option of btb/Route-v0"):
+    with pytest.raises(ValueError, match="time_unit is an option of btb/Route-v0") as refused:
         ThresholdsEnv(n_windows=1, time_unit="reference")
+    # named as data, so a command writes env.time_unit (from the command line)
+    assert getattr(refused.value, "fields", ()) == ("time_unit",)
     ThresholdsEnv(n_windows=1, time_unit="seconds")  # the default is fine
     mixed = ClusterSpec(model_preset("llama-3.3-70b"), (parse_node("4xH100"), parse_node("8xH100")))
     with pytest.raises(ValueError, match="time_unit=reference needs nodes that prefill at one"):

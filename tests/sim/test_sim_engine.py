@@ -270,6 +270,22 @@ def test_a_bad_node_index_is_refused(answer: object, pattern: str) -> None:
         gen.send(answer)
 
 
+@pytest.mark.parametrize("answer", [3, 1.5])
+def test_a_bad_answer_under_run_names_the_policy(answer: object) -> None:
+    """Several policies run side by side in a command: the error says whose it is."""
+
+    class Wrong:
+        name = "wrong_answers"
+
+        def decide(self, sim: Simulator, request: object) -> object:
+            return answer
+
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    with pytest.raises(ValueError, match=rf"^policy 'wrong_answers' .*{answer}"):
+        Simulator(toy_cluster(3), p.workload()).run(Wrong())
+
+
 def test_warm_and_evict_refuse_nodes_out_of_range() -> None:
     p = Prompts()
     p.add(0.0, names("P", 1))

@@ -497,11 +497,11 @@ cdef class SimCore:
                 if choice.__class__ is not int:
                     from envs.sim.simulator import _as_index
 
-                    choice = _as_index(choice, n_nodes)
+                    choice = _as_index(choice, n_nodes, (<object>self)._who)
                 elif not 0 <= choice < n_nodes:
                     raise ValueError(
-                        f"policy routed request {request.request_id!r} to node {choice}; "
-                        f"valid nodes are 0..{n_nodes - 1}"
+                        f"{(<object>self)._who} routed request {request.request_id!r} to node "
+                        f"{choice}; valid nodes are 0..{n_nodes - 1}"
                     )
                 self._c_route(request, <Node>nodes[choice])
             i += 1
