@@ -107,7 +107,8 @@ class MetricsLogger(BaseCallback):
         return True
 
     def _on_training_end(self) -> None:
-        self._flush()
+        if self.model.num_timesteps != self._last_steps or not self.history:
+            self._flush()  # (the last rollout's point, unless it was just logged)
 
     def _flush(self) -> None:
         now = time.perf_counter()

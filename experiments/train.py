@@ -1316,7 +1316,11 @@ def train(cfg: DictConfig) -> float:
                 "per_rollout": clone_kl.per_rollout(),
             }
         train_record["curve"] = [  # episode returns over the run (mean of the last 100)
-            {k.removeprefix("train/"): v for k, v in m.items() if k != "train/steps_per_s"}
+            {
+                k.removeprefix("train/"): int(v) if k == "train/timesteps" else v
+                for k, v in m.items()
+                if k != "train/steps_per_s"
+            }
             for m in metrics.history
             if "train/episode_return_mean" in m
         ]

@@ -61,6 +61,8 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
     assert record["init_from"] == str(ZOO_CLONE) and record["critic_warmup_steps"] == 64
     curve = record["curve"]  # the training curve: episode returns as episodes end
     assert curve and all(64 < c["timesteps"] <= 192 and c["episode_length_mean"] > 0 for c in curve)
+    steps = [c["timesteps"] for c in curve]  # whole steps, each point once
+    assert all(type(s) is int for s in steps) and steps == sorted(set(steps))
     assert record["cpu_s"] > 0 and record["wall_s"] > 0
     validation = record["validation"]
     history = validation["history"]
