@@ -377,6 +377,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     if params:
         result.update(workload_file("trace", params))
+    from experiments.provenance import provenance
+
+    result["provenance"] = provenance()
     _print_tables(result)
     if options["out_dir"]:
         path = write_json_atomic(Path(options["out_dir"]) / "bench.json", result)

@@ -681,7 +681,10 @@ def write_run(
     written, results.json first."""
     try:
         charts = [] if runs is None else write_charts(runs, baseline, out_dir)
-        return [write_json_atomic(out_dir / "results.json", result), *charts]
+        from experiments.provenance import provenance
+
+        recorded = {**result, "provenance": provenance()}
+        return [write_json_atomic(out_dir / "results.json", recorded), *charts]
     except BaseException:
         for name in (*CHARTS, THRESHOLDS_CHART):
             (out_dir / name).unlink(missing_ok=True)

@@ -173,7 +173,10 @@ def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type
          "policy_kwargs=btb.m=3", "agents=none"]
     )  # fmt: skip
     payload = json.loads((out / "results.json").read_text())
-    assert set(payload) == {"rows", "config"}
+    assert set(payload) == {"rows", "config", "provenance"}
+    made = payload["provenance"]  # what made the file: the code, the core, the machine
+    assert made["btb_gym"] and made["core"] in ("compiled", "python") and made["cpus"] >= 1
+    assert made["commit"] is None or len(made["commit"]) == 40
     rows = payload["rows"]
     # baseline added first, the lower bound last
     assert [r["policy"] for r in rows] == [

@@ -1,0 +1,75 @@
+"""What produced a result file: the code, the simulator core and the machine.
+
+A run's ``results.json`` (and ``bench.json``) carries :func:`provenance` as
+``provenance``, so a figure can be traced to the commit that made it, and told
+apart from one another machine made: trained weights depend on the CPU's
+floating-point kernels (docs/agents.md), and speeds on everything here."""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def provenance() -> dict[str, Any]:
+    """The code (btb-gym's version; its git commit, ``dirty`` when tracked files
+    differ from it, both None outside a git checkout), the simulator core, the
+    Python and library versions, and the CPU (its model and whether it has
+    AVX-512: the kernels torch and MKL pick follow it). Worked out once a process."""
+    from envs.sim.native import CORE
+
+    commit = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
+    try:
+        avx512: bool | None = " avx512f" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        avx512 = None
+    affinity = getattr(os, "sched_getaffinity", None)
+    return {
+        "btb_gym": _version("btb-gym"),
+        "commit": commit,
+        "dirty": None if status is None else bool(status),
+        "core": CORE,
+        "python": platform.python_version(),
+        "numpy": _version("numpy"),
+        "torch": _version("torch"),
+        "stable_baselines3": _version("stable-baselines3"),
+        "cpu": _cpu(),
+        "avx512": avx512,
+        "cpus": len(affinity(0)) if affinity else os.cpu_count(),
+    }
