@@ -228,7 +228,7 @@ def check_rollout(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> int
     if rollout > MAX_ROLLOUT:
         raise ValueError(
             f"agent.hyperparams.n_steps={n_steps} x env.n_envs={n_envs} = {rollout} steps "
-            f"a rollout; at most {MAX_ROLLOUT} (2^20)"
+            f"a rollout; at most {MAX_ROLLOUT}"
         )
     return rollout
 

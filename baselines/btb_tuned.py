@@ -59,9 +59,11 @@ def read_table(path: str | Path = TABLE_PATH) -> dict[str, dict[str, dict[str, A
             missing = [k for k in CELL_KEYS if k not in cell]
             if missing:
                 raise ValueError(f"{where} lacks {', '.join(missing)}")
-            for key in ("x", "y_tokens", "m"):
-                check_int(f"{where}.{key}", cell[key], 1)
-            checked_number(f"{where}.z_s", cell["z_s"], 0, above=True, finite=True)
+            for key in ("x", "y_tokens", "m"):  # (btb_settings takes a whole float as an int)
+                value = cell[key]
+                whole = isinstance(value, float) and value.is_integer()
+                check_int(f"{where}.{key}", int(value) if whole else value, 1)
+            checked_number(f"{where}.z_s", cell["z_s"], 0, above=True)  # inf: as btb takes it
             if setup in SETUPS and cell["m"] > len(setup_cluster(setup).nodes):
                 raise ValueError(
                     f"{where}.m = {cell['m']} copies exceeds the {setup} cluster's "

@@ -9,6 +9,9 @@ same interface (``agents/``), so the comparison run cannot tell them apart.
 
 from __future__ import annotations
 
+import importlib
+import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
@@ -58,8 +61,63 @@ def register(name: str) -> Callable[[type[Policy]], type[Policy]]:
 def make_policy(name: str, **kwargs: Any) -> Policy:
     """Build the policy registered as ``name`` with keyword settings."""
     if name not in POLICIES:
+        load_plugins()  # a process the command did not start itself (a subproc env)
+    if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}")
     try:
         return POLICIES[name](**kwargs)
     except TypeError as error:
         raise ValueError(f"policy {name!r}: {error}") from None
+
+
+# ------------------------------------------------------------------ plugins
+# A router of your own lives in a module of your own that registers it
+# (``@register("hitmax")``). Every command imports the modules the environment
+# variable ``BTB_GYM_PLUGINS`` lists (comma-separated, importable from
+# ``PYTHONPATH`` or the folder the command runs in) before it reads its options,
+# and so does :func:`make_policy` for a name it does not know (a process the
+# command did not start itself: a subproc env's worker)::
+#
+#     BTB_GYM_PLUGINS=mypolicy python -m experiments.compare policies=hitmax,btb
+#
+# A module that cannot be imported, or that registers a name another policy
+# has, is one line naming it (exit 2).
+
+VARIABLE = "BTB_GYM_PLUGINS"
+_LOADED: set[str] = set()  # the plugin modules imported in this process
+
+
+def plugin_names() -> list[str]:
+    """The modules ``BTB_GYM_PLUGINS`` names, in order."""
+    return [n.strip() for n in os.environ.get(VARIABLE, "").split(",") if n.strip()]
+
+
+def load_plugins() -> list[str]:
+    """Import each module ``BTB_GYM_PLUGINS`` names (once a process); returns them.
+    A module that fails to import, or that registers a name another policy has
+    (a plugin would silently replace ``btb``), is a ValueError naming the variable
+    and the module."""
+    names = plugin_names()
+    if names and "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` finds the project's own modules
+    for name in names:
+        if name in _LOADED:
+            continue
+        before = dict(POLICIES)
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # its own error, whatever it is, in the one line
+            raise ValueError(
+                f"{VARIABLE}={os.environ[VARIABLE]}: importing {name!r} failed: "
+                f"{type(error).__name__}: {' '.join(str(error).split())}"
+            ) from None
+        replaced = sorted(k for k, v in before.items() if POLICIES.get(k) is not v)
+        if replaced:
+            POLICIES.update(before)  # the policies as they were
+            raise ValueError(
+                f"{VARIABLE}={os.environ[VARIABLE]}: {name!r} registers "
+                f"{', '.join(map(repr, replaced))}, a name another policy has (choose "
+                "another name)"
+            )
+        _LOADED.add(name)
+    return names

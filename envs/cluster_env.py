@@ -93,8 +93,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 "tail_penalty", "needs {slo_s} (the TTFT SLO in seconds)", "slo_s"
             )
         if reward_baseline is not None:
-            from baselines.policy import POLICIES
+            from baselines.policy import POLICIES, load_plugins
 
+            if reward_baseline not in POLICIES:
+                load_plugins()  # a subproc env's worker: the command's plugins too
             if reward_baseline not in POLICIES:
                 raise ConfigError.about(
                     "reward_baseline",

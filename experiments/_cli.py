@@ -162,6 +162,11 @@ def parse_args(
         lines += more_help
         print("\n".join(lines))
         raise SystemExit(0)
+    from baselines.policy import load_plugins
+    from experiments.provenance import provenance
+
+    load_plugins()  # policies of the user's own modules, known by name in the options
+    provenance()  # what made the run, as it starts (its result files record it)
     for arg in args:
         key, sep, text = arg.partition("=")
         if not sep or not key:
@@ -221,7 +226,6 @@ def main_guard(fn: Any) -> int:
     use (``envs.sim.rare_gc``): between runs the default one would
     start a collection over each finished run's objects, and over everything
     torch and the agents loaded, again and again (a tenth of ``compare``'s time)."""
-    from baselines.plugins import load_plugins
     from envs.sim import rare_gc
     from experiments._io import release_out_dirs
 
@@ -233,7 +237,6 @@ def main_guard(fn: Any) -> int:
     _RUNNING.append(command)
     with rare_gc.RARE_GC:
         try:
-            load_plugins()  # policies of the user's own modules, known by name
             fn()
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

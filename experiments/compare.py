@@ -23,7 +23,8 @@ stale router view, faults, tenancy, the cache lifecycle, speculation
 the rows also count node losses, re-routed requests and failed copies.
 
 
-* ``results.json``: ``{"rows": [...], "config": {...}}``, one row per (setup,
+* ``results.json``: ``{"rows": [...], "config": {...}, "provenance": {...}}`` (what
+  made it: ``experiments.provenance``), one row per (setup,
   workload, policy); TTFT statistics pool every request of every window;
   ``ttft_mean_reduction_pct`` / ``ttft_p95_reduction_pct`` are relative to
   ``baseline`` (cache_aware), which is always run. The last row, ``floor``, is
@@ -120,16 +121,21 @@ def _literal(text: str) -> Any:
     return text
 
 
-def _setting_value(policy: str, key: str, text: str, item: str) -> Any:
-    """``text`` parsed to the type of the policy's constructor setting ``key``:
-    bools strictly (true/false/yes/no/on/off/1/0), ints, floats; None where allowed."""
+def _setting_value(policy: str, key: str, value: Any, item: str, typed: bool = False) -> Any:
+    """``value`` as the policy's constructor setting ``key`` takes it. Text (the
+    ``key=value`` commands) is parsed to the setting's type: bools strictly
+    (true/false/yes/no/on/off/1/0), ints, floats; None where allowed. A ``typed``
+    value (a Hydra command's: YAML typed it already) is checked against the type
+    instead (a whole float is an int), and a string is a string."""
     factory = POLICIES.get(policy)
+    text = isinstance(value, str)
+    untyped = value if typed else _literal(value) if text else value
     if factory is None:
-        return _literal(text)
+        return untyped
     params = inspect.signature(factory).parameters
     if key not in params:
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return _literal(text)
+            return untyped
         known = ", ".join(k for k, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD)
         raise UsageError(
             f"policy_kwargs: {item!r}: {policy} has no setting {key!r} (settings: {known or '-'})"
@@ -139,17 +145,33 @@ def _setting_value(policy: str, key: str, text: str, item: str) -> Any:
     if not isinstance(annotation, str):
         annotation = inspect.formatannotation(annotation)
     kinds = {part.strip() for part in annotation.split("|")}
-    if text.lower() in {"none", "null"} and ("None" in kinds or param.default is None):
+    may_be_none = "None" in kinds or param.default is None
+    if may_be_none and (value is None or (text and value.lower() in {"none", "null"})):
         return None
     for kind, example in (("bool", False), ("int", 0), ("float", 0.0)):
         if kind in kinds or type(param.default) is type(example):
-            try:
-                return parse_value(text, example)
-            except ValueError:
-                raise UsageError(
-                    f"policy_kwargs: {policy}.{key}={text!r} is not a valid {kind}"
-                ) from None
-    return _literal(text)
+            if text:
+                try:
+                    return parse_value(value, example)
+                except ValueError:
+                    pass
+            elif kind == "bool" and isinstance(value, bool):
+                return value
+            elif kind != "bool" and isinstance(value, int | float) and not isinstance(value, bool):
+                if kind == "float":
+                    return float(value)
+                if float(value).is_integer():
+                    return int(value)
+            raise UsageError(f"policy_kwargs: {policy}.{key}={value!r} is not a valid {kind}")
+    return untyped
+
+
+def _check_run(policy: str, where: str, policies: Sequence[str]) -> None:
+    if policy not in policies:
+        raise UsageError(
+            f"{where} names policy {policy!r}, which is not being run "
+            f"(policies: {', '.join(policies)})"
+        )
 
 
 def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -161,11 +183,7 @@ def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, di
         policy, dot, key = target.partition(".")
         if not sep or not dot or not policy or not key:
             raise UsageError(f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}")
-        if policy not in policies:
-            raise UsageError(
-                f"policy_kwargs: {item!r} names policy {policy!r}, which is not being run "
-                f"(policies: {', '.join(policies)})"
-            )
+        _check_run(policy, f"policy_kwargs: {item!r}", policies)
         out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item)
     return out
 
@@ -174,13 +192,19 @@ def policy_settings(
     settings: Mapping[str, Any], policies: Sequence[str]
 ) -> dict[str, dict[str, Any]]:
     """``{"btb": {"y_tokens": 8192}}`` (a Hydra command's ``+policy_kwargs.btb.y_tokens=
-    8192``) checked as :func:`policy_kwargs` checks ``btb.y_tokens=8192``."""
-    items = []
+    8192``, typed already) checked as :func:`policy_kwargs` checks ``btb.y_tokens=8192``."""
+    out: dict[str, dict[str, Any]] = {}
     for policy, keys in settings.items():
         if not isinstance(keys, Mapping):
-            raise UsageError(f"policy_kwargs.{policy}: expected POLICY.KEY=VALUE, got {keys!r}")
-        items += [f"{policy}.{key}={value}" for key, value in keys.items()]
-    return policy_kwargs(items, policies)
+            raise UsageError(
+                f"policy_kwargs.{policy} must hold settings (+policy_kwargs.{policy}.KEY="
+                f"VALUE), got {keys!r}"
+            )
+        _check_run(policy, f"policy_kwargs.{policy}", policies)
+        for key, value in keys.items():
+            item = f"{policy}.{key}={value!r}"
+            out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item, True)
+    return out
 
 
 def resolve_policies(options: dict[str, Any]) -> list[str]:

@@ -570,10 +570,12 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from baselines.plugins import load_plugins
+    from baselines.policy import load_plugins
+    from experiments.provenance import provenance
 
     try:
         load_plugins()  # in the job's process, whichever launcher started it
+        provenance()  # what made the run, as it starts (its result files record it)
         return fn(cfg)
     except BaseException as error:  # a bug or Ctrl-C too: no bare run folder is left
         release_out_dirs()

@@ -20,8 +20,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _git(*args: str) -> str | None:
     try:
-        done = subprocess.run(
-            ["git", "-C", str(ROOT), *args], capture_output=True, text=True, timeout=10
+        done = subprocess.run(  # (no optional locks: never in the way of the user's git)
+            ["git", "--no-optional-locks", "-C", str(ROOT), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
         return None
@@ -45,15 +48,27 @@ def _version(package: str) -> str | None:
         return None
 
 
-@functools.cache
 def provenance() -> dict[str, Any]:
+    """See :func:`_made_by`; the plugins as the environment names them now."""
+    from baselines.policy import plugin_names
+
+    return {**_made_by(), "plugins": plugin_names()}
+
+
+@functools.cache
+def _made_by() -> dict[str, Any]:
     """The code (btb-gym's version; its git commit, ``dirty`` when tracked files
-    differ from it, both None outside a git checkout), the simulator core, the
-    Python and library versions, and the CPU (its model and whether it has
-    AVX-512: the kernels torch and MKL pick follow it). Worked out once a process."""
+    differ from it, both None where btb-gym is not a git checkout's own folder, as
+    when installed into another project's environment), the plugins
+    (``BTB_GYM_PLUGINS``), the simulator core, the Python and library versions,
+    and the CPU (its model and whether it has AVX-512: the kernels torch and MKL
+    pick follow it). Worked out once a process: the commands ask for it as they
+    start, so a file records the code its run started with."""
     from envs.sim.native import CORE
 
-    commit = _git("rev-parse", "HEAD")
+    top = _git("rev-parse", "--show-toplevel")
+    own = top is not None and Path(top).resolve() == ROOT
+    commit = _git("rev-parse", "HEAD") if own else None
     status = _git("status", "--porcelain", "--untracked-files=no") if commit else None
     try:
         avx512: bool | None = " avx512f" in Path("/proc/cpuinfo").read_text()

@@ -341,7 +341,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         },
         "tables": tables,
     }
-    path = write_json_atomic(out_dir / "results.json", result)
+    from experiments.provenance import provenance
+
+    path = write_json_atomic(out_dir / "results.json", {**result, "provenance": provenance()})
     print(f"wrote {path}")
     return result
 

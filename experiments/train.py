@@ -79,7 +79,7 @@ MAX_HIDDEN = 65_536
 """The most units a layer has (``agent.hidden``)."""
 MAX_THREADS = 1024
 """The most threads ``train.torch_threads`` and ``train.update_threads`` ask for."""
-TRAIN_OUTPUTS = ("agent", "last", "checkpoints", "train.json", "rescore_val*.json")
+TRAIN_OUTPUTS = ("agent", "last", "checkpoints", "train.json", "rescore_val[0-9]*.json")
 """What a training run writes in its folder besides a comparison's (the agents, and
 ``train_rescore``'s records of them): ``overwrite=true`` clears these too."""
 
@@ -229,7 +229,8 @@ def check_train(cfg: Any) -> None:
     assert isinstance(hyperparams, dict)
     named = {str(k): v for k, v in hyperparams.items()}
     check_hyperparams(cfg.agent.algo, named)
-    check_rollout(cfg.agent.algo, named, int(cfg.env.n_envs))  # before the envs are built
+    if not cfg.resume:  # a resume collects the checkpoint's n_steps: checked once adopted
+        check_rollout(cfg.agent.algo, named, int(cfg.env.n_envs))  # before the envs are built
     if cfg.train.eval_seed is not None and cfg.train.eval_seed < 0:
         raise ValueError(f"train.eval_seed must be >= 0 (or null), got {cfg.train.eval_seed}")
     check_curriculum(cfg)
@@ -1066,6 +1067,15 @@ def train(cfg: DictConfig) -> float:
         name = resumed_spec.name  # a resumed agent keeps its name (and so does its W&B run)
         sb3_adopted, rollout_changes = check_resume_hyperparams(cfg)
         adopted |= sb3_adopted | resume_reward(cfg, resumed_spec)
+        # the rollout the resumed run collects: the checkpoint's n_steps, the run's envs
+        from agents.algorithms import check_rollout, note_minibatches
+
+        resumed_hp = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
+        assert isinstance(resumed_hp, dict)
+        resumed_named = {str(k): v for k, v in resumed_hp.items()}
+        check_rollout(cfg.agent.algo, resumed_named, int(cfg.env.n_envs))
+        if int(cfg.train.total_timesteps) > 0:
+            note_minibatches(cfg.agent.algo, resumed_named, int(cfg.env.n_envs))
         if adopted:
             taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
             print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")
@@ -1386,8 +1396,10 @@ def train(cfg: DictConfig) -> float:
             logger.summary({"eval/ttft_mean_s": metric})
         else:  # no results.json: the training record alone
             from envs.files import write_json_atomic
+            from experiments.provenance import provenance
 
-            write_json_atomic(out_dir / "train.json", {"train": train_record})
+            record = {"train": train_record, "provenance": provenance()}
+            write_json_atomic(out_dir / "train.json", record)
         return metric
     finally:
         vec.close()

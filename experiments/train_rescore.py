@@ -81,8 +81,9 @@ SAME_AGENT = ("algo", "env", "net", "hidden", "critic", "env_kwargs")
 
 def check_same_agent(run: Path, first: Path, spec: Any, folder: Path, other: Any) -> None:
     """Refuse, naming the field, a checkpoint that is not of the run's agent (a
-    folder copied in from another run): it would meet an observation of another
-    layout."""
+    folder copied in from another run: its network, or the env it was trained in,
+    differs; scored through the run's spec it could meet an observation of another
+    layout, or be scored in an env it was not trained in)."""
 
     def fields(agent: Any) -> dict[str, Any]:
         flat = {name: getattr(agent, name) for name in SAME_AGENT if name != "env_kwargs"}

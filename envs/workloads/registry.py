@@ -52,7 +52,7 @@ from envs.workloads.scenarios import (
     multi_tenant_rows,
     rising_load_rows,
 )
-from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_note
+from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_ends, private_key_note
 from envs.workloads.trace_file import TRACE_WORKLOAD, trace_options, trace_windows
 
 DEFAULT_WORKLOAD = "bursted_synthetic"
@@ -416,27 +416,40 @@ def windows(
             meta={**asdict(spec), "seed": seed, "config": config_dict(config)},
         )
         if params:
-            _warn_private_key_ends(name, params, window)
+            own = {
+                "split": split, "seed": seed, "train_windows": train_windows,
+                "test_windows": test_windows, "val_windows": val_windows,
+            }  # fmt: skip
+            _warn_private_key_ends(name, params, window, own)
         yield window
 
 
 _KEYS_CHECKED: set[str] = set()  # generators with changed params already looked at
 
 
-def _warn_private_key_ends(name: str, params: Mapping[str, Any], window: Workload) -> None:
+def _warn_private_key_ends(
+    name: str, params: Mapping[str, Any], window: Workload, own: Mapping[str, Any]
+) -> None:
     """Warn, once per workload and params in a process, when the first window of a
     generator whose params were changed (``+workload.params.block_tokens=64``) has
-    many requests whose prefix key is their own (:func:`~envs.workloads.stats.private_key_note`), as
-    trace files are warned about."""
+    many more requests whose prefix key is their own
+    (:func:`~envs.workloads.stats.private_key_note`) than the same window at the
+    generator's own parameters (``own``: the rest of the call): what the change
+    did, as trace files are warned about."""
     given = ", ".join(f"{key}={value}" for key, value in sorted(params.items()))
     if f"{name}: {given}" in _KEYS_CHECKED:
         return
     _KEYS_CHECKED.add(f"{name}: {given}")
-    note = private_key_note(window.requests, window.block_tokens)
+    if private_key_note(window.requests, window.block_tokens) is None:
+        return  # (not even against none: no need to make the other window)
+    default = next(windows(name, limit=1, **own))
+    share = private_key_ends(default.requests) / max(1, len(default.requests))
+    note = private_key_note(window.requests, window.block_tokens, above=share)
     if note is not None:
         warnings.warn(
             SettingWarning(
-                f"workload {name} with {given}: in window {window.name}, {note}. "
+                f"workload {name} with {given}: in window {window.name}, {note}; at the "
+                f"workload's own parameters {share:.0%} of that window's requests. "
                 f"{PRIVATE_KEY_EFFECT}"
             ),
             stacklevel=3,

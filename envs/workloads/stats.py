@@ -129,11 +129,15 @@ def private_key_ends(requests: Sequence[Request]) -> int:
     )
 
 
-def private_key_note(requests: Sequence[Request], block_tokens: int) -> str | None:
+def private_key_note(
+    requests: Sequence[Request], block_tokens: int, above: float = 0.0
+) -> str | None:
     """The first half of the warning about :func:`private_key_ends` ("N of M requests
-    ..."), or None below :data:`PRIVATE_KEY_SHARE` of ``requests``."""
+    ..."), or None below :data:`PRIVATE_KEY_SHARE` of ``requests`` more than the
+    share ``above`` (a generator's own, at its default parameters: multi-turn
+    conversations have such requests at any block size)."""
     private = private_key_ends(requests)
-    if private < max(1, PRIVATE_KEY_SHARE * len(requests)):
+    if private < max(1, (above + PRIVATE_KEY_SHARE) * len(requests)):
         return None
     return (
         f"{private:,} of {len(requests):,} requests share leading blocks with others, but "

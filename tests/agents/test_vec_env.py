@@ -143,7 +143,9 @@ def test_two_update_threads_train_as_one_up_to_rounding_and_repeat_exactly(algo,
     one, two, again = weights
     assert all(torch.equal(two[k], again[k]) for k in two)
     assert all(torch.allclose(one[k], two[k], rtol=1e-5, atol=1e-7) for k in one)
-    start = build_model(spec, _vec(InProcessVecEnv, spec.env_id, window, n_envs=4)).policy
+    vec = _vec(InProcessVecEnv, spec.env_id, window, n_envs=4)
+    start = build_model(spec, vec).policy
+    vec.close()
     moved = [k for k, v in start.state_dict().items() if not torch.allclose(v, one[k])]
     assert moved  # (the updates changed the weights: the comparison above compares training)
 

@@ -341,3 +341,21 @@ def test_help_lists_the_sim_options_with_their_defaults(
         assert "  sim.router_view_delay_s=0.0" in out
         assert "  sim.reclaim_order=lru" in out
         assert "  sim.fault_node_loss_s=" in out  # an empty list
+
+
+def test_typed_settings_of_a_hydra_command_are_checked_not_reparsed() -> None:
+    """evaluate's +policy_kwargs values come typed from YAML: a whole float is an int,
+    an int is a float where a float is taken, None where allowed; nothing goes back
+    through text (8e3 was refused as the string '8000.0')."""
+    settings = {"btb": {"y_tokens": 8e3, "z": 3, "shadow": True, "min_prefix_tokens": None}}
+    got = compare.policy_settings(settings, ["cache_aware", "btb"])
+    assert got == {"btb": {"y_tokens": 8000, "z": 3.0, "shadow": True, "min_prefix_tokens": None}}
+    assert type(got["btb"]["y_tokens"]) is int and type(got["btb"]["z"]) is float
+    for value, kind in ((2.5, "int"), (True, "int"), ("3", "int"), ({"y": 1}, "int")):
+        if value == "3":  # a quoted number is text: parsed, as the key=value commands do
+            assert compare.policy_settings({"btb": {"x": value}}, ["btb"]) == {"btb": {"x": 3}}
+            continue
+        with pytest.raises(compare.UsageError, match=rf"btb\.x={value!r} is not a valid {kind}"):
+            compare.policy_settings({"btb": {"x": value}}, ["btb"])
+    with pytest.raises(compare.UsageError, match=r"^policy_kwargs\.btb must hold settings"):
+        compare.policy_settings({"btb": 3}, ["btb"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from baselines import plugins
+from baselines import policy as plugins
 from baselines.policy import POLICIES
 from experiments._cli import main_guard
 
@@ -51,6 +51,7 @@ def test_compare_runs_a_plugin_s_policy_by_name_with_its_settings(plugin, tmp_pa
     assert row["requests"] == 4120
     assert row["load_imbalance"] == 4.0  # every prefill on one node of the four
     assert result["config"]["policy_kwargs"] == {plugin: {"node": 1}}
+    assert result["provenance"]["plugins"] == ["my_routers"]
 
 
 def test_a_plugin_that_does_not_import_is_one_line(monkeypatch, capsys, tmp_path: Path):
@@ -65,3 +66,23 @@ def test_a_plugin_that_does_not_import_is_one_line(monkeypatch, capsys, tmp_path
         "ModuleNotFoundError: No module named 'no_such_module_here'" in err
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_plugin_that_takes_a_policy_s_name_is_refused(tmp_path, monkeypatch, capsys):
+    """A plugin registering "btb" silently replaced btb in every table."""
+    from baselines.btb import BTB
+    from experiments import compare
+
+    (tmp_path / "takes_btb.py").write_text(PLUGIN.replace("plugin_first_node", "btb"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(plugins.VARIABLE, "takes_btb")
+    try:
+        code = main_guard(lambda: compare.main(["policies=btb", f"out_dir={tmp_path / 'run'}"]))
+    finally:
+        sys.modules.pop("takes_btb", None)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert (
+        "BTB_GYM_PLUGINS=takes_btb: 'takes_btb' registers 'btb', a name another policy has" in err
+    )
+    assert POLICIES["btb"] is BTB  # put back

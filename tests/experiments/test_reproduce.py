@@ -61,7 +61,7 @@ def test_reproduce_end_to_end_on_one_setup(tmp_path) -> None:  # type: ignore[no
          f"out_dir={out}"]
     )  # fmt: skip
     payload = json.loads((out / "results.json").read_text())
-    assert set(payload) == {"rows", "config", "tables"}
+    assert set(payload) == {"rows", "config", "tables", "provenance"}
     got = {(r["policy"], r["causal_kv"]) for r in payload["rows"]}
     policies = ("cache_aware", "btb", "btb_pending", "floor", "floor_capacity")
     assert got == {(p, c) for p in policies for c in (False, True)}

@@ -291,3 +291,31 @@ def test_resume_goes_on_with_the_reward_it_trained_on(tmp_path: Path, run_comman
     record = json.loads((tmp_path / "other" / "train.json").read_text())["train"]
     assert record["resume_changes"]["env.reward_timing"] == ["accrued", "first_token"]
     assert record["resume_adopted"]["env.reward_baseline"] == "cache_aware"
+
+
+def test_a_resumed_rollout_is_checked_with_the_checkpoint_s_n_steps(
+    tmp_path: Path, run_command: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollout ceiling and the minibatch note read the checkpoint's n_steps (they
+    read the config's, which a resume replaces) times the envs the run uses."""
+    import agents.algorithms
+
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
+    checkpoint = _saved(tmp_path / "step_0", spec, {"n_steps": 32, "batch_size": 48})
+    done = run_command(
+        "experiments.train", [*_resume_args(checkpoint), f"out_dir={tmp_path / 'a'}"], tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        "agent.hyperparams.batch_size=48 is larger than a rollout of n_steps x env.n_envs = "
+        "32 steps" in done.stdout + done.stderr
+    )
+    monkeypatch.setattr(agents.algorithms, "MAX_ROLLOUT", 64)
+    args = [a for a in _resume_args(checkpoint) if a != "env.n_envs=1"] + ["env.n_envs=3"]
+    done = run_command("experiments.train", [*args, f"out_dir={tmp_path / 'b'}"], tmp_path)
+    assert done.returncode == 2
+    assert (
+        "agent.hyperparams.n_steps=32 x env.n_envs=3 = 96 steps a rollout; at most 64"
+        in done.stderr
+    )
+    assert not (tmp_path / "b").exists()

@@ -296,12 +296,14 @@ def test_train_overwrite_clears_every_file_a_training_run_writes(tmp_path: Path)
     for name in ("train.json", "results.json", "rescore_val1.json", "rescore_val20.json"):
         (tmp_path / name).write_text("{}")
     (tmp_path / "rescore_notes.txt").write_text("mine")
+    (tmp_path / "rescore_val_notes.json").write_text("mine too")
     with _hydra_job("train", ["logger=none", "overwrite=true", f"out_dir={tmp_path}"]) as cfg:
         assert run_dir(cfg, "train", (*OUTPUTS, *TRAIN_OUTPUTS)) == tmp_path
         release_out_dirs()
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".hydra",
         "rescore_notes.txt",
+        "rescore_val_notes.json",  # a user's file (not rescore_val<N>.json)
         "train.log",
     ]
 

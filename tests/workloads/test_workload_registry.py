@@ -187,9 +187,13 @@ def test_a_generator_whose_prefix_keys_end_in_own_blocks_is_warned_about_once(mo
         "workload bursted_synthetic with block_tokens=16, burst_requests=30, n_bursts=3, "
         f"n_decoys=10: in window {first.name}, 90 of 100 requests share leading blocks with "
         "others, but their prompt less its last block ends in 16-token blocks no other "
-        f"request has (a suffix longer than one block). {registry.PRIVATE_KEY_EFFECT}"
+        "request has (a suffix longer than one block); at the workload's own parameters 0% "
+        f"of that window's requests. {registry.PRIVATE_KEY_EFFECT}"
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         next(registry.windows("bursted_synthetic", block_tokens=16, **small))  # said already
         next(registry.windows("bursted_synthetic", block_tokens=256, **small))
+        # art_like's conversations have such requests at any block size (a third of
+        # them): a change that leaves them as they are says nothing
+        next(registry.windows("art_like", block_tokens=256))
