@@ -592,7 +592,12 @@ class Simulator(CacheLifecycle, CopyMachinery):
 
     def _advance(self, node: Node, t: float) -> None:
         """The node is free at ``t``: start its next work item, if any (no sooner than
-        ``node.free_s``, the end of a decode step run past an arrival: decode overshoot)."""
+        ``node.free_s``, the end of a decode step run past an arrival: decode overshoot).
+        A node loading new weights after an upgrade starts nothing before they are
+        in: the wake then advances it, from the caches as they are then."""
+        now = self.now
+        if node.free_s > now and self.versions is not None and self.versions.loading(node, now):
+            return
         if t < node.free_s:
             t = node.free_s
         config = self.config

@@ -102,6 +102,13 @@ class Versions:
             self._cancel(sim, node, copy, t)
         self.try_switch(sim, node, t)
 
+    def loading(self, node: Node, t: float) -> bool:
+        """Is ``node`` loading its new weights at ``t`` (switched less than the
+        downtime ago)? A wake at their end is pending: work routed to it meanwhile
+        starts then, from the caches as they are then."""
+        switched = self.switched_s.get(node.index)
+        return switched is not None and t < switched + self.downtime_s
+
     def try_switch(self, sim: Simulator, node: Node, t: float) -> None:
         """Switch a draining ``node`` to the new version if it has drained."""
         if not (node.draining and node.work == IDLE and node.running == 0 and not node.inflight):

@@ -287,3 +287,38 @@ def test_a_node_lost_while_draining_for_its_upgrade_switches_when_it_is_back() -
     summary = sim.records.summary
     assert summary["upgrades_done"] == 1 and summary["model_versions"] == ["v1", "v2"]
     assert not sim.nodes[1].draining and not sim.nodes[1].down
+
+
+@pytest.mark.parametrize("warm_first", [False, True])
+def test_work_routed_to_a_node_loading_its_weights_starts_from_the_cache_then(
+    warm_first: bool,
+) -> None:
+    """Node 0 upgrades to v2 at 0.1 s and loads its weights until 0.6 s. At 0.2 s a
+    request of P and two blocks of its own goes to it, and P is warmed from node 1
+    (v2, holding P since 64 ms), landing at 0.232 s. The request starts at 0.6 s,
+    with P there whichever came first: it was admitted at its routing, from the
+    cache without P, when routed before the warm (TTFT 0.496 s)."""
+    p = Prompts()
+    p.add(0.0, names("P", 4))  # node 1 computes P
+    p.add(0.2, [*names("P", 4), "x", "y"])
+    prefix = p.blocks(names("P", 4))
+
+    def act(sim: Simulator) -> str:
+        if warm_first:
+            said = sim.warm(1, 0, prefix)
+            sim.route(0)
+            return said
+        sim.route(0)
+        return sim.warm(1, 0, prefix)
+
+    config = SimConfig(
+        model_versions=("v1", "v2"), upgrade_at_s=(0.1,), upgrade_downtime_s=0.5,
+        copy_model="contention",
+    )  # fmt: skip
+    sim, script = run_script(toy_cluster(2), p, [1, None], {1: [act]}, config)
+    rec = sim.records
+    assert script.results[1] == [WARM_OK] and sim.copies[0].land_s == pytest.approx(0.232)
+    assert rec.admit_s[1] == pytest.approx(0.6) and rec.hit_hbm_tokens[1] == 64
+    assert rec.ttft_s[1] == pytest.approx(0.4 + 32e-3 + 64 * HBM_S, rel=1e-12)
+    check_run(sim)
+    assert check_causal(sim) == []

@@ -583,8 +583,12 @@ cdef class SimCore:
         return node.reserved_tokens + node.pinned_tokens + n_in + n_out <= node.budget_tokens
 
     cdef int _c_advance(self, Node node, double t) except -1:
-        cdef object copy, queue, request
+        cdef object copy, queue, request, versions
         cdef double duration
+        if node.free_s > self.now:
+            versions = (<object>self).versions
+            if versions is not None and versions.loading(node, self.now):
+                return 0  # new weights loading: the wake at their end advances it
         if t < node.free_s:
             t = node.free_s
         if node.copy_queue:
