@@ -167,6 +167,7 @@ def parse_args(
 
     load_plugins()  # policies of the user's own modules, known by name in the options
     provenance()  # what made the run, as it starts (its result files record it)
+    given: set[str] = set()
     for arg in args:
         key, sep, text = arg.partition("=")
         if not sep or not key:
@@ -174,6 +175,9 @@ def parse_args(
         if key not in defaults:
             known = ", ".join(sorted(defaults))
             raise UsageError(f"{command}: unknown option {key!r} (known: {known})")
+        if key in given:  # the last one would win without a word
+            raise UsageError(f"{command}: {key}= is given twice")
+        given.add(key)
         options[key] = _parse(command, key, text, defaults[key])
     return options
 

@@ -52,6 +52,8 @@ def split_sim_options(
             raise UsageError(
                 f"{command}: unknown option {key!r} (sim. options: {', '.join(NAMES)})"
             )
+        if name in options:  # the last one would win without a word
+            raise UsageError(f"{command}: {key}= is given twice")
         options[name] = _parsed(command, key, text, getattr(SimConfig, name))
     return rest, options
 
@@ -64,7 +66,11 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, str):
         return text
     if isinstance(default, tuple):
-        items = [item.strip() for item in text.strip().strip("[]").split(",") if item.strip()]
+        items = [item.strip() for item in text.strip().strip("[]").split(",")]
+        if text.strip().strip("[]").strip() == "":
+            items = []
+        elif "" in items:  # (dropped, it shifted every later entry to another node)
+            raise UsageError(f"{command}: {key}={text!r} has an empty entry")
         if key.endswith("model_versions"):
             return tuple(items)
         kind: type = int if key.endswith("_nodes") else float

@@ -86,11 +86,26 @@ def test_compare_takes_the_other_features_sim_options_too() -> None:
         ("sim.disk_tier=yes", "is not true or false"),
         ("sim.fault_node_loss_nodes=a,b", "not a comma-separated list of node indices"),
         ("sim.router_view_delay_s=soon", "is not a valid number"),
+        # an empty entry was dropped, so the versions after it moved to other nodes
+        ("sim.model_versions=[v1,v2,,v1]", r"model_versions='\[v1,v2,,v1\]' has an empty entry$"),
+        ("sim.upgrade_at_s=1,,2", "has an empty entry"),
     ],
 )
 def test_bad_sim_options_are_named(arg: str, needle: str) -> None:
     with pytest.raises(UsageError, match=needle):
         split_sim_options("experiments.compare", [arg])
+
+
+def test_an_option_given_twice_is_refused_not_the_last_taken() -> None:
+    from experiments._cli import parse_args
+
+    twice = ["sim.fault_copy_fail_prob=0.5", "sim.fault_copy_fail_prob=0.2"]
+    with pytest.raises(
+        UsageError, match=r"^experiments\.compare: sim\.fault_copy_fail_prob= is given twice$"
+    ):
+        split_sim_options("experiments.compare", twice)
+    with pytest.raises(UsageError, match=r"^experiments\.compare: windows= is given twice$"):
+        parse_args("experiments.compare", compare.DEFAULTS, ["windows=1", "windows=2"])
 
 
 def test_compare_refuses_a_bad_fault_value_in_one_line(
