@@ -322,4 +322,3 @@ def test_work_routed_to_a_node_loading_its_weights_starts_from_the_cache_then(
     assert rec.ttft_s[1] == pytest.approx(0.4 + 32e-3 + 64 * HBM_S, rel=1e-12)
     check_run(sim)
     assert check_causal(sim) == []
-
