@@ -190,14 +190,18 @@ class Faults:
 
     def _cut(self, node: Node, t: float) -> None:
         """End ``node``'s work item at ``t``: its wake-up is void and the time it
-        would still have taken is not counted."""
+        would still have taken is not counted (all of it, for an item dated to start
+        after ``t``: a speculative chunk queued behind a decode step's end)."""
         work = node.work
         node.version += 1
         if work != IDLE and node.work_end > t:
-            rest = node.work_end - t
+            rest = node.work_end - max(t, node.work_start)
             node.busy_s -= rest
             if work in (PREFILL, SPECULATE):
                 node.prefill_s = max(node.prefill_s - rest, 0.0)
+            if work == SPECULATE:  # the chunk's compute: what ran of it
+                chunk = node.work_obj
+                chunk.compute_s = max(chunk.compute_s - rest, 0.0)  # type: ignore[union-attr]
             elif work == DECODE:
                 node.decode_s = max(node.decode_s - rest, 0.0)
             elif work == COPY:

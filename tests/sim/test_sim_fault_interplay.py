@@ -118,6 +118,29 @@ def test_a_lost_node_takes_no_speculation() -> None:
     assert sim.records.summary["speculative_compute_s"] == 0.0
 
 
+def test_a_node_lost_during_a_speculative_chunk_counts_what_ran_of_it() -> None:
+    """Node 1 speculates an 8-block (128-token) prefix from 0 s (128 ms at 1 ms a
+    token) and is lost at 0.05 s: 50 ms ran, in its busy and prefill time and in
+    the speculation's compute (which kept the whole 128 ms)."""
+    prompts = Prompts()
+    prompts.add(0.0, ["z"])
+    prompts.add(0.5, names("a", 9))
+    prefix = prompts.blocks(names("a", 8))
+    config = SimConfig(
+        fault_node_loss_s=(0.05,), fault_node_loss_nodes=(1,), speculative_chunk_tokens=128
+    )
+    script = Script([0, 2], {0: [lambda s: s.speculate(1, prefix)]})
+    sim = Simulator(toy_cluster(3), prompts.workload(), config)
+    sim.run(script)
+    summary = sim.records.summary
+    assert summary["speculative_chunks"] == 1 and summary["speculative_tokens"] == 128
+    assert summary["speculative_compute_s"] == pytest.approx(0.05, rel=1e-9)
+    assert summary["speculative_wasted_s"] == pytest.approx(0.05, rel=1e-9)
+    assert sim.nodes[1].busy_s == pytest.approx(0.05, rel=1e-9)
+    assert sim.nodes[1].prefill_s == pytest.approx(0.05, rel=1e-9)
+    check_run(sim)
+
+
 def test_hits_on_a_speculative_prefill_are_not_prefill_saved_by_copies() -> None:
     # node 1 speculates A at 0 (idle); r1 hits all of it at 0.2: a speculation,
     # not a warm copy, so the copies saved nothing
