@@ -132,6 +132,8 @@ class Faults:
             return
         self.counts["fault_node_losses"] += 1
         node.down = True
+        if sim.versions is not None:  # a load of new weights in progress is over
+            sim.versions.lost(node, t)
         j = node.index
         self._fail_copies_of(j, t)
         lost = self._stop(node, t)

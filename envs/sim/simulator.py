@@ -483,6 +483,12 @@ class Simulator(CacheLifecycle, CopyMachinery):
         now = self.now
         answer = speculation.submit(target, blocks, tokens, now)
         if answer == SPECULATE_OK and target.work == IDLE:
+            if (
+                target.free_s > now
+                and self.versions is not None
+                and self.versions.loading(target, now)
+            ):
+                return answer  # the wake as its weights are in starts it (after its queue)
             self._start_speculation(target, now if target.free_s <= now else target.free_s)
         return answer
 

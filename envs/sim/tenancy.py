@@ -59,6 +59,7 @@ class Versions:
         self.copies_cancelled = 0
         self.drain_start_s: dict[int, float] = {}
         self.switched_s: dict[int, float] = {}
+        self.loaded_s: dict[int, float] = {}  # when a node's new weights are in
 
     @classmethod
     def of(cls, config: SimConfig, n_nodes: int) -> Versions | None:
@@ -104,10 +105,15 @@ class Versions:
 
     def loading(self, node: Node, t: float) -> bool:
         """Is ``node`` loading its new weights at ``t`` (switched less than the
-        downtime ago)? A wake at their end is pending: work routed to it meanwhile
-        starts then, from the caches as they are then."""
-        switched = self.switched_s.get(node.index)
-        return switched is not None and t < switched + self.downtime_s
+        downtime ago, not lost since)? A wake at their end is pending: work routed
+        to it meanwhile starts then, from the caches as they are then."""
+        return t < self.loaded_s.get(node.index, -math.inf)
+
+    def lost(self, node: Node, t: float) -> None:
+        """``node`` was lost at ``t``: a load in progress is over (the wake at its
+        end is void; a node back from a loss serves at once, as every node does)."""
+        if self.loading(node, t):
+            self.loaded_s[node.index] = t
 
     def try_switch(self, sim: Simulator, node: Node, t: float) -> None:
         """Switch a draining ``node`` to the new version if it has drained."""
@@ -125,6 +131,7 @@ class Versions:
         self.switched_s[index] = t
         if self.downtime_s > 0:
             node.free_s = max(node.free_s, t + self.downtime_s)
+            self.loaded_s[index] = node.free_s
             sim._push(node.free_s, WAKE_EVENT, node, node.version)  # the weights are in
         else:
             sim._advance(node, t)

@@ -322,3 +322,38 @@ def test_work_routed_to_a_node_loading_its_weights_starts_from_the_cache_then(
     assert rec.ttft_s[1] == pytest.approx(0.4 + 32e-3 + 64 * HBM_S, rel=1e-12)
     check_run(sim)
     assert check_causal(sim) == []
+
+
+def test_a_speculation_sent_to_a_node_loading_its_weights_waits_for_them() -> None:
+    """Node 0 loads v2 until 0.6 s. At 0.2 s a speculation of P (4 blocks) is sent
+    to it, and P+x arrives for it at 0.3 s: the request goes first at 0.6 s (a
+    speculation runs only on an idle node with nothing queued); it ran from 0.6 s
+    ahead of the request, which then waited to 0.664 s."""
+    p = Prompts()
+    p.add(0.0, names("P", 4))  # node 1 computes P
+    p.add(0.2, ["y"])  # node 1; its decision speculates P on node 0
+    p.add(0.3, [*names("P", 4), "x"])  # node 0
+    prefix = p.blocks(names("P", 4))
+    config = SimConfig(model_versions=("v1", "v2"), upgrade_at_s=(0.1,), upgrade_downtime_s=0.5)
+    sim, script = run_script(
+        toy_cluster(2), p, [1, 1, 0], {1: [lambda s: s.speculate(0, prefix)]}, config
+    )
+    assert script.results[1] == ["ok"]
+    assert sim.records.admit_s[2] == pytest.approx(0.6)
+    check_run(sim)
+
+
+def test_a_node_lost_while_loading_its_weights_serves_at_once_when_back() -> None:
+    """Lost at 0.3 s during its 0.1-0.6 s load and back at 0.4 s, node 0 serves at
+    once, as every node back from a loss does: its load is over."""
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    p.add(0.45, names("Q", 1))
+    config = SimConfig(
+        model_versions=("v1", "v2"), upgrade_at_s=(0.1,), upgrade_downtime_s=0.5,
+        fault_node_loss_s=(0.3,), fault_node_loss_nodes=(0,), fault_node_down_s=0.1,
+    )  # fmt: skip
+    sim, _ = run_script(toy_cluster(2), p, [1, 0], {}, config)
+    assert sim.records.admit_s[1] == pytest.approx(0.45)
+    assert not sim.versions.loading(sim.nodes[0], 0.45)
+    check_run(sim)
