@@ -20,6 +20,7 @@ TTFT on the evaluation windows (what a sweeper minimises).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import warnings
@@ -1406,6 +1407,59 @@ def train(cfg: DictConfig) -> float:
         logger.finish()
 
 
+MAX_PRECHECKED_JOBS = 64
+"""The most jobs of a ``-m`` sweep :func:`check_sweep` composes and checks up front."""
+
+
+def check_sweep(args: list[str]) -> None:
+    """Before a ``-m`` sweep over lists of values starts, every job's config is
+    composed and checked as the job would check it (:func:`check_train`): a value
+    no run can use is one line naming the job, before job 0 trains (it used to fail
+    only when its own job started, after the jobs before it had trained). Left to
+    the jobs: sweeps over ranges (a sweeper draws them), more than
+    :data:`MAX_PRECHECKED_JOBS` jobs, a trace workload (each check reads the file),
+    and a command that does not compose (Hydra says why)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException, OverrideParseException
+
+    from experiments.config import CONF_DIR
+
+    if not {"-m", "--multirun"} & set(args):
+        return
+    overrides = [a for a in args if not a.startswith("-")]
+    if len(overrides) != len(args) - sum(a in ("-m", "--multirun") for a in args):
+        return  # other Hydra flags (--config-name, ...): leave the check to the jobs
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException:  # Hydra reports a bad override better
+        return
+    swept = [o for o in parsed if o.is_sweep_override()]
+    if not swept or not all(o.is_choice_sweep() for o in swept):
+        return
+    if any(o.key_or_group.startswith("hydra.") for o in parsed):
+        return
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
+    choices = [[f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in swept]
+    jobs = list(itertools.product(*choices))
+    if len(jobs) > MAX_PRECHECKED_JOBS:
+        return
+    with warnings.catch_warnings():  # each job says its own warnings
+        warnings.simplefilter("ignore")
+        try:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+                configs = [compose(config_name="train", overrides=[*fixed, *job]) for job in jobs]
+        except HydraException:  # the config does not compose: Hydra says why
+            return
+        for number, (job, cfg) in enumerate(zip(jobs, configs)):
+            if cfg.workload.name == "trace":
+                return
+            try:
+                check_train(cfg)
+            except ValueError as error:
+                raise ValueError(f"job {number} of the sweep ({', '.join(job)}): {error}") from None
+
+
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")
 def main(cfg: DictConfig) -> float:
     value = run_job(train, cfg)
@@ -1413,4 +1467,4 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    raise SystemExit(hydra_entry("experiments.train", main))
+    raise SystemExit(hydra_entry("experiments.train", main, precheck=check_sweep))

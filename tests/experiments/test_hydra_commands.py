@@ -305,6 +305,25 @@ def test_resume_reports_only_a_real_change_of_the_workload_generators():
     }
 
 
+def test_a_sweep_with_a_value_no_job_can_use_stops_before_job_0(tmp_path, run_command):
+    """Job 1's negative learning rate used to fail only when job 1 started, after
+    job 0 had trained."""
+    out = tmp_path / "sweep"
+    rates = "agent.hyperparams.learning_rate=0.0003,-1"
+    proc = run_command(
+        "experiments.train",
+        ["-m", rates, *TINY, "agent=a2c", "train.total_timesteps=64", f"out_dir={out}"],
+        tmp_path,
+        {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"},
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert (
+        "job 1 of the sweep (agent.hyperparams.learning_rate=-1): "
+        "agent.hyperparams.learning_rate must be a finite number >= 0, got -1" in proc.stderr
+    )
+    assert not (out / "0").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
 def test_two_job_multirun(launcher, tmp_path, run_command):
