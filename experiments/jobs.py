@@ -503,6 +503,25 @@ def _overwrite_given(args: Sequence[str]) -> bool:
     return given
 
 
+def sweep_overrides(args: Sequence[str]) -> list[Any] | None:
+    """A ``-m`` command line's overrides, parsed by Hydra, for a check before the
+    sweep starts; None for a single run, a line with other Hydra flags
+    (``--config-name``, ...: the jobs check theirs) or one that does not parse
+    (Hydra reports it better)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    if not {"-m", "--multirun"} & set(args):  # (print-and-exit flags never get here)
+        return None
+    overrides = [a for a in args if not a.startswith("-")]
+    if len(overrides) != len(args) - sum(a in ("-m", "--multirun") for a in args):
+        return None
+    try:
+        return list(OverridesParser.create().parse_overrides(overrides))
+    except OverrideParseException:
+        return None
+
+
 def _parsed_overrides(args: Sequence[str]) -> list[Any]:
     """The command line's overrides, read with Hydra's own parser (quotes, ``+``/``~``
     prefixes); flags and what does not parse (Hydra reports it) are left out."""

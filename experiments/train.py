@@ -66,6 +66,7 @@ from experiments.jobs import (
     multirun,
     run_dir,
     run_job,
+    sweep_overrides,
 )
 
 register_configs()
@@ -1420,19 +1421,12 @@ def check_sweep(args: list[str]) -> None:
     :data:`MAX_PRECHECKED_JOBS` jobs, a trace workload (each check reads the file),
     and a command that does not compose (Hydra says why)."""
     from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException, OverrideParseException
+    from hydra.errors import HydraException
 
     from experiments.config import CONF_DIR
 
-    if not {"-m", "--multirun"} & set(args):
-        return
-    overrides = [a for a in args if not a.startswith("-")]
-    if len(overrides) != len(args) - sum(a in ("-m", "--multirun") for a in args):
-        return  # other Hydra flags (--config-name, ...): leave the check to the jobs
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException:  # Hydra reports a bad override better
+    parsed = sweep_overrides(args)
+    if parsed is None:
         return
     swept = [o for o in parsed if o.is_sweep_override()]
     if not swept or not all(o.is_choice_sweep() for o in swept):

@@ -40,6 +40,7 @@ from experiments.jobs import (
     measured_on,
     run_dir,
     run_job,
+    sweep_overrides,
 )
 
 register_configs()
@@ -93,17 +94,10 @@ def check_sweep(args: list[str]) -> None:
     workload is swept, and everything when the command does not compose (Hydra
     then reports that itself)."""
     from hydra import compose, initialize_config_dir
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException, OverrideParseException
+    from hydra.errors import HydraException
 
-    if not {"-m", "--multirun"} & set(args):  # (print-and-exit flags never get here)
-        return
-    overrides = [a for a in args if not a.startswith("-")]
-    if len(overrides) != len(args) - sum(a in ("-m", "--multirun") for a in args):
-        return  # other Hydra flags (--config-name, ...): leave the check to the jobs
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException:  # Hydra reports a bad override better
+    parsed = sweep_overrides(args)
+    if parsed is None:
         return
     for override in parsed:  # with none, the sweeper fails on "No trials are completed yet"
         trials = override.value() if override.key_or_group == "hydra.sweeper.n_trials" else 1
