@@ -233,10 +233,10 @@ def check_rollout(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> int
     return rollout
 
 
-def note_minibatches(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> None:
-    """Say in one line (SettingWarning) where ``batch_size`` does not cut the rollout
-    into whole minibatches, as SB3 does in four when the model is built."""
-    rollout = check_rollout(algo, hyperparams, n_envs)
+def note_minibatches(algo: str, hyperparams: Mapping[str, Any], rollout: int | None) -> None:
+    """Say in one line (SettingWarning) where ``batch_size`` does not cut the
+    ``rollout`` (:func:`check_rollout`'s) into whole minibatches, as SB3 does in four
+    when the model is built."""
     if rollout is None or "batch_size" not in hyperparameter_names(algo):
         return
     batch = int(whole(hyperparams.get("batch_size", hyperparameter_default(algo, "batch_size"))))
@@ -307,10 +307,9 @@ def build_model(
     policy, policy_kwargs = policy_for(spec)
     kwargs = dict(hyperparams or {})
     check_hyperparams(spec.algo, kwargs)
-    n_envs = int(getattr(env, "num_envs", 1))
-    check_rollout(spec.algo, kwargs, n_envs)
+    rollout = check_rollout(spec.algo, kwargs, int(getattr(env, "num_envs", 1)))
     if trains:
-        note_minibatches(spec.algo, kwargs, n_envs)
+        note_minibatches(spec.algo, kwargs, rollout)
     if isinstance(kwargs.get("train_freq"), list):  # YAML / Hydra give [n, unit]; SB3 a tuple
         kwargs["train_freq"] = tuple(kwargs["train_freq"])
     for name, (_, _, _, integer) in _RANGES.items():  # 1e3 reads as a float

@@ -66,10 +66,9 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, str):
         return text
     if isinstance(default, tuple):
-        items = [item.strip() for item in text.strip().strip("[]").split(",")]
-        if text.strip().strip("[]").strip() == "":
-            items = []
-        elif "" in items:  # (dropped, it shifted every later entry to another node)
+        body = text.strip().strip("[]").strip()
+        items = [item.strip() for item in body.split(",")] if body else []
+        if "" in items:  # (dropped, it shifted every later entry to another node)
             raise UsageError(f"{command}: {key}={text!r} has an empty entry")
         if key.endswith("model_versions"):
             return tuple(items)

@@ -178,6 +178,13 @@ def imitate(
     return run_imitation(model, spec.env_id, sources, settings, int(cfg.seed))
 
 
+def agent_hyperparams(cfg: Any) -> dict[str, Any]:
+    """``agent.hyperparams`` as a plain dict of SB3 keyword arguments."""
+    hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
+    assert isinstance(hyperparams, dict)
+    return {str(k): v for k, v in hyperparams.items()}
+
+
 def check_train(cfg: Any) -> None:
     """Reject values the schema's types allow but training cannot use (before any run)."""
     check_world(cfg)
@@ -227,9 +234,7 @@ def check_train(cfg: Any) -> None:
             SettingWarning,
             stacklevel=2,
         )
-    hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
-    assert isinstance(hyperparams, dict)
-    named = {str(k): v for k, v in hyperparams.items()}
+    named = agent_hyperparams(cfg)
     check_hyperparams(cfg.agent.algo, named)
     if not cfg.resume:  # a resume collects the checkpoint's n_steps: checked once adopted
         check_rollout(cfg.agent.algo, named, int(cfg.env.n_envs))  # before the envs are built
@@ -1072,12 +1077,10 @@ def train(cfg: DictConfig) -> float:
         # the rollout the resumed run collects: the checkpoint's n_steps, the run's envs
         from agents.algorithms import check_rollout, note_minibatches
 
-        resumed_hp = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
-        assert isinstance(resumed_hp, dict)
-        resumed_named = {str(k): v for k, v in resumed_hp.items()}
-        check_rollout(cfg.agent.algo, resumed_named, int(cfg.env.n_envs))
+        resumed_hp = agent_hyperparams(cfg)
+        rollout = check_rollout(cfg.agent.algo, resumed_hp, int(cfg.env.n_envs))
         if int(cfg.train.total_timesteps) > 0:
-            note_minibatches(cfg.agent.algo, resumed_named, int(cfg.env.n_envs))
+            note_minibatches(cfg.agent.algo, resumed_hp, rollout)
         if adopted:
             taken = ", ".join(f"{path}={value}" for path, value in adopted.items())
             print(f"note: resume={cfg.resume}: the checkpoint's {taken} (defaults you did not set)")
@@ -1137,7 +1140,7 @@ def train(cfg: DictConfig) -> float:
             vec.ret_rms.var = np.array(stats["var"], dtype=np.float64)
             vec.ret_rms.count = float(stats["count"])
     test_windows = None
-    hyperparams = OmegaConf.to_container(cfg.agent.hyperparams, resolve=True)
+    hyperparams = agent_hyperparams(cfg)
     try:
         if cfg.train.evaluate:  # an empty test window is refused before the run folder
             test_windows = eval_windows(cfg, cfg.workload.eval_windows)
@@ -1148,7 +1151,7 @@ def train(cfg: DictConfig) -> float:
             else build_model(
                 spec,
                 vec,
-                scheduled(cfg, hyperparams),  # type: ignore[arg-type]
+                scheduled(cfg, hyperparams),
                 trains=int(cfg.train.total_timesteps) > 0,
             )
         )

@@ -201,9 +201,9 @@ class Faults:
             node.busy_s -= rest
             if work in (PREFILL, SPECULATE):
                 node.prefill_s = max(node.prefill_s - rest, 0.0)
-            if work == SPECULATE:  # the chunk's compute: what ran of it
-                chunk = node.work_obj
-                chunk.compute_s = max(chunk.compute_s - rest, 0.0)  # type: ignore[union-attr]
+                if work == SPECULATE:  # the chunk's compute: what ran of it
+                    chunk = node.work_obj
+                    chunk.compute_s = max(chunk.compute_s - rest, 0.0)  # type: ignore[union-attr]
             elif work == DECODE:
                 node.decode_s = max(node.decode_s - rest, 0.0)
             elif work == COPY:

@@ -483,12 +483,6 @@ class Simulator(CacheLifecycle, CopyMachinery):
         now = self.now
         answer = speculation.submit(target, blocks, tokens, now)
         if answer == SPECULATE_OK and target.work == IDLE:
-            if (
-                target.free_s > now
-                and self.versions is not None
-                and self.versions.loading(target, now)
-            ):
-                return answer  # the wake as its weights are in starts it (after its queue)
             self._start_speculation(target, now if target.free_s <= now else target.free_s)
         return answer
 
@@ -601,8 +595,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         ``node.free_s``, the end of a decode step run past an arrival: decode overshoot).
         A node loading new weights after an upgrade starts nothing before they are
         in: the wake then advances it, from the caches as they are then."""
-        now = self.now
-        if node.free_s > now and self.versions is not None and self.versions.loading(node, now):
+        if node.free_s > self.now and self._loading(node):  # (no call in the common case)
             return
         if t < node.free_s:
             t = node.free_s
@@ -686,9 +679,17 @@ class Simulator(CacheLifecycle, CopyMachinery):
         """``node`` drains for an upgrade: switch it if nothing is left (envs.sim.tenancy)."""
         self.versions.try_switch(self, node, t)  # type: ignore[union-attr]
 
+    def _loading(self, node: Node) -> bool:
+        """Is ``node`` loading new weights after an upgrade now? (A wake as they are
+        in advances it; ``free_s`` first: the common case reads no dict.)"""
+        now = self.now
+        return node.free_s > now and self.versions is not None and self.versions.loading(node, now)
+
     def _start_speculation(self, node: Node, t: float) -> bool:
-        """The node has nothing else to do: start its next speculative chunk, if any."""
-        if node.queue or node.copy_queue or node.draining:  # e.g. its head request waits
+        """The node has nothing else to do: start its next speculative chunk, if any
+        (not while it loads new weights: the wake as they are in starts it, after its
+        queue)."""
+        if node.queue or node.copy_queue or node.draining or self._loading(node):
             return False
         chunk = self.speculation.next_chunk(node, t)  # type: ignore[union-attr]
         if chunk is None:

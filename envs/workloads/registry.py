@@ -440,11 +440,12 @@ def _warn_private_key_ends(
     if f"{name}: {given}" in _KEYS_CHECKED:
         return
     _KEYS_CHECKED.add(f"{name}: {given}")
-    if private_key_note(window.requests, window.block_tokens) is None:
+    private, total = private_key_ends(window.requests), len(window.requests)
+    if private_key_note(private, total, window.block_tokens) is None:
         return  # (not even against none: no need to make the other window)
     default = next(windows(name, limit=1, **own))
     share = private_key_ends(default.requests) / max(1, len(default.requests))
-    note = private_key_note(window.requests, window.block_tokens, above=share)
+    note = private_key_note(private, total, window.block_tokens, above=share)
     if note is not None:
         warnings.warn(
             SettingWarning(

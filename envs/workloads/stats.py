@@ -129,18 +129,16 @@ def private_key_ends(requests: Sequence[Request]) -> int:
     )
 
 
-def private_key_note(
-    requests: Sequence[Request], block_tokens: int, above: float = 0.0
-) -> str | None:
-    """The first half of the warning about :func:`private_key_ends` ("N of M requests
-    ..."), or None below :data:`PRIVATE_KEY_SHARE` of ``requests`` more than the
-    share ``above`` (a generator's own, at its default parameters: multi-turn
-    conversations have such requests at any block size)."""
-    private = private_key_ends(requests)
-    if private < max(1, (above + PRIVATE_KEY_SHARE) * len(requests)):
+def private_key_note(private: int, total: int, block_tokens: int, above: float = 0.0) -> str | None:
+    """The first half of the warning about ``private`` requests of ``total`` counted by
+    :func:`private_key_ends` ("N of M requests ..."), or None below
+    :data:`PRIVATE_KEY_SHARE` of them more than the share ``above`` (a generator's
+    own, at its default parameters: multi-turn conversations have such requests at
+    any block size)."""
+    if private < max(1, (above + PRIVATE_KEY_SHARE) * total):
         return None
     return (
-        f"{private:,} of {len(requests):,} requests share leading blocks with others, but "
+        f"{private:,} of {total:,} requests share leading blocks with others, but "
         f"their prompt less its last block ends in {block_tokens}-token blocks no other "
         "request has (a suffix longer than one block)"
     )

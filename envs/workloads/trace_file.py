@@ -65,7 +65,7 @@ from envs.workloads.readers.base import (
 )
 from envs.workloads.readers.hub import require_datasets
 from envs.workloads.readers.sources import file_rows, first_line, first_row, is_parquet
-from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_note
+from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_ends, private_key_note
 from envs.workloads.trace_options import (
     HUB,
     TRACE_FIELDS,
@@ -636,7 +636,7 @@ def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Reques
     if key in _KEYS_CHECKED:
         return
     _KEYS_CHECKED.add(key)
-    note = private_key_note(requests, plan.block_tokens)
+    note = private_key_note(private_key_ends(requests), len(requests), plan.block_tokens)
     if note is not None:
         warnings.warn(
             TraceWarning(f"{Path(path).name}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}"),
