@@ -13,7 +13,8 @@ are the same as without faults. The rules (docs/faults.md):
   last node still up is skipped (counted), so requests always have a node.
 * **Its requests are re-routed by a fixed rule**, not by the policy: those
   queued, in prefill and decoding, in arrival order, each to the least-loaded
-  node up (ties to the lower index), where they start over. A request whose
+  node up that admits now (not draining or loading weights for an upgrade; any
+  node up if none does), ties to the lower index, where they start over. A request whose
   first token was already out keeps that TTFT (its record describes the
   service that delivered it; ``finish_s`` and ``node`` are the rerun's).
 * **Routing to a down node** (a policy that does not look at ``node.down``)
@@ -266,8 +267,13 @@ class Faults:
 
     # ------------------------------------------------------------ routing
     def least_loaded_up(self) -> Node:
-        """The re-routing rule: the least-loaded node up, ties to the lower index."""
-        return min((n for n in self.sim.nodes if not n.down), key=lambda n: (n.load, n.index))
+        """The re-routing rule: the least-loaded node up that admits now (not draining
+        for an upgrade, not loading its new weights), ties to the lower index; the
+        least-loaded node up if none admits."""
+        sim = self.sim
+        up = [n for n in sim.nodes if not n.down]
+        admitting = [n for n in up if not n.draining and not sim._loading(n)]
+        return min(admitting or up, key=lambda n: (n.load, n.index))
 
     def redirect(self) -> Node:
         """Where a request routed to a down node goes instead (counted)."""

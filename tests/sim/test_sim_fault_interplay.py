@@ -153,3 +153,58 @@ def test_hits_on_a_speculative_prefill_are_not_prefill_saved_by_copies() -> None
     summary = sim.records.summary
     assert sim.records.hit_hbm_tokens[1] == 64 and summary["speculative_used_chunks"] == 1
     assert summary["warm_copies"] == 0 and summary["copy_prefill_saved_s"] == 0.0
+
+
+def _lost_node_0(upgrade_at_s: tuple[float, ...], downtime_s: float = 0.0) -> Simulator:
+    """Three 8-block prompts at 0 s on nodes 0, 1, 2 (128 ms of prefill each);
+    node 0 is lost at 0.05 s and its request re-routed by the fixed rule."""
+    prompts = Prompts()
+    for stem in "abc":
+        prompts.add(0.0, names(stem, 8))
+    config = SimConfig(
+        fault_node_loss_s=(0.05,),
+        fault_node_loss_nodes=(0,),
+        upgrade_at_s=upgrade_at_s,
+        upgrade_downtime_s=downtime_s,
+    )
+    sim = Simulator(toy_cluster(3), prompts.workload(), config)
+    sim.run(Script([0, 1, 2]))
+    assert sim.records.summary["completed"] == 3
+    assert sim.records.summary["fault_rerouted_requests"] == 1
+    check_run(sim)
+    return sim
+
+
+def test_a_lost_nodes_requests_skip_a_draining_node() -> None:
+    # nodes 1 and 2 each run one request; node 1 drains from 0.01 s: the tie
+    # went to node 1 (lower index), where r0 waited for the drain
+    sim = _lost_node_0((math.inf, 0.01, math.inf))
+    assert sim.records.node[0] == 2
+    assert sim.records.first_token_s[0] == pytest.approx(0.128 + 0.128)
+
+
+def test_a_lost_nodes_requests_skip_a_node_loading_its_weights() -> None:
+    # node 1's one-block request ends at 0.016 s; its upgrade at 0.02 s finds it
+    # idle, so it switches at once and loads weights for 1 s; node 2 is busy until 0.128 s
+    prompts = Prompts()
+    prompts.add(0.0, names("a", 8))
+    prompts.add(0.0, names("b", 1))  # node 1: 16 ms
+    prompts.add(0.0, names("c", 8))
+    config = SimConfig(
+        fault_node_loss_s=(0.05,),
+        fault_node_loss_nodes=(0,),
+        upgrade_at_s=(math.inf, 0.02),
+        upgrade_downtime_s=1.0,
+    )
+    sim = Simulator(toy_cluster(3), prompts.workload(), config)
+    sim.run(Script([0, 1, 2]))
+    # node 1 is idle and least loaded at 0.05 s, but its weights are in at 1.02 s
+    assert sim.records.node[0] == 2
+    assert sim.records.first_token_s[0] == pytest.approx(0.128 + 0.128)
+    assert sim.records.summary["completed"] == 3
+    check_run(sim)
+
+
+def test_a_lost_nodes_requests_go_to_a_draining_node_if_every_node_up_drains() -> None:
+    sim = _lost_node_0((math.inf, 0.01, 0.01))
+    assert sim.records.node[0] == 1  # least loaded, ties to the lower index
