@@ -179,8 +179,10 @@ class ThresholdsEnv(ClusterEnv):
         if kwargs.get("time_unit", "seconds") != "seconds":
             route_only.append("time_unit")
         if route_only:  # named as data: a command writes env.<option> (from ...)
-            raise ConfigError.about(
-                route_only[0], "is an option of btb/Route-v0 and btb/RouteWarm-v0 only"
+            names = ", ".join(f"{{{o}}}" for o in route_only)
+            what = "are options" if len(route_only) > 1 else "is an option"
+            raise ConfigError(
+                f"{names} {what} of btb/Route-v0 and btb/RouteWarm-v0 only", tuple(route_only)
             )
         for name, flag in (("eft_rules", eft_rules), ("spread_rules", spread_rules)):
             if not isinstance(flag, (bool, np.bool_)):

@@ -124,6 +124,12 @@ def test_bad_values_and_envs_without_it_are_refused() -> None:
     # named as data, so a command writes env.time_unit (from the command line)
     assert getattr(refused.value, "fields", ()) == ("time_unit",)
     ThresholdsEnv(n_windows=1, time_unit="seconds")  # the default is fine
+    with pytest.raises(ValueError) as several:  # every one given is named
+        ThresholdsEnv(n_windows=1, hints=True, step_wait=True, time_unit="reference")
+    assert str(several.value) == (
+        "hints, step_wait, time_unit are options of btb/Route-v0 and btb/RouteWarm-v0 only"
+    )
+    assert getattr(several.value, "fields", ()) == ("hints", "step_wait", "time_unit")
     mixed = ClusterSpec(model_preset("llama-3.3-70b"), (parse_node("4xH100"), parse_node("8xH100")))
     with pytest.raises(ValueError, match="time_unit=reference needs nodes that prefill at one"):
         RouteWarmEnv(setup=mixed, n_windows=1, time_unit="reference")  # refused when made
