@@ -30,6 +30,33 @@ from envs.windows import window_pool
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 
+OPTIONS_OF_ONE_ENV = {
+    "speculate": "btb/RouteWarm-v0",
+    "cache_actions": "btb/RouteWarm-v0",
+    "epoch_s": "btb/Thresholds-v0",
+    "eft_rules": "btb/Thresholds-v0",
+    "spread_rules": "btb/Thresholds-v0",
+}
+"""The keyword arguments only one env kind takes (its own ``__init__``'s; a test
+holds this table to the signatures): given to another kind, they are refused in
+one line naming them, not with Python's TypeError about ``ClusterEnv``."""
+
+
+def only_options_error(names: Sequence[str], envs: str) -> ConfigError:
+    """The error for options ``names`` given to an env that does not take them,
+    named as data (a command writes ``env.<name> ... (from ...)``)."""
+    listed = ", ".join(f"{{{name}}}" for name in names)
+    what = "are options" if len(names) > 1 else "is an option"
+    return ConfigError(f"{listed} {what} of {envs} only", tuple(names))
+
+
+def refuse_other_envs_options(kwargs: Mapping[str, Any]) -> None:
+    """Refuse keyword arguments of another env kind (``OPTIONS_OF_ONE_ENV``)."""
+    foreign = [name for name in kwargs if name in OPTIONS_OF_ONE_ENV]
+    if foreign:
+        envs = " and ".join(sorted({OPTIONS_OF_ONE_ENV[name] for name in foreign}))
+        raise only_options_error(foreign, envs)
+
 
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:
     """A SimConfig from a SimConfig, a dict of its fields, or None (defaults)."""
@@ -239,7 +266,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         sim_seed: int | tuple[int, ...] = int(self.np_random.integers(2**62))
         if given_sim_seed is not None:  # drawn anyway, as the window is: same stream after
             sim_seed = given_sim_seed
-        self._episode = {"window": window, "sim_seed": sim_seed, "actions": []}
+        index = window if isinstance(window, int) else -1  # kept if set_windows comes
+        self._episode = {"window": window, "index": index, "sim_seed": sim_seed, "actions": []}
         obs = self._begin_episode()
         return obs, self._info()
 
@@ -395,7 +423,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         assert sim is not None and self._episode is not None
         return {
             "time_s": float(sim.now),
-            "window": window if isinstance(window := self._episode["window"], int) else -1,
+            "window": self._episode["index"],
             "requests_served": len(sim.first_token_log),
             "warm_copies": len(sim.copies),
             "invalid_actions": self.invalid_actions,
@@ -422,6 +450,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             return
         self._episode = {
             "window": episode["window"],
+            "index": episode["index"],
             "sim_seed": episode["sim_seed"],
             "actions": [],
         }

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs.cluster_env import ClusterEnv
+from envs.cluster_env import ClusterEnv, refuse_other_envs_options
 from envs.encoder import ObservationEncoder, observation_options
 
 
@@ -176,6 +176,7 @@ class RouteEnv(ClusterEnv):
     """
 
     def __init__(self, **kwargs: Any) -> None:
+        refuse_other_envs_options(kwargs)  # (RouteWarmEnv has taken its own)
         super().__init__(**kwargs)
         self.encoder = ObservationEncoder(self.n_nodes, **observation_options(self._kwargs))
         self.action_space = spaces.Discrete(self.n_nodes)

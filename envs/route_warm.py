@@ -11,6 +11,7 @@ from gymnasium import spaces
 
 from envs.encoder import prefix_of
 from envs.route import RouteEnv
+from envs.sim.errors import ConfigError
 from envs.sim.lifecycle import MOVE_OK, PIN_OK
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
@@ -69,6 +70,10 @@ class RouteWarmEnv(RouteEnv):
     ``info["invalid_actions"]``. With model versions (``sim.model_versions``,
     ``sim.upgrade_at_s``) a warm onto a node that drains for an upgrade, or of
     another version than the holder the copy would come from, is masked too.
+    When no node that can send holds the prefix, the copy comes from the routed
+    node, which the mask cannot know: a warm onto a node of another version than
+    the routed one, or from a routed node whose NIC is down, is refused then
+    (``version_mismatch``, ``nic_down``) and counted.
 
     With ``cache_actions=True`` two more parts manage the prefix's lifetime
     (docs/cache_actions.md), last (after the speculate bits when
@@ -109,7 +114,7 @@ class RouteWarmEnv(RouteEnv):
     def __init__(self, speculate: bool = False, cache_actions: bool = False, **kwargs: Any) -> None:
         for name, value in (("speculate", speculate), ("cache_actions", cache_actions)):
             if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"env.{name} must be true or false, got {value!r}")
+                raise ConfigError.about(name, f"must be true or false, got {value!r}")
         super().__init__(**kwargs)
         self.speculate = bool(speculate)
         self.cache_actions = bool(cache_actions)

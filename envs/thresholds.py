@@ -12,10 +12,9 @@ from gymnasium import spaces
 from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
 from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
-from envs.cluster_env import ClusterEnv
+from envs.cluster_env import ClusterEnv, only_options_error, refuse_other_envs_options
 from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats, ModulesByName
 from envs.sim.checks import check_number
-from envs.sim.errors import ConfigError
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -175,15 +174,12 @@ class ThresholdsEnv(ClusterEnv):
         **kwargs: Any,
     ) -> None:
         check_number("epoch_s", epoch_s, positive=True)
+        refuse_other_envs_options(kwargs)
         route_only = [o for o in (*OBSERVATION_OPTIONS, "step_wait") if kwargs.get(o)]
         if kwargs.get("time_unit", "seconds") != "seconds":
             route_only.append("time_unit")
-        if route_only:  # named as data: a command writes env.<option> (from ...)
-            names = ", ".join(f"{{{o}}}" for o in route_only)
-            what = "are options" if len(route_only) > 1 else "is an option"
-            raise ConfigError(
-                f"{names} {what} of btb/Route-v0 and btb/RouteWarm-v0 only", tuple(route_only)
-            )
+        if route_only:
+            raise only_options_error(route_only, "btb/Route-v0 and btb/RouteWarm-v0")
         for name, flag in (("eft_rules", eft_rules), ("spread_rules", spread_rules)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise ValueError(f"{name} must be true or false, got {flag!r}")

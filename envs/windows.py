@@ -3,6 +3,7 @@ shorter burst segments a curriculum cuts them into."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -21,6 +22,10 @@ def window_pool(
     ``params`` override the workload's generator parameters (``envs.workloads.registry``)."""
     if n_windows is not None and n_windows < 1:
         raise ValueError(f"n_windows must be >= 1 or None, got {n_windows!r}")
+    if params is not None and not isinstance(params, Mapping):
+        raise ValueError(
+            f"workload_params must be a mapping of generator parameters, got {params!r}"
+        )
     from envs.workloads.registry import windows
 
     pool = list(windows(workload, split=split, seed=seed, limit=n_windows, **(params or {})))

@@ -69,10 +69,12 @@ def test_set_windows_changes_later_episodes_and_a_copy_replays_the_current_one()
     copy = pickle.loads(pickle.dumps(env))
     assert copy.sim is not None and len(copy.sim.workload.requests) == len(whole)
     assert copy.windows == segments
+    assert copy.step(0)[4]["window"] == 0  # still the pool's window 0, as reset said
     steps = 1
     done = False
     while not done:
-        _, _, done, _, _ = env.step(0)
+        _, _, done, _, info = env.step(0)
+        assert info["window"] == 0
         steps += 1
     assert steps == len(whole)  # one decision a request
     env.reset()

@@ -816,3 +816,31 @@ def test_a_reward_baseline_credits_ttft_relative_to_the_reference_run(env_id, wi
     assert total == pytest.approx(expected, rel=1e-9) and abs(expected) > 1.0
     with pytest.raises(ValueError, match="reward_baseline"):
         make(env_id, window, reward_baseline="nope")
+
+
+def test_an_option_of_another_env_kind_is_named_with_the_env_that_takes_it():
+    import inspect
+
+    from envs.cluster_env import OPTIONS_OF_ONE_ENV, ClusterEnv
+    from envs.route_warm import RouteWarmEnv
+    from envs.thresholds import ThresholdsEnv
+
+    shared = set(inspect.signature(ClusterEnv.__init__).parameters)
+    own = {
+        name: env_id
+        for env_id, cls in (
+            ("btb/RouteWarm-v0", RouteWarmEnv),
+            ("btb/Thresholds-v0", ThresholdsEnv),
+        )
+        for name, p in inspect.signature(cls.__init__).parameters.items()
+        if name not in shared and p.kind is p.POSITIONAL_OR_KEYWORD
+    }
+    assert own == OPTIONS_OF_ONE_ENV  # the table is the signatures'
+    for env_id in envs.ENV_IDS:
+        for name, taker in own.items():
+            if taker == env_id:
+                continue
+            with pytest.raises(ValueError) as refused:
+                gym.make(env_id, **{name: True})
+            assert str(refused.value) == f"{name} is an option of {taker} only"
+            assert getattr(refused.value, "fields", ()) == (name,)

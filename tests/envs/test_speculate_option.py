@@ -53,7 +53,7 @@ def test_a_speculate_part_speculates_and_its_mask_follows() -> None:
 
 
 def test_a_bad_speculate_value_is_an_error() -> None:
-    with pytest.raises(ValueError, match=r"env\.speculate"):
+    with pytest.raises(ValueError, match=r"^speculate must be true or false"):
         _env(speculate="yes")
     env = _env(speculate=True)
     env.reset(seed=0, options={"window": 0})
