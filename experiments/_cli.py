@@ -321,6 +321,24 @@ trace's errors and warnings about an option (``TraceOptions.window_s``,
 ``time_unit=``) call it on the ``key=value`` and the Hydra commands alike."""
 
 
+def input_options(options: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(option, path)`` of what a ``key=value`` command reads from files: its
+    trace (``workload.path``), audit's ``path`` and the ``agents`` given as
+    folders. ``overwrite=true`` must not clear them before they are read (the
+    ``inputs`` of ``_io.claim_out_dir``)."""
+    found = [
+        (key, value)
+        for key in ("path", f"{WORKLOAD_PREFIX}path")
+        if isinstance(value := options.get(key), str) and value
+    ]
+    found += [
+        ("agents", item)
+        for item in options.get("agents", ())
+        if isinstance(item, str) and os.path.exists(item)
+    ]
+    return found
+
+
 def trace_defaults() -> dict[str, Any]:
     """The trace workload's options (:class:`TraceOptions`) as ``key=value``
     defaults, spelled as on the Hydra commands: ``workload.path``, ``workload.window_s``, ..."""

@@ -33,7 +33,7 @@ from envs.workloads.readers import (
     iter_trace_windows,
 )
 from envs.workloads.stats import audit_windows
-from experiments._cli import UsageError, main_guard, parse_args
+from experiments._cli import UsageError, input_options, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.report import audit_table
 
@@ -131,7 +131,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(f"{COMMAND}: path=FILE is required")
     if options["out_dir"]:
         claim_out_dir(
-            options["out_dir"], f"{COMMAND}: out_dir", ("audit.json",), options["overwrite"]
+            options["out_dir"],
+            f"{COMMAND}: out_dir",
+            ("audit.json",),
+            options["overwrite"],
+            inputs=input_options(options),
         )
     audit = audit_file(
         options["path"],

@@ -84,6 +84,7 @@ from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
     UsageError,
+    input_options,
     main_guard,
     parse_args,
     sim_config_of,
@@ -171,7 +172,11 @@ def _check(options: dict[str, Any]) -> list[str]:
     options["workload_params"] = workload_params(COMMAND, traced, [SETUPS[options["setup"]][0]])
     if options["out_dir"]:
         claim_out_dir(
-            options["out_dir"], f"{COMMAND}: out_dir", ("bench.json",), options["overwrite"]
+            options["out_dir"],
+            f"{COMMAND}: out_dir",
+            ("bench.json",),
+            options["overwrite"],
+            inputs=input_options(options),
         )
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
     for name in options["policies"]:

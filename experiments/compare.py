@@ -58,6 +58,7 @@ from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
     UsageError,
+    input_options,
     main_guard,
     parse_args,
     parse_value,
@@ -307,6 +308,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "experiments.compare: out_dir",
         OUTPUTS,
         options["overwrite"],
+        input_options(options),
     )
 
     bar = None

@@ -51,6 +51,7 @@ from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import (
     UsageError,
+    input_options,
     main_guard,
     parse_args,
     parse_value,
@@ -291,6 +292,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "experiments.reproduce: out_dir",
         ("results.json",),
         options["overwrite"],
+        input_options(options),
     )
     bar = None
     if options["progress"]:

@@ -617,3 +617,32 @@ def test_a_sweep_into_a_folder_whose_job_is_running_is_refused_before_hydra_star
         held.release()
     assert code == 2
     assert (tmp_path / "multirun.yaml").read_text() == "running\n"
+
+
+@pytest.mark.parametrize(
+    ("command", "name", "extra"),
+    [
+        ("experiments.compare", "results.json", ["agents=none", "policies=least_load"]),
+        ("experiments.reproduce", "results.json", ["setups=70b_h100x4"]),
+        ("experiments.bench", "bench.json", ["workloads=trace", "envs=", "learn="]),
+        ("experiments.audit", "audit.json", []),
+    ],
+)
+def test_the_key_value_commands_never_clear_the_trace_they_read(
+    tmp_path: Path, run_command: Callable[..., Any], command: str, name: str, extra: list[str]
+) -> None:
+    """A trace named like the command's output, in its out_dir, with overwrite=true:
+    the key=value commands removed it before reading it (helper-56's review);
+    refused in one line naming the option, the file left as it was."""
+    trace = tmp_path / name
+    rows = '{"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 2]}\n'
+    trace.write_text(rows)
+    option = "path" if command == "experiments.audit" else "workload.path"
+    args = [f"{option}={trace}", f"out_dir={tmp_path}", "overwrite=true", *extra]
+    if command != "experiments.audit":
+        args += ["workload=trace", "workload.test_fraction=1"]
+    proc = run_command(command, args, tmp_path)
+    assert proc.returncode == 2
+    assert f"which holds {option}='{trace}', an input of this run" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert trace.read_text() == rows
