@@ -36,6 +36,7 @@ from envs.workloads.trace_file import (
     provenance,
     trace_label,
 )
+from experiments._io import at_last_release
 
 LEGACY_SEED_MAX = 2**32 - 1
 """The largest seed numpy's legacy generator takes (SB3's ``set_random_seed`` and
@@ -417,12 +418,38 @@ def workload_params(
     return dataclasses.asdict(trace)
 
 
+_PINNED: dict[str, dict[str, Any]] = {}
+"""Each trace file's stamp as the command running in this process first recorded
+it (by real path; forgotten when the command's folders are released)."""
+at_last_release(_PINNED.clear)
+
+
 def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """``{"workload_file": ...}``, a trace file's stamp (size, sha256) and plan, for a
-    results file's config; ``{}`` for a generated workload."""
+    results file's config; ``{}`` for a generated workload.
+
+    A command calls it as it starts and again as it writes its results: the stamp
+    is the one of the start, and a file that changed in between is refused (the
+    results would mix both files; the reader refuses a change while it reads). A
+    file gone since keeps its stamp of the start, so the results are still written."""
     if workload != TRACE_WORKLOAD:
         return {}
-    return {"workload_file": provenance(TraceOptions(**params))}
+    options = TraceOptions(**params)
+    path = str(options.path)
+    key = os.path.realpath(path)
+    first = _PINNED.get(key)
+    if first is not None and not os.path.isfile(path):
+        return {"workload_file": first}
+    now = provenance(options)
+    if first is None:
+        _PINNED[key] = now
+    elif now["sha256"] != first["sha256"]:
+        raise UsageError(
+            f"workload.path={path!r} changed during this run (sha256 {first['sha256'][:12]}... "
+            f"at its start, {now['sha256'][:12]}... now): its results would mix both files, so "
+            "none are written; keep a trace unchanged while a run reads it (or run on a copy)"
+        )
+    return {"workload_file": first or now}
 
 
 def workload_label(workload: str, params: Mapping[str, Any]) -> str:

@@ -178,6 +178,8 @@ def _check(options: dict[str, Any]) -> list[str]:
             options["overwrite"],
             inputs=input_options(options),
         )
+    if options["workload_params"]:
+        workload_file("trace", options["workload_params"])  # stamped at the start
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
         make_policy(name)

@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options["overwrite"],
         input_options(options),
     )
+    workload_file(workload, params)  # the trace's stamp at the start (checked at the end)
 
     bar = None
     if options["progress"]:

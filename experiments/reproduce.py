@@ -294,6 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options["overwrite"],
         input_options(options),
     )
+    workload_file(options["workload"], options["workload_params"])  # stamped at the start
     bar = None
     if options["progress"]:
         from tqdm import tqdm

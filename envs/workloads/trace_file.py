@@ -39,7 +39,7 @@ import warnings
 import zlib
 from array import array
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,8 @@ class TracePlan:
     rows_skipped: int
     split_from: str
     """"file" (the rows' own split field) or "time"."""
+    file_stat: tuple[int, int] | None = None
+    """The file's size and mtime (ns) when it was planned (None: a dataset by name)."""
 
     def split(self, name: str) -> list[TraceWindow]:
         if name not in TRACE_SPLITS:
@@ -313,10 +315,35 @@ def plan_trace(options: TraceOptions) -> TracePlan:
     else:
         plan = _plan_timed(options, fmt, stream, report, read)
     if key is not None:
+        plan = replace(plan, file_stat=(key[1], key[2]))
         if len(_PLANS) >= _PLAN_CACHE_SIZE:
             _PLANS.pop(next(iter(_PLANS)))
         _PLANS[key] = plan
     return plan
+
+
+def _check_unchanged(plan: TracePlan) -> None:
+    """The file still is the one ``plan`` was made from (same size and mtime): a
+    run reads a trace more than once, and a file changed meanwhile would give it
+    windows of both versions."""
+    if plan.file_stat is None:
+        return
+    path = plan.options.path
+    try:
+        stat = os.stat(path)
+    except OSError:
+        now = "it is gone"
+    else:
+        if (stat.st_size, stat.st_mtime_ns) == plan.file_stat:
+            return
+        size = plan.file_stat[0]
+        now = f"{size:,} bytes, now {stat.st_size:,}" if stat.st_size != size else "modified"
+    raise ConfigError(
+        f"{{path}}={path!r} changed while this run read it ({now}): a run reads a trace "
+        "more than once, so keep the file as it is until the run ends (or run on a copy)",
+        ("path",),
+        "TraceOptions",
+    )
 
 
 def _split_names(n: int, options: TraceOptions) -> list[str]:
@@ -485,6 +512,7 @@ def _plan_timed(
     highest = -1
     ahead = (0, 0.0)  # the line and value that opened the window ``highest``
     latest = -math.inf  # the last arrival kept, seconds after the first
+    earliest = math.inf  # the first arrival kept in the window ``highest``
     for raw, line in zip(times, lines, strict=True):
         seconds = (raw - origin) / ups
         if not start_s <= seconds < end_s:
@@ -505,7 +533,8 @@ def _plan_timed(
                 f"{fmt.time_field}, or drop line {ahead[0]} if it is a glitch)",
             )
         if slot > highest:
-            highest, ahead = slot, (line, raw)
+            highest, ahead, earliest = slot, (line, raw), seconds
+        earliest = min(earliest, seconds) if slot == highest else earliest
         entry = slots.setdefault(slot, [line, 0])
         entry[1] += 1
     if not slots:
@@ -524,7 +553,7 @@ def _plan_timed(
         )
         for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
     )
-    _warn_short_last(report.source, windows, latest, options)
+    _warn_short_last(report.source, windows, latest - earliest, options)
     _finish(report, read)
     return TracePlan(
         options,
@@ -542,16 +571,17 @@ def _plan_timed(
 SHORT_LAST_WINDOW = 0.1
 """A last window whose arrivals span less than this share of ``window_s`` and that
 holds fewer rows than this share of the other windows' median is named in a
-warning: the trace's leftover end, not a window like the others."""
+warning: the trace's leftover end (or a stray row past it), not a window like the
+others."""
 
 
 def _warn_short_last(
-    source: str, windows: tuple[TraceWindow, ...], latest_s: float, options: TraceOptions
+    source: str, windows: tuple[TraceWindow, ...], span_s: float, options: TraceOptions
 ) -> None:
-    """Warn when the last window holds a sliver of the trace (its leftover end): as a
-    test window (the last ones are) it would measure a handful of requests. Not when
-    ``end_s`` cuts that window (the user's own cut), nor for a quiet window whose
-    arrivals span most of it."""
+    """Warn when the last window holds a sliver of the trace (its leftover end, or
+    stray rows after it; its arrivals span ``span_s``): as a test window (the last
+    ones are) it would measure a handful of requests. Not when ``end_s`` cuts that
+    window (the user's own cut), nor for a quiet window whose arrivals span most of it."""
     window_s = options.window_s
     if len(windows) < 2:
         return
@@ -559,16 +589,13 @@ def _warn_short_last(
     if options.end_s is not None and options.end_s < last.start_s + window_s:
         return
     median = statistics.median(w.rows for w in windows[:-1])
-    if (
-        latest_s - last.start_s >= SHORT_LAST_WINDOW * window_s
-        or last.rows >= SHORT_LAST_WINDOW * median
-    ):
+    if span_s >= SHORT_LAST_WINDOW * window_s or last.rows >= SHORT_LAST_WINDOW * median:
         return
     warnings.warn(
         TraceWarning(
             f"{source}: the last window ({last.trace_id}, a {last.split} window) holds "
-            f"{last.rows} rows against a median of {median:g} in the others: the trace's "
-            f"last {latest_s - last.start_s:.1f} s of a {window_s:g} s window (set "
+            f"{last.rows} rows against a median of {median:g} in the others, arriving "
+            f"within {span_s:.1f} s of a {window_s:g} s window (set "
             f"{{end_s}}={last.start_s:g} to leave it out)",
             ("end_s",),
         ),
@@ -593,6 +620,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     options = plan.options
     if not wanted:
         return
+    _check_unchanged(plan)
     source, fmt, rows = _open(options)
     stream = RowStream(rows, fmt, _read_options(options, fmt), ReadReport(source=source))
     start_s = options.start_s or 0.0
@@ -613,6 +641,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
             arrival_s = max(0.0, seconds - start_s - key * options.window_s)
         if current is None or key != current.key:
             if current is not None:
+                _check_unchanged(plan)  # (a file replaced while it was read)
                 yield _window(plan, current, requests)
                 if current.position >= last:
                     return
@@ -621,6 +650,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
         if current is not None:
             requests.append(make_request(parsed, arrival_s, chainer, "", len(requests)))
     if current is not None:
+        _check_unchanged(plan)
         yield _window(plan, current, requests)
 
 

@@ -5,6 +5,7 @@ nothing written)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -17,8 +18,10 @@ from hydra import compose, initialize_config_dir
 
 from envs.files import read_json
 from envs.sim import SimConfig
+from envs.workloads.example_trace import example_mooncake_text
 from envs.workloads.readers import TraceWarning
 from envs.workloads.registry import windows as registry_windows
+from envs.workloads.trace_file import TraceOptions
 from experiments import bench, compare, make_dataset
 from experiments._cli import main_guard
 from experiments.config import register_configs
@@ -497,3 +500,25 @@ def test_tune_btb_checks_y_against_a_trace_s_block_before_the_sweep(
     with pytest.raises(ValueError, match=r"shorter than one 512-token block of the workload"):
         tune_btb.check_sweep(args)
     tune_btb.check_sweep([*args[:-1], "y_tokens=choice(512,4096)"])  # one block is enough
+
+
+def test_a_run_records_its_trace_as_it_started_and_refuses_one_changed_since(
+    tmp_path: Path,
+) -> None:
+    from experiments._cli import UsageError, workload_file
+    from experiments._io import claim_out_dir, release_out_dirs
+
+    path = tmp_path / "mc.jsonl"
+    path.write_text(example_mooncake_text())
+    params = dataclasses.asdict(TraceOptions(path=str(path)))
+    claim_out_dir(tmp_path / "run", "x: out_dir", ())
+    first = workload_file("trace", params)["workload_file"]
+    path.write_text(example_mooncake_text().replace('"output_length":', '"output_length":1'))
+    with pytest.raises(UsageError, match=r"changed during this run \(sha256 .* none are written"):
+        workload_file("trace", params)
+    path.unlink()  # gone after the run read it: its results keep the stamp of the start
+    assert workload_file("trace", params)["workload_file"] == first
+    release_out_dirs()  # the command ends: the next one stamps the file anew
+    path.write_text(example_mooncake_text())
+    assert workload_file("trace", params)["workload_file"]["sha256"] == first["sha256"]
+    release_out_dirs()

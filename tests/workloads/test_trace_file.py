@@ -51,7 +51,7 @@ def test_a_last_window_holding_a_sliver_of_the_trace_is_named_in_a_warning(
     assert [w.rows for w in plan.windows] == [20, 20, 20, 1]
     assert str(caught[0].message) == (
         f"{path}: the last window (t-0003, a test window) holds 1 rows against a median "
-        "of 20 in the others: the trace's last 0.4 s of a 5 s window (set end_s=15 to "
+        "of 20 in the others, arriving within 0.0 s of a 5 s window (set end_s=15 to "
         "leave it out)"
     )
     with warnings.catch_warnings():
@@ -67,6 +67,14 @@ def test_a_last_window_holding_a_sliver_of_the_trace_is_named_in_a_warning(
             TraceOptions(path=str(write_jsonl(tmp_path / "q.jsonl", _mooncake(quiet))), window_s=5)
         )
         assert [w.rows for w in plan.windows] == [20, 20, 20, 2]
+    # a stray row far into a window of its own (helper-56's review: no warning then)
+    stray = [w * 5000 + i * 200 for w in range(3) for i in range(20)] + [18_000]
+    with pytest.warns(
+        TraceWarning, match=r"\(s-0003, a test window\) holds 1 rows .* within 0.0 s"
+    ):
+        plan_trace(
+            TraceOptions(path=str(write_jsonl(tmp_path / "s.jsonl", _mooncake(stray))), window_s=5)
+        )
     # two windows: the commonest form, a trace that runs just past its one window
     two = write_jsonl(tmp_path / "two.jsonl", _mooncake([i * 200 for i in range(25)] + [5_300]))
     with pytest.warns(TraceWarning, match=r"\(two-0001, a test window\) holds 1 rows against a"):
@@ -298,7 +306,7 @@ def test_time_unit_auto_picks_a_plausible_unit_and_says_so(tmp_path: Path) -> No
     start = 1_700_000_000_000_000_000  # integer nanoseconds: read as ms, a million days
     path = write_jsonl(tmp_path / "ns.jsonl", _mooncake([start, start + 1_500_000_000]))
     with pytest.warns(
-        TraceWarning, match=r"read as ms would reach [\d,]+ days after 1970 .*; reading it as ns"
+        TraceWarning, match=r"read as ms would reach [\d,.]+ days after 1970 .*; reading it as ns"
     ):
         workload = read_mooncake(path)
     assert [r.arrival_s for r in workload.requests] == [0.0, 1.5]
@@ -306,6 +314,19 @@ def test_time_unit_auto_picks_a_plausible_unit_and_says_so(tmp_path: Path) -> No
     assert ms.requests[1].arrival_s == 1.5
     seconds = write_jsonl(tmp_path / "s.jsonl", _mooncake([10, 12]))
     assert read_mooncake(seconds, options=ReadOptions(time_unit="s")).requests[1].arrival_s == 2.0
+    # Unix seconds in a millisecond format: kept in ms (a 2 s trace), with a warning
+    unix = write_jsonl(tmp_path / "unix.jsonl", _mooncake([1_733_400_000, 1_733_400_002]))
+    with pytest.warns(TraceWarning) as caught:
+        assert read_mooncake(unix).requests[1].arrival_s == 0.002
+    assert str(caught[0].message) == (
+        f"{unix}: timestamp from 1733400000 looks like Unix seconds; read as ms, as the "
+        "format counts, it falls 20 days after 1970, a span of 0.0 s (set time_unit=s "
+        "if it is in seconds)"
+    )
+    # implausible in every unit: kept, and said (helper-56's review: silent)
+    far = write_jsonl(tmp_path / "far.jsonl", _mooncake([0, 1e300]))
+    with pytest.warns(TraceWarning, match=r"1.16e\+292 days, and no finer unit makes it plaus"):
+        read_mooncake(far)
 
 
 def test_numeric_timestamps_written_as_strings_are_read(tmp_path: Path) -> None:
@@ -458,3 +479,20 @@ def test_a_hub_split_on_a_file_read_otherwise_warns_that_it_does_nothing(tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         plan_trace(TraceOptions(path=str(path), window_s=60.0))
+
+
+def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path) -> None:
+    """helper-56's review: a trace copied over while its windows were read gave a
+    run windows of both files, without a word."""
+    times = [w * 5000 + i * 200 for w in range(3) for i in range(20)]
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake(times))
+    options = TraceOptions(path=str(path), window_s=5.0, test_fraction=1.0)
+    read = trace_windows(options, "test")
+    assert len(next(read).requests) == 20
+    write_jsonl(path, _mooncake(times, tenant="b"))  # another file under the same name
+    with pytest.raises(ConfigError) as changed:
+        next(read)
+    assert str(changed.value).startswith(
+        f"TraceOptions.path='{path}' changed while this run read it ("
+    )
+    assert [len(w.requests) for w in trace_windows(options, "test")] == [20, 20, 20]  # planned anew

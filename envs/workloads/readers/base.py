@@ -82,6 +82,9 @@ PLAUSIBLE_SPAN_S = 31 * 86_400.0
 """The longest span a trace is believed to cover under ``time_unit="auto"`` (a month)."""
 LATEST_EPOCH_S = 7.3e9
 """The latest timestamp believed under ``time_unit="auto"``: seconds since 1970 (year ~2200)."""
+UNIX_SECONDS_FROM = 1e9
+"""Under ``time_unit="auto"``, timestamps from here (2001 in Unix seconds) that the
+format's finer unit puts in 1970 are said to look like Unix seconds."""
 
 
 class RowLocation(NamedTuple):
@@ -512,8 +515,11 @@ def time_units_per_s(
     (in the file's own numbers). ``time_unit="auto"`` takes the format's unit unless
     that is implausible: the trace would span more than :data:`PLAUSIBLE_SPAN_S`, or
     its timestamps would lie after :data:`LATEST_EPOCH_S` seconds since 1970 (integer
-    nanoseconds read as milliseconds do both). Then it takes the first coarser unit
-    (ms, us, ns) that is plausible, with a warning naming both."""
+    nanoseconds read as milliseconds do both). Then it takes the first finer unit
+    (us, then ns) that is plausible, with a warning naming both; if none is, it
+    keeps the format's unit, with a warning. Timestamps that look like Unix
+    seconds (from 2001 on) in a format counting finer units, where they would all
+    fall in 1970, are kept in the format's unit with a warning too."""
     if time_unit != "auto":
         return TIME_UNITS[time_unit]
 
@@ -521,23 +527,49 @@ def time_units_per_s(
         return (latest - earliest) / ups <= PLAUSIBLE_SPAN_S and latest / ups <= LATEST_EPOCH_S
 
     ups = fmt.time_units_per_s
-    if plausible(ups):
-        return ups
     own = next((name for name, value in TIME_UNITS.items() if value == ups), f"1/{ups:g} s")
+    reach = f"{_days(latest / ups)} days after 1970"
+    if plausible(ups):
+        if ups > 1 and UNIX_SECONDS_FROM <= earliest <= latest <= LATEST_EPOCH_S:
+            warnings.warn(
+                TraceWarning(
+                    f"{source}: {fmt.time_field} from {earliest:.0f} looks like Unix seconds; "
+                    f"read as {own}, as the format counts, it falls {reach}, "
+                    f"{_span_text((latest - earliest) / ups)} (set {{time_unit}}=s if it is "
+                    "in seconds)",
+                    ("time_unit",),
+                ),
+                stacklevel=stacklevel,
+            )
+        return ups
+    span = f"span {_days((latest - earliest) / ups)} days"
     for name, value in TIME_UNITS.items():
         if value > ups and plausible(value):
             warnings.warn(
                 TraceWarning(
-                    f"{source}: {fmt.time_field} read as {own} would reach "
-                    f"{latest / ups / 86_400:,.0f} days after 1970 and span "
-                    f"{(latest - earliest) / ups / 86_400:,.1f} days; reading it as {name} "
-                    f"({_span_text((latest - earliest) / value)}); set {{time_unit}}= to choose",
+                    f"{source}: {fmt.time_field} read as {own} would reach {reach} and "
+                    f"{span}; reading it as {name} ({_span_text((latest - earliest) / value)}); "
+                    "set {time_unit}= to choose",
                     ("time_unit",),
                 ),
                 stacklevel=stacklevel,
             )
             return value
-    return ups  # implausible in every unit: keep the format's
+    warnings.warn(
+        TraceWarning(
+            f"{source}: {fmt.time_field} read as {own} would reach {reach} and {span}, and "
+            f"no finer unit makes it plausible; reading it as {own} (set {{time_unit}}= to "
+            "choose, or check the file's timestamps)",
+            ("time_unit",),
+        ),
+        stacklevel=stacklevel,
+    )
+    return ups
+
+
+def _days(seconds: float) -> str:
+    days = seconds / 86_400
+    return f"{days:,.0f}" if days < 1e15 else f"{days:.3g}"
 
 
 def _span_text(seconds: float) -> str:
