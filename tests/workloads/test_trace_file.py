@@ -21,13 +21,14 @@ from envs.workloads.readers import (
     TraceWarning,
     dataset_block_tokens,
     iter_bursted_windows,
+    read_art_chat,
     read_mooncake,
     read_qwen_bailian,
     read_trace,
 )
 from envs.workloads.registry import windows
 from envs.workloads.trace_file import TraceOptions, file_stamp, plan_trace, trace_windows
-from tests.workloads.tracekit import bursted_rows, qwen_rows, write_jsonl
+from tests.workloads.tracekit import art_rows, bursted_rows, qwen_rows, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -489,10 +490,32 @@ def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path
     options = TraceOptions(path=str(path), window_s=5.0, test_fraction=1.0)
     read = trace_windows(options, "test")
     assert len(next(read).requests) == 20
-    write_jsonl(path, _mooncake(times, tenant="b"))  # another file under the same name
+    write_jsonl(path, _mooncake(times, output_length=3))  # another file under the same name
     with pytest.raises(ConfigError) as changed:
         next(read)
     assert str(changed.value).startswith(
         f"TraceOptions.path='{path}' changed while this run read it ("
     )
     assert [len(w.requests) for w in trace_windows(options, "test")] == [20, 20, 20]  # planned anew
+
+
+def test_keys_a_format_does_not_read_are_named_in_one_warning(tmp_path: Path) -> None:
+    """helper-56's review: a misspelt ``output_lenght`` was ignored without a word,
+    and the request took output_length's default, 1 token."""
+    rows = _mooncake([0, 1000, 2000])
+    rows[1]["output_lenght"] = 500
+    rows[2]["output_lenght"] = 500
+    rows[2]["tenant"] = "b"  # Mooncake rows have no tenant: the rows still share KV
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    with pytest.warns(TraceWarning) as caught:
+        workload = read_mooncake(path)
+    assert [r.output_tokens for r in workload.requests] == [2, 2, 2]
+    assert [str(w.message) for w in caught] == [
+        f"{path}: rows have keys this format does not read, ignored: 'output_lenght' (first "
+        "on line 2), 'tenant' (first on line 3) (a misspelt field takes its default)"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # ART-Chat's messages and token_hash are known
+        read_art_chat(write_jsonl(tmp_path / "art.jsonl", art_rows()))
+        read_qwen_bailian(write_jsonl(tmp_path / "qwen.jsonl", qwen_rows()))
+        read_trace(write_jsonl(tmp_path / "bursted.jsonl", bursted_rows("w0")))

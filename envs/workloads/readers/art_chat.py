@@ -45,6 +45,18 @@ FORMAT = TraceFormat(
     time_field="timestamp_ms",
     new_parser=lambda: parse_row,
     time_units_per_s=1000.0,
+    fields=frozenset(
+        (
+            "request_id",
+            "token_hash",
+            "system_prompt_hash",
+            "timestamp_ms",
+            "input_length",
+            "output_length",
+            "hash_ids",
+            "messages",
+        )
+    ),
 )
 
 

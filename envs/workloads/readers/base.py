@@ -158,6 +158,8 @@ class ReadReport:
     first_out_of_order_line: int | None = None
     first_error: TraceFormatError | None = field(default=None, repr=False, compare=False)
     """The first skipped row's error, for messages that quote it (options named as data)."""
+    unknown_keys: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    """Keys the format does not read, each with the first line that has it."""
 
     MAX_ERRORS = 10
 
@@ -224,6 +226,10 @@ class TraceFormat:
     """Rows carry a window id (``trace_id``) and are replayed window by window."""
     rebase: bool = True
     """Whether ``ReadOptions.rebase_time`` applies (False when times are window-relative)."""
+    fields: frozenset[str] = frozenset()
+    """The keys a row may have: those the format reads and those it knowingly leaves
+    (ART-Chat's ``messages``); any other is named in one warning a read (a misspelt
+    field would take its default silently). Empty: not checked."""
 
 
 # --- field helpers: each raises TraceFormatError naming the field -----------------------
@@ -426,6 +432,7 @@ class RowStream:
         self.report = report
         self.block_tokens = options.block_tokens or fmt.block_tokens
         self.parse_row = fmt.new_parser()
+        self.fields = fmt.fields
 
     def __iter__(self) -> Iterator[tuple[RowLocation, ParsedRow]]:
         report, take = self.report, self.take
@@ -457,7 +464,12 @@ class RowStream:
                 raise
             self.report.skip(error)
             return None
-        self.report.rows_read += 1
+        report = self.report
+        report.rows_read += 1
+        if self.fields and not self.fields.issuperset(row):
+            for key in row:
+                if key not in self.fields:
+                    report.unknown_keys.setdefault(str(key), line)
         return loc, parsed
 
     def note_out_of_order(self, line: int, time: float, last: float) -> None:
@@ -590,6 +602,17 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
             TraceWarning(
                 f"{report.source}: skipped {report.rows_skipped} malformed rows (first: {first})",
                 named,
+            ),
+            stacklevel=stacklevel,
+        )
+    if report.unknown_keys:
+        keys = sorted(report.unknown_keys.items(), key=lambda item: item[1])
+        listed = ", ".join(f"{key!r} (first on line {line})" for key, line in keys[:5])
+        more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+        warnings.warn(
+            TraceWarning(
+                f"{report.source}: rows have keys this format does not read, ignored: "
+                f"{listed}{more} (a misspelt field takes its default)"
             ),
             stacklevel=stacklevel,
         )

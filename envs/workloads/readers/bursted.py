@@ -91,6 +91,21 @@ FORMAT = TraceFormat(
     new_parser=lambda: parse_row,
     windowed=True,
     rebase=False,
+    fields=frozenset(
+        (
+            "request_id",
+            "trace_id",
+            "source",
+            "arrival_s",
+            "input_length",
+            "output_length",
+            "hash_ids",
+            "group_id",
+            "split",
+            "metadata",
+            "tenant",
+        )
+    ),
 )
 
 

@@ -43,6 +43,7 @@ FORMAT = TraceFormat(
     time_field="timestamp",
     new_parser=lambda: parse_row,
     time_units_per_s=1000.0,
+    fields=frozenset(("timestamp", "input_length", "output_length", "hash_ids", "request_id")),
 )
 
 

@@ -58,7 +58,22 @@ def new_parser() -> RowParser:
 
 
 FORMAT = TraceFormat(
-    name="qwen", block_tokens=BLOCK_TOKENS, time_field="timestamp", new_parser=new_parser
+    name="qwen",
+    block_tokens=BLOCK_TOKENS,
+    time_field="timestamp",
+    new_parser=new_parser,
+    fields=frozenset(
+        (
+            "chat_id",
+            "parent_chat_id",
+            "timestamp",
+            "input_length",
+            "output_length",
+            "type",
+            "turn",
+            "hash_ids",
+        )
+    ),
 )
 
 
