@@ -27,7 +27,7 @@ from envs.sim.errors import (
     named_message,
 )
 from envs.sim.timing import model_preset
-from envs.workloads.readers import TraceWarning
+from envs.workloads.readers import TraceFormatError, TraceWarning
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
     TraceOptions,
@@ -199,7 +199,11 @@ def user_error_message(error: BaseException, command: str = "") -> str | None:
     else, which is a bug and keeps its traceback. ``command``: the ``key=value``
     command's name, written first (``error: experiments.compare: ...``) unless the
     message already begins with it."""
-    if isinstance(error, (ValueError, SimulationError)):
+    if isinstance(error, NamedFields) and (
+        error.owner == "TraceOptions" or isinstance(error, TraceFormatError)
+    ):  # a trace's error during the run: its options as the command line spells them
+        text = error.named(TRACE_PATHS)
+    elif isinstance(error, (ValueError, SimulationError)):
         text = str(error)
     elif isinstance(error, OSError):
         if error.strerror and error.filename is not None:

@@ -82,7 +82,8 @@ def audit_file(
     if Path(path).is_dir():
         raise UsageError(f"{COMMAND}: path={path!r} is a folder; give one trace file")
     if not Path(path).is_file():
-        raise UsageError(f"{COMMAND}: path={path!r}: no such file")
+        why = " is not a regular file" if Path(path).exists() else ": no such file"
+        raise UsageError(f"{COMMAND}: path={path!r}{why}")
     if format != "auto":
         try:
             format = canonical_format(format)

@@ -162,6 +162,13 @@ def _check_path(options: TraceOptions) -> Path | None:
         )
     if file.is_file():
         return file
+    if file.exists():  # a device, a FIFO, a shell's <(...): read once, gone
+        raise ConfigError(
+            f"{{path}}={path!r} is not a regular file; a run reads a trace more than "
+            "once, so save it to a file first",
+            ("path",),
+            "TraceOptions",
+        )
     if options.format == HUB:
         return None
     raise ConfigError(f"{{path}}={path!r}: no such file", ("path",), "TraceOptions")

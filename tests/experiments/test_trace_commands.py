@@ -522,3 +522,28 @@ def test_a_run_records_its_trace_as_it_started_and_refuses_one_changed_since(
     path.write_text(example_mooncake_text())
     assert workload_file("trace", params)["workload_file"]["sha256"] == first["sha256"]
     release_out_dirs()
+
+
+def test_a_path_that_is_not_a_regular_file_and_late_trace_errors_are_named_as_typed(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """/dev/null, a FIFO or a shell's <(...) exist but read once: "no such file" was
+    wrong. A trace's error raised after the checks (the file gone mid-run) named
+    TraceOptions.path where the command line says workload.path."""
+    from envs.sim.errors import ConfigError
+    from experiments._cli import user_error_message
+
+    for command, option in (
+        ("experiments.compare", "workload.path"),
+        ("experiments.audit", "path"),
+    ):
+        args = [f"{option}=/dev/null", f"out_dir={tmp_path / 'out'}"]
+        if option == "workload.path":
+            args += ["workload=trace", "agents=none", "policies=btb"]
+        proc = run_command(command, args, tmp_path)
+        assert proc.returncode == 2
+        assert f"{option}='/dev/null' is not a regular file" in proc.stderr
+    gone = ConfigError("{path}='/x.jsonl': no such file", ("path",), "TraceOptions")
+    assert user_error_message(gone, "experiments.compare") == (
+        "error: experiments.compare: workload.path='/x.jsonl': no such file"
+    )
