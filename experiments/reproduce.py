@@ -321,10 +321,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     if bar is not None:
                         bar.update(1)
             except BaseException:
-                running = getattr(pool, "_processes", None) or {}  # the executor's own
-                for process in list(running.values()):
+                running = list((getattr(pool, "_processes", None) or {}).values())
+                for process in running:  # (the executor's own)
                     process.terminate()
-                pool.shutdown(wait=False, cancel_futures=True)
+                for process in running:  # gone before the executor's shutdown writes to
+                    process.join(timeout=5)  # them (a traceback at exit, now and then)
+                pool.shutdown(wait=True, cancel_futures=True)
                 raise
             pool.shutdown()
     finally:
