@@ -72,6 +72,7 @@ Prints tables and writes ``bench.json`` (atomically) to ``out_dir`` when given; 
 from __future__ import annotations
 
 import multiprocessing as mp
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -121,8 +122,16 @@ COMMAND = "experiments.bench"
 
 def _in_fresh_process(fn: Any, *args: Any) -> Any:
     ctx = mp.get_context("spawn")
-    with ctx.Pool(1) as pool:
+    with ctx.Pool(1, initializer=_quiet_trace) as pool:
         return pool.apply(fn, args)
+
+
+def _quiet_trace() -> None:
+    """A fresh process's start: the trace's warnings were said by the command's own
+    process, once (a worker said them again, as a raw Python warning)."""
+    from envs.workloads.readers import TraceWarning
+
+    warnings.filterwarnings("ignore", category=TraceWarning)
 
 
 def _check(options: dict[str, Any]) -> list[str]:
