@@ -8,6 +8,7 @@ import contextlib
 import fcntl
 import fnmatch
 import functools
+import hashlib
 import os
 import re
 import shutil
@@ -242,6 +243,23 @@ def claim_new_out_dir(path: str | os.PathLike[str], what: str) -> RunFolder:
             return claim_out_dir(folder, what, ())
         except OutDirError:  # another run's (or being written by one): the next name
             n += 1
+
+
+FOLDER_PART_MAX = 80
+"""The longest piece of a default run folder's name taken from a user's input (a
+trace file's name): longer ones are cut, with a hash of the whole, so the folder's
+name stays under the file system's 255 bytes."""
+
+
+def folder_part(label: str) -> str:
+    """``label`` as a piece of a run folder's name: characters other than word
+    characters, ``.`` and ``-`` become ``-``, and a label longer than
+    :data:`FOLDER_PART_MAX` is cut, ending in 8 hex digits of the whole one's sha1."""
+    part = re.sub(r"[^\w.-]", "-", label)
+    if len(part.encode()) <= FOLDER_PART_MAX:
+        return part
+    digest = hashlib.sha1(part.encode()).hexdigest()[:8]
+    return part.encode()[: FOLDER_PART_MAX - 9].decode(errors="ignore") + f"-{digest}"
 
 
 def claim_run_dir(

@@ -44,7 +44,6 @@ the default folder is always a new one.
 from __future__ import annotations
 
 import inspect
-import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -69,7 +68,7 @@ from experiments._cli import (
     workload_label,
     workload_params,
 )
-from experiments._io import claim_run_dir, releasing_out_dirs
+from experiments._io import claim_run_dir, folder_part, releasing_out_dirs
 from experiments._sim_options import HELP as sim_help
 from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.evaluation import (
@@ -254,7 +253,7 @@ def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -
     """``runs/<setup>__<workload>__<experiment>__<seed>__<time>``; ``label`` names the
     workload (a trace's ``trace:<file>`` becomes ``trace-<file>``)."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    workload = re.sub(r"[^\w.-]", "-", label or options["workload"])
+    workload = folder_part(label or options["workload"])
     return Path("runs") / (
         f"{options.get('setup', 'all')}__{workload}__{experiment}__{options['seed']}__{stamp}"
     )

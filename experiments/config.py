@@ -435,9 +435,12 @@ def setup_options() -> dict[str, dict[str, Any]]:
 
 def run_folder_workload(name: str, path: str | None) -> str:
     """The workload part of a Hydra run folder's name: ``bursted_synthetic``, or
-    ``trace-<file name>`` for ``workload=trace`` (a file's name, never a path)."""
+    ``trace-<file name>`` for ``workload=trace`` (a file's name, never a path; as
+    ``_io.folder_part`` makes it: no blanks or brackets, cut when long)."""
+    from experiments._io import folder_part
+
     if name == TRACE_WORKLOAD and path:
-        return f"{TRACE_WORKLOAD}-{Path(str(path)).name}"
+        return folder_part(f"{TRACE_WORKLOAD}-{Path(str(path)).name}")
     return str(name)
 
 

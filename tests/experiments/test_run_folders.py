@@ -646,3 +646,23 @@ def test_the_key_value_commands_never_clear_the_trace_they_read(
     assert f"which holds {option}='{trace}', an input of this run" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
     assert trace.read_text() == rows
+
+
+def test_a_long_or_odd_trace_name_makes_a_short_safe_folder_name() -> None:
+    """helper-56's review: a 236-character trace name made compare's and evaluate's
+    default folder names too long for the file system; blanks and brackets stayed
+    in the Hydra commands' folders."""
+    from experiments._io import FOLDER_PART_MAX, folder_part
+    from experiments.compare import default_out_dir
+    from experiments.config import run_folder_workload
+
+    assert folder_part("trace:my trace (v2).jsonl") == "trace-my-trace--v2-.jsonl"
+    assert run_folder_workload("trace", "/d/my trace (v2).jsonl") == "trace-my-trace--v2-.jsonl"
+    long = "x" * 236 + ".jsonl"
+    part = run_folder_workload("trace", f"/d/{long}")
+    assert len(part) == FOLDER_PART_MAX and part.startswith("trace-xxx")
+    assert part != run_folder_workload("trace", f"/d/{long}y")  # the hash tells them apart
+    options = {"workload": "trace", "setup": "70b_h100x4", "seed": 0}
+    folder = default_out_dir(options, "compare", f"trace:{long}").name
+    assert part in folder and len(folder) < 255
+    assert run_folder_workload("bursted_synthetic", None) == "bursted_synthetic"
