@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -218,6 +219,7 @@ def hydra_entry(
                     raise OutDirError(in_use_message(f"{label} (from the command line)"))
                 _check_not_a_run(Path(value), label, args)
                 records[Path(value)] = hydra_record(Path(value))
+            _check_quoting(command, args)
             for override in _parsed_overrides(args):  # the setup chosen's record, not a choice
                 if override.key_or_group.lstrip("+~") == "setup.name":
                     raise UsageError(
@@ -520,6 +522,30 @@ def sweep_overrides(args: Sequence[str]) -> list[Any] | None:
         return list(OverridesParser.create().parse_overrides(overrides))
     except OverrideParseException:
         return None
+
+
+def _check_quoting(command: str, args: Sequence[str]) -> None:
+    """An override whose value has blanks, brackets or commas and does not parse
+    (``workload.path=/d/my trace (v2).jsonl``): one line saying how to quote it,
+    not the grammar's ``mismatched input ' ('``."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for arg in args:
+        key, equals, value = arg.partition("=")
+        if arg.startswith("-") or not equals or not re.search(r"[\s()\[\]{},]", value):
+            continue
+        if value[:1] in "'\"[{":  # quoted, or a list or dict: the grammar's own message
+            continue
+        try:
+            parser.parse_override(arg)
+        except HydraException:
+            raise UsageError(
+                f"{command}: {arg!r} does not parse as an override: quote a value with "
+                f"blanks, brackets or commas, as \"{key}='{value}'\" (Hydra's override "
+                "grammar)"
+            ) from None
 
 
 def _parsed_overrides(args: Sequence[str]) -> list[Any]:

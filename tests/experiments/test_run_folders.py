@@ -666,3 +666,18 @@ def test_a_long_or_odd_trace_name_makes_a_short_safe_folder_name() -> None:
     folder = default_out_dir(options, "compare", f"trace:{long}").name
     assert part in folder and len(folder) < 255
     assert run_folder_workload("bursted_synthetic", None) == "bursted_synthetic"
+
+
+def test_an_unquoted_value_with_blanks_says_how_to_quote_it(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    path = tmp_path / "my trace (v2).jsonl"
+    proc = run_command(
+        "experiments.evaluate", ["workload=trace", f"workload.path={path}", "logger=none"], tmp_path
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (
+        f"error: experiments.evaluate: 'workload.path={path}' does not parse as an override: "
+        f"quote a value with blanks, brackets or commas, as \"workload.path='{path}'\" "
+        "(Hydra's override grammar)"
+    )
