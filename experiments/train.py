@@ -1243,8 +1243,14 @@ def train(cfg: DictConfig) -> float:
         if remaining > 0:
             print(
                 f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, "
-                f"{workload_label(cfg)}, {len(pool)} train and {len(val_pool)} validation "
-                f"windows): {model.num_timesteps} -> {cfg.train.total_timesteps} "
+                f"{workload_label(cfg)}, {len(pool)} train windows, "
+                + (
+                    f"{len(val_pool)} validation"
+                    if val_pool
+                    else "no validation"
+                    + (" (train.val_every=0)" if int(cfg.train.val_every) <= 0 else "")
+                )
+                + f"): {model.num_timesteps} -> {cfg.train.total_timesteps} "
                 f"steps; run folder {out_dir}"
             )
         clock = RolloutClock(logger)
