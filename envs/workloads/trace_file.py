@@ -353,10 +353,16 @@ def _check_unchanged(plan: TracePlan) -> None:
     )
 
 
+def _share(n: int, fraction: float) -> int:
+    """``fraction`` of ``n`` windows, rounded half up (10 x 0.25 is 3, as a reader
+    expects; Python's round gives 2), at least one if ``fraction`` is above 0."""
+    return max(1, math.floor(n * fraction + 0.5)) if fraction > 0 else 0
+
+
 def _split_names(n: int, options: TraceOptions) -> list[str]:
     """Split of each of ``n`` windows in time order."""
-    n_test = max(1, round(n * options.test_fraction)) if options.test_fraction > 0 else 0
-    n_val = max(1, round(n * options.val_fraction)) if options.val_fraction > 0 else 0
+    n_test = _share(n, options.test_fraction)
+    n_val = _share(n, options.val_fraction)
     n_test = min(n_test, n)
     n_val = min(n_val, n - n_test)
     return ["train"] * (n - n_test - n_val) + ["val"] * n_val + ["test"] * n_test

@@ -519,3 +519,20 @@ def test_keys_a_format_does_not_read_are_named_in_one_warning(tmp_path: Path) ->
         read_art_chat(write_jsonl(tmp_path / "art.jsonl", art_rows()))
         read_qwen_bailian(write_jsonl(tmp_path / "qwen.jsonl", qwen_rows()))
         read_trace(write_jsonl(tmp_path / "bursted.jsonl", bursted_rows("w0")))
+
+
+def test_split_fractions_round_half_up() -> None:
+    """helper-56's review: Python's round (half to even) gave 10 windows x 0.25 two
+    test windows and 18 x 0.25 four; half up gives 3 and 5 (2 x 0.25: at least 1)."""
+    from envs.workloads.trace_file import _split_names
+
+    counts = {
+        n: _split_names(n, TraceOptions(path="x", test_fraction=0.25, val_fraction=0.25))
+        for n in (2, 8, 10, 14, 18)
+    }
+    assert {n: names.count("test") for n, names in counts.items()} == {
+        2: 1, 8: 2, 10: 3, 14: 4, 18: 5,
+    }  # fmt: skip
+    assert {n: names.count("val") for n, names in counts.items()} == {
+        2: 1, 8: 2, 10: 3, 14: 4, 18: 5,
+    }  # fmt: skip
