@@ -324,8 +324,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
         if self.sim is None:
             raise RuntimeError("call reset() before render()")
-        if self.render_mode == "ansi":
-            return render_ansi(self.sim, self.request)
+        if self.render_mode == "ansi":  # no request arriving once the episode is over
+            return render_ansi(self.sim, self.request if self._gen is not None else None)
         return render_rgb(self.sim, self._history)
 
     def close(self) -> None:

@@ -187,6 +187,10 @@ def test_render_modes(env_id, window):
     env.step(env.action_space.sample())
     text = env.render()
     assert "node" in text and "requests served" in text
+    done = False
+    while not done:
+        _, _, done, _, _ = env.step(env.action_space.sample())
+    assert "arriving" not in env.render()  # the episode is over: nothing arrives
     env = make(env_id, window, render_mode="rgb_array")
     env.reset(seed=0)
     for _ in range(3):
