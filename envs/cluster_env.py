@@ -441,12 +441,14 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             # replay does not repeat: the state is restored after it instead
             "sim_rng_state": self.sim.rng.bit_generator.state if self.sim is not None else None,
             "pending_ops": list(self._pending_ops),
+            "np_random_seed": self._np_random_seed,  # what env.np_random_seed says
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state["kwargs"])  # type: ignore[misc]
         episode = state["episode"]
         if episode is None:
+            self._restore_rng(state)
             return
         self._episode = {
             "window": episode["window"],
@@ -475,8 +477,13 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._pending_ops = list(pending)
         if state.get("sim_rng_state") is not None:
             sim.rng.bit_generator.state = state["sim_rng_state"]
+        self._restore_rng(state)
+
+    def _restore_rng(self, state: dict[str, Any]) -> None:
+        """The env's own generator and its seed as they were when pickled."""
         if state["rng_state"] is not None:
             self.np_random.bit_generator.state = state["rng_state"]
+            self._np_random_seed = state.get("np_random_seed", self._np_random_seed)
 
     # ------------------------------------------------------------------ subclass hooks
     @abstractmethod

@@ -110,6 +110,7 @@ def test_pickle_round_trip_mid_episode_continues_identically(env_id, window):
     for _ in range(3):
         env.step(env.action_space.sample())
     clone = pickle.loads(pickle.dumps(env))
+    assert clone.np_random_seed == env.np_random_seed == 3  # (it was a new random one)
     for _ in range(5):
         action = env.action_space.sample()
         a, b = env.step(action), clone.step(action)
