@@ -51,11 +51,12 @@ def only_options_error(names: Sequence[str], envs: str) -> ConfigError:
 
 
 def refuse_other_envs_options(kwargs: Mapping[str, Any]) -> None:
-    """Refuse keyword arguments of another env kind (``OPTIONS_OF_ONE_ENV``)."""
+    """Refuse keyword arguments of another env kind (``OPTIONS_OF_ONE_ENV``), those
+    of one kind named together: ``speculate is an option of btb/RouteWarm-v0 only``."""
     foreign = [name for name in kwargs if name in OPTIONS_OF_ONE_ENV]
     if foreign:
-        envs = " and ".join(sorted({OPTIONS_OF_ONE_ENV[name] for name in foreign}))
-        raise only_options_error(foreign, envs)
+        env = OPTIONS_OF_ONE_ENV[foreign[0]]
+        raise only_options_error([n for n in foreign if OPTIONS_OF_ONE_ENV[n] == env], env)
 
 
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:

@@ -36,7 +36,6 @@ from envs.workloads.trace_file import (
     provenance,
     trace_label,
 )
-from experiments._io import at_last_release
 
 LEGACY_SEED_MAX = 2**32 - 1
 """The largest seed numpy's legacy generator takes (SB3's ``set_random_seed`` and
@@ -192,17 +191,22 @@ def as_typed(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def user_error_message(error: BaseException, command: str = "") -> str | None:
+def user_error_message(
+    error: BaseException, command: str = "", trace_paths: Mapping[str, str] | None = None
+) -> str | None:
     """The one-line message for a user's error (a bad value: ValueError, UsageError
     included; a workload its cluster cannot serve: SimulationError; the file system:
     a missing input file, an out_dir that cannot be written), or None for anything
     else, which is a bug and keeps its traceback. ``command``: the ``key=value``
     command's name, written first (``error: experiments.compare: ...``) unless the
-    message already begins with it."""
-    if isinstance(error, NamedFields) and (
-        error.owner == "TraceOptions" or isinstance(error, TraceFormatError)
-    ):  # a trace's error during the run: its options as the command line spells them
-        text = error.named(TRACE_PATHS)
+    message already begins with it. ``trace_paths``: how the command spells a
+    trace's options (``TRACE_PATHS``, ``workload.*``, for the commands that run
+    workloads), so a trace's error raised during the run names them so."""
+    if trace_paths is not None and (
+        isinstance(error, NamedFields)
+        and (error.owner == "TraceOptions" or isinstance(error, TraceFormatError))
+    ):
+        text = error.named(trace_paths)
     elif isinstance(error, (ValueError, SimulationError)):
         text = str(error)
     elif isinstance(error, OSError):
@@ -224,7 +228,7 @@ def error_line(error: BaseException) -> str:
     return line.removeprefix("error: ")
 
 
-def main_guard(fn: Any) -> int:
+def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
     with 130 (what a shell reports for SIGINT). Either way the run's folder is
@@ -255,7 +259,7 @@ def main_guard(fn: Any) -> int:
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
         except (ValueError, OSError, SimulationError) as error:
-            print(user_error_message(error, "".join(command)), file=sys.stderr)
+            print(user_error_message(error, "".join(command), trace_paths), file=sys.stderr)
             return 2
         finally:
             _RUNNING.pop()
@@ -423,31 +427,37 @@ def workload_params(
 
 
 _PINNED: dict[str, dict[str, Any]] = {}
-"""Each trace file's stamp as the command running in this process first recorded
-it (by real path; forgotten when the command's folders are released)."""
-at_last_release(_PINNED.clear)
+"""The trace stamped as the run in this process started (:func:`stamp_trace`), by
+the path as given (a symlink repointed meanwhile is a change)."""
+
+
+def stamp_trace(workload: str, params: Mapping[str, Any]) -> None:
+    """A run starts on this workload: stamp its trace file now (and forget any
+    earlier run's), so :func:`workload_file` records it as it was at the start and
+    refuses it changed by the end."""
+    _PINNED.clear()
+    if workload == TRACE_WORKLOAD:
+        options = TraceOptions(**params)
+        _PINNED[os.path.abspath(options.path)] = provenance(options)
 
 
 def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """``{"workload_file": ...}``, a trace file's stamp (size, sha256) and plan, for a
     results file's config; ``{}`` for a generated workload.
 
-    A command calls it as it starts and again as it writes its results: the stamp
-    is the one of the start, and a file that changed in between is refused (the
-    results would mix both files; the reader refuses a change while it reads). A
-    file gone since keeps its stamp of the start, so the results are still written."""
+    After :func:`stamp_trace` (a command's start) the stamp is the one of the
+    start, and a file that changed since is refused (the results would mix both
+    files; the reader refuses a change while it reads). A file gone since keeps
+    its stamp of the start, so the results are still written."""
     if workload != TRACE_WORKLOAD:
         return {}
     options = TraceOptions(**params)
     path = str(options.path)
-    key = os.path.realpath(path)
-    first = _PINNED.get(key)
+    first = _PINNED.get(os.path.abspath(path))
     if first is not None and not os.path.isfile(path):
         return {"workload_file": first}
     now = provenance(options)
-    if first is None:
-        _PINNED[key] = now
-    elif now["sha256"] != first["sha256"]:
+    if first is not None and now["sha256"] != first["sha256"]:
         raise UsageError(
             f"workload.path={path!r} changed during this run (sha256 {first['sha256'][:12]}... "
             f"at its start, {now['sha256'][:12]}... now): its results would mix both files, so "

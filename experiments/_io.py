@@ -292,23 +292,10 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-_AT_LAST_RELEASE: list[Callable[[], None]] = []
-
-
-def at_last_release(forget: Callable[[], None]) -> None:
-    """Call ``forget`` whenever the last folder held is released: the end of a
-    command in this process (what a run pinned for itself, forgotten after it)."""
-    _AT_LAST_RELEASE.append(forget)
-
-
 def release_out_dirs(keep: int = 0) -> None:
-    """Release every folder claimed after the first ``keep`` still held (and, when
-    none is left, call what :func:`at_last_release` registered)."""
+    """Release every folder claimed after the first ``keep`` still held."""
     for held in _HELD[keep:][::-1]:
         held.release()
-    if not _HELD:
-        for forget in _AT_LAST_RELEASE:
-            forget()
 
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -84,12 +84,14 @@ from envs.sim.config import DEFAULT_SETUP
 from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
+    TRACE_PATHS,
     UsageError,
     input_options,
     main_guard,
     parse_args,
     sim_config_of,
     sim_defaults,
+    stamp_trace,
     trace_defaults,
     workload_file,
     workload_params,
@@ -188,7 +190,7 @@ def _check(options: dict[str, Any]) -> list[str]:
             inputs=input_options(options),
         )
     if options["workload_params"]:
-        workload_file("trace", options["workload_params"])  # stamped at the start
+        stamp_trace("trace", options["workload_params"])
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
         make_policy(name)
@@ -404,4 +406,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main_guard(main))
+    raise SystemExit(main_guard(main, TRACE_PATHS))

@@ -56,6 +56,7 @@ from envs.sim.config import DEFAULT_SETUP
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
+    TRACE_PATHS,
     UsageError,
     input_options,
     main_guard,
@@ -63,6 +64,7 @@ from experiments._cli import (
     parse_value,
     sim_config_of,
     sim_defaults,
+    stamp_trace,
     trace_defaults,
     workload_file,
     workload_label,
@@ -309,7 +311,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options["overwrite"],
         input_options(options),
     )
-    workload_file(workload, params)  # the trace's stamp at the start (checked at the end)
+    stamp_trace(workload, params)  # (checked as the results are written)
 
     bar = None
     if options["progress"]:
@@ -363,4 +365,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main_guard(main))
+    raise SystemExit(main_guard(main, TRACE_PATHS))

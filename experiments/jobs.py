@@ -27,6 +27,7 @@ from experiments._cli import (
     main_guard,
     name_running,
     running_command,
+    stamp_trace,
     user_error_message,
 )
 from experiments._io import (
@@ -77,6 +78,7 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
 
     what = f"experiments.{kind}: out_dir"
     inputs = input_paths(cfg)
+    stamp_trace(str(cfg.workload.name), workload_params(cfg))  # the job's trace as it starts
     if not HydraConfig.initialized():
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
         return claim_run_dir(
@@ -541,9 +543,10 @@ def _check_quoting(command: str, args: Sequence[str]) -> None:
         try:
             parser.parse_override(arg)
         except HydraException:
+            quoted = value.replace("'", "\\'")  # the grammar's escape for a quote inside
             raise UsageError(
                 f"{command}: {arg!r} does not parse as an override: quote a value with "
-                f"blanks, brackets or commas, as \"{key}='{value}'\" (Hydra's override "
+                f"blanks, brackets or commas, as \"{key}='{quoted}'\" (Hydra's override "
                 "grammar)"
             ) from None
 

@@ -54,7 +54,14 @@ from envs.workloads.registry import (
     window_rows,
 )
 from envs.workloads.trace_file import TRACE_WORKLOAD
-from experiments._cli import UsageError, main_guard, parse_args, trace_defaults, workload_params
+from experiments._cli import (
+    TRACE_PATHS,
+    UsageError,
+    main_guard,
+    parse_args,
+    trace_defaults,
+    workload_params,
+)
 from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.make_dataset"
@@ -500,4 +507,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main_guard(main))
+    raise SystemExit(main_guard(main, TRACE_PATHS))

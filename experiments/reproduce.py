@@ -50,6 +50,7 @@ from envs.workloads.readers import TraceWarning
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import (
+    TRACE_PATHS,
     UsageError,
     input_options,
     main_guard,
@@ -57,6 +58,7 @@ from experiments._cli import (
     parse_value,
     sim_config_of,
     sim_defaults,
+    stamp_trace,
     trace_defaults,
     workload_file,
     workload_label,
@@ -294,7 +296,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options["overwrite"],
         input_options(options),
     )
-    workload_file(options["workload"], options["workload_params"])  # stamped at the start
+    stamp_trace(options["workload"], options["workload_params"])
     bar = None
     if options["progress"]:
         from tqdm import tqdm
@@ -354,4 +356,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main_guard(main))
+    raise SystemExit(main_guard(main, TRACE_PATHS))

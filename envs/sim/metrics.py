@@ -281,7 +281,7 @@ def fault_metrics(totals: RunTotals) -> dict[str, int]:
     ``fault_node_recoveries``, ``fault_copies_failed``, ``fault_rerouted_requests``
     (taken off a lost node), ``fault_restarted_requests`` (of those, the ones whose
     first token was already out), ``fault_routed_to_down`` (a policy routed to a
-    down node; the request went to the least-loaded node up), ``fault_nic_downs``,
+    down node; the request went to the least-loaded node up that admits), ``fault_nic_downs``,
     ``fault_copies_slow``."""
     return dict(totals.faults)
 

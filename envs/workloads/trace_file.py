@@ -40,6 +40,7 @@ import zlib
 from array import array
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -344,7 +345,11 @@ def _check_unchanged(plan: TracePlan) -> None:
         if (stat.st_size, stat.st_mtime_ns) == plan.file_stat:
             return
         size = plan.file_stat[0]
-        now = f"{size:,} bytes, now {stat.st_size:,}" if stat.st_size != size else "modified"
+        now = (
+            f"{size:,} bytes, now {stat.st_size:,}"
+            if stat.st_size != size
+            else "its modification time changed"
+        )
     raise ConfigError(
         f"{{path}}={path!r} changed while this run read it ({now}): a run reads a trace "
         "more than once, so keep the file as it is until the run ends (or run on a copy)",
@@ -355,8 +360,12 @@ def _check_unchanged(plan: TracePlan) -> None:
 
 def _share(n: int, fraction: float) -> int:
     """``fraction`` of ``n`` windows, rounded half up (10 x 0.25 is 3, as a reader
-    expects; Python's round gives 2), at least one if ``fraction`` is above 0."""
-    return max(1, math.floor(n * fraction + 0.5)) if fraction > 0 else 0
+    expects; Python's round gives 2), at least one if ``fraction`` is above 0. The
+    fraction is taken as written (``Fraction("0.35")``), so 90 x 0.35 is 31.5 and
+    rounds to 32, where the float product is 31.499..."""
+    if fraction <= 0:
+        return 0
+    return max(1, math.floor(Fraction(str(fraction)) * n + Fraction(1, 2)))
 
 
 def _split_names(n: int, options: TraceOptions) -> list[str]:

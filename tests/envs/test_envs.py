@@ -849,3 +849,5 @@ def test_an_option_of_another_env_kind_is_named_with_the_env_that_takes_it():
                 gym.make(env_id, **{name: True})
             assert str(refused.value) == f"{name} is an option of {taker} only"
             assert getattr(refused.value, "fields", ()) == (name,)
+    with pytest.raises(ValueError, match=r"^speculate is an option of btb/RouteWarm-v0 only$"):
+        gym.make("btb/Route-v0", speculate=True, epoch_s=5.0)  # one kind's at a time

@@ -681,3 +681,17 @@ def test_an_unquoted_value_with_blanks_says_how_to_quote_it(
         f"quote a value with blanks, brackets or commas, as \"workload.path='{path}'\" "
         "(Hydra's override grammar)"
     )
+
+
+def test_the_quoting_hint_parses_back_to_the_value_typed() -> None:
+    """helper-59's review: a value with a ' got a hint Hydra's grammar refused."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from experiments._cli import UsageError
+    from experiments.jobs import _check_quoting
+
+    for value in ("/d/bob's trace.jsonl", "/d/my trace (v2).jsonl"):
+        with pytest.raises(UsageError) as refused:
+            _check_quoting("x", [f"workload.path={value}"])
+        hint = str(refused.value).split('as "', 1)[1].rsplit('" (Hydra', 1)[0]
+        assert OverridesParser.create().parse_override(hint).value() == value

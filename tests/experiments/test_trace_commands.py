@@ -505,23 +505,32 @@ def test_tune_btb_checks_y_against_a_trace_s_block_before_the_sweep(
 def test_a_run_records_its_trace_as_it_started_and_refuses_one_changed_since(
     tmp_path: Path,
 ) -> None:
-    from experiments._cli import UsageError, workload_file
-    from experiments._io import claim_out_dir, release_out_dirs
+    """helper-56's review: a trace rewritten during a run gave results of both files,
+    recorded under the new one's sha256 (and one removed after the run read it lost
+    the results)."""
+    from experiments._cli import UsageError, stamp_trace, workload_file
 
     path = tmp_path / "mc.jsonl"
-    path.write_text(example_mooncake_text())
-    params = dataclasses.asdict(TraceOptions(path=str(path)))
-    claim_out_dir(tmp_path / "run", "x: out_dir", ())
+    link = tmp_path / "cur.jsonl"
+    text = example_mooncake_text()
+    other = text.replace('"output_length":', '"output_length":1')
+    path.write_text(text)
+    link.symlink_to(path)
+    params = dataclasses.asdict(TraceOptions(path=str(link)))
+    stamp_trace("trace", params)  # a command starts
     first = workload_file("trace", params)["workload_file"]
-    path.write_text(example_mooncake_text().replace('"output_length":', '"output_length":1'))
+    (tmp_path / "new.jsonl").write_text(other)
+    link.unlink()
+    link.symlink_to(tmp_path / "new.jsonl")  # repointed: another file under the name
     with pytest.raises(UsageError, match=r"changed during this run \(sha256 .* none are written"):
         workload_file("trace", params)
-    path.unlink()  # gone after the run read it: its results keep the stamp of the start
+    link.unlink()  # gone after the run read it: its results keep the stamp of the start
     assert workload_file("trace", params)["workload_file"] == first
-    release_out_dirs()  # the command ends: the next one stamps the file anew
-    path.write_text(example_mooncake_text())
-    assert workload_file("trace", params)["workload_file"]["sha256"] == first["sha256"]
-    release_out_dirs()
+    link.symlink_to(tmp_path / "new.jsonl")
+    stamp_trace("trace", params)  # the next command stamps the file anew
+    assert workload_file("trace", params)["workload_file"]["sha256"] != first["sha256"]
+    stamp_trace("bursted_synthetic", {})  # and a run on a generator forgets it
+    assert workload_file("trace", params)["workload_file"]["sha256"] != first["sha256"]
 
 
 def test_a_path_that_is_not_a_regular_file_and_late_trace_errors_are_named_as_typed(
@@ -531,7 +540,8 @@ def test_a_path_that_is_not_a_regular_file_and_late_trace_errors_are_named_as_ty
     wrong. A trace's error raised after the checks (the file gone mid-run) named
     TraceOptions.path where the command line says workload.path."""
     from envs.sim.errors import ConfigError
-    from experiments._cli import user_error_message
+    from envs.workloads.readers import TraceFormatError
+    from experiments._cli import TRACE_PATHS, user_error_message
 
     for command, option in (
         ("experiments.compare", "workload.path"),
@@ -544,6 +554,11 @@ def test_a_path_that_is_not_a_regular_file_and_late_trace_errors_are_named_as_ty
         assert proc.returncode == 2
         assert f"{option}='/dev/null' is not a regular file" in proc.stderr
     gone = ConfigError("{path}='/x.jsonl': no such file", ("path",), "TraceOptions")
-    assert user_error_message(gone, "experiments.compare") == (
+    assert user_error_message(gone, "experiments.compare", TRACE_PATHS) == (
         "error: experiments.compare: workload.path='/x.jsonl': no such file"
+    )
+    # audit spells its options bare: its advice names them so (helper-59's review)
+    blocks = TraceFormatError("t.jsonl", 1, "hash_ids", "set {block_tokens}=", ("block_tokens",))
+    assert user_error_message(blocks, "experiments.audit") == (
+        "error: experiments.audit: t.jsonl, line 1, field 'hash_ids': set block_tokens="
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import warnings
 from pathlib import Path
 
@@ -497,6 +498,11 @@ def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path
         f"TraceOptions.path='{path}' changed while this run read it ("
     )
     assert [len(w.requests) for w in trace_windows(options, "test")] == [20, 20, 20]  # planned anew
+    read = trace_windows(options, "test")
+    next(read)
+    os.utime(path, ns=(1, 1))  # touched only, the same bytes: said as what it is
+    with pytest.raises(ConfigError, match=r"\(its modification time changed\)"):
+        next(read)
 
 
 def test_keys_a_format_does_not_read_are_named_in_one_warning(tmp_path: Path) -> None:
@@ -518,7 +524,8 @@ def test_keys_a_format_does_not_read_are_named_in_one_warning(tmp_path: Path) ->
         warnings.simplefilter("error")  # ART-Chat's messages and token_hash are known
         read_art_chat(write_jsonl(tmp_path / "art.jsonl", art_rows()))
         read_qwen_bailian(write_jsonl(tmp_path / "qwen.jsonl", qwen_rows()))
-        read_trace(write_jsonl(tmp_path / "bursted.jsonl", bursted_rows("w0")))
+        tenants = [{**row, "tenant": "t1"} for row in bursted_rows("w0")]
+        read_trace(write_jsonl(tmp_path / "bursted.jsonl", tenants))
 
 
 def test_split_fractions_round_half_up() -> None:
@@ -536,3 +543,6 @@ def test_split_fractions_round_half_up() -> None:
     assert {n: names.count("val") for n, names in counts.items()} == {
         2: 1, 8: 2, 10: 3, 14: 4, 18: 5,
     }  # fmt: skip
+    # as written, not as the float product (90 x 0.35 = 31.499... in floats)
+    names = _split_names(90, TraceOptions(path="x", test_fraction=0.35))
+    assert names.count("test") == 32
