@@ -189,8 +189,9 @@ def _check(options: dict[str, Any]) -> list[str]:
             options["overwrite"],
             inputs=input_options(options),
         )
-    if options["workload_params"]:
-        stamp_trace("trace", options["workload_params"])
+    stamp_trace(  # a trace's stamp as the run starts (and no earlier run's)
+        TRACE_WORKLOAD if options["workload_params"] else "", options["workload_params"]
+    )
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
         make_policy(name)
