@@ -164,3 +164,18 @@ def test_a_count_past_what_a_machine_holds_is_refused_before_any_work(tmp_path: 
     assert not (tmp_path / "b").exists()
     with pytest.raises(ConfigError, match=r"test_windows must be an integer in \[0, 100000\]"):
         configure("bursted_synthetic", test_windows=10**12)
+
+
+def test_a_fresh_process_leaves_the_trace_s_warnings_to_the_command() -> None:
+    """helper-56's review: bench said a trace's warning twice, the second time from
+    its fresh process as a raw Python warning."""
+    import warnings
+
+    from envs.workloads.readers import TraceWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bench._quiet_trace()  # what each fresh process runs first
+        warnings.warn(TraceWarning("said by the command already"), stacklevel=1)
+        warnings.warn(UserWarning("anything else"), stacklevel=1)
+    assert [str(w.message) for w in caught] == ["anything else"]
