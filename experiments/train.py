@@ -14,8 +14,10 @@ first ``workload.val_windows`` validation windows at the start, every
 ``val_every`` steps and at the end; ``agent/`` is the best-scoring one, the last
 one goes to ``last/``, and ``results.json``'s ``train.validation`` says which
 step won (``train.json`` holds that record when ``train.evaluate`` is false).
-Test windows are used only by the final evaluation. Returns the agent's mean
-TTFT on the evaluation windows (what a sweeper minimises).
+Test windows are used only by the final evaluation. Returns the best validation
+score (``train.val_score`` of the kept agent, or the kept round's): what a sweeper
+such as Optuna minimises, never a test figure; ``inf`` for a run that does not
+validate.
 """
 
 from __future__ import annotations
@@ -1388,7 +1390,9 @@ def train(cfg: DictConfig) -> float:
             # the simulator's stream too: a training seed draws it unless train.eval_seed is set
             basis = measured_on(cfg, names, score=chosen["score"], seed=eval_seed(cfg), **own)
             sweeps.note(f"validation {chosen['score']} score", chosen["best_score"], True, basis)
-        metric = float("nan")
+        # what a sweeper minimises: the validation score the run kept (a test figure
+        # would tune on the test windows; until 2026-12-05 it was the test mean TTFT)
+        objective = float(chosen["best_score"]) if chosen is not None else float("inf")
         if cfg.train.evaluate:
             agent = AgentPolicy(model, spec)
             rows = evaluate_and_write(
@@ -1411,7 +1415,7 @@ def train(cfg: DictConfig) -> float:
 
             record = {"train": train_record, "provenance": provenance()}
             write_json_atomic(out_dir / "train.json", record)
-        return metric
+        return objective
     finally:
         vec.close()
         logger.finish()

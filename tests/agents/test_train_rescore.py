@@ -53,7 +53,10 @@ def run(tmp_path_factory):
     ]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
-    train(cfg)
+    objective = train(cfg)
+    # what a sweeper (Optuna) minimises: the kept validation score, never a test figure
+    kept = json.loads((folder / "train.json").read_text())["train"]["validation"]
+    assert objective == kept["best_score"]
     (folder / ".hydra").mkdir()
     OmegaConf.save(cfg, folder / ".hydra" / "config.yaml")
     return folder
