@@ -32,6 +32,7 @@ class RunLogger:
         group: str | None = None,
     ) -> None:
         self.run: Any = None
+        self._step: int | None = None  # the step of a history row W&B holds open
         self.kind = logger_cfg.kind
         if self.kind not in ("wandb", "none"):
             raise ValueError(f"logger.kind must be wandb or none, got {self.kind!r}")
@@ -74,6 +75,15 @@ class RunLogger:
     def log(self, metrics: dict[str, Any], step: int | None = None) -> None:
         if self.run is not None:
             self.run.log(metrics, step=step)
+            self._step = step
+
+    def _commit(self) -> None:
+        """Write the history row W&B holds open (a row logged at an explicit step
+        waits for a later step or the run's end, and then updates the summary with
+        its values, over what :meth:`summary` set meanwhile)."""
+        if self.run is not None and self._step is not None:
+            self.run.log({}, step=self._step, commit=True)
+            self._step = None
 
     def log_table(self, key: str, rows: Sequence[dict[str, Any]]) -> None:
         if self.run is None or not rows:
@@ -93,6 +103,7 @@ class RunLogger:
 
     def summary(self, values: dict[str, Any]) -> None:
         if self.run is not None:
+            self._commit()
             for key, value in values.items():
                 self.run.summary[key] = value
 

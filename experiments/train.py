@@ -1365,6 +1365,9 @@ def train(cfg: DictConfig) -> float:
                 "train/timesteps_asked": asked,
                 "train/rollout_s": clock.rollout_s,
                 "train/update_s": clock.update_s,
+                # the whole run's, as printed (the history holds each interval's)
+                "train/rollout_steps_per_s": done / max(clock.rollout_s, 1e-9),
+                "train/update_steps_per_s": done / max(clock.update_s, 1e-9),
             }
         )
         if done > 0:
@@ -1390,6 +1393,7 @@ def train(cfg: DictConfig) -> float:
             # the simulator's stream too: a training seed draws it unless train.eval_seed is set
             basis = measured_on(cfg, names, score=chosen["score"], seed=eval_seed(cfg), **own)
             sweeps.note(f"validation {chosen['score']} score", chosen["best_score"], True, basis)
+            logger.summary({"val/best_score": chosen["best_score"]})  # the kept agent's
         # what a sweeper minimises: the validation score the run kept (a test figure
         # would tune on the test windows; until 2026-12-05 it was the test mean TTFT)
         objective = float(chosen["best_score"]) if chosen is not None else float("inf")
