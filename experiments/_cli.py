@@ -263,6 +263,7 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
             return 2
         finally:
             _RUNNING.pop()
+            SAID_WARNINGS.clear()
             warnings.showwarning = shown
             release_out_dirs()
             for stream in (sys.stdout, sys.stderr):  # a reader gone now: not at Python's exit
@@ -313,12 +314,18 @@ class _OutlivesReader:
         return getattr(self._stream, name)
 
 
+SAID_WARNINGS: list[str] = []
+"""The ``warning: ...`` lines said in this job or command so far: a Hydra job's log
+starts with those said before it took its folder (``jobs._JobLog.start``)."""
+
+
 def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
     """A trace's warning (rows skipped, a unit guessed) or a setting's that does
     nothing as one line, ``warning: ...``, not Python's two (our source file and
     line, then the line of code); others as usual."""
     if issubclass(category, (TraceWarning, SettingWarning)):
         print(f"warning: {message}", file=sys.stderr)
+        SAID_WARNINGS.append(f"warning: {message}")
     else:
         warnings._showwarning_orig(message, category, *args, **kw)  # type: ignore[attr-defined]
 

@@ -22,6 +22,7 @@ from envs.files import write_bytes_atomic
 from envs.sim.tenancy import Versions
 from experiments import sweeps
 from experiments._cli import (
+    SAID_WARNINGS,
     UsageError,
     error_line,
     main_guard,
@@ -114,6 +115,8 @@ class _JobLog:
             self.file = path.open("a", encoding="utf-8")
         except OSError:
             return  # the job runs on; only its log is missing
+        for line in SAID_WARNINGS:  # said while it checked its config, before this
+            self.write(line)
         self.stdout, self.stderr = sys.stdout, sys.stderr
         sys.stdout = _Tee(self.stdout, self.file)  # type: ignore[assignment]
         sys.stderr = _Tee(self.stderr, self.file, bars=False)  # type: ignore[assignment]
@@ -650,6 +653,7 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
         raise SystemExit(2) from None
     finally:
         _JOB_LOG.stop()
+        SAID_WARNINGS.clear()  # (the next job in this process starts with its own)
         release_out_dirs()
 
 

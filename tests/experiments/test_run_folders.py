@@ -695,3 +695,19 @@ def test_the_quoting_hint_parses_back_to_the_value_typed() -> None:
             _check_quoting("x", [f"workload.path={value}"])
         hint = str(refused.value).split('as "', 1)[1].rsplit('" (Hydra', 1)[0]
         assert OverridesParser.create().parse_override(hint).value() == value
+
+
+def test_a_warning_said_before_the_job_took_its_folder_is_in_its_log(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """helper-60's review: a batch larger than the rollout was said on stderr as the
+    config was checked, before the job's log began; in a sweep the log is the job's
+    only record. Said once on stderr, and first in the log."""
+    args = [*TINY_TRAIN, "agent.hyperparams.batch_size=1024", f"out_dir={tmp_path / 'run'}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = "warning: agent.hyperparams.batch_size=1024 is larger than a rollout"
+    assert done.stderr.count(said) == 1
+    assert (tmp_path / "run" / "train.log").read_text().startswith(said)
+    again = run_command("experiments.train", [*TINY_TRAIN, f"out_dir={tmp_path / 'b'}"], tmp_path)
+    assert again.returncode == 0 and said not in (tmp_path / "b" / "train.log").read_text()
