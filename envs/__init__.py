@@ -9,7 +9,13 @@ environments under the ``btb`` namespace (when gymnasium is installed):
 * ``btb/Thresholds-v0``: set BTB's thresholds every decision epoch.
 """
 
-ENV_IDS = ("btb/Route-v0", "btb/RouteWarm-v0", "btb/Thresholds-v0")
+ENTRY_POINTS = {
+    "btb/Route-v0": "envs.route:RouteEnv",
+    "btb/RouteWarm-v0": "envs.route_warm:RouteWarmEnv",
+    "btb/Thresholds-v0": "envs.thresholds:ThresholdsEnv",
+}
+"""Each environment's id and its class (``module:Class``)."""
+ENV_IDS = tuple(ENTRY_POINTS)
 
 
 def _register() -> None:
@@ -17,10 +23,7 @@ def _register() -> None:
         from gymnasium.envs.registration import register, registry
     except ImportError:  # the simulator and workloads work without gymnasium
         return
-    for env_id, entry_point in zip(
-        ENV_IDS,
-        ("envs.route:RouteEnv", "envs.route_warm:RouteWarmEnv", "envs.thresholds:ThresholdsEnv"),
-    ):
+    for env_id, entry_point in ENTRY_POINTS.items():
         if env_id not in registry:
             register(id=env_id, entry_point=entry_point)
 

@@ -9,6 +9,9 @@ advance the simulator, return whether the episode ended) and ``_observe``.
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -30,16 +33,24 @@ from envs.windows import window_pool
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 
-OPTIONS_OF_ONE_ENV = {
-    "speculate": "btb/RouteWarm-v0",
-    "cache_actions": "btb/RouteWarm-v0",
-    "epoch_s": "btb/Thresholds-v0",
-    "eft_rules": "btb/Thresholds-v0",
-    "spread_rules": "btb/Thresholds-v0",
-}
-"""The keyword arguments only one env kind takes (its own ``__init__``'s; a test
-holds this table to the signatures): given to another kind, they are refused in
-one line naming them, not with Python's TypeError about ``ClusterEnv``."""
+
+@functools.cache
+def options_of_one_env() -> dict[str, str]:
+    """The keyword arguments only one env kind takes, each with that env's id: read
+    from the classes' own ``__init__`` signatures (beyond ``ClusterEnv``'s). Given
+    to another kind, they are refused in one line naming the kind that takes them,
+    not with Python's TypeError about ``ClusterEnv``."""
+    import envs
+
+    shared = set(inspect.signature(ClusterEnv.__init__).parameters)
+    own: dict[str, str] = {}
+    for env_id, entry_point in envs.ENTRY_POINTS.items():
+        module, name = entry_point.split(":")
+        cls = getattr(importlib.import_module(module), name)
+        for param in inspect.signature(cls.__init__).parameters.values():
+            if param.name not in shared and param.kind is param.POSITIONAL_OR_KEYWORD:
+                own.setdefault(param.name, env_id)
+    return own
 
 
 def only_options_error(names: Sequence[str], envs: str) -> ConfigError:
@@ -51,12 +62,16 @@ def only_options_error(names: Sequence[str], envs: str) -> ConfigError:
 
 
 def refuse_other_envs_options(kwargs: Mapping[str, Any]) -> None:
-    """Refuse keyword arguments of another env kind (``OPTIONS_OF_ONE_ENV``), those
-    of one kind named together: ``speculate is an option of btb/RouteWarm-v0 only``."""
-    foreign = [name for name in kwargs if name in OPTIONS_OF_ONE_ENV]
+    """Refuse keyword arguments of another env kind (:func:`options_of_one_env`), those
+    of one kind named together: ``speculate is an option of btb/RouteWarm-v0 only``.
+    A class calls it with the keyword arguments left after its own."""
+    if not kwargs:
+        return
+    owners = options_of_one_env()
+    foreign = [name for name in kwargs if name in owners]
     if foreign:
-        env = OPTIONS_OF_ONE_ENV[foreign[0]]
-        raise only_options_error([n for n in foreign if OPTIONS_OF_ONE_ENV[n] == env], env)
+        env = owners[foreign[0]]
+        raise only_options_error([n for n in foreign if owners[n] == env], env)
 
 
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:

@@ -824,23 +824,16 @@ def test_a_reward_baseline_credits_ttft_relative_to_the_reference_run(env_id, wi
 
 
 def test_an_option_of_another_env_kind_is_named_with_the_env_that_takes_it():
-    import inspect
+    from envs.cluster_env import options_of_one_env
 
-    from envs.cluster_env import OPTIONS_OF_ONE_ENV, ClusterEnv
-    from envs.route_warm import RouteWarmEnv
-    from envs.thresholds import ThresholdsEnv
-
-    shared = set(inspect.signature(ClusterEnv.__init__).parameters)
     own = {
-        name: env_id
-        for env_id, cls in (
-            ("btb/RouteWarm-v0", RouteWarmEnv),
-            ("btb/Thresholds-v0", ThresholdsEnv),
-        )
-        for name, p in inspect.signature(cls.__init__).parameters.items()
-        if name not in shared and p.kind is p.POSITIONAL_OR_KEYWORD
+        "speculate": "btb/RouteWarm-v0",
+        "cache_actions": "btb/RouteWarm-v0",
+        "epoch_s": "btb/Thresholds-v0",
+        "eft_rules": "btb/Thresholds-v0",
+        "spread_rules": "btb/Thresholds-v0",
     }
-    assert own == OPTIONS_OF_ONE_ENV  # the table is the signatures'
+    assert options_of_one_env() == own  # read from the classes' signatures
     for env_id in envs.ENV_IDS:
         for name, taker in own.items():
             if taker == env_id:
