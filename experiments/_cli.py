@@ -337,21 +337,22 @@ trace's errors and warnings about an option (``TraceOptions.window_s``,
 ``time_unit=``) call it on the ``key=value`` and the Hydra commands alike."""
 
 
-def input_options(options: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(option, path)`` of what a ``key=value`` command reads from files: its
-    trace (``workload.path``), audit's ``path`` and the ``agents`` given as
-    folders. ``overwrite=true`` must not clear them before they are read (the
-    ``inputs`` of ``_io.claim_out_dir``)."""
-    found = [
-        (key, value)
-        for key in ("path", f"{WORKLOAD_PREFIX}path")
-        if isinstance(value := options.get(key), str) and value
-    ]
-    found += [
-        ("agents", item)
-        for item in options.get("agents", ())
-        if isinstance(item, str) and os.path.exists(item)
-    ]
+INPUT_OPTIONS = ("resume", "train.init_from", "checkpoint", "workload.path", "path", "agents")
+"""The options (of any command: a Hydra job's, a ``key=value`` command's) that name
+files or folders the run reads: the trace, audit's ``path``, checkpoints and agent
+folders. ``overwrite=true`` must not clear them before they are read (the
+``inputs`` of ``_io.claim_out_dir``)."""
+
+
+def input_paths(value_of: Callable[[str], Any]) -> list[tuple[str, str]]:
+    """``(option, path)`` of each file or folder a run names for reading
+    (:data:`INPUT_OPTIONS`, each entry of a list); ``value_of`` gives an option's
+    value (``options.get``, or a lookup in a Hydra config), None if it has none."""
+    found = []
+    for option in INPUT_OPTIONS:
+        value = value_of(option)
+        items = value if isinstance(value, Sequence) and not isinstance(value, str) else [value]
+        found += [(option, item) for item in items if isinstance(item, str) and item]
     return found
 
 

@@ -33,7 +33,7 @@ from envs.workloads.readers import (
     iter_trace_windows,
 )
 from envs.workloads.stats import audit_windows
-from experiments._cli import UsageError, input_options, main_guard, parse_args
+from experiments._cli import UsageError, input_paths, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.report import audit_table
 
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{COMMAND}: out_dir",
             ("audit.json",),
             options["overwrite"],
-            inputs=input_options(options),
+            inputs=input_paths(options.get),
         )
     audit = audit_file(
         options["path"],

@@ -86,7 +86,7 @@ from experiments._bench import PARTS
 from experiments._cli import (
     TRACE_PATHS,
     UsageError,
-    input_options,
+    input_paths,
     main_guard,
     parse_args,
     sim_config_of,
@@ -187,7 +187,7 @@ def _check(options: dict[str, Any]) -> list[str]:
             f"{COMMAND}: out_dir",
             ("bench.json",),
             options["overwrite"],
-            inputs=input_options(options),
+            inputs=input_paths(options.get),
         )
     stamp_trace(  # a trace's stamp as the run starts (and no earlier run's)
         TRACE_WORKLOAD if options["workload_params"] else "", options["workload_params"]

@@ -58,7 +58,7 @@ from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
     TRACE_PATHS,
     UsageError,
-    input_options,
+    input_paths,
     main_guard,
     parse_args,
     parse_value,
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "experiments.compare: out_dir",
         OUTPUTS,
         options["overwrite"],
-        input_options(options),
+        input_paths(options.get),
     )
     stamp_trace(workload, params)  # (checked as the results are written)
 

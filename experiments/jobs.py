@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import ListConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from envs.files import write_bytes_atomic
 from envs.sim.tenancy import Versions
@@ -25,6 +25,7 @@ from experiments._cli import (
     SAID_WARNINGS,
     UsageError,
     error_line,
+    input_paths,
     main_guard,
     name_running,
     running_command,
@@ -78,7 +79,7 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     outputs = (*outputs, "wandb")  # the job logger's folder (experiments.tracking)
 
     what = f"experiments.{kind}: out_dir"
-    inputs = input_paths(cfg)
+    inputs = input_paths(lambda option: OmegaConf.select(cfg, option, default=None))
     stamp_trace(str(cfg.workload.name), workload_params(cfg))  # the job's trace as it starts
     if not HydraConfig.initialized():
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
@@ -163,22 +164,6 @@ class _Tee:
 
 
 _JOB_LOG = _JobLog()
-
-
-INPUT_OPTIONS = ("resume", "train.init_from", "checkpoint", "workload.path")
-"""The options of a Hydra command that name files or folders the job reads."""
-
-
-def input_paths(cfg: Any) -> list[tuple[str, str]]:
-    """``(option, path)`` of each file or folder ``cfg`` names for the job to read
-    (:data:`INPUT_OPTIONS`; each entry of a list)."""
-    found = []
-    for option in INPUT_OPTIONS:
-        value = OmegaConf.select(cfg, option, default=None)
-        for item in value if isinstance(value, ListConfig | list | tuple) else [value]:
-            if isinstance(item, str) and item:
-                found.append((option, item))
-    return found
 
 
 # Hydra flags that print something and exit without running a job (or making a folder).

@@ -52,7 +52,7 @@ from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import (
     TRACE_PATHS,
     UsageError,
-    input_options,
+    input_paths,
     main_guard,
     parse_args,
     parse_value,
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "experiments.reproduce: out_dir",
         ("results.json",),
         options["overwrite"],
-        input_options(options),
+        input_paths(options.get),
     )
     stamp_trace(options["workload"], options["workload_params"])
     bar = None
