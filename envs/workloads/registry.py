@@ -293,8 +293,11 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        if isinstance(current, bool):
-            return value.lower() in {"1", "true", "yes", "on"}
+        if isinstance(current, bool):  # strictly: a misspelling is no "false"
+            word = value.strip().lower()
+            if word in {"1", "true", "yes", "on"} or word in {"0", "false", "no", "off"}:
+                return word in {"1", "true", "yes", "on"}
+            raise ValueError(value)
         if isinstance(current, int):
             return int(value)
         if isinstance(current, float):

@@ -146,6 +146,23 @@ def test_overrides_and_their_errors() -> None:
     assert len(list(windows("bursted_synthetic", "test", limit=2, burst_requests=3))) == 2
 
 
+def test_a_true_false_parameter_is_read_strictly() -> None:
+    """No generator has a true/false field today; one that does reads only the
+    spellings of true and false (``maybe`` was read as false)."""
+    import dataclasses
+
+    from envs.workloads.registry import _convert
+
+    @dataclasses.dataclass(frozen=True)
+    class Config:
+        flag: bool = False
+
+    assert _convert("w", Config(), "flag", " Yes ") is True
+    assert _convert("w", Config(), "flag", "off") is False
+    with pytest.raises(ValueError, match="parameter flag='maybe' is not a valid bool"):
+        _convert("w", Config(), "flag", "maybe")
+
+
 @pytest.mark.slow
 def test_full_bursted_art_counts() -> None:
     """The whole published composition, generated (about 4 s)."""
