@@ -147,6 +147,25 @@ def test_rolling_upgrade_drains_drops_kv_and_switches(downtime_s: float) -> None
     assert summary["upgrade_drain_s"] == pytest.approx([switch_s - 0.5], rel=1e-12)
 
 
+def test_an_upgrade_to_the_same_version_is_a_restart() -> None:
+    """``upgrade_version`` equal to the node's own: it drains, drops its KV and
+    reloads as an upgrade does; copies to and from it are then not refused for
+    their version."""
+    p, prefix = _upgrade_prompts()
+    config = SimConfig(upgrade_at_s=(0.5,), upgrade_version="v1")
+    actions = {
+        2: [lambda sim: sim.warm(0, 1, prefix)],  # node 0 drains
+        4: [lambda sim: sim.warm(1, 0, prefix)],  # both serve v1 again: no version refusal
+    }
+    sim, script = run_script(toy_cluster(2), p, [0, 0, 0, 1, 1], actions, config)
+    rec = sim.records
+    # (node 0 computed P again for request 2, so the copy's own check refuses it)
+    assert script.results[2] == ["upgrading"] and script.results[4] == ["target_has_prefix"]
+    assert rec.hit_hbm_tokens[2] == 0  # the restart dropped P's KV
+    assert rec.summary["model_versions"] == ["v1", "v1"]
+    assert rec.summary["upgrades_done"] == 1
+
+
 def test_upgrade_cancels_copies_that_have_not_started() -> None:
     p = Prompts()
     p.add(0.0, names("P", 4))  # node 0 computes P until 64 ms
