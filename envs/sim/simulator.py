@@ -425,6 +425,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
             return "no_room"
         source = nodes[src]
         ready = source.cache.hbm_match(blocks) >= depth
+        if ready and self._causal_kv and self._loading_prefix(source, depth, key):
+            ready = False  # brought up at admission, still on its way from RAM / disk
         if not ready and not will_hold(source, blocks):
             refused["source_lacks_prefix"] += 1
             return "source_lacks_prefix"
@@ -439,6 +441,17 @@ class Simulator(CacheLifecycle, CopyMachinery):
         else:
             source.waiting_src.append(copy)
         return WARM_OK
+
+    def _loading_prefix(self, node: Node, depth: int, key: int) -> bool:
+        """Is ``node`` still loading this prefix from host RAM or disk for the
+        request it prefills? Admission brings a loaded run up into HBM at once; under
+        causal KV the run exists there only when that prefill ends, so a copy from
+        it waits for the end, as a copy of a prefix being computed does."""
+        request = node.computing
+        if request is None or not has_prefix(request.blocks, depth, key):
+            return False
+        _, hbm_t, ram_t, disk_t, _, _ = self.records.admission[request.index]
+        return bool(ram_t or disk_t) and depth * self.block_tokens > hbm_t
 
     def evict(self, node: int, blocks: tuple[int, ...], keep_blocks: int = 0) -> int:
         """Move ``blocks``' cached HBM path on ``node`` below depth ``keep_blocks``

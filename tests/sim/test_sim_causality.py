@@ -93,6 +93,32 @@ def test_warm_from_a_computing_source_waits_for_its_prefill() -> None:
     assert s["warm_hit_rate"] == 0.0 and s["warm_amplification"] == 1.0  # never used
 
 
+def test_a_copy_from_a_source_loading_the_prefix_from_ram_waits_for_the_load() -> None:
+    # A computes P on node 0 (to 64 ms); at 1 s P is evicted to host RAM and B (P
+    # plus a block) is routed there: it loads P's 64 tokens from RAM (6.4 ms) and
+    # computes its own 16 (16 ms), first token at 1.0224. C, at 1.001, asks for a
+    # copy of P from node 0 to node 1: node 0 holds P again only when B's prefill
+    # ends, so the copy runs 1.0224 -> 1.0544 (it ran from 1.001 until 2026-12-05:
+    # KV brought up at admission counted as there at once). D (P plus a block),
+    # routed to node 1 at 1.010, waits for it: 44.4 ms against 64 ms of prefill.
+    p, prefix = _a_then_b(1.0)
+    p.add(1.001, ["Q"])
+    p.add(1.010, [*names("P", 4), "d0"])
+    actions = {1: [lambda sim: sim.evict(0, prefix)], 2: [lambda sim: sim.warm(0, 1, prefix)]}
+    sim, script = run_script(toy_cluster(), p, [0, 0, 0, 1], actions)
+    assert script.results[1] == [5] and script.results[2] == ["ok"]  # (and A's output block)
+    rec = sim.records
+    (copy,) = sim.copies
+    assert rec.hit_ram_tokens[1] == 64
+    assert rec.first_token_s[1] == pytest.approx(1.0224, rel=1e-12)
+    assert copy.start_s == pytest.approx(1.0224, rel=1e-12)
+    assert copy.land_s == pytest.approx(1.0544, rel=1e-12)
+    assert rec.admission[3][0] == pytest.approx(1.0544, rel=1e-12)
+    assert rec.hit_hbm_tokens[3] == 64
+    assert rec.first_token_s[3] == pytest.approx(1.0544 + 64 * HBM_S + 0.016, rel=1e-12)
+    assert check_causal(sim) == []
+
+
 @pytest.mark.parametrize("copy_model", ["reference", "contention"])
 def test_a_request_waits_for_a_copy_that_beats_recomputing(copy_model: str) -> None:
     # B arrives at 40 ms: the copy will land at 96 ms (56 ms away) and computing
