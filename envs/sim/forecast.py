@@ -167,10 +167,8 @@ def copy_queue_s(node: Node, latency_s: float) -> float:
 def landing_s(copy: Copy, nodes: Sequence[Node], t: float, latency_s: float) -> float:
     """When a copy in flight will land, as far as the state at ``t`` tells
     (``inf`` if its source KV has no known time to exist yet)."""
-    if copy.state == MOVING:
-        if copy.rate > 0:
-            return t + copy.remaining / copy.rate + latency_s
-        return INF
+    if copy.state == MOVING:  # (its bytes as of the flows' last event, not t)
+        return copy.bytes_end_s + latency_s
     if copy.state == QUEUED:
         return t + latency_s + transfer_s(copy.bytes, nodes[copy.dst])
     source = nodes[copy.src]
@@ -239,7 +237,7 @@ def _causal_landing_s(
     estimates within one observation."""
     state = copy.state
     if state == MOVING and copy.rate > 0:
-        return copy.remaining / copy.rate
+        return max(copy.bytes_end_s - now, 0.0)
     transfer = transfer_s(copy.bytes, sim.nodes[copy.dst])
     if state != WAIT_SOURCE:
         return transfer

@@ -13,6 +13,8 @@ docs/physics.md, "Warm copies (RDMA)".
 
 from __future__ import annotations
 
+import math
+
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -45,6 +47,7 @@ class Copy:
     __slots__ = (
         "blocks",
         "bytes",
+        "bytes_end_s",
         "dst",
         "id",
         "issued_s",
@@ -82,6 +85,9 @@ class Copy:
         self.state = WAIT_SOURCE
         self.remaining = n_bytes
         self.rate = 0.0
+        # contention model: when its last byte arrives at the rates set now (its
+        # landing adds transfer_latency_s); ``remaining`` is as of the flows' clock
+        self.bytes_end_s = math.inf
         self.slowdown = 1.0  # > 1: a slow copy (SimConfig.fault_copy_slow_prob)
 
     @property
@@ -210,6 +216,9 @@ class CopyMachinery(ABC):
         if not flows:
             return
         max_min_rates(flows, [n.spec.rdma_bw for n in self.nodes])
+        clock = self._flow_clock  # (t, or later: the clock never goes back)
+        for f in flows:
+            f.bytes_end_s = clock + max(f.remaining, 0.0) / f.rate
         finish = min(t + max(f.remaining, 0.0) / f.rate for f in flows)
         self._push(finish, FLOW_EVENT, None, self._flow_version)
 
@@ -223,6 +232,7 @@ class CopyMachinery(ABC):
         latency = self.config.transfer_latency_s
         for flow in done:
             flow.remaining = 0.0
+            flow.bytes_end_s = t
             if latency > 0:
                 self._push(t + latency, LAND_EVENT, flow)
             else:

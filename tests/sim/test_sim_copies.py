@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 from simkit import (
     BLOCK_BYTES,
+    HBM_S,
     Prompts,
+    Script,
     check_causal,
     decode_s,
     names,
@@ -483,3 +485,42 @@ def test_copies_left_waiting_on_each_other_are_lost_with_the_one_they_relied_on(
     assert [c.state for c in sim.copies] == [FAILED] * 3
     assert sim.records.summary["warm_copies_lost"] == 3
     assert all(not n.inflight and not n.waiting_src for n in sim.nodes)
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_a_contention_copy_lands_when_its_bytes_at_the_current_rate_are_in(core: str) -> None:
+    """The contention model: a request deciding whether to wait for a moving copy
+    reads when the copy lands from the bytes it has left now, not from those it
+    had at the flows' last event. A's prefill of P (64 tokens) ends at 64 ms; the
+    copy of P to node 1 then moves 65,536 bytes at 819,200 B/s, 80 ms, to 144 ms.
+    B (P plus a block) arrives on node 1 at 130 ms: the copy is 14 ms away, less
+    than the 64 ms of prefill it saves, so B waits for it. (Until 2026-12-05 the
+    estimate was 130 + 80 ms, and B computed all 80 tokens, to 210 ms.)"""
+    from envs.sim import Simulator
+    from envs.sim.forecast import landing_s
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.130, [*names("P", 4), "b0"])
+    prefix = p.blocks(names("P", 4))
+    seen: list[float] = []
+
+    def look(sim: Simulator) -> None:
+        seen.append(landing_s(sim.copies[0], sim.nodes, sim.now, 0.0))
+
+    sim = Simulator(
+        toy_cluster(rdma_bw=819_200.0), p.workload(), SimConfig(copy_model="contention"), core=core
+    )
+    def route_then_warm(sim: Simulator) -> str:
+        sim.route(0)  # A is on node 0 (computing P) before the copy is asked for
+        return sim.warm(0, 1, prefix)
+
+    script = Script([None, 1], {0: [route_then_warm], 1: [look]})  # type: ignore[list-item]
+    sim.run(script)
+    assert script.results[0] == [WARM_OK]
+    assert seen == [pytest.approx(0.144, rel=1e-12)]
+    rec = sim.records
+    assert rec.admission[1][0] == pytest.approx(0.144, rel=1e-12)
+    assert rec.hit_hbm_tokens[1] == 64
+    assert rec.first_token_s[1] == pytest.approx(0.144 + 64 * HBM_S + 0.016, rel=1e-12)
+

@@ -269,7 +269,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     if state == MOVING:
         rate = copy.rate
         if rate > 0:
-            return copy.remaining / rate
+            return _pymax(copy.bytes_end_s - now, 0.0)
     cdef Py_ssize_t dst = copy.dst
     if rdma_bw[dst] < 0.0:  # not read yet in this estimate
         rdma_bw[dst] = nodes[dst].spec.rdma_bw
