@@ -14,7 +14,6 @@ docs/physics.md, "Warm copies (RDMA)".
 from __future__ import annotations
 
 import math
-
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING
