@@ -186,10 +186,13 @@ def worth_waiting(
     nodes: Sequence[Node],
     block_tokens: int,
     latency_s: float,
+    hbm_hit_load: bool,
 ) -> Copy | None:
     """The copy in flight to ``node`` that ``request`` should wait for rather than
-    recompute its prefix: the deepest one carrying more of its prefix than the
-    node holds, if it lands sooner than the prefill it saves; else None."""
+    start now: the deepest one carrying more of its prefix than the node holds in
+    HBM, if waiting for it and then reusing it ends the prefill sooner than
+    starting now from the node's caches as they are (its host RAM and disk runs
+    loaded or recomputed as :func:`reuse_plan` says); else None."""
     blocks = request.blocks
     have = node.cache.hbm_match(blocks)
     best: Copy | None = None
@@ -206,11 +209,23 @@ def worth_waiting(
     land = landing_s(best, nodes, t, latency_s)
     if land == INF:
         return None
+    hbm, ram, disk = node.cache.match(blocks)
+    cached = hbm + ram + disk
+    depth = len(best.blocks)
+    ram_after = max(hbm + ram - depth, 0)  # the copy brings its blocks into HBM
+    disk_after = max(cached - max(depth, hbm + ram), 0)
+    costs = node.costs
     n_in = request.input_tokens
-    have_tokens = usable_tokens(have, block_tokens, n_in)
-    gain_tokens = usable_tokens(len(best.blocks), block_tokens, n_in) - have_tokens
-    gain_s = node.costs.prefill_s(max(gain_tokens, 0), have_tokens)
-    if land - t >= gain_s:
+
+    def prefill_s(hbm: int, ram: int, disk: int) -> float:
+        hbm_t, ram_t, disk_t, reuse_s, _ = reuse_plan(
+            costs, hbm, ram, disk, block_tokens, n_in, latency_s, hbm_hit_load
+        )
+        hit = hbm_t + ram_t + disk_t
+        return reuse_s + costs.prefill_s(n_in - hit, hit)
+
+    now_s = prefill_s(hbm, ram, disk)
+    if land - t + prefill_s(depth, ram_after, disk_after) >= now_s:
         return None
     return best
 

@@ -723,7 +723,9 @@ class Simulator(CacheLifecycle, CopyMachinery):
 
     def _should_wait(self, node: Node, request: Request, t: float) -> bool:
         """Wait for a warm copy in flight to this node rather than recompute?"""
-        best = worth_waiting(node, request, t, self.nodes, self.block_tokens, self._latency_s)
+        best = worth_waiting(
+            node, request, t, self.nodes, self.block_tokens, self._latency_s, self._hbm_hit_load
+        )
         if best is None:
             return False
         node.waiting_for = best

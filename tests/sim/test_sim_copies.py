@@ -511,6 +511,7 @@ def test_a_contention_copy_lands_when_its_bytes_at_the_current_rate_are_in(core:
     sim = Simulator(
         toy_cluster(rdma_bw=819_200.0), p.workload(), SimConfig(copy_model="contention"), core=core
     )
+
     def route_then_warm(sim: Simulator) -> str:
         sim.route(0)  # A is on node 0 (computing P) before the copy is asked for
         return sim.warm(0, 1, prefix)
@@ -524,3 +525,36 @@ def test_a_contention_copy_lands_when_its_bytes_at_the_current_rate_are_in(core:
     assert rec.hit_hbm_tokens[1] == 64
     assert rec.first_token_s[1] == pytest.approx(0.144 + 64 * HBM_S + 0.016, rel=1e-12)
 
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_a_request_does_not_wait_for_a_copy_of_what_it_loads_sooner_from_ram(core: str) -> None:
+    """A copy in flight is waited for only if that ends the prefill sooner than
+    starting now from the target's caches, host RAM included. Node 1 computed P
+    (to 80 ms) and at 1 s moves it to host RAM; node 0 computes P again (1.0 to
+    1.080 s) and a copy of P to node 1 waits for it, due to land at 1.112 s. C (P plus
+    a block) reaches node 1 at 1.060: the copy is 52 ms away, less than the 64 ms
+    of prefill it saves, but loading P from RAM takes 6.4 ms, so C starts at once:
+    first token at 1.060 + 0.0064 + 0.016. (Until 2026-12-05 it waited for the
+    copy: first token at 1.112 + 0.016 and the HBM reads.)"""
+    from envs.sim import Simulator
+
+    p = Prompts()
+    p.add(0.0, [*names("P", 4), "a0"])
+    p.add(1.0, [*names("P", 4), "b0"])
+    p.add(1.060, [*names("P", 4), "c0"])
+    prefix = p.blocks(names("P", 4))
+
+    def to_ram_and_warm(sim: Simulator) -> list[object]:
+        sim.route(0)  # B computes P on node 0
+        return [sim.evict(1, prefix), sim.warm(0, 1, prefix)]
+
+    sim = Simulator(toy_cluster(), p.workload(), SimConfig(), core=core)
+    script = Script([1, None, 1], {1: [to_ram_and_warm]})  # type: ignore[list-item]
+    sim.run(script)
+    assert script.results[1] == [[6, WARM_OK]]  # P, a0 and A's output block
+    rec = sim.records
+    (copy,) = sim.copies
+    # the copy then runs on node 1's timeline after C's prefill (reference copy model)
+    assert (copy.start_s, copy.land_s) == (pytest.approx(1.0824), pytest.approx(1.1144))
+    assert rec.admission[2][0] == 1.060 and rec.hit_ram_tokens[2] == 64
+    assert rec.first_token_s[2] == pytest.approx(1.060 + 0.0064 + 0.016, rel=1e-12)
