@@ -80,7 +80,8 @@ class SimConfig:
     mbu: float = DEFAULT_MBU
     """Achieved fraction of HBM bandwidth in decode."""
     disk_tier: bool = False
-    """Keep blocks evicted from a full host RAM on local NVMe (unbounded)."""
+    """Keep blocks evicted from a full host RAM on local NVMe (unbounded). Only
+    with a finite ``host_ram_bytes``: an unbounded host RAM never spills."""
     host_ram_bytes: float = math.inf
     """Host RAM for KV per node; inf (the reference) means unbounded. Realism option."""
     transfer_latency_s: float = 0.0
