@@ -264,9 +264,13 @@ class BTB(Policy):
             cold = [n.index for n in up_nodes(sim) if n.index not in held]
             cold.sort(key=lambda i: (nodes[i].load, i))
             src = min(sources, key=lambda i: (nodes[i].load, i))
-            for dst in cold[: self.m - len(held)]:
+            need = self.m - len(held)
+            for dst in cold:  # a refused copy's place goes to the next cold node
+                if need == 0:
+                    break
                 if sim.warm(src, dst, prefix) == WARM_OK:
                     self._issued(route_to, dst)
+                    need -= 1
         if not route_to:
             return self._otherwise(sim, request)
         return least_loaded(sim, route_to)

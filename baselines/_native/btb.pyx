@@ -217,13 +217,17 @@ cdef object _warm_and_route(
                 src, src_load = sources[k], load
         n_copies = m - n_held
         source = (<Node>nodes[src]).index
-        for k in range(n_copies if n_copies < n_cold else n_cold):
+        for k in range(n_cold):  # a refused copy's place goes to the next cold node
+            if n_copies == 0:
+                break
             if prefix is None:
                 prefix = tuple(blocks[:depth])
             target = (<Node>nodes[cold[k]]).index
-            if sim.warm(source, target, prefix) == WARM_OK and pending:
-                held[n_held] = cold[k]  # btb_pending routes to a copy before it lands
-                n_held += 1
+            if sim.warm(source, target, prefix) == WARM_OK:
+                n_copies -= 1
+                if pending:
+                    held[n_held] = cold[k]  # btb_pending routes to a copy before it lands
+                    n_held += 1
     if n_route[0] == 0:
         return _otherwise(policy, rule, sim, nodes, request)
     return c_least_loaded_at(sim, nodes, route_to, n_route[0])

@@ -78,6 +78,27 @@ def test_copies_to_the_least_loaded_cold_nodes_up_to_m() -> None:
     assert sorted(c.dst for c in sim.copies) == [2, 3]
 
 
+@pytest.mark.parametrize("name", ["btb", "btb_pending"])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_refused_copy_goes_to_the_next_cold_node(
+    name: str, compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """M copies are kept: node 1, the least-loaded cold node, has no room, so the
+    copy goes on to node 3 (until 2026-12-05 only nodes 1 and 2 were tried, and
+    the prefix stayed on 2 nodes against M = 3 for the whole burst)."""
+    import baselines.btb as btb_module
+
+    if not compiled:
+        monkeypatch.setattr(btb_module, "btb_twin", lambda policy, sim: None)
+    sim = cluster_state([5, 0, 1, 2, 3, 4], cached=[HOT, [], [], [], [], []])
+    sim.nodes[1].reserved_tokens = sim.nodes[1].budget_tokens  # full: no room for a copy
+    policy = make_policy(name, x=1, y_tokens=2048, m=3)
+    policy.reset(sim)
+    policy.decide(sim, request((*HOT, 77)))
+    assert [(c.src, c.dst) for c in sim.copies] == [(0, 2), (0, 3)]
+    assert sim.warm_refused["no_room"] == 1
+
+
 def test_m_is_bounded_by_the_node_count() -> None:
     sim = cluster_state([0, 0, 0, 0])
     with pytest.raises(ValueError, match=r"btb\.m = 5 copies exceeds the cluster's 4 nodes"):
