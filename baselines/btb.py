@@ -199,7 +199,12 @@ class BTB(Policy):
         if self.y != old:
             self._y_changed()
         low = self.min_prefix_tokens
-        self.min_prefix_blocks = (self.y or 1) if low is None else blocks_reaching(low, bt)
+        if low is None:
+            self.min_prefix_blocks = self.y or 1
+        elif self.y is not None and low <= y:  # a minimum at or below Y never exceeds it
+            self.min_prefix_blocks = min(blocks_reaching(low, bt), self.y)
+        else:
+            self.min_prefix_blocks = blocks_reaching(low, bt)
 
     def _y_changed(self) -> None:
         """Hook for state kept per prefix depth (``btb_pending`` counts requests)."""

@@ -278,6 +278,20 @@ def test_y_shorter_than_one_block_is_an_error_naming_the_field() -> None:
         BTB(y_tokens=100).reset(sim)
 
 
+def test_a_minimum_prefix_at_or_below_y_never_exceeds_it() -> None:
+    """Y counts the whole 256-token blocks in 1,000 tokens (3), the minimum the
+    blocks 1,000 tokens reach into (4): a minimum equal to Y switched BTB off."""
+    sim = cluster_state([0, 0, 0, 0], cached=[HOT, [], [], []])
+    same = BTB(x=1, y_tokens=1000, min_prefix_tokens=1000, m=2)
+    same.reset(sim)
+    assert (same.y, same.min_prefix_blocks) == (3, 3)
+    same.decide(sim, request((*HOT, 77)))
+    assert len(sim.copies) == 1  # it fires
+    above = BTB(x=1, y_tokens=1000, min_prefix_tokens=1025, m=2)
+    above.reset(sim)
+    assert (above.y, above.min_prefix_blocks) == (3, 5)  # above Y: never fires
+
+
 @pytest.mark.parametrize("name", ["btb", "btb_pending", "btb_tuned", "btb_eft"])
 def test_a_btb_not_reset_says_so_instead_of_running_another_rule(name: str) -> None:
     """Without reset, Y in blocks is unknown: btb ran the prompt-less-last-block
