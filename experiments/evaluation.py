@@ -441,7 +441,7 @@ CAPACITY_FRACTIONS = (
 def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
     """The windows' capacity metrics pooled: the time shares over all windows' node
     time, ``load_imbalance`` as the mean of the windows'."""
-    spans = np.array([r.summary["makespan_s"] for r in results], dtype=float)
+    spans = np.array([r.summary["busy_span_s"] for r in results], dtype=float)
     if not results or not spans.sum() > 0:
         return {}
     pooled = {

@@ -62,6 +62,9 @@ class RunTotals:
     rdma_busy_s: list[float]
     budget_tokens: list[int]
     max_batch: int
+    # when the last node's last work item ended: the last finish, or a copy or a
+    # speculative chunk still running after it (-inf: no node did anything)
+    last_work_end_s: float = -math.inf
     # copies that landed nothing: their KV was gone from the source or target at their
     # landing, or they waited to send on what such a copy would have brought
     copies_lost: int = 0
@@ -190,6 +193,8 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
     start = float(rec.arrival_s.min()) if n else 0.0
     end = float(np.nanmax(rec.finish_s)) if done.any() else start
     makespan = max(end - start, 1e-12)
+    # the time shares are over the nodes' time until the last of them went idle
+    busy_span = max(max(end, totals.last_work_end_s) - start, 1e-12)
     hits = rec.hit_hbm_tokens + rec.hit_ram_tokens + rec.hit_disk_tokens
     total_in = max(float(input_tokens.sum()), 1.0)
     copies = totals.copies
@@ -218,8 +223,9 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         "makespan_s": makespan,
         "throughput_rps": n / makespan,
         "output_tokens_per_s": float(output_tokens.sum()) / makespan,
-        "utilisation_mean": float(np.mean(busy)) / makespan,
-        "utilisation_per_node": [b / makespan for b in busy],
+        "busy_span_s": busy_span,
+        "utilisation_mean": float(np.mean(busy)) / busy_span,
+        "utilisation_per_node": [b / busy_span for b in busy],
         "request_hit_rate": float(np.mean(hits > 0)) if n else 0.0,
         "token_hit_rate": token_hit_rate,
         "byte_hit_rate": token_hit_rate,  # equal KV bytes a token: see the docstring
@@ -244,7 +250,7 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
         "evicted_by_action_blocks": totals.evicted_by_action_blocks,
         "rdma_busy_s": float(sum(totals.rdma_busy_s)),
         "copy_busy_s": float(sum(totals.copy_s)),
-        **capacity_metrics(requests, rec, totals, makespan),
+        **capacity_metrics(requests, rec, totals, busy_span),
         **fault_metrics(totals),
         **tenancy_metrics(requests, rec, totals),
         **cache_life_metrics(totals.cache_life, float(landed_bytes)),
@@ -287,10 +293,11 @@ def fault_metrics(totals: RunTotals) -> dict[str, int]:
 
 
 def capacity_metrics(
-    requests: Sequence[Request], rec: Records, totals: RunTotals, makespan_s: float
+    requests: Sequence[Request], rec: Records, totals: RunTotals, busy_span_s: float
 ) -> dict[str, Any]:
     """How full the cluster ran, averaged over the nodes and the run (first arrival
-    to last finish), for sizing it (``utilisation`` counts decode, which runs
+    to the end of the last work item, ``busy_span_s``: the last finish, or a copy or
+    a speculative chunk still running after it), for sizing it (``utilisation`` counts decode, which runs
     whenever any sequence is decoding, so it reads near 1 on any busy run):
 
     - ``prefill_busy_fraction``: share of node time spent reusing and prefilling
@@ -307,7 +314,7 @@ def capacity_metrics(
     totals, none of which the event loop keeps for this alone.
     """
     n_nodes = len(totals.prefill_s)
-    span = makespan_s * n_nodes
+    span = busy_span_s * n_nodes
     prefill = np.array(totals.prefill_s)
     done = ~np.isnan(rec.finish_s)
     held_s = np.where(done, rec.finish_s - rec.admit_s, 0.0)
@@ -318,10 +325,10 @@ def capacity_metrics(
     mean_prefill = float(prefill.mean())
     return {
         "prefill_busy_fraction": float(prefill.sum()) / span,
-        "prefill_busy_per_node": [float(p) / makespan_s for p in prefill],
+        "prefill_busy_per_node": [float(p) / busy_span_s for p in prefill],
         "decode_busy_fraction": float(sum(totals.decode_s)) / span,
         "batch_occupancy_mean": float(held_s.sum()) / (span * totals.max_batch),
-        "kv_occupancy_mean": float(np.mean(kv_token_s / budgets)) / makespan_s,
+        "kv_occupancy_mean": float(np.mean(kv_token_s / budgets)) / busy_span_s,
         "load_imbalance": float(prefill.max()) / mean_prefill if mean_prefill > 0 else 1.0,
     }
 

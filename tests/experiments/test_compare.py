@@ -31,11 +31,11 @@ def window(
     **capacity: float,
 ) -> WindowResult:
     """A window's result; ``capacity`` sets records.capacity_metrics' values (and
-    ``makespan_s``), 0 (1 s) unless given."""
+    ``busy_span_s``, the time they are shares of), 0 (1 s) unless given."""
     values = np.asarray(ttft)
     shares = ("prefill_busy_fraction", "decode_busy_fraction", "batch_occupancy_mean")
     capacity = {
-        "makespan_s": 1.0,
+        "busy_span_s": 1.0,
         "load_imbalance": 1.0,
         "kv_occupancy_mean": 0.0,
         **dict.fromkeys(shares, 0.0),
@@ -88,9 +88,9 @@ def test_rows_pool_capacity_by_each_windows_time() -> None:
     # a 10 s window at 0.2 prefill-busy and a 30 s one at 0.6: (2 + 18) / 40 = 0.5
     shares = ("prefill_busy_fraction", "decode_busy_fraction", "batch_occupancy_mean")
 
-    def timed(makespan_s: float, share: float, kv: float, imbalance: float) -> WindowResult:
+    def timed(busy_span_s: float, share: float, kv: float, imbalance: float) -> WindowResult:
         capacity = {"kv_occupancy_mean": kv, "load_imbalance": imbalance}
-        return window([1.0], 0, 0, 0.0, 0, makespan_s=makespan_s, **capacity,
+        return window([1.0], 0, 0, 0.0, 0, busy_span_s=busy_span_s, **capacity,
                       **dict.fromkeys(shares, share))  # fmt: skip
 
     first, second = timed(10.0, 0.2, 0.1, 1.0), timed(30.0, 0.6, 0.5, 2.0)

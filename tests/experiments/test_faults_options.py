@@ -130,7 +130,7 @@ def _result(faults: dict[str, int]) -> WindowResult:
         "warm_hit_rate": 0.0,
         "warm_byte_hit_rate": 0.0,
         "displaced_by_copies_blocks": 0,
-        "makespan_s": 0.0,  # no capacity metrics
+        "busy_span_s": 0.0,  # no capacity metrics
         **faults,
     }
     return WindowResult("w", ttft, ttft, ttft, 10, 0, summary, {}, 0.1)

@@ -31,3 +31,28 @@ def test_capacity_metrics_by_hand() -> None:
     assert s["kv_occupancy_mean"] == pytest.approx((node0 + node1) / 2 / makespan)
     assert s["load_imbalance"] == pytest.approx(0.064 / 0.048)  # max / mean prefill seconds
     assert s["utilisation_mean"] == pytest.approx((0.064 + 0.032 + decode) / 2 / makespan)
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_time_shares_count_work_after_the_last_finish(core: str) -> None:
+    """A 16-token request (16 ms) and a speculated 64-token prefix, which runs
+    after it, 16-80 ms: the shares are over the 80 ms until the node went idle
+    (busy_span_s), not the 16 ms to the last finish (utilisation read 5.0)."""
+    from envs.sim import Simulator
+
+    p = Prompts()
+    p.add(0.0, ["a0"], input_tokens=16)
+    other = p.blocks(names("x", 4))
+
+    class RouteAndSpeculate:
+        def decide(self, sim: Simulator, request: object) -> None:
+            sim.route(0)
+            assert sim.speculate(0, other) == "ok"
+
+    sim = Simulator(toy_cluster(1, budget_tokens=256), p.workload(), SimConfig(), core=core)
+    sim.run(RouteAndSpeculate())
+    s = sim.records.summary
+    assert (s["makespan_s"], s["busy_span_s"]) == (pytest.approx(0.016), pytest.approx(0.080))
+    assert s["utilisation_per_node"] == pytest.approx([1.0])
+    assert s["prefill_busy_fraction"] == pytest.approx(1.0)
+    assert s["throughput_rps"] == pytest.approx(1 / 0.016)  # requests over the makespan
