@@ -9,9 +9,10 @@ Every rule in words: docs/cache_actions.md, "Pin, demote and replica lifetime".
   bounded by ``SimConfig.pin_budget_fraction`` of its KV budget. Pinned KV
   occupies HBM, so admission counts it beside the running sequences'
   reservations (KV never goes over budget under ``cache_capacity="headroom"``,
-  the causal default; the reference's ``"budget"`` over-commits, pins included). A node with nothing running whose
-  next request cannot fit because of its pins releases its oldest pins until the
-  request fits (``pins_yielded``): pins can delay a request, never deadlock it.
+  the causal default; the reference's ``"budget"`` over-commits, pins included).
+  A node with nothing running whose next request cannot fit because of its pins
+  releases its oldest pins until the request fits (``pins_yielded``): pins can
+  delay a request, never deadlock it.
 * **Demote / promote.** ``demote`` moves a prefix (and what hangs below it) from
   HBM to host RAM, ``promote`` brings its cached run from RAM / disk up to HBM.
   Both are background DMAs on the node's host link, one at a time in the order

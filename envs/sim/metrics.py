@@ -297,8 +297,9 @@ def capacity_metrics(
 ) -> dict[str, Any]:
     """How full the cluster ran, averaged over the nodes and the run (first arrival
     to the end of the last work item, ``busy_span_s``: the last finish, or a copy or
-    a speculative chunk still running after it), for sizing it (``utilisation`` counts decode, which runs
-    whenever any sequence is decoding, so it reads near 1 on any busy run):
+    a speculative chunk still running after it), for sizing it (``utilisation``
+    counts decode, which runs whenever any sequence is decoding, so it reads near
+    1 on any busy run):
 
     - ``prefill_busy_fraction``: share of node time spent reusing and prefilling
       prompts (``prefill_busy_per_node``: each node's);
