@@ -86,6 +86,8 @@ class Faults:
         }
         # request index -> admission record of the service that delivered its first token
         self._kept: dict[int, tuple[float, int, int, int, float, int]] = {}
+        # request -> when its rerun was admitted (its record keeps the first service's)
+        self.rerun_admit_s: dict[int, float] = {}
         self._schedule("fault_node_loss_nodes", config.fault_node_loss_s, _LOSS)
         self._schedule("fault_nic_down_nodes", config.fault_nic_down_s, _NIC_DOWN)
         rate = config.fault_node_loss_rate_per_s
@@ -287,5 +289,7 @@ class Faults:
         kept = self._kept.pop(request.index, None)
         if kept is None:
             return True
-        self.sim.records.admission[request.index] = kept
+        admission = self.sim.records.admission
+        self.rerun_admit_s[request.index] = admission[request.index][0]  # (capacity metrics)
+        admission[request.index] = kept
         return False

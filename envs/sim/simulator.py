@@ -551,6 +551,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             if any(n.busy_s > 0 for n in nodes)
             else -math.inf,
             faults=dict(self._faults.counts) if self._faults is not None else {},
+            rerun_admit_s=dict(self._faults.rerun_admit_s) if self._faults is not None else {},
             versions=self.versions.totals() if self.versions is not None else None,
             cache_life=self.lifecycle_totals(),
             **(self.speculation.totals() if self.speculation is not None else {}),

@@ -56,3 +56,34 @@ def test_time_shares_count_work_after_the_last_finish(core: str) -> None:
     assert s["utilisation_per_node"] == pytest.approx([1.0])
     assert s["prefill_busy_fraction"] == pytest.approx(1.0)
     assert s["throughput_rps"] == pytest.approx(1 / 0.016)  # requests over the makespan
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_a_rerun_after_a_node_loss_holds_kv_from_its_own_admission(core: str) -> None:
+    """Four requests that each fill a 64-token node (16 in, 48 out). A, on node 0,
+    has its first token out when node 0 is lost at 20 ms; it reruns on node 1
+    after B (B 0 to 63 ms, A from 63 to 126 ms). Node 0 is back at 21 ms and runs
+    C (21-84 ms) and D (84-147 ms). Each node holds one full request at a time,
+    so KV occupancy is each node's held time over the 147 ms (A's lost first
+    service is not counted). Until 2026-12-05 A counted from its first admission,
+    0 ms, on node 1: 1.07, above 1."""
+    from simkit import Script
+
+    from envs.sim import Simulator
+
+    p = Prompts()
+    for t, b in ((0.0, "a0"), (0.0, "b0"), (0.021, "c0"), (0.084, "d0")):
+        p.add(t, [b], input_tokens=16, output_tokens=48)
+    config = SimConfig(
+        max_batch=1, fault_node_loss_s=(0.02,), fault_node_loss_nodes=(0,), fault_node_down_s=0.001
+    )
+    sim = Simulator(toy_cluster(2, budget_tokens=64), p.workload(), config, core=core)
+    sim.run(Script([0, 1, 0, 0]))
+    rec, s = sim.records, sim.records.summary
+    one = 0.016 + decode_s(47, 1, 17)  # 16 ms of prefill, then 47 decode steps
+    assert list(rec.finish_s) == pytest.approx([2 * one, one, 0.021 + one, 0.021 + 2 * one])
+    assert list(rec.admit_s) == pytest.approx([0.0, 0.0, 0.021, 0.021 + one])  # A's first
+    span = 0.021 + 2 * one
+    assert s["busy_span_s"] == pytest.approx(span)
+    assert s["kv_occupancy_mean"] == pytest.approx((2 * one / span + 2 * one / span) / 2)
+    assert s["batch_occupancy_mean"] == pytest.approx(4 * one / (2 * span))
