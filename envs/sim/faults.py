@@ -203,7 +203,13 @@ class Faults:
             rest = node.work_end - max(t, node.work_start)
             node.busy_s -= rest
             if work in (PREFILL, SPECULATE):
-                node.prefill_s = max(node.prefill_s - rest, 0.0)
+                decode = node.item_decode_s if work == PREFILL else 0.0
+                if decode > 0:  # a chunked prefill: decode steps between its chunks
+                    # the rest's share of them, in proportion (the steps are spread
+                    # over the item; their exact places are not kept)
+                    decode *= rest / (node.work_end - node.work_start)
+                    node.decode_s = max(node.decode_s - decode, 0.0)
+                node.prefill_s = max(node.prefill_s - (rest - decode), 0.0)
                 if work == SPECULATE:  # the chunk's compute: what ran of it
                     chunk = node.work_obj
                     chunk.compute_s = max(chunk.compute_s - rest, 0.0)  # type: ignore[union-attr]

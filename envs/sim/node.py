@@ -68,6 +68,7 @@ class Node:
         "costs",
         "ctx_tokens",
         "decode_n",
+        "item_decode_s",
         "decode_s",
         "down",
         "draining",
@@ -132,6 +133,8 @@ class Node:
         # a chunked prefill in progress: the decode steps run up to each moment a
         # sequence finishes during it, the last such moment first
         self.chunk_breaks: list[int] = []
+        # the decode seconds between the chunks of the prefill in progress (0: none)
+        self.item_decode_s = 0.0
         # copies
         self.copy_queue: deque[Copy] = deque()
         self.inflight: dict[int, Copy] = {}

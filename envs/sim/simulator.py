@@ -769,10 +769,12 @@ class Simulator(CacheLifecycle, CopyMachinery):
         node.prefill_s += compute_s
         node.prefill_ewma_s += 0.2 * (compute_s - node.prefill_ewma_s)
         if not chunked:  # the common case: the prefill alone
+            node.item_decode_s = 0.0
             node.busy_s += compute_s
             self._begin(node, t, t + compute_s)
             return
         duration = compute_s + decode_s
+        node.item_decode_s = decode_s
         node.decode_s += decode_s
         node.busy_s += duration
         self._begin(node, t, t + duration)

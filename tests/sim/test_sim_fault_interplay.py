@@ -208,3 +208,26 @@ def test_a_lost_nodes_requests_skip_a_node_loading_its_weights() -> None:
 def test_a_lost_nodes_requests_go_to_a_draining_node_if_every_node_up_drains() -> None:
     sim = _lost_node_0((math.inf, 0.01, 0.01))
     assert sim.records.node[0] == 1  # least loaded, ties to the lower index
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_a_node_lost_during_a_chunked_prefill_splits_what_ran(core: str) -> None:
+    """A (1 token, 100 out) prefills 0-1 ms and decodes one step; B (64 tokens in
+    1-token chunks, a decode step of A between each two) starts at about 2 ms and
+    runs for about 127 ms; node 0 is lost at 5 ms. Its busy time is its 5 ms of
+    life, all of it prefill or decode; the cut item's unrun part comes off both in
+    proportion. (Until 2026-12-05 it came off prefill alone: prefill 0, decode 64 ms.)"""
+    p = Prompts()
+    p.add(0.0, ["a0"], input_tokens=1, output_tokens=100)
+    p.add(0.002, names("b", 4), input_tokens=64, output_tokens=1)
+    config = SimConfig(
+        chunked_prefill_tokens=1, fault_node_loss_s=(0.005,), fault_node_loss_nodes=(0,)
+    )
+    sim = Simulator(toy_cluster(2, budget_tokens=256), p.workload(), config, core=core)
+    sim.run(Script([0, 0]))
+    node = sim.nodes[0]
+    assert node.busy_s == pytest.approx(0.005, rel=1e-9)
+    assert node.prefill_s + node.decode_s + node.copy_s == pytest.approx(0.005, rel=1e-9)
+    # A's prefill and decode step (2 ms) and about half of B's 3 ms: 64 chunks of
+    # 1 ms and 63 steps of about 1 ms each
+    assert 0.0024 < node.prefill_s < 0.0026 and 0.0024 < node.decode_s < 0.0026

@@ -39,6 +39,7 @@ cdef class Node:
     cdef public long long seg_batch
     cdef public long long seg_ctx
     cdef object chunk_breaks
+    cdef public double item_decode_s
     cdef object copy_queue
     cdef object inflight
     cdef object waiting_src

@@ -233,6 +233,7 @@ cdef class Node:
         self.seg_batch = 0
         self.seg_ctx = 0
         self.chunk_breaks = []
+        self.item_decode_s = 0.0
         self.copy_queue = deque()
         self.inflight = {}
         self.waiting_src = []
@@ -698,10 +699,12 @@ cdef class SimCore:
         node.prefill_s += compute_s
         node.prefill_ewma_s += 0.2 * (compute_s - node.prefill_ewma_s)
         if not chunked:  # the common case: the prefill alone
+            node.item_decode_s = 0.0
             node.busy_s += compute_s
             self._c_begin(node, t, t + compute_s)
             return 0
         duration = compute_s + decode_s
+        node.item_decode_s = decode_s
         node.decode_s += decode_s
         node.busy_s += duration
         self._c_begin(node, t, t + duration)
