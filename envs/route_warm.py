@@ -73,7 +73,10 @@ class RouteWarmEnv(RouteEnv):
     When no node that can send holds the prefix, the copy comes from the routed
     node, which the mask cannot know: a warm onto a node of another version than
     the routed one, or from a routed node whose NIC is down, is refused then
-    (``version_mismatch``, ``nic_down``) and counted.
+    (``version_mismatch``, ``nic_down``) and counted. Under the reference
+    behaviour (``causal_kv=False``) the routed node holds the prefix from its
+    admission and may become the least-loaded holder, so the source the mask
+    read may change with the route: such a warm is refused and counted alike.
 
     With ``cache_actions=True`` two more parts manage the prefix's lifetime
     (docs/cache_actions.md), last (after the speculate bits when
