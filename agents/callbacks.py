@@ -4,6 +4,7 @@ statistics) for the logger."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -127,6 +128,15 @@ class MetricsLogger(BaseCallback):
         self._last_time = now
 
 
+def score_text(value: float) -> str:
+    """A validation score as printed: four decimals, more below 0.1 so that four
+    significant digits show (a qwen3-8b score of 0.0295 s hid 0.02953 against
+    0.02956)."""
+    if value != 0 and math.isfinite(value) and abs(value) < 0.1:
+        return f"{value:.{3 - math.floor(math.log10(abs(value)))}f}"
+    return f"{value:.4f}"
+
+
 class KeepBestByValidation(BaseCallback):
     """Score the model on validation windows at the start of training, every
     ``every`` steps and at the end; save the best-scoring one (lowest ``score``,
@@ -192,8 +202,12 @@ class KeepBestByValidation(BaseCallback):
             self.best_step, self.best_score = step, value
             save_agent(self.model, self.spec, self.folder)
         if self.echo:
-            best = "best so far" if kept else f"best {self.best_score:.4f} at {self.best_step:,}"
-            print(f"validation at step {step:,}: {value:.4f} ({best})", flush=True)
+            best = (
+                "best so far"
+                if kept
+                else f"best {score_text(self.best_score)} at {self.best_step:,}"
+            )
+            print(f"validation at step {step:,}: {score_text(value)} ({best})", flush=True)
 
 
 class Curriculum(BaseCallback):

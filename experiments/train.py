@@ -379,6 +379,7 @@ def run_improvement(
     the best-scoring policy (the start
     included) is saved to ``out_dir / "agent"`` and returned with the record."""
     from agents.algorithms import load_agent, save_agent
+    from agents.callbacks import score_text
     from agents.imitation import Demonstrations
     from agents.rollout_improvement import improve_round
 
@@ -434,7 +435,7 @@ def run_improvement(
                 "wall_s": wall,
             }
         )
-        best = "best so far" if kept else f"best {best_score:.4f} at round {best_round}"
+        best = "best so far" if kept else f"best {score_text(best_score)} at round {best_round}"
         verdict = "" if not settings.undo_worse else "kept" if stats.accepted else "undone"
         fitted = f"the fit {verdict}: " if verdict else "after the fit: "
         fitted += f"the round's windows {stats.change * 100:+.2f} %"
@@ -444,7 +445,7 @@ def run_improvement(
             f"rollout improvement: round {number}/{settings.iterations}: "
             f"{stats.changed} of {stats.measured} measured decisions changed "
             f"({stats.saved_s:.1f} s of TTFT saved as measured); {fitted}; "
-            f"validation {value:.4f} ({best}) [{wall:.0f} s]",
+            f"validation {score_text(value)} ({best}) [{wall:.0f} s]",
             flush=True,
         )
     model, _ = load_agent(out_dir / "agent", env=vec)
@@ -1056,6 +1057,7 @@ def train(cfg: DictConfig) -> float:
         RolloutClock,
         UpdateStats,
         UpdateThreads,
+        score_text,
         usable_cpus,
         usable_threads,
     )
@@ -1317,7 +1319,8 @@ def train(cfg: DictConfig) -> float:
                 "last_step": last_step,
             }
             print(
-                f"validation: best {cfg.train.val_score} score {keep_best.best_score:.4f} at step "
+                f"validation: best {cfg.train.val_score} score "
+                f"{score_text(keep_best.best_score)} at step "
                 f"{keep_best.best_step} of {last_step} (agent/; the last model is in last/)"
             )
         end_step = int(model.num_timesteps) if keep_best is None else last_step

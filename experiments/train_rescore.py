@@ -194,6 +194,7 @@ RUN_KEYS = (
 
 
 def main(argv: list[str] | None = None) -> Path:
+    from agents.callbacks import score_text
     from envs.files import write_json_atomic
     from experiments.config import window_pool_of
 
@@ -216,7 +217,8 @@ def main(argv: list[str] | None = None) -> Path:
     record = rescore(cfg, run, windows)
     write_json_atomic(out, record)
     print(
-        f"best {record['score']} score {record['best_score']:.4f} at step {record['best_step']} "
+        f"best {record['score']} score {score_text(record['best_score'])} at step "
+        f"{record['best_step']} "
         f"({record['best_folder']}); wrote {out}"
     )
     return out

@@ -180,3 +180,15 @@ def test_scaled_logits_keep_the_greedy_actions_and_sharpen_the_samples(algo, kin
     assert torch.equal(after, 4.0 * before)
     assert np.array_equal(model.predict(np.stack(obs), deterministic=True)[0], greedy)
     assert entropy_after < entropy_before
+
+
+def test_small_validation_scores_print_four_significant_digits():
+    """A qwen3-8b score of 0.0295 s hid 0.02953 against 0.02956."""
+    from agents.callbacks import score_text
+
+    assert [score_text(v) for v in (2.23444, 0.029533, 0.0071, 0.0)] == [
+        "2.2344",
+        "0.02953",
+        "0.007100",
+        "0.0000",
+    ]
