@@ -201,7 +201,8 @@ class BTB(Policy):
         low = self.min_prefix_tokens
         if low is None:
             self.min_prefix_blocks = self.y or 1
-        elif y is not None and self.y is not None and low <= y:  # a minimum at or below Y never exceeds it
+        elif y is not None and self.y is not None and low <= y:
+            # a minimum at or below Y never exceeds it
             self.min_prefix_blocks = min(blocks_reaching(low, bt), self.y)
         else:
             self.min_prefix_blocks = blocks_reaching(low, bt)
