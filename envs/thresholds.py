@@ -67,7 +67,10 @@ class ThresholdsEnv(ClusterEnv):
     prefix, as a fraction of the cluster), the minimum prefix length that may
     fire (tokens) and the routing rule, and BTB acts with them until the next
     epoch. BTB's prefix is each request's prompt but its last block; the
-    minimum prefix is turned into blocks with the workload's block size.
+    minimum prefix is turned into blocks with the workload's block size. So the
+    minimum prefix bounds the prompt's length, not the length the requests share:
+    on the bursted families every prompt's prefix so read is 65,536 tokens, and
+    no choice of it changes anything there.
 
     The routing rule is part of the action because no threshold alone can help
     on fast bursts under causal KV: the published rule (``resident``, as in
@@ -107,14 +110,16 @@ class ThresholdsEnv(ClusterEnv):
     | 3 | the busiest prefix's share of the epoch's arrivals |
     | 4 | most arrivals of one prefix within 1 s, over the epoch (at 8) |
     | 5 | most arrivals of one prefix within 10 s (at 32) |
-    | 6 | the busiest prefix's length, log-scaled (1 at 262,144 tokens) |
+    | 6 | the prompt length of a request of the busiest prefix (its last block |
+    |   |  included), log-scaled (1 at 262,144 tokens) |
     | 7 | mean HBM hit fraction where the epoch's requests were routed |
     | 8 | warm copies issued in the last epoch (at 4) |
     | 9 | copies in flight in the cluster (at 4) |
     | 10 | requests queued in the cluster (at 64) |
     | 11 | seconds since the previous epoch ended (at 10 s; epochs without arrivals are skipped) |
-    | 12-16 | the settings in force: X / 16, log Z, M share, log minimum prefix, |
-    |  | rule index / (rules - 1) |
+    | 12-16 | the settings in force: X / 16, log Z, M as nodes / the cluster's nodes |
+    |  | (the share chosen, rounded up to whole nodes: 0.333 for 0.25 of 6 nodes), |
+    |  | log minimum prefix, rule index / (rules - 1) |
     | 17 | the busiest prefix's holders / nodes |
 
     ## Rewards
@@ -129,9 +134,14 @@ class ThresholdsEnv(ClusterEnv):
     ## Starting State
 
     A window from the pool and an empty cluster (``reset`` options as in
-    ``btb/Route-v0``); the first epoch starts at the first arrival, with BTB's
-    published constants (X=2, Z=1 s, M=every node up to 4, minimum prefix
-    65,536 tokens, resident rule) in force until the first action.
+    ``btb/Route-v0``). The first observation shows BTB's published constants
+    (X=2, Z=1 s, M=every node up to 4, minimum prefix 65,536 tokens, resident
+    rule) as the settings in force; the first action replaces them at the first
+    arrival, before any request is routed.
+
+    ``info["thresholds"]`` holds the settings in force (``x``, ``z_s``, ``m`` in
+    nodes, ``min_prefix_tokens``, ``rule``): after ``reset`` the published
+    constants, after each step those its action set.
 
     ## Episode End
 
@@ -201,6 +211,18 @@ class ThresholdsEnv(ClusterEnv):
     def thresholds(self) -> tuple[int, float, int, int, str]:
         """(X, Z, M, minimum prefix tokens, routing rule) in force."""
         return self.controller.thresholds()
+
+    def _info(self) -> dict[str, Any]:
+        info = super()._info()
+        x, z, m, min_prefix, rule = self.controller.thresholds()
+        info["thresholds"] = {
+            "x": x,
+            "z_s": z,
+            "m": m,
+            "min_prefix_tokens": min_prefix,
+            "rule": rule,
+        }
+        return info
 
     def _start(self) -> np.ndarray:
         assert self.sim is not None

@@ -68,3 +68,15 @@ def test_the_action_space_observation_and_log_name_the_rule(window: Workload) ->
 def test_eft_rules_must_be_a_bool(window: Workload) -> None:
     with pytest.raises(ValueError, match="eft_rules must be true or false"):
         gym.make("btb/Thresholds-v0", windows=[window], eft_rules="yes")
+
+
+def test_info_says_the_settings_each_action_put_in_force(window: Workload) -> None:
+    env = gym.make("btb/Thresholds-v0", windows=[window], eft_rules=True).unwrapped
+    _, info = env.reset(seed=0)
+    published = {"x": 2, "z_s": 1.0, "m": 4, "min_prefix_tokens": 65_536, "rule": "resident"}
+    assert info["thresholds"] == published  # until the first action
+    # X 3rd choice (3), Z 1st (0.25 s), M 2nd (half of 4 nodes), minimum 2nd (4,096)
+    _, _, _, _, info = env.step(np.array([2, 0, 1, 1, 3]))
+    assert info["thresholds"] == {
+        "x": 3, "z_s": 0.25, "m": 2, "min_prefix_tokens": 4_096, "rule": "pending+eft"
+    }  # fmt: skip
