@@ -264,7 +264,17 @@ def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv, sim_options = split_sim_options("experiments.compare", argv)
-    options = parse_args("experiments.compare", DEFAULTS, argv, sim_help)
+    options = parse_args(
+        "experiments.compare",
+        DEFAULTS,
+        argv,
+        (
+            "windows=0 runs every test window (evaluate's workload.eval_windows=null); "
+            "a generator's parameters (+workload.params.NAME=) are set on the Hydra commands "
+            "(evaluate, train), not here",
+            *sim_help,
+        ),
+    )
     if options["setup"] not in SETUPS:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
     for key in ("seed", "workload_seed"):
