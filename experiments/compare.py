@@ -170,9 +170,13 @@ def _setting_value(policy: str, key: str, value: Any, item: str, typed: bool = F
 
 def _check_run(policy: str, where: str, policies: Sequence[str]) -> None:
     if policy not in policies:
+        from baselines.policy import POLICIES
+
+        what = "baseline" if policy in POLICIES else "policy"
+        hint = "" if policy in POLICIES else "; agents take no settings here"
         raise UsageError(
-            f"{where} names policy {policy!r}, which is not being run "
-            f"(policies: {', '.join(policies)})"
+            f"{where} names {what} {policy!r}, which is not among the baselines run "
+            f"(policies: {', '.join(policies)}){hint}"
         )
 
 

@@ -131,8 +131,12 @@ def test_queue_length_is_routed_minus_admitted() -> None:
 def test_policy_kwargs_parse_and_name_the_policy() -> None:
     parsed = compare.policy_kwargs(["btb.m=2", "btb.z=0.5", "btb.shadow=true"], ["btb"])
     assert parsed == {"btb": {"m": 2, "z": 0.5, "shadow": True}}
-    with pytest.raises(UsageError, match="not being run"):
+    with pytest.raises(UsageError, match=r"names baseline 'dynamo', which is not among the "
+                       r"baselines run \(policies: btb\)$"):  # fmt: skip
         compare.policy_kwargs(["dynamo.temperature=1"], ["btb"])
+    with pytest.raises(UsageError, match=r"names policy 'ppo_thresholds', .*; agents take no "
+                       r"settings here$"):  # fmt: skip
+        compare.policy_kwargs(["ppo_thresholds.x=1"], ["btb"])
     with pytest.raises(UsageError, match=r"POLICY\.KEY=VALUE"):
         compare.policy_kwargs(["m=2"], ["btb"])
 

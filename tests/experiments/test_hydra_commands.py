@@ -624,7 +624,10 @@ def test_evaluate_runs_a_baseline_with_its_settings_and_checks_them(tmp_path):
     for override, said in (
         ("+policy_kwargs.btb.nope=1", "policy_kwargs: 'btb.nope=1': btb has no setting 'nope'"),
         ("+policy_kwargs.btb.x=0", "btb.x must be an integer >= 1, got 0"),
-        ("+policy_kwargs.dynamo.temperature=0.5", "names policy 'dynamo', which is not being run"),
+        (
+            "+policy_kwargs.dynamo.temperature=0.5",
+            "names baseline 'dynamo', which is not among the baselines run",
+        ),
     ):
         with pytest.raises(ValueError, match=re.escape(said)):
             rows(override, out=tmp_path / "refused")
