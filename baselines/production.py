@@ -14,7 +14,9 @@ them copies KV ahead of a burst. Each skips the nodes that are down
 * ``dynamo``: minimise ``overlap_weight`` x prefill blocks still to compute on
   the node (this request's uncached blocks plus those of requests routed there
   that have not produced their first token) + the node's active decode blocks
-  (its decode batch's context, in blocks). Temperature 0 takes the minimum
+  (its decode batch's context, in blocks: the batch's tokens rounded up once,
+  where counting each sequence's own blocks would add up to one a sequence).
+  Temperature 0 takes the minimum
   (ties at random); T > 0 samples softmax(-normalised cost / T), costs
   normalised to [0, 1] by their range.
 * ``llmd``: maximise a weighted sum of scores in [0, 1]: queue (waiting
