@@ -167,8 +167,11 @@ its docstring; the rows it read are in `capacity_floor.json`). Measured again on
 2026-12-05, when a warm copy whose source or target lost its KV before it landed
 came to land nothing ([physics.md](../physics.md#warm-copies-rdma)): only 70b's
 `rising_load`, `mixed` and `art_like` rows moved (`oracle_warm`'s `mixed` mean
-+1.3 %, the others at most 0.5 %; on `rising_load` btb_pending is now the best
-baseline, 0.1 % ahead of btb).
++1.3 %, the others at most 0.5 %; on `rising_load` btb_pending was then the
+best baseline, 0.1 % ahead of btb). Measured again that evening, after a request
+came to wait for a copy in flight only when that beats loading the prefix from
+its node's host RAM: btb_pending's 70b `mixed` and `rising_load` means moved
++0.09 % and +0.19 %, and btb is the best baseline of `rising_load` again.
 
 ## What it says
 

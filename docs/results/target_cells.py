@@ -134,6 +134,14 @@ whose source or target lost its KV before it landed came to land nothing
 ([physics.md](../physics.md#warm-copies-rdma)): no cell changed; the largest
 moves are on 70b's `mixed` (`oracle_warm` +1.3 %, the agents -1.0 to +2.8 %) and
 `improve_warm_step`'s `rising_load` cell against `oracle_warm`, +2.1 % before.
+The baselines' and the seven agents' rows were measured again that evening,
+after a request came to wait for a copy in flight only when that beats loading
+the prefix from its node's host RAM ([physics.md](../physics.md#warm-copies-rdma)):
+btb_pending's 70b `mixed` and `rising_load` means moved +0.09 % and +0.19 %
+(so btb is the best baseline of 70b's `rising_load` mean now), the agents' by
+at most 0.10 %, and no cell changed. The other seeds' rows below the table are
+from before it. The cells under evaluation seeds 1 and 2:
+[eval_seeds.md](eval_seeds.md).
 
 """
 
