@@ -34,7 +34,8 @@ the rows also count node losses, re-routed requests and failed copies.
 * ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (the first
   window: per node queue length over time, warm copies marked); with a
   ``btb/Thresholds-v0`` agent among the policies also ``thresholds_timeline.png``
-  (the first window: the cluster's queue and the settings it chose each epoch).
+  (the first window: the cluster's queue and the settings it chose each epoch)
+  and ``thresholds_settings.json`` (every window's settings, epoch by epoch).
 
 An ``out_dir`` that holds anything already is refused unless ``overwrite=true``
 (which first removes the files above), and so is one another run is writing in;
@@ -82,6 +83,7 @@ from experiments.evaluation import (
 from experiments.report import (
     CHARTS,
     THRESHOLDS_CHART,
+    THRESHOLDS_LOG,
     comparison_table,
     replication_table,
     write_run,
@@ -105,7 +107,7 @@ DEFAULTS: dict[str, Any] = {
     "overwrite": False,
 }
 
-OUTPUTS = ("results.json", *CHARTS, THRESHOLDS_CHART)
+OUTPUTS = ("results.json", *CHARTS, THRESHOLDS_CHART, THRESHOLDS_LOG)
 """What a comparison run writes in its folder (``overwrite=true`` clears these)."""
 
 
@@ -273,9 +275,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         DEFAULTS,
         argv,
         (
-            "windows=0 runs every test window (evaluate's workload.eval_windows=null); "
-            "a generator's parameters (+workload.params.NAME=) are set on the Hydra commands "
-            "(evaluate, train), not here",
+            "windows=0 runs every test window; a generator's own parameters are set on "
+            "the Hydra commands (evaluate, train), not here",
             *sim_help,
         ),
     )
@@ -371,9 +372,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             **workload_file(workload, params),
         },
     }
-    for path in write_run(
-        out_dir, result, runs if options["charts"] else None, options["baseline"]
-    ):
+    for path in write_run(out_dir, result, runs, options["baseline"], options["charts"]):
         print(f"wrote {path}")
     return result
 

@@ -80,6 +80,9 @@ class WindowResult:
     wall_s: float
     trace: WindowTrace | None = None
     tenants: tuple[str, ...] = ()  # each request's tenant, in the order of ttft_s
+    # a threshold controller's (epoch start s, (X, Z, M, minimum prefix, rule)) per
+    # epoch of this window (``WindowTrace.settings``); empty for other policies
+    settings: list[tuple[float, tuple[int, float, int, int, str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -214,6 +217,7 @@ def window_result(
     workload = sim.workload
     summary = records.summary
     input_tokens = sum(r.input_tokens for r in workload.requests)
+    settings = list(getattr(policy, "settings_log", ()))
     window_trace = None
     if trace:
         window_trace = WindowTrace(
@@ -223,7 +227,7 @@ def window_result(
             admit_s=np.asarray(records.admit_s, dtype=float),
             node=np.asarray(records.node, dtype=int),
             copies=[(c.issued_s, c.start_s, c.land_s, c.src, c.dst) for c in sim.copies],
-            settings=list(getattr(policy, "settings_log", ())),
+            settings=settings,
         )
     return WindowResult(
         window=workload.name,
@@ -237,6 +241,7 @@ def window_result(
         wall_s=wall_s,
         trace=window_trace,
         tenants=tuple(r.tenant for r in workload.requests),
+        settings=settings,
     )
 
 

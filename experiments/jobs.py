@@ -896,7 +896,8 @@ def evaluate_and_write(
         )
     rows = [run.row for run in runs]
     result = {"rows": rows, "config": config_record(cfg), **(extra or {})}
-    charts = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
+    written = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
+    charts = [path for path in written if path.suffix == ".png"]
     print(comparison_table(rows, DEFAULT_BASELINE))
     logger.log_table("evaluation", rows)
     logger.log_images(charts)

@@ -35,6 +35,8 @@ from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyR
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
 CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
 THRESHOLDS_CHART = "thresholds_timeline.png"
+THRESHOLDS_LOG = "thresholds_settings.json"
+"""Every threshold agent's settings, epoch by epoch, on every window of a run."""
 """Written only when a threshold agent (``btb/Thresholds-v0``) is among the policies."""
 """The charts of a comparison run, in the order :func:`write_charts` draws them."""
 
@@ -672,20 +674,47 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
 
 
 def write_run(
-    out_dir: Path, result: dict[str, Any], runs: Sequence[PolicyRun] | None, baseline: str
+    out_dir: Path,
+    result: dict[str, Any],
+    runs: Sequence[PolicyRun],
+    baseline: str,
+    charts: bool = True,
 ) -> list[Path]:
-    """Write a run's charts (unless ``runs`` is None), then ``results.json``, the
-    mark of a finished run; if any of them fails (a full disk), the charts already
+    """Write a run's charts (if ``charts``) and its threshold agents' settings
+    (:data:`THRESHOLDS_LOG`, if any ran), then ``results.json``, the mark of a
+    finished run; if any of them fails (a full disk), the charts already
     written are removed again, so the folder never holds half a run (it is this
     run's folder: ``_io.claim_out_dir`` cleared an earlier run's). Returns the paths
     written, results.json first."""
     try:
-        charts = [] if runs is None else write_charts(runs, baseline, out_dir)
+        written = write_charts(runs, baseline, out_dir) if charts else []
+        log = settings_log(runs)
+        if log:
+            written.append(write_json_atomic(out_dir / THRESHOLDS_LOG, log))
         from experiments.provenance import provenance
 
         recorded = {**result, "provenance": provenance()}
-        return [write_json_atomic(out_dir / "results.json", recorded), *charts]
+        return [write_json_atomic(out_dir / "results.json", recorded), *written]
     except BaseException:
-        for name in (*CHARTS, THRESHOLDS_CHART):
+        for name in (*CHARTS, THRESHOLDS_CHART, THRESHOLDS_LOG):
             (out_dir / name).unlink(missing_ok=True)
         raise
+
+
+def settings_log(runs: Sequence[PolicyRun]) -> dict[str, Any]:
+    """``{policy: {"fields": [...], "windows": {window: [[epoch start s, X, Z s, M
+    nodes, minimum prefix tokens, rule], ...]}}}`` for each threshold agent among
+    ``runs`` (empty without one)."""
+    out: dict[str, Any] = {}
+    for run in runs:
+        windows = {
+            w.window: [[t, *setting] for t, setting in w.settings]
+            for w in run.windows
+            if w.settings
+        }
+        if windows:
+            out[run.row["policy"]] = {
+                "fields": ["start_s", "x", "z_s", "m", "min_prefix_tokens", "rule"],
+                "windows": windows,
+            }
+    return out

@@ -83,3 +83,29 @@ def test_a_threshold_agents_run_draws_its_settings(tmp_path):
     assert path.stat().st_size > 0
     with pytest.raises(ValueError, match="settings log"):
         plot_thresholds_timeline({"btb": _trace([])}, tmp_path / "none.png")
+
+
+def test_a_threshold_agents_settings_are_written_for_every_window(tmp_path):
+    """compare writes thresholds_settings.json: each window's epochs, as many as the
+    row's epochs_rule_* counts, each the agent's log entry."""
+    import json
+
+    from experiments import compare
+
+    out = tmp_path / "run"
+    compare.main(["windows=2", "agents=ppo_thresholds", "policies=btb", f"out_dir={out}",
+                  "charts=false", "progress=false"])  # fmt: skip
+    log = json.loads((out / "thresholds_settings.json").read_text())
+    assert list(log) == ["ppo_thresholds"]
+    entry = log["ppo_thresholds"]
+    assert entry["fields"] == ["start_s", "x", "z_s", "m", "min_prefix_tokens", "rule"]
+    assert len(entry["windows"]) == 2
+    row = next(
+        r for r in json.loads((out / "results.json").read_text())["rows"]
+        if r["policy"] == "ppo_thresholds"
+    )  # fmt: skip
+    epochs = sum(v for k, v in row.items() if k.startswith("epochs_rule_"))
+    assert sum(len(epochs_of) for epochs_of in entry["windows"].values()) == epochs
+    for epochs_of in entry["windows"].values():
+        starts = [e[0] for e in epochs_of]
+        assert starts == sorted(starts) and all(len(e) == 6 for e in epochs_of)
