@@ -53,7 +53,7 @@ from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
 from envs.sim.forecast import HitMemo, copy_bytes, transfer_s
 from envs.sim.request import Request
-from envs.sim.simulator import WARM_OK, Simulator
+from envs.sim.simulator import TARGET_HOLDS, WARM_OK, Simulator
 from envs.sim.tokens import blocks_reaching, whole_blocks
 
 PUBLISHED_M = 4
@@ -274,8 +274,11 @@ class BTB(Policy):
             for dst in cold:  # a refused copy's place goes to the next cold node
                 if need == 0:
                     break
-                if sim.warm(src, dst, prefix) == WARM_OK:
+                answer = sim.warm(src, dst, prefix)
+                if answer == WARM_OK:
                     self._issued(route_to, dst)
+                    need -= 1
+                elif answer in TARGET_HOLDS:  # (a delayed view saw it cold): it counts
                     need -= 1
         if not route_to:
             return self._otherwise(sim, request)

@@ -25,7 +25,7 @@ from baselines._native.routers cimport (
 )
 from envs.sim._native.core cimport Node
 
-from envs.sim.simulator import WARM_OK
+from envs.sim.simulator import TARGET_HOLDS, WARM_OK
 
 cdef enum:
     PREFILL = 1  # envs.sim.node's work kind
@@ -223,11 +223,14 @@ cdef object _warm_and_route(
             if prefix is None:
                 prefix = tuple(blocks[:depth])
             target = (<Node>nodes[cold[k]]).index
-            if sim.warm(source, target, prefix) == WARM_OK:
+            answer = sim.warm(source, target, prefix)
+            if answer == WARM_OK:
                 n_copies -= 1
                 if pending:
                     held[n_held] = cold[k]  # btb_pending routes to a copy before it lands
                     n_held += 1
+            elif answer in TARGET_HOLDS:  # (a delayed view saw it cold): it counts
+                n_copies -= 1
     if n_route[0] == 0:
         return _otherwise(policy, rule, sim, nodes, request)
     return c_least_loaded_at(sim, nodes, route_to, n_route[0])

@@ -82,6 +82,8 @@ WARM_REFUSALS = (
     "no_room",
     "source_lacks_prefix",
 )
+TARGET_HOLDS = ("target_has_prefix", "already_in_flight")
+"""The refusals that mean the target holds the prefix, or has it coming."""
 
 
 class Router(Protocol):

@@ -99,6 +99,33 @@ def test_a_refused_copy_goes_to_the_next_cold_node(
     assert sim.warm_refused["no_room"] == 1
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_node_a_delayed_view_sees_cold_but_holds_the_prefix_counts_among_m(
+    compiled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nodes 0 and 1 computed P (at 0 and 0.5 s); at 0.7 s the router, 150 ms behind,
+    sees only node 0 hold it. The copy to node 1 is refused (it holds P): with M = 2
+    that is both copies, so none goes to node 2."""
+    import baselines.btb as btb_module
+    from tests.sim.simkit import Prompts, names, toy_cluster
+
+    if not compiled:
+        monkeypatch.setattr(btb_module, "btb_twin", lambda policy, sim: None)
+    p = Prompts()
+    for t, own in ((0.0, "a0"), (0.5, "b0"), (0.7, "c0")):
+        p.add(t, [*names("P", 4), own])
+    config = SimConfig(router_view_delay_s=0.15)
+    sim = Simulator(toy_cluster(3), p.workload(), config)
+    policy = make_policy("btb", x=1, y_tokens=64, m=2, z=10.0)
+    policy.reset(sim)
+    decisions = sim.decisions()
+    next(decisions)
+    decisions.send(0)
+    request = decisions.send(1)
+    assert policy.decide(sim, request) == 0
+    assert sim.copies == [] and sim.warm_refused["target_has_prefix"] == 1
+
+
 def test_m_is_bounded_by_the_node_count() -> None:
     sim = cluster_state([0, 0, 0, 0])
     with pytest.raises(ValueError, match=r"btb\.m = 5 copies exceeds the cluster's 4 nodes"):
