@@ -24,6 +24,19 @@ def has_prefix(blocks: Sequence[int], depth: int, key: int) -> bool:
     return len(blocks) >= depth and blocks[depth - 1] == key
 
 
+def shared_blocks(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading blocks the chained ids ``a`` and ``b`` share (equal ids at
+    a position mean equal ids before it, so a binary search finds the last)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[mid - 1] == b[mid - 1]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 @dataclass(slots=True)
 class Request:
     """One inference request as the simulator sees it.

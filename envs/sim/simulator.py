@@ -64,7 +64,7 @@ from envs.sim.forecast import (
 from envs.sim.lifecycle import CacheLifecycle
 from envs.sim.metrics import Records, RunTotals
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
-from envs.sim.request import Request, Workload, has_prefix
+from envs.sim.request import Request, Workload, has_prefix, shared_blocks
 from envs.sim.speculation import SPECULATE_OK, Speculation, SpeculativeChunk
 from envs.sim.tenancy import VERSION_REFUSALS, Versions
 from envs.sim.timing import NodeCosts
@@ -427,7 +427,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             return "no_room"
         source = nodes[src]
         ready = source.cache.hbm_match(blocks) >= depth
-        if ready and self._causal_kv and self._loading_prefix(source, depth, key):
+        if ready and self._causal_kv and self._loading_prefix(source, blocks):
             ready = False  # brought up at admission, still on its way from RAM / disk
         if not ready and not will_hold(source, blocks):
             refused["source_lacks_prefix"] += 1
@@ -444,16 +444,21 @@ class Simulator(CacheLifecycle, CopyMachinery):
             source.waiting_src.append(copy)
         return WARM_OK
 
-    def _loading_prefix(self, node: Node, depth: int, key: int) -> bool:
-        """Is ``node`` still loading this prefix from host RAM or disk for the
-        request it prefills? Admission brings a loaded run up into HBM at once; under
-        causal KV the run exists there only when that prefill ends, so a copy from
-        it waits for the end, as a copy of a prefix being computed does."""
+    def _loading_prefix(self, node: Node, blocks: tuple[int, ...]) -> bool:
+        """Is ``node`` still loading part of the prefix ``blocks`` from host RAM or
+        disk for the request it prefills? Admission brings a loaded run up into HBM
+        at once; under causal KV the run exists there only when that prefill ends,
+        so a copy from it waits for the end, as a copy of a prefix being computed
+        does (or, if the request's prompt does not hold the whole prefix, a copy
+        having landed the rest, is refused: nothing would release it)."""
         request = node.computing
-        if request is None or not has_prefix(request.blocks, depth, key):
+        if request is None:
             return False
         _, hbm_t, ram_t, disk_t, _, _ = self.records.admission[request.index]
-        return bool(ram_t or disk_t) and depth * self.block_tokens > hbm_t
+        if not (ram_t or disk_t):
+            return False
+        shared = shared_blocks(request.blocks, blocks)
+        return shared * self.block_tokens > hbm_t
 
     def evict(self, node: int, blocks: tuple[int, ...], keep_blocks: int = 0) -> int:
         """Move ``blocks``' cached HBM path on ``node`` below depth ``keep_blocks``

@@ -119,6 +119,39 @@ def test_a_copy_from_a_source_loading_the_prefix_from_ram_waits_for_the_load() -
     assert check_causal(sim) == []
 
 
+def test_a_copy_of_a_prefix_extending_one_being_loaded_is_refused() -> None:
+    # B loads P from RAM on node 0 (1.0 to 1.0224 s); a copy lands P's next block
+    # q0 there at 1.008 s (contention model: the copy sends only q0, P counting as
+    # there). At 1.010 s P + q0 looks held on node 0, but P is still on its way up
+    # and B's prompt lacks q0, so its prefill would not release a waiting copy:
+    # the copy is refused (until 2026-12-05 it started at once, from P's KV not
+    # yet in HBM).
+    p = Prompts()
+    p.add(0.0, names("P", 4))  # A on node 0
+    p.add(0.0, [*names("P", 4), "q0"])  # C on node 1: holds P + q0
+    p.add(1.0, [*names("P", 4), "b0"])  # B on node 0, after P goes to RAM
+    p.add(1.010, ["z0"])  # D on node 2
+    prefix = p.blocks(names("P", 4))
+    longer = p.blocks([*names("P", 4), "q0"])
+
+    def to_ram_route_and_copy(sim):  # type: ignore[no-untyped-def]
+        moved = sim.evict(0, prefix)
+        sim.route(0)
+        return [moved, sim.warm(1, 0, longer)]
+
+    def copy_on(sim):  # type: ignore[no-untyped-def]
+        return [sim.nodes[0].cache.hbm_match(longer), sim.warm(0, 2, longer)]
+
+    actions = {2: [to_ram_route_and_copy], 3: [copy_on]}
+    sim, script = run_script(
+        toy_cluster(3), p, [0, 1, None, 2], actions, SimConfig(copy_model="contention")
+    )
+    assert script.results[2] == [[5, "ok"]] and script.results[3] == [[5, "source_lacks_prefix"]]
+    (copy,) = sim.copies
+    assert (copy.start_s, copy.land_s) == (pytest.approx(1.0), pytest.approx(1.008))
+    assert sim.records.first_token_s[2] == pytest.approx(1.0224, rel=1e-12)
+
+
 @pytest.mark.parametrize("copy_model", ["reference", "contention"])
 def test_a_request_waits_for_a_copy_that_beats_recomputing(copy_model: str) -> None:
     # B arrives at 40 ms: the copy will land at 96 ms (56 ms away) and computing
