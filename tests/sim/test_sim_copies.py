@@ -558,3 +558,31 @@ def test_a_request_does_not_wait_for_a_copy_of_what_it_loads_sooner_from_ram(cor
     assert (copy.start_s, copy.land_s) == (pytest.approx(1.0824), pytest.approx(1.1144))
     assert rec.admission[2][0] == 1.060 and rec.hit_ram_tokens[2] == 64
     assert rec.first_token_s[2] == pytest.approx(1.060 + 0.0064 + 0.016, rel=1e-12)
+
+
+def test_the_observations_landing_estimate_of_a_moving_copy_counts_from_now() -> None:
+    """The causal estimate the observations use (``_causal_landing_s``, transfer
+    latency left out): the copy of the test above, read at B's arrival (130 ms),
+    lands in 14 ms, not in the 80 ms its bytes took at the flows' last event."""
+    from envs.sim import Simulator
+    from envs.sim.forecast import _causal_landing_s
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.130, [*names("P", 4), "b0"])
+    prefix = p.blocks(names("P", 4))
+    seen: list[float] = []
+
+    def route_then_warm(sim: Simulator) -> str:
+        sim.route(0)
+        return sim.warm(0, 1, prefix)
+
+    def look(sim: Simulator) -> None:
+        seen.append(_causal_landing_s(sim, sim.copies[0], sim.now, 1))
+
+    sim = Simulator(
+        toy_cluster(rdma_bw=819_200.0), p.workload(), SimConfig(copy_model="contention"),
+        core="python",
+    )  # fmt: skip
+    sim.run(Script([None, 1], {0: [route_then_warm], 1: [look]}))  # type: ignore[list-item]
+    assert seen == [pytest.approx(0.014, rel=1e-9)]
