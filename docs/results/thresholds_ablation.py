@@ -6,10 +6,13 @@ For each shipped thresholds agent on the setup it was trained on, on the first
 WINDOWS (default 5) validation windows of each burst family (evaluation seed 0,
 causal KV): the agent as it is (greedy), then the agent with one action
 dimension held at the value it chose most often on that family's windows (its
-other dimensions still its own), and with all five held (the agent's most
-frequent setting as a constant). If holding a dimension costs nothing, the
-agent's changes of it do not matter on that family; if it helps, they hurt.
-Writes ``thresholds_ablation.md`` here.
+other dimensions still its own), and with all five held, each at its own mode
+(a combination the agent may never have chosen as a whole). If holding a
+dimension costs nothing, the agent's changes of it do not matter on that
+family; if it helps, they hurt. The settings in force are part of the
+observation, so holding one dimension can shift the agent's other choices: a
+single dimension's figure is not its effect alone. Writes
+``thresholds_ablation_table.md`` here.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def main(windows: int) -> None:
     lines = [
         "| agent (setup) | family | the agent | "
         + " | ".join(f"{d} held" for d in DIMENSIONS)
-        + " | all held | most frequent setting | epochs away from it |",
+        + " | all held | per-dimension modes | epochs not at all five |",
         "|---|---|--:|" + "--:|" * len(DIMENSIONS) + "--:|---|--:|",
     ]
     for name, setup in AGENTS:
@@ -118,8 +121,9 @@ def main(windows: int) -> None:
         "Mean TTFT of each shipped thresholds agent on the first "
         f"{windows} validation windows of each burst family (evaluation seed 0, causal "
         "KV, greedy), and the change when one action dimension, or all five, is held "
-        "at the value the agent chose most often on that family's windows "
-        "(positive: holding it is slower, so the agent's changes of it help)."
+        "at the value the agent chose most often on that family's windows, each "
+        "dimension's own mode (positive: holding it is slower, so the agent's changes of "
+        "it help)."
     )
     out = HERE / "thresholds_ablation_table.md"
     out.write_text(head + "\n\n" + "\n".join(lines) + "\n")
