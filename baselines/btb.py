@@ -14,7 +14,8 @@ Prefix lengths are tokens (``y_tokens``, default 65,536: the published 256
 blocks of 256 tokens) and become blocks at ``reset`` with the workload's block
 size, so the same traffic gives the same decisions at any block size: Y takes
 the whole blocks that fit in ``y_tokens``, the minimum prefix the fewest whole
-blocks that reach ``min_prefix_tokens``.
+blocks that reach ``min_prefix_tokens`` (no more than Y's when the minimum is at
+or below ``y_tokens``).
 
 M counts nodes, so it may not exceed the cluster's node count: an explicit M
 larger than the cluster is an error at ``reset``; the default (``m=None``) is the

@@ -6,7 +6,8 @@ nodes on which the prefix is resident and copies it only from such a node.
 
 * a node with a copy of it in flight (the copy issued by this very decision
   included) is routed to at once; the request waits there for the copy when
-  that is quicker than recomputing (the simulator's rule);
+  that ends its prefill sooner than starting at once from what the node holds
+  (the simulator's rule);
 * a node prefilling, or queued to prefill, a request with the prefix counts
   among the M copies, is routed to, and is a copy source (the copy starts
   when the prefill ends).

@@ -69,7 +69,7 @@ class ThresholdsEnv(ClusterEnv):
     epoch. BTB's prefix is each request's prompt but its last block; the
     minimum prefix is turned into blocks with the workload's block size. So the
     minimum prefix bounds the prompt's length, not the length the requests share:
-    on the bursted families every prompt's prefix so read is 65,536 tokens, and
+    on the 60 s and 1 s bursts every prompt's prefix so read is 65,536 tokens, and
     no choice of it changes anything there.
 
     The routing rule is part of the action because no threshold alone can help

@@ -172,14 +172,16 @@ def _setting_value(policy: str, key: str, value: Any, item: str, typed: bool = F
 
 def _check_run(policy: str, where: str, policies: Sequence[str]) -> None:
     if policy not in policies:
+        from agents import zoo_names
         from baselines.policy import POLICIES
 
-        what = "baseline" if policy in POLICIES else "policy"
-        hint = "" if policy in POLICIES else "; agents take no settings here"
-        raise UsageError(
-            f"{where} names {what} {policy!r}, which is not among the baselines run "
-            f"(policies: {', '.join(policies)}){hint}"
-        )
+        if policy in POLICIES:
+            said = f"baseline {policy!r}, which is not among the baselines run"
+        elif policy in zoo_names():
+            said = f"agent {policy!r}, which takes no settings here (only baselines do)"
+        else:
+            said = f"{policy!r}, which is no baseline"
+        raise UsageError(f"{where} names {said} (policies: {', '.join(policies)})")
 
 
 def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -440,7 +440,8 @@ CAPACITY_FRACTIONS = (
     "batch_occupancy_mean",
     "kv_occupancy_mean",
 )
-"""Time shares of envs.sim.metrics.capacity_metrics, pooled weighted by each window's makespan."""
+"""Time shares of envs.sim.metrics.capacity_metrics, pooled weighted by each window's
+``busy_span_s``."""
 
 
 def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:

@@ -395,7 +395,7 @@ def run_improvement(
     best_round, best_score = 0, float(score(model))
     save_agent(model, spec, out_dir / "agent")
     rounds: list[dict[str, Any]] = [{"round": 0, "score": best_score, **score.records[-1]}]
-    print(f"rollout improvement: start, validation {best_score:.4f}", flush=True)
+    print(f"rollout improvement: start, validation {score_text(best_score)}", flush=True)
     for number in range(1, settings.iterations + 1):
         start = time.perf_counter()
         stats = improve_round(

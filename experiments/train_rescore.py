@@ -113,6 +113,7 @@ def rescore(cfg: Any, run: Path, windows: list[Any]) -> dict[str, Any]:
     """Score each of the run's :func:`candidates` by ``cfg.train.val_score`` on
     ``windows`` (validation windows); the record of ``rescore_val<N>.json``."""
     from agents.algorithms import load_agent, load_spec
+    from agents.callbacks import score_text
     from experiments.train import ValidationScore
 
     found = candidates(run, cfg.train.init_from)
@@ -143,7 +144,7 @@ def rescore(cfg: Any, run: Path, windows: list[Any]) -> dict[str, Any]:
                 **score.records[-1],
             }
         )
-        print(f"step {step:>8}: {cfg.train.val_score} {value:.4f} ({folder})")
+        print(f"step {step:>8}: {cfg.train.val_score} {score_text(value)} ({folder})")
     best_step, best_score = best_of([(h["step"], h["score"]) for h in history])
     return {
         "run": str(run),

@@ -12,7 +12,7 @@ baselines and the teacher cannot drift apart:
 * copy seconds and landing time: :func:`copy_bytes`, :func:`transfer_s`,
   :func:`copy_s`, :func:`copy_start_s`, :func:`landing_s` (the simulator's
   rule) and :func:`worth_waiting` (wait for a copy in flight rather than
-  recompute?); :func:`copy_targets` (where a prefix still lacks copies);
+  start now from the node's caches?); :func:`copy_targets` (where a prefix still lacks copies);
 * expected first-token time per node: :func:`node_backlog` and
   :func:`first_token_estimates` (the causal estimate the observation shows),
   and :func:`earliest_node` over a policy's per-node clock of queued work
@@ -390,7 +390,8 @@ def estimates_with_hits(
         first = backlog + prefill_s(n_in - cold, cold)
         arriving = coming.get(key) if depth > hit else None
         if arriving is not None:
-            # recompute rather than wait when that is sooner (as the simulator decides)
+            # recompute rather than wait when that is sooner (the simulator also
+            # weighs the node's host RAM / disk copy, which this estimate leaves out)
             have = usable_tokens(depth, bt, n_in)
             first = min(max(backlog, arriving) + prefill_s(n_in - have, have), first)
         if step_wait:

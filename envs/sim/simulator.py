@@ -733,7 +733,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         heapq.heappush(self._heap, (end, seq, WAKE_EVENT, node, version))
 
     def _should_wait(self, node: Node, request: Request, t: float) -> bool:
-        """Wait for a warm copy in flight to this node rather than recompute?"""
+        """Wait for a warm copy in flight to this node rather than start now?"""
         best = worth_waiting(
             node, request, t, self.nodes, self.block_tokens, self._latency_s, self._hbm_hit_load
         )

@@ -379,7 +379,8 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
         per_token = costs.prefill_s_per_token
         first = backlog + _prefill_s(costs, per_token, linear, n_in - cold, cold)
         if depth > hit and coming.get(key, &arriving):
-            # recompute rather than wait when that is sooner (as the simulator decides)
+            # recompute rather than wait when that is sooner (the simulator also
+            # weighs the node's host RAM / disk copy, which this estimate leaves out)
             have = _llmin(depth * bt, n_in - 1)
             first = _pymin(
                 _pymax(backlog, arriving) + _prefill_s(costs, per_token, linear, n_in - have, have),
