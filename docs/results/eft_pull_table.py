@@ -69,7 +69,10 @@ def table(data: dict, agent_rows: list[dict]) -> str:
         "windows. `oracle_warm` is clairvoyant; the column before the floor's is the",
         "RL agent `improve_warm_step`'s mean (from `rollout_improvement_test.json`).",
         "Written by",
-        "[eft_pull_table.py](eft_pull_table.py) from `eft_pull_test.json`.",
+        "[eft_pull_table.py](eft_pull_table.py) from `eft_pull_test.json`; every row",
+        "measured on 2026-12-05 (evening), after a request came to wait for a copy only",
+        "when that beats loading from its node's RAM and the contention model's landing",
+        "estimate was fixed ([physics.md](../physics.md#warm-copies-rdma)).",
         "",
         "| setup | family | `eft_step` mean | `btb_pending` mean | `oracle_warm` mean / p95 "
         "(copies) | `eft_pull` mean / p95 (copies) | `eft_pull` vs `oracle_warm` mean / p95 "
