@@ -5,11 +5,12 @@
         [workload.eval_windows=15] [sim=reference] [seed=0] [out_dir=PATH] \
         [split=val] [stochastic=true] [+policy_kwargs.btb.y_tokens=8192]
 
-Writes ``results.json`` (the comparison run's schema) and charts to the run
-folder; returns the best agent's mean TTFT. ``split=val`` evaluates on the
-validation windows (for model choices; test windows are for final tables);
-``stochastic=true`` adds a row per agent sampling its actions
-(``<agent>_stochastic``, torch seeded with ``seed``) beside the greedy one;
+Writes ``results.json`` (the comparison run's schema), charts and, with a
+threshold agent, ``thresholds_settings.json`` to the run folder; returns the
+best agent's mean TTFT. ``split=val`` evaluates on the validation windows (for
+model choices; test windows are for final tables); ``stochastic=true`` adds a
+row per agent sampling its actions (``<agent>_stochastic``, torch seeded with
+``seed``) beside the greedy one;
 ``+policy_kwargs.POLICY.KEY=VALUE`` sets a baseline's setting (compare's
 ``policy_kwargs=POLICY.KEY=VALUE``).
 """
@@ -123,7 +124,7 @@ def evaluate(cfg: DictConfig) -> float:
         )
     finally:
         logger.finish()
-    print(f"wrote {out_dir / 'results.json'} and its charts")
+    print(f"wrote {out_dir / 'results.json'} and what goes with it (charts, settings)")
     agent_rows = [r["ttft_mean_s"] for r in rows if r["policy"] in agents]
     policy_rows = [r["ttft_mean_s"] for r in rows if r["policy"] not in BOUNDS]
     value = min(agent_rows) if agent_rows else min(policy_rows)

@@ -34,11 +34,12 @@ from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyR
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
 CHARTS = ("ttft_reduction.png", "ttft_cdf.png", "burst_timeline.png")
-THRESHOLDS_CHART = "thresholds_timeline.png"
-THRESHOLDS_LOG = "thresholds_settings.json"
-"""Every threshold agent's settings, epoch by epoch, on every window of a run."""
-"""Written only when a threshold agent (``btb/Thresholds-v0``) is among the policies."""
 """The charts of a comparison run, in the order :func:`write_charts` draws them."""
+THRESHOLDS_CHART = "thresholds_timeline.png"
+"""Written only when a threshold agent (``btb/Thresholds-v0``) is among the policies."""
+THRESHOLDS_LOG = "thresholds_settings.json"
+"""Every threshold agent's settings, epoch by epoch, on every window of a run
+(written only when one is among the policies, with or without the charts)."""
 
 
 def _pyplot() -> Any:

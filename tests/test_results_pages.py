@@ -1,7 +1,7 @@
 """The results pages written from stored rows are what their scripts write now:
 ``docs/results/capacity_floor.md``, ``target_cells.md``, ``thresholds_cells.md``,
-``eft_step.md`` and ``eft_pull.md`` (a rule or a row changed without regenerating them would leave a
-stale count in the docs)."""
+``eft_step.md``, ``eft_pull.md`` and ``eval_seeds.md`` (a rule or a row changed
+without regenerating them would leave a stale count in the docs)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "thresholds_cells",
                 "eft_step_table",
                 "eft_pull_table",
+                "eval_seeds",
             )
         }
     finally:
@@ -54,6 +55,12 @@ def test_eft_pull_page_is_current(scripts: dict[str, ModuleType]) -> None:
     agent_rows = json.loads((RESULTS / "rollout_improvement_test.json").read_text())["rows"]
     written = (RESULTS / "eft_pull.md").read_text()
     assert written == scripts["eft_pull_table"].table(data, agent_rows)
+
+
+def test_eval_seeds_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    stored = json.loads((RESULTS / "eval_seeds.json").read_text())
+    runs = {int(seed): rows for seed, rows in stored.items()}
+    assert (RESULTS / "eval_seeds.md").read_text() == scripts["eval_seeds"].render(runs)
 
 
 def test_target_cells_page_is_current(scripts: dict[str, ModuleType]) -> None:

@@ -29,17 +29,9 @@ import json
 import sys
 from pathlib import Path
 
-from capacity_floor_table import (
-    BASELINES,
-    BURSTS,
-    FAMILIES,
-    HERE,
-    SETUPS,
-    Rows,
-    best_baseline,
-    floor_rule,
-    targets,
-)
+from capacity_floor_table import BASELINES, BURSTS, FAMILIES, HERE, SETUPS, Rows, best_baseline
+from target_cells import cells
+from thresholds_cells import required
 
 SEEDS = (0, 1, 2)
 AGENT = "improve_warm_step"
@@ -70,42 +62,29 @@ Cell = tuple[str, str, str, int]
 
 
 def route_warm_cells(rows: Rows) -> dict[Cell, tuple[bool, float, float, bool, str]]:
-    """Every target cell: (met, the agent's TTFT, what the cell requires, infeasible:
-    a mean below ``floor_capacity``, the target in words)."""
+    """Every target cell (``target_cells.cells``): (met, the agent's TTFT, what the
+    cell requires, infeasible, the target in words)."""
     out = {}
-    for setup in SETUPS:
-        for family in FAMILIES:
-            bound = rows[(setup, family, "floor_capacity")]["ttft_mean_s"]
-            for stat in STATS:
-                agent = rows[(setup, family, AGENT)][f"ttft_{stat}_s"]
-                for k, (what, required) in enumerate(targets(rows, setup, family, stat)):
-                    ruled_out = stat == "mean" and bound > required
-                    out[(setup, family, stat, k)] = (
-                        agent <= required,
-                        agent,
-                        required,
-                        ruled_out,
-                        what,
-                    )
+    seen: dict[tuple[str, str, str], int] = {}
+    for setup, family, stat, what, needs, ruled_out in cells(rows):
+        k = seen.get((setup, family, stat), 0)
+        seen[(setup, family, stat)] = k + 1
+        agent = rows[(setup, family, AGENT)][f"ttft_{stat}_s"]
+        out[(setup, family, stat, k)] = (agent <= needs, agent, needs, ruled_out, what)
     return out
 
 
 def thresholds_cells(rows: Rows, agent: str, ruled: bool) -> dict[tuple[str, str], bool]:
-    """Each setup and burst family: 5 % lower mean than btb_tuned and p95 no worse
-    (``ruled``: each statistic within 3 % of floor instead where the floor rule
-    applies, as thresholds_cells.py reads it)."""
+    """Each setup and burst family: both statistics within what ``thresholds_cells.required``
+    asks (``ruled``: under the floor rule)."""
     out = {}
     for setup in SETUPS:
         for family in BURSTS:
             ok = True
             for stat in STATS:
-                key = f"ttft_{stat}_s"
-                tuned = rows[(setup, family, "btb_tuned")][key]
-                need = 0.95 * tuned if stat == "mean" else tuned
-                if ruled:
-                    floor = floor_rule(rows, setup, family, stat)
-                    need = floor if floor is not None else need
-                ok = ok and rows[(setup, family, agent)][key] <= need
+                plain, floor_ruled, _ = required(rows, setup, family, stat)
+                need = floor_ruled if ruled else plain
+                ok = ok and rows[(setup, family, agent)][f"ttft_{stat}_s"] <= need
             out[(setup, family)] = ok
     return out
 
@@ -204,6 +183,7 @@ def render(runs: dict[int, list[dict]]) -> str:
                 spreads.append((max(means) / min(means) - 1, f"{setup} {family}"))
         spreads.sort()
         top, where = spreads[-1]
+        where = where if top > 0 else "-"
         median = spreads[len(spreads) // 2][0]
         lines.append(f"| {policy} | {100 * top:.1f} % | {where} | {100 * median:.2f} % |")
     best = {

@@ -39,7 +39,12 @@ STATS = ("mean", "p95")
 
 
 BASELINES_FILE = "capacity_floor.json"
-"""The baselines and the floor, measured in the simulator the agents' rows were."""
+"""The baselines and the floor. Measured again after the copy-waiting rule of
+2026-12-05 (evening), where the agents' rows were measured before it; the rule
+did not move btb_tuned, whose rows both files must agree on, but it moved
+btb_pending (70b `mixed` and `rising_load`, +0.09 % and +0.19 %), whose rule the
+`pending` agents use: their rows may have moved as little (not measured: the
+three seeds' reruns are not kept)."""
 
 
 def baseline_rows() -> Rows:

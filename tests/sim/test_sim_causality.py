@@ -11,9 +11,9 @@ prefix P) arrives at 0 on node 0 and finishes its prefill at 64 ms; request B
 from __future__ import annotations
 
 import pytest
-from simkit import HBM_S, Prompts, check_causal, names, run_script, toy_cluster
+from simkit import HBM_S, Prompts, Script, check_causal, check_run, names, run_script, toy_cluster
 
-from envs.sim import SimConfig
+from envs.sim import SimConfig, Simulator
 from envs.sim.transfers import WAIT_SOURCE
 
 CAUSAL = SimConfig()
@@ -119,7 +119,8 @@ def test_a_copy_from_a_source_loading_the_prefix_from_ram_waits_for_the_load() -
     assert check_causal(sim) == []
 
 
-def test_a_copy_of_a_prefix_extending_one_being_loaded_is_refused() -> None:
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_a_copy_of_a_prefix_extending_one_being_loaded_is_refused(core: str) -> None:
     # B loads P from RAM on node 0 (1.0 to 1.0224 s); a copy lands P's next block
     # q0 there at 1.008 s (contention model: the copy sends only q0, P counting as
     # there). At 1.010 s P + q0 looks held on node 0, but P is still on its way up
@@ -143,9 +144,10 @@ def test_a_copy_of_a_prefix_extending_one_being_loaded_is_refused() -> None:
         return [sim.nodes[0].cache.hbm_match(longer), sim.warm(0, 2, longer)]
 
     actions = {2: [to_ram_route_and_copy], 3: [copy_on]}
-    sim, script = run_script(
-        toy_cluster(3), p, [0, 1, None, 2], actions, SimConfig(copy_model="contention")
-    )
+    sim = Simulator(toy_cluster(3), p.workload(), SimConfig(copy_model="contention"), core=core)
+    script = Script([0, 1, None, 2], actions)  # type: ignore[list-item]
+    sim.run(script)
+    check_run(sim)
     assert script.results[2] == [[5, "ok"]] and script.results[3] == [[5, "source_lacks_prefix"]]
     (copy,) = sim.copies
     assert (copy.start_s, copy.land_s) == (pytest.approx(1.0), pytest.approx(1.008))
