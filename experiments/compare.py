@@ -31,10 +31,11 @@ the rows also count node losses, re-routed requests and failed copies.
   a lower bound on every request's TTFT (``envs/sim/floor.py``; TTFT statistics
   only), and ``floor_gap_closed_mean_pct`` / ``_p95_pct`` say how much of btb's gap
   down to it each policy closes (0 = btb, 100 = the floor).
-* ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (the first
-  window: per node queue length over time, warm copies marked); with a
+* ``ttft_reduction.png``, ``ttft_cdf.png`` and ``burst_timeline.png`` (one
+  window, the first unless ``timeline_window=K`` names another by its position:
+  per node queue length over time, warm copies marked); with a
   ``btb/Thresholds-v0`` agent among the policies also ``thresholds_timeline.png``
-  (the first window: the cluster's queue and the settings it chose each epoch)
+  (the same window: the cluster's queue and the settings it chose each epoch)
   and ``thresholds_settings.json`` (every window's settings, epoch by epoch).
 
 An ``out_dir`` that holds anything already is refused unless ``overwrite=true``
@@ -76,6 +77,7 @@ from experiments._sim_options import HELP as sim_help
 from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.evaluation import (
     DEFAULT_BASELINE,
+    check_timeline_window,
     count_windows,
     evaluate_policies,
     split_windows,
@@ -102,6 +104,7 @@ DEFAULTS: dict[str, Any] = {
     "policy_kwargs": [],
     "agents": ["zoo"],
     "charts": True,
+    "timeline_window": 0,
     "progress": True,
     **trace_defaults(),
     "overwrite": False,
@@ -320,6 +323,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # more than the workload has: said when asked for, not for the default on a short trace
     asked = options["windows"] != DEFAULTS["windows"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params, asked)
+    timeline = check_timeline_window(options["timeline_window"], n_windows, "timeline_window")
     out_dir = claim_run_dir(
         options["out_dir"],
         default_out_dir(options, "compare", shown),
@@ -347,6 +351,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             baseline=options["baseline"],
             progress=bar.update if bar is not None else None,
             floor=True,
+            trace_window=timeline,
         )
     finally:
         if bar is not None:

@@ -348,6 +348,8 @@ class EvaluateConfig(_World):
     """Windows to evaluate on: test (final tables) or val (model choices)."""
     stochastic: bool = False
     """Also evaluate each agent sampling its actions (rows ``<agent>_stochastic``)."""
+    timeline_window: int = 0
+    """Which of the evaluated windows (its position, from 0) the timeline charts draw."""
 
 
 @dataclass

@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments import sweeps
 from experiments.config import register_configs, setup_label, window_pool_of, workload_label
-from experiments.evaluation import BOUNDS, DEFAULT_BASELINE
+from experiments.evaluation import BOUNDS, DEFAULT_BASELINE, check_timeline_window
 from experiments.jobs import (
     agent_labels,
     cap_note,
@@ -85,6 +85,7 @@ def evaluate(cfg: DictConfig) -> float:
     from experiments.compare import OUTPUTS
 
     windows = eval_windows(cfg, cfg.workload.eval_windows, str(cfg.split))  # before the run folder
+    check_timeline_window(cfg.timeline_window, len(windows), "timeline_window")
     out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
     cap = cfg.workload.eval_windows
@@ -121,6 +122,7 @@ def evaluate(cfg: DictConfig) -> float:
             bool(cfg.progress),
             windows=windows,
             policy_kwargs=settings,
+            timeline_window=int(cfg.timeline_window),
         )
     finally:
         logger.finish()

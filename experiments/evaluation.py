@@ -95,6 +95,14 @@ class PolicyRun:
     windows: list[WindowResult] = field(default_factory=list, repr=False)
 
 
+def check_timeline_window(value: Any, n_windows: int, field: str) -> int:
+    """The window (its position among the ``n_windows`` run) whose timeline the
+    charts draw: an integer in ``[0, n_windows - 1]``, else a one-line error."""
+    from envs.sim.checks import checked_number
+
+    return int(checked_number(field, value, 0, max(n_windows - 1, 0), integer=True))
+
+
 def split_windows(
     workload: str,
     limit: int | None = None,

@@ -861,11 +861,13 @@ def evaluate_and_write(
     split: str = "test",
     sim_seed: int | None = None,
     policy_kwargs: dict[str, dict[str, Any]] | None = None,
+    timeline_window: int = 0,
 ) -> list[dict[str, Any]]:
     """Agents and baselines side by side on the test windows (or ``split``'s;
     ``windows``, if already made by :func:`eval_windows`), on the simulator stream
     of ``sim_seed`` (default: ``cfg.seed``), each baseline made with its
-    ``policy_kwargs``; writes results.json (with ``extra``'s keys beside ``rows``
+    ``policy_kwargs``, the timeline charts drawn from window ``timeline_window``
+    (its position among them); writes results.json (with ``extra``'s keys beside ``rows``
     and ``config``) and charts."""
     from tqdm import tqdm
 
@@ -893,6 +895,7 @@ def evaluate_and_write(
             progress=bar.update,
             setup_name=setup_label(cfg),
             floor=True,
+            trace_window=timeline_window,
         )
     rows = [run.row for run in runs]
     result = {"rows": rows, "config": config_record(cfg), **(extra or {})}

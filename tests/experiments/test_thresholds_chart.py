@@ -109,3 +109,27 @@ def test_a_threshold_agents_settings_are_written_for_every_window(tmp_path):
     for epochs_of in entry["windows"].values():
         starts = [e[0] for e in epochs_of]
         assert starts == sorted(starts) and all(len(e) == 6 for e in epochs_of)
+
+
+def test_the_timeline_window_is_chosen_and_checked(tmp_path):
+    """``timeline_window=K`` draws the K-th window run (compare); one past the
+    windows run is one line naming the option."""
+    from experiments import compare
+    from experiments._cli import UsageError
+    from experiments.evaluation import evaluate_policies, split_windows
+
+    runs = evaluate_policies(
+        ["btb"], "70b_h100x4", split_windows("bursted_synthetic", 2), trace_window=1
+    )
+    names = [w.window for w in runs[0].windows]
+    assert runs[0].trace is not None and runs[0].trace.window == names[1]
+    out = tmp_path / "run"
+    compare.main(["windows=2", "agents=none", "policies=btb", "timeline_window=1",
+                  f"out_dir={out}", "progress=false"])  # fmt: skip
+    assert (out / "burst_timeline.png").stat().st_size > 0
+    with pytest.raises(
+        (UsageError, ValueError), match=r"^timeline_window must be an integer in \[0, 1\], got 2$"
+    ):
+        compare.main(["windows=2", "agents=none", "policies=btb", "timeline_window=2",
+                      f"out_dir={tmp_path / 'refused'}", "progress=false"])  # fmt: skip
+    assert not (tmp_path / "refused").exists()
