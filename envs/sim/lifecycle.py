@@ -20,7 +20,7 @@ Every rule in words: docs/cache_actions.md, "Pin, demote and replica lifetime".
   use) plus ``transfer_latency_s`` for each tier moved. A demoted prefix stays
   usable in HBM until its DMA ends. A request admitted while a promotion brings
   blocks it would load is given them when the promotion ends (its own load
-  would queue behind it on the same link).
+  would queue behind it on the same link), unless recomputing is sooner.
 * **Replica lifetime.** With ``SimConfig.replica_ttl_s`` a warm copy's blocks
   that no request used for that long are reclaimed to host RAM;
   ``SimConfig.reclaim_order="replicas_first"`` makes LRU eviction take replica
@@ -292,6 +292,36 @@ class CacheLifecycle(ABC):
         self.life.promoted_blocks += cache.promote(move.blocks, t)
         self.life.promotions += 1
         cache.evict_to(node.cache_capacity_blocks(self.block_tokens))
+
+    def _promoted_reuse(
+        self,
+        node: Node,
+        request: Request,
+        t: float,
+        hbm: int,
+        hbm_t: int,
+        ram_t: int,
+        disk_t: int,
+        reuse_s: float,
+        used_blocks: int,
+    ) -> tuple[int, int, float, int]:
+        """How a request admitted at ``t`` reuses its cached run while a promotion
+        on ``node`` brings some of it (both cores' admission calls this): it waits
+        for the promotion (:meth:`_promotion_wait`) unless recomputing everything
+        after its HBM run ends its prefill sooner (a promotion queued behind a long
+        demotion can take longer than that). Returns (RAM tokens, disk tokens, reuse
+        seconds, blocks used), as the plan without the promotion has them."""
+        wait = self._promotion_wait(node, request, t, hbm_t, ram_t, disk_t)
+        if wait <= 0:
+            return ram_t, disk_t, reuse_s + wait, used_blocks
+        costs = node.costs
+        n_in = request.input_tokens
+        hit = hbm_t + ram_t + disk_t
+        loaded_s = reuse_s + wait + costs.prefill_s(n_in - hit, hit)
+        hbm_reuse_s = hbm_t * costs.load_hbm_s if self._hbm_hit_load else 0.0
+        if hbm_reuse_s + costs.prefill_s(n_in - hbm_t, hbm_t) < loaded_s:
+            return 0, 0, hbm_reuse_s, hbm
+        return ram_t, disk_t, reuse_s + wait, used_blocks
 
     def _promotion_wait(
         self, node: Node, request: Request, t: float, hbm_t: int, ram_t: int, disk_t: int

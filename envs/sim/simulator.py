@@ -756,7 +756,10 @@ class Simulator(CacheLifecycle, CopyMachinery):
         )
         hit = hbm_t + ram_t + disk_t
         if self._promotions_in_flight and hit > hbm_t:
-            reuse_s += self._promotion_wait(node, request, t, hbm_t, ram_t, disk_t)
+            ram_t, disk_t, reuse_s, used_blocks = self._promoted_reuse(
+                node, request, t, hbm, hbm_t, ram_t, disk_t, reuse_s, used_blocks
+            )
+            hit = hbm_t + ram_t + disk_t
         if used_blocks > hbm:  # bring the loaded RAM / disk runs up (HBM is touched)
             cache.use(blocks, used_blocks, t)
         new_tokens = n_in - hit

@@ -280,6 +280,43 @@ def test_a_request_needing_a_prefix_being_promoted_waits_for_the_promotion() -> 
     assert rec.summary["promoted_blocks"] == 0  # the request brought P up already
 
 
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_a_request_recomputes_rather_than_wait_for_a_promotion_queued_too_long(
+    core: str,
+) -> None:
+    """P (4 blocks) is in RAM; at 3.0 s A (64 blocks) is demoted, 102.4 ms on the
+    host link, and P's promotion queues behind it, to 3.1088. A request for P plus
+    a block arriving at 3.01 would wait 98.8 ms for it (and then prefill its own
+    16 tokens); recomputing all 80 tokens takes 80 ms, so it recomputes. (Until
+    2026-12-05 it waited, whatever the promotion's queue.)"""
+    from envs.sim import Simulator
+
+    p = Prompts()
+    prefix = _prompt_node0(p, 4)
+    p.add(1.0, names("A", 64), input_tokens=64 * BT - 1)
+    p.add(3.0, names("x", 1))
+    p.add(3.01, names("P", 4) + names("q", 1))
+    big = p.blocks(names("A", 64))
+    actions = {
+        2: [
+            lambda s: s.evict(0, prefix),
+            lambda s: s.demote(0, big),
+            lambda s: s.promote(0, prefix),
+        ]
+    }
+    sim = Simulator(toy_cluster(2, budget_tokens=2048), p.workload(), SimConfig(), core=core)
+    script = Script([0, 0, 1, 0], actions)
+    sim.run(script)
+    assert script.results[2][1:] == ["ok", "ok"]
+    assert [(m.start_s, m.end_s) for m in sim.moves] == [
+        (3.0, pytest.approx(3.0 + 1024 * RAM_S)),
+        (pytest.approx(3.0 + 1024 * RAM_S), pytest.approx(3.0 + 1088 * RAM_S)),
+    ]
+    rec = sim.records
+    assert (rec.hit_hbm_tokens[3], rec.hit_ram_tokens[3]) == (0, 0)
+    assert rec.ttft_s[3] == pytest.approx(80 * PREFILL_S, rel=1e-12)
+
+
 def test_a_request_admitted_as_its_promotion_ends_pays_what_an_hbm_hit_does() -> None:
     """Admitted 0.1 us before the promotion of P lands, the request waits 0.1 us and
     reads P's 512 tokens from HBM: never less than its floor (a request admitted
