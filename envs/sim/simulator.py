@@ -554,9 +554,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             rdma_busy_s=[n.rdma_busy_s for n in nodes],
             budget_tokens=[n.budget_tokens for n in nodes],
             max_batch=self.config.max_batch,
-            last_work_end_s=max(n.work_end for n in nodes if n.busy_s > 0)
-            if any(n.busy_s > 0 for n in nodes)
-            else -math.inf,
+            last_work_end_s=max((n.work_end for n in nodes if n.busy_s > 0), default=-math.inf),
             faults=dict(self._faults.counts) if self._faults is not None else {},
             rerun_admit_s=dict(self._faults.rerun_admit_s) if self._faults is not None else {},
             versions=self.versions.totals() if self.versions is not None else None,

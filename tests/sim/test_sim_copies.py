@@ -495,18 +495,23 @@ def test_a_contention_copy_lands_when_its_bytes_at_the_current_rate_are_in(core:
     copy of P to node 1 then moves 65,536 bytes at 819,200 B/s, 80 ms, to 144 ms.
     B (P plus a block) arrives on node 1 at 130 ms: the copy is 14 ms away, less
     than the 64 ms of prefill it saves, so B waits for it. (Until 2026-12-05 the
-    estimate was 130 + 80 ms, and B computed all 80 tokens, to 210 ms.)"""
+    estimate was 130 + 80 ms, and B computed all 80 tokens, to 210 ms.) The causal
+    estimate the observations use (``_causal_landing_s``, transfer latency left
+    out) reads it the same way: 14 ms from now, not 80."""
     from envs.sim import Simulator
-    from envs.sim.forecast import landing_s
+    from envs.sim.forecast import _causal_landing_s, landing_s
 
     p = Prompts()
     p.add(0.0, names("P", 4))
     p.add(0.130, [*names("P", 4), "b0"])
     prefix = p.blocks(names("P", 4))
-    seen: list[float] = []
+    seen: list[tuple[float, float]] = []
 
     def look(sim: Simulator) -> None:
-        seen.append(landing_s(sim.copies[0], sim.nodes, sim.now, 0.0))
+        copy = sim.copies[0]
+        seen.append(
+            (landing_s(copy, sim.nodes, sim.now, 0.0), _causal_landing_s(sim, copy, sim.now, 1))
+        )
 
     sim = Simulator(
         toy_cluster(rdma_bw=819_200.0), p.workload(), SimConfig(copy_model="contention"), core=core
@@ -519,7 +524,7 @@ def test_a_contention_copy_lands_when_its_bytes_at_the_current_rate_are_in(core:
     script = Script([None, 1], {0: [route_then_warm], 1: [look]})  # type: ignore[list-item]
     sim.run(script)
     assert script.results[0] == [WARM_OK]
-    assert seen == [pytest.approx(0.144, rel=1e-12)]
+    assert seen == [(pytest.approx(0.144, rel=1e-12), pytest.approx(0.014, rel=1e-9))]
     rec = sim.records
     assert rec.admission[1][0] == pytest.approx(0.144, rel=1e-12)
     assert rec.hit_hbm_tokens[1] == 64
@@ -558,31 +563,3 @@ def test_a_request_does_not_wait_for_a_copy_of_what_it_loads_sooner_from_ram(cor
     assert (copy.start_s, copy.land_s) == (pytest.approx(1.0824), pytest.approx(1.1144))
     assert rec.admission[2][0] == 1.060 and rec.hit_ram_tokens[2] == 64
     assert rec.first_token_s[2] == pytest.approx(1.060 + 0.0064 + 0.016, rel=1e-12)
-
-
-def test_the_observations_landing_estimate_of_a_moving_copy_counts_from_now() -> None:
-    """The causal estimate the observations use (``_causal_landing_s``, transfer
-    latency left out): the copy of the test above, read at B's arrival (130 ms),
-    lands in 14 ms, not in the 80 ms its bytes took at the flows' last event."""
-    from envs.sim import Simulator
-    from envs.sim.forecast import _causal_landing_s
-
-    p = Prompts()
-    p.add(0.0, names("P", 4))
-    p.add(0.130, [*names("P", 4), "b0"])
-    prefix = p.blocks(names("P", 4))
-    seen: list[float] = []
-
-    def route_then_warm(sim: Simulator) -> str:
-        sim.route(0)
-        return sim.warm(0, 1, prefix)
-
-    def look(sim: Simulator) -> None:
-        seen.append(_causal_landing_s(sim, sim.copies[0], sim.now, 1))
-
-    sim = Simulator(
-        toy_cluster(rdma_bw=819_200.0), p.workload(), SimConfig(copy_model="contention"),
-        core="python",
-    )  # fmt: skip
-    sim.run(Script([None, 1], {0: [route_then_warm], 1: [look]}))  # type: ignore[list-item]
-    assert seen == [pytest.approx(0.014, rel=1e-9)]
