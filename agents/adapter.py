@@ -8,6 +8,8 @@ evaluation exactly as in training.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,15 @@ from envs.encoder import (
 from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.thresholds import EpochController
+from envs.thresholds import EpochController, ThresholdsEnv, check_y_tokens
+
+AGENT_SETTINGS: dict[str, tuple[type[Any], dict[str, Callable[[Any], None]]]] = {
+    "thresholds": (ThresholdsEnv, {"y_tokens": check_y_tokens}),
+}
+"""The env arguments an agent of each kind may run with other than those it was
+trained with (compare's ``policy_kwargs=AGENT.KEY=VALUE``): the env whose
+signature types them, and each one's check. They change what a prefix is keyed on, not the layout of
+the observation or the action."""
 
 
 class AgentPolicy(Policy):
@@ -75,6 +85,20 @@ class AgentPolicy(Policy):
         if name:
             policy.name = name
         return policy
+
+    def setting_names(self) -> tuple[str, ...]:
+        """The env arguments this agent may run with other than its own (:data:`AGENT_SETTINGS`)."""
+        return tuple(AGENT_SETTINGS[self.spec.env][1]) if self.spec.env in AGENT_SETTINGS else ()
+
+    def configure(self, **settings: Any) -> None:
+        """Run with these env arguments instead of those saved with the agent."""
+        for key, value in settings.items():
+            if key not in self.setting_names():
+                known = ", ".join(self.setting_names()) or "-"
+                raise ValueError(f"agent {self.name!r} has no setting {key!r} (settings: {known})")
+            AGENT_SETTINGS[self.spec.env][1][key](value)
+        kwargs = {**self.spec.env_kwargs, **settings}
+        self.spec = dataclasses.replace(self.spec, env_kwargs=kwargs)
 
     @property
     def batch_actor(self) -> NumpyNodeSetActor | None:
@@ -150,8 +174,12 @@ class AgentPolicy(Policy):
                 epoch_s,
                 bool(kwargs.get("eft_rules", False)),
                 spread_rules=bool(kwargs.get("spread_rules", False)),
+                y_tokens=kwargs.get("y_tokens"),
             )
-            self._controller.reset(sim)
+            try:
+                self._controller.reset(sim)
+            except ValueError as error:  # a setting this workload cannot take
+                raise ValueError(f"agent {self.name!r}: {error}") from None
         else:
             options = observation_options(self.spec.env_kwargs)
             self._encoder = ObservationEncoder(sim.n_nodes, **options)

@@ -607,15 +607,27 @@ class EpochEncoder:
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._recent: deque[float] = deque()
+        self.key_blocks = 0
+        """How a request's prefix is keyed (as the controller's BTB keys it): 0, its
+        prompt but the last block (:func:`prefix_of`); k > 0, its first k blocks
+        when it has that many, else as with 0 (the threshold env's ``y_tokens``)."""
 
     def reset(self) -> None:
         self.tracker.reset()
         self._recent.clear()
         self.buffer[:] = 0.0
 
+    def prefix(self, request: Request) -> tuple[int, ...]:
+        """The request's prefix as this encoder keys it (:attr:`key_blocks`)."""
+        k = self.key_blocks
+        blocks = request.blocks
+        return blocks[:k] if k and len(blocks) >= k else prefix_of(request)
+
     def record(self, stats: EpochStats, request: Request, now: float) -> None:
         """Count one arrival of the epoch (before it is routed)."""
-        key = prefix_key(request)
+        k = self.key_blocks
+        blocks = request.blocks
+        key = blocks[k - 1] if k and len(blocks) >= k else prefix_key(request)
         stats.arrivals += 1
         count = stats.per_key.get(key, 0) + 1
         stats.per_key[key] = count
@@ -647,7 +659,7 @@ class EpochEncoder:
         while recent and recent[0] < now - RECENT_S:
             recent.popleft()
         top = stats.top
-        prefix = prefix_of(top) if top is not None else ()
+        prefix = self.prefix(top) if top is not None else ()
         key = prefix[-1] if prefix else None
         depth = len(prefix)
         out = self.buffer

@@ -14,9 +14,11 @@ from baselines.btb_pending import BTBPending
 from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from envs.cluster_env import ClusterEnv, only_options_error, refuse_other_envs_options
 from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats, ModulesByName
-from envs.sim.checks import check_number
+from envs.sim.checks import check_int, check_number
+from envs.sim.errors import ConfigError
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
+from envs.sim.tokens import whole_blocks
 
 X_CHOICES = (1, 2, 3, 4, 6, 8, 16)
 Z_CHOICES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -51,6 +53,22 @@ def route_choices(eft_rules: bool, spread_rules: bool) -> tuple[str, ...]:
 PREFIX_FEATURE_TOKENS = 256
 
 
+def check_y_tokens(value: Any) -> None:
+    """``y_tokens`` (the controller's BTB key, in tokens) must be None or an int >= 1."""
+    if value is not None:
+        check_int("y_tokens", value, 1)
+
+
+def check_y_blocks(y_tokens: int | None, block_tokens: int) -> None:
+    """``y_tokens`` must hold one block of the workload at least."""
+    if y_tokens is not None and y_tokens < block_tokens:
+        raise ConfigError.about(
+            "y_tokens",
+            f"= {y_tokens} is shorter than one {block_tokens}-token block of the workload "
+            f"(the key is whole blocks: {block_tokens} or more keys one)",
+        )
+
+
 def copies_for(fraction: float, n_nodes: int) -> int:
     """M for a fraction of a cluster of ``n_nodes``: rounded up, at least one node."""
     return max(1, min(n_nodes, math.ceil(fraction * n_nodes - 1e-9)))
@@ -70,7 +88,13 @@ class ThresholdsEnv(ClusterEnv):
     minimum prefix is turned into blocks with the workload's block size. So the
     minimum prefix bounds the prompt's length, not the length the requests share:
     on the 60 s and 1 s bursts every prompt's prefix so read is 65,536 tokens, and
-    no choice of it changes anything there.
+    no choice of it changes anything there. Where a request's own suffix spans
+    more than one block (a trace with small blocks, or long suffixes), that
+    prefix ends in blocks no other request has and BTB never fires; ``y_tokens``
+    keys it instead on the first Y tokens (whole blocks), as ``btb`` does: BTB
+    then counts, copies and routes by that prefix, requests shorter than Y never
+    fire, and a minimum prefix above Y turns BTB off. The observation's prefix
+    counts and busiest prefix follow the same key.
 
     The routing rule is part of the action because no threshold alone can help
     on fast bursts under causal KV: the published rule (``resident``, as in
@@ -152,15 +176,19 @@ class ThresholdsEnv(ClusterEnv):
 
     Those of ``btb/Route-v0`` plus ``epoch_s`` (seconds per decision epoch),
     ``eft_rules`` (False: the two rules above; True: four, adding btb_eft's
-    fallback routing to each) and ``spread_rules`` (True: three more rules, the
+    fallback routing to each), ``spread_rules`` (True: three more rules, the
     first two with ``eft_pull_spread`` as the fallback and ``spread``, in which
-    ``eft_pull_spread`` routes every request and BTB stands aside), except
+    ``eft_pull_spread`` routes every request and BTB stands aside) and
+    ``y_tokens`` (None: each prompt but its last block; tokens, at least one
+    of the workload's blocks: BTB's prefix is the first Y tokens), except
     ``hints`` and ``spare_features`` (its observation is per epoch, not per
     request: only False), ``time_unit`` (only ``"seconds"``) and ``step_wait``
     (only False).
 
     ## Version History
 
+    * v0, option added later, off by default (the observation and action as
+      before): ``y_tokens``, BTB's prefix the first Y tokens.
     * v0, options added later, off by default (the action space as before):
       ``eft_rules`` (four rules, ``MultiDiscrete([7, 6, 4, 5, 4])``) and
       ``spread_rules`` (three more: five rules alone, ``[7, 6, 4, 5, 5]``,
@@ -181,9 +209,11 @@ class ThresholdsEnv(ClusterEnv):
         epoch_s: float = 1.0,
         eft_rules: bool = False,
         spread_rules: bool = False,
+        y_tokens: int | None = None,
         **kwargs: Any,
     ) -> None:
         check_number("epoch_s", epoch_s, positive=True)
+        check_y_tokens(y_tokens)
         refuse_other_envs_options(kwargs)
         route_only = [o for o in (*OBSERVATION_OPTIONS, "step_wait") if kwargs.get(o)]
         if kwargs.get("time_unit", "seconds") != "seconds":
@@ -194,14 +224,22 @@ class ThresholdsEnv(ClusterEnv):
             if not isinstance(flag, (bool, np.bool_)):
                 raise ValueError(f"{name} must be true or false, got {flag!r}")
         super().__init__(**kwargs)
+        for window in self.windows:  # (a run's reset checks again: the adapter's)
+            check_y_blocks(y_tokens, window.block_tokens)
         self._kwargs["epoch_s"] = epoch_s
         if eft_rules:  # recorded only when set, as agents saved before it were made
             self._kwargs["eft_rules"] = True
         if spread_rules:
             self._kwargs["spread_rules"] = True
+        if y_tokens is not None:
+            self._kwargs["y_tokens"] = y_tokens
         self.epoch_s = float(epoch_s)
         self.controller = EpochController(
-            self.n_nodes, self.epoch_s, bool(eft_rules), spread_rules=bool(spread_rules)
+            self.n_nodes,
+            self.epoch_s,
+            bool(eft_rules),
+            spread_rules=bool(spread_rules),
+            y_tokens=y_tokens,
         )
         self.action_space = spaces.MultiDiscrete(list(self.controller.bounds))
         self.observation_space = spaces.Box(
@@ -291,7 +329,11 @@ class EpochController(ModulesByName):
         eft_rules: bool = False,
         compiled: bool = True,
         spread_rules: bool = False,
+        y_tokens: int | None = None,
     ) -> None:
+        check_y_tokens(y_tokens)
+        self.y_tokens = y_tokens
+        """BTB's key, in tokens (None: each prompt but its last block; see the env)."""
         self.n_nodes = n_nodes
         # the per-arrival work compiled (envs._native.arrivals), where it is built;
         # ``compiled=False`` runs the Python below (the reference)
@@ -316,12 +358,14 @@ class EpochController(ModulesByName):
         self.log: list[tuple[float, Setting]] = []
         self._copies_before = 0
 
-    @staticmethod
-    def _published() -> SwitchedBTB:
-        return SwitchedBTB(y_tokens=None, min_prefix_tokens=MIN_PREFIX_CHOICES[-1])
+    def _published(self) -> SwitchedBTB:
+        return SwitchedBTB(y_tokens=self.y_tokens, min_prefix_tokens=MIN_PREFIX_CHOICES[-1])
 
     def reset(self, sim: Simulator) -> None:
+        y = self.y_tokens
+        check_y_blocks(y, sim.block_tokens)
         self.encoder.reset()
+        self.encoder.key_blocks = 0 if y is None else whole_blocks(y, sim.block_tokens)
         self.btb = self._published()
         self.btb.reset(sim)
         self.spread.reset(sim)
@@ -374,7 +418,7 @@ class EpochController(ModulesByName):
         btb = self.btb
         btb.set_thresholds(
             X_CHOICES[a[0]],
-            None,
+            self.y_tokens,
             Z_CHOICES[a[1]],
             copies_for(M_FRACTIONS[a[2]], self.n_nodes),
             MIN_PREFIX_CHOICES[a[3]],

@@ -17,6 +17,8 @@ or ``...<time>-2``, ``-3``, ... for runs started in the same second).
 (the ``workload.*`` options are :class:`envs.workloads.trace_file.TraceOptions`);
 its rows are labelled ``trace:<file name>`` and ``results.json`` records the
 file's size and sha256 under ``config.workload_file``.
+``policy_kwargs=POLICY.KEY=VALUE,...`` sets a baseline's constructor setting, or
+an agent's (``agents.adapter.AGENT_SETTINGS``: a threshold agent's ``y_tokens``).
 The ``sim.`` options set SimConfig options with a default of their own: the
 stale router view, faults, tenancy, the cache lifecycle, speculation
 (:mod:`experiments._sim_options`, docs/faults.md); with faults on, the table and
@@ -128,13 +130,33 @@ def _literal(text: str) -> Any:
     return text
 
 
-def _setting_value(policy: str, key: str, value: Any, item: str, typed: bool = False) -> Any:
-    """``value`` as the policy's constructor setting ``key`` takes it. Text (the
+def _setting_value(
+    policy: str,
+    key: str,
+    value: Any,
+    item: str,
+    typed: bool = False,
+    agents: Mapping[str, Any] | None = None,
+) -> Any:
+    """``value`` as the policy's constructor setting ``key`` takes it (an agent's:
+    as its env takes it, among ``AgentPolicy.setting_names``). Text (the
     ``key=value`` commands) is parsed to the setting's type: bools strictly
     (true/false/yes/no/on/off/1/0), ints, floats; None where allowed. A ``typed``
     value (a Hydra command's: YAML typed it already) is checked against the type
     instead (a whole float is an int), and a string is a string."""
-    factory = POLICIES.get(policy)
+    agent = (agents or {}).get(policy)
+    if agent is not None:
+        from agents.adapter import AGENT_SETTINGS
+
+        names = agent.setting_names()
+        if key not in names:
+            raise UsageError(
+                f"policy_kwargs: {item!r}: agent {policy} has no setting {key!r} "
+                f"(settings: {', '.join(names) or '-'})"
+            )
+        factory: Any = AGENT_SETTINGS[agent.spec.env][0]
+    else:
+        factory = POLICIES.get(policy)
     text = isinstance(value, str)
     untyped = value if typed else _literal(value) if text else value
     if factory is None:
@@ -173,36 +195,43 @@ def _setting_value(policy: str, key: str, value: Any, item: str, typed: bool = F
     return untyped
 
 
-def _check_run(policy: str, where: str, policies: Sequence[str]) -> None:
-    if policy not in policies:
+def _check_run(
+    policy: str, where: str, policies: Sequence[str], agents: Mapping[str, Any] | None
+) -> None:
+    agents = agents or {}
+    if policy not in policies and policy not in agents:
         from agents import zoo_names
         from baselines.policy import POLICIES
 
         if policy in POLICIES:
             said = f"baseline {policy!r}, which is not among the baselines run"
         elif policy in zoo_names():
-            said = f"agent {policy!r}, which takes no settings here (only baselines do)"
+            said = f"agent {policy!r}, which is not among the agents run"
         else:
-            said = f"{policy!r}, which is no baseline"
-        raise UsageError(f"{where} names {said} (policies: {', '.join(policies)})")
+            said = f"{policy!r}, which is no baseline nor agent run"
+        run = [*policies, *agents]
+        raise UsageError(f"{where} names {said} (policies: {', '.join(run)})")
 
 
-def policy_kwargs(items: Sequence[str], policies: Sequence[str]) -> dict[str, dict[str, Any]]:
+def policy_kwargs(
+    items: Sequence[str], policies: Sequence[str], agents: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
     """``["btb.m=2", "dynamo.temperature=0.5"]`` -> ``{"btb": {"m": 2}, ...}``, each
-    value parsed to the type of the policy's setting."""
+    value parsed to the type of the policy's setting; ``agents`` (name -> the
+    ``AgentPolicy`` run) may be named too, with their own settings."""
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         target, sep, value = item.partition("=")
         policy, dot, key = target.partition(".")
         if not sep or not dot or not policy or not key:
             raise UsageError(f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}")
-        _check_run(policy, f"policy_kwargs: {item!r}", policies)
-        out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item)
+        _check_run(policy, f"policy_kwargs: {item!r}", policies, agents)
+        out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item, agents=agents)
     return out
 
 
 def policy_settings(
-    settings: Mapping[str, Any], policies: Sequence[str]
+    settings: Mapping[str, Any], policies: Sequence[str], agents: Mapping[str, Any] | None = None
 ) -> dict[str, dict[str, Any]]:
     """``{"btb": {"y_tokens": 8192}}`` (a Hydra command's ``+policy_kwargs.btb.y_tokens=
     8192``, typed already) checked as :func:`policy_kwargs` checks ``btb.y_tokens=8192``."""
@@ -213,11 +242,25 @@ def policy_settings(
                 f"policy_kwargs.{policy} must hold settings (+policy_kwargs.{policy}.KEY="
                 f"VALUE), got {keys!r}"
             )
-        _check_run(policy, f"policy_kwargs.{policy}", policies)
+        _check_run(policy, f"policy_kwargs.{policy}", policies, agents)
         for key, value in keys.items():
             item = f"{policy}.{key}={value!r}"
-            out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item, True)
+            out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item, True, agents)
     return out
+
+
+def configure_agents(
+    agents: Mapping[str, Any], settings: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Give each agent its settings (parsed by :func:`policy_kwargs` or
+    :func:`policy_settings`); the baselines' settings are returned."""
+    for name, agent in agents.items():
+        if name in settings:
+            try:
+                agent.configure(**settings[name])
+            except ValueError as error:
+                raise UsageError(f"policy_kwargs: {name}: {error}") from None
+    return {name: dict(keys) for name, keys in settings.items() if name not in agents}
 
 
 def resolve_policies(options: dict[str, Any]) -> list[str]:
@@ -295,26 +338,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     params = workload_params("experiments.compare", options, [SETUPS[options["setup"]][0]])
     shown = workload_label(options["workload"], params)
     names = resolve_policies(options)
-    kwargs = policy_kwargs(options["policy_kwargs"], names)
-    policies = {name: make_policy(name, **kwargs.get(name, {})) for name in names}
     agent_dirs = resolve_agents(options["agents"])
+    agents: dict[str, Any] = {}
     if agent_dirs:
         import torch
 
-        torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
-    if agent_dirs:
         from agents.adapter import AgentPolicy
         from experiments.jobs import agent_labels
 
+        torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
         loaded = [AgentPolicy.load(folder) for folder in agent_dirs]
         labels = agent_labels([a.name for a in loaded], [str(f) for f in agent_dirs])
         _, _, n_nodes = SETUPS[options["setup"]]
         for folder, agent, label in zip(agent_dirs, loaded, labels, strict=True):
-            if label in policies:
+            if label in names:
                 raise UsageError(f"agent {folder} is named {label!r}, like a policy already run")
             agent.name = label  # same-named agents from different folders stay apart
             agent.check_nodes(n_nodes)  # before any run
-            policies[label] = agent
+            agents[label] = agent
+    kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
+    baseline_kwargs = configure_agents(agents, kwargs)
+    policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}
+    policies.update(agents)
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
     config = with_sim_options(config, sim_options)
     config.check_cluster(SETUPS[options["setup"]][2])  # before any window runs

@@ -171,6 +171,7 @@ LATER_ENV_ARGS = (
     "cache_actions",
     "eft_rules",
     "spread_rules",
+    "y_tokens",
 )
 """Env arguments added after agents were first saved: left out of a run's
 env_kwargs at their default, so older agents' env arguments stay as they were."""

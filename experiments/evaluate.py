@@ -12,7 +12,8 @@ model choices; test windows are for final tables); ``stochastic=true`` adds a
 row per agent sampling its actions (``<agent>_stochastic``, torch seeded with
 ``seed``) beside the greedy one;
 ``+policy_kwargs.POLICY.KEY=VALUE`` sets a baseline's setting (compare's
-``policy_kwargs=POLICY.KEY=VALUE``).
+``policy_kwargs=POLICY.KEY=VALUE``), or an agent's (a threshold agent's
+``y_tokens``: what its BTB keys a prefix on, ``agents.adapter.AGENT_SETTINGS``).
 """
 
 from __future__ import annotations
@@ -50,14 +51,8 @@ def evaluate(cfg: DictConfig) -> float:
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     check_world(cfg)
     check_policy_names(cfg.policies, "policies")
-    from experiments.compare import policy_settings
+    from experiments.compare import configure_agents, policy_settings
 
-    settings = policy_settings(
-        OmegaConf.to_container(cfg.policy_kwargs, resolve=True),  # type: ignore[arg-type]
-        list(dict.fromkeys([DEFAULT_BASELINE, *cfg.policies])),
-    )
-    for name, kwargs in settings.items():  # a value no policy takes: before the run folder
-        make_policy(name, **kwargs)
     if cfg.split not in ("test", "val"):
         raise ValueError(f"split must be test or val, got {cfg.split!r}")
     folders = []
@@ -78,6 +73,15 @@ def evaluate(cfg: DictConfig) -> float:
         agent.name = label
         agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
         agents[label] = agent
+    every = policy_settings(
+        OmegaConf.to_container(cfg.policy_kwargs, resolve=True),  # type: ignore[arg-type]
+        list(dict.fromkeys([DEFAULT_BASELINE, *cfg.policies])),
+        agents,
+    )
+    settings = configure_agents(agents, every)
+    for name, kwargs in settings.items():  # a value no policy takes: before the run folder
+        make_policy(name, **kwargs)
+    for label, agent in list(agents.items()):
         if cfg.stochastic:
             sampling = AgentPolicy(agent.model, agent.spec, deterministic=False)
             sampling.name = f"{label}_stochastic"

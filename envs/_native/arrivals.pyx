@@ -113,6 +113,7 @@ cdef class _Epoch:
     cdef dict times
     cdef dict first
     cdef object recent
+    cdef Py_ssize_t key_blocks
 
     def __init__(self, encoder, stats):
         self.stats = stats
@@ -128,11 +129,16 @@ cdef class _Epoch:
         self.times = tracker._times
         self.first = tracker._first
         self.recent = encoder._recent
+        self.key_blocks = encoder.key_blocks
 
     cdef int record(self, object request, double now) except -1:
         """EpochEncoder.record of one arrival (before it is routed)."""
         blocks = request.blocks
-        key = blocks[len(blocks) - 2] if len(blocks) > 1 else blocks[len(blocks) - 1]  # prefix_key
+        cdef Py_ssize_t k = self.key_blocks, n = len(blocks)
+        if k and n >= k:
+            key = blocks[k - 1]
+        else:
+            key = blocks[n - 2] if n > 1 else blocks[n - 1]  # prefix_key
         self.counts.arrivals += 1
         cdef long long count = <long long>self.per_key.get(key, 0) + 1
         self.per_key[key] = count
@@ -254,9 +260,13 @@ def encode(encoder, sim, stats, tuple settings, double gap_s):
         recent.popleft()
     top = stats.top
     cdef tuple prefix = ()
+    cdef Py_ssize_t k = encoder.key_blocks
     if top is not None:
         blocks = top.blocks
-        prefix = tuple(blocks[: len(blocks) - 1] if len(blocks) > 1 else blocks)  # prefix_of
+        if k and len(blocks) >= k:
+            prefix = tuple(blocks[:k])
+        else:
+            prefix = tuple(blocks[: len(blocks) - 1] if len(blocks) > 1 else blocks)  # prefix_of
     cdef Py_ssize_t depth = len(prefix)
     key = prefix[depth - 1] if depth else None
     cdef Py_ssize_t i = 0, j, holders = 0, in_flight = 0, queued = 0, load, waiting, copies

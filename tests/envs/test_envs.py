@@ -832,6 +832,7 @@ def test_an_option_of_another_env_kind_is_named_with_the_env_that_takes_it():
         "epoch_s": "btb/Thresholds-v0",
         "eft_rules": "btb/Thresholds-v0",
         "spread_rules": "btb/Thresholds-v0",
+        "y_tokens": "btb/Thresholds-v0",
     }
     assert options_of_one_env() == own  # read from the classes' signatures
     for env_id in envs.ENV_IDS:

@@ -10,6 +10,7 @@ or not chosen."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from typing import Any
@@ -45,12 +46,22 @@ BUSY = BurstedSyntheticConfig(
 
 
 @functools.cache
-def _windows() -> tuple[Workload, ...]:
-    return synthetic_window(window=0), synthetic_window(BUSY, window=1)
+def _windows(suffix_tokens: int = 256) -> tuple[Workload, ...]:
+    """Window 0 of the published Bursted layout and a busy small window 1 (each
+    request's own suffix ``suffix_tokens``; past one block, y_tokens keys it)."""
+    return (
+        synthetic_window(BurstedSyntheticConfig(suffix_tokens=suffix_tokens), window=0),
+        synthetic_window(dataclasses.replace(BUSY, suffix_tokens=suffix_tokens), window=1),
+    )
 
 
 def _episode(
-    window: Workload, seed: int, compiled: bool, eft_rules: bool, spread_rules: bool = False
+    window: Workload,
+    seed: int,
+    compiled: bool,
+    eft_rules: bool,
+    spread_rules: bool = False,
+    y_tokens: int | None = None,
 ) -> dict[str, Any]:
     """A Thresholds-v0 episode of random actions; every observation, reward and record."""
     env = gym.make(
@@ -59,10 +70,16 @@ def _episode(
         windows=[window],
         eft_rules=eft_rules,
         spread_rules=spread_rules,
+        y_tokens=y_tokens,
     )
     inner = env.unwrapped
     inner.controller = EpochController(
-        inner.n_nodes, inner.epoch_s, eft_rules, compiled=compiled, spread_rules=spread_rules
+        inner.n_nodes,
+        inner.epoch_s,
+        eft_rules,
+        compiled=compiled,
+        spread_rules=spread_rules,
+        y_tokens=y_tokens,
     )
     env.action_space.seed(seed)
     obs, _ = env.reset(seed=seed)
@@ -101,21 +118,26 @@ def _python_baselines(monkeypatch: pytest.MonkeyPatch) -> None:
 @needs_compiled
 @pytest.mark.parametrize("window", [0, 1])
 @pytest.mark.parametrize(
-    ("eft_rules", "spread_rules"), [(False, False), (True, False), (True, True)]
+    ("eft_rules", "spread_rules", "y_tokens"),
+    [(False, False, None), (True, False, None), (True, True, None), (True, False, 8192)],
 )
 def test_a_thresholds_episode_is_the_same_with_either_path(
-    window: int, eft_rules: bool, spread_rules: bool, monkeypatch: pytest.MonkeyPatch
+    window: int,
+    eft_rules: bool,
+    spread_rules: bool,
+    y_tokens: int | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    workload = _windows()[window]
-    compiled = _episode(workload, window, True, eft_rules, spread_rules)
+    workload = _windows(256 if y_tokens is None else 512)[window]
+    compiled = _episode(workload, window, True, eft_rules, spread_rules, y_tokens)
     assert compiled["copies"] or window == 1  # BTB warmed on the Bursted window
     if spread_rules:  # BTB stood aside in some epochs
         assert "spread" in {setting[4] for _, setting in compiled["log"]}
     # the compiled loop on the Python BTB, then everything in Python
     with monkeypatch.context() as patch:
         _python_baselines(patch)
-        _same(compiled, _episode(workload, window, True, eft_rules, spread_rules))
-        _same(compiled, _episode(workload, window, False, eft_rules, spread_rules))
+        _same(compiled, _episode(workload, window, True, eft_rules, spread_rules, y_tokens))
+        _same(compiled, _episode(workload, window, False, eft_rules, spread_rules, y_tokens))
 
 
 @needs_compiled

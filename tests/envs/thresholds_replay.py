@@ -22,24 +22,32 @@ def replay_rule(
     spread_rules: bool = False,
     compiled: bool = True,
     seed: int = 3,
+    settings: tuple[int, ...] = tuple(PUBLISHED),
+    y_tokens: int | None = None,
 ) -> tuple[np.ndarray, int, int]:
-    """The published settings with ``rule`` every epoch (``eft_rules`` on, and
-    ``spread_rules`` as asked; the epoch loop compiled or the Python reference):
-    (TTFTs, copies, sim seed)."""
+    """The published settings (or ``settings``: X, Z, M, minimum prefix indices) with
+    ``rule`` every epoch (``eft_rules`` on, ``spread_rules`` and ``y_tokens`` as
+    asked; the epoch loop compiled or the Python reference): (TTFTs, copies, sim seed)."""
     env = gym.make(
         "btb/Thresholds-v0",
         setup=setup,
         windows=[window],
         eft_rules=True,
         spread_rules=spread_rules,
+        y_tokens=y_tokens,
     ).unwrapped
     env.controller = EpochController(
-        env.n_nodes, env.epoch_s, True, compiled=compiled, spread_rules=spread_rules
+        env.n_nodes,
+        env.epoch_s,
+        True,
+        compiled=compiled,
+        spread_rules=spread_rules,
+        y_tokens=y_tokens,
     )
     env.reset(seed=seed)
     done = False
     while not done:
-        _, _, done, _, _ = env.step(np.array([*PUBLISHED, rule]))
+        _, _, done, _, _ = env.step(np.array([*settings, rule]))
     return env.sim.records.ttft_s, len(env.sim.copies), env._episode["sim_seed"]
 
 

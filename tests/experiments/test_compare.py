@@ -134,10 +134,11 @@ def test_policy_kwargs_parse_and_name_the_policy() -> None:
     with pytest.raises(UsageError, match=r"names baseline 'dynamo', which is not among the "
                        r"baselines run \(policies: btb\)$"):  # fmt: skip
         compare.policy_kwargs(["dynamo.temperature=1"], ["btb"])
-    with pytest.raises(UsageError, match=r"names agent 'ppo_thresholds', which takes no "
-                       r"settings here \(only baselines do\) \(policies: btb\)$"):  # fmt: skip
-        compare.policy_kwargs(["ppo_thresholds.x=1"], ["btb"])
-    with pytest.raises(UsageError, match=r"names 'btbb', which is no baseline \(policies: btb\)$"):
+    with pytest.raises(UsageError, match=r"names agent 'ppo_thresholds', which is not among "
+                       r"the agents run \(policies: btb\)$"):  # fmt: skip
+        compare.policy_kwargs(["ppo_thresholds.y_tokens=8192"], ["btb"])
+    with pytest.raises(UsageError, match=r"names 'btbb', which is no baseline nor agent run "
+                       r"\(policies: btb\)$"):  # fmt: skip
         compare.policy_kwargs(["btbb.x=1"], ["btb"])
     with pytest.raises(UsageError, match=r"POLICY\.KEY=VALUE"):
         compare.policy_kwargs(["m=2"], ["btb"])

@@ -1,0 +1,74 @@
+"""Agent settings at evaluation time (``agents.adapter.AGENT_SETTINGS``): a
+threshold agent runs with another ``y_tokens`` than it was trained with, given
+as compare's ``policy_kwargs=AGENT.y_tokens=...`` or evaluate's
+``+policy_kwargs.AGENT.y_tokens=...``; other agents and other keys are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agents.adapter import AgentPolicy
+from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from experiments import compare
+from experiments._cli import UsageError
+
+ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
+# bursts sharing 16,384 tokens whose requests each end in a 512-token suffix: two
+# 256-token blocks of their own
+TWO_BLOCK_SUFFIX = BurstedSyntheticConfig(
+    n_bursts=2,
+    burst_requests=40,
+    n_decoys=6,
+    burst_window_s=4.0,
+    prefix_tokens=16384,
+    suffix_tokens=512,
+)
+
+
+def _copies(agent: AgentPolicy) -> int:
+    window = synthetic_window(TWO_BLOCK_SUFFIX, window=1)
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+    records = agent.run(sim)
+    assert np.isfinite(records.ttft_s).all()  # every request served
+    return len(sim.copies)
+
+
+def test_a_threshold_agent_fires_on_such_bursts_only_with_y_tokens() -> None:
+    agent = AgentPolicy.load(ZOO / "ppo_thresholds")
+    assert "y_tokens" not in agent.spec.env_kwargs
+    assert _copies(agent) == 0
+    agent.configure(y_tokens=16384)
+    assert agent.spec.env_kwargs["y_tokens"] == 16384
+    assert _copies(agent) > 0
+    # the saved agent is untouched: a fresh load keys as it was trained
+    assert "y_tokens" not in AgentPolicy.load(ZOO / "ppo_thresholds").spec.env_kwargs
+    agent.configure(y_tokens=100)  # whole blocks: checked against the workload's
+    with pytest.raises(ValueError, match=r"^agent 'ppo_thresholds': y_tokens = 100 is shorter"):
+        _copies(agent)
+
+
+def test_compare_parses_an_agents_setting_and_refuses_others() -> None:
+    agents = {
+        "ppo_thresholds": AgentPolicy.load(ZOO / "ppo_thresholds"),
+        "bc_route_warm": AgentPolicy.load(ZOO / "bc_route_warm"),
+    }
+    parsed = compare.policy_kwargs(["ppo_thresholds.y_tokens=8192", "btb.x=3"], ["btb"], agents)
+    assert parsed == {"ppo_thresholds": {"y_tokens": 8192}, "btb": {"x": 3}}
+    assert compare.configure_agents(agents, parsed) == {"btb": {"x": 3}}
+    assert agents["ppo_thresholds"].spec.env_kwargs["y_tokens"] == 8192
+    typed = compare.policy_settings({"ppo_thresholds": {"y_tokens": None}}, ["btb"], agents)
+    assert typed == {"ppo_thresholds": {"y_tokens": None}}
+    with pytest.raises(UsageError, match=r"agent ppo_thresholds has no setting 'x' "
+                       r"\(settings: y_tokens\)"):  # fmt: skip
+        compare.policy_kwargs(["ppo_thresholds.x=3"], ["btb"], agents)
+    with pytest.raises(UsageError, match=r"agent bc_route_warm has no setting 'y_tokens' "
+                       r"\(settings: -\)"):  # fmt: skip
+        compare.policy_kwargs(["bc_route_warm.y_tokens=8192"], ["btb"], agents)
+    with pytest.raises(UsageError, match=r"ppo_thresholds.y_tokens='many' is not a valid int"):
+        compare.policy_kwargs(["ppo_thresholds.y_tokens=many"], ["btb"], agents)
+    with pytest.raises(UsageError, match=r"policy_kwargs: ppo_thresholds: y_tokens"):
+        compare.configure_agents(agents, {"ppo_thresholds": {"y_tokens": 0}})

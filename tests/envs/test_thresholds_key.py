@@ -1,0 +1,101 @@
+"""``btb/Thresholds-v0``'s ``y_tokens``: its BTB (and the epoch observation's prefix
+counts) key a prefix on the first Y tokens, as ``btb`` does, instead of each prompt
+but its last block, which never repeats when every request's own suffix spans more
+than one block."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401  (registers the environments)
+from baselines import make_policy
+from envs.encoder import EPOCH_FEATURES, EPOCH_NODE_FEATURES
+from envs.sim.request import Workload
+from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from tests.envs.thresholds_replay import replay_rule, run_fixed
+
+# bursts sharing 16,384 tokens (64 blocks of 256), each request's own suffix 512
+# tokens: two blocks, so "the prompt but its last block" ends in a block of its own
+TWO_BLOCK_SUFFIX = BurstedSyntheticConfig(
+    n_bursts=2,
+    burst_requests=40,
+    n_decoys=6,
+    burst_window_s=4.0,
+    prefix_tokens=16384,
+    suffix_tokens=512,
+)
+FIRES = (1, 2, 3, 0)  # X=2, Z=1 s, M=4 of 4 nodes, minimum prefix 1,024 tokens
+SAME_1S = 4 * len(EPOCH_NODE_FEATURES) + EPOCH_FEATURES.index("same_1s")
+
+
+@pytest.fixture(scope="module")
+def window() -> Workload:
+    return synthetic_window(TWO_BLOCK_SUFFIX, window=1)
+
+
+def test_without_y_tokens_such_bursts_never_fire(window: Workload) -> None:
+    for rule in (0, 1):
+        _, copies, _ = replay_rule(window, rule, settings=FIRES)
+        assert copies == 0
+
+
+@pytest.mark.parametrize(("rule", "policy"), [(0, "btb"), (1, "btb_pending")])
+def test_with_y_tokens_each_rule_replays_btb_keyed_on_y(
+    window: Workload, rule: int, policy: str
+) -> None:
+    ttft, copies, sim_seed = replay_rule(window, rule, settings=FIRES, y_tokens=16384)
+    direct, direct_copies = run_fixed(window, make_policy(policy, y_tokens=16384), sim_seed)
+    assert np.array_equal(ttft, direct)
+    assert copies == direct_copies > 0
+    # the compiled epoch loop and the Python reference agree with the key as well
+    again, _, _ = replay_rule(window, rule, compiled=False, settings=FIRES, y_tokens=16384)
+    assert np.array_equal(again, ttft)
+
+
+def test_the_observation_counts_the_burst_under_one_key(window: Workload) -> None:
+    """The most arrivals of one prefix within 1 s (squashed as n / (n + 8)): 1 when
+    every request is its own prefix, 11 with Y (a burst is 40 requests 0.1 s apart,
+    and the last second holds both its ends)."""
+    shares = {}
+    for y_tokens in (None, 16384):
+        env = gym.make("btb/Thresholds-v0", setup="70b_h100x4", windows=[window], y_tokens=y_tokens)
+        env.reset(seed=0)
+        seen = []
+        done = False
+        while not done:
+            obs, _, done, _, _ = env.step(np.array([*FIRES, 0]))
+            seen.append(float(obs[SAME_1S]))
+        shares[y_tokens] = max(seen)
+        if y_tokens is not None:
+            assert env.unwrapped._kwargs["y_tokens"] == y_tokens  # saved with an agent
+        else:
+            assert "y_tokens" not in env.unwrapped._kwargs  # agents saved before it
+    assert shares[None] == pytest.approx(1 / 9)
+    assert shares[16384] == pytest.approx(11 / 19)
+
+
+def test_y_tokens_at_the_shared_prefix_changes_nothing_on_one_block_suffixes() -> None:
+    """Where each suffix fits its last block, the prompt but that block *is* the
+    shared prefix: Y equal to it gives the default run, request for request."""
+    one_block = synthetic_window(
+        BurstedSyntheticConfig(
+            n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0, prefix_tokens=16384
+        ),
+        window=1,
+    )
+    for rule in (0, 1):
+        default, copies, _ = replay_rule(one_block, rule, settings=FIRES)
+        keyed, keyed_copies, _ = replay_rule(one_block, rule, settings=FIRES, y_tokens=16384)
+        assert np.array_equal(default, keyed) and copies == keyed_copies > 0
+
+
+def test_bad_y_tokens_are_refused_naming_it(window: Workload) -> None:
+    for value in (0, -256, 1.5, "8192"):
+        with pytest.raises(ValueError, match="y_tokens"):
+            gym.make("btb/Thresholds-v0", windows=[window], y_tokens=value)
+    with pytest.raises(ValueError, match=r"^y_tokens = 100 is shorter than one 256-token block"):
+        gym.make("btb/Thresholds-v0", windows=[window], y_tokens=100)
+    with pytest.raises(ValueError, match="y_tokens is an option of btb/Thresholds-v0"):
+        gym.make("btb/Route-v0", windows=[window], y_tokens=8192)
