@@ -676,20 +676,21 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
         yield _window(plan, current, requests)
 
 
-_KEYS_CHECKED: set[str] = set()  # trace paths whose first window read was looked at
+_KEYS_WARNED: set[str] = set()  # trace paths whose windows were warned about
 
 
 def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Request]) -> None:
-    """Warn, once per file and process, when the first window read of a trace has
+    """Warn, once per file and process, at the first window read of a trace that has
     many requests whose prefix key is their own (:func:`~envs.workloads.stats.private_key_note`;
-    docs/traces.md, "Small blocks and the prefix a copy moves (a known limitation)")."""
+    docs/traces.md, "Small blocks and the prefix a copy moves (a known limitation)").
+    Every window read is looked at until one is (a few per cent of reading it)."""
     path = str(plan.options.path)
     key = os.path.realpath(path) if os.path.exists(path) else path  # a dataset by name
-    if key in _KEYS_CHECKED:
+    if key in _KEYS_WARNED:
         return
-    _KEYS_CHECKED.add(key)
     note = private_key_note(private_key_ends(requests), len(requests), plan.block_tokens)
     if note is not None:
+        _KEYS_WARNED.add(key)
         warnings.warn(
             TraceWarning(f"{Path(path).name}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}"),
             stacklevel=2,

@@ -553,18 +553,20 @@ def test_a_sweep_on_a_bad_trace_is_one_line_before_it_starts(tmp_path, run_comma
 
 def test_evaluation_logs_each_policy_s_figures_as_numbers(tmp_path):
     """Beside the table and charts, the logger's summary holds each policy's mean and
-    p95 TTFT (W&B runs sort and plot by summary numbers, not by tables)."""
+    p95 TTFT (W&B runs sort and plot by summary numbers, not by tables); the charts
+    logged are the run folder's images, and only those (not results.json)."""
     from experiments.jobs import evaluate_and_write
 
     class Recorder:
         def __init__(self):
             self.summaries = {}
+            self.images = []
 
         def log_table(self, name, rows):
             pass
 
         def log_images(self, paths):
-            pass
+            self.images += list(paths)
 
         def summary(self, values):
             self.summaries |= values
@@ -577,6 +579,8 @@ def test_evaluation_logs_each_policy_s_figures_as_numbers(tmp_path):
     assert logger.summaries["eval/btb/ttft_mean_s"] == got["btb"]["ttft_mean_s"]
     assert logger.summaries["eval/cache_aware/ttft_p95_s"] == got["cache_aware"]["ttft_p95_s"]
     assert all(math.isfinite(v) for v in logger.summaries.values())
+    assert sorted(logger.images) == sorted(tmp_path.glob("*.png"))
+    assert {p.name for p in logger.images} >= {"ttft_cdf.png", "ttft_reduction.png"}
 
 
 def test_sweep_size_counts_the_jobs_a_sweep_launches(tmp_path):

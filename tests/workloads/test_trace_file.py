@@ -474,6 +474,28 @@ def test_requests_whose_prefix_key_ends_in_their_own_blocks_are_warned_about_onc
         list(windows("trace", split="all", path=str(write_jsonl(tmp_path / "s.jsonl", short))))
 
 
+def test_the_prefix_key_warning_looks_past_a_first_window_without_them(tmp_path: Path) -> None:
+    """Three windows 600 s apart (late-0000, -0002, -0004 of 300 s): the first has
+    one-block suffixes; in the others each request ends in a 2-block suffix of its
+    own. The warning names the first such window read, once."""
+    rows = [
+        {
+            "timestamp": w * 600_000 + i * 100,
+            "input_length": 1000 if w == 0 else 1200,
+            "output_length": 1,
+            "hash_ids": [1 + 100 * w, 2 + i + 100 * w] + ([] if w == 0 else [50 + i]),
+        }
+        for w in range(3)
+        for i in range(10)
+    ]
+    path = write_jsonl(tmp_path / "late.jsonl", rows)
+    with pytest.warns(TraceWarning) as caught:
+        read = list(windows("trace", split="all", path=str(path), window_s=300.0))
+    assert len(read) == 3
+    said = [str(w.message) for w in caught if "no other request has" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith("late.jsonl: in window late-0002, 10 of 10 ")
+
+
 def test_a_hub_split_on_a_file_read_otherwise_warns_that_it_does_nothing(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "h.jsonl", _mooncake([0, 100, 200]))
     with pytest.warns(TraceWarning, match=r"^hub_split='dev' does nothing: .* format=hub$"):
