@@ -642,16 +642,38 @@ def check_known_keys(cfg: Any) -> None:
     it came from and the keys its group takes."""
     for path, known in unknown_keys(cfg):
         origin = value_origin(path) or _typed_below(path)
-        raise ConfigError(unknown_key_message(path, known, origin))
+        raise ConfigError(unknown_key_message(path, known, origin, OmegaConf.get_type(cfg)))
 
 
-def unknown_key_message(path: str, known: Sequence[str], origin: str) -> str:
+def keys_named(schema: Any, name: str, prefix: str = "") -> list[str]:
+    """The paths of ``schema``'s fields named ``name`` in its groups (``train.progress``
+    for ``progress`` in the train command's schema), nested dataclasses followed."""
+    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
+        return []
+    hints = typing.get_type_hints(schema)
+    found = []
+    for f in dataclasses.fields(schema):
+        kind = hints.get(f.name)
+        dataclass_typed = isinstance(kind, type) and dataclasses.is_dataclass(kind)
+        if not dataclass_typed and f.default_factory is not dataclasses.MISSING:
+            kind = type(f.default_factory())  # a group typed Any (sim, env): its default's
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            path = f"{prefix}{f.name}."
+            found += [f"{path}{name}"] if name in {g.name for g in dataclasses.fields(kind)} else []
+            found += keys_named(kind, name, path)
+    return list(dict.fromkeys(found))
+
+
+def unknown_key_message(path: str, known: Sequence[str], origin: str, schema: Any = None) -> str:
     """``unknown key env.bogus (from ...); env takes: kind, ...``: the one way an
     unknown key is said, by :func:`check_known_keys` and for Hydra's own refusal
-    (``jobs``)."""
-    group = path.rpartition(".")[0]
+    (``jobs``). ``schema`` (the group's, where the key was looked for) adds where a
+    key of that name lives: ``progress`` on ``train`` is ``train.progress``."""
+    group, _, leaf = path.rpartition(".")
     owner = f"{group} takes" if group else "the command takes"
-    return f"unknown key {path}{origin}; {owner}: {', '.join(known)}"
+    near = [f"{group}.{p}" if group else p for p in keys_named(schema, leaf)]
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    return f"unknown key {path}{origin}{hint}; {owner}: {', '.join(known)}"
 
 
 def check_bool_values(cfg: Any) -> None:

@@ -458,7 +458,7 @@ def _unknown_key(error: BaseException, cause: BaseException | None) -> str | Non
     ):
         return None
     known = [f.name for f in dataclasses.fields(schema)]
-    return unknown_key_message(cause.full_key, known, " (from the command line)")
+    return unknown_key_message(cause.full_key, known, " (from the command line)", schema)
 
 
 def _list_hint(cause: BaseException | None) -> str:

@@ -164,3 +164,40 @@ def test_without_the_plus_an_unknown_key_is_said_as_with_it(
     )
     assert plain.stderr == plus.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "override", "message"),
+    [
+        ("train", "+progress=false", "unknown key progress (from the command line) "
+         "(did you mean train.progress?); the command takes: setup"),
+        ("train", "+causal_kv=false", "unknown key causal_kv (from the command line) "
+         "(did you mean sim.causal_kv?); the command takes: setup"),
+        ("train", "+y_tokens=8192", "unknown key y_tokens (from the command line) "
+         "(did you mean env.y_tokens?); the command takes: setup"),
+        ("evaluate", "+hidden=8", "unknown key hidden (from the command line); "
+         "the command takes: setup"),  # evaluate has no agent group: nothing to offer
+    ],
+)  # fmt: skip
+def test_a_key_given_without_its_group_says_where_it_lives(
+    name: str, override: str, message: str
+) -> None:
+    with (
+        hydra_job(name, ["logger=none", "workload=tiny", override]) as cfg,
+        pytest.raises(ValueError) as error,
+    ):
+        check_known_keys(cfg)
+    assert str(error.value).startswith(message)
+
+
+def test_hydra_s_own_refusal_says_it_too(tmp_path: Path, run_command: Any) -> None:
+    out = tmp_path / "run"
+    proc = run_command(
+        "experiments.train", ["logger=none", "progress=false", f"out_dir={out}"], tmp_path
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(
+        "error: experiments.train: unknown key progress (from the command line) "
+        "(did you mean train.progress?); the command takes: setup"
+    )
+    assert not out.exists()
