@@ -13,6 +13,7 @@ from envs.route_warm import RouteWarmEnv
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.forecast import decode_step_left_s
 from envs.sim.node import DECODE
+from envs.sim.simulator import CompiledSimulator
 from envs.sim.timing import NodeCosts
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.registry import windows
@@ -88,6 +89,12 @@ def test_the_rest_of_a_step_by_hand() -> None:
     assert checked > 100  # the window keeps nodes decoding
 
 
+needs_compiled = pytest.mark.skipif(
+    CompiledSimulator is None, reason="the compiled core is not built or not chosen"
+)
+
+
+@needs_compiled
 @pytest.mark.parametrize("causal_kv", [True, False])
 def test_the_compiled_rest_of_a_step_is_the_reference_s_to_the_bit(causal_kv: bool) -> None:
     """The compiled core's ``Node.step_left_s`` (what the compiled observation
@@ -227,6 +234,7 @@ def test_the_batched_evaluation_path_reads_it_too() -> None:
     )
 
 
+@needs_compiled
 def test_under_decode_overshoot_a_segment_not_started_yet_is_cut_to_nothing() -> None:
     """Decode overshoot (the reference KV model's default) can start a node's next
     decode segment at the end of a step run past an arrival, later than now. An

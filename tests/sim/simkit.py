@@ -32,10 +32,22 @@ from envs.sim import (
     model_preset,
 )
 from envs.sim.request import BlockChainer, Request, Workload
+from envs.sim.simulator import CompiledSimulator
 from envs.sim.transfers import CANCELLED, FAILED
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 # ---------------------------------------------------------------- toy physics
+CORES = [
+    "python",
+    pytest.param(
+        "compiled",
+        marks=pytest.mark.skipif(
+            CompiledSimulator is None, reason="the compiled core is not built or not chosen"
+        ),
+    ),
+]
+"""``@pytest.mark.parametrize("core", CORES)``: a test on both simulator cores (the
+compiled one skipped where it is not built, or ``BTB_GYM_PURE_PYTHON=1``)."""
 BT = 16
 KV_BYTES = 1024
 WEIGHT_BYTES = 1e9

@@ -4,7 +4,7 @@ occupancy, load imbalance), worked out by hand on the toy cluster."""
 from __future__ import annotations
 
 import pytest
-from simkit import Prompts, decode_s, names, run_script, toy_cluster
+from simkit import CORES, Prompts, decode_s, names, run_script, toy_cluster
 
 from envs.sim import SimConfig
 
@@ -33,7 +33,7 @@ def test_capacity_metrics_by_hand() -> None:
     assert s["utilisation_mean"] == pytest.approx((0.064 + 0.032 + decode) / 2 / makespan)
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_time_shares_count_work_after_the_last_finish(core: str) -> None:
     """A 16-token request (16 ms) and a speculated 64-token prefix, which runs
     after it, 16-80 ms: the shares are over the 80 ms until the node went idle
@@ -58,7 +58,7 @@ def test_time_shares_count_work_after_the_last_finish(core: str) -> None:
     assert s["throughput_rps"] == pytest.approx(1 / 0.016)  # requests over the makespan
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_a_rerun_after_a_node_loss_holds_kv_from_its_own_admission(core: str) -> None:
     """Four requests that each fill a 64-token node (16 in, 48 out). A, on node 0,
     has its first token out when node 0 is lost at 20 ms; it reruns on node 1

@@ -11,7 +11,17 @@ prefix P) arrives at 0 on node 0 and finishes its prefill at 64 ms; request B
 from __future__ import annotations
 
 import pytest
-from simkit import HBM_S, Prompts, Script, check_causal, check_run, names, run_script, toy_cluster
+from simkit import (
+    CORES,
+    HBM_S,
+    Prompts,
+    Script,
+    check_causal,
+    check_run,
+    names,
+    run_script,
+    toy_cluster,
+)
 
 from envs.sim import SimConfig, Simulator
 from envs.sim.transfers import WAIT_SOURCE
@@ -119,7 +129,7 @@ def test_a_copy_from_a_source_loading_the_prefix_from_ram_waits_for_the_load() -
     assert check_causal(sim) == []
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_a_copy_of_a_prefix_extending_one_being_loaded_is_refused(core: str) -> None:
     # B loads P from RAM on node 0 (1.0 to 1.0224 s); a copy lands P's next block
     # q0 there at 1.008 s (contention model: the copy sends only q0, P counting as

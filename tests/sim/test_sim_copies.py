@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from simkit import (
     BLOCK_BYTES,
+    CORES,
     HBM_S,
     Prompts,
     Script,
@@ -487,7 +488,7 @@ def test_copies_left_waiting_on_each_other_are_lost_with_the_one_they_relied_on(
     assert all(not n.inflight and not n.waiting_src for n in sim.nodes)
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_a_contention_copy_lands_when_its_bytes_at_the_current_rate_are_in(core: str) -> None:
     """The contention model: a request deciding whether to wait for a moving copy
     reads when the copy lands from the bytes it has left now, not from those it
@@ -531,7 +532,7 @@ def test_a_contention_copy_lands_when_its_bytes_at_the_current_rate_are_in(core:
     assert rec.first_token_s[1] == pytest.approx(0.144 + 64 * HBM_S + 0.016, rel=1e-12)
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_a_request_does_not_wait_for_a_copy_of_what_it_loads_sooner_from_ram(core: str) -> None:
     """A copy in flight is waited for only if that ends the prefill sooner than
     starting now from the target's caches, host RAM included. Node 1 computed P

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from simkit import Prompts, Script, check_run, names, toy_cluster
+from simkit import CORES, Prompts, Script, check_run, names, toy_cluster
 
 from envs.sim import SimConfig, Simulator
 from envs.sim.transfers import CANCELLED, FAILED
@@ -210,7 +210,7 @@ def test_a_lost_nodes_requests_go_to_a_draining_node_if_every_node_up_drains() -
     assert sim.records.node[0] == 1  # least loaded, ties to the lower index
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_a_node_lost_during_a_chunked_prefill_splits_what_ran(core: str) -> None:
     """A (1 token, 100 out) prefills 0-1 ms and decodes one step; B (64 tokens in
     1-token chunks, a decode step of A between each two) starts at about 2 ms and

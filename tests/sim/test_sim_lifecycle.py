@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from simkit import (
     BLOCK_BYTES,
     BT,
+    CORES,
     HBM_S,
     PREFILL_S,
     RAM_S,
@@ -280,7 +281,7 @@ def test_a_request_needing_a_prefix_being_promoted_waits_for_the_promotion() -> 
     assert rec.summary["promoted_blocks"] == 0  # the request brought P up already
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_a_request_recomputes_rather_than_wait_for_a_promotion_queued_too_long(
     core: str,
 ) -> None:
