@@ -27,9 +27,9 @@ from envs.encoder import (
     observation_options,
 )
 from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
-from envs.sim.request import Request
+from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
-from envs.thresholds import EpochController, ThresholdsEnv, check_y_tokens
+from envs.thresholds import EpochController, ThresholdsEnv, check_y_blocks, check_y_tokens
 
 AGENT_SETTINGS: dict[str, tuple[type[Any], dict[str, Callable[[Any], None]]]] = {
     "thresholds": (ThresholdsEnv, {"y_tokens": check_y_tokens}),
@@ -69,6 +69,8 @@ class AgentPolicy(Policy):
         model.policy.set_training_mode(False)
         self._numpy: NumpyNodeSetActor | None = None
         self._stream: torch.Generator | None = None
+        self.configured: dict[str, Any] = {}
+        """The settings given at evaluation (:meth:`configure`), not as trained."""
         if spec.net == "set" and spec.algo != "dqn":  # weights read once, here
             self._numpy = NumpyNodeSetActor(model.policy)
 
@@ -99,6 +101,19 @@ class AgentPolicy(Policy):
             AGENT_SETTINGS[self.spec.env][1][key](value)
         kwargs = {**self.spec.env_kwargs, **settings}
         self.spec = dataclasses.replace(self.spec, env_kwargs=kwargs)
+        self.configured.update(settings)
+
+    def check_workload(self, workload: Workload) -> None:
+        """Refuse, in one line naming the agent and where its setting came from, a
+        workload its settings cannot run on (a ``y_tokens`` shorter than one block)."""
+        if self.spec.env != "thresholds":
+            return
+        y = self.spec.env_kwargs.get("y_tokens")
+        try:
+            check_y_blocks(y, workload.block_tokens)
+        except ValueError as error:
+            given = "policy_kwargs" if "y_tokens" in self.configured else "as trained"
+            raise ValueError(f"agent {self.name!r} ({given}): {error}") from None
 
     @property
     def batch_actor(self) -> NumpyNodeSetActor | None:
@@ -176,10 +191,8 @@ class AgentPolicy(Policy):
                 spread_rules=bool(kwargs.get("spread_rules", False)),
                 y_tokens=kwargs.get("y_tokens"),
             )
-            try:
-                self._controller.reset(sim)
-            except ValueError as error:  # a setting this workload cannot take
-                raise ValueError(f"agent {self.name!r}: {error}") from None
+            self.check_workload(sim.workload)
+            self._controller.reset(sim)
         else:
             options = observation_options(self.spec.env_kwargs)
             self._encoder = ObservationEncoder(sim.n_nodes, **options)

@@ -54,9 +54,18 @@ PREFIX_FEATURE_TOKENS = 256
 
 
 def check_y_tokens(value: Any) -> None:
-    """``y_tokens`` (the controller's BTB key, in tokens) must be None or an int >= 1."""
-    if value is not None:
-        check_int("y_tokens", value, 1)
+    """``y_tokens`` (the controller's BTB key, in tokens) must be None or a whole
+    number of at least the smallest minimum prefix an action sets (below it every
+    action's minimum exceeds Y, and BTB never fires)."""
+    if value is None:
+        return
+    check_int("y_tokens", value, 1)
+    if value < MIN_PREFIX_CHOICES[0]:
+        raise ConfigError.about(
+            "y_tokens",
+            f"= {value} is below the shortest minimum prefix an action sets "
+            f"({MIN_PREFIX_CHOICES[0]:,} tokens): BTB would never fire",
+        )
 
 
 def check_y_blocks(y_tokens: int | None, block_tokens: int) -> None:
@@ -94,7 +103,8 @@ class ThresholdsEnv(ClusterEnv):
     keys it instead on the first Y tokens (whole blocks), as ``btb`` does: BTB
     then counts, copies and routes by that prefix, requests shorter than Y never
     fire, and a minimum prefix above Y turns BTB off. The observation's prefix
-    counts and busiest prefix follow the same key.
+    counts and busiest prefix follow the same key (a request shorter than Y is
+    counted under its prompt but its last block).
 
     The routing rule is part of the action because no threshold alone can help
     on fast bursts under causal KV: the published rule (``resident``, as in
@@ -179,8 +189,8 @@ class ThresholdsEnv(ClusterEnv):
     fallback routing to each), ``spread_rules`` (True: three more rules, the
     first two with ``eft_pull_spread`` as the fallback and ``spread``, in which
     ``eft_pull_spread`` routes every request and BTB stands aside) and
-    ``y_tokens`` (None: each prompt but its last block; tokens, at least one
-    of the workload's blocks: BTB's prefix is the first Y tokens), except
+    ``y_tokens`` (None: each prompt but its last block; tokens, at least 1,024
+    and one of the workload's blocks: BTB's prefix is the first Y tokens), except
     ``hints`` and ``spare_features`` (its observation is per epoch, not per
     request: only False), ``time_unit`` (only ``"seconds"``) and ``step_wait``
     (only False).

@@ -343,7 +343,8 @@ class EvaluateConfig(_World):
     policies: list[str] = field(default_factory=lambda: ["btb", "cache_aware", "least_load"])
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     """Settings of the baselines run, ``+policy_kwargs.btb.y_tokens=8192`` (compare's
-    ``policy_kwargs=btb.y_tokens=8192``; checked as compare checks them)."""
+    ``policy_kwargs=btb.y_tokens=8192``; checked as compare checks them), and of the
+    agents (``agents.adapter.AGENT_SETTINGS``: ``+policy_kwargs.ppo_thresholds.y_tokens=8192``)."""
     progress: bool = True
     split: str = "test"
     """Windows to evaluate on: test (final tables) or val (model choices)."""

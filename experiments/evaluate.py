@@ -84,12 +84,16 @@ def evaluate(cfg: DictConfig) -> float:
     for label, agent in list(agents.items()):
         if cfg.stochastic:
             sampling = AgentPolicy(agent.model, agent.spec, deterministic=False)
+            sampling.configured = dict(agent.configured)
             sampling.name = f"{label}_stochastic"
             agents[sampling.name] = sampling
     from experiments.compare import OUTPUTS
 
     windows = eval_windows(cfg, cfg.workload.eval_windows, str(cfg.split))  # before the run folder
     check_timeline_window(cfg.timeline_window, len(windows), "timeline_window")
+    for agent in agents.values():  # its settings against the windows' blocks
+        for window in windows:
+            agent.check_workload(window)
     out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
     cap = cfg.workload.eval_windows

@@ -5,6 +5,7 @@ as compare's ``policy_kwargs=AGENT.y_tokens=...`` or evaluate's
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -12,21 +13,12 @@ import pytest
 
 from agents.adapter import AgentPolicy
 from envs.sim import SimConfig, Simulator, setup_cluster
-from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+from envs.workloads.bursted import synthetic_window
 from experiments import compare
 from experiments._cli import UsageError
+from tests.envs.thresholds_replay import TWO_BLOCK_SUFFIX
 
 ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
-# bursts sharing 16,384 tokens whose requests each end in a 512-token suffix: two
-# 256-token blocks of their own
-TWO_BLOCK_SUFFIX = BurstedSyntheticConfig(
-    n_bursts=2,
-    burst_requests=40,
-    n_decoys=6,
-    burst_window_s=4.0,
-    prefix_tokens=16384,
-    suffix_tokens=512,
-)
 
 
 def _copies(agent: AgentPolicy) -> int:
@@ -46,9 +38,14 @@ def test_a_threshold_agent_fires_on_such_bursts_only_with_y_tokens() -> None:
     assert _copies(agent) > 0
     # the saved agent is untouched: a fresh load keys as it was trained
     assert "y_tokens" not in AgentPolicy.load(ZOO / "ppo_thresholds").spec.env_kwargs
-    agent.configure(y_tokens=100)  # whole blocks: checked against the workload's
-    with pytest.raises(ValueError, match=r"^agent 'ppo_thresholds': y_tokens = 100 is shorter"):
-        _copies(agent)
+    with pytest.raises(ValueError, match=r"^y_tokens = 512 is below the shortest minimum"):
+        agent.configure(y_tokens=512)
+    agent.check_workload(synthetic_window(TWO_BLOCK_SUFFIX, window=1))
+    with pytest.raises(ValueError, match=r"^agent 'ppo_thresholds' \(policy_kwargs\): y_tokens "
+                       r"= 16384 is shorter than one 32768"):  # fmt: skip
+        agent.check_workload(synthetic_window(
+            dataclasses.replace(TWO_BLOCK_SUFFIX, block_tokens=32768), window=1
+        ))  # fmt: skip
 
 
 def test_compare_parses_an_agents_setting_and_refuses_others() -> None:

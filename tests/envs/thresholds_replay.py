@@ -11,8 +11,20 @@ from baselines.policy import Policy
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.request import Workload
 from envs.thresholds import EpochController
+from envs.workloads.bursted import BurstedSyntheticConfig
 
 PUBLISHED = [1, 2, 3, 4]  # X=2, Z=1 s, M=4 of 4 nodes, minimum prefix 65,536 tokens
+TWO_BLOCK_SUFFIX = BurstedSyntheticConfig(
+    n_bursts=2,
+    burst_requests=40,
+    n_decoys=6,
+    burst_window_s=4.0,
+    prefix_tokens=16384,
+    suffix_tokens=512,
+)
+"""Bursts sharing 16,384 tokens (64 blocks of 256) whose requests each end in a
+512-token suffix: two blocks of their own, so "the prompt but its last block"
+ends in a block no other request has (the thresholds env's ``y_tokens``)."""
 
 
 def replay_rule(

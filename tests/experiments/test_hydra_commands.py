@@ -347,7 +347,9 @@ def test_two_job_multirun(launcher, tmp_path, run_command):
         tmp_path,
         {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"},
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = out / "sweep.json"  # each failed job's error, when one fails
+    said = summary.read_text()[-3000:] if summary.exists() else ""
+    assert proc.returncode == 0, proc.stderr[-3000:] + said
     from agents.callbacks import usable_threads
 
     # joblib runs a job per CPU at once: each takes its share of the update threads
@@ -595,6 +597,53 @@ def test_sweep_size_counts_the_jobs_a_sweep_launches(tmp_path):
     )
     assert sweep_size(tmp_path) is None
     assert sweep_size(tmp_path / "none") is None
+
+
+def test_evaluate_and_compare_give_a_threshold_agent_its_y_tokens(tmp_path, run_command):
+    """Bursts whose requests each end in a 512-token suffix (two 256-token blocks):
+    the shipped ppo_thresholds keys each request as its own prefix and copies nothing;
+    given ``y_tokens=16384`` (the bursts' shared prefix) it copies. Both commands
+    record the setting; one shorter than a block is refused before the run folder."""
+    from experiments.evaluate import evaluate
+    from tests.envs.thresholds_replay import TWO_BLOCK_SUFFIX
+
+    shape = ("n_bursts", "burst_requests", "n_decoys", "burst_window_s", "prefix_tokens",
+             "suffix_tokens")  # fmt: skip
+    params = [f"+workload.params.{k}={getattr(TWO_BLOCK_SUFFIX, k)}" for k in shape]
+
+    def copies(*overrides, out):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(
+                config_name="evaluate",
+                overrides=["logger=none", "progress=false", "policies=[btb]",
+                           "checkpoint=[ppo_thresholds]", "workload.eval_windows=1",
+                           f"out_dir={out}", *params, *overrides],
+            )  # fmt: skip
+        evaluate(cfg)
+        result = json.loads((out / "results.json").read_text())
+        rows = {r["policy"]: r for r in result["rows"]}
+        return rows["ppo_thresholds"]["warm_copies"], result["config"]["policy_kwargs"]
+
+    assert copies(out=tmp_path / "own") == (0, {})
+    keyed = copies("+policy_kwargs.ppo_thresholds.y_tokens=16384", out=tmp_path / "y")
+    assert keyed[0] > 0 and keyed[1] == {"ppo_thresholds": {"y_tokens": 16384}}
+    with pytest.raises(ValueError, match=r"agent 'ppo_thresholds' \(policy_kwargs\): y_tokens"):
+        copies("+policy_kwargs.ppo_thresholds.y_tokens=16384",
+               "+workload.params.block_tokens=32768", out=tmp_path / "refused")  # fmt: skip
+    assert not (tmp_path / "refused").exists()
+    # compare, on the example trace's first test window: its own key copies once; a Y
+    # longer than the trace's shared prefixes (16,384 tokens) turns its BTB off
+    made = []
+    for extra in ([], ["policy_kwargs=ppo_thresholds.y_tokens=65536"]):
+        out = tmp_path / f"compare{len(made)}"
+        args = ["policies=btb", "agents=ppo_thresholds", "windows=1", f"out_dir={out}",
+                "workload=trace", f"workload.path={ROOT / 'examples/mooncake_example.jsonl'}",
+                *extra]  # fmt: skip
+        assert run_command("experiments.compare", args, tmp_path).returncode == 0
+        result = json.loads((out / "results.json").read_text())
+        rows = {r["policy"]: r for r in result["rows"]}
+        made.append((rows["ppo_thresholds"]["warm_copies"], result["config"]["policy_kwargs"]))
+    assert made == [(1, {}), (0, {"ppo_thresholds": {"y_tokens": 65536}})]
 
 
 def test_evaluate_runs_a_baseline_with_its_settings_and_checks_them(tmp_path):
