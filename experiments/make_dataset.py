@@ -357,7 +357,7 @@ def _trace_source(params: dict[str, Any]) -> Source:
             )  # fmt: skip
             yield spec, trace_window_rows(workload)
 
-    return description, trace_plan.block_tokens, generator, len(trace_plan.windows), rows()
+    return description, trace_plan.window_block_tokens, generator, len(trace_plan.windows), rows()
 
 
 def dataset_card(info: dict[str, Any]) -> str:

@@ -217,7 +217,7 @@ def _check_trace_before_sweep(parsed: list[Any], fixed: list[str]) -> int | None
     if cfg.workload.name != TRACE_WORKLOAD:
         return None
     plan = check_workload(cfg)
-    return None if plan is None else int(plan.block_tokens)
+    return None if plan is None else int(plan.window_block_tokens)
 
 
 def check_thresholds(cfg: Any) -> None:

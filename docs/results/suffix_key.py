@@ -11,7 +11,10 @@ block), in ``two_blocks.jsonl`` 800 (two blocks); everything else is drawn the
 same. Then runs ``experiments.compare`` on the 4 test windows of each (70b_h100x4,
 causal KV, seed 0) with the agents' own key, with ``y_tokens=12288`` (the
 shared prefix) and ``y_tokens=8192`` (part of it), and prints the table: mean
-TTFT (s), p95 (s), warm copies.
+TTFT (s), p95 (s), warm copies. Then runs every policy and shipped agent on
+``two_blocks.jsonl`` read as it is and with ``workload.merge_blocks=2`` (blocks of
+1,024 tokens, each suffix one block of its own), and prints that table
+(traces.md).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ BASELINES = ("cache_aware", "btb", "btb_pending")
 SUFFIXES = {"one_block": 300, "two_blocks": 800}
 
 
-def write_trace(path: Path, suffix_tokens: int) -> None:
+def write_trace(path: Path, suffix_tokens: int, block_tokens: int = 512) -> None:
     rng = random.Random(7)
     next_id = 0
 
@@ -41,14 +44,15 @@ def write_trace(path: Path, suffix_tokens: int) -> None:
     for w in range(16):
         t0 = w * 120.0
         for b in range(2):
-            shared = fresh(24)
+            shared = fresh(12288 // block_tokens)
             start = t0 + 10 + b * 55 + rng.uniform(0, 5)
             for i in range(50):
-                own = fresh(-(-suffix_tokens // 512))
+                own = fresh(-(-suffix_tokens // block_tokens))
                 rows.append((start + i * 0.1, 12288 + suffix_tokens, 64, shared + own))
         for _ in range(150):
             n = rng.randint(1000, 8000)
-            rows.append((t0 + rng.uniform(0, 120), n, rng.randint(20, 200), fresh(-(-n // 512))))
+            blocks = fresh(-(-n // block_tokens))
+            rows.append((t0 + rng.uniform(0, 120), n, rng.randint(20, 200), blocks))
     rows.sort(key=lambda r: r[0])
     with path.open("w") as f:
         for t, n, out, ids in rows:
@@ -56,10 +60,8 @@ def write_trace(path: Path, suffix_tokens: int) -> None:
             f.write(json.dumps({**row, "hash_ids": ids}) + "\n")
 
 
-def compare(trace: Path, out: Path, y_tokens: int | None) -> dict[str, dict]:
-    names = AGENTS if y_tokens is None else (*BASELINES, *AGENTS)
-    keyed = [name for name in names if y_tokens and name != "cache_aware"]
-    settings = [f"{name}.y_tokens={y_tokens}" for name in keyed]
+def run_compare(trace: Path, out: Path, *options: str) -> dict[str, dict]:
+    """``experiments.compare`` on the trace's 4 test windows: its rows by policy."""
     command = [
         sys.executable,
         "-m",
@@ -69,15 +71,32 @@ def compare(trace: Path, out: Path, y_tokens: int | None) -> dict[str, dict]:
         "workload.window_s=120",
         "workload.val_fraction=0.25",
         "windows=0",
-        f"policies={'cache_aware' if y_tokens is None else ','.join(BASELINES)}",
-        f"agents={','.join(AGENTS)}",
         f"out_dir={out}",
+        *options,
     ]
-    if settings:
-        command.append("policy_kwargs=" + ",".join(settings))
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     rows = json.loads((out / "results.json").read_text())["rows"]
     return {row["policy"]: row for row in rows}
+
+
+def compare(trace: Path, out: Path, y_tokens: int | None) -> dict[str, dict]:
+    names = AGENTS if y_tokens is None else (*BASELINES, *AGENTS)
+    keyed = [name for name in names if y_tokens and name != "cache_aware"]
+    settings = [f"{name}.y_tokens={y_tokens}" for name in keyed]
+    options = [
+        f"policies={'cache_aware' if y_tokens is None else ','.join(BASELINES)}",
+        f"agents={','.join(AGENTS)}",
+    ]
+    if settings:
+        options.append("policy_kwargs=" + ",".join(settings))
+    return run_compare(trace, out, *options)
+
+
+def cell(row: dict) -> str:
+    copies = row.get("warm_copies")  # (none for the floor)
+    return (
+        f"{row['ttft_mean_s']:.3f} / {row['ttft_p95_s']:.3f} / {'-' if copies is None else copies}"
+    )
 
 
 def main() -> None:
@@ -97,13 +116,27 @@ def main() -> None:
         key = "each prompt but its last block" if y is None else f"first {y:,} tokens"
         if policy == "cache_aware":
             key = "-"
-        cells = []
-        for name in SUFFIXES:
-            row = runs[name, y][policy]
-            cells.append(
-                f"{row['ttft_mean_s']:.3f} / {row['ttft_p95_s']:.3f} / {row['warm_copies']}"
-            )
+        cells = [cell(runs[name, y][policy]) for name in SUFFIXES]
         print(f"| {policy} | {key} | {' | '.join(cells)} |")
+    merged = {
+        k: run_compare(
+            folder / "two_blocks.jsonl", folder / f"merge{k}", f"workload.merge_blocks={k}"
+        )
+        for k in (1, 2)
+    }
+    # the merged read against the same trace written at 1,024-token blocks: every row
+    coarse = folder / "two_blocks_1024.jsonl"
+    write_trace(coarse, SUFFIXES["two_blocks"], block_tokens=1024)
+    written = run_compare(coarse, folder / "written1024", "workload.block_tokens=1024")
+    same = [p for p in merged[2] if merged[2][p]["ttft_mean_s"] == written[p]["ttft_mean_s"]]
+    print(f"merge_blocks=2 against the trace written at 1,024-token blocks: {len(same)} of "
+          f"{len(merged[2])} rows have the same mean TTFT to the last bit")  # fmt: skip
+    print()
+    print("| policy | two-block suffix, 512-token blocks | merge_blocks=2 (1,024-token blocks) |")
+    print("|---|--:|--:|")
+    for policy in merged[1]:
+        if policy in merged[2] and not policy.startswith("floor_"):
+            print(f"| {policy} | {cell(merged[1][policy])} | {cell(merged[2][policy])} |")
 
 
 if __name__ == "__main__":

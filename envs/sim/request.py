@@ -37,6 +37,16 @@ def shared_blocks(a: Sequence[int], b: Sequence[int]) -> int:
     return low
 
 
+def merged_blocks(blocks: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """The chained ids of ``blocks`` with each ``k`` consecutive blocks made one: the
+    id of each group's last block (it names the group and everything before it),
+    and a partial last group's own last id."""
+    if k == 1:
+        return blocks
+    merged = blocks[k - 1 :: k]
+    return merged + blocks[-1:] if len(blocks) % k else merged
+
+
 @dataclass(slots=True)
 class Request:
     """One inference request as the simulator sees it.

@@ -46,7 +46,7 @@ from typing import Any
 
 from envs.sim import native
 from envs.sim.errors import ConfigError
-from envs.sim.request import Request, Workload
+from envs.sim.request import Request, Workload, merged_blocks
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
@@ -118,6 +118,7 @@ class TracePlan:
     options: TraceOptions
     format: str
     block_tokens: int
+    """Tokens a hash of the file covers (the windows' blocks: :attr:`window_block_tokens`)."""
     units_per_s: float
     origin: float
     """The earliest timestamp, in the file's own unit (0 for Bursted-ART)."""
@@ -128,6 +129,11 @@ class TracePlan:
     """"file" (the rows' own split field) or "time"."""
     file_stat: tuple[int, int] | None = None
     """The file's size and mtime (ns) when it was planned (None: a dataset by name)."""
+
+    @property
+    def window_block_tokens(self) -> int:
+        """Tokens a block of the windows covers: the file's, times ``merge_blocks``."""
+        return self.block_tokens * self.options.merge_blocks
 
     def split(self, name: str) -> list[TraceWindow]:
         if name not in TRACE_SPLITS:
@@ -140,7 +146,7 @@ class TracePlan:
         unit = next((n for n, v in TIME_UNITS.items() if v == self.units_per_s), None)
         return {
             "format": self.format,
-            "block_tokens": self.block_tokens,
+            "block_tokens": self.window_block_tokens,
             "time_unit": unit,
             "rows_read": self.rows_read,
             "rows_skipped": self.rows_skipped,
@@ -679,7 +685,9 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
 _KEYS_WARNED: set[str] = set()  # trace paths whose windows were warned about
 
 
-def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Request]) -> None:
+def _warn_private_key_ends(
+    plan: TracePlan, trace_id: str, requests: list[Request], block_tokens: int
+) -> None:
     """Warn, once per file and process, at the first window read of a trace that has
     many requests whose prefix key is their own (:func:`~envs.workloads.stats.private_key_note`;
     docs/traces.md, "Small blocks and the prefix a copy moves (a known limitation)").
@@ -688,17 +696,24 @@ def _warn_private_key_ends(plan: TracePlan, trace_id: str, requests: list[Reques
     key = os.path.realpath(path) if os.path.exists(path) else path  # a dataset by name
     if key in _KEYS_WARNED:
         return
-    note = private_key_note(private_key_ends(requests), len(requests), plan.block_tokens)
+    note = private_key_note(private_key_ends(requests), len(requests), block_tokens)
     if note is not None:
         _KEYS_WARNED.add(key)
         warnings.warn(
-            TraceWarning(f"{Path(path).name}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}"),
+            TraceWarning(
+                f"{Path(path).name}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}; "
+                "workload.merge_blocks=K reads the trace in blocks K times as long"
+            ),
             stacklevel=2,
         )
 
 
 def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Workload:
-    _warn_private_key_ends(plan, window.trace_id, requests)
+    k = plan.options.merge_blocks
+    if k > 1:
+        requests = [replace(r, blocks=merged_blocks(r.blocks, k)) for r in requests]
+    block_tokens = plan.window_block_tokens
+    _warn_private_key_ends(plan, window.trace_id, requests, block_tokens)
     stem = Path(plan.options.path).stem
     meta = {
         "workload": TRACE_WORKLOAD,
@@ -711,7 +726,7 @@ def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Wo
     }
     return Workload(
         name=f"{stem}/{window.trace_id}",
-        block_tokens=plan.block_tokens,
+        block_tokens=block_tokens,
         requests=requests,
         meta=meta,
     )

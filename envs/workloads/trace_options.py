@@ -41,6 +41,11 @@ class TraceOptions:
     """Tokens a hash covers (None: the format's: Mooncake 512, ART-Chat and Bursted-ART
     256, Qwen-Bailian 16; for a split of a dataset ``make_dataset`` wrote, the one its
     ``dataset_info.json`` records)."""
+    merge_blocks: int = 1
+    """Merge each this many consecutive blocks of a prompt into one block of
+    ``block_tokens`` x this many tokens (a coarser cache: prefixes are reused,
+    copied and keyed in whole merged blocks; a prompt's partial last group is a
+    block of its own). 1: the trace's own blocks."""
     time_unit: str = "auto"
     """Unit of the timestamps: s, ms, us, ns, or auto (the format's, unless that makes
     the trace span more than a month: then the unit that does not, with a warning)."""
@@ -105,6 +110,7 @@ class TraceOptions:
                 raise ConfigError.about(
                     f"{owner}.{name}", f"must be true or false, got {getattr(self, name)!r}"
                 )
+        check_int(f"{owner}.merge_blocks", self.merge_blocks, 1)
         if self.max_rows is not None:  # the reader takes 0; a workload needs a row
             check_int(f"{owner}.max_rows", self.max_rows, 1)
         try:  # the reader's own checks (block_tokens, max_rows, ...), named as ours
