@@ -476,4 +476,6 @@ def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
 
 def workload_label(workload: str, params: Mapping[str, Any]) -> str:
     """What result rows call the workload: its name, or ``trace:<file name>``."""
-    return trace_label(params["path"]) if workload == TRACE_WORKLOAD else workload
+    if workload != TRACE_WORKLOAD:
+        return workload
+    return trace_label(params["path"], params.get("merge_blocks", 1))

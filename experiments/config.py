@@ -643,7 +643,9 @@ def check_known_keys(cfg: Any) -> None:
     it came from and the keys its group takes."""
     for path, known in unknown_keys(cfg):
         origin = value_origin(path) or _typed_below(path)
-        raise ConfigError(unknown_key_message(path, known, origin, OmegaConf.get_type(cfg)))
+        group = path.rpartition(".")[0]
+        schema = OmegaConf.get_type(OmegaConf.select(cfg, group) if group else cfg)
+        raise ConfigError(unknown_key_message(path, known, origin, schema))
 
 
 def keys_named(schema: Any, name: str, prefix: str = "") -> list[str]:
@@ -809,7 +811,7 @@ def workload_label(cfg: Any) -> str:
     (``bursted_synthetic[n_bursts=2,burst_requests=40]``); ``trace:<file name>``
     for a trace file."""
     if cfg.workload.name == TRACE_WORKLOAD:
-        return trace_label(cfg.workload.path)
+        return trace_label(cfg.workload.path, cfg.workload.get("merge_blocks", 1))
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
     if not params:

@@ -137,7 +137,7 @@ def _windows(
 
 def _start_worker() -> None:
     """A worker ignores Ctrl-C (the parent stops the pool) and a trace's warnings,
-    which the parent has said when it read the trace's first window."""
+    which the parent has said when it read the trace's windows."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings.simplefilter("ignore", TraceWarning)
 
@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             options["workload"], options["windows"] or None, seed, options["workload_params"]
         )
     if options["workload"] == TRACE_WORKLOAD:  # its warnings said here, once, not by each worker
-        next(split_windows(options["workload"], 1, params=options["workload_params"]), None)
+        params = tuple(options["workload_params"].items())  # (every window run: kept for jobs=1)
+        _windows(options["workload"], options["windows"] or None, seeds[0], params)
     tasks = [
         (seed, setup, causal) for seed in seeds for causal in modes for setup in options["setups"]
     ]

@@ -46,7 +46,7 @@ from typing import Any
 
 from envs.sim import native
 from envs.sim.errors import ConfigError
-from envs.sim.request import Request, Workload, merged_blocks
+from envs.sim.request import Request, Workload, fit_blocks, merged_blocks
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
@@ -146,7 +146,9 @@ class TracePlan:
         unit = next((n for n, v in TIME_UNITS.items() if v == self.units_per_s), None)
         return {
             "format": self.format,
-            "block_tokens": self.window_block_tokens,
+            "block_tokens": self.window_block_tokens,  # the windows'
+            "file_block_tokens": self.block_tokens,
+            "merge_blocks": self.options.merge_blocks,
             "time_unit": unit,
             "rows_read": self.rows_read,
             "rows_skipped": self.rows_skipped,
@@ -682,21 +684,25 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
         yield _window(plan, current, requests)
 
 
-_KEYS_WARNED: set[str] = set()  # trace paths whose windows were warned about
+_KEYS_WARNED: set[tuple[Any, ...]] = set()  # (path, its size and mtime, merge_blocks) warned
+_KEYS_CHECKED: set[tuple[Any, ...]] = set()  # ... and a window of it found clean
 
 
 def _warn_private_key_ends(
     plan: TracePlan, trace_id: str, requests: list[Request], block_tokens: int
 ) -> None:
-    """Warn, once per file and process, at the first window read of a trace that has
-    many requests whose prefix key is their own (:func:`~envs.workloads.stats.private_key_note`;
-    docs/traces.md, "Small blocks and the prefix a copy moves (a known limitation)").
-    Every window read is looked at until one is (a few per cent of reading it)."""
+    """Warn, once per file, merge and process, at the first window read of a trace
+    that has many requests whose prefix key is their own
+    (:func:`~envs.workloads.stats.private_key_note`; docs/traces.md, "Small blocks
+    and the prefix a copy moves (a known limitation)"). Every window is looked at
+    once until one is: about 12 % of reading a window the first time."""
     path = str(plan.options.path)
-    key = os.path.realpath(path) if os.path.exists(path) else path  # a dataset by name
-    if key in _KEYS_WARNED:
+    file = os.path.realpath(path) if os.path.exists(path) else path  # a dataset by name
+    key = (file, plan.file_stat, plan.options.merge_blocks)
+    if key in _KEYS_WARNED or (*key, trace_id) in _KEYS_CHECKED:
         return
     note = private_key_note(private_key_ends(requests), len(requests), block_tokens)
+    _KEYS_CHECKED.add((*key, trace_id))
     if note is not None:
         _KEYS_WARNED.add(key)
         warnings.warn(
@@ -710,7 +716,8 @@ def _warn_private_key_ends(
 
 def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Workload:
     k = plan.options.merge_blocks
-    if k > 1:
+    if k > 1:  # cut to the prompt at the file's blocks first (ids past it name no KV)
+        requests = fit_blocks(requests, plan.block_tokens)
         requests = [replace(r, blocks=merged_blocks(r.blocks, k)) for r in requests]
     block_tokens = plan.window_block_tokens
     _warn_private_key_ends(plan, window.trace_id, requests, block_tokens)

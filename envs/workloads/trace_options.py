@@ -154,6 +154,8 @@ def changed_fields(values: Mapping[str, Any]) -> list[str]:
     return [name for name in TRACE_FIELDS if name in values and values[name] != defaults[name]]
 
 
-def trace_label(path: str | os.PathLike[str]) -> str:
-    """The workload label of a trace's results: ``trace:<file name>``."""
-    return f"{TRACE_WORKLOAD}:{Path(path).name}"
+def trace_label(path: str | os.PathLike[str], merge_blocks: int = 1) -> str:
+    """The workload label of a trace's results: ``trace:<file name>``, and
+    ``[merge_blocks=K]`` after it when its blocks were merged."""
+    merged = f"[merge_blocks={merge_blocks}]" if merge_blocks != 1 else ""
+    return f"{TRACE_WORKLOAD}:{Path(path).name}{merged}"

@@ -147,7 +147,8 @@ def test_key_value_commands_refuse_dotted_unknown_keys(module: str, arg: str) ->
 
 
 @pytest.mark.parametrize(
-    "override", ["env.bogus=1", "train.totl_timesteps=5", "workload.window=60"]
+    "override",
+    ["env.bogus=1", "train.totl_timesteps=5", "workload.window=60", "env.progress=false"],
 )
 def test_without_the_plus_an_unknown_key_is_said_as_with_it(
     override: str, tmp_path: Path, run_command: Any
@@ -177,6 +178,9 @@ def test_without_the_plus_an_unknown_key_is_said_as_with_it(
          "(did you mean env.y_tokens?); the command takes: setup"),
         ("evaluate", "+hidden=8", "unknown key hidden (from the command line); "
          "the command takes: setup"),  # evaluate has no agent group: nothing to offer
+        # a group's key is looked for in that group's own groups (env has none)
+        ("train", "+env.progress=false", "unknown key env.progress (from the command line); "
+         "env takes: kind"),
     ],
 )  # fmt: skip
 def test_a_key_given_without_its_group_says_where_it_lives(

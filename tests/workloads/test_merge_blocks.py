@@ -131,3 +131,25 @@ def test_a_merged_read_is_the_trace_written_at_the_coarser_blocks(tmp_path: Path
             assert shared_blocks(a[i].blocks, a[j].blocks) == shared_blocks(
                 b[i].blocks, b[j].blocks
             )
+
+
+def test_ids_past_the_prompt_are_cut_before_they_are_merged(tmp_path: Path) -> None:
+    """With strict_block_count=false a row may carry more ids than its prompt fills:
+    the short row's ids 1-8 with a 2,100-token prompt (5 blocks of 512). Cut first,
+    its merged blocks are (2, 4, 5) and it shares 2 of them (2,048 tokens) with the
+    long row; merged first, (2, 4, 6) would share 3, more than its prompt holds."""
+    rows = [
+        {"timestamp": t, "input_length": n, "output_length": 1, "hash_ids": ids}
+        for t, n, ids in (
+            (0, 2100, [1, 2, 3, 4, 5, 6, 7, 8]),
+            (10, 4096, [1, 2, 3, 4, 5, 6, 9, 10]),
+        )
+    ]
+    path = write_jsonl(tmp_path / "over.jsonl", rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (window,) = windows(
+            "trace", split="all", path=str(path), merge_blocks=2, strict_block_count=False
+        )
+    short, long = window.requests
+    assert len(short.blocks) == 3 and shared_blocks(short.blocks, long.blocks) == 2
