@@ -36,8 +36,8 @@ AGENT_SETTINGS: dict[str, tuple[type[Any], dict[str, Callable[[Any], None]]]] = 
 }
 """The env arguments an agent of each kind may run with other than those it was
 trained with (compare's ``policy_kwargs=AGENT.KEY=VALUE``): the env whose
-signature types them, and each one's check. They change what a prefix is keyed on, not the layout of
-the observation or the action."""
+signature types them, and each one's check. They change what a prefix is keyed
+on, not the layout of the observation or the action."""
 
 
 class AgentPolicy(Policy):
