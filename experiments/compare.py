@@ -195,11 +195,19 @@ def _setting_value(
     return untyped
 
 
+def _agents_named(policy: str, agents: Mapping[str, Any] | None) -> list[str]:
+    """The labels of the agents run that ``policy`` names: its own label, or, for a
+    name several agents share (labelled ``NAME@folder``), every one of them."""
+    agents = agents or {}
+    if policy in agents:
+        return [policy]
+    return [label for label in agents if label.partition("@")[0] == policy]
+
+
 def _check_run(
     policy: str, where: str, policies: Sequence[str], agents: Mapping[str, Any] | None
 ) -> None:
-    agents = agents or {}
-    if policy not in policies and policy not in agents:
+    if policy not in policies and not _agents_named(policy, agents):
         from agents import zoo_names
         from baselines.policy import POLICIES
 
@@ -209,7 +217,7 @@ def _check_run(
             said = f"agent {policy!r}, which is not among the agents run"
         else:
             said = f"{policy!r}, which is no baseline nor agent run"
-        run = [*policies, *agents]
+        run = [*policies, *(agents or {})]
         raise UsageError(f"{where} names {said} (policies: {', '.join(run)})")
 
 
@@ -226,7 +234,8 @@ def policy_kwargs(
         if not sep or not dot or not policy or not key:
             raise UsageError(f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}")
         _check_run(policy, f"policy_kwargs: {item!r}", policies, agents)
-        out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item, agents=agents)
+        for name in _agents_named(policy, agents) if policy not in policies else [policy]:
+            out.setdefault(name, {})[key] = _setting_value(name, key, value, item, agents=agents)
     return out
 
 
@@ -243,9 +252,10 @@ def policy_settings(
                 f"VALUE), got {keys!r}"
             )
         _check_run(policy, f"policy_kwargs.{policy}", policies, agents)
-        for key, value in keys.items():
-            item = f"{policy}.{key}={value!r}"
-            out.setdefault(policy, {})[key] = _setting_value(policy, key, value, item, True, agents)
+        for name in _agents_named(policy, agents) if policy not in policies else [policy]:
+            for key, value in keys.items():
+                item = f"{policy}.{key}={value!r}"
+                out.setdefault(name, {})[key] = _setting_value(name, key, value, item, True, agents)
     return out
 
 

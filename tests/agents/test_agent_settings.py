@@ -69,3 +69,21 @@ def test_compare_parses_an_agents_setting_and_refuses_others() -> None:
         compare.policy_kwargs(["ppo_thresholds.y_tokens=many"], ["btb"], agents)
     with pytest.raises(UsageError, match=r"policy_kwargs: ppo_thresholds: y_tokens"):
         compare.configure_agents(agents, {"ppo_thresholds": {"y_tokens": 0}})
+
+
+def test_a_name_several_agents_share_sets_each_of_them() -> None:
+    """Agents of one name from different folders are labelled ``NAME@folder``; a
+    setting given to the bare name goes to every one of them, one given to a label to
+    that one only (compare and evaluate alike)."""
+    agents = {
+        label: AgentPolicy.load(ZOO / "ppo_thresholds")
+        for label in ("ppo_thresholds@a/agent", "ppo_thresholds@zoo/ppo_thresholds")
+    }
+    both = {label: {"y_tokens": 8192} for label in agents}
+    assert compare.policy_kwargs(["ppo_thresholds.y_tokens=8192"], ["btb"], agents) == both
+    typed = compare.policy_settings({"ppo_thresholds": {"y_tokens": 8192}}, ["btb"], agents)
+    assert typed == both
+    one = compare.policy_kwargs(["ppo_thresholds@a/agent.y_tokens=4096"], ["btb"], agents)
+    assert one == {"ppo_thresholds@a/agent": {"y_tokens": 4096}}
+    with pytest.raises(UsageError, match=r"names agent 'ppo_thresholds_eft', which is not among"):
+        compare.policy_kwargs(["ppo_thresholds_eft.y_tokens=8192"], ["btb"], agents)
