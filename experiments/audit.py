@@ -5,13 +5,17 @@ Usage::
     python -m experiments.audit path=FILE [format=auto|mooncake|art|bursted|qwen]
         [min_tokens=4096] [window_s=10] [out_dir=PATH] [json=false] [per_window=false]
         [skip_bad_rows=false] [max_bad_fraction=0.01] [strict_block_count=true]
-        [block_tokens=N] [time_unit=auto|s|ms|us|ns]
+        [block_tokens=N] [merge_blocks=1] [time_unit=auto|s|ms|us|ns]
 
 Reports raw arrival bursts (the busiest 1 s / 10 s / 60 s) and the largest
 same-prefix fan-out: the most requests sharing their first ``min_tokens`` tokens
 (the fewest whole blocks of the trace that hold them; 4,096 tokens = 16 blocks
 of 256 tokens, 8 of 512) that arrive within 1 s, 10 s, 60 s, ``window_s``
-seconds and the whole trace (definitions in envs/workloads/stats.py).
+seconds and the whole trace (definitions in envs/workloads/stats.py), and how
+many requests share leading blocks with others while their prompt less its last
+block ends in blocks of their own (a suffix longer than one block: the copying
+policies see no shared prefix there). ``merge_blocks=K`` audits the trace in
+blocks K times as long, as ``workload.merge_blocks`` reads it.
 Bursted-ART files are audited window by window (streamed) and the maxima are
 reported with the window they come from. Prints a table (or the JSON with
 ``json=true``); with ``out_dir`` also writes ``audit.json`` there, atomically.
@@ -25,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.files import dumps_strict, write_json_atomic
+from envs.sim.request import merged_workload
 from envs.workloads.readers import (
     ReadOptions,
     ReadReport,
@@ -50,6 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "max_bad_fraction": 0.01,
     "strict_block_count": True,
     "block_tokens": 0,
+    "merge_blocks": 1,
     "time_unit": "auto",
     "overwrite": False,
 }
@@ -77,6 +83,7 @@ def audit_file(
     strict_block_count: bool = True,
     block_tokens: int | None = None,
     time_unit: str = "auto",
+    merge_blocks: int = 1,
 ) -> dict[str, Any]:
     """Audit one trace file; returns the report written as ``audit.json``."""
     if Path(path).is_dir():
@@ -93,6 +100,8 @@ def audit_file(
         raise UsageError(f"{COMMAND}: min_tokens must be >= 1, got {min_tokens}")
     if not window_s > 0:
         raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
+    if merge_blocks < 1:
+        raise UsageError(f"{COMMAND}: merge_blocks must be >= 1, got {merge_blocks}")
     try:
         options = ReadOptions(
             skip_bad_rows=skip_bad_rows,
@@ -107,7 +116,8 @@ def audit_file(
         name = detect_format(path) if format == "auto" else format
         report = ReadReport(source=path)
         windows = iter_trace_windows(path, format=name, options=options, report=report)
-        result = audit_windows(windows, min_tokens=min_tokens, window_s=window_s)
+        merged = (merged_workload(w, merge_blocks) for w in windows)
+        result = audit_windows(merged, min_tokens=min_tokens, window_s=window_s)
     except UnicodeDecodeError as error:
         raise UsageError(f"{COMMAND}: path={path!r}: {_not_utf8(path, error)}") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:  # a .gz cut short or damaged
@@ -119,6 +129,7 @@ def audit_file(
         "format": name,
         "min_tokens": min_tokens,
         "window_s": window_s,
+        "merge_blocks": merge_blocks,
         "read": report.as_dict(),
         **result,
     }
@@ -148,6 +159,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         strict_block_count=options["strict_block_count"],
         block_tokens=options["block_tokens"] or None,
         time_unit=options["time_unit"],
+        merge_blocks=options["merge_blocks"],
     )
     if options["json"]:
         print(dumps_strict(audit, indent=2))

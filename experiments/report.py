@@ -30,6 +30,7 @@ import numpy as np
 
 from envs.files import file_mode, naming_file, write_json_atomic
 from envs.thresholds import route_choices
+from envs.workloads.stats import PRIVATE_KEY_SHARE
 from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyRun, WindowTrace
 
 TIMELINE_POLICIES = ("cache_aware", "btb", "oracle_warm")
@@ -438,6 +439,17 @@ def audit_table(audit: dict[str, Any], per_window: bool = False) -> str:
                 f"in {fan['window_s']:g} s",
                 f"{fan['requests']:,}",
                 fan_where,
+            )
+        )
+    private = overall.get("private_key_requests")
+    if private is not None:  # (audits written before it have none)
+        share = private / overall["requests"] if overall["requests"] else 0.0
+        rows.append(
+            (
+                "requests sharing leading blocks whose prompt less its last block ends in "
+                "blocks of their own",
+                f"{private:,} ({share:.0%})",
+                "merge_blocks=K reads coarser blocks" if share >= PRIVATE_KEY_SHARE else "",
             )
         )
     rows.append(("longest prompt (tokens)", f"{overall['input_tokens_max']:,.0f}", ""))

@@ -47,6 +47,16 @@ def merged_blocks(blocks: tuple[int, ...], k: int) -> tuple[int, ...]:
     return merged + blocks[-1:] if len(blocks) % k else merged
 
 
+def merged_workload(workload: Workload, k: int) -> Workload:
+    """``workload`` in blocks ``k`` times as long (:func:`merged_blocks`; its
+    requests' ids were cut to their prompts when it was made, so no merged block
+    names KV past a prompt): the same requests, block size and name otherwise."""
+    if k == 1:
+        return workload
+    requests = [replace(r, blocks=merged_blocks(r.blocks, k)) for r in workload.requests]
+    return Workload(workload.name, workload.block_tokens * k, requests, dict(workload.meta))
+
+
 @dataclass(slots=True)
 class Request:
     """One inference request as the simulator sees it.

@@ -199,6 +199,7 @@ def audit_workload(
         "fanout_by_window": fanout_by_window,
         "input_tokens": _summary(inputs),
         "output_tokens": _summary(outputs),
+        "private_key_requests": private_key_ends(requests),
     }
 
 
@@ -231,6 +232,7 @@ def audit_windows(
             overall[section][label] = {**top[section][label], "window": top["name"]}
     top = max(per_window, key=lambda a: a["fanout"]["requests"])
     overall["fanout"] = {**top["fanout"], "window": top["name"]}
+    overall["private_key_requests"] = sum(a["private_key_requests"] for a in per_window)
     overall["input_tokens_max"] = max(a["input_tokens"]["max"] for a in per_window)
     overall["output_tokens_max"] = max(a["output_tokens"]["max"] for a in per_window)
     return {"overall": overall, "windows": per_window}

@@ -46,7 +46,7 @@ from typing import Any
 
 from envs.sim import native
 from envs.sim.errors import ConfigError
-from envs.sim.request import Request, Workload, fit_blocks, merged_blocks
+from envs.sim.request import Request, Workload, merged_workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
@@ -715,12 +715,6 @@ def _warn_private_key_ends(
 
 
 def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Workload:
-    k = plan.options.merge_blocks
-    if k > 1:  # cut to the prompt at the file's blocks first (ids past it name no KV)
-        requests = fit_blocks(requests, plan.block_tokens)
-        requests = [replace(r, blocks=merged_blocks(r.blocks, k)) for r in requests]
-    block_tokens = plan.window_block_tokens
-    _warn_private_key_ends(plan, window.trace_id, requests, block_tokens)
     stem = Path(plan.options.path).stem
     meta = {
         "workload": TRACE_WORKLOAD,
@@ -731,12 +725,17 @@ def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Wo
         "first_line": window.first_line,
         "start_s": window.start_s,
     }
-    return Workload(
-        name=f"{stem}/{window.trace_id}",
-        block_tokens=block_tokens,
-        requests=requests,
-        meta=meta,
+    workload = merged_workload(
+        Workload(
+            name=f"{stem}/{window.trace_id}",
+            block_tokens=plan.block_tokens,
+            requests=requests,
+            meta=meta,
+        ),
+        plan.options.merge_blocks,
     )
+    _warn_private_key_ends(plan, window.trace_id, workload.requests, workload.block_tokens)
+    return workload
 
 
 _STAMPS: dict[tuple[str, int, int], dict[str, Any]] = {}

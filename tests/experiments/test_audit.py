@@ -88,3 +88,29 @@ def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[s
         result = audit.main([f"path={path}", "skip_bad_rows=true", "max_bad_fraction=0.2"])
     assert result["read"]["rows_skipped"] == 1
     assert "1 bad rows skipped" in capsys.readouterr().out
+
+
+def test_audit_counts_private_prefix_keys_and_merges_blocks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Six requests share blocks 1-2 and each ends in two blocks of its own (its
+    prompt less its last block ends in one of them): all six are counted, 100 %,
+    with the hint. With merge_blocks=2 each suffix is one 1,024-token block and the
+    prompt less it is the shared prefix: none."""
+    rows = [
+        {"timestamp": i * 100, "input_length": 2048, "output_length": 4,
+         "hash_ids": [1, 2, 10 + 2 * i, 11 + 2 * i]}
+        for i in range(6)
+    ]  # fmt: skip
+    path = tmp_path / "suffix.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = audit.main([f"path={path}"])
+    assert result["overall"]["private_key_requests"] == 6 and result["merge_blocks"] == 1
+    table = capsys.readouterr().out
+    assert "6 (100%)  merge_blocks=K reads coarser blocks" in table
+    merged = audit.main([f"path={path}", "merge_blocks=2"])
+    assert merged["overall"]["private_key_requests"] == 0
+    assert merged["overall"]["block_tokens"] == 1024
+    assert "1024-token blocks" in capsys.readouterr().out
+    with pytest.raises(UsageError, match="merge_blocks must be >= 1, got 0"):
+        audit.main([f"path={path}", "merge_blocks=0"])
