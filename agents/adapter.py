@@ -29,7 +29,8 @@ from envs.encoder import (
 from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
-from envs.thresholds import EpochController, ThresholdsEnv, check_y_blocks, check_y_tokens
+from envs.sim.tokens import check_key_tokens
+from envs.thresholds import EpochController, ThresholdsEnv, check_y_tokens
 
 AGENT_SETTINGS: dict[str, tuple[type[Any], dict[str, Callable[[Any], None]]]] = {
     "thresholds": (ThresholdsEnv, {"y_tokens": check_y_tokens}),
@@ -110,7 +111,7 @@ class AgentPolicy(Policy):
             return
         y = self.spec.env_kwargs.get("y_tokens")
         try:
-            check_y_blocks(y, workload.block_tokens)
+            check_key_tokens("y_tokens", y, workload.block_tokens)
         except ValueError as error:
             given = "policy_kwargs" if "y_tokens" in self.configured else "as trained"
             raise ValueError(f"agent {self.name!r} ({given}): {error}") from None

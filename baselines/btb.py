@@ -55,7 +55,7 @@ from envs.sim.checks import check_int, is_number
 from envs.sim.forecast import HitMemo, copy_bytes, transfer_s
 from envs.sim.request import Request
 from envs.sim.simulator import TARGET_HOLDS, WARM_OK, Simulator
-from envs.sim.tokens import blocks_reaching, whole_blocks
+from envs.sim.tokens import blocks_reaching, check_key_tokens, whole_blocks
 
 PUBLISHED_M = 4
 PUBLISHED_Y_TOKENS = 65_536  # 256 blocks of 256 tokens
@@ -190,11 +190,7 @@ class BTB(Policy):
         if bt is None:
             return
         y = self.y_tokens
-        if y is not None and y < bt:
-            raise ValueError(
-                f"btb.y_tokens = {y} is shorter than one {bt}-token block of the workload "
-                f"(Y is whole blocks: btb.y_tokens={bt} or more keys one)"
-            )
+        check_key_tokens("btb.y_tokens", y, bt)
         old = self.y
         self.y = None if y is None else whole_blocks(y, bt)
         if self.y != old:

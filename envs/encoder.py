@@ -617,17 +617,20 @@ class EpochEncoder:
         self._recent.clear()
         self.buffer[:] = 0.0
 
-    def prefix(self, request: Request) -> tuple[int, ...]:
-        """The request's prefix as this encoder keys it (:attr:`key_blocks`)."""
+    def keyed(self, request: Request) -> bool:
+        """Whether the request's prefix is its first :attr:`key_blocks` blocks (else
+        its prompt but the last block)."""
         k = self.key_blocks
-        blocks = request.blocks
-        return blocks[:k] if k and len(blocks) >= k else prefix_of(request)
+        return bool(k) and len(request.blocks) >= k
+
+    def prefix(self, request: Request) -> tuple[int, ...]:
+        """The request's prefix as this encoder keys it (:meth:`keyed`)."""
+        return request.blocks[: self.key_blocks] if self.keyed(request) else prefix_of(request)
 
     def record(self, stats: EpochStats, request: Request, now: float) -> None:
         """Count one arrival of the epoch (before it is routed)."""
-        k = self.key_blocks
-        blocks = request.blocks
-        key = blocks[k - 1] if k and len(blocks) >= k else prefix_key(request)
+        keyed = self.keyed(request)
+        key = request.blocks[self.key_blocks - 1] if keyed else prefix_key(request)
         stats.arrivals += 1
         count = stats.per_key.get(key, 0) + 1
         stats.per_key[key] = count

@@ -18,7 +18,7 @@ from envs.sim.checks import check_int, check_number
 from envs.sim.errors import ConfigError
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
-from envs.sim.tokens import whole_blocks
+from envs.sim.tokens import check_key_tokens, whole_blocks
 
 X_CHOICES = (1, 2, 3, 4, 6, 8, 16)
 Z_CHOICES = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -65,16 +65,6 @@ def check_y_tokens(value: Any) -> None:
             "y_tokens",
             f"= {value} is below the shortest minimum prefix an action sets "
             f"({MIN_PREFIX_CHOICES[0]:,} tokens): BTB would never fire",
-        )
-
-
-def check_y_blocks(y_tokens: int | None, block_tokens: int) -> None:
-    """``y_tokens`` must hold one block of the workload at least."""
-    if y_tokens is not None and y_tokens < block_tokens:
-        raise ConfigError.about(
-            "y_tokens",
-            f"= {y_tokens} is shorter than one {block_tokens}-token block of the workload "
-            f"(the key is whole blocks: {block_tokens} or more keys one)",
         )
 
 
@@ -235,7 +225,7 @@ class ThresholdsEnv(ClusterEnv):
                 raise ValueError(f"{name} must be true or false, got {flag!r}")
         super().__init__(**kwargs)
         for window in self.windows:  # (a run's reset checks again: the adapter's)
-            check_y_blocks(y_tokens, window.block_tokens)
+            check_key_tokens("y_tokens", y_tokens, window.block_tokens)
         self._kwargs["epoch_s"] = epoch_s
         if eft_rules:  # recorded only when set, as agents saved before it were made
             self._kwargs["eft_rules"] = True
@@ -373,7 +363,7 @@ class EpochController(ModulesByName):
 
     def reset(self, sim: Simulator) -> None:
         y = self.y_tokens
-        check_y_blocks(y, sim.block_tokens)
+        check_key_tokens("y_tokens", y, sim.block_tokens)
         self.encoder.reset()
         self.encoder.key_blocks = 0 if y is None else whole_blocks(y, sim.block_tokens)
         self.btb = self._published()

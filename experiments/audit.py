@@ -101,7 +101,7 @@ def audit_file(
     if not window_s > 0:
         raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
     if merge_blocks < 1:
-        raise UsageError(f"{COMMAND}: merge_blocks must be >= 1, got {merge_blocks}")
+        raise UsageError(f"{COMMAND}: merge_blocks must be an integer >= 1, got {merge_blocks}")
     try:
         options = ReadOptions(
             skip_bad_rows=skip_bad_rows,

@@ -379,6 +379,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     asked = options["windows"] != DEFAULTS["windows"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params, asked)
     timeline = check_timeline_window(options["timeline_window"], n_windows, "timeline_window")
+    if any(agent.spec.env_kwargs.get("y_tokens") for agent in agents.values()):
+        # an agent's Y against the workload's blocks (all its windows share them)
+        first = next(split_windows(workload, 1, options["workload_seed"], params=params), None)
+        for agent in agents.values():
+            if first is not None:
+                agent.check_workload(first)
     out_dir = claim_run_dir(
         options["out_dir"],
         default_out_dir(options, "compare", shown),

@@ -589,6 +589,9 @@ def check_imitation(cfg: Any) -> None:
 
 
 RESUME_FIXED = ("agent.algo", "agent.net", "env.kind", "cluster.n_nodes")
+NONE_IS_A_VALUE = ("env.y_tokens",)
+"""Resume fields whose None a checkpoint records as a value (the default), not as
+"not recorded"."""
 """What a resumed run cannot adopt from its checkpoint: each picks a config group
 (or the cluster) whose other defaults would not follow."""
 
@@ -633,10 +636,14 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
         for name in ("eft_rules", "spread_rules"):
             asked[f"env.{name}"] = bool(cfg.env.get(name, False))
             saved[f"env.{name}"] = bool(resumed.env_kwargs.get(name, False))
+        # the same layout, another key: what BTB counts as one prefix (None: the default)
+        asked["env.y_tokens"] = cfg.env.get("y_tokens")
+        saved["env.y_tokens"] = resumed.env_kwargs.get("y_tokens")
     adopted: dict[str, Any] = {}
     refused = []  # every field at once: each would else be met one run at a time
     for field, value in asked.items():
-        if saved[field] is None or saved[field] == value:
+        unknown = saved[field] is None and field not in NONE_IS_A_VALUE  # not recorded
+        if unknown or saved[field] == value:
             continue
         if field not in RESUME_FIXED and set_by_user(field) is False:
             OmegaConf.update(cfg, field, saved[field])
@@ -676,7 +683,7 @@ def _resume_with(field: str, saved: Any, resumed: Any) -> str:
         return f"env={resumed.env}"
     if field == "cluster.n_nodes":
         return f"a cluster of {saved} nodes: cluster= or setup="
-    return f"{field}={saved}"
+    return f"{field}={'null' if saved is None else saved}"
 
 
 # What a resumed run may change from its checkpoint (check_resume refuses another

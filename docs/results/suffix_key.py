@@ -3,7 +3,8 @@ block, with and without ``y_tokens``: ``thresholds.md`` (section "Your own trace
 
     python docs/results/suffix_key.py [FOLDER]
 
-Writes two Mooncake traces into FOLDER (default: a temporary folder): 16 windows
+Writes two Mooncake traces into FOLDER (default: a new temporary folder; an
+existing FOLDER must hold no run folders of an earlier run): 16 windows
 of 120 s at 512-token blocks, each with two bursts of 50 requests 0.1 s apart
 sharing 12,288 tokens (24 blocks) and 150 one-off requests of 1,000-8,000
 tokens. In ``one_block.jsonl`` each burst request's own suffix is 300 tokens (one
@@ -14,7 +15,9 @@ shared prefix) and ``y_tokens=8192`` (part of it), and prints the table: mean
 TTFT (s), p95 (s), warm copies. Then runs every policy and shipped agent on
 ``two_blocks.jsonl`` read as it is and with ``workload.merge_blocks=2`` (blocks of
 1,024 tokens, each suffix one block of its own), and prints that table
-(traces.md).
+(traces.md). Last, it writes ``two_blocks_1024.jsonl``, the same trace at
+1,024-token blocks, runs it as well, and says how many rows have the merged
+read's mean TTFT to the bit.
 """
 
 from __future__ import annotations
@@ -102,6 +105,9 @@ def cell(row: dict) -> str:
 def main() -> None:
     folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp())
     folder.mkdir(parents=True, exist_ok=True)
+    earlier = sorted(p.name for p in folder.iterdir() if p.is_dir())
+    if earlier:  # compare refuses to write over a run: say so before anything runs
+        sys.exit(f"suffix_key.py: {folder} holds run folders already ({', '.join(earlier)})")
     runs: dict[tuple[str, int | None], dict[str, dict]] = {}
     for name, suffix in SUFFIXES.items():
         trace = folder / f"{name}.jsonl"

@@ -8,6 +8,8 @@ same on 16-, 256- and 512-token blocks.
 
 from __future__ import annotations
 
+from envs.sim.errors import ConfigError
+
 
 def whole_blocks(tokens: int, block_tokens: int) -> int:
     """The whole blocks that fit in ``tokens`` (a prefix taken at most this long)."""
@@ -17,3 +19,14 @@ def whole_blocks(tokens: int, block_tokens: int) -> int:
 def blocks_reaching(tokens: int, block_tokens: int) -> int:
     """The fewest blocks (at least one) holding ``tokens`` (a prefix at least this long)."""
     return max(-(-tokens // block_tokens), 1)
+
+
+def check_key_tokens(field: str, tokens: int | None, block_tokens: int) -> None:
+    """A prefix key ``tokens`` long (BTB's Y; None: none) must hold one block of the
+    workload at least: it is taken in whole blocks (:func:`whole_blocks`)."""
+    if tokens is not None and tokens < block_tokens:
+        raise ConfigError.about(
+            field,
+            f"= {tokens} is shorter than one {block_tokens}-token block of the workload "
+            f"(Y is whole blocks: {field}={block_tokens} or more keys one)",
+        )

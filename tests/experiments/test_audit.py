@@ -112,5 +112,5 @@ def test_audit_counts_private_prefix_keys_and_merges_blocks(
     assert merged["overall"]["private_key_requests"] == 0
     assert merged["overall"]["block_tokens"] == 1024
     assert "1024-token blocks" in capsys.readouterr().out
-    with pytest.raises(UsageError, match="merge_blocks must be >= 1, got 0"):
+    with pytest.raises(UsageError, match="merge_blocks must be an integer >= 1, got 0"):
         audit.main([f"path={path}", "merge_blocks=0"])

@@ -644,6 +644,18 @@ def test_evaluate_and_compare_give_a_threshold_agent_its_y_tokens(tmp_path, run_
         rows = {r["policy"]: r for r in result["rows"]}
         made.append((rows["ppo_thresholds"]["warm_copies"], result["config"]["policy_kwargs"]))
     assert made == [(1, {}), (0, {"ppo_thresholds": {"y_tokens": 65536}})]
+    # a Y shorter than the workload's blocks: refused before any policy runs
+    out = tmp_path / "coarse"
+    args = ["policies=btb", "agents=ppo_thresholds", "windows=1", f"out_dir={out}",
+            "workload=trace", f"workload.path={ROOT / 'examples/mooncake_example.jsonl'}",
+            "workload.merge_blocks=4", "policy_kwargs=ppo_thresholds.y_tokens=1024"]  # fmt: skip
+    refused = run_command("experiments.compare", args, tmp_path)
+    assert refused.returncode == 2 and "run/s" not in refused.stderr  # (no progress bar)
+    assert refused.stderr.endswith(
+        "agent 'ppo_thresholds' (policy_kwargs): y_tokens = 1024 is shorter than one "
+        "2048-token block of the workload (Y is whole blocks: y_tokens=2048 or more keys one)\n"
+    )
+    assert not out.exists()
 
 
 def test_evaluate_runs_a_baseline_with_its_settings_and_checks_them(tmp_path):

@@ -319,3 +319,26 @@ def test_a_resumed_rollout_is_checked_with_the_checkpoint_s_n_steps(
         in done.stderr
     )
     assert not (tmp_path / "b").exists()
+
+
+def test_resuming_a_thresholds_agent_keeps_its_y_tokens(tmp_path: Path, run_command: Any) -> None:
+    """A checkpoint trained with env.y_tokens goes on with it when the resume does
+    not say (it went on with the default key, silently: helper-69's review); another
+    Y typed is refused naming it, and so is one typed on a checkpoint keyed by default."""
+    kwargs = {"n_nodes": 4, "y_tokens": 8192}
+    folder = _saved(tmp_path / "keyed", AgentSpec("ppo", "thresholds", env_kwargs=kwargs))
+    base = [*_resume_args(folder), "env=thresholds"]
+    done = run_command("experiments.train", [*base, f"out_dir={tmp_path / 'on'}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((tmp_path / "on" / "agent" / "agent.json").read_text())
+    assert saved["env_kwargs"]["y_tokens"] == 8192
+    record = json.loads((tmp_path / "on" / "train.json").read_text())
+    assert record["train"]["resume_adopted"]["env.y_tokens"] == 8192
+    other = [*base, "env.y_tokens=4096", f"out_dir={tmp_path / 'other'}"]
+    done = run_command("experiments.train", other, tmp_path)
+    assert done.returncode == 2 and "(resume with env.y_tokens=8192)" in done.stderr
+    plain = _saved(tmp_path / "plain", AgentSpec("ppo", "thresholds", env_kwargs={"n_nodes": 4}))
+    typed = [*_resume_args(plain), "env=thresholds", "env.y_tokens=4096"]
+    done = run_command("experiments.train", [*typed, f"out_dir={tmp_path / 't'}"], tmp_path)
+    assert done.returncode == 2 and "(resume with env.y_tokens=null)" in done.stderr
+    assert not (tmp_path / "other").exists() and not (tmp_path / "t").exists()
