@@ -210,6 +210,11 @@ def check_train(cfg: Any) -> None:
                     f"env.{name} is an option of env.kind={kind}, not of "
                     f"env.kind={cfg.env.kind} (leave it at {ENV_ARG_DEFAULTS[name]!r})"
                 )
+    if cfg.env.kind == "thresholds":  # before any window is read (its warnings first)
+        from envs.thresholds import check_y_tokens
+
+        with naming_fields({"y_tokens": "env.y_tokens"}):
+            check_y_tokens(cfg.env.y_tokens)
     # ceilings far above any use, below what a machine can allocate (a typo's 10**12
     # envs, units or threads hung or failed deep in numpy or torch)
     checked_number("env.n_envs", cfg.env.n_envs, 1, MAX_ENVS, integer=True)

@@ -208,6 +208,24 @@ def test_train_rejects_values_no_run_can_use(override: str, message: str, tmp_pa
     assert list(tmp_path.iterdir()) == []  # rejected before the run folder is made
 
 
+def test_train_refuses_a_y_tokens_no_action_can_fire_before_reading_windows(
+    tmp_path: Path,
+) -> None:
+    """Below 1,024 tokens every minimum prefix an action sets exceeds Y: refused
+    among the config's own checks, before a window is read (a trace's warnings came
+    first, then the error, when the env checked it)."""
+    from experiments import train as train_module
+
+    overrides = ["logger=none", "workload=tiny", "env=thresholds", "env.y_tokens=512"]
+    cfg = _compose("train", [*overrides, f"out_dir={tmp_path}"])
+    read = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(train_module, "window_pool_of", lambda *a, **k: read.append(a))
+        with pytest.raises(ValueError, match=r"^env\.y_tokens = 512 is below the shortest"):
+            train_module.train(cfg)
+    assert read == [] and list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     ("name", "override", "field"),
     [("train", "train.eval_policies=[btb,nope]", "train.eval_policies"),
