@@ -197,11 +197,12 @@ def _setting_value(
 
 def _agents_named(policy: str, agents: Mapping[str, Any] | None) -> list[str]:
     """The labels of the agents run that ``policy`` names: its own label, or, for a
-    name several agents share (labelled ``NAME@folder``), every one of them."""
+    name several agents share (each labelled apart: ``jobs.agent_labels``), every
+    one saved under that name."""
     agents = agents or {}
     if policy in agents:
         return [policy]
-    return [label for label in agents if label.partition("@")[0] == policy]
+    return [label for label, agent in agents.items() if agent.spec.name == policy]
 
 
 def _check_run(

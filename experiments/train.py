@@ -594,11 +594,11 @@ def check_imitation(cfg: Any) -> None:
 
 
 RESUME_FIXED = ("agent.algo", "agent.net", "env.kind", "cluster.n_nodes")
+"""What a resumed run cannot adopt from its checkpoint: each picks a config group
+(or the cluster) whose other defaults would not follow."""
 NONE_IS_A_VALUE = ("env.y_tokens",)
 """Resume fields whose None a checkpoint records as a value (the default), not as
 "not recorded"."""
-"""What a resumed run cannot adopt from its checkpoint: each picks a config group
-(or the cluster) whose other defaults would not follow."""
 
 
 def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
