@@ -23,14 +23,22 @@ from baselines.policy import Policy
 from envs.encoder import (
     EPOCH_FEATURES,
     EPOCH_NODE_FEATURES,
+    OBSERVATION_OPTIONS,
     ObservationEncoder,
+    epoch_observation_size,
     observation_options,
+    observation_size,
 )
 from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
 from envs.sim.tokens import check_key_tokens
-from envs.thresholds import EpochController, ThresholdsEnv, check_y_tokens
+from envs.thresholds import (
+    EpochController,
+    ThresholdsEnv,
+    check_y_tokens,
+    thresholds_action_sizes,
+)
 
 AGENT_SETTINGS: dict[str, tuple[type[Any], dict[str, Callable[[Any], None]]]] = {
     "thresholds": (ThresholdsEnv, {"y_tokens": check_y_tokens}),
@@ -67,6 +75,7 @@ class AgentPolicy(Policy):
         self._cache_actions = bool(spec.env_kwargs.get("cache_actions", False))
         self._sizes: list[int] = []
         self._choices = np.zeros((0, 0), dtype=np.int64)
+        check_model_spaces(model, spec)
         model.policy.set_training_mode(False)
         self._numpy: NumpyNodeSetActor | None = None
         self._stream: torch.Generator | None = None
@@ -83,8 +92,12 @@ class AgentPolicy(Policy):
 
         if not isinstance(folder, (str, Path)):
             raise TypeError(f"folder must be a path or a shipped agent's name, got {folder!r}")
-        model, spec = load_agent(agent_folder(str(folder)) or folder)
-        policy = cls(model, spec)
+        where = agent_folder(str(folder)) or folder
+        model, spec = load_agent(where)
+        try:
+            policy = cls(model, spec)
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from None
         if name:
             policy.name = name
         return policy
@@ -310,6 +323,56 @@ class AgentPolicy(Policy):
 SAMPLING_KEY = 0x5A17
 """The spawn key the sampling stream adds to the simulator's seed sequence (numpy's
 own children are numbered from 0; this one is far from them)."""
+
+
+def check_model_spaces(model: Any, spec: AgentSpec) -> None:
+    """Refuse, in one line, a model whose observation and action spaces are not those
+    ``spec`` (agent.json) makes on the model's own node count: a ``model.zip`` and an
+    ``agent.json`` that do not belong together would otherwise fail inside torch at
+    the first decision, or act on an observation laid out differently."""
+    observed, acts = model.observation_space, model.action_space
+    n_obs = int(np.prod(observed.shape)) if observed.shape is not None else -1
+    if isinstance(acts, spaces.Discrete):
+        sizes, n_nodes = [int(acts.n)], int(acts.n)
+    elif isinstance(acts, spaces.MultiDiscrete):
+        sizes = [int(n) for n in acts.nvec]
+        n_nodes = sizes[0]
+    else:
+        raise ValueError(f"the model's action space {acts} is none of btb-gym's envs'")
+    kwargs = spec.env_kwargs
+    if spec.env == "thresholds":
+        n_nodes = max((n_obs - len(EPOCH_FEATURES)) // len(EPOCH_NODE_FEATURES), 1)
+        want_obs = epoch_observation_size(n_nodes)
+        eft, spread = bool(kwargs.get("eft_rules")), bool(kwargs.get("spread_rules"))
+        want = list(thresholds_action_sizes(eft, spread))
+    else:
+        options = observation_options(kwargs)
+        want_obs = observation_size(n_nodes, options["hints"], options["spare_features"])
+        want = (
+            [n_nodes]
+            if spec.env == "route"
+            else route_warm_sizes(
+                n_nodes, bool(kwargs.get("speculate")), bool(kwargs.get("cache_actions"))
+            )
+        )
+    if (
+        n_obs == want_obs
+        and sizes == want
+        and isinstance(acts, spaces.Discrete) == (spec.env == "route")
+    ):
+        return
+    options_named = {k: v for k, v in kwargs.items() if k in _SPACE_OPTIONS and v}
+    raise ValueError(
+        f"model.zip does not fit agent.json: the model observes {n_obs} values and acts in "
+        f"{acts}, agent.json's env={spec.env}"
+        + (f" with {options_named}" if options_named else "")
+        + f" on {n_nodes} nodes makes {want_obs} values and "
+        + (f"Discrete({want[0]})" if spec.env == "route" else f"MultiDiscrete({want})")
+    )
+
+
+_SPACE_OPTIONS = (*OBSERVATION_OPTIONS, "speculate", "cache_actions", "eft_rules", "spread_rules")
+"""The env arguments that change an observation's or an action's layout."""
 
 
 def sampling_stream(rng: np.random.Generator) -> torch.Generator:

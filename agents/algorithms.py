@@ -34,6 +34,7 @@ from agents.networks import (
     NodeScoringPolicy,
     NodeSetExtractor,
 )
+from envs.cluster_env import env_arguments
 from envs.encoder import OBSERVATION_OPTIONS
 from envs.files import read_json, write_json_atomic
 from envs.sim.checks import check_int, checked_number
@@ -51,6 +52,9 @@ ENV_IDS = {
     "thresholds": "btb/Thresholds-v0",
 }
 NETS = ("set", "mlp")
+SAVED_SETUP_KEYS = ("model", "node", "n_nodes")
+"""Keys of a saved agent's ``env_kwargs`` that are no env argument: the uniform
+cluster it was trained on (``experiments.train.env_kwargs``), rebuilt as ``setup``."""
 
 
 @dataclass
@@ -459,9 +463,17 @@ def load_spec(folder: str | Path) -> AgentSpec:
             f"{json.dumps(data.get('normalize_reward'))} (statistics only go with true)"
         )
     try:
-        return AgentSpec(**data)
+        spec = AgentSpec(**data)
     except ValueError as error:
         raise ValueError(f"{path}: {error}") from None
+    takes = env_arguments(spec.env_id) | set(SAVED_SETUP_KEYS)
+    unknown = sorted(set(spec.env_kwargs) - takes)
+    if unknown:  # a misspelt option would be left out silently
+        raise ValueError(
+            f"{path}: env_kwargs key {unknown[0]!r} is no argument of {spec.env_id}; known: "
+            + ", ".join(sorted(takes))
+        )
+    return spec
 
 
 def _reward_norm_ok(norm: Mapping[str, Any]) -> bool:

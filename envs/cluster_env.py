@@ -53,6 +53,24 @@ def options_of_one_env() -> dict[str, str]:
     return own
 
 
+def env_arguments(env_id: str) -> frozenset[str]:
+    """The keyword arguments ``gymnasium.make(env_id, ...)`` takes: ``ClusterEnv``'s and
+    the env class's own (read from their ``__init__`` signatures)."""
+    import envs
+
+    module, name = envs.ENTRY_POINTS[env_id].split(":")
+    cls = getattr(importlib.import_module(module), name)
+    names = set()
+    for init in (ClusterEnv.__init__, cls.__init__):
+        for param in inspect.signature(init).parameters.values():
+            if param.name != "self" and param.kind in (
+                param.POSITIONAL_OR_KEYWORD,
+                param.KEYWORD_ONLY,
+            ):
+                names.add(param.name)
+    return frozenset(names)
+
+
 def only_options_error(names: Sequence[str], envs: str) -> ConfigError:
     """The error for options ``names`` given to an env that does not take them,
     named as data (a command writes ``env.<name> ... (from ...)``)."""

@@ -287,6 +287,23 @@ def _choose_native() -> tuple[Any, str]:
 NATIVE, ENCODER_CORE = _choose_native()
 
 
+def observation_size(n_nodes: int, hints: bool = False, spare_features: bool = False) -> int:
+    """Entries of a route env's observation (:class:`ObservationEncoder`) on ``n_nodes``
+    nodes with these options."""
+    size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
+    if hints:
+        size += len(HINT_FEATURES)
+    if spare_features:
+        size += len(SPARE_FEATURES)
+    return size
+
+
+def epoch_observation_size(n_nodes: int) -> int:
+    """Entries of ``btb/Thresholds-v0``'s observation (:class:`EpochEncoder`) on
+    ``n_nodes`` nodes."""
+    return n_nodes * len(EPOCH_NODE_FEATURES) + len(EPOCH_FEATURES)
+
+
 def observation_options(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The encoder's keyword arguments in an env's (or an agent's) arguments: the
     :data:`OBSERVATION_OPTIONS`, ``time_unit`` and ``step_wait``."""
@@ -422,13 +439,9 @@ class ObservationEncoder(ModulesByName):
         self._scale = 1.0  # durations' factor (reference_time_scale of the nodes below)
         self._scaled_nodes: Any = None
         self.step_wait = bool(step_wait)
-        self.size = n_nodes * len(NODE_FEATURES) + len(REQUEST_FEATURES)
+        self.size = observation_size(n_nodes, hints, spare_features)
         self.hints = HintTracker() if hints else None
-        if hints:
-            self.size += len(HINT_FEATURES)
         self.spare = SpareTracker() if spare_features else None
-        if spare_features:
-            self.size += len(SPARE_FEATURES)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._hits: HitMemo = {}
@@ -603,7 +616,7 @@ class EpochEncoder:
     def __init__(self, n_nodes: int, compiled: bool = True) -> None:
         self.n_nodes = n_nodes
         self.compiled = compiled
-        self.size = n_nodes * len(EPOCH_NODE_FEATURES) + len(EPOCH_FEATURES)
+        self.size = epoch_observation_size(n_nodes)
         self.buffer = np.zeros(self.size, dtype=np.float32)
         self.tracker = TrafficTracker()
         self._recent: deque[float] = deque()

@@ -48,6 +48,18 @@ def route_choices(eft_rules: bool, spread_rules: bool) -> tuple[str, ...]:
     )
 
 
+def thresholds_action_sizes(eft_rules: bool, spread_rules: bool) -> tuple[int, ...]:
+    """The ``btb/Thresholds-v0`` action's MultiDiscrete sizes: X, Z, M, the minimum
+    prefix and the routing rule (:func:`route_choices`)."""
+    return (
+        len(X_CHOICES),
+        len(Z_CHOICES),
+        len(M_FRACTIONS),
+        len(MIN_PREFIX_CHOICES),
+        len(route_choices(eft_rules, spread_rules)),
+    )
+
+
 # The observation scales the minimum prefix in units of 256 tokens (the published
 # block), so it reads the same whatever the workload's block size.
 PREFIX_FEATURE_TOKENS = 256
@@ -344,13 +356,7 @@ class EpochController(ModulesByName):
         # has seen of each prefix's arrivals outlasts the epoch
         self.spread = EarliestFirstTokenPullSpread()
         self.encoder = EpochEncoder(n_nodes, compiled)
-        self.bounds = (
-            len(X_CHOICES),
-            len(Z_CHOICES),
-            len(M_FRACTIONS),
-            len(MIN_PREFIX_CHOICES),
-            len(self.rules),
-        )
+        self.bounds = thresholds_action_sizes(eft_rules, spread_rules)
         self._rule = 0
         self.btb = self._published()
         self.stats = EpochStats()

@@ -126,11 +126,10 @@ def env_paths(cfg: Any) -> dict[str, str]:
 
 def make_env_fn_kwargs(saved: dict[str, Any], windows: list[Any]) -> dict[str, Any]:
     """gymnasium.make keyword arguments from :func:`env_kwargs` and a window pool."""
+    from agents.algorithms import SAVED_SETUP_KEYS
     from envs.sim import ClusterSpec
 
-    kwargs = {
-        k: v for k, v in saved.items() if k not in ("model", "node", "n_nodes", "workload_params")
-    }
+    kwargs = {k: v for k, v in saved.items() if k not in (*SAVED_SETUP_KEYS, "workload_params")}
     kwargs["setup"] = ClusterSpec.uniform(saved["model"], saved["node"], saved["n_nodes"])
     kwargs["windows"] = windows
     return kwargs

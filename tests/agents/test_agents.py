@@ -3,6 +3,7 @@ checkpoints, and the adapter that lets agents act as Policies."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 
 import gymnasium as gym
@@ -12,7 +13,7 @@ import torch
 
 import envs  # noqa: F401  (registers the environments)
 from agents.adapter import AgentPolicy
-from agents.algorithms import AgentSpec, build_model, load_agent, save_agent
+from agents.algorithms import AgentSpec, build_model, load_agent, load_spec, save_agent
 from agents.networks import NodeSetNetwork
 from envs.encoder import NODE_FEATURES, REQUEST_FEATURES
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
@@ -122,6 +123,56 @@ def test_checkpoint_round_trip_and_errors(window, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match=r"not an agent checkpoint \(no agent\.json\)$"):
         load_agent(tmp_path / "empty")
+
+
+def _saved_mlp(window, tmp_path, spec: AgentSpec):
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["ppo"])
+    save_agent(model, spec, tmp_path / "a")
+    return tmp_path / "a"
+
+
+@pytest.mark.parametrize(
+    ("claims", "message"),
+    [
+        # acts in Discrete(4), observes 46 values (4 nodes x 10 + 6)
+        (
+            {"env": "route_warm"},
+            r"acts in Discrete\(4\), agent\.json's env=route_warm on 4 nodes makes 46 values "
+            r"and MultiDiscrete\(\[4, 2, 2, 2, 2, 5\]\)$",
+        ),
+        ({"env": "thresholds"}, r"env=thresholds on 4 nodes makes 46 values and MultiDiscrete"),
+        # the 9 hint features would make the observation longer: 46 + 9
+        ({"env_kwargs": {"hints": True}}, r"env=route with \{'hints': True\} on 4 nodes makes 55"),
+    ],
+)
+def test_a_model_that_does_not_fit_its_agent_json_is_refused_in_one_line(
+    window, tmp_path, claims, message
+):
+    """A model.zip beside an agent.json of another env (or observation option) would
+    fail inside torch at the first decision; loading it names both instead."""
+    folder = _saved_mlp(window, tmp_path, AgentSpec(algo="ppo", env="route", net="mlp", hidden=8))
+    AgentPolicy.load(folder)  # as saved, it fits
+    data = json.loads((folder / "agent.json").read_text())
+    data.update(claims)
+    (folder / "agent.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=rf"^{folder}: model\.zip does not fit agent\.json: "):
+        AgentPolicy.load(folder)
+    with pytest.raises(ValueError, match=message):
+        AgentPolicy.load(folder)
+
+
+def test_an_unknown_env_kwargs_key_in_agent_json_is_refused(window, tmp_path):
+    """A misspelt env argument would be left out silently (the agent run without it)."""
+    spec = AgentSpec(algo="ppo", env="route", net="mlp", hidden=8, env_kwargs={"step_wait": True})
+    folder = _saved_mlp(window, tmp_path, spec)
+    assert load_spec(folder).env_kwargs == {"step_wait": True}
+    data = json.loads((folder / "agent.json").read_text())
+    data["env_kwargs"] = {"step_wiat": True, "n_nodes": 4}
+    (folder / "agent.json").write_text(json.dumps(data))
+    with pytest.raises(
+        ValueError, match=r"env_kwargs key 'step_wiat' is no argument of btb/Route-v0"
+    ):
+        load_spec(folder)
 
 
 @pytest.mark.parametrize(
