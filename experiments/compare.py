@@ -420,7 +420,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             bar.close()
     rows = [run.row for run in runs]
     print(
-        f"{options['setup']} · {shown} · {n_windows} test windows · causal_kv="
+        f"{options['setup']} · {shown} · {n_windows} test window{'' if n_windows == 1 else 's'}"
+        f" · causal_kv="
         f"{config.causal_kv} · copy_model={config.copy_model}"
     )
     print(comparison_table(rows, options["baseline"]))

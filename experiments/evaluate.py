@@ -18,6 +18,9 @@ row per agent sampling its actions (``<agent>_stochastic``, torch seeded with
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
@@ -39,6 +42,30 @@ from experiments.jobs import (
 )
 
 register_configs()
+
+
+def _validation_windows(folders: list[Any]) -> dict[str, list[str]]:
+    """The validation windows each checkpoint's training run scored on, by folder, as
+    its ``train.json`` (or ``results.json``) records them (``train.validation``);
+    checkpoints whose run recorded none (the zoo's, runs without ``train.val_every``)
+    are left out."""
+    from envs.files import read_json
+
+    found = {}
+    for folder in folders:
+        run = Path(folder).parent
+        if run.name == "checkpoints":  # checkpoints/step_N
+            run = run.parent
+        for name in ("train.json", "results.json"):
+            try:
+                record = read_json(run / name)
+                windows = record["train"]["validation"]["windows"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if isinstance(windows, list) and all(isinstance(w, str) for w in windows):
+                found[str(folder)] = windows
+            break
+    return found
 
 
 def evaluate(cfg: DictConfig) -> float:
@@ -103,8 +130,19 @@ def evaluate(cfg: DictConfig) -> float:
         + cap_note("workload.eval_windows", cap)
         + f" · seed={cfg.seed}"
     )
+    scored_on = _validation_windows(folders)
+    names = [w.name for w in windows]
+    for folder, run_windows in scored_on.items():
+        if cfg.split == "val" and run_windows != names:
+            print(
+                f"note: split=val evaluates {len(names)} validation window"
+                + ("" if len(names) == 1 else "s")
+                + f"; the run of {folder} scored on {len(run_windows)} ({', '.join(run_windows)}), "
+                f"which workload.eval_windows={len(run_windows)}, its workload and its seed "
+                "reproduce"
+            )
     trained = cfg.workload.val_windows
-    if cfg.split == "val" and trained != cap:  # the windows training scores on, if others
+    if cfg.split == "val" and trained != cap and not scored_on:  # the windows training scores on
         n = len(windows)
         if cap is None or n < cap:  # these are every validation window
             scored = n if trained is None else min(trained, n)

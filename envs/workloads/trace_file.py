@@ -60,6 +60,7 @@ from envs.workloads.readers.base import (
     check_bad_rows,
     finish_report,
     make_request,
+    span_text,
     time_units_per_s,
     window_again,
     window_units_per_s,
@@ -129,6 +130,11 @@ class TracePlan:
     """"file" (the rows' own split field) or "time"."""
     file_stat: tuple[int, int] | None = None
     """The file's size and mtime (ns) when it was planned (None: a dataset by name)."""
+    format_told_by: str = ""
+    """What told the format when it was guessed (``its field 'chat_id'``); "" when named."""
+    span_s: float = 0.0
+    """Seconds from the first arrival to the last, over the whole file (0 for
+    Bursted-ART, whose windows each start at 0)."""
 
     @property
     def window_block_tokens(self) -> int:
@@ -269,23 +275,24 @@ def _datasets_quiet() -> Iterator[None]:
             logger.setLevel(_QUIET_DEPTH[1])
 
 
-def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource]:
-    """The trace's name in messages, its format and its rows (read lazily)."""
+def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str]:
+    """The trace's name in messages, its format, its rows (read lazily) and what
+    told the format when it was guessed ("" when named: :func:`detect.told_by`)."""
     file = _check_path(options)
     if options.format == HUB:
         source, rows = _hub_rows(options)
         head = list(itertools.islice(rows, 1))
         if not head or isinstance(head[0][1], TraceFormatError):
             raise TraceFormatError(source, 1, None, "no rows to tell the layout from")
-        name = detect.format_of_row(head[0][1])
-        if name is None:
+        told = detect.told_by(head[0][1])
+        if told is None:
             raise TraceFormatError(
                 source, 1, None, f"cannot tell the layout from fields {sorted(head[0][1])}"
             )
-        return source, detect.FORMATS[name], itertools.chain(head, rows)
+        return source, detect.FORMATS[told[0]], itertools.chain(head, rows), told[1]
     assert file is not None
-    name = detect.file_format(file, options.format)
-    return str(file), detect.FORMATS[name], file_rows(file)
+    name, told_by = detect.file_format_told(file, options.format)
+    return str(file), detect.FORMATS[name], file_rows(file), told_by
 
 
 def _read_options(options: TraceOptions, fmt: TraceFormat) -> ReadOptions:
@@ -313,7 +320,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns, *asdict(options).values())
         if key in _PLANS:
             return _PLANS[key]
-    source, fmt, rows = _open(options)
+    source, fmt, rows, told_by = _open(options)
     if options.format != "hub" and options.hub_split != TraceOptions.hub_split:
         warnings.warn(
             TraceWarning(
@@ -325,11 +332,12 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         )
     read = _read_options(options, fmt)
     report = ReadReport(source=source)
-    stream = RowStream(rows, fmt, read, report)
+    stream = RowStream(rows, fmt, read, report, told_by)
     if fmt.windowed:
         plan = _plan_windowed(options, fmt, stream, report, read)
     else:
         plan = _plan_timed(options, fmt, stream, report, read)
+    plan = replace(plan, format_told_by=told_by)
     if key is not None:
         plan = replace(plan, file_stat=(key[1], key[2]))
         if len(_PLANS) >= _PLAN_CACHE_SIZE:
@@ -584,6 +592,9 @@ def _plan_timed(
         for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
     )
     _warn_short_last(report.source, windows, latest - earliest, options)
+    span_s = (max(times) - origin) / ups
+    if options.time_unit == "auto":
+        _warn_implausible_rate(report.source, fmt, len(times), span_s, ups, options.window_s)
     _finish(report, read)
     return TracePlan(
         options,
@@ -595,6 +606,60 @@ def _plan_timed(
         report.rows_read,
         report.rows_skipped,
         "time",
+        span_s=span_s,
+    )
+
+
+DENSE_ROWS_PER_S = 1_000.0
+"""Under ``time_unit="auto"``, a trace of at least :data:`DENSE_MIN_ROWS` rows
+arriving faster than this on average (over its whole span) is warned of: a trace in
+seconds read as milliseconds squeezes an hour into 3.6 s."""
+DENSE_MIN_ROWS = 100
+"""The fewest rows :data:`DENSE_ROWS_PER_S` is judged on (a handful of rows at one
+instant is no rate)."""
+
+
+def _warn_implausible_rate(
+    source: str, fmt: TraceFormat, rows: int, span_s: float, ups: float, window_s: float
+) -> None:
+    """Warn when the unit the timestamps were read in (the format's, under
+    ``time_unit="auto"``) gives an arrival rate no cluster replay means, and
+    another unit would not: the rows arrive one per window or more apart on
+    average (a millisecond trace read as seconds: most windows hold one row or
+    none), or faster than :data:`DENSE_ROWS_PER_S` (a seconds trace read as
+    milliseconds). The month-long span :func:`time_units_per_s` catches is the
+    extreme of the first; these catch a factor of a thousand either way."""
+    if rows < 2:
+        return
+    units = sorted(TIME_UNITS.items(), key=lambda item: item[1])
+    own = next((name for name, value in units if value == ups), None)
+    if own is None:
+        return
+    at = [name for name, _ in units].index(own)
+    gap_s = span_s / (rows - 1)
+    if gap_s > window_s and at + 1 < len(units):
+        finer = units[at + 1][0]
+        says = (
+            f"one every {gap_s:,.0f} s on average, more than a {{window_s}}={window_s:g} s "
+            f"window: most windows hold one row or none; if {fmt.time_field} counts "
+            f"{finer}, set {{time_unit}}={finer}"
+        )
+    elif rows >= DENSE_MIN_ROWS and (span_s == 0 or (rows - 1) / span_s > DENSE_ROWS_PER_S):
+        if at == 0:
+            return
+        coarser = units[at - 1][0]
+        rate = "all at one instant" if span_s == 0 else f"{(rows - 1) / span_s:,.0f} a second"
+        says = (
+            f"{rate} on average; if {fmt.time_field} counts {coarser}, set {{time_unit}}={coarser}"
+        )
+    else:
+        return
+    warnings.warn(
+        TraceWarning(
+            f"{source}: {rows:,} rows in {span_text(span_s)} read as {own}: {says}",
+            ("window_s", "time_unit") if "window_s" in says else ("time_unit",),
+        ),
+        stacklevel=5,
     )
 
 
@@ -624,7 +689,7 @@ def _warn_short_last(
     warnings.warn(
         TraceWarning(
             f"{source}: the last window ({last.trace_id}, a {last.split} window) holds "
-            f"{last.rows} rows against a median of {median:g} in the others, arriving "
+            f"{last.rows} row{'' if last.rows == 1 else 's'} against a median of {median:g} in the others, arriving "
             f"within {span_s:.1f} s of a {window_s:g} s window (set "
             f"{{end_s}}={last.start_s:g} to leave it out)",
             ("end_s",),
@@ -651,8 +716,8 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     if not wanted:
         return
     _check_unchanged(plan)
-    source, fmt, rows = _open(options)
-    stream = RowStream(rows, fmt, _read_options(options, fmt), ReadReport(source=source))
+    source, fmt, rows, told_by = _open(options)
+    stream = RowStream(rows, fmt, _read_options(options, fmt), ReadReport(source=source), told_by)
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     last = max(w.position for w in wanted.values())

@@ -1638,6 +1638,27 @@ def test_evaluate_split_val_says_when_training_scores_on_other_windows(
     assert "note: split=val" not in done.stdout
 
 
+def test_evaluate_reads_the_validation_windows_a_checkpoints_run_recorded(tmp_path: Path) -> None:
+    """split=val's note names the windows the checkpoint's own run scored on (its
+    train.json), not those evaluate's config would give a training run."""
+    from experiments.evaluate import _validation_windows
+
+    run = tmp_path / "run"
+    for folder in ("agent", "checkpoints/step_64", "last"):
+        (run / folder).mkdir(parents=True)
+    record = {"train": {"validation": {"windows": ["tiny/tiny-0003", "tiny/tiny-0004"]}}}
+    (run / "train.json").write_text(json.dumps(record))
+    other = tmp_path / "other" / "agent"  # a run that recorded no validation
+    other.mkdir(parents=True)
+    (other.parent / "train.json").write_text(json.dumps({"train": {"validation": None}}))
+    folders = [run / "agent", run / "checkpoints" / "step_64", other]
+    found = _validation_windows(folders)
+    assert found == {
+        str(run / "agent"): ["tiny/tiny-0003", "tiny/tiny-0004"],
+        str(run / "checkpoints" / "step_64"): ["tiny/tiny-0003", "tiny/tiny-0004"],
+    }
+
+
 def test_tune_btb_warns_when_every_y_is_longer_than_any_shared_prefix(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -185,7 +185,8 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
          r"workload\.window_s must be a finite number > 0"),
         ('{"timestamp": 0, "input_length": 5000, "hash_ids": [1, 2]}\n', [],
          r"bad\.jsonl, line 1, field 'hash_ids': has 2 blocks but input_length 5000 at 512 "
-         r"tokens a block needs 10 \(or 9\); if its hashes cover blocks of another size, set "
+         r"tokens a block \(the mooncake format's, guessed from its fields 'timestamp' and "
+         r"'hash_ids'\) needs 10 \(or 9\); if its hashes cover blocks of another size, set "
          r"workload\.block_tokens= to that size, else workload\.strict_block_count=false "
          r"accepts it"),
         (None, [], r"workload\.path='.*nowhere\.jsonl': no such file"),

@@ -52,7 +52,7 @@ def test_a_last_window_holding_a_sliver_of_the_trace_is_named_in_a_warning(
         plan = plan_trace(TraceOptions(path=str(path), window_s=5.0, test_fraction=0.25))
     assert [w.rows for w in plan.windows] == [20, 20, 20, 1]
     assert str(caught[0].message) == (
-        f"{path}: the last window (t-0003, a test window) holds 1 rows against a median "
+        f"{path}: the last window (t-0003, a test window) holds 1 row against a median "
         "of 20 in the others, arriving within 0.0 s of a 5 s window (set end_s=15 to "
         "leave it out)"
     )
@@ -71,16 +71,66 @@ def test_a_last_window_holding_a_sliver_of_the_trace_is_named_in_a_warning(
         assert [w.rows for w in plan.windows] == [20, 20, 20, 2]
     # a stray row far into a window of its own (helper-56's review: no warning then)
     stray = [w * 5000 + i * 200 for w in range(3) for i in range(20)] + [18_000]
-    with pytest.warns(
-        TraceWarning, match=r"\(s-0003, a test window\) holds 1 rows .* within 0.0 s"
-    ):
+    with pytest.warns(TraceWarning, match=r"\(s-0003, a test window\) holds 1 row .* within 0.0 s"):
         plan_trace(
             TraceOptions(path=str(write_jsonl(tmp_path / "s.jsonl", _mooncake(stray))), window_s=5)
         )
     # two windows: the commonest form, a trace that runs just past its one window
     two = write_jsonl(tmp_path / "two.jsonl", _mooncake([i * 200 for i in range(25)] + [5_300]))
-    with pytest.warns(TraceWarning, match=r"\(two-0001, a test window\) holds 1 rows against a"):
+    with pytest.warns(TraceWarning, match=r"\(two-0001, a test window\) holds 1 row against a"):
         plan_trace(TraceOptions(path=str(two), window_s=5.0))
+
+
+def test_a_rate_no_replay_means_under_the_formats_unit_is_warned_of(tmp_path: Path) -> None:
+    """A seconds trace read as Mooncake's milliseconds, and a milliseconds trace read
+    as Qwen's seconds: each is warned of, naming the unit that would fit."""
+    seconds = write_jsonl(tmp_path / "s.jsonl", _mooncake([i * 0.5 for i in range(200)]))
+    with pytest.warns(TraceWarning) as caught:
+        plan = plan_trace(TraceOptions(path=str(seconds)))
+    # 200 rows, 0.5 ms apart read as ms: 199 gaps in 99.5 ms, 2,000 a second
+    assert plan.span_s == pytest.approx(0.0995)
+    assert [str(w.message) for w in caught] == [
+        f"{seconds}: 200 rows in a span of 0.1 s read as ms: 2,000 a second on average; "
+        "if timestamp counts s, set time_unit=s"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # read as seconds, no warning
+        assert plan_trace(TraceOptions(path=str(seconds), time_unit="s")).span_s == 99.5
+    rows = [{**row, "timestamp": 1000.0 * i} for i, row in enumerate(qwen_rows())]
+    millis = write_jsonl(tmp_path / "q.jsonl", rows)
+    with pytest.warns(TraceWarning) as caught:
+        plan_trace(TraceOptions(path=str(millis)))
+    # 4 rows 1,000 s apart read as s: one every 1,000 s, over a 300 s window
+    assert [str(w.message) for w in caught] == [
+        f"{millis}: 4 rows in a span of 3000.0 s read as s: one every 1,000 s on average, "
+        "more than a window_s=300 s window: most windows hold one row or none; if "
+        "timestamp counts ms, set time_unit=ms"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan_trace(TraceOptions(path=str(millis), time_unit="ms"))
+        # a trace of 99 rows at one instant is no rate; nor 100 rows at 1,000 a second
+        few = write_jsonl(tmp_path / "f.jsonl", _mooncake([0] * 99))
+        plan_trace(TraceOptions(path=str(few)))
+        steady = write_jsonl(tmp_path / "t.jsonl", _mooncake(list(range(100))))
+        plan_trace(TraceOptions(path=str(steady)))
+
+
+def test_a_block_count_error_says_whose_block_size_it_used(tmp_path: Path) -> None:
+    """A guessed format's block size is named with the field that told the format; a
+    block size given is named as the option."""
+    rows = [{**row, "hash_ids": row["hash_ids"][:1]} for row in qwen_rows()]
+    path = write_jsonl(tmp_path / "q.jsonl", rows)
+    with pytest.raises(TraceFormatError, match=(
+        r"line 1, field 'hash_ids': has 1 blocks but input_length 40 at 16 tokens a block "
+        r"\(the qwen format's, guessed from its fields 'chat_id' and 'parent_chat_id'\) "
+        r"needs 3 \(or 2\);"
+    )):  # fmt: skip
+        plan_trace(TraceOptions(path=str(path)))
+    with pytest.raises(TraceFormatError, match=r"at 16 tokens a block \(the qwen format's\) "):
+        plan_trace(TraceOptions(path=str(path), format="qwen"))
+    with pytest.raises(TraceFormatError, match=r"at 8 tokens a block \(block_tokens\) needs 5"):
+        plan_trace(TraceOptions(path=str(path), block_tokens=8))
 
 
 def test_a_trace_is_cut_into_windows_of_window_s_and_split_by_time(tmp_path: Path) -> None:

@@ -376,9 +376,13 @@ def request_fields(
     }
 
 
-def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) -> None:
+def check_block_count(
+    parsed: ParsedRow, block_tokens: int, loc: RowLocation, origin: str = ""
+) -> None:
     """Reject a hash list that cannot cover ``input_tokens`` at ``block_tokens`` a block
-    (most often a file hashed at another block size: the message says so first)."""
+    (most often a file hashed at another block size: the message says so first).
+    ``origin``: where the block size came from (the format's, and what told the
+    format when it was guessed), said in brackets after it."""
     n = len(parsed.hash_ids)
     low = parsed.input_tokens // block_tokens
     high = -(-parsed.input_tokens // block_tokens)
@@ -388,7 +392,8 @@ def check_block_count(parsed: ParsedRow, block_tokens: int, loc: RowLocation) ->
             loc.line,
             "hash_ids",
             f"has {n} blocks but input_length {parsed.input_tokens} at {block_tokens} tokens "
-            f"a block needs {high}"
+            + (f"a block ({origin}) " if origin else "a block ")
+            + f"needs {high}"
             + (f" (or {low})" if low != high and low > 0 else "")
             + "; if its hashes cover blocks of another size, set {block_tokens}= to that "
             "size, else {strict_block_count}=false accepts it",
@@ -424,10 +429,17 @@ class RowStream:
     """Parses rows, applies skip/limit options and tracks ordering, for one reader call."""
 
     def __init__(
-        self, rows: RowSource, fmt: TraceFormat, options: ReadOptions, report: ReadReport
+        self,
+        rows: RowSource,
+        fmt: TraceFormat,
+        options: ReadOptions,
+        report: ReadReport,
+        told_by: str = "",
     ) -> None:
         self.rows = rows
         self.fmt = fmt
+        self.told_by = told_by
+        """What told the format when it was guessed (named in a block-count error)."""
         self.options = options
         self.report = report
         self.block_tokens = options.block_tokens or fmt.block_tokens
@@ -456,7 +468,7 @@ class RowStream:
                 raise row
             parsed = self.parse_row(row, loc)
             if options.strict_block_count:
-                check_block_count(parsed, self.block_tokens, loc)
+                check_block_count(parsed, self.block_tokens, loc, self._block_origin())
             if options.max_context_tokens is not None:
                 check_context(parsed, options.max_context_tokens, loc)
         except TraceFormatError as error:
@@ -471,6 +483,13 @@ class RowStream:
                 if key not in self.fields:
                     report.unknown_keys.setdefault(str(key), line)
         return loc, parsed
+
+    def _block_origin(self) -> str:
+        """Where the block size came from, for a block-count error."""
+        if self.options.block_tokens is not None:
+            return "{block_tokens}"
+        told = f", guessed from {self.told_by}" if self.told_by else ""
+        return f"the {self.fmt.name} format's{told}"
 
     def note_out_of_order(self, line: int, time: float, last: float) -> None:
         """Line ``line``'s row arrives at ``time``, before an earlier line's ``last``
@@ -547,7 +566,7 @@ def time_units_per_s(
                 TraceWarning(
                     f"{source}: {fmt.time_field} from {earliest:.0f} looks like Unix seconds; "
                     f"read as {own}, as the format counts, it falls {reach}, "
-                    f"{_span_text((latest - earliest) / ups)} (set {{time_unit}}=s if it is "
+                    f"{span_text((latest - earliest) / ups)} (set {{time_unit}}=s if it is "
                     "in seconds)",
                     ("time_unit",),
                 ),
@@ -560,7 +579,7 @@ def time_units_per_s(
             warnings.warn(
                 TraceWarning(
                     f"{source}: {fmt.time_field} read as {own} would reach {reach} and "
-                    f"{span}; reading it as {name} ({_span_text((latest - earliest) / value)}); "
+                    f"{span}; reading it as {name} ({span_text((latest - earliest) / value)}); "
                     "set {time_unit}= to choose",
                     ("time_unit",),
                 ),
@@ -584,7 +603,8 @@ def _days(seconds: float) -> str:
     return f"{days:,.0f}" if days < 1e15 else f"{days:.3g}"
 
 
-def _span_text(seconds: float) -> str:
+def span_text(seconds: float) -> str:
+    """A span of seconds in words, in days or hours when that long (``a span of 1.8 s``)."""
     if seconds >= 86_400:
         return f"a span of {seconds / 86_400:.1f} days"
     if seconds >= 3_600:

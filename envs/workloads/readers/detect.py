@@ -34,28 +34,47 @@ def canonical_format(name: str, also: Sequence[str] = ()) -> str:
     return name
 
 
+FORMAT_MARKS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
+    ("bursted", ("trace_id", "arrival_s"), True),
+    ("art", ("timestamp_ms",), True),
+    ("qwen", ("chat_id", "parent_chat_id"), False),
+    ("mooncake", ("timestamp", "hash_ids"), True),
+)
+"""How a row's fields tell its format, tried in this order: (format, fields, whether
+it takes all of them; else any one)."""
+
+
 def format_of_row(row: Mapping[str, Any]) -> str | None:
     """The format whose fields a row has, or None."""
-    if "trace_id" in row and "arrival_s" in row:
-        return "bursted"
-    if "timestamp_ms" in row:
-        return "art"
-    if "chat_id" in row or "parent_chat_id" in row:
-        return "qwen"
-    if "timestamp" in row and "hash_ids" in row:
-        return "mooncake"
+    told = told_by(row)
+    return told[0] if told is not None else None
+
+
+def told_by(row: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The format whose fields a row has and those fields in words (``its field
+    'chat_id'``), or None: what a run header says of a format it guessed."""
+    for name, marks, every in FORMAT_MARKS:
+        found = [mark for mark in marks if mark in row]
+        if found and (not every or len(found) == len(marks)):
+            quoted = " and ".join(repr(mark) for mark in found)
+            return name, f"its field{'s' if len(found) > 1 else ''} {quoted}"
     return None
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
     """Guess a trace file's format (JSONL or parquet) from the fields of its first row."""
+    return guess_format(path)[0]
+
+
+def guess_format(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """:func:`detect_format`'s guess and what told it (:func:`told_by`)."""
     file = Path(path)
     first = first_row(file)  # when no row is readable, raises the first one's error
     if first is None:
         raise TraceFormatError(str(file), 1, None, "the file has no rows to detect the format from")
     line, row = first
-    name = format_of_row(row)
-    if name is None:
+    told = told_by(row)
+    if told is None:
         raise TraceFormatError(
             str(file),
             line,
@@ -64,7 +83,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             + ", ".join(FORMATS),
             ("format",),
         )
-    return name
+    return told
 
 
 def file_format(path: str | os.PathLike[str], format: str) -> str:
@@ -72,8 +91,14 @@ def file_format(path: str | os.PathLike[str], format: str) -> str:
     ``auto``, else the one named, once the file is known to hold rows at all (a
     file with no JSON object row, such as a CSV file, is in no supported format
     whatever format is named)."""
+    return file_format_told(path, format)[0]
+
+
+def file_format_told(path: str | os.PathLike[str], format: str) -> tuple[str, str]:
+    """:func:`file_format` and what told it: the row's fields for a guess, "" for a
+    format named."""
     if format == "auto":
-        return detect_format(path)
+        return guess_format(path)
     name = canonical_format(format)
     first_row(Path(path))  # raises for a file of no JSON object rows
-    return name
+    return name, ""
