@@ -64,8 +64,11 @@ def parse_value(text: str, default: Any) -> Any:
         return int(text)
     if isinstance(default, float):
         return float(text)
-    if isinstance(default, list):
-        return [item for item in text.split(",") if item]
+    if isinstance(default, list):  # comma-separated, brackets optional (as Hydra's lists)
+        body = text.strip()
+        if len(body) >= 2 and body[0] == "[" and body[-1] == "]":
+            body = body[1:-1]
+        return [item.strip() for item in body.split(",") if item.strip()]
     return text
 
 

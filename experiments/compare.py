@@ -186,6 +186,8 @@ def _setting_value(
                     pass
             elif kind == "bool" and isinstance(value, bool):
                 return value
+            elif kind == "bool" and type(value) is int and value in (0, 1):
+                return bool(value)  # YAML's 0 / 1, as the key=value commands' text 0 / 1
             elif kind != "bool" and isinstance(value, int | float) and not isinstance(value, bool):
                 if kind == "float":
                     return float(value)

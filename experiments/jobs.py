@@ -868,7 +868,8 @@ def evaluate_and_write(
     of ``sim_seed`` (default: ``cfg.seed``), each baseline made with its
     ``policy_kwargs``, the timeline charts drawn from window ``timeline_window``
     (its position among them); writes results.json (with ``extra``'s keys beside ``rows``
-    and ``config``) and charts."""
+    and ``config``; ``policy_settings``, the baselines' settings as they took them, when
+    any are given) and charts."""
     from tqdm import tqdm
 
     from baselines.policy import make_policy
@@ -899,6 +900,8 @@ def evaluate_and_write(
         )
     rows = [run.row for run in runs]
     result = {"rows": rows, "config": config_record(cfg), **(extra or {})}
+    if settings:  # as the baselines took them (the config records them as typed)
+        result["policy_settings"] = {name: dict(keys) for name, keys in settings.items()}
     written = write_run(out_dir, result, runs, DEFAULT_BASELINE)[1:]
     charts = [path for path in written if path.suffix == ".png"]
     print(comparison_table(rows, DEFAULT_BASELINE))

@@ -171,6 +171,9 @@ def test_bad_options_exit_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown setup 'nope'" in capsys.readouterr().err
     assert main_guard(lambda: compare.main(["policies=cache_aware,nope"])) == 2
     assert "unknown policy 'nope'" in capsys.readouterr().err
+    # a list in brackets, as the Hydra commands write it (was: unknown policy '[cache_aware')
+    assert main_guard(lambda: compare.main(["policies=[cache_aware, nope]"])) == 2
+    assert "unknown policy 'nope'; known:" in capsys.readouterr().err
 
 
 def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -366,3 +369,9 @@ def test_typed_settings_of_a_hydra_command_are_checked_not_reparsed() -> None:
             compare.policy_settings({"btb": {"x": value}}, ["btb"])
     with pytest.raises(compare.UsageError, match=r"^policy_kwargs\.btb must hold settings"):
         compare.policy_settings({"btb": 3}, ["btb"])
+    # YAML's 0 and 1 for a bool, as text 0 and 1 are (shadow=0 was refused, shadow=no taken)
+    for value, flag in ((0, False), (1, True), ("no", False), ("on", True)):
+        got = compare.policy_settings({"btb": {"shadow": value}}, ["btb"])
+        assert got == {"btb": {"shadow": flag}} and type(got["btb"]["shadow"]) is bool
+    with pytest.raises(compare.UsageError, match=r"btb\.shadow=2 is not a valid bool"):
+        compare.policy_settings({"btb": {"shadow": 2}}, ["btb"])

@@ -676,8 +676,13 @@ def test_evaluate_runs_a_baseline_with_its_settings_and_checks_them(tmp_path):
         return json.loads((out / "results.json").read_text())
 
     plain = rows(out=tmp_path / "plain")
-    tuned = rows("+policy_kwargs.btb_pending.m=1", out=tmp_path / "m1")
-    assert tuned["config"]["policy_kwargs"] == {"btb_pending": {"m": 1}}
+    tuned = rows(
+        "+policy_kwargs.btb_pending.m=1", "+policy_kwargs.btb.shadow=no", out=tmp_path / "m1"
+    )
+    # as typed, and as the baselines took them (shadow=no is a bool)
+    assert tuned["config"]["policy_kwargs"] == {"btb_pending": {"m": 1}, "btb": {"shadow": "no"}}
+    assert tuned["policy_settings"] == {"btb_pending": {"m": 1}, "btb": {"shadow": False}}
+    assert "policy_settings" not in plain
     before = {r["policy"]: r for r in plain["rows"]}
     after = {r["policy"]: r for r in tuned["rows"]}
     assert (before["btb_pending"]["warm_copies"], after["btb_pending"]["warm_copies"]) == (6, 0)
