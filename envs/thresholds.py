@@ -205,14 +205,15 @@ class ThresholdsEnv(ClusterEnv):
       ``eft_rules`` (four rules, ``MultiDiscrete([7, 6, 4, 5, 4])``) and
       ``spread_rules`` (three more: five rules alone, ``[7, 6, 4, 5, 5]``,
       seven with ``eft_rules``, ``[7, 6, 4, 5, 7]``).
-    * v0, btb-gym 0.2: M is a share of the cluster (the action space no longer
-      depends on the node count), the routing rule is an action, and the
+    * v0, after btb-gym 0.1.0 (CHANGELOG.md, Unreleased): M is a share of the
+      cluster (the action space no longer depends on the node count), the
+      routing rule is an action, and the
       observation holds burst features (same-prefix arrival counts over 1 s and
       10 s, the busiest prefix's holders and copies, cluster queue, idle gap).
       The old design could not adapt: its observation showed only the last
       epoch's totals, so a burst was visible one epoch late and a 1 s burst not
       at all, and no threshold of the published rule helps there.
-    * v0, btb-gym 0.1: ``MultiDiscrete([7, 6, n_nodes, 5])`` (X, Z, M, minimum
+    * v0, btb-gym 0.1.0: ``MultiDiscrete([7, 6, n_nodes, 5])`` (X, Z, M, minimum
       prefix) driving the published rule; ``n_nodes * 5 + 9`` features.
     """
 

@@ -798,6 +798,8 @@ def setup_label(cfg: Any) -> str:
     model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), int(cfg.cluster.n_nodes)
     with contextlib.suppress(ConfigError):  # an unknown model: cluster_of reports it
         model = model_preset(model).name  # an alias (70b, glm52) as the preset it names
+    with contextlib.suppress(ConfigError, ValueError):  # an unknown node: likewise
+        node = parse_node(node).name  # 4xh100 as 4xH100, the preset's spelling
     chosen = (model, node, n_nodes)
     if SETUPS.get(cfg.setup.name) == chosen:
         return str(cfg.setup.name)

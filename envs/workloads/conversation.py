@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.checks import check_fields_non_negative, check_int
+from envs.sim.checks import check_fields_non_negative, check_int, check_number
 from envs.sim.errors import ConfigError
 from envs.workloads.art_like import (
     Draft,
@@ -89,6 +89,8 @@ class ConversationConfig:
 
     def __post_init__(self) -> None:
         where = "ConversationConfig"
+        for name in ("requests_per_hour", "duration_s"):  # each > 0, or every window is empty
+            check_number(f"{where}.{name}", getattr(self, name), positive=True)
         check_fields_non_negative(where, self)
         for name in ("max_turns", "max_output_tokens", "block_tokens"):
             check_int(f"{where}.{name}", getattr(self, name), 1)
@@ -102,13 +104,6 @@ class ConversationConfig:
                 "must exceed head_tokens + max_output_tokens, got "
                 f"max_context_tokens={self.max_context_tokens!r} (head_tokens="
                 f"{self.head_tokens!r}, max_output_tokens={self.max_output_tokens!r})",
-            )
-        if self.requests_per_hour * self.duration_s == 0:
-            raise ConfigError.about(
-                f"{where}.requests_per_hour",
-                "and {duration_s} must be > 0, or every window is empty; got "
-                f"requests_per_hour={self.requests_per_hour}, duration_s={self.duration_s}",
-                "duration_s",
             )
 
     @property

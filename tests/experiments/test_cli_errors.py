@@ -1017,6 +1017,11 @@ def test_a_bad_group_value_is_one_line_naming_the_key_typed(
          "+workload.params.background_rate_per_s=0",
          r"^workload\.params\.ramp_s \+ workload\.params\.hold_s must be > 0 .*or every "
          r"window is empty; got ramp_s=0, hold_s=0, background_rate_per_s=0, lead_s=20\.0$"),
+        # each > 0, named alone (0 was refused as "> 0" after -5 was as ">= 0")
+        ("workload=conversation_like +workload.params.duration_s=0",
+         r"^workload\.params\.duration_s must be a finite number > 0, got 0$"),
+        ("workload=conversation_like +workload.params.requests_per_hour=-5",
+         r"^workload\.params\.requests_per_hour must be a finite number > 0, got -5$"),
         ("workload=agent_fanout +workload.params.trees=0 +workload.params.background_rate_per_s=0",
          r"^workload\.params\.trees must be >= 1, or workload\.params\.background_rate_per_s "
          r"and workload\.params\.lead_s \+ workload\.params\.span_s > 0, or every window is empty"),

@@ -34,6 +34,10 @@ def _compose(name: str, overrides: list[str]) -> Any:
         (["workload=tiny"], "70b_h100x4", TINY),
         (["workload=mixed"], "70b_h100x4", "mixed"),
         (["model.name=70b"], "70b_h100x4", "bursted_synthetic"),  # an alias of the preset
+        # the GPU in another case is the preset (was llama-3.3-70b_4xh100_x4: a sweep
+        # took it for another setup)
+        (["cluster.node=4xh100"], "70b_h100x4", "bursted_synthetic"),
+        (["cluster.node=8xh200"], "llama-3.3-70b_8xH200_x4", "bursted_synthetic"),
         (["model.name=glm52", "cluster=8xH100_x4"], "glm52_h100x8", "bursted_synthetic"),
         # a model or cluster given beside a setup wins: the label is what runs
         (["setup=qwen3_8b_h100x4", "model=glm-4.5"], "glm45_h100x4", "bursted_synthetic"),

@@ -118,7 +118,10 @@ def test_default_window_is_near_the_target_figures() -> None:
         ({"max_context_tokens": 2000}, "max_context_tokens must exceed head_tokens"),
         ({"mean_turns": 0.5}, "mean_turns must be >= 1"),
         ({"block_tokens": 0}, "block_tokens"),
-        ({"duration_s": 0.0}, "every window is empty"),
+        (
+            {"duration_s": 0.0},
+            r"ConversationConfig.duration_s must be a finite number > 0, got 0.0",
+        ),
         ({"think_median_s": -1.0}, "think_median_s must be >= 0"),
     ],
 )
