@@ -132,14 +132,14 @@ def evaluate(cfg: DictConfig) -> float:
     )
     scored_on = _validation_windows(folders)
     names = [w.name for w in windows]
-    for folder, run_windows in scored_on.items():
+    for scored_folder, run_windows in scored_on.items():
         if cfg.split == "val" and run_windows != names:
+            k = len(run_windows)
             print(
                 f"note: split=val evaluates {len(names)} validation window"
                 + ("" if len(names) == 1 else "s")
-                + f"; the run of {folder} scored on {len(run_windows)} ({', '.join(run_windows)}), "
-                f"which workload.eval_windows={len(run_windows)}, its workload and its seed "
-                "reproduce"
+                + f"; the run of {scored_folder} scored on {k} ({', '.join(run_windows)}), "
+                + f"which workload.eval_windows={k}, its workload and its seed reproduce"
             )
     trained = cfg.workload.val_windows
     if cfg.split == "val" and trained != cap and not scored_on:  # the windows training scores on

@@ -689,9 +689,9 @@ def _warn_short_last(
     warnings.warn(
         TraceWarning(
             f"{source}: the last window ({last.trace_id}, a {last.split} window) holds "
-            f"{last.rows} row{'' if last.rows == 1 else 's'} against a median of {median:g} in the others, arriving "
-            f"within {span_s:.1f} s of a {window_s:g} s window (set "
-            f"{{end_s}}={last.start_s:g} to leave it out)",
+            f"{last.rows} row{'' if last.rows == 1 else 's'} against a median of "
+            f"{median:g} in the others, arriving within {span_s:.1f} s of a {window_s:g} s "
+            f"window (set {{end_s}}={last.start_s:g} to leave it out)",
             ("end_s",),
         ),
         stacklevel=4,
