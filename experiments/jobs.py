@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import re
 import sys
 import time
 import traceback
@@ -515,27 +514,31 @@ def sweep_overrides(args: Sequence[str]) -> list[Any] | None:
 
 
 def _check_quoting(command: str, args: Sequence[str]) -> None:
-    """An override whose value has blanks, brackets or commas and does not parse
-    (``workload.path=/d/my trace (v2).jsonl``): one line saying how to quote it,
-    not the grammar's ``mismatched input ' ('``."""
+    """An override that does not parse, named: one whose value is not quoted (blanks,
+    brackets, commas, an ``=`` or a letter beyond ASCII in ``workload.path=/d/my trace
+    (v2).jsonl``) with how to quote it, not the grammar's ``mismatched input ' ('``;
+    a quoted one, a list or a dict with the grammar's own message after it."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     parser = OverridesParser.create()
     for arg in args:
         key, equals, value = arg.partition("=")
-        if arg.startswith("-") or not equals or not re.search(r"[\s()\[\]{},]", value):
-            continue
-        if value[:1] in "'\"[{":  # quoted, or a list or dict: the grammar's own message
+        if arg.startswith("-") or not equals:
             continue
         try:
             parser.parse_override(arg)
-        except HydraException:
+        except HydraException as error:
+            if value[:1] in "'\"[{":  # quoted, or a list or dict: the grammar's message
+                said = str(error).split("\n")[0].split(": See https://")[0]
+                raise UsageError(
+                    f"{command}: {arg!r} does not parse as an override ({said})"
+                ) from None
             quoted = value.replace("'", "\\'")  # the grammar's escape for a quote inside
             raise UsageError(
                 f"{command}: {arg!r} does not parse as an override: quote a value with "
-                f"blanks, brackets or commas, as \"{key}='{quoted}'\" (Hydra's override "
-                "grammar)"
+                f"blanks, brackets, commas, '=' or letters beyond ASCII, as "
+                f"\"{key}='{quoted}'\" (Hydra's override grammar)"
             ) from None
 
 

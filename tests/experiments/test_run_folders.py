@@ -678,8 +678,8 @@ def test_an_unquoted_value_with_blanks_says_how_to_quote_it(
     assert proc.returncode == 2
     assert proc.stderr.strip() == (
         f"error: experiments.evaluate: 'workload.path={path}' does not parse as an override: "
-        f"quote a value with blanks, brackets or commas, as \"workload.path='{path}'\" "
-        "(Hydra's override grammar)"
+        f"quote a value with blanks, brackets, commas, '=' or letters beyond ASCII, as "
+        f"\"workload.path='{path}'\" (Hydra's override grammar)"
     )
 
 
@@ -690,11 +690,23 @@ def test_the_quoting_hint_parses_back_to_the_value_typed() -> None:
     from experiments._cli import UsageError
     from experiments.jobs import _check_quoting
 
-    for value in ("/d/bob's trace.jsonl", "/d/my trace (v2).jsonl"):
+    # an '=' and a letter beyond ASCII got the grammar's bare message, naming no override
+    for value in ("/d/bob's trace.jsonl", "/d/my trace (v2).jsonl", "/d/a=b", "/d/café.jsonl"):
         with pytest.raises(UsageError) as refused:
             _check_quoting("x", [f"workload.path={value}"])
         hint = str(refused.value).split('as "', 1)[1].rsplit('" (Hydra', 1)[0]
         assert OverridesParser.create().parse_override(hint).value() == value
+
+
+def test_a_quoted_value_that_does_not_parse_is_named_with_the_grammars_reason() -> None:
+    from experiments._cli import UsageError
+    from experiments.jobs import _check_quoting
+
+    with pytest.raises(
+        UsageError, match=r"^x: 'checkpoint=\[a,b' does not parse as an override \("
+    ):
+        _check_quoting("x", ["checkpoint=[a,b"])
+    _check_quoting("x", ["seed=0,1,2", "+experiment=a", "policies=[btb]", "-m"])  # they parse
 
 
 def test_a_warning_said_before_the_job_took_its_folder_is_in_its_log(
