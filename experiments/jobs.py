@@ -10,6 +10,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from envs.files import write_bytes_atomic
+from envs.sim.errors import SettingWarning
 from envs.sim.tenancy import Versions
 from experiments import sweeps
 from experiments._cli import (
@@ -209,6 +211,7 @@ def hydra_entry(
                 _check_not_a_run(Path(value), label, args)
                 records[Path(value)] = hydra_record(Path(value))
             _check_quoting(command, args)
+            _check_given_once(command, args)
             for override in _parsed_overrides(args):  # the setup chosen's record, not a choice
                 if override.key_or_group.lstrip("+~") == "setup.name":
                     raise UsageError(
@@ -540,6 +543,32 @@ def _check_quoting(command: str, args: Sequence[str]) -> None:
                 f"blanks, brackets, commas, '=' or letters beyond ASCII, as "
                 f"\"{key}='{quoted}'\" (Hydra's override grammar)"
             ) from None
+
+
+def _check_given_once(command: str, args: Sequence[str]) -> None:
+    """Say when a key is given twice on the command line (``sim=realistic
+    sim=faults``): Hydra keeps the last, which would go unsaid. A warning, not a
+    refusal: a script's defaults followed by the user's own is a use of it."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    seen: dict[str, str] = {}
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        try:
+            override = parser.parse_override(arg)
+        except HydraException:  # reported by Hydra
+            continue
+        key = override.key_or_group + (f"@{override.package}" if override.package else "")
+        if key in seen:
+            warnings.warn(
+                f"{key}= is given twice ({seen[key]}, then {arg}): the last is used",
+                SettingWarning,
+                stacklevel=2,
+            )
+        seen[key] = arg
 
 
 def _parsed_overrides(args: Sequence[str]) -> list[Any]:

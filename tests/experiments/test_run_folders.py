@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -709,13 +710,29 @@ def test_a_quoted_value_that_does_not_parse_is_named_with_the_grammars_reason() 
     _check_quoting("x", ["seed=0,1,2", "+experiment=a", "policies=[btb]", "-m"])  # they parse
 
 
+def test_a_key_given_twice_is_said() -> None:
+    """``sim=realistic sim=faults`` kept only faults, unsaid."""
+    from envs.sim.errors import SettingWarning
+    from experiments.jobs import _check_given_once
+
+    said = r"^sim= is given twice \(sim=realistic, then sim=faults\): the last is used$"
+    with pytest.warns(SettingWarning, match=said):
+        _check_given_once("x", ["sim=realistic", "logger=none", "sim=faults"])
+    with pytest.warns(SettingWarning, match=r"^seed= is given twice"):
+        _check_given_once("x", ["-m", "seed=0,1", "+seed=2"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # other keys of one group, and flags, are no repeat
+        _check_given_once("x", ["+policy_kwargs.btb.m=1", "+policy_kwargs.btb.x=2", "-m"])
+
+
 def test_a_warning_said_before_the_job_took_its_folder_is_in_its_log(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
     """helper-60's review: a batch larger than the rollout was said on stderr as the
     config was checked, before the job's log began; in a sweep the log is the job's
     only record. Said once on stderr, and first in the log."""
-    args = [*TINY_TRAIN, "agent.hyperparams.batch_size=1024", f"out_dir={tmp_path / 'run'}"]
+    tiny = [a for a in TINY_TRAIN if not a.startswith("agent.hyperparams.batch_size=")]
+    args = [*tiny, "agent.hyperparams.batch_size=1024", f"out_dir={tmp_path / 'run'}"]
     done = run_command("experiments.train", args, tmp_path)
     assert done.returncode == 0, done.stderr
     said = "warning: agent.hyperparams.batch_size=1024 is larger than a rollout"
