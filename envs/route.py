@@ -134,7 +134,9 @@ class RouteEnv(ClusterEnv):
     which baselines acting through :meth:`policy_action` draw their tie-breaks
     from) with ``np.random.default_rng(s)``: with the comparison run's
     ``[seed, window position]`` (``experiments.evaluation``) such a policy
-    serves every request exactly as in that run.
+    serves every request exactly as in that run. With fault options on, the
+    faults' draws derive from the same seed (docs/faults.md): each episode's
+    seed meets faults of its own.
 
     ## Episode End
 

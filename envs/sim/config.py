@@ -144,7 +144,8 @@ class SimConfig:
     """The node lost at each time of ``fault_node_loss_s``."""
     fault_node_loss_rate_per_s: float = 0.0
     """Random node losses per second over the cluster (a Poisson process until the
-    last arrival; the node uniformly among those up), drawn from ``fault_seed``."""
+    last arrival; the node uniformly among those up), drawn from the faults' stream
+    (see ``fault_seed``)."""
     fault_node_down_s: float = math.inf
     """Seconds a lost node stays down before it comes back, empty; inf: never."""
     fault_copy_fail_prob: float = 0.0
@@ -163,7 +164,10 @@ class SimConfig:
     fault_nic_down_for_s: float = 1.0
     """Seconds a NIC stays down."""
     fault_seed: int = 0
-    """Seed of the faults' own random generator (random losses, failed copies)."""
+    """Selects the faults' own random stream (random losses, failed and slow copies)
+    among those of the simulator's seed: the stream derives from both
+    (``envs.sim.faults.fault_rng``), so each window and episode meets its own
+    faults, and another ``fault_seed`` gives other faults on the same windows."""
     # --- tenancy: model versions and rolling upgrades (envs.sim.tenancy, docs/tenancy.md)
     model_versions: tuple[str, ...] = ()
     """The model version each node serves at the start, one per node in node order

@@ -3,9 +3,11 @@
 All off by default. Losses come from a fixed schedule (``fault_node_loss_s`` /
 ``fault_node_loss_nodes``) and/or a rate (``fault_node_loss_rate_per_s``, a
 Poisson process until the last arrival, the node drawn uniformly among those
-up); random draws come from a generator of the faults' own, seeded with
-``fault_seed``, so a run is deterministic and the policies' ``sim.rng`` draws
-are the same as without faults. The rules (docs/faults.md):
+up); random draws come from a generator of the faults' own (:func:`fault_rng`),
+derived from the seed of the simulator's ``rng`` and ``fault_seed``: each window
+and episode (each simulator seed) meets faults of its own, a run is
+deterministic under its seeds, and the policies' ``sim.rng`` draws are the same
+as without faults. The rules (docs/faults.md):
 
 * **Node loss at t.** The node is *down* (``node.down``): it stops its work
   item, its KV is gone (HBM, RAM and disk), every warm copy from or to it that
@@ -65,6 +67,34 @@ NIC_DOWN = "nic_down"
 """The warm refusal for a copy from or to a node whose NIC is down."""
 REFUSALS = (NODE_DOWN, NIC_DOWN)
 
+FAULT_STREAM_KEY = 0x6661756C74
+"""The spawn-key word ("fault" in ASCII) that sets the faults' stream apart from
+the children ``sim.rng.spawn`` would give a policy (numbered 0, 1, ...)."""
+
+
+def fault_rng(rng: np.random.Generator, fault_seed: int) -> np.random.Generator:
+    """The faults' own generator: a child of the seed sequence that made the
+    simulator's ``rng``, keyed by ``fault_seed``.
+
+    The fault draws thus follow the simulator's seed, which names the window and
+    run (``default_rng([seed, window position])`` in ``experiments.evaluation``, an
+    episode's ``sim_seed`` in the envs): two windows or two episodes meet
+    independent faults, the same seeds meet the same faults. The child comes from
+    the seed, not from draws, so it does not depend on what was drawn from ``rng``
+    and leaves its stream as it was: the policies draw what they would without
+    faults. Seeded with ``fault_seed`` alone (before 2026-12-05), every window and
+    episode met the same faults.
+    """
+    seq = rng.bit_generator.seed_seq
+    if not isinstance(seq, np.random.SeedSequence):
+        raise TypeError(
+            "Simulator: with faults on, rng must be a Generator made from a seed "
+            "(np.random.default_rng(seed)): the faults' draws derive from that seed, "
+            f"and this one has none ({rng.bit_generator!r})"
+        )
+    key = (*seq.spawn_key, FAULT_STREAM_KEY, fault_seed)
+    return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=key))
+
 
 class Faults:
     """The fault schedule of one run and what it did (see the module docstring)."""
@@ -72,7 +102,7 @@ class Faults:
     def __init__(self, sim: Simulator) -> None:
         config = sim.config
         self.sim = sim
-        self.rng = np.random.default_rng(config.fault_seed)
+        self.rng = fault_rng(sim.rng, config.fault_seed)
         self.counts = {
             "fault_node_losses": 0,
             "fault_node_losses_skipped": 0,

@@ -102,7 +102,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         workload: the requests (chained block ids) and their block size.
         config: simulator settings (causal KV, copy model, realism options).
         rng: the numpy Generator policies draw from (``sim.rng``); the
-            simulator itself is deterministic.
+            simulator itself is deterministic. With faults on, the faults' own
+            stream derives from its seed (``envs.sim.faults.fault_rng``).
         core: ``"compiled"``, ``"python"`` or None (the process's choice,
             :data:`envs.sim.native.CORE`): see :data:`CompiledSimulator`. Both
             give the same run.

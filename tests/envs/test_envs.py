@@ -454,6 +454,25 @@ def test_a_given_window_index_replays_the_sampled_episode():
     assert env._episode["sim_seed"] == sim_seed
 
 
+def test_each_episode_seed_meets_faults_of_its_own(window):
+    # Every request to node 0: the simulator's own stream is never drawn from, so
+    # without faults every seed gives the same TTFTs; with random losses each
+    # episode's sim_seed gives its own (fault_seed alone gave every seed the same).
+    def ttfts(sim, seed):
+        env = make("btb/Route-v0", window, sim=sim).unwrapped
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, done, _, info = env.step(0)
+        return info["ttft_s"], env.sim.records.summary.get("fault_node_losses")
+
+    assert ttfts(SimConfig(), 0) == ttfts(SimConfig(), 1)
+    faults = SimConfig(fault_node_loss_rate_per_s=0.05, fault_node_down_s=10.0)
+    first = ttfts(faults, 0)
+    assert first[1] > 0 and ttfts(faults, 0) == first
+    assert ttfts(faults, 1)[0] != first[0] and ttfts(faults, 2)[0] != first[0]
+
+
 def test_a_rejected_action_leaves_the_episode_picklable(window):
     env = make("btb/RouteWarm-v0", window).unwrapped
     env.reset(seed=0)

@@ -1,6 +1,6 @@
 """The stale-view and fault options from the command lines: Hydra's ``sim.*`` and
-compare's ``sim.NAME=`` arguments, the fault counts in rows and the table, and
-the RouteWarm-v0 mask of a down node."""
+compare's ``sim.NAME=`` arguments, the fault counts in rows and the table, the
+RouteWarm-v0 mask of a down node, and each evaluated window's faults of its own."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from experiments import compare
 from experiments._cli import UsageError, main_guard
 from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.config import register_configs, sim_of
-from experiments.evaluation import WindowResult, summarize_windows
+from experiments.evaluation import WindowResult, evaluate_policies, summarize_windows
 from experiments.report import comparison_table
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -185,3 +185,22 @@ def test_the_table_says_where_btb_tuned_found_no_tuned_thresholds() -> None:
         for line in lines
     )
     assert any(line.startswith("mine: no tuned thresholds for any window (") for line in lines)
+
+
+def test_each_window_of_an_evaluation_meets_faults_of_its_own() -> None:
+    """The same window three times: the random losses drawn (taken or skipped)
+    follow each window position's stream, ``default_rng([seed, i])``; seeded with
+    ``fault_seed`` alone (before 2026-12-05) every window drew the same."""
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+
+    small = BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0)
+    window = synthetic_window(small, window=1)
+    config = SimConfig(fault_node_loss_rate_per_s=0.05, fault_node_down_s=10.0)
+
+    def drawn() -> list[int]:
+        (run,) = evaluate_policies(["cache_aware"], "70b_h100x4", [window] * 3, config)
+        summaries = [result.summary for result in run.windows]
+        return [s["fault_node_losses"] + s["fault_node_losses_skipped"] for s in summaries]
+
+    losses = drawn()
+    assert len(set(losses)) > 1 and drawn() == losses

@@ -25,6 +25,8 @@ from simkit import (
 
 from baselines.policy import POLICIES, Policy, make_policy
 from envs.sim import ConfigError, SimConfig, Simulator
+from envs.sim.events import FAULT_EVENT
+from envs.sim.faults import FAULT_STREAM_KEY
 from envs.sim.request import Request
 from envs.sim.transfers import FAILED
 
@@ -175,6 +177,85 @@ def test_a_scheduled_loss_of_a_node_the_cluster_lacks_is_an_error() -> None:
     config = SimConfig(fault_node_loss_s=(0.1,), fault_node_loss_nodes=(2,))
     with pytest.raises(ConfigError, match=r"sim.fault_node_loss_nodes\[0\] = 2"):
         Simulator(toy_cluster(2), p.workload(), config)
+
+
+# ------------------------------------------------------------ the faults' own stream
+def _random_loss_times(sim: Simulator) -> list[float]:
+    """The times of the random losses drawn when ``sim`` was built (node -1: drawn later)."""
+    return sorted(t for t, _, kind, node, _ in sim._heap if kind == FAULT_EVENT and node == -1)
+
+
+def test_random_losses_follow_the_simulators_seed_and_fault_seed() -> None:
+    # Losses at 20 per second until the last arrival (0.5 s): about ten a run. The
+    # stream is the child (FAULT_STREAM_KEY, fault_seed) of the seed that made sim.rng,
+    # so evaluation's default_rng([seed, window position]) gives each window its own.
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.5, names("b", 4))
+    workload = p.workload()
+
+    def built(rng_seed: list[int], fault_seed: int = 0, drawn: int = 0) -> Simulator:
+        rng = np.random.default_rng(rng_seed)
+        rng.random(drawn)  # draws made before: the faults follow the seed, not the state
+        config = SimConfig(fault_node_loss_rate_per_s=20.0, fault_seed=fault_seed)
+        return Simulator(toy_cluster(3), workload, config, rng)
+
+    def by_hand(rng_seed: list[int], fault_seed: int) -> list[float]:
+        seq = np.random.SeedSequence(rng_seed, spawn_key=(FAULT_STREAM_KEY, fault_seed))
+        stream, times, t = np.random.default_rng(seq), [], 0.0
+        while (t := t + float(stream.exponential(1 / 20.0))) <= 0.5:
+            times.append(t)
+        return times
+
+    window_0 = _random_loss_times(built([0, 0]))
+    assert len(window_0) >= 3
+    assert window_0 == by_hand([0, 0], 0) == _random_loss_times(built([0, 0], drawn=5))
+    window_1 = _random_loss_times(built([0, 1]))
+    assert window_1 == by_hand([0, 1], 0) and window_1 != window_0
+    other_fault_seed = _random_loss_times(built([0, 0], fault_seed=1))
+    assert other_fault_seed == by_hand([0, 0], 1) and other_fault_seed != window_0
+    # the policies' stream is the one a run without faults has
+    assert built([0, 0]).rng.random() == np.random.default_rng([0, 0]).random()
+
+
+def _failed_copies(rng_seed: list[int], fault_seed: int = 0) -> list[bool]:
+    """Which of 12 warm copies fail at fault_copy_fail_prob = 0.5: prefix k is
+    computed on node 0 (0.1 k .. 0.1 k + 0.064) and copied to node 1 at 1.5 + 0.1 k
+    (32 ms, alone on its link); the script is the same whatever the seeds."""
+    p = Prompts()
+    for k in range(12):
+        p.add(0.1 * k, names(f"p{k}-", 4))
+    prefixes = [p.blocks(names(f"p{k}-", 4)) for k in range(12)]
+    for k in range(12):
+        p.add(1.5 + 0.1 * k, [f"x{k}"])
+    warms = {12 + k: [lambda sim, k=k: sim.warm(0, 1, prefixes[k])] for k in range(12)}
+    script = Script([0] * 24, warms)
+    config = SimConfig(fault_copy_fail_prob=0.5, fault_seed=fault_seed)
+    sim = Simulator(toy_cluster(2), p.workload(), config, np.random.default_rng(rng_seed))
+    sim.run(script)
+    check_run(sim)
+    assert all(results == ["ok"] for results in script.results.values() if results)
+    return [copy.state == FAILED for copy in sim.copies]
+
+
+def test_failed_copies_differ_between_windows_and_repeat_under_the_same_seeds() -> None:
+    # Seeded with fault_seed alone (before 2026-12-05) the twelve draws were the same
+    # for every simulator seed: every window of a comparison failed the same copies.
+    window_0 = _failed_copies([0, 0])
+    assert len(window_0) == 12 and 0 < sum(window_0) < 12
+    assert _failed_copies([0, 0]) == window_0
+    assert _failed_copies([0, 1]) != window_0
+    assert _failed_copies([0, 0], fault_seed=1) != window_0
+
+
+def test_faults_need_a_generator_made_from_a_seed() -> None:
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    rng = np.random.Generator(np.random.MT19937())
+    rng.bit_generator._legacy_seeding(5)  # RandomState's seeding: no seed sequence
+    Simulator(toy_cluster(2), p.workload(), None, rng)  # no faults: no stream to derive
+    with pytest.raises(TypeError, match=r"with faults on, rng must be a Generator made from"):
+        Simulator(toy_cluster(2), p.workload(), SimConfig(fault_copy_fail_prob=0.1), rng)
 
 
 # ------------------------------------------------------------ random faults, every policy
