@@ -36,7 +36,7 @@ from agents.networks import (
 )
 from envs.cluster_env import env_arguments
 from envs.encoder import OBSERVATION_OPTIONS
-from envs.files import read_json, write_json_atomic
+from envs.files import folder_atomic, naming_file, read_json, write_json_atomic
 from envs.sim.checks import check_int, checked_number
 from envs.sim.errors import ConfigError, SettingWarning
 
@@ -379,9 +379,11 @@ def quiet(model: BaseAlgorithm) -> BaseAlgorithm:
 
 
 def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Path:
-    """Write ``model.zip`` and ``agent.json`` into ``folder`` (each atomically)."""
+    """Write ``model.zip`` and ``agent.json`` as the folder ``folder``, which appears,
+    or replaces an earlier checkpoint there, whole or not at all
+    (:func:`envs.files.folder_atomic`): a run stopped mid-save (Ctrl-C) leaves no
+    folder without its agent.json, nor a model.zip beside another save's agent.json."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     spec.timesteps = int(model.num_timesteps)
     if model.get_env() is not None:  # a model loaded without one keeps what spec says
         norm = model.get_vec_normalize_env()
@@ -396,17 +398,10 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
             }
             # statistics gone non-finite are no use to a resumed run: not recorded
             spec.reward_norm = values if _reward_norm_ok(values) else None
-    tmp = folder / ".model.tmp.zip"
-    try:
-        model.save(tmp)
-        tmp.replace(folder / "model.zip")
-    except OSError as error:  # a full disk: SB3's message names no file
-        raise OSError(
-            error.errno, error.strerror or str(error), str(folder / "model.zip")
-        ) from None
-    finally:
-        tmp.unlink(missing_ok=True)
-    write_json_atomic(folder / "agent.json", asdict(spec))
+    with folder_atomic(folder) as partial:
+        with naming_file(folder / "model.zip"):  # a full disk: SB3's message names no file
+            model.save(partial / "model.zip")
+        write_json_atomic(partial / "agent.json", asdict(spec))
     return folder
 
 

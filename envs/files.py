@@ -10,9 +10,11 @@ unbounded ``host_ram_bytes``) and NaN, a statistic with no value, as ``null``.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,6 +44,49 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+@contextmanager
+def folder_atomic(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A folder that appears at ``path`` whole or not at all (an agent checkpoint:
+    ``model.zip`` and ``agent.json`` belong together). The caller fills the folder
+    yielded, a hidden sibling named by :func:`folder_leftovers`; on a clean exit it is
+    renamed to ``path``, an earlier folder there being moved aside first and removed
+    after. If the caller raises (Ctrl-C too), what it wrote goes and ``path`` is as it
+    was. A process killed outright (SIGKILL, a power cut) can leave the hidden
+    siblings, which no reader looks at: the next write of ``path`` clears them, and
+    puts back an earlier folder caught moved aside. A symbolic link at ``path`` is
+    followed, as a file written through it would be."""
+    target = Path(path)
+    if target.is_symlink():
+        target = target.resolve()
+    if target.exists() and not target.is_dir():
+        raise FileExistsError(errno.EEXIST, "exists and is not a folder", str(target))
+    partial, replaced = (target.with_name(name) for name in folder_leftovers(target.name))
+    if replaced.is_dir() and not target.exists():  # killed between the two renames
+        replaced.rename(target)
+    for leftover in (partial, replaced):
+        shutil.rmtree(leftover, ignore_errors=True)
+    partial.mkdir(parents=True)
+    try:
+        yield partial
+        if target.exists():
+            target.rename(replaced)
+        partial.rename(target)
+    except BaseException:
+        if replaced.is_dir() and not target.exists():  # interrupted between the two renames
+            replaced.rename(target)
+        raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+        if target.exists():
+            shutil.rmtree(replaced, ignore_errors=True)
+
+
+def folder_leftovers(name: str) -> tuple[str, str]:
+    """The hidden siblings :func:`folder_atomic` writes folder ``name`` through: the
+    one being filled and the earlier folder moved aside."""
+    return f".{name}.partial", f".{name}.replaced"
 
 
 @contextmanager

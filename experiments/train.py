@@ -34,6 +34,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from envs.cluster_env import REWARD_ARGS
+from envs.files import folder_leftovers
 from envs.sim.checks import check_number, checked_number, is_number
 from envs.sim.errors import SettingWarning
 from experiments import sweeps
@@ -83,9 +84,18 @@ MAX_HIDDEN = 65_536
 """The most units a layer has (``agent.hidden``)."""
 MAX_THREADS = 1024
 """The most threads ``train.torch_threads`` and ``train.update_threads`` ask for."""
-TRAIN_OUTPUTS = ("agent", "last", "checkpoints", "train.json", "rescore_val[0-9]*.json")
-"""What a training run writes in its folder besides a comparison's (the agents, and
-``train_rescore``'s records of them): ``overwrite=true`` clears these too."""
+TRAIN_OUTPUTS = (
+    "agent",
+    "last",
+    *folder_leftovers("agent"),
+    *folder_leftovers("last"),
+    "checkpoints",
+    "train.json",
+    "rescore_val[0-9]*.json",
+)
+"""What a training run writes in its folder besides a comparison's (the agents, what
+a save killed half-way leaves of them, and ``train_rescore``'s records of them):
+``overwrite=true`` clears these too."""
 
 
 def env_kwargs(cfg: Any) -> dict[str, Any]:

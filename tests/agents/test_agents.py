@@ -125,6 +125,76 @@ def test_checkpoint_round_trip_and_errors(window, tmp_path):
         load_agent(tmp_path / "empty")
 
 
+def _interrupted(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def _files(folder):
+    return {path.name: path.read_bytes() for path in folder.iterdir()}
+
+
+def test_a_save_stopped_half_way_leaves_no_half_checkpoint(window, tmp_path, monkeypatch):
+    """Ctrl-C between model.zip and agent.json (a train stopped mid-save left an empty
+    checkpoints/step_N that resume= refused): no new folder is seen, and an earlier
+    checkpoint at the path keeps both its files as they were."""
+    import agents.algorithms
+
+    spec = AgentSpec(algo="a2c", env="route", net="set", hidden=8)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["a2c"])
+    save_agent(model, spec, tmp_path / "agent")
+    before = _files(tmp_path / "agent")
+    model.learn(16)
+    with monkeypatch.context() as patch:
+        patch.setattr(agents.algorithms, "write_json_atomic", _interrupted)
+        for name in ("agent", "checkpoints/step_16"):  # one replaced, one new
+            with pytest.raises(KeyboardInterrupt):
+                save_agent(model, spec, tmp_path / name)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["agent", "checkpoints"]
+    assert list((tmp_path / "checkpoints").iterdir()) == []
+    assert _files(tmp_path / "agent") == before
+    save_agent(model, spec, tmp_path / "agent")
+    assert load_spec(tmp_path / "agent").timesteps == 16
+
+
+def test_a_save_stopped_as_it_replaces_a_checkpoint_keeps_the_earlier_one(
+    window, tmp_path, monkeypatch
+):
+    """The new folder takes the place of the earlier one in two renames: Ctrl-C between
+    them puts the earlier one back; a process killed there left it moved aside, which
+    the next save puts back before it writes (here stopped again)."""
+    from pathlib import Path
+
+    import agents.algorithms
+
+    spec = AgentSpec(algo="a2c", env="route", net="set", hidden=8)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["a2c"])
+    save_agent(model, spec, tmp_path / "agent")
+    before = _files(tmp_path / "agent")
+    model.learn(16)
+    rename = Path.rename
+
+    def stopped_at_the_second(self, target):
+        if self.name == ".agent.partial":
+            raise KeyboardInterrupt
+        return rename(self, target)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "rename", stopped_at_the_second)
+        with pytest.raises(KeyboardInterrupt):
+            save_agent(model, spec, tmp_path / "agent")
+    assert [path.name for path in tmp_path.iterdir()] == ["agent"]
+    assert _files(tmp_path / "agent") == before
+    (tmp_path / "agent").rename(tmp_path / ".agent.replaced")  # as a SIGKILL leaves it
+    (tmp_path / ".agent.partial").mkdir()
+    (tmp_path / ".agent.partial" / "model.zip").write_bytes(b"PK half")
+    with monkeypatch.context() as patch:
+        patch.setattr(agents.algorithms, "write_json_atomic", _interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            save_agent(model, spec, tmp_path / "agent")
+    assert [path.name for path in tmp_path.iterdir()] == ["agent"]
+    assert _files(tmp_path / "agent") == before
+
+
 def _saved_mlp(window, tmp_path, spec: AgentSpec):
     model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["ppo"])
     save_agent(model, spec, tmp_path / "a")

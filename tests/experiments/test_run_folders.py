@@ -202,7 +202,7 @@ def test_a_full_disk_while_saving_an_agent_names_the_file_and_leaves_no_temp(
         save_agent(model, spec, tmp_path / "agent")
     assert caught.value.errno == errno.ENOSPC
     assert caught.value.filename == str(tmp_path / "agent" / "model.zip")
-    assert list((tmp_path / "agent").iterdir()) == []
+    assert list(tmp_path.iterdir()) == []  # no agent folder, empty or half-filled
 
 
 def test_ctrl_c_is_one_line_exit_130_and_leaves_no_folder(
