@@ -1,4 +1,5 @@
-"""The vectorised env training runs its envs in, in one process.
+"""The vectorised envs training runs its envs in: all in one process
+(``env.vec=dummy``), or each in a process of its own (``env.vec=subproc``).
 
 :class:`InProcessVecEnv` is stable-baselines3's ``DummyVecEnv`` without its
 ``deepcopy`` of every step's infos. ``DummyVecEnv`` copies the list of info dicts
@@ -10,14 +11,21 @@ dict is still copied once, shallowly, and an episode's last observation deeply, 
 what a caller gets is its own; observations, rewards, dones and infos are those
 ``DummyVecEnv`` gives, value for value, and so is training
 (``tests/agents/test_vec_env.py``).
+
+:class:`WorkerVecEnv` is stable-baselines3's ``SubprocVecEnv`` whose workers
+ignore Ctrl-C: the command alone stops, and closes them.
 """
 
 from __future__ import annotations
 
+import signal
+from collections.abc import Callable
 from copy import deepcopy
+from functools import partial
 
+import gymnasium as gym
 import numpy as np
-from stable_baselines3.common.vec_env import DummyVecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 
@@ -45,3 +53,22 @@ class InProcessVecEnv(DummyVecEnv):
             np.copy(self.buf_dones),
             [dict(info) for info in infos],
         )
+
+
+class WorkerVecEnv(SubprocVecEnv):
+    """``SubprocVecEnv`` whose workers ignore SIGINT. A terminal's Ctrl-C reaches
+    every process of the command: a worker it stopped closed its pipe, and the
+    command, stopping too, met the closed pipe as it closed the envs (a
+    BrokenPipeError or EOFError in place of its KeyboardInterrupt: ``error: ...
+    Broken pipe``, exit 2, not ``interrupted``, 130). Now the command alone stops,
+    and its ``close`` lets each worker end its step and exit."""
+
+    def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None):
+        super().__init__([partial(_ignoring_ctrl_c, make) for make in env_fns], start_method)
+
+
+def _ignoring_ctrl_c(make_env: Callable[[], gym.Env]) -> gym.Env:
+    """``make_env()``, in a worker, after it has set SIGINT aside (the first thing a
+    ``SubprocVecEnv`` worker runs)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return make_env()

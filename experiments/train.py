@@ -1064,7 +1064,6 @@ def train(cfg: DictConfig) -> float:
     import gymnasium
     import torch
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import SubprocVecEnv
 
     import envs  # noqa: F401  (registers the environments)
     from agents.adapter import AgentPolicy
@@ -1082,7 +1081,7 @@ def train(cfg: DictConfig) -> float:
         usable_cpus,
         usable_threads,
     )
-    from agents.vec_env import InProcessVecEnv
+    from agents.vec_env import InProcessVecEnv, WorkerVecEnv
 
     check_train(cfg)
     adopted: dict[str, Any] = {}
@@ -1151,7 +1150,7 @@ def train(cfg: DictConfig) -> float:
             spec.env_id,
             n_envs=int(cfg.env.n_envs),
             seed=int(cfg.seed),
-            vec_env_cls=SubprocVecEnv if cfg.env.vec == "subproc" else InProcessVecEnv,
+            vec_env_cls=WorkerVecEnv if cfg.env.vec == "subproc" else InProcessVecEnv,
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
         )
     if cfg.env.normalize_reward:

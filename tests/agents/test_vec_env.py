@@ -1,9 +1,12 @@
 """InProcessVecEnv: SB3's DummyVecEnv without the deep copy of every step's infos
 gives the same steps, and so the same training, as DummyVecEnv; and training with
 two torch threads in its updates (``train.update_threads``' default) is the same
-as with one."""
+as with one. WorkerVecEnv's workers outlive a Ctrl-C."""
 
 from __future__ import annotations
+
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 import envs  # noqa: F401  (registers the environments)
 from agents.algorithms import AgentSpec, build_model
 from agents.callbacks import UpdateThreads, usable_threads
-from agents.vec_env import InProcessVecEnv
+from agents.vec_env import InProcessVecEnv, WorkerVecEnv
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
@@ -83,6 +86,21 @@ def test_infos_are_the_callers_own(window):
             assert all(np.array_equal(a, b) for a, b in zip(terminal, after))
     assert ended and first == kept
     vec.close()
+
+
+def test_a_worker_outlives_ctrl_c_and_closes_when_asked(window):
+    """A terminal's Ctrl-C reaches the workers too: one it stopped left the command,
+    stopping, a closed pipe as it closed the envs (``error: ... Broken pipe``, exit 2,
+    instead of ``interrupted``). A worker ignores it: it answers the next step and
+    exits when closed."""
+    vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=1)
+    try:
+        vec.reset()
+        os.kill(vec.processes[0].pid, signal.SIGINT)  # SubprocVecEnv's worker: EOFError below
+        vec.step(np.array([0]))
+    finally:
+        vec.close()
+    assert vec.processes[0].exitcode == 0
 
 
 @pytest.mark.parametrize(("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm")])
