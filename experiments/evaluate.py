@@ -7,8 +7,9 @@
 
 Writes ``results.json`` (the comparison run's schema), charts and, with a
 threshold agent, ``thresholds_settings.json`` to the run folder; returns the
-best agent's mean TTFT. ``split=val`` evaluates on the validation windows (for
-model choices; test windows are for final tables); ``stochastic=true`` adds a
+mean TTFT a sweep ranks the run by (the best agent's: :func:`reads`).
+``split=val`` evaluates on the validation windows (for model choices; test
+windows are for final tables); ``stochastic=true`` adds a
 row per agent sampling its actions (``<agent>_stochastic``, torch seeded with
 ``seed``) beside the greedy one;
 ``+policy_kwargs.POLICY.KEY=VALUE`` sets a baseline's setting (compare's
@@ -173,15 +174,38 @@ def evaluate(cfg: DictConfig) -> float:
     finally:
         logger.finish()
     print(f"wrote {out_dir / 'results.json'} and what goes with it (charts, settings)")
-    agent_rows = [r["ttft_mean_s"] for r in rows if r["policy"] in agents]
-    policy_rows = [r["ttft_mean_s"] for r in rows if r["policy"] not in BOUNDS]
-    value = min(agent_rows) if agent_rows else min(policy_rows)
-    # a sweep chooses its best job on validation windows only
-    which = "best agent" if agent_rows else "best baseline"
+    scores = {r["policy"]: r["ttft_mean_s"] for r in rows if r["policy"] not in BOUNDS}
+    which = reads(list(agents), list(cfg.policies))
+    if which == "best agent":
+        value = min(scores[name] for name in agents)
+    elif which == "best baseline":
+        value = min(scores.values())
+    else:
+        value = scores[which]
+    measure = f"{cfg.split} mean TTFT (s)"
+    policies = {  # a sweep over one policy's settings reads that policy's score instead
+        name: {"name": f"{measure}, {name}", "value": score, "settings": every.get(name, {})}
+        for name, score in scores.items()
+    }
     # the seed too: it draws the simulator's random stream, no model choice
     basis = measured_on(cfg, [w.name for w in windows], split=str(cfg.split), seed=int(cfg.seed))
-    sweeps.note(f"{cfg.split} mean TTFT (s), {which}", value, cfg.split == "val", basis)
+    # a sweep chooses its best job on validation windows only
+    sweeps.note(f"{measure}, {which}", value, cfg.split == "val", basis, policies)
     return value
+
+
+def reads(agents: list[str], policies: list[str]) -> str:
+    """Whose mean TTFT a run returns and a sweep ranks it by: the best agent's if
+    it runs an agent; else the one policy asked for besides the reference
+    (DEFAULT_BASELINE, always run), or the reference alone; else the best
+    baseline's. A sweep whose jobs differ in one policy's settings reads that
+    policy's score instead (:func:`experiments.sweeps.note`)."""
+    if agents:
+        return "best agent"
+    asked = [name for name in dict.fromkeys(policies) if name != DEFAULT_BASELINE]
+    if len(asked) > 1:
+        return "best baseline"
+    return asked[0] if asked else DEFAULT_BASELINE
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="evaluate")

@@ -69,14 +69,31 @@ _NOTES: list[dict[str, Any]] = []  # what the running job named (:func:`note`)
 _STARTED: list[Sweep] = []  # the sweep this process started
 
 
-def note(name: str, value: float | None, choose: bool = False, basis: Any = None) -> None:
+def note(
+    name: str,
+    value: float | None,
+    choose: bool = False,
+    basis: Any = None,
+    policies: dict[str, dict[str, Any]] | None = None,
+) -> None:
     """Name a figure of the running job for its sweep's table (lower is better);
     ``choose``: the sweep's best job is the one lowest on it, if every job's
     ``basis`` (what the figure was measured on: windows, setup, simulator,
-    score; JSON) is the same. A NaN is recorded as null. Outside a sweep it is
-    kept only until the next job starts."""
-    number = None if value is None or not math.isfinite(float(value)) else float(value)
-    _NOTES.append({"name": name, "value": number, "choose": bool(choose), "basis": basis})
+    score; JSON) is the same. ``policies`` (evaluate): the same figure for each
+    policy run, ``{policy: {"name", "value", "settings"}}``, so that a sweep over
+    one policy's settings reads that policy's instead (:func:`_by_policy`). A NaN
+    is recorded as null. Outside a sweep it is kept only until the next job
+    starts."""
+    record = {"name": name, "value": _finite(value), "choose": bool(choose), "basis": basis}
+    if policies is not None:
+        record["policies"] = {
+            policy: {**part, "value": _finite(part["value"])} for policy, part in policies.items()
+        }
+    _NOTES.append(record)
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(float(value)) else float(value)
 
 
 def sweep_plan(config: Any) -> tuple[tuple[str, ...], int | None]:
@@ -264,6 +281,56 @@ def _best(jobs: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, str | 
     return {"job": job["job"], "folder": job["folder"], "by": name, "value": value}, name, ""
 
 
+def _by_policy(jobs: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None, str]:
+    """When the completed jobs differ in one policy's settings (evaluate
+    ``-m +policy_kwargs.btb.m=1,4``), each job's figure that gives every policy's
+    (:func:`note`) becomes that policy's: the jobs are ranked by what the sweep
+    varies, not by whichever policy did best in each (the reference, run alike
+    in every job, often). Returns the jobs so read, the policy (None: the
+    figures as noted) and why no job can be named best ("" but when the jobs
+    differ in several policies' settings, or a job did not run the policy)."""
+    completed = [job for job in jobs if job["status"] == "completed"]
+    parts = [next((f["policies"] for f in job["figures"] if "policies" in f), None)
+             for job in completed]  # fmt: skip
+    if not parts or None in parts:
+        return list(jobs), None, ""
+    settings: dict[str, set[str]] = {}
+    for part in parts:
+        for policy, figure in (part or {}).items():
+            written = json.dumps(figure.get("settings"), sort_keys=True, default=str)
+            settings.setdefault(policy, set()).add(written)
+    varied = [policy for policy, seen in settings.items() if len(seen) > 1]
+    if len(varied) != 1:
+        several = (
+            f"the jobs differ in the settings of {', '.join(varied)}: no one policy ranks them"
+        )
+        return list(jobs), None, several if varied else ""
+    (policy,) = varied
+    lacking = [str(job["job"]) for job, part in zip(completed, parts) if policy not in (part or {})]
+    if lacking:
+        which = f"{'job' if len(lacking) == 1 else 'jobs'} {', '.join(lacking)}"
+        return (
+            list(jobs),
+            None,
+            f"the jobs differ in {policy}'s settings, but {which} did not run it",
+        )
+    read = [
+        {**job, "figures": [_read(f, policy) for f in job["figures"]]}
+        if job["status"] == "completed"
+        else job
+        for job in jobs
+    ]
+    return read, policy, ""
+
+
+def _read(figure: dict[str, Any], policy: str) -> dict[str, Any]:
+    """``figure`` as ``policy``'s (its name and value), if it gives every policy's."""
+    if "policies" not in figure:
+        return figure
+    part = figure["policies"][policy]
+    return {**figure, "name": part["name"], "value": part["value"]}
+
+
 _BASIS_WORDS = {
     "seed": "simulator random streams (seed; train: train.eval_seed)",
     "sim": "simulator settings",
@@ -358,8 +425,10 @@ def _is_seed(override: str) -> bool:
 def collect(interrupted: bool = False) -> dict[str, Any] | None:
     """The summary of the sweep this process started, if it started one and any
     job of it left a record: its jobs (all overrides, status, figures, error),
-    the keys that vary, the best completed job by the chosen figure (or why
-    none), the job folders other sweeps left, and whether it was cut short."""
+    the keys that vary, the policy whose figures they read if the jobs differ in
+    its settings (:func:`_by_policy`), the best completed job by the chosen
+    figure (or why none), the job folders other sweeps left, and whether it was
+    cut short."""
     if not _STARTED:
         return None
     sweep = _STARTED.pop()
@@ -369,6 +438,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
     if not jobs:
         _discard_bare(sweep)
         return None
+    jobs, policy, apart = _by_policy(jobs)
     keys = _varying(jobs, sweep.swept)
     names: list[str] = []
     for job in jobs:
@@ -378,6 +448,8 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
     shared = [(job["shares_folder_with"], job["job"], job["folder"]) for job in jobs
               if "shares_folder_with" in job]  # fmt: skip
     best, chosen, why = _best(jobs)
+    if apart and best is not None:  # each job's figure reads another policy
+        best, why = None, apart
     if shared:  # a job's record was overwritten: the table lacks it
         best, why = None, "jobs shared a folder, so a job's record is missing"
     if best is not None:
@@ -400,6 +472,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         "swept": keys,
         "figures": names,
         "chosen_by": chosen,
+        "read_policy": policy,
         "best": best,
         "no_best": why or None,
         "failed": [job["job"] for job in jobs if job["status"] == "failed"],
@@ -507,6 +580,9 @@ def table(summary: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append(f"no best job named: {summary['no_best']}")
+    policy = summary.get("read_policy")
+    if policy:
+        lines.append(f"the figures are {policy}'s: the jobs differ in its settings (policy_kwargs)")
     for group in summary.get("over_seeds", []):
         figures = "; ".join(
             f"{name} {_number(f['mean'])}"

@@ -541,3 +541,101 @@ def test_no_best_says_what_the_figures_differ_in() -> None:
     assert sweeps._why_apart(windows, 2) == "measured on different setups, windows"
     assert sweeps._why_apart([figure("a"), figure("b")], 2) == "they are different figures (a, b)"
     assert sweeps._why_apart(seeds, 3) == "not every job gives one"
+
+
+def _evaluate(reads: str, value: float, **policies: tuple[float, dict[str, Any]]) -> list[Any]:
+    """An evaluate job's figure: what it reads, and every policy's with its settings."""
+    parts = {
+        name: {"name": f"val mean TTFT (s), {name}", "value": score, "settings": settings}
+        for name, (score, settings) in policies.items()
+    }
+    figure = {"name": f"val mean TTFT (s), {reads}", "value": value, "choose": True, "basis": "w"}
+    return [{**figure, "policies": parts}]
+
+
+def test_a_sweep_over_a_policy_s_settings_ranks_the_jobs_by_that_policy(tmp_path: Path) -> None:
+    """Worked by hand: cache_aware (the reference, 0.20 in both jobs) is each job's
+    best baseline, so both read 0.20 and job 0 was named on a tie; btb.m=4 (0.25)
+    beats btb.m=1 (0.30), so job 1 is best, read on btb's figures, and the table
+    says so. least_load's settings are alike in both jobs."""
+    for n, (m, btb) in enumerate([(1, 0.30), (4, 0.25)]):
+        policies = {"cache_aware": (0.20, {}), "btb": (btb, {"m": m}), "least_load": (0.4, {})}
+        _job(tmp_path, n, 12, [f"+policy_kwargs.btb.m={m}"], figures=_evaluate("best baseline",
+             0.20, **policies))  # fmt: skip
+    summary = _collect(tmp_path, 12, ("+policy_kwargs.btb.m",))
+    assert summary["read_policy"] == "btb"
+    assert summary["best"]["job"] == 1 and summary["best"]["value"] == 0.25
+    assert summary["best"]["by"] == "val mean TTFT (s), btb"
+    assert [job["figures"] for job in summary["jobs"]] == [
+        {"val mean TTFT (s), btb": 0.30},
+        {"val mean TTFT (s), btb": 0.25},
+    ]
+    lines = sweeps.table(summary)
+    assert any(line.startswith("best by val mean TTFT (s), btb: job 1 (") for line in lines)
+    assert "the figures are btb's: the jobs differ in its settings (policy_kwargs)" in lines
+
+
+def test_a_sweep_over_two_policies_settings_names_no_best_and_checkpoints_keep_the_best_agent(
+    tmp_path: Path,
+) -> None:
+    """btb's and btb_pending's settings both differ: no one policy's score ranks the
+    jobs. A sweep over checkpoints (same settings throughout) reads each job's best
+    agent, as noted, a failed job among them."""
+    for n, m in enumerate((1, 4)):
+        policies = {"btb": (0.3 - n / 10, {"m": m}), "btb_pending": (0.3, {"m": m})}
+        _job(tmp_path / "two", n, 13, [f"m={m}"], figures=_evaluate("best baseline", 0.2,
+             **policies))  # fmt: skip
+    summary = _collect(tmp_path / "two", 13, ("m",))
+    assert summary["best"] is None and summary["read_policy"] is None
+    assert summary["no_best"] == (
+        "the jobs differ in the settings of btb, btb_pending: no one policy ranks them"
+    )
+
+    for n, agent in enumerate((0.5, 0.4)):
+        policies = {"cache_aware": (0.45, {}), "ppo": (agent, {})}
+        _job(tmp_path / "agents", n, 14, [f"checkpoint=[a{n}]"],
+             figures=_evaluate("best agent", agent, **policies))  # fmt: skip
+    _job(tmp_path / "agents", 2, 14, ["checkpoint=[a2]"], status="failed", error="e", bug=False)
+    summary = _collect(tmp_path / "agents", 14, ("checkpoint",))
+    assert summary["read_policy"] is None
+    assert summary["best"]["job"] == 1 and summary["best"]["by"] == "val mean TTFT (s), best agent"
+
+
+def test_evaluate_reads_the_best_agent_or_the_one_policy_asked_for() -> None:
+    """Besides cache_aware (the reference, always run): one policy asked for is
+    what a run returns and a sweep ranks it by; several, the best baseline."""
+    from experiments.evaluate import reads
+
+    assert reads(["ppo"], ["btb"]) == "best agent"
+    assert reads([], ["btb"]) == "btb"
+    assert reads([], ["cache_aware", "btb", "btb"]) == "btb"
+    assert reads([], ["cache_aware"]) == "cache_aware"
+    assert reads([], ["btb", "least_load"]) == "best baseline"
+
+
+@pytest.mark.slow
+def test_an_evaluate_sweep_over_btb_s_settings_reads_btb(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """Two policies asked for, btb's m swept: each job's figure is its btb row's
+    (at m=4 btb is slower than cache_aware, the best baseline, on these windows)."""
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m", "+policy_kwargs.btb.m=1,4", "split=val", "policies=[btb,least_load]",
+        "setup=qwen3_8b_h100x4", "workload.eval_windows=2", "logger=none", "progress=false",
+        f"hydra.sweep.dir={sweep}",
+    ]  # fmt: skip
+    done = run_command("experiments.evaluate", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((sweep / "sweep.json").read_text())
+    rows = [
+        {r["policy"]: r["ttft_mean_s"] for r in json.loads((sweep / str(n) / "results.json")
+         .read_text())["rows"]}
+        for n in (0, 1)
+    ]  # fmt: skip
+    assert rows[1]["btb"] > rows[1]["cache_aware"]
+    figures = [job["figures"] for job in summary["jobs"]]
+    assert figures == [{"val mean TTFT (s), btb": row["btb"]} for row in rows]
+    assert summary["read_policy"] == "btb"
+    best = min((0, 1), key=lambda n: rows[n]["btb"])
+    assert summary["best"]["job"] == best and summary["best"]["value"] == rows[best]["btb"]
