@@ -150,10 +150,11 @@ MAX_BUFFER = 10**8
 """The most transitions DQN's replay buffer holds (SB3 allocates it up front)."""
 # Ranges of the SB3 hyperparameters that SB3 2.9 (and torch's optimizers) let
 # through when the model is built, probed on each algorithm that takes them, or
-# refuse only once it is built (a negative learning_rate): (low, high, low is
-# open, integer). A value SB3 itself refuses is left to SB3: build_model relabels
-# its error with the config path (clip_range_vf <= 0, PPO's n_steps x env.n_envs
-# <= 1 and batch_size <= 1).
+# refuse only once it is built (a negative learning_rate, clip_range_vf <= 0): (low,
+# high, low is open, integer). Checked without a model, so that a sweep refuses them
+# before any job trains; what SB3 refuses of several values together is checked by
+# check_hyperparams and check_rollout. build_model still relabels any refusal of
+# SB3's with the config path.
 _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     # torch refuses a negative rate or nan itself, once SB3 has built the model (and
     # warned about other settings); inf trains the weights to nan
@@ -163,6 +164,8 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "gae_lambda": (0.0, 1.0, False, False),
     # never checked: SB3 takes a clip range <= 0
     "clip_range": (0.0, math.inf, True, False),
+    # PPO and MaskablePPO assert it > 0 as they build the model (None: no clipping)
+    "clip_range_vf": (0.0, math.inf, True, False),
     # never checked: SB3 takes target_kl <= 0 (None turns the early stop off)
     "target_kl": (0.0, math.inf, True, False),
     # never checked: a negative coefficient makes the loss grow the term it weighs
@@ -177,10 +180,11 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "exploration_fraction": (0.0, 1.0, False, False),
     "exploration_initial_eps": (0.0, 1.0, False, False),
     "exploration_final_eps": (0.0, 1.0, False, False),
-    # PPO refuses n_steps x n_envs <= 1; A2C and MaskablePPO take n_steps=0 (and
+    # PPO refuses n_steps x n_envs <= 1 (check_rollout); A2C and MaskablePPO take n_steps=0 (and
     # fail inside learn(), after the run folder) or -1 (numpy's "negative dimensions")
     "n_steps": (1, MAX_ROLLOUT, False, True),
-    # PPO refuses <= 1; MaskablePPO and DQN take 0 and fail inside learn()
+    # MaskablePPO and DQN take 0 and fail inside learn(); PPO refuses 1 too, with
+    # normalize_advantage (check_hyperparams)
     "batch_size": (1, MAX_ROLLOUT, False, True),
     # never checked: n_epochs=0 fails inside learn() (an UnboundLocalError)
     "n_epochs": (1, math.inf, False, True),
@@ -194,10 +198,13 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "stats_window_size": (1, math.inf, False, True),
 }
 # May be None (off), or a schedule (a callable SB3 checks) instead of a number.
-_MAY_BE_NONE = {"target_kl"}
-_SCHEDULES = {"learning_rate", "clip_range"}
+_MAY_BE_NONE = {"target_kl", "clip_range_vf"}
+_SCHEDULES = {"learning_rate", "clip_range", "clip_range_vf"}
 # May be infinite: max_grad_norm=inf turns gradient clipping off.
 _MAY_BE_INFINITE = {"max_grad_norm"}
+# Normalise an epoch's last minibatch even of one step, to nan (sb3-contrib 2.9's
+# MaskablePPO; PPO skips such a minibatch).
+_NORMALIZES_ONE = {"maskable_ppo"}
 # Errors SB3 (or torch) raises for a value it refuses when the model is built
 _SB3_REFUSALS = (TypeError, ValueError, AssertionError)
 _TRAIN_FREQ_UNITS = ("step", "episode")
@@ -220,12 +227,34 @@ def hyperparameter_default(algo: str, name: str) -> Any:
     return inspect.signature(ALGORITHMS[algo].__init__).parameters[name].default
 
 
+def normalizes_advantages(algo: str, hyperparams: Mapping[str, Any]) -> bool:
+    """Whether ``algo`` normalises the advantages of each minibatch (A2C: of the
+    rollout) by their mean and std (``normalize_advantage``: PPO's and
+    MaskablePPO's default, not A2C's). Over one step that is nan: PPO asserts
+    minibatches and rollouts of 2 steps or more as it builds the model;
+    MaskablePPO and A2C train to nan weights and fail at the next rollout."""
+    if "normalize_advantage" not in hyperparameter_names(algo):
+        return False
+    default = hyperparameter_default(algo, "normalize_advantage")
+    return bool(hyperparams.get("normalize_advantage", default))
+
+
 def check_rollout(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> int | None:
     """An on-policy rollout of ``n_steps`` x ``env.n_envs`` steps (SB3 allocates it up
-    front) holds at most :data:`MAX_ROLLOUT` steps, as each factor does (ValueError
-    naming both); returns its size (None for an off-policy ``algo``, whose
-    ``n_steps`` is not a rollout)."""
+    front) holds at most :data:`MAX_ROLLOUT` steps, as each factor does, and, where
+    ``algo`` normalises advantages (:func:`normalizes_advantages`), no minibatch
+    of one step: a rollout of 2 steps or more, and for MaskablePPO a
+    ``batch_size`` that does not leave an epoch's last minibatch one step. DQN's
+    ``train_freq`` in episodes takes one env (SB3 asserts it at the first step).
+    ValueError naming the fields; returns the rollout's size (None for an
+    off-policy ``algo``, whose ``n_steps`` is not a rollout)."""
     if "train_freq" in hyperparameter_names(algo):  # DQN's n_steps: its n-step return
+        freq = hyperparams.get("train_freq", hyperparameter_default(algo, "train_freq"))
+        if isinstance(freq, (list, tuple)) and freq[1] == "episode" and n_envs > 1:
+            raise ValueError(
+                f"agent.hyperparams.train_freq={list(freq)} counts episodes, which SB3 "
+                f"collects from one env only: env.n_envs must be 1, got {n_envs}"
+            )
         return None
     n_steps = int(whole(hyperparams.get("n_steps", hyperparameter_default(algo, "n_steps"))))
     rollout = n_steps * n_envs
@@ -233,6 +262,21 @@ def check_rollout(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> int
         raise ValueError(
             f"agent.hyperparams.n_steps={n_steps} x env.n_envs={n_envs} = {rollout} steps "
             f"a rollout; at most {MAX_ROLLOUT}"
+        )
+    if not normalizes_advantages(algo, hyperparams):
+        return rollout
+    normalized = "agent.hyperparams.normalize_advantage normalises advantages: over one step, nan"
+    if rollout < 2:
+        raise ValueError(
+            f"agent.hyperparams.n_steps={n_steps} x env.n_envs={n_envs} = 1 step a rollout; "
+            f"at least 2 ({normalized})"
+        )
+    batch = int(whole(hyperparams.get("batch_size", hyperparameter_default(algo, "batch_size"))))
+    if algo in _NORMALIZES_ONE and batch < rollout and rollout % batch == 1:
+        raise ValueError(
+            f"agent.hyperparams.batch_size={batch} leaves each epoch's last minibatch one step "
+            f"of a rollout of n_steps x env.n_envs = {rollout} steps, and {algo} normalises it "
+            f"({normalized}): take one that leaves none or 2 steps or more"
         )
     return rollout
 
@@ -264,8 +308,10 @@ def whole(value: Any) -> Any:
 
 def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
     """Refuse ``agent.hyperparams`` that ``algo`` does not take or that are out of
-    range (ValueError naming ``agent.hyperparams.<name>``), without building a model:
-    SB3 checks few of its arguments (``gamma=2`` or ``buffer_size=-1`` would run)."""
+    range, alone or together (:func:`_check_together`; ValueError naming
+    ``agent.hyperparams.<name>``), without building a model, so a sweep refuses them
+    before any job trains: SB3 checks few of its arguments (``gamma=2`` or
+    ``buffer_size=-1`` would run), some only as it builds the model."""
     known = hyperparameter_names(algo)
     for name, value in hyperparams.items():
         path = f"agent.hyperparams.{name}"
@@ -292,6 +338,37 @@ def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
             path, whole(value) if integer else value, low, high,
             integer=integer, above=open_low, finite=finite,
         )  # fmt: skip
+    _check_together(algo, hyperparams)
+
+
+def _check_together(algo: str, hyperparams: Mapping[str, Any]) -> None:
+    """What SB3 refuses as it builds the model (or trains to nan) that no one
+    value's range says: ``batch_size`` 1 with normalised advantages
+    (:func:`normalizes_advantages`), ``use_sde`` on discrete actions (every env's
+    are) and DQN's ``optimize_memory_usage`` beside its replay buffer's default
+    ``handle_timeout_termination``. The rollout's own (with ``env.n_envs``) are
+    :func:`check_rollout`'s."""
+    if "batch_size" in hyperparams and normalizes_advantages(algo, hyperparams):
+        batch = whole(hyperparams["batch_size"])
+        if batch < 2:
+            raise ValueError(
+                f"agent.hyperparams.batch_size must be an integer >= 2 with "
+                f"agent.hyperparams.normalize_advantage on (a minibatch's advantages are "
+                f"normalised: over one step, nan), got {batch}"
+            )
+    if hyperparams.get("use_sde"):
+        raise ValueError(
+            "agent.hyperparams.use_sde must be false: gSDE explores continuous actions, and "
+            f"every env's are discrete, got {hyperparams['use_sde']!r}"
+        )
+    buffer = hyperparams.get("replay_buffer_kwargs") or {}
+    timeouts = not isinstance(buffer, Mapping) or buffer.get("handle_timeout_termination", True)
+    if hyperparams.get("optimize_memory_usage") and timeouts:
+        raise ValueError(
+            "agent.hyperparams.optimize_memory_usage=true needs agent.hyperparams."
+            "replay_buffer_kwargs={handle_timeout_termination:false}: SB3's replay buffer "
+            "does not do both"
+        )
 
 
 def build_model(

@@ -1474,7 +1474,8 @@ def check_sweep(args: list[str]) -> None:
     if any(o.key_or_group.startswith("hydra.") for o in parsed):
         return
     fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
-    choices = [[f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in swept]
+    # get_key_element keeps a + or ++ (a key the config lacks): without it no job composed
+    choices = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in swept]
     jobs = list(itertools.product(*choices))
     if len(jobs) > MAX_PRECHECKED_JOBS:
         return

@@ -1230,20 +1230,45 @@ def test_a_bad_env_value_with_subproc_envs_is_one_line_before_the_run_folder(
         # warnings about other settings)
         ("agent.hyperparams.learning_rate=-1",
          r"^agent\.hyperparams\.learning_rate must be a finite number >= 0, got -1$"),
-        # SB3 (or torch) refuses these itself when it builds the model, which is now
-        # before the run folder; its message is relabelled with the config path
+        # SB3 refuses these itself only when it builds the model (or trains to nan
+        # weights and fails at the next rollout): checked without a model, so a
+        # sweep refuses them before any job trains
         ("+agent.hyperparams.clip_range_vf=-1",
-         r"^agent\.hyperparams\.clip_range_vf: `clip_range_vf` must be positive, "
-         r"pass `None` to deactivate vf clipping$"),
+         r"^agent\.hyperparams\.clip_range_vf must be a finite number > 0, got -1$"),
+        ("+agent.hyperparams.clip_range_vf=0",
+         r"^agent\.hyperparams\.clip_range_vf must be a finite number > 0, got 0$"),
         ("agent.hyperparams.batch_size=1",
-         r"^agent\.hyperparams\.batch_size: `batch_size` must be greater than 1\. See "),
+         r"^agent\.hyperparams\.batch_size must be an integer >= 2 with agent\.hyperparams\."
+         r"normalize_advantage on \(a minibatch's advantages are normalised: over one step, "
+         r"nan\), got 1$"),
+        ("agent=maskable_ppo env=route_warm agent.hyperparams.batch_size=1",
+         r"^agent\.hyperparams\.batch_size must be an integer >= 2 with "),
         ("agent.hyperparams.n_steps=1 env.n_envs=1",
-         r"^agent\.hyperparams\.n_steps: `n_steps \* n_envs` must be greater than 1\. "
-         r"Currently n_steps=1 and n_envs=1$"),
-        # both refused: the field named is the one SB3's message is about
+         r"^agent\.hyperparams\.n_steps=1 x env\.n_envs=1 = 1 step a rollout; at least 2 "
+         r"\(agent\.hyperparams\.normalize_advantage normalises advantages: over one step, "
+         r"nan\)$"),
+        ("agent=a2c agent.hyperparams.n_steps=1 env.n_envs=1 "
+         "+agent.hyperparams.normalize_advantage=true",
+         r"^agent\.hyperparams\.n_steps=1 x env\.n_envs=1 = 1 step a rollout; at least 2 "),
+        # both refused: batch_size is checked first
         ("agent.hyperparams.batch_size=1 agent.hyperparams.n_steps=1 env.n_envs=1",
-         r"^agent\.hyperparams\.n_steps: `n_steps \* n_envs` must be greater than 1\. "
-         r"Currently n_steps=1 and n_envs=1$"),
+         r"^agent\.hyperparams\.batch_size must be an integer >= 2 "),
+        # sb3-contrib's MaskablePPO normalises an epoch's last minibatch of one step to nan
+        ("agent=maskable_ppo env=route_warm agent.hyperparams.n_steps=17 "
+         "agent.hyperparams.batch_size=8 env.n_envs=1",
+         r"^agent\.hyperparams\.batch_size=8 leaves each epoch's last minibatch one step of a "
+         r"rollout of n_steps x env\.n_envs = 17 steps, and maskable_ppo normalises it "),
+        ("+agent.hyperparams.use_sde=true",
+         r"^agent\.hyperparams\.use_sde must be false: gSDE explores continuous actions, and "
+         r"every env's are discrete, got True$"),
+        ("agent=dqn +agent.hyperparams.optimize_memory_usage=true",
+         r"^agent\.hyperparams\.optimize_memory_usage=true needs agent\.hyperparams\."
+         r"replay_buffer_kwargs=\{handle_timeout_termination:false\}: SB3's replay buffer "
+         r"does not do both$"),
+        # asserted at learn()'s first step, after the run folder
+        ("agent=dqn agent.hyperparams.train_freq=[1,episode] env.n_envs=2",
+         r"^agent\.hyperparams\.train_freq=\[1, 'episode'\] counts episodes, which SB3 "
+         r"collects from one env only: env\.n_envs must be 1, got 2$"),
         # torch takes an infinite rate (the weights go to nan)
         ("agent.hyperparams.learning_rate=inf",
          r"^agent\.hyperparams\.learning_rate must be a finite number >= 0, got inf$"),
@@ -1332,6 +1357,10 @@ def test_bad_agent_hyperparams_are_named(override: str, message: str, tmp_path: 
                  "learning_starts": 0, "gradient_steps": -1, "train_freq": [4, "episode"]}),
         ("dqn", {"learning_starts": 1e3, "buffer_size": 5e4}),  # 1e3 reads as a float
         ("maskable_ppo", {"clip_range": 0.1, "n_epochs": 1, "batch_size": 64}),
+        ("ppo", {"batch_size": 1, "normalize_advantage": False, "clip_range_vf": 0.2}),
+        ("ppo", {"use_sde": False, "clip_range_vf": lambda progress: 0.2}),
+        ("dqn", {"optimize_memory_usage": True,
+                 "replay_buffer_kwargs": {"handle_timeout_termination": False}}),
     ],
 )  # fmt: skip
 def test_hyperparams_sb3_accepts_are_accepted(algo: str, hyperparams: dict[str, Any]) -> None:
@@ -1339,6 +1368,30 @@ def test_hyperparams_sb3_accepts_are_accepted(algo: str, hyperparams: dict[str, 
 
     check_hyperparams(algo, hyperparams)
     check_hyperparams(algo, {"learning_rate": lambda progress: 1e-3 * progress})  # a schedule
+
+
+@pytest.mark.parametrize(
+    ("algo", "hyperparams", "n_envs"),
+    [
+        ("ppo", {"n_steps": 17, "batch_size": 8}, 1),  # PPO skips a last minibatch of one
+        ("ppo", {"n_steps": 1, "batch_size": 2}, 2),  # a rollout of 2 steps
+        ("ppo", {"n_steps": 1, "normalize_advantage": False}, 1),
+        ("maskable_ppo", {"n_steps": 17, "batch_size": 8, "normalize_advantage": False}, 1),
+        ("maskable_ppo", {"n_steps": 18, "batch_size": 8}, 1),  # a last minibatch of 2
+        ("maskable_ppo", {"n_steps": 16, "batch_size": 32}, 1),  # one minibatch, the rollout
+        ("a2c", {"n_steps": 1}, 1),  # A2C does not normalise by default
+        ("dqn", {"train_freq": [1, "episode"]}, 1),
+        ("dqn", {"train_freq": 4}, 2),
+    ],
+)
+def test_rollouts_sb3_trains_are_accepted(
+    algo: str, hyperparams: dict[str, Any], n_envs: int
+) -> None:
+    """Each probed on SB3 2.9.2 and sb3-contrib 2.9.2: it builds and learns."""
+    from agents.algorithms import check_hyperparams, check_rollout
+
+    check_hyperparams(algo, hyperparams)
+    check_rollout(algo, hyperparams, n_envs)
 
 
 def test_the_shipped_agents_hyperparams_are_accepted() -> None:

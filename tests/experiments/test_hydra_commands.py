@@ -325,6 +325,41 @@ def test_a_sweep_with_a_value_no_job_can_use_stops_before_job_0(tmp_path, run_co
     assert not (out / "0").exists()
 
 
+@pytest.mark.parametrize(
+    ("sweep", "said"),
+    [
+        # PPO asserts batch_size > 1 as it builds the model: job 0 failed while job 1 trained
+        (["agent.hyperparams.batch_size=1,32", "agent.hyperparams.n_steps=64"],
+         "job 0 of the sweep (agent.hyperparams.batch_size=1): agent.hyperparams.batch_size "
+         "must be an integer >= 2 with agent.hyperparams.normalize_advantage on"),
+        # a + key (not in the agent's conf): the check composed no job and left it to them
+        (["agent.hyperparams.batch_size=32", "+agent.hyperparams.clip_range_vf=0.2,0"],
+         "job 1 of the sweep (+agent.hyperparams.clip_range_vf=0): "
+         "agent.hyperparams.clip_range_vf must be a finite number > 0, got 0"),
+        (["agent.hyperparams.batch_size=32", "+agent.hyperparams.use_sde=false,true"],
+         "job 1 of the sweep (+agent.hyperparams.use_sde=True): agent.hyperparams.use_sde "
+         "must be false"),
+        # SB3 asserts it at learn()'s first step
+        (["agent=dqn", "agent.hyperparams.train_freq=[1,episode]", "env.n_envs=1,2"],
+         "job 1 of the sweep (env.n_envs=2): agent.hyperparams.train_freq=[1, 'episode'] "
+         "counts episodes"),
+    ],
+)  # fmt: skip
+def test_a_sweep_with_a_value_sb3_refuses_stops_before_job_0(sweep, said, tmp_path, run_command):
+    """Values SB3 refuses only as it builds the model or learns are refused up
+    front too, in one line naming the job and the field."""
+    out = tmp_path / "sweep"
+    proc = run_command(
+        "experiments.train",
+        ["-m", *sweep, *TINY, "train.total_timesteps=64", f"out_dir={out}"],
+        tmp_path,
+        {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"},
+    )  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert said in proc.stderr
+    assert not out.exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_local"])
 def test_two_job_multirun(launcher, tmp_path, run_command):
