@@ -1468,10 +1468,12 @@ def check_sweep(args: list[str]) -> None:
     parsed = sweep_overrides(args)
     if parsed is None:
         return
+    if any(o.key_or_group.startswith("hydra.") for o in parsed):
+        return
+    by_key = {o.get_key_element(): o for o in parsed}  # a key given twice: the last, as Hydra
+    parsed = list(by_key.values())
     swept = [o for o in parsed if o.is_sweep_override()]
     if not swept or not all(o.is_choice_sweep() for o in swept):
-        return
-    if any(o.key_or_group.startswith("hydra.") for o in parsed):
         return
     fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
     # get_key_element keeps a + or ++ (a key the config lacks): without it no job composed

@@ -325,6 +325,18 @@ def test_a_sweep_with_a_value_no_job_can_use_stops_before_job_0(tmp_path, run_co
     assert not (out / "0").exists()
 
 
+def test_the_sweep_precheck_takes_a_key_given_twice_as_hydra_does() -> None:
+    """Hydra's sweeper keeps the last value of a key given twice: the precheck checks
+    those jobs (it checked the earlier sweep's job 1, n_envs=2, which never runs)."""
+    from experiments.train import check_sweep
+
+    dqn = ["-m", "agent=dqn", "agent.hyperparams.train_freq=[1,episode]", *TINY]
+    tiny = [arg for arg in dqn if not arg.startswith("env.n_envs=")]
+    check_sweep([*tiny, "env.n_envs=1,2", "env.n_envs=1"])  # one job, n_envs=1: fine
+    with pytest.raises(ValueError, match=r"job 1 of the sweep \(env.n_envs=2\)"):
+        check_sweep([*tiny, "env.n_envs=1", "env.n_envs=1,2"])
+
+
 @pytest.mark.parametrize(
     ("sweep", "said"),
     [
@@ -349,9 +361,11 @@ def test_a_sweep_with_a_value_sb3_refuses_stops_before_job_0(sweep, said, tmp_pa
     """Values SB3 refuses only as it builds the model or learns are refused up
     front too, in one line naming the job and the field."""
     out = tmp_path / "sweep"
+    swept = {arg.split("=", 1)[0] for arg in sweep}
+    tiny = [arg for arg in TINY if arg.split("=", 1)[0] not in swept]  # each key once
     proc = run_command(
         "experiments.train",
-        ["-m", *sweep, *TINY, "train.total_timesteps=64", f"out_dir={out}"],
+        ["-m", *sweep, *tiny, "train.total_timesteps=64", f"out_dir={out}"],
         tmp_path,
         {"PYTHONPATH": str(ROOT), "WANDB_SILENT": "true"},
     )  # fmt: skip
