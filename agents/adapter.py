@@ -366,7 +366,7 @@ def check_model_spaces(model: Any, spec: AgentSpec) -> None:
         f"model.zip does not fit agent.json: the model observes {n_obs} values and acts in "
         f"{acts}, agent.json's env={spec.env}"
         + (f" with {options_named}" if options_named else "")
-        + f" on {n_nodes} nodes makes {want_obs} values and "
+        + f" on {n_nodes} nodes (as the model's actions read) makes {want_obs} values and "
         + (f"Discrete({want[0]})" if spec.env == "route" else f"MultiDiscrete({want})")
     )
 

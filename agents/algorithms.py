@@ -271,8 +271,10 @@ def check_rollout(algo: str, hyperparams: Mapping[str, Any], n_envs: int) -> int
             f"agent.hyperparams.n_steps={n_steps} x env.n_envs={n_envs} = 1 step a rollout; "
             f"at least 2 ({normalized})"
         )
+    if algo not in _NORMALIZES_ONE:  # (A2C takes no batch_size: one update a rollout)
+        return rollout
     batch = int(whole(hyperparams.get("batch_size", hyperparameter_default(algo, "batch_size"))))
-    if algo in _NORMALIZES_ONE and batch < rollout and rollout % batch == 1:
+    if batch < rollout and rollout % batch == 1:
         raise ValueError(
             f"agent.hyperparams.batch_size={batch} leaves each epoch's last minibatch one step "
             f"of a rollout of n_steps x env.n_envs = {rollout} steps, and {algo} normalises it "
@@ -459,7 +461,9 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
     """Write ``model.zip`` and ``agent.json`` as the folder ``folder``, which appears,
     or replaces an earlier checkpoint there, whole or not at all
     (:func:`envs.files.folder_atomic`): a run stopped mid-save (Ctrl-C) leaves no
-    folder without its agent.json, nor a model.zip beside another save's agent.json."""
+    folder without its agent.json, nor a model.zip beside another save's agent.json.
+    A folder that holds other files too (``runs/my_ppo`` with a TensorBoard log) is
+    not replaced: the two files are written into it, each atomically."""
     folder = Path(folder)
     spec.timesteps = int(model.num_timesteps)
     if model.get_env() is not None:  # a model loaded without one keeps what spec says
@@ -475,11 +479,34 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
             }
             # statistics gone non-finite are no use to a resumed run: not recorded
             spec.reward_norm = values if _reward_norm_ok(values) else None
-    with folder_atomic(folder) as partial:
-        with naming_file(folder / "model.zip"):  # a full disk: SB3's message names no file
+    if _holds_more_than_a_checkpoint(folder):  # the user's own folder: its files stay
+        tmp = folder / ".model.tmp.zip"
+        try:
+            with naming_file(folder / "model.zip"):  # a full disk: SB3's message names no file
+                model.save(tmp)
+                tmp.replace(folder / "model.zip")
+        finally:
+            tmp.unlink(missing_ok=True)
+        write_json_atomic(folder / "agent.json", asdict(spec))
+        return folder
+    with folder_atomic(folder.resolve()) as partial:
+        with naming_file(folder / "model.zip"):
             model.save(partial / "model.zip")
         write_json_atomic(partial / "agent.json", asdict(spec))
     return folder
+
+
+CHECKPOINT_FILES = frozenset({"model.zip", "agent.json"})
+"""What :func:`save_agent` writes in a checkpoint folder."""
+
+
+def _holds_more_than_a_checkpoint(folder: Path) -> bool:
+    """Whether ``folder`` is a folder holding anything besides a checkpoint's files (a
+    run folder, a TensorBoard log beside the model): such a folder is written into,
+    file by file, not replaced whole."""
+    if not folder.is_dir():
+        return False
+    return any(entry.name not in CHECKPOINT_FILES for entry in folder.iterdir())
 
 
 def load_spec(folder: str | Path) -> AgentSpec:

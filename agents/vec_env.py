@@ -66,6 +66,24 @@ class WorkerVecEnv(SubprocVecEnv):
     def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None):
         super().__init__([partial(_ignoring_ctrl_c, make) for make in env_fns], start_method)
 
+    def close(self) -> None:
+        """Close the workers. A step cut short (Ctrl-C in ``step_wait``) leaves some
+        results read and some not: ``SubprocVecEnv.close`` would wait for one from
+        every worker, and hang on a worker whose result was read (it has nothing
+        more to send, and lives on now). So take only the results already there; a
+        worker still stepping sends its result, then reads the close and exits."""
+        if self.closed:
+            return
+        if self.waiting:
+            for remote in self.remotes:
+                try:
+                    while remote.poll():
+                        remote.recv()
+                except (EOFError, OSError):  # a worker gone: nothing to take
+                    continue
+            self.waiting = False
+        super().close()
+
 
 def _ignoring_ctrl_c(make_env: Callable[[], gym.Env]) -> gym.Env:
     """``make_env()``, in a worker, after it has set SIGINT aside (the first thing a

@@ -295,6 +295,17 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str]:
     return str(file), detect.FORMATS[name], file_rows(file), told_by
 
 
+def _block_origin(options: TraceOptions, read: ReadOptions, fmt: TraceFormat, told_by: str) -> str:
+    """Where the windows' block size comes from, as a block-count error says it: the
+    option given, the dataset's record of a ``make_dataset`` split, or the format's
+    (and what told the format, when it was guessed)."""
+    if options.block_tokens is not None:
+        return "{block_tokens}"
+    if read.block_tokens is not None:  # bursted.dataset_options read it
+        return f"the {bursted.DATASET_INFO} beside it"
+    return f"the {fmt.name} format's" + (f", guessed from {told_by}" if told_by else "")
+
+
 def _read_options(options: TraceOptions, fmt: TraceFormat) -> ReadOptions:
     """The reader's options for the file: a split of a dataset ``make_dataset`` wrote
     is read at the block size the dataset records, unless ``block_tokens`` is given
@@ -332,7 +343,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         )
     read = _read_options(options, fmt)
     report = ReadReport(source=source)
-    stream = RowStream(rows, fmt, read, report, told_by)
+    stream = RowStream(rows, fmt, read, report, _block_origin(options, read, fmt, told_by))
     if fmt.windowed:
         plan = _plan_windowed(options, fmt, stream, report, read)
     else:
@@ -644,13 +655,14 @@ def _warn_implausible_rate(
             f"window: most windows hold one row or none; if {fmt.time_field} counts "
             f"{finer}, set {{time_unit}}={finer}"
         )
-    elif rows >= DENSE_MIN_ROWS and (span_s == 0 or (rows - 1) / span_s > DENSE_ROWS_PER_S):
+    elif rows >= DENSE_MIN_ROWS and span_s > 0 and (rows - 1) / span_s > DENSE_ROWS_PER_S:
+        # (rows all at one instant, an offline batch, have no rate a unit would change)
         if at == 0:
             return
         coarser = units[at - 1][0]
-        rate = "all at one instant" if span_s == 0 else f"{(rows - 1) / span_s:,.0f} a second"
         says = (
-            f"{rate} on average; if {fmt.time_field} counts {coarser}, set {{time_unit}}={coarser}"
+            f"{(rows - 1) / span_s:,.0f} a second on average; if {fmt.time_field} counts "
+            f"{coarser}, set {{time_unit}}={coarser}"
         )
     else:
         return
@@ -659,7 +671,7 @@ def _warn_implausible_rate(
             f"{source}: {rows:,} rows in {span_text(span_s)} read as {own}: {says}",
             ("window_s", "time_unit") if "window_s" in says else ("time_unit",),
         ),
-        stacklevel=5,
+        stacklevel=4,  # plan_trace's caller, as _warn_short_last's
     )
 
 
@@ -717,7 +729,9 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
         return
     _check_unchanged(plan)
     source, fmt, rows, told_by = _open(options)
-    stream = RowStream(rows, fmt, _read_options(options, fmt), ReadReport(source=source), told_by)
+    read = _read_options(options, fmt)
+    origin = _block_origin(options, read, fmt, told_by)
+    stream = RowStream(rows, fmt, read, ReadReport(source=source), origin)
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     last = max(w.position for w in wanted.values())

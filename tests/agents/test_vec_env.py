@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import numpy as np
 import pytest
@@ -101,6 +102,22 @@ def test_a_worker_outlives_ctrl_c_and_closes_when_asked(window):
     finally:
         vec.close()
     assert vec.processes[0].exitcode == 0
+
+
+def test_closing_after_a_step_cut_short_takes_only_the_results_there(window):
+    """Ctrl-C in ``step_wait`` after one worker's result was read: SubprocVecEnv's
+    ``close`` waited for a result from every worker, and the one read, alive now,
+    had nothing more to send (helper-76's review: the command hung). The close is
+    run in a thread so that a hang fails the test instead of stopping the suite."""
+    vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=2)
+    vec.reset()
+    vec.step_async(np.array([0, 0]))
+    vec.remotes[0].recv()  # read one result; the step is cut short here
+    closing = threading.Thread(target=vec.close, daemon=True)
+    closing.start()
+    closing.join(120)  # a guard against a hang, not a measurement
+    assert not closing.is_alive(), "close() waited for a result already read"
+    assert [p.exitcode for p in vec.processes] == [0, 0]
 
 
 @pytest.mark.parametrize(("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm")])

@@ -1380,6 +1380,8 @@ def test_hyperparams_sb3_accepts_are_accepted(algo: str, hyperparams: dict[str, 
         ("maskable_ppo", {"n_steps": 18, "batch_size": 8}, 1),  # a last minibatch of 2
         ("maskable_ppo", {"n_steps": 16, "batch_size": 32}, 1),  # one minibatch, the rollout
         ("a2c", {"n_steps": 1}, 1),  # A2C does not normalise by default
+        # normalising, with no batch_size to take (helper-76's review: a KeyError)
+        ("a2c", {"n_steps": 5, "normalize_advantage": True}, 1),
         ("dqn", {"train_freq": [1, "episode"]}, 1),
         ("dqn", {"train_freq": 4}, 2),
     ],

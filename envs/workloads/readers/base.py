@@ -434,12 +434,15 @@ class RowStream:
         fmt: TraceFormat,
         options: ReadOptions,
         report: ReadReport,
-        told_by: str = "",
+        block_origin: str = "",
     ) -> None:
         self.rows = rows
         self.fmt = fmt
-        self.told_by = told_by
-        """What told the format when it was guessed (named in a block-count error)."""
+        self.block_origin = block_origin or (
+            "{block_tokens}" if options.block_tokens is not None else f"the {fmt.name} format's"
+        )
+        """Where the block size came from, said in a block-count error (the format's,
+        the option's, a dataset's record: the caller knows)."""
         self.options = options
         self.report = report
         self.block_tokens = options.block_tokens or fmt.block_tokens
@@ -468,7 +471,7 @@ class RowStream:
                 raise row
             parsed = self.parse_row(row, loc)
             if options.strict_block_count:
-                check_block_count(parsed, self.block_tokens, loc, self._block_origin())
+                check_block_count(parsed, self.block_tokens, loc, self.block_origin)
             if options.max_context_tokens is not None:
                 check_context(parsed, options.max_context_tokens, loc)
         except TraceFormatError as error:
@@ -483,13 +486,6 @@ class RowStream:
                 if key not in self.fields:
                     report.unknown_keys.setdefault(str(key), line)
         return loc, parsed
-
-    def _block_origin(self) -> str:
-        """Where the block size came from, for a block-count error."""
-        if self.options.block_tokens is not None:
-            return "{block_tokens}"
-        told = f", guessed from {self.told_by}" if self.told_by else ""
-        return f"the {self.fmt.name} format's{told}"
 
     def note_out_of_order(self, line: int, time: float, last: float) -> None:
         """Line ``line``'s row arrives at ``time``, before an earlier line's ``last``
