@@ -378,14 +378,16 @@ UPDATE_STATS = (
     "loss",
     "explained_variance",
     "learning_rate",
+    "clone_kl",
 )
 """What an update of PPO / MaskablePPO / A2C / DQN records in SB3's logger
 (under ``train/``) that ``UpdateStats`` keeps; an algorithm that lacks one
 leaves it out (A2C records ``policy_loss`` where PPO records
 ``policy_gradient_loss``, and no KL or clip fraction; DQN only ``loss``, its TD
-loss, and the learning rate). ``epochs`` is added from SB3's update counter:
-the passes over the rollout that ran (fewer than ``n_epochs`` when
-``target_kl`` stopped the update), DQN's gradient steps."""
+loss, and the learning rate); ``clone_kl`` is the mean KL to the clone of a run
+with ``agent.clone_kl_coef`` (``agents.algorithms.CloneKL``). ``epochs`` is
+added from SB3's update counter: the passes over the rollout that ran (fewer
+than ``n_epochs`` when ``target_kl`` stopped the update), DQN's gradient steps."""
 
 
 class UpdateStats(BaseCallback):

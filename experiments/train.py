@@ -840,6 +840,7 @@ def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[A
         and isinstance(value, plain)
         and old != value
     ]
+    differ += _schedule_differs(cfg, (saved or {}).get("learning_rate"), asked)
     adopted = {name: old for name, old, _ in differ if set_by_user(name) is False}
     changes: dict[str, list[Any]] = {}
     trained_envs = (saved or {}).get("n_envs")
@@ -862,6 +863,28 @@ def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[A
             f"{again})"
         )
     return adopted, changes
+
+
+def _schedule_differs(cfg: Any, saved: Any, asked: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``agent.lr_schedule`` and, under ``linear``, the rate it starts from, where the
+    checkpoint's ``model.zip`` holds others: a linear schedule is saved as an object
+    (:class:`agents.finetune._Linear`), which the plain-value comparison passed over,
+    so a typed schedule or rate was recorded but not used."""
+    from agents.finetune import _Linear
+
+    if isinstance(saved, _Linear):
+        schedule, rate = "linear", saved.value
+    elif isinstance(saved, (int, float)) and not isinstance(saved, bool):
+        schedule, rate = "constant", None  # (the rate: compared with the plain values)
+    else:  # another callable (a model saved by other code): nothing to compare
+        return []
+    out: list[tuple[str, Any, Any]] = []
+    if cfg.agent.lr_schedule != schedule:
+        out.append(("agent.lr_schedule", schedule, cfg.agent.lr_schedule))
+    value = asked.get("learning_rate")
+    if rate is not None and isinstance(value, (int, float)) and float(value) != rate:
+        out.append(("agent.hyperparams.learning_rate", rate, value))
+    return out
 
 
 def resume_reward(cfg: Any, resumed: Any) -> dict[str, Any]:

@@ -126,3 +126,17 @@ def test_linear_schedule_falls_with_progress(window) -> None:
     regulariser = CloneKL(model, 2.0, "linear")
     model._current_progress_remaining = 0.25
     assert regulariser.current_coef() == pytest.approx(0.5)
+
+
+def test_each_update_s_kl_reaches_the_run_logger(window) -> None:
+    """helper-78's audit: the KL was kept in the run's record only; UpdateStats
+    (update/*, W&B) now reads it with the other update statistics: the mean of the
+    update's minibatch KLs, as CloneKL.per_rollout gives it."""
+    from agents.callbacks import UpdateStats
+
+    model = _model(window)
+    regulariser = CloneKL(model, 1.0)
+    stats = UpdateStats()
+    model.learn(128, callback=stats)  # two rollouts of 64: the first update read at the second
+    (first, *_) = regulariser.per_rollout()
+    assert stats.history[0]["clone_kl"] == pytest.approx(first["clone_kl"], rel=1e-6)

@@ -342,3 +342,36 @@ def test_resuming_a_thresholds_agent_keeps_its_y_tokens(tmp_path: Path, run_comm
     done = run_command("experiments.train", [*typed, f"out_dir={tmp_path / 't'}"], tmp_path)
     assert done.returncode == 2 and "(resume with env.y_tokens=null)" in done.stderr
     assert not (tmp_path / "other").exists() and not (tmp_path / "t").exists()
+
+
+def test_a_resume_keeps_the_checkpoint_s_learning_rate_schedule_or_refuses_another(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """helper-78's audit: a typed agent.lr_schedule (or, under linear, a typed rate)
+    was recorded but not used: the schedule is saved in model.zip as an object, which
+    the plain-value comparison passed over."""
+    from agents.finetune import learning_rate
+
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs={"n_nodes": 4})
+    linear = {**SMALL, "learning_rate": learning_rate(3.0e-4, "linear")}
+    checkpoint = _saved(tmp_path / "linear", spec, linear)
+    refused = tmp_path / "refused"
+    args = [*_resume_args(checkpoint), "agent.lr_schedule=constant", f"out_dir={refused}"]
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 2
+    assert "trained with agent.lr_schedule=linear, the config asks for constant" in done.stderr
+    assert not refused.exists()
+    rate = [
+        *_resume_args(checkpoint),
+        "agent.lr_schedule=linear",
+        "agent.hyperparams.learning_rate=1e-3",
+    ]
+    done = run_command("experiments.train", [*rate, f"out_dir={refused}"], tmp_path)
+    assert done.returncode == 2
+    assert "agent.hyperparams.learning_rate=0.0003, the config asks for 0.001" in done.stderr
+    # not typed: the checkpoint's schedule is taken, said and recorded
+    out = tmp_path / "run"
+    done = run_command("experiments.train", [*_resume_args(checkpoint), f"out_dir={out}"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    record = json.loads((out / "train.json").read_text())["train"]
+    assert record["resume_adopted"]["agent.lr_schedule"] == "linear"
