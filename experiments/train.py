@@ -26,6 +26,7 @@ import itertools
 import math
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -865,7 +866,7 @@ def check_resume_hyperparams(cfg: Any) -> tuple[dict[str, Any], dict[str, list[A
     return adopted, changes
 
 
-def _schedule_differs(cfg: Any, saved: Any, asked: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def _schedule_differs(cfg: Any, saved: Any, asked: Mapping[Any, Any]) -> list[tuple[str, Any, Any]]:
     """``agent.lr_schedule`` and, under ``linear``, the rate it starts from, where the
     checkpoint's ``model.zip`` holds others: a linear schedule is saved as an object
     (:class:`agents.finetune._Linear`), which the plain-value comparison passed over,
