@@ -509,21 +509,25 @@ def _holds_more_than_a_checkpoint(folder: Path) -> bool:
     return any(entry.name not in CHECKPOINT_FILES for entry in folder.iterdir())
 
 
+def run_folder_hint(folder: str | Path) -> str:
+    """For a folder that is no checkpoint: ``; a run folder: its agents are in RUN/agent
+    or RUN/last or RUN/checkpoints/step_N`` when it is a training run's, else ""."""
+    inside = [name for name in ("agent", "last") if (Path(folder) / name / "agent.json").is_file()]
+    checkpoints = sorted((Path(folder) / "checkpoints").glob("step_*/agent.json"))
+    if not (inside or checkpoints):
+        return ""
+    held = [str(Path(folder) / name) for name in inside]
+    if checkpoints:
+        held.append(str(Path(folder) / "checkpoints" / "step_N"))
+    return f"; a run folder: its agents are in {' or '.join(held)}"
+
+
 def load_spec(folder: str | Path) -> AgentSpec:
     path = Path(folder) / "agent.json"
     if not path.is_file():
         if not Path(folder).exists():
             raise FileNotFoundError(f"{folder}: no such file or folder")
-        inside = [
-            name for name in ("agent", "last") if (Path(folder) / name / "agent.json").is_file()
-        ]
-        checkpoints = sorted((Path(folder) / "checkpoints").glob("step_*/agent.json"))
-        hint = ""
-        if inside or checkpoints:  # a run folder: name what it holds
-            held = [str(Path(folder) / name) for name in inside]
-            if checkpoints:
-                held.append(str(Path(folder) / "checkpoints" / "step_N"))
-            hint = f"; a run folder: its agents are in {' or '.join(held)}"
+        hint = run_folder_hint(folder)
         raise FileNotFoundError(f"{folder}: not an agent checkpoint (no agent.json{hint})")
     try:
         data = read_json(path)

@@ -310,9 +310,12 @@ def resolve_agents(items: Sequence[str]) -> list[Path]:
             continue
         folder = agent_folder(item)
         if folder is None:
+            from agents.algorithms import run_folder_hint
+
             raise UsageError(
-                f"agents: {item!r} is not an agent checkpoint (no agent.json there) nor a "
-                f"shipped agent's name (agents/zoo/: {', '.join(zoo_names())})"
+                f"agents: {item!r} is not an agent checkpoint (no agent.json there"
+                f"{run_folder_hint(item)}) nor a shipped agent's name (agents/zoo/: "
+                f"{', '.join(zoo_names())})"
             )
         folders.append(folder)
     return folders

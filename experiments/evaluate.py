@@ -87,9 +87,12 @@ def evaluate(cfg: DictConfig) -> float:
     for item in cfg.checkpoint:
         folder = agent_folder(str(item))
         if folder is None:
+            from agents.algorithms import run_folder_hint
+
             raise ValueError(
-                f"checkpoint: {item!r} is not an agent checkpoint (no agent.json there) nor a "
-                f"shipped agent's name (agents/zoo/: {', '.join(zoo_names())})"
+                f"checkpoint: {item!r} is not an agent checkpoint (no agent.json there"
+                f"{run_folder_hint(str(item))}) nor a shipped agent's name (agents/zoo/: "
+                f"{', '.join(zoo_names())})"
             )
         folders.append(folder)
     loaded = [AgentPolicy.load(folder) for folder in folders]

@@ -375,3 +375,16 @@ def test_typed_settings_of_a_hydra_command_are_checked_not_reparsed() -> None:
         assert got == {"btb": {"shadow": flag}} and type(got["btb"]["shadow"]) is bool
     with pytest.raises(compare.UsageError, match=r"btb\.shadow=2 is not a valid bool"):
         compare.policy_settings({"btb": {"shadow": 2}}, ["btb"])
+
+
+def test_a_run_folder_given_as_an_agent_names_the_agents_it_holds(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """helper-78's audit: ``agents=RUN`` was refused as no checkpoint, with no word of
+    RUN/agent."""
+    for name in ("agent", "checkpoints/step_64"):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "agent.json").write_text("{}")
+    with pytest.raises(UsageError, match=(
+        rf"^agents: '{tmp_path}' is not an agent checkpoint \(no agent\.json there; a run "
+        rf"folder: its agents are in {tmp_path}/agent or {tmp_path}/checkpoints/step_N\) nor "
+    )):  # fmt: skip
+        compare.resolve_agents([str(tmp_path)])
