@@ -149,18 +149,22 @@ def queue_lengths(trace: WindowTrace, node: int) -> tuple[np.ndarray, np.ndarray
 
 
 def plot_burst_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
-    """One panel per policy: each node's queue length over the window, copies marked."""
+    """One panel per policy: each node's queue length over the window, copies marked;
+    one queue scale for all panels, so the policies compare at a glance."""
     plt = _pyplot()
     names = list(traces)
     fig, axes = plt.subplots(
         len(names), 1, figsize=(10.0, 2.4 * len(names) + 0.6), sharex=True, squeeze=False
     )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    queues = {
+        name: [queue_lengths(traces[name], node) for node in range(traces[name].n_nodes)]
+        for name in names
+    }
+    top = max([1.0] + [float(q.max()) for per in queues.values() for _, q in per if q.size])
     for ax, name in zip(axes[:, 0], names, strict=True):
         trace = traces[name]
-        top = 1.0
-        for node in range(trace.n_nodes):
-            times, lengths = queue_lengths(trace, node)
+        for node, (times, lengths) in enumerate(queues[name]):
             if times.size:
                 ax.step(
                     times,
@@ -170,7 +174,6 @@ def plot_burst_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> 
                     linewidth=0.9,
                     label=f"node {node}",
                 )
-                top = max(top, float(lengths.max()))
         landed = [(land, dst) for _, _, land, _, dst in trace.copies if land >= 0]
         if landed:
             ax.scatter(
@@ -665,6 +668,31 @@ def plot_sweep(
         plt.close(fig)
 
 
+def timeline_choice(
+    rows: Sequence[Mapping[str, Any]], traces: Mapping[str, WindowTrace]
+) -> dict[str, WindowTrace]:
+    """The policies the burst timeline draws: :data:`TIMELINE_POLICIES` that ran, and
+    the fastest learned agent on the mean (else the fastest other policy), so an
+    agent's own queues are beside the baselines' (the first three traced, if none
+    of those ran)."""
+    from baselines.policy import POLICIES
+
+    chosen = {name: traces[name] for name in TIMELINE_POLICIES if name in traces}
+    others = [
+        row for row in rows
+        if row["policy"] in traces and row["policy"] not in chosen
+        and row["policy"] not in (FLOOR, FLOOR_CAPACITY)
+    ]  # fmt: skip
+    agents = [row for row in others if row["policy"] not in POLICIES]
+    pool = agents or (others if chosen else [])
+    if pool:
+        best = min(pool, key=lambda row: row["ttft_mean_s"])["policy"]
+        chosen[best] = traces[best]
+    if not chosen:
+        chosen = dict(list(traces.items())[:3])
+    return chosen
+
+
 def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
     runs = [run for run in runs if run.row["policy"] != FLOOR_CAPACITY]  # a mean, no TTFTs
     rows = [run.row for run in runs]
@@ -676,9 +704,7 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
     if baseline:  # without one there are no reductions to draw
         paths.insert(0, plot_reductions(rows, baseline, out_dir / CHARTS[0]))
     traces = {r.row["policy"]: r.trace for r in runs if r.trace is not None}
-    chosen = {name: traces[name] for name in TIMELINE_POLICIES if name in traces}
-    if not chosen:
-        chosen = dict(list(traces.items())[:3])
+    chosen = timeline_choice(rows, traces)
     if chosen:
         paths.append(plot_burst_timeline(chosen, out_dir / CHARTS[2]))
     if any(trace.settings for trace in traces.values()):

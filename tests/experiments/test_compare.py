@@ -388,3 +388,19 @@ def test_a_run_folder_given_as_an_agent_names_the_agents_it_holds(tmp_path) -> N
         rf"folder: its agents are in {tmp_path}/agent or {tmp_path}/checkpoints/step_N\) nor "
     )):  # fmt: skip
         compare.resolve_agents([str(tmp_path)])
+
+
+def test_the_burst_timeline_draws_the_fastest_agent_beside_the_baselines() -> None:
+    """helper-78's audit: the timeline drew cache_aware, btb and oracle_warm only,
+    never the agent evaluated."""
+    from experiments.report import timeline_choice
+
+    rows = [
+        {"policy": name, "ttft_mean_s": mean}
+        for name, mean in (("cache_aware", 1.3), ("btb", 1.2), ("btb_pending", 1.0),
+                           ("slow_agent", 2.0), ("fast_agent", 0.5), ("floor", 0.3))
+    ]  # fmt: skip
+    traces: dict[str, object] = {row["policy"]: object() for row in rows}
+    assert list(timeline_choice(rows, traces)) == ["cache_aware", "btb", "fast_agent"]
+    baselines = [row for row in rows if "agent" not in row["policy"]]
+    assert list(timeline_choice(baselines, traces)) == ["cache_aware", "btb", "btb_pending"]
