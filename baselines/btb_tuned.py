@@ -72,6 +72,17 @@ def read_table(path: str | Path = TABLE_PATH) -> dict[str, dict[str, dict[str, A
     return cells
 
 
+def tuned_simulator(path: str | Path = TABLE_PATH) -> dict[str, Any]:
+    """The simulator settings a table was tuned under (its ``options``: ``causal_kv``,
+    ``copy_model``), those it records; a run under others takes its thresholds
+    all the same, and its row says so (``tuned_elsewhere_rate``)."""
+    data = read_json(Path(path))
+    options = data.get("options") if isinstance(data, dict) else None
+    if not isinstance(options, dict):
+        return {}
+    return {key: options[key] for key in ("causal_kv", "copy_model") if key in options}
+
+
 def setup_of(sim: Simulator) -> str | None:
     """The published setup whose cluster is the simulated one, if any."""
     return next((name for name in SETUPS if setup_cluster(name) == sim.cluster), None)
@@ -88,7 +99,9 @@ class BTBTuned(BTB):
     def __init__(self, path: str | None = None) -> None:
         super().__init__()
         self.table = read_table(path or TABLE_PATH)
+        self.tuned_under = tuned_simulator(path or TABLE_PATH)
         self.cell: dict[str, Any] | None = None
+        self._other_sim = False
         self._published = (self.x, self.y_tokens, self.z)
 
     def reset(self, sim: Simulator) -> None:
@@ -103,7 +116,15 @@ class BTBTuned(BTB):
             settings = btb_settings(self.cell, sim.block_tokens)
             self.set_thresholds(settings["x"], settings["y_tokens"], settings["z"], settings["m"])
             self._default_m = False
+        running = {"causal_kv": sim.config.causal_kv, "copy_model": sim.config.copy_model}
+        self._other_sim = self.cell is not None and any(
+            key in self.tuned_under and self.tuned_under[key] != value
+            for key, value in running.items()
+        )
         super().reset(sim)
 
     def metrics(self) -> dict[str, float]:
-        return {**super().metrics(), "tuned_rate": float(self.cell is not None)}
+        out = {**super().metrics(), "tuned_rate": float(self.cell is not None)}
+        if self._other_sim:  # (only then: the rows of a run as tuned keep their fields)
+            out["tuned_elsewhere_rate"] = 1.0
+        return out

@@ -43,8 +43,8 @@ class SGLangGateway(Policy):
     def __init__(
         self, balance_abs: float = 64, balance_rel: float = 1.5, cache_threshold: float = 0.3
     ) -> None:
-        self.balance_abs = check_range("sglang.balance_abs", balance_abs, 0)
-        self.balance_rel = check_range("sglang.balance_rel", balance_rel, 1)
+        self.balance_abs = check_range("sglang.balance_abs", balance_abs, 0, finite=True)
+        self.balance_rel = check_range("sglang.balance_rel", balance_rel, 1, finite=True)
         self.cache_threshold = check_range("sglang.cache_threshold", cache_threshold, 0, 1)
 
     def decide(self, sim: Simulator, request: Request) -> int:
@@ -71,8 +71,8 @@ class DynamoKV(Policy):
     """Dynamo's KV router: overlap-weighted prefill blocks + active decode blocks."""
 
     def __init__(self, overlap_weight: float = 1.0, temperature: float = 0.0) -> None:
-        self.overlap_weight = check_range("dynamo.overlap_weight", overlap_weight, 0)
-        self.temperature = check_range("dynamo.temperature", temperature, 0)
+        self.overlap_weight = check_range("dynamo.overlap_weight", overlap_weight, 0, finite=True)
+        self.temperature = check_range("dynamo.temperature", temperature, 0, finite=True)
         self._pending_blocks: list[int] = []
         self._routed: dict[int, tuple[int, int]] = {}
         self._cursor = 0
@@ -146,9 +146,9 @@ class LLMD(Policy):
     def __init__(
         self, queue_weight: float = 2.0, kv_weight: float = 2.0, prefix_weight: float = 3.0
     ) -> None:
-        self.queue_weight = check_range("llmd.queue_weight", queue_weight, 0)
-        self.kv_weight = check_range("llmd.kv_weight", kv_weight, 0)
-        self.prefix_weight = check_range("llmd.prefix_weight", prefix_weight, 0)
+        self.queue_weight = check_range("llmd.queue_weight", queue_weight, 0, finite=True)
+        self.kv_weight = check_range("llmd.kv_weight", kv_weight, 0, finite=True)
+        self.prefix_weight = check_range("llmd.prefix_weight", prefix_weight, 0, finite=True)
 
     def scores(self, sim: Simulator, request: Request) -> list[float]:
         """The weighted score of each node for ``request`` (higher is better; -inf

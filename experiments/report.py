@@ -284,16 +284,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             f"counts the cluster's prefill capacity (docs/physics.md); cap gap = share of "
             f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
         )
-    for row in rows:  # a tuned BTB that found no tuned thresholds is btb: say so
-        rate_ = row.get("tuned_rate")
-        if isinstance(rate_, int | float) and rate_ < 1:
-            share = "any window" if rate_ == 0 else f"{(1 - rate_) * 100:.0f} % of the windows"
-            lines.append(
-                f"{row['policy']}: no tuned thresholds for {share} (their setup and "
-                "workload are not in baselines/btb_tuned.json): there it ran btb's published "
-                "ones; tune_btb finds a workload's, and btb runs them (compare: "
-                "policy_kwargs=btb.x=...; evaluate: +policy_kwargs.btb.x=...)"
-            )
+    lines += tuned_lines(rows)
     lines += tenant_lines(rows)
     return "\n".join(lines)
 
@@ -311,6 +302,32 @@ def fault_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, Any]]:
         ("rerouted", 8, count("fault_rerouted_requests")),
         ("failed", 6, count("fault_copies_failed")),
     ]
+
+
+def tuned_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The table's notes on btb_tuned rows: windows where its table had no cell (it
+    ran btb's published thresholds) or was tuned under another simulator."""
+    lines: list[str] = []
+    for row in rows:  # a tuned BTB that found no tuned thresholds is btb: say so
+        rate_ = row.get("tuned_rate")
+        if isinstance(rate_, int | float) and rate_ < 1:
+            share = "any window" if rate_ == 0 else f"{(1 - rate_) * 100:.0f} % of the windows"
+            lines.append(
+                f"{row['policy']}: no tuned thresholds for {share} (their setup and "
+                "workload are not in baselines/btb_tuned.json): there it ran btb's published "
+                "ones; tune_btb finds a workload's, and btb runs them (compare: "
+                "policy_kwargs=btb.x=...; evaluate: +policy_kwargs.btb.x=...)"
+            )
+        elsewhere = row.get("tuned_elsewhere_rate")
+        if isinstance(elsewhere, int | float) and elsewhere > 0:
+            share = "every window" if elsewhere == 1 else f"{elsewhere * 100:.0f} % of the windows"
+            lines.append(
+                f"{row['policy']}: on {share} it ran thresholds tuned under another simulator "
+                "(baselines/btb_tuned.json's options: causal_kv, copy_model) than this run's; "
+                "they may not suit it (tune_btb_table causal_kv=... copy_model=... tunes a "
+                "table for it)"
+            )
+    return lines
 
 
 def tenant_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:

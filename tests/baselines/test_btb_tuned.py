@@ -52,6 +52,28 @@ def test_a_cell_sets_x_y_z_m_and_other_cells_run_the_published_constants(tmp_pat
         assert tuned.metrics()["tuned_rate"] == 0.0 and (tuned.x, tuned.y, tuned.m) == (2, 256, 4)
 
 
+def test_a_run_under_another_simulator_than_the_table_s_says_so(tmp_path):
+    """helper-77's audit: thresholds tuned under causal KV ran under the reference KV
+    model (qwen3-8b's 1 s bursts: 0.410 s against btb's 0.047 s) with no word."""
+    from experiments.report import tuned_lines
+
+    cell = {"x": 3, "z_s": 0.5, "m": 2, "y_tokens": 16384}
+    path = tmp_path / "btb_tuned.json"
+    options = {"causal_kv": True, "copy_model": "reference"}
+    path.write_text(
+        json.dumps({"options": options, "cells": {"70b_h100x4": {"bursted_synthetic": cell}}})
+    )
+    window = next(windows("bursted_synthetic", "train", limit=1, **SMALL))
+    tuned = BTBTuned(str(path))
+    _run(tuned, window)
+    assert "tuned_elsewhere_rate" not in tuned.metrics()  # as tuned: the row as before
+    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=False))
+    tuned.run(sim)
+    assert tuned.metrics()["tuned_elsewhere_rate"] == 1.0
+    row = {"policy": "btb_tuned", "tuned_rate": 1.0, "tuned_elsewhere_rate": 0.5}
+    assert tuned_lines([row])[0].startswith("btb_tuned: on 50 % of the windows it ran thresholds")
+
+
 def test_a_table_without_a_threshold_is_refused(tmp_path):
     path = _table(tmp_path, {"70b_h100x4": {"mixed": {"x": 2, "z_s": 1.0, "m": 4}}})
     with pytest.raises(ValueError, match=r"cells\.70b_h100x4\.mixed lacks y_tokens"):

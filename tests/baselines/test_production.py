@@ -51,6 +51,20 @@ def test_sglang_rejects_bad_settings() -> None:
         make_policy("sglang", cache_threshold=1.5)
 
 
+@pytest.mark.parametrize(
+    ("name", "setting"),
+    [("sglang", "balance_abs"), ("sglang", "balance_rel"), ("dynamo", "overlap_weight"),
+     ("dynamo", "temperature"), ("llmd", "queue_weight"), ("llmd", "kv_weight"),
+     ("llmd", "prefix_weight")],
+)  # fmt: skip
+def test_an_infinite_weight_or_threshold_is_refused(name: str, setting: str) -> None:
+    """helper-77's audit: llmd.prefix_weight=inf ended in an IndexError inside its
+    pick (inf - inf scores), dynamo.overlap_weight=inf routed on NaN costs, and
+    sglang took an infinite balance_abs that cache_aware refuses."""
+    with pytest.raises(ValueError, match=rf"^{name}\.{setting} must be a finite number"):
+        make_policy(name, **{setting: math.inf})
+
+
 # ---------------------------------------------------------------- dynamo
 def dynamo_state():  # type: ignore[no-untyped-def]
     """Node 0 holds 6 of the request's 10 blocks and decodes 1,000 context tokens
