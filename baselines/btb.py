@@ -120,6 +120,8 @@ class BTB(Policy):
         self.y: int | None = None
         self.min_prefix_blocks = 1
         self.set_thresholds(x, y_tokens, z, PUBLISHED_M if m is None else m, min_prefix_tokens)
+        if shadow not in (0, 1):  # True, False, 1, 0 (bool("no") would be True: shadow mode)
+            raise ValueError(f"btb.shadow must be true or false, got {shadow!r}")
         self.shadow = bool(shadow)
         self._window = ArrivalWindow()
         self.shadow_copies: list[ShadowCopy] = []

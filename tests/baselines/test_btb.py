@@ -329,3 +329,14 @@ def test_a_btb_not_reset_says_so_instead_of_running_another_rule(name: str) -> N
         policy.decide(sim, request((*HOT, 500)))
     policy.reset(sim)
     policy.decide(sim, request((*HOT, 501), index=1))
+
+
+def test_shadow_takes_true_or_false_only() -> None:
+    """helper-77's audit: make_policy("btb", shadow="no") ran shadow mode (bool("no"))."""
+    from baselines import make_policy
+
+    assert make_policy("btb", shadow=False).shadow is False
+    assert make_policy("btb", shadow=1).shadow is True
+    for value in ("no", 0.5, None):
+        with pytest.raises(ValueError, match=r"^btb\.shadow must be true or false, got "):
+            make_policy("btb", shadow=value)
