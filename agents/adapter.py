@@ -32,6 +32,7 @@ from envs.encoder import (
 from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
+from envs.sim.streams import seed_child
 from envs.sim.tokens import check_key_tokens
 from envs.thresholds import (
     EpochController,
@@ -340,7 +341,9 @@ def check_model_spaces(model: Any, spec: AgentSpec) -> None:
     else:
         raise ValueError(f"the model's action space {acts} is none of btb-gym's envs'")
     kwargs = spec.env_kwargs
-    if spec.env == "thresholds":
+    read = "actions"  # where the node count comes from
+    if spec.env == "thresholds":  # its actions do not depend on it
+        read = "observation"
         n_nodes = max((n_obs - len(EPOCH_FEATURES)) // len(EPOCH_NODE_FEATURES), 1)
         want_obs = epoch_observation_size(n_nodes)
         eft, spread = bool(kwargs.get("eft_rules")), bool(kwargs.get("spread_rules"))
@@ -366,7 +369,7 @@ def check_model_spaces(model: Any, spec: AgentSpec) -> None:
         f"model.zip does not fit agent.json: the model observes {n_obs} values and acts in "
         f"{acts}, agent.json's env={spec.env}"
         + (f" with {options_named}" if options_named else "")
-        + f" on {n_nodes} nodes (as the model's actions read) makes {want_obs} values and "
+        + f" on {n_nodes} nodes (as the model's {read} read) makes {want_obs} values and "
         + (f"Discrete({want[0]})" if spec.env == "route" else f"MultiDiscrete({want})")
     )
 
@@ -380,9 +383,8 @@ def sampling_stream(rng: np.random.Generator) -> torch.Generator:
     ``rng``: seeded from ``rng``'s seed sequence and :data:`SAMPLING_KEY`, so it leaves
     ``rng``'s own draws (the baselines' tie-breaks) as they were. A generator without
     a seed sequence (one built from a bare state) gives one draw for the seed."""
-    seq = rng.bit_generator.seed_seq
-    if isinstance(seq, np.random.SeedSequence):
-        child = np.random.SeedSequence(seq.entropy, spawn_key=(*seq.spawn_key, SAMPLING_KEY))
+    child = seed_child(rng, SAMPLING_KEY)
+    if child is not None:
         seed = int(child.generate_state(1, np.uint64)[0])
     else:
         seed = int(rng.integers(2**63))

@@ -33,6 +33,16 @@ def learning_rate(value: float, schedule: str) -> float | Callable[[float], floa
     return _Linear(value)
 
 
+def schedule_of(learning_rate: Any) -> tuple[str, float] | None:
+    """The inverse of :func:`learning_rate`: ``(agent.lr_schedule, the rate it starts
+    from)`` of a model's saved ``learning_rate``; None for a schedule of other code."""
+    if isinstance(learning_rate, _Linear):
+        return "linear", learning_rate.value
+    if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):
+        return "constant", float(learning_rate)
+    return None
+
+
 class _Linear:
     """``value x progress remaining`` (a class, so a saved model pickles it)."""
 

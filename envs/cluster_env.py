@@ -42,33 +42,33 @@ def options_of_one_env() -> dict[str, str]:
     not with Python's TypeError about ``ClusterEnv``."""
     import envs
 
-    shared = set(inspect.signature(ClusterEnv.__init__).parameters)
+    shared = _keyword_arguments(ClusterEnv)
     own: dict[str, str] = {}
-    for env_id, entry_point in envs.ENTRY_POINTS.items():
-        module, name = entry_point.split(":")
-        cls = getattr(importlib.import_module(module), name)
-        for param in inspect.signature(cls.__init__).parameters.values():
-            if param.name not in shared and param.kind is param.POSITIONAL_OR_KEYWORD:
-                own.setdefault(param.name, env_id)
+    for env_id in envs.ENTRY_POINTS:
+        for name in _keyword_arguments(_env_class(env_id)) - shared:
+            own.setdefault(name, env_id)
     return own
 
 
+@functools.cache
 def env_arguments(env_id: str) -> frozenset[str]:
     """The keyword arguments ``gymnasium.make(env_id, ...)`` takes: ``ClusterEnv``'s and
     the env class's own (read from their ``__init__`` signatures)."""
+    return _keyword_arguments(ClusterEnv) | _keyword_arguments(_env_class(env_id))
+
+
+def _env_class(env_id: str) -> type:
     import envs
 
     module, name = envs.ENTRY_POINTS[env_id].split(":")
-    cls = getattr(importlib.import_module(module), name)
-    names = set()
-    for init in (ClusterEnv.__init__, cls.__init__):
-        for param in inspect.signature(init).parameters.values():
-            if param.name != "self" and param.kind in (
-                param.POSITIONAL_OR_KEYWORD,
-                param.KEYWORD_ONLY,
-            ):
-                names.add(param.name)
-    return frozenset(names)
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
+def _keyword_arguments(cls: type) -> frozenset[str]:
+    """The named arguments of ``cls.__init__`` (not ``self``, not ``**kwargs``)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
+    return frozenset(p.name for p in parameters if p.name != "self" and p.kind in kinds)
 
 
 def only_options_error(names: Sequence[str], envs: str) -> ConfigError:

@@ -211,7 +211,7 @@ def hydra_entry(
                 _check_not_a_run(Path(value), label, args)
                 records[Path(value)] = hydra_record(Path(value))
             _check_quoting(command, args)
-            _check_given_once(command, args)
+            _check_given_once(args)
             for override in _parsed_overrides(args):  # the setup chosen's record, not a choice
                 if override.key_or_group.lstrip("+~") == "setup.name":
                     raise UsageError(
@@ -545,23 +545,14 @@ def _check_quoting(command: str, args: Sequence[str]) -> None:
             ) from None
 
 
-def _check_given_once(command: str, args: Sequence[str]) -> None:
+def _check_given_once(args: Sequence[str]) -> None:
     """Say when a key is given twice on the command line (``sim=realistic
     sim=faults``): Hydra keeps the last, which would go unsaid. A warning, not a
     refusal: a script's defaults followed by the user's own is a use of it."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
     seen: dict[str, str] = {}
-    for arg in args:
-        if arg.startswith("-") or "=" not in arg:
-            continue
-        try:
-            override = parser.parse_override(arg)
-        except HydraException:  # reported by Hydra
-            continue
+    for override in _parsed_overrides(args):
         key = override.key_or_group + (f"@{override.package}" if override.package else "")
+        arg = override.input_line
         if key in seen:
             warnings.warn(
                 f"{key}= is given twice ({seen[key]}, then {arg}): the last is used",

@@ -871,19 +871,18 @@ def _schedule_differs(cfg: Any, saved: Any, asked: Mapping[Any, Any]) -> list[tu
     checkpoint's ``model.zip`` holds others: a linear schedule is saved as an object
     (:class:`agents.finetune._Linear`), which the plain-value comparison passed over,
     so a typed schedule or rate was recorded but not used."""
-    from agents.finetune import _Linear
+    from agents.finetune import schedule_of
 
-    if isinstance(saved, _Linear):
-        schedule, rate = "linear", saved.value
-    elif isinstance(saved, (int, float)) and not isinstance(saved, bool):
-        schedule, rate = "constant", None  # (the rate: compared with the plain values)
-    else:  # another callable (a model saved by other code): nothing to compare
+    trained = schedule_of(saved)
+    if trained is None:  # a schedule of other code: nothing to compare
         return []
+    schedule, rate = trained
     out: list[tuple[str, Any, Any]] = []
     if cfg.agent.lr_schedule != schedule:
         out.append(("agent.lr_schedule", schedule, cfg.agent.lr_schedule))
     value = asked.get("learning_rate")
-    if rate is not None and isinstance(value, (int, float)) and float(value) != rate:
+    # (a constant rate is compared with the other plain values)
+    if schedule == "linear" and isinstance(value, (int, float)) and float(value) != rate:
         out.append(("agent.hyperparams.learning_rate", rate, value))
     return out
 

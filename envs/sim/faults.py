@@ -48,6 +48,7 @@ import numpy as np
 
 from envs.sim.events import FAULT_EVENT
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE
+from envs.sim.streams import seed_child
 from envs.sim.transfers import ENDED, FAILED, MOVING, QUEUED, WAIT_SOURCE
 
 if TYPE_CHECKING:
@@ -85,15 +86,14 @@ def fault_rng(rng: np.random.Generator, fault_seed: int) -> np.random.Generator:
     faults. Seeded with ``fault_seed`` alone (before 2026-12-05), every window and
     episode met the same faults.
     """
-    seq = rng.bit_generator.seed_seq
-    if not isinstance(seq, np.random.SeedSequence):
+    child = seed_child(rng, FAULT_STREAM_KEY, fault_seed)
+    if child is None:
         raise TypeError(
             "Simulator: with faults on, rng must be a Generator made from a seed "
             "(np.random.default_rng(seed)): the faults' draws derive from that seed, "
             f"and this one has none ({rng.bit_generator!r})"
         )
-    key = (*seq.spawn_key, FAULT_STREAM_KEY, fault_seed)
-    return np.random.default_rng(np.random.SeedSequence(seq.entropy, spawn_key=key))
+    return np.random.default_rng(child)
 
 
 class Faults:

@@ -57,6 +57,7 @@ from envs.workloads.readers.base import (
     TraceFormat,
     TraceFormatError,
     TraceWarning,
+    block_size_origin,
     check_bad_rows,
     finish_report,
     make_request,
@@ -130,11 +131,6 @@ class TracePlan:
     """"file" (the rows' own split field) or "time"."""
     file_stat: tuple[int, int] | None = None
     """The file's size and mtime (ns) when it was planned (None: a dataset by name)."""
-    format_told_by: str = ""
-    """What told the format when it was guessed (``its field 'chat_id'``); "" when named."""
-    span_s: float = 0.0
-    """Seconds from the first arrival to the last, over the whole file (0 for
-    Bursted-ART, whose windows each start at 0)."""
 
     @property
     def window_block_tokens(self) -> int:
@@ -299,11 +295,9 @@ def _block_origin(options: TraceOptions, read: ReadOptions, fmt: TraceFormat, to
     """Where the windows' block size comes from, as a block-count error says it: the
     option given, the dataset's record of a ``make_dataset`` split, or the format's
     (and what told the format, when it was guessed)."""
-    if options.block_tokens is not None:
-        return "{block_tokens}"
-    if read.block_tokens is not None:  # bursted.dataset_options read it
-        return f"the {bursted.DATASET_INFO} beside it"
-    return f"the {fmt.name} format's" + (f", guessed from {told_by}" if told_by else "")
+    given = options.block_tokens is not None
+    recorded = read.block_tokens is not None and not given  # bursted.dataset_options read it
+    return block_size_origin(fmt, given, bursted.DATASET_INFO if recorded else "", told_by)
 
 
 def _read_options(options: TraceOptions, fmt: TraceFormat) -> ReadOptions:
@@ -348,7 +342,6 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         plan = _plan_windowed(options, fmt, stream, report, read)
     else:
         plan = _plan_timed(options, fmt, stream, report, read)
-    plan = replace(plan, format_told_by=told_by)
     if key is not None:
         plan = replace(plan, file_stat=(key[1], key[2]))
         if len(_PLANS) >= _PLAN_CACHE_SIZE:
@@ -554,7 +547,7 @@ def _plan_timed(
         lines.append(loc.line)
     _check_rows(report, read)
     origin = min(times)
-    ups = time_units_per_s(fmt, options.time_unit, origin, max(times), report.source, 4)
+    ups = time_units_per_s(fmt, options.time_unit, origin, last, report.source, 4)
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     slots: dict[int, list[int]] = {}  # slot -> [first line, rows]
@@ -590,7 +583,7 @@ def _plan_timed(
         raise ConfigError(
             f"{report.source}: no arrivals between {{start_s}}={start_s:g} and "
             f"{{end_s}}={end_s:g} seconds after the first (the trace spans "
-            f"{(max(times) - origin) / ups:g} s)",
+            f"{(last - origin) / ups:g} s)",
             ("start_s", "end_s"),
             "TraceOptions",
         )
@@ -603,8 +596,8 @@ def _plan_timed(
         for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
     )
     _warn_short_last(report.source, windows, latest - earliest, options)
-    span_s = (max(times) - origin) / ups
     if options.time_unit == "auto":
+        span_s = (last - origin) / ups
         _warn_implausible_rate(report.source, fmt, len(times), span_s, ups, options.window_s)
     _finish(report, read)
     return TracePlan(
@@ -617,7 +610,6 @@ def _plan_timed(
         report.rows_read,
         report.rows_skipped,
         "time",
-        span_s=span_s,
     )
 
 

@@ -717,12 +717,12 @@ def test_a_key_given_twice_is_said() -> None:
 
     said = r"^sim= is given twice \(sim=realistic, then sim=faults\): the last is used$"
     with pytest.warns(SettingWarning, match=said):
-        _check_given_once("x", ["sim=realistic", "logger=none", "sim=faults"])
+        _check_given_once(["sim=realistic", "logger=none", "sim=faults"])
     with pytest.warns(SettingWarning, match=r"^seed= is given twice"):
-        _check_given_once("x", ["-m", "seed=0,1", "+seed=2"])
+        _check_given_once(["-m", "seed=0,1", "+seed=2"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # other keys of one group, and flags, are no repeat
-        _check_given_once("x", ["+policy_kwargs.btb.m=1", "+policy_kwargs.btb.x=2", "-m"])
+        _check_given_once(["+policy_kwargs.btb.m=1", "+policy_kwargs.btb.x=2", "-m"])
 
 
 def test_a_warning_said_before_the_job_took_its_folder_is_in_its_log(

@@ -376,6 +376,20 @@ def request_fields(
     }
 
 
+def block_size_origin(
+    fmt: TraceFormat, given: bool, recorded_in: str = "", told_by: str = ""
+) -> str:
+    """Where a read's block size came from, as a block-count error says it: the
+    ``{block_tokens}`` option (``given``), the dataset file that records it
+    (``recorded_in``), or the format's, with what told the format when it was guessed
+    (``told_by``: ``its field 'chat_id'``)."""
+    if given:
+        return "{block_tokens}"
+    if recorded_in:
+        return f"the {recorded_in} beside it"
+    return f"the {fmt.name} format's" + (f", guessed from {told_by}" if told_by else "")
+
+
 def check_block_count(
     parsed: ParsedRow, block_tokens: int, loc: RowLocation, origin: str = ""
 ) -> None:
@@ -438,11 +452,9 @@ class RowStream:
     ) -> None:
         self.rows = rows
         self.fmt = fmt
-        self.block_origin = block_origin or (
-            "{block_tokens}" if options.block_tokens is not None else f"the {fmt.name} format's"
-        )
-        """Where the block size came from, said in a block-count error (the format's,
-        the option's, a dataset's record: the caller knows)."""
+        self.block_origin = block_origin or block_size_origin(fmt, options.block_tokens is not None)
+        """Where the block size came from, said in a block-count error
+        (:func:`block_size_origin`; a caller that knows more gives it)."""
         self.options = options
         self.report = report
         self.block_tokens = options.block_tokens or fmt.block_tokens
