@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import os
 import sys
+import traceback
 import typing
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +23,7 @@ from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import (
     ConfigError,
     NamedFields,
+    PolicyFailure,
     SettingWarning,
     SimulationError,
     named_message,
@@ -219,9 +221,12 @@ def user_error_message(
             text = str(error)
     else:
         return None
-    if command and not text.startswith(f"{command}:"):
-        text = f"{command}: {text}"
-    return f"error: {text}"
+    return f"error: {_prefixed(text, command)}"
+
+
+def _prefixed(text: str, command: str) -> str:
+    """``text`` said by ``command`` (``experiments.compare: ...``), once."""
+    return f"{command}: {text}" if command and not text.startswith(f"{command}:") else text
 
 
 def error_line(error: BaseException) -> str:
@@ -234,7 +239,9 @@ def error_line(error: BaseException) -> str:
 def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
-    with 130 (what a shell reports for SIGINT). Either way the run's folder is
+    with 130 (what a shell reports for SIGINT). A policy's own code failing
+    (``envs.sim.errors.PolicyFailure``: a bug, not bad input) prints its traceback
+    and a last line naming the policy, and exits with status 1. Either way the run's folder is
     released (``_io.claim_out_dir``) and no half-written file is left (every file
     lands by an atomic rename).
 
@@ -261,6 +268,10 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
             with contextlib.suppress(OSError, ValueError):  # so the exit's flush does not fail
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
+        except PolicyFailure as failure:  # a bug in a policy's code: its traceback, its name
+            traceback.print_exception(failure.__cause__ or failure, file=sys.stderr)
+            print(f"error: {_prefixed(str(failure), ''.join(command))}", file=sys.stderr)
+            return 1
         except (ValueError, OSError, SimulationError) as error:
             print(user_error_message(error, "".join(command), trace_paths), file=sys.stderr)
             return 2

@@ -28,7 +28,7 @@ import numpy as np
 
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
-from envs.sim.errors import SettingWarning
+from envs.sim.errors import PolicyFailure, SettingWarning, policy_error, policy_label
 from envs.sim.floor import floor_bounds
 from envs.sim.metrics import tenant_ttft
 from envs.sim.request import Workload
@@ -177,7 +177,10 @@ def run_window(
     """Serve one window with one policy on a fresh simulator."""
     sim = Simulator(cluster, workload, config, np.random.default_rng(list(rng_seed)))
     start = time.perf_counter()
-    records = policy.run(sim)
+    try:
+        records = policy.run(sim)
+    except PolicyFailure as failure:  # (the simulator knows the request, not the window)
+        raise failure.in_window(workload.name) from failure.__cause__
     return window_result(policy, sim, records, time.perf_counter() - start, trace)
 
 
@@ -226,6 +229,15 @@ def window_result(
     summary = records.summary
     input_tokens = sum(r.input_tokens for r in workload.requests)
     settings = list(getattr(policy, "settings_log", ()))
+    try:
+        metrics = dict(policy.metrics())
+    except Exception as error:  # the policy's own hook (errors.policy_error)
+        blamed = policy_error(error, policy_label(policy), "metrics")
+        if blamed is error:
+            raise
+        if isinstance(blamed, PolicyFailure):
+            blamed = blamed.in_window(workload.name)
+        raise blamed from error
     window_trace = None
     if trace:
         window_trace = WindowTrace(
@@ -245,7 +257,7 @@ def window_result(
         input_tokens=input_tokens,
         hit_hbm_tokens=int(np.sum(records.hit_hbm_tokens)),
         summary=summary,
-        metrics=dict(policy.metrics()),
+        metrics=metrics,
         wall_s=wall_s,
         trace=window_trace,
         tenants=tuple(r.tenant for r in workload.requests),

@@ -4,7 +4,7 @@ or hydra."""
 
 from envs.sim.cache import PrefixCache
 from envs.sim.config import SETUPS, ClusterSpec, SimConfig, setup_cluster
-from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.errors import ConfigError, PolicyFailure, SimulationError
 from envs.sim.metrics import Records, RunTotals, summarize
 from envs.sim.node import Node
 from envs.sim.simulator import WARM_OK, WARM_REFUSALS, Router, Simulator
@@ -33,6 +33,7 @@ __all__ = [
     "Node",
     "NodeCosts",
     "NodeSpec",
+    "PolicyFailure",
     "PrefixCache",
     "Records",
     "Router",

@@ -79,3 +79,71 @@ def named_message(error: BaseException, paths: Mapping[str, str], owner: bool = 
 
 class SimulationError(RuntimeError):
     """A workload that cannot run on the configured cluster (e.g. a request too big)."""
+
+
+class PolicyFailure(Exception):
+    """An exception raised by a policy's own code (its ``decide`` or a hook such as
+    ``reset`` or ``metrics``): a bug in the policy, not bad input. The exception
+    itself is the ``__cause__`` (its traceback leads into the policy's code); the
+    message names the policy, the hook, the request being decided and, once the
+    evaluator knows it, the window. Every argument is kept in ``args``, so it
+    pickles (a worker process's failure reaches the parent whole)."""
+
+    def __init__(
+        self, who: str, hook: str, raised: str, request_id: str | None = None, window: str = ""
+    ) -> None:
+        super().__init__(who, hook, raised, request_id, window)
+        self.who, self.hook, self.raised = who, hook, raised
+        self.request_id, self.window = request_id, window
+
+    def __str__(self) -> str:
+        where = "" if self.request_id is None else f" at request {self.request_id!r}"
+        if self.window:
+            where += f" of window {self.window!r}"
+        return f"{self.who} failed in {self.hook}(){where}: {self.raised}"
+
+    def in_window(self, window: str) -> PolicyFailure:
+        """The same failure, said with the window it happened in."""
+        return PolicyFailure(self.who, self.hook, self.raised, self.request_id, window)
+
+
+def policy_label(policy: object) -> str:
+    """How errors name a policy: ``policy 'btb'`` (its ``name``), or ``policy``."""
+    name = getattr(policy, "name", None)
+    return f"policy {name!r}" if isinstance(name, str) and name else "policy"
+
+
+PROJECT_PACKAGES = ("envs", "baselines", "agents", "experiments")
+"""The project's own packages: an error one of them raises is a check of the
+project's (a call the simulator refuses, a setting a baseline refuses), said on
+purpose; the same error raised elsewhere (a policy of the user's own) is a bug."""
+
+
+def raised_by_project(error: BaseException) -> bool:
+    """Whether the innermost frame of ``error``'s traceback (where it was raised) is
+    in a module of :data:`PROJECT_PACKAGES`."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return isinstance(module, str) and module.partition(".")[0] in PROJECT_PACKAGES
+
+
+def policy_error(error: Exception, who: str, hook: str, request_id: str | None = None) -> Exception:
+    """The error to raise for ``error``, raised while ``who`` (``policy 'btb'``) ran
+    its ``hook`` (at the decision of ``request_id``):
+
+    - a :class:`ConfigError` or :class:`SimulationError` (a setting or a workload
+      said to be unusable), and a ValueError or OSError the project raised on
+      purpose (:func:`raised_by_project`: the simulator refusing the policy's call,
+      a baseline refusing a setting), stay the user's error (one line, exit 2);
+    - anything else is a :class:`PolicyFailure`: a bug, kept with its traceback."""
+    if isinstance(error, (ConfigError, SimulationError)):
+        return error
+    if isinstance(error, (ValueError, OSError)) and raised_by_project(error):
+        return error
+    said = " ".join(str(error).split())
+    raised = f"{type(error).__name__}: {said}" if said else type(error).__name__
+    return PolicyFailure(who, hook, raised, request_id)

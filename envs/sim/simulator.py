@@ -43,7 +43,7 @@ from envs.sim import native, rare_gc
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_int
 from envs.sim.config import ClusterSpec, SimConfig
-from envs.sim.errors import ConfigError, SimulationError
+from envs.sim.errors import ConfigError, SimulationError, policy_error, policy_label
 from envs.sim.events import (
     FAULT_EVENT,
     FLOW_EVENT,
@@ -245,14 +245,33 @@ class Simulator(CacheLifecycle, CopyMachinery):
     def run(self, policy: Router) -> Records:
         """Serve the whole workload, asking ``policy.decide(sim, request)`` at each
         arrival; first ``policy.reset(sim)`` when it has one (a policy reads the
-        run's block size and nodes there: BTB turns its Y from tokens into blocks)."""
-        name = getattr(policy, "name", None)
-        self._who = f"policy {name!r}" if isinstance(name, str) and name else "policy"
+        run's block size and nodes there: BTB turns its Y from tokens into blocks).
+
+        An exception the policy's own code raises in either is a
+        :class:`~envs.sim.errors.PolicyFailure` naming the policy and the request,
+        raised from it (``errors.policy_error``); a call the simulator refuses
+        (``warm`` to a node that does not exist) stays a ValueError."""
+        self._who = policy_label(policy)
         reset = getattr(policy, "reset", None)
         if reset is not None:
-            reset(self)
-        for _ in self._drive(policy.decide):
-            pass  # the policy answers inside the loop: nothing is yielded
+            try:
+                reset(self)
+            except Exception as error:
+                blamed = policy_error(error, self._who, "reset")
+                if blamed is error:
+                    raise
+                raise blamed from error
+        try:
+            for _ in self._drive(policy.decide):
+                pass  # the policy answers inside the loop: nothing is yielded
+        except Exception as error:
+            request = self._deciding
+            if request is None:  # the simulator's own error, not raised in a decision
+                raise
+            blamed = policy_error(error, self._who, "decide", request.request_id)
+            if blamed is error:
+                raise
+            raise blamed from error
         return self.records
 
     def decisions(self) -> Generator[Request, int | None, None]:

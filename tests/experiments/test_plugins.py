@@ -39,6 +39,75 @@ def plugin(tmp_path, monkeypatch):
     plugins._LOADED.discard("my_routers")
 
 
+@pytest.fixture
+def plugin_module(tmp_path, monkeypatch):
+    """``plugin_module(name, source)`` writes a plugin module and names it in
+    BTB_GYM_PLUGINS; the policies it registered are forgotten afterwards."""
+    written: list[str] = []
+
+    def write(name: str, source: str) -> None:
+        (tmp_path / f"{name}.py").write_text(source)
+        written.append(name)
+        monkeypatch.setenv(plugins.VARIABLE, name)
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = dict(POLICIES)
+    yield write
+    POLICIES.clear()
+    POLICIES.update(before)
+    for name in written:
+        sys.modules.pop(name, None)
+        plugins._LOADED.discard(name)
+
+
+BUGGY = """
+from baselines.policy import Policy, register
+
+
+@register("buggy_decide")
+class BuggyDecide(Policy):
+    def decide(self, sim, request):
+        return int("x1")  # a ValueError: the policy's bug, not bad input
+
+
+@register("buggy_metrics")
+class BuggyMetrics(Policy):
+    def decide(self, sim, request):
+        return 0
+
+    def metrics(self):
+        return {"mine": 1 / 0}
+"""
+
+
+@pytest.mark.parametrize(
+    ("policy", "where", "raised", "line"),
+    [
+        ("buggy_decide", "decide() at request ", "ValueError: invalid literal for int() with "
+         "base 10: 'x1'", 'return int("x1")'),
+        ("buggy_metrics", "metrics()", "ZeroDivisionError: division by zero", "1 / 0"),
+    ],
+)  # fmt: skip
+def test_a_plugin_s_own_bug_keeps_its_traceback_and_names_the_policy(
+    plugin_module, capsys, tmp_path, policy, where, raised, line
+):
+    """A ValueError of the policy's own code ended compare with one line and status 2
+    (read as a command-line mistake), without the policy's name nor a traceback."""
+    from experiments import compare
+
+    plugin_module("buggy_routers", BUGGY)
+    argv = [f"policies={policy}", "windows=1", "charts=false", "progress=false",
+            f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    code = main_guard(lambda: compare.main(argv))
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback (most recent call last):" in err
+    assert 'buggy_routers.py", line' in err and line in err  # into the policy's code
+    last = err.rstrip("\n").splitlines()[-1]
+    assert last.startswith(f"error: experiments.compare: policy {policy!r} failed in {where}")
+    assert "window 'bursted_synthetic/" in last and last.endswith(raised)
+
+
 def test_compare_runs_a_plugin_s_policy_by_name_with_its_settings(plugin, tmp_path):
     from experiments import compare
 

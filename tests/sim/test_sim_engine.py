@@ -25,7 +25,15 @@ from simkit import (
     toy_cluster,
 )
 
-from envs.sim import ClusterSpec, NodeCosts, SimConfig, Simulator, model_preset, parse_node
+from envs.sim import (
+    ClusterSpec,
+    NodeCosts,
+    PolicyFailure,
+    SimConfig,
+    Simulator,
+    model_preset,
+    parse_node,
+)
 from envs.sim.request import Request, Workload
 
 
@@ -285,6 +293,56 @@ def test_a_bad_answer_under_run_names_the_policy(answer: object) -> None:
     p.add(0.0, names("P", 1))
     with pytest.raises(ValueError, match=rf"^policy 'wrong_answers' .*{answer}"):
         Simulator(toy_cluster(3), p.workload()).run(Wrong())
+
+
+class _Buggy:
+    """A policy with a bug of its own: ``int("x1")`` at its ``n``-th decision (a
+    ValueError, which a command would take for bad input) or in ``reset``."""
+
+    name = "buggy"
+
+    def __init__(self, n: int = 1, in_reset: bool = False) -> None:
+        self.n, self.in_reset, self.seen = n, in_reset, 0
+
+    def reset(self, sim: Simulator) -> None:
+        if self.in_reset:
+            int("x1")
+
+    def decide(self, sim: Simulator, request: Request) -> int:
+        self.seen += 1
+        return int("x1") if self.seen == self.n else 0
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_policy_s_own_exception_is_its_failure_naming_it_and_the_request(core: str) -> None:
+    """Its ValueError is no bad input: a PolicyFailure (not a ValueError, which a
+    command says in one line as bad input), from the policy's own exception, whose
+    traceback leads into its code."""
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    p.add(1.0, names("Q", 1))
+    sim = Simulator(toy_cluster(2), p.workload(), core=core)
+    with pytest.raises(PolicyFailure) as caught:
+        sim.run(_Buggy(n=2))
+    failure = caught.value
+    assert not isinstance(failure, ValueError)
+    second = sim.requests[1].request_id
+    assert str(failure) == (
+        f"policy 'buggy' failed in decide() at request {second!r}: "
+        "ValueError: invalid literal for int() with base 10: 'x1'"
+    )
+    assert isinstance(failure.__cause__, ValueError)
+    tb = failure.__cause__.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    assert tb.tb_frame.f_code.co_name == "decide"  # where it was raised: the policy's code
+
+
+def test_a_policy_s_own_exception_in_reset_is_its_failure() -> None:
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    with pytest.raises(PolicyFailure, match=r"^policy 'buggy' failed in reset\(\): ValueError: "):
+        Simulator(toy_cluster(2), p.workload()).run(_Buggy(in_reset=True))
 
 
 def test_warm_and_evict_refuse_nodes_out_of_range() -> None:
