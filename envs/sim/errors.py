@@ -138,12 +138,16 @@ def policy_error(error: Exception, who: str, hook: str, request_id: str | None =
     - a :class:`ConfigError` or :class:`SimulationError` (a setting or a workload
       said to be unusable), and a ValueError or OSError the project raised on
       purpose (:func:`raised_by_project`: the simulator refusing the policy's call,
-      a baseline refusing a setting), stay the user's error (one line, exit 2);
+      a baseline refusing a setting), stay the user's error (one line, exit 2); a
+      plain ValueError raised during a decision (``warm: dst must be a node index``)
+      then names the policy and the request, as a bad answer's error does;
     - anything else is a :class:`PolicyFailure`: a bug, kept with its traceback."""
     if isinstance(error, (ConfigError, SimulationError)):
         return error
     if isinstance(error, (ValueError, OSError)) and raised_by_project(error):
-        return error
+        if request_id is None or type(error) is not ValueError:
+            return error
+        return ValueError(f"{who} at request {request_id!r}: {error}")
     said = " ".join(str(error).split())
     raised = f"{type(error).__name__}: {said}" if said else type(error).__name__
     return PolicyFailure(who, hook, raised, request_id)

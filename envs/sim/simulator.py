@@ -250,7 +250,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         An exception the policy's own code raises in either is a
         :class:`~envs.sim.errors.PolicyFailure` naming the policy and the request,
         raised from it (``errors.policy_error``); a call the simulator refuses
-        (``warm`` to a node that does not exist) stays a ValueError."""
+        (``warm`` to a node that does not exist) stays a ValueError, which names them
+        too."""
         self._who = policy_label(policy)
         reset = getattr(policy, "reset", None)
         if reset is not None:

@@ -108,6 +108,20 @@ def test_a_plugin_s_own_bug_keeps_its_traceback_and_names_the_policy(
     assert "window 'bursted_synthetic/" in last and last.endswith(raised)
 
 
+def test_a_warm_the_simulator_refuses_names_the_policy(plugin_module, capsys, tmp_path):
+    """A bad route named the policy; a bad warm target did not."""
+    from experiments import compare
+
+    plugin_module("warm_routers", BUGGY.replace('int("x1")', "sim.warm(0, 99, request.blocks)"))
+    argv = ["policies=buggy_decide", "windows=1", "charts=false", "progress=false",
+            f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    code = main_guard(lambda: compare.main(argv))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("error: experiments.compare: policy 'buggy_decide' at request '")
+    assert err.endswith("': warm: dst must be a node index in 0..3, got 99\n")
+
+
 def test_compare_runs_a_plugin_s_policy_by_name_with_its_settings(plugin, tmp_path):
     from experiments import compare
 

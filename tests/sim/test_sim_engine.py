@@ -345,6 +345,29 @@ def test_a_policy_s_own_exception_in_reset_is_its_failure() -> None:
         Simulator(toy_cluster(2), p.workload()).run(_Buggy(in_reset=True))
 
 
+@pytest.mark.parametrize("core", CORES)
+def test_a_call_the_simulator_refuses_under_run_names_the_policy(core: str) -> None:
+    """``warm`` to a node that does not exist is the simulator's check (a ValueError,
+    one line in a command), said with the policy and the request, as a bad answer is."""
+
+    class WarmsNode99:
+        name = "bad_warm"
+
+        def decide(self, sim: Simulator, request: Request) -> int:
+            sim.warm(0, 99, request.blocks)
+            return 0
+
+    p = Prompts()
+    p.add(0.0, names("P", 1))
+    sim = Simulator(toy_cluster(2), p.workload(), core=core)
+    first = sim.requests[0].request_id
+    with pytest.raises(ValueError) as caught:
+        sim.run(WarmsNode99())
+    assert str(caught.value) == (
+        f"policy 'bad_warm' at request {first!r}: warm: dst must be a node index in 0..1, got 99"
+    )
+
+
 def test_warm_and_evict_refuse_nodes_out_of_range() -> None:
     p = Prompts()
     p.add(0.0, names("P", 1))
