@@ -10,6 +10,7 @@ same interface (``agents/``), so the comparison run cannot tell them apart.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -47,15 +48,62 @@ class Policy(ABC):
 POLICIES: dict[str, Callable[..., Policy]] = {}
 
 
+class RegistrationError(ValueError):
+    """A class :func:`register` refuses (one line: ``register('mine'): ...``)."""
+
+
 def register(name: str) -> Callable[[type[Policy]], type[Policy]]:
-    """Class decorator: make a policy constructible by name."""
+    """Class decorator: make a policy constructible by name. Refused, with a
+    :class:`RegistrationError`: a class that is not a :class:`Policy` subclass, a
+    ``decide`` that cannot be called as ``decide(sim, request)`` (checked here, not
+    by catching a TypeError at each call, which would hide the policy's own), and a
+    name another class has (a plugin would silently replace ``btb``). The same class
+    registered again (its module reloaded) replaces itself."""
 
     def wrap(cls: type[Policy]) -> type[Policy]:
+        said = f"register({name!r}): {_qualified(cls)}"
+        if not (isinstance(cls, type) and issubclass(cls, Policy)):
+            raise RegistrationError(
+                f"{said} is not a subclass of baselines.policy.Policy (write "
+                f"class {getattr(cls, '__name__', 'Mine')}(Policy) with decide(self, sim, request))"
+            )
+        if not _takes_sim_and_request(cls):
+            raise RegistrationError(
+                f"{said}.decide{inspect.signature(cls.decide)} cannot be called as "
+                "decide(sim, request); a policy's is def decide(self, sim, request)"
+            )
+        old = POLICIES.get(name)
+        if old is not None and _qualified(old) != _qualified(cls):
+            raise RegistrationError(
+                f"{said}: {name!r} is the name of {_qualified(old)} already; choose another name"
+            )
         cls.name = name
         POLICIES[name] = cls
         return cls
 
     return wrap
+
+
+def _qualified(obj: object) -> str:
+    """``module.QualifiedName`` of a class (what a reloaded module's class shares)."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return f"{module}.{qualname}" if module and qualname else repr(obj)
+
+
+def _takes_sim_and_request(cls: type[Policy]) -> bool:
+    """Whether ``cls().decide(sim, request)`` binds to ``cls.decide``'s parameters
+    (a decide without a signature to read, a compiled one's, passes)."""
+    raw = inspect.getattr_static(cls, "decide", None)
+    bound = isinstance(raw, (staticmethod, classmethod))  # no self to pass
+    try:
+        signature = inspect.signature(cls.decide)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(*([None] * (2 if bound else 3)))  # (self,) sim, request
+    except TypeError:
+        return False
+    return True
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
@@ -80,8 +128,9 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
 #
 #     BTB_GYM_PLUGINS=mypolicy python -m experiments.compare policies=hitmax,btb
 #
-# A module that cannot be imported, or that registers a name another policy
-# has, is one line naming it (exit 2).
+# A module that cannot be imported, or whose registration ``register`` refuses
+# (a name another policy has, a class that is no Policy, a decide that does not
+# take ``(sim, request)``), is one line naming it (exit 2).
 
 VARIABLE = "BTB_GYM_PLUGINS"
 _LOADED: set[str] = set()  # the plugin modules imported in this process
@@ -94,9 +143,10 @@ def plugin_names() -> list[str]:
 
 def load_plugins() -> list[str]:
     """Import each module ``BTB_GYM_PLUGINS`` names (once a process); returns them.
-    A module that fails to import, or that registers a name another policy has
-    (a plugin would silently replace ``btb``), is a ValueError naming the variable
-    and the module."""
+    A module that fails to import, or whose registration :func:`register` refuses
+    (a name another policy has: a plugin would silently replace ``btb``; a class
+    that is not a Policy; a ``decide`` of the wrong signature), is a ValueError
+    naming the variable and the module; the policies are left as they were."""
     names = plugin_names()
     if names and "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # as `python -m` finds the project's own modules
@@ -107,17 +157,16 @@ def load_plugins() -> list[str]:
         try:
             importlib.import_module(name)
         except Exception as error:  # its own error, whatever it is, in the one line
-            raise ValueError(
-                f"{VARIABLE}={os.environ[VARIABLE]}: importing {name!r} failed: "
-                f"{type(error).__name__}: {' '.join(str(error).split())}"
-            ) from None
-        replaced = sorted(k for k, v in before.items() if POLICIES.get(k) is not v)
-        if replaced:
-            POLICIES.update(before)  # the policies as they were
-            raise ValueError(
-                f"{VARIABLE}={os.environ[VARIABLE]}: {name!r} registers "
-                f"{', '.join(map(repr, replaced))}, a name another policy has (choose "
-                "another name)"
+            POLICIES.clear()
+            POLICIES.update(before)  # not the module's registrations before the failure
+            said = (
+                str(error)
+                if isinstance(error, RegistrationError)
+                else (
+                    f"importing {name!r} failed: {type(error).__name__}: "
+                    f"{' '.join(str(error).split())}"
+                )
             )
+            raise ValueError(f"{VARIABLE}={os.environ[VARIABLE]}: {said}") from None
         _LOADED.add(name)
     return names

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from baselines import policy as plugins
-from baselines.policy import POLICIES
+from baselines.policy import POLICIES, Policy, RegistrationError, register
 from experiments._cli import main_guard
 
 PLUGIN = '''
@@ -166,6 +168,141 @@ def test_a_plugin_that_takes_a_policy_s_name_is_refused(tmp_path, monkeypatch, c
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
     assert (
-        "BTB_GYM_PLUGINS=takes_btb: 'takes_btb' registers 'btb', a name another policy has" in err
+        "BTB_GYM_PLUGINS=takes_btb: register('btb'): takes_btb.FirstNode: 'btb' is the name of "
+        "baselines.btb.BTB already; choose another name" in err
     )
     assert POLICIES["btb"] is BTB  # put back
+
+
+def _decides(body: str) -> type:
+    namespace: dict[str, Any] = {"Policy": Policy}
+    exec(f"class Mine(Policy):\n{body}", namespace)
+    return namespace["Mine"]
+
+
+@pytest.mark.parametrize(
+    ("body", "taken"),
+    [
+        ("    def decide(self, sim, request):\n        return 0", True),
+        ("    def decide(self, *args):\n        return 0", True),
+        ("    def decide(self, sim, request, spare=None):\n        return 0", True),
+        ("    @staticmethod\n    def decide(sim, request):\n        return 0", True),
+        ("    def decide(self, request):\n        return 0", False),
+        ("    def decide(self):\n        return 0", False),
+        ("    def decide(self, sim, request, more):\n        return 0", False),
+        ("    @staticmethod\n    def decide(request):\n        return 0", False),
+    ],
+)
+def test_register_checks_decide_s_signature(body, taken):
+    """A decide(self, request) registered, then failed with a raw TypeError at the
+    first decision."""
+    cls = _decides(body)
+    try:
+        if taken:
+            assert register("plugin_signature")(cls) is cls and POLICIES["plugin_signature"] is cls
+        else:
+            with pytest.raises(RegistrationError) as caught:
+                register("plugin_signature")(cls)
+            assert str(caught.value).startswith("register('plugin_signature'): ")
+            assert "cannot be called as decide(sim, request); a policy's is def decide(self, " in (
+                str(caught.value)
+            )
+            assert "plugin_signature" not in POLICIES
+    finally:
+        POLICIES.pop("plugin_signature", None)
+
+
+def test_a_plugin_with_decide_of_the_wrong_signature_is_one_line(plugin_module, capsys, tmp_path):
+    from experiments import compare
+
+    right, body = "def decide(self, sim, request):", "\n        return int"
+    wrong = BUGGY.replace(right + body, "def decide(self, request):" + body)
+    plugin_module("sig_routers", wrong)
+    code = main_guard(lambda: compare.main(["policies=btb", f"out_dir={tmp_path / 'run'}"]))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err == (
+        "error: experiments.compare: BTB_GYM_PLUGINS=sig_routers: register('buggy_decide'): "
+        "sig_routers.BuggyDecide.decide(self, request) cannot be called as decide(sim, request); "
+        "a policy's is def decide(self, sim, request)\n"
+    )
+    assert "buggy_decide" not in POLICIES and not (tmp_path / "run").exists()
+
+
+def test_register_refuses_a_class_that_is_not_a_policy():
+    """It was taken, and the run failed on an AttributeError ('NotAPolicy' object has
+    no attribute 'run')."""
+
+    class NotAPolicy:
+        def decide(self, sim, request):
+            return 0
+
+    with pytest.raises(RegistrationError) as caught:
+        register("plugin_not_a_policy")(NotAPolicy)  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "register('plugin_not_a_policy'): "
+        f"{__name__}.test_register_refuses_a_class_that_is_not_a_policy.<locals>.NotAPolicy is "
+        "not a subclass of baselines.policy.Policy (write class NotAPolicy(Policy) with "
+        "decide(self, sim, request))"
+    )
+    assert "plugin_not_a_policy" not in POLICIES
+
+
+def test_register_refuses_a_name_another_class_has_from_plain_python():
+    """``register("btb")(Mine)`` silently replaced the built-in btb."""
+    from baselines.btb import BTB
+
+    mine = _decides("    def decide(self, sim, request):\n        return 0")
+    with pytest.raises(RegistrationError, match=r"^register\('btb'\): .*'btb' is the name of "
+                       r"baselines\.btb\.BTB already; choose another name$"):  # fmt: skip
+        register("btb")(mine)
+    assert POLICIES["btb"] is BTB and BTB.name == "btb" and mine.name == "policy"
+
+
+DUPLICATE = """
+from baselines.policy import Policy, register
+
+
+@register("plugin_first")
+class First(Policy):
+    def decide(self, sim, request):
+        return 0
+
+
+@register("plugin_mine")
+class A(Policy):
+    def decide(self, sim, request):
+        return 0
+
+
+@register("plugin_mine")
+class B(Policy):
+    def decide(self, sim, request):
+        return 1
+"""
+
+
+def test_two_classes_of_one_plugin_registering_one_name_are_refused(
+    plugin_module, capsys, tmp_path
+):
+    """The second silently won; the plugin loader refused a name across modules only."""
+    from experiments import compare
+
+    plugin_module("dup_routers", DUPLICATE)
+    code = main_guard(lambda: compare.main(["policies=btb", f"out_dir={tmp_path / 'run'}"]))
+    err = capsys.readouterr().err
+    assert code == 2 and err == (
+        "error: experiments.compare: BTB_GYM_PLUGINS=dup_routers: register('plugin_mine'): "
+        "dup_routers.B: 'plugin_mine' is the name of dup_routers.A already; choose another name\n"
+    )
+    assert not {"plugin_first", "plugin_mine"} & set(POLICIES)  # none of the module's
+
+
+def test_a_plugin_module_reloaded_registers_its_classes_again(plugin_module):
+    """The same class (module and name) registered again replaces itself."""
+    plugin_module("reloaded_routers", PLUGIN)
+    plugins.load_plugins()
+    module = sys.modules["reloaded_routers"]
+    first = POLICIES["plugin_first_node"]
+    importlib.reload(module)
+    assert POLICIES["plugin_first_node"] is module.FirstNode is not first
