@@ -49,21 +49,55 @@ def _version(package: str) -> str | None:
 
 
 def provenance() -> dict[str, Any]:
-    """See :func:`_made_by`; the plugins as the environment names them now."""
+    """See :func:`_made_by`; the plugins as the environment names them now
+    (``plugins``: the module names, as before) and, under ``plugin_files``, each
+    one's file and the sha256 of its bytes (:func:`plugin_file`), so two runs of
+    different plugin code are told apart."""
     from baselines.policy import plugin_names
 
-    return {**_made_by(), "plugins": plugin_names()}
+    names = plugin_names()
+    return {**_made_by(), "plugins": names, "plugin_files": {n: plugin_file(n) for n in names}}
+
+
+_PLUGIN_FILES: dict[str, tuple[object, dict[str, str | None]]] = {}
+
+
+def plugin_file(name: str) -> dict[str, str | None]:
+    """``{"path": ..., "sha256": ...}`` of the plugin module ``name`` as imported
+    (a package's ``__init__.py``; both None for a module not imported, or without a
+    file). Read once for each import of the module: the commands ask as they start,
+    so a result file records the code that ran, even if the file is edited meanwhile."""
+    import hashlib
+    import sys
+
+    module = sys.modules.get(name)
+    known = _PLUGIN_FILES.get(name)
+    if known is not None and known[0] is module:
+        return known[1]
+    path = getattr(module, "__file__", None)
+    digest = None
+    if isinstance(path, str):
+        path = str(Path(path).resolve())
+        try:
+            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+    else:
+        path = None
+    said = {"path": path, "sha256": digest}
+    _PLUGIN_FILES[name] = (module, said)
+    return said
 
 
 @functools.cache
 def _made_by() -> dict[str, Any]:
     """The code (btb-gym's version; its git commit, ``dirty`` when tracked files
     differ from it, both None where btb-gym is not a git checkout's own folder, as
-    when installed into another project's environment), the plugins
-    (``BTB_GYM_PLUGINS``), the simulator core, the Python and library versions,
-    and the CPU (its model and whether it has AVX-512: the kernels torch and MKL
-    pick follow it). Worked out once a process: the commands ask for it as they
-    start, so a file records the code its run started with."""
+    when installed into another project's environment), the simulator core, the
+    Python and library versions, and the CPU (its model and whether it has
+    AVX-512: the kernels torch and MKL pick follow it). Worked out once a process:
+    the commands ask for it as they start, so a file records the code its run
+    started with."""
     from envs.sim.native import CORE
 
     top = _git("rev-parse", "--show-toplevel")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import sys
@@ -136,7 +137,36 @@ def test_compare_runs_a_plugin_s_policy_by_name_with_its_settings(plugin, tmp_pa
     assert row["requests"] == 4120
     assert row["load_imbalance"] == 4.0  # every prefill on one node of the four
     assert result["config"]["policy_kwargs"] == {plugin: {"node": 1}}
-    assert result["provenance"]["plugins"] == ["my_routers"]
+    assert result["provenance"]["plugins"] == ["my_routers"]  # as before: the names
+    source = tmp_path / "my_routers.py"
+    assert result["provenance"]["plugin_files"] == {
+        "my_routers": {
+            "path": str(source.resolve()),
+            "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        }
+    }
+
+
+def test_provenance_tells_two_versions_of_a_plugin_apart(plugin_module, tmp_path):
+    """provenance.plugins recorded the module's name only: two runs of different
+    plugin code wrote the same provenance."""
+    from experiments.provenance import provenance
+
+    said = []
+    for node in (0, 1):  # the same module, edited between the two runs
+        plugin_module("edited_routers", PLUGIN.replace("node: int = 0", f"node: int = {node}"))
+        plugins.load_plugins()
+        said.append(provenance())
+        POLICIES.pop("plugin_first_node")
+        sys.modules.pop("edited_routers")
+        plugins._LOADED.discard("edited_routers")
+    first, second = (made["plugin_files"]["edited_routers"] for made in said)
+    assert first["path"] == second["path"] == str((tmp_path / "edited_routers.py").resolve())
+    assert first["sha256"] != second["sha256"]
+    assert (
+        second["sha256"]
+        == hashlib.sha256((tmp_path / "edited_routers.py").read_bytes()).hexdigest()
+    )
 
 
 def test_a_plugin_that_does_not_import_is_one_line(monkeypatch, capsys, tmp_path: Path):
