@@ -128,6 +128,7 @@ class BTB(Policy):
         self._shadow_at: dict[int, dict[int, ShadowCopy]] = {}
         self._memo: HitMemo = {}
         self._twin: Callable[[BTB, Simulator, Request], int] | None = None
+        self._y_unreached = False  # the last run's: no prompt reached Y (see metrics)
 
     def reset(self, sim: Simulator) -> None:
         self._n_nodes = sim.n_nodes
@@ -143,14 +144,24 @@ class BTB(Policy):
         self._twin = btb_twin(self, sim)  # the compiled decide, where it applies
         if self.fallback_router is not None:
             self.fallback_router.reset(sim)
+        y = self.y  # (a prompt shorter than Y never fires)
+        self._y_unreached = y is not None and all(len(r.blocks) < y for r in sim.workload.requests)
 
     def metrics(self) -> dict[str, float]:
-        """Shadow-mode totals of the last run (empty when not in shadow mode)."""
+        """Shadow-mode totals of the last run (none when not in shadow mode), and
+        ``y_unreached_rate`` = 1 when no prompt of the run reached Y, so BTB could
+        not fire and its fallback routed every request (only then: the rows of the
+        runs where some prompt did keep their fields; a row's is the share of its
+        windows)."""
+        out: dict[str, float] = {}
+        if self._y_unreached:
+            out["y_unreached_rate"] = 1.0
         if not self.shadow:
-            return {}
+            return out
         n = len(self.shadow_copies)
         used = sum(c.used for c in self.shadow_copies)
         return {
+            **out,
             "shadow_copies": n,
             "shadow_bytes": float(sum(c.bytes for c in self.shadow_copies)),
             "shadow_used": used,

@@ -125,6 +125,9 @@ class BTBTuned(BTB):
 
     def metrics(self) -> dict[str, float]:
         out = {**super().metrics(), "tuned_rate": float(self.cell is not None)}
+        # its Y is its table's (or btb's published one: tuned_rate's note says so), not
+        # a setting of its own that y_unreached_rate's note could point to
+        out.pop("y_unreached_rate", None)
         if self._other_sim:  # (only then: the rows of a run as tuned keep their fields)
             out["tuned_elsewhere_rate"] = 1.0
         return out

@@ -284,7 +284,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
             f"counts the cluster's prefill capacity (docs/physics.md); cap gap = share of "
             f"{GAP_REFERENCE}'s mean-TTFT gap to it closed"
         )
-    lines += tuned_lines(rows)
+    lines += btb_lines(rows)
     lines += tenant_lines(rows)
     return "\n".join(lines)
 
@@ -304,10 +304,25 @@ def fault_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, Any]]:
     ]
 
 
-def tuned_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The table's notes on btb_tuned rows: windows where its table had no cell (it
-    ran btb's published thresholds) or was tuned under another simulator."""
+def btb_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The table's notes on the BTB rows: windows where no prompt reached a BTB's Y
+    (btb, btb_pending, btb_eft: it made no copy, its fallback routed), and where
+    btb_tuned's table had no cell (it ran btb's published thresholds) or was tuned
+    under another simulator."""
     lines: list[str] = []
+    unreached: dict[str, list[str]] = {}  # share of windows -> the BTBs that never fired
+    for row in rows:  # a BTB that never fired is its fallback: say so, once a share
+        rate_ = row.get("y_unreached_rate")
+        if isinstance(rate_, int | float) and rate_ > 0:
+            share = "every window" if rate_ == 1 else f"{rate_ * 100:.0f} % of the windows"
+            unreached.setdefault(share, []).append(str(row["policy"]))
+    for share, names in unreached.items():
+        lines.append(
+            f"{', '.join(names)}: in {share} no prompt reached Y, so no copy was made there "
+            "and the fallback routed every request (cache_aware; btb_eft's: eft); a Y the "
+            f"prompts reach lets BTB fire (compare: policy_kwargs={names[0]}.y_tokens=...; "
+            f"evaluate: +policy_kwargs.{names[0]}.y_tokens=...)"
+        )
     for row in rows:  # a tuned BTB that found no tuned thresholds is btb: say so
         rate_ = row.get("tuned_rate")
         if isinstance(rate_, int | float) and rate_ < 1:

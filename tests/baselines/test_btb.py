@@ -247,6 +247,22 @@ def test_shadow_mode_records_copies_but_runs_exactly_as_cache_aware(
         assert copy.land_s - copy.issued_s == pytest.approx(copy.bytes / 200e9)
 
 
+@pytest.mark.parametrize("name", ["btb", "btb_pending", "btb_eft"])
+def test_a_run_where_no_prompt_reaches_y_says_so_in_its_metrics(name: str) -> None:
+    """A Y longer than every prompt made BTB cache_aware (btb_eft: eft) without a
+    word; compare's note under the table (``experiments.report.btb_lines``) reads it."""
+    workload = synthetic_window(SMALL, window=1)
+    longest = max(len(r.blocks) for r in workload.requests)
+    for y_blocks, unreached in ((longest, False), (longest + 1, True)):
+        policy = make_policy(name, y_tokens=y_blocks * workload.block_tokens)
+        sim = Simulator(CLUSTER, workload, SimConfig(), np.random.default_rng(2))
+        policy.run(sim)
+        if unreached:
+            assert policy.metrics() == {"y_unreached_rate": 1.0} and sim.copies == []
+        else:  # the longest prompt reaches it: the row as before
+            assert "y_unreached_rate" not in policy.metrics()
+
+
 class ScanningBTB(BTBPending):
     """btb_pending that scans queues instead of counting unprefilled requests."""
 

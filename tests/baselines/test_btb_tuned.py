@@ -55,7 +55,7 @@ def test_a_cell_sets_x_y_z_m_and_other_cells_run_the_published_constants(tmp_pat
 def test_a_run_under_another_simulator_than_the_table_s_says_so(tmp_path):
     """helper-77's audit: thresholds tuned under causal KV ran under the reference KV
     model (qwen3-8b's 1 s bursts: 0.410 s against btb's 0.047 s) with no word."""
-    from experiments.report import tuned_lines
+    from experiments.report import btb_lines
 
     cell = {"x": 3, "z_s": 0.5, "m": 2, "y_tokens": 16384}
     path = tmp_path / "btb_tuned.json"
@@ -71,7 +71,22 @@ def test_a_run_under_another_simulator_than_the_table_s_says_so(tmp_path):
     tuned.run(sim)
     assert tuned.metrics()["tuned_elsewhere_rate"] == 1.0
     row = {"policy": "btb_tuned", "tuned_rate": 1.0, "tuned_elsewhere_rate": 0.5}
-    assert tuned_lines([row])[0].startswith("btb_tuned: on 50 % of the windows it ran thresholds")
+    assert btb_lines([row])[0].startswith("btb_tuned: on 50 % of the windows it ran thresholds")
+
+
+def test_btb_tuned_leaves_the_note_on_an_unreached_y_to_its_own(tmp_path):
+    """Without a cell it runs btb's published Y, which no prompt here reaches: its
+    note (no tuned thresholds: tune_btb, btb's settings) says what to do, not the note
+    that points to a y_tokens setting, which btb_tuned does not take."""
+    path = _table(tmp_path, {"70b_h100x4": {}})
+    window = next(windows("bursted_synthetic", "train", limit=1, prefix_tokens=16384, **SMALL))
+    assert max(len(r.blocks) for r in window.requests) < 256  # the published Y, in blocks
+    tuned = BTBTuned(str(path))
+    _run(tuned, window)
+    assert tuned.metrics() == {"tuned_rate": 0.0}
+    published = BTB()
+    _run(published, window)
+    assert published.metrics() == {"y_unreached_rate": 1.0}
 
 
 def test_a_table_without_a_threshold_is_refused(tmp_path):

@@ -212,6 +212,35 @@ def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type
     assert not list(out.glob(".*"))  # no temporary files left behind
 
 
+def test_a_btb_whose_y_no_prompt_reaches_gets_a_note_under_the_table(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """btb made no copy, equal to cache_aware, and only btb_tuned had a note."""
+    from experiments.report import btb_lines
+
+    out = tmp_path / "run"
+    code = main_guard(lambda: compare.main(
+        ["policies=btb,btb_pending", "policy_kwargs=btb.y_tokens=1048576", "windows=1",
+         "agents=none", "charts=false", "progress=false", f"out_dir={out}"]
+    ))  # fmt: skip
+    assert code == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "reached Y" in line]
+    assert notes == [
+        "btb: in every window no prompt reached Y, so no copy was made there and the "
+        "fallback routed every request (cache_aware; btb_eft's: eft); a Y the prompts reach "
+        "lets BTB fire (compare: policy_kwargs=btb.y_tokens=...; evaluate: "
+        "+policy_kwargs.btb.y_tokens=...)"
+    ]  # btb_pending's default Y is reached: no note
+    rows = {r["policy"]: r for r in json.loads((out / "results.json").read_text())["rows"]}
+    assert rows["btb"]["y_unreached_rate"] == 1.0 and rows["btb"]["warm_copies"] == 0
+    assert "y_unreached_rate" not in rows["btb_pending"] and rows["btb_pending"]["warm_copies"] > 0
+    # the windows where it was so, said once for the BTBs that share the share
+    shares = [
+        {"policy": "btb", "y_unreached_rate": 0.4},
+        {"policy": "btb_eft", "y_unreached_rate": 0.4},
+    ]
+    (line,) = btb_lines(shares)
+    assert line.startswith("btb, btb_eft: in 40 % of the windows no prompt reached Y, ")
+
+
 def test_compare_runs_the_zoo_agents_next_to_the_baselines(tmp_path) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "run"
     compare.main(  # one smaller window (1,560 requests): which rows are written is the check
