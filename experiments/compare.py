@@ -116,7 +116,36 @@ OUTPUTS = ("results.json", *CHARTS, THRESHOLDS_CHART, THRESHOLDS_LOG)
 """What a comparison run writes in its folder (``overwrite=true`` clears these)."""
 
 
+_BASIC = {"bool": False, "int": 0, "float": 0.0, "str": ""}
+"""The setting types :func:`_setting_value` parses text to, by their annotation's name
+(an example value of each, for :func:`~experiments._cli.parse_value`)."""
+
+
+def _declared_kinds(param: inspect.Parameter) -> tuple[list[str], bool]:
+    """The types a constructor setting declares, among :data:`_BASIC` ("bool", "int",
+    ...; ``[]`` for a type of another kind or none declared), and whether it takes
+    None. An annotation is the declaration (``x: float = 64`` is a float); without
+    one, the default's type is, and None is taken (nothing said otherwise)."""
+    annotation = param.annotation
+    if annotation is inspect.Parameter.empty:
+        default = param.default
+        kind = next((k for k, v in _BASIC.items() if type(default) is type(v)), None)
+        return ([kind] if kind else []), kind is None or default is None
+    if not isinstance(annotation, str):
+        annotation = inspect.formatannotation(annotation)
+    text = annotation.replace(" ", "")
+    if text.startswith("Optional[") and text.endswith("]"):  # Optional[int]: int | None
+        text = text[len("Optional[") : -1] + "|None"
+    parts = text.split("|")
+    kinds = [part for part in _BASIC if part in parts]
+    takes_none = "None" in parts or "Any" in parts or param.default is None
+    return kinds, takes_none
+
+
 def _literal(text: str) -> Any:
+    """Text for a setting of no type :func:`_setting_value` knows, read as YAML reads
+    a scalar (as a Hydra command line gives it): a bool, None, an int, a float, or
+    the text itself."""
     low = text.lower()
     if low in {"true", "false"}:
         return low == "true"
@@ -135,15 +164,17 @@ def _setting_value(
     key: str,
     value: Any,
     item: str,
-    typed: bool = False,
     agents: Mapping[str, Any] | None = None,
 ) -> Any:
     """``value`` as the policy's constructor setting ``key`` takes it (an agent's:
-    as its env takes it, among ``AgentPolicy.setting_names``). Text (the
-    ``key=value`` commands) is parsed to the setting's type: bools strictly
-    (true/false/yes/no/on/off/1/0), ints, floats; None where allowed. A ``typed``
-    value (a Hydra command's: YAML typed it already) is checked against the type
-    instead (a whole float is an int), and a string is a string."""
+    as its env takes it, among ``AgentPolicy.setting_names``). One rule for both
+    kinds of command: text (every value of the ``key=value`` commands; a Hydra
+    command's string) is parsed to the setting's declared type: bools strictly
+    (true/false/yes/no/on/off/1/0), ints, floats, a str as written (``none`` is the
+    string 'none'); ``none`` / ``null`` is None only where the type takes None. A
+    value YAML typed already (a Hydra command's number, bool or null) is checked
+    against the type instead (a whole float is an int, 0 / 1 a bool; a number is no
+    str: quoted, it is text)."""
     agent = (agents or {}).get(policy)
     if agent is not None:
         from agents.adapter import AGENT_SETTINGS
@@ -158,43 +189,51 @@ def _setting_value(
     else:
         factory = POLICIES.get(policy)
     text = isinstance(value, str)
-    untyped = value if typed else _literal(value) if text else value
     if factory is None:
-        return untyped
+        return _literal(value) if text else value
     params = inspect.signature(factory).parameters
     if key not in params:
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            return untyped
+            return _literal(value) if text else value
         known = ", ".join(k for k, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD)
         raise UsageError(
             f"policy_kwargs: {item!r}: {policy} has no setting {key!r} (settings: {known or '-'})"
         )
-    param = params[key]
-    annotation = param.annotation
-    if not isinstance(annotation, str):
-        annotation = inspect.formatannotation(annotation)
-    kinds = {part.strip() for part in annotation.split("|")}
-    may_be_none = "None" in kinds or param.default is None
-    if may_be_none and (value is None or (text and value.lower() in {"none", "null"})):
-        return None
-    for kind, example in (("bool", False), ("int", 0), ("float", 0.0)):
-        if kind in kinds or type(param.default) is type(example):
-            if text:
-                try:
-                    return parse_value(value, example)
-                except ValueError:
-                    pass
-            elif kind == "bool" and isinstance(value, bool):
-                return value
-            elif kind == "bool" and type(value) is int and value in (0, 1):
-                return bool(value)  # YAML's 0 / 1, as the key=value commands' text 0 / 1
-            elif kind != "bool" and isinstance(value, int | float) and not isinstance(value, bool):
-                if kind == "float":
-                    return float(value)
-                if float(value).is_integer():
-                    return int(value)
-            raise UsageError(f"policy_kwargs: {policy}.{key}={value!r} is not a valid {kind}")
-    return untyped
+    kinds, takes_none = _declared_kinds(params[key])
+    if value is None or (text and value.lower() in {"none", "null"}):
+        if takes_none:
+            return None
+        if value is None and kinds:  # YAML's null for a setting that takes no None
+            raise UsageError(
+                f"policy_kwargs: {policy}.{key}=None is not a valid {' | '.join(kinds)}"
+            )
+    if not kinds:  # a type of another kind: read as YAML would
+        return _literal(value) if text and value is not None else value
+    for kind in kinds:
+        if text:
+            try:
+                return parse_value(value, _BASIC[kind])
+            except ValueError:
+                continue
+        if kind == "bool" and isinstance(value, bool):
+            return value
+        if kind == "bool" and type(value) is int and value in (0, 1):
+            return bool(value)  # YAML's 0 / 1, as the key=value commands' text 0 / 1
+        if (
+            kind in ("int", "float")
+            and isinstance(value, int | float)
+            and not isinstance(value, bool)
+        ):
+            if kind == "float":
+                return float(value)
+            if float(value).is_integer():
+                return int(value)
+    hint = ""
+    if "str" in kinds and not text:  # Hydra typed it: quoted, it stays text
+        hint = f" (to give it as text, quote it: +policy_kwargs.{policy}.{key}='{value}')"
+    raise UsageError(
+        f"policy_kwargs: {policy}.{key}={value!r} is not a valid {' | '.join(kinds)}{hint}"
+    )
 
 
 def _agents_named(policy: str, agents: Mapping[str, Any] | None) -> list[str]:
@@ -258,7 +297,7 @@ def policy_settings(
         for name in _agents_named(policy, agents) if policy not in policies else [policy]:
             for key, value in keys.items():
                 item = f"{policy}.{key}={value!r}"
-                out.setdefault(name, {})[key] = _setting_value(name, key, value, item, True, agents)
+                out.setdefault(name, {})[key] = _setting_value(name, key, value, item, agents)
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -433,3 +434,82 @@ def test_the_burst_timeline_draws_the_fastest_agent_beside_the_baselines() -> No
     assert list(timeline_choice(rows, traces)) == ["cache_aware", "btb", "fast_agent"]
     baselines = [row for row in rows if "agent" not in row["policy"]]
     assert list(timeline_choice(baselines, traces)) == ["cache_aware", "btb", "btb_pending"]
+
+
+def test_a_str_setting_gets_the_same_value_from_compare_and_evaluate(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """One rule for both commands: ``mode=none`` for a ``mode: str`` setting is the
+    string 'none' (compare passed Python None, evaluate 'none'); None only where the
+    type takes it (``limit: int | None``), from ``none`` or Hydra's ``null``."""
+    from hydra import compose, initialize_config_dir
+
+    from baselines.policy import POLICIES, Policy, register
+    from experiments.evaluate import evaluate
+
+    seen: list[tuple[object, object]] = []
+
+    @register("probe_mode")
+    class ProbeMode(Policy):
+        def __init__(self, mode: str = "big", limit: int | None = 3) -> None:
+            seen.append((mode, limit))
+
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            return 0
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    try:
+        argv = ["policies=probe_mode", "agents=none", "windows=1", "charts=false",
+                "progress=false", "policy_kwargs=probe_mode.mode=none,probe_mode.limit=none",
+                f"out_dir={tmp_path / 'compare'}"]  # fmt: skip
+        assert main_guard(lambda: compare.main(argv)) == 0
+        from_compare = set(seen)
+        seen.clear()
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(
+                config_name="evaluate",
+                overrides=["workload=tiny", "logger=none", "progress=false",
+                           "policies=[probe_mode]", f"out_dir={tmp_path / 'evaluate'}",
+                           "+policy_kwargs.probe_mode.mode=none",
+                           "+policy_kwargs.probe_mode.limit=null"],
+            )  # fmt: skip
+        evaluate(cfg)
+        from_evaluate = set(seen)
+    finally:
+        POLICIES.pop("probe_mode", None)
+    assert from_compare == from_evaluate == {("none", None)}
+
+
+def test_setting_values_follow_the_declared_type() -> None:
+    """A str setting takes text as written; a number or null Hydra typed is no str
+    (quoted, it is text); an annotation wins over its default's type (a float
+    setting with the default 64 took no 2.5)."""
+    from baselines.policy import POLICIES, Policy, register
+
+    @register("probe_kinds")
+    class ProbeKinds(Policy):
+        def __init__(self, mode: str = "big", weight: float = 64) -> None:
+            pass
+
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            return 0
+
+    try:
+        got = compare.policy_kwargs(
+            ["probe_kinds.mode=3", "probe_kinds.weight=2.5"], ["probe_kinds"]
+        )
+        assert got == {"probe_kinds": {"mode": "3", "weight": 2.5}}
+        assert compare.policy_kwargs(["probe_kinds.mode=null"], ["probe_kinds"]) == {
+            "probe_kinds": {"mode": "null"}
+        }
+        typed = compare.policy_settings({"probe_kinds": {"mode": "3"}}, ["probe_kinds"])
+        assert typed == {"probe_kinds": {"mode": "3"}}
+        with pytest.raises(UsageError, match=r"^policy_kwargs: probe_kinds\.mode=3 is not a "
+                           r"valid str \(to give it as text, quote it: "
+                           r"\+policy_kwargs\.probe_kinds\.mode='3'\)$"):  # fmt: skip
+            compare.policy_settings({"probe_kinds": {"mode": 3}}, ["probe_kinds"])
+        with pytest.raises(UsageError, match=r"^policy_kwargs: probe_kinds\.mode=None is not "
+                           r"a valid str$"):  # fmt: skip
+            compare.policy_settings({"probe_kinds": {"mode": None}}, ["probe_kinds"])
+        with pytest.raises(UsageError, match=r"probe_kinds\.weight='x' is not a valid float"):
+            compare.policy_kwargs(["probe_kinds.weight=x"], ["probe_kinds"])
+    finally:
+        POLICIES.pop("probe_kinds", None)
