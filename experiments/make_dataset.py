@@ -9,12 +9,14 @@ Usage::
         [overwrite=false]
 
 Writes ``train.jsonl`` and ``test.jsonl`` (one row per request, grouped by window,
-split by whole window), ``dataset_info.json`` (generator arguments, counts and a
-window manifest) and a ``README.md`` card. Every file is written to a temporary
-file and renamed into place once every split is complete (SIGTERM included),
-so a crash never leaves half a dataset or a stray temporary file. The output
-depends only on the arguments: the same seed gives byte-identical files. The
-default workload, ``bursted_art``, reproduces the published composition.
+split by whole window; a split of no windows, ``train_windows=0``, has no file and
+no entry in the info's ``splits``), ``dataset_info.json`` (generator arguments,
+counts and a window manifest) and a ``README.md`` card. A window with no request
+is refused, naming it (every run refuses it), and nothing is written. Every file
+is written to a temporary file and renamed into place once every split is
+complete (SIGTERM included), so a crash never leaves half a dataset or a stray
+temporary file. The output depends only on the arguments: the same seed gives
+byte-identical files. The default workload, ``bursted_art``, reproduces the published composition.
 ``workload=trace`` writes a trace file's windows in the same layout (and a
 ``val.jsonl`` when the trace has a val split); ``dataset_info.json`` records the
 file's size and sha256.
@@ -176,27 +178,34 @@ def make_dataset(
     params = dict(params or {})
     if workload == TRACE_WORKLOAD:
         source = _trace_source(params)
+        empty_hint = ""  # (a trace's windows are those its rows fill)
     else:
         source = _registry_source(workload, seed, train_windows, test_windows, params)
+        empty_hint = (
+            f" (seed={seed}); every window of a dataset needs some: change params= or seed="
+        )
     description, block_tokens, generator, n_windows, rows_iter = source
     out = Path(out_dir)
     manifest: list[dict[str, Any]] = []
-    counts = {split: _counts() for split in ("train", "test")}
+    counts = {split: _counts() for split in ("train", "test")}  # (their order in the info)
     writers: list[AtomicLineWriter] = []
     files: dict[str, AtomicLineWriter] = {}
     try:
         with _terminate_cleanly():
-            for split in ("train", "test"):
-                files[split] = AtomicLineWriter(out / f"{split}.jsonl")
-                writers.append(files[split])
             bar = tqdm(
                 rows_iter, total=n_windows, desc=workload, unit="window", disable=not progress
             )
             for spec, rows in bar:
-                if spec.split not in files:  # a trace's val split
+                if not rows:  # its statistics would be NaN, and every run refuses it
+                    bar.close()
+                    raise ValueError(
+                        f"workload {workload}: {spec.split} window {spec.trace_id!r} has no "
+                        f"requests{empty_hint}"
+                    )
+                if spec.split not in files:  # a split's file is made by its first window
                     files[spec.split] = AtomicLineWriter(out / f"{spec.split}.jsonl")
                     writers.append(files[spec.split])
-                    counts[spec.split] = _counts()
+                    counts.setdefault(spec.split, _counts())  # a trace's val split
                 file = files[spec.split]
                 for row in rows:
                     file.write(json.dumps(row, separators=(",", ":"), allow_nan=False) + "\n")
@@ -218,6 +227,8 @@ def make_dataset(
                         "job_kinds": dict(Counter(r["metadata"]["job_kind"] for r in rows)),
                     }
                 )
+            # a split of no windows has no file, and no entry
+            counts = {split: c for split, c in counts.items() if split in files}
             for split, writer in files.items():
                 counts[split]["bytes"] = writer.bytes
             info = {
@@ -400,9 +411,15 @@ def dataset_card(info: dict[str, Any]) -> str:
         "",
         "## Layout",
         "",
-        "`train.jsonl` and `test.jsonl` hold one JSON object per request, grouped by window "
-        "(`trace_id`) and in arrival order within a window. Windows are split whole: no "
-        "window has rows in both files.",
+        (
+            "`train.jsonl` and `test.jsonl` hold one JSON object per request, grouped by "
+            "window (`trace_id`) and in arrival order within a window. Windows are split "
+            "whole: no window has rows in both files."
+            if {"train", "test"} <= set(info["splits"])
+            else f"`{next(iter(info['splits']))}.jsonl` holds one JSON object per request, "
+            "grouped by window (`trace_id`) and in arrival order within a window (a split of "
+            "no windows has no file)."
+        ),
         "",
         "- `request_id`, `trace_id` (the window), `source` (`art`: ART-like background "
         "traffic; `synthetic`: generated bursts, decoys, agents)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,7 @@ from envs.workloads import iter_bursted_windows
 from experiments import make_dataset
 
 SMALL = ["params=burst_requests=6,n_decoys=2,rows_per_window=15", "progress=false"]
+BURSTS = ["params=burst_requests=6,n_decoys=2", "progress=false"]  # (bursted_synthetic's)
 
 
 def _rows(path: Path) -> list[dict]:
@@ -230,3 +232,45 @@ def test_a_split_of_the_dataset_being_replaced_is_refused_as_its_trace(tmp_path:
     info = make_dataset.main([*args[:1], f"workload.path={tmp_path / 'test.jsonl'}",
                               f"out_dir={tmp_path / 'again'}", "progress=false"])  # fmt: skip
     assert info["splits"]["test"]["rows"] > 0
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_a_window_with_no_requests_is_refused_and_nothing_is_written(
+    tmp_path: Path, split: str
+) -> None:
+    """A window with no request (a rate so low that the hour holds none) is one line
+    naming it, as evaluate refuses it, whichever split it is in; no folder is left,
+    and an earlier dataset stays whole (it wrote empty files and ``"rows": 0``)."""
+    from experiments._cli import main_guard
+
+    counts = [f"train_windows={int(split == 'train')}", f"test_windows={int(split == 'test')}"]
+    args = ["workload=conversation_like", "params=requests_per_hour=0.0001", *counts,
+            "progress=false"]  # fmt: skip
+    out = tmp_path / "new" / "deep"
+    said = (
+        f"workload conversation_like: {split} window 'conversation-0000' has no requests "
+        "(seed=20260721); every window of a dataset needs some: change params= or seed="
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
+        make_dataset.main([*args, f"out_dir={out}"])
+    assert not (tmp_path / "new").exists()
+    make_dataset.main([f"out_dir={tmp_path / 'old'}", "workload=bursted_synthetic", *BURSTS])
+    before = {p.name: p.read_bytes() for p in (tmp_path / "old").iterdir()}
+    assert main_guard(lambda: make_dataset.main([*args, f"out_dir={tmp_path / 'old'}",
+                                                 "overwrite=true"])) == 2  # fmt: skip
+    assert {p.name: p.read_bytes() for p in (tmp_path / "old").iterdir()} == before
+
+
+def test_a_split_of_no_windows_is_not_written(tmp_path: Path) -> None:
+    """``train_windows=0``: no train.jsonl (an empty one was written, which no reader
+    takes) and no ``train`` entry; over a dataset that had one, it goes as the new
+    files land."""
+    args = ["workload=bursted_synthetic", "test_windows=1", f"out_dir={tmp_path}", *BURSTS]
+    make_dataset.main(args)
+    assert (tmp_path / "train.jsonl").exists()
+    info = make_dataset.main([*args, "train_windows=0", "overwrite=true"])
+    assert list(info["splits"]) == ["test"] and info["splits"]["test"]["windows"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "README.md", "dataset_info.json", "test.jsonl",
+    ]  # fmt: skip
+    assert "`test.jsonl` holds one JSON object per request" in (tmp_path / "README.md").read_text()
