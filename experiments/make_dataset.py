@@ -154,6 +154,18 @@ def _terminate_cleanly() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextmanager
+def _naming_params(params: dict[str, str]) -> Iterator[None]:
+    """A generator's field an error names as data, named as given: ``params=key``."""
+    try:
+        yield
+    except ValueError as error:
+        if not isinstance(error, NamedFields) or not set(error.fields) & set(params):
+            raise
+        paths = {name: f"params={name}" for name in params}
+        raise UsageError(f"{COMMAND}: {error.named(paths)}") from None
+
+
 def _params(items: list[str]) -> dict[str, str]:
     params: dict[str, str] = {}
     for item in items:
@@ -492,27 +504,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "(give one of them at least 1, or -1 for the workload's own count)"
         )
     if not trace:  # checked before the folder is claimed
-        try:
+        with _naming_params(params):
             configure(options["workload"], train_windows, test_windows, None, **params)
-        except ValueError as error:  # a generator's field, named as given: params=key
-            if not isinstance(error, NamedFields):
-                raise
-            paths = {name: f"params={name}" for name in params}
-            raise UsageError(f"{COMMAND}: {error.named(paths)}") from None
     # nothing cleared up front with overwrite=true, so a failed run leaves the old
     # dataset whole: make_dataset replaces its files as they land (DATASET_FILES)
     if trace:
         check_not_replaced(trace["path"], options["out_dir"])
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
-    info = make_dataset(
-        workload=options["workload"],
-        out_dir=options["out_dir"],
-        seed=options["seed"],
-        train_windows=train_windows,
-        test_windows=test_windows,
-        params=trace or params,
-        progress=options["progress"],
-    )
+    with _naming_params(params):  # (a generator failing on a window names them too)
+        info = make_dataset(
+            workload=options["workload"],
+            out_dir=options["out_dir"],
+            seed=options["seed"],
+            train_windows=train_windows,
+            test_windows=test_windows,
+            params=trace or params,
+            progress=options["progress"],
+        )
     for split in info["splits"]:
         c = info["splits"][split]
         print(f"{split}: {c['windows']} windows, {c['rows']:,} rows, {c['bytes']:,} bytes")

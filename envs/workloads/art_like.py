@@ -135,6 +135,8 @@ class ArtLikeConfig:
             "max_output_tokens",
             "block_tokens",
             "fanout_max_requests",
+            "think_median_s",  # (a lognormal's median: its log is drawn around)
+            "document_pareto_alpha",
         )
         for name in positive:
             if getattr(self, name) <= 0:

@@ -23,6 +23,9 @@ the manifest and :func:`list_workloads` for the names.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sysconfig
+import traceback
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -32,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number
-from envs.sim.errors import ConfigError, SettingWarning
+from envs.sim.errors import ConfigError, NamedFields, SettingWarning
 from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
@@ -65,6 +68,7 @@ SPLITS = ("train", "val", "test", "all")
 MAX_WINDOWS = 100_000
 """The most windows of a split a family may be asked for (``train_windows``, ...)."""
 _SPLIT_STREAM = 0x5B17
+_STDLIB = sysconfig.get_paths()["stdlib"]
 
 RowMaker = Callable[[Any, int, int, str, str], list[dict[str, Any]]]
 """(config, window index, seed, split, trace id) -> rows in arrival order."""
@@ -254,7 +258,7 @@ def configure(
         families.append(
             dataclasses.replace(
                 family,
-                config=dataclasses.replace(family.config, **changes) if changes else family.config,
+                config=_with_changes(name, family.config, changes),
                 train_windows=family.train_windows if train_windows is None else train_windows,
                 test_windows=family.test_windows if test_windows is None else test_windows,
                 val_windows=family.val_windows if val_windows is None else val_windows,
@@ -278,6 +282,22 @@ def configure(
             f"workload {name!r}: its families hash at different block sizes {sorted(sizes)}"
         )
     return dataclasses.replace(scenario, families=tuple(families), block_tokens=sizes.pop())
+
+
+def _with_changes(workload: str, config: Any, changes: Mapping[str, Any]) -> Any:
+    """``config`` with the parameters ``changes`` set, as its checks accept them; a
+    check's refusal names the workload too (``workload 'art_like':
+    ArtLikeConfig.mean_rate_per_s must be >= 0, got -5``), the field still as data."""
+    if not changes:
+        return config
+    try:
+        return dataclasses.replace(config, **changes)
+    except ConfigError as error:
+        raise ConfigError(
+            f"workload {workload!r}: {error.template}", error.fields, error.owner
+        ) from None
+    except ValueError as error:  # (a check of a user's own config, without the field as data)
+        raise ValueError(f"workload {workload!r}: {error}") from None
 
 
 def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
@@ -372,7 +392,71 @@ def window_rows(
     specs = [s for s in plan(scenario, seed) if s.split in wanted]
     for spec in specs[:limit]:
         family = _family(scenario, spec.family)
-        yield spec, family.make_rows(family.config, spec.index, seed, spec.split, spec.trace_id)
+        try:
+            rows = family.make_rows(family.config, spec.index, seed, spec.split, spec.trace_id)
+        except ValueError as error:
+            if isinstance(error, NamedFields):  # a check that names its field already
+                raise
+            where = _window_named(name, spec, seed, family.config, params)
+            fields = tuple(key for key in params if hasattr(family.config, key))
+            raise _value_error(error, where, fields, family.make_rows) from error
+        except Exception as error:
+            if hasattr(error, "add_note"):  # (Python 3.11 on)
+                where = _window_named(name, spec, seed, family.config, params, as_data=False)
+                error.add_note(f"while generating {where}")
+            raise
+        yield spec, rows
+
+
+def _window_named(
+    workload: str,
+    spec: WindowSpec,
+    seed: int,
+    config: Any,
+    params: Mapping[str, Any],
+    as_data: bool = True,
+) -> str:
+    """One window of a workload as an error names it: the workload, the window, the
+    seed and the parameters given that its family takes, as its config holds them,
+    each written ``{name}`` if ``as_data`` (a field as data, so a command names it as
+    typed: ``workload.params.rate_per_s=-5``), else by its name."""
+    given = ", ".join(
+        f"{'{' + key + '}' if as_data else key}={getattr(config, key)!r}"
+        for key in params
+        if hasattr(config, key)
+    )
+    given = given or "the workload's own parameters"
+    return f"workload {workload!r}: {spec.split} window {spec.trace_id!r} (seed {seed}, {given})"
+
+
+def _value_error(
+    error: ValueError, where: str, fields: tuple[str, ...], make_rows: RowMaker
+) -> ConfigError:
+    """A generator's ValueError on one window (``where``: :func:`_window_named`) as
+    one line. A ValueError is taken for a value the generator cannot use (numpy's
+    ``lam < 0`` for a negative rate), which a command prints in one line and exits 2:
+    so the line names the generator's own line it came from, as no traceback is
+    shown. Any other exception is taken for a bug in the generator and keeps its
+    traceback (:func:`window_rows` adds ``where`` to it as a note)."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if _own_code(f.filename)]
+    line = f" at {_shown_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    origin = getattr(make_rows, "__qualname__", repr(make_rows))
+    return ConfigError(f"{where}: {origin} failed{line}: {type(error).__name__}: {error}", fields)
+
+
+def _own_code(filename: str) -> bool:
+    """Whether a traceback's file is Python source of the generator's own, not the
+    standard library's or an installed package's (nor compiled: numpy's
+    ``_generator.pyx``)."""
+    parts = filename.replace("\\", "/").split("/")
+    library = "site-packages" in parts or "dist-packages" in parts
+    return filename.endswith(".py") and not library and not filename.startswith(_STDLIB)
+
+
+def _shown_path(filename: str) -> str:
+    """``filename`` relative to the working folder when it lies below it."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative
 
 
 def windows(

@@ -294,6 +294,10 @@ class AgentFanoutConfig:
                 raise ConfigError.about(
                     f"AgentFanoutConfig.{name}", f"must be >= 1, got {getattr(self, name)!r}"
                 )
+        if self.step_median_s <= 0:  # (a lognormal's median: its log is drawn around)
+            raise ConfigError.about(
+                "AgentFanoutConfig.step_median_s", f"must be > 0, got {self.step_median_s!r}"
+            )
         for name in ("fanout", "child_fanout", "agent_turns"):
             if getattr(self, name)[0] < 1:
                 raise ConfigError.about(

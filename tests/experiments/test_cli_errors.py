@@ -916,9 +916,11 @@ def test_a_rejected_run_removes_only_its_own_bare_folder(tmp_path: Path) -> None
                  r"HBM\) cannot hold llama-3\.3-70b: its weights need 141\.2 GB$"),
                 ("model.name=gpt-9", r"^model\.name='gpt-9': unknown model preset 'gpt-9'"),
                 ("workload.params.n_bursts=-1",
-                 r"^workload\.params\.n_bursts must be an integer >= 0, got -1$"),
+                 r"^workload 'bursted_synthetic': "
+                 r"workload\.params\.n_bursts must be an integer >= 0, got -1$"),
                 ("+workload.params.first_burst_s=0.5",
-                 r"^workload\.params\.first_burst_s must be at least start_jitter_s"),
+                 r"^workload 'bursted_synthetic': "
+                 r"workload\.params\.first_burst_s must be at least start_jitter_s"),
                 ("workload.params.n_bursts=many",
                  r"parameter workload\.params\.n_bursts='many' is not a valid int$"),
             ]
@@ -964,7 +966,7 @@ def test_a_bad_group_value_is_one_line_naming_the_key_typed(
     )
     assert proc.returncode == 2
     assert proc.stderr == (
-        "error: experiments.evaluate: "
+        "error: experiments.evaluate: workload 'bursted_synthetic': "
         "workload.params.n_bursts must be an integer >= 0, got -1 (from the command line)\n"
     )
     assert not (tmp_path / "run").exists()
@@ -975,55 +977,69 @@ def test_a_bad_group_value_is_one_line_naming_the_key_typed(
     [
         # a field left at its default is named by its path, its owner class dropped
         ("+workload.params.start_jitter_s=30",
-         r"^workload\.params\.first_burst_s must be at least start_jitter_s and decoy_lead_s "
+         r"^workload 'bursted_synthetic': "
+         r"workload\.params\.first_burst_s must be at least start_jitter_s and decoy_lead_s "
          r"so no arrival is negative, got first_burst_s=20\.0 \(start_jitter_s=30, "
          r"decoy_lead_s=6\.0\)$"),
+        # a lognormal's median of 0 was numpy's "math domain error", naming nothing
+        ("workload=art_like +workload.params.think_median_s=0",
+         r"^workload 'art_like': workload\.params\.think_median_s must be > 0, got 0$"),
         ("workload=agent_fanout +workload.params.depth=0",
-         r"^workload\.params\.depth must be >= 1, got 0$"),
+         r"^workload 'agent_fanout': workload\.params\.depth must be >= 1, got 0$"),
         ("workload=agent_fanout +workload.params.fanout=[0,3]",
-         r"^workload\.params\.fanout must be a \(low, high\) pair >= 1, got \(0, 3\)$"),
+         r"^workload 'agent_fanout': "
+         r"workload\.params\.fanout must be a \(low, high\) pair >= 1, got \(0, 3\)$"),
         # a number for a pair was a TypeError (a traceback)
         ("workload=agent_fanout +workload.params.fanout=5",
          r"parameter workload\.params\.fanout=5 is not a \(low, high\) pair"),
         ("workload=art_like +workload.params.surge_duration_s=5",
          r"parameter workload\.params\.surge_duration_s=5 is not a \(low, high\) pair"),
         ("workload=art_like +workload.params.mean_rate_per_s=0.1",
-         r"^workload\.params\.mean_rate_per_s must exceed the rate surges, spikes and fan-outs"),
+         r"^workload 'art_like': "
+         r"workload\.params\.mean_rate_per_s must exceed the rate surges, spikes and fan-outs"),
         ("workload=rising_load +workload.params.prefix_tokens=0",
-         r"^workload\.params\.prefix_tokens must be >= 1, got 0$"),
+         r"^workload 'rising_load': workload\.params\.prefix_tokens must be >= 1, got 0$"),
         # true is not a count (bool subclasses int)
         ("workload.params.n_bursts=true",
-         r"^workload\.params\.n_bursts must be an integer >= 0, got True$"),
+         r"^workload 'bursted_synthetic': "
+         r"workload\.params\.n_bursts must be an integer >= 0, got True$"),
         ("workload=multi_tenant +workload.params.tenants=true",
-         r"^workload\.params\.tenants must be an integer >= 1, got True$"),
+         r"^workload 'multi_tenant': workload\.params\.tenants must be an integer >= 1, got True$"),
         # a window with no requests: the run went on, on empty windows, exit 0
         ("workload=art_like +workload.params.rows_per_window=0",
-         r"^workload\.params\.rows_per_window must be an integer >= 1, got 0$"),
+         r"^workload 'art_like': "
+         r"workload\.params\.rows_per_window must be an integer >= 1, got 0$"),
         ("workload=bursted_art +workload.params.rows_per_window=0",
-         r"^workload\.params\.rows_per_window must be an integer >= 1, got 0$"),
+         r"^workload 'bursted_art': "
+         r"workload\.params\.rows_per_window must be an integer >= 1, got 0$"),
         ("workload.params.n_bursts=0 workload.params.n_decoys=0",
-         r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "
+         r"^workload 'bursted_synthetic': "
+         r"workload\.params\.n_bursts x workload\.params\.burst_requests \+ "
          r"workload\.params\.n_decoys must be >= 1, or every window is empty; got n_bursts=0, "
          r"burst_requests=40, n_decoys=0$"),
         # mixed's background spans the bursts' window: no bursts and no decoys, no window
         ("workload=mixed +workload.params.n_bursts=0 +workload.params.n_decoys=0",
-         r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "),
+         r"^workload 'mixed': workload\.params\.n_bursts x workload\.params\.burst_requests \+ "),
         ("workload=mixed +workload.params.burst_requests=0 +workload.params.n_decoys=0 "
          "+workload.params.background_rate_per_s=0",
-         r"^workload\.params\.n_bursts x workload\.params\.burst_requests \+ "),
+         r"^workload 'mixed': workload\.params\.n_bursts x workload\.params\.burst_requests \+ "),
         ("workload=multi_tenant +workload.params.n_bursts=0 +workload.params.n_decoys=0",
          r"or every window is empty"),
         ("workload=rising_load +workload.params.ramp_s=0 +workload.params.hold_s=0 "
          "+workload.params.background_rate_per_s=0",
-         r"^workload\.params\.ramp_s \+ workload\.params\.hold_s must be > 0 .*or every "
+         r"^workload 'rising_load': "
+         r"workload\.params\.ramp_s \+ workload\.params\.hold_s must be > 0 .*or every "
          r"window is empty; got ramp_s=0, hold_s=0, background_rate_per_s=0, lead_s=20\.0$"),
         # each > 0, named alone (0 was refused as "> 0" after -5 was as ">= 0")
         ("workload=conversation_like +workload.params.duration_s=0",
-         r"^workload\.params\.duration_s must be a finite number > 0, got 0$"),
+         r"^workload 'conversation_like': "
+         r"workload\.params\.duration_s must be a finite number > 0, got 0$"),
         ("workload=conversation_like +workload.params.requests_per_hour=-5",
-         r"^workload\.params\.requests_per_hour must be a finite number > 0, got -5$"),
+         r"^workload 'conversation_like': "
+         r"workload\.params\.requests_per_hour must be a finite number > 0, got -5$"),
         ("workload=agent_fanout +workload.params.trees=0 +workload.params.background_rate_per_s=0",
-         r"^workload\.params\.trees must be >= 1, or workload\.params\.background_rate_per_s "
+         r"^workload 'agent_fanout': "
+         r"workload\.params\.trees must be >= 1, or workload\.params\.background_rate_per_s "
          r"and workload\.params\.lead_s \+ workload\.params\.span_s > 0, or every window is empty"),
     ],
 )  # fmt: skip
@@ -1122,7 +1138,8 @@ def test_a_config_file_on_the_search_path_is_named_as_the_origin(
     assert proc.returncode == 2, proc.stderr
     # not conf/workload/tiny.yaml, which sets n_bursts too but was overridden
     assert proc.stderr == (
-        "error: experiments.evaluate: workload.params.n_bursts must be an integer >= 0, got -1 "
+        "error: experiments.evaluate: workload 'bursted_synthetic': "
+        "workload.params.n_bursts must be an integer >= 0, got -1 "
         f"(from {(tmp_path / 'experiment' / 'mine.yaml').resolve()})\n"
     )
 

@@ -142,7 +142,9 @@ def test_cli_usage_errors() -> None:
     with pytest.raises(UsageError, match="key=value"):
         make_dataset.main(["out_dir=/tmp/x", "params=burst_requests"])
     with pytest.raises(
-        UsageError, match=r"^experiments\.make_dataset: params=n_bursts must be an integer >= 0"
+        UsageError,
+        match=r"^experiments\.make_dataset: workload 'bursted_art': params=n_bursts must be an "
+        r"integer >= 0",
     ):  # named as it was typed, not as the generator's config class
         make_dataset.main(["out_dir=/tmp/never-written", "params=n_bursts=-1"])
 
@@ -274,3 +276,38 @@ def test_a_split_of_no_windows_is_not_written(tmp_path: Path) -> None:
         "README.md", "dataset_info.json", "test.jsonl",
     ]  # fmt: skip
     assert "`test.jsonl` holds one JSON object per request" in (tmp_path / "README.md").read_text()
+
+
+def test_a_user_generator_s_value_error_is_one_line_naming_the_parameter_as_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A workload of the user's own whose generator checks nothing: numpy's refusal of
+    a negative rate is one line naming the workload, the window and ``params=`` as
+    typed (it named neither), exit 2, and no folder is left."""
+    from dataclasses import dataclass
+
+    import numpy as np
+
+    from envs.workloads import registry
+    from experiments._cli import main_guard
+
+    @dataclass(frozen=True)
+    class Config:
+        rate_per_s: float = 5.0
+
+    def rows(config: Config, window: int, seed: int, split: str, trace_id: str) -> list[dict]:
+        np.random.default_rng(seed).poisson(config.rate_per_s)
+        return []
+
+    family = registry.Family("hot", rows, Config(), 1, 1, 1)
+    monkeypatch.setitem(registry._SCENARIOS, "hot_set", registry.Scenario("hot_set", "", (family,)))
+    out = tmp_path / "hot"
+    argv = ["workload=hot_set", "params=rate_per_s=-5", f"out_dir={out}", "progress=false"]
+    assert main_guard(lambda: make_dataset.main(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(
+        "error: experiments.make_dataset: workload 'hot_set': "
+    )
+    assert "(seed 20260721, params=rate_per_s=-5.0): " in err
+    assert err.endswith("ValueError: lam < 0 or lam is NaN\n")
+    assert not out.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -329,3 +330,96 @@ def test_true_is_not_a_count() -> None:
     for make, message in cases:
         with pytest.raises(ValueError, match=message):
             make()
+
+
+def _hot_rows(config: Any, window: int, seed: int, split: str, trace_id: str) -> list[dict]:
+    """A user's generator that checks nothing: numpy refuses a negative rate, and a
+    0-token block divides by zero."""
+    import numpy as np
+
+    n = int(np.random.default_rng([seed, window]).poisson(config.rate_per_s))
+    blocks = 256 // config.block_tokens
+    return [
+        {"request_id": f"{trace_id}-{i}", "trace_id": trace_id, "arrival_s": float(i),
+         "input_length": 256, "output_length": 1, "hash_ids": [f"{i:024x}"] * blocks,
+         "group_id": trace_id, "split": split, "source": "synthetic",
+         "metadata": {"job_kind": "burst"}}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def hot_set(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A workload of the user's own, added to the registry as CONTRIBUTING.md says."""
+    from dataclasses import dataclass
+
+    from envs.workloads import registry
+
+    @dataclass(frozen=True)
+    class HotConfig:
+        rate_per_s: float = 5.0
+        block_tokens: int = 256
+
+    family = registry.Family("hot", _hot_rows, HotConfig(), 1, 1, 1)
+    monkeypatch.setitem(registry._SCENARIOS, "hot_set", registry.Scenario("hot_set", "", (family,)))
+    return "hot_set"
+
+
+def test_a_user_generator_s_failure_names_the_workload_window_and_parameters(
+    hot_set: str,
+) -> None:
+    """numpy's ``lam < 0 or lam is NaN`` named neither the workload nor the parameter:
+    a generator's ValueError is one ConfigError naming the workload, the window, the
+    seed, the parameters given (as data, for the commands to name) and the
+    generator's line; any other error keeps its type and traceback, with a note."""
+    import os
+    import sys
+
+    from envs.sim.errors import ConfigError
+    from envs.workloads import windows
+    from envs.workloads.registry import configure, plan
+
+    first = {s.split: s.trace_id for s in reversed(plan(configure(hot_set), 7))}
+    with pytest.raises(ConfigError) as refused:
+        next(windows(hot_set, seed=7, rate_per_s=-5))
+    here = os.path.relpath(__file__)
+    here = __file__ if here.startswith("..") else here
+    line = _hot_rows.__code__.co_firstlineno + 5  # the poisson draw
+    assert str(refused.value) == (
+        f"workload 'hot_set': test window {first['test']!r} (seed 7, rate_per_s=-5): _hot_rows "
+        f"failed at {here}:{line}: ValueError: lam < 0 or lam is NaN"
+    )
+    assert refused.value.fields == ("rate_per_s",)  # as data: a command names it as typed
+    assert refused.value.named({"rate_per_s": "workload.params.rate_per_s"}).startswith(
+        f"workload 'hot_set': test window {first['test']!r} (seed 7, "
+        "workload.params.rate_per_s=-5): "
+    )
+    with pytest.raises(ZeroDivisionError) as bug:  # a bug: its own type, and its traceback
+        next(windows(hot_set, split="train", seed=7, block_tokens=0))
+    if sys.version_info >= (3, 11):  # (exception notes)
+        assert bug.value.__notes__ == [
+            f"while generating workload 'hot_set': train window {first['train']!r} "
+            "(seed 7, block_tokens=0)"
+        ]
+
+
+@pytest.mark.parametrize(
+    ("workload", "params", "said"),
+    [
+        ("art_like", {"think_median_s": 0.0}, "ArtLikeConfig.think_median_s must be > 0"),
+        ("art_like", {"document_pareto_alpha": 0.0},
+         "ArtLikeConfig.document_pareto_alpha must be > 0"),
+        ("agent_fanout", {"step_median_s": 0.0}, "AgentFanoutConfig.step_median_s must be > 0"),
+        ("bursted_art", {"mean_rate_per_s": -5.0}, "ArtLikeConfig.mean_rate_per_s must be >= 0"),
+    ],
+)  # fmt: skip
+def test_shipped_generators_refuse_what_they_cannot_draw(
+    workload: str, params: dict[str, float], said: str
+) -> None:
+    """Medians of lognormals and a Pareto index of 0 were numpy's ``math domain
+    error`` / ``a <= 0`` at the first window; each is refused as the config is made,
+    naming the workload and the field."""
+    from envs.workloads.registry import configure
+
+    with pytest.raises(ValueError, match=f"^workload '{workload}': {re.escape(said)}"):
+        configure(workload, **params)
