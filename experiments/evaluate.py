@@ -180,11 +180,12 @@ def evaluate(cfg: DictConfig) -> float:
     scores = {r["policy"]: r["ttft_mean_s"] for r in rows if r["policy"] not in BOUNDS}
     which = reads(list(agents), list(cfg.policies))
     if which == "best agent":
-        value = min(scores[name] for name in agents)
+        of = min(agents, key=lambda name: scores[name])
     elif which == "best baseline":
-        value = min(scores.values())
+        of = min(scores, key=lambda name: scores[name])
     else:
-        value = scores[which]
+        of = which
+    value = scores[of]
     measure = f"{cfg.split} mean TTFT (s)"
     policies = {  # a sweep over one policy's settings reads that policy's score instead
         name: {"name": f"{measure}, {name}", "value": score, "settings": every.get(name, {})}
@@ -193,7 +194,7 @@ def evaluate(cfg: DictConfig) -> float:
     # the seed too: it draws the simulator's random stream, no model choice
     basis = measured_on(cfg, [w.name for w in windows], split=str(cfg.split), seed=int(cfg.seed))
     # a sweep chooses its best job on validation windows only
-    sweeps.note(f"{measure}, {which}", value, cfg.split == "val", basis, policies)
+    sweeps.note(f"{measure}, {which}", value, cfg.split == "val", basis, policies, of)
     return value
 
 

@@ -75,16 +75,20 @@ def note(
     choose: bool = False,
     basis: Any = None,
     policies: dict[str, dict[str, Any]] | None = None,
+    of: str | None = None,
 ) -> None:
     """Name a figure of the running job for its sweep's table (lower is better);
     ``choose``: the sweep's best job is the one lowest on it, if every job's
     ``basis`` (what the figure was measured on: windows, setup, simulator,
     score; JSON) is the same. ``policies`` (evaluate): the same figure for each
     policy run, ``{policy: {"name", "value", "settings"}}``, so that a sweep over
-    one policy's settings reads that policy's instead (:func:`_by_policy`). A NaN
-    is recorded as null. Outside a sweep it is kept only until the next job
-    starts."""
+    one policy's settings reads that policy's instead (:func:`_by_policy`);
+    ``of``: the policy whose figure it is (the best baseline's or agent's, which a
+    name such as ``test mean TTFT (s), best baseline`` does not say). A NaN is
+    recorded as null. Outside a sweep it is kept only until the next job starts."""
     record = {"name": name, "value": _finite(value), "choose": bool(choose), "basis": basis}
+    if of is not None:
+        record["of"] = of
     if policies is not None:
         record["policies"] = {
             policy: {**part, "value": _finite(part["value"])} for policy, part in policies.items()
@@ -328,7 +332,7 @@ def _read(figure: dict[str, Any], policy: str) -> dict[str, Any]:
     if "policies" not in figure:
         return figure
     part = figure["policies"][policy]
-    return {**figure, "name": part["name"], "value": part["value"]}
+    return {**figure, "name": part["name"], "value": part["value"], "of": policy}
 
 
 _BASIS_WORDS = {
@@ -466,6 +470,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
                 "status": "not finished" if job["status"] == "started" else job["status"],
                 **({"error": job["error"]} if job["status"] == "failed" else {}),
                 "figures": {f["name"]: f["value"] for f in job["figures"]},
+                **_whose(job["figures"]),
             }
             for job in jobs
         ],
@@ -504,6 +509,40 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         )
     summary["new_folder"] = sweep.new
     return summary
+
+
+def _whose(figures: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``{"of": {figure: policy}}`` for the figures a job noted whose policy its
+    name does not say (``..., best baseline``: :func:`note`'s ``of``); ``{}`` if none."""
+    of = {
+        f["name"]: f["of"]
+        for f in figures
+        if f.get("of") and not f["name"].endswith(f", {f['of']}")
+    }
+    return {"of": of} if of else {}
+
+
+def _whose_lines(jobs: Sequence[dict[str, Any]]) -> list[str]:
+    """For each figure a job's name does not say the policy of (:func:`_whose`),
+    whose it is: ``test mean TTFT (s), best baseline: least_load's in every job``,
+    or job by job."""
+    lines = []
+    names = dict.fromkeys(name for job in jobs for name in job.get("of", {}))
+    for name in names:
+        by_job = [(job["job"], job["of"][name]) for job in jobs if name in job.get("of", {})]
+        policies = {policy for _, policy in by_job}
+        if len(policies) == 1 and len(by_job) > 1:
+            lines.append(f"{name}: {policies.pop()}'s in every job")
+        else:
+            each = ", ".join(f"{policy}'s in job {job}" for job, policy in by_job)
+            lines.append(f"{name}: {each}")
+    return lines
+
+
+def _differ_also(swept: Sequence[str], policy: str) -> list[str]:
+    """The swept keys besides ``policy``'s own settings (``+policy_kwargs.btb.m``)."""
+    own = f"policy_kwargs.{policy}."
+    return [key for key in swept if not key.lstrip("+~").startswith(own)]
 
 
 def _discard_bare(sweep: Sweep) -> None:
@@ -582,7 +621,12 @@ def table(summary: dict[str, Any]) -> list[str]:
         lines.append(f"no best job named: {summary['no_best']}")
     policy = summary.get("read_policy")
     if policy:
-        lines.append(f"the figures are {policy}'s: the jobs differ in its settings (policy_kwargs)")
+        also = _differ_also(summary["swept"], policy)
+        lines.append(
+            f"the figures are {policy}'s: the jobs differ in its settings (policy_kwargs)"
+            + (f" and in {', '.join(also)}" if also else "")
+        )
+    lines += _whose_lines(jobs)
     for group in summary.get("over_seeds", []):
         figures = "; ".join(
             f"{name} {_number(f['mean'])}"

@@ -639,3 +639,64 @@ def test_an_evaluate_sweep_over_btb_s_settings_reads_btb(
     assert summary["read_policy"] == "btb"
     best = min((0, 1), key=lambda n: rows[n]["btb"])
     assert summary["best"]["job"] == best and summary["best"]["value"] == rows[best]["btb"]
+
+
+def test_the_footer_says_what_else_the_jobs_differ_in_and_whose_best_baseline_each_read(
+    tmp_path: Path,
+) -> None:
+    """A sweep over btb's m and a workload parameter said the jobs "differ in its
+    settings (policy_kwargs)" only; a workload-only sweep's column read "best
+    baseline" without naming it. Worked by hand: job 0's best is btb (0.2 < 0.3),
+    job 1's least_load (0.25 < 0.4)."""
+    for n, (m, rate) in enumerate([(1, 2), (4, 8)]):
+        policies = {"btb": (0.3 - n / 10, {"m": m}), "least_load": (0.35, {})}
+        overrides = [f"workload.params.rate={rate}", f"+policy_kwargs.btb.m={m}"]
+        _job(tmp_path / "both", n, 15, overrides,
+             figures=_evaluate("best baseline", 0.2, **policies))  # fmt: skip
+    swept = ("workload.params.rate", "+policy_kwargs.btb.m")
+    summary = _collect(tmp_path / "both", 15, swept)
+    assert summary["read_policy"] == "btb"
+    assert "of" not in summary["jobs"][0]  # the figure's name says btb
+    assert sweeps.table(summary)[-1] == (
+        "the figures are btb's: the jobs differ in its settings (policy_kwargs) and in "
+        "workload.params.rate"
+    )
+
+    for n, (btb, least) in enumerate([(0.2, 0.3), (0.4, 0.25)]):
+        policies = {"btb": (btb, {}), "least_load": (least, {})}
+        best = min(policies, key=lambda name: policies[name][0])
+        figures = _evaluate("best baseline", min(btb, least), **policies)
+        _job(tmp_path / "workload", n, 16, [f"workload.params.rate={n}"],
+             figures=[{**figures[0], "of": best}])  # fmt: skip
+    summary = _collect(tmp_path / "workload", 16, ("workload.params.rate",))
+    assert [job["of"] for job in summary["jobs"]] == [
+        {"val mean TTFT (s), best baseline": "btb"},
+        {"val mean TTFT (s), best baseline": "least_load"},
+    ]
+    assert sweeps.table(summary)[-1] == (
+        "val mean TTFT (s), best baseline: btb's in job 0, least_load's in job 1"
+    )
+    summary["jobs"][1]["of"] = {"val mean TTFT (s), best baseline": "btb"}
+    assert sweeps.table(summary)[-1] == "val mean TTFT (s), best baseline: btb's in every job"
+
+
+def test_evaluate_notes_whose_figure_the_best_baseline_is(tmp_path: Path) -> None:
+    """The figure a run returns names the policy it is of, the lowest mean TTFT."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.evaluate import evaluate
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose(
+            config_name="evaluate",
+            overrides=["workload=tiny", "logger=none", "progress=false",
+                       "policies=[btb,least_load]", f"out_dir={tmp_path}"],
+        )  # fmt: skip
+    value = evaluate(cfg)
+    rows = json.loads((tmp_path / "results.json").read_text())["rows"]
+    run = ("btb", "least_load", "cache_aware")  # (cache_aware: the reference, always run)
+    means = {r["policy"]: r["ttft_mean_s"] for r in rows if r["policy"] in run}
+    figure = sweeps._NOTES[-1]
+    assert figure["name"] == "test mean TTFT (s), best baseline"
+    assert figure["of"] == min(means, key=lambda name: means[name]) and value == min(means.values())
