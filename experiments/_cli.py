@@ -489,7 +489,38 @@ def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def workload_label(workload: str, params: Mapping[str, Any]) -> str:
-    """What result rows call the workload: its name, or ``trace:<file name>``."""
-    if workload != TRACE_WORKLOAD:
+    """What result rows call the workload: its name, followed by the generator
+    parameters changed, if any (``bursted_synthetic[n_bursts=2,burst_requests=40]``),
+    or ``trace:<file name>``."""
+    if workload == TRACE_WORKLOAD:
+        return trace_label(params["path"], params.get("merge_blocks", 1))
+    if not params:
         return workload
-    return trace_label(params["path"], params.get("merge_blocks", 1))
+    return f"{workload}[{','.join(f'{key!s}={value!s}' for key, value in params.items())}]"
+
+
+def generator_params(command: str, items: Sequence[str]) -> dict[str, str]:
+    """A ``key=value`` command's ``params=key=value,...`` (a registered workload's
+    generator parameters, as text: ``registry.configure`` converts each to its
+    field's type) as a dict."""
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"{command}: params items are key=value, got {item!r}")
+        params[key] = value
+    return params
+
+
+@contextlib.contextmanager
+def naming_params(command: str, params: Mapping[str, Any]) -> Iterator[None]:
+    """Where ``params=`` (:func:`generator_params`) reach the generators: a field an
+    error names as data (:class:`~envs.sim.errors.NamedFields`) is named as given,
+    ``params=key``."""
+    try:
+        yield
+    except ValueError as error:
+        if not isinstance(error, NamedFields) or not set(error.fields) & set(params):
+            raise
+        paths = {name: f"params={name}" for name in params}
+        raise UsageError(f"{command}: {error.named(paths)}") from None

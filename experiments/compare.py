@@ -1,7 +1,7 @@
 """The main job: policies x test windows of a workload on one setup.
 
     python -m experiments.compare [policies=cache_aware,btb] [setup=70b_h100x4]
-        [workload=bursted_synthetic] [windows=5] [seed=0] [out_dir=PATH]
+        [workload=bursted_synthetic] [params=key=value,...] [windows=5] [seed=0] [out_dir=PATH]
         [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
         [agents=zoo|none|PATH,...]
         [workload=trace workload.path=FILE workload.format=auto workload.window_s=300 ...]
@@ -13,6 +13,9 @@ agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first
 ``windows`` test windows of the workload (0 = all of them), prints a table, and
 writes to ``out_dir`` (default ``runs/<setup>__<workload>__compare__<seed>__<time>``,
 or ``...<time>-2``, ``-3``, ... for runs started in the same second).
+``params=key=value,...`` sets the workload generator's parameters, as
+``make_dataset`` takes them (rows and folder name the workload with them:
+``bursted_synthetic[burst_requests=50]``).
 ``workload=trace workload.path=FILE`` runs the test windows of a trace file
 (the ``workload.*`` options are :class:`envs.workloads.trace_file.TraceOptions`);
 its rows are labelled ``trace:<file name>`` and ``results.json`` records the
@@ -62,8 +65,10 @@ from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
     TRACE_PATHS,
     UsageError,
+    generator_params,
     input_paths,
     main_guard,
+    naming_params,
     parse_args,
     parse_value,
     sim_config_of,
@@ -108,6 +113,7 @@ DEFAULTS: dict[str, Any] = {
     "charts": True,
     "timeline_window": 0,
     "progress": True,
+    "params": [],
     **trace_defaults(),
     "overwrite": False,
 }
@@ -378,8 +384,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         DEFAULTS,
         argv,
         (
-            "windows=0 runs every test window; a generator's own parameters are set on "
-            "the Hydra commands (evaluate, train), not here",
+            "windows=0 runs every test window; params= sets a registered workload's "
+            "generator parameters, as make_dataset's params= does (evaluate and train: "
+            "+workload.params.NAME)",
             *sim_help,
         ),
     )
@@ -391,6 +398,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
     params = workload_params("experiments.compare", options, [SETUPS[options["setup"]][0]])
+    generator = generator_params("experiments.compare", options["params"])
+    if generator:  # a registered workload's generator parameters, as make_dataset takes them
+        if params:
+            raise UsageError(
+                "experiments.compare: params= sets a generator's parameters; "
+                "workload=trace takes workload.* options instead"
+            )
+        from envs.workloads.registry import configure
+
+        with naming_params("experiments.compare", generator):
+            configure(options["workload"], None, None, None, **generator)
+        params = generator
     shown = workload_label(options["workload"], params)
     names = resolve_policies(options)
     agent_dirs = resolve_agents(options["agents"])
@@ -447,18 +466,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         bar = tqdm(total=n_windows * len(policies), desc="compare", unit="run")
     started = time.perf_counter()
     try:
-        runs = evaluate_policies(
-            policies,
-            options["setup"],
-            split_windows(workload, limit, options["workload_seed"], params=params),
-            config,
-            seed=options["seed"],
-            workload=shown,
-            baseline=options["baseline"],
-            progress=bar.update if bar is not None else None,
-            floor=True,
-            trace_window=timeline,
-        )
+        with naming_params("experiments.compare", generator):  # (a window the generator fails)
+            runs = evaluate_policies(
+                policies,
+                options["setup"],
+                split_windows(workload, limit, options["workload_seed"], params=params),
+                config,
+                seed=options["seed"],
+                workload=shown,
+                baseline=options["baseline"],
+                progress=bar.update if bar is not None else None,
+                floor=True,
+                trace_window=timeline,
+            )
     finally:
         if bar is not None:
             bar.close()

@@ -814,12 +814,11 @@ def workload_label(cfg: Any) -> str:
     for a trace file."""
     if cfg.workload.name == TRACE_WORKLOAD:
         return trace_label(cfg.workload.path, cfg.workload.get("merge_blocks", 1))
+    from experiments._cli import workload_label as label
+
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
-    if not params:
-        return str(cfg.workload.name)
-    changed = ",".join(f"{key!s}={value!s}" for key, value in params.items())
-    return f"{cfg.workload.name}[{changed}]"
+    return label(str(cfg.workload.name), {str(key): value for key, value in params.items()})
 
 
 def sim_of(cfg: Any) -> SimConfig:

@@ -111,12 +111,28 @@ def split_windows(
     params: Mapping[str, Any] | None = None,
 ) -> Iterator[Workload]:
     """The windows of a registered workload's split, generated (or, for
-    ``workload="trace"``, read with ``params``) one at a time."""
+    ``workload="trace"``, read with ``params``) one at a time. A window with no
+    request (parameters can make one, for one seed; its statistics would be NaN) is
+    refused as it comes, naming it."""
     from envs.workloads.registry import windows
 
     if limit is not None and limit < 1:
         raise ValueError(f"windows must be >= 1 (or 0 for all), got {limit!r}")
-    return windows(workload, split=split, seed=seed, limit=limit, **(params or {}))
+    made = windows(workload, split=split, seed=seed, limit=limit, **(params or {}))
+    return _with_requests(made, workload, split, seed)
+
+
+def _with_requests(
+    made: Iterator[Workload], workload: str, split: str, seed: int
+) -> Iterator[Workload]:
+    for window in made:
+        if not window.requests:
+            raise ValueError(
+                f"workload {workload}: {split} window {window.name!r} has no requests (seed "
+                f"{seed}); every window of a run needs some: change the generator's "
+                "parameters or its seed"
+            )
+        yield window
 
 
 def count_windows(

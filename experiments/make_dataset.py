@@ -43,7 +43,6 @@ from typing import Any
 from tqdm import tqdm
 
 from envs.files import dumps_strict, file_mode, naming, naming_file
-from envs.sim.errors import NamedFields
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
 from envs.workloads.registry import (
@@ -59,7 +58,9 @@ from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import (
     TRACE_PATHS,
     UsageError,
+    generator_params,
     main_guard,
+    naming_params,
     parse_args,
     trace_defaults,
     workload_params,
@@ -152,28 +153,6 @@ def _terminate_cleanly() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-@contextmanager
-def _naming_params(params: dict[str, str]) -> Iterator[None]:
-    """A generator's field an error names as data, named as given: ``params=key``."""
-    try:
-        yield
-    except ValueError as error:
-        if not isinstance(error, NamedFields) or not set(error.fields) & set(params):
-            raise
-        paths = {name: f"params={name}" for name in params}
-        raise UsageError(f"{COMMAND}: {error.named(paths)}") from None
-
-
-def _params(items: list[str]) -> dict[str, str]:
-    params: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{COMMAND}: params items are key=value, got {item!r}")
-        params[key] = value
-    return params
 
 
 def make_dataset(
@@ -489,7 +468,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
                 f"got {options[key]}"
             )
-    params = _params(options["params"])
+    params = generator_params(COMMAND, options["params"])
     trace = workload_params(COMMAND, options)
     if trace and (params or options["train_windows"] >= 0 or options["test_windows"] >= 0):
         raise UsageError(
@@ -504,14 +483,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "(give one of them at least 1, or -1 for the workload's own count)"
         )
     if not trace:  # checked before the folder is claimed
-        with _naming_params(params):
+        with naming_params(COMMAND, params):
             configure(options["workload"], train_windows, test_windows, None, **params)
     # nothing cleared up front with overwrite=true, so a failed run leaves the old
     # dataset whole: make_dataset replaces its files as they land (DATASET_FILES)
     if trace:
         check_not_replaced(trace["path"], options["out_dir"])
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
-    with _naming_params(params):  # (a generator failing on a window names them too)
+    with naming_params(COMMAND, params):  # (a generator failing on a window names them too)
         info = make_dataset(
             workload=options["workload"],
             out_dir=options["out_dir"],

@@ -513,3 +513,40 @@ def test_setting_values_follow_the_declared_type() -> None:
             compare.policy_kwargs(["probe_kinds.weight=x"], ["probe_kinds"])
     finally:
         POLICIES.pop("probe_kinds", None)
+
+
+def test_compare_takes_generator_parameters_as_make_dataset_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``params=key=value,...`` (compare refused workload.rate_per_s=, workload.params.
+    rate_per_s= and params= alike): 8 bursts of 6 requests and 2 decoys are 50
+    requests a window, and the rows say which workload ran. A value the generator
+    refuses, a window with no request and params= beside a trace are one line each,
+    exit 2, before any folder."""
+    out = tmp_path / "run"
+    argv = ["policies=btb", "agents=none", "windows=1", "charts=false", "progress=false",
+            "params=burst_requests=6,n_decoys=2", f"out_dir={out}"]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 0
+    result = json.loads((out / "results.json").read_text())
+    assert {(r["workload"], r["requests"]) for r in result["rows"] if r["policy"] == "btb"} == {
+        ("bursted_synthetic[burst_requests=6,n_decoys=2]", 50)
+    }
+    assert result["config"]["params"] == ["burst_requests=6", "n_decoys=2"]
+    capsys.readouterr()
+    trace = Path(__file__).resolve().parents[2] / "examples" / "mooncake_example.jsonl"
+    for given, said in (
+        (["params=n_bursts=-1"],
+         "workload 'bursted_synthetic': params=n_bursts must be an integer >= 0, got -1"),
+        (["workload=conversation_like", "params=requests_per_hour=0.0001"],
+         "workload conversation_like: test window 'conversation_like/conversation-0000' has "
+         "no requests (seed 20260721); every window of a run needs some: change the "
+         "generator's parameters or its seed"),
+        (["workload=trace", f"workload.path={trace}", "params=n_bursts=1"],
+         "params= sets a generator's parameters; workload=trace takes workload.* options "
+         "instead"),
+    ):  # fmt: skip
+        refused = tmp_path / "refused"
+        args = [*argv[:-2], *given, f"out_dir={refused}"]  # (argv less its params= and out_dir=)
+        assert main_guard(lambda args=args: compare.main(args)) == 2
+        assert capsys.readouterr().err == f"error: experiments.compare: {said}\n"
+        assert not refused.exists()
