@@ -122,15 +122,27 @@ def split_windows(
     return _with_requests(made, workload, split, seed)
 
 
+def no_requests(workload: str, split: str, window: str, seed: str, change: str) -> ValueError:
+    """The error every command raises for a window with no request (its statistics
+    would be NaN): it names the workload, the split, the window and ``seed`` (as the
+    command takes it: ``seed 7``, ``workload.seed=7``), and what to ``change``."""
+    return ValueError(
+        f"workload {workload}: {split} window {window!r} has no requests ({seed}); every "
+        f"window needs some: change {change}"
+    )
+
+
 def _with_requests(
     made: Iterator[Workload], workload: str, split: str, seed: int
 ) -> Iterator[Workload]:
     for window in made:
         if not window.requests:
-            raise ValueError(
-                f"workload {workload}: {split} window {window.name!r} has no requests (seed "
-                f"{seed}); every window of a run needs some: change the generator's "
-                "parameters or its seed"
+            raise no_requests(
+                workload,
+                split,
+                window.name,
+                f"seed {seed}",
+                "the generator's parameters or its seed",
             )
         yield window
 

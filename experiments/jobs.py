@@ -63,7 +63,7 @@ from experiments.config import (
     workload_label,
     workload_params,
 )
-from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies
+from experiments.evaluation import DEFAULT_BASELINE, evaluate_policies, no_requests
 from experiments.report import comparison_table, write_run
 
 
@@ -861,9 +861,12 @@ def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
     for window in windows:
         where = f"workload {workload_label(cfg)}: {split} window {window.name!r}"
         if not window.requests:
-            raise ValueError(
-                f"{where} has no requests (workload.seed={cfg.workload.seed}); every "
-                "window of a run needs some: change workload.params or workload.seed"
+            raise no_requests(
+                workload_label(cfg),
+                split,
+                window.name,
+                f"workload.seed={cfg.workload.seed}",
+                "workload.params or workload.seed",
             )
         try:
             Simulator(cluster, window, sim)  # its constructor checks every request fits

@@ -66,6 +66,7 @@ from experiments._cli import (
     workload_params,
 )
 from experiments._io import claim_out_dir, releasing_out_dirs
+from experiments.evaluation import no_requests
 
 COMMAND = "experiments.make_dataset"
 DEFAULTS: dict[str, Any] = {
@@ -168,13 +169,9 @@ def make_dataset(
     writes a trace file's windows instead (``params``: the TraceOptions fields)."""
     params = dict(params or {})
     if workload == TRACE_WORKLOAD:
-        source = _trace_source(params)
-        empty_hint = ""  # (a trace's windows are those its rows fill)
+        source = _trace_source(params)  # (its windows are those its rows fill: none is empty)
     else:
         source = _registry_source(workload, seed, train_windows, test_windows, params)
-        empty_hint = (
-            f" (seed={seed}); every window of a dataset needs some: change params= or seed="
-        )
     description, block_tokens, generator, n_windows, rows_iter = source
     out = Path(out_dir)
     manifest: list[dict[str, Any]] = []
@@ -189,9 +186,8 @@ def make_dataset(
             for spec, rows in bar:
                 if not rows:  # its statistics would be NaN, and every run refuses it
                     bar.close()
-                    raise ValueError(
-                        f"workload {workload}: {spec.split} window {spec.trace_id!r} has no "
-                        f"requests{empty_hint}"
+                    raise no_requests(
+                        workload, spec.split, spec.trace_id, f"seed={seed}", "params= or seed="
                     )
                 if spec.split not in files:  # a split's file is made by its first window
                     files[spec.split] = AtomicLineWriter(out / f"{spec.split}.jsonl")

@@ -266,7 +266,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             for _ in self._drive(policy.decide):
                 pass  # the policy answers inside the loop: nothing is yielded
         except Exception as error:
-            request = self._deciding
+            request, self._deciding = self._deciding, None  # (a later call is no decision)
             if request is None:  # the simulator's own error, not raised in a decision
                 raise
             blamed = policy_error(error, self._who, "decide", request.request_id)

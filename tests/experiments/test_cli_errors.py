@@ -1788,3 +1788,22 @@ def test_a_cluster_past_the_ceiling_is_refused_however_it_is_built() -> None:
         ValueError, match=r"^cluster\.nodes has 4097 nodes; a cluster holds at most"
     ):
         ClusterSpec(model_preset("llama-3.3-70b"), (node,) * (MAX_NODES + 1))
+
+
+def test_a_window_with_no_request_is_refused_naming_it_as_the_command_takes_it() -> None:
+    """evaluate and train (``jobs.check_world``) say it as compare and make_dataset do
+    (``evaluation.no_requests``), with the seed and the parameters as a Hydra command
+    takes them."""
+    from experiments.jobs import eval_windows
+
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=conversation_like", "+workload.params.requests_per_hour=0.0001"],
+    )
+    said = (
+        "workload conversation_like[requests_per_hour=0.0001]: test window "
+        "'conversation_like/conversation-0000' has no requests (workload.seed=20260721); every "
+        "window needs some: change workload.params or workload.seed"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
+        eval_windows(cfg, 1)

@@ -539,7 +539,7 @@ def test_compare_takes_generator_parameters_as_make_dataset_does(
          "workload 'bursted_synthetic': params=n_bursts must be an integer >= 0, got -1"),
         (["workload=conversation_like", "params=requests_per_hour=0.0001"],
          "workload conversation_like: test window 'conversation_like/conversation-0000' has "
-         "no requests (seed 20260721); every window of a run needs some: change the "
+         "no requests (seed 20260721); every window needs some: change the "
          "generator's parameters or its seed"),
         (["workload=trace", f"workload.path={trace}", "params=n_bursts=1"],
          "params= sets a generator's parameters; workload=trace takes workload.* options "

@@ -251,7 +251,7 @@ def test_a_window_with_no_requests_is_refused_and_nothing_is_written(
     out = tmp_path / "new" / "deep"
     said = (
         f"workload conversation_like: {split} window 'conversation-0000' has no requests "
-        "(seed=20260721); every window of a dataset needs some: change params= or seed="
+        "(seed=20260721); every window needs some: change params= or seed="
     )
     with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
         make_dataset.main([*args, f"out_dir={out}"])

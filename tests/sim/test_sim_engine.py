@@ -336,6 +336,10 @@ def test_a_policy_s_own_exception_is_its_failure_naming_it_and_the_request(core:
     while tb.tb_next is not None:
         tb = tb.tb_next
     assert tb.tb_frame.f_code.co_name == "decide"  # where it was raised: the policy's code
+    # the failed decision is over: running the simulator again is the simulator's own
+    # refusal, not blamed on the next policy's decision of that request
+    with pytest.raises(RuntimeError, match=r"^a Simulator runs its workload once"):
+        sim.run(_Buggy(n=99))
 
 
 def test_a_policy_s_own_exception_in_reset_is_its_failure() -> None:

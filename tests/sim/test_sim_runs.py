@@ -378,7 +378,11 @@ def test_bad_values_from_python_name_their_field() -> None:
     sim = Simulator(setup_cluster("70b_h100x4"), window)
     with pytest.raises(ValueError, match=r"^evict: keep_blocks must be an integer >= 0, got -1$"):
         sim.evict(0, (1, 2), keep_blocks=-1)
-    with pytest.raises(ValueError, match=r"^BurstedSyntheticConfig\.first_burst_s must be finite"):
+    with pytest.raises(
+        ValueError,
+        match=r"^workload 'bursted_synthetic': BurstedSyntheticConfig\.first_burst_s must be "
+        "finite",
+    ):
         next(windows("bursted_synthetic", first_burst_s=float("nan")))
     with pytest.raises(ValueError, match=r"^seed must be an integer >= 0, got -1$"):
         next(windows("bursted_synthetic", seed=-1))
