@@ -36,7 +36,7 @@ from agents.networks import (
 )
 from envs.cluster_env import env_arguments
 from envs.encoder import OBSERVATION_OPTIONS
-from envs.files import folder_atomic, naming_file, read_json, write_json_atomic
+from envs.files import folder_atomic, fsync_file, naming_file, read_json, write_json_atomic
 from envs.sim.checks import check_int, checked_number
 from envs.sim.errors import ConfigError, SettingWarning
 
@@ -484,6 +484,7 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
         try:
             with naming_file(folder / "model.zip"):  # a full disk: SB3's message names no file
                 model.save(tmp)
+                fsync_file(tmp)  # on the disk before the rename publishes it
                 tmp.replace(folder / "model.zip")
         finally:
             tmp.unlink(missing_ok=True)
@@ -492,6 +493,7 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
     with folder_atomic(folder.resolve()) as partial:
         with naming_file(folder / "model.zip"):
             model.save(partial / "model.zip")
+            fsync_file(partial / "model.zip")  # on the disk before the folder's rename
         write_json_atomic(partial / "agent.json", asdict(spec))
     return folder
 

@@ -46,6 +46,16 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     return target
 
 
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Flush a file another library wrote (SB3's ``model.zip``) to the disk, as
+    :func:`write_bytes_atomic` does its own before the rename that publishes it."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def folder_atomic(path: str | os.PathLike[str]) -> Iterator[Path]:
     """A folder that appears at ``path`` whole or not at all (an agent checkpoint:

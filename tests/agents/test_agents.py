@@ -401,3 +401,33 @@ def test_a_rollout_beyond_the_ceiling_is_refused_though_each_factor_is_within(wi
     vec = DummyVecEnv([lambda: gym.make(spec.env_id, windows=[window])] * 2)
     with pytest.raises(ValueError, match=r"^agent\.hyperparams\.n_steps=1048576 x env\.n_envs=2 "):
         build_model(spec, vec, {"n_steps": 2**20})
+
+
+def test_a_saved_model_zip_is_on_the_disk_before_it_is_published(window, tmp_path, monkeypatch):
+    """SB3 writes model.zip without fsync: save_agent flushes it (the whole file, while
+    it still sits in the folder being filled or under its temporary name) before the
+    rename that makes it the checkpoint's, in both kinds of folder."""
+    import zipfile
+    from pathlib import Path
+
+    import agents.algorithms
+    from envs.files import fsync_file
+
+    flushed = []
+
+    def recording(path):
+        assert zipfile.is_zipfile(path)  # whole
+        assert not (target / "agent.json").exists()  # not yet published
+        flushed.append(Path(path).name)
+        fsync_file(path)
+
+    spec = AgentSpec(algo="a2c", env="route", net="set", hidden=8)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), TINY_HP["a2c"])
+    monkeypatch.setattr(agents.algorithms, "fsync_file", recording)
+    target = tmp_path / "agent"
+    save_agent(model, spec, target)
+    target = tmp_path / "own"
+    target.mkdir()
+    (target / "events.log").write_text("a user's file")
+    save_agent(model, spec, target)
+    assert flushed == ["model.zip", ".model.tmp.zip"]
