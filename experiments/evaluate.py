@@ -45,6 +45,28 @@ from experiments.jobs import (
 register_configs()
 
 
+def _trace_notes(loaded: list[Any], labels: list[str], cfg: Any) -> list[str]:
+    """A note for each agent trained on a trace file and evaluated here on a
+    registered workload (``workload=`` left at its default evaluates a trace agent on
+    the synthetic bursts): how to evaluate it on its own trace's windows."""
+    from envs.workloads.trace_file import TRACE_WORKLOAD
+
+    if cfg.workload.name == TRACE_WORKLOAD:
+        return []
+    notes = []
+    for agent, label in zip(loaded, labels):
+        kwargs = agent.spec.env_kwargs
+        if kwargs.get("workload") != TRACE_WORKLOAD:
+            continue
+        path = kwargs.get("workload_params", {}).get("path")
+        notes.append(
+            f"note: {label} was trained on a trace ({path}); these windows are "
+            f"{workload_label(cfg)}'s: workload=trace workload.path={path} evaluates it "
+            "on that trace's windows"
+        )
+    return notes
+
+
 def _validation_windows(folders: list[Any]) -> dict[str, list[str]]:
     """The validation windows each checkpoint's training run scored on, by folder, as
     its ``train.json`` (or ``results.json``) records them (``train.validation``);
@@ -134,6 +156,8 @@ def evaluate(cfg: DictConfig) -> float:
         + cap_note("workload.eval_windows", cap)
         + f" · seed={cfg.seed}"
     )
+    for note in _trace_notes(loaded, labels, cfg):
+        print(note)
     scored_on = _validation_windows(folders)
     names = [w.name for w in windows]
     for scored_folder, run_windows in scored_on.items():

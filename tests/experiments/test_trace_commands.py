@@ -397,7 +397,9 @@ def test_tune_btb_scores_thresholds_on_a_trace_s_train_windows(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_train_on_a_trace_records_it_in_the_agent_and_the_results(tmp_path: Path) -> None:
+def test_train_on_a_trace_records_it_in_the_agent_and_the_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agents.algorithms import load_spec
     from experiments.train import train
 
@@ -415,6 +417,25 @@ def test_train_on_a_trace_records_it_in_the_agent_and_the_results(tmp_path: Path
     results = read_json(tmp_path / "run" / "results.json")
     assert {r["workload"] for r in results["rows"]} == {"trace:mc.jsonl"}
     assert [r["requests"] for r in results["rows"]][:1] == [10]  # the one test window
+    # evaluated with workload= left at its default: a note says how to give its trace
+    from experiments.evaluate import evaluate
+
+    agent = tmp_path / "run" / "agent"
+    capsys.readouterr()  # (training's own output)
+    for workload, noted in ((["workload.eval_windows=1"], True),
+                            (["workload=trace", f"workload.path={path}", "workload.window_s=5"],
+                             False)):  # fmt: skip
+        out = tmp_path / f"eval_{noted}"
+        evaluate(_compose("evaluate", [f"checkpoint=[{agent}]", "policies=[cache_aware]",
+                                       "logger=none", "progress=false", f"out_dir={out}",
+                                       *workload]))  # fmt: skip
+        said = capsys.readouterr().out
+        note = (
+            f"note: ppo_route was trained on a trace ({path}); these windows are "
+            f"bursted_synthetic's: workload=trace workload.path={path} evaluates it on that "
+            "trace's windows"
+        )
+        assert (note in said) == noted, said
 
 
 def test_a_row_longer_than_the_served_model_s_context_is_refused(tmp_path: Path) -> None:
