@@ -252,6 +252,13 @@ class SimConfig:
                 )
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         check_int("sim.chunked_prefill_tokens", self.chunked_prefill_tokens, 0, ConfigError)
+        if self.disk_tier and self.host_ram_bytes == inf:  # it would never be used
+            raise ConfigError.about(
+                "sim.disk_tier",
+                "needs a finite {host_ram_bytes} (blocks spill to disk from a full host RAM; "
+                "an unbounded one never fills)",
+                "host_ram_bytes",
+            )
         self._check_view_and_faults()
         self._check_tenancy()
         self._check_cache_life()

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from envs.sim.errors import ConfigError
 from envs.sim.events import FAULT_EVENT
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE
 from envs.sim.streams import seed_child
@@ -67,6 +68,10 @@ NODE_DOWN = "node_down"
 NIC_DOWN = "nic_down"
 """The warm refusal for a copy from or to a node whose NIC is down."""
 REFUSALS = (NODE_DOWN, NIC_DOWN)
+
+MAX_RANDOM_LOSSES = 100_000
+"""The most random node losses ``fault_node_loss_rate_per_s`` may draw over a window's
+arrivals (the rate times their span): more is a mistyped rate, not a fault model."""
 
 FAULT_STREAM_KEY = 0x6661756C74
 """The spawn-key word ("fault" in ASCII) that sets the faults' stream apart from
@@ -123,6 +128,15 @@ class Faults:
         rate = config.fault_node_loss_rate_per_s
         if rate > 0 and sim.requests:
             end = sim.requests[-1].arrival_s
+            if (
+                rate * end > MAX_RANDOM_LOSSES
+            ):  # (10**9: it drew for minutes, then ran out of memory)
+                raise ConfigError.about(
+                    "sim.fault_node_loss_rate_per_s",
+                    f"= {rate:g} would draw about {rate * end:,.0f} node losses over the "
+                    f"{end:,.1f} s of arrivals; at most {MAX_RANDOM_LOSSES:,} (a rate in losses "
+                    "per second over the whole cluster)",
+                )
             t = float(self.rng.exponential(1 / rate))
             while t <= end:
                 sim._push(t, FAULT_EVENT, -1, _LOSS)  # -1: drawn when it happens

@@ -67,11 +67,13 @@ def test_compare_takes_sim_options_as_hydra_spells_them() -> None:
 def test_compare_takes_the_other_features_sim_options_too() -> None:
     argv = ["sim.model_versions=v1,v2,v1,v1", "sim.upgrade_at_s=0,inf", "sim.disk_tier=true"]
     argv += ["sim.reclaim_order=replicas_first", "sim.speculative_chunk_tokens=512"]
+    argv += ["sim.host_ram_bytes=1e12"]  # (a disk tier needs a bounded host RAM)
     _, options = split_sim_options("experiments.compare", argv)
     assert options == {
         "model_versions": ("v1", "v2", "v1", "v1"),
         "upgrade_at_s": (0.0, float("inf")),
         "disk_tier": True,
+        "host_ram_bytes": 1e12,
         "reclaim_order": "replicas_first",
         "speculative_chunk_tokens": 512,
     }

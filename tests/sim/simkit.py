@@ -48,6 +48,16 @@ CORES = [
 ]
 """``@pytest.mark.parametrize("core", CORES)``: a test on both simulator cores (the
 compiled one skipped where it is not built, or ``BTB_GYM_PURE_PYTHON=1``)."""
+
+
+def fuzz_config(**settings: Any) -> SimConfig:
+    """A SimConfig of drawn settings, the disk tier off where host RAM is unbounded
+    (the pair is refused: such a disk is never used)."""
+    if settings.get("host_ram_bytes", math.inf) == math.inf:
+        settings["disk_tier"] = False
+    return SimConfig(**settings)
+
+
 BT = 16
 KV_BYTES = 1024
 WEIGHT_BYTES = 1e9

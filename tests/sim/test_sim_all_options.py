@@ -71,6 +71,8 @@ def _case(seed: int) -> tuple[dict[str, Any], str, tuple[int, ...], Workload]:
         decode_overshoot=bool(r.random() < 0.3),
         lru_unit=pick("run", "block"),
     )
+    if config["host_ram_bytes"] == math.inf:  # (the pair is refused: that disk is never used)
+        config["disk_tier"] = False
     tenancy = int(r.integers(4))
     if tenancy == 1:
         config["model_versions"] = ("v1", "v2", "v1")

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simkit import (
+    CORES,
     Prompts,
     Script,
     check_nodes,
@@ -387,3 +388,26 @@ def test_a_slow_copy_takes_slowdown_times_as_long(copy_model: str) -> None:
     check_run(sim)
     assert sim.copies[0].land_s == pytest.approx(0.228)
     assert sim.records.summary["fault_copies_slow"] == 1
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_loss_rate_that_would_draw_too_many_losses_is_refused(core: str) -> None:
+    """1e9 losses a second drew for minutes and ran out of memory (an outside audit);
+    the bound is the rate times the span of the arrivals."""
+    from envs.sim.faults import MAX_RANDOM_LOSSES
+
+    workload = Prompts()
+    workload.add(0.0, names("P", 1))
+    workload.add(10.0, names("Q", 1))
+    w = workload.workload()
+    limit = MAX_RANDOM_LOSSES / 10.0
+    with pytest.raises(ConfigError, match=r"would draw about 100,010 node losses over the 10\.0 s"):
+        Simulator(toy_cluster(3), w, SimConfig(fault_node_loss_rate_per_s=limit + 1), core=core)
+    sim = Simulator(toy_cluster(3), w, SimConfig(fault_node_loss_rate_per_s=1.0), core=core)
+    sim.run(make_policy("least_load"))  # a rate within the bound runs
+
+
+def test_a_disk_tier_needs_a_bounded_host_ram() -> None:
+    with pytest.raises(ConfigError, match=r"^sim\.disk_tier needs a finite host_ram_bytes"):
+        SimConfig(disk_tier=True)
+    SimConfig(disk_tier=True, host_ram_bytes=1e12)

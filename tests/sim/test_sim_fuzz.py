@@ -23,6 +23,7 @@ from simkit import (
     check_causal,
     check_nodes,
     check_run,
+    fuzz_config,
     records_equal,
     toy_cluster,
     toy_gpu,
@@ -79,7 +80,7 @@ action_st = st.one_of(
     ),
 )
 config_st = st.builds(
-    SimConfig,
+    fuzz_config,
     copy_model=st.sampled_from(["reference", "contention"]),
     max_batch=st.sampled_from([1, 2, 256]),
     host_ram_bytes=st.sampled_from([math.inf, 0.0, 2 * BLOCK_BYTES, 5 * BLOCK_BYTES]),

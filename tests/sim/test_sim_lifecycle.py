@@ -27,6 +27,7 @@ from simkit import (
     check_nodes,
     check_run,
     decode_s,
+    fuzz_config,
     names,
     records_equal,
     run_script,
@@ -470,7 +471,7 @@ life_action_st = st.tuples(
     st.sampled_from([True, True, False]),  # aim: act on what the node holds (a warm: from one)
 )
 life_config_st = st.builds(
-    SimConfig,
+    fuzz_config,
     causal_kv=st.booleans(),
     copy_model=st.sampled_from(["reference", "contention"]),
     max_batch=st.sampled_from([1, 256]),
