@@ -69,6 +69,18 @@ NIC_DOWN = "nic_down"
 """The warm refusal for a copy from or to a node whose NIC is down."""
 REFUSALS = (NODE_DOWN, NIC_DOWN)
 
+
+def served(sim: Simulator, t: float) -> bool:
+    """Is the run's workload served by ``t`` (every request arrived and finished)? A
+    fault, a return or an upgrade scheduled after that happens after the run: it
+    changes nothing and is not counted (a loss at 100,000 s stretched the busy
+    span the time shares are taken over to 99,985 s and counted one loss)."""
+    requests = sim.requests
+    if not requests or t < requests[-1].arrival_s:
+        return not requests
+    return all(s == s for s in sim.records.finish_s)  # (NaN until it finishes)
+
+
 MAX_RANDOM_LOSSES = 100_000
 """The most random node losses ``fault_node_loss_rate_per_s`` may draw over a window's
 arrivals (the rate times their span): more is a mistyped rate, not a fault model."""
@@ -150,7 +162,10 @@ class Faults:
 
     # ------------------------------------------------------------ events
     def on_event(self, node_index: int, what: int, t: float) -> None:
-        """A scheduled fault event: a loss (``node_index`` -1: a random node up) or a return."""
+        """A scheduled fault event: a loss (``node_index`` -1: a random node up) or a
+        return; none once the workload is served (:func:`served`)."""
+        if served(self.sim, t):
+            return
         nodes = self.sim.nodes
         if what == _BACK:
             node = nodes[node_index]

@@ -28,6 +28,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from envs.sim.events import UPGRADE_EVENT, WAKE_EVENT
+from envs.sim.faults import served
 from envs.sim.node import IDLE
 from envs.sim.transfers import CANCELLED, ENDED, QUEUED, WAIT_SOURCE
 
@@ -86,9 +87,10 @@ class Versions:
     # ------------------------------------------------------------------ upgrades
     def start_drain(self, sim: Simulator, node: Node, t: float) -> None:
         """``node``'s upgrade time has come: stop admitting, cancel copies to it
-        that have not started moving, and switch now if it is already idle."""
+        that have not started moving, and switch now if it is already idle. Not
+        once the workload is served (``faults.served``): the upgrade is after the run."""
         index = node.index
-        if self.draining[index]:
+        if self.draining[index] or served(sim, t):
             return
         self.draining[index] = True
         node.draining = True

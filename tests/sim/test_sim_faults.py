@@ -411,3 +411,36 @@ def test_a_disk_tier_needs_a_bounded_host_ram() -> None:
     with pytest.raises(ConfigError, match=r"^sim\.disk_tier needs a finite host_ram_bytes"):
         SimConfig(disk_tier=True)
     SimConfig(disk_tier=True, host_ram_bytes=1e12)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_faults_and_upgrades_after_the_workload_is_served_change_nothing(core: str) -> None:
+    """A loss, a NIC going down or an upgrade timed after every request has finished
+    happens after the run (an outside audit: a loss at 100,000 s counted one loss and
+    stretched the busy span to 99,985 s): nothing is counted, the run is the plain one;
+    one timed before the last request finishes still counts."""
+    workload = Prompts()
+    workload.add(0.0, names("P", 2))
+    workload.add(0.01, names("Q", 2))
+    w = workload.workload()
+
+    def run(**options: object) -> dict:
+        sim = Simulator(toy_cluster(3), w, SimConfig(**options), core=core)
+        sim.run(make_policy("least_load"))
+        return sim.records.summary
+
+    plain = run()
+    late = 1e5
+    for options in (
+        {"fault_node_loss_s": (late,), "fault_node_loss_nodes": (1,)},
+        {"fault_nic_down_s": (late,), "fault_nic_down_nodes": (1,)},
+        {"upgrade_at_s": (late,)},
+    ):
+        summary = run(**options)
+        for key in ("fault_node_losses", "fault_nic_downs", "upgrades_done"):
+            assert summary.get(key, 0) == 0, (options, key)
+        same = [k for k in plain if k != "warm_refused"]  # (faults add refusal reasons)
+        assert {k: summary[k] for k in same} == {k: plain[k] for k in same}, options
+        assert not any(summary["warm_refused"].values())
+    early = run(fault_node_loss_s=(0.0,), fault_node_loss_nodes=(1,))  # while the run is on
+    assert early["fault_node_losses"] == 1
