@@ -140,9 +140,7 @@ class Faults:
         rate = config.fault_node_loss_rate_per_s
         if rate > 0 and sim.requests:
             end = sim.requests[-1].arrival_s
-            if (
-                rate * end > MAX_RANDOM_LOSSES
-            ):  # (10**9: it drew for minutes, then ran out of memory)
+            if rate * end > MAX_RANDOM_LOSSES:  # (1e9 drew for minutes, then ran out of memory)
                 raise ConfigError.about(
                     "sim.fault_node_loss_rate_per_s",
                     f"= {rate:g} would draw about {rate * end:,.0f} node losses over the "
