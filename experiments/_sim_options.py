@@ -17,10 +17,10 @@ from envs.sim import SimConfig
 from experiments._cli import UsageError, as_typed
 
 PREFIX = "sim."
+OWN = ("causal_kv", "copy_model")
+"""The SimConfig options the commands take as options of their own (``copy_model=``)."""
 NAMES = tuple(
-    f.name
-    for f in dataclasses.fields(SimConfig)
-    if f.name not in ("causal_kv", "copy_model") and f.default is not None
+    f.name for f in dataclasses.fields(SimConfig) if f.name not in OWN and f.default is not None
 )
 """The SimConfig options a ``sim.NAME=`` argument may set."""
 HELP = (
@@ -48,6 +48,8 @@ def split_sim_options(
             rest.append(arg)
             continue
         name = key[len(PREFIX) :]
+        if name in OWN:  # spelled as the Hydra commands spell it
+            raise UsageError(f"{command}: {key}= is an option of its own here: {name}={text}")
         if not sep or name not in NAMES:
             raise UsageError(
                 f"{command}: unknown option {key!r} (sim. options: {', '.join(NAMES)})"

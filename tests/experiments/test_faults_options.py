@@ -83,7 +83,9 @@ def test_compare_takes_the_other_features_sim_options_too() -> None:
 @pytest.mark.parametrize(
     ("arg", "needle"),
     [
-        ("sim.causal_kv=false", "unknown option 'sim.causal_kv'"),  # compare's own option
+        # compare's own options, spelled as the Hydra commands spell them
+        ("sim.causal_kv=false", r"sim\.causal_kv= is an option of its own here: causal_kv=false$"),
+        ("sim.copy_model=contention", r"an option of its own here: copy_model=contention$"),
         ("sim.hbm_hit_load=true", "unknown option 'sim.hbm_hit_load'"),
         ("sim.disk_tier=yes", "is not true or false"),
         ("sim.fault_node_loss_nodes=a,b", "not a comma-separated list of node indices"),
