@@ -28,7 +28,7 @@ import numpy as np
 
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
-from envs.sim.errors import PolicyFailure, SettingWarning, policy_error, policy_label
+from envs.sim.errors import PolicyFailure, SettingWarning, policy_label, raise_for_policy
 from envs.sim.floor import floor_bounds
 from envs.sim.metrics import tenant_ttft
 from envs.sim.request import Workload
@@ -259,13 +259,8 @@ def window_result(
     settings = list(getattr(policy, "settings_log", ()))
     try:
         metrics = dict(policy.metrics())
-    except Exception as error:  # the policy's own hook (errors.policy_error)
-        blamed = policy_error(error, policy_label(policy), "metrics")
-        if blamed is error:
-            raise
-        if isinstance(blamed, PolicyFailure):
-            blamed = blamed.in_window(workload.name)
-        raise blamed from error
+    except Exception as error:  # the policy's own hook
+        raise_for_policy(error, policy_label(policy), "metrics", window=workload.name)
     window_trace = None
     if trace:
         window_trace = WindowTrace(

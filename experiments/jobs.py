@@ -858,11 +858,12 @@ def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
 
     windows = window_pool_of(cfg, split, limit)
     cluster, sim = cluster_of(cfg), sim_of(cfg)
+    label = workload_label(cfg)
     for window in windows:
-        where = f"workload {workload_label(cfg)}: {split} window {window.name!r}"
+        where = f"workload {label}: {split} window {window.name!r}"
         if not window.requests:
             raise no_requests(
-                workload_label(cfg),
+                label,
                 split,
                 window.name,
                 f"workload.seed={cfg.workload.seed}",

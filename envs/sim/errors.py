@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NoReturn
 
 
 class NamedFields:
@@ -131,23 +132,27 @@ def raised_by_project(error: BaseException) -> bool:
     return isinstance(module, str) and module.partition(".")[0] in PROJECT_PACKAGES
 
 
-def policy_error(error: Exception, who: str, hook: str, request_id: str | None = None) -> Exception:
-    """The error to raise for ``error``, raised while ``who`` (``policy 'btb'``) ran
-    its ``hook`` (at the decision of ``request_id``):
+def raise_for_policy(
+    error: Exception, who: str, hook: str, request_id: str | None = None, window: str = ""
+) -> NoReturn:
+    """Raise what ``error``, raised while ``who`` (``policy 'btb'``) ran its ``hook``
+    (at the decision of ``request_id``, in ``window``), says (call it in the
+    ``except`` block that caught ``error``):
 
     - a :class:`ConfigError` or :class:`SimulationError` (a setting or a workload
       said to be unusable), and a ValueError or OSError the project raised on
       purpose (:func:`raised_by_project`: the simulator refusing the policy's call,
-      a baseline refusing a setting), stay the user's error (one line, exit 2); a
-      plain ValueError raised during a decision (``warm: dst must be a node index``)
-      then names the policy and the request, as a bad answer's error does;
-    - anything else is a :class:`PolicyFailure`: a bug, kept with its traceback."""
+      a baseline refusing a setting), ``error`` itself: the user's error (one line,
+      exit 2); a plain ValueError raised during a decision (``warm: dst must be a
+      node index``) then names the policy and the request, as a bad answer's does;
+    - anything else a :class:`PolicyFailure` from ``error``: a bug, kept with its
+      traceback."""
     if isinstance(error, (ConfigError, SimulationError)):
-        return error
+        raise error
     if isinstance(error, (ValueError, OSError)) and raised_by_project(error):
         if request_id is None or type(error) is not ValueError:
-            return error
-        return ValueError(f"{who} at request {request_id!r}: {error}")
+            raise error
+        raise ValueError(f"{who} at request {request_id!r}: {error}") from error
     said = " ".join(str(error).split())
     raised = f"{type(error).__name__}: {said}" if said else type(error).__name__
-    return PolicyFailure(who, hook, raised, request_id)
+    raise PolicyFailure(who, hook, raised, request_id, window) from error

@@ -43,7 +43,7 @@ from envs.sim import native, rare_gc
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_int
 from envs.sim.config import ClusterSpec, SimConfig
-from envs.sim.errors import ConfigError, SimulationError, policy_error, policy_label
+from envs.sim.errors import ConfigError, SimulationError, policy_label, raise_for_policy
 from envs.sim.events import (
     FAULT_EVENT,
     FLOW_EVENT,
@@ -249,7 +249,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
 
         An exception the policy's own code raises in either is a
         :class:`~envs.sim.errors.PolicyFailure` naming the policy and the request,
-        raised from it (``errors.policy_error``); a call the simulator refuses
+        raised from it (``errors.raise_for_policy``); a call the simulator refuses
         (``warm`` to a node that does not exist) stays a ValueError, which names them
         too."""
         self._who = policy_label(policy)
@@ -258,10 +258,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             try:
                 reset(self)
             except Exception as error:
-                blamed = policy_error(error, self._who, "reset")
-                if blamed is error:
-                    raise
-                raise blamed from error
+                raise_for_policy(error, self._who, "reset")
         try:
             for _ in self._drive(policy.decide):
                 pass  # the policy answers inside the loop: nothing is yielded
@@ -269,10 +266,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             request, self._deciding = self._deciding, None  # (a later call is no decision)
             if request is None:  # the simulator's own error, not raised in a decision
                 raise
-            blamed = policy_error(error, self._who, "decide", request.request_id)
-            if blamed is error:
-                raise
-            raise blamed from error
+            raise_for_policy(error, self._who, "decide", request.request_id)
         return self.records
 
     def decisions(self) -> Generator[Request, int | None, None]:
