@@ -15,6 +15,7 @@ import os
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from envs.sim.request import Request
@@ -141,6 +142,18 @@ def plugin_names() -> list[str]:
     return [n.strip() for n in os.environ.get(VARIABLE, "").split(",") if n.strip()]
 
 
+def _path_hint(name: str, error: BaseException) -> str:
+    """How to name a module given as a file's path (``/tmp/mine.py``), which
+    ``import`` cannot find."""
+    if not isinstance(error, ImportError) or not (name.endswith(".py") or os.sep in name):
+        return ""
+    path = Path(name)
+    return (
+        f" ({VARIABLE} takes module names, not files: "
+        f"PYTHONPATH={path.parent or '.'} {VARIABLE}={path.stem})"
+    )
+
+
 def load_plugins() -> list[str]:
     """Import each module ``BTB_GYM_PLUGINS`` names (once a process); returns them.
     A module that fails to import, or whose registration :func:`register` refuses
@@ -164,7 +177,7 @@ def load_plugins() -> list[str]:
                 if isinstance(error, RegistrationError)
                 else (
                     f"importing {name!r} failed: {type(error).__name__}: "
-                    f"{' '.join(str(error).split())}"
+                    f"{' '.join(str(error).split())}{_path_hint(name, error)}"
                 )
             )
             raise ValueError(f"{VARIABLE}={os.environ[VARIABLE]}: {said}") from None

@@ -1,6 +1,8 @@
 """A run's folder: checked writable before the run, then claimed (locked against a
 second run, and refused if it holds a run already unless ``overwrite=true``). The
-files themselves are written atomically with :mod:`envs.files`."""
+files themselves are written atomically with :mod:`envs.files`. An earlier run's
+files that ``overwrite=true`` replaces are kept aside until the new run finishes
+(:data:`REPLACED_NAME`)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ import hashlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -79,6 +82,14 @@ _PATTERN = re.compile(r"[*?\[]")
 """Marks an ``outputs`` entry as a shell pattern (:mod:`fnmatch`)."""
 
 
+REPLACED_NAME = ".btb-replaced"
+"""The folder inside a run folder where ``overwrite=true`` keeps the earlier run's
+files while the new run runs: removed when the run finishes; put back when it ends
+otherwise (an error found mid-run, Ctrl-C) before writing any file of its own;
+left, and said, when it ends otherwise after writing some (so neither run's files
+are lost)."""
+
+
 class OutDirError(ValueError):
     """A run folder that is in use by another run, or holds a run already."""
 
@@ -95,14 +106,23 @@ class RunFolder:
     where: Path | None = None
     """``path`` made absolute when claimed: a job that changes its working directory
     (``hydra.job.chdir=true``) still finds and releases it."""
+    replaced: list[str] = field(default_factory=list)
+    """The earlier run's files and folders moved into :data:`REPLACED_NAME`."""
+    outputs: tuple[str, ...] = ()
+    """What the run writes (names or patterns): whether it wrote any, at release."""
 
-    def release(self) -> None:
-        """Give the folder up: drop the lock (and its file), and remove the folder
-        if this run made it and left nothing in it (a refused run)."""
+    def release(self, finished: bool = False) -> None:
+        """Give the folder up: settle the earlier run's files ``overwrite=true``
+        moved aside (removed if the run ``finished``, else put back unless the run
+        wrote files of its own: :data:`REPLACED_NAME`), drop the lock (and its
+        file), and remove the folder if this run made it and left nothing in it (a
+        refused run)."""
         if self._fd is None:
             return
-        fd, self._fd = self._fd, None
         path = self.where or self.path
+        if self.replaced:
+            _settle_replaced(path, self.replaced, self.outputs, finished)
+        fd, self._fd = self._fd, None
         with contextlib.suppress(OSError):
             (path / LOCK_NAME).unlink()
         os.close(fd)  # closing the descriptor drops the flock
@@ -155,6 +175,7 @@ def claim_out_dir(
     source: str = "",
     ignore: Sequence[str] = (),
     inputs: Sequence[tuple[str, str]] = (),
+    companions: Sequence[str] = (),
 ) -> RunFolder:
     """Make ``path`` this run's folder, before the run writes anything there.
 
@@ -163,12 +184,16 @@ def claim_out_dir(
     a second run into the same folder is refused while the first one writes. A
     folder that already holds anything (besides ``ignore``: Hydra's own files) is
     refused unless ``overwrite``; with it, the files and folders this command writes
-    (``outputs``, names in the folder or patterns of names) are removed first, so no
-    earlier run's file is left beside this run's; but not if one of them holds one of the run's
-    ``inputs`` (``(option, path)``: a checkpoint to resume, a trace), which would be
-    gone before the run reads it: that is refused, naming the option. ``what`` and
-    ``source`` name the option as :func:`check_writable_dir` does. Errors are
-    :class:`OutDirError` (a ValueError).
+    (``outputs``, names in the folder or patterns of names) are moved aside first
+    (into :data:`REPLACED_NAME`, with ``companions``: files the run rewrites as it
+    starts, a job's log), so no earlier run's file is left beside this run's, and
+    none is lost if the run does not finish (see :meth:`RunFolder.release`); but not
+    if one of them holds one of the run's ``inputs`` (``(option, path)``: a
+    checkpoint to resume, a trace), which would be gone before the run reads it:
+    that is refused, naming the option. A folder still holding
+    :data:`REPLACED_NAME` (a run that ended without settling it) is refused too.
+    ``what`` and ``source`` name the option as :func:`check_writable_dir` does.
+    Errors are :class:`OutDirError` (a ValueError).
     """
     target = check_writable_dir(path, what, source)
     label = f"{what}={str(path)!r}" + (f" (from {source})" if source else "")
@@ -177,7 +202,7 @@ def claim_out_dir(
     target.mkdir(parents=True, exist_ok=True)
     lock = target / LOCK_NAME
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-    held = RunFolder(target, created, fd, existed.resolve(), target.resolve())
+    held = RunFolder(target, created, fd, existed.resolve(), target.resolve(), [], tuple(outputs))
     try:
         for attempt in range(_LOCK_TRIES):  # (another command's in_use() holds it an instant)
             try:
@@ -203,6 +228,12 @@ def claim_out_dir(
             for output in outputs
             for name in (fnmatch.filter(present, output) if _PATTERN.search(output) else [output])
         ]
+        if REPLACED_NAME in present:
+            raise OutDirError(
+                f"{label} holds {REPLACED_NAME}/, an earlier run's files that a run with "
+                "overwrite=true kept aside and did not settle (it was killed): move them "
+                "back, or remove that folder"
+            )
         if present and not overwrite:
             listed = ", ".join(present[:3]) + (", ..." if len(present) > 3 else "")
             raise OutDirError(
@@ -221,12 +252,59 @@ def claim_out_dir(
                         f"{option}={given!r}, an input of this run (copy it out of the "
                         "folder, or choose another out_dir)"
                     )
-        for name in outputs:
-            _remove(target / name)
+        moving = [
+            name
+            for name in (*outputs, *companions)
+            if (target / name).exists() or (target / name).is_symlink()
+        ]
+        if moving and overwrite:
+            (target / REPLACED_NAME).mkdir()
+            for name in moving:  # (a link is moved, not what it names)
+                os.rename(target / name, target / REPLACED_NAME / name)
+                held.replaced.append(name)
     except BaseException:
         held.release()
         raise
     return held
+
+
+def _settle_replaced(
+    folder: Path, replaced: Sequence[str], outputs: Sequence[str], finished: bool
+) -> None:
+    """What :meth:`RunFolder.release` does with the earlier run's files it kept
+    aside (:data:`REPLACED_NAME`); a file system error is said in one line, never
+    raised over the run's own outcome."""
+    store = folder / REPLACED_NAME
+    try:
+        if finished:
+            _remove(store)
+            return
+        present = [entry.name for entry in folder.iterdir()]
+        if any(_written(name, outputs) for name in present):
+            print(
+                f"note: this run did not finish; the earlier run's files that "
+                f"overwrite=true replaced are kept in {store}",
+                file=sys.stderr,
+            )
+            return
+        for name in replaced:  # (a companion, the job's log, the run rewrote)
+            if (folder / name).exists() or (folder / name).is_symlink():
+                _remove(folder / name)
+            os.rename(store / name, folder / name)
+        store.rmdir()
+    except OSError as error:
+        print(
+            f"warning: could not settle the earlier run's files in {store} ({error})",
+            file=sys.stderr,
+        )
+
+
+def _written(name: str, outputs: Sequence[str]) -> bool:
+    """Whether ``name`` is one of ``outputs`` (names, or patterns of names)."""
+    return any(
+        fnmatch.fnmatch(name, output) if _PATTERN.search(output) else name == output
+        for output in outputs
+    )
 
 
 def claim_new_out_dir(path: str | os.PathLike[str], what: str) -> RunFolder:
@@ -292,10 +370,11 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def release_out_dirs(keep: int = 0) -> None:
-    """Release every folder claimed after the first ``keep`` still held."""
+def release_out_dirs(keep: int = 0, finished: bool = False) -> None:
+    """Release every folder claimed after the first ``keep`` still held, by a run
+    that ``finished`` or not (:meth:`RunFolder.release`)."""
     for held in _HELD[keep:][::-1]:
-        held.release()
+        held.release(finished)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -303,14 +382,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def releasing_out_dirs(fn: F) -> F:
     """Decorate a command's ``main``: the folders it claims are released when it
-    returns or raises (a second call in the same process may use them again)."""
+    returns (the run finished) or raises (a second call in the same process may use
+    them again)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         keep = len(_HELD)
         try:
-            return fn(*args, **kwargs)
-        finally:
+            result = fn(*args, **kwargs)
+        except BaseException:
             release_out_dirs(keep)
+            raise
+        release_out_dirs(keep, finished=True)
+        return result
 
     return wrapper  # type: ignore[return-value]

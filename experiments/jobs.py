@@ -70,8 +70,10 @@ from experiments.report import comparison_table, write_run
 def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     """The job's folder, created, checked writable and claimed (``_io.claim_out_dir``:
     locked against a second run; one holding anything but Hydra's own files is
-    refused unless ``overwrite=true``, which clears ``outputs``, what the job writes,
-    and ``wandb/``, the W&B run of the results it replaces):
+    refused unless ``overwrite=true``, which replaces ``outputs``, what the job writes,
+    and ``wandb/``, the W&B run of the results it replaces; they are kept aside until
+    the job finishes, and put back if it ends before writing any, with the job's
+    log):
     Hydra's output dir (out_dir, the multirun job folder, or the dated default, which
     ``config.run_folder`` claimed as Hydra named it); without Hydra, out_dir or a new
     dated runs/ folder. Released when the job ends (:func:`run_job`)."""
@@ -90,8 +92,16 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     hydra = HydraConfig.get()
     folder = Path(hydra.runtime.output_dir)
     if not holds_out_dir(folder):  # (a dated folder was claimed as Hydra named it)
-        hydra_files = (".hydra", f"{hydra.job.name}.log")
-        claim_out_dir(folder, what, outputs, bool(cfg.overwrite), ignore=hydra_files, inputs=inputs)
+        log = f"{hydra.job.name}.log"  # (the job rewrites it: kept aside with the outputs)
+        claim_out_dir(
+            folder,
+            what,
+            outputs,
+            bool(cfg.overwrite),
+            ignore=(".hydra", log),
+            inputs=inputs,
+            companions=(log,),
+        )
     _JOB_LOG.start(folder / f"{hydra.job.name}.log")  # the folder is this job's now
     return folder
 
@@ -635,7 +645,9 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     try:
         load_plugins()  # in the job's process, whichever launcher started it
         provenance()  # what made the run, as it starts (its result files record it)
-        return fn(cfg)
+        value = fn(cfg)
+        release_out_dirs(finished=True)  # (the earlier run's files it replaced go)
+        return value
     except BaseException as error:  # a bug or Ctrl-C too: no bare run folder is left
         release_out_dirs()
         multirun = HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN

@@ -755,7 +755,7 @@ def write_run(
     (:data:`THRESHOLDS_LOG`, if any ran), then ``results.json``, the mark of a
     finished run; if any of them fails (a full disk), the charts already
     written are removed again, so the folder never holds half a run (it is this
-    run's folder: ``_io.claim_out_dir`` cleared an earlier run's). Returns the paths
+    run's folder: ``_io.claim_out_dir`` moved an earlier run's aside). Returns the paths
     written, results.json first."""
     try:
         written = write_charts(runs, baseline, out_dir) if charts else []

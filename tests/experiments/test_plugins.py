@@ -181,6 +181,15 @@ def test_a_plugin_that_does_not_import_is_one_line(monkeypatch, capsys, tmp_path
         "ModuleNotFoundError: No module named 'no_such_module_here'" in err
     )
     assert not (tmp_path / "run").exists()
+    # a file's path, as users first try it: says how to name it
+    monkeypatch.setenv(plugins.VARIABLE, f"{tmp_path}/mine.py")
+    code = main_guard(lambda: compare.main(["policies=btb", f"out_dir={tmp_path / 'run'}"]))
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.endswith(
+        f"(BTB_GYM_PLUGINS takes module names, not files: PYTHONPATH={tmp_path} "
+        "BTB_GYM_PLUGINS=mine)\n"
+    )
 
 
 def test_a_plugin_that_takes_a_policy_s_name_is_refused(tmp_path, monkeypatch, capsys):
@@ -336,3 +345,24 @@ def test_a_plugin_module_reloaded_registers_its_classes_again(plugin_module):
     first = POLICIES["plugin_first_node"]
     importlib.reload(module)
     assert POLICIES["plugin_first_node"] is module.FirstNode is not first
+
+
+def test_overwrite_puts_the_earlier_run_back_when_a_policy_fails_mid_run(
+    plugin_module, capsys, tmp_path
+):
+    """overwrite=true removed the earlier run's results as the run started: a run that
+    then failed (here a policy's bug, found at its first decision) left the folder
+    empty. The earlier run's files are kept aside and put back, byte for byte."""
+    from experiments import compare
+
+    plugin_module("buggy_routers", BUGGY)
+    out = tmp_path / "run"
+    base = ["windows=1", "progress=false", "agents=none", f"out_dir={out}"]
+    assert main_guard(lambda: compare.main(["policies=least_load", *base])) == 0
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
+    assert "results.json" in before and len(before) > 1  # with its charts
+    capsys.readouterr()
+    argv = ["policies=buggy_decide", "charts=false", "overwrite=true", *base]
+    assert main_guard(lambda: compare.main(argv)) == 1
+    assert "note:" not in capsys.readouterr().err
+    assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before

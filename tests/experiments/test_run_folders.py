@@ -1,5 +1,6 @@
 """A run's folder: one run at a time (a lock), never a silent overwrite of an earlier
-run (``overwrite=true`` replaces it, clearing what the command writes), nothing
+run (``overwrite=true`` replaces what the command writes, kept aside until the run
+finishes), nothing
 half-written on a failure or Ctrl-C, and no bare folder left by a failed Hydra job."""
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> Non
     (tmp_path / "wandb" / "offline-run-1").mkdir(parents=True)  # the replaced results' W&B run
     with _hydra_job("tune_btb", ["logger=none", "overwrite=true", f"out_dir={tmp_path}"]) as cfg:
         assert run_dir(cfg, "tune_btb", ("objective.json",)) == tmp_path
-        release_out_dirs()
+        release_out_dirs(finished=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hydra", "notes.txt", "tune_btb.log"]
 
 
@@ -300,7 +301,7 @@ def test_train_overwrite_clears_every_file_a_training_run_writes(tmp_path: Path)
     (tmp_path / "rescore_val_notes.json").write_text("mine too")
     with _hydra_job("train", ["logger=none", "overwrite=true", f"out_dir={tmp_path}"]) as cfg:
         assert run_dir(cfg, "train", (*OUTPUTS, *TRAIN_OUTPUTS)) == tmp_path
-        release_out_dirs()
+        release_out_dirs(finished=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         ".hydra",
         "rescore_notes.txt",
@@ -328,12 +329,14 @@ def test_overwrite_never_clears_an_input_of_the_run(tmp_path: Path) -> None:
     elsewhere.mkdir()
     (tmp_path / "checkpoints").symlink_to(elsewhere)
     inputs_linked = [("resume", str(elsewhere))]
-    claim_out_dir(tmp_path, "x: out_dir", ("checkpoints",), True, inputs=inputs_linked).release()
+    claim_out_dir(tmp_path, "x: out_dir", ("checkpoints",), True, inputs=inputs_linked).release(
+        finished=True
+    )
     assert elsewhere.is_dir() and not (tmp_path / "checkpoints").exists()
     # an input beside the outputs, not in one of them, stays and the run goes on
     (tmp_path / "trace.jsonl").write_text("")
     inputs = [("workload.path", str(tmp_path / "trace.jsonl"))]
-    claim_out_dir(tmp_path, "x: out_dir", outputs, True, inputs=inputs).release()
+    claim_out_dir(tmp_path, "x: out_dir", outputs, True, inputs=inputs).release(finished=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.jsonl"]
 
     # through a Hydra job: train resume= of the agent in its own out_dir
@@ -740,3 +743,67 @@ def test_a_warning_said_before_the_job_took_its_folder_is_in_its_log(
     assert (tmp_path / "run" / "train.log").read_text().startswith(said)
     again = run_command("experiments.train", [*TINY_TRAIN, f"out_dir={tmp_path / 'b'}"], tmp_path)
     assert again.returncode == 0 and said not in (tmp_path / "b" / "train.log").read_text()
+
+
+def test_overwrite_keeps_the_earlier_run_aside_until_the_new_one_finishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """overwrite=true moves what the command writes (and a companion, a job's log)
+    into .btb-replaced/: removed when the run finishes, put back when it ends before
+    writing any file of its own, and kept, and said, when it ends after writing some
+    (neither run's files are lost). A folder still holding it is refused."""
+    from experiments._io import REPLACED_NAME, OutDirError, claim_out_dir
+
+    def earlier() -> dict[str, tuple[bytes, int]]:
+        (tmp_path / "agent").mkdir(exist_ok=True)
+        for name in ("results.json", "agent/agent.json", "run.log", "notes.txt"):
+            (tmp_path / name).write_text(f"earlier {name}")
+        return _state()
+
+    def _state() -> dict[str, tuple[bytes, int]]:
+        return {
+            str(p.relative_to(tmp_path)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(tmp_path.rglob("*"))
+            if p.is_file()
+        }
+
+    outputs = ("results.json", "agent", "chart_*.png")
+    before = earlier()
+    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=("run.log",))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        REPLACED_NAME,
+        ".btb-run.lock",
+        "notes.txt",
+    ]
+    (tmp_path / "run.log").write_text("this run's log")  # a companion: not the run's work
+    held.release()  # ended (an error, Ctrl-C) before writing anything
+    assert _state() == before and not (tmp_path / REPLACED_NAME).exists()
+    assert capsys.readouterr().err == ""
+
+    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=("run.log",))
+    (tmp_path / "chart_queue.png").write_bytes(b"half a run")
+    held.release()
+    said = capsys.readouterr().err
+    assert said == (
+        "note: this run did not finish; the earlier run's files that overwrite=true "
+        f"replaced are kept in {tmp_path / REPLACED_NAME}\n"
+    )
+    kept = sorted(p.name for p in (tmp_path / REPLACED_NAME).iterdir())
+    assert kept == ["agent", "results.json", "run.log"]
+    assert (tmp_path / REPLACED_NAME / "agent" / "agent.json").read_text() == (
+        "earlier agent/agent.json"
+    )
+    for overwrite in (False, True):
+        with pytest.raises(OutDirError, match=rf"holds {REPLACED_NAME}/, an earlier run's"):
+            claim_out_dir(tmp_path, "x: out_dir", outputs, overwrite)
+    assert (tmp_path / "chart_queue.png").is_file()
+
+    (tmp_path / "chart_queue.png").unlink()
+    for entry in (tmp_path / REPLACED_NAME).iterdir():
+        entry.rename(tmp_path / entry.name)
+    (tmp_path / REPLACED_NAME).rmdir()
+    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=("run.log",))
+    (tmp_path / "results.json").write_text("this run's")
+    held.release(finished=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "results.json"]
+    assert (tmp_path / "results.json").read_text() == "this run's"
