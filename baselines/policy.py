@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from envs.sim.errors import raise_for_policy
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -108,15 +109,26 @@ def _takes_sim_and_request(cls: type[Policy]) -> bool:
 
 
 def make_policy(name: str, **kwargs: Any) -> Policy:
-    """Build the policy registered as ``name`` with keyword settings."""
+    """Build the policy registered as ``name`` with keyword settings. Settings its
+    constructor does not take are the user's error (a ValueError naming the policy);
+    what the constructor itself raises goes as a decision's does
+    (:func:`~envs.sim.errors.raise_for_policy`: a bug in a policy of one's own, a
+    TypeError too, is a PolicyFailure with its traceback)."""
     if name not in POLICIES:
         load_plugins()  # a process the command did not start itself (a subproc env)
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}")
+    build = POLICIES[name]
     try:
-        return POLICIES[name](**kwargs)
+        inspect.signature(build).bind(**kwargs)
     except TypeError as error:
         raise ValueError(f"policy {name!r}: {error}") from None
+    except ValueError:
+        pass  # (no signature to read: the call says)
+    try:
+        return build(**kwargs)
+    except Exception as error:
+        raise_for_policy(error, f"policy {name!r}", "__init__")
 
 
 # ------------------------------------------------------------------ plugins

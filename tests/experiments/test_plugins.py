@@ -366,3 +366,31 @@ def test_overwrite_puts_the_earlier_run_back_when_a_policy_fails_mid_run(
     assert main_guard(lambda: compare.main(argv)) == 1
     assert "note:" not in capsys.readouterr().err
     assert {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()} == before
+
+
+def test_a_bug_in_a_plugin_s_constructor_is_not_called_a_bad_setting(
+    plugin_module, capsys, tmp_path
+):
+    """A TypeError raised inside a policy's own __init__ was reported as a setting
+    the policy does not take (one line, exit 2). A setting it does not take still is."""
+    from experiments import compare
+
+    plugin_module(
+        "buggy_init",
+        BUGGY.replace("class BuggyDecide(Policy):", "class BuggyDecide(Policy):\n"
+                      "    def __init__(self, weight=1):\n"
+                      "        self.weight = len(weight)\n"),
+    )  # fmt: skip
+    base = ["windows=1", "charts=false", "progress=false", f"out_dir={tmp_path / 'run'}"]
+    code = main_guard(lambda: compare.main(["policies=buggy_decide", *base]))
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback (most recent call last):" in err
+    assert "self.weight = len(weight)" in err
+    assert err.endswith(
+        "error: experiments.compare: policy 'buggy_decide' failed in __init__(): TypeError: "
+        "object of type 'int' has no len()\n"
+    )
+    argv = ["policies=buggy_decide", "policy_kwargs=buggy_decide.mass=2", *base]
+    assert main_guard(lambda: compare.main(argv)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'mass'" in err, err
