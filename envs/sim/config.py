@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number, is_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, SettingWarning
 from envs.sim.timing import (
     DEFAULT_MBU,
     DEFAULT_MFU,
@@ -292,6 +293,22 @@ class SimConfig:
         check_int("sim.fault_seed", self.fault_seed, 0, ConfigError)
         self._check_schedule("fault_node_loss_s", "fault_node_loss_nodes")
         self._check_schedule("fault_nic_down_s", "fault_nic_down_nodes")
+        idle = (  # a setting away from its default, and what it needs to do anything
+            ("fault_copy_slowdown", 1.0, self.fault_copy_slow_prob,
+             f"while sim.fault_copy_slow_prob is {self.fault_copy_slow_prob!r} (the share "
+             "of copies it slows)"),
+            ("fault_node_down_s", inf,
+             self.fault_node_loss_s or self.fault_node_loss_rate_per_s,
+             "while no node is lost (sim.fault_node_loss_s, sim.fault_node_loss_rate_per_s)"),
+            ("fault_nic_down_for_s", 1.0, self.fault_nic_down_s,
+             "while no NIC goes down (sim.fault_nic_down_s)"),
+        )  # fmt: skip
+        for name, default, needed, why in idle:
+            if getattr(self, name) != default and not needed:
+                warnings.warn(
+                    SettingWarning(f"sim.{name}={getattr(self, name)!r} does nothing {why}"),
+                    stacklevel=2,
+                )
 
     def _check_schedule(self, times_name: str, nodes_name: str) -> None:
         """A fault schedule: finite times >= 0 and a node index for each."""

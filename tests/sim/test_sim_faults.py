@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -444,3 +445,33 @@ def test_faults_and_upgrades_after_the_workload_is_served_change_nothing(core: s
         assert not any(summary["warm_refused"].values())
     early = run(fault_node_loss_s=(0.0,), fault_node_loss_nodes=(1,))  # while the run is on
     assert early["fault_node_losses"] == 1
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"fault_copy_slowdown": 5.0},
+         "sim.fault_copy_slowdown=5.0 does nothing while sim.fault_copy_slow_prob is 0.0 "
+         "(the share of copies it slows)"),
+        ({"fault_node_down_s": 30.0},
+         "sim.fault_node_down_s=30.0 does nothing while no node is lost "
+         "(sim.fault_node_loss_s, sim.fault_node_loss_rate_per_s)"),
+        ({"fault_nic_down_for_s": 3.0},
+         "sim.fault_nic_down_for_s=3.0 does nothing while no NIC goes down (sim.fault_nic_down_s)"),
+    ],
+)  # fmt: skip
+def test_a_fault_setting_that_needs_another_says_so(fields: dict[str, float], said: str) -> None:
+    """fault_copy_slowdown without fault_copy_slow_prob slowed nothing, silently."""
+    from envs.sim.errors import SettingWarning
+
+    with pytest.warns(SettingWarning) as caught:
+        SimConfig(**fields)
+    assert [str(w.message) for w in caught] == [said]
+    needed = {
+        "fault_copy_slowdown": {"fault_copy_slow_prob": 0.1},
+        "fault_node_down_s": {"fault_node_loss_rate_per_s": 0.01},
+        "fault_nic_down_for_s": {"fault_nic_down_s": (1.0,), "fault_nic_down_nodes": (0,)},
+    }[next(iter(fields))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SimConfig(**fields, **needed)
