@@ -408,8 +408,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from envs.workloads.registry import configure
 
         with naming_params("experiments.compare", generator):
-            configure(options["workload"], None, None, None, **generator)
-        params = generator
+            scenario = configure(options["workload"], None, None, None, **generator)
+        # as the generator took them (040 is 40), as a Hydra command's rows name them
+        params = {
+            key: next(
+                list(value) if isinstance(value, tuple) else value
+                for family in scenario.families
+                if hasattr(family.config, key)
+                for value in [getattr(family.config, key)]
+            )
+            for key in generator
+        }
     shown = workload_label(options["workload"], params)
     names = resolve_policies(options)
     agent_dirs = resolve_agents(options["agents"])

@@ -520,18 +520,20 @@ def test_compare_takes_generator_parameters_as_make_dataset_does(
 ) -> None:
     """``params=key=value,...`` (compare refused workload.rate_per_s=, workload.params.
     rate_per_s= and params= alike): 8 bursts of 6 requests and 2 decoys are 50
-    requests a window, and the rows say which workload ran. A value the generator
+    requests a window, and the rows say which workload ran, with the values the
+    generator took (they named them as typed, ``06``). A value the generator
     refuses, a window with no request and params= beside a trace are one line each,
     exit 2, before any folder."""
     out = tmp_path / "run"
     argv = ["policies=btb", "agents=none", "windows=1", "charts=false", "progress=false",
-            "params=burst_requests=6,n_decoys=2", f"out_dir={out}"]  # fmt: skip
+            "params=burst_requests=06,n_decoys=2", f"out_dir={out}"]  # fmt: skip
     assert main_guard(lambda: compare.main(argv)) == 0
     result = json.loads((out / "results.json").read_text())
     assert {(r["workload"], r["requests"]) for r in result["rows"] if r["policy"] == "btb"} == {
         ("bursted_synthetic[burst_requests=6,n_decoys=2]", 50)
     }
-    assert result["config"]["params"] == ["burst_requests=6", "n_decoys=2"]
+    assert result["config"]["params"] == ["burst_requests=06", "n_decoys=2"]  # as typed
+    # the rows name them as the generator took them (06 is 6), as evaluate's do
     capsys.readouterr()
     trace = Path(__file__).resolve().parents[2] / "examples" / "mooncake_example.jsonl"
     for given, said in (
