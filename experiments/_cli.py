@@ -236,6 +236,24 @@ def error_line(error: BaseException) -> str:
     return line.removeprefix("error: ")
 
 
+def exit_status(error: BaseException) -> int:
+    """The status a command exits with when ``error`` ends it (:func:`main_guard`):
+    130 for Ctrl-C, 0 for a pipe's reader gone, 1 for a policy's own failure, 2 for
+    a user's error, a ``SystemExit``'s own code, 1 for anything else (a bug)."""
+    if isinstance(error, SystemExit):
+        code = error.code
+        return code if isinstance(code, int) else 0 if code is None else 1
+    if isinstance(error, KeyboardInterrupt):
+        return 130
+    if isinstance(error, BrokenPipeError):
+        return 0
+    if isinstance(error, PolicyFailure):
+        return 1
+    if isinstance(error, (ValueError, OSError, SimulationError)):
+        return 2
+    return 1
+
+
 def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
@@ -261,20 +279,20 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     with rare_gc.RARE_GC:
         try:
             fn()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
             print("interrupted", file=sys.stderr)
-            return 130
-        except BrokenPipeError:  # the reader went away (``--help | head``): nothing to say
+            return exit_status(interrupt)
+        except BrokenPipeError as gone:  # the reader went away (``--help | head``): nothing to say
             with contextlib.suppress(OSError, ValueError):  # so the exit's flush does not fail
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+            return exit_status(gone)
         except PolicyFailure as failure:  # a bug in a policy's code: its traceback, its name
             traceback.print_exception(failure.__cause__ or failure, file=sys.stderr)
             print(f"error: {_prefixed(str(failure), ''.join(command))}", file=sys.stderr)
-            return 1
+            return exit_status(failure)
         except (ValueError, OSError, SimulationError) as error:
             print(user_error_message(error, "".join(command), trace_paths), file=sys.stderr)
-            return 2
+            return exit_status(error)
         finally:
             _RUNNING.pop()
             SAID_WARNINGS.clear()

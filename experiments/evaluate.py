@@ -198,8 +198,10 @@ def evaluate(cfg: DictConfig) -> float:
             policy_kwargs=settings,
             timeline_window=int(cfg.timeline_window),
         )
-    finally:
-        logger.finish()
+    except BaseException as error:  # W&B records the run as failed (or interrupted)
+        logger.finish(error)
+        raise
+    logger.finish()
     print(f"wrote {out_dir / 'results.json'} and what goes with it (charts, settings)")
     scores = {r["policy"]: r["ttft_mean_s"] for r in rows if r["policy"] not in BOUNDS}
     which = reads(list(agents), list(cfg.policies))

@@ -107,10 +107,16 @@ class RunLogger:
             for key, value in values.items():
                 self.run.summary[key] = value
 
-    def finish(self) -> None:
+    def finish(self, error: BaseException | None = None) -> None:
+        """End the W&B run (once; later calls do nothing): exit code 0, or, when
+        ``error`` ended the job, the status the command exits with
+        (``_cli.exit_status``: 130 for Ctrl-C, 1 for a failure, 2 for a user's
+        error), so W&B records the run as failed."""
         if self.run is not None:
-            self.run.finish()
-            self.run = None
+            from experiments._cli import exit_status
+
+            run, self.run = self.run, None
+            run.finish(exit_code=0 if error is None else exit_status(error))
 
 
 def _plain(value: Any) -> Any:

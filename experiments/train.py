@@ -1466,6 +1466,9 @@ def train(cfg: DictConfig) -> float:
             record = {"train": train_record, "provenance": provenance()}
             write_json_atomic(out_dir / "train.json", record)
         return objective
+    except BaseException as error:  # W&B records the run as failed (or interrupted)
+        logger.finish(error)
+        raise
     finally:
         vec.close()
         logger.finish()

@@ -278,8 +278,10 @@ def objective(cfg: DictConfig) -> float:
         write_json_atomic(out_dir / "objective.json", record)
         logger.log_table("objective", [row])
         logger.summary(summary)
-    finally:
-        logger.finish()
+    except BaseException as error:  # W&B records the run as failed (or interrupted)
+        logger.finish(error)
+        raise
+    logger.finish()
     copies = int(row.get("warm_copies", 0))
     quiet = ""
     if not copies:  # such trials tie: say why when it is that Y keys no burst

@@ -546,6 +546,59 @@ def test_wandb_offline_run_holds_config_curves_table_and_charts(tmp_path):
     assert not gaps, f"the offline run lacks {gaps}"
 
 
+def _wandb_exit_code(folder: Path) -> int | None:
+    """The exit code of the one offline W&B run under ``folder`` (None: no exit record yet)."""
+    (run_file,) = glob.glob(str(folder / "wandb" / "offline-run-*" / "*.wandb"))
+    deadline = time.monotonic() + 30
+    while True:  # W&B writes from its own process: read again until its exit record is in
+        codes = [r.exit.exit_code for r in _wandb_records(run_file) if r.HasField("exit")]
+        if codes or time.monotonic() > deadline:
+            return codes[0] if codes else None
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize(
+    ("error", "code"), [(None, 0), (RuntimeError("a bug"), 1), (KeyboardInterrupt(), 130)]
+)
+def test_the_wandb_run_ends_with_the_command_s_exit_code(tmp_path, error, code):
+    """A run ended by an exception or Ctrl-C was recorded by W&B as a success (exit code 0)."""
+    from experiments.tracking import RunLogger
+
+    cfg = OmegaConf.create(
+        {"kind": "wandb", "mode": "offline", "project": "btb-test", "entity": None,
+         "group": None, "tags": []}
+    )  # fmt: skip
+    logger = RunLogger(cfg, {}, tmp_path, name="exit", job_type="evaluate")
+    logger.finish(error)
+    logger.finish(RuntimeError("again"))  # the run ended once: a later call does nothing
+    assert _wandb_exit_code(tmp_path) == code
+
+
+def test_a_failed_evaluate_ends_its_wandb_run_as_failed(tmp_path):
+    """evaluate's policy failing ended the command with status 1 and its W&B run with 0."""
+    from baselines.policy import POLICIES, Policy, register
+    from envs.sim.errors import PolicyFailure
+    from experiments.evaluate import evaluate
+
+    @register("probe_fails")
+    class ProbeFails(Policy):
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            raise RuntimeError("probe")
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(
+                config_name="evaluate",
+                overrides=["workload=tiny", "logger=wandb", "logger.mode=offline",
+                           "progress=false", "policies=[probe_fails]", f"out_dir={tmp_path}"],
+            )  # fmt: skip
+        with pytest.raises(PolicyFailure, match="probe_fails"):
+            evaluate(cfg)
+    finally:
+        POLICIES.pop("probe_fails", None)
+    assert _wandb_exit_code(tmp_path) == 1
+
+
 @pytest.mark.parametrize("name", ["train", "evaluate", "tune_btb"])
 def test_run_dir_defaults_to_dated_folder_without_out_dir(name: str) -> None:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
