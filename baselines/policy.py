@@ -38,7 +38,11 @@ class Policy(ABC):
         with ``sim.route(node)`` (to act on the caches after routing)."""
 
     def metrics(self) -> dict[str, float]:
-        """Policy-specific totals of the last run, added to its result row (none by default)."""
+        """Policy-specific figures of the last run (one window), added to its result
+        row (none by default). Over a row's windows, a key ending in ``_rate`` is the
+        windows' unweighted mean and any other key their sum, as a float; a key the
+        row already has (``ttft_mean_s``, ``windows``) is refused, naming the policy
+        (docs/metrics.md)."""
         return {}
 
     def run(self, sim: Simulator) -> Any:

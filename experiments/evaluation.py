@@ -455,15 +455,30 @@ def summarize_windows(
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
     }
+    row.update(policy_metrics(results, policy, row))
+    return row
+
+
+def policy_metrics(
+    results: Sequence[WindowResult], policy: str, row: dict[str, Any]
+) -> dict[str, float]:
+    """The policy's own figures (``Policy.metrics()``) over its windows: a key ending
+    in ``_rate`` is the windows' unweighted mean, any other their sum (as a float).
+    A key ``row`` already has (``ttft_mean_s``) would overwrite a measured figure:
+    ValueError naming the policy and the key."""
     extra: dict[str, float] = {}
     for result in results:
         for key, value in result.metrics.items():
+            if key in row:
+                raise ValueError(
+                    f"policy {policy!r}: metrics() returned {key!r}, a field its result row "
+                    "already has; name the policy's own figure otherwise"
+                )
             extra[key] = extra.get(key, 0.0) + value
     for key in extra:
         if key.endswith("_rate"):
             extra[key] /= len(results)
-    row.update(extra)
-    return row
+    return extra
 
 
 def _fault_counts(results: Sequence[WindowResult]) -> dict[str, int]:

@@ -3,9 +3,13 @@ closes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from baselines.policy import Policy
 from envs.sim import SimConfig
+from envs.sim.request import Workload
 from experiments.evaluation import (
     FLOOR,
     FLOOR_CAPACITY,
@@ -102,3 +106,48 @@ def test_no_capacity_gap_without_its_row() -> None:
     rows = [_row("btb", 1.0, 5.0), _row(FLOOR, 0.4, 3.0)]
     add_floor_gaps(rows)
     assert "floor_capacity_gap_closed_mean_pct" not in rows[0]
+
+
+class _Counting(Policy):
+    """Every request to node 0; its figures: the window's decisions and the
+    window's number (1, 2, ...) as a rate; ``also`` added to them."""
+
+    def __init__(self, also: dict[str, float] | None = None) -> None:
+        self.also = also or {}
+        self.runs = 0
+        self.n = 0
+
+    def reset(self, sim: Any) -> None:
+        self.runs += 1
+        self.n = 0
+
+    def decide(self, sim: Any, request: Any) -> int:
+        self.n += 1
+        return 0
+
+    def metrics(self) -> dict[str, float]:
+        return {"decisions": self.n, "run_rate": float(self.runs), **self.also}
+
+
+def test_a_policy_s_metrics_are_summed_and_its_rates_averaged_over_windows() -> None:
+    first, second = small_window(), small_window(seed=2)
+    shorter = Workload("shorter", second.block_tokens, second.requests[:20])
+    windows = [first, shorter]
+    sizes = [len(w.requests) for w in windows]  # 54 and 20: a mean weighted by them is not 1.5
+    assert sizes == [54, 20]
+    (run,) = evaluate_policies({"counting": _Counting()}, "70b_h100x4", windows, SimConfig())
+    row = run.row
+    assert row["decisions"] == float(sizes[0] + sizes[1]) and type(row["decisions"]) is float
+    assert row["run_rate"] == 1.5  # (1 + 2) / 2: unweighted
+
+
+def test_a_policy_s_metric_named_as_a_field_of_its_row_is_refused() -> None:
+    """metricky's ttft_mean_s of 123 s silently replaced its measured mean (as 246 s,
+    summed over two windows)."""
+    policy = _Counting({"ttft_mean_s": 123.0})
+    with pytest.raises(
+        ValueError,
+        match=r"^policy 'metricky': metrics\(\) returned 'ttft_mean_s', a field its result "
+        r"row already has; name the policy's own figure otherwise$",
+    ):
+        evaluate_policies({"metricky": policy}, "70b_h100x4", [small_window()], SimConfig())
