@@ -135,17 +135,22 @@ def plot_ttft_cdf(ttfts: Mapping[str, np.ndarray], path: str | Path, title: str 
     return path
 
 
-def queue_lengths(trace: WindowTrace, node: int) -> tuple[np.ndarray, np.ndarray]:
+def queue_lengths(trace: WindowTrace, node: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Step function (times, queue length after each time) of requests routed to
-    ``node`` and not yet admitted, from the records' arrival and admission times."""
-    mine = trace.node == node
+    ``node`` (None: to any node) and not yet admitted, from the records' arrival and
+    admission times. A request admitted as it arrives never waits and is not
+    counted; the times are distinct, each with the queue once all that happened at
+    it did (a request arriving as another is admitted draws no spike)."""
+    mine = slice(None) if node is None else trace.node == node
     arrive = trace.arrival_s[mine]
     admit = trace.admit_s[mine]
+    waits = admit != arrive  # never admitted (NaN) too
+    arrive, admit = arrive[waits], admit[waits]
     admit = admit[np.isfinite(admit)]
     times = np.concatenate([arrive, admit])
     steps = np.concatenate([np.ones(arrive.size), -np.ones(admit.size)])
-    order = np.lexsort((-steps, times))  # at equal times count the arrival first
-    return times[order], np.cumsum(steps[order])
+    at, which = np.unique(times, return_inverse=True)
+    return at, np.cumsum(np.bincount(which, weights=steps, minlength=at.size), dtype=float)
 
 
 def plot_burst_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
@@ -550,12 +555,9 @@ drawn on the same scale, so its action index may differ)."""
 
 
 def cluster_queue(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
-    """Step function (times, requests queued in the whole cluster after each time)."""
-    times = [queue_lengths(trace, node) for node in range(trace.n_nodes)]
-    at = np.concatenate([t for t, _ in times])
-    steps = np.concatenate([np.diff(q, prepend=0.0) for _, q in times])
-    order = np.argsort(at, kind="stable")
-    return at[order], np.cumsum(steps[order])
+    """Step function (times, requests queued in the whole cluster after each time;
+    :func:`queue_lengths` of every node)."""
+    return queue_lengths(trace, None)
 
 
 def setting_series(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:

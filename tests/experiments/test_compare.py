@@ -125,8 +125,24 @@ def test_queue_length_is_routed_minus_admitted() -> None:
         copies=[],
     )
     times, lengths = queue_lengths(trace, 0)
-    assert times.tolist() == [0.0, 0.5, 1.0, 2.0, 3.0, 3.0]
-    assert lengths.tolist() == [1, 0, 1, 2, 1, 0]
+    assert times.tolist() == [0.0, 0.5, 1.0, 2.0, 3.0]  # two admitted at 3: one step
+    assert lengths.tolist() == [1, 0, 1, 2, 0]
+    assert queue_lengths(trace, 1)[0].size == 0  # admitted as it arrived: never queued
+
+
+def test_a_request_admitted_on_arrival_is_never_queued() -> None:
+    """Counting an arrival before an admission at the same time drew a queue of 1
+    for every request admitted as it arrived."""
+    trace = WindowTrace("w", 1, np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.0, 2.0]),
+                        np.array([0, 0, 0]), [])  # fmt: skip
+    times, lengths = queue_lengths(trace, 0)
+    assert times.size == 0 and lengths.size == 0
+    # A at 0 and C at 2 go straight in; B waits from 1 to 3, D from 3 (as B goes in) to 4
+    trace = WindowTrace("w", 1, np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.0, 3.0, 2.0, 4.0]),
+                        np.array([0, 0, 0, 0]), [])  # fmt: skip
+    times, lengths = queue_lengths(trace, 0)
+    assert times.tolist() == [1.0, 3.0, 4.0]
+    assert lengths.tolist() == [1, 1, 0]  # at 3: B out and D in, no spike to 2 nor dip to 0
 
 
 def test_policy_kwargs_parse_and_name_the_policy() -> None:

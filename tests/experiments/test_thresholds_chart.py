@@ -36,6 +36,22 @@ def test_cluster_queue_sums_the_nodes_queues():
     assert queued.tolist() == [1, 2, 3, 2, 1, 0]
 
 
+def test_cluster_queue_nets_what_happens_at_one_time_on_different_nodes():
+    # node 0: arrival at 0, admitted at 2; node 1: arrival at 2 (as node 0 admits),
+    # admitted at 3; node 1 again: arrival at 2.5, admitted at once (never queued)
+    trace = WindowTrace(
+        window="hand",
+        n_nodes=2,
+        arrival_s=np.array([0.0, 2.0, 2.5]),
+        admit_s=np.array([2.0, 3.0, 2.5]),
+        node=np.array([0, 1, 1]),
+        copies=[],
+    )
+    times, queued = cluster_queue(trace)
+    assert times.tolist() == [0.0, 2.0, 3.0]
+    assert queued.tolist() == [1, 1, 0]
+
+
 def test_setting_series_has_one_row_per_epoch():
     log = [
         (0.0, (2, 1.0, 4, 65536, "resident")),
