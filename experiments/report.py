@@ -111,14 +111,15 @@ def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str 
 
 
 def plot_ttft_cdf(ttfts: Mapping[str, np.ndarray], path: str | Path, title: str = "") -> Path:
-    """Empirical CDF of TTFT per policy."""
+    """Empirical CDF of TTFT per policy, from 0 (below the shortest TTFT) to 1."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.5))
     for i, (name, values) in enumerate(ttfts.items()):
         values = np.sort(values[np.isfinite(values)])
         if values.size == 0:
             continue
-        y = np.arange(1, values.size + 1) / values.size
+        values = np.insert(values, 0, values[0])  # from 0 at the shortest TTFT
+        y = np.arange(values.size) / (values.size - 1)
         # ten colours, then dashed lines; the bound in black dots, apart from every policy
         style = {"color": "black", "linestyle": ":"} if name == FLOOR else {}
         style = style or {"linestyle": ("-", "--", "-.")[min(i // 10, 2)]}
@@ -191,11 +192,20 @@ def plot_burst_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> 
                 zorder=3,
             )
         ax.set_ylim(0, top * 1.15)
-        ax.set_ylabel("queued")
+        ax.set_ylabel("requests queued")
         ax.set_title(f"{name} · {trace.window} · {len(trace.copies)} copies", fontsize="medium")
         ax.grid(alpha=0.3)
-    n_nodes = max(t.n_nodes for t in traces.values())
-    axes[0, 0].legend(fontsize="x-small", ncol=min(n_nodes + 1, 6), loc="upper left")
+    drawn: dict[str, Any] = {}  # every panel's nodes and marks, once each, in the first panel
+    for ax in axes[:, 0]:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            drawn.setdefault(label, handle)
+    nodes = sorted((k for k in drawn if k.startswith("node ")), key=lambda k: int(k[5:]))
+    order = [*nodes, *(k for k in drawn if k not in nodes)]
+    if order:  # (no queue and no copy anywhere: nothing to name)
+        axes[0, 0].legend(
+            [drawn[k] for k in order], order, fontsize="x-small", ncol=min(len(order), 6),
+            loc="upper left",
+        )  # fmt: skip
     axes[-1, 0].set_xlabel("time in window (s)")
     path = _save(fig, path)
     plt.close(fig)
@@ -600,7 +610,7 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
         times, queued = cluster_queue(trace)
         if times.size:
             top.step(times, queued, where="post", linewidth=0.9)
-        top.set_ylabel("queued")
+        top.set_ylabel("requests queued")
         top.set_title(f"{name} · {trace.window} · {len(trace.settings)} epochs", fontsize="medium")
         epochs, values = setting_series(trace)
         end = max(float(times[-1]) if times.size else 0.0, float(epochs[-1]) + 1.0)
@@ -731,7 +741,8 @@ def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> lis
     runs = [run for run in runs if run.row["policy"] != FLOOR_CAPACITY]  # a mean, no TTFTs
     rows = [run.row for run in runs]
     first = rows[0]
-    title = f"{first['setup']} · {first['workload']} · {first['windows']} windows"
+    windows = first["windows"]
+    title = f"{first['setup']} · {first['workload']} · {windows} window" + "s" * (windows != 1)
     paths = [
         plot_ttft_cdf({r.row["policy"]: r.ttft_s for r in runs}, out_dir / CHARTS[1], title),
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,8 +13,15 @@ import pytest
 from envs.sim import SimConfig
 from experiments import compare
 from experiments._cli import UsageError, main_guard
-from experiments.evaluation import WindowResult, WindowTrace, add_reductions, summarize_windows
+from experiments.evaluation import (
+    WindowResult,
+    WindowTrace,
+    add_reductions,
+    evaluate_policies,
+    summarize_windows,
+)
 from experiments.report import queue_lengths
+from tests.sim.simkit import small_window
 
 REQUIRED = (
     "setup", "workload", "policy", "requests", "ttft_mean_s", "ttft_p50_s", "ttft_p95_s",
@@ -330,6 +338,52 @@ def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_pa
     assert hatches.count("//") == 1  # only the -250 % bar is clipped
     assert texts == ["mean TTFT", "p95 TTFT", "below -100 %, clipped"]
     assert swatches[:2] == [None, None]  # plain swatches, though the first mean bar is hatched
+
+
+def _spy_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures report's charts save, kept open for the test to read."""
+    from experiments import report
+
+    figures: list[Any] = []
+    real_save = report._save
+
+    def spy_save(fig: Any, path: Any) -> Any:
+        figures.append(fig)
+        return real_save(fig, path)
+
+    monkeypatch.setattr(report, "_save", spy_save)
+    return figures
+
+
+def test_burst_timeline_names_every_panel_s_nodes_and_its_unit(tmp_path, monkeypatch):
+    """The legend listed the first panel's nodes only, and the axis said "queued"."""
+    from experiments.report import plot_burst_timeline
+
+    figures = _spy_figures(monkeypatch)
+
+    def waits_on(node: int) -> WindowTrace:  # one request waits, from 0 to 1 s, on node
+        return WindowTrace("w", 3, np.array([0.0]), np.array([1.0]), np.array([node]), [])
+
+    plot_burst_timeline({"a": waits_on(0), "b": waits_on(2)}, tmp_path / "t.png")
+    (fig,) = figures
+    first = fig.axes[0]
+    assert [t.get_text() for t in first.get_legend().get_texts()] == ["node 0", "node 2"]
+    assert {ax.get_ylabel() for ax in fig.axes} == {"requests queued"}
+
+
+def test_ttft_cdf_rises_from_zero_and_counts_one_window(tmp_path, monkeypatch):
+    """The CDF began at 1/n, and a run of one window was titled "1 windows"."""
+    from experiments.report import write_charts
+
+    figures = _spy_figures(monkeypatch)
+    runs = evaluate_policies(["cache_aware"], "70b_h100x4", [small_window()], SimConfig())
+    write_charts(runs, "", tmp_path)
+    cdf = figures[0].axes[0]
+    assert cdf.get_title().endswith(" · 1 window")
+    (line,) = cdf.get_lines()
+    y = line.get_ydata()
+    n = len(runs[0].ttft_s)  # 54 requests: 0, 1/54, ..., 1
+    assert len(y) == n + 1 and y[0] == 0.0 and y[1] == pytest.approx(1 / n) and y[-1] == 1.0
 
 
 def test_compare_keeps_same_named_agents_apart(tmp_path) -> None:  # type: ignore[no-untyped-def]
