@@ -269,6 +269,11 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
         lines.append(f"times in seconds; d = TTFT reduction vs {baseline} (positive is better)")
     else:
         lines.append("times in seconds; no baseline (baseline=), so no reductions (d)")
+    if any("warm_copies" in r for r in rows):
+        lines.append(
+            "copies = warm copies issued; warm hit / warm byte hit = share of the copies "
+            "that landed / of their bytes that a request used in HBM"
+        )
     if any("load_imbalance" in r for r in rows):
         lines.append(
             "prefill / decode = share of node time busy prefilling / decoding; batch = mean "

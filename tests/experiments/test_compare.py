@@ -302,12 +302,13 @@ def test_table_columns_stay_aligned_with_long_values():
         "ttft_p95_reduction_pct": None,
     }
     slow = dict(row, policy="cache_aware", ttft_mean_s=0.5, ttft_p95_s=1.0)
-    head, rule, first, second, _ = comparison_table([row, slow], "cache_aware").splitlines()
+    head, rule, first, second, _, copies = comparison_table([row, slow], "cache_aware").splitlines()
+    assert copies.startswith("copies = warm copies issued; warm hit / warm byte hit = share of ")
     assert len(head) == len(rule) == len(first) == len(second)
     end = head.index("p95 ") + len("p95")  # right-aligned: values end under the header's end
     assert first[:end].endswith("12345.678") and second[:end].endswith(" 1.000")
     assert first.endswith("-250.0        -")
-    no_baseline = comparison_table([dict(row, ttft_mean_reduction_pct=None)], "").splitlines()[-1]
+    no_baseline = comparison_table([dict(row, ttft_mean_reduction_pct=None)], "").splitlines()[-2]
     assert no_baseline == "times in seconds; no baseline (baseline=), so no reductions (d)"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from baselines.policy import Policy
@@ -151,3 +152,14 @@ def test_a_policy_s_metric_named_as_a_field_of_its_row_is_refused() -> None:
         r"row already has; name the policy's own figure otherwise$",
     ):
         evaluate_policies({"metricky": policy}, "70b_h100x4", [small_window()], SimConfig())
+
+
+def test_percentiles_interpolate_linearly_between_sorted_values() -> None:
+    """metrics.md: of 5 values, p95 lies between the 4th and the 5th."""
+    from experiments.evaluation import ttft_stats
+
+    stats = ttft_stats(np.array([14.0, 1.0, 3.0, 2.0, 4.0]))
+    assert stats["ttft_p50_s"] == 3.0  # position 0.5 * 4 = 2: the 3rd
+    assert stats["ttft_p90_s"] == pytest.approx(10.0)  # position 3.6: 4 + 0.6 * (14 - 4)
+    assert stats["ttft_p95_s"] == pytest.approx(12.0)  # position 3.8: 4 + 0.8 * 10
+    assert stats["ttft_p99_s"] == pytest.approx(13.6)  # position 3.96
