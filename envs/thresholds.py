@@ -236,9 +236,8 @@ class ThresholdsEnv(ClusterEnv):
         for name, flag in (("eft_rules", eft_rules), ("spread_rules", spread_rules)):
             if not isinstance(flag, (bool, np.bool_)):
                 raise ValueError(f"{name} must be true or false, got {flag!r}")
+        self._y_tokens = y_tokens  # read by _check_window, which the constructor calls
         super().__init__(**kwargs)
-        for window in self.windows:  # (a run's reset checks again: the adapter's)
-            check_key_tokens("y_tokens", y_tokens, window.block_tokens)
         self._kwargs["epoch_s"] = epoch_s
         if eft_rules:  # recorded only when set, as agents saved before it were made
             self._kwargs["eft_rules"] = True
@@ -262,6 +261,21 @@ class ThresholdsEnv(ClusterEnv):
     def thresholds(self) -> tuple[int, float, int, int, str]:
         """(X, Z, M, minimum prefix tokens, routing rule) in force."""
         return self.controller.thresholds()
+
+    def _check_window(self, window: Any, where: str) -> None:
+        """Also: ``y_tokens`` holds one of the window's blocks at least. Checked
+        wherever a window comes in (the constructor, ``set_windows``, ``reset``'s
+        ``options['window']``), so a window the controller would refuse is refused
+        before a reset changes anything. (A run's reset checks again: the adapter's.)"""
+        super()._check_window(window, where)
+        try:
+            check_key_tokens("y_tokens", self._y_tokens, window.block_tokens)
+        except ConfigError as error:
+            raise ConfigError(
+                f"{error.template}, in {where} ({window.name!r})",
+                error.fields,
+                error.owner,
+            ) from None
 
     def _info(self) -> dict[str, Any]:
         info = super()._info()

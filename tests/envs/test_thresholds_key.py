@@ -106,3 +106,27 @@ def test_bad_y_tokens_are_refused_naming_it(window: Workload) -> None:
         gym.make("btb/Thresholds-v0", windows=[coarse], y_tokens=1024)
     with pytest.raises(ValueError, match="y_tokens is an option of btb/Thresholds-v0"):
         gym.make("btb/Route-v0", windows=[window], y_tokens=8192)
+
+
+def test_a_window_with_blocks_above_y_is_refused_before_a_reset_changes_anything(
+    window: Workload,
+) -> None:
+    """y_tokens=1024 cannot key a window of 2,048-token blocks: set_windows refuses
+    it, and so does reset(options={"window": ...}) before it draws from np_random or
+    drops the episode in progress (which goes on, step for step)."""
+    coarse = synthetic_window(dataclasses.replace(TWO_BLOCK_SUFFIX, block_tokens=2048), window=1)
+    env = gym.make("btb/Thresholds-v0", setup="70b_h100x4", windows=[window], y_tokens=1024)
+    env.reset(seed=0)
+    env.step(np.array([*FIRES, 0]))
+    refused = r"^y_tokens = 1024 is shorter than one 2048-token block .*, in {}"
+    with pytest.raises(ValueError, match=refused.format(r"set_windows: windows\[0\]")):
+        env.unwrapped.set_windows([coarse])
+    assert env.unwrapped.windows == [window]
+    state = env.unwrapped.np_random.bit_generator.state
+    actions = len(env.unwrapped._episode["actions"])
+    with pytest.raises(ValueError, match=refused.format(r"options\['window'\]")):
+        env.reset(options={"window": coarse})
+    assert env.unwrapped.np_random.bit_generator.state == state
+    assert len(env.unwrapped._episode["actions"]) == actions == 1
+    _, _, done, _, info = env.step(np.array([*FIRES, 0]))  # the episode goes on
+    assert len(env.unwrapped._episode["actions"]) == 2 and info["window"] == 0
