@@ -14,7 +14,7 @@ import importlib
 import inspect
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 from weakref import finalize
@@ -216,13 +216,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                     "workload_params shapes generated windows; with windows= given there "
                     "are none to shape (pass one or the other)"
                 )
-            if isinstance(windows, Workload):
-                windows = [windows]
-            self.windows = list(windows)
-            if not self.windows:
-                raise ValueError("windows is empty: give at least one Workload")
-            for i, w in enumerate(self.windows):
-                self._check_window(w, f"windows[{i}]")
+            self.windows = self._window_list(windows, "windows")
             self._kwargs["windows"] = list(self.windows)  # an iterator would be spent
         else:
             self.windows = window_pool(workload, split, data_seed, n_windows, workload_params)
@@ -333,16 +327,13 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             )
         return obs, reward, done, False, info
 
-    def set_windows(self, windows: Sequence[Workload]) -> None:
+    def set_windows(self, windows: Sequence[Workload] | Workload) -> None:
         """Draw later episodes from ``windows`` instead (a curriculum's next stage;
-        through a vectorised env, ``vec_env.env_method("set_windows", windows)``).
-        An episode in progress goes on on its own window, and a copy of the env
-        (pickling) replays it there."""
-        pool = list(windows)
-        if not pool:
-            raise ValueError("set_windows: windows is empty: give at least one Workload")
-        for i, w in enumerate(pool):
-            self._check_window(w, f"set_windows: windows[{i}]")
+        through a vectorised env, ``vec_env.env_method("set_windows", windows)``):
+        Workloads, or one Workload, as the constructor's ``windows``. An episode in
+        progress goes on on its own window, and a copy of the env (pickling)
+        replays it there."""
+        pool = self._window_list(windows, "set_windows: windows")
         if self._episode is not None and not isinstance(self._episode["window"], Workload):
             self._episode["window"] = self.windows[self._episode["window"]]
         self.windows = pool
@@ -373,6 +364,23 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             self._history.append((self.sim.now, self.sim.loads()))
 
     # ------------------------------------------------------------------ internals
+    def _window_list(self, windows: Any, where: str) -> list[Workload]:
+        """The pool ``windows`` gives (the constructor's ``windows`` and
+        :meth:`set_windows`' argument): one Workload, or an iterable of them, each
+        checked (:meth:`_check_window`); refused when empty."""
+        if isinstance(windows, Workload):
+            windows = [windows]
+        elif isinstance(windows, (str, bytes)) or not isinstance(windows, Iterable):
+            raise ValueError(
+                f"{where} must be a Workload or a list of them, got {type(windows).__name__}"
+            )
+        pool = list(windows)
+        if not pool:
+            raise ValueError(f"{where} is empty: give at least one Workload")
+        for i, w in enumerate(pool):
+            self._check_window(w, f"{where}[{i}]")
+        return pool
+
     def _check_window(self, window: Any, where: str) -> None:
         """A window an episode can run: a Workload with requests, each of which fits
         a node of this cluster (the simulator's own check, made before any episode)."""

@@ -83,6 +83,27 @@ def test_set_windows_changes_later_episodes_and_a_copy_replays_the_current_one()
         env.set_windows([])
 
 
+def test_set_windows_takes_one_workload_as_the_constructor_does() -> None:
+    whole = _window()
+    (first, second) = burst_segments(whole, bursts=1, lead_s=2.0, min_requests=3)
+    env = RouteEnv(setup="70b_h100x4", windows=first, seed=0)
+    assert env.windows == [first]
+    env.set_windows(second)
+    assert env.windows == [second]
+    env.reset(seed=0)
+    assert env.sim is not None and env.sim.workload is second
+    assert pickle.loads(pickle.dumps(env)).windows == [second]
+    for bad, shown in ((5, "int"), ("w", "str")):
+        with pytest.raises(
+            ValueError,
+            match=f"^set_windows: windows must be a Workload or a list of them, got {shown}$",
+        ):
+            env.set_windows(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^set_windows: windows\[1\] must be a Workload, got str"):
+        env.set_windows([first, "w"])  # type: ignore[list-item]
+    assert env.windows == [second]
+
+
 def test_a_curriculum_trains_on_segments_first_then_whole_windows() -> None:
     """PPO on one Route-v0 env of one two-burst window: until step 64 every step
     is of a segment (the env restarted on them at the start, though SB3 had
