@@ -291,7 +291,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             window = known[0] if known else given
         elif given is not None:
             window = int(given)
-        sim_seed: int | tuple[int, ...] = int(self.np_random.integers(2**62))
+        sim_seed: SimSeed = int(self.np_random.integers(2**62))
         if given_sim_seed is not None:  # drawn anyway, as the window is: same stream after
             sim_seed = given_sim_seed
         index = window if isinstance(window, int) else -1  # kept if set_windows comes
@@ -543,6 +543,9 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
 REWARD_TIMINGS = ("first_token", "accrued")
 
+SimSeed = int | tuple[int, ...] | np.random.SeedSequence
+"""An episode's simulator seed (``options['sim_seed']``, :func:`_sim_seed_option`)."""
+
 REWARD_ARGS = (
     "reward_scale",
     "slo_s",
@@ -625,22 +628,42 @@ def _freeze(action: Any) -> Any:
     return tuple(a.ravel().tolist())
 
 
-def _sim_seed_option(value: Any) -> int | tuple[int, ...] | None:
-    """``options['sim_seed']``: None, a whole number >= 0, or a non-empty sequence
-    of them (what ``np.random.default_rng`` takes, e.g. the comparison run's
-    ``[seed, window position]``); returned as an int or a tuple of ints."""
+def _sim_seed_option(value: Any) -> SimSeed | None:
+    """``options['sim_seed']``, what ``np.random.default_rng`` takes of a seed: None;
+    a whole number >= 0; a non-empty list, tuple or 1-D integer numpy array of them
+    (e.g. the comparison run's ``[seed, window position]``), returned as an int or a
+    tuple of ints; or a ``np.random.SeedSequence``, returned as a fresh copy (its
+    entropy, spawn key and pool size: the same stream however often the episode is
+    replayed, whatever the caller later spawns from its own)."""
     if value is None:
         return None
-    entries = value if isinstance(value, (list, tuple)) else [value]
-    ok = len(entries) > 0 and all(is_number(v, integer=True) and v >= 0 for v in entries)
-    if not ok:
-        raise ValueError(
-            "options['sim_seed'] must be a whole number >= 0 or a non-empty list of them, "
-            f"got {value!r}"
+    if isinstance(value, np.random.SeedSequence):
+        entropy = _seed_words(value.entropy)
+        assert entropy is not None  # SeedSequence has checked it
+        return np.random.SeedSequence(
+            entropy, spawn_key=tuple(value.spawn_key), pool_size=value.pool_size
         )
-    if isinstance(value, (list, tuple)):
-        return tuple(int(v) for v in entries)
-    return int(value)
+    words = _seed_words(value)
+    if words is None:
+        raise ValueError(
+            "options['sim_seed'] must be a whole number >= 0, a non-empty list, tuple or "
+            f"1-D integer array of them, or a np.random.SeedSequence, got {value!r}"
+        )
+    return words
+
+
+def _seed_words(value: Any) -> int | tuple[int, ...] | None:
+    """``value`` as an int or a tuple of ints when it is a whole number >= 0 or a
+    non-empty list, tuple or 1-D integer array of them; else None."""
+    if isinstance(value, np.ndarray):
+        if value.ndim > 1 or value.dtype.kind not in "iu":
+            return None
+        value = value.tolist() if value.ndim == 1 else value.item()
+    many = isinstance(value, (list, tuple))
+    entries = value if many else [value]
+    if not entries or not all(is_number(v, integer=True) and v >= 0 for v in entries):
+        return None
+    return tuple(int(v) for v in entries) if many else int(value)
 
 
 def _check_window(window: Any, where: str) -> None:

@@ -132,7 +132,8 @@ class RouteEnv(ClusterEnv):
     only (it never joins the pool; ``info["window"]`` is then -1).
     ``options={"sim_seed": s}`` seeds the simulator's generator (``sim.rng``,
     which baselines acting through :meth:`policy_action` draw their tie-breaks
-    from) with ``np.random.default_rng(s)``: with the comparison run's
+    from) with ``np.random.default_rng(s)`` (``s`` a whole number, a list, tuple or
+    1-D integer array of them, or a ``np.random.SeedSequence``): with the comparison run's
     ``[seed, window position]`` (``experiments.evaluation``) such a policy
     serves every request exactly as in that run. With fault options on, the
     faults' draws derive from the same seed (docs/faults.md): each episode's

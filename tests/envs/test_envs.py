@@ -812,6 +812,37 @@ def test_a_bad_sim_seed_option_is_refused_by_name(window):
             env.reset(options={"sim_seed": bad})
     env.reset(options={"sim_seed": np.int64(3)})
     assert env._episode["sim_seed"] == 3
+    for bad in (np.array([[0, 1]]), np.array([0.5]), np.array([0, -1]), np.array([], int)):
+        with pytest.raises(ValueError, match="options\\['sim_seed'\\]"):
+            env.reset(options={"sim_seed": bad})
+
+
+def test_sim_seed_takes_what_default_rng_takes(window):
+    """A 1-D integer array seeds as its list does; a SeedSequence (with a spawn key
+    too) as itself, copied: the episode and a pickled copy draw that stream, whatever
+    the caller spawns from theirs afterwards."""
+    env = make("btb/Route-v0", window).unwrapped
+    expected = np.random.default_rng([0, 1]).random(3)
+    env.reset(options={"sim_seed": np.array([0, 1], dtype=np.uint32)})
+    assert env._episode["sim_seed"] == (0, 1)
+    assert np.array_equal(env.sim.rng.random(3), expected)
+    env.reset(options={"sim_seed": np.array(5)})
+    assert env._episode["sim_seed"] == 5
+    given = np.random.SeedSequence([7, 1], spawn_key=(2,))
+    expected = np.random.default_rng(np.random.SeedSequence([7, 1], spawn_key=(2,))).random(3)
+    env.reset(options={"sim_seed": given})
+    state = env.sim.rng.bit_generator.state
+    assert (
+        state
+        == np.random.default_rng(np.random.SeedSequence([7, 1], spawn_key=(2,))).bit_generator.state
+    )
+    given.spawn(3)  # the caller's own use of it changes nothing of the episode's
+    env.step(0)
+    clone = pickle.loads(pickle.dumps(env))
+    fresh = np.random.default_rng(clone._episode["sim_seed"]).random(3)
+    assert np.array_equal(fresh, expected)
+    assert clone._episode["sim_seed"].spawn_key == (2,)
+    assert np.array_equal(np.random.default_rng(env._episode["sim_seed"]).random(3), expected)
 
 
 @pytest.mark.parametrize("env_id", ["btb/Route-v0", "btb/RouteWarm-v0"])
