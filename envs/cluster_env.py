@@ -79,17 +79,41 @@ def only_options_error(names: Sequence[str], envs: str) -> ConfigError:
     return ConfigError(f"{listed} {what} of {envs} only", tuple(names))
 
 
-def refuse_other_envs_options(kwargs: Mapping[str, Any]) -> None:
+def refuse_other_envs_options(kwargs: Mapping[str, Any], env: type) -> None:
     """Refuse keyword arguments of another env kind (:func:`options_of_one_env`), those
-    of one kind named together: ``speculate is an option of btb/RouteWarm-v0 only``.
-    A class calls it with the keyword arguments left after its own."""
+    of one kind named together: ``speculate is an option of btb/RouteWarm-v0 only``;
+    then those no env kind takes (a misspelling), naming every option ``env`` (the
+    class being built) takes. A class calls it with the keyword arguments left after
+    its own, before ``ClusterEnv.__init__`` would raise Python's TypeError."""
     if not kwargs:
         return
     owners = options_of_one_env()
     foreign = [name for name in kwargs if name in owners]
     if foreign:
-        env = owners[foreign[0]]
-        raise only_options_error([n for n in foreign if owners[n] == env], env)
+        owner = owners[foreign[0]]
+        raise only_options_error([n for n in foreign if owners[n] == owner], owner)
+    shared = _keyword_arguments(ClusterEnv)
+    unknown = [name for name in kwargs if name not in shared]
+    if unknown:
+        takes = frozenset().union(
+            *(_keyword_arguments(c) for c in env.__mro__ if issubclass(c, ClusterEnv))
+        )
+        listed = ", ".join(f"{{{name}}}" for name in unknown)
+        what = "are not options" if len(unknown) > 1 else "is not an option"
+        raise ConfigError(
+            f"{listed} {what} of {_env_id(env)}; it takes: {', '.join(sorted(takes))}",
+            tuple(unknown),
+        )
+
+
+def _env_id(cls: type) -> str:
+    """The id ``cls`` is registered under (``btb/Route-v0``), else its class name."""
+    import envs
+
+    for env_id in envs.ENTRY_POINTS:
+        if _env_class(env_id) is cls:
+            return env_id
+    return cls.__name__
 
 
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:

@@ -179,7 +179,7 @@ class RouteEnv(ClusterEnv):
     """
 
     def __init__(self, **kwargs: Any) -> None:
-        refuse_other_envs_options(kwargs)  # (RouteWarmEnv has taken its own)
+        refuse_other_envs_options(kwargs, type(self))  # (RouteWarmEnv has taken its own)
         super().__init__(**kwargs)
         self.encoder = ObservationEncoder(self.n_nodes, **observation_options(self._kwargs))
         self.action_space = spaces.Discrete(self.n_nodes)

@@ -227,7 +227,7 @@ class ThresholdsEnv(ClusterEnv):
     ) -> None:
         check_number("epoch_s", epoch_s, positive=True)
         check_y_tokens(y_tokens)
-        refuse_other_envs_options(kwargs)
+        refuse_other_envs_options(kwargs, type(self))
         route_only = [o for o in (*OBSERVATION_OPTIONS, "step_wait") if kwargs.get(o)]
         if kwargs.get("time_unit", "seconds") != "seconds":
             route_only.append("time_unit")

@@ -895,3 +895,28 @@ def test_an_option_of_another_env_kind_is_named_with_the_env_that_takes_it():
             assert getattr(refused.value, "fields", ()) == (name,)
     with pytest.raises(ValueError, match=r"^speculate is an option of btb/RouteWarm-v0 only$"):
         gym.make("btb/Route-v0", speculate=True, epoch_s=5.0)  # one kind's at a time
+
+
+def test_a_misspelt_option_is_one_line_listing_what_the_env_takes():
+    shared = (
+        "copy_cost_per_gb, data_seed, hints, n_windows, render_mode, reward_baseline, "
+        "reward_scale, reward_timing, seed, setup, sim, slo_s, spare_features, split, "
+        "step_wait, tail_penalty, time_unit, windows, workload, workload_params"
+    )
+    with pytest.raises(ValueError) as refused:
+        gym.make("btb/Route-v0", reward_scal=2.0)
+    assert str(refused.value) == f"reward_scal is not an option of btb/Route-v0; it takes: {shared}"
+    assert refused.value.fields == ("reward_scal",)
+    with pytest.raises(ValueError) as refused:
+        gym.make("btb/RouteWarm-v0", speculat=True)
+    takes = sorted([*shared.split(", "), "speculate", "cache_actions"])
+    assert str(refused.value) == (
+        f"speculat is not an option of btb/RouteWarm-v0; it takes: {', '.join(takes)}"
+    )
+    with pytest.raises(ValueError) as refused:
+        gym.make("btb/Thresholds-v0", epoch=5.0, spred_rules=True)
+    takes = sorted([*shared.split(", "), "epoch_s", "eft_rules", "spread_rules", "y_tokens"])
+    assert str(refused.value) == (
+        f"epoch, spred_rules are not options of btb/Thresholds-v0; it takes: {', '.join(takes)}"
+    )
+    assert refused.value.fields == ("epoch", "spred_rules")
