@@ -645,7 +645,26 @@ def load_model_file(
                 f"{where}: the model's network has {key}={saved[key]!r}, agent.json's "
                 f"fields make {key}={value!r}"
             )
+    if spec.net == "mlp":
+        built = _mlp_layers(getattr(model.policy, "net_arch", None))
+        wanted = [spec.hidden, spec.hidden]
+        if built != (wanted, wanted):  # SB3's default net_arch is saved as no policy_kwargs
+            shown = built[0] if built[0] == built[1] else f"{built[0]} (actor), {built[1]} (critic)"
+            raise ValueError(
+                f"{where}: the model's network has hidden layers {shown}, agent.json's "
+                f"hidden={spec.hidden} makes {wanted}"
+            )
     return quiet(model)
+
+
+def _mlp_layers(net_arch: Any) -> tuple[list[Any], list[Any]]:
+    """The hidden layer widths of an SB3 ``MlpPolicy`` as built (its ``net_arch``:
+    one list for both networks, or ``{"pi": [...], "vf": [...]}``), as (actor,
+    critic); a DQN's Q-network reads as both."""
+    if isinstance(net_arch, dict):
+        return list(net_arch.get("pi", [])), list(net_arch.get("vf", []))
+    layers = list(net_arch or [])
+    return layers, layers
 
 
 def load_agent(

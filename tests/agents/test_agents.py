@@ -250,6 +250,29 @@ def test_a_model_that_does_not_fit_its_agent_json_is_refused_in_one_line(
         AgentPolicy.load(folder)
 
 
+@pytest.mark.parametrize(("algo", "cls"), [("ppo", "PPO"), ("dqn", "DQN")])
+def test_an_mlp_of_sb3_default_width_is_refused_under_another_hidden(window, tmp_path, algo, cls):
+    """A model built as docs/agents.md's own loop does (``PPO("MlpPolicy", env)``, no
+    policy_kwargs saved: SB3's default two layers of 64) loads under hidden=64 and is
+    refused under hidden=256, naming both widths. Saved untrained: nothing learns."""
+    import stable_baselines3
+
+    env = gym.make("btb/Route-v0", windows=[window])
+    model = getattr(stable_baselines3, cls)("MlpPolicy", env, seed=0)
+    folder = tmp_path / "a"
+    save_agent(model, AgentSpec(algo=algo, env="route", net="mlp", hidden=64), folder)
+    AgentPolicy.load(folder)  # as saved, it fits
+    data = json.loads((folder / "agent.json").read_text())
+    data["hidden"] = 256
+    (folder / "agent.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError) as refused:
+        AgentPolicy.load(folder)
+    assert "\n" not in str(refused.value)
+    assert str(refused.value).endswith(
+        "the model's network has hidden layers [64, 64], agent.json's hidden=256 makes [256, 256]"
+    )
+
+
 def test_an_unknown_env_kwargs_key_in_agent_json_is_refused(window, tmp_path):
     """A misspelt env argument would be left out silently (the agent run without it)."""
     spec = AgentSpec(algo="ppo", env="route", net="mlp", hidden=8, env_kwargs={"step_wait": True})
