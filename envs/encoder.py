@@ -51,6 +51,7 @@ from envs.sim.native import PURE_PYTHON_ENV
 from envs.sim.node import IDLE
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
+from envs.workloads.hint_labels import SHIPPED_CLASSES
 
 NODE_FEATURES = (
     "load",  # running + waiting requests, squashed at 16
@@ -78,9 +79,15 @@ OBSERVATION_OPTIONS = ("hints", "spare_features")
 """The env options that append observation features (in this order), each a
 keyword of :class:`ObservationEncoder`."""
 HINT_CLASSES = 8
-"""Buckets of the hashed (source, job kind) class in :data:`HINT_FEATURES`."""
+"""Columns of the (source, job kind) class in :data:`HINT_FEATURES` (:func:`hint_class`):
+one for each pair a shipped generator writes (``SHIPPED_CLASSES``), then
+:data:`HASHED_HINT_CLASSES` that any other pair hashes into."""
+HASHED_HINT_CLASSES = HINT_CLASSES - len(SHIPPED_CLASSES)
+"""The columns left to the pairs of other traces (3 of 8: five are the shipped pairs')."""
+assert HASHED_HINT_CLASSES >= 1, "HINT_CLASSES must leave other traces a column"
+_SHIPPED_COLUMNS = {pair: column for column, pair in enumerate(SHIPPED_CLASSES)}
 HINT_FEATURES = (
-    *(f"hint_class_{i}" for i in range(HINT_CLASSES)),  # one-hot of the hashed class
+    *(f"hint_class_{i}" for i in range(HINT_CLASSES)),  # one-hot of the class
     "group_seen",  # earlier requests of the request's group this episode, squashed at 16
 )
 SPARE_FEATURES = (
@@ -226,11 +233,20 @@ class TrafficTracker:
 
 
 def hint_class(request: Request) -> int:
-    """The bucket of a request's (source, job kind) class, 0..HINT_CLASSES - 1, or -1
-    when the trace gives neither. A stable hash (crc32), the same in every process."""
-    if not request.source and not request.job_kind:
+    """The column of a request's (source, job kind) class, 0..HINT_CLASSES - 1, or -1
+    when the trace gives neither. A pair a shipped generator writes has its own
+    column, its index in ``envs.workloads.hint_labels.SHIPPED_CLASSES`` (0 for
+    synthetic bursts, 1 for decoys, ...); any other pair hashes into the columns
+    after those: ``len(SHIPPED_CLASSES) + crc32("<source>/<job kind>") %
+    HASHED_HINT_CLASSES`` (a stable hash, the same in every process)."""
+    source, kind = request.source, request.job_kind
+    if not source and not kind:
         return -1
-    return zlib.crc32(f"{request.source}/{request.job_kind}".encode()) % HINT_CLASSES
+    column = _SHIPPED_COLUMNS.get((source, kind))
+    if column is not None:
+        return column
+    hashed = zlib.crc32(f"{source}/{kind}".encode()) % HASHED_HINT_CLASSES
+    return len(SHIPPED_CLASSES) + hashed
 
 
 class HintTracker:

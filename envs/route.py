@@ -65,11 +65,15 @@ class RouteEnv(ClusterEnv):
 
     | index | feature        | what it is                                     | scale        |
     |-------|----------------|------------------------------------------------|--------------|
-    | h + k | `hint_class_k` | the hashed (source, job kind) class is k (0-7) | 0 or 1       |
+    | h + k | `hint_class_k` | the (source, job kind) class is k (0-7)        | 0 or 1       |
     | h + 8 | `group_seen`   | earlier requests of the request's group so far | x / (x + 16) |
 
-    The class is ``crc32("<source>/<job kind>") % 8`` (no entry set when the
-    trace gives neither); ``group_seen`` counts from the episode's start.
+    The class (:func:`envs.encoder.hint_class`; no entry set when the trace gives
+    neither) of each pair the shipped generators write has its own column:
+    0 synthetic/burst, 1 synthetic/decoy, 2 art/background, 3 synthetic/agent,
+    4 synthetic/conversation (``envs.workloads.hint_labels.SHIPPED_CLASSES``).
+    Any other pair (a trace's own) takes column ``5 + crc32("<source>/<job kind>")
+    % 3``. ``group_seen`` counts from the episode's start.
 
     With ``spare_features=True`` three more entries follow (after the hints, if
     on), from index ``s``: what a rule that keeps a node spare for short prefills
@@ -176,6 +180,9 @@ class RouteEnv(ClusterEnv):
     ## Version History
 
     * v0: initial version.
+    * v0, after btb-gym 0.1.0 (CHANGELOG.md, Unreleased): with ``hints=True``, each
+      (source, job kind) pair of the shipped generators has a column of its own;
+      every pair was hashed to ``crc32 % 8``, which gave bursts and decoys one.
     """
 
     def __init__(self, **kwargs: Any) -> None:

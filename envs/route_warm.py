@@ -112,6 +112,7 @@ class RouteWarmEnv(RouteEnv):
 
     * v0: initial version; ``speculate`` added later (off by default: the
       default action space is unchanged).
+    * v0, after btb-gym 0.1.0: ``hints=True``'s class columns as in ``btb/Route-v0``.
     """
 
     def __init__(self, speculate: bool = False, cache_actions: bool = False, **kwargs: Any) -> None:

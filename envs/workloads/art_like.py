@@ -41,6 +41,7 @@ import numpy as np
 
 from envs.sim.checks import check_fields_non_negative, check_int
 from envs.sim.errors import ConfigError
+from envs.workloads.hint_labels import ART, BACKGROUND
 from envs.workloads.segments import Segment, SegmentHasher, prefix_key
 
 DAY_S = 86_400.0
@@ -432,7 +433,7 @@ def drafts_to_rows(
     trace_id: str,
     seed: int,
     split: str = "",
-    source: str = "art",
+    source: str = ART,
 ) -> Iterator[dict[str, Any]]:
     """Bursted-ART rows for drafts, hashing each block (24-hex, salted by window)."""
     hasher = SegmentHasher(block_tokens, _window_salt(seed, trace_id))
@@ -447,7 +448,7 @@ def drafts_to_rows(
             "hash_ids": hasher.hash_ids(d.segments, d.n_segments),
             "group_id": f"{trace_id}-{d.group}",
             "split": split,
-            "metadata": {"job_kind": "background"},
+            "metadata": {"job_kind": BACKGROUND},
         }
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from envs.sim.checks import check_int
 from envs.sim.errors import ConfigError
 from envs.sim.request import BlockChainer, Request, Workload
+from envs.workloads.hint_labels import BURST, DECOY, SYNTHETIC
 
 PUBLISHED_SEED = 20260721
 
@@ -149,7 +150,7 @@ def synthetic_window_rows(
     seed: int = PUBLISHED_SEED,
     split: str = "",
     trace_id: str | None = None,
-    source: str = "synthetic",
+    source: str = SYNTHETIC,
 ) -> list[dict[str, Any]]:
     """Rows of synthetic window number ``window``, in arrival order.
 
@@ -190,7 +191,7 @@ def synthetic_window_rows(
         prefix = _hex_ids(rng, prefix_blocks)
         spacing = config.burst_window_s / max(config.burst_requests, 1)
         for i in range(config.burst_requests):
-            add(start + i * spacing, prefix, f"{trace_id}-burst-{burst}", "burst")
+            add(start + i * spacing, prefix, f"{trace_id}-burst-{burst}", BURST)
     lo = config.first_burst_s - config.decoy_lead_s
     hi = config.first_burst_s + config.n_bursts * config.burst_interval_s
     for decoy in range(config.n_decoys):
@@ -198,7 +199,7 @@ def synthetic_window_rows(
         prefix = _hex_ids(rng, prefix_blocks)
         for i in range(config.decoy_requests):
             arrival = start if i == 0 else start + rng.uniform(0.0, config.decoy_spread_s)
-            add(arrival, prefix, f"{trace_id}-decoy-{decoy}", "decoy")
+            add(arrival, prefix, f"{trace_id}-decoy-{decoy}", DECOY)
     rows.sort(key=lambda row: row["arrival_s"])
     return rows
 

@@ -36,6 +36,7 @@ from envs.workloads.art_like import (
     lognormal_tokens,
     truncated_geometric_mean,
 )
+from envs.workloads.hint_labels import CONVERSATION, SYNTHETIC
 from envs.workloads.scenarios import stream_id
 from envs.workloads.segments import Segment
 
@@ -182,10 +183,10 @@ def _rows(
     drafts: list[Draft], config: ConversationConfig, seed: int, split: str, trace_id: str
 ) -> list[dict[str, Any]]:
     rows = list(
-        drafts_to_rows(drafts, config.block_tokens, trace_id, seed, split, source="synthetic")
+        drafts_to_rows(drafts, config.block_tokens, trace_id, seed, split, source=SYNTHETIC)
     )
     for row in rows:
-        row["metadata"] = {"job_kind": "conversation"}
+        row["metadata"] = {"job_kind": CONVERSATION}
     return rows
 
 

@@ -38,6 +38,7 @@ from envs.workloads.bursted import (
     shared_prefix_blocks,
     synthetic_window_rows,
 )
+from envs.workloads.hint_labels import AGENT, BURST, DECOY, SYNTHETIC
 from envs.workloads.segments import Segment
 
 
@@ -180,14 +181,14 @@ def rising_load_rows(
         {
             "request_id": "",
             "trace_id": trace_id,
-            "source": "synthetic",
+            "source": SYNTHETIC,
             "arrival_s": float(t),
             "input_length": config.prefix_tokens + config.suffix_tokens,
             "output_length": config.output_tokens,
             "hash_ids": prefix + _hex_ids(rng, suffix_blocks),
             "group_id": f"{trace_id}-hot",
             "split": split,
-            "metadata": {"job_kind": "burst"},
+            "metadata": {"job_kind": BURST},
         }
         for t in times
     ]
@@ -230,7 +231,7 @@ def multi_tenant_rows(
         group = row["group_id"]
         i = position.get(group, 0)
         position[group] = i + 1
-        if row["metadata"]["job_kind"] == "decoy":
+        if row["metadata"]["job_kind"] == DECOY:
             tenant = int(group.rsplit("-", 1)[1]) % config.tenants
         else:
             tenant = i % config.tenants
@@ -387,10 +388,10 @@ def agent_fanout_rows(
         trees.agent([system, context], start, 0, f"tree-{i}")
     drafts = sorted(trees.drafts, key=lambda d: d.arrival_s)
     agent_rows = list(
-        drafts_to_rows(drafts, config.block_tokens, trace_id, seed, split, source="synthetic")
+        drafts_to_rows(drafts, config.block_tokens, trace_id, seed, split, source=SYNTHETIC)
     )
     for row in agent_rows:
-        row["metadata"] = {"job_kind": "agent"}
+        row["metadata"] = {"job_kind": AGENT}
     end = max((row["arrival_s"] for row in agent_rows), default=config.lead_s + config.span_s)
     background = background_rows(
         config.background_rate_per_s,

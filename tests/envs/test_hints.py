@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from envs.encoder import (
+    HASHED_HINT_CLASSES,
+    HINT_CLASSES,
     HINT_FEATURES,
     NODE_FEATURES,
     REQUEST_FEATURES,
@@ -22,7 +24,9 @@ from envs.route_warm import RouteWarmEnv
 from envs.sim import Simulator, setup_cluster
 from envs.sim.request import Request, Workload
 from envs.thresholds import ThresholdsEnv
+from envs.workloads.hint_labels import SHIPPED_CLASSES
 from envs.workloads.readers.bursted import iter_bursted_windows
+from envs.workloads.registry import _SCENARIOS
 from tests.workloads.tracekit import bursted_rows, write_jsonl
 
 HINT_ROW = re.compile(r"^\s*\|\s*h \+ (\d+|k)\s*\|\s*`(\w+)`\s*\|[^|]+\|\s*([^|]+?)\s*\|")
@@ -70,7 +74,10 @@ def test_hint_features_by_hand() -> None:
     sim = Simulator(setup_cluster("70b_h100x4"), Workload("w", 256, requests))
     encoder = ObservationEncoder(sim.n_nodes, hints=True)
     encoder.reset()
-    bucket = zlib.crc32(b"batch/labelling") % 8
+    # not a shipped pair: column 5 + crc32 % 3; crc32(b"batch/labelling") is
+    # 4,259,553,082, whose digits sum to 43, so % 3 is 1: column 6
+    assert zlib.crc32(b"batch/labelling") == 4259553082
+    bucket = 6
     assert hint_class(requests[0]) == bucket and hint_class(requests[1]) == -1
     expected_seen = [0.0, 0.0, 1 / 17, 2 / 18]
     decisions = sim.decisions()
@@ -87,6 +94,52 @@ def test_hint_features_by_hand() -> None:
             arrived = decisions.send(0)
         except StopIteration:
             break
+
+
+def _hinted(source: str, kind: str) -> Request:
+    return Request(0, "r", 0.0, 512, 1, (1, 2), "", "", kind, source)
+
+
+def test_every_shipped_workloads_classes_have_columns_of_their_own() -> None:
+    """One window of each family of every shipped workload: each (source, job kind)
+    pair its rows carry is in the table, the table's pairs all occur, and each has
+    its own column, its place in the table (bursts and decoys shared crc32 % 8 = 4)."""
+    seen: set[tuple[str, str]] = set()
+    families = {id(f): f for s in _SCENARIOS.values() for f in s.families}
+    for family in families.values():
+        rows = family.make_rows(family.config, 0, 0, "test", "x")
+        seen |= {(row["source"], row["metadata"]["job_kind"]) for row in rows}
+    assert seen == set(SHIPPED_CLASSES)
+    assert [hint_class(_hinted(*pair)) for pair in SHIPPED_CLASSES] == [0, 1, 2, 3, 4]
+    assert SHIPPED_CLASSES[:3] == (
+        ("synthetic", "burst"),
+        ("synthetic", "decoy"),
+        ("art", "background"),
+    )
+    assert HASHED_HINT_CLASSES == HINT_CLASSES - 5 == 3
+
+
+def test_other_pairs_hash_into_the_columns_left() -> None:
+    """5 + crc32("<source>/<job kind>") % 3 (a number is congruent to its digit sum
+    mod 3): crc32(b"/background") (an ART-chat trace's rows: no source) is
+    553,719,515, digit sum 41, so column 5 + 2 = 7; crc32(b"art/burst") (a shipped
+    kind under another source) is 379,913,170, digit sum 40: column 6."""
+    assert zlib.crc32(b"/background") == 553719515
+    assert zlib.crc32(b"art/burst") == 379913170
+    assert hint_class(_hinted("", "background")) == 7
+    assert hint_class(_hinted("art", "burst")) == 6
+    columns = {hint_class(_hinted(f"tenant{i}", "job")) for i in range(50)}
+    assert columns == {5, 6, 7}
+
+
+def test_the_docstring_lists_the_shipped_columns() -> None:
+    doc = " ".join((RouteEnv.__doc__ or "").split())
+    listed = ", ".join(f"{i} {source}/{kind}" for i, (source, kind) in enumerate(SHIPPED_CLASSES))
+    assert listed in doc
+    assert (
+        "Any other pair (a trace's own) takes column "
+        f'``{len(SHIPPED_CLASSES)} + crc32("<source>/<job kind>") % {HASHED_HINT_CLASSES}``' in doc
+    )
 
 
 def test_route_warm_masks_warms_the_simulator_refuses_for_versions() -> None:

@@ -46,7 +46,9 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
 
 RECORDED = {
     "route": "14f3c550b0098599b87cda03e625c264b63ca6771dcdb659fe66e8f7d7301cde",
-    "route_hints": "9d3576f3d910072bc97fe43598acd45ff65befbadfc032e876afc13377335435",
+    # 2026-12-06: with hints, the shipped generators' (source, job kind) pairs have
+    # columns of their own (bursts and decoys shared crc32 % 8 = 4; a deliberate change)
+    "route_hints": "fe88756e00c25b71cd0819258cef3c5559d201a63aa047c9d7d97a7dd1fad45c",
     # 2026-12-05: a copy whose source or target lost its KV before it landed lands
     # nothing (a deliberate change; the random warm actions of these three cases
     # make such copies)
@@ -54,8 +56,9 @@ RECORDED = {
     # 2026-12-03: a request taking its prefix from a promotion pays the promoted
     # tokens' HBM read (a deliberate change; this case promotes); 2026-12-05 as above;
     # later on 2026-12-05: evicting a prefix a node holds only pinned is masked (an
-    # eviction leaves pinned blocks, so it moved nothing and was refused)
-    "route_warm_options": "ed481c6358ca847307c9fbccfd488df2e4f37c5ffd4ce62bd69ff735fb135992",
+    # eviction leaves pinned blocks, so it moved nothing and was refused); 2026-12-06:
+    # the hint columns, as route_hints
+    "route_warm_options": "3dfc82e442fa7d5b45b1448ec72081e752942eee14a99f069a051c091d8e6233",
     "route_warm_view_delay": "dfd4b0e7e2428829fd00661ee9d26e6839d6982e0bae2ddc6e55d102d29063e0",
 }
 """The hashes of :func:`fingerprint`, recorded on main before the speed work (#19)."""
