@@ -276,6 +276,7 @@ def policy_kwargs(
     value parsed to the type of the policy's setting; ``agents`` (name -> the
     ``AgentPolicy`` run) may be named too, with their own settings."""
     out: dict[str, dict[str, Any]] = {}
+    given: dict[tuple[str, str], str] = {}
     for item in items:
         target, sep, value = item.partition("=")
         policy, dot, key = target.partition(".")
@@ -283,6 +284,11 @@ def policy_kwargs(
             raise UsageError(f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}")
         _check_run(policy, f"policy_kwargs: {item!r}", policies, agents)
         for name in _agents_named(policy, agents) if policy not in policies else [policy]:
+            if (name, key) in given:  # the last one would win without a word
+                raise UsageError(
+                    f"policy_kwargs: {name}.{key} is given twice ({given[name, key]}, then {item})"
+                )
+            given[name, key] = item
             out.setdefault(name, {})[key] = _setting_value(name, key, value, item, agents=agents)
     return out
 
@@ -347,11 +353,13 @@ def resolve_agents(items: Sequence[str]) -> list[Path]:
     ``none`` (or nothing) none; anything else is a folder, or the name of a shipped
     agent (``ppo_thresholds_spread`` for ``agents/zoo/ppo_thresholds_spread``)."""
     folders: list[Path] = []
+    typed: list[str] = []  # the item that named each folder
     for item in items:
         if item == "none":
             continue
         if item == "zoo":
             folders += [ZOO / name for name in zoo_names()]
+            typed += [item] * len(zoo_names())
             continue
         folder = agent_folder(item)
         if folder is None:
@@ -363,7 +371,23 @@ def resolve_agents(items: Sequence[str]) -> list[Path]:
                 f"{', '.join(zoo_names())})"
             )
         folders.append(folder)
+        typed.append(item)
+    check_folders_once("agents", typed, folders)
     return folders
+
+
+def check_folders_once(field: str, items: Sequence[str], folders: Sequence[Path]) -> None:
+    """Each agent folder once: ``items[i]`` (as typed) names ``folders[i]``. Two
+    spellings of one folder (``ppo_thresholds`` and ``agents/zoo/ppo_thresholds``)
+    would run it twice: refused, naming both."""
+    seen: dict[Path, str] = {}
+    for item, folder in zip(items, folders):
+        where = folder.resolve()
+        if where in seen:
+            first = seen[where]
+            said = f"{item!r} twice" if first == item else f"{first!r} and {item!r}"
+            raise UsageError(f"{field}: {said} name one agent folder ({where}): name it once")
+        seen[where] = item
 
 
 def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -> Path:

@@ -101,7 +101,7 @@ def evaluate(cfg: DictConfig) -> float:
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     check_world(cfg)
     check_policy_names(cfg.policies, "policies")
-    from experiments.compare import configure_agents, policy_settings
+    from experiments.compare import check_folders_once, configure_agents, policy_settings
 
     if cfg.split not in ("test", "val"):
         raise ValueError(f"split must be test or val, got {cfg.split!r}")
@@ -117,6 +117,7 @@ def evaluate(cfg: DictConfig) -> float:
                 f"{', '.join(zoo_names())})"
             )
         folders.append(folder)
+    check_folders_once("checkpoint", [str(item) for item in cfg.checkpoint], folders)
     loaded = [AgentPolicy.load(folder) for folder in folders]
     labels = agent_labels([agent.name for agent in loaded], [str(f) for f in folders])
     agents = {}

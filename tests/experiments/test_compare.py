@@ -424,6 +424,31 @@ def test_a_shipped_agent_is_named_by_its_name_in_agents_and_hinted_at_in_policie
         compare.resolve_policies(options)
 
 
+def test_one_agent_folder_under_two_spellings_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ppo_thresholds and agents/zoo/ppo_thresholds are one folder: it would run twice."""
+    zoo = compare.ZOO / "ppo_thresholds"
+    with pytest.raises(UsageError, match=r"^agents: 'ppo_thresholds' and "
+                       rf"'{zoo}' name one agent folder \({zoo}\): name it once$"):  # fmt: skip
+        compare.resolve_agents(["ppo_thresholds", str(zoo)])
+    with pytest.raises(UsageError, match=r"^agents: 'zoo' and 'ppo_thresholds' name one agent"):
+        compare.resolve_agents(["zoo", "ppo_thresholds"])
+    (tmp_path / "here").symlink_to(zoo)  # a link to the folder is the folder
+    with pytest.raises(UsageError, match=r"^agents: 'ppo_thresholds' and '.*here' name one"):
+        compare.resolve_agents(["ppo_thresholds", str(tmp_path / "here")])
+    assert compare.resolve_agents(["ppo_thresholds", "ppo_thresholds_spread", "none"]) == [
+        zoo,
+        compare.ZOO / "ppo_thresholds_spread",
+    ]
+
+
+def test_a_setting_given_twice_in_policy_kwargs_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"^policy_kwargs: btb\.m is given twice "
+                       r"\(btb\.m=2, then btb\.m=3\)$"):  # fmt: skip
+        compare.policy_kwargs(["btb.m=2", "btb.z=0.5", "btb.m=3"], ["btb"])
+    both = compare.policy_kwargs(["btb.m=2", "btb_pending.m=3"], ["btb", "btb_pending"])
+    assert both == {"btb": {"m": 2}, "btb_pending": {"m": 3}}  # one key of two policies
+
+
 def test_asking_more_windows_than_the_split_holds_warns_with_the_count() -> None:
     from envs.sim.errors import SettingWarning
     from experiments.evaluation import count_windows

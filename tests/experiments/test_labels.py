@@ -159,6 +159,23 @@ def test_evaluate_keeps_every_agent_of_the_same_name(tmp_path: Path) -> None:
     ]
 
 
+def test_evaluate_refuses_one_checkpoint_under_two_spellings(tmp_path: Path) -> None:
+    from experiments._cli import UsageError
+    from experiments.evaluate import evaluate
+
+    zoo = ROOT / "agents" / "zoo" / "bc_route_warm"
+    out = tmp_path / "out"
+    cfg = _compose(
+        "evaluate",
+        ["logger=none", "workload=tiny", "workload.eval_windows=1", "progress=false",
+         "policies=[least_load]", f"checkpoint=[bc_route_warm,{zoo}]", f"out_dir={out}"],
+    )  # fmt: skip
+    with pytest.raises(UsageError, match=rf"^checkpoint: 'bc_route_warm' and '{zoo}' name one "
+                       rf"agent folder \({zoo}\): name it once$"):  # fmt: skip
+        evaluate(cfg)
+    assert not out.exists()  # refused before the run folder
+
+
 def test_agent_names_tell_the_networks_apart() -> None:
     from agents.algorithms import AgentSpec
 
