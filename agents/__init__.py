@@ -6,6 +6,31 @@ from pathlib import Path
 ZOO = Path(__file__).resolve().parent / "zoo"
 """The shipped agents' folders (``agents/zoo/<name>/agent.json``)."""
 
+CHECKPOINT_FILES = ("agent.json", "model.zip")
+"""What :func:`agents.algorithms.load_agent` reads in a checkpoint folder."""
+
+FOLDERS_READ: dict[str, dict[str, str | None]] = {}
+"""Each checkpoint folder ``load_agent`` read in this process (its resolved path),
+with the sha256 of each of its :data:`CHECKPOINT_FILES` as read then: a run's
+provenance records them (``experiments.provenance``), which forgets them as a
+command starts."""
+
+
+def note_read(folder: str | Path) -> None:
+    """Record in :data:`FOLDERS_READ` the checkpoint just read from ``folder`` (read
+    again, the later read is kept: a training run reloads its own best agent)."""
+    import hashlib
+
+    where = Path(folder).resolve()
+    digests: dict[str, str | None] = {}
+    for name in CHECKPOINT_FILES:
+        try:
+            digests[name] = hashlib.sha256((where / name).read_bytes()).hexdigest()
+        except OSError:  # gone since it was read
+            digests[name] = None
+    FOLDERS_READ.pop(str(where), None)  # the order of the reads
+    FOLDERS_READ[str(where)] = digests
+
 
 def zoo_names() -> list[str]:
     """The names of the agents shipped in agents/zoo/."""

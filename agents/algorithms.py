@@ -26,6 +26,7 @@ from stable_baselines3 import A2C, DQN, PPO
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.logger import Logger
 
+from agents import note_read
 from agents.distributions import LeanCategoricals, kl_divergence
 from agents.networks import (
     CRITICS,
@@ -675,7 +676,9 @@ def load_agent(
     model_path = Path(folder) / "model.zip"
     if not model_path.is_file():
         raise FileNotFoundError(f"{folder}: agent.json but no model.zip")
-    return load_model_file(model_path, spec, env, device), spec
+    model = load_model_file(model_path, spec, env, device)
+    note_read(folder)  # its files' sha256, for the run's provenance
+    return model, spec
 
 
 CLONE_KL_SCHEDULES = ("constant", "linear")

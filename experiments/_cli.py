@@ -168,10 +168,10 @@ def parse_args(
         print("\n".join(lines))
         raise SystemExit(0)
     from baselines.policy import load_plugins
-    from experiments.provenance import provenance
+    from experiments.provenance import start_run
 
     load_plugins()  # policies of the user's own modules, known by name in the options
-    provenance()  # what made the run, as it starts (its result files record it)
+    start_run()  # what made the run, as it starts (its result files record it)
     given: set[str] = set()
     for arg in args:
         key, sep, text = arg.partition("=")

@@ -640,11 +640,11 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     from hydra.types import RunMode
 
     from baselines.policy import load_plugins
-    from experiments.provenance import provenance
+    from experiments.provenance import start_run
 
     try:
         load_plugins()  # in the job's process, whichever launcher started it
-        provenance()  # what made the run, as it starts (its result files record it)
+        start_run()  # what made the run, as it starts (its result files record it)
         value = fn(cfg)
         release_out_dirs(finished=True)  # (the earlier run's files it replaced go)
         return value

@@ -11,6 +11,7 @@ import functools
 import os
 import platform
 import subprocess
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -48,15 +49,46 @@ def _version(package: str) -> str | None:
         return None
 
 
+_RUN: dict[str, str] = {}
+"""The running command's working directory and start time (:func:`start_run`)."""
+
+
+def start_run() -> dict[str, Any]:
+    """A command starts (its options are read, or a Hydra job begins): record the
+    working directory its relative paths are read from and the time, and forget the
+    agents read before it; returns :func:`provenance`."""
+    from agents import FOLDERS_READ
+
+    FOLDERS_READ.clear()
+    _RUN.clear()
+    return provenance()
+
+
 def provenance() -> dict[str, Any]:
     """See :func:`_made_by`; the plugins as the environment names them now
     (``plugins``: the module names, as before) and, under ``plugin_files``, each
     one's file and the sha256 of its bytes (:func:`plugin_file`), so two runs of
-    different plugin code are told apart."""
+    different plugin code are told apart; the working directory the run started
+    in (``cwd``: relative paths in its config are read from there) and its start
+    time (``started``, UTC, ISO 8601, to the second), both as :func:`start_run`
+    recorded them (or as first asked for); and, under ``agent_files``, each agent
+    checkpoint folder the run read, resolved, with the sha256 of its agent.json
+    and model.zip as read (``agents.note_read``)."""
+    from agents import FOLDERS_READ
     from baselines.policy import plugin_names
 
+    if not _RUN:
+        _RUN["cwd"] = os.getcwd()
+        _RUN["started"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     names = plugin_names()
-    return {**_made_by(), "plugins": names, "plugin_files": {n: plugin_file(n) for n in names}}
+    return {
+        **_made_by(),
+        "plugins": names,
+        "plugin_files": {n: plugin_file(n) for n in names},
+        "cwd": _RUN["cwd"],
+        "started": _RUN["started"],
+        "agent_files": {folder: dict(files) for folder, files in FOLDERS_READ.items()},
+    }
 
 
 _PLUGIN_FILES: dict[str, tuple[object, dict[str, str | None]]] = {}

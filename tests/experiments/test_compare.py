@@ -212,6 +212,7 @@ def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type
     made = payload["provenance"]  # what made the file: the code, the core, the machine
     assert made["btb_gym"] and made["core"] in ("compiled", "python") and made["cpus"] >= 1
     assert made["commit"] is None or len(made["commit"]) == 40
+    assert made["cwd"] == str(Path.cwd()) and made["agent_files"] == {}  # agents=none
     rows = payload["rows"]
     # baseline added first, the lower bound last
     assert [r["policy"] for r in rows] == [
