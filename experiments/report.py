@@ -413,18 +413,28 @@ def replication_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def reproduction_tables(
-    tables: Sequence[dict[str, Any]], policies: Sequence[str], tolerance_pp: float
+    tables: Sequence[dict[str, Any]],
+    policies: Sequence[str],
+    tolerance_pp: float,
+    windows: int | None = None,
+    published_windows: int | None = None,
+    notes: Sequence[str] = (),
 ) -> str:
     """The terminal tables of ``reproduce``: one per KV model, a row per setup;
-    ``tolerance_pp`` is how far BTB's reduction may sit from the published one."""
+    ``tolerance_pp`` is how far BTB's reduction may sit from the published one
+    (each row says ``ok`` or ``off``, and a last line counts them). With
+    ``windows`` fewer than ``published_windows`` (the test windows the published
+    figures are over), a note says the comparison is on fewer windows; ``notes``
+    (:func:`btb_lines`) come before the count."""
     lines: list[str] = []
     draws = max((len(t["workload_seeds"]) for t in tables), default=1)
+    verdict = f"+-{tolerance_pp:g}"
     for causal in dict.fromkeys(t["causal_kv"] for t in tables):
         model = "causal KV (corrected)" if causal else "reference KV (Infer-Sim compatible)"
         lines.append(f"\n== {model}: causal_kv={str(causal).lower()}")
         head = f"{'setup':<16}" + "".join(f"{p[:11]:>12}" for p in policies)
         head += f"{'BTB d mean':>11}" + (f"{'sd':>6}" if draws > 1 else "")
-        head += f"{'published':>10}{'diff pp':>9}{'BTB d p95':>10}"
+        head += f"{'published':>10}{'diff pp':>9}{verdict:>6}{'BTB d p95':>10}"
         head += "".join(f"{label:>10}" for _, label in _REPRODUCE_EXTRA)
         lines += [head, "-" * len(head)]
         for t in tables:
@@ -432,13 +442,15 @@ def reproduction_tables(
                 continue
             red = t["ttft_mean_reduction_pct"]
             line = f"{t['setup']:<16}"
-            line += "".join(f"{t['ttft_mean_s'].get(p, float('nan')):>12.4g}" for p in policies)
+            line += "".join(f"{t['ttft_mean_s'].get(p, float('nan')):>12.3f}" for p in policies)
             line += _signed(red.get("btb"), 11)
             if draws > 1:
                 sd = t["ttft_mean_reduction_pct_sd"].get("btb")
                 line += f"{sd:>6.1f}" if sd is not None else f"{'-':>6}"
             line += _signed(t.get("published_mean_pct"), 10)
             line += _signed(t.get("diff_mean_pp"), 9)
+            within = t.get("within_tolerance")
+            line += f"{'-' if within is None else 'ok' if within else 'off':>6}"
             line += _signed(t["ttft_p95_reduction_pct"].get("btb"), 10)
             line += "".join(_signed(red.get(name), 10) for name, _ in _REPRODUCE_EXTRA)
             if t.get("published_p95_pct") is not None:
@@ -447,8 +459,24 @@ def reproduction_tables(
     lines.append(
         "\nmean TTFT in seconds; d = TTFT reduction vs cache_aware in %"
         + (f", averaged over {draws} workload draws (sd across draws)" if draws > 1 else "")
-        + f"; diff pp = BTB d mean - published (tolerance +-{tolerance_pp:g})"
+        + f"; diff pp = BTB d mean - published; {verdict}: ok where |diff pp| <= "
+        + f"{tolerance_pp:g}, off where not"
     )
+    checked = [t["within_tolerance"] for t in tables if t.get("within_tolerance") is not None]
+    if checked and windows is not None and published_windows and windows < published_windows:
+        lines.append(
+            f"note: {windows} of the {published_windows} test windows ran; the published "
+            f"figures are over all {published_windows} (windows=0 runs them all)"
+        )
+    lines += notes
+    if checked:
+        ok = sum(checked)
+        lines.append(
+            f"BTB d mean within +-{tolerance_pp:g} pp of the published figure: {ok} of "
+            f"{len(checked)} rows ok, {len(checked) - ok} off"
+        )
+    else:
+        lines.append("no published figure for this workload: no row is checked against one")
     return "\n".join(lines)
 
 

@@ -16,9 +16,12 @@ causal one (KV usable only once computed or landed), or one of them
 and of ``floor`` (the per-request lower bound of ``envs/sim/floor.py``);
 BTB's (the published rule) mean (and p95) TTFT reduction vs cache_aware; the
 published figure and the difference in percentage points, where the BTB
-write-up has one; and the reductions of ``btb_pending`` (btb-gym's variant) and
-``oracle_warm``. Writes ``results.json`` (rows as in ``experiments.compare``,
-plus the tables) to ``out_dir`` (default
+write-up has one, and whether it is within ``TOLERANCE_PP`` (``ok`` / ``off``,
+counted on the last line); and the reductions of ``btb_pending`` (btb-gym's
+variant) and ``oracle_warm``. A note says when fewer test windows ran than the
+published figures are over (``windows=1``), and when a BTB never fired (no prompt
+reached its Y: the note ``compare`` prints). Writes ``results.json`` (rows as in
+``experiments.compare``, plus the tables) to ``out_dir`` (default
 ``runs/all__<workload>__reproduce__<seed>__<time>``, or ``...<time>-2``, ... for
 runs started in the same second).
 
@@ -69,7 +72,7 @@ from experiments._sim_options import HELP as sim_help
 from experiments._sim_options import split_sim_options, with_sim_options
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, count_windows, evaluate_policies, split_windows
-from experiments.report import reproduction_tables
+from experiments.report import btb_lines, reproduction_tables
 
 DEFAULTS: dict[str, Any] = {
     "setups": list(SETUPS),
@@ -214,6 +217,28 @@ def build_tables(
     return tables
 
 
+_SHARES = ("y_unreached_rate", "tuned_rate", "tuned_elsewhere_rate")
+"""The per-window shares of a BTB row that :func:`experiments.report.btb_lines` reads."""
+
+
+def pooled_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per policy, each share of :data:`_SHARES` the mean of its rows' (one a
+    setup, KV model and draw, each over as many windows): the share of every window
+    the policy ran, so :func:`~experiments.report.btb_lines` says each note once."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by.setdefault(str(row["policy"]), []).append(row)
+    pooled = []
+    for name, mine in by.items():
+        row = {"policy": name}
+        for key in _SHARES:
+            values = [r[key] for r in mine if isinstance(r.get(key), int | float)]
+            if values:
+                row[key] = float(np.mean(values))
+        pooled.append(row)
+    return pooled
+
+
 def causal_kv_modes(text: str) -> list[bool]:
     """``causal_kv=`` as the KV models to run: ``both``, or one bool as every command
     spells it (true/false, yes/no, on/off, 1/0)."""
@@ -338,7 +363,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     tables = build_tables(rows, options["workload"], policies)
     shown = workload_label(options["workload"], options["workload_params"])
     print(f"{shown} · test windows: {rows[0]['windows'] if rows else 0}")
-    print(reproduction_tables(tables, [*policies, FLOOR], TOLERANCE_PP))
+    ran = rows[0]["windows"] if rows else 0
+    total = None
+    if published(options["workload"])[0]:  # the windows the published figures are over
+        total = count_windows(options["workload"], None, PUBLISHED_SEED, warn=False)
+    notes = btb_lines(pooled_rows(rows))
+    print(reproduction_tables(tables, [*policies, FLOOR], TOLERANCE_PP, ran, total, notes))
     result = {
         "rows": rows,
         "config": {

@@ -45,6 +45,63 @@ def test_tables_compare_btb_with_the_published_column() -> None:
     )
     text = report.reproduction_tables(tables, ["cache_aware", "btb"], reproduce.TOLERANCE_PP)
     assert "causal_kv=false" in text and "causal_kv=true" in text and "+62.0" in text
+    assert text.splitlines()[-1] == (
+        "BTB d mean within +-3 pp of the published figure: 1 of 3 rows ok, 2 off"
+    )
+
+
+def test_each_row_says_ok_or_off_and_the_last_line_counts_them() -> None:
+    rows = [
+        row("70b_h100x4", "cache_aware", False, 0.0, 0.0),
+        row("70b_h100x4", "btb", False, 60.5, 10.0),  # 62.0 published: -1.5, ok
+        row("qwen3_8b_h100x4", "cache_aware", False, 0.0, 0.0),
+        row("qwen3_8b_h100x4", "btb", False, 30.0, 5.0),  # 41.9 published: -11.9, off
+        row("glm45_h100x4", "cache_aware", False, 0.0, 0.0),
+        row("glm45_h100x4", "btb", False, 73.3, 5.0),  # 70.3 published: +3.0, ok (the edge)
+    ]
+    tables = reproduce.build_tables(rows, "bursted_synthetic", ["cache_aware", "btb"])
+    text = report.reproduction_tables(tables, ["cache_aware", "btb"], 3.0, 15, 15)
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("setup"))
+    assert "diff pp   +-3" in head  # the verdict column follows diff pp
+    verdicts = {line.split()[0]: line.split()[6] for line in lines if "_h100x4" in line}
+    assert verdicts == {"70b_h100x4": "ok", "qwen3_8b_h100x4": "off", "glm45_h100x4": "ok"}
+    # mean TTFTs with 3 decimals: 1 - 60.5 % = 0.395, cache_aware's 1.000
+    assert next(line for line in lines if line.startswith("70b")).split()[1:3] == ["1.000", "0.395"]
+    assert lines[-1] == "BTB d mean within +-3 pp of the published figure: 2 of 3 rows ok, 1 off"
+    assert "note:" not in text  # every window ran
+    fewer = report.reproduction_tables(tables, ["cache_aware", "btb"], 3.0, 1, 15)
+    assert (
+        "note: 1 of the 15 test windows ran; the published figures are over all 15 "
+        "(windows=0 runs them all)"
+    ) in fewer.splitlines()
+    unpublished = reproduce.build_tables(rows, "bursted_synthetic_1s", ["cache_aware", "btb"])
+    text = report.reproduction_tables(unpublished, ["cache_aware", "btb"], 3.0, 1, None)
+    assert text.splitlines()[-1] == (
+        "no published figure for this workload: no row is checked against one"
+    )
+    assert "note: 1 of" not in text
+
+
+def test_a_btb_that_never_fired_gets_compare_s_note_once() -> None:
+    """btb's rows of two setups and two KV models: Y unreached in every window of
+    three, in none of the fourth: 3 of 4 = 75 % of the windows, said once."""
+    rows = [
+        {"policy": "cache_aware", "setup": "a"},
+        *({"policy": "btb", "setup": s, "y_unreached_rate": 1.0} for s in "abc"),
+        {"policy": "btb", "setup": "d", "y_unreached_rate": 0.0},
+        *({"policy": "btb_pending", "setup": s, "y_unreached_rate": 1.0} for s in "ab"),
+    ]
+    pooled = reproduce.pooled_rows(rows)
+    assert pooled == [
+        {"policy": "cache_aware"},
+        {"policy": "btb", "y_unreached_rate": 0.75},
+        {"policy": "btb_pending", "y_unreached_rate": 1.0},
+    ]
+    notes = report.btb_lines(pooled)
+    assert [note.split(":")[0] for note in notes] == ["btb", "btb_pending"]
+    assert notes[1].startswith("btb_pending: in every window no prompt reached Y")
+    assert notes[0].startswith("btb: in 75 % of the windows no prompt reached Y")
 
 
 def test_published_figures_are_the_btb_write_up_s() -> None:
