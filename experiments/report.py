@@ -217,7 +217,7 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     """The terminal table of a run; each column is as wide as its widest cell."""
 
     def pct(value: float | None) -> str:
-        return f"{value:+.1f}" if value is not None else "-"
+        return signed(value, 0)
 
     def rate(value: float | None) -> str:  # "-" for rows without the column (bounds, older runs)
         return f"{value:.3f}" if value is not None else "-"
@@ -443,16 +443,16 @@ def reproduction_tables(
             red = t["ttft_mean_reduction_pct"]
             line = f"{t['setup']:<16}"
             line += "".join(f"{t['ttft_mean_s'].get(p, float('nan')):>12.3f}" for p in policies)
-            line += _signed(red.get("btb"), 11)
+            line += signed(red.get("btb"), 11)
             if draws > 1:
                 sd = t["ttft_mean_reduction_pct_sd"].get("btb")
                 line += f"{sd:>6.1f}" if sd is not None else f"{'-':>6}"
-            line += _signed(t.get("published_mean_pct"), 10)
-            line += _signed(t.get("diff_mean_pp"), 9)
+            line += signed(t.get("published_mean_pct"), 10)
+            line += signed(t.get("diff_mean_pp"), 9)
             within = t.get("within_tolerance")
             line += f"{'-' if within is None else 'ok' if within else 'off':>6}"
-            line += _signed(t["ttft_p95_reduction_pct"].get("btb"), 10)
-            line += "".join(_signed(red.get(name), 10) for name, _ in _REPRODUCE_EXTRA)
+            line += signed(t["ttft_p95_reduction_pct"].get("btb"), 10)
+            line += "".join(signed(red.get(name), 10) for name, _ in _REPRODUCE_EXTRA)
             if t.get("published_p95_pct") is not None:
                 line += f"  (p95 published {t['published_p95_pct']:+.1f})"
             lines.append(line)
@@ -483,8 +483,14 @@ def reproduction_tables(
 _REPRODUCE_EXTRA = (("btb_pending", "pending d"), ("oracle_warm", "oracle d"))
 
 
-def _signed(value: float | None, width: int) -> str:
-    return f"{value:>+{width}.1f}" if value is not None else f"{'-':>{width}}"
+def signed(value: float | None, width: int) -> str:
+    """A share in % with its sign and one decimal, right-aligned in ``width``; one
+    that rounds to zero is ``0.0`` (float noise, -6e-14, printed no ``-0.0``), and
+    None is ``-``."""
+    if value is None:
+        return f"{'-':>{width}}"
+    text = f"{value:+.1f}"
+    return f"{'0.0' if float(text) == 0 else text:>{width}}"
 
 
 def audit_table(audit: dict[str, Any], per_window: bool = False) -> str:

@@ -163,3 +163,49 @@ def test_percentiles_interpolate_linearly_between_sorted_values() -> None:
     assert stats["ttft_p90_s"] == pytest.approx(10.0)  # position 3.6: 4 + 0.6 * (14 - 4)
     assert stats["ttft_p95_s"] == pytest.approx(12.0)  # position 3.8: 4 + 0.8 * 10
     assert stats["ttft_p99_s"] == pytest.approx(13.6)  # position 3.96
+
+
+def test_no_gap_share_where_btb_is_within_a_tenth_of_a_percent_of_the_bound() -> None:
+    """btb 1.0 s over a bound of 0.9995 s: a gap of 0.05 % of btb's mean, under the
+    0.1 % threshold: no share (a policy 0.01 s worse would be -2,000 %). At 0.9985 s
+    (0.15 %) the share is worked out: (1.0 - 1.01) / (1.0 - 0.9985) = -666.7 %."""
+    rows = [_row("btb", 1.0, 5.0), _row("cache_aware", 1.01, 5.0), _row(FLOOR, 0.9995, 2.0)]
+    add_floor_gaps(rows)
+    assert [r["floor_gap_closed_mean_pct"] for r in rows] == [None, None, None]
+    assert [r["floor_gap_closed_p95_pct"] for r in rows] == pytest.approx([0, 0, 100])
+    rows[2]["ttft_mean_s"] = 0.9985
+    add_floor_gaps(rows)
+    assert [r["floor_gap_closed_mean_pct"] for r in rows] == pytest.approx([0, -2000 / 3, 100])
+    # the rows' own figures are left as they were
+    assert [r["ttft_mean_s"] for r in rows] == [1.0, 1.01, 0.9985]
+
+
+def test_a_bound_a_hair_above_a_policy_prints_no_minus_zero() -> None:
+    """floor_capacity 5e-15 s above cache_aware's mean (float noise): its reduction,
+    -6e-12 %, prints 0.0; the stored rows keep both figures; btb, here level with
+    cache_aware, has no gap to floor_capacity to share: cap gap% -."""
+    mean, bound = 0.07309848331648539, 0.07309848331649012
+    rows = [
+        _row("cache_aware", mean, 0.2),
+        _row("btb", mean, 0.2),
+        _row(FLOOR, 0.05, 0.1),
+        _row(FLOOR_CAPACITY, bound, None),
+    ]
+    for row in rows:
+        row.update(requests=5, ttft_p50_s=None, ttft_p99_s=None)
+    add_floor_gaps(rows)
+    add_reductions(rows, "cache_aware")
+    assert rows[3]["ttft_mean_s"] == bound and rows[0]["ttft_mean_s"] == mean
+    assert rows[3]["ttft_mean_reduction_pct"] < 0  # stored as computed
+    assert [r["floor_capacity_gap_closed_mean_pct"] for r in rows] == [None] * 4
+    lines = comparison_table(rows, "cache_aware").splitlines()
+
+    def cell(line: str, column: str) -> str:  # right-aligned under its header
+        end = lines[0].index(column) + len(column)
+        return line[:end].split()[-1]
+
+    assert lines[5].startswith(FLOOR_CAPACITY)
+    # floor: 1 - 0.05 / 0.0730985 = +31.6 %; the others round to zero
+    assert [cell(line, "d mean%") for line in lines[2:6]] == ["0.0", "0.0", "+31.6", "0.0"]
+    assert [cell(line, "cap gap%") for line in lines[2:6]] == ["-"] * 4
+    assert "-0.0" not in "\n".join(lines)
