@@ -391,17 +391,10 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
         seeds, members = list(by_seed), list(by_seed.values())
         figures = {}
         for name in dict.fromkeys(f["name"] for job in members for f in job["figures"]):
-            values = [
-                f["value"]
-                for job in members
-                for f in job["figures"]
-                if f["name"] == name and f["value"] is not None
-            ]
-            if values:
-                mean = sum(values) / len(values)
-                var = sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)
-                std = math.sqrt(var) if len(values) > 1 else None
-                figures[name] = {"mean": mean, "std": std, "n": len(values)}
+            named = [f for job in members for f in job["figures"] if f["name"] == name]
+            stats = _mean_std([f["value"] for f in named])
+            if stats is not None:
+                figures[name] = {**stats, **_by_policy_over_seeds(named, len(members))}
         if figures:
             jobs_in = [job["job"] for job in members]
             rows.append(
@@ -414,6 +407,36 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
                 }
             )
     return rows
+
+
+def _mean_std(values: Sequence[float | None]) -> dict[str, Any] | None:
+    """``{"mean", "std", "n"}`` of the values given (not None): std with ddof 1, None
+    for one value; None for none."""
+    given = [v for v in values if v is not None]
+    if not given:
+        return None
+    mean = sum(given) / len(given)
+    var = sum((v - mean) ** 2 for v in given) / max(len(given) - 1, 1)
+    return {"mean": mean, "std": math.sqrt(var) if len(given) > 1 else None, "n": len(given)}
+
+
+def _by_policy_over_seeds(named: Sequence[dict[str, Any]], jobs: int) -> dict[str, Any]:
+    """When a figure is each job's best policy's and that is not the same policy in
+    every job (``best baseline``: dynamo's in one, cache_aware's in the other), the
+    mean over seeds would average different policies: ``{"by_policy": {policy:
+    {"mean", "std", "n"}}}`` for each policy every job ran, which the table prints
+    instead. ``{}`` for a figure of one policy (or one that gives no policy's)."""
+    if len(named) < jobs or not all("policies" in f for f in named):
+        return {}
+    if len({f.get("of") for f in named}) < 2:
+        return {}
+    shared = [p for p in named[0]["policies"] if all(p in f["policies"] for f in named)]
+    by_policy = {}
+    for policy in shared:
+        stats = _mean_std([f["policies"][policy]["value"] for f in named])
+        if stats is not None:
+            by_policy[policy] = stats
+    return {"by_policy": by_policy}
 
 
 def swept_overrides(overrides: Sequence[str], keys: Sequence[str]) -> list[str]:
@@ -628,10 +651,22 @@ def table(summary: dict[str, Any]) -> list[str]:
         )
     lines += _whose_lines(jobs)
     for group in summary.get("over_seeds", []):
+
+        def stat(f: dict[str, Any], seeds: int = len(group["seeds"])) -> str:
+            return (
+                _number(f["mean"])
+                + ("" if f["std"] is None else f" ± {f['std']:.2g}")
+                + ("" if f["n"] == seeds else f" ({_plural(f['n'], 'seed')})")
+            )
+
         figures = "; ".join(
-            f"{name} {_number(f['mean'])}"
-            + ("" if f["std"] is None else f" ± {f['std']:.2g}")
-            + ("" if f["n"] == len(group["seeds"]) else f" ({_plural(f['n'], 'seed')})")
+            f"{name}: a different policy's in each job, so by policy: "
+            + (
+                ", ".join(f"{p} {stat(g)}" for p, g in f["by_policy"].items())
+                or "none in every job"
+            )
+            if "by_policy" in f
+            else f"{name} {stat(f)}"
             for name, f in group["figures"].items()
         )
         which = " ".join(group["overrides"]) or "the one setting"

@@ -700,3 +700,53 @@ def test_evaluate_notes_whose_figure_the_best_baseline_is(tmp_path: Path) -> Non
     figure = sweeps._NOTES[-1]
     assert figure["name"] == "test mean TTFT (s), best baseline"
     assert figure["of"] == min(means, key=lambda name: means[name]) and value == min(means.values())
+
+
+def test_over_seeds_gives_each_policy_s_mean_when_each_job_s_best_is_another_s(
+    tmp_path: Path,
+) -> None:
+    """``evaluate -m 'policies=[btb,dynamo]' seed=0,1``: the best baseline is dynamo
+    (0.2650) in job 0 and cache_aware (0.2680) in job 1; their mean, 0.2665, is no
+    policy's. Worked by hand, each policy over the two seeds (std ddof 1 of two
+    values: |a - b| / sqrt 2): cache_aware 0.2700, 0.2680: 0.269 ± 0.0014; btb 0.30,
+    0.31: 0.305 ± 0.0071; dynamo 0.2650, 0.2720: 0.2685 ± 0.0049. least_load ran in
+    job 0 only: left out."""
+    scores = [
+        {"cache_aware": 0.2700, "btb": 0.30, "dynamo": 0.2650, "least_load": 0.40},
+        {"cache_aware": 0.2680, "btb": 0.31, "dynamo": 0.2720},
+    ]
+    for seed, score in enumerate(scores):
+        best = min(score, key=lambda name: score[name])
+        figures = _evaluate("best baseline", score[best], **{p: (v, {}) for p, v in score.items()})
+        _job(tmp_path, seed, 17, [f"seed={seed}"], figures=[{**figures[0], "of": best}])
+    summary = _collect(tmp_path, 17, ("seed",))
+    (group,) = summary["over_seeds"]
+    figure = group["figures"]["val mean TTFT (s), best baseline"]
+    by_policy = figure["by_policy"]
+    assert list(by_policy) == ["cache_aware", "btb", "dynamo"]
+    assert by_policy["cache_aware"]["mean"] == pytest.approx(0.269)
+    assert by_policy["cache_aware"]["std"] == pytest.approx(0.002 / 2**0.5)
+    assert by_policy["btb"]["mean"] == pytest.approx(0.305)
+    assert by_policy["dynamo"]["std"] == pytest.approx(0.007 / 2**0.5)
+    assert all(stats["n"] == 2 for stats in by_policy.values())
+    line = next(line for line in sweeps.table(summary) if line.startswith("over seeds"))
+    assert line == (
+        "over seeds 0, 1 (the one setting): val mean TTFT (s), best baseline: a different "
+        "policy's in each job, so by policy: cache_aware 0.269 ± 0.0014, btb 0.305 ± 0.0071, "
+        "dynamo 0.2685 ± 0.0049 (mean ± std, ddof 1)"
+    )
+    assert "0.2665" not in "\n".join(sweeps.table(summary))
+
+    # the same policy best in both jobs: its own mean, as before
+    same = tmp_path / "same"
+    for seed, value in enumerate((0.2650, 0.2670)):
+        figures = _evaluate("best baseline", value, dynamo=(value, {}), btb=(0.3, {}))
+        _job(same, seed, 18, [f"seed={seed}"], figures=[{**figures[0], "of": "dynamo"}])
+    summary = _collect(same, 18, ("seed",))
+    (group,) = summary["over_seeds"]
+    assert "by_policy" not in group["figures"]["val mean TTFT (s), best baseline"]
+    line = next(line for line in sweeps.table(summary) if line.startswith("over seeds"))
+    assert line == (
+        "over seeds 0, 1 (the one setting): val mean TTFT (s), best baseline 0.266 ± 0.0014 "
+        "(mean ± std, ddof 1)"
+    )
