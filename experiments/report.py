@@ -718,11 +718,24 @@ def plot_sweep(
         if groups:
             labels = [" ".join(_short(o) for o in g["overrides"]) or "all" for g in groups]
             stats = [g["figures"].get(name) for g in groups]
-            means = [s["mean"] if s else np.nan for s in stats]
+            # a figure that is a different policy's in each job has no mean: its
+            # policies' own means are drawn instead (``sweeps._by_policy_over_seeds``)
+            mixed = [bool(s) and "by_policy" in s for s in stats]
+            means = [
+                s["mean"] if s and not m else np.nan for s, m in zip(stats, mixed, strict=True)
+            ]
             stds = [s["std"] if s and s["std"] is not None else 0.0 for s in stats]
             ax.bar(range(len(groups)), means, yerr=stds, capsize=4, color="#8da0cb")
             figures = {job["job"]: job["figures"] for job in summary["jobs"]}
-            for x, group in enumerate(groups):
+            for x, (group, stat, by) in enumerate(zip(groups, stats, mixed, strict=True)):
+                if by:
+                    policies = list(stat["by_policy"].items())
+                    for k, (policy, got) in enumerate(policies):
+                        at = x + (k - (len(policies) - 1) / 2) * 0.25
+                        ax.errorbar(at, got["mean"], yerr=got["std"] or 0.0, fmt="o", capsize=3)
+                        ax.annotate(policy, (at, got["mean"]), fontsize=7, rotation=90,
+                                    xytext=(3, 3), textcoords="offset points")  # fmt: skip
+                    continue
                 values = [figures[n].get(name) for n in group["jobs"]]
                 dots = [v for v in values if v is not None]
                 ax.scatter([x] * len(dots), dots, color="black", s=12, zorder=3)
@@ -744,6 +757,8 @@ def plot_sweep(
     # over seeds, what the marks mean is said once, above every panel (a panel's
     # own axis label is too short for it)
     over = "; bars: mean ± std over seeds, dots: each seed" if groups else ""
+    if any("by_policy" in (g["figures"].get(n) or {}) for g in groups for n in names):
+        over += "; a figure that is another policy's in each job: each policy's mean ± std"
     fig.suptitle(f"sweep {Path(summary['sweep_dir']).name}{over}", fontsize=10)
     try:
         return _save(fig, path)

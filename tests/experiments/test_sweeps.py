@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -703,7 +704,7 @@ def test_evaluate_notes_whose_figure_the_best_baseline_is(tmp_path: Path) -> Non
 
 
 def test_over_seeds_gives_each_policy_s_mean_when_each_job_s_best_is_another_s(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``evaluate -m 'policies=[btb,dynamo]' seed=0,1``: the best baseline is dynamo
     (0.2650) in job 0 and cache_aware (0.2680) in job 1; their mean, 0.2665, is no
@@ -736,6 +737,17 @@ def test_over_seeds_gives_each_policy_s_mean_when_each_job_s_best_is_another_s(
         "dynamo 0.2685 ± 0.0049 (mean ± std, ddof 1)"
     )
     assert "0.2665" not in "\n".join(sweeps.table(summary))
+    # the chart draws no bar at that mean either: a point per policy, named
+    from experiments import report
+
+    drawn: list[Any] = []
+    monkeypatch.setattr(report, "_save", lambda fig, path: drawn.append(fig) or Path(path))
+    report.plot_sweep(summary, tmp_path / "sweep.png", {})
+    (ax,) = drawn[0].axes
+    assert [math.isnan(bar.get_height()) for bar in ax.patches] == [True]
+    assert [text.get_text() for text in ax.texts] == ["cache_aware", "btb", "dynamo"]
+    points = [line.get_ydata()[0] for line in ax.lines if line.get_marker() == "o"]
+    assert points == pytest.approx([0.269, 0.305, 0.2685])
 
     # the same policy best in both jobs: its own mean, as before
     same = tmp_path / "same"
