@@ -85,9 +85,10 @@ _PATTERN = re.compile(r"[*?\[]")
 REPLACED_NAME = ".btb-replaced"
 """The folder inside a run folder where ``overwrite=true`` keeps the earlier run's
 files while the new run runs: removed when the run finishes; put back when it ends
-otherwise (an error found mid-run, Ctrl-C) before writing any file of its own;
-left, and said, when it ends otherwise after writing some (so neither run's files
-are lost)."""
+otherwise (an error found mid-run, Ctrl-C) before writing any of its outputs (its
+own log and W&B run then go: they describe a run that left nothing); left, and
+said, when it ends otherwise after writing some (so neither run's files are
+lost)."""
 
 
 class OutDirError(ValueError):
@@ -122,6 +123,7 @@ class RunFolder:
         path = self.where or self.path
         if self.replaced:
             _settle_replaced(path, self.replaced, self.outputs, finished)
+            self.replaced = []
         fd, self._fd = self._fd, None
         with contextlib.suppress(OSError):
             (path / LOCK_NAME).unlink()
@@ -185,9 +187,13 @@ def claim_out_dir(
     folder that already holds anything (besides ``ignore``: Hydra's own files) is
     refused unless ``overwrite``; with it, the files and folders this command writes
     (``outputs``, names in the folder or patterns of names) are moved aside first
-    (into :data:`REPLACED_NAME`, with ``companions``: files the run rewrites as it
-    starts, a job's log), so no earlier run's file is left beside this run's, and
-    none is lost if the run does not finish (see :meth:`RunFolder.release`); but not
+    (into :data:`REPLACED_NAME`), so no earlier run's file is left beside this
+    run's, and none is lost if the run does not finish (see
+    :meth:`RunFolder.release`). So are ``companions``, the records a run starts
+    before it writes any output (its W&B folder, its log), which do not count as
+    its outputs there; a companion that is a plain file is copied aside and emptied
+    in place instead (Hydra's log handler, open on it, then writes this run's lines
+    into it); but not
     if one of them holds one of the run's ``inputs`` (``(option, path)``: a
     checkpoint to resume, a trace), which would be gone before the run reads it:
     that is refused, naming the option. A folder still holding
@@ -203,6 +209,8 @@ def claim_out_dir(
     lock = target / LOCK_NAME
     fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
     held = RunFolder(target, created, fd, existed.resolve(), target.resolve(), [], tuple(outputs))
+    # (a companion is never an output: what the run wrote is told by its outputs)
+    companions = [name for name in companions if not _written(name, outputs)]
     try:
         for attempt in range(_LOCK_TRIES):  # (another command's in_use() holds it an instant)
             try:
@@ -230,9 +238,9 @@ def claim_out_dir(
         ]
         if REPLACED_NAME in present:
             raise OutDirError(
-                f"{label} holds {REPLACED_NAME}/, an earlier run's files that a run with "
-                "overwrite=true kept aside and did not settle (it was killed): move them "
-                "back, or remove that folder"
+                f"{label} holds {REPLACED_NAME}/, an earlier run's files that an "
+                "overwrite=true run kept aside and did not finish: keep what you want of "
+                "them and of the files beside them, then remove that folder"
             )
         if present and not overwrite:
             listed = ", ".join(present[:3]) + (", ..." if len(present) > 3 else "")
@@ -258,9 +266,16 @@ def claim_out_dir(
             if (target / name).exists() or (target / name).is_symlink()
         ]
         if moving and overwrite:
-            (target / REPLACED_NAME).mkdir()
+            store = target / REPLACED_NAME
+            store.mkdir()
             for name in moving:  # (a link is moved, not what it names)
-                os.rename(target / name, target / REPLACED_NAME / name)
+                path = target / name
+                if name in companions and path.is_file() and not path.is_symlink():
+                    shutil.copy2(path, store / name)  # (its time too: put back as it was)
+                    held.replaced.append(name)
+                    path.open("w").close()
+                    continue
+                os.rename(path, store / name)
                 held.replaced.append(name)
     except BaseException:
         held.release()
@@ -287,7 +302,7 @@ def _settle_replaced(
                 file=sys.stderr,
             )
             return
-        for name in replaced:  # (a companion, the job's log, the run rewrote)
+        for name in replaced:  # (a companion the run started over: its log, its W&B run)
             if (folder / name).exists() or (folder / name).is_symlink():
                 _remove(folder / name)
             os.rename(store / name, folder / name)
@@ -347,13 +362,16 @@ def claim_run_dir(
     outputs: Sequence[str],
     overwrite: bool = False,
     inputs: Sequence[tuple[str, str]] = (),
+    companions: Sequence[str] = (),
 ) -> Path:
     """The run's folder, claimed: ``chosen`` (the user's ``out_dir``) as
     :func:`claim_out_dir` claims it (refused if it holds a run, unless ``overwrite``;
-    never clearing one of ``inputs``), or, when none was chosen, a new folder named
-    after ``default`` (see :func:`claim_new_out_dir`)."""
+    never clearing one of ``inputs``; ``companions`` as there), or, when none was
+    chosen, a new folder named after ``default`` (see :func:`claim_new_out_dir`)."""
     if chosen:
-        return claim_out_dir(chosen, what, outputs, overwrite, inputs=inputs).path
+        return claim_out_dir(
+            chosen, what, outputs, overwrite, inputs=inputs, companions=companions
+        ).path
     return claim_new_out_dir(default, what).path
 
 

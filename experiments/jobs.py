@@ -35,6 +35,7 @@ from experiments._cli import (
 )
 from experiments._io import (
     LOCK_NAME,
+    REPLACED_NAME,
     OutDirError,
     check_writable_dir,
     claim_out_dir,
@@ -79,7 +80,7 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     dated runs/ folder. Released when the job ends (:func:`run_job`)."""
     from hydra.core.hydra_config import HydraConfig
 
-    outputs = (*outputs, "wandb")  # the job logger's folder (experiments.tracking)
+    wandb = "wandb"  # the job logger's folder (experiments.tracking), started with the job
 
     what = f"experiments.{kind}: out_dir"
     inputs = input_paths(lambda option: OmegaConf.select(cfg, option, default=None))
@@ -87,7 +88,13 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     if not HydraConfig.initialized():
         stamp = time.strftime("%Y-%m-%d_%H-%M-%S")
         return claim_run_dir(
-            cfg.out_dir, Path("runs") / kind / stamp, what, outputs, bool(cfg.overwrite), inputs
+            cfg.out_dir,
+            Path("runs") / kind / stamp,
+            what,
+            outputs,
+            bool(cfg.overwrite),
+            inputs,
+            companions=(wandb,),
         )
     hydra = HydraConfig.get()
     folder = Path(hydra.runtime.output_dir)
@@ -100,7 +107,7 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
             bool(cfg.overwrite),
             ignore=(".hydra", log),
             inputs=inputs,
-            companions=(log,),
+            companions=(log, wandb),
         )
     _JOB_LOG.start(folder / f"{hydra.job.name}.log")  # the folder is this job's now
     return folder
@@ -341,17 +348,21 @@ def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
     did any work (:func:`_work`: its run folder's files, the whole sweep's for a
     sweep's ``multirun.yaml``, are as they were), so an earlier run's record stays
     beside its results; a job that ran (or cleared its folder) keeps the record it
-    ran with, whichever process ran it. Files the run alone wrote (its Hydra files
-    and job log) stay as the refused job's own record in a folder that held no
-    results; beside an earlier run's results (another command's, which writes no
-    Hydra files) they are removed, so that the folder describes only its results.
-    A file that cannot be put back or removed is said in one line; the run's own
-    error is what the command reports."""
+    ran with, whichever process ran it, and if it kept an earlier run's files aside
+    (``_io.REPLACED_NAME``) that run's ``.hydra/`` goes beside them there. Files
+    the run alone wrote (its Hydra files and job log) stay as the refused job's
+    own record in a folder that held no results; beside an earlier run's results
+    (another command's, which writes no Hydra files) they are removed, so that the
+    folder describes only its results. A file that cannot be put back or removed
+    is said in one line; the run's own error is what the command reports."""
     for before, work, logs in records.values():
         idle = {base: _unchanged(base, held) for base, held in work.items()}
         for path, data in before.items():
             owner = path.parent.parent if path.parent.name == ".hydra" else path.parent
             try:
+                kept = owner / REPLACED_NAME  # an earlier run's files a job kept aside
+                if path.parent.name == ".hydra" and kept.is_dir():
+                    write_bytes_atomic(kept / ".hydra" / path.name, data)  # (with them)
                 if not idle.get(owner, False):
                     continue  # a job ran there: its record is its own
                 if not path.is_file() or path.read_bytes() != data:

@@ -748,15 +748,19 @@ def test_a_warning_said_before_the_job_took_its_folder_is_in_its_log(
 def test_overwrite_keeps_the_earlier_run_aside_until_the_new_one_finishes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """overwrite=true moves what the command writes (and a companion, a job's log)
-    into .btb-replaced/: removed when the run finishes, put back when it ends before
-    writing any file of its own, and kept, and said, when it ends after writing some
-    (neither run's files are lost). A folder still holding it is refused."""
+    """overwrite=true moves what the command writes into .btb-replaced/, with the
+    companions (the records a run starts first: its W&B folder, moved, and its log,
+    copied and emptied in place, so a handler open on it, as Hydra's is, writes the
+    new run's lines there): removed when the run finishes, put back when it ends
+    before writing any output (its companions are not outputs), and kept, and said,
+    when it ends after writing some (neither run's files are lost). A folder still
+    holding it is refused."""
     from experiments._io import REPLACED_NAME, OutDirError, claim_out_dir
 
     def earlier() -> dict[str, tuple[bytes, int]]:
         (tmp_path / "agent").mkdir(exist_ok=True)
-        for name in ("results.json", "agent/agent.json", "run.log", "notes.txt"):
+        (tmp_path / "wandb" / "run-1").mkdir(parents=True, exist_ok=True)
+        for name in ("results.json", "agent/agent.json", "run.log", "notes.txt", "wandb/run-1/x"):
             (tmp_path / name).write_text(f"earlier {name}")
         return _state()
 
@@ -768,19 +772,24 @@ def test_overwrite_keeps_the_earlier_run_aside_until_the_new_one_finishes(
         }
 
     outputs = ("results.json", "agent", "chart_*.png")
+    companions = ("run.log", "wandb")
     before = earlier()
-    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=("run.log",))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        REPLACED_NAME,
-        ".btb-run.lock",
-        "notes.txt",
-    ]
-    (tmp_path / "run.log").write_text("this run's log")  # a companion: not the run's work
-    held.release()  # ended (an error, Ctrl-C) before writing anything
+    with (tmp_path / "run.log").open("a") as handler:  # opened before the run, as Hydra's
+        held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=companions)
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            REPLACED_NAME,
+            ".btb-run.lock",
+            "notes.txt",
+            "run.log",
+        ]
+        handler.write("this run's line\n")
+    assert (tmp_path / "run.log").read_text() == "this run's line\n"
+    (tmp_path / "wandb" / "run-2").mkdir(parents=True)  # companions: not the run's work
+    held.release()  # ended (an error, Ctrl-C) before writing any output
     assert _state() == before and not (tmp_path / REPLACED_NAME).exists()
     assert capsys.readouterr().err == ""
 
-    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=("run.log",))
+    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=companions)
     (tmp_path / "chart_queue.png").write_bytes(b"half a run")
     held.release()
     said = capsys.readouterr().err
@@ -789,7 +798,7 @@ def test_overwrite_keeps_the_earlier_run_aside_until_the_new_one_finishes(
         f"replaced are kept in {tmp_path / REPLACED_NAME}\n"
     )
     kept = sorted(p.name for p in (tmp_path / REPLACED_NAME).iterdir())
-    assert kept == ["agent", "results.json", "run.log"]
+    assert kept == ["agent", "results.json", "run.log", "wandb"]
     assert (tmp_path / REPLACED_NAME / "agent" / "agent.json").read_text() == (
         "earlier agent/agent.json"
     )
@@ -799,11 +808,32 @@ def test_overwrite_keeps_the_earlier_run_aside_until_the_new_one_finishes(
     assert (tmp_path / "chart_queue.png").is_file()
 
     (tmp_path / "chart_queue.png").unlink()
+    (tmp_path / "run.log").unlink()
     for entry in (tmp_path / REPLACED_NAME).iterdir():
         entry.rename(tmp_path / entry.name)
     (tmp_path / REPLACED_NAME).rmdir()
-    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=("run.log",))
+    held = claim_out_dir(tmp_path, "x: out_dir", outputs, True, companions=companions)
     (tmp_path / "results.json").write_text("this run's")
     held.release(finished=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "results.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt", "results.json", "run.log"]
     assert (tmp_path / "results.json").read_text() == "this run's"
+
+
+def test_an_earlier_run_kept_aside_keeps_its_hydra_record_beside_it(tmp_path: Path) -> None:
+    """Hydra writes the new run's .hydra/ before the job claims the folder: when the
+    job then keeps the earlier run's files aside (it failed after writing some of its
+    own), the earlier .hydra/ goes with them, so they stay matched to their config."""
+    from experiments._io import REPLACED_NAME
+    from experiments.jobs import hydra_record, restore_hydra_records
+
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "overrides.yaml").write_text("- seed=1\n")
+    (tmp_path / "results.json").write_text("earlier")
+    records = {tmp_path: hydra_record(tmp_path)}
+    (tmp_path / ".hydra" / "overrides.yaml").write_text("- seed=2\n")  # Hydra, as the run starts
+    (tmp_path / REPLACED_NAME).mkdir()
+    (tmp_path / "results.json").rename(tmp_path / REPLACED_NAME / "results.json")
+    (tmp_path / "chart.png").write_text("half of the new run")
+    restore_hydra_records(records)
+    assert (tmp_path / REPLACED_NAME / ".hydra" / "overrides.yaml").read_text() == "- seed=1\n"
+    assert (tmp_path / ".hydra" / "overrides.yaml").read_text() == "- seed=2\n"  # the new run's
