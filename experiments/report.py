@@ -422,7 +422,8 @@ def reproduction_tables(
 ) -> str:
     """The terminal tables of ``reproduce``: one per KV model, a row per setup;
     ``tolerance_pp`` is how far BTB's reduction may sit from the published one
-    (each row says ``ok`` or ``off``, and a last line counts them). With
+    (each reference-KV row says ``ok`` or ``off``, and a last line counts them; a
+    causal-KV row says ``-``: the published figures assume reference KV). With
     ``windows`` fewer than ``published_windows`` (the test windows the published
     figures are over), a note says the comparison is on fewer windows; ``notes``
     (:func:`btb_lines`) come before the count."""
@@ -469,12 +470,19 @@ def reproduction_tables(
             f"figures are over all {published_windows} (windows=0 runs them all)"
         )
     lines += notes
+    unjudged = sum(1 for t in tables if t["causal_kv"] and t.get("published_mean_pct") is not None)
+    why = (
+        f"{unjudged} causal KV row{'s' if unjudged > 1 else ''} not judged (the published "
+        "figures assume reference KV, causal_kv=false)"
+    )
     if checked:
         ok = sum(checked)
         lines.append(
             f"BTB d mean within +-{tolerance_pp:g} pp of the published figure: {ok} of "
-            f"{len(checked)} rows ok, {len(checked) - ok} off"
+            f"{len(checked)} rows ok, {len(checked) - ok} off" + (f"; {why}" if unjudged else "")
         )
+    elif unjudged:
+        lines.append(f"no row is checked against the published figure: {why}")
     else:
         lines.append("no published figure for this workload: no row is checked against one")
     return "\n".join(lines)

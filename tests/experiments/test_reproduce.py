@@ -38,6 +38,9 @@ def test_tables_compare_btb_with_the_published_column() -> None:
     assert by[("qwen3_8b_h100x4", False)]["diff_mean_pp"] == pytest.approx(30.0 - 41.9)
     assert by[("qwen3_8b_h100x4", False)]["within_tolerance"] is False
     assert "published_p95_pct" not in by[("70b_h100x4", False)]
+    # the causal row shows the published figure and the gap but is not judged
+    assert by[("70b_h100x4", True)]["diff_mean_pp"] == pytest.approx(20.0 - 62.0)
+    assert "within_tolerance" not in by[("70b_h100x4", True)]
     mixed = reproduce.build_tables(rows, "bursted_art", ["cache_aware", "btb"])
     assert mixed[0]["published_mean_pct"] == 54.0 and mixed[0]["published_p95_pct"] == 0.0
     assert (
@@ -46,7 +49,17 @@ def test_tables_compare_btb_with_the_published_column() -> None:
     text = report.reproduction_tables(tables, ["cache_aware", "btb"], reproduce.TOLERANCE_PP)
     assert "causal_kv=false" in text and "causal_kv=true" in text and "+62.0" in text
     assert text.splitlines()[-1] == (
-        "BTB d mean within +-3 pp of the published figure: 1 of 3 rows ok, 2 off"
+        "BTB d mean within +-3 pp of the published figure: 1 of 2 rows ok, 1 off; 1 causal KV "
+        "row not judged (the published figures assume reference KV, causal_kv=false)"
+    )
+    causal_line = [line for line in text.splitlines() if line.startswith("70b_h100x4")][1]
+    # BTB d mean, published, diff pp, verdict
+    assert causal_line.split()[3:7] == ["+20.0", "+62.0", "-42.0", "-"]
+    causal_only = [t for t in tables if t["causal_kv"]]
+    text = report.reproduction_tables(causal_only, ["cache_aware", "btb"], 3.0, 15, 15)
+    assert text.splitlines()[-1] == (
+        "no row is checked against the published figure: 1 causal KV row not judged "
+        "(the published figures assume reference KV, causal_kv=false)"
     )
 
 
