@@ -354,10 +354,19 @@ starts with those said before it took its folder (``jobs._JobLog.start``)."""
 def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
     """A trace's warning (rows skipped, a unit guessed) or a setting's that does
     nothing as one line, ``warning: ...``, not Python's two (our source file and
-    line, then the line of code); others as usual."""
+    line, then the line of code), and once per job or command: a line it has said
+    (:data:`SAID_WARNINGS`) is not said again. Python's own once-per-place record
+    is wiped whenever a filter changes (every ``warnings.catch_warnings``, ours,
+    torch's and SB3's), so a setting checked again by each ``SimConfig`` a command
+    builds was said once for each (twice or three times per ``train``). Such a line
+    names its setting or file and what it does, so a repeat says nothing new.
+    Others as usual."""
     if issubclass(category, (TraceWarning, SettingWarning)):
-        print(f"warning: {message}", file=sys.stderr)
-        SAID_WARNINGS.append(f"warning: {message}")
+        line = f"warning: {message}"
+        if line in SAID_WARNINGS:
+            return
+        print(line, file=sys.stderr)
+        SAID_WARNINGS.append(line)
     else:
         warnings._showwarning_orig(message, category, *args, **kw)  # type: ignore[attr-defined]
 

@@ -123,6 +123,36 @@ def test_compare_refuses_a_bad_fault_value_in_one_line(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_command_says_each_setting_warning_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each SimConfig a command builds checks its settings again, and any filter change
+    (a ``catch_warnings`` block: ours, torch's, SB3's) wipes Python's once-per-place
+    record, so ``train`` said the same line two or three times. Three configs built
+    with Python told to say every warning: two distinct lines, each once; the next
+    command says its own again."""
+    import warnings
+
+    slow = (
+        "warning: sim.fault_copy_slowdown=2.0 does nothing while sim.fault_copy_slow_prob "
+        "is 0.0 (the share of copies it slows)"
+    )
+    down = (
+        "warning: sim.fault_node_down_s=30.0 does nothing while no node is lost "
+        "(sim.fault_node_loss_s, sim.fault_node_loss_rate_per_s)"
+    )
+
+    def command() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            SimConfig(fault_copy_slowdown=2.0)
+            SimConfig(fault_node_down_s=30.0)
+            SimConfig(fault_copy_slowdown=2.0)
+
+    assert main_guard(command) == 0
+    assert capsys.readouterr().err.splitlines() == [slow, down]
+    assert main_guard(command) == 0
+    assert capsys.readouterr().err.splitlines() == [slow, down]
+
+
 def _result(faults: dict[str, int]) -> WindowResult:
     ttft = np.array([1.0])
     summary = {
