@@ -83,8 +83,9 @@ def refuse_other_envs_options(kwargs: Mapping[str, Any], env: type) -> None:
     """Refuse keyword arguments of another env kind (:func:`options_of_one_env`), those
     of one kind named together: ``speculate is an option of btb/RouteWarm-v0 only``;
     then those no env kind takes (a misspelling), naming every option ``env`` (the
-    class being built) takes. A class calls it with the keyword arguments left after
-    its own, before ``ClusterEnv.__init__`` would raise Python's TypeError."""
+    class being built) takes (not its ``ROUTE_ONLY``, which it refuses). A class
+    calls it with the keyword arguments left after its own, before
+    ``ClusterEnv.__init__`` would raise Python's TypeError."""
     if not kwargs:
         return
     owners = options_of_one_env()
@@ -97,7 +98,7 @@ def refuse_other_envs_options(kwargs: Mapping[str, Any], env: type) -> None:
     if unknown:
         takes = frozenset().union(
             *(_keyword_arguments(c) for c in env.__mro__ if issubclass(c, ClusterEnv))
-        )
+        ) - set(getattr(env, "ROUTE_ONLY", ()))
         listed = ", ".join(f"{{{name}}}" for name in unknown)
         what = "are not options" if len(unknown) > 1 else "is not an option"
         raise ConfigError(
@@ -138,6 +139,10 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
     """Base class; see the subclasses' docstrings for the environment specs."""
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    ROUTE_ONLY: tuple[str, ...] = ()
+    """Options of ``ClusterEnv`` this env kind refuses away from their defaults (the
+    routing envs' alone): not among those a misspelt option's error lists."""
 
     def __init__(
         self,

@@ -217,6 +217,8 @@ class ThresholdsEnv(ClusterEnv):
       prefix) driving the published rule; ``n_nodes * 5 + 9`` features.
     """
 
+    ROUTE_ONLY = (*OBSERVATION_OPTIONS, "step_wait", "time_unit")
+
     def __init__(
         self,
         epoch_s: float = 1.0,
@@ -228,9 +230,11 @@ class ThresholdsEnv(ClusterEnv):
         check_number("epoch_s", epoch_s, positive=True)
         check_y_tokens(y_tokens)
         refuse_other_envs_options(kwargs, type(self))
-        route_only = [o for o in (*OBSERVATION_OPTIONS, "step_wait") if kwargs.get(o)]
-        if kwargs.get("time_unit", "seconds") != "seconds":
-            route_only.append("time_unit")
+        route_only = [
+            o
+            for o in self.ROUTE_ONLY
+            if (kwargs.get(o, "seconds") != "seconds" if o == "time_unit" else kwargs.get(o))
+        ]
         if route_only:
             raise only_options_error(route_only, "btb/Route-v0 and btb/RouteWarm-v0")
         for name, flag in (("eft_rules", eft_rules), ("spread_rules", spread_rules)):

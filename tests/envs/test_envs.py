@@ -915,8 +915,45 @@ def test_a_misspelt_option_is_one_line_listing_what_the_env_takes():
     )
     with pytest.raises(ValueError) as refused:
         gym.make("btb/Thresholds-v0", epoch=5.0, spred_rules=True)
-    takes = sorted([*shared.split(", "), "epoch_s", "eft_rules", "spread_rules", "y_tokens"])
+    route_only = {"hints", "spare_features", "step_wait", "time_unit"}  # it refuses them
+    takes = sorted(
+        {*shared.split(", "), "epoch_s", "eft_rules", "spread_rules", "y_tokens"} - route_only
+    )
     assert str(refused.value) == (
         f"epoch, spred_rules are not options of btb/Thresholds-v0; it takes: {', '.join(takes)}"
     )
     assert refused.value.fields == ("epoch", "spred_rules")
+
+
+def test_the_options_a_misspelt_option_s_error_lists_are_the_env_s():
+    """Thresholds-v0 listed hints, spare_features, step_wait and time_unit, which it
+    refuses. Each env is built with every option of these that it lists, away from its
+    default, and refuses each it does not list."""
+    off_default = {
+        "hints": True,
+        "spare_features": True,
+        "step_wait": True,
+        "time_unit": "reference",
+        "speculate": True,
+        "cache_actions": True,
+        "epoch_s": 2.0,
+        "eft_rules": True,
+        "spread_rules": True,
+        "reward_scale": 2.0,
+    }
+    listed_by = {}
+    for env_id in envs.ENV_IDS:
+        with pytest.raises(ValueError) as refused:
+            gym.make(env_id, n_windows=1, rewrd=1)
+        listed = str(refused.value).split("; it takes: ")[1].split(", ")
+        listed_by[env_id] = {name for name in off_default if name in listed}
+        gym.make(env_id, n_windows=1, **{n: off_default[n] for n in listed_by[env_id]}).close()
+        for name in set(off_default) - listed_by[env_id]:
+            with pytest.raises(ValueError, match=rf"^{name}(, \w+)* (is|are) an option"):
+                gym.make(env_id, n_windows=1, **{name: off_default[name]})
+    observation = {"hints", "spare_features", "step_wait", "time_unit", "reward_scale"}
+    assert listed_by == {
+        "btb/Route-v0": observation,
+        "btb/RouteWarm-v0": observation | {"speculate", "cache_actions"},
+        "btb/Thresholds-v0": {"epoch_s", "eft_rules", "spread_rules", "reward_scale"},
+    }
