@@ -158,10 +158,12 @@ def plugin_names() -> list[str]:
     return [n.strip() for n in os.environ.get(VARIABLE, "").split(",") if n.strip()]
 
 
-def _path_hint(name: str, error: BaseException) -> str:
-    """How to name a module given as a file's path (``/tmp/mine.py``), which
-    ``import`` cannot find."""
-    if not isinstance(error, ImportError) or not (name.endswith(".py") or os.sep in name):
+def _path_hint(name: str) -> str:
+    """How to name a module given as a file's path (``/tmp/mine.py``, ``./mine.py``),
+    which ``import`` cannot take, whatever it raised (``./mine.py``: a TypeError
+    about a relative import): the file's folder as written (``.``) and its stem."""
+    separators = [sep for sep in (os.sep, os.altsep) if sep]
+    if not (name.endswith(".py") or any(sep in name for sep in separators)):
         return ""
     path = Path(name)
     return (
@@ -193,7 +195,7 @@ def load_plugins() -> list[str]:
                 if isinstance(error, RegistrationError)
                 else (
                     f"importing {name!r} failed: {type(error).__name__}: "
-                    f"{' '.join(str(error).split())}{_path_hint(name, error)}"
+                    f"{' '.join(str(error).split())}{_path_hint(name)}"
                 )
             )
             raise ValueError(f"{VARIABLE}={os.environ[VARIABLE]}: {said}") from None

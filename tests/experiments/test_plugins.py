@@ -190,6 +190,20 @@ def test_a_plugin_that_does_not_import_is_one_line(monkeypatch, capsys, tmp_path
         f"(BTB_GYM_PLUGINS takes module names, not files: PYTHONPATH={tmp_path} "
         "BTB_GYM_PLUGINS=mine)\n"
     )
+    # ./mine.py makes import_module raise a TypeError (a relative name, no package), not
+    # an ImportError: the hint still, with the folder as written; and a folder of a name
+    raised = {}
+    for given, folder, stem in (("./mine.py", ".", "mine"), ("sub/mine", "sub", "mine")):
+        monkeypatch.setenv(plugins.VARIABLE, given)
+        code = main_guard(lambda: compare.main(["policies=btb", f"out_dir={tmp_path / 'run'}"]))
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1
+        assert err.endswith(
+            f"(BTB_GYM_PLUGINS takes module names, not files: PYTHONPATH={folder} "
+            f"BTB_GYM_PLUGINS={stem})\n"
+        ), err
+        raised[given] = err.split(" failed: ")[1].split(":")[0]
+    assert raised == {"./mine.py": "TypeError", "sub/mine": "ModuleNotFoundError"}
 
 
 def test_a_plugin_that_takes_a_policy_s_name_is_refused(tmp_path, monkeypatch, capsys):
