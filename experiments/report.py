@@ -732,7 +732,7 @@ def plot_sweep(
             means = [
                 s["mean"] if s and not m else np.nan for s, m in zip(stats, mixed, strict=True)
             ]
-            stds = [s["std"] if s and s["std"] is not None else 0.0 for s in stats]
+            stds = [(s.get("std") or 0.0) if s else 0.0 for s in stats]
             ax.bar(range(len(groups)), means, yerr=stds, capsize=4, color="#8da0cb")
             figures = {job["job"]: job["figures"] for job in summary["jobs"]}
             for x, (group, stat, by) in enumerate(zip(groups, stats, mixed, strict=True)):

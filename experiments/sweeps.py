@@ -371,8 +371,10 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
     """For a sweep over ``seed``: each setting of the other swept keys that two
     completed jobs or more ran with different seeds, with every figure's mean and
     standard deviation over those seeds (ddof 1: the seeds are a sample) and how
-    many had it. A seed a setting ran twice (``seed=0,0``) counts once, its first
-    job's; ``repeated`` names the jobs left out."""
+    many had it; for a figure that is another policy's in each job, how many had
+    it and each policy's (``{"n", "by_policy"}``, no mean or std). A seed a
+    setting ran twice (``seed=0,0``) counts once, its first job's; ``repeated``
+    names the jobs left out."""
     groups: dict[tuple[str, ...], dict[str, dict[str, Any]]] = {}
     repeated: dict[tuple[str, ...], list[int]] = {}
     for job in jobs:
@@ -393,8 +395,11 @@ def _over_seeds(jobs: Sequence[dict[str, Any]], keys: Sequence[str]) -> list[dic
         for name in dict.fromkeys(f["name"] for job in members for f in job["figures"]):
             named = [f for job in members for f in job["figures"] if f["name"] == name]
             stats = _mean_std([f["value"] for f in named])
-            if stats is not None:
-                figures[name] = {**stats, **_by_policy_over_seeds(named, len(members))}
+            if stats is None:
+                continue
+            by_policy = _by_policy_over_seeds(named, len(members))
+            # a mean of different policies' figures is no one's: not stored either
+            figures[name] = {"n": stats["n"], **by_policy} if by_policy else stats
         if figures:
             jobs_in = [job["job"] for job in members]
             rows.append(
@@ -425,7 +430,8 @@ def _by_policy_over_seeds(named: Sequence[dict[str, Any]], jobs: int) -> dict[st
     every job (``best baseline``: dynamo's in one, cache_aware's in the other), the
     mean over seeds would average different policies: ``{"by_policy": {policy:
     {"mean", "std", "n"}}}`` for each policy every job ran, which the table prints
-    instead. ``{}`` for a figure of one policy (or one that gives no policy's)."""
+    and sweep.json stores instead. ``{}`` for a figure of one policy (or one that
+    gives no policy's)."""
     if len(named) < jobs or not all("policies" in f for f in named):
         return {}
     if len({f.get("of") for f in named}) < 2:
