@@ -95,6 +95,15 @@ class OutDirError(ValueError):
     """A run folder that is in use by another run, or holds a run already."""
 
 
+def replaced_message(label: str) -> str:
+    """The one line a run is refused with when its folder holds :data:`REPLACED_NAME`."""
+    return (
+        f"{label} holds {REPLACED_NAME}/, an earlier run's files that an overwrite=true "
+        "run kept aside and did not finish: keep what you want of them and of the "
+        "files beside them, then remove that folder"
+    )
+
+
 @dataclass
 class RunFolder:
     """A run folder this process holds (see :func:`claim_out_dir`)."""
@@ -227,6 +236,7 @@ def claim_out_dir(
         os.close(fd)
         raise OutDirError(in_use_message(label)) from None
     _HELD.append(held)
+    made_store = False
     try:
         skip = {LOCK_NAME, *ignore}
         present = sorted(entry.name for entry in target.iterdir() if entry.name not in skip)
@@ -237,26 +247,27 @@ def claim_out_dir(
             for name in (fnmatch.filter(present, output) if _PATTERN.search(output) else [output])
         ]
         if REPLACED_NAME in present:
-            raise OutDirError(
-                f"{label} holds {REPLACED_NAME}/, an earlier run's files that an "
-                "overwrite=true run kept aside and did not finish: keep what you want of "
-                "them and of the files beside them, then remove that folder"
-            )
+            raise OutDirError(replaced_message(label))
         if present and not overwrite:
             listed = ", ".join(present[:3]) + (", ..." if len(present) > 3 else "")
             raise OutDirError(
                 f"{label} already holds {listed}; refusing to overwrite it (overwrite=true "
                 "replaces what this command writes; or choose another out_dir)"
             )
-        for name in outputs if present else ():
-            if (target / name).is_symlink():  # clearing unlinks the link, not what it names
-                continue
-            removed = (target / name).resolve()
+        for name in (*outputs, *companions) if present else ():
+            moved = target / name
+            spelt = Path(os.path.abspath(moved))  # (a path through a link to it goes too)
+            removed = None if moved.is_symlink() else moved.resolve()  # (not what one names)
             for option, given in inputs:
-                where = Path(given).expanduser().resolve()
-                if where == removed or removed in where.parents:
+                read = Path(given).expanduser()
+                where, where_spelt = read.resolve(), Path(os.path.abspath(read))
+                if (
+                    where_spelt == spelt
+                    or spelt in where_spelt.parents
+                    or (removed is not None and (where == removed or removed in where.parents))
+                ):
                     raise OutDirError(
-                        f"{label}: overwrite=true would remove {target / name}, which holds "
+                        f"{label}: overwrite=true would move {moved} aside, which holds "
                         f"{option}={given!r}, an input of this run (copy it out of the "
                         "folder, or choose another out_dir)"
                     )
@@ -268,6 +279,7 @@ def claim_out_dir(
         if moving and overwrite:
             store = target / REPLACED_NAME
             store.mkdir()
+            made_store = True
             for name in moving:  # (a link is moved, not what it names)
                 path = target / name
                 if name in companions and path.is_file() and not path.is_symlink():
@@ -277,10 +289,32 @@ def claim_out_dir(
                     continue
                 os.rename(path, store / name)
                 held.replaced.append(name)
-    except BaseException:
+    except BaseException:  # (refused, or failed moving: every move undone, whatever is there)
+        if made_store:
+            _put_back(target, held.replaced)
+        held.replaced = []
         held.release()
         raise
     return held
+
+
+def _put_back(folder: Path, replaced: Sequence[str]) -> None:
+    """The earlier run's files, kept aside in :data:`REPLACED_NAME`, back in their
+    places (what stands there now removed: a companion the run started over), and
+    the emptied store removed. A file system error is said in one line, never
+    raised over the run's own outcome."""
+    store = folder / REPLACED_NAME
+    try:
+        for name in replaced[::-1]:
+            if (folder / name).exists() or (folder / name).is_symlink():
+                _remove(folder / name)
+            os.rename(store / name, folder / name)
+        store.rmdir()
+    except OSError as error:
+        print(
+            f"warning: could not put back the earlier run's files from {store} ({error})",
+            file=sys.stderr,
+        )
 
 
 def _settle_replaced(
@@ -302,11 +336,7 @@ def _settle_replaced(
                 file=sys.stderr,
             )
             return
-        for name in replaced:  # (a companion the run started over: its log, its W&B run)
-            if (folder / name).exists() or (folder / name).is_symlink():
-                _remove(folder / name)
-            os.rename(store / name, folder / name)
-        store.rmdir()
+        _put_back(folder, replaced)
     except OSError as error:
         print(
             f"warning: could not settle the earlier run's files in {store} ({error})",

@@ -46,6 +46,7 @@ from experiments._io import (
     nearest_existing,
     release_out_dirs,
     remove_empty_dirs,
+    replaced_message,
 )
 from experiments.config import (
     DEFAULT_RUN_PARENTS,
@@ -361,8 +362,12 @@ def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
             owner = path.parent.parent if path.parent.name == ".hydra" else path.parent
             try:
                 kept = owner / REPLACED_NAME  # an earlier run's files a job kept aside
-                if path.parent.name == ".hydra" and kept.is_dir():
-                    write_bytes_atomic(kept / ".hydra" / path.name, data)  # (with them)
+                aside = kept / ".hydra" / path.name
+                ours = not any(  # (a store there before the run is another run's)
+                    rel.split(os.sep)[0] == REPLACED_NAME for rel, _, _ in work.get(owner, ())
+                )
+                if path.parent.name == ".hydra" and kept.is_dir() and ours and not aside.exists():
+                    write_bytes_atomic(aside, data)  # (with them)
                 if not idle.get(owner, False):
                     continue  # a job ran there: its record is its own
                 if not path.is_file() or path.read_bytes() != data:
@@ -501,6 +506,8 @@ def _check_not_a_run(folder: Path, label: str, args: Sequence[str]) -> None:
     """Before Hydra writes its files there: a folder named on the command line that
     holds anything is refused unless the command line says ``overwrite=true``
     (``_io.claim_out_dir`` then clears what the job writes)."""
+    if (folder / REPLACED_NAME).exists():
+        raise OutDirError(replaced_message(f"{label} (from the command line)"))
     if not folder.is_dir() or not any(folder.iterdir()) or _overwrite_given(args):
         return
     raise OutDirError(

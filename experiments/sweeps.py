@@ -38,7 +38,7 @@ from hydra.types import RunMode
 
 from envs.files import read_json, write_json_atomic
 from experiments._cli import error_line, user_error_message
-from experiments._io import LOCK_NAME
+from experiments._io import LOCK_NAME, REPLACED_NAME
 
 OUTCOME = Path(".hydra") / "outcome.json"
 """A sweep job's record, in its folder (beside Hydra's own record of the job)."""
@@ -139,10 +139,16 @@ def _optuna(sweeper: Any) -> bool:
 
 def job_folders(folder: Path) -> list[Path]:
     """The job folders of the sweep folder ``folder``: those holding a ``.hydra/``
-    record, at any depth (``hydra.sweep.subdir`` may nest them), sorted."""
+    record, at any depth (``hydra.sweep.subdir`` may nest them), sorted; not an
+    earlier run's files a job kept aside with their record (``_io.REPLACED_NAME``)."""
     if not folder.is_dir():
         return []
-    return sorted({meta.parent for meta in folder.rglob(".hydra") if meta.is_dir()} - {folder})
+    found = {
+        meta.parent
+        for meta in folder.rglob(".hydra")
+        if meta.is_dir() and REPLACED_NAME not in meta.relative_to(folder).parts
+    }
+    return sorted(found - {folder})
 
 
 class JobOutcome(Callback):

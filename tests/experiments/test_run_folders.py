@@ -319,7 +319,7 @@ def test_overwrite_never_clears_an_input_of_the_run(tmp_path: Path) -> None:
     (tmp_path / "agent" / "agent.json").write_text("{}")
     (tmp_path / "train.json").write_text("{}")
     outputs = ("train.json", "agent", "checkpoints")
-    with pytest.raises(OutDirError, match=r"overwrite=true would remove .*agent, which holds "):
+    with pytest.raises(OutDirError, match=r"overwrite=true would move .*agent aside, which holds "):
         claim_out_dir(
             tmp_path, "x: out_dir", outputs, True, inputs=[("resume", str(tmp_path / "agent"))]
         )
@@ -837,3 +837,90 @@ def test_an_earlier_run_kept_aside_keeps_its_hydra_record_beside_it(tmp_path: Pa
     restore_hydra_records(records)
     assert (tmp_path / REPLACED_NAME / ".hydra" / "overrides.yaml").read_text() == "- seed=1\n"
     assert (tmp_path / ".hydra" / "overrides.yaml").read_text() == "- seed=2\n"  # the new run's
+
+
+def test_a_claim_that_fails_while_moving_puts_everything_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A move that fails half way (a file the system will not move, Ctrl-C) left some
+    of the earlier run's files aside and said they were kept; one failing on the
+    first move left an empty store that refused every later run."""
+    from experiments import _io
+
+    (tmp_path / "agent").mkdir()
+    for name in ("results.json", "train.json", "agent/agent.json"):
+        (tmp_path / name).write_text(name)
+    before = {
+        str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()
+    }
+    real = os.rename
+    for fail_at in (1, 2):
+        calls: list[Any] = []
+
+        def flaky(src: Any, dst: Any, fail_at: int = fail_at, calls: list[Any] = calls) -> None:
+            calls.append(src)
+            if len(calls) == fail_at:
+                raise PermissionError(errno.EPERM, "Operation not permitted", str(src))
+            real(src, dst)
+
+        monkeypatch.setattr(_io.os, "rename", flaky)
+        with pytest.raises(PermissionError):
+            _io.claim_out_dir(tmp_path, "x: out_dir", ("agent", "results.json", "train.json"), True)
+        monkeypatch.setattr(_io.os, "rename", real)
+        after = {
+            str(p.relative_to(tmp_path)): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()
+        }
+        assert after == before and not (tmp_path / _io.REPLACED_NAME).exists()
+        assert capsys.readouterr().err == ""
+
+
+def test_an_input_read_through_a_linked_output_is_refused(tmp_path: Path) -> None:
+    """resume= through a link among the outputs: the link is moved aside, so the path
+    the run reads would be gone (the check skipped links, which clearing unlinked)."""
+    from experiments._io import OutDirError, claim_out_dir
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "step_256").mkdir(parents=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").symlink_to(elsewhere)
+    given = str(run / "checkpoints" / "step_256")
+    with pytest.raises(OutDirError, match=r"would move .*checkpoints aside, which holds resume="):
+        claim_out_dir(run, "x: out_dir", ("checkpoints",), True, inputs=[("resume", given)])
+    assert (run / "checkpoints").is_symlink()
+    # what the link names, read by its own path, stays where it is: allowed
+    real = [("resume", str(elsewhere / "step_256"))]
+    claim_out_dir(run, "x: out_dir", ("checkpoints",), True, inputs=real).release(finished=True)
+    assert not (run / "checkpoints").exists() and (elsewhere / "step_256").is_dir()
+
+
+def test_a_kept_store_is_no_sweep_job_and_no_other_run_writes_into_it(tmp_path: Path) -> None:
+    """.btb-replaced/.hydra/ made the store a job folder of the sweep; a later run,
+    refused, wrote its own earlier record into a store another run had made."""
+    from experiments import sweeps
+    from experiments._io import REPLACED_NAME
+    from experiments.jobs import hydra_record, restore_hydra_records
+
+    for job in ("0", "1"):
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+    (tmp_path / "0" / REPLACED_NAME / ".hydra").mkdir(parents=True)
+    assert sweeps.job_folders(tmp_path) == [tmp_path / "0", tmp_path / "1"]
+
+    run = tmp_path / "single"
+    (run / ".hydra").mkdir(parents=True)
+    (run / ".hydra" / "overrides.yaml").write_text("- seed=9\n")  # a killed run's record
+    (run / REPLACED_NAME).mkdir()
+    (run / REPLACED_NAME / "results.json").write_text("earlier")
+    records = {run: hydra_record(run)}
+    restore_hydra_records(records)  # (a refused run's tidy-up)
+    assert not (run / REPLACED_NAME / ".hydra").exists()
+
+
+def test_a_hydra_command_into_a_folder_holding_a_kept_store_says_so(tmp_path: Path) -> None:
+    from experiments._io import REPLACED_NAME, OutDirError
+    from experiments.jobs import _check_not_a_run
+
+    (tmp_path / REPLACED_NAME).mkdir()
+    for args in ([], ["overwrite=true"]):
+        with pytest.raises(OutDirError, match=rf"holds {REPLACED_NAME}/, an earlier run's files"):
+            _check_not_a_run(tmp_path, "out_dir='x'", args)
