@@ -4,7 +4,8 @@ Definitions (used by ``experiments.audit`` and docs/workloads.md):
 
 - **Busiest w seconds**: the most arrivals in any half-open interval
   ``[t, t + w)``, sliding over the trace (the interval may start anywhere; the
-  maximum is always reached at an arrival).
+  maximum is always reached at an arrival). Times are compared in whole
+  nanoseconds, so two arrivals exactly ``w`` apart never share a window.
 - **Largest same-prefix fan-out** at ``min_tokens`` tokens within ``window_s``:
   with ``min_blocks`` the fewest whole blocks holding ``min_tokens`` tokens,
   among requests whose prompts have at least ``min_blocks`` blocks, group them
@@ -43,7 +44,17 @@ def busiest(arrivals_s: Sequence[float] | np.ndarray, window_s: float) -> tuple[
     t = np.sort(np.asarray(arrivals_s, dtype=float))
     if t.size == 0:
         return 0, 0.0
-    counts = np.searchsorted(t, t + window_s, side="left") - np.arange(t.size)
+    # Compared in whole nanoseconds (the finest time_unit a reader takes), so that
+    # arrivals exactly window_s apart fall in different windows: in seconds,
+    # 3.012 + 1.0 < 4.012 in floating point. Whole nanoseconds held in float64 are
+    # exact up to 2**53 ns (104 days); a window under 1 ns is taken as 1 ns
+    # (same-instant arrivals share it); times past 1e299 s stay in seconds.
+    with np.errstate(over="ignore"):
+        ns = np.rint(t * 1e9)
+    window_ns = max(float(np.rint(window_s * 1e9)), 1.0)
+    if not np.isfinite(ns[-1]):
+        ns, window_ns = t, window_s
+    counts = np.searchsorted(ns, ns + window_ns, side="left") - np.arange(t.size)
     best = int(np.argmax(counts))
     return int(counts[best]), float(t[best])
 

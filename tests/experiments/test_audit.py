@@ -42,6 +42,16 @@ def test_audit_mooncake_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "wrote" in table
 
 
+def test_audit_arrivals_a_window_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # 0, 3.012 and 4.012 s: the last two are exactly 1 s apart, so no [t, t + 1) holds both
+    path = tmp_path / "edge.jsonl"
+    rows = [{"timestamp": t, "input_length": 512, "hash_ids": [t]} for t in (0, 3012, 4012)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    busiest = audit.main([f"path={path}"])["overall"]["busiest"]
+    assert [busiest[w]["requests"] for w in ("1s", "10s", "60s")] == [1, 3, 3]
+    assert "at 3.01 s" not in capsys.readouterr().out
+
+
 def test_audit_streams_bursted_windows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     make_dataset.main([
         "workload=bursted_synthetic", f"out_dir={tmp_path}", "train_windows=0", "test_windows=2",

@@ -16,6 +16,25 @@ def test_busiest_uses_half_open_windows() -> None:
         busiest([1.0], 0.0)
 
 
+def test_busiest_arrivals_a_window_apart_never_share_it() -> None:
+    # 3.012 + 1.0 < 4.012 in floating point; [3.012, 4.012) holds 3.012 alone
+    assert busiest([0.0, 3.012, 4.012], 1.0) == (1, 0.0)
+    # every 4 ms (as a reader makes them: ms / 1000): [t, t + 1) holds 1000 / 4 = 250,
+    # [t, t + 0.1) holds 25, [t, t + 10) all 1,000 (they span 3.996 s)
+    every_4ms = [4 * k / 1000 for k in range(1000)]
+    assert busiest(every_4ms, 1.0)[0] == 250
+    assert busiest(every_4ms, 0.1)[0] == 25
+    assert busiest(every_4ms, 10.0)[0] == 1000
+    # 0.1 s apart: 0.1 * 3 = 0.30000000000000004, so [0.2, 0.3) holds 0.2 alone with
+    # window 0.1, and [0, 0.3) holds 0, 0.1, 0.2
+    tenths = [k / 10 for k in range(10)]
+    assert busiest(tenths, 0.1)[0] == 1
+    assert busiest(tenths, 0.3)[0] == 3
+    # one instant: any window holds both; a window under 1 ns is taken as 1 ns
+    assert busiest([2.5, 2.5, 7.0], 1e-12) == (2, 2.5)
+    assert busiest([0.0, 1.0, 2.0], float("inf")) == (3, 0.0)
+
+
 def test_largest_fanout_groups_by_key() -> None:
     arrivals = [0.0, 1.0, 2.0, 3.0, 20.0, 21.0, 0.5]
     keys = ["a", "a", "a", "b", "a", "a", None]
