@@ -8,13 +8,13 @@ Definitions (used by ``experiments.audit`` and docs/workloads.md):
   nanoseconds, so two arrivals exactly ``w`` apart never share a window.
 - **Largest same-prefix fan-out** at ``min_tokens`` tokens within ``window_s``:
   with ``min_blocks`` the fewest whole blocks holding ``min_tokens`` tokens,
-  among requests whose prompts have at least ``min_blocks`` blocks, group them
-  by their first ``min_blocks`` blocks (one chained block id names that prefix);
-  the most requests of one group arriving within ``[t, t + window_s)``. It is
-  reported at ``window_s`` and at each of ``FANOUT_WINDOWS_S`` (1 s, 10 s, 60 s,
-  and the whole trace: all the requests of one group, whenever they arrive). A
-  500-request burst spread over 60 s shows about 9 at 1 s, 84 at 10 s and 500 at
-  60 s.
+  among requests whose prompts reach ``min_tokens`` tokens (a partial last block
+  counts for the tokens it holds), group them by their first ``min_blocks``
+  blocks (one chained block id names that prefix); the most requests of one
+  group arriving within ``[t, t + window_s)``. It is reported at ``window_s``
+  and at each of ``FANOUT_WINDOWS_S`` (1 s, 10 s, 60 s, and the whole trace:
+  all the requests of one group, whenever they arrive). A 500-request burst
+  spread over 60 s shows about 9 at 1 s, 84 at 10 s and 500 at 60 s.
 """
 
 from __future__ import annotations
@@ -91,12 +91,17 @@ def largest_fanout(
     return best
 
 
-def prefix_ids(workload: Workload, min_blocks: int) -> list[int | None]:
-    """Each request's chained id at depth ``min_blocks`` (None if its prompt is shorter)."""
-    if min_blocks < 1:
-        raise ValueError(f"prefix_ids: min_blocks must be >= 1, got {min_blocks!r}")
-    depth = min_blocks - 1
-    return [r.blocks[depth] if len(r.blocks) > depth else None for r in workload.requests]
+def prefix_ids(workload: Workload, min_tokens: int) -> list[int | None]:
+    """Each request's chained id naming its first ``min_tokens`` tokens (the block that
+    holds token ``min_tokens``), or None if its prompt is shorter than ``min_tokens``
+    tokens: a prompt of 3,600 tokens in eight 512-token blocks does not reach 4,096."""
+    if min_tokens < 1:
+        raise ValueError(f"prefix_ids: min_tokens must be >= 1, got {min_tokens!r}")
+    depth = blocks_reaching(min_tokens, workload.block_tokens) - 1
+    return [
+        r.blocks[depth] if r.input_tokens >= min_tokens and len(r.blocks) > depth else None
+        for r in workload.requests
+    ]
 
 
 def longest_shared_prefix_tokens(workload: Workload) -> int:
@@ -173,7 +178,7 @@ def audit_workload(
     for w in burst_windows_s:
         count, start = busiest(arrivals, w)
         bursts[_label(w)] = {"window_s": w, "requests": count, "start_s": start}
-    keys = prefix_ids(workload, min_blocks)
+    keys = prefix_ids(workload, min_tokens)
     fan = largest_fanout(arrivals, keys, window_s)
     fanout_by_window = {}
     for w in FANOUT_WINDOWS_S:
@@ -184,11 +189,7 @@ def audit_workload(
             "start_s": found.start_s,
         }
     example = next(
-        (
-            r
-            for r in requests
-            if len(r.blocks) >= min_blocks and r.blocks[min_blocks - 1] == fan.key
-        ),
+        (r for r, key in zip(requests, keys, strict=True) if key is not None and key == fan.key),
         None,
     )
     return {

@@ -49,3 +49,27 @@ def test_fanout_at_each_window_by_hand(tmp_path: Path, capsys: pytest.CaptureFix
             if row.startswith("largest fan-out") and row.split(" blocks) in ")[1].startswith(span)
         )
         assert f" {count} " in f"{line} "
+
+
+@pytest.mark.parametrize(
+    ("min_tokens", "expected"),
+    [
+        ("4096", 0),  # 3,600 tokens do not reach 4,096, though they fill 8 blocks' ids
+        ("3601", 0),  # one token short
+        ("3600", 10),  # reached: 8 blocks, all ten share block 8, within 0.09 s
+        ("3584", 10),  # 7 whole blocks
+    ],
+)
+def test_fanout_counts_only_prompts_reaching_min_tokens(
+    tmp_path: Path, min_tokens: str, expected: int
+) -> None:
+    path = tmp_path / "short.jsonl"
+    rows = [
+        {"timestamp": i * 10, "input_length": 3600, "hash_ids": list(range(1, 9))}
+        for i in range(10)
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    overall = audit.main([f"path={path}", f"min_tokens={min_tokens}"])["overall"]
+    assert overall["fanout"]["requests"] == expected
+    assert [w["requests"] for w in overall["fanout_by_window"].values()] == [expected] * 4
+    assert overall["fanout"]["example_request_id"] == (None if expected == 0 else "1")  # line 1

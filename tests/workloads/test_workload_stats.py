@@ -66,6 +66,17 @@ def test_audit_workload_by_hand() -> None:
     assert audit["input_tokens"]["max"] == 256 * 17
 
 
+def test_fanout_leaves_out_prompts_short_of_min_tokens() -> None:
+    # Both have 17 block ids; only the first reaches 4,096 tokens (16 whole blocks).
+    shared = tuple(range(1, 18))
+    long = Request(0, "long", 0.0, 4097, 1, shared)
+    short = Request(1, "short", 0.1, 4000, 1, shared[:16])  # 16 ids, block 16 partial
+    audit = audit_workload(Workload("w", 256, [long, short]), min_tokens=4096, window_s=10.0)
+    assert audit["fanout"]["requests"] == 1
+    audit = audit_workload(Workload("w", 256, [long, short]), min_tokens=4000, window_s=10.0)
+    assert audit["fanout"]["requests"] == 2  # 4,000 tokens: 16 blocks, both reach it
+
+
 def test_synthetic_window_fanout_by_hand() -> None:
     # 500 requests evenly over 60 s: one every 0.12 s, so [t, t + 10) holds ceil(10/0.12) = 84
     workload = synthetic_window(BurstedSyntheticConfig(n_bursts=1, n_decoys=0))
