@@ -17,13 +17,21 @@ block ends in blocks of their own (a suffix longer than one block: the copying
 policies see no shared prefix there). ``merge_blocks=K`` audits the trace in
 blocks K times as long, as ``workload.merge_blocks`` reads it.
 Bursted-ART files are audited window by window (streamed) and the maxima are
-reported with the window they come from. Prints a table (or the JSON with
-``json=true``); with ``out_dir`` also writes ``audit.json`` there, atomically.
+reported with the window they come from. ``window_s`` is a finite number of
+seconds (the whole trace is a row of its own). Prints a table (or the JSON with
+``json=true``: stdout holds the JSON alone); with ``out_dir`` also writes
+``audit.json`` there, atomically. Besides the figures, ``audit.json`` records the
+read: ``read_settings`` (``time_unit`` as given and ``time_unit_read``, the unit
+taken; ``block_tokens`` as given, null for the format's, and ``block_tokens_read``;
+``skip_bad_rows``, ``max_bad_fraction``, ``strict_block_count``) and ``read``
+(rows read and skipped, rows out of order).
 """
 
 from __future__ import annotations
 
 import gzip
+import math
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -98,8 +106,8 @@ def audit_file(
             raise UsageError(f"{COMMAND}: format={format!r}: {error}") from None
     if min_tokens < 1:
         raise UsageError(f"{COMMAND}: min_tokens must be >= 1, got {min_tokens}")
-    if not window_s > 0:
-        raise UsageError(f"{COMMAND}: window_s must be > 0, got {window_s}")
+    if not (window_s > 0 and math.isfinite(window_s)):  # the whole trace is a row already
+        raise UsageError(f"{COMMAND}: window_s must be a finite number > 0, got {window_s}")
     if merge_blocks < 1:
         raise UsageError(f"{COMMAND}: merge_blocks must be an integer >= 1, got {merge_blocks}")
     try:
@@ -130,6 +138,15 @@ def audit_file(
         "min_tokens": min_tokens,
         "window_s": window_s,
         "merge_blocks": merge_blocks,
+        "read_settings": {
+            "time_unit": time_unit,
+            "time_unit_read": report.time_unit,
+            "block_tokens": block_tokens,
+            "block_tokens_read": result["overall"]["block_tokens"] // merge_blocks,
+            "skip_bad_rows": skip_bad_rows,
+            "max_bad_fraction": max_bad_fraction,
+            "strict_block_count": strict_block_count,
+        },
         "read": report.as_dict(),
         **result,
     }
@@ -167,7 +184,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(audit_table(audit, per_window=options["per_window"]))
     if options["out_dir"]:
         target = write_json_atomic(Path(options["out_dir"]) / "audit.json", audit)
-        print(f"wrote {target}")
+        # with json=true, stdout is the JSON alone
+        print(f"wrote {target}", file=sys.stderr if options["json"] else sys.stdout)
     return audit
 
 

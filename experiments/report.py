@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from envs.files import file_mode, naming_file, write_json_atomic
+from envs.sim.errors import plural
 from envs.thresholds import route_choices
 from envs.workloads.stats import PRIVATE_KEY_SHARE
 from experiments.evaluation import FLOOR, FLOOR_CAPACITY, GAP_REFERENCE, PolicyRun, WindowTrace
@@ -553,10 +554,10 @@ def audit_table(audit: dict[str, Any], per_window: bool = False) -> str:
     rows.append(("longest output (tokens)", f"{overall['output_tokens_max']:,.0f}", ""))
     read = audit["read"]
     header = (
-        f"audit of {audit['path']} (format {audit['format']}, {overall['windows']} "
-        f"window{'s' if several else ''}, {overall['requests']:,} requests, "
+        f"audit of {audit['path']} (format {audit['format']}, "
+        f"{plural(overall['windows'], 'window')}, {plural(overall['requests'], 'request')}, "
         f"{overall['block_tokens']}-token blocks"
-        + (f", {read['rows_skipped']} bad rows skipped" if read["rows_skipped"] else "")
+        + (f", {plural(read['rows_skipped'], 'bad row')} skipped" if read["rows_skipped"] else "")
         + ")"
     )
     lines = [header, *aligned_table(("statistic", "value", "where"), rows)]

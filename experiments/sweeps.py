@@ -37,6 +37,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 
 from envs.files import read_json, write_json_atomic
+from envs.sim.errors import plural
 from experiments._cli import error_line, user_error_message
 from experiments._io import LOCK_NAME, REPLACED_NAME
 
@@ -599,10 +600,6 @@ def _number(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
 def table(summary: dict[str, Any]) -> list[str]:
     """The summary as printed lines: one row a job, then each failure, the best
     job (or why none is named) and the folders other sweeps left."""
@@ -624,7 +621,7 @@ def table(summary: dict[str, Any]) -> list[str]:
     lost = len(summary.get("shared_folders", []))
     if lost:
         counts.append(f"{lost} whose record another job overwrote")
-    head = f"sweep {summary['sweep_dir']}: {_plural(len(jobs) + lost, 'job')}, " + ", ".join(counts)
+    head = f"sweep {summary['sweep_dir']}: {plural(len(jobs) + lost, 'job')}, " + ", ".join(counts)
     lines = [head + (" (interrupted)" if summary["interrupted"] else "")]
     lines += aligned_table(header, rows, right=range(3, 3 + len(names)))
     for job in jobs:
@@ -668,7 +665,7 @@ def table(summary: dict[str, Any]) -> list[str]:
             return (
                 _number(f["mean"])
                 + ("" if f["std"] is None else f" ± {f['std']:.2g}")
-                + ("" if f["n"] == seeds else f" ({_plural(f['n'], 'seed')})")
+                + ("" if f["n"] == seeds else f" ({plural(f['n'], 'seed')})")
             )
 
         figures = "; ".join(
@@ -761,8 +758,8 @@ def ending(command: str, summary: dict[str, Any] | None, written: Path | None) -
     which = ", ".join(str(n) for n in failed)
     ran = len(summary["jobs"]) + len(summary.get("shared_folders", []))
     line = (
-        f"{command}: {len(failed)} of {_plural(ran, 'job')} failed "
-        f"({_plural(len(failed), 'job').split()[1]} {which}); each one's error is {where}"
+        f"{command}: {len(failed)} of {plural(ran, 'job')} failed "
+        f"({plural(len(failed), 'job').split()[1]} {which}); each one's error is {where}"
     )
     return line, 1 if summary["bugs"] else 2
 

@@ -70,6 +70,12 @@ class ConfigError(NamedFields, ValueError):
         return ConfigError(self.template, self.fields, owner)
 
 
+def plural(n: int, word: str) -> str:
+    """``n`` and ``word`` for a message, ``word`` with an ``s`` unless ``n`` is 1:
+    ``1 window``, ``2 windows``, ``1,200 rows`` (a word taking ``-s`` only)."""
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def named_message(error: BaseException, paths: Mapping[str, str], owner: bool = True) -> str:
     """``error``'s message with the fields it names as data (:class:`NamedFields`)
     written as their ``paths``; any other error's message as it is."""

@@ -75,6 +75,36 @@ def test_audit_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert printed["overall"]["fanout"]["requests"] == 0  # no prompt has 16 blocks
 
 
+def test_audit_json_with_out_dir_prints_the_json_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _mooncake(tmp_path / "mc.jsonl")
+    out_dir = tmp_path / "out"
+    options = ["json=true", f"out_dir={out_dir}", "block_tokens=256", "strict_block_count=false"]
+    audit.main([f"path={path}", *options])
+    captured = capsys.readouterr()
+    printed = json.loads(captured.out)
+    assert printed == json.loads((out_dir / "audit.json").read_text())
+    assert captured.err.strip() == f"wrote {out_dir / 'audit.json'}"
+    # the settings of the read: the timestamps are ms (Mooncake's), the rest as given
+    assert printed["read_settings"] == {
+        "time_unit": "auto",
+        "time_unit_read": "ms",
+        "block_tokens": 256,
+        "block_tokens_read": 256,
+        "skip_bad_rows": False,
+        "max_bad_fraction": 0.01,
+        "strict_block_count": False,
+    }
+
+
+def test_audit_records_the_time_unit_it_read(tmp_path: Path) -> None:
+    path = _mooncake(tmp_path / "mc.jsonl")
+    read = audit.main([f"path={path}", "time_unit=s", "merge_blocks=2"])["read_settings"]
+    assert (read["time_unit"], read["time_unit_read"]) == ("s", "s")
+    assert (read["block_tokens"], read["block_tokens_read"]) == (None, 512)  # read, then merged
+
+
 def test_audit_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="path=FILE"):
         audit.main([])
@@ -85,6 +115,9 @@ def test_audit_usage_errors(tmp_path: Path) -> None:
         audit.main([f"path={path}", "format=csv"])
     with pytest.raises(UsageError, match="min_tokens"):
         audit.main([f"path={path}", "min_tokens=0"])
+    for bad in ("inf", "-inf", "nan", "0"):  # the whole trace is a row of its own
+        with pytest.raises(UsageError, match=f"window_s must be a finite number > 0, got {bad}"):
+            audit.main([f"path={path}", f"window_s={bad}"])
 
 
 def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,7 +130,21 @@ def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[s
     with pytest.warns(UserWarning, match="skipped 1"):
         result = audit.main([f"path={path}", "skip_bad_rows=true", "max_bad_fraction=0.2"])
     assert result["read"]["rows_skipped"] == 1
-    assert "1 bad rows skipped" in capsys.readouterr().out
+    table = capsys.readouterr().out
+    assert "(format mooncake, 1 window, 5 requests, 512-token blocks, 1 bad row skipped)" in table
+    path.write_text(path.read_text() + "not json either\n")  # 2 of 7 rows
+    with pytest.warns(UserWarning, match=r"skipped 2 malformed rows \("):
+        audit.main([f"path={path}", "skip_bad_rows=true", "max_bad_fraction=0.3"])
+    assert "5 requests, 512-token blocks, 2 bad rows skipped)" in capsys.readouterr().out
+
+
+def test_audit_header_counts_one_request(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"timestamp": 0, "input_length": 512, "hash_ids": [1]}) + "\n")
+    audit.main([f"path={path}"])
+    assert "(format mooncake, 1 window, 1 request, 512-token blocks)" in capsys.readouterr().out
 
 
 def test_audit_counts_private_prefix_keys_and_merges_blocks(

@@ -409,7 +409,7 @@ def test_too_many_skipped_rows_fail_with_the_count(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "t.jsonl", rows)  # type: ignore[arg-type]
     with pytest.raises(TooManyBadRowsError, match=r"1 of 4 rows are malformed \(25.0%\)"):
         plan_trace(TraceOptions(path=str(path), skip_bad_rows=True))
-    with pytest.warns(TraceWarning, match=r"skipped 1 malformed rows \(first: .*line 4"):
+    with pytest.warns(TraceWarning, match=r"skipped 1 malformed row \(first: .*line 4"):
         plan = plan_trace(TraceOptions(path=str(path), skip_bad_rows=True, max_bad_fraction=0.25))
     assert (plan.rows_read, plan.rows_skipped) == (3, 1)
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, NamedTuple, TypedDict
 
 from envs.sim import native
 from envs.sim.checks import check_int, check_range
-from envs.sim.errors import ConfigError, NamedFields
+from envs.sim.errors import ConfigError, NamedFields, plural
 from envs.sim.request import BlockChainer, Request, Workload
 from envs.workloads.readers import compiled
 
@@ -160,6 +160,9 @@ class ReadReport:
     """The first skipped row's error, for messages that quote it (options named as data)."""
     unknown_keys: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     """Keys the format does not read, each with the first line that has it."""
+    time_unit: str = field(default="", compare=False)
+    """The timestamps' unit the read took (``s``, ``ms``, ``us``, ``ns``; a
+    ``time_unit="auto"`` read's choice), once it is known."""
 
     MAX_ERRORS = 10
 
@@ -628,7 +631,8 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
         first, named = report.first_skipped()
         warnings.warn(
             TraceWarning(
-                f"{report.source}: skipped {report.rows_skipped} malformed rows (first: {first})",
+                f"{report.source}: skipped {plural(report.rows_skipped, 'malformed row')} "
+                f"(first: {first})",
                 named,
             ),
             stacklevel=stacklevel,
@@ -757,6 +761,7 @@ def assemble_trace(
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
     earliest, latest = min(times, default=0.0), max(times, default=0.0)
     ups = time_units_per_s(fmt, options.time_unit, earliest, latest, report.source, stacklevel=3)
+    report.time_unit = unit_name(ups)
     if not compiled.place_rows(requests, times, origin, ups):
         requests = place_rows(stream, requests, times, lines, origin, ups)
     if not requests:
@@ -790,6 +795,7 @@ def assemble_windows(
     wanted = set(sources) if sources is not None else None
     block_tokens = options.block_tokens or fmt.block_tokens
     ups = window_units_per_s(fmt, options.time_unit)
+    report.time_unit = unit_name(ups)
     seen: set[str] = set()
     window: _Window | None = None
     for loc, parsed in RowStream(rows, fmt, options, report):
@@ -826,6 +832,13 @@ def window_again(loc: RowLocation, trace_id: str) -> TraceFormatError:
         "trace_id",
         f"window {trace_id!r} appears again after other windows; the file "
         "must be grouped by window to stream (sort it by trace_id first)",
+    )
+
+
+def unit_name(units_per_s: float) -> str:
+    """The name in :data:`TIME_UNITS` of ``units_per_s`` (else ``N/s``)."""
+    return next(
+        (name for name, ups in TIME_UNITS.items() if ups == units_per_s), f"{units_per_s:g}/s"
     )
 
 
