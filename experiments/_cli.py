@@ -77,6 +77,8 @@ def parse_value(text: str, default: Any) -> Any:
 def _parse(command: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, list):
         value = parse_value(text, default)
+        if text.strip().strip("[]").strip() and len(value) != text.count(",") + 1:
+            raise UsageError(f"{command}: {key}={text!r} has an empty entry")  # 1,,2 or 1,2,
         twice = next((item for i, item in enumerate(value) if item in value[:i]), None)
         if twice is not None:  # a result file would list it twice, and it would run once
             raise UsageError(f"{command}: {key}= lists {twice!r} twice")

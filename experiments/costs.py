@@ -1,16 +1,19 @@
 """Milliseconds to make N tokens of KV resident, from each source (the published check table).
 
     python -m experiments.costs [setup=70b_h100x4] [model=PRESET] [node=GPUsxGPU]
-                                [tokens=500,1000,2000,8000,16000,32000] [out_dir=PATH]
+                                [tokens=500,1000,2000,8000,16000,32000] [mfu=0.5]
+                                [out_dir=PATH]
 
 ``setup=`` (one of the published setups, e.g. ``glm52_h100x8``) chooses the model
 and the node; ``model=`` and ``node=``, when given, win over the setup's, as
 ``model=`` and ``cluster=`` do on the Hydra commands (``setup=qwen3_8b_h100x4
 model=glm-4.5`` is glm-4.5 on a 4xH100 node; the table's first line names the
-model and node it is for). Prints the table and, with ``out_dir``, writes
-``costs.json``: ``{"model", "node", "kv_bytes_per_token", "budget_tokens",
-"tokens": [...], "ms": {"prefill": [...], "disk": [...], "rdma": [...],
-"ram": [...], "hbm": [...]}}``.
+model and node it is for). ``mfu=`` is the prefill's model FLOPs utilisation,
+in (0, 1] (``sim.mfu`` on the Hydra commands; the default is its default): it
+sets the prefill row only. Prints the table and, with ``out_dir``, writes
+``costs.json``: ``{"model", "node", "mfu", "kv_bytes_per_token",
+"budget_tokens", "tokens": [...], "ms": {"prefill": [...], "disk": [...],
+"rdma": [...], "ram": [...], "hbm": [...]}}``.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def cost_table(
     return {
         "model": costs.model.name,
         "node": costs.node.name,
+        "mfu": mfu,
         "kv_bytes_per_token": costs.kv_bytes_per_token,
         "budget_tokens": costs.budget_tokens,
         "tokens": tokens,
@@ -97,7 +101,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     table = cost_table(model, node, tokens, options["mfu"])
     print(
         f"ms to make N tokens of KV resident: {table['model']} on one {table['node']} node "
-        f"(KV {table['kv_bytes_per_token']:,.0f} B/token, budget {table['budget_tokens']:,} tokens)"
+        f"(KV {table['kv_bytes_per_token']:,.0f} B/token, budget {table['budget_tokens']:,} "
+        f"tokens, prefill at MFU {table['mfu']:g})"
     )
     header = f"{'source':<8}" + "".join(f"{n:>10,}" for n in tokens)
     print(header)

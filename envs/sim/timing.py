@@ -188,10 +188,11 @@ class NodeSpec:
 
 
 def parse_node(text: str) -> NodeSpec:
-    """``"4xH100"`` -> NodeSpec(H100, 4); ``"H100"`` -> one GPU."""
-    count, sep, gpu = str(text).partition("x")
+    """``"4xH100"`` (or ``4XH100``, ``4xh100``) -> NodeSpec(H100, 4); ``"H100"`` -> one GPU."""
+    text = str(text)
+    count, sep, _ = text.lower().partition("x")
     if sep and count.isdigit():
-        return NodeSpec(gpu_preset(gpu), int(count))
+        return NodeSpec(gpu_preset(text[len(count) + 1 :]), int(count))
     return NodeSpec(gpu_preset(text), 1)
 
 

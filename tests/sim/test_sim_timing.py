@@ -162,6 +162,13 @@ def test_node_aggregates_everything_but_nvme() -> None:
     assert parse_node("H100") == NodeSpec(GPUS["H100"], 1)
 
 
+def test_parse_node_takes_the_x_in_either_case() -> None:
+    for text in ("4xH100", "4XH100", "4xh100", "4Xh100"):
+        assert parse_node(text) == NodeSpec(GPUS["H100"], 4), text
+    assert parse_node("2XMI300X") == NodeSpec(GPUS["MI300X"], 2)  # the first x splits
+    assert parse_node("MI300X") == NodeSpec(GPUS["MI300X"], 1)  # no count: one GPU
+
+
 def test_kv_budget_by_hand() -> None:
     # (4 x 80e9 - 141.2e9) / 327,680 = 545,654.3 -> 545,654 tokens
     assert LLAMA_4XH100.budget_tokens == 545_654

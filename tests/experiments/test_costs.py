@@ -1,0 +1,38 @@
+"""costs: the check table's options, on figures worked out by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import costs
+from experiments._cli import UsageError
+
+
+def test_mfu_sets_the_prefill_row_and_is_recorded_and_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # llama-3.3-70b on 4xH100: 2 x 70.6e9 FLOPs a token / (4 x 989e12 FLOP/s x 0.5) is
+    # 71.4 us a token (docs/physics.md), so 1,000 tokens take 71.4 ms; at MFU 0.25, twice
+    default = costs.main(["tokens=1000"])
+    assert default["mfu"] == 0.5 and default["ms"]["prefill"][0] == pytest.approx(71.4, abs=0.05)
+    assert "prefill at MFU 0.5)" in capsys.readouterr().out
+    half = costs.main(["tokens=1000", "mfu=0.25", f"out_dir={tmp_path}"])
+    assert half["ms"]["prefill"][0] == pytest.approx(2 * default["ms"]["prefill"][0])
+    assert half["ms"]["rdma"] == default["ms"]["rdma"]  # a copy does no FLOPs
+    assert "prefill at MFU 0.25)" in capsys.readouterr().out
+    assert json.loads((tmp_path / "costs.json").read_text())["mfu"] == 0.25
+
+
+@pytest.mark.parametrize("tokens", ["1,,2", "1,2,", ",,", "[1,,2]"])
+def test_an_empty_entry_in_tokens_is_refused(tokens: str) -> None:
+    with pytest.raises(UsageError, match=r"^experiments.costs: tokens='.*' has an empty entry$"):
+        costs.main([f"tokens={tokens}"])
+
+
+def test_node_takes_the_x_in_either_case() -> None:
+    for node in ("4XH100", "4xh100", "4xH100"):
+        table = costs.main(["tokens=500", f"node={node}"])
+        assert table["node"] == "4xH100"
