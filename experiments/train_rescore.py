@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments._cli import UsageError, main_guard, parse_args
+from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.train_rescore"
 DEFAULTS: dict[str, Any] = {"run": "", "val_windows": 0, "overwrite": False}
@@ -194,6 +195,7 @@ RUN_KEYS = (
 """What the rescore reads of a run's config."""
 
 
+@releasing_out_dirs
 def main(argv: list[str] | None = None) -> Path:
     from agents.callbacks import score_text
     from envs.files import write_json_atomic
@@ -213,6 +215,11 @@ def main(argv: list[str] | None = None) -> Path:
             f"{len(windows)} validation windows"
         )
     out = run / f"rescore_val{len(windows)}.json"
+    # the run's folder is taken as every command takes its own (a lock: refused while
+    # another run, a training run or a rescore, writes there); what the training run
+    # left is no reason to refuse, and overwrite=true keeps the old rescore aside
+    # until this one is written (put back if it is not)
+    claim_out_dir(run, f"{COMMAND}: run", (out.name,) if options["overwrite"] else (), True)
     if out.exists() and not options["overwrite"]:
         raise UsageError(f"{COMMAND}: {out} exists; overwrite=true replaces it")
     record = rescore(cfg, run, windows)

@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from experiments._cli import UsageError, main_guard
+from experiments._io import release_out_dirs
 from experiments.config import register_configs
 from experiments.train import train
 from experiments.train_rescore import best_of, candidates, main
@@ -54,6 +55,7 @@ def run(tmp_path_factory):
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
     objective = train(cfg)
+    release_out_dirs(finished=True)  # (as the command's main does: the run has ended)
     # what a sweeper (Optuna) minimises: the kept validation score, never a test figure
     kept = json.loads((folder / "train.json").read_text())["train"]["validation"]
     assert objective == kept["best_score"]
@@ -91,6 +93,27 @@ def test_a_rescore_is_not_overwritten_and_bad_runs_are_one_line(run, tmp_path, c
         main([f"run={tmp_path}"])
     with pytest.raises(UsageError, match="run=RUN"):
         main([])
+
+
+def test_a_run_folder_another_run_is_writing_in_is_refused(run, capsys):
+    """Another process's lock on the run's folder (a training run going on in it, or
+    another rescore): refused in one line, nothing written; the lock is the rescore's
+    while it runs and is given up after (a second rescore then runs)."""
+    from experiments._io import LOCK_NAME, claim_out_dir
+
+    held = claim_out_dir(run, "x: out_dir", (), True)  # a lock on another descriptor
+    try:
+        assert main_guard(lambda: main([f"run={run}", "val_windows=3"])) == 2
+    finally:
+        held.release()
+    assert capsys.readouterr().err == (
+        f"error: experiments.train_rescore: run={str(run)!r}: another run is writing in "
+        "that folder now (wait for it to end, or choose another out_dir)\n"
+    )
+    assert not (run / "rescore_val3.json").exists()
+    assert main_guard(lambda: main([f"run={run}", "val_windows=3"])) == 0
+    assert (run / "rescore_val3.json").is_file() and not (run / LOCK_NAME).exists()
+    assert (run / "train.json").is_file() and (run / "last").is_dir()  # the run's: kept
 
 
 def _copy_with(run: Path, to: Path, **train_values: object) -> Path:
