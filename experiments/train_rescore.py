@@ -1,6 +1,6 @@
 """Score every saved checkpoint of a finished training run on more validation windows.
 
-    python -m experiments.train_rescore run=RUN [val_windows=20] [overwrite=false]
+    python -m experiments.train_rescore run=RUN [val_windows=0] [overwrite=false]
 
 ``RUN`` is the folder of a ``python -m experiments.train`` run (its ``out_dir``):
 the run's own config (``RUN/.hydra/config.yaml``) gives the setup, workload,
@@ -165,7 +165,12 @@ def run_config(run: Path) -> Any:
     """The composed config a training run saved (``.hydra/config.yaml``)."""
     from omegaconf import OmegaConf
 
+    from experiments.train import VAL_SCORES
+
     path = run / ".hydra" / "config.yaml"
+    if not run.is_dir():
+        what = "not a folder" if run.exists() else "no such folder"
+        raise UsageError(f"{COMMAND}: run={str(run)!r}: {what}")
     if not path.is_file():
         raise UsageError(
             f"{COMMAND}: run={str(run)!r} has no .hydra/config.yaml (not the folder of a "
@@ -178,6 +183,11 @@ def run_config(run: Path) -> Any:
                 f"{COMMAND}: run={str(run)!r}: its .hydra/config.yaml has no {key} (not the "
                 "config of a python -m experiments.train run of this version)"
             )
+    if cfg.train.val_score not in VAL_SCORES:  # (as train checks it)
+        raise UsageError(
+            f"{COMMAND}: run={str(run)!r}: its .hydra/config.yaml has train.val_score="
+            f"{cfg.train.val_score!r}; it must be one of {', '.join(VAL_SCORES)}"
+        )
     return cfg
 
 

@@ -141,6 +141,21 @@ def test_a_config_that_is_not_a_training_run_s_is_named_in_one_line(run, tmp_pat
     (other / ".hydra" / "config.yaml").write_text("{}\n")
     with pytest.raises(UsageError, match=r"config\.yaml has no seed"):
         main([f"run={other}"])
+
+
+def test_a_val_score_train_would_refuse_and_a_missing_folder_are_one_line(run, tmp_path, capsys):
+    bogus = _copy_with(run, tmp_path / "bogus", val_score="bogus")
+    assert main_guard(lambda: main([f"run={bogus}"])) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.train_rescore: run={str(bogus)!r}: its .hydra/config.yaml has "
+        "train.val_score='bogus'; it must be one of mean, geomean, worst_family\n"
+    )
+    assert sorted(p.name for p in bogus.glob("rescore_*")) == []
+    assert main_guard(lambda: main([f"run={tmp_path / 'nowhere'}"])) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.train_rescore: run={str(tmp_path / 'nowhere')!r}: no such folder\n"
+    )
+    assert not (tmp_path / "nowhere").exists()
     assert not list(tmp_path.glob("*/rescore_*"))
 
 
