@@ -153,10 +153,17 @@ def _check(options: dict[str, Any]) -> list[str]:
             raise UsageError(
                 f"{COMMAND}: {name} must be an integer >= {minimum}, got {options[name]!r}"
             )
-    if options["read_rows"] > MAX_READ_ROWS:  # the rows are written to a file first
-        raise UsageError(
-            f"{COMMAND}: read_rows must be at most {MAX_READ_ROWS:,}, got {options['read_rows']!r}"
-        )
+    from agents.algorithms import MAX_ROLLOUT
+    from envs.workloads.registry import MAX_WINDOWS
+
+    ceilings = {
+        "read_rows": MAX_READ_ROWS,  # the rows are written to a file first
+        "repeats": MAX_WINDOWS,  # (a typo's 10**12 ran for ever)
+        "learn_steps": MAX_ROLLOUT,  # (a rollout's ceiling)
+    }
+    for name, most in ceilings.items():
+        if options[name] > most:
+            raise UsageError(f"{COMMAND}: {name} must be at most {most:,}, got {options[name]!r}")
     if options["window"] < 0:
         raise UsageError(
             f"{COMMAND}: window must be >= 0 (a synthetic window's index, or a test "

@@ -107,7 +107,7 @@ def tune_cell(setup: str, workload: str, options: dict[str, Any]) -> dict[str, A
 
 
 def check_options(options: dict[str, Any]) -> None:
-    from envs.workloads.registry import list_workloads
+    from envs.workloads.registry import MAX_WINDOWS, list_workloads
 
     for name in options["setups"]:
         if name not in SETUPS:
@@ -126,8 +126,10 @@ def check_options(options: dict[str, Any]) -> None:
                 f"{COMMAND}: {key} must be between 0 and 2**32 - 1 (a numpy seed), "
                 f"got {options[key]}"
             )
-    if options["trials"] < 1:
-        raise UsageError(f"{COMMAND}: trials must be >= 1, got {options['trials']}")
+    if not 1 <= options["trials"] <= MAX_WINDOWS:  # (a typo's 10**12 ran for ever)
+        raise UsageError(
+            f"{COMMAND}: trials must be between 1 and {MAX_WINDOWS:,}, got {options['trials']}"
+        )
     if not options["setups"] or not options["workloads"]:
         raise UsageError(f"{COMMAND}: setups= and workloads= must each name at least one")
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])

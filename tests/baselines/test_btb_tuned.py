@@ -139,8 +139,11 @@ def test_the_command_writes_a_table_the_policy_reproduces(tmp_path, capsys):
         _run_seeded(BTBTuned(str(tmp_path / "btb_tuned.json")), w, i) for i, w in enumerate(pool)
     ]
     assert np.mean(np.concatenate(runs)) == pytest.approx(cell["train_ttft_mean_s"], rel=1e-12)
-    with pytest.raises(ValueError, match="trials must be >= 1"):
-        tune_btb_table.main(["trials=0", f"out_dir={tmp_path}"])
+    for trials in (0, 10**12, 100_001):  # (a typo's 10**12 ran for ever)
+        with pytest.raises(
+            ValueError, match=f"trials must be between 1 and 100,000, got {trials}$"
+        ):
+            tune_btb_table.main([f"trials={trials}", f"out_dir={tmp_path}"])
 
 
 def _run_seeded(policy, window, i):

@@ -162,6 +162,21 @@ def test_a_count_past_what_a_machine_holds_is_refused_before_any_work(tmp_path: 
     with pytest.raises(UsageError, match=r"^experiments\.bench: read_rows must be at most 10,000,"):
         bench.main(["read_rows=1000000000000", f"out_dir={tmp_path / 'b'}"])
     assert not (tmp_path / "b").exists()
+    # a count of runs or steps with no ceiling ran for ever
+    for arg, message in [
+        ("repeats=1000000000000", "repeats must be at most 100,000, got 1000000000000"),
+        ("learn_steps=1000000000000", "learn_steps must be at most 1,048,576, got 1000000000000"),
+    ]:
+        with pytest.raises(UsageError, match=rf"^experiments\.bench: {message}$"):
+            bench.main([arg, f"out_dir={tmp_path / 'b'}"])
+        assert not (tmp_path / "b").exists()
+    bench._check(
+        bench.parse_args(
+            bench.COMMAND,
+            bench.DEFAULTS,
+            ["repeats=100000", "learn_steps=1048576", "envs=", "learn=", "agents=none"],
+        )
+    )  # the ceilings themselves pass
     with pytest.raises(ConfigError, match=r"test_windows must be an integer in \[0, 100000\]"):
         configure("bursted_synthetic", test_windows=10**12)
 
