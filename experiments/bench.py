@@ -81,6 +81,7 @@ from envs.encoder import ENCODER_CORE
 from envs.files import write_json_atomic
 from envs.sim import native
 from envs.sim.config import DEFAULT_SETUP
+from envs.sim.errors import SettingWarning, plural
 from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
@@ -205,12 +206,27 @@ def _check(options: dict[str, Any]) -> list[str]:
     known = sorted(k for k in gym.registry if k.startswith("btb/"))
     for env_id in options["envs"]:
         if env_id not in known:
-            raise UsageError(f"{COMMAND}: unknown env {env_id!r} in envs (known: {known})")
+            raise UsageError(
+                f"{COMMAND}: unknown env {env_id!r} in envs (known: {', '.join(known)})"
+            )
     for env_id in options["learn"]:
         if env_id not in _bench_learn.LEARN_AGENTS:
             raise UsageError(
                 f"{COMMAND}: unknown env {env_id!r} in learn "
                 f"(known: {', '.join(_bench_learn.LEARN_AGENTS)})"
+            )
+    if options["replay_windows"]:  # more than the split has: said, as compare says it
+        from experiments.evaluation import count_windows
+
+        workload = options["workloads"][0]
+        n = count_windows(workload, params=options["workload_params"])
+        if options["replay_windows"] > n:
+            warnings.warn(
+                f"replay_windows={options['replay_windows']}: workload {workload!r} has "
+                f"{plural(n, 'test window')}; {'it is' if n == 1 else 'all of them are'} "
+                "replayed",
+                SettingWarning,
+                stacklevel=2,
             )
     return [str(folder) for folder in resolve_agents(options["agents"])]
 
@@ -342,7 +358,8 @@ def _print_tables(result: dict[str, Any]) -> None:
     if "replay" in result:
         row = result["replay"]
         print(
-            f"\nreplay of {row['windows']} {row['workload']} test windows ({row['requests']} "
+            f"\nreplay of {plural(row['windows'], row['workload'] + ' test window')} "
+            f"({row['requests']} "
             f"requests, {row['policy']}): peak RSS {row['peak_rss_mb']:.1f} MB"
         )
     total = result["breakdown"]

@@ -18,6 +18,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from envs.sim.errors import plural
 from envs.workloads.stats import longest_shared_prefix_tokens
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
@@ -292,9 +293,10 @@ def objective(cfg: DictConfig) -> float:
             if int(cfg.y_tokens) > longest
             else " (none made: here BTB routes as its router alone does)"
         )
+    cap = cap_note("workload.train_pool", cfg.workload.train_pool)
     print(
         f"btb x={cfg.x} y_tokens={cfg.y_tokens} z={cfg.z:.3g} m={cfg.m}: mean TTFT {value:.4f} s "
-        f"on {len(windows)} train windows{cap_note('workload.train_pool', cfg.workload.train_pool)}"
+        f"on {plural(len(windows), 'train window')}{cap}"
         f", {copies:,} warm copies{quiet}"
     )
     basis = measured_on(cfg, [w.name for w in windows], seed=int(cfg.seed))  # the sim's stream

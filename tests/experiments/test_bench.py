@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from experiments import bench
 from experiments._bench import PARTS, TimedPolicy, mooncake_rows
 from experiments._bench_learn import default_configs
-from experiments._cli import UsageError
+from experiments._cli import UsageError, main_guard
 
 ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
 
@@ -28,7 +29,9 @@ def _positive(row: dict[str, Any], *keys: str) -> None:
         assert math.isfinite(row[key]) and row[key] > 0, (key, row[key])
 
 
-def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_writes_every_section(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     # each part runs here, not in a fresh process (what the timings need, not the shape)
     monkeypatch.setattr(bench, "_in_fresh_process", lambda fn, *args: fn(*args))
     result = bench.main(
@@ -97,6 +100,8 @@ def test_bench_writes_every_section(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     _positive(learn, "steps_per_s", "rollout_s", "update_s", "cpu_s")
     replay = result["replay"]
     assert (replay["windows"], replay["requests"]) == (1, 4120)
+    said = "\nreplay of 1 bursted_synthetic test window (4120 requests, cache_aware): peak RSS "
+    assert said in capsys.readouterr().out  # (one window: no plural)
     assert result["peak_rss_mb"] == replay["peak_rss_mb"] > 0
     breakdown = result["breakdown"]
     rows = [*result["sim"], read, agent]
@@ -179,6 +184,44 @@ def test_a_count_past_what_a_machine_holds_is_refused_before_any_work(tmp_path: 
     )  # the ceilings themselves pass
     with pytest.raises(ConfigError, match=r"test_windows must be an integer in \[0, 100000\]"):
         configure("bursted_synthetic", test_windows=10**12)
+
+
+def test_an_unknown_env_lists_the_known_ones_as_learn_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main_guard(lambda: bench.main(["envs=bogus"])) == 2
+    assert capsys.readouterr().err == (
+        "error: experiments.bench: unknown env 'bogus' in envs (known: btb/Route-v0, "
+        "btb/RouteWarm-v0, btb/Thresholds-v0)\n"
+    )
+
+
+def test_more_replay_windows_than_the_split_has_are_said() -> None:
+    """bursted_synthetic has 15 test windows: 16 replays the 15 and says so (it
+    silently replayed fewer); 15 says nothing."""
+    from envs.sim.errors import SettingWarning
+    from experiments._cli import parse_args
+
+    quiet = ["envs=", "learn=", "agents=none", "workloads=bursted_synthetic"]
+    with pytest.warns(SettingWarning) as said:
+        bench._check(parse_args(bench.COMMAND, bench.DEFAULTS, [*quiet, "replay_windows=16"]))
+    assert [str(w.message) for w in said] == [
+        "replay_windows=16: workload 'bursted_synthetic' has 15 test windows; all of them "
+        "are replayed"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bench._check(parse_args(bench.COMMAND, bench.DEFAULTS, [*quiet, "replay_windows=15"]))
+
+
+def test_plural_counts_one_without_an_s() -> None:
+    from experiments._cli import plural
+
+    assert [plural(n, "train window") for n in (0, 1, 2)] == [
+        "0 train windows",
+        "1 train window",
+        "2 train windows",
+    ]
 
 
 def test_a_fresh_process_leaves_the_trace_s_warnings_to_the_command() -> None:
