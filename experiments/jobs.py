@@ -12,7 +12,7 @@ import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from experiments._io import (
     replaced_message,
 )
 from experiments.config import (
+    CONF_DIR,
     DEFAULT_RUN_PARENTS,
     bool_message,
     check_bool_values,
@@ -189,6 +190,45 @@ _JOB_LOG = _JobLog()
 _INFO_FLAGS = {"-h", "--help", "--hydra-help", "-c", "--cfg", "-i", "--info", "--shell-completion"}
 
 
+def command_groups(command: str) -> list[str]:
+    """The config groups a Hydra command takes: those its config's defaults list
+    chooses (``conf/<name>.yaml``), and for ``train`` its ``+experiment=`` group."""
+    name = command.removeprefix("experiments.")
+    config = OmegaConf.to_container(OmegaConf.load(CONF_DIR / f"{name}.yaml"))
+    defaults = config.get("defaults", []) if isinstance(config, dict) else []
+    groups = [
+        key.split("@")[0]
+        for entry in defaults
+        if isinstance(entry, dict)
+        for key in entry
+        if not key.startswith("override ")
+    ]
+    return [*groups, *(["experiment"] if name == "train" else [])]
+
+
+@contextlib.contextmanager
+def _help_lists_own_groups(command: str) -> Iterator[None]:
+    """Hydra's ``--help`` lists every config group under ``conf/``; a command that
+    does not take one refuses it (``tune_btb agent=ppo``): list only
+    :func:`command_groups` (and Hydra's own, for ``--hydra-help``)."""
+    from hydra._internal.hydra import Hydra
+
+    own = set(command_groups(command))
+    every = Hydra.list_all_config_groups
+
+    def listed(self: Hydra, parent: str = "") -> Sequence[str]:
+        found = every(self, parent)
+        if parent:  # (a subgroup's listing: its top group was kept)
+            return found
+        return [g for g in found if g.split("/")[0] in own or g.split("/")[0] == "hydra"]
+
+    Hydra.list_all_config_groups = listed  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Hydra.list_all_config_groups = every  # type: ignore[method-assign]
+
+
 def hydra_entry(
     command: str,
     main: Callable[[], Any],
@@ -240,7 +280,12 @@ def hydra_entry(
                 precheck(args)
         full_error = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
         quiet = sweeps.quiet_job_errors() if _is_sweep(args) else contextlib.nullcontext()
-        with _hydra_raises(), claiming_run_folders(command), quiet:
+        listing = (
+            _help_lists_own_groups(command)
+            if any(_is_info_flag(arg) for arg in args)
+            else contextlib.nullcontext()
+        )
+        with _hydra_raises(), claiming_run_folders(command), quiet, listing:
             try:
                 main()
             except SystemExit as stop:

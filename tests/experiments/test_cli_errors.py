@@ -1807,3 +1807,35 @@ def test_a_window_with_no_request_is_refused_naming_it_as_the_command_takes_it()
     )
     with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
         eval_windows(cfg, 1)
+
+
+@pytest.mark.parametrize(
+    ("name", "groups"),
+    [
+        ("tune_btb", ["cluster", "logger", "model", "setup", "sim", "workload"]),
+        ("evaluate", ["cluster", "logger", "model", "setup", "sim", "workload"]),
+        (
+            "train",
+            [
+                "agent",
+                "cluster",
+                "env",
+                "experiment",
+                "logger",
+                "model",
+                "setup",
+                "sim",
+                "workload",
+            ],
+        ),
+    ],
+)
+def test_hydra_help_lists_only_the_groups_the_command_takes(
+    name: str, groups: list[str], tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """``tune_btb --help`` listed agent, env and experiment, which it refuses
+    (``tune_btb agent=ppo``: no match in the defaults list)."""
+    proc = run_command(f"experiments.{name}", ["--help"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    listed = proc.stdout.split("== Configuration groups ==\n")[1].split("== Config ==")[0]
+    assert [line.split(":")[0] for line in listed.splitlines()[1:] if ": " in line] == groups
