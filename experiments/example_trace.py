@@ -8,6 +8,7 @@ The file is written atomically; an existing file is kept unless ``overwrite=true
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +28,21 @@ def main(argv: list[str] | None = None) -> Path:
     if options["seed"] < 0:
         raise UsageError(f"{COMMAND}: seed must be >= 0, got {options['seed']}")
     out = Path(options["out"])
+    label = f"{COMMAND}: out={options['out']!r}"
     if out.is_dir():
-        raise UsageError(f"{COMMAND}: out={str(out)!r} is a folder; give a file path")
-    if out.exists() and not options["overwrite"]:
-        raise UsageError(f"{COMMAND}: out={str(out)!r} exists; overwrite=true replaces it")
+        raise UsageError(f"{label} is a folder; give a file path")
+    if options["out"].endswith(("/", os.sep)):
+        raise UsageError(f"{label} names a folder (it ends in /); give a file path")
+    folder = out.parent  # the folders on the way are made; each one there must be one
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        what = "a broken symlink" if folder.is_symlink() else "a file, not a folder"
+        raise UsageError(f"{label}: {folder} is {what}")
+    # a link (one to nowhere too) is replaced as a file is
+    if (out.exists() or out.is_symlink()) and not options["overwrite"]:
+        broken = " (a broken symlink)" if not out.exists() else ""
+        raise UsageError(f"{label} exists{broken}; overwrite=true replaces it")
     text = example_mooncake_text(options["seed"])
     path = write_text_atomic(out, text)
     print(f"wrote {path} ({text.count(chr(10)):,} requests, {len(text.encode()):,} bytes)")
