@@ -437,15 +437,23 @@ def setup_options() -> dict[str, dict[str, Any]]:
     }
 
 
-def run_folder_workload(name: str, path: str | None) -> str:
-    """The workload part of a Hydra run folder's name: ``bursted_synthetic``, or
-    ``trace-<file name>`` for ``workload=trace`` (a file's name, never a path; as
-    ``_io.folder_part`` makes it: no blanks or brackets, cut when long)."""
+def run_folder_workload(name: str, path: str | None, params: Any = None) -> str:
+    """The workload part of a Hydra run folder's name: the workload as result rows
+    name it, with the generator parameters changed (``workload.params``), as
+    ``compare``'s folders name it (``bursted_synthetic-burst_requests-30-``), or
+    ``trace-<file name>`` for ``workload=trace`` (a file's name, never a path); as
+    ``_io.folder_part`` makes it: no blanks or brackets, cut when long."""
+    from experiments._cli import workload_label
     from experiments._io import folder_part
 
     if name == TRACE_WORKLOAD and path:
         return folder_part(f"{TRACE_WORKLOAD}-{Path(str(path)).name}")
-    return str(name)
+    changed = (
+        OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) else params
+    )
+    if not isinstance(changed, dict):  # (none given)
+        changed = {}
+    return folder_part(workload_label(str(name), {str(k): v for k, v in changed.items()}))
 
 
 def cluster_of(cfg: Any) -> ClusterSpec:

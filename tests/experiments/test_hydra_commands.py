@@ -614,9 +614,21 @@ def test_run_dir_names_the_workload_and_a_trace_s_file(name: str, tmp_path: Path
     trace = ["workload=trace", f"workload.path={tmp_path / 'sub' / 'mine.jsonl'}"]
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         generated = compose(config_name=name, overrides=["workload=tiny"], return_hydra_config=True)
+        plain = compose(config_name=name, overrides=["workload=art_like"], return_hydra_config=True)
+        changed = compose(
+            config_name=name,
+            overrides=["workload=art_like", "+workload.params.mean_rate_per_s=5"],
+            return_hydra_config=True,
+        )
         traced = compose(config_name=name, overrides=trace, return_hydra_config=True)
-    assert str(generated.hydra.run.dir).endswith("__bursted_synthetic")  # tiny is a small one
+    # tiny is bursted_synthetic made small: its folder names what it changes, as its rows
+    # do (bursted_synthetic[n_bursts=2,...]) and compare's folders do
+    small = "__bursted_synthetic-n_bursts-2-burst_requests-40-n_decoys-6-burst_window_s-4.0-"
+    assert str(generated.hydra.run.dir).endswith(small)
+    assert str(generated.hydra.sweep.dir).endswith(small)
     assert str(traced.hydra.run.dir).endswith("__trace-mine.jsonl")  # the file's name, no path
+    assert str(plain.hydra.run.dir).endswith("__art_like")  # nothing changed
+    assert str(changed.hydra.run.dir).endswith("__art_like-mean_rate_per_s-5-")
     assert str(traced.hydra.sweep.dir).endswith("__trace-mine.jsonl")
 
 

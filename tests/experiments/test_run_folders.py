@@ -670,6 +670,11 @@ def test_a_long_or_odd_trace_name_makes_a_short_safe_folder_name() -> None:
     folder = default_out_dir(options, "compare", f"trace:{long}").name
     assert part in folder and len(folder) < 255
     assert run_folder_workload("bursted_synthetic", None) == "bursted_synthetic"
+    assert run_folder_workload("bursted_synthetic", None, {}) == "bursted_synthetic"
+    changed = {"n_bursts": 2, "burst_requests": 30}  # as compare's folder names them
+    assert run_folder_workload("bursted_synthetic", None, changed) == (
+        "bursted_synthetic-n_bursts-2-burst_requests-30-"
+    )
 
 
 def test_an_unquoted_value_with_blanks_says_how_to_quote_it(
