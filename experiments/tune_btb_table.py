@@ -14,7 +14,7 @@ atomically. An existing table is never replaced silently: without ``out_dir`` th
 shipped ``baselines/btb_tuned.json`` is refused unless ``overwrite=true`` (which
 regenerating it needs), and an ``out_dir`` that holds anything already is refused
 unless ``overwrite=true`` (the table is then replaced as it lands, so a failed
-run keeps the old one). About 5 minutes for the 15 default cells on one core.
+run keeps the old one). About a minute for the 15 default cells on 2 cores.
 """
 
 from __future__ import annotations
