@@ -215,12 +215,13 @@ def test_more_replay_windows_than_the_split_has_are_said() -> None:
 
 
 def test_plural_counts_one_without_an_s() -> None:
-    from experiments._cli import plural
+    from envs.sim.errors import plural
 
-    assert [plural(n, "train window") for n in (0, 1, 2)] == [
+    assert [plural(n, "train window") for n in (0, 1, 2, 1200)] == [
         "0 train windows",
         "1 train window",
         "2 train windows",
+        "1,200 train windows",
     ]
 
 
