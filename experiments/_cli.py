@@ -273,7 +273,7 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     from experiments._io import release_out_dirs
 
     shown = warnings.showwarning
-    warnings.showwarning = _show_warning
+    warnings.showwarning = show_warning
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _outliving(sys.stdout), _outliving(sys.stderr)
     command: list[str] = []  # parse_args names the command here
@@ -353,7 +353,7 @@ SAID_WARNINGS: list[str] = []
 starts with those said before it took its folder (``jobs._JobLog.start``)."""
 
 
-def _show_warning(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+def show_warning(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
     """A trace's warning (rows skipped, a unit guessed) or a setting's that does
     nothing as one line, ``warning: ...``, not Python's two (our source file and
     line, then the line of code), and once per job or command: a line it has said

@@ -30,6 +30,7 @@ from experiments._cli import (
     main_guard,
     name_running,
     running_command,
+    show_warning,
     stamp_trace,
     user_error_message,
 )
@@ -705,6 +706,8 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     from baselines.policy import load_plugins
     from experiments.provenance import start_run
 
+    shown = warnings.showwarning  # one line each, once a run: a joblib worker's too
+    warnings.showwarning = show_warning
     try:
         load_plugins()  # in the job's process, whichever launcher started it
         start_run()  # what made the run, as it starts (its result files record it)
@@ -737,6 +740,7 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
     finally:
         _JOB_LOG.stop()
         SAID_WARNINGS.clear()  # (the next job in this process starts with its own)
+        warnings.showwarning = shown
         release_out_dirs()
 
 

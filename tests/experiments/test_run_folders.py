@@ -929,3 +929,24 @@ def test_a_hydra_command_into_a_folder_holding_a_kept_store_says_so(tmp_path: Pa
     for args in ([], ["overwrite=true"]):
         with pytest.raises(OutDirError, match=rf"holds {REPLACED_NAME}/, an earlier run's files"):
             _check_not_a_run(tmp_path, "out_dir='x'", args)
+
+
+def test_a_job_says_each_warning_in_one_line_once_whatever_process_runs_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A joblib worker runs run_job without the command's main_guard: its warnings
+    came in Python's two-line form, as often as each SimConfig was built."""
+    from envs.sim.errors import SettingWarning
+
+    def job(cfg: Any) -> float:
+        for _ in range(3):
+            warnings.warn(SettingWarning("sim.x does nothing"), stacklevel=1)
+            warnings.simplefilter("default")  # (wipes Python's once-per-place record)
+        return 1.0
+
+    before = warnings.showwarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert run_job(job, SimpleNamespace()) == 1.0
+    assert capsys.readouterr().err == "warning: sim.x does nothing\n"
+    assert warnings.showwarning is before
