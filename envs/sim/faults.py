@@ -78,7 +78,12 @@ def served(sim: Simulator, t: float) -> bool:
     requests = sim.requests
     if not requests or t < requests[-1].arrival_s:
         return not requests
-    return all(s == s for s in sim.records.finish_s)  # (NaN until it finishes)
+    finish = sim.records.finish_s
+    i, n = sim.finished_upto, len(finish)  # (a cursor: each request is looked at once
+    while i < n and finish[i] == finish[i]:  # until it finishes; NaN until then)
+        i += 1
+    sim.finished_upto = i
+    return i == n
 
 
 MAX_RANDOM_LOSSES = 100_000

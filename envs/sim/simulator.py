@@ -221,6 +221,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
         self._pending: Request | None = None  # the decision's request, until routed
         self._deciding: Request | None = None  # the decision's request
         self.done = False
+        # every request before this index has finished (faults.served's cursor)
+        self.finished_upto = 0
         # Requests in the order their first token came out; readers (e.g. a
         # Gymnasium env crediting TTFT as it becomes known) keep their own cursor.
         self.first_token_log: list[Request] = []
