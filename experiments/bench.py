@@ -81,7 +81,7 @@ from envs.encoder import ENCODER_CORE
 from envs.files import write_json_atomic
 from envs.sim import native
 from envs.sim.config import DEFAULT_SETUP
-from envs.sim.errors import SettingWarning, plural
+from envs.sim.errors import plural
 from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
@@ -218,16 +218,12 @@ def _check(options: dict[str, Any]) -> list[str]:
     if options["replay_windows"]:  # more than the split has: said, as compare says it
         from experiments.evaluation import count_windows
 
-        workload = options["workloads"][0]
-        n = count_windows(workload, params=options["workload_params"])
-        if options["replay_windows"] > n:
-            warnings.warn(
-                f"replay_windows={options['replay_windows']}: workload {workload!r} has "
-                f"{plural(n, 'test window')}; {'it is' if n == 1 else 'all of them are'} "
-                "replayed",
-                SettingWarning,
-                stacklevel=2,
-            )
+        count_windows(
+            options["workloads"][0],
+            options["replay_windows"],
+            params=options["workload_params"],
+            option="replay_windows",
+        )
     return [str(folder) for folder in resolve_agents(options["agents"])]
 
 

@@ -28,7 +28,13 @@ import numpy as np
 
 from baselines.policy import Policy, make_policy
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
-from envs.sim.errors import PolicyFailure, SettingWarning, policy_label, raise_for_policy
+from envs.sim.errors import (
+    PolicyFailure,
+    SettingWarning,
+    plural,
+    policy_label,
+    raise_for_policy,
+)
 from envs.sim.floor import floor_bounds
 from envs.sim.metrics import tenant_ttft
 from envs.sim.request import Workload
@@ -153,10 +159,12 @@ def count_windows(
     seed: int = PUBLISHED_SEED,
     params: Mapping[str, Any] | None = None,
     warn: bool = True,
+    option: str = "windows",
 ) -> int:
     """How many test windows :func:`split_windows` yields (for progress bars); a
     workload without any is an error (its rows would be empty, its TTFTs NaN).
-    Asking more than it has warns (``SettingWarning``) unless not ``warn``."""
+    Asking more than it has (``limit``, given as ``option``) warns
+    (``SettingWarning``) unless not ``warn``."""
     from envs.windows import no_windows_hint
     from envs.workloads.registry import plan
     from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
@@ -170,8 +178,8 @@ def count_windows(
         raise ValueError(f"workload {workload!r} has no 'test' windows{hint}")
     if limit is not None and limit > n and warn:
         warnings.warn(
-            f"windows={limit}: workload {workload!r} has {n} test window"
-            f"{'' if n == 1 else 's'}; {'it runs' if n == 1 else 'all of them run'}",
+            f"{option}={limit}: workload {workload!r} has {plural(n, 'test window')}; "
+            f"{'it runs' if n == 1 else 'all of them run'}",
             SettingWarning,
             stacklevel=2,
         )

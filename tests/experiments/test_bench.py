@@ -206,8 +206,7 @@ def test_more_replay_windows_than_the_split_has_are_said() -> None:
     with pytest.warns(SettingWarning) as said:
         bench._check(parse_args(bench.COMMAND, bench.DEFAULTS, [*quiet, "replay_windows=16"]))
     assert [str(w.message) for w in said] == [
-        "replay_windows=16: workload 'bursted_synthetic' has 15 test windows; all of them "
-        "are replayed"
+        "replay_windows=16: workload 'bursted_synthetic' has 15 test windows; all of them run"
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
