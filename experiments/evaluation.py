@@ -508,11 +508,13 @@ CAPACITY_FRACTIONS = (
 )
 """Time shares of envs.sim.metrics.capacity_metrics, pooled weighted by each window's
 ``busy_span_s``."""
+CAPACITY_PEAKS = ("batch_occupancy_peak", "kv_occupancy_peak")
+"""Its highest occupancies at any instant, pooled as the highest window's."""
 
 
 def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
     """The windows' capacity metrics pooled: the time shares over all windows' node
-    time, ``load_imbalance`` as the mean of the windows'."""
+    time, ``load_imbalance`` as the mean of the windows', the peaks as their highest."""
     spans = np.array([r.summary["busy_span_s"] for r in results], dtype=float)
     if not results or not spans.sum() > 0:
         return {}
@@ -521,6 +523,8 @@ def _capacity(results: Sequence[WindowResult]) -> dict[str, float]:
         for key in CAPACITY_FRACTIONS
     }
     pooled["load_imbalance"] = float(np.mean([r.summary["load_imbalance"] for r in results]))
+    for key in CAPACITY_PEAKS:
+        pooled[key] = max(float(r.summary[key]) for r in results)
     return pooled
 
 

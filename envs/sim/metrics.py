@@ -311,6 +311,9 @@ def capacity_metrics(
       time-weighted;
     - ``kv_occupancy_mean``: KV reserved by running sequences (input + output tokens
       each) / the node's KV budget, time-weighted;
+    - ``batch_occupancy_peak``, ``kv_occupancy_peak``: the highest of each over the
+      nodes and the run, at any instant (what the means hide in a burst; the KV
+      peak is at most 1, as admission never reserves beyond the budget);
     - ``load_imbalance``: max / mean of the nodes' prefill-busy seconds (1 = even;
       the number of nodes = one node did all the prefill work).
 
@@ -331,6 +334,7 @@ def capacity_metrics(
     node = np.asarray(rec.node, dtype=np.int64)  # (int even when no request ran)
     kv_token_s = np.bincount(node[done], weights=(held_s * tokens)[done], minlength=n_nodes)
     budgets = np.array(totals.budget_tokens, dtype=float)
+    held = (node[done], admitted[done], rec.finish_s[done])
     mean_prefill = float(prefill.mean())
     return {
         "prefill_busy_fraction": float(prefill.sum()) / span,
@@ -338,8 +342,32 @@ def capacity_metrics(
         "decode_busy_fraction": float(sum(totals.decode_s)) / span,
         "batch_occupancy_mean": float(held_s.sum()) / (span * totals.max_batch),
         "kv_occupancy_mean": float(np.mean(kv_token_s / budgets)) / busy_span_s,
+        "batch_occupancy_peak": _peak(held, None, np.full(n_nodes, float(totals.max_batch))),
+        "kv_occupancy_peak": _peak(held, tokens[done], budgets),
         "load_imbalance": float(prefill.max()) / mean_prefill if mean_prefill > 0 else 1.0,
     }
+
+
+def _peak(
+    held: tuple[np.ndarray, np.ndarray, np.ndarray], weight: np.ndarray | None, scale: np.ndarray
+) -> float:
+    """The highest total ``weight`` (1 each when None) of the intervals ``held``
+    (node, start, end) that a node holds at once, over its ``scale``, over the
+    nodes. An interval that ends as another starts is not counted with it: a
+    finish frees its batch slot and KV before an admission at the same instant."""
+    node, start, end = held
+    if node.size == 0:
+        return 0.0
+    amount = np.ones(node.size) if weight is None else weight
+    times = np.concatenate([start, end])
+    delta = np.concatenate([amount, -amount])
+    nodes = np.concatenate([node, node])
+    order = np.lexsort((delta, times, nodes))  # by node, then time, frees first
+    # each node's intervals all end, so the running total is 0 where its own begin
+    running = np.cumsum(delta[order])
+    peak = np.zeros(len(scale))
+    np.maximum.at(peak, nodes[order], running)
+    return float((peak / scale).max())
 
 
 # --- tenancy: per-tenant TTFT and model versions (envs.sim.tenancy, docs/tenancy.md)

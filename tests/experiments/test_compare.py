@@ -47,6 +47,8 @@ def window(
         "busy_span_s": 1.0,
         "load_imbalance": 1.0,
         "kv_occupancy_mean": 0.0,
+        "batch_occupancy_peak": 0.0,
+        "kv_occupancy_peak": 0.0,
         **dict.fromkeys(shares, 0.0),
         **capacity,
     }
@@ -99,6 +101,7 @@ def test_rows_pool_capacity_by_each_windows_time() -> None:
 
     def timed(busy_span_s: float, share: float, kv: float, imbalance: float) -> WindowResult:
         capacity = {"kv_occupancy_mean": kv, "load_imbalance": imbalance}
+        capacity |= {"kv_occupancy_peak": 2 * kv, "batch_occupancy_peak": 1 - kv}
         return window([1.0], 0, 0, 0.0, 0, busy_span_s=busy_span_s, **capacity,
                       **dict.fromkeys(shares, share))  # fmt: skip
 
@@ -107,6 +110,7 @@ def test_rows_pool_capacity_by_each_windows_time() -> None:
     assert [row[key] for key in shares] == pytest.approx([0.5] * 3)
     assert row["kv_occupancy_mean"] == pytest.approx((1 + 15) / 40)
     assert row["load_imbalance"] == pytest.approx(1.5)  # the windows' mean
+    assert (row["kv_occupancy_peak"], row["batch_occupancy_peak"]) == (1.0, 0.9)  # the highest
 
 
 def test_reductions_are_relative_to_the_baseline_of_the_same_setup() -> None:

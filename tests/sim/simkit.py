@@ -251,6 +251,9 @@ def check_run(sim: Simulator) -> None:
         else:
             assert service >= (rec.reuse_s[k] + floor) * (1 - 1e-9), k
         assert request.index == k
+    # at no instant did a node hold more sequences, or reserve more KV, than it has
+    assert 0.0 < rec.summary["batch_occupancy_peak"] <= 1.0
+    assert 0.0 < rec.summary["kv_occupancy_peak"] <= 1.0
     for node_state in sim.nodes:
         assert node_state.running == 0 and node_state.reserved_tokens == 0
         assert not node_state.queue and not node_state.inflight

@@ -4,7 +4,7 @@ occupancy, load imbalance), worked out by hand on the toy cluster."""
 from __future__ import annotations
 
 import pytest
-from simkit import CORES, Prompts, decode_s, names, run_script, toy_cluster
+from simkit import CORES, Prompts, Script, decode_s, names, run_script, toy_cluster
 
 from envs.sim import SimConfig
 
@@ -29,6 +29,8 @@ def test_capacity_metrics_by_hand() -> None:
     # KV reserved (input + output) over each node's 1,024-token budget
     node0, node1 = 0.064 * 65 / 1024, r1_done * 35 / 1024
     assert s["kv_occupancy_mean"] == pytest.approx((node0 + node1) / 2 / makespan)
+    # one sequence a node at a time: the peaks are node 0's r0 (65 tokens), of 2 and 1,024
+    assert (s["batch_occupancy_peak"], s["kv_occupancy_peak"]) == (0.5, 65 / 1024)
     assert s["load_imbalance"] == pytest.approx(0.064 / 0.048)  # max / mean prefill seconds
     assert s["utilisation_mean"] == pytest.approx((0.064 + 0.032 + decode) / 2 / makespan)
 
@@ -67,8 +69,6 @@ def test_a_rerun_after_a_node_loss_holds_kv_from_its_own_admission(core: str) ->
     so KV occupancy is each node's held time over the 147 ms (A's lost first
     service is not counted). Until 2026-12-05 A counted from its first admission,
     0 ms, on node 1: 1.07, above 1."""
-    from simkit import Script
-
     from envs.sim import Simulator
 
     p = Prompts()
@@ -87,3 +87,33 @@ def test_a_rerun_after_a_node_loss_holds_kv_from_its_own_admission(core: str) ->
     assert s["busy_span_s"] == pytest.approx(span)
     assert s["kv_occupancy_mean"] == pytest.approx((2 * one / span + 2 * one / span) / 2)
     assert s["batch_occupancy_mean"] == pytest.approx(4 * one / (2 * span))
+    # a full request at a time; A's rerun admitted at 63 ms, the instant B frees node 1
+    assert (s["kv_occupancy_peak"], s["batch_occupancy_peak"]) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_occupancy_peaks_by_hand(core: str) -> None:
+    """Node 0 of a 2-node toy cluster (1,024 tokens, batch 4) runs A (64 tokens in,
+    16 out) from 0 ms, B (32 + 16) and C (16 + 16) once they arrive at 10 and 20 ms
+    and decode with A, while node 1 runs D (16 + 1) alone. The peaks are node 0's
+    three sequences together, 80 + 48 + 32 = 160 tokens: 160 / 1,024 and 3 / 4,
+    though the time-weighted means are far lower."""
+    from envs.sim import Simulator
+
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=16)
+    p.add(0.010, names("b", 2), output_tokens=16)
+    p.add(0.020, ["c0"], output_tokens=16)
+    p.add(0.0, ["d0"], output_tokens=1)
+    workload = p.workload()
+    routes = {"r0": 0, "r1": 0, "r2": 0, "r3": 1}
+    sim = Simulator(toy_cluster(2), workload, SimConfig(max_batch=4), core=core)
+    sim.run(Script([routes[r.request_id] for r in workload.requests]))
+    s = sim.records.summary
+    rec = sim.records
+    ids = [r.request_id for r in workload.requests]
+    a, b, c = (ids.index(k) for k in ("r0", "r1", "r2"))
+    assert rec.admit_s[c] < min(rec.finish_s[a], rec.finish_s[b])  # all three at once
+    assert s["kv_occupancy_peak"] == 160 / 1024
+    assert s["batch_occupancy_peak"] == 3 / 4
+    assert s["kv_occupancy_mean"] < s["kv_occupancy_peak"] / 2
