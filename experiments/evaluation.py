@@ -541,9 +541,13 @@ def _tenancy(results: Sequence[WindowResult], ttft: np.ndarray) -> dict[str, Any
 
 def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[str, Any]:
     """The replication metrics (envs.sim.metrics.cache_life_metrics) pooled over
-    the windows: sums, and the two ratios of the pooled sums (a summary without
-    them counts as none)."""
+    the windows: sums, and the ratios of the pooled sums (a summary without
+    them counts as none); ``warm_amplification``, the share of landed copy bytes
+    never used, over the windows' landed bytes."""
     saved_s = sum(r.summary.get("copy_prefill_saved_s", 0.0) for r in results)
+    unused = sum(
+        r.summary.get("warm_amplification", 0.0) * r.summary["warm_bytes"] for r in results
+    )
     distinct = sum(r.summary.get("copied_prefix_bytes", 0.0) for r in results)
     per_saved = landed_bytes / saved_s if saved_s > 0 else math.inf if landed_bytes else 0.0
     return {
@@ -553,6 +557,7 @@ def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[s
             sum(r.summary.get("normal_displaced_by_copies_blocks", 0) for r in results)
         ),
         "replication_amplification": float(landed_bytes / distinct) if distinct else 0.0,
+        "warm_amplification": float(unused / landed_bytes) if landed_bytes else 0.0,
     }
 
 

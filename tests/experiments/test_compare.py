@@ -76,7 +76,10 @@ def window(
 
 
 def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
-    results = [window([1.0, 3.0], 600, 4, 0.5, 5, 0.25), window([2.0, 10.0], 200, 1, 1.0, 1, 1.0)]
+    results = [
+        window([1.0, 3.0], 600, 4, 0.5, 5, 0.25, warm_amplification=0.2),
+        window([2.0, 10.0], 200, 1, 1.0, 1, 1.0, warm_amplification=1.0),
+    ]
     row = summarize_windows(results, "70b_h100x4", "toy", "btb", SimConfig())
     assert row["requests"] == 4 and row["windows"] == 2
     assert row["ttft_mean_s"] == pytest.approx(4.0)
@@ -90,6 +93,7 @@ def test_rows_pool_requests_and_weight_rates_by_tokens_and_copies() -> None:
     assert row["warm_hit_rate"] == pytest.approx((0.5 * 4 + 1.0 * 1) / 5)
     # bytes: 40 copied at 0.25 used and 10 at 1.0
     assert row["warm_byte_hit_rate"] == pytest.approx((0.25 * 40 + 1.0 * 10) / 50)
+    assert row["warm_amplification"] == pytest.approx((0.2 * 40 + 1.0 * 10) / 50)  # unused bytes
     assert row["ttft_mean_s_per_window"] == [2.0, 6.0]
     assert row["shadow_copies"] == 4 and row["shadow_hit_rate"] == pytest.approx(0.75)
     assert row["requests_per_s"] == pytest.approx(4.0)

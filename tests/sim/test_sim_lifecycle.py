@@ -419,6 +419,7 @@ def test_replication_metrics_by_hand() -> None:
     assert s["displaced_by_copies_blocks"] == 17
     assert s["normal_displaced_by_copies_blocks"] == 17  # r0's blocks, LRU
     assert s["replication_amplification"] == 2.0  # one 32-block prefix, landed twice
+    assert s["warm_amplification"] == 0.5  # the copy to node 2: no request used it
     # the request at 2.0 hits the 32 copied blocks: 512 tokens of cold prefill saved
     assert sim.records.hit_hbm_tokens[3] == 512
     assert s["copy_prefill_saved_s"] == pytest.approx(32 * BT * PREFILL_S)
