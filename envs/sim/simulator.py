@@ -191,7 +191,8 @@ class Simulator(CacheLifecycle, CopyMachinery):
                 raise SimulationError(
                     f"request {r.request_id!r} needs {r.input_tokens + r.output_tokens} KV tokens "
                     f"(input_tokens + output_tokens) but cluster.nodes[{smallest.index}] "
-                    f"({smallest.spec.name}) has a budget of {smallest.budget_tokens}"
+                    f"({smallest.spec.name}) has a budget of {smallest.budget_tokens} "
+                    "(every node must fit every request: a policy may route it to any node)"
                 )
         self.records = Records(len(self.requests))
         self.copies: list[Copy] = []

@@ -165,19 +165,19 @@ def test_percentiles_interpolate_linearly_between_sorted_values() -> None:
     assert stats["ttft_p99_s"] == pytest.approx(13.6)  # position 3.96
 
 
-def test_no_gap_share_where_btb_is_within_a_tenth_of_a_percent_of_the_bound() -> None:
-    """btb 1.0 s over a bound of 0.9995 s: a gap of 0.05 % of btb's mean, under the
-    0.1 % threshold: no share (a policy 0.01 s worse would be -2,000 %). At 0.9985 s
-    (0.15 %) the share is worked out: (1.0 - 1.01) / (1.0 - 0.9985) = -666.7 %."""
-    rows = [_row("btb", 1.0, 5.0), _row("cache_aware", 1.01, 5.0), _row(FLOOR, 0.9995, 2.0)]
+def test_no_gap_share_where_btb_is_within_one_percent_of_the_bound() -> None:
+    """btb 1.0 s over a bound of 0.995 s: a gap of 0.5 % of btb's mean, under the
+    1 % threshold: no share (a policy 0.01 s worse would be -200 %). At 0.985 s
+    (1.5 %) the share is worked out: (1.0 - 1.01) / (1.0 - 0.985) = -66.7 %."""
+    rows = [_row("btb", 1.0, 5.0), _row("cache_aware", 1.01, 5.0), _row(FLOOR, 0.995, 2.0)]
     add_floor_gaps(rows)
     assert [r["floor_gap_closed_mean_pct"] for r in rows] == [None, None, None]
     assert [r["floor_gap_closed_p95_pct"] for r in rows] == pytest.approx([0, 0, 100])
-    rows[2]["ttft_mean_s"] = 0.9985
+    rows[2]["ttft_mean_s"] = 0.985
     add_floor_gaps(rows)
-    assert [r["floor_gap_closed_mean_pct"] for r in rows] == pytest.approx([0, -2000 / 3, 100])
+    assert [r["floor_gap_closed_mean_pct"] for r in rows] == pytest.approx([0, -200 / 3, 100])
     # the rows' own figures are left as they were
-    assert [r["ttft_mean_s"] for r in rows] == [1.0, 1.01, 0.9985]
+    assert [r["ttft_mean_s"] for r in rows] == [1.0, 1.01, 0.985]
 
 
 def test_a_bound_a_hair_above_a_policy_prints_no_minus_zero() -> None:
