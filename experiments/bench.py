@@ -72,6 +72,7 @@ Prints tables and writes ``bench.json`` (atomically) to ``out_dir`` when given; 
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,15 +126,19 @@ COMMAND = "experiments.bench"
 
 def _in_fresh_process(fn: Any, *args: Any) -> Any:
     ctx = mp.get_context("spawn")
-    with ctx.Pool(1, initializer=_quiet_trace) as pool:
+    with ctx.Pool(1, initializer=_start_worker) as pool:
         return pool.apply(fn, args)
 
 
-def _quiet_trace() -> None:
-    """A fresh process's start: the trace's warnings were said by the command's own
-    process, once (a worker said them again, as a raw Python warning)."""
+def _start_worker() -> None:
+    """A fresh process's start: it ignores Ctrl-C, which the command's own process
+    answers by stopping the pool (the worker printed its traceback, headed
+    ``Process SpawnPoolWorker-1:``, before the command's ``interrupted``), and the
+    trace's warnings, said by the command's own process once (a worker said them
+    again, as a raw Python warning)."""
     from envs.workloads.readers import TraceWarning
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     warnings.filterwarnings("ignore", category=TraceWarning)
 
 

@@ -224,16 +224,23 @@ def test_plural_counts_one_without_an_s() -> None:
     ]
 
 
-def test_a_fresh_process_leaves_the_trace_s_warnings_to_the_command() -> None:
+def test_a_fresh_process_leaves_the_trace_s_warnings_and_ctrl_c_to_the_command() -> None:
     """helper-56's review: bench said a trace's warning twice, the second time from
-    its fresh process as a raw Python warning."""
+    its fresh process as a raw Python warning. And a Ctrl-C printed the worker's
+    traceback (``Process SpawnPoolWorker-1:``) before the command's ``interrupted``."""
+    import signal
     import warnings
 
     from envs.workloads.readers import TraceWarning
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        bench._quiet_trace()  # what each fresh process runs first
-        warnings.warn(TraceWarning("said by the command already"), stacklevel=1)
-        warnings.warn(UserWarning("anything else"), stacklevel=1)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            bench._start_worker()  # what each fresh process runs first
+            warnings.warn(TraceWarning("said by the command already"), stacklevel=1)
+            warnings.warn(UserWarning("anything else"), stacklevel=1)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, handler)
     assert [str(w.message) for w in caught] == ["anything else"]
