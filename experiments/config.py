@@ -441,12 +441,17 @@ def run_folder_workload(name: str, path: str | None, params: Any = None) -> str:
     """The workload part of a Hydra run folder's name: the workload as result rows
     name it, with the generator parameters changed (``workload.params``), as
     ``compare``'s folders name it (``bursted_synthetic-burst_requests-30-``), or
-    ``trace-<file name>`` for ``workload=trace`` (a file's name, never a path); as
-    ``_io.folder_part`` makes it: no blanks or brackets, cut when long."""
+    ``trace-<file name>`` for ``workload=trace`` (a file's name, never a path), or
+    ``trace`` before the file is known (a sweep over ``workload.path``: each job's
+    folder is in the sweep's, ``trace``) or when none is given (the job's own check
+    then says so); as ``_io.folder_part`` makes it: no blanks or brackets, cut when
+    long."""
     from experiments._cli import workload_label
     from experiments._io import folder_part
 
-    if name == TRACE_WORKLOAD and path:
+    if name == TRACE_WORKLOAD:
+        if not path:
+            return TRACE_WORKLOAD
         return folder_part(f"{TRACE_WORKLOAD}-{Path(str(path)).name}")
     changed = (
         OmegaConf.to_container(params, resolve=True) if OmegaConf.is_config(params) else params

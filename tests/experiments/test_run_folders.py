@@ -669,6 +669,7 @@ def test_a_long_or_odd_trace_name_makes_a_short_safe_folder_name() -> None:
     options = {"workload": "trace", "setup": "70b_h100x4", "seed": 0}
     folder = default_out_dir(options, "compare", f"trace:{long}").name
     assert part in folder and len(folder) < 255
+    assert run_folder_workload("trace", "") == run_folder_workload("trace", None) == "trace"
     assert run_folder_workload("bursted_synthetic", None) == "bursted_synthetic"
     assert run_folder_workload("bursted_synthetic", None, {}) == "bursted_synthetic"
     changed = {"n_bursts": 2, "burst_requests": 30}  # as compare's folder names them

@@ -271,6 +271,46 @@ def test_the_hydra_commands_take_the_same_spelling(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "command", ["experiments.train", "experiments.evaluate", "experiments.tune_btb"]
+)
+@pytest.mark.parametrize("given", [[], ["workload.path="]])
+def test_a_hydra_command_without_a_trace_file_says_so_in_compare_s_words(
+    tmp_path: Path, run_command: Any, command: str, given: list[str]
+) -> None:
+    """fixT1's audit: the run folder's name read workload.path, a KeyError, before the
+    job's own check could name the empty path (out_dir given or not)."""
+    for out in ([f"out_dir={tmp_path / 'run'}"], []):
+        done = run_command(command, ["workload=trace", *given, "logger=none", *out], tmp_path)
+        assert done.returncode == 2
+        where = " (from the command line)" if given else ""
+        assert done.stderr == (
+            f"error: {command}: workload.path is empty: a trace workload needs the file "
+            f"to read{where}\n"
+        )
+    assert not list(tmp_path.iterdir())  # no run folder left
+
+
+def test_a_sweep_over_trace_files_runs_in_a_trace_folder(tmp_path: Path, run_command: Any) -> None:
+    """fixT1's audit: a sweep over workload.path had no path to name its folder by
+    at its start (a KeyError, every job lost); its folder is ``..._trace``, each job's
+    results name its own file."""
+    write_jsonl(tmp_path / "a.jsonl", _mooncake_rows())
+    write_jsonl(tmp_path / "b.jsonl", _mooncake_rows(6))
+    args = ["-m", "workload=trace", "workload.path=a.jsonl,b.jsonl", "workload.test_fraction=1",
+            "policies=[least_load]", "logger=none", "progress=false"]  # fmt: skip
+    done = run_command("experiments.evaluate", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr
+    (sweep,) = (tmp_path / "multirun" / "evaluate").iterdir()
+    assert sweep.name.endswith("__trace")
+    for job, name, requests in (("0", "a.jsonl", 12), ("1", "b.jsonl", 6)):
+        rows = read_json(sweep / job / "results.json")["rows"]
+        assert {row["workload"] for row in rows} == {f"trace:{name}"}
+        assert rows[0]["requests"] == requests
+    assert read_json(sweep / "sweep.json")["failed"] == []
+
+
+@pytest.mark.parametrize(
     ("content", "options"),
     [
         ("", []),
