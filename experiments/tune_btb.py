@@ -1,8 +1,9 @@
 """BTB's thresholds as an objective: mean TTFT on the train windows.
 
     python -m experiments.tune_btb x=3 y_tokens=32768 z=0.5 m=2      # one evaluation
-    python -m experiments.tune_btb -m                    # the Optuna sweep of conf/tune_btb.yaml
+    python -m experiments.tune_btb -m            # Optuna: conf/hydra/sweeper/btb_optuna.yaml
     python -m experiments.tune_btb -m hydra.sweeper.n_trials=50 workload=rising_load
+    python -m experiments.tune_btb -m hydra/sweeper=basic x=2,3 z=0.5,1   # a grid
 
 Each job writes ``objective.json`` (thresholds, mean TTFT, its result ``row``) to its folder.
 """
@@ -88,7 +89,8 @@ def check_sweep(args: list[str]) -> None:
     least one block of the workload): the sweep stops at its first failed trial.
 
     Each search space is the command line's (``m=``) if it has one, else
-    ``hydra.sweeper.params``'s (conf/tune_btb.yaml's M follows ``cluster.n_nodes``).
+    ``hydra.sweeper.params``'s (conf/hydra/sweeper/btb_optuna.yaml's M follows
+    ``cluster.n_nodes``; the basic sweeper has none).
     A sweep over clusters (``cluster=a,b``, ``setup=``, ``model=``) checks M against
     the smallest of them: the sweeper draws M from one search space for every job.
     Left to each job: M when the node count is swept over a range, Y when the

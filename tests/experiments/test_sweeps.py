@@ -221,6 +221,42 @@ def test_tune_btb_checks_every_search_space_before_the_sweep(
     assert not sweep.exists()
 
 
+def test_tune_btb_takes_a_grid_with_the_basic_sweeper(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """fixT1's audit: tune_btb's Optuna settings sat in its own config, which Hydra's
+    basic sweeper refused (``Key 'direction' not in 'BasicSweeperConf'``). They are
+    an option of hydra/sweeper (conf/hydra/sweeper/btb_optuna.yaml), chosen by
+    default and replaced by ``hydra/sweeper=basic``: one job a value, the rest the
+    defaults (X=2 or 3, Y 65,536, Z 1 s, M 4)."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        optuna = compose("tune_btb", return_hydra_config=True).hydra.sweeper
+    assert optuna._target_.endswith("OptunaSweeper")
+    assert (optuna.direction, optuna.study_name, optuna.n_trials) == (
+        "minimize",
+        "btb_thresholds",
+        20,
+    )
+    assert (optuna.sampler.seed, optuna.params.m) == (0, "int(interval(1, 4))")
+    sweep = tmp_path / "sweep"
+    args = ["-m", "hydra/sweeper=basic", "x=2,3", "workload=tiny", f"hydra.sweep.dir={sweep}"]
+    done = run_command("experiments.tune_btb", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Study name" not in done.stdout + done.stderr  # no Optuna study
+    for x in (2, 3):
+        assert f"btb x={x} y_tokens=65536 z=1 m=4: mean TTFT" in done.stdout
+    summary = json.loads((sweep / "sweep.json").read_text())
+    assert [(j["overrides"][0], j["status"]) for j in summary["jobs"]] == [
+        ("x=2", "completed"),
+        ("x=3", "completed"),
+    ]
+    assert summary["swept"] == ["x"]
+
+
 def test_a_bug_in_a_job_keeps_its_traceback_and_ends_the_sweep_with_status_1(
     tmp_path: Path, run_command: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
