@@ -517,6 +517,13 @@ def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return {"workload_file": first or now}
 
 
+def cap_note(path: str, cap: int | None, every: str = "null") -> str:
+    """`` (at most N: PATH=N; null for all)`` for a window count a config key caps
+    (nothing when it does not): how a command says how many windows it ran;
+    ``every`` is the value that runs them all (``compare``'s ``windows=0``)."""
+    return "" if cap is None else f" (at most {cap}: {path}={cap}; {every} for all)"
+
+
 def workload_label(workload: str, params: Mapping[str, Any]) -> str:
     """What result rows call the workload: its name, followed by the generator
     parameters changed, if any (``bursted_synthetic[n_bursts=2,burst_requests=40]``),

@@ -60,11 +60,13 @@ from agents import ZOO, agent_folder, zoo_names
 from baselines.policy import POLICIES, make_policy
 from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
+from envs.sim.errors import plural
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from experiments._cli import (
     TRACE_PATHS,
     UsageError,
+    cap_note,
     generator_params,
     input_paths,
     main_guard,
@@ -517,8 +519,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             bar.close()
     rows = [run.row for run in runs]
     print(
-        f"{options['setup']} · {shown} · {n_windows} test window{'' if n_windows == 1 else 's'}"
-        f" · causal_kv="
+        f"{options['setup']} · {shown} · {plural(n_windows, 'test window')}"
+        + cap_note("windows", limit, every="0")
+        + " · causal_kv="
         f"{config.causal_kv} · copy_model={config.copy_model}"
     )
     print(comparison_table(rows, options["baseline"]))

@@ -26,15 +26,15 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from experiments import sweeps
-from experiments.config import register_configs, setup_label, window_pool_of, workload_label
+from experiments.config import register_configs, window_pool_of, workload_label
 from experiments.evaluation import BOUNDS, DEFAULT_BASELINE, check_timeline_window
 from experiments.jobs import (
     agent_labels,
-    cap_note,
     check_policy_names,
     check_world,
     eval_windows,
     evaluate_and_write,
+    evaluation_header,
     hydra_entry,
     job_logger,
     measured_on,
@@ -151,12 +151,7 @@ def evaluate(cfg: DictConfig) -> float:
     out_dir = run_dir(cfg, "evaluate", OUTPUTS)
     logger = job_logger(cfg, out_dir, "evaluate")
     cap = cfg.workload.eval_windows
-    print(
-        f"{setup_label(cfg)} · {workload_label(cfg)} · {len(windows)} {cfg.split} window"
-        + ("" if len(windows) == 1 else "s")
-        + cap_note("workload.eval_windows", cap)
-        + f" · seed={cfg.seed}"
-    )
+    print(evaluation_header(cfg, len(windows), str(cfg.split)))
     for note in _trace_notes(loaded, labels, cfg):
         print(note)
     scored_on = _validation_windows(folders)

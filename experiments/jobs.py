@@ -19,12 +19,13 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from envs.files import write_bytes_atomic
-from envs.sim.errors import SettingWarning
+from envs.sim.errors import SettingWarning, plural
 from envs.sim.tenancy import Versions
 from experiments import sweeps
 from experiments._cli import (
     SAID_WARNINGS,
     UsageError,
+    cap_note,
     error_line,
     input_paths,
     main_guard,
@@ -922,10 +923,17 @@ def measured_on(cfg: Any, windows: Sequence[str], **more: Any) -> dict[str, Any]
     }
 
 
-def cap_note(path: str, cap: int | None) -> str:
-    """`` (at most N: PATH=N; null for all)`` for a window count a config key caps
-    (nothing when it does not): how a command says how many windows it ran."""
-    return "" if cap is None else f" (at most {cap}: {path}={cap}; null for all)"
+def evaluation_header(cfg: Any, n_windows: int, split: str = "test", seed: str = "") -> str:
+    """The line before an evaluation's table (``evaluate``'s, ``train``'s after
+    training): setup, workload, how many ``split`` windows ran with
+    ``workload.eval_windows``' :func:`cap_note`, and the simulator's seed (``seed``,
+    as ``key=value``; default ``seed=<cfg.seed>``)."""
+    return (
+        f"{setup_label(cfg)} · {workload_label(cfg)} · "
+        f"{plural(n_windows, f'{split} window')}"
+        + cap_note("workload.eval_windows", cfg.workload.eval_windows)
+        + f" · {seed or f'seed={cfg.seed}'}"
+    )
 
 
 def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:

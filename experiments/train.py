@@ -37,9 +37,9 @@ from omegaconf import DictConfig, OmegaConf
 from envs.cluster_env import REWARD_ARGS
 from envs.files import folder_leftovers
 from envs.sim.checks import check_number, checked_number, is_number
-from envs.sim.errors import SettingWarning
+from envs.sim.errors import SettingWarning, plural
 from experiments import sweeps
-from experiments._cli import LEGACY_SEED_MAX
+from experiments._cli import LEGACY_SEED_MAX, cap_note
 from experiments.config import (
     ENV_ARG_DEFAULTS,
     ENV_ARGS,
@@ -64,6 +64,7 @@ from experiments.jobs import (
     check_world,
     eval_windows,
     evaluate_and_write,
+    evaluation_header,
     hydra_entry,
     job_logger,
     measured_on,
@@ -1290,9 +1291,12 @@ def train(cfg: DictConfig) -> float:
         if remaining > 0:
             print(
                 f"training {spec.name} on {spec.env_id} ({setup_label(cfg)}, "
-                f"{workload_label(cfg)}, {len(pool)} train windows, "
+                f"{workload_label(cfg)}, {plural(len(pool), 'train window')}"
+                + cap_note("workload.train_pool", cfg.workload.train_pool)
+                + ", "
                 + (
                     f"{len(val_pool)} validation"
+                    + cap_note("workload.val_windows", cfg.workload.val_windows)
                     if val_pool
                     else "no validation"
                     + (" (train.val_every=0)" if int(cfg.train.val_every) <= 0 else "")
@@ -1445,6 +1449,14 @@ def train(cfg: DictConfig) -> float:
         objective = float(chosen["best_score"]) if chosen is not None else float("inf")
         if cfg.train.evaluate:
             agent = AgentPolicy(model, spec)
+            chosen_seed = cfg.train.get("eval_seed")
+            print(  # as evaluate's first line; the simulator's stream is train.eval_seed's
+                evaluation_header(
+                    cfg,
+                    len(test_windows or ()),
+                    seed="" if chosen_seed is None else f"train.eval_seed={chosen_seed}",
+                )
+            )
             rows = evaluate_and_write(
                 {spec.name: agent},
                 list(cfg.train.eval_policies),

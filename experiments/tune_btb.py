@@ -23,6 +23,7 @@ from envs.sim.errors import plural
 from envs.workloads.stats import longest_shared_prefix_tokens
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
+from experiments._cli import cap_note
 from experiments.config import (
     CONF_DIR,
     cluster_of,
@@ -34,7 +35,6 @@ from experiments.config import (
     workload_record,
 )
 from experiments.jobs import (
-    cap_note,
     check_world,
     eval_windows,
     hydra_entry,

@@ -310,6 +310,43 @@ def test_a_sweep_over_trace_files_runs_in_a_trace_folder(tmp_path: Path, run_com
     assert read_json(sweep / "sweep.json")["failed"] == []
 
 
+def test_train_and_compare_say_a_capped_split_as_evaluate_does(
+    tmp_path: Path, run_command: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fixT1's audit: train's first line and compare's did not say they ran a subset
+    of a split, and train's evaluation had no line before its table. 40 requests
+    0.5 s apart in 1 s windows: 20 windows of 2 requests, 5 test (0.25), 4
+    validation (0.2), 11 train; train runs 4 of the 11, scores 3 of the 4 and
+    evaluates 3 of the 5 (6 requests); compare runs 5 of 5 (its windows=5)."""
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    trace = ["workload=trace", f"workload.path={path}", "workload.window_s=1"]
+    args = [*trace, "workload.val_fraction=0.2", "train.total_timesteps=64", "env.n_envs=1",
+            "agent.hyperparams.n_steps=64", "agent.hyperparams.batch_size=64",
+            "train.val_every=64", "train.progress=false", "train.eval_policies=[]",
+            "logger=none", f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert (
+        "trace:mc.jsonl, 4 train windows (at most 4: workload.train_pool=4; null for all), "
+        "3 validation (at most 3: workload.val_windows=3; null for all)): 0 -> 64 steps"
+    ) in lines[0]
+    table = next(i for i, line in enumerate(lines) if line.startswith("policy "))
+    assert lines[table - 1] == (
+        "70b_h100x4 · trace:mc.jsonl · 3 test windows "
+        "(at most 3: workload.eval_windows=3; null for all) · seed=0"
+    )
+    rows = read_json(tmp_path / "run" / "results.json")["rows"]
+    assert {row["requests"] for row in rows} == {6}
+
+    capsys.readouterr()
+    for given, note in (([], " (at most 5: windows=5; 0 for all)"), (["windows=0"], "")):
+        out = tmp_path / f"compare{len(given)}"
+        compare.main([*trace, "policies=cache_aware", f"out_dir={out}", *QUIET, *given])
+        first = capsys.readouterr().out.splitlines()[0]
+        assert f"· trace:mc.jsonl · 5 test windows{note} · causal_kv=" in first
+
+
 @pytest.mark.parametrize(
     ("content", "options"),
     [
