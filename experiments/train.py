@@ -264,6 +264,34 @@ def check_train(cfg: Any) -> None:
     check_improvement(cfg)
 
 
+def warn_unscored_validation(cfg: Any) -> None:
+    """A trace's ``workload.val_fraction`` holds windows out of training for
+    validation: say so in one line when this run scores none of them
+    (``train.val_every=0`` and no improvement rounds, which score each round on
+    them). The trace was planned already (the checks, the train windows): the
+    plan is the one kept in memory, no second read."""
+    from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
+
+    if cfg.workload.name != TRACE_WORKLOAD or int(cfg.train.val_every) > 0:
+        return
+    fraction = float(cfg.workload.val_fraction)
+    if not fraction > 0 or int(cfg.improvement.iterations) > 0:
+        return
+    plan = plan_trace(trace_options(workload_params(cfg)))
+    held = len(plan.split("val"))
+    if plan.split_from != "time" or not held:  # a file's own splits: val_fraction unused
+        return
+    them = "it" if held == 1 else "them"
+    warnings.warn(
+        f"workload.val_fraction={fraction:g}{value_origin('workload.val_fraction')} holds "
+        f"{plural(held, 'window')} out of training that this run never scores "
+        f"(train.val_every=0): set train.val_every to score {them}, or "
+        f"workload.val_fraction=0 to train on {them}",
+        SettingWarning,
+        stacklevel=2,
+    )
+
+
 def note_init_from_units(cfg: Any, spec: Any) -> None:
     """Say where ``train.init_from``'s agent read its observation in other units
     (``env.time_unit``, ``env.step_wait``): same shapes, so its weights load, but
@@ -1165,6 +1193,7 @@ def train(cfg: DictConfig) -> float:
         )
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows) if validate else []
+    warn_unscored_validation(cfg)
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
     # subproc worker's error would reach us only as a broken pipe, so one env is made here
     with naming_fields(env_paths(cfg)):

@@ -347,6 +347,56 @@ def test_train_and_compare_say_a_capped_split_as_evaluate_does(
         assert f"· trace:mc.jsonl · 5 test windows{note} · causal_kv=" in first
 
 
+def test_validation_windows_no_one_scores_are_warned_of(
+    tmp_path: Path, run_command: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fixT1's audit: workload.val_fraction without train.val_every held windows out
+    of training quietly. 40 requests 0.5 s apart in 1 s windows: 20 windows, 5 test
+    (0.25), 4 validation (0.2), 11 train; the warning counts the 4 from the plan the
+    run made already (the file is planned once). Improvement rounds score them
+    (no warning), as does train.val_every."""
+    import envs.workloads.trace_file as trace_file
+    from experiments.train import warn_unscored_validation
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    trace = ["workload=trace", f"workload.path={path}", "workload.window_s=1"]
+    planned = []
+    real = trace_file._plan_timed
+    monkeypatch.setattr(trace_file, "_plan_timed", lambda *a: planned.append(1) or real(*a))
+    args = [*trace, "workload.val_fraction=0.2", "train.total_timesteps=64", "env.n_envs=1",
+            "agent.hyperparams.n_steps=64", "agent.hyperparams.batch_size=64",
+            "train.progress=false", "train.evaluate=false", "logger=none",
+            f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "warning: workload.val_fraction=0.2 (from the command line) holds 4 windows out of "
+        "training that this run never scores (train.val_every=0): set train.val_every to "
+        "score them, or workload.val_fraction=0 to train on them\n"
+    )
+    assert len(planned) == 1
+    assert "4 train windows (at most 4: workload.train_pool=4; null for all), no validation" in (
+        done.stdout
+    )
+
+    def said(*given: str) -> list[str]:
+        cfg = _compose("train", [*trace, *given])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warn_unscored_validation(cfg)
+        return [str(w.message) for w in caught]
+
+    (line,) = said("workload.val_fraction=0.2")
+    assert line.startswith("workload.val_fraction=0.2 holds 4 windows out of training")
+    (one,) = said("workload.val_fraction=0.05")  # 20 x 0.05: 1 window
+    assert "holds 1 window out of" in one and one.endswith(
+        "score it, or workload.val_fraction=0 to train on it"
+    )
+    assert said("workload.val_fraction=0.2", "train.val_every=64") == []
+    assert said("workload.val_fraction=0.2", "improvement.iterations=1") == []
+    assert said() == []  # val_fraction=0: every window not test trains
+
+
 @pytest.mark.parametrize(
     ("content", "options"),
     [
