@@ -79,6 +79,12 @@ class AgentSpec:
     """VecNormalize's running statistics of the discounted return (``mean``, ``var``,
     ``count``) when it did, so a resumed run scales as the checkpoint's did (None
     without it, or if they were not finite)."""
+    trace_file: dict[str, Any] | None = None
+    """The trace file it was trained on (``workload=trace``): its resolved ``path``,
+    ``bytes`` and ``sha256`` as the run started, and how many of the first windows of
+    the trace's train and val splits the run used (``train_windows``, ``val_windows``;
+    0: it validated on none); None for a registered workload, or a checkpoint saved
+    before it was recorded (``experiments.trained_on``)."""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGORITHMS:
@@ -609,8 +615,9 @@ _FIELD_TYPES: dict[str, type] = {
     "name": str,
     "normalize_reward": bool,
     "reward_norm": dict,
+    "trace_file": dict,
 }
-_NULLABLE = ("normalize_reward", "reward_norm")  # null: not recorded
+_NULLABLE = ("normalize_reward", "reward_norm", "trace_file")  # null: not recorded
 _JSON_NAMES: dict[type, str] = {str: "string", dict: "object", bool: "true or false"}
 
 

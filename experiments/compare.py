@@ -5,7 +5,7 @@
         [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
         [agents=zoo|none|PATH,...]
         [workload=trace workload.path=FILE workload.format=auto workload.window_s=300 ...]
-        [overwrite=false]
+        [allow_seen_windows=false] [overwrite=false]
         [sim.router_view_delay_s=0.05 sim.fault_node_loss_s=30 sim.fault_node_loss_nodes=0 ...]
 
 Runs every chosen policy (default: every registered baseline, plus the learned
@@ -20,6 +20,12 @@ or ``...<time>-2``, ``-3``, ... for runs started in the same second).
 (the ``workload.*`` options are :class:`envs.workloads.trace_file.TraceOptions`);
 its rows are labelled ``trace:<file name>`` and ``results.json`` records the
 file's size and sha256 under ``config.workload_file``.
+An agent trained on that file is not run on windows that overlap in time those it
+was trained or validated on (other ``workload.*`` split options than its training
+run's can make them test windows): refused in one line naming the agent, unless
+``allow_seen_windows=true`` (then a one-line warning); on a registered workload, a
+note gives the trace options that evaluate it on its trace's windows
+(:mod:`experiments.trained_on`).
 ``policy_kwargs=POLICY.KEY=VALUE,...`` sets a baseline's constructor setting, or
 an agent's (``agents.adapter.AGENT_SETTINGS``: a threshold agent's ``y_tokens``).
 The ``sim.`` options set SimConfig options with a default of their own: the
@@ -63,6 +69,7 @@ from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import plural
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
+from envs.workloads.trace_options import TRACE_WORKLOAD
 from experiments._cli import (
     TRACE_PATHS,
     UsageError,
@@ -99,6 +106,7 @@ from experiments.report import (
     replication_table,
     write_run,
 )
+from experiments.trained_on import check_seen_windows, trace_notes
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
@@ -117,6 +125,7 @@ DEFAULTS: dict[str, Any] = {
     "progress": True,
     "params": [],
     **trace_defaults(),
+    "allow_seen_windows": False,
     "overwrite": False,
 }
 
@@ -465,6 +474,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             agent.name = label  # same-named agents from different folders stay apart
             agent.check_nodes(n_nodes)  # before any run
             agents[label] = agent
+    limit = options["windows"] or None
+    workload = options["workload"]
+    trained_in = {label: str(folder) for label, folder in zip(agents, agent_dirs, strict=True)}
+    check_seen_windows(
+        agents, trained_in, workload, params, "test", limit, options["allow_seen_windows"]
+    )
+    if workload != TRACE_WORKLOAD:
+        for note in trace_notes(agents, trained_in, shown):
+            print(note)
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)
     policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}
@@ -472,8 +490,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
     config = with_sim_options(config, sim_options)
     config.check_cluster(SETUPS[options["setup"]][2])  # before any window runs
-    limit = options["windows"] or None
-    workload = options["workload"]
     # more than the workload has: said when asked for, not for the default on a short trace
     asked = options["windows"] != DEFAULTS["windows"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params, asked)

@@ -352,6 +352,9 @@ class EvaluateConfig(_World):
     """Also evaluate each agent sampling its actions (rows ``<agent>_stochastic``)."""
     timeline_window: int = 0
     """Which of the evaluated windows (its position, from 0) the timeline charts draw."""
+    allow_seen_windows: bool = False
+    """Evaluate an agent on windows of the trace it was trained on that overlap its
+    own train or validation windows in time (refused otherwise: ``experiments.trained_on``)."""
 
 
 @dataclass

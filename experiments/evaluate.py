@@ -3,7 +3,8 @@
     python -m experiments.evaluate checkpoint=[runs/train/X/agent,agents/zoo/NAME] \\
         [policies=[btb,cache_aware,least_load]] [setup=…] [workload=…] \\
         [workload.eval_windows=15] [sim=reference] [seed=0] [out_dir=PATH] \
-        [split=val] [stochastic=true] [+policy_kwargs.btb.y_tokens=8192]
+        [split=val] [stochastic=true] [+policy_kwargs.btb.y_tokens=8192] \\
+        [allow_seen_windows=false]
 
 Writes ``results.json`` (the comparison run's schema), charts and, with a
 threshold agent, ``thresholds_settings.json`` to the run folder; returns the
@@ -15,18 +16,28 @@ row per agent sampling its actions (``<agent>_stochastic``, torch seeded with
 ``+policy_kwargs.POLICY.KEY=VALUE`` sets a baseline's setting (compare's
 ``policy_kwargs=POLICY.KEY=VALUE``), or an agent's (a threshold agent's
 ``y_tokens``: what its BTB keys a prefix on, ``agents.adapter.AGENT_SETTINGS``).
+An agent trained on the trace evaluated is not run on windows that overlap in time
+those it was trained or validated on (``split=val``: trained on): refused in one
+line naming it, unless ``allow_seen_windows=true`` (then a one-line warning);
+evaluated on a registered workload, a note gives the options that evaluate it on
+its trace's windows (:mod:`experiments.trained_on`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from envs.workloads.trace_options import TRACE_WORKLOAD
 from experiments import sweeps
-from experiments.config import register_configs, window_pool_of, workload_label
+from experiments.config import (
+    register_configs,
+    window_pool_of,
+    workload_label,
+    workload_params,
+)
 from experiments.evaluation import BOUNDS, DEFAULT_BASELINE, check_timeline_window
 from experiments.jobs import (
     agent_labels,
@@ -41,30 +52,9 @@ from experiments.jobs import (
     run_dir,
     run_job,
 )
+from experiments.trained_on import RECORDS, agent_run, check_seen_windows, trace_notes
 
 register_configs()
-
-
-def _trace_notes(loaded: list[Any], labels: list[str], cfg: Any) -> list[str]:
-    """A note for each agent trained on a trace file and evaluated here on a
-    registered workload (``workload=`` left at its default evaluates a trace agent on
-    the synthetic bursts): how to evaluate it on its own trace's windows."""
-    from envs.workloads.trace_file import TRACE_WORKLOAD
-
-    if cfg.workload.name == TRACE_WORKLOAD:
-        return []
-    notes = []
-    for agent, label in zip(loaded, labels):
-        kwargs = agent.spec.env_kwargs
-        if kwargs.get("workload") != TRACE_WORKLOAD:
-            continue
-        path = kwargs.get("workload_params", {}).get("path")
-        notes.append(
-            f"note: {label} was trained on a trace ({path}); these windows are "
-            f"{workload_label(cfg)}'s: workload=trace workload.path={path} evaluates it "
-            "on that trace's windows"
-        )
-    return notes
 
 
 def _validation_windows(folders: list[Any]) -> dict[str, list[str]]:
@@ -76,10 +66,8 @@ def _validation_windows(folders: list[Any]) -> dict[str, list[str]]:
 
     found = {}
     for folder in folders:
-        run = Path(folder).parent
-        if run.name == "checkpoints":  # checkpoints/step_N
-            run = run.parent
-        for name in ("train.json", "results.json"):
+        run = agent_run(folder)
+        for name in RECORDS:
             try:
                 record = read_json(run / name)
                 windows = record["train"]["validation"]["windows"]
@@ -144,6 +132,16 @@ def evaluate(cfg: DictConfig) -> float:
     from experiments.compare import OUTPUTS
 
     windows = eval_windows(cfg, cfg.workload.eval_windows, str(cfg.split))  # before the run folder
+    trained_in = {label: str(folder) for label, folder in zip(labels, folders)}
+    check_seen_windows(
+        agents,
+        trained_in,
+        str(cfg.workload.name),
+        workload_params(cfg),
+        str(cfg.split),
+        cfg.workload.eval_windows,
+        bool(cfg.allow_seen_windows),
+    )
     check_timeline_window(cfg.timeline_window, len(windows), "timeline_window")
     for agent in agents.values():  # its settings against the windows' blocks
         for window in windows:
@@ -152,8 +150,9 @@ def evaluate(cfg: DictConfig) -> float:
     logger = job_logger(cfg, out_dir, "evaluate")
     cap = cfg.workload.eval_windows
     print(evaluation_header(cfg, len(windows), str(cfg.split)))
-    for note in _trace_notes(loaded, labels, cfg):
-        print(note)
+    if cfg.workload.name != TRACE_WORKLOAD:
+        for note in trace_notes(agents, trained_in, workload_label(cfg)):
+            print(note)
     scored_on = _validation_windows(folders)
     names = [w.name for w in windows]
     for scored_folder, run_windows in scored_on.items():

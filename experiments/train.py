@@ -73,6 +73,7 @@ from experiments.jobs import (
     run_job,
     sweep_overrides,
 )
+from experiments.trained_on import trained_trace
 
 register_configs()
 
@@ -1194,6 +1195,10 @@ def train(cfg: DictConfig) -> float:
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows) if validate else []
     warn_unscored_validation(cfg)
+    # the trace it trains on, for evaluate and compare to tell its own windows from held-out ones
+    spec.trace_file = trained_trace(
+        cfg.workload.name, saved_kwargs["workload_params"], len(pool), len(val_pool)
+    )
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
     # subproc worker's error would reach us only as a broken pipe, so one env is made here
     with naming_fields(env_paths(cfg)):

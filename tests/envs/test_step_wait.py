@@ -213,6 +213,8 @@ def test_its_experiment_rebuilds_the_zoo_agent(tmp_path) -> None:
     # nor the copy landing check (2026-12-05), which it was trained without
     assert "copy_landing_check" not in theirs_json["env_kwargs"]["sim"]
     assert ours_json["env_kwargs"]["sim"].pop("copy_landing_check") is False
+    # nor the trace it was trained on (none: a registered workload)
+    assert "trace_file" not in theirs_json and ours_json.pop("trace_file") is None
     assert ours_json == theirs_json
 
 

@@ -18,6 +18,7 @@ from hydra import compose, initialize_config_dir
 
 from envs.files import read_json
 from envs.sim import SimConfig
+from envs.sim.errors import SettingWarning
 from envs.workloads.example_trace import example_mooncake_text
 from envs.workloads.readers import TraceWarning
 from envs.workloads.registry import windows as registry_windows
@@ -559,10 +560,40 @@ def test_train_on_a_trace_records_it_in_the_agent_and_the_results(
         said = capsys.readouterr().out
         note = (
             f"note: ppo_route was trained on a trace ({path}); these windows are "
-            f"bursted_synthetic's: workload=trace workload.path={path} evaluates it on that "
-            "trace's windows"
+            f"bursted_synthetic's: workload=trace workload.path={path} workload.window_s=5.0 "
+            "evaluates it on that trace's windows"
         )
         assert (note in said) == noted, said
+    # agent.json records the file and the windows used: the first 3 of the 4 windows
+    # (20 s of rows, 5 s windows; the last is test), no validation
+    trace = load_spec(agent).trace_file
+    assert trace is not None
+    assert trace["path"] == str(path.resolve()) and trace["bytes"] == path.stat().st_size
+    assert trace["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (trace["train_windows"], trace["val_windows"]) == (3, 0)
+    # its own train windows as test windows (every window a test one) are refused, in
+    # evaluate and in compare, before any run folder; allowed, they run, with a warning
+    every = ["workload=trace", f"workload.path={path}", "workload.window_s=5",
+             "workload.test_fraction=1", "workload.eval_windows=null"]  # fmt: skip
+    seen = "the 4 test windows evaluated overlap in time 3 of its 3 train windows"
+    for allow in (False, True):
+        out = tmp_path / f"seen_{allow}"
+        cfg = _compose("evaluate", [f"checkpoint=[{agent}]", "policies=[cache_aware]",
+                                    "logger=none", "progress=false", f"out_dir={out}",
+                                    f"allow_seen_windows={allow}", *every])  # fmt: skip
+        if allow:
+            with pytest.warns(SettingWarning, match=seen):
+                evaluate(cfg)
+            assert read_json(out / "results.json")["config"]["allow_seen_windows"] is True
+        else:
+            with pytest.raises(ValueError, match=seen):
+                evaluate(cfg)
+            assert not out.exists()
+    with pytest.raises(ValueError, match=seen):
+        compare.main(["workload=trace", f"workload.path={path}", "workload.window_s=5",
+                      "workload.test_fraction=1", f"agents={agent}", "policies=cache_aware",
+                      "charts=false", "progress=false", f"out_dir={tmp_path / 'cmp'}"])  # fmt: skip
+    assert not (tmp_path / "cmp").exists()
 
 
 def test_a_row_longer_than_the_served_model_s_context_is_refused(tmp_path: Path) -> None:

@@ -1,0 +1,297 @@
+"""What a learned agent was trained on when that was a trace file, and what the
+commands that evaluate agents (``evaluate``, ``compare``) make of it.
+
+A training run on a trace records in its agents' ``agent.json`` (``trace_file``)
+the file's resolved path, size and sha256 as the run started, and how many of
+the first windows of its train and val splits it used (:func:`trained_trace`).
+Evaluating such an agent on the same file (the same sha256; for an agent saved
+before it was recorded, the same file at its recorded path) with windows whose
+time spans overlap those it trained or was validated on is refused in one line
+(:func:`check_seen_windows`): its rows would read as held-out results while they
+measure windows the agent learned from or was picked on. ``allow_seen_windows=true``
+evaluates anyway, with a one-line warning (and the option in the results' config).
+Evaluated on a registered workload instead, a note gives the trace's command line
+(:func:`trace_notes`).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envs.sim.errors import SettingWarning, plural
+from envs.workloads.trace_options import (
+    TRACE_FIELDS,
+    TRACE_WORKLOAD,
+    TraceOptions,
+    changed_fields,
+)
+
+ALLOW_OPTION = "allow_seen_windows"
+"""The option of ``evaluate`` and ``compare`` that evaluates an agent on windows of
+its own training trace that overlap its train or validation windows."""
+
+SPLIT_OPTIONS = (
+    "format",
+    "time_unit",
+    "window_s",
+    "start_s",
+    "end_s",
+    "test_fraction",
+    "val_fraction",
+    "file_splits",
+    "max_rows",
+    "hub_split",
+)
+"""The trace options that decide which rows a window holds and its split."""
+
+RECORDS = ("train.json", "results.json")
+"""A training run's record of itself, in the order read (``train.json`` without an
+evaluation, else ``results.json``)."""
+
+
+def trained_trace(workload: str, params: Mapping[str, Any], n_train: int, n_val: int) -> Any:
+    """``agent.json``'s ``trace_file`` for a training run on ``workload`` with trace
+    options ``params`` that uses the first ``n_train`` train windows and ``n_val``
+    validation windows (0: it validates on none): the file's resolved path, bytes and
+    sha256 (a hub dataset by name: its name, bytes and sha256 None); None for a
+    registered workload."""
+    from envs.workloads.trace_file import file_stamp
+
+    if workload != TRACE_WORKLOAD:
+        return None
+    path = str(params["path"])
+    if Path(path).is_file():
+        stamp = file_stamp(path)
+        record = {"path": str(Path(path).resolve()), "bytes": stamp["bytes"]}
+        record["sha256"] = stamp["sha256"]
+    else:
+        record = {"path": path, "bytes": None, "sha256": None}
+    return {**record, "train_windows": int(n_train), "val_windows": int(n_val)}
+
+
+def agent_run(folder: str | os.PathLike[str]) -> Path:
+    """The training run an agent folder belongs to: ``RUN/agent``, ``RUN/last`` and
+    ``RUN/checkpoints/step_N`` all belong to ``RUN``."""
+    run = Path(folder).parent
+    return run.parent if run.name == "checkpoints" else run
+
+
+def run_record(run: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """A training run's record (its ``train.json``, else its ``results.json``), or
+    None when it has neither (or one that is no JSON object)."""
+    from envs.files import read_json
+
+    for name in RECORDS:
+        try:
+            record = read_json(Path(run) / name)
+        except (OSError, ValueError):
+            continue
+        return record if isinstance(record, dict) else None
+    return None
+
+
+def run_cwd(run: str | os.PathLike[str]) -> str | None:
+    """The folder a training run started in (its record's ``provenance.cwd``: its
+    config's relative paths are read from there), or None if it recorded none."""
+    record = run_record(run) or {}
+    cwd = (record.get("provenance") or {}).get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None
+
+
+def trained_path(spec: Any, folder: str | os.PathLike[str]) -> str:
+    """The trace an agent was trained on, as a path usable from here: the resolved
+    path its ``agent.json`` records; for an agent saved before that, the path as its
+    run was given it, taken from the folder the run started in when that is relative
+    and the run recorded it."""
+    record = spec.trace_file or {}
+    if record.get("path"):
+        return str(record["path"])
+    path = str(spec.env_kwargs.get("workload_params", {}).get("path", ""))
+    cwd = run_cwd(agent_run(folder))
+    if path and not os.path.isabs(path) and cwd is not None:
+        joined = os.path.join(cwd, path)
+        if os.path.exists(joined):
+            return joined
+    return path
+
+
+def _text(value: Any) -> str:
+    """A value as a command line gives it (``null``, ``true``, ``300.0``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def _options(params: Mapping[str, Any], names: Any) -> list[str]:
+    return [f"workload.{name}={_text(params[name])}" for name in names]
+
+
+def trace_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], shown: str) -> list[str]:
+    """A note for each agent (by label, its folder in ``folders``) trained on a trace
+    and evaluated here on the registered workload ``shown``: the command line
+    options that evaluate it on that trace's windows, its absolute path and the
+    options it was split by."""
+    notes = []
+    for label, agent in agents.items():
+        kwargs = agent.spec.env_kwargs
+        if kwargs.get("workload") != TRACE_WORKLOAD or label not in folders:
+            continue
+        params = kwargs.get("workload_params", {})
+        path = trained_path(agent.spec, folders[label])
+        shown_path = os.path.abspath(path) if os.path.exists(path) else path
+        given = [name for name in changed_fields(params) if name in SPLIT_OPTIONS]
+        options = " ".join([f"workload.path={shown_path}", *_options(params, given)])
+        notes.append(
+            f"note: {label} was trained on a trace ({shown_path}); these windows are "
+            f"{shown}'s: workload=trace {options} evaluates it on that trace's windows"
+        )
+    return notes
+
+
+def _same_trace(spec: Any, folder: Any, options: TraceOptions) -> bool:
+    """Whether ``options`` (an evaluation's) read the trace the agent was trained on:
+    the same sha256 as its ``agent.json`` records; else (a hub dataset by name, or an
+    agent saved before it was recorded) the same dataset name and split, or the same
+    file (resolved, or of the same sha256) at the path it was trained on."""
+    from envs.workloads.trace_file import file_stamp
+
+    record = spec.trace_file or {}
+    here = Path(options.path)
+    if not here.is_file():  # a hub dataset by name
+        trained = spec.env_kwargs.get("workload_params", {})
+        return str(trained.get("path")) == options.path and (
+            trained.get("hub_split", TraceOptions.hub_split) == options.hub_split
+        )
+    sha = file_stamp(here)["sha256"]
+    if record.get("sha256"):
+        return bool(record["sha256"] == sha)
+    path = Path(trained_path(spec, folder))
+    if not path.is_file():
+        return False
+    return path.resolve() == here.resolve() or file_stamp(path)["sha256"] == sha
+
+
+def _spans(plan: Any, windows: Any) -> list[Any]:
+    """Each window's place in the trace: a Bursted-ART window's ``trace_id``; a timed
+    window's span of the file's own timestamps, ``[start, end)`` (so two reads of one
+    file in other time units or window lengths compare)."""
+    options = plan.options
+    out: list[Any] = []
+    for window in windows:
+        if isinstance(window.key, str):
+            out.append(window.key)
+            continue
+        end_s = window.start_s + options.window_s
+        if options.end_s is not None:
+            end_s = min(end_s, options.end_s)
+        ups, origin = plan.units_per_s, plan.origin
+        out.append((origin + window.start_s * ups, origin + end_s * ups))
+    return out
+
+
+def _overlap(one: Any, other: Any) -> bool:
+    if isinstance(one, str) or isinstance(other, str):
+        return bool(one == other)
+    return bool(one[0] < other[1] and other[0] < one[1])
+
+
+def seen_windows(
+    spec: Any, folder: Any, params: Mapping[str, Any], split: str, limit: int | None
+) -> tuple[int, int, int, int] | None:
+    """For an agent (its ``spec``, saved in ``folder``) evaluated on the trace options
+    ``params``' first ``limit`` windows of ``split`` (None: all): how many of its
+    train windows they overlap, of how many, and the same of its validation windows
+    (validation windows left out for ``split="val"``, which is what they are for);
+    None when the agent was not trained on this trace. An agent saved before
+    ``agent.json`` recorded the windows it used counts every window of its train and
+    val splits."""
+    from envs.workloads.trace_file import plan_trace
+
+    kwargs = spec.env_kwargs
+    if kwargs.get("workload") != TRACE_WORKLOAD:
+        return None
+    options = TraceOptions(**params)
+    if not _same_trace(spec, folder, options):
+        return None
+    trained = {k: v for k, v in kwargs.get("workload_params", {}).items() if k in TRACE_FIELDS}
+    trained["path"] = options.path  # the same file, as this evaluation reads it
+    record = spec.trace_file or {}
+    with warnings.catch_warnings():  # its warnings were the training run's
+        warnings.simplefilter("ignore")
+        own = plan_trace(TraceOptions(**trained))
+        here = plan_trace(options)
+    evaluated = _spans(here, here.split(split)[:limit])
+    counts: list[int] = []
+    for name, key in (("train", "train_windows"), ("val", "val_windows")):
+        windows = own.split(name)[: record.get(key)] if split != name else []
+        spans = _spans(own, windows)
+        counts += [sum(any(_overlap(s, e) for e in evaluated) for s in spans), len(spans)]
+    return counts[0], counts[1], counts[2], counts[3]
+
+
+def check_seen_windows(
+    agents: Mapping[str, Any],
+    folders: Mapping[str, Any],
+    workload: str,
+    params: Mapping[str, Any],
+    split: str,
+    limit: int | None,
+    allow: bool,
+) -> None:
+    """Refuse (a ValueError, one line) to evaluate an agent (by label; its folder in
+    ``folders``) on windows of ``split`` of the trace it was trained on whose time
+    spans overlap those of its own train or validation windows (:func:`seen_windows`),
+    naming the agent, the counts and the trace options that differ from its training
+    run's; with ``allow``, say it in a one-line warning instead."""
+    if workload != TRACE_WORKLOAD:
+        return
+    for label, agent in agents.items():
+        if label not in folders:  # (a sampling twin of an agent checked already)
+            continue
+        found = seen_windows(agent.spec, folders[label], params, split, limit)
+        if found is None or not (found[0] or found[2]):
+            continue
+        train_hit, n_train, val_hit, n_val = found
+        parts = []
+        if train_hit:
+            parts.append(f"{train_hit} of its {plural(n_train, 'train window')}")
+        if val_hit:
+            parts.append(f"{val_hit} of its {plural(n_val, 'validation window')}")
+        trained = agent.spec.env_kwargs.get("workload_params", {})
+        differ = [n for n in SPLIT_OPTIONS if trained.get(n) != params.get(n)]
+        said = ""
+        if differ:
+            said = (
+                f"; trained with {' '.join(_options(trained, differ))}, "
+                f"here {' '.join(_options(params, differ))}"
+            )
+        n_eval = len(_evaluated_names(params, split, limit))
+        path = trained_path(agent.spec, folders[label])
+        copy = ""
+        if os.path.abspath(path) != os.path.abspath(str(params["path"])):
+            copy = f" (as {path}, of the same bytes)"
+        message = (
+            f"agent {label} ({folders[label]}) was trained on this trace{copy}: the "
+            f"{plural(n_eval, split + ' window')} evaluated overlap in time "
+            f"{' and '.join(parts)}{said}"
+        )
+        if not allow:
+            raise ValueError(
+                f"{message}: they are no held-out windows for it (evaluate it with the "
+                f"trace options it was trained with, or {ALLOW_OPTION}=true to run anyway)"
+            )
+        warnings.warn(f"{message} ({ALLOW_OPTION}=true)", SettingWarning, stacklevel=2)
+
+
+def _evaluated_names(params: Mapping[str, Any], split: str, limit: int | None) -> list[str]:
+    from envs.workloads.trace_file import plan_trace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [w.trace_id for w in plan_trace(TraceOptions(**params)).split(split)[:limit]]
