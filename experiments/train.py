@@ -1505,11 +1505,12 @@ def train(cfg: DictConfig) -> float:
             metric = next(r["ttft_mean_s"] for r in rows if r["policy"] == spec.name)
             sweeps.note("test mean TTFT (s)", metric)
             logger.summary({"eval/ttft_mean_s": metric})
-        else:  # no results.json: the training record alone
+        else:  # no results.json: the training record alone (a trace's stamp too, as results.json's)
             from envs.files import write_json_atomic
+            from experiments.config import workload_record
             from experiments.provenance import provenance
 
-            record = {"train": train_record, "provenance": provenance()}
+            record = {"train": train_record, **workload_record(cfg), "provenance": provenance()}
             write_json_atomic(out_dir / "train.json", record)
         return objective
     except BaseException as error:  # W&B records the run as failed (or interrupted)

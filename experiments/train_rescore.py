@@ -7,11 +7,15 @@ the run's own config (``RUN/.hydra/config.yaml``) gives the setup, workload,
 simulator, seed and ``train.val_score``. Scored, with greedy actions, on the first
 ``val_windows`` validation windows (0: all of them): the agent the run started
 from (``train.init_from``, as step 0), every ``checkpoints/step_N``, ``last/`` and
-the run's own pick, ``agent/``, when its weights are none of those.
+the run's own pick, ``agent/``, when its weights are none of those. A trace's
+relative ``workload.path`` is read from the folder the run started in (its
+record's ``provenance.cwd``), and a file of another sha256 than the run's record
+says is refused.
 The best (lowest score; the earliest on a tie) is the choice; the test windows
 are not touched. Writes ``RUN/rescore_val<N>.json`` atomically (kept unless
 ``overwrite=true``): the windows, each candidate's score, pooled mean TTFT, its
-families' geometric means and each window's mean TTFT, and ``best_folder``.
+families' geometric means and each window's mean TTFT, ``best_folder`` and, for a
+trace, its stamp (``workload_file``).
 """
 
 from __future__ import annotations
@@ -205,11 +209,60 @@ RUN_KEYS = (
 """What the rescore reads of a run's config."""
 
 
+def check_run_trace(cfg: Any, run: Path) -> None:
+    """A run on a trace file: its ``workload.path``, when relative, is taken from the
+    folder the run started in (its record's ``provenance.cwd``; said when that is not
+    this one), and the file there must be the one the run trained on: a sha256 other
+    than the run's record (``train.json`` / ``results.json``) says is refused in one
+    line naming both (its windows would be another trace's). A file not found is
+    refused naming where its path came from."""
+    import os
+
+    from envs.workloads.trace_options import HUB, TRACE_WORKLOAD
+    from experiments._cli import stamp_trace
+    from experiments.config import workload_params, workload_record
+    from experiments.trained_on import run_cwd, run_trace_stamp
+
+    if cfg.workload.name != TRACE_WORKLOAD:
+        return
+    given = str(cfg.workload.path)
+    where = f"run={str(run)!r}: workload.path={given!r} (its .hydra/config.yaml)"
+    cwd = None if os.path.isabs(given) else run_cwd(run)
+    path = given if cwd is None else os.path.join(cwd, given)
+    hub_name = cfg.workload.format == HUB and not os.path.exists(path)
+    if hub_name:  # a dataset by name, not a file
+        return
+    if not os.path.exists(path):
+        said = (
+            f"no such file in the folder the run started in ({cwd})"
+            if cwd is not None
+            else "no such file"
+            + ("" if os.path.isabs(given) else " here (the run recorded no provenance.cwd)")
+        )
+        raise UsageError(f"{COMMAND}: {where}: {said}")
+    if cwd is not None:
+        cfg.workload.path = path
+        if os.path.abspath(cwd) != os.getcwd():
+            print(f"note: {where} is read from the folder the run started in: {path}")
+    stamp_trace(TRACE_WORKLOAD, workload_params(cfg))  # the rescore's trace as it starts
+    recorded = run_trace_stamp(run)
+    if recorded is None or not os.path.isfile(path):
+        return
+    name, stamp = recorded
+    now = workload_record(cfg)["workload_file"]["sha256"]
+    if now != stamp["sha256"]:
+        raise UsageError(
+            f"{COMMAND}: {where} is not the trace the run trained on (sha256 "
+            f"{stamp['sha256'][:12]}... in its {name}, {now[:12]}... now): its validation "
+            "windows would be another trace's; put the run's trace back there"
+        )
+
+
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> Path:
     from agents.callbacks import score_text
     from envs.files import write_json_atomic
-    from experiments.config import window_pool_of
+    from experiments.config import window_pool_of, workload_record
 
     options = parse_args(COMMAND, DEFAULTS, argv)
     if not options["run"]:
@@ -218,6 +271,7 @@ def main(argv: list[str] | None = None) -> Path:
         raise UsageError(f"{COMMAND}: val_windows must be >= 0, got {options['val_windows']}")
     run = Path(options["run"])
     cfg = run_config(run)
+    check_run_trace(cfg, run)
     windows = window_pool_of(cfg, "val", options["val_windows"] or None)
     if len(windows) < options["val_windows"]:
         raise UsageError(
@@ -232,7 +286,7 @@ def main(argv: list[str] | None = None) -> Path:
     claim_out_dir(run, f"{COMMAND}: run", (out.name,) if options["overwrite"] else (), True)
     if out.exists() and not options["overwrite"]:
         raise UsageError(f"{COMMAND}: {out} exists; overwrite=true replaces it")
-    record = rescore(cfg, run, windows)
+    record = {**rescore(cfg, run, windows), **workload_record(cfg)}  # (a trace's stamp)
     write_json_atomic(out, record)
     print(
         f"best {record['score']} score {score_text(record['best_score'])} at step "

@@ -80,17 +80,24 @@ def agent_run(folder: str | os.PathLike[str]) -> Path:
     return run.parent if run.name == "checkpoints" else run
 
 
+def run_record_file(path: Path) -> dict[str, Any] | None:
+    """A run record's JSON object, or None (no such file, no JSON object)."""
+    from envs.files import read_json
+
+    try:
+        record = read_json(path)
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def run_record(run: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A training run's record (its ``train.json``, else its ``results.json``), or
     None when it has neither (or one that is no JSON object)."""
-    from envs.files import read_json
-
     for name in RECORDS:
-        try:
-            record = read_json(Path(run) / name)
-        except (OSError, ValueError):
-            continue
-        return record if isinstance(record, dict) else None
+        record = run_record_file(Path(run) / name)
+        if record is not None:
+            return record
     return None
 
 
@@ -100,6 +107,20 @@ def run_cwd(run: str | os.PathLike[str]) -> str | None:
     record = run_record(run) or {}
     cwd = (record.get("provenance") or {}).get("cwd")
     return cwd if isinstance(cwd, str) and cwd else None
+
+
+def run_trace_stamp(run: str | os.PathLike[str]) -> tuple[str, dict[str, Any]] | None:
+    """The trace stamp a training run recorded (:func:`experiments._cli.workload_file`:
+    ``train.json``'s ``workload_file``, ``results.json``'s ``config.workload_file``)
+    and the file it is in; None when it recorded none (a run on a registered workload,
+    or a ``train.json`` written before the stamp was)."""
+    for name in RECORDS:
+        record = run_record_file(Path(run) / name)
+        if record is None:
+            continue
+        stamp = record.get("workload_file") or (record.get("config") or {}).get("workload_file")
+        return (name, stamp) if isinstance(stamp, dict) and stamp.get("sha256") else None
+    return None
 
 
 def trained_path(spec: Any, folder: str | os.PathLike[str]) -> str:

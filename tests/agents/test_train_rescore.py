@@ -203,3 +203,77 @@ def test_a_checkpoint_of_another_agent_is_refused_naming_the_field(run, tmp_path
     assert f"{other}/agent.json has env_kwargs.spare_features=True, " in err
     assert "env_kwargs.spare_features=None; a rescore scores one run's checkpoints" in err
     assert not (copy / "rescore_val1.json").exists()
+
+
+def test_a_trace_run_is_rescored_on_its_own_trace_read_from_where_it_ran(
+    tmp_path, monkeypatch, capsys
+):
+    """A run given ``workload.path=mc.jsonl`` (relative) records the trace's sha256 in
+    train.json; a rescore from another folder reads the path from the folder the run
+    started in (and says so), and refuses the file once its bytes changed, naming
+    both stamps; a file gone is named with where its path came from."""
+    import hashlib
+
+    from experiments.provenance import start_run
+    from tests.workloads.tracekit import write_jsonl
+
+    def rows(n):  # 0.5 s apart: four 5 s windows of 10 for 40 (train, train, val, test)
+        return [
+            {"timestamp": 500 * i, "input_length": 600, "output_length": 2,
+             "hash_ids": [i, 1000 + i]}
+            for i in range(n)
+        ]  # fmt: skip
+
+    start = tmp_path / "start"
+    start.mkdir()
+    trace = write_jsonl(start / "mc.jsonl", rows(40))
+    sha = hashlib.sha256(trace.read_bytes()).hexdigest()
+    folder = tmp_path / "run"
+    monkeypatch.chdir(start)
+    start_run()  # (as a command's start records where it ran)
+    overrides = [
+        "workload=trace", "workload.path=mc.jsonl", "workload.window_s=5",
+        "workload.val_fraction=0.25", "logger=none", "train.progress=false",
+        "train.evaluate=false", "env.n_envs=1", "agent.hyperparams.n_steps=32",
+        "agent.hyperparams.batch_size=32", "agent.hyperparams.n_epochs=1",
+        "train.total_timesteps=32", "train.val_every=32", "train.checkpoint_every=0",
+        f"out_dir={folder}",
+    ]  # fmt: skip
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(config_name="train", overrides=overrides)
+    train(cfg)
+    release_out_dirs(finished=True)
+    (folder / ".hydra").mkdir()
+    OmegaConf.save(cfg, folder / ".hydra" / "config.yaml")
+    record = json.loads((folder / "train.json").read_text())
+    assert record["workload_file"]["sha256"] == sha
+    assert record["provenance"]["cwd"] == str(start)
+    monkeypatch.chdir(tmp_path)  # elsewhere: mc.jsonl is no file here
+    capsys.readouterr()
+    assert main_guard(lambda: main([f"run={folder}", "val_windows=0"])) == 0
+    said = capsys.readouterr().out
+    where = f"run={str(folder)!r}: workload.path='mc.jsonl' (its .hydra/config.yaml)"
+    assert f"note: {where} is read from the folder the run started in: {trace}" in said
+    rescored = json.loads((folder / "rescore_val1.json").read_text())
+    assert rescored["workload_file"]["sha256"] == sha and len(rescored["windows"]) == 1
+    write_jsonl(trace, rows(41))  # another trace at the same path
+    other = hashlib.sha256(trace.read_bytes()).hexdigest()
+    with pytest.raises(UsageError) as changed:
+        main([f"run={folder}", "val_windows=0", "overwrite=true"])
+    assert str(changed.value) == (
+        f"experiments.train_rescore: {where} is not the trace the run trained on (sha256 "
+        f"{sha[:12]}... in its train.json, {other[:12]}... now): its validation windows "
+        "would be another trace's; put the run's trace back there"
+    )
+    trace.unlink()
+    with pytest.raises(UsageError) as gone:
+        main([f"run={folder}", "val_windows=0", "overwrite=true"])
+    assert str(gone.value) == (
+        f"experiments.train_rescore: {where}: no such file in the folder the run started "
+        f"in ({start})"
+    )
+    del record["provenance"]["cwd"]
+    (folder / "train.json").write_text(json.dumps(record))
+    with pytest.raises(UsageError, match=r"no such file here \(the run recorded no provenance"):
+        main([f"run={folder}", "val_windows=0", "overwrite=true"])
+    assert json.loads((folder / "rescore_val1.json").read_text()) == rescored
