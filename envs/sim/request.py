@@ -11,11 +11,15 @@ the root so that identical prompts from different namespaces never share KV.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from envs.sim.checks import check_int
+import numpy as np
+
+from envs.sim.checks import check_int, is_number
+from envs.sim.errors import ConfigError
 
 
 def has_prefix(blocks: Sequence[int], depth: int, key: int) -> bool:
@@ -192,7 +196,9 @@ class Workload:
         requests: the requests, sorted by arrival (a new list). A request whose
             ``index`` is not its position is replaced by a renumbered copy, so the
             caller's objects (e.g. a whole trace cut into windows) never change;
-            so is one with more blocks than its prompt fills, its blocks cut to
+            so is one whose blocks are a list or numpy array of ids, its blocks
+            made a tuple of ints (:func:`validate_requests`), and one with more
+            blocks than its prompt fills, its blocks cut to
             ``ceil(input_tokens / block_tokens)`` (:func:`fit_blocks`).
         meta: free-form provenance (generator arguments, window id, split, ...).
     """
@@ -206,7 +212,7 @@ class Workload:
         check_int(f"workload {self.name!r}: block_tokens", self.block_tokens, 1)
         ordered = sorted(self.requests, key=lambda r: r.arrival_s)
         self.requests = [r if r.index == i else replace(r, index=i) for i, r in enumerate(ordered)]
-        validate_requests(self.requests, source=f"workload {self.name!r}")
+        self.requests = validate_requests(self.requests, source=f"workload {self.name!r}")
         self.requests = fit_blocks(self.requests, self.block_tokens)
         if len({r.tenant for r in self.requests}) > 1:
             check_tenants_apart(self.requests, source=f"workload {self.name!r}")
@@ -249,29 +255,72 @@ def check_tenants_apart(requests: Sequence[Request], source: str) -> None:
             )
 
 
-def validate_requests(requests: Sequence[Request], source: str) -> None:
-    """Raise ValueError naming the request and field for impossible values."""
-    for r in requests:
-        inputs, outputs = r.input_tokens, r.output_tokens
+def validate_requests(requests: Sequence[Request], source: str) -> list[Request]:
+    """Raise ValueError naming the request and field for impossible values; return
+    ``requests`` with each one's blocks a tuple of Python ints, as both simulator
+    cores take them: a request whose blocks are another sequence of ids (a list, a
+    numpy array, a tuple of numpy ints) is replaced by a copy with them so
+    (:func:`block_ids`)."""
+    checked = None
+    for i, r in enumerate(requests):
+        inputs, outputs, blocks = r.input_tokens, r.output_tokens, r.blocks
         if (
             0.0 <= r.arrival_s < _INF
             and type(inputs) is int
             and inputs >= 1
             and type(outputs) is int
             and outputs >= 1
-            and r.blocks
-            and min(r.blocks) >= 0
+            and type(blocks) is tuple
+            and blocks
         ):
-            continue  # the common case, without building the error's label
+            # the common case, in two passes in C and without building the error's
+            # label: the sum of ints is an int (of a float or a numpy int, not; a
+            # bool passes, the int 0 or 1 to both cores), and an unsigned array
+            # takes ints >= 0 only (one too big for it goes the long way)
+            try:
+                if type(sum(blocks)) is int and array("Q", blocks):
+                    continue
+            except (TypeError, OverflowError):
+                pass
         where = f"{source}, request {r.request_id!r}"
         if not (r.arrival_s >= 0.0) or r.arrival_s == float("inf"):
             raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {r.arrival_s!r}")
         check_int(f"{where}: input_tokens", r.input_tokens, 1)
         check_int(f"{where}: output_tokens", r.output_tokens, 1)
-        if not r.blocks:
-            raise ValueError(f"{where}: blocks is empty; every prompt has at least one block")
-        if min(r.blocks) < 0:
-            raise ValueError(
-                f"{where}: blocks holds the negative id {min(r.blocks)}; block ids are >= 0 "
-                "(the simulator names its generated tokens' KV blocks with negative ids)"
+        ids = block_ids(blocks, where)
+        if ids is not blocks:
+            checked = checked or list(requests)
+            checked[i] = replace(r, blocks=ids)
+    if checked is None:  # the common case: no copy of the list
+        return requests if isinstance(requests, list) else list(requests)
+    return checked
+
+
+def block_ids(blocks: Any, where: str) -> tuple[int, ...]:
+    """``blocks``, a request's chained block ids, as a tuple of Python ints (``blocks``
+    itself if it is one): a list, tuple or 1-d numpy array of ints >= 0 (numpy ints
+    too; never bools or floats, even whole ones); anything else a ConfigError of one
+    line, ``where`` (``workload 'w', request 'r0'``) naming the request."""
+    kind = type(blocks).__name__
+    is_array = isinstance(blocks, np.ndarray)
+    if not (is_array or isinstance(blocks, (list, tuple))) or (is_array and blocks.ndim != 1):
+        shape = f"{blocks.ndim}-d " if is_array else ""
+        raise ConfigError(
+            f"{where}: blocks must be a tuple of ints >= 0 (block ids), got {shape}{kind}"
+        )
+    if not len(blocks):
+        raise ConfigError(f"{where}: blocks is empty; every prompt has at least one block")
+    for b in blocks:
+        if not is_number(b, integer=True):
+            raise ConfigError(
+                f"{where}: blocks must be ints >= 0 (block ids), got {kind} of "
+                f"{type(b).__name__} ({b!r})"
             )
+    if min(blocks) < 0:
+        raise ConfigError(
+            f"{where}: blocks holds the negative id {min(blocks)}; block ids are >= 0 "
+            "(the simulator names its generated tokens' KV blocks with negative ids)"
+        )
+    if type(blocks) is tuple and all(type(b) is int for b in blocks):
+        return blocks
+    return tuple(int(b) for b in blocks)

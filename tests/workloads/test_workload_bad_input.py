@@ -423,3 +423,88 @@ def test_shipped_generators_refuse_what_they_cannot_draw(
 
     with pytest.raises(ValueError, match=f"^workload '{workload}': {re.escape(said)}"):
         configure(workload, **params)
+
+
+def _blocks_workload(blocks: Callable[[int], Any]) -> Any:
+    """Four 48-token requests 0.5 s apart, each with three blocks of 16 tokens, the
+    first two shared: ``blocks(i)`` gives request i's ids."""
+    from envs.sim.request import Request, Workload
+
+    requests = [Request(i, f"r{i}", 0.5 * i, 48, 2, blocks(i)) for i in range(4)]
+    return Workload("mine", 16, requests)
+
+
+def test_blocks_as_a_list_or_array_of_ints_become_a_tuple_of_ints() -> None:
+    """Hand-built blocks as a list or a numpy array ran the reference core but
+    crashed the compiled one (``Expected tuple, got list``; an array failed in both,
+    "truth value of an array is ambiguous"): each becomes the tuple of Python ints
+    the tuple version holds, and an episode of btb/Route-v0 under eft_pull gives the
+    same decisions and TTFTs (whichever core this process runs)."""
+    import gymnasium as gym
+    import numpy as np
+
+    import envs
+    from baselines import make_policy
+
+    assert envs.ENV_IDS
+    made = {
+        "tuple": _blocks_workload(lambda i: (1, 2, 10 + i)),
+        "list": _blocks_workload(lambda i: [1, 2, 10 + i]),
+        "array": _blocks_workload(lambda i: np.array([1, 2, 10 + i])),
+        "numpy ints": _blocks_workload(lambda i: (np.int64(1), np.uint32(2), np.int8(10 + i))),
+    }
+    results = {}
+    for kind, workload in made.items():
+        assert [r.blocks for r in workload.requests] == [(1, 2, 10 + i) for i in range(4)]
+        assert all(type(b) is int for r in workload.requests for b in r.blocks), kind
+        assert all(type(r.blocks) is tuple for r in workload.requests), kind
+        env = gym.make("btb/Route-v0")
+        env.reset(seed=0, options={"window": workload})
+        policy, actions = make_policy("eft_pull"), []
+        done = False
+        while not done:
+            actions.append(int(env.unwrapped.policy_action(policy)))
+            _, _, terminated, truncated, info = env.step(actions[-1])
+            done = terminated or truncated
+        results[kind] = (actions, list(info["ttft_s"]))
+        env.close()
+    assert len(results["tuple"][0]) == 4
+    assert results["list"] == results["array"] == results["numpy ints"] == results["tuple"]
+
+
+@pytest.mark.parametrize(
+    ("blocks", "said"),
+    [
+        (["a", "b", "c"], "blocks must be ints >= 0 (block ids), got list of str ('a')"),
+        ((1.0, 2.0, 3.0), "blocks must be ints >= 0 (block ids), got tuple of float (1.0)"),
+        ([1, 2.5, 3], "blocks must be ints >= 0 (block ids), got list of float (2.5)"),
+        ([1, True], "blocks must be ints >= 0 (block ids), got list of bool (True)"),
+        ((1, -2, 3), "blocks holds the negative id -2; block ids are >= 0"),
+        ((), "blocks is empty; every prompt has at least one block"),
+        ("abc", "blocks must be a tuple of ints >= 0 (block ids), got str"),
+        (None, "blocks must be a tuple of ints >= 0 (block ids), got NoneType"),
+        ("array of str", "blocks must be ints >= 0 (block ids), got ndarray of str_"),
+        ("array of float", "blocks must be ints >= 0 (block ids), got ndarray of float64"),
+        ("array of int", "blocks holds the negative id -2; block ids are >= 0"),
+        ("2-d array", "blocks must be a tuple of ints >= 0 (block ids), got 2-d ndarray"),
+    ],
+)
+def test_blocks_that_are_not_block_ids_are_refused_in_one_line(blocks: Any, said: str) -> None:
+    """Strings failed in a comparison (``'>=' not supported``), whole floats ran
+    silently, a numpy array failed in its truth value: each is a ConfigError of one
+    line naming the workload, the request and ``blocks``."""
+    import numpy as np
+
+    from envs.sim.errors import ConfigError
+
+    arrays = {
+        "array of str": np.array(["a", "b"]),
+        "array of float": np.array([1.0, 2.0]),
+        "array of int": np.array([1, -2, 3]),
+        "2-d array": np.array([[1, 2], [3, 4]]),
+    }
+    made = arrays.get(blocks, blocks) if isinstance(blocks, str) else blocks
+    with pytest.raises(ConfigError) as refused:
+        _blocks_workload(lambda i: made)
+    assert str(refused.value).startswith(f"workload 'mine', request 'r0': {said}")
+    assert "\n" not in str(refused.value)
