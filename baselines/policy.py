@@ -9,6 +9,7 @@ same interface (``agents/``), so the comparison run cannot tell them apart.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import os
@@ -27,6 +28,20 @@ class Policy(ABC):
     """Base class: override :meth:`decide`; :meth:`reset` when the policy keeps state."""
 
     name = "policy"
+
+    reset_run_id: int | None = None
+    """The ``run_id`` of the simulator this policy's own :meth:`reset` last ran on
+    (None: never, or it failed), recorded by every subclass's ``reset`` (wrapped in
+    :meth:`__init_subclass__`, so a subclass need not call ``super().reset``); a
+    policy without a reset of its own keeps no state and records none. The route
+    envs' ``policy_action`` tells by it a policy reset on its episode's simulator
+    from one reset on an earlier episode's."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("reset")
+        if inspect.isfunction(own) and not hasattr(own, "records_run_id"):
+            cls.reset = _recording_run_id(own)  # type: ignore[method-assign]
 
     def reset(self, sim: Simulator) -> None:
         """Forget everything from a previous run; called before each run."""
@@ -49,6 +64,20 @@ class Policy(ABC):
         """Serve ``sim``'s workload (``sim.run`` resets the policy on it first);
         returns the records."""
         return sim.run(self)
+
+
+def _recording_run_id(reset: Callable[..., None]) -> Callable[..., None]:
+    """A policy class's own ``reset``, recording the simulator's ``run_id`` on the
+    policy once it returns (:attr:`Policy.reset_run_id`)."""
+
+    @functools.wraps(reset)
+    def recorded(self: Policy, sim: Simulator, *args: Any, **kwargs: Any) -> None:
+        self.reset_run_id = None
+        reset(self, sim, *args, **kwargs)
+        self.reset_run_id = getattr(sim, "run_id", None)
+
+    recorded.records_run_id = True  # type: ignore[attr-defined]
+    return recorded
 
 
 POLICIES: dict[str, Callable[..., Policy]] = {}

@@ -511,6 +511,9 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             # policies acting through policy_action draw from sim.rng, which the
             # replay does not repeat: the state is restored after it instead
             "sim_rng_state": self.sim.rng.bit_generator.state if self.sim is not None else None,
+            # the copy's simulator is this episode's run: a policy reset on it (its
+            # run_id recorded) goes on without another reset
+            "sim_run_id": self.sim.run_id if self.sim is not None else None,
             "pending_ops": list(self._pending_ops),
             "np_random_seed": self._np_random_seed,  # what env.np_random_seed says
         }
@@ -530,6 +533,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         self._begin_episode()
         sim = self.sim
         assert sim is not None
+        sim.run_id = state.get("sim_run_id", sim.run_id)
         for entry in episode["actions"]:
             self._episode["actions"].append(entry)
             action = entry

@@ -208,17 +208,33 @@ class RouteEnv(ClusterEnv):
         episode's first request a policy is reset on this episode's simulator
         (``policy.reset(sim)``, once, as a direct run does before its first
         request), so a policy used from the first step decides as in a direct run
-        of the window. A policy first used later must have been reset by hand;
-        a copy of the env (pickled mid-episode) leaves its policy's state alone."""
+        of the window. A policy first used later must have been reset by hand on
+        this episode's simulator: one a baselines ``Policy`` reset on another (an
+        earlier episode's: its state is that episode's) is refused before it decides,
+        and one never reset that fails in its decide is said to need it. A copy of
+        the env (pickled mid-episode) leaves its policy's state alone: its simulator
+        keeps the ``run_id`` a copy of the policy was reset on."""
         sim = self.sim
         assert sim is not None and self.request is not None
-        known = any(done is policy for done in self._reset_policies)
+        reset_on = getattr(policy, "reset_run_id", None)  # baselines.Policy records it
+        known = reset_on == sim.run_id or any(done is policy for done in self._reset_policies)
         if self.request.index == 0 and not known:
             reset = getattr(policy, "reset", None)  # baselines.Policy has one
             if reset is not None:
                 reset(sim)
             self._reset_policies.append(policy)
             known = True
+        name = getattr(policy, "name", type(policy).__name__)
+        needs_reset = (
+            "a policy first used after the episode's first request needs "
+            "policy.reset(env.unwrapped.sim) by hand before it (policy_action resets a "
+            "policy only at the first request)"
+        )
+        if not known and reset_on is not None:
+            raise RuntimeError(
+                f"policy {name!r} was reset on another simulator than this episode's (an "
+                f"earlier episode's?), at request {self.request.index}: {needs_reset}"
+            )
         # the policy's own warms, evictions and routing are journalled so that a
         # pickled episode replays them before the action of the next step
         sim.journal = []
@@ -228,13 +244,10 @@ class RouteEnv(ClusterEnv):
             # a planner (oracle_warm) not reset for this episode fails this way
             if known or not hasattr(policy, "reset"):
                 raise
-            name = getattr(policy, "name", type(policy).__name__)
             raise RuntimeError(
                 f"policy {name!r} failed at request {self.request.index} of the episode with "
-                f"{type(error).__name__}: {error}. If it was not reset for this episode: a "
-                "policy first used after the episode's first request needs "
-                "policy.reset(env.unwrapped.sim) by hand before it (policy_action resets a "
-                "policy only at the first request)"
+                f"{type(error).__name__}: {error}. If it was not reset for this episode: "
+                f"{needs_reset}"
             ) from error
         finally:
             self._pending_ops.extend(sim.journal)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
@@ -195,6 +196,11 @@ class Simulator(CacheLifecycle, CopyMachinery):
                     "(every node must fit every request: a policy may route it to any node)"
                 )
         self.records = Records(len(self.requests))
+        # names this run, whatever object holds it: a policy's reset records it
+        # (baselines.policy.Policy.reset_run_id), so the route envs tell a policy reset
+        # on their episode's simulator from one reset on an earlier episode's; a copy
+        # (pickled, or an env's episode replayed after a pickle) keeps it
+        self.run_id = int.from_bytes(os.urandom(8), "little")
         self.copies: list[Copy] = []
         self.warm_refused: dict[str, int] = dict.fromkeys(WARM_REFUSALS, 0)
         # model versions and upgrades (SimConfig.model_versions, upgrade_at_s); None: none

@@ -289,6 +289,102 @@ def test_a_planner_first_used_mid_episode_without_a_reset_is_named(window):
     env.step(env.policy_action(policy))
 
 
+@pytest.mark.parametrize("policy_name", ["oracle_warm", "dynamo"])
+def test_an_expert_reset_in_an_earlier_episode_is_refused_mid_episode(policy_name, window):
+    """The expert-mixing loop: an expert that policy_action reset in episode 1 and
+    first used at request 5 of episode 2 kept episode 1's plan (oracle_warm) or
+    tallies (dynamo) and silently decided otherwise than a fresh one (sums of TTFT
+    283.725 / 337.724 s where a fresh expert reset by hand gives 277.845 /
+    336.004 s). It is refused before it decides; reset by hand on this episode's
+    simulator it decides as a fresh expert does, step for step."""
+    env = make("btb/RouteWarm-v0", window).unwrapped
+    zero = env.action_space.sample() * 0
+
+    def episode(expert, agent_steps, reset_by_hand=False):
+        env.reset(seed=0)
+        for _ in range(agent_steps):
+            env.step(zero)
+        if reset_by_hand:
+            expert.reset(env.sim)
+        actions, done = [], False
+        while not done:
+            actions.append(env.policy_action(expert).tolist())
+            _, _, done, _, _ = env.step(np.array(actions[-1]))
+        return actions, env.sim.records.ttft_s
+
+    expert = make_policy(policy_name)
+    episode(expert, 0)  # reset by policy_action at the first request
+    with pytest.raises(
+        RuntimeError,
+        match=rf"^policy '{policy_name}' was reset on another simulator than this "
+        r"episode's \(an earlier episode's\?\), at request 5: .*"
+        r"policy\.reset\(env\.unwrapped\.sim\) by hand",
+    ):
+        episode(expert, 5)
+    reused, fresh = episode(expert, 5, True), episode(make_policy(policy_name), 5, True)
+    assert reused[0] == fresh[0]
+    assert np.array_equal(reused[1], fresh[1])
+    assert len(reused[0]) == len(window) - 5
+
+
+def test_a_policy_s_own_reset_records_the_simulator_it_ran_on(window):
+    """A policy of one's own whose reset does not call super().reset records the
+    simulator's run_id all the same (Policy wraps each class's own reset), so
+    policy_action refuses it in a later episode; one without a reset keeps no state
+    and records nothing; a reset that fails records nothing either."""
+    from baselines.policy import Policy
+
+    class Counting(Policy):
+        def reset(self, sim):
+            self.seen = 0
+
+        def decide(self, sim, request):
+            self.seen += 1
+            return 0
+
+    class CountingTwice(Counting):
+        def reset(self, sim):
+            super().reset(sim)
+            self.seen = -1
+
+    class Stateless(Policy):
+        def decide(self, sim, request):
+            return 0
+
+    env = make("btb/Route-v0", window).unwrapped
+    env.reset(seed=0)
+    first = env.sim
+    counting, twice, stateless = Counting(), CountingTwice(), Stateless()
+    assert counting.reset_run_id is None
+    for policy in (counting, twice, stateless):
+        env.policy_action(policy)  # at request 0: reset here
+    assert counting.reset_run_id == twice.reset_run_id == first.run_id
+    assert (counting.seen, twice.seen) == (1, 0)
+    assert stateless.reset_run_id is None
+    env.reset(seed=1)
+    assert env.sim.run_id != first.run_id
+    env.step(0)
+    for policy in (counting, twice):
+        with pytest.raises(RuntimeError, match="was reset on another simulator"):
+            env.policy_action(policy)
+    assert env.policy_action(stateless) == 0  # nothing to forget
+    counting.reset(env.sim)
+    assert env.policy_action(counting) == 0 and counting.seen == 1
+
+    class FailingLater(Counting):
+        def reset(self, sim):
+            if hasattr(self, "seen"):
+                raise OSError("no such file")
+            super().reset(sim)
+
+    failing = FailingLater()
+    failing.reset(first)
+    assert failing.reset_run_id == first.run_id
+    with pytest.raises(OSError):
+        failing.reset(env.sim)
+    assert failing.reset_run_id is None
+
+
 def test_thresholds_env_applies_the_chosen_thresholds(window):
     from envs.thresholds import MIN_PREFIX_CHOICES, X_CHOICES, Z_CHOICES
 
