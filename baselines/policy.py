@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envs.sim.errors import raise_for_policy
+from envs.sim.errors import ConfigError, raise_for_policy
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -146,7 +146,9 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
     constructor does not take are the user's error (a ValueError naming the policy);
     what the constructor itself raises goes as a decision's does
     (:func:`~envs.sim.errors.raise_for_policy`: a bug in a policy of one's own, a
-    TypeError too, is a PolicyFailure with its traceback)."""
+    TypeError too, is a PolicyFailure with its traceback). A ConfigError about a
+    field of no owner (a plugin's ``ConfigError.about("weight", ...)``, where the
+    baselines write ``btb.x``) is said as the policy's: ``NAME.weight must be ...``."""
     if name not in POLICIES:
         load_plugins()  # a process the command did not start itself (a subproc env)
     if name not in POLICIES:
@@ -161,6 +163,8 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
     try:
         return build(**kwargs)
     except Exception as error:
+        if isinstance(error, ConfigError) and error.fields and not error.owner:
+            raise error.in_owner(name) from None
         raise_for_policy(error, f"policy {name!r}", "__init__")
 
 

@@ -408,3 +408,67 @@ def test_a_bug_in_a_plugin_s_constructor_is_not_called_a_bad_setting(
     assert main_guard(lambda: compare.main(argv)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'mass'" in err, err
+
+
+def test_a_plugin_s_bare_setting_error_is_said_as_the_policy_s(plugin_module, capsys, tmp_path):
+    """A plugin's constructor raising ``ConfigError.about("weight", ...)`` was said
+    as ``weight must be >= 0`` without the policy, where the baselines write
+    ``btb.x``: make_policy names it ``NAME.weight``. A field named with an owner
+    already (the policy's own, or another object's) is said as written."""
+    from envs.sim.checks import check_range
+    from envs.sim.errors import ConfigError
+    from experiments import compare
+
+    @register("plugin_weighty")
+    class Weighty(Policy):
+        def __init__(self, weight: float = 1.0, field: str = "weight") -> None:
+            if field == "checker":
+                check_range("weight", weight, 0)
+            elif weight < 0:
+                raise ConfigError.about(field, f"must be >= 0, got {weight!r}")
+
+        def decide(self, sim: Any, request: Any) -> int:
+            return 0
+
+    try:
+        cases = [
+            ("weight", "plugin_weighty.weight must be >= 0, got -1.0"),
+            ("checker", "plugin_weighty.weight must be a number >= 0, got -1.0"),
+            ("plugin_weighty.weight", "plugin_weighty.weight must be >= 0, got -1.0"),
+            ("Mass.weight", "Mass.weight must be >= 0, got -1.0"),
+        ]
+        for field, said in cases:
+            with pytest.raises(ConfigError) as refused:
+                plugins.make_policy("plugin_weighty", weight=-1.0, field=field)
+            assert str(refused.value) == said
+            assert refused.value.fields == ("weight",)
+        assert refused.value.named({"weight": "policy_kwargs=plugin_weighty.weight"}) == (
+            "policy_kwargs=plugin_weighty.weight must be >= 0, got -1.0"
+        )
+    finally:
+        POLICIES.pop("plugin_weighty", None)
+    assert "plugin_weighty" not in POLICIES
+
+    plugin_module(
+        "weighty_routers",
+        """
+from baselines.policy import Policy, register
+from envs.sim.errors import ConfigError
+
+
+@register("plugin_weighty")
+class Weighty(Policy):
+    def __init__(self, weight: float = 1.0) -> None:
+        if weight < 0:
+            raise ConfigError.about("weight", f"must be >= 0, got {weight!r}")
+
+    def decide(self, sim, request):
+        return 0
+""",
+    )
+    argv = ["policies=plugin_weighty", "policy_kwargs=plugin_weighty.weight=-1", "windows=1",
+            "charts=false", "progress=false", f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 2
+    assert capsys.readouterr().err == (
+        "error: experiments.compare: plugin_weighty.weight must be >= 0, got -1.0\n"
+    )
