@@ -149,10 +149,8 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
     TypeError too, is a PolicyFailure with its traceback). A ConfigError about a
     field of no owner (a plugin's ``ConfigError.about("weight", ...)``, where the
     baselines write ``btb.x``) is said as the policy's: ``NAME.weight must be ...``."""
-    if name not in POLICIES:
-        load_plugins()  # a process the command did not start itself (a subproc env)
-    if name not in POLICIES:
-        raise ValueError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}")
+    if not is_registered(name):
+        raise ValueError(f"unknown policy {name!r}; {known_policies()}")
     build = POLICIES[name]
     try:
         inspect.signature(build).bind(**kwargs)
@@ -203,6 +201,27 @@ def _path_hint(name: str) -> str:
         f" ({VARIABLE} takes module names, not files: "
         f"PYTHONPATH={path.parent or '.'} {VARIABLE}={path.stem})"
     )
+
+
+def is_registered(name: str) -> bool:
+    """Whether ``name`` is a registered policy, the modules ``BTB_GYM_PLUGINS`` names
+    imported first if it is not (a process the command did not start itself: a
+    subproc env's worker, which knows only what its modules register)."""
+    if name not in POLICIES:
+        load_plugins()
+    return name in POLICIES
+
+
+def known_policies() -> str:
+    """What a refusal of an unknown policy name says after it: the names registered
+    in this process, and where a policy of one's own comes from. A policy a script
+    registered itself is unknown to the processes it starts by spawn or forkserver
+    (a SubprocVecEnv's workers) unless ``BTB_GYM_PLUGINS`` names its module."""
+    known = f"known: {', '.join(sorted(POLICIES))}"
+    modules = plugin_names()
+    if modules:
+        return f"{known} (none of that name in {VARIABLE}={','.join(modules)})"
+    return f"{known} (registered in another process? name its module in {VARIABLE})"
 
 
 def load_plugins() -> list[str]:

@@ -183,15 +183,12 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 "tail_penalty", "needs {slo_s} (the TTFT SLO in seconds)", "slo_s"
             )
         if reward_baseline is not None:
-            from baselines.policy import POLICIES, load_plugins
+            from baselines.policy import is_registered, known_policies
 
-            if reward_baseline not in POLICIES:
-                load_plugins()  # a subproc env's worker: the command's plugins too
-            if reward_baseline not in POLICIES:
+            if not is_registered(reward_baseline):  # a subproc env's worker: its plugins too
                 raise ConfigError.about(
                     "reward_baseline",
-                    f"must be a registered policy, got {reward_baseline!r} "
-                    f"(known: {', '.join(sorted(POLICIES))})",
+                    f"must be a registered policy, got {reward_baseline!r}; {known_policies()}",
                 )
         if reward_timing not in REWARD_TIMINGS:
             raise ConfigError.about(

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from agents import ZOO, agent_folder, zoo_names
-from baselines.policy import POLICIES, make_policy
+from baselines.policy import POLICIES, known_policies, make_policy
 from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import plural
@@ -347,12 +347,11 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
             f"agents={unknown[0]} (policies= names baselines only)"
         )
     if unknown:
-        raise UsageError(f"unknown policy {unknown[0]!r}; known: {', '.join(sorted(POLICIES))}")
+        raise UsageError(f"unknown policy {unknown[0]!r}; {known_policies()}")
     baseline = options["baseline"]
     if baseline and baseline not in POLICIES:
         raise UsageError(
-            f"experiments.compare: baseline={baseline!r} is not a policy; "
-            f"known: {', '.join(sorted(POLICIES))}"
+            f"experiments.compare: baseline={baseline!r} is not a policy; {known_policies()}"
         )
     if baseline and baseline not in names:
         names.insert(0, baseline)

@@ -814,13 +814,11 @@ def check_world(cfg: Any) -> None:
 def check_policy_names(names: Sequence[str], field: str) -> None:
     """Every baseline named in ``field`` (``policies``, ``train.eval_policies``) exists,
     and each once (a result file would list it twice, and it would run once)."""
-    from baselines.policy import POLICIES
+    from baselines.policy import POLICIES, known_policies
 
     for i, name in enumerate(names):
         if name not in POLICIES:
-            raise ValueError(
-                f"{field}: unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}"
-            )
+            raise ValueError(f"{field}: unknown policy {name!r}; {known_policies()}")
         if name in names[:i]:
             raise ValueError(f"{field} lists {name!r} twice")
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from baselines.policy import POLICIES
+from baselines.policy import POLICIES, known_policies
 from envs.files import write_json_atomic
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -276,8 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = [name for name in policies if name not in POLICIES]
     if unknown:
         raise UsageError(
-            f"experiments.reproduce: unknown policy {unknown[0]!r}; "
-            f"known: {', '.join(sorted(POLICIES))}"
+            f"experiments.reproduce: unknown policy {unknown[0]!r}; {known_policies()}"
         )
     if options["windows"] < 0:
         raise UsageError(

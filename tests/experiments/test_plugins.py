@@ -472,3 +472,58 @@ class Weighty(Policy):
     assert capsys.readouterr().err == (
         "error: experiments.compare: plugin_weighty.weight must be >= 0, got -1.0\n"
     )
+
+
+def test_an_unknown_policy_says_where_a_policy_of_one_s_own_comes_from(plugin_module, monkeypatch):
+    """A policy a script registered itself is unknown to the processes it starts by
+    spawn (a SubprocVecEnv's workers): the worker said only ``reward_baseline must be
+    a registered policy, got 'hitmax' (known: ...)``. Every refusal of a policy name
+    now says where one comes from, or that the modules named register none of it."""
+    import gymnasium as gym
+
+    import envs
+    from envs.sim.errors import ConfigError
+
+    assert envs.ENV_IDS
+    monkeypatch.delenv(plugins.VARIABLE, raising=False)
+    hint = "(registered in another process? name its module in BTB_GYM_PLUGINS)"
+    with pytest.raises(ValueError) as unknown:
+        plugins.make_policy("hitmax")
+    said = str(unknown.value)
+    assert said.startswith("unknown policy 'hitmax'; known: btb, btb_eft, ")
+    assert said.endswith(f", sglang {hint}") and "\n" not in said
+    with pytest.raises(ConfigError) as refused:
+        gym.make("btb/Route-v0", reward_baseline="hitmax")
+    said = str(refused.value)
+    assert said.startswith("reward_baseline must be a registered policy, got 'hitmax'; known: ")
+    assert said.endswith(hint) and refused.value.fields == ("reward_baseline",)
+
+    plugin_module("other_routers", PLUGIN)  # registers plugin_first_node, not hitmax
+    with pytest.raises(ValueError) as unknown:
+        plugins.make_policy("hitmax")
+    assert str(unknown.value).endswith(
+        ", plugin_first_node, random, round_robin, sglang "
+        "(none of that name in BTB_GYM_PLUGINS=other_routers)"
+    )
+
+
+def test_a_policy_registered_in_the_parent_alone_is_unknown_to_a_spawned_process(tmp_path):
+    """The case itself: a process started afresh (as spawn starts a worker) imports
+    no module the parent imported; its refusal names BTB_GYM_PLUGINS."""
+    import os
+    import subprocess
+
+    script = (
+        "import gymnasium as gym, envs\n"
+        "try:\n"
+        "    gym.make('btb/Route-v0', reward_baseline='hitmax')\n"
+        "except ValueError as error:\n"
+        "    print(error)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != plugins.VARIABLE}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.startswith("reward_baseline must be a registered policy, got 'hitmax'; known: ")
+    assert out.endswith("(registered in another process? name its module in BTB_GYM_PLUGINS)\n")
