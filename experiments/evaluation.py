@@ -546,7 +546,7 @@ def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[s
     never used, over the windows' landed bytes."""
     saved_s = sum(r.summary.get("copy_prefill_saved_s", 0.0) for r in results)
     unused = sum(
-        r.summary.get("warm_amplification", 0.0) * r.summary["warm_bytes"] for r in results
+        r.summary.get("warm_amplification", 0.0) * r.summary.get("warm_bytes", 0.0) for r in results
     )
     distinct = sum(r.summary.get("copied_prefix_bytes", 0.0) for r in results)
     per_saved = landed_bytes / saved_s if saved_s > 0 else math.inf if landed_bytes else 0.0
