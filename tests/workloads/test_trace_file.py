@@ -360,6 +360,41 @@ def test_a_dataset_s_split_is_read_at_the_block_size_the_dataset_records(tmp_pat
         dataset_block_tokens(test)
 
 
+def test_a_symlinked_or_gzipped_split_keeps_the_dataset_s_block_size(tmp_path: Path) -> None:
+    """A link to a split, from a folder of links, finds the dataset_info.json beside the
+    split it points at; a gzipped split is the split the dataset lists without `.gz`
+    (the audit: a linked test.jsonl was read at 256 tokens a block and refused)."""
+    # 1,500 tokens in 3 hashes: 512 tokens a block (at the layout's own 256 they need 6)
+    rows = [{**row, "input_length": 1500} for row in bursted_rows("w-0")]
+    data = tmp_path / "ds"
+    data.mkdir()
+    test = write_jsonl(data / "test.jsonl", rows)
+    info = {"format": "bursted-art-jsonl", "block_tokens": 512, "splits": {"test": {}}}
+    (data / "dataset_info.json").write_text(json.dumps(info))
+    links = tmp_path / "links"
+    links.mkdir()
+    (links / "test.jsonl").symlink_to(test)
+    (links / "mine.jsonl").symlink_to(test)  # renamed: the split's own name counts
+    for link in (links / "test.jsonl", links / "mine.jsonl"):
+        assert dataset_block_tokens(link) == 512
+        (window,) = trace_windows(TraceOptions(path=str(link)))
+        assert (window.block_tokens, len(window.requests)) == (512, 4)
+    zipped = data / "test.jsonl.gz"
+    zipped.write_bytes(gzip.compress(test.read_bytes()))
+    assert dataset_block_tokens(zipped) == 512
+    assert plan_trace(TraceOptions(path=str(zipped))).block_tokens == 512
+    # a file the dataset does not list stays the format's, zipped or linked
+    other = data / "mine.jsonl.gz"
+    other.write_bytes(gzip.compress(test.read_bytes()))
+    (links / "other.jsonl").symlink_to(other)
+    assert dataset_block_tokens(other) is None
+    assert dataset_block_tokens(links / "other.jsonl") is None
+    # a dataset_info.json beside the link that lists it wins over the one it points at
+    (links / "dataset_info.json").write_text(json.dumps({**info, "block_tokens": 300}))
+    assert dataset_block_tokens(links / "test.jsonl") == 300
+    assert dataset_block_tokens(links / "mine.jsonl") == 512  # not listed there: beside its target
+
+
 def test_time_unit_auto_picks_a_plausible_unit_and_says_so(tmp_path: Path) -> None:
     start = 1_700_000_000_000_000_000  # integer nanoseconds: read as ms, a million days
     path = write_jsonl(tmp_path / "ns.jsonl", _mooncake([start, start + 1_500_000_000]))

@@ -12,13 +12,15 @@ The file must be grouped by window, as the dataset writer produces it;
 :func:`iter_bursted_windows` then holds one window's requests at a time.
 
 A split of a dataset that ``experiments.make_dataset`` wrote (``train.jsonl``,
-``val.jsonl``, ``test.jsonl``) is read at the block size the ``dataset_info.json``
-beside it records (:func:`dataset_block_tokens`): 512 tokens for one made from a
-Mooncake trace, where the format's own is 256.
+``val.jsonl``, ``test.jsonl``, gzip-compressed or not, or a symlink to one) is read
+at the block size the ``dataset_info.json`` beside it records
+(:func:`dataset_block_tokens`): 512 tokens for one made from a Mooncake trace, where
+the format's own is 256.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -113,11 +115,35 @@ def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
     """The block size a dataset records for its split ``path``: the ``block_tokens`` of
     the :data:`DATASET_INFO` file beside it, when that file describes a dataset of
     :data:`DATASET_LAYOUT` whose splits include ``path`` (``test.jsonl`` for a ``test``
-    split); None for any other file. A :data:`DATASET_INFO` that is not JSON, or that
-    describes such a dataset with no usable ``block_tokens``, is a ConfigError naming it."""
+    split, gzip-compressed or not: ``test.jsonl.gz``); None for any other file. A
+    symlink is looked at where it is and where it points (a link to a split, from a
+    folder of links, finds the dataset beside the split). A :data:`DATASET_INFO` that
+    is not JSON, or that describes such a dataset with no usable ``block_tokens``, is a
+    ConfigError naming it."""
     file = Path(path)
+    if not file.is_file():
+        return None
+    places = [file]
+    with contextlib.suppress(OSError, RuntimeError):  # a loop of links: the path as given
+        resolved = file.resolve()
+        if resolved != file:
+            places.append(resolved)
+    for place in places:
+        recorded = _recorded_block_tokens(place)
+        if recorded is not None:
+            return recorded
+    return None
+
+
+def _split_name(name: str) -> str:
+    """A split file's name as the dataset lists it: ``test.jsonl`` for ``test.jsonl.gz``."""
+    return name[: -len(".gz")] if name.lower().endswith(".gz") else name
+
+
+def _recorded_block_tokens(file: Path) -> int | None:
+    """:func:`dataset_block_tokens` for the :data:`DATASET_INFO` beside ``file``."""
     info_path = file.with_name(DATASET_INFO)
-    if not (file.is_file() and info_path.is_file()):
+    if not info_path.is_file():
         return None
     try:
         info = json.loads(info_path.read_bytes())
@@ -129,7 +155,8 @@ def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
     if not isinstance(info, Mapping) or info.get("format") != DATASET_LAYOUT:
         return None
     splits = info.get("splits")
-    if not isinstance(splits, Mapping) or file.name not in {f"{s}.jsonl" for s in splits}:
+    name = _split_name(file.name)
+    if not isinstance(splits, Mapping) or name not in {f"{s}.jsonl" for s in splits}:
         return None
     value: Any = info.get("block_tokens")
     if not is_number(value, integer=True) or value < 1:
