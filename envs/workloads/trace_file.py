@@ -38,18 +38,19 @@ import statistics
 import warnings
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from envs.sim import native
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, plural
 from envs.sim.request import Request, Workload, merged_workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
     TIME_UNITS,
+    ParsedRow,
     ReadOptions,
     ReadReport,
     RowSource,
@@ -444,6 +445,8 @@ def _plan_windowed(
         TraceWindow(i, tid, tid, split, line, rows, 0.0)
         for i, ((tid, _, line, rows), split) in enumerate(zip(found, splits, strict=True))
     )
+    if _stops_inside(stream, windows[-1], lambda row: row.window):
+        _warn_cut_window(report.source, stream, windows[-1], options, None)
     _finish(report, read)
     return TracePlan(
         options,
@@ -595,7 +598,15 @@ def _plan_timed(
         )
         for i, ((slot, (line, rows)), split) in enumerate(zip(slots.items(), splits, strict=True))
     )
-    _warn_short_last(report.source, windows, latest - earliest, options)
+
+    def key_of(row: ParsedRow) -> int | None:  # its window, None where none keeps it
+        seconds = (row.time - origin) / ups
+        return _slot(seconds, start_s, options.window_s) if start_s <= seconds < end_s else None
+
+    if _stops_inside(stream, windows[-1], key_of):
+        _warn_cut_window(report.source, stream, windows[-1], options, latest)
+    else:
+        _warn_short_last(report.source, windows, latest - earliest, options)
     if options.time_unit == "auto":
         span_s = (last - origin) / ups
         _warn_implausible_rate(report.source, fmt, len(times), span_s, ups, options.window_s)
@@ -662,6 +673,53 @@ def _warn_implausible_rate(
         TraceWarning(
             f"{source}: {rows:,} rows in {span_text(span_s)} read as {own}: {says}",
             ("window_s", "time_unit") if "window_s" in says else ("time_unit",),
+        ),
+        stacklevel=4,  # plan_trace's caller, as _warn_short_last's
+    )
+
+
+def _stops_inside(
+    stream: RowStream, last: TraceWindow, key_of: Callable[[ParsedRow], str | int | None]
+) -> bool:
+    """Whether ``max_rows`` stopped ``stream`` inside its ``last`` window: the row it
+    stopped at (unread) belongs to that window by ``key_of`` (or is malformed, so
+    cannot say). Not when it opens another window, or lies where the window options
+    leave it out: then the windows read are whole."""
+    if stream.stopped_at is None:
+        return False
+    row = stream.next_row()
+    return row is None or key_of(row) == last.key
+
+
+def _warn_cut_window(
+    source: str,
+    stream: RowStream,
+    last: TraceWindow,
+    options: TraceOptions,
+    latest_s: float | None,
+) -> None:
+    """Warn that ``max_rows`` stopped the read inside the ``last`` window
+    (:func:`_stops_inside`): it holds only its first rows (those arriving up to
+    ``latest_s`` seconds after the first arrival; None: a Bursted-ART window), and
+    as a test window (the last ones are) would be measured as if it were whole."""
+    assert stream.stopped_at is not None
+    if latest_s is None:
+        held = f"holds its first {plural(last.rows, 'row')}"
+        remedy = "raise {max_rows} to read it whole"
+    else:
+        held = (
+            f"holds {plural(last.rows, 'row')}, arriving in its first "
+            f"{latest_s - last.start_s:.1f} s of {options.window_s:g}"
+        )
+        remedy = "raise {max_rows} to read it whole" + (
+            f", or set {{end_s}}={last.start_s:g} to leave it out" if last.position else ""
+        )
+    warnings.warn(
+        TraceWarning(
+            f"{source}: {{max_rows}}={options.max_rows:,} stops the read at line "
+            f"{stream.stopped_at[0]:,}, inside the last window ({last.trace_id}, a "
+            f"{last.split} window): it {held} ({remedy})",
+            ("max_rows", "end_s"),
         ),
         stacklevel=4,  # plan_trace's caller, as _warn_short_last's
     )

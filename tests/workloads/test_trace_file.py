@@ -81,6 +81,47 @@ def test_a_last_window_holding_a_sliver_of_the_trace_is_named_in_a_warning(
         plan_trace(TraceOptions(path=str(two), window_s=5.0))
 
 
+def test_max_rows_stopping_inside_the_last_window_is_named_in_a_warning(tmp_path: Path) -> None:
+    """max_rows=5 of arrivals at 0, 1, 2, 11, 12, 13 s in 10 s windows stops the read
+    at line 6, inside the second window: it holds 2 rows, 2.0 s of its 10 (the audit:
+    a 300 s test window held its first 89.5 s, without a word)."""
+    path = write_jsonl(tmp_path / "m.jsonl", _mooncake([0, 1000, 2000, 11_000, 12_000, 13_000]))
+    with pytest.warns(TraceWarning) as caught:
+        plan = plan_trace(TraceOptions(path=str(path), window_s=10.0, max_rows=5))
+    assert [w.rows for w in plan.windows] == [3, 2]
+    assert [str(w.message) for w in caught] == [
+        f"{path}: max_rows=5 stops the read at line 6, inside the last window (m-0001, a "
+        "test window): it holds 2 rows, arriving in its first 2.0 s of 10 (raise max_rows "
+        "to read it whole, or set end_s=10 to leave it out)"
+    ]
+    # a single window cut short: leaving it out leaves nothing, so only max_rows is named
+    whole = r"in its first 1.0 s of 10 \(raise max_rows to read it whole\)$"
+    with pytest.warns(
+        TraceWarning, match=r"\(m-0000, a test window\): it holds 2 rows, .*" + whole
+    ):
+        plan_trace(TraceOptions(path=str(path), window_s=10.0, max_rows=2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # the row it stops at opens another window: the windows read are whole
+        plan = plan_trace(TraceOptions(path=str(path), window_s=10.0, max_rows=3))
+        assert [w.rows for w in plan.windows] == [3]
+        # or end_s leaves that row out anyway; or the read reaches the end of the file
+        plan_trace(TraceOptions(path=str(path), window_s=10.0, max_rows=5, end_s=13.0))
+        plan_trace(TraceOptions(path=str(path), window_s=10.0, max_rows=6))
+    # a Bursted-ART window: the row it stops at is of the window read last
+    bursted = write_jsonl(tmp_path / "b.jsonl", bursted_rows("w-0") + bursted_rows("w-1"))
+    with pytest.warns(TraceWarning) as caught:
+        plan = plan_trace(TraceOptions(path=str(bursted), max_rows=6))
+    assert [w.rows for w in plan.windows] == [4, 2]
+    assert [str(w.message) for w in caught] == [
+        f"{bursted}: max_rows=6 stops the read at line 7, inside the last window (w-1, a "
+        "test window): it holds its first 2 rows (raise max_rows to read it whole)"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan_trace(TraceOptions(path=str(bursted), max_rows=4))
+
+
 def test_a_rate_no_replay_means_under_the_formats_unit_is_warned_of(tmp_path: Path) -> None:
     """A seconds trace read as Mooncake's milliseconds, and a milliseconds trace read
     as Qwen's seconds: each is warned of, naming the unit that would fit."""

@@ -463,12 +463,16 @@ class RowStream:
         self.block_tokens = options.block_tokens or fmt.block_tokens
         self.parse_row = fmt.new_parser()
         self.fields = fmt.fields
+        self.stopped_at: tuple[int, Mapping[str, Any] | TraceFormatError] | None = None
+        """The line and row a read stopped at, unread, when ``max_rows`` stopped it
+        before the end of the rows (None: read to the end)."""
 
     def __iter__(self) -> Iterator[tuple[RowLocation, ParsedRow]]:
         report, take = self.report, self.take
         max_rows = self.options.max_rows
         for line, row in self.rows:
             if max_rows is not None and report.rows_read >= max_rows:
+                self.stopped_at = (line, row)
                 return
             taken = take(line, row)
             if taken is not None:
@@ -501,6 +505,19 @@ class RowStream:
                 if key not in self.fields:
                     report.unknown_keys.setdefault(str(key), line)
         return loc, parsed
+
+    def next_row(self) -> ParsedRow | None:
+        """The row ``max_rows`` stopped the read at, parsed (not counted as read); None
+        when the read went to the end, or that row is malformed."""
+        if self.stopped_at is None:
+            return None
+        line, row = self.stopped_at
+        if isinstance(row, TraceFormatError):
+            return None
+        try:
+            return self.parse_row(row, RowLocation(self.report.source, line))
+        except TraceFormatError:
+            return None
 
     def note_out_of_order(self, line: int, time: float, last: float) -> None:
         """Line ``line``'s row arrives at ``time``, before an earlier line's ``last``
