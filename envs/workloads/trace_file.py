@@ -38,7 +38,7 @@ import statistics
 import warnings
 import zlib
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -49,6 +49,7 @@ from envs.sim.errors import ConfigError, plural
 from envs.sim.request import Request, Workload, merged_workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
+    PLAUSIBLE_SPAN_S,
     TIME_UNITS,
     ParsedRow,
     ReadOptions,
@@ -609,7 +610,7 @@ def _plan_timed(
         _warn_short_last(report.source, windows, latest - earliest, options)
     if options.time_unit == "auto":
         span_s = (last - origin) / ups
-        _warn_implausible_rate(report.source, fmt, len(times), span_s, ups, options.window_s)
+        _warn_implausible_rate(report.source, fmt, times, lines, span_s, ups, options.window_s)
     _finish(report, read)
     return TracePlan(
         options,
@@ -629,20 +630,36 @@ DENSE_ROWS_PER_S = 1_000.0
 arriving faster than this on average (over its whole span) is warned of: a trace in
 seconds read as milliseconds squeezes an hour into 3.6 s."""
 DENSE_MIN_ROWS = 100
-"""The fewest rows :data:`DENSE_ROWS_PER_S` is judged on (a handful of rows at one
-instant is no rate)."""
+"""The fewest rows :data:`DENSE_ROWS_PER_S` and :data:`FRACTIONAL_SHARE` are judged
+on (a handful of rows at one instant is no rate)."""
+FRACTIONAL_SHARE = 0.5
+"""Under ``time_unit="auto"``, a trace read in a unit finer than seconds (Mooncake's
+milliseconds) more than this share of whose timestamps have a fraction of that unit
+(``2.544``) is warned of, when read as seconds it would still span no more than
+:data:`~envs.workloads.readers.base.PLAUSIBLE_SPAN_S`: a seconds trace of a low rate
+read as milliseconds, which no rate catches (real Mooncake traces count whole
+milliseconds)."""
 
 
 def _warn_implausible_rate(
-    source: str, fmt: TraceFormat, rows: int, span_s: float, ups: float, window_s: float
+    source: str,
+    fmt: TraceFormat,
+    times: Sequence[float],
+    lines: Sequence[int],
+    span_s: float,
+    ups: float,
+    window_s: float,
 ) -> None:
-    """Warn when the unit the timestamps were read in (the format's, under
-    ``time_unit="auto"``) gives an arrival rate no cluster replay means, and
-    another unit would not: the rows arrive one per window or more apart on
-    average (a millisecond trace read as seconds: most windows hold one row or
-    none), or faster than :data:`DENSE_ROWS_PER_S` (a seconds trace read as
-    milliseconds). The month-long span :func:`time_units_per_s` catches is the
-    extreme of the first; these catch a factor of a thousand either way."""
+    """Warn when the unit the timestamps ``times`` (of the rows on ``lines``) were
+    read in (the format's, under ``time_unit="auto"``) gives an arrival rate no
+    cluster replay means, and another unit would not: the rows arrive one per window
+    or more apart on average (a millisecond trace read as seconds: most windows hold
+    one row or none), or faster than :data:`DENSE_ROWS_PER_S` (a seconds trace read
+    as milliseconds). The month-long span :func:`time_units_per_s` catches is the
+    extreme of the first; these catch a factor of a thousand either way. A seconds
+    trace of a low rate read as milliseconds is told by its fractions of a
+    millisecond (:data:`FRACTIONAL_SHARE`)."""
+    rows = len(times)
     if rows < 2:
         return
     units = sorted(TIME_UNITS.items(), key=lambda item: item[1])
@@ -666,6 +683,16 @@ def _warn_implausible_rate(
         says = (
             f"{(rows - 1) / span_s:,.0f} a second on average; if {fmt.time_field} counts "
             f"{coarser}, set {{time_unit}}={coarser}"
+        )
+    elif rows >= DENSE_MIN_ROWS and at > 0 and span_s * ups <= PLAUSIBLE_SPAN_S:
+        fractional = [i for i, time in enumerate(times) if not time.is_integer()]
+        if len(fractional) <= FRACTIONAL_SHARE * rows:
+            return
+        first = fractional[0]
+        says = (
+            f"{len(fractional):,} of them have a fraction of a {own} ({times[first]!r} on "
+            f"line {lines[first]:,}), as seconds written with decimals do; if "
+            f"{fmt.time_field} counts s, set {{time_unit}}=s"
         )
     else:
         return

@@ -156,6 +156,42 @@ def test_a_rate_no_replay_means_under_the_formats_unit_is_warned_of(tmp_path: Pa
         plan_trace(TraceOptions(path=str(steady)))
 
 
+def test_a_seconds_trace_of_a_low_rate_read_as_ms_is_told_by_its_fractions(
+    tmp_path: Path,
+) -> None:
+    """120 rows 2.5 s apart written in seconds (0.0, 2.5, 5.0, ...): read as Mooncake's
+    milliseconds they span 0.2975 s at 400 a second, under the dense rate, and fall in
+    one window; 60 of them (2.5, 7.5, ...) have a fraction of a millisecond, but that
+    is not more than half. At 2.25 s apart, 90 do (0.25, 0.5, 0.75 in every 4): warned
+    (the audit: a 30-minute trace in relative seconds replayed as 1.8 s)."""
+    half = write_jsonl(tmp_path / "h.jsonl", _mooncake([i * 2.5 for i in range(120)]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(plan_trace(TraceOptions(path=str(half))).windows) == 1
+    seconds = write_jsonl(tmp_path / "s.jsonl", _mooncake([i * 2.25 for i in range(120)]))
+    with pytest.warns(TraceWarning) as caught:
+        plan = plan_trace(TraceOptions(path=str(seconds)))
+    assert len(plan.windows) == 1
+    # 119 gaps of 2.25 ms: 0.26775 s; rows 2, 3, 4 are 2.25, 4.5, 6.75, row 5 is 9.0
+    assert [str(w.message) for w in caught] == [
+        f"{seconds}: 120 rows in a span of 0.3 s read as ms: 90 of them have a fraction of "
+        "a ms (2.25 on line 2), as seconds written with decimals do; if timestamp counts s, "
+        "set time_unit=s"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plan = plan_trace(TraceOptions(path=str(seconds), time_unit="s"))  # chosen: no warning
+        assert len(plan.windows) == 1 and plan.windows[0].rows == 120  # 267.75 s < 300
+        # fewer than 100 rows is no sign
+        few = write_jsonl(tmp_path / "f.jsonl", _mooncake([i * 2.25 for i in range(99)]))
+        plan_trace(TraceOptions(path=str(few)))
+        # nor fractions of a ms in a trace that read as seconds would span over a month
+        # (milliseconds with microseconds: 1,000 rows 3.00025 s apart span 49.95 min,
+        # 2,997,247.75 ms, which as seconds would be 34.7 days)
+        fine = [i * 3000.25 for i in range(1000)]
+        plan_trace(TraceOptions(path=str(write_jsonl(tmp_path / "u.jsonl", _mooncake(fine)))))
+
+
 def test_a_block_count_error_says_whose_block_size_it_used(tmp_path: Path) -> None:
     """A guessed format's block size is named with the field that told the format; a
     block size given is named as the option."""
