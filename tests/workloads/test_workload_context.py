@@ -62,9 +62,15 @@ def test_skip_bad_rows_skips_and_counts_it(tmp_path: Path) -> None:
         max_bad_fraction=0.5,  # one row of three
     )
     report = ReadReport(source=str(path))
-    with warnings.catch_warnings(record=True):
+    with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         workload = read_trace(path, options=options, report=report)
     assert [r.input_tokens for r in workload.requests] == [400, 500]
     assert (report.rows_read, report.rows_skipped) == (2, 1)
     assert "line 2, field 'input_length'" in report.errors[0]
+    # the warning quotes the row without telling to set the option that skipped it
+    assert [str(w.message) for w in caught] == [
+        f"{path}: skipped 1 malformed row (first: {path}, line 2, field 'input_length': "
+        "131065 + output_length 8 = 131073 tokens exceed the model's context of 131072 "
+        "tokens (max_context_tokens=131072))"
+    ]

@@ -418,19 +418,23 @@ def check_block_count(
         )
 
 
-def check_context(parsed: ParsedRow, max_context_tokens: int, loc: RowLocation) -> None:
-    """Reject a request longer than the model's context (prompt + output tokens)."""
+def check_context(
+    parsed: ParsedRow, max_context_tokens: int, loc: RowLocation, skipping: bool = False
+) -> None:
+    """Reject a request longer than the model's context (prompt + output tokens);
+    the message says ``skip_bad_rows`` would skip it unless the read is ``skipping``
+    such rows already (its warning quotes the first)."""
     total = parsed.input_tokens + parsed.output_tokens
     if total > max_context_tokens:
+        remedy = "" if skipping else "; skip such rows with {skip_bad_rows}=true"
         raise TraceFormatError(
             loc.path,
             loc.line,
             "input_length",
             f"{parsed.input_tokens} + output_length {parsed.output_tokens} = {total} tokens "
             f"exceed the model's context of {max_context_tokens} tokens "
-            f"({{max_context_tokens}}={max_context_tokens}); skip such rows with "
-            "{skip_bad_rows}=true",
-            ("max_context_tokens", "skip_bad_rows"),
+            f"({{max_context_tokens}}={max_context_tokens}){remedy}",
+            ("max_context_tokens",) if skipping else ("max_context_tokens", "skip_bad_rows"),
         )
 
 
@@ -492,7 +496,7 @@ class RowStream:
             if options.strict_block_count:
                 check_block_count(parsed, self.block_tokens, loc, self.block_origin)
             if options.max_context_tokens is not None:
-                check_context(parsed, options.max_context_tokens, loc)
+                check_context(parsed, options.max_context_tokens, loc, options.skip_bad_rows)
         except TraceFormatError as error:
             if not options.skip_bad_rows:
                 raise
