@@ -92,9 +92,12 @@ class TraceOptions:
         for name in ("test_fraction", "val_fraction"):
             check_range(f"{owner}.{name}", getattr(self, name), 0.0, 1.0)
         if self.test_fraction + self.val_fraction > 1.0:
-            raise ConfigError.about(
-                f"{owner}.test_fraction",
-                f"+ val_fraction must be <= 1, got {self.test_fraction!r} + {self.val_fraction!r}",
+            raise ConfigError(
+                "{test_fraction} + {val_fraction} must be <= 1 (the shares of the windows "
+                f"the test and val splits take), got {self.test_fraction!r} + "
+                f"{self.val_fraction!r}",
+                ("test_fraction", "val_fraction"),
+                owner,
             )
         if self.start_s is not None:
             check_range(f"{owner}.start_s", self.start_s, 0.0, finite=True)

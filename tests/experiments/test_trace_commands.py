@@ -194,6 +194,10 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
         ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n', ["workload.max_rows=0"],
          r"workload\.max_rows must be an integer >= 1, got 0"),
         ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n',
+         ["workload.test_fraction=0.6", "workload.val_fraction=0.6"],
+         r"workload\.test_fraction \+ workload\.val_fraction must be <= 1 \(the shares of the "
+         r"windows the test and val splits take\), got 0\.6 \+ 0\.6$"),
+        ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n',
          ["workload.test_fraction=0"], r"has no 'test' windows \(workload\.test_fraction=0\)"),
     ],
 )  # fmt: skip
