@@ -63,6 +63,7 @@ from envs.workloads.readers.base import (
     check_bad_rows,
     finish_report,
     make_request,
+    plain_number,
     span_text,
     time_units_per_s,
     window_again,
@@ -567,14 +568,16 @@ def _plan_timed(
         slot = _slot(seconds, start_s, options.window_s)
         if slot < highest:
             at = (ahead[1] - origin) / ups
+            opens = start_s + slot * options.window_s
+            opened = start_s + highest * options.window_s
             raise TraceFormatError(
                 report.source,
                 line,
                 fmt.time_field,
-                f"{raw!r} ({seconds:g} s after the earliest arrival) falls in the window "
-                f"starting at {start_s + slot * options.window_s:g} s, before line "
-                f"{ahead[0]}'s ({ahead[1]!r}, {at:g} s, in the window starting at "
-                f"{start_s + highest * options.window_s:g} s); a trace is read one window "
+                f"{plain_number(raw)} ({plain_number(seconds)} s after the earliest "
+                f"arrival) falls in the window starting at {plain_number(opens)} s, before "
+                f"line {ahead[0]}'s ({plain_number(ahead[1])}, {plain_number(at)} s, in the "
+                f"window starting at {plain_number(opened)} s); a trace is read one window "
                 f"at a time, so its rows must be in time order (sort the file by "
                 f"{fmt.time_field}, or drop line {ahead[0]} if it is a glitch)",
             )
@@ -587,7 +590,7 @@ def _plan_timed(
         raise ConfigError(
             f"{report.source}: no arrivals between {{start_s}}={start_s:g} and "
             f"{{end_s}}={end_s:g} seconds after the first (the trace spans "
-            f"{(last - origin) / ups:g} s)",
+            f"{plain_number((last - origin) / ups)} s)",
             ("start_s", "end_s"),
             "TraceOptions",
         )

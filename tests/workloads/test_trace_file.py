@@ -370,11 +370,20 @@ def test_a_row_in_an_earlier_window_names_the_line_that_ran_ahead(tmp_path: Path
     path = write_jsonl(tmp_path / "g.jsonl", _mooncake([0, 1000, 86_400_000, 2000]))
     with pytest.raises(
         TraceFormatError,
-        match=r"g\.jsonl, line 4, field 'timestamp': 2000\.0 \(2 s after the earliest arrival\) "
-        r"falls in the window starting at 0 s, before line 3's \(86400000\.0, 86400 s, in the "
+        match=r"g\.jsonl, line 4, field 'timestamp': 2000 \(2 s after the earliest arrival\) "
+        r"falls in the window starting at 0 s, before line 3's \(86400000, 86400 s, in the "
         r"window starting at 86400 s\); .* or drop line 3 if it is a glitch\)",
     ):
         plan_trace(TraceOptions(path=str(path)))
+    # whole timestamps as the file writes them, seconds to the ms, never as 1.7e+06
+    path = write_jsonl(tmp_path / "e.jsonl", _mooncake([250, 1000, -1_700_000_000]))
+    with pytest.raises(
+        TraceFormatError,
+        match=r"line 3, field 'timestamp': -1700000000 \(0 s after the earliest arrival\) "
+        r"falls in the window starting at 0 s, before line 1's \(250, 1700000\.25 s, in the "
+        r"window starting at 1699800 s\)",
+    ):
+        plan_trace(TraceOptions(path=str(path), time_unit="ms"))
 
 
 def test_a_cut_off_json_row_is_said_at_its_own_column(tmp_path: Path) -> None:

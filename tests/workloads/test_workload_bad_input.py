@@ -127,7 +127,7 @@ def test_unsorted_timestamps_rejected_when_configured(tmp_path: Path) -> None:
     with pytest.raises(UnsortedTraceError) as info:
         read_mooncake(path, options=ReadOptions(unsorted="error"))
     assert (info.value.line, info.value.field) == (3, "timestamp")
-    assert "2200.0 is earlier than 4000.0" in str(info.value)
+    assert "2200 is earlier than 4000 on an earlier line" in str(info.value)
 
 
 def test_unsorted_rows_within_a_bursted_window(tmp_path: Path) -> None:

@@ -438,6 +438,19 @@ def check_context(
         )
 
 
+def plain_number(number: float) -> str:
+    """A timestamp or a count of seconds as a message says it: a whole number as a
+    file writes it (``1700001497495``, not ``1700001497495.0``), any other to the
+    thousandth (``1100.421``), never in exponent form (``1700000``, not ``1.7e+06``);
+    an infinite or NaN one as Python writes it."""
+    if not math.isfinite(number):
+        return repr(number)
+    rounded = round(number, 3)
+    if rounded.is_integer():
+        return str(int(rounded))
+    return f"{rounded:.3f}".rstrip("0")
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -547,8 +560,8 @@ def _note_out_of_order(
             loc.path,
             loc.line,
             fmt.time_field,
-            f"{t!r} is earlier than {last!r} on an earlier line; the trace must be sorted "
-            "by time (or read it with ReadOptions(unsorted='warn'))",
+            f"{plain_number(t)} is earlier than {plain_number(last)} on an earlier line; the "
+            "trace must be sorted by time (or read it with ReadOptions(unsorted='warn'))",
         )
 
 
