@@ -827,7 +827,10 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
             if not start_s <= seconds < end_s:
                 continue
             key = _slot(seconds, start_s, options.window_s)
-            arrival_s = max(0.0, seconds - start_s - key * options.window_s)
+            # from the window's start in the trace's own unit, so integer milliseconds
+            # stay exact (1.496 s, not 1.4960000000000946)
+            opens = plan.origin + (start_s + key * options.window_s) * plan.units_per_s
+            arrival_s = max(0.0, (parsed.time - opens) / plan.units_per_s)
         if current is None or key != current.key:
             if current is not None:
                 _check_unchanged(plan)  # (a file replaced while it was read)

@@ -224,8 +224,15 @@ def test_a_trace_is_cut_into_windows_of_window_s_and_split_by_time(tmp_path: Pat
     assert [r.arrival_s for r in train[0].requests] == [0.0, 1.0, 2.5]
     assert [r.arrival_s for r in train[1].requests] == [2.0, 4.5]  # from the window's start
     (test,) = trace_windows(options, "test")
-    assert test.requests[0].arrival_s == pytest.approx(0.25)
+    assert test.requests[0].arrival_s == 0.25
     assert test.block_tokens == 512 and test.meta["start_s"] == 15.0
+    # a window's arrivals are taken from its start in whole milliseconds, so they are
+    # the decimal values exactly: 1.496 s, where 301.496 - 300 in seconds is 1.4959999...
+    # (the audit: make_dataset wrote "arrival_s": 1.4960000000000946)
+    start = 1_700_000_000_000
+    exact = write_jsonl(tmp_path / "x.jsonl", _mooncake([start, start + 301_496, start + 597_495]))
+    read = trace_windows(TraceOptions(path=str(exact)), "all")
+    assert [[r.arrival_s for r in w.requests] for w in read] == [[0.0], [1.496, 297.495]]
     # the registry's entry point reads the same windows
     registry = windows("trace", split="train", path=str(path), window_s=5.0)
     assert [w.name for w in registry] == ["t/t-0000", "t/t-0001"]  # 0.25 of 3 rounds to 1 test
