@@ -45,6 +45,7 @@ from tqdm import tqdm
 from envs.files import dumps_strict, file_mode, naming, naming_file
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
+from envs.workloads.readers.sources import trace_stem
 from envs.workloads.registry import (
     PUBLISHED_WORKLOAD,
     WindowSpec,
@@ -350,7 +351,7 @@ def _trace_source(params: dict[str, Any]) -> Source:
         plan_windows: list[TraceWindow] = list(trace_plan.windows)
         for window, workload in zip(plan_windows, trace_windows(options, "all"), strict=True):
             spec = WindowSpec(
-                TRACE_WORKLOAD, Path(options.path).stem, window.position, window.split,
+                TRACE_WORKLOAD, trace_stem(options.path), window.position, window.split,
                 window.trace_id,
             )  # fmt: skip
             yield spec, trace_window_rows(workload)

@@ -70,7 +70,13 @@ from envs.workloads.readers.base import (
     window_units_per_s,
 )
 from envs.workloads.readers.hub import require_datasets
-from envs.workloads.readers.sources import file_rows, first_line, first_row, is_parquet
+from envs.workloads.readers.sources import (
+    file_rows,
+    first_line,
+    first_row,
+    is_parquet,
+    trace_stem,
+)
 from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_ends, private_key_note
 from envs.workloads.trace_options import (
     HUB,
@@ -594,7 +600,7 @@ def _plan_timed(
             ("start_s", "end_s"),
             "TraceOptions",
         )
-    stem = Path(options.path).stem
+    stem = trace_stem(options.path)
     splits = _split_names(len(slots), options)
     windows = tuple(
         TraceWindow(
@@ -877,7 +883,7 @@ def _warn_private_key_ends(
 
 
 def _window(plan: TracePlan, window: TraceWindow, requests: list[Request]) -> Workload:
-    stem = Path(plan.options.path).stem
+    stem = trace_stem(plan.options.path)
     meta = {
         "workload": TRACE_WORKLOAD,
         "path": plan.options.path,

@@ -532,6 +532,25 @@ def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path: Path) -> None:
     assert len(read_mooncake(packed)) == len(read_mooncake(plain)) == 2
 
 
+def test_a_gzipped_trace_s_windows_are_named_as_the_uncompressed_file_s(tmp_path: Path) -> None:
+    """moon.jsonl.gz's windows are moon/moon-0000, as moon.jsonl's are (they were
+    moon.jsonl/moon.jsonl-0000: the name less its last suffix only)."""
+    text = "".join(json.dumps(row) + "\n" for row in _mooncake([0, 1000, 400_000]))
+    (tmp_path / "moon.jsonl").write_text(text)
+    (tmp_path / "moon.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    for name in ("moon.jsonl", "moon.jsonl.gz"):
+        options = TraceOptions(path=str(tmp_path / name), test_fraction=0.5)
+        assert [w.trace_id for w in plan_trace(options).windows] == ["moon-0000", "moon-0001"]
+        assert [w.name for w in trace_windows(options, "all")] == [
+            "moon/moon-0000",
+            "moon/moon-0001",
+        ]
+        assert read_mooncake(tmp_path / name).name == "moon"
+    bursted = "".join(json.dumps(row) + "\n" for row in bursted_rows("w-0"))
+    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(bursted.encode()))
+    assert [w.name for w in iter_bursted_windows(tmp_path / "b.jsonl.gz")] == ["b:w-0"]
+
+
 def test_too_many_skipped_rows_fail_with_the_count(tmp_path: Path) -> None:
     rows: list[object] = [*_mooncake([0, 1000, 2000]), "not json"]
     path = write_jsonl(tmp_path / "t.jsonl", rows)  # type: ignore[arg-type]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from envs.sim.request import Workload
 from envs.workloads.readers.art_chat import read_art_chat
@@ -42,7 +41,7 @@ from envs.workloads.readers.detect import (
 from envs.workloads.readers.hub import read_hub_dataset
 from envs.workloads.readers.mooncake import read_mooncake
 from envs.workloads.readers.qwen import read_qwen_bailian
-from envs.workloads.readers.sources import file_rows
+from envs.workloads.readers.sources import file_rows, trace_stem
 
 
 def iter_trace_windows(
@@ -59,8 +58,8 @@ def iter_trace_windows(
     rows = file_rows(path)
     if fmt.windowed:
         options = dataset_options(path, options or ReadOptions())
-        return assemble_windows(rows, fmt, Path(path).stem, options=options, report=report)
-    return iter([assemble_trace(rows, fmt, Path(path).stem, options=options, report=report)])
+        return assemble_windows(rows, fmt, trace_stem(path), options=options, report=report)
+    return iter([assemble_trace(rows, fmt, trace_stem(path), options=options, report=report)])
 
 
 def read_trace(

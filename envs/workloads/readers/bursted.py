@@ -42,7 +42,7 @@ from envs.workloads.readers.base import (
     get_str,
     request_fields,
 )
-from envs.workloads.readers.sources import file_rows
+from envs.workloads.readers.sources import file_rows, trace_stem, without_gz
 
 BLOCK_TOKENS = 256
 DATASET_INFO = "dataset_info.json"
@@ -135,11 +135,6 @@ def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
     return None
 
 
-def _split_name(name: str) -> str:
-    """A split file's name as the dataset lists it: ``test.jsonl`` for ``test.jsonl.gz``."""
-    return name[: -len(".gz")] if name.lower().endswith(".gz") else name
-
-
 def _recorded_block_tokens(file: Path) -> int | None:
     """:func:`dataset_block_tokens` for the :data:`DATASET_INFO` beside ``file``."""
     info_path = file.with_name(DATASET_INFO)
@@ -155,7 +150,7 @@ def _recorded_block_tokens(file: Path) -> int | None:
     if not isinstance(info, Mapping) or info.get("format") != DATASET_LAYOUT:
         return None
     splits = info.get("splits")
-    name = _split_name(file.name)
+    name = without_gz(file.name)  # as the dataset lists it
     if not isinstance(splits, Mapping) or name not in {f"{s}.jsonl" for s in splits}:
         return None
     value: Any = info.get("block_tokens")
@@ -194,7 +189,7 @@ def iter_bursted_windows(
     return assemble_windows(
         file_rows(path),
         FORMAT,
-        Path(path).stem,
+        trace_stem(path),
         options=dataset_options(path, options or ReadOptions()),
         report=report,
         chainer=chainer,

@@ -37,6 +37,18 @@ GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 
 
+def without_gz(name: str) -> str:
+    """A file's name less a ``.gz`` ending (``moon.jsonl`` for ``moon.jsonl.gz``): the
+    name of what it holds, compressed or not."""
+    return name[: -len(".gz")] if name.lower().endswith(".gz") else name
+
+
+def trace_stem(path: str | os.PathLike[str]) -> str:
+    """The name a trace file's windows take: its name less ``.gz`` and then its last
+    suffix (``moon`` for ``moon.jsonl`` and ``moon.jsonl.gz`` alike)."""
+    return Path(without_gz(Path(path).name)).stem
+
+
 def first_bytes(path: Path, size: int = 4) -> bytes:
     """The first ``size`` bytes of a file (its magic number)."""
     with path.open("rb") as handle:
@@ -298,5 +310,5 @@ def read_file(
     """Read a whole (single-window) trace file of format ``fmt`` into one Workload."""
     report = report if report is not None else ReadReport(source=str(path))
     return assemble_trace(
-        file_rows(path), fmt, name or Path(path).stem, options=options, report=report
+        file_rows(path), fmt, name or trace_stem(path), options=options, report=report
     )
