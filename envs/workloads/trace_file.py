@@ -875,7 +875,7 @@ def _warn_private_key_ends(
         _KEYS_WARNED.add(key)
         warnings.warn(
             TraceWarning(
-                f"{Path(path).name}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}; "
+                f"{path}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}; "
                 "workload.merge_blocks=K reads the trace in blocks K times as long"
             ),
             stacklevel=2,

@@ -666,8 +666,8 @@ def test_requests_whose_prefix_key_ends_in_their_own_blocks_are_warned_about_onc
         assert len(list(windows("trace", split="all", path=str(path)))) == 1
     said = [str(w.message) for w in caught if "no other request has" in str(w.message)]
     assert len(said) == 1
-    assert said[0].startswith(
-        "long.jsonl: in window long-0000, 10 of 10 requests share leading blocks with others, "
+    assert said[0].startswith(  # the path as given, as the reader's other warnings say it
+        f"{path}: in window long-0000, 10 of 10 requests share leading blocks with others, "
         "but their prompt less its last block ends in 512-token blocks no other request has"
     )
     with warnings.catch_warnings():
@@ -696,7 +696,7 @@ def test_the_prefix_key_warning_looks_past_a_first_window_without_them(tmp_path:
         read = list(windows("trace", split="all", path=str(path), window_s=300.0))
     assert len(read) == 3
     said = [str(w.message) for w in caught if "no other request has" in str(w.message)]
-    assert len(said) == 1 and said[0].startswith("late.jsonl: in window late-0002, 10 of 10 ")
+    assert len(said) == 1 and said[0].startswith(f"{path}: in window late-0002, 10 of 10 ")
 
 
 def test_a_hub_split_on_a_file_read_otherwise_warns_that_it_does_nothing(tmp_path: Path) -> None:
