@@ -29,6 +29,7 @@ from gymnasium import spaces
 
 from agents.imitation_settings import ImitationSettings
 from agents.teacher import CausalTeacher
+from envs.sim.errors import plural
 
 
 @dataclass
@@ -158,10 +159,10 @@ def run_imitation(
     for k, kwargs in enumerate(sources):
         env: Any = gym.make(env_id, **kwargs).unwrapped  # a ClusterEnv
         family = env.windows[0].name.rsplit("/", 1)[0]
-        where = f"{env.cluster.model.name}, {len(env.windows)} windows of {family}"
+        where = f"{env.cluster.model.name}, {plural(len(env.windows), 'window')} of {family}"
         print(
             f"behavioural cloning: source {k + 1} of {len(sources)} ({where}): "
-            f"{settings.episodes} teacher episodes",
+            f"{plural(settings.episodes, 'teacher episode')}",
             flush=True,
         )  # long work: say it as it starts
         collect(env, teacher, settings.episodes, float(getattr(model, "gamma", 0.99)), demos)

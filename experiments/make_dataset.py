@@ -43,6 +43,7 @@ from typing import Any
 from tqdm import tqdm
 
 from envs.files import dumps_strict, file_mode, naming, naming_file
+from envs.sim.errors import plural
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
 from envs.workloads.readers.sources import trace_stem
@@ -499,7 +500,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     for split in info["splits"]:
         c = info["splits"][split]
-        print(f"{split}: {c['windows']} windows, {c['rows']:,} rows, {c['bytes']:,} bytes")
+        print(
+            f"{split}: {plural(c['windows'], 'window')}, {plural(c['rows'], 'row')}, "
+            f"{c['bytes']:,} bytes"
+        )
     print(f"wrote {Path(options['out_dir']) / DATASET_INFO}")
     note = context_note(info)
     if note is not None:

@@ -68,7 +68,7 @@ def test_pretraining_fits_the_labels(window):
     assert later["bc_accuracy"] >= first["bc_accuracy"]
 
 
-def test_run_imitation_on_route_env_and_empty_demos(window):
+def test_run_imitation_on_route_env_and_empty_demos(window, capsys):
     spec = AgentSpec(algo="ppo", env="route", hidden=16)
     env = gym.make(spec.env_id, windows=[window])
     model = build_model(spec, env, {"n_steps": 64, "batch_size": 32})
@@ -76,6 +76,10 @@ def test_run_imitation_on_route_env_and_empty_demos(window):
         model, spec.env_id, [{"windows": [window]}], ImitationSettings(episodes=1, epochs=1)
     )
     assert stats["bc_steps"] == len(window.requests)
+    said = capsys.readouterr().out.splitlines()[0]  # one of each: no "1 windows", "1 ... episodes"
+    assert said.endswith("(llama-3.3-70b, 1 window of bursted_synthetic[2]): 1 teacher episode"), (
+        said
+    )
     with pytest.raises(ValueError, match="no demonstrations"):
         pretrain(model, Demonstrations(), ImitationSettings())
 

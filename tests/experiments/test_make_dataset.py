@@ -161,7 +161,7 @@ def test_runs_as_a_module_with_a_progress_bar(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "multi_tenant" in result.stderr and "2/2" in result.stderr  # tqdm's bar
-    assert "test: 1 windows, 65 rows" in result.stdout  # 8 bursts x 8 + 1 decoy
+    assert "test: 1 window, 65 rows" in result.stdout  # 8 bursts x 8 + 1 decoy
     rows = _rows(tmp_path / "test.jsonl")
     assert {r["tenant"] for r in rows} == {"tenant-0", "tenant-1"}
     bad = run_command("experiments.make_dataset", ["workload=nope", f"out_dir={tmp_path}"], root)

@@ -198,7 +198,7 @@ def test_a_block_count_error_says_whose_block_size_it_used(tmp_path: Path) -> No
     rows = [{**row, "hash_ids": row["hash_ids"][:1]} for row in qwen_rows()]
     path = write_jsonl(tmp_path / "q.jsonl", rows)
     with pytest.raises(TraceFormatError, match=(
-        r"line 1, field 'hash_ids': has 1 blocks but input_length 40 at 16 tokens a block "
+        r"line 1, field 'hash_ids': has 1 block but input_length 40 at 16 tokens a block "
         r"\(the qwen format's, guessed from its fields 'chat_id' and 'parent_chat_id'\) "
         r"needs 3 \(or 2\);"
     )):  # fmt: skip

@@ -408,7 +408,8 @@ def check_block_count(
             loc.path,
             loc.line,
             "hash_ids",
-            f"has {n} blocks but input_length {parsed.input_tokens} at {block_tokens} tokens "
+            f"has {plural(n, 'block')} but input_length {parsed.input_tokens} at "
+            f"{block_tokens} tokens "
             + (f"a block ({origin}) " if origin else "a block ")
             + f"needs {high}"
             + (f" (or {low})" if low != high and low > 0 else "")
