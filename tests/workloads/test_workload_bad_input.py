@@ -25,6 +25,7 @@ from envs.workloads import (
     read_qwen_bailian,
 )
 from envs.workloads.readers.base import check_block_count
+from envs.workloads.readers.sources import first_row
 
 READERS: dict[str, tuple[Callable[..., Any], Callable[[], list[dict[str, Any]]]]] = {
     "mooncake": (read_mooncake, mooncake_rows),
@@ -243,6 +244,43 @@ def test_a_line_that_is_not_utf8_is_a_bad_row_named_by_its_line(tmp_path: Path) 
             len(read_mooncake(path, options=ReadOptions(skip_bad_rows=True, max_bad_fraction=0.5)))
             == 3
         )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "said"),
+    [
+        ("latin-1", r"byte 0xe9 at column \d+ is not UTF-8 text, and no line of the file is "
+                    r"UTF-8 text: it is in another encoding \(Latin-1, say\); save it as UTF-8 "
+                    r"\(iconv -f LATIN1 -t UTF-8 converts it\)$"),
+        ("utf-16", r"byte 0xff at column 1 is not UTF-8 text, and the file is UTF-16 text, not "
+                   r"UTF-8: it begins with UTF-16's byte-order mark; save it as UTF-8 \(iconv -f "
+                   r"UTF-16 -t UTF-8 converts it\)$"),
+        ("utf-16-le", r"byte 0xe9 at column \d+ is not UTF-8 text, and the file holds NUL "
+                      r"bytes, as UTF-16LE text does: it is not UTF-8; save it as UTF-8 "
+                      r"\(iconv -f UTF-16LE -t UTF-8"),
+        ("utf-16-be", r"byte 0xe9 at column \d+ is not UTF-8 text, and the file holds NUL "
+                      r"bytes, as UTF-16BE text does: it is not UTF-8; save it as UTF-8 "
+                      r"\(iconv -f UTF-16BE -t UTF-8"),
+    ],
+)  # fmt: skip
+def test_a_file_in_another_encoding_than_utf8_is_said_to_be(
+    tmp_path: Path, encoding: str, said: str
+) -> None:
+    """Every line of a Latin-1 or UTF-16 file is a JSON object, in its encoding: the
+    error says the encoding is not UTF-8, not that no line is a JSON object (the
+    audit). gzip-compressed too; a CSV file is still in no supported format."""
+    text = "".join(json.dumps({**row, "note": "caf\u00e9"}, ensure_ascii=False) + "\n"
+                   for row in mooncake_rows())  # fmt: skip
+    path = tmp_path / "enc.jsonl"
+    path.write_bytes(text.encode(encoding))
+    with pytest.raises(TraceFormatError, match=r"enc\.jsonl, line 1, row: " + said):
+        first_row(path)
+    path.write_bytes(gzip.compress(text.encode(encoding)))
+    with pytest.raises(TraceFormatError, match=said):
+        first_row(path)
+    path.write_text("timestamp,input_length\n0,café\n")
+    with pytest.raises(TraceFormatError, match=r"no line of the file is a JSON object: it is not"):
+        first_row(path)
 
 
 def test_a_truncated_gzip_file_names_the_file_and_line(tmp_path: Path) -> None:

@@ -160,6 +160,11 @@ def _fast_loads() -> Callable[[bytes], Any] | None:
     return orjson.loads
 
 
+NOT_UTF8 = "is not UTF-8 text"
+"""How a line's error ends when the line does not decode as UTF-8."""
+UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+
+
 def stdlib_row(raw: bytes, name: str, line_no: int) -> Mapping[str, Any] | TraceFormatError | None:
     """One JSONL line read with the standard library: its object, the error that
     names what is wrong with it, or None for a blank line."""
@@ -170,7 +175,7 @@ def stdlib_row(raw: bytes, name: str, line_no: int) -> Mapping[str, Any] | Trace
             name,
             line_no,
             None,
-            f"byte 0x{raw[error.start]:02x} at column {error.start + 1} is not UTF-8 text",
+            f"byte 0x{raw[error.start]:02x} at column {error.start + 1} {NOT_UTF8}",
         )
     if not line.strip():
         return None
@@ -279,25 +284,59 @@ def first_row(path: str | os.PathLike[str]) -> tuple[int, Mapping[str, Any]] | N
     line), saying that the file is in no supported format."""
     rows = iter(file_rows(path))
     first_error: TraceFormatError | None = None
+    undecoded = True  # every bad line so far failed to decode as UTF-8
     try:
         for line, row in rows:
             if not isinstance(row, TraceFormatError):
                 return line, row
             if first_error is None:
                 first_error = row
+            undecoded = undecoded and row.reason.endswith(NOT_UTF8)
     finally:
         close = getattr(rows, "close", None)
         if close is not None:
             close()
     if first_error is not None:
+        encoding = _encoding_note(Path(path), undecoded)
         raise TraceFormatError(
             first_error.path,
             first_error.line,
             first_error.field,
-            f"{first_error.reason}, and no line of the file is a JSON object: it is not "
-            "a trace in a supported format (JSONL, gzip-compressed JSONL or parquet)",
+            f"{first_error.reason}, and "
+            + (
+                encoding
+                or "no line of the file is a JSON object: it is not a trace in a supported "
+                "format (JSONL, gzip-compressed JSONL or parquet)"
+            ),
         )
     return None
+
+
+def _encoding_note(file: Path, undecoded: bool) -> str:
+    """Why no line of ``file`` is a row, when it is text in another encoding than
+    UTF-8: UTF-16 (told by its byte-order mark, or the NUL bytes its ASCII
+    characters carry), or another (every bad line failed to decode: ``undecoded``;
+    Latin-1, say); "" when neither."""
+    try:
+        with _open_bytes(file) as handle:
+            head = handle.read(64)
+    except (OSError, EOFError, zlib.error):
+        head = b""
+    remedy = "; save it as UTF-8 (iconv -f {} -t UTF-8 converts it)"
+    if head.startswith(UTF16_BOMS):
+        return "the file is UTF-16 text, not UTF-8: it begins with UTF-16's byte-order mark" + (
+            remedy.format("UTF-16")
+        )
+    if b"\x00" in head[:2]:
+        order = "UTF-16BE" if head[0] == 0 else "UTF-16LE"  # ASCII's NUL byte first or second
+        return f"the file holds NUL bytes, as {order} text does: it is not UTF-8" + (
+            remedy.format(order)
+        )
+    if undecoded:
+        return "no line of the file is UTF-8 text: it is in another encoding (Latin-1, say)" + (
+            remedy.format("LATIN1")
+        )
+    return ""
 
 
 def read_file(
