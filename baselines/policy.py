@@ -71,9 +71,11 @@ def _recording_run_id(reset: Callable[..., None]) -> Callable[..., None]:
     policy once it returns (:attr:`Policy.reset_run_id`)."""
 
     @functools.wraps(reset)
-    def recorded(self: Policy, sim: Simulator, *args: Any, **kwargs: Any) -> None:
+    def recorded(self: Policy, *args: Any, **kwargs: Any) -> None:
         self.reset_run_id = None
-        reset(self, sim, *args, **kwargs)
+        reset(self, *args, **kwargs)
+        # the simulator, however the class names its parameter
+        sim = args[0] if args else next(iter(kwargs.values()), None)
         self.reset_run_id = getattr(sim, "run_id", None)
 
     recorded.records_run_id = True  # type: ignore[attr-defined]

@@ -208,7 +208,8 @@ class RouteEnv(ClusterEnv):
         episode's first request a policy is reset on this episode's simulator
         (``policy.reset(sim)``, once, as a direct run does before its first
         request), so a policy used from the first step decides as in a direct run
-        of the window. A policy first used later must have been reset by hand on
+        of the window (on a copy of the env too, whose simulator keeps the
+        original's ``run_id``). A policy first used later must have been reset by hand on
         this episode's simulator: one a baselines ``Policy`` reset on another (an
         earlier episode's: its state is that episode's) is refused before it decides,
         and one never reset that fails in its decide is said to need it. A copy of
@@ -217,7 +218,11 @@ class RouteEnv(ClusterEnv):
         sim = self.sim
         assert sim is not None and self.request is not None
         reset_on = getattr(policy, "reset_run_id", None)  # baselines.Policy records it
-        known = reset_on == sim.run_id or any(done is policy for done in self._reset_policies)
+        known = any(done is policy for done in self._reset_policies)
+        # at the first request only this episode's own reset counts: a copy of the
+        # env keeps its simulator's run_id, which a policy run on the original has
+        if self.request.index > 0 and reset_on == sim.run_id:
+            known = True
         if self.request.index == 0 and not known:
             reset = getattr(policy, "reset", None)  # baselines.Policy has one
             if reset is not None:

@@ -1195,9 +1195,14 @@ def train(cfg: DictConfig) -> float:
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows) if validate else []
     warn_unscored_validation(cfg)
-    # the trace it trains on, for evaluate and compare to tell its own windows from held-out ones
+    # the trace it trains on, for evaluate and compare to tell its own windows from
+    # held-out ones; improvement rounds score on the validation windows (run_improvement)
+    # whether or not PPO validates
+    scored = val_pool
+    if not scored and int(cfg.improvement.iterations) > 0:
+        scored = window_pool_of(cfg, "val", cfg.workload.val_windows)
     spec.trace_file = trained_trace(
-        cfg.workload.name, saved_kwargs["workload_params"], len(pool), len(val_pool)
+        cfg.workload.name, saved_kwargs["workload_params"], len(pool), len(scored)
     )
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
     # subproc worker's error would reach us only as a broken pipe, so one env is made here

@@ -529,6 +529,31 @@ def test_tune_btb_scores_thresholds_on_a_trace_s_train_windows(tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_improvement_rounds_record_the_validation_windows_they_score(tmp_path: Path) -> None:
+    """Rounds score on the validation windows without train.val_every (a review of
+    2026-12-06: agent.json said it validated on none, so evaluate would not have
+    refused those windows as test windows). 40 requests 0.5 s apart in 5 s windows:
+    4 windows, 1 test, 1 validation (0.2 of 4, at least one), 2 train."""
+    from agents.algorithms import load_spec
+    from experiments.train import train
+
+    path = write_jsonl(tmp_path / "mc.jsonl", _mooncake_rows(40))
+    cfg = _compose(
+        "train",
+        ["workload=trace", f"workload.path={path}", "workload.window_s=5",
+         "workload.val_fraction=0.2", "logger=none", "agent=maskable_ppo", "env=route_warm",
+         "train.total_timesteps=0", "train.evaluate=false", "train.progress=false",
+         "improvement.iterations=1", "improvement.windows=1",
+         "improvement.states_per_window=1", "improvement.lead_requests=2",
+         "improvement.horizon_requests=3", "improvement.anchor_per_window=4",
+         "improvement.epochs=1", f"out_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    train(cfg)
+    trace = load_spec(tmp_path / "run" / "agent").trace_file
+    assert (trace["train_windows"], trace["val_windows"]) == (2, 1)
+
+
+@pytest.mark.slow
 def test_train_on_a_trace_records_it_in_the_agent_and_the_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
