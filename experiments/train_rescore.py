@@ -212,7 +212,8 @@ RUN_KEYS = (
 def check_run_trace(cfg: Any, run: Path) -> None:
     """A run on a trace file: its ``workload.path``, when relative, is taken from the
     folder the run started in (its record's ``provenance.cwd``; said when that is not
-    this one), and the file there must be the one the run trained on: a sha256 other
+    this one), or from this one when it is not there (a run folder moved from
+    another machine), and the file there must be the one the run trained on: a sha256 other
     than the run's record (``train.json`` / ``results.json``) says is refused in one
     line naming both (its windows would be another trace's). A file not found is
     refused naming where its path came from."""
@@ -229,12 +230,14 @@ def check_run_trace(cfg: Any, run: Path) -> None:
     where = f"run={str(run)!r}: workload.path={given!r} (its .hydra/config.yaml)"
     cwd = None if os.path.isabs(given) else run_cwd(run)
     path = given if cwd is None else os.path.join(cwd, given)
+    if cwd is not None and not os.path.exists(path) and os.path.exists(given):
+        cwd, path = None, given  # a run moved from elsewhere: the sha256 below checks it
     hub_name = cfg.workload.format == HUB and not os.path.exists(path)
     if hub_name:  # a dataset by name, not a file
         return
     if not os.path.exists(path):
         said = (
-            f"no such file in the folder the run started in ({cwd})"
+            f"no such file in the folder the run started in ({cwd}), nor here"
             if cwd is not None
             else "no such file"
             + ("" if os.path.isabs(given) else " here (the run recorded no provenance.cwd)")

@@ -270,10 +270,16 @@ def test_a_trace_run_is_rescored_on_its_own_trace_read_from_where_it_ran(
         main([f"run={folder}", "val_windows=0", "overwrite=true"])
     assert str(gone.value) == (
         f"experiments.train_rescore: {where}: no such file in the folder the run started "
-        f"in ({start})"
+        f"in ({start}), nor here"
     )
     del record["provenance"]["cwd"]
     (folder / "train.json").write_text(json.dumps(record))
     with pytest.raises(UsageError, match=r"no such file here \(the run recorded no provenance"):
         main([f"run={folder}", "val_windows=0", "overwrite=true"])
     assert json.loads((folder / "rescore_val1.json").read_text()) == rescored
+    # a run moved from another machine: its folder there is gone, its trace is here
+    record["provenance"]["cwd"] = "/nowhere/it/ran"
+    (folder / "train.json").write_text(json.dumps(record))
+    write_jsonl(tmp_path / "mc.jsonl", rows(40))
+    assert main_guard(lambda: main([f"run={folder}", "val_windows=0", "overwrite=true"])) == 0
+    assert json.loads((folder / "rescore_val1.json").read_text())["workload_file"]["sha256"] == sha
