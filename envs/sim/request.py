@@ -298,12 +298,15 @@ def validate_requests(requests: Sequence[Request], source: str) -> list[Request]
 
 def block_ids(blocks: Any, where: str) -> tuple[int, ...]:
     """``blocks``, a request's chained block ids, as a tuple of Python ints (``blocks``
-    itself if it is one): a list, tuple or 1-d numpy array of ints >= 0 (numpy ints
-    too; never bools or floats, even whole ones); anything else a ConfigError of one
-    line, ``where`` (``workload 'w', request 'r0'``) naming the request."""
+    itself if it is one): a list, tuple, range or 1-d numpy array of ints >= 0 (numpy
+    ints too; not floats, even whole ones, nor bools, except in a tuple, which
+    :func:`validate_requests` checks in C and where a bool passes as 0 or 1);
+    anything else a ConfigError of one line, ``where`` (``workload 'w', request
+    'r0'``) naming the request."""
     kind = type(blocks).__name__
     is_array = isinstance(blocks, np.ndarray)
-    if not (is_array or isinstance(blocks, (list, tuple))) or (is_array and blocks.ndim != 1):
+    accepted = (list, tuple, range)
+    if not (is_array or isinstance(blocks, accepted)) or (is_array and blocks.ndim != 1):
         shape = f"{blocks.ndim}-d " if is_array else ""
         raise ConfigError(
             f"{where}: blocks must be a tuple of ints >= 0 (block ids), got {shape}{kind}"

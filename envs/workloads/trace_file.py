@@ -667,7 +667,8 @@ def _warn_implausible_rate(
     as milliseconds). The month-long span :func:`time_units_per_s` catches is the
     extreme of the first; these catch a factor of a thousand either way. A seconds
     trace of a low rate read as milliseconds is told by its fractions of a
-    millisecond (:data:`FRACTIONAL_SHARE`)."""
+    millisecond (:data:`FRACTIONAL_SHARE`), unless read in seconds its rows would
+    arrive a window or more apart (milliseconds written with microseconds)."""
     rows = len(times)
     if rows < 2:
         return
@@ -693,7 +694,12 @@ def _warn_implausible_rate(
             f"{(rows - 1) / span_s:,.0f} a second on average; if {fmt.time_field} counts "
             f"{coarser}, set {{time_unit}}={coarser}"
         )
-    elif rows >= DENSE_MIN_ROWS and at > 0 and span_s * ups <= PLAUSIBLE_SPAN_S:
+    elif (
+        rows >= DENSE_MIN_ROWS
+        and at > 0
+        and span_s * ups <= PLAUSIBLE_SPAN_S
+        and gap_s * ups / units[at - 1][1] <= window_s  # (read coarser, no rows windows apart)
+    ):
         fractional = [i for i, time in enumerate(times) if not time.is_integer()]
         if len(fractional) <= FRACTIONAL_SHARE * rows:
             return

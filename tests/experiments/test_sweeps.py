@@ -231,8 +231,9 @@ def test_tune_btb_takes_a_grid_with_the_basic_sweeper(
     defaults (X=2 or 3, Y 65,536, Z 1 s, M 4)."""
     from hydra import compose, initialize_config_dir
 
-    from experiments.config import CONF_DIR
+    from experiments.config import CONF_DIR, register_configs
 
+    register_configs()  # (the setup group lives in Python; the test may run alone)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         optuna = compose("tune_btb", return_hydra_config=True).hydra.sweeper
     assert optuna._target_.endswith("OptunaSweeper")

@@ -190,6 +190,11 @@ def test_a_seconds_trace_of_a_low_rate_read_as_ms_is_told_by_its_fractions(
         # 2,997,247.75 ms, which as seconds would be 34.7 days)
         fine = [i * 3000.25 for i in range(1000)]
         plan_trace(TraceOptions(path=str(write_jsonl(tmp_path / "u.jsonl", _mooncake(fine)))))
+        # nor in one whose rows read as seconds would arrive a window or more apart (a
+        # review of 2026-12-06: 300 rows 4,000.25 ms apart, 20 minutes, read as
+        # seconds one every 4,000 s against a 300 s window)
+        sparse = [i * 4000.25 for i in range(300)]
+        plan_trace(TraceOptions(path=str(write_jsonl(tmp_path / "v.jsonl", _mooncake(sparse)))))
 
 
 def test_a_block_count_error_says_whose_block_size_it_used(tmp_path: Path) -> None:

@@ -491,6 +491,8 @@ def test_blocks_as_a_list_or_array_of_ints_become_a_tuple_of_ints() -> None:
         "array": _blocks_workload(lambda i: np.array([1, 2, 10 + i])),
         "numpy ints": _blocks_workload(lambda i: (np.int64(1), np.uint32(2), np.int8(10 + i))),
     }
+    # a range (accepted before the check existed; a review of 2026-12-06)
+    assert _blocks_workload(lambda i: range(i, i + 3)).requests[1].blocks == (1, 2, 3)
     results = {}
     for kind, workload in made.items():
         assert [r.blocks for r in workload.requests] == [(1, 2, 10 + i) for i in range(4)]
