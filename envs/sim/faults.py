@@ -22,7 +22,9 @@ as without faults. The rules (docs/faults.md):
 * **Routing to a down node** (a policy that does not look at ``node.down``)
   sends the request to the least-loaded node up by the same rule (counted);
   warm copies from or to a down node are refused with ``"node_down"``.
-* **Coming back.** After ``fault_node_down_s`` the node is up again, empty.
+* **Coming back.** After ``fault_node_down_s`` the node is up again, empty. One
+  lost while draining for an upgrade switched at the loss, one lost while loading
+  its weights had its load ended (``Versions.lost``): both serve at once.
 * **A NIC down** (``fault_nic_down_s`` / ``fault_nic_down_nodes``, for
   ``fault_nic_down_for_s``; ``node.nic_down``): the node keeps serving, but
   its copies that have not landed fail and warm copies from or to it are
@@ -173,9 +175,7 @@ class Faults:
         if what == _BACK:
             node = nodes[node_index]
             node.down = False
-            self.counts["fault_node_recoveries"] += 1
-            if node.draining:  # lost while draining for its upgrade: it has drained now
-                self.sim._drained(node, t)
+            self.counts["fault_node_recoveries"] += 1  # (a node lost draining switched then)
             return
         if what == _NIC_DOWN:
             self.nic_down(nodes[node_index], t)
@@ -197,12 +197,12 @@ class Faults:
             return
         self.counts["fault_node_losses"] += 1
         node.down = True
-        if sim.versions is not None:  # a load of new weights in progress is over
-            sim.versions.lost(node, t)
         j = node.index
         self._fail_copies_of(j, t)
         lost = self._stop(node, t)
         sim._drop_kv(node)
+        if sim.versions is not None:  # drained if draining; a load in progress is over
+            sim.versions.lost(node, t)
         first_token_s = sim.records.first_token_s
         for request in sorted(lost, key=lambda r: r.index):
             k = request.index

@@ -112,9 +112,13 @@ class Versions:
         return t < self.loaded_s.get(node.index, -math.inf)
 
     def lost(self, node: Node, t: float) -> None:
-        """``node`` was lost at ``t``: a load in progress is over (the wake at its
-        end is void; a node back from a loss serves at once, as every node does)."""
-        if self.loading(node, t):
+        """``node`` was lost at ``t`` (its work stopped, its copies failed, its KV
+        dropped, its requests re-routed): a node draining for its upgrade has drained
+        and switches now; a load in progress is over (the wake at its end is void).
+        Either way it comes back serving at once, as every node back from a loss does."""
+        if node.draining:  # (a switch without a load: the loss ends it, as below)
+            self._switch(node, t)
+        elif self.loading(node, t):
             self.loaded_s[node.index] = t
 
     def try_switch(self, sim: Simulator, node: Node, t: float) -> None:
@@ -126,17 +130,22 @@ class Versions:
             if copy.state not in ENDED:  # (not failed in an earlier one's cascade)
                 self._cancel(sim, sim.nodes[copy.dst], copy, t)
         sim._drop_kv(node)
+        self._switch(node, t)
         index = node.index
-        self.version[index] = self.new_version
-        self.draining[index] = False
-        node.draining = False
-        self.switched_s[index] = t
         if self.downtime_s > 0:
             node.free_s = max(node.free_s, t + self.downtime_s)
             self.loaded_s[index] = node.free_s
             sim._push(node.free_s, WAKE_EVENT, node, node.version)  # the weights are in
         else:
             sim._advance(node, t)
+
+    def _switch(self, node: Node, t: float) -> None:
+        """``node``, drained and with its KV dropped, takes the new version at ``t``."""
+        index = node.index
+        self.version[index] = self.new_version
+        self.draining[index] = False
+        node.draining = False
+        self.switched_s[index] = t
 
     def _cancel(self, sim: Simulator, target: Node, copy: Copy, t: float) -> None:
         """Cancel ``copy`` to ``target`` (out of its source's wait and its target's

@@ -11,8 +11,10 @@ import math
 import numpy as np
 import pytest
 from simkit import (
+    CORES,
     HBM_S,
     Prompts,
+    Script,
     check_causal,
     check_run,
     names,
@@ -288,11 +290,11 @@ def test_a_copy_waiting_on_a_cancelled_copy_is_lost_with_it() -> None:
     assert all(not n.inflight and not n.waiting_src for n in sim.nodes)
 
 
-def test_a_node_lost_while_draining_for_its_upgrade_switches_when_it_is_back() -> None:
-    """Node 1 starts draining at 0.05 s (a 320-token prefill runs there), is lost
-    at 0.1 s (the request goes to node 0) and is back at 0.3 s with nothing left:
-    it switches to the new version then (it stayed draining on the old one until
-    a request happened to be routed to it)."""
+def test_a_node_lost_while_draining_for_its_upgrade_switches_at_the_loss() -> None:
+    """Node 1 starts draining at 0.05 s (a 320-token prefill runs there) and is lost
+    at 0.1 s: the request goes to node 0, where it starts over (first token at
+    0.1 + 0.32 s), and node 1 has drained: it switches then, after 0.05 s of drain
+    (it stayed draining on the old version while down, and switched when back)."""
     p = Prompts()
     p.add(0.0, names("a", 20))
     p.add(0.5, ["x"])
@@ -305,7 +307,40 @@ def test_a_node_lost_while_draining_for_its_upgrade_switches_when_it_is_back() -
     sim, _ = run_script(toy_cluster(2), p, [1, 0], None, config)
     summary = sim.records.summary
     assert summary["upgrades_done"] == 1 and summary["model_versions"] == ["v1", "v2"]
+    assert summary["upgrade_drain_s"] == [pytest.approx(0.05)]
+    assert sim.records.first_token_s[0] == pytest.approx(0.42)
     assert not sim.nodes[1].draining and not sim.nodes[1].down
+
+
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("downtime_s", [0.05, 0.5])
+@pytest.mark.parametrize(("first_node", "drain_s"), [(0, 0.02), (1, 0.0)])
+def test_a_node_lost_draining_serves_at_once_when_back_as_one_lost_loading(
+    core: str, downtime_s: float, first_node: int, drain_s: float
+) -> None:
+    """Node 0 upgrades at 0.08 s, is lost at 0.1 s and is back at 0.3 s; a 64-token
+    prompt comes to it at 0.31 s. With a request decoding there (first_node 0) it
+    drains until the loss re-routes that request, and switches then (drain 0.02 s;
+    it switched when back at 0.3 s and loaded its weights only then: admitted at
+    0.35 s, TTFT 0.104 s, with a 0.05 s downtime). Idle (first_node 1) it switches
+    at 0.08 s and the loss ends its load. Either way, whatever the downtime, it
+    serves at once when back: admitted at 0.31 s, TTFT 64 ms."""
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=101)
+    p.add(0.31, names("c", 4))
+    config = SimConfig(
+        upgrade_at_s=(0.08,), upgrade_downtime_s=downtime_s,
+        fault_node_loss_s=(0.1,), fault_node_loss_nodes=(0,), fault_node_down_s=0.2,
+    )  # fmt: skip
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([first_node, 0]))
+    check_run(sim)
+    rec = sim.records
+    assert rec.summary["upgrade_drain_s"] == [pytest.approx(drain_s, abs=1e-12)]
+    assert rec.summary["model_versions"] == ["v2", "v1"]
+    assert rec.admit_s[1] == pytest.approx(0.31) and rec.ttft_s[1] == pytest.approx(COLD_S)
+    assert rec.node[0] == 1 and rec.node[1] == 0
+    assert not sim.nodes[0].inflight and not sim.nodes[0].waiting_src
 
 
 @pytest.mark.parametrize("warm_first", [False, True])
@@ -376,3 +411,19 @@ def test_a_node_lost_while_loading_its_weights_serves_at_once_when_back() -> Non
     assert sim.records.admit_s[1] == pytest.approx(0.45)
     assert not sim.versions.loading(sim.nodes[0], 0.45)
     check_run(sim)
+
+
+def test_an_upgrade_due_while_a_node_is_down_loads_from_then_through_its_return() -> None:
+    """Node 0 is down from 0.05 to 0.15 s; its upgrade at 0.1 s finds it drained
+    (no drain), and it loads its weights from 0.1 to 0.6 s, through its return: a
+    request routed to it at 0.2 s starts at 0.6 s."""
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.2, names("c", 4))
+    config = SimConfig(
+        upgrade_at_s=(0.1,), upgrade_downtime_s=0.5,
+        fault_node_loss_s=(0.05,), fault_node_loss_nodes=(0,), fault_node_down_s=0.1,
+    )  # fmt: skip
+    sim, _ = run_script(toy_cluster(2), p, [1, 0], None, config)
+    assert sim.records.summary["upgrade_drain_s"] == [0.0]
+    assert sim.records.admit_s[1] == pytest.approx(0.6)
