@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from envs.sim.node import Node
     from envs.sim.request import Request
     from envs.sim.simulator import Simulator
+    from envs.sim.speculation import SpeculativeChunk
     from envs.sim.transfers import Copy
 
 _LOSS = 0
@@ -272,9 +273,10 @@ class Faults:
                     decode *= rest / (node.work_end - node.work_start)
                     node.decode_s = max(node.decode_s - decode, 0.0)
                 node.prefill_s = max(node.prefill_s - (rest - decode), 0.0)
-                if work == SPECULATE:  # the chunk's compute: what ran of it
-                    chunk = node.work_obj
-                    chunk.compute_s = max(chunk.compute_s - rest, 0.0)  # type: ignore[union-attr]
+                if work == SPECULATE:  # the chunk's compute: what ran of it; not computed
+                    chunk: SpeculativeChunk = node.work_obj  # type: ignore[assignment]
+                    chunk.compute_s = max(chunk.compute_s - rest, 0.0)
+                    chunk.cut = True
             elif work == DECODE:
                 node.decode_s = max(node.decode_s - rest, 0.0)
             elif work == COPY:

@@ -263,23 +263,28 @@ def summarize(requests: Sequence[Request], rec: Records, totals: RunTotals) -> d
 
 def speculative_metrics(totals: RunTotals) -> dict[str, Any]:
     """Speculative prefill (``Simulator.speculate``): the calls accepted and refused
-    (by reason), the chunks computed, their tokens and compute seconds, and the
+    (by reason), the chunks computed and their tokens, the compute seconds, and the
     chunks a request reused any block of (in any tier) before the run ended.
     ``speculative_wasted_s`` is the compute of the chunks no request used (evicted
-    first, or still cached at the end). All zero when no policy speculated."""
+    first, or still cached at the end). A chunk cut short by a node loss
+    (``SpeculativeChunk.cut``) was not computed: what ran of it counts in the
+    compute and wasted seconds only. All zero when no policy speculated."""
     chunks = totals.speculative_chunks
     used_ids = totals.used_copies_any
-    used = [c for c in chunks if c.id in used_ids]
+    done = [c for c in chunks if not c.cut]
+    used = [c for c in done if c.id in used_ids]
     refused = totals.speculative_refused
     return {
         "speculative_accepted": totals.speculative_accepted,
         "speculative_refused": {r: refused.get(r, 0) for r in SPECULATE_REFUSALS},
-        "speculative_chunks": len(chunks),
-        "speculative_tokens": int(sum(c.tokens for c in chunks)),
+        "speculative_chunks": len(done),
+        "speculative_tokens": int(sum(c.tokens for c in done)),
         "speculative_compute_s": float(sum(c.compute_s for c in chunks)),
         "speculative_used_chunks": len(used),
         "speculative_used_tokens": int(sum(c.tokens for c in used)),
-        "speculative_wasted_s": float(sum(c.compute_s for c in chunks if c.id not in used_ids)),
+        "speculative_wasted_s": float(
+            sum(c.compute_s for c in chunks if c.cut or c.id not in used_ids)
+        ),
     }
 
 

@@ -27,7 +27,9 @@ Waste: each chunk's blocks carry a tag (the cache's copy-id tag, in a range of
 its own), so a request that reuses any of its blocks, in any tier, marks the
 chunk *used*. The compute seconds of chunks no request used (evicted, or still
 cached at the end) are the wasted speculative seconds
-(``speculative_wasted_s`` in the run summary).
+(``speculative_wasted_s`` in the run summary). A chunk cut short by a node loss
+(``SpeculativeChunk.cut``) was not computed: what ran of it counts in the
+compute and wasted seconds, and in no count of chunks or tokens.
 """
 
 from __future__ import annotations
@@ -69,10 +71,12 @@ class SpeculativeJob:
 
 class SpeculativeChunk:
     """A chunk of speculative prefill: blocks ``start_blocks`` to ``end_blocks`` of
-    its job's prefix on node ``node``."""
+    its job's prefix on node ``node``. ``cut``: its node was lost before it ended
+    (``compute_s`` is then what ran of it; it counts as no chunk computed)."""
 
     __slots__ = (
         "compute_s",
+        "cut",
         "end_blocks",
         "id",
         "job",
@@ -101,6 +105,7 @@ class SpeculativeChunk:
         self.tokens = tokens
         self.compute_s = compute_s
         self.start_s = start_s
+        self.cut = False
 
 
 class Speculation:

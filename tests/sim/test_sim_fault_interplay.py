@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from simkit import CORES, Prompts, Script, check_run, names, toy_cluster
+from simkit import CORES, HBM_S, Prompts, Script, check_run, names, toy_cluster
 
 from envs.sim import SimConfig, Simulator
 from envs.sim.transfers import CANCELLED, FAILED
@@ -121,7 +121,8 @@ def test_a_lost_node_takes_no_speculation() -> None:
 def test_a_node_lost_during_a_speculative_chunk_counts_what_ran_of_it() -> None:
     """Node 1 speculates an 8-block (128-token) prefix from 0 s (128 ms at 1 ms a
     token) and is lost at 0.05 s: 50 ms ran, in its busy and prefill time and in
-    the speculation's compute (which kept the whole 128 ms)."""
+    the speculation's compute (which kept the whole 128 ms) and waste. The chunk
+    cut short was not computed: no chunk, no token (it counted 1 and 128)."""
     prompts = Prompts()
     prompts.add(0.0, ["z"])
     prompts.add(0.5, names("a", 9))
@@ -133,12 +134,71 @@ def test_a_node_lost_during_a_speculative_chunk_counts_what_ran_of_it() -> None:
     sim = Simulator(toy_cluster(3), prompts.workload(), config)
     sim.run(script)
     summary = sim.records.summary
-    assert summary["speculative_chunks"] == 1 and summary["speculative_tokens"] == 128
+    assert summary["speculative_chunks"] == 0 and summary["speculative_tokens"] == 0
     assert summary["speculative_compute_s"] == pytest.approx(0.05, rel=1e-9)
     assert summary["speculative_wasted_s"] == pytest.approx(0.05, rel=1e-9)
     assert sim.nodes[1].busy_s == pytest.approx(0.05, rel=1e-9)
     assert sim.nodes[1].prefill_s == pytest.approx(0.05, rel=1e-9)
     check_run(sim)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_speculative_chunk_cut_by_a_loss_counts_as_no_chunk(core: str) -> None:
+    """Node 1 speculates 8 blocks in 32-token chunks from 0 s and is lost at 0.05 s:
+    the first chunk ran 0-32 ms, the second 32-50 ms of its 32. One chunk of 32
+    tokens was computed (it counted 2 and 64); 50 ms of compute, all wasted (the
+    first chunk's KV went with the node, unused)."""
+    p = Prompts()
+    p.add(0.0, ["z0"])
+    p.add(0.3, [*names("a", 8), "own"])
+    prefix = p.blocks(names("a", 8))
+    config = SimConfig(
+        speculative_chunk_tokens=32,
+        fault_node_loss_s=(0.05,), fault_node_loss_nodes=(1,), fault_node_down_s=0.1,
+    )  # fmt: skip
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([0, 1], {0: [lambda s: s.speculate(1, prefix)]}))
+    check_run(sim)
+    summary = sim.records.summary
+    assert summary["speculative_chunks"] == 1 and summary["speculative_tokens"] == 32
+    assert summary["speculative_used_chunks"] == 0 and summary["speculative_used_tokens"] == 0
+    assert summary["speculative_compute_s"] == pytest.approx(0.05, rel=1e-9)
+    assert summary["speculative_wasted_s"] == pytest.approx(0.05, rel=1e-9)
+    chunks = sim.speculation.chunks
+    assert [c.cut for c in chunks] == [False, True]
+    assert chunks[1].compute_s == pytest.approx(0.018, rel=1e-9)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_speculative_chunk_cut_by_a_loss_is_waste_beside_a_used_one(core: str) -> None:
+    """Node 1 speculates 8 blocks in 32-token chunks from 0 s. A request of the
+    first 2 blocks and one of its own comes to it at 0.02 s: it waits for the first
+    chunk (0-32 ms), reuses its 32 tokens from HBM and computes 16 (done at
+    0.048 s + 32 x HBM_S); the second chunk then runs until the loss at 0.06 s.
+    One chunk of 32 tokens, used; compute 32 ms + the cut chunk's 12 ms - 32 x
+    HBM_S, of which the cut chunk's time is wasted."""
+    p = Prompts()
+    p.add(0.0, ["z0"])
+    p.add(0.02, [*names("a", 2), "own"])
+    p.add(0.3, ["q"])
+    prefix = p.blocks(names("a", 8))
+    config = SimConfig(
+        speculative_chunk_tokens=32,
+        fault_node_loss_s=(0.06,), fault_node_loss_nodes=(1,), fault_node_down_s=0.1,
+    )  # fmt: skip
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([0, 1, 0], {0: [lambda s: s.speculate(1, prefix)]}))
+    check_run(sim)
+    rec = sim.records
+    second_start = 0.048 + 32 * HBM_S
+    assert rec.admit_s[1] == pytest.approx(0.032) and rec.hit_hbm_tokens[1] == 32
+    assert rec.finish_s[1] == pytest.approx(second_start, rel=1e-12)
+    summary = rec.summary
+    assert summary["speculative_chunks"] == 1 and summary["speculative_tokens"] == 32
+    assert summary["speculative_used_chunks"] == 1 and summary["speculative_used_tokens"] == 32
+    cut_s = 0.06 - second_start
+    assert summary["speculative_compute_s"] == pytest.approx(0.032 + cut_s, rel=1e-9)
+    assert summary["speculative_wasted_s"] == pytest.approx(cut_s, rel=1e-9)
 
 
 def test_hits_on_a_speculative_prefill_are_not_prefill_saved_by_copies() -> None:
