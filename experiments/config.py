@@ -27,6 +27,7 @@ from envs.cluster_env import ClusterEnv
 from envs.route_warm import RouteWarmEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.config import DEFAULT_SETUP
+from envs.sim.errors import NamedFields
 from envs.sim.timing import NodeCosts, model_preset, parse_node
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -588,15 +589,28 @@ def naming_fields(paths: Mapping[str, str]) -> Iterator[None]:
     """Where config values become objects: a :class:`ConfigError` about one of the
     objects' fields (its ``fields``, data the check gave; the keys of ``paths``:
     ``reward_scale``, ``n_bursts``) names each field by its config path instead
-    (``env.reward_scale``, ``workload.params.n_bursts``) and says where the first
-    one's value came from, so the user reads the key they typed."""
+    (``env.reward_scale``, ``workload.params.n_bursts``) and says where the value
+    came from (:func:`first_origin`), so the user reads the key they typed."""
     try:
         yield
     except ConfigError as error:
-        named = [name for name in error.fields if name in paths]
+        named = [paths[name] for name in error.fields if name in paths]
         if not named:
             raise
-        raise ConfigError(error.named(paths) + value_origin(paths[named[0]])) from error
+        raise ConfigError(error.named(paths) + first_origin(named)) from error
+
+
+def first_origin(paths: Sequence[str]) -> str:
+    """Where the first of the config ``paths`` a message names that was set somewhere
+    came from (:func:`value_origin`): `` (from ...)`` for the first path, the one the
+    message is about, `` (PATH from ...)`` for another (``sim.fault_node_loss_s has
+    0 times but sim.fault_node_loss_nodes has 1 nodes ... (sim.fault_node_loss_nodes
+    from the command line)``); empty if none was."""
+    for i, path in enumerate(paths):
+        origin = value_origin(path)
+        if origin:
+            return origin if i == 0 else f" ({path} {origin[2:]}"
+    return ""
 
 
 def naming_value(path: str, value: Any) -> contextlib.AbstractContextManager[None]:
@@ -618,16 +632,33 @@ def with_value_origin(error: BaseException, cfg: Any) -> BaseException:
     got -5``) and says no origin yet gets :func:`value_origin`'s ``(from ...)`` at
     its end, as the groups' checks (``sim.*``) say it; any other error, or one whose
     origin is unknown, is ``error`` itself. So every check of a Hydra job's values
-    names the origin without code of its own (``jobs.run_job`` applies it)."""
+    names the origin without code of its own (``jobs.run_job`` applies it). A
+    :class:`ConfigError` naming its settings as data (``sim.model_versions names 1
+    versions ...``, ``sim.upgrade_at_s[0] must ...``, raised by the simulator's
+    checks too) gets the origin of the first of them set somewhere, another than the
+    one it is about by its path (``(sim.fault_node_loss_nodes from the command line)``)."""
     message = str(error)
-    if not isinstance(error, ValueError) or "(from " in message:
+    if not isinstance(error, ValueError) or "(from " in message or not OmegaConf.is_config(cfg):
         return error
-    found = _LEADING_PATH.match(message)
-    if found is None or not OmegaConf.is_config(cfg):
-        return error
-    value = OmegaConf.select(cfg, found[1], default=_ABSENT, throw_on_resolution_failure=False)
-    origin = "" if value is _ABSENT else value_origin(found[1])
+    origin = _fields_origin(error, cfg) if isinstance(error, NamedFields) else ""
+    if not origin:
+        found = _LEADING_PATH.match(message)
+        if found is None:
+            return error
+        origin = value_origin(found[1]) if _in_config(cfg, found[1]) else ""
     return ConfigError(message + origin) if origin else error
+
+
+def _fields_origin(error: NamedFields, cfg: Any) -> str:
+    """:func:`first_origin` of the settings ``error`` names as data, as paths of
+    ``cfg`` under its owner (``sim.upgrade_at_s`` for ``upgrade_at_s[0]``)."""
+    paths = [f"{error.owner}.{name.partition('[')[0]}" for name in error.fields]
+    return first_origin([p for p in paths if _in_config(cfg, p)]) if error.owner else ""
+
+
+def _in_config(cfg: Any, path: str) -> bool:
+    value = OmegaConf.select(cfg, path, default=_ABSENT, throw_on_resolution_failure=False)
+    return value is not _ABSENT
 
 
 def unknown_keys(cfg: Any, prefix: str = "") -> Iterator[tuple[str, list[str]]]:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number, is_number
-from envs.sim.errors import ConfigError, SettingWarning
+from envs.sim.errors import ConfigError, SettingWarning, plural
 from envs.sim.timing import (
     DEFAULT_MBU,
     DEFAULT_MFU,
@@ -302,13 +302,13 @@ class SimConfig:
              "while no node is lost (sim.fault_node_loss_s, sim.fault_node_loss_rate_per_s)"),
             ("fault_nic_down_for_s", 1.0, self.fault_nic_down_s,
              "while no NIC goes down (sim.fault_nic_down_s)"),
+            ("fault_seed", 0,
+             self.fault_node_loss_rate_per_s or self.fault_copy_fail_prob
+             or self.fault_copy_slow_prob,
+             "while no fault is drawn at random (sim.fault_node_loss_rate_per_s, "
+             "sim.fault_copy_fail_prob, sim.fault_copy_slow_prob)"),
         )  # fmt: skip
-        for name, default, needed, why in idle:
-            if getattr(self, name) != default and not needed:
-                warnings.warn(
-                    SettingWarning(f"sim.{name}={getattr(self, name)!r} does nothing {why}"),
-                    stacklevel=2,
-                )
+        _warn_idle(idle, self)
 
     def _check_schedule(self, times_name: str, nodes_name: str) -> None:
         """A fault schedule: finite times >= 0 and a node index for each."""
@@ -325,7 +325,8 @@ class SimConfig:
         if len(times) != len(nodes):
             raise ConfigError.about(
                 f"sim.{times_name}",
-                f"has {len(times)} times but {{{nodes_name}}} has {len(nodes)} nodes: "
+                f"has {plural(len(times), 'time')} but {{{nodes_name}}} has "
+                f"{plural(len(nodes), 'node')}: "
                 "one node for each time",
                 nodes_name,
             )
@@ -340,7 +341,7 @@ class SimConfig:
         if self.model_versions and len(self.model_versions) != n_nodes:
             raise ConfigError.about(
                 "sim.model_versions",
-                f"names {len(self.model_versions)} versions for a cluster of {n_nodes} "
+                f"names {plural(len(self.model_versions), 'version')} for a cluster of {n_nodes} "
                 "nodes; give one per node",
             )
         if len(self.upgrade_at_s) > n_nodes:
@@ -352,9 +353,9 @@ class SimConfig:
         for name in ("fault_node_loss_nodes", "fault_nic_down_nodes"):
             for k, j in enumerate(getattr(self, name)):
                 if j >= n_nodes:
-                    raise ConfigError(
-                        f"sim.{name}[{k}] = {j} is not a node of the cluster "
-                        f"(nodes 0..{n_nodes - 1})"
+                    raise ConfigError.about(
+                        f"sim.{name}[{k}]",
+                        f"= {j} is not a node of the cluster (nodes 0..{n_nodes - 1})",
                     )
 
     def _check_tenancy(self) -> None:
@@ -380,6 +381,15 @@ class SimConfig:
             "sim.upgrade_downtime_s", self.upgrade_downtime_s, finite=True, error=ConfigError
         )
         object.__setattr__(self, "upgrade_downtime_s", float(downtime))
+        upgrades = any(t < math.inf for t in times)
+        why = "while no node upgrades (sim.upgrade_at_s)"
+        _warn_idle(
+            (
+                ("upgrade_version", "v2", upgrades, why),
+                ("upgrade_downtime_s", 0.0, upgrades, why),
+            ),
+            self,
+        )
 
     def _check_cache_life(self) -> None:
         """The cache lifecycle's fields (pin budget, replica TTL, reclaim order)."""
@@ -415,6 +425,15 @@ class SimConfig:
                 error=ConfigError,
             )
             object.__setattr__(self, name, value)
+
+
+def _warn_idle(idle: tuple[tuple[str, Any, Any, str], ...], config: SimConfig) -> None:
+    """A SettingWarning for each setting of ``idle`` (name, default, what it needs to do
+    anything, why it does nothing) away from its default while what it needs is not set."""
+    for name, default, needed, why in idle:
+        value = getattr(config, name)
+        if value != default and not needed:
+            warnings.warn(SettingWarning(f"sim.{name}={value!r} does nothing {why}"), stacklevel=3)
 
 
 def _is_list(value: Any) -> bool:

@@ -1166,6 +1166,33 @@ def test_a_checked_value_says_it_came_from_the_command_line(
 
 
 @pytest.mark.parametrize(
+    ("overrides", "message"),
+    [  # (each said no origin: an index after the name, a check of the cluster's size,
+        # or a message about another setting than the one typed)
+        (["sim.upgrade_at_s=[-1]"],
+         "sim.upgrade_at_s[0] must be a number >= 0, got -1.0 (from the command line)"),
+        (["sim.model_versions=[v1]"],
+         "sim.model_versions names 1 version for a cluster of 4 nodes; give one per node "
+         "(from the command line)"),
+        (["sim.fault_node_loss_s=[1]", "sim.fault_node_loss_nodes=[9]"],
+         "sim.fault_node_loss_nodes[0] = 9 is not a node of the cluster (nodes 0..3) "
+         "(from the command line)"),
+        (["sim.fault_node_loss_nodes=[9]"],
+         "sim.fault_node_loss_s has 0 times but sim.fault_node_loss_nodes has 1 node: one "
+         "node for each time (sim.fault_node_loss_nodes from the command line)"),
+    ],
+)  # fmt: skip
+def test_a_sim_setting_checked_against_the_cluster_or_another_says_its_origin(
+    overrides: list[str], message: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    args = ["logger=none", "policies=[btb]", *overrides, f"out_dir={tmp_path / 'run'}"]
+    proc = run_command("experiments.evaluate", args, tmp_path, {})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"error: experiments.evaluate: {message}\n"
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
     ("setting", "message"),
     [
         ("train:\n  total_timesteps: -5\n", "train.total_timesteps must be >= 0, got -5"),

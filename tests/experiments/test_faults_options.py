@@ -44,7 +44,7 @@ def test_hydra_sets_the_view_delay_and_the_fault_options() -> None:
     )
     assert _sim(["sim=faults"]).faults_on
     assert _sim(["sim=stale_view"]).router_view_delay_s == 0.05
-    with pytest.raises(ValueError, match=r"sim\.fault_node_loss_s has 1 times"):
+    with pytest.raises(ValueError, match=r"sim\.fault_node_loss_s has 1 time but"):
         _sim(["sim.fault_node_loss_s=[30]"])
 
 

@@ -458,10 +458,18 @@ def test_faults_and_upgrades_after_the_workload_is_served_change_nothing(core: s
          "(sim.fault_node_loss_s, sim.fault_node_loss_rate_per_s)"),
         ({"fault_nic_down_for_s": 3.0},
          "sim.fault_nic_down_for_s=3.0 does nothing while no NIC goes down (sim.fault_nic_down_s)"),
+        ({"fault_seed": 4},
+         "sim.fault_seed=4 does nothing while no fault is drawn at random "
+         "(sim.fault_node_loss_rate_per_s, sim.fault_copy_fail_prob, sim.fault_copy_slow_prob)"),
+        ({"upgrade_downtime_s": 5.0},
+         "sim.upgrade_downtime_s=5.0 does nothing while no node upgrades (sim.upgrade_at_s)"),
+        ({"upgrade_version": "v3"},
+         "sim.upgrade_version='v3' does nothing while no node upgrades (sim.upgrade_at_s)"),
     ],
 )  # fmt: skip
-def test_a_fault_setting_that_needs_another_says_so(fields: dict[str, float], said: str) -> None:
-    """fault_copy_slowdown without fault_copy_slow_prob slowed nothing, silently."""
+def test_a_fault_setting_that_needs_another_says_so(fields: dict[str, object], said: str) -> None:
+    """fault_copy_slowdown without fault_copy_slow_prob slowed nothing, silently; so did
+    fault_seed without a random fault, and the upgrade's settings without an upgrade."""
     from envs.sim.errors import SettingWarning
 
     with pytest.warns(SettingWarning) as caught:
@@ -471,7 +479,16 @@ def test_a_fault_setting_that_needs_another_says_so(fields: dict[str, float], sa
         "fault_copy_slowdown": {"fault_copy_slow_prob": 0.1},
         "fault_node_down_s": {"fault_node_loss_rate_per_s": 0.01},
         "fault_nic_down_for_s": {"fault_nic_down_s": (1.0,), "fault_nic_down_nodes": (0,)},
+        "fault_seed": {"fault_copy_fail_prob": 0.1},
+        "upgrade_downtime_s": {"upgrade_at_s": (1.0,)},
+        "upgrade_version": {"upgrade_at_s": (math.inf, 1.0)},
     }[next(iter(fields))]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SimConfig(**fields, **needed)
+        SimConfig()  # the defaults never warn
+        for random in ({"fault_node_loss_rate_per_s": 0.1}, {"fault_copy_slow_prob": 0.1}):
+            SimConfig(fault_seed=4, **random)  # (each draws at random)
+    if "upgrade_at_s" in needed:  # a list of inf upgrades no node
+        with pytest.warns(SettingWarning, match="does nothing while no node upgrades"):
+            SimConfig(**fields, upgrade_at_s=(math.inf,))
