@@ -108,6 +108,22 @@ class ThresholdsEnv(ClusterEnv):
     counts and busiest prefix follow the same key (a request shorter than Y is
     counted under its prompt but its last block).
 
+    BTB's "X arrivals within Z" count carries over from epoch to epoch, and an
+    arrival is counted under the settings in force when it comes: it is recorded
+    only in an epoch whose minimum prefix the request reaches, and forgotten for
+    good once it is older than that epoch's Z (the count trims its arrival times
+    by the current Z). So the count after a change depends on earlier epochs'
+    Z and minimum prefix, not on the new settings alone. Measured on a steady
+    prefix (one arrival every 0.4 s, ``tests/envs/test_thresholds_count.py``),
+    X=4 and Z=8 s set from t=10 s issue the first copy after the switch at
+    10.8 s when the earlier Z was 4 s, at 11.6 s when it was 0.25 s, and at
+    12.0 s when the earlier minimum prefix was 65,536 tokens (above the
+    prompt). The shipped agents were trained, and the results pages measured,
+    with this count. A redesign that kept every arrival's time up to the largest
+    Z choice (8 s) and recorded every arrival would count what the new settings
+    say: 10.8 s in all three cases. Under ``spread`` BTB sees no arrival at all
+    (below).
+
     The routing rule is part of the action because no threshold alone can help
     on fast bursts under causal KV: the published rule (``resident``, as in
     ``baselines.btb``) routes an active prefix's requests only to nodes on which
