@@ -18,6 +18,7 @@ of windows that found their cell) says so.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from baselines.policy import register
 from envs.files import read_json
 from envs.sim.checks import check_int, checked_number
 from envs.sim.config import SETUPS, setup_cluster
+from envs.sim.errors import ConfigError
 from envs.sim.simulator import Simulator
 
 TABLE_PATH = Path(__file__).with_name("btb_tuned.json")
@@ -44,16 +46,42 @@ def btb_settings(cell: dict[str, Any], block_tokens: int) -> dict[str, Any]:
 
 
 def read_table(path: str | Path = TABLE_PATH) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{setup: {workload: cell}}`` from a tuned-thresholds file, each cell checked."""
-    data = read_json(Path(path))
+    """``{setup: {workload: cell}}`` from a tuned-thresholds file, each cell checked.
+    A file that cannot be read, is not JSON or holds no usable table is a
+    :class:`ConfigError` naming ``btb_tuned.path`` and the file, in one line."""
+    try:
+        return _checked_cells(read_json(Path(path)))
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"{{path}}={str(path)!r}: {_why_unread(error)}", ("path",), "btb_tuned"
+        ) from None
+
+
+def _why_unread(error: OSError | ValueError) -> str:
+    """What kept a tuned-thresholds file from being read, said briefly."""
+    if isinstance(error, FileNotFoundError):
+        return "no such file"
+    if isinstance(error, IsADirectoryError):
+        return "is a folder, not a file"
+    if isinstance(error, OSError):
+        return f"cannot be read ({error.strerror or error})"
+    if isinstance(error, json.JSONDecodeError):
+        return f"not valid JSON ({error.msg}, line {error.lineno} column {error.colno})"
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    return str(error)
+
+
+def _checked_cells(data: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """A table's ``cells``, each checked (a ValueError naming the cell otherwise)."""
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, dict):
-        raise ValueError(f"{path}: expected an object with 'cells': {{setup: {{workload: ...}}}}")
+        raise ValueError("expected an object with 'cells': {setup: {workload: ...}}")
     for setup, by_workload in cells.items():
         if not isinstance(by_workload, dict):
-            raise ValueError(f"{path}: cells.{setup} must be an object {{workload: cell}}")
+            raise ValueError(f"cells.{setup} must be an object {{workload: cell}}")
         for workload, cell in by_workload.items():
-            where = f"{path}: cells.{setup}.{workload}"
+            where = f"cells.{setup}.{workload}"
             if not isinstance(cell, dict):
                 raise ValueError(f"{where} must be an object of {', '.join(CELL_KEYS)}")
             missing = [k for k in CELL_KEYS if k not in cell]

@@ -4,6 +4,7 @@ command that writes that table from train windows."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -13,8 +14,11 @@ import pytest
 from baselines import BTB, make_policy
 from baselines.btb_tuned import TABLE_PATH, BTBTuned, btb_settings, read_table
 from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.errors import ConfigError
 from envs.workloads.registry import windows
 from experiments import tune_btb_table
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # bursts long enough (12 s) for the first prefill (4.7 s) to end inside them: the
 # published rule copies only from a node where the prefix is resident
@@ -91,7 +95,7 @@ def test_btb_tuned_leaves_the_note_on_an_unreached_y_to_its_own(tmp_path):
 
 def test_a_table_without_a_threshold_is_refused(tmp_path):
     path = _table(tmp_path, {"70b_h100x4": {"mixed": {"x": 2, "z_s": 1.0, "m": 4}}})
-    with pytest.raises(ValueError, match=r"cells\.70b_h100x4\.mixed lacks y_tokens"):
+    with pytest.raises(ConfigError, match=r"cells\.70b_h100x4\.mixed lacks y_tokens$"):
         read_table(path)
 
 
@@ -109,9 +113,59 @@ def test_a_cell_value_no_btb_takes_is_named_with_the_file_and_cell(tmp_path, key
     cell = {"x": 2, "z_s": 1.0, "m": 4, "y_tokens": 16384, key: value}
     path = _table(tmp_path, {"70b_h100x4": {"mixed": cell}})
     with pytest.raises(
-        ValueError, match=rf"^{re.escape(str(path))}: cells\.70b_h100x4\.mixed{said}"
+        ConfigError,
+        match=rf"^btb_tuned\.path={re.escape(repr(str(path)))}: cells\.70b_h100x4\.mixed{said}",
     ):
         read_table(path)
+
+
+@pytest.mark.parametrize(
+    ("write", "said"),
+    [
+        (None, "no such file"),
+        ("folder", "is a folder, not a file"),
+        ('{"cells": ', r"not valid JSON \(Expecting value, line 1 column 11\)"),
+        ("[1, 2]", "expected an object with 'cells': {setup: {workload: ...}}"),
+        ('{"cells": {"70b_h100x4": 3}}', r"cells\.70b_h100x4 must be an object {workload: cell}"),
+    ],
+)
+def test_a_file_that_cannot_be_read_names_btb_tuned_path(tmp_path, write, said):
+    """A missing file or bad JSON was a traceback from pathlib or json and a policy
+    failure (exit 1) that never named the setting."""
+    path = tmp_path / "table.json"
+    if write == "folder":
+        path.mkdir()
+    elif write is not None:
+        path.write_text(write)
+    named = re.escape(repr(str(path)))
+    with pytest.raises(ConfigError, match=rf"^btb_tuned\.path={named}: {said}$"):
+        make_policy("btb_tuned", path=str(path))
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["experiments.compare", "policy_kwargs=btb_tuned.path=/nonexistent.json"],
+        ["experiments.evaluate", "+policy_kwargs.btb_tuned.path=/nonexistent.json"],
+    ],
+)
+def test_the_commands_say_a_missing_table_in_one_line(tmp_path, command):
+    import subprocess
+    import sys
+
+    module, setting = command
+    args = ["windows=1", "agents=none", "policies=btb_tuned", f"out_dir={tmp_path / 'o'}"]
+    if module == "experiments.evaluate":
+        args = ["policies=[btb_tuned]", "workload.eval_windows=1", "logger=none",
+                f"hydra.run.dir={tmp_path / 'h'}", f"out_dir={tmp_path / 'o'}"]  # fmt: skip
+    env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", module, setting, *args],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == f"error: {module}: btb_tuned.path='/nonexistent.json': no such file\n"
+    assert proc.stdout == ""
 
 
 def test_the_shipped_table_covers_every_setup_and_family():
