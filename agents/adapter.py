@@ -155,12 +155,15 @@ class AgentPolicy(Policy):
 
     def metrics(self) -> dict[str, float]:
         """A threshold agent's epochs of the last run under each routing rule it chose
-        (``epochs_rule_<rule>``; summed over windows in a result row); none for the
-        other kinds."""
+        (``epochs_rule_<rule>``; summed over windows in a result row), and its BTB's
+        ``y_unreached_rate`` (1 when no prompt of the run reached its ``y_tokens``, so
+        BTB never fired: only then, as btb's); none for the other kinds."""
         counts: dict[str, float] = {}
         for _, setting in self.settings_log:
             key = f"epochs_rule_{setting[4]}"
             counts[key] = counts.get(key, 0.0) + 1.0
+        if self._controller is not None:
+            counts.update(self._controller.metrics())
         return counts
 
     def action_sizes(self, n_nodes: int) -> list[int]:

@@ -416,6 +416,11 @@ class EpochController(ModulesByName):
         self._copies_before = 0
         self._rule = 0
 
+    def metrics(self) -> dict[str, float]:
+        """The last run's ``y_unreached_rate`` = 1 when no prompt reached ``y_tokens``,
+        so BTB could never fire (:meth:`BTB.metrics`; absent otherwise)."""
+        return {k: v for k, v in self.btb.metrics().items() if k == "y_unreached_rate"}
+
     @property
     def aside(self) -> bool:
         """Whether BTB stands aside this epoch (the ``spread`` rule)."""

@@ -327,7 +327,8 @@ def fault_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, Any]]:
 
 def btb_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The table's notes on the BTB rows: windows where no prompt reached a BTB's Y
-    (btb, btb_pending, btb_eft: it made no copy, its fallback routed), and where
+    (btb, btb_pending, btb_eft, a thresholds agent's BTB: it made no copy, its
+    fallback routed), and where
     btb_tuned's table had no cell (it ran btb's published thresholds) or was tuned
     under another simulator."""
     lines: list[str] = []
@@ -339,8 +340,9 @@ def btb_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             unreached.setdefault(share, []).append(str(row["policy"]))
     for share, names in unreached.items():
         lines.append(
-            f"{', '.join(names)}: in {share} no prompt reached Y, so no copy was made there "
-            "and the fallback routed every request (cache_aware; btb_eft's: eft); a Y the "
+            f"{', '.join(names)}: in {share} no prompt reached Y, so BTB made no copy there "
+            "and its fallback routed every request (cache_aware; btb_eft's: eft; a thresholds "
+            "agent's: its rule's); a Y the "
             f"prompts reach lets BTB fire (compare: policy_kwargs={names[0]}.y_tokens=...; "
             f"evaluate: +policy_kwargs.{names[0]}.y_tokens=...)"
         )

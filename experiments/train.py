@@ -26,7 +26,7 @@ import itertools
 import math
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +288,29 @@ def warn_unscored_validation(cfg: Any) -> None:
         f"{plural(held, 'window')} out of training that this run never scores "
         f"(train.val_every=0): set train.val_every to score {them}, or "
         f"workload.val_fraction=0 to train on {them}",
+        SettingWarning,
+        stacklevel=2,
+    )
+
+
+def warn_unreached_y(cfg: Any, pool: Sequence[Any]) -> None:
+    """A thresholds run's ``env.y_tokens`` longer than any prefix two requests of its
+    train windows share (tune_btb's check of Y: ``longest_shared_prefix_tokens``):
+    its BTB can never fire, so no action changes what it does; say so in one line.
+    A Y no prompt reaches is such a Y."""
+    y = cfg.env.get("y_tokens") if cfg.env.kind == "thresholds" else None
+    if y is None or not pool:
+        return
+    from envs.workloads.stats import longest_shared_prefix_tokens
+
+    longest = max(map(longest_shared_prefix_tokens, pool))
+    if int(y) <= longest:
+        return
+    warnings.warn(
+        f"env.y_tokens={y}{value_origin('env.y_tokens')} is longer than any prefix two "
+        f"requests of the {plural(len(pool), 'train window')} share ({longest:,} tokens at "
+        "most): the agent's BTB never fires on them, so no X, Z, M or minimum prefix it "
+        "chooses changes anything; a Y at or below the prefix their bursts share lets it fire",
         SettingWarning,
         stacklevel=2,
     )
@@ -1195,6 +1218,7 @@ def train(cfg: DictConfig) -> float:
     validate = int(cfg.train.val_every) > 0 and int(cfg.train.total_timesteps) > 0
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows) if validate else []
     warn_unscored_validation(cfg)
+    warn_unreached_y(cfg, pool)
     # the trace it trains on, for evaluate and compare to tell its own windows from
     # held-out ones; improvement rounds score on the validation windows (run_improvement)
     # whether or not PPO validates

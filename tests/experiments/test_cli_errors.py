@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -224,6 +225,43 @@ def test_train_refuses_a_y_tokens_no_action_can_fire_before_reading_windows(
         with pytest.raises(ValueError, match=r"^env\.y_tokens = 512 is below the shortest"):
             train_module.train(cfg)
     assert read == [] and list(tmp_path.iterdir()) == []
+
+
+def test_train_warns_of_a_y_tokens_no_shared_prefix_reaches(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """A thresholds agent trained with a Y longer than any prefix its train windows
+    share trained a BTB that never fires, with no word (tune_btb warns of such a Y).
+    The tiny windows' bursts share 65,536 tokens (256 blocks of 256), each request's
+    own block after them: Y one block longer is warned of, once; Y at 65,536 is not."""
+    from experiments.train import warn_unreached_y
+
+    args = ["workload=tiny", "env=thresholds", "env.y_tokens=65792", "env.n_envs=1",
+            "agent.hyperparams.n_steps=64", "agent.hyperparams.batch_size=64",
+            "train.total_timesteps=64", "train.progress=false", "train.evaluate=false",
+            "logger=none", f"out_dir={tmp_path / 'run'}"]  # fmt: skip
+    done = run_command("experiments.train", args, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        "warning: env.y_tokens=65792 (from the command line) is longer than any prefix two "
+        "requests of the 2 train windows share (65,536 tokens at most): the agent's BTB "
+        "never fires on them, so no X, Z, M or minimum prefix it chooses changes anything; "
+        "a Y at or below the prefix their bursts share lets it fire\n"
+    )
+
+    def said(*given: str) -> list[str]:
+        from experiments.config import window_pool_of
+
+        cfg = _compose("train", ["workload=tiny", *given])
+        pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            warn_unreached_y(cfg, pool)
+        return [str(w.message) for w in caught]
+
+    assert said("env=thresholds", "env.y_tokens=65536") == []
+    assert said("env=thresholds") == []  # its own key: each prompt but its last block
+    assert said("env=route") == []
 
 
 @pytest.mark.parametrize(

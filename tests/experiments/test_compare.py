@@ -258,9 +258,10 @@ def test_a_btb_whose_y_no_prompt_reaches_gets_a_note_under_the_table(tmp_path, c
     assert code == 0
     notes = [line for line in capsys.readouterr().out.splitlines() if "reached Y" in line]
     assert notes == [
-        "btb: in every window no prompt reached Y, so no copy was made there and the "
-        "fallback routed every request (cache_aware; btb_eft's: eft); a Y the prompts reach "
-        "lets BTB fire (compare: policy_kwargs=btb.y_tokens=...; evaluate: "
+        "btb: in every window no prompt reached Y, so BTB made no copy there and its "
+        "fallback routed every request (cache_aware; btb_eft's: eft; a thresholds agent's: "
+        "its rule's); a Y the prompts reach lets BTB fire (compare: "
+        "policy_kwargs=btb.y_tokens=...; evaluate: "
         "+policy_kwargs.btb.y_tokens=...)"
     ]  # btb_pending's default Y is reached: no note
     rows = {r["policy"]: r for r in json.loads((out / "results.json").read_text())["rows"]}
@@ -273,6 +274,29 @@ def test_a_btb_whose_y_no_prompt_reaches_gets_a_note_under_the_table(tmp_path, c
     ]
     (line,) = btb_lines(shares)
     assert line.startswith("btb, btb_eft: in 40 % of the windows no prompt reached Y, ")
+
+
+def test_a_thresholds_agent_whose_y_no_prompt_reaches_gets_the_note(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """A thresholds agent given a Y longer than every prompt (the window's are
+    65,536 + 256 tokens and less) routed as its fallbacks do with no word: its row
+    now carries its BTB's y_unreached_rate and the table the note btb gets."""
+    out = tmp_path / "run"
+    code = main_guard(lambda: compare.main(
+        ["policies=cache_aware", "agents=ppo_thresholds,ppo_thresholds_eft",
+         "policy_kwargs=ppo_thresholds.y_tokens=262144", "windows=1", "charts=false",
+         "progress=false", f"out_dir={out}"]
+    ))  # fmt: skip
+    assert code == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "reached Y" in line]
+    assert len(notes) == 1
+    assert notes[0].startswith("ppo_thresholds: in every window no prompt reached Y, so BTB ")
+    assert notes[0].endswith("(compare: policy_kwargs=ppo_thresholds.y_tokens=...; evaluate: "
+                             "+policy_kwargs.ppo_thresholds.y_tokens=...)")  # fmt: skip
+    rows = {r["policy"]: r for r in json.loads((out / "results.json").read_text())["rows"]}
+    assert rows["ppo_thresholds"]["y_unreached_rate"] == 1.0
+    assert rows["ppo_thresholds"]["warm_copies"] == 0  # its BTB never fired
+    assert "y_unreached_rate" not in rows["ppo_thresholds_eft"]  # its own key is reached
+    assert rows["ppo_thresholds_eft"]["warm_copies"] > 0
 
 
 def test_compare_runs_the_zoo_agents_next_to_the_baselines(tmp_path) -> None:  # type: ignore[no-untyped-def]
