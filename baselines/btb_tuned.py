@@ -11,8 +11,11 @@ turns a cell into them.
 
 At ``reset`` the policy looks up the simulator's setup (a published setup whose
 cluster equals the simulated one) and the window's workload
-(``Workload.meta["workload"]``). A (setup, workload) pair without tuned
-thresholds runs BTB's published constants; the row's ``tuned_rate`` (the share
+(``Workload.meta["workload"]``), when the window was generated at that workload's
+registered parameters (:func:`envs.workloads.registry.at_registered_parameters`:
+changed generator parameters make other traffic, which no cell was tuned on). A
+(setup, workload) pair without tuned thresholds, and a window of changed
+parameters, runs BTB's published constants; the row's ``tuned_rate`` (the share
 of windows that found their cell) says so.
 """
 
@@ -29,6 +32,7 @@ from envs.sim.checks import check_int, checked_number
 from envs.sim.config import SETUPS, setup_cluster
 from envs.sim.errors import ConfigError
 from envs.sim.simulator import Simulator
+from envs.workloads.registry import at_registered_parameters
 
 TABLE_PATH = Path(__file__).with_name("btb_tuned.json")
 CELL_KEYS = ("x", "z_s", "m", "y_tokens")
@@ -134,7 +138,9 @@ class BTBTuned(BTB):
 
     def reset(self, sim: Simulator) -> None:
         setup = setup_of(sim)
-        workload = sim.workload.meta.get("workload")
+        # a cell is tuned on its workload's own traffic: not on changed generator params
+        window = sim.workload
+        workload = window.meta.get("workload") if at_registered_parameters(window) else None
         self.cell = self.table.get(setup or "", {}).get(str(workload))
         self._n_nodes = None  # the last run's cluster does not bound this one's M
         if self.cell is None:

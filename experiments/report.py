@@ -352,7 +352,8 @@ def btb_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             share = "any window" if rate_ == 0 else f"{(1 - rate_) * 100:.0f} % of the windows"
             lines.append(
                 f"{row['policy']}: no tuned thresholds for {share} (their setup and "
-                "workload are not in baselines/btb_tuned.json): there it ran btb's published "
+                "workload are not in baselines/btb_tuned.json, or the workload's generator "
+                "parameters were changed): there it ran btb's published "
                 "ones; tune_btb finds a workload's, and btb runs them (compare: "
                 "policy_kwargs=btb.x=...; evaluate: +policy_kwargs.btb.x=...)"
             )

@@ -544,6 +544,19 @@ def _warn_private_key_ends(
         )
 
 
+def at_registered_parameters(window: Workload) -> bool:
+    """Whether ``window`` is a window of a registered workload generated at the
+    parameters it is registered with: its ``meta`` (:func:`windows`) names the
+    workload and family, and its configuration is the family's own (changed
+    ``params`` give another configuration, recorded there: other traffic)."""
+    meta = window.meta
+    scenario = _SCENARIOS.get(str(meta.get("workload")))
+    if scenario is None:
+        return False
+    own = [f.config for f in scenario.families if f.name == meta.get("family")]
+    return bool(own) and meta.get("config") == config_dict(own[0])
+
+
 def config_dict(config: Any) -> dict[str, Any]:
     """A generator configuration as plain JSON-ready values."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}

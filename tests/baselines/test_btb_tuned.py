@@ -20,8 +20,7 @@ from experiments import tune_btb_table
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# bursts long enough (12 s) for the first prefill (4.7 s) to end inside them: the
-# published rule copies only from a node where the prefix is resident
+# generator parameters of another traffic (btb_tuned's cells do not apply to it)
 SMALL = {"burst_requests": 30, "n_decoys": 4, "burst_window_s": 12.0}
 
 
@@ -41,7 +40,7 @@ def test_a_cell_sets_x_y_z_m_and_other_cells_run_the_published_constants(tmp_pat
     path = _table(tmp_path, {"70b_h100x4": {"bursted_synthetic": cell}})
     assert btb_settings(cell, 256) == {"x": 3, "y_tokens": 16384, "z": 0.5, "m": 2}
     assert btb_settings({**cell, "y_tokens": 256}, 512)["y_tokens"] == 512  # one whole block
-    window = next(windows("bursted_synthetic", "train", limit=1, **SMALL))
+    window = next(windows("bursted_synthetic", "train", limit=1))  # its own parameters
     tuned = BTBTuned(str(path))
     got = _run(tuned, window)
     want = _run(BTB(x=3, y_tokens=16384, z=0.5, m=2), window)
@@ -50,10 +49,31 @@ def test_a_cell_sets_x_y_z_m_and_other_cells_run_the_published_constants(tmp_pat
     assert not np.array_equal(want.ttft_s, _run(BTB(), window).ttft_s)  # the cell matters
     # another setup, or a workload without a cell: BTB's published constants
     for setup, name in (("qwen3_8b_h100x4", "bursted_synthetic"), ("70b_h100x4", "decoy_heavy")):
-        other = next(windows(name, "train", limit=1, **SMALL))
+        other = next(windows(name, "train", limit=1))
         got = _run(tuned, other, setup)
         assert np.array_equal(got.ttft_s, _run(BTB(), other, setup).ttft_s)
         assert tuned.metrics()["tuned_rate"] == 0.0 and (tuned.x, tuned.y, tuned.m) == (2, 256, 4)
+
+
+@pytest.mark.parametrize("params", [SMALL, {"block_tokens": 64}, {"burst_requests": 50}])
+def test_a_workload_with_changed_parameters_runs_the_published_constants(tmp_path, params):
+    """A user audit: the cell was applied to windows of changed generator parameters
+    (other traffic, which it was not tuned on) with tuned_rate 1.0. A parameter
+    set to its registered value (burst_window_s=60 on bursted_synthetic) is the
+    workload's own traffic, and its cell applies."""
+    from envs.workloads.registry import at_registered_parameters
+
+    cell = {"x": 3, "z_s": 0.5, "m": 2, "y_tokens": 16384}
+    tuned = BTBTuned(str(_table(tmp_path, {"70b_h100x4": {"bursted_synthetic": cell}})))
+    other = next(windows("bursted_synthetic", "train", limit=1, **params))
+    assert other.meta["workload"] == "bursted_synthetic" and not at_registered_parameters(other)
+    got = _run(tuned, other)
+    assert tuned.metrics() == {"tuned_rate": 0.0} and (tuned.x, tuned.z, tuned.m) == (2, 1.0, 4)
+    assert np.array_equal(got.ttft_s, _run(BTB(), other).ttft_s)
+    own = next(windows("bursted_synthetic", "train", limit=1, burst_window_s=60.0))
+    assert at_registered_parameters(own)
+    _run(tuned, own)
+    assert tuned.metrics() == {"tuned_rate": 1.0} and (tuned.x, tuned.z, tuned.m) == (3, 0.5, 2)
 
 
 def test_a_run_under_another_simulator_than_the_table_s_says_so(tmp_path):
@@ -67,7 +87,7 @@ def test_a_run_under_another_simulator_than_the_table_s_says_so(tmp_path):
     path.write_text(
         json.dumps({"options": options, "cells": {"70b_h100x4": {"bursted_synthetic": cell}}})
     )
-    window = next(windows("bursted_synthetic", "train", limit=1, **SMALL))
+    window = next(windows("bursted_synthetic", "train", limit=1))
     tuned = BTBTuned(str(path))
     _run(tuned, window)
     assert "tuned_elsewhere_rate" not in tuned.metrics()  # as tuned: the row as before
