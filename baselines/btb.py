@@ -168,13 +168,19 @@ class BTB(Policy):
             "shadow_hit_rate": used / n if n else 0.0,
         }
 
-    def _check_m(self) -> None:
-        n = self._n_nodes
+    def _check_m(self, n: int | None = None) -> None:
+        n = self._n_nodes if n is None else n
         if n is not None and self.m > n:
             raise ValueError(
                 f"btb.m = {self.m} copies exceeds the cluster's {n} nodes: M counts nodes "
                 f"holding the prefix, so it must be at most {n}"
             )
+
+    def check_nodes(self, n_nodes: int) -> None:
+        """Refuse, before any run, what ``reset`` would refuse on a cluster of ``n_nodes``:
+        an explicit M above it (the default M is at most every node)."""
+        if not self._default_m:
+            self._check_m(n_nodes)
 
     def set_thresholds(
         self, x: int, y_tokens: int | None, z: float, m: int, min_prefix_tokens: int | None = None

@@ -66,7 +66,7 @@ from agents import ZOO, agent_folder, zoo_names
 from baselines.policy import POLICIES, known_policies, make_policy
 from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
-from envs.sim.errors import plural
+from envs.sim.errors import ConfigError, plural
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_options import TRACE_WORKLOAD
@@ -338,6 +338,23 @@ def configure_agents(
     return {name: dict(keys) for name, keys in settings.items() if name not in agents}
 
 
+def check_policy_nodes(
+    policies: Mapping[str, Any], given: Mapping[str, Mapping[str, Any]], n_nodes: int
+) -> None:
+    """Each baseline given settings (``policy_kwargs``) against the cluster's
+    ``n_nodes``, before any run, where it has such a check (``check_nodes``, as an
+    agent has: btb's M): a refusal names the policy and where its settings came from
+    (``policy 'btb' (policy_kwargs): btb.m = 4 copies exceeds the cluster's 2 nodes
+    ...``). It was said at the first window's reset, after the run had begun."""
+    for name, policy in policies.items():
+        check = getattr(policy, "check_nodes", None)
+        if name in given and callable(check):
+            try:
+                check(n_nodes)
+            except ValueError as error:
+                raise ConfigError(f"policy {name!r} (policy_kwargs): {error}") from None
+
+
 def resolve_policies(options: dict[str, Any]) -> list[str]:
     names = list(options["policies"]) or list(POLICIES)
     unknown = [n for n in names if n not in POLICIES]
@@ -485,6 +502,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)
     policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}
+    check_policy_nodes(policies, baseline_kwargs, SETUPS[options["setup"]][2])
     policies.update(agents)
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
     config = with_sim_options(config, sim_options)

@@ -89,7 +89,12 @@ def evaluate(cfg: DictConfig) -> float:
     torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
     check_world(cfg)
     check_policy_names(cfg.policies, "policies")
-    from experiments.compare import check_folders_once, configure_agents, policy_settings
+    from experiments.compare import (
+        check_folders_once,
+        check_policy_nodes,
+        configure_agents,
+        policy_settings,
+    )
 
     if cfg.split not in ("test", "val"):
         raise ValueError(f"split must be test or val, got {cfg.split!r}")
@@ -121,8 +126,9 @@ def evaluate(cfg: DictConfig) -> float:
         agents,
     )
     settings = configure_agents(agents, every)
-    for name, kwargs in settings.items():  # a value no policy takes: before the run folder
-        make_policy(name, **kwargs)
+    built = {name: make_policy(name, **kwargs) for name, kwargs in settings.items()}
+    # a value no policy takes, or one the cluster cannot take: before the run folder
+    check_policy_nodes(built, settings, int(cfg.cluster.n_nodes))
     for label, agent in list(agents.items()):
         if cfg.stochastic:
             sampling = AgentPolicy(agent.model, agent.spec, deterministic=False)
