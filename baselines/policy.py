@@ -70,12 +70,14 @@ def _recording_run_id(reset: Callable[..., None]) -> Callable[..., None]:
     """A policy class's own ``reset``, recording the simulator's ``run_id`` on the
     policy once it returns (:attr:`Policy.reset_run_id`)."""
 
+    first = list(inspect.signature(reset).parameters)[1:2]  # the simulator's, after self
+
     @functools.wraps(reset)
     def recorded(self: Policy, *args: Any, **kwargs: Any) -> None:
         self.reset_run_id = None
         reset(self, *args, **kwargs)
-        # the simulator, however the class names its parameter
-        sim = args[0] if args else next(iter(kwargs.values()), None)
+        # the simulator, however the class names its parameter and passes it
+        sim = args[0] if args else kwargs.get(first[0]) if first else None
         self.reset_run_id = getattr(sim, "run_id", None)
 
     recorded.records_run_id = True  # type: ignore[attr-defined]

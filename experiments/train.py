@@ -293,18 +293,32 @@ def warn_unscored_validation(cfg: Any) -> None:
     )
 
 
+def scored_val_windows(cfg: Any, val_pool: Sequence[Any]) -> int:
+    """How many validation windows this run scores: PPO's ``val_pool``, or, with
+    improvement rounds, which score each round on them whether or not PPO validates,
+    the first ``workload.val_windows`` of a trace's (counted on the plan the run has
+    made already; a registered workload's are no trace's: 0)."""
+    from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
+
+    if val_pool or int(cfg.improvement.iterations) == 0 or cfg.workload.name != TRACE_WORKLOAD:
+        return len(val_pool)
+    held = len(plan_trace(trace_options(workload_params(cfg))).split("val"))
+    cap = cfg.workload.val_windows
+    return held if cap is None else min(int(cap), held)
+
+
 def warn_unreached_y(cfg: Any, pool: Sequence[Any]) -> None:
     """A thresholds run's ``env.y_tokens`` longer than any prefix two requests of its
-    train windows share (tune_btb's check of Y: ``longest_shared_prefix_tokens``):
+    train windows share, in whole blocks (tune_btb's check of Y: ``y_shares_no_prefix``):
     its BTB can never fire, so no action changes what it does; say so in one line.
     A Y no prompt reaches is such a Y."""
     y = cfg.env.get("y_tokens") if cfg.env.kind == "thresholds" else None
     if y is None or not pool:
         return
-    from envs.workloads.stats import longest_shared_prefix_tokens
+    from envs.workloads.stats import y_shares_no_prefix
 
-    longest = max(map(longest_shared_prefix_tokens, pool))
-    if int(y) <= longest:
+    longest = y_shares_no_prefix(int(y), pool)
+    if longest is None:
         return
     warnings.warn(
         f"env.y_tokens={y}{value_origin('env.y_tokens')} is longer than any prefix two "
@@ -1222,11 +1236,11 @@ def train(cfg: DictConfig) -> float:
     # the trace it trains on, for evaluate and compare to tell its own windows from
     # held-out ones; improvement rounds score on the validation windows (run_improvement)
     # whether or not PPO validates
-    scored = val_pool
-    if not scored and int(cfg.improvement.iterations) > 0:
-        scored = window_pool_of(cfg, "val", cfg.workload.val_windows)
     spec.trace_file = trained_trace(
-        cfg.workload.name, saved_kwargs["workload_params"], len(pool), len(scored)
+        cfg.workload.name,
+        saved_kwargs["workload_params"],
+        len(pool),
+        scored_val_windows(cfg, val_pool),
     )
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
     # subproc worker's error would reach us only as a broken pipe, so one env is made here

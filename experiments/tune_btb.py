@@ -20,7 +20,7 @@ import hydra
 from omegaconf import DictConfig
 
 from envs.sim.errors import plural
-from envs.workloads.stats import longest_shared_prefix_tokens
+from envs.workloads.stats import y_shares_no_prefix
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
 from experiments._cli import cap_note
@@ -168,8 +168,8 @@ def check_sweep(args: list[str]) -> None:
                     f"{label} lets the sweep draw {drawn}, shorter than one {block}-token "
                     "block of the workload (BTB's Y counts a prefix's tokens in whole blocks)"
                 )
-            longest = None if windows is None else max(map(longest_shared_prefix_tokens, windows))
-            if block is not None and longest is not None and low > longest:
+            longest = None if windows is None else y_shares_no_prefix(int(low), windows)
+            if block is not None and longest is not None:
                 n = len(windows or ())
                 fits = sorted({max(block, longest // k // block * block) for k in (4, 2, 1)})
                 hint = (
@@ -288,11 +288,11 @@ def objective(cfg: DictConfig) -> float:
     copies = int(row.get("warm_copies", 0))
     quiet = ""
     if not copies:  # such trials tie: say why when it is that Y keys no burst
-        longest = max(map(longest_shared_prefix_tokens, windows))
+        longest = y_shares_no_prefix(int(cfg.y_tokens), windows)
         quiet = (
             f" (none made: y_tokens={cfg.y_tokens} is longer than any prefix two of these "
             f"windows' requests share, {longest:,} tokens)"
-            if int(cfg.y_tokens) > longest
+            if longest is not None
             else " (none made: here BTB routes as its router alone does)"
         )
     cap = cap_note("workload.train_pool", cfg.workload.train_pool)

@@ -29,7 +29,7 @@ import numpy as np
 
 from envs.sim.forecast import prefix_key
 from envs.sim.request import Request, Workload
-from envs.sim.tokens import blocks_reaching
+from envs.sim.tokens import blocks_reaching, whole_blocks
 
 BURST_WINDOWS_S = (1.0, 10.0, 60.0)
 FANOUT_WINDOWS_S = (1.0, 10.0, 60.0, math.inf)
@@ -118,6 +118,18 @@ def longest_shared_prefix_tokens(workload: Workload) -> int:
         longest = max(longest, shared)
         seen.update(blocks)
     return longest * workload.block_tokens
+
+
+def y_shares_no_prefix(y_tokens: int, windows: Sequence[Workload]) -> int | None:
+    """The longest prefix (tokens) two requests of a window of ``windows`` share, when
+    BTB keyed on a Y of ``y_tokens`` can match none of them; None when it can match
+    one. BTB takes Y in the whole blocks that fit in it (:func:`whole_blocks`), so a
+    Y up to a block longer than a shared prefix still keys it."""
+    longest = [longest_shared_prefix_tokens(w) for w in windows]
+    if any(whole_blocks(y_tokens, w.block_tokens) * w.block_tokens <= n
+           for w, n in zip(windows, longest)):  # fmt: skip
+        return None
+    return max(longest, default=0)
 
 
 PRIVATE_KEY_SHARE = 0.1

@@ -417,6 +417,17 @@ def test_a_policy_s_own_reset_records_the_simulator_it_ran_on(window):
     other.reset(simulator=env.sim)
     assert other.reset_run_id == env.sim.run_id
 
+    class MoreSettings(Policy):  # the simulator given by name after another setting
+        def reset(self, sim, min_blocks=1):
+            self.seen = min_blocks
+
+        def decide(self, sim, request):
+            return 0
+
+    more = MoreSettings()
+    more.reset(min_blocks=2, sim=env.sim)
+    assert (more.reset_run_id, more.seen) == (env.sim.run_id, 2)
+
 
 def test_thresholds_env_applies_the_chosen_thresholds(window):
     from envs.thresholds import MIN_PREFIX_CHOICES, X_CHOICES, Z_CHOICES
