@@ -24,7 +24,8 @@ as without faults. The rules (docs/faults.md):
   warm copies from or to a down node are refused with ``"node_down"``.
 * **Coming back.** After ``fault_node_down_s`` the node is up again, empty. One
   lost while draining for an upgrade switched at the loss, one lost while loading
-  its weights had its load ended (``Versions.lost``): both serve at once.
+  its weights had its load ended (``Versions.lost``): both serve at once, as
+  does one whose upgrade came while it was down (it switched then).
 * **A NIC down** (``fault_nic_down_s`` / ``fault_nic_down_nodes``, for
   ``fault_nic_down_for_s``; ``node.nic_down``): the node keeps serving, but
   its copies that have not landed fail and warm copies from or to it are

@@ -115,7 +115,8 @@ class Versions:
         """``node`` was lost at ``t`` (its work stopped, its copies failed, its KV
         dropped, its requests re-routed): a node draining for its upgrade has drained
         and switches now; a load in progress is over (the wake at its end is void).
-        Either way it comes back serving at once, as every node back from a loss does."""
+        Either way it comes back serving at once, as every node back from a loss does,
+        and so does one whose upgrade comes while it is down (:meth:`try_switch`)."""
         if node.draining:  # (a switch without a load: the loss ends it, as below)
             self._switch(node, t)
         elif self.loading(node, t):
@@ -132,6 +133,8 @@ class Versions:
         sim._drop_kv(node)
         self._switch(node, t)
         index = node.index
+        if self.downtime_s > 0 and node.down:
+            return  # its load ends at its return at the latest: back, it serves at once
         if self.downtime_s > 0:
             node.free_s = max(node.free_s, t + self.downtime_s)
             self.loaded_s[index] = node.free_s

@@ -413,10 +413,13 @@ def test_a_node_lost_while_loading_its_weights_serves_at_once_when_back() -> Non
     check_run(sim)
 
 
-def test_an_upgrade_due_while_a_node_is_down_loads_from_then_through_its_return() -> None:
+@pytest.mark.parametrize("core", CORES)
+def test_an_upgrade_due_while_a_node_is_down_serves_at_once_when_back(core: str) -> None:
     """Node 0 is down from 0.05 to 0.15 s; its upgrade at 0.1 s finds it drained
-    (no drain), and it loads its weights from 0.1 to 0.6 s, through its return: a
-    request routed to it at 0.2 s starts at 0.6 s."""
+    (no drain): it switches then, and its 0.5 s load ends at its return at the
+    latest, as for a node lost while loading: a request routed to it at 0.2 s is
+    admitted at once, TTFT 64 ms (it loaded from 0.1 to 0.6 s, through its return,
+    and that request started at 0.6 s)."""
     p = Prompts()
     p.add(0.0, names("a", 4))
     p.add(0.2, names("c", 4))
@@ -424,6 +427,40 @@ def test_an_upgrade_due_while_a_node_is_down_loads_from_then_through_its_return(
         upgrade_at_s=(0.1,), upgrade_downtime_s=0.5,
         fault_node_loss_s=(0.05,), fault_node_loss_nodes=(0,), fault_node_down_s=0.1,
     )  # fmt: skip
-    sim, _ = run_script(toy_cluster(2), p, [1, 0], None, config)
-    assert sim.records.summary["upgrade_drain_s"] == [0.0]
-    assert sim.records.admit_s[1] == pytest.approx(0.6)
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([1, 0]))
+    check_run(sim)
+    rec = sim.records
+    assert rec.summary["upgrade_drain_s"] == [0.0]
+    assert rec.summary["model_versions"] == ["v2", "v1"]
+    assert rec.admit_s[1] == pytest.approx(0.2) and rec.ttft_s[1] == pytest.approx(COLD_S)
+    assert not sim.versions.loading(sim.nodes[0], 0.2)
+
+
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("loss_s", [0.0799, 0.0801])
+def test_a_node_lost_just_before_or_after_its_upgrade_serves_at_once_when_back(
+    core: str, loss_s: float
+) -> None:
+    """Node 0 upgrades at 0.08 s (0.5 s downtime) and is lost, idle, just after
+    (0.0801 s: it switched at 0.08 s and the loss ends its load) or just before
+    (0.0799 s: the upgrade comes while it is down, and it switches then), for
+    0.2 s. A 64-token prompt routed to it at 0.31 s, after its return, is admitted
+    at once, TTFT 64 ms, either way. (Lost just before, it loaded from 0.08 s
+    through its return: admitted at 0.58 s, TTFT 0.334 s.)"""
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=101)
+    p.add(0.31, names("c", 4))
+    config = SimConfig(
+        upgrade_at_s=(0.08,), upgrade_downtime_s=0.5,
+        fault_node_loss_s=(loss_s,), fault_node_loss_nodes=(0,), fault_node_down_s=0.2,
+    )  # fmt: skip
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([1, 0]))
+    check_run(sim)
+    rec = sim.records
+    assert rec.summary["upgrade_drain_s"] == [0.0]
+    assert rec.summary["model_versions"] == ["v2", "v1"]
+    assert rec.summary["fault_node_losses"] == 1 and rec.summary["fault_node_recoveries"] == 1
+    assert rec.node[1] == 0
+    assert rec.admit_s[1] == pytest.approx(0.31) and rec.ttft_s[1] == pytest.approx(COLD_S)
