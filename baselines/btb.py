@@ -52,6 +52,7 @@ from baselines.policy import Policy, register
 from baselines.routers import cache_aware_choice, earliest_first_token, least_loaded, up_nodes
 from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
+from envs.sim.errors import plural
 from envs.sim.forecast import HitMemo, copy_bytes, transfer_s
 from envs.sim.request import Request
 from envs.sim.simulator import TARGET_HOLDS, WARM_OK, Simulator
@@ -172,8 +173,8 @@ class BTB(Policy):
         n = self._n_nodes if n is None else n
         if n is not None and self.m > n:
             raise ValueError(
-                f"btb.m = {self.m} copies exceeds the cluster's {n} nodes: M counts nodes "
-                f"holding the prefix, so it must be at most {n}"
+                f"{self.name}.m = {self.m} copies exceeds the cluster's {plural(n, 'node')}: M "
+                f"counts nodes holding the prefix, so it must be at most {n}"
             )
 
     def check_nodes(self, n_nodes: int) -> None:

@@ -604,7 +604,7 @@ def first_origin(paths: Sequence[str]) -> str:
     """Where the first of the config ``paths`` a message names that was set somewhere
     came from (:func:`value_origin`): `` (from ...)`` for the first path, the one the
     message is about, `` (PATH from ...)`` for another (``sim.fault_node_loss_s has
-    0 times but sim.fault_node_loss_nodes has 1 nodes ... (sim.fault_node_loss_nodes
+    0 times but sim.fault_node_loss_nodes has 1 node ... (sim.fault_node_loss_nodes
     from the command line)``); empty if none was."""
     for i, path in enumerate(paths):
         origin = value_origin(path)

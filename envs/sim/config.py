@@ -341,14 +341,14 @@ class SimConfig:
         if self.model_versions and len(self.model_versions) != n_nodes:
             raise ConfigError.about(
                 "sim.model_versions",
-                f"names {plural(len(self.model_versions), 'version')} for a cluster of {n_nodes} "
-                "nodes; give one per node",
+                f"names {plural(len(self.model_versions), 'version')} for a cluster of "
+                f"{plural(n_nodes, 'node')}; give one per node",
             )
         if len(self.upgrade_at_s) > n_nodes:
             raise ConfigError.about(
                 "sim.upgrade_at_s",
-                f"has {len(self.upgrade_at_s)} times for a cluster of {n_nodes} nodes; "
-                "give at most one per node",
+                f"has {plural(len(self.upgrade_at_s), 'time')} for a cluster of "
+                f"{plural(n_nodes, 'node')}; give at most one per node",
             )
         for name in ("fault_node_loss_nodes", "fault_nic_down_nodes"):
             for k, j in enumerate(getattr(self, name)):

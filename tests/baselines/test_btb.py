@@ -138,6 +138,22 @@ def test_m_is_bounded_by_the_node_count() -> None:
         policy.set_thresholds(2, 2048, 1.0, 3)
 
 
+@pytest.mark.parametrize(
+    ("name", "m", "n", "said"),
+    [
+        ("btb_speculative", 3, 2, "btb_speculative.m = 3 copies exceeds the cluster's 2 nodes: "
+         "M counts nodes holding the prefix, so it must be at most 2"),
+        ("btb_pending", 2, 1, "btb_pending.m = 2 copies exceeds the cluster's 1 node: "
+         "M counts nodes holding the prefix, so it must be at most 1"),
+    ],
+)  # fmt: skip
+def test_an_m_refusal_names_the_variant_configured(name: str, m: int, n: int, said: str) -> None:
+    """Every BTB variant's M refusal said ``btb.m``, and "the cluster's 1 nodes"."""
+    with pytest.raises(ValueError) as caught:
+        make_policy(name, m=m).check_nodes(n)
+    assert str(caught.value) == said
+
+
 # ---------------------------------------------------------------- whole runs
 SMALL = BurstedSyntheticConfig(
     n_bursts=3,

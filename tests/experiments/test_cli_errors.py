@@ -271,18 +271,19 @@ def test_an_m_above_the_cluster_is_refused_before_any_output(
     tmp_path: Path, run_command: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """btb's M against the cluster was checked at the first window's reset: evaluate
-    printed its header first, and neither said the value came from policy_kwargs."""
+    printed its header first, and neither said the value came from policy_kwargs.
+    A variant's refusal names the variant (it named every one ``btb.m``)."""
     from baselines import make_policy
 
     said = (
-        "policy 'btb' (policy_kwargs): btb.m = {m} copies exceeds the cluster's {n} nodes: "
+        "policy '{p}' (policy_kwargs): {p}.m = {m} copies exceeds the cluster's {n} nodes: "
         "M counts nodes holding the prefix, so it must be at most {n}\n"
     )
     args = ["policies=[btb]", "+policy_kwargs.btb.m=4", "cluster=4xH100_x2",
             "workload.eval_windows=1", "logger=none", f"out_dir={tmp_path / 'e'}"]  # fmt: skip
     done = run_command("experiments.evaluate", args, tmp_path)
     assert done.returncode == 2
-    assert done.stderr == "error: experiments.evaluate: " + said.format(m=4, n=2)
+    assert done.stderr == "error: experiments.evaluate: " + said.format(p="btb", m=4, n=2)
     assert done.stdout == "" and not (tmp_path / "e").exists()
     out = tmp_path / "c"
     code = main_guard(lambda: compare.main(
@@ -292,9 +293,7 @@ def test_an_m_above_the_cluster_is_refused_before_any_output(
     assert code == 2
     err = capsys.readouterr()
     assert err.out == "" and not out.exists()
-    assert err.err == "error: experiments.compare: " + said.format(m=5, n=4).replace(
-        "policy 'btb'", "policy 'btb_pending'"
-    )
+    assert err.err == "error: experiments.compare: " + said.format(p="btb_pending", m=5, n=4)
     make_policy("btb").check_nodes(2)  # the default M: at most every node
     make_policy("btb", m=2).check_nodes(2)
 

@@ -34,6 +34,21 @@ def test_check_cluster_names_the_field(options: dict[str, object], message: str)
         config.check_cluster(3)
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"model_versions": ("a", "b")}, "names 2 versions for a cluster of 1 node; give one"),
+        ({"upgrade_at_s": (1.0, 2.0)}, "has 2 times for a cluster of 1 node; give at most one"),
+    ],
+)
+def test_check_cluster_counts_one_node_in_the_singular(
+    options: dict[str, object], message: str
+) -> None:
+    """It said "for a cluster of 1 nodes"."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        SimConfig(**options).check_cluster(1)  # type: ignore[arg-type]
+
+
 def test_check_cluster_accepts_what_fits() -> None:
     SimConfig(model_versions=("a", "b", "a")).check_cluster(3)
     SimConfig(
