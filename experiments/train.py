@@ -246,6 +246,11 @@ def check_train(cfg: Any) -> None:
         elif value < low:
             raise ValueError(f"train.{field} must be >= {low}, got {value}")
     warmup, total = int(cfg.train.critic_warmup_steps), int(cfg.train.total_timesteps)
+    if warmup > 0 and cfg.agent.algo == "dqn":  # no critic: nothing would get a gradient
+        raise ValueError(
+            f"train.critic_warmup_steps={warmup} warms up an actor-critic's value function "
+            "(agent.algo ppo, a2c or maskable_ppo), got agent.algo=dqn (set it to 0)"
+        )
     if total > 0 and warmup >= total and not cfg.resume:
         warnings.warn(
             f"train.critic_warmup_steps={warmup} >= train.total_timesteps={total}: the whole "

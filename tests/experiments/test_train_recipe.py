@@ -306,6 +306,20 @@ def test_init_from_takes_a_shipped_agent_s_name(tmp_path, capsys):
     assert not (tmp_path / "no").exists()
 
 
+def test_a_critic_warm_up_needs_an_actor_critic() -> None:
+    from experiments.train import check_train
+
+    overrides = ["agent=dqn", "env=route", "train.total_timesteps=256"]
+    with pytest.raises(ValueError) as caught:
+        check_train(compose_train([*overrides, "train.critic_warmup_steps=100"]))
+    assert str(caught.value) == (
+        "train.critic_warmup_steps=100 warms up an actor-critic's value function "
+        "(agent.algo ppo, a2c or maskable_ppo), got agent.algo=dqn (set it to 0)"
+    )
+    check_train(compose_train([*overrides, "train.critic_warmup_steps=0"]))
+    check_train(compose_train(["agent=a2c", "train.critic_warmup_steps=100"]))
+
+
 def test_a_critic_warm_up_that_takes_the_whole_run_is_warned_about() -> None:
     import warnings
 
