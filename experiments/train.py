@@ -572,6 +572,9 @@ def check_finetune(cfg: Any) -> None:
             f"env.reward_timing must be one of {', '.join(REWARD_TIMINGS)}, "
             f"got {cfg.env.reward_timing!r}"
         )
+    prior = cfg.agent.warm_prior
+    if not (is_number(prior) and math.isfinite(prior)):  # nan / inf: nan probabilities
+        raise ValueError(f"agent.warm_prior must be finite log-odds, got {prior!r}")
     if cfg.agent.warm_prior:
         if cfg.env.kind != "route_warm" or cfg.agent.net != "set":
             raise ValueError(

@@ -104,6 +104,12 @@ def test_fine_tuning_keeps_the_best_validation_checkpoint(tmp_path):
         (["agent.init_logit_scale=0"], "agent.init_logit_scale must be a number > 0, got 0.0"),
         (["agent.init_logit_scale=nan"], "agent.init_logit_scale must be a number > 0"),
         (["agent.init_logit_scale=4"], "agent.init_logit_scale=4.0 scales the logits of"),
+        (["agent.warm_prior=nan"], "agent.warm_prior must be finite log-odds, got nan"),
+        (["agent.warm_prior=inf"], "agent.warm_prior must be finite log-odds, got inf"),
+        (
+            ["agent.warm_prior=-inf"],
+            "agent.warm_prior must be finite log-odds, got -inf",
+        ),
         (
             ["agent.warm_prior=-4", f"train.init_from={ZOO_CLONE}"],
             "agent.warm_prior=-4.0 starts fresh warm heads",
