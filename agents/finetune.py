@@ -114,13 +114,19 @@ def set_warm_prior(policy: Any, log_odds: float) -> None:
 
 
 def critic_parameters(policy: Any) -> list[Any]:
-    """The parameters only the value function uses: the value head, and a separate
-    critic's body (``agent.critic=separate``)."""
-    return [
-        param
-        for name, param in policy.named_parameters()
-        if name.startswith(("value_net.", "mlp_extractor.critic_"))
-    ]
+    """The parameters only the value function uses: the value head, a separate
+    critic's body (``agent.critic=separate``), and SB3's ``MlpPolicy`` critic branch
+    (``mlp_extractor.value_net``; ``vf_features_extractor`` when features are not
+    shared)."""
+    return [param for name, param in policy.named_parameters() if name.startswith(CRITIC_PREFIXES)]
+
+
+CRITIC_PREFIXES = (
+    "value_net.",  # the value head
+    "mlp_extractor.critic_",  # the node-set network's separate critic
+    "mlp_extractor.value_net.",  # SB3's MlpExtractor: the critic's hidden layers
+    "vf_features_extractor.",  # SB3: the critic's own extractor (share_features_extractor=False)
+)
 
 
 @contextmanager

@@ -60,15 +60,40 @@ def test_the_value_gradient_reaches_the_actor_body_only_when_shared():
         AgentSpec(algo="dqn", env="route", critic="separate")
 
 
-def test_critic_warm_up_trains_the_critic_and_leaves_the_policy(window):
-    model, _ = _model(window, critic="separate")
+@pytest.mark.parametrize(
+    ("algo", "net", "critic", "critic_names"),
+    [
+        ("maskable_ppo", "set", "separate", None),
+        ("maskable_ppo", "set", "shared", {"value_net.weight", "value_net.bias"}),
+        (
+            "ppo",
+            "mlp",
+            "shared",
+            {
+                *(f"mlp_extractor.value_net.{i}.{p}" for i in (0, 2) for p in ("weight", "bias")),
+                "value_net.weight",
+                "value_net.bias",
+            },
+        ),
+    ],
+)
+def test_critic_warm_up_trains_the_critic_and_leaves_the_policy(
+    algo, net, critic, critic_names, window
+):
+    spec = AgentSpec(algo=algo, env="route_warm", net=net, hidden=16, critic=critic)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), dict(HP))
     before = {n: p.detach().clone() for n, p in model.policy.named_parameters()}
-    critic = {id(p) for p in critic_parameters(model.policy)}
+    ids = {id(p) for p in critic_parameters(model.policy)}
+    names = {n for n, p in model.policy.named_parameters() if id(p) in ids}
+    if critic_names is not None:  # the flat MLP: its whole critic branch, none of the actor
+        assert names == critic_names
+    else:
+        assert any(n.startswith("mlp_extractor.critic_") for n in names)
     warm_up_critic(model, 64)
     assert model.num_timesteps == 64
     for name, param in model.policy.named_parameters():
         changed = not torch.equal(before[name], param.detach())
-        assert changed == (id(param) in critic), name
+        assert changed == (name in names), name
         assert param.requires_grad  # unfrozen again
 
 
