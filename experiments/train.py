@@ -251,17 +251,25 @@ def check_train(cfg: Any) -> None:
             f"train.critic_warmup_steps={warmup} warms up an actor-critic's value function "
             "(agent.algo ppo, a2c or maskable_ppo), got agent.algo=dqn (set it to 0)"
         )
-    if total > 0 and warmup >= total and not cfg.resume:
-        warnings.warn(
-            f"train.critic_warmup_steps={warmup} >= train.total_timesteps={total}: the whole "
-            "run warms the critic up with the policy frozen; the policy never trains",
-            SettingWarning,
-            stacklevel=2,
-        )
     named = agent_hyperparams(cfg)
     check_hyperparams(cfg.agent.algo, named)
     if not cfg.resume:  # a resume collects the checkpoint's n_steps: checked once adopted
-        check_rollout(cfg.agent.algo, named, int(cfg.env.n_envs))  # before the envs are built
+        rollout = check_rollout(cfg.agent.algo, named, int(cfg.env.n_envs))  # before the envs
+        if total > 0 and warmup > 0 and rollout is not None:
+            runs = whole_rollouts(min(warmup, total), rollout)  # what the warm-up runs
+            if runs >= total:
+                asked = (
+                    f"train.critic_warmup_steps={warmup}"
+                    if warmup >= total
+                    else f"train.critic_warmup_steps={warmup} runs {runs} steps (rounded up "
+                    f"to whole rollouts of n_steps x env.n_envs = {rollout})"
+                )
+                warnings.warn(
+                    f"{asked} >= train.total_timesteps={total}: the whole run warms the "
+                    "critic up with the policy frozen; the policy never trains",
+                    SettingWarning,
+                    stacklevel=2,
+                )
     if cfg.train.eval_seed is not None and cfg.train.eval_seed < 0:
         raise ValueError(f"train.eval_seed must be >= 0 (or null), got {cfg.train.eval_seed}")
     check_curriculum(cfg)
@@ -1011,8 +1019,13 @@ def planned_end(model: Any, remaining: int) -> int:
     start = int(model.num_timesteps)
     if remaining <= 0:
         return start
-    step = rollout_steps(model)
-    return start + -(-remaining // step) * step
+    return start + whole_rollouts(remaining, rollout_steps(model))
+
+
+def whole_rollouts(steps: int, rollout: int) -> int:
+    """The steps learn(``steps``) takes from a rollout's start: ``steps`` rounded up to
+    the next multiple of ``rollout``."""
+    return -(-steps // rollout) * rollout
 
 
 def throughput_split(steps: int, rollout_s: float, update_s: float) -> str:
@@ -1362,9 +1375,16 @@ def train(cfg: DictConfig) -> float:
         if warmup > 0 and not cfg.resume:
             from agents.finetune import warm_up_critic
 
+            warm_start = int(model.num_timesteps)
             warm_up_critic(model, warmup, MetricsLogger(logger))
             train_record["critic_warmup_steps"] = int(model.num_timesteps)
-            print(f"critic warm-up (policy frozen): {model.num_timesteps} steps")
+            rounded = (
+                f" (train.critic_warmup_steps={warmup} rounded up to whole rollouts of "
+                f"{rollout_words(model)} = {rollout_steps(model)})"
+                if int(model.num_timesteps) - warm_start != warmup
+                else ""
+            )
+            print(f"critic warm-up (policy frozen): {model.num_timesteps} steps{rounded}")
         clone_kl = None
         if cfg.agent.clone_kl_coef > 0:  # after the warm-up: the actor as init_from left it
             from agents.algorithms import CloneKL

@@ -332,8 +332,23 @@ def test_a_critic_warm_up_that_takes_the_whole_run_is_warned_about() -> None:
     from envs.sim.errors import SettingWarning
     from experiments.train import check_train
 
+    rollout = ["agent.hyperparams.n_steps=64", "agent.hyperparams.batch_size=64", "env.n_envs=2"]
     with pytest.warns(SettingWarning, match=r"^train\.critic_warmup_steps=100 >= train\.total_"):
         check_train(compose_train(["train.total_timesteps=64", "train.critic_warmup_steps=100"]))
+    with pytest.warns(SettingWarning) as caught:  # 64 steps run a whole rollout: 128
+        check_train(
+            compose_train([*rollout, "train.total_timesteps=128", "train.critic_warmup_steps=64"])
+        )
+    assert [str(w.message) for w in caught] == [
+        "train.critic_warmup_steps=64 runs 128 steps (rounded up to whole rollouts of n_steps "
+        "x env.n_envs = 128) >= train.total_timesteps=128: the whole run warms the critic "
+        "up with the policy frozen; the policy never trains"
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        check_train(compose_train(["train.total_timesteps=640", "train.critic_warmup_steps=64"]))
+        check_train(
+            compose_train([*rollout, "train.total_timesteps=256", "train.critic_warmup_steps=64"])
+        )
+        check_train(
+            compose_train([*rollout, "train.total_timesteps=129", "train.critic_warmup_steps=64"])
+        )
