@@ -1346,6 +1346,7 @@ def train(cfg: DictConfig) -> float:
                 from agents.finetune import set_warm_prior
 
                 set_warm_prior(model.policy, float(cfg.agent.warm_prior))
+                train_record["warm_prior"] = float(cfg.agent.warm_prior)
             if cfg.train.init_from:
                 from agents.finetune import init_from
 

@@ -312,6 +312,15 @@ def test_init_from_takes_a_shipped_agent_s_name(tmp_path, capsys):
     assert not (tmp_path / "no").exists()
 
 
+def test_the_warm_prior_is_recorded_in_train_json(tmp_path):
+    run = [*TINY, "train.total_timesteps=64", "train.evaluate=false", "train.val_every=0"]
+    train(compose_train([*run, "agent.warm_prior=-4", f"out_dir={tmp_path / 'prior'}"]))
+    record = json.loads((tmp_path / "prior" / "train.json").read_text())["train"]
+    assert record["warm_prior"] == -4.0
+    train(compose_train([*run, f"out_dir={tmp_path / 'none'}"]))  # 0: no prior set
+    assert "warm_prior" not in json.loads((tmp_path / "none" / "train.json").read_text())["train"]
+
+
 def test_a_critic_warm_up_needs_an_actor_critic() -> None:
     from experiments.train import check_train
 
