@@ -13,7 +13,10 @@ what a caller gets is its own; observations, rewards, dones and infos are those
 (``tests/agents/test_vec_env.py``).
 
 :class:`WorkerVecEnv` is stable-baselines3's ``SubprocVecEnv`` whose workers
-ignore Ctrl-C: the command alone stops, and closes them.
+ignore Ctrl-C: the command alone stops, and closes them. Its rewards are float32,
+as ``DummyVecEnv``'s (``SubprocVecEnv`` stacks the envs' float64s): with
+``env.normalize_reward`` the running return was kept in float64 there, and training
+moved from the in-process path's in the 7th digit.
 """
 
 from __future__ import annotations
@@ -65,6 +68,12 @@ class WorkerVecEnv(SubprocVecEnv):
 
     def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None):
         super().__init__([partial(_ignoring_ctrl_c, make) for make in env_fns], start_method)
+
+    def step_wait(self) -> VecEnvStepReturn:
+        """``SubprocVecEnv``'s step, its rewards float32 as ``DummyVecEnv``'s (the
+        default ``env.vec=dummy``, which every shipped agent was trained with)."""
+        obs, rewards, dones, infos = super().step_wait()
+        return obs, rewards.astype(np.float32), dones, infos
 
     def close(self) -> None:
         """Close the workers. A step cut short (Ctrl-C in ``step_wait``) leaves some

@@ -138,6 +138,31 @@ def test_training_is_identical_to_dummy_vec_env(algo, kind, window):
     assert all(torch.equal(lean[k], dummy[k]) for k in lean)
 
 
+def test_worker_processes_train_as_the_in_process_envs_with_normalized_rewards(window):
+    """SubprocVecEnv stacks the envs' float64 rewards, DummyVecEnv keeps float32:
+    VecNormalize's running return then differed (7th digit), and so did the weights."""
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    weights = []
+    for cls in (InProcessVecEnv, WorkerVecEnv):
+        vec = _vec(cls, "btb/RouteWarm-v0", window, n_envs=2)
+        vec.reset()
+        _, rewards, _, _ = vec.step(np.zeros((2, *vec.action_space.shape), dtype=np.int64))
+        vec.close()
+        assert rewards.dtype == np.float32, cls.__name__
+        vec = VecNormalize(_vec(cls, "btb/RouteWarm-v0", window, n_envs=2), norm_obs=False)
+        model = build_model(
+            AgentSpec(algo="maskable_ppo", env="route_warm", seed=3),
+            vec,
+            {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
+        )
+        model.learn(256)
+        weights.append({k: v.clone() for k, v in model.policy.state_dict().items()})
+        vec.close()
+    lean, workers = weights
+    assert all(torch.equal(lean[k], workers[k]) for k in lean)
+
+
 class ThreadsAtRolloutStart(BaseCallback):
     def __init__(self) -> None:
         super().__init__()
