@@ -39,8 +39,12 @@ class Policy(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        own = cls.__dict__.get("reset")
-        if inspect.isfunction(own) and not hasattr(own, "records_run_id"):
+        own = getattr(cls, "reset", None)  # its own, or a mixin's before Policy's
+        if (
+            inspect.isfunction(own)
+            and own is not Policy.__dict__["reset"]
+            and not hasattr(own, "records_run_id")
+        ):
             cls.reset = _recording_run_id(own)  # type: ignore[method-assign]
 
     def reset(self, sim: Simulator) -> None:
@@ -70,14 +74,23 @@ def _recording_run_id(reset: Callable[..., None]) -> Callable[..., None]:
     """A policy class's own ``reset``, recording the simulator's ``run_id`` on the
     policy once it returns (:attr:`Policy.reset_run_id`)."""
 
-    first = list(inspect.signature(reset).parameters)[1:2]  # the simulator's, after self
+    named = [  # the simulator's parameter, after self (none: a reset of *args / **kwargs)
+        p.name
+        for p in list(inspect.signature(reset).parameters.values())[1:2]
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
 
     @functools.wraps(reset)
     def recorded(self: Policy, *args: Any, **kwargs: Any) -> None:
         self.reset_run_id = None
         reset(self, *args, **kwargs)
         # the simulator, however the class names its parameter and passes it
-        sim = args[0] if args else kwargs.get(first[0]) if first else None
+        if args:
+            sim = args[0]
+        elif named:
+            sim = kwargs.get(named[0])
+        else:
+            sim = next(iter(kwargs.values()), None)
         self.reset_run_id = getattr(sim, "run_id", None)
 
     recorded.records_run_id = True  # type: ignore[attr-defined]

@@ -428,6 +428,29 @@ def test_a_policy_s_own_reset_records_the_simulator_it_ran_on(window):
     more.reset(min_blocks=2, sim=env.sim)
     assert (more.reset_run_id, more.seen) == (env.sim.run_id, 2)
 
+    class AnyArguments(Policy):  # a reset of **kwargs only, given the simulator by name
+        def reset(self, **settings):
+            self.seen = 0
+
+        def decide(self, sim, request):
+            return 0
+
+    any_arguments = AnyArguments()
+    any_arguments.reset(sim=env.sim)
+    assert any_arguments.reset_run_id == env.sim.run_id
+
+    class Forgetting:  # a mixin's reset, before Policy's in the class's order
+        def reset(self, sim):
+            self.seen = 0
+
+    class Mixed(Forgetting, Policy):
+        def decide(self, sim, request):
+            return 0
+
+    mixed = Mixed()
+    mixed.reset(env.sim)
+    assert mixed.reset_run_id == env.sim.run_id
+
 
 def test_thresholds_env_applies_the_chosen_thresholds(window):
     from envs.thresholds import MIN_PREFIX_CHOICES, X_CHOICES, Z_CHOICES

@@ -414,18 +414,22 @@ def test_a_node_lost_while_loading_its_weights_serves_at_once_when_back() -> Non
 
 
 @pytest.mark.parametrize("core", CORES)
-def test_an_upgrade_due_while_a_node_is_down_serves_at_once_when_back(core: str) -> None:
+@pytest.mark.parametrize("down_s", [0.1, 0.05])
+def test_an_upgrade_due_while_a_node_is_down_serves_at_once_when_back(
+    core: str, down_s: float
+) -> None:
     """Node 0 is down from 0.05 to 0.15 s; its upgrade at 0.1 s finds it drained
     (no drain): it switches then, and its 0.5 s load ends at its return at the
     latest, as for a node lost while loading: a request routed to it at 0.2 s is
     admitted at once, TTFT 64 ms (it loaded from 0.1 to 0.6 s, through its return,
-    and that request started at 0.6 s)."""
+    and that request started at 0.6 s). Back at 0.1 s, the upgrade's own instant,
+    it counts as down when the upgrade comes (docs/tenancy.md): the same."""
     p = Prompts()
     p.add(0.0, names("a", 4))
     p.add(0.2, names("c", 4))
     config = SimConfig(
         upgrade_at_s=(0.1,), upgrade_downtime_s=0.5,
-        fault_node_loss_s=(0.05,), fault_node_loss_nodes=(0,), fault_node_down_s=0.1,
+        fault_node_loss_s=(0.05,), fault_node_loss_nodes=(0,), fault_node_down_s=down_s,
     )  # fmt: skip
     sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
     sim.run(Script([1, 0]))
