@@ -123,19 +123,23 @@ def test_closing_after_a_step_cut_short_takes_only_the_results_there(window):
 @pytest.mark.parametrize(("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm")])
 def test_training_is_identical_to_dummy_vec_env(algo, kind, window):
     env_id = {"route": "btb/Route-v0", "route_warm": "btb/RouteWarm-v0"}[kind]
-    weights = []
-    for cls in (InProcessVecEnv, DummyVecEnv):
-        vec = _vec(cls, env_id, window, n_envs=2)
-        model = build_model(
-            AgentSpec(algo=algo, env=kind, seed=3),
-            vec,
-            {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
-        )
-        model.learn(256)
-        weights.append({k: v.clone() for k, v in model.policy.state_dict().items()})
-        vec.close()
-    lean, dummy = weights
+    lean, dummy = (
+        _learned(_vec(cls, env_id, window, n_envs=2), algo, kind)
+        for cls in (InProcessVecEnv, DummyVecEnv)
+    )
     assert all(torch.equal(lean[k], dummy[k]) for k in lean)
+
+
+def _learned(vec, algo, kind):
+    """The weights a seed-3 model of ``algo`` learns in 256 steps on ``vec`` (closed after)."""
+    model = build_model(
+        AgentSpec(algo=algo, env=kind, seed=3),
+        vec,
+        {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
+    )
+    model.learn(256)
+    vec.close()
+    return {k: v.clone() for k, v in model.policy.state_dict().items()}
 
 
 def test_worker_processes_train_as_the_in_process_envs_with_normalized_rewards(window):
@@ -151,14 +155,7 @@ def test_worker_processes_train_as_the_in_process_envs_with_normalized_rewards(w
         vec.close()
         assert rewards.dtype == np.float32, cls.__name__
         vec = VecNormalize(_vec(cls, "btb/RouteWarm-v0", window, n_envs=2), norm_obs=False)
-        model = build_model(
-            AgentSpec(algo="maskable_ppo", env="route_warm", seed=3),
-            vec,
-            {"n_steps": 64, "batch_size": 32, "n_epochs": 2},
-        )
-        model.learn(256)
-        weights.append({k: v.clone() for k, v in model.policy.state_dict().items()})
-        vec.close()
+        weights.append(_learned(vec, "maskable_ppo", "route_warm"))
     lean, workers = weights
     assert all(torch.equal(lean[k], workers[k]) for k in lean)
 

@@ -151,14 +151,7 @@ def test_a_speculative_chunk_cut_by_a_loss_counts_as_no_chunk(core: str) -> None
     p = Prompts()
     p.add(0.0, ["z0"])
     p.add(0.3, [*names("a", 8), "own"])
-    prefix = p.blocks(names("a", 8))
-    config = SimConfig(
-        speculative_chunk_tokens=32,
-        fault_node_loss_s=(0.05,), fault_node_loss_nodes=(1,), fault_node_down_s=0.1,
-    )  # fmt: skip
-    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
-    sim.run(Script([0, 1], {0: [lambda s: s.speculate(1, prefix)]}))
-    check_run(sim)
+    sim = _speculating_when_lost(p, 0.05, [0, 1], core)
     summary = sim.records.summary
     assert summary["speculative_chunks"] == 1 and summary["speculative_tokens"] == 32
     assert summary["speculative_used_chunks"] == 0 and summary["speculative_used_tokens"] == 0
@@ -167,6 +160,21 @@ def test_a_speculative_chunk_cut_by_a_loss_counts_as_no_chunk(core: str) -> None
     chunks = sim.speculation.chunks
     assert [c.cut for c in chunks] == [False, True]
     assert chunks[1].compute_s == pytest.approx(0.018, rel=1e-9)
+
+
+def _speculating_when_lost(p: Prompts, loss_s: float, routes: list[int], core: str) -> Simulator:
+    """``p`` served on ``routes`` while node 1, from the first arrival, speculates
+    the 8 blocks ``a0..a7`` in 32-token chunks and is lost at ``loss_s`` for 0.1 s;
+    checked."""
+    prefix = p.blocks(names("a", 8))
+    config = SimConfig(
+        speculative_chunk_tokens=32,
+        fault_node_loss_s=(loss_s,), fault_node_loss_nodes=(1,), fault_node_down_s=0.1,
+    )  # fmt: skip
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script(routes, {0: [lambda s: s.speculate(1, prefix)]}))
+    check_run(sim)
+    return sim
 
 
 @pytest.mark.parametrize("core", CORES)
@@ -181,14 +189,7 @@ def test_a_speculative_chunk_cut_by_a_loss_is_waste_beside_a_used_one(core: str)
     p.add(0.0, ["z0"])
     p.add(0.02, [*names("a", 2), "own"])
     p.add(0.3, ["q"])
-    prefix = p.blocks(names("a", 8))
-    config = SimConfig(
-        speculative_chunk_tokens=32,
-        fault_node_loss_s=(0.06,), fault_node_loss_nodes=(1,), fault_node_down_s=0.1,
-    )  # fmt: skip
-    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
-    sim.run(Script([0, 1, 0], {0: [lambda s: s.speculate(1, prefix)]}))
-    check_run(sim)
+    sim = _speculating_when_lost(p, 0.06, [0, 1, 0], core)
     rec = sim.records
     second_start = 0.048 + 32 * HBM_S
     assert rec.admit_s[1] == pytest.approx(0.032) and rec.hit_hbm_tokens[1] == 32

@@ -431,14 +431,21 @@ def test_an_upgrade_due_while_a_node_is_down_serves_at_once_when_back(
         upgrade_at_s=(0.1,), upgrade_downtime_s=0.5,
         fault_node_loss_s=(0.05,), fault_node_loss_nodes=(0,), fault_node_down_s=down_s,
     )  # fmt: skip
+    sim = _upgraded_undrained(p, config, core)
+    rec = sim.records
+    assert rec.admit_s[1] == pytest.approx(0.2) and rec.ttft_s[1] == pytest.approx(COLD_S)
+    assert not sim.versions.loading(sim.nodes[0], 0.2)
+
+
+def _upgraded_undrained(p: Prompts, config: SimConfig, core: str) -> Simulator:
+    """``p`` served with ``config`` (request 0 on node 1, request 1 on node 0, which
+    upgrades with nothing to drain), checked: node 0 serves v2, node 1 v1."""
     sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
     sim.run(Script([1, 0]))
     check_run(sim)
-    rec = sim.records
-    assert rec.summary["upgrade_drain_s"] == [0.0]
-    assert rec.summary["model_versions"] == ["v2", "v1"]
-    assert rec.admit_s[1] == pytest.approx(0.2) and rec.ttft_s[1] == pytest.approx(COLD_S)
-    assert not sim.versions.loading(sim.nodes[0], 0.2)
+    assert sim.records.summary["upgrade_drain_s"] == [0.0]
+    assert sim.records.summary["model_versions"] == ["v2", "v1"]
+    return sim
 
 
 @pytest.mark.parametrize("core", CORES)
@@ -459,12 +466,7 @@ def test_a_node_lost_just_before_or_after_its_upgrade_serves_at_once_when_back(
         upgrade_at_s=(0.08,), upgrade_downtime_s=0.5,
         fault_node_loss_s=(loss_s,), fault_node_loss_nodes=(0,), fault_node_down_s=0.2,
     )  # fmt: skip
-    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
-    sim.run(Script([1, 0]))
-    check_run(sim)
-    rec = sim.records
-    assert rec.summary["upgrade_drain_s"] == [0.0]
-    assert rec.summary["model_versions"] == ["v2", "v1"]
+    rec = _upgraded_undrained(p, config, core).records
     assert rec.summary["fault_node_losses"] == 1 and rec.summary["fault_node_recoveries"] == 1
     assert rec.node[1] == 0
     assert rec.admit_s[1] == pytest.approx(0.31) and rec.ttft_s[1] == pytest.approx(COLD_S)
