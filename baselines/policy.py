@@ -56,6 +56,12 @@ class Policy(ABC):
         """The node index for ``request``; ``None`` if the policy routed it itself
         with ``sim.route(node)`` (to act on the caches after routing)."""
 
+    def check_nodes(self, n_nodes: int) -> None:
+        """Raise ValueError (one line, naming the setting) if the policy's settings
+        cannot work on a cluster of ``n_nodes`` (btb's M above it); the commands ask
+        before any run. Nothing to check by default."""
+        return None
+
     def metrics(self) -> dict[str, float]:
         """Policy-specific figures of the last run (one window), added to its result
         row (none by default). Over a row's windows, a key ending in ``_rate`` is the

@@ -342,15 +342,14 @@ def check_policy_nodes(
     policies: Mapping[str, Any], given: Mapping[str, Mapping[str, Any]], n_nodes: int
 ) -> None:
     """Each baseline given settings (``policy_kwargs``) against the cluster's
-    ``n_nodes``, before any run, where it has such a check (``check_nodes``, as an
-    agent has: btb's M): a refusal names the policy and where its settings came from
-    (``policy 'btb' (policy_kwargs): btb.m = 4 copies exceeds the cluster's 2 nodes
-    ...``). It was said at the first window's reset, after the run had begun."""
+    ``n_nodes``, before any run (``Policy.check_nodes``: btb's M): a refusal names the
+    policy and where its settings came from (``policy 'btb' (policy_kwargs): btb.m = 4
+    copies exceeds the cluster's 2 nodes ...``). It was said at the first window's
+    reset, after the run had begun."""
     for name, policy in policies.items():
-        check = getattr(policy, "check_nodes", None)
-        if name in given and callable(check):
+        if name in given:
             try:
-                check(n_nodes)
+                policy.check_nodes(n_nodes)
             except ValueError as error:
                 raise ConfigError(f"policy {name!r} (policy_kwargs): {error}") from None
 
@@ -502,11 +501,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)
     policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}
-    check_policy_nodes(policies, baseline_kwargs, SETUPS[options["setup"]][2])
+    n_nodes = SETUPS[options["setup"]][2]
+    check_policy_nodes(policies, baseline_kwargs, n_nodes)
     policies.update(agents)
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
     config = with_sim_options(config, sim_options)
-    config.check_cluster(SETUPS[options["setup"]][2])  # before any window runs
+    config.check_cluster(n_nodes)  # before any window runs
     # more than the workload has: said when asked for, not for the default on a short trace
     asked = options["windows"] != DEFAULTS["windows"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params, asked)

@@ -219,9 +219,10 @@ def check_run_trace(cfg: Any, run: Path) -> None:
     refused naming where its path came from."""
     import os
 
+    from envs.workloads.trace_file import file_stamp
     from envs.workloads.trace_options import HUB, TRACE_WORKLOAD
     from experiments._cli import stamp_trace
-    from experiments.config import workload_params, workload_record
+    from experiments.config import workload_params
     from experiments.trained_on import run_cwd, run_trace_stamp
 
     if cfg.workload.name != TRACE_WORKLOAD:
@@ -247,18 +248,17 @@ def check_run_trace(cfg: Any, run: Path) -> None:
         cfg.workload.path = path
         if os.path.abspath(cwd) != os.getcwd():
             print(f"note: {where} is read from the folder the run started in: {path}")
-    stamp_trace(TRACE_WORKLOAD, workload_params(cfg))  # the rescore's trace as it starts
     recorded = run_trace_stamp(run)
-    if recorded is None or not os.path.isfile(path):
-        return
-    name, stamp = recorded
-    now = workload_record(cfg)["workload_file"]["sha256"]
-    if now != stamp["sha256"]:
-        raise UsageError(
-            f"{COMMAND}: {where} is not the trace the run trained on (sha256 "
-            f"{stamp['sha256'][:12]}... in its {name}, {now[:12]}... now): its validation "
-            "windows would be another trace's; put the run's trace back there"
-        )
+    if recorded is not None and os.path.isfile(path):  # its bytes, before any read of its rows
+        name, stamp = recorded
+        now = file_stamp(path)["sha256"]
+        if now != stamp["sha256"]:
+            raise UsageError(
+                f"{COMMAND}: {where} is not the trace the run trained on (sha256 "
+                f"{stamp['sha256'][:12]}... in its {name}, {now[:12]}... now): its validation "
+                "windows would be another trace's; put the run's trace back there"
+            )
+    stamp_trace(TRACE_WORKLOAD, workload_params(cfg))  # the rescore's trace as it starts
 
 
 @releasing_out_dirs
