@@ -79,7 +79,7 @@ def only_options_error(names: Sequence[str], envs: str) -> ConfigError:
     return ConfigError(f"{listed} {what} of {envs} only", tuple(names))
 
 
-def refuse_other_envs_options(kwargs: Mapping[str, Any], env: type) -> None:
+def refuse_other_envs_options(kwargs: Mapping[str, Any], env: type[ClusterEnv]) -> None:
     """Refuse keyword arguments of another env kind (:func:`options_of_one_env`), those
     of one kind named together: ``speculate is an option of btb/RouteWarm-v0 only``;
     then those no env kind takes (a misspelling), naming every option ``env`` (the
@@ -98,7 +98,7 @@ def refuse_other_envs_options(kwargs: Mapping[str, Any], env: type) -> None:
     if unknown:
         takes = frozenset().union(
             *(_keyword_arguments(c) for c in env.__mro__ if issubclass(c, ClusterEnv))
-        ) - set(getattr(env, "ROUTE_ONLY", ()))
+        ) - set(env.ROUTE_ONLY)
         listed = ", ".join(f"{{{name}}}" for name in unknown)
         what = "are not options" if len(unknown) > 1 else "is not an option"
         raise ConfigError(

@@ -10,6 +10,17 @@ from gymnasium import spaces
 from envs.cluster_env import ClusterEnv, refuse_other_envs_options
 from envs.encoder import ObservationEncoder, observation_options
 
+NEEDS_RESET = (
+    "a policy first used after the episode's first request needs "
+    "policy.reset(env.unwrapped.sim) by hand before it (policy_action resets a "
+    "policy only at the first request)"
+)
+"""What ``RouteEnv.policy_action`` says of a policy not reset on its episode."""
+
+
+def _policy_name(policy: Any) -> str:
+    return str(getattr(policy, "name", type(policy).__name__))
+
 
 class RouteEnv(ClusterEnv):
     """
@@ -229,16 +240,11 @@ class RouteEnv(ClusterEnv):
                 reset(sim)
             self._reset_policies.append(policy)
             known = True
-        name = getattr(policy, "name", type(policy).__name__)
-        needs_reset = (
-            "a policy first used after the episode's first request needs "
-            "policy.reset(env.unwrapped.sim) by hand before it (policy_action resets a "
-            "policy only at the first request)"
-        )
         if not known and reset_on is not None:
             raise RuntimeError(
-                f"policy {name!r} was reset on another simulator than this episode's (an "
-                f"earlier episode's?), at request {self.request.index}: {needs_reset}"
+                f"policy {_policy_name(policy)!r} was reset on another simulator than this "
+                f"episode's (an earlier episode's?), at request {self.request.index}: "
+                f"{NEEDS_RESET}"
             )
         # the policy's own warms, evictions and routing are journalled so that a
         # pickled episode replays them before the action of the next step
@@ -250,9 +256,9 @@ class RouteEnv(ClusterEnv):
             if known or not hasattr(policy, "reset"):
                 raise
             raise RuntimeError(
-                f"policy {name!r} failed at request {self.request.index} of the episode with "
-                f"{type(error).__name__}: {error}. If it was not reset for this episode: "
-                f"{needs_reset}"
+                f"policy {_policy_name(policy)!r} failed at request {self.request.index} of "
+                f"the episode with {type(error).__name__}: {error}. If it was not reset for "
+                f"this episode: {NEEDS_RESET}"
             ) from error
         finally:
             self._pending_ops.extend(sim.journal)

@@ -347,32 +347,42 @@ def capacity_metrics(
         "decode_busy_fraction": float(sum(totals.decode_s)) / span,
         "batch_occupancy_mean": float(held_s.sum()) / (span * totals.max_batch),
         "kv_occupancy_mean": float(np.mean(kv_token_s / budgets)) / busy_span_s,
-        "batch_occupancy_peak": _peak(held, None, np.full(n_nodes, float(totals.max_batch))),
-        "kv_occupancy_peak": _peak(held, tokens[done], budgets),
+        **dict(
+            zip(
+                ("batch_occupancy_peak", "kv_occupancy_peak"),
+                _peaks(held, tokens[done], float(totals.max_batch), budgets),
+                strict=True,
+            )
+        ),
         "load_imbalance": float(prefill.max()) / mean_prefill if mean_prefill > 0 else 1.0,
     }
 
 
-def _peak(
-    held: tuple[np.ndarray, np.ndarray, np.ndarray], weight: np.ndarray | None, scale: np.ndarray
-) -> float:
-    """The highest total ``weight`` (1 each when None) of the intervals ``held``
-    (node, start, end) that a node holds at once, over its ``scale``, over the
-    nodes. An interval that ends as another starts is not counted with it: a
-    finish frees its batch slot and KV before an admission at the same instant."""
+def _peaks(
+    held: tuple[np.ndarray, np.ndarray, np.ndarray],
+    tokens: np.ndarray,
+    max_batch: float,
+    budgets: np.ndarray,
+) -> tuple[float, float]:
+    """The highest number of the intervals ``held`` (node, start, end) a node holds
+    at once over ``max_batch``, and the highest sum of their ``tokens`` over the
+    node's budget, over the nodes; one sort serves both. An interval that ends as
+    another starts is not counted with it: a finish frees its batch slot and KV
+    before an admission at the same instant."""
     node, start, end = held
     if node.size == 0:
-        return 0.0
-    amount = np.ones(node.size) if weight is None else weight
-    times = np.concatenate([start, end])
-    delta = np.concatenate([amount, -amount])
+        return 0.0, 0.0
+    ones = np.ones(node.size)
     nodes = np.concatenate([node, node])
-    order = np.lexsort((delta, times, nodes))  # by node, then time, frees first
-    # each node's intervals all end, so the running total is 0 where its own begin
-    running = np.cumsum(delta[order])
-    peak = np.zeros(len(scale))
-    np.maximum.at(peak, nodes[order], running)
-    return float((peak / scale).max())
+    sign = np.concatenate([ones, -ones])
+    order = np.lexsort((sign, np.concatenate([start, end]), nodes))  # frees first
+    nodes = nodes[order]
+    cuts = np.flatnonzero(np.r_[True, nodes[1:] != nodes[:-1]])  # where each node's begin
+    # each node's intervals all end, so the running totals are 0 where its own begin
+    at = nodes[cuts]
+    slots = np.maximum.reduceat(np.cumsum(sign[order]), cuts) / max_batch
+    kv = np.maximum.reduceat(np.cumsum((sign * np.concatenate([tokens, tokens]))[order]), cuts)
+    return float(slots.max()), float((kv / budgets[at]).max())
 
 
 # --- tenancy: per-tenant TTFT and model versions (envs.sim.tenancy, docs/tenancy.md)

@@ -132,9 +132,9 @@ class Versions:
                 self._cancel(sim, sim.nodes[copy.dst], copy, t)
         sim._drop_kv(node)
         self._switch(node, t)
+        if node.down:  # it loads nothing and starts nothing: back, it serves at once
+            return
         index = node.index
-        if self.downtime_s > 0 and node.down:
-            return  # its load ends at its return at the latest: back, it serves at once
         if self.downtime_s > 0:
             node.free_s = max(node.free_s, t + self.downtime_s)
             self.loaded_s[index] = node.free_s
