@@ -540,6 +540,12 @@ def _slot(seconds: float, start_s: float, window_s: float) -> int:
     return math.floor((seconds - start_s) / window_s)
 
 
+def _kept_slot(seconds: float, start_s: float, end_s: float, window_s: float) -> int | None:
+    """:func:`_slot` of an arrival the options keep (``start_s <= seconds < end_s``),
+    else None."""
+    return _slot(seconds, start_s, window_s) if start_s <= seconds < end_s else None
+
+
 def _plan_timed(
     options: TraceOptions,
     fmt: TraceFormat,
@@ -568,10 +574,10 @@ def _plan_timed(
     earliest = math.inf  # the first arrival kept in the window ``highest``
     for raw, line in zip(times, lines, strict=True):
         seconds = (raw - origin) / ups
-        if not start_s <= seconds < end_s:
+        slot = _kept_slot(seconds, start_s, end_s, options.window_s)
+        if slot is None:
             continue
         latest = max(latest, seconds)
-        slot = _slot(seconds, start_s, options.window_s)
         if slot < highest:
             at = (ahead[1] - origin) / ups
             opens = start_s + slot * options.window_s
@@ -610,8 +616,7 @@ def _plan_timed(
     )
 
     def key_of(row: ParsedRow) -> int | None:  # its window, None where none keeps it
-        seconds = (row.time - origin) / ups
-        return _slot(seconds, start_s, options.window_s) if start_s <= seconds < end_s else None
+        return _kept_slot((row.time - origin) / ups, start_s, end_s, options.window_s)
 
     if _stops_inside(stream, windows[-1], key_of):
         _warn_cut_window(report.source, stream, windows[-1], options, latest)
@@ -830,18 +835,21 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     current: TraceWindow | None = None
     requests: list[Request] = []
     chainer = native.BlockChainer()
+    opens, opened = 0.0, None  # the trace's time when the window ``opened`` opens
     for _, parsed in stream:
         if fmt.windowed:
             key: str | int = parsed.window
             arrival_s = parsed.time / plan.units_per_s
         else:
             seconds = (parsed.time - plan.origin) / plan.units_per_s
-            if not start_s <= seconds < end_s:
+            slot = _kept_slot(seconds, start_s, end_s, options.window_s)
+            if slot is None:
                 continue
-            key = _slot(seconds, start_s, options.window_s)
-            # from the window's start in the trace's own unit, so integer milliseconds
-            # stay exact (1.496 s, not 1.4960000000000946)
-            opens = plan.origin + (start_s + key * options.window_s) * plan.units_per_s
+            key = slot
+            if key != opened:  # from the window's start in the trace's own unit, so
+                # integer milliseconds stay exact (1.496 s, not 1.4960000000000946)
+                opens = plan.origin + (start_s + key * options.window_s) * plan.units_per_s
+                opened = key
             arrival_s = max(0.0, (parsed.time - opens) / plan.units_per_s)
         if current is None or key != current.key:
             if current is not None:
