@@ -429,6 +429,7 @@ def summarize_windows(
     used = sum(r.summary["warm_hit_rate"] * r.summary["warm_copies_landed"] for r in results)
     landed_bytes = sum(r.summary["warm_bytes"] for r in results)
     used_bytes = sum(r.summary["warm_byte_hit_rate"] * r.summary["warm_bytes"] for r in results)
+    unused_bytes = sum(r.summary["warm_amplification"] * r.summary["warm_bytes"] for r in results)
     wall_s = sum(r.wall_s for r in results)
     row: dict[str, Any] = {
         "setup": setup,
@@ -451,6 +452,8 @@ def summarize_windows(
         "warm_bytes": float(landed_bytes),
         "warm_hit_rate": used / landed if landed else 0.0,
         "warm_byte_hit_rate": used_bytes / landed_bytes if landed_bytes else 0.0,
+        # landed copy bytes no request used, in any tier (envs.sim.metrics.summarize)
+        "warm_amplification": unused_bytes / landed_bytes if landed_bytes else 0.0,
         "displaced_by_copies_blocks": int(
             sum(r.summary["displaced_by_copies_blocks"] for r in results)
         ),
@@ -542,12 +545,8 @@ def _tenancy(results: Sequence[WindowResult], ttft: np.ndarray) -> dict[str, Any
 def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[str, Any]:
     """The replication metrics (envs.sim.metrics.cache_life_metrics) pooled over
     the windows: sums, and the ratios of the pooled sums (a summary without
-    them counts as none); ``warm_amplification``, the share of landed copy bytes
-    never used, over the windows' landed bytes."""
+    them counts as none)."""
     saved_s = sum(r.summary.get("copy_prefill_saved_s", 0.0) for r in results)
-    unused = sum(
-        r.summary.get("warm_amplification", 0.0) * r.summary.get("warm_bytes", 0.0) for r in results
-    )
     distinct = sum(r.summary.get("copied_prefix_bytes", 0.0) for r in results)
     per_saved = landed_bytes / saved_s if saved_s > 0 else math.inf if landed_bytes else 0.0
     return {
@@ -557,7 +556,6 @@ def _replication(results: Sequence[WindowResult], landed_bytes: float) -> dict[s
             sum(r.summary.get("normal_displaced_by_copies_blocks", 0) for r in results)
         ),
         "replication_amplification": float(landed_bytes / distinct) if distinct else 0.0,
-        "warm_amplification": float(unused / landed_bytes) if landed_bytes else 0.0,
     }
 
 

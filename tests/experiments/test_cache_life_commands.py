@@ -33,31 +33,25 @@ def test_lifecycle_options_from_hydra() -> None:
 
 
 def test_rows_pool_the_replication_metrics_and_compare_prints_them() -> None:
-    """Two windows: 300 B landed for 100 B of distinct prefix and 2 s saved, half of
-    it never used, then 100 B for 100 B and 3 s, all used: pooled 400 / 5 = 80 B per
-    saved second, 400 / 200 = 2x, 150 / 400 of the bytes never used."""
+    """Two windows: 300 B landed for 100 B of distinct prefix and 2 s saved, then
+    100 B for 100 B and 3 s: pooled 400 / 5 = 80 B per saved second, 400 / 200 = 2x."""
     from experiments.evaluation import WindowResult, _replication
     from experiments.report import replication_table
 
-    def window(
-        landed: float, distinct: float, saved_s: float, normal: int, unused: float
-    ) -> WindowResult:
+    def window(landed: float, distinct: float, saved_s: float, normal: int) -> WindowResult:
         summary = {
-            "warm_bytes": landed,
-            "warm_amplification": unused,
             "copy_prefill_saved_s": saved_s,
             "copied_prefix_bytes": distinct,
             "normal_displaced_by_copies_blocks": normal,
         }
         return WindowResult("w", *([np.zeros(1)] * 3), 1, 0, summary, {}, 0.0)  # type: ignore[arg-type]
 
-    pooled = _replication([window(300, 100, 2.0, 4, 0.5), window(100, 100, 3.0, 1, 0.0)], 400.0)
+    pooled = _replication([window(300, 100, 2.0, 4), window(100, 100, 3.0, 1)], 400.0)
     assert pooled == {
         "copy_prefill_saved_s": 5.0,
         "copy_bytes_per_prefill_s_saved": 80.0,
         "normal_displaced_by_copies_blocks": 5,
         "replication_amplification": 2.0,
-        "warm_amplification": 150 / 400,
     }
     rows = [
         {"policy": "cache_aware", "warm_copies": 0, **pooled},

@@ -49,6 +49,7 @@ def window(
         "kv_occupancy_mean": 0.0,
         "batch_occupancy_peak": 0.0,
         "kv_occupancy_peak": 0.0,
+        "warm_amplification": 0.0,
         **dict.fromkeys(shares, 0.0),
         **capacity,
     }

@@ -604,7 +604,7 @@ def time_units_per_s(
         return (latest - earliest) / ups <= PLAUSIBLE_SPAN_S and latest / ups <= LATEST_EPOCH_S
 
     ups = fmt.time_units_per_s
-    own = next((name for name, value in TIME_UNITS.items() if value == ups), f"1/{ups:g} s")
+    own = unit_name(ups)
     reach = f"{_days(latest / ups)} days after 1970"
     if plausible(ups):
         if ups > 1 and UNIX_SECONDS_FROM <= earliest <= latest <= LATEST_EPOCH_S:

@@ -126,7 +126,7 @@ def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
     places = [file]
     with contextlib.suppress(OSError, RuntimeError):  # a loop of links: the path as given
         resolved = file.resolve()
-        if resolved != file:
+        if resolved != file.absolute():  # a link (a relative path is no link)
             places.append(resolved)
     for place in places:
         recorded = _recorded_block_tokens(place)
