@@ -163,6 +163,7 @@ def _result(faults: dict[str, int]) -> WindowResult:
         "warm_bytes": 0.0,
         "warm_hit_rate": 0.0,
         "warm_byte_hit_rate": 0.0,
+        "warm_amplification": 0.0,
         "displaced_by_copies_blocks": 0,
         "busy_span_s": 0.0,  # no capacity metrics
         **faults,
