@@ -105,3 +105,28 @@ def test_the_readme_names_real_make_targets_and_commands() -> None:
     assert len(commands) >= 10
     missing = [name for name in commands if not (ROOT / "experiments" / f"{name}.py").is_file()]
     assert not missing, missing
+
+
+def test_every_compiled_module_is_named_where_the_docs_list_them() -> None:
+    """Each ``.pyx`` setup.py compiles has a row of benchmarks.md's table of the
+    compiled core, and CONTRIBUTING.md names it among the twins that change
+    together; the count the page gives is the number of modules."""
+    setup = (ROOT / "setup.py").read_text(encoding="utf-8")
+    modules = sorted(set(re.findall(r"\"([\w/]+\.pyx)\"", setup)))
+    assert len(modules) >= 9
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = page.split("## The compiled core", 1)[1].split("\n## ", 1)[0]
+    rows = "\n".join(line for line in section.splitlines() if line.startswith("| `"))
+    named = {
+        path for path in modules if f"`{path}`" in rows or f"`{path.rsplit('/', 1)[1]}`" in rows
+    }
+    assert named == set(modules), sorted(set(modules) - named)
+    word = ("nine", "ten", "eleven", "twelve")[len(modules) - 9]  # nine in setup.py today
+    assert f"compiles the {word} modules" in section
+    assert section.split()[0] == word.capitalize()  # "Nine modules are ..."
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    twins = " ".join(contributing.split("## Set-up", 1)[1].split("\n## ", 1)[0].split())
+    missing = [
+        path for path in modules if path not in twins and path.rsplit("/", 1)[1] not in twins
+    ]
+    assert not missing, missing
