@@ -335,7 +335,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if pending:
             self._pending_ops = []
         self._episode["actions"].append((ops, frozen) if ops else frozen)
-        reward = self._credit()
+        reward = self._credit(final=done)
         if done:
             self._gen = None
             obs = np.zeros(self.observation_space.shape or (), dtype=np.float32)
@@ -450,12 +450,14 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         sim = Simulator(self.cluster, workload, self.sim_config, np.random.default_rng(seed))
         return np.asarray(make_policy(self.reward_baseline).run(sim).ttft_s, dtype=float)
 
-    def _credit(self) -> float:
+    def _credit(self, final: bool = False) -> float:
         """-(TTFT of every request whose first token came out since the last
         step, less its TTFT under ``reward_baseline`` if set) / reward_scale, plus
         the optional tail and copy penalties. With ``reward_timing="accrued"`` the
         TTFT part is instead the waiting time every request accrued since the last
-        step (the same sum over an episode, credited as it is spent)."""
+        step (the same sum over an episode, credited as it is spent; ``final``, the
+        episode's last step, also credits the reference's waiting after the run's
+        end)."""
         sim = self.sim
         assert sim is not None
         log = sim.first_token_log
@@ -478,7 +480,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 tail += ttft - slo
         self._credited = len(log)
         if accrual is not None:
-            total = accrual.since_last(sim.now)
+            total = accrual.since_last(sim.now, final)
         cost = total + self.tail_penalty * tail
         if self.copy_cost_per_gb and len(sim.copies) > self._copies_charged:
             copied = sum(c.bytes for c in sim.copies[self._copies_charged :])
@@ -543,7 +545,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 self._gen = None
                 break
             self._observe()  # keeps the encoder's traffic history as it was
-        self._credit()
+        self._credit(final=self._gen is None)
         pending = state.get("pending_ops", [])
         _replay(sim, pending)  # made after the last step
         self._pending_ops = list(pending)
@@ -594,7 +596,9 @@ class WaitAccrual:
     every request is served. With reference TTFTs (``reward_baseline``) the
     reference run's own ``W(t)`` is subtracted. Each ``W`` is
     ``t x arrived - sum of arrivals - (t x served - sum of first-token times)``,
-    kept with sorted arrays and running sums (O(log n) a step)."""
+    kept with sorted arrays and running sums (O(log n) a step). The reference run
+    may serve its last request after the agent's run has ended: the last call
+    (``final``) counts up to the later of the two ends."""
 
     def __init__(self, workload: Workload, reference_ttft_s: np.ndarray | None) -> None:
         arrivals = np.array([r.arrival_s for r in workload.requests], dtype=float)
@@ -623,8 +627,12 @@ class WaitAccrual:
             waited -= t * arrived - self._arrival_sums[arrived] - (t * finished - sums[finished])
         return float(waited)
 
-    def since_last(self, t: float) -> float:
-        """Waiting accrued (less the reference's) since the previous call."""
+    def since_last(self, t: float, final: bool = False) -> float:
+        """Waiting accrued (less the reference's) since the previous call; with
+        ``final`` (every request served), all that is left of it, the reference's
+        waiting after ``t`` included."""
+        if final and self._reference is not None:
+            t = max(t, float(self._reference[0][-1]))  # its last first token
         now = self._waited(t)
         delta, self._last = now - self._last, now
         return delta

@@ -9,6 +9,9 @@ import pytest
 
 import envs
 from baselines import make_policy
+from envs.cluster_env import REWARD_TIMINGS
+from envs.sim.config import ClusterSpec
+from envs.sim.request import Request, Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0)
@@ -95,3 +98,35 @@ def test_the_last_step_s_info_holds_the_episode_s_ttfts(env_id: str) -> None:
     ttft = np.asarray(info["ttft_s"])
     assert ttft.shape == (len(window.requests),) and (ttft > 0).all()
     assert total == pytest.approx(-ttft.sum() / 10.0, rel=1e-9)
+
+
+def test_the_reference_s_waiting_after_the_agent_s_run_ends_is_credited() -> None:
+    """Two nodes, three prompts of no shared block at 0 s: A of 16,384 tokens, B and
+    C of 4,096 (p s of prefill each, A 4p). The agent routes A to node 0, B and C to
+    node 1: TTFTs 4p, p, 2p, its run ends at 4p. The reference, round_robin, puts C
+    behind A: 4p, p, 5p, its run ends at 5p. The return is -(7p - 10p) = 3p under
+    either timing; the accrued one credited only up to the agent's end (2p)."""
+
+    def prompt(index: int, tokens: int, first_block: int) -> Request:
+        blocks = tuple(range(first_block, first_block + tokens // 256))
+        return Request(index, f"r{index}", 0.0, tokens, 1, blocks)
+
+    prompts = [prompt(0, 16_384, 1), prompt(1, 4_096, 100), prompt(2, 4_096, 200)]
+    window = Workload("w", 256, prompts)
+    returns = {}
+    for timing in REWARD_TIMINGS:
+        env = gym.make(
+            "btb/Route-v0",
+            setup=ClusterSpec.uniform("llama-3.3-70b", "4xH100", 2),
+            windows=[window],
+            reward_baseline="round_robin",
+            reward_timing=timing,
+        )
+        env.reset(seed=0)
+        returns[timing] = sum(env.step(node)[1] for node in (0, 1, 1))
+        ttft = env.unwrapped.sim.records.ttft_s
+    p = ttft[1]
+    assert ttft == pytest.approx([4 * p, p, 2 * p], rel=1e-9)
+    assert env.unwrapped._reference_ttft_s == pytest.approx([4 * p, p, 5 * p], rel=1e-9)
+    assert returns["first_token"] == pytest.approx(3 * p, rel=1e-9)
+    assert returns["accrued"] == pytest.approx(3 * p, rel=1e-9)
