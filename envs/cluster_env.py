@@ -124,14 +124,14 @@ def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:
     if isinstance(value, SimConfig):
         return value
     if not isinstance(value, Mapping):
-        raise TypeError(
-            f"sim must be a SimConfig or a dict of its fields, got {type(value).__name__}"
+        raise ConfigError.about(
+            "sim", f"must be a SimConfig or a dict of its fields, got {type(value).__name__}"
         )
     value = dict(value)
     known = {f.name for f in fields(SimConfig)}
-    unknown = sorted(set(value) - known)
+    unknown = sorted(set(value) - known, key=str)
     if unknown:
-        raise ValueError(f"sim: unknown field(s) {unknown}; known: {sorted(known)}")
+        raise ConfigError(f"{{sim}}: unknown field(s) {unknown}; known: {sorted(known)}", ("sim",))
     return SimConfig(**value)
 
 
@@ -173,6 +173,17 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 f"render_mode must be one of {self.metadata['render_modes']} or None, "
                 f"got {render_mode!r}"
             )
+        # named here: Python's own TypeError (a list is no dict key) would not name them,
+        # and gymnasium.make appends every argument, windows and all, to a TypeError
+        if not isinstance(setup, (str, ClusterSpec)):
+            raise ConfigError.about(
+                "setup",
+                f"must be a published setup's name or a ClusterSpec, got {type(setup).__name__}",
+            )
+        if windows is None and not isinstance(workload, str):
+            raise ConfigError.about(
+                "workload", f"must be a workload's name, got {type(workload).__name__}"
+            )
         check_number("reward_scale", reward_scale, positive=True)
         if slo_s is not None:
             check_number("slo_s", slo_s, positive=True)
@@ -185,7 +196,8 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if reward_baseline is not None:
             from baselines.policy import is_registered, known_policies
 
-            if not is_registered(reward_baseline):  # a subproc env's worker: its plugins too
+            if not isinstance(reward_baseline, str) or not is_registered(reward_baseline):
+                # (is_registered loads a subproc env's worker's plugins too)
                 raise ConfigError.about(
                     "reward_baseline",
                     f"must be a registered policy, got {reward_baseline!r}; {known_policies()}",

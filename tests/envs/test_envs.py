@@ -16,6 +16,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs
 from baselines import make_policy
 from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.errors import ConfigError
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=40, n_decoys=6, burst_window_s=4.0)
@@ -724,6 +725,35 @@ def test_bad_reward_and_seed_settings_name_the_field(window, kwargs, match):
 def test_bad_window_settings_name_the_field(kwargs, match):
     with pytest.raises(ValueError, match=match):
         gym.make("btb/Route-v0", **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (
+            {"setup": ["70b_h100x4"]},
+            "setup must be a published setup's name or a ClusterSpec, got list",
+        ),
+        ({"sim": 3}, "sim must be a SimConfig or a dict of its fields, got int"),
+        (
+            {"reward_baseline": ["btb"]},
+            "reward_baseline must be a registered policy, got ['btb']; ",
+        ),
+    ],
+)
+def test_a_setting_of_the_wrong_type_is_one_short_line_naming_it(window, kwargs, message):
+    """Not Python's TypeError ("unhashable type: 'list'"), to which gymnasium.make
+    appends every argument given, the windows' requests and all (138,000 characters)."""
+    with pytest.raises(ConfigError) as error:
+        make("btb/Route-v0", window, **kwargs)
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value) and len(str(error.value)) < 400
+    assert error.value.fields[0] == next(iter(kwargs))
+
+
+def test_a_workload_that_is_no_name_is_named():
+    with pytest.raises(ConfigError, match=r"^workload must be a workload's name, got list$"):
+        gym.make("btb/Route-v0", workload=["bursted_synthetic"])
 
 
 def test_more_windows_than_the_split_holds_is_said(tmp_path):
