@@ -304,8 +304,13 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             seed = self._default_seed
         # options are checked before anything changes, so a refused reset leaves
         # the random state (and the episode in progress) as they were
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(
+                "reset: options must be a dict (keys 'sim_seed', 'window'), got "
+                f"{type(options).__name__} {options!r}"
+            )
         options = options or {}
-        unknown = sorted(set(options) - {"window", "sim_seed"})
+        unknown = sorted(set(options) - {"window", "sim_seed"}, key=str)
         if unknown:
             raise ValueError(f"reset: unknown option(s) {unknown}; known: ['sim_seed', 'window']")
         given_sim_seed = _sim_seed_option(options.get("sim_seed"))

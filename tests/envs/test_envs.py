@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import pickle
+import re
 import warnings
 
 import gymnasium as gym
@@ -877,6 +878,11 @@ def test_a_refused_reset_changes_nothing(window):
         env.reset(seed=9, options={"window": 99})
     with pytest.raises(ValueError, match="unknown option"):
         env.reset(options={"windows": 0})
+    # not a dict: named as such, not its letters as unknown options, nor a TypeError
+    for options, given in (("window", "str 'window'"), (3, "int 3"), ([("window", 0)], "list")):
+        message = "reset: options must be a dict (keys 'sim_seed', 'window'), got " + given
+        with pytest.raises(ValueError, match="^" + re.escape(message)):
+            env.reset(seed=9, options=options)
     assert env.np_random.bit_generator.state == state
     assert env._episode["actions"] == actions
     env.step(1)  # the episode in progress goes on
