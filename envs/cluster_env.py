@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import sys
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
@@ -676,11 +677,21 @@ def _freeze(action: Any) -> Any:
     if a.dtype.kind not in "iu":
         whole = a.dtype.kind == "f" and bool(np.all(np.isfinite(a)) and np.all(a == np.round(a)))
         if not whole:
-            raise ValueError(f"action must be whole numbers, got {action!r}")
+            raise ValueError(f"action must be whole numbers, got {_one_line(action)}")
         a = a.astype(np.int64)
     if a.ndim == 0:
         return int(a)
     return tuple(a.ravel().tolist())
+
+
+def _one_line(value: Any) -> str:
+    """``value``'s repr on one line: numpy wraps a long array's over several (an
+    action of 18 entries, a RouteWarm-v0 action on 16 nodes), and shows at most 16
+    entries of it here (the first and last 3 then)."""
+    if isinstance(value, np.ndarray):
+        shown = np.array2string(value, separator=", ", max_line_width=sys.maxsize, threshold=16)
+        return f"array({shown}, dtype={value.dtype})"
+    return repr(value)
 
 
 def _sim_seed_option(value: Any) -> SimSeed | None:

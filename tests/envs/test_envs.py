@@ -17,6 +17,7 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 import envs
 from baselines import make_policy
 from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim.config import ClusterSpec
 from envs.sim.errors import ConfigError
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -933,6 +934,26 @@ def test_loose_inputs_are_refused_and_numpy_or_mapping_inputs_accepted(window):
     thresholds.reset(seed=0)
     with pytest.raises(ValueError, match="flat array"):
         thresholds.step(np.array([[1, 1], [1, 1]]))
+
+
+def test_an_action_of_many_entries_that_is_not_whole_is_refused_in_one_line(window):
+    """numpy's repr of 18 floats (RouteWarm-v0's action on 16 nodes) or of a bool
+    mask spans lines; the message shows the array on one, at most 16 entries."""
+    env = make("btb/RouteWarm-v0", window, setup=ClusterSpec.uniform("qwen3-8b", "4xH100", 16))
+    env.reset(seed=0)
+    floats = np.zeros(18)
+    floats[1] = 0.5
+    bools = np.zeros(18, dtype=bool)
+    shown = "[0. , 0.5, 0. , ..., 0. , 0. , 0. ], dtype=float64"
+    for action, expected in (
+        (floats, shown),
+        (bools, "[False, False, False, ..., False, False, False], dtype=bool"),
+    ):
+        with pytest.raises(ValueError) as error:
+            env.step(action)
+        assert str(error.value) == f"action must be whole numbers, got array({expected})"
+    with pytest.raises(ValueError, match=re.escape("got array([0.5, 1. ], dtype=float64)")):
+        env.step(np.array([0.5, 1.0]))  # a short one whole
 
 
 def test_rgb_render_of_a_clone_matches_the_original(window):
