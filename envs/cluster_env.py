@@ -33,6 +33,7 @@ from envs.sim.simulator import Simulator
 from envs.windows import window_pool
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
+from envs.workloads.trace_options import TRACE_WORKLOAD
 
 
 @functools.cache
@@ -519,8 +520,14 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
 
     # pickling: rebuild from the constructor arguments and replay the episode
     def __getstate__(self) -> dict[str, Any]:
+        kwargs = self._kwargs
+        if kwargs["windows"] is None and kwargs["workload"] == TRACE_WORKLOAD:
+            # the copy serves the windows read here, not the file read again: a relative
+            # path names another file (or none) from another folder, and a file or a
+            # hub dataset may have changed since
+            kwargs = {**kwargs, "windows": list(self.windows), "workload_params": None}
         return {
-            "kwargs": self._kwargs,
+            "kwargs": kwargs,
             "episode": self._episode,
             "rng_state": self.np_random.bit_generator.state
             if self._np_random is not None

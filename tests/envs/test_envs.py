@@ -6,7 +6,9 @@ from __future__ import annotations
 import gc
 import pickle
 import re
+import shutil
 import warnings
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -121,6 +123,27 @@ def test_pickle_round_trip_mid_episode_continues_identically(env_id, window):
         assert a[1:] == b[1:]
         if a[2]:
             break
+
+
+def test_a_copy_of_a_trace_env_serves_the_windows_read_not_the_file_again(tmp_path, monkeypatch):
+    """Pickled mid-episode, then the file gone and another working folder: the copy
+    goes on on the windows the env read (the relative path named no file there)."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "mooncake_example.jsonl", folder)
+    monkeypatch.chdir(folder)
+    params = {"path": "mooncake_example.jsonl"}
+    env = gym.make("btb/Route-v0", workload="trace", workload_params=params, n_windows=1).unwrapped
+    env.reset(seed=0)
+    env.step(0)
+    blob = pickle.dumps(env)
+    (folder / "mooncake_example.jsonl").unlink()
+    monkeypatch.chdir(tmp_path)
+    clone = pickle.loads(blob)
+    assert clone.windows[0].requests == env.windows[0].requests
+    for node in (1, 2, 3):
+        a, b = env.step(node), clone.step(node)
+        assert np.array_equal(a[0], b[0]) and a[1:] == b[1:]
 
 
 @pytest.mark.parametrize("env_id", envs.ENV_IDS)
