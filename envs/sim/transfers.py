@@ -218,7 +218,9 @@ class CopyMachinery(ABC):
         clock = self._flow_clock  # (t, or later: the clock never goes back)
         for f in flows:
             f.bytes_end_s = clock + max(f.remaining, 0.0) / f.rate
-        finish = min(t + max(f.remaining, 0.0) / f.rate for f in flows)
+        # from the clock, not from t: ``remaining`` is as of the clock, and a flow whose
+        # bytes were done by a clock ahead of t must not land at t, before its start
+        finish = min(f.bytes_end_s for f in flows)
         self._push(finish, FLOW_EVENT, None, self._flow_version)
 
     def _on_flow(self, t: float) -> None:

@@ -426,6 +426,55 @@ def test_the_contention_model_s_clock_never_goes_back_under_decode_overshoot() -
         assert copy.land_s >= copy.start_s + copy.bytes / RDMA_BW - 1e-12
 
 
+@pytest.mark.parametrize("core", CORES)
+def test_a_copy_done_by_a_clock_run_ahead_does_not_land_at_an_earlier_arrival(core: str) -> None:
+    """Found by a differential fuzz of the two cores (both did it). At one arrival
+    decode overshoot runs the last decode steps of R0 (node 0) and R2 (node 1) ahead:
+    R0 ends at E0 = 16 ms of prefill + 49 decode steps, R2 0.5 ms later at E1, and
+    each end starts a waiting copy, P from node 0 and Q from node 1, both to node 2
+    (NICs of 2.048 GB/s: a block crosses in 8 us). Q's start moves the NICs' clock
+    to E1, by which P's bytes are done. The policy then copies S from node 2 to
+    node 0 at the arrival itself, 0.2 ms before E0: the flows' next event was
+    timed from the arrival, not from the clock, so P landed at the arrival, before
+    it started. It now lands at E1 (the clock), Q and S 8 us later."""
+    from simkit import TOY_MODEL, toy_gpu
+
+    from envs.sim import ClusterSpec, NodeSpec, Simulator
+
+    rdma_bw = 2.048e9
+    config = SimConfig(causal_kv=False, decode_overshoot=True, copy_model="contention", max_batch=1)
+    e0 = 0.016 + decode_s(49, 1, 16)  # R0: 16 prompt tokens, 50 output tokens
+    e1 = e0 + 0.0005
+    p = Prompts()
+    p.add(0.0, ["a"], output_tokens=50)  # node 0: a long decode, ends at E0
+    p.add(0.0, ["s0"])  # node 2 holds S
+    p.add(0.0005, ["b"], output_tokens=50)  # node 1: the same, ends at E1
+    p.add(0.001, ["p0"], output_tokens=2)  # node 0: admitted at E0
+    p.add(0.0015, ["q0"], output_tokens=2)  # node 1: admitted at E1
+    p.add(0.02, ["x"])  # warms P and Q to node 2: they wait for their sources
+    p.add(e0 - 0.0002, ["y"])  # overshoot starts P at E0 and Q at E1; warms S 2 -> 0
+    prefix_p, prefix_q, prefix_s = (p.blocks([name]) for name in ("p0", "q0", "s0"))
+    actions = {
+        5: [lambda s: s.warm(0, 2, prefix_p), lambda s: s.warm(1, 2, prefix_q)],
+        6: [lambda s: s.warm(2, 0, prefix_s)],
+    }
+    script = Script([0, 2, 1, 0, 1, 2, 2], actions)
+    cluster = ClusterSpec(TOY_MODEL, (NodeSpec(toy_gpu(rdma_bw=rdma_bw), 1),) * 3)
+    sim = Simulator(cluster, p.workload(), config, core=core)
+    sim.run(script)
+    assert (script.results[5], script.results[6]) == ([WARM_OK, WARM_OK], [WARM_OK])
+    copy_p, copy_q, copy_s = sim.copies
+    assert sim.records.finish_s[0] == pytest.approx(e0, rel=1e-12)
+    assert copy_p.start_s == pytest.approx(e0, rel=1e-12)
+    assert copy_q.start_s == pytest.approx(e1, rel=1e-12)
+    assert copy_s.start_s == pytest.approx(e0 - 0.0002, rel=1e-12)
+    assert copy_p.land_s == pytest.approx(e1, rel=1e-12)  # landed at e0 - 0.0002 before
+    assert copy_q.land_s == pytest.approx(e1 + 8e-6, rel=1e-12)
+    assert copy_s.land_s == pytest.approx(e1 + 8e-6, rel=1e-12)
+    for copy in sim.copies:
+        assert copy.land_s >= copy.start_s + copy.bytes / rdma_bw
+
+
 @pytest.mark.parametrize("model", ["reference", "contention"])
 def test_a_lost_copy_takes_the_copies_waiting_on_it_with_it_once_each(model: str) -> None:
     """Node 0 holds P. Copies 0->1, 1->2, 1->4, 2->3 and 3->1 (of P's first 3
