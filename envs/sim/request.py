@@ -256,15 +256,19 @@ def check_tenants_apart(requests: Sequence[Request], source: str) -> None:
 
 def validate_requests(requests: Sequence[Request], source: str) -> list[Request]:
     """Raise ValueError naming the request and field for impossible values; return
-    ``requests`` with each one's blocks a tuple of Python ints, as both simulator
-    cores take them: a request whose blocks are another sequence of ids (a list, a
-    numpy array, a tuple of numpy ints) is replaced by a copy with them so
-    (:func:`block_ids`)."""
+    ``requests`` with each one's arrival a Python float, its token counts Python
+    ints and its blocks a tuple of Python ints, as both simulator cores take them:
+    a request with numpy numbers (a numpy ``float32`` arrival, ``int32`` token
+    counts: the reference core would compute in them, in float32 or wrapping
+    int32, where the compiled one computes in doubles and 64-bit ints) or blocks
+    of another sequence of ids (a list, a numpy array, a tuple of numpy ints) is
+    replaced by a copy with them so (:func:`block_ids`)."""
     checked = None
     for i, r in enumerate(requests):
         inputs, outputs, blocks = r.input_tokens, r.output_tokens, r.blocks
         if (
-            0.0 <= r.arrival_s < _INF
+            type(r.arrival_s) is float
+            and 0.0 <= r.arrival_s < _INF
             and type(inputs) is int
             and inputs >= 1
             and type(outputs) is int
@@ -283,14 +287,22 @@ def validate_requests(requests: Sequence[Request], source: str) -> list[Request]
             except TypeError:
                 pass
         where = f"{source}, request {r.request_id!r}"
-        if not (r.arrival_s >= 0.0) or r.arrival_s == float("inf"):
-            raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {r.arrival_s!r}")
-        check_int(f"{where}: input_tokens", r.input_tokens, 1)
-        check_int(f"{where}: output_tokens", r.output_tokens, 1)
+        arrival = r.arrival_s
+        if not (is_number(arrival) and 0.0 <= arrival < _INF):
+            raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {arrival!r}")
+        check_int(f"{where}: input_tokens", inputs, 1)
+        check_int(f"{where}: output_tokens", outputs, 1)
         ids = block_ids(blocks, where)
-        if ids is not blocks:
+        numpy_or_int = not (type(arrival) is float and type(inputs) is type(outputs) is int)
+        if ids is not blocks or numpy_or_int:  # (a Python int arrival becomes a float too)
             checked = checked or list(requests)
-            checked[i] = replace(r, blocks=ids)
+            checked[i] = replace(
+                r,
+                arrival_s=float(arrival),
+                input_tokens=int(inputs),
+                output_tokens=int(outputs),
+                blocks=ids,
+            )
     if checked is None:  # the common case: no copy of the list
         return requests if isinstance(requests, list) else list(requests)
     return checked

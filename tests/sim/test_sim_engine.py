@@ -529,6 +529,33 @@ def test_an_empty_window_runs_and_summarises_with_no_request(core: str) -> None:
     assert np.isnan(summary["ttft_mean_s"])
 
 
+@pytest.mark.parametrize("core", CORES)
+def test_numpy_numbers_in_a_request_are_taken_as_python_ones_by_either_core(core: str) -> None:
+    """A request built from numpy values (a float32 arrival, int32 token counts, as
+    columns of an array give them) runs in doubles and unbounded ints under both
+    cores. The reference core computed in them: the attention term of a 60,000-token
+    prompt, 60,000 x 60,001 pairs, wrapped in int32 (59.31 s of prefill, not
+    63.60), and first-token times came out in float32, while the compiled core gave
+    the right figures. Toy node: 1 ms a token plus 4 x 1 layer x 1,000 attn_dim /
+    (4e12 x 0.5) = 2 ns a token pair."""
+    prefill = 60_000 * 1e-3 + 2e-9 * 60_000 * 60_001 / 2  # 63.60006 s
+    arrival = np.float32(0.1)
+    request = Request(0, "r0", arrival, np.int32(60_000), np.int32(1), (1, 2))
+    workload = Workload("w", 30_000, [request])
+    (taken,) = workload.requests
+    types = (type(taken.arrival_s), type(taken.input_tokens), type(taken.output_tokens))
+    assert types == (float, int, int)
+    assert taken.arrival_s == float(arrival) and taken.input_tokens == 60_000
+    config = SimConfig(attention_flops=True)
+    sim = Simulator(toy_cluster(1, budget_tokens=60_001), workload, config, core=core)
+    sim.run(Script([0]))
+    assert sim.records.ttft_s[0] == pytest.approx(prefill, rel=1e-12)
+    assert sim.records.first_token_s[0] == pytest.approx(float(arrival) + prefill, rel=1e-15)
+    refusal = r"request 'r1': arrival_s must be finite and >= 0, got '1'"
+    with pytest.raises(ValueError, match=refusal):
+        Workload("w", 16, [Request(0, "r1", "1", 16, 1, (1,))])  # type: ignore[arg-type]
+
+
 def test_a_negative_block_id_is_refused_naming_the_request() -> None:
     """Negative ids name the KV of generated tokens (a finished request's output
     blocks): a prompt holding one would reuse another request's output as its own
