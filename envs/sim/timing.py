@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from envs.sim.checks import check_int, checked_number, is_number
 from envs.sim.errors import ConfigError
 
@@ -33,6 +35,16 @@ def _positive(owner: str, name: str, value: float) -> None:
         )
 
 
+def _store_plain(spec: object, fields: tuple[str, ...]) -> None:
+    """Store each of ``spec``'s ``fields`` that holds a numpy number (a sweep's
+    ``np.float32``) as the Python one: the pure-Python core would compute in it
+    (float32 arithmetic) where the compiled core computes in doubles."""
+    for field in fields:
+        value = getattr(spec, field)
+        if isinstance(value, np.generic):
+            object.__setattr__(spec, field, value.item())
+
+
 @dataclass(frozen=True)
 class GpuSpec:
     """One GPU: peak dense BF16 FLOP/s and bandwidths in bytes/s, HBM in bytes."""
@@ -46,8 +58,10 @@ class GpuSpec:
     nvme_bw: float
 
     def __post_init__(self) -> None:
-        for field in ("flops", "hbm_bw", "hbm_bytes", "pcie_bw", "rdma_bw", "nvme_bw"):
+        fields = ("flops", "hbm_bw", "hbm_bytes", "pcie_bw", "rdma_bw", "nvme_bw")
+        for field in fields:
             _positive(f"GpuSpec({self.name!r})", field, getattr(self, field))
+        _store_plain(self, fields)
 
 
 @dataclass(frozen=True)
@@ -76,6 +90,19 @@ class ModelSpec:
             check_int(f"{owner}.{field}", getattr(self, field), 1, ConfigError)
         if self.max_context_tokens is not None:
             check_int(f"{owner}.max_context_tokens", self.max_context_tokens, 1, ConfigError)
+        _store_plain(
+            self,
+            (
+                "total_params",
+                "active_params",
+                "bytes_per_elem",
+                "layers",
+                "kv_heads",
+                "head_dim",
+                "attn_dim",
+                "max_context_tokens",
+            ),
+        )
         if self.active_params > self.total_params:
             raise ConfigError(
                 f"{owner}.active_params ({self.active_params:g}) exceeds "
@@ -156,6 +183,7 @@ class NodeSpec:
 
     def __post_init__(self) -> None:
         check_int("NodeSpec.n_gpus", self.n_gpus, 1, ConfigError)
+        _store_plain(self, ("n_gpus",))
 
     @property
     def name(self) -> str:
