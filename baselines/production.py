@@ -14,8 +14,10 @@ them copies KV ahead of a burst. Each skips the nodes that are down
 * ``dynamo``: minimise ``overlap_weight`` x prefill blocks still to compute on
   the node (this request's uncached blocks plus those of requests routed there
   that have not produced their first token) + the node's active decode blocks
-  (its decode batch's context, in blocks: the batch's tokens rounded up once,
-  where counting each sequence's own blocks would add up to one a sequence).
+  (its decode batch's context at the decision, in blocks: the batch's tokens,
+  with those of the decode steps ended so far in the segment in progress,
+  rounded up once, where counting each sequence's own blocks would add up to
+  one a sequence; :func:`envs.sim.forecast.decode_context_tokens`).
   Temperature 0 takes the minimum
   (ties at random); T > 0 samples softmax(-normalised cost / T), costs
   normalised to [0, 1] by their range.
@@ -32,6 +34,7 @@ import math
 from baselines.policy import Policy, register
 from baselines.routers import least_loaded, pick, up_nodes
 from envs.sim.checks import check_range
+from envs.sim.forecast import decode_context_tokens
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -90,10 +93,11 @@ class DynamoKV(Policy):
         prompt_blocks = -(-request.input_tokens // bt)
         weight = self.overlap_weight
         pending = self._pending_blocks
+        now = sim.now
         out = []
         for i, node in enumerate(sim.nodes):
             new = prompt_blocks - min(node.view.hbm_match(blocks), prompt_blocks)
-            decode_blocks = -(-node.ctx_tokens // bt)
+            decode_blocks = -(-decode_context_tokens(node, now) // bt)
             out.append(weight * (new + pending[i]) + decode_blocks)
         return out
 

@@ -353,6 +353,25 @@ def decode_step_left_s(node: Node, now: float) -> float:
     return max(min(end, node.work_end) - now, 0.0)
 
 
+def decode_context_tokens(node: Node, now: float) -> int:
+    """KV tokens ``node``'s decode batch holds at ``now``: ``node.ctx_tokens`` plus
+    a token a sequence for each step of the decode segment in progress that has
+    ended by ``now``. The simulator brings ``ctx_tokens`` up to date only when a
+    segment ends (it is the batch's context at the segment's start), so a
+    decision taken inside a segment would read it up to a segment's steps
+    late. The steps run between the chunks of a chunked prefill
+    (``SimConfig.chunked_prefill_tokens``) count from that prefill's end."""
+    if node.work != DECODE:
+        return node.ctx_tokens
+    costs = node.costs
+    batch, context = node.seg_batch, node.seg_ctx
+    elapsed = now - node.seg_start
+    steps = costs.decode_steps_by(elapsed, batch, context)  # the boundary at or after now
+    if steps and costs.decode_s(steps, batch, context) > elapsed:
+        steps -= 1  # the step in progress has not ended
+    return node.ctx_tokens + batch * min(steps, node.seg_steps)
+
+
 def first_token_estimates(
     sim: ClusterView, request: Request, memo: HitMemo | None = None, step_wait: bool = False
 ) -> list[tuple[float, float]]:

@@ -5,9 +5,15 @@ from __future__ import annotations
 import math
 
 import pytest
-from statekit import cluster_state, prefix, request
+from statekit import BT, cluster_state, prefix, request
 
 from baselines import make_policy
+from baselines.production import DynamoKV
+from envs.sim import ClusterSpec, SimConfig, Simulator
+from envs.sim.forecast import decode_context_tokens
+from envs.sim.request import Request, Workload
+from envs.sim.simulator import CompiledSimulator
+from envs.sim.timing import NodeCosts
 
 TEN = prefix(10)
 
@@ -136,3 +142,47 @@ def test_llmd_scores_are_the_weighted_sum_of_its_three_scorers() -> None:
 def test_llmd_equal_queues_all_score_one() -> None:
     sim = cluster_state([1, 1], waiting=[1, 1])
     assert make_policy("llmd").scores(sim, request(prefix(4))) == pytest.approx([4.0, 4.0])
+
+
+def _dynamo_costs_mid_decode(core: str, steps_done: int) -> tuple[list[float], int]:
+    """dynamo's costs when a request arrives ``steps_done`` and a half decode steps
+    after a 1,024-token prompt's prefill ended on a one-node cluster; and
+    ``decode_context_tokens`` of the node then."""
+    costs_seen: list[list[float]] = []
+    contexts: list[int] = []
+
+    class Recording(DynamoKV):
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            costs_seen.append(self.costs(sim, request))
+            contexts.append(decode_context_tokens(sim.nodes[0], sim.now))
+            return super().decide(sim, request)
+
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 1)
+    node_costs = NodeCosts.under(SimConfig(), cluster.nodes[0], cluster.model)
+    prefill = node_costs.prefill_s(4 * BT, 0)
+    ran = node_costs.decode_s(steps_done, 1, 4 * BT)  # one sequence of 1,024 tokens
+    step = node_costs.decode_s(steps_done + 1, 1, 4 * BT) - ran
+    arrival = prefill + ran + step / 2
+    first = Request(0, "a", 0.0, 4 * BT, 1001, prefix(4))  # 1,000 decode steps
+    second = Request(1, "b", arrival, 4 * BT, 1, prefix(4, start=100))
+    sim = Simulator(cluster, Workload("w", BT, [first, second]), SimConfig(), core=core)
+    sim.run(Recording())
+    return costs_seen[1], contexts[1]
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize(
+    ("steps_done", "decode_blocks"),
+    [(0, 4), (1, 5), (255, 5), (256, 5), (257, 6), (600, 7)],  # ceil((1024 + steps) / 256)
+)
+def test_dynamo_counts_the_decode_steps_run_so_far_in_the_segment(
+    core: str, steps_done: int, decode_blocks: int
+) -> None:
+    """An audit found dynamo reading ``node.ctx_tokens``, the batch's context at the
+    start of the decode segment in progress: a request arriving 600 steps into
+    one sequence's 1,000-step segment saw 4 blocks (1,024 tokens), not 7 (1,624)."""
+    if core == "compiled" and CompiledSimulator is None:
+        pytest.skip("the compiled core is not built or not chosen")
+    costs, context = _dynamo_costs_mid_decode(core, steps_done)
+    assert context == 4 * BT + steps_done
+    assert costs == [4 + decode_blocks]  # 4 prompt blocks to prefill, nothing pending
