@@ -8,9 +8,10 @@ them copies KV ahead of a burst. Each skips the nodes that are down
 
 * ``sglang``: the gateway as shipped. If the cluster is imbalanced
   ((max - min) load > ``balance_abs`` and max > ``balance_rel`` x min) route by
-  least load; else if the best match rate (matched blocks / prompt blocks)
-  exceeds ``cache_threshold``, the best-matching node (ties by load, then at
-  random); else least load.
+  least load; else if the best match rate (matched blocks / prompt blocks, the
+  blocks the prompt's tokens fill: :func:`prompt_blocks`) exceeds
+  ``cache_threshold``, the best-matching node (ties by load, then at random);
+  else least load.
 * ``dynamo``: minimise ``overlap_weight`` x prefill blocks still to compute on
   the node (this request's uncached blocks plus those of requests routed there
   that have not produced their first token) + the node's active decode blocks
@@ -24,7 +25,7 @@ them copies KV ahead of a burst. Each skips the nodes that are down
 * ``llmd``: maximise a weighted sum of scores in [0, 1]: queue (waiting
   requests, min-max normalised, fewer is better; all 1 when equal), KV-cache
   utilisation (1 - reserved / budget tokens) and prefix match (matched blocks /
-  prompt blocks); weights 2, 2, 3. Ties at random.
+  prompt blocks, as sglang's rate); weights 2, 2, 3. Ties at random.
 """
 
 from __future__ import annotations
@@ -37,6 +38,15 @@ from envs.sim.checks import check_range
 from envs.sim.forecast import decode_context_tokens
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
+from envs.sim.tokens import blocks_reaching
+
+
+def prompt_blocks(sim: Simulator, request: Request) -> int:
+    """The blocks ``request``'s prompt fills: its tokens over the block size, rounded
+    up. A trace may give fewer block ids than that (its tail is then cached
+    nowhere), so a match rate over ``len(request.blocks)`` would count the tail
+    as matched."""
+    return blocks_reaching(request.input_tokens, sim.block_tokens)
 
 
 @register("sglang")
@@ -60,7 +70,7 @@ class SGLangGateway(Policy):
         blocks = request.blocks
         matches = [n.view.hbm_match(blocks) for n in nodes]
         best = max(matches)
-        if best / len(blocks) > self.cache_threshold:
+        if best / prompt_blocks(sim, request) > self.cache_threshold:
             ties = [k for k, m in enumerate(matches) if m == best]
             if len(ties) > 1:
                 fewest = min(loads[k] for k in ties)
@@ -90,13 +100,13 @@ class DynamoKV(Policy):
         self._sync(sim)
         bt = sim.block_tokens
         blocks = request.blocks
-        prompt_blocks = -(-request.input_tokens // bt)
+        n_blocks = prompt_blocks(sim, request)
         weight = self.overlap_weight
         pending = self._pending_blocks
         now = sim.now
         out = []
         for i, node in enumerate(sim.nodes):
-            new = prompt_blocks - min(node.view.hbm_match(blocks), prompt_blocks)
+            new = n_blocks - min(node.view.hbm_match(blocks), n_blocks)
             decode_blocks = -(-decode_context_tokens(node, now) // bt)
             out.append(weight * (new + pending[i]) + decode_blocks)
         return out
@@ -123,10 +133,9 @@ class DynamoKV(Policy):
                 choice = pick(sim, up)
         else:
             choice = pick(sim, [i for i, c in zip(up, costs) if c == low])
-        bt = sim.block_tokens
-        prompt_blocks = -(-request.input_tokens // bt)
+        n_blocks = prompt_blocks(sim, request)
         node = sim.nodes[choice]
-        new = prompt_blocks - min(node.view.hbm_match(request.blocks), prompt_blocks)
+        new = n_blocks - min(node.view.hbm_match(request.blocks), n_blocks)
         self._pending_blocks[choice] += new
         self._routed[request.index] = (choice, new)
         return choice
@@ -163,7 +172,7 @@ class LLMD(Policy):
         q_low = min(up_waiting)
         q_span = max(up_waiting) - q_low
         blocks = request.blocks
-        n_blocks = len(blocks)
+        n_blocks = prompt_blocks(sim, request)
         out = []
         for i, node in enumerate(nodes):
             if node.down:  # never picked

@@ -52,6 +52,20 @@ def test_sglang_balance_thresholds_are_absolute_and_relative(
     assert make_policy("sglang").decide(sim, request(TEN)) == expected
 
 
+def one_id_prompt() -> Request:
+    """A 10-block prompt (2,560 tokens) whose trace gave one block id: its other
+    nine blocks are cached nowhere (a trace read with ``strict_block_count=false``)."""
+    return Request(0, "q", 0.0, 10 * BT, 1, (1,))
+
+
+def test_sglang_rates_a_match_over_the_blocks_the_prompt_fills() -> None:
+    """An audit found the rate taken over the prompt's block ids: node 0's one
+    block of ten rated 1.0 and drew the request there, past the lighter nodes."""
+    sim = cluster_state([40, 2, 1, 3], cached=[prefix(1), [], [], []])
+    assert make_policy("sglang").decide(sim, one_id_prompt()) == 2  # 0.1 <= 0.3: least load
+    assert make_policy("sglang", cache_threshold=0.05).decide(sim, one_id_prompt()) == 0
+
+
 def test_sglang_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match=r"sglang\.cache_threshold"):
         make_policy("sglang", cache_threshold=1.5)
@@ -186,3 +200,11 @@ def test_dynamo_counts_the_decode_steps_run_so_far_in_the_segment(
     costs, context = _dynamo_costs_mid_decode(core, steps_done)
     assert context == 4 * BT + steps_done
     assert costs == [4 + decode_blocks]  # 4 prompt blocks to prefill, nothing pending
+
+
+def test_llmd_rates_a_match_over_the_blocks_the_prompt_fills() -> None:
+    """The prefix scorer of :func:`one_id_prompt` on the node holding its one id is
+    1 / 10, not 1 / 1 (an audit: 7.0 against 4.0)."""
+    sim = cluster_state([1, 1, 1], waiting=[1, 1, 1], cached=[prefix(1), [], []])
+    scores = make_policy("llmd").scores(sim, one_id_prompt())
+    assert scores == pytest.approx([2 + 2 + 3 * 0.1, 4.0, 4.0])
