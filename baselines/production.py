@@ -14,7 +14,9 @@ them copies KV ahead of a burst. Each skips the nodes that are down
   else least load.
 * ``dynamo``: minimise ``overlap_weight`` x prefill blocks still to compute on
   the node (this request's uncached blocks plus those of requests routed there
-  that have not produced their first token) + the node's active decode blocks
+  that have not produced their first token; one that a lost node's re-routing
+  moved counts, with its blocks, on the node it moved to, as Dynamo's request
+  migration re-adds it there) + the node's active decode blocks
   (its decode batch's context at the decision, in blocks: the batch's tokens,
   with those of the decode steps ended so far in the segment in progress,
   rounded up once, where counting each sequence's own blocks would add up to
@@ -35,6 +37,7 @@ import math
 from baselines.policy import Policy, register
 from baselines.routers import least_loaded, pick, up_nodes
 from envs.sim.checks import check_range
+from envs.sim.floor import reruns
 from envs.sim.forecast import decode_context_tokens
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -89,11 +92,13 @@ class DynamoKV(Policy):
         self._pending_blocks: list[int] = []
         self._routed: dict[int, tuple[int, int]] = {}
         self._cursor = 0
+        self._moves = False
 
     def reset(self, sim: Simulator) -> None:
         self._pending_blocks = [0] * sim.n_nodes
         self._routed = {}
         self._cursor = 0
+        self._moves = reruns(sim.config)
 
     def costs(self, sim: Simulator, request: Request) -> list[float]:
         """The cost of routing ``request`` to each node (also syncs the prefill tally)."""
@@ -141,7 +146,9 @@ class DynamoKV(Policy):
         return choice
 
     def _sync(self, sim: Simulator) -> None:
-        """Drop requests that produced their first token from the per-node prefill tally."""
+        """Drop requests that produced their first token from the per-node prefill
+        tally; with node losses on, move those re-routed off a lost node
+        (``envs.sim.faults``) to the node they are on now."""
         log = sim.first_token_log
         routed = self._routed
         pending = self._pending_blocks
@@ -150,6 +157,14 @@ class DynamoKV(Policy):
             if entry is not None:
                 pending[entry[0]] -= entry[1]
         self._cursor = len(log)
+        if self._moves:
+            now_on = sim.records.node
+            for index, (node, new) in routed.items():
+                moved = int(now_on[index])
+                if moved != node:
+                    pending[node] -= new
+                    pending[moved] += new
+                    routed[index] = (moved, new)
 
 
 @register("llmd")

@@ -208,3 +208,34 @@ def test_llmd_rates_a_match_over_the_blocks_the_prompt_fills() -> None:
     sim = cluster_state([1, 1, 1], waiting=[1, 1, 1], cached=[prefix(1), [], []])
     scores = make_policy("llmd").scores(sim, one_id_prompt())
     assert scores == pytest.approx([2 + 2 + 3 * 0.1, 4.0, 4.0])
+
+
+@pytest.mark.parametrize("core", ["python", "compiled"])
+def test_dynamo_moves_a_rerouted_request_s_prefill_to_the_node_it_moved_to(core: str) -> None:
+    """An audit found dynamo's prefill tally keeping a request the simulator moved
+    off a lost node on that node until its first token, elsewhere: a node back from
+    a loss looked busy and the one doing the work idle (on 3 `mixed` validation
+    windows with random losses, mean TTFT 11.0 s where the moved tally gives 9.0).
+
+    Node 0 holds 20 of request A's 40 blocks, so A goes there with 20 to compute;
+    node 0 is lost at 5 ms and A moves to node 1 (the least-loaded node up, the
+    lower index). B (10 blocks, cached nowhere) arrives at 10 ms."""
+    if core == "compiled" and CompiledSimulator is None:
+        pytest.skip("the compiled core is not built or not chosen")
+    seen: list[list[float]] = []
+
+    class Recording(DynamoKV):
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            seen.append(self.costs(sim, request))
+            return super().decide(sim, request)
+
+    a = Request(0, "a", 0.0, 40 * BT, 1, prefix(40))
+    b = Request(1, "b", 0.01, 10 * BT, 1, prefix(10, start=100))
+    config = SimConfig(fault_node_loss_s=(0.005,), fault_node_loss_nodes=(0,))
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 3)
+    sim = Simulator(cluster, Workload("w", BT, [a, b]), config, core=core)
+    sim.nodes[0].cache.insert(prefix(20), 0.0)
+    records = sim.run(Recording())
+    assert seen[0] == [20, 40, 40]
+    assert list(records.node) == [1, 2]
+    assert seen[1] == [10 + 0, 10 + 20, 10 + 0]  # node 0 down, A's 20 blocks on node 1
