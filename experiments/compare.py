@@ -448,7 +448,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
     params = workload_params("experiments.compare", options, [SETUPS[options["setup"]][0]])
-    generator = generator_params("experiments.compare", options["params"])
+    generator = generator_params(
+        "experiments.compare",
+        options["params"],
+        "compare runs a workload's own split; evaluate takes +workload.params.train_windows=N",
+    )
     if generator:  # a registered workload's generator parameters, as make_dataset takes them
         if params:
             raise UsageError(

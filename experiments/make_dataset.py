@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
                 f"got {options[key]}"
             )
-    params = generator_params(COMMAND, options["params"])
+    params = generator_params(COMMAND, options["params"], "give train_windows=N test_windows=N")
     trace = workload_params(COMMAND, options)
     if trace and (params or options["train_windows"] >= 0 or options["test_windows"] >= 0):
         raise UsageError(

@@ -29,6 +29,7 @@ KEY_VALUE: list[tuple[Any, list[str]]] = [
     (compare, ["policy_kwargs=btb.nope=1"]), (compare, ["policy_kwargs=btb.m=x"]),
     (compare, ["agents=/nonexistent"]), (compare, ["copy_model=x"]),
     (compare, ["baseline=nope"]), (compare, ["charts=maybe"]), (compare, ["overwrite=maybe"]),
+    (compare, ["params=train_windows=1"]), (make_dataset, ["params=test_windows=1"]),
     (make_dataset, ["train_windows=-5"]), (make_dataset, ["test_windows=-2"]),
     (make_dataset, ["seed=-1"]), (make_dataset, ["workload=nope"]),
     (make_dataset, ["params=nope=1"]), (make_dataset, ["params=n_bursts=-1"]),

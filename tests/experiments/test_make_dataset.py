@@ -147,6 +147,23 @@ def test_cli_usage_errors() -> None:
         r"integer >= 0",
     ):  # named as it was typed, not as the generator's config class
         make_dataset.main(["out_dir=/tmp/never-written", "params=n_bursts=-1"])
+    # a window count is an option of its own, no generator parameter (configure's
+    # train_windows given twice was a TypeError's traceback); compare has none
+    with pytest.raises(UsageError) as refused:
+        make_dataset.main(["out_dir=/tmp/never-written", "params=train_windows=1"])
+    assert str(refused.value) == (
+        "experiments.make_dataset: params=train_windows=1: train_windows is a window count, "
+        "not a generator parameter (give train_windows=N test_windows=N)"
+    )
+    from experiments import compare
+
+    with pytest.raises(UsageError) as refused:
+        compare.main(["out_dir=/tmp/never-written", "agents=none", "params=val_windows=2"])
+    assert str(refused.value) == (
+        "experiments.compare: params=val_windows=2: val_windows is a window count, not a "
+        "generator parameter (compare runs a workload's own split; evaluate takes "
+        "+workload.params.train_windows=N)"
+    )
 
 
 def test_runs_as_a_module_with_a_progress_bar(
