@@ -85,6 +85,12 @@ class AgentSpec:
     the trace's train and val splits the run used (``train_windows``, ``val_windows``;
     0: it validated on none); None for a registered workload, or a checkpoint saved
     before it was recorded (``experiments.trained_on``)."""
+    registered_windows: dict[str, Any] | None = None
+    """The registered workload's windows it was trained and validated on: the
+    ``workload``, its generator ``params`` (window counts given included) and
+    ``seed``, and the names of the ``train`` and ``val`` windows the run used; None
+    for a trace, or a checkpoint saved before it was recorded (its ``env_kwargs``
+    then say the workload, ``experiments.trained_on``)."""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGORITHMS:
@@ -616,8 +622,14 @@ _FIELD_TYPES: dict[str, type] = {
     "normalize_reward": bool,
     "reward_norm": dict,
     "trace_file": dict,
+    "registered_windows": dict,
 }
-_NULLABLE = ("normalize_reward", "reward_norm", "trace_file")  # null: not recorded
+_NULLABLE = (
+    "normalize_reward",
+    "reward_norm",
+    "trace_file",
+    "registered_windows",
+)  # null: not recorded
 _JSON_NAMES: dict[type, str] = {str: "string", dict: "object", bool: "true or false"}
 
 

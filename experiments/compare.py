@@ -25,7 +25,9 @@ was trained or validated on (other ``workload.*`` split options than its trainin
 run's can make them test windows): refused in one line naming the agent, unless
 ``allow_seen_windows=true`` (then a one-line warning); on a registered workload, a
 note gives the trace options that evaluate it on its trace's windows
-(:mod:`experiments.trained_on`).
+(:mod:`experiments.trained_on`), and an agent trained on that workload's windows at
+other window counts is refused the same way on those of them it trained or
+validated on.
 ``policy_kwargs=POLICY.KEY=VALUE,...`` sets a baseline's constructor setting, or
 an agent's (``agents.adapter.AGENT_SETTINGS``: a threshold agent's ``y_tokens``).
 The ``sim.`` options set SimConfig options with a default of their own: the
@@ -497,7 +499,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     workload = options["workload"]
     trained_in = {label: str(folder) for label, folder in zip(agents, agent_dirs, strict=True)}
     check_seen_windows(
-        agents, trained_in, workload, params, "test", limit, options["allow_seen_windows"]
+        agents,
+        trained_in,
+        workload,
+        params,
+        "test",
+        limit,
+        options["allow_seen_windows"],
+        seed=options["workload_seed"],
     )
     if workload != TRACE_WORKLOAD:
         for note in trace_notes(agents, trained_in, shown):

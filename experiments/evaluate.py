@@ -17,7 +17,9 @@ row per agent sampling its actions (``<agent>_stochastic``, torch seeded with
 ``policy_kwargs=POLICY.KEY=VALUE``), or an agent's (a threshold agent's
 ``y_tokens``: what its BTB keys a prefix on, ``agents.adapter.AGENT_SETTINGS``).
 An agent trained on the trace evaluated is not run on windows that overlap in time
-those it was trained or validated on (``split=val``: trained on): refused in one
+those it was trained or validated on (``split=val``: trained on), nor one trained on
+a registered workload on its own windows (other window counts, such as
+``+workload.params.train_windows=1``, shuffle others to test): refused in one
 line naming it, unless ``allow_seen_windows=true`` (then a one-line warning);
 evaluated on a registered workload, a note gives the options that evaluate it on
 its trace's windows (:mod:`experiments.trained_on`).
@@ -147,6 +149,7 @@ def evaluate(cfg: DictConfig) -> float:
         str(cfg.split),
         cfg.workload.eval_windows,
         bool(cfg.allow_seen_windows),
+        seed=int(cfg.workload.seed),
     )
     check_timeline_window(cfg.timeline_window, len(windows), "timeline_window")
     for agent in agents.values():  # its settings against the windows' blocks

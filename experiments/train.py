@@ -73,7 +73,7 @@ from experiments.jobs import (
     run_job,
     sweep_overrides,
 )
-from experiments.trained_on import trained_trace
+from experiments.trained_on import trained_trace, trained_windows
 
 register_configs()
 
@@ -309,13 +309,18 @@ def warn_unscored_validation(cfg: Any) -> None:
 def scored_val_windows(cfg: Any, val_pool: Sequence[Any]) -> int:
     """How many validation windows this run scores: PPO's ``val_pool``, or, with
     improvement rounds, which score each round on them whether or not PPO validates,
-    the first ``workload.val_windows`` of a trace's (counted on the plan the run has
-    made already; a registered workload's are no trace's: 0)."""
+    the first ``workload.val_windows`` of the workload's (a trace's counted on the
+    plan the run has made already)."""
+    from envs.workloads.registry import configure, plan
     from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
 
-    if val_pool or int(cfg.improvement.iterations) == 0 or cfg.workload.name != TRACE_WORKLOAD:
+    if val_pool or int(cfg.improvement.iterations) == 0:
         return len(val_pool)
-    held = len(plan_trace(trace_options(workload_params(cfg))).split("val"))
+    if cfg.workload.name == TRACE_WORKLOAD:
+        held = len(plan_trace(trace_options(workload_params(cfg))).split("val"))
+    else:
+        specs = plan(configure(cfg.workload.name, **workload_params(cfg)), int(cfg.workload.seed))
+        held = sum(s.split == "val" for s in specs)
     cap = cfg.workload.val_windows
     return held if cap is None else min(int(cap), held)
 
@@ -1257,11 +1262,13 @@ def train(cfg: DictConfig) -> float:
     # the trace it trains on, for evaluate and compare to tell its own windows from
     # held-out ones; improvement rounds score on the validation windows (run_improvement)
     # whether or not PPO validates
+    n_val = scored_val_windows(cfg, val_pool)
     spec.trace_file = trained_trace(
-        cfg.workload.name,
-        saved_kwargs["workload_params"],
-        len(pool),
-        scored_val_windows(cfg, val_pool),
+        cfg.workload.name, saved_kwargs["workload_params"], len(pool), n_val
+    )
+    # and a registered workload's windows (other window counts shuffle others to test)
+    spec.registered_windows = trained_windows(
+        cfg.workload.name, saved_kwargs["workload_params"], int(cfg.workload.seed), len(pool), n_val
     )
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
     # subproc worker's error would reach us only as a broken pipe, so one env is made here

@@ -12,6 +12,17 @@ measure windows the agent learned from or was picked on. ``allow_seen_windows=tr
 evaluates anyway, with a one-line warning (and the option in the results' config).
 Evaluated on a registered workload instead, a note gives the trace's command line
 (:func:`trace_notes`).
+
+A training run on a registered workload records there (``registered_windows``,
+:func:`trained_windows`) the workload, its generator parameters (window counts
+given as ``+workload.params.train_windows=N`` included) and seed, and the names of
+the train and validation windows it used. A window is the same window wherever it
+is drawn (:func:`_window_key`: its family, that family's generator configuration,
+the seed and its index), and the seed shuffles a family's indices between train and
+test by the counts asked for: other counts, or another workload of the same family,
+can make its train or validation windows test windows. The same check refuses them
+(an agent saved before the record: its whole train and validation splits, from its
+``env_kwargs``).
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.sim.errors import SettingWarning, plural
+from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.trace_options import (
     TRACE_FIELDS,
     TRACE_WORKLOAD,
@@ -71,6 +83,27 @@ def trained_trace(workload: str, params: Mapping[str, Any], n_train: int, n_val:
     else:
         record = {"path": path, "bytes": None, "sha256": None}
     return {**record, "train_windows": int(n_train), "val_windows": int(n_val)}
+
+
+def trained_windows(
+    workload: str, params: Mapping[str, Any], seed: int, n_train: int, n_val: int
+) -> Any:
+    """``agent.json``'s ``registered_windows`` for a training run on the registered
+    workload ``workload`` with generator parameters ``params`` (window counts
+    included) and seed ``seed`` that uses the first ``n_train`` train windows and
+    ``n_val`` validation windows: the workload, parameters and seed, and the names
+    of those windows; None for a trace."""
+    from envs.workloads.registry import configure, plan
+
+    if workload == TRACE_WORKLOAD:
+        return None
+    specs = plan(configure(workload, **params), seed)
+    names = {
+        split: [s.trace_id for s in specs if s.split == split][:count]
+        for split, count in (("train", n_train), ("val", n_val))
+    }
+    record = {"workload": workload, "params": dict(params), "seed": int(seed)}
+    return {**record, **names}
 
 
 def agent_run(folder: str | os.PathLike[str]) -> Path:
@@ -256,6 +289,86 @@ def seen_windows(
     return counts[0], counts[1], counts[2], counts[3]
 
 
+def _window_key(family: Any, seed: int, index: int) -> tuple[str, str, int, int]:
+    """What makes a registered workload's window: its family (name and generator
+    configuration), the seed and its index (its split and trace id only label it)."""
+    import json
+
+    from envs.workloads.registry import config_dict
+
+    return family.name, json.dumps(config_dict(family.config), sort_keys=True), seed, index
+
+
+def _registered_record(spec: Any) -> dict[str, Any] | None:
+    """The registered windows an agent trained and validated on: its
+    ``registered_windows``; for an agent saved before that, its env's workload,
+    parameters and seed with every window of their train and val splits (None: a
+    trace's agent)."""
+    from envs.workloads.registry import DEFAULT_WORKLOAD, configure, plan
+
+    if spec.registered_windows is not None:
+        return dict(spec.registered_windows)
+    kwargs = spec.env_kwargs
+    workload = str(kwargs.get("workload", DEFAULT_WORKLOAD))
+    if workload == TRACE_WORKLOAD:
+        return None
+    params = dict(kwargs.get("workload_params") or {})
+    seed = int(kwargs.get("data_seed", PUBLISHED_SEED))
+    specs = plan(configure(workload, **params), seed)
+    names = {split: [s.trace_id for s in specs if s.split == split] for split in ("train", "val")}
+    return {"workload": workload, "params": params, "seed": seed, **names}
+
+
+def seen_registered(
+    spec: Any, workload: str, params: Mapping[str, Any], seed: int, split: str, limit: int | None
+) -> tuple[list[str], int, list[str], int] | None:
+    """For an agent (its ``spec``) evaluated on the first ``limit`` windows (None:
+    all) of ``split`` of the registered workload ``workload`` with generator
+    parameters ``params`` and seed ``seed``: the names of its train windows among
+    them (by :func:`_window_key`), how many it trained on, and the same of its
+    validation windows (left out for ``split="val"``); None for an agent trained on
+    a trace or on a workload not registered here."""
+    from envs.workloads.registry import configure, plan
+
+    try:
+        record = _registered_record(spec)
+        if record is None:
+            return None
+        own = configure(str(record["workload"]), **record.get("params", {}))
+    except (ValueError, TypeError):  # a workload or parameters this registry does not know
+        return None
+    families = {f.name: f for f in own.families}
+    scenario = configure(workload, **params)
+    evaluated = {
+        _window_key(next(f for f in scenario.families if f.name == s.family), seed, s.index)
+        for s in [s for s in plan(scenario, seed) if s.split == split][:limit]
+    }
+    out: list[Any] = []
+    for name in ("train", "val"):
+        names = [str(n) for n in record.get(name) or []] if split != name else []
+        hit = []
+        for trace_id in names:
+            family, _, index = trace_id.rpartition("-")
+            if family in families and index.isdigit():
+                key = _window_key(families[family], int(record["seed"]), int(index))
+                if key in evaluated:
+                    hit.append(trace_id)
+        out += [hit, len(names)]
+    return out[0], out[1], out[2], out[3]
+
+
+def _counts_text(workload: str, params: Mapping[str, Any]) -> str:
+    from envs.workloads.registry import WINDOW_COUNTS
+
+    given = " ".join(f"{name}={params[name]}" for name in WINDOW_COUNTS if name in params)
+    return f"{workload} ({given or 'its own window counts'})"
+
+
+def _some(names: list[str], most: int = 3) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f", ... ({len(names) - most} more)" if len(names) > most else "")
+
+
 def check_seen_windows(
     agents: Mapping[str, Any],
     folders: Mapping[str, Any],
@@ -264,50 +377,95 @@ def check_seen_windows(
     split: str,
     limit: int | None,
     allow: bool,
+    seed: int = PUBLISHED_SEED,
 ) -> None:
     """Refuse (a ValueError, one line) to evaluate an agent (by label; its folder in
-    ``folders``) on windows of ``split`` of the trace it was trained on whose time
-    spans overlap those of its own train or validation windows (:func:`seen_windows`),
-    naming the agent, the counts and the trace options that differ from its training
-    run's; with ``allow``, say it in a one-line warning instead."""
-    if workload != TRACE_WORKLOAD:
-        return
+    ``folders``) on windows of ``split`` it was trained or validated on: of the
+    trace it was trained on, windows whose time spans overlap those of its own train
+    or validation windows (:func:`seen_windows`); of a registered workload (seed
+    ``seed``), the same windows as its own (:func:`seen_registered`). The line names
+    the agent, the counts and the options that differ from its training run's; with
+    ``allow``, it is a one-line warning instead."""
     for label, agent in agents.items():
         if label not in folders:  # (a sampling twin of an agent checked already)
             continue
-        found = seen_windows(agent.spec, folders[label], params, split, limit)
-        if found is None or not (found[0] or found[2]):
+        if workload == TRACE_WORKLOAD:
+            said = _seen_in_trace(agent.spec, folders[label], params, split, limit)
+        else:
+            said = _seen_registered_text(agent.spec, workload, params, seed, split, limit)
+        if said is None:
             continue
-        train_hit, n_train, val_hit, n_val = found
-        parts = []
-        if train_hit:
-            parts.append(f"{train_hit} of its {plural(n_train, 'train window')}")
-        if val_hit:
-            parts.append(f"{val_hit} of its {plural(n_val, 'validation window')}")
-        trained = agent.spec.env_kwargs.get("workload_params", {})
-        differ = [n for n in SPLIT_OPTIONS if trained.get(n) != params.get(n)]
-        said = ""
-        if differ:
-            said = (
-                f"; trained with {' '.join(_options(trained, differ))}, "
-                f"here {' '.join(_options(params, differ))}"
-            )
-        n_eval = len(_evaluated_names(params, split, limit))
-        path = trained_path(agent.spec, folders[label])
-        copy = ""
-        if os.path.abspath(path) != os.path.abspath(str(params["path"])):
-            copy = f" (as {path}, of the same bytes)"
-        message = (
-            f"agent {label} ({folders[label]}) was trained on this trace{copy}: the "
-            f"{plural(n_eval, split + ' window')} evaluated overlap in time "
-            f"{' and '.join(parts)}{said}"
-        )
+        message, remedy = said
+        message = f"agent {label} ({folders[label]}) was trained on {message}"
         if not allow:
             raise ValueError(
                 f"{message}: they are no held-out windows for it (evaluate it with the "
-                f"trace options it was trained with, or {ALLOW_OPTION}=true to run anyway)"
+                f"{remedy} it was trained with, or {ALLOW_OPTION}=true to run anyway)"
             )
         warnings.warn(f"{message} ({ALLOW_OPTION}=true)", SettingWarning, stacklevel=2)
+
+
+def _seen_in_trace(
+    spec: Any, folder: Any, params: Mapping[str, Any], split: str, limit: int | None
+) -> tuple[str, str] | None:
+    """What :func:`check_seen_windows` says of a trace's windows the agent has seen
+    (after "was trained on"), and what to evaluate it with instead; None if none."""
+    found = seen_windows(spec, folder, params, split, limit)
+    if found is None or not (found[0] or found[2]):
+        return None
+    train_hit, n_train, val_hit, n_val = found
+    parts = []
+    if train_hit:
+        parts.append(f"{train_hit} of its {plural(n_train, 'train window')}")
+    if val_hit:
+        parts.append(f"{val_hit} of its {plural(n_val, 'validation window')}")
+    trained = spec.env_kwargs.get("workload_params", {})
+    differ = [n for n in SPLIT_OPTIONS if trained.get(n) != params.get(n)]
+    said = ""
+    if differ:
+        said = (
+            f"; trained with {' '.join(_options(trained, differ))}, "
+            f"here {' '.join(_options(params, differ))}"
+        )
+    n_eval = len(_evaluated_names(params, split, limit))
+    path = trained_path(spec, folder)
+    copy = ""
+    if os.path.abspath(path) != os.path.abspath(str(params["path"])):
+        copy = f" (as {path}, of the same bytes)"
+    return (
+        f"this trace{copy}: the {plural(n_eval, split + ' window')} evaluated overlap in "
+        f"time {' and '.join(parts)}{said}",
+        "trace options",
+    )
+
+
+def _seen_registered_text(
+    spec: Any, workload: str, params: Mapping[str, Any], seed: int, split: str, limit: int | None
+) -> tuple[str, str] | None:
+    """As :func:`_seen_in_trace`, of a registered workload's windows."""
+    from envs.workloads.registry import configure, plan
+
+    found = seen_registered(spec, workload, params, seed, split, limit)
+    if found is None or not (found[0] or found[2]):
+        return None
+    train_hit, n_train, val_hit, n_val = found
+    parts = [
+        f"{len(hit)} of its {plural(n, kind)} ({_some(hit)})"
+        for hit, n, kind in (
+            (train_hit, n_train, "train window"),
+            (val_hit, n_val, "validation window"),
+        )
+        if hit
+    ]
+    record = _registered_record(spec) or {}
+    n_eval = len([s for s in plan(configure(workload, **params), seed) if s.split == split][:limit])
+    return (
+        f"some of these windows (seed {seed}): the {plural(n_eval, split + ' window')} "
+        f"evaluated {'is' if n_eval == 1 else 'include'} {' and '.join(parts)}; trained on "
+        f"{_counts_text(str(record.get('workload')), record.get('params') or {})}, "
+        f"here {_counts_text(workload, params)}",
+        "workload and window counts",
+    )
 
 
 def _evaluated_names(params: Mapping[str, Any], split: str, limit: int | None) -> list[str]:

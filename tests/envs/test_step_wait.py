@@ -215,6 +215,11 @@ def test_its_experiment_rebuilds_the_zoo_agent(tmp_path) -> None:
     assert ours_json["env_kwargs"]["sim"].pop("copy_landing_check") is False
     # nor the trace it was trained on (none: a registered workload)
     assert "trace_file" not in theirs_json and ours_json.pop("trace_file") is None
+    # nor the registered windows it used (recorded since): burst_families' at its own
+    # counts, the windows a zoo agent's env_kwargs say (trained_on counts them all)
+    assert "registered_windows" not in theirs_json
+    used = ours_json.pop("registered_windows")
+    assert (used["workload"], used["params"], used["seed"]) == ("burst_families", {}, 20260721)
     assert ours_json == theirs_json
 
 

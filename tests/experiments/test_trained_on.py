@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -17,10 +19,12 @@ from envs.sim.errors import SettingWarning
 from envs.workloads.trace_file import TraceOptions
 from experiments.trained_on import (
     check_seen_windows,
+    seen_registered,
     seen_windows,
     trace_notes,
     trained_path,
     trained_trace,
+    trained_windows,
 )
 from tests.workloads.tracekit import write_jsonl
 
@@ -46,7 +50,9 @@ def _spec(path: Path, n_train: int = 3, n_val: int = 1, record: bool = True) -> 
     params = _params(path, **TRAINED)
     trace = trained_trace("trace", params, n_train, n_val) if record else None
     return SimpleNamespace(
-        env_kwargs={"workload": "trace", "workload_params": params}, trace_file=trace
+        env_kwargs={"workload": "trace", "workload_params": params},
+        trace_file=trace,
+        registered_windows=None,
     )
 
 
@@ -155,3 +161,209 @@ def test_seen_windows_are_refused_in_one_line_or_warned_of_when_allowed(tmp_path
     check_seen_windows(agents, folders, "trace", own, "test", None, allow=False)
     check_seen_windows(agents, folders, "bursted_synthetic", {}, "test", None, allow=False)
     check_seen_windows(agents, {}, "trace", here, "test", None, allow=False)
+
+
+# The registered workloads. bursted_synthetic's one family, seed 20260721: at its own
+# counts (5 train / 15 test) the seed's shuffle puts synthetic-0001, -0004, -0005,
+# -0006 and -0014 in train and synthetic-0000, -0002, -0003, -0007, ... in test, its
+# 5 validation windows are synthetic-0020 to -0024; at train_windows=1
+# test_windows=1 it puts synthetic-0000 in train, synthetic-0001 in test, and the
+# validation windows are synthetic-0002 onwards; at train_windows=1 test_windows=19,
+# synthetic-0004 alone is train (registry.plan).
+SMALL = {"train_windows": 1, "test_windows": 1}
+
+
+def _registered(n_train: int = 1, n_val: int = 1, params: Any = None, **kwargs: Any) -> Any:
+    """An agent trained on bursted_synthetic at ``params`` (SMALL), recorded (the
+    first ``n_train`` / ``n_val`` windows) unless ``kwargs`` give its env_kwargs
+    (an agent saved before the record)."""
+    params = SMALL if params is None else params
+    if kwargs:
+        return SimpleNamespace(env_kwargs=kwargs, registered_windows=None, trace_file=None)
+    record = trained_windows("bursted_synthetic", params, 20260721, n_train, n_val)
+    return SimpleNamespace(
+        env_kwargs={"workload": "bursted_synthetic", "workload_params": params},
+        registered_windows=record,
+        trace_file=None,
+    )
+
+
+def test_a_run_records_the_registered_windows_it_used() -> None:
+    assert trained_windows("bursted_synthetic", SMALL, 20260721, 1, 2) == {
+        "workload": "bursted_synthetic", "params": SMALL, "seed": 20260721,
+        "train": ["synthetic-0000"], "val": ["synthetic-0002", "synthetic-0003"],
+    }  # fmt: skip
+    assert trained_windows("bursted_synthetic", {}, 20260721, 2, 0)["train"] == [
+        "synthetic-0001",
+        "synthetic-0004",
+    ]
+    assert trained_windows("trace", {"path": "x"}, 0, 1, 1) is None
+
+
+@pytest.mark.parametrize(
+    ("workload", "params", "split", "limit", "expected"),
+    [
+        # its own counts: its test windows are held out (and its validation windows
+        # for split=val are what they are for)
+        ("bursted_synthetic", SMALL, "test", None, ([], 1, [], 1)),
+        ("bursted_synthetic", SMALL, "val", None, ([], 1, [], 0)),
+        # the workload's own counts: its train window is the first test window and
+        # its validation window the second
+        ("bursted_synthetic", {}, "test", None, (["synthetic-0000"], 1, ["synthetic-0002"], 1)),
+        ("bursted_synthetic", {}, "test", 1, (["synthetic-0000"], 1, [], 1)),
+        ("bursted_synthetic", {}, "val", None, ([], 1, [], 0)),
+        # another workload of the same family: burst_families' synthetic windows
+        ("burst_families", {}, "test", None, (["synthetic-0000"], 1, ["synthetic-0002"], 1)),
+        # the same indices of another generator configuration are other windows
+        ("bursted_synthetic", {"n_bursts": 2}, "test", None, ([], 1, [], 1)),
+        ("bursted_synthetic_1s", {}, "test", None, ([], 1, [], 1)),
+    ],
+)
+def test_the_registered_windows_an_agent_trained_on_are_told_by_family_seed_and_index(
+    workload: str, params: Any, split: str, limit: Any, expected: Any
+) -> None:
+    spec = _registered()
+    assert seen_registered(spec, workload, params, 20260721, split, limit) == expected
+    # another seed draws other windows
+    assert seen_registered(spec, workload, params, 7, split, limit)[::2] == ([], [])
+
+
+def test_an_agent_saved_before_the_record_counts_its_whole_train_and_val_splits() -> None:
+    """As the zoo's: the workload, parameters and seed of its env_kwargs, at the
+    workload's own counts: no test window of the same counts is one of its own."""
+    old = _registered(workload="burst_families", workload_params={}, data_seed=20260721)
+    for workload in ("bursted_synthetic", "burst_families", "bursted_art", "mixed"):
+        found = seen_registered(old, workload, {}, 20260721, "test", None)
+        assert found is not None and found[::2] == ([], [])
+    assert seen_registered(old, "burst_families", {}, 20260721, "test", None) == ([], 20, [], 20)
+    # at train_windows=1 test_windows=19 four of its synthetic train windows are test
+    found = seen_registered(
+        old, "bursted_synthetic", {"train_windows": 1, "test_windows": 19}, 20260721, "test", None
+    )
+    assert found == (
+        ["synthetic-0001", "synthetic-0005", "synthetic-0006", "synthetic-0014"], 20, [], 20
+    )  # fmt: skip
+    # env_kwargs without a workload: the env's default, bursted_synthetic
+    assert seen_registered(_registered(n_windows=2), "bursted_synthetic", SMALL, 20260721,
+                           "test", None) == (["synthetic-0001"], 5, [], 5)  # fmt: skip
+    # an agent of a trace is the trace check's
+    trace = SimpleNamespace(
+        env_kwargs={"workload": "trace", "workload_params": {"path": "x"}},
+        registered_windows=None,
+        trace_file=None,
+    )
+    assert seen_registered(trace, "bursted_synthetic", {}, 20260721, "test", None) is None
+
+
+def test_seen_registered_windows_are_refused_in_one_line_or_warned_of_when_allowed() -> None:
+    agents = {"ppo_route": SimpleNamespace(spec=_registered())}
+    folders = {"ppo_route": "runs/x/agent"}
+    said = (
+        "agent ppo_route (runs/x/agent) was trained on some of these windows (seed 20260721): "
+        "the 15 test windows evaluated include 1 of its 1 train window (synthetic-0000) and "
+        "1 of its 1 validation window (synthetic-0002); trained on bursted_synthetic "
+        "(train_windows=1 test_windows=1), here bursted_synthetic (its own window counts)"
+    )
+    with pytest.raises(ValueError) as refused:
+        check_seen_windows(agents, folders, "bursted_synthetic", {}, "test", None, allow=False)
+    assert str(refused.value) == (
+        f"{said}: they are no held-out windows for it (evaluate it with the workload and "
+        "window counts it was trained with, or allow_seen_windows=true to run anyway)"
+    )
+    with pytest.warns(SettingWarning) as warned:
+        check_seen_windows(agents, folders, "bursted_synthetic", {}, "test", None, allow=True)
+    assert [str(w.message) for w in warned] == [f"{said} (allow_seen_windows=true)"]
+    # its own counts, another seed, an agent of no folder given: nothing to say
+    check_seen_windows(agents, folders, "bursted_synthetic", SMALL, "test", None, allow=False)
+    check_seen_windows(agents, folders, "bursted_synthetic", {}, "test", None, False, seed=7)
+    check_seen_windows(agents, {}, "bursted_synthetic", {}, "test", None, allow=False)
+    # more than three seen are named three and a count
+    old = {"old": SimpleNamespace(spec=_registered(workload_params={}))}
+    said = re.escape(
+        "the 19 test windows evaluated include 4 of its 5 train windows (synthetic-0001, "
+        "synthetic-0005, synthetic-0006, ... (1 more)); trained on bursted_synthetic (its own "
+        "window counts), here bursted_synthetic (train_windows=1 test_windows=19)"
+    )
+    counts = {"train_windows": 1, "test_windows": 19}
+    with pytest.raises(ValueError, match=said):
+        check_seen_windows(old, {"old": "o"}, "bursted_synthetic", counts, "test", None, False)
+
+
+def _compose(name: str, overrides: list[str]) -> Any:
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import register_configs
+
+    register_configs()
+    root = Path(__file__).resolve().parents[2]
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+@pytest.mark.slow
+def test_train_records_the_registered_windows_and_evaluate_and_compare_refuse_them(
+    tmp_path: Path,
+) -> None:
+    """workload=tiny trained at train_windows=1 test_windows=1 (a run of no RL step:
+    the agent is saved as built) trained on synthetic-0000, tiny's first test window
+    at its own counts: evaluate and compare refuse it before any run folder, run it
+    with allow_seen_windows=true (a warning, the option in results.json) and
+    evaluate it without a word at the counts it was trained with."""
+    from agents.algorithms import load_spec
+    from envs.files import read_json
+    from experiments import compare
+    from experiments.evaluate import evaluate
+    from experiments.train import train
+
+    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1"]
+    train(_compose("train", ["workload=tiny", *counts, "logger=none", "train.total_timesteps=0",
+                             "train.evaluate=false", "train.progress=false",
+                             f"out_dir={tmp_path / 'run'}"]))  # fmt: skip
+    agent = tmp_path / "run" / "agent"
+    spec = load_spec(agent)
+    tiny = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6, "burst_window_s": 4.0}
+    assert spec.registered_windows == {
+        "workload": "bursted_synthetic", "params": {**tiny, **SMALL}, "seed": 20260721,
+        "train": ["synthetic-0000"], "val": [],
+    }  # fmt: skip
+    seen = re.escape(
+        "was trained on some of these windows (seed 20260721): the 1 test window evaluated "
+        "is 1 of its 1 train window (synthetic-0000)"
+    )
+    for allow in (False, True):
+        out = tmp_path / f"eval_{allow}"
+        cfg = _compose("evaluate", [f"checkpoint=[{agent}]", "workload=tiny", "logger=none",
+                                    "policies=[cache_aware]", "progress=false",
+                                    f"allow_seen_windows={allow}", f"out_dir={out}"])  # fmt: skip
+        if allow:
+            with pytest.warns(SettingWarning, match=seen):
+                evaluate(cfg)
+            assert read_json(out / "results.json")["config"]["allow_seen_windows"] is True
+        else:
+            with pytest.raises(ValueError, match=seen):
+                evaluate(cfg)
+            assert not out.exists()
+    with pytest.raises(ValueError, match=seen):
+        compare.main([f"agents={agent}", "params=" + ",".join(f"{k}={v}" for k, v in tiny.items()),
+                      "policies=cache_aware", "windows=1", "charts=false", "progress=false",
+                      f"out_dir={tmp_path / 'cmp'}"])  # fmt: skip
+    assert not (tmp_path / "cmp").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SettingWarning)
+        evaluate(_compose("evaluate", [f"checkpoint=[{agent}]", "workload=tiny", *counts,
+                                       "logger=none", "policies=[cache_aware]", "progress=false",
+                                       f"out_dir={tmp_path / 'own'}"]))  # fmt: skip
+    assert (tmp_path / "own" / "results.json").is_file()
+
+
+def test_improvement_rounds_count_a_registered_workload_s_validation_windows() -> None:
+    """Rounds score on the first workload.val_windows validation windows whether or not
+    PPO validates: tiny's 1, burst_families' 5 of each of its 4 families (null: all);
+    without rounds or validation, none."""
+    from experiments.train import scored_val_windows
+
+    rounds = "improvement.iterations=1"
+    assert scored_val_windows(_compose("train", ["workload=tiny", rounds]), []) == 1
+    every = ["workload=burst_families", rounds, "workload.val_windows=null"]
+    assert scored_val_windows(_compose("train", every), []) == 20
+    assert scored_val_windows(_compose("train", ["workload=tiny"]), []) == 0
