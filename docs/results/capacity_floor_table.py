@@ -172,6 +172,11 @@ best baseline, 0.1 % ahead of btb). Measured again that evening, after a request
 came to wait for a copy in flight only when that beats loading the prefix from
 its node's host RAM: btb_pending's 70b `mixed` and `rising_load` means moved
 +0.09 % and +0.19 %, and btb is the best baseline of `rising_load` again.
+dynamo's rows were measured again on 2026-12-06, after its active decode blocks
+came to count the decode steps run so far in the segment in progress
+([baselines.md](../baselines.md)): its means on the burst families are the same
+to the last digit, on `rising_load`, `mixed` and `art_like` they moved -0.3 to
++2.6 % (70b's most: +2.6, +1.6 and +0.7 %).
 
 ## What it says
 

@@ -139,8 +139,12 @@ after a request came to wait for a copy in flight only when that beats loading
 the prefix from its node's host RAM ([physics.md](../physics.md#warm-copies-rdma)):
 btb_pending's 70b `mixed` and `rising_load` means moved +0.09 % and +0.19 %
 (so btb is the best baseline of 70b's `rising_load` mean now), the agents' by
-at most 0.10 %, and no cell changed. The other seeds' rows below the table are
-from before it. The cells under evaluation seeds 1 and 2:
+at most 0.10 %, and no cell changed. dynamo's rows were measured again on
+2026-12-06, after its active decode blocks came to count the decode steps run so
+far in the segment in progress ([baselines.md](../baselines.md)): the targets
+drawn from it moved -0.3 to +2.2 %, and one cell changed, `improve_spare`'s
+glm-4.5 `rising_load` mean (met by 0.2 %, now missed by 0.1 %). The other seeds'
+rows below the table are from before both. The cells under evaluation seeds 1 and 2:
 [eval_seeds.md](eval_seeds.md).
 
 """
