@@ -25,7 +25,7 @@ import numpy as np
 
 from envs.encoder import check_time_unit, cluster_time_scale
 from envs.sim import rare_gc
-from envs.sim.checks import check_number, check_whole_number, is_number
+from envs.sim.checks import check_flag, check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
 from envs.sim.errors import ConfigError, SettingWarning, SimulationError
 from envs.sim.request import Request, Workload
@@ -214,8 +214,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
             ("spare_features", spare_features),
             ("step_wait", step_wait),
         ):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise ValueError(f"{name} must be true or false (a bool), got {flag!r}")
+            check_flag(name, flag)
         check_time_unit(time_unit)
         if n_windows is not None:
             check_whole_number("n_windows", n_windows, minimum=1)

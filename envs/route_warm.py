@@ -11,7 +11,7 @@ from gymnasium import spaces
 
 from envs.encoder import prefix_of
 from envs.route import RouteEnv
-from envs.sim.errors import ConfigError
+from envs.sim.checks import check_flag
 from envs.sim.lifecycle import MOVE_OK, PIN_OK
 from envs.sim.request import Request
 from envs.sim.simulator import WARM_OK, Simulator
@@ -117,8 +117,7 @@ class RouteWarmEnv(RouteEnv):
 
     def __init__(self, speculate: bool = False, cache_actions: bool = False, **kwargs: Any) -> None:
         for name, value in (("speculate", speculate), ("cache_actions", cache_actions)):
-            if not isinstance(value, (bool, np.bool_)):
-                raise ConfigError.about(name, f"must be true or false, got {value!r}")
+            check_flag(name, value)
         super().__init__(**kwargs)
         self.speculate = bool(speculate)
         self.cache_actions = bool(cache_actions)

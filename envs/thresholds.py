@@ -14,7 +14,7 @@ from baselines.btb_pending import BTBPending
 from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from envs.cluster_env import ClusterEnv, only_options_error, refuse_other_envs_options
 from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats, ModulesByName
-from envs.sim.checks import check_int, check_number
+from envs.sim.checks import check_flag, check_int, check_number
 from envs.sim.errors import ConfigError
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -254,8 +254,7 @@ class ThresholdsEnv(ClusterEnv):
         if route_only:
             raise only_options_error(route_only, "btb/Route-v0 and btb/RouteWarm-v0")
         for name, flag in (("eft_rules", eft_rules), ("spread_rules", spread_rules)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise ValueError(f"{name} must be true or false, got {flag!r}")
+            check_flag(name, flag)
         self._y_tokens = y_tokens  # read by _check_window, which the constructor calls
         super().__init__(**kwargs)
         self._kwargs["epoch_s"] = epoch_s

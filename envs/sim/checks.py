@@ -100,6 +100,13 @@ def check_whole_number(field: str, value: Any, minimum: int) -> None:
     checked_number(field, value, minimum, integer=True)
 
 
+def check_flag(field: str, value: Any) -> None:
+    """``value`` must be true or false: a Python or numpy bool (a string such as
+    ``"false"`` would be truthy, and ``1`` is no setting's spelling of true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigError.about(field, f"must be true or false (a bool), got {value!r}")
+
+
 def check_fields_non_negative(where: str, config: Any) -> None:
     """Every field of the dataclass ``config`` must be a finite number >= 0, or a
     ``(low, high)`` pair of them with low <= high; ``where`` names the class."""

@@ -1140,6 +1140,28 @@ def test_an_option_of_another_env_kind_is_named_with_the_env_that_takes_it():
         gym.make("btb/Route-v0", speculate=True, epoch_s=5.0)  # one kind's at a time
 
 
+@pytest.mark.parametrize(
+    ("env_id", "name"),
+    [
+        ("btb/Route-v0", "hints"),
+        ("btb/Route-v0", "spare_features"),
+        ("btb/RouteWarm-v0", "step_wait"),
+        ("btb/RouteWarm-v0", "speculate"),
+        ("btb/RouteWarm-v0", "cache_actions"),
+        ("btb/Thresholds-v0", "eft_rules"),
+        ("btb/Thresholds-v0", "spread_rules"),
+    ],
+)
+def test_a_flag_that_is_not_a_bool_is_a_config_error_naming_it(env_id: str, name: str) -> None:
+    # as every other setting's: a command names it env.NAME (from ...), one line
+    for value in ("false", 1, None):
+        with pytest.raises(ConfigError) as refused:
+            gym.make(env_id, n_windows=1, **{name: value})
+        assert str(refused.value) == f"{name} must be true or false (a bool), got {value!r}"
+        assert refused.value.fields == (name,)
+    gym.make(env_id, n_windows=1, **{name: np.bool_(False)})  # numpy's bool is one
+
+
 def test_a_misspelt_option_is_one_line_listing_what_the_env_takes():
     shared = (
         "copy_cost_per_gb, data_seed, hints, n_windows, render_mode, reward_baseline, "
