@@ -13,7 +13,14 @@ from baselines.btb import BTB
 from baselines.btb_pending import BTBPending
 from baselines.eft_pull_spread import EarliestFirstTokenPullSpread
 from envs.cluster_env import ClusterEnv, only_options_error, refuse_other_envs_options
-from envs.encoder import ARRIVALS, OBSERVATION_OPTIONS, EpochEncoder, EpochStats, ModulesByName
+from envs.encoder import (
+    ARRIVALS,
+    OBSERVATION_OPTIONS,
+    EpochEncoder,
+    EpochStats,
+    ModulesByName,
+    check_time_unit,
+)
 from envs.sim.checks import check_flag, check_int, check_number
 from envs.sim.errors import ConfigError
 from envs.sim.request import Request
@@ -246,6 +253,12 @@ class ThresholdsEnv(ClusterEnv):
         check_number("epoch_s", epoch_s, positive=True)
         check_y_tokens(y_tokens)
         refuse_other_envs_options(kwargs, type(self))
+        # taken at its default, so a value no route env takes is said to be one
+        for o in self.ROUTE_ONLY:
+            if o == "time_unit" and o in kwargs:
+                check_time_unit(kwargs[o])
+            elif o in kwargs:
+                check_flag(o, kwargs[o])
         route_only = [
             o
             for o in self.ROUTE_ONLY

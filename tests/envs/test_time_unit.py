@@ -19,6 +19,7 @@ from envs.route import RouteEnv
 from envs.route_warm import RouteWarmEnv
 from envs.sim import SimConfig, Simulator, setup_cluster
 from envs.sim.config import ClusterSpec, model_preset, parse_node
+from envs.sim.errors import ConfigError
 from envs.sim.forecast import estimates_with_hits
 from envs.sim.timing import NodeCosts
 from envs.thresholds import ThresholdsEnv
@@ -130,6 +131,20 @@ def test_bad_values_and_envs_without_it_are_refused() -> None:
         "hints, step_wait, time_unit are options of btb/Route-v0 and btb/RouteWarm-v0 only"
     )
     assert getattr(several.value, "fields", ()) == ("hints", "step_wait", "time_unit")
+    # taken at their defaults, so a value no route env takes is a bad value, not
+    # "an option of the route envs only" (which a string "false" or None is not)
+    for name, value, said in (
+        ("hints", "false", "must be true or false (a bool), got 'false'"),
+        ("step_wait", 0, "must be true or false (a bool), got 0"),
+        ("spare_features", None, "must be true or false (a bool), got None"),
+        ("time_unit", None, "must be one of seconds, reference, got None"),
+        ("time_unit", "minutes", "must be one of seconds, reference, got 'minutes'"),
+    ):
+        with pytest.raises(ConfigError) as bad:
+            ThresholdsEnv(n_windows=1, **{name: value})
+        assert str(bad.value) == f"{name} {said}"
+        assert bad.value.fields == (name,)
+    ThresholdsEnv(n_windows=1, hints=np.bool_(False), step_wait=False, spare_features=False)
     mixed = ClusterSpec(model_preset("llama-3.3-70b"), (parse_node("4xH100"), parse_node("8xH100")))
     with pytest.raises(ValueError, match="time_unit=reference needs nodes that prefill at one"):
         RouteWarmEnv(setup=mixed, n_windows=1, time_unit="reference")  # refused when made
