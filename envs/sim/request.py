@@ -209,9 +209,14 @@ class Workload:
 
     def __post_init__(self) -> None:
         check_int(f"workload {self.name!r}: block_tokens", self.block_tokens, 1)
-        ordered = sorted(self.requests, key=lambda r: r.arrival_s)
+        source = f"workload {self.name!r}"
+        try:
+            ordered = sorted(self.requests, key=lambda r: r.arrival_s)
+        except TypeError:  # arrivals that do not compare ("0.2" and 0.5): name the request
+            validate_requests(self.requests, source=source)
+            raise
         self.requests = [r if r.index == i else replace(r, index=i) for i, r in enumerate(ordered)]
-        self.requests = validate_requests(self.requests, source=f"workload {self.name!r}")
+        self.requests = validate_requests(self.requests, source=source)
         self.requests = fit_blocks(self.requests, self.block_tokens)
         if len({r.tenant for r in self.requests}) > 1:
             check_tenants_apart(self.requests, source=f"workload {self.name!r}")

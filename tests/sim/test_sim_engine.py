@@ -556,6 +556,20 @@ def test_numpy_numbers_in_a_request_are_taken_as_python_ones_by_either_core(core
         Workload("w", 16, [Request(0, "r1", "1", 16, 1, (1,))])  # type: ignore[arg-type]
 
 
+def test_an_arrival_that_does_not_compare_with_the_others_is_one_line_naming_it() -> None:
+    """Sorting by arrival came first: a string (or None) among float arrivals failed
+    inside the sort with Python's bare TypeError, naming neither request nor field."""
+    good = Request(0, "a", 0.5, 16, 1, (1,))
+    for bad in ("0.2", None):
+        later = Request(1, "b", bad, 16, 1, (2,))  # type: ignore[arg-type]
+        for requests in ([good, later], [later, good]):
+            with pytest.raises(ValueError) as refused:
+                Workload("w", 16, requests)
+            assert str(refused.value) == (
+                f"workload 'w', request 'b': arrival_s must be finite and >= 0, got {bad!r}"
+            )
+
+
 def test_a_negative_block_id_is_refused_naming_the_request() -> None:
     """Negative ids name the KV of generated tokens (a finished request's output
     blocks): a prompt holding one would reuse another request's output as its own
