@@ -249,10 +249,14 @@ class NodeCosts:
         attention_flops: bool = False,
         node_label: str = "node",
     ) -> None:
-        for name, share in (("mfu", mfu), ("mbu", mbu)):
+        # as Python floats, as SimConfig stores them: a numpy float32 share would make
+        # every cost below a float32, which the pure-Python core computes on in
+        mfu, mbu = (
             checked_number(
                 f"sim.{name}", share, 0, 1, above=True, type_apart=True, error=ConfigError
             )
+            for name, share in (("mfu", mfu), ("mbu", mbu))
+        )
         self.node = node
         self.model = model
         if model.weight_bytes > node.hbm_bytes:

@@ -377,3 +377,29 @@ def test_numpy_figures_of_a_gpu_and_a_model_are_stored_as_python_values(core: st
     sim = Simulator(cluster, workload, SimConfig(), core=core)
     sim.run(Script([0]))
     assert sim.records.ttft_s[0] == 16 * (2.0 * 1e9 / (3_999_999_983_616.0 * 0.5))
+
+
+def test_numpy_shares_given_to_node_costs_are_taken_as_python_floats() -> None:
+    """``NodeCosts`` called directly (the forecast's and the cost table's way) with a
+    sweep's ``np.float32`` MFU and MBU works its costs out in doubles, as through
+    ``SimConfig``: they came out as float32 (2 x 1e9 / (4e12 x float32(0.3))), on
+    which the pure-Python forecast went on computing where the compiled one uses
+    doubles. Toy node: 1e9 active params and weight bytes, 4e12 FLOP/s, 1.25e12 B/s."""
+    import numpy as np
+
+    mfu, mbu = float(np.float32(0.3)), float(np.float32(0.7))  # 0.30000001192..., 0.69999998...
+    node = NodeSpec(toy_gpu(), 1)
+    costs = NodeCosts(node, TOY_MODEL, np.float32(0.3), np.float32(0.7), attention_flops=True)
+    expected = {
+        "prefill_s_per_token": 2.0 * 1e9 / (4e12 * mfu),
+        "attention_s_coef": 4.0 * 1 * 1000 / (4e12 * mfu),
+        "decode_weight_s": 1e9 / (1.25e12 * mbu),
+        "decode_kv_s_per_token": KV_BYTES / (1.25e12 * mbu),
+    }
+    for name, value in expected.items():
+        assert type(getattr(costs, name)) is float and getattr(costs, name) == value, name
+    through_config = NodeCosts.under(
+        SimConfig(mfu=np.float32(0.3), mbu=np.float32(0.7)), node, TOY_MODEL
+    )
+    assert through_config.prefill_s_per_token == costs.prefill_s_per_token
+    assert type(costs.prefill_s(16, 32)) is float
