@@ -693,11 +693,18 @@ def _freeze(action: Any) -> Any:
 def _one_line(value: Any) -> str:
     """``value``'s repr on one line: numpy wraps a long array's over several (an
     action of 18 entries, a RouteWarm-v0 action on 16 nodes), and shows at most 16
-    entries of it here (the first and last 3 then)."""
-    if isinstance(value, np.ndarray):
-        shown = np.array2string(value, separator=", ", max_line_width=sys.maxsize, threshold=16)
-        return f"array({shown}, dtype={value.dtype})"
-    return repr(value)
+    entries of it here (the first and last 3 then); a list or a torch tensor of more
+    than 16, or one whose repr spans lines, is shown so too, after its type's name."""
+    is_array = isinstance(value, np.ndarray)
+    a = value if is_array else np.asarray(value)
+    if not is_array:
+        text = repr(value)
+        if a.size <= 16 and "\n" not in text:
+            return text
+    shown = np.array2string(a, separator=", ", max_line_width=sys.maxsize, threshold=16)
+    if is_array:
+        return f"array({shown}, dtype={a.dtype})"
+    return f"{type(value).__name__} {shown}"
 
 
 def _sim_seed_option(value: Any) -> SimSeed | None:

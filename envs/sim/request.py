@@ -209,10 +209,20 @@ class Workload:
 
     def __post_init__(self) -> None:
         check_int(f"workload {self.name!r}: block_tokens", self.block_tokens, 1)
+        # a Python int, as the compiled core takes it (a numpy int32 would wrap in the
+        # reference core's products)
+        self.block_tokens = int(self.block_tokens)
         source = f"workload {self.name!r}"
         try:
             ordered = sorted(self.requests, key=lambda r: r.arrival_s)
-        except TypeError:  # arrivals that do not compare ("0.2" and 0.5): name the request
+        except (TypeError, AttributeError):
+            # arrivals that do not compare ("0.2" and 0.5), or an item that is no
+            # Request (a dict): name it
+            for k, r in enumerate(self.requests):
+                if not isinstance(r, Request):
+                    raise TypeError(
+                        f"{source}: requests[{k}] must be a Request, got {type(r).__name__}"
+                    ) from None
             validate_requests(self.requests, source=source)
             raise
         self.requests = [r if r.index == i else replace(r, index=i) for i, r in enumerate(ordered)]

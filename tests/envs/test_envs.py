@@ -977,6 +977,17 @@ def test_an_action_of_many_entries_that_is_not_whole_is_refused_in_one_line(wind
         assert str(error.value) == f"action must be whole numbers, got array({expected})"
     with pytest.raises(ValueError, match=re.escape("got array([0.5, 1. ], dtype=float64)")):
         env.step(np.array([0.5, 1.0]))  # a short one whole
+    # a list or a torch tensor of as many: after its type's name, on one line
+    with pytest.raises(ValueError) as error:
+        env.step(floats.tolist())
+    listed = "[0. , 0.5, 0. , ..., 0. , 0. , 0. ]"
+    assert str(error.value) == f"action must be whole numbers, got list {listed}"
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ValueError) as error:
+        env.step(torch.tensor(floats))
+    assert str(error.value) == f"action must be whole numbers, got Tensor {listed}"
+    with pytest.raises(ValueError, match=re.escape("got [0.5, 1.0]")):
+        env.step([0.5, 1.0])  # a short list as it is
 
 
 def test_rgb_render_of_a_clone_matches_the_original(window):
