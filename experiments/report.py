@@ -609,6 +609,12 @@ PANELS = (
     "min prefix (tokens)",
     "rule",
 )
+LOG_PANELS = ("X (arrivals)", "Z (s)", "min prefix (tokens)")
+"""The panels drawn on a log scale: their choices grow by factors (X 1 ... 16 arrivals,
+``envs.thresholds.X_CHOICES``; on a linear scale 1, 2, 3 and 4 crowded into the
+bottom of the panel, their labels drawn over one another)."""
+TICK_FONT = "x-small"
+"""The settings panels' tick labels."""
 RULES = route_choices(eft_rules=True, spread_rules=True)
 """Every routing rule, in the index order of the chart's rule panel (that of an
 agent with both ``eft_rules`` and ``spread_rules``; an agent with fewer rules is
@@ -633,13 +639,35 @@ def setting_series(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
 
 def setting_ticks(label: str, column: np.ndarray) -> tuple[list[float], list[str]]:
     """The chart's ticks of one settings panel: the values the policy chose (so the
-    M panel has whole nodes, and the log-scaled Z and minimum-prefix panels no
+    M panel has whole nodes, and the log-scaled X, Z and minimum-prefix panels no
     crowd of 2x10^0-style labels), each named as it was set; the rule panel's by
-    the rule's name."""
+    the rule's name (:func:`spaced_labels` blanks those too close to draw)."""
     used = sorted({float(v) for v in column})
     if label == "rule":
         return used, [RULES[int(v)] for v in used]
     return used, [f"{v:g}" if label.startswith("Z") else f"{int(v):,}" for v in used]
+
+
+def spaced_labels(
+    ax: Any, ticks: Sequence[float], labels: Sequence[str], fontsize: str | float
+) -> list[str]:
+    """``labels`` of an axis' y ``ticks`` (its limits and scale set), each left
+    blank ("") where it would be drawn over the last one kept: closer to it, on
+    the figure, than a line of ``fontsize`` text. The lowest is always kept; a
+    blank tick keeps its grid line."""
+    from matplotlib.font_manager import FontProperties
+
+    height = FontProperties(size=fontsize).get_size_in_points() * ax.figure.dpi / 72.0
+    at = ax.transData.transform([(0.0, tick) for tick in ticks])[:, 1]
+    kept: list[str] = []
+    last = -np.inf
+    for y, label in zip(at, labels, strict=True):
+        if y - last >= height:
+            kept.append(label)
+            last = y
+        else:
+            kept.append("")
+    return kept
 
 
 def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
@@ -674,14 +702,14 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
                 linewidth=0.9,
                 color="tab:red",
             )
-            log = label.startswith("min prefix") or label.startswith("Z")
+            log = label in LOG_PANELS
             if log:
                 ax.set_yscale("log")
             used, names = setting_ticks(label, values[:, k])
-            ax.set_yticks(used, names, fontsize="x-small")
             ax.minorticks_off()
             low, high = used[0], used[-1]  # a margin of half a step (a factor, on log)
             ax.set_ylim(*((low / 1.5, high * 1.5) if log else (low - 0.5, high + 0.5)))
+            ax.set_yticks(used, spaced_labels(ax, used, names, TICK_FONT), fontsize=TICK_FONT)
             ax.set_ylabel(label, fontsize="small")
             ax.grid(alpha=0.3)
         top.grid(alpha=0.3)

@@ -3,7 +3,9 @@ threshold agent's run writes."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -149,3 +151,72 @@ def test_the_timeline_window_is_chosen_and_checked(tmp_path):
         compare.main(["windows=2", "agents=none", "policies=btb", "timeline_window=2",
                       f"out_dir={tmp_path / 'refused'}", "progress=false"])  # fmt: skip
     assert not (tmp_path / "refused").exists()
+
+
+def _drawn_tick_labels(monkeypatch, tmp_path, settings: list) -> list[list[Any]]:
+    """The settings panels' drawn (non-blank) y tick labels of a chart of ``settings``,
+    bottom up, each as (text, bottom px, top px) on the rendered figure."""
+    from experiments import report
+
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda fig, path: figures.append(fig) or Path(path))
+    report.plot_thresholds_timeline({"agent": _trace(settings)}, tmp_path / "t.png")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    (fig,) = figures
+    canvas = FigureCanvasAgg(fig)  # (pyplot closed the figure once saved)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    panels = []
+    for ax in fig.axes[1:]:  # (the first is the queue)
+        drawn = [
+            (t.get_text(), t.get_window_extent(renderer).y0, t.get_window_extent(renderer).y1)
+            for t in ax.get_yticklabels()
+            if t.get_text() and t.get_visible()
+        ]
+        panels.append(sorted(drawn, key=lambda d: d[1]))
+    return panels
+
+
+def test_no_settings_tick_label_is_drawn_over_another(monkeypatch, tmp_path):
+    """Every choice of every setting in one window: X's 1, 2, 3 and 4 were drawn
+    over one another (a linear panel 1.2 inches tall for 1 ... 16 arrivals); now
+    X is on a log scale, as Z and the minimum prefix, and a label that would
+    still touch the last one drawn is left blank (its grid line stays)."""
+    from envs.thresholds import MIN_PREFIX_CHOICES, X_CHOICES, Z_CHOICES
+    from experiments.report import RULES
+
+    n = max(len(X_CHOICES), len(Z_CHOICES), len(MIN_PREFIX_CHOICES), len(RULES))
+    settings = [
+        (float(k), (X_CHOICES[k % 7], Z_CHOICES[k % 6], 1 + k % 4, MIN_PREFIX_CHOICES[k % 5],
+                    RULES[k % len(RULES)]))
+        for k in range(n * 6)
+    ]  # fmt: skip
+    panels = _drawn_tick_labels(monkeypatch, tmp_path, settings)
+    assert panels[0][0][0] == "1"  # X's lowest is always named
+    for drawn in panels:
+        assert len(drawn) >= 2
+        for (_, _, top), (label, bottom, _) in itertools.pairwise(drawn):
+            assert bottom >= top - 0.5, f"{label!r} is drawn over the label below it"
+    # the rule and M panels have room for every choice
+    assert [label for label, _, _ in panels[2]] == ["1", "2", "3", "4"]
+    assert [label for label, _, _ in panels[4]] == list(RULES)
+
+
+def test_spaced_labels_blanks_a_label_closer_than_a_line_of_text():
+    """Ticks at 0, 5, 8 and 30 px, 10 px of text: 5 is within 10 px of 0, so blank;
+    8 is 8 px from 0 (the last kept), blank too; 30 is kept."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from experiments.report import spaced_labels
+
+    fig = Figure(figsize=(1.0, 1.0), dpi=72)  # 1 pt = 1 px
+    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))  # 72 px tall
+    ax.set_ylim(0.0, 72.0)  # 1 unit = 1 px
+    assert spaced_labels(ax, [0.0, 5.0, 8.0, 30.0], ["a", "b", "c", "d"], 10.0) == [
+        "a", "", "", "d",
+    ]  # fmt: skip
+    assert spaced_labels(ax, [0.0, 10.0, 20.0], ["a", "b", "c"], 10.0) == ["a", "b", "c"]
