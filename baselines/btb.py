@@ -148,6 +148,10 @@ class BTB(Policy):
         y = self.y  # (a prompt shorter than Y never fires)
         self._y_unreached = y is not None and all(len(r.blocks) < y for r in sim.workload.requests)
 
+    metric_ratios = {"shadow_hit_rate": ("shadow_used", "shadow_copies")}
+    """Pooled over windows by shadow copies (a window that made none counts for
+    nothing), not as the mean of the windows' rates."""
+
     def metrics(self) -> dict[str, float]:
         """Shadow-mode totals of the last run (none when not in shadow mode), and
         ``y_unreached_rate`` = 1 when no prompt of the run reached Y, so BTB could

@@ -62,11 +62,18 @@ class Policy(ABC):
         before any run. Nothing to check by default."""
         return None
 
+    metric_ratios: dict[str, tuple[str, str]] = {}
+    """Figures of :meth:`metrics` that are the ratio of two others, ``{key:
+    (numerator key, denominator key)}`` (btb's ``shadow_hit_rate``: shadow copies
+    used / made): over a row's windows, the ratio of the two keys' sums (0.0 where
+    the denominator's is 0), as the row's ``warm_hit_rate`` is pooled by copies."""
+
     def metrics(self) -> dict[str, float]:
         """Policy-specific figures of the last run (one window), added to its result
         row (none by default). Over a row's windows, a key ending in ``_rate`` is the
-        windows' unweighted mean and any other key their sum, as a float; a key the
-        row already has (``ttft_mean_s``, ``windows``) is refused, naming the policy
+        windows' unweighted mean (one of :attr:`metric_ratios` the ratio of its
+        keys' sums) and any other key their sum, as a float; a key the row already
+        has (``ttft_mean_s``, ``windows``) is refused, naming the policy
         (docs/metrics.md)."""
         return {}
 

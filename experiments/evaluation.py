@@ -375,7 +375,14 @@ def evaluate_policies(
                     progress(1)
     runs = [
         PolicyRun(
-            row=summarize_windows(results[name], setup_name, workload, name, config),
+            row=summarize_windows(
+                results[name],
+                setup_name,
+                workload,
+                name,
+                config,
+                getattr(named[name], "metric_ratios", None),
+            ),
             ttft_s=_pooled(results[name], "ttft_s"),
             trace=next((r.trace for r in results[name] if r.trace is not None), None),
             windows=results[name],
@@ -418,9 +425,15 @@ def _pct(values: np.ndarray, q: float) -> float:
 
 
 def summarize_windows(
-    results: Sequence[WindowResult], setup: str, workload: str, policy: str, config: SimConfig
+    results: Sequence[WindowResult],
+    setup: str,
+    workload: str,
+    policy: str,
+    config: SimConfig,
+    ratios: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """One result row from a policy's windows (requests pooled across windows)."""
+    """One result row from a policy's windows (requests pooled across windows);
+    ``ratios``: the policy's ``Policy.metric_ratios`` (:func:`policy_metrics`)."""
     ttft = _pooled(results, "ttft_s")
     e2e = _pooled(results, "e2e_s")
     queue = _pooled(results, "queue_s")
@@ -466,17 +479,23 @@ def summarize_windows(
         "wall_s": wall_s,
         "requests_per_s": ttft.size / wall_s if wall_s > 0 else float("nan"),
     }
-    row.update(policy_metrics(results, policy, row))
+    row.update(policy_metrics(results, policy, row, ratios))
     return row
 
 
 def policy_metrics(
-    results: Sequence[WindowResult], policy: str, row: dict[str, Any]
+    results: Sequence[WindowResult],
+    policy: str,
+    row: dict[str, Any],
+    ratios: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, float]:
     """The policy's own figures (``Policy.metrics()``) over its windows: a key ending
-    in ``_rate`` is the windows' unweighted mean, any other their sum (as a float).
-    A key ``row`` already has (``ttft_mean_s``) would overwrite a measured figure:
-    ValueError naming the policy and the key."""
+    in ``_rate`` is the windows' unweighted mean, any other their sum (as a float);
+    a key of ``ratios`` (``Policy.metric_ratios``: key -> (numerator, denominator))
+    is the ratio of its two keys' sums (0.0 where the denominator's is 0), as
+    ``warm_hit_rate`` is pooled by copies. A key ``row`` already has
+    (``ttft_mean_s``) would overwrite a measured figure: ValueError naming the
+    policy and the key."""
     extra: dict[str, float] = {}
     for result in results:
         for key, value in result.metrics.items():
@@ -486,8 +505,13 @@ def policy_metrics(
                     "already has; name the policy's own figure otherwise"
                 )
             extra[key] = extra.get(key, 0.0) + value
+    sums = dict(extra)
     for key in extra:
-        if key.endswith("_rate"):
+        numerator, denominator = (ratios or {}).get(key, ("", ""))
+        if denominator in sums:
+            total = sums[denominator]
+            extra[key] = sums.get(numerator, 0.0) / total if total else 0.0
+        elif key.endswith("_rate"):
             extra[key] /= len(results)
     return extra
 

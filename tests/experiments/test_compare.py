@@ -682,3 +682,41 @@ def test_compare_takes_generator_parameters_as_make_dataset_does(
         assert main_guard(lambda args=args: compare.main(args)) == 2
         assert capsys.readouterr().err == f"error: experiments.compare: {said}\n"
         assert not refused.exists()
+
+
+def test_a_policys_ratio_figure_is_pooled_by_its_denominator() -> None:
+    """btb's shadow_hit_rate over a window of 24 shadow copies, 6 used, and one of
+    none: 6 / 24 = 0.25 (the windows' mean, (0.25 + 0) / 2, said 0.125); a plain
+    ``_rate`` key stays the windows' unweighted mean."""
+    first, second = window([1.0], 0, 0, 0.0, 0), window([1.0], 0, 0, 0.0, 0)
+    first.metrics = {"shadow_copies": 24, "shadow_used": 6, "shadow_hit_rate": 0.25,
+                     "y_unreached_rate": 0.0}  # fmt: skip
+    second.metrics = {"shadow_copies": 0, "shadow_used": 0, "shadow_hit_rate": 0.0,
+                      "y_unreached_rate": 1.0}  # fmt: skip
+    ratios = {"shadow_hit_rate": ("shadow_used", "shadow_copies")}
+    row = summarize_windows([first, second], "s", "w", "btb", SimConfig(), ratios)
+    assert row["shadow_hit_rate"] == pytest.approx(0.25)
+    assert (row["shadow_copies"], row["shadow_used"]) == (24.0, 6.0)
+    assert row["y_unreached_rate"] == pytest.approx(0.5)
+    none = summarize_windows([second], "s", "w", "btb", SimConfig(), ratios)
+    assert none["shadow_hit_rate"] == 0.0  # no copy: 0.0, as a window's own figure
+
+
+def test_btb_in_shadow_mode_pools_its_hit_rate_by_shadow_copies() -> None:
+    """Two windows: 9 shadow copies, 3 used (1/3), and 3 copies, 2 used (2/3): the
+    row's rate is 5 / 12, its counts' ratio (the windows' mean gave 0.5)."""
+    from dataclasses import replace
+
+    from baselines.policy import make_policy
+    from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
+    from experiments.evaluation import evaluate_policies
+
+    small = BurstedSyntheticConfig(n_bursts=3, burst_requests=40, prefix_tokens=8192,
+                                   suffix_tokens=256, first_burst_s=6.0, burst_interval_s=4.0,
+                                   burst_window_s=2.0, n_decoys=12)  # fmt: skip
+    windows = [synthetic_window(small, 1), synthetic_window(replace(small, n_bursts=1), 1)]
+    shadow = make_policy("btb", y_tokens=8192, shadow=True)
+    (run,) = evaluate_policies({"btb": shadow}, "70b_h100x4", windows, SimConfig(causal_kv=False))
+    counts = [(r.metrics["shadow_copies"], r.metrics["shadow_used"]) for r in run.windows]
+    assert counts == [(9, 3), (3, 2)]
+    assert run.row["shadow_hit_rate"] == pytest.approx(5 / 12)
