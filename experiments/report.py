@@ -20,9 +20,10 @@ Charts (matplotlib, Agg backend, imported lazily):
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -223,16 +224,21 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     def rate(value: float | None) -> str:  # "-" for rows without the column (bounds, older runs)
         return f"{value:.3f}" if value is not None else "-"
 
+    places = time_decimals(r["ttft_mean_s"] for r in rows)
+
+    def secs(value: float | None) -> str:
+        return f"{value:.{places}f}" if value is not None else "-"
+
     # (header, narrowest width, cell)
     columns: list[tuple[str, int, Any]] = [
         ("policy", 13, lambda r: str(r["policy"])),
         ("requests", 8, lambda r: str(r["requests"])),
-        ("TTFT mean", 9, lambda r: f"{r['ttft_mean_s']:.3f}"),
-        ("p50", 7, lambda r: rate(r["ttft_p50_s"])),
-        ("p95", 7, lambda r: rate(r["ttft_p95_s"])),
-        ("p99", 7, lambda r: rate(r["ttft_p99_s"])),
-        ("e2e mean", 8, lambda r: rate(r.get("e2e_mean_s"))),
-        ("queue", 7, lambda r: rate(r.get("queue_mean_s"))),
+        ("TTFT mean", 9, lambda r: secs(r["ttft_mean_s"])),
+        ("p50", 7, lambda r: secs(r["ttft_p50_s"])),
+        ("p95", 7, lambda r: secs(r["ttft_p95_s"])),
+        ("p99", 7, lambda r: secs(r["ttft_p99_s"])),
+        ("e2e mean", 8, lambda r: secs(r.get("e2e_mean_s"))),
+        ("queue", 7, lambda r: secs(r.get("queue_mean_s"))),
         ("HBM hit", 7, lambda r: rate(r.get("hbm_hit_rate"))),
         ("copies", 6, lambda r: str(r.get("warm_copies", "-"))),
         ("warm hit", 8, lambda r: rate(r.get("warm_hit_rate"))),
@@ -310,6 +316,16 @@ def comparison_table(rows: Sequence[dict[str, Any]], baseline: str) -> str:
     return "\n".join(lines)
 
 
+def time_decimals(means: Iterable[float | None]) -> int:
+    """Decimals of a table's times in seconds: 3, or more (at most 6) so that the
+    shortest mean TTFT among ``means`` shows 3 significant digits. qwen3-8b's means
+    of 0.022 to 0.025 s (0.0245 and 0.0232 s printed alike at 3) read 0.0245."""
+    shortest = min(
+        (float(m) for m in means if m is not None and math.isfinite(m) and m > 0), default=1.0
+    )
+    return max(3, min(6, 2 - math.floor(math.log10(shortest))))
+
+
 def fault_columns(rows: Sequence[dict[str, Any]]) -> list[tuple[str, int, Any]]:
     """The comparison table's fault columns, when any row has fault counts."""
     if not any("fault_node_losses" in r for r in rows):
@@ -372,16 +388,21 @@ def btb_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def tenant_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Per-tenant TTFT of the rows whose requests came from more than one tenant
     (``ttft_by_tenant``): a table of policy x tenant, after a blank line; none otherwise."""
-    cells = [
-        [
-            str(row["policy"]),
-            tenant,
-            str(stats["requests"]),
-            f"{stats['ttft_mean_s']:.3f}",
-            f"{stats['ttft_p95_s']:.3f}",
-        ]
+    tenants = [
+        (str(row["policy"]), tenant, stats)
         for row in rows
         for tenant, stats in row.get("ttft_by_tenant", {}).items()
+    ]
+    places = time_decimals(stats["ttft_mean_s"] for _, _, stats in tenants)
+    cells = [
+        [
+            policy,
+            tenant,
+            str(stats["requests"]),
+            f"{stats['ttft_mean_s']:.{places}f}",
+            f"{stats['ttft_p95_s']:.{places}f}",
+        ]
+        for policy, tenant, stats in tenants
     ]
     if not cells:
         return []
@@ -447,7 +468,10 @@ def reproduction_tables(
                 continue
             red = t["ttft_mean_reduction_pct"]
             line = f"{t['setup']:<16}"
-            line += "".join(f"{t['ttft_mean_s'].get(p, float('nan')):>12.3f}" for p in policies)
+            places = time_decimals(t["ttft_mean_s"].values())  # (each setup's own)
+            line += "".join(
+                f"{t['ttft_mean_s'].get(p, float('nan')):>12.{places}f}" for p in policies
+            )
             line += signed(red.get("btb"), 11)
             if draws > 1:
                 sd = t["ttft_mean_reduction_pct_sd"].get("btb")

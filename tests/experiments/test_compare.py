@@ -720,3 +720,43 @@ def test_btb_in_shadow_mode_pools_its_hit_rate_by_shadow_copies() -> None:
     counts = [(r.metrics["shadow_copies"], r.metrics["shadow_used"]) for r in run.windows]
     assert counts == [(9, 3), (3, 2)]
     assert run.row["shadow_hit_rate"] == pytest.approx(5 / 12)
+
+
+def test_table_times_keep_three_significant_digits_of_the_shortest_mean():
+    """qwen3-8b's means of 0.0245 and 0.0232 s printed alike at 3 decimals (0.024
+    / 0.023 and 0.022 for both oracle_warm and the floor); the table now gives
+    each time 4 decimals there (3 significant digits of the shortest mean, 0.0218),
+    and 3, as before, where the shortest mean is 0.1 s or more."""
+    from experiments.report import comparison_table, time_decimals
+
+    def row(policy: str, mean: float, p95: float) -> dict:
+        return {"policy": policy, "requests": 10, "ttft_mean_s": mean, "ttft_p50_s": 0.0031,
+                "ttft_p95_s": p95, "ttft_p99_s": 0.545, "ttft_mean_reduction_pct": 0.0,
+                "ttft_p95_reduction_pct": 0.0}  # fmt: skip
+
+    rows = [row("cache_aware", 0.02447, 0.00312), row("oracle_warm", 0.02183, 0.00309)]
+    lines = comparison_table(rows, "cache_aware").splitlines()
+    assert lines[2].split()[:6] == ["cache_aware", "10", "0.0245", "0.0031", "0.0031", "0.5450"]
+    assert lines[3].split()[2] == "0.0218"
+    slow = [row("cache_aware", 1.3281, 6.5219), row("floor", 0.339, 3.516)]
+    assert comparison_table(slow, "cache_aware").splitlines()[3].split()[2:5] == [
+        "0.339", "0.003", "3.516",
+    ]  # fmt: skip
+    assert [time_decimals([m]) for m in (12.0, 0.1, 0.0999, 0.0031, 1e-9)] == [3, 3, 4, 5, 6]
+    assert time_decimals([None, float("nan"), 0.0]) == 3  # nothing to size by: 3
+
+
+def test_reproduce_table_gives_each_setups_times_three_significant_digits():
+    from experiments.report import reproduction_tables
+
+    table = {"setup": "qwen3_8b_h100x4", "causal_kv": False, "workload_seeds": [1],
+             "ttft_mean_s": {"cache_aware": 0.0345, "btb": 0.0199, "floor": 0.0183},
+             "ttft_mean_reduction_pct": {"btb": 42.2}, "ttft_p95_reduction_pct": {"btb": 99.4},
+             "ttft_mean_reduction_pct_sd": {}}  # fmt: skip
+    slow = dict(table, setup="70b_h100x4", ttft_mean_s={"cache_aware": 1.373, "btb": 0.518,
+                                                         "floor": 0.155})  # fmt: skip
+    text = reproduction_tables([table, slow], ["cache_aware", "btb", "floor"], 3.0)
+    qwen = next(line for line in text.splitlines() if line.startswith("qwen3_8b"))
+    llama = next(line for line in text.splitlines() if line.startswith("70b_h100x4"))
+    assert qwen.split()[1:4] == ["0.0345", "0.0199", "0.0183"]
+    assert llama.split()[1:4] == ["1.373", "0.518", "0.155"]
