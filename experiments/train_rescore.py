@@ -166,9 +166,12 @@ def rescore(cfg: Any, run: Path, windows: list[Any]) -> dict[str, Any]:
 
 
 def run_config(run: Path) -> Any:
-    """The composed config a training run saved (``.hydra/config.yaml``)."""
-    from omegaconf import OmegaConf
+    """The composed config a training run saved (``.hydra/config.yaml``); one that
+    does not read (cut short, not YAML, no mapping) is a one-line error naming it."""
+    import yaml
+    from omegaconf import DictConfig, OmegaConf
 
+    from envs.workloads.readers.sources import first_line
     from experiments.train import VAL_SCORES
 
     path = run / ".hydra" / "config.yaml"
@@ -180,7 +183,22 @@ def run_config(run: Path) -> Any:
             f"{COMMAND}: run={str(run)!r} has no .hydra/config.yaml (not the folder of a "
             "python -m experiments.train run)"
         )
-    cfg = OmegaConf.load(path)
+    try:
+        cfg = OmegaConf.load(path)
+    except (yaml.YAMLError, UnicodeDecodeError) as error:  # (a file cut short, or not text)
+        said = first_line(error)
+        mark = getattr(error, "problem_mark", None)
+        if getattr(error, "problem", None) and mark is not None:  # what the parser found, where
+            said = f"{error.problem}, line {mark.line + 1}"  # type: ignore[union-attr]
+        raise UsageError(
+            f"{COMMAND}: run={str(run)!r}: its .hydra/config.yaml does not read as YAML ({said})"
+        ) from None
+    if not isinstance(cfg, DictConfig):
+        raise UsageError(
+            f"{COMMAND}: run={str(run)!r}: its .hydra/config.yaml holds a "
+            f"{type(cfg).__name__}, not a config (not the folder of a python -m "
+            "experiments.train run)"
+        )
     for key in RUN_KEYS:
         if OmegaConf.select(cfg, key, default=_MISSING) is _MISSING:
             raise UsageError(

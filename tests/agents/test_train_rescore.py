@@ -283,3 +283,28 @@ def test_a_trace_run_is_rescored_on_its_own_trace_read_from_where_it_ran(
     write_jsonl(tmp_path / "mc.jsonl", rows(40))
     assert main_guard(lambda: main([f"run={folder}", "val_windows=0", "overwrite=true"])) == 0
     assert json.loads((folder / "rescore_val1.json").read_text())["workload_file"]["sha256"] == sha
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("seed: 0\nsetup: [\n", "does not read as YAML (expected the node content, but found "
+                                "'<stream end>', line 3)"),
+        (b"\xff\xfe seed", "does not read as YAML ('utf-8' codec can't decode byte 0xff in "
+                           "position 0: invalid start byte)"),
+        ("- seed\n- setup\n", "holds a ListConfig, not a config (not the folder of a python -m "
+                              "experiments.train run)"),
+    ],
+)  # fmt: skip
+def test_a_config_that_does_not_read_is_one_line_naming_it(tmp_path, capsys, text, said):
+    """A run's .hydra/config.yaml cut short (a copy or a disk that filled), not text,
+    or no mapping: one line naming the file, exit 2 (a YAML parser's traceback, exit
+    1, before; a list's, from OmegaConf)."""
+    cut = tmp_path / "cut"
+    (cut / ".hydra").mkdir(parents=True)
+    config = cut / ".hydra" / "config.yaml"
+    config.write_bytes(text) if isinstance(text, bytes) else config.write_text(text)
+    assert main_guard(lambda: main([f"run={cut}"])) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.train_rescore: run={str(cut)!r}: its .hydra/config.yaml {said}\n"
+    )
