@@ -112,19 +112,33 @@ def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str 
     return path
 
 
+LINE_STYLES: tuple[Any, ...] = ("-", "--", "-.", (0, (1, 1)))
+"""The CDF's line styles, ten policies each (one of each colour); past them each
+ten have a dash pattern of their own (:func:`cdf_style`)."""
+
+
+def cdf_style(i: int, colors: Sequence[str]) -> dict[str, Any]:
+    """The ``i``-th policy's line in the CDF: a colour of ``colors`` (ten) and, for each
+    ten policies, a line style of its own, so no two policies are drawn alike (three
+    styles repeated the 31st policy's line, ``make run``'s, as the 21st's)."""
+    k = i // len(colors)
+    style = LINE_STYLES[k] if k < len(LINE_STYLES) else (0, (k, 1.5, 1, 1.5))
+    return {"color": colors[i % len(colors)], "linestyle": style}
+
+
 def plot_ttft_cdf(ttfts: Mapping[str, np.ndarray], path: str | Path, title: str = "") -> Path:
     """Empirical CDF of TTFT per policy, from 0 (below the shortest TTFT) to 1."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, values) in enumerate(ttfts.items()):
         values = np.sort(values[np.isfinite(values)])
         if values.size == 0:
             continue
         values = np.insert(values, 0, values[0])  # from 0 at the shortest TTFT
         y = np.arange(values.size) / (values.size - 1)
-        # ten colours, then dashed lines; the bound in black dots, apart from every policy
-        style = {"color": "black", "linestyle": ":"} if name == FLOOR else {}
-        style = style or {"linestyle": ("-", "--", "-.")[min(i // 10, 2)]}
+        # the bound in black dots, apart from every policy (no policy's colour is black)
+        style = {"color": "black", "linestyle": ":"} if name == FLOOR else cdf_style(i, colors)
         ax.step(np.maximum(values, 1e-4), y, where="post", label=name, **style)
     ax.set_xscale("log")
     ax.set_xlabel("TTFT (s)")

@@ -760,3 +760,22 @@ def test_reproduce_table_gives_each_setups_times_three_significant_digits():
     llama = next(line for line in text.splitlines() if line.startswith("70b_h100x4"))
     assert qwen.split()[1:4] == ["0.0345", "0.0199", "0.0183"]
     assert llama.split()[1:4] == ["1.373", "0.518", "0.155"]
+
+
+def test_every_policy_of_a_long_cdf_is_drawn_apart(tmp_path, monkeypatch):
+    """make run draws 34 policies and the floor: with ten colours and three line
+    styles the 21st and 31st policies (finetune_families_kl, ppo_thresholds_eft)
+    were drawn alike, and three more pairs. 45 policies: every line is its own
+    colour and dash pattern; the first ten solid, the next ten dashed."""
+    from experiments.report import FLOOR, plot_ttft_cdf
+
+    figures = _spy_figures(monkeypatch)
+    ttfts = {f"policy{i:02d}": np.array([0.1, 0.2 + i]) for i in range(45)}
+    plot_ttft_cdf({**ttfts, FLOOR: np.array([0.05, 0.1])}, tmp_path / "cdf.png")
+    lines = figures[0].axes[0].get_lines()
+    drawn = [(line.get_color(), line._unscaled_dash_pattern) for line in lines]
+    assert len(lines) == 46 and len(set(drawn)) == 46
+    assert {line.get_linestyle() for line in lines[:10]} == {"-"}
+    assert {line.get_linestyle() for line in lines[10:20]} == {"--"}
+    assert lines[20].get_color() == lines[30].get_color() == lines[40].get_color()
+    assert (lines[-1].get_color(), lines[-1].get_linestyle()) == ("black", ":")
