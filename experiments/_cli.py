@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import sys
+import threading
 import traceback
 import typing
 import warnings
@@ -238,13 +240,64 @@ def error_line(error: BaseException) -> str:
     return line.removeprefix("error: ")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a batch scheduler ending a job), raised in the
+    command's process where Ctrl-C raises ``KeyboardInterrupt`` (see
+    :func:`terminating_as_interrupt`): the run ends as an interrupted one does."""
+
+
+INTERRUPTED = "interrupted"
+"""What a command prints (and a Hydra job's log ends with) when Ctrl-C ends it;
+:data:`TERMINATED` when SIGTERM does."""
+TERMINATED = "terminated"
+
+
+def interruption(error: KeyboardInterrupt) -> str:
+    """:data:`TERMINATED` for SIGTERM's :class:`Terminated`, else :data:`INTERRUPTED`."""
+    return TERMINATED if isinstance(error, Terminated) else INTERRUPTED
+
+
+@contextlib.contextmanager
+def terminating_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in this process, as Ctrl-C
+    raises ``KeyboardInterrupt``, instead of killing it outright: every ``finally``
+    and ``except BaseException`` clause runs (an ``overwrite=true`` run puts the
+    earlier run's files back, a temporary file goes, a W&B run is finished). A
+    forked worker that inherited the handler ends on SIGTERM as before (a pool
+    stops its workers with it). Outside the main thread (no signal handler can be
+    set there), or where SIGTERM is ignored, the block runs as it is."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # (whoever started it chose so)
+    ):
+        yield
+        return
+    owner = os.getpid()
+
+    def stop(signum: int, frame: Any) -> None:
+        if os.getpid() != owner:  # a forked worker: killed, as without the handler
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def exit_status(error: BaseException) -> int:
     """The status a command exits with when ``error`` ends it (:func:`main_guard`):
-    130 for Ctrl-C, 0 for a pipe's reader gone, 1 for a policy's own failure, 2 for
-    a user's error, a ``SystemExit``'s own code, 1 for anything else (a bug)."""
+    130 for Ctrl-C and 143 for SIGTERM (what a shell reports for each), 0 for a
+    pipe's reader gone, 1 for a policy's own failure, 2 for a user's error, a
+    ``SystemExit``'s own code, 1 for anything else (a bug)."""
     if isinstance(error, SystemExit):
         code = error.code
         return code if isinstance(code, int) else 0 if code is None else 1
+    if isinstance(error, Terminated):
+        return 128 + signal.SIGTERM
     if isinstance(error, KeyboardInterrupt):
         return 130
     if isinstance(error, BrokenPipeError):
@@ -259,7 +312,9 @@ def exit_status(error: BaseException) -> int:
 def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
-    with 130 (what a shell reports for SIGINT). A policy's own code failing
+    with 130 (what a shell reports for SIGINT), SIGTERM ends it the same way
+    (:func:`terminating_as_interrupt`) but prints ``terminated`` and exits with 143.
+    A policy's own code failing
     (``envs.sim.errors.PolicyFailure``: a bug, not bad input) prints its traceback
     and a last line naming the policy, and exits with status 1. Either way the run's folder is
     released (``_io.claim_out_dir``) and no half-written file is left (every file
@@ -278,11 +333,11 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     sys.stdout, sys.stderr = _outliving(sys.stdout), _outliving(sys.stderr)
     command: list[str] = []  # parse_args names the command here
     _RUNNING.append(command)
-    with rare_gc.RARE_GC:
+    with rare_gc.RARE_GC, terminating_as_interrupt():
         try:
             fn()
         except KeyboardInterrupt as interrupt:
-            print("interrupted", file=sys.stderr)
+            print(interruption(interrupt), file=sys.stderr)
             return exit_status(interrupt)
         except BrokenPipeError as gone:  # the reader went away (``--help | head``): nothing to say
             with contextlib.suppress(OSError, ValueError):  # so the exit's flush does not fail

@@ -28,6 +28,7 @@ from experiments._cli import (
     cap_note,
     error_line,
     input_paths,
+    interruption,
     main_guard,
     name_running,
     running_command,
@@ -730,7 +731,7 @@ def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
                 _JOB_LOG.write("".join(traceback.format_exception(named)))
             _JOB_LOG.write(f"error: {error_line(named)}")
         elif isinstance(error, KeyboardInterrupt):
-            _JOB_LOG.write("interrupted")
+            _JOB_LOG.write(interruption(error))
         _JOB_LOG.stop()  # before the message below, which the log has had
         if message is None or multirun:
             if named is error:

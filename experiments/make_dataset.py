@@ -14,8 +14,8 @@ no entry in the info's ``splits``), ``dataset_info.json`` (generator arguments,
 counts and a window manifest) and a ``README.md`` card. A window with no request
 is refused, naming it (every run refuses it), and nothing is written. Every file
 is written to a temporary file and renamed into place once every split is
-complete (SIGTERM included), so a crash never leaves half a dataset or a stray
-temporary file. The output depends only on the arguments: the same seed gives
+complete (SIGTERM ends the run as Ctrl-C does), so a crash never leaves half a
+dataset or a stray temporary file. The output depends only on the arguments: the same seed gives
 byte-identical files. The default workload, ``bursted_art``, reproduces the published composition.
 ``workload=trace`` writes a trace file's windows in the same layout (and a
 ``val.jsonl`` when the trace has a val split); ``dataset_info.json`` records the
@@ -31,12 +31,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import tempfile
-import threading
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +61,7 @@ from experiments._cli import (
     main_guard,
     naming_params,
     parse_args,
+    terminating_as_interrupt,
     trace_defaults,
     workload_params,
 )
@@ -140,24 +138,6 @@ class AtomicLineWriter:
         self._tmp.unlink(missing_ok=True)
 
 
-@contextmanager
-def _terminate_cleanly() -> Iterator[None]:
-    """Within the block, SIGTERM raises SystemExit (so ``finally`` clauses clean
-    up temporary files) instead of killing the process outright."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def make_dataset(
     workload: str,
     out_dir: str | os.PathLike[str],
@@ -181,7 +161,7 @@ def make_dataset(
     writers: list[AtomicLineWriter] = []
     files: dict[str, AtomicLineWriter] = {}
     try:
-        with _terminate_cleanly():
+        with terminating_as_interrupt():
             bar = tqdm(
                 rows_iter, total=n_windows, desc=workload, unit="window", disable=not progress
             )

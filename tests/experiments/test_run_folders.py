@@ -21,7 +21,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from experiments import compare, make_dataset, report
-from experiments._cli import main_guard
+from experiments._cli import Terminated, main_guard
 from experiments.config import register_configs
 from experiments.jobs import hydra_entry, run_dir, run_job
 
@@ -219,6 +219,78 @@ def test_ctrl_c_is_one_line_exit_130_and_leaves_no_folder(
     assert not out.exists()
 
 
+def test_sigterm_ends_a_run_as_ctrl_c_does_exit_143(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM (``kill``, ``timeout``, a scheduler) mid-run of an overwrite=true
+    compare: the earlier run's results.json is put back, no .btb-replaced/ or lock
+    is left, one line ``terminated``, exit 143, and the caller's handler is back.
+    (Killed outright, the run left the earlier results in .btb-replaced/ and the
+    folder refused.)"""
+    import signal
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text('{"earlier": 1}')
+
+    class KilledOutright(Exception):
+        pass
+
+    def outright(signum: int, frame: Any) -> None:  # what no handler of the run's meets
+        raise KilledOutright
+
+    def terminated(*args: Any, **kwargs: Any) -> Any:
+        assert (out / ".btb-replaced" / "results.json").is_file()  # (kept aside meanwhile)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("SIGTERM did not stop the run")
+
+    monkeypatch.setattr(compare, "evaluate_policies", terminated)
+    previous = signal.signal(signal.SIGTERM, outright)
+    try:
+        code = main_guard(lambda: compare.main([*COMPARE, f"out_dir={out}", "overwrite=true"]))
+        assert signal.getsignal(signal.SIGTERM) is outright
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert code == 143
+    assert capsys.readouterr().err == "terminated\n"
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert (out / "results.json").read_text() == '{"earlier": 1}'
+
+
+def test_an_ignored_sigterm_stays_ignored() -> None:
+    """A command started with SIGTERM ignored (by its parent) keeps ignoring it."""
+    import signal
+
+    from experiments._cli import terminating_as_interrupt
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        with terminating_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)  # (raised Terminated)
+            assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_forked_worker_ends_on_sigterm_as_without_the_handler() -> None:
+    """A worker forked inside the block (a fork pool's) is killed by SIGTERM, as
+    before: it does not raise the command's Terminated."""
+    import signal
+
+    from experiments._cli import terminating_as_interrupt
+
+    with terminating_as_interrupt():
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                os._exit(0)
+            except BaseException:
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
 @contextlib.contextmanager
 def _hydra_job(name: str, overrides: list[str]) -> Iterator[Any]:
     """The config as a single Hydra job sees it (``HydraConfig.get()`` works), with
@@ -243,7 +315,7 @@ def _hydra_job(name: str, overrides: list[str]) -> Iterator[Any]:
         HydraConfig.instance().cfg = None  # type: ignore[assignment]
 
 
-@pytest.mark.parametrize("error", [TypeError("a bug"), KeyboardInterrupt()])
+@pytest.mark.parametrize("error", [TypeError("a bug"), KeyboardInterrupt(), Terminated()])
 def test_a_hydra_job_failing_in_any_way_leaves_no_bare_run_folder(
     error: BaseException, tmp_path: Path
 ) -> None:
