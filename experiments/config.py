@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -391,16 +391,20 @@ the nearest of its ancestors that existed when it was first resolved, before Hyd
 made the folder: what a rejected run's tidy-up keeps (``experiments.jobs``)."""
 
 
-_CLAIMING: list[str] = []
-"""The Hydra command running in this process (``jobs.hydra_entry`` sets it), if any."""
+_CLAIMING: list[tuple[str, Callable[[Path], None] | None]] = []
+"""The Hydra command running in this process (``jobs.hydra_entry`` sets it), if any,
+and what it calls with an ``out_dir`` it is given."""
 
 
 @contextlib.contextmanager
-def claiming_run_folders(command: str) -> Iterator[None]:
+def claiming_run_folders(
+    command: str, chosen: Callable[[Path], None] | None = None
+) -> Iterator[None]:
     """While Hydra command ``command`` runs, the ``btb_dir`` resolver claims the default
-    folder it names (:func:`run_folder`); a config composed elsewhere (a test, a
-    notebook) only names it."""
-    _CLAIMING.append(command)
+    folder it names (:func:`run_folder`), and calls ``chosen`` with an ``out_dir``
+    given (on the command line or in a config file) before Hydra writes its files
+    there; a config composed elsewhere (a test, a notebook) only names it."""
+    _CLAIMING.append((command, chosen))
     try:
         yield
     finally:
@@ -408,19 +412,22 @@ def claiming_run_folders(command: str) -> Iterator[None]:
 
 
 def run_folder(chosen: Any, default: str) -> Any:
-    """The ``btb_dir`` resolver: ``chosen`` (``out_dir``) when given, else the dated
+    """The ``btb_dir`` resolver: ``chosen`` (``out_dir``; passed to
+    :func:`claiming_run_folders`' ``chosen`` first) when given, else the dated
     ``default``, whose parent's existing ancestors are noted (:data:`DEFAULT_RUN_PARENTS`).
     While a Hydra command runs (:func:`claiming_run_folders`) it is a new folder, claimed
     now, before Hydra writes its files in it: ``default``, or ``default-2``, ... when
     a run started in the same second has it (``_io.claim_new_out_dir``; ``jobs.run_dir``
     keeps that claim)."""
     if chosen not in (None, ""):
+        if _CLAIMING and _CLAIMING[-1][1] is not None:
+            _CLAIMING[-1][1](Path(str(chosen)))
         return chosen
     parent = Path(default).parent
     DEFAULT_RUN_PARENTS.setdefault(parent.resolve(), nearest_existing(parent).resolve())
     if not _CLAIMING:
         return default
-    return str(claim_new_out_dir(default, f"{_CLAIMING[-1]}: out_dir").path)
+    return str(claim_new_out_dir(default, f"{_CLAIMING[-1][0]}: out_dir").path)
 
 
 def setup_options() -> dict[str, dict[str, Any]]:

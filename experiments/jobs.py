@@ -64,6 +64,7 @@ from experiments.config import (
     setup_label,
     sim_of,
     unknown_key_message,
+    value_origin,
     window_pool_of,
     with_value_origin,
     workload_label,
@@ -105,11 +106,14 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
     folder = Path(hydra.runtime.output_dir)
     if not holds_out_dir(folder):  # (a dated folder was claimed as Hydra named it)
         log = f"{hydra.job.name}.log"  # (the job rewrites it: kept aside with the outputs)
+        given = cfg.out_dir not in (None, "") and Path(cfg.out_dir).resolve() == folder.resolve()
+        origin = value_origin("out_dir") if given else ""  # (not a sweep's job folder)
         claim_out_dir(
             folder,
             what,
             outputs,
             bool(cfg.overwrite),
+            origin.removeprefix(" (from ").removesuffix(")"),
             ignore=(".hydra", log),
             inputs=inputs,
             companions=(log, wandb),
@@ -288,7 +292,11 @@ def hydra_entry(
             if any(_is_info_flag(arg) for arg in args)
             else contextlib.nullcontext()
         )
-        with _hydra_raises(), claiming_run_folders(command), quiet, listing:
+
+        def chosen(folder: Path) -> None:  # (an out_dir a config file sets, too)
+            records.setdefault(folder, hydra_record(folder))
+
+        with _hydra_raises(), claiming_run_folders(command, chosen), quiet, listing:
             try:
                 main()
             except SystemExit as stop:
@@ -429,6 +437,7 @@ def restore_hydra_records(records: Mapping[Path, HydraRecord]) -> None:
                 hydra = base / ".hydra"
                 new = [p for p in sorted(hydra.glob("*")) if p.is_file() and p not in before]
                 new += [p for p in sorted(base.glob("*.log")) if p not in logs]
+                new += [p for p in [base / "multirun.yaml"] if p.is_file() and p not in before]
                 for path in new:
                     path.unlink()
                 with contextlib.suppress(OSError):

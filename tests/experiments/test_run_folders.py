@@ -345,6 +345,44 @@ def test_a_hydra_out_dir_holding_a_run_is_refused_before_hydra_starts(tmp_path: 
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
 
 
+def test_an_out_dir_set_in_a_config_file_keeps_the_earlier_run_s_record(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """An out_dir an ``+experiment`` file sets, holding a run, is refused as one on the
+    command line is: naming the file, with the earlier run's ``.hydra/`` as it was
+    (Hydra had written the refused run's over it, as the check came after Hydra)."""
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    record = {
+        "config.yaml": "seed: 7\n",
+        "hydra.yaml": "hydra: {}\n",
+        "overrides.yaml": "- seed=7\n",
+    }
+    for name, text in record.items():
+        (run / ".hydra" / name).write_text(text)
+    (run / "results.json").write_text("{}")
+    (tmp_path / "experiment").mkdir()
+    mine = tmp_path / "experiment" / "mine.yaml"
+    mine.write_text(f"# @package _global_\nout_dir: {run}\n")
+    args = ["logger=none", "workload=tiny", f"hydra.searchpath=[file://{tmp_path}]"]
+    proc = run_command("experiments.evaluate", [*args, "+experiment=mine"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='{run}' (from {mine.resolve()}) already holds "
+        "results.json; refusing to overwrite it (overwrite=true replaces what this command "
+        "writes; or choose another out_dir)\n"
+    )
+    assert sorted(p.name for p in run.iterdir()) == [".hydra", "results.json"]
+    assert {p.name: p.read_text() for p in (run / ".hydra").iterdir()} == record
+    # a sweep there: each job refused, and no multirun.yaml left beside compare's results
+    (run / ".hydra").rename(tmp_path / "hydra")
+    proc = run_command(
+        "experiments.evaluate", ["-m", *args, "+experiment=mine", "seed=0,1"], tmp_path
+    )
+    assert proc.returncode == 2
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == ["results.json"]
+
+
 def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> None:
     from experiments._io import release_out_dirs
 
