@@ -8,6 +8,7 @@ run per Hydra job, grouped by the sweep's folder in a multirun.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ class RunLogger:
         except ImportError:
             raise ImportError("logger=wandb needs the wandb package: pip install wandb") from None
         os.environ.setdefault("WANDB_SILENT", "true")
+        folder = Path(out_dir) / "wandb"  # W&B's, made by init (an earlier one is set aside)
+        made = not folder.exists()
         try:
             self.run = wandb.init(
                 project=logger_cfg.project,
@@ -61,6 +64,8 @@ class RunLogger:
                 reinit="finish_previous",
             )
         except wandb.errors.Error as error:  # no API key, no network, a wrong entity
+            if made:  # its debug logs of a run that never started: the folder can go
+                shutil.rmtree(folder, ignore_errors=True)
             reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
             raise TrackingError(
                 f"logger.mode={logger_cfg.mode}: W&B could not start the run ({reason}); "

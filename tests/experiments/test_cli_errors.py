@@ -871,6 +871,8 @@ def test_a_run_wandb_refuses_stops_before_any_work_in_one_line(
     from experiments.tune_btb import objective
 
     def refuse(**kwargs: Any) -> Any:
+        (Path(kwargs["dir"]) / "wandb").mkdir()  # W&B's debug logs, as it fails
+        (Path(kwargs["dir"]) / "wandb" / "debug.log").write_text("no such host")
         raise wandb.errors.CommError("Timed out while retrying: no such host\n  details")
 
     monkeypatch.setattr(wandb, "init", refuse)
@@ -885,6 +887,7 @@ def test_a_run_wandb_refuses_stops_before_any_work_in_one_line(
         "host); use logger.mode=offline (upload later with `wandb sync`) or logger=none"
     )
     assert not (tmp_path / "objective.json").exists()
+    assert not (tmp_path / "wandb").exists()  # (it kept the run folder from going)
 
 
 def test_a_rejected_hydra_run_leaves_no_run_folder_but_keeps_an_existing_one(
