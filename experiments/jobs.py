@@ -104,6 +104,9 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
         )
     hydra = HydraConfig.get()
     folder = Path(hydra.runtime.output_dir)
+    sweep = multirun() is not None
+    key, named = ("hydra.sweep.dir", hydra.sweep.dir) if sweep else ("hydra.run.dir", hydra.run.dir)
+    _check_one_folder(cfg.out_dir, value_origin("out_dir"), key, named)
     if not holds_out_dir(folder):  # (a dated folder was claimed as Hydra named it)
         log = f"{hydra.job.name}.log"  # (the job rewrites it: kept aside with the outputs)
         given = cfg.out_dir not in (None, "") and Path(cfg.out_dir).resolve() == folder.resolve()
@@ -120,6 +123,20 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
         )
     _JOB_LOG.start(folder / f"{hydra.job.name}.log")  # the folder is this job's now
     return folder
+
+
+def _check_one_folder(out_dir: Any, origin: str, key: str, named: Any) -> None:
+    """An ``out_dir`` (set where ``origin`` says) and a ``hydra.run.dir``
+    (``hydra.sweep.dir`` in a sweep: ``key``) that name different folders are
+    refused: Hydra's wins, so the run would write elsewhere than its ``out_dir``
+    says, and its record would name the other."""
+    if out_dir in (None, "") or named in (None, ""):
+        return
+    if Path(str(named)).resolve() != Path(str(out_dir)).resolve():
+        raise UsageError(
+            f"out_dir={str(out_dir)!r}{origin} and {key}={str(named)!r} name different "
+            "run folders; give one of them (out_dir= is enough)"
+        )
 
 
 class _JobLog:
@@ -277,6 +294,14 @@ def hydra_entry(
                 records[Path(value)] = hydra_record(Path(value))
             _check_quoting(command, args)
             _check_given_once(args)
+            given = {
+                o.key_or_group.lstrip("+~"): o.value()
+                for o in _parsed_overrides(args)
+                if not o.is_sweep_override()
+            }
+            key = "hydra.sweep.dir" if _is_sweep(args) else "hydra.run.dir"
+            line = " (from the command line)"
+            _check_one_folder(given.get("out_dir"), line, key, given.get(key))
             for override in _parsed_overrides(args):  # the setup chosen's record, not a choice
                 if override.key_or_group.lstrip("+~") == "setup.name":
                     raise UsageError(

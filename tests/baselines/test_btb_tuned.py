@@ -177,7 +177,7 @@ def test_the_commands_say_a_missing_table_in_one_line(tmp_path, command):
     args = ["windows=1", "agents=none", "policies=btb_tuned", f"out_dir={tmp_path / 'o'}"]
     if module == "experiments.evaluate":
         args = ["policies=[btb_tuned]", "workload.eval_windows=1", "logger=none",
-                f"hydra.run.dir={tmp_path / 'h'}", f"out_dir={tmp_path / 'o'}"]  # fmt: skip
+                f"out_dir={tmp_path / 'o'}"]  # fmt: skip
     env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", module, setting, *args],

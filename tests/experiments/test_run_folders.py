@@ -383,6 +383,44 @@ def test_an_out_dir_set_in_a_config_file_keeps_the_earlier_run_s_record(
     assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == ["results.json"]
 
 
+@pytest.mark.parametrize("sweep", [False, True])
+def test_out_dir_and_hydra_s_own_folder_naming_two_folders_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], sweep: bool
+) -> None:
+    """``out_dir=A hydra.run.dir=B`` wrote the run in B, its record saying out_dir A."""
+
+    def never() -> None:
+        raise AssertionError("Hydra started")
+
+    key = "hydra.sweep.dir" if sweep else "hydra.run.dir"
+    a, b = tmp_path / "a", tmp_path / "b"
+    args = ["logger=none", f"out_dir={a}", f"{key}={b}", *(["-m", "seed=0,1"] if sweep else [])]
+    assert hydra_entry("experiments.evaluate", never, args) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.evaluate: out_dir='{a}' (from the command line) and {key}='{b}' "
+        "name different run folders; give one of them (out_dir= is enough)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_out_dir_a_config_file_sets_and_another_hydra_run_dir_are_refused(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    (tmp_path / "experiment").mkdir()
+    mine = tmp_path / "experiment" / "mine.yaml"
+    mine.write_text(f"# @package _global_\nout_dir: {tmp_path / 'a'}\n")
+    args = ["logger=none", "workload=tiny", f"hydra.searchpath=[file://{tmp_path}]"]
+    run = [*args, "+experiment=mine", f"hydra.run.dir={tmp_path / 'b'}"]
+    proc = run_command("experiments.evaluate", run, tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='{tmp_path / 'a'}' (from {mine.resolve()}) and "
+        f"hydra.run.dir='{tmp_path / 'b'}' name different run folders; give one of them "
+        "(out_dir= is enough)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["experiment"]
+
+
 def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> None:
     from experiments._io import release_out_dirs
 
