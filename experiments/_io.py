@@ -37,6 +37,7 @@ def check_writable_dir(path: str | os.PathLike[str], what: str, source: str = ""
     """
     target = Path(path)
     label = f"{what}={str(path)!r}" + (f" (from {source})" if source else "")
+    check_not_home_shorthand(target, label)
     existing = target
     while not existing.exists() and existing != existing.parent:
         if existing.is_symlink():  # a dangling link: mkdir would fail on it
@@ -52,6 +53,22 @@ def check_writable_dir(path: str | os.PathLike[str], what: str, source: str = ""
     os.close(fd)
     os.unlink(tmp)
     return target
+
+
+def check_not_home_shorthand(path: str | os.PathLike[str], label: str) -> None:
+    """Refuse a path to write to that begins with ``~`` (``~/runs/x``, ``~me/x``),
+    which only a shell expands, unquoted at the start of a word (not ``sh``'s
+    ``out_dir=~/x``, a quoted one or a config file's): it would make a folder named
+    ``~`` in the working directory. The message gives the path expanded.
+    ``label`` names the option (``experiments.compare: out_dir='~/x'``)."""
+    parts = Path(path).parts
+    if not parts or not parts[0].startswith("~"):
+        return
+    expanded = os.path.expanduser(str(path))
+    shown = f"write it out ({expanded})" if expanded != str(path) else "write it out in full"
+    raise UnwritableDirError(
+        f"{label}: a path beginning with '~' is not expanded here, only by a shell; {shown}"
+    )
 
 
 def nearest_existing(path: str | os.PathLike[str]) -> Path:

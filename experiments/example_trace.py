@@ -16,6 +16,7 @@ from envs.files import write_text_atomic
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.example_trace import example_mooncake_text
 from experiments._cli import UsageError, main_guard, parse_args
+from experiments._io import check_not_home_shorthand
 
 COMMAND = "experiments.example_trace"
 DEFAULTS: dict[str, Any] = {"out": "", "seed": PUBLISHED_SEED, "overwrite": False}
@@ -29,6 +30,7 @@ def main(argv: list[str] | None = None) -> Path:
         raise UsageError(f"{COMMAND}: seed must be >= 0, got {options['seed']}")
     out = Path(options["out"])
     label = f"{COMMAND}: out={options['out']!r}"
+    check_not_home_shorthand(out, label)
     if out.is_dir():
         raise UsageError(f"{label} is a folder; give a file path")
     if options["out"].endswith(("/", os.sep)):

@@ -40,6 +40,7 @@ from experiments._io import (
     LOCK_NAME,
     REPLACED_NAME,
     OutDirError,
+    check_not_home_shorthand,
     check_writable_dir,
     claim_out_dir,
     claim_run_dir,
@@ -104,9 +105,13 @@ def run_dir(cfg: Any, kind: str, outputs: Sequence[str]) -> Path:
         )
     hydra = HydraConfig.get()
     folder = Path(hydra.runtime.output_dir)
-    sweep = multirun() is not None
-    key, named = ("hydra.sweep.dir", hydra.sweep.dir) if sweep else ("hydra.run.dir", hydra.run.dir)
-    _check_one_folder(cfg.out_dir, value_origin("out_dir"), key, named)
+    if cfg.out_dir not in (None, ""):  # (a config file's too: the command line's is checked)
+        origin = value_origin("out_dir")
+        check_not_home_shorthand(cfg.out_dir, f"{what}={cfg.out_dir!r}{origin}")
+        if multirun() is not None:
+            _check_one_folder(cfg.out_dir, origin, "hydra.sweep.dir", hydra.sweep.dir)
+        else:
+            _check_one_folder(cfg.out_dir, origin, "hydra.run.dir", hydra.run.dir)
     if not holds_out_dir(folder):  # (a dated folder was claimed as Hydra named it)
         log = f"{hydra.job.name}.log"  # (the job rewrites it: kept aside with the outputs)
         given = cfg.out_dir not in (None, "") and Path(cfg.out_dir).resolve() == folder.resolve()
@@ -280,10 +285,7 @@ def hydra_entry(
         name_running(command)
         if not any(_is_info_flag(arg) for arg in args):
             for key, value in _folder_overrides(args):
-                if Path(value).exists():
-                    _EXISTING_DIRS.add(Path(value).resolve())  # never removed by run_job
-                else:  # run_job removes the folders Hydra makes on the way to it, if empty
-                    _MADE_BELOW[Path(value).resolve()] = nearest_existing(value).resolve()
+                _note_named(Path(value))
                 check_writable_dir(value, f"{command}: {key}", "the command line")
                 label = f"{command}: {key}={value!r}"
                 # before Hydra writes its record over the running one's (a sweep's jobs
@@ -319,7 +321,9 @@ def hydra_entry(
         )
 
         def chosen(folder: Path) -> None:  # (an out_dir a config file sets, too)
-            records.setdefault(folder, hydra_record(folder))
+            if folder not in records:  # (before Hydra makes it, or writes in it)
+                _note_named(folder)
+                records[folder] = hydra_record(folder)
 
         with _hydra_raises(), claiming_run_folders(command, chosen), quiet, listing:
             try:
@@ -786,6 +790,17 @@ _EXISTING_DIRS: set[Path] = set()
 # Folders named on the command line that did not exist: the nearest one that did.
 _MADE_BELOW: dict[Path, Path] = {}
 _HYDRA_FILES = {"config.yaml", "hydra.yaml", "overrides.yaml"}
+
+
+def _note_named(folder: Path) -> None:
+    """Before Hydra makes it: a run folder named (``out_dir``, ``hydra.run.dir``) that
+    exists is never removed by a refused run; for one that does not, the nearest
+    folder that does is noted, and the folders Hydra makes on the way to it are
+    removed with it, if empty (:func:`_remove_bare_run_dir`)."""
+    if folder.exists():
+        _EXISTING_DIRS.add(folder.resolve())
+    else:
+        _MADE_BELOW.setdefault(folder.resolve(), nearest_existing(folder).resolve())
 
 
 def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> None:

@@ -421,6 +421,45 @@ def test_an_out_dir_a_config_file_sets_and_another_hydra_run_dir_are_refused(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["experiment"]
 
 
+def test_a_path_to_write_beginning_with_a_tilde_is_refused_not_made_here(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    run_command: Callable[..., Any],
+) -> None:
+    """``~`` is expanded only by a shell: ``sh``'s ``out_dir=~/x``, a quoted one or a
+    config file's made a folder named ``~`` in the working directory."""
+    from experiments import example_trace
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", "/home/me")
+    said = "a path beginning with '~' is not expanded here, only by a shell; write it out"
+    assert main_guard(lambda: compare.main([*COMPARE, "out_dir=~/runs/x"])) == 2
+    assert main_guard(lambda: example_trace.main(["out=~/t.jsonl"])) == 2
+    assert main_guard(lambda: compare.main([*COMPARE, "out_dir=~other/x"])) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: experiments.compare: out_dir='~/runs/x': {said} (/home/me/runs/x)",
+        f"error: experiments.example_trace: out='~/t.jsonl': {said} (/home/me/t.jsonl)",
+        f"error: experiments.compare: out_dir='~other/x': {said} in full",
+    ]
+    (tmp_path / "experiment").mkdir()
+    mine = tmp_path / "experiment" / "mine.yaml"
+    mine.write_text("# @package _global_\nout_dir: ~/runs/y\n")
+    args = ["logger=none", "workload=tiny", f"hydra.searchpath=[file://{tmp_path}]"]
+    proc = run_command("experiments.evaluate", [*args, "+experiment=mine"], tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='~/runs/y' (from {mine.resolve()}): {said} "
+        "(/home/me/runs/y)\n"
+    )
+    proc = run_command("experiments.evaluate", [*args, "out_dir='~/runs/z'"], tmp_path)
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='~/runs/z' (from the command line): {said} "
+        "(/home/me/runs/z)\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["experiment"]
+
+
 def test_a_hydra_job_with_overwrite_clears_what_it_writes(tmp_path: Path) -> None:
     from experiments._io import release_out_dirs
 
