@@ -483,8 +483,14 @@ class ClusterSpec:
 
     @property
     def name(self) -> str:
-        kinds = sorted({n.name for n in self.nodes})
-        return f"{self.model.name} on {len(self.nodes)} x {'/'.join(kinds)}"
+        """The model and the nodes, each kind with its count, in the order the kinds
+        first appear: ``llama-3.3-70b on 4 x 4xH100``, ``llama-3.3-70b on 2 x 4xH100
+        + 1 x 8xH200`` (the label of a run on this cluster, ``evaluate_policies``'s rows)."""
+        counts: dict[NodeSpec, int] = {}
+        for node in self.nodes:
+            counts[node] = counts.get(node, 0) + 1
+        kinds = " + ".join(f"{n} x {node.name}" for node, n in counts.items())
+        return f"{self.model.name} on {kinds}"
 
 
 # The published setups of the BTB write-up's results table: four replicas each.
