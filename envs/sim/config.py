@@ -455,6 +455,8 @@ class ClusterSpec:
     nodes: tuple[NodeSpec, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
+        if _is_list(self.nodes):  # a list given is kept as a tuple: the spec stays frozen
+            object.__setattr__(self, "nodes", tuple(self.nodes))
         if not self.nodes:
             raise ConfigError("cluster.nodes is empty: a cluster needs at least one node")
         if not isinstance(self.model, ModelSpec):

@@ -182,6 +182,11 @@ class NodeSpec:
     n_gpus: int = 1
 
     def __post_init__(self) -> None:
+        if not isinstance(self.gpu, GpuSpec):  # a name would fail later, at the first figure read
+            raise TypeError(
+                f"NodeSpec.gpu must be a GpuSpec, got {self.gpu!r} (gpu_preset(name) gives a "
+                "preset's GpuSpec; parse_node('4xH100') a node of one)"
+            )
         check_int("NodeSpec.n_gpus", self.n_gpus, 1, ConfigError)
         _store_plain(self, ("n_gpus",))
 
