@@ -479,7 +479,13 @@ def cluster_of(cfg: Any) -> ClusterSpec:
         model = model_preset(cfg.model.name)
     with naming_value("cluster.node", cfg.cluster.node):
         node = parse_node(cfg.cluster.node)
-        NodeCosts(node, model, node_label="a node")  # its HBM holds the model's weights
+        try:
+            NodeCosts(node, model, node_label="a node")  # its HBM holds the model's weights
+        except ConfigError as error:  # the pair clashes: where the model came from too
+            origin = value_origin("model.name")
+            if not origin:
+                raise
+            raise ConfigError(f"{error} (model.name={cfg.model.name!r} {origin[2:]}") from None
     with naming_fields({"n_nodes": "cluster.n_nodes"}):
         return ClusterSpec.uniform(model, node, int(cfg.cluster.n_nodes))
 

@@ -1941,3 +1941,24 @@ def test_hydra_help_lists_only_the_groups_the_command_takes(
     assert proc.returncode == 0, proc.stderr
     listed = proc.stdout.split("== Configuration groups ==\n")[1].split("== Config ==")[0]
     assert [line.split(":")[0] for line in listed.splitlines()[1:] if ": " in line] == groups
+
+
+@pytest.mark.parametrize(
+    ("override", "origin"),
+    [
+        ("model=dense-1t", "from conf/model/dense-1t.yaml"),
+        ("model.name=dense-1t", "from the command line"),
+    ],
+)
+def test_a_model_too_big_for_the_node_says_where_the_model_came_from(
+    override: str, origin: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    # the model changed, the node did not: the line names where each came from
+    args = ["logger=none", "workload=tiny", override, f"out_dir={tmp_path / 'run'}"]
+    proc = run_command("experiments.evaluate", args, tmp_path, {"WANDB_MODE": "disabled"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr == (
+        "error: experiments.evaluate: cluster.node='4xH100' (from conf/cluster/4xH100_x4.yaml): "
+        "a node (4xH100, 320 GB HBM) cannot hold dense-1t: its weights need 1000 GB "
+        f"(model.name='dense-1t' {origin})\n"
+    )
