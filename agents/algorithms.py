@@ -88,8 +88,10 @@ class AgentSpec:
     registered_windows: dict[str, Any] | None = None
     """The registered workload's windows it was trained and validated on: the
     ``workload``, its generator ``params`` (window counts given included) and
-    ``seed``, and the names of the ``train`` and ``val`` windows the run used; None
-    for a trace, or a checkpoint saved before it was recorded (its ``env_kwargs``
+    ``seed``, and the names of the ``train`` and ``val`` windows the run used (for a
+    trace that is a split of a dataset ``make_dataset`` wrote, the dataset's, with
+    its ``dataset`` path and each family's configuration, ``families``); None for any
+    other trace, or a checkpoint saved before it was recorded (its ``env_kwargs``
     then say the workload, ``experiments.trained_on``)."""
 
     def __post_init__(self) -> None:

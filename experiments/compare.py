@@ -498,7 +498,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     limit = options["windows"] or None
     workload = options["workload"]
     trained_in = {label: str(folder) for label, folder in zip(agents, agent_dirs, strict=True)}
-    check_seen_windows(
+    seen = check_seen_windows(
         agents,
         trained_in,
         workload,
@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         seed=options["workload_seed"],
     )
     if workload != TRACE_WORKLOAD:
-        for note in trace_notes(agents, trained_in, shown):
+        for note in trace_notes(agents, trained_in, shown, seen):
             print(note)
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)

@@ -141,7 +141,7 @@ def evaluate(cfg: DictConfig) -> float:
 
     windows = eval_windows(cfg, cfg.workload.eval_windows, str(cfg.split))  # before the run folder
     trained_in = {label: str(folder) for label, folder in zip(labels, folders)}
-    check_seen_windows(
+    seen = check_seen_windows(
         agents,
         trained_in,
         str(cfg.workload.name),
@@ -160,7 +160,7 @@ def evaluate(cfg: DictConfig) -> float:
     cap = cfg.workload.eval_windows
     print(evaluation_header(cfg, len(windows), str(cfg.split)))
     if cfg.workload.name != TRACE_WORKLOAD:
-        for note in trace_notes(agents, trained_in, workload_label(cfg)):
+        for note in trace_notes(agents, trained_in, workload_label(cfg), seen):
             print(note)
     scored_on = _validation_windows(folders)
     names = [w.name for w in windows]

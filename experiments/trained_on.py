@@ -23,10 +23,20 @@ test by the counts asked for: other counts, or another workload of the same fami
 can make its train or validation windows test windows. The same check refuses them
 (an agent saved before the record: its whole train and validation splits, from its
 ``env_kwargs``).
+
+A dataset ``make_dataset`` wrote from a registered workload holds that workload's
+windows, and its ``dataset_info.json`` lists them (family, index, seed and each
+family's generator configuration: :func:`dataset_windows`). A run trained on such a
+split as a trace records the registered windows it used as well (``registered_windows``
+with the split's path as ``dataset`` and the families' configurations), so the
+workload's own windows are refused it; and evaluated on such a split, an agent
+trained on the registered workload (or on another split of it) is refused the
+windows it trained or validated on.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from collections.abc import Mapping
@@ -92,11 +102,14 @@ def trained_windows(
     workload ``workload`` with generator parameters ``params`` (window counts
     included) and seed ``seed`` that uses the first ``n_train`` train windows and
     ``n_val`` validation windows: the workload, parameters and seed, and the names
-    of those windows; None for a trace."""
+    of those windows. On a trace (``params``: its options) that is a split of a
+    registered workload's dataset (:func:`dataset_windows`), the same of the
+    dataset's workload, with the split's resolved path (``dataset``) and each
+    family's generator configuration (``families``); None for any other trace."""
     from envs.workloads.registry import configure, plan
 
     if workload == TRACE_WORKLOAD:
-        return None
+        return _dataset_record(params, n_train, n_val)
     specs = plan(configure(workload, **params), seed)
     names = {
         split: [s.trace_id for s in specs if s.split == split][:count]
@@ -104,6 +117,78 @@ def trained_windows(
     }
     record = {"workload": workload, "params": dict(params), "seed": int(seed)}
     return {**record, **names}
+
+
+def dataset_windows(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The registered windows in ``path`` when it is a split of a dataset
+    ``make_dataset`` wrote from a registered workload, as its ``dataset_info.json``
+    lists them (:func:`envs.workloads.readers.bursted.dataset_info`): the
+    ``workload``, its generator ``params``, the ``seed``, each family's generator
+    configuration (``families``) and each window's key (:func:`_key`) by trace id
+    (``keys``, every split's); None for any other file (a trace's dataset included)
+    or a manifest that does not say."""
+    from envs.workloads.readers.bursted import dataset_info
+
+    found = dataset_info(path)
+    if found is None:
+        return None
+    info = found[1]
+    generator, seed, windows = info.get("generator"), info.get("seed"), info.get("windows")
+    if not isinstance(generator, Mapping) or not isinstance(windows, list):
+        return None
+    workload, families = generator.get("workload"), generator.get("families")
+    if not isinstance(workload, str) or workload == TRACE_WORKLOAD:
+        return None
+    if not isinstance(families, Mapping) or type(seed) is not int:
+        return None
+    configs = {
+        str(name): dict(family["config"])
+        for name, family in families.items()
+        if isinstance(family, Mapping) and isinstance(family.get("config"), Mapping)
+    }
+    keys = {
+        window["trace_id"]: _key(window["family"], configs[window["family"]], seed, window["index"])
+        for window in windows
+        if isinstance(window, Mapping)
+        and isinstance(window.get("trace_id"), str)
+        and window.get("family") in configs
+        and type(window.get("index")) is int
+    }
+    params = generator.get("params")
+    return {
+        "workload": workload,
+        "params": dict(params) if isinstance(params, Mapping) else {},
+        "seed": seed,
+        "families": configs,
+        "keys": keys,
+    }
+
+
+def _dataset_record(params: Mapping[str, Any], n_train: int, n_val: int) -> Any:
+    """:func:`trained_windows` of a trace: of a registered workload's dataset split,
+    the windows among the first ``n_train`` train and ``n_val`` validation windows
+    the trace options ``params`` make of it; else None."""
+    from envs.workloads.trace_file import plan_trace
+
+    path = str(params["path"])
+    dataset = dataset_windows(path)
+    if dataset is None:
+        return None
+    options = TraceOptions(**{k: v for k, v in params.items() if k in TRACE_FIELDS})
+    with warnings.catch_warnings():  # the run has said them already
+        warnings.simplefilter("ignore")
+        own = plan_trace(options)
+    names = {
+        split: [w.key for w in own.split(split)[:count] if w.key in dataset["keys"]]
+        for split, count in (("train", n_train), ("val", n_val))
+    }
+    record = {key: dataset[key] for key in ("workload", "params", "seed")}
+    return {
+        **record,
+        **names,
+        "dataset": str(Path(path).resolve()),
+        "families": dataset["families"],
+    }
 
 
 def agent_run(folder: str | os.PathLike[str]) -> Path:
@@ -186,11 +271,15 @@ def _options(params: Mapping[str, Any], names: Any) -> list[str]:
     return [f"workload.{name}={_text(params[name])}" for name in names]
 
 
-def trace_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], shown: str) -> list[str]:
+def trace_notes(
+    agents: Mapping[str, Any], folders: Mapping[str, Any], shown: str, seen: Any = ()
+) -> list[str]:
     """A note for each agent (by label, its folder in ``folders``) trained on a trace
     and evaluated here on the registered workload ``shown``: the command line
     options that evaluate it on that trace's windows, its absolute path and the
-    options it was split by."""
+    options it was split by. Of an agent in ``seen`` (:func:`check_seen_windows`
+    warned that some of these windows are its trace's: a dataset of this workload),
+    it says so rather than that these windows are others."""
     notes = []
     for label, agent in agents.items():
         kwargs = agent.spec.env_kwargs
@@ -201,9 +290,14 @@ def trace_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], shown: st
         shown_path = os.path.abspath(path) if os.path.exists(path) else path
         given = [name for name in changed_fields(params) if name in SPLIT_OPTIONS]
         options = " ".join([f"workload.path={shown_path}", *_options(params, given)])
+        these = (
+            f"some of these windows of {shown} are that trace's ({ALLOW_OPTION}=true)"
+            if label in seen
+            else f"these windows are {shown}'s"
+        )
         notes.append(
-            f"note: {label} was trained on a trace ({shown_path}); these windows are "
-            f"{shown}'s: workload=trace {options} evaluates it on that trace's windows"
+            f"note: {label} was trained on a trace ({shown_path}); {these}: workload=trace "
+            f"{options} evaluates it on that trace's windows"
         )
     return notes
 
@@ -292,11 +386,49 @@ def seen_windows(
 def _window_key(family: Any, seed: int, index: int) -> tuple[str, str, int, int]:
     """What makes a registered workload's window: its family (name and generator
     configuration), the seed and its index (its split and trace id only label it)."""
-    import json
-
     from envs.workloads.registry import config_dict
 
-    return family.name, json.dumps(config_dict(family.config), sort_keys=True), seed, index
+    return _key(family.name, config_dict(family.config), seed, index)
+
+
+def _key(
+    family: str, config: Mapping[str, Any], seed: int, index: int
+) -> tuple[str, str, int, int]:
+    """:func:`_window_key` of a family named ``family`` whose generator configuration,
+    as plain JSON values (``registry.config_dict``), is ``config``."""
+    return str(family), json.dumps(dict(config), sort_keys=True), int(seed), int(index)
+
+
+def _families(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Each family's generator configuration of the workload a ``registered_windows``
+    record names: its ``families`` (a dataset's), else its workload's and parameters'
+    (a ValueError or TypeError if this registry does not know them)."""
+    from envs.workloads.registry import config_dict, configure
+
+    if isinstance(record.get("families"), Mapping):
+        return {str(name): config for name, config in record["families"].items()}
+    own = configure(str(record["workload"]), **record.get("params", {}))
+    return {f.name: config_dict(f.config) for f in own.families}
+
+
+def _seen_among(
+    record: Mapping[str, Any], families: Mapping[str, Any], evaluated: set[Any], split: str
+) -> tuple[list[str], int, list[str], int]:
+    """The names of ``record``'s train windows whose keys are among ``evaluated``, how
+    many it has, and the same of its validation windows (left out for
+    ``split="val"``)."""
+    out: list[Any] = []
+    for name in ("train", "val"):
+        names = [str(n) for n in record.get(name) or []] if split != name else []
+        hit = []
+        for trace_id in names:
+            family, _, index = trace_id.rpartition("-")
+            if family in families and index.isdigit():
+                config = families[family]
+                if _key(family, config, int(record["seed"]), int(index)) in evaluated:
+                    hit.append(trace_id)
+        out += [hit, len(names)]
+    return out[0], out[1], out[2], out[3]
 
 
 def _registered_record(spec: Any) -> dict[str, Any] | None:
@@ -327,34 +459,56 @@ def seen_registered(
     parameters ``params`` and seed ``seed``: the names of its train windows among
     them (by :func:`_window_key`), how many it trained on, and the same of its
     validation windows (left out for ``split="val"``); None for an agent trained on
-    a trace or on a workload not registered here."""
+    a trace that is no registered workload's dataset, or on a workload not
+    registered here."""
     from envs.workloads.registry import configure, plan
 
     try:
         record = _registered_record(spec)
         if record is None:
             return None
-        own = configure(str(record["workload"]), **record.get("params", {}))
+        families = _families(record)
     except (ValueError, TypeError):  # a workload or parameters this registry does not know
         return None
-    families = {f.name: f for f in own.families}
     scenario = configure(workload, **params)
     evaluated = {
         _window_key(next(f for f in scenario.families if f.name == s.family), seed, s.index)
         for s in [s for s in plan(scenario, seed) if s.split == split][:limit]
     }
-    out: list[Any] = []
-    for name in ("train", "val"):
-        names = [str(n) for n in record.get(name) or []] if split != name else []
-        hit = []
-        for trace_id in names:
-            family, _, index = trace_id.rpartition("-")
-            if family in families and index.isdigit():
-                key = _window_key(families[family], int(record["seed"]), int(index))
-                if key in evaluated:
-                    hit.append(trace_id)
-        out += [hit, len(names)]
-    return out[0], out[1], out[2], out[3]
+    return _seen_among(record, families, evaluated, split)
+
+
+def seen_in_dataset(
+    spec: Any, params: Mapping[str, Any], split: str, limit: int | None
+) -> tuple[list[str], int, list[str], int] | None:
+    """As :func:`seen_registered`, for an agent evaluated on the trace options
+    ``params``' first ``limit`` windows of ``split`` when the file is a split of a
+    registered workload's dataset (:func:`dataset_windows`); None when it is not, or
+    the agent was trained on a trace that is none."""
+    dataset = dataset_windows(str(params["path"]))
+    if dataset is None:
+        return None
+    try:
+        record = _registered_record(spec)
+        if record is None:
+            return None
+        families = _families(record)
+    except (ValueError, TypeError):
+        return None
+    keys = dataset["keys"]
+    evaluated = {keys[name] for name in _evaluated_names(params, split, limit) if name in keys}
+    return _seen_among(record, families, evaluated, split)
+
+
+def _trained_text(record: Mapping[str, Any]) -> str:
+    """What a ``registered_windows`` record was trained on, for a message."""
+    if record.get("dataset"):
+        return f"{record['dataset']} ({_dataset_text(record)})"
+    return _counts_text(str(record.get("workload")), record.get("params") or {})
+
+
+def _dataset_text(dataset: Mapping[str, Any]) -> str:
+    return f"a make_dataset split of {dataset['workload']}, seed {dataset['seed']}"
 
 
 def _counts_text(workload: str, params: Mapping[str, Any]) -> str:
@@ -378,19 +532,23 @@ def check_seen_windows(
     limit: int | None,
     allow: bool,
     seed: int = PUBLISHED_SEED,
-) -> None:
+) -> list[str]:
     """Refuse (a ValueError, one line) to evaluate an agent (by label; its folder in
     ``folders``) on windows of ``split`` it was trained or validated on: of the
     trace it was trained on, windows whose time spans overlap those of its own train
     or validation windows (:func:`seen_windows`); of a registered workload (seed
-    ``seed``), the same windows as its own (:func:`seen_registered`). The line names
-    the agent, the counts and the options that differ from its training run's; with
-    ``allow``, it is a one-line warning instead."""
+    ``seed``), or of a dataset of one as a trace, the same windows as its own
+    (:func:`seen_registered`, :func:`seen_in_dataset`). The line names the agent,
+    the counts and the options that differ from its training run's; with ``allow``,
+    it is a one-line warning instead. Returns the labels of the agents warned of."""
+    warned = []
     for label, agent in agents.items():
         if label not in folders:  # (a sampling twin of an agent checked already)
             continue
         if workload == TRACE_WORKLOAD:
             said = _seen_in_trace(agent.spec, folders[label], params, split, limit)
+            if said is None:
+                said = _seen_dataset_text(agent.spec, params, split, limit)
         else:
             said = _seen_registered_text(agent.spec, workload, params, seed, split, limit)
         if said is None:
@@ -403,6 +561,8 @@ def check_seen_windows(
                 f"{remedy} it was trained with, or {ALLOW_OPTION}=true to run anyway)"
             )
         warnings.warn(f"{message} ({ALLOW_OPTION}=true)", SettingWarning, stacklevel=2)
+        warned.append(label)
+    return warned
 
 
 def _seen_in_trace(
@@ -448,6 +608,29 @@ def _seen_registered_text(
     found = seen_registered(spec, workload, params, seed, split, limit)
     if found is None or not (found[0] or found[2]):
         return None
+    n_eval = len([s for s in plan(configure(workload, **params), seed) if s.split == split][:limit])
+    return _registered_text(spec, found, seed, split, n_eval, _counts_text(workload, params))
+
+
+def _seen_dataset_text(
+    spec: Any, params: Mapping[str, Any], split: str, limit: int | None
+) -> tuple[str, str] | None:
+    """As :func:`_seen_in_trace`, of a registered workload's windows in a dataset's
+    split read as a trace."""
+    found = seen_in_dataset(spec, params, split, limit)
+    if found is None or not (found[0] or found[2]):
+        return None
+    dataset = dataset_windows(str(params["path"])) or {}
+    here = f"{params['path']} ({_dataset_text(dataset)})"
+    n_eval = len(_evaluated_names(params, split, limit))
+    return _registered_text(spec, found, int(dataset["seed"]), split, n_eval, here)
+
+
+def _registered_text(
+    spec: Any, found: Any, seed: int, split: str, n_eval: int, here: str
+) -> tuple[str, str]:
+    """What :func:`check_seen_windows` says of ``found`` (:func:`seen_registered`'s
+    answer) of ``n_eval`` windows of ``split`` evaluated on ``here``."""
     train_hit, n_train, val_hit, n_val = found
     parts = [
         f"{len(hit)} of its {plural(n, kind)} ({_some(hit)})"
@@ -458,12 +641,10 @@ def _seen_registered_text(
         if hit
     ]
     record = _registered_record(spec) or {}
-    n_eval = len([s for s in plan(configure(workload, **params), seed) if s.split == split][:limit])
     return (
         f"some of these windows (seed {seed}): the {plural(n_eval, split + ' window')} "
         f"evaluated {'is' if n_eval == 1 else 'include'} {' and '.join(parts)}; trained on "
-        f"{_counts_text(str(record.get('workload')), record.get('params') or {})}, "
-        f"here {_counts_text(workload, params)}",
+        f"{_trained_text(record)}, here {here}",
         "workload and window counts",
     )
 

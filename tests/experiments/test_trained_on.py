@@ -19,6 +19,7 @@ from envs.sim.errors import SettingWarning
 from envs.workloads.trace_file import TraceOptions
 from experiments.trained_on import (
     check_seen_windows,
+    seen_in_dataset,
     seen_registered,
     seen_windows,
     trace_notes,
@@ -367,3 +368,121 @@ def test_improvement_rounds_count_a_registered_workload_s_validation_windows() -
     every = ["workload=burst_families", rounds, "workload.val_windows=null"]
     assert scored_val_windows(_compose("train", every), []) == 20
     assert scored_val_windows(_compose("train", ["workload=tiny"]), []) == 0
+
+
+# A dataset make_dataset writes of a registered workload holds its windows, its
+# dataset_info.json listing them: the same windows as the workload's, wherever read.
+TINY = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6, "burst_window_s": 4.0}
+
+
+def _dataset(folder: Path, seed: int = 20260721, **counts: Any) -> Path:
+    """bursted_synthetic at TINY written by make_dataset in ``folder`` (seed
+    ``seed``, window counts ``counts``)."""
+    from experiments.make_dataset import make_dataset
+
+    make_dataset("bursted_synthetic", folder, seed, params=TINY, progress=False, **counts)
+    return folder
+
+
+def test_a_run_on_a_dataset_s_split_records_the_registered_windows_it_holds(
+    tmp_path: Path,
+) -> None:
+    """At train_windows=1 test_windows=1, train.jsonl is synthetic-0000 (and
+    test.jsonl synthetic-0001); a trace that is no such dataset records none."""
+    split = _dataset(tmp_path / "d", train_windows=1, test_windows=1) / "train.jsonl"
+    record = trained_windows("trace", _params(split), 0, 1, 0)
+    assert {k: v for k, v in record.items() if k != "families"} == {
+        "workload": "bursted_synthetic", "params": TINY, "seed": 20260721,
+        "train": ["synthetic-0000"], "val": [], "dataset": str(split.resolve()),
+    }  # fmt: skip
+    assert list(record["families"]) == ["synthetic"]
+    assert record["families"]["synthetic"]["n_bursts"] == 2
+    # no train window used: none recorded; a Mooncake file: no record
+    assert trained_windows("trace", _params(split), 0, 0, 0)["train"] == []
+    mooncake = write_jsonl(tmp_path / "mc.jsonl", _rows())
+    assert trained_windows("trace", _params(mooncake), 0, 1, 0) is None
+    # the test split with file_splits=false read as train: synthetic-0001
+    test = _params(split.with_name("test.jsonl"), file_splits=False, test_fraction=0.0)
+    assert trained_windows("trace", test, 0, 1, 0)["train"] == ["synthetic-0001"]
+
+
+def test_an_agent_trained_on_a_dataset_s_split_is_refused_the_workload_s_same_windows(
+    tmp_path: Path,
+) -> None:
+    """Trained on train.jsonl (synthetic-0000): the workload at its own counts tests
+    first on synthetic-0000; at the dataset's counts synthetic-0001 is held out;
+    another generator configuration is other windows."""
+    split = _dataset(tmp_path / "d", train_windows=1, test_windows=1) / "train.jsonl"
+    params = _params(split)
+    spec = SimpleNamespace(
+        env_kwargs={"workload": "trace", "workload_params": params},
+        trace_file=trained_trace("trace", params, 1, 0),
+        registered_windows=trained_windows("trace", params, 0, 1, 0),
+    )
+    found = seen_registered(spec, "bursted_synthetic", TINY, 20260721, "test", None)
+    assert found == (["synthetic-0000"], 1, [], 0)
+    here = {**TINY, **SMALL}
+    assert seen_registered(spec, "bursted_synthetic", here, 20260721, "test", None) == (
+        [], 1, [], 0
+    )  # fmt: skip
+    assert seen_registered(spec, "bursted_synthetic", {}, 20260721, "test", None) == (
+        [], 1, [], 0
+    )  # fmt: skip
+    agents = {"ppo_route": SimpleNamespace(spec=spec)}
+    folders = {"ppo_route": "runs/x/agent"}
+    said = (
+        "agent ppo_route (runs/x/agent) was trained on some of these windows (seed 20260721): "
+        "the 1 test window evaluated is 1 of its 1 train window (synthetic-0000); trained on "
+        f"{split.resolve()} (a make_dataset split of bursted_synthetic, seed 20260721), here "
+        "bursted_synthetic (its own window counts)"
+    )
+    with pytest.raises(ValueError) as refused:
+        check_seen_windows(agents, folders, "bursted_synthetic", TINY, "test", 1, allow=False)
+    assert str(refused.value).startswith(f"{said}: they are no held-out windows for it")
+    with pytest.warns(SettingWarning):
+        seen = check_seen_windows(agents, folders, "bursted_synthetic", TINY, "test", 1, True)
+    assert seen == ["ppo_route"]
+    (note,) = trace_notes(agents, folders, "tiny", seen)
+    assert note == (
+        f"note: ppo_route was trained on a trace ({split}); some of these windows of tiny are "
+        f"that trace's (allow_seen_windows=true): workload=trace workload.path={split} "
+        "evaluates it on that trace's windows"
+    )
+    (note,) = trace_notes(agents, folders, "tiny")
+    assert "; these windows are tiny's: " in note
+
+
+def test_a_dataset_s_split_evaluated_is_refused_the_registered_windows_an_agent_used(
+    tmp_path: Path,
+) -> None:
+    """The dataset at the workload's own counts: its test.jsonl holds synthetic-0000
+    and -0002 (of 15 test windows), the train and validation windows of a run at
+    train_windows=1 test_windows=1; an agent saved before the record (the workload's
+    own counts: trained on synthetic-0001, ...) is refused the 1/1 dataset's test.jsonl
+    (synthetic-0001); another seed's dataset holds other windows."""
+    own = _dataset(tmp_path / "own") / "test.jsonl"
+    small = _dataset(tmp_path / "small", train_windows=1, test_windows=1) / "test.jsonl"
+    other = _dataset(tmp_path / "seed7", 7) / "test.jsonl"
+    spec = _registered(params={**TINY, **SMALL})
+    assert seen_in_dataset(spec, _params(own), "test", None) == (
+        ["synthetic-0000"], 1, ["synthetic-0002"], 1
+    )  # fmt: skip
+    assert seen_in_dataset(spec, _params(small), "test", None) == ([], 1, [], 1)
+    assert seen_in_dataset(spec, _params(other), "test", None) == ([], 1, [], 1)
+    old = _registered(workload="bursted_synthetic", workload_params=TINY, data_seed=20260721)
+    assert seen_in_dataset(old, _params(small), "test", None) == (["synthetic-0001"], 5, [], 5)
+    # a trace that is no dataset, an agent of a trace that is none: nothing to tell
+    mooncake = write_jsonl(tmp_path / "mc.jsonl", _rows())
+    assert seen_in_dataset(spec, _params(mooncake), "test", None) is None
+    assert seen_in_dataset(_spec(mooncake), _params(own), "test", None) is None
+    agents = {"ppo_route": SimpleNamespace(spec=spec)}
+    said = re.escape(
+        "agent ppo_route (runs/x/agent) was trained on some of these windows (seed 20260721): "
+        "the 2 test windows evaluated include 1 of its 1 train window (synthetic-0000) and 1 of "
+        "its 1 validation window (synthetic-0002); trained on bursted_synthetic "
+        "(train_windows=1 test_windows=1), here "
+        f"{own} (a make_dataset split of bursted_synthetic, seed 20260721): they are"
+    )
+    with pytest.raises(ValueError, match=said):
+        check_seen_windows(agents, {"ppo_route": "runs/x/agent"}, "trace", _params(own),
+                           "test", 2, allow=False)  # fmt: skip

@@ -113,13 +113,30 @@ FORMAT = TraceFormat(
 
 def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
     """The block size a dataset records for its split ``path``: the ``block_tokens`` of
-    the :data:`DATASET_INFO` file beside it, when that file describes a dataset of
-    :data:`DATASET_LAYOUT` whose splits include ``path`` (``test.jsonl`` for a ``test``
-    split, gzip-compressed or not: ``test.jsonl.gz``); None for any other file. A
-    symlink is looked at where it is and where it points (a link to a split, from a
-    folder of links, finds the dataset beside the split). A :data:`DATASET_INFO` that
-    is not JSON, or that describes such a dataset with no usable ``block_tokens``, is a
-    ConfigError naming it."""
+    its :data:`DATASET_INFO` (:func:`dataset_info`); None for any other file. A
+    :data:`DATASET_INFO` that is not JSON, or that describes such a dataset with no
+    usable ``block_tokens``, is a ConfigError naming it."""
+    found = dataset_info(path)
+    if found is None:
+        return None
+    info_path, info = found
+    value: Any = info.get("block_tokens")
+    if not is_number(value, integer=True) or value < 1:
+        raise ConfigError(
+            f"{info_path}, field 'block_tokens': must be an integer >= 1 (the tokens a hash "
+            f"of {Path(path).name} covers), got {value!r}"
+        )
+    return int(value)
+
+
+def dataset_info(path: str | os.PathLike[str]) -> tuple[Path, Mapping[str, Any]] | None:
+    """The :data:`DATASET_INFO` file describing the split ``path`` and its JSON object:
+    the one beside it, when that file describes a dataset of :data:`DATASET_LAYOUT`
+    whose splits include ``path`` (``test.jsonl`` for a ``test`` split,
+    gzip-compressed or not: ``test.jsonl.gz``); None for any other file. A symlink is
+    looked at where it is and where it points (a link to a split, from a folder of
+    links, finds the dataset beside the split). A :data:`DATASET_INFO` that is not
+    JSON is a ConfigError naming it."""
     file = Path(path)
     if not file.is_file():
         return None
@@ -129,14 +146,14 @@ def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
         if resolved != file.absolute():  # a link (a relative path is no link)
             places.append(resolved)
     for place in places:
-        recorded = _recorded_block_tokens(place)
-        if recorded is not None:
-            return recorded
+        found = _info_beside(place)
+        if found is not None:
+            return found
     return None
 
 
-def _recorded_block_tokens(file: Path) -> int | None:
-    """:func:`dataset_block_tokens` for the :data:`DATASET_INFO` beside ``file``."""
+def _info_beside(file: Path) -> tuple[Path, Mapping[str, Any]] | None:
+    """:func:`dataset_info` for the :data:`DATASET_INFO` beside ``file``."""
     info_path = file.with_name(DATASET_INFO)
     if not info_path.is_file():
         return None
@@ -153,13 +170,7 @@ def _recorded_block_tokens(file: Path) -> int | None:
     name = without_gz(file.name)  # as the dataset lists it
     if not isinstance(splits, Mapping) or name not in {f"{s}.jsonl" for s in splits}:
         return None
-    value: Any = info.get("block_tokens")
-    if not is_number(value, integer=True) or value < 1:
-        raise ConfigError(
-            f"{info_path}, field 'block_tokens': must be an integer >= 1 (the tokens a hash "
-            f"of {file.name} covers), got {value!r}"
-        )
-    return int(value)
+    return info_path, info
 
 
 def dataset_options(path: str | os.PathLike[str], options: ReadOptions) -> ReadOptions:
