@@ -93,6 +93,14 @@ class AgentSpec:
     its ``dataset`` path and each family's configuration, ``families``); None for any
     other trace, or a checkpoint saved before it was recorded (its ``env_kwargs``
     then say the workload, ``experiments.trained_on``)."""
+    started_from: list[dict[str, Any]] | None = None
+    """The windows of the agents whose weights it started from (``train.init_from``,
+    or the checkpoint ``resume=`` continued), each an object of that agent's folder
+    (``agent``), env ``workload`` and ``workload_params`` and its ``trace_file`` and
+    ``registered_windows`` (every window of its train and val splits for one saved
+    before those were recorded), then those it started from itself; [] for a run
+    from scratch, None for a checkpoint saved before it was recorded
+    (``experiments.trained_on.started_from``)."""
 
     def __post_init__(self) -> None:
         if self.algo not in ALGORITHMS:
@@ -571,6 +579,8 @@ def load_spec(folder: str | Path) -> AgentSpec:
             check_int(f"{path}: {name}", value, 1 if name == "hidden" else 0)
         elif not isinstance(value, kind):
             raise ValueError(f"{path}: {name} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
+    for i, entry in enumerate(data.get("started_from") or []):
+        _check_started_entry(f"{path}: started_from[{i}]", entry)
     norm = data.get("reward_norm")
     if norm is not None and not _reward_norm_ok(norm):
         raise ValueError(
@@ -594,6 +604,21 @@ def load_spec(folder: str | Path) -> AgentSpec:
             + ", ".join(sorted(takes))
         )
     return spec
+
+
+def _check_started_entry(where: str, entry: Any) -> None:
+    """A ``started_from`` entry is an object of exactly :data:`_STARTED_TYPES`' keys,
+    each of its type; else a ValueError naming ``where`` and the key."""
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where} must be a JSON object, got {entry!r}")
+    if set(entry) != set(_STARTED_TYPES):
+        odd = sorted(set(entry) ^ set(_STARTED_TYPES))[0]
+        said = "unknown" if odd in entry else "missing"
+        raise ValueError(f"{where}: {said} key {odd!r}; known: {', '.join(_STARTED_TYPES)}")
+    for key, kinds in _STARTED_TYPES.items():
+        if not isinstance(entry[key], kinds):
+            shown = " or ".join("null" if k is type(None) else _JSON_NAMES[k] for k in kinds)
+            raise ValueError(f"{where}.{key} must be a JSON {shown}, got {entry[key]!r}")
 
 
 def _reward_norm_ok(norm: Mapping[str, Any]) -> bool:
@@ -625,14 +650,29 @@ _FIELD_TYPES: dict[str, type] = {
     "reward_norm": dict,
     "trace_file": dict,
     "registered_windows": dict,
+    "started_from": list,
 }
 _NULLABLE = (
     "normalize_reward",
     "reward_norm",
     "trace_file",
     "registered_windows",
+    "started_from",
 )  # null: not recorded
-_JSON_NAMES: dict[type, str] = {str: "string", dict: "object", bool: "true or false"}
+_JSON_NAMES: dict[type, str] = {
+    str: "string",
+    dict: "object",
+    bool: "true or false",
+    list: "array",
+}
+# a started_from entry's keys and their types (None: null allowed)
+_STARTED_TYPES: dict[str, tuple[type, ...]] = {
+    "agent": (str,),
+    "workload": (str,),
+    "workload_params": (dict,),
+    "trace_file": (dict, type(None)),
+    "registered_windows": (dict, type(None)),
+}
 
 
 def _one_line(error: BaseException) -> str:

@@ -73,7 +73,13 @@ from experiments.jobs import (
     run_job,
     sweep_overrides,
 )
-from experiments.trained_on import trained_trace, trained_windows
+from experiments.trained_on import (
+    own_entry,
+    same_windows,
+    started_from,
+    trained_trace,
+    trained_windows,
+)
 
 register_configs()
 
@@ -1270,6 +1276,17 @@ def train(cfg: DictConfig) -> float:
     spec.registered_windows = trained_windows(
         cfg.workload.name, saved_kwargs["workload_params"], int(cfg.workload.seed), len(pool), n_val
     )
+    # and the windows of the agent whose weights it starts from, and of those it did
+    spec.started_from = []
+    earlier = cfg.resume or cfg.train.init_from
+    if earlier:
+        earlier_spec = resumed_spec if resumed_spec is not None else load_spec(earlier)
+        own = own_entry(spec)
+        spec.started_from = [
+            entry
+            for entry in started_from(str(earlier), earlier_spec)
+            if not same_windows(entry, own)
+        ]
     # the env's values (env.reward_scale, ...) are checked before the run folder; a
     # subproc worker's error would reach us only as a broken pipe, so one env is made here
     with naming_fields(env_paths(cfg)):

@@ -75,12 +75,15 @@ RECORDS = ("train.json", "results.json")
 evaluation, else ``results.json``)."""
 
 
-def trained_trace(workload: str, params: Mapping[str, Any], n_train: int, n_val: int) -> Any:
+def trained_trace(
+    workload: str, params: Mapping[str, Any], n_train: int | None, n_val: int | None
+) -> Any:
     """``agent.json``'s ``trace_file`` for a training run on ``workload`` with trace
     options ``params`` that uses the first ``n_train`` train windows and ``n_val``
-    validation windows (0: it validates on none): the file's resolved path, bytes and
-    sha256 (a hub dataset by name: its name, bytes and sha256 None); None for a
-    registered workload."""
+    validation windows (0: it validates on none; None: all of the split, for an agent
+    saved before they were recorded): the file's resolved path, bytes and sha256 (a
+    hub dataset by name: its name, bytes and sha256 None); None for a registered
+    workload."""
     from envs.workloads.trace_file import file_stamp
 
     if workload != TRACE_WORKLOAD:
@@ -92,7 +95,8 @@ def trained_trace(workload: str, params: Mapping[str, Any], n_train: int, n_val:
         record["sha256"] = stamp["sha256"]
     else:
         record = {"path": path, "bytes": None, "sha256": None}
-    return {**record, "train_windows": int(n_train), "val_windows": int(n_val)}
+    counts = {"train_windows": n_train, "val_windows": n_val}
+    return {**record, **{k: None if n is None else int(n) for k, n in counts.items()}}
 
 
 def trained_windows(
@@ -189,6 +193,75 @@ def _dataset_record(params: Mapping[str, Any], n_train: int, n_val: int) -> Any:
         "dataset": str(Path(path).resolve()),
         "families": dataset["families"],
     }
+
+
+def started_from(folder: str | os.PathLike[str], spec: Any) -> list[dict[str, Any]]:
+    """``agent.json``'s ``started_from`` for a run that starts from the weights of the
+    agent ``spec`` saved in ``folder`` (``train.init_from``, or the checkpoint
+    ``resume=`` continues): that agent's windows (its folder as the run was given
+    it, its env's workload and parameters, its ``trace_file`` and
+    ``registered_windows``), then those of the agents it started from itself (each
+    once; ``agents.algorithms.AgentSpec.started_from``). An agent saved before its
+    windows were recorded is entered with every window of its train and val splits
+    (a trace's file as it is now, at the path its run was given)."""
+    from envs.workloads.registry import DEFAULT_WORKLOAD
+
+    kwargs = spec.env_kwargs
+    workload = str(kwargs.get("workload", DEFAULT_WORKLOAD))
+    params = dict(kwargs.get("workload_params") or {})
+    trace = spec.trace_file
+    if workload == TRACE_WORKLOAD and trace is None:
+        trace = trained_trace(workload, {"path": trained_path(spec, folder)}, None, None)
+    try:
+        registered = _registered_record(spec)
+    except (ValueError, TypeError):  # a workload or parameters this registry does not know
+        registered = None
+    entry = {
+        "agent": str(folder),
+        "workload": workload,
+        "workload_params": params,
+        "trace_file": trace,
+        "registered_windows": registered,
+    }
+    entries: list[dict[str, Any]] = []
+    for earlier in [entry, *(getattr(spec, "started_from", None) or [])]:
+        if not any(same_windows(earlier, e) for e in entries):
+            entries.append(dict(earlier))
+    return entries
+
+
+def same_windows(one: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether two ``started_from`` entries (or an entry and a run's own records)
+    record the same windows, whichever agent they name."""
+    return all(one.get(k) == other.get(k) for k in (set(one) | set(other)) - {"agent"})
+
+
+def own_entry(spec: Any) -> dict[str, Any]:
+    """An agent's own records as a ``started_from`` entry's are (no ``agent``)."""
+    kwargs = spec.env_kwargs
+    return {
+        "workload": kwargs.get("workload"),
+        "workload_params": dict(kwargs.get("workload_params") or {}),
+        "trace_file": spec.trace_file,
+        "registered_windows": spec.registered_windows,
+    }
+
+
+def _lineage(spec: Any, folder: Any) -> list[tuple[Any, Any, str]]:
+    """An agent's records to check, each as (a spec-like object, its folder, the words
+    that introduce it): its own, then each ``started_from`` entry's."""
+    from types import SimpleNamespace
+
+    views: list[tuple[Any, Any, str]] = [(spec, folder, "")]
+    for entry in getattr(spec, "started_from", None) or []:
+        earlier = SimpleNamespace(
+            env_kwargs={"workload": entry["workload"], "workload_params": entry["workload_params"]},
+            trace_file=entry.get("trace_file"),
+            registered_windows=entry.get("registered_windows"),
+            started_from=None,
+        )
+        views.append((earlier, entry["agent"], f"started from {entry['agent']}, which "))
+    return views
 
 
 def agent_run(folder: str | os.PathLike[str]) -> Path:
@@ -540,21 +613,28 @@ def check_seen_windows(
     ``seed``), or of a dataset of one as a trace, the same windows as its own
     (:func:`seen_registered`, :func:`seen_in_dataset`). The line names the agent,
     the counts and the options that differ from its training run's; with ``allow``,
-    it is a one-line warning instead. Returns the labels of the agents warned of."""
+    it is a one-line warning instead. The windows of the agents it started from
+    (``started_from``) are checked the same way. Returns the labels of the agents
+    warned of."""
     warned = []
     for label, agent in agents.items():
         if label not in folders:  # (a sampling twin of an agent checked already)
             continue
-        if workload == TRACE_WORKLOAD:
-            said = _seen_in_trace(agent.spec, folders[label], params, split, limit)
-            if said is None:
-                said = _seen_dataset_text(agent.spec, params, split, limit)
-        else:
-            said = _seen_registered_text(agent.spec, workload, params, seed, split, limit)
-        if said is None:
+        found = None
+        for spec, folder, via in _lineage(agent.spec, folders[label]):
+            if workload == TRACE_WORKLOAD:
+                said = _seen_in_trace(spec, folder, params, split, limit)
+                if said is None:
+                    said = _seen_dataset_text(spec, params, split, limit)
+            else:
+                said = _seen_registered_text(spec, workload, params, seed, split, limit)
+            if said is not None:
+                found = (via, *said)
+                break
+        if found is None:
             continue
-        message, remedy = said
-        message = f"agent {label} ({folders[label]}) was trained on {message}"
+        via, message, remedy = found
+        message = f"agent {label} ({folders[label]}) {via}was trained on {message}"
         if not allow:
             raise ValueError(
                 f"{message}: they are no held-out windows for it (evaluate it with the "

@@ -22,6 +22,7 @@ from experiments.trained_on import (
     seen_in_dataset,
     seen_registered,
     seen_windows,
+    started_from,
     trace_notes,
     trained_path,
     trained_trace,
@@ -486,3 +487,155 @@ def test_a_dataset_s_split_evaluated_is_refused_the_registered_windows_an_agent_
     with pytest.raises(ValueError, match=said):
         check_seen_windows(agents, {"ppo_route": "runs/x/agent"}, "trace", _params(own),
                            "test", 2, allow=False)  # fmt: skip
+
+
+def test_a_run_started_from_an_agent_records_its_windows_and_those_it_started_from() -> None:
+    """started_from: the agent's own records, then those it started from itself, each
+    once; an agent saved before the record enters with its whole train and val
+    splits (bursted_synthetic at its own counts: synthetic-0001, -0004, -0005, -0006,
+    -0014 and synthetic-0020 to -0024)."""
+    first = _registered(params={**TINY, **SMALL})
+    first.env_kwargs["workload_params"] = {**TINY, **SMALL}
+    entries = started_from("runs/a/agent", first)
+    assert entries == [
+        {
+            "agent": "runs/a/agent",
+            "workload": "bursted_synthetic",
+            "workload_params": {**TINY, **SMALL},
+            "trace_file": None,
+            "registered_windows": first.registered_windows,
+        }
+    ]
+    second = SimpleNamespace(
+        env_kwargs={"workload": "bursted_synthetic", "workload_params": TINY},
+        trace_file=None,
+        registered_windows=trained_windows("bursted_synthetic", TINY, 20260721, 2, 0),
+        started_from=entries,
+    )
+    chain = started_from("runs/b/agent", second)
+    assert [e["agent"] for e in chain] == ["runs/b/agent", "runs/a/agent"]
+    assert chain[0]["registered_windows"]["train"] == ["synthetic-0001", "synthetic-0004"]
+    # an agent it started from twice (resumed on the same windows) is entered once
+    again = SimpleNamespace(**{**vars(second), "started_from": chain})
+    assert [e["agent"] for e in started_from("runs/b/last", again)] == [
+        "runs/b/last",
+        "runs/a/agent",
+    ]
+    old = _registered(workload="bursted_synthetic", workload_params={}, data_seed=20260721)
+    (entry,) = started_from("agents/zoo/x", old)
+    assert entry["registered_windows"]["train"] == [
+        "synthetic-0001", "synthetic-0004", "synthetic-0005", "synthetic-0006", "synthetic-0014"
+    ]  # fmt: skip
+    assert entry["registered_windows"]["val"] == [f"synthetic-00{i}" for i in range(20, 25)]
+    # it is checked as the agent's own: the workload at its own counts tests first on
+    # synthetic-0000, the first agent's train window
+    started = SimpleNamespace(spec=second)
+    folders = {"ppo_route": "runs/b/agent"}
+    said = re.escape(
+        "agent ppo_route (runs/b/agent) started from runs/a/agent, which was trained on "
+        "some of these windows (seed 20260721): the 1 test window evaluated is 1 of its 1 "
+        "train window (synthetic-0000); trained on bursted_synthetic (train_windows=1 "
+        "test_windows=1), here bursted_synthetic (its own window counts): they are"
+    )
+    agents = {"ppo_route": started}
+    with pytest.raises(ValueError, match=said):
+        check_seen_windows(agents, folders, "bursted_synthetic", TINY, "test", 1, allow=False)
+    # its own test windows at its counts hold none of either's
+    none = SimpleNamespace(spec=SimpleNamespace(**{**vars(second), "started_from": []}))
+    check_seen_windows({"x": none}, {"x": "x"}, "bursted_synthetic", TINY, "test", 1, False)
+
+
+def test_a_trace_agent_it_started_from_is_checked_on_its_trace(tmp_path: Path) -> None:
+    """An agent started from one trained on mc.jsonl is refused that trace's windows
+    as that agent is: the test split from 10 s (test_fraction=0.7) overlaps its third
+    train window (10-15 s) and its val window (15-20 s), not the first two (0-10 s);
+    one saved before trace_file counts its whole splits, the file as it is now."""
+    path = write_jsonl(tmp_path / "mc.jsonl", _rows())
+    here = _params(path, window_s=5.0, test_fraction=0.7)
+    for n_train, n_val, record, counts in (
+        (3, 1, True, (1, 3, 1, 1)),
+        (2, 0, True, (0, 2, 0, 0)),
+        (2, 0, False, (1, 3, 1, 1)),
+    ):
+        (entry,) = started_from(str(tmp_path / "a"), _spec(path, n_train, n_val, record))
+        assert entry["trace_file"]["sha256"] is not None
+        assert entry["trace_file"]["train_windows"] == (n_train if record else None)
+        kwargs = {"workload": "trace", "workload_params": entry["workload_params"]}
+        view = SimpleNamespace(env_kwargs=kwargs, trace_file=entry["trace_file"])
+        assert seen_windows(view, entry["agent"], here, "test", None) == counts
+        spec = SimpleNamespace(**vars(_registered()), started_from=[entry])
+        agents, folders = {"b": SimpleNamespace(spec=spec)}, {"b": "b"}
+        if counts[0] == 0:
+            check_seen_windows(agents, folders, "trace", here, "test", None, allow=False)
+            continue
+        said = f"started from {tmp_path / 'a'}, which was trained on this trace: the 4 test"
+        with pytest.raises(ValueError, match=re.escape(said)):
+            check_seen_windows(agents, folders, "trace", here, "test", None, allow=False)
+
+
+def test_agent_json_s_started_from_is_checked_on_load(tmp_path: Path) -> None:
+    from agents.algorithms import load_spec
+
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    base = {"algo": "ppo", "env": "route", "env_kwargs": {}}
+    entry = {
+        "agent": "a",
+        "workload": "bursted_synthetic",
+        "workload_params": {},
+        "trace_file": None,
+        "registered_windows": None,
+    }
+    for started, said in (
+        ({"agent": "a"}, "started_from must be a JSON array, got {'agent': 'a'}"),
+        (["a"], "started_from[0] must be a JSON object, got 'a'"),
+        ([{**entry, "x": 1}], "started_from[0]: unknown key 'x'; known: agent, workload, "),
+        ([{"agent": "a"}], "started_from[0]: missing key 'registered_windows'; known: "),
+        (
+            [{**entry, "trace_file": "f"}],
+            "started_from[0].trace_file must be a JSON object or null, got 'f'",
+        ),
+    ):
+        (agent / "agent.json").write_text(json.dumps({**base, "started_from": started}))
+        with pytest.raises(ValueError, match=re.escape(f"{agent / 'agent.json'}: {said}")):
+            load_spec(agent)
+    (agent / "agent.json").write_text(json.dumps({**base, "started_from": [entry]}))
+    assert load_spec(agent).started_from == [entry]
+
+
+@pytest.mark.slow
+def test_train_from_an_agent_records_its_windows_and_evaluate_refuses_them(
+    tmp_path: Path,
+) -> None:
+    """tiny at train_windows=1 test_windows=1 trains on synthetic-0000; a run from its
+    weights at tiny's own counts (train.init_from, or resume=) trains on others, and
+    evaluate refuses it tiny's first test window, synthetic-0000; resumed at the same
+    counts, there is nothing more to record."""
+    from agents.algorithms import load_spec
+    from experiments.evaluate import evaluate
+    from experiments.train import train
+
+    quiet = ["logger=none", "train.total_timesteps=0", "train.evaluate=false",
+             "train.progress=false"]  # fmt: skip
+    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1"]
+    train(_compose("train", ["workload=tiny", *counts, *quiet, f"out_dir={tmp_path / 'a'}"]))
+    first = tmp_path / "a" / "agent"
+    assert load_spec(first).started_from == []
+    said = re.escape(f"started from {first}, which was trained on some of these windows")
+    for option in ("train.init_from", "resume"):
+        run = tmp_path / option
+        train(_compose("train", ["workload=tiny", f"{option}={first}", *quiet, f"out_dir={run}"]))
+        spec = load_spec(run / "agent")
+        assert spec.registered_windows["train"] == ["synthetic-0001", "synthetic-0004"]
+        (entry,) = spec.started_from
+        assert entry["agent"] == str(first)
+        assert entry["registered_windows"] == load_spec(first).registered_windows
+        cfg = _compose("evaluate", [f"checkpoint=[{run / 'agent'}]", "workload=tiny",
+                                    "logger=none", "policies=[cache_aware]", "progress=false",
+                                    f"out_dir={tmp_path / 'eval'}"])  # fmt: skip
+        with pytest.raises(ValueError, match=said):
+            evaluate(cfg)
+    again = tmp_path / "again"
+    train(_compose("train", ["workload=tiny", *counts, f"resume={first}", *quiet,
+                             f"out_dir={again}"]))  # fmt: skip
+    assert load_spec(again / "agent").started_from == []
