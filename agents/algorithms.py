@@ -35,10 +35,10 @@ from agents.networks import (
     NodeScoringPolicy,
     NodeSetExtractor,
 )
-from envs.cluster_env import env_arguments
+from envs.cluster_env import env_arguments, flag_arguments
 from envs.encoder import OBSERVATION_OPTIONS
 from envs.files import folder_atomic, fsync_file, naming_file, read_json, write_json_atomic
-from envs.sim.checks import check_int, checked_number
+from envs.sim.checks import check_flag, check_int, checked_number
 from envs.sim.errors import ConfigError, SettingWarning
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
@@ -603,7 +603,30 @@ def load_spec(folder: str | Path) -> AgentSpec:
             f"{path}: env_kwargs key {unknown[0]!r} is no argument of {spec.env_id}; known: "
             + ", ".join(sorted(takes))
         )
+    try:
+        check_saved_options(spec)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: env_kwargs.{error}") from None
     return spec
+
+
+def check_saved_options(spec: AgentSpec) -> None:
+    """The ``env_kwargs`` values an agent reads itself when it runs without its env
+    (``agents.adapter``, :func:`policy_for`), checked as the env checks them when it
+    is made: each flag is a bool (``"false"`` would read as true), ``time_unit`` one
+    of the units, and a thresholds agent's ``epoch_s`` and ``y_tokens``. A
+    ConfigError naming the option."""
+    from envs.encoder import check_time_unit
+    from envs.thresholds import check_epoch_s, check_y_tokens
+
+    kwargs = spec.env_kwargs
+    for name in sorted(flag_arguments(spec.env_id) & set(kwargs)):
+        check_flag(name, kwargs[name])
+    if "time_unit" in kwargs:
+        check_time_unit(kwargs["time_unit"])
+    if spec.env == "thresholds":
+        check_epoch_s(kwargs.get("epoch_s", 1.0))
+        check_y_tokens(kwargs.get("y_tokens"))
 
 
 def _check_started_entry(where: str, entry: Any) -> None:

@@ -59,6 +59,19 @@ def env_arguments(env_id: str) -> frozenset[str]:
     return _keyword_arguments(ClusterEnv) | _keyword_arguments(_env_class(env_id))
 
 
+@functools.cache
+def flag_arguments(env_id: str) -> frozenset[str]:
+    """The flags among :func:`env_arguments` (those whose default is a bool: ``hints``,
+    ``speculate``, ...): each must be a bool (``check_flag``), which the env checks
+    when it is made."""
+    return frozenset(
+        p.name
+        for cls in (ClusterEnv, _env_class(env_id))
+        for p in inspect.signature(cls.__init__).parameters.values()  # type: ignore[misc]
+        if isinstance(p.default, bool)
+    )
+
+
 def _env_class(env_id: str) -> type:
     import envs
 

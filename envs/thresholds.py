@@ -72,6 +72,11 @@ def thresholds_action_sizes(eft_rules: bool, spread_rules: bool) -> tuple[int, .
 PREFIX_FEATURE_TOKENS = 256
 
 
+def check_epoch_s(value: Any) -> None:
+    """``epoch_s`` (simulated seconds per decision epoch) must be a number > 0."""
+    check_number("epoch_s", value, positive=True)
+
+
 def check_y_tokens(value: Any) -> None:
     """``y_tokens`` (the controller's BTB key, in tokens) must be None or a whole
     number of at least the smallest minimum prefix an action sets (below it every
@@ -250,7 +255,7 @@ class ThresholdsEnv(ClusterEnv):
         y_tokens: int | None = None,
         **kwargs: Any,
     ) -> None:
-        check_number("epoch_s", epoch_s, positive=True)
+        check_epoch_s(epoch_s)
         check_y_tokens(y_tokens)
         refuse_other_envs_options(kwargs, type(self))
         # taken at its default, so a value no route env takes is said to be one

@@ -479,6 +479,49 @@ def test_agent_json_with_a_wrong_key_is_one_line(
     assert err.startswith(f"error: experiments.compare: {folder / 'agent.json'}: {message}")
 
 
+@pytest.mark.parametrize(
+    ("agent", "option", "value", "message"),
+    [
+        # a flag as a string: bool("false") is True, the agent ran with hints on
+        ("bc_route_warm", "hints", "false", "must be true or false (a bool), got 'false'"),
+        ("bc_route_warm", "speculate", 0, "must be true or false (a bool), got 0"),
+        ("bc_route_warm", "step_wait", "true", "must be true or false (a bool), got 'true'"),
+        (
+            "bc_route_warm",
+            "time_unit",
+            "minutes",
+            "must be one of seconds, reference, got 'minutes'",
+        ),
+        ("ppo_thresholds_eft", "eft_rules", "false", "must be true or false (a bool), got 'false'"),
+        ("ppo_thresholds_eft", "spread_rules", None, "must be true or false (a bool), got None"),
+        ("ppo_thresholds_eft", "epoch_s", "2", "must be a finite number > 0, got '2'"),
+        ("ppo_thresholds_eft", "y_tokens", 8192.5, "must be an integer >= 1, got 8192.5"),
+    ],
+)
+def test_agent_json_s_env_kwargs_are_checked_as_the_env_checks_them(
+    agent: str,
+    option: str,
+    value: Any,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import shutil
+
+    folder = tmp_path / "agent"
+    shutil.copytree(ROOT / "agents" / "zoo" / agent, folder)
+    data = json.loads((folder / "agent.json").read_text())
+    data["env_kwargs"][option] = value
+    (folder / "agent.json").write_text(json.dumps(data))
+    args = [f"agents={folder}", "policies=least_load", "windows=1", f"out_dir={tmp_path / 'o'}"]
+    assert main_guard(lambda: compare.main(args)) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: experiments.compare: {folder / 'agent.json'}: env_kwargs.{option} {message}\n"
+    )
+    assert not (tmp_path / "o").exists()
+
+
 def test_resume_target_below_the_checkpoint_is_rejected(tmp_path: Path) -> None:
     from dataclasses import asdict
 
