@@ -162,3 +162,25 @@ def test_a_file_in_no_supported_format_says_so_naming_it(
         "begins with b'{\"ti', not parquet's b'PAR1'\n"
     )
     assert not (tmp_path / "run").exists()
+
+
+def test_a_bursted_arrival_past_a_month_in_its_window_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Bursted-ART ``arrival_s`` that is no time in a window (Unix seconds) is one
+    line naming the row: read as it is, every TTFT of its window was lost to rounding
+    (1.7e18 s, nanoseconds read as seconds: mean TTFT 0.0)."""
+    rows = [
+        {"trace_id": "w", "arrival_s": t, "input_length": 512, "hash_ids": [1, 2 + i]}
+        for i, t in enumerate([0.0, 1_700_000_000, 2.0])
+    ]
+    path = tmp_path / "bursted.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _compare(path) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.compare: {path}, line 2, field 'arrival_s': 1700000000 is "
+        "19,676 days after the start of window 'w', read as s: arrival_s counts from its "
+        "window's start, and no window spans more than 31 days (an absolute time such as "
+        "Unix seconds is not one; if it counts a finer unit, set workload.time_unit= to it)\n"
+    )
+    assert not (tmp_path / "run").exists()

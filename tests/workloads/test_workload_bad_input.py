@@ -548,3 +548,27 @@ def test_blocks_that_are_not_block_ids_are_refused_in_one_line(blocks: Any, said
         _blocks_workload(lambda i: made)
     assert str(refused.value).startswith(f"workload 'mine', request 'r0': {said}")
     assert "\n" not in str(refused.value)
+
+
+def test_a_bursted_arrival_is_at_most_a_month_into_its_window(tmp_path: Path) -> None:
+    """31 days (2,678,400 s) into a window is read, a second more is refused (or
+    skipped and counted); the bound is in seconds, after ``time_unit``."""
+    month = 31 * 86_400
+    rows = bursted_rows("w", n=3)
+    rows[2]["arrival_s"] = month
+    path = write_jsonl(tmp_path / "month.jsonl", rows)
+    (window,) = iter_bursted_windows(path)
+    assert [r.arrival_s for r in window.requests] == [1.0, 2.0, month]
+    rows[2]["arrival_s"] = month + 1
+    path = write_jsonl(tmp_path / "past.jsonl", rows)
+    with pytest.raises(TraceFormatError, match="line 3, field 'arrival_s': 2678401 is 31 days"):
+        list(iter_bursted_windows(path))
+    report = ReadReport(source=str(path))
+    options = ReadOptions(skip_bad_rows=True, max_bad_fraction=0.5)
+    with pytest.warns(TraceWarning, match="skipped 1 malformed row"):
+        (window,) = iter_bursted_windows(path, options=options, report=report)
+    assert [r.arrival_s for r in window.requests] == [1.0, 2.0]
+    assert (report.rows_read, report.rows_skipped) == (2, 1)
+    # the same number in milliseconds is 44.6 minutes into the window
+    (window,) = iter_bursted_windows(path, options=ReadOptions(time_unit="ms"))
+    assert [r.arrival_s for r in window.requests] == [0.001, 0.002, (month + 1) / 1000]

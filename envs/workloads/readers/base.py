@@ -439,6 +439,29 @@ def check_context(
         )
 
 
+def check_window_time(
+    parsed: ParsedRow, fmt: TraceFormat, units_per_s: float, loc: RowLocation
+) -> None:
+    """Reject a window-relative time (Bursted-ART ``arrival_s``) more than
+    :data:`PLAUSIBLE_SPAN_S` (a month) after its window's start: no window is that
+    long, and at such a time (an absolute one, Unix seconds or nanoseconds) a
+    prefill's milliseconds are lost to rounding, so its TTFT would read 0."""
+    seconds = parsed.time / units_per_s
+    if seconds > PLAUSIBLE_SPAN_S:
+        time = plain_number(parsed.time) if parsed.time < 1e21 else f"{parsed.time:.4g}"
+        raise TraceFormatError(
+            loc.path,
+            loc.line,
+            fmt.time_field,
+            f"{time} is {_days(seconds)} days after the start of "
+            f"window {parsed.window!r}, read as {unit_name(units_per_s)}: {fmt.time_field} "
+            f"counts from its window's start, and no window spans more than "
+            f"{PLAUSIBLE_SPAN_S / 86_400:.0f} days (an absolute time such as Unix seconds "
+            "is not one; if it counts a finer unit, set {time_unit}= to it)",
+            ("time_unit",),
+        )
+
+
 def plain_number(number: float) -> str:
     """A timestamp or a count of seconds as a message says it: a whole number as a
     file writes it (``1700001497495``, not ``1700001497495.0``), any other to the
@@ -479,6 +502,11 @@ class RowStream:
         self.options = options
         self.report = report
         self.block_tokens = options.block_tokens or fmt.block_tokens
+        self.window_units_per_s = (
+            window_units_per_s(fmt, options.time_unit) if fmt.windowed else None
+        )
+        """Units per second of a windowed format's window-relative times, which
+        :func:`check_window_time` bounds (None: a format of absolute times)."""
         self.parse_row = fmt.new_parser()
         self.fields = fmt.fields
         self.stopped_at: tuple[int, Mapping[str, Any] | TraceFormatError] | None = None
@@ -511,6 +539,8 @@ class RowStream:
                 check_block_count(parsed, self.block_tokens, loc, self.block_origin)
             if options.max_context_tokens is not None:
                 check_context(parsed, options.max_context_tokens, loc, options.skip_bad_rows)
+            if self.window_units_per_s is not None:
+                check_window_time(parsed, self.fmt, self.window_units_per_s, loc)
         except TraceFormatError as error:
             if not options.skip_bad_rows:
                 raise
