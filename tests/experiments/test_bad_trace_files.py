@@ -184,3 +184,50 @@ def test_a_bursted_arrival_past_a_month_in_its_window_is_refused(
         "Unix seconds is not one; if it counts a finer unit, set workload.time_unit= to it)\n"
     )
     assert not (tmp_path / "run").exists()
+
+
+def _packed(kind: str, path: Path) -> None:
+    """TEXT (or, for ``parquet.gz``, ROWS as parquet) packed as ``kind``."""
+    import bz2
+    import lzma
+    import zipfile
+
+    if kind == "bzip2":
+        path.write_bytes(bz2.compress(TEXT.encode()))
+    elif kind == "xz":
+        path.write_bytes(lzma.compress(TEXT.encode()))
+    elif kind == "zstd":  # (no zstd in the standard library: its frame's first bytes)
+        path.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(range(200)))
+    elif kind == "zip":
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("trace.jsonl", TEXT)
+    else:
+        path.write_bytes(gzip.compress(_parquet(path.with_suffix(".plain")).read_bytes()))
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "says"),
+    [
+        ("bzip2", "t.jsonl.bz2", "bzip2-compressed, and only JSONL (plain or gzip-compressed) "
+         "and parquet are read: unpack it first (bunzip2 -k t.jsonl.bz2)"),
+        ("xz", "t.jsonl.xz", "xz-compressed, and only JSONL (plain or gzip-compressed) "
+         "and parquet are read: unpack it first (unxz -k t.jsonl.xz)"),
+        ("zstd", "t.jsonl.zst", "zstd-compressed, and only JSONL (plain or gzip-compressed) "
+         "and parquet are read: unpack it first (zstd -d t.jsonl.zst)"),
+        ("zip", "t.zip", "zip-compressed, and only JSONL (plain or gzip-compressed) "
+         "and parquet are read: unpack it first (unzip t.zip)"),
+        ("parquet.gz", "t.parquet.gz", "a gzip-compressed parquet file, which is not read "
+         "(parquet compresses its own pages): decompress it first (gunzip -k t.parquet.gz)"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("fmt", ["auto", "mooncake"])
+def test_a_file_packed_in_a_way_not_read_says_how_to_unpack_it(
+    kind: str, name: str, says: str, fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Read as JSONL, such a file was said to be Latin-1 text, with an iconv line."""
+    path = tmp_path / name
+    _packed(kind, path)
+    assert _compare(path, f"workload.format={fmt}") == 2
+    err = capsys.readouterr().err
+    assert err == f"error: experiments.compare: {path}: the file is {says}\n"
+    assert not (tmp_path / "run").exists()

@@ -256,7 +256,51 @@ def file_rows(
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"trace file not found: {file}")
-    return parquet_rows(file) if is_parquet(file) else jsonl_rows(file)
+    if is_parquet(file):
+        return parquet_rows(file)
+    refuse_other_packing(file)
+    return jsonl_rows(file)
+
+
+OTHER_COMPRESSIONS = (
+    (b"BZh", "bzip2", "bunzip2 -k"),
+    (b"\xfd7zXZ\x00", "xz", "unxz -k"),
+    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
+    (b"PK\x03\x04", "zip", "unzip"),
+)
+"""The first bytes of the compressed and archive formats a trace is not read from
+(only gzip is), with each one's name and the command that unpacks it."""
+
+
+def refuse_other_packing(file: Path) -> None:
+    """A :class:`TraceFormatError` naming ``file`` when it is packed in a way no reader
+    reads: compressed other than with gzip (:data:`OTHER_COMPRESSIONS`, told by its
+    first bytes), or parquet compressed with gzip. Read as JSONL, its bytes were said
+    to be text in another encoding, with an ``iconv`` line that cannot help."""
+    head = first_bytes(file, 6)
+    for magic, name, unpack in OTHER_COMPRESSIONS:
+        if head.startswith(magic):
+            raise TraceFormatError(
+                str(file),
+                0,
+                None,
+                f"the file is {name}-compressed, and only JSONL (plain or gzip-compressed) "
+                f"and parquet are read: unpack it first ({unpack} {file.name})",
+            )
+    if head.startswith(GZIP_MAGIC):
+        try:
+            with gzip.GzipFile(file, "rb") as handle:
+                inner = handle.read(len(PARQUET_MAGIC))
+        except (OSError, EOFError, zlib.error):
+            return  # the JSONL reader names where it breaks
+        if inner == PARQUET_MAGIC:
+            raise TraceFormatError(
+                str(file),
+                0,
+                None,
+                "the file is a gzip-compressed parquet file, which is not read (parquet "
+                f"compresses its own pages): decompress it first (gunzip -k {file.name})",
+            )
 
 
 def is_parquet(file: Path) -> bool:
