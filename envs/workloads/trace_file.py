@@ -242,10 +242,13 @@ def _hub_read_errors() -> tuple[type[BaseException], ...]:
 def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatError:
     """The error for a local file the ``datasets`` library could not read past row
     ``read``: the first bad line the project's own reader finds in it (file, line,
-    what is wrong; a file of no JSON object rows is in no supported format), else
-    the library's message on the row after ``read``."""
+    what is wrong; a file of no JSON object rows is in no supported format; a file
+    of no rows, a header-only parquet file, has none to tell the layout from), else
+    the library's message, from the row after ``read`` on: the library reads rows in
+    blocks, so the one it cannot read may be any of the block that row begins."""
     try:
-        first_row(file)  # raises for a file of no JSON object rows (a CSV file)
+        if first_row(file) is None:  # raises for a file of no JSON object rows (a CSV file)
+            return TraceFormatError(str(file), 1, None, "no rows to tell the layout from")
         for _, row in file_rows(file):
             if isinstance(row, TraceFormatError):
                 return row
@@ -255,7 +258,9 @@ def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatE
         str(file),
         read + 1,
         None,
-        f"the datasets library cannot read this row ({first_line(error)})",
+        f"the datasets library cannot read the file from this row on ({first_line(error)}); "
+        "it reads without {format}=hub",
+        ("format",),
     )
 
 

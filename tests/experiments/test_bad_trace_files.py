@@ -77,7 +77,8 @@ def test_a_hub_read_error_the_own_reader_cannot_place_names_the_row(tmp_path: Pa
     path.write_text(TEXT)
     error = _hub_file_error(path, 5, ValueError("cannot cast\nsecond line"))
     assert str(error) == (
-        f"{path}, line 6, row: the datasets library cannot read this row (cannot cast)"
+        f"{path}, line 6, row: the datasets library cannot read the file from this row on "
+        "(cannot cast); it reads without format=hub"
     )
 
 
@@ -231,3 +232,38 @@ def test_a_file_packed_in_a_way_not_read_says_how_to_unpack_it(
     err = capsys.readouterr().err
     assert err == f"error: experiments.compare: {path}: the file is {says}\n"
     assert not (tmp_path / "run").exists()
+
+
+def test_format_hub_on_a_header_only_parquet_file_says_it_has_no_rows(
+    tmp_path: Path, offline_hub: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As an empty JSONL file does; it quoted pyarrow's ``BatchSize must be greater
+    than 0, got 0`` as the first row's fault."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "header.parquet"
+    pq.write_table(pa.Table.from_pylist(ROWS[:3]).slice(0, 0), path)
+    assert _compare(path, "workload.format=hub") == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.compare: {path}, line 1, row: no rows to tell the layout from\n"
+    )
+
+
+def test_format_hub_does_not_blame_the_first_row_for_a_later_one(
+    tmp_path: Path, offline_hub: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A block the library cannot read (an id past 64 bits on line 6, which the
+    project's reader takes) is named from its first row on, and the file read without
+    format=hub; it said the datasets library "cannot read this row" of line 1."""
+    rows = [{**r, "hash_ids": [f"h{h}" for h in r["hash_ids"]]} for r in ROWS[:10]]
+    rows[5]["hash_ids"] = [2**70, 1, 2]  # (ints among strings)
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _compare(path, "workload.format=hub") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: experiments.compare: {path}, line 1, row: the datasets library cannot read "
+        "the file from this row on ("
+    )
+    assert err.endswith("); it reads without workload.format=hub\n") and err.count("\n") == 1
+    assert _compare(path) == 0  # as it says
