@@ -169,7 +169,7 @@ class TracePlan:
 
 
 def _check_path(options: TraceOptions) -> Path | None:
-    """The trace file, checked; None for a hub dataset given by name."""
+    """The trace file, checked; None for a hub dataset given by name or by its folder."""
     path = options.path
     if not path:
         raise ConfigError.about(
@@ -177,8 +177,13 @@ def _check_path(options: TraceOptions) -> Path | None:
         )
     file = Path(path)
     if file.is_dir():
+        if options.format == HUB:
+            return None  # a dataset's folder, which the datasets library reads as a name
         raise ConfigError(
-            f"{{path}}={path!r} is a folder; give one trace file", ("path",), "TraceOptions"
+            f"{{path}}={path!r} is a folder; give one trace file (or {{format}}=hub to read "
+            "a dataset's folder through the datasets library)",
+            ("path", "format"),
+            "TraceOptions",
         )
     if file.is_file():
         return file
@@ -213,8 +218,45 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
         except _hub_read_errors() as error:
             raise _hub_file_error(file, 0, error) from None
         return str(file), _hub_file_rows(file, dataset)
-    dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
-    return f"{options.path}[{options.hub_split}]", enumerate(iter(dataset), start=1)
+    label = f"{options.path}[{options.hub_split}]"
+    if _saved_to_disk(file):
+        return label, enumerate(_saved_split(datasets, file, options.hub_split), start=1)
+    with _datasets_quiet():
+        dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
+    return label, enumerate(_quiet_rows(dataset), start=1)
+
+
+def _quiet_rows(dataset: Any) -> Iterator[Any]:
+    """A dataset's rows, its library's log lines held back while they are read."""
+    with _datasets_quiet():
+        yield from dataset
+
+
+SAVED_MARKS = ("dataset_dict.json", "state.json")
+"""Files one of which a folder ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``
+wrote holds (``load_dataset`` refuses such a folder: ``load_from_disk`` reads it)."""
+
+
+def _saved_to_disk(folder: Path) -> bool:
+    """Whether ``folder`` is a dataset the ``datasets`` library saved to disk."""
+    return folder.is_dir() and any((folder / mark).is_file() for mark in SAVED_MARKS)
+
+
+def _saved_split(datasets: Any, folder: Path, split: str) -> Any:
+    """The rows of split ``split`` of a dataset saved to ``folder`` (a ``Dataset``
+    saved alone has one split, whatever its name)."""
+    with _datasets_quiet():
+        dataset = datasets.load_from_disk(str(folder))
+    if isinstance(dataset, datasets.DatasetDict):
+        if split not in dataset:
+            raise ConfigError(
+                f"{{hub_split}}={split!r}: the dataset saved in {folder} has the splits "
+                + ", ".join(dataset),
+                ("hub_split",),
+                "TraceOptions",
+            )
+        dataset = dataset[split]
+    return iter(dataset)
 
 
 def _hub_file_rows(file: Path, dataset: Any) -> RowSource:
@@ -264,25 +306,33 @@ def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatE
     )
 
 
-_QUIET_DEPTH = [0, logging.NOTSET]
-"""How many :func:`_datasets_quiet` blocks are open, and the level to restore."""
+_QUIET_LOGGERS = ("datasets", "huggingface_hub")
+"""The loggers :func:`_datasets_quiet` holds back: the library's, and that of the hub
+client it reads a dataset's folder with (``Repo card metadata block was not found``
+for a folder whose README.md has no metadata)."""
+_QUIET_DEPTH = [0]
+"""How many :func:`_datasets_quiet` blocks are open."""
+_QUIET_LEVELS: dict[str, int] = {}
+"""The levels of :data:`_QUIET_LOGGERS` to restore when the outermost block ends."""
 
 
 @contextlib.contextmanager
 def _datasets_quiet() -> Iterator[None]:
     """The ``datasets`` library's log lines held back inside the block (it logs an
     error before raising it, which would print a second line)."""
-    logger = logging.getLogger("datasets")
+    loggers = [logging.getLogger(name) for name in _QUIET_LOGGERS]
     if _QUIET_DEPTH[0] == 0:
-        _QUIET_DEPTH[1] = logger.level
-        logger.setLevel(logging.CRITICAL + 1)
+        for logger in loggers:
+            _QUIET_LEVELS[logger.name] = logger.level
+            logger.setLevel(logging.CRITICAL + 1)
     _QUIET_DEPTH[0] += 1
     try:
         yield
     finally:
         _QUIET_DEPTH[0] -= 1
         if _QUIET_DEPTH[0] == 0:
-            logger.setLevel(_QUIET_DEPTH[1])
+            for logger in loggers:
+                logger.setLevel(_QUIET_LEVELS[logger.name])
 
 
 def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str]:
@@ -317,9 +367,22 @@ def _block_origin(options: TraceOptions, read: ReadOptions, fmt: TraceFormat, to
 def _read_options(options: TraceOptions, fmt: TraceFormat) -> ReadOptions:
     """The reader's options for the file: a split of a dataset ``make_dataset`` wrote
     is read at the block size the dataset records, unless ``block_tokens`` is given
-    (:func:`~envs.workloads.readers.bursted.dataset_options`)."""
+    (:func:`~envs.workloads.readers.bursted.dataset_options`); so is the split
+    ``hub_split`` of such a dataset's folder read with ``format=hub``."""
     read = options.read_options()
-    return bursted.dataset_options(options.path, read) if fmt.windowed else read
+    return bursted.dataset_options(_split_file(options), read) if fmt.windowed else read
+
+
+def _split_file(options: TraceOptions) -> str:
+    """The file a trace workload reads: ``path``, or for a folder read with
+    ``format=hub``, the file of its split ``hub_split`` as ``make_dataset`` names it
+    (``test.jsonl``, or ``test.jsonl.gz``) when the folder has one."""
+    folder = Path(options.path)
+    if options.format == HUB and folder.is_dir():
+        for name in (f"{options.hub_split}.jsonl", f"{options.hub_split}.jsonl.gz"):
+            if (folder / name).is_file():
+                return str(folder / name)
+    return options.path
 
 
 _PLANS: dict[tuple[Any, ...], TracePlan] = {}

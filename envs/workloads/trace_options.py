@@ -36,7 +36,8 @@ class TraceOptions:
     format: str = "auto"
     """auto (told by the first row's fields), mooncake, art_chat, bursted, qwen_bailian,
     or hub: ``path`` is a dataset read through the ``datasets`` library (a local JSONL
-    or parquet file, or a dataset name), its layout told by the first row."""
+    or parquet file, a dataset's folder, or a dataset name), its layout told by the
+    first row."""
     block_tokens: int | None = None
     """Tokens a hash covers (None: the format's: Mooncake 512, ART-Chat and Bursted-ART
     256, Qwen-Bailian 16; for a split of a dataset ``make_dataset`` wrote, the one its
@@ -74,7 +75,7 @@ class TraceOptions:
     file_splits: bool = True
     """Keep the splits a Bursted-ART file's rows name."""
     hub_split: str = "train"
-    """With format=hub and a dataset name: the dataset's split to read."""
+    """With format=hub and a dataset name or folder: the dataset's split to read."""
 
     def __post_init__(self) -> None:
         owner = "TraceOptions"

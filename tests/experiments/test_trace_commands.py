@@ -512,6 +512,65 @@ def test_format_hub_reads_a_local_file_through_datasets(
     assert hub["config"]["workload_file"]["format"] == "mooncake"
 
 
+def test_format_hub_reads_a_dataset_s_folder_through_datasets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder of data files, one ``save_to_disk`` wrote and one ``make_dataset``
+    wrote (at the block size its dataset_info.json records) read with
+    ``workload.format=hub`` give the file's numbers; without it a folder is refused,
+    naming the option. A folder was refused with format=hub too."""
+    datasets = pytest.importorskip("datasets")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pa = pytest.importorskip("pyarrow")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")  # nothing is downloaded
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake_rows()
+    path = write_jsonl(tmp_path / "mc.jsonl", rows)
+    own = _compare(path, tmp_path / "own", "workload.test_fraction=1")
+    want = [(r["requests"], r["ttft_mean_s"]) for r in own["rows"]]
+    assert want[0][0] == 12
+    data = tmp_path / "repo" / "data"
+    data.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(rows), data / "train-00000-of-00001.parquet")
+    (tmp_path / "repo" / "README.md").write_text("# a dataset card without metadata\n")
+    saved = tmp_path / "saved"
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(rows[:3]), "test": datasets.Dataset.from_list(rows)}
+    ).save_to_disk(str(saved))
+    capsys.readouterr()
+    for folder, split in ((tmp_path / "repo", "train"), (saved, "test")):
+        out = tmp_path / f"out_{folder.name}"
+        got = _compare(
+            folder, out, "workload.format=hub", "workload.test_fraction=1",
+            f"workload.hub_split={split}",
+        )  # fmt: skip
+        assert [(r["requests"], r["ttft_mean_s"]) for r in got["rows"]] == want
+        assert got["config"]["workload_file"]["sha256"] is None  # no file of its own
+    assert capsys.readouterr().err == ""  # no log line from the libraries
+    make_dataset.main(
+        ["workload=trace", f"workload.path={path}", f"out_dir={tmp_path / 'ds'}",
+         "progress=false", "workload.test_fraction=1"]
+    )  # fmt: skip
+    got = _compare(
+        tmp_path / "ds", tmp_path / "out_ds", "workload.format=hub", "workload.hub_split=test"
+    )
+    assert got["config"]["workload_file"]["block_tokens"] == 512  # dataset_info.json's
+    assert [(r["requests"], r["ttft_mean_s"]) for r in got["rows"]] == want
+    args = ["workload=trace", f"workload.path={saved}", *QUIET]
+    assert main_guard(lambda: compare.main([*args, "policies=btb"])) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.compare: workload.path='{saved}' is a folder; give one trace "
+        "file (or workload.format=hub to read a dataset's folder through the datasets library)\n"
+    )
+    split = ["workload.format=hub", "workload.hub_split=val", "policies=btb"]
+    assert main_guard(lambda: compare.main([*args, *split])) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.compare: workload.hub_split='val': the dataset saved in {saved} "
+        "has the splits train, test\n"
+    )
+
+
 def test_tune_btb_scores_thresholds_on_a_trace_s_train_windows(tmp_path: Path) -> None:
     from experiments.tune_btb import objective
 
