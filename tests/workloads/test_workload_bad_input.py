@@ -572,3 +572,26 @@ def test_a_bursted_arrival_is_at_most_a_month_into_its_window(tmp_path: Path) ->
     # the same number in milliseconds is 44.6 minutes into the window
     (window,) = iter_bursted_windows(path, options=ReadOptions(time_unit="ms"))
     assert [r.arrival_s for r in window.requests] == [0.001, 0.002, (month + 1) / 1000]
+
+
+def test_a_bursted_parquet_file_whose_rows_lack_a_metadata_key_reads_as_its_jsonl(
+    tmp_path: Path,
+) -> None:
+    """Parquet stores ``metadata`` as one struct for every row, so a row without the
+    ``job_kind`` another row has reads it as null: that is its default "", as a null
+    optional field is elsewhere. It was refused (``metadata.job_kind: expected a
+    string, got None``), though the JSONL file of the same rows reads."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = bursted_rows("w", n=3)
+    rows[0]["metadata"] = {"tenant": "A"}  # no job_kind
+    rows[1]["metadata"] = {"job_kind": None}
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "b.parquet")
+    assert pq.read_table(tmp_path / "b.parquet").column("metadata")[0].as_py() == {
+        "tenant": "A",
+        "job_kind": None,
+    }
+    for path in (tmp_path / "b.parquet", write_jsonl(tmp_path / "b.jsonl", rows)):
+        (window,) = iter_bursted_windows(path)
+        got = [(r.request_id, r.tenant, r.job_kind) for r in window.requests]
+        assert got == [("w-0", "A", ""), ("w-1", "", ""), ("w-2", "", "burst")]

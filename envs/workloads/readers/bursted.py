@@ -78,7 +78,11 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
 
 
 def _job_kind(metadata: Mapping[str, Any], loc: RowLocation) -> str:
-    value = metadata.get("job_kind", "")
+    """``metadata.job_kind``: a string, "" when absent or null (as a parquet struct
+    gives a row that lacks a key others have)."""
+    value = metadata.get("job_kind")
+    if value is None:
+        return ""
     if not isinstance(value, str):
         raise TraceFormatError(
             loc.path, loc.line, "metadata.job_kind", f"expected a string, got {value!r}"
