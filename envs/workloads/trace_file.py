@@ -403,11 +403,12 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         if key in _PLANS:
             return _PLANS[key]
     source, fmt, rows, told_by = _open(options)
-    if options.format != "hub" and options.hub_split != TraceOptions.hub_split:
+    if options.hub_split != TraceOptions.hub_split and (options.format != HUB or file):
         warnings.warn(
             TraceWarning(
                 f"{{hub_split}}={options.hub_split!r} does nothing: it names the split "
-                "of a dataset read with {format}=hub",
+                "of a dataset read with {format}=hub"
+                + (" by its name or folder; a file has one" if options.format == HUB else ""),
                 ("hub_split", "format"),
             ),
             stacklevel=3,

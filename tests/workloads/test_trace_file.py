@@ -713,6 +713,25 @@ def test_a_hub_split_on_a_file_read_otherwise_warns_that_it_does_nothing(tmp_pat
         plan_trace(TraceOptions(path=str(path), window_s=60.0))
 
 
+def test_a_hub_split_on_a_file_read_with_format_hub_warns_that_it_does_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local file read through the datasets library is its one split ("train"),
+    whatever ``hub_split`` says: it was taken without a word."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    path = write_jsonl(tmp_path / "h.jsonl", _mooncake([0, 100, 200]))
+    with pytest.warns(TraceWarning) as caught:
+        plan = plan_trace(TraceOptions(path=str(path), format="hub", hub_split="test"))
+    assert [str(w.message) for w in caught] == [
+        "hub_split='test' does nothing: it names the split of a dataset read with format=hub "
+        "by its name or folder; a file has one"
+    ]
+    assert plan.rows_read == 3
+
+
 def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path) -> None:
     """helper-56's review: a trace copied over while its windows were read gave a
     run windows of both files, without a word."""
