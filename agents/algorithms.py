@@ -53,9 +53,11 @@ ENV_IDS = {
     "thresholds": "btb/Thresholds-v0",
 }
 NETS = ("set", "mlp")
-SAVED_SETUP_KEYS = ("model", "node", "n_nodes")
-"""Keys of a saved agent's ``env_kwargs`` that are no env argument: the uniform
-cluster it was trained on (``experiments.train.env_kwargs``), rebuilt as ``setup``."""
+SAVED_SETUP_KEYS = ("model", "node", "n_nodes", "cluster")
+"""Keys of a saved agent's ``env_kwargs`` that are no env argument: the cluster it
+was trained on (``experiments.train.env_kwargs``), rebuilt as ``setup``: a uniform
+one of presets by their names, any other by its figures too (``cluster``,
+``ClusterSpec.figures``; an agent saved before has none)."""
 
 
 @dataclass

@@ -28,7 +28,14 @@ from envs.route_warm import RouteWarmEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import NamedFields
-from envs.sim.timing import NodeCosts, model_preset, parse_node
+from envs.sim.timing import (
+    GpuSpec,
+    ModelSpec,
+    NodeCosts,
+    gpu_preset,
+    model_preset,
+    parse_node,
+)
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
@@ -74,18 +81,47 @@ def schema_of(name: str, source: Any, skip: Collection[str] = (), doc: str = "")
 _DEFAULT_MODEL, _DEFAULT_NODE, _DEFAULT_N_NODES = SETUPS[DEFAULT_SETUP]
 
 
-@dataclass
-class ModelConf:
-    name: str = _DEFAULT_MODEL
-    """A model preset of envs.sim.MODELS."""
+def _own_fields(source: Any) -> list[tuple[str, Any, Any]]:
+    """``source``'s fields but its name, each optional (None: not given): a model or
+    GPU of one's own is given field by field beside its name, and a preset none."""
+    hints = typing.get_type_hints(source)
+    return [
+        (f.name, typing.Optional[hints[f.name]], field(default=None))  # noqa: UP045
+        for f in dataclasses.fields(source)
+        if f.name != "name"
+    ]
+
+
+ModelConf = dataclasses.make_dataclass(
+    "ModelConf",
+    [("name", str, field(default=_DEFAULT_MODEL)), *_own_fields(ModelSpec)],
+    namespace={
+        "__doc__": """The model group: ``name``, a preset of envs.sim.MODELS (or an alias);
+        or a new name and ModelSpec's fields (total_params, active_params,
+        bytes_per_elem, layers, kv_heads, head_dim; attn_dim and max_context_tokens
+        optional), a model of one's own (:func:`model_of`)."""
+    },
+)
+ModelConf.__module__ = __name__
+MODEL_FIELDS = tuple(f.name for f in dataclasses.fields(ModelSpec) if f.name != "name")
+"""ModelSpec's fields a model of one's own gives (the model group's, but ``name``)."""
+GPU_FIELDS = tuple(f.name for f in dataclasses.fields(GpuSpec) if f.name != "name")
+"""GpuSpec's fields a GPU kind of one's own gives, every one (``cluster.gpus.NAME``)."""
 
 
 @dataclass
 class ClusterConf:
-    node: str = _DEFAULT_NODE
-    """GPUs per node and GPU preset, e.g. 8xH100."""
+    node: str | None = _DEFAULT_NODE
+    """GPUs per node and GPU kind, e.g. 8xH100 (a preset's or one of ``gpus``)."""
     n_nodes: int = _DEFAULT_N_NODES
     """Replicas."""
+    nodes: list[str] | None = None
+    """A cluster of mixed nodes instead of node and n_nodes, one entry a node:
+    ``[4xH100, 4xH100, 8xH200]`` (null: n_nodes of ``node``)."""
+    gpus: dict[str, Any] = field(default_factory=dict)
+    """GPU kinds of one's own by name, each with every GpuSpec field:
+    ``{MYGPU: {flops: 1.2e15, hbm_bw: 4e12, hbm_bytes: 96e9, pcie_bw: 55e9, rdma_bw:
+    50e9, nvme_bw: 7e9}}``; ``node`` and ``nodes`` then name ``4xMYGPU``."""
 
 
 @dataclass
@@ -311,7 +347,7 @@ class _World:
     """The groups every command composes: what is simulated, and where it is logged."""
 
     setup: SetupConf = field(default_factory=SetupConf)
-    model: ModelConf = field(default_factory=ModelConf)
+    model: Any = field(default_factory=ModelConf)  # a derived schema (mypy cannot name it)
     cluster: ClusterConf = field(default_factory=ClusterConf)
     workload: WorkloadConf = field(default_factory=WorkloadConf)
     sim: Any = field(default_factory=SimConf)  # a derived schema (mypy cannot name it)
@@ -473,12 +509,41 @@ def run_folder_workload(name: str, path: str | None, params: Any = None) -> str:
 
 
 def cluster_of(cfg: Any) -> ClusterSpec:
-    """The cluster the model and cluster groups describe; a value that makes no
-    cluster is named by its config path (``cluster.node='0xH100' ...: ...``)."""
-    with naming_value("model.name", cfg.model.name):
-        model = model_preset(cfg.model.name)
-    with naming_value("cluster.node", cfg.cluster.node):
-        node = parse_node(cfg.cluster.node)
+    """The cluster the model and cluster groups describe: ``cluster.n_nodes`` of
+    ``cluster.node``, or the nodes of ``cluster.nodes`` (not both given), of the
+    preset GPUs and those of ``cluster.gpus``, serving :func:`model_of`'s model; a
+    value that makes no cluster is named by its config path (``cluster.node='0xH100'
+    ...: ...``)."""
+    model = model_of(cfg)
+    own = gpus_of(cfg)
+    nodes = cfg.cluster.get("nodes")
+    if nodes is None:
+        if cfg.cluster.node is None:
+            raise ConfigError(
+                "cluster.node is null: give a node kind (cluster.node=4xH100) or the "
+                f"nodes (cluster.nodes=[4xH100,8xH200]){value_origin('cluster.node')}"
+            )
+        node = _node_of(cfg, "cluster.node", cfg.cluster.node, model, own)
+        with naming_fields({"n_nodes": "cluster.n_nodes"}):
+            return ClusterSpec.uniform(model, node, int(cfg.cluster.n_nodes))
+    _refuse_node_beside_nodes()
+    if not _is_sequence(nodes) or not nodes:
+        raise ConfigError(
+            f"cluster.nodes must be a list of one node kind or more ([4xH100,8xH200]), "
+            f"got {_plain(nodes)!r}{value_origin('cluster.nodes')}"
+        )
+    kinds: dict[str, Any] = {}  # each kind made and checked once
+    for i, text in enumerate(nodes):
+        if text not in kinds:
+            kinds[text] = _node_of(cfg, f"cluster.nodes[{i}]", text, model, own)
+    return ClusterSpec(model, tuple(kinds[text] for text in nodes))
+
+
+def _node_of(cfg: Any, path: str, text: Any, model: ModelSpec, own: Mapping[str, GpuSpec]) -> Any:
+    """The node ``text`` at config ``path`` names, which must hold ``model``'s weights."""
+    origin_path = path.partition("[")[0]
+    with naming_option(path, text, lambda _: value_origin(origin_path)):
+        node = parse_node(text, own)
         try:
             NodeCosts(node, model, node_label="a node")  # its HBM holds the model's weights
         except ConfigError as error:  # the pair clashes: where the model came from too
@@ -486,8 +551,124 @@ def cluster_of(cfg: Any) -> ClusterSpec:
             if not origin:
                 raise
             raise ConfigError(f"{error} (model.name={cfg.model.name!r} {origin[2:]}") from None
-    with naming_fields({"n_nodes": "cluster.n_nodes"}):
-        return ClusterSpec.uniform(model, node, int(cfg.cluster.n_nodes))
+    return node
+
+
+def _refuse_node_beside_nodes() -> None:
+    """``cluster.nodes`` replaces ``cluster.node`` and ``cluster.n_nodes``: one of
+    them given by the user too (on the command line, in the ``+experiment`` file,
+    or in the cluster option's file that gives ``nodes``) is refused, not ignored."""
+    nodes_where = _where_set("cluster.nodes")
+    for key in ("node", "n_nodes"):
+        where = _where_set(f"cluster.{key}")
+        if where is None or nodes_where is None:
+            return
+        if where[0] in ("line", "experiment") or (where[0] == "group" == nodes_where[0]):
+            raise ConfigError(
+                f"cluster.{key} and cluster.nodes are both given{value_origin(f'cluster.{key}')}: "
+                "cluster.nodes lists every node (give it alone, or node and n_nodes)"
+            )
+
+
+def model_of(cfg: Any) -> ModelSpec:
+    """The model group's model: the preset (or alias) ``model.name`` names, or, when
+    any of ModelSpec's fields is given too, a model of one's own of that (new)
+    name, every field checked by ModelSpec and named ``model.<field>``."""
+    given = {name: cfg.model.get(name) for name in MODEL_FIELDS}
+    given = {name: _plain(value) for name, value in given.items() if value is not None}
+    name = cfg.model.name
+    if not given:
+        with naming_value("model.name", name):
+            return model_preset(name)
+    first = next(iter(given))
+    preset = _preset_name(model_preset, name)
+    if preset:
+        raise ConfigError(
+            f"model.{first} is given, but model.name={name!r} is the preset {preset} "
+            f"(give a model of one's own a new name){value_origin(f'model.{first}')}"
+        )
+    required = [
+        f.name
+        for f in dataclasses.fields(ModelSpec)
+        if f.name != "name" and f.default is dataclasses.MISSING
+    ]
+    missing = [field for field in required if field not in given]
+    if missing:
+        origin = value_origin(f"model.{first}")
+        raise ConfigError(
+            f"model.{missing[0]} is missing: model.name={name!r} is no preset, so a model "
+            f"of one's own gives each of {', '.join(required)}"
+            + (f" (model.{first} {origin[2:]}" if origin else "")
+        )
+    with naming_fields({field: f"model.{field}" for field in MODEL_FIELDS}):
+        return ModelSpec(str(name), **given)
+
+
+def gpus_of(cfg: Any) -> dict[str, GpuSpec]:
+    """The GPU kinds of one's own of ``cluster.gpus``, by name: every GpuSpec field
+    given and checked by GpuSpec, named ``cluster.gpus.NAME.<field>``; a preset's
+    name is refused."""
+    own: dict[str, GpuSpec] = {}
+    for name, figures in (_plain(cfg.cluster.get("gpus")) or {}).items():
+        path = f"cluster.gpus.{name}"
+        origin = value_origin(path) or _typed_below(path)
+        preset = _preset_name(gpu_preset, name)
+        if preset:
+            raise ConfigError(
+                f"{path} is named as the preset {preset}: give a GPU of one's own a new "
+                f"name{origin}"
+            )
+        if not isinstance(figures, dict):
+            raise ConfigError(
+                f"{path} must be the GPU's figures ({', '.join(GPU_FIELDS)}), got "
+                f"{figures!r}{origin}"
+            )
+        unknown = [key for key in figures if key not in GPU_FIELDS]
+        if unknown:
+            raise ConfigError(
+                unknown_key_message(f"{path}.{unknown[0]}", GPU_FIELDS, origin).replace(
+                    f"{path} takes", "a GPU of one's own takes"
+                )
+            )
+        missing = [key for key in GPU_FIELDS if figures.get(key) is None]
+        if missing:
+            raise ConfigError(
+                f"{path}.{missing[0]} is missing: a GPU of one's own gives each of "
+                f"{', '.join(GPU_FIELDS)}{origin}"
+            )
+        with naming_fields({key: f"{path}.{key}" for key in GPU_FIELDS}):
+            own[str(name)] = GpuSpec(str(name), **figures)
+    return own
+
+
+def _preset_name(preset: Callable[[str], Any], name: Any) -> str:
+    """The name of the preset ``preset(name)`` finds, or '' when there is none."""
+    try:
+        return str(preset(str(name)).name)
+    except ConfigError:
+        return ""
+
+
+def _plain(value: Any) -> Any:
+    """A config value as plain Python (a list for a ListConfig)."""
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(_plain(value), list)
+
+
+def cluster_size(cfg: Any) -> int:
+    """The cluster's node count: ``cluster.nodes``' entries, else ``cluster.n_nodes``."""
+    nodes = cfg.cluster.get("nodes")
+    return len(nodes) if _is_sequence(nodes) else int(cfg.cluster.n_nodes)
+
+
+def is_preset_cluster(cfg: Any) -> bool:
+    """Whether the cluster is ``n_nodes`` of a preset node serving a preset model
+    (what ``model.name``, ``cluster.node`` and ``cluster.n_nodes`` record in full)."""
+    own_model = any(cfg.model.get(name) is not None for name in MODEL_FIELDS)
+    return cfg.cluster.get("nodes") is None and not cfg.cluster.get("gpus") and not own_model
 
 
 def value_origin(path: str) -> str:
@@ -854,8 +1035,18 @@ def setup_label(cfg: Any) -> str:
     """The setup a run simulated, for result rows and run names: the published setup's
     name (as ``experiments.compare`` writes it) when the model and cluster groups are
     that setup's (a model alias such as ``70b`` counts as its preset), else
-    ``MODEL_NODE_xN`` (``llama-3.3-70b_4xH100_x6``)."""
-    model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), int(cfg.cluster.n_nodes)
+    ``MODEL_NODE_xN`` (``llama-3.3-70b_4xH100_x6``); a cluster of mixed nodes names each
+    kind with its count, in the order the kinds first appear,
+    ``MODEL_NODE_xN+NODE_xN`` (``llama-3.3-70b_4xH100_x2+8xH200_x1``)."""
+    if not is_preset_cluster(cfg):
+        with contextlib.suppress(ConfigError, ValueError):  # cluster_of reports it
+            cluster = cluster_of(cfg)
+            counts: dict[str, int] = {}
+            for spec in cluster.nodes:
+                counts[spec.name] = counts.get(spec.name, 0) + 1
+            kinds = "+".join(f"{kind}_x{n}" for kind, n in counts.items())
+            return f"{cluster.model.name}_{kinds}"
+    model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), cluster_size(cfg)
     with contextlib.suppress(ConfigError):  # an unknown model: cluster_of reports it
         model = model_preset(model).name  # an alias (70b, glm52) as the preset it names
     with contextlib.suppress(ConfigError, ValueError):  # an unknown node: likewise
@@ -896,7 +1087,7 @@ def workload_params(cfg: Any) -> dict[str, Any]:
         trace = {name: values[name] for name in TRACE_FIELDS}
         if trace["max_context_tokens"] is None:  # the served model's context length
             with contextlib.suppress(ValueError):  # an unknown model is named elsewhere
-                trace["max_context_tokens"] = model_preset(cfg.model.name).max_context_tokens
+                trace["max_context_tokens"] = model_of(cfg).max_context_tokens
         return trace
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
@@ -971,10 +1162,14 @@ def config_record(cfg: Any) -> dict[str, Any]:
     file's stamp (:func:`workload_record`) and ``setup.name`` the setup that ran
     (:func:`setup_label`, as the rows name it): a ``model=`` or ``cluster=`` given
     beside ``setup=`` wins over the setup's, so ``setup=qwen3_8b_h100x4 model=glm-4.5``
-    is recorded as ``glm45_h100x4``, not as the setup it overrode."""
+    is recorded as ``glm45_h100x4``, not as the setup it overrode. ``cluster_figures``
+    records the cluster in full (``ClusterSpec.figures``: the model's and each node's
+    figures), so a cluster of one's own can be made again."""
     record = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(record, dict)
     record["setup"] = {**record["setup"], "name": setup_label(cfg)}
+    with contextlib.suppress(ConfigError, ValueError):  # a config no cluster is made of
+        record["cluster_figures"] = cluster_of(cfg).figures()
     return {**record, **workload_record(cfg)}
 
 

@@ -857,6 +857,8 @@ def check_world(cfg: Any) -> None:
     # the groups that become the cluster, the simulator and the workload: a value
     # none can be made of is named by its config path, before any run
     cluster = cluster_of(cfg)
+    if cfg.cluster.nodes is not None:  # every later read of the cluster's size, one place
+        cfg.cluster.node, cfg.cluster.n_nodes = None, len(cluster.nodes)
     Versions.of(sim_of(cfg), len(cluster.nodes))  # sim.model_versions fit the cluster
     check_workload(cfg)
 

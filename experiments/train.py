@@ -47,7 +47,9 @@ from experiments.config import (
     ROUTE_WARM_ARGS,
     THRESHOLDS_ARGS,
     cluster_of,
+    cluster_size,
     experiment_name,
+    is_preset_cluster,
     naming_fields,
     register_configs,
     set_by_user,
@@ -112,12 +114,14 @@ def env_kwargs(cfg: Any) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "model": cfg.model.name,
         "node": cfg.cluster.node,
-        "n_nodes": int(cfg.cluster.n_nodes),
+        "n_nodes": cluster_size(cfg),
         "workload": cfg.workload.name,
         "workload_params": workload_params(cfg),
         "data_seed": int(cfg.workload.seed),
         "sim": OmegaConf.to_container(cfg.sim, resolve=True),
     }
+    if not is_preset_cluster(cfg):  # a cluster of one's own: its figures, not only names
+        kwargs["cluster"] = cluster_of(cfg).figures()
     names = ENV_ARGS + KIND_ARGS.get(cfg.env.kind, ())
     for name in names:
         if name in LATER_ENV_ARGS and cfg.env[name] == ENV_ARG_DEFAULTS[name]:
@@ -149,7 +153,10 @@ def make_env_fn_kwargs(saved: dict[str, Any], windows: list[Any]) -> dict[str, A
     from envs.sim import ClusterSpec
 
     kwargs = {k: v for k, v in saved.items() if k not in (*SAVED_SETUP_KEYS, "workload_params")}
-    kwargs["setup"] = ClusterSpec.uniform(saved["model"], saved["node"], saved["n_nodes"])
+    if "cluster" in saved:  # a cluster of one's own (a mixed one, a model or GPU of one's own)
+        kwargs["setup"] = ClusterSpec.from_figures(saved["cluster"])
+    else:
+        kwargs["setup"] = ClusterSpec.uniform(saved["model"], saved["node"], saved["n_nodes"])
     kwargs["windows"] = windows
     return kwargs
 
@@ -804,6 +811,7 @@ RESUME_CHANGEABLE = {
     "data_seed": "workload.seed",
     "model": "model.name",
     "node": "cluster.node",
+    "cluster": "cluster",
     "sim": "sim",
     **{name: f"env.{name}" for name in ENV_ARGS + THRESHOLDS_ARGS + ROUTE_WARM_ARGS},
 }

@@ -27,6 +27,7 @@ from experiments._cli import cap_note
 from experiments.config import (
     CONF_DIR,
     cluster_of,
+    cluster_size,
     register_configs,
     setup_label,
     sim_of,
@@ -124,7 +125,7 @@ def check_sweep(args: list[str]) -> None:
                     [f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in clusters
                 ]
                 sizes = [
-                    int(compose(config_name="tune_btb", overrides=[*fixed, *combo]).cluster.n_nodes)
+                    cluster_size(compose(config_name="tune_btb", overrides=[*fixed, *combo]))
                     for combo in itertools.product(*choices)
                 ]
     except HydraException:  # the config does not compose: Hydra says why

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from envs.sim.errors import ConfigError, SettingWarning, plural
 from envs.sim.timing import (
     DEFAULT_MBU,
     DEFAULT_MFU,
+    GpuSpec,
     ModelSpec,
     NodeSpec,
     model_preset,
@@ -493,6 +495,26 @@ class ClusterSpec:
             counts[node] = counts.get(node, 0) + 1
         kinds = " + ".join(f"{n} x {node.name}" for node, n in counts.items())
         return f"{self.model.name} on {kinds}"
+
+    def figures(self) -> dict[str, Any]:
+        """The model's and every node's figures, JSON-ready (what ``results.json`` and
+        a saved agent record of a cluster: :meth:`from_figures` makes it again):
+        ``{"model": {ModelSpec's fields}, "nodes": [{"gpu": {GpuSpec's fields},
+        "n_gpus": n}, ...]}``."""
+        return {
+            "model": dataclasses.asdict(self.model),
+            "nodes": [
+                {"gpu": dataclasses.asdict(node.gpu), "n_gpus": node.n_gpus} for node in self.nodes
+            ],
+        }
+
+    @classmethod
+    def from_figures(cls, figures: Mapping[str, Any]) -> ClusterSpec:
+        """The cluster :meth:`figures` describes, every figure checked again."""
+        return cls(
+            ModelSpec(**figures["model"]),
+            tuple(NodeSpec(GpuSpec(**n["gpu"]), n["n_gpus"]) for n in figures["nodes"]),
+        )
 
 
 # The published setups of the BTB write-up's results table: four replicas each.

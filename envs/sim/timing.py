@@ -11,6 +11,7 @@ equations, in words: docs/physics.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -105,8 +106,10 @@ class ModelSpec:
         )
         if self.active_params > self.total_params:
             raise ConfigError(
-                f"{owner}.active_params ({self.active_params:g}) exceeds "
-                f"total_params ({self.total_params:g})"
+                f"{{active_params}} ({self.active_params:g}) exceeds "
+                f"{{total_params}} ({self.total_params:g})",
+                ("active_params", "total_params"),
+                owner,
             )
 
     @property
@@ -157,12 +160,14 @@ MODELS: dict[str, ModelSpec] = {
 MODEL_ALIASES = {"glm52": "glm-4.6", "llama-70b": "llama-3.3-70b", "70b": "llama-3.3-70b"}
 
 
-def gpu_preset(name: str) -> GpuSpec:
-    """The GPU preset called ``name`` (case-insensitive)."""
-    for key, spec in GPUS.items():
+def gpu_preset(name: str, own: Mapping[str, GpuSpec] | None = None) -> GpuSpec:
+    """The GPU preset called ``name`` (case-insensitive), or one of ``own`` (GPU
+    kinds of one's own, by name)."""
+    kinds = {**GPUS, **(own or {})}
+    for key, spec in kinds.items():
         if key.lower() == str(name).lower():
             return spec
-    raise ConfigError(f"unknown GPU preset {name!r}; known: {', '.join(GPUS)}")
+    raise ConfigError(f"unknown GPU preset {name!r}; known: {', '.join(kinds)}")
 
 
 def model_preset(name: str) -> ModelSpec:
@@ -220,13 +225,14 @@ class NodeSpec:
         return self.gpu.nvme_bw
 
 
-def parse_node(text: str) -> NodeSpec:
-    """``"4xH100"`` (or ``4XH100``, ``4xh100``) -> NodeSpec(H100, 4); ``"H100"`` -> one GPU."""
+def parse_node(text: str, own: Mapping[str, GpuSpec] | None = None) -> NodeSpec:
+    """``"4xH100"`` (or ``4XH100``, ``4xh100``) -> NodeSpec(H100, 4); ``"H100"`` -> one GPU;
+    the GPU a preset or one of ``own`` (:func:`gpu_preset`)."""
     text = str(text)
     count, sep, _ = text.lower().partition("x")
     if sep and count.isdigit():
-        return NodeSpec(gpu_preset(text[len(count) + 1 :]), int(count))
-    return NodeSpec(gpu_preset(text), 1)
+        return NodeSpec(gpu_preset(text[len(count) + 1 :], own), int(count))
+    return NodeSpec(gpu_preset(text, own), 1)
 
 
 TIERS = ("hbm", "ram", "disk")
