@@ -87,14 +87,18 @@ class AgentSpec:
     the trace's train and val splits the run used (``train_windows``, ``val_windows``;
     0: it validated on none); None for a registered workload, or a checkpoint saved
     before it was recorded (``experiments.trained_on``)."""
-    registered_windows: dict[str, Any] | None = None
-    """The registered workload's windows it was trained and validated on: the
-    ``workload``, its generator ``params`` (window counts given included) and
-    ``seed``, and the names of the ``train`` and ``val`` windows the run used (for a
-    trace that is a split of a dataset ``make_dataset`` wrote, the dataset's, with
-    its ``dataset`` path and each family's configuration, ``families``); None for any
-    other trace, or a checkpoint saved before it was recorded (its ``env_kwargs``
-    then say the workload, ``experiments.trained_on``)."""
+    registered_windows: list[dict[str, Any]] | dict[str, Any] | None = None
+    """The registered workloads' windows it was trained and validated on, a record a
+    workload: the training workload's, then each one behavioural cloning collected
+    teacher demonstrations on (``imitation.workloads``: its first train windows, no
+    validation window). A record is the ``workload``, its generator ``params``
+    (window counts given included) and ``seed``, and the names of the ``train`` and
+    ``val`` windows the run used (for a trace that is a split of a dataset
+    ``make_dataset`` wrote, the dataset's, with its ``dataset`` path and each
+    family's configuration, ``families``). One record, not a list, for a checkpoint
+    saved before the list; None for any other trace not cloned on a workload, or a
+    checkpoint saved before it was recorded (its ``env_kwargs`` then say the
+    workload, ``experiments.trained_on``)."""
     started_from: list[dict[str, Any]] | None = None
     """The windows of the agents whose weights it started from (``train.init_from``,
     or the checkpoint ``resume=`` continued), each an object of that agent's folder
@@ -581,6 +585,7 @@ def load_spec(folder: str | Path) -> AgentSpec:
             check_int(f"{path}: {name}", value, 1 if name == "hidden" else 0)
         elif not isinstance(value, kind):
             raise ValueError(f"{path}: {name} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
+    _check_registered(f"{path}: registered_windows", data.get("registered_windows"))
     for i, entry in enumerate(data.get("started_from") or []):
         _check_started_entry(f"{path}: started_from[{i}]", entry)
     norm = data.get("reward_norm")
@@ -631,6 +636,22 @@ def check_saved_options(spec: AgentSpec) -> None:
         check_y_tokens(kwargs.get("y_tokens"))
 
 
+def _check_registered(where: str, value: Any) -> None:
+    """``registered_windows`` (an agent's, or a ``started_from`` entry's) is null, a
+    record (a JSON object) or a non-empty array of them; else a ValueError naming
+    ``where``."""
+    if value is None or isinstance(value, dict):
+        return
+    if not isinstance(value, list) or not value:
+        raise ValueError(
+            f"{where} must be a JSON object or a non-empty array of objects (null: not "
+            f"recorded), got {value!r}"
+        )
+    for i, record in enumerate(value):
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}[{i}] must be a JSON object, got {record!r}")
+
+
 def _check_started_entry(where: str, entry: Any) -> None:
     """A ``started_from`` entry is an object of exactly :data:`_STARTED_TYPES`' keys,
     each of its type; else a ValueError naming ``where`` and the key."""
@@ -644,6 +665,7 @@ def _check_started_entry(where: str, entry: Any) -> None:
         if not isinstance(entry[key], kinds):
             shown = " or ".join("null" if k is type(None) else _JSON_NAMES[k] for k in kinds)
             raise ValueError(f"{where}.{key} must be a JSON {shown}, got {entry[key]!r}")
+    _check_registered(f"{where}.registered_windows", entry["registered_windows"])
 
 
 def _reward_norm_ok(norm: Mapping[str, Any]) -> bool:
@@ -674,7 +696,6 @@ _FIELD_TYPES: dict[str, type] = {
     "normalize_reward": bool,
     "reward_norm": dict,
     "trace_file": dict,
-    "registered_windows": dict,
     "started_from": list,
 }
 _NULLABLE = (
@@ -696,7 +717,7 @@ _STARTED_TYPES: dict[str, tuple[type, ...]] = {
     "workload": (str,),
     "workload_params": (dict,),
     "trace_file": (dict, type(None)),
-    "registered_windows": (dict, type(None)),
+    "registered_windows": (dict, list, type(None)),
 }
 
 

@@ -187,6 +187,22 @@ def imitation_sources(
     return sources
 
 
+def imitation_windows(cfg: Any) -> list[dict[str, Any]]:
+    """``agent.json``'s ``registered_windows`` records of the extra workloads
+    behavioural cloning collects on (:func:`imitation_sources`: each workload's first
+    ``workload.train_pool`` train windows, at its own parameters and
+    ``workload.seed``), of the windows its teacher episodes run on
+    (``agents.imitation.collect``: the first ``imitation.episodes``, in turn); none
+    without imitation or for a resumed run (it clones nothing)."""
+    episodes = int(cfg.imitation.episodes)
+    if cfg.resume or episodes == 0:
+        return []
+    seed, limit = int(cfg.workload.seed), cfg.workload.train_pool
+    used = episodes if limit is None else min(episodes, int(limit))
+    extra = [w for w in dict.fromkeys(cfg.imitation.workloads) if w != cfg.workload.name]
+    return [trained_windows(str(w), {}, seed, used, 0) for w in extra]
+
+
 def imitation_settings(cfg: Any) -> Any:
     """The ``imitation`` group as checked :class:`ImitationSettings`."""
     from agents.imitation_settings import ImitationSettings
@@ -1280,10 +1296,13 @@ def train(cfg: DictConfig) -> float:
     spec.trace_file = trained_trace(
         cfg.workload.name, saved_kwargs["workload_params"], len(pool), n_val
     )
-    # and a registered workload's windows (other window counts shuffle others to test)
-    spec.registered_windows = trained_windows(
+    # and a registered workload's windows (other window counts shuffle others to test),
+    # then those of the workloads behavioural cloning collects on
+    own = trained_windows(
         cfg.workload.name, saved_kwargs["workload_params"], int(cfg.workload.seed), len(pool), n_val
     )
+    records = [*([] if own is None else [own]), *imitation_windows(cfg)]
+    spec.registered_windows = records or None
     # and the windows of the agent whose weights it starts from, and of those it did
     spec.started_from = []
     earlier = cfg.resume or cfg.train.init_from

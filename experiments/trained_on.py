@@ -22,7 +22,10 @@ the seed and its index), and the seed shuffles a family's indices between train 
 test by the counts asked for: other counts, or another workload of the same family,
 can make its train or validation windows test windows. The same check refuses them
 (an agent saved before the record: its whole train and validation splits, from its
-``env_kwargs``).
+``env_kwargs``). ``registered_windows`` is a list of such records: the training
+workload's, then one for each workload behavioural cloning collected teacher
+demonstrations on (``imitation.workloads``: the train windows its episodes ran on),
+each checked alike; an agent saved before the list has one record.
 
 A dataset ``make_dataset`` wrote from a registered workload holds that workload's
 windows, and its ``dataset_info.json`` lists them (family, index, seed and each
@@ -213,7 +216,7 @@ def started_from(folder: str | os.PathLike[str], spec: Any) -> list[dict[str, An
     if workload == TRACE_WORKLOAD and trace is None:
         trace = trained_trace(workload, {"path": trained_path(spec, folder)}, None, None)
     try:
-        registered = _registered_record(spec)
+        registered = _registered_records(spec) or None
     except (ValueError, TypeError):  # a workload or parameters this registry does not know
         registered = None
     entry = {
@@ -504,24 +507,66 @@ def _seen_among(
     return out[0], out[1], out[2], out[3]
 
 
-def _registered_record(spec: Any) -> dict[str, Any] | None:
-    """The registered windows an agent trained and validated on: its
-    ``registered_windows``; for an agent saved before that, its env's workload,
-    parameters and seed with every window of their train and val splits (None: a
-    trace's agent)."""
+def _registered_records(spec: Any) -> list[dict[str, Any]]:
+    """The registered windows an agent trained and validated on, a record a workload
+    (:func:`trained_windows`'s): its ``registered_windows`` (a list of records: the
+    training workload's, then those behavioural cloning collected on,
+    ``imitation.workloads``; one record for an agent saved before the list); for an
+    agent saved before the record, its env's workload, parameters and seed with every
+    window of their train and val splits (none: a trace's agent). A ValueError or
+    TypeError for a workload or parameters this registry does not know."""
     from envs.workloads.registry import DEFAULT_WORKLOAD, configure, plan
 
-    if spec.registered_windows is not None:
-        return dict(spec.registered_windows)
+    saved = spec.registered_windows
+    if isinstance(saved, list):
+        return [dict(record) for record in saved]
+    if saved is not None:
+        return [dict(saved)]
     kwargs = spec.env_kwargs
     workload = str(kwargs.get("workload", DEFAULT_WORKLOAD))
     if workload == TRACE_WORKLOAD:
-        return None
+        return []
     params = dict(kwargs.get("workload_params") or {})
     seed = int(kwargs.get("data_seed", PUBLISHED_SEED))
     specs = plan(configure(workload, **params), seed)
     names = {split: [s.trace_id for s in specs if s.split == split] for split in ("train", "val")}
-    return {"workload": workload, "params": params, "seed": seed, **names}
+    return [{"workload": workload, "params": params, "seed": seed, **names}]
+
+
+def _seen_records(
+    spec: Any, evaluated: set[Any], split: str
+) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
+    """:func:`_seen_among` of an agent's records (:func:`_registered_records`; those of
+    a workload or parameters this registry does not know left out): the first record
+    with windows among ``evaluated`` and its answer, else the first record's; None
+    when it has none."""
+    try:
+        records = _registered_records(spec)
+    except (ValueError, TypeError):
+        return None
+    answers = []
+    for record in records:
+        try:
+            families = _families(record)
+        except (ValueError, TypeError):  # a workload or parameters this registry does not know
+            continue
+        answers.append((record, _seen_among(record, families, evaluated, split)))
+    hits = [(record, found) for record, found in answers if found[0] or found[2]]
+    return (hits or answers)[0] if answers else None
+
+
+def _registered_found(
+    spec: Any, workload: str, params: Mapping[str, Any], seed: int, split: str, limit: int | None
+) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
+    """:func:`seen_registered` with the record it answers of."""
+    from envs.workloads.registry import configure, plan
+
+    scenario = configure(workload, **params)
+    evaluated = {
+        _window_key(next(f for f in scenario.families if f.name == s.family), seed, s.index)
+        for s in [s for s in plan(scenario, seed) if s.split == split][:limit]
+    }
+    return _seen_records(spec, evaluated, split)
 
 
 def seen_registered(
@@ -531,24 +576,13 @@ def seen_registered(
     all) of ``split`` of the registered workload ``workload`` with generator
     parameters ``params`` and seed ``seed``: the names of its train windows among
     them (by :func:`_window_key`), how many it trained on, and the same of its
-    validation windows (left out for ``split="val"``); None for an agent trained on
-    a trace that is no registered workload's dataset, or on a workload not
-    registered here."""
-    from envs.workloads.registry import configure, plan
-
-    try:
-        record = _registered_record(spec)
-        if record is None:
-            return None
-        families = _families(record)
-    except (ValueError, TypeError):  # a workload or parameters this registry does not know
-        return None
-    scenario = configure(workload, **params)
-    evaluated = {
-        _window_key(next(f for f in scenario.families if f.name == s.family), seed, s.index)
-        for s in [s for s in plan(scenario, seed) if s.split == split][:limit]
-    }
-    return _seen_among(record, families, evaluated, split)
+    validation windows (left out for ``split="val"``), of the first of its records
+    (:func:`_registered_records`: its training workload's, then each workload it was
+    cloned on) that has any among them, else of its first; None for an agent trained
+    on a trace that is no registered workload's dataset (nor cloned on any), or on a
+    workload not registered here."""
+    found = _registered_found(spec, workload, params, seed, split, limit)
+    return None if found is None else found[1]
 
 
 def seen_in_dataset(
@@ -557,20 +591,21 @@ def seen_in_dataset(
     """As :func:`seen_registered`, for an agent evaluated on the trace options
     ``params``' first ``limit`` windows of ``split`` when the file is a split of a
     registered workload's dataset (:func:`dataset_windows`); None when it is not, or
-    the agent was trained on a trace that is none."""
+    the agent was trained on a trace that is none (nor cloned on a workload)."""
+    found = _dataset_found(spec, params, split, limit)
+    return None if found is None else found[1]
+
+
+def _dataset_found(
+    spec: Any, params: Mapping[str, Any], split: str, limit: int | None
+) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
+    """:func:`seen_in_dataset` with the record it answers of."""
     dataset = dataset_windows(str(params["path"]))
     if dataset is None:
         return None
-    try:
-        record = _registered_record(spec)
-        if record is None:
-            return None
-        families = _families(record)
-    except (ValueError, TypeError):
-        return None
     keys = dataset["keys"]
     evaluated = {keys[name] for name in _evaluated_names(params, split, limit) if name in keys}
-    return _seen_among(record, families, evaluated, split)
+    return _seen_records(spec, evaluated, split)
 
 
 def _trained_text(record: Mapping[str, Any]) -> str:
@@ -685,11 +720,11 @@ def _seen_registered_text(
     """As :func:`_seen_in_trace`, of a registered workload's windows."""
     from envs.workloads.registry import configure, plan
 
-    found = seen_registered(spec, workload, params, seed, split, limit)
-    if found is None or not (found[0] or found[2]):
+    found = _registered_found(spec, workload, params, seed, split, limit)
+    if found is None or not (found[1][0] or found[1][2]):
         return None
     n_eval = len([s for s in plan(configure(workload, **params), seed) if s.split == split][:limit])
-    return _registered_text(spec, found, seed, split, n_eval, _counts_text(workload, params))
+    return _registered_text(*found, seed, split, n_eval, _counts_text(workload, params))
 
 
 def _seen_dataset_text(
@@ -697,20 +732,21 @@ def _seen_dataset_text(
 ) -> tuple[str, str] | None:
     """As :func:`_seen_in_trace`, of a registered workload's windows in a dataset's
     split read as a trace."""
-    found = seen_in_dataset(spec, params, split, limit)
-    if found is None or not (found[0] or found[2]):
+    found = _dataset_found(spec, params, split, limit)
+    if found is None or not (found[1][0] or found[1][2]):
         return None
     dataset = dataset_windows(str(params["path"])) or {}
     here = f"{params['path']} ({_dataset_text(dataset)})"
     n_eval = len(_evaluated_names(params, split, limit))
-    return _registered_text(spec, found, int(dataset["seed"]), split, n_eval, here)
+    return _registered_text(*found, int(dataset["seed"]), split, n_eval, here)
 
 
 def _registered_text(
-    spec: Any, found: Any, seed: int, split: str, n_eval: int, here: str
+    record: Mapping[str, Any], found: Any, seed: int, split: str, n_eval: int, here: str
 ) -> tuple[str, str]:
     """What :func:`check_seen_windows` says of ``found`` (:func:`seen_registered`'s
-    answer) of ``n_eval`` windows of ``split`` evaluated on ``here``."""
+    answer, of the agent's record ``record``) of ``n_eval`` windows of ``split``
+    evaluated on ``here``."""
     train_hit, n_train, val_hit, n_val = found
     parts = [
         f"{len(hit)} of its {plural(n, kind)} ({_some(hit)})"
@@ -720,7 +756,6 @@ def _registered_text(
         )
         if hit
     ]
-    record = _registered_record(spec) or {}
     return (
         f"some of these windows (seed {seed}): the {plural(n_eval, split + ' window')} "
         f"evaluated {'is' if n_eval == 1 else 'include'} {' and '.join(parts)}; trained on "

@@ -218,15 +218,16 @@ def test_its_experiment_rebuilds_the_zoo_agent(tmp_path) -> None:
     # nor the registered windows it used (recorded since): burst_families' at its own
     # counts, the windows a zoo agent's env_kwargs say (trained_on counts them all)
     assert "registered_windows" not in theirs_json
-    used = ours_json.pop("registered_windows")
+    (used,) = ours_json.pop("registered_windows")
     assert (used["workload"], used["params"], used["seed"]) == ("burst_families", {}, 20260721)
     # nor the agent it started from (recorded since): improve_warm_reference, saved
     # before the record, with every window of burst_families' train and val splits
     assert "started_from" not in theirs_json
     (earlier,) = ours_json.pop("started_from")
     assert earlier["agent"].endswith("improve_warm_reference")
-    assert earlier["registered_windows"]["workload"] == "burst_families"
-    assert [len(earlier["registered_windows"][s]) for s in ("train", "val")] == [20, 20]
+    (record,) = earlier["registered_windows"]
+    assert record["workload"] == "burst_families"
+    assert [len(record[s]) for s in ("train", "val")] == [20, 20]
     assert ours_json == theirs_json
 
 

@@ -324,10 +324,10 @@ def test_train_records_the_registered_windows_and_evaluate_and_compare_refuse_th
     agent = tmp_path / "run" / "agent"
     spec = load_spec(agent)
     tiny = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6, "burst_window_s": 4.0}
-    assert spec.registered_windows == {
+    assert spec.registered_windows == [{
         "workload": "bursted_synthetic", "params": {**tiny, **SMALL}, "seed": 20260721,
         "train": ["synthetic-0000"], "val": [],
-    }  # fmt: skip
+    }]  # fmt: skip
     seen = re.escape(
         "was trained on some of these windows (seed 20260721): the 1 test window evaluated "
         "is 1 of its 1 train window (synthetic-0000)"
@@ -503,7 +503,7 @@ def test_a_run_started_from_an_agent_records_its_windows_and_those_it_started_fr
             "workload": "bursted_synthetic",
             "workload_params": {**TINY, **SMALL},
             "trace_file": None,
-            "registered_windows": first.registered_windows,
+            "registered_windows": [first.registered_windows],
         }
     ]
     second = SimpleNamespace(
@@ -514,7 +514,7 @@ def test_a_run_started_from_an_agent_records_its_windows_and_those_it_started_fr
     )
     chain = started_from("runs/b/agent", second)
     assert [e["agent"] for e in chain] == ["runs/b/agent", "runs/a/agent"]
-    assert chain[0]["registered_windows"]["train"] == ["synthetic-0001", "synthetic-0004"]
+    assert chain[0]["registered_windows"][0]["train"] == ["synthetic-0001", "synthetic-0004"]
     # an agent it started from twice (resumed on the same windows) is entered once
     again = SimpleNamespace(**{**vars(second), "started_from": chain})
     assert [e["agent"] for e in started_from("runs/b/last", again)] == [
@@ -523,10 +523,11 @@ def test_a_run_started_from_an_agent_records_its_windows_and_those_it_started_fr
     ]
     old = _registered(workload="bursted_synthetic", workload_params={}, data_seed=20260721)
     (entry,) = started_from("agents/zoo/x", old)
-    assert entry["registered_windows"]["train"] == [
+    (record,) = entry["registered_windows"]
+    assert record["train"] == [
         "synthetic-0001", "synthetic-0004", "synthetic-0005", "synthetic-0006", "synthetic-0014"
     ]  # fmt: skip
-    assert entry["registered_windows"]["val"] == [f"synthetic-00{i}" for i in range(20, 25)]
+    assert record["val"] == [f"synthetic-00{i}" for i in range(20, 25)]
     # it is checked as the agent's own: the workload at its own counts tests first on
     # synthetic-0000, the first agent's train window
     started = SimpleNamespace(spec=second)
@@ -626,7 +627,7 @@ def test_train_from_an_agent_records_its_windows_and_evaluate_refuses_them(
         run = tmp_path / option
         train(_compose("train", ["workload=tiny", f"{option}={first}", *quiet, f"out_dir={run}"]))
         spec = load_spec(run / "agent")
-        assert spec.registered_windows["train"] == ["synthetic-0001", "synthetic-0004"]
+        assert spec.registered_windows[0]["train"] == ["synthetic-0001", "synthetic-0004"]
         (entry,) = spec.started_from
         assert entry["agent"] == str(first)
         assert entry["registered_windows"] == load_spec(first).registered_windows
@@ -639,3 +640,140 @@ def test_train_from_an_agent_records_its_windows_and_evaluate_refuses_them(
     train(_compose("train", ["workload=tiny", *counts, f"resume={first}", *quiet,
                              f"out_dir={again}"]))  # fmt: skip
     assert load_spec(again / "agent").started_from == []
+
+
+# rising_load at its own counts, seed 20260721: its train windows are rising-0002,
+# -0003, -0006, -0014 and -0016 (registry.plan); at train_windows=1 test_windows=19
+# rising-0016 alone is train, and rising-0002 and -0003 are test windows.
+RISING_1_19 = {"train_windows": 1, "test_windows": 19}
+
+
+def _cloned(main: Any, episodes: int = 1) -> Any:
+    """An agent whose ``registered_windows`` list ``main`` (None: trained on a Mooncake
+    trace) then rising_load's first ``episodes`` train windows (imitation.workloads)."""
+    rising = trained_windows("rising_load", {}, 20260721, episodes, 0)
+    if main is None:
+        return SimpleNamespace(
+            env_kwargs={"workload": "trace", "workload_params": {"path": "mc.jsonl"}},
+            trace_file=None,
+            registered_windows=[rising],
+        )
+    return SimpleNamespace(
+        env_kwargs={"workload": "bursted_synthetic", "workload_params": main["params"]},
+        trace_file=None,
+        registered_windows=[main, rising],
+    )
+
+
+def test_the_workloads_an_agent_was_cloned_on_are_refused_too() -> None:
+    """An agent trained on bursted_synthetic at SMALL (synthetic-0000) and cloned on
+    rising_load's first train window (rising-0002): rising_load at 1/19 tests on
+    rising-0002 (the first 2 test windows are rising-0000 and -0001, held out); at its
+    own counts rising-0002 is train. Its own workload is checked as before."""
+    main = trained_windows("bursted_synthetic", SMALL, 20260721, 1, 1)
+    spec = _cloned(main)
+    assert seen_registered(spec, "rising_load", RISING_1_19, 20260721, "test", None) == (
+        ["rising-0002"], 1, [], 0
+    )  # fmt: skip
+    assert seen_registered(spec, "rising_load", RISING_1_19, 20260721, "test", 2)[::2] == ([], [])
+    assert seen_registered(spec, "rising_load", {}, 20260721, "test", None)[::2] == ([], [])
+    assert seen_registered(spec, "bursted_synthetic", {}, 20260721, "test", None) == (
+        ["synthetic-0000"], 1, ["synthetic-0002"], 1
+    )  # fmt: skip
+    # two demonstration episodes: rising-0002 and -0003
+    found = seen_registered(_cloned(main, 2), "rising_load", RISING_1_19, 20260721, "test", None)
+    assert found == (["rising-0002", "rising-0003"], 2, [], 0)
+    agents, folders = {"bc": SimpleNamespace(spec=spec)}, {"bc": "runs/bc/agent"}
+    said = (
+        "agent bc (runs/bc/agent) was trained on some of these windows (seed 20260721): the "
+        "19 test windows evaluated include 1 of its 1 train window (rising-0002); trained on "
+        "rising_load (its own window counts), here rising_load (train_windows=1 "
+        "test_windows=19): they are no held-out windows for it"
+    )
+    with pytest.raises(ValueError, match=re.escape(said)):
+        check_seen_windows(agents, folders, "rising_load", RISING_1_19, "test", None, False)
+    check_seen_windows(agents, folders, "rising_load", {}, "test", None, allow=False)
+    check_seen_windows(agents, folders, "rising_load", {}, "val", None, allow=False)
+    # an agent of a trace that is no dataset, cloned on rising_load: that workload's
+    trace = _cloned(None)
+    found = seen_registered(trace, "rising_load", RISING_1_19, 20260721, "test", None)
+    assert found == (["rising-0002"], 1, [], 0)
+    with pytest.raises(ValueError, match=re.escape("include 1 of its 1 train window (rising")):
+        check_seen_windows({"t": SimpleNamespace(spec=trace)}, {"t": "t"}, "rising_load",
+                           RISING_1_19, "test", None, allow=False)  # fmt: skip
+    # a run started from the cloned agent records its list, and is refused the same
+    (entry,) = started_from("runs/bc/agent", spec)
+    assert entry["registered_windows"] == [main, spec.registered_windows[1]]
+    later = SimpleNamespace(**{**vars(_registered()), "started_from": [entry]})
+    with pytest.raises(ValueError, match="started from runs/bc/agent, which was trained on"):
+        check_seen_windows({"x": SimpleNamespace(spec=later)}, {"x": "x"}, "rising_load",
+                           RISING_1_19, "test", None, allow=False)  # fmt: skip
+
+
+def test_a_clone_records_the_windows_of_each_workload_it_collected_on() -> None:
+    """workload=tiny (bursted_synthetic, train_pool 2): one teacher episode a source
+    runs on the first train window of rising_load (rising-0002), five on both of the
+    pool's (rising-0002, -0003); the training workload named again and a name given
+    twice are recorded once; no cloning, or a resumed run (which clones nothing),
+    records none."""
+    from experiments.train import imitation_windows
+
+    extra = "imitation.workloads=[rising_load,bursted_synthetic,rising_load]"
+    record = {"workload": "rising_load", "params": {}, "seed": 20260721, "val": []}
+    for episodes, train in ((1, ["rising-0002"]), (5, ["rising-0002", "rising-0003"])):
+        cfg = _compose("train", ["workload=tiny", extra, f"imitation.episodes={episodes}"])
+        assert imitation_windows(cfg) == [{**record, "train": train}]
+    assert imitation_windows(_compose("train", ["workload=tiny", extra])) == []
+    resumed = ["workload=tiny", extra, "imitation.episodes=1", "resume=runs/x/agent"]
+    assert imitation_windows(_compose("train", resumed)) == []
+
+
+def test_agent_json_s_registered_windows_is_a_record_or_a_list_of_them(tmp_path: Path) -> None:
+    from agents.algorithms import load_spec
+
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    base = {"algo": "ppo", "env": "route", "env_kwargs": {}}
+    record = trained_windows("bursted_synthetic", SMALL, 20260721, 1, 1)
+    for saved in (record, [record, record], None):
+        (agent / "agent.json").write_text(json.dumps({**base, "registered_windows": saved}))
+        assert load_spec(agent).registered_windows == saved
+    where = f"{agent / 'agent.json'}: registered_windows"
+    for saved, said in (
+        ([], " must be a JSON object or a non-empty array of objects (null: not recorded), got []"),
+        ("x", " must be a JSON object or a non-empty array of objects (null: not recorded), got"),
+        ([record, 3], "[1] must be a JSON object, got 3"),
+    ):
+        (agent / "agent.json").write_text(json.dumps({**base, "registered_windows": saved}))
+        with pytest.raises(ValueError, match=re.escape(where + said)):
+            load_spec(agent)
+
+
+@pytest.mark.slow
+def test_train_records_the_workloads_it_cloned_on_and_evaluate_refuses_them(
+    tmp_path: Path,
+) -> None:
+    """A clone of workload=tiny with one teacher episode on rising_load (rising-0002)
+    is refused rising_load at train_windows=1 test_windows=19, before any run folder."""
+    from agents.algorithms import load_spec
+    from experiments.evaluate import evaluate
+    from experiments.train import train
+
+    train(_compose("train", ["workload=tiny", "env=route_warm", "agent=maskable_ppo",
+                             "imitation.episodes=1", "imitation.epochs=1",
+                             "imitation.workloads=[rising_load]", "train.total_timesteps=0",
+                             "train.evaluate=false", "train.progress=false", "logger=none",
+                             f"out_dir={tmp_path / 'run'}"]))  # fmt: skip
+    agent = tmp_path / "run" / "agent"
+    main, rising = load_spec(agent).registered_windows
+    assert main["workload"] == "bursted_synthetic"
+    assert main["train"] == ["synthetic-0001", "synthetic-0004"]
+    assert rising == {"workload": "rising_load", "params": {}, "seed": 20260721,
+                      "train": ["rising-0002"], "val": []}  # fmt: skip
+    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=19"]
+    cfg = _compose("evaluate", [f"checkpoint=[{agent}]", "workload=rising_load", *counts,
+                                "logger=none", "policies=[cache_aware]", "progress=false",
+                                f"out_dir={tmp_path / 'eval'}"])  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape("1 of its 1 train window (rising-0002)")):
+        evaluate(cfg)
+    assert not (tmp_path / "eval").exists()
