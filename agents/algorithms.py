@@ -638,9 +638,14 @@ def check_saved_options(spec: AgentSpec) -> None:
 
 def _check_registered(where: str, value: Any) -> None:
     """``registered_windows`` (an agent's, or a ``started_from`` entry's) is null, a
-    record (a JSON object) or a non-empty array of them; else a ValueError naming
-    ``where``."""
-    if value is None or isinstance(value, dict):
+    record or a non-empty array of records, each an object of
+    :data:`_REGISTERED_TYPES`' keys (``dataset`` and ``families`` only for a
+    dataset's split, as a pair), each of its type; else a ValueError naming
+    ``where`` and the key."""
+    if value is None:
+        return
+    if isinstance(value, dict):
+        _check_record(where, value)
         return
     if not isinstance(value, list) or not value:
         raise ValueError(
@@ -648,8 +653,37 @@ def _check_registered(where: str, value: Any) -> None:
             f"recorded), got {value!r}"
         )
     for i, record in enumerate(value):
-        if not isinstance(record, dict):
-            raise ValueError(f"{where}[{i}] must be a JSON object, got {record!r}")
+        _check_record(f"{where}[{i}]", record)
+
+
+def _check_record(where: str, record: Any) -> None:
+    """One ``registered_windows`` record (:func:`_check_registered`)."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where} must be a JSON object, got {record!r}")
+    known = ", ".join(_REGISTERED_TYPES)
+    unknown = sorted(set(record) - set(_REGISTERED_TYPES))
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {known}")
+    needed = [k for k in _REGISTERED_TYPES if k not in _DATASET_KEYS]
+    if "dataset" in record or "families" in record:  # a dataset's split: both
+        needed += list(_DATASET_KEYS)
+    missing = [k for k in needed if k not in record]
+    if missing:
+        raise ValueError(f"{where}: missing key {missing[0]!r}; known: {known}")
+    for key, kind in _REGISTERED_TYPES.items():
+        if key not in record:
+            continue
+        value = record[key]
+        if key == "seed":
+            check_int(f"{where}.seed", value, 0)
+        elif kind is list:
+            if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+                raise ValueError(f"{where}.{key} must be a JSON array of strings, got {value!r}")
+        elif not isinstance(value, kind):
+            raise ValueError(f"{where}.{key} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
+    for name, config in record.get("families", {}).items():
+        if not isinstance(config, dict):
+            raise ValueError(f"{where}.families.{name} must be a JSON object, got {config!r}")
 
 
 def _check_started_entry(where: str, entry: Any) -> None:
@@ -711,6 +745,18 @@ _JSON_NAMES: dict[type, str] = {
     bool: "true or false",
     list: "array",
 }
+# a registered_windows record's keys and their types (lists: of strings; the seed an
+# integer >= 0); the last two only a dataset's split has
+_REGISTERED_TYPES: dict[str, type] = {
+    "workload": str,
+    "params": dict,
+    "seed": int,
+    "train": list,
+    "val": list,
+    "dataset": str,
+    "families": dict,
+}
+_DATASET_KEYS = ("dataset", "families")
 # a started_from entry's keys and their types (None: null allowed)
 _STARTED_TYPES: dict[str, tuple[type, ...]] = {
     "agent": (str,),

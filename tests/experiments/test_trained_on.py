@@ -777,3 +777,47 @@ def test_train_records_the_workloads_it_cloned_on_and_evaluate_refuses_them(
     with pytest.raises(ValueError, match=re.escape("1 of its 1 train window (rising-0002)")):
         evaluate(cfg)
     assert not (tmp_path / "eval").exists()
+
+
+def test_a_registered_windows_record_is_checked_on_load(tmp_path: Path) -> None:
+    """A hand-edited or partial record is refused in one line naming the file and the
+    key (it was a KeyError from the seen-windows check); a dataset's record has both
+    ``dataset`` and ``families``."""
+    from agents.algorithms import load_spec
+
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    base = {"algo": "ppo", "env": "route", "env_kwargs": {}}
+    record = trained_windows("bursted_synthetic", SMALL, 20260721, 1, 1)
+    no_seed = {k: v for k, v in record.items() if k != "seed"}
+    known = "; known: workload, params, seed, train, val, dataset, families"
+    for saved, said in (
+        ({}, f"registered_windows: missing key 'workload'{known}"),
+        (no_seed, f"registered_windows: missing key 'seed'{known}"),
+        ([record, no_seed], f"registered_windows[1]: missing key 'seed'{known}"),
+        ({**record, "x": 1}, f"registered_windows: unknown key 'x'{known}"),
+        (
+            {**record, "dataset": "d/train.jsonl"},
+            f"registered_windows: missing key 'families'{known}",
+        ),
+        ({**record, "seed": "7"}, "registered_windows.seed must be an integer"),
+        ({**record, "seed": True}, "registered_windows.seed must be an integer"),
+        ({**record, "train": [1]}, "registered_windows.train must be a JSON array of strings"),
+        ({**record, "params": []}, "registered_windows.params must be a JSON object, got []"),
+        (
+            {**record, "dataset": "d", "families": {"synthetic": 1}},
+            "registered_windows.families.synthetic must be a JSON object, got 1",
+        ),
+    ):
+        (agent / "agent.json").write_text(json.dumps({**base, "registered_windows": saved}))
+        with pytest.raises(ValueError, match=re.escape(f"{agent / 'agent.json'}: {said}")):
+            load_spec(agent)
+    entry = {"agent": "a", "workload": "bursted_synthetic", "workload_params": {},
+             "trace_file": None, "registered_windows": {}}  # fmt: skip
+    (agent / "agent.json").write_text(json.dumps({**base, "started_from": [entry]}))
+    said = "started_from[0].registered_windows: missing key 'workload'"
+    with pytest.raises(ValueError, match=re.escape(f"{agent / 'agent.json'}: {said}")):
+        load_spec(agent)
+    dataset = {**record, "dataset": "d", "families": {"synthetic": {"n_bursts": 2}}}
+    (agent / "agent.json").write_text(json.dumps({**base, "registered_windows": [dataset]}))
+    assert load_spec(agent).registered_windows == [dataset]
