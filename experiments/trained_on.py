@@ -353,7 +353,9 @@ def trace_notes(
     """A note for each agent (by label, its folder in ``folders``) trained on a trace
     and evaluated here on the registered workload ``shown``: the command line
     options that evaluate it on that trace's windows, its absolute path and the
-    options it was split by. Of an agent in ``seen`` (:func:`check_seen_windows`
+    options it was split by (of a split of a dataset ``make_dataset`` wrote that
+    holds no test window, as ``train.jsonl``: the dataset's test split,
+    :func:`_held_out_split`). Of an agent in ``seen`` (:func:`check_seen_windows`
     warned that some of these windows are its trace's: a dataset of this workload),
     it says so rather than that these windows are others."""
     notes = []
@@ -365,17 +367,51 @@ def trace_notes(
         path = trained_path(agent.spec, folders[label])
         shown_path = os.path.abspath(path) if os.path.exists(path) else path
         given = [name for name in changed_fields(params) if name in SPLIT_OPTIONS]
-        options = " ".join([f"workload.path={shown_path}", *_options(params, given)])
+        held = _held_out_split(path, params)
+        evaluated = held or shown_path
+        options = " ".join([f"workload.path={evaluated}", *_options(params, given)])
         these = (
             f"some of these windows of {shown} are that trace's ({ALLOW_OPTION}=true)"
             if label in seen
             else f"these windows are {shown}'s"
         )
+        what = (
+            "its dataset's held-out windows (the trace holds no test window)"
+            if held
+            else "that trace's windows"
+        )
         notes.append(
             f"note: {label} was trained on a trace ({shown_path}); {these}: workload=trace "
-            f"{options} evaluates it on that trace's windows"
+            f"{options} evaluates it on {what}"
         )
     return notes
+
+
+def _held_out_split(path: str, params: Mapping[str, Any]) -> str | None:
+    """The test split of the dataset ``make_dataset`` wrote whose split ``path`` is
+    (``test.jsonl`` beside its ``dataset_info.json``, gzip-compressed or not), when
+    ``path`` read with the trace options ``params`` has no test window (its rows all
+    name another split: a run trained on ``train.jsonl``); None otherwise, or when
+    the file cannot be read as it was."""
+    from envs.workloads.readers.bursted import dataset_info
+    from envs.workloads.trace_file import plan_trace
+
+    found = dataset_info(path)
+    if found is None:
+        return None
+    options = {k: v for k, v in params.items() if k in TRACE_FIELDS}
+    try:
+        with warnings.catch_warnings():  # the training run's to say
+            warnings.simplefilter("ignore")
+            if plan_trace(TraceOptions(**{**options, "path": path})).split("test"):
+                return None
+    except (OSError, ValueError, TypeError):  # it changed since: the note says the file
+        return None
+    for name in ("test.jsonl", "test.jsonl.gz"):
+        split = found[0].parent / name
+        if split.is_file():
+            return str(split.absolute())
+    return None
 
 
 def _same_trace(spec: Any, folder: Any, options: TraceOptions) -> bool:

@@ -443,14 +443,26 @@ def test_an_agent_trained_on_a_dataset_s_split_is_refused_the_workload_s_same_wi
     with pytest.warns(SettingWarning):
         seen = check_seen_windows(agents, folders, "bursted_synthetic", TINY, "test", 1, True)
     assert seen == ["ppo_route"]
+    # every row of train.jsonl is a train window: the held-out ones are test.jsonl's
+    # (synthetic-0001), which is refused it none
+    test = split.with_name("test.jsonl")
     (note,) = trace_notes(agents, folders, "tiny", seen)
     assert note == (
         f"note: ppo_route was trained on a trace ({split}); some of these windows of tiny are "
-        f"that trace's (allow_seen_windows=true): workload=trace workload.path={split} "
-        "evaluates it on that trace's windows"
+        f"that trace's (allow_seen_windows=true): workload=trace workload.path={test} "
+        "evaluates it on its dataset's held-out windows (the trace holds no test window)"
     )
     (note,) = trace_notes(agents, folders, "tiny")
     assert "; these windows are tiny's: " in note
+    check_seen_windows(agents, folders, "trace", _params(test), "test", None, allow=False)
+    # read by time (file_splits=false), train.jsonl's own windows: its last is a test window
+    by_time = _params(split, file_splits=False, test_fraction=0.5)
+    spec.env_kwargs["workload_params"] = by_time
+    (note,) = trace_notes(agents, folders, "tiny")
+    assert note.endswith(
+        f"workload.path={split} workload.test_fraction=0.5 workload.file_splits=false "
+        "evaluates it on that trace's windows"
+    )
 
 
 def test_a_dataset_s_split_evaluated_is_refused_the_registered_windows_an_agent_used(
