@@ -934,3 +934,19 @@ def settings_log(runs: Sequence[PolicyRun]) -> dict[str, Any]:
                 "windows": windows,
             }
     return out
+
+
+NOT_A_COMMAND = (
+    "error: experiments.report is a library module (the tables and charts the commands"
+    " make), not a command: python -m experiments.compare (or evaluate, train) writes a"
+    " run's table, charts and results.json"
+)
+"""What ``python -m experiments.report`` prints (exit status 2): it ran nothing
+and said nothing, whatever it was given."""
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(NOT_A_COMMAND, file=sys.stderr)
+    raise SystemExit(2)

@@ -747,6 +747,20 @@ def test_audit_reports_a_damaged_gzip_file_in_one_line(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize("args", [[], ["bogus=1"], ["--help"]])
+def test_the_report_module_says_it_is_not_a_command(
+    args: list[str], tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    # it ran nothing and printed nothing, exit 0, whatever it was given
+    proc = run_command("experiments.report", args, tmp_path)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("error: experiments.report is a library module")
+    assert "python -m experiments.compare" in proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("module", [compare, reproduce, audit, costs, bench, make_dataset])
 def test_help_exits_zero(module: Any, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
