@@ -579,6 +579,13 @@ def cap_note(path: str, cap: int | None, every: str = "null") -> str:
     return "" if cap is None else f" (at most {cap}: {path}={cap}; {every} for all)"
 
 
+def sim_note(config: SimConfig) -> str:
+    """`` · causal_kv=B · copy_model=M``: the KV model a run's figures are under, on
+    the line before its table (``compare``'s, ``evaluate``'s and ``train``'s
+    evaluation's: :func:`experiments.jobs.evaluation_header`)."""
+    return f" · causal_kv={config.causal_kv} · copy_model={config.copy_model}"
+
+
 def workload_label(workload: str, params: Mapping[str, Any]) -> str:
     """What result rows call the workload: its name, followed by the generator
     parameters changed, if any (``bursted_synthetic[n_bursts=2,burst_requests=40]``),

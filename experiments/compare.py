@@ -84,6 +84,7 @@ from experiments._cli import (
     parse_value,
     sim_config_of,
     sim_defaults,
+    sim_note,
     stamp_trace,
     trace_defaults,
     workload_file,
@@ -567,8 +568,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(
         f"{options['setup']} · {shown} · {plural(n_windows, 'test window')}"
         + cap_note("windows", limit, every="0")
-        + " · causal_kv="
-        f"{config.causal_kv} · copy_model={config.copy_model}"
+        + sim_note(config)
     )
     print(comparison_table(rows, options["baseline"]))
     if replication := replication_table(rows):

@@ -33,6 +33,7 @@ from experiments._cli import (
     name_running,
     running_command,
     show_warning,
+    sim_note,
     stamp_trace,
     user_error_message,
 )
@@ -976,12 +977,14 @@ def measured_on(cfg: Any, windows: Sequence[str], **more: Any) -> dict[str, Any]
 def evaluation_header(cfg: Any, n_windows: int, split: str = "test", seed: str = "") -> str:
     """The line before an evaluation's table (``evaluate``'s, ``train``'s after
     training): setup, workload, how many ``split`` windows ran with
-    ``workload.eval_windows``' :func:`cap_note`, and the simulator's seed (``seed``,
-    as ``key=value``; default ``seed=<cfg.seed>``)."""
+    ``workload.eval_windows``' :func:`cap_note`, the KV model (:func:`sim_note`, as
+    ``compare``'s line says it) and the simulator's seed (``seed``, as ``key=value``;
+    default ``seed=<cfg.seed>``)."""
     return (
         f"{setup_label(cfg)} · {workload_label(cfg)} · "
         f"{plural(n_windows, f'{split} window')}"
         + cap_note("workload.eval_windows", cfg.workload.eval_windows)
+        + sim_note(sim_of(cfg))
         + f" · {seed or f'seed={cfg.seed}'}"
     )
 

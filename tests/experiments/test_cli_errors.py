@@ -2019,3 +2019,30 @@ def test_a_model_too_big_for_the_node_says_where_the_model_came_from(
         "a node (4xH100, 320 GB HBM) cannot hold dense-1t: its weights need 1000 GB "
         f"(model.name='dense-1t' {origin})\n"
     )
+
+
+def test_evaluate_s_first_line_names_the_kv_model_as_compare_s_does(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """evaluate's line before its table said setup, workload, windows and seed but
+    not the KV model its figures are under, which compare's line says."""
+    done = run_command(
+        "experiments.evaluate",
+        ["logger=none", "workload=tiny", "workload.eval_windows=1", "policies=[cache_aware]",
+         "progress=false", "sim.causal_kv=false", "sim.copy_model=contention",
+         f"out_dir={tmp_path / 'e'}"],
+        tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.endswith(" · causal_kv=False · copy_model=contention · seed=0"), first
+    done = run_command(
+        "experiments.compare",
+        ["params=burst_requests=6,n_decoys=2,n_bursts=1", "windows=1", "agents=none",
+         "policies=cache_aware", "progress=false", "charts=false", "causal_kv=false",
+         "copy_model=contention", f"out_dir={tmp_path / 'c'}"],
+        tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    header = next(line for line in done.stdout.splitlines() if " · " in line)
+    assert header.endswith(" · causal_kv=False · copy_model=contention"), header

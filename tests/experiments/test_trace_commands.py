@@ -339,7 +339,8 @@ def test_train_and_compare_say_a_capped_split_as_evaluate_does(
     table = next(i for i, line in enumerate(lines) if line.startswith("policy "))
     assert lines[table - 1] == (
         "70b_h100x4 · trace:mc.jsonl · 3 test windows "
-        "(at most 3: workload.eval_windows=3; null for all) · seed=0"
+        "(at most 3: workload.eval_windows=3; null for all) "
+        "· causal_kv=True · copy_model=reference · seed=0"
     )
     rows = read_json(tmp_path / "run" / "results.json")["rows"]
     assert {row["requests"] for row in rows} == {6}
