@@ -72,8 +72,17 @@ def _save(fig: Any, path: str | Path) -> Path:
     return target
 
 
+def run_title(row: Mapping[str, Any]) -> str:
+    """A comparison run's charts' title, from a row: setup, workload and how many
+    windows ran (``70b_h100x4 · bursted_art · 5 windows``)."""
+    title = f"{row.get('setup', '')} · {row.get('workload', '')}"
+    windows = row.get("windows")
+    return title if windows is None else f"{title} · {plural(windows, 'window')}"
+
+
 def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str | Path) -> Path:
-    """Grouped bars: mean and p95 TTFT reduction (%) per policy vs ``baseline``."""
+    """Grouped bars: mean and p95 TTFT reduction (%) per policy vs ``baseline``,
+    titled as the CDF is (:func:`run_title`)."""
     plt = _pyplot()
     names = [row["policy"] for row in rows]
     mean = [row.get("ttft_mean_reduction_pct") or 0.0 for row in rows]
@@ -103,8 +112,7 @@ def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str 
     low = min([*mean, *p95, 0.0])
     high = max([*mean, *p95, 0.0])
     ax.set_ylim(max(low, floor) * 1.15 - 5.0, high * 1.15 + 5.0)
-    first = rows[0] if rows else {}
-    ax.set_title(f"{first.get('setup', '')} · {first.get('workload', '')}")
+    ax.set_title(run_title(rows[0] if rows else {}))
     ax.legend(handles=handles)
     ax.grid(axis="y", alpha=0.3)
     path = _save(fig, path)
@@ -872,9 +880,7 @@ def timeline_choice(
 def write_charts(runs: Sequence[PolicyRun], baseline: str, out_dir: Path) -> list[Path]:
     runs = [run for run in runs if run.row["policy"] != FLOOR_CAPACITY]  # a mean, no TTFTs
     rows = [run.row for run in runs]
-    first = rows[0]
-    windows = first["windows"]
-    title = f"{first['setup']} · {first['workload']} · {windows} window" + "s" * (windows != 1)
+    title = run_title(rows[0])
     paths = [
         plot_ttft_cdf({r.row["policy"]: r.ttft_s for r in runs}, out_dir / CHARTS[1], title),
     ]

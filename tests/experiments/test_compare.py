@@ -421,6 +421,27 @@ def test_ttft_cdf_rises_from_zero_and_counts_one_window(tmp_path, monkeypatch):
     assert len(y) == n + 1 and y[0] == 0.0 and y[1] == pytest.approx(1 / n) and y[-1] == 1.0
 
 
+def test_reductions_chart_is_titled_with_the_window_count_as_the_cdf_is(tmp_path, monkeypatch):
+    """ttft_reduction.png's title said setup and workload only; ttft_cdf.png's the
+    windows too, so the two charts of one run were titled apart."""
+    from experiments import report
+
+    titles: dict[str, str] = {}
+    real_save = report._save
+
+    def spy_save(fig: Any, path: Any) -> Any:
+        titles[Path(path).name] = fig.axes[0].get_title()
+        return real_save(fig, path)
+
+    monkeypatch.setattr(report, "_save", spy_save)
+    windows = [small_window(seed) for seed in (1, 2)]
+    policies = ["cache_aware", "btb"]
+    runs = evaluate_policies(policies, "70b_h100x4", windows, SimConfig(), workload="small")
+    report.write_charts(runs, "cache_aware", tmp_path)
+    reductions, cdf = report.CHARTS[:2]
+    assert titles[reductions] == titles[cdf] == "70b_h100x4 · small · 2 windows"
+
+
 def test_compare_keeps_same_named_agents_apart(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import shutil
 
