@@ -716,6 +716,26 @@ def spaced_labels(
     return kept
 
 
+TITLE_CHARS = 60
+"""The longest line of a threshold chart's column title: a longer title (an agent
+labelled ``NAME@folder``, a long window name) is wrapped (:func:`column_title`).
+At the title's size, 60 characters of a typical label take about 80 % of a
+column's width, so no title overhangs its column or meets its neighbour's."""
+
+
+def column_title(name: str, window: str, epochs: int) -> str:
+    """A threshold chart's column title: policy, window and epochs, joined by `` · ``
+    on lines of at most :data:`TITLE_CHARS` characters; a part that does not fit on
+    the line starts the next, and a part longer than a line is cut into lines."""
+    lines: list[str] = []
+    for part in (name, window, plural(epochs, "epoch")):
+        if lines and len(lines[-1]) + len(" · ") + len(part) <= TITLE_CHARS:
+            lines[-1] += f" · {part}"
+        else:
+            lines.extend(part[i : i + TITLE_CHARS] for i in range(0, len(part), TITLE_CHARS))
+    return "\n".join(lines)
+
+
 def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
     """One column per policy with a settings log: its queue, then its settings."""
     plt = _pyplot()
@@ -736,7 +756,7 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
         if times.size:
             top.step(times, queued, where="post", linewidth=0.9)
         top.set_ylabel("requests queued")
-        top.set_title(f"{name} · {trace.window} · {len(trace.settings)} epochs", fontsize="medium")
+        top.set_title(column_title(name, trace.window, len(trace.settings)), fontsize="medium")
         epochs, values = setting_series(trace)
         end = max(float(times[-1]) if times.size else 0.0, float(epochs[-1]) + 1.0)
         for k, label in enumerate(PANELS):
@@ -751,11 +771,11 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
             log = label in LOG_PANELS
             if log:
                 ax.set_yscale("log")
-            used, names = setting_ticks(label, values[:, k])
+            used, ticks = setting_ticks(label, values[:, k])
             ax.minorticks_off()
             low, high = used[0], used[-1]  # a margin of half a step (a factor, on log)
             ax.set_ylim(*((low / 1.5, high * 1.5) if log else (low - 0.5, high + 0.5)))
-            ax.set_yticks(used, spaced_labels(ax, used, names, TICK_FONT), fontsize=TICK_FONT)
+            ax.set_yticks(used, spaced_labels(ax, used, ticks, TICK_FONT), fontsize=TICK_FONT)
             ax.set_ylabel(label, fontsize="small")
             ax.grid(alpha=0.3)
         top.grid(alpha=0.3)

@@ -220,3 +220,27 @@ def test_spaced_labels_blanks_a_label_closer_than_a_line_of_text():
         "a", "", "", "d",
     ]  # fmt: skip
     assert spaced_labels(ax, [0.0, 10.0, 20.0], ["a", "b", "c"], 10.0) == ["a", "b", "c"]
+
+
+def test_a_long_column_title_is_wrapped_within_its_column(monkeypatch, tmp_path):
+    """An agent labelled NAME@folder made a title one line of any length, past its
+    column and over the next column's; a run of one epoch said "1 epochs"."""
+    from experiments import report
+
+    label = "ppo_thresholds@" + "/".join(["a_long_sweep_folder"] * 4)  # 94 characters
+    title = report.column_title(label, "synthetic-0003", 1)
+    assert title == (
+        # 60 characters at most a line: the label cut at the 60th, then parts kept whole
+        "ppo_thresholds@a_long_sweep_folder/a_long_sweep_folder/a_lon\n"
+        "g_sweep_folder/a_long_sweep_folder · synthetic-0003\n"
+        "1 epoch"
+    )
+    assert max(len(line) for line in title.splitlines()) == report.TITLE_CHARS == 60
+    assert report.column_title("ppo_thresholds", "hand", 2) == "ppo_thresholds · hand · 2 epochs"
+    figures = []
+    monkeypatch.setattr(report, "_save", lambda fig, path: figures.append(fig) or Path(path))
+    settings = [(0.0, (2, 1.0, 4, 65536, "resident"))]
+    report.plot_thresholds_timeline({label: _trace(settings), "b": _trace(settings)}, tmp_path)
+    (fig,) = figures
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == [report.column_title(label, "hand", 1), "b · hand · 1 epoch"]
