@@ -480,7 +480,12 @@ def reproduction_tables(
     for causal in dict.fromkeys(t["causal_kv"] for t in tables):
         model = "causal KV (corrected)" if causal else "reference KV (Infer-Sim compatible)"
         lines.append(f"\n== {model}: causal_kv={str(causal).lower()}")
-        head = f"{'setup':<16}" + "".join(f"{p[:11]:>12}" for p in policies)
+        # each policy's column as wide as its name (at least 12): names cut to 11
+        # characters (btb_specula) read alike where two share their first 11
+        widths = [max(12, len(p) + 1) for p in policies]
+        head = f"{'setup':<16}" + "".join(
+            f"{p:>{w}}" for p, w in zip(policies, widths, strict=True)
+        )
         head += f"{'BTB d mean':>11}" + (f"{'sd':>6}" if draws > 1 else "")
         head += f"{'published':>10}{'diff pp':>9}{verdict:>6}{'BTB d p95':>10}"
         head += "".join(f"{label:>10}" for _, label in _REPRODUCE_EXTRA)
@@ -492,7 +497,8 @@ def reproduction_tables(
             line = f"{t['setup']:<16}"
             places = time_decimals(t["ttft_mean_s"].values())  # (each setup's own)
             line += "".join(
-                f"{t['ttft_mean_s'].get(p, float('nan')):>12.{places}f}" for p in policies
+                f"{t['ttft_mean_s'].get(p, float('nan')):>{w}.{places}f}"
+                for p, w in zip(policies, widths, strict=True)
             )
             line += signed(red.get("btb"), 11)
             if draws > 1:
@@ -509,7 +515,11 @@ def reproduction_tables(
             lines.append(line)
     lines.append(
         "\nmean TTFT in seconds; d = TTFT reduction vs cache_aware in %"
-        + (f", averaged over {draws} workload draws (sd across draws)" if draws > 1 else "")
+        + (
+            f", averaged over {draws} workload draws (sd: their sample standard deviation, ddof 1)"
+            if draws > 1
+            else ""
+        )
         + f"; diff pp = BTB d mean - published; {verdict}: ok where |diff pp| <= "
         + f"{tolerance_pp:g}, off where not"
     )

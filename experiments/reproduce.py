@@ -29,7 +29,8 @@ runs started in the same second).
 The windows are drawn by btb-gym's generator with the published parameters and
 seed, not the original windows; a 15-window mean still varies with the draw
 (by about 3 points for llama-70b). ``workload_seeds=`` repeats the run on
-several draws and reports the mean reduction and its standard deviation.
+several draws and reports the mean reduction and its sample standard deviation
+(ddof 1).
 ``sim.NAME=VALUE`` sets a simulator option as ``compare`` takes it
 (:mod:`experiments._sim_options`: the stale view, faults, realism options, ...).
 """

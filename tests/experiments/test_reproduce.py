@@ -182,3 +182,28 @@ def test_sim_options_reach_every_run_and_are_checked_first(tmp_path) -> None:  #
         reproduce.main([*base, "sim.fault_node_loss_s=3", "sim.fault_node_loss_nodes=7",
                         f"out_dir={tmp_path / 'c'}"])  # fmt: skip
     assert not (tmp_path / "c").exists()
+
+
+def test_policy_columns_name_each_policy_in_full_and_the_sd_says_its_ddof() -> None:
+    """Columns were headed by a policy's first 11 characters: two plugin routers
+    sharing them (my_router_v1_fast, my_router_v1_slow) read alike, and the shipped
+    btb_speculative as btb_specula. The footnote did not say the sd's ddof."""
+    names = ["cache_aware", "btb", "my_router_v1_fast", "my_router_v1_slow"]
+    rows = []
+    for seed, reductions in ((1, (60.0, 10.0, 20.0)), (2, (64.0, 12.0, 30.0))):
+        for name, red in zip(names, (0.0, *reductions), strict=True):
+            rows.append({**row("70b_h100x4", name, False, red, 0.0), "workload_seed": seed})
+    tables = reproduce.build_tables(rows, "bursted_synthetic", names)
+    lines = report.reproduction_tables(tables, names, 3.0).splitlines()
+    head = next(line for line in lines if line.startswith("setup"))
+    assert head.split()[:5] == ["setup", *names]
+    # each value right-aligned under its name: 1 - 11 % = 0.890 and 1 - 25 % = 0.750
+    line = next(line for line in lines if line.startswith("70b_h100x4"))
+    for name, value in (("my_router_v1_fast", "0.890"), ("my_router_v1_slow", "0.750")):
+        end = head.index(name) + len(name)
+        assert line[end - len(value) : end] == value
+    # the sd of 60 and 64 is 2.8 with ddof 1 (2.0 with ddof 0)
+    assert line.split()[5:7] == ["+62.0", "2.8"]
+    assert "averaged over 2 workload draws (sd: their sample standard deviation, ddof 1)" in (
+        "\n".join(lines)
+    )
