@@ -175,7 +175,8 @@ def test_bench_times_a_window_of_a_trace(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "options", "needle"),
     [
-        ("", [], r"no rows to detect the format from"),
+        ("", [], r"bad\.jsonl: the file is empty \(or blank lines only\): no row to detect the "
+         r"format from$"),
         ('{"timestamp": 0, "input_length": 600, "hash_ids": [1, 2]}\n{"timestamp": 5',
          [], r"bad\.jsonl, line 2, row: not valid JSON"),
         ('{"timestamp": 0, "input_length": -5, "hash_ids": [1]}\n', [],

@@ -268,7 +268,7 @@ def test_rows_out_of_order_across_windows_are_refused_naming_the_line(tmp_path: 
     with pytest.raises(TraceFormatError, match=r"t.jsonl, line 3, field 'timestamp'.*sort"):
         plan_trace(TraceOptions(path=str(path), window_s=5.0))
     inside = write_jsonl(tmp_path / "u.jsonl", _mooncake([0, 3000, 1000]))  # one window: sorted
-    with pytest.warns(TraceWarning, match=r"u.jsonl: 1 rows arrived out of time order"):
+    with pytest.warns(TraceWarning, match=r"u.jsonl: 1 row arrived out of time order"):
         (window,) = trace_windows(TraceOptions(path=str(inside), test_fraction=1.0), "test")
     assert [r.arrival_s for r in window.requests] == [0.0, 1.0, 3.0]
 
@@ -298,7 +298,7 @@ def test_rows_out_of_time_order_in_a_window_are_sorted_with_one_warning(tmp_path
     bursted = write_jsonl(tmp_path / "b.jsonl", rows)
     said, (a, _) = _trace_warnings(TraceOptions(path=str(bursted)), "test")
     assert said == [
-        f"{bursted}: 1 rows arrived out of time order (first at line 3); sorted by arrival"
+        f"{bursted}: 1 row arrived out of time order (first at line 3); sorted by arrival"
     ]
     assert [r.arrival_s for r in a.requests] == [1.0, 2.0, 3.0, 4.0]
     ordered = write_jsonl(tmp_path / "o.jsonl", _mooncake([-500, 1000, 2000, 3000]))
@@ -449,10 +449,16 @@ def test_a_dataset_s_split_is_read_at_the_block_size_the_dataset_records(tmp_pat
     (tmp_path / "hf").mkdir()
     (tmp_path / "hf" / "dataset_info.json").write_text('{"splits": {"test": {}}}')
     assert dataset_block_tokens(write_jsonl(tmp_path / "hf" / "test.jsonl", rows)) is None
+    # a whole float is taken, as a row's integer fields take one (512.0 was refused)
+    (tmp_path / "dataset_info.json").write_text(json.dumps({**info, "block_tokens": 512.0}))
+    assert dataset_block_tokens(test) == 512 and type(dataset_block_tokens(test)) is int
     # a dataset_info.json that cannot say is named
-    (tmp_path / "dataset_info.json").write_text(json.dumps({**info, "block_tokens": 0}))
-    with pytest.raises(ValueError, match=r"dataset_info.json, field 'block_tokens': must be an "):
-        dataset_block_tokens(test)
+    for bad in (0, 512.5, 0.0, True, "512"):
+        (tmp_path / "dataset_info.json").write_text(json.dumps({**info, "block_tokens": bad}))
+        with pytest.raises(
+            ValueError, match=r"dataset_info.json, field 'block_tokens': must be an integer >= 1 "
+        ):
+            dataset_block_tokens(test)
     (tmp_path / "dataset_info.json").write_text('{"format": ')
     with pytest.raises(ValueError, match=r"dataset_info.json: not valid JSON \(Expecting value"):
         dataset_block_tokens(test)

@@ -715,7 +715,7 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
         )
     if report.out_of_order and options.unsorted == "warn":
         warnings.warn(
-            f"{report.source}: {report.out_of_order} rows arrived out of time order "
+            f"{report.source}: {plural(report.out_of_order, 'row')} arrived out of time order "
             f"(first at line {report.first_out_of_order_line}); sorted by arrival",
             TraceWarning,
             stacklevel=stacklevel,

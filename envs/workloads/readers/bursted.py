@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
@@ -125,7 +126,9 @@ def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
         return None
     info_path, info = found
     value: Any = info.get("block_tokens")
-    if not is_number(value, integer=True) or value < 1:
+    # a whole float (16.0) is taken, as a trace row's integer fields take one
+    whole = is_number(value) and math.isfinite(value) and float(value).is_integer()
+    if not whole or value < 1:
         raise ConfigError(
             f"{info_path}, field 'block_tokens': must be an integer >= 1 (the tokens a hash "
             f"of {Path(path).name} covers), got {value!r}"

@@ -71,7 +71,12 @@ def guess_format(path: str | os.PathLike[str]) -> tuple[str, str]:
     file = Path(path)
     first = first_row(file)  # when no row is readable, raises the first one's error
     if first is None:
-        raise TraceFormatError(str(file), 1, None, "the file has no rows to detect the format from")
+        raise TraceFormatError(  # about the file: no line 1 to blame
+            str(file),
+            0,
+            None,
+            "the file is empty (or blank lines only): no row to detect the format from",
+        )
     line, row = first
     told = told_by(row)
     if told is None:
