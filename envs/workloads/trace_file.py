@@ -49,6 +49,7 @@ from envs.sim.errors import ConfigError, plural
 from envs.sim.request import Request, Workload, merged_workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
+    NO_PLACES,
     PLAUSIBLE_SPAN_S,
     TIME_UNITS,
     ParsedRow,
@@ -61,9 +62,11 @@ from envs.workloads.readers.base import (
     TraceWarning,
     block_size_origin,
     check_bad_rows,
+    decimal_places,
     finish_report,
     make_request,
     plain_number,
+    rebased,
     span_text,
     time_units_per_s,
     window_again,
@@ -904,7 +907,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     current: TraceWindow | None = None
     requests: list[Request] = []
     chainer = native.BlockChainer()
-    opens, opened = 0.0, None  # the trace's time when the window ``opened`` opens
+    opens, opened, places = 0.0, None, 0  # the trace's time when window ``opened`` opens
     for _, parsed in stream:
         if fmt.windowed:
             key: str | int = parsed.window
@@ -916,10 +919,15 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
                 continue
             key = slot
             if key != opened:  # from the window's start in the trace's own unit, so
-                # integer milliseconds stay exact (1.496 s, not 1.4960000000000946)
-                opens = plan.origin + (start_s + key * options.window_s) * plan.units_per_s
+                # integer milliseconds stay exact (1.496 s, not 1.4960000000000946) and
+                # decimal seconds stay as written (3.773 s, not 3.772999999999911)
+                offset = (start_s + key * options.window_s) * plan.units_per_s
+                places = max(decimal_places(plan.origin), decimal_places(offset))
+                opens = plan.origin + offset
+                if places < NO_PLACES:  # the decimal the window opens at, as a float
+                    opens = round(opens, places)
                 opened = key
-            arrival_s = max(0.0, (parsed.time - opens) / plan.units_per_s)
+            arrival_s = max(0.0, rebased(parsed.time, opens, places, plan.units_per_s))
         if current is None or key != current.key:
             if current is not None:
                 _check_unchanged(plan)  # (a file replaced while it was read)

@@ -581,6 +581,25 @@ def test_strict_block_count_can_be_turned_off(tmp_path: Path) -> None:
     assert plan.rows_read == 1
 
 
+def test_a_qwen_trace_s_decimal_seconds_come_out_of_its_windows_as_written(
+    tmp_path: Path,
+) -> None:
+    """Qwen-Bailian's timestamps are decimal seconds: 1063.773 - 1060.0 in binary is
+    3.772999999999911 (the audit's figure), which a window's arrival was; taken in
+    the trace's unit and rounded to the places both were written with, it is 3.773."""
+    times = [1000.0, 1001.5, 1003.773, 1061.25, 1063.773, 1125.117]
+    rows = [{**qwen_rows()[1], "chat_id": 10 + i, "timestamp": t} for i, t in enumerate(times)]
+    path = write_jsonl(tmp_path / "q.jsonl", rows)
+    assert 1063.773 - 1060.0 == 3.772999999999911  # what the windows gave
+    read = trace_windows(TraceOptions(path=str(path), window_s=60.0), "all")
+    arrivals = [[r.arrival_s for r in w.requests] for w in read]
+    assert arrivals == [[0.0, 1.5, 3.773], [1.25, 3.773], [5.117]]
+    # a window opening at a decimal time (start_s=0.117: at 1000.117, 1060.117, 1120.117)
+    read = trace_windows(TraceOptions(path=str(path), window_s=60.0, start_s=0.117), "all")
+    arrivals = [[r.arrival_s for r in w.requests] for w in read]
+    assert arrivals == [[1.383, 3.656], [1.133, 3.656], [5.0]]
+
+
 def test_qwen_chat_ids_are_kept_on_the_request(tmp_path: Path) -> None:
     workload = read_qwen_bailian(write_jsonl(tmp_path / "q.jsonl", qwen_rows()))
     ids = [(r.chat_id, r.parent_chat_id) for r in workload.requests]

@@ -475,6 +475,37 @@ def plain_number(number: float) -> str:
     return f"{rounded:.3f}".rstrip("0")
 
 
+NO_PLACES = 99
+"""What :func:`decimal_places` says of a number written in exponent form."""
+
+
+def decimal_places(number: float) -> int:
+    """The decimal places of the shortest decimal that reads back as ``number``
+    (``1003.773``: 3; ``1000.0``: 0), the places a file wrote it with; a number
+    Python writes in exponent form (``1e-07``) has :data:`NO_PLACES`."""
+    number = float(number)
+    if number.is_integer():
+        return 0
+    text = repr(number)
+    return NO_PLACES if "e" in text else len(text) - text.index(".") - 1
+
+
+def rebased(time: float, opens: float, places: int, units_per_s: float) -> float:
+    """Seconds from ``opens`` to ``time`` (both in the trace's own unit, ``opens``
+    written with at most ``places`` decimals): the difference is taken in that unit
+    and, when both are decimals of few places, rounded to their places, so decimal
+    seconds come out as written (``1063.773 - 1060.0`` is 3.773, not the binary
+    difference 3.7729999999999109). Rounding is skipped where the numbers' float
+    spacing is too coarse for their places to be exact (it could move the value)."""
+    if time.is_integer() and places == 0:
+        return (time - opens) / units_per_s  # integers below 2**53 subtract exactly
+    places = max(places, decimal_places(time))
+    difference = time - opens
+    if 10.0**-places > 8 * math.ulp(max(abs(time), abs(opens))):
+        difference = round(difference, places)
+    return difference / units_per_s
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
