@@ -706,6 +706,7 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
     file written."""
     if summary is None:
         return None
+    import yaml
     from omegaconf import OmegaConf
 
     from experiments.report import plot_sweep
@@ -713,11 +714,18 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
     for job in summary["jobs"]:
         if job["status"] != "failed":
             continue
+        overrides = Path(job["folder"]) / ".hydra" / "overrides.yaml"
         try:  # Hydra's record of the job, or the earlier run's put back
-            recorded = OmegaConf.to_container(
-                OmegaConf.load(Path(job["folder"]) / ".hydra" / "overrides.yaml")
-            )
+            recorded = OmegaConf.to_container(OmegaConf.load(overrides))
         except (OSError, ValueError):
+            continue
+        except yaml.YAMLError as error:  # a damaged record: said, and the sweep ends as it would
+            said = " ".join(str(error).split())
+            print(
+                f"warning: {overrides}: not valid YAML ({said}); job {job['job']}'s folder "
+                "is not checked for an earlier run's files",
+                file=sys.stderr,
+            )
             continue
         if recorded != job["overrides"]:
             job["kept"] = "its folder keeps the earlier run's files"

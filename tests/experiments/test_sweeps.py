@@ -800,3 +800,26 @@ def test_over_seeds_gives_each_policy_s_mean_when_each_job_s_best_is_another_s(
         "over seeds 0, 1 (the one setting): val mean TTFT (s), best baseline 0.266 ± 0.0014 "
         "(mean ± std, ddof 1)"
     )
+
+
+def test_a_failed_job_s_damaged_overrides_yaml_is_one_warning_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """finish read a failed job's .hydra/overrides.yaml catching OSError and
+    ValueError, not yaml's own errors: a damaged file ended the sweep in a
+    traceback. Job 1's record is readable and differs from its overrides: marked."""
+    _job(tmp_path, 0, 1, ["seed=0"], status="failed", error="e", bug=False)
+    _job(tmp_path, 1, 1, ["seed=1"], status="failed", error="e", bug=False)
+    damaged = tmp_path / "0" / ".hydra" / "overrides.yaml"
+    damaged.parent.mkdir(exist_ok=True)  # (the outcome is there)
+    damaged.write_text("- seed=0\n  - : [bad\n")
+    (tmp_path / "1" / ".hydra").mkdir(exist_ok=True)
+    (tmp_path / "1" / ".hydra" / "overrides.yaml").write_text("- seed=7\n")
+    summary = _collect(tmp_path, 1, ("seed",))
+    assert sweeps.finish(summary) is None  # no job completed, the folder not new
+    (warning,) = capsys.readouterr().err.splitlines()
+    assert warning.startswith(f"warning: {damaged}: not valid YAML (mapping values are not ")
+    assert warning.endswith("; job 0's folder is not checked for an earlier run's files")
+    assert [job.get("kept") for job in summary["jobs"]] == [
+        None, "its folder keeps the earlier run's files",
+    ]  # fmt: skip
