@@ -557,8 +557,23 @@ def _node_of(cfg: Any, path: str, text: Any, model: ModelSpec, own: Mapping[str,
 def _refuse_node_beside_nodes() -> None:
     """``cluster.nodes`` replaces ``cluster.node`` and ``cluster.n_nodes``: one of
     them given by the user too (on the command line, in the ``+experiment`` file,
-    or in the cluster option's file that gives ``nodes``) is refused, not ignored."""
+    or in the cluster option's file that gives ``nodes``) is refused, not ignored, and
+    so is a cluster option chosen on the command line (``cluster=4xH100_x2``) beside
+    ``nodes`` given there or in the ``+experiment`` file; the default option's own
+    node and n_nodes do not count."""
     nodes_where = _where_set("cluster.nodes")
+    if nodes_where is not None and nodes_where[0] in ("line", "experiment"):
+        from hydra.core.hydra_config import HydraConfig
+
+        for override in _parsed_overrides(list(HydraConfig.get().overrides.task)):
+            if override.key_or_group == "cluster" and not override.is_delete():
+                said = value_origin("cluster.nodes")  # (from the command line)
+                if nodes_where[0] == "experiment":  # (cluster= from the command line; ...)
+                    said = f" (cluster= from the command line; cluster.nodes {said[2:]}"
+                raise ConfigError(
+                    f"cluster={override.value()} and cluster.nodes are both given{said}: "
+                    "cluster.nodes lists every node (give it alone, or the cluster option)"
+                )
     for key in ("node", "n_nodes"):
         where = _where_set(f"cluster.{key}")
         if where is None or nodes_where is None:

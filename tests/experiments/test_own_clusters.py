@@ -118,6 +118,16 @@ def test_the_presets_stay_as_they_were() -> None:
             "cluster.n_nodes and cluster.nodes are both given (from the command line): "
             "cluster.nodes lists every node (give it alone, or node and n_nodes)",
         ),
+        (  # the option chosen was dropped for the nodes without a word
+            ["cluster=4xH100_x2", MIXED],
+            "cluster=4xH100_x2 and cluster.nodes are both given (from the command line): "
+            "cluster.nodes lists every node (give it alone, or the cluster option)",
+        ),
+        (
+            [MIXED, "cluster=8xH200_x4"],
+            "cluster=8xH200_x4 and cluster.nodes are both given (from the command line): "
+            "cluster.nodes lists every node (give it alone, or the cluster option)",
+        ),
         (
             ["cluster.nodes=[4xH100,1xH100]"],
             "cluster.nodes[1]='1xH100' (from the command line): a node (1xH100, 80 GB HBM) "
