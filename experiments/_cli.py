@@ -263,29 +263,51 @@ def terminating_as_interrupt() -> Iterator[None]:
     raises ``KeyboardInterrupt``, instead of killing it outright: every ``finally``
     and ``except BaseException`` clause runs (an ``overwrite=true`` run puts the
     earlier run's files back, a temporary file goes, a W&B run is finished). A
-    forked worker that inherited the handler ends on SIGTERM as before (a pool
-    stops its workers with it). Outside the main thread (no signal handler can be
-    set there), or where SIGTERM is ignored, the block runs as it is."""
+    process forked inside the block (a pool's worker) starts with SIGTERM at its
+    default again (:func:`_default_in_child`), so a pool's ``terminate()`` kills
+    it at once, in a long C call too. Outside the main thread (no signal handler
+    can be set there), or where SIGTERM is ignored, the block runs as it is."""
     if (
         threading.current_thread() is not threading.main_thread()
         or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # (whoever started it chose so)
     ):
         yield
         return
-    owner = os.getpid()
+    previous = signal.signal(signal.SIGTERM, _Stop(os.getpid()))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
-    def stop(signum: int, frame: Any) -> None:
-        if os.getpid() != owner:  # a forked worker: killed, as without the handler
+
+class _Stop:
+    """The SIGTERM handler of :func:`terminating_as_interrupt`: raises
+    :class:`Terminated` in the process that set it."""
+
+    def __init__(self, owner: int) -> None:
+        self.owner = owner
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self.owner:  # a child the signal reached before its reset ran
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
         raise Terminated
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+
+def _default_in_child() -> None:
+    """In a process just forked (a ``fork`` pool's worker, ``reproduce jobs=N``'s),
+    SIGTERM back at its default where :class:`_Stop` handled it in the parent. A
+    Python handler runs only between two bytecodes: a worker in a long C call
+    (a numpy or simulator call) lived on after its pool's ``terminate()`` until
+    that call returned, and the command with it."""
+    if isinstance(signal.getsignal(signal.SIGTERM), _Stop):
+        with contextlib.suppress(ValueError):  # (not the main thread: none can be set)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+if hasattr(os, "register_at_fork"):  # (once, as this module is first imported)
+    os.register_at_fork(after_in_child=_default_in_child)
 
 
 def exit_status(error: BaseException) -> int:

@@ -291,6 +291,46 @@ def test_a_forked_worker_ends_on_sigterm_as_without_the_handler() -> None:
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
 
 
+def test_a_worker_forked_in_a_long_c_call_ends_on_sigterm_at_once() -> None:
+    """A worker forked inside the block starts with SIGTERM at its default: one in
+    a long C call (no bytecode for a Python handler to run between) is killed by
+    it there, so a pool's ``terminate()`` does not wait for the call to return
+    (it waited 16 s in a review's run). The wait below only guards against a hang."""
+    import signal
+    import time
+
+    from experiments._cli import terminating_as_interrupt
+
+    with terminating_as_interrupt():
+        ready, told = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child)
+            os.close(ready)
+            if signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+                os._exit(3)  # the parent's handler, inherited
+            os.write(told, b"1")
+            sum(range(10**12))  # hours in one C call
+            os._exit(0)
+        os.close(told)
+        try:
+            assert os.read(ready, 1) == b"1", "the worker inherited the command's handler"
+            time.sleep(0.2)  # (in its C call by now)
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(600):  # 60 s at most: a hang, not a measurement
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError("the worker outlived SIGTERM in its C call")
+        finally:
+            os.close(ready)
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
 @contextlib.contextmanager
 def _hydra_job(name: str, overrides: list[str]) -> Iterator[Any]:
     """The config as a single Hydra job sees it (``HydraConfig.get()`` works), with
