@@ -258,22 +258,31 @@ def interruption(error: KeyboardInterrupt) -> str:
 
 
 @contextlib.contextmanager
-def terminating_as_interrupt() -> Iterator[None]:
+def terminating_as_interrupt(exiting: bool = False) -> Iterator[None]:
     """Within the block, SIGTERM raises :class:`Terminated` in this process, as Ctrl-C
     raises ``KeyboardInterrupt``, instead of killing it outright: every ``finally``
     and ``except BaseException`` clause runs (an ``overwrite=true`` run puts the
-    earlier run's files back, a temporary file goes, a W&B run is finished). A
-    process forked inside the block (a pool's worker) starts with SIGTERM at its
-    default again (:func:`_default_in_child`), so a pool's ``terminate()`` kills
-    it at once, in a long C call too. Outside the main thread (no signal handler
-    can be set there), or where SIGTERM is ignored, the block runs as it is."""
+    earlier run's files back, a temporary file goes, a W&B run is finished).
+    ``exiting``: raise ``SystemExit(143)`` instead, what a library function
+    (``make_dataset.make_dataset``) raises: its caller's program ends with the
+    status a SIGTERM gives, without a traceback (an uncaught ``KeyboardInterrupt``
+    ends Python as SIGINT does), and ``except KeyboardInterrupt`` written for
+    Ctrl-C does not take it for one. A process forked inside the block (a pool's
+    worker) starts with SIGTERM at its default again (:func:`_default_in_child`),
+    so a pool's ``terminate()`` kills it at once, in a long C call too.
+
+    The handler is set only where SIGTERM has its default: a handler of the
+    caller's own (or of an enclosing block: a command's :func:`main_guard` around
+    ``make_dataset``) is left in place, and so is SIGTERM ignored (whoever started
+    the process chose so). Outside the main thread (no signal handler can be set
+    there) the block runs as it is."""
     if (
         threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) == signal.SIG_IGN  # (whoever started it chose so)
+        or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
     ):
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _Stop(os.getpid()))
+    previous = signal.signal(signal.SIGTERM, _Stop(os.getpid(), exiting))
     try:
         yield
     finally:
@@ -282,16 +291,20 @@ def terminating_as_interrupt() -> Iterator[None]:
 
 class _Stop:
     """The SIGTERM handler of :func:`terminating_as_interrupt`: raises
-    :class:`Terminated` in the process that set it."""
+    :class:`Terminated` (``SystemExit(143)`` when ``exiting``) in the process that
+    set it."""
 
-    def __init__(self, owner: int) -> None:
+    def __init__(self, owner: int, exiting: bool) -> None:
         self.owner = owner
+        self.exiting = exiting
 
     def __call__(self, signum: int, frame: Any) -> None:
         if os.getpid() != self.owner:  # a child the signal reached before its reset ran
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        if self.exiting:
+            raise SystemExit(128 + signum)
         raise Terminated
 
 

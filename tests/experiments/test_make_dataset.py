@@ -14,7 +14,7 @@ import pytest
 
 from envs.workloads import iter_bursted_windows
 from experiments import make_dataset
-from experiments._cli import Terminated
+from experiments._cli import main_guard
 
 SMALL = ["params=burst_requests=6,n_decoys=2,rows_per_window=15", "progress=false"]
 BURSTS = ["params=burst_requests=6,n_decoys=2", "progress=false"]  # (bursted_synthetic's)
@@ -111,10 +111,45 @@ def test_an_interrupted_run_keeps_the_old_dataset_whole(
             yield item
 
     monkeypatch.setattr(make_dataset, "window_rows", dies_midway)
-    with pytest.raises(Terminated if how == "sigterm" else RuntimeError):
+    with pytest.raises(SystemExit if how == "sigterm" else RuntimeError) as caught:
         make_dataset.main([f"out_dir={tmp_path}", "seed=5", "overwrite=true", *SMALL])
+    if how == "sigterm":  # called from Python: SystemExit(143), as before 2026-12-06
+        assert caught.value.code == 143
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert signal.getsignal(signal.SIGTERM) == handler
+
+
+def test_sigterm_under_the_command_is_terminated_and_a_callers_handler_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the command (main_guard), SIGTERM ends make_dataset as it ends every
+    command: ``terminated``, 143. Called by a program with a SIGTERM handler of its
+    own, make_dataset() leaves it in place: the handler runs and the dataset is
+    written (the handler was replaced, and the run ended)."""
+    real = make_dataset.window_rows
+
+    def signalled(*args: object, **kwargs: object) -> object:
+        for k, item in enumerate(real(*args, **kwargs)):  # type: ignore[arg-type]
+            if k == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield item
+
+    monkeypatch.setattr(make_dataset, "window_rows", signalled)
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        make_dataset.main([f"out_dir={tmp_path / 'own'}", *SMALL])
+        assert signal.getsignal(signal.SIGTERM) is not previous
+        assert seen == [signal.SIGTERM]
+        assert (tmp_path / "own" / "dataset_info.json").is_file()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a command's start
+        out = tmp_path / "cmd"
+        assert main_guard(lambda: make_dataset.main([f"out_dir={out}", *SMALL])) == 143
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert capsys.readouterr().err.splitlines()[-1] == "terminated"
+    assert not out.exists()
 
 
 def test_a_run_that_fails_describing_its_data_keeps_the_old_dataset_whole(

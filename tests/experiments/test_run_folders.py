@@ -224,7 +224,7 @@ def test_sigterm_ends_a_run_as_ctrl_c_does_exit_143(
 ) -> None:
     """SIGTERM (``kill``, ``timeout``, a scheduler) mid-run of an overwrite=true
     compare: the earlier run's results.json is put back, no .btb-replaced/ or lock
-    is left, one line ``terminated``, exit 143, and the caller's handler is back.
+    is left, one line ``terminated``, exit 143, and SIGTERM is at its default again.
     (Killed outright, the run left the earlier results in .btb-replaced/ and the
     folder refused.)"""
     import signal
@@ -233,28 +233,46 @@ def test_sigterm_ends_a_run_as_ctrl_c_does_exit_143(
     out.mkdir()
     (out / "results.json").write_text('{"earlier": 1}')
 
-    class KilledOutright(Exception):
-        pass
-
-    def outright(signum: int, frame: Any) -> None:  # what no handler of the run's meets
-        raise KilledOutright
-
     def terminated(*args: Any, **kwargs: Any) -> Any:
         assert (out / ".btb-replaced" / "results.json").is_file()  # (kept aside meanwhile)
         os.kill(os.getpid(), signal.SIGTERM)
         raise AssertionError("SIGTERM did not stop the run")
 
     monkeypatch.setattr(compare, "evaluate_policies", terminated)
-    previous = signal.signal(signal.SIGTERM, outright)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as a command starts
     try:
         code = main_guard(lambda: compare.main([*COMPARE, f"out_dir={out}", "overwrite=true"]))
-        assert signal.getsignal(signal.SIGTERM) is outright
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert code == 143
     assert capsys.readouterr().err == "terminated\n"
     assert sorted(p.name for p in out.iterdir()) == ["results.json"]
     assert (out / "results.json").read_text() == '{"earlier": 1}'
+
+
+def test_a_callers_own_sigterm_handler_is_left_in_place(tmp_path: Path) -> None:
+    """main_guard run by a program with a SIGTERM handler of its own (a scheduler's
+    wrapper, a notebook's) leaves it in place: that handler runs, and the run goes
+    on (it was replaced, and the run ended with 143)."""
+    import signal
+
+    seen: list[int] = []
+
+    def mine(signum: int, frame: Any) -> None:
+        seen.append(signum)
+
+    def signalled() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        (tmp_path / "went_on").write_text("")
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        assert main_guard(signalled) == 0
+        assert signal.getsignal(signal.SIGTERM) is mine
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert seen == [signal.SIGTERM] and (tmp_path / "went_on").is_file()
 
 
 def test_an_ignored_sigterm_stays_ignored() -> None:
