@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import signal
 import sys
@@ -240,21 +241,40 @@ def error_line(error: BaseException) -> str:
     return line.removeprefix("error: ")
 
 
+INTERRUPTED = "interrupted"
+"""What a command prints (and a Hydra job's log ends with) when Ctrl-C ends it;
+:data:`TERMINATED` when SIGTERM does, :data:`HUNG_UP` when SIGHUP does."""
+TERMINATED = "terminated"
+HUNG_UP = "hangup"
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, ``timeout``, a batch scheduler ending a job), raised in the
     command's process where Ctrl-C raises ``KeyboardInterrupt`` (see
-    :func:`terminating_as_interrupt`): the run ends as an interrupted one does."""
+    :func:`terminating_as_interrupt`): the run ends as an interrupted one does,
+    saying ``said`` and exiting with 128 + ``signum``."""
+
+    signum: int = signal.SIGTERM
+    said: str = TERMINATED
 
 
-INTERRUPTED = "interrupted"
-"""What a command prints (and a Hydra job's log ends with) when Ctrl-C ends it;
-:data:`TERMINATED` when SIGTERM does."""
-TERMINATED = "terminated"
+class HungUp(Terminated):
+    """SIGHUP (the terminal the command ran in closed: an ssh session dropped
+    without tmux, screen or nohup), handled as SIGTERM is."""
+
+    signum = signal.SIGHUP
+    said = HUNG_UP
+
+
+STOPPING: dict[int, type[Terminated]] = {signal.SIGTERM: Terminated, signal.SIGHUP: HungUp}
+"""The signals a command ends on as on Ctrl-C (:func:`terminating_as_interrupt`),
+each with what it raises."""
 
 
 def interruption(error: KeyboardInterrupt) -> str:
-    """:data:`TERMINATED` for SIGTERM's :class:`Terminated`, else :data:`INTERRUPTED`."""
-    return TERMINATED if isinstance(error, Terminated) else INTERRUPTED
+    """What ``error`` ends a run saying: :data:`TERMINATED` for SIGTERM's
+    :class:`Terminated`, :data:`HUNG_UP` for SIGHUP's, else :data:`INTERRUPTED`."""
+    return error.said if isinstance(error, Terminated) else INTERRUPTED
 
 
 @contextlib.contextmanager
@@ -263,39 +283,44 @@ def terminating_as_interrupt(exiting: bool = False) -> Iterator[None]:
     raises ``KeyboardInterrupt``, instead of killing it outright: every ``finally``
     and ``except BaseException`` clause runs (an ``overwrite=true`` run puts the
     earlier run's files back, a temporary file goes, a W&B run is finished).
-    ``exiting``: raise ``SystemExit(143)`` instead, what a library function
-    (``make_dataset.make_dataset``) raises: its caller's program ends with the
-    status a SIGTERM gives, without a traceback (an uncaught ``KeyboardInterrupt``
+    SIGHUP, a terminal closing (an ssh session dropped), raises :class:`HungUp`
+    the same way (:data:`STOPPING`).
+    ``exiting``: raise ``SystemExit(128 + signal)`` instead (143, 129), what a library
+    function (``make_dataset.make_dataset``) raises: its caller's program ends with the
+    status the signal gives, without a traceback (an uncaught ``KeyboardInterrupt``
     ends Python as SIGINT does), and ``except KeyboardInterrupt`` written for
     Ctrl-C does not take it for one. A process forked inside the block (a pool's
-    worker) starts with SIGTERM at its default again (:func:`_default_in_child`),
-    so a pool's ``terminate()`` kills it at once, in a long C call too.
+    worker) starts with these signals at their defaults again
+    (:func:`_default_in_child`), so a pool's ``terminate()`` kills it at once, in
+    a long C call too.
 
-    The handler is set only where SIGTERM has its default: a handler of the
+    A handler is set only where the signal has its default: a handler of the
     caller's own (or of an enclosing block: a command's :func:`main_guard` around
-    ``make_dataset``) is left in place, and so is SIGTERM ignored (whoever started
-    the process chose so). Outside the main thread (no signal handler can be set
-    there) the block runs as it is."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
-    ):
+    ``make_dataset``) is left in place, and so is a signal ignored (whoever started
+    the process chose so: ``nohup`` ignores SIGHUP). Outside the main thread (no
+    signal handler can be set there) the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _Stop(os.getpid(), exiting))
+    previous = {
+        signum: signal.signal(signum, _Stop(os.getpid(), error, exiting))
+        for signum, error in STOPPING.items()
+        if signal.getsignal(signum) == signal.SIG_DFL
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 class _Stop:
-    """The SIGTERM handler of :func:`terminating_as_interrupt`: raises
-    :class:`Terminated` (``SystemExit(143)`` when ``exiting``) in the process that
-    set it."""
+    """A handler of :func:`terminating_as_interrupt`: raises ``error``
+    (``SystemExit(128 + signal)`` when ``exiting``) in the process that set it."""
 
-    def __init__(self, owner: int, exiting: bool) -> None:
+    def __init__(self, owner: int, error: type[Terminated], exiting: bool) -> None:
         self.owner = owner
+        self.error = error
         self.exiting = exiting
 
     def __call__(self, signum: int, frame: Any) -> None:
@@ -305,18 +330,19 @@ class _Stop:
             return
         if self.exiting:
             raise SystemExit(128 + signum)
-        raise Terminated
+        raise self.error
 
 
 def _default_in_child() -> None:
     """In a process just forked (a ``fork`` pool's worker, ``reproduce jobs=N``'s),
-    SIGTERM back at its default where :class:`_Stop` handled it in the parent. A
-    Python handler runs only between two bytecodes: a worker in a long C call
-    (a numpy or simulator call) lived on after its pool's ``terminate()`` until
-    that call returned, and the command with it."""
-    if isinstance(signal.getsignal(signal.SIGTERM), _Stop):
-        with contextlib.suppress(ValueError):  # (not the main thread: none can be set)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    SIGTERM and SIGHUP back at their defaults where :class:`_Stop` handled them in
+    the parent. A Python handler runs only between two bytecodes: a worker in a
+    long C call (a numpy or simulator call) lived on after its pool's
+    ``terminate()`` until that call returned, and the command with it."""
+    for signum in STOPPING:
+        if isinstance(signal.getsignal(signum), _Stop):
+            with contextlib.suppress(ValueError):  # (not the main thread: none can be set)
+                signal.signal(signum, signal.SIG_DFL)
 
 
 if hasattr(os, "register_at_fork"):  # (once, as this module is first imported)
@@ -325,14 +351,14 @@ if hasattr(os, "register_at_fork"):  # (once, as this module is first imported)
 
 def exit_status(error: BaseException) -> int:
     """The status a command exits with when ``error`` ends it (:func:`main_guard`):
-    130 for Ctrl-C and 143 for SIGTERM (what a shell reports for each), 0 for a
-    pipe's reader gone, 1 for a policy's own failure, 2 for a user's error, a
-    ``SystemExit``'s own code, 1 for anything else (a bug)."""
+    130 for Ctrl-C, 143 for SIGTERM and 129 for SIGHUP (what a shell reports for
+    each), 0 for a pipe's reader gone, 1 for a policy's own failure, 2 for a user's
+    error, a ``SystemExit``'s own code, 1 for anything else (a bug)."""
     if isinstance(error, SystemExit):
         code = error.code
         return code if isinstance(code, int) else 0 if code is None else 1
     if isinstance(error, Terminated):
-        return 128 + signal.SIGTERM
+        return 128 + error.signum
     if isinstance(error, KeyboardInterrupt):
         return 130
     if isinstance(error, BrokenPipeError):
@@ -348,8 +374,8 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     """Run an entry point; a user's error (see :func:`user_error_message`) is printed
     as one line and exits with status 2; Ctrl-C prints ``interrupted`` and exits
     with 130 (what a shell reports for SIGINT), SIGTERM ends it the same way
-    (:func:`terminating_as_interrupt`) but prints ``terminated`` and exits with 143.
-    A policy's own code failing
+    (:func:`terminating_as_interrupt`) but prints ``terminated`` and exits with 143,
+    and so does SIGHUP, printing ``hangup``, exit 129. A policy's own code failing
     (``envs.sim.errors.PolicyFailure``: a bug, not bad input) prints its traceback
     and a last line naming the policy, and exits with status 1. Either way the run's folder is
     released (``_io.claim_out_dir``) and no half-written file is left (every file
@@ -409,7 +435,10 @@ class _OutlivesReader:
     gone (``compare | head -1``), what is still written goes to /dev/null, so the
     run goes on to write its files and ends as it would have. A write into the
     closed pipe would otherwise raise ``BrokenPipeError`` in the middle of the run
-    (after the table, before ``results.json``), and the run would be lost."""
+    (after the table, before ``results.json``), and the run would be lost. So for
+    a terminal hung up (its ssh session dropped: SIGHUP, then ``EIO`` on every
+    write), so that the run ending on it puts files back and says ``hangup`` to
+    no one, instead of failing on its first line."""
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
@@ -417,14 +446,18 @@ class _OutlivesReader:
     def write(self, text: str) -> Any:
         try:
             return self._stream.write(text)
-        except BrokenPipeError:
+        except OSError as error:
+            if not _reader_gone(error):
+                raise
             self._to_devnull()
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except BrokenPipeError:
+        except OSError as error:
+            if not _reader_gone(error):
+                raise
             self._to_devnull()
 
     def _to_devnull(self) -> None:
@@ -436,6 +469,12 @@ class _OutlivesReader:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _reader_gone(error: OSError) -> bool:
+    """Whether a write failed on ``error`` because no one reads it any more: a pipe
+    whose reader went away, a terminal hung up (``EIO``)."""
+    return isinstance(error, BrokenPipeError) or error.errno == errno.EIO
 
 
 SAID_WARNINGS: list[str] = []

@@ -14,8 +14,8 @@ no entry in the info's ``splits``), ``dataset_info.json`` (generator arguments,
 counts and a window manifest) and a ``README.md`` card. A window with no request
 is refused, naming it (every run refuses it), and nothing is written. Every file
 is written to a temporary file and renamed into place once every split is
-complete (SIGTERM ends the run as Ctrl-C does; ``make_dataset()`` called from
-Python raises ``SystemExit(143)`` on it), so a crash never leaves half a
+complete (SIGTERM and SIGHUP end the run as Ctrl-C does; ``make_dataset()`` called
+from Python raises ``SystemExit(143)`` on SIGTERM), so a crash never leaves half a
 dataset or a stray temporary file. The output depends only on the arguments: the same seed gives
 byte-identical files. The default workload, ``bursted_art``, reproduces the published composition.
 ``workload=trace`` writes a trace file's windows in the same layout (and a
@@ -150,8 +150,9 @@ def make_dataset(
 ) -> dict[str, Any]:
     """Write the dataset and return its ``dataset_info`` record. ``workload="trace"``
     writes a trace file's windows instead (``params``: the TraceOptions fields).
-    SIGTERM meanwhile raises ``SystemExit(143)`` once the files not landed are
-    removed, unless the caller handles SIGTERM itself (its handler is left in place)."""
+    SIGTERM meanwhile raises ``SystemExit(143)`` (SIGHUP ``SystemExit(129)``) once the
+    files not landed are removed, unless the caller handles the signal itself (its
+    handler is left in place)."""
     params = dict(params or {})
     if workload == TRACE_WORKLOAD:
         source = _trace_source(params)  # (its windows are those its rows fill: none is empty)

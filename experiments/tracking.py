@@ -115,8 +115,8 @@ class RunLogger:
     def finish(self, error: BaseException | None = None) -> None:
         """End the W&B run (once; later calls do nothing): exit code 0, or, when
         ``error`` ended the job, the status the command exits with
-        (``_cli.exit_status``: 130 for Ctrl-C, 143 for SIGTERM, 1 for a failure, 2 for a user's
-        error), so W&B records the run as failed."""
+        (``_cli.exit_status``: 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP, 1 for a
+        failure, 2 for a user's error), so W&B records the run as failed."""
         if self.run is not None:
             from experiments._cli import exit_status
 

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from agents.algorithms import AgentSpec, load_spec
 from envs.sim.timing import model_preset
-from experiments._cli import Terminated
+from experiments._cli import HungUp, Terminated
 from experiments.config import cluster_of, register_configs, sim_of
 from experiments.train import resume_changes, train
 
@@ -560,8 +560,11 @@ def _wandb_exit_code(folder: Path) -> int | None:
 
 @pytest.mark.parametrize(
     ("error", "code"),
-    [(None, 0), (RuntimeError("a bug"), 1), (KeyboardInterrupt(), 130), (Terminated(), 143)],
-)
+    [
+        (None, 0), (RuntimeError("a bug"), 1), (KeyboardInterrupt(), 130), (Terminated(), 143),
+        (HungUp(), 129),
+    ],
+)  # fmt: skip
 def test_the_wandb_run_ends_with_the_command_s_exit_code(tmp_path, error, code):
     """A run ended by an exception or Ctrl-C was recorded by W&B as a success (exit code 0)."""
     from experiments.tracking import RunLogger

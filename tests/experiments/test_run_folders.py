@@ -251,6 +251,75 @@ def test_sigterm_ends_a_run_as_ctrl_c_does_exit_143(
     assert (out / "results.json").read_text() == '{"earlier": 1}'
 
 
+HANGS_UP = """
+import sys
+from experiments import compare
+from experiments._cli import main_guard
+
+def waits(*args, **kwargs):
+    print("ready", flush=True)
+    import time
+    time.sleep(600)
+
+compare.evaluate_policies = waits
+raise SystemExit(main_guard(lambda: compare.main(sys.argv[1:])))
+"""
+
+
+def test_a_terminal_hanging_up_ends_a_run_as_sigterm_does_exit_129(tmp_path: Path) -> None:
+    """An ssh session dropping mid-run (its terminal closed: SIGHUP, then EIO on every
+    write) of an overwrite=true compare: the earlier results.json is put back, no
+    .btb-replaced/ or lock is left, and the command exits with 129. (SIGHUP killed
+    it outright, stranding the earlier results in .btb-replaced/.) Run on a real
+    pseudo-terminal, closed as sshd closes it."""
+    import pty
+    import select
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "results.json").write_text('{"earlier": 1}')
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("BTB_PLUGINS", None)
+    master, terminal = pty.openpty()
+    child = subprocess.Popen(
+        [sys.executable, "-c", HANGS_UP, *COMPARE, f"out_dir={out}", "overwrite=true"],
+        stdin=terminal, stdout=terminal, stderr=terminal, start_new_session=True, env=env,
+        preexec_fn=lambda: _take_as_terminal(0),
+    )  # fmt: skip
+    os.close(terminal)
+    said = b""
+    try:
+        deadline = time.monotonic() + 120  # a guard against a hang, not a measurement
+        while b"ready" not in said and time.monotonic() < deadline:
+            if select.select([master], [], [], 1)[0]:
+                said += os.read(master, 4096)
+        assert b"ready" in said, said.decode(errors="replace")
+        assert (out / ".btb-replaced" / "results.json").is_file()  # (kept aside meanwhile)
+    finally:
+        os.close(master)  # the terminal hangs up: SIGHUP to the run
+    try:
+        code = child.wait(120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert code == 128 + signal.SIGHUP
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert (out / "results.json").read_text() == '{"earlier": 1}'
+
+
+def _take_as_terminal(fd: int) -> None:
+    """In the child (a new session): make ``fd``, a pseudo-terminal, its controlling
+    terminal, as a login shell's is, so that closing the other end hangs it up."""
+    import fcntl
+    import termios
+
+    fcntl.ioctl(fd, termios.TIOCSCTTY, 0)
+
+
 def test_a_callers_own_sigterm_handler_is_left_in_place(tmp_path: Path) -> None:
     """main_guard run by a program with a SIGTERM handler of its own (a scheduler's
     wrapper, a notebook's) leaves it in place: that handler runs, and the run goes
@@ -324,7 +393,9 @@ def test_a_worker_forked_in_a_long_c_call_ends_on_sigterm_at_once() -> None:
         pid = os.fork()
         if pid == 0:  # pragma: no cover (the child)
             os.close(ready)
-            if signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+            if {signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGHUP)} != {
+                signal.SIG_DFL
+            }:
                 os._exit(3)  # the parent's handler, inherited
             os.write(told, b"1")
             sum(range(10**12))  # hours in one C call
