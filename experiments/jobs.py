@@ -338,7 +338,8 @@ def hydra_entry(
                     raise SystemExit(2) from None
                 raise
             except BaseException as error:
-                summary = sweeps.collect(interrupted=not isinstance(error, Exception))
+                word = interruption(error) if isinstance(error, KeyboardInterrupt) else ""
+                summary = sweeps.collect(interrupted=word)  # (Ctrl-C, SIGTERM, SIGHUP)
                 restore_hydra_records(records)
                 written = sweeps.finish(summary)
                 if not isinstance(error, Exception):  # Ctrl-C

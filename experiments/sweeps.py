@@ -462,13 +462,15 @@ def _is_seed(override: str) -> bool:
     return override.partition("=")[0] == SEED_KEY
 
 
-def collect(interrupted: bool = False) -> dict[str, Any] | None:
+def collect(interrupted: str = "") -> dict[str, Any] | None:
     """The summary of the sweep this process started, if it started one and any
     job of it left a record: its jobs (all overrides, status, figures, error),
     the keys that vary, the policy whose figures they read if the jobs differ in
     its settings (:func:`_by_policy`), the best completed job by the chosen
     figure (or why none), the job folders other sweeps left, and whether it was
-    cut short."""
+    cut short: ``interrupted`` is what the command says as it stops
+    (``_cli.interruption``: ``interrupted``, ``terminated``, ``hangup``), "" if
+    it was not."""
     if not _STARTED:
         return None
     sweep = _STARTED.pop()
@@ -497,7 +499,8 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
         best["overrides"] = swept_overrides(top["overrides"], keys)
     summary = {
         "sweep_dir": str(sweep.folder),
-        "interrupted": interrupted,
+        "interrupted": bool(interrupted),
+        "interruption": interrupted,  # (said in the table, not written)
         "jobs": [
             {
                 "job": job["job"],
@@ -529,7 +532,7 @@ def collect(interrupted: bool = False) -> dict[str, Any] | None:
     if interrupted:  # the user stopped it: not blamed on a failure
         if planned is not None and len(jobs) < planned:
             what = "jobs" if sweep.planned is not None else "trials"
-            summary["stopped"] = f"interrupted: {len(jobs)} of the sweep's {planned} {what} began"
+            summary["stopped"] = f"{interrupted}: {len(jobs)} of the sweep's {planned} {what} began"
     elif sweep.trials is not None and len(jobs) < sweep.trials and summary["failed"]:
         if rate is not None and rate < 1:
             summary["stopped"] = (
@@ -622,7 +625,7 @@ def table(summary: dict[str, Any]) -> list[str]:
     if lost:
         counts.append(f"{lost} whose record another job overwrote")
     head = f"sweep {summary['sweep_dir']}: {plural(len(jobs) + lost, 'job')}, " + ", ".join(counts)
-    lines = [head + (" (interrupted)" if summary["interrupted"] else "")]
+    lines = [head + (f" ({summary['interruption']})" if summary["interrupted"] else "")]
     lines += aligned_table(header, rows, right=range(3, 3 + len(names)))
     for job in jobs:
         if job["status"] == "failed":
@@ -733,7 +736,7 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
     completed = any(job["status"] == "completed" for job in summary["jobs"])
     if not completed and not summary["new_folder"]:
         return None
-    record = {k: v for k, v in summary.items() if k not in ("new_folder", "bugs")}
+    record = {k: v for k, v in summary.items() if k not in ("new_folder", "bugs", "interruption")}
     folder = Path(summary["sweep_dir"])
     try:
         written = write_json_atomic(folder / SUMMARY, record)

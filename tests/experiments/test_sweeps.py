@@ -310,8 +310,13 @@ def test_figures_that_do_not_compare_name_no_best(tmp_path: Path) -> None:
     _job(tmp_path / "o", 0, 3, ["x=1"], status="failed", error="e", bug=False)
     sweeps._STARTED[:] = [sweeps.Sweep(tmp_path / "o", 3, False, ("x",), trials=9,
                                        max_failure_rate=0.0)]  # fmt: skip
-    stopped = sweeps.collect(interrupted=True)["stopped"]  # not blamed on the failure rate
-    assert stopped == "interrupted: 1 of the sweep's 9 trials began"
+    summary = sweeps.collect(interrupted="interrupted")  # not blamed on the failure rate
+    assert summary["stopped"] == "interrupted: 1 of the sweep's 9 trials began"
+    assert summary["interrupted"] is True
+    sweeps._STARTED[:] = [sweeps.Sweep(tmp_path / "o", 3, False, ("x",), planned=2)]
+    summary = sweeps.collect(interrupted="terminated")  # SIGTERM: said so, as stderr says
+    assert summary["stopped"] == "terminated: 1 of the sweep's 2 jobs began"
+    assert sweeps.table(summary)[0].endswith("1 job, 0 completed, 1 failed (terminated)")
     summary = _collect(tmp_path / "o", 3, ("x",), trials=9, max_failure_rate=1.0)
     assert "stopped" not in summary  # this rate never stops the sweeper
 
