@@ -285,6 +285,7 @@ def hydra_entry(
     def run() -> None:
         name_running(command)
         if not any(_is_info_flag(arg) for arg in args):
+            _check_out_dir_not_swept(command, args)
             for key, value in _folder_overrides(args):
                 _note_named(Path(value))
                 check_writable_dir(value, f"{command}: {key}", "the command line")
@@ -712,6 +713,23 @@ def _is_info_flag(arg: str) -> bool:
     if arg.partition("=")[0] in _INFO_FLAGS:
         return True
     return arg in ("-cjob", "-chydra", "-call")  # not -cn / -cp / -cd (config name, path, dir)
+
+
+def _check_out_dir_not_swept(command: str, args: Sequence[str]) -> None:
+    """A sweep over ``out_dir`` (``-m out_dir=A,B``) is refused before Hydra starts:
+    a sweep writes in one folder, each job in a numbered folder of it, so each
+    job's ``out_dir`` named a folder other than its own and every job was refused,
+    naming a ``hydra.sweep.dir`` the user never gave."""
+    if not _is_sweep(args):
+        return
+    for override in _parsed_overrides(args):
+        if override.key_or_group.lstrip("+~") == "out_dir" and override.is_sweep_override():
+            raise UsageError(
+                f"{command}: {override.input_line} (from the command line): out_dir cannot "
+                "be swept; a sweep writes its jobs in one folder, each in a numbered folder "
+                "of it (out_dir=DIR or hydra.sweep.dir=DIR: DIR/0, DIR/1, ...): give one "
+                "folder, or run each out_dir as a run of its own"
+            )
 
 
 def _is_sweep(args: Sequence[str]) -> bool:

@@ -532,6 +532,28 @@ def test_out_dir_and_hydra_s_own_folder_naming_two_folders_are_refused(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_swept_out_dir_is_refused_before_hydra_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``-m out_dir=A,B``: each job was refused, naming a hydra.sweep.dir the user
+    never gave, after Hydra had written the sweep's folder."""
+
+    def never() -> None:
+        raise AssertionError("Hydra started")
+
+    monkeypatch.chdir(tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    args = ["-m", "logger=none", f"out_dir={a},{b}"]
+    assert hydra_entry("experiments.evaluate", never, args) == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.evaluate: out_dir={a},{b} (from the command line): out_dir "
+        "cannot be swept; a sweep writes its jobs in one folder, each in a numbered folder "
+        "of it (out_dir=DIR or hydra.sweep.dir=DIR: DIR/0, DIR/1, ...): give one folder, "
+        "or run each out_dir as a run of its own\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_out_dir_a_config_file_sets_and_another_hydra_run_dir_are_refused(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
