@@ -298,10 +298,10 @@ def hydra_entry(
                 records[Path(value)] = hydra_record(Path(value))
             _check_quoting(command, args)
             _check_given_once(args)
-            given = {
+            given = {  # (an interpolation, ${out_dir}, is checked resolved: run_dir)
                 o.key_or_group.lstrip("+~"): o.value()
                 for o in _parsed_overrides(args)
-                if not o.is_sweep_override()
+                if not o.is_sweep_override() and not _interpolated(o.value())
             }
             key = "hydra.sweep.dir" if _is_sweep(args) else "hydra.run.dir"
             line = " (from the command line)"
@@ -742,16 +742,25 @@ def _folder_overrides(args: Sequence[str]) -> list[tuple[str, str]]:
     """``(key, folder)`` for each ``out_dir=`` and ``hydra.run.dir=`` (with ``-m``,
     ``hydra.sweep.dir=``: the folder Hydra uses) on the command line,
     read with Hydra's own override parser (quotes, ``+``/``~`` prefixes); a sweep or
-    an empty / null value names no one folder and is left out."""
+    an empty / null value names no one folder and is left out, and so is a value
+    Hydra resolves (``hydra.run.dir=${out_dir}``), which names no folder yet: it is
+    checked resolved once Hydra has composed the config (``run_dir``), as a config
+    file's ``out_dir`` is."""
     found = []
     keys = ("out_dir", "hydra.sweep.dir" if _is_sweep(args) else "hydra.run.dir")
     for override in _parsed_overrides(args):
         key = override.key_or_group
         if key in keys and not override.is_sweep_override():
             value = override.value()
-            if isinstance(value, str) and value:
+            if isinstance(value, str) and value and not _interpolated(value):
                 found.append((key, value))
     return found
+
+
+def _interpolated(value: Any) -> bool:
+    """Whether a command line's value is one OmegaConf resolves (``${out_dir}``,
+    ``runs/${now:%H-%M}``): its text is not yet what the run will see."""
+    return isinstance(value, str) and "${" in value
 
 
 def run_job(fn: Callable[[Any], float], cfg: Any) -> float:
@@ -846,7 +855,10 @@ def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> N
             meta.rmdir()
         (folder / log_name).unlink(missing_ok=True)
         resolved = folder.resolve()  # a default folder: keep what existed above it
-        keep = _MADE_BELOW.get(resolved, DEFAULT_RUN_PARENTS.get(resolved.parent, folder.parent))
+        keep = _MADE_BELOW.get(resolved, DEFAULT_RUN_PARENTS.get(resolved.parent))
+        if keep is None:  # (in a new out_dir noted: hydra.run.dir=${out_dir}/run)
+            made = [_MADE_BELOW[above] for above in resolved.parents if above in _MADE_BELOW]
+            keep = made[0] if made else folder.parent
         remove_empty_dirs(folder, keep)
     except OSError:
         pass  # a folder we cannot tidy is left as it is

@@ -554,6 +554,30 @@ def test_a_swept_out_dir_is_refused_before_hydra_starts(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_hydra_s_own_folder_interpolating_out_dir_is_checked_resolved(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """``hydra.run.dir=${out_dir}`` names the out_dir's folder: it was refused before
+    Hydra started, its text compared as a folder. One that resolves to another
+    folder (``${out_dir}/x``) is refused once resolved, and the folders Hydra made
+    go with it."""
+    called: list[int] = []
+    a = tmp_path / "a"
+    args = ["logger=none", f"out_dir={a}", "hydra.run.dir=${out_dir}"]
+    assert hydra_entry("experiments.evaluate", lambda: called.append(1), args) == 0
+    assert called == [1]
+
+    run = ["logger=none", "workload=tiny", f"out_dir={a}", "hydra.run.dir=${out_dir}/x"]
+    proc = run_command("experiments.evaluate", run, tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='{a}' (from the command line) and "
+        f"hydra.run.dir='{a / 'x'}' name different run folders; give one of them "
+        "(out_dir= is enough)\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_out_dir_a_config_file_sets_and_another_hydra_run_dir_are_refused(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
