@@ -671,11 +671,14 @@ def workload_label(workload: str, params: Mapping[str, Any]) -> str:
     return f"{workload}[{','.join(f'{key!s}={value!s}' for key, value in params.items())}]"
 
 
-def generator_params(command: str, items: Sequence[str], counts: str) -> dict[str, str]:
+def generator_params(
+    command: str, items: Sequence[str], counts: str | Mapping[str, str]
+) -> dict[str, str]:
     """A ``key=value`` command's ``params=key=value,...`` (a registered workload's
     generator parameters, as text: ``registry.configure`` converts each to its
     field's type) as a dict. A window count (``train_windows``, ...) is no generator
-    parameter: refused, with ``counts`` (what sets the counts in this command)."""
+    parameter: refused, with ``counts`` (what sets the counts in this command; by
+    count, where they differ)."""
     from envs.workloads.registry import WINDOW_COUNTS
 
     params: dict[str, str] = {}
@@ -686,7 +689,7 @@ def generator_params(command: str, items: Sequence[str], counts: str) -> dict[st
         if key in WINDOW_COUNTS:
             raise UsageError(
                 f"{command}: params={item}: {key} is a window count, not a generator "
-                f"parameter ({counts})"
+                f"parameter ({counts if isinstance(counts, str) else counts[key]})"
             )
         params[key] = value
     return params

@@ -450,7 +450,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
                 f"got {options[key]}"
             )
-    params = generator_params(COMMAND, options["params"], "give train_windows=N test_windows=N")
+    counts = "give train_windows=N test_windows=N"
+    params = generator_params(
+        COMMAND,
+        options["params"],
+        {  # (a registered workload's dataset has no val split: _registry_source)
+            "train_windows": counts,
+            "test_windows": counts,
+            "val_windows": f"a registered workload's dataset has no validation windows; {counts}",
+        },
+    )
     trace = workload_params(COMMAND, options)
     if trace and (params or options["train_windows"] >= 0 or options["test_windows"] >= 0):
         raise UsageError(

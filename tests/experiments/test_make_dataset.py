@@ -191,6 +191,13 @@ def test_cli_usage_errors() -> None:
         "experiments.make_dataset: params=train_windows=1: train_windows is a window count, "
         "not a generator parameter (give train_windows=N test_windows=N)"
     )
+    with pytest.raises(UsageError) as refused:  # (it suggested train_windows=N test_windows=N)
+        make_dataset.main(["out_dir=/tmp/never-written", "params=val_windows=2"])
+    assert str(refused.value) == (
+        "experiments.make_dataset: params=val_windows=2: val_windows is a window count, "
+        "not a generator parameter (a registered workload's dataset has no validation "
+        "windows; give train_windows=N test_windows=N)"
+    )
     from experiments import compare
 
     with pytest.raises(UsageError) as refused:
