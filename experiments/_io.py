@@ -187,12 +187,12 @@ def in_use(path: str | os.PathLike[str]) -> bool:
     return False
 
 
-def in_use_message(label: str) -> str:
-    """The one line a run is refused with when another run holds its folder."""
-    return (
-        f"{label}: another run is writing in that folder now (wait for it to end, "
-        "or choose another out_dir)"
-    )
+def in_use_message(label: str, movable: bool = True) -> str:
+    """The one line a run is refused with when another run holds its folder;
+    ``movable``: the run can write elsewhere (an ``out_dir``), which it suggests
+    (``train_rescore`` writes in the run it rescores: it cannot)."""
+    elsewhere = ", or choose another out_dir" if movable else ""
+    return f"{label}: another run is writing in that folder now (wait for it to end{elsewhere})"
 
 
 def claim_out_dir(
@@ -204,6 +204,7 @@ def claim_out_dir(
     ignore: Sequence[str] = (),
     inputs: Sequence[tuple[str, str]] = (),
     companions: Sequence[str] = (),
+    movable: bool = True,
 ) -> RunFolder:
     """Make ``path`` this run's folder, before the run writes anything there.
 
@@ -224,7 +225,9 @@ def claim_out_dir(
     checkpoint to resume, a trace), which would be gone before the run reads it:
     that is refused, naming the option. A folder still holding
     :data:`REPLACED_NAME` (a run that ended without settling it) is refused too.
-    ``what`` and ``source`` name the option as :func:`check_writable_dir` does.
+    ``what`` and ``source`` name the option as :func:`check_writable_dir` does;
+    ``movable``: whether the run could write in another folder instead, as the
+    refusals suggest (:func:`in_use_message`).
     Errors are :class:`OutDirError` (a ValueError).
     """
     target = check_writable_dir(path, what, source)
@@ -251,7 +254,7 @@ def claim_out_dir(
             raise BlockingIOError
     except (BlockingIOError, FileNotFoundError):
         os.close(fd)
-        raise OutDirError(in_use_message(label)) from None
+        raise OutDirError(in_use_message(label, movable)) from None
     _HELD.append(held)
     made_store = False
     try:

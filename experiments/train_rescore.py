@@ -304,7 +304,9 @@ def main(argv: list[str] | None = None) -> Path:
     # another run, a training run or a rescore, writes there); what the training run
     # left is no reason to refuse, and overwrite=true keeps the old rescore aside
     # until this one is written (put back if it is not)
-    claim_out_dir(run, f"{COMMAND}: run", (out.name,) if options["overwrite"] else (), True)
+    claim_out_dir(
+        run, f"{COMMAND}: run", (out.name,) if options["overwrite"] else (), True, movable=False
+    )
     if out.exists() and not options["overwrite"]:
         raise UsageError(f"{COMMAND}: {out} exists; overwrite=true replaces it")
     record = {**rescore(cfg, run, windows), **workload_record(cfg)}  # (a trace's stamp)

@@ -108,7 +108,7 @@ def test_a_run_folder_another_run_is_writing_in_is_refused(run, capsys):
         held.release()
     assert capsys.readouterr().err == (
         f"error: experiments.train_rescore: run={str(run)!r}: another run is writing in "
-        "that folder now (wait for it to end, or choose another out_dir)\n"
+        "that folder now (wait for it to end)\n"  # (it has no out_dir to choose)
     )
     assert not (run / "rescore_val3.json").exists()
     assert main_guard(lambda: main([f"run={run}", "val_windows=3"])) == 0
