@@ -171,13 +171,23 @@ def dataset_windows(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     }
 
 
+def split_path(params: Mapping[str, Any]) -> str:
+    """The file the trace options ``params`` read: ``path``, or of a dataset's folder
+    read with ``format=hub``, the file of its split ``hub_split`` (``train.jsonl``:
+    :func:`envs.workloads.trace_file.split_file`), so that a ``make_dataset`` split
+    is known whichever way it is read."""
+    from envs.workloads.trace_file import split_file
+
+    return split_file(TraceOptions(**{k: v for k, v in params.items() if k in TRACE_FIELDS}))
+
+
 def _dataset_record(params: Mapping[str, Any], n_train: int, n_val: int) -> Any:
     """:func:`trained_windows` of a trace: of a registered workload's dataset split,
     the windows among the first ``n_train`` train and ``n_val`` validation windows
     the trace options ``params`` make of it; else None."""
     from envs.workloads.trace_file import plan_trace
 
-    path = str(params["path"])
+    path = split_path(params)
     dataset = dataset_windows(path)
     if dataset is None:
         return None
@@ -367,8 +377,12 @@ def trace_notes(
         path = trained_path(agent.spec, folders[label])
         shown_path = os.path.abspath(path) if os.path.exists(path) else path
         given = [name for name in changed_fields(params) if name in SPLIT_OPTIONS]
-        held = _held_out_split(path, params)
+        split = split_path({**params, "path": path})
+        held = _held_out_split(split, params)
         evaluated = held or shown_path
+        if held and split != path:  # a dataset's folder read with format=hub: its test split
+            evaluated, params = shown_path, {**params, "hub_split": "test"}
+            given = [*[name for name in given if name != "hub_split"], "hub_split"]
         options = " ".join([f"workload.path={evaluated}", *_options(params, given)])
         these = (
             f"some of these windows of {shown} are that trace's ({ALLOW_OPTION}=true)"
@@ -636,7 +650,7 @@ def _dataset_found(
     spec: Any, params: Mapping[str, Any], split: str, limit: int | None
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`seen_in_dataset` with the record it answers of."""
-    dataset = dataset_windows(str(params["path"]))
+    dataset = dataset_windows(split_path(params))
     if dataset is None:
         return None
     keys = dataset["keys"]
@@ -771,7 +785,7 @@ def _seen_dataset_text(
     found = _dataset_found(spec, params, split, limit)
     if found is None or not (found[1][0] or found[1][2]):
         return None
-    dataset = dataset_windows(str(params["path"])) or {}
+    dataset = dataset_windows(split_path(params)) or {}
     here = f"{params['path']} ({_dataset_text(dataset)})"
     n_eval = len(_evaluated_names(params, split, limit))
     return _registered_text(*found, int(dataset["seed"]), split, n_eval, here)

@@ -373,10 +373,10 @@ def _read_options(options: TraceOptions, fmt: TraceFormat) -> ReadOptions:
     (:func:`~envs.workloads.readers.bursted.dataset_options`); so is the split
     ``hub_split`` of such a dataset's folder read with ``format=hub``."""
     read = options.read_options()
-    return bursted.dataset_options(_split_file(options), read) if fmt.windowed else read
+    return bursted.dataset_options(split_file(options), read) if fmt.windowed else read
 
 
-def _split_file(options: TraceOptions) -> str:
+def split_file(options: TraceOptions) -> str:
     """The file a trace workload reads: ``path``, or for a folder read with
     ``format=hub``, the file of its split ``hub_split`` as ``make_dataset`` names it
     (``test.jsonl``, or ``test.jsonl.gz``) when the folder has one."""

@@ -501,6 +501,42 @@ def test_a_dataset_s_split_evaluated_is_refused_the_registered_windows_an_agent_
                            "test", 2, allow=False)  # fmt: skip
 
 
+def test_a_dataset_s_folder_read_with_format_hub_is_checked_as_its_split_file(
+    tmp_path: Path,
+) -> None:
+    """The 1/1 dataset's folder read with format=hub: hub_split=train is its
+    train.jsonl (synthetic-0000), recorded as that file; an agent trained on the
+    folder is refused the workload's first test window (synthetic-0000); an agent
+    trained on the workload at its own counts (synthetic-0001 among its 5 train
+    windows) is refused the folder's test split (synthetic-0001), as test.jsonl."""
+    folder = _dataset(tmp_path / "d", train_windows=1, test_windows=1)
+    hub = _params(folder, format="hub")
+    record = trained_windows("trace", hub, 0, 1, 0)
+    assert record is not None and record["train"] == ["synthetic-0000"]
+    assert record["dataset"] == str((folder / "train.jsonl").resolve())
+    spec = SimpleNamespace(
+        env_kwargs={"workload": "trace", "workload_params": hub},
+        trace_file=trained_trace("trace", hub, 1, 0),
+        registered_windows=[record],
+    )
+    assert seen_registered(spec, "bursted_synthetic", TINY, 20260721, "test", None) == (
+        ["synthetic-0000"], 1, [], 0
+    )  # fmt: skip
+    # the note points at the folder's test split (train.jsonl holds no test window)
+    (note,) = trace_notes({"a": SimpleNamespace(spec=spec)}, {"a": "runs/x/agent"}, "tiny")
+    assert note.endswith(
+        f"workload=trace workload.path={folder} workload.format=hub workload.hub_split=test "
+        "evaluates it on its dataset's held-out windows (the trace holds no test window)"
+    )
+    # the other way: an agent of the workload's own counts trained on synthetic-0001
+    old = _registered(workload="bursted_synthetic", workload_params=TINY, data_seed=20260721)
+    test = _params(folder, format="hub", hub_split="test")
+    assert seen_in_dataset(old, test, "test", None) == (["synthetic-0001"], 5, [], 5)
+    with pytest.raises(ValueError, match=re.escape(f"here {folder} (a make_dataset split")):
+        check_seen_windows({"a": SimpleNamespace(spec=old)}, {"a": "runs/x/agent"}, "trace",
+                           test, "test", None, allow=False)  # fmt: skip
+
+
 def test_a_run_started_from_an_agent_records_its_windows_and_those_it_started_from() -> None:
     """started_from: the agent's own records, then those it started from itself, each
     once; an agent saved before the record enters with its whole train and val
