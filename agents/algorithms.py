@@ -621,9 +621,11 @@ def check_saved_options(spec: AgentSpec) -> None:
     """The ``env_kwargs`` values an agent reads itself when it runs without its env
     (``agents.adapter``, :func:`policy_for`), checked as the env checks them when it
     is made: each flag is a bool (``"false"`` would read as true), ``time_unit`` one
-    of the units, and a thresholds agent's ``epoch_s`` and ``y_tokens``. A
+    of the units, a thresholds agent's ``epoch_s`` and ``y_tokens``, and the figures
+    of a cluster of one's own (``cluster``, :meth:`ClusterSpec.from_figures`). A
     ConfigError naming the option."""
     from envs.encoder import check_time_unit
+    from envs.sim import ClusterSpec
     from envs.thresholds import check_epoch_s, check_y_tokens
 
     kwargs = spec.env_kwargs
@@ -634,6 +636,8 @@ def check_saved_options(spec: AgentSpec) -> None:
     if spec.env == "thresholds":
         check_epoch_s(kwargs.get("epoch_s", 1.0))
         check_y_tokens(kwargs.get("y_tokens"))
+    if "cluster" in kwargs:  # a cluster of one's own, by its figures: made again
+        ClusterSpec.from_figures(kwargs["cluster"], "cluster")
 
 
 def _check_registered(where: str, value: Any) -> None:

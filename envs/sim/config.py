@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -509,12 +510,65 @@ class ClusterSpec:
         }
 
     @classmethod
-    def from_figures(cls, figures: Mapping[str, Any]) -> ClusterSpec:
-        """The cluster :meth:`figures` describes, every figure checked again."""
-        return cls(
-            ModelSpec(**figures["model"]),
-            tuple(NodeSpec(GpuSpec(**n["gpu"]), n["n_gpus"]) for n in figures["nodes"]),
-        )
+    def from_figures(cls, figures: Any, where: str = "figures") -> ClusterSpec:
+        """The cluster :meth:`figures` describes, every figure checked again: one that
+        makes none (a saved agent's, edited by hand) is a ConfigError naming its
+        place below ``where`` (``figures.model.layers``, ``figures.nodes[1].gpu.flops``,
+        ``figures.nodes[0].n_gpus``)."""
+        figures = _figures_part(where, figures, ("model", "nodes"))
+        model = _made_of(f"{where}.model", figures["model"], ModelSpec)
+        nodes = figures["nodes"]
+        if not isinstance(nodes, list) or not nodes:
+            raise ConfigError(f"{where}.nodes must be a non-empty list of nodes, got {nodes!r}")
+        made = []
+        for i, node in enumerate(nodes):
+            place = f"{where}.nodes[{i}]"
+            node = _figures_part(place, node, ("gpu", "n_gpus"))
+            gpu = _made_of(f"{place}.gpu", node["gpu"], GpuSpec)
+            with _naming_place(place):
+                made.append(NodeSpec(gpu, node["n_gpus"]))
+        return cls(model, tuple(made))
+
+
+def _figures_part(where: str, value: Any, keys: Sequence[str]) -> Mapping[str, Any]:
+    """``value`` at ``where`` in a cluster's figures, an object of exactly ``keys``."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be an object of {', '.join(keys)}, got {value!r}")
+    odd = sorted(set(value) ^ set(keys))
+    if odd:
+        said = "unknown" if odd[0] in value else "missing"
+        raise ConfigError(f"{where}: {said} key {odd[0]!r}; known: {', '.join(keys)}")
+    return value
+
+
+def _made_of(where: str, value: Any, kind: Any) -> Any:
+    """The ModelSpec or GpuSpec the figures at ``where`` give (its fields, ``name``
+    first), each checked by it."""
+    names = [f.name for f in dataclasses.fields(kind)]
+    required = [f.name for f in dataclasses.fields(kind) if f.default is dataclasses.MISSING]
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be an object of {', '.join(names)}, got {value!r}")
+    unknown = sorted(set(value) - set(names))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(names)}")
+    missing = [name for name in required if name not in value]
+    if missing:
+        raise ConfigError(f"{where}: missing key {missing[0]!r}; known: {', '.join(names)}")
+    if not isinstance(value["name"], str):
+        raise ConfigError(f"{where}.name must be a string, got {value['name']!r}")
+    with _naming_place(where):
+        return kind(**value)
+
+
+@contextlib.contextmanager
+def _naming_place(where: str) -> Iterator[None]:
+    """A ConfigError about a field of the object made names it at ``where``."""
+    try:
+        yield
+    except ConfigError as error:
+        if not error.fields:
+            raise
+        raise ConfigError(error.named({name: f"{where}.{name}" for name in error.fields})) from None
 
 
 # The published setups of the BTB write-up's results table: four replicas each.

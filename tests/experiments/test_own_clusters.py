@@ -258,5 +258,46 @@ def test_results_and_agents_record_the_figures(tmp_path: Path) -> None:
 def test_figures_are_checked_again_when_read() -> None:
     figures = ClusterSpec.uniform("qwen3-8b", "4xH100", 1).figures()
     figures["model"]["layers"] = 0
-    with pytest.raises(ConfigError, match=r"ModelSpec\('qwen3-8b'\)\.layers must be an integer"):
+    with pytest.raises(ConfigError, match=r"^figures\.model\.layers must be an integer"):
         ClusterSpec.from_figures(figures)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda f: f["model"].update(layers=0), "model.layers must be an integer >= 1, got 0"),
+        (
+            lambda f: f["nodes"][1]["gpu"].update(flops="1e15"),
+            "nodes[1].gpu.flops must be a positive finite number, got '1e15'",
+        ),
+        (
+            lambda f: f["nodes"][0].update(n_gpus=0),
+            "nodes[0].n_gpus must be an integer >= 1, got 0",
+        ),
+        (lambda f: f["model"].pop("kv_heads"), "model: missing key 'kv_heads'; known: name, "),
+        (lambda f: f.update(nodes=[]), "nodes must be a non-empty list of nodes, got []"),
+        (lambda f: f.pop("model"), ": missing key 'model'; known: model, nodes"),
+    ],
+)
+def test_a_saved_agent_s_cluster_figures_are_checked_when_it_loads(
+    edit: Any, message: str, tmp_path: Path
+) -> None:
+    """agent.json's env_kwargs.cluster is made again when the agent loads: a figure
+    that makes no cluster is one line naming the file and the key below it."""
+    import shutil
+
+    from agents.algorithms import load_spec
+
+    folder = tmp_path / "agent"
+    shutil.copytree(ROOT / "agents" / "zoo" / "scratch_route_warm", folder)
+    data = json.loads((folder / "agent.json").read_text())
+    data["env_kwargs"]["cluster"] = ClusterSpec.uniform("qwen3-8b", "4xH100", 2).figures()
+    (folder / "agent.json").write_text(json.dumps(data))
+    assert load_spec(folder).env_kwargs["cluster"]["nodes"][1]["n_gpus"] == 4  # whole: loads
+    edit(data["env_kwargs"]["cluster"])
+    (folder / "agent.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as raised:
+        load_spec(folder)
+    assert str(raised.value).startswith(
+        f"{folder / 'agent.json'}: env_kwargs.cluster{'' if message[0] == ':' else '.'}{message}"
+    )
