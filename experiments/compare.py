@@ -66,7 +66,7 @@ from typing import Any
 
 from agents import ZOO, agent_folder, zoo_names
 from baselines.policy import POLICIES, known_policies, make_policy
-from envs.sim import SETUPS
+from envs.sim import SETUPS, ClusterSpec
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import ConfigError, plural
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -109,7 +109,7 @@ from experiments.report import (
     replication_table,
     write_run,
 )
-from experiments.trained_on import check_seen_windows, trace_notes
+from experiments.trained_on import check_seen_windows, cluster_notes, trace_notes
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
@@ -512,6 +512,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if workload != TRACE_WORKLOAD:
         for note in trace_notes(agents, trained_in, shown, seen):
             print(note)
+    here = ClusterSpec.uniform(*SETUPS[options["setup"]])
+    for note in cluster_notes(agents, here, options["setup"], "experiments.evaluate with "):
+        print(note)
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)
     policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}

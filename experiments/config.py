@@ -1052,16 +1052,11 @@ def setup_label(cfg: Any) -> str:
     that setup's (a model alias such as ``70b`` counts as its preset), else
     ``MODEL_NODE_xN`` (``llama-3.3-70b_4xH100_x6``); a cluster of mixed nodes names each
     kind with its count, in the order the kinds first appear,
-    ``MODEL_NODE_xN+NODE_xN`` (``llama-3.3-70b_4xH100_x2+8xH200_x1``)."""
+    ``MODEL_NODE_xN+NODE_xN`` (``llama-3.3-70b_4xH100_x2+8xH200_x1``, :func:`cluster_label`)."""
+    model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), cluster_size(cfg)
     if not is_preset_cluster(cfg):
         with contextlib.suppress(ConfigError, ValueError):  # cluster_of reports it
-            cluster = cluster_of(cfg)
-            counts: dict[str, int] = {}
-            for spec in cluster.nodes:
-                counts[spec.name] = counts.get(spec.name, 0) + 1
-            kinds = "+".join(f"{kind}_x{n}" for kind, n in counts.items())
-            return f"{cluster.model.name}_{kinds}"
-    model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), cluster_size(cfg)
+            return cluster_label(cluster_of(cfg))
     with contextlib.suppress(ConfigError):  # an unknown model: cluster_of reports it
         model = model_preset(model).name  # an alias (70b, glm52) as the preset it names
     with contextlib.suppress(ConfigError, ValueError):  # an unknown node: likewise
@@ -1071,6 +1066,60 @@ def setup_label(cfg: Any) -> str:
         return str(cfg.setup.name)
     same = [name for name, spec in SETUPS.items() if spec == chosen]
     return same[0] if same else f"{model}_{node}_x{n_nodes}"
+
+
+def cluster_label(cluster: ClusterSpec) -> str:
+    """A cluster of one's own for rows, run names and notes: ``MODEL_NODE_xN`` with
+    each node kind and its count, in the order the kinds first appear
+    (``llama-3.3-70b_4xH100_x2+8xH200_x1``, ``mine_4xMYGPU_x2``)."""
+    counts: dict[str, int] = {}
+    for spec in cluster.nodes:
+        counts[spec.name] = counts.get(spec.name, 0) + 1
+    kinds = "+".join(f"{kind}_x{n}" for kind, n in counts.items())
+    return f"{cluster.model.name}_{kinds}"
+
+
+def cluster_overrides(cluster: ClusterSpec) -> list[str]:
+    """The Hydra overrides that describe ``cluster`` (:func:`cluster_of` makes it
+    again): the model by its preset's name, or a new name and its fields; each GPU
+    kind of one's own by its figures (``+cluster.gpus.NAME.<field>``); the nodes as
+    ``cluster.node`` and ``cluster.n_nodes`` when they are all one kind, else as
+    ``cluster.nodes``."""
+    model = cluster.model
+    overrides = [f"model.name={model.name}"]
+    if _preset_figures(model_preset, model) is None:
+        overrides += [
+            f"model.{name}={_number(getattr(model, name))}"
+            for name in MODEL_FIELDS
+            if getattr(model, name) is not None
+        ]
+    for gpu in dict.fromkeys(node.gpu for node in cluster.nodes):
+        if _preset_figures(gpu_preset, gpu) is None:
+            overrides += [
+                f"+cluster.gpus.{gpu.name}.{name}={_number(getattr(gpu, name))}"
+                for name in GPU_FIELDS
+            ]
+    names = [node.name for node in cluster.nodes]
+    if len(set(names)) == 1:
+        overrides += [f"cluster.node={names[0]}", f"cluster.n_nodes={len(names)}"]
+    else:
+        overrides.append(f"cluster.nodes=[{','.join(names)}]")
+    return overrides
+
+
+def _number(value: Any) -> str:
+    """A figure as a command line gives it, short when that is exact (``1e+15``)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
+
+
+def _preset_figures(preset: Callable[[str], Any], spec: Any) -> Any:
+    """The preset of ``spec``'s name when it has ``spec``'s figures; else None."""
+    try:
+        found = preset(spec.name)
+    except ConfigError:
+        return None
+    return found if found == spec else None
 
 
 def workload_label(cfg: Any) -> str:

@@ -35,7 +35,9 @@ from omegaconf import DictConfig, OmegaConf
 from envs.workloads.trace_options import TRACE_WORKLOAD
 from experiments import sweeps
 from experiments.config import (
+    cluster_of,
     register_configs,
+    setup_label,
     window_pool_of,
     workload_label,
     workload_params,
@@ -54,7 +56,13 @@ from experiments.jobs import (
     run_dir,
     run_job,
 )
-from experiments.trained_on import RECORDS, agent_run, check_seen_windows, trace_notes
+from experiments.trained_on import (
+    RECORDS,
+    agent_run,
+    check_seen_windows,
+    cluster_notes,
+    trace_notes,
+)
 
 register_configs()
 
@@ -162,6 +170,8 @@ def evaluate(cfg: DictConfig) -> float:
     if cfg.workload.name != TRACE_WORKLOAD:
         for note in trace_notes(agents, trained_in, workload_label(cfg), seen):
             print(note)
+    for note in cluster_notes(agents, cluster_of(cfg), setup_label(cfg)):
+        print(note)
     scored_on = _validation_windows(folders)
     names = [w.name for w in windows]
     for scored_folder, run_windows in scored_on.items():

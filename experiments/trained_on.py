@@ -401,6 +401,34 @@ def trace_notes(
     return notes
 
 
+def cluster_notes(
+    agents: Mapping[str, Any], here: Any, here_label: str, command: str = ""
+) -> list[str]:
+    """A note for each agent (by label) whose ``agent.json`` records a cluster of
+    its own (``env_kwargs.cluster``) that is not ``here``, the cluster it runs on
+    (named ``here_label``): the overrides that run it on its own cluster
+    (:func:`experiments.config.cluster_overrides`; ``command`` before them). An
+    agent of a preset cluster records none and is told nothing: the zoo's agents
+    run on other setups on purpose."""
+    from envs.sim import ClusterSpec
+    from experiments.config import cluster_label, cluster_overrides
+
+    notes = []
+    for label, agent in agents.items():
+        figures = agent.spec.env_kwargs.get("cluster")
+        if figures is None:
+            continue
+        own = ClusterSpec.from_figures(figures)  # checked when the agent loaded
+        if own == here:
+            continue
+        notes.append(
+            f"note: {label} was trained on a cluster of its own ({cluster_label(own)}), "
+            f"not the {here_label} it runs on here: {command}"
+            f"{' '.join(cluster_overrides(own))} runs it on its own cluster"
+        )
+    return notes
+
+
 def _held_out_split(path: str, params: Mapping[str, Any]) -> str | None:
     """The test split of the dataset ``make_dataset`` wrote whose split ``path`` is
     (``test.jsonl`` beside its ``dataset_info.json``, gzip-compressed or not), when

@@ -301,3 +301,49 @@ def test_a_saved_agent_s_cluster_figures_are_checked_when_it_loads(
     assert str(raised.value).startswith(
         f"{folder / 'agent.json'}: env_kwargs.cluster{'' if message[0] == ':' else '.'}{message}"
     )
+
+
+def test_an_agent_of_a_cluster_of_its_own_run_on_another_is_told_how_to_run_it_on_its_own() -> None:
+    """An agent whose agent.json records a cluster of its own gets a note naming
+    the overrides of that cluster, which compose back to it; on its own cluster,
+    or recorded on a preset cluster (no figures), no note."""
+    from types import SimpleNamespace
+
+    from experiments.config import cluster_overrides
+    from experiments.trained_on import cluster_notes
+
+    own = cluster_of(_compose([*MINE, *MYGPU, "cluster.nodes=[2xMYGPU,4xH100,4xH100]"]))
+    overrides = cluster_overrides(own)
+    assert overrides == [
+        "model.name=mine", "model.total_params=8e+09", "model.active_params=8e+09",
+        "model.bytes_per_elem=2", "model.layers=32", "model.kv_heads=8", "model.head_dim=128",
+        "model.attn_dim=8192", "+cluster.gpus.MYGPU.flops=1e+15",
+        "+cluster.gpus.MYGPU.hbm_bw=4e+12", "+cluster.gpus.MYGPU.hbm_bytes=1e+11",
+        "+cluster.gpus.MYGPU.pcie_bw=5e+10",
+        "+cluster.gpus.MYGPU.rdma_bw=4e+10", "+cluster.gpus.MYGPU.nvme_bw=5e+09",
+        "cluster.nodes=[2xMYGPU,4xH100,4xH100]",
+    ]  # fmt: skip
+    assert cluster_of(_compose(overrides)) == own
+    mixed = cluster_of(_compose([MIXED]))
+    assert cluster_overrides(mixed) == [
+        "model.name=llama-3.3-70b",
+        "cluster.nodes=[4xH100,4xH100,8xH200]",
+    ]
+    assert cluster_overrides(ClusterSpec.uniform("qwen3-8b", "8xH200", 2)) == [
+        "model.name=qwen3-8b", "cluster.node=8xH200", "cluster.n_nodes=2"
+    ]  # fmt: skip
+
+    def agent(kwargs: dict[str, Any]) -> Any:
+        return SimpleNamespace(spec=SimpleNamespace(env_kwargs=kwargs))
+
+    agents = {
+        "a": agent({"cluster": json.loads(json.dumps(own.figures()))}),
+        "preset": agent({"model": "qwen3-8b", "node": "4xH100", "n_nodes": 4}),
+    }
+    here = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 4)
+    assert cluster_notes(agents, here, "70b_h100x4", "experiments.evaluate with ") == [
+        "note: a was trained on a cluster of its own (mine_2xMYGPU_x1+4xH100_x2), not the "
+        f"70b_h100x4 it runs on here: experiments.evaluate with {' '.join(overrides)} runs it "
+        "on its own cluster"
+    ]
+    assert cluster_notes(agents, own, "mine_2xMYGPU_x1+4xH100_x2") == []
