@@ -1052,11 +1052,18 @@ def setup_label(cfg: Any) -> str:
     that setup's (a model alias such as ``70b`` counts as its preset), else
     ``MODEL_NODE_xN`` (``llama-3.3-70b_4xH100_x6``); a cluster of mixed nodes names each
     kind with its count, in the order the kinds first appear,
-    ``MODEL_NODE_xN+NODE_xN`` (``llama-3.3-70b_4xH100_x2+8xH200_x1``, :func:`cluster_label`)."""
+    ``MODEL_NODE_xN+NODE_xN`` (``llama-3.3-70b_4xH100_x2+8xH200_x1``, :func:`cluster_label`).
+    ``cluster.nodes`` of one preset node serving a preset model is named as
+    ``cluster.node`` and ``cluster.n_nodes`` name it (``70b_h100x4``): the same
+    cluster, one row name."""
     model, node, n_nodes = str(cfg.model.name), str(cfg.cluster.node), cluster_size(cfg)
     if not is_preset_cluster(cfg):
         with contextlib.suppress(ConfigError, ValueError):  # cluster_of reports it
-            return cluster_label(cluster_of(cfg))
+            cluster = cluster_of(cfg)
+            uniform = _as_uniform(cluster)
+            if uniform is None:
+                return cluster_label(cluster)
+            model, node, n_nodes = uniform  # cluster.nodes of one preset node: as node=
     with contextlib.suppress(ConfigError):  # an unknown model: cluster_of reports it
         model = model_preset(model).name  # an alias (70b, glm52) as the preset it names
     with contextlib.suppress(ConfigError, ValueError):  # an unknown node: likewise
@@ -1077,6 +1084,19 @@ def cluster_label(cluster: ClusterSpec) -> str:
         counts[spec.name] = counts.get(spec.name, 0) + 1
     kinds = "+".join(f"{kind}_x{n}" for kind, n in counts.items())
     return f"{cluster.model.name}_{kinds}"
+
+
+def _as_uniform(cluster: ClusterSpec) -> tuple[str, str, int] | None:
+    """``(model, node, n_nodes)`` by preset names when ``cluster`` is nodes of one
+    preset node serving a preset model, with the presets' figures; else None."""
+    with contextlib.suppress(ConfigError, ValueError):  # a model or GPU of one's own
+        first = cluster.nodes[0]
+        uniform = ClusterSpec.uniform(
+            model_preset(cluster.model.name), parse_node(first.name), len(cluster.nodes)
+        )
+        if uniform == cluster:
+            return cluster.model.name, first.name, len(cluster.nodes)
+    return None
 
 
 def cluster_overrides(cluster: ClusterSpec) -> list[str]:

@@ -347,3 +347,22 @@ def test_an_agent_of_a_cluster_of_its_own_run_on_another_is_told_how_to_run_it_o
         "on its own cluster"
     ]
     assert cluster_notes(agents, own, "mine_2xMYGPU_x1+4xH100_x2") == []
+
+
+def test_nodes_of_one_preset_node_are_named_as_the_uniform_cluster() -> None:
+    """cluster.nodes of four 4xH100 serving llama-3.3-70b is the default cluster,
+    named as it (70b_h100x4), before and after check_world rewrites the group; two of
+    them, the uniform path's name; a GPU or model of one's own keeps its own."""
+    from experiments.jobs import check_world
+
+    four = _compose(["cluster.nodes=[4xH100,4xH100,4xH100,4xH100]"])
+    assert cluster_of(four) == cluster_of(_compose([]))
+    assert setup_label(four) == "70b_h100x4"
+    check_world(four)
+    assert setup_label(four) == "70b_h100x4"
+    assert setup_label(_compose(["model.name=70b", "cluster.nodes=[4xh100,4xh100]"])) == (
+        "llama-3.3-70b_4xH100_x2"
+    )
+    assert setup_label(_compose([*MINE, "cluster.nodes=[4xH100,4xH100]"])) == "mine_4xH100_x2"
+    own = _compose([*MYGPU, "cluster.nodes=[4xMYGPU,4xMYGPU]"])
+    assert setup_label(own) == "llama-3.3-70b_4xMYGPU_x2"
