@@ -46,6 +46,7 @@ from experiments.config import (
     LATER_ENV_ARGS,
     ROUTE_WARM_ARGS,
     THRESHOLDS_ARGS,
+    cluster_label,
     cluster_of,
     cluster_size,
     experiment_name,
@@ -814,7 +815,7 @@ def _resume_with(field: str, saved: Any, resumed: Any) -> str:
     if field == "env.kind":
         return f"env={resumed.env}"
     if field == "cluster.n_nodes":
-        return f"a cluster of {saved} nodes: cluster= or setup="
+        return f"a cluster of {saved} nodes: cluster=, cluster.nodes= or setup="
     return f"{field}={'null' if saved is None else saved}"
 
 
@@ -849,13 +850,30 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
             continue
         if key == "workload_params" and _same_generators(saved, asked):
             continue  # e.g. a parameter now given at its default value
-        if key == "sim" and isinstance(old, dict) and isinstance(new, dict):
+        if key == "cluster":  # a cluster's figures (~1,500 characters): by its label
+            changes[path] = [_cluster_text(saved), _cluster_text(asked)]
+        elif key == "sim" and isinstance(old, dict) and isinstance(new, dict):
             for name in dict.fromkeys([*old, *new]):
                 if old.get(name) != new.get(name):
                     changes[f"sim.{name}"] = [old.get(name), new.get(name)]
         else:
             changes[path] = [old, new]
     return changes
+
+
+def _cluster_text(kwargs: dict[str, Any]) -> str:
+    """The cluster env_kwargs ``kwargs`` describe, by its label (``cluster_label``:
+    ``mine_2xMYGPU_x1+4xH100_x2``; a preset one by its names)."""
+    from envs.sim import ClusterSpec
+
+    try:
+        if kwargs.get("cluster") is not None:
+            return cluster_label(ClusterSpec.from_figures(kwargs["cluster"]))
+        return cluster_label(
+            ClusterSpec.uniform(kwargs["model"], kwargs["node"], kwargs["n_nodes"])
+        )
+    except (ValueError, KeyError, TypeError):  # not recorded in full: by its names
+        return f"{kwargs.get('model')}_{kwargs.get('node')}_x{kwargs.get('n_nodes')}"
 
 
 def print_resume_changes(

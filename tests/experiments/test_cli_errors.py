@@ -356,7 +356,7 @@ def test_resume_names_what_the_checkpoint_does_not_match(
         "agent.algo": "agent=ppo",
         "agent.net": "agent=ppo",
         "env.kind": "env=route",
-        "cluster.n_nodes": "a cluster of 4 nodes: cluster= or setup=",
+        "cluster.n_nodes": "a cluster of 4 nodes: cluster=, cluster.nodes= or setup=",
     }.get(field, f"{field}={saved}")
     message = (
         rf"^resume={checkpoint}: that checkpoint is ppo/route/set with {field}={saved}, "

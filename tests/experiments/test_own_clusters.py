@@ -366,3 +366,17 @@ def test_nodes_of_one_preset_node_are_named_as_the_uniform_cluster() -> None:
     assert setup_label(_compose([*MINE, "cluster.nodes=[4xH100,4xH100]"])) == "mine_4xH100_x2"
     own = _compose([*MYGPU, "cluster.nodes=[4xMYGPU,4xMYGPU]"])
     assert setup_label(own) == "llama-3.3-70b_4xMYGPU_x2"
+
+
+def test_a_resumed_run_on_other_cluster_figures_says_the_clusters_by_their_labels() -> None:
+    """resume of an agent of a cluster of its own on the default cluster: the change
+    reads as the two clusters' labels, not the figures (about 1,500 characters)."""
+    from experiments.train import resume_changes
+
+    saved = json.loads(
+        json.dumps(env_kwargs(_compose([*MINE, *MYGPU, "cluster.nodes=[2xMYGPU,4xH100,4xH100]"])))
+    )
+    asked = env_kwargs(_compose([]))
+    changes = resume_changes(saved, asked)
+    assert changes["cluster"] == ["mine_2xMYGPU_x1+4xH100_x2", "llama-3.3-70b_4xH100_x4"]
+    assert changes["model.name"] == ["mine", "llama-3.3-70b"]
