@@ -68,6 +68,7 @@ from agents.imitation_settings import ImitationSettings
 from agents.improvement_settings import ImprovementSettings
 from baselines.policy import Policy
 from envs.encoder import hold_s, max_backlog_s
+from envs.processes import run_in_processes
 from envs.route_warm import allowed_warms
 from envs.sim import ClusterSpec, SimConfig, Simulator
 from envs.sim.request import Request, Workload
@@ -323,11 +324,15 @@ def improve_round(
         # own seed only, so the labels are the same for any number of workers
         _WORKER.update(agent=agent, cluster=cluster, sim=sim, settings=settings)
         try:
-            context = multiprocessing.get_context("fork")
-            # Ctrl-C is the parent's to handle: it ends the pool (a worker that took it
-            # too printed its traceback, and a worker lost mid-task could hang the map)
-            with context.Pool(min(settings.workers, len(jobs)), _ignore_sigint) as pool:
-                results = pool.map(_measure_in_worker, jobs, chunksize=1)
+            # Ctrl-C is the parent's to handle: it ends the workers (a worker that took
+            # it too printed its traceback); a worker lost is an error, never a hang
+            results = run_in_processes(
+                _measure_in_worker,
+                [(job,) for job in jobs],
+                min(settings.workers, len(jobs)),
+                initializer=_ignore_sigint,
+                context=multiprocessing.get_context("fork"),
+            )
         finally:
             _WORKER.clear()
     else:

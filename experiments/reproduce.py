@@ -42,13 +42,13 @@ import signal
 import time
 import warnings
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from baselines.policy import POLICIES, known_policies
 from envs.files import write_json_atomic
+from envs.processes import run_in_processes
 from envs.sim import SETUPS
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.readers import TraceWarning
@@ -342,23 +342,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             # workers ignore Ctrl-C (else each would take the next task and finish it);
             # the parent's interrupt, or any error, ends them and cancels the rest. A
             # worker that dies mid-task breaks the pool: an error, never a hang.
-            workers = min(options["jobs"], len(tasks))
-            pool = ProcessPoolExecutor(max_workers=workers, initializer=_start_worker)
-            try:
-                futures = [pool.submit(_task, *task, options) for task in tasks]
-                for future in futures:
-                    rows += future.result()
-                    if bar is not None:
-                        bar.update(1)
-            except BaseException:
-                running = list((getattr(pool, "_processes", None) or {}).values())
-                for process in running:  # (the executor's own)
-                    process.terminate()
-                for process in running:  # gone before the executor's shutdown writes to
-                    process.join(timeout=5)  # them (a traceback at exit, now and then)
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
-            pool.shutdown()
+            parts = run_in_processes(
+                _task,
+                [(*task, options) for task in tasks],
+                min(options["jobs"], len(tasks)),
+                initializer=_start_worker,
+                on_result=None if bar is None else lambda _: bar.update(1),
+            )
+            for part in parts:
+                rows += part
     finally:
         if bar is not None:
             bar.close()

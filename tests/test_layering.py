@@ -22,7 +22,8 @@ HEAVY = ("gymnasium", "torch", "stable_baselines3", "sb3_contrib", "hydra", "ome
 PACKAGES = ("envs", "baselines", "agents", "experiments")
 
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("files", ("envs.files",)),  # atomic result files (standard library only)
+    ("files", ("envs.files", "envs.processes")),  # standard library only: atomic result
+    # files, work spread over worker processes
     ("world", ("envs.sim",)),
     ("workloads", ("envs.workloads",)),
     ("baselines", ("baselines",)),

@@ -420,6 +420,62 @@ def test_a_worker_forked_in_a_long_c_call_ends_on_sigterm_at_once() -> None:
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
 
 
+_GROUP_SCRIPT = """
+import multiprocessing, sys, time
+from envs.processes import run_in_processes
+from experiments._cli import main_guard
+
+def task(i):
+    if i == 0:
+        time.sleep(60)  # one busy worker; the other idles for the rest
+    return i
+
+def main():
+    print("mapping", flush=True)
+    run_in_processes(task, [(0,), (1,), (2,)], 2, context=multiprocessing.get_context("fork"))
+
+sys.exit(main_guard(main))
+"""
+
+
+@pytest.mark.parametrize("name", ["SIGHUP", "SIGTERM"])
+def test_workers_stopped_with_their_command_by_a_group_signal_end_it(
+    tmp_path: Path, name: str
+) -> None:
+    """A signal to the whole process group (a terminal closing, a scheduler's
+    SIGTERM) kills the workers at their default and reaches the command as an
+    interrupt. With a multiprocessing.Pool (the improvement rounds' until
+    2026-12-06) the command then waited for ever in terminate(), on the task queue's
+    lock that an idle worker died holding. The wait below only guards against a
+    hang."""
+    import signal
+    import time
+
+    script = tmp_path / "group.py"
+    script.write_text(_GROUP_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        env=env,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "mapping\n"
+        time.sleep(1.0)  # (the workers are up, one of them idle)
+        os.killpg(process.pid, getattr(signal, name))
+        code = process.wait(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    said = process.stderr.read() if process.stderr else ""
+    assert code == {"SIGHUP": 129, "SIGTERM": 143}[name], said
+
+
 @contextlib.contextmanager
 def _hydra_job(name: str, overrides: list[str]) -> Iterator[Any]:
     """The config as a single Hydra job sees it (``HydraConfig.get()`` works), with
