@@ -600,6 +600,22 @@ def test_a_qwen_trace_s_decimal_seconds_come_out_of_its_windows_as_written(
     assert arrivals == [[1.383, 3.656], [1.133, 3.656], [5.0]]
 
 
+def test_negative_decimal_times_keep_their_order_in_a_window(tmp_path: Path) -> None:
+    """Rounding to the written places is for non-negative times: with a window
+    opening at -259.538, -13.165000000000001 (binary difference 246.37299999999999)
+    and -13.165 (rounded to 246.373, then 246.37300000000002 against it) swapped
+    places in a review's run."""
+    times = [-559.538, -400.0, -13.165000000000001, -13.165, 10.0, 100.0]
+    rows = [{**qwen_rows()[1], "chat_id": 10 + i, "timestamp": t} for i, t in enumerate(times)]
+    path = write_jsonl(tmp_path / "q.jsonl", rows)
+    read = trace_windows(TraceOptions(path=str(path), window_s=300.0), "all")
+    for window in read:
+        arrivals = [r.arrival_s for r in window.requests]
+        assert arrivals == sorted(arrivals)
+        ids = [r.chat_id for r in window.requests]
+        assert ids == sorted(ids)  # the file's order, which is the times' order
+
+
 def test_qwen_chat_ids_are_kept_on_the_request(tmp_path: Path) -> None:
     workload = read_qwen_bailian(write_jsonl(tmp_path / "q.jsonl", qwen_rows()))
     ids = [(r.chat_id, r.parent_chat_id) for r in workload.requests]

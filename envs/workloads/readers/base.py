@@ -496,12 +496,14 @@ def rebased(time: float, opens: float, places: int, units_per_s: float) -> float
     and, when both are decimals of few places, rounded to their places, so decimal
     seconds come out as written (``1063.773 - 1060.0`` is 3.773, not the binary
     difference 3.7729999999999109). Rounding is skipped where the numbers' float
-    spacing is too coarse for their places to be exact (it could move the value)."""
+    spacing is too coarse for their places to be exact (it could move the value),
+    and for negative times: rounding one of two arrivals a float apart, and not the
+    other, could put them out of order."""
     if time.is_integer() and places == 0:
         return (time - opens) / units_per_s  # integers below 2**53 subtract exactly
     places = max(places, decimal_places(time))
     difference = time - opens
-    if 10.0**-places > 8 * math.ulp(max(abs(time), abs(opens))):
+    if opens >= 0.0 and 10.0**-places > 8 * math.ulp(max(abs(time), abs(opens))):
         difference = round(difference, places)
     return difference / units_per_s
 
