@@ -442,12 +442,16 @@ class _OutlivesReader:
 
     def __init__(self, stream: Any) -> None:
         self._stream = stream
+        try:
+            self._terminal = bool(stream.isatty())
+        except (AttributeError, OSError, ValueError):
+            self._terminal = False
 
     def write(self, text: str) -> Any:
         try:
             return self._stream.write(text)
         except OSError as error:
-            if not _reader_gone(error):
+            if not _reader_gone(error, self._terminal):
                 raise
             self._to_devnull()
             return len(text)
@@ -456,7 +460,7 @@ class _OutlivesReader:
         try:
             self._stream.flush()
         except OSError as error:
-            if not _reader_gone(error):
+            if not _reader_gone(error, self._terminal):
                 raise
             self._to_devnull()
 
@@ -471,10 +475,11 @@ class _OutlivesReader:
         return getattr(self._stream, name)
 
 
-def _reader_gone(error: OSError) -> bool:
+def _reader_gone(error: OSError, terminal: bool) -> bool:
     """Whether a write failed on ``error`` because no one reads it any more: a pipe
-    whose reader went away, a terminal hung up (``EIO``)."""
-    return isinstance(error, BrokenPipeError) or error.errno == errno.EIO
+    whose reader went away, a ``terminal`` hung up (``EIO``; on a file, ``EIO`` is a
+    failing disk or network file system, which stays an error)."""
+    return isinstance(error, BrokenPipeError) or (terminal and error.errno == errno.EIO)
 
 
 SAID_WARNINGS: list[str] = []

@@ -1654,6 +1654,31 @@ def test_a_closed_pipe_ends_a_command_quietly(monkeypatch: pytest.MonkeyPatch) -
     assert cli.main_guard(write) == 0
 
 
+def test_an_io_error_writing_to_a_file_stays_an_error() -> None:
+    """EIO on a hung-up terminal means no one reads it (the run goes on, writing to
+    /dev/null); on a file it is a failing disk or network file system, which must
+    not be silenced (a review found any EIO taken as a reader gone)."""
+    import errno
+
+    from experiments._cli import _outliving
+
+    class FailingFile:
+        def isatty(self) -> bool:
+            return False
+
+        def write(self, text: str) -> int:
+            raise OSError(errno.EIO, "Input/output error")
+
+        def flush(self) -> None:
+            raise OSError(errno.EIO, "Input/output error")
+
+    stream = _outliving(FailingFile())
+    with pytest.raises(OSError, match="Input/output error"):
+        stream.write("a line\n")
+    with pytest.raises(OSError, match="Input/output error"):
+        stream.flush()
+
+
 def test_a_reader_gone_mid_run_leaves_the_run_to_finish_and_write_its_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
