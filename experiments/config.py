@@ -1128,7 +1128,10 @@ def cluster_overrides(cluster: ClusterSpec) -> list[str]:
 
 
 def _number(value: Any) -> str:
-    """A figure as a command line gives it, short when that is exact (``1e+15``)."""
+    """A figure as a command line gives it, short when that is exact (``1e+15``); an
+    int as it is (``1e+06`` would be read as a float, which an int field refuses)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     short = f"{value:g}"
     return short if float(short) == value else repr(value)
 

@@ -96,6 +96,8 @@ def trained_trace(
         stamp = file_stamp(path)
         record = {"path": str(Path(path).resolve()), "bytes": stamp["bytes"]}
         record["sha256"] = stamp["sha256"]
+    elif Path(path).is_dir():  # a dataset's folder (format=hub): found however spelt
+        record = {"path": str(Path(path).resolve()), "bytes": None, "sha256": None}
     else:
         record = {"path": path, "bytes": None, "sha256": None}
     counts = {"train_windows": n_train, "val_windows": n_val}
@@ -465,11 +467,13 @@ def _same_trace(spec: Any, folder: Any, options: TraceOptions) -> bool:
 
     record = spec.trace_file or {}
     here = Path(options.path)
-    if not here.is_file():  # a hub dataset by name
+    if not here.is_file():  # a hub dataset by name, or a dataset's folder
         trained = spec.env_kwargs.get("workload_params", {})
-        return str(trained.get("path")) == options.path and (
-            trained.get("hub_split", TraceOptions.hub_split) == options.hub_split
-        )
+        same_split = trained.get("hub_split", TraceOptions.hub_split) == options.hub_split
+        if here.is_dir():  # the same folder, however spelt (relative, absolute)
+            path = Path(trained_path(spec, folder))
+            return same_split and path.is_dir() and path.resolve() == here.resolve()
+        return str(trained.get("path")) == options.path and same_split
     sha = file_stamp(here)["sha256"]
     if record.get("sha256"):
         return bool(record["sha256"] == sha)

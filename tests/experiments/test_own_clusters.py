@@ -324,6 +324,11 @@ def test_an_agent_of_a_cluster_of_its_own_run_on_another_is_told_how_to_run_it_o
         "cluster.nodes=[2xMYGPU,4xH100,4xH100]",
     ]  # fmt: skip
     assert cluster_of(_compose(overrides)) == own
+    # an int figure as it is: 1e+06 would be read as a float, which the int refuses
+    million = cluster_of(_compose([*MINE, "model.max_context_tokens=1000000"]))
+    long_overrides = cluster_overrides(million)
+    assert "model.max_context_tokens=1000000" in long_overrides
+    assert cluster_of(_compose(long_overrides)) == million
     mixed = cluster_of(_compose([MIXED]))
     assert cluster_overrides(mixed) == [
         "model.name=llama-3.3-70b",

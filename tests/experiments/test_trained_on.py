@@ -869,3 +869,29 @@ def test_a_registered_windows_record_is_checked_on_load(tmp_path: Path) -> None:
     dataset = {**record, "dataset": "d", "families": {"synthetic": {"n_bursts": 2}}}
     (agent / "agent.json").write_text(json.dumps({**base, "registered_windows": [dataset]}))
     assert load_spec(agent).registered_windows == [dataset]
+
+
+def test_a_dataset_folder_is_the_same_trace_however_spelt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dataset's folder read with format=hub is recorded resolved, and found again
+    under another spelling (relative from another folder, absolute); it was compared
+    as the text typed, so ``ds`` and ``/abs/ds`` were two traces to the check."""
+    from experiments.trained_on import _same_trace
+
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    monkeypatch.chdir(tmp_path)
+    params = {"path": "ds", "format": "hub", "hub_split": "train"}
+    record = trained_trace("trace", params, 1, 0)
+    assert record["path"] == str(folder.resolve())
+    spec = SimpleNamespace(trace_file=record, env_kwargs={"workload_params": params})
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    for spelt in (str(folder), "../ds"):
+        assert _same_trace(
+            spec, tmp_path / "run" / "agent", TraceOptions(path=spelt, hub_split="train")
+        )
+        assert not _same_trace(
+            spec, tmp_path / "run" / "agent", TraceOptions(path=spelt, hub_split="test")
+        )
