@@ -634,7 +634,8 @@ def check_saved_options(spec: AgentSpec) -> None:
     if "time_unit" in kwargs:
         check_time_unit(kwargs["time_unit"])
     if spec.env == "thresholds":
-        check_epoch_s(kwargs.get("epoch_s", 1.0))
+        if "epoch_s" in kwargs:  # (absent: the env's own default)
+            check_epoch_s(kwargs["epoch_s"])
         check_y_tokens(kwargs.get("y_tokens"))
     if "cluster" in kwargs:  # a cluster of one's own, by its figures: made again
         ClusterSpec.from_figures(kwargs["cluster"], "cluster")
@@ -740,7 +741,6 @@ _NULLABLE = (
     "normalize_reward",
     "reward_norm",
     "trace_file",
-    "registered_windows",
     "started_from",
 )  # null: not recorded
 _JSON_NAMES: dict[type, str] = {

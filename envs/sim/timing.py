@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -91,19 +92,7 @@ class ModelSpec:
             check_int(f"{owner}.{field}", getattr(self, field), 1, ConfigError)
         if self.max_context_tokens is not None:
             check_int(f"{owner}.max_context_tokens", self.max_context_tokens, 1, ConfigError)
-        _store_plain(
-            self,
-            (
-                "total_params",
-                "active_params",
-                "bytes_per_elem",
-                "layers",
-                "kv_heads",
-                "head_dim",
-                "attn_dim",
-                "max_context_tokens",
-            ),
-        )
+        _store_plain(self, tuple(f.name for f in dataclass_fields(self) if f.name != "name"))
         if self.active_params > self.total_params:
             raise ConfigError(
                 f"{{active_params}} ({self.active_params:g}) exceeds "

@@ -66,8 +66,9 @@ SPLITS = ("train", "val", "test", "all")
 """``all`` is the published layout, train and test (what ``make_dataset`` writes);
 ``val`` is asked for by name."""
 WINDOW_COUNTS = ("train_windows", "test_windows", "val_windows")
-"""A family's window counts (:func:`configure`): the seed shuffles its indices
-between train and test by them, so other counts split other windows to test."""
+"""A family's window counts (:func:`configure`): the seed shuffles the first
+train_windows + test_windows indices between train and test, so other counts split
+other windows to test; the val_windows after them are never shuffled."""
 MAX_WINDOWS = 100_000
 """The most windows of a split a family may be asked for (``train_windows``, ...)."""
 _SPLIT_STREAM = 0x5B17

@@ -293,7 +293,7 @@ def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatE
     blocks, so the one it cannot read may be any of the block that row begins."""
     try:
         if first_row(file) is None:  # raises for a file of no JSON object rows (a CSV file)
-            return TraceFormatError(str(file), 1, None, "no rows to tell the layout from")
+            return TraceFormatError(str(file), 0, None, "no rows to tell the layout from")
         for _, row in file_rows(file):
             if isinstance(row, TraceFormatError):
                 return row
@@ -346,7 +346,7 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str]:
         source, rows = _hub_rows(options)
         head = list(itertools.islice(rows, 1))
         if not head or isinstance(head[0][1], TraceFormatError):
-            raise TraceFormatError(source, 1, None, "no rows to tell the layout from")
+            raise TraceFormatError(source, 0, None, "no rows to tell the layout from")
         told = detect.told_by(head[0][1])
         if told is None:
             raise TraceFormatError(

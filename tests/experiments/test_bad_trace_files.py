@@ -40,7 +40,7 @@ def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize(
     ("damage", "message"),
     [
-        ("empty", "empty.jsonl, line 1, row: no rows to tell the layout from"),
+        ("empty", "empty.jsonl: no rows to tell the layout from"),
         ("bad_json", "bad_json.jsonl, line 4, row: not valid JSON"),
         ("truncated_gzip", "truncated_gzip.jsonl, line "),
     ],
@@ -245,7 +245,7 @@ def test_format_hub_on_a_header_only_parquet_file_says_it_has_no_rows(
     pq.write_table(pa.Table.from_pylist(ROWS[:3]).slice(0, 0), path)
     assert _compare(path, "workload.format=hub") == 2
     assert capsys.readouterr().err == (
-        f"error: experiments.compare: {path}, line 1, row: no rows to tell the layout from\n"
+        f"error: experiments.compare: {path}: no rows to tell the layout from\n"
     )
 
 
