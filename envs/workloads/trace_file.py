@@ -225,7 +225,16 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
     if _saved_to_disk(file):
         return label, enumerate(_saved_split(datasets, file, options.hub_split), start=1)
     with _datasets_quiet():
-        dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
+        try:
+            dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
+        except ValueError as error:  # the library's "Bad split: ..., Available splits: ..."
+            if "split" not in str(error).lower():
+                raise
+            raise ConfigError(
+                f"{{hub_split}}={options.hub_split!r}: {options.path}: {error}",
+                ("hub_split",),
+                "TraceOptions",
+            ) from None
     return label, enumerate(_quiet_rows(dataset), start=1)
 
 

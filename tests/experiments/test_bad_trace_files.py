@@ -267,3 +267,22 @@ def test_format_hub_does_not_blame_the_first_row_for_a_later_one(
     )
     assert err.endswith("); it reads without workload.format=hub\n") and err.count("\n") == 1
     assert _compare(path) == 0  # as it says
+
+
+@pytest.mark.usefixtures("offline_hub")
+def test_format_hub_names_hub_split_for_a_split_the_dataset_lacks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dataset folder of a test split alone, read at the default hub_split=train:
+    the library's "Bad split" line reached the user without the option's name."""
+    from experiments.make_dataset import make_dataset
+
+    folder = tmp_path / "ds"
+    params = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6}
+    make_dataset("bursted_synthetic", folder, 20260721, params=params, progress=False,
+                 train_windows=0, test_windows=1)  # fmt: skip
+    assert _compare(folder, "workload.format=hub") == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.compare: workload.hub_split='train': {folder}: "
+        "Bad split: train. Available splits: ['test']\n"
+    )
