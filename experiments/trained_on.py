@@ -105,16 +105,17 @@ def trained_trace(
 
 
 def trained_windows(
-    workload: str, params: Mapping[str, Any], seed: int, n_train: int, n_val: int
+    workload: str, params: Mapping[str, Any], seed: int, n_train: int | None, n_val: int | None
 ) -> Any:
     """``agent.json``'s ``registered_windows`` for a training run on the registered
     workload ``workload`` with generator parameters ``params`` (window counts
     included) and seed ``seed`` that uses the first ``n_train`` train windows and
-    ``n_val`` validation windows: the workload, parameters and seed, and the names
-    of those windows. On a trace (``params``: its options) that is a split of a
-    registered workload's dataset (:func:`dataset_windows`), the same of the
-    dataset's workload, with the split's resolved path (``dataset``) and each
-    family's generator configuration (``families``); None for any other trace."""
+    ``n_val`` validation windows (None: all of the split): the workload, parameters
+    and seed, and the names of those windows. On a trace (``params``: its options)
+    that is a split of a registered workload's dataset (:func:`dataset_windows`),
+    the same of the dataset's workload, with the split's resolved path
+    (``dataset``) and each family's generator configuration (``families``); None
+    for any other trace."""
     from envs.workloads.registry import configure, plan
 
     if workload == TRACE_WORKLOAD:
@@ -183,7 +184,7 @@ def split_path(params: Mapping[str, Any]) -> str:
     return split_file(TraceOptions(**{k: v for k, v in params.items() if k in TRACE_FIELDS}))
 
 
-def _dataset_record(params: Mapping[str, Any], n_train: int, n_val: int) -> Any:
+def _dataset_record(params: Mapping[str, Any], n_train: int | None, n_val: int | None) -> Any:
     """:func:`trained_windows` of a trace: of a registered workload's dataset split,
     the windows among the first ``n_train`` train and ``n_val`` validation windows
     the trace options ``params`` make of it; else None."""
@@ -597,7 +598,7 @@ def _registered_records(spec: Any) -> list[dict[str, Any]]:
     agent saved before the record, its env's workload, parameters and seed with every
     window of their train and val splits (none: a trace's agent). A ValueError or
     TypeError for a workload or parameters this registry does not know."""
-    from envs.workloads.registry import DEFAULT_WORKLOAD, configure, plan
+    from envs.workloads.registry import DEFAULT_WORKLOAD
 
     saved = spec.registered_windows
     if isinstance(saved, list):
@@ -610,9 +611,7 @@ def _registered_records(spec: Any) -> list[dict[str, Any]]:
         return []
     params = dict(kwargs.get("workload_params") or {})
     seed = int(kwargs.get("data_seed", PUBLISHED_SEED))
-    specs = plan(configure(workload, **params), seed)
-    names = {split: [s.trace_id for s in specs if s.split == split] for split in ("train", "val")}
-    return [{"workload": workload, "params": params, "seed": seed, **names}]
+    return [trained_windows(workload, params, seed, None, None)]
 
 
 def _seen_records(
