@@ -498,6 +498,10 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
     names its setting or file and what it does, so a repeat says nothing new.
     Others as usual."""
     if issubclass(category, (TraceWarning, SettingWarning)):
+        if issubclass(category, TraceWarning) and isinstance(message, NamedFields):
+            # as the command line spells its options, wherever it was said from (a
+            # trace planned again outside trace_option_warnings says it bare)
+            message = message.named(TRACE_PATHS)
         line = f"warning: {message}"
         if line in SAID_WARNINGS:
             return

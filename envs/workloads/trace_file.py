@@ -425,6 +425,21 @@ def plan_trace(options: TraceOptions) -> TracePlan:
             ),
             stacklevel=3,
         )
+    saved = Path(options.path)
+    if (
+        options.format == HUB
+        and options.hub_split != TraceOptions.hub_split
+        and _saved_to_disk(saved)
+        and not (saved / "dataset_dict.json").is_file()
+    ):
+        warnings.warn(
+            TraceWarning(
+                f"{{hub_split}}={options.hub_split!r} does nothing: the dataset saved in "
+                f"{saved} is one split, read whole",
+                ("hub_split",),
+            ),
+            stacklevel=3,
+        )
     read = _read_options(options, fmt)
     report = ReadReport(source=source)
     stream = RowStream(rows, fmt, read, report, _block_origin(options, read, fmt, told_by))

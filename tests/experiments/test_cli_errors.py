@@ -2071,3 +2071,22 @@ def test_evaluate_s_first_line_names_the_kv_model_as_compare_s_does(
     assert done.returncode == 0, done.stderr
     header = next(line for line in done.stdout.splitlines() if " · " in line)
     assert header.endswith(" · causal_kv=False · copy_model=contention"), header
+
+
+def test_a_trace_warning_said_bare_after_its_named_form_is_said_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trace planned again outside trace_option_warnings (a dataset's folder is
+    never kept) said its warning a second time, bare (``hub_split=``) after the
+    command line's spelling (``workload.hub_split=``); both now read as the command
+    line spells the option, and the repeat is not said."""
+    from envs.workloads.readers import TraceWarning
+    from experiments import _cli
+
+    monkeypatch.setattr(_cli, "SAID_WARNINGS", [])
+    warning = TraceWarning("{hub_split}='test' does nothing: one split", ("hub_split",))
+    _cli.show_warning(warning, TraceWarning, "file.py", 1)
+    _cli.show_warning(warning, TraceWarning, "file.py", 1)
+    assert capsys.readouterr().err == (
+        "warning: workload.hub_split='test' does nothing: one split\n"
+    )

@@ -571,6 +571,17 @@ def test_format_hub_reads_a_dataset_s_folder_through_datasets(
         f"error: experiments.compare: workload.hub_split='val': the dataset saved in {saved} "
         "has the splits train, test\n"
     )
+    # one Dataset saved alone is one split, read whole: another hub_split is said to
+    # do nothing (it was taken without a word)
+    alone = tmp_path / "alone"
+    datasets.Dataset.from_list(rows).save_to_disk(str(alone))
+    said = f"hub_split='test' does nothing: the dataset saved in {alone} is one split"
+    with pytest.warns(TraceWarning, match=said):
+        got = _compare(
+            alone, tmp_path / "out_alone", "workload.format=hub", "workload.test_fraction=1",
+            "workload.hub_split=test",
+        )  # fmt: skip
+    assert [(r["requests"], r["ttft_mean_s"]) for r in got["rows"]] == want
 
 
 def test_tune_btb_scores_thresholds_on_a_trace_s_train_windows(tmp_path: Path) -> None:
