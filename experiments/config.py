@@ -534,6 +534,11 @@ def cluster_of(cfg: Any) -> ClusterSpec:
         )
     kinds: dict[str, Any] = {}  # each kind made and checked once
     for i, text in enumerate(nodes):
+        if not isinstance(text, str):
+            raise ConfigError(
+                f"cluster.nodes[{i}] must be a node kind like 4xH100, got "
+                f"{_plain(text)!r}{value_origin('cluster.nodes')}"
+            )
         if text not in kinds:
             kinds[text] = _node_of(cfg, f"cluster.nodes[{i}]", text, model, own)
     return ClusterSpec(model, tuple(kinds[text] for text in nodes))

@@ -139,6 +139,11 @@ def test_the_presets_stay_as_they_were() -> None:
             "cluster.nodes must be a list of one node kind or more ([4xH100,8xH200]), got [] "
             "(from the command line)",
         ),
+        (  # said to be an unknown GPU preset "['4xH100']"
+            ["cluster.nodes=[[4xH100]]"],
+            "cluster.nodes[0] must be a node kind like 4xH100, got ['4xH100'] (from the "
+            "command line)",
+        ),
         (
             ["model.name=70b", "model.layers=3"],
             "model.layers is given, but model.name='70b' is the preset llama-3.3-70b (give a "
