@@ -306,6 +306,12 @@ def _registry_source(
             " This dataset has the windows given on its command line (the tables below), "
             "not the workload's own counts."
         )
+    if params:  # figures the text states (bursts, requests, decoys) may be others here
+        given = ", ".join(f"{k}={v}" for k, v in params.items())
+        description += (
+            f" Its generator parameters are not the workload's ({given}): the figures "
+            "above describe the workload, not this dataset."
+        )
     return description, scenario.block_tokens, generator, n, rows
 
 

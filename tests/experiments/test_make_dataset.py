@@ -262,6 +262,15 @@ def test_an_empty_dataset_is_refused_and_given_counts_are_said(tmp_path: Path) -
                        f"out_dir={tmp_path / 'own'}", "params=burst_requests=2,n_decoys=0",
                        "progress=false"])  # fmt: skip
     assert "This dataset has the windows" not in (tmp_path / "own" / "README.md").read_text()
+    # the description's figures (500 requests a burst, 120 decoys) are the workload's:
+    # the card and dataset_info.json say these parameters differ
+    said = (
+        "Its generator parameters are not the workload's (burst_requests=2, n_decoys=0): "
+        "the figures above describe the workload, not this dataset."
+    )
+    assert said in (tmp_path / "own" / "README.md").read_text()
+    info = json.loads((tmp_path / "own" / "dataset_info.json").read_text())
+    assert info["description"].endswith(said)
 
 
 def test_requests_over_a_model_s_context_are_said_with_how_to_read_them() -> None:
