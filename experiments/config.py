@@ -526,7 +526,7 @@ def cluster_of(cfg: Any) -> ClusterSpec:
         node = _node_of(cfg, "cluster.node", cfg.cluster.node, model, own)
         with naming_fields({"n_nodes": "cluster.n_nodes"}):
             return ClusterSpec.uniform(model, node, int(cfg.cluster.n_nodes))
-    _refuse_node_beside_nodes()
+    _refuse_node_beside_nodes(cfg)
     if not _is_sequence(nodes) or not nodes:
         raise ConfigError(
             f"cluster.nodes must be a list of one node kind or more ([4xH100,8xH200]), "
@@ -559,7 +559,7 @@ def _node_of(cfg: Any, path: str, text: Any, model: ModelSpec, own: Mapping[str,
     return node
 
 
-def _refuse_node_beside_nodes() -> None:
+def _refuse_node_beside_nodes(cfg: Any) -> None:
     """``cluster.nodes`` replaces ``cluster.node`` and ``cluster.n_nodes``: one of
     them given by the user too (on the command line, in the ``+experiment`` file,
     or in the cluster option's file that gives ``nodes``) is refused, not ignored, and
@@ -580,6 +580,8 @@ def _refuse_node_beside_nodes() -> None:
                     "cluster.nodes lists every node (give it alone, or the cluster option)"
                 )
     for key in ("node", "n_nodes"):
+        if cfg.cluster.get(key) is None:  # null gives no value (cluster.node=null)
+            continue
         where = _where_set(f"cluster.{key}")
         if where is None or nodes_where is None:
             return

@@ -200,6 +200,21 @@ def test_a_bad_cluster_is_one_line_naming_the_key_and_its_source(
     assert not out.exists()
 
 
+def test_a_null_node_beside_the_nodes_is_no_second_cluster(
+    run_command: Any, tmp_path: Path
+) -> None:
+    """cluster.node=null gives no node: it was refused as given beside cluster.nodes."""
+    out = tmp_path / "run"
+    proc = run_command(
+        "experiments.evaluate",
+        ["logger=none", "workload=tiny", "policies=[least_load]", "cluster.node=null",
+         MIXED, f"out_dir={out}", "progress=false"],
+        tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "results.json").is_file()
+
+
 def test_a_model_of_ones_own_in_a_config_file_is_named_by_its_file(
     run_command: Any, tmp_path: Path
 ) -> None:
