@@ -121,3 +121,67 @@ def test_a_sim_larger_than_the_encoder_or_a_request_without_blocks_is_an_error()
             encoder.encode(env.sim, dataclasses.replace(env.request, blocks=()))
     with pytest.raises(ValueError, match=r"4 nodes' rows \(40 floats\) do not fit"):
         native.node_rows(env.sim, env.request, {}, np.zeros(20, dtype=np.float32))
+
+
+FUZZ_SETUPS = ("70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4")
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_compiled_rows_agree_on_random_windows_options_and_play(case):
+    """A fuzz: a random bursted window on a random setup, random simulator options
+    (attention FLOPs, contention copies, the reference KV model, a stale router view,
+    decode overshoot, no HBM read), random observation options (``time_unit``,
+    ``step_wait``, ``hints``, ``spare_features``) and random masked play with warms
+    and evictions: the compiled and the Python encoder give the env's observation
+    to the bit at every decision (``BTB_GYM_PURE_PYTHON`` aside, the env's is the
+    compiled one)."""
+    rng = np.random.default_rng(1000 + case)
+    setup = FUZZ_SETUPS[case % len(FUZZ_SETUPS)]
+    config = BurstedSyntheticConfig(
+        n_bursts=int(rng.integers(1, 3)),
+        burst_requests=int(rng.integers(10, 40)),
+        prefix_tokens=int(rng.choice([1024, 4096, 8192, 16384])),
+        suffix_tokens=int(rng.choice([64, 256, 1024])),
+        output_tokens=int(rng.choice([1, 8, 64])),
+        first_burst_s=6.0,
+        decoy_lead_s=5.0,
+        burst_interval_s=float(rng.uniform(0.5, 4.0)),
+        burst_window_s=float(rng.choice([0.2, 1.0, 4.0])),
+        n_decoys=int(rng.integers(0, 10)),
+    )
+    window = synthetic_window(config, window=int(rng.integers(0, 5)))
+    drawn = {
+        "attention_flops": True,
+        "copy_model": "contention",
+        "causal_kv": False,
+        "router_view_delay_s": 0.2,
+        "decode_overshoot": True,
+        "hbm_hit_load": False,
+    }
+    sim = {name: value for name, value in drawn.items() if rng.random() < 0.3}
+    options = {
+        "time_unit": str(rng.choice(["seconds", "reference"])),
+        "step_wait": bool(rng.random() < 0.5),
+        "hints": bool(rng.random() < 0.5),
+        "spare_features": bool(rng.random() < 0.5),
+    }
+    env = gym.make("btb/RouteWarm-v0", setup=setup, windows=[window], sim=sim, **options).unwrapped
+    n = env.n_nodes
+    encoders = [ObservationEncoder(n, compiled=c, **options) for c in (True, False)]
+    warm_p = float(rng.choice([0.0, 0.1, 0.5]))
+    obs, _ = env.reset(seed=case)
+    for encoder in encoders:
+        encoder.reset()
+    decisions, done = 0, False
+    while not done:
+        compiled, reference = (e.encode(env.sim, env.request).tobytes() for e in encoders)
+        assert compiled == reference == obs.tobytes(), (decisions, setup, sim, options)
+        decisions += 1
+        mask = env.action_masks()
+        action = np.zeros(env.action_space.shape, dtype=np.int64)
+        action[0] = rng.choice(np.flatnonzero(mask[:n]))
+        action[1 : 1 + n] = (rng.random(n) < warm_p) & mask[n + 1 : 3 * n : 2]
+        if rng.random() < 0.05:
+            action[1 + n] = rng.choice(np.flatnonzero(mask[3 * n : 4 * n + 1]))
+        obs, _, done, _, _ = env.step(action)
+    assert decisions == len(window.requests)
