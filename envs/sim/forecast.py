@@ -253,8 +253,11 @@ def _causal_landing_s(
     state = copy.state
     if state == MOVING and copy.rate > 0:
         return max(copy.bytes_end_s - now, 0.0)
-    transfer = transfer_s(copy.bytes, sim.nodes[copy.dst])
+    target = sim.nodes[copy.dst]
+    transfer = transfer_s(copy.bytes, target)
     if state != WAIT_SOURCE:
+        if target.work == COPY and target.work_obj is copy:  # being written now
+            return max(target.work_end - now, 0.0)
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:

@@ -27,6 +27,9 @@ def _landing_s(sim, copy, now, depth):
     if copy.state == MOVING and copy.rate > 0:
         return copy.remaining / copy.rate
     if copy.state != WAIT_SOURCE:
+        target = sim.nodes[copy.dst]
+        if target.work == COPY and target.work_obj is copy:  # being written now
+            return max(target.work_end - now, 0.0)
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:

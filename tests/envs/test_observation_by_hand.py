@@ -223,11 +223,6 @@ def test_a_copy_waiting_for_its_source(compiled: bool) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a copy landing now (the reference copy model) is costed as starting now: "
-    "first_token 40 ms, not 35 (reported, not fixed: the fix moves shipped agents' rows)",
-)
 @pytest.mark.parametrize("compiled", COMPILED)
 def test_a_copy_landing_now_counts_from_when_it_lands(compiled: bool) -> None:
     """r0 left a0..a3 on node 0; r1 (at 100 ms, routed there) warms a0..a2 onto

@@ -275,6 +275,9 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
         rdma_bw[dst] = nodes[dst].spec.rdma_bw
     cdef double transfer = copy.bytes / rdma_bw[dst]
     if state != WAIT_SOURCE:
+        target = nodes[dst]
+        if target.work == COPY and target.work_obj is copy:  # being written now
+            return _pymax(target.work_end - now, 0.0)
         return transfer
     src = copy.src
     source = nodes[src]
