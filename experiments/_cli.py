@@ -32,6 +32,7 @@ from envs.sim.errors import (
     named_message,
 )
 from envs.sim.timing import model_preset
+from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin, plugin_name
 from envs.workloads.readers import TraceFormatError, TraceWarning
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
@@ -546,6 +547,44 @@ def trace_defaults() -> dict[str, Any]:
     }
 
 
+PLUGIN_OPTION = f"{WORKLOAD_PREFIX}factory"
+"""The ``key=value`` commands' option naming a workload of one's own
+(``workload=plugin workload.factory=MODULE:FUNCTION``), as the Hydra commands spell it."""
+
+
+def plugin_defaults() -> dict[str, Any]:
+    """The option of a workload of one's own (:data:`PLUGIN_OPTION`), unset."""
+    return {PLUGIN_OPTION: ""}
+
+
+def resolve_workload(command: str, options: Mapping[str, Any]) -> str:
+    """The workload a ``key=value`` command runs: ``workload=plugin
+    workload.factory=MODULE:FUNCTION`` is ``plugin:MODULE:FUNCTION``
+    (:mod:`envs.workloads.plugins`); any other ``workload=`` as given, and
+    ``workload.factory=`` beside it is refused, as ``workload=plugin`` without it."""
+    workload = str(options["workload"])
+    factory = str(options.get(PLUGIN_OPTION) or "")
+    if workload == PLUGIN_WORKLOAD:
+        if not factory:
+            raise UsageError(
+                f"{command}: workload={PLUGIN_WORKLOAD} needs {PLUGIN_OPTION}=MODULE:FUNCTION, "
+                "a generator function of your own (examples.own_workload:make_rows; "
+                "docs/workloads.md)"
+            )
+        return plugin_name(factory)
+    if factory:
+        if is_plugin(workload):
+            raise UsageError(
+                f"{command}: workload={workload} names its function already; "
+                f"{PLUGIN_OPTION}= goes with workload={PLUGIN_WORKLOAD}"
+            )
+        raise UsageError(
+            f"{command}: {PLUGIN_OPTION}= is an option of workload={PLUGIN_WORKLOAD}, not of "
+            f"workload={workload}"
+        )
+    return workload
+
+
 @contextlib.contextmanager
 def trace_option_warnings() -> Iterator[None]:
     """A trace's warnings issued inside, issued again naming the options as the
@@ -591,7 +630,7 @@ def workload_params(
     values = {
         key.removeprefix(WORKLOAD_PREFIX): value
         for key, value in options.items()
-        if key.startswith(WORKLOAD_PREFIX)
+        if key.startswith(WORKLOAD_PREFIX) and key != PLUGIN_OPTION  # (resolve_workload's)
     }
     workload = options["workload"]
     if workload != TRACE_WORKLOAD:

@@ -5,6 +5,7 @@
         [causal_kv=true] [copy_model=reference] [policy_kwargs=btb.m=2,dynamo.temperature=0.5]
         [agents=zoo|none|PATH,...]
         [workload=trace workload.path=FILE workload.format=auto workload.window_s=300 ...]
+        [workload=plugin workload.factory=MODULE:FUNCTION]
         [allow_seen_windows=false] [overwrite=false]
         [sim.router_view_delay_s=0.05 sim.fault_node_loss_s=30 sim.fault_node_loss_nodes=0 ...]
 
@@ -82,6 +83,8 @@ from experiments._cli import (
     naming_params,
     parse_args,
     parse_value,
+    plugin_defaults,
+    resolve_workload,
     sim_config_of,
     sim_defaults,
     sim_note,
@@ -128,6 +131,7 @@ DEFAULTS: dict[str, Any] = {
     "progress": True,
     "params": [],
     **trace_defaults(),
+    **plugin_defaults(),
     "allow_seen_windows": False,
     "overwrite": False,
 }
@@ -443,6 +447,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             *sim_help,
         ),
     )
+    options["workload"] = resolve_workload("experiments.compare", options)
     if options["setup"] not in SETUPS:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
     for key in ("seed", "workload_seed"):

@@ -38,6 +38,7 @@ from envs.sim.timing import (
 )
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_file import (
     TRACE_FIELDS,
@@ -133,10 +134,15 @@ class SetupConf:
 @dataclass
 class WorkloadConf(TraceOptions):
     """A registered workload, or ``name: trace`` and a file (the TraceOptions fields:
-    ``workload=trace workload.path=FILE``; they apply to nothing else)."""
+    ``workload=trace workload.path=FILE``; they apply to nothing else), or a function
+    of one's own (``workload=plugin workload.factory=MODULE:FUNCTION``)."""
 
     name: str = DEFAULT_WORKLOAD
-    """A registered workload (envs.workloads.registry), or trace."""
+    """A registered workload (envs.workloads.registry), or trace; ``workload=plugin``
+    makes it ``plugin:<factory>``."""
+    factory: str = ""
+    """With ``workload=plugin``: MODULE:FUNCTION, a generator function of one's own
+    (envs.workloads.plugins; ``workload.factory=examples.own_workload:make_rows``)."""
     seed: int = PUBLISHED_SEED
     """Generator seed (the published one by default)."""
     train_pool: int | None = 4
@@ -1230,6 +1236,11 @@ def check_workload(cfg: Any) -> TracePlan | None:
     from envs.workloads.registry import configure
 
     trace_values = {name: cfg.workload[name] for name in TRACE_FIELDS}
+    if cfg.workload.get("factory") and not is_plugin(cfg.workload.name):
+        raise ConfigError(
+            f"workload.factory is an option of workload={PLUGIN_WORKLOAD}, not of "
+            f"workload={cfg.workload.name}{value_origin('workload.factory')}"
+        )
     if cfg.workload.name == TRACE_WORKLOAD:
         if cfg.workload.params:
             raise ConfigError(

@@ -7,6 +7,8 @@ Usage::
     python -m experiments.make_dataset workload=trace workload.path=FILE out_dir=PATH
         [workload.window_s=300 workload.test_fraction=0.25 ...]
         [overwrite=false]
+    python -m experiments.make_dataset workload=plugin workload.factory=MODULE:FUNCTION
+        out_dir=PATH [train_windows=N] [test_windows=N] [params=key=value,...]
 
 Writes ``train.jsonl`` and ``test.jsonl`` (one row per request, grouped by window,
 split by whole window; a split of no windows, ``train_windows=0``, has no file and
@@ -62,6 +64,8 @@ from experiments._cli import (
     main_guard,
     naming_params,
     parse_args,
+    plugin_defaults,
+    resolve_workload,
     terminating_as_interrupt,
     trace_defaults,
     workload_params,
@@ -79,6 +83,7 @@ DEFAULTS: dict[str, Any] = {
     "params": [],
     "progress": True,
     **trace_defaults(),
+    **plugin_defaults(),
     "overwrite": False,
 }
 DATASET_FILES = ("train.jsonl", "val.jsonl", "test.jsonl", DATASET_INFO, "README.md")
@@ -446,6 +451,7 @@ def dataset_card(info: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``key=value`` options and write the dataset."""
     options = parse_args(COMMAND, DEFAULTS, argv)
+    options["workload"] = resolve_workload(COMMAND, options)
     if not options["out_dir"]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
     if options["seed"] < 0:

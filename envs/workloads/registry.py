@@ -23,9 +23,6 @@ the manifest and :func:`list_workloads` for the names.
 from __future__ import annotations
 
 import dataclasses
-import os
-import sysconfig
-import traceback
 import warnings
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -45,6 +42,13 @@ from envs.workloads.bursted import (
     synthetic_window_rows,
 )
 from envs.workloads.conversation import ConversationConfig, conversation_rows
+from envs.workloads.plugins import (
+    PLUGIN_WORKLOAD,
+    is_plugin,
+    load_plugin,
+    plugin_rows,
+    raised_at,
+)
 from envs.workloads.scenarios import (
     AgentFanoutConfig,
     MixedConfig,
@@ -72,7 +76,6 @@ other windows to test; the val_windows after them are never shuffled."""
 MAX_WINDOWS = 100_000
 """The most windows of a split a family may be asked for (``train_windows``, ...)."""
 _SPLIT_STREAM = 0x5B17
-_STDLIB = sysconfig.get_paths()["stdlib"]
 
 RowMaker = Callable[[Any, int, int, str, str], list[dict[str, Any]]]
 """(config, window index, seed, split, trace id) -> rows in arrival order."""
@@ -218,12 +221,35 @@ def list_workloads() -> list[str]:
 
 
 def describe(name: str) -> Scenario:
-    """The registered scenario called ``name``."""
+    """The registered scenario called ``name``, or a plugin's (``plugin:MODULE:FUNCTION``,
+    :mod:`envs.workloads.plugins`: one family, its function's)."""
+    if is_plugin(name):
+        return _plugin_scenario(name)
     try:
         return _SCENARIOS[name]
     except KeyError:
+        if name == PLUGIN_WORKLOAD:
+            raise ValueError(
+                f"workload {name!r} needs its function: workload.factory=MODULE:FUNCTION "
+                f"(or the name plugin:MODULE:FUNCTION; docs/workloads.md)"
+            ) from None
         known = ", ".join(list_workloads())
         raise ValueError(f"unknown workload {name!r} (known: {known})") from None
+
+
+_PLUGIN_SCENARIOS: dict[str, Scenario] = {}
+
+
+def _plugin_scenario(name: str) -> Scenario:
+    """The scenario of the plugin ``name``: one family of its function's windows, at
+    the registered families' window counts, hashed at its ``block_tokens`` (256 unless
+    it takes that parameter)."""
+    if name not in _PLUGIN_SCENARIOS:
+        plugin = load_plugin(name)
+        family = Family(plugin.family, plugin_rows, plugin.config)
+        block_tokens = getattr(plugin.config, "block_tokens", Scenario.block_tokens)
+        _PLUGIN_SCENARIOS[name] = Scenario(name, plugin.description, (family,), block_tokens)
+    return _PLUGIN_SCENARIOS[name]
 
 
 def configure(
@@ -252,7 +278,7 @@ def configure(
     used: set[str] = set()
     families = []
     for family in scenario.families:
-        field_names = {f.name for f in dataclasses.fields(family.config)}
+        field_names = {f.name for f in dataclasses.fields(family.config) if f.init}
         changes = {
             key: _convert(name, family.config, key, value)
             for key, value in params.items()
@@ -271,7 +297,7 @@ def configure(
     unknown = sorted(set(params) - used)
     if unknown:
         valid = sorted(
-            {f.name for fam in scenario.families for f in dataclasses.fields(fam.config)}
+            {f.name for fam in scenario.families for f in dataclasses.fields(fam.config) if f.init}
         )
         named = ", ".join(f"{{{key}}}" for key in unknown)
         raise ConfigError(
@@ -403,13 +429,21 @@ def window_rows(
                 raise
             where = _window_named(name, spec, seed, family.config, params)
             fields = tuple(key for key in params if hasattr(family.config, key))
-            raise _value_error(error, where, fields, family.make_rows) from error
+            raise _value_error(error, where, fields, _generator_name(family)) from error
         except Exception as error:
             if hasattr(error, "add_note"):  # (Python 3.11 on)
                 where = _window_named(name, spec, seed, family.config, params, as_data=False)
                 error.add_note(f"while generating {where}")
             raise
         yield spec, rows
+
+
+def _generator_name(family: Family) -> str:
+    """A family's generator as an error names it: a plugin's ``MODULE:FUNCTION``, else
+    its function's name (``hotset_rows``)."""
+    if family.make_rows is plugin_rows:
+        return str(family.config.factory)
+    return str(getattr(family.make_rows, "__qualname__", repr(family.make_rows)))
 
 
 def _window_named(
@@ -434,33 +468,18 @@ def _window_named(
 
 
 def _value_error(
-    error: ValueError, where: str, fields: tuple[str, ...], make_rows: RowMaker
+    error: ValueError, where: str, fields: tuple[str, ...], origin: str
 ) -> ConfigError:
     """A generator's ValueError on one window (``where``: :func:`_window_named`) as
     one line. A ValueError is taken for a value the generator cannot use (numpy's
     ``lam < 0`` for a negative rate), which a command prints in one line and exits 2:
     so the line names the generator's own line it came from, as no traceback is
     shown. Any other exception is taken for a bug in the generator and keeps its
-    traceback (:func:`window_rows` adds ``where`` to it as a note)."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if _own_code(f.filename)]
-    line = f" at {_shown_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
-    origin = getattr(make_rows, "__qualname__", repr(make_rows))
-    return ConfigError(f"{where}: {origin} failed{line}: {type(error).__name__}: {error}", fields)
-
-
-def _own_code(filename: str) -> bool:
-    """Whether a traceback's file is Python source of the generator's own, not the
-    standard library's or an installed package's (nor compiled: numpy's
-    ``_generator.pyx``)."""
-    parts = filename.replace("\\", "/").split("/")
-    library = "site-packages" in parts or "dist-packages" in parts
-    return filename.endswith(".py") and not library and not filename.startswith(_STDLIB)
-
-
-def _shown_path(filename: str) -> str:
-    """``filename`` relative to the working folder when it lies below it."""
-    relative = os.path.relpath(filename)
-    return filename if relative.startswith("..") else relative
+    traceback (:func:`window_rows` adds ``where`` to it as a note). ``origin``: the
+    generator as the line names it (:func:`_generator_name`)."""
+    return ConfigError(
+        f"{where}: {origin} failed{raised_at(error)}: {type(error).__name__}: {error}", fields
+    )
 
 
 def windows(

@@ -393,13 +393,27 @@ def block_size_origin(
     return f"the {fmt.name} format's" + (f", guessed from {told_by}" if told_by else "")
 
 
+BLOCK_REMEDY = (
+    "if its hashes cover blocks of another size, set {block_tokens}= to that size, "
+    "else {strict_block_count}=false accepts it",
+    ("block_tokens", "strict_block_count"),
+)
+"""What a block-count error says to do about a trace file, and the read options it
+names (each written ``{name}``)."""
+
+
 def check_block_count(
-    parsed: ParsedRow, block_tokens: int, loc: RowLocation, origin: str = ""
+    parsed: ParsedRow,
+    block_tokens: int,
+    loc: RowLocation,
+    origin: str = "",
+    remedy: tuple[str, tuple[str, ...]] = BLOCK_REMEDY,
 ) -> None:
     """Reject a hash list that cannot cover ``input_tokens`` at ``block_tokens`` a block
     (most often a file hashed at another block size: the message says so first).
     ``origin``: where the block size came from (the format's, and what told the
-    format when it was guessed), said in brackets after it."""
+    format when it was guessed), said in brackets after it; ``remedy``: what to do
+    and the settings it names (a trace file's read options by default)."""
     n = len(parsed.hash_ids)
     low = parsed.input_tokens // block_tokens
     high = -(-parsed.input_tokens // block_tokens)
@@ -413,9 +427,8 @@ def check_block_count(
             + (f"a block ({origin}) " if origin else "a block ")
             + f"needs {high}"
             + (f" (or {low})" if low != high and low > 0 else "")
-            + "; if its hashes cover blocks of another size, set {block_tokens}= to that "
-            "size, else {strict_block_count}=false accepts it",
-            ("block_tokens", "strict_block_count"),
+            + f"; {remedy[0]}",
+            remedy[1],
         )
 
 
@@ -526,12 +539,15 @@ class RowStream:
         options: ReadOptions,
         report: ReadReport,
         block_origin: str = "",
+        block_remedy: tuple[str, tuple[str, ...]] = BLOCK_REMEDY,
     ) -> None:
         self.rows = rows
         self.fmt = fmt
         self.block_origin = block_origin or block_size_origin(fmt, options.block_tokens is not None)
         """Where the block size came from, said in a block-count error
         (:func:`block_size_origin`; a caller that knows more gives it)."""
+        self.block_remedy = block_remedy
+        """What a block-count error says to do (:data:`BLOCK_REMEDY`: a trace file's)."""
         self.options = options
         self.report = report
         self.block_tokens = options.block_tokens or fmt.block_tokens
@@ -569,7 +585,9 @@ class RowStream:
                 raise row
             parsed = self.parse_row(row, loc)
             if options.strict_block_count:
-                check_block_count(parsed, self.block_tokens, loc, self.block_origin)
+                check_block_count(
+                    parsed, self.block_tokens, loc, self.block_origin, self.block_remedy
+                )
             if options.max_context_tokens is not None:
                 check_context(parsed, options.max_context_tokens, loc, options.skip_bad_rows)
             if self.window_units_per_s is not None:

@@ -1,0 +1,367 @@
+"""Workloads of one's own: a generator function of the user's, run as a registered
+workload is, without editing the registry.
+
+``workload=plugin workload.factory=MODULE:FUNCTION`` on the commands (the workload
+then is ``plugin:MODULE:FUNCTION``, which ``windows()`` and the commands also take
+as its name) imports ``MODULE`` (from the working folder or ``PYTHONPATH``) and
+calls ``FUNCTION(window, seed, split, trace_id, **parameters)`` for each window, as
+the registry calls a family's generator (:data:`ARGUMENTS`). It returns the
+window's rows in the Bursted-ART layout (a list of dicts); they are checked by the
+trace readers' own row checks (:class:`~envs.workloads.readers.base.RowStream`,
+the Bursted-ART fields) and returned in the layout the registered generators
+write, in arrival order. The function's parameters after those four that have
+defaults (``rate_per_s=2.0``) are its generator parameters (``params=`` and
+``+workload.params.NAME`` set them; ``block_tokens``, if it has one, is the tokens a
+hash covers, else 256). Its windows are split, seeded and recorded as a registered
+workload's (:mod:`envs.workloads.registry`): one family named after the function.
+
+Every mistake is one line naming the function (a :class:`ConfigError`): a module
+that cannot be imported, a name it lacks, one that is no function or whose
+signature does not take the four arguments, a return value that is no list of
+rows, a bad row (its number and field).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import os
+import sys
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from envs.sim.checks import check_int
+from envs.sim.errors import ConfigError
+from envs.workloads.readers.base import ReadOptions, ReadReport, RowStream, TraceFormatError
+from envs.workloads.readers.bursted import BLOCK_TOKENS, FORMAT
+
+PLUGIN_WORKLOAD = "plugin"
+"""The command lines' workload of one's own: ``workload=plugin workload.factory=M:F``."""
+PLUGIN_PREFIX = f"{PLUGIN_WORKLOAD}:"
+"""A plugin workload's name is this and its factory: ``plugin:examples.own_workload:make_rows``."""
+ARGUMENTS = ("window", "seed", "split", "trace_id")
+"""What the function is called with, in this order, as a family's generator is."""
+PARAMETER_TYPES = (bool, int, float, str, tuple)
+"""The types a generator parameter's default may have (a command line's text is
+read as the default's type)."""
+_STDLIB = sysconfig.get_paths()["stdlib"]
+
+
+def plugin_name(factory: str) -> str:
+    """The workload name of the function ``factory`` (``MODULE:FUNCTION``)."""
+    return f"{PLUGIN_PREFIX}{factory}"
+
+
+def is_plugin(name: object) -> bool:
+    """Whether ``name`` names a plugin workload (``plugin:...``)."""
+    return isinstance(name, str) and name.startswith(PLUGIN_PREFIX)
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A user's generator function, loaded and checked."""
+
+    name: str
+    """The workload's name: ``plugin:MODULE:FUNCTION``."""
+    factory: str
+    """``MODULE:FUNCTION``, as given."""
+    function: Callable[..., Any]
+    family: str
+    """Its family's name (the function's): the trace ids' prefix (``make_rows-0007``)."""
+    description: str
+    config: Any
+    """Its generator parameters at their defaults (a frozen dataclass whose
+    ``factory`` field names the function, so a window's key tells plugins apart)."""
+    parameters: tuple[str, ...]
+
+
+_LOADED: dict[str, Plugin] = {}
+
+
+def load_plugin(name: str) -> Plugin:
+    """The plugin workload ``name`` (``plugin:MODULE:FUNCTION``), imported and
+    checked once a process; a :class:`ConfigError` (one line) for anything that
+    makes it unusable."""
+    found = _LOADED.get(name)
+    if found is None:
+        found = _LOADED[name] = _load(name)
+    return found
+
+
+def _load(name: str) -> Plugin:
+    factory = name.removeprefix(PLUGIN_PREFIX)
+    where = f"workload {name!r}"
+    module_name, _, attribute = factory.partition(":")
+    if not factory:
+        raise ConfigError(
+            f"{where}: workload={PLUGIN_WORKLOAD} needs workload.factory=MODULE:FUNCTION, a "
+            "generator function of your own (examples.own_workload:make_rows; "
+            "docs/workloads.md)"
+        )
+    if not module_name or not attribute:
+        raise ConfigError(
+            f"{where}: workload.factory={factory!r} is not MODULE:FUNCTION (a function of "
+            "your own, as examples.own_workload:make_rows names examples/own_workload.py's "
+            "make_rows)"
+        )
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        dotted = module_name.removesuffix(".py").replace(os.sep, ".").replace("/", ".")
+        raise ConfigError(
+            f"{where}: workload.factory names a module, not a file: {dotted}:{attribute} "
+            f"(run from the folder that holds {module_name})"
+        )
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` finds the working folder's modules
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # a missing module, or its own code failing as it loads
+        said = " ".join(str(error).split())
+        raise ConfigError(
+            f"{where}: module {module_name!r} cannot be imported{raised_at(error)}: "
+            f"{type(error).__name__}: {said} (workload.factory names a module importable "
+            f"from the working folder, {os.getcwd()}, or PYTHONPATH)"
+        ) from None
+    function: Any = module
+    for part in attribute.split("."):
+        if not hasattr(function, part):
+            own = sorted(
+                key
+                for key, value in vars(module).items()
+                if callable(value)
+                and not key.startswith("_")
+                and getattr(value, "__module__", None) == module.__name__
+            )
+            raise ConfigError(
+                f"{where}: module {module_name!r} ({_module_file(module)}) has no attribute "
+                f"{attribute!r} (its functions: {', '.join(own) or 'none'})"
+            )
+        function = getattr(function, part)
+    if not callable(function):
+        raise ConfigError(
+            f"{where}: {factory} is {_kind(function)}, not a function taking "
+            f"({', '.join(ARGUMENTS)})"
+        )
+    parameters, defaults = _parameters(where, factory, function)
+    family = getattr(function, "__name__", "") or attribute.rpartition(".")[2]
+    family = "".join(c if c.isalnum() or c in "_." else "_" for c in family) or "plugin"
+    doc = (inspect.getdoc(function) or "").strip().split("\n\n")[0]
+    description = f"Rows from {factory}, a generator of one's own" + (
+        f": {' '.join(doc.split())}" if doc else "."
+    )
+    config_type = _config_type(factory, defaults)
+    return Plugin(name, factory, function, family, description, config_type(), parameters)
+
+
+def _parameters(
+    where: str, factory: str, function: Callable[..., Any]
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The function's generator parameters (those after :data:`ARGUMENTS` that have
+    defaults, by keyword) and their defaults, after checking that it takes the four
+    arguments."""
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):  # (a builtin without one: called as it is)
+        return (), {}
+    try:
+        bound = signature.bind(*(0, 0, "test", "x"))
+    except TypeError as error:
+        raise ConfigError(
+            f"{where}: {factory}{signature} cannot be called as ({', '.join(ARGUMENTS)}): "
+            f"{error} (its generator parameters, if any, come after them with defaults)"
+        ) from None
+    defaults: dict[str, Any] = {}
+    for parameter in signature.parameters.values():
+        keyword = (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        if parameter.name in bound.arguments or parameter.kind not in keyword:
+            continue
+        default = parameter.default
+        if parameter.name == "factory":
+            raise ConfigError(
+                f"{where}: {factory} has a parameter named 'factory', which is the "
+                "plugin's own (workload.factory); rename it"
+            )
+        if not isinstance(default, PARAMETER_TYPES) or (
+            isinstance(default, tuple)
+            and not all(isinstance(v, (bool, int, float, str)) for v in default)
+        ):
+            raise ConfigError(
+                f"{where}: {factory}'s parameter {parameter.name!r} defaults to "
+                f"{default!r}; a generator parameter's default is a bool, int, float, str "
+                "or a tuple of them (a command line's value is read as its type)"
+            )
+        defaults[parameter.name] = default
+    return tuple(defaults), defaults
+
+
+def _config_type(factory: str, defaults: Mapping[str, Any]) -> type:
+    """A frozen dataclass of the generator parameters (``registry.configure`` sets
+    them by name, as a registered generator's config fields), with the function's
+    ``factory`` as a field no parameter sets."""
+    fields: list[Any] = [("factory", str, dataclasses.field(default=factory, init=False))]
+    fields += [
+        (key, type(value), dataclasses.field(default=value)) for key, value in defaults.items()
+    ]
+
+    def post_init(self: Any) -> None:
+        if "block_tokens" in defaults:
+            check_int(f"{factory}.block_tokens", self.block_tokens, 1)
+
+    def reduce(self: Any) -> tuple[Any, ...]:  # (pickled by its factory and values)
+        values = {key: getattr(self, key) for key in defaults}
+        return (plugin_config, (factory, values))
+
+    namespace = {"__post_init__": post_init, "__reduce__": reduce}
+    return dataclasses.make_dataclass(factory, fields, frozen=True, namespace=namespace)
+
+
+def plugin_config(factory: str, values: Mapping[str, Any]) -> Any:
+    """The configuration of the plugin ``factory`` with its parameters ``values``."""
+    return dataclasses.replace(load_plugin(plugin_name(factory)).config, **values)
+
+
+def plugin_rows(config: Any, window: int, seed: int, split: str, trace_id: str) -> list[dict]:
+    """A family's generator (``registry.RowMaker``) for a plugin: its function's rows
+    of window ``window``, checked (:func:`checked_rows`)."""
+    plugin = load_plugin(plugin_name(config.factory))
+    values = {key: getattr(config, key) for key in plugin.parameters}
+    made = plugin.function(window, seed, split, trace_id, **values)
+    block_tokens = int(getattr(config, "block_tokens", BLOCK_TOKENS))
+    return checked_rows(made, plugin, trace_id, split, block_tokens)
+
+
+def checked_rows(
+    made: Any, plugin: Plugin, trace_id: str, split: str, block_tokens: int
+) -> list[dict[str, Any]]:
+    """The rows a plugin's function returned for window ``trace_id`` of ``split``,
+    checked as a Bursted-ART trace file's rows are (:class:`RowStream`: the fields'
+    types and ranges, the block count at ``block_tokens``) and returned in the layout
+    the registered generators write (every field, in arrival order; ``trace_id`` and
+    ``split`` filled in where a row leaves them out). Anything else is a
+    :class:`ConfigError` naming the function, the window and the row."""
+    where = f"workload {plugin.name!r}: {plugin.factory} on {split} window {trace_id!r}"
+    if isinstance(made, (str, bytes, Mapping)) or not isinstance(made, (list, tuple, Iterator)):
+        raise ConfigError(
+            f"{where} returned {_kind(made)}; it returns the window's rows, a list of "
+            "dicts in the Bursted-ART layout (docs/workloads.md)"
+        )
+    given: list[Mapping[str, Any]] = []
+    for number, row in enumerate(made, 1):
+        if not isinstance(row, Mapping):
+            raise ConfigError(f"{where}: row {number} is {_kind(row)}, not a dict")
+        unknown = [str(key) for key in row if key not in FORMAT.fields]
+        if unknown:
+            raise ConfigError(
+                f"{where}: row {number} has the field {unknown[0]!r}, which the rows' "
+                f"layout has not (its fields: {', '.join(sorted(FORMAT.fields))})"
+            )
+        filled = dict(row)
+        for key, value in (("trace_id", trace_id), ("split", split)):
+            if filled.get(key) in (None, ""):
+                filled[key] = value
+            elif filled[key] != value:
+                raise ConfigError(
+                    f"{where}: row {number}, field {key!r}: is {filled[key]!r}, but the "
+                    f"window is {value!r} (leave it out, or give the {key} argument)"
+                )
+        given.append(filled)
+    remedy = (
+        "a hash covers {block_tokens} tokens: hash the prompt in blocks of that many, "
+        "or set {block_tokens}= to the size the hashes cover"
+        if "block_tokens" in plugin.parameters
+        else f"a hash covers {BLOCK_TOKENS} tokens unless the function takes a "
+        "block_tokens=N parameter (a default of its own)",
+        ("block_tokens",) if "block_tokens" in plugin.parameters else (),
+    )
+    stream = RowStream(
+        enumerate(given, 1),
+        FORMAT,
+        ReadOptions(block_tokens=block_tokens),
+        ReadReport(source=where),
+        block_origin=f"{plugin.factory}'s",
+        block_remedy=remedy,
+    )
+    rows: list[dict[str, Any]] = []
+    try:
+        for _, parsed in stream:
+            row = {
+                "request_id": parsed.request_id,
+                "trace_id": trace_id,
+                "source": parsed.source,
+                "arrival_s": parsed.time,
+                "input_length": parsed.input_tokens,
+                "output_length": parsed.output_tokens,
+                "hash_ids": list(parsed.hash_ids),
+                "group_id": parsed.group_id,
+                "split": split,
+                "metadata": {"job_kind": parsed.job_kind},
+            }
+            if parsed.tenant:
+                row["tenant"] = parsed.tenant
+            rows.append(row)
+    except TraceFormatError as error:
+        field = "" if error.field is None else f", field {error.field!r}"
+        raise ConfigError(
+            f"{where}: row {error.line}{field}: {error.reason}", error.fields
+        ) from None
+    rows.sort(key=lambda row: row["arrival_s"])  # (stable: rows at one time keep their order)
+    return rows
+
+
+def _kind(value: Any) -> str:
+    """A value as a message names its type: ``a dict``, ``None``."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
+def _module_file(module: Any) -> str:
+    path = getattr(module, "__file__", None)
+    return shown_path(path) if isinstance(path, str) else "no file"
+
+
+def raised_at(error: BaseException) -> str:
+    """`` at FILE:LINE``: the innermost line of ``error``'s traceback in Python source
+    of the user's own (not this module's, the standard library's or an installed
+    package's, nor compiled: numpy's ``_generator.pyx``), its file shown relative to
+    the working folder when below it; "" when there is none."""
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if _own_code(f.filename) and os.path.abspath(f.filename) != os.path.abspath(__file__)
+    ]
+    if not frames and isinstance(error, SyntaxError) and error.filename:
+        return f" at {shown_path(error.filename)}:{error.lineno}"
+    return f" at {shown_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+
+
+def _own_code(filename: str) -> bool:
+    parts = filename.replace("\\", "/").split("/")
+    library = "site-packages" in parts or "dist-packages" in parts
+    return filename.endswith(".py") and not library and not filename.startswith(_STDLIB)
+
+
+def shown_path(filename: str) -> str:
+    """``filename`` relative to the working folder when it lies below it."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative
+
+
+__all__ = [
+    "ARGUMENTS",
+    "PLUGIN_PREFIX",
+    "PLUGIN_WORKLOAD",
+    "Plugin",
+    "checked_rows",
+    "is_plugin",
+    "load_plugin",
+    "plugin_config",
+    "plugin_name",
+    "plugin_rows",
+    "raised_at",
+    "shown_path",
+]

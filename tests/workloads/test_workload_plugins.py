@@ -1,0 +1,344 @@
+"""A workload of one's own (envs.workloads.plugins): a user's generator function,
+``workload=plugin workload.factory=MODULE:FUNCTION``, split, seeded, checked and
+recorded as a registered workload is; every mistake is one line naming it."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from envs.sim.errors import ConfigError
+from envs.workloads.plugins import load_plugin
+from envs.workloads.registry import configure, plan, window_rows, windows
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = "plugin:examples.own_workload:make_rows"
+DOCS_COMMAND = (
+    "python -m experiments.compare workload=plugin "
+    "workload.factory=examples.own_workload:make_rows agents=none windows=2"
+)
+
+MODULE = '''
+import numpy as np
+
+
+def two_rows(window, seed, split, trace_id, gap_s=2.0, block_tokens=4):
+    """Two requests sharing their first block, the later one listed first."""
+    own = int(np.random.default_rng([seed, window]).integers(1, 1000))
+    return [
+        {"arrival_s": gap_s, "input_length": 8, "hash_ids": ["p", own + 1], "output_length": 0},
+        {"arrival_s": 0.0, "input_length": 6, "hash_ids": ["p", own], "group_id": "g",
+         "metadata": {"job_kind": "burst"}, "tenant": "t"},
+    ]
+
+
+NOT_A_FUNCTION = 3
+
+
+def returns_dict(window, seed, split, trace_id):
+    return {"arrival_s": 0.0}
+
+
+def row_is_a_list(window, seed, split, trace_id):
+    return [[0.0, 300]]
+
+
+def bad_length(window, seed, split, trace_id):
+    return [{"arrival_s": 0.0, "input_length": 300, "hash_ids": ["a", "b"]},
+            {"arrival_s": 1.0, "input_length": 0, "hash_ids": ["c"]}]
+
+
+def few_blocks(window, seed, split, trace_id):
+    return [{"arrival_s": 0.0, "input_length": 3000, "hash_ids": ["a", "b"]}]
+
+
+def misspelt(window, seed, split, trace_id):
+    return [{"arrival_s": 0.0, "input_length": 300, "output_lenght": 3, "hash_ids": ["a", "b"]}]
+
+
+def other_window(window, seed, split, trace_id):
+    return [{"trace_id": "mine", "arrival_s": 0.0, "input_length": 300, "hash_ids": ["a", "b"]}]
+
+
+def two_args(window, seed):
+    return []
+
+
+def bad_default(window, seed, split, trace_id, rates=None):
+    return []
+
+
+def poisson(window, seed, split, trace_id, rate=-1.0):
+    n = int(np.random.default_rng(seed).poisson(rate))  # the failing line
+    return [{"arrival_s": 0.0, "input_length": 1, "hash_ids": [1]}] * n
+'''
+
+
+POISSON_LINE = "    n = int(np.random.default_rng(seed).poisson(rate))  # the failing line"
+
+
+@pytest.fixture
+def own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A module of one's own, importable as ``own_gen_<n>`` (a fresh name a test)."""
+    name = f"own_gen_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # (files are named relative to the working folder)
+    return name
+
+
+def test_rows_are_checked_and_written_in_the_registered_layout(own: str) -> None:
+    """two_rows's rows come back sorted by arrival, every field filled in (trace_id and
+    split from the window, output_length 0 read as 1), and simulate as blocks of 4
+    tokens (the function's block_tokens), the tenant's apart from the other's."""
+    ((spec, rows),) = list(window_rows(f"plugin:{own}:two_rows", "test", seed=7, limit=1))
+    assert spec.family == "two_rows" and spec.trace_id == f"two_rows-{spec.index:04d}"
+    tid = spec.trace_id
+    assert [r["arrival_s"] for r in rows] == [0.0, 2.0]
+    assert rows[0] == {
+        "request_id": f"{tid}-2", "trace_id": tid, "source": "", "arrival_s": 0.0,
+        "input_length": 6, "output_length": 1, "hash_ids": ["p", rows[0]["hash_ids"][1]],
+        "group_id": "g", "split": "test", "metadata": {"job_kind": "burst"}, "tenant": "t",
+    }  # fmt: skip
+    assert rows[1]["output_length"] == 1 and rows[1]["request_id"] == f"{tid}-1"
+    assert rows[1]["hash_ids"][1] == rows[0]["hash_ids"][1] + 1
+    window = next(windows(f"plugin:{own}:two_rows", "test", seed=7, limit=1))
+    assert window.name == f"plugin:{own}:two_rows/{tid}" and window.block_tokens == 4
+    assert window.meta["config"] == {"factory": f"{own}:two_rows", "gap_s": 2.0, "block_tokens": 4}
+    first, second = window.requests
+    assert (first.arrival_s, second.arrival_s) == (0.0, 2.0)
+    assert (first.tenant, second.tenant) == ("t", "")  # tenants never share KV ...
+    assert first.blocks[0] != second.blocks[0]
+
+
+def test_parameters_splits_and_seeds_are_a_registered_workload_s(own: str) -> None:
+    """The parameters after the four arguments are set by name (text read as the
+    default's type); splits are disjoint and whole (5 / 15 / 5 by default, other
+    counts by configure); the same seed gives the same rows, another seed others."""
+    name = f"plugin:{own}:two_rows"
+    (window,) = windows(name, "train", seed=7, limit=1, gap_s="0.5")
+    assert [r.arrival_s for r in window.requests] == [0.0, 0.5]
+    specs = plan(configure(name), 7)
+    by_split = {s: {w.trace_id for w in specs if w.split == s} for s in ("train", "test", "val")}
+    assert [len(by_split[s]) for s in ("train", "test", "val")] == [5, 15, 5]
+    assert not by_split["train"] & by_split["test"]
+    assert by_split["val"] == {f"two_rows-{i:04d}" for i in range(20, 25)}
+    assert len(plan(configure(name, train_windows=1, test_windows=1, val_windows=0), 7)) == 2
+
+    def own_ids(seed: int) -> list[Any]:
+        return [rows[0]["hash_ids"][1] for _, rows in window_rows(name, "all", seed=seed)]
+
+    assert own_ids(7) == own_ids(7) and own_ids(7) != own_ids(8)
+    with pytest.raises(ConfigError, match=re.escape("unknown parameter(s) factory (known: ")):
+        configure(name, factory="x:y")
+    with pytest.raises(ValueError, match=r"\{?block_tokens\}? must be an integer >= 1, got 0"):
+        configure(name, block_tokens=0)
+
+
+def test_the_example_s_windows(own: str) -> None:
+    """examples/own_workload.py: 3 bursts of 40 requests sharing 256 blocks of 256
+    tokens, and 30 one-off requests, a window; fewer bursts by parameter."""
+    (window,) = windows(EXAMPLE, "test", limit=1)
+    kinds = [r.job_kind for r in window.requests]
+    assert (kinds.count("burst"), kinds.count("background")) == (120, 30)
+    bursts = {r.group_id for r in window.requests if r.job_kind == "burst"}
+    assert len(bursts) == 3 and window.block_tokens == 256
+    burst = [r for r in window.requests if r.job_kind == "burst"]
+    assert {tuple(r.blocks[:256]) for r in burst if r.group_id == burst[0].group_id} == {
+        tuple(burst[0].blocks[:256])
+    }
+    (small,) = windows(EXAMPLE, "test", limit=1, bursts=1)
+    assert len(small.requests) == 40 + 30
+
+
+@pytest.mark.parametrize(
+    ("function", "said"),
+    [
+        ("NOT_A_FUNCTION", "{own}:NOT_A_FUNCTION is an int, not a function taking (window, "
+         "seed, split, trace_id)"),
+        ("missing", "module '{own}' ({own}.py) has no attribute 'missing' (its functions: "
+         "bad_default, bad_length, "),
+        ("two_args", "{own}:two_args(window, seed) cannot be called as (window, seed, split, "
+         "trace_id): too many positional arguments"),
+        ("bad_default", "{own}:bad_default's parameter 'rates' defaults to None; a generator "
+         "parameter's default is a bool, int, float, str or a tuple of them"),
+        ("returns_dict", "{own}:returns_dict on test window 'returns_dict-{i}' returned a dict; "
+         "it returns the window's rows, a list of dicts"),
+        ("row_is_a_list", "{own}:row_is_a_list on test window 'row_is_a_list-{i}': row 1 is a "
+         "list, not a dict"),
+        ("bad_length", "{own}:bad_length on test window 'bad_length-{i}': row 2, field "
+         "'input_length': must be >= 1, got 0"),
+        ("few_blocks", "{own}:few_blocks on test window 'few_blocks-{i}': row 1, field "
+         "'hash_ids': has 2 blocks but input_length 3000 at 256 tokens a block "
+         "({own}:few_blocks's) needs 12 (or 11); a hash covers 256 tokens unless the "
+         "function takes a block_tokens=N parameter"),
+        ("misspelt", "{own}:misspelt on test window 'misspelt-{i}': row 1 has the field "
+         "'output_lenght', which the rows' layout has not"),
+        ("other_window", "{own}:other_window on test window 'other_window-{i}': row 1, field "
+         "'trace_id': is 'mine', but the window is 'other_window-{i}'"),
+        ("poisson", "test window 'poisson-{i}' (seed 20260721, the workload's own parameters): "
+         "{own}:poisson failed at {own}.py:{line}: ValueError: lam < 0"),
+    ],
+)  # fmt: skip
+def test_every_mistake_is_one_line_naming_the_function(own: str, function: str, said: str) -> None:
+    name = f"plugin:{own}:{function}"
+    index = ""
+    if "{i}" in said:  # the first test window, by its family's (the function's) shuffle
+        index = next(f"{s.index:04d}" for s in plan(configure(name)) if s.split == "test")
+    line = 1 + textwrap.dedent(MODULE).splitlines().index(POISSON_LINE)
+    expected = f"workload {name!r}: " + said.format(own=own, i=index, line=line)
+    with pytest.raises(ValueError) as caught:
+        next(windows(name, "test", limit=1))
+    assert str(caught.value).startswith(expected)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("factory", "said"),
+    [
+        ("", "workload=plugin needs workload.factory=MODULE:FUNCTION"),
+        ("justamodule", "workload.factory='justamodule' is not MODULE:FUNCTION"),
+        ("no_such_module_here:f", "module 'no_such_module_here' cannot be imported: "
+         "ModuleNotFoundError: No module named 'no_such_module_here' (workload.factory names "
+         "a module importable from the working folder"),
+        ("sub/mine.py:f", "workload.factory names a module, not a file: sub.mine:f"),
+    ],
+)  # fmt: skip
+def test_a_factory_that_names_no_function_is_one_line(factory: str, said: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"workload 'plugin:{factory}': {said}")):
+        load_plugin(f"plugin:{factory}")
+
+
+def test_a_module_failing_as_it_loads_names_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fails_loading.py").write_text("x = 1\nraise RuntimeError('oops')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    said = (
+        "workload 'plugin:fails_loading:f': module 'fails_loading' cannot be imported at "
+        "fails_loading.py:2: RuntimeError: oops"
+    )
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        load_plugin("plugin:fails_loading:f")
+
+
+def test_an_agent_s_windows_are_told_apart_from_another_plugin_s(own: str) -> None:
+    """A window's key is its family (the function's name), its configuration (with
+    the factory) and index: the agent is refused its own train window, and not the
+    same-named window of the same function in another module, other traffic."""
+    from types import SimpleNamespace
+
+    from experiments.trained_on import seen_registered, trained_windows
+
+    name = f"plugin:{own}:two_rows"
+    counts = {"train_windows": 1, "test_windows": 1}
+    record = trained_windows(name, counts, 7, 1, 0)
+    assert record["workload"] == name and len(record["train"]) == 1
+    spec = SimpleNamespace(env_kwargs={"workload": name}, registered_windows=[record])
+    every = {"train_windows": 0, "test_windows": 20}  # (all 20 indices test windows)
+    assert seen_registered(spec, name, every, 7, "test", None) == (record["train"], 1, [], 0)
+    # the same function in another module: the same family name and trace ids, other traffic
+    (Path.cwd() / f"{own}_copy.py").write_text(textwrap.dedent(MODULE))
+    other = f"plugin:{own}_copy:two_rows"
+    assert [s.trace_id for s in plan(configure(other, **every), 7)][:2] == [
+        "two_rows-0000",
+        "two_rows-0001",
+    ]
+    assert seen_registered(spec, other, every, 7, "test", None) == ([], 1, [], 0)
+
+
+def _dataset(out: Path, *more: str) -> dict[str, Any]:
+    from experiments import make_dataset
+
+    argv = ["workload=plugin", "workload.factory=examples.own_workload:make_rows", *more]
+    return make_dataset.main([*argv, f"out_dir={out}", "progress=false"])
+
+
+def test_make_dataset_writes_it_and_its_split_reads_back_as_a_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dataset holds the rows the generator made (150 a window; train 1, test 1),
+    names the workload and the function in its info, and its test split read as a
+    trace is the same requests as the workload's test window."""
+    monkeypatch.chdir(ROOT)
+    info = _dataset(tmp_path / "d", "train_windows=1", "test_windows=1", "params=bursts=2")
+    assert info["name"] == EXAMPLE
+    assert info["generator"]["command"].startswith(
+        f"python -m experiments.make_dataset workload={EXAMPLE} seed=20260721"
+    )
+    (family,) = info["generator"]["families"].values()
+    assert family["config"]["factory"] == "examples.own_workload:make_rows"
+    assert family["config"]["bursts"] == 2
+    assert {s: c["rows"] for s, c in info["splits"].items()} == {"train": 110, "test": 110}
+    (made,) = windows(EXAMPLE, "test", train_windows=1, test_windows=1, bursts=2)
+    (read,) = windows("trace", "test", path=str(tmp_path / "d" / "test.jsonl"))
+    assert [(r.arrival_s, r.input_tokens, r.output_tokens) for r in read.requests] == [
+        (r.arrival_s, r.input_tokens, r.output_tokens) for r in made.requests
+    ]
+
+
+def test_the_key_value_commands_resolve_workload_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    from experiments._cli import UsageError
+    from experiments.compare import main
+
+    monkeypatch.chdir(ROOT)
+    for argv, said in (
+        (["workload=plugin"], "workload=plugin needs workload.factory=MODULE:FUNCTION"),
+        (
+            ["workload.factory=examples.own_workload:make_rows"],
+            "workload.factory= is an option of workload=plugin, not of workload=bursted_synthetic",
+        ),
+        (
+            [f"workload={EXAMPLE}", "workload.factory=examples.own_workload:make_rows"],
+            f"workload={EXAMPLE} names its function already",
+        ),
+    ):
+        with pytest.raises(UsageError, match=re.escape(f"experiments.compare: {said}")):
+            main([*argv, "agents=none"])
+
+
+def test_the_hydra_commands_name_it_plugin_module_function() -> None:
+    """``workload=plugin workload.factory=M:F`` composes to the workload's name;
+    workload.factory beside another workload is refused."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import check_workload, register_configs, workload_label
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose(
+            "evaluate",
+            ["workload=plugin", "workload.factory=examples.own_workload:make_rows",
+             "+workload.params.bursts=2"],
+        )  # fmt: skip
+        other = compose("evaluate", ["workload.factory=examples.own_workload:make_rows"])
+    assert cfg.workload.name == EXAMPLE
+    assert workload_label(cfg) == f"{EXAMPLE}[bursts=2]"
+    assert check_workload(cfg) is None
+    with pytest.raises(
+        ConfigError, match=re.escape("workload.factory is an option of workload=plugin")
+    ):
+        check_workload(other)
+
+
+@pytest.mark.slow
+def test_the_docs_command_runs(tmp_path: Path) -> None:
+    """The command docs/workloads.md gives, run as written from the repository."""
+    assert DOCS_COMMAND in (ROOT / "docs" / "workloads.md").read_text()
+    argv = [*DOCS_COMMAND.split()[1:], f"out_dir={tmp_path / 'out'}", "charts=false"]
+    done = subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"70b_h100x4 · {EXAMPLE} · 2 test windows" in done.stdout
+    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    assert {row["workload"] for row in rows} == {EXAMPLE}
+    assert {row["requests"] for row in rows if row["policy"] == "cache_aware"} == {300}
