@@ -671,12 +671,18 @@ def stamp_trace(workload: str, params: Mapping[str, Any]) -> None:
 
 def workload_file(workload: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """``{"workload_file": ...}``, a trace file's stamp (size, sha256) and plan, for a
-    results file's config; ``{}`` for a generated workload.
+    results file's config; for a workload of one's own (``plugin:MODULE:FUNCTION``),
+    ``{"workload_plugin": ...}``, its module's file and sha256 as it was imported
+    (:meth:`envs.workloads.plugins.Plugin.stamp`); ``{}`` for a registered workload.
 
     After :func:`stamp_trace` (a command's start) the stamp is the one of the
     start, and a file that changed since is refused (the results would mix both
     files; the reader refuses a change while it reads). A file gone since keeps
     its stamp of the start, so the results are still written."""
+    if is_plugin(workload):
+        from envs.workloads.plugins import load_plugin
+
+        return {"workload_plugin": load_plugin(workload).stamp()}
     if workload != TRACE_WORKLOAD:
         return {}
     options = TraceOptions(**params)

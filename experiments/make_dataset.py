@@ -45,6 +45,7 @@ from tqdm import tqdm
 from envs.files import dumps_strict, file_mode, naming, naming_file
 from envs.sim.errors import plural
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.plugins import is_plugin, load_plugin
 from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
 from envs.workloads.readers.sources import trace_stem
 from envs.workloads.registry import (
@@ -302,6 +303,9 @@ def _registry_source(
         "params": applied,
         "families": family_configs(scenario),
     }
+    if is_plugin(workload):  # the code that made the rows (not its path: the same files anywhere)
+        stamp = load_plugin(workload).stamp()
+        generator["plugin"] = {key: stamp[key] for key in ("factory", "sha256")}
     rows = window_rows(workload, "all", seed, None, train_windows, test_windows, **params)
     n = sum(spec.split != "val" for spec in plan(scenario, seed))  # the published layout
     description = scenario.description

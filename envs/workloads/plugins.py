@@ -24,6 +24,7 @@ rows, a bad row (its number and field).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import inspect
 import os
@@ -32,6 +33,7 @@ import sysconfig
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from envs.sim.checks import check_int
@@ -77,6 +79,15 @@ class Plugin:
     """Its generator parameters at their defaults (a frozen dataclass whose
     ``factory`` field names the function, so a window's key tells plugins apart)."""
     parameters: tuple[str, ...]
+    path: str | None = None
+    """The module's file, resolved (None: a module without one)."""
+    sha256: str | None = None
+    """The sha256 of that file's bytes as it was imported: the code that makes the rows."""
+
+    def stamp(self) -> dict[str, str | None]:
+        """What a result file records of it (``config.workload_plugin``), so runs of two
+        versions of the function are told apart."""
+        return {"factory": self.factory, "path": self.path, "sha256": self.sha256}
 
 
 _LOADED: dict[str, Plugin] = {}
@@ -153,7 +164,21 @@ def _load(name: str) -> Plugin:
         f": {' '.join(doc.split())}" if doc else "."
     )
     config_type = _config_type(factory, defaults)
-    return Plugin(name, factory, function, family, description, config_type(), parameters)
+    path, digest = _file_stamp(module)
+    return Plugin(
+        name, factory, function, family, description, config_type(), parameters, path, digest
+    )
+
+
+def _file_stamp(module: Any) -> tuple[str | None, str | None]:
+    """A module's file, resolved, and the sha256 of its bytes (None, None without one)."""
+    path = getattr(module, "__file__", None)
+    if not isinstance(path, str):
+        return None, None
+    try:
+        return str(Path(path).resolve()), hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return str(Path(path).resolve()), None
 
 
 def _parameters(

@@ -4,6 +4,7 @@ recorded as a registered workload is; every mistake is one line naming it."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -277,6 +278,11 @@ def test_make_dataset_writes_it_and_its_split_reads_back_as_a_trace(
     (family,) = info["generator"]["families"].values()
     assert family["config"]["factory"] == "examples.own_workload:make_rows"
     assert family["config"]["bursts"] == 2
+    code = hashlib.sha256((ROOT / "examples" / "own_workload.py").read_bytes()).hexdigest()
+    assert info["generator"]["plugin"] == {
+        "factory": "examples.own_workload:make_rows",
+        "sha256": code,
+    }
     assert {s: c["rows"] for s, c in info["splits"].items()} == {"train": 110, "test": 110}
     (made,) = windows(EXAMPLE, "test", train_windows=1, test_windows=1, bursts=2)
     (read,) = windows("trace", "test", path=str(tmp_path / "d" / "test.jsonl"))
@@ -339,6 +345,65 @@ def test_the_docs_command_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert f"70b_h100x4 · {EXAMPLE} · 2 test windows" in done.stdout
-    rows = json.loads((tmp_path / "out" / "results.json").read_text())["rows"]
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    rows = result["rows"]
     assert {row["workload"] for row in rows} == {EXAMPLE}
+    code = ROOT / "examples" / "own_workload.py"
+    assert result["config"]["workload"] == EXAMPLE
+    assert result["config"]["workload_plugin"] == {
+        "factory": "examples.own_workload:make_rows",
+        "path": str(code.resolve()),
+        "sha256": hashlib.sha256(code.read_bytes()).hexdigest(),
+    }
     assert {row["requests"] for row in rows if row["policy"] == "cache_aware"} == {300}
+
+
+@pytest.mark.slow
+def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run of no RL step on the example at train_windows=1 test_windows=1 trains on
+    make_rows-0001, a test window at the example's own counts: agent.json records it
+    under the plugin's name, and evaluate and compare refuse it before any run."""
+    from hydra import compose, initialize_config_dir
+
+    from agents.algorithms import load_spec
+    from experiments import compare
+    from experiments.config import register_configs
+    from experiments.evaluate import evaluate
+    from experiments.train import train
+
+    monkeypatch.chdir(ROOT)
+    register_configs()
+    plugin = ["workload=plugin", "workload.factory=examples.own_workload:make_rows"]
+    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        trained = compose("train", [*plugin, *counts, "logger=none", "train.total_timesteps=0",
+                                    "train.evaluate=false", "train.progress=false",
+                                    f"out_dir={tmp_path / 'run'}"])  # fmt: skip
+        agent = tmp_path / "run" / "agent"
+        evaluated = compose("evaluate", [*plugin, f"checkpoint=[{agent}]", "logger=none",
+                                         "policies=[cache_aware]", "progress=false",
+                                         f"out_dir={tmp_path / 'eval'}"])  # fmt: skip
+    train(trained)
+    spec = load_spec(tmp_path / "run" / "agent")
+    assert spec.env_kwargs["workload"] == EXAMPLE
+    assert spec.registered_windows == [{
+        "workload": EXAMPLE, "params": {"train_windows": 1, "test_windows": 1},
+        "seed": 20260721, "train": ["make_rows-0001"], "val": [],
+    }]  # fmt: skip
+
+    def seen(n: int) -> str:
+        return re.escape(
+            f"was trained on some of these windows (seed 20260721): the {n} test windows "
+            f"evaluated include 1 of its 1 train window (make_rows-0001); trained on {EXAMPLE} "
+            "(train_windows=1 test_windows=1), here"
+        )
+
+    with pytest.raises(ValueError, match=seen(3)):  # (workload.eval_windows=3)
+        evaluate(evaluated)
+    assert not (tmp_path / "eval").exists()
+    with pytest.raises(ValueError, match=seen(5)):  # (windows=5)
+        compare.main([*plugin, f"agents={tmp_path / 'run' / 'agent'}", "policies=cache_aware",
+                      "charts=false", "progress=false", f"out_dir={tmp_path / 'cmp'}"])  # fmt: skip
+    assert not (tmp_path / "cmp").exists()
