@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from simkit import HBM_S, Prompts, names, run_script, toy_cluster
+from simkit import HBM_S, TOY_MODEL, Prompts, names, run_script, toy_cluster, toy_gpu
 
 from baselines import make_policy
-from envs.sim import SimConfig, Simulator, setup_cluster
+from envs.sim import ClusterSpec, NodeSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.floor import (
     floor_bounds,
     mean_busy_bound_s,
@@ -124,6 +124,52 @@ def test_each_group_sharing_a_first_block_pays_one_cold_prefill() -> None:
     served = mean_ttft("cache_aware", cluster, workload, SimConfig())
     assert served == pytest.approx((0.080 + 0.096 + 0.176 + 0.192) / 4, abs=1e-6)
     assert served >= bound
+
+
+def test_two_requests_at_once_under_the_reference_model() -> None:
+    # r0 (a0..a3, 64 tokens) and r1 (a0..a3 b4, 80 tokens) at t=0 on one node, blocks
+    # resident from admission, an HBM hit free: each may reuse the other's a0..a3 from
+    # t=0 (r0 all but its last token, 1 ms; r1 its 16 tokens, 16 ms), so the floors
+    # are 1 and 16 ms and, released at 0, the work left is the same. Alone, one fast
+    # machine would end them at 0.001 and 0.017; but the first of the two to have a0
+    # computed it cold (64 ms of r0's, 80 of r1's), so the charged jobs are 64 ms and
+    # min(1, 16) ms at t=0: SRPT ends them at 0.001 and 0.065, a mean of 0.033. One
+    # node serves r0 cold (0.064), then r1 reusing its blocks (0.080): 0.072
+    prompts = Prompts()
+    prompts.add(0.0, A4)
+    prompts.add(0.0, [*A4, "b4"])
+    workload = prompts.workload()
+    cluster = toy_cluster(1)
+    config = SimConfig.reference()
+    floor, bound = floor_bounds(cluster, workload, config)
+    assert floor == pytest.approx([0.001, 0.016], rel=1e-12)
+    assert bound == pytest.approx(0.066 / 2, rel=1e-12)
+    for name in ("round_robin", "cache_aware"):
+        assert mean_ttft(name, cluster, workload, config) == pytest.approx(0.072, rel=1e-12)
+    # under causal KV r0's prefix exists at 0.064 at the soonest: r1 waits for it and
+    # prefills 16 tokens (64 HBM loads) or recomputes 80; r0 counts nothing later. The
+    # bound is the real mean: (0.064 + 0.080) / 2
+    floor, bound = floor_bounds(cluster, workload, SimConfig())
+    assert floor == pytest.approx([0.064, 0.080], rel=1e-12)
+    assert bound == pytest.approx(0.072, rel=1e-12)
+
+
+def test_a_mixed_cluster_counts_its_nodes_at_the_fastest_one_s_speed() -> None:
+    # a two-GPU node (0.5 ms a token) and a one-GPU node (1 ms a token); four distinct
+    # 64-token prompts at t=0: each floor is the fast node's p = 32 ms; the bound is
+    # that of two fast nodes, 6p / 4 = 48 ms (as in the four cold requests above). The
+    # best real schedule: three on the fast node (32, 64, 96 ms), one on the slow
+    # node (64 ms), a mean of 64 ms
+    gpu = toy_gpu()
+    cluster = ClusterSpec(TOY_MODEL, (NodeSpec(gpu, 2), NodeSpec(gpu, 1)))
+    prompts = Prompts()
+    for stem in "abcd":
+        prompts.add(0.0, names(stem, 4))
+    floor, bound = floor_bounds(cluster, prompts.workload())
+    assert floor == pytest.approx([0.032] * 4, rel=1e-12)
+    assert bound == pytest.approx(0.048, rel=1e-12)
+    sim, _ = run_script(cluster, prompts, [0, 0, 0, 1])
+    assert sim.records.ttft_s == pytest.approx([0.032, 0.064, 0.096, 0.064], rel=1e-12)
 
 
 def test_recomputing_cold_beats_waiting_on_one_node() -> None:

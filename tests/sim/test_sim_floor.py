@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from simkit import (
+    CORES,
     HBM_S,
     TOY_MODEL,
     Prompts,
@@ -198,6 +199,53 @@ def test_floor_is_what_a_request_reusing_a_prefix_alone_gets() -> None:
     floor = ttft_floor_s(cluster, p.workload())
     assert records.ttft_s[1] == pytest.approx(64 * HBM_S + 0.016, rel=1e-12)
     assert floor[1] == pytest.approx(records.ttft_s[1], rel=1e-12)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_floor_with_attention_flops_by_hand(core: str) -> None:
+    # attention FLOPs add 2e-9 s per (new token, token it attends to) pair on the toy
+    # node (4 x 1 layer x 1000 / 2e12 FLOP/s): a cold 64-token prompt has 64 x 65 / 2
+    # = 2,080 pairs; r1 reuses r0's 64 tokens and prefills 16 (16 x 64 + 16 x 17 / 2
+    # = 1,160 pairs); r2 reuses 32 of them and prefills 16 (16 x 32 + 136 = 648 pairs).
+    # Alone on an idle node each one's TTFT is exactly that, on both cores
+    p = Prompts()
+    p.add(0.0, A4)
+    p.add(1.0, [*A4, "b4"])
+    p.add(2.0, ["a0", "a1", "c2"])
+    config = SimConfig(attention_flops=True)
+    cluster = toy_cluster(1)
+    floor = ttft_floor_s(cluster, p.workload(), config)
+    expected = [
+        0.064 + 2080 * 2e-9,
+        0.016 + 1160 * 2e-9 + 64 * HBM_S,
+        0.016 + 648 * 2e-9 + 32 * HBM_S,
+    ]
+    assert floor == pytest.approx(expected, rel=1e-12)
+    sim = Simulator(cluster, p.workload(), config, core=core)
+    assert make_policy("round_robin").run(sim).ttft_s == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_chunked_prefill_pays_its_decode_steps_above_the_floor(core: str) -> None:
+    # r0 (64 tokens) decodes from 0.064; r1 (64 tokens of its own) arrives at 0.070
+    # and is admitted at the end of the decode step in progress (six steps of 1 ms
+    # plus 399 KV reads of 1.024 ns), then prefills in four 16-token chunks with a
+    # decode step of r0 between each (three steps at 70 tokens of context). The floor
+    # is its cold prefill alone, 64 ms; so is the capacity bound's mean (nothing
+    # overlaps)
+    p = Prompts()
+    p.add(0.0, names("x", 4), output_tokens=50)
+    p.add(0.070, names("y", 4))
+    config = SimConfig(chunked_prefill_tokens=16)
+    cluster = toy_cluster(1)
+    floor, bound = floor_bounds(cluster, p.workload(), config)
+    assert floor == pytest.approx([0.064, 0.064], rel=1e-12)
+    assert bound == pytest.approx(0.064, rel=1e-12)
+    admitted = 0.064 + 0.006 + 399 * 1.024e-9
+    between = 0.003 + (3 * 70 + 3) * 1.024e-9
+    sim = Simulator(cluster, p.workload(), config, core=core)
+    ttft = make_policy("round_robin").run(sim).ttft_s
+    assert ttft == pytest.approx([0.064, admitted - 0.070 + 0.064 + between], rel=1e-9)
 
 
 CONFIGS = {
