@@ -27,6 +27,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.logger import Logger
 
 from agents import note_read
+from agents import run_state as state_file
 from agents.distributions import LeanCategoricals, kl_divergence
 from agents.networks import (
     CRITICS,
@@ -486,13 +487,22 @@ def quiet(model: BaseAlgorithm) -> BaseAlgorithm:
     return model
 
 
-def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Path:
+def save_agent(
+    model: BaseAlgorithm,
+    spec: AgentSpec,
+    folder: str | Path,
+    *,
+    run_state: state_file.RunWindows | None = None,
+) -> Path:
     """Write ``model.zip`` and ``agent.json`` as the folder ``folder``, which appears,
     or replaces an earlier checkpoint there, whole or not at all
     (:func:`envs.files.folder_atomic`): a run stopped mid-save (Ctrl-C) leaves no
     folder without its agent.json, nor a model.zip beside another save's agent.json.
     A folder that holds other files too (``runs/my_ppo`` with a TensorBoard log) is
-    not replaced: the two files are written into it, each atomically."""
+    not replaced: the two files are written into it, each atomically. With
+    ``run_state``, the windows its envs draw from (a training run's checkpoints),
+    ``run_state.pkl`` goes beside them when the model's run can be resumed
+    exactly (:mod:`agents.run_state`)."""
     folder = Path(folder)
     spec.timesteps = int(model.num_timesteps)
     if model.get_env() is not None:  # a model loaded without one keeps what spec says
@@ -517,18 +527,29 @@ def save_agent(model: BaseAlgorithm, spec: AgentSpec, folder: str | Path) -> Pat
                 tmp.replace(folder / "model.zip")
         finally:
             tmp.unlink(missing_ok=True)
+        # an earlier save's run state is not this model's: it goes (a new one is
+        # written in its place)
+        (folder / state_file.RUN_STATE_FILE).unlink(missing_ok=True)
+        if run_state is not None:
+            with naming_file(folder / state_file.RUN_STATE_FILE):
+                state_file.save(model, folder, run_state)
         write_json_atomic(folder / "agent.json", asdict(spec))
         return folder
     with folder_atomic(folder.resolve()) as partial:
         with naming_file(folder / "model.zip"):
             model.save(partial / "model.zip")
             fsync_file(partial / "model.zip")  # on the disk before the folder's rename
+        if run_state is not None:
+            with naming_file(folder / state_file.RUN_STATE_FILE):
+                if state_file.save(model, partial, run_state):
+                    fsync_file(partial / state_file.RUN_STATE_FILE)
         write_json_atomic(partial / "agent.json", asdict(spec))
     return folder
 
 
-CHECKPOINT_FILES = frozenset({"model.zip", "agent.json"})
-"""What :func:`save_agent` writes in a checkpoint folder."""
+CHECKPOINT_FILES = frozenset({"model.zip", "agent.json", "run_state.pkl"})
+"""What :func:`save_agent` writes in a checkpoint folder (``run_state.pkl``: a
+training run's checkpoints, :mod:`agents.run_state`)."""
 
 
 def _holds_more_than_a_checkpoint(folder: Path) -> bool:

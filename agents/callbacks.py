@@ -14,6 +14,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.algorithms import AgentSpec, save_agent
+from agents.run_state import RunWindows
 
 
 class ProgressBar(BaseCallback):
@@ -54,13 +55,19 @@ class CheckpointEvery(BaseCallback):
     agent.json's ``timesteps``) is what its weights were trained on and ``resume=``
     goes on from there. N is a rollout's end (a multiple of ``n_steps x
     env.n_envs`` for PPO), so two checkpoints can be less than ``every`` apart;
-    the last update's weights are saved at the end of training when due."""
+    the last update's weights are saved at the end of training when due. Given
+    the ``windows`` the envs draw from, each holds the run's state too where it
+    can (``run_state.pkl``, :mod:`agents.run_state`), so that ``resume=`` goes on
+    exactly as the run would."""
 
-    def __init__(self, every: int, spec: AgentSpec, folder: Path) -> None:
+    def __init__(
+        self, every: int, spec: AgentSpec, folder: Path, windows: RunWindows | None = None
+    ) -> None:
         super().__init__()
         self.every = every
         self.spec = spec
         self.folder = Path(folder)
+        self.windows = windows
         self._next = every
 
     def _on_training_start(self) -> None:
@@ -69,7 +76,8 @@ class CheckpointEvery(BaseCallback):
     def _save_if_due(self) -> None:
         steps = int(self.model.num_timesteps)
         if steps >= self._next:
-            save_agent(self.model, self.spec, self.folder / f"step_{steps}")
+            folder = self.folder / f"step_{steps}"
+            save_agent(self.model, self.spec, folder, run_state=self.windows)
             self._next = (steps // self.every + 1) * self.every
 
     def _on_rollout_start(self) -> None:  # the previous rollout's update is done
@@ -77,6 +85,25 @@ class CheckpointEvery(BaseCallback):
 
     def _on_training_end(self) -> None:
         self._save_if_due()
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class RestoreRandomState(BaseCallback):
+    """At the start of a resumed run's training, after every callback before it
+    (put it last), set torch's, numpy's, Python's and the action space's generators
+    to a checkpoint's run state (:func:`agents.run_state.restore_random`): loading the
+    model seeded them afresh."""
+
+    def __init__(self, state: dict[str, Any]) -> None:
+        super().__init__()
+        self.state = state
+
+    def _on_training_start(self) -> None:
+        from agents.run_state import restore_random
+
+        restore_random(self.model, self.state)
 
     def _on_step(self) -> bool:
         return True
@@ -216,13 +243,20 @@ class Curriculum(BaseCallback):
     from ``pool`` (e.g. burst segments, ``envs.windows.burst_segments``), and after
     the last stage from ``whole``. A stage change reaches each env at its next
     episode; at the start of training the envs begin afresh on the stage's pool
-    (their first episodes would else be whole windows). ``changes`` records
+    (their first episodes would else be whole windows), unless ``restored``: the envs
+    are a resumed run's, mid-episode as the checkpoint left them, and go on (the
+    stage's pool reaches them at their next episode). ``changes`` records
     ``(step, stage)`` for each switch (stage ``len(stages)``: the whole windows)."""
 
     def __init__(
-        self, stages: list[tuple[int, list[Any]]], whole: list[Any], echo: bool = True
+        self,
+        stages: list[tuple[int, list[Any]]],
+        whole: list[Any],
+        echo: bool = True,
+        restored: bool = False,
     ) -> None:
         super().__init__()
+        self.restored = restored
         self.stages = stages
         self.whole = whole
         self.echo = echo
@@ -254,6 +288,8 @@ class Curriculum(BaseCallback):
         self.stage = stage  # past the last stage: the envs already draw whole windows
         if stage < len(self.stages):
             self._switch(stage)
+            if self.restored:
+                return
             # SB3 reset the envs before this callback: start their episodes afresh,
             # as SB3's own set-up does (off-policy algorithms keep the unscaled ones too)
             self.model._last_obs = self.training_env.reset()  # type: ignore[assignment]

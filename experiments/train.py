@@ -7,7 +7,8 @@
     python -m experiments.train +experiment=NAME
 
 The run folder (``out_dir``, or Hydra's) gets ``checkpoints/step_N/`` at the first
-rollout's end past each multiple of ``train.checkpoint_every`` steps, the agent in
+rollout's end past each multiple of ``train.checkpoint_every`` steps (with the
+run's state, ``run_state.pkl``, so that ``resume=`` goes on exactly), the agent in
 ``agent/``, and after the evaluation ``results.json`` (the comparison run's schema)
 and charts. With ``train.val_every`` > 0 the model is scored (mean TTFT, greedy actions) on the
 first ``workload.val_windows`` validation windows at the start, every
@@ -803,6 +804,48 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
     return adopted
 
 
+def exact_resume(
+    cfg: Any, model: Any, changes: dict[str, Any], windows: Any
+) -> dict[str, Any] | None:
+    """The run state of checkpoint ``cfg.resume`` (:mod:`agents.run_state`) put in
+    place on ``model`` (loaded on this run's envs): its envs mid-episode on this
+    run's ``windows`` (a ``RunWindows``), SB3's next observations and the reward
+    statistics; the random generators are set as training starts
+    (``RestoreRandomState``). None, said in one line, where the resume cannot be
+    exact: a checkpoint without one, a run that ``changes`` the checkpoint's
+    workload, setup, simulator, reward or envs, or whose windows are not the
+    checkpoint's, or one on ``env.vec=subproc``."""
+    from agents import run_state
+
+    state = run_state.load(cfg.resume)
+    why = None
+    if state is None:
+        why = (
+            "it records no run state: only checkpoints/step_N of ppo, a2c and "
+            "maskable_ppo on env.vec=dummy do, since 2026-12-06"
+        )
+    elif int(state["timesteps"]) != int(model.num_timesteps):
+        why = (
+            f"its {run_state.RUN_STATE_FILE} is of step {state['timesteps']}, "
+            f"not its model's {model.num_timesteps}"
+        )
+    elif changes:
+        why = f"this run changes {', '.join(changes)}"
+    elif cfg.env.vec != "dummy":
+        why = f"env.vec={cfg.env.vec}: the checkpoint's envs run in this process only"
+    elif state["windows"] != windows.digests:
+        why = "its envs' windows are not this run's (train windows, curriculum segments)"
+    if why is not None:
+        print(
+            f"note: resume={cfg.resume} is not exact ({why}): training goes on from its "
+            "weights with fresh envs and random streams"
+        )
+        return None
+    assert state is not None
+    run_state.restore_envs(model, state, windows)
+    return state
+
+
 def _resume_with(field: str, saved: Any, resumed: Any) -> str:
     """What to pass to resume ``resumed`` (an AgentSpec) where the config's ``field``
     differs from its ``saved`` value: the config group for the algorithm, network
@@ -1238,6 +1281,7 @@ def train(cfg: DictConfig) -> float:
         KeepBestByValidation,
         MetricsLogger,
         ProgressBar,
+        RestoreRandomState,
         RolloutClock,
         UpdateStats,
         UpdateThreads,
@@ -1245,6 +1289,7 @@ def train(cfg: DictConfig) -> float:
         usable_cpus,
         usable_threads,
     )
+    from agents.run_state import RunWindows
     from agents.vec_env import InProcessVecEnv, WorkerVecEnv
 
     check_train(cfg)
@@ -1378,6 +1423,9 @@ def train(cfg: DictConfig) -> float:
         vec.close()
         raise
     try:
+        run_state: dict[str, Any] | None = None  # a checkpoint's, to resume exactly
+        # what the envs draw episodes from, which a checkpoint's run state names
+        run_windows = RunWindows([*pool, *(w for _, segments in stages for w in segments)])
         train_record: dict[str, Any] = {
             "resumed_from": None,
             "resume_changes": {},
@@ -1397,6 +1445,8 @@ def train(cfg: DictConfig) -> float:
                 "resume_adopted": adopted,
             }
             print_resume_changes(cfg.resume, changes, resumed.env_kwargs.get("sim"))
+            run_state = exact_resume(cfg, model, changes, run_windows)
+            train_record["resume_exact"] = run_state is not None
             if resumed.normalize_reward is None:  # a checkpoint from before it was recorded
                 print(
                     f"note: resume={cfg.resume} does not record env.normalize_reward; training "
@@ -1491,11 +1541,13 @@ def train(cfg: DictConfig) -> float:
         ]
         if cfg.train.checkpoint_every > 0:
             callbacks.append(
-                CheckpointEvery(int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints")
+                CheckpointEvery(
+                    int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints", run_windows
+                )
             )
         curriculum = None
         if stages and remaining > 0:
-            curriculum = Curriculum(stages, pool)
+            curriculum = Curriculum(stages, pool, restored=run_state is not None)
             callbacks.append(curriculum)
         keep_best = None
         val_score = ValidationScore(cfg, spec, val_pool, str(cfg.train.val_score))
@@ -1509,6 +1561,8 @@ def train(cfg: DictConfig) -> float:
                 echo=True,
             )
             callbacks.append(keep_best)
+        if run_state is not None:  # last: after whatever runs as training starts
+            callbacks.append(RestoreRandomState(run_state))
         start, start_cpu = time.perf_counter(), time.process_time()
         first_step = int(model.num_timesteps)
         if remaining > 0:

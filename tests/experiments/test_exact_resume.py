@@ -1,0 +1,104 @@
+"""``resume=`` from a checkpoint goes on exactly as the run would have: a run of 2N
+steps and a run of N steps resumed to 2N end with the same weights, bit for bit
+(its envs mid-episode, SB3's next observations, the random streams and the reward
+statistics are in the checkpoint's ``run_state.pkl``). A checkpoint without one
+resumes as before, from its weights, and says that it is not exact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from agents.algorithms import load_agent
+from agents.run_state import RUN_STATE_FILE, window_digest
+from envs.sim.request import Request, Workload
+from experiments.config import register_configs
+from experiments.train import train
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+TINY = [
+    "workload=tiny",
+    "logger=none",
+    "env.n_envs=2",
+    "train.progress=false",
+    "train.evaluate=false",
+    "agent=ppo",
+    "agent.hyperparams.n_steps=32",  # rollouts of 64 steps
+    "agent.hyperparams.batch_size=32",
+    "env.normalize_reward=true",  # VecNormalize's running return is part of the state
+    "train.total_timesteps=256",
+]
+
+register_configs()
+
+
+def _train(overrides):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        train(compose(config_name="train", overrides=[*TINY, *overrides]))
+
+
+def _weights(folder):
+    model, _ = load_agent(folder)
+    return model.policy.state_dict()
+
+
+def _same(a, b):
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys):
+    whole = tmp_path / "whole"
+    _train(["train.checkpoint_every=128", f"out_dir={whole}"])
+    checkpoint = whole / "checkpoints" / "step_128"
+    assert (checkpoint / RUN_STATE_FILE).is_file()
+    resumed = tmp_path / "resumed"
+    _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
+    record = json.loads((resumed / "train.json").read_text())["train"]
+    assert record["resume_exact"] is True and record["timesteps"] == 256
+    assert "is not exact" not in capsys.readouterr().out
+
+    # a run that changes the checkpoint's workload goes on as fine-tuning, not exactly
+    _train(
+        [
+            "train.checkpoint_every=0",
+            "workload.seed=7",
+            f"resume={checkpoint}",
+            f"out_dir={tmp_path / 'other'}",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert f"note: resume={checkpoint} is not exact (this run changes workload.seed)" in out
+
+    # a damaged run state is refused in one line, which says how to go on
+    state = checkpoint / RUN_STATE_FILE
+    state.write_bytes(state.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"run_state\.pkl: not a run state .* remove it"):
+        _train([f"resume={checkpoint}", f"out_dir={tmp_path / 'damaged'}"])
+
+    # a checkpoint saved before the run state (or without one) resumes from its
+    # weights alone, as before, and says so; its envs start afresh, so it parts
+    (checkpoint / RUN_STATE_FILE).unlink()
+    old = tmp_path / "old"
+    _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={old}"])
+    out = capsys.readouterr().out
+    assert f"note: resume={checkpoint} is not exact (it records no run state" in out
+    assert json.loads((old / "train.json").read_text())["train"]["resume_exact"] is False
+    assert not _same(_weights(whole / "agent"), _weights(old / "agent"))
+
+
+def _window(arrival_s=0.5, blocks=(1, 2)):
+    request = Request(0, "r0", arrival_s, 32, 4, blocks, group_id="g")
+    return Workload("w", 16, [request, Request(1, "r1", 2.0, 16, 1, (1,))])
+
+
+def test_a_window_rebuilt_the_same_has_the_same_digest_and_any_change_another():
+    same = window_digest(_window())
+    assert window_digest(_window()) == same and len(same) == 64
+    assert window_digest(_window(arrival_s=0.25)) != same
+    assert window_digest(_window(blocks=(1, 3))) != same
