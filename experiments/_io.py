@@ -103,7 +103,8 @@ REPLACED_NAME = ".btb-replaced"
 """The folder inside a run folder where ``overwrite=true`` keeps the earlier run's
 files while the new run runs: removed when the run finishes; put back when it ends
 otherwise (an error found mid-run, Ctrl-C) before writing any of its outputs (its
-own log and W&B run then go: they describe a run that left nothing); left, and
+own log and W&B run then go: they describe a run that left nothing; a W&B run
+holding what it logged counts as an output, :func:`keep_companion`); left, and
 said, when it ends otherwise after writing some (so neither run's files are
 lost)."""
 
@@ -137,6 +138,9 @@ class RunFolder:
     """The earlier run's files and folders moved into :data:`REPLACED_NAME`."""
     outputs: tuple[str, ...] = ()
     """What the run writes (names or patterns): whether it wrote any, at release."""
+    filled: set[str] = field(default_factory=set)
+    """Companions the run filled with records of its own (a W&B run holding what it
+    logged, :func:`keep_companion`): they count as written at release."""
 
     def release(self, finished: bool = False) -> None:
         """Give the folder up: settle the earlier run's files ``overwrite=true``
@@ -148,7 +152,8 @@ class RunFolder:
             return
         path = self.where or self.path
         if self.replaced:
-            _settle_replaced(path, self.replaced, self.outputs, finished)
+            written = (*self.outputs, *self.filled)
+            _settle_replaced(path, self.replaced, written, finished)
             self.replaced = []
         fd, self._fd = self._fd, None
         with contextlib.suppress(OSError):
@@ -423,6 +428,17 @@ def claim_run_dir(
             chosen, what, outputs, overwrite, inputs=inputs, companions=companions
         ).path
     return claim_new_out_dir(default, what).path
+
+
+def keep_companion(path: str | os.PathLike[str], name: str) -> None:
+    """Count companion ``name`` (``wandb``) of the run folder ``path`` this process
+    holds as something the run wrote: a run that ends without finishing then keeps
+    it, and leaves the earlier run's files that ``overwrite=true`` kept aside where
+    they are (said in a ``note:``), instead of putting them back over it."""
+    target = Path(path).resolve()
+    for held in _HELD:
+        if (held.where or held.path.resolve()) == target:
+            held.filled.add(name)
 
 
 def holds_out_dir(path: str | os.PathLike[str]) -> bool:

@@ -1369,3 +1369,95 @@ def test_a_job_says_each_warning_in_one_line_once_whatever_process_runs_it(
         assert run_job(job, SimpleNamespace()) == 1.0
     assert capsys.readouterr().err == "warning: sim.x does nothing\n"
     assert warnings.showwarning is before
+
+
+WANDB_EVALUATE = ["logger=wandb", "logger.mode=offline", "workload=tiny", "progress=false"]
+
+
+def _stops_evaluate(monkeypatch: pytest.MonkeyPatch, error: BaseException, logs: bool) -> None:
+    """evaluate's run stopped by ``error`` (Ctrl-C, SIGTERM) as it starts its policies,
+    its W&B run having logged one metric first (``logs``) or nothing."""
+    from experiments import jobs
+
+    def stopped(
+        agents: Any, policies: Any, cfg: Any, out_dir: Path, logger: Any, *a: Any, **k: Any
+    ) -> Any:
+        if logs:
+            logger.log({"probe": 1.0}, step=1)
+        raise error
+
+    monkeypatch.setattr(jobs, "evaluate_and_write", stopped)
+
+
+@pytest.mark.parametrize(("error", "code"), [(KeyboardInterrupt(), 130), (Terminated(), 143)])
+def test_an_interrupted_fresh_run_whose_wandb_run_logged_nothing_leaves_no_folder(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    run_command: Callable[..., Any],
+    error: BaseException,
+    code: int,
+) -> None:
+    """With W&B on (offline), a fresh evaluate stopped before it logged anything left
+    its folder (.hydra/, its log and wandb/: a W&B run holding only its config), which
+    refused the next run there; without W&B the folder went. Now it goes either way."""
+    _stops_evaluate(monkeypatch, error, logs=False)
+    out = tmp_path / "new" / "run"
+    proc = run_command("experiments.evaluate", [*WANDB_EVALUATE, f"out_dir={out}"], tmp_path)
+    assert proc.returncode == code
+    assert "note:" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # (the folders made on the way to it too)
+
+
+def test_an_interrupted_fresh_run_keeps_a_wandb_run_that_logged_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_command: Callable[..., Any]
+) -> None:
+    """A W&B offline run that logged something before Ctrl-C is the user's to sync:
+    kept, with its run folder, and said in one line naming it."""
+    _stops_evaluate(monkeypatch, KeyboardInterrupt(), logs=True)
+    out = tmp_path / "run"
+    proc = run_command("experiments.evaluate", [*WANDB_EVALUATE, f"out_dir={out}"], tmp_path)
+    assert proc.returncode == 130
+    (own,) = (out / "wandb").glob("offline-run-*")
+    assert list(own.glob("*.wandb"))
+    assert sorted(p.name for p in out.iterdir()) == [".hydra", "evaluate.log", "wandb"]
+    assert proc.stderr.splitlines() == [
+        f"note: this run did not finish; its W&B offline run {own} holds what it logged "
+        f"and is kept (upload it with `wandb sync {own}`)",
+        "interrupted",
+    ]
+
+
+@pytest.mark.parametrize("logs", [False, True])
+def test_an_interrupted_overwrite_run_never_removes_a_wandb_run_that_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_command: Callable[..., Any], logs: bool
+) -> None:
+    """overwrite=true, stopped before any output: the earlier run's files are put
+    back, the new W&B run going, when it logged nothing; when it logged something
+    (it was removed to put the earlier wandb/ back) it counts as an output: kept in
+    place, the earlier run's files kept aside in .btb-replaced/, both said."""
+    from experiments._io import REPLACED_NAME
+
+    out = tmp_path / "run"
+    (out / "wandb" / "offline-run-earlier").mkdir(parents=True)
+    (out / "wandb" / "offline-run-earlier" / "run-earlier.wandb").write_text("earlier")
+    (out / "results.json").write_text('{"earlier": 1}')
+    _stops_evaluate(monkeypatch, KeyboardInterrupt(), logs=logs)
+    args = [*WANDB_EVALUATE, f"out_dir={out}", "overwrite=true"]
+    proc = run_command("experiments.evaluate", args, tmp_path)
+    assert proc.returncode == 130
+    earlier = {"results.json", "wandb/offline-run-earlier/run-earlier.wandb"}
+    where = out / REPLACED_NAME if logs else out
+    assert earlier <= {str(p.relative_to(where)) for p in where.rglob("*") if p.is_file()}
+    if not logs:
+        assert sorted(p.name for p in (out / "wandb").iterdir()) == ["offline-run-earlier"]
+        assert "note:" not in proc.stderr
+        return
+    (own,) = (out / "wandb").glob("offline-run-*")
+    assert list(own.glob("*.wandb"))
+    assert proc.stderr.splitlines() == [
+        f"note: this run did not finish; its W&B offline run {own} holds what it logged "
+        f"and is kept (upload it with `wandb sync {own}`)",
+        "note: this run did not finish; the earlier run's files that overwrite=true "
+        f"replaced are kept in {out / REPLACED_NAME}",
+        "interrupted",
+    ]
