@@ -113,6 +113,20 @@ class OutDirError(ValueError):
     """A run folder that is in use by another run, or holds a run already."""
 
 
+def folder_refusal(error: BaseException) -> BaseException | None:
+    """The :class:`OutDirError` or :class:`UnwritableDirError` ``error`` is, or was
+    raised from or while handling (a refusal raised in a resolver comes out of
+    OmegaConf wrapped in its own errors); None when there is none."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (OutDirError, UnwritableDirError)):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def replaced_message(label: str) -> str:
     """The one line a run is refused with when its folder holds :data:`REPLACED_NAME`."""
     return (

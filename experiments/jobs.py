@@ -45,6 +45,7 @@ from experiments._io import (
     check_writable_dir,
     claim_out_dir,
     claim_run_dir,
+    folder_refusal,
     holds_out_dir,
     in_use,
     in_use_message,
@@ -324,6 +325,10 @@ def hydra_entry(
 
         def chosen(folder: Path) -> None:  # (an out_dir a config file sets, too)
             if folder not in records:  # (before Hydra makes it, or writes in it)
+                # before Hydra writes its record over the running one's, as on the line
+                if any(in_use(where) for where in _run_folders(folder)):
+                    label = f"{command}: out_dir={str(folder)!r}{value_origin('out_dir')}"
+                    raise OutDirError(in_use_message(label))
                 _note_named(folder)
                 records[folder] = hydra_record(folder)
 
@@ -346,6 +351,9 @@ def hydra_entry(
                 if not isinstance(error, Exception):  # Ctrl-C
                     raise
                 _end_sweep(command, summary, written)  # the jobs' own errors: said already
+                refused = _folder_refusal(error)  # (raised by run_folder as OmegaConf resolved it)
+                if refused is not None:
+                    raise refused from None
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     # as the project's own checks say these (check_bool_values, check_known_keys)
                     said = _bool_override(error, error.__cause__) or _unknown_key(
@@ -495,6 +503,13 @@ class _hydra_raises:
     def __exit__(self, *exc: object) -> None:
         if self.owned:
             os.environ.pop("HYDRA_FULL_ERROR", None)
+
+
+def _folder_refusal(error: BaseException) -> BaseException | None:
+    """The run folder's refusal that the ``btb_dir`` resolver raised as OmegaConf
+    resolved the folder (``_io.folder_refusal``), under the error OmegaConf (and
+    Hydra) wrapped it in; None when ``error`` is no such one."""
+    return folder_refusal(error) if _is_hydra_error(error) else None
 
 
 def _is_hydra_error(error: BaseException) -> bool:

@@ -39,7 +39,7 @@ from hydra.types import RunMode
 from envs.files import read_json, write_json_atomic
 from envs.sim.errors import plural
 from experiments._cli import error_line, user_error_message
-from experiments._io import LOCK_NAME, REPLACED_NAME
+from experiments._io import LOCK_NAME, REPLACED_NAME, folder_refusal
 
 OUTCOME = Path(".hydra") / "outcome.json"
 """A sweep job's record, in its folder (beside Hydra's own record of the job)."""
@@ -161,7 +161,14 @@ class JobOutcome(Callback):
         self.shared: Any = None  # the running job's folder held this sweep's job N
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        folder = Path(str(config.hydra.sweep.dir)).resolve()
+        from omegaconf.errors import InterpolationResolutionError
+
+        try:
+            folder = Path(str(config.hydra.sweep.dir)).resolve()
+        except InterpolationResolutionError as error:
+            if folder_refusal(error) is not None:
+                return  # a refused folder: refused again as the sweep resolves it, in one line
+            raise
         self.stamp = time.time_ns()
         sweeper = config.hydra.sweeper
         optuna = _optuna(sweeper)

@@ -1461,3 +1461,64 @@ def test_an_interrupted_overwrite_run_never_removes_a_wandb_run_that_logged(
         f"replaced are kept in {out / REPLACED_NAME}",
         "interrupted",
     ]
+
+
+HOLDS = """
+import sys, time
+from experiments._io import claim_out_dir
+
+held = claim_out_dir(sys.argv[1], "x: out_dir", (), ignore=(".hydra",))
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_out_dir_a_config_file_sets_that_another_run_holds_is_refused_before_hydra_writes(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """An out_dir an ``+experiment`` file sets, naming a folder another run is
+    writing in: refused before Hydra writes its record there (it wrote .hydra/ and
+    its log over the running run's first, and left them: that run had worked
+    there since), as one on the command line is; a sweep there too."""
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    record = {"config.yaml": "seed: 7\n", "hydra.yaml": "hydra: {}\n", "overrides.yaml": "[]\n"}
+    for name, text in record.items():
+        (run / ".hydra" / name).write_text(text)
+    held = subprocess.Popen(  # the running run: another process holding the folder
+        [sys.executable, "-c", HOLDS, str(run)], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert held.stdout is not None and held.stdout.readline() == "held\n"
+    (run / "checkpoints").mkdir()  # its work
+    (tmp_path / "experiment").mkdir()
+    mine = tmp_path / "experiment" / "mine.yaml"
+    mine.write_text(f"# @package _global_\nout_dir: {run}\n")
+    args = ["logger=none", "workload=tiny", f"hydra.searchpath=[file://{tmp_path}]"]
+    try:
+        proc = run_command("experiments.evaluate", [*args, "+experiment=mine"], tmp_path)
+        swept = run_command(
+            "experiments.evaluate", ["-m", *args, "+experiment=mine", "seed=0,1"], tmp_path
+        )
+    finally:
+        held.kill()
+        held.wait()
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"error: experiments.evaluate: out_dir='{run}' (from {mine.resolve()}): another run "
+        "is writing in that folder now (wait for it to end, or choose another out_dir)\n"
+    )
+    assert swept.returncode == 2
+    assert swept.stderr == (  # (the sweep's folder resolves before the file is known)
+        f"error: experiments.evaluate: out_dir='{run}': another run is writing in that "
+        "folder now (wait for it to end, or choose another out_dir)\n"
+    )
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == [
+        ".btb-run.lock",
+        ".hydra",
+        ".hydra/config.yaml",
+        ".hydra/hydra.yaml",
+        ".hydra/overrides.yaml",
+        "checkpoints",
+    ]  # fmt: skip (the lock file its holder, killed, left)
+    assert {p.name: p.read_text() for p in (run / ".hydra").iterdir()} == record
