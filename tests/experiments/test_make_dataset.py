@@ -91,32 +91,56 @@ def test_a_failed_run_leaves_no_files(tmp_path: Path, monkeypatch: pytest.Monkey
     assert list(tmp_path.iterdir()) == []
 
 
+DIES_MIDWAY = """
+import os, signal, sys
+from experiments import make_dataset
+
+real = make_dataset.window_rows
+
+
+def dies_midway(*args, **kwargs):
+    for k, item in enumerate(real(*args, **kwargs)):
+        if k == 2:
+            if sys.argv[1] == "sigterm":
+                os.kill(os.getpid(), signal.SIGTERM)
+            raise RuntimeError("generator failed")
+        yield item
+
+
+make_dataset.window_rows = dies_midway
+handler = signal.getsignal(signal.SIGTERM)
+try:
+    make_dataset.main(sys.argv[2:])
+except SystemExit as stop:
+    print("SystemExit", stop.code, flush=True)
+except RuntimeError as error:
+    print("RuntimeError", error, flush=True)
+print("handler kept" if signal.getsignal(signal.SIGTERM) == handler else "handler changed")
+"""
+
+
 @pytest.mark.parametrize("how", ["error", "sigterm"])
-def test_an_interrupted_run_keeps_the_old_dataset_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
-) -> None:
+def test_an_interrupted_run_keeps_the_old_dataset_whole(tmp_path: Path, how: str) -> None:
     """A run that dies after writing some windows (an error, or SIGTERM) leaves
-    the previous train/test pair as it was and no temporary files."""
+    the previous train/test pair as it was and no temporary files. Run in a process
+    of its own: a SIGTERM the run does not handle ends that process, not the tests'."""
+    import subprocess
+    import sys
+
     make_dataset.main([f"out_dir={tmp_path}", *SMALL])
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    handler = signal.getsignal(signal.SIGTERM)
-    real = make_dataset.window_rows
-
-    def dies_midway(*args: object, **kwargs: object) -> object:
-        for k, item in enumerate(real(*args, **kwargs)):  # type: ignore[arg-type]
-            if k == 2:
-                if how == "sigterm":
-                    os.kill(os.getpid(), signal.SIGTERM)
-                raise RuntimeError("generator failed")
-            yield item
-
-    monkeypatch.setattr(make_dataset, "window_rows", dies_midway)
-    with pytest.raises(SystemExit if how == "sigterm" else RuntimeError) as caught:
-        make_dataset.main([f"out_dir={tmp_path}", "seed=5", "overwrite=true", *SMALL])
-    if how == "sigterm":  # called from Python: SystemExit(143), as before 2026-12-06
-        assert caught.value.code == 143
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env.pop("BTB_PLUGINS", None)
+    args = [f"out_dir={tmp_path}", "seed=5", "overwrite=true", *SMALL]
+    child = subprocess.run(
+        [sys.executable, "-c", DIES_MIDWAY, how, *args],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert child.returncode == 0, f"status {child.returncode}: {child.stderr[-2000:]}"
+    # called from Python, SIGTERM raises SystemExit(143), as before 2026-12-06
+    ended = "SystemExit 143" if how == "sigterm" else "RuntimeError generator failed"
+    assert child.stdout.splitlines() == [ended, "handler kept"]
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
-    assert signal.getsignal(signal.SIGTERM) == handler
 
 
 def test_sigterm_under_the_command_is_terminated_and_a_callers_handler_is_kept(
