@@ -39,6 +39,7 @@ windows it trained or validated on.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import warnings
@@ -636,17 +637,27 @@ def _seen_records(
     return (hits or answers)[0] if answers else None
 
 
+def _registered_evaluated(
+    workload: str, params: Mapping[str, Any], seed: int, split: str, limit: int | None
+) -> tuple[set[Any], int]:
+    """The keys (:func:`_window_key`) of the first ``limit`` windows (None: all) of
+    ``split`` of the registered workload ``workload`` at ``params`` and ``seed``, and
+    how many they are: the workload planned once."""
+    from envs.workloads.registry import configure, plan
+
+    scenario = configure(workload, **params)
+    families: dict[str, Any] = {}
+    for family in scenario.families:  # (the first of a name, as it always was)
+        families.setdefault(family.name, family)
+    windows = [s for s in plan(scenario, seed) if s.split == split][:limit]
+    return {_window_key(families[s.family], seed, s.index) for s in windows}, len(windows)
+
+
 def _registered_found(
     spec: Any, workload: str, params: Mapping[str, Any], seed: int, split: str, limit: int | None
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`seen_registered` with the record it answers of."""
-    from envs.workloads.registry import configure, plan
-
-    scenario = configure(workload, **params)
-    evaluated = {
-        _window_key(next(f for f in scenario.families if f.name == s.family), seed, s.index)
-        for s in [s for s in plan(scenario, seed) if s.split == split][:limit]
-    }
+    evaluated, _ = _registered_evaluated(workload, params, seed, split, limit)
     return _seen_records(spec, evaluated, split)
 
 
@@ -677,16 +688,27 @@ def seen_in_dataset(
     return None if found is None else found[1]
 
 
-def _dataset_found(
-    spec: Any, params: Mapping[str, Any], split: str, limit: int | None
-) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
-    """:func:`seen_in_dataset` with the record it answers of."""
+def _dataset_evaluated(
+    params: Mapping[str, Any], split: str, limit: int | None
+) -> tuple[dict[str, Any], set[Any], int] | None:
+    """For the trace options ``params`` when their file is a split of a registered
+    workload's dataset (:func:`dataset_windows`): that dataset, the keys of its
+    first ``limit`` windows of ``split`` and how many they are (its
+    ``dataset_info.json`` read once, the trace planned once); None when it is none."""
     dataset = dataset_windows(split_path(params))
     if dataset is None:
         return None
     keys = dataset["keys"]
-    evaluated = {keys[name] for name in _evaluated_names(params, split, limit) if name in keys}
-    return _seen_records(spec, evaluated, split)
+    names = _evaluated_names(params, split, limit)
+    return dataset, {keys[name] for name in names if name in keys}, len(names)
+
+
+def _dataset_found(
+    spec: Any, params: Mapping[str, Any], split: str, limit: int | None
+) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
+    """:func:`seen_in_dataset` with the record it answers of."""
+    found = _dataset_evaluated(params, split, limit)
+    return None if found is None else _seen_records(spec, found[1], split)
 
 
 def _trained_text(record: Mapping[str, Any]) -> str:
@@ -733,6 +755,11 @@ def check_seen_windows(
     (``started_from``) are checked the same way. Returns the labels of the agents
     warned of."""
     warned = []
+    # the windows evaluated, planned (a dataset's record read) once, when first asked
+    registered = functools.cache(
+        lambda: _registered_evaluated(workload, params, seed, split, limit)
+    )
+    in_dataset = functools.cache(lambda: _dataset_evaluated(params, split, limit))
     for label, agent in agents.items():
         if label not in folders:  # (a sampling twin of an agent checked already)
             continue
@@ -741,9 +768,9 @@ def check_seen_windows(
             if workload == TRACE_WORKLOAD:
                 said = _seen_in_trace(spec, folder, params, split, limit)
                 if said is None:
-                    said = _seen_dataset_text(spec, params, split, limit)
+                    said = _seen_dataset_text(spec, in_dataset(), params, split)
             else:
-                said = _seen_registered_text(spec, workload, params, seed, split, limit)
+                said = _seen_registered_text(spec, registered(), workload, params, seed, split)
             if said is not None:
                 found = (via, *said)
                 break
@@ -796,29 +823,37 @@ def _seen_in_trace(
 
 
 def _seen_registered_text(
-    spec: Any, workload: str, params: Mapping[str, Any], seed: int, split: str, limit: int | None
+    spec: Any,
+    evaluated: tuple[set[Any], int],
+    workload: str,
+    params: Mapping[str, Any],
+    seed: int,
+    split: str,
 ) -> tuple[str, str] | None:
-    """As :func:`_seen_in_trace`, of a registered workload's windows."""
-    from envs.workloads.registry import configure, plan
-
-    found = _registered_found(spec, workload, params, seed, split, limit)
+    """As :func:`_seen_in_trace`, of a registered workload's windows (``evaluated``:
+    :func:`_registered_evaluated`'s answer)."""
+    keys, n_eval = evaluated
+    found = _seen_records(spec, keys, split)
     if found is None or not (found[1][0] or found[1][2]):
         return None
-    n_eval = len([s for s in plan(configure(workload, **params), seed) if s.split == split][:limit])
     return _registered_text(*found, seed, split, n_eval, _counts_text(workload, params))
 
 
 def _seen_dataset_text(
-    spec: Any, params: Mapping[str, Any], split: str, limit: int | None
+    spec: Any,
+    evaluated: tuple[dict[str, Any], set[Any], int] | None,
+    params: Mapping[str, Any],
+    split: str,
 ) -> tuple[str, str] | None:
     """As :func:`_seen_in_trace`, of a registered workload's windows in a dataset's
-    split read as a trace."""
-    found = _dataset_found(spec, params, split, limit)
+    split read as a trace (``evaluated``: :func:`_dataset_evaluated`'s answer)."""
+    if evaluated is None:
+        return None
+    dataset, keys, n_eval = evaluated
+    found = _seen_records(spec, keys, split)
     if found is None or not (found[1][0] or found[1][2]):
         return None
-    dataset = dataset_windows(split_path(params)) or {}
     here = f"{params['path']} ({_dataset_text(dataset)})"
-    n_eval = len(_evaluated_names(params, split, limit))
     return _registered_text(*found, int(dataset["seed"]), split, n_eval, here)
 
 

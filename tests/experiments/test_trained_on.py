@@ -895,3 +895,56 @@ def test_a_dataset_folder_is_the_same_trace_however_spelt(
         assert not _same_trace(
             spec, tmp_path / "run" / "agent", TraceOptions(path=spelt, hub_split="test")
         )
+
+
+def test_a_refusal_plans_the_windows_evaluated_and_reads_a_dataset_s_record_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The windows evaluated were planned twice for each agent's refusal text (once
+    to find them, once to count them), and a dataset's dataset_info.json read twice:
+    each is done once now, for any number of agents, and the text is the same."""
+    import envs.workloads.readers.bursted as bursted
+    import envs.workloads.registry as registry
+    import envs.workloads.trace_file as trace_file
+
+    calls: dict[str, int] = {}
+
+    def counted(module: Any, name: str) -> None:
+        real = getattr(module, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, call)
+
+    own = _dataset(tmp_path / "own") / "test.jsonl"
+    spec, in_dataset = _registered(), _registered(params={**TINY, **SMALL})  # (their records)
+    for module, name in ((registry, "plan"), (bursted, "dataset_info"), (trace_file, "plan_trace")):
+        counted(module, name)
+    agents = {"a": SimpleNamespace(spec=spec), "b": SimpleNamespace(spec=spec)}
+    folders = {"a": "runs/a/agent", "b": "runs/b/agent"}
+    with pytest.warns(SettingWarning) as warned:
+        seen = check_seen_windows(agents, folders, "bursted_synthetic", {}, "test", None, True)
+    assert seen == ["a", "b"] and calls == {"plan": 1}  # (4 before)
+    assert str(warned[1].message) == (
+        "agent b (runs/b/agent) was trained on some of these windows (seed 20260721): the 15 "
+        "test windows evaluated include 1 of its 1 train window (synthetic-0000) and 1 of its "
+        "1 validation window (synthetic-0002); trained on bursted_synthetic (train_windows=1 "
+        "test_windows=1), here bursted_synthetic (its own window counts) "
+        "(allow_seen_windows=true)"
+    )
+    calls.clear()
+    agents = {"a": SimpleNamespace(spec=in_dataset), "b": SimpleNamespace(spec=in_dataset)}
+    with pytest.warns(SettingWarning) as warned:
+        seen = check_seen_windows(agents, folders, "trace", _params(own), "test", 2, True)
+    # (the other read of dataset_info.json is the trace reader's, for its block size, as
+    # it plans the windows; 5 reads and 4 plans before)
+    assert seen == ["a", "b"] and calls == {"dataset_info": 2, "plan_trace": 1}
+    assert str(warned[1].message) == (
+        "agent b (runs/b/agent) was trained on some of these windows (seed 20260721): the 2 "
+        "test windows evaluated include 1 of its 1 train window (synthetic-0000) and 1 of its "
+        "1 validation window (synthetic-0002); trained on bursted_synthetic (train_windows=1 "
+        f"test_windows=1), here {own} (a make_dataset split of bursted_synthetic, seed "
+        "20260721) (allow_seen_windows=true)"
+    )
