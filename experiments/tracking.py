@@ -80,6 +80,10 @@ class RunLogger:
                 f"logger.mode={logger_cfg.mode}: W&B could not start the run ({reason}); "
                 "use logger.mode=offline (upload later with `wandb sync`) or logger=none"
             ) from None
+        except BaseException:  # Ctrl-C or SIGTERM as it starts: a run that logged nothing
+            if made:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
 
     @property
     def folder(self) -> str | None:

@@ -1463,6 +1463,25 @@ def test_an_interrupted_overwrite_run_never_removes_a_wandb_run_that_logged(
     ]
 
 
+def test_a_fresh_run_stopped_as_its_wandb_run_starts_leaves_no_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_command: Callable[..., Any]
+) -> None:
+    """SIGTERM while W&B starts its run (it has made wandb/ and its run's folder):
+    the folder W&B made went unremoved, and so the run folder stayed."""
+    import wandb
+
+    def stopped(**kwargs: Any) -> Any:
+        (Path(kwargs["dir"]) / "wandb" / "offline-run-x" / "logs").mkdir(parents=True)
+        (Path(kwargs["dir"]) / "wandb" / "debug.log").write_text("starting")
+        raise Terminated
+
+    monkeypatch.setattr(wandb, "init", stopped)
+    out = tmp_path / "run"
+    proc = run_command("experiments.evaluate", [*WANDB_EVALUATE, f"out_dir={out}"], tmp_path)
+    assert proc.returncode == 143 and proc.stderr == "terminated\n"
+    assert list(tmp_path.iterdir()) == []
+
+
 HOLDS = """
 import sys, time
 from experiments._io import claim_out_dir
