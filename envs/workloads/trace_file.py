@@ -7,11 +7,12 @@ where the data came from.
 Windows. A Bursted-ART file keeps its own windows (``trace_id``). Any other file
 is cut into windows of ``window_s`` seconds of arrival time (default 300 s,
 about the length of a Bursted-ART window), counted from ``start_s`` after the
-first arrival. Each window is replayed on a fresh cluster from 0 s (caches
-start cold); windows without arrivals are left out. Rows out of time order
-within a window are sorted by arrival, with one warning (the reader's, naming the
-count and the first line); a row in an earlier window than a row before it is an
-error, since windows are read one at a time.
+first arrival; a row on a boundary opens the later window (``_Slots``). Each
+window is replayed on a fresh cluster from 0 s (caches start cold); windows
+without arrivals are left out. Rows out of time order within a window are sorted
+by arrival, with one warning (the reader's, naming the count and the first
+line); a row in an earlier window than a row before it is an error, since
+windows are read one at a time.
 
 Splits. Windows are split by time: the last ``test_fraction`` of them are
 ``test``, the ``val_fraction`` before those ``val``, the rest ``train``, so no
@@ -631,15 +632,94 @@ def _finish(report: ReadReport, read: ReadOptions) -> None:
     finish_report(report, read, stacklevel=5)
 
 
-def _slot(seconds: float, start_s: float, window_s: float) -> int:
-    """The ``window_s`` slot an arrival ``seconds`` after the first falls in."""
-    return math.floor((seconds - start_s) / window_s)
+class _Slots:
+    """The one rule that puts a row of absolute times in its ``window_s`` window and
+    says where in it the row arrives (the plan's windows and the windows built from
+    them both ask it): the arrival is taken from the window's opening in the
+    trace's own unit (:func:`~envs.workloads.readers.base.rebased`: integer
+    milliseconds exact, decimal seconds as written), and the window is the one that
+    puts it at ``0 <= arrival_s < window_s``. A first guess from the binary
+    difference of times can be a window early on a boundary (1060.1 s, 60 s after
+    1000.1 s, is 59.999999999999886 s after it in binary): the arrival then says
+    ``window_s``, and the row opens the next window instead. ``start_s`` and
+    ``end_s`` are boundaries the same way: a row at them is at, not before, them."""
 
+    def __init__(
+        self, origin: float, units_per_s: float, start_s: float, end_s: float, window_s: float
+    ) -> None:
+        self.origin = origin
+        self.units_per_s = units_per_s
+        self.start_s = start_s
+        self.end_s = end_s
+        self.window_s = window_s
+        self.last_arrival = math.nextafter(window_s, 0.0)
+        self.doubt = 1e-12 * (abs(origin) / units_per_s + abs(start_s) + window_s)
+        """How far a binary guess is believed from the rounded arrival, less the
+        part that grows with the time itself (see :meth:`slot`)."""
+        self._slot = 0
+        self._opening = self.opening(start_s)
 
-def _kept_slot(seconds: float, start_s: float, end_s: float, window_s: float) -> int | None:
-    """:func:`_slot` of an arrival the options keep (``start_s <= seconds < end_s``),
-    else None."""
-    return _slot(seconds, start_s, window_s) if start_s <= seconds < end_s else None
+    def opening(self, offset_s: float) -> tuple[float, int]:
+        """The trace's time ``offset_s`` seconds after the first arrival, as the
+        decimal it is written as (a float), and its decimal places."""
+        offset = offset_s * self.units_per_s
+        places = max(decimal_places(self.origin), decimal_places(offset))
+        opens = self.origin + offset
+        if places < NO_PLACES:  # the decimal the window opens at, as a float
+            opens = round(opens, places)
+        return opens, places
+
+    def since(self, time: float, slot: int) -> float:
+        """Seconds from the opening of window ``slot`` to ``time``."""
+        if slot != self._slot:
+            self._slot, self._opening = slot, self.opening(self.start_s + slot * self.window_s)
+        opens, places = self._opening
+        return rebased(time, opens, places, self.units_per_s)
+
+    def place(self, time: float) -> tuple[int, float] | None:
+        """The window a row at ``time`` (the trace's unit) falls in and its arrival
+        in it, ``0 <= arrival_s < window_s``; None for a row the options leave out
+        (before ``start_s``, at or after ``end_s``)."""
+        window_s = self.window_s
+        seconds = (time - self.origin) / self.units_per_s  # a first guess, in binary
+        slot = math.floor((seconds - self.start_s) / window_s)
+        arrival_s = self.since(time, slot)
+        if not 0.0 <= arrival_s < window_s:
+            if arrival_s >= window_s:  # on the boundary: the later window
+                slot += 1
+                arrival_s = self.since(time, slot)
+            elif (before := self.since(time, slot - 1)) < window_s:
+                slot, arrival_s = slot - 1, before
+            # (where a float's doubt puts it before the later window, it is on its boundary)
+            arrival_s = min(max(arrival_s, 0.0), self.last_arrival)
+        if slot < 0 or (seconds >= self.end_s - window_s and self._ended(time)):
+            return None
+        return slot, arrival_s
+
+    def _ended(self, time: float) -> bool:
+        """Whether ``time`` is at or after ``end_s`` (a boundary as a window's is)."""
+        if self.end_s == math.inf:
+            return False
+        opens, places = self.opening(self.end_s)
+        return rebased(time, opens, places, self.units_per_s) >= 0.0
+
+    def slot(self, time: float) -> int | None:
+        """The window of :meth:`place`, or None; where the binary guess lies far
+        from any boundary (more than a millionth of a millionth of the numbers
+        involved: the rounded arrival is a few of their floats' spacings from it),
+        the guess, without rounding an arrival the plan does not keep."""
+        seconds = (time - self.origin) / self.units_per_s
+        into = seconds - self.start_s
+        slot = math.floor(into / self.window_s)
+        position = into - slot * self.window_s
+        doubt = self.doubt + 1e-12 * abs(seconds)
+        if slot >= 0 and doubt < position < self.window_s - doubt:
+            if seconds < self.end_s - doubt:
+                return slot
+            if seconds > self.end_s + doubt:
+                return None
+        placed = self.place(time)
+        return None if placed is None else placed[0]
 
 
 def _plan_timed(
@@ -668,9 +748,10 @@ def _plan_timed(
     ahead = (0, 0.0)  # the line and value that opened the window ``highest``
     latest = -math.inf  # the last arrival kept, seconds after the first
     earliest = math.inf  # the first arrival kept in the window ``highest``
+    slotted = _Slots(origin, ups, start_s, end_s, options.window_s)
     for raw, line in zip(times, lines, strict=True):
         seconds = (raw - origin) / ups
-        slot = _kept_slot(seconds, start_s, end_s, options.window_s)
+        slot = slotted.slot(raw)
         if slot is None:
             continue
         latest = max(latest, seconds)
@@ -712,7 +793,7 @@ def _plan_timed(
     )
 
     def key_of(row: ParsedRow) -> int | None:  # its window, None where none keeps it
-        return _kept_slot((row.time - origin) / ups, start_s, end_s, options.window_s)
+        return slotted.slot(row.time)
 
     if _stops_inside(stream, windows[-1], key_of):
         _warn_cut_window(report.source, stream, windows[-1], options, latest)
@@ -931,27 +1012,16 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     current: TraceWindow | None = None
     requests: list[Request] = []
     chainer = native.BlockChainer()
-    opens, opened, places = 0.0, None, 0  # the trace's time when window ``opened`` opens
+    slotted = _Slots(plan.origin, plan.units_per_s, start_s, end_s, options.window_s)
     for _, parsed in stream:
         if fmt.windowed:
             key: str | int = parsed.window
             arrival_s = parsed.time / plan.units_per_s
         else:
-            seconds = (parsed.time - plan.origin) / plan.units_per_s
-            slot = _kept_slot(seconds, start_s, end_s, options.window_s)
-            if slot is None:
+            placed = slotted.place(parsed.time)
+            if placed is None:
                 continue
-            key = slot
-            if key != opened:  # from the window's start in the trace's own unit, so
-                # integer milliseconds stay exact (1.496 s, not 1.4960000000000946) and
-                # decimal seconds stay as written (3.773 s, not 3.772999999999911)
-                offset = (start_s + key * options.window_s) * plan.units_per_s
-                places = max(decimal_places(plan.origin), decimal_places(offset))
-                opens = plan.origin + offset
-                if places < NO_PLACES:  # the decimal the window opens at, as a float
-                    opens = round(opens, places)
-                opened = key
-            arrival_s = max(0.0, rebased(parsed.time, opens, places, plan.units_per_s))
+            key, arrival_s = placed
         if current is None or key != current.key:
             if current is not None:
                 _check_unchanged(plan)  # (a file replaced while it was read)

@@ -600,6 +600,33 @@ def test_a_qwen_trace_s_decimal_seconds_come_out_of_its_windows_as_written(
     assert arrivals == [[1.383, 3.656], [1.133, 3.656], [5.0]]
 
 
+def test_a_decimal_row_on_a_window_boundary_opens_the_later_window(tmp_path: Path) -> None:
+    """1060.1 s is 60 s after 1000.1 s, but 59.999999999999886 s in binary: the window
+    was chosen from that (the first) and the arrival in it from the rounded
+    difference, 60.0 s, at window_s=60. A row on a boundary opens the later window at
+    0 s; start_s and end_s are boundaries the same way (time_unit=s: the rows are
+    too far apart for auto to read them without a warning)."""
+    times = [1000.1, 1030.0, 1060.1, 1120.1, 1300.1, 1301.0]
+    rows = [{**qwen_rows()[1], "chat_id": 10 + i, "timestamp": t} for i, t in enumerate(times)]
+    path = write_jsonl(tmp_path / "q.jsonl", rows)
+    assert 1060.1 - 1000.1 == 59.999999999999886
+    windows = list(trace_windows(TraceOptions(path=str(path), time_unit="s", window_s=60.0), "all"))
+    found = [(w.meta["trace_id"], [r.arrival_s for r in w.requests]) for w in windows]
+    assert found == [("q-0000", [0.0, 29.9]), ("q-0001", [0.0]), ("q-0002", [0.0]),
+                     ("q-0005", [0.0, 0.9])]  # fmt: skip
+    plan = plan_trace(TraceOptions(path=str(path), time_unit="s", window_s=60.0))
+    assert [(w.key, w.rows) for w in plan.windows] == [(0, 2), (1, 1), (2, 1), (5, 2)]
+    # the row at start_s=60 is kept, the row at end_s=120 is not
+    cut = TraceOptions(path=str(path), time_unit="s", window_s=60.0, start_s=60.0, end_s=120.0)
+    found = [[r.chat_id for r in w.requests] for w in trace_windows(cut, "all")]
+    assert found == [["12"]]
+    for window_s in (0.1, 7.5, 300.0):  # every row on a boundary of 0.1 s windows
+        for window in trace_windows(
+            TraceOptions(path=str(path), time_unit="s", window_s=window_s), "all"
+        ):
+            assert all(0.0 <= r.arrival_s < window_s for r in window.requests)
+
+
 def test_negative_decimal_times_keep_their_order_in_a_window(tmp_path: Path) -> None:
     """Rounding to the written places is for non-negative times: with a window
     opening at -259.538, -13.165000000000001 (binary difference 246.37299999999999)
