@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracekit import write_jsonl
+from tracekit import qwen_rows, write_jsonl
 
 from envs.sim.request import BlockChainer
 from envs.workloads import read_mooncake, read_qwen_bailian, rows_to_workload
@@ -30,6 +30,7 @@ from envs.workloads.readers.base import (
     get_str,
     get_time,
 )
+from envs.workloads.trace_file import TraceOptions, trace_windows
 
 
 class ReferenceChainer:
@@ -483,3 +484,33 @@ def test_chain_ints_gives_chains_ids_and_state(prompts: list[tuple[str, list[int
 
 def native_chainer() -> Any:
     return importlib.import_module("envs.sim._native.chainer")
+
+
+def test_decimal_times_read_whole_arrive_as_in_a_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file read whole (``read_qwen_bailian``, ``read_mooncake``) and the same file
+    read as one window give the same arrivals, to the bit, every way: decimal times
+    as written (1063.773 - 1060.0 is 3.772999999999911 in binary, 3.773 here; 2544.773
+    ms after 1000 ms, 1.5447730000000002 s in binary, 1.544773 s here). The compiled
+    loop leaves a file of fractional milliseconds to the reference, which rounds."""
+
+    def windowed(path: Path, unit: str) -> list[float]:
+        (window,) = trace_windows(TraceOptions(path=str(path), time_unit=unit), "all")
+        return [r.arrival_s for r in window.requests]
+
+    times = [1060.0, 1061.25, 1063.773, 1100.117, 1125.5]
+    rows = [{**qwen_rows()[1], "chat_id": 10 + i, "timestamp": t} for i, t in enumerate(times)]
+    path = write_jsonl(tmp_path / "q.jsonl", rows)
+    expected = [0.0, 1.25, 3.773, 40.117, 65.5]
+    assert windowed(path, "s") == expected
+    for way in read_ways(path, monkeypatch, reader=read_qwen_bailian):
+        assert [r[2] for r in way[0]] == expected
+    monkeypatch.undo()
+    ms = [1000, 1002, 2544.773, 3000]
+    rows = [{"timestamp": t, "input_length": 600, "hash_ids": [1, k]} for k, t in enumerate(ms)]
+    path = write_jsonl(tmp_path / "mc.jsonl", rows)
+    expected = [0.0, 0.002, 1.544773, 2.0]
+    assert windowed(path, "ms") == expected
+    for way in read_ways(path, monkeypatch):
+        assert [r[2] for r in way[0]] == expected

@@ -20,7 +20,7 @@ from cpython cimport array
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.unicode cimport PyUnicode_DecodeASCII
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, floor
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp
 
@@ -328,16 +328,26 @@ def collect(rows, stream, BlockChainer chainer, str namespace, type request_type
     return requests, times, lines
 
 
+PLACES_INTEGERS_ONLY = True
+"""Marks a build whose :func:`place` leaves every time with a fraction to the
+reference (``compiled.place_rows`` uses no other)."""
+
+
 def place(list requests, array.array times, double origin, double units_per_s):
-    """``place_rows``' common case: when every row arrives a finite, non-negative time
-    after ``origin``, set each request's ``arrival_s`` and ``index`` and return True;
-    otherwise change nothing and return False (the reference then says which row)."""
+    """``place_rows``' common case: when ``origin`` and every time are integers (in
+    the file's unit; ``rebased`` takes their difference as it is) and every row
+    arrives a finite, non-negative time after ``origin``, set each request's
+    ``arrival_s`` and ``index`` and return True; otherwise change nothing and
+    return False (the reference then rounds decimals to their places, or says
+    which row is wrong)."""
     cdef Py_ssize_t i, n = len(requests)
     cdef double arrival_s
     cdef double* t = times.data.as_doubles
+    if floor(origin) != origin:
+        return False
     for i in range(n):
         arrival_s = (t[i] - origin) / units_per_s
-        if not (0.0 <= arrival_s < INFINITY):
+        if not (0.0 <= arrival_s < INFINITY) or floor(t[i]) != t[i]:
             return False
     for i in range(n):
         request = requests[i]

@@ -832,11 +832,14 @@ def place_rows(
 ) -> list[Request]:
     """The requests that arrive a finite, non-negative time after ``origin`` (in the
     trace's unit), each given its ``arrival_s`` and its ``index`` among them; any
-    other is an error naming its line (or is skipped with ``skip_bad_rows``)."""
+    other is an error naming its line (or is skipped with ``skip_bad_rows``). An
+    arrival is :func:`rebased` from ``origin``, as a window's is from its opening
+    (decimal seconds as written: 3.773 s, not 3.772999999999911)."""
     report, options, fmt = stream.report, stream.options, stream.fmt
     kept: list[Request] = []
+    places = decimal_places(origin)
     for request, time, line in zip(requests, times, lines, strict=True):
-        arrival_s = (time - origin) / units_per_s
+        arrival_s = rebased(time, origin, places, units_per_s)
         if not 0.0 <= arrival_s < math.inf:
             why = (
                 "is negative; arrivals must be >= 0 without rebasing "

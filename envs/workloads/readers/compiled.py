@@ -58,6 +58,9 @@ def _load() -> tuple[Any, type | None]:
 
 
 READER, CHAINER = _load()
+PLACES_INTEGERS_ONLY = bool(getattr(READER, "PLACES_INTEGERS_ONLY", False))
+"""Whether the compiled ``place`` leaves times with a fraction to the reference (which
+rounds decimals to their places); an older build took their binary difference."""
 
 
 @runtime_checkable
@@ -124,9 +127,10 @@ def _collector_paused() -> Iterator[None]:
 def place_rows(
     requests: list[Request], times: Sequence[float], origin: float, units_per_s: float
 ) -> bool:
-    """``base.place_rows``' common case by the compiled loop (every arrival finite and
-    >= 0): True when it placed them all; False, changing nothing, otherwise."""
-    if READER is None or not isinstance(times, array):
+    """``base.place_rows``' common case by the compiled loop (integer times, every
+    arrival finite and >= 0): True when it placed them all; False, changing nothing,
+    otherwise (a build from before it left fractions to the reference: never)."""
+    if READER is None or not isinstance(times, array) or not PLACES_INTEGERS_ONLY:
         return False
     placed: bool = READER.place(requests, times, origin, units_per_s)
     return placed
