@@ -73,7 +73,7 @@ from envs.workloads.readers.base import (
     window_again,
     window_units_per_s,
 )
-from envs.workloads.readers.hub import require_datasets
+from envs.workloads.readers.hub import own_rows, require_datasets
 from envs.workloads.readers.sources import (
     file_rows,
     first_line,
@@ -273,14 +273,22 @@ def _saved_split(datasets: Any, folder: Path, split: str) -> Any:
 
 
 def _hub_file_rows(file: Path, dataset: Any) -> RowSource:
-    """A local file's rows as the ``datasets`` library streams them, numbered from 1;
-    an error reading them is :func:`_hub_file_error`'s."""
+    """A local file's rows, each once the ``datasets`` library has streamed it: the
+    file's own values, by line, for the file reader's checks (:func:`own_rows`: the
+    library converts some values first); an error reading them is
+    :func:`_hub_file_error`'s."""
+    return own_rows(file, _hub_read(file, dataset))
+
+
+def _hub_read(file: Path, dataset: Any) -> Iterator[Any]:
+    """The rows the ``datasets`` library streams of a local file; an error reading
+    them is :func:`_hub_file_error`'s."""
     read = 0
     with _datasets_quiet():
         try:
             for row in dataset:
                 read += 1
-                yield read, row
+                yield row
         except _hub_read_errors() as error:
             raise _hub_file_error(file, read, error) from None
 
@@ -355,12 +363,15 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str]:
     if options.format == HUB:
         source, rows = _hub_rows(options)
         head = list(itertools.islice(rows, 1))
-        if not head or isinstance(head[0][1], TraceFormatError):
+        if not head:
             raise TraceFormatError(source, 0, None, "no rows to tell the layout from")
-        told = detect.told_by(head[0][1])
+        line, first = head[0]
+        if isinstance(first, TraceFormatError):
+            raise first  # a local file's first line, which its reader refuses
+        told = detect.told_by(first)
         if told is None:
             raise TraceFormatError(
-                source, 1, None, f"cannot tell the layout from fields {sorted(head[0][1])}"
+                source, line, None, f"cannot tell the layout from fields {sorted(first)}"
             )
         return source, detect.FORMATS[told[0]], itertools.chain(head, rows), told[1]
     assert file is not None

@@ -23,6 +23,7 @@ from envs.workloads.readers import (
     dataset_block_tokens,
     iter_bursted_windows,
     read_art_chat,
+    read_hub_dataset,
     read_mooncake,
     read_qwen_bailian,
     read_trace,
@@ -798,6 +799,43 @@ def test_a_hub_split_on_a_file_read_with_format_hub_warns_that_it_does_nothing(
         "by its name or folder; a file has one"
     ]
     assert plan.rows_read == 3
+
+
+def test_format_hub_checks_a_local_file_s_own_values_as_the_file_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The datasets library reads a JSON column of numbers with a "600" in it as
+    numbers, and ids past 64 bits as floats: with format=hub, "600" was taken as 600
+    where the file reader refuses it, and an id of 2**64 + 1 made every id of the
+    file a float, refused on line 1. The file's own values are checked, by the
+    file reader's checks: the same one-line error, or the same requests."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    text = _mooncake([0, 100, 200])
+    text[1]["input_length"] = "600"
+    path = write_jsonl(tmp_path / "text.jsonl", text)
+    errors = []
+    for fmt in ("auto", "hub"):
+        with pytest.raises(TraceFormatError) as caught:
+            plan_trace(TraceOptions(path=str(path), format=fmt))
+        errors.append(str(caught.value))
+    assert errors == [f"{path}, line 2, field 'input_length': expected an integer, got '600'"] * 2
+    with pytest.raises(TraceFormatError, match=r", line 2, field 'input_length': expected an int"):
+        list(read_hub_dataset("json", data_files=str(path)))
+    big = _mooncake([0, 100, 200])
+    big[1]["hash_ids"] = [1, 2**64 + 1]
+    path = write_jsonl(tmp_path / "big.jsonl", big)
+    read = {}
+    for fmt in ("auto", "hub"):
+        (window,) = trace_windows(TraceOptions(path=str(path), format=fmt), "all")
+        read[fmt] = [(r.request_id, r.arrival_s, r.blocks) for r in window.requests]
+    assert read["hub"] == read["auto"] and len(read["hub"]) == 3
+    (whole,) = read_hub_dataset("json", data_files=str(path))
+    assert [(r.request_id, r.blocks) for r in whole.requests] == [
+        (r[0], r[2]) for r in read["auto"]
+    ]
 
 
 def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path) -> None:

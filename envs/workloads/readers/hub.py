@@ -10,7 +10,9 @@ e.g. ``read_hub_dataset("json", data_files="trace.jsonl")`` or
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from envs.sim.request import Workload
@@ -18,11 +20,13 @@ from envs.workloads.readers.base import (
     MissingDependencyError,
     ReadOptions,
     ReadReport,
+    RowSource,
     TraceFormatError,
     assemble_trace,
     assemble_windows,
 )
 from envs.workloads.readers.detect import FORMATS, canonical_format, format_of_row
+from envs.workloads.readers.sources import file_rows
 
 
 def require_datasets() -> Any:
@@ -35,6 +39,50 @@ def require_datasets() -> Any:
             "pip install 'btb-gym[data]' (or datasets)"
         ) from error
     return datasets
+
+
+def own_rows(file: str | os.PathLike[str], read: Iterable[Any]) -> RowSource:
+    """The rows of a local ``file`` as the file reader reads them (its own values,
+    numbered by line), one for each row the ``datasets`` library ``read`` of it
+    gives, so that the same checks see the same values with and without the
+    library. The library converts some before a row is seen (in a JSON file, a
+    column of numbers with a ``"512"`` in it is read as numbers, and ids past 64
+    bits as floats), so its rows are read (a file it cannot read is its error)
+    but not used. A file the library reads more or fewer rows of than the file's
+    lines hold is an error naming the first such row."""
+    mine = iter(file_rows(file))
+    count = 0
+    for _ in read:
+        count += 1
+        row = next(mine, None)
+        if row is None:
+            raise TraceFormatError(
+                str(file),
+                0,
+                None,
+                f"the datasets library reads more rows of it than its lines hold "
+                f"({count - 1:,}); it reads without {{format}}=hub",
+                ("format",),
+            )
+        yield row
+    for line, _ in mine:
+        raise TraceFormatError(
+            str(file),
+            line,
+            None,
+            f"the datasets library reads {count:,} rows of the file, and none from this "
+            "line on; it reads without {format}=hub",
+            ("format",),
+        )
+
+
+def _local_file(path: str, data_files: Any) -> Path | None:
+    """The one local file ``read_hub_dataset`` reads with a generic builder
+    (``read_hub_dataset("json", data_files="trace.jsonl")``), else None."""
+    if path not in ("json", "parquet") or not isinstance(data_files, (str, os.PathLike)):
+        return None
+    file = Path(data_files)
+    return file if file.is_file() else None
 
 
 def read_hub_dataset(
@@ -57,6 +105,8 @@ def read_hub_dataset(
     :data:`FORMATS`, an alias of one (``art_chat``) or "auto" (guessed from the first
     row's fields). Error messages
     name the dataset and split in place of a file and the row number as the line.
+    One local file read with a generic builder is checked as the file reader checks
+    it, on its own values (:func:`own_rows`), its lines numbered as the file's.
     """
     datasets = require_datasets()
     dataset = datasets.load_dataset(
@@ -70,11 +120,16 @@ def read_hub_dataset(
     )
     label = f"{path}[{split}]"
     report = report if report is not None else ReadReport(source=label)
-    rows: Iterator[tuple[int, Any]] = enumerate(iter(dataset), start=1)
+    local = _local_file(path, data_files)
+    rows: Iterator[tuple[int, Any]] = (
+        iter(own_rows(local, dataset)) if local is not None else enumerate(iter(dataset), start=1)
+    )
     if format == "auto":
         head = list(itertools.islice(rows, 1))
         if not head:
             raise TraceFormatError(label, 0, None, "no rows")
+        if isinstance(head[0][1], TraceFormatError):
+            raise head[0][1]  # a local file's first line, which its reader refuses
         guessed = format_of_row(head[0][1])
         if guessed is None:
             raise TraceFormatError(
