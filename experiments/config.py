@@ -692,6 +692,16 @@ def cluster_size(cfg: Any) -> int:
     return len(nodes) if _is_sequence(nodes) else int(cfg.cluster.n_nodes)
 
 
+def cluster_size_said(cfg: Any) -> str:
+    """The cluster's node count as the user gave it, for a message about it:
+    ``cluster.nodes=[4xH100,4xH100,8xH200]: 3 nodes`` for a cluster of listed nodes,
+    else ``cluster.n_nodes=4`` (:func:`cluster_size`)."""
+    nodes = _plain(cfg.cluster.get("nodes"))
+    if isinstance(nodes, list):
+        return f"cluster.nodes=[{','.join(map(str, nodes))}]: {len(nodes)} nodes"
+    return f"cluster.n_nodes={int(cfg.cluster.n_nodes)}"
+
+
 def is_preset_cluster(cfg: Any) -> bool:
     """Whether the cluster is ``n_nodes`` of a preset node serving a preset model
     (what ``model.name``, ``cluster.node`` and ``cluster.n_nodes`` record in full)."""

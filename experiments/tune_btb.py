@@ -28,6 +28,7 @@ from experiments.config import (
     CONF_DIR,
     cluster_of,
     cluster_size,
+    cluster_size_said,
     register_configs,
     setup_label,
     sim_of,
@@ -119,15 +120,16 @@ def check_sweep(args: list[str]) -> None:
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             cfg = compose(config_name="tune_btb", overrides=fixed, return_hydra_config=True)
-            sizes = None
+            sizes = None  # (nodes, as the user gave them) of each cluster swept
             if all(o.is_choice_sweep() for o in clusters):  # else each job checks its own M
                 choices = [
                     [f"{o.key_or_group}={v}" for v in o.sweep_string_iterator()] for o in clusters
                 ]
-                sizes = [
-                    cluster_size(compose(config_name="tune_btb", overrides=[*fixed, *combo]))
+                swept = [
+                    compose(config_name="tune_btb", overrides=[*fixed, *combo])
                     for combo in itertools.product(*choices)
                 ]
+                sizes = [(cluster_size(one), cluster_size_said(one)) for one in swept]
     except HydraException:  # the config does not compose: Hydra says why
         return
     sweeper_params = cfg.hydra.sweeper.get("params") or {}
@@ -148,12 +150,12 @@ def check_sweep(args: list[str]) -> None:
         if math.isnan(low):
             raise ValueError(f"{label} lets the sweep draw {name}=nan: not a number")
         drawn = f"{name}={low:g}" if low == high else f"{name} from {low:g} to {high:g}"
-        if name == "m" and sizes is not None and (low < 1 or high > min(sizes)):
-            n_nodes = min(sizes)
+        if name == "m" and sizes is not None and (low < 1 or high > min(sizes)[0]):
+            n_nodes, said = min(sizes, key=lambda size: size[0])
             which = "the smallest cluster the sweep covers" if clusters else "the cluster"
             raise ValueError(
                 f"{label} lets the sweep draw {drawn}, outside 1..{n_nodes} (BTB's M counts "
-                f"warm copies: at most the nodes of {which}, cluster.n_nodes={n_nodes}); "
+                f"warm copies: at most the nodes of {which}, {said}); "
                 f"e.g. 'm=int(interval(1, {n_nodes}))'"
             )
         if name == "x" and low < 1:
@@ -227,10 +229,10 @@ def _check_trace_before_sweep(parsed: list[Any], fixed: list[str]) -> int | None
 def check_thresholds(cfg: Any) -> None:
     """This job's X, Y, Z, M; M counts warm copies, so at most the cluster's nodes
     (a sweep's whole search space for M is checked before it starts: :func:`check_sweep`)."""
-    n_nodes = int(cfg.cluster.n_nodes)
+    n_nodes = cluster_size(cfg)
     if not 1 <= int(cfg.m) <= n_nodes:
         raise ValueError(
-            f"m must be in 1..{n_nodes} (the cluster's nodes, cluster.n_nodes={n_nodes}), "
+            f"m must be in 1..{n_nodes} (the cluster's nodes, {cluster_size_said(cfg)}), "
             f"got {cfg.m}"
         )
     for field, low in (("x", 1), ("y_tokens", 1)):

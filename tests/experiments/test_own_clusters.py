@@ -405,3 +405,44 @@ def test_a_resumed_run_on_other_cluster_figures_says_the_clusters_by_their_label
     changes = resume_changes(saved, asked)
     assert changes["cluster"] == ["mine_2xMYGPU_x1+4xH100_x2", "llama-3.3-70b_4xH100_x4"]
     assert changes["model.name"] == ["mine", "llama-3.3-70b"]
+
+
+def test_tune_btb_s_m_range_names_the_nodes_the_user_listed(
+    run_command: Any, tmp_path: Path
+) -> None:
+    """M counts warm copies, at most the cluster's nodes: on cluster.nodes of three
+    nodes, a run's and a sweep's M beyond 3 are refused naming cluster.nodes (what
+    the user set), not cluster.n_nodes (which they did not); n_nodes as before."""
+    out = tmp_path / "run"
+    proc = run_command(
+        "experiments.tune_btb",
+        ["logger=none", "workload=tiny", MIXED, "m=4", f"out_dir={out}"],
+        tmp_path,
+    )
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "error: experiments.tune_btb: m must be in 1..3 (the cluster's nodes, "
+        "cluster.nodes=[4xH100,4xH100,8xH200]: 3 nodes), got 4 (from the command line)\n",
+    )
+    assert not out.exists()
+    proc = run_command(
+        "experiments.tune_btb",
+        ["-m", "logger=none", "workload=tiny", MIXED, "m=int(interval(1,4))"],
+        tmp_path,
+    )
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "error: experiments.tune_btb: m=int(interval(1,4)) (from the command line) lets the "
+        "sweep draw m from 1 to 4, outside 1..3 (BTB's M counts warm copies: at most the "
+        "nodes of the cluster, cluster.nodes=[4xH100,4xH100,8xH200]: 3 nodes); e.g. "
+        "'m=int(interval(1, 3))'\n",
+    )
+    proc = run_command(
+        "experiments.tune_btb",
+        ["logger=none", "workload=tiny", "cluster.n_nodes=2", "m=3", f"out_dir={out}"],
+        tmp_path,
+    )
+    assert proc.stderr == (
+        "error: experiments.tune_btb: m must be in 1..2 (the cluster's nodes, "
+        "cluster.n_nodes=2), got 3 (from the command line)\n"
+    )
