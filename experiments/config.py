@@ -1109,6 +1109,45 @@ def cluster_label(cluster: ClusterSpec) -> str:
     return f"{cluster.model.name}_{kinds}"
 
 
+def cluster_figure_changes(old: ClusterSpec, new: ClusterSpec) -> list[tuple[str, str, str]]:
+    """``(option, old value, new value)`` for each figure two clusters of one
+    :func:`cluster_label` differ in, named as :func:`cluster_overrides` gives it: the
+    model's (``model.layers``), a GPU kind's by its name (``cluster.gpus.MYGPU.flops``),
+    and the nodes' order (``cluster.nodes``), which the label does not show."""
+    changes = [
+        (
+            f"model.{name}",
+            _shown_figure(getattr(old.model, name)),
+            _shown_figure(getattr(new.model, name)),
+        )
+        for name in MODEL_FIELDS
+        if getattr(old.model, name) != getattr(new.model, name)
+    ]
+    new_gpus = {node.gpu.name: node.gpu for node in new.nodes}
+    for gpu in dict.fromkeys(node.gpu for node in old.nodes):
+        other = new_gpus.get(gpu.name)
+        if other is None or other == gpu:
+            continue
+        changes += [
+            (
+                f"cluster.gpus.{gpu.name}.{name}",
+                _number(getattr(gpu, name)),
+                _number(getattr(other, name)),
+            )
+            for name in GPU_FIELDS
+            if getattr(gpu, name) != getattr(other, name)
+        ]
+    old_names, new_names = [n.name for n in old.nodes], [n.name for n in new.nodes]
+    if old_names != new_names:
+        changes.append(("cluster.nodes", f"[{','.join(old_names)}]", f"[{','.join(new_names)}]"))
+    return changes
+
+
+def _shown_figure(value: Any) -> str:
+    """A model's figure as :func:`cluster_overrides` writes it (``null`` for None)."""
+    return "null" if value is None else _number(value)
+
+
 def _as_uniform(cluster: ClusterSpec) -> tuple[str, str, int] | None:
     """``(model, node, n_nodes)`` by preset names when ``cluster`` is nodes of one
     preset node serving a preset model, with the presets' figures; else None."""

@@ -47,6 +47,7 @@ from experiments.config import (
     LATER_ENV_ARGS,
     ROUTE_WARM_ARGS,
     THRESHOLDS_ARGS,
+    cluster_figure_changes,
     cluster_label,
     cluster_of,
     cluster_size,
@@ -894,7 +895,7 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
         if key == "workload_params" and _same_generators(saved, asked):
             continue  # e.g. a parameter now given at its default value
         if key == "cluster":  # a cluster's figures (~1,500 characters): by its label
-            changes[path] = [_cluster_text(saved), _cluster_text(asked)]
+            changes[path] = _cluster_texts(saved, asked)
         elif key == "sim" and isinstance(old, dict) and isinstance(new, dict):
             for name in dict.fromkeys([*old, *new]):
                 if old.get(name) != new.get(name):
@@ -902,6 +903,30 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
         else:
             changes[path] = [old, new]
     return changes
+
+
+def _cluster_texts(saved: dict[str, Any], asked: dict[str, Any]) -> list[str]:
+    """The clusters of two env_kwargs that differ, each by its label
+    (:func:`_cluster_text`); when the labels are one (a GPU kind or a model of one's
+    own that kept its name but not a figure, or the nodes in another order), each
+    followed by the figures that changed (``config.cluster_figure_changes``:
+    ``mine_4xMYGPU_x2 (cluster.gpus.MYGPU.flops=1e+15)``)."""
+    from envs.sim import ClusterSpec
+
+    old, new = _cluster_text(saved), _cluster_text(asked)
+    if old != new:
+        return [old, new]
+    try:
+        clusters = [ClusterSpec.from_figures(kwargs["cluster"]) for kwargs in (saved, asked)]
+    except (ValueError, KeyError, TypeError):  # not recorded in full: the labels alone
+        return [old, new]
+    changes = cluster_figure_changes(*clusters)
+    if not changes:
+        return [old, new]
+    return [
+        f"{label} ({', '.join(f'{name}={values[side]}' for name, *values in changes)})"
+        for side, label in enumerate((old, new))
+    ]
 
 
 def _cluster_text(kwargs: dict[str, Any]) -> str:

@@ -446,3 +446,38 @@ def test_tune_btb_s_m_range_names_the_nodes_the_user_listed(
         "error: experiments.tune_btb: m must be in 1..2 (the cluster's nodes, "
         "cluster.n_nodes=2), got 3 (from the command line)\n"
     )
+
+
+def test_a_resumed_run_whose_own_gpu_kept_its_name_says_the_figure_that_changed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """MYGPU's FLOP/s doubled, its name kept: both clusters are labelled
+    mine_2xMYGPU_x1+4xH100_x2, so the note says the figure on each side; a model's
+    figure and the nodes' order likewise; another label alone, as before."""
+    from experiments.train import print_resume_changes, resume_changes
+
+    nodes = "cluster.nodes=[2xMYGPU,4xH100,4xH100]"
+    saved = json.loads(json.dumps(env_kwargs(_compose([*MINE, *MYGPU, nodes]))))
+    faster = [*MYGPU[1:], "+cluster.gpus.MYGPU.flops=2e15"]
+    changes = resume_changes(saved, env_kwargs(_compose([*MINE, *faster, nodes])))
+    label = "mine_2xMYGPU_x1+4xH100_x2"
+    assert changes["cluster"] == [
+        f"{label} (cluster.gpus.MYGPU.flops=1e+15)",
+        f"{label} (cluster.gpus.MYGPU.flops=2e+15)",
+    ]
+    print_resume_changes("CKPT", changes, None)
+    assert capsys.readouterr().out == (
+        f"note: resume=CKPT was trained with cluster='{label} (cluster.gpus.MYGPU.flops=1e+15)'"
+        f"; training goes on with cluster='{label} (cluster.gpus.MYGPU.flops=2e+15)' "
+        "(recorded in results.json)\n"
+    )
+    deeper = [*MINE[:4], "model.layers=40", *MINE[5:]]
+    reordered = "cluster.nodes=[4xH100,2xMYGPU,4xH100]"
+    asked = env_kwargs(_compose([*deeper, *MYGPU, "cluster.nodes=[4xH100,4xH100,2xMYGPU]"]))
+    before = json.loads(json.dumps(env_kwargs(_compose([*MINE, *MYGPU, reordered]))))
+    assert resume_changes(before, asked)["cluster"] == [
+        "mine_4xH100_x2+2xMYGPU_x1 (model.layers=32, cluster.nodes=[4xH100,2xMYGPU,4xH100])",
+        "mine_4xH100_x2+2xMYGPU_x1 (model.layers=40, cluster.nodes=[4xH100,4xH100,2xMYGPU])",
+    ]
+    other = env_kwargs(_compose([*MINE, *MYGPU, "cluster.nodes=[4xH100,4xH100,2xMYGPU]"]))
+    assert resume_changes(saved, other)["cluster"] == [label, "mine_4xH100_x2+2xMYGPU_x1"]
