@@ -31,7 +31,7 @@ from envs.sim.errors import (
     SimulationError,
     named_message,
 )
-from envs.sim.timing import model_preset
+from envs.sim.timing import ModelSpec, model_preset
 from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin, plugin_name
 from envs.workloads.readers import TraceFormatError, TraceWarning
 from envs.workloads.trace_file import (
@@ -128,6 +128,73 @@ def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
             f"{command}: copy_model must be one of {', '.join(COPY_MODELS)}, got {copy_model!r}"
         )
     return SimConfig(causal_kv=causal_kv, copy_model=copy_model)
+
+
+CLUSTER_PREFIXES = ("model.", "cluster.")
+"""How the options of a cluster of one's own begin, on every command line: the
+Hydra commands' ``model`` and ``cluster`` groups' keys (``model.name``,
+``cluster.nodes``, ``+cluster.gpus.NAME.flops``; docs/configuration.md)."""
+
+
+CLUSTER_HELP = (
+    "a cluster of one's own, as the Hydra commands take it (docs/configuration.md); "
+    "each option changes its part of setup=:",
+    "  model.name=NAME model.FIELD=... (a model of one's own: ModelSpec's fields)",
+    "  cluster.node=4xH100 cluster.n_nodes=N, or cluster.nodes=[4xH100,8xH200]",
+    "  +cluster.gpus.NAME.FIELD=... (a GPU kind of one's own: GpuSpec's fields; + optional)",
+)
+CLUSTER_HELP_KEYS = (
+    "model.name",
+    "model.FIELD",
+    "cluster.node",
+    "cluster.n_nodes",
+    "cluster.nodes",
+    "cluster.gpus.NAME.FIELD",
+)
+"""The keys :data:`CLUSTER_HELP` names (its tests check --help names nothing else)."""
+"""What ``--help`` adds for a command that takes them (``compare``, ``costs``)."""
+
+
+def _cluster_key(key: str) -> str | None:
+    """``key`` as a cluster option's name (a leading ``+``, which Hydra wants to add a
+    GPU kind of one's own, dropped), or None when it is none."""
+    bare = key.removeprefix("+")
+    return bare if bare.startswith(CLUSTER_PREFIXES) else None
+
+
+def split_cluster_options(
+    command: str, argv: Sequence[str] | None
+) -> tuple[list[str], dict[str, str]]:
+    """``argv`` without its options of a cluster of one's own (:data:`CLUSTER_PREFIXES`),
+    and those as ``{key: text}``, each key once (``+`` dropped: ``+cluster.gpus.X.flops``
+    and ``cluster.gpus.X.flops`` are one option). Which keys and values make a
+    cluster is ``experiments.config.cluster_from_options``' to say."""
+    rest: list[str] = []
+    given: dict[str, str] = {}
+    for arg in sys.argv[1:] if argv is None else argv:
+        key, sep, text = arg.partition("=")
+        bare = _cluster_key(key)
+        if bare is None:
+            rest.append(arg)
+            continue
+        if not sep:
+            raise UsageError(f"{command}: expected key=value, got {arg!r}")
+        if bare in given:  # the last one would win without a word
+            raise UsageError(f"{command}: {bare}= is given twice")
+        given[bare] = text
+    return rest, given
+
+
+def refuse_cluster_options(command: str, argv: Sequence[str] | None, why: str) -> None:
+    """A command that takes no cluster of one's own refuses its options in one line,
+    naming the first and ``why`` (rather than calling it an unknown option)."""
+    for arg in sys.argv[1:] if argv is None else argv:
+        key = arg.partition("=")[0]
+        if _cluster_key(key) is not None:
+            raise UsageError(
+                f"{command}: {key}= describes a cluster of one's own, which {command} does "
+                f"not take: {why}"
+            )
 
 
 _RUNNING: list[list[str]] = []
@@ -619,14 +686,15 @@ def _typed_trace_value(command: str, name: str, value: Any) -> Any:
 
 
 def workload_params(
-    command: str, options: Mapping[str, Any], models: Sequence[str] = ()
+    command: str, options: Mapping[str, Any], models: Sequence[str | ModelSpec] = ()
 ) -> dict[str, Any]:
     """The ``workload.*`` options of a ``key=value`` command as the registry's
     parameters: with ``workload=trace`` the checked :class:`TraceOptions` fields
     (the file is read through once, so a bad row stops the command before any run),
     otherwise ``{}``, and a ``workload.*`` option given anyway is an error.
-    ``models``: the served models; unless ``workload.max_context_tokens`` is given, a
-    row longer than the shortest of their context lengths is refused."""
+    ``models``: the served models (preset names, or a model of one's own); unless
+    ``workload.max_context_tokens`` is given, a row longer than the shortest of their
+    context lengths is refused."""
     values = {
         key.removeprefix(WORKLOAD_PREFIX): value
         for key, value in options.items()
@@ -642,7 +710,8 @@ def workload_params(
             )
         return {}
     typed = {name: _typed_trace_value(command, name, value) for name, value in values.items()}
-    limits = [c for c in (model_preset(m).max_context_tokens for m in models) if c is not None]
+    specs = [model_preset(m) if isinstance(m, str) else m for m in models]
+    limits = [c for c in (m.max_context_tokens for m in specs) if c is not None]
     if typed.get("max_context_tokens") is None and limits:
         typed["max_context_tokens"] = min(limits)
     try:

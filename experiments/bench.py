@@ -9,8 +9,10 @@
         [workload=trace workload.path=FILE ...]
 
 Each measurement runs in a fresh process, so its peak RSS is its own; llama-3.3-70b
-on four 4xH100 nodes (``setup=``), causal KV. Throughput is the best of
-``repeats`` runs (the least disturbed by other load on the machine); making
+on four 4xH100 nodes (``setup=``, a published setup; a cluster of one's own,
+``model.*`` or ``cluster.*`` as ``compare`` takes them, is refused in one line: a
+benchmark measures the code's speed, not a cluster's), causal KV. Throughput is
+the best of ``repeats`` runs (the least disturbed by other load on the machine); making
 windows and files is never timed.
 
 - ``machine``: a yardstick for the machine's speed at the time of the run: the
@@ -91,6 +93,7 @@ from experiments._cli import (
     input_paths,
     main_guard,
     parse_args,
+    refuse_cluster_options,
     sim_config_of,
     sim_defaults,
     stamp_trace,
@@ -373,6 +376,9 @@ def _print_tables(result: dict[str, Any]) -> None:
 
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    refuse_cluster_options(
+        COMMAND, argv, "it measures the code's speed on one published setup (setup=)"
+    )
     options = parse_args(COMMAND, DEFAULTS, argv)
     agent_folders = _check(options)
     # made once, here (not timed), and handed to each measuring process

@@ -8,6 +8,8 @@
         [workload=plugin workload.factory=MODULE:FUNCTION]
         [allow_seen_windows=false] [overwrite=false]
         [sim.router_view_delay_s=0.05 sim.fault_node_loss_s=30 sim.fault_node_loss_nodes=0 ...]
+        [cluster.nodes=[4xH100,4xH100,8xH200]] [cluster.node=4xH100 cluster.n_nodes=4]
+        [model.name=NAME model.FIELD=...] [+cluster.gpus.NAME.FIELD=...]
 
 Runs every chosen policy (default: every registered baseline, plus the learned
 agents shipped in ``agents/zoo/``; ``agents=none`` leaves them out) on the first
@@ -35,6 +37,27 @@ The ``sim.`` options set SimConfig options with a default of their own: the
 stale router view, faults, tenancy, the cache lifecycle, speculation
 (:mod:`experiments._sim_options`, docs/faults.md); with faults on, the table and
 the rows also count node losses, re-routed requests and failed copies.
+
+A cluster of one's own is given as on the Hydra commands (``train``, ``evaluate``,
+``tune_btb``), with the same names and meanings, and made by the same code
+(``experiments.config.cluster_from_options``, which calls ``cluster_of``;
+docs/configuration.md): mixed nodes (``cluster.nodes=[4xH100,4xH100,8xH200]``,
+brackets optional, instead of ``cluster.node`` and ``cluster.n_nodes``), a model of
+one's own (a new ``model.name`` and ModelSpec's fields) and a GPU kind of one's own
+(``+cluster.gpus.NAME.<field>=...``, every GpuSpec field; the ``+`` is optional
+here). ``setup=`` is the base they change: it gives ``model.name``,
+``cluster.node`` and ``cluster.n_nodes``, and each option given replaces its part
+(``setup=glm45_h100x4 cluster.nodes=[4xH100,8xH200]`` is glm-4.5 on those two
+nodes); ``cluster.node`` or ``cluster.n_nodes`` beside ``cluster.nodes`` is refused,
+as on the Hydra commands. A bad value is one line naming the option and where it
+came from (``(from the command line)``, or ``(from setup=NAME)`` for the setup's
+part). The rows, the table's first line and the folder name the cluster as the
+Hydra commands do (``llama-3.3-70b_4xH100_x2+8xH200_x1``; a published setup's
+model and cluster by the setup's name), and ``results.json`` records it as they
+do: ``config.setup`` (that name), ``config.model``, ``config.cluster`` and
+``config.cluster_figures`` (``ClusterSpec.figures()``, every figure). An agent
+trained on a cluster of its own that runs on another gets a note with the options
+that run it on its own.
 
 
 * ``results.json``: ``{"rows": [...], "config": {...}, "provenance": {...}}`` (what
@@ -65,15 +88,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from agents import ZOO, agent_folder, zoo_names
 from baselines.policy import POLICIES, known_policies, make_policy
-from envs.sim import SETUPS, ClusterSpec
+from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import ConfigError, plural
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_options import TRACE_WORKLOAD
 from experiments._cli import (
+    CLUSTER_HELP,
     TRACE_PATHS,
     UsageError,
     cap_note,
@@ -88,6 +114,7 @@ from experiments._cli import (
     sim_config_of,
     sim_defaults,
     sim_note,
+    split_cluster_options,
     stamp_trace,
     trace_defaults,
     workload_file,
@@ -436,6 +463,7 @@ def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv, sim_options = split_sim_options("experiments.compare", argv)
+    argv, cluster_given = split_cluster_options("experiments.compare", argv)
     options = parse_args(
         "experiments.compare",
         DEFAULTS,
@@ -445,17 +473,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "generator parameters, as make_dataset's params= does (evaluate and train: "
             "+workload.params.NAME)",
             *sim_help,
+            *CLUSTER_HELP,
         ),
     )
     options["workload"] = resolve_workload("experiments.compare", options)
     if options["setup"] not in SETUPS:
         raise UsageError(f"unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}")
+    from experiments.config import cluster_from_options, setup_label
+
+    # the setup, changed by the options of a cluster of one's own (as on the Hydra commands)
+    built, cluster = cluster_from_options("experiments.compare", options["setup"], cluster_given)
+    setup = setup_label(built)  # what the rows, the folder and results.json call it
+    n_nodes = len(cluster.nodes)
     for key in ("seed", "workload_seed"):
         if options[key] < 0:
             raise UsageError(f"experiments.compare: {key} must be >= 0, got {options[key]}")
     if options["windows"] < 0:
         raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
-    params = workload_params("experiments.compare", options, [SETUPS[options["setup"]][0]])
+    params = workload_params("experiments.compare", options, [cluster.model])
     generator = generator_params(
         "experiments.compare",
         options["params"],
@@ -494,7 +529,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
         loaded = [AgentPolicy.load(folder) for folder in agent_dirs]
         labels = agent_labels([a.name for a in loaded], [str(f) for f in agent_dirs])
-        _, _, n_nodes = SETUPS[options["setup"]]
         for folder, agent, label in zip(agent_dirs, loaded, labels, strict=True):
             if label in names:
                 raise UsageError(f"agent {folder} is named {label!r}, like a policy already run")
@@ -517,13 +551,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if workload != TRACE_WORKLOAD:
         for note in trace_notes(agents, trained_in, shown, seen):
             print(note)
-    here = ClusterSpec.uniform(*SETUPS[options["setup"]])
-    for note in cluster_notes(agents, here, options["setup"], "experiments.evaluate with "):
+    for note in cluster_notes(agents, cluster, setup, "experiments.compare with "):
         print(note)
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)
     policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}
-    n_nodes = SETUPS[options["setup"]][2]
     check_policy_nodes(policies, baseline_kwargs, n_nodes)
     policies.update(agents)
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
@@ -541,7 +573,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 agent.check_workload(first)
     out_dir = claim_run_dir(
         options["out_dir"],
-        default_out_dir(options, "compare", shown),
+        default_out_dir({**options, "setup": setup}, "compare", shown),
         "experiments.compare: out_dir",
         OUTPUTS,
         options["overwrite"],
@@ -559,7 +591,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         with naming_params("experiments.compare", generator):  # (a window the generator fails)
             runs = evaluate_policies(
                 policies,
-                options["setup"],
+                cluster,
                 split_windows(workload, limit, options["workload_seed"], params=params),
                 config,
                 seed=options["seed"],
@@ -568,13 +600,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 progress=bar.update if bar is not None else None,
                 floor=True,
                 trace_window=timeline,
+                setup_name=setup,
             )
     finally:
         if bar is not None:
             bar.close()
     rows = [run.row for run in runs]
     print(
-        f"{options['setup']} · {shown} · {plural(n_windows, 'test window')}"
+        f"{setup} · {shown} · {plural(n_windows, 'test window')}"
         + cap_note("windows", limit, every="0")
         + sim_note(config)
     )
@@ -585,6 +618,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "rows": rows,
         "config": {
             **options,
+            "setup": setup,
+            "model": OmegaConf.to_container(built.model),
+            "cluster": OmegaConf.to_container(built.cluster),
+            "cluster_figures": cluster.figures(),
             "policies": names,
             "agents": [str(folder) for folder in agent_dirs],
             "policy_kwargs": kwargs,

@@ -572,10 +572,14 @@ def _refuse_node_beside_nodes(cfg: Any) -> None:
     so is a cluster option chosen on the command line (``cluster=4xH100_x2``) beside
     ``nodes`` given there or in the ``+experiment`` file; the default option's own
     node and n_nodes do not count."""
-    nodes_where = _where_set("cluster.nodes")
-    if nodes_where is not None and nodes_where[0] in ("line", "experiment"):
-        from hydra.core.hydra_config import HydraConfig
+    from hydra.core.hydra_config import HydraConfig
 
+    nodes_where = _where_set("cluster.nodes")
+    if (
+        nodes_where is not None
+        and nodes_where[0] in ("line", "experiment")
+        and HydraConfig.initialized()  # (a key=value command has no cluster= option)
+    ):
         for override in _parsed_overrides(list(HydraConfig.get().overrides.task)):
             if override.key_or_group == "cluster" and not override.is_delete():
                 said = value_origin("cluster.nodes")  # (from the command line)
@@ -686,6 +690,80 @@ def _is_sequence(value: Any) -> bool:
     return isinstance(_plain(value), list)
 
 
+_KEY_VALUE: list[tuple[str, frozenset[str]]] = []
+"""While :func:`cluster_from_options` builds a ``key=value`` command's cluster: its
+``setup=`` and the cluster options it was given (what :func:`_where_set` says)."""
+_FROM_SETUP = ("model.name", "cluster.node", "cluster.n_nodes")
+"""What a ``key=value`` command's ``setup=`` gives when no option changes it."""
+
+
+def cluster_from_options(
+    command: str, setup: str, given: Mapping[str, str]
+) -> tuple[Any, ClusterSpec]:
+    """The cluster a ``key=value`` command (``compare``, ``costs``) runs on, and the
+    config it is made of, as the Hydra commands' ``setup``, ``model`` and ``cluster``
+    groups hold it: ``setup`` (a published setup) gives ``model.name``,
+    ``cluster.node`` and ``cluster.n_nodes``, and ``given`` (the command line's
+    options of a cluster of one's own, ``experiments._cli.split_cluster_options``)
+    change them, each read as Hydra reads an override (``8e9`` a float, ``null``
+    None; ``cluster.nodes``' brackets optional, as the command's other lists') and
+    typed by the groups' schema. :func:`cluster_of` makes the cluster, the one
+    builder of both kinds of command, so the names and checks are the Hydra
+    commands' (``cluster.nodes`` beside ``cluster.node`` is refused; an error names
+    ``model.<field>`` or ``cluster.gpus.NAME.<field>`` and says ``(from the command
+    line)``, or ``(from setup=NAME)`` for what the setup gave). A key the groups do
+    not have, or a value their schema refuses, is one line naming the option.
+    Beside ``cluster.nodes`` the config records ``cluster.node`` null and
+    ``cluster.n_nodes`` the number of nodes, as a Hydra job does."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from experiments._cli import UsageError
+
+    model, node, n_nodes = SETUPS[setup]
+    cfg = OmegaConf.create(
+        {
+            "setup": SetupConf(name=setup),
+            "model": ModelConf(name=model),
+            "cluster": ClusterConf(node=node, n_nodes=n_nodes),
+        }
+    )
+    known = [
+        "model.name",
+        *(f"model.{name}" for name in MODEL_FIELDS),
+        *(f"cluster.{f.name}" for f in dataclasses.fields(ClusterConf) if f.name != "gpus"),
+        "cluster.gpus.NAME.<field>",
+    ]
+    parser = OverridesParser.create()
+    for key, text in given.items():
+        if key not in known and not (key.startswith("cluster.gpus.") and len(key) > 13):
+            raise UsageError(
+                f"{command}: unknown option {key!r} (a cluster of one's own takes: "
+                f"{', '.join(known)})"
+            )
+        body = text.strip()
+        if key == "cluster.nodes" and body.lower() != "null":
+            inner = body[1:-1] if body[:1] == "[" and body[-1:] == "]" else body
+            if inner.strip() and "" in [item.strip() for item in inner.split(",")]:
+                raise UsageError(f"{command}: {key}={text!r} has an empty entry")  # as lists'
+            body = f"[{inner}]"  # brackets optional, as the command's other lists
+        try:
+            value = parser.parse_override(f"{key}={body}").value()
+            OmegaConf.update(cfg, key, value, merge=True)
+        except (HydraException, OmegaConfBaseException) as error:
+            detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
+            raise UsageError(f"{command}: {key}={text}: {detail}") from None
+    _KEY_VALUE.append((setup, frozenset(given)))
+    try:
+        cluster = cluster_of(cfg)
+    finally:
+        _KEY_VALUE.pop()
+    if cfg.cluster.nodes is not None:  # as check_world records it
+        cfg.cluster.node, cfg.cluster.n_nodes = None, len(cluster.nodes)
+    return cfg, cluster
+
+
 def cluster_size(cfg: Any) -> int:
     """The cluster's node count: ``cluster.nodes``' entries, else ``cluster.n_nodes``."""
     nodes = cfg.cluster.get("nodes")
@@ -718,6 +796,8 @@ def value_origin(path: str) -> str:
     where = _where_set(path)
     if where is None or not where[0]:
         return ""
+    if where[0] == "setup":  # a key=value command's setup= (cluster_from_options)
+        return f" (from setup={_KEY_VALUE[-1][0]})"
     found = where[1]
     if found is None:  # "line"
         return " (from the command line)"
@@ -745,11 +825,18 @@ def _where_set(path: str) -> tuple[str, Path | None] | None:
     """What set config ``path`` in this Hydra job: ``("line", None)`` an override on
     the command line, ``("experiment", file)`` the ``+experiment`` file,
     ``("group", file)`` the group option's file, ``("", None)`` none of them (the
-    schema's default); None when no Hydra job runs."""
+    schema's default); None when no Hydra job runs. In a ``key=value`` command's
+    :func:`cluster_from_options` (no Hydra job): ``("line", None)`` for an option it
+    was given, ``("setup", None)`` for what its ``setup=`` gives."""
     from hydra.core.hydra_config import HydraConfig
 
     if not HydraConfig.initialized():
-        return None
+        if not _KEY_VALUE:
+            return None
+        typed = _KEY_VALUE[-1][1]
+        if any(key == path or key.startswith(path + ".") for key in typed):
+            return "line", None
+        return ("setup", None) if path in _FROM_SETUP else ("", None)
     hydra = HydraConfig.get()
     choices = hydra.runtime.choices
     if _typed_on_command_line(path, list(hydra.overrides.task), set(choices)):

@@ -3,6 +3,8 @@
     python -m experiments.costs [setup=70b_h100x4] [model=PRESET] [node=GPUsxGPU]
                                 [tokens=500,1000,2000,8000,16000,32000] [mfu=0.5]
                                 [out_dir=PATH]
+                                [model.name=NAME model.FIELD=...] [cluster.node=GPUsxGPU]
+                                [cluster.nodes=[GPUsxGPU,...]] [+cluster.gpus.NAME.FIELD=...]
 
 ``setup=`` (one of the published setups, e.g. ``glm52_h100x8``) chooses the model
 and the node; ``model=`` and ``node=``, when given, win over the setup's, as
@@ -10,10 +12,24 @@ and the node; ``model=`` and ``node=``, when given, win over the setup's, as
 model=glm-4.5`` is glm-4.5 on a 4xH100 node; the table's first line names the
 model and node it is for). ``mfu=`` is the prefill's model FLOPs utilisation,
 in (0, 1] (``sim.mfu`` on the Hydra commands; the default is its default): it
-sets the prefill row only. Prints the table and, with ``out_dir``, writes
-``costs.json``: ``{"model", "node", "mfu", "kv_bytes_per_token",
-"budget_tokens", "tokens": [...], "ms": {"prefill": [...], "disk": [...],
-"rdma": [...], "ram": [...], "hbm": [...]}}``.
+sets the prefill row only.
+
+A cluster of one's own is given as on the Hydra commands and ``compare``, built by
+the same code (``experiments.config.cluster_from_options``, docs/configuration.md):
+a model of one's own (a new ``model.name`` and ModelSpec's fields), a GPU kind of
+one's own (``+cluster.gpus.NAME.<field>=...``, every GpuSpec field; the ``+`` is
+optional here) and the node (``cluster.node=4xNAME``), each changing the setup's.
+``model=`` and ``node=`` are the short spellings of ``model.name=`` and
+``cluster.node=`` (both spellings of one is refused). ``cluster.nodes=[...]`` prints
+one table per node kind it lists, in order; ``cluster.n_nodes`` is refused (the
+table is one node's).
+
+Prints the table and, with ``out_dir``, writes ``costs.json``: ``{"model", "node",
+"mfu", "kv_bytes_per_token", "budget_tokens", "tokens": [...], "ms": {"prefill":
+[...], "disk": [...], "rdma": [...], "ram": [...], "hbm": [...]}, "cluster_figures"}``
+(``cluster_figures``: the model's and the node's figures, ``ClusterSpec.figures()``
+of that one node, as ``results.json`` records a cluster); for ``cluster.nodes`` of
+several kinds, ``{"nodes": [one such table per kind]}``.
 """
 
 from __future__ import annotations
@@ -21,11 +37,19 @@ from __future__ import annotations
 from typing import Any
 
 from envs.files import write_json_atomic
-from envs.sim.config import DEFAULT_SETUP, SETUPS, SimConfig
-from envs.sim.timing import NodeCosts, model_preset, parse_node
-from experiments._cli import UsageError, main_guard, naming_value, parse_args
+from envs.sim.config import DEFAULT_SETUP, SETUPS, ClusterSpec, SimConfig
+from envs.sim.timing import ModelSpec, NodeCosts, NodeSpec, model_preset, parse_node
+from experiments._cli import (
+    CLUSTER_HELP,
+    UsageError,
+    main_guard,
+    naming_value,
+    parse_args,
+    split_cluster_options,
+)
 from experiments._io import claim_out_dir, releasing_out_dirs
 
+COMMAND = "experiments.costs"
 DEFAULTS: dict[str, Any] = {
     "setup": DEFAULT_SETUP,
     "model": "",  # the setup's
@@ -39,10 +63,12 @@ SOURCES = ("prefill", "disk", "rdma", "ram", "hbm")
 
 
 def cost_table(
-    model: str, node: str, tokens: list[int], mfu: float = SimConfig.mfu
+    model: str | ModelSpec, node: str | NodeSpec, tokens: list[int], mfu: float = SimConfig.mfu
 ) -> dict[str, Any]:
-    """The table as a dict (see the module docstring)."""
-    costs = NodeCosts(parse_node(node), model_preset(model), mfu=mfu)
+    """The table as a dict (see the module docstring): a preset's name or a spec each."""
+    spec = model_preset(model) if isinstance(model, str) else model
+    kind = parse_node(node) if isinstance(node, str) else node
+    costs = NodeCosts(kind, spec, mfu=mfu)
     ms: dict[str, list[float]] = {source: [] for source in SOURCES}
     for n in tokens:
         ms["prefill"].append(costs.prefill_s(n) * 1e3)
@@ -56,6 +82,7 @@ def cost_table(
         "budget_tokens": costs.budget_tokens,
         "tokens": tokens,
         "ms": ms,
+        "cluster_figures": ClusterSpec(spec, (kind,)).figures(),
     }
 
 
@@ -71,34 +98,60 @@ def _fmt(value: float) -> str:
 
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    options = parse_args("experiments.costs", DEFAULTS, argv)
+    argv, given = split_cluster_options(COMMAND, argv)
+    options = parse_args(
+        COMMAND,
+        DEFAULTS,
+        argv,
+        (*CLUSTER_HELP, "  (here a table per node kind; cluster.n_nodes does not apply)"),
+    )
     if options["setup"] not in SETUPS:
         raise UsageError(
-            f"experiments.costs: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}"
+            f"{COMMAND}: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}"
         )
-    setup_model, setup_node, _ = SETUPS[options["setup"]]
-    model, node = options["model"] or setup_model, options["node"] or setup_node
-    with naming_value("model", model):  # named as the option typed, as Hydra's model.name
-        model_preset(model)
-    with naming_value("node", node):
-        parse_node(node)
+    if "cluster.n_nodes" in given:
+        raise UsageError(
+            f"{COMMAND}: cluster.n_nodes= does not apply: the table is one node's (cluster.node=, "
+            "or cluster.nodes=[...] for a table per node kind)"
+        )
+    for short, option in (("model", "model.name"), ("node", "cluster.node")):
+        if options[short] and option in given:
+            raise UsageError(f"{COMMAND}: {short}= and {option}= are one option: give one of them")
+        if options[short] and not given:  # named as typed; one's own kinds are the builder's
+            with naming_value(short, options[short]):
+                (model_preset if short == "model" else parse_node)(options[short])
+        if options[short]:
+            given = {**given, option: options[short]}
     try:
         tokens = [int(t) for t in options["tokens"]]
     except ValueError:
-        raise UsageError(
-            f"experiments.costs: tokens must be integers, got {options['tokens']!r}"
-        ) from None
+        raise UsageError(f"{COMMAND}: tokens must be integers, got {options['tokens']!r}") from None
     if not tokens:
-        raise UsageError("experiments.costs: tokens is empty; give at least one token count")
+        raise UsageError(f"{COMMAND}: tokens is empty; give at least one token count")
     if any(t <= 0 for t in tokens):
-        raise UsageError(f"experiments.costs: tokens must be positive, got {tokens!r}")
+        raise UsageError(f"{COMMAND}: tokens must be positive, got {tokens!r}")
     if not 0 < options["mfu"] <= 1:
-        raise UsageError(f"experiments.costs: mfu must be in (0, 1], got {options['mfu']}")
+        raise UsageError(f"{COMMAND}: mfu must be in (0, 1], got {options['mfu']}")
+    from experiments.config import cluster_from_options
+
+    _, cluster = cluster_from_options(COMMAND, options["setup"], given)
+    kinds = list({node.name: node for node in cluster.nodes}.values())  # each kind once
     if options["out_dir"]:
         claim_out_dir(
-            options["out_dir"], "experiments.costs: out_dir", ("costs.json",), options["overwrite"]
+            options["out_dir"], f"{COMMAND}: out_dir", ("costs.json",), options["overwrite"]
         )
-    table = cost_table(model, node, tokens, options["mfu"])
+    tables = [cost_table(cluster.model, kind, tokens, options["mfu"]) for kind in kinds]
+    for table in tables:
+        _print_table(table)
+    result = tables[0] if len(tables) == 1 else {"nodes": tables}
+    if options["out_dir"]:
+        path = write_json_atomic(f"{options['out_dir']}/costs.json", result)
+        print(f"wrote {path}")
+    return result
+
+
+def _print_table(table: dict[str, Any]) -> None:
+    tokens = table["tokens"]
     print(
         f"ms to make N tokens of KV resident: {table['model']} on one {table['node']} node "
         f"(KV {table['kv_bytes_per_token']:,.0f} B/token, budget {table['budget_tokens']:,} "
@@ -111,10 +164,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ratio_rdma = table["ms"]["prefill"][0] / table["ms"]["rdma"][0]
     ratio_ram = table["ms"]["prefill"][0] / table["ms"]["ram"][0]
     print(f"prefill is {ratio_rdma:.0f}x an RDMA copy and {ratio_ram:.0f}x a RAM load")
-    if options["out_dir"]:
-        path = write_json_atomic(f"{options['out_dir']}/costs.json", table)
-        print(f"wrote {path}")
-    return table
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ several draws and reports the mean reduction and its sample standard deviation
 (ddof 1).
 ``sim.NAME=VALUE`` sets a simulator option as ``compare`` takes it
 (:mod:`experiments._sim_options`: the stale view, faults, realism options, ...).
+A cluster of one's own (``model.*``, ``cluster.*``, ``+cluster.gpus.*``, which
+``compare`` takes) is refused in one line: reproduce is, by definition, the
+published setups.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from experiments._cli import (
     main_guard,
     parse_args,
     parse_value,
+    refuse_cluster_options,
     sim_config_of,
     sim_defaults,
     stamp_trace,
@@ -259,6 +263,11 @@ def causal_kv_modes(text: str) -> list[bool]:
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv, sim_options = split_sim_options("experiments.reproduce", argv)
+    refuse_cluster_options(
+        "experiments.reproduce",
+        argv,
+        "it reproduces the published setups (setups=); compare runs one's own cluster",
+    )
     options = parse_args("experiments.reproduce", DEFAULTS, argv, sim_help)
     options["sim"] = sim_options  # sim.NAME=VALUE (experiments._sim_options)
     if not options["setups"]:

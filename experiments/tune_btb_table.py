@@ -15,6 +15,8 @@ shipped ``baselines/btb_tuned.json`` is refused unless ``overwrite=true`` (which
 regenerating it needs), and an ``out_dir`` that holds anything already is refused
 unless ``overwrite=true`` (the table is then replaced as it lands, so a failed
 run keeps the old one). About a minute for the 15 default cells on 2 cores.
+A cluster of one's own (``model.*``, ``cluster.*``) is refused in one line: the
+table is kept by published setup (``tune_btb`` tunes BTB on one's own cluster).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from experiments._cli import (
     UsageError,
     main_guard,
     parse_args,
+    refuse_cluster_options,
     sim_config_of,
     sim_defaults,
 )
@@ -154,6 +157,12 @@ def claim_output(options: dict[str, Any]) -> Path:
 
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    refuse_cluster_options(
+        COMMAND,
+        argv,
+        "the btb_tuned table is kept by published setup (setups=); tune_btb tunes BTB "
+        "on one's own cluster",
+    )
     options = parse_args(COMMAND, DEFAULTS, argv)
     check_options(options)
     out = claim_output(options)
