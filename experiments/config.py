@@ -425,6 +425,9 @@ def register_configs() -> None:
     # the run folder names the workload: its name, or trace-<file name> for a trace
     if not OmegaConf.has_resolver("btb_workload"):
         OmegaConf.register_new_resolver("btb_workload", run_folder_workload)
+    # the cluster's node count, cluster.nodes' entries where given (tune_btb's M range)
+    if not OmegaConf.has_resolver("btb_nodes"):
+        OmegaConf.register_new_resolver("btb_nodes", nodes_count)
 
 
 DEFAULT_RUN_PARENTS: dict[Path, Path] = {}
@@ -762,6 +765,13 @@ def cluster_from_options(
     if cfg.cluster.nodes is not None:  # as check_world records it
         cfg.cluster.node, cfg.cluster.n_nodes = None, len(cluster.nodes)
     return cfg, cluster
+
+
+def nodes_count(nodes: Any, n_nodes: Any) -> int:
+    """The ``btb_nodes`` resolver: ``cluster.nodes``' entries where it is a list, else
+    ``cluster.n_nodes`` (:func:`cluster_size` of the two values, for an interpolation:
+    ``${btb_nodes:${cluster.nodes},${cluster.n_nodes}}``)."""
+    return len(nodes) if _is_sequence(nodes) else int(n_nodes)
 
 
 def cluster_size(cfg: Any) -> int:

@@ -91,8 +91,9 @@ def check_sweep(args: list[str]) -> None:
     least one block of the workload): the sweep stops at its first failed trial.
 
     Each search space is the command line's (``m=``) if it has one, else
-    ``hydra.sweeper.params``'s (conf/hydra/sweeper/btb_optuna.yaml's M follows
-    ``cluster.n_nodes``; the basic sweeper has none).
+    ``hydra.sweeper.params``'s (conf/hydra/sweeper/btb_optuna.yaml's M follows the
+    cluster's nodes, ``cluster.nodes``' entries or ``cluster.n_nodes``; the basic
+    sweeper has none).
     A sweep over clusters (``cluster=a,b``, ``setup=``, ``model=``) checks M against
     the smallest of them: the sweeper draws M from one search space for every job.
     Left to each job: M when the node count is swept over a range, Y when the

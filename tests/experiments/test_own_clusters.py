@@ -481,3 +481,16 @@ def test_a_resumed_run_whose_own_gpu_kept_its_name_says_the_figure_that_changed(
     ]
     other = env_kwargs(_compose([*MINE, *MYGPU, "cluster.nodes=[4xH100,4xH100,2xMYGPU]"]))
     assert resume_changes(saved, other)["cluster"] == [label, "mine_4xH100_x2+2xMYGPU_x1"]
+
+
+def test_tune_btb_s_default_m_range_follows_the_nodes_listed() -> None:
+    """conf/hydra/sweeper/btb_optuna.yaml's M is 1..the cluster's nodes: three for
+    cluster.nodes of three entries (it followed cluster.n_nodes, the default
+    option's 4, and the sweep was refused before it started); n_nodes as before."""
+    from experiments.tune_btb import check_sweep
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        for overrides, m in (([MIXED], 3), (["cluster.n_nodes=2"], 2), ([], 4)):
+            cfg = compose("tune_btb", overrides=overrides, return_hydra_config=True)
+            assert cfg.hydra.sweeper.params.m == f"int(interval(1, {m}))"
+    check_sweep(["-m", "workload=tiny", MIXED])
