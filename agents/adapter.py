@@ -25,6 +25,7 @@ from envs.encoder import (
     EPOCH_NODE_FEATURES,
     OBSERVATION_OPTIONS,
     ObservationEncoder,
+    cluster_time_scale,
     epoch_observation_size,
     observation_options,
     observation_size,
@@ -193,6 +194,22 @@ class AgentPolicy(Policy):
                 f"on; this cluster has {n_nodes} (only net=set with ppo, a2c or maskable_ppo "
                 "runs on other node counts)"
             )
+
+    def check_cluster(self, cluster: Any, config: Any) -> None:
+        """Refuse, with a ValueError naming the agent, a cluster (a ``ClusterSpec``,
+        simulated under the SimConfig ``config``) it cannot run on: too many or too few
+        nodes for its network (:meth:`check_nodes`), or, for an observation counted in
+        ``time_unit=reference``, nodes that prefill at several speeds (a cluster of
+        one's own of mixed nodes), which it said only at its first window's reset."""
+        self.check_nodes(len(cluster.nodes))
+        if self.spec.env == "thresholds":  # its epoch features count no durations
+            return
+        if observation_options(self.spec.env_kwargs)["time_unit"] != "reference":
+            return
+        try:
+            cluster_time_scale(cluster, config)
+        except ValueError as error:
+            raise ValueError(f"agent {self.name!r} (as trained): {error}") from None
 
     def reset(self, sim: Simulator) -> None:
         self.check_nodes(sim.n_nodes)

@@ -57,7 +57,10 @@ model and cluster by the setup's name), and ``results.json`` records it as they
 do: ``config.setup`` (that name), ``config.model``, ``config.cluster`` and
 ``config.cluster_figures`` (``ClusterSpec.figures()``, every figure). An agent
 trained on a cluster of its own that runs on another gets a note with the options
-that run it on its own.
+that run it on its own. An agent that cannot run on the cluster (its network's
+node count; ``time_unit=reference`` on nodes that prefill at several speeds) is
+refused before any run, naming it; the shipped ones ``agents=zoo`` brings that
+cannot count reference seconds there are left out instead, with a note naming them.
 
 
 * ``results.json``: ``{"rows": [...], "config": {...}, "provenance": {...}}`` (what
@@ -519,6 +522,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     shown = workload_label(options["workload"], params)
     names = resolve_policies(options)
     agent_dirs = resolve_agents(options["agents"])
+    config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
+    config = with_sim_options(config, sim_options)
     agents: dict[str, Any] = {}
     if agent_dirs:
         import torch
@@ -529,12 +534,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(1)  # tiny networks, one decision at a time: threads only add overhead
         loaded = [AgentPolicy.load(folder) for folder in agent_dirs]
         labels = agent_labels([a.name for a in loaded], [str(f) for f in agent_dirs])
-        for folder, agent, label in zip(agent_dirs, loaded, labels, strict=True):
+        left_out: list[tuple[str, str]] = []  # shipped agents agents=zoo brought, not run
+        for folder, agent, label in zip(list(agent_dirs), loaded, labels, strict=True):
             if label in names:
                 raise UsageError(f"agent {folder} is named {label!r}, like a policy already run")
             agent.name = label  # same-named agents from different folders stay apart
-            agent.check_nodes(n_nodes)  # before any run
+            try:
+                agent.check_cluster(cluster, config)  # before any run
+            except ValueError as error:
+                if "zoo" not in options["agents"] or "time_unit" not in str(error):
+                    raise
+                left_out.append((label, str(error).partition(": ")[2]))
+                agent_dirs.remove(folder)
+                continue
             agents[label] = agent
+        if left_out:  # (each for one reason: time_unit=reference on nodes of several speeds)
+            print(
+                f"note: agents=zoo leaves out {', '.join(label for label, _ in left_out)}, "
+                f"which cannot run on {setup}: {left_out[0][1]}; agents= naming one refuses it"
+            )
     limit = options["windows"] or None
     workload = options["workload"]
     trained_in = {label: str(folder) for label, folder in zip(agents, agent_dirs, strict=True)}
@@ -558,8 +576,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}
     check_policy_nodes(policies, baseline_kwargs, n_nodes)
     policies.update(agents)
-    config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
-    config = with_sim_options(config, sim_options)
     config.check_cluster(n_nodes)  # before any window runs
     # more than the workload has: said when asked for, not for the default on a short trace
     asked = options["windows"] != DEFAULTS["windows"]

@@ -38,6 +38,7 @@ from experiments.config import (
     cluster_of,
     register_configs,
     setup_label,
+    sim_of,
     window_pool_of,
     workload_label,
     workload_params,
@@ -128,7 +129,7 @@ def evaluate(cfg: DictConfig) -> float:
         if label in POLICIES:
             raise ValueError(f"checkpoint: agent name {label!r} is a baseline's name")
         agent.name = label
-        agent.check_nodes(int(cfg.cluster.n_nodes))  # before any run, not at its first window
+        agent.check_cluster(cluster_of(cfg), sim_of(cfg))  # before any run, not its first window
         agents[label] = agent
     every = policy_settings(
         OmegaConf.to_container(cfg.policy_kwargs, resolve=True),  # type: ignore[arg-type]

@@ -320,3 +320,58 @@ def test_the_published_setups_commands_refuse_a_cluster_of_ones_own(
             f"error: experiments.{command}: {key}= describes a cluster of one's own, which "
             f"experiments.{command} does not take: {why}\n",
         )
+
+
+REFERENCE_ON_MIXED = (
+    "time_unit=reference needs nodes that prefill at one speed; this cluster's take "
+    "3.57e-05, 7.14e-05 s a token"
+)  # llama-3.3-70b: 71.4 us a token on 4xH100, 35.7 us on 8xH200
+
+
+def test_a_shipped_agent_that_counts_reference_seconds_is_refused_on_mixed_speeds_before_any_run(
+    run_command: Any, tmp_path: Path
+) -> None:
+    """improve_warm_step counts time_unit=reference, which needs one prefill speed: on
+    4xH100 and 8xH200 it is refused before any run, naming it (it failed at its first
+    window, after the baselines had run, naming no agent); evaluate likewise."""
+    out = tmp_path / "run"
+    proc = run_command(
+        "experiments.compare",
+        [*SMALL[:2], *QUIET, "agents=improve_warm_step", MIXED, f"out_dir={out}"],
+        tmp_path,
+    )
+    line = f"agent 'improve_warm_step' (as trained): {REFERENCE_ON_MIXED}"
+    assert (proc.returncode, proc.stderr) == (2, f"error: experiments.compare: {line}\n")
+    assert not out.exists()
+    proc = run_command(
+        "experiments.evaluate",
+        ["logger=none", "workload=tiny", "checkpoint=[improve_warm_step]", MIXED,
+         f"out_dir={out}"],
+        tmp_path,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (2, f"error: experiments.evaluate: {line}\n")
+
+
+def test_agents_zoo_on_mixed_speeds_leaves_out_the_agents_that_cannot_run_there(
+    run_command: Any, tmp_path: Path
+) -> None:
+    """The main job's default agents=zoo on a cluster of mixed nodes runs every
+    shipped agent that can, and says which it leaves out and why."""
+    out = tmp_path / "run"
+    proc = run_command(
+        "experiments.compare", [*SMALL[:2], *QUIET, "policies=least_load", MIXED,
+                                f"out_dir={out}"], tmp_path
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == (
+        "note: agents=zoo leaves out improve_warm_reference, improve_warm_step, which cannot "
+        f"run on llama-3.3-70b_4xH100_x2+8xH200_x1: {REFERENCE_ON_MIXED}; agents= naming one "
+        "refuses it"
+    )
+    result = json.loads((out / "results.json").read_text())
+    from agents import zoo_names
+
+    ran = {row["policy"] for row in result["rows"]}
+    assert ran >= set(zoo_names()) - {"improve_warm_reference", "improve_warm_step"}
+    assert not ran & {"improve_warm_reference", "improve_warm_step"}
+    assert len(result["config"]["agents"]) == len(zoo_names()) - 2
