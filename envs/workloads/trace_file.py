@@ -643,6 +643,18 @@ def _finish(report: ReadReport, read: ReadOptions) -> None:
     finish_report(report, read, stacklevel=5)
 
 
+def _unit_places(seconds: float, units_per_s: float) -> int:
+    """The decimal places of ``seconds`` (as written) in a trace unit of
+    ``units_per_s`` a second: 0.117 s has 3, or 0 in milliseconds;
+    :data:`NO_PLACES` for a number in exponent form or a unit that is no power of
+    ten (the binary product's places are then taken)."""
+    places = decimal_places(seconds)
+    shift = round(math.log10(units_per_s))
+    if places >= NO_PLACES or 10.0**shift != units_per_s:
+        return NO_PLACES
+    return max(places - shift, 0)
+
+
 class _Slots:
     """The one rule that puts a row of absolute times in its ``window_s`` window and
     says where in it the row arrives (the plan's windows and the windows built from
@@ -667,13 +679,23 @@ class _Slots:
         self.doubt = 1e-12 * (abs(origin) / units_per_s + abs(start_s) + window_s)
         """How far a binary guess is believed from the rounded arrival, less the
         part that grows with the time itself (see :meth:`slot`)."""
+        self._window_places = max(
+            _unit_places(start_s, units_per_s), _unit_places(window_s, units_per_s)
+        )
+        """The places of a window's opening, ``start_s`` plus whole windows, in the
+        trace's unit (as the options were written)."""
         self._slot = 0
-        self._opening = self.opening(start_s)
+        self._opening = self.opening(start_s, self._window_places)
 
-    def opening(self, offset_s: float) -> tuple[float, int]:
+    def opening(self, offset_s: float, written: int) -> tuple[float, int]:
         """The trace's time ``offset_s`` seconds after the first arrival, as the
-        decimal it is written as (a float), and its decimal places."""
+        decimal it is written as (a float), and its decimal places. ``written``:
+        the offset's places in the trace's unit as the options were written, not
+        the binary sum's (1000.1 + 600 x 0.1 opens at 1060.1, not at
+        1060.1000000000001: 600 x 0.1 is 60.00000000000001)."""
         offset = offset_s * self.units_per_s
+        if written < NO_PLACES:
+            offset = round(offset, written)
         places = max(decimal_places(self.origin), decimal_places(offset))
         opens = self.origin + offset
         if places < NO_PLACES:  # the decimal the window opens at, as a float
@@ -683,7 +705,8 @@ class _Slots:
     def since(self, time: float, slot: int) -> float:
         """Seconds from the opening of window ``slot`` to ``time``."""
         if slot != self._slot:
-            self._slot, self._opening = slot, self.opening(self.start_s + slot * self.window_s)
+            self._slot = slot
+            self._opening = self.opening(self.start_s + slot * self.window_s, self._window_places)
         opens, places = self._opening
         return rebased(time, opens, places, self.units_per_s)
 
@@ -711,7 +734,7 @@ class _Slots:
         """Whether ``time`` is at or after ``end_s`` (a boundary as a window's is)."""
         if self.end_s == math.inf:
             return False
-        opens, places = self.opening(self.end_s)
+        opens, places = self.opening(self.end_s, _unit_places(self.end_s, self.units_per_s))
         return rebased(time, opens, places, self.units_per_s) >= 0.0
 
     def slot(self, time: float) -> int | None:

@@ -628,6 +628,31 @@ def test_a_decimal_row_on_a_window_boundary_opens_the_later_window(tmp_path: Pat
             assert all(0.0 <= r.arrival_s < window_s for r in window.requests)
 
 
+def test_windows_of_decimal_length_open_at_their_decimal_times(tmp_path: Path) -> None:
+    """A window of a decimal ``window_s`` (or after a decimal ``start_s``) opens at
+    the decimal it is: at window_s=0.1 from 1000.1, window 600 opens at 1060.1, not
+    at 1000.1 + 600 x 0.1 in binary (60.00000000000001 s: 1060.1000000000001), which
+    put the row at 1060.1 a window early, at 0.09999999999990905 s. A row at
+    start_s=100.2 (1100.3, 100.19999999999993 s after 1000.1 in binary) is kept."""
+    times = [1000.1, 1030.0, 1060.1, 1100.3, 1300.1]
+    rows = [{**qwen_rows()[1], "chat_id": 10 + i, "timestamp": t} for i, t in enumerate(times)]
+    path = write_jsonl(tmp_path / "q.jsonl", rows)
+
+    def found(**options: float) -> list[tuple[str, list[float]]]:
+        read = trace_windows(TraceOptions(path=str(path), time_unit="s", **options), "all")
+        return [(w.meta["trace_id"], [r.arrival_s for r in w.requests]) for w in read]
+
+    assert found(window_s=0.1) == [("q-0000", [0.0]), ("q-0299", [0.0]), ("q-0600", [0.0]),
+                                   ("q-1002", [0.0]), ("q-3000", [0.0])]  # fmt: skip
+    assert found(window_s=0.3) == [("q-0000", [0.0]), ("q-0099", [0.2]), ("q-0200", [0.0]),
+                                   ("q-0334", [0.0]), ("q-1000", [0.0])]  # fmt: skip
+    plan = plan_trace(TraceOptions(path=str(path), time_unit="s", window_s=0.1))
+    assert [w.key for w in plan.windows] == [0, 299, 600, 1002, 3000]
+    assert found(window_s=120.0, start_s=100.2) == [("q-0000", [0.0]), ("q-0001", [79.8])]
+    # end_s on a row leaves it out, a row before it is kept
+    assert found(window_s=120.0, start_s=29.9, end_s=100.2) == [("q-0000", [0.0, 30.1])]
+
+
 def test_negative_decimal_times_keep_their_order_in_a_window(tmp_path: Path) -> None:
     """Rounding to the written places is for non-negative times: with a window
     opening at -259.538, -13.165000000000001 (binary difference 246.37299999999999)
