@@ -73,7 +73,7 @@ from envs.workloads.readers.base import (
     window_again,
     window_units_per_s,
 )
-from envs.workloads.readers.hub import own_rows, require_datasets
+from envs.workloads.readers.hub import own_rows, read_by_line, require_datasets
 from envs.workloads.readers.sources import (
     file_rows,
     first_line,
@@ -221,6 +221,8 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
             return str(file), iter(())
         except _hub_read_errors() as error:
             raise _hub_file_error(file, 0, error) from None
+        if not read_by_line(file):  # one JSON document: the library's rows, as it gives them
+            return str(file), enumerate(_hub_read(file, dataset), start=1)
         return str(file), _hub_file_rows(file, dataset)
     label = f"{options.path}[{options.hub_split}]"
     if _saved_to_disk(file):

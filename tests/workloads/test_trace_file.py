@@ -863,6 +863,31 @@ def test_format_hub_checks_a_local_file_s_own_values_as_the_file_reader(
     ]
 
 
+def test_format_hub_reads_a_json_document_as_the_library_gives_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A local JSON file of one document (an array of rows, pretty-printed or not)
+    is no JSONL file the file reader reads, but the datasets library reads it: with
+    format=hub (or read_hub_dataset("json", data_files=FILE)) it gives the rows the
+    JSONL file of the same rows gives; it was refused as "line 1, row: not valid
+    JSON" once a local file's rows were read by line."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200])
+    lines = write_jsonl(tmp_path / "rows.jsonl", rows)
+    (expected,) = trace_windows(TraceOptions(path=str(lines)), "all")
+    want = [(r.request_id, r.arrival_s, r.blocks) for r in expected.requests]
+    for name, indent in (("pretty.json", 1), ("flat.json", None)):
+        path = tmp_path / name
+        path.write_text(json.dumps(rows, indent=indent))
+        (window,) = trace_windows(TraceOptions(path=str(path), format="hub"), "all")
+        assert [(r.request_id, r.arrival_s, r.blocks) for r in window.requests] == want
+        (whole,) = read_hub_dataset("json", data_files=str(path))
+        assert [(r.request_id, r.blocks) for r in whole.requests] == [(w[0], w[2]) for w in want]
+
+
 def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path) -> None:
     """helper-56's review: a trace copied over while its windows were read gave a
     run windows of both files, without a word."""

@@ -26,7 +26,7 @@ from envs.workloads.readers.base import (
     assemble_windows,
 )
 from envs.workloads.readers.detect import FORMATS, canonical_format, format_of_row
-from envs.workloads.readers.sources import file_rows
+from envs.workloads.readers.sources import file_rows, is_parquet, jsonl_rows
 
 
 def require_datasets() -> Any:
@@ -76,13 +76,34 @@ def own_rows(file: str | os.PathLike[str], read: Iterable[Any]) -> RowSource:
         )
 
 
+def read_by_line(file: Path) -> bool:
+    """Whether the file reader reads a local ``file`` row for row as the library
+    does: a parquet file, or JSON Lines (its first line that is not blank a JSON
+    object of its own). A JSON file of one document (an array of rows, or an object
+    spread over lines) the library reads too, and the file reader does not: its
+    rows are the library's."""
+    if is_parquet(file):
+        return True
+    rows = jsonl_rows(file)
+    lines = rows.raw_lines()
+    try:
+        for line, raw in enumerate(lines, start=1):
+            row = rows.row_of(raw, line)
+            if row is not None:
+                return not isinstance(row, TraceFormatError)
+    finally:
+        lines.close()  # type: ignore[attr-defined]
+    return True
+
+
 def _local_file(path: str, data_files: Any) -> Path | None:
     """The one local file ``read_hub_dataset`` reads with a generic builder
-    (``read_hub_dataset("json", data_files="trace.jsonl")``), else None."""
+    (``read_hub_dataset("json", data_files="trace.jsonl")``) that the file reader
+    reads row for row (:func:`read_by_line`), else None."""
     if path not in ("json", "parquet") or not isinstance(data_files, (str, os.PathLike)):
         return None
     file = Path(data_files)
-    return file if file.is_file() else None
+    return file if file.is_file() and read_by_line(file) else None
 
 
 def read_hub_dataset(
