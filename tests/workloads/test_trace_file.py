@@ -888,6 +888,23 @@ def test_format_hub_reads_a_json_document_as_the_library_gives_it(
         assert [(r.request_id, r.blocks) for r in whole.requests] == [(w[0], w[2]) for w in want]
 
 
+def test_read_hub_dataset_reads_a_slice_of_a_local_file_s_split(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``split="train[:2]"`` (the library's slice of a split) of a local file gives its
+    first two rows; it was refused as "the datasets library reads 2 rows of the file,
+    and none from this line on" once a local file's rows were its own by line."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    path = write_jsonl(tmp_path / "rows.jsonl", _mooncake([0, 100, 300]))
+    for split, arrivals in (("train", [0.0, 0.1, 0.3]), ("train[:2]", [0.0, 0.1]),
+                            ("train[1:]", [0.0, 0.2])):  # fmt: skip
+        (part,) = read_hub_dataset("json", data_files=str(path), split=split)
+        assert [r.arrival_s for r in part.requests] == arrivals
+
+
 def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path) -> None:
     """helper-56's review: a trace copied over while its windows were read gave a
     run windows of both files, without a word."""

@@ -96,11 +96,16 @@ def read_by_line(file: Path) -> bool:
     return True
 
 
-def _local_file(path: str, data_files: Any) -> Path | None:
-    """The one local file ``read_hub_dataset`` reads with a generic builder
+def _local_file(path: str, data_files: Any, split: str) -> Path | None:
+    """The one local file ``read_hub_dataset`` reads whole with a generic builder
     (``read_hub_dataset("json", data_files="trace.jsonl")``) that the file reader
-    reads row for row (:func:`read_by_line`), else None."""
-    if path not in ("json", "parquet") or not isinstance(data_files, (str, os.PathLike)):
+    reads row for row (:func:`read_by_line`), else None. A slice of its split
+    (``split="train[:100]"``) is the library's rows."""
+    if (
+        path not in ("json", "parquet")
+        or not isinstance(data_files, (str, os.PathLike))
+        or split != "train"
+    ):
         return None
     file = Path(data_files)
     return file if file.is_file() and read_by_line(file) else None
@@ -141,7 +146,7 @@ def read_hub_dataset(
     )
     label = f"{path}[{split}]"
     report = report if report is not None else ReadReport(source=label)
-    local = _local_file(path, data_files)
+    local = _local_file(path, data_files, split)
     rows: Iterator[tuple[int, Any]] = (
         iter(own_rows(local, dataset)) if local is not None else enumerate(iter(dataset), start=1)
     )
