@@ -258,6 +258,13 @@ def _causal_landing_s(
     if state != WAIT_SOURCE:
         if target.work == COPY and target.work_obj is copy:  # being written now
             return max(target.work_end - now, 0.0)
+        ahead = 0.0  # queued on its target (the reference copy model): after the
+        for queued in target.copy_queue:  # target's current work and the copies before it
+            if queued is copy:
+                work = target.work
+                busy = target.work_end - now if work in (PREFILL, COPY, SPECULATE) else 0.0
+                return max(busy, 0.0) + ahead + transfer
+            ahead += transfer_s(queued.bytes, target)
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:

@@ -14,7 +14,7 @@ import envs.encoder
 from envs.encoder import ObservationEncoder
 from envs.sim import setup_cluster
 from envs.sim.forecast import INF, prefix_key, transfer_s, usable_tokens
-from envs.sim.node import COPY, PREFILL
+from envs.sim.node import COPY, PREFILL, SPECULATE
 from envs.sim.transfers import MOVING, WAIT_SOURCE
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
@@ -30,6 +30,11 @@ def _landing_s(sim, copy, now, depth):
         target = sim.nodes[copy.dst]
         if target.work == COPY and target.work_obj is copy:  # being written now
             return max(target.work_end - now, 0.0)
+        queue = list(target.copy_queue)
+        if any(queued is copy for queued in queue):  # after the current work and those ahead
+            ahead = queue[: [id(q) for q in queue].index(id(copy))]
+            busy = target.work_end - now if target.work in (PREFILL, COPY, SPECULATE) else 0.0
+            return max(busy, 0.0) + sum(transfer_s(q.bytes, target) for q in ahead) + transfer
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:

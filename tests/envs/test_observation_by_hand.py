@@ -240,12 +240,6 @@ def test_a_copy_landing_now_counts_from_when_it_lands(compiled: bool) -> None:
     assert nodes[1]["first_token"] == pytest.approx(log_s(0.035), rel=1e-6)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a copy queued behind its target's current work (the reference copy model) is "
-    "costed as starting now: first_token 167 ms, not 191 (reported, not fixed: the fix "
-    "moves shipped agents' rows)",
-)
 @pytest.mark.parametrize("compiled", COMPILED)
 def test_a_copy_queued_behind_a_prefill_counts_from_when_it_lands(compiled: bool) -> None:
     """r0 leaves a0..a3 on node 0 (64 ms); r1 (256 tokens) prefills on node 1 from 0 to

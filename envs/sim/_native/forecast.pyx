@@ -274,10 +274,20 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     if rdma_bw[dst] < 0.0:  # not read yet in this estimate
         rdma_bw[dst] = nodes[dst].spec.rdma_bw
     cdef double transfer = copy.bytes / rdma_bw[dst]
+    cdef double ahead, busy
     if state != WAIT_SOURCE:
         target = nodes[dst]
         if target.work == COPY and target.work_obj is copy:  # being written now
             return _pymax(target.work_end - now, 0.0)
+        ahead = 0.0  # queued on its target (the reference copy model): after the
+        for queued in target.copy_queue:  # target's current work and the copies before it
+            if queued is copy:
+                work = target.work
+                busy = target.work_end - now if (
+                    work == PREFILL or work == COPY or work == SPECULATE
+                ) else 0.0
+                return _pymax(busy, 0.0) + ahead + transfer
+            ahead += queued.bytes / rdma_bw[dst]
         return transfer
     src = copy.src
     source = nodes[src]
