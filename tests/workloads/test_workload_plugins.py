@@ -76,6 +76,24 @@ def bad_default(window, seed, split, trace_id, rates=None):
     return []
 
 
+def numpy_rows(window, seed, split, trace_id, block_tokens=4):
+    """two_rows's rows as a numpy generator writes them."""
+    return [
+        {"arrival_s": np.float64(2.0), "input_length": np.int64(8),
+         "hash_ids": np.array([7, 9], dtype=np.int64), "output_length": np.int32(0)},
+        {"arrival_s": np.float32(0.5), "input_length": np.uint16(6),
+         "hash_ids": [np.int64(7), 8], "request_id": np.int64(12)},
+    ]
+
+
+def numpy_matrix(window, seed, split, trace_id):
+    return [{"arrival_s": 0.0, "input_length": 300, "hash_ids": np.ones((2, 1), dtype=int)}]
+
+
+def numpy_fraction(window, seed, split, trace_id):
+    return [{"arrival_s": 0.0, "input_length": np.float64(300.5), "hash_ids": [1, 2]}]
+
+
 def poisson(window, seed, split, trace_id, rate=-1.0):
     n = int(np.random.default_rng(seed).poisson(rate))  # the failing line
     return [{"arrival_s": 0.0, "input_length": 1, "hash_ids": [1]}] * n
@@ -117,6 +135,34 @@ def test_rows_are_checked_and_written_in_the_registered_layout(own: str) -> None
     assert (first.arrival_s, second.arrival_s) == (0.0, 2.0)
     assert (first.tenant, second.tenant) == ("t", "")  # tenants never share KV ...
     assert first.blocks[0] != second.blocks[0]
+
+
+def test_numpy_numbers_are_taken_as_python_numbers(own: str) -> None:
+    """numpy scalars (np.int64 lengths, np.float64 / np.float32 arrivals, an np.int64
+    id) and hash lists as a 1-d integer array or holding np.int64 come back as the
+    Python numbers they hold (exactly int and float: the cores compute with them);
+    a 2-d array, or a length of 300.5, is refused as a file's row is."""
+    ((spec, rows),) = list(window_rows(f"plugin:{own}:numpy_rows", "test", seed=7, limit=1))
+    tid = spec.trace_id
+    assert [
+        (r["arrival_s"], r["input_length"], r["output_length"], r["hash_ids"], r["request_id"])
+        for r in rows
+    ] == [(0.5, 6, 1, [7, 8], "12"), (2.0, 8, 1, [7, 9], f"{tid}-1")]
+    for row in rows:
+        assert type(row["arrival_s"]) is float
+        assert type(row["input_length"]) is int and type(row["output_length"]) is int
+        assert {type(h) for h in row["hash_ids"]} == {int}
+    window = next(windows(f"plugin:{own}:numpy_rows", "test", seed=7, limit=1))
+    first, second = window.requests
+    assert first.blocks[0] == second.blocks[0] and first.blocks[1] != second.blocks[1]
+    assert type(first.arrival_s) is float and type(first.input_tokens) is int
+    for function, said in (
+        ("numpy_matrix", "field 'hash_ids': expected a list or a 1-d integer array, got a "
+                         "2-d array of int64"),
+        ("numpy_fraction", "field 'input_length': expected an integer, got 300.5"),
+    ):  # fmt: skip
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            list(window_rows(f"plugin:{own}:{function}", "test", limit=1))
 
 
 def test_parameters_splits_and_seeds_are_a_registered_workload_s(own: str) -> None:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypedDict
 
+import numpy as np
+
 from envs.sim import native
 from envs.sim.checks import check_int, check_range
 from envs.sim.errors import ConfigError, NamedFields, plural
@@ -249,7 +251,8 @@ def get_int(
     minimum: int = 0,
     default: int | None = None,
 ) -> int:
-    """An integer field (integral floats accepted); ``default`` when absent or null."""
+    """An integer field (integral floats and numpy numbers accepted, as Python ints);
+    ``default`` when absent or null."""
     value = row.get(name)
     if type(value) is int and value >= minimum:
         return value  # the common case first
@@ -257,6 +260,8 @@ def get_int(
         if default is None:
             raise _missing(row, name, loc)
         return default
+    if isinstance(value, _NUMPY_NUMBERS):  # a generator's (np.int64): a Python number
+        value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceFormatError(loc.path, loc.line, name, f"expected an integer, got {value!r}")
     if isinstance(value, float):
@@ -269,12 +274,15 @@ def get_int(
 
 
 def get_number(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: float | None) -> float:
-    """A required finite number, optionally bounded below."""
+    """A required finite number (a numpy one taken as a Python float), optionally
+    bounded below."""
     value = row.get(name)
     if type(value) is int and (minimum is None or value >= minimum):
         return float(value)  # the common case first (an int is always finite)
     if value is None:
         raise _missing(row, name, loc)
+    if isinstance(value, _NUMPY_NUMBERS):  # a generator's (np.float64): a Python number
+        value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TraceFormatError(loc.path, loc.line, name, f"expected a number, got {value!r}")
     number = float(value)
@@ -317,6 +325,8 @@ def get_str(
         if default is None:
             raise _missing(row, name, loc)
         return default
+    if isinstance(value, np.integer):  # a generator's id (np.int64): a Python int
+        value = value.item()
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise TraceFormatError(
             loc.path, loc.line, label or name, f"expected a string, got {value!r}"
@@ -325,30 +335,49 @@ def get_str(
 
 
 def get_hash_ids(row: Mapping[str, Any], name: str, loc: RowLocation) -> list[Hashable]:
-    """A non-empty list of block hashes, each an integer or a string."""
+    """A non-empty list of block hashes, each an integer or a string (numpy integers,
+    and a 1-d numpy integer array for the list, taken as Python ints)."""
     value = row.get(name)
     if type(value) is list and value and _HASH_TYPES.issuperset(map(type, value)):
         return value  # the common case first: a list from a parser, of ints or strings
     if value is None:
         raise _missing(row, name, loc)
+    if isinstance(value, np.ndarray):  # a generator's: a 1-d integer array, as Python ints
+        if value.ndim != 1 or value.dtype.kind not in "iu":
+            raise TraceFormatError(
+                loc.path,
+                loc.line,
+                name,
+                f"expected a list or a 1-d integer array, got a {value.ndim}-d array of "
+                f"{value.dtype}",
+            )
+        value = value.tolist()
     if not isinstance(value, (list, tuple)):
         raise TraceFormatError(loc.path, loc.line, name, f"expected a list, got {_short(value)}")
     if not value:
         raise TraceFormatError(loc.path, loc.line, name, "is empty; a prompt has >= 1 block")
-    for position, item in enumerate(value):
+    hashes = list(value)
+    for position, item in enumerate(hashes):
         kind = type(item)
         if kind is not str and kind is not int:
+            if isinstance(item, np.integer):  # a generator's (np.int64): a Python int
+                hashes[position] = item.item()
+                continue
             raise TraceFormatError(
                 loc.path,
                 loc.line,
                 name,
                 f"item {position} must be an integer or a string, got {_short(item)}",
             )
-    return list(value)
+    return hashes
 
 
 _HASH_TYPES = frozenset((int, str))
 """The types a block hash may have (exactly: not bool, not a subclass)."""
+_NUMPY_NUMBERS = (np.integer, np.floating)
+"""numpy's number scalars, which the row checks take as the Python number they hold
+(``.item()``): a generator of one's own (``envs.workloads.plugins``) draws them. A
+file's rows never hold them; the simulator's cores are given Python numbers only."""
 
 
 def output_tokens(row: Mapping[str, Any], name: str, loc: RowLocation) -> int:
