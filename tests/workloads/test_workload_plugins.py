@@ -86,6 +86,13 @@ def numpy_rows(window, seed, split, trace_id, block_tokens=4):
     ]
 
 
+def unchained(window, seed, split, trace_id, block_tokens=4):
+    """Raw hashes that are no chain: "b" at two depths and after two parents."""
+    hashes = [["a", "b"], ["b", "a"], ["c", "b"], ["a", "b", "c"]]
+    return [{"arrival_s": float(i), "input_length": 4 * len(h), "hash_ids": h}
+            for i, h in enumerate(hashes)]
+
+
 def numpy_matrix(window, seed, split, trace_id):
     return [{"arrival_s": 0.0, "input_length": 300, "hash_ids": np.ones((2, 1), dtype=int)}]
 
@@ -163,6 +170,23 @@ def test_numpy_numbers_are_taken_as_python_numbers(own: str) -> None:
     ):  # fmt: skip
         with pytest.raises(ConfigError, match=re.escape(said)):
             list(window_rows(f"plugin:{own}:{function}", "test", limit=1))
+
+
+def test_its_hashes_are_chained_as_a_trace_file_s(own: str, tmp_path: Path) -> None:
+    """A generator's hash_ids are raw hashes, chained as the trace readers chain a
+    file's (a block id names its whole prefix): "b" first and "b" after "a" are two
+    blocks, "b" after "a" and after "c" two more; a prompt that extends ["a", "b"]
+    shares its two ids. Worked by hand: ids count from 1 in order of first
+    appearance of (parent, hash). Its dataset read back as a trace: the same ids."""
+    from experiments import make_dataset
+
+    name = f"plugin:{own}:unchained"
+    (window,) = windows(name, "test", train_windows=1, test_windows=1, val_windows=0)
+    assert [r.blocks for r in window.requests] == [(1, 2), (3, 4), (5, 6), (1, 2, 7)]
+    make_dataset.main([f"workload={name}", "train_windows=1", "test_windows=1",
+                       f"out_dir={tmp_path / 'd'}", "progress=false"])  # fmt: skip
+    (read,) = windows("trace", "test", path=str(tmp_path / "d" / "test.jsonl"))
+    assert [r.blocks for r in read.requests] == [(1, 2), (3, 4), (5, 6), (1, 2, 7)]
 
 
 def test_parameters_splits_and_seeds_are_a_registered_workload_s(own: str) -> None:
