@@ -96,7 +96,8 @@ class AgentSpec:
     (window counts given included) and ``seed``, and the names of the ``train`` and
     ``val`` windows the run used (for a trace that is a split of a dataset
     ``make_dataset`` wrote, the dataset's, with its ``dataset`` path and each
-    family's configuration, ``families``). One record, not a list, for a checkpoint
+    family's configuration, ``families``; for a workload of one's own, the sha256
+    of its module as imported, ``plugin_sha256``). One record, not a list, for a checkpoint
     saved before the list; None for any other trace not cloned on a workload, or a
     checkpoint saved before it was recorded (its ``env_kwargs`` then say the
     workload, ``experiments.trained_on``)."""
@@ -690,7 +691,7 @@ def _check_record(where: str, record: Any) -> None:
     unknown = sorted(set(record) - set(_REGISTERED_TYPES))
     if unknown:
         raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {known}")
-    needed = [k for k in _REGISTERED_TYPES if k not in _DATASET_KEYS]
+    needed = [k for k in _REGISTERED_TYPES if k not in (*_DATASET_KEYS, *_OPTIONAL_KEYS)]
     if "dataset" in record or "families" in record:  # a dataset's split: both
         needed += list(_DATASET_KEYS)
     missing = [k for k in needed if k not in record]
@@ -771,7 +772,8 @@ _JSON_NAMES: dict[type, str] = {
     list: "array",
 }
 # a registered_windows record's keys and their types (lists: of strings; the seed an
-# integer >= 0); the last two only a dataset's split has
+# integer >= 0); dataset and families only a dataset's split has, plugin_sha256 only a
+# workload of one's own
 _REGISTERED_TYPES: dict[str, type] = {
     "workload": str,
     "params": dict,
@@ -780,8 +782,10 @@ _REGISTERED_TYPES: dict[str, type] = {
     "val": list,
     "dataset": str,
     "families": dict,
+    "plugin_sha256": str,
 }
 _DATASET_KEYS = ("dataset", "families")
+_OPTIONAL_KEYS = ("plugin_sha256",)  # a workload of one's own's module (absent: not one)
 # a started_from entry's keys and their types (None: null allowed)
 _STARTED_TYPES: dict[str, tuple[type, ...]] = {
     "agent": (str,),

@@ -142,7 +142,12 @@ from experiments.report import (
     replication_table,
     write_run,
 )
-from experiments.trained_on import check_seen_windows, cluster_notes, trace_notes
+from experiments.trained_on import (
+    check_seen_windows,
+    cluster_notes,
+    plugin_notes,
+    trace_notes,
+)
 
 DEFAULTS: dict[str, Any] = {
     "policies": [],
@@ -570,6 +575,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for note in trace_notes(agents, trained_in, shown, seen):
             print(note)
     for note in cluster_notes(agents, cluster, setup, "experiments.compare with "):
+        print(note)
+    for note in plugin_notes(agents, trained_in, workload):
         print(note)
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)

@@ -62,6 +62,7 @@ from experiments.trained_on import (
     agent_run,
     check_seen_windows,
     cluster_notes,
+    plugin_notes,
     trace_notes,
 )
 
@@ -172,6 +173,8 @@ def evaluate(cfg: DictConfig) -> float:
         for note in trace_notes(agents, trained_in, workload_label(cfg), seen):
             print(note)
     for note in cluster_notes(agents, cluster_of(cfg), setup_label(cfg)):
+        print(note)
+    for note in plugin_notes(agents, trained_in, str(cfg.workload.name)):
         print(note)
     scored_on = _validation_windows(folders)
     names = [w.name for w in windows]

@@ -127,7 +127,63 @@ def trained_windows(
         for split, count in (("train", n_train), ("val", n_val))
     }
     record = {"workload": workload, "params": dict(params), "seed": int(seed)}
-    return {**record, **names}
+    return {**record, **names, **plugin_code(workload)}
+
+
+def plugin_code(workload: str) -> dict[str, str]:
+    """``{"plugin_sha256": ...}``, the sha256 of the module of a workload of one's own
+    (``plugin:MODULE:FUNCTION``) as this process imported it, for a
+    ``registered_windows`` record: what :func:`plugin_notes` compares; ``{}`` for any
+    other workload, or a module without a file."""
+    from envs.workloads.plugins import is_plugin, load_plugin
+
+    if not is_plugin(workload):
+        return {}
+    sha256 = load_plugin(workload).sha256
+    return {} if sha256 is None else {"plugin_sha256": sha256}
+
+
+def plugin_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], workload: str) -> list[str]:
+    """A note for each agent (by label, its folder in ``folders``) evaluated on the
+    workload of one's own ``workload`` whose records (its own ``registered_windows``,
+    then those of the agents it started from) name that workload with the sha256 of
+    another version of its module than the one imported here: the rows its windows
+    hold may differ from those it was trained on (they are still counted as its own
+    by :func:`check_seen_windows`, whose keys hold the function, not its code). An
+    agent saved before the sha256 was recorded is told nothing."""
+    from envs.workloads.plugins import is_plugin, load_plugin
+
+    if not is_plugin(workload):
+        return []
+    plugin = load_plugin(workload)
+    if plugin.sha256 is None:
+        return []
+    notes = []
+    for label, agent in agents.items():
+        if label not in folders:  # (a sampling twin of an agent told already)
+            continue
+        for spec, _, via in _lineage(agent.spec, folders[label]):
+            saved = spec.registered_windows
+            records = saved if isinstance(saved, list) else [] if saved is None else [saved]
+            trained = next(
+                (
+                    r["plugin_sha256"]
+                    for r in records
+                    if isinstance(r, Mapping)
+                    and r.get("workload") == workload
+                    and r.get("plugin_sha256") not in (None, plugin.sha256)
+                ),
+                None,
+            )
+            if trained is not None:
+                notes.append(
+                    f"note: {label} ({folders[label]}) {via}was trained on {workload} with "
+                    f"its module of sha256 "
+                    f"{trained[:12]}; {plugin.path} is {plugin.sha256[:12]} now: the code "
+                    "that makes these windows changed since (they are still counted as its own)"
+                )
+                break
+    return notes
 
 
 def dataset_windows(path: str | os.PathLike[str]) -> dict[str, Any] | None:
@@ -612,7 +668,9 @@ def _registered_records(spec: Any) -> list[dict[str, Any]]:
         return []
     params = dict(kwargs.get("workload_params") or {})
     seed = int(kwargs.get("data_seed", PUBLISHED_SEED))
-    return [trained_windows(workload, params, seed, None, None)]
+    record = trained_windows(workload, params, seed, None, None)
+    record.pop("plugin_sha256", None)  # (the module as it is now: not what it trained on)
+    return [record]
 
 
 def _seen_records(

@@ -326,6 +326,46 @@ def test_an_agent_s_windows_are_told_apart_from_another_plugin_s(own: str) -> No
     assert seen_registered(spec, other, every, 7, "test", None) == ([], 1, [], 0)
 
 
+def test_an_agent_records_its_module_s_sha256_and_a_change_is_one_note(own: str) -> None:
+    """The record of a training run's windows holds the sha256 of the module's bytes
+    (agent.json loads it; an older record without it loads too, a sha256 that is no
+    string is refused); evaluated on the plugin whose module is now other bytes, the
+    agent gets one note naming both, and its windows are still refused as its own.
+    No note for the same bytes, a record without a sha256, or another workload."""
+    from types import SimpleNamespace
+
+    from agents.algorithms import _check_registered
+    from experiments.trained_on import plugin_notes, seen_registered, trained_windows
+
+    name = f"plugin:{own}:two_rows"
+    code = hashlib.sha256((Path.cwd() / f"{own}.py").read_bytes()).hexdigest()
+    counts = {"train_windows": 1, "test_windows": 1}
+    record = trained_windows(name, counts, 7, 1, 0)
+    assert record["plugin_sha256"] == code
+    older = {key: value for key, value in record.items() if key != "plugin_sha256"}
+    _check_registered("agent.json: registered_windows", [record])
+    _check_registered("agent.json: registered_windows", [older])
+    with pytest.raises(ValueError, match=re.escape("[0].plugin_sha256 must be a JSON string")):
+        _check_registered("agent.json: registered_windows", [{**record, "plugin_sha256": 3}])
+
+    def agent(*records: dict[str, Any]) -> Any:
+        spec = SimpleNamespace(env_kwargs={"workload": name}, registered_windows=list(records))
+        return SimpleNamespace(spec=spec)
+
+    edited = {**record, "plugin_sha256": "ab" * 32}
+    agents = {"a": agent(edited), "same": agent(record), "old": agent(older)}
+    folders = {label: f"/runs/{label}" for label in agents}
+    assert plugin_notes(agents, folders, name) == [
+        f"note: a (/runs/a) was trained on {name} with its module of sha256 abababababab; "
+        f"{(Path.cwd() / f'{own}.py').resolve()} is {code[:12]} now: the code that makes "
+        "these windows changed since (they are still counted as its own)"
+    ]
+    assert plugin_notes(agents, folders, "bursted_synthetic") == []
+    every = {"train_windows": 0, "test_windows": 20}
+    spec = agents["a"].spec
+    assert seen_registered(spec, name, every, 7, "test", None) == (record["train"], 1, [], 0)
+
+
 def _dataset(out: Path, *more: str) -> dict[str, Any]:
     from experiments import make_dataset
 
@@ -430,7 +470,7 @@ def test_the_docs_command_runs(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A run of no RL step on the example at train_windows=1 test_windows=1 trains on
     make_rows-0001, a test window at the example's own counts: agent.json records it
@@ -458,9 +498,10 @@ def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
     train(trained)
     spec = load_spec(tmp_path / "run" / "agent")
     assert spec.env_kwargs["workload"] == EXAMPLE
+    code = hashlib.sha256((ROOT / "examples" / "own_workload.py").read_bytes()).hexdigest()
     assert spec.registered_windows == [{
         "workload": EXAMPLE, "params": {"train_windows": 1, "test_windows": 1},
-        "seed": 20260721, "train": ["make_rows-0001"], "val": [],
+        "seed": 20260721, "train": ["make_rows-0001"], "val": [], "plugin_sha256": code,
     }]  # fmt: skip
 
     def seen(n: int) -> str:
@@ -477,3 +518,23 @@ def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
         compare.main([*plugin, f"agents={tmp_path / 'run' / 'agent'}", "policies=cache_aware",
                       "charts=false", "progress=false", f"out_dir={tmp_path / 'cmp'}"])  # fmt: skip
     assert not (tmp_path / "cmp").exists()
+    # the module edited since (as agent.json saying another sha256 tells): one note,
+    # the windows still the agent's own (refused above; run here with allow_seen_windows)
+    saved = json.loads((agent / "agent.json").read_text())
+    saved["registered_windows"][0]["plugin_sha256"] = "0" * 64
+    (agent / "agent.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match=seen(5)):
+        compare.main([*plugin, f"agents={agent}", "policies=cache_aware", "charts=false",
+                      "progress=false", f"out_dir={tmp_path / 'cmp'}"])  # fmt: skip
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="allow_seen_windows=true"):
+        compare.main([*plugin, f"agents={agent}", "policies=cache_aware", "charts=false",
+                      "progress=false", "windows=1", "allow_seen_windows=true",
+                      f"out_dir={tmp_path / 'cmp'}"])  # fmt: skip
+    notes = [line for line in capsys.readouterr().out.splitlines() if "sha256" in line]
+    assert notes == [
+        f"note: ppo_route ({agent}) was trained on {EXAMPLE} with its module of sha256 "
+        "000000000000; "
+        f"{(ROOT / 'examples' / 'own_workload.py').resolve()} is {code[:12]} now: the code "
+        "that makes these windows changed since (they are still counted as its own)"
+    ]
