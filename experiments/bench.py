@@ -7,6 +7,7 @@
         [learn=btb/Route-v0,btb/RouteWarm-v0,btb/Thresholds-v0] [learn_steps=8192]
         [read_rows=12000] [replay_windows=15] [overwrite=false]
         [workload=trace workload.path=FILE ...]
+        [workload=plugin workload.factory=MODULE:FUNCTION]
 
 Each measurement runs in a fresh process, so its peak RSS is its own; llama-3.3-70b
 on four 4xH100 nodes (``setup=``, a published setup; a cluster of one's own,
@@ -57,7 +58,10 @@ windows and files is never timed.
   a policy makes) and agent inference; each row carries its own parts too.
   ``peak_rss_mb``: the replay's, else the largest row's.
 
-``workload=NAME`` measures that one workload instead of ``workloads``;
+``workload=NAME`` measures that one workload instead of ``workloads`` (a
+workload of one's own: ``workload=plugin workload.factory=MODULE:FUNCTION``, or
+``plugin:MODULE:FUNCTION`` in ``workloads``; ``bench.json``'s ``workload_plugins``
+records each one's module and sha256);
 ``workload=trace workload.path=FILE`` (and the other ``workload.*`` options, as in
 every command) measures the ``window``-th window of a trace file, all splits
 counted (reading it is not timed).
@@ -85,15 +89,19 @@ from envs.files import write_json_atomic
 from envs.sim import native
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import plural
+from envs.workloads.plugins import is_plugin
 from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
+    PLUGIN_OPTION,
     TRACE_PATHS,
     UsageError,
     input_paths,
     main_guard,
     parse_args,
+    plugin_defaults,
     refuse_cluster_options,
+    resolve_workload,
     sim_config_of,
     sim_defaults,
     stamp_trace,
@@ -122,6 +130,7 @@ DEFAULTS: dict[str, Any] = {
     "replay_windows": 15,
     "workload": "",
     **trace_defaults(),
+    **plugin_defaults(),
     "overwrite": False,
 }
 COMMAND = "experiments.bench"
@@ -178,7 +187,8 @@ def _check(options: dict[str, Any]) -> list[str]:
             f"{COMMAND}: window must be >= 0 (a synthetic window's index, or a test "
             f"window's), got {options['window']}"
         )
-    if options["workload"]:  # one workload, spelled as in the other commands
+    if options["workload"] or options[PLUGIN_OPTION]:  # one, spelled as in the other commands
+        options["workload"] = resolve_workload(COMMAND, options)
         options["workloads"] = [options["workload"]]
     if not options["workloads"]:
         raise UsageError(f"{COMMAND}: workloads= names no workload")
@@ -427,6 +437,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     if params:
         result.update(workload_file("trace", params))
+    plugins = {name: workload_file(name, {}) for name in options["workloads"] if is_plugin(name)}
+    if plugins:  # the code that made each workload of one's own's rows
+        result["workload_plugins"] = {k: v["workload_plugin"] for k, v in plugins.items()}
     from experiments.provenance import provenance
 
     result["provenance"] = provenance()

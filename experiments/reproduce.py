@@ -4,7 +4,7 @@ btb_pending, oracle_warm}.
     python -m experiments.reproduce [workload=bursted_synthetic] [causal_kv=both]
         [setups=70b_h100x4,...] [policies=...] [windows=0] [jobs=2] [out_dir=PATH]
         [workload_seeds=20260721,1,2,3] [workload=trace workload.path=FILE ...]
-        [sim.NAME=VALUE ...]
+        [workload=plugin workload.factory=MODULE:FUNCTION] [sim.NAME=VALUE ...]
 
 Runs every setup on the test windows of the workload (``bursted_synthetic``:
 60 s bursts; ``bursted_synthetic_1s``: 1 s bursts; ``bursted_art``: the mixed
@@ -64,7 +64,9 @@ from experiments._cli import (
     main_guard,
     parse_args,
     parse_value,
+    plugin_defaults,
     refuse_cluster_options,
+    resolve_workload,
     sim_config_of,
     sim_defaults,
     stamp_trace,
@@ -94,6 +96,7 @@ DEFAULTS: dict[str, Any] = {
     "out_dir": "",
     "progress": True,
     **trace_defaults(),
+    **plugin_defaults(),
     "overwrite": False,
 }
 
@@ -269,6 +272,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "it reproduces the published setups (setups=); compare runs one's own cluster",
     )
     options = parse_args("experiments.reproduce", DEFAULTS, argv, sim_help)
+    options["workload"] = resolve_workload("experiments.reproduce", options)
     options["sim"] = sim_options  # sim.NAME=VALUE (experiments._sim_options)
     if not options["setups"]:
         raise UsageError(f"experiments.reproduce: setups is empty; known: {', '.join(SETUPS)}")

@@ -32,6 +32,7 @@ from baselines.btb_tuned import TABLE_PATH, btb_settings
 from envs.files import write_json_atomic
 from envs.sim import SETUPS, setup_cluster
 from envs.workloads.bursted import PUBLISHED_SEED
+from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin
 from experiments._cli import (
     LEGACY_SEED_MAX,
     UsageError,
@@ -118,6 +119,14 @@ def check_options(options: dict[str, Any]) -> None:
                 f"{COMMAND}: setups: unknown setup {name!r}; known: {', '.join(SETUPS)}"
             )
     for name in options["workloads"]:
+        if name == PLUGIN_WORKLOAD or is_plugin(name):  # its cell would never be read
+            raise UsageError(
+                f"{COMMAND}: workloads: {name!r} is a workload of one's own; the btb_tuned "
+                "table holds registered workloads only (btb_tuned reads a cell for a window "
+                "at its workload's registered parameters): tune its thresholds with "
+                "python -m experiments.tune_btb -m workload=plugin "
+                "workload.factory=MODULE:FUNCTION"
+            )
         if name not in list_workloads():
             raise UsageError(
                 f"{COMMAND}: workloads: unknown workload {name!r}; "

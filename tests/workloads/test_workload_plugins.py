@@ -445,6 +445,60 @@ def test_the_hydra_commands_name_it_plugin_module_function() -> None:
         check_workload(other)
 
 
+def test_tune_btb_scores_thresholds_on_a_plugin_s_train_windows(own: str, tmp_path: Path) -> None:
+    """tune_btb (Hydra) takes workload=plugin: its objective is BTB's mean TTFT over
+    the function's train windows (two_rows: 2 requests each, the first 2 of 5 by
+    workload.train_pool), and objective.json records the module's sha256."""
+    from hydra import compose, initialize_config_dir
+
+    from envs.files import read_json
+    from experiments.config import register_configs
+    from experiments.tune_btb import objective
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        cfg = compose("tune_btb", ["workload=plugin", f"workload.factory={own}:two_rows",
+                                   "workload.train_pool=2", "y_tokens=4",
+                                   f"out_dir={tmp_path / 'job'}"])  # fmt: skip
+    value = objective(cfg)
+    record = read_json(tmp_path / "job" / "objective.json")
+    assert record["row"]["workload"] == f"plugin:{own}:two_rows"
+    assert record["row"]["requests"] == 4 and record["ttft_mean_s"] == value
+    code = hashlib.sha256((tmp_path / f"{own}.py").read_bytes()).hexdigest()
+    assert record["workload_plugin"]["sha256"] == code
+
+
+def test_reproduce_and_bench_take_it_and_tune_btb_table_refuses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reproduce and bench resolve workload=plugin workload.factory=M:F as compare
+    does (bench.json records the module's sha256); tune_btb_table refuses a workload
+    of one's own in one line, as the btb_tuned table it writes is never read for one."""
+    from experiments import bench, reproduce, tune_btb_table
+    from experiments._cli import UsageError
+
+    monkeypatch.chdir(ROOT)
+    plugin = ["workload=plugin", "workload.factory=examples.own_workload:make_rows"]
+    result = reproduce.main([*plugin, "setups=70b_h100x4", "policies=cache_aware",
+                             "causal_kv=on", "windows=1", "progress=false",
+                             f"out_dir={tmp_path / 'rep'}"])  # fmt: skip
+    assert result["config"]["workload"] == EXAMPLE
+    assert {row["workload"] for row in result["rows"]} == {EXAMPLE}
+    code = hashlib.sha256((ROOT / "examples" / "own_workload.py").read_bytes()).hexdigest()
+    assert result["config"]["workload_plugin"]["sha256"] == code
+    measured = bench.main([*plugin, "policies=cache_aware", "agents=", "envs=", "learn=",
+                           "replay_windows=0", "read_rows=0", "repeats=1",
+                           f"out_dir={tmp_path / 'bench'}"])  # fmt: skip
+    assert [row["workload"] for row in measured["sim"]] == [EXAMPLE]
+    assert measured["workload_plugins"][EXAMPLE]["sha256"] == code
+    for workloads in (EXAMPLE, "plugin"):
+        with pytest.raises(UsageError, match=re.escape(
+            f"experiments.tune_btb_table: workloads: {workloads!r} is a workload of one's own; "
+            "the btb_tuned table holds registered workloads only"
+        )):  # fmt: skip
+            tune_btb_table.main([f"workloads={workloads}", f"out_dir={tmp_path / 'table'}"])
+
+
 @pytest.mark.slow
 def test_the_docs_command_runs(tmp_path: Path) -> None:
     """The command docs/workloads.md gives, run as written from the repository."""
