@@ -24,7 +24,8 @@ ONE_REQUEST_TOKENS = 65_536 + 256  # a burst request: the shared prefix and its 
 
 
 def load(name: str) -> ModuleType:
-    """Import ``examples/<name>.py`` as a module (the folder is not a package)."""
+    """Import ``examples/<name>.py`` by its path, as its script runs (a module of its
+    own, not ``examples.<name>``)."""
     spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -108,6 +109,10 @@ def test_reward_wrapper_episode(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
-def test_examples_are_the_three_scripts() -> None:
+def test_examples_are_the_three_scripts_and_a_workload() -> None:
+    """The scripts, the workload of one's own (tests/workloads/test_workload_plugins.py
+    runs it) and the package's __init__.py."""
     scripts = sorted(path.name for path in EXAMPLES.glob("*.py"))
-    assert scripts == ["custom_policy.py", "python_api.py", "reward_wrapper.py"]
+    assert scripts == [
+        "__init__.py", "custom_policy.py", "own_workload.py", "python_api.py", "reward_wrapper.py"
+    ]  # fmt: skip

@@ -130,7 +130,7 @@ def _load(name: str) -> Plugin:
     try:
         module = importlib.import_module(module_name)
     except Exception as error:  # a missing module, or its own code failing as it loads
-        said = " ".join(str(error).split())
+        said = " ".join(str(error).split()) + _shadowed(module_name, error)
         raise ConfigError(
             f"{where}: module {module_name!r} cannot be imported{raised_at(error)}: "
             f"{type(error).__name__}: {said} (workload.factory names a module importable "
@@ -167,6 +167,28 @@ def _load(name: str) -> Plugin:
     path, digest = _file_stamp(module)
     return Plugin(
         name, factory, function, family, description, config_type(), parameters, path, digest
+    )
+
+
+def _shadowed(module_name: str, error: BaseException) -> str:
+    """``; 'mine' is the package FILE, ...`` when ``module_name`` was not found because
+    its top package is another one than the working folder's folder of that name,
+    which has no ``__init__.py`` (a bare folder gives way to a package of its name
+    anywhere on ``sys.path``: an installed one); "" otherwise."""
+    top = module_name.partition(".")[0]
+    folder = Path.cwd() / top
+    found = getattr(sys.modules.get(top), "__file__", None)
+    if (
+        not isinstance(error, ModuleNotFoundError)
+        or not isinstance(found, str)
+        or not folder.is_dir()
+        or (folder / "__init__.py").exists()
+        or Path(found).resolve().parent == folder.resolve()
+    ):
+        return ""
+    return (
+        f"; {top!r} is the package {found}, not the folder {top}/ here, which has no "
+        f"__init__.py and so gives way to a package of its name (add {top}/__init__.py)"
     )
 
 

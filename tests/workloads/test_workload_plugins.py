@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -364,6 +365,38 @@ def test_an_agent_records_its_module_s_sha256_and_a_change_is_one_note(own: str)
     every = {"train_windows": 0, "test_windows": 20}
     spec = agents["a"].spec
     assert seen_registered(spec, name, every, 7, "test", None) == (record["train"], 1, [], 0)
+
+
+def test_an_installed_package_of_the_same_name_does_not_shadow_it(tmp_path: Path) -> None:
+    """An installed package called ``examples`` (a regular one, on PYTHONPATH after
+    the working folder) gives way to examples/ of the repository, a package of its
+    own; a folder of one's own without __init__.py gives way to such a package,
+    and the line says so (add the __init__.py)."""
+    site = tmp_path / "site"
+    for name in ("examples", "mine"):
+        (site / name).mkdir(parents=True)
+        (site / name / "__init__.py").write_text("")
+    code = "from envs.workloads.plugins import load_plugin; print(load_plugin({!r}).path)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    done = subprocess.run(
+        [sys.executable, "-c", code.format(EXAMPLE)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str((ROOT / "examples" / "own_workload.py").resolve())
+    own = tmp_path / "work"
+    (own / "mine").mkdir(parents=True)
+    (own / "mine" / "gen.py").write_text(textwrap.dedent(MODULE))
+    done = subprocess.run(
+        [sys.executable, "-c", code.format("plugin:mine.gen:two_rows")],
+        cwd=own, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert (
+        "ModuleNotFoundError: No module named 'mine.gen'; 'mine' is the package "
+        f"{site / 'mine' / '__init__.py'}, not the folder mine/ here, which has no "
+        "__init__.py and so gives way to a package of its name (add mine/__init__.py)"
+    ) in done.stderr
 
 
 def _dataset(out: Path, *more: str) -> dict[str, Any]:
