@@ -4,6 +4,7 @@ statistics) for the logger."""
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
@@ -15,6 +16,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.algorithms import AgentSpec, save_agent
 from agents.run_state import RunWindows
+from envs.files import folder_atomic, fsync_file
 
 
 class ProgressBar(BaseCallback):
@@ -58,16 +60,23 @@ class CheckpointEvery(BaseCallback):
     the last update's weights are saved at the end of training when due. Given
     the ``windows`` the envs draw from, each holds the run's state too where it
     can (``run_state.pkl``, :mod:`agents.run_state`), so that ``resume=`` goes on
-    exactly as the run would."""
+    exactly as the run would; with ``validation`` (the run's
+    :class:`KeepBestByValidation`), its scores so far and best model too."""
 
     def __init__(
-        self, every: int, spec: AgentSpec, folder: Path, windows: RunWindows | None = None
+        self,
+        every: int,
+        spec: AgentSpec,
+        folder: Path,
+        windows: RunWindows | None = None,
+        validation: KeepBestByValidation | None = None,
     ) -> None:
         super().__init__()
         self.every = every
         self.spec = spec
         self.folder = Path(folder)
         self.windows = windows
+        self.validation = validation
         self._next = every
 
     def _on_training_start(self) -> None:
@@ -77,7 +86,10 @@ class CheckpointEvery(BaseCallback):
         steps = int(self.model.num_timesteps)
         if steps >= self._next:
             folder = self.folder / f"step_{steps}"
-            save_agent(self.model, self.spec, folder, run_state=self.windows)
+            scores = None
+            if self.windows is not None and self.validation is not None:
+                scores = self.validation.snapshot()
+            save_agent(self.model, self.spec, folder, run_state=self.windows, validation=scores)
             self._next = (steps // self.every + 1) * self.every
 
     def _on_rollout_start(self) -> None:  # the previous rollout's update is done
@@ -181,6 +193,14 @@ class KeepBestByValidation(BaseCallback):
     this callback). ``history`` holds ``(step, score)`` pairs; ``best_step`` and
     ``best_score`` the winner. ``echo`` prints one line per score (for a user
     following the run without a logger).
+
+    :meth:`snapshot` is what a checkpoint's run state keeps of it (the scores so
+    far, the best one and the best model's files); given one as ``restored``, a
+    resumed run goes on from it as the run would have: no score at its start, the
+    next at the step the run would have taken it, and ``folder`` holding the
+    snapshot's best model until a score beats it. ``basis`` (what the scores are
+    of: the windows, the score, the stream) goes in the snapshot, for a resumed run
+    to tell whether its own scores are of the same.
     """
 
     def __init__(
@@ -191,20 +211,65 @@ class KeepBestByValidation(BaseCallback):
         score: Any,
         logger: Any = None,
         echo: bool = False,
+        restored: dict[str, Any] | None = None,
+        basis: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.basis = basis
         self.every = every
         self.spec = spec
         self.folder = Path(folder)
         self.score = score
         self.run_logger = logger
         self.echo = echo
+        self.restored = restored
         self.history: list[tuple[int, float]] = []
         self.best_step = -1
         self.best_score = float("inf")
         self._next = every
 
+    def snapshot(self) -> dict[str, Any]:
+        """The scores so far (with the score's ``records``), the best step and score,
+        the next score's step, and the best model's files (``folder``'s ``model.zip``
+        and ``agent.json``, as bytes; None before any score won): what a checkpoint's
+        run state keeps so that a resumed run chooses among the whole run's scores."""
+        best = None
+        if self.best_step >= 0:
+            best = {name: (self.folder / name).read_bytes() for name in ("model.zip", "agent.json")}
+        return {
+            "every": self.every,
+            "basis": self.basis,
+            "history": list(self.history),
+            "records": copy.deepcopy(getattr(self.score, "records", None)),
+            "best_step": self.best_step,
+            "best_score": self.best_score,
+            "next": self._next,
+            "best_files": best,
+        }
+
+    def _restore(self, saved: dict[str, Any]) -> None:
+        self.history = [(int(k), float(v)) for k, v in saved["history"]]
+        if saved["records"] is not None:
+            self.score.records[:] = copy.deepcopy(saved["records"])
+        self.best_step, self.best_score = int(saved["best_step"]), float(saved["best_score"])
+        self._next = int(saved["next"])
+        if saved["best_files"] is not None:
+            with folder_atomic(self.folder.resolve()) as partial:
+                for name, data in saved["best_files"].items():
+                    (partial / name).write_bytes(data)
+                    fsync_file(partial / name)
+        if self.echo:
+            print(
+                f"validation: {len(self.history)} scores carried over from the checkpoint "
+                f"(best {score_text(self.best_score)} at {self.best_step:,}); "
+                f"the next at step {self._next:,}",
+                flush=True,
+            )
+
     def _on_training_start(self) -> None:
+        if self.restored is not None:
+            self._restore(self.restored)
+            return
         self._validate()
         self._next = (self.model.num_timesteps // self.every + 1) * self.every
 

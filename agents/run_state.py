@@ -16,7 +16,10 @@ the run had them when the checkpoint was saved:
   ``_last_episode_starts``, and ``_last_original_obs`` under ``VecNormalize``);
 - torch's, numpy's (the minibatch order) and Python's global generators and the
   action space's (DQN's random actions);
-- ``VecNormalize``'s running statistics and each env's running discounted return.
+- ``VecNormalize``'s running statistics and each env's running discounted return;
+- with ``train.val_every``, the validation so far (``KeepBestByValidation.snapshot``:
+  the scores, the best one and the best model's files), so that a resumed run
+  chooses ``agent/`` among the whole run's scores.
 
 The run's train windows (and a curriculum's segments), which each env holds, are not
 in it: the pickle names each by its position in :class:`RunWindows`, and holds each
@@ -138,10 +141,14 @@ def unsaved_reason(model: BaseAlgorithm) -> str | None:
     return None
 
 
-def capture(model: BaseAlgorithm, windows: RunWindows) -> dict[str, Any] | None:
+def capture(
+    model: BaseAlgorithm, windows: RunWindows, validation: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """``model``'s run state as :func:`restore_envs` and :func:`restore_random` take
-    it, its envs' ``windows`` named by position, or None when it cannot be saved
-    (:func:`unsaved_reason`). Reads each generator's state without drawing."""
+    it, its envs' ``windows`` named by position, and the run's ``validation`` (its
+    scores so far and best model, ``KeepBestByValidation.snapshot``; None without
+    ``train.val_every``), or None when it cannot be saved (:func:`unsaved_reason`).
+    Reads each generator's state without drawing."""
     if unsaved_reason(model) is not None:
         return None
     inner, norm = _vec_envs(model)
@@ -162,6 +169,7 @@ def capture(model: BaseAlgorithm, windows: RunWindows) -> dict[str, Any] | None:
         "python_rng": random.getstate(),
         "action_space_rng": None if space_rng is None else space_rng.bit_generator.state,
         "reward_norm": None,
+        "validation": validation,
     }
     if norm is not None:
         state["reward_norm"] = {
@@ -173,10 +181,15 @@ def capture(model: BaseAlgorithm, windows: RunWindows) -> dict[str, Any] | None:
     return state
 
 
-def save(model: BaseAlgorithm, folder: Path, windows: RunWindows) -> bool:
+def save(
+    model: BaseAlgorithm,
+    folder: Path,
+    windows: RunWindows,
+    validation: dict[str, Any] | None = None,
+) -> bool:
     """Write ``model``'s run state (:func:`capture`) as ``folder/run_state.pkl``;
     False (nothing written) when it cannot be saved."""
-    state = capture(model, windows)
+    state = capture(model, windows, validation)
     if state is None:
         return False
     with open(folder / RUN_STATE_FILE, "wb") as file:

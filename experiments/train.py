@@ -847,6 +847,44 @@ def exact_resume(
     return state
 
 
+def validation_basis(cfg: Any, val_pool: list[Any]) -> dict[str, Any]:
+    """What a run's validation scores are of: ``train.val_every``, ``train.val_score``,
+    the windows (by name) and the simulator's stream. A resumed run carries the
+    checkpoint's scores over only when its own are of the same."""
+    return {
+        "train.val_every": int(cfg.train.val_every),
+        "train.val_score": str(cfg.train.val_score),
+        "windows": [w.name for w in val_pool],
+        "seed": eval_seed(cfg),
+    }
+
+
+def carried_validation(
+    cfg: Any, run_state: dict[str, Any] | None, basis: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The validation of an exact resume's checkpoint (``run_state``), scores so far
+    and best model, for this run to go on choosing ``agent/`` among: None when the
+    resume is not exact, or the checkpoint's run scored none (said in one line when
+    it scored others: another ``basis``)."""
+    if run_state is None:
+        return None
+    saved = run_state.get("validation")
+    if saved is None:  # no train.val_every, or a run state from before it was kept
+        print(
+            f"note: resume={cfg.resume}: its run state holds no validation scores; "
+            "this run scores its own from its start"
+        )
+        return None
+    if saved["basis"] != basis:
+        differ = [key for key in basis if saved["basis"].get(key) != basis[key]]
+        print(
+            f"note: resume={cfg.resume}: the validation before it is not carried over "
+            f"({', '.join(differ)} differs from its run's); this run scores its own from its start"
+        )
+        return None
+    return dict(saved)
+
+
 def _resume_with(field: str, saved: Any, resumed: Any) -> str:
     """What to pass to resume ``resumed`` (an AgentSpec) where the config's ``field``
     differs from its ``saved`` value: the config group for the algorithm, network
@@ -1564,19 +1602,10 @@ def train(cfg: DictConfig) -> float:
             updates,
             UpdateThreads(update_threads, int(cfg.train.torch_threads)),
         ]
-        if cfg.train.checkpoint_every > 0:
-            callbacks.append(
-                CheckpointEvery(
-                    int(cfg.train.checkpoint_every), spec, out_dir / "checkpoints", run_windows
-                )
-            )
-        curriculum = None
-        if stages and remaining > 0:
-            curriculum = Curriculum(stages, pool, restored=run_state is not None)
-            callbacks.append(curriculum)
         keep_best = None
         val_score = ValidationScore(cfg, spec, val_pool, str(cfg.train.val_score))
         if validate and remaining > 0:
+            basis = validation_basis(cfg, val_pool)
             keep_best = KeepBestByValidation(
                 int(cfg.train.val_every),
                 spec,
@@ -1584,7 +1613,24 @@ def train(cfg: DictConfig) -> float:
                 val_score,
                 logger,
                 echo=True,
+                restored=carried_validation(cfg, run_state, basis),
+                basis=basis,
             )
+        if cfg.train.checkpoint_every > 0:
+            callbacks.append(
+                CheckpointEvery(
+                    int(cfg.train.checkpoint_every),
+                    spec,
+                    out_dir / "checkpoints",
+                    run_windows,
+                    validation=keep_best,
+                )
+            )
+        curriculum = None
+        if stages and remaining > 0:
+            curriculum = Curriculum(stages, pool, restored=run_state is not None)
+            callbacks.append(curriculum)
+        if keep_best is not None:
             callbacks.append(keep_best)
         if run_state is not None:  # last: after whatever runs as training starts
             callbacks.append(RestoreRandomState(run_state))

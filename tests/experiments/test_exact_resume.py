@@ -102,3 +102,43 @@ def test_a_window_rebuilt_the_same_has_the_same_digest_and_any_change_another():
     assert window_digest(_window()) == same and len(same) == 64
     assert window_digest(_window(arrival_s=0.25)) != same
     assert window_digest(_window(blocks=(1, 3))) != same
+
+
+def _validation(folder):
+    return json.loads((folder / "train.json").read_text())["train"]["validation"]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_chooses_agent_among_the_uninterrupted_runs_scores(tmp_path, capsys):
+    # the scores before the checkpoint, the best one and its weights go on with the
+    # run: agent/, best_step and the history are the uninterrupted run's
+    scored = ["train.val_every=64", "workload.val_windows=1"]
+    whole = tmp_path / "whole"
+    _train([*scored, "train.checkpoint_every=128", f"out_dir={whole}"])
+    checkpoint = whole / "checkpoints" / "step_128"
+    resumed = tmp_path / "resumed"
+    _train([*scored, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    assert "is not exact" not in capsys.readouterr().out
+    expected, got = _validation(whole), _validation(resumed)
+    assert [h["step"] for h in expected["history"]] == [0, 64, 128, 192, 256]
+    assert got["history"] == expected["history"]
+    assert expected["best_step"] < 128  # agent/ holds weights from before the checkpoint
+    assert (got["best_step"], got["best_score"]) == (expected["best_step"], expected["best_score"])
+    assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
+    assert _same(_weights(whole / "last"), _weights(resumed / "last"))
+    best = json.loads((resumed / "agent" / "agent.json").read_text())["timesteps"]
+    assert best == expected["best_step"]
+
+    # a run that scores other windows starts its own history, as before, and says so
+    other = tmp_path / "other"
+    _train(
+        [
+            "train.val_every=128",
+            "workload.val_windows=1",
+            "train.checkpoint_every=0",
+            f"resume={checkpoint}",
+            f"out_dir={other}",
+        ]
+    )
+    assert "validation before it is not carried over (train.val_every" in capsys.readouterr().out
+    assert [h["step"] for h in _validation(other)["history"]] == [128, 256]
