@@ -9,9 +9,12 @@ Python's streams from the run's seed (SB3 does so when it loads a model) and zer
 run's at the first step after the checkpoint. The run state holds each of these as
 the run had them when the checkpoint was saved:
 
-- the envs of the in-process ``DummyVecEnv`` (``env.vec=dummy``), pickled with their
-  wrappers: a ``ClusterEnv`` pickles as its arguments, its episode's actions (replayed
-  when read) and its random generators' states;
+- the envs, pickled with their wrappers: a ``ClusterEnv`` pickles as its arguments,
+  its episode's actions (replayed when read) and its random generators' states. The
+  in-process ``DummyVecEnv``'s (``env.vec=dummy``) are pickled here; each worker of
+  ``env.vec=subproc`` pickles its own env and sends the bytes (``RunStateSnapshots``,
+  the outermost wrapper of a worker's env, through ``env_method``), and a resumed
+  run sends them back to its workers;
 - the observations and episode starts SB3 acts on next (``_last_obs``,
   ``_last_episode_starts``, and ``_last_original_obs`` under ``VecNormalize``);
 - torch's, numpy's (the minibatch order) and Python's global generators and the
@@ -24,13 +27,15 @@ the run had them when the checkpoint was saved:
 The run's train windows (and a curriculum's segments), which each env holds, are not
 in it: the pickle names each by its position in :class:`RunWindows`, and holds each
 one's digest, so that a resumed run puts its own windows, built again from the same
-config, in their place, and goes on exactly only when they are the same.
+config, in their place, and goes on exactly only when they are the same. A worker
+holds copies of the run's windows, so it tells each by its digest; a resumed run
+sends each worker the windows its env names only.
 
-It is written for the on-policy algorithms (ppo, a2c, maskable_ppo) on
-``env.vec=dummy`` only: a DQN's replay buffer is not saved (it would be as large as
-the buffer), and ``env.vec=subproc``'s envs live in worker processes that do not hand
-them back. Such checkpoints, and those saved before the run state existed, resume
-as before: from their weights, with fresh envs and streams, and a note says so.
+It is written for the on-policy algorithms (ppo, a2c, maskable_ppo): a DQN's replay
+buffer is not saved (it would be as large as the buffer). Such checkpoints, those
+saved before the run state existed (and on ``env.vec=subproc`` before it was kept
+there), and a resume on another ``env.vec`` than the checkpoint's, resume as before:
+from their weights, with fresh envs and streams, and a note says so.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+from agents.vec_env import WorkerVecEnv
 
 RUN_STATE_FILE = "run_state.pkl"
 """The run state's file in a checkpoint folder."""
@@ -105,18 +112,64 @@ class _Pickler(pickle.Pickler):
         return None if k is None or self._windows[k] is not obj else ("window", k)
 
 
-class _Unpickler(pickle.Unpickler):
-    """Reads what :class:`_Pickler` wrote, each position as that window of ``windows``."""
+class _DigestPickler(pickle.Pickler):
+    """Pickles each window whose :func:`window_digest` is among ``digests`` as its
+    position there; ``used`` gathers the positions named. In a worker process,
+    whose windows are copies of the run's, a window is told by what it holds."""
 
-    def __init__(self, file: Any, windows: RunWindows) -> None:
+    def __init__(self, file: Any, digests: Sequence[str]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._positions: dict[str, int] = {}
+        for k, digest in enumerate(digests):
+            self._positions.setdefault(digest, k)
+        self._seen: dict[int, tuple[Any, int | None]] = {}  # the object kept: its id stays
+        self.used: set[int] = set()
+
+    def persistent_id(self, obj: Any) -> Any:
+        from envs.sim.request import Workload
+
+        if not isinstance(obj, Workload):
+            return None
+        seen = self._seen.get(id(obj))
+        if seen is None:
+            seen = self._seen[id(obj)] = (obj, self._positions.get(window_digest(obj)))
+        k = seen[1]
+        if k is None:
+            return None
+        self.used.add(k)
+        return ("window", k)
+
+
+class _Unpickler(pickle.Unpickler):
+    """Reads what :class:`_Pickler` or :class:`_DigestPickler` wrote, each position
+    as that window of ``windows`` (by position)."""
+
+    def __init__(self, file: Any, windows: dict[int, Any]) -> None:
         super().__init__(file)
-        self._windows = windows.windows
+        self._windows = windows
 
     def persistent_load(self, pid: Any) -> Any:
         kind, k = pid
-        if kind != "window" or not 0 <= k < len(self._windows):
+        if kind != "window" or k not in self._windows:
             raise pickle.UnpicklingError(f"no window {pid!r}")
         return self._windows[k]
+
+
+def snapshot_env(env: Any, digests: Sequence[str]) -> tuple[bytes, list[int]]:
+    """``env`` (a worker's, with its wrappers) pickled, each window whose digest is
+    among ``digests`` (the run's :attr:`RunWindows.digests`) named by its position,
+    and the positions named (the windows :func:`restore_env` is to be given). Runs
+    in the worker (``RunStateSnapshots``)."""
+    data = io.BytesIO()
+    pickler = _DigestPickler(data, digests)
+    pickler.dump(env)
+    return data.getvalue(), sorted(pickler.used)
+
+
+def restore_env(data: bytes, windows: dict[int, Any]) -> Any:
+    """The env :func:`snapshot_env` pickled as ``data``, each position it names as
+    that window of ``windows``. Runs in the worker (``RunStateSnapshots``)."""
+    return _Unpickler(io.BytesIO(data), windows).load()
 
 
 def _vec_envs(model: BaseAlgorithm) -> tuple[Any, VecNormalize | None]:
@@ -134,8 +187,8 @@ def unsaved_reason(model: BaseAlgorithm) -> str | None:
     if not isinstance(model, OnPolicyAlgorithm):
         return "its replay buffer is not saved"
     inner, _ = _vec_envs(model)
-    if not isinstance(inner, DummyVecEnv):
-        return "env.vec=subproc: its envs live in worker processes"
+    if not isinstance(inner, DummyVecEnv | WorkerVecEnv):
+        return f"its envs run in a {type(inner).__name__}"
     if model._last_obs is None:  # type: ignore[has-type]
         return "its envs were never stepped"
     return None
@@ -153,14 +206,20 @@ def capture(
         return None
     inner, norm = _vec_envs(model)
     space_rng = model.action_space._np_random
-    envs = io.BytesIO()
-    _Pickler(envs, windows).dump(inner.envs)
+    envs: Any
+    if isinstance(inner, DummyVecEnv):
+        vec, pickled = "dummy", io.BytesIO()
+        _Pickler(pickled, windows).dump(inner.envs)
+        envs = pickled.getvalue()
+    else:  # each worker pickles its env: (bytes, the window positions it names)
+        vec, envs = "subproc", inner.env_method("run_state_snapshot", windows.digests)
     state: dict[str, Any] = {
         "version": RUN_STATE_VERSION,
         "timesteps": int(model.num_timesteps),
         "n_envs": int(inner.num_envs),
         "windows": windows.digests,
-        "envs": envs.getvalue(),
+        "vec": vec,
+        "envs": envs,
         "last_obs": copy.deepcopy(model._last_obs),  # type: ignore[has-type]
         "last_episode_starts": copy.deepcopy(model._last_episode_starts),  # type: ignore[has-type]
         "last_original_obs": copy.deepcopy(getattr(model, "_last_original_obs", None)),
@@ -179,6 +238,12 @@ def capture(
             "returns": np.copy(norm.returns),
         }
     return state
+
+
+def state_vec(state: dict[str, Any]) -> str:
+    """The ``env.vec`` whose envs ``state`` holds (run states before subproc's were
+    all dummy's)."""
+    return str(state.get("vec", "dummy"))
 
 
 def save(
@@ -226,12 +291,19 @@ def restore_envs(model: BaseAlgorithm, state: dict[str, Any], windows: RunWindow
     windows it names: ``learn()`` then steps them on without a reset. The envs built
     for the run are closed."""
     inner, norm = _vec_envs(model)
-    envs = _Unpickler(io.BytesIO(state["envs"]), windows).load()
-    if not isinstance(inner, DummyVecEnv) or len(envs) != inner.num_envs:
-        raise ValueError(f"the run state holds {len(envs)} in-process envs")
-    for env in inner.envs:
-        env.close()
-    inner.envs = envs
+    if state_vec(state) == "dummy":
+        envs = _Unpickler(io.BytesIO(state["envs"]), dict(enumerate(windows.windows))).load()
+        if not isinstance(inner, DummyVecEnv) or len(envs) != inner.num_envs:
+            raise ValueError(f"the run state holds {len(envs)} in-process envs")
+        for env in inner.envs:
+            env.close()
+        inner.envs = envs
+    else:
+        if not isinstance(inner, WorkerVecEnv) or len(state["envs"]) != inner.num_envs:
+            raise ValueError(f"the run state holds {len(state['envs'])} worker envs")
+        for k, (data, used) in enumerate(state["envs"]):  # each worker its windows only
+            named = {p: windows.windows[p] for p in used}
+            inner.env_method("run_state_restore", data, named, indices=[k])
     inner._reset_seeds()  # a reset would draw a seed's first episode again
     inner._reset_options()
     model._last_obs = copy.deepcopy(state["last_obs"])

@@ -16,7 +16,9 @@ what a caller gets is its own; observations, rewards, dones and infos are those
 ignore Ctrl-C: the command alone stops, and closes them. Its rewards are float32,
 as ``DummyVecEnv``'s (``SubprocVecEnv`` stacks the envs' float64s): with
 ``env.normalize_reward`` the running return was kept in float64 there, and training
-moved from the in-process path's in the 7th digit.
+moved from the in-process path's in the 7th digit. Each worker's env is wrapped in
+:class:`RunStateSnapshots`, through which a checkpoint's run state pickles the env
+in its worker and a resumed run puts one back (:mod:`agents.run_state`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import signal
 from collections.abc import Callable
 from copy import deepcopy
 from functools import partial
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -94,8 +97,32 @@ class WorkerVecEnv(SubprocVecEnv):
         super().close()
 
 
+class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
+    """The outermost wrapper of a :class:`WorkerVecEnv` env, in its worker, which
+    steps and resets as the env below it. ``vec_env.env_method`` reaches its two
+    methods: :meth:`run_state_snapshot` pickles the env below it, with its other
+    wrappers, for a checkpoint's run state; :meth:`run_state_restore` puts such a
+    pickle in its place (:mod:`agents.run_state`)."""
+
+    def run_state_snapshot(self, digests: list[str]) -> tuple[bytes, list[int]]:
+        """The env below, pickled with each window whose digest is among the run's
+        ``digests`` named by its position there, and the positions named."""
+        from agents.run_state import snapshot_env
+
+        return snapshot_env(self.env, digests)
+
+    def run_state_restore(self, data: bytes, windows: dict[int, Any]) -> None:
+        """Put the env :meth:`run_state_snapshot` pickled as ``data`` in place of the
+        one below (closed), each position it names as that window of ``windows``."""
+        from agents.run_state import restore_env
+
+        env = restore_env(data, windows)
+        self.env.close()
+        self.env = env
+
+
 def _ignoring_ctrl_c(make_env: Callable[[], gym.Env]) -> gym.Env:
     """``make_env()``, in a worker, after it has set SIGINT aside (the first thing a
-    ``SubprocVecEnv`` worker runs)."""
+    ``SubprocVecEnv`` worker runs), wrapped in :class:`RunStateSnapshots`."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    return make_env()
+    return RunStateSnapshots(make_env())

@@ -815,7 +815,7 @@ def exact_resume(
     (``RestoreRandomState``). None, said in one line, where the resume cannot be
     exact: a checkpoint without one, a run that ``changes`` the checkpoint's
     workload, setup, simulator, reward or envs, or whose windows are not the
-    checkpoint's, or one on ``env.vec=subproc``."""
+    checkpoint's, or one on another ``env.vec`` than the checkpoint's."""
     from agents import run_state
 
     state = run_state.load(cfg.resume)
@@ -823,7 +823,7 @@ def exact_resume(
     if state is None:
         why = (
             "it records no run state: only checkpoints/step_N of ppo, a2c and "
-            "maskable_ppo on env.vec=dummy do, since 2026-12-06"
+            "maskable_ppo do, since 2026-12-06 (on env.vec=subproc, since later that day)"
         )
     elif int(state["timesteps"]) != int(model.num_timesteps):
         why = (
@@ -832,8 +832,11 @@ def exact_resume(
         )
     elif changes:
         why = f"this run changes {', '.join(changes)}"
-    elif cfg.env.vec != "dummy":
-        why = f"env.vec={cfg.env.vec}: the checkpoint's envs run in this process only"
+    elif run_state.state_vec(state) != cfg.env.vec:
+        why = (
+            f"its envs ran on env.vec={run_state.state_vec(state)}, "
+            f"this run's on env.vec={cfg.env.vec}"
+        )
     elif state["windows"] != windows.digests:
         why = "its envs' windows are not this run's (train windows, curriculum segments)"
     if why is not None:

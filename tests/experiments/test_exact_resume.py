@@ -142,3 +142,25 @@ def test_a_resumed_run_chooses_agent_among_the_uninterrupted_runs_scores(tmp_pat
     )
     assert "validation before it is not carried over (train.val_every" in capsys.readouterr().out
     assert [h["step"] for h in _validation(other)["history"]] == [128, 256]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_on_worker_processes_ends_with_the_uninterrupted_runs_weights(
+    tmp_path, capsys
+):
+    # env.vec=subproc: each worker pickles its env into the run state and gets it back
+    subproc = ["env.vec=subproc"]
+    whole = tmp_path / "whole"
+    _train([*subproc, "train.checkpoint_every=128", f"out_dir={whole}"])
+    checkpoint = whole / "checkpoints" / "step_128"
+    assert (checkpoint / RUN_STATE_FILE).is_file()
+    resumed = tmp_path / "resumed"
+    _train([*subproc, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    assert "is not exact" not in capsys.readouterr().out
+    assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
+    assert json.loads((resumed / "train.json").read_text())["train"]["resume_exact"] is True
+
+    # the envs of one kind of vectorised env are not put in the other's
+    _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={tmp_path / 'dummy'}"])
+    out = capsys.readouterr().out
+    assert "is not exact (its envs ran on env.vec=subproc, this run's on env.vec=dummy)" in out
