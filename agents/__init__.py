@@ -11,7 +11,8 @@ CHECKPOINT_FILES = ("agent.json", "model.zip")
 
 FOLDERS_READ: dict[str, dict[str, str | None]] = {}
 """Each checkpoint folder ``load_agent`` read in this process (its resolved path),
-with the sha256 of each of its :data:`CHECKPOINT_FILES` as read then: a run's
+with the sha256 of each of its :data:`CHECKPOINT_FILES` as read then, and of its
+``run_state.pkl`` when a resume read that too (:func:`note_run_state`): a run's
 provenance records them (``experiments.provenance``), which forgets them as a
 command starts."""
 
@@ -30,6 +31,16 @@ def note_read(folder: str | Path) -> None:
             digests[name] = None
     FOLDERS_READ.pop(str(where), None)  # the order of the reads
     FOLDERS_READ[str(where)] = digests
+
+
+def note_run_state(folder: str | Path, name: str, data: bytes) -> None:
+    """Record in :data:`FOLDERS_READ`, beside the checkpoint files of ``folder``, the
+    sha256 of its run state ``name`` (``run_state.pkl``) as read (``data``): a
+    resumed run's provenance says which run state it read."""
+    import hashlib
+
+    where = str(Path(folder).resolve())
+    FOLDERS_READ.setdefault(where, {})[name] = hashlib.sha256(data).hexdigest()
 
 
 def zoo_names() -> list[str]:

@@ -55,6 +55,7 @@ from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
+from agents import note_run_state
 from agents.vec_env import WorkerVecEnv
 
 RUN_STATE_FILE = "run_state.pkl"
@@ -263,14 +264,16 @@ def save(
 
 
 def load(folder: str | Path) -> dict[str, Any] | None:
-    """The run state saved in checkpoint ``folder``, or None if it has none. Like
-    ``model.zip``, it is a pickle: read only checkpoints you trust."""
+    """The run state saved in checkpoint ``folder``, or None if it has none; the
+    sha256 of the bytes read goes in the run's provenance (``agents.note_run_state``).
+    Like ``model.zip``, it is a pickle: read only checkpoints you trust."""
     path = Path(folder) / RUN_STATE_FILE
     if not path.is_file():
         return None
+    data = path.read_bytes()
+    note_run_state(folder, RUN_STATE_FILE, data)
     try:
-        with open(path, "rb") as file:
-            state = pickle.load(file)
+        state = pickle.loads(data)
     except Exception as error:  # a truncated or foreign file: pickle raises its own
         raise ValueError(
             f"{path}: not a run state ({type(error).__name__}: {' '.join(str(error).split())}; "

@@ -73,7 +73,8 @@ def provenance() -> dict[str, Any]:
     time (``started``, UTC, ISO 8601, to the second), both as :func:`start_run`
     recorded them (or as first asked for); and, under ``agent_files``, each agent
     checkpoint folder the run read, resolved, with the sha256 of its agent.json
-    and model.zip as read (``agents.note_read``)."""
+    and model.zip as read (``agents.note_read``), and of its run_state.pkl when a
+    resume read one (``agents.note_run_state``)."""
     from agents import FOLDERS_READ
     from baselines.policy import plugin_names
 

@@ -6,6 +6,7 @@ resumes as before, from its weights, and says that it is not exact."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -59,9 +60,14 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys
     resumed = tmp_path / "resumed"
     _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
     assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
-    record = json.loads((resumed / "train.json").read_text())["train"]
+    written = json.loads((resumed / "train.json").read_text())
+    record = written["train"]
     assert record["resume_exact"] is True and record["timesteps"] == 256
     assert "is not exact" not in capsys.readouterr().out
+    # its provenance says which run state it resumed from, by content
+    read = written["provenance"]["agent_files"][str(checkpoint.resolve())]
+    state_bytes = (checkpoint / RUN_STATE_FILE).read_bytes()
+    assert read[RUN_STATE_FILE] == hashlib.sha256(state_bytes).hexdigest()
 
     # a run that changes the checkpoint's workload goes on as fine-tuning, not exactly
     _train(
@@ -88,7 +94,9 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys
     _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={old}"])
     out = capsys.readouterr().out
     assert f"note: resume={checkpoint} is not exact (it records no run state" in out
-    assert json.loads((old / "train.json").read_text())["train"]["resume_exact"] is False
+    written = json.loads((old / "train.json").read_text())
+    assert written["train"]["resume_exact"] is False
+    assert RUN_STATE_FILE not in written["provenance"]["agent_files"][str(checkpoint.resolve())]
     assert not _same(_weights(whole / "agent"), _weights(old / "agent"))
 
 

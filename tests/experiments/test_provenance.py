@@ -46,3 +46,25 @@ def test_provenance_records_cwd_start_time_and_each_agent_read(
     monkeypatch.chdir(ROOT)
     again = start_run()  # the next command: its own folder, no agent read yet
     assert again["cwd"] == str(ROOT) and again["agent_files"] == {}
+
+
+def test_provenance_records_the_run_state_a_resume_read(tmp_path: Path) -> None:
+    # a resumed run's results say which run_state.pkl it read, by content, beside
+    # the checkpoint's agent.json and model.zip
+    import pickle
+
+    from agents import run_state
+    from experiments.provenance import provenance, start_run
+
+    start_run()
+    folder = tmp_path / "checkpoints" / "step_64"
+    folder.mkdir(parents=True)
+    data = pickle.dumps({"version": run_state.RUN_STATE_VERSION, "timesteps": 64})
+    (folder / run_state.RUN_STATE_FILE).write_bytes(data)
+    assert run_state.load(folder) == {"version": run_state.RUN_STATE_VERSION, "timesteps": 64}
+    (folder / run_state.RUN_STATE_FILE).write_bytes(b"written after the read")
+    assert provenance()["agent_files"] == {
+        str(folder.resolve()): {"run_state.pkl": hashlib.sha256(data).hexdigest()}
+    }
+    assert run_state.load(tmp_path) is None  # a folder without one: nothing recorded
+    assert list(provenance()["agent_files"]) == [str(folder.resolve())]
