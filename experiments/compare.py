@@ -540,14 +540,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         loaded = [AgentPolicy.load(folder) for folder in agent_dirs]
         labels = agent_labels([a.name for a in loaded], [str(f) for f in agent_dirs])
         left_out: list[tuple[str, str]] = []  # shipped agents agents=zoo brought, not run
+        # what agents=zoo brings (a folder of it also named is refused: resolve_agents)
+        brought = {ZOO / name for name in zoo_names()} if "zoo" in options["agents"] else set()
         for folder, agent, label in zip(list(agent_dirs), loaded, labels, strict=True):
             if label in names:
                 raise UsageError(f"agent {folder} is named {label!r}, like a policy already run")
             agent.name = label  # same-named agents from different folders stay apart
+            agent.check_nodes(n_nodes)  # its network's node count: refused, whoever named it
             try:
-                agent.check_cluster(cluster, config)  # before any run
+                agent.check_cluster(cluster, config)  # before any run: the speeds it counts in
             except ValueError as error:
-                if "zoo" not in options["agents"] or "time_unit" not in str(error):
+                if folder not in brought:  # named by the user: refused
                     raise
                 left_out.append((label, str(error).partition(": ")[2]))
                 agent_dirs.remove(folder)

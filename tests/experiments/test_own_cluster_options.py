@@ -375,3 +375,27 @@ def test_agents_zoo_on_mixed_speeds_leaves_out_the_agents_that_cannot_run_there(
     assert ran >= set(zoo_names()) - {"improve_warm_reference", "improve_warm_step"}
     assert not ran & {"improve_warm_reference", "improve_warm_step"}
     assert len(result["config"]["agents"]) == len(zoo_names()) - 2
+
+
+def test_an_agent_named_beside_agents_zoo_that_counts_reference_seconds_is_refused(
+    run_command: Any, tmp_path: Path
+) -> None:
+    """agents=zoo leaves out the shipped agents it brings that cannot run on mixed
+    speeds; an agent of one's own named beside it is the user's and refused, as
+    named alone (it was left out with the zoo's, and the note said agents=zoo left
+    it out)."""
+    import shutil
+
+    mine = tmp_path / "mine"
+    shutil.copytree(ROOT / "agents" / "zoo" / "improve_warm_step", mine)
+    out = tmp_path / "run"
+    proc = run_command(
+        "experiments.compare",
+        [*SMALL[:2], *QUIET, "policies=least_load", f"agents=zoo,{mine}", MIXED,
+         f"out_dir={out}"],
+        tmp_path,
+    )  # fmt: skip
+    # two agents named improve_warm_step: each labelled by its folder (agent_labels)
+    line = f"agent 'improve_warm_step@mine' (as trained): {REFERENCE_ON_MIXED}"
+    assert (proc.returncode, proc.stderr) == (2, f"error: experiments.compare: {line}\n")
+    assert not out.exists()
