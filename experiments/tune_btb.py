@@ -95,7 +95,8 @@ def check_sweep(args: list[str]) -> None:
     cluster's nodes, ``cluster.nodes``' entries or ``cluster.n_nodes``; the basic
     sweeper has none).
     A sweep over clusters (``cluster=a,b``, ``setup=``, ``model=``) checks M against
-    the smallest of them: the sweeper draws M from one search space for every job.
+    the smallest of them: the sweeper draws M from one search space for every job;
+    a cluster of no node is refused with its own error, as a single run's.
     Left to each job: M when the node count is swept over a range, Y when the
     workload is swept, and everything when the command does not compose (Hydra
     then reports that itself)."""
@@ -131,6 +132,9 @@ def check_sweep(args: list[str]) -> None:
                     for combo in itertools.product(*choices)
                 ]
                 sizes = [(cluster_size(one), cluster_size_said(one)) for one in swept]
+                for one, (n_nodes, _) in zip(swept, sizes, strict=True):
+                    if n_nodes < 1:  # no node: the cluster's own error, not M's range 1..0
+                        _refuse_nodeless(one, parsed)
     except HydraException:  # the config does not compose: Hydra says why
         return
     sweeper_params = cfg.hydra.sweeper.get("params") or {}
@@ -187,6 +191,22 @@ def check_sweep(args: list[str]) -> None:
                     f"most): BTB would copy nothing in any trial, and the trials tie; {hint}",
                     file=sys.stderr,
                 )
+
+
+def _refuse_nodeless(cfg: Any, parsed: list[Any]) -> None:
+    """A sweep's cluster of no node (``cluster.nodes=[]``, ``cluster.n_nodes=0``) is
+    refused before it starts with :func:`cluster_of`'s error, as a single run's
+    (M's range would be 1..0, which no sweeper draws from), saying ``(from the command
+    line)`` for an option typed there (no Hydra job runs yet to say where)."""
+    try:
+        cluster_of(cfg)
+    except ValueError as error:
+        message = str(error)
+        path = message.partition(" ")[0]
+        typed = any(o.key_or_group.lstrip("+~") == path and o.input_line for o in parsed)
+        if typed and "(from " not in message:
+            message += " (from the command line)"
+        raise ValueError(message) from None
 
 
 def _train_windows(cfg: Any, parsed: list[Any]) -> list[Any] | None:

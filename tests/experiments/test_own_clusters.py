@@ -494,3 +494,35 @@ def test_tune_btb_s_default_m_range_follows_the_nodes_listed() -> None:
             cfg = compose("tune_btb", overrides=overrides, return_hydra_config=True)
             assert cfg.hydra.sweeper.params.m == f"int(interval(1, {m}))"
     check_sweep(["-m", "workload=tiny", MIXED])
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (
+            "cluster.nodes=[]",
+            "cluster.nodes must be a list of one node kind or more ([4xH100,8xH200]), got []",
+        ),
+        ("cluster.n_nodes=0", "cluster.n_nodes must be an integer in [1, 4096], got 0"),
+        ("cluster.n_nodes=0,2", "cluster.n_nodes must be an integer in [1, 4096], got 0"),
+    ],
+)
+def test_a_tune_btb_sweep_on_a_cluster_of_no_node_is_refused_as_a_run_is(
+    option: str, message: str, run_command: Any, tmp_path: Path
+) -> None:
+    """A sweep's cluster of no node says what a single run says; it said the default
+    M range, int(interval(1, 0)), was outside 1..0 and suggested that range again."""
+    out = tmp_path / "run"
+    proc = run_command(
+        "experiments.tune_btb", ["-m", "logger=none", "workload=tiny", option, f"out_dir={out}"],
+        tmp_path,
+    )  # fmt: skip
+    said = f"error: experiments.tune_btb: {message} (from the command line)\n"
+    assert (proc.returncode, proc.stderr) == (2, said)
+    assert not out.exists()
+    if option != "cluster.n_nodes=0,2":  # a single run: the same line
+        proc = run_command(
+            "experiments.tune_btb", ["logger=none", "workload=tiny", option, f"out_dir={out}"],
+            tmp_path,
+        )  # fmt: skip
+        assert (proc.returncode, proc.stderr) == (2, said)
