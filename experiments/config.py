@@ -1240,6 +1240,24 @@ def cluster_figure_changes(old: ClusterSpec, new: ClusterSpec) -> list[tuple[str
     return changes
 
 
+def clusters_told_apart(
+    old: ClusterSpec, new: ClusterSpec, old_label: str, new_label: str
+) -> tuple[str, str]:
+    """Two clusters that differ, each said by its label (``old_label``,
+    ``new_label``); when the labels are one (a GPU kind or a model of one's own that
+    kept its name but not a figure, or the nodes in another order), each followed by
+    the figures that changed (:func:`cluster_figure_changes`:
+    ``mine_4xMYGPU_x2 (cluster.gpus.MYGPU.flops=1e+15)``)."""
+    changes = cluster_figure_changes(old, new) if old_label == new_label else []
+    if not changes:
+        return old_label, new_label
+    said = [
+        f"{label} ({', '.join(f'{name}={values[side]}' for name, *values in changes)})"
+        for side, label in enumerate((old_label, new_label))
+    ]
+    return said[0], said[1]
+
+
 def _shown_figure(value: Any) -> str:
     """A model's figure as :func:`cluster_overrides` writes it (``null`` for None)."""
     return "null" if value is None else _number(value)

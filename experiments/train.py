@@ -47,10 +47,10 @@ from experiments.config import (
     LATER_ENV_ARGS,
     ROUTE_WARM_ARGS,
     THRESHOLDS_ARGS,
-    cluster_figure_changes,
     cluster_label,
     cluster_of,
     cluster_size,
+    clusters_told_apart,
     experiment_name,
     is_preset_cluster,
     naming_fields,
@@ -948,9 +948,8 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
 
 def _cluster_texts(saved: dict[str, Any], asked: dict[str, Any]) -> list[str]:
     """The clusters of two env_kwargs that differ, each by its label
-    (:func:`_cluster_text`); when the labels are one (a GPU kind or a model of one's
-    own that kept its name but not a figure, or the nodes in another order), each
-    followed by the figures that changed (``config.cluster_figure_changes``:
+    (:func:`_cluster_text`); when the labels are one, each followed by the figures
+    that changed (``config.clusters_told_apart``:
     ``mine_4xMYGPU_x2 (cluster.gpus.MYGPU.flops=1e+15)``)."""
     from envs.sim import ClusterSpec
 
@@ -958,16 +957,10 @@ def _cluster_texts(saved: dict[str, Any], asked: dict[str, Any]) -> list[str]:
     if old != new:
         return [old, new]
     try:
-        clusters = [ClusterSpec.from_figures(kwargs["cluster"]) for kwargs in (saved, asked)]
+        was, now = (ClusterSpec.from_figures(kwargs["cluster"]) for kwargs in (saved, asked))
     except (ValueError, KeyError, TypeError):  # not recorded in full: the labels alone
         return [old, new]
-    changes = cluster_figure_changes(*clusters)
-    if not changes:
-        return [old, new]
-    return [
-        f"{label} ({', '.join(f'{name}={values[side]}' for name, *values in changes)})"
-        for side, label in enumerate((old, new))
-    ]
+    return list(clusters_told_apart(was, now, old, new))
 
 
 def _cluster_text(kwargs: dict[str, Any]) -> str:

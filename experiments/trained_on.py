@@ -471,7 +471,7 @@ def cluster_notes(
     agent of a preset cluster records none and is told nothing: the zoo's agents
     run on other setups on purpose."""
     from envs.sim import ClusterSpec
-    from experiments.config import cluster_label, cluster_overrides
+    from experiments.config import cluster_label, cluster_overrides, clusters_told_apart
 
     notes = []
     for label, agent in agents.items():
@@ -481,9 +481,11 @@ def cluster_notes(
         own = ClusterSpec.from_figures(figures)  # checked when the agent loaded
         if own == here:
             continue
+        # one label for both (a GPU kind of one's own that kept its name): the figures too
+        was, now = clusters_told_apart(own, here, cluster_label(own), here_label)
         notes.append(
-            f"note: {label} was trained on a cluster of its own ({cluster_label(own)}), "
-            f"not the {here_label} it runs on here: {command}"
+            f"note: {label} was trained on a cluster of its own ({was}), "
+            f"not the {now} it runs on here: {command}"
             f"{' '.join(cluster_overrides(own))} runs it on its own cluster"
         )
     return notes

@@ -526,3 +526,29 @@ def test_a_tune_btb_sweep_on_a_cluster_of_no_node_is_refused_as_a_run_is(
             tmp_path,
         )  # fmt: skip
         assert (proc.returncode, proc.stderr) == (2, said)
+
+
+def test_an_agent_whose_own_gpu_kept_its_name_is_told_the_figure_that_changed() -> None:
+    """evaluate's and compare's note for an agent of a cluster of its own run on
+    another: where both are one label (MYGPU's FLOP/s doubled, its name kept), each
+    side names the figure that changed, as a resumed run's note does; it said
+    'trained on ... (mine_2xMYGPU_x1+4xH100_x2), not the mine_2xMYGPU_x1+4xH100_x2 it
+    runs on here'."""
+    from types import SimpleNamespace
+
+    from experiments.config import cluster_overrides
+    from experiments.trained_on import cluster_notes
+
+    nodes = "cluster.nodes=[2xMYGPU,4xH100,4xH100]"
+    own = cluster_of(_compose([*MINE, *MYGPU, nodes]))
+    here = cluster_of(_compose([*MINE, *MYGPU[1:], "+cluster.gpus.MYGPU.flops=2e15", nodes]))
+    label = "mine_2xMYGPU_x1+4xH100_x2"
+    assert setup_label(_compose([*MINE, *MYGPU, nodes])) == label
+    figures = json.loads(json.dumps(own.figures()))
+    agents = {"a": SimpleNamespace(spec=SimpleNamespace(env_kwargs={"cluster": figures}))}
+    assert cluster_notes(agents, here, label, "experiments.compare with ") == [
+        f"note: a was trained on a cluster of its own ({label} (cluster.gpus.MYGPU.flops="
+        f"1e+15)), not the {label} (cluster.gpus.MYGPU.flops=2e+15) it runs on here: "
+        f"experiments.compare with {' '.join(cluster_overrides(own))} runs it on its own "
+        "cluster"
+    ]
