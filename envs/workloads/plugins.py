@@ -50,6 +50,10 @@ ARGUMENTS = ("window", "seed", "split", "trace_id")
 PARAMETER_TYPES = (bool, int, float, str, tuple)
 """The types a generator parameter's default may have (a command line's text is
 read as the default's type)."""
+TAKEN_NAMES = ("name", "split", "seed", "limit", "train_windows", "test_windows", "val_windows")
+"""The keywords of ``registry.windows()`` and ``configure()`` beside a workload's
+parameters: a generator parameter so named would never reach the function (a window
+count) or clash with them (``limit``), so it is refused."""
 _STDLIB = sysconfig.get_paths()["stdlib"]
 
 
@@ -230,6 +234,12 @@ def _parameters(
             raise ConfigError(
                 f"{where}: {factory} has a parameter named 'factory', which is the "
                 "plugin's own (workload.factory); rename it"
+            )
+        if parameter.name in TAKEN_NAMES:
+            raise ConfigError(
+                f"{where}: {factory} has a parameter named {parameter.name!r}, which "
+                "windows() and the commands take themselves (a generator parameter cannot "
+                f"be called {', '.join(TAKEN_NAMES)}); rename it"
             )
         if not isinstance(default, PARAMETER_TYPES) or (
             isinstance(default, tuple)

@@ -288,6 +288,40 @@ def test_a_factory_that_names_no_function_is_one_line(factory: str, said: str) -
         load_plugin(f"plugin:{factory}")
 
 
+@pytest.mark.parametrize("taken", ["limit", "name", "train_windows", "seed"])
+def test_a_parameter_named_as_windows_own_keywords_is_one_line(
+    taken: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generator parameter called limit or name clashed with windows()'s own keyword
+    (a TypeError traceback on params=limit=5); one called train_windows never reached
+    the function (a window count). Each is refused naming it, as the module loads."""
+    module = f"taken_{taken}"  # (a module a name: an imported one stays in sys.modules)
+    (tmp_path / f"{module}.py").write_text(
+        f"def rows(w, s, sp, t, {taken}=3):\n"
+        "    return [{'arrival_s': 0.0, 'input_length': 1, 'hash_ids': [1]}]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    said = (
+        f"workload 'plugin:{module}:rows': {module}:rows has a parameter named "
+        f"{taken!r}, which windows() and the commands take themselves"
+    )
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        next(windows(f"plugin:{module}:rows", "test", limit=1))
+
+
+def test_the_taken_names_are_windows_own_keywords() -> None:
+    """Every keyword windows() takes beside a workload's parameters is refused as one."""
+    import inspect
+
+    from envs.workloads.plugins import TAKEN_NAMES
+
+    keywords = [
+        p.name for p in inspect.signature(windows).parameters.values() if p.kind != p.VAR_KEYWORD
+    ]
+    assert sorted(TAKEN_NAMES) == sorted(keywords)
+
+
 def test_a_module_failing_as_it_loads_names_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
