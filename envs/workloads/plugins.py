@@ -285,9 +285,62 @@ def plugin_rows(config: Any, window: int, seed: int, split: str, trace_id: str) 
     of window ``window``, checked (:func:`checked_rows`)."""
     plugin = load_plugin(plugin_name(config.factory))
     values = {key: getattr(config, key) for key in plugin.parameters}
-    made = plugin.function(window, seed, split, trace_id, **values)
     block_tokens = int(getattr(config, "block_tokens", BLOCK_TOKENS))
-    return checked_rows(made, plugin, trace_id, split, block_tokens)
+
+    def made() -> list[dict[str, Any]]:
+        rows = plugin.function(window, seed, split, trace_id, **values)
+        return checked_rows(rows, plugin, trace_id, split, block_tokens)
+
+    rows = made()
+    if config not in _REPEATED:  # the first window a process makes of it: made twice
+        _REPEATED.add(config)
+        differs = _difference(rows, made())
+        if differs:
+            raise ConfigError(
+                f"workload {plugin.name!r}: {plugin.factory} on {split} window {trace_id!r} "
+                f"(seed {seed}) returned other rows when called again with the same "
+                f"arguments ({differs}): its rows must follow from its arguments alone, "
+                "or runs, splits and datasets of it are not reproducible (draw from "
+                "np.random.default_rng([seed, window]), not an unseeded generator or the "
+                "clock)"
+            )
+    return rows
+
+
+_REPEATED: set[Any] = set()
+"""The plugin configurations whose first window was made twice, to tell a function
+that ignores its seed (an unseeded generator, the clock) from one that follows its
+arguments, once a process."""
+
+
+_SAID_FIRST = (
+    "arrival_s",
+    "input_length",
+    "output_length",
+    "hash_ids",
+    "group_id",
+    "source",
+    "metadata",
+    "tenant",
+    "request_id",
+    "trace_id",
+    "split",
+)
+"""The fields of a made row in the order a difference is looked for (the drawn ones first)."""
+
+
+def _difference(rows: list[dict[str, Any]], again: list[dict[str, Any]]) -> str:
+    """Where two makings of a window differ, as an error says it ("" where they do not)."""
+    if len(rows) != len(again):
+        return f"{len(rows)} rows, then {len(again)}"
+    for number, (first, second) in enumerate(zip(rows, again, strict=True), 1):
+        for key in sorted(first, key=_SAID_FIRST.index):
+            value, other = first[key], second.get(key)
+            if other != value:
+                return f"row {number} in arrival order, field {key!r}: {value!r}, then {other!r}"
+        if first != second:
+            return f"row {number} in arrival order"
+    return ""
 
 
 def checked_rows(

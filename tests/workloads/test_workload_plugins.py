@@ -322,6 +322,41 @@ def test_the_taken_names_are_windows_own_keywords() -> None:
     assert sorted(TAKEN_NAMES) == sorted(keywords)
 
 
+def test_a_function_that_ignores_its_arguments_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function whose rows do not follow from its arguments (an unseeded generator,
+    here a count of its calls) is refused on the first window, made twice; one that
+    follows them is called twice for that window only."""
+    (tmp_path / "repeats.py").write_text(
+        "CALLS = []\n"
+        "def counted(window, seed, split, trace_id):\n"
+        "    CALLS.append(window)\n"
+        "    return [{'arrival_s': float(len(CALLS)), 'input_length': 1, 'hash_ids': [1]}]\n"
+        "def follows(window, seed, split, trace_id):\n"
+        "    CALLS.append(window)\n"
+        "    return [{'arrival_s': float(window), 'input_length': 1, 'hash_ids': [1]}]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    name = "plugin:repeats:counted"
+    first = next(s for s in plan(configure(name)) if s.split == "test").trace_id
+    said = (
+        f"workload {name!r}: repeats:counted on test window {first!r} (seed 20260721) "
+        "returned other rows when called again with the same arguments (row 1 in arrival "
+        "order, field 'arrival_s': 1.0, then 2.0): its rows must follow from its "
+        "arguments alone"
+    )
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        next(windows(name, "test", limit=1))
+    import repeats  # type: ignore[import-not-found]
+
+    repeats.CALLS.clear()
+    made = list(windows("plugin:repeats:follows", "test", limit=3))
+    indices = [w.meta["index"] for w in made]
+    assert [indices[0], *indices] == repeats.CALLS
+
+
 def test_a_module_failing_as_it_loads_names_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
