@@ -676,12 +676,13 @@ def _registered_records(spec: Any) -> list[dict[str, Any]]:
 
 
 def _seen_records(
-    spec: Any, evaluated: set[Any], split: str
+    spec: Any, evaluated: set[Any], split: str, workload: str | None = None
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`_seen_among` of an agent's records (:func:`_registered_records`; those of
     a workload or parameters this registry does not know left out): the first record
     with windows among ``evaluated`` and its answer, else the first record's; None
-    when it has none."""
+    when it has none. ``workload``: the workload evaluated, whose module may be one a
+    record's is under another name (:func:`_as_evaluated`)."""
     try:
         records = _registered_records(spec)
     except (ValueError, TypeError):
@@ -689,12 +690,34 @@ def _seen_records(
     answers = []
     for record in records:
         try:
-            families = _families(record)
+            families = _families(_as_evaluated(record, workload))
         except (ValueError, TypeError):  # a workload or parameters this registry does not know
             continue
         answers.append((record, _seen_among(record, families, evaluated, split)))
     hits = [(record, found) for record, found in answers if found[0] or found[2]]
     return (hits or answers)[0] if answers else None
+
+
+def _as_evaluated(record: Mapping[str, Any], workload: str | None) -> Mapping[str, Any]:
+    """``record`` as if it named ``workload`` when both are workloads of one's own
+    of one function name and ``workload``'s module is the bytes the record's was
+    (``plugin_sha256``): the same code under another module name (``gen:rows`` run in
+    the folder ``mine/``, ``mine.gen:rows`` from its parent) makes the same windows;
+    else ``record``."""
+    from envs.workloads.plugins import is_plugin, load_plugin
+
+    trained = record.get("workload")
+    sha256 = record.get("plugin_sha256")
+    if (
+        not sha256
+        or trained == workload
+        or not is_plugin(trained)
+        or not is_plugin(workload)
+        or str(trained).rpartition(":")[2] != str(workload).rpartition(":")[2]
+        or load_plugin(str(workload)).sha256 != sha256
+    ):
+        return record
+    return {**record, "workload": workload}
 
 
 def _registered_evaluated(
@@ -718,7 +741,7 @@ def _registered_found(
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`seen_registered` with the record it answers of."""
     evaluated, _ = _registered_evaluated(workload, params, seed, split, limit)
-    return _seen_records(spec, evaluated, split)
+    return _seen_records(spec, evaluated, split, workload)
 
 
 def seen_registered(
@@ -893,7 +916,7 @@ def _seen_registered_text(
     """As :func:`_seen_in_trace`, of a registered workload's windows (``evaluated``:
     :func:`_registered_evaluated`'s answer)."""
     keys, n_eval = evaluated
-    found = _seen_records(spec, keys, split)
+    found = _seen_records(spec, keys, split, workload)
     if found is None or not (found[1][0] or found[1][2]):
         return None
     return _registered_text(*found, seed, split, n_eval, _counts_text(workload, params))

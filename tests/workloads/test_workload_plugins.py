@@ -386,14 +386,45 @@ def test_an_agent_s_windows_are_told_apart_from_another_plugin_s(own: str) -> No
     spec = SimpleNamespace(env_kwargs={"workload": name}, registered_windows=[record])
     every = {"train_windows": 0, "test_windows": 20}  # (all 20 indices test windows)
     assert seen_registered(spec, name, every, 7, "test", None) == (record["train"], 1, [], 0)
-    # the same function in another module: the same family name and trace ids, other traffic
-    (Path.cwd() / f"{own}_copy.py").write_text(textwrap.dedent(MODULE))
+    # the same function in another module of other bytes: the same family name and trace
+    # ids, other traffic (a copy of the same bytes is the same traffic: the test below)
+    (Path.cwd() / f"{own}_copy.py").write_text(textwrap.dedent(MODULE) + "# a copy\n")
     other = f"plugin:{own}_copy:two_rows"
     assert [s.trace_id for s in plan(configure(other, **every), 7)][:2] == [
         "two_rows-0000",
         "two_rows-0001",
     ]
     assert seen_registered(spec, other, every, 7, "test", None) == ([], 1, [], 0)
+
+
+def test_an_agent_s_windows_under_another_name_of_its_module_are_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent trained on gen:rows (run in the folder mine/) evaluated on
+    mine.gen:rows (run from its parent): the module of the same bytes under another
+    name makes the same windows, so its windows are seen (before: none was); a
+    module of other bytes, the same function and defaults is other traffic."""
+    from agents.algorithms import AgentSpec
+    from experiments.trained_on import seen_registered, trained_windows
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "__init__.py").write_text("")
+    code = (
+        "def rows(window, seed, split, trace_id, gap=1.0):\n"
+        "    return [{'arrival_s': gap * window, 'input_length': 1, 'hash_ids': [window]}]\n"
+    )
+    (tmp_path / "mine" / "gen.py").write_text(code)
+    (tmp_path / "other.py").write_text(code + "# the same function, other bytes\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "mine"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    counts = {"train_windows": 1, "test_windows": 1}
+    record = trained_windows("plugin:gen:rows", counts, 20260721, None, None)
+    spec = AgentSpec(algo="ppo", env="route", registered_windows=[record])
+    own = (record["train"], 1, record["val"], 5)  # (rows-0002..6: test windows at 5/15/5)
+    assert len(record["train"]) == 1 and len(record["val"]) == 5
+    for name, seen in (("plugin:mine.gen:rows", own), ("plugin:other:rows", ([], 1, [], 5))):
+        assert seen_registered(spec, name, {}, 20260721, "test", None) == seen, name
 
 
 def test_an_agent_records_its_module_s_sha256_and_a_change_is_one_note(own: str) -> None:
