@@ -393,6 +393,7 @@ def checked_rows(
         ReadReport(source=where),
         block_origin=f"{plugin.factory}'s",
         block_remedy=remedy,
+        time_remedy=("it returns seconds from the window's start", ()),
     )
     rows: list[dict[str, Any]] = []
     try:

@@ -102,6 +102,10 @@ def numpy_fraction(window, seed, split, trace_id):
     return [{"arrival_s": 0.0, "input_length": np.float64(300.5), "hash_ids": [1, 2]}]
 
 
+def unix_time(window, seed, split, trace_id):
+    return [{"arrival_s": 1_700_000_000, "input_length": 300, "hash_ids": ["a", "b"]}]
+
+
 def poisson(window, seed, split, trace_id, rate=-1.0):
     n = int(np.random.default_rng(seed).poisson(rate))  # the failing line
     return [{"arrival_s": 0.0, "input_length": 1, "hash_ids": [1]}] * n
@@ -255,6 +259,11 @@ def test_the_example_s_windows(own: str) -> None:
          "'output_lenght', which the rows' layout has not"),
         ("other_window", "{own}:other_window on test window 'other_window-{i}': row 1, field "
          "'trace_id': is 'mine', but the window is 'other_window-{i}'"),
+        ("unix_time", "{own}:unix_time on test window 'unix_time-{i}': row 1, field "
+         "'arrival_s': 1700000000 is 19,676 days after the start of window 'unix_time-{i}', "
+         "read as s: arrival_s counts from its window's start, and no window spans more "
+         "than 31 days (an absolute time such as Unix seconds is not one; it returns "
+         "seconds from the window's start)"),
         ("poisson", "test window 'poisson-{i}' (seed 20260721, the workload's own parameters): "
          "{own}:poisson failed at {own}.py:{line}: ValueError: lam < 0"),
     ],

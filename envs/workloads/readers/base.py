@@ -481,13 +481,23 @@ def check_context(
         )
 
 
+TIME_REMEDY = ("if it counts a finer unit, set {time_unit}= to it", ("time_unit",))
+"""What a window-time error says to do about a trace file, and the read options it
+names (each written ``{name}``)."""
+
+
 def check_window_time(
-    parsed: ParsedRow, fmt: TraceFormat, units_per_s: float, loc: RowLocation
+    parsed: ParsedRow,
+    fmt: TraceFormat,
+    units_per_s: float,
+    loc: RowLocation,
+    remedy: tuple[str, tuple[str, ...]] = TIME_REMEDY,
 ) -> None:
     """Reject a window-relative time (Bursted-ART ``arrival_s``) more than
     :data:`PLAUSIBLE_SPAN_S` (a month) after its window's start: no window is that
     long, and at such a time (an absolute one, Unix seconds or nanoseconds) a
-    prefill's milliseconds are lost to rounding, so its TTFT would read 0."""
+    prefill's milliseconds are lost to rounding, so its TTFT would read 0. ``remedy``:
+    what to do and the settings it names (a trace file's read options by default)."""
     seconds = parsed.time / units_per_s
     if seconds > PLAUSIBLE_SPAN_S:
         time = plain_number(parsed.time) if parsed.time < 1e21 else f"{parsed.time:.4g}"
@@ -499,8 +509,8 @@ def check_window_time(
             f"window {parsed.window!r}, read as {unit_name(units_per_s)}: {fmt.time_field} "
             f"counts from its window's start, and no window spans more than "
             f"{PLAUSIBLE_SPAN_S / 86_400:.0f} days (an absolute time such as Unix seconds "
-            "is not one; if it counts a finer unit, set {time_unit}= to it)",
-            ("time_unit",),
+            f"is not one; {remedy[0]})",
+            remedy[1],
         )
 
 
@@ -569,6 +579,7 @@ class RowStream:
         report: ReadReport,
         block_origin: str = "",
         block_remedy: tuple[str, tuple[str, ...]] = BLOCK_REMEDY,
+        time_remedy: tuple[str, tuple[str, ...]] = TIME_REMEDY,
     ) -> None:
         self.rows = rows
         self.fmt = fmt
@@ -577,6 +588,8 @@ class RowStream:
         (:func:`block_size_origin`; a caller that knows more gives it)."""
         self.block_remedy = block_remedy
         """What a block-count error says to do (:data:`BLOCK_REMEDY`: a trace file's)."""
+        self.time_remedy = time_remedy
+        """What a window-time error says to do (:data:`TIME_REMEDY`: a trace file's)."""
         self.options = options
         self.report = report
         self.block_tokens = options.block_tokens or fmt.block_tokens
@@ -620,7 +633,7 @@ class RowStream:
             if options.max_context_tokens is not None:
                 check_context(parsed, options.max_context_tokens, loc, options.skip_bad_rows)
             if self.window_units_per_s is not None:
-                check_window_time(parsed, self.fmt, self.window_units_per_s, loc)
+                check_window_time(parsed, self.fmt, self.window_units_per_s, loc, self.time_remedy)
         except TraceFormatError as error:
             if not options.skip_bad_rows:
                 raise
