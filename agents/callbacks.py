@@ -15,7 +15,7 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from agents.algorithms import AgentSpec, save_agent
-from agents.run_state import RunWindows
+from agents.env_pickles import RunWindows
 from envs.files import folder_atomic, fsync_file
 
 

@@ -41,11 +41,9 @@ from their weights, with fresh envs and streams, and a note says so.
 from __future__ import annotations
 
 import copy
-import hashlib
 import io
 import pickle
 import random
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,121 +54,16 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from agents import note_run_state
+from agents.env_pickles import (
+    RunWindows,
+    WindowPickler,
+    WindowUnpickler,
+)
 from agents.vec_env import WorkerVecEnv
 
 RUN_STATE_FILE = "run_state.pkl"
 """The run state's file in a checkpoint folder."""
 RUN_STATE_VERSION = 1
-
-
-class RunWindows:
-    """The windows a run's envs draw episodes from (the train windows, then each
-    curriculum stage's segments): its run state names them by position, and
-    :attr:`digests` tells another run's apart."""
-
-    def __init__(self, windows: Sequence[Any]) -> None:
-        self.windows = list(windows)
-        self._digests: list[str] | None = None
-
-    @property
-    def digests(self) -> list[str]:
-        """Each window's :func:`window_digest` (worked out once)."""
-        if self._digests is None:
-            self._digests = [window_digest(window) for window in self.windows]
-        return self._digests
-
-
-def window_digest(window: Any) -> str:
-    """A sha256 of what a window's requests are (its name, block size, and each
-    request's fields; a request's blocks by Python's hash of their ids, which is
-    the same in every process): equal for a window built again from the same
-    workload. About 0.1 s for 16,000 requests."""
-    requests = window.requests
-    digest = hashlib.sha256(f"{window.name}\0{window.block_tokens}\0{len(requests)}".encode())
-    digest.update(np.array([r.arrival_s for r in requests], dtype=np.float64).tobytes())
-    numbers = [
-        (r.index, r.input_tokens, r.output_tokens, len(r.blocks), hash(r.blocks)) for r in requests
-    ]
-    digest.update(np.array(numbers, dtype=np.int64).tobytes())
-    texts = (
-        (r.request_id, r.tenant, r.group_id, r.job_kind, r.source, r.chat_id, r.parent_chat_id)
-        for r in requests
-    )
-    digest.update("\0".join("\0".join(text) for text in texts).encode())
-    return digest.hexdigest()
-
-
-class _Pickler(pickle.Pickler):
-    """Pickles each of ``windows`` as its position."""
-
-    def __init__(self, file: Any, windows: RunWindows) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._windows = windows.windows
-        self._positions = {id(window): k for k, window in enumerate(windows.windows)}
-
-    def persistent_id(self, obj: Any) -> Any:
-        k = self._positions.get(id(obj))
-        return None if k is None or self._windows[k] is not obj else ("window", k)
-
-
-class _DigestPickler(pickle.Pickler):
-    """Pickles each window whose :func:`window_digest` is among ``digests`` as its
-    position there; ``used`` gathers the positions named. In a worker process,
-    whose windows are copies of the run's, a window is told by what it holds."""
-
-    def __init__(self, file: Any, digests: Sequence[str]) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._positions: dict[str, int] = {}
-        for k, digest in enumerate(digests):
-            self._positions.setdefault(digest, k)
-        self._seen: dict[int, tuple[Any, int | None]] = {}  # the object kept: its id stays
-        self.used: set[int] = set()
-
-    def persistent_id(self, obj: Any) -> Any:
-        from envs.sim.request import Workload
-
-        if not isinstance(obj, Workload):
-            return None
-        seen = self._seen.get(id(obj))
-        if seen is None:
-            seen = self._seen[id(obj)] = (obj, self._positions.get(window_digest(obj)))
-        k = seen[1]
-        if k is None:
-            return None
-        self.used.add(k)
-        return ("window", k)
-
-
-class _Unpickler(pickle.Unpickler):
-    """Reads what :class:`_Pickler` or :class:`_DigestPickler` wrote, each position
-    as that window of ``windows`` (by position)."""
-
-    def __init__(self, file: Any, windows: dict[int, Any]) -> None:
-        super().__init__(file)
-        self._windows = windows
-
-    def persistent_load(self, pid: Any) -> Any:
-        kind, k = pid
-        if kind != "window" or k not in self._windows:
-            raise pickle.UnpicklingError(f"no window {pid!r}")
-        return self._windows[k]
-
-
-def snapshot_env(env: Any, digests: Sequence[str]) -> tuple[bytes, list[int]]:
-    """``env`` (a worker's, with its wrappers) pickled, each window whose digest is
-    among ``digests`` (the run's :attr:`RunWindows.digests`) named by its position,
-    and the positions named (the windows :func:`restore_env` is to be given). Runs
-    in the worker (``RunStateSnapshots``)."""
-    data = io.BytesIO()
-    pickler = _DigestPickler(data, digests)
-    pickler.dump(env)
-    return data.getvalue(), sorted(pickler.used)
-
-
-def restore_env(data: bytes, windows: dict[int, Any]) -> Any:
-    """The env :func:`snapshot_env` pickled as ``data``, each position it names as
-    that window of ``windows``. Runs in the worker (``RunStateSnapshots``)."""
-    return _Unpickler(io.BytesIO(data), windows).load()
 
 
 def _vec_envs(model: BaseAlgorithm) -> tuple[Any, VecNormalize | None]:
@@ -210,7 +103,7 @@ def capture(
     envs: Any
     if isinstance(inner, DummyVecEnv):
         vec, pickled = "dummy", io.BytesIO()
-        _Pickler(pickled, windows).dump(inner.envs)
+        WindowPickler(pickled, windows).dump(inner.envs)
         envs = pickled.getvalue()
     else:  # each worker pickles its env: (bytes, the window positions it names)
         vec, envs = "subproc", inner.env_method("run_state_snapshot", windows.digests)
@@ -295,7 +188,7 @@ def restore_envs(model: BaseAlgorithm, state: dict[str, Any], windows: RunWindow
     for the run are closed."""
     inner, norm = _vec_envs(model)
     if state_vec(state) == "dummy":
-        envs = _Unpickler(io.BytesIO(state["envs"]), dict(enumerate(windows.windows))).load()
+        envs = WindowUnpickler(io.BytesIO(state["envs"]), dict(enumerate(windows.windows))).load()
         if not isinstance(inner, DummyVecEnv) or len(envs) != inner.num_envs:
             raise ValueError(f"the run state holds {len(envs)} in-process envs")
         for env in inner.envs:

@@ -34,6 +34,8 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
+from agents.env_pickles import restore_env, snapshot_env
+
 
 class InProcessVecEnv(DummyVecEnv):
     """``DummyVecEnv`` whose ``step_wait`` copies each info dict shallowly instead of
@@ -107,15 +109,11 @@ class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
     def run_state_snapshot(self, digests: list[str]) -> tuple[bytes, list[int]]:
         """The env below, pickled with each window whose digest is among the run's
         ``digests`` named by its position there, and the positions named."""
-        from agents.run_state import snapshot_env
-
         return snapshot_env(self.env, digests)
 
     def run_state_restore(self, data: bytes, windows: dict[int, Any]) -> None:
         """Put the env :meth:`run_state_snapshot` pickled as ``data`` in place of the
         one below (closed), each position it names as that window of ``windows``."""
-        from agents.run_state import restore_env
-
         env = restore_env(data, windows)
         self.env.close()
         self.env = env

@@ -1348,7 +1348,7 @@ def train(cfg: DictConfig) -> float:
         usable_cpus,
         usable_threads,
     )
-    from agents.run_state import RunWindows
+    from agents.env_pickles import RunWindows
     from agents.vec_env import InProcessVecEnv, WorkerVecEnv
 
     check_train(cfg)

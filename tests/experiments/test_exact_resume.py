@@ -15,7 +15,8 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from agents.algorithms import load_agent
-from agents.run_state import RUN_STATE_FILE, window_digest
+from agents.env_pickles import window_digest
+from agents.run_state import RUN_STATE_FILE
 from envs.sim.request import Request, Workload
 from experiments.config import register_configs
 from experiments.train import train
