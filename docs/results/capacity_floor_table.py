@@ -176,7 +176,11 @@ dynamo's rows were measured again on 2026-12-06, after its active decode blocks
 came to count the decode steps run so far in the segment in progress
 ([baselines.md](../baselines.md)): its means on the burst families are the same
 to the last digit, on `rising_load`, `mixed` and `art_like` they moved -0.3 to
-+2.6 % (70b's most: +2.6, +1.6 and +0.7 %).
++2.6 % (70b's most: +2.6, +1.6 and +0.7 %). Every row was measured again later
+that day, after the forecast came to count a copy in flight on the reference
+copy model from when it lands, being written or queued on its target: the
+baselines and `oracle_warm` did not move, `finetune_families_long` by at most
+0.05 % (70b's 60 s bursts' p95).
 
 ## What it says
 

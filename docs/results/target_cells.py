@@ -143,8 +143,13 @@ at most 0.10 %, and no cell changed. dynamo's rows were measured again on
 2026-12-06, after its active decode blocks came to count the decode steps run so
 far in the segment in progress ([baselines.md](../baselines.md)): the targets
 drawn from it moved -0.3 to +2.2 %, and one cell changed, `improve_spare`'s
-glm-4.5 `rising_load` mean (met by 0.2 %, now missed by 0.1 %). The other seeds'
-rows below the table are from before both. The cells under evaluation seeds 1 and 2:
+glm-4.5 `rising_load` mean (met by 0.2 %, now missed by 0.1 %). The seven
+agents' and `oracle_warm`'s rows were measured again later that day, after the
+forecast came to count a copy in flight on the reference copy model from when it
+lands, being written or queued on its target ([baselines.md](../baselines.md)):
+the baselines and `oracle_warm` did not move; the agents' means moved by -1.4 to
++1.1 % on 70b's `mixed` and by at most 0.07 % elsewhere, and no cell changed.
+The other seeds' rows below the table are from before all three. The cells under evaluation seeds 1 and 2:
 [eval_seeds.md](eval_seeds.md).
 
 """
