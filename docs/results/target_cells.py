@@ -149,8 +149,8 @@ forecast came to count a copy in flight on the reference copy model from when it
 lands, being written or queued on its target ([baselines.md](../baselines.md)):
 the baselines and `oracle_warm` did not move; the agents' means moved by -1.4 to
 +1.1 % on 70b's `mixed` and by at most 0.07 % elsewhere, and no cell changed.
-The other seeds' rows below the table are from before all three. The cells under evaluation seeds 1 and 2:
-[eval_seeds.md](eval_seeds.md).
+The other seeds' rows below the table are from before all three. The cells under
+evaluation seeds 1 and 2: [eval_seeds.md](eval_seeds.md).
 
 """
 

@@ -24,33 +24,11 @@ from experiments.config import (
     register_configs,
     setup_label,
 )
+from tests.experiments.test_own_clusters import MINE, MIXED, MYGPU
 
 ROOT = Path(__file__).resolve().parents[2]
 register_configs()
 
-MIXED = "cluster.nodes=[4xH100,4xH100,8xH200]"
-# a dense model of one's own: 8e9 params at 2 bytes, 32 layers, 8 KV heads of 128
-MINE = [
-    "model.name=mine",
-    "model.total_params=8e9",
-    "model.active_params=8e9",
-    "model.bytes_per_elem=2",
-    "model.layers=32",
-    "model.kv_heads=8",
-    "model.head_dim=128",
-]
-# a GPU of one's own: 1 PFLOP/s, 4 TB/s HBM of 100 GB, 50 GB/s PCIe, 40 GB/s RDMA, 5 GB/s NVMe
-MYGPU = [
-    f"+cluster.gpus.MYGPU.{key}={value}"
-    for key, value in (
-        ("flops", "1e15"),
-        ("hbm_bw", "4e12"),
-        ("hbm_bytes", "100e9"),
-        ("pcie_bw", "50e9"),
-        ("rdma_bw", "40e9"),
-        ("nvme_bw", "5e9"),
-    )
-]
 SMALL = ["params=n_bursts=2,burst_requests=40,n_decoys=6", "windows=1", "agents=none"]
 QUIET = ["progress=false", "charts=false"]
 
