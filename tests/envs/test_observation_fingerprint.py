@@ -51,15 +51,17 @@ RECORDED = {
     "route_hints": "fe88756e00c25b71cd0819258cef3c5559d201a63aa047c9d7d97a7dd1fad45c",
     # 2026-12-05: a copy whose source or target lost its KV before it landed lands
     # nothing (a deliberate change; the random warm actions of these three cases
-    # make such copies)
-    "route_warm": "d6a9768d5a2fdee2666b757a44fb585782b7aee26d6b80ee588649243644a236",
+    # make such copies); 2026-12-06: the node rows count a copy in flight from when
+    # it lands, being written or queued on its target (a deliberate change, these
+    # three cases)
+    "route_warm": "b6f712f3aeebe9ed8a58b1390d9671e89961af366cb351e17761e3146ef984ea",
     # 2026-12-03: a request taking its prefix from a promotion pays the promoted
     # tokens' HBM read (a deliberate change; this case promotes); 2026-12-05 as above;
     # later on 2026-12-05: evicting a prefix a node holds only pinned is masked (an
     # eviction leaves pinned blocks, so it moved nothing and was refused); 2026-12-06:
     # the hint columns, as route_hints
-    "route_warm_options": "3dfc82e442fa7d5b45b1448ec72081e752942eee14a99f069a051c091d8e6233",
-    "route_warm_view_delay": "dfd4b0e7e2428829fd00661ee9d26e6839d6982e0bae2ddc6e55d102d29063e0",
+    "route_warm_options": "dee239c33ad03d9edfe64fa0460cd5084096c057e5b762f25322db2f85140b13",
+    "route_warm_view_delay": "56fdc4cafcdd7da067ab8000a1ff420f6e9b7de2727934483abadbced0e30cdb",
 }
 """The hashes of :func:`fingerprint`, recorded on main before the speed work (#19)."""
 
