@@ -110,6 +110,13 @@ def test_compare_on_mixed_nodes_is_evaluate_on_them(tmp_path: Path) -> None:
     evaluate(cfg)
     hydra = json.loads((tmp_path / "evaluate" / "results.json").read_text())
     assert hydra["config"]["cluster_figures"] == figures
+    # the same record but config.setup: compare's the name, evaluate's {"name": ...}
+    # (docs/commands.md says which)
+    assert (config["model"], config["cluster"]) == (
+        hydra["config"]["model"],
+        hydra["config"]["cluster"],
+    )
+    assert hydra["config"]["setup"] == {"name": label}
     theirs = {row["policy"]: row for row in hydra["rows"]}
     for row in result["rows"]:
         other = theirs[row["policy"]]
