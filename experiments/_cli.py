@@ -143,6 +143,7 @@ CLUSTER_HELP = (
     "  cluster.node=4xH100 cluster.n_nodes=N, or cluster.nodes=[4xH100,8xH200]",
     "  +cluster.gpus.NAME.FIELD=... (a GPU kind of one's own: GpuSpec's fields; + optional)",
 )
+"""What ``--help`` adds for a command that takes them (``compare``, ``costs``)."""
 CLUSTER_HELP_KEYS = (
     "model.name",
     "model.FIELD",
@@ -152,7 +153,6 @@ CLUSTER_HELP_KEYS = (
     "cluster.gpus.NAME.FIELD",
 )
 """The keys :data:`CLUSTER_HELP` names (its tests check --help names nothing else)."""
-"""What ``--help`` adds for a command that takes them (``compare``, ``costs``)."""
 
 
 def _cluster_key(key: str) -> str | None:
