@@ -136,14 +136,25 @@ Hydra commands' ``model`` and ``cluster`` groups' keys (``model.name``,
 ``cluster.nodes``, ``+cluster.gpus.NAME.flops``; docs/configuration.md)."""
 
 
-CLUSTER_HELP = (
-    "a cluster of one's own, as the Hydra commands take it (docs/configuration.md); "
-    "each option changes its part of setup=:",
-    "  model.name=NAME model.FIELD=... (a model of one's own: ModelSpec's fields)",
-    "  cluster.node=4xH100 cluster.n_nodes=N, or cluster.nodes=[4xH100,8xH200]",
-    "  +cluster.gpus.NAME.FIELD=... (a GPU kind of one's own: GpuSpec's fields; + optional)",
-)
-"""What ``--help`` adds for a command that takes them (``compare``, ``costs``)."""
+def cluster_help(n_nodes: bool = True) -> tuple[str, ...]:
+    """What ``--help`` adds for a command that takes a cluster of one's own:
+    ``compare``; ``costs`` with ``n_nodes`` False (its tables are one node's, so it
+    refuses ``cluster.n_nodes``, and its help does not offer it)."""
+    nodes = (
+        "  cluster.node=4xH100 cluster.n_nodes=N, or cluster.nodes=[4xH100,8xH200]"
+        if n_nodes
+        else "  cluster.node=4xH100, or cluster.nodes=[4xH100,8xH200] for a table per node "
+        "kind (a table is one node's: no cluster.n_nodes)"
+    )
+    return (
+        "a cluster of one's own, as the Hydra commands take it (docs/configuration.md); "
+        "each option changes its part of setup=:",
+        "  model.name=NAME model.FIELD=... (a model of one's own: ModelSpec's fields)",
+        nodes,
+        "  +cluster.gpus.NAME.FIELD=... (a GPU kind of one's own: GpuSpec's fields; + optional)",
+    )
+
+
 CLUSTER_HELP_KEYS = (
     "model.name",
     "model.FIELD",
@@ -152,7 +163,8 @@ CLUSTER_HELP_KEYS = (
     "cluster.nodes",
     "cluster.gpus.NAME.FIELD",
 )
-"""The keys :data:`CLUSTER_HELP` names (its tests check --help names nothing else)."""
+"""The keys :func:`cluster_help` names (its tests check --help names nothing else;
+``costs``' names all but ``cluster.n_nodes``)."""
 
 
 def _cluster_key(key: str) -> str | None:

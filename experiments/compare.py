@@ -102,10 +102,10 @@ from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_options import TRACE_WORKLOAD
 from experiments._cli import (
-    CLUSTER_HELP,
     TRACE_PATHS,
     UsageError,
     cap_note,
+    cluster_help,
     generator_params,
     input_paths,
     main_guard,
@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "generator parameters, as make_dataset's params= does (evaluate and train: "
             "+workload.params.NAME)",
             *sim_help,
-            *CLUSTER_HELP,
+            *cluster_help(),
         ),
     )
     options["workload"] = resolve_workload("experiments.compare", options)

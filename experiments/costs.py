@@ -40,8 +40,8 @@ from envs.files import write_json_atomic
 from envs.sim.config import DEFAULT_SETUP, SETUPS, ClusterSpec, SimConfig
 from envs.sim.timing import ModelSpec, NodeCosts, NodeSpec, model_preset, parse_node
 from experiments._cli import (
-    CLUSTER_HELP,
     UsageError,
+    cluster_help,
     main_guard,
     naming_value,
     parse_args,
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         COMMAND,
         DEFAULTS,
         argv,
-        (*CLUSTER_HELP, "  (here a table per node kind; cluster.n_nodes does not apply)"),
+        cluster_help(n_nodes=False),
     )
     if options["setup"] not in SETUPS:
         raise UsageError(
