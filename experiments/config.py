@@ -768,16 +768,17 @@ def cluster_from_options(
 
 
 def nodes_count(nodes: Any, n_nodes: Any) -> int:
-    """The ``btb_nodes`` resolver: ``cluster.nodes``' entries where it is a list, else
-    ``cluster.n_nodes`` (:func:`cluster_size` of the two values, for an interpolation:
-    ``${btb_nodes:${cluster.nodes},${cluster.n_nodes}}``)."""
+    """The cluster's node count from its two values: ``cluster.nodes``' entries where
+    it is a list, else ``cluster.n_nodes``. The one rule: :func:`cluster_size` of a
+    config, and the ``btb_nodes`` resolver of an interpolation
+    (``${btb_nodes:${cluster.nodes},${cluster.n_nodes}}``)."""
     return len(nodes) if _is_sequence(nodes) else int(n_nodes)
 
 
 def cluster_size(cfg: Any) -> int:
-    """The cluster's node count: ``cluster.nodes``' entries, else ``cluster.n_nodes``."""
-    nodes = cfg.cluster.get("nodes")
-    return len(nodes) if _is_sequence(nodes) else int(cfg.cluster.n_nodes)
+    """The cluster's node count: ``cluster.nodes``' entries, else ``cluster.n_nodes``
+    (:func:`nodes_count` of the config's two values)."""
+    return nodes_count(cfg.cluster.get("nodes"), cfg.cluster.n_nodes)
 
 
 def cluster_size_said(cfg: Any) -> str:

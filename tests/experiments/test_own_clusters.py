@@ -487,12 +487,14 @@ def test_tune_btb_s_default_m_range_follows_the_nodes_listed() -> None:
     """conf/hydra/sweeper/btb_optuna.yaml's M is 1..the cluster's nodes: three for
     cluster.nodes of three entries (it followed cluster.n_nodes, the default
     option's 4, and the sweep was refused before it started); n_nodes as before."""
+    from experiments.config import cluster_size
     from experiments.tune_btb import check_sweep
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         for overrides, m in (([MIXED], 3), (["cluster.n_nodes=2"], 2), ([], 4)):
             cfg = compose("tune_btb", overrides=overrides, return_hydra_config=True)
             assert cfg.hydra.sweeper.params.m == f"int(interval(1, {m}))"
+            assert cluster_size(cfg) == m  # the resolver's count, by the one rule
     check_sweep(["-m", "workload=tiny", MIXED])
 
 
