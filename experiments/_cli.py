@@ -176,13 +176,15 @@ def _cluster_key(key: str) -> str | None:
 
 def split_cluster_options(
     command: str, argv: Sequence[str] | None
-) -> tuple[list[str], dict[str, str]]:
+) -> tuple[list[str], dict[str, str], frozenset[str]]:
     """``argv`` without its options of a cluster of one's own (:data:`CLUSTER_PREFIXES`),
-    and those as ``{key: text}``, each key once (``+`` dropped: ``+cluster.gpus.X.flops``
-    and ``cluster.gpus.X.flops`` are one option). Which keys and values make a
-    cluster is ``experiments.config.cluster_from_options``' to say."""
+    those as ``{key: text}``, each key once (``+`` dropped: ``+cluster.gpus.X.flops``
+    and ``cluster.gpus.X.flops`` are one option), and the keys given with ``+``
+    (which ``experiments.config.cluster_from_options`` refuses where Hydra does).
+    Which keys and values make a cluster is ``cluster_from_options``' to say."""
     rest: list[str] = []
     given: dict[str, str] = {}
+    added: set[str] = set()
     for arg in sys.argv[1:] if argv is None else argv:
         key, sep, text = arg.partition("=")
         bare = _cluster_key(key)
@@ -194,7 +196,9 @@ def split_cluster_options(
         if bare in given:  # the last one would win without a word
             raise UsageError(f"{command}: {bare}= is given twice")
         given[bare] = text
-    return rest, given
+        if bare != key:
+            added.add(bare)
+    return rest, given, frozenset(added)
 
 
 def refuse_cluster_options(command: str, argv: Sequence[str] | None, why: str) -> None:

@@ -471,7 +471,7 @@ def default_out_dir(options: dict[str, Any], experiment: str, label: str = "") -
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv, sim_options = split_sim_options("experiments.compare", argv)
-    argv, cluster_given = split_cluster_options("experiments.compare", argv)
+    argv, cluster_given, cluster_added = split_cluster_options("experiments.compare", argv)
     options = parse_args(
         "experiments.compare",
         DEFAULTS,
@@ -490,7 +490,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from experiments.config import cluster_from_options, setup_label
 
     # the setup, changed by the options of a cluster of one's own (as on the Hydra commands)
-    built, cluster = cluster_from_options("experiments.compare", options["setup"], cluster_given)
+    built, cluster = cluster_from_options(
+        "experiments.compare", options["setup"], cluster_given, cluster_added
+    )
     setup = setup_label(built)  # what the rows, the folder and results.json call it
     n_nodes = len(cluster.nodes)
     for key in ("seed", "workload_seed"):

@@ -701,14 +701,16 @@ _FROM_SETUP = ("model.name", "cluster.node", "cluster.n_nodes")
 
 
 def cluster_from_options(
-    command: str, setup: str, given: Mapping[str, str]
+    command: str, setup: str, given: Mapping[str, str], added: Collection[str] = frozenset()
 ) -> tuple[Any, ClusterSpec]:
     """The cluster a ``key=value`` command (``compare``, ``costs``) runs on, and the
     config it is made of, as the Hydra commands' ``setup``, ``model`` and ``cluster``
     groups hold it: ``setup`` (a published setup) gives ``model.name``,
     ``cluster.node`` and ``cluster.n_nodes``, and ``given`` (the command line's
     options of a cluster of one's own, ``experiments._cli.split_cluster_options``)
-    change them, each read as Hydra reads an override (``8e9`` a float, ``null``
+    change them, each read as Hydra reads an override (one of ``added``, given with
+    ``+``, is refused as Hydra refuses it: a value but a list or dict for a key that
+    holds one, ``+cluster.node=8xH200``) (``8e9`` a float, ``null``
     None; ``cluster.nodes``' brackets optional, as the command's other lists') and
     typed by the groups' schema. :func:`cluster_of` makes the cluster, the one
     builder of both kinds of command, so the names and checks are the Hydra
@@ -753,6 +755,16 @@ def cluster_from_options(
             body = f"[{inner}]"  # brackets optional, as the command's other lists
         try:
             value = parser.parse_override(f"{key}={body}").value()
+            if (
+                key in added
+                and not isinstance(value, (dict, list))
+                and OmegaConf.select(cfg, key, throw_on_missing=False) is not None
+            ):  # Hydra's rule for a + override (its words)
+                raise UsageError(
+                    f"{command}: +{key}={text}: could not append to config: an item is "
+                    f"already at '{key}' (from setup={setup}); remove the + prefix: "
+                    f"{key}={text}"
+                )
             OmegaConf.update(cfg, key, value, merge=True)
         except (HydraException, OmegaConfBaseException) as error:
             detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error)

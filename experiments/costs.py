@@ -98,7 +98,7 @@ def _fmt(value: float) -> str:
 
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    argv, given = split_cluster_options(COMMAND, argv)
+    argv, given, added = split_cluster_options(COMMAND, argv)
     options = parse_args(
         COMMAND,
         DEFAULTS,
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(f"{COMMAND}: mfu must be in (0, 1], got {options['mfu']}")
     from experiments.config import cluster_from_options
 
-    _, cluster = cluster_from_options(COMMAND, options["setup"], given)
+    _, cluster = cluster_from_options(COMMAND, options["setup"], given, added)
     kinds = list({node.name: node for node in cluster.nodes}.values())  # each kind once
     if options["out_dir"]:
         claim_out_dir(

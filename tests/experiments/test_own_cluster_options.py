@@ -39,9 +39,9 @@ def _compose(overrides: list[str], name: str = "evaluate") -> Any:
 
 
 def _built(args: list[str], setup: str = "70b_h100x4") -> tuple[Any, ClusterSpec]:
-    rest, given = split_cluster_options("X", args)
+    rest, given, added = split_cluster_options("X", args)
     assert rest == []
-    return cluster_from_options("X", setup, given)
+    return cluster_from_options("X", setup, given, added)
 
 
 def test_the_options_make_the_cluster_the_hydra_commands_make() -> None:
@@ -146,6 +146,23 @@ def test_compare_on_a_published_setup_is_as_before(tmp_path: Path) -> None:
     )
 
 
+def test_a_plus_is_refused_where_hydra_refuses_it() -> None:
+    """``+KEY=`` on a key that holds a value (the setup's model and node, its node
+    count) is refused as evaluate refuses it (Hydra: "Could not append to config");
+    it was taken as ``KEY=``. A list, or a key that holds nothing (``cluster.nodes``,
+    a GPU kind of one's own), takes its ``+`` as on the Hydra commands."""
+    from experiments._cli import UsageError
+
+    for arg in ("+cluster.node=8xH200", "+cluster.n_nodes=2", "+model.name=qwen3-8b",
+                "+cluster.node=null"):  # fmt: skip
+        key = arg[1:].partition("=")[0]
+        with pytest.raises(UsageError, match=rf"an item is already at '{key}' \(from setup="):
+            _built([arg])
+    _, cluster = _built(["+cluster.nodes=[4xH100,8xH200]"])
+    assert [node.n_gpus for node in cluster.nodes] == [4, 8]
+    assert _built([*MYGPU, "cluster.node=4xMYGPU"])[1].nodes[0].gpu.flops > 0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -168,6 +185,11 @@ def test_compare_on_a_published_setup_is_as_before(tmp_path: Path) -> None:
             "cluster.nodes='[4xH100,,8xH200]' has an empty entry",
         ),
         (["cluster.nodes=[4xH100]", "cluster.nodes=[8xH200]"], "cluster.nodes= is given twice"),
+        (
+            ["+cluster.node=8xH200"],
+            "+cluster.node=8xH200: could not append to config: an item is already at "
+            "'cluster.node' (from setup=70b_h100x4); remove the + prefix: cluster.node=8xH200",
+        ),
         (
             ["cluster.nodes=[4xH100,4xQ100]"],
             "cluster.nodes[1]='4xQ100' (from the command line): unknown GPU preset 'Q100'; "
