@@ -34,8 +34,11 @@ as without faults. The rules (docs/faults.md):
   bytes ``fault_copy_slowdown`` times slower: under the reference copy model
   its work item on the target lasts latency + slowdown x bytes / bandwidth;
   under the contention model it needs slowdown x its bytes of NIC share. The
-  forecasts (``landing_s``) assume full speed, except for a contention-model
-  copy already moving.
+  forecasts (``landing_s``, ``_causal_landing_s``) assume full speed, except
+  for a copy already under way: a contention-model copy moving (its bytes as
+  they flow), and, in ``_causal_landing_s`` (the observation's node rows, the
+  ``eft`` family), a reference-model copy being written now (the rest of its
+  work item on the target, its slowdown and the transfer latency included).
 * **A failed copy** (``fault_copy_fail_prob``, drawn when it would land): its
   bytes and time were spent but nothing lands. A failed copy's state is
   ``FAILED`` (``sim.copies``); it leaves the target's ``inflight`` at once, and

@@ -246,10 +246,16 @@ def _causal_landing_s(
     memo: HitMemo | None = None,
     sources: Sources | None = None,
 ) -> float:
-    """Seconds from now until a warm copy in flight lands (a causal estimate: a
-    copy waiting for its source starts when the source has computed the prefix;
-    the transfer latency is left out). ``sources`` caches the sources' own
-    estimates within one observation."""
+    """Seconds from now until a warm copy in flight lands (a causal estimate): a
+    contention-model copy moving, when its bytes are through (its slowdown
+    counted); a reference-model copy being written now, the rest of its work item
+    on the target (its slowdown and the transfer latency counted); one queued on
+    its target (the reference copy model), after the target's current work and
+    the copies queued before it, each its bytes over the target's bandwidth; a copy
+    waiting for its source, once the source has computed the prefix, then its
+    bytes over the target's bandwidth. Save for the copy being written, the
+    transfer latency and a slow copy's slowdown are left out. ``sources`` caches
+    the sources' own estimates within one observation."""
     state = copy.state
     if state == MOVING and copy.rate > 0:
         return max(copy.bytes_end_s - now, 0.0)

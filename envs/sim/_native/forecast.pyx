@@ -261,8 +261,14 @@ cdef class Coming:
 
 cdef double _causal_landing_s(list nodes, object copy, double now, int depth, dict memo,
                               dict sources, long long block_tokens, double* rdma_bw) except? -1.0:
-    """``envs.sim.forecast._causal_landing_s``; ``rdma_bw``: each node's
-    ``spec.rdma_bw``, read the first time an estimate needs it (-1 until then)."""
+    """``envs.sim.forecast._causal_landing_s``, step for step: a contention-model
+    copy moving, when its bytes are through (its slowdown counted); a
+    reference-model copy being written now, the rest of its work item (its slowdown
+    and the transfer latency counted); one queued on its target, after the target's
+    current work and the copies queued before it; one waiting for its source, once
+    the source has computed the prefix; each but the copy being written without
+    the latency or a slowdown. ``rdma_bw``: each node's ``spec.rdma_bw``, read the
+    first time an estimate needs it (-1 until then)."""
     cdef double computed
     cdef Coming known
     state = copy.state
