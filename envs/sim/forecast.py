@@ -166,10 +166,21 @@ def copy_queue_s(node: Node, latency_s: float) -> float:
 
 def landing_s(copy: Copy, nodes: Sequence[Node], t: float, latency_s: float) -> float:
     """When a copy in flight will land, as far as the state at ``t`` tells
-    (``inf`` if its source KV has no known time to exist yet)."""
+    (``inf`` if its source KV has no known time to exist yet): a contention-model
+    copy moving, when its bytes are through plus the latency; one waiting for its
+    source's prefill of the prefix, that prefill's end, the latency and its bytes
+    at full speed.
+
+    Its one caller, :func:`worth_waiting` (the simulator's ``_should_wait``, both
+    cores), never asks about a copy QUEUED under the reference copy model: the
+    simulator asks only as a node starts its next work item with its copy queue
+    empty, and such a copy is in its target's copy queue or is the work item being
+    written. For one, this says ``t`` + latency + its bytes at full speed, as though
+    it started at ``t``; the forecast's rule for a queued copy, after its target's
+    current work and the copies before it, is :func:`_causal_landing_s`'s."""
     if copy.state == MOVING:  # (its bytes as of the flows' last event, not t)
         return copy.bytes_end_s + latency_s
-    if copy.state == QUEUED:
+    if copy.state == QUEUED:  # (not met from worth_waiting: see above)
         return t + latency_s + transfer_s(copy.bytes, nodes[copy.dst])
     source = nodes[copy.src]
     if source.work == PREFILL:
