@@ -73,7 +73,12 @@ from envs.workloads.readers.base import (
     window_again,
     window_units_per_s,
 )
-from envs.workloads.readers.hub import own_rows, read_by_line, require_datasets
+from envs.workloads.readers.hub import (
+    HUB_OPTION_REMEDY,
+    own_rows,
+    read_by_line,
+    require_datasets,
+)
 from envs.workloads.readers.sources import (
     file_rows,
     first_line,
@@ -279,7 +284,7 @@ def _hub_file_rows(file: Path, dataset: Any) -> RowSource:
     file's own values, by line, for the file reader's checks (:func:`own_rows`: the
     library converts some values first); an error reading them is
     :func:`_hub_file_error`'s."""
-    return own_rows(file, _hub_read(file, dataset))
+    return own_rows(file, _hub_read(file, dataset), HUB_OPTION_REMEDY)
 
 
 def _hub_read(file: Path, dataset: Any) -> Iterator[Any]:

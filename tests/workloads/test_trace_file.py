@@ -905,6 +905,30 @@ def test_read_hub_dataset_reads_a_slice_of_a_local_file_s_split(
         assert [r.arrival_s for r in part.requests] == arrivals
 
 
+def test_a_local_file_whose_rows_the_library_counts_otherwise_says_each_caller_s_way_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Line 2 holds two rows, which the ``datasets`` library reads and the file
+    reader skips (``skip_bad_rows``): 4 rows against 3 lines. A trace read with
+    ``format=hub`` says to read it without; ``read_hub_dataset``, which has no such
+    option, said so too, and now names ``read_trace``."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    lines = [json.dumps(row) for row in _mooncake([0, 100, 200, 300])]
+    path = tmp_path / "two.jsonl"
+    path.write_text(f"{lines[0]}\n{lines[1]} {lines[2]}\n{lines[3]}\n")
+    skip = {"skip_bad_rows": True, "max_bad_fraction": 0.9}
+    said = f"{path}: the datasets library reads more rows of it than its lines hold (3); "
+    with pytest.raises(TraceFormatError) as hub:
+        list(trace_windows(TraceOptions(path=str(path), format="hub", **skip), "all"))
+    assert str(hub.value) == said + "it reads without format=hub"
+    with pytest.raises(TraceFormatError) as whole:
+        list(read_hub_dataset("json", data_files=str(path), options=ReadOptions(**skip)))
+    assert str(whole.value) == said + "read_trace reads it by line, without the datasets library"
+
+
 def test_a_file_changed_while_a_run_reads_it_is_refused_naming_it(tmp_path: Path) -> None:
     """helper-56's review: a trace copied over while its windows were read gave a
     run windows of both files, without a word."""

@@ -41,7 +41,18 @@ def require_datasets() -> Any:
     return datasets
 
 
-def own_rows(file: str | os.PathLike[str], read: Iterable[Any]) -> RowSource:
+HUB_OPTION_REMEDY = ("it reads without {format}=hub", ("format",))
+"""What a trace read with ``format=hub`` (``workload.format=hub``) says to do when the
+``datasets`` library's rows of a local file are not the file's lines (:func:`own_rows`)."""
+READ_TRACE_REMEDY = ("read_trace reads it by line, without the datasets library", ())
+"""What :func:`read_hub_dataset`, which has no ``format=hub`` option, says then."""
+
+
+def own_rows(
+    file: str | os.PathLike[str],
+    read: Iterable[Any],
+    remedy: tuple[str, tuple[str, ...]],
+) -> RowSource:
     """The rows of a local ``file`` as the file reader reads them (its own values,
     numbered by line), one for each row the ``datasets`` library ``read`` of it
     gives, so that the same checks see the same values with and without the
@@ -49,7 +60,10 @@ def own_rows(file: str | os.PathLike[str], read: Iterable[Any]) -> RowSource:
     column of numbers with a ``"512"`` in it is read as numbers, and ids past 64
     bits as floats), so its rows are read (a file it cannot read is its error)
     but not used. A file the library reads more or fewer rows of than the file's
-    lines hold is an error naming the first such row."""
+    lines hold is an error naming the first such row and saying ``remedy`` (its
+    text, and the read options it names as ``{name}``: the caller's way round the
+    library, :data:`HUB_OPTION_REMEDY` or :data:`READ_TRACE_REMEDY`)."""
+    advice, options = remedy
     mine = iter(file_rows(file))
     count = 0
     for _ in read:
@@ -61,8 +75,8 @@ def own_rows(file: str | os.PathLike[str], read: Iterable[Any]) -> RowSource:
                 0,
                 None,
                 f"the datasets library reads more rows of it than its lines hold "
-                f"({count - 1:,}); it reads without {{format}}=hub",
-                ("format",),
+                f"({count - 1:,}); {advice}",
+                options,
             )
         yield row
     for line, _ in mine:
@@ -71,8 +85,8 @@ def own_rows(file: str | os.PathLike[str], read: Iterable[Any]) -> RowSource:
             line,
             None,
             f"the datasets library reads {count:,} rows of the file, and none from this "
-            "line on; it reads without {format}=hub",
-            ("format",),
+            f"line on; {advice}",
+            options,
         )
 
 
@@ -148,7 +162,9 @@ def read_hub_dataset(
     report = report if report is not None else ReadReport(source=label)
     local = _local_file(path, data_files, split)
     rows: Iterator[tuple[int, Any]] = (
-        iter(own_rows(local, dataset)) if local is not None else enumerate(iter(dataset), start=1)
+        iter(own_rows(local, dataset, READ_TRACE_REMEDY))
+        if local is not None
+        else enumerate(iter(dataset), start=1)
     )
     if format == "auto":
         head = list(itertools.islice(rows, 1))
