@@ -644,7 +644,9 @@ def resolve_workload(command: str, options: Mapping[str, Any]) -> str:
     """The workload a ``key=value`` command runs: ``workload=plugin
     workload.factory=MODULE:FUNCTION`` is ``plugin:MODULE:FUNCTION``
     (:mod:`envs.workloads.plugins`); any other ``workload=`` as given, and
-    ``workload.factory=`` beside it is refused, as ``workload=plugin`` without it."""
+    ``workload.factory=`` beside it is refused, as ``workload=plugin`` without it, and
+    ``workload.factory=`` alone where no workload is given (``bench``, which runs its
+    ``workloads=`` then) is told to add ``workload=plugin``."""
     workload = str(options["workload"])
     factory = str(options.get(PLUGIN_OPTION) or "")
     if workload == PLUGIN_WORKLOAD:
@@ -660,6 +662,11 @@ def resolve_workload(command: str, options: Mapping[str, Any]) -> str:
             raise UsageError(
                 f"{command}: workload={workload} names its function already; "
                 f"{PLUGIN_OPTION}= goes with workload={PLUGIN_WORKLOAD}"
+            )
+        if not workload:  # (bench: workloads= unless workload= is given)
+            raise UsageError(
+                f"{command}: {PLUGIN_OPTION}= goes with workload={PLUGIN_WORKLOAD}: add it "
+                f"(workload={PLUGIN_WORKLOAD} {PLUGIN_OPTION}={factory})"
             )
         raise UsageError(
             f"{command}: {PLUGIN_OPTION}= is an option of workload={PLUGIN_WORKLOAD}, not of "

@@ -561,6 +561,15 @@ def test_the_key_value_commands_resolve_workload_plugin(monkeypatch: pytest.Monk
     ):
         with pytest.raises(UsageError, match=re.escape(f"experiments.compare: {said}")):
             main([*argv, "agents=none"])
+    # bench runs its workloads= unless workload= is given: the option alone says to add it
+    from experiments import bench
+
+    with pytest.raises(UsageError) as alone:
+        bench.main(["workload.factory=examples.own_workload:make_rows"])
+    assert str(alone.value) == (
+        "experiments.bench: workload.factory= goes with workload=plugin: add it "
+        "(workload=plugin workload.factory=examples.own_workload:make_rows)"
+    )
 
 
 def test_the_hydra_commands_name_it_plugin_module_function() -> None:
