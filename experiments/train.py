@@ -806,7 +806,7 @@ def check_resume(cfg: Any, resumed: Any) -> dict[str, Any]:
 
 
 def exact_resume(
-    cfg: Any, model: Any, changes: dict[str, Any], windows: Any
+    cfg: Any, model: Any, changes: dict[str, Any], windows: Any, trained_seed: int
 ) -> dict[str, Any] | None:
     """The run state of checkpoint ``cfg.resume`` (:mod:`agents.run_state`) put in
     place on ``model`` (loaded on this run's envs): its envs mid-episode on this
@@ -815,7 +815,10 @@ def exact_resume(
     (``RestoreRandomState``). None, said in one line, where the resume cannot be
     exact: a checkpoint without one, a run that ``changes`` the checkpoint's
     workload, setup, simulator, reward or envs, or whose windows are not the
-    checkpoint's, or one on another ``env.vec`` than the checkpoint's."""
+    checkpoint's, one on another ``env.vec`` than the checkpoint's, or one of another
+    ``seed`` than the checkpoint's run (``trained_seed``, its agent.json's: the run
+    state's streams are that seed's, and a seed sweep resumed from one checkpoint
+    would run one run again and again)."""
     from agents import run_state
 
     state = run_state.load(cfg.resume)
@@ -832,6 +835,8 @@ def exact_resume(
         )
     elif changes:
         why = f"this run changes {', '.join(changes)}"
+    elif int(cfg.seed) != int(trained_seed):
+        why = f"this run changes seed: the checkpoint's run had seed={trained_seed}"
     elif run_state.state_vec(state) != cfg.env.vec:
         why = (
             f"its envs ran on env.vec={run_state.state_vec(state)}, "
@@ -1504,7 +1509,7 @@ def train(cfg: DictConfig) -> float:
                 "resume_adopted": adopted,
             }
             print_resume_changes(cfg.resume, changes, resumed.env_kwargs.get("sim"))
-            run_state = exact_resume(cfg, model, changes, run_windows)
+            run_state = exact_resume(cfg, model, changes, run_windows, resumed.seed)
             train_record["resume_exact"] = run_state is not None
             if resumed.normalize_reward is None:  # a checkpoint from before it was recorded
                 print(

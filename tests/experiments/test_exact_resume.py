@@ -82,6 +82,18 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys
     out = capsys.readouterr().out
     assert f"note: resume={checkpoint} is not exact (this run changes workload.seed)" in out
 
+    # another seed goes on as fine-tuning on that seed's envs: the run state's streams
+    # are the checkpoint's seed's, and resumes of a seed sweep would all be one run
+    reseeded = tmp_path / "reseeded"
+    _train(["train.checkpoint_every=0", "seed=1", f"resume={checkpoint}", f"out_dir={reseeded}"])
+    out = capsys.readouterr().out
+    assert (
+        f"note: resume={checkpoint} is not exact (this run changes seed: the checkpoint's "
+        "run had seed=0)" in out
+    )
+    assert json.loads((reseeded / "train.json").read_text())["train"]["resume_exact"] is False
+    assert not _same(_weights(whole / "agent"), _weights(reseeded / "agent"))
+
     # a damaged run state is refused in one line, which says how to go on
     state = checkpoint / RUN_STATE_FILE
     state.write_bytes(state.read_bytes()[:100])
