@@ -818,7 +818,10 @@ def exact_resume(
     checkpoint's, one on another ``env.vec`` than the checkpoint's, or one of another
     ``seed`` than the checkpoint's run (``trained_seed``, its agent.json's: the run
     state's streams are that seed's, and a seed sweep resumed from one checkpoint
-    would run one run again and again)."""
+    would run one run again and again), or one to another ``train.total_timesteps``
+    under a linear ``agent.lr_schedule`` (:func:`decays_over_run`: no run had the
+    rates it trains with; under a constant one, it goes on as a run to its own total
+    would have)."""
     from agents import run_state
 
     state = run_state.load(cfg.resume)
@@ -837,6 +840,11 @@ def exact_resume(
         why = f"this run changes {', '.join(changes)}"
     elif int(cfg.seed) != int(trained_seed):
         why = f"this run changes seed: the checkpoint's run had seed={trained_seed}"
+    elif decays_over_run(model) and int(model._total_timesteps) != int(cfg.train.total_timesteps):
+        why = (
+            f"its run was to train.total_timesteps={model._total_timesteps}, this one to "
+            f"{cfg.train.total_timesteps}: agent.lr_schedule=linear decays over the run's steps"
+        )
     elif run_state.state_vec(state) != cfg.env.vec:
         why = (
             f"its envs ran on env.vec={run_state.state_vec(state)}, "
@@ -853,6 +861,16 @@ def exact_resume(
     assert state is not None
     run_state.restore_envs(model, state, windows)
     return state
+
+
+def decays_over_run(model: Any) -> bool:
+    """Whether ``model``'s learning rate decays over its run's
+    ``train.total_timesteps`` (``agent.lr_schedule=linear``: SB3's progress is the
+    steps taken over the total), so that the rate at a step depends on the total."""
+    from agents.finetune import schedule_of
+
+    schedule = schedule_of(model.learning_rate)
+    return schedule is None or schedule[0] != "constant"
 
 
 def validation_basis(cfg: Any, val_pool: list[Any]) -> dict[str, Any]:

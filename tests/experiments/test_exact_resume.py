@@ -185,3 +185,34 @@ def test_a_resumed_run_on_worker_processes_ends_with_the_uninterrupted_runs_weig
     _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={tmp_path / 'dummy'}"])
     out = capsys.readouterr().out
     assert "is not exact (its envs ran on env.vec=subproc, this run's on env.vec=dummy)" in out
+
+
+@pytest.mark.slow
+def test_a_resume_to_another_total_under_a_linear_schedule_is_not_exact(tmp_path, capsys):
+    # the rate at a step is the starting rate x (1 - step / total): to the run's own
+    # total the resumed run ends with its weights; to another, no run had its rates
+    linear = ["agent.lr_schedule=linear"]
+    whole = tmp_path / "whole"
+    _train([*linear, "train.checkpoint_every=128", f"out_dir={whole}"])
+    checkpoint = whole / "checkpoints" / "step_128"
+    resumed = tmp_path / "resumed"
+    _train([*linear, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    assert "is not exact" not in capsys.readouterr().out
+    assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
+
+    longer = tmp_path / "longer"
+    _train(
+        [
+            *linear,
+            "train.checkpoint_every=0",
+            "train.total_timesteps=384",
+            f"resume={checkpoint}",
+            f"out_dir={longer}",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert (
+        f"note: resume={checkpoint} is not exact (its run was to train.total_timesteps=256, "
+        "this one to 384: agent.lr_schedule=linear decays over the run's steps)" in out
+    )
+    assert json.loads((longer / "train.json").read_text())["train"]["resume_exact"] is False
