@@ -1623,8 +1623,17 @@ def train(cfg: DictConfig) -> float:
         ]
         keep_best = None
         val_score = ValidationScore(cfg, spec, val_pool, str(cfg.train.val_score))
-        if validate and remaining > 0:
-            basis = validation_basis(cfg, val_pool)
+        # an exact resume at its run's end (a run stopped after its last checkpoint,
+        # e.g. in the evaluation) trains no step but still chooses agent/ among its
+        # run's scores, as the run did
+        basis = validation_basis(cfg, val_pool)
+        saved_scores = None if run_state is None else run_state.get("validation")
+        carried = None
+        if validate and (
+            remaining > 0 or (saved_scores is not None and saved_scores["basis"] == basis)
+        ):
+            carried = carried_validation(cfg, run_state, basis)
+        if validate and (remaining > 0 or carried is not None):
             keep_best = KeepBestByValidation(
                 int(cfg.train.val_every),
                 spec,
@@ -1632,7 +1641,7 @@ def train(cfg: DictConfig) -> float:
                 val_score,
                 logger,
                 echo=True,
-                restored=carried_validation(cfg, run_state, basis),
+                restored=carried,
                 basis=basis,
             )
         if cfg.train.checkpoint_every > 0:
@@ -1657,6 +1666,10 @@ def train(cfg: DictConfig) -> float:
         first_step = int(model.num_timesteps)
         if remaining > 0:
             model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
+        elif keep_best is not None:  # the scores carried over, and the end's if not taken
+            keep_best.init_callback(model)
+            keep_best.on_training_start({}, {})
+            keep_best.on_training_end()
         elapsed = time.perf_counter() - start
         train_record.update(wall_s=elapsed, cpu_s=time.process_time() - start_cpu)
         if keep_best is None:

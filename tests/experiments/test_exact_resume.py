@@ -150,6 +150,16 @@ def test_a_resumed_run_chooses_agent_among_the_uninterrupted_runs_scores(tmp_pat
     best = json.loads((resumed / "agent" / "agent.json").read_text())["timesteps"]
     assert best == expected["best_step"]
 
+    # resumed from its last checkpoint (a run stopped after training, in its
+    # evaluation), it trains no step and its agent/ is still the run's best, not last/
+    ended = tmp_path / "ended"
+    end = whole / "checkpoints" / "step_256"
+    _train([*scored, "train.checkpoint_every=0", f"resume={end}", f"out_dir={ended}"])
+    assert "is not exact" not in capsys.readouterr().out
+    assert _validation(ended)["history"] == expected["history"]
+    assert _same(_weights(whole / "agent"), _weights(ended / "agent"))
+    assert _same(_weights(whole / "last"), _weights(ended / "last"))
+
     # a run that scores other windows starts its own history, as before, and says so
     other = tmp_path / "other"
     _train(
