@@ -94,7 +94,7 @@ class _DigestPickler(pickle.Pickler):
         return ("window", k)
 
 
-class WindowUnpickler(pickle.Unpickler):
+class _Unpickler(pickle.Unpickler):
     """Reads what :class:`WindowPickler` or :class:`_DigestPickler` wrote, each position
     as that window of ``windows`` (by position)."""
 
@@ -120,7 +120,12 @@ def snapshot_env(env: Any, digests: Sequence[str]) -> tuple[bytes, list[int]]:
     return data.getvalue(), sorted(pickler.used)
 
 
+def error_text(error: BaseException) -> str:
+    """``error`` on one line, with its kind."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
 def restore_env(data: bytes, windows: dict[int, Any]) -> Any:
     """The env :func:`snapshot_env` pickled as ``data``, each position it names as
     that window of ``windows``. Runs in the worker (``RunStateSnapshots``)."""
-    return WindowUnpickler(io.BytesIO(data), windows).load()
+    return _Unpickler(io.BytesIO(data), windows).load()

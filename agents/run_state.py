@@ -54,11 +54,7 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from agents import note_run_state
-from agents.env_pickles import (
-    RunWindows,
-    WindowPickler,
-    WindowUnpickler,
-)
+from agents.env_pickles import RunWindows, WindowPickler, error_text, restore_env
 from agents.vec_env import WorkerVecEnv
 
 RUN_STATE_FILE = "run_state.pkl"
@@ -169,7 +165,7 @@ def load(folder: str | Path) -> dict[str, Any] | None:
         state = pickle.loads(data)
     except Exception as error:  # a truncated or foreign file: pickle raises its own
         raise ValueError(
-            f"{path}: not a run state ({type(error).__name__}: {' '.join(str(error).split())}; "
+            f"{path}: not a run state ({error_text(error)}; "
             "remove it to resume from the weights alone, not exactly)"
         ) from None
     if not isinstance(state, dict) or state.get("version") != RUN_STATE_VERSION:
@@ -188,7 +184,10 @@ def restore_envs(model: BaseAlgorithm, state: dict[str, Any], windows: RunWindow
     for the run are closed."""
     inner, norm = _vec_envs(model)
     if state_vec(state) == "dummy":
-        envs = WindowUnpickler(io.BytesIO(state["envs"]), dict(enumerate(windows.windows))).load()
+        try:
+            envs = restore_env(state["envs"], dict(enumerate(windows.windows)))
+        except Exception as error:  # e.g. envs pickled by other code: one line, not a trace
+            raise ValueError(f"its envs do not load ({error_text(error)})") from None
         if not isinstance(inner, DummyVecEnv) or len(envs) != inner.num_envs:
             raise ValueError(f"the run state holds {len(envs)} in-process envs")
         for env in inner.envs:
@@ -199,7 +198,9 @@ def restore_envs(model: BaseAlgorithm, state: dict[str, Any], windows: RunWindow
             raise ValueError(f"the run state holds {len(state['envs'])} worker envs")
         for k, (data, used) in enumerate(state["envs"]):  # each worker its windows only
             named = {p: windows.windows[p] for p in used}
-            inner.env_method("run_state_restore", data, named, indices=[k])
+            (why,) = inner.env_method("run_state_restore", data, named, indices=[k])
+            if why is not None:
+                raise ValueError(f"its env {k} does not load in its worker ({why})")
     inner._reset_seeds()  # a reset would draw a seed's first episode again
     inner._reset_options()
     model._last_obs = copy.deepcopy(state["last_obs"])

@@ -34,7 +34,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-from agents.env_pickles import restore_env, snapshot_env
+from agents.env_pickles import error_text, restore_env, snapshot_env
 
 
 class InProcessVecEnv(DummyVecEnv):
@@ -111,12 +111,18 @@ class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
         ``digests`` named by its position there, and the positions named."""
         return snapshot_env(self.env, digests)
 
-    def run_state_restore(self, data: bytes, windows: dict[int, Any]) -> None:
+    def run_state_restore(self, data: bytes, windows: dict[int, Any]) -> str | None:
         """Put the env :meth:`run_state_snapshot` pickled as ``data`` in place of the
-        one below (closed), each position it names as that window of ``windows``."""
-        env = restore_env(data, windows)
+        one below (closed), each position it names as that window of ``windows``;
+        None, or why it does not load (on one line: an error raised here would end
+        the worker, and the command with a broken pipe), the env below kept."""
+        try:
+            env = restore_env(data, windows)
+        except Exception as error:
+            return error_text(error)
         self.env.close()
         self.env = env
+        return None
 
 
 def _ignoring_ctrl_c(make_env: Callable[[], gym.Env]) -> gym.Env:

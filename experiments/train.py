@@ -859,7 +859,13 @@ def exact_resume(
         )
         return None
     assert state is not None
-    run_state.restore_envs(model, state, windows)
+    try:
+        run_state.restore_envs(model, state, windows)
+    except ValueError as error:  # e.g. a run state pickled by another btb-gym
+        raise ValueError(
+            f"{Path(cfg.resume) / run_state.RUN_STATE_FILE}: {error} (remove it to resume "
+            "from the weights alone, not exactly)"
+        ) from None
     return state
 
 

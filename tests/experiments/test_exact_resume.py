@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -94,6 +95,9 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys
     assert json.loads((reseeded / "train.json").read_text())["train"]["resume_exact"] is False
     assert not _same(_weights(whole / "agent"), _weights(reseeded / "agent"))
 
+    # a run state whose envs do not load (pickled by other code) is refused the same way
+    _refused_when_env_does_not_load(checkpoint, 0, tmp_path / "unloadable")
+
     # a damaged run state is refused in one line, which says how to go on
     state = checkpoint / RUN_STATE_FILE
     state.write_bytes(state.read_bytes()[:100])
@@ -111,6 +115,28 @@ def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys
     assert written["train"]["resume_exact"] is False
     assert RUN_STATE_FILE not in written["provenance"]["agent_files"][str(checkpoint.resolve())]
     assert not _same(_weights(whole / "agent"), _weights(old / "agent"))
+
+
+def _refused_when_env_does_not_load(checkpoint, k, out_dir, overrides=()):
+    # the file reads, but env k's bytes inside it do not: one line, the file read as it was
+    path = checkpoint / RUN_STATE_FILE
+    good = path.read_bytes()
+    state = pickle.loads(good)
+    if state["vec"] == "dummy":
+        state["envs"] = state["envs"][: len(state["envs"]) // 2]
+        said = "its envs do not load"
+    else:
+        data, used = state["envs"][k]
+        state["envs"][k] = (data[: len(data) // 2], used)
+        said = f"its env {k} does not load in its worker"
+    path.write_bytes(pickle.dumps(state))
+    try:
+        with pytest.raises(
+            ValueError, match=rf"run_state\.pkl: {said} \(UnpicklingError.*remove it"
+        ):
+            _train([*overrides, f"resume={checkpoint}", f"out_dir={out_dir}"])
+    finally:
+        path.write_bytes(good)
 
 
 def _window(arrival_s=0.5, blocks=(1, 2)):
@@ -190,6 +216,8 @@ def test_a_resumed_run_on_worker_processes_ends_with_the_uninterrupted_runs_weig
     assert "is not exact" not in capsys.readouterr().out
     assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
     assert json.loads((resumed / "train.json").read_text())["train"]["resume_exact"] is True
+
+    _refused_when_env_does_not_load(checkpoint, 1, tmp_path / "unloadable", subproc)
 
     # the envs of one kind of vectorised env are not put in the other's
     _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={tmp_path / 'dummy'}"])
