@@ -6,12 +6,12 @@ from pathlib import Path
 ZOO = Path(__file__).resolve().parent / "zoo"
 """The shipped agents' folders (``agents/zoo/<name>/agent.json``)."""
 
-CHECKPOINT_FILES = ("agent.json", "model.zip")
+AGENT_FILES = ("agent.json", "model.zip")
 """What :func:`agents.algorithms.load_agent` reads in a checkpoint folder."""
 
 FOLDERS_READ: dict[str, dict[str, str | None]] = {}
 """Each checkpoint folder ``load_agent`` read in this process (its resolved path),
-with the sha256 of each of its :data:`CHECKPOINT_FILES` as read then, and of its
+with the sha256 of each of its :data:`AGENT_FILES` as read then, and of its
 ``run_state.pkl`` when a resume read that too (:func:`note_run_state`): a run's
 provenance records them (``experiments.provenance``), which forgets them as a
 command starts."""
@@ -24,7 +24,7 @@ def note_read(folder: str | Path) -> None:
 
     where = Path(folder).resolve()
     digests: dict[str, str | None] = {}
-    for name in CHECKPOINT_FILES:
+    for name in AGENT_FILES:
         try:
             digests[name] = hashlib.sha256((where / name).read_bytes()).hexdigest()
         except OSError:  # gone since it was read

@@ -550,9 +550,10 @@ def save_agent(
     return folder
 
 
-CHECKPOINT_FILES = frozenset({"model.zip", "agent.json", "run_state.pkl"})
+SAVED_FILES = frozenset({"model.zip", "agent.json", "run_state.pkl"})
 """What :func:`save_agent` writes in a checkpoint folder (``run_state.pkl``: a
-training run's checkpoints, :mod:`agents.run_state`)."""
+training run's checkpoints, :mod:`agents.run_state`); :data:`agents.AGENT_FILES`
+are those an agent is loaded from."""
 
 
 def _holds_more_than_a_checkpoint(folder: Path) -> bool:
@@ -561,7 +562,7 @@ def _holds_more_than_a_checkpoint(folder: Path) -> bool:
     file by file, not replaced whole."""
     if not folder.is_dir():
         return False
-    return any(entry.name not in CHECKPOINT_FILES for entry in folder.iterdir())
+    return any(entry.name not in SAVED_FILES for entry in folder.iterdir())
 
 
 def run_folder_hint(folder: str | Path) -> str:
