@@ -72,7 +72,10 @@ def table(data: dict, agent_rows: list[dict]) -> str:
         "[eft_pull_table.py](eft_pull_table.py) from `eft_pull_test.json`; every row",
         "measured on 2026-12-05 (evening), after a request came to wait for a copy only",
         "when that beats loading from its node's RAM and the contention model's landing",
-        "estimate was fixed ([physics.md](../physics.md#warm-copies-rdma)).",
+        "estimate was fixed ([physics.md](../physics.md#warm-copies-rdma)), and again on",
+        "2026-12-06, after the forecast came to count a copy in flight from when it lands",
+        "([baselines.md](../baselines.md)): only `eft_pull` moved (70b's `mixed` 0.8334",
+        "to 0.8289 s, `rising_load` 0.06656 to 0.06645 s; elsewhere a few copies).",
         "",
         "| setup | family | `eft_step` mean | `btb_pending` mean | `oracle_warm` mean / p95 "
         "(copies) | `eft_pull` mean / p95 (copies) | `eft_pull` vs `oracle_warm` mean / p95 "
