@@ -476,9 +476,11 @@ def _value_error(
     so the line names the generator's own line it came from, as no traceback is
     shown. Any other exception is taken for a bug in the generator and keeps its
     traceback (:func:`window_rows` adds ``where`` to it as a note). ``origin``: the
-    generator as the line names it (:func:`_generator_name`)."""
+    generator as the line names it (:func:`_generator_name`); the error's own text on
+    one line, as a plugin's import error's is (a user's message may span several)."""
+    said = " ".join(str(error).split())
     return ConfigError(
-        f"{where}: {origin} failed{raised_at(error)}: {type(error).__name__}: {error}", fields
+        f"{where}: {origin} failed{raised_at(error)}: {type(error).__name__}: {said}", fields
     )
 
 

@@ -106,6 +106,10 @@ def unix_time(window, seed, split, trace_id):
     return [{"arrival_s": 1_700_000_000, "input_length": 300, "hash_ids": ["a", "b"]}]
 
 
+def two_lines(window, seed, split, trace_id):
+    raise ValueError("rate must be > 0\\n  (got -1)")
+
+
 def poisson(window, seed, split, trace_id, rate=-1.0):
     n = int(np.random.default_rng(seed).poisson(rate))  # the failing line
     return [{"arrival_s": 0.0, "input_length": 1, "hash_ids": [1]}] * n
@@ -279,6 +283,14 @@ def test_every_mistake_is_one_line_naming_the_function(own: str, function: str, 
         next(windows(name, "test", limit=1))
     assert str(caught.value).startswith(expected)
     assert "\n" not in str(caught.value)
+
+
+def test_a_generators_error_of_several_lines_is_said_on_one(own: str) -> None:
+    """A ValueError whose message spans lines (pandas' and some of numpy's do) is
+    said on one line, its words as they were, as a command prints an error."""
+    with pytest.raises(ValueError) as caught:
+        next(windows(f"plugin:{own}:two_lines", "test", limit=1))
+    assert str(caught.value).endswith("ValueError: rate must be > 0 (got -1)")
 
 
 @pytest.mark.parametrize(
