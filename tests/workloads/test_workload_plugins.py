@@ -94,6 +94,14 @@ def unchained(window, seed, split, trace_id, block_tokens=4):
             for i, h in enumerate(hashes)]
 
 
+def numpy_strings(window, seed, split, trace_id, block_tokens=4):
+    """Hashes as numpy draws strings: a list of np.str_, and a 1-d array of them."""
+    return [
+        {"arrival_s": 0.0, "input_length": 8, "hash_ids": list(np.array(["p", "q"]))},
+        {"arrival_s": 1.0, "input_length": 8, "hash_ids": np.array(["p", "r"])},
+    ]
+
+
 def numpy_matrix(window, seed, split, trace_id):
     return [{"arrival_s": 0.0, "input_length": 300, "hash_ids": np.ones((2, 1), dtype=int)}]
 
@@ -173,12 +181,24 @@ def test_numpy_numbers_are_taken_as_python_numbers(own: str) -> None:
     assert first.blocks[0] == second.blocks[0] and first.blocks[1] != second.blocks[1]
     assert type(first.arrival_s) is float and type(first.input_tokens) is int
     for function, said in (
-        ("numpy_matrix", "field 'hash_ids': expected a list or a 1-d integer array, got a "
-                         "2-d array of int64"),
+        ("numpy_matrix", "field 'hash_ids': expected a list or a 1-d array of integers or "
+                         "strings, got a 2-d array of int64"),
         ("numpy_fraction", "field 'input_length': expected an integer, got 300.5"),
     ):  # fmt: skip
         with pytest.raises(ConfigError, match=re.escape(said)):
             list(window_rows(f"plugin:{own}:{function}", "test", limit=1))
+
+
+def test_numpy_strings_are_taken_as_python_strings(own: str) -> None:
+    """Hashes numpy drew as strings (a list of np.str_, a 1-d array of them) come
+    back as the Python strings they hold, and share the block they agree on (before:
+    "item 0 must be an integer or a string, got np.str_('p')", and the array refused)."""
+    ((_, rows),) = list(window_rows(f"plugin:{own}:numpy_strings", "test", seed=7, limit=1))
+    assert [r["hash_ids"] for r in rows] == [["p", "q"], ["p", "r"]]
+    assert {type(h) for r in rows for h in r["hash_ids"]} == {str}
+    window = next(windows(f"plugin:{own}:numpy_strings", "test", seed=7, limit=1))
+    first, second = window.requests
+    assert first.blocks[0] == second.blocks[0] and first.blocks[1] != second.blocks[1]
 
 
 def test_its_hashes_are_chained_as_a_trace_file_s(own: str, tmp_path: Path) -> None:

@@ -335,21 +335,21 @@ def get_str(
 
 
 def get_hash_ids(row: Mapping[str, Any], name: str, loc: RowLocation) -> list[Hashable]:
-    """A non-empty list of block hashes, each an integer or a string (numpy integers,
-    and a 1-d numpy integer array for the list, taken as Python ints)."""
+    """A non-empty list of block hashes, each an integer or a string (numpy integers
+    and strings, and a 1-d numpy array of either for the list, taken as Python ones)."""
     value = row.get(name)
     if type(value) is list and value and _HASH_TYPES.issuperset(map(type, value)):
         return value  # the common case first: a list from a parser, of ints or strings
     if value is None:
         raise _missing(row, name, loc)
-    if isinstance(value, np.ndarray):  # a generator's: a 1-d integer array, as Python ints
-        if value.ndim != 1 or value.dtype.kind not in "iu":
+    if isinstance(value, np.ndarray):  # a generator's: a 1-d array, as Python ints or strs
+        if value.ndim != 1 or value.dtype.kind not in "iuU":
             raise TraceFormatError(
                 loc.path,
                 loc.line,
                 name,
-                f"expected a list or a 1-d integer array, got a {value.ndim}-d array of "
-                f"{value.dtype}",
+                f"expected a list or a 1-d array of integers or strings, got a "
+                f"{value.ndim}-d array of {value.dtype}",
             )
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
@@ -360,7 +360,7 @@ def get_hash_ids(row: Mapping[str, Any], name: str, loc: RowLocation) -> list[Ha
     for position, item in enumerate(hashes):
         kind = type(item)
         if kind is not str and kind is not int:
-            if isinstance(item, np.integer):  # a generator's (np.int64): a Python int
+            if isinstance(item, (np.integer, np.str_)):  # a generator's: a Python int or str
                 hashes[position] = item.item()
                 continue
             raise TraceFormatError(
