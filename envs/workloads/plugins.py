@@ -264,6 +264,9 @@ def _config_type(factory: str, defaults: Mapping[str, Any]) -> type:
     ]
 
     def post_init(self: Any) -> None:
+        for key, default in defaults.items():  # a value typed already (Hydra's, Python's)
+            value = _typed(factory, key, default, getattr(self, key))
+            object.__setattr__(self, key, value)
         if "block_tokens" in defaults:
             check_int(f"{factory}.block_tokens", self.block_tokens, 1)
 
@@ -273,6 +276,40 @@ def _config_type(factory: str, defaults: Mapping[str, Any]) -> type:
 
     namespace = {"__post_init__": post_init, "__reduce__": reduce}
     return dataclasses.make_dataclass(factory, fields, frozen=True, namespace=namespace)
+
+
+def _typed(factory: str, key: str, default: Any, value: Any) -> Any:
+    """A generator parameter's ``value`` as its ``default``'s type, as the function
+    expects it: a command line's text is read so (``registry._convert``), but a value
+    typed already (Hydra's ``+workload.params.n=2.5``, a caller's) is checked here. An
+    integral float is an int (2.0: 2), an int a float, a number a str; anything else
+    is a :class:`ConfigError` naming the parameter."""
+    kind = type(default)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+    elif kind is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif kind is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif kind is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+    elif isinstance(value, tuple) and all(
+        isinstance(item, (bool, int, float, str)) for item in value
+    ):
+        return value
+    said = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    rule = said.get(kind, "a tuple of bools, ints, floats or strs")
+    raise ConfigError.about(
+        f"{factory}.{key}", f"must be {rule}, as its default {default!r} is, got {value!r}"
+    )
 
 
 def plugin_config(factory: str, values: Mapping[str, Any]) -> Any:

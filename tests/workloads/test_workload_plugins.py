@@ -242,6 +242,27 @@ def test_parameters_splits_and_seeds_are_a_registered_workload_s(own: str) -> No
         configure(name, block_tokens=0)
 
 
+def test_a_typed_parameter_value_is_taken_as_its_default_s_type(own: str) -> None:
+    """A value typed already (as Hydra gives ``+workload.params.gap_s=3``) reaches the
+    function as its default's type: an int for a float, an integral float for an int;
+    one of another type (``block_tokens=2.5``, ``gap_s=true``) is refused in one line
+    naming the parameter (before: passed on as it was, 2.5 blocks' tokens)."""
+    name = f"plugin:{own}:two_rows"
+    config = configure(name, gap_s=3, block_tokens=8.0).families[0].config
+    assert (config.gap_s, config.block_tokens) == (3.0, 8)
+    assert type(config.gap_s) is float and type(config.block_tokens) is int
+    for key, value, rule in (
+        ("block_tokens", 2.5, "an integer, as its default 4 is, got 2.5"),
+        ("gap_s", True, "a number, as its default 2.0 is, got True"),
+        ("gap_s", [1], "a number, as its default 2.0 is, got [1]"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            configure(name, **{key: value})
+        said = f"workload {name!r}: {own}:two_rows.{key} must be {rule}"
+        assert str(caught.value) == said
+        assert caught.value.fields[0] == key
+
+
 def test_the_example_s_windows(own: str) -> None:
     """examples/own_workload.py: 3 bursts of 40 requests sharing 256 blocks of 256
     tokens, and 30 one-off requests, a window; fewer bursts by parameter."""
