@@ -264,9 +264,10 @@ def _causal_landing_s(
     its target (the reference copy model), after the target's current work and
     the copies queued before it, each its bytes over the target's bandwidth; a copy
     waiting for its source, once the source has computed the prefix, then its
-    bytes over the target's bandwidth. Save for the copy being written, the
-    transfer latency and a slow copy's slowdown are left out. ``sources`` caches
-    the sources' own estimates within one observation."""
+    bytes over the target's bandwidth. The transfer latency is left out but for
+    the copy being written, and a slow copy's slowdown but for a copy under way
+    (moving or being written). ``sources`` caches the sources' own estimates
+    within one observation."""
     state = copy.state
     if state == MOVING and copy.rate > 0:
         return max(copy.bytes_end_s - now, 0.0)

@@ -266,9 +266,9 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     reference-model copy being written now, the rest of its work item (its slowdown
     and the transfer latency counted); one queued on its target, after the target's
     current work and the copies queued before it; one waiting for its source, once
-    the source has computed the prefix; each but the copy being written without
-    the latency or a slowdown. ``rdma_bw``: each node's ``spec.rdma_bw``, read the
-    first time an estimate needs it (-1 until then)."""
+    the source has computed the prefix; the latency left out but for the copy being
+    written, a slowdown but for a copy under way. ``rdma_bw``: each node's
+    ``spec.rdma_bw``, read the first time an estimate needs it (-1 until then)."""
     cdef double computed
     cdef Coming known
     state = copy.state
