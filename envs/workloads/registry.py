@@ -343,18 +343,10 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        if isinstance(current, bool):  # strictly: a misspelling is no "false"
-            word = value.strip().lower()
-            if word in {"1", "true", "yes", "on"} or word in {"0", "false", "no", "off"}:
-                return word in {"1", "true", "yes", "on"}
-            raise ValueError(value)
-        if isinstance(current, int):
-            return int(value)
-        if isinstance(current, float):
-            return float(value)
-        if isinstance(current, tuple):
+        if isinstance(current, tuple):  # each part read as the default's item is
             parts = [p for p in value.split("/") if p]
-            return tuple(type(c)(p) for c, p in zip(current, parts, strict=True))
+            return tuple(_from_text(c, p) for c, p in zip(current, parts, strict=True))
+        return _from_text(current, value)
     except ValueError:
         raise ConfigError(
             f"workload {workload!r}: parameter {{{key}}}={value!r} is not a valid "
@@ -362,6 +354,21 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
             (key,),
         ) from None
     return value
+
+
+def _from_text(current: Any, text: str) -> Any:
+    """A command line's ``text`` read as the type of ``current`` (a parameter's value,
+    or an item of a tuple one); a ValueError when it is not one."""
+    if isinstance(current, bool):  # strictly: a misspelling is no "false"
+        word = text.strip().lower()
+        if word in {"1", "true", "yes", "on"} or word in {"0", "false", "no", "off"}:
+            return word in {"1", "true", "yes", "on"}
+        raise ValueError(text)
+    if isinstance(current, int):
+        return int(text)
+    if isinstance(current, float):
+        return float(text)
+    return text
 
 
 def plan(scenario: Scenario | str, seed: int = PUBLISHED_SEED) -> list[WindowSpec]:

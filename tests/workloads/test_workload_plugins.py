@@ -102,6 +102,11 @@ def numpy_strings(window, seed, split, trace_id, block_tokens=4):
     ]
 
 
+def flag_pair(window, seed, split, trace_id, pair=(True, True), sizes=(1, 2.5)):
+    return [{"arrival_s": 0.0, "input_length": 300, "hash_ids": ["a", "b"],
+             "group_id": repr((pair, sizes))}]
+
+
 def numpy_matrix(window, seed, split, trace_id):
     return [{"arrival_s": 0.0, "input_length": 300, "hash_ids": np.ones((2, 1), dtype=int)}]
 
@@ -261,6 +266,21 @@ def test_a_typed_parameter_value_is_taken_as_its_default_s_type(own: str) -> Non
         said = f"workload {name!r}: {own}:two_rows.{key} must be {rule}"
         assert str(caught.value) == said
         assert caught.value.fields[0] == key
+
+
+def test_a_tuple_parameter_s_text_is_read_item_by_item(own: str) -> None:
+    """``low/high`` text for a tuple parameter reads each item as its default's item:
+    a bool strictly (before, ``false/false`` was ``bool("false")`` twice: (True, True))."""
+    name = f"plugin:{own}:flag_pair"
+
+    def made(**params: str) -> str:
+        ((_, rows),) = list(window_rows(name, "test", limit=1, **params))
+        return str(rows[0]["group_id"])
+
+    assert made(pair="false/no", sizes="3/4") == "((False, False), (3, 4.0))"
+    assert made(pair="1/off") == "((True, False), (1, 2.5))"
+    with pytest.raises(ConfigError, match=re.escape("parameter pair='maybe/true' is not a valid")):
+        made(pair="maybe/true")
 
 
 def test_the_example_s_windows(own: str) -> None:
