@@ -32,7 +32,7 @@ from envs.sim.errors import (
     named_message,
 )
 from envs.sim.timing import ModelSpec, model_preset
-from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin, plugin_name
+from envs.workloads.plugins import NO_FACTORY, PLUGIN_WORKLOAD, is_plugin, plugin_name
 from envs.workloads.readers import TraceFormatError, TraceWarning
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
@@ -651,11 +651,7 @@ def resolve_workload(command: str, options: Mapping[str, Any]) -> str:
     factory = str(options.get(PLUGIN_OPTION) or "")
     if workload == PLUGIN_WORKLOAD:
         if not factory:
-            raise UsageError(
-                f"{command}: workload={PLUGIN_WORKLOAD} needs {PLUGIN_OPTION}=MODULE:FUNCTION, "
-                "a generator function of your own (examples.own_workload:make_rows; "
-                "docs/workloads.md)"
-            )
+            raise UsageError(f"{command}: {NO_FACTORY}")
         return plugin_name(factory)
     if factory:
         if is_plugin(workload):

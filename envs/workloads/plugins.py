@@ -45,6 +45,11 @@ PLUGIN_WORKLOAD = "plugin"
 """The command lines' workload of one's own: ``workload=plugin workload.factory=M:F``."""
 PLUGIN_PREFIX = f"{PLUGIN_WORKLOAD}:"
 """A plugin workload's name is this and its factory: ``plugin:examples.own_workload:make_rows``."""
+NO_FACTORY = (
+    f"workload={PLUGIN_WORKLOAD} needs workload.factory=MODULE:FUNCTION, a generator function "
+    "of your own (examples.own_workload:make_rows; docs/workloads.md)"
+)
+"""What ``workload=plugin`` without ``workload.factory=`` is told, on every command."""
 ARGUMENTS = ("window", "seed", "split", "trace_id")
 """What the function is called with, in this order, as a family's generator is."""
 PARAMETER_TYPES = (bool, int, float, str, tuple)
@@ -111,12 +116,8 @@ def _load(name: str) -> Plugin:
     factory = name.removeprefix(PLUGIN_PREFIX)
     where = f"workload {name!r}"
     module_name, _, attribute = factory.partition(":")
-    if not factory:
-        raise ConfigError(
-            f"{where}: workload={PLUGIN_WORKLOAD} needs workload.factory=MODULE:FUNCTION, a "
-            "generator function of your own (examples.own_workload:make_rows; "
-            "docs/workloads.md)"
-        )
+    if not factory:  # (no workload to name: "plugin:" is no name of one)
+        raise ConfigError(NO_FACTORY)
     if not module_name or not attribute:
         raise ConfigError(
             f"{where}: workload.factory={factory!r} is not MODULE:FUNCTION (a function of "

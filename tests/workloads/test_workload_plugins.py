@@ -357,7 +357,6 @@ def test_a_generators_error_of_several_lines_is_said_on_one(own: str) -> None:
 @pytest.mark.parametrize(
     ("factory", "said"),
     [
-        ("", "workload=plugin needs workload.factory=MODULE:FUNCTION"),
         ("justamodule", "workload.factory='justamodule' is not MODULE:FUNCTION"),
         ("no_such_module_here:f", "module 'no_such_module_here' cannot be imported: "
          "ModuleNotFoundError: No module named 'no_such_module_here' (workload.factory names "
@@ -368,6 +367,37 @@ def test_a_generators_error_of_several_lines_is_said_on_one(own: str) -> None:
 def test_a_factory_that_names_no_function_is_one_line(factory: str, said: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(f"workload 'plugin:{factory}': {said}")):
         load_plugin(f"plugin:{factory}")
+
+
+NO_FACTORY_SAID = (
+    "workload=plugin needs workload.factory=MODULE:FUNCTION, a generator function of your "
+    "own (examples.own_workload:make_rows; docs/workloads.md)"
+)
+
+
+def test_workload_plugin_without_a_factory_is_one_line_alike_on_every_command(
+    tmp_path: Path,
+) -> None:
+    """The library, a key=value command and a Hydra command say one text (one place,
+    ``plugins.NO_FACTORY``; the Hydra command adds where the option came from); the
+    Hydra one named the workload ``'plugin:'``, a name of none (``workload 'plugin:':
+    workload=plugin needs ...``)."""
+    with pytest.raises(ConfigError) as caught:
+        load_plugin("plugin:")
+    assert str(caught.value) == NO_FACTORY_SAID
+    for command, more, where in (
+        ("compare", ["agents=none"], ""),
+        ("evaluate", ["logger=none", f"out_dir={tmp_path / 'run'}"], " (from the command line)"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", f"experiments.{command}", "workload=plugin", *more],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert (done.returncode, done.stderr) == (
+            2,
+            f"error: experiments.{command}: {NO_FACTORY_SAID}{where}\n",
+        )
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("taken", ["limit", "name", "train_windows", "seed"])
