@@ -43,6 +43,7 @@ from envs.workloads.bursted import (
 )
 from envs.workloads.conversation import ConversationConfig, conversation_rows
 from envs.workloads.plugins import (
+    NO_FACTORY,
     PLUGIN_WORKLOAD,
     is_plugin,
     load_plugin,
@@ -229,10 +230,7 @@ def describe(name: str) -> Scenario:
         return _SCENARIOS[name]
     except KeyError:
         if name == PLUGIN_WORKLOAD:
-            raise ValueError(
-                f"workload {name!r} needs its function: workload.factory=MODULE:FUNCTION "
-                f"(or the name plugin:MODULE:FUNCTION; docs/workloads.md)"
-            ) from None
+            raise ValueError(f"{NO_FACTORY}, or the name plugin:MODULE:FUNCTION") from None
         known = ", ".join(list_workloads())
         raise ValueError(f"unknown workload {name!r} (known: {known})") from None
 

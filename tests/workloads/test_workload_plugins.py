@@ -398,6 +398,16 @@ def test_workload_plugin_without_a_factory_is_one_line_alike_on_every_command(
             f"error: experiments.{command}: {NO_FACTORY_SAID}{where}\n",
         )
     assert not (tmp_path / "run").exists()
+    # and the bare name, where a list of workloads names one (bench's workloads=)
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.bench", "workloads=plugin"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"error: experiments.bench: workloads: {NO_FACTORY_SAID}, or the name "
+        "plugin:MODULE:FUNCTION\n",
+    )
 
 
 @pytest.mark.parametrize("taken", ["limit", "name", "train_windows", "seed"])
