@@ -749,6 +749,11 @@ def cluster_from_options(
             )
         body = text.strip()
         if key == "cluster.nodes" and body.lower() != "null":
+            if (body[:1] == "[") != (body[-1:] == "]"):  # (else named as rewritten below)
+                raise UsageError(
+                    f"{command}: {key}={text!r}: its brackets do not pair "
+                    "(cluster.nodes=[4xH100,8xH200], or without them: 4xH100,8xH200)"
+                )
             inner = body[1:-1] if body[:1] == "[" and body[-1:] == "]" else body
             if inner.strip() and "" in [item.strip() for item in inner.split(",")]:
                 raise UsageError(f"{command}: {key}={text!r} has an empty entry")  # as lists'

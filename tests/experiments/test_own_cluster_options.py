@@ -185,6 +185,17 @@ def test_a_plus_is_refused_where_hydra_refuses_it() -> None:
             "cluster.nodes='[4xH100,,8xH200]' has an empty entry",
         ),
         (["cluster.nodes=[4xH100]", "cluster.nodes=[8xH200]"], "cluster.nodes= is given twice"),
+        # as typed: it quoted the text with brackets added, "at input '[[4xH100,8xH200]'"
+        (
+            ["cluster.nodes=[4xH100,8xH200"],
+            "cluster.nodes='[4xH100,8xH200': its brackets do not pair "
+            "(cluster.nodes=[4xH100,8xH200], or without them: 4xH100,8xH200)",
+        ),
+        (
+            ["cluster.nodes=4xH100,8xH200]"],
+            "cluster.nodes='4xH100,8xH200]': its brackets do not pair "
+            "(cluster.nodes=[4xH100,8xH200], or without them: 4xH100,8xH200)",
+        ),
         (
             ["+cluster.node=8xH200"],
             "+cluster.node=8xH200: could not append to config: an item is already at "
