@@ -56,6 +56,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 from agents import note_run_state
 from agents.env_pickles import RunWindows, WindowPickler, error_text, restore_env
 from agents.vec_env import WorkerVecEnv
+from envs.files import write_bytes_atomic
 
 RUN_STATE_FILE = "run_state.pkl"
 """The run state's file in a checkpoint folder."""
@@ -147,8 +148,8 @@ def save(
     state = capture(model, windows, validation)
     if state is None:
         return False
-    with open(folder / RUN_STATE_FILE, "wb") as file:
-        pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
+    # atomically: a run killed while it writes leaves the earlier file or none
+    write_bytes_atomic(folder / RUN_STATE_FILE, pickle.dumps(state, pickle.HIGHEST_PROTOCOL))
     return True
 
 
