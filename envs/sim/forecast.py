@@ -141,6 +141,13 @@ def copy_bytes(missing_blocks: int, block_tokens: int, target: Node) -> float:
     return missing_blocks * block_tokens * target.costs.kv_bytes_per_token
 
 
+def work_left_s(node: Node, now: float) -> float:
+    """Seconds until ``node``'s current prefill, copy or speculative chunk ends; 0
+    when it is idle or decoding (a decode segment is cut at the next step for a
+    prefill or a copy)."""
+    return max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY, SPECULATE) else 0.0
+
+
 def transfer_s(n_bytes: float, target: Node) -> float:
     """Seconds to move ``n_bytes`` into ``target`` over its RDMA link alone."""
     return n_bytes / target.spec.rdma_bw
@@ -279,9 +286,7 @@ def _causal_landing_s(
         ahead = 0.0  # queued on its target (the reference copy model): after the
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:
-                work = target.work
-                busy = target.work_end - now if work in (PREFILL, COPY, SPECULATE) else 0.0
-                return max(busy, 0.0) + ahead + transfer
+                return work_left_s(target, now) + ahead + transfer
             ahead += transfer_s(queued.bytes, target)
         return transfer
     source = sim.nodes[copy.src]
@@ -343,9 +348,8 @@ def queue_forecast(
         else {}
     )
     # a decode segment is cut at the next step when a request arrives (prefill priority)
-    work = node.work
-    backlog = max(node.work_end - now, 0.0) if work in (PREFILL, COPY, SPECULATE) else 0.0
-    if work == PREFILL:  # node.computing
+    backlog = work_left_s(node, now)
+    if node.work == PREFILL:  # node.computing
         coming[prefix_key(node.work_obj)] = backlog  # type: ignore[arg-type]
     queue = node.queue
     if not queue:  # what fold gives on an empty queue, without costing one

@@ -52,6 +52,14 @@ if (IDLE, PREFILL, COPY, SPECULATE, WAIT_SOURCE, MOVING) != (
     raise ImportError("envs.sim._native.forecast: node or copy states differ from envs.sim's")
 
 
+cdef inline double _work_left_s(object node, double now):
+    """``envs.sim.forecast.work_left_s``."""
+    cdef int work = node.work
+    if work == PREFILL or work == COPY or work == SPECULATE:
+        return _pymax(node.work_end - now, 0.0)
+    return 0.0
+
+
 cdef inline double _prefill_s(object costs, double per_token, bint linear, long long new_tokens,
                               long long cached_tokens) except? -1.0:
     """``NodeCosts.prefill_s``: ``new_tokens x per_token`` when attention FLOPs are
@@ -280,7 +288,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     if rdma_bw[dst] < 0.0:  # not read yet in this estimate
         rdma_bw[dst] = nodes[dst].spec.rdma_bw
     cdef double transfer = copy.bytes / rdma_bw[dst]
-    cdef double ahead, busy
+    cdef double ahead
     if state != WAIT_SOURCE:
         target = nodes[dst]
         if target.work == COPY and target.work_obj is copy:  # being written now
@@ -288,11 +296,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
         ahead = 0.0  # queued on its target (the reference copy model): after the
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:
-                work = target.work
-                busy = target.work_end - now if (
-                    work == PREFILL or work == COPY or work == SPECULATE
-                ) else 0.0
-                return _pymax(busy, 0.0) + ahead + transfer
+                return _work_left_s(target, now) + ahead + transfer
             ahead += queued.bytes / rdma_bw[dst]
         return transfer
     src = copy.src
@@ -324,9 +328,7 @@ cdef Coming _queue_forecast(list nodes, object node, double now, int depth, dict
             )
     # a decode segment is cut at the next step when a request arrives (prefill priority)
     cdef int work = node.work
-    cdef double backlog = 0.0
-    if work == PREFILL or work == COPY or work == SPECULATE:
-        backlog = _pymax(node.work_end - now, 0.0)
+    cdef double backlog = _work_left_s(node, now)
     if work == PREFILL:  # node.computing
         computing = node.work_obj.blocks
         size = len(computing)
