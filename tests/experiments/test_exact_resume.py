@@ -44,6 +44,17 @@ def _train(overrides):
         train(compose(config_name="train", overrides=[*TINY, *overrides]))
 
 
+def _whole_and_resumed(tmp_path, overrides=()):
+    """A run of 256 steps checkpointed at 128 (``whole``), and a run resumed from that
+    checkpoint with the same ``overrides`` (``resumed``): (whole, checkpoint, resumed)."""
+    whole = tmp_path / "whole"
+    _train([*overrides, "train.checkpoint_every=128", f"out_dir={whole}"])
+    checkpoint = whole / "checkpoints" / "step_128"
+    resumed = tmp_path / "resumed"
+    _train([*overrides, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    return whole, checkpoint, resumed
+
+
 def _weights(folder):
     model, _ = load_agent(folder)
     return model.policy.state_dict()
@@ -55,12 +66,8 @@ def _same(a, b):
 
 @pytest.mark.slow
 def test_a_resumed_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys):
-    whole = tmp_path / "whole"
-    _train(["train.checkpoint_every=128", f"out_dir={whole}"])
-    checkpoint = whole / "checkpoints" / "step_128"
+    whole, checkpoint, resumed = _whole_and_resumed(tmp_path)
     assert (checkpoint / RUN_STATE_FILE).is_file()
-    resumed = tmp_path / "resumed"
-    _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
     assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
     written = json.loads((resumed / "train.json").read_text())
     record = written["train"]
@@ -160,11 +167,7 @@ def test_a_resumed_run_chooses_agent_among_the_uninterrupted_runs_scores(tmp_pat
     # the scores before the checkpoint, the best one and its weights go on with the
     # run: agent/, best_step and the history are the uninterrupted run's
     scored = ["train.val_every=64", "workload.val_windows=1"]
-    whole = tmp_path / "whole"
-    _train([*scored, "train.checkpoint_every=128", f"out_dir={whole}"])
-    checkpoint = whole / "checkpoints" / "step_128"
-    resumed = tmp_path / "resumed"
-    _train([*scored, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    whole, checkpoint, resumed = _whole_and_resumed(tmp_path, scored)
     assert "is not exact" not in capsys.readouterr().out
     expected, got = _validation(whole), _validation(resumed)
     assert [h["step"] for h in expected["history"]] == [0, 64, 128, 192, 256]
@@ -207,12 +210,8 @@ def test_a_resumed_run_on_worker_processes_ends_with_the_uninterrupted_runs_weig
 ):
     # env.vec=subproc: each worker pickles its env into the run state and gets it back
     subproc = ["env.vec=subproc"]
-    whole = tmp_path / "whole"
-    _train([*subproc, "train.checkpoint_every=128", f"out_dir={whole}"])
-    checkpoint = whole / "checkpoints" / "step_128"
+    whole, checkpoint, resumed = _whole_and_resumed(tmp_path, subproc)
     assert (checkpoint / RUN_STATE_FILE).is_file()
-    resumed = tmp_path / "resumed"
-    _train([*subproc, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
     assert "is not exact" not in capsys.readouterr().out
     assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
     assert json.loads((resumed / "train.json").read_text())["train"]["resume_exact"] is True
@@ -230,11 +229,7 @@ def test_a_resume_to_another_total_under_a_linear_schedule_is_not_exact(tmp_path
     # the rate at a step is the starting rate x (1 - step / total): to the run's own
     # total the resumed run ends with its weights; to another, no run had its rates
     linear = ["agent.lr_schedule=linear"]
-    whole = tmp_path / "whole"
-    _train([*linear, "train.checkpoint_every=128", f"out_dir={whole}"])
-    checkpoint = whole / "checkpoints" / "step_128"
-    resumed = tmp_path / "resumed"
-    _train([*linear, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    whole, checkpoint, resumed = _whole_and_resumed(tmp_path, linear)
     assert "is not exact" not in capsys.readouterr().out
     assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
 
