@@ -17,8 +17,10 @@ as without faults. The rules (docs/faults.md):
   queued, in prefill and decoding, in arrival order, each to the least-loaded
   node up that admits now (not draining or loading weights for an upgrade; any
   node up if none does), ties to the lower index, where they start over. A request whose
-  first token was already out keeps that TTFT (its record describes the
-  service that delivered it; ``finish_s`` and ``node`` are the rerun's).
+  first token was already out keeps that TTFT: its record (``node``, admission,
+  hits, reuse, prefill, first token) describes the service that delivered it,
+  and only ``finish_s`` is the rerun's (the request's end); the rerun's
+  admission and node are in ``RunTotals.reruns``.
 * **Routing to a down node** (a policy that does not look at ``node.down``)
   sends the request to the least-loaded node up by the same rule (counted);
   warm copies from or to a down node are refused with ``"node_down"``.
@@ -143,10 +145,12 @@ class Faults:
             "fault_nic_downs": 0,
             "fault_copies_slow": 0,
         }
-        # request index -> admission record of the service that delivered its first token
-        self._kept: dict[int, tuple[float, int, int, int, float, int]] = {}
-        # request -> when its rerun was admitted (its record keeps the first service's)
-        self.rerun_admit_s: dict[int, float] = {}
+        # request index -> (admission record, node) of the service that delivered its
+        # first token
+        self._kept: dict[int, tuple[tuple[float, int, int, int, float, int], int]] = {}
+        # request -> (when its rerun was admitted, the rerun's node): its record keeps
+        # the first service's, and the capacity metrics hold its KV from the rerun's
+        self.reruns: dict[int, tuple[float, int]] = {}
         self._schedule("fault_node_loss_nodes", config.fault_node_loss_s, _LOSS)
         self._schedule("fault_nic_down_nodes", config.fault_nic_down_s, _NIC_DOWN)
         rate = config.fault_node_loss_rate_per_s
@@ -213,7 +217,7 @@ class Faults:
             k = request.index
             if not math.isnan(first_token_s[k]):
                 self.counts["fault_restarted_requests"] += 1
-                self._kept.setdefault(k, sim.records.admission[k])
+                self._kept.setdefault(k, (sim.records.admission[k], sim.records.node[k]))
             self.counts["fault_rerouted_requests"] += 1
             sim._route(request, self.least_loaded_up())
         down_s = sim.config.fault_node_down_s
@@ -359,11 +363,13 @@ class Faults:
     def first_token(self, request: Request) -> bool:
         """Whether ``request``'s prefill ending now delivers its first token: False
         for a rerun after a node loss (its first token was out; its record goes
-        back to the service that delivered it)."""
+        back to the service that delivered it, node included: every field but
+        ``finish_s`` describes that one service)."""
         kept = self._kept.pop(request.index, None)
         if kept is None:
             return True
-        admission = self.sim.records.admission
-        self.rerun_admit_s[request.index] = admission[request.index][0]  # (capacity metrics)
-        admission[request.index] = kept
+        k = request.index
+        records = self.sim.records
+        self.reruns[k] = (records.admission[k][0], records.node[k])  # (capacity metrics)
+        records.admission[k], records.node[k] = kept
         return False

@@ -70,9 +70,9 @@ class RunTotals:
     copies_lost: int = 0
     # faults (envs/sim/faults.py): what they did, by name; empty when they are off
     faults: dict[str, int] = field(default_factory=dict)
-    # request -> when its rerun after a node loss was admitted (the records keep the
-    # admission of the service that delivered its first token)
-    rerun_admit_s: dict[int, float] = field(default_factory=dict)
+    # request -> (when its rerun after a node loss was admitted, the rerun's node): the
+    # records keep the node and admission of the service that delivered its first token
+    reruns: dict[int, tuple[float, int]] = field(default_factory=dict)
     versions: dict[str, Any] | None = None  # model versions and upgrades (envs.sim.tenancy)
     # cache lifecycle (envs.sim.lifecycle): pins, host moves, replica lifetime
     cache_life: CacheLifeTotals = field(default_factory=lambda: CacheLifeTotals())
@@ -330,13 +330,15 @@ def capacity_metrics(
     prefill = np.array(totals.prefill_s)
     done = ~np.isnan(rec.finish_s)
     admitted = rec.admit_s
-    if totals.rerun_admit_s:  # a rerun held its KV (on its rerun's node) from its admission
+    node = np.asarray(rec.node, dtype=np.int64)  # (int even when no request ran)
+    if totals.reruns:  # a rerun held its KV on its rerun's node from its admission
         admitted = admitted.copy()
-        for index, admit_s in totals.rerun_admit_s.items():
+        node = node.copy()
+        for index, (admit_s, rerun_node) in totals.reruns.items():
             admitted[index] = admit_s
+            node[index] = rerun_node
     held_s = np.where(done, rec.finish_s - admitted, 0.0)
     tokens = np.array([r.input_tokens + r.output_tokens for r in requests], dtype=float)
-    node = np.asarray(rec.node, dtype=np.int64)  # (int even when no request ran)
     kv_token_s = np.bincount(node[done], weights=(held_s * tokens)[done], minlength=n_nodes)
     budgets = np.array(totals.budget_tokens, dtype=float)
     held = (node[done], admitted[done], rec.finish_s[done])

@@ -580,7 +580,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
             max_batch=self.config.max_batch,
             last_work_end_s=max((n.work_end for n in nodes if n.busy_s > 0), default=-math.inf),
             faults=dict(self._faults.counts) if self._faults is not None else {},
-            rerun_admit_s=dict(self._faults.rerun_admit_s) if self._faults is not None else {},
+            reruns=dict(self._faults.reruns) if self._faults is not None else {},
             versions=self.versions.totals() if self.versions is not None else None,
             cache_life=self.lifecycle_totals(),
             **(self.speculation.totals() if self.speculation is not None else {}),

@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simkit import (
     CORES,
+    HBM_S,
+    TOY_MODEL,
     Prompts,
     Script,
     check_nodes,
@@ -23,10 +25,11 @@ from simkit import (
     names,
     records_equal,
     toy_cluster,
+    toy_gpu,
 )
 
 from baselines.policy import POLICIES, Policy, make_policy
-from envs.sim import ConfigError, SimConfig, Simulator
+from envs.sim import ClusterSpec, ConfigError, NodeSpec, SimConfig, Simulator
 from envs.sim.events import FAULT_EVENT
 from envs.sim.faults import FAULT_STREAM_KEY
 from envs.sim.request import Request
@@ -78,9 +81,64 @@ def test_a_decoding_request_restarts_and_keeps_its_first_token() -> None:
     assert rec.ttft_s[0] == pytest.approx(0.064)
     assert rec.admit_s[0] == 0.0  # the record of the service that delivered the first token
     assert rec.finish_s[0] == pytest.approx(0.132 + decode_s(10, 1, 64))
-    assert rec.node[0] == 1
+    assert rec.node[0] == 0  # ... its node too (the rerun's is in the totals)
+    assert sim.totals().reruns == {0: (pytest.approx(0.068), 1)}
     assert len(sim.first_token_log) == 1
     assert rec.summary["fault_restarted_requests"] == 1
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_restarted_requests_record_describes_the_service_that_delivered_its_first_token(
+    core: str,
+) -> None:
+    """Every field of a restarted request's record, by hand, on two nodes of two
+    speeds. Until 2026-12-06 ``node`` was the rerun's while admission, hits, reuse
+    and prefill were the first service's: the record named node 1 with node 0's
+    64-token hit, and its prefill (16 tokens, 0.016 s) read as 0.032 s on node 1,
+    twice the TTFT it was said to explain."""
+    # r0 (0 s) computes a0..a3 on node 0 (1 ms a token) until 0.064. r1 (0.1 s, 80
+    # tokens) hits those 64 in HBM on node 0 (reuse 64 x HBM_S), prefills its 16:
+    # first token at 0.116 + reuse, then 10 decode steps. Node 0 is lost at 0.12;
+    # node 1 (2 ms a token, nothing cached) reruns r1 from 0.12: 80 tokens, 0.160 s,
+    # then the 10 steps.
+    p = Prompts()
+    p.add(0.0, names("a", 4))
+    p.add(0.1, [*names("a", 4), "b0"], output_tokens=11)
+    cluster = ClusterSpec(TOY_MODEL, (NodeSpec(toy_gpu(), 1), NodeSpec(toy_gpu(flops=2e12), 1)))
+    config = SimConfig(fault_node_loss_s=(0.12,), fault_node_loss_nodes=(0,))
+    sim = Simulator(cluster, p.workload(), config, core=core)
+    sim.run(Script([0, 0]))
+    check_run(sim)  # (TTFT = admission - arrival + reuse + prefill on the record's node)
+    rec = sim.records
+    reuse = 64 * HBM_S
+    finish = 0.12 + 80 * 2e-3 + decode_s(10, 1, 80)
+    record = {name: float(getattr(rec, name)[1]) for name in rec.as_dict()}
+    assert record == pytest.approx(
+        {
+            "node": 0,
+            "admit_s": 0.1,
+            "first_token_s": 0.116 + reuse,
+            "finish_s": finish,  # the request's end: its rerun's, on node 1
+            "hit_hbm_tokens": 64,
+            "hit_ram_tokens": 0,
+            "hit_disk_tokens": 0,
+            "reuse_s": reuse,
+            "prefill_tokens": 16,
+            "arrival_s": 0.1,
+            "ttft_s": 0.016 + reuse,
+            "queue_s": 0.0,
+            "e2e_s": finish - 0.1,
+        },
+        rel=1e-12,
+        abs=1e-15,
+    )
+    assert sim.totals().reruns == {1: (0.12, 1)}
+    s = rec.summary
+    assert s["fault_restarted_requests"] == 1
+    # the rerun holds its 80 + 11 tokens of KV on node 1 from 0.12 (its first
+    # service's time is not counted)
+    assert s["kv_occupancy_peak"] == pytest.approx(91 / 1024)
+    assert s["prefill_busy_per_node"][1] * s["busy_span_s"] == pytest.approx(0.160)
 
 
 def test_a_copy_from_a_lost_node_fails_and_copies_to_a_down_node_are_refused() -> None:
