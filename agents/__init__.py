@@ -58,3 +58,10 @@ def agent_folder(item: str) -> Path | None:
     if "/" not in item and (ZOO / item / "agent.json").is_file():
         return ZOO / item
     return None
+
+
+class WorkerDied(RuntimeError):
+    """A worker process of ``env.vec=subproc`` ended while training needed it (the
+    kernel's out-of-memory killer, a ``kill``, a crash). Not a bug of the run's code
+    and not bad input: the commands say it in one line, as a full disk, with what the
+    run kept (``agents.vec_env.WorkerVecEnv`` raises it; docs/agents.md)."""

@@ -18,13 +18,18 @@ as ``DummyVecEnv``'s (``SubprocVecEnv`` stacks the envs' float64s): with
 ``env.normalize_reward`` the running return was kept in float64 there, and training
 moved from the in-process path's in the 7th digit. Each worker's env is wrapped in
 :class:`RunStateSnapshots`, through which a checkpoint's run state pickles the env
-in its worker and a resumed run puts one back (:mod:`agents.run_state`).
+in its worker and a resumed run puts one back (:mod:`agents.run_state`). A worker
+that dies (the out-of-memory killer's SIGKILL) is said as :class:`agents.WorkerDied`,
+naming it and how it ended, where ``SubprocVecEnv`` raised a ``BrokenPipeError`` or
+``EOFError`` from its pipe; the others are closed all the same.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from copy import deepcopy
 from functools import partial
 from typing import Any
@@ -34,7 +39,16 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
+from agents import WorkerDied
 from agents.env_pickles import error_text, restore_env, snapshot_env
+
+PIPE_ERRORS = (EOFError, ConnectionError)
+"""What a worker's pipe raises once the worker is gone: ``EOFError`` on a read,
+``BrokenPipeError`` or ``ConnectionResetError`` on a write."""
+
+DEATH_WAIT_S = 2.0
+"""How long a pipe error waits for its worker's exit to be known (the process that
+started it reaps it and tells its status a moment after the pipe closes)."""
 
 
 class InProcessVecEnv(DummyVecEnv):
@@ -72,20 +86,96 @@ class WorkerVecEnv(SubprocVecEnv):
     and its ``close`` lets each worker end its step and exit."""
 
     def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None):
-        super().__init__([partial(_ignoring_ctrl_c, make) for make in env_fns], start_method)
+        try:
+            with self._workers():  # (a worker dead before it sent its env's spaces)
+                super().__init__(
+                    [partial(_ignoring_ctrl_c, make) for make in env_fns], start_method
+                )
+        except WorkerDied:
+            self.close()
+            raise
+
+    def step_async(self, actions: np.ndarray) -> None:
+        with self._workers():
+            super().step_async(actions)
 
     def step_wait(self) -> VecEnvStepReturn:
         """``SubprocVecEnv``'s step, its rewards float32 as ``DummyVecEnv``'s (the
         default ``env.vec=dummy``, which every shipped agent was trained with)."""
-        obs, rewards, dones, infos = super().step_wait()
+        with self._workers():
+            obs, rewards, dones, infos = super().step_wait()
         return obs, rewards.astype(np.float32), dones, infos
+
+    def reset(self) -> Any:
+        with self._workers():
+            return super().reset()
+
+    def get_images(self) -> Any:
+        with self._workers():
+            return super().get_images()
+
+    def has_attr(self, attr_name: str) -> bool:
+        with self._workers():
+            return super().has_attr(attr_name)
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        with self._workers():
+            return super().get_attr(attr_name, indices)
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        with self._workers():
+            super().set_attr(attr_name, value, indices)
+
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any
+    ) -> list[Any]:
+        with self._workers():
+            return super().env_method(method_name, *method_args, indices=indices, **method_kwargs)
+
+    def env_is_wrapped(self, wrapper_class: type[gym.Wrapper], indices: Any = None) -> list[bool]:  # type: ignore[type-arg]
+        with self._workers():
+            return super().env_is_wrapped(wrapper_class, indices)
+
+    @contextlib.contextmanager
+    def _workers(self) -> Iterator[None]:
+        """A pipe error raised inside, once a worker has ended, is raised again as
+        :class:`WorkerDied` naming each worker ended and how (a pipe error with every
+        worker alive is raised as it is)."""
+        try:
+            yield
+        except PIPE_ERRORS as error:
+            ended = self._ended(wait_s=DEATH_WAIT_S)
+            if not ended:
+                raise
+            raise WorkerDied(
+                "env.vec=subproc: "
+                + "; ".join(
+                    f"env worker {k} of {len(self.processes)} (pid {pid}) died, {how_ended(code)}"
+                    for k, pid, code in ended
+                )
+            ) from error
+
+    def _ended(self, wait_s: float = 0.0) -> list[tuple[int, int | None, int]]:
+        """The workers that have ended, as (index, pid, exit code), waiting up to
+        ``wait_s`` for one to be known."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            ended = [
+                (k, process.pid, process.exitcode)
+                for k, process in enumerate(self.processes)
+                if process.exitcode is not None
+            ]
+            if ended or time.monotonic() >= deadline:
+                return ended
+            time.sleep(0.02)
 
     def close(self) -> None:
         """Close the workers. A step cut short (Ctrl-C in ``step_wait``) leaves some
         results read and some not: ``SubprocVecEnv.close`` would wait for one from
         every worker, and hang on a worker whose result was read (it has nothing
         more to send, and lives on now). So take only the results already there; a
-        worker still stepping sends its result, then reads the close and exits."""
+        worker still stepping sends its result, then reads the close and exits. A
+        worker that has died is passed over: the others are closed, none raises."""
         if self.closed:
             return
         if self.waiting:
@@ -96,7 +186,16 @@ class WorkerVecEnv(SubprocVecEnv):
                 except (EOFError, OSError):  # a worker gone: nothing to take
                     continue
             self.waiting = False
-        super().close()
+        remotes = getattr(self, "remotes", ())
+        for remote, process in zip(remotes, self.processes):
+            if process.exitcode is None:
+                with contextlib.suppress(*PIPE_ERRORS, OSError):  # (it died just now)
+                    remote.send(("close", None))
+        for process in self.processes:
+            process.join()
+        for remote in remotes:
+            remote.close()
+        self.closed = True
 
 
 class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
@@ -123,6 +222,24 @@ class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
         self.env.close()
         self.env = env
         return None
+
+
+def how_ended(exit_code: int) -> str:
+    """How a process ended, from its ``exitcode`` (``multiprocessing``: minus the
+    signal that killed it): ``killed by signal 9 (SIGKILL: ...)``, ``exited with
+    status 1``."""
+    if exit_code >= 0:
+        return f"exited with status {exit_code}" + (
+            " (its traceback, if it raised, is above)" if exit_code else ""
+        )
+    number = -exit_code
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        return f"killed by signal {number}"
+    if number == signal.SIGKILL:
+        name += ": the kernel's out-of-memory killer sends it, as does kill -9"
+    return f"killed by signal {number} ({name})"
 
 
 def _ignoring_ctrl_c(make_env: Callable[[], gym.Env]) -> gym.Env:

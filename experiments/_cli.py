@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from agents import WorkerDied
 from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import (
     ConfigError,
@@ -290,7 +291,8 @@ def user_error_message(
 ) -> str | None:
     """The one-line message for a user's error (a bad value: ValueError, UsageError
     included; a workload its cluster cannot serve: SimulationError; the file system:
-    a missing input file, an out_dir that cannot be written), or None for anything
+    a missing input file, an out_dir that cannot be written; the machine: a training
+    env's worker process killed, ``agents.WorkerDied``), or None for anything
     else, which is a bug and keeps its traceback. ``command``: the ``key=value``
     command's name, written first (``error: experiments.compare: ...``) unless the
     message already begins with it. ``trace_paths``: how the command spells a
@@ -301,7 +303,7 @@ def user_error_message(
         and (error.owner == "TraceOptions" or isinstance(error, TraceFormatError))
     ):
         text = error.named(trace_paths)
-    elif isinstance(error, (ValueError, SimulationError)):
+    elif isinstance(error, (ValueError, SimulationError, WorkerDied)):
         text = str(error)
     elif isinstance(error, OSError):
         if error.strerror and error.filename is not None:
@@ -437,7 +439,8 @@ def exit_status(error: BaseException) -> int:
     """The status a command exits with when ``error`` ends it (:func:`main_guard`):
     130 for Ctrl-C, 143 for SIGTERM and 129 for SIGHUP (what a shell reports for
     each), 0 for a pipe's reader gone, 1 for a policy's own failure, 2 for a user's
-    error, a ``SystemExit``'s own code, 1 for anything else (a bug)."""
+    error (and a worker process killed, as a full disk), a ``SystemExit``'s own code,
+    1 for anything else (a bug)."""
     if isinstance(error, SystemExit):
         code = error.code
         return code if isinstance(code, int) else 0 if code is None else 1
@@ -449,7 +452,7 @@ def exit_status(error: BaseException) -> int:
         return 0
     if isinstance(error, PolicyFailure):
         return 1
-    if isinstance(error, (ValueError, OSError, SimulationError)):
+    if isinstance(error, (ValueError, OSError, SimulationError, WorkerDied)):
         return 2
     return 1
 

@@ -35,6 +35,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from agents import WorkerDied
 from envs.cluster_env import REWARD_ARGS
 from envs.files import folder_leftovers
 from envs.sim.checks import check_number, checked_number, is_number
@@ -1510,6 +1511,7 @@ def train(cfg: DictConfig) -> float:
     except BaseException:
         vec.close()
         raise
+    model: Any = None
     try:
         run_state: dict[str, Any] | None = None  # a checkpoint's, to resume exactly
         # what the envs draw episodes from, which a checkpoint's run state names
@@ -1817,12 +1819,40 @@ def train(cfg: DictConfig) -> float:
             record = {"train": train_record, **workload_record(cfg), "provenance": provenance()}
             write_json_atomic(out_dir / "train.json", record)
         return objective
+    except WorkerDied as died:  # one line: which worker, how, and what the run kept
+        told = WorkerDied(f"{died}; {worker_died_kept(model, cfg, out_dir)}")
+        logger.finish(told)
+        raise told from died.__cause__
     except BaseException as error:  # W&B records the run as failed (or interrupted)
         logger.finish(error)
         raise
     finally:
         vec.close()
         logger.finish()
+
+
+def worker_died_kept(model: Any, cfg: Any, out_dir: Path) -> str:
+    """What a run whose env worker died (:class:`agents.WorkerDied`) says after the
+    worker: the step it stopped at, and what it kept to go on from (its last
+    checkpoint, which ``resume=`` goes on from exactly; its best agent so far)."""
+    stopped = "training stopped"
+    if model is not None:
+        stopped += f" at step {int(model.num_timesteps):,} of {int(cfg.train.total_timesteps):,}"
+    saved = []
+    for found in (out_dir / "checkpoints").glob("step_*/agent.json"):
+        number = found.parent.name.removeprefix("step_")
+        if number.isdigit():
+            saved.append((int(number), found.parent))
+    if saved:
+        folder = max(saved)[1]
+        kept = f"its last checkpoint is {folder} (resume={folder} goes on from it)"
+    else:
+        kept = "it saved no checkpoint" + (
+            " (train.checkpoint_every=0)" if int(cfg.train.checkpoint_every) <= 0 else ""
+        )
+    if (out_dir / "agent" / "agent.json").is_file():
+        kept += f"; {out_dir / 'agent'} holds its best agent by validation so far"
+    return f"{stopped}; {kept}"
 
 
 MAX_PRECHECKED_JOBS = 64

@@ -17,9 +17,10 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the environments)
+from agents import WorkerDied
 from agents.algorithms import AgentSpec, build_model
 from agents.callbacks import UpdateThreads, usable_threads
-from agents.vec_env import InProcessVecEnv, WorkerVecEnv
+from agents.vec_env import InProcessVecEnv, WorkerVecEnv, how_ended
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
@@ -118,6 +119,46 @@ def test_closing_after_a_step_cut_short_takes_only_the_results_there(window):
     closing.join(120)  # a guard against a hang, not a measurement
     assert not closing.is_alive(), "close() waited for a result already read"
     assert [p.exitcode for p in vec.processes] == [0, 0]
+
+
+def _killed(vec, k, sig=signal.SIGKILL):
+    """Kill worker ``k`` of ``vec`` and wait until it is gone (as the OOM killer would)."""
+    os.kill(vec.processes[k].pid, sig)
+    vec.processes[k].join(60)
+    assert vec.processes[k].exitcode == -sig
+    return vec.processes[k].pid
+
+
+@pytest.mark.parametrize("when", ["step", "step_wait"])
+def test_a_killed_worker_is_named_with_its_signal_and_the_others_close(window, when):
+    """A worker killed (the out-of-memory killer's SIGKILL) left SubprocVecEnv's
+    BrokenPipeError (a write to it) or EOFError (a read), and a close that raised
+    one again: WorkerVecEnv names the worker and how it ended, and closes the
+    others. (Every call that talks to the workers goes through the same guard.)"""
+    vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=2)
+    try:
+        vec.reset()
+        if when == "step_wait":  # killed while it steps: the read meets its end
+            vec.step_async(np.array([0, 0]))
+        pid = _killed(vec, 1)
+        with pytest.raises(WorkerDied) as raised:
+            vec.step_wait() if when == "step_wait" else vec.step(np.array([0, 0]))
+        assert str(raised.value) == (
+            f"env.vec=subproc: env worker 1 of 2 (pid {pid}) died, killed by signal 9 "
+            "(SIGKILL: the kernel's out-of-memory killer sends it, as does kill -9)"
+        )
+        assert isinstance(raised.value.__cause__, (EOFError, ConnectionError))
+    finally:
+        vec.close()  # raises nothing, and ends the other worker
+    assert vec.closed
+    assert [p.exitcode for p in vec.processes] == [0, -signal.SIGKILL]
+
+
+def test_how_a_worker_ended_is_said_from_its_exit_code():
+    assert how_ended(-signal.SIGTERM) == "killed by signal 15 (SIGTERM)"
+    assert how_ended(1) == "exited with status 1 (its traceback, if it raised, is above)"
+    assert how_ended(0) == "exited with status 0"
+    assert how_ended(-200) == "killed by signal 200"
 
 
 @pytest.mark.parametrize(("algo", "kind"), [("ppo", "route"), ("maskable_ppo", "route_warm")])

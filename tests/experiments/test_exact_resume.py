@@ -8,17 +8,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import os
 import pickle
+import re
+import signal
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from agents import WorkerDied
 from agents.algorithms import load_agent
 from agents.env_pickles import window_digest
 from agents.run_state import RUN_STATE_FILE
 from envs.sim.request import Request, Workload
+from experiments._cli import exit_status, user_error_message
 from experiments.config import register_configs
 from experiments.train import train
 
@@ -222,6 +230,74 @@ def test_a_resumed_run_on_worker_processes_ends_with_the_uninterrupted_runs_weig
     _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={tmp_path / 'dummy'}"])
     out = capsys.readouterr().out
     assert "is not exact (its envs ran on env.vec=subproc, this run's on env.vec=dummy)" in out
+
+
+def _kill_a_worker_once(folder, deadline_s=600.0):
+    """In a thread: once ``folder``'s first checkpoint is written, SIGKILL one of this
+    process's worker processes (as the out-of-memory killer would); its pid."""
+    killed = []
+
+    def watch():
+        until = time.monotonic() + deadline_s
+        while not (folder / "checkpoints" / "step_128" / "agent.json").is_file():
+            if time.monotonic() > until:
+                return
+            time.sleep(0.05)
+        worker = multiprocessing.active_children()[0]
+        killed.append(worker.pid)
+        os.kill(worker.pid, signal.SIGKILL)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread, killed
+
+
+@pytest.mark.slow
+def test_a_run_whose_worker_is_killed_says_so_and_its_last_checkpoint_resumes_exactly(tmp_path):
+    # a worker of env.vec=subproc killed mid-run ended train with SB3's BrokenPipeError
+    # or EOFError (`error: experiments.train: [Errno 32] Broken pipe`, or a traceback):
+    # now one line names the worker and its signal, and the checkpoint to go on from
+    subproc = ["env.vec=subproc", "train.checkpoint_every=128"]
+    killed = tmp_path / "killed"
+    thread, pids = _kill_a_worker_once(killed)
+    with pytest.raises(WorkerDied) as raised:
+        _train([*subproc, "train.total_timesteps=1000000", f"out_dir={killed}"])
+    thread.join()
+    message = str(raised.value)
+    said = re.fullmatch(
+        rf"env\.vec=subproc: env worker [01] of 2 \(pid {pids[0]}\) died, killed by signal 9 "
+        r"\(SIGKILL: the kernel's out-of-memory killer sends it, as does kill -9\); training "
+        r"stopped at step [\d,]+ of 1,000,000; its last checkpoint is (\S+) "
+        r"\(resume=\1 goes on from it\)",
+        message,
+    )
+    assert said, message
+    # the commands say it in one line (no traceback), exit 2, as a full disk
+    assert user_error_message(raised.value, "experiments.train") == (
+        f"error: experiments.train: {message}"
+    )
+    assert exit_status(raised.value) == 2
+    # what the run wrote is kept: each checkpoint whole, none half-written
+    last = Path(said.group(1))
+    steps = sorted(int(p.name.removeprefix("step_")) for p in (killed / "checkpoints").iterdir())
+    assert steps == list(range(128, steps[-1] + 1, 128)) and last.name == f"step_{steps[-1]}"
+    for step in steps:
+        folder = killed / "checkpoints" / f"step_{step}"
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "agent.json",
+            "model.zip",
+            RUN_STATE_FILE,
+        ]
+    assert multiprocessing.active_children() == []  # the other worker was closed
+
+    # the last checkpoint resumes exactly: 128 steps on, the weights of a run that
+    # was never stopped
+    end = f"train.total_timesteps={steps[-1] + 128}"
+    resumed, whole = tmp_path / "resumed", tmp_path / "whole"
+    _train([*subproc, end, f"resume={last}", f"out_dir={resumed}"])
+    assert json.loads((resumed / "train.json").read_text())["train"]["resume_exact"] is True
+    _train([*subproc, end, "train.checkpoint_every=0", f"out_dir={whole}"])
+    assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
 
 
 @pytest.mark.slow
