@@ -23,6 +23,7 @@ rows, a bad row (its number and field).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -130,10 +131,9 @@ def _load(name: str) -> Plugin:
             f"{where}: workload.factory names a module, not a file: {dotted}:{attribute} "
             f"(run from the folder that holds {module_name})"
         )
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` finds the working folder's modules
     try:
-        module = importlib.import_module(module_name)
+        with importable_here():
+            module = importlib.import_module(module_name)
     except Exception as error:  # a missing module, or its own code failing as it loads
         said = " ".join(str(error).split()) + _shadowed(module_name, error)
         raise ConfigError(
@@ -173,6 +173,28 @@ def _load(name: str) -> Plugin:
     return Plugin(
         name, factory, function, family, description, config_type(), parameters, path, digest
     )
+
+
+@contextlib.contextmanager
+def importable_here() -> Iterator[None]:
+    """The working folder on ``sys.path`` while the plugin's own code runs (its module
+    as it is imported, its function as it is called), as ``python -m`` finds the
+    working folder's modules, and taken off again after: a module its function
+    imports as it runs (a helper beside it) is found, in a worker process too (which
+    loads the plugin itself), while a file of the working folder never shadows a
+    module the rest of the process imports later (a ``colorsys.py`` of one's own,
+    the standard library's). Nothing is added or taken when the folder is on
+    ``sys.path`` already (``""``, or its path: ``python -m`` run from it)."""
+    folder = os.getcwd()
+    if "" in sys.path or folder in sys.path:
+        yield
+        return
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # (the code it ran took it off itself)
+            sys.path.remove(folder)
 
 
 def _shadowed(module_name: str, error: BaseException) -> str:
@@ -329,10 +351,14 @@ def plugin_rows(config: Any, window: int, seed: int, split: str, trace_id: str) 
         rows = plugin.function(window, seed, split, trace_id, **values)
         return checked_rows(rows, plugin, trace_id, split, block_tokens)
 
-    rows = made()
-    if config not in _REPEATED:  # the first window a process makes of it: made twice
-        _REPEATED.add(config)
-        differs = _difference(rows, made())
+    with importable_here():
+        rows = made()
+        again = None
+        if config not in _REPEATED:  # the first window a process makes of it: made twice
+            _REPEATED.add(config)
+            again = made()
+    if again is not None:
+        differs = _difference(rows, again)
         if differs:
             raise ConfigError(
                 f"workload {plugin.name!r}: {plugin.factory} on {split} window {trace_id!r} "

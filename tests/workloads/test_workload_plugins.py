@@ -856,3 +856,89 @@ def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
         f"{(ROOT / 'examples' / 'own_workload.py').resolve()} is {code[:12]} now: the code "
         "that makes these windows changed since (they are still counted as its own)"
     ]
+
+
+LAZY_SIBLING = '''
+def rows(window, seed, split, trace_id):
+    """Its rows from a module beside it, imported as it runs (not as it loads)."""
+    import {helper}
+
+    return {helper}.rows(window)
+'''
+SIBLING = """
+def rows(window):
+    return [{"arrival_s": 0.0, "input_length": 300, "hash_ids": [window, 1]},
+            {"arrival_s": 1.0, "input_length": 300, "hash_ids": [window, 2]}]
+"""
+
+
+def _lazy_module(folder: Path) -> tuple[str, str]:
+    """A module of one's own in ``folder`` (not on sys.path) whose function imports a
+    module beside it as it runs: (its name, the sibling's name)."""
+    stem = f"lazy_{abs(hash(str(folder))) % 10**8}"
+    (folder / f"{stem}.py").write_text(LAZY_SIBLING.format(helper=f"{stem}_helper"))
+    (folder / f"{stem}_helper.py").write_text(SIBLING)
+    return stem, f"{stem}_helper"
+
+
+def test_loading_and_running_it_leave_sys_path_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The working folder is on sys.path while the plugin's code runs (its import, each
+    call: a module beside it imported as the function runs is found) and off it after:
+    a file of the working folder does not shadow a module imported later (before, the
+    folder stayed first on sys.path, and a colorsys.py of one's own there was what
+    `import colorsys` gave for the rest of the process)."""
+    import importlib.util
+
+    stem, helper = _lazy_module(tmp_path)
+    (tmp_path / "colorsys_of_mine.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = list(sys.path)
+    name = f"plugin:{stem}:rows"
+    load_plugin(name)
+    assert sys.path == before
+    (window,) = windows(name, "test", limit=1)
+    assert [r.input_tokens for r in window.requests] == [300, 300]
+    assert sys.path == before
+    assert helper in sys.modules  # (imported as the function ran)
+    assert importlib.util.find_spec("colorsys_of_mine") is None
+
+
+@pytest.mark.slow  # (a worker process: some 8 s)
+def test_a_subproc_env_s_worker_runs_it_with_its_siblings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """env.vec=subproc's workers (agents.vec_env.WorkerVecEnv, as train makes them)
+    load the plugin themselves, with sys.path as this process has it (the working
+    folder not on it): the function's module beside it, imported as it runs there,
+    is found, and the episode runs (two requests a window)."""
+    import gymnasium as gym
+    import numpy as np
+
+    from agents.vec_env import WorkerVecEnv
+
+    stem, _ = _lazy_module(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    name = f"plugin:{stem}:rows"
+    load_plugin(name)
+    assert str(tmp_path) not in sys.path
+
+    def make() -> gym.Env:
+        from envs.route import RouteEnv  # (in the worker)
+
+        return RouteEnv(workload=name, n_windows=1)
+
+    vec = WorkerVecEnv([make])
+    try:
+        vec.reset()
+        steps = 0
+        done = np.array([False])
+        while not done[0]:
+            _, _, done, _ = vec.step(np.array([0]))
+            steps += 1
+        assert steps == 2  # one decision a request
+    finally:
+        vec.close()
