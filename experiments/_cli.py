@@ -33,7 +33,14 @@ from envs.sim.errors import (
     named_message,
 )
 from envs.sim.timing import ModelSpec, model_preset
-from envs.workloads.plugins import NO_FACTORY, PLUGIN_WORKLOAD, is_plugin, plugin_name
+from envs.workloads.plugins import (
+    FACTORY_OPTION,
+    NO_FACTORY,
+    PLUGIN_WORKLOAD,
+    is_plugin,
+    misplaced_factory,
+    plugin_name,
+)
 from envs.workloads.readers import TraceFormatError, TraceWarning
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
@@ -633,7 +640,7 @@ def trace_defaults() -> dict[str, Any]:
     }
 
 
-PLUGIN_OPTION = f"{WORKLOAD_PREFIX}factory"
+PLUGIN_OPTION = FACTORY_OPTION
 """The ``key=value`` commands' option naming a workload of one's own
 (``workload=plugin workload.factory=MODULE:FUNCTION``), as the Hydra commands spell it."""
 
@@ -656,21 +663,8 @@ def resolve_workload(command: str, options: Mapping[str, Any]) -> str:
         if not factory:
             raise UsageError(f"{command}: {NO_FACTORY}")
         return plugin_name(factory)
-    if factory:
-        if is_plugin(workload):
-            raise UsageError(
-                f"{command}: workload={workload} names its function already; "
-                f"{PLUGIN_OPTION}= goes with workload={PLUGIN_WORKLOAD}"
-            )
-        if not workload:  # (bench: workloads= unless workload= is given)
-            raise UsageError(
-                f"{command}: {PLUGIN_OPTION}= goes with workload={PLUGIN_WORKLOAD}: add it "
-                f"(workload={PLUGIN_WORKLOAD} {PLUGIN_OPTION}={factory})"
-            )
-        raise UsageError(
-            f"{command}: {PLUGIN_OPTION}= is an option of workload={PLUGIN_WORKLOAD}, not of "
-            f"workload={workload}"
-        )
+    if factory:  # (bench's workload= is empty unless given: it runs its workloads= then)
+        raise UsageError(f"{command}: {misplaced_factory(workload, factory)}")
     return workload
 
 

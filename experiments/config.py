@@ -38,7 +38,7 @@ from envs.sim.timing import (
 )
 from envs.thresholds import ThresholdsEnv
 from envs.workloads.bursted import PUBLISHED_SEED
-from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin
+from envs.workloads.plugins import FACTORY_OPTION, is_plugin, misplaced_factory
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_file import (
     TRACE_FIELDS,
@@ -1419,10 +1419,8 @@ def check_workload(cfg: Any) -> TracePlan | None:
 
     trace_values = {name: cfg.workload[name] for name in TRACE_FIELDS}
     if cfg.workload.get("factory") and not is_plugin(cfg.workload.name):
-        raise ConfigError(
-            f"workload.factory is an option of workload={PLUGIN_WORKLOAD}, not of "
-            f"workload={cfg.workload.name}{value_origin('workload.factory')}"
-        )
+        said = misplaced_factory(str(cfg.workload.name), str(cfg.workload.factory))
+        raise ConfigError(f"{said}{value_origin(FACTORY_OPTION)}")
     if cfg.workload.name == TRACE_WORKLOAD:
         if cfg.workload.params:
             raise ConfigError(

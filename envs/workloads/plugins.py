@@ -46,8 +46,10 @@ PLUGIN_WORKLOAD = "plugin"
 """The command lines' workload of one's own: ``workload=plugin workload.factory=M:F``."""
 PLUGIN_PREFIX = f"{PLUGIN_WORKLOAD}:"
 """A plugin workload's name is this and its factory: ``plugin:examples.own_workload:make_rows``."""
+FACTORY_OPTION = "workload.factory"
+"""The option naming the function, as every command spells it (``key=value`` and Hydra)."""
 NO_FACTORY = (
-    f"workload={PLUGIN_WORKLOAD} needs workload.factory=MODULE:FUNCTION, a generator function "
+    f"workload={PLUGIN_WORKLOAD} needs {FACTORY_OPTION}=MODULE:FUNCTION, a generator function "
     "of your own (examples.own_workload:make_rows; docs/workloads.md)"
 )
 """What ``workload=plugin`` without ``workload.factory=`` is told, on every command."""
@@ -71,6 +73,28 @@ def plugin_name(factory: str) -> str:
 def is_plugin(name: object) -> bool:
     """Whether ``name`` names a plugin workload (``plugin:...``)."""
     return isinstance(name, str) and name.startswith(PLUGIN_PREFIX)
+
+
+def misplaced_factory(workload: str, factory: str) -> str:
+    """What ``workload.factory=FACTORY`` given beside ``workload=WORKLOAD``, which is
+    not ``plugin``, is told, on every command (the ``key=value`` commands'
+    ``experiments._cli.resolve_workload``, the Hydra commands'
+    ``experiments.config.check_workload``): of a workload named ``plugin:M:F``, that
+    it names its function already; of none (``bench``, which runs its ``workloads=``
+    then), to add ``workload=plugin``; of any other, that it is no option of it."""
+    if is_plugin(workload):
+        return (
+            f"workload={workload} names its function already; {FACTORY_OPTION}= goes with "
+            f"workload={PLUGIN_WORKLOAD}"
+        )
+    if not workload:
+        return (
+            f"{FACTORY_OPTION}= goes with workload={PLUGIN_WORKLOAD}: add it "
+            f"(workload={PLUGIN_WORKLOAD} {FACTORY_OPTION}={factory})"
+        )
+    return (
+        f"{FACTORY_OPTION}= is an option of workload={PLUGIN_WORKLOAD}, not of workload={workload}"
+    )
 
 
 @dataclass(frozen=True)
@@ -528,12 +552,14 @@ def shown_path(filename: str) -> str:
 
 __all__ = [
     "ARGUMENTS",
+    "FACTORY_OPTION",
     "PLUGIN_PREFIX",
     "PLUGIN_WORKLOAD",
     "Plugin",
     "checked_rows",
     "is_plugin",
     "load_plugin",
+    "misplaced_factory",
     "plugin_config",
     "plugin_name",
     "plugin_rows",

@@ -703,10 +703,17 @@ def test_the_hydra_commands_name_it_plugin_module_function() -> None:
     assert cfg.workload.name == EXAMPLE
     assert workload_label(cfg) == f"{EXAMPLE}[bursts=2]"
     assert check_workload(cfg) is None
-    with pytest.raises(
-        ConfigError, match=re.escape("workload.factory is an option of workload=plugin")
-    ):
+    with pytest.raises(ConfigError) as hydra:
         check_workload(other)
+    # the key=value commands say the same line (one place: plugins.misplaced_factory)
+    from experiments._cli import UsageError
+    from experiments.compare import main
+
+    with pytest.raises(UsageError) as key_value:
+        main(["workload.factory=examples.own_workload:make_rows", "agents=none"])
+    said = "workload.factory= is an option of workload=plugin, not of workload=bursted_synthetic"
+    assert str(key_value.value) == f"experiments.compare: {said}"
+    assert str(hydra.value) == said  # (with where it came from, under a Hydra run)
 
 
 def test_tune_btb_scores_thresholds_on_a_plugin_s_train_windows(own: str, tmp_path: Path) -> None:
