@@ -176,10 +176,14 @@ def plugin_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], workload
                 None,
             )
             if trained is not None:
+                code = f"{plugin.path} is"
+                if plugin.imports:  # (the sha256 covers them too: plugins.code_sha256)
+                    modules = plural(len(plugin.imports), "module")
+                    code = f"{plugin.path} with the {modules} of one's own it imports are"
                 notes.append(
                     f"note: {label} ({folders[label]}) {via}was trained on {workload} with "
                     f"its module of sha256 "
-                    f"{trained[:12]}; {plugin.path} is {plugin.sha256[:12]} now: the code "
+                    f"{trained[:12]}; {code} {plugin.sha256[:12]} now: the code "
                     "that makes these windows changed since (they are still counted as its own)"
                 )
                 break

@@ -23,16 +23,19 @@ rows, a bad row (its number and field).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import hashlib
 import importlib
+import importlib.machinery
+import importlib.util
 import inspect
 import os
 import sys
 import sysconfig
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,12 +119,22 @@ class Plugin:
     path: str | None = None
     """The module's file, resolved (None: a module without one)."""
     sha256: str | None = None
-    """The sha256 of that file's bytes as it was imported: the code that makes the rows."""
+    """The sha256 of its code as it was imported (:func:`code_sha256`): of that file's
+    bytes, and of the modules of one's own it imports (:attr:`imports`) when it
+    imports any: the code that makes the rows."""
+    imports: tuple[str, ...] = ()
+    """The files of the modules of one's own its module imports (:func:`own_imports`),
+    resolved, sorted: what :attr:`sha256` covers beside :attr:`path`."""
 
-    def stamp(self) -> dict[str, str | None]:
+    def stamp(self) -> dict[str, Any]:
         """What a result file records of it (``config.workload_plugin``), so runs of two
         versions of the function are told apart."""
-        return {"factory": self.factory, "path": self.path, "sha256": self.sha256}
+        return {
+            "factory": self.factory,
+            "path": self.path,
+            "sha256": self.sha256,
+            "imports": list(self.imports),
+        }
 
 
 _LOADED: dict[str, Plugin] = {}
@@ -193,9 +206,18 @@ def _load(name: str) -> Plugin:
         f": {' '.join(doc.split())}" if doc else "."
     )
     config_type = _config_type(factory, defaults)
-    path, digest = _file_stamp(module)
+    path, digest, imported = _code_stamp(module)
     return Plugin(
-        name, factory, function, family, description, config_type(), parameters, path, digest
+        name,
+        factory,
+        function,
+        family,
+        description,
+        config_type(),
+        parameters,
+        path,
+        digest,
+        imported,
     )
 
 
@@ -243,15 +265,153 @@ def _shadowed(module_name: str, error: BaseException) -> str:
     )
 
 
-def _file_stamp(module: Any) -> tuple[str | None, str | None]:
-    """A module's file, resolved, and the sha256 of its bytes (None, None without one)."""
+def _code_stamp(module: Any) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """A module's file, resolved; the sha256 of its code (:func:`code_sha256`: the
+    file's bytes and those of the modules of one's own it imports); and those
+    modules' files, resolved, sorted. (None, None, ()) for a module without a file;
+    a sha256 of None when a file cannot be read."""
     path = getattr(module, "__file__", None)
     if not isinstance(path, str):
-        return None, None
+        return None, None, ()
+    root = Path(path).resolve()
+    imported = own_imports(module.__name__, root)
     try:
-        return str(Path(path).resolve()), hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        digest = code_sha256(root, imported)
     except OSError:
-        return str(Path(path).resolve()), None
+        digest = None
+    return str(root), digest, tuple(str(file) for file in imported)
+
+
+def code_sha256(root: Path, imported: Iterable[Path] = ()) -> str:
+    """The sha256 of a plugin's code: of its module's file ``root`` alone, the sha256
+    of its bytes; with modules of one's own it imports (``imported``, their files:
+    :func:`own_imports`), the sha256 of the lines ``SHA256  PATH`` (as ``sha256sum``
+    writes them) of every file, ``root``'s included, PATH relative to ``root``'s
+    folder with ``/``, sorted by PATH. So the digest follows the bytes and their
+    places beside each other, not the folder they are in nor the module names they
+    are imported by; an OSError if a file cannot be read."""
+    files = [root, *(file for file in imported if file != root)]
+    if len(files) == 1:
+        return hashlib.sha256(root.read_bytes()).hexdigest()
+    lines = sorted((Path(os.path.relpath(file, root.parent)).as_posix(), file) for file in files)
+    listing = "".join(
+        f"{hashlib.sha256(file.read_bytes()).hexdigest()}  {shown}\n" for shown, file in lines
+    )
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+_PROJECT = Path(__file__).resolve().parents[2]
+_OWN_PACKAGES = tuple(_PROJECT / name for name in ("envs", "baselines", "agents", "experiments"))
+"""btb-gym's own packages: a plugin that imports them runs btb-gym's code, which a run
+records by its version and git commit (``provenance.made_by``), not as the plugin's."""
+_LIBRARIES = tuple(Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib"))
+
+
+def _users_file(origin: str) -> Path | None:
+    """A module's file when it is code of one's own (not the standard library's, an
+    installed package's nor btb-gym's own), resolved; else None."""
+    file = Path(origin)
+    if not file.is_file():
+        return None
+    file = file.resolve()
+    if {"site-packages", "dist-packages"} & set(file.parts):
+        return None
+    if any(file.is_relative_to(folder) for folder in (*_LIBRARIES, *_OWN_PACKAGES)):
+        return None
+    return file
+
+
+def _spec(name: str) -> Any:
+    """The spec of the module ``name`` as an import here finds it, without importing
+    anything: the imported module's own, else found on ``sys.path`` (or in its
+    parent package's folders); None when there is none."""
+    module = sys.modules.get(name)
+    if module is not None:
+        return getattr(module, "__spec__", None)
+    parent = name.rpartition(".")[0]
+    try:
+        if not parent:
+            return importlib.machinery.PathFinder.find_spec(name)
+        found = _spec(parent)
+        locations = getattr(found, "submodule_search_locations", None)
+        if not locations:
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, list(locations))
+    except (ImportError, ValueError):
+        return None
+
+
+def _import_names(source: bytes, name: str, package: bool) -> set[str]:
+    """The modules the source of module ``name`` (a package's ``__init__`` when
+    ``package``) imports with an ``import`` statement anywhere in it (at the top, in
+    a function, under a condition): each one named and its parent packages, and of
+    ``from M import N``, ``M.N`` too (a submodule, if it is one)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):  # (no Python source: its bytes count, no more)
+        return set()
+    anchor = name if package else name.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                try:
+                    base = importlib.util.resolve_name("." * node.level + base, anchor)
+                except (ImportError, ValueError):  # (beyond its top package: it fails there)
+                    continue
+            found = [base, *(f"{base}.{a.name}" for a in node.names if a.name != "*")]
+        else:
+            continue
+        for each in found:
+            parts = each.split(".")
+            names.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+    return names
+
+
+def own_imports(name: str, root: Path) -> list[Path]:
+    """The files of the modules of one's own that the module ``name`` (its file
+    ``root``) imports, and those they import in turn: the modules an ``import``
+    statement anywhere in their source names (:func:`_import_names`) that are
+    neither the standard library's, an installed package's nor btb-gym's own
+    (:func:`_users_file`), found as the plugin's code would find them (the imported
+    module, else on ``sys.path`` with the working folder: :func:`importable_here`),
+    without importing any. Sorted; ``root`` is not among them. A module imported by
+    a name made as the code runs (``importlib.import_module(name)``) is not
+    followed, nor a file the code reads."""
+    with importable_here():
+        return _own_imports(name, root)
+
+
+def _own_imports(name: str, root: Path) -> list[Path]:
+    seen = {name}
+    files: set[Path] = set()
+    queue = [(name, root)]
+    while queue:
+        module, file = queue.pop()
+        spec = _spec(module)
+        package = getattr(spec, "submodule_search_locations", None) is not None
+        try:
+            source = file.read_bytes()
+        except OSError:
+            continue
+        for other in sorted(_import_names(source, module, package or file.stem == "__init__")):
+            if other in seen:
+                continue
+            seen.add(other)
+            found = _spec(other)
+            origin = getattr(found, "origin", None)
+            if not getattr(found, "has_location", False) or not isinstance(origin, str):
+                continue  # (built in, frozen, a namespace package: no file of its own)
+            own = _users_file(origin)
+            if own is None or own == root or own in files:
+                continue
+            files.add(own)
+            if own.suffix == ".py":  # (a compiled module's bytes count; it is not read)
+                queue.append((other, own))
+    return sorted(files)
 
 
 def _parameters(
@@ -557,9 +717,11 @@ __all__ = [
     "PLUGIN_WORKLOAD",
     "Plugin",
     "checked_rows",
+    "code_sha256",
     "is_plugin",
     "load_plugin",
     "misplaced_factory",
+    "own_imports",
     "plugin_config",
     "plugin_name",
     "plugin_rows",

@@ -789,6 +789,7 @@ def test_the_docs_command_runs(tmp_path: Path) -> None:
         "factory": "examples.own_workload:make_rows",
         "path": str(code.resolve()),
         "sha256": hashlib.sha256(code.read_bytes()).hexdigest(),
+        "imports": [],
     }
     assert {row["requests"] for row in rows if row["policy"] == "cache_aware"} == {300}
 
@@ -949,3 +950,118 @@ def test_a_subproc_env_s_worker_runs_it_with_its_siblings(
         assert steps == 2  # one decision a request
     finally:
         vec.close()
+
+
+def _sha256sum(folder: Path, names: list[str]) -> str:
+    """The sha256 of ``sha256sum``'s lines of the files ``names`` in ``folder``, sorted."""
+    lines = "".join(
+        f"{hashlib.sha256((folder / n).read_bytes()).hexdigest()}  {n}\n" for n in sorted(names)
+    )
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def test_its_sha256_covers_the_modules_of_one_s_own_it_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The recorded sha256 covers the module's file and every module of one's own it
+    imports (at its top or as its function runs; theirs in turn), not the standard
+    library, installed packages or btb-gym: the sha256 of their sha256sum lines,
+    paths relative to the module's folder (before: the module's file alone, so an
+    edited helper gave the same sha256 for other traffic). The same files in
+    another folder have the same sha256; a module importing none keeps its file's."""
+    from envs.workloads.plugins import code_sha256, own_imports
+
+    tag = abs(hash(str(tmp_path))) % 10**8
+    work = tmp_path / "work"
+    (work / f"pkg_{tag}").mkdir(parents=True)
+    (work / f"gen_{tag}.py").write_text(
+        "import json\nimport numpy as np\nfrom envs.workloads.readers.bursted import BLOCK_TOKENS\n"
+        f"import helper_{tag}\n\n\n"
+        "def rows(window, seed, split, trace_id):\n"
+        f"    from pkg_{tag} import helper\n"
+        f"    return helper.rows(window, helper_{tag}.TOKENS)\n"
+    )  # fmt: skip
+    (work / f"helper_{tag}.py").write_text("TOKENS = 300\n")
+    (work / f"pkg_{tag}" / "__init__.py").write_text("")
+    (work / f"pkg_{tag}" / "helper.py").write_text(
+        "from . import deeper\n\n\ndef rows(window, tokens):\n"
+        "    return [{'arrival_s': 0.0, 'input_length': tokens, 'hash_ids': [window, 1]}]\n"
+    )
+    (work / f"pkg_{tag}" / "deeper.py").write_text("import os\n")
+    monkeypatch.chdir(work)
+    plugin = load_plugin(f"plugin:gen_{tag}:rows")
+    names = [f"gen_{tag}.py", f"helper_{tag}.py", *(f"pkg_{tag}/{n}" for n in
+             ("__init__.py", "deeper.py", "helper.py"))]  # fmt: skip
+    assert plugin.path == str(work / f"gen_{tag}.py")
+    assert plugin.imports == tuple(str(work / n) for n in sorted(names[1:]))
+    assert plugin.sha256 == _sha256sum(work, names)
+    assert plugin.stamp()["imports"] == list(plugin.imports)
+    # a helper edited: other code (a module the function imports as it runs, two deep)
+    (work / f"pkg_{tag}" / "deeper.py").write_text("import os  # edited\n")
+    root = Path(plugin.path)
+    imported = own_imports(f"gen_{tag}", root)
+    assert imported == [Path(f) for f in plugin.imports]
+    assert code_sha256(root, imported) == _sha256sum(work, names) != plugin.sha256
+    # the same files elsewhere: the same sha256 (relative paths, not the folder)
+    moved = tmp_path / "elsewhere"
+    (moved / f"pkg_{tag}").mkdir(parents=True)
+    for name in names:
+        (moved / name).write_bytes((work / name).read_bytes())
+    assert code_sha256(moved / names[0], [moved / n for n in names[1:]]) == code_sha256(
+        root, imported
+    )
+    # a module of its own that imports none of one's own: its file's sha256, as before
+    example = load_plugin(EXAMPLE)
+    assert example.imports == ()
+    code = hashlib.sha256((ROOT / "examples" / "own_workload.py").read_bytes()).hexdigest()
+    assert example.sha256 == code
+
+
+def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent trained on a.gen:rows evaluated on b.gen:rows, gen.py the same bytes in
+    both, each importing its own package's helper: with b's helper other bytes, b's
+    windows are other traffic (before, the sha256 of gen.py alone matched and they
+    were counted as the agent's own); with c's helper the same bytes as a's, they
+    are its own."""
+    from agents.algorithms import AgentSpec
+    from experiments.trained_on import seen_registered, trained_windows
+
+    tag = abs(hash(str(tmp_path))) % 10**8
+    gen = (
+        "from . import helper\n\n\ndef rows(window, seed, split, trace_id):\n"
+        "    return [{'arrival_s': 0.0, 'input_length': helper.TOKENS, 'hash_ids': [window]}]\n"
+    )
+    for package, tokens in (("a", 200), ("b", 100), ("c", 200)):
+        (tmp_path / f"{package}_{tag}").mkdir()
+        (tmp_path / f"{package}_{tag}" / "__init__.py").write_text("")
+        (tmp_path / f"{package}_{tag}" / "gen.py").write_text(gen)
+        (tmp_path / f"{package}_{tag}" / "helper.py").write_text(f"TOKENS = {tokens}\n")
+    monkeypatch.chdir(tmp_path)
+    counts = {"train_windows": 1, "test_windows": 1}
+    record = trained_windows(f"plugin:a_{tag}.gen:rows", counts, 20260721, None, None)
+    spec = AgentSpec(algo="ppo", env="route", registered_windows=[record])
+    own = (record["train"], 1, record["val"], 5)
+    for package, seen in (("b", ([], 1, [], 5)), ("c", own)):
+        name = f"plugin:{package}_{tag}.gen:rows"
+        assert seen_registered(spec, name, {}, 20260721, "test", None) == seen, name
+    # its helper edited since training (as another sha256 in agent.json tells): the note
+    # names the module and the modules it imports (its package's __init__.py, which
+    # `from . import helper` runs, and helper.py), which the sha256 covers
+    from types import SimpleNamespace
+
+    from experiments.trained_on import plugin_notes
+
+    edited = AgentSpec(algo="ppo", env="route", registered_windows=[
+        {**record, "plugin_sha256": "ab" * 32}
+    ])  # fmt: skip
+    name = record["workload"]
+    folder = tmp_path / f"a_{tag}"
+    assert plugin_notes({"a": SimpleNamespace(spec=edited)}, {"a": "/runs/a"}, name) == [
+        f"note: a (/runs/a) was trained on {name} with its module of sha256 abababababab; "
+        f"{folder / 'gen.py'} with the 2 modules of one's own it imports are "
+        f"{_sha256sum(folder, ['gen.py', 'helper.py', '__init__.py'])[:12]} now: the code "
+        "that makes "
+        "these windows changed since (they are still counted as its own)"
+    ]
