@@ -34,7 +34,9 @@ split as a trace records the registered windows it used as well (``registered_wi
 with the split's path as ``dataset`` and the families' configurations), so the
 workload's own windows are refused it; and evaluated on such a split, an agent
 trained on the registered workload (or on another split of it) is refused the
-windows it trained or validated on.
+windows it trained or validated on. A workload of one's own is matched by its code
+too (:func:`_same_code`: the sha256 a record and the workload or dataset evaluated
+hold), so the same code under another module name makes the same windows.
 """
 
 from __future__ import annotations
@@ -226,13 +228,25 @@ def dataset_windows(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         and type(window.get("index")) is int
     }
     params = generator.get("params")
+    found_code = generator.get("plugin")
+    sha256 = found_code.get("sha256") if isinstance(found_code, Mapping) else None
     return {
         "workload": workload,
         "params": dict(params) if isinstance(params, Mapping) else {},
         "seed": seed,
         "families": configs,
         "keys": keys,
+        **({"plugin_sha256": sha256} if isinstance(sha256, str) and sha256 else {}),
     }
+
+
+def _dataset_code(dataset: Mapping[str, Any]) -> Code | None:
+    """The :data:`Code` of a dataset's workload of one's own (:func:`dataset_windows`:
+    the sha256 of the code that made its rows, as ``make_dataset`` recorded it), so it
+    is matched by its code whatever module name it was made under; None for another
+    workload's dataset, or one that recorded none."""
+    sha256 = dataset.get("plugin_sha256")
+    return (str(dataset["workload"]), sha256) if sha256 else None
 
 
 def split_path(params: Mapping[str, Any]) -> str:
@@ -264,11 +278,13 @@ def _dataset_record(params: Mapping[str, Any], n_train: int | None, n_val: int |
         for split, count in (("train", n_train), ("val", n_val))
     }
     record = {key: dataset[key] for key in ("workload", "params", "seed")}
+    code = {k: dataset[k] for k in ("plugin_sha256",) if k in dataset}  # (the code that made it)
     return {
         **record,
         **names,
         "dataset": str(Path(path).resolve()),
         "families": dataset["families"],
+        **code,
     }
 
 
@@ -679,14 +695,20 @@ def _registered_records(spec: Any) -> list[dict[str, Any]]:
     return [record]
 
 
+Code = tuple[str, str | None]
+"""A workload of one's own as a check sees it: its name and the sha256 of its code
+(:attr:`envs.workloads.plugins.Plugin.sha256`; None if unknown)."""
+
+
 def _seen_records(
-    spec: Any, evaluated: set[Any], split: str, workload: str | None = None
+    spec: Any, evaluated: set[Any], split: str, code: Code | None = None
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`_seen_among` of an agent's records (:func:`_registered_records`; those of
     a workload or parameters this registry does not know left out): the first record
     with windows among ``evaluated`` and its answer, else the first record's; None
-    when it has none. ``workload``: the workload evaluated, whose module may be one a
-    record's is under another name (:func:`_as_evaluated`)."""
+    when it has none. ``code``: the workload of one's own evaluated (on its own, or a
+    dataset of it read as a trace), whose code may be a record's under another
+    module name (:func:`_record_families`)."""
     try:
         records = _registered_records(spec)
     except (ValueError, TypeError):
@@ -694,7 +716,7 @@ def _seen_records(
     answers = []
     for record in records:
         try:
-            families = _families(_as_evaluated(record, workload))
+            families = _record_families(record, code)
         except (ValueError, TypeError):  # a workload or parameters this registry does not know
             continue
         answers.append((record, _seen_among(record, families, evaluated, split)))
@@ -702,26 +724,57 @@ def _seen_records(
     return (hits or answers)[0] if answers else None
 
 
-def _as_evaluated(record: Mapping[str, Any], workload: str | None) -> Mapping[str, Any]:
-    """``record`` as if it named ``workload`` when both are workloads of one's own
-    of one function name and ``workload``'s module is the bytes the record's was
-    (``plugin_sha256``): the same code under another module name (``gen:rows`` run in
-    the folder ``mine/``, ``mine.gen:rows`` from its parent) makes the same windows;
-    else ``record``."""
+def _plugin_code(workload: str) -> Code | None:
+    """The :data:`Code` of ``workload`` when it is a workload of one's own (imported
+    here), else None."""
     from envs.workloads.plugins import is_plugin, load_plugin
 
+    return (workload, load_plugin(workload).sha256) if is_plugin(workload) else None
+
+
+def _same_code(record: Mapping[str, Any], code: Code | None) -> bool:
+    """Whether ``record`` names a workload of one's own of another module name than
+    ``code``'s, of the same function name and code (its ``plugin_sha256``: the same
+    bytes, and the same modules of one's own imported beside them): ``gen:rows`` run in
+    the folder ``mine/``, ``mine.gen:rows`` from its parent. Such code makes the same
+    windows."""
+    from envs.workloads.plugins import is_plugin
+
+    if code is None:
+        return False
+    workload, sha256 = code
     trained = record.get("workload")
-    sha256 = record.get("plugin_sha256")
-    if (
-        not sha256
-        or trained == workload
-        or not is_plugin(trained)
-        or not is_plugin(workload)
-        or str(trained).rpartition(":")[2] != str(workload).rpartition(":")[2]
-        or load_plugin(str(workload)).sha256 != sha256
-    ):
-        return record
-    return {**record, "workload": workload}
+    return bool(
+        sha256
+        and record.get("plugin_sha256") == sha256
+        and trained != workload
+        and is_plugin(trained)
+        and is_plugin(workload)
+        and str(trained).rpartition(":")[2] == workload.rpartition(":")[2]
+    )
+
+
+def _record_families(record: Mapping[str, Any], code: Code | None) -> dict[str, Any]:
+    """:func:`_families` of ``record``; of a record of the same code as ``code`` under
+    another module name (:func:`_same_code`), with ``code``'s function as each
+    configuration's ``factory``, so that its windows' keys are the evaluated
+    workload's (the configurations of the evaluated name's module when it imports
+    here, else of the record's own; a dataset's split trained on: its own)."""
+    if not _same_code(record, code):
+        return _families(record)
+    assert code is not None
+    workload = code[0]
+    try:
+        families = _families(record if "families" in record else {**record, "workload": workload})
+    except (ValueError, TypeError):  # (the evaluated name not importable here: a dataset's)
+        families = _families(record)
+    factory = workload.partition(":")[2]
+    return {
+        name: {**config, "factory": factory}
+        if isinstance(config, Mapping) and "factory" in config
+        else config
+        for name, config in families.items()
+    }
 
 
 def _registered_evaluated(
@@ -745,7 +798,7 @@ def _registered_found(
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`seen_registered` with the record it answers of."""
     evaluated, _ = _registered_evaluated(workload, params, seed, split, limit)
-    return _seen_records(spec, evaluated, split, workload)
+    return _seen_records(spec, evaluated, split, _plugin_code(workload))
 
 
 def seen_registered(
@@ -795,7 +848,7 @@ def _dataset_found(
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`seen_in_dataset` with the record it answers of."""
     found = _dataset_evaluated(params, split, limit)
-    return None if found is None else _seen_records(spec, found[1], split)
+    return None if found is None else _seen_records(spec, found[1], split, _dataset_code(found[0]))
 
 
 def _trained_text(record: Mapping[str, Any]) -> str:
@@ -920,7 +973,7 @@ def _seen_registered_text(
     """As :func:`_seen_in_trace`, of a registered workload's windows (``evaluated``:
     :func:`_registered_evaluated`'s answer)."""
     keys, n_eval = evaluated
-    found = _seen_records(spec, keys, split, workload)
+    found = _seen_records(spec, keys, split, _plugin_code(workload))
     if found is None or not (found[1][0] or found[1][2]):
         return None
     return _registered_text(*found, seed, split, n_eval, _counts_text(workload, params))
@@ -937,7 +990,7 @@ def _seen_dataset_text(
     if evaluated is None:
         return None
     dataset, keys, n_eval = evaluated
-    found = _seen_records(spec, keys, split)
+    found = _seen_records(spec, keys, split, _dataset_code(dataset))
     if found is None or not (found[1][0] or found[1][2]):
         return None
     here = f"{params['path']} ({_dataset_text(dataset)})"

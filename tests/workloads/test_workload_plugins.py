@@ -1065,3 +1065,69 @@ def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
         "that makes "
         "these windows changed since (they are still counted as its own)"
     ]
+
+
+def test_a_dataset_of_it_is_matched_by_its_code_whatever_its_module_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dataset make_dataset wrote of mine.gen:rows (from mine/'s parent), read back as
+    a trace, holds the windows of an agent trained on gen:rows (in mine/): the same
+    code (dataset_info.json's generator.plugin.sha256, the agent's plugin_sha256), so
+    they are its own (before: none was, the keys holding the module's name); a
+    module of other bytes is other traffic. An agent trained on the dataset's train
+    split (agent.json records the dataset's sha256) is refused gen:rows's same
+    windows too."""
+    from agents.algorithms import AgentSpec
+    from experiments import make_dataset
+    from experiments.trained_on import seen_in_dataset, seen_registered, trained_windows
+
+    tag = abs(hash(str(tmp_path))) % 10**8
+    mine = tmp_path / f"mine_{tag}"
+    mine.mkdir()
+    (mine / "__init__.py").write_text("")
+    code = (
+        "def rows(window, seed, split, trace_id, gap=1.0):\n"
+        "    return [{'arrival_s': gap * window, 'input_length': 1, 'hash_ids': [window]}]\n"
+    )
+    (mine / f"gen_{tag}.py").write_text(code)
+    (mine / f"other_{tag}.py").write_text(code + "# the same function, other bytes\n")
+    monkeypatch.syspath_prepend(str(mine))
+    monkeypatch.chdir(tmp_path)
+    made = make_dataset.main([
+        "workload=plugin", f"workload.factory=mine_{tag}.gen_{tag}:rows",
+        f"out_dir={tmp_path / 'd'}", "progress=false",
+    ])  # fmt: skip
+    sha256 = hashlib.sha256((mine / f"gen_{tag}.py").read_bytes()).hexdigest()
+    assert made["generator"]["plugin"]["sha256"] == sha256
+    counts = {"train_windows": 1, "test_windows": 1}
+    record = trained_windows(f"plugin:gen_{tag}:rows", counts, 20260721, None, None)
+    assert record["plugin_sha256"] == sha256
+    other = trained_windows(f"plugin:other_{tag}:rows", counts, 20260721, None, None)
+    test_split = {"path": str(tmp_path / "d" / "test.jsonl")}
+    for trained, seen in ((record, (record["train"], 1, record["val"], 5)),
+                          (other, ([], 1, [], 5))):  # fmt: skip
+        spec = AgentSpec(algo="ppo", env="route", registered_windows=[trained])
+        assert seen_in_dataset(spec, test_split, "test", None) == seen, trained["workload"]
+    # as evaluate and compare refuse it (workload=trace on the dataset's test split)
+    from types import SimpleNamespace
+
+    from experiments.trained_on import check_seen_windows
+
+    agents = {"a": SimpleNamespace(spec=AgentSpec(algo="ppo", env="route",
+                                                  registered_windows=[record]))}  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape(
+        "agent a (/runs/a) was trained on some of these windows (seed 20260721): the 15 test "
+        f"windows evaluated include 1 of its 1 train window ({record['train'][0]})"
+    )):  # fmt: skip
+        check_seen_windows(agents, {"a": "/runs/a"}, "trace", test_split, "test", None, False)
+    # trained on the dataset's train split: the registered gen:rows's same windows
+    on_split = trained_windows("trace", {"path": str(tmp_path / "d" / "train.jsonl")}, 0, None, 0)
+    assert on_split["plugin_sha256"] == sha256 and len(on_split["train"]) == 5
+    spec = AgentSpec(algo="ppo", env="route", registered_windows=[on_split])
+    every = {"train_windows": 0, "test_windows": 25}  # (all 25 indices test windows)
+    assert seen_registered(spec, f"plugin:gen_{tag}:rows", every, 20260721, "test", None) == (
+        on_split["train"],
+        5,
+        [],
+        0,
+    )
