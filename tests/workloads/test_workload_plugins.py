@@ -1131,3 +1131,45 @@ def test_a_dataset_of_it_is_matched_by_its_code_whatever_its_module_name(
         [],
         0,
     )
+
+
+def test_a_dataset_s_readme_says_what_its_rows_hold(
+    own: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make_dataset's README of a workload of one's own describes the function's rows:
+    its hashes as returned (not "24-hex hashes"), its own sources and job kinds (not
+    ART-like traffic), the sha256 of its code; with parameters changed, its docstring
+    (not "the figures above") may describe other rows, and a function without one is
+    told nothing of it."""
+    info = _dataset(tmp_path / "d", "train_windows=1", "test_windows=1", "params=bursts=2")
+    card = (tmp_path / "d" / "README.md").read_text()
+    for false in ("24-hex", "figures above", "ART", "`art`", "`decoy`"):
+        assert false not in card, false
+    assert info["description"].endswith(
+        "Its parameters are not the function's defaults (bursts=2): its docstring above "
+        "may describe other rows than this dataset's."
+    )
+    assert (
+        "- `hash_ids`: the prompt's block hashes as the function returned them, one per "
+        "256-token block (strings or integers; per-block, not chained: btb-gym's readers "
+        "chain them as they read); prompts share a block exactly when their hashes agree "
+        "up to it"
+    ) in card
+    assert "byte-identical files with the same code of the function" in card
+    assert "Parameters changed from the function's defaults: `bursts=2`." in card
+    assert card.endswith(
+        "The rows are those `examples.own_workload:make_rows` returned, checked as a trace "
+        "file's rows are and put in arrival order: what they hold is the function's, "
+        "synthetic or not.\n"
+    )
+    from experiments import make_dataset
+
+    plain = make_dataset.main([
+        "workload=plugin", f"workload.factory={own}:flag_pair", "train_windows=1",
+        "test_windows=1", "params=sizes=3/4.5", f"out_dir={tmp_path / 'plain'}",
+        "progress=false",
+    ])  # fmt: skip
+    assert plain["description"] == f"Rows from {own}:flag_pair, a generator of one's own." + (
+        " This dataset has the windows given on its command line (the tables below), not "
+        "the workload's own counts."
+    )
