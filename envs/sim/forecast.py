@@ -144,7 +144,9 @@ def copy_bytes(missing_blocks: int, block_tokens: int, target: Node) -> float:
 def work_left_s(node: Node, now: float) -> float:
     """Seconds until ``node``'s current prefill, copy or speculative chunk ends; 0
     when it is idle or decoding (a decode segment is cut at the next step for a
-    prefill or a copy)."""
+    prefill or a copy). The one rule for a node's current work left: its backlog
+    starts from it (:func:`queue_forecast`), and a copy to it waits for it, queued
+    or being written (:func:`_causal_landing_s`)."""
     return max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY, SPECULATE) else 0.0
 
 
@@ -282,7 +284,7 @@ def _causal_landing_s(
     transfer = transfer_s(copy.bytes, target)
     if state != WAIT_SOURCE:
         if target.work == COPY and target.work_obj is copy:  # being written now
-            return max(target.work_end - now, 0.0)
+            return work_left_s(target, now)
         ahead = 0.0  # queued on its target (the reference copy model): after the
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:

@@ -4,10 +4,12 @@ block), prefill costs 1 ms a token."""
 
 from __future__ import annotations
 
-import pytest
-from simkit import Prompts, names, run_script, toy_cluster
+from typing import Any
 
-from envs.sim import SimConfig, Simulator
+import pytest
+from simkit import CORES, Prompts, Script, names, run_script, toy_cluster
+
+from envs.sim import WARM_OK, SimConfig, Simulator
 from envs.sim.forecast import (
     copy_bytes,
     copy_s,
@@ -72,3 +74,64 @@ def test_copy_targets_take_the_soonest_free_nodes_that_lack_the_prefix() -> None
     assert copy_targets(nodes, 7, [0], 3, free_at) == [2, 3]
     assert copy_targets(nodes, 7, [0], 4, free_at) == [2, 3, 1]
     assert copy_targets(nodes, 7, [0], 1, free_at) == []
+
+
+def _estimators() -> list[Any]:
+    """The first-token estimates: the Python reference and, where built, its compiled twin."""
+    from baselines.native import FORECAST
+    from envs.sim import forecast
+
+    return [forecast] if FORECAST is None else [forecast, FORECAST]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_node_s_work_left_is_one_rule_for_its_backlog_and_a_copy_landing_there(
+    core: str,
+) -> None:
+    """``work_left_s``, the rest of a node's prefill, copy or speculative chunk (0
+    idle or decoding), is what a node's backlog starts from and what a copy landing
+    there waits for, queued or being written, in both twins of the forecast. r0
+    (P, 64 tokens, 10 output tokens) prefills on node 0 from 0 to 64 ms, then
+    decodes; r1 (256 tokens) prefills on node 1 from 0 to 256 ms. At 66 ms node 0 is
+    decoding (0 left) and node 1 has 190 ms left; P is warmed from node 0 to node 1,
+    queued there behind r1: it lands after those 190 ms and its 4 blocks' 32 ms,
+    in 222 ms. At 260 ms node 1 writes the copy (256 to 288 ms): 28 ms left, and so
+    the copy lands in 28 ms. A request of P and one block more (80 tokens) would
+    have its first token on node 0 (P in HBM) in 16 ms, on node 1 16 ms after P
+    lands there (238 ms, then 44 ms; cold, 80 ms after node 1's backlog)."""
+    from envs.sim.forecast import _causal_landing_s, work_left_s
+
+    p = Prompts()
+    p.add(0.0, names("P", 4), output_tokens=10)
+    p.add(0.0, names("f", 16))
+    p.add(0.066, ["x0"])
+    p.add(0.260, ["y0"])
+    asking = p.add(1.0, [*names("P", 4), "z0"])  # (asked about before it arrives)
+    prefix = p.blocks(names("P", 4))
+    seen: list[tuple[float, ...]] = []
+
+    def look(sim: Simulator) -> None:
+        copy = sim.copies[0]
+        estimates = [
+            [(backlog, first) for backlog, first, _ in way.estimates_with_hits(sim, asking, None)]
+            for way in _estimators()
+        ]
+        assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+        (backlog0, first0), (backlog1, first1) = estimates[0]
+        left0, left1 = work_left_s(sim.nodes[0], sim.now), work_left_s(sim.nodes[1], sim.now)
+        seen.append((left0, left1, _causal_landing_s(sim, copy, sim.now, 0), backlog0, backlog1))
+        seen.append((first0, first1))
+
+    def warm_then_look(sim: Simulator) -> None:
+        assert sim.warm(0, 1, prefix) == WARM_OK
+        look(sim)
+
+    sim = Simulator(toy_cluster(2), p.workload(), SimConfig(), core=core)
+    sim.run(Script([0, 1, 0, 0, 0], {2: [warm_then_look], 3: [look]}))
+    ms = [pytest.approx(x / 1000, rel=1e-9) for x in (190, 222, 28, 16, 238, 44)]
+    assert seen == [
+        (0.0, ms[0], ms[1], 0.0, ms[0]),
+        (ms[3], ms[4]),
+        (0.0, ms[2], ms[2], 0.0, ms[2]),
+        (ms[3], ms[5]),
+    ]

@@ -292,7 +292,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     if state != WAIT_SOURCE:
         target = nodes[dst]
         if target.work == COPY and target.work_obj is copy:  # being written now
-            return _pymax(target.work_end - now, 0.0)
+            return _work_left_s(target, now)
         ahead = 0.0  # queued on its target (the reference copy model): after the
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:
