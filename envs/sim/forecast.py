@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 from envs.sim.node import COPY, DECODE, IDLE, PREFILL, SPECULATE, Node
 from envs.sim.queue_costs import NO_QUEUE, Coming, QueueCosts
 from envs.sim.request import has_prefix
-from envs.sim.transfers import MOVING, QUEUED, WAIT_SOURCE, Copy
+from envs.sim.transfers import MOVING, WAIT_SOURCE, Copy
 
 if TYPE_CHECKING:
     from envs.sim.request import Request
@@ -174,23 +174,27 @@ def copy_queue_s(node: Node, latency_s: float) -> float:
 
 
 def landing_s(copy: Copy, nodes: Sequence[Node], t: float, latency_s: float) -> float:
-    """When a copy in flight will land, as far as the state at ``t`` tells
-    (``inf`` if its source KV has no known time to exist yet): a contention-model
-    copy moving, when its bytes are through plus the latency; one waiting for its
-    source's prefill of the prefix, that prefill's end, the latency and its bytes
-    at full speed.
+    """When a copy in flight will land, as far as the state at ``t`` tells: a
+    contention-model copy moving, when its bytes are through plus the latency; one
+    waiting for its source's prefill of the prefix, that prefill's end, the latency
+    and its bytes at full speed; ``inf`` if its source KV has no known time to exist
+    yet.
 
     Its one caller, :func:`worth_waiting` (the simulator's ``_should_wait``, both
-    cores), never asks about a copy QUEUED under the reference copy model: the
-    simulator asks only as a node starts its next work item with its copy queue
-    empty, and such a copy is in its target's copy queue or is the work item being
-    written. For one, this says ``t`` + latency + its bytes at full speed, as though
-    it started at ``t``; the forecast's rule for a queued copy, after its target's
-    current work and the copies before it, is :func:`_causal_landing_s`'s."""
-    if copy.state == MOVING:  # (its bytes as of the flows' last event, not t)
+    cores), asks as a node starts its next work item with its copy queue empty, so
+    no copy to the node is then queued or being written on its timeline (the
+    reference copy model). Such a copy (or one ended) is refused with a
+    RuntimeError, a bug in the caller, not answered: its landing waits for its
+    target's current work and the copies before it, which :func:`_causal_landing_s`
+    estimates."""
+    state = copy.state
+    if state == MOVING:  # (its bytes as of the flows' last event, not t)
         return copy.bytes_end_s + latency_s
-    if copy.state == QUEUED:  # (not met from worth_waiting: see above)
-        return t + latency_s + transfer_s(copy.bytes, nodes[copy.dst])
+    if state != WAIT_SOURCE:  # (a bug in the caller: see above)
+        raise RuntimeError(
+            f"landing_s: copy {copy.id} to node {copy.dst} is neither moving nor waiting "
+            f"for its source (state {state}: queued or being written on its target, or ended)"
+        )
     source = nodes[copy.src]
     if source.work == PREFILL:
         r: Request = source.work_obj  # type: ignore[assignment]

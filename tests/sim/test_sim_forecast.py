@@ -135,3 +135,31 @@ def test_a_node_s_work_left_is_one_rule_for_its_backlog_and_a_copy_landing_there
         (0.0, ms[2], ms[2], 0.0, ms[2]),
         (ms[3], ms[5]),
     ]
+
+
+def test_landing_s_refuses_a_copy_queued_on_its_target() -> None:
+    """``landing_s`` answers for a copy moving or waiting for its source, all its one
+    caller (``worth_waiting``, as a node with no copy queued starts its next work)
+    meets. A copy queued on its target's timeline (the reference copy model) is
+    refused, not answered as though it started now: P, computed on node 0 by 64 ms,
+    is warmed to node 1 at 66 ms, queued behind r1's prefill there (to 256 ms)."""
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.0, names("f", 16))
+    p.add(0.066, ["x0"])
+    prefix = p.blocks(names("P", 4))
+    seen: list[str] = []
+
+    def warm_and_ask(sim: Simulator) -> None:
+        assert sim.warm(0, 1, prefix) == WARM_OK
+        copy = sim.nodes[1].inflight[prefix[-1]]
+        assert copy in sim.nodes[1].copy_queue
+        with pytest.raises(RuntimeError) as refused:
+            landing_s(copy, sim.nodes, sim.now, sim.config.transfer_latency_s)
+        seen.append(str(refused.value))
+
+    run_script(toy_cluster(2), p, [0, 1, 0], {2: [warm_and_ask]}, SimConfig())
+    assert seen == [
+        "landing_s: copy 0 to node 1 is neither moving nor waiting for its source "
+        "(state 1: queued or being written on its target, or ended)"
+    ]
