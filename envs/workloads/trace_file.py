@@ -41,6 +41,7 @@ import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ from envs.workloads.readers.base import (
     time_units_per_s,
     window_again,
     window_units_per_s,
+    written_number,
 )
 from envs.workloads.readers.hub import (
     HUB_OPTION_REMEDY,
@@ -631,7 +633,9 @@ def _does_nothing(name: str, value: Any, why: str) -> None:
     """The one-line warning for a trace option a Bursted-ART file leaves unused
     (``why`` may name ``{file_splits}``)."""
     warnings.warn(
-        TraceWarning(f"{{{name}}}={value:g} does nothing: {why}", (name, "file_splits")),
+        TraceWarning(
+            f"{{{name}}}={written_number(value)} does nothing: {why}", (name, "file_splits")
+        ),
         stacklevel=5,
     )
 
@@ -818,8 +822,8 @@ def _plan_timed(
         entry[1] += 1
     if not slots:
         raise ConfigError(
-            f"{report.source}: no arrivals between {{start_s}}={start_s:g} and "
-            f"{{end_s}}={end_s:g} seconds after the first (the trace spans "
+            f"{report.source}: no arrivals between {{start_s}}={written_number(start_s)} and "
+            f"{{end_s}}={written_number(end_s)} seconds after the first (the trace spans "
             f"{plain_number((last - origin) / ups)} s)",
             ("start_s", "end_s"),
             "TraceOptions",
@@ -904,9 +908,9 @@ def _warn_implausible_rate(
     if gap_s > window_s and at + 1 < len(units):
         finer = units[at + 1][0]
         says = (
-            f"one every {gap_s:,.0f} s on average, more than a {{window_s}}={window_s:g} s "
-            f"window: most windows hold one row or none; if {fmt.time_field} counts "
-            f"{finer}, set {{time_unit}}={finer}"
+            f"one every {gap_s:,.0f} s on average, more than a "
+            f"{{window_s}}={written_number(window_s)} s window: most windows hold one row "
+            f"or none; if {fmt.time_field} counts {finer}, set {{time_unit}}={finer}"
         )
     elif rows >= DENSE_MIN_ROWS and span_s > 0 and (rows - 1) / span_s > DENSE_ROWS_PER_S:
         # (rows all at one instant, an offline batch, have no rate a unit would change)
@@ -974,10 +978,12 @@ def _warn_cut_window(
     else:
         held = (
             f"holds {plural(last.rows, 'row')}, arriving in its first "
-            f"{latest_s - last.start_s:.1f} s of {options.window_s:g}"
+            f"{latest_s - last.start_s:.1f} s of {written_number(options.window_s)}"
         )
         remedy = "raise {max_rows} to read it whole" + (
-            f", or set {{end_s}}={last.start_s:g} to leave it out" if last.position else ""
+            f", or set {{end_s}}={_opening_text(options, last)} to leave it out"
+            if last.position
+            else ""
         )
     warnings.warn(
         TraceWarning(
@@ -988,6 +994,16 @@ def _warn_cut_window(
         ),
         stacklevel=4,  # plan_trace's caller, as _warn_short_last's
     )
+
+
+def _opening_text(options: TraceOptions, window: TraceWindow) -> str:
+    """Where a window of ``window_s`` slots opens, in seconds after the first arrival,
+    as an ``end_s`` a message offers: ``start_s`` plus whole windows worked in
+    decimal as the options were written (0.1 + 3 x 0.2 is 0.7, where the binary sum
+    is 0.7000000000000001), never rounded (``:g`` wrote 1234567.5 as 1.23457e+06)."""
+    assert isinstance(window.key, int)
+    start = Decimal(repr(float(options.start_s or 0.0)))
+    return written_number(start + window.key * Decimal(repr(float(options.window_s))))
 
 
 SHORT_LAST_WINDOW = 0.1
@@ -1017,8 +1033,9 @@ def _warn_short_last(
         TraceWarning(
             f"{source}: the last window ({last.trace_id}, a {last.split} window) holds "
             f"{last.rows} row{'' if last.rows == 1 else 's'} against a median of "
-            f"{median:g} in the others, arriving within {span_s:.1f} s of a {window_s:g} s "
-            f"window (set {{end_s}}={last.start_s:g} to leave it out)",
+            f"{median:g} in the others, arriving within {span_s:.1f} s of a "
+            f"{written_number(window_s)} s window (set {{end_s}}={_opening_text(options, last)} "
+            "to leave it out)",
             ("end_s",),
         ),
         stacklevel=4,

@@ -28,6 +28,7 @@ from envs.workloads.readers import (
     read_qwen_bailian,
     read_trace,
 )
+from envs.workloads.readers.base import written_number
 from envs.workloads.registry import windows
 from envs.workloads.trace_file import TraceOptions, file_stamp, plan_trace, trace_windows
 from tests.workloads.tracekit import art_rows, bursted_rows, qwen_rows, write_jsonl
@@ -121,6 +122,52 @@ def test_max_rows_stopping_inside_the_last_window_is_named_in_a_warning(tmp_path
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         plan_trace(TraceOptions(path=str(bursted), max_rows=4))
+
+
+def test_trace_messages_give_large_window_options_as_written(tmp_path: Path) -> None:
+    """start_s, end_s and window_s in the trace's messages are the values given, and an
+    end_s offered is where the window opens, worked in decimal: ``:g`` wrote 1234567.5
+    as 1.23457e+06 (1234570 read back) and 3703702.6 as 3.7037e+06."""
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 100, 200]))
+    with pytest.raises(ConfigError) as none:
+        plan_trace(TraceOptions(path=str(path), start_s=1234567.5, end_s=2345678.25))
+    assert str(none.value) == (
+        f"{path}: no arrivals between TraceOptions.start_s=1234567.5 and end_s=2345678.25 "
+        "seconds after the first (the trace spans 0.2 s)"
+    )
+    # windows of 1234567.5 s from 0.1 s after the first arrival (at 0, left out): window
+    # k opens at 0.1 + 1234567.5 k s, and holds 20 rows from 1 s into it; a stray row
+    # 1 s into window 3, which opens at 0.1 + 3703702.5 = 3703702.6 s
+    opens = [100 + k * 1_234_567_500 for k in range(4)]
+    times = [0] + [opens[k] + 1000 * (i + 1) for k in range(3) for i in range(20)]
+    stray = write_jsonl(tmp_path / "s.jsonl", _mooncake([*times, opens[3] + 1000]))
+    big = {"window_s": 1234567.5, "start_s": 0.1, "time_unit": "ms"}
+    with pytest.warns(TraceWarning) as caught:
+        plan = plan_trace(TraceOptions(path=str(stray), **big))  # type: ignore[arg-type]
+    assert [w.rows for w in plan.windows] == [20, 20, 20, 1]
+    assert [str(w.message) for w in caught] == [
+        f"{stray}: the last window (s-0003, a test window) holds 1 row against a median of "
+        "20 in the others, arriving within 0.0 s of a 1234567.5 s window (set "
+        "end_s=3703702.6 to leave it out)"
+    ]
+    # max_rows=23 (the row at 0 counts) stops inside window 1, which holds its first 2
+    # rows (1 and 2 s into it)
+    with pytest.warns(TraceWarning) as caught:
+        plan_trace(TraceOptions(path=str(stray), max_rows=23, **big))  # type: ignore[arg-type]
+    assert [str(w.message) for w in caught] == [
+        f"{stray}: max_rows=23 stops the read at line 24, inside the last window (s-0001, a "
+        "test window): it holds 2 rows, arriving in its first 2.0 s of 1234567.5 (raise "
+        "max_rows to read it whole, or set end_s=1234567.6 to leave it out)"
+    ]
+    bursted = write_jsonl(tmp_path / "b.jsonl", bursted_rows("w-0"))
+    with pytest.warns(TraceWarning) as caught:
+        plan_trace(TraceOptions(path=str(bursted), window_s=1234567.5))
+    assert [str(w.message) for w in caught] == [
+        f"window_s=1234567.5 does nothing: {bursted}'s windows are its own (trace_id)"
+    ]
+    assert [written_number(x) for x in (300.0, 1e-07, 1e20, 2.5, float("inf"))] == [
+        "300", "0.0000001", "100000000000000000000", "2.5", "inf"
+    ]  # fmt: skip
 
 
 def test_a_rate_no_replay_means_under_the_formats_unit_is_warned_of(tmp_path: Path) -> None:

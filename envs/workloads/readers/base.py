@@ -13,6 +13,7 @@ import math
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal, NamedTuple, TypedDict
 
 import numpy as np
@@ -525,6 +526,22 @@ def plain_number(number: float) -> str:
     if rounded.is_integer():
         return str(int(rounded))
     return f"{rounded:.3f}".rstrip("0")
+
+
+def written_number(number: float | Decimal) -> str:
+    """A number the user gave (an option's value, ``end_s``) as a message says it:
+    the shortest decimal that reads back as it, whole or not, never rounded and never
+    in exponent form (``1234567.5``, where ``:g`` wrote ``1.23457e+06``; ``300``, not
+    ``300.0``; ``1e-07`` as ``0.0000001``); an infinite or NaN one as Python writes it.
+    A :class:`~decimal.Decimal` (a sum of such numbers, worked in decimal) is written
+    the same way."""
+    if not isinstance(number, Decimal):
+        number = float(number)
+        if not math.isfinite(number):
+            return repr(number)
+        number = Decimal(repr(number))
+    text = format(number, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 NO_PLACES = 99
