@@ -291,14 +291,17 @@ def _hub_file_rows(file: Path, dataset: Any) -> RowSource:
 
 def _hub_read(file: Path, dataset: Any) -> Iterator[Any]:
     """The rows the ``datasets`` library streams of a local file; an error reading
-    them is :func:`_hub_file_error`'s."""
+    them is :func:`_hub_file_error`'s. (The errors are looked up before the first
+    row: a generator left open is closed as the interpreter shuts down, when an
+    import in its ``except`` clause fails.)"""
     read = 0
+    errors = _hub_read_errors()
     with _datasets_quiet():
         try:
             for row in dataset:
                 read += 1
                 yield row
-        except _hub_read_errors() as error:
+        except errors as error:
             raise _hub_file_error(file, read, error) from None
 
 
@@ -316,22 +319,26 @@ def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatE
     ``read``: the first bad line the project's own reader finds in it (file, line,
     what is wrong; a file of no JSON object rows is in no supported format; a file
     of no rows, a header-only parquet file, has none to tell the layout from), else
-    the library's message, from the row after ``read`` on: the library reads rows in
+    the library's message, from the line of the row after ``read`` on (blank lines
+    are no rows; past the last row, the last row's line): the library reads rows in
     blocks, so the one it cannot read may be any of the block that row begins."""
+    at = 0  # the line of row ``read + 1``, or of the last row
     try:
         if first_row(file) is None:  # raises for a file of no JSON object rows (a CSV file)
             return TraceFormatError(str(file), 0, None, "no rows to tell the layout from")
-        for _, row in file_rows(file):
+        for count, (line, row) in enumerate(file_rows(file), start=1):
             if isinstance(row, TraceFormatError):
                 return row
+            if count <= read + 1:
+                at = line
     except TraceFormatError as found:  # a file that cannot be read to its end
         return found
     return TraceFormatError(
         str(file),
-        read + 1,
+        at,
         None,
-        f"the datasets library cannot read the file from this row on ({first_line(error)}); "
-        "it reads without {format}=hub",
+        f"the datasets library cannot read the file from this line on "
+        f"({first_line(error)}); it reads without {{format}}=hub",
         ("format",),
     )
 

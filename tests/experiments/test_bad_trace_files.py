@@ -70,16 +70,20 @@ def test_format_hub_reports_a_damaged_local_file_in_one_line(
     assert not (tmp_path / "run").exists()
 
 
-def test_a_hub_read_error_the_own_reader_cannot_place_names_the_row(tmp_path: Path) -> None:
+def test_a_hub_read_error_the_own_reader_cannot_place_names_the_line(tmp_path: Path) -> None:
+    """The library, having read 5 rows of a file of a blank line after each, fails: the
+    6th row is on line 11 (it named "line 6", the row's count, which is blank there)."""
     from envs.workloads.trace_file import _hub_file_error
 
     path = tmp_path / "good.jsonl"
-    path.write_text(TEXT)
+    path.write_text(TEXT.replace("\n", "\n\n"))
     error = _hub_file_error(path, 5, ValueError("cannot cast\nsecond line"))
     assert str(error) == (
-        f"{path}, line 6, row: the datasets library cannot read the file from this row on "
+        f"{path}, line 11, row: the datasets library cannot read the file from this line on "
         "(cannot cast); it reads without format=hub"
     )
+    # past the last row (400 of them), the last row's line
+    assert _hub_file_error(path, 400, ValueError("x")).line == 799
 
 
 def _parquet(path: Path) -> Path:
@@ -263,7 +267,7 @@ def test_format_hub_does_not_blame_the_first_row_for_a_later_one(
     err = capsys.readouterr().err
     assert err.startswith(
         f"error: experiments.compare: {path}, line 1, row: the datasets library cannot read "
-        "the file from this row on ("
+        "the file from this line on ("
     )
     assert err.endswith("); it reads without workload.format=hub\n") and err.count("\n") == 1
     assert _compare(path) == 0  # as it says

@@ -955,19 +955,24 @@ def test_read_hub_dataset_reads_a_slice_of_a_local_file_s_split(
 def test_a_local_file_whose_rows_the_library_counts_otherwise_says_each_caller_s_way_round(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Line 2 holds two rows, which the ``datasets`` library reads and the file
+    """Line 3 holds two rows, which the ``datasets`` library reads and the file
     reader skips (``skip_bad_rows``): 4 rows against 3 lines. A trace read with
     ``format=hub`` says to read it without; ``read_hub_dataset``, which has no such
-    option, said so too, and now names ``read_trace``."""
+    option, said so too, and now names ``read_trace``. The error names that line,
+    the first the file reader reads as no row (it named the file alone)."""
     pytest.importorskip("datasets")
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         monkeypatch.setenv(name, "1")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
     lines = [json.dumps(row) for row in _mooncake([0, 100, 200, 300])]
     path = tmp_path / "two.jsonl"
-    path.write_text(f"{lines[0]}\n{lines[1]} {lines[2]}\n{lines[3]}\n")
+    path.write_text(f"{lines[0]}\n\n{lines[1]} {lines[2]}\n{lines[3]}\n")
     skip = {"skip_bad_rows": True, "max_bad_fraction": 0.9}
-    said = f"{path}: the datasets library reads more rows of it than its lines hold (3); "
+    said = (
+        f"{path}, line 3, row: the datasets library reads more rows of the file than its "
+        "lines hold (3); the first line it may read otherwise is this one, which the file "
+        f"reader reads as no row (not valid JSON (Extra data, column {len(lines[1]) + 2})); "
+    )
     with pytest.raises(TraceFormatError) as hub:
         list(trace_windows(TraceOptions(path=str(path), format="hub", **skip), "all"))
     assert str(hub.value) == said + "it reads without format=hub"

@@ -60,25 +60,36 @@ def own_rows(
     column of numbers with a ``"512"`` in it is read as numbers, and ids past 64
     bits as floats), so its rows are read (a file it cannot read is its error)
     but not used. A file the library reads more or fewer rows of than the file's
-    lines hold is an error naming the first such row and saying ``remedy`` (its
-    text, and the read options it names as ``{name}``: the caller's way round the
-    library, :data:`HUB_OPTION_REMEDY` or :data:`READ_TRACE_REMEDY`)."""
+    lines hold is an error naming the line where they part (where it reads more: the
+    first line the file reader reads as no row, a line of two objects say; else the
+    file) and saying ``remedy`` (its text, and the read options it names as
+    ``{name}``: the caller's way round the library, :data:`HUB_OPTION_REMEDY` or
+    :data:`READ_TRACE_REMEDY`)."""
     advice, options = remedy
     mine = iter(file_rows(file))
     count = 0
+    first_bad: TraceFormatError | None = None  # the first line the file reader refuses
     for _ in read:
         count += 1
-        row = next(mine, None)
-        if row is None:
+        taken = next(mine, None)
+        if taken is None:
+            where = (
+                f"; the first line it may read otherwise is this one, which the file "
+                f"reader reads as no row ({first_bad.reason})"
+                if first_bad is not None
+                else ""
+            )
             raise TraceFormatError(
                 str(file),
-                0,
+                first_bad.line if first_bad is not None else 0,
                 None,
-                f"the datasets library reads more rows of it than its lines hold "
-                f"({count - 1:,}); {advice}",
+                f"the datasets library reads more rows of the file than its lines hold "
+                f"({count - 1:,}){where}; {advice}",
                 options,
             )
-        yield row
+        if first_bad is None and isinstance(taken[1], TraceFormatError):
+            first_bad = taken[1]
+        yield taken
     for line, _ in mine:
         raise TraceFormatError(
             str(file),
