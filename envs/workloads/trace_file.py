@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from envs.sim import native
 from envs.sim.errors import ConfigError, plural
@@ -57,6 +57,7 @@ from envs.workloads.readers.base import (
     ParsedRow,
     ReadOptions,
     ReadReport,
+    RowLocation,
     RowSource,
     RowStream,
     TraceFormat,
@@ -77,6 +78,7 @@ from envs.workloads.readers.base import (
 )
 from envs.workloads.readers.hub import (
     HUB_OPTION_REMEDY,
+    SplitRows,
     own_rows,
     read_by_line,
     require_datasets,
@@ -210,48 +212,104 @@ def _check_path(options: TraceOptions) -> Path | None:
     raise ConfigError(f"{{path}}={path!r}: no such file", ("path",), "TraceOptions")
 
 
-def _hub_rows(options: TraceOptions) -> tuple[str, RowSource]:
+HUB_FOLDER_REMEDY = ("given alone as {path}, it reads without {format}=hub", ("path", "format"))
+"""What an error about a data file of a dataset's folder or name read with
+``format=hub`` says to do when the ``datasets`` library reads it otherwise than the
+file reader (:data:`~envs.workloads.readers.hub.HUB_OPTION_REMEDY`'s twin)."""
+CHECKED_BUILDERS = ("json", "parquet")
+"""The ``datasets`` builders whose data files the file reader reads too, so that a
+dataset's rows are checked on the files' own values (:func:`_split_files`)."""
+
+
+def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, Placer]:
     """A dataset's rows through the ``datasets`` library, streamed (a local JSONL or
-    parquet file through its generic builder: nothing is downloaded). A local file
-    the library cannot read is a :class:`TraceFormatError` naming it (and its line
-    where known), and the library's own log lines about it are held back."""
+    parquet file through its generic builder: nothing is downloaded), the name its
+    messages give it and how an error naming that name and a line is said
+    (:class:`~envs.workloads.readers.hub.SplitRows`' ``placed``). A local file the
+    library cannot read is a :class:`TraceFormatError` naming it (and its line where
+    known), and the library's own log lines about it are held back.
+
+    A dataset's folder or name is read as its split's data files, each as a file
+    given alone is (:func:`_split_files`): on the files' own values, by the file
+    reader's checks, which the library's rows would not see (it converts some: a
+    ``"512"`` among numbers to 512, ids past 64 bits to floats). A folder
+    ``save_to_disk`` wrote is the library's own Arrow files, whose values are theirs."""
     datasets = require_datasets()
     file = Path(options.path)
     if file.is_file():
-        builder = "parquet" if is_parquet(file) else "json"
-        try:
-            with _datasets_quiet():
-                dataset = datasets.load_dataset(
-                    builder, data_files=str(file), split="train", streaming=True
-                )
-        except StopIteration:  # the builder found no first row to take the columns from
-            return str(file), iter(())
-        except _hub_read_errors() as error:
-            raise _hub_file_error(file, 0, error) from None
-        if not read_by_line(file):  # one JSON document: the library's rows, as it gives them
-            return str(file), enumerate(_hub_read(file, dataset), start=1)
-        return str(file), _hub_file_rows(file, dataset)
+        return str(file), _hub_file_source(datasets, file, HUB_OPTION_REMEDY), _as_is
     label = f"{options.path}[{options.hub_split}]"
     if _saved_to_disk(file):
-        return label, enumerate(_saved_split(datasets, file, options.hub_split), start=1)
-    with _datasets_quiet():
-        try:
-            dataset = datasets.load_dataset(options.path, split=options.hub_split, streaming=True)
-        except ValueError as error:  # the library's "Bad split: ..., Available splits: ..."
-            if "split" not in str(error).lower():
-                raise
-            raise ConfigError(
-                f"{{hub_split}}={options.hub_split!r}: {options.path}: {error}",
-                ("hub_split",),
-                "TraceOptions",
-            ) from None
-    return label, enumerate(_quiet_rows(dataset), start=1)
+        rows = enumerate(_saved_split(datasets, file, options.hub_split), start=1)
+        return label, rows, _as_is
+    files = _split_files(datasets, options.path, options.hub_split)
+    if len(files) == 1:
+        return str(files[0]), _hub_file_source(datasets, files[0], HUB_FOLDER_REMEDY), _as_is
+    split = SplitRows(
+        label, files, lambda data: _hub_file_source(datasets, data, HUB_FOLDER_REMEDY)
+    )
+    return label, iter(split), split.placed
 
 
-def _quiet_rows(dataset: Any) -> Iterator[Any]:
-    """A dataset's rows, its library's log lines held back while they are read."""
+Placer = Callable[[TraceFormatError], TraceFormatError]
+"""How an error is said where its rows come from (the same error, or the file and
+line of a row of a split of several files)."""
+
+
+def _as_is(error: TraceFormatError) -> TraceFormatError:
+    """A :data:`Placer` for rows of one file (or of the library's own): the error itself."""
+    return error
+
+
+def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
+    """A local data file's rows through the ``datasets`` library's generic builder, as
+    the file reader reads them (:func:`_hub_file_rows`); ``remedy``: what an error
+    about the library's reading of it says to do."""
+    builder = "parquet" if is_parquet(file) else "json"
+    try:
+        with _datasets_quiet():
+            dataset = datasets.load_dataset(
+                builder, data_files=str(file), split="train", streaming=True
+            )
+    except StopIteration:  # the builder found no first row to take the columns from
+        return iter(())
+    except _hub_read_errors() as error:
+        raise _hub_file_error(file, 0, error, remedy) from None
+    if not read_by_line(file):  # one JSON document: the library's rows, as it gives them
+        return enumerate(_hub_read(file, dataset, remedy), start=1)
+    return _hub_file_rows(file, dataset, remedy)
+
+
+def _split_files(datasets: Any, path: str, split: str) -> list[Path]:
+    """The data files of split ``split`` of the dataset ``path`` (a folder, or a name
+    on the hub, whose files the library downloads to its cache), local, in the order
+    the library reads them. A split the dataset lacks names ``hub_split``; files the
+    library reads with another builder than :data:`CHECKED_BUILDERS` (a CSV file,
+    whose every value is the library's reading of text) are refused, naming the
+    first: their own values cannot be checked."""
     with _datasets_quiet():
-        yield from dataset
+        builder = datasets.load_dataset_builder(path)
+    found = {str(name): list(files) for name, files in (builder.config.data_files or {}).items()}
+    if split not in found:
+        raise ConfigError(
+            f"{{hub_split}}={split!r}: the dataset {path} has "
+            + (f"the splits {', '.join(found)}" if found else "no data files the library finds"),
+            ("hub_split",),
+            "TraceOptions",
+        )
+    if builder.name not in CHECKED_BUILDERS:
+        raise TraceFormatError(
+            str(found[split][0]),
+            0,
+            None,
+            f"the datasets library reads the dataset's data files with its {builder.name!r} "
+            "builder, whose values are its own reading of them (a column of text read as "
+            "numbers), not the file's, and cannot be checked as a trace's are: save the rows "
+            "as JSONL or parquet",
+        )
+    with _datasets_quiet():
+        local = datasets.DownloadManager().download(found[split])
+    return [Path(name) for name in local]
 
 
 SAVED_MARKS = ("dataset_dict.json", "state.json")
@@ -281,19 +339,19 @@ def _saved_split(datasets: Any, folder: Path, split: str) -> Any:
     return iter(dataset)
 
 
-def _hub_file_rows(file: Path, dataset: Any) -> RowSource:
+def _hub_file_rows(file: Path, dataset: Any, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
     """A local file's rows, each once the ``datasets`` library has streamed it: the
     file's own values, by line, for the file reader's checks (:func:`own_rows`: the
     library converts some values first); an error reading them is
-    :func:`_hub_file_error`'s."""
-    return own_rows(file, _hub_read(file, dataset), HUB_OPTION_REMEDY)
+    :func:`_hub_file_error`'s; ``remedy``: what an error says to do."""
+    return own_rows(file, _hub_read(file, dataset, remedy), remedy)
 
 
-def _hub_read(file: Path, dataset: Any) -> Iterator[Any]:
+def _hub_read(file: Path, dataset: Any, remedy: tuple[str, tuple[str, ...]]) -> Iterator[Any]:
     """The rows the ``datasets`` library streams of a local file; an error reading
-    them is :func:`_hub_file_error`'s. (The errors are looked up before the first
-    row: a generator left open is closed as the interpreter shuts down, when an
-    import in its ``except`` clause fails.)"""
+    them is :func:`_hub_file_error`'s, saying ``remedy``. (The errors are looked up
+    before the first row: a generator left open is closed as the interpreter shuts
+    down, when an import in its ``except`` clause fails.)"""
     read = 0
     errors = _hub_read_errors()
     with _datasets_quiet():
@@ -302,7 +360,7 @@ def _hub_read(file: Path, dataset: Any) -> Iterator[Any]:
                 read += 1
                 yield row
         except errors as error:
-            raise _hub_file_error(file, read, error) from None
+            raise _hub_file_error(file, read, error, remedy) from None
 
 
 def _hub_read_errors() -> tuple[type[BaseException], ...]:
@@ -314,14 +372,20 @@ def _hub_read_errors() -> tuple[type[BaseException], ...]:
     return (EOFError, ValueError, OSError, zlib.error, pyarrow.ArrowException, DatasetsError)
 
 
-def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatError:
+def _hub_file_error(
+    file: Path,
+    read: int,
+    error: BaseException,
+    remedy: tuple[str, tuple[str, ...]] = HUB_OPTION_REMEDY,
+) -> TraceFormatError:
     """The error for a local file the ``datasets`` library could not read past row
     ``read``: the first bad line the project's own reader finds in it (file, line,
     what is wrong; a file of no JSON object rows is in no supported format; a file
     of no rows, a header-only parquet file, has none to tell the layout from), else
     the library's message, from the line of the row after ``read`` on (blank lines
     are no rows; past the last row, the last row's line): the library reads rows in
-    blocks, so the one it cannot read may be any of the block that row begins."""
+    blocks, so the one it cannot read may be any of the block that row begins; then it
+    says ``remedy`` (the way round the library: :data:`HUB_OPTION_REMEDY`)."""
     at = 0  # the line of row ``read + 1``, or of the last row
     try:
         if first_row(file) is None:  # raises for a file of no JSON object rows (a CSV file)
@@ -338,8 +402,8 @@ def _hub_file_error(file: Path, read: int, error: BaseException) -> TraceFormatE
         at,
         None,
         f"the datasets library cannot read the file from this line on "
-        f"({first_line(error)}); it reads without {{format}}=hub",
-        ("format",),
+        f"({first_line(error)}); {remedy[0]}",
+        remedy[1],
     )
 
 
@@ -372,12 +436,13 @@ def _datasets_quiet() -> Iterator[None]:
                 logger.setLevel(_QUIET_LEVELS[logger.name])
 
 
-def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str]:
-    """The trace's name in messages, its format, its rows (read lazily) and what
-    told the format when it was guessed ("" when named: :func:`detect.told_by`)."""
+def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, Placer]:
+    """The trace's name in messages, its format, its rows (read lazily), what told the
+    format when it was guessed ("" when named: :func:`detect.told_by`) and how an
+    error naming the trace and a line is said (:data:`Placer`)."""
     file = _check_path(options)
     if options.format == HUB:
-        source, rows = _hub_rows(options)
+        source, rows, place = _hub_rows(options)
         head = list(itertools.islice(rows, 1))
         if not head:
             raise TraceFormatError(source, 0, None, "no rows to tell the layout from")
@@ -386,13 +451,15 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str]:
             raise first  # a local file's first line, which its reader refuses
         told = detect.told_by(first)
         if told is None:
-            raise TraceFormatError(
-                source, line, None, f"cannot tell the layout from fields {sorted(first)}"
+            raise place(
+                TraceFormatError(
+                    source, line, None, f"cannot tell the layout from fields {sorted(first)}"
+                )
             )
-        return source, detect.FORMATS[told[0]], itertools.chain(head, rows), told[1]
+        return source, detect.FORMATS[told[0]], itertools.chain(head, rows), told[1], place
     assert file is not None
     name, told_by = detect.file_format_told(file, options.format)
-    return str(file), detect.FORMATS[name], file_rows(file), told_by
+    return str(file), detect.FORMATS[name], file_rows(file), told_by, _as_is
 
 
 def _block_origin(options: TraceOptions, read: ReadOptions, fmt: TraceFormat, told_by: str) -> str:
@@ -442,7 +509,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         key = (str(file.resolve()), stat.st_size, stat.st_mtime_ns, *asdict(options).values())
         if key in _PLANS:
             return _PLANS[key]
-    source, fmt, rows, told_by = _open(options)
+    source, fmt, rows, told_by, place = _open(options)
     if options.hub_split != TraceOptions.hub_split and (options.format != HUB or file):
         warnings.warn(
             TraceWarning(
@@ -471,16 +538,36 @@ def plan_trace(options: TraceOptions) -> TracePlan:
     read = _read_options(options, fmt)
     report = ReadReport(source=source)
     stream = RowStream(rows, fmt, read, report, _block_origin(options, read, fmt, told_by))
-    if fmt.windowed:
-        plan = _plan_windowed(options, fmt, stream, report, read)
-    else:
-        plan = _plan_timed(options, fmt, stream, report, read)
+    try:
+        if fmt.windowed:
+            plan = _plan_windowed(options, fmt, stream, report, read)
+        else:
+            plan = _plan_timed(options, fmt, stream, report, read)
+    except TraceFormatError as error:
+        _raise_placed(error, place)
     if key is not None:
         plan = replace(plan, file_stat=(key[1], key[2]))
         if len(_PLANS) >= _PLAN_CACHE_SIZE:
             _PLANS.pop(next(iter(_PLANS)))
         _PLANS[key] = plan
     return plan
+
+
+def _raise_placed(error: TraceFormatError, place: Placer) -> NoReturn:
+    """Raise ``error`` as ``place`` says it (the file and line of a row of a split of
+    several files: :class:`~envs.workloads.readers.hub.SplitRows`)."""
+    placed = place(error)
+    if placed is error:
+        raise error
+    raise placed from None
+
+
+def _placed_rows(stream: RowStream, place: Placer) -> Iterator[tuple[RowLocation, ParsedRow]]:
+    """``stream``'s rows, an error reading them said as ``place`` says it."""
+    try:
+        yield from stream
+    except TraceFormatError as error:
+        _raise_placed(error, place)
 
 
 def _check_unchanged(plan: TracePlan) -> None:
@@ -1067,10 +1154,10 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     if not wanted:
         return
     _check_unchanged(plan)
-    source, fmt, rows, told_by = _open(options)
+    source, fmt, rows, told_by, place = _open(options)
     read = _read_options(options, fmt)
     origin = _block_origin(options, read, fmt, told_by)
-    stream = RowStream(rows, fmt, read, ReadReport(source=source), origin)
+    stream = _placed_rows(RowStream(rows, fmt, read, ReadReport(source=source), origin), place)
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     last = max(w.position for w in wanted.values())

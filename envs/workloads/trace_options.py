@@ -36,8 +36,8 @@ class TraceOptions:
     format: str = "auto"
     """auto (told by the first row's fields), mooncake, art_chat, bursted, qwen_bailian,
     or hub: ``path`` is a dataset read through the ``datasets`` library (a local JSONL
-    or parquet file, a dataset's folder, or a dataset name), its layout told by the
-    first row."""
+    or parquet file, a dataset's folder, or a dataset name: its split's data files,
+    each read as such a file is), its layout told by the first row."""
     block_tokens: int | None = None
     """Tokens a hash covers (None: the format's: Mooncake 512, ART-Chat and Bursted-ART
     256, Qwen-Bailian 16; for a split of a dataset ``make_dataset`` wrote, the one its

@@ -273,6 +273,65 @@ def test_format_hub_does_not_blame_the_first_row_for_a_later_one(
     assert _compare(path) == 0  # as it says
 
 
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        # the library said "JSON parse error: Missing a name for object member. in row 5"
+        ("bad_json", "line 11, row: not valid JSON (Expecting property name enclosed in "),
+        # ... and "Expected object or value", naming nothing
+        ("big_id", "line 1, row: the datasets library cannot read the file from this line "),
+    ],
+)
+def test_format_hub_names_a_damaged_data_file_of_a_folder_and_its_line(
+    damage: str,
+    says: str,
+    tmp_path: Path,
+    offline_hub: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A folder's data file the datasets library cannot read (a row cut short on line
+    11, after a blank line between rows; an id past 64 bits among string ids) is named
+    with its line, as a file given alone is."""
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    rows = [json.dumps(row) for row in ROWS[:10]]
+    if damage == "bad_json":
+        rows[5] = '{"timestamp": 5, bad'
+        text = "\n\n".join(rows[:6]) + "\n" + "\n".join(rows[6:]) + "\n"
+    else:
+        ids = [{**row, "hash_ids": [f"h{h}" for h in row["hash_ids"]]} for row in ROWS[:10]]
+        ids[5]["hash_ids"] = [2**70, 1, 2]
+        text = "".join(json.dumps(row) + "\n" for row in ids)
+    (folder / "train.jsonl").write_text(text)
+    assert _compare(folder, "workload.format=hub") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: experiments.compare: {folder / 'train.jsonl'}, {says}"), err
+    assert err.count("\n") == 1
+    if damage == "big_id":
+        assert err.endswith(
+            "; given alone as workload.path, it reads without workload.format=hub\n"
+        )
+        assert _compare(folder / "train.jsonl") == 0  # as it says
+
+
+def test_format_hub_refuses_a_folder_of_csv_files_naming_one(
+    tmp_path: Path, offline_hub: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The datasets library reads a CSV file's text as it guesses ("512" as 512): its
+    values are not the file's own and cannot be checked as a trace's are."""
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "train.csv").write_text("timestamp,input_length,output_length\n0,512,2\n")
+    assert _compare(folder, "workload.format=hub") == 2
+    assert capsys.readouterr().err == (
+        f"error: experiments.compare: {folder / 'train.csv'}: the datasets library reads the "
+        "dataset's data files with its 'csv' builder, whose values are its own reading of "
+        "them (a column of text read as numbers), not the file's, and cannot be checked as "
+        "a trace's are: save the rows as JSONL or parquet\n"
+    )
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.usefixtures("offline_hub")
 def test_format_hub_names_hub_split_for_a_split_the_dataset_lacks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -287,6 +346,6 @@ def test_format_hub_names_hub_split_for_a_split_the_dataset_lacks(
                  train_windows=0, test_windows=1)  # fmt: skip
     assert _compare(folder, "workload.format=hub") == 2
     assert capsys.readouterr().err == (
-        f"error: experiments.compare: workload.hub_split='train': {folder}: "
-        "Bad split: train. Available splits: ['test']\n"
+        f"error: experiments.compare: workload.hub_split='train': the dataset {folder} has "
+        "the splits test\n"
     )

@@ -910,6 +910,89 @@ def test_format_hub_checks_a_local_file_s_own_values_as_the_file_reader(
     ]
 
 
+def test_format_hub_checks_a_dataset_folder_s_own_values_as_the_file_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dataset's folder read with format=hub was checked on the datasets library's
+    values: a "600" among numbers was taken as 600, and an id of 2**64 + 1 made every
+    id a float, refused on line 1. Its data files are read as a file given alone is:
+    the same one-line error, naming the file and line, or the same requests."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    text = _mooncake([0, 100, 200])
+    text[1]["input_length"] = "600"
+    folder = tmp_path / "text"
+    folder.mkdir()
+    path = write_jsonl(folder / "train.jsonl", text)
+    errors = []
+    for given, fmt in ((path, "auto"), (folder, "hub")):
+        with pytest.raises(TraceFormatError) as caught:
+            plan_trace(TraceOptions(path=str(given), format=fmt))
+        errors.append(str(caught.value))
+    assert errors == [f"{path}, line 2, field 'input_length': expected an integer, got '600'"] * 2
+    big = _mooncake([0, 100, 200])
+    big[1]["hash_ids"] = [1, 2**64 + 1]
+    folder = tmp_path / "big"
+    folder.mkdir()
+    path = write_jsonl(folder / "train.jsonl", big)
+    read = {}
+    for given, fmt in ((path, "auto"), (folder, "hub")):
+        (window,) = trace_windows(TraceOptions(path=str(given), format=fmt), "all")
+        read[fmt] = [(r.arrival_s, r.blocks) for r in window.requests]
+    assert read["hub"] == read["auto"] and len(read["hub"]) == 3
+
+
+def test_format_hub_reads_a_split_of_several_files_naming_each_file_s_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A split in two data files (a JSONL file and a parquet file) reads as the file of
+    both files' rows; a bad value on the second file's line 2 is named so (the rows'
+    lines count on through the files: it is the split's line 5), not as a row of
+    the split."""
+    pytest.importorskip("datasets")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200, 5300, 5400, 5500])
+    whole = write_jsonl(tmp_path / "whole.jsonl", rows)
+    (want,) = trace_windows(TraceOptions(path=str(whole)), "all")
+    data = tmp_path / "repo" / "data"
+    data.mkdir(parents=True)
+    for k, part in enumerate((rows[:3], rows[3:])):
+        file = data / f"train-0000{k}-of-00002.jsonl"
+        write_jsonl(file, part)
+    (got,) = trace_windows(TraceOptions(path=str(data.parent), format="hub"), "all")
+    assert [(r.arrival_s, r.blocks) for r in got.requests] == [
+        (r.arrival_s, r.blocks) for r in want.requests
+    ]
+    second = data / "train-00001-of-00002.jsonl"
+    write_jsonl(second, [rows[3], {**rows[4], "output_length": -1}, rows[5]])
+    with pytest.raises(TraceFormatError) as caught:
+        plan_trace(TraceOptions(path=str(data.parent), format="hub"))
+    assert str(caught.value) == f"{second}, line 2, field 'output_length': must be >= 0, got -1"
+    # a parquet file's rows are numbered as its lines; and a row the plan itself refuses
+    # (out of time order across windows) is placed too, the other line it names being
+    # the split's (the second file's first: the split's line 4)
+    for k, part in enumerate((rows[:3], [rows[3], rows[0], rows[5]])):
+        (data / f"train-0000{k}-of-00002.jsonl").unlink(missing_ok=True)
+        pq.write_table(pa.Table.from_pylist(part), data / f"train-0000{k}-of-00002.parquet")
+    with pytest.raises(TraceFormatError) as caught:
+        plan_trace(TraceOptions(path=str(data.parent), format="hub", window_s=5.0))
+    said = str(caught.value)
+    assert said.startswith(
+        f"{data / 'train-00001-of-00002.parquet'}, line 2, field 'timestamp': 0 (0 s after "
+        "the earliest arrival) falls in the window starting at 0 s, before line 4's (5300, "
+    )
+    assert said.endswith(
+        f"drop line 4 if it is a glitch) (lines counted on through {data.parent}[train]'s "
+        "files, in order: this is its line 5)"
+    )
+
+
 def test_format_hub_reads_a_json_document_as_the_library_gives_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

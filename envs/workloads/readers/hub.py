@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +99,60 @@ def own_rows(
             f"line on; {advice}",
             options,
         )
+
+
+class SplitRows:
+    """The rows of the data files of one split of a dataset, one file after another,
+    for one read (iterate it for ``(line, row)`` pairs). Its lines count on through
+    the files: a file's line ``k`` is line ``k`` after the last line the file before
+    it has a row on, so that a line names one row of the split, as a file's does;
+    :meth:`placed` says an error naming the split and such a line as the file and
+    its own line."""
+
+    def __init__(
+        self, label: str, files: Sequence[Path], rows_of: Callable[[Path], RowSource]
+    ) -> None:
+        self.label = label
+        """The split's name in messages (``folder[train]``)."""
+        self.files = list(files)
+        self.rows_of = rows_of
+        """A file's rows (line, row) as its own lines number them."""
+        self.starts: list[tuple[int, Path]] = []
+        """Each file read so far, after how many of the split's lines it starts."""
+
+    def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
+        before = 0
+        self.starts.clear()
+        for file in self.files:
+            self.starts.append((before, file))
+            last = 0
+            for line, row in self.rows_of(file):
+                last = line
+                yield before + line, row
+            before += last
+
+    def locate(self, line: int) -> tuple[str, int]:
+        """The file and its own line of the split's line ``line`` (read already)."""
+        before, file = next(
+            ((before, file) for before, file in reversed(self.starts) if before < line),
+            (0, Path(self.label)),
+        )
+        return str(file), line - before
+
+    def placed(self, error: TraceFormatError) -> TraceFormatError:
+        """``error`` naming the file and its own line where it names the split and a
+        line of it (the file reader's own errors name the file already); else itself.
+        Another line its message names is the split's, which it then says of this one."""
+        if error.path != self.label or error.line <= 0 or not self.starts:
+            return error
+        file, line = self.locate(error.line)
+        reason = error.reason
+        if "line " in reason:
+            reason += (
+                f" (lines counted on through {self.label}'s files, in order: this is its "
+                f"line {error.line})"
+            )
+        return type(error)(file, line, error.field, reason, error.fields)
 
 
 def read_by_line(file: Path) -> bool:
