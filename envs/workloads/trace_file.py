@@ -79,6 +79,8 @@ from envs.workloads.readers.base import (
 from envs.workloads.readers.hub import (
     HUB_OPTION_REMEDY,
     SplitRows,
+    document_rows,
+    opens_document,
     own_rows,
     read_by_line,
     require_datasets,
@@ -264,7 +266,11 @@ def _as_is(error: TraceFormatError) -> TraceFormatError:
 def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
     """A local data file's rows through the ``datasets`` library's generic builder, as
     the file reader reads them (:func:`_hub_file_rows`); ``remedy``: what an error
-    about the library's reading of it says to do."""
+    about the library's reading of it says to do. A JSON file of one document is read
+    by the standard library, as the library reads it less its conversions
+    (:func:`~envs.workloads.readers.hub.document_rows`): its own values, by row."""
+    if not read_by_line(file) and opens_document(file):
+        return document_rows(file)
     builder = "parquet" if is_parquet(file) else "json"
     try:
         with _datasets_quiet():
@@ -275,8 +281,6 @@ def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ..
         return iter(())
     except _hub_read_errors() as error:
         raise _hub_file_error(file, 0, error, remedy) from None
-    if not read_by_line(file):  # one JSON document: the library's rows, as it gives them
-        return enumerate(_hub_read(file, dataset, remedy), start=1)
     return _hub_file_rows(file, dataset, remedy)
 
 

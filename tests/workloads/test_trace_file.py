@@ -1018,6 +1018,59 @@ def test_format_hub_reads_a_json_document_as_the_library_gives_it(
         assert [(r.request_id, r.blocks) for r in whole.requests] == [(w[0], w[2]) for w in want]
 
 
+def test_format_hub_checks_a_json_document_s_own_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON file of one document read with format=hub (alone, or as a folder's data
+    file) was the datasets library's rows: a "600" among numbers made the column text,
+    refused as row 1's '600' for its 600, and an id past 64 bits failed the library,
+    said as line 1 not being JSON of a supported format. It is read as the standard
+    library reads it: the same checks on its own values, its rows numbered by their
+    place in it (as the library's and a parquet file's are)."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200])
+    text = [dict(row) for row in rows]
+    text[1]["input_length"] = "600"
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    path = folder / "train.json"
+    path.write_text(json.dumps(text, indent=2))
+    for given in (path, folder):
+        with pytest.raises(TraceFormatError) as caught:
+            plan_trace(TraceOptions(path=str(given), format="hub"))
+        assert str(caught.value) == (
+            f"{path}, line 2, field 'input_length': expected an integer, got '600'"
+        )
+    big = [dict(row) for row in rows]
+    big[1]["hash_ids"] = [1, 2**64 + 1]
+    lines = write_jsonl(tmp_path / "big.jsonl", big)
+    (want,) = trace_windows(TraceOptions(path=str(lines)), "all")
+    path.write_text(json.dumps(big, indent=2))
+    for given in (path, folder):
+        (window,) = trace_windows(TraceOptions(path=str(given), format="hub"), "all")
+        assert [(r.request_id, r.arrival_s, r.blocks) for r in window.requests] == [
+            (r.request_id, r.arrival_s, r.blocks) for r in want.requests
+        ]
+    # an element that is no object is a bad row (skipped as such); a broken document
+    # is named where it breaks
+    path.write_text("[" + json.dumps(rows[0]) + ",\n7,\n" + json.dumps(rows[2]) + "]")
+    with pytest.raises(TraceFormatError, match=r"train.json, line 2, row: expected a JSON "):
+        plan_trace(TraceOptions(path=str(path), format="hub"))
+    skip = {"skip_bad_rows": True, "max_bad_fraction": 0.5}
+    with pytest.warns(TraceWarning, match="skipped 1 malformed row"):
+        plan = plan_trace(TraceOptions(path=str(path), format="hub", **skip))  # type: ignore[arg-type]
+    assert plan.rows_read == 2
+    path.write_text("[" + json.dumps(rows[0]) + "\n" + json.dumps(rows[1]) + "]")  # no comma
+    with pytest.raises(TraceFormatError) as caught:
+        plan_trace(TraceOptions(path=str(path), format="hub"))
+    assert str(caught.value) == (
+        f"{path}: not valid JSON at line 2, column 1 (Expecting ',' delimiter)"
+    )
+
+
 def test_read_hub_dataset_reads_a_slice_of_a_local_file_s_split(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,8 +9,11 @@ e.g. ``read_hub_dataset("json", data_files="trace.jsonl")`` or
 
 from __future__ import annotations
 
+import codecs
 import itertools
+import json
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,7 +29,7 @@ from envs.workloads.readers.base import (
     assemble_windows,
 )
 from envs.workloads.readers.detect import FORMATS, canonical_format, format_of_row
-from envs.workloads.readers.sources import file_rows, is_parquet, jsonl_rows
+from envs.workloads.readers.sources import NOT_UTF8, file_rows, is_parquet, jsonl_rows
 
 
 def require_datasets() -> Any:
@@ -159,8 +162,8 @@ def read_by_line(file: Path) -> bool:
     """Whether the file reader reads a local ``file`` row for row as the library
     does: a parquet file, or JSON Lines (its first line that is not blank a JSON
     object of its own). A JSON file of one document (an array of rows, or an object
-    spread over lines) the library reads too, and the file reader does not: its
-    rows are the library's."""
+    spread over lines) the library reads too, and the file reader by line does not:
+    :func:`document_rows` reads it."""
     if is_parquet(file):
         return True
     rows = jsonl_rows(file)
@@ -173,6 +176,90 @@ def read_by_line(file: Path) -> bool:
     finally:
         lines.close()  # type: ignore[attr-defined]
     return True
+
+
+_BLANKS = re.compile(r"[ \t\n\r]*")
+"""JSON's whitespace between values."""
+
+
+def opens_document(file: Path) -> bool:
+    """Whether a local file's first character that is not blank (past a UTF-8
+    byte-order mark) opens a JSON array or object: a JSON document, when its first
+    line is not a row of its own (:func:`read_by_line`). Any other (a CSV file) is no
+    JSON the file reader reads."""
+    with jsonl_rows(file).open_bytes() as handle:
+        head = handle.read(3).removeprefix(codecs.BOM_UTF8)
+        while head:
+            start = head.lstrip(b" \t\r\n")
+            if start:
+                return start[:1] in (b"[", b"{")
+            head = handle.read(1 << 16)
+    return False
+
+
+def document_rows(file: Path) -> RowSource:
+    """The rows of a local JSON file of one document (:func:`read_by_line` false), as
+    the standard library reads it, the file reader's JSON reading (the file's own
+    values: a ``"512"`` stays text, an id past 64 bits an exact integer, where the
+    ``datasets`` library converts them or fails): each element of its top-level array,
+    numbered by its place in it as a parquet file's rows are (the library's numbers
+    too, and a row without an id takes its number), or the document itself when it
+    is one object. An element that is no object is that row's error (a bad row, as a
+    JSONL line that is not an object); a document that is not valid JSON, or not
+    UTF-8, is an error about the file naming the line and column where it breaks."""
+    name = str(file)
+    with jsonl_rows(file).open_bytes() as handle:
+        data = handle.read()
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise TraceFormatError(
+            name, 0, None, f"byte 0x{data[error.start]:02x} on line {line} {NOT_UTF8}"
+        ) from None
+    decoder = json.JSONDecoder()
+
+    def broken(error: json.JSONDecodeError) -> TraceFormatError:
+        return TraceFormatError(
+            name,
+            0,
+            None,
+            f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg})",
+        )
+
+    def value_at(at: int) -> tuple[Any, int]:
+        try:
+            return decoder.raw_decode(text, at)
+        except json.JSONDecodeError as error:
+            raise broken(error) from None
+
+    def row_of(value: Any, row: int) -> Mapping[str, Any] | TraceFormatError:
+        if isinstance(value, dict):
+            return value
+        return TraceFormatError(
+            name, row, None, f"expected a JSON object, got {type(value).__name__}"
+        )
+
+    at = _BLANKS.match(text).end()  # type: ignore[union-attr]
+    if not text.startswith("[", at):  # one object (or another value: a bad row)
+        value, at = value_at(at)
+        yield 1, row_of(value, 1)
+    else:
+        at = _BLANKS.match(text, at + 1).end()  # type: ignore[union-attr]
+        row = 0
+        while not text.startswith("]", at):
+            value, end = value_at(at)
+            row += 1
+            yield row, row_of(value, row)
+            at = _BLANKS.match(text, end).end()  # type: ignore[union-attr]
+            if text.startswith(",", at):
+                at = _BLANKS.match(text, at + 1).end()  # type: ignore[union-attr]
+            elif not text.startswith("]", at):
+                raise broken(json.JSONDecodeError("Expecting ',' delimiter", text, at))
+        at += 1
+    at = _BLANKS.match(text, at).end()  # type: ignore[union-attr]
+    if at < len(text):
+        raise broken(json.JSONDecodeError("Extra data", text, at))
 
 
 def _local_file(path: str, data_files: Any, split: str) -> Path | None:
