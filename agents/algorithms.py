@@ -253,6 +253,20 @@ _MINIBATCH_WARNING = r"You have specified a mini-batch size"
 """SB3's warning (four lines) where minibatches do not cut the rollout evenly."""
 
 
+def hyperparameter_refusal(algo: str, name: str) -> str | None:
+    """Why ``agent.hyperparams.<name>`` is no setting of ``algo`` (one the run sets
+    itself, or a name its SB3 class does not take), or None when it is one: the one
+    way it is said, by :func:`check_hyperparams` and for Hydra's refusal of the key
+    typed without ``+`` (``experiments.jobs``)."""
+    path = f"agent.hyperparams.{name}"
+    if name in _SET_BY_THE_RUN:
+        return f"{path}: set by the run (seed, agent.net, agent.hidden), not agent.hyperparams"
+    known = hyperparameter_names(algo)
+    if name not in known:
+        return f"{path}: not a {algo} hyperparameter; known: {', '.join(known)}"
+    return None
+
+
 def hyperparameter_default(algo: str, name: str) -> Any:
     """The default SB3 gives ``algo``'s keyword argument ``name``."""
     return inspect.signature(ALGORITHMS[algo].__init__).parameters[name].default
@@ -345,15 +359,11 @@ def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
     ``agent.hyperparams.<name>``), without building a model, so a sweep refuses them
     before any job trains: SB3 checks few of its arguments (``gamma=2`` or
     ``buffer_size=-1`` would run), some only as it builds the model."""
-    known = hyperparameter_names(algo)
     for name, value in hyperparams.items():
         path = f"agent.hyperparams.{name}"
-        if name in _SET_BY_THE_RUN:
-            raise ValueError(
-                f"{path}: set by the run (seed, agent.net, agent.hidden), not agent.hyperparams"
-            )
-        if name not in known:
-            raise ValueError(f"{path}: not a {algo} hyperparameter; known: {', '.join(known)}")
+        refused = hyperparameter_refusal(algo, name)
+        if refused is not None:
+            raise ValueError(refused)
         if name == "train_freq":  # n, or (n, "step" | "episode"); a list from YAML
             pair = isinstance(value, (list, tuple))
             if pair and (len(value) != 2 or value[1] not in _TRAIN_FREQ_UNITS):

@@ -586,11 +586,52 @@ def _unknown_key(error: BaseException, cause: BaseException | None) -> str | Non
         not str(error).startswith("Could not override ")
         or not isinstance(cause, ConfigAttributeError | ConfigKeyError)
         or not cause.full_key
-        or not dataclasses.is_dataclass(schema)
     ):
         return None
+    if not dataclasses.is_dataclass(schema):  # a free-form dict: what reads it knows its keys
+        return _unknown_free_form_key(cause.full_key, cause.parent_node)
     known = [f.name for f in dataclasses.fields(schema)]
     return unknown_key_message(cause.full_key, known, " (from the command line)", schema)
+
+
+def _unknown_free_form_key(path: str, parent: Any) -> str | None:
+    """A key of a free-form dict of the config given without ``+``
+    (``agent.hyperparams.n_step=64``, ``workload.params.n_burst=2``) that what reads the
+    dict would refuse: the line ``+agent.hyperparams.n_step=64`` gets (``not a ppo
+    hyperparameter; known: ...``), where Hydra would say to add it with ``+``. None
+    for a key the reader takes (Hydra's advice to write ``+`` is then the right one)
+    and for any other dict."""
+    import dataclasses
+
+    group, _, leaf = path.rpartition(".")
+    root = parent._get_root() if OmegaConf.is_config(parent) else None
+    if root is None:
+        return None
+    origin = " (from the command line)"
+    if group == "agent.hyperparams":
+        from agents.algorithms import ALGORITHMS, hyperparameter_refusal
+
+        algo = OmegaConf.select(root, "agent.algo")
+        if algo not in ALGORITHMS:
+            return None
+        refused = hyperparameter_refusal(str(algo), leaf)
+        return None if refused is None else refused + origin
+    if group == "workload.params":
+        from envs.sim.errors import ConfigError
+        from envs.workloads.registry import configure, describe
+
+        name = str(OmegaConf.select(root, "workload.name"))
+        try:
+            families = describe(name).families
+        except (ValueError, ImportError):  # a trace, or a workload that is no workload
+            return None
+        if any(leaf in {f.name for f in dataclasses.fields(fam.config)} for fam in families):
+            return None
+        try:
+            configure(name, **{leaf: None})
+        except ConfigError as refused:  # unknown parameter(s) ...: configure's own words
+            return refused.named({leaf: path}) + origin
+    return None
 
 
 def _list_hint(cause: BaseException | None) -> str:
