@@ -138,41 +138,50 @@ def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
     return SimConfig(causal_kv=causal_kv, copy_model=copy_model)
 
 
-CLUSTER_PREFIXES = ("model.", "cluster.")
-"""How the options of a cluster of one's own begin, on every command line: the
-Hydra commands' ``model`` and ``cluster`` groups' keys (``model.name``,
-``cluster.nodes``, ``+cluster.gpus.NAME.flops``; docs/configuration.md)."""
+CLUSTER_OPTIONS: dict[str, str] = {
+    "model.name": "NAME",
+    "model.FIELD": "...",
+    "cluster.node": "4xH100",
+    "cluster.n_nodes": "N",
+    "cluster.nodes": "[4xH100,8xH200]",
+    "cluster.gpus.NAME.FIELD": "...",
+}
+"""The options of a cluster of one's own, on every command line: the Hydra commands'
+``model`` and ``cluster`` groups' keys (docs/configuration.md; FIELD is one of
+ModelSpec's or GpuSpec's fields, NAME a GPU kind of one's own), each with its value
+as ``--help`` writes it. The one list: :data:`CLUSTER_PREFIXES` and
+:func:`cluster_help` are made of it (which keys and values make a cluster is
+``experiments.config.cluster_from_options``' to say)."""
+
+CLUSTER_PREFIXES = tuple(dict.fromkeys(f"{key.partition('.')[0]}." for key in CLUSTER_OPTIONS))
+"""How the options of :data:`CLUSTER_OPTIONS` begin (``model.``, ``cluster.``): an
+argument that begins so is one of them (``+cluster.gpus.NAME.flops`` too)."""
 
 
 def cluster_help(n_nodes: bool = True) -> tuple[str, ...]:
-    """What ``--help`` adds for a command that takes a cluster of one's own:
-    ``compare``; ``costs`` with ``n_nodes`` False (its tables are one node's, so it
-    refuses ``cluster.n_nodes``, and its help does not offer it)."""
+    """What ``--help`` adds for a command that takes a cluster of one's own
+    (:data:`CLUSTER_OPTIONS`, each named once): ``compare``; ``costs`` with
+    ``n_nodes`` False (its tables are one node's, so it refuses ``cluster.n_nodes``,
+    and its help does not offer it)."""
+
+    def typed(key: str) -> str:
+        return f"{key}={CLUSTER_OPTIONS[key]}"
+
     nodes = (
-        "  cluster.node=4xH100 cluster.n_nodes=N, or cluster.nodes=[4xH100,8xH200]"
+        f"  {typed('cluster.node')} {typed('cluster.n_nodes')}, or {typed('cluster.nodes')}"
         if n_nodes
-        else "  cluster.node=4xH100, or cluster.nodes=[4xH100,8xH200] for a table per node "
+        else f"  {typed('cluster.node')}, or {typed('cluster.nodes')} for a table per node "
         "kind (a table is one node's: no cluster.n_nodes)"
     )
     return (
         "a cluster of one's own, as the Hydra commands take it (docs/configuration.md); "
         "each option changes its part of setup=:",
-        "  model.name=NAME model.FIELD=... (a model of one's own: ModelSpec's fields)",
+        f"  {typed('model.name')} {typed('model.FIELD')} (a model of one's own: ModelSpec's "
+        "fields)",
         nodes,
-        "  +cluster.gpus.NAME.FIELD=... (a GPU kind of one's own: GpuSpec's fields; + optional)",
+        f"  +{typed('cluster.gpus.NAME.FIELD')} (a GPU kind of one's own: GpuSpec's fields; "
+        "+ optional)",
     )
-
-
-CLUSTER_HELP_KEYS = (
-    "model.name",
-    "model.FIELD",
-    "cluster.node",
-    "cluster.n_nodes",
-    "cluster.nodes",
-    "cluster.gpus.NAME.FIELD",
-)
-"""The keys :func:`cluster_help` names (its tests check --help names nothing else;
-``costs``' names all but ``cluster.n_nodes``)."""
 
 
 def _cluster_key(key: str) -> str | None:

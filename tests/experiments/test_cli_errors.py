@@ -793,9 +793,9 @@ def test_help_names_only_the_command_s_own_options(
 
     sim = {f"sim.{n}" for n in NAMES} | {"sim.NAME"} if name in ("compare", "reproduce") else set()
     # and, for compare and costs, a cluster of one's own (model.name=, cluster.nodes=, ...)
-    from experiments._cli import CLUSTER_HELP_KEYS
+    from experiments._cli import CLUSTER_OPTIONS
 
-    own = set(CLUSTER_HELP_KEYS) if name in ("compare", "costs") else set()
+    own = set(CLUSTER_OPTIONS) if name in ("compare", "costs") else set()
     if name == "costs":  # which refuses cluster.n_nodes (its tables are one node's)
         own.discard("cluster.n_nodes")
     assert named == set(module.DEFAULTS) | sim | own

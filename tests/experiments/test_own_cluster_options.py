@@ -163,6 +163,27 @@ def test_a_plus_is_refused_where_hydra_refuses_it() -> None:
     assert _built([*MYGPU, "cluster.node=4xMYGPU"])[1].nodes[0].gpu.flops > 0
 
 
+def test_the_options_of_a_cluster_of_ones_own_are_one_list() -> None:
+    """``CLUSTER_OPTIONS`` is the one list of them: the prefixes an argument is taken
+    by are its keys', ``split_cluster_options`` takes each key, and ``--help`` names
+    each once (``costs`` all but ``cluster.n_nodes``: its tables are one node's).
+    The key set was written three times (prefixes, help text, the help's keys)."""
+    import re
+
+    from experiments._cli import CLUSTER_OPTIONS, CLUSTER_PREFIXES, cluster_help
+
+    keys = list(CLUSTER_OPTIONS)
+    assert CLUSTER_PREFIXES == ("model.", "cluster.")
+    assert all(key.startswith(CLUSTER_PREFIXES) for key in keys)
+    typed = [f"{key.replace('NAME', 'X').replace('FIELD', 'flops')}=1" for key in keys]
+    rest, given, added = split_cluster_options("X", [*typed, "seed=1", "modelx=1"])
+    assert (rest, len(given), added) == (["seed=1", "modelx=1"], len(keys), frozenset())
+    for n_nodes in (True, False):
+        named = re.findall(r"([\w.]+)=", "\n".join(cluster_help(n_nodes)))
+        assert named[0] == "setup"  # (what the options change)
+        assert sorted(named[1:]) == sorted(k for k in keys if n_nodes or k != "cluster.n_nodes")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
