@@ -529,8 +529,8 @@ def cluster_of(cfg: Any) -> ClusterSpec:
     if nodes is None:
         if cfg.cluster.node is None:
             raise ConfigError(
-                "cluster.node is null: give a node kind (cluster.node=4xH100) or the "
-                f"nodes (cluster.nodes=[4xH100,8xH200]){value_origin('cluster.node')}"
+                f"{_typed_as('cluster.node')} is null: give a node kind (cluster.node=4xH100) "
+                f"or the nodes (cluster.nodes=[4xH100,8xH200]){value_origin('cluster.node')}"
             )
         node = _node_of(cfg, "cluster.node", cfg.cluster.node, model, own)
         with naming_fields({"n_nodes": "cluster.n_nodes"}):
@@ -556,7 +556,7 @@ def cluster_of(cfg: Any) -> ClusterSpec:
 def _node_of(cfg: Any, path: str, text: Any, model: ModelSpec, own: Mapping[str, GpuSpec]) -> Any:
     """The node ``text`` at config ``path`` names, which must hold ``model``'s weights."""
     origin_path = path.partition("[")[0]
-    with naming_option(path, text, lambda _: value_origin(origin_path)):
+    with naming_option(_typed_as(path), text, lambda _: value_origin(origin_path)):
         node = parse_node(text, own)
         try:
             NodeCosts(node, model, node_label="a node")  # its HBM holds the model's weights
@@ -564,7 +564,8 @@ def _node_of(cfg: Any, path: str, text: Any, model: ModelSpec, own: Mapping[str,
             origin = value_origin("model.name")
             if not origin:
                 raise
-            raise ConfigError(f"{error} (model.name={cfg.model.name!r} {origin[2:]}") from None
+            said = f"{_typed_as('model.name')}={cfg.model.name!r}"
+            raise ConfigError(f"{error} ({said} {origin[2:]}") from None
     return node
 
 
@@ -599,8 +600,9 @@ def _refuse_node_beside_nodes(cfg: Any) -> None:
         if where is None or nodes_where is None:
             return
         if where[0] in ("line", "experiment") or (where[0] == "group" == nodes_where[0]):
+            path = f"cluster.{key}"
             raise ConfigError(
-                f"cluster.{key} and cluster.nodes are both given{value_origin(f'cluster.{key}')}: "
+                f"{_typed_as(path)} and cluster.nodes are both given{value_origin(path)}: "
                 "cluster.nodes lists every node (give it alone, or node and n_nodes)"
             )
 
@@ -612,14 +614,15 @@ def model_of(cfg: Any) -> ModelSpec:
     given = {name: cfg.model.get(name) for name in MODEL_FIELDS}
     given = {name: _plain(value) for name, value in given.items() if value is not None}
     name = cfg.model.name
+    said = _typed_as("model.name")
     if not given:
-        with naming_value("model.name", name):
+        with naming_value(said, name, "model.name"):
             return model_preset(name)
     first = next(iter(given))
     preset = _preset_name(model_preset, name)
     if preset:
         raise ConfigError(
-            f"model.{first} is given, but model.name={name!r} is the preset {preset} "
+            f"model.{first} is given, but {said}={name!r} is the preset {preset} "
             f"(give a model of one's own a new name){value_origin(f'model.{first}')}"
         )
     required = [
@@ -631,7 +634,7 @@ def model_of(cfg: Any) -> ModelSpec:
     if missing:
         origin = value_origin(f"model.{first}")
         raise ConfigError(
-            f"model.{missing[0]} is missing: model.name={name!r} is no preset, so a model "
+            f"model.{missing[0]} is missing: {said}={name!r} is no preset, so a model "
             f"of one's own gives each of {', '.join(required)}"
             + (f" (model.{first} {origin[2:]}" if origin else "")
         )
@@ -693,15 +696,28 @@ def _is_sequence(value: Any) -> bool:
     return isinstance(_plain(value), list)
 
 
-_KEY_VALUE: list[tuple[str, frozenset[str]]] = []
+_KEY_VALUE: list[tuple[str, frozenset[str], Mapping[str, str]]] = []
 """While :func:`cluster_from_options` builds a ``key=value`` command's cluster: its
-``setup=`` and the cluster options it was given (what :func:`_where_set` says)."""
+``setup=``, the cluster options it was given (what :func:`_where_set` says) and the
+short options some of them were given as (what :func:`_typed_as` says)."""
 _FROM_SETUP = ("model.name", "cluster.node", "cluster.n_nodes")
 """What a ``key=value`` command's ``setup=`` gives when no option changes it."""
 
 
+def _typed_as(path: str) -> str:
+    """Config ``path`` as the command line spelled it: while :func:`cluster_from_options`
+    builds a ``key=value`` command's cluster, the short option it was given as
+    (``costs``' ``node=`` for ``cluster.node``, ``model=`` for ``model.name``); else
+    ``path`` itself."""
+    return _KEY_VALUE[-1][2].get(path, path) if _KEY_VALUE else path
+
+
 def cluster_from_options(
-    command: str, setup: str, given: Mapping[str, str], added: Collection[str] = frozenset()
+    command: str,
+    setup: str,
+    given: Mapping[str, str],
+    added: Collection[str] = frozenset(),
+    spelled: Mapping[str, str] | None = None,
 ) -> tuple[Any, ClusterSpec]:
     """The cluster a ``key=value`` command (``compare``, ``costs``) runs on, and the
     config it is made of, as the Hydra commands' ``setup``, ``model`` and ``cluster``
@@ -719,7 +735,10 @@ def cluster_from_options(
     line)``, or ``(from setup=NAME)`` for what the setup gave). A key the groups do
     not have, or a value their schema refuses, is one line naming the option.
     Beside ``cluster.nodes`` the config records ``cluster.node`` null and
-    ``cluster.n_nodes`` the number of nodes, as a Hydra job does."""
+    ``cluster.n_nodes`` the number of nodes, as a Hydra job does. ``spelled``: the
+    options of ``given`` the command line gave under a short name of the command's
+    (``costs``' ``node=`` is ``cluster.node``: ``{"cluster.node": "node"}``), which
+    its errors name as typed."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -741,6 +760,7 @@ def cluster_from_options(
         "cluster.gpus.NAME.<field>",
     ]
     parser = OverridesParser.create()
+    spelled = dict(spelled or {})
     for key, text in given.items():
         if key not in known and not (key.startswith("cluster.gpus.") and len(key) > 13):
             raise UsageError(
@@ -773,8 +793,8 @@ def cluster_from_options(
             OmegaConf.update(cfg, key, value, merge=True)
         except (HydraException, OmegaConfBaseException) as error:
             detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
-            raise UsageError(f"{command}: {key}={text}: {detail}") from None
-    _KEY_VALUE.append((setup, frozenset(given)))
+            raise UsageError(f"{command}: {spelled.get(key, key)}={text}: {detail}") from None
+    _KEY_VALUE.append((setup, frozenset(given), spelled))
     try:
         cluster = cluster_of(cfg)
     finally:
@@ -960,12 +980,16 @@ def first_origin(paths: Sequence[str]) -> str:
     return ""
 
 
-def naming_value(path: str, value: Any) -> contextlib.AbstractContextManager[None]:
+def naming_value(
+    path: str, value: Any, config_path: str = ""
+) -> contextlib.AbstractContextManager[None]:
     """Where one config value becomes one object (``cluster.node`` -> a NodeSpec):
     an error is prefixed ``path=value (from ...):``, and said without the object's
     name (``n_gpus must be ...``, not ``NodeSpec.n_gpus must be ...``); the
-    ``key=value`` commands' :func:`experiments._cli.naming_value`, with the origin."""
-    return naming_option(path, value, value_origin)
+    ``key=value`` commands' :func:`experiments._cli.naming_value`, with the origin
+    (of ``config_path``, where ``path`` is another spelling of it: ``costs``'
+    ``model=`` for ``model.name``)."""
+    return naming_option(path, value, lambda said: value_origin(config_path or said))
 
 
 _LEADING_PATH = re.compile(r"([A-Za-z_]\w*(?:\.\w+)*)(?= must |=| is |: )")

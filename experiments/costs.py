@@ -20,9 +20,9 @@ a model of one's own (a new ``model.name`` and ModelSpec's fields), a GPU kind o
 one's own (``+cluster.gpus.NAME.<field>=...``, every GpuSpec field; the ``+`` is
 optional here) and the node (``cluster.node=4xNAME``), each changing the setup's.
 ``model=`` and ``node=`` are the short spellings of ``model.name=`` and
-``cluster.node=`` (both spellings of one is refused). ``cluster.nodes=[...]`` prints
-one table per node kind it lists, in order; ``cluster.n_nodes`` is refused (the
-table is one node's).
+``cluster.node=`` (both spellings of one is refused; an error names the one
+typed). ``cluster.nodes=[...]`` prints one table per node kind it lists, in order;
+``cluster.n_nodes`` is refused (the table is one node's).
 
 Prints the table and, with ``out_dir``, writes ``costs.json``: ``{"model", "node",
 "mfu", "kv_bytes_per_token", "budget_tokens", "tokens": [...], "ms": {"prefill":
@@ -43,7 +43,6 @@ from experiments._cli import (
     UsageError,
     cluster_help,
     main_guard,
-    naming_value,
     parse_args,
     split_cluster_options,
 )
@@ -60,6 +59,8 @@ DEFAULTS: dict[str, Any] = {
     "overwrite": False,
 }
 SOURCES = ("prefill", "disk", "rdma", "ram", "hbm")
+SHORT_OPTIONS = {"model": "model.name", "node": "cluster.node"}
+"""``model=`` and ``node=``, the short spellings of the cluster options they give."""
 
 
 def cost_table(
@@ -114,14 +115,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{COMMAND}: cluster.n_nodes= does not apply: the table is one node's (cluster.node=, "
             "or cluster.nodes=[...] for a table per node kind)"
         )
-    for short, option in (("model", "model.name"), ("node", "cluster.node")):
+    spelled: dict[str, str] = {}  # the builder's errors name these as typed (node=)
+    for short, option in SHORT_OPTIONS.items():
         if options[short] and option in given:
             raise UsageError(f"{COMMAND}: {short}= and {option}= are one option: give one of them")
-        if options[short] and not given:  # named as typed; one's own kinds are the builder's
-            with naming_value(short, options[short]):
-                (model_preset if short == "model" else parse_node)(options[short])
         if options[short]:
             given = {**given, option: options[short]}
+            spelled[option] = short
     try:
         tokens = [int(t) for t in options["tokens"]]
     except ValueError:
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(f"{COMMAND}: mfu must be in (0, 1], got {options['mfu']}")
     from experiments.config import cluster_from_options
 
-    _, cluster = cluster_from_options(COMMAND, options["setup"], given, added)
+    _, cluster = cluster_from_options(COMMAND, options["setup"], given, added, spelled)
     kinds = list({node.name: node for node in cluster.nodes}.values())  # each kind once
     if options["out_dir"]:
         claim_out_dir(

@@ -679,9 +679,14 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(
         (
             costs,
             ["node=0xH100"],  # was NodeSpec.n_gpus, not the option typed
-            "experiments.costs: node='0xH100': n_gpus must be an integer >= 1, got 0",
+            "experiments.costs: node='0xH100' (from the command line): n_gpus must be an integer "
+            ">= 1, got 0",
         ),
-        (costs, ["model=nope"], "experiments.costs: model='nope': unknown model preset 'nope'"),
+        (
+            costs,
+            ["model=nope"],
+            "experiments.costs: model='nope' (from the command line): unknown model preset 'nope'",
+        ),
         (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
         (reproduce, ["causal_kv=maybe"], "experiments.reproduce: causal_kv must be both or a bool"),
         (
@@ -1358,7 +1363,8 @@ def test_a_key_value_commands_errors_name_the_command(
     proc = run_command("experiments.costs", ["node=0xH100"], tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == (
-        "error: experiments.costs: node='0xH100': n_gpus must be an integer >= 1, got 0\n"
+        "error: experiments.costs: node='0xH100' (from the command line): n_gpus must be an "
+        "integer >= 1, got 0\n"
     )
     proc = run_command("experiments.compare", ["agents=none", "windows=-1"], tmp_path)
     assert proc.returncode == 2

@@ -334,6 +334,55 @@ def test_costs_refuses_a_bad_cluster_option_in_one_line(
 
 
 @pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["node=4xH100", MIXED],
+            "node and cluster.nodes are both given (from the command line): cluster.nodes "
+            "lists every node (give it alone, or node and n_nodes)",
+        ),
+        (
+            ["model=glm-4.5", "model.layers=40"],
+            "model.layers is given, but model='glm-4.5' is the preset glm-4.5 (give a model of "
+            "one's own a new name) (from the command line)",
+        ),
+        (
+            ["model=mine", "model.layers=40"],
+            "model.total_params is missing: model='mine' is no preset, so a model of one's own "
+            "gives each of total_params, active_params, bytes_per_elem, layers, kv_heads, "
+            "head_dim (model.layers from the command line)",
+        ),
+        (
+            ["setup=glm52_h100x8", "node=1xH100"],
+            "node='1xH100' (from the command line): a node (1xH100, 80 GB HBM) cannot hold "
+            "glm-4.6: its weights need 372 GB (model.name='glm-4.6' from setup=glm52_h100x8)",
+        ),
+        (
+            ["model=glm52", "node=1xH100"],
+            "node='1xH100' (from the command line): a node (1xH100, 80 GB HBM) cannot hold "
+            "glm-4.6: its weights need 372 GB (model='glm52' from the command line)",
+        ),
+        (
+            ["node=0xMYGPU", *MYGPU],
+            "node='0xMYGPU' (from the command line): n_gpus must be an integer >= 1, got 0",
+        ),
+        (["node=null"], "node is null: give a node kind (cluster.node=4xH100) or the nodes "
+         "(cluster.nodes=[4xH100,8xH200]) (from the command line)"),
+    ],
+)  # fmt: skip
+def test_costs_names_model_and_node_as_typed(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``model=`` and ``node=`` are ``model.name`` and ``cluster.node``, and an error
+    about one names it as typed wherever the cluster's builder says it (beside another
+    option it said ``cluster.node and cluster.nodes are both given``, ``model.name=``)."""
+    from experiments._cli import main_guard
+
+    assert main_guard(lambda: costs.main(args)) == 2
+    assert capsys.readouterr().err == f"error: experiments.costs: {message}\n"
+
+
+@pytest.mark.parametrize(
     ("command", "why"),
     [
         (
