@@ -104,6 +104,17 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
     return None if text.lower() in {"none", "null"} and default is None else text
 
 
+FROM_COMMAND_LINE = " (from the command line)"
+"""Where a value came from when the command line gave it, as an error says it."""
+
+
+def value_said(path: str, value: Any, where: str = "") -> str:
+    """``path=value (from ...)``: how an error names a value it refuses before saying
+    what is wrong with it (``cluster.node='0xH100' (from the command line): n_gpus
+    must be ...``); ``where`` as :func:`experiments.config.value_origin` says it."""
+    return f"{path}={value!r}{where}"
+
+
 @contextlib.contextmanager
 def naming_value(
     path: str, value: Any, origin: Callable[[str], str] | None = None
@@ -117,7 +128,7 @@ def naming_value(
     except ValueError as error:
         detail = named_message(error, {}, owner=False)
         where = origin(path) if origin is not None else ""
-        raise ConfigError(f"{path}={value!r}{where}: {detail}") from error
+        raise ConfigError(f"{value_said(path, value, where)}: {detail}") from error
 
 
 def sim_defaults() -> dict[str, Any]:

@@ -743,7 +743,7 @@ def cluster_from_options(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from experiments._cli import UsageError
+    from experiments._cli import FROM_COMMAND_LINE, UsageError, value_said
 
     model, node, n_nodes = SETUPS[setup]
     cfg = OmegaConf.create(
@@ -793,7 +793,8 @@ def cluster_from_options(
             OmegaConf.update(cfg, key, value, merge=True)
         except (HydraException, OmegaConfBaseException) as error:
             detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
-            raise UsageError(f"{command}: {spelled.get(key, key)}={text}: {detail}") from None
+            said = value_said(spelled.get(key, key), text, FROM_COMMAND_LINE)
+            raise UsageError(f"{command}: {said}: {detail}") from None
     _KEY_VALUE.append((setup, frozenset(given), spelled))
     try:
         cluster = cluster_of(cfg)

@@ -23,6 +23,7 @@ from envs.sim.errors import SettingWarning, plural
 from envs.sim.tenancy import Versions
 from experiments import sweeps
 from experiments._cli import (
+    FROM_COMMAND_LINE,
     SAID_WARNINGS,
     UsageError,
     cap_note,
@@ -36,6 +37,7 @@ from experiments._cli import (
     sim_note,
     stamp_trace,
     user_error_message,
+    value_said,
 )
 from experiments._io import (
     LOCK_NAME,
@@ -356,8 +358,10 @@ def hydra_entry(
                     raise refused from None
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     # as the project's own checks say these (check_bool_values, check_known_keys)
-                    said = _bool_override(error, error.__cause__) or _unknown_key(
-                        error, error.__cause__
+                    said = (
+                        _bool_override(error, error.__cause__)
+                        or _unknown_key(error, error.__cause__)
+                        or _override_not_merged(command, error)
                     )
                     raise UsageError(said or f"{command}: {hydra_message(error)}") from None
                 raise
@@ -570,6 +574,25 @@ def _bool_override(error: BaseException, cause: BaseException | None) -> str | N
     ):
         return None
     return bool_message(cause.full_key, cause.value, " (from the command line)")
+
+
+_NOT_MERGED = "Error merging override "
+
+
+def _override_not_merged(command: str, error: BaseException) -> str | None:
+    """``COMMAND: cluster.n_nodes='abc' (from the command line): Value 'abc' of type
+    'str' could not be converted to Integer`` for a command-line override Hydra could
+    not merge (``Error merging override cluster.n_nodes=abc: ...``), naming the value
+    and where it came from as the project's checks do (``_cli.value_said``; a list
+    option given one value keeps :func:`hydra_message`'s hint); None for any other
+    error."""
+    first = str(error).partition("\n")[0]
+    if not first.startswith(_NOT_MERGED):
+        return None
+    override = first.removeprefix(_NOT_MERGED)
+    key, _, text = override.partition("=")
+    detail = hydra_message(error).removeprefix(first)
+    return f"{command}: {value_said(key.lstrip('+~'), text, FROM_COMMAND_LINE)}{detail}"
 
 
 def _unknown_key(error: BaseException, cause: BaseException | None) -> str | None:

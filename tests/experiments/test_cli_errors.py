@@ -844,7 +844,10 @@ def test_tune_btb_logs_its_job_to_wandb(tmp_path: Path) -> None:
     ("override", "needle"),
     [
         ("agent=nope", "Could not find 'agent/nope': Available options in 'agent': a2c, dqn"),
-        ("train.total_timesteps=abc", "override train.total_timesteps=abc: Value 'abc'"),
+        (
+            "train.total_timesteps=abc",
+            "train.total_timesteps='abc' (from the command line): Value 'abc'",
+        ),
         ("seed=[", "no viable alternative at input '['"),
         ("+experiment=nope", "Available options in 'experiment': bc_route_warm_general"),
     ],
@@ -892,9 +895,40 @@ def test_one_value_for_a_list_option_says_how_to_write_the_list(
     value = str(ROOT / "agents" / "zoo" / "bc_route_warm") if key == "checkpoint" else "btb"
     proc = run_command(command, ["logger=none", f"{key}={value}"], tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.startswith(f"error: {command}: Error merging override {key}={value}: ")
+    said = f"error: {command}: {key}={value!r} (from the command line): Invalid value assigned: "
+    assert proc.stderr.startswith(said)
     assert proc.stderr.endswith(f" ({key} is a list: write {key}=[{value}])\n")
     assert proc.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_value_hydra_cannot_merge_is_named_with_where_it_came_from(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """A command-line value of the wrong type, which Hydra refuses as it merges it, is
+    named as the project's own checks name a value (``KEY='VALUE' (from the command
+    line): ...``); it said ``Error merging override cluster.n_nodes=abc: ...``, not
+    where the value came from."""
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import ValidationError
+
+    from experiments.jobs import _override_not_merged
+
+    cause = ValidationError("Value 'abc' of type 'str' could not be converted to Float")
+    error = ConfigCompositionException("Error merging override ++sim.mfu=abc")
+    error.__cause__ = cause
+    assert _override_not_merged("experiments.train", error) == (
+        "experiments.train: sim.mfu='abc' (from the command line): Value 'abc' of type 'str' "
+        "could not be converted to Float"
+    )
+    other = ConfigCompositionException("In 'train': Could not find 'agent/x'")
+    assert _override_not_merged("experiments.train", other) is None
+    proc = run_command("experiments.train", ["logger=none", "cluster.n_nodes=abc"], tmp_path)
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "error: experiments.train: cluster.n_nodes='abc' (from the command line): Value 'abc' "
+        "of type 'str' could not be converted to Integer\n",
+    )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -199,7 +199,13 @@ def test_the_options_of_a_cluster_of_ones_own_are_one_list() -> None:
         ),
         (
             ["cluster.n_nodes=abc"],
-            "cluster.n_nodes=abc: Value 'abc' of type 'str' could not be converted to Integer",
+            "cluster.n_nodes='abc' (from the command line): Value 'abc' of type 'str' could not "
+            "be converted to Integer",
+        ),
+        (
+            ["cluster.node=[4xH100"],
+            "cluster.node='[4xH100' (from the command line): no viable alternative at input "
+            "'[4xH100'",
         ),
         (
             ["cluster.nodes=[4xH100,,8xH200]"],
