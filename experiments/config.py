@@ -779,7 +779,19 @@ def cluster_from_options(
                 raise UsageError(f"{command}: {key}={text!r} has an empty entry")  # as lists'
             body = f"[{inner}]"  # brackets optional, as the command's other lists
         try:
-            value = parser.parse_override(f"{key}={body}").value()
+            override = parser.parse_override(f"{key}={body}")
+            if override.is_sweep_override():  # (its value is a sweep object, no value)
+                said = value_said(spelled.get(key, key), text, FROM_COMMAND_LINE)
+                raise UsageError(
+                    f"{command}: {said}: several values are a sweep, which the Hydra commands "
+                    f"run with -m; {command} takes one"
+                    + (
+                        " (nodes of several kinds: cluster.nodes=[...])"
+                        if key == "cluster.node"
+                        else ""
+                    )
+                )
+            value = override.value()
             if (
                 key in added
                 and not isinstance(value, (dict, list))

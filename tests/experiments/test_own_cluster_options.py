@@ -202,6 +202,17 @@ def test_the_options_of_a_cluster_of_ones_own_are_one_list() -> None:
             "cluster.n_nodes='abc' (from the command line): Value 'abc' of type 'str' could not "
             "be converted to Integer",
         ),
+        (  # a sweep's repr was taken as the node kind's name, "ChoiceSweep(tags=set(), ..."
+            ["cluster.node=4xH100,8xH200"],
+            "cluster.node='4xH100,8xH200' (from the command line): several values are a sweep, "
+            "which the Hydra commands run with -m; experiments.compare takes one (nodes of "
+            "several kinds: cluster.nodes=[...])",
+        ),
+        (
+            ["model.layers=glob(*)"],
+            "model.layers='glob(*)' (from the command line): several values are a sweep, which "
+            "the Hydra commands run with -m; experiments.compare takes one",
+        ),
         (
             ["cluster.node=[4xH100"],
             "cluster.node='[4xH100' (from the command line): no viable alternative at input "
@@ -372,6 +383,9 @@ def test_costs_refuses_a_bad_cluster_option_in_one_line(
             ["node=0xMYGPU", *MYGPU],
             "node='0xMYGPU' (from the command line): n_gpus must be an integer >= 1, got 0",
         ),
+        (["node=4xH100,8xH200"], "node='4xH100,8xH200' (from the command line): several values "
+         "are a sweep, which the Hydra commands run with -m; experiments.costs takes one (nodes "
+         "of several kinds: cluster.nodes=[...])"),
         (["node=null"], "node is null: give a node kind (cluster.node=4xH100) or the nodes "
          "(cluster.nodes=[4xH100,8xH200]) (from the command line)"),
     ],
