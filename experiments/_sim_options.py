@@ -9,12 +9,13 @@ settings that follow the KV model (default None) are not taken here."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from envs.sim import SimConfig
-from experiments._cli import UsageError, as_typed
+from envs.sim import ConfigError, SimConfig
+from experiments._cli import FROM_COMMAND_LINE, UsageError, as_typed
 
 PREFIX = "sim."
 OWN = ("causal_kv", "copy_model")
@@ -92,3 +93,28 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
 def with_sim_options(config: SimConfig, options: dict[str, Any]) -> SimConfig:
     """``config`` with the parsed ``sim.`` options set (checked by SimConfig)."""
     return dataclasses.replace(config, **options) if options else config
+
+
+@contextlib.contextmanager
+def naming_sim_options(options: Mapping[str, Any]) -> Iterator[None]:
+    """Where the parsed ``sim.`` ``options`` meet SimConfig's checks (made with them,
+    ``check_cluster``): an error about settings (a :class:`ConfigError` naming them as
+    data) names each as ``sim.NAME`` and says where the first of them given came
+    from, as the Hydra commands say it (``config.first_origin``): ``(from the command
+    line)`` for the one it is about, ``(sim.NAME from the command line)`` for another
+    (``sim.fault_node_loss_s has 0 times but sim.fault_node_loss_nodes has 1 node:
+    ... (sim.fault_node_loss_nodes from the command line)``). One about none of them
+    (a default's) is as it was."""
+    try:
+        yield
+    except ConfigError as error:
+        names = [name.partition("[")[0] for name in error.fields]  # (nodes[0]: nodes)
+        given = [i for i, name in enumerate(names) if name in options]
+        if error.owner != PREFIX.rstrip(".") or not given:
+            raise
+        first = given[0]
+        origin = FROM_COMMAND_LINE
+        if first:
+            origin = f" ({PREFIX}{names[first]} {FROM_COMMAND_LINE.lstrip(' (')}"
+        paths = {name: f"{PREFIX}{name}" for name in error.fields}
+        raise ConfigError(error.named(paths) + origin) from error

@@ -126,7 +126,7 @@ from experiments._cli import (
 )
 from experiments._io import claim_run_dir, folder_part, releasing_out_dirs
 from experiments._sim_options import HELP as sim_help
-from experiments._sim_options import split_sim_options, with_sim_options
+from experiments._sim_options import naming_sim_options, split_sim_options, with_sim_options
 from experiments.evaluation import (
     DEFAULT_BASELINE,
     check_timeline_window,
@@ -530,7 +530,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     names = resolve_policies(options)
     agent_dirs = resolve_agents(options["agents"])
     config = sim_config_of("experiments.compare", options["causal_kv"], options["copy_model"])
-    config = with_sim_options(config, sim_options)
+    with naming_sim_options(sim_options):
+        config = with_sim_options(config, sim_options)
     agents: dict[str, Any] = {}
     if agent_dirs:
         import torch
@@ -588,7 +589,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     policies = {name: make_policy(name, **baseline_kwargs.get(name, {})) for name in names}
     check_policy_nodes(policies, baseline_kwargs, n_nodes)
     policies.update(agents)
-    config.check_cluster(n_nodes)  # before any window runs
+    with naming_sim_options(sim_options):
+        config.check_cluster(n_nodes)  # before any window runs
     # more than the workload has: said when asked for, not for the default on a short trace
     asked = options["windows"] != DEFAULTS["windows"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params, asked)

@@ -77,7 +77,7 @@ from experiments._cli import (
 )
 from experiments._io import claim_run_dir, releasing_out_dirs
 from experiments._sim_options import HELP as sim_help
-from experiments._sim_options import split_sim_options, with_sim_options
+from experiments._sim_options import naming_sim_options, split_sim_options, with_sim_options
 from experiments.compare import default_out_dir
 from experiments.evaluation import FLOOR, count_windows, evaluate_policies, split_windows
 from experiments.report import btb_lines, reproduction_tables
@@ -297,11 +297,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"experiments.reproduce: windows must be >= 0 (0 = all test windows), "
             f"got {options['windows']}"
         )
-    checked = with_sim_options(
-        sim_config_of("experiments.reproduce", True, options["copy_model"]), sim_options
-    )
-    for setup in options["setups"]:
-        checked.check_cluster(SETUPS[setup][2])  # before any window runs
+    with naming_sim_options(sim_options):
+        checked = with_sim_options(
+            sim_config_of("experiments.reproduce", True, options["copy_model"]), sim_options
+        )
+        for setup in options["setups"]:
+            checked.check_cluster(SETUPS[setup][2])  # before any window runs
     try:
         seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
     except ValueError:

@@ -66,5 +66,5 @@ def test_compare_refuses_before_its_progress_bar(
     assert main_guard(lambda: compare.main(argv)) == 2
     err = capsys.readouterr().err
     want = "sim.model_versions names 2 versions for a cluster of 4 nodes; give one per node"
-    assert err == f"error: experiments.compare: {want}\n"
+    assert err == f"error: experiments.compare: {want} (from the command line)\n"
     assert not out.exists()

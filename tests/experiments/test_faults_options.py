@@ -123,6 +123,53 @@ def test_compare_refuses_a_bad_fault_value_in_one_line(
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["sim.fault_node_loss_s=30", "sim.fault_node_loss_nodes=5"],
+            "sim.fault_node_loss_nodes[0] = 5 is not a node of the cluster (nodes 0..3) (from "
+            "the command line)",
+        ),
+        (
+            ["sim.fault_nic_down_s=3", "sim.fault_nic_down_nodes=9"],
+            "sim.fault_nic_down_nodes[0] = 9 is not a node of the cluster (nodes 0..3) (from "
+            "the command line)",
+        ),
+        (  # the other setting was named bare, fault_node_loss_nodes
+            ["sim.fault_node_loss_s=30,40", "sim.fault_node_loss_nodes=0"],
+            "sim.fault_node_loss_s has 2 times but sim.fault_node_loss_nodes has 1 node: one "
+            "node for each time (from the command line)",
+        ),
+        (  # the times are the default's: the nodes were given
+            ["sim.fault_node_loss_nodes=0"],
+            "sim.fault_node_loss_s has 0 times but sim.fault_node_loss_nodes has 1 node: one "
+            "node for each time (sim.fault_node_loss_nodes from the command line)",
+        ),
+        (
+            ["sim.model_versions=a,b"],
+            "sim.model_versions names 2 versions for a cluster of 4 nodes; give one per node "
+            "(from the command line)",
+        ),
+    ],
+)
+def test_compare_and_reproduce_say_a_bad_sim_option_came_from_the_command_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """As ``evaluate`` says the same values: the ``sim.`` option named as typed and
+    where it came from (compare and reproduce said no origin)."""
+    from experiments import reproduce
+
+    for module in (compare, reproduce):
+        argv = [f"out_dir={tmp_path / 'run'}", *args]
+        if module is compare:
+            argv.append("agents=none")
+        assert main_guard(lambda: module.main(argv)) == 2  # noqa: B023 (called at once)
+        said = f"error: experiments.{module.__name__.rpartition('.')[2]}: {message}\n"
+        assert capsys.readouterr().err == said
+        assert not (tmp_path / "run").exists()
+
+
 def test_a_command_says_each_setting_warning_once(capsys: pytest.CaptureFixture[str]) -> None:
     """Each SimConfig a command builds checks its settings again, and any filter change
     (a ``catch_warnings`` block: ours, torch's, SB3's) wipes Python's once-per-place
