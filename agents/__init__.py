@@ -33,6 +33,13 @@ def note_read(folder: str | Path) -> None:
     FOLDERS_READ[str(where)] = digests
 
 
+def forget_read(folder: str | Path) -> None:
+    """Take ``folder`` out of :data:`FOLDERS_READ`: read, but left out of the run
+    (``compare``'s ``agents=zoo`` leaving out a shipped agent that cannot run on the
+    cluster), so a run's provenance does not list it among the agents it ran."""
+    FOLDERS_READ.pop(str(Path(folder).resolve()), None)
+
+
 def note_run_state(folder: str | Path, name: str, data: bytes) -> None:
     """Record in :data:`FOLDERS_READ`, beside the checkpoint files of ``folder``, the
     sha256 of its run state ``name`` (``run_state.pkl``) as read (``data``): a

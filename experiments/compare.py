@@ -60,7 +60,9 @@ trained on a cluster of its own that runs on another gets a note with the option
 that run it on its own. An agent that cannot run on the cluster (its network's
 node count; ``time_unit=reference`` on nodes that prefill at several speeds) is
 refused before any run, naming it; the shipped ones ``agents=zoo`` brings that
-cannot count reference seconds there are left out instead, with a note naming them.
+cannot count reference seconds there are left out instead, with a note naming them:
+``results.json`` lists them under ``config.agents_left_out`` (each folder, and why),
+not among ``config.agents`` and ``provenance.agent_files`` (the agents run).
 
 
 * ``results.json``: ``{"rows": [...], "config": {...}, "provenance": {...}}`` (what
@@ -93,7 +95,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from agents import ZOO, agent_folder, zoo_names
+from agents import ZOO, agent_folder, forget_read, zoo_names
 from baselines.policy import POLICIES, known_policies, make_policy
 from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
@@ -533,6 +535,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with naming_sim_options(sim_options):
         config = with_sim_options(config, sim_options)
     agents: dict[str, Any] = {}
+    left_out_dirs: dict[str, str] = {}  # shipped agents agents=zoo brought, not run: why
     if agent_dirs:
         import torch
 
@@ -557,6 +560,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     raise
                 left_out.append((label, str(error).partition(": ")[2]))
                 agent_dirs.remove(folder)
+                forget_read(folder)  # (provenance.agent_files: the agents run)
+                left_out_dirs[str(folder)] = left_out[-1][1]
                 continue
             agents[label] = agent
         if left_out:  # (each for one reason: time_unit=reference on nodes of several speeds)
@@ -654,6 +659,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "cluster_figures": cluster.figures(),
             "policies": names,
             "agents": [str(folder) for folder in agent_dirs],
+            "agents_left_out": left_out_dirs,
             "policy_kwargs": kwargs,
             "sim": {"causal_kv": config.causal_kv, "copy_model": config.copy_model, **sim_options},
             "windows_run": n_windows,

@@ -483,6 +483,16 @@ def test_agents_zoo_on_mixed_speeds_leaves_out_the_agents_that_cannot_run_there(
     assert ran >= set(zoo_names()) - {"improve_warm_reference", "improve_warm_step"}
     assert not ran & {"improve_warm_reference", "improve_warm_step"}
     assert len(result["config"]["agents"]) == len(zoo_names()) - 2
+    # the agents run, and they only, are the checkpoints provenance records (the two
+    # left out were listed too, read to find they could not run); those apart, saying why
+    run = {str(Path(folder).resolve()) for folder in result["config"]["agents"]}
+    assert set(result["provenance"]["agent_files"]) == run
+    left_out = result["config"]["agents_left_out"]
+    assert {Path(folder).name for folder in left_out} == {
+        "improve_warm_reference",
+        "improve_warm_step",
+    }
+    assert set(left_out.values()) == {REFERENCE_ON_MIXED}
 
 
 def test_an_agent_named_beside_agents_zoo_that_counts_reference_seconds_is_refused(
