@@ -16,6 +16,7 @@ numpy int or float (a Gymnasium env's keyword arguments often come from numpy);
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import fields
 from typing import Any
 
@@ -32,6 +33,17 @@ def is_number(value: Any, integer: bool = False) -> bool:
     return isinstance(
         value, (int, np.integer) if integer else (int, float, np.integer, np.floating)
     )
+
+
+_FLOAT_MAX = sys.float_info.max
+
+
+def _finite(value: Any) -> bool:
+    """``math.isfinite(value)`` for a number, an int beyond every float (which it
+    raises OverflowError on) not finite: the simulator computes in floats."""
+    if isinstance(value, (int, np.integer)):
+        return abs(int(value)) <= _FLOAT_MAX
+    return math.isfinite(value)
 
 
 def checked_number(
@@ -55,10 +67,18 @@ def checked_number(
     alone (``sim.mfu must be a number, got '0.5'``) and one out of range names its
     bounds alone (``sim.mfu must be in (0, 1], got 1.5``)."""
     typed = is_number(value, integer)
+    kind_of = error if issubclass(error, ConfigError) else ConfigError
+    if typed and isinstance(value, (int, np.integer)) and not _finite(value):
+        digits = len(str(abs(int(value))))
+        raise kind_of.about(
+            field,
+            f"must be a number a float can hold (at most {_FLOAT_MAX:.4g}: the simulator "
+            f"computes in floats), got an integer of {digits:,} digits",
+        )
     ok = typed
     if ok:
         ok = (value > low if above else value >= low) and (value < high if below else value <= high)
-        ok = ok and (math.isfinite(value) or (not finite and not integer and value == high))
+        ok = ok and (_finite(value) or (not finite and not integer and value == high))
     if not ok:
         lo, hi = (int(b) if float(b).is_integer() else b for b in (low, high))
         if low == -math.inf and high == math.inf:
@@ -72,7 +92,6 @@ def checked_number(
         else:
             kind = "an integer" if integer else "a finite number" if finite else "a number"
             rule = f"{kind} {bounds}" if bounds else kind
-        kind_of = error if issubclass(error, ConfigError) else ConfigError
         raise kind_of.about(field, f"must be {rule}, got {value!r}")
     return int(value) if integer else float(value)
 
@@ -114,7 +133,7 @@ def check_fields_non_negative(where: str, config: Any) -> None:
         value = getattr(config, f.name)
         values = value if isinstance(value, tuple) else (value,)
         for v in values:
-            if not is_number(v) or not math.isfinite(v):
+            if not is_number(v) or not _finite(v):
                 raise ConfigError.about(
                     f"{where}.{f.name}", f"must be finite numbers, got {value!r}"
                 )

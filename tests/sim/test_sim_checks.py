@@ -63,6 +63,27 @@ def test_check_int_raises_the_error_class_it_is_given() -> None:
         check_int("sim.max_batch", -1, 1, ConfigError)
 
 
+def test_an_int_beyond_every_float_is_refused_naming_its_size_not_raising_overflow() -> None:
+    """An int a float cannot hold (10**400 from a command line) is refused in one line;
+    ``math.isfinite`` raised OverflowError on it, a traceback on every command."""
+    big = 10**400
+    said = (
+        r"^sim\.speculative_chunk_tokens must be a number a float can hold \(at most "
+        r"1\.798e\+308: the simulator computes in floats\), got an integer of 401 digits$"
+    )
+    for check in (
+        lambda: check_int("sim.speculative_chunk_tokens", big, 1, ConfigError),
+        lambda: checked_number("sim.speculative_chunk_tokens", -big, -math.inf),
+        lambda: checked_number("sim.speculative_chunk_tokens", big, 0, math.inf, type_apart=True),
+    ):
+        with pytest.raises(ConfigError, match=said):
+            check()
+    with pytest.raises(ValueError, match=r"^_Config\.rate_per_s must be finite numbers, got 1"):
+        check_fields_non_negative("_Config", _Config(rate_per_s=big))
+    # the largest int a float holds is a number still
+    assert checked_number("a", int(1.7e308), 1, integer=True) == int(1.7e308)
+
+
 def test_check_number_bounds_and_numpy_scalars() -> None:
     check_number("tail_penalty", 0)
     check_number("reward_scale", np.float32(0.5), positive=True)
