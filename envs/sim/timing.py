@@ -28,6 +28,10 @@ DEFAULT_MFU = 0.5
 """Achieved fraction of peak FLOP/s in prefill, unless a SimConfig says otherwise."""
 DEFAULT_MBU = 0.8
 """Achieved fraction of HBM bandwidth in decode, unless a SimConfig says otherwise."""
+MAX_GPUS_PER_NODE = 72
+"""The most GPUs a node has: its GPUs serve one model copy by tensor parallelism,
+which spans one scale-up (NVLink) domain, and the largest built is a GB200 / GB300
+NVL72 rack's 72 GPUs (an HGX or MI300X / MI355X platform has 8; docs/physics.md)."""
 
 
 def _positive(owner: str, name: str, value: float) -> None:
@@ -180,6 +184,14 @@ class NodeSpec:
             raise TypeError(
                 f"NodeSpec.gpu must be a GpuSpec, got {self.gpu!r} (gpu_preset(name) gives a "
                 "preset's GpuSpec; parse_node('4xH100') a node of one)"
+            )
+        if is_number(self.n_gpus, integer=True) and self.n_gpus > MAX_GPUS_PER_NODE:
+            raise ConfigError.about(
+                "NodeSpec.n_gpus",
+                f"must be at most {MAX_GPUS_PER_NODE}, got {self.n_gpus!r}: a node's GPUs "
+                "serve one model copy by tensor parallelism within one NVLink domain, and "
+                f"the largest (GB200 / GB300 NVL72) has {MAX_GPUS_PER_NODE}; a cluster of "
+                "more GPUs is more nodes",
             )
         check_int("NodeSpec.n_gpus", self.n_gpus, 1, ConfigError)
         _store_plain(self, ("n_gpus",))

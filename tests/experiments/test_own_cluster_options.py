@@ -386,6 +386,10 @@ def test_costs_refuses_a_bad_cluster_option_in_one_line(
         (["node=4xH100,8xH200"], "node='4xH100,8xH200' (from the command line): several values "
          "are a sweep, which the Hydra commands run with -m; experiments.costs takes one (nodes "
          "of several kinds: cluster.nodes=[...])"),
+        (["node=100xH100"], "node='100xH100' (from the command line): n_gpus must be at most "
+         "72, got 100: a node's GPUs serve one model copy by tensor parallelism within one "
+         "NVLink domain, and the largest (GB200 / GB300 NVL72) has 72; a cluster of more GPUs "
+         "is more nodes"),
         (["node=null"], "node is null: give a node kind (cluster.node=4xH100) or the nodes "
          "(cluster.nodes=[4xH100,8xH200]) (from the command line)"),
     ],

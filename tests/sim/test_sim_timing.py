@@ -274,6 +274,26 @@ def test_request_that_never_fits_names_request_and_budget() -> None:
     Simulator(toy_cluster(), Workload("w", 16, [Request(0, "fits", 0.0, 1000, 24, (1,))]))
 
 
+def test_a_node_has_at_most_the_gpus_of_one_nvlink_domain() -> None:
+    """A node's GPUs serve one model copy by tensor parallelism, within one NVLink
+    domain: 1 to 72 (a GB200 / GB300 NVL72 rack; docs/physics.md). A count beyond was
+    taken (``1000000000xH100``: a node of 10^9 GPUs), and one of 400 digits raised
+    OverflowError."""
+    from envs.sim.timing import MAX_GPUS_PER_NODE
+
+    assert MAX_GPUS_PER_NODE == 72
+    rack = parse_node("72xB300")
+    # 72 x 2,250e12 FLOP/s and 72 x 288 GB of HBM: the figures scale as for any node
+    assert (rack.flops, rack.hbm_bytes) == (72 * 2250e12, 72 * 288e9)
+    for count in (73, 10**9, 10**400):
+        with pytest.raises(ConfigError, match=r"^NodeSpec\.n_gpus must be at most 72, got "):
+            NodeSpec(GPUS["B300"], count)
+    with pytest.raises(
+        ConfigError, match=r"^NodeSpec\.n_gpus must be at most 72, got 1000000000: "
+    ):
+        parse_node("1000000000xH100")
+
+
 @pytest.mark.parametrize(
     ("call", "pattern"),
     [
