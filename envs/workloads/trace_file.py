@@ -80,7 +80,7 @@ from envs.workloads.readers.hub import (
     HUB_OPTION_REMEDY,
     SplitRows,
     document_rows,
-    opens_document,
+    one_document,
     own_rows,
     read_by_line,
     require_datasets,
@@ -269,7 +269,7 @@ def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ..
     about the library's reading of it says to do. A JSON file of one document is read
     by the standard library, as the library reads it less its conversions
     (:func:`~envs.workloads.readers.hub.document_rows`): its own values, by row."""
-    if not read_by_line(file) and opens_document(file):
+    if not read_by_line(file) and one_document(file):
         return document_rows(file)
     builder = "parquet" if is_parquet(file) else "json"
     try:

@@ -1071,6 +1071,40 @@ def test_format_hub_checks_a_json_document_s_own_values(
     )
 
 
+def test_format_hub_names_a_jsonl_file_s_cut_first_line_as_the_file_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSONL file whose first line is a row cut short (it opens an object it does not
+    close) was read with format=hub as one JSON document, and refused as "not valid
+    JSON at line 2, column 1 (Expecting ',' delimiter)": line 2 is a good row. The
+    library reads such a file as JSON Lines (only an array is a document before it
+    tries), and the file reader names line 1, alone or as a folder's data file; a
+    pretty-printed object that is one document is still one row."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200])
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    path = folder / "train.jsonl"
+    path.write_text(
+        '{"timestamp": 0, "input_length": 600\n' + "".join(json.dumps(r) + "\n" for r in rows[1:])
+    )
+    said = f"{path}, line 1, row: not valid JSON (Expecting ',' delimiter, column 37)"
+    with pytest.raises(TraceFormatError) as caught:
+        plan_trace(TraceOptions(path=str(path)))
+    assert str(caught.value) == said
+    for given in (path, folder):
+        with pytest.raises(TraceFormatError) as caught:
+            plan_trace(TraceOptions(path=str(given), format="hub"))
+        assert str(caught.value) == said, given
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(rows[0], indent=2))
+    (window,) = trace_windows(TraceOptions(path=str(one), format="hub"), "all")
+    assert [(r.arrival_s, r.blocks) for r in window.requests] == [(0.0, (1, 2))]
+
+
 def test_read_hub_dataset_reads_a_slice_of_a_local_file_s_split(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

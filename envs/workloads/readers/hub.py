@@ -182,17 +182,27 @@ _BLANKS = re.compile(r"[ \t\n\r]*")
 """JSON's whitespace between values."""
 
 
-def opens_document(file: Path) -> bool:
-    """Whether a local file's first character that is not blank (past a UTF-8
-    byte-order mark) opens a JSON array or object: a JSON document, when its first
-    line is not a row of its own (:func:`read_by_line`). Any other (a CSV file) is no
-    JSON the file reader reads."""
+def one_document(file: Path) -> bool:
+    """Whether a local file whose first line is no row of its own (:func:`read_by_line`
+    false) is one JSON document, which :func:`document_rows` reads: one whose first
+    character that is not blank (past a UTF-8 byte-order mark) opens an array, or an
+    object the whole file is (spread over lines). The ``datasets`` library reads any
+    file that does not open an array as JSON Lines first, so a file that opens an
+    object it is not whole is JSON Lines whose first line is bad (a row cut short),
+    which the file reader names; any other (a CSV file) is no JSON the file reader
+    reads."""
     with jsonl_rows(file).open_bytes() as handle:
         head = handle.read(3).removeprefix(codecs.BOM_UTF8)
         while head:
             start = head.lstrip(b" \t\r\n")
             if start:
-                return start[:1] in (b"[", b"{")
+                if start[:1] != b"{":
+                    return start[:1] == b"["
+                try:
+                    json.loads((start + handle.read()).decode("utf-8"))
+                except ValueError:  # (not UTF-8, as document_rows reads it, or not JSON)
+                    return False
+                return True
             head = handle.read(1 << 16)
     return False
 
@@ -206,7 +216,8 @@ def document_rows(file: Path) -> RowSource:
     too, and a row without an id takes its number), or the document itself when it
     is one object. An element that is no object is that row's error (a bad row, as a
     JSONL line that is not an object); a document that is not valid JSON, or not
-    UTF-8, is an error about the file naming the line and column where it breaks."""
+    UTF-8, is an error about the file naming the line and column where it breaks
+    (:func:`one_document` gives it an object only when that is the whole file)."""
     name = str(file)
     with jsonl_rows(file).open_bytes() as handle:
         data = handle.read()
