@@ -19,10 +19,13 @@ import numpy as np
 class RunWindows:
     """The windows a run's envs draw episodes from (the train windows, then each
     curriculum stage's segments): its run state names them by position, and
-    :attr:`digests` tells another run's apart."""
+    :attr:`digests` tells another run's apart. ``curriculum`` is each stage's
+    ``(until, segments)``: the step it ends at (``train.curriculum[i].until``, which
+    the windows do not show) and how many of the windows are its segments."""
 
-    def __init__(self, windows: Sequence[Any]) -> None:
+    def __init__(self, windows: Sequence[Any], curriculum: Sequence[tuple[int, int]] = ()) -> None:
         self.windows = list(windows)
+        self.curriculum = [(int(until), int(segments)) for until, segments in curriculum]
         self._digests: list[str] | None = None
 
     @property

@@ -27,7 +27,9 @@ the run had them when the checkpoint was saved:
 The run's train windows (and a curriculum's segments), which each env holds, are not
 in it: the pickle names each by its position in :class:`RunWindows`, and holds each
 one's digest, so that a resumed run puts its own windows, built again from the same
-config, in their place, and goes on exactly only when they are the same. A worker
+config, in their place, and goes on exactly only when they are the same (and when
+its curriculum's stages end where the run's did, up to the checkpoint: each stage's
+``until`` and segments are in it too). A worker
 holds copies of the run's windows, so it tells each by its digest; a resumed run
 sends each worker the windows its env names only.
 
@@ -109,6 +111,7 @@ def capture(
         "timesteps": int(model.num_timesteps),
         "n_envs": int(inner.num_envs),
         "windows": windows.digests,
+        "curriculum": [list(stage) for stage in windows.curriculum],
         "vec": vec,
         "envs": envs,
         "last_obs": copy.deepcopy(model._last_obs),  # type: ignore[has-type]

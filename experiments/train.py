@@ -822,7 +822,8 @@ def exact_resume(
     would run one run again and again), or one to another ``train.total_timesteps``
     under a linear ``agent.lr_schedule`` (:func:`decays_over_run`: no run had the
     rates it trains with; under a constant one, it goes on as a run to its own total
-    would have)."""
+    would have), or whose ``train.curriculum`` ends a stage at another step at or
+    before the checkpoint's (:func:`curriculum_moved`)."""
     from agents import run_state
 
     state = run_state.load(cfg.resume)
@@ -853,6 +854,8 @@ def exact_resume(
         )
     elif state["windows"] != windows.digests:
         why = "its envs' windows are not this run's (train windows, curriculum segments)"
+    else:
+        why = curriculum_moved(state.get("curriculum"), windows.curriculum, int(state["timesteps"]))
     if why is not None:
         print(
             f"note: resume={cfg.resume} is not exact ({why}): training goes on from its "
@@ -868,6 +871,36 @@ def exact_resume(
             "from the weights alone, not exactly)"
         ) from None
     return state
+
+
+def curriculum_moved(
+    saved: list[list[int]] | None, stages: list[tuple[int, int]], step: int
+) -> str | None:
+    """Why a resume at ``step`` whose curriculum is ``stages`` (``RunWindows.curriculum``:
+    each stage's until and segments) is not exact where the checkpoint's run had
+    ``saved`` (its run state's; None in one saved before it was kept), or None. The
+    segments are in the windows' digests; a stage's ``until`` is not, and a stage
+    that ended at or before ``step`` in either run, at another step in the other,
+    parted the runs before the checkpoint (and the envs, restored on a stage this run
+    is past, would draw its segments to the end). Moved past ``step`` in both, the
+    resume goes on as a run with this run's curriculum would."""
+    if saved is None:
+        return (
+            "its run state does not record train.curriculum's steps (saved before "
+            "2026-12-06, later the same day)"
+            if stages
+            else None
+        )
+    if [n for _, n in saved] != [n for _, n in stages]:
+        return "its envs' windows are not this run's (train windows, curriculum segments)"
+    for i, ((was, _), (now, _)) in enumerate(zip(saved, stages, strict=True)):
+        if was != now and min(was, now) <= step:
+            return (
+                f"this run changes train.curriculum[{i}].until from {was} to {now}: the "
+                f"stage ends by the checkpoint's step {step} in one run, not at the same step "
+                "in the other"
+            )
+    return None
 
 
 def decays_over_run(model: Any) -> bool:
@@ -1515,7 +1548,10 @@ def train(cfg: DictConfig) -> float:
     try:
         run_state: dict[str, Any] | None = None  # a checkpoint's, to resume exactly
         # what the envs draw episodes from, which a checkpoint's run state names
-        run_windows = RunWindows([*pool, *(w for _, segments in stages for w in segments)])
+        run_windows = RunWindows(
+            [*pool, *(w for _, segments in stages for w in segments)],
+            [(until, len(segments)) for until, segments in stages],
+        )
         train_record: dict[str, Any] = {
             "resumed_from": None,
             "resume_changes": {},

@@ -325,3 +325,58 @@ def test_a_resume_to_another_total_under_a_linear_schedule_is_not_exact(tmp_path
         "this one to 384: agent.lr_schedule=linear decays over the run's steps)" in out
     )
     assert json.loads((longer / "train.json").read_text())["train"]["resume_exact"] is False
+
+
+@pytest.mark.slow
+def test_a_resume_that_moves_a_curriculum_stage_change_before_the_checkpoint_is_not_exact(
+    tmp_path, capsys
+):
+    # one-burst segments until step 192, then the whole windows; the checkpoint is at 128
+    def curriculum(until):
+        return [f"train.curriculum=[{{bursts: 1, until: {until}}}]"]
+
+    whole, checkpoint, resumed = _whole_and_resumed(tmp_path, curriculum(192))
+    assert "is not exact" not in capsys.readouterr().out
+    assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
+
+    # the stage ends at 64 now: the uninterrupted run would have drawn whole windows
+    # from 64, and the checkpoint's envs draw segments (before: exact, and the resumed
+    # envs drew segments to the end, no stage change being due)
+    early = tmp_path / "early"
+    _train(
+        [*curriculum(64), "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={early}"]
+    )
+    out = capsys.readouterr().out
+    assert (
+        f"note: resume={checkpoint} is not exact (this run changes train.curriculum[0].until "
+        "from 192 to 64: the stage ends by the checkpoint's step 128 in one run, not at the "
+        "same step in the other)" in out
+    )
+    assert json.loads((early / "train.json").read_text())["train"]["resume_exact"] is False
+
+    # moved past the checkpoint, it goes on as a run with that curriculum would
+    later = tmp_path / "later"
+    _train(
+        [*curriculum(224), "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={later}"]
+    )
+    assert "is not exact" not in capsys.readouterr().out
+    _train([*curriculum(224), "train.checkpoint_every=0", f"out_dir={tmp_path / 'later_whole'}"])
+    assert _same(_weights(tmp_path / "later_whole" / "agent"), _weights(later / "agent"))
+
+    # a run state saved before the stages' steps were kept cannot tell: not exact
+    path = checkpoint / RUN_STATE_FILE
+    state = pickle.loads(path.read_bytes())
+    del state["curriculum"]
+    path.write_bytes(pickle.dumps(state))
+    _train(
+        [
+            *curriculum(192),
+            "train.checkpoint_every=0",
+            f"resume={checkpoint}",
+            f"out_dir={tmp_path / 'older'}",
+        ]
+    )
+    assert (
+        f"note: resume={checkpoint} is not exact (its run state does not record "
+        "train.curriculum's steps" in capsys.readouterr().out
+    )
