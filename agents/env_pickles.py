@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import io
 import pickle
+import weakref
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -56,6 +58,36 @@ def window_digest(window: Any) -> str:
     return digest.hexdigest()
 
 
+class WindowDigests:
+    """Each window's :func:`window_digest`, worked out once for each window object and
+    kept while it lives (by its ``id``, a weak reference telling a later object at the
+    same address apart): a worker's checkpoints each name the same windows, which
+    would else be digested again at every one (half of a 16-env subproc checkpoint's
+    time). A window is not changed once made: a ``Workload``'s requests are set in
+    its constructor, nothing in btb-gym changes them after, and a worker's are
+    copies only it holds; one changed after its digest was taken keeps that digest."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, tuple[weakref.ref[Any], str]] = {}
+
+    def __call__(self, window: Any) -> str:
+        known = self._known.get(id(window))
+        if known is not None and known[0]() is window:
+            return known[1]
+        digest = window_digest(window)
+        key = id(window)
+        self._known[key] = (weakref.ref(window, partial(self._forget, key)), digest)
+        return digest
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def _forget(self, key: int, gone: weakref.ref[Any]) -> None:
+        known = self._known.get(key)
+        if known is not None and known[0] is gone:
+            del self._known[key]
+
+
 class WindowPickler(pickle.Pickler):
     """Pickles each of ``windows`` as its position."""
 
@@ -70,16 +102,16 @@ class WindowPickler(pickle.Pickler):
 
 
 class _DigestPickler(pickle.Pickler):
-    """Pickles each window whose :func:`window_digest` is among ``digests`` as its
+    """Pickles each window whose digest (``known``'s) is among ``digests`` as its
     position there; ``used`` gathers the positions named. In a worker process,
     whose windows are copies of the run's, a window is told by what it holds."""
 
-    def __init__(self, file: Any, digests: Sequence[str]) -> None:
+    def __init__(self, file: Any, digests: Sequence[str], known: WindowDigests) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self._positions: dict[str, int] = {}
         for k, digest in enumerate(digests):
             self._positions.setdefault(digest, k)
-        self._seen: dict[int, tuple[Any, int | None]] = {}  # the object kept: its id stays
+        self._known = known
         self.used: set[int] = set()
 
     def persistent_id(self, obj: Any) -> Any:
@@ -87,10 +119,7 @@ class _DigestPickler(pickle.Pickler):
 
         if not isinstance(obj, Workload):
             return None
-        seen = self._seen.get(id(obj))
-        if seen is None:
-            seen = self._seen[id(obj)] = (obj, self._positions.get(window_digest(obj)))
-        k = seen[1]
+        k = self._positions.get(self._known(obj))
         if k is None:
             return None
         self.used.add(k)
@@ -112,13 +141,16 @@ class _Unpickler(pickle.Unpickler):
         return self._windows[k]
 
 
-def snapshot_env(env: Any, digests: Sequence[str]) -> tuple[bytes, list[int]]:
+def snapshot_env(
+    env: Any, digests: Sequence[str], known: WindowDigests | None = None
+) -> tuple[bytes, list[int]]:
     """``env`` (a worker's, with its wrappers) pickled, each window whose digest is
     among ``digests`` (the run's :attr:`RunWindows.digests`) named by its position,
-    and the positions named (the windows :func:`restore_env` is to be given). Runs
-    in the worker (``RunStateSnapshots``)."""
+    and the positions named (the windows :func:`restore_env` is to be given); the
+    digests taken from ``known`` (the worker's, kept between checkpoints). Runs in
+    the worker (``RunStateSnapshots``)."""
     data = io.BytesIO()
-    pickler = _DigestPickler(data, digests)
+    pickler = _DigestPickler(data, digests, WindowDigests() if known is None else known)
     pickler.dump(env)
     return data.getvalue(), sorted(pickler.used)
 

@@ -40,7 +40,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from agents import WorkerDied
-from agents.env_pickles import error_text, restore_env, snapshot_env
+from agents.env_pickles import WindowDigests, error_text, restore_env, snapshot_env
 
 PIPE_ERRORS = (EOFError, ConnectionError)
 """What a worker's pipe raises once the worker is gone: ``EOFError`` on a read,
@@ -203,12 +203,17 @@ class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
     steps and resets as the env below it. ``vec_env.env_method`` reaches its two
     methods: :meth:`run_state_snapshot` pickles the env below it, with its other
     wrappers, for a checkpoint's run state; :meth:`run_state_restore` puts such a
-    pickle in its place (:mod:`agents.run_state`)."""
+    pickle in its place (:mod:`agents.run_state`). It keeps its windows' digests
+    between checkpoints (``window_digests``), each worked out once."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.window_digests = WindowDigests()
 
     def run_state_snapshot(self, digests: list[str]) -> tuple[bytes, list[int]]:
         """The env below, pickled with each window whose digest is among the run's
         ``digests`` named by its position there, and the positions named."""
-        return snapshot_env(self.env, digests)
+        return snapshot_env(self.env, digests, self.window_digests)
 
     def run_state_restore(self, data: bytes, windows: dict[int, Any]) -> str | None:
         """Put the env :meth:`run_state_snapshot` pickled as ``data`` in place of the

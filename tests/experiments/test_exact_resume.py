@@ -6,6 +6,7 @@ resumes as before, from its weights, and says that it is not exact."""
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -23,8 +24,10 @@ from hydra import compose, initialize_config_dir
 
 from agents import WorkerDied
 from agents.algorithms import load_agent
-from agents.env_pickles import window_digest
+from agents.env_pickles import snapshot_env, window_digest
 from agents.run_state import RUN_STATE_FILE
+from agents.vec_env import RunStateSnapshots
+from envs.route import RouteEnv
 from envs.sim.request import Request, Workload
 from experiments._cli import exit_status, user_error_message
 from experiments.config import register_configs
@@ -164,6 +167,27 @@ def test_a_window_rebuilt_the_same_has_the_same_digest_and_any_change_another():
     assert window_digest(_window()) == same and len(same) == 64
     assert window_digest(_window(arrival_s=0.25)) != same
     assert window_digest(_window(blocks=(1, 3))) != same
+
+
+def test_a_worker_digests_each_window_once_and_forgets_it_once_gone():
+    # a worker's checkpoints name the same windows each time: each is digested at the
+    # first only (windows are not changed once made; one changed keeps its digest)
+    first, second = _window(), _window(arrival_s=0.25)
+    digests = [window_digest(first), window_digest(second)]
+    env = RunStateSnapshots(RouteEnv(windows=[first, second]))  # (gym.make's spec keeps them)
+    data, used = env.run_state_snapshot(digests)
+    assert used == [0, 1] and len(env.window_digests) == 2
+    first.name = "changed"  # a fresh digest would no longer find it among the run's
+    assert env.run_state_snapshot(digests) == (data, [0, 1])
+    assert snapshot_env(env.env, digests)[1] == [1]  # without the worker's: digested again
+    # a window the env no longer holds is forgotten with it
+    third = _window(arrival_s=0.75)
+    env.env.set_windows([third])
+    del first, second
+    gc.collect()
+    assert len(env.window_digests) == 0
+    assert env.run_state_snapshot([window_digest(third)])[1] == [0]
+    assert len(env.window_digests) == 1
 
 
 def _validation(folder):
