@@ -1,9 +1,10 @@
 """Pickling a run's envs for its checkpoints' run state (:mod:`agents.run_state`),
-each of the run's windows named by its position rather than stored: in the
-training process (:class:`RunWindows`, by identity) and in a ``SubprocVecEnv``
-worker (:func:`snapshot_env`, :func:`restore_env`, by :func:`window_digest`).
-Imports nothing of the agents' own, so both :mod:`agents.vec_env` (the worker's
-side) and :mod:`agents.run_state` take it."""
+each of the run's windows (:class:`RunWindows`) named by its position rather than
+stored, told by its :func:`window_digest` (:func:`snapshot_env`, :func:`restore_env`):
+one way for the training process's envs (``env.vec=dummy``), which hold the run's
+windows themselves, and a ``SubprocVecEnv`` worker's, which holds copies. Imports
+nothing of the agents' own, so both :mod:`agents.vec_env` (the worker's side) and
+:mod:`agents.run_state` take it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.request import Workload
+
 
 class RunWindows:
     """The windows a run's envs draw episodes from (the train windows, then each
@@ -28,13 +31,14 @@ class RunWindows:
     def __init__(self, windows: Sequence[Any], curriculum: Sequence[tuple[int, int]] = ()) -> None:
         self.windows = list(windows)
         self.curriculum = [(int(until), int(segments)) for until, segments in curriculum]
+        self.known = WindowDigests()  # the in-process envs' windows are these objects
         self._digests: list[str] | None = None
 
     @property
     def digests(self) -> list[str]:
         """Each window's :func:`window_digest` (worked out once)."""
         if self._digests is None:
-            self._digests = [window_digest(window) for window in self.windows]
+            self._digests = [self.known(window) for window in self.windows]
         return self._digests
 
 
@@ -88,23 +92,14 @@ class WindowDigests:
             del self._known[key]
 
 
-class WindowPickler(pickle.Pickler):
-    """Pickles each of ``windows`` as its position."""
-
-    def __init__(self, file: Any, windows: RunWindows) -> None:
-        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._windows = windows.windows
-        self._positions = {id(window): k for k, window in enumerate(windows.windows)}
-
-    def persistent_id(self, obj: Any) -> Any:
-        k = self._positions.get(id(obj))
-        return None if k is None or self._windows[k] is not obj else ("window", k)
-
-
-class _DigestPickler(pickle.Pickler):
+class _WindowPickler(pickle.Pickler):
     """Pickles each window whose digest (``known``'s) is among ``digests`` as its
-    position there; ``used`` gathers the positions named. In a worker process,
-    whose windows are copies of the run's, a window is told by what it holds."""
+    position there; ``used`` gathers the positions named. A window is told by what
+    it holds, not by identity: a worker's windows are copies of the run's. Told so
+    in the training process too, whose windows' digests the run works out anyway,
+    the envs pickle to the same bytes as by identity (a window equal to an earlier
+    one, as a stage's segments repeating an earlier stage's, is named as that one:
+    the same requests, and so the same episode)."""
 
     def __init__(self, file: Any, digests: Sequence[str], known: WindowDigests) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
@@ -115,8 +110,6 @@ class _DigestPickler(pickle.Pickler):
         self.used: set[int] = set()
 
     def persistent_id(self, obj: Any) -> Any:
-        from envs.sim.request import Workload
-
         if not isinstance(obj, Workload):
             return None
         k = self._positions.get(self._known(obj))
@@ -127,8 +120,8 @@ class _DigestPickler(pickle.Pickler):
 
 
 class _Unpickler(pickle.Unpickler):
-    """Reads what :class:`WindowPickler` or :class:`_DigestPickler` wrote, each position
-    as that window of ``windows`` (by position)."""
+    """Reads what :class:`_WindowPickler` wrote (and an identity pickler before it,
+    naming windows the same way), each position as that window of ``windows``."""
 
     def __init__(self, file: Any, windows: dict[int, Any]) -> None:
         super().__init__(file)
@@ -144,13 +137,14 @@ class _Unpickler(pickle.Unpickler):
 def snapshot_env(
     env: Any, digests: Sequence[str], known: WindowDigests | None = None
 ) -> tuple[bytes, list[int]]:
-    """``env`` (a worker's, with its wrappers) pickled, each window whose digest is
-    among ``digests`` (the run's :attr:`RunWindows.digests`) named by its position,
-    and the positions named (the windows :func:`restore_env` is to be given); the
-    digests taken from ``known`` (the worker's, kept between checkpoints). Runs in
-    the worker (``RunStateSnapshots``)."""
+    """``env`` (a worker's, with its wrappers; or the in-process envs' list) pickled,
+    each window whose digest is among ``digests`` (the run's
+    :attr:`RunWindows.digests`) named by its position, and the positions named (the
+    windows :func:`restore_env` is to be given); the digests taken from ``known``
+    (the worker's, kept between checkpoints, or :attr:`RunWindows.known`). Runs in
+    the worker (``RunStateSnapshots``) and, for ``env.vec=dummy``, in the run's."""
     data = io.BytesIO()
-    pickler = _DigestPickler(data, digests, WindowDigests() if known is None else known)
+    pickler = _WindowPickler(data, digests, WindowDigests() if known is None else known)
     pickler.dump(env)
     return data.getvalue(), sorted(pickler.used)
 

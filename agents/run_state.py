@@ -29,9 +29,9 @@ in it: the pickle names each by its position in :class:`RunWindows`, and holds e
 one's digest, so that a resumed run puts its own windows, built again from the same
 config, in their place, and goes on exactly only when they are the same (and when
 its curriculum's stages end where the run's did, up to the checkpoint: each stage's
-``until`` and segments are in it too). A worker
-holds copies of the run's windows, so it tells each by its digest; a resumed run
-sends each worker the windows its env names only.
+``until`` and segments are in it too). Each env tells the windows it holds by their
+digests (a worker's are copies of the run's); a resumed run sends each worker the
+windows its env names only.
 
 It is written for the on-policy algorithms (ppo, a2c, maskable_ppo): a DQN's replay
 buffer is not saved (it would be as large as the buffer). Such checkpoints, those
@@ -43,7 +43,6 @@ from their weights, with fresh envs and streams, and a note says so.
 from __future__ import annotations
 
 import copy
-import io
 import pickle
 import random
 from pathlib import Path
@@ -56,7 +55,7 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
 from agents import note_run_state
-from agents.env_pickles import RunWindows, WindowPickler, error_text, restore_env
+from agents.env_pickles import RunWindows, error_text, restore_env, snapshot_env
 from agents.vec_env import WorkerVecEnv
 from envs.files import write_bytes_atomic
 
@@ -101,9 +100,7 @@ def capture(
     space_rng = model.action_space._np_random
     envs: Any
     if isinstance(inner, DummyVecEnv):
-        vec, pickled = "dummy", io.BytesIO()
-        WindowPickler(pickled, windows).dump(inner.envs)
-        envs = pickled.getvalue()
+        vec, (envs, _) = "dummy", snapshot_env(inner.envs, windows.digests, windows.known)
     else:  # each worker pickles its env: (bytes, the window positions it names)
         vec, envs = "subproc", inner.env_method("run_state_snapshot", windows.digests)
     state: dict[str, Any] = {

@@ -6,6 +6,7 @@ resumes as before, from its weights, and says that it is not exact."""
 
 from __future__ import annotations
 
+import copy
 import gc
 import hashlib
 import json
@@ -21,11 +22,13 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents import WorkerDied
 from agents.algorithms import load_agent
-from agents.env_pickles import snapshot_env, window_digest
-from agents.run_state import RUN_STATE_FILE
+from agents.env_pickles import RunWindows, restore_env, snapshot_env, window_digest
+from agents.run_state import RUN_STATE_FILE, capture
 from agents.vec_env import RunStateSnapshots
 from envs.route import RouteEnv
 from envs.sim.request import Request, Workload
@@ -188,6 +191,24 @@ def test_a_worker_digests_each_window_once_and_forgets_it_once_gone():
     assert len(env.window_digests) == 0
     assert env.run_state_snapshot([window_digest(third)])[1] == [0]
     assert len(env.window_digests) == 1
+
+
+def test_the_in_process_envs_name_a_window_by_what_it_holds_as_a_workers_do():
+    # one way for both vec envs: a window equal to one of the run's is named by its
+    # position whichever object it is (a worker's are copies), and read back as the
+    # run's own; before, the in-process envs named the run's objects only and pickled
+    # an equal copy in full
+    window = _window()
+    run_windows = RunWindows([window])
+    vec = DummyVecEnv([lambda: RouteEnv(windows=[copy.deepcopy(window)])])
+    model = PPO("MlpPolicy", vec, n_steps=8, batch_size=8, n_epochs=1, seed=0)
+    model.learn(8)
+    state = capture(model, run_windows)
+    assert state is not None and state["vec"] == "dummy"
+    (env,) = restore_env(state["envs"], dict(enumerate(run_windows.windows)))
+    assert env.windows[0] is window
+    # and the in-process envs pickle to the bytes a worker's way gives them
+    assert state["envs"] == snapshot_env(vec.envs, run_windows.digests)[0]
 
 
 def _validation(folder):
