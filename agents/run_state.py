@@ -20,6 +20,8 @@ the run had them when the checkpoint was saved:
 - torch's, numpy's (the minibatch order) and Python's global generators and the
   action space's (DQN's random actions);
 - ``VecNormalize``'s running statistics and each env's running discounted return;
+- a DQN's replay buffer, its transitions so far (up to ``buffer_size``: 20 MB for
+  the shipped ``agent=dqn``'s 50,000 of the default 16 envs, full);
 - with ``train.val_every``, the validation so far (``KeepBestByValidation.snapshot``:
   the scores, the best one and the best model's files), so that a resumed run
   chooses ``agent/`` among the whole run's scores.
@@ -33,11 +35,10 @@ its curriculum's stages end where the run's did, up to the checkpoint: each stag
 digests (a worker's are copies of the run's); a resumed run sends each worker the
 windows its env names only.
 
-It is written for the on-policy algorithms (ppo, a2c, maskable_ppo): a DQN's replay
-buffer is not saved (it would be as large as the buffer). Such checkpoints, those
-saved before the run state existed (and on ``env.vec=subproc`` before it was kept
-there), and a resume on another ``env.vec`` than the checkpoint's, resume as before:
-from their weights, with fresh envs and streams, and a note says so.
+Checkpoints saved before the run state existed (on ``env.vec=subproc``, and of DQN,
+before it was kept there), and a resume on another ``env.vec`` than the
+checkpoint's, resume as before: from their weights, with fresh envs and streams, and
+a note says so.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ from typing import Any
 import numpy as np
 import torch
 from stable_baselines3.common.base_class import BaseAlgorithm
+from stable_baselines3.common.buffers import NStepReplayBuffer, ReplayBuffer
+from stable_baselines3.common.off_policy_algorithm import OffPolicyAlgorithm
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
@@ -74,10 +77,21 @@ def _vec_envs(model: BaseAlgorithm) -> tuple[Any, VecNormalize | None]:
     return inner, norm
 
 
+BUFFER_ARRAYS = ("observations", "next_observations", "actions", "rewards", "dones", "timeouts")
+"""The arrays of SB3's ``ReplayBuffer`` a run state holds (``next_observations`` is
+None under ``optimize_memory_usage``)."""
+SAVED_BUFFERS = (ReplayBuffer, NStepReplayBuffer)
+"""The replay buffers a run state holds: their transitions are those arrays (an
+n-step one's ``n_steps`` and ``gamma`` are the model's settings, loaded with it)."""
+
+
 def unsaved_reason(model: BaseAlgorithm) -> str | None:
     """Why ``model``'s run state cannot be saved (None: it can)."""
-    if not isinstance(model, OnPolicyAlgorithm):
-        return "its replay buffer is not saved"
+    if isinstance(model, OffPolicyAlgorithm):
+        if type(model.replay_buffer) not in SAVED_BUFFERS:
+            return f"its replay buffer is a {type(model.replay_buffer).__name__}"
+    elif not isinstance(model, OnPolicyAlgorithm):
+        return f"{type(model).__name__} is not an algorithm its run state knows"
     inner, _ = _vec_envs(model)
     if not isinstance(inner, DummyVecEnv | WorkerVecEnv):
         return f"its envs run in a {type(inner).__name__}"
@@ -120,7 +134,10 @@ def capture(
         "action_space_rng": None if space_rng is None else space_rng.bit_generator.state,
         "reward_norm": None,
         "validation": validation,
+        "replay_buffer": None,
     }
+    if isinstance(model, OffPolicyAlgorithm):
+        state["replay_buffer"] = _buffer_state(model.replay_buffer)
     if norm is not None:
         state["reward_norm"] = {
             "mean": np.copy(norm.ret_rms.mean),
@@ -129,6 +146,57 @@ def capture(
             "returns": np.copy(norm.returns),
         }
     return state
+
+
+def _buffer_state(buffer: Any) -> dict[str, Any]:
+    """A ``ReplayBuffer``'s transitions so far, as :func:`_restore_buffer` takes them:
+    its arrays up to the row it writes next, that row too (under
+    ``optimize_memory_usage`` it holds the last transition's next observation; else
+    it is zeros, as in a new buffer), the whole arrays once the buffer is full."""
+    rows = buffer.buffer_size if buffer.full else min(buffer.pos + 1, buffer.buffer_size)
+    arrays = {}
+    for name in BUFFER_ARRAYS:
+        array = getattr(buffer, name, None)
+        if array is not None:
+            arrays[name] = np.copy(array[:rows])
+    return {
+        "kind": type(buffer).__name__,
+        "buffer_size": int(buffer.buffer_size),
+        "n_envs": int(buffer.n_envs),
+        "pos": int(buffer.pos),
+        "full": bool(buffer.full),
+        "arrays": arrays,
+    }
+
+
+def _restore_buffer(buffer: Any, saved: dict[str, Any]) -> None:
+    """Put the transitions :func:`_buffer_state` took in ``buffer`` (a new one of the
+    same size, loaded with the checkpoint's settings)."""
+    if type(buffer).__name__ != saved["kind"] or type(buffer) not in SAVED_BUFFERS:
+        raise ValueError(
+            f"its replay buffer is a {saved['kind']}, the model's a {type(buffer).__name__}"
+        )
+    size = (int(buffer.buffer_size), int(buffer.n_envs))
+    if (saved["buffer_size"], saved["n_envs"]) != size:
+        raise ValueError(
+            f"its replay buffer holds {saved['buffer_size']} steps of {saved['n_envs']} "
+            f"envs, the model's {size[0]} of {size[1]}"
+        )
+    for name in BUFFER_ARRAYS:
+        array, values = getattr(buffer, name, None), saved["arrays"].get(name)
+        if array is None or values is None:
+            fits = array is None and values is None
+        else:
+            rows = array.shape[0]
+            fits = values.shape[1:] == array.shape[1:] and values.dtype == array.dtype
+            fits = fits and len(values) <= rows
+        if not fits:
+            raise ValueError(f"its replay buffer's {name} are not the model's")
+    for name, values in saved["arrays"].items():
+        array = getattr(buffer, name)
+        array[: len(values)] = values
+        array[len(values) :] = 0  # as in a new buffer, whatever this one held
+    buffer.pos, buffer.full = int(saved["pos"]), bool(saved["full"])
 
 
 def state_vec(state: dict[str, Any]) -> str:
@@ -178,12 +246,14 @@ def load(folder: str | Path) -> dict[str, Any] | None:
 
 
 def restore_envs(model: BaseAlgorithm, state: dict[str, Any], windows: RunWindows) -> None:
-    """Put the envs, SB3's next observations and ``VecNormalize``'s statistics of
-    ``state`` in place of ``model``'s (loaded with a vectorised env of as many envs, of
-    the same kind), ``windows`` (whose digests are ``state``'s) in place of the
-    windows it names: ``learn()`` then steps them on without a reset. The envs built
-    for the run are closed."""
+    """Put the envs, SB3's next observations, ``VecNormalize``'s statistics and a
+    DQN's replay buffer of ``state`` in place of ``model``'s (loaded with a vectorised
+    env of as many envs, of the same kind), ``windows`` (whose digests are
+    ``state``'s) in place of the windows it names: ``learn()`` then steps them on
+    without a reset. The envs built for the run are closed."""
     inner, norm = _vec_envs(model)
+    if state.get("replay_buffer") is not None:  # first: a refusal leaves the envs as built
+        _restore_buffer(getattr(model, "replay_buffer", None), state["replay_buffer"])
     if state_vec(state) == "dummy":
         try:
             envs = restore_env(state["envs"], dict(enumerate(windows.windows)))

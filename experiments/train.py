@@ -820,9 +820,9 @@ def exact_resume(
     ``seed`` than the checkpoint's run (``trained_seed``, its agent.json's: the run
     state's streams are that seed's, and a seed sweep resumed from one checkpoint
     would run one run again and again), or one to another ``train.total_timesteps``
-    under a linear ``agent.lr_schedule`` (:func:`decays_over_run`: no run had the
-    rates it trains with; under a constant one, it goes on as a run to its own total
-    would have), or whose ``train.curriculum`` ends a stage at another step at or
+    under a linear ``agent.lr_schedule`` or of a DQN (:func:`decays_over_run`: no run
+    had the rates it trains with; under a constant one, it goes on as a run to its
+    own total would have), or whose ``train.curriculum`` ends a stage at another step at or
     before the checkpoint's (:func:`curriculum_moved`)."""
     from agents import run_state
 
@@ -830,8 +830,9 @@ def exact_resume(
     why = None
     if state is None:
         why = (
-            "it records no run state: only checkpoints/step_N of ppo, a2c and "
-            "maskable_ppo do, since 2026-12-06 (on env.vec=subproc, since later that day)"
+            "it records no run state: only checkpoints/step_N do, of ppo, a2c and "
+            "maskable_ppo since 2026-12-06 (on env.vec=subproc, and of dqn, since later "
+            "that day)"
         )
     elif int(state["timesteps"]) != int(model.num_timesteps):
         why = (
@@ -842,10 +843,12 @@ def exact_resume(
         why = f"this run changes {', '.join(changes)}"
     elif int(cfg.seed) != int(trained_seed):
         why = f"this run changes seed: the checkpoint's run had seed={trained_seed}"
-    elif decays_over_run(model) and int(model._total_timesteps) != int(cfg.train.total_timesteps):
+    elif (decays := decays_over_run(model)) and int(model._total_timesteps) != int(
+        cfg.train.total_timesteps
+    ):
         why = (
             f"its run was to train.total_timesteps={model._total_timesteps}, this one to "
-            f"{cfg.train.total_timesteps}: agent.lr_schedule=linear decays over the run's steps"
+            f"{cfg.train.total_timesteps}: {' and '.join(decays)} over the run's steps"
         )
     elif run_state.state_vec(state) != cfg.env.vec:
         why = (
@@ -903,14 +906,22 @@ def curriculum_moved(
     return None
 
 
-def decays_over_run(model: Any) -> bool:
-    """Whether ``model``'s learning rate decays over its run's
-    ``train.total_timesteps`` (``agent.lr_schedule=linear``: SB3's progress is the
-    steps taken over the total), so that the rate at a step depends on the total."""
+def decays_over_run(model: Any) -> list[str]:
+    """What of ``model``'s decays over its run's ``train.total_timesteps`` (SB3's
+    progress is the steps taken over the total), so that its value at a step depends
+    on the total: the learning rate under ``agent.lr_schedule=linear``, a DQN's
+    exploration rate (over ``exploration_fraction`` of the run)."""
+    from stable_baselines3 import DQN
+
     from agents.finetune import schedule_of
 
+    decays = []
     schedule = schedule_of(model.learning_rate)
-    return schedule is None or schedule[0] != "constant"
+    if schedule is None or schedule[0] != "constant":
+        decays.append("agent.lr_schedule=linear decays")
+    if isinstance(model, DQN) and model.exploration_initial_eps != model.exploration_final_eps:
+        decays.append("DQN's exploration rate falls")
+    return decays
 
 
 def validation_basis(cfg: Any, val_pool: list[Any]) -> dict[str, Any]:

@@ -19,16 +19,17 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from stable_baselines3 import PPO
+from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents import WorkerDied
 from agents.algorithms import load_agent
 from agents.env_pickles import RunWindows, restore_env, snapshot_env, window_digest
-from agents.run_state import RUN_STATE_FILE, capture
+from agents.run_state import RUN_STATE_FILE, capture, restore_envs
 from agents.vec_env import RunStateSnapshots
 from envs.route import RouteEnv
 from envs.sim.request import Request, Workload
@@ -53,19 +54,34 @@ TINY = [
 register_configs()
 
 
-def _train(overrides):
+# DQN on the same: a replay buffer of 96 transitions an env, which the run fills at
+# step 192 and then overwrites, learning from step 32 and its target network updated
+# every 16 steps of the 2 envs
+TINY_DQN = [
+    *(o for o in TINY if not o.startswith(("agent=", "agent.hyperparams."))),
+    "agent=dqn",
+    "agent.hyperparams.buffer_size=192",
+    "agent.hyperparams.learning_starts=32",
+    "agent.hyperparams.target_update_interval=32",
+]
+
+
+def _train(overrides, base=TINY):
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        train(compose(config_name="train", overrides=[*TINY, *overrides]))
+        train(compose(config_name="train", overrides=[*base, *overrides]))
 
 
-def _whole_and_resumed(tmp_path, overrides=()):
+def _whole_and_resumed(tmp_path, overrides=(), base=TINY):
     """A run of 256 steps checkpointed at 128 (``whole``), and a run resumed from that
     checkpoint with the same ``overrides`` (``resumed``): (whole, checkpoint, resumed)."""
     whole = tmp_path / "whole"
-    _train([*overrides, "train.checkpoint_every=128", f"out_dir={whole}"])
+    _train([*overrides, "train.checkpoint_every=128", f"out_dir={whole}"], base)
     checkpoint = whole / "checkpoints" / "step_128"
     resumed = tmp_path / "resumed"
-    _train([*overrides, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"])
+    _train(
+        [*overrides, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={resumed}"],
+        base,
+    )
     return whole, checkpoint, resumed
 
 
@@ -425,3 +441,62 @@ def test_a_resume_that_moves_a_curriculum_stage_change_before_the_checkpoint_is_
         f"note: resume={checkpoint} is not exact (its run state does not record "
         "train.curriculum's steps" in capsys.readouterr().out
     )
+
+
+@pytest.mark.slow
+def test_a_resumed_dqn_run_ends_with_the_uninterrupted_runs_weights(tmp_path, capsys):
+    # its replay buffer is in the run state (before: DQN wrote none, and a resumed
+    # run started an empty buffer on fresh envs)
+    whole, checkpoint, resumed = _whole_and_resumed(tmp_path, base=TINY_DQN)
+    assert "is not exact" not in capsys.readouterr().out
+    assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
+    assert json.loads((resumed / "train.json").read_text())["train"]["resume_exact"] is True
+    saved = pickle.loads((checkpoint / RUN_STATE_FILE).read_bytes())["replay_buffer"]
+    # 64 steps of 2 envs: the rows written and the next, of the 96
+    assert (saved["pos"], saved["full"], len(saved["arrays"]["observations"])) == (64, False, 65)
+
+    # its exploration rate falls over the run's steps: another total is another run
+    longer = tmp_path / "longer"
+    _train(
+        [
+            "train.checkpoint_every=0",
+            "train.total_timesteps=384",
+            f"resume={checkpoint}",
+            f"out_dir={longer}",
+        ],
+        TINY_DQN,
+    )
+    assert (
+        f"note: resume={checkpoint} is not exact (its run was to train.total_timesteps=256, "
+        "this one to 384: DQN's exploration rate falls over the run's steps)"
+        in capsys.readouterr().out
+    )
+
+
+@pytest.mark.parametrize("n_steps", [1, 3])  # one-step returns, and n-step (its own buffer)
+def test_a_full_replay_buffer_goes_into_the_run_state_and_back_whole(n_steps):
+    # a buffer of 8 transitions after 20 steps: full, and overwritten from its start
+    window = _window()
+    run_windows = RunWindows([window])
+
+    def dqn(size):
+        vec = DummyVecEnv([lambda: RouteEnv(windows=[window])])
+        return DQN("MlpPolicy", vec, buffer_size=size, learning_starts=4, n_steps=n_steps, seed=0)
+
+    model = dqn(8)
+    model.learn(20)
+    buffer = model.replay_buffer
+    assert type(buffer).__name__ == ("NStepReplayBuffer" if n_steps > 1 else "ReplayBuffer")
+    assert buffer.full and buffer.pos == 4
+    state = capture(model, run_windows)
+    other = dqn(8)
+    other.learn(1)  # a model stepped (its _last_obs set), its buffer holding 4 steps
+    restore_envs(other, state, run_windows)
+    for name in ("observations", "next_observations", "actions", "rewards", "dones"):
+        assert np.array_equal(getattr(other.replay_buffer, name), getattr(buffer, name))
+    assert (other.replay_buffer.pos, other.replay_buffer.full) == (4, True)
+    # into a buffer of another size it is refused, before the envs are touched
+    smaller = dqn(4)
+    smaller.learn(1)
+    with pytest.raises(ValueError, match=r"buffer holds 8 steps of 1 envs, the model's 4 of 1"):
+        restore_envs(smaller, state, run_windows)
