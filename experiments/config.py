@@ -1447,6 +1447,14 @@ def window_pool_of(cfg: Any, split: str, limit: int | None) -> list[Any]:
         )
 
 
+PARAMS_ON_TRACE = (
+    f"workload.params does not apply to workload={TRACE_WORKLOAD} (its options are "
+    "workload.path, workload.window_s, ...)"
+)
+"""How a parameter given to a trace is refused, with ``+`` or without (where Hydra
+would say to add it with ``+``: ``experiments.jobs``)."""
+
+
 def check_workload(cfg: Any) -> TracePlan | None:
     """The workload group names a registered workload and its parameters are ones
     its generators take, with values they accept (no windows are generated); or a
@@ -1459,11 +1467,9 @@ def check_workload(cfg: Any) -> TracePlan | None:
         said = misplaced_factory(str(cfg.workload.name), str(cfg.workload.factory))
         raise ConfigError(f"{said}{value_origin(FACTORY_OPTION)}")
     if cfg.workload.name == TRACE_WORKLOAD:
-        if cfg.workload.params:
-            raise ConfigError(
-                "workload.params does not apply to workload=trace (its options are "
-                f"workload.path, workload.window_s, ...){value_origin('workload.params')}"
-            )
+        if cfg.workload.params:  # (where from: the dict's, or its first key's)
+            given = [f"workload.params.{key}" for key in cfg.workload.params]
+            raise ConfigError(f"{PARAMS_ON_TRACE}{first_origin(['workload.params', *given])}")
         from experiments._cli import trace_option_warnings
 
         with naming_fields(TRACE_PATHS), trace_option_warnings():

@@ -21,6 +21,7 @@ from omegaconf import OmegaConf
 from envs.files import write_bytes_atomic
 from envs.sim.errors import SettingWarning, plural
 from envs.sim.tenancy import Versions
+from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
 from experiments._cli import (
     FROM_COMMAND_LINE,
@@ -59,6 +60,7 @@ from experiments._io import (
 from experiments.config import (
     CONF_DIR,
     DEFAULT_RUN_PARENTS,
+    PARAMS_ON_TRACE,
     bool_message,
     check_bool_values,
     check_known_keys,
@@ -621,9 +623,9 @@ def _unknown_free_form_key(path: str, parent: Any) -> str | None:
     """A key of a free-form dict of the config given without ``+``
     (``agent.hyperparams.n_step=64``, ``workload.params.n_burst=2``) that what reads the
     dict would refuse: the line ``+agent.hyperparams.n_step=64`` gets (``not a ppo
-    hyperparameter; known: ...``), where Hydra would say to add it with ``+``. None
-    for a key the reader takes (Hydra's advice to write ``+`` is then the right one)
-    and for any other dict."""
+    hyperparameter; known: ...``; any key of a trace's, which takes none), where Hydra
+    would say to add it with ``+``. None for a key the reader takes (Hydra's advice
+    to write ``+`` is then the right one) and for any other dict."""
     import dataclasses
 
     group, _, leaf = path.rpartition(".")
@@ -644,9 +646,11 @@ def _unknown_free_form_key(path: str, parent: Any) -> str | None:
         from envs.workloads.registry import configure, describe
 
         name = str(OmegaConf.select(root, "workload.name"))
+        if name == TRACE_WORKLOAD:  # it takes none: + is refused too
+            return f"{PARAMS_ON_TRACE} ({path} {FROM_COMMAND_LINE.lstrip(' (')}"
         try:
             families = describe(name).families
-        except (ValueError, ImportError):  # a trace, or a workload that is no workload
+        except (ValueError, ImportError):  # a workload that is no workload
             return None
         if any(leaf in {f.name for f in dataclasses.fields(fam.config)} for fam in families):
             return None

@@ -193,6 +193,26 @@ def test_a_free_form_dict_s_unknown_key_without_the_plus_is_said_as_with_it(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_trace_s_parameter_without_the_plus_is_said_as_with_it(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """A trace takes no ``workload.params``: Hydra said to add ``workload.params.x=1``
+    with ``+``, and that run was refused too. Both say the refusal, and where the key
+    came from (the + one said no origin: the key was the dict's, not ``workload.params``)."""
+    trace = Path(__file__).resolve().parents[2] / "examples" / "mooncake_example.jsonl"
+    base = ["logger=none", "workload=trace", f"workload.path={trace}"]
+    said = (
+        "error: experiments.train: workload.params does not apply to workload=trace (its "
+        "options are workload.path, workload.window_s, ...) (workload.params.x from the "
+        "command line)\n"
+    )
+    for override in ("workload.params.x=1", "+workload.params.x=1"):
+        args = [*base, override, f"out_dir={tmp_path / 'run'}"]
+        proc = run_command("experiments.train", args, tmp_path)
+        assert (proc.returncode, proc.stderr) == (2, said), override
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_free_form_key_its_reader_takes_keeps_hydra_s_advice(
     tmp_path: Path, run_command: Any
 ) -> None:
