@@ -46,8 +46,15 @@ class ProgressBar(BaseCallback):
         return True
 
     def _on_training_end(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the bar's line. SB3 calls no callback when ``learn`` raises, so the
+        caller closes it then, before the error is said: a bar left open was closed
+        at exit, after the command's error line, which it had been written on."""
         if self._bar is not None:
             self._bar.close()
+            self._bar = None
 
 
 class CheckpointEvery(BaseCallback):

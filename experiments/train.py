@@ -1669,9 +1669,10 @@ def train(cfg: DictConfig) -> float:
         clock = RolloutClock(logger)
         metrics = MetricsLogger(logger)
         updates = UpdateStats(logger)
+        bar = ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress))
         callbacks = [
             clock,
-            ProgressBar(planned_end(model, remaining), enabled=bool(cfg.train.progress)),
+            bar,
             metrics,
             updates,
             UpdateThreads(update_threads, int(cfg.train.torch_threads)),
@@ -1720,7 +1721,10 @@ def train(cfg: DictConfig) -> float:
         start, start_cpu = time.perf_counter(), time.process_time()
         first_step = int(model.num_timesteps)
         if remaining > 0:
-            model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
+            try:
+                model.learn(remaining, callback=callbacks, reset_num_timesteps=False)
+            finally:  # (an error or Ctrl-C: its line is said below the bar's, not on it)
+                bar.close()
         elif keep_best is not None:  # the scores carried over, and the end's if not taken
             keep_best.init_callback(model)
             keep_best.on_training_start({}, {})

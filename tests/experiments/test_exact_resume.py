@@ -362,6 +362,28 @@ def test_a_run_whose_worker_is_killed_says_so_and_its_last_checkpoint_resumes_ex
 
 
 @pytest.mark.slow
+def test_a_run_that_fails_mid_training_says_its_error_on_a_line_of_its_own(tmp_path, run_command):
+    # SB3 calls no callback when learn() raises: the progress bar stayed open, the
+    # error line was written on the bar's (`train: 1%|...| 192/... [00:01<...]error:
+    # experiments.train: ...`) and the bar closed at exit, after it
+    args = [a for a in TINY if not a.startswith(("train.progress=", "train.total_timesteps="))]
+    out = tmp_path / "run"
+    thread, pids = _kill_a_worker_once(out)
+    proc = run_command(
+        "experiments.train",
+        [*args, "train.progress=true", "env.vec=subproc", "train.checkpoint_every=128",
+         "train.total_timesteps=1000000", f"out_dir={out}"],
+        tmp_path,
+    )  # fmt: skip
+    thread.join()
+    assert pids and proc.returncode == 2
+    before, said, after = proc.stderr.rpartition("error: experiments.train: ")
+    assert said and before.endswith("\n") and "\r" not in after, proc.stderr[-600:]
+    assert after.startswith("env.vec=subproc: env worker ") and after.count("\n") == 1
+    assert before.rstrip("\n").rpartition("\r")[2].startswith("train: ")  # the bar, closed
+
+
+@pytest.mark.slow
 def test_a_resume_to_another_total_under_a_linear_schedule_is_not_exact(tmp_path, capsys):
     # the rate at a step is the starting rate x (1 - step / total): to the run's own
     # total the resumed run ends with its weights; to another, no run had its rates
