@@ -1869,6 +1869,8 @@ def train(cfg: DictConfig) -> float:
 
             record = {"train": train_record, **workload_record(cfg), "provenance": provenance()}
             write_json_atomic(out_dir / "train.json", record)
+        logger.finish()  # (ends the W&B run before the last line)
+        print(wrote_line(out_dir, bool(cfg.train.evaluate)))
         return objective
     except WorkerDied as died:  # one line: which worker, how, and what the run kept
         told = WorkerDied(f"{died}; {worker_died_kept(model, cfg, out_dir)}")
@@ -1880,6 +1882,22 @@ def train(cfg: DictConfig) -> float:
     finally:
         vec.close()
         logger.finish()
+
+
+def wrote_line(out_dir: Path, evaluated: bool) -> str:
+    """A finished run's last line, in ``evaluate``'s words: the file that marks it
+    finished (``results.json``, or ``train.json`` with ``train.evaluate=false``) and
+    what else it wrote there (the agent folders it made, the evaluation's charts and
+    a thresholds agent's settings)."""
+    from experiments.report import THRESHOLDS_LOG
+
+    beside = [f"{name}/" for name in ("agent", "last", "checkpoints") if (out_dir / name).is_dir()]
+    if evaluated:
+        beside.append("charts")
+        if (out_dir / THRESHOLDS_LOG).is_file():
+            beside.append(THRESHOLDS_LOG)
+    main = out_dir / ("results.json" if evaluated else "train.json")
+    return f"wrote {main}" + (f" and what goes with it ({', '.join(beside)})" if beside else "")
 
 
 def worker_died_kept(model: Any, cfg: Any, out_dir: Path) -> str:

@@ -641,6 +641,24 @@ def test_run_dir_names_the_workload_and_a_trace_s_file(name: str, tmp_path: Path
     assert str(traced.hydra.sweep.dir).endswith("__trace-mine.jsonl")
 
 
+@pytest.mark.parametrize(
+    ("evaluate", "main", "beside"),
+    [(False, "train.json", "agent/"), (True, "results.json", "agent/, charts")],
+)
+def test_train_s_last_line_names_what_it_wrote(evaluate, main, beside, tmp_path, capsys):
+    """train named its run folder in its first line only (scrolled away behind the
+    progress bars) and, with train.evaluate=false, ended on ``no RL steps`` or
+    ``trained to N steps``: its last line names the file that marks the run
+    finished and what goes with it, as evaluate's does."""
+    out = tmp_path / "run"
+    args = [*TINY, "train.total_timesteps=0", f"train.evaluate={evaluate}", f"out_dir={out}"]
+    train(compose_train(args))
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"wrote {out / main} and what goes with it ({beside})"
+    assert (out / main).is_file() and (out / "agent" / "agent.json").is_file()
+    assert not (out / "last").exists() and not (out / "checkpoints").exists()
+
+
 def test_resume_reports_a_reward_option_the_checkpoint_left_at_its_default():
     # env_kwargs leave reward_baseline / reward_timing out at their defaults (older
     # agents never had them), so a change either way must still be said and recorded
