@@ -46,6 +46,7 @@ from envs.workloads.trace_file import (
     TraceOptions,
     TracePlan,
     changed_fields,
+    check_trace_path,
     plan_trace,
     trace_label,
 )
@@ -1455,11 +1456,13 @@ PARAMS_ON_TRACE = (
 would say to add it with ``+``: ``experiments.jobs``)."""
 
 
-def check_workload(cfg: Any) -> TracePlan | None:
+def check_workload(cfg: Any, read_trace: bool = True) -> TracePlan | None:
     """The workload group names a registered workload and its parameters are ones
     its generators take, with values they accept (no windows are generated); or a
     trace file, read through once (every row checked, windows and splits found):
-    its plan is returned (None for a registered workload)."""
+    its plan is returned (None for a registered workload). Without ``read_trace``,
+    a trace's options and that its file is there are checked, and the file is not
+    read (None)."""
     from envs.workloads.registry import configure
 
     trace_values = {name: cfg.workload[name] for name in TRACE_FIELDS}
@@ -1473,7 +1476,11 @@ def check_workload(cfg: Any) -> TracePlan | None:
         from experiments._cli import trace_option_warnings
 
         with naming_fields(TRACE_PATHS), trace_option_warnings():
-            return plan_trace(TraceOptions(**workload_params(cfg)))
+            options = TraceOptions(**workload_params(cfg))
+            if not read_trace:
+                check_trace_path(options)
+                return None
+            return plan_trace(options)
     changed = changed_fields(trace_values)
     if changed:
         raise ConfigError(

@@ -947,9 +947,10 @@ def _remove_bare_run_dir(folder: Path, log_name: str, overrides: list[str]) -> N
         pass  # a folder we cannot tidy is left as it is
 
 
-def check_world(cfg: Any) -> None:
+def check_world(cfg: Any, read_trace: bool = True) -> None:
     """Reject keys no schema has, and values the schema's types allow but no run can
-    use (before any run)."""
+    use (before any run); a trace file is read through unless not ``read_trace``
+    (its options are checked all the same)."""
     check_known_keys(cfg)
     check_bool_values(cfg)
     for field, value in (("seed", cfg.seed), ("workload.seed", cfg.workload.seed)):
@@ -975,7 +976,7 @@ def check_world(cfg: Any) -> None:
     if cfg.cluster.nodes is not None:  # every later read of the cluster's size, one place
         cfg.cluster.node, cfg.cluster.n_nodes = None, len(cluster.nodes)
     Versions.of(sim_of(cfg), len(cluster.nodes))  # sim.model_versions fit the cluster
-    check_workload(cfg)
+    check_workload(cfg, read_trace)
 
 
 def check_policy_names(names: Sequence[str], field: str) -> None:

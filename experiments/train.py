@@ -232,9 +232,10 @@ def agent_hyperparams(cfg: Any) -> dict[str, Any]:
     return {str(k): v for k, v in hyperparams.items()}
 
 
-def check_train(cfg: Any) -> None:
-    """Reject values the schema's types allow but training cannot use (before any run)."""
-    check_world(cfg)
+def check_train(cfg: Any, read_trace: bool = True) -> None:
+    """Reject values the schema's types allow but training cannot use (before any run);
+    a trace file is read through unless not ``read_trace`` (:func:`check_world`)."""
+    check_world(cfg, read_trace)
     if cfg.seed > LEGACY_SEED_MAX:  # SB3 seeds numpy's legacy generator and the envs with it
         raise ValueError(f"seed must be in 0..{LEGACY_SEED_MAX} to train, got {cfg.seed}")
     check_policy_names(cfg.train.eval_policies, "train.eval_policies")
@@ -1932,10 +1933,12 @@ def check_sweep(args: list[str]) -> None:
     """Before a ``-m`` sweep over lists of values starts, every job's config is
     composed and checked as the job would check it (:func:`check_train`): a value
     no run can use is one line naming the job, before job 0 trains (it used to fail
-    only when its own job started, after the jobs before it had trained). Left to
-    the jobs: sweeps over ranges (a sweeper draws them), more than
-    :data:`MAX_PRECHECKED_JOBS` jobs, a trace workload (each check reads the file),
-    and a command that does not compose (Hydra says why)."""
+    only when its own job started, after the jobs before it had trained). A trace
+    workload's options are checked, not its file, which each job reads (a read here
+    would keep the trace's warnings from the jobs' logs: the plan is cached). Left
+    to the jobs: sweeps over ranges (a sweeper draws them), more than
+    :data:`MAX_PRECHECKED_JOBS` jobs, the trace file, and a command that does not
+    compose (Hydra says why)."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
@@ -1965,10 +1968,8 @@ def check_sweep(args: list[str]) -> None:
         except HydraException:  # the config does not compose: Hydra says why
             return
         for number, (job, cfg) in enumerate(zip(jobs, configs)):
-            if cfg.workload.name == "trace":
-                return
             try:
-                check_train(cfg)
+                check_train(cfg, read_trace=False)
             except ValueError as error:
                 raise ValueError(f"job {number} of the sweep ({', '.join(job)}): {error}") from None
 

@@ -183,8 +183,9 @@ class TracePlan:
         }
 
 
-def _check_path(options: TraceOptions) -> Path | None:
-    """The trace file, checked; None for a hub dataset given by name or by its folder."""
+def check_trace_path(options: TraceOptions) -> Path | None:
+    """The trace file, checked without reading it; None for a hub dataset given by name
+    or by its folder."""
     path = options.path
     if not path:
         raise ConfigError.about(
@@ -444,7 +445,7 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, Plac
     """The trace's name in messages, its format, its rows (read lazily), what told the
     format when it was guessed ("" when named: :func:`detect.told_by`) and how an
     error naming the trace and a line is said (:data:`Placer`)."""
-    file = _check_path(options)
+    file = check_trace_path(options)
     if options.format == HUB:
         source, rows, place = _hub_rows(options)
         head = list(itertools.islice(rows, 1))
@@ -506,7 +507,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
     Raises :class:`~envs.workloads.readers.TraceFormatError` (file, line, field) for
     a malformed row (unless skipped), too many skipped rows, an empty file or rows
     out of time order across windows."""
-    file = _check_path(options)
+    file = check_trace_path(options)
     key: tuple[Any, ...] | None = None
     if file is not None:  # a dataset by name may change under the same name: never kept
         stat = file.stat()

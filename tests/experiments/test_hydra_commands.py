@@ -326,6 +326,45 @@ def test_a_sweep_with_a_value_no_job_can_use_stops_before_job_0(tmp_path, run_co
     assert not (out / "0").exists()
 
 
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ("logger.mode=ofline",
+         "logger.mode must be one of offline, online, disabled, got 'ofline'"),
+        ("agent.hyperparams.learning_rate=-1",
+         "agent.hyperparams.learning_rate must be a finite number >= 0, got -1"),
+        ("workload.window_s=-5", "workload.window_s must be a finite number > 0, got -5.0"),
+        ("workload.path=nope.jsonl", "workload.path='nope.jsonl': no such file"),
+    ],
+)  # fmt: skip
+def test_a_sweep_on_a_trace_checks_its_options_before_job_0(bad, said, tmp_path, run_command):
+    """The sweep's check of every job left trace workloads to the jobs: a typo in
+    any option failed each job in turn, and the sweep.json and job folders it left
+    refused the corrected rerun. The options are checked up front as for a
+    registered workload (the file is there, not read: each job reads it)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp":0,"input_length":600,"output_length":10,"hash_ids":[1,2]}\n')
+    out = tmp_path / "sweep"
+    path = bad if bad.startswith("workload.path=") else f"workload.path={trace}"
+    args = ["-m", "seed=0,1", "workload=trace", path, *TINY[1:], f"out_dir={out}"]
+    args += [] if bad == path else [bad]
+    proc = run_command("experiments.train", args, tmp_path, {"WANDB_SILENT": "true"})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"error: experiments.train: job 0 of the sweep (seed=0): {said}" in proc.stderr
+    assert not out.exists()
+
+
+def test_the_sweep_precheck_reads_no_trace(tmp_path) -> None:
+    """A trace's rows are the jobs' to read (and to say its warnings about, which a
+    read here, its plan cached, would keep from their logs): a bad row passes the
+    check, and the first job refuses it."""
+    from experiments.train import check_sweep
+
+    trace = tmp_path / "nan.jsonl"
+    trace.write_text('{"timestamp":NaN,"input_length":600,"output_length":10,"hash_ids":[1,2]}\n')
+    check_sweep(["-m", "seed=0,1", "workload=trace", f"workload.path={trace}", *TINY[1:]])
+
+
 def test_the_sweep_precheck_takes_a_key_given_twice_as_hydra_does() -> None:
     """Hydra's sweeper keeps the last value of a key given twice: the precheck checks
     those jobs (it checked the earlier sweep's job 1, n_envs=2, which never runs)."""

@@ -268,10 +268,10 @@ def test_a_bug_in_a_job_keeps_its_traceback_and_ends_the_sweep_with_status_1(
 
     checked = jobs.check_world
 
-    def check(cfg: Any) -> None:
+    def check(cfg: Any, read_trace: bool = True) -> None:
         if int(cfg.seed) == 1:
             raise TypeError("boom")
-        checked(cfg)
+        checked(cfg, read_trace)
 
     monkeypatch.setattr(jobs, "check_world", check)
     sweep = tmp_path / "sweep"
