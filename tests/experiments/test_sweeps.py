@@ -94,6 +94,28 @@ def test_the_summary_chooses_by_the_chosen_figure_among_completed_jobs(tmp_path:
     )
 
 
+def test_a_sweep_whose_every_job_failed_on_a_user_s_error_says_how_to_run_it_again(
+    tmp_path: Path,
+) -> None:
+    """Every job refused (a value typed wrong): the jobs' records and sweep.json fill
+    the folder, which a rerun is refused without overwrite=true; the last line said
+    only where the errors are. Not when a job completed or failed on a bug."""
+    for job in (0, 1):
+        error = "logger.mode must be one of offline, online, disabled, got 'ofline'"
+        _job(tmp_path, job, 3, [f"seed={job}"], status="failed", error=error, bug=False)
+    summary = _collect(tmp_path, 3, ("seed",))
+    written = tmp_path / "sweep.json"
+    assert sweeps.ending("experiments.train", summary, written) == (
+        f"experiments.train: 2 of 2 jobs failed (jobs 0, 1); each one's error is above and "
+        f"in {written}; to run the sweep again in {tmp_path}, add overwrite=true (it replaces "
+        "what these jobs left there) or give another out_dir",
+        2,
+    )
+    _job(tmp_path, 1, 3, ["seed=1"], status="failed", error="KeyError: 'x'", bug=True)
+    summary = _collect(tmp_path, 3, ("seed",))
+    assert "overwrite=true" not in sweeps.ending("experiments.train", summary, written)[0]
+
+
 def test_no_best_without_a_validation_figure_or_when_the_figures_do_not_compare(
     tmp_path: Path,
 ) -> None:
