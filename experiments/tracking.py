@@ -1,7 +1,8 @@
 """Experiment tracking: Weights & Biases (lazily imported) or nothing.
 
 ``logger.kind=wandb`` with ``logger.mode`` ``offline`` (default: the run lands in
-``<run folder>/wandb`` for ``wandb sync``), ``online`` or ``disabled``. One W&B
+``<run folder>/wandb`` for ``wandb sync``, and the job says where as it ends),
+``online`` or ``disabled``. One W&B
 run per Hydra job, grouped by the sweep's folder in a multirun. A run whose job
 ends without finishing (an error, Ctrl-C, SIGTERM) having logged nothing holds no
 more than its config: its files go, so a fresh run folder that got no results is
@@ -149,7 +150,8 @@ class RunLogger:
         ``wandb/`` if it made it): it holds no more than the config, and a fresh
         run folder left holding it would be kept and block the next run there.
         One that logged something is kept, and an offline one is said in one
-        line: what ``wandb sync`` uploads."""
+        line: what ``wandb sync`` uploads. A finished offline run is said so too
+        (``W&B offline run: upload it with `wandb sync PATH```)."""
         if self.run is not None:
             from experiments._cli import exit_status
 
@@ -157,6 +159,8 @@ class RunLogger:
             own = Path(run.dir).parent  # offline-run-<time>-<id>/
             run.finish(exit_code=0 if error is None else exit_status(error))
             if error is None:
+                if self._mode == "offline":  # nothing else says where it is
+                    print(f"W&B offline run: upload it with `wandb sync {own}`")
                 return
             if not self.logged:
                 folder = self._out_dir / "wandb"

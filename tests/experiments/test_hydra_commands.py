@@ -620,6 +620,29 @@ def test_the_wandb_run_ends_with_the_command_s_exit_code(tmp_path, error, code):
     assert _wandb_exit_code(tmp_path) == code
 
 
+@pytest.mark.parametrize("mode", ["offline", "disabled"])
+def test_a_finished_offline_wandb_run_is_named_with_its_sync_command(tmp_path, capsys, mode):
+    """Nothing said where a finished offline W&B run went or how to upload it
+    (WANDB_SILENT keeps W&B's own lines out): one line names it, with the
+    ``wandb sync`` command; a disabled run has nothing to upload."""
+    from experiments.tracking import RunLogger
+
+    cfg = OmegaConf.create(
+        {"kind": "wandb", "mode": mode, "project": "btb-test", "entity": None,
+         "group": None, "tags": []}
+    )  # fmt: skip
+    logger = RunLogger(cfg, {}, tmp_path, name="done", job_type="evaluate")
+    logger.log({"probe": 1.0}, step=1)
+    capsys.readouterr()
+    logger.finish()
+    out = capsys.readouterr().out
+    if mode == "disabled":
+        assert "wandb sync" not in out
+        return
+    (folder,) = glob.glob(str(tmp_path / "wandb" / "offline-run-*"))
+    assert out == f"W&B offline run: upload it with `wandb sync {folder}`\n"
+
+
 def test_a_failed_evaluate_that_logged_nothing_leaves_no_wandb_run(tmp_path):
     """evaluate's policy failing ended the command with status 1 and its W&B run with 0;
     a W&B run that logged nothing before its job failed holds only its config, and
