@@ -3,22 +3,24 @@
 Usage::
 
     python -m experiments.audit path=FILE [format=auto|mooncake|art|bursted|qwen]
-        [min_tokens=4096] [window_s=10] [out_dir=PATH] [json=false] [per_window=false]
+        [min_tokens=4096] [fanout_s=10] [out_dir=PATH] [json=false] [per_window=false]
         [skip_bad_rows=false] [max_bad_fraction=0.01] [strict_block_count=true]
         [block_tokens=N] [merge_blocks=1] [time_unit=auto|s|ms|us|ns]
 
 Reports raw arrival bursts (the busiest 1 s / 10 s / 60 s) and the largest
 same-prefix fan-out: the most requests sharing their first ``min_tokens`` tokens
 (the fewest whole blocks of the trace that hold them; 4,096 tokens = 16 blocks
-of 256 tokens, 8 of 512) that arrive within 1 s, 10 s, 60 s, ``window_s``
+of 256 tokens, 8 of 512) that arrive within 1 s, 10 s, 60 s, ``fanout_s``
 seconds and the whole trace (definitions in envs/workloads/stats.py), and how
 many requests share leading blocks with others while their prompt less its last
 block ends in blocks of their own (a suffix longer than one block: the copying
 policies see no shared prefix there). ``merge_blocks=K`` audits the trace in
 blocks K times as long, as ``workload.merge_blocks`` reads it.
 Bursted-ART files are audited window by window (streamed) and the maxima are
-reported with the window they come from. ``window_s`` is a finite number of
-seconds (the whole trace is a row of its own). Prints a table (or the JSON with
+reported with the window they come from. ``fanout_s`` is a finite number of
+seconds (the whole trace is a row of its own): an interval of the fan-out rows,
+not a window's length, which the file's own windows set (``window_s=``, its old
+spelling, is read as it with a note). Prints a table (or the JSON with
 ``json=true``: stdout holds the JSON alone); with ``out_dir`` also writes
 ``audit.json`` there, atomically. Besides the figures, ``audit.json`` records the
 read: ``read_settings`` (``time_unit`` as given and ``time_unit_read``, the unit
@@ -55,7 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "path": "",
     "format": "auto",
     "min_tokens": 4096,
-    "window_s": 10.0,
+    "fanout_s": 10.0,
     "out_dir": "",
     "json": False,
     "per_window": False,
@@ -85,7 +87,7 @@ def audit_file(
     path: str,
     format: str = "auto",
     min_tokens: int = 4096,
-    window_s: float = 10.0,
+    fanout_s: float = 10.0,
     skip_bad_rows: bool = False,
     max_bad_fraction: float = 0.01,
     strict_block_count: bool = True,
@@ -106,8 +108,8 @@ def audit_file(
             raise UsageError(f"{COMMAND}: format={format!r}: {error}") from None
     if min_tokens < 1:
         raise UsageError(f"{COMMAND}: min_tokens must be >= 1, got {min_tokens}")
-    if not (window_s > 0 and math.isfinite(window_s)):  # the whole trace is a row already
-        raise UsageError(f"{COMMAND}: window_s must be a finite number > 0, got {window_s}")
+    if not (fanout_s > 0 and math.isfinite(fanout_s)):  # the whole trace is a row already
+        raise UsageError(f"{COMMAND}: fanout_s must be a finite number > 0, got {fanout_s}")
     if merge_blocks < 1:
         raise UsageError(f"{COMMAND}: merge_blocks must be an integer >= 1, got {merge_blocks}")
     try:
@@ -125,7 +127,7 @@ def audit_file(
         report = ReadReport(source=path)
         windows = iter_trace_windows(path, format=name, options=options, report=report)
         merged = (merged_workload(w, merge_blocks) for w in windows)
-        result = audit_windows(merged, min_tokens=min_tokens, window_s=window_s)
+        result = audit_windows(merged, min_tokens=min_tokens, window_s=fanout_s)
     except UnicodeDecodeError as error:
         raise UsageError(f"{COMMAND}: path={path!r}: {_not_utf8(path, error)}") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as error:  # a .gz cut short or damaged
@@ -136,7 +138,7 @@ def audit_file(
         "path": path,
         "format": name,
         "min_tokens": min_tokens,
-        "window_s": window_s,
+        "fanout_s": fanout_s,
         "merge_blocks": merge_blocks,
         "read_settings": {
             "time_unit": time_unit,
@@ -152,10 +154,37 @@ def audit_file(
     }
 
 
+OLD_FANOUT = "window_s"
+"""``fanout_s``'s spelling until 2026-12-06, read as it with a note: it read as the
+runs' ``workload.window_s`` (a window's length), which the audit does not take."""
+
+
+def old_spellings(args: list[str]) -> list[str]:
+    """``args`` with ``window_s=`` read as ``fanout_s=``, said in one note line (on
+    stderr: with ``json=true`` stdout holds the JSON alone)."""
+    given = [arg.partition("=")[0] for arg in args]
+    if OLD_FANOUT not in given or any(a in {"-h", "--help"} for a in args):
+        return args
+    if "fanout_s" in given:
+        raise UsageError(
+            f"{COMMAND}: {OLD_FANOUT}= is fanout_s='s old spelling; give fanout_s= alone"
+        )
+    read = [f"fanout_s={arg.partition('=')[2]}" if key == OLD_FANOUT else arg
+            for key, arg in zip(given, args)]  # fmt: skip
+    value = args[given.index(OLD_FANOUT)].partition("=")[2]
+    print(
+        f"note: {COMMAND}: {OLD_FANOUT}= is now fanout_s=, an extra interval for the fan-out "
+        f"rows, not a window's length (audit reads the file's own windows); read as "
+        f"fanout_s={value}",
+        file=sys.stderr,
+    )
+    return read
+
+
 @releasing_out_dirs
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``key=value`` options, audit the file, print and optionally save the result."""
-    options = parse_args(COMMAND, DEFAULTS, argv)
+    options = parse_args(COMMAND, DEFAULTS, old_spellings(sys.argv[1:] if argv is None else argv))
     if not options["path"]:
         raise UsageError(f"{COMMAND}: path=FILE is required")
     if options["out_dir"]:
@@ -170,7 +199,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options["path"],
         format=options["format"],
         min_tokens=options["min_tokens"],
-        window_s=options["window_s"],
+        fanout_s=options["fanout_s"],
         skip_bad_rows=options["skip_bad_rows"],
         max_bad_fraction=options["max_bad_fraction"],
         strict_block_count=options["strict_block_count"],

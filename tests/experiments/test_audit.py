@@ -29,7 +29,7 @@ def _mooncake(path: Path) -> Path:
 def test_audit_mooncake_by_hand(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _mooncake(tmp_path / "mc.jsonl")
     out_dir = tmp_path / "out"
-    result = audit.main([f"path={path}", "min_tokens=1024", "window_s=10", f"out_dir={out_dir}"])
+    result = audit.main([f"path={path}", "min_tokens=1024", "fanout_s=10", f"out_dir={out_dir}"])
     assert result["format"] == "mooncake"
     overall = result["overall"]
     assert overall["windows"] == 1 and overall["requests"] == 5 and overall["block_tokens"] == 512
@@ -116,8 +116,31 @@ def test_audit_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="min_tokens"):
         audit.main([f"path={path}", "min_tokens=0"])
     for bad in ("inf", "-inf", "nan", "0"):  # the whole trace is a row of its own
-        with pytest.raises(UsageError, match=f"window_s must be a finite number > 0, got {bad}"):
-            audit.main([f"path={path}", f"window_s={bad}"])
+        with pytest.raises(UsageError, match=f"fanout_s must be a finite number > 0, got {bad}"):
+            audit.main([f"path={path}", f"fanout_s={bad}"])
+
+
+def test_audit_reads_window_s_as_fanout_s_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``window_s=60`` meant an extra fan-out interval, not the trace's
+    ``workload.window_s``: a user who meant a window's length got no word (and a
+    header saying 1 window). The option is ``fanout_s``; the old spelling is read as
+    it, with one note line on stderr (stdout stays the JSON with ``json=true``)."""
+    path = _mooncake(tmp_path / "mc.jsonl")
+    new = audit.main([f"path={path}", "min_tokens=1024", "fanout_s=0.4", "json=true"])
+    assert capsys.readouterr().err == ""
+    old = audit.main([f"path={path}", "min_tokens=1024", "window_s=0.4", "json=true"])
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == old == new
+    assert old["fanout_s"] == 0.4 and old["overall"]["fanout"]["requests"] == 2  # 0 and 0.2 s
+    assert captured.err == (
+        "note: experiments.audit: window_s= is now fanout_s=, an extra interval for the "
+        "fan-out rows, not a window's length (audit reads the file's own windows); read as "
+        "fanout_s=0.4\n"
+    )
+    with pytest.raises(UsageError, match="window_s= is fanout_s='s old spelling; give fanout"):
+        audit.main([f"path={path}", "fanout_s=1", "window_s=2"])
 
 
 def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,7 @@ KEY_VALUE: list[tuple[Any, list[str]]] = [
     (bench, ["repeats=0"]), (bench, ["policies=nope"]), (bench, ["envs=nope"]),
     (costs, ["model=nope"]), (costs, ["tokens=x"]), (costs, ["tokens=-5"]),
     (costs, ["node=0xH100"]), (costs, ["setup=nope"]),
-    (audit, ["path=/nonexistent"]), (audit, ["min_blocks=-1"]), (audit, ["window_s=0"]),
+    (audit, ["path=/nonexistent"]), (audit, ["min_blocks=-1"]), (audit, ["fanout_s=0"]),
     (audit, ["format=nope"]),
 ]  # fmt: skip
 QUIET = {compare: ["agents=none", "progress=false"], make_dataset: ["progress=false"]}
