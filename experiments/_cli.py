@@ -610,7 +610,9 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
     torch's and SB3's), so a setting checked again by each ``SimConfig`` a command
     builds was said once for each (twice or three times per ``train``). Such a line
     names its setting or file and what it does, so a repeat says nothing new.
-    Others as usual."""
+    The line is written beside any progress bar running (``tqdm.write``: the bar
+    cleared, the line, then the bar again), not into the bar's line. Others as
+    usual."""
     if issubclass(category, (TraceWarning, SettingWarning)):
         if issubclass(category, TraceWarning) and isinstance(message, NamedFields):
             # as the command line spells its options, wherever it was said from (a
@@ -619,7 +621,9 @@ def show_warning(message: Warning | str, category: type[Warning], *args: Any, **
         line = f"warning: {message}"
         if line in SAID_WARNINGS:
             return
-        print(line, file=sys.stderr)
+        from tqdm import tqdm
+
+        tqdm.write(line, file=sys.stderr)
         SAID_WARNINGS.append(line)
     else:
         warnings._showwarning_orig(message, category, *args, **kw)  # type: ignore[attr-defined]

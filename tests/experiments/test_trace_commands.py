@@ -449,6 +449,30 @@ def test_a_trace_s_warning_is_one_line_naming_the_option(
     assert "reading it as ns" in err and "set workload.time_unit= to choose" in err
 
 
+def test_a_trace_s_warning_said_during_the_run_starts_a_line_of_its_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A window's warning (its requests' own 2-block suffixes) is said as compare
+    reads the window, with its progress bar drawn: it went into the bar's line
+    (``compare:   0%| ... |warning: ...``). The bar is cleared first and drawn again
+    after it, so the warning starts its line on a terminal."""
+    rows = [
+        {"timestamp": 300 * i, "input_length": 1500, "output_length": 3,
+         "hash_ids": [1, 2000 + i, 3000 + i]}
+        for i in range(12)
+    ]  # fmt: skip
+    path = write_jsonl(tmp_path / "suffixes.jsonl", rows)
+    argv = ["workload=trace", f"workload.path={path}", "workload.test_fraction=1",
+            "policies=cache_aware", f"out_dir={tmp_path / 'run'}", "agents=none",
+            "charts=false", "progress=true"]  # fmt: skip
+    assert main_guard(lambda: compare.main(argv)) == 0
+    err = capsys.readouterr().err
+    assert "compare:" in err  # the bar was drawn
+    shown = [line for line in err.replace("\r", "\n").split("\n") if "warning:" in line]
+    assert len(shown) == 1 and shown[0].startswith("warning: "), err
+    assert "blocks no other request has" in shown[0]
+
+
 def test_rows_out_of_time_order_are_noted_once_in_audit_s_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
