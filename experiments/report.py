@@ -80,6 +80,14 @@ def run_title(row: Mapping[str, Any]) -> str:
     return title if windows is None else f"{title} · {plural(windows, 'window')}"
 
 
+def bar_text(value: float) -> str:
+    """A reduction bar's label: whole percent with its sign, or, where that rounds to
+    zero (``-0`` for -0.4 %), the table's one decimal (:func:`signed`: ``-0.4``, and
+    ``0.0`` for none)."""
+    whole = f"{value:+.0f}"
+    return whole if float(whole) != 0 else signed(value, 0)
+
+
 def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str | Path) -> Path:
     """Grouped bars: mean and p95 TTFT reduction (%) per policy vs ``baseline``,
     titled as the CDF is (:func:`run_title`)."""
@@ -100,7 +108,7 @@ def plot_reductions(rows: Sequence[Mapping[str, Any]], baseline: str, path: str 
         for bar, value in zip(bars, values, strict=True):
             if value < floor:
                 bar.set_hatch("//")
-        ax.bar_label(bars, labels=[f"{v:+.0f}" for v in values], fontsize="x-small", padding=1)
+        ax.bar_label(bars, labels=[bar_text(v) for v in values], fontsize="x-small", padding=1)
         # legend swatches drawn plainly: the first bar may be a hatched, clipped one
         handles.append(Patch(facecolor=bars.patches[0].get_facecolor(), label=label))
     if min([*mean, *p95, 0.0]) < floor:

@@ -375,6 +375,23 @@ def test_reductions_chart_marks_clipped_bars_and_leaves_no_temporary_file(tmp_pa
     assert swatches[:2] == [None, None]  # plain swatches, though the first mean bar is hatched
 
 
+def test_reductions_chart_labels_a_bar_that_rounds_to_zero_with_a_decimal(tmp_path, monkeypatch):
+    """-0.4 % was labelled ``-0`` (and the reference's 0 ``+0``): a bar that rounds
+    to zero in whole percent gets the table's one decimal."""
+    from experiments import report
+
+    figures = _spy_figures(monkeypatch)
+    rows = [
+        {"policy": "ref", "ttft_mean_reduction_pct": 0.0, "ttft_p95_reduction_pct": 0.0},
+        {"policy": "near", "ttft_mean_reduction_pct": -0.4, "ttft_p95_reduction_pct": 0.49},
+        {"policy": "far", "ttft_mean_reduction_pct": 41.3, "ttft_p95_reduction_pct": -250.0},
+    ]
+    report.plot_reductions(rows, "ref", tmp_path / "reductions.png")
+    (fig,) = figures
+    labels = [text.get_text() for text in fig.axes[0].texts]
+    assert labels == ["0.0", "-0.4", "+41", "0.0", "+0.5", "-250"]  # the means, then the p95s
+
+
 def _spy_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The figures report's charts save, kept open for the test to read."""
     from experiments import report
