@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,16 @@ from stable_baselines3.common.callbacks import BaseCallback
 from agents.algorithms import AgentSpec, save_agent
 from agents.env_pickles import RunWindows
 from envs.files import folder_atomic, fsync_file
+
+
+def say(line: str) -> None:
+    """Print ``line`` (stdout) beside the run's progress bar, if one is drawn: the bar
+    cleared, the line, then the bar again (``tqdm.write``), so that the line never
+    runs on from the bar's on a terminal."""
+    from tqdm import tqdm
+
+    tqdm.write(line)
+    sys.stdout.flush()
 
 
 class ProgressBar(BaseCallback):
@@ -266,11 +277,10 @@ class KeepBestByValidation(BaseCallback):
                     (partial / name).write_bytes(data)
                     fsync_file(partial / name)
         if self.echo:
-            print(
+            say(
                 f"validation: {len(self.history)} scores carried over from the checkpoint "
                 f"(best {score_text(self.best_score)} at {self.best_step:,}); "
-                f"the next at step {self._next:,}",
-                flush=True,
+                f"the next at step {self._next:,}"
             )
 
     def _on_training_start(self) -> None:
@@ -306,7 +316,7 @@ class KeepBestByValidation(BaseCallback):
                 if kept
                 else f"best {score_text(self.best_score)} at {self.best_step:,}"
             )
-            print(f"validation at step {step:,}: {score_text(value)} ({best})", flush=True)
+            say(f"validation at step {step:,}: {score_text(value)} ({best})")
 
 
 class Curriculum(BaseCallback):
@@ -353,7 +363,7 @@ class Curriculum(BaseCallback):
                 if stage < len(self.stages)
                 else f"the {len(pool)} whole train windows"
             )
-            print(f"curriculum at step {step:,}: episodes from {what}", flush=True)
+            say(f"curriculum at step {step:,}: episodes from {what}")
 
     def _on_training_start(self) -> None:
         stage = self._stage_at(int(self.model.num_timesteps))

@@ -721,6 +721,27 @@ def test_train_s_last_line_names_what_it_wrote(evaluate, main, beside, tmp_path,
     assert not (out / "last").exists() and not (out / "checkpoints").exists()
 
 
+@pytest.mark.slow
+def test_validation_lines_start_lines_of_their_own_beside_the_progress_bar(tmp_path, monkeypatch):
+    """On a terminal stdout and stderr share the screen: each validation line went
+    into the progress bar's line (``train:   0%| ... |validation at step 0: ...``),
+    which is why recipes that validate turned the bar off. The bar is cleared
+    before each line and drawn again after it."""
+    import io
+    import sys
+
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", screen)
+    monkeypatch.setattr(sys, "stderr", screen)
+    args = [*TINY, *ALGO_OVERRIDES["ppo"], "train.progress=true", "train.total_timesteps=128",
+            "train.val_every=64", "train.evaluate=false", f"out_dir={tmp_path}"]  # fmt: skip
+    train(compose_train(args))
+    shown = screen.getvalue().replace("\r", "\n").split("\n")
+    said = [line for line in shown if "validation at step" in line]
+    assert len(said) == 3 and all(line.startswith("validation at step ") for line in said)
+    assert any(line.startswith("train: 100%") for line in shown)  # the bar was drawn
+
+
 def test_resume_reports_a_reward_option_the_checkpoint_left_at_its_default():
     # env_kwargs leave reward_baseline / reward_timing out at their defaults (older
     # agents never had them), so a change either way must still be said and recorded
