@@ -105,6 +105,16 @@ def test_experiment_configs_compose():
 
 
 @pytest.mark.parametrize(
+    "option", ["ppo_thresholds", "ppo_thresholds_eft", "ppo_thresholds_spread"]
+)
+def test_the_thresholds_recipes_draw_the_progress_bar(option):
+    """ppo_thresholds (and the two recipes built on it) turned the bar off since it
+    was written: its validation lines went into the bar's line. They start lines of
+    their own now, and a run of minutes shows how far it is."""
+    assert compose_train([f"+experiment={option}"]).train.progress is True
+
+
+@pytest.mark.parametrize(
     ("override", "needle"),
     [
         ("agent.hidden=wide", "agent.hidden"),
