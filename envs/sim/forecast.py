@@ -39,6 +39,7 @@ from envs.sim.request import has_prefix
 from envs.sim.transfers import MOVING, WAIT_SOURCE, Copy
 
 if TYPE_CHECKING:
+    from envs.sim.config import SimConfig
     from envs.sim.request import Request
     from envs.sim.timing import NodeCosts
 
@@ -54,6 +55,8 @@ class ClusterView(Protocol):
     def block_tokens(self) -> int: ...
     @property
     def now(self) -> float: ...
+    @property
+    def config(self) -> SimConfig: ...
 
 
 # ---------------------------------------------------------------- prefixes
@@ -275,10 +278,11 @@ def _causal_landing_s(
     counted); a reference-model copy being written now, the rest of its work item
     on the target (its slowdown and the transfer latency counted); one queued on
     its target (the reference copy model), after the target's current work and
-    the copies queued before it, each its bytes over the target's bandwidth; a copy
-    waiting for its source, once the source has computed the prefix, then its
-    bytes over the target's bandwidth. The transfer latency is left out but for
-    the copy being written, and a slow copy's slowdown but for a copy under way
+    the copies queued before it, each (and it) the transfer latency and its bytes
+    over the target's bandwidth, as its work item there will be; a copy waiting for
+    its source, once the source has computed the prefix, then its bytes over the
+    target's bandwidth. The transfer latency is left out of a copy moving or
+    waiting for its source, and a slow copy's slowdown but for a copy under way
     (moving or being written). ``sources`` caches the sources' own estimates
     within one observation."""
     state = copy.state
@@ -289,11 +293,12 @@ def _causal_landing_s(
     if state != WAIT_SOURCE:
         if target.work == COPY and target.work_obj is copy:  # being written now
             return work_left_s(target, now)
+        latency = sim.config.transfer_latency_s  # each queued copy's work item starts with it
         ahead = 0.0  # queued on its target (the reference copy model): after the
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:
-                return work_left_s(target, now) + ahead + transfer
-            ahead += transfer_s(queued.bytes, target)
+                return work_left_s(target, now) + ahead + latency + transfer
+            ahead += latency + transfer_s(queued.bytes, target)
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:

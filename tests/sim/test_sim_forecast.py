@@ -163,3 +163,48 @@ def test_landing_s_refuses_a_copy_queued_on_its_target() -> None:
         "landing_s: copy 0 to node 1 is neither moving nor waiting for its source "
         "(state 1: queued or being written on its target, or ended)"
     ]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_queued_copy_and_each_copy_ahead_of_it_count_the_transfer_latency(core: str) -> None:
+    """Under the reference copy model a queued copy's work item on its target is
+    the transfer latency plus its bytes over the target's bandwidth, so the
+    forecast of a copy still queued counts the latency, its own and that of each
+    copy queued ahead of it, in both twins. Latency 2 ms. r0 (P, 4 blocks)
+    prefills on node 0 from 0 to 64 ms, r2 (Q, 2 blocks) there from 64 to 96 ms;
+    r1 (256 tokens) prefills on node 1 from 0 to 256 ms. At 100 ms P then Q are
+    warmed from node 0 to node 1, both queued behind r1 (156 ms left): P is
+    written from 256 to 256 + 2 + 32 = 290 ms (190 ms from now), Q from 290 to
+    290 + 2 + 16 = 308 ms (208 ms from now), and they land then. A request of P and
+    one block more (80 tokens) would have its first token on node 1 16 ms after P
+    lands (206 ms; cold, 80 ms after node 1's backlog of 156 ms: 236 ms)."""
+    from envs.sim.forecast import _causal_landing_s
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.0, names("f", 16))
+    p.add(0.0, names("Q", 2))
+    p.add(0.100, ["x0"])
+    asking = p.add(1.0, [*names("P", 4), "z0"])  # (asked about before it arrives)
+    seen: list[tuple[float, ...]] = []
+
+    def warm_then_look(sim: Simulator) -> None:
+        assert sim.warm(0, 1, p.blocks(names("P", 4))) == WARM_OK
+        assert sim.warm(0, 1, p.blocks(names("Q", 2))) == WARM_OK
+        assert list(sim.nodes[1].copy_queue) == sim.copies[:2]
+        estimates = [
+            [(backlog, first) for backlog, first, _ in way.estimates_with_hits(sim, asking, None)]
+            for way in _estimators()
+        ]
+        assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+        landing = tuple(_causal_landing_s(sim, copy, sim.now, 0) for copy in sim.copies)
+        seen.append((*landing, *estimates[0][1]))
+
+    sim = Simulator(toy_cluster(2), p.workload(), SimConfig(transfer_latency_s=0.002), core=core)
+    sim.run(Script([0, 1, 0, 0, 0], {3: [warm_then_look]}))
+    ms = [pytest.approx(x / 1000, rel=1e-9) for x in (190, 208, 156, 206)]
+    assert seen == [tuple(ms)]
+    # the simulator lands them so (the forecast is seconds from the 100 ms decision)
+    assert [copy.land_s for copy in sim.copies] == [
+        pytest.approx(x / 1000, rel=1e-9) for x in (290, 308)
+    ]

@@ -268,15 +268,18 @@ cdef class Coming:
 
 
 cdef double _causal_landing_s(list nodes, object copy, double now, int depth, dict memo,
-                              dict sources, long long block_tokens, double* rdma_bw) except? -1.0:
+                              dict sources, long long block_tokens, double* rdma_bw,
+                              double latency) except? -1.0:
     """``envs.sim.forecast._causal_landing_s``, step for step: a contention-model
     copy moving, when its bytes are through (its slowdown counted); a
     reference-model copy being written now, the rest of its work item (its slowdown
     and the transfer latency counted); one queued on its target, after the target's
-    current work and the copies queued before it; one waiting for its source, once
-    the source has computed the prefix; the latency left out but for the copy being
-    written, a slowdown but for a copy under way. ``rdma_bw``: each node's
-    ``spec.rdma_bw``, read the first time an estimate needs it (-1 until then)."""
+    current work and the copies queued before it, each (and it) the transfer latency
+    and its bytes; one waiting for its source, once the source has computed the
+    prefix; the latency left out of a copy moving or waiting for its source, a
+    slowdown but for a copy under way. ``rdma_bw``: each node's ``spec.rdma_bw``,
+    read the first time an estimate needs it (-1 until then); ``latency``: the
+    simulation's ``transfer_latency_s``."""
     cdef double computed
     cdef Coming known
     state = copy.state
@@ -296,8 +299,8 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
         ahead = 0.0  # queued on its target (the reference copy model): after the
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:
-                return _work_left_s(target, now) + ahead + transfer
-            ahead += queued.bytes / rdma_bw[dst]
+                return _work_left_s(target, now) + ahead + latency + transfer
+            ahead += latency + queued.bytes / rdma_bw[dst]
         return transfer
     src = copy.src
     source = nodes[src]
@@ -305,7 +308,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
         known = sources.get(src)
         if known is None:
             known = _queue_forecast(
-                nodes, source, now, depth + 1, memo, None, block_tokens, rdma_bw
+                nodes, source, now, depth + 1, memo, None, block_tokens, rdma_bw, latency
             )
             sources[src] = known
         if known.get(copy.key, &computed):
@@ -315,7 +318,8 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
 
 
 cdef Coming _queue_forecast(list nodes, object node, double now, int depth, dict memo,
-                            dict sources, long long block_tokens, double* rdma_bw):
+                            dict sources, long long block_tokens, double* rdma_bw,
+                            double latency):
     """``envs.sim.forecast.queue_forecast``."""
     cdef dict inflight = node.inflight
     cdef dict coming = {}
@@ -324,7 +328,7 @@ cdef Coming _queue_forecast(list nodes, object node, double now, int depth, dict
     if inflight:
         for key, copy in inflight.items():
             coming[key] = _causal_landing_s(
-                nodes, copy, now, depth, memo, sources, block_tokens, rdma_bw
+                nodes, copy, now, depth, memo, sources, block_tokens, rdma_bw, latency
             )
     # a decode segment is cut at the next step when a request arrives (prefill priority)
     cdef int work = node.work
@@ -356,6 +360,7 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
     first token also count the rest of its decode step
     (:func:`envs.sim.forecast.decode_step_left_s`)."""
     cdef double now = sim.now
+    cdef double latency = sim.config.transfer_latency_s
     cdef long long bt = sim.block_tokens
     cdef tuple blocks = request.blocks
     cdef Py_ssize_t n_blocks = len(blocks)
@@ -389,7 +394,7 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
         if shared:
             coming = sources.get(index)
         if coming is None:
-            coming = _queue_forecast(nodes, node, now, 0, memo, sources, bt, rdma_bw)
+            coming = _queue_forecast(nodes, node, now, 0, memo, sources, bt, rdma_bw, latency)
             if shared:
                 sources[index] = coming
         backlog = coming.total_s()
