@@ -146,11 +146,16 @@ def copy_bytes(missing_blocks: int, block_tokens: int, target: Node) -> float:
 
 def work_left_s(node: Node, now: float) -> float:
     """Seconds until ``node``'s current prefill, copy or speculative chunk ends; 0
-    when it is idle or decoding (a decode segment is cut at the next step for a
-    prefill or a copy). The one rule for a node's current work left: its backlog
+    when it is decoding (a decode segment is cut at the next step for a prefill or
+    a copy); when it is idle, until ``node.free_s``, before which it starts nothing
+    (new weights loading after an upgrade; under decode overshoot, a step run past
+    an arrival), else 0. The one rule for a node's current work left: its backlog
     starts from it (:func:`queue_forecast`), and a copy to it waits for it, queued
     or being written (:func:`_causal_landing_s`)."""
-    return max(node.work_end - now, 0.0) if node.work in (PREFILL, COPY, SPECULATE) else 0.0
+    work = node.work
+    if work in (PREFILL, COPY, SPECULATE):
+        return max(node.work_end - now, 0.0)
+    return max(node.free_s - now, 0.0) if work == IDLE else 0.0
 
 
 def transfer_s(n_bytes: float, target: Node) -> float:
@@ -420,7 +425,8 @@ def first_token_estimates(
 ) -> list[tuple[float, float]]:
     """(backlog, expected first-token time) in seconds from now, per node, for
     ``request`` arriving now: the causal cost model of the observation; with
-    ``step_wait``, each plus the node's :func:`decode_step_left_s`."""
+    ``step_wait``, each plus the node's :func:`decode_step_left_s`, but an idle
+    node's (its wait until ``free_s`` is in its backlog: :func:`work_left_s`)."""
     estimates = estimates_with_hits(sim, request, memo, step_wait)
     return [(backlog, first) for backlog, first, _ in estimates]
 
@@ -456,7 +462,7 @@ def estimates_with_hits(
             # weighs the node's host RAM / disk copy, which this estimate leaves out)
             have = usable_tokens(depth, bt, n_in)
             first = min(max(backlog, arriving) + prefill_s(n_in - have, have), first)
-        if step_wait:
+        if step_wait and node.work != IDLE:  # (an idle node's wait is in its backlog)
             left = decode_step_left_s(node, now)
             backlog, first = backlog + left, first + left
         out.append((backlog, first, hit))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from simkit import CORES, Prompts, Script, names, run_script, toy_cluster
+from simkit import CORES, HBM_S, Prompts, Script, names, run_script, toy_cluster
 
 from envs.sim import WARM_OK, SimConfig, Simulator
 from envs.sim.forecast import (
@@ -208,3 +208,44 @@ def test_a_queued_copy_and_each_copy_ahead_of_it_count_the_transfer_latency(core
     assert [copy.land_s for copy in sim.copies] == [
         pytest.approx(x / 1000, rel=1e-9) for x in (290, 308)
     ]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_node_loading_new_weights_is_busy_until_they_are_in(core: str) -> None:
+    """A node loading its new weights after an upgrade (idle, ``free_s`` ahead)
+    starts nothing before they are in: its work left runs to then, so its backlog
+    and a copy queued on it count the load, in both twins, and ``step_wait`` adds
+    nothing more for it. Node 0 upgrades to v2 (node 1's version) at 0.1 s and loads
+    until 0.6 s; node 1 computes P (4 blocks) from 0 to 64 ms. At 0.2 s P is warmed
+    from node 1 to node 0, queued there: it is written from 0.6 to 0.632 s (0.432 s
+    from now). r1, P and one block more (80 tokens), then goes to node 0: its
+    first token is expected 16 ms after P lands (0.448 s; cold, 80 ms after the
+    load: 0.48 s), and comes at 0.648 s plus the HBM read of its 64-token hit,
+    which the estimate leaves out. On node 1 (P in HBM, idle) it is 16 ms."""
+    from envs.sim.forecast import _causal_landing_s, work_left_s
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    asking = p.add(0.2, [*names("P", 4), "z0"])
+    seen: list[tuple[float, ...]] = []
+
+    def warm_then_look(sim: Simulator) -> None:
+        assert sim.warm(1, 0, p.blocks(names("P", 4))) == WARM_OK
+        assert list(sim.nodes[0].copy_queue) == sim.copies
+        for step_wait in (False, True):
+            estimates = [
+                [(b, f) for b, f, _ in way.estimates_with_hits(sim, asking, None, step_wait)]
+                for way in _estimators()
+            ]
+            assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+            seen.append(tuple(x for pair in estimates[0] for x in pair))
+        left = work_left_s(sim.nodes[0], sim.now)
+        seen.append((left, _causal_landing_s(sim, sim.copies[0], sim.now, 0)))
+
+    config = SimConfig(model_versions=("v1", "v2"), upgrade_at_s=(0.1,), upgrade_downtime_s=0.5)
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([1, 0], {1: [warm_then_look]}))
+    s = [pytest.approx(x, rel=1e-9) for x in (0.4, 0.448, 0.0, 0.016, 0.432)]
+    assert seen == [(s[0], s[1], s[2], s[3])] * 2 + [(s[0], s[4])]
+    assert sim.copies[0].land_s == pytest.approx(0.632, rel=1e-12)
+    assert sim.records.first_token_s[1] == pytest.approx(0.648 + 64 * HBM_S, rel=1e-12)

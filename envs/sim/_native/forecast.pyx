@@ -57,6 +57,8 @@ cdef inline double _work_left_s(object node, double now):
     cdef int work = node.work
     if work == PREFILL or work == COPY or work == SPECULATE:
         return _pymax(node.work_end - now, 0.0)
+    if work == IDLE:
+        return _pymax(node.free_s - now, 0.0)
     return 0.0
 
 
@@ -358,7 +360,8 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
     """``envs.sim.forecast.estimates_with_hits`` into three C arrays (one entry a node;
     ``rdma_bw`` is scratch for as many); with ``step_wait`` each node's backlog and
     first token also count the rest of its decode step
-    (:func:`envs.sim.forecast.decode_step_left_s`)."""
+    (:func:`envs.sim.forecast.decode_step_left_s`), but an idle node's (its wait
+    until ``free_s`` is in its backlog: ``_work_left_s``)."""
     cdef double now = sim.now
     cdef double latency = sim.config.transfer_latency_s
     cdef long long bt = sim.block_tokens
@@ -419,6 +422,8 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
     if step_wait:
         for j in range(len(nodes)):
             node = nodes[j]
+            if node.work == IDLE:  # its wait is in its backlog
+                continue
             if type(node) is Node:  # the compiled core's, read in C
                 wait = (<Node>node).step_left_s(now)
             else:
