@@ -279,29 +279,29 @@ def _causal_landing_s(
     sources: Sources | None = None,
 ) -> float:
     """Seconds from now until a warm copy in flight lands (a causal estimate): a
-    contention-model copy moving, when its bytes are through (its slowdown
-    counted); a reference-model copy being written now, the rest of its work item
-    on the target (its slowdown and the transfer latency counted); one queued on
-    its target (the reference copy model), after the target's current work and
-    the copies queued before it, each (and it) the transfer latency and its bytes
-    over the target's bandwidth, as its work item there will be; a copy waiting for
-    its source, once the source has computed the prefix, then its bytes over the
-    target's bandwidth. The transfer latency is left out of a copy moving or
-    waiting for its source, and a slow copy's slowdown but for a copy under way
-    (moving or being written). ``sources`` caches the sources' own estimates
+    contention-model copy moving, the transfer latency after its bytes are through
+    (its slowdown counted); a reference-model copy being written now, the rest of
+    its work item on the target (its slowdown and the transfer latency counted);
+    one queued on its target (the reference copy model), after the target's
+    current work and the copies queued before it, each (and it) the transfer
+    latency and its bytes over the target's bandwidth, as its work item there will
+    be; a copy waiting for its source, once the source has computed the prefix,
+    then its bytes over the target's bandwidth. The transfer latency is left out of
+    a copy waiting for its source, and a slow copy's slowdown but for a copy under
+    way (moving or being written). ``sources`` caches the sources' own estimates
     within one observation."""
     state = copy.state
-    if state == MOVING and copy.rate > 0:
-        return max(copy.bytes_end_s - now, 0.0)
+    latency = sim.config.transfer_latency_s
+    if state == MOVING and copy.rate > 0:  # (it lands the latency after its last byte)
+        return max(copy.bytes_end_s + latency - now, 0.0)
     target = sim.nodes[copy.dst]
     transfer = transfer_s(copy.bytes, target)
     if state != WAIT_SOURCE:
         if target.work == COPY and target.work_obj is copy:  # being written now
             return work_left_s(target, now)
-        latency = sim.config.transfer_latency_s  # each queued copy's work item starts with it
         ahead = 0.0  # queued on its target (the reference copy model): after the
         for queued in target.copy_queue:  # target's current work and the copies before it
-            if queued is copy:
+            if queued is copy:  # (each work item starts with the latency)
                 return work_left_s(target, now) + ahead + latency + transfer
             ahead += latency + transfer_s(queued.bytes, target)
         return transfer

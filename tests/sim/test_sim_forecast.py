@@ -249,3 +249,42 @@ def test_a_node_loading_new_weights_is_busy_until_they_are_in(core: str) -> None
     assert seen == [(s[0], s[1], s[2], s[3])] * 2 + [(s[0], s[4])]
     assert sim.copies[0].land_s == pytest.approx(0.632, rel=1e-12)
     assert sim.records.first_token_s[1] == pytest.approx(0.648 + 64 * HBM_S, rel=1e-12)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_copy_moving_under_the_contention_model_counts_the_transfer_latency(
+    core: str,
+) -> None:
+    """Under the contention copy model a copy lands the transfer latency after its
+    last byte, so the forecast of a copy moving counts it, in both twins, also
+    once its bytes are through and only the latency is left. Latency 2 ms. r0 (P,
+    4 blocks) prefills on node 0 from 0 to 64 ms; at 70 ms P is warmed to node 1,
+    alone on the NICs: its 65,536 B are through at 102 ms and it lands at 104 ms,
+    34 ms from then. At 103 ms 1 ms is left; r2, P and one block more (80
+    tokens), routed then to node 1, waits for it and prefills its 16 tokens: first
+    token at 120 ms (plus the HBM read of its 64-token hit, which the estimate
+    leaves out), 17 ms from then, as forecast (at 70 ms, 34 + 16 = 50 ms)."""
+    from envs.sim.forecast import _causal_landing_s
+
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.070, ["x0"])
+    asking = p.add(0.103, [*names("P", 4), "z0"])
+    seen: list[tuple[float, ...]] = []
+
+    def look(sim: Simulator) -> None:
+        estimates = [way.estimates_with_hits(sim, asking, None)[1] for way in _estimators()]
+        assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+        seen.append((_causal_landing_s(sim, sim.copies[0], sim.now, 0), estimates[0][1]))
+
+    def warm_then_look(sim: Simulator) -> None:
+        assert sim.warm(0, 1, p.blocks(names("P", 4))) == WARM_OK
+        look(sim)
+
+    config = SimConfig(copy_model="contention", transfer_latency_s=0.002)
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([0, 0, 1], {1: [warm_then_look], 2: [look]}))
+    ms = [pytest.approx(x / 1000, rel=1e-9) for x in (34, 50, 1, 17)]
+    assert seen == [(ms[0], ms[1]), (ms[2], ms[3])]
+    assert sim.copies[0].land_s == pytest.approx(0.104, rel=1e-12)
+    assert sim.records.first_token_s[2] == pytest.approx(0.120 + 64 * HBM_S, rel=1e-12)

@@ -273,13 +273,13 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
                               dict sources, long long block_tokens, double* rdma_bw,
                               double latency) except? -1.0:
     """``envs.sim.forecast._causal_landing_s``, step for step: a contention-model
-    copy moving, when its bytes are through (its slowdown counted); a
+    copy moving, the latency after its bytes are through (its slowdown counted); a
     reference-model copy being written now, the rest of its work item (its slowdown
     and the transfer latency counted); one queued on its target, after the target's
     current work and the copies queued before it, each (and it) the transfer latency
     and its bytes; one waiting for its source, once the source has computed the
-    prefix; the latency left out of a copy moving or waiting for its source, a
-    slowdown but for a copy under way. ``rdma_bw``: each node's ``spec.rdma_bw``,
+    prefix; the latency left out of a copy waiting for its source, a slowdown but
+    for a copy under way. ``rdma_bw``: each node's ``spec.rdma_bw``,
     read the first time an estimate needs it (-1 until then); ``latency``: the
     simulation's ``transfer_latency_s``."""
     cdef double computed
@@ -288,7 +288,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     if state == MOVING:
         rate = copy.rate
         if rate > 0:
-            return _pymax(copy.bytes_end_s - now, 0.0)
+            return _pymax(copy.bytes_end_s + latency - now, 0.0)
     cdef Py_ssize_t dst = copy.dst
     if rdma_bw[dst] < 0.0:  # not read yet in this estimate
         rdma_bw[dst] = nodes[dst].spec.rdma_bw
