@@ -286,10 +286,10 @@ def _causal_landing_s(
     current work and the copies queued before it, each (and it) the transfer
     latency and its bytes over the target's bandwidth, as its work item there will
     be; a copy waiting for its source, once the source has computed the prefix,
-    then its bytes over the target's bandwidth. The transfer latency is left out of
-    a copy waiting for its source, and a slow copy's slowdown but for a copy under
-    way (moving or being written). ``sources`` caches the sources' own estimates
-    within one observation."""
+    then the transfer latency and its bytes over the target's bandwidth (the
+    target's work then, under the reference copy model, left out). A slow copy's
+    slowdown is left out but for a copy under way (moving or being written).
+    ``sources`` caches the sources' own estimates within one observation."""
     state = copy.state
     latency = sim.config.transfer_latency_s
     if state == MOVING and copy.rate > 0:  # (it lands the latency after its last byte)
@@ -314,9 +314,9 @@ def _causal_landing_s(
                 sources[copy.src] = known
         computed = known.get(copy.key)
         if computed is not None:
-            return computed + transfer
+            return computed + latency + transfer
     wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
-    return wait + source.prefill_ewma_s * len(source.queue) + transfer
+    return wait + source.prefill_ewma_s * len(source.queue) + latency + transfer
 
 
 def waits_for_source(node: Node) -> bool:

@@ -288,3 +288,40 @@ def test_a_copy_moving_under_the_contention_model_counts_the_transfer_latency(
     assert seen == [(ms[0], ms[1]), (ms[2], ms[3])]
     assert sim.copies[0].land_s == pytest.approx(0.104, rel=1e-12)
     assert sim.records.first_token_s[2] == pytest.approx(0.120 + 64 * HBM_S, rel=1e-12)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_copy_waiting_for_its_source_counts_the_transfer_latency(core: str) -> None:
+    """A copy waiting for its source starts once the source has computed the
+    prefix, and its transfer then takes the latency too (a work item on the target
+    under the reference copy model; the last byte and the latency under the
+    contention model), so its forecast counts it, in both twins. Latency 2 ms. r0
+    (P and a block of its own, 80 tokens) prefills on node 0 from 0 to 80 ms; at
+    70 ms P is warmed to node 1 (idle), waiting for r0: it is written there from
+    80 to 80 + 2 + 32 = 114 ms, 44 ms from then. r1, P and one block more (80
+    tokens), routed then to node 1, waits for it (sooner than 80 ms cold) and
+    prefills its 16 tokens: first token at 130 ms (plus the HBM read of its
+    64-token hit, which the estimate leaves out), 60 ms from then, as forecast."""
+    from envs.sim.forecast import _causal_landing_s
+
+    p = Prompts()
+    p.add(0.0, [*names("P", 4), "e0"])
+    asking = p.add(0.070, [*names("P", 4), "z0"])
+    seen: list[tuple[float, ...]] = []
+
+    def warm_then_look(sim: Simulator) -> None:
+        assert sim.warm(0, 1, p.blocks(names("P", 4))) == WARM_OK
+        estimates = [way.estimates_with_hits(sim, asking, None)[1] for way in _estimators()]
+        assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+        # (alone, without the source's own estimate: after its prefill in progress
+        # and its queue, here empty)
+        alone = _causal_landing_s(sim, sim.copies[0], sim.now, 1)
+        seen.append((_causal_landing_s(sim, sim.copies[0], sim.now, 0), alone, estimates[0][1]))
+
+    config = SimConfig(transfer_latency_s=0.002)
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([0, 1], {1: [warm_then_look]}))
+    ms = [pytest.approx(x / 1000, rel=1e-9) for x in (44, 44, 60)]
+    assert seen == [tuple(ms)]
+    assert sim.copies[0].land_s == pytest.approx(0.114, rel=1e-12)
+    assert sim.records.first_token_s[1] == pytest.approx(0.130 + 64 * HBM_S, rel=1e-12)

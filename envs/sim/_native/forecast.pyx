@@ -278,8 +278,8 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     and the transfer latency counted); one queued on its target, after the target's
     current work and the copies queued before it, each (and it) the transfer latency
     and its bytes; one waiting for its source, once the source has computed the
-    prefix; the latency left out of a copy waiting for its source, a slowdown but
-    for a copy under way. ``rdma_bw``: each node's ``spec.rdma_bw``,
+    prefix, then the latency and its bytes; a slowdown left out but for a copy
+    under way. ``rdma_bw``: each node's ``spec.rdma_bw``,
     read the first time an estimate needs it (-1 until then); ``latency``: the
     simulation's ``transfer_latency_s``."""
     cdef double computed
@@ -314,9 +314,9 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
             )
             sources[src] = known
         if known.get(copy.key, &computed):
-            return computed + transfer
+            return computed + latency + transfer
     cdef double wait = _pymax(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
-    return wait + source.prefill_ewma_s * len(source.queue) + transfer
+    return wait + source.prefill_ewma_s * len(source.queue) + latency + transfer
 
 
 cdef Coming _queue_forecast(list nodes, object node, double now, int depth, dict memo,
