@@ -288,14 +288,15 @@ def _causal_landing_s(
     be; a copy waiting for its source, once the source has computed the prefix,
     then the transfer latency and its bytes over the target's bandwidth (the
     target's work then, under the reference copy model, left out). A slow copy's
-    slowdown is left out but for a copy under way (moving or being written).
-    ``sources`` caches the sources' own estimates within one observation."""
+    bytes count ``copy.slowdown`` times (known from its issue), as its work item
+    on the target, or its share of the NICs, will. ``sources`` caches the
+    sources' own estimates within one observation."""
     state = copy.state
     latency = sim.config.transfer_latency_s
     if state == MOVING and copy.rate > 0:  # (it lands the latency after its last byte)
         return max(copy.bytes_end_s + latency - now, 0.0)
     target = sim.nodes[copy.dst]
-    transfer = transfer_s(copy.bytes, target)
+    transfer = transfer_s(copy.bytes * copy.slowdown, target)
     if state != WAIT_SOURCE:
         if target.work == COPY and target.work_obj is copy:  # being written now
             return work_left_s(target, now)
@@ -303,7 +304,7 @@ def _causal_landing_s(
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:  # (each work item starts with the latency)
                 return work_left_s(target, now) + ahead + latency + transfer
-            ahead += latency + transfer_s(queued.bytes, target)
+            ahead += latency + transfer_s(queued.bytes * queued.slowdown, target)
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:

@@ -325,3 +325,66 @@ def test_a_copy_waiting_for_its_source_counts_the_transfer_latency(core: str) ->
     assert seen == [tuple(ms)]
     assert sim.copies[0].land_s == pytest.approx(0.114, rel=1e-12)
     assert sim.records.first_token_s[1] == pytest.approx(0.130 + 64 * HBM_S, rel=1e-12)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_slow_copy_not_under_way_counts_its_slowdown(core: str) -> None:
+    """A slow copy (``fault_copy_slow_prob``) is known slow from its issue: under
+    the reference copy model its work item on the target lasts slowdown x its
+    bytes over the bandwidth, so the forecast of a copy queued there, or waiting
+    for its source, counts the slowdown, its own and that of each copy queued ahead
+    of it, in both twins. Every copy 3 times slower. Queued: r0 (P, 4 blocks)
+    prefills on node 0 from 0 to 64 ms, r2 (Q, 2 blocks) there from 64 to 96 ms;
+    r1 (256 tokens) on node 1 from 0 to 256 ms. At 100 ms P then Q are warmed to
+    node 1, queued behind r1 (156 ms left): P is written from 256 to 256 + 96 =
+    352 ms (252 ms from now), Q to 352 + 48 = 400 ms (300 ms). A request of P and
+    one block more (80 tokens) would have its first token on node 1 sooner cold,
+    after the node's backlog, than 16 ms after P lands: 156 + 80 = 236 ms (at full
+    speed P would land in 188 ms: 204 ms). Waiting: r0 (P and a block of its own,
+    80 tokens) prefills on node 0 from 0 to 80 ms; at 70 ms P is warmed to node 1,
+    idle: it is written from 80 to 176 ms, 106 ms from then (so the request's
+    first token there is sooner cold: 80 ms)."""
+    from envs.sim.forecast import _causal_landing_s
+
+    config = SimConfig(fault_copy_slow_prob=1.0, fault_copy_slowdown=3.0)
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.0, names("f", 16))
+    p.add(0.0, names("Q", 2))
+    p.add(0.100, ["x0"])
+    asking = p.add(1.0, [*names("P", 4), "z0"])  # (asked about before it arrives)
+    seen: list[tuple[float, ...]] = []
+
+    def look(sim: Simulator, node: int) -> None:
+        estimates = [way.estimates_with_hits(sim, asking, None)[node] for way in _estimators()]
+        assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+        landing = tuple(_causal_landing_s(sim, copy, sim.now, 0) for copy in sim.copies)
+        seen.append((*landing, estimates[0][1]))
+
+    def warm_two_then_look(sim: Simulator) -> None:
+        assert sim.warm(0, 1, p.blocks(names("P", 4))) == WARM_OK
+        assert sim.warm(0, 1, p.blocks(names("Q", 2))) == WARM_OK
+        assert list(sim.nodes[1].copy_queue) == sim.copies
+        look(sim, 1)
+
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([0, 1, 0, 0, 0], {3: [warm_two_then_look]}))
+    assert [copy.slowdown for copy in sim.copies] == [3.0, 3.0]
+    assert [copy.land_s for copy in sim.copies] == [
+        pytest.approx(x / 1000, rel=1e-9) for x in (352, 400)
+    ]
+
+    q = Prompts()
+    q.add(0.0, [*names("P", 4), "e0"])
+    q.add(0.070, ["x0"])
+
+    def warm_one_then_look(sim: Simulator) -> None:
+        assert sim.warm(0, 1, q.blocks(names("P", 4))) == WARM_OK
+        look(sim, 1)
+
+    asking = q.add(1.0, [*names("P", 4), "z0"])
+    later = Simulator(toy_cluster(2), q.workload(), config, core=core)
+    later.run(Script([0, 0, 0], {1: [warm_one_then_look]}))
+    assert later.copies[0].land_s == pytest.approx(0.176, rel=1e-12)
+    ms = [pytest.approx(x / 1000, rel=1e-9) for x in (252, 300, 236, 106, 80)]
+    assert seen == [tuple(ms[:3]), tuple(ms[3:])]
