@@ -390,11 +390,13 @@ def decode_step_left_s(node: Node, now: float) -> float:
     estimates leave it out (a decoding node counts as free) unless asked with
     ``step_wait`` (:func:`estimates_with_hits`; the observation's option). Under decode
     overshoot (``SimConfig.decode_overshoot``) a step run past an arrival ends
-    later than now: until then the node starts nothing (``node.free_s``). A lower
-    bound on the wait: a queue head held back by the batch or KV limits, or
-    copies queued on the node, can make it longer."""
+    later than now (``node.free_s``), and the segment after it starts then: the
+    wait runs to then. A node not decoding waits for no step: its wait until
+    ``free_s`` (idle, or in the prefill, copy or chunk it starts then) is in its
+    :func:`work_left_s`. A lower bound on the wait: a queue head held back by the
+    batch or KV limits, or copies queued on the node, can make it longer."""
     if node.work != DECODE:
-        return max(node.free_s - now, 0.0)
+        return 0.0
     costs = node.costs
     batch, context = node.seg_batch, node.seg_ctx
     steps = costs.decode_steps_by(now - node.seg_start, batch, context)
@@ -426,8 +428,9 @@ def first_token_estimates(
 ) -> list[tuple[float, float]]:
     """(backlog, expected first-token time) in seconds from now, per node, for
     ``request`` arriving now: the causal cost model of the observation; with
-    ``step_wait``, each plus the node's :func:`decode_step_left_s`, but an idle
-    node's (its wait until ``free_s`` is in its backlog: :func:`work_left_s`)."""
+    ``step_wait``, each plus the node's :func:`decode_step_left_s` (0 but for a
+    decoding node: an idle node's wait until ``free_s`` is in its backlog,
+    :func:`work_left_s`)."""
     estimates = estimates_with_hits(sim, request, memo, step_wait)
     return [(backlog, first) for backlog, first, _ in estimates]
 
@@ -463,7 +466,7 @@ def estimates_with_hits(
             # weighs the node's host RAM / disk copy, which this estimate leaves out)
             have = usable_tokens(depth, bt, n_in)
             first = min(max(backlog, arriving) + prefill_s(n_in - have, have), first)
-        if step_wait and node.work != IDLE:  # (an idle node's wait is in its backlog)
+        if step_wait:
             left = decode_step_left_s(node, now)
             backlog, first = backlog + left, first + left
         out.append((backlog, first, hit))

@@ -11,7 +11,7 @@ from agents.adapter import AgentPolicy
 from envs.encoder import NODE_FEATURES, ObservationEncoder, observation_options
 from envs.route_warm import RouteWarmEnv
 from envs.sim import SimConfig, Simulator, setup_cluster
-from envs.sim.forecast import decode_step_left_s
+from envs.sim.forecast import decode_step_left_s, work_left_s
 from envs.sim.node import DECODE
 from envs.sim.simulator import CompiledSimulator
 from envs.sim.timing import NodeCosts
@@ -99,23 +99,26 @@ needs_compiled = pytest.mark.skipif(
 def test_the_compiled_rest_of_a_step_is_the_reference_s_to_the_bit(causal_kv: bool) -> None:
     """The compiled core's ``Node.step_left_s`` (what the compiled observation
     reads) equals :func:`decode_step_left_s` exactly at every node of 600
-    arrivals; under the reference KV model, decode overshoot's ``free_s`` too."""
+    arrivals: the rest of a decoding node's step, 0 for any other node (under the
+    reference KV model one held by decode overshoot's ``free_s`` too: that wait is
+    its work left)."""
     window = next(windows("rising_load", split="val", limit=1))
     sim = Simulator(
         setup_cluster("70b_h100x4"), window, SimConfig(causal_kv=causal_kv), core="compiled"
     )
     decisions = sim.decisions()
     next(decisions)
-    decoding = waiting = 0
+    decoding = held = 0
     for k in range(600):
         for node in sim.nodes:
             left = node.step_left_s(sim.now)
             assert left == decode_step_left_s(node, sim.now)
+            assert node.work == DECODE or left == 0.0
             decoding += node.work == DECODE and left > 0
-            waiting += node.work != DECODE and left > 0
+            held += node.work != DECODE and node.free_s > sim.now
         decisions.send(k % sim.n_nodes)
     assert decoding > 100
-    assert (waiting > 0) == (not causal_kv)  # an idle node held by overshoot: reference only
+    assert (held > 0) == (not causal_kv)  # a node held by overshoot: reference only
 
 
 def test_the_compiled_rows_read_a_python_core_s_nodes_too() -> None:
@@ -255,8 +258,9 @@ def test_under_decode_overshoot_a_segment_not_started_yet_is_cut_to_nothing() ->
     decode segment at the end of a step run past an arrival, later than now. An
     admission now cuts that segment to no steps (it used to give -1 steps, which
     walked the batch back a step), and the rest of the step is the wait until the
-    segment's start; an idle node waits for ``free_s``. Both cores give the same
-    run on such a window."""
+    segment's start; a node not decoding waits for no step: its wait for
+    ``free_s`` (idle, or in the work it starts then) is its work left. Both cores
+    give the same run on such a window."""
     cluster = setup_cluster("70b_h100x4")
     costs = NodeCosts(cluster.nodes[0], cluster.model)
     assert costs.decode_steps_by(-0.0155, 2, 9808) == 0
@@ -276,7 +280,8 @@ def test_under_decode_overshoot_a_segment_not_started_yet_is_cut_to_nothing() ->
                         future += 1
                         assert left == node.seg_start - sim.now
                     elif node.work != DECODE:
-                        assert left == max(node.free_s - sim.now, 0.0)
+                        assert left == 0.0
+                        assert work_left_s(node, sim.now) >= max(node.free_s - sim.now, 0.0)
                 request = decisions.send(request.index % sim.n_nodes)
         except StopIteration:
             pass

@@ -388,3 +388,49 @@ def test_a_slow_copy_not_under_way_counts_its_slowdown(core: str) -> None:
     assert later.copies[0].land_s == pytest.approx(0.176, rel=1e-12)
     ms = [pytest.approx(x / 1000, rel=1e-9) for x in (252, 300, 236, 106, 80)]
     assert seen == [tuple(ms[:3]), tuple(ms[3:])]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_step_wait_adds_nothing_for_a_node_prefilling_from_a_step_run_past_an_arrival(
+    core: str,
+) -> None:
+    """Under decode overshoot a node's last decode step, run past an arrival, ends
+    later than now (``free_s``) and the request routed then starts its prefill at
+    that end: the wait until ``free_s`` is in the node's work left. ``step_wait``
+    (the rest of a decode step) adds nothing for a node that is prefilling: it
+    waits for no step, in both twins. r0 (16 tokens, 3 output tokens) prefills on
+    node 0 from 0 to 16 ms, then decodes 2 steps, to E = 16 + 2 + 33 x 1.024e-6 ms
+    (18.000033792 ms; 1 ms a step and its KV read, 16 then 17 tokens). r1 (32
+    tokens) arrives at 17.1 ms, inside the last step: the step ends first, and r1
+    prefills from E to E + 32 ms. At 17.2 ms r2 (16 tokens) would wait for r1, then
+    prefill: first token at E + 48 ms, 48.800033792 ms from now (backlog
+    32.800033792 ms), and so it comes, routed there."""
+    p = Prompts()
+    p.add(0.0, ["a0"], output_tokens=3)
+    p.add(0.0171, ["b0", "b1"])
+    asking = p.add(0.0172, ["c0"])
+    seen: list[tuple[float, ...]] = []
+
+    def look(sim: Simulator) -> None:
+        for step_wait in (False, True):
+            estimates = [
+                way.estimates_with_hits(sim, asking, None, step_wait)[0] for way in _estimators()
+            ]
+            assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+            seen.append(estimates[0][:2])
+
+    config = SimConfig(decode_overshoot=True)
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([0, 0, 0], {2: [look]}))
+    end = 0.016 + 0.002 + 33 * 1.024e-9
+    rec = sim.records
+    assert (rec.admit_s[1], rec.admit_s[2]) == (
+        pytest.approx(end, rel=1e-12),
+        pytest.approx(end + 0.032, rel=1e-12),
+    )
+    assert rec.first_token_s[2] == pytest.approx(end + 0.048, rel=1e-12)
+    expected = (
+        pytest.approx(end + 0.032 - 0.0172, rel=1e-9),
+        pytest.approx(end + 0.048 - 0.0172, rel=1e-9),
+    )
+    assert seen == [expected, expected]

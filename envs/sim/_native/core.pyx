@@ -346,11 +346,11 @@ cdef class Node:
     cpdef double step_left_s(self, double now) except? -1.0:
         """``envs.sim.forecast.decode_step_left_s`` (the reference; this is the
         compiled observation's, callable from Python for tests): seconds until the
-        decode step running at ``now`` ends (under decode overshoot, until ``free_s``)."""
+        decode step running at ``now`` ends (0 when it is not decoding)."""
         cdef long long steps
         cdef double end
         if self.work != DECODE:
-            return max(self.free_s - now, 0.0)
+            return 0.0
         steps = self.steps_by(now - self.seg_start)
         end = self.seg_start + self.decode_time(
             min(steps, self.seg_steps), self.seg_batch, self.seg_ctx

@@ -360,8 +360,8 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
     """``envs.sim.forecast.estimates_with_hits`` into three C arrays (one entry a node;
     ``rdma_bw`` is scratch for as many); with ``step_wait`` each node's backlog and
     first token also count the rest of its decode step
-    (:func:`envs.sim.forecast.decode_step_left_s`), but an idle node's (its wait
-    until ``free_s`` is in its backlog: ``_work_left_s``)."""
+    (:func:`envs.sim.forecast.decode_step_left_s`; 0 but for a decoding node: an
+    idle node's wait until ``free_s`` is in its backlog, ``_work_left_s``)."""
     cdef double now = sim.now
     cdef double latency = sim.config.transfer_latency_s
     cdef long long bt = sim.block_tokens
@@ -422,8 +422,6 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
     if step_wait:
         for j in range(len(nodes)):
             node = nodes[j]
-            if node.work == IDLE:  # its wait is in its backlog
-                continue
             if type(node) is Node:  # the compiled core's, read in C
                 wait = (<Node>node).step_left_s(now)
             else:
