@@ -138,9 +138,12 @@ def test_a_killed_worker_is_named_with_its_signal_and_the_others_close(window, w
     vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=2)
     try:
         vec.reset()
-        if when == "step_wait":  # killed while it steps: the read meets its end
-            vec.step_async(np.array([0, 0]))
         pid = _killed(vec, 1)
+        if when == "step_wait":  # killed while it steps: the read meets its end
+            # (worker 0 is sent its step; worker 1 died before sending its result:
+            # killed after step_async, it may have sent it already)
+            vec.remotes[0].send(("step", np.int64(0)))
+            vec.waiting = True
         with pytest.raises(WorkerDied) as raised:
             vec.step_wait() if when == "step_wait" else vec.step(np.array([0, 0]))
         assert str(raised.value) == (
