@@ -594,6 +594,10 @@ def _refuse_node_beside_nodes(cfg: Any) -> None:
                     f"cluster={override.value()} and cluster.nodes are both given{said}: "
                     "cluster.nodes lists every node (give it alone, or the cluster option)"
                 )
+    # what else the command takes: costs' tables are one node's (it takes no n_nodes)
+    other = "node and n_nodes"
+    if _KEY_VALUE and not _KEY_VALUE[-1][3]:
+        other = f"{_typed_as('cluster.node')} alone"
     for key in ("node", "n_nodes"):
         if cfg.cluster.get(key) is None:  # null gives no value (cluster.node=null)
             continue
@@ -604,7 +608,7 @@ def _refuse_node_beside_nodes(cfg: Any) -> None:
             path = f"cluster.{key}"
             raise ConfigError(
                 f"{_typed_as(path)} and cluster.nodes are both given{value_origin(path)}: "
-                "cluster.nodes lists every node (give it alone, or node and n_nodes)"
+                f"cluster.nodes lists every node (give it alone, or {other})"
             )
 
 
@@ -697,10 +701,11 @@ def _is_sequence(value: Any) -> bool:
     return isinstance(_plain(value), list)
 
 
-_KEY_VALUE: list[tuple[str, frozenset[str], Mapping[str, str]]] = []
+_KEY_VALUE: list[tuple[str, frozenset[str], Mapping[str, str], bool]] = []
 """While :func:`cluster_from_options` builds a ``key=value`` command's cluster: its
-``setup=``, the cluster options it was given (what :func:`_where_set` says) and the
-short options some of them were given as (what :func:`_typed_as` says)."""
+``setup=``, the cluster options it was given (what :func:`_where_set` says), the
+short options some of them were given as (what :func:`_typed_as` says) and whether
+the command takes ``cluster.n_nodes`` (what :func:`_refuse_node_beside_nodes` offers)."""
 _FROM_SETUP = ("model.name", "cluster.node", "cluster.n_nodes")
 """What a ``key=value`` command's ``setup=`` gives when no option changes it."""
 
@@ -719,6 +724,7 @@ def cluster_from_options(
     given: Mapping[str, str],
     added: Collection[str] = frozenset(),
     spelled: Mapping[str, str] | None = None,
+    takes_n_nodes: bool = True,
 ) -> tuple[Any, ClusterSpec]:
     """The cluster a ``key=value`` command (``compare``, ``costs``) runs on, and the
     config it is made of, as the Hydra commands' ``setup``, ``model`` and ``cluster``
@@ -739,7 +745,9 @@ def cluster_from_options(
     ``cluster.n_nodes`` the number of nodes, as a Hydra job does. ``spelled``: the
     options of ``given`` the command line gave under a short name of the command's
     (``costs``' ``node=`` is ``cluster.node``: ``{"cluster.node": "node"}``), which
-    its errors name as typed."""
+    its errors name as typed. ``takes_n_nodes``: whether the command takes ``cluster.n_nodes``
+    (``costs`` does not: its tables are one node's, so ``cluster.nodes`` beside
+    ``cluster.node`` is told to give either alone)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -808,7 +816,7 @@ def cluster_from_options(
             detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
             said = value_said(spelled.get(key, key), text, FROM_COMMAND_LINE)
             raise UsageError(f"{command}: {said}: {detail}") from None
-    _KEY_VALUE.append((setup, frozenset(given), spelled))
+    _KEY_VALUE.append((setup, frozenset(given), spelled, takes_n_nodes))
     try:
         cluster = cluster_of(cfg)
     finally:

@@ -134,7 +134,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(f"{COMMAND}: mfu must be in (0, 1], got {options['mfu']}")
     from experiments.config import cluster_from_options
 
-    _, cluster = cluster_from_options(COMMAND, options["setup"], given, added, spelled)
+    _, cluster = cluster_from_options(
+        COMMAND, options["setup"], given, added, spelled, takes_n_nodes=False
+    )
     kinds = list({node.name: node for node in cluster.nodes}.values())  # each kind once
     if options["out_dir"]:
         claim_out_dir(

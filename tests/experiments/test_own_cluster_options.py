@@ -328,6 +328,11 @@ def test_costs_prints_a_table_per_node_kind_listed(tmp_path: Path) -> None:
             "cluster.n_nodes= does not apply: the table is one node's (cluster.node=, or "
             "cluster.nodes=[...] for a table per node kind)",
         ),
+        (  # it offered "node and n_nodes", and costs refuses n_nodes
+            ["cluster.node=4xH100", MIXED],
+            "cluster.node and cluster.nodes are both given (from the command line): "
+            "cluster.nodes lists every node (give it alone, or cluster.node alone)",
+        ),
         (
             ["node=4xH100", "cluster.node=8xH200"],
             "node= and cluster.node= are one option: give one of them",
@@ -356,7 +361,7 @@ def test_costs_refuses_a_bad_cluster_option_in_one_line(
         (
             ["node=4xH100", MIXED],
             "node and cluster.nodes are both given (from the command line): cluster.nodes "
-            "lists every node (give it alone, or node and n_nodes)",
+            "lists every node (give it alone, or node alone)",
         ),
         (
             ["model=glm-4.5", "model.layers=40"],
