@@ -710,6 +710,24 @@ _FROM_SETUP = ("model.name", "cluster.node", "cluster.n_nodes")
 """What a ``key=value`` command's ``setup=`` gives when no option changes it."""
 
 
+_NULL_HINTS = {
+    "model.name": "a model preset's name ({typed}=llama-3.3-70b), or a new name beside "
+    "ModelSpec's fields (a model of one's own)",
+    "cluster.n_nodes": "a node count ({typed}=4), or the nodes (cluster.nodes=[4xH100,8xH200])",
+}
+"""What :func:`null_refusal` asks for instead of a null, by config path (else a value)."""
+
+
+def null_refusal(path: str, typed: str = "") -> str:
+    """``model is null: give a model preset's name (model=llama-3.3-70b), ...``: a null
+    given to config ``path``, whose schema takes none (OmegaConf says ``field
+    'model.name' is not Optional``), named ``typed`` (as the command line spelled it:
+    ``costs``' ``model=``; ``path`` itself by default), as ``cluster.node is null``
+    is said; the origin is the caller's to add."""
+    typed = typed or path
+    return f"{typed} is null: give " + _NULL_HINTS.get(path, "a value").format(typed=typed)
+
+
 def _typed_as(path: str) -> str:
     """Config ``path`` as the command line spelled it: while :func:`cluster_from_options`
     builds a ``key=value`` command's cluster, the short option it was given as
@@ -750,7 +768,7 @@ def cluster_from_options(
     ``cluster.node`` is told to give either alone)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf.errors import OmegaConfBaseException, ValidationError
 
     from experiments._cli import FROM_COMMAND_LINE, UsageError, value_said
 
@@ -813,6 +831,9 @@ def cluster_from_options(
                 )
             OmegaConf.update(cfg, key, value, merge=True)
         except (HydraException, OmegaConfBaseException) as error:
+            if isinstance(error, ValidationError) and "is not Optional" in str(error):
+                said = null_refusal(key, spelled.get(key, key))  # (model.name=null)
+                raise UsageError(f"{command}: {said}{FROM_COMMAND_LINE}") from None
             detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
             said = value_said(spelled.get(key, key), text, FROM_COMMAND_LINE)
             raise UsageError(f"{command}: {said}: {detail}") from None

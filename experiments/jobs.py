@@ -68,6 +68,7 @@ from experiments.config import (
     claiming_run_folders,
     cluster_of,
     config_record,
+    null_refusal,
     setup_label,
     sim_of,
     unknown_key_message,
@@ -362,6 +363,7 @@ def hydra_entry(
                     # as the project's own checks say these (check_bool_values, check_known_keys)
                     said = (
                         _bool_override(error, error.__cause__)
+                        or _null_override(error, error.__cause__)
                         or _unknown_key(error, error.__cause__)
                         or _override_not_merged(command, error)
                     )
@@ -576,6 +578,23 @@ def _bool_override(error: BaseException, cause: BaseException | None) -> str | N
     ):
         return None
     return bool_message(cause.full_key, cause.value, " (from the command line)")
+
+
+def _null_override(error: BaseException, cause: BaseException | None) -> str | None:
+    """``model.name is null: give a model preset's name ... (from the command line)``
+    for a command-line null OmegaConf refused (``field 'model.name' is not
+    Optional``), as ``key=value`` commands say it (``config.null_refusal``); None for
+    any other error."""
+    from omegaconf.errors import ValidationError
+
+    if (
+        not str(error).startswith(_NOT_MERGED)
+        or not isinstance(cause, ValidationError)
+        or "is not Optional" not in str(cause)
+        or not cause.full_key
+    ):
+        return None
+    return null_refusal(cause.full_key) + FROM_COMMAND_LINE
 
 
 _NOT_MERGED = "Error merging override "

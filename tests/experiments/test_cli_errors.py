@@ -932,6 +932,30 @@ def test_a_value_hydra_cannot_merge_is_named_with_where_it_came_from(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.name=null", "model.name is null: give a model preset's name (model.name="
+         "llama-3.3-70b), or a new name beside ModelSpec's fields (a model of one's own)"),
+        ("cluster.n_nodes=null", "cluster.n_nodes is null: give a node count (cluster."
+         "n_nodes=4), or the nodes (cluster.nodes=[4xH100,8xH200])"),
+        ("seed=null", "seed is null: give a value"),
+    ],
+)  # fmt: skip
+def test_a_null_for_a_key_that_takes_none_is_said_in_the_project_s_words(
+    override: str, message: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """A command-line null for a key whose schema takes none: OmegaConf's ``field
+    'model.name' is not Optional`` said as ``cluster.node is null`` is (what to give
+    instead), with where it came from."""
+    proc = run_command("experiments.evaluate", ["logger=none", override], tmp_path)
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"error: experiments.evaluate: {message} (from the command line)\n",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_only_the_users_errors_hydra_reports_exit_2() -> None:
     from hydra.errors import ConfigCompositionException, MissingConfigException
 

@@ -219,6 +219,16 @@ def test_the_options_of_a_cluster_of_ones_own_are_one_list() -> None:
             "'[4xH100'",
         ),
         (
+            ["model.name=null"],
+            "model.name is null: give a model preset's name (model.name=llama-3.3-70b), or a "
+            "new name beside ModelSpec's fields (a model of one's own) (from the command line)",
+        ),
+        (
+            ["cluster.n_nodes=null"],
+            "cluster.n_nodes is null: give a node count (cluster.n_nodes=4), or the nodes "
+            "(cluster.nodes=[4xH100,8xH200]) (from the command line)",
+        ),
+        (
             ["cluster.nodes=[4xH100,,8xH200]"],
             "cluster.nodes='[4xH100,,8xH200]' has an empty entry",
         ),
@@ -397,6 +407,10 @@ def test_costs_refuses_a_bad_cluster_option_in_one_line(
          "is more nodes"),
         (["node=null"], "node is null: give a node kind (cluster.node=4xH100) or the nodes "
          "(cluster.nodes=[4xH100,8xH200]) (from the command line)"),
+        # OmegaConf's words: "model='null' (from the command line): field 'model.name' is not
+        # Optional"
+        (["model=null"], "model is null: give a model preset's name (model=llama-3.3-70b), or "
+         "a new name beside ModelSpec's fields (a model of one's own) (from the command line)"),
     ],
 )  # fmt: skip
 def test_costs_names_model_and_node_as_typed(
