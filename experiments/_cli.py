@@ -60,6 +60,10 @@ class UsageError(ValueError):
     """A command-line argument that cannot be used."""
 
 
+FROM_COMMAND_LINE = " (from the command line)"
+"""Where a value came from when the command line gave it, as an error says it."""
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -90,22 +94,22 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, list):
         value = parse_value(text, default)
         if text.strip().strip("[]").strip() and len(value) != text.count(",") + 1:
-            raise UsageError(f"{command}: {key}={text!r} has an empty entry")  # 1,,2 or 1,2,
+            raise UsageError(  # 1,,2 or 1,2,
+                f"{command}: {key}={text!r} has an empty entry{FROM_COMMAND_LINE}"
+            )
         twice = next((item for i, item in enumerate(value) if item in value[:i]), None)
         if twice is not None:  # a result file would list it twice, and it would run once
-            raise UsageError(f"{command}: {key}= lists {twice!r} twice")
+            raise UsageError(f"{command}: {key}= lists {twice!r} twice{FROM_COMMAND_LINE}")
         return value
     try:
         if isinstance(default, (bool, int, float)):
             return parse_value(text, default)
     except ValueError:
         kind = type(default).__name__
-        raise UsageError(f"{command}: {key}={text!r} is not a valid {kind}") from None
+        raise UsageError(
+            f"{command}: {key}={text!r} is not a valid {kind}{FROM_COMMAND_LINE}"
+        ) from None
     return None if text.lower() in {"none", "null"} and default is None else text
-
-
-FROM_COMMAND_LINE = " (from the command line)"
-"""Where a value came from when the command line gave it, as an error says it."""
 
 
 def value_said(path: str, value: Any, where: str = "") -> str:
@@ -720,7 +724,8 @@ def _typed_trace_value(command: str, name: str, value: Any) -> Any:
                 return kind(value)
             except ValueError:
                 raise UsageError(
-                    f"{command}: {WORKLOAD_PREFIX}{name}={value!r} is not a valid {kind.__name__}"
+                    f"{command}: {WORKLOAD_PREFIX}{name}={value!r} is not a valid "
+                    f"{kind.__name__}{FROM_COMMAND_LINE}"
                 ) from None
     return value
 
@@ -848,7 +853,9 @@ def generator_params(
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UsageError(f"{command}: params items are key=value, got {item!r}")
+            raise UsageError(
+                f"{command}: params items are key=value, got {item!r}{FROM_COMMAND_LINE}"
+            )
         if key in WINDOW_COUNTS:
             raise UsageError(
                 f"{command}: params={item}: {key} is a window count, not a generator "
@@ -862,11 +869,17 @@ def generator_params(
 def naming_params(command: str, params: Mapping[str, Any]) -> Iterator[None]:
     """Where ``params=`` (:func:`generator_params`) reach the generators: a field an
     error names as data (:class:`~envs.sim.errors.NamedFields`) is named as given,
-    ``params=key``."""
+    ``params=key``, and said to come from the command line as the Hydra commands say
+    it (``config.first_origin``): ``(from the command line)`` when it is the field the
+    error is about, ``(params=key from the command line)`` when another is."""
     try:
         yield
     except ValueError as error:
         if not isinstance(error, NamedFields) or not set(error.fields) & set(params):
             raise
         paths = {name: f"params={name}" for name in params}
-        raise UsageError(f"{command}: {error.named(paths)}") from None
+        first = next(i for i, name in enumerate(error.fields) if name in params)
+        origin = FROM_COMMAND_LINE
+        if first:
+            origin = f" (params={error.fields[first]} {FROM_COMMAND_LINE.lstrip(' (')}"
+        raise UsageError(f"{command}: {error.named(paths)}{origin}") from None

@@ -64,7 +64,7 @@ def split_sim_options(
 def _parsed(command: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, bool):
         if text.lower() not in ("true", "false"):
-            raise UsageError(f"{command}: {key}={text!r} is not true or false")
+            raise UsageError(f"{command}: {key}={text!r} is not true or false{FROM_COMMAND_LINE}")
         return text.lower() == "true"
     if isinstance(default, str):
         return text
@@ -72,7 +72,7 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
         body = text.strip().strip("[]").strip()
         items = [item.strip() for item in body.split(",")] if body else []
         if "" in items:  # (dropped, it shifted every later entry to another node)
-            raise UsageError(f"{command}: {key}={text!r} has an empty entry")
+            raise UsageError(f"{command}: {key}={text!r} has an empty entry{FROM_COMMAND_LINE}")
         if key.endswith("model_versions"):
             return tuple(items)
         kind: type = int if key.endswith("_nodes") else float
@@ -81,13 +81,15 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
         except ValueError:
             raise UsageError(
                 f"{command}: {key}={text!r} is not a comma-separated list of "
-                f"{'node indices' if kind is int else 'numbers'}"
+                f"{'node indices' if kind is int else 'numbers'}{FROM_COMMAND_LINE}"
             ) from None
     try:
         return int(text) if isinstance(default, int) else float(text)
     except ValueError:
         kind_name = "int" if isinstance(default, int) else "number"
-        raise UsageError(f"{command}: {key}={text!r} is not a valid {kind_name}") from None
+        raise UsageError(
+            f"{command}: {key}={text!r} is not a valid {kind_name}{FROM_COMMAND_LINE}"
+        ) from None
 
 
 def with_sim_options(config: SimConfig, options: dict[str, Any]) -> SimConfig:

@@ -104,6 +104,7 @@ from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_options import TRACE_WORKLOAD
 from experiments._cli import (
+    FROM_COMMAND_LINE,
     TRACE_PATHS,
     UsageError,
     cap_note,
@@ -226,6 +227,7 @@ def _setting_value(
     value: Any,
     item: str,
     agents: Mapping[str, Any] | None = None,
+    origin: str = "",
 ) -> Any:
     """``value`` as the policy's constructor setting ``key`` takes it (an agent's:
     as its env takes it, among ``AgentPolicy.setting_names``). One rule for both
@@ -235,7 +237,8 @@ def _setting_value(
     string 'none'); ``none`` / ``null`` is None only where the type takes None. A
     value YAML typed already (a Hydra command's number, bool or null) is checked
     against the type instead (a whole float is an int, 0 / 1 a bool; a number is no
-    str: quoted, it is text)."""
+    str: quoted, it is text). ``origin``: where the value came from, `` (from the
+    command line)``, as a value it refuses is said."""
     agent = (agents or {}).get(policy)
     if agent is not None:
         from agents.adapter import AGENT_SETTINGS
@@ -266,7 +269,7 @@ def _setting_value(
             return None
         if value is None and kinds:  # YAML's null for a setting that takes no None
             raise UsageError(
-                f"policy_kwargs: {policy}.{key}=None is not a valid {' | '.join(kinds)}"
+                f"policy_kwargs: {policy}.{key}=None is not a valid {' | '.join(kinds)}{origin}"
             )
     if not kinds:  # a type of another kind: read as YAML would
         return _literal(value) if text and value is not None else value
@@ -293,7 +296,7 @@ def _setting_value(
     if "str" in kinds and not text:  # Hydra typed it: quoted, it stays text
         hint = f" (to give it as text, quote it: +policy_kwargs.{policy}.{key}='{value}')"
     raise UsageError(
-        f"policy_kwargs: {policy}.{key}={value!r} is not a valid {' | '.join(kinds)}{hint}"
+        f"policy_kwargs: {policy}.{key}={value!r} is not a valid {' | '.join(kinds)}{hint}{origin}"
     )
 
 
@@ -336,7 +339,9 @@ def policy_kwargs(
         target, sep, value = item.partition("=")
         policy, dot, key = target.partition(".")
         if not sep or not dot or not policy or not key:
-            raise UsageError(f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}")
+            raise UsageError(
+                f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}{FROM_COMMAND_LINE}"
+            )
         _check_run(policy, f"policy_kwargs: {item!r}", policies, agents)
         for name in _agents_named(policy, agents) if policy not in policies else [policy]:
             if (name, key) in given:  # the last one would win without a word
@@ -344,7 +349,9 @@ def policy_kwargs(
                     f"policy_kwargs: {name}.{key} is given twice ({given[name, key]}, then {item})"
                 )
             given[name, key] = item
-            out.setdefault(name, {})[key] = _setting_value(name, key, value, item, agents=agents)
+            out.setdefault(name, {})[key] = _setting_value(
+                name, key, value, item, agents, FROM_COMMAND_LINE
+            )
     return out
 
 
@@ -352,7 +359,10 @@ def policy_settings(
     settings: Mapping[str, Any], policies: Sequence[str], agents: Mapping[str, Any] | None = None
 ) -> dict[str, dict[str, Any]]:
     """``{"btb": {"y_tokens": 8192}}`` (a Hydra command's ``+policy_kwargs.btb.y_tokens=
-    8192``, typed already) checked as :func:`policy_kwargs` checks ``btb.y_tokens=8192``."""
+    8192``, typed already) checked as :func:`policy_kwargs` checks ``btb.y_tokens=8192``,
+    a value refused said with where it came from (``config.value_origin``)."""
+    from experiments.config import value_origin
+
     out: dict[str, dict[str, Any]] = {}
     for policy, keys in settings.items():
         if not isinstance(keys, Mapping):
@@ -364,7 +374,10 @@ def policy_settings(
         for name in _agents_named(policy, agents) if policy not in policies else [policy]:
             for key, value in keys.items():
                 item = f"{policy}.{key}={value!r}"
-                out.setdefault(name, {})[key] = _setting_value(name, key, value, item, agents)
+                origin = value_origin(f"policy_kwargs.{policy}.{key}")
+                out.setdefault(name, {})[key] = _setting_value(
+                    name, key, value, item, agents, origin
+                )
     return out
 
 

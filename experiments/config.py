@@ -798,12 +798,15 @@ def cluster_from_options(
         if key == "cluster.nodes" and body.lower() != "null":
             if (body[:1] == "[") != (body[-1:] == "]"):  # (else named as rewritten below)
                 raise UsageError(
-                    f"{command}: {key}={text!r}: its brackets do not pair "
+                    f"{command}: {value_said(key, text, FROM_COMMAND_LINE)}: its brackets do not "
+                    "pair "
                     "(cluster.nodes=[4xH100,8xH200], or without them: 4xH100,8xH200)"
                 )
             inner = body[1:-1] if body[:1] == "[" and body[-1:] == "]" else body
             if inner.strip() and "" in [item.strip() for item in inner.split(",")]:
-                raise UsageError(f"{command}: {key}={text!r} has an empty entry")  # as lists'
+                raise UsageError(  # as lists'
+                    f"{command}: {key}={text!r} has an empty entry{FROM_COMMAND_LINE}"
+                )
             body = f"[{inner}]"  # brackets optional, as the command's other lists
         try:
             override = parser.parse_override(f"{key}={body}")

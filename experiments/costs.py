@@ -40,6 +40,7 @@ from envs.files import write_json_atomic
 from envs.sim.config import DEFAULT_SETUP, SETUPS, ClusterSpec, SimConfig
 from envs.sim.timing import ModelSpec, NodeCosts, NodeSpec, model_preset, parse_node
 from experiments._cli import (
+    FROM_COMMAND_LINE,
     UsageError,
     cluster_help,
     main_guard,
@@ -125,7 +126,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         tokens = [int(t) for t in options["tokens"]]
     except ValueError:
-        raise UsageError(f"{COMMAND}: tokens must be integers, got {options['tokens']!r}") from None
+        raise UsageError(
+            f"{COMMAND}: tokens must be integers, got {options['tokens']!r}{FROM_COMMAND_LINE}"
+        ) from None
     if not tokens:
         raise UsageError(f"{COMMAND}: tokens is empty; give at least one token count")
     if any(t <= 0 for t in tokens):

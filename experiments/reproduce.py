@@ -58,6 +58,7 @@ from envs.workloads.readers import TraceWarning
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import (
+    FROM_COMMAND_LINE,
     TRACE_PATHS,
     UsageError,
     input_paths,
@@ -259,7 +260,7 @@ def causal_kv_modes(text: str) -> list[bool]:
     except ValueError:
         raise UsageError(
             f"experiments.reproduce: causal_kv must be both or a bool (true/false, yes/no, "
-            f"on/off, 1/0), got {text!r}"
+            f"on/off, 1/0), got {text!r}{FROM_COMMAND_LINE}"
         ) from None
 
 
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     except ValueError:
         raise UsageError(
             f"experiments.reproduce: workload_seeds={','.join(options['workload_seeds'])!r} "
-            "must be integers >= 0, comma-separated"
+            f"must be integers >= 0, comma-separated{FROM_COMMAND_LINE}"
         ) from None
     seeds_key = "workload_seeds" if options["workload_seeds"] else "workload_seed"
     for key, values in (("seed", [options["seed"]]), (seeds_key, seeds)):

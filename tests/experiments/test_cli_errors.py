@@ -708,6 +708,85 @@ def test_bad_options_name_their_field(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        (compare, ["sim.mfu=abc"], "experiments.compare: sim.mfu='abc' is not a valid number"),
+        (reproduce, ["sim.mfu=abc"], "experiments.reproduce: sim.mfu='abc' is not a valid number"),
+        (compare, ["windows=abc"], "experiments.compare: windows='abc' is not a valid int"),
+        (compare, ["policies=btb,,eft"],
+         "experiments.compare: policies='btb,,eft' has an empty entry"),
+        (reproduce, ["policies=btb,btb"], "experiments.reproduce: policies= lists 'btb' twice"),
+        (compare, ["policy_kwargs=btb.y_tokens"],
+         "experiments.compare: policy_kwargs: expected POLICY.KEY=VALUE, got 'btb.y_tokens'"),
+        (compare, ["policy_kwargs=btb.y_tokens=abc"],
+         "experiments.compare: policy_kwargs: btb.y_tokens='abc' is not a valid int"),
+        (compare, ["params=burst_requests"],
+         "experiments.compare: params items are key=value, got 'burst_requests'"),
+        (compare, ["params=burst_requests=abc"],
+         "experiments.compare: workload 'bursted_synthetic': parameter params=burst_requests="
+         "'abc' is not a valid int"),
+        (compare, ["workload=trace", "workload.window_s=abc"],
+         "experiments.compare: workload.window_s='abc' is not a valid float"),
+        (reproduce, ["causal_kv=maybe"], "experiments.reproduce: causal_kv must be both or a "
+         "bool (true/false, yes/no, on/off, 1/0), got 'maybe'"),
+        (reproduce, ["workload_seeds=1,x"], "experiments.reproduce: workload_seeds='1,x' must "
+         "be integers >= 0, comma-separated"),
+        (costs, ["tokens=1,x"], "experiments.costs: tokens must be integers, got ['1', 'x']"),
+        (make_dataset, ["params=n_bursts=many"], "experiments.make_dataset: workload "
+         "'bursted_art': parameter params=n_bursts='many' is not a valid int"),
+    ],
+)  # fmt: skip
+def test_a_value_that_does_not_parse_says_it_came_from_the_command_line(
+    module: Any,
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The key=value commands' values that do not parse say where they came from, as
+    their checks (``sim.mfu must be in (0, 1], got 2.0 (from the command line)``) and
+    the Hydra commands' do: they said none."""
+    out = tmp_path / "run"
+    assert main_guard(lambda: module.main([*args, f"out_dir={out}"])) == 2
+    assert capsys.readouterr().err == f"error: {message} (from the command line)\n"
+    assert not out.exists()
+
+
+def test_a_generator_s_check_names_the_first_params_given_it_names() -> None:
+    """A check about a parameter the command line did not give, naming one it did,
+    says which came from the command line, as the Hydra commands' ``first_origin``."""
+    from envs.sim.errors import ConfigError
+    from experiments._cli import UsageError, naming_params
+
+    def refused(params: dict[str, str]) -> str:
+        with pytest.raises(UsageError) as caught, naming_params("X", params):
+            raise ConfigError.about("Config.n_bursts", "x {n_decoys} must be >= 1", "n_decoys")
+        return str(caught.value)
+
+    assert refused({"n_bursts": "0"}) == (
+        "X: params=n_bursts x n_decoys must be >= 1 (from the command line)"
+    )
+    assert refused({"n_decoys": "0"}) == (
+        "X: Config.n_bursts x params=n_decoys must be >= 1 (params=n_decoys from the command line)"
+    )
+
+
+def test_evaluate_s_policy_kwargs_that_do_not_parse_say_where_they_came_from(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """evaluate's ``+policy_kwargs.POLICY.KEY=VALUE`` is parsed by compare's code: a
+    value refused says where it came from there too."""
+    args = ["logger=none", "policies=[btb]", "+policy_kwargs.btb.y_tokens=abc"]
+    proc = run_command("experiments.evaluate", args, tmp_path)
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "error: experiments.evaluate: policy_kwargs: btb.y_tokens='abc' is not a valid int "
+        "(from the command line)\n",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_audit_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     latin = tmp_path / "latin.jsonl"
     good = b'{"timestamp": 0, "input_length": 512, "hash_ids": [1]}\n'

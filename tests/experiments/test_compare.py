@@ -187,10 +187,22 @@ def test_policy_kwargs_bools_parse_strictly(text: str, value: bool) -> None:
 @pytest.mark.parametrize(
     ("item", "message"),
     [
-        ("btb.shadow=maybe", r"policy_kwargs: btb\.shadow='maybe' is not a valid bool"),
-        ("btb.m=2.5", r"policy_kwargs: btb\.m='2\.5' is not a valid int"),
-        ("btb.z=soon", r"policy_kwargs: btb\.z='soon' is not a valid float"),
-        ("btb.x=none", r"policy_kwargs: btb\.x='none' is not a valid int"),
+        (
+            "btb.shadow=maybe",
+            r"policy_kwargs: btb\.shadow='maybe' is not a valid bool \(from the command line\)$",
+        ),
+        (
+            "btb.m=2.5",
+            r"policy_kwargs: btb\.m='2\.5' is not a valid int \(from the command line\)$",
+        ),
+        (
+            "btb.z=soon",
+            r"policy_kwargs: btb\.z='soon' is not a valid float \(from the command line\)$",
+        ),
+        (
+            "btb.x=none",
+            r"policy_kwargs: btb\.x='none' is not a valid int \(from the command line\)$",
+        ),
         ("btb.q=1", r"'btb\.q=1': btb has no setting 'q' \(settings: x, y_tokens, z"),
     ],
 )
@@ -706,7 +718,8 @@ def test_compare_takes_generator_parameters_as_make_dataset_does(
     trace = Path(__file__).resolve().parents[2] / "examples" / "mooncake_example.jsonl"
     for given, said in (
         (["params=n_bursts=-1"],
-         "workload 'bursted_synthetic': params=n_bursts must be an integer >= 0, got -1"),
+         "workload 'bursted_synthetic': params=n_bursts must be an integer >= 0, got -1 "
+         "(from the command line)"),
         (["workload=conversation_like", "params=requests_per_hour=0.0001"],
          "workload conversation_like: test window 'conversation_like/conversation-0000' has "
          "no requests (seed 20260721); every window needs some: change the "

@@ -28,7 +28,10 @@ def test_mfu_sets_the_prefill_row_and_is_recorded_and_shown(
 
 @pytest.mark.parametrize("tokens", ["1,,2", "1,2,", ",,", "[1,,2]"])
 def test_an_empty_entry_in_tokens_is_refused(tokens: str) -> None:
-    with pytest.raises(UsageError, match=r"^experiments.costs: tokens='.*' has an empty entry$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^experiments.costs: tokens='.*' has an empty entry \(from the command line\)$",
+    ):
         costs.main([f"tokens={tokens}"])
 
 

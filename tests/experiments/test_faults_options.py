@@ -87,12 +87,23 @@ def test_compare_takes_the_other_features_sim_options_too() -> None:
         ("sim.causal_kv=false", r"sim\.causal_kv= is an option of its own here: causal_kv=false$"),
         ("sim.copy_model=contention", r"an option of its own here: copy_model=contention$"),
         ("sim.hbm_hit_load=true", "unknown option 'sim.hbm_hit_load'"),
-        ("sim.disk_tier=yes", "is not true or false"),
-        ("sim.fault_node_loss_nodes=a,b", "not a comma-separated list of node indices"),
-        ("sim.router_view_delay_s=soon", "is not a valid number"),
+        # each value that does not parse says where it came from, as the Hydra commands do
+        ("sim.disk_tier=yes", r"is not true or false \(from the command line\)$"),
+        (
+            "sim.fault_node_loss_nodes=a,b",
+            r"not a comma-separated list of node indices \(from the command line\)$",
+        ),
+        (
+            "sim.router_view_delay_s=soon",
+            r"^experiments\.compare: sim\.router_view_delay_s='soon' is not a valid number "
+            r"\(from the command line\)$",
+        ),
         # an empty entry was dropped, so the versions after it moved to other nodes
-        ("sim.model_versions=[v1,v2,,v1]", r"model_versions='\[v1,v2,,v1\]' has an empty entry$"),
-        ("sim.upgrade_at_s=1,,2", "has an empty entry"),
+        (
+            "sim.model_versions=[v1,v2,,v1]",
+            r"model_versions='\[v1,v2,,v1\]' has an empty entry \(from the command line\)$",
+        ),
+        ("sim.upgrade_at_s=1,,2", r"has an empty entry \(from the command line\)$"),
     ],
 )
 def test_bad_sim_options_are_named(arg: str, needle: str) -> None:

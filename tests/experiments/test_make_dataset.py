@@ -402,5 +402,6 @@ def test_a_user_generator_s_value_error_is_one_line_naming_the_parameter_as_type
         "error: experiments.make_dataset: workload 'hot_set': "
     )
     assert "(seed 20260721, params=rate_per_s=-5.0): " in err
-    assert err.endswith("ValueError: lam < 0 or lam is NaN\n")
+    # where the value came from, at the end, as the Hydra commands say it
+    assert err.endswith("ValueError: lam < 0 or lam is NaN (from the command line)\n")
     assert not out.exists()

@@ -230,18 +230,18 @@ def test_the_options_of_a_cluster_of_ones_own_are_one_list() -> None:
         ),
         (
             ["cluster.nodes=[4xH100,,8xH200]"],
-            "cluster.nodes='[4xH100,,8xH200]' has an empty entry",
+            "cluster.nodes='[4xH100,,8xH200]' has an empty entry (from the command line)",
         ),
         (["cluster.nodes=[4xH100]", "cluster.nodes=[8xH200]"], "cluster.nodes= is given twice"),
         # as typed: it quoted the text with brackets added, "at input '[[4xH100,8xH200]'"
         (
             ["cluster.nodes=[4xH100,8xH200"],
-            "cluster.nodes='[4xH100,8xH200': its brackets do not pair "
+            "cluster.nodes='[4xH100,8xH200' (from the command line): its brackets do not pair "
             "(cluster.nodes=[4xH100,8xH200], or without them: 4xH100,8xH200)",
         ),
         (
             ["cluster.nodes=4xH100,8xH200]"],
-            "cluster.nodes='4xH100,8xH200]': its brackets do not pair "
+            "cluster.nodes='4xH100,8xH200]' (from the command line): its brackets do not pair "
             "(cluster.nodes=[4xH100,8xH200], or without them: 4xH100,8xH200)",
         ),
         (
