@@ -1013,14 +1013,14 @@ def naming_fields(paths: Mapping[str, str]) -> Iterator[None]:
         raise ConfigError(error.named(paths) + first_origin(named)) from error
 
 
-def first_origin(paths: Sequence[str]) -> str:
+def first_origin(paths: Sequence[str], origin_of: Callable[[str], str] | None = None) -> str:
     """Where the first of the config ``paths`` a message names that was set somewhere
-    came from (:func:`value_origin`): `` (from ...)`` for the first path, the one the
-    message is about, `` (PATH from ...)`` for another (``sim.fault_node_loss_s has
-    0 times but sim.fault_node_loss_nodes has 1 node ... (sim.fault_node_loss_nodes
-    from the command line)``); empty if none was."""
+    came from (``origin_of``, :func:`value_origin` by default): `` (from ...)`` for the
+    first path, the one the message is about, `` (PATH from ...)`` for another
+    (``sim.fault_node_loss_s has 0 times but sim.fault_node_loss_nodes has 1 node ...
+    (sim.fault_node_loss_nodes from the command line)``); empty if none was."""
     for i, path in enumerate(paths):
-        origin = value_origin(path)
+        origin = (origin_of or value_origin)(path)
         if origin:
             return origin if i == 0 else f" ({path} {origin[2:]}"
     return ""
@@ -1053,7 +1053,10 @@ def with_value_origin(error: BaseException, cfg: Any) -> BaseException:
     :class:`ConfigError` naming its settings as data (``sim.model_versions names 1
     versions ...``, ``sim.upgrade_at_s[0] must ...``, raised by the simulator's
     checks too) gets the origin of the first of them set somewhere, another than the
-    one it is about by its path (``(sim.fault_node_loss_nodes from the command line)``)."""
+    one it is about by its path (``(sim.fault_node_loss_nodes from the command line)``).
+    A path the command line set a key under (``+agent.hyperparams.nope.x=1`` for
+    ``agent.hyperparams.nope: not a ppo hyperparameter``) came from the command line,
+    whatever file set the path before."""
     message = str(error)
     if not isinstance(error, ValueError) or "(from " in message or not OmegaConf.is_config(cfg):
         return error
@@ -1062,15 +1065,25 @@ def with_value_origin(error: BaseException, cfg: Any) -> BaseException:
         found = _LEADING_PATH.match(message)
         if found is None:
             return error
-        origin = value_origin(found[1]) if _in_config(cfg, found[1]) else ""
+        origin = _value_made(found[1]) if _in_config(cfg, found[1]) else ""
     return ConfigError(message + origin) if origin else error
+
+
+def _value_made(path: str) -> str:
+    """Where the value at config ``path`` was made, for :func:`with_value_origin`: the
+    command line when it set a key under ``path`` (``+agent.hyperparams.nope.x=1``
+    makes ``agent.hyperparams.nope``, and ``+agent.hyperparams.learning_rate.x=1``
+    replaces the group file's rate), else :func:`value_origin`."""
+    return _typed_below(path) or value_origin(path)
 
 
 def _fields_origin(error: NamedFields, cfg: Any) -> str:
     """:func:`first_origin` of the settings ``error`` names as data, as paths of
     ``cfg`` under its owner (``sim.upgrade_at_s`` for ``upgrade_at_s[0]``)."""
     paths = [f"{error.owner}.{name.partition('[')[0]}" for name in error.fields]
-    return first_origin([p for p in paths if _in_config(cfg, p)]) if error.owner else ""
+    return (
+        first_origin([p for p in paths if _in_config(cfg, p)], _value_made) if error.owner else ""
+    )
 
 
 def _in_config(cfg: Any, path: str) -> bool:

@@ -172,6 +172,9 @@ def test_without_the_plus_an_unknown_key_is_said_as_with_it(
     [
         ("agent.hyperparams.n_step=64", "agent.hyperparams.n_step: not a ppo hyperparameter; "),
         ("agent.hyperparams.seed=3", "agent.hyperparams.seed: set by the run "),
+        # a key under it: the + one named no origin (nothing set agent.hyperparams.n_step)
+        ("agent.hyperparams.n_step.x=64", "agent.hyperparams.n_step: not a ppo hyperparameter; "),
+        ("agent.hyperparams.policy_kwargs.x=1", "agent.hyperparams.policy_kwargs: set by the run "),
         ("workload.params.n_burst=2", "workload 'bursted_synthetic': unknown parameter(s) "
          "workload.params.n_burst (known: "),
     ],
@@ -190,6 +193,21 @@ def test_a_free_form_dict_s_unknown_key_without_the_plus_is_said_as_with_it(
     assert plain.stderr.startswith(f"error: experiments.train: {said}")
     assert plain.stderr.rstrip("\n").endswith(" (from the command line)")
     assert plain.stderr == plus.stderr and plain.stderr.count("\n") == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_key_added_under_a_set_value_is_said_to_come_from_the_command_line(
+    tmp_path: Path, run_command: Any
+) -> None:
+    """``+agent.hyperparams.learning_rate.x=1`` makes the group file's rate a dict on
+    the command line: the refusal named conf/agent/ppo.yaml as where it came from."""
+    args = ["logger=none", "workload=tiny", "+agent.hyperparams.learning_rate.x=1"]
+    proc = run_command("experiments.train", [*args, f"out_dir={tmp_path / 'run'}"], tmp_path)
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        "error: experiments.train: agent.hyperparams.learning_rate must be a finite number "
+        ">= 0, got {'x': 1} (from the command line)\n",
+    )
     assert not (tmp_path / "run").exists()
 
 
