@@ -178,14 +178,17 @@ def plugin_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], workload
                 None,
             )
             if trained is not None:
+                # the sha256s cover the module and the modules of one's own it imports
+                # (plugins.code_sha256): "code", and the files of now named
                 code = f"{plugin.path} is"
-                if plugin.imports:  # (the sha256 covers them too: plugins.code_sha256)
+                if len(plugin.imports) == 1:
+                    code = f"{plugin.path} and the module of one's own it imports are"
+                elif plugin.imports:
                     modules = plural(len(plugin.imports), "module")
-                    code = f"{plugin.path} with the {modules} of one's own it imports are"
+                    code = f"{plugin.path} and the {modules} of one's own it imports are"
                 notes.append(
                     f"note: {label} ({folders[label]}) {via}was trained on {workload} with "
-                    f"its module of sha256 "
-                    f"{trained[:12]}; {code} {plugin.sha256[:12]} now: the code "
+                    f"code of sha256 {trained[:12]}; {code} {plugin.sha256[:12]} now: the code "
                     "that makes these windows changed since (they are still counted as its own)"
                 )
                 break

@@ -579,7 +579,7 @@ def test_an_agent_records_its_module_s_sha256_and_a_change_is_one_note(own: str)
     agents = {"a": agent(edited), "same": agent(record), "old": agent(older)}
     folders = {label: f"/runs/{label}" for label in agents}
     assert plugin_notes(agents, folders, name) == [
-        f"note: a (/runs/a) was trained on {name} with its module of sha256 abababababab; "
+        f"note: a (/runs/a) was trained on {name} with code of sha256 abababababab; "
         f"{(Path.cwd() / f'{own}.py').resolve()} is {code[:12]} now: the code that makes "
         "these windows changed since (they are still counted as its own)"
     ]
@@ -859,7 +859,7 @@ def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
                       f"out_dir={tmp_path / 'cmp'}"])  # fmt: skip
     notes = [line for line in capsys.readouterr().out.splitlines() if "sha256" in line]
     assert notes == [
-        f"note: ppo_route ({agent}) was trained on {EXAMPLE} with its module of sha256 "
+        f"note: ppo_route ({agent}) was trained on {EXAMPLE} with code of sha256 "
         "000000000000; "
         f"{(ROOT / 'examples' / 'own_workload.py').resolve()} is {code[:12]} now: the code "
         "that makes these windows changed since (they are still counted as its own)"
@@ -1059,11 +1059,46 @@ def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
     name = record["workload"]
     folder = tmp_path / f"a_{tag}"
     assert plugin_notes({"a": SimpleNamespace(spec=edited)}, {"a": "/runs/a"}, name) == [
-        f"note: a (/runs/a) was trained on {name} with its module of sha256 abababababab; "
-        f"{folder / 'gen.py'} with the 2 modules of one's own it imports are "
+        f"note: a (/runs/a) was trained on {name} with code of sha256 abababababab; "
+        f"{folder / 'gen.py'} and the 2 modules of one's own it imports are "
         f"{_sha256sum(folder, ['gen.py', 'helper.py', '__init__.py'])[:12]} now: the code "
         "that makes "
         "these windows changed since (they are still counted as its own)"
+    ]
+
+
+def test_the_note_of_a_module_that_imports_one_of_one_s_own_says_it_in_the_singular(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gen.py importing one helper of its own, edited since training: the note names
+    both (the sha256 covers both) in the singular; it said "gen.py with the 1 module
+    of one's own it imports are ..." after "its module of sha256", which covered the
+    helper too."""
+    from types import SimpleNamespace
+
+    from agents.algorithms import AgentSpec
+    from experiments.trained_on import plugin_notes, trained_windows
+
+    tag = abs(hash(str(tmp_path))) % 10**8
+    (tmp_path / f"gen_{tag}.py").write_text(
+        f"import helper_{tag}\n\n\ndef rows(window, seed, split, trace_id):\n"
+        f"    return [{{'arrival_s': 0.0, 'input_length': helper_{tag}.TOKENS, "
+        "'hash_ids': [window]}]\n"
+    )
+    (tmp_path / f"helper_{tag}.py").write_text("TOKENS = 300\n")
+    monkeypatch.chdir(tmp_path)
+    name = f"plugin:gen_{tag}:rows"
+    record = trained_windows(name, {"train_windows": 1, "test_windows": 1}, 20260721, None, None)
+    edited = AgentSpec(algo="ppo", env="route", registered_windows=[
+        {**record, "plugin_sha256": "ab" * 32}
+    ])  # fmt: skip
+    code = _sha256sum(tmp_path, [f"gen_{tag}.py", f"helper_{tag}.py"])
+    assert record["plugin_sha256"] == code
+    assert plugin_notes({"a": SimpleNamespace(spec=edited)}, {"a": "/runs/a"}, name) == [
+        f"note: a (/runs/a) was trained on {name} with code of sha256 abababababab; "
+        f"{tmp_path.resolve() / f'gen_{tag}.py'} and the module of one's own it imports are "
+        f"{code[:12]} now: the code that makes these windows changed since (they are still "
+        "counted as its own)"
     ]
 
 
