@@ -516,7 +516,7 @@ def cluster_notes(
 
 def _held_out_split(path: str, params: Mapping[str, Any]) -> str | None:
     """The test split of the dataset ``make_dataset`` wrote whose split ``path`` is
-    (``test.jsonl`` beside its ``dataset_info.json``, gzip-compressed or not), when
+    (``test.jsonl`` beside its ``dataset_info.json``, compressed or not), when
     ``path`` read with the trace options ``params`` has no test window (its rows all
     name another split: a run trained on ``train.jsonl``); None otherwise, or when
     the file cannot be read as it was."""
@@ -534,7 +534,9 @@ def _held_out_split(path: str, params: Mapping[str, Any]) -> str | None:
                 return None
     except (OSError, ValueError, TypeError):  # it changed since: the note says the file
         return None
-    for name in ("test.jsonl", "test.jsonl.gz"):
+    from envs.workloads.readers.sources import compressed_names
+
+    for name in compressed_names("test.jsonl"):
         split = found[0].parent / name
         if split.is_file():
             return str(split.absolute())

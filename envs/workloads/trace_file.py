@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import itertools
 import logging
+import lzma
 import math
 import os
 import statistics
@@ -86,6 +87,7 @@ from envs.workloads.readers.hub import (
     require_datasets,
 )
 from envs.workloads.readers.sources import (
+    compressed_names,
     file_rows,
     first_line,
     first_row,
@@ -374,7 +376,8 @@ def _hub_read_errors() -> tuple[type[BaseException], ...]:
     import pyarrow  # installed with datasets
     from datasets.exceptions import DatasetsError
 
-    return (EOFError, ValueError, OSError, zlib.error, pyarrow.ArrowException, DatasetsError)
+    errors = (EOFError, ValueError, OSError, zlib.error, lzma.LZMAError)
+    return (*errors, pyarrow.ArrowException, DatasetsError)
 
 
 def _hub_file_error(
@@ -488,10 +491,11 @@ def _read_options(options: TraceOptions, fmt: TraceFormat) -> ReadOptions:
 def split_file(options: TraceOptions) -> str:
     """The file a trace workload reads: ``path``, or for a folder read with
     ``format=hub``, the file of its split ``hub_split`` as ``make_dataset`` names it
-    (``test.jsonl``, or ``test.jsonl.gz``) when the folder has one."""
+    (``test.jsonl``, or compressed: ``test.jsonl.gz``, ``test.jsonl.xz``, ...) when the
+    folder has one."""
     folder = Path(options.path)
     if options.format == HUB and folder.is_dir():
-        for name in (f"{options.hub_split}.jsonl", f"{options.hub_split}.jsonl.gz"):
+        for name in compressed_names(f"{options.hub_split}.jsonl"):
             if (folder / name).is_file():
                 return str(folder / name)
     return options.path

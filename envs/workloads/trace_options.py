@@ -32,7 +32,7 @@ class TraceOptions:
     """A trace file and how to cut it into windows. Every field has a default but ``path``."""
 
     path: str = ""
-    """The trace file: JSONL (gzip-compressed or not) or parquet."""
+    """The trace file: JSONL (compressed or not) or parquet."""
     format: str = "auto"
     """auto (told by the first row's fields), mooncake, art_chat, bursted, qwen_bailian,
     or hub: ``path`` is a dataset read through the ``datasets`` library (a local JSONL

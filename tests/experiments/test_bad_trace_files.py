@@ -29,12 +29,16 @@ def _compare(path: Path, *extra: str) -> int:
     return main_guard(lambda: compare.main(args))
 
 
-@pytest.fixture
-def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("datasets")
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         monkeypatch.setenv(name, "1")  # nothing is downloaded
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def offline_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _offline_hub(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize(
@@ -157,7 +161,7 @@ def test_a_file_in_no_supported_format_says_so_naming_it(
     assert err == (
         f"error: experiments.compare: {table}, line 1, row: not valid JSON (Expecting value, "
         "column 1), and no line of the file is a JSON object: it is not a trace in a "
-        "supported format (JSONL, gzip-compressed JSONL or parquet)\n"
+        "supported format (JSONL, compressed or not, or parquet)\n"
     ), err
     fake = tmp_path / "rows.parquet"
     fake.write_text(TEXT)  # JSONL under a parquet name
@@ -192,50 +196,130 @@ def test_a_bursted_arrival_past_a_month_in_its_window_is_refused(
 
 
 def _packed(kind: str, path: Path) -> None:
-    """TEXT (or, for ``parquet.gz``, ROWS as parquet) packed as ``kind``."""
+    """TEXT (or, for ``parquet.*``, ROWS as parquet) packed as ``kind``."""
     import bz2
     import lzma
     import zipfile
 
-    if kind == "bzip2":
-        path.write_bytes(bz2.compress(TEXT.encode()))
-    elif kind == "xz":
-        path.write_bytes(lzma.compress(TEXT.encode()))
-    elif kind == "zstd":  # (no zstd in the standard library: its frame's first bytes)
+    if kind == "zstd":  # (no zstd in the standard library: its frame's first bytes)
         path.write_bytes(b"\x28\xb5\x2f\xfd" + bytes(range(200)))
     elif kind == "zip":
         with zipfile.ZipFile(path, "w") as archive:
             archive.writestr("trace.jsonl", TEXT)
     else:
-        path.write_bytes(gzip.compress(_parquet(path.with_suffix(".plain")).read_bytes()))
+        pack = {
+            "parquet.gz": gzip.compress,
+            "parquet.bz2": bz2.compress,
+            "parquet.xz": lzma.compress,
+        }
+        path.write_bytes(pack[kind](_parquet(path.with_suffix(".plain")).read_bytes()))
+
+
+def _zstandard() -> bool:
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+READ = "JSONL (plain or compressed with gzip, bzip2, xz or zstd)"
 
 
 @pytest.mark.parametrize(
     ("kind", "name", "says"),
     [
-        ("bzip2", "t.jsonl.bz2", "bzip2-compressed, and only JSONL (plain or gzip-compressed) "
-         "and parquet are read: unpack it first (bunzip2 -k t.jsonl.bz2)"),
-        ("xz", "t.jsonl.xz", "xz-compressed, and only JSONL (plain or gzip-compressed) "
-         "and parquet are read: unpack it first (unxz -k t.jsonl.xz)"),
-        ("zstd", "t.jsonl.zst", "zstd-compressed, and only JSONL (plain or gzip-compressed) "
-         "and parquet are read: unpack it first (zstd -d t.jsonl.zst)"),
-        ("zip", "t.zip", "zip-compressed, and only JSONL (plain or gzip-compressed) "
-         "and parquet are read: unpack it first (unzip t.zip)"),
+        pytest.param(
+            "zstd", "t.jsonl.zst", "zstd-compressed, which is read with the zstandard module, "
+            "not installed: unpack it first (zstd -d t.jsonl.zst), or pip install zstandard",
+            marks=pytest.mark.skipif(_zstandard(), reason="zstandard reads it"),
+        ),
+        ("zip", "t.zip", f"zip-compressed, and only {READ} and parquet are read: unpack it "
+         "first (unzip t.zip)"),
         ("parquet.gz", "t.parquet.gz", "a gzip-compressed parquet file, which is not read "
          "(parquet compresses its own pages): decompress it first (gunzip -k t.parquet.gz)"),
+        ("parquet.bz2", "t.parquet.bz2", "a bzip2-compressed parquet file, which is not read "
+         "(parquet compresses its own pages): decompress it first (bunzip2 -k t.parquet.bz2)"),
+        ("parquet.xz", "t.parquet.xz", "an xz-compressed parquet file, which is not read "
+         "(parquet compresses its own pages): decompress it first (unxz -k t.parquet.xz)"),
     ],
 )  # fmt: skip
-@pytest.mark.parametrize("fmt", ["auto", "mooncake"])
+@pytest.mark.parametrize("fmt", ["auto", "mooncake", "hub"])
 def test_a_file_packed_in_a_way_not_read_says_how_to_unpack_it(
-    kind: str, name: str, says: str, fmt: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    kind: str,
+    name: str,
+    says: str,
+    fmt: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Read as JSONL, such a file was said to be Latin-1 text, with an iconv line."""
+    if fmt == "hub":
+        _offline_hub(tmp_path, monkeypatch)
     path = tmp_path / name
     _packed(kind, path)
     assert _compare(path, f"workload.format={fmt}") == 2
     err = capsys.readouterr().err
     assert err == f"error: experiments.compare: {path}: the file is {says}\n"
     assert not (tmp_path / "run").exists()
+
+
+def _rows_of(run: Path) -> list[dict[str, object]]:
+    """A compare run's rows, less what depends on the wall clock or names the file."""
+    rows = json.loads((run / "results.json").read_text())["rows"]
+    kept = ("wall_s", "requests_per_s", "workload")
+    return [{k: v for k, v in row.items() if k not in kept} for row in rows]
+
+
+@pytest.mark.parametrize("kind", ["bzip2", "xz", "zstd"])
+@pytest.mark.parametrize("fmt", ["auto", "hub", "hub folder"])
+def test_a_bzip2_xz_or_zstd_trace_runs_as_the_file_unpacked(
+    kind: str,
+    fmt: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Given alone, and with workload.format=hub (a file, a dataset folder's data file):
+    format=hub refused them ("unpack it first"), which the datasets library read before;
+    zstd needs the zstandard module, as the library's reading of it does."""
+    import bz2
+    import lzma
+
+    if kind == "zstd":
+        zstandard = pytest.importorskip("zstandard")
+        data = zstandard.ZstdCompressor(write_checksum=True).compress(TEXT.encode())
+    else:
+        data = (bz2.compress if kind == "bzip2" else lzma.compress)(TEXT.encode())
+    suffix = {"bzip2": ".bz2", "xz": ".xz", "zstd": ".zst"}[kind]
+    if fmt != "auto":
+        _offline_hub(tmp_path, monkeypatch)
+    plain = tmp_path / "plain" / "t.jsonl"
+    plain.parent.mkdir()
+    plain.write_text(TEXT)
+    packed = tmp_path / "ds" / f"train.jsonl{suffix}"
+    packed.parent.mkdir()
+    packed.write_bytes(data)
+    path = packed.parent if fmt == "hub folder" else packed
+    option = "workload.format=" + fmt.split()[0]
+    assert _compare(plain) == 0
+    assert _compare(path, option) == 0
+    assert _rows_of(path.parent / "run") == _rows_of(plain.parent / "run")
+    damaged = bytearray(data)
+    damaged[len(data) // 2] ^= 0xFF
+    capsys.readouterr()
+    for bad, how in ((data[: len(data) * 2 // 3], "cut"), (bytes(damaged), "damaged")):
+        # one line naming the file and its line (a damaged xz file was a traceback with
+        # format=hub, and a damaged bzip2 file's line named neither)
+        path = tmp_path / how / f"t.jsonl{suffix}"
+        path.parent.mkdir()
+        path.write_bytes(bad)
+        assert _compare(path, option) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: experiments.compare: {path}, line ") and err.count("\n") == 1
+        assert "row: cannot read the file past this line" in err
+        assert not (path.parent / "run").exists()
 
 
 def test_format_hub_on_a_header_only_parquet_file_says_it_has_no_rows(

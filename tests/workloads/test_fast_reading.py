@@ -5,7 +5,6 @@ lines against the standard library's, on generated traces and on odd input."""
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import importlib
 import json
 import math
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tracekit import qwen_rows, write_jsonl
+from tracekit import COMPRESSIONS, compress, qwen_rows, write_jsonl
 
 from envs.sim.request import BlockChainer
 from envs.workloads import read_mooncake, read_qwen_bailian, rows_to_workload
@@ -395,19 +394,26 @@ def test_a_mixed_file_reads_the_same_every_way_under_each_option(
     assert fast == plain
 
 
-def test_a_gzip_file_and_a_cut_one_read_the_same_every_way(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("kind", COMPRESSIONS)
+def test_a_compressed_file_and_a_cut_one_read_the_same_every_way(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """gzip, bzip2, xz and zstd (bzip2 and xz were refused: "unpack it first")."""
     text = "".join(
         json.dumps({"timestamp": t, "input_length": 1024, "hash_ids": [t % 7, t]}) + "\n"
         for t in range(3000)
     )
-    data = gzip.compress(text.encode())
-    whole, cut = tmp_path / "mc.jsonl.gz", tmp_path / "cut.jsonl.gz"
+    data = compress(kind, text.encode())
+    plain_file = tmp_path / "mc.jsonl"
+    plain_file.write_text(text)
+    suffix = {"gzip": ".gz", "bzip2": ".bz2", "xz": ".xz", "zstd": ".zst"}[kind]
+    whole, cut = tmp_path / f"packed/mc.jsonl{suffix}", tmp_path / "cut.jsonl"
+    whole.parent.mkdir()
     whole.write_bytes(data)
     cut.write_bytes(data[: len(data) // 2])
     fast, plain = read_both(whole, monkeypatch)
     assert fast == plain and len(fast[0]) == 3000
+    assert fast[0] == read_both(plain_file, monkeypatch)[0][0]  # the file unpacked's requests
     fast, plain = read_both(cut, monkeypatch)
     assert fast == plain and "cannot read the file past this line" in fast[1]
 

@@ -31,7 +31,14 @@ from envs.workloads.readers import (
 from envs.workloads.readers.base import written_number
 from envs.workloads.registry import windows
 from envs.workloads.trace_file import TraceOptions, file_stamp, plan_trace, trace_windows
-from tests.workloads.tracekit import art_rows, bursted_rows, qwen_rows, write_jsonl
+from tests.workloads.tracekit import (
+    COMPRESSIONS,
+    art_rows,
+    bursted_rows,
+    compress,
+    qwen_rows,
+    write_jsonl,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -535,6 +542,10 @@ def test_a_symlinked_or_gzipped_split_keeps_the_dataset_s_block_size(tmp_path: P
     zipped.write_bytes(gzip.compress(test.read_bytes()))
     assert dataset_block_tokens(zipped) == 512
     assert plan_trace(TraceOptions(path=str(zipped))).block_tokens == 512
+    packed = data / "test.jsonl.xz"  # as bunzip2, unxz and zstd -d are named too
+    packed.write_bytes(compress("xz", test.read_bytes()))
+    assert dataset_block_tokens(packed) == 512
+    assert plan_trace(TraceOptions(path=str(packed))).block_tokens == 512
     # a file the dataset does not list stays the format's, zipped or linked
     other = data / "mine.jsonl.gz"
     other.write_bytes(gzip.compress(test.read_bytes()))
@@ -582,22 +593,31 @@ def test_numeric_timestamps_written_as_strings_are_read(tmp_path: Path) -> None:
         read_mooncake(bad)
 
 
-def test_gzip_is_told_by_its_bytes_not_its_name(tmp_path: Path) -> None:
+SUFFIXES = {"gzip": ".gz", "bzip2": ".bz2", "xz": ".xz", "zstd": ".zst"}
+
+
+@pytest.mark.parametrize("kind", COMPRESSIONS)
+def test_compression_is_told_by_its_bytes_not_its_name(kind: str, tmp_path: Path) -> None:
     text = "".join(json.dumps(row) + "\n" for row in _mooncake([0, 1000]))
-    packed = tmp_path / "packed.jsonl"  # gzip data without .gz
-    packed.write_bytes(gzip.compress(text.encode()))
-    plain = tmp_path / "plain.jsonl.gz"  # plain text named .gz
+    packed = tmp_path / "packed.jsonl"  # compressed data without its ending
+    packed.write_bytes(compress(kind, text.encode()))
+    plain = tmp_path / f"plain.jsonl{SUFFIXES[kind]}"  # plain text named as compressed
     plain.write_text(text)
     assert len(read_mooncake(packed)) == len(read_mooncake(plain)) == 2
 
 
-def test_a_gzipped_trace_s_windows_are_named_as_the_uncompressed_file_s(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", COMPRESSIONS)
+def test_a_compressed_trace_s_windows_are_named_as_the_uncompressed_file_s(
+    kind: str, tmp_path: Path
+) -> None:
     """moon.jsonl.gz's windows are moon/moon-0000, as moon.jsonl's are (they were
-    moon.jsonl/moon.jsonl-0000: the name less its last suffix only)."""
+    moon.jsonl/moon.jsonl-0000: the name less its last suffix only); so are
+    moon.jsonl.bz2's, .xz's and .zst's."""
     text = "".join(json.dumps(row) + "\n" for row in _mooncake([0, 1000, 400_000]))
+    packed = f"moon.jsonl{SUFFIXES[kind]}"
     (tmp_path / "moon.jsonl").write_text(text)
-    (tmp_path / "moon.jsonl.gz").write_bytes(gzip.compress(text.encode()))
-    for name in ("moon.jsonl", "moon.jsonl.gz"):
+    (tmp_path / packed).write_bytes(compress(kind, text.encode()))
+    for name in ("moon.jsonl", packed):
         options = TraceOptions(path=str(tmp_path / name), test_fraction=0.5)
         assert [w.trace_id for w in plan_trace(options).windows] == ["moon-0000", "moon-0001"]
         assert [w.name for w in trace_windows(options, "all")] == [
@@ -606,8 +626,10 @@ def test_a_gzipped_trace_s_windows_are_named_as_the_uncompressed_file_s(tmp_path
         ]
         assert read_mooncake(tmp_path / name).name == "moon"
     bursted = "".join(json.dumps(row) + "\n" for row in bursted_rows("w-0"))
-    (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(bursted.encode()))
-    assert [w.name for w in iter_bursted_windows(tmp_path / "b.jsonl.gz")] == ["b:w-0"]
+    (tmp_path / f"b.jsonl{SUFFIXES[kind]}").write_bytes(compress(kind, bursted.encode()))
+    assert [w.name for w in iter_bursted_windows(tmp_path / f"b.jsonl{SUFFIXES[kind]}")] == [
+        "b:w-0"
+    ]
 
 
 def test_too_many_skipped_rows_fail_with_the_count(tmp_path: Path) -> None:

@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+COMPRESSIONS = ("gzip", "bzip2", "xz", "zstd")
+"""The compressions a JSONL trace is read through (zstd with the zstandard module)."""
+
+
+def compress(kind: str, data: bytes) -> bytes:
+    """``data`` compressed as ``kind`` (one of :data:`COMPRESSIONS`); zstd frames are
+    written with their checksum, as the zstd command writes them, and the test is
+    skipped without the zstandard module."""
+    if kind == "gzip":
+        return gzip.compress(data)
+    if kind == "bzip2":
+        return bz2.compress(data)
+    if kind == "xz":
+        return lzma.compress(data)
+    zstandard = pytest.importorskip("zstandard")
+    return bytes(zstandard.ZstdCompressor(write_checksum=True).compress(data))
 
 
 def write_jsonl(path: Path, rows: Iterable[Mapping[str, Any] | str]) -> Path:

@@ -12,7 +12,7 @@ The file must be grouped by window, as the dataset writer produces it;
 :func:`iter_bursted_windows` then holds one window's requests at a time.
 
 A split of a dataset that ``experiments.make_dataset`` wrote (``train.jsonl``,
-``val.jsonl``, ``test.jsonl``, gzip-compressed or not, or a symlink to one) is read
+``val.jsonl``, ``test.jsonl``, compressed or not, or a symlink to one) is read
 at the block size the ``dataset_info.json`` beside it records
 (:func:`dataset_block_tokens`): 512 tokens for one made from a Mooncake trace, where
 the format's own is 256.
@@ -43,7 +43,7 @@ from envs.workloads.readers.base import (
     get_str,
     request_fields,
 )
-from envs.workloads.readers.sources import file_rows, trace_stem, without_gz
+from envs.workloads.readers.sources import file_rows, trace_stem, without_compression
 
 BLOCK_TOKENS = 256
 DATASET_INFO = "dataset_info.json"
@@ -140,7 +140,7 @@ def dataset_info(path: str | os.PathLike[str]) -> tuple[Path, Mapping[str, Any]]
     """The :data:`DATASET_INFO` file describing the split ``path`` and its JSON object:
     the one beside it, when that file describes a dataset of :data:`DATASET_LAYOUT`
     whose splits include ``path`` (``test.jsonl`` for a ``test`` split,
-    gzip-compressed or not: ``test.jsonl.gz``); None for any other file. A symlink is
+    compressed or not: ``test.jsonl.gz``, ``test.jsonl.xz``); None for any other file. A symlink is
     looked at where it is and where it points (a link to a split, from a folder of
     links, finds the dataset beside the split). A :data:`DATASET_INFO` that is not
     JSON is a ConfigError naming it."""
@@ -174,7 +174,7 @@ def _info_beside(file: Path) -> tuple[Path, Mapping[str, Any]] | None:
     if not isinstance(info, Mapping) or info.get("format") != DATASET_LAYOUT:
         return None
     splits = info.get("splits")
-    name = without_gz(file.name)  # as the dataset lists it
+    name = without_compression(file.name)  # as the dataset lists it
     if not isinstance(splits, Mapping) or name not in {f"{s}.jsonl" for s in splits}:
         return None
     return info_path, info

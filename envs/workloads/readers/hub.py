@@ -190,20 +190,25 @@ def one_document(file: Path) -> bool:
     file that does not open an array as JSON Lines first, so a file that opens an
     object it is not whole is JSON Lines whose first line is bad (a row cut short),
     which the file reader names; any other (a CSV file) is no JSON the file reader
-    reads."""
-    with jsonl_rows(file).open_bytes() as handle:
-        head = handle.read(3).removeprefix(codecs.BOM_UTF8)
-        while head:
-            start = head.lstrip(b" \t\r\n")
-            if start:
-                if start[:1] != b"{":
-                    return start[:1] == b"["
-                try:
-                    json.loads((start + handle.read()).decode("utf-8"))
-                except ValueError:  # (not UTF-8, as document_rows reads it, or not JSON)
-                    return False
-                return True
-            head = handle.read(1 << 16)
+    reads. A compressed file that cannot be decompressed to its end is none (the
+    file reader names the line where it breaks)."""
+    rows = jsonl_rows(file)
+    try:
+        with rows.open_bytes() as handle:
+            head = handle.read(3).removeprefix(codecs.BOM_UTF8)
+            while head:
+                start = head.lstrip(b" \t\r\n")
+                if start:
+                    if start[:1] != b"{":
+                        return start[:1] == b"["
+                    try:
+                        json.loads((start + handle.read()).decode("utf-8"))
+                    except ValueError:  # (not UTF-8, as document_rows reads it, or not JSON)
+                        return False
+                    return True
+                head = handle.read(1 << 16)
+    except rows.READ_ERRORS:
+        return False
     return False
 
 
@@ -219,8 +224,12 @@ def document_rows(file: Path) -> RowSource:
     UTF-8, is an error about the file naming the line and column where it breaks
     (:func:`one_document` gives it an object only when that is the whole file)."""
     name = str(file)
-    with jsonl_rows(file).open_bytes() as handle:
-        data = handle.read()
+    rows = jsonl_rows(file)
+    try:
+        with rows.open_bytes() as handle:
+            data = handle.read()
+    except rows.READ_ERRORS as error:  # a compressed file cut short or damaged
+        raise TraceFormatError(name, 0, None, f"cannot read the file ({error})") from None
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:

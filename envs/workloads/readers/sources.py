@@ -1,4 +1,5 @@
-"""Row sources: JSONL (optionally gzip-compressed) and parquet files, read lazily.
+"""Row sources: JSONL (optionally compressed: gzip, bzip2, xz, or zstd with the
+``zstandard`` module) and parquet files, read lazily.
 
 A source yields ``(line, row)`` pairs, where ``row`` is a mapping or, for a line
 that is not a JSON object, the :class:`TraceFormatError` describing it (so a
@@ -8,9 +9,12 @@ JSONL is read line by line and parquet in record batches.
 
 from __future__ import annotations
 
+import bz2
 import codecs
 import gzip
+import io
 import json
+import lzma
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -34,19 +38,50 @@ _LONG_DIGITS = b"0" * 19
 
 
 GZIP_MAGIC = b"\x1f\x8b"
+BZIP2_MAGIC = b"BZh"
+XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ZIP_MAGIC = b"PK\x03\x04"
 PARQUET_MAGIC = b"PAR1"
 
+COMPRESSIONS = (
+    (GZIP_MAGIC, "gzip", "gunzip -k"),
+    (BZIP2_MAGIC, "bzip2", "bunzip2 -k"),
+    (XZ_MAGIC, "xz", "unxz -k"),
+    (ZSTD_MAGIC, "zstd", "zstd -d"),
+)
+"""The compressions a JSONL file is read through, told by their first bytes (not by
+the file's name): each one's magic number, name and the command that unpacks it.
+gzip, bzip2 and xz are the standard library's; zstd needs the ``zstandard`` module
+(:func:`zstd_module`), and a zstd file is refused without it."""
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
+"""The names' endings of compressed files: a trace's windows and a dataset's splits
+are named as the file they hold (:func:`without_compression`)."""
+READ_JSONL = "JSONL (plain or compressed with gzip, bzip2, xz or zstd)"
+"""What a trace file is read as, besides parquet, as messages say it."""
 
-def without_gz(name: str) -> str:
-    """A file's name less a ``.gz`` ending (``moon.jsonl`` for ``moon.jsonl.gz``): the
-    name of what it holds, compressed or not."""
-    return name[: -len(".gz")] if name.lower().endswith(".gz") else name
+
+def without_compression(name: str) -> str:
+    """A file's name less a compressed file's ending (:data:`COMPRESSED_SUFFIXES`:
+    ``moon.jsonl`` for ``moon.jsonl.gz`` and ``moon.jsonl.bz2``): the name of what it
+    holds, compressed or not."""
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def compressed_names(name: str) -> tuple[str, ...]:
+    """``name`` and its compressed files' names (``test.jsonl``, ``test.jsonl.gz``,
+    ...): where a split ``make_dataset`` wrote is looked for."""
+    return (name, *(name + suffix for suffix in COMPRESSED_SUFFIXES))
 
 
 def trace_stem(path: str | os.PathLike[str]) -> str:
-    """The name a trace file's windows take: its name less ``.gz`` and then its last
-    suffix (``moon`` for ``moon.jsonl`` and ``moon.jsonl.gz`` alike)."""
-    return Path(without_gz(Path(path).name)).stem
+    """The name a trace file's windows take: its name less a compressed file's ending
+    and then its last suffix (``moon`` for ``moon.jsonl``, ``moon.jsonl.gz`` and
+    ``moon.jsonl.xz`` alike)."""
+    return Path(without_compression(Path(path).name)).stem
 
 
 def first_bytes(path: Path, size: int = 4) -> bytes:
@@ -55,11 +90,92 @@ def first_bytes(path: Path, size: int = 4) -> bytes:
         return handle.read(size)
 
 
+def zstd_module() -> Any:
+    """The ``zstandard`` module, or None when it is not installed (it is no dependency
+    of btb-gym: ``pip install zstandard`` reads zstd-compressed traces)."""
+    try:
+        import zstandard
+    except ImportError:
+        return None
+    return zstandard
+
+
+class _ZstdRaw(io.RawIOBase):
+    """A zstd file's decompressed bytes, frame after frame (``zstandard``'s
+    decompressor), for an :class:`io.BufferedReader` to read by line. A frame that
+    cannot be decompressed, or a file that ends inside one (cut short), raises an
+    :class:`OSError` (one of :attr:`JsonlRows.READ_ERRORS`), as gzip's, bzip2's and
+    xz's readers do."""
+
+    CHUNK = 1 << 16
+    """The compressed bytes read at a time."""
+
+    def __init__(self, zstandard: Any, path: Path) -> None:
+        self._new_frame = zstandard.ZstdDecompressor().decompressobj
+        self._error = zstandard.ZstdError
+        self._file = path.open("rb")
+        self._frame = self._new_frame()
+        self._out = b""
+        self._at = 0  # of _out, given already
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while self._at == len(self._out):
+            data = self._file.read(self.CHUNK)
+            if not data:
+                if not self._frame.eof:  # (a file opens a frame: its magic number told it)
+                    raise OSError("zstd: the file ends inside a frame: it is cut short")
+                return 0
+            self._out, self._at = self._decompress(data), 0
+        with memoryview(buffer) as view, view.cast("B") as target:
+            size = min(len(target), len(self._out) - self._at)
+            target[:size] = self._out[self._at : self._at + size]
+        self._at += size
+        return size
+
+    def _decompress(self, data: bytes) -> bytes:
+        """The bytes ``data`` decompresses to, a frame that ends in it followed by the next."""
+        out = []
+        try:
+            while data:
+                if self._frame.eof:
+                    self._frame = self._new_frame()
+                out.append(self._frame.decompress(data))
+                data = self._frame.unused_data if self._frame.eof else b""
+        except self._error as error:
+            raise OSError(f"zstd: {error}") from None
+        return b"".join(out)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._file.close()
+        super().close()
+
+
 def _open_bytes(path: Path) -> IO[bytes]:
-    """The file's bytes, decompressed when it starts with gzip's magic bytes
-    (whatever its name)."""
-    if first_bytes(path, 2) == GZIP_MAGIC:
+    """The file's bytes, decompressed when it starts with the magic number of one of
+    :data:`COMPRESSIONS` (whatever its name). A zstd file without the ``zstandard``
+    module is a :class:`TraceFormatError` naming it and how to unpack it."""
+    head = first_bytes(path, 6)
+    if head.startswith(GZIP_MAGIC):
         return gzip.GzipFile(path, "rb")  # type: ignore[return-value]
+    if head.startswith(BZIP2_MAGIC):
+        return bz2.BZ2File(path, "rb")  # type: ignore[return-value]
+    if head.startswith(XZ_MAGIC):
+        return lzma.LZMAFile(path, "rb")  # type: ignore[return-value]
+    if head.startswith(ZSTD_MAGIC):
+        zstandard = zstd_module()
+        if zstandard is None:
+            raise TraceFormatError(
+                str(path),
+                0,
+                None,
+                "the file is zstd-compressed, which is read with the zstandard module, not "
+                f"installed: unpack it first (zstd -d {path.name}), or pip install zstandard",
+            )
+        return io.BufferedReader(_ZstdRaw(zstandard, path))
     return path.open("rb")
 
 
@@ -68,8 +184,9 @@ class JsonlRows:
     ``(line, row)`` pairs), read lazily.
 
     A line that is not UTF-8 is a bad row like any other (named by its line); a
-    compressed file that cannot be decompressed to the end stops the read with a
-    :class:`TraceFormatError` naming the file and the line it broke at.
+    compressed file (gzip, bzip2, xz or zstd: :func:`_open_bytes`) that cannot be
+    decompressed to the end stops the read with a :class:`TraceFormatError` naming
+    the file and the line it broke at.
 
     Each line is parsed by orjson when it is installed; a line orjson refuses, one
     that is not an object, or one that may hold an integer orjson read as a float
@@ -94,11 +211,12 @@ class JsonlRows:
             if row is not None:
                 yield line_no, row
 
-    READ_ERRORS = (EOFError, OSError, zlib.error)
+    READ_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
     """What reading a line raises when the file cannot be read further (see :meth:`read_error`)."""
 
     def open_bytes(self) -> IO[bytes]:
-        """The file's bytes, decompressed when it starts with gzip's magic bytes."""
+        """The file's bytes, decompressed when it starts with the magic bytes of one of
+        :data:`COMPRESSIONS`."""
         return _open_bytes(self.path)
 
     def read_error(self, line_no: int, error: BaseException) -> TraceFormatError:
@@ -251,8 +369,8 @@ def first_line(error: BaseException) -> str:
 def file_rows(
     path: str | os.PathLike[str],
 ) -> Iterable[tuple[int, Mapping[str, Any] | TraceFormatError]]:
-    """Rows of a parquet file or of a JSONL file, gzip-compressed or not; both are
-    told by their first bytes (:func:`is_parquet`)."""
+    """Rows of a parquet file or of a JSONL file, compressed (:data:`COMPRESSIONS`) or
+    not; both are told by their first bytes (:func:`is_parquet`)."""
     file = Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"trace file not found: {file}")
@@ -262,50 +380,44 @@ def file_rows(
     return jsonl_rows(file)
 
 
-OTHER_COMPRESSIONS = (
-    (b"BZh", "bzip2", "bunzip2 -k"),
-    (b"\xfd7zXZ\x00", "xz", "unxz -k"),
-    (b"\x28\xb5\x2f\xfd", "zstd", "zstd -d"),
-    (b"PK\x03\x04", "zip", "unzip"),
-)
-"""The first bytes of the compressed and archive formats a trace is not read from
-(only gzip is), with each one's name and the command that unpacks it."""
-
-
 def refuse_other_packing(file: Path) -> None:
     """A :class:`TraceFormatError` naming ``file`` when it is packed in a way no reader
-    reads: compressed other than with gzip (:data:`OTHER_COMPRESSIONS`, told by its
-    first bytes), or parquet compressed with gzip. Read as JSONL, its bytes were said
-    to be text in another encoding, with an ``iconv`` line that cannot help."""
+    reads: a zip archive (told by its first bytes), a zstd file without the
+    ``zstandard`` module, or parquet compressed (parquet compresses its own pages).
+    Read as JSONL, its bytes were said to be text in another encoding, with an
+    ``iconv`` line that cannot help."""
     head = first_bytes(file, 6)
-    for magic, name, unpack in OTHER_COMPRESSIONS:
-        if head.startswith(magic):
-            raise TraceFormatError(
-                str(file),
-                0,
-                None,
-                f"the file is {name}-compressed, and only JSONL (plain or gzip-compressed) "
-                f"and parquet are read: unpack it first ({unpack} {file.name})",
-            )
-    if head.startswith(GZIP_MAGIC):
+    if head.startswith(ZIP_MAGIC):
+        raise TraceFormatError(
+            str(file),
+            0,
+            None,
+            f"the file is zip-compressed, and only {READ_JSONL} and parquet are read: "
+            f"unpack it first (unzip {file.name})",
+        )
+    for magic, name, unpack in COMPRESSIONS:
+        if not head.startswith(magic):
+            continue
         try:
-            with gzip.GzipFile(file, "rb") as handle:
+            with _open_bytes(file) as handle:  # a zstd file without zstandard: refused
                 inner = handle.read(len(PARQUET_MAGIC))
-        except (OSError, EOFError, zlib.error):
+        except (OSError, EOFError, zlib.error, lzma.LZMAError):
             return  # the JSONL reader names where it breaks
         if inner == PARQUET_MAGIC:
             raise TraceFormatError(
                 str(file),
                 0,
                 None,
-                "the file is a gzip-compressed parquet file, which is not read (parquet "
-                f"compresses its own pages): decompress it first (gunzip -k {file.name})",
+                f"the file is {'an' if name == 'xz' else 'a'} {name}-compressed parquet file, "
+                "which is not read (parquet compresses its own pages): decompress it first "
+                f"({unpack} {file.name})",
             )
+        return
 
 
 def is_parquet(file: Path) -> bool:
     """Whether a file is parquet, told by its first bytes, not by its name (any other
-    is read as JSONL, gzip-compressed or not); but a file named ``*.parquet`` without
+    is read as JSONL, compressed or not); but a file named ``*.parquet`` without
     parquet's first bytes is a :class:`TraceFormatError` saying so, not JSON that is
     not valid."""
     head = first_bytes(file)
@@ -350,7 +462,7 @@ def first_row(path: str | os.PathLike[str]) -> tuple[int, Mapping[str, Any]] | N
             + (
                 encoding
                 or "no line of the file is a JSON object: it is not a trace in a supported "
-                "format (JSONL, gzip-compressed JSONL or parquet)"
+                "format (JSONL, compressed or not, or parquet)"
             ),
         )
     return None
@@ -364,7 +476,7 @@ def _encoding_note(file: Path, undecoded: bool) -> str:
     try:
         with _open_bytes(file) as handle:
             head = handle.read(64)
-    except (OSError, EOFError, zlib.error):
+    except (OSError, EOFError, zlib.error, lzma.LZMAError):
         head = b""
     remedy = "; save it as UTF-8 (iconv -f {} -t UTF-8 converts it)"
     if head.startswith(UTF16_BOMS):
