@@ -68,7 +68,16 @@ def agent_folder(item: str) -> Path | None:
 
 
 class WorkerDied(RuntimeError):
-    """A worker process of ``env.vec=subproc`` ended while training needed it (the
-    kernel's out-of-memory killer, a ``kill``, a crash). Not a bug of the run's code
-    and not bad input: the commands say it in one line, as a full disk, with what the
-    run kept (``agents.vec_env.WorkerVecEnv`` raises it; docs/agents.md)."""
+    """A worker process of ``env.vec=subproc`` killed by a signal while training needed
+    it (the kernel's out-of-memory killer, a ``kill``, a crash). Not a bug of the
+    run's code and not bad input: the commands say it in one line, exit 2, as a full
+    disk, with what the run kept (``agents.vec_env.WorkerVecEnv`` raises it;
+    docs/agents.md)."""
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process of ``env.vec=subproc`` that exited with a status while training
+    needed it: its env raised (a bug of our code or of a plugin's), and the worker
+    printed its traceback as it ended. A bug: the commands end with exit 1 and a
+    last line naming the worker (the worker's traceback is above it;
+    ``agents.vec_env.WorkerVecEnv`` raises it)."""

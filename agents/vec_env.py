@@ -19,9 +19,13 @@ as ``DummyVecEnv``'s (``SubprocVecEnv`` stacks the envs' float64s): with
 moved from the in-process path's in the 7th digit. Each worker's env is wrapped in
 :class:`RunStateSnapshots`, through which a checkpoint's run state pickles the env
 in its worker and a resumed run puts one back (:mod:`agents.run_state`). A worker
-that dies (the out-of-memory killer's SIGKILL) is said as :class:`agents.WorkerDied`,
-naming it and how it ended, where ``SubprocVecEnv`` raised a ``BrokenPipeError`` or
-``EOFError`` from its pipe; the others are closed all the same.
+killed by a signal (the out-of-memory killer's SIGKILL) is said as
+:class:`agents.WorkerDied`, naming it and how it ended, where ``SubprocVecEnv``
+raised a ``BrokenPipeError`` or ``EOFError`` from its pipe; a worker that exited with
+a status (its env raised: a bug, whose traceback the worker printed) as
+:class:`agents.WorkerFailed`. Workers that ended the same way are named once
+(``env workers 0-15 of 16 (pids ...) died, killed by signal 9 ...``); the others are
+closed all the same.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
-from agents import WorkerDied
+from agents import WorkerDied, WorkerFailed
 from agents.env_pickles import WindowDigests, error_text, restore_env, snapshot_env
 
 PIPE_ERRORS = (EOFError, ConnectionError)
@@ -49,6 +53,13 @@ PIPE_ERRORS = (EOFError, ConnectionError)
 DEATH_WAIT_S = 2.0
 """How long a pipe error waits for its worker's exit to be known (the process that
 started it reaps it and tells its status a moment after the pipe closes)."""
+SETTLE_S = 0.1
+"""Once a worker's end is known, how long no other may end for the ends to be told
+(workers ending together, each a moment apart, are named in one message)."""
+FAILED = "a worker exits with a status when its env's code fails: a bug (btb-gym's or a plugin's)"
+"""What :class:`agents.WorkerFailed` says after the workers it names."""
+PIDS_SHOWN = 3
+"""The most pids a message lists of workers that ended the same way (then "and N more")."""
 
 
 class InProcessVecEnv(DummyVecEnv):
@@ -138,34 +149,39 @@ class WorkerVecEnv(SubprocVecEnv):
 
     @contextlib.contextmanager
     def _workers(self) -> Iterator[None]:
-        """A pipe error raised inside, once a worker has ended, is raised again as
-        :class:`WorkerDied` naming each worker ended and how (a pipe error with every
-        worker alive is raised as it is)."""
+        """A pipe error raised inside, once a worker has ended, is raised again naming
+        each worker ended and how (:func:`workers_ended`): as :class:`WorkerFailed`
+        when one exited with a status (its env raised: a bug), else as
+        :class:`WorkerDied` (killed by a signal). A pipe error with every worker alive
+        is raised as it is."""
         try:
             yield
         except PIPE_ERRORS as error:
             ended = self._ended(wait_s=DEATH_WAIT_S)
             if not ended:
                 raise
-            raise WorkerDied(
-                "env.vec=subproc: "
-                + "; ".join(
-                    f"env worker {k} of {len(self.processes)} (pid {pid}) died, {how_ended(code)}"
-                    for k, pid, code in ended
-                )
-            ) from error
+            said = "env.vec=subproc: " + workers_ended(ended, len(self.processes))
+            if any(code >= 0 for _, _, code in ended):
+                raise WorkerFailed(f"{said}; {FAILED}") from error
+            raise WorkerDied(said) from error
 
     def _ended(self, wait_s: float = 0.0) -> list[tuple[int, int | None, int]]:
         """The workers that have ended, as (index, pid, exit code), waiting up to
-        ``wait_s`` for one to be known."""
+        ``wait_s`` for one to be known, and then until no other has ended for
+        :data:`SETTLE_S` (within ``wait_s``)."""
         deadline = time.monotonic() + wait_s
+        settled = deadline
+        known = 0
         while True:
             ended = [
                 (k, process.pid, process.exitcode)
                 for k, process in enumerate(self.processes)
                 if process.exitcode is not None
             ]
-            if ended or time.monotonic() >= deadline:
+            now = time.monotonic()
+            if len(ended) > known:
+                known, settled = len(ended), min(deadline, now + SETTLE_S)
+            if len(ended) == len(self.processes) or now >= (settled if ended else deadline):
                 return ended
             time.sleep(0.02)
 
@@ -229,13 +245,49 @@ class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
         return None
 
 
-def how_ended(exit_code: int) -> str:
-    """How a process ended, from its ``exitcode`` (``multiprocessing``: minus the
-    signal that killed it): ``killed by signal 9 (SIGKILL: ...)``, ``exited with
-    status 1``."""
+def workers_ended(ended: list[tuple[int, int | None, int]], n_workers: int) -> str:
+    """The workers ``ended`` (index, pid, exit code) of ``n_workers``, those that
+    ended the same way named once, in the order of their first index: ``env worker 1
+    of 16 (pid 4242) died, killed by signal 9 (...)``, ``env workers 0-15 of 16 (pids
+    4240, 4241, 4242 and 13 more) died, killed by signal 9 (...)``."""
+    ways: dict[int, list[tuple[int, int | None]]] = {}
+    for k, pid, code in sorted(ended):
+        ways.setdefault(code, []).append((k, pid))
+    said = []
+    for code, workers in sorted(ways.items(), key=lambda way: way[1][0][0]):
+        if len(workers) == 1:
+            (k, pid), *_ = workers
+            said.append(f"env worker {k} of {n_workers} (pid {pid}) died, {how_ended(code)}")
+            continue
+        pids = [str(pid) for _, pid in workers]
+        shown = ", ".join(pids[:PIDS_SHOWN]) if len(pids) > PIDS_SHOWN + 1 else ", ".join(pids)
+        more = f" and {len(pids) - PIDS_SHOWN} more" if len(pids) > PIDS_SHOWN + 1 else ""
+        said.append(
+            f"env workers {index_ranges([k for k, _ in workers])} of {n_workers} "
+            f"(pids {shown}{more}) died, {how_ended(code, len(workers))}"
+        )
+    return "; ".join(said)
+
+
+def index_ranges(indices: list[int]) -> str:
+    """Sorted indices written as ranges: ``0-3, 5, 7-15``."""
+    runs: list[list[int]] = []
+    for k in indices:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def how_ended(exit_code: int, processes: int = 1) -> str:
+    """How a process (or ``processes`` of them alike) ended, from its ``exitcode``
+    (``multiprocessing``: minus the signal that killed it): ``killed by signal 9
+    (SIGKILL: ...)``, ``exited with status 1``."""
     if exit_code >= 0:
+        whose = "its traceback" if processes == 1 else "each one's traceback"
         return f"exited with status {exit_code}" + (
-            " (its traceback, if it raised, is above)" if exit_code else ""
+            f" ({whose}, if it raised, is above)" if exit_code else ""
         )
     number = -exit_code
     try:

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from agents import WorkerDied
+from agents import WorkerDied, WorkerFailed
 from envs.sim.config import COPY_MODELS, SimConfig
 from envs.sim.errors import (
     ConfigError,
@@ -469,9 +469,10 @@ if hasattr(os, "register_at_fork"):  # (once, as this module is first imported)
 def exit_status(error: BaseException) -> int:
     """The status a command exits with when ``error`` ends it (:func:`main_guard`):
     130 for Ctrl-C, 143 for SIGTERM and 129 for SIGHUP (what a shell reports for
-    each), 0 for a pipe's reader gone, 1 for a policy's own failure, 2 for a user's
-    error (and a worker process killed, as a full disk), a ``SystemExit``'s own code,
-    1 for anything else (a bug)."""
+    each), 0 for a pipe's reader gone, 1 for a policy's own failure and an env
+    worker's (``agents.WorkerFailed``), 2 for a user's error (and a worker process
+    killed by a signal, as a full disk), a ``SystemExit``'s own code, 1 for anything
+    else (a bug)."""
     if isinstance(error, SystemExit):
         code = error.code
         return code if isinstance(code, int) else 0 if code is None else 1
@@ -481,7 +482,7 @@ def exit_status(error: BaseException) -> int:
         return 130
     if isinstance(error, BrokenPipeError):
         return 0
-    if isinstance(error, PolicyFailure):
+    if isinstance(error, (PolicyFailure, WorkerFailed)):
         return 1
     if isinstance(error, (ValueError, OSError, SimulationError, WorkerDied)):
         return 2
@@ -495,7 +496,10 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
     (:func:`terminating_as_interrupt`) but prints ``terminated`` and exits with 143,
     and so does SIGHUP, printing ``hangup``, exit 129. A policy's own code failing
     (``envs.sim.errors.PolicyFailure``: a bug, not bad input) prints its traceback
-    and a last line naming the policy, and exits with status 1. Either way the run's folder is
+    and a last line naming the policy, and exits with status 1; so does an env worker of
+    ``env.vec=subproc`` that exited with a status (``agents.WorkerFailed``: its env
+    raised), with a last line naming the worker under the traceback the worker
+    printed. Either way the run's folder is
     released (``_io.claim_out_dir``) and no half-written file is left (every file
     lands by an atomic rename).
 
@@ -524,6 +528,9 @@ def main_guard(fn: Any, trace_paths: Mapping[str, str] | None = None) -> int:
             return exit_status(gone)
         except PolicyFailure as failure:  # a bug in a policy's code: its traceback, its name
             traceback.print_exception(failure.__cause__ or failure, file=sys.stderr)
+            print(f"error: {_prefixed(str(failure), ''.join(command))}", file=sys.stderr)
+            return exit_status(failure)
+        except WorkerFailed as failure:  # a bug in an env's code: the worker printed its traceback
             print(f"error: {_prefixed(str(failure), ''.join(command))}", file=sys.stderr)
             return exit_status(failure)
         except (ValueError, OSError, SimulationError) as error:

@@ -35,7 +35,7 @@ import hydra
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from agents import WorkerDied
+from agents import WorkerDied, WorkerFailed
 from envs.cluster_env import REWARD_ARGS
 from envs.files import folder_leftovers
 from envs.sim.checks import check_number, checked_number, is_number
@@ -1873,8 +1873,8 @@ def train(cfg: DictConfig) -> float:
         logger.finish()  # (ends the W&B run before the last line)
         print(wrote_line(out_dir, bool(cfg.train.evaluate)))
         return objective
-    except WorkerDied as died:  # one line: which worker, how, and what the run kept
-        told = WorkerDied(f"{died}; {worker_died_kept(model, cfg, out_dir)}")
+    except (WorkerDied, WorkerFailed) as died:  # one line: which worker, how, what the run kept
+        told = type(died)(f"{died}; {worker_died_kept(model, cfg, out_dir)}")
         logger.finish(told)
         raise told from died.__cause__
     except BaseException as error:  # W&B records the run as failed (or interrupted)
@@ -1902,7 +1902,8 @@ def wrote_line(out_dir: Path, evaluated: bool) -> str:
 
 
 def worker_died_kept(model: Any, cfg: Any, out_dir: Path) -> str:
-    """What a run whose env worker died (:class:`agents.WorkerDied`) says after the
+    """What a run whose env worker died (:class:`agents.WorkerDied`, or
+    :class:`agents.WorkerFailed`) says after the
     worker: the step it stopped at, and what it kept to go on from (its last
     checkpoint, which ``resume=`` goes on from exactly; its best agent so far)."""
     stopped = "training stopped"

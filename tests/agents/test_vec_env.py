@@ -17,10 +17,10 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import envs  # noqa: F401  (registers the environments)
-from agents import WorkerDied
+from agents import WorkerDied, WorkerFailed
 from agents.algorithms import AgentSpec, build_model
 from agents.callbacks import UpdateThreads, usable_threads
-from agents.vec_env import InProcessVecEnv, WorkerVecEnv, how_ended
+from agents.vec_env import InProcessVecEnv, WorkerVecEnv, how_ended, workers_ended
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 
 SMALL = BurstedSyntheticConfig(n_bursts=2, burst_requests=30, n_decoys=4, burst_window_s=4.0)
@@ -155,6 +155,80 @@ def test_a_killed_worker_is_named_with_its_signal_and_the_others_close(window, w
         vec.close()  # raises nothing, and ends the other worker
     assert vec.closed
     assert [p.exitcode for p in vec.processes] == [0, -signal.SIGKILL]
+
+
+def test_a_worker_whose_env_raised_ends_as_a_bug_naming_it(window, capfd):
+    """Its env raising (a bug of ours or of a plugin's) ended the worker with status 1,
+    which was said as WorkerDied, one line and exit 2, as the out-of-memory killer's
+    SIGKILL: now WorkerFailed, exit 1, and a last line naming the worker under the
+    traceback the worker printed."""
+    from experiments._cli import exit_status, main_guard, user_error_message
+
+    vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=2)
+    try:
+        vec.reset()
+        with pytest.raises(WorkerFailed) as raised:
+            vec.env_method("no_such_method", indices=[1])  # raises in worker 1's env
+        pid = vec.processes[1].pid
+        assert str(raised.value) == (
+            f"env.vec=subproc: env worker 1 of 2 (pid {pid}) died, exited with status 1 (its "
+            "traceback, if it raised, is above); a worker exits with a status when its env's "
+            "code fails: a bug (btb-gym's or a plugin's)"
+        )
+    finally:
+        vec.close()
+    assert [p.exitcode for p in vec.processes] == [0, 1]
+    assert user_error_message(raised.value) is None  # a bug, not the user's or the machine's
+    assert exit_status(raised.value) == 1
+
+    def run() -> None:
+        raise raised.value
+
+    capfd.readouterr()  # (the worker's traceback, where the fork server's stderr is this one)
+    assert main_guard(run) == 1
+    assert capfd.readouterr().err == f"error: {raised.value}\n"  # one line: the worker's is above
+
+
+def test_workers_killed_together_are_named_once(window):
+    """All of them killed the same way (the out-of-memory killer, kill -9 of a group)
+    gave one clause a worker, "env worker 0 of 16 (pid ...) died, killed by signal 9
+    (SIGKILL: ...)" sixteen times."""
+    vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=3)
+    try:
+        vec.reset()
+        pids = [_killed(vec, k) for k in range(3)]
+        with pytest.raises(WorkerDied) as raised:
+            vec.step(np.array([0, 0, 0]))
+        assert str(raised.value) == (
+            f"env.vec=subproc: env workers 0-2 of 3 (pids {pids[0]}, {pids[1]}, {pids[2]}) "
+            "died, killed by signal 9 (SIGKILL: the kernel's out-of-memory killer sends it, "
+            "as does kill -9)"
+        )
+    finally:
+        vec.close()
+
+
+def test_workers_ended_names_each_way_once_with_a_few_pids():
+    kill, term = -signal.SIGKILL, -signal.SIGTERM
+    sigkill = (
+        "killed by signal 9 (SIGKILL: the kernel's out-of-memory killer sends it, as does kill -9)"
+    )
+    ended = [(k, 100 + k, kill) for k in range(16)]
+    assert workers_ended(ended, 16) == (
+        f"env workers 0-15 of 16 (pids 100, 101, 102 and 13 more) died, {sigkill}"
+    )
+    # ways apart, in the order of their first worker; ranges and lone indices; four pids
+    # are listed whole
+    ended = [(5, 5, 1), (0, 10, kill), (1, 11, kill), (3, 13, kill), (4, 14, kill), (7, 7, term)]
+    assert workers_ended(ended, 8) == (
+        f"env workers 0-1, 3-4 of 8 (pids 10, 11, 13, 14) died, {sigkill}; "
+        "env worker 5 of 8 (pid 5) died, exited with status 1 (its traceback, if it raised, "
+        "is above); env worker 7 of 8 (pid 7) died, killed by signal 15 (SIGTERM)"
+    )
+    assert workers_ended([(2, 9, 3), (6, 8, 3)], 8) == (
+        "env workers 2, 6 of 8 (pids 9, 8) died, exited with status 3 (each one's traceback, "
+        "if it raised, is above)"
+    )
 
 
 def test_how_a_worker_ended_is_said_from_its_exit_code():
