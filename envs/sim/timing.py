@@ -185,7 +185,9 @@ class NodeSpec:
                 f"NodeSpec.gpu must be a GpuSpec, got {self.gpu!r} (gpu_preset(name) gives a "
                 "preset's GpuSpec; parse_node('4xH100') a node of one)"
             )
-        if is_number(self.n_gpus, integer=True) and self.n_gpus > MAX_GPUS_PER_NODE:
+        # an integer first: one no float holds is said by its size, not written out whole
+        check_int("NodeSpec.n_gpus", self.n_gpus, 1, ConfigError)
+        if self.n_gpus > MAX_GPUS_PER_NODE:
             raise ConfigError.about(
                 "NodeSpec.n_gpus",
                 f"must be at most {MAX_GPUS_PER_NODE}, got {self.n_gpus!r}: a node's GPUs "
@@ -193,7 +195,6 @@ class NodeSpec:
                 f"the largest (GB200 / GB300 NVL72) has {MAX_GPUS_PER_NODE}; a cluster of "
                 "more GPUs is more nodes",
             )
-        check_int("NodeSpec.n_gpus", self.n_gpus, 1, ConfigError)
         _store_plain(self, ("n_gpus",))
 
     @property

@@ -278,16 +278,23 @@ def test_a_node_has_at_most_the_gpus_of_one_nvlink_domain() -> None:
     """A node's GPUs serve one model copy by tensor parallelism, within one NVLink
     domain: 1 to 72 (a GB200 / GB300 NVL72 rack; docs/physics.md). A count beyond was
     taken (``1000000000xH100``: a node of 10^9 GPUs), and one of 400 digits raised
-    OverflowError."""
+    OverflowError; then it was refused as "at most 72, got" its 400 digits, where the
+    check of an integer no float holds says its size."""
     from envs.sim.timing import MAX_GPUS_PER_NODE
 
     assert MAX_GPUS_PER_NODE == 72
     rack = parse_node("72xB300")
     # 72 x 2,250e12 FLOP/s and 72 x 288 GB of HBM: the figures scale as for any node
     assert (rack.flops, rack.hbm_bytes) == (72 * 2250e12, 72 * 288e9)
-    for count in (73, 10**9, 10**400):
+    for count in (73, 10**9):
         with pytest.raises(ConfigError, match=r"^NodeSpec\.n_gpus must be at most 72, got "):
             NodeSpec(GPUS["B300"], count)
+    with pytest.raises(ConfigError) as raised:
+        NodeSpec(GPUS["B300"], 10**400)
+    assert str(raised.value) == (
+        "NodeSpec.n_gpus must be a number a float can hold (at most 1.798e+308: the "
+        "simulator computes in floats), got an integer of 401 digits"
+    )
     with pytest.raises(
         ConfigError, match=r"^NodeSpec\.n_gpus must be at most 72, got 1000000000: "
     ):
