@@ -123,8 +123,9 @@ class Plugin:
     bytes, and of the modules of one's own it imports (:attr:`imports`) when it
     imports any: the code that makes the rows."""
     imports: tuple[str, ...] = ()
-    """The files of the modules of one's own its module imports (:func:`own_imports`),
-    resolved, sorted: what :attr:`sha256` covers beside :attr:`path`."""
+    """The files of the modules of one's own its module imports, and of the packages it
+    is imported through that run code (:func:`own_imports`), resolved, sorted: what
+    :attr:`sha256` covers beside :attr:`path`."""
 
     def stamp(self) -> dict[str, Any]:
         """What a result file records of it (``config.workload_plugin``), so runs of two
@@ -378,9 +379,14 @@ def own_imports(name: str, root: Path) -> list[Path]:
     neither the standard library's, an installed package's nor btb-gym's own
     (:func:`_users_file`), found as the plugin's code would find them (the imported
     module, else on ``sys.path`` with the working folder: :func:`importable_here`),
-    without importing any. Sorted; ``root`` is not among them. A module imported by
-    a name made as the code runs (``importlib.import_module(name)``) is not
-    followed, nor a file the code reads."""
+    without importing any; and the ``__init__.py`` of each package of one's own on
+    ``name``'s dotted path (``examples`` of ``examples.own_workload``), which runs as
+    the module is imported, when it runs anything (:func:`_runs_code`: an empty one,
+    or one of a docstring alone, is left out, so a module's sha256 is the same
+    imported through such a package or from its folder), with what it imports.
+    Sorted; ``root`` is not among them. A module imported by a name made as the code
+    runs (``importlib.import_module(name)``) is not followed, nor a file the code
+    reads."""
     with importable_here():
         return _own_imports(name, root)
 
@@ -401,17 +407,50 @@ def _own_imports(name: str, root: Path) -> list[Path]:
             if other in seen:
                 continue
             seen.add(other)
-            found = _spec(other)
-            origin = getattr(found, "origin", None)
-            if not getattr(found, "has_location", False) or not isinstance(origin, str):
-                continue  # (built in, frozen, a namespace package: no file of its own)
-            own = _users_file(origin)
+            own = _own_file(other)
             if own is None or own == root or own in files:
                 continue
             files.add(own)
             if own.suffix == ".py":  # (a compiled module's bytes count; it is not read)
                 queue.append((other, own))
+        if module == name:  # the packages it is imported through: their __init__.py runs first
+            parts = name.split(".")
+            for parent in (".".join(parts[:i]) for i in range(1, len(parts))):
+                own = None if parent in seen else _own_file(parent)
+                if own is None or own == root or own in files or not _runs_code(own):
+                    continue  # (one that runs nothing is not seen: an import of it counts it)
+                seen.add(parent)
+                files.add(own)
+                if own.suffix == ".py":
+                    queue.append((parent, own))
     return sorted(files)
+
+
+def _own_file(name: str) -> Path | None:
+    """The file of module ``name`` as an import here finds it, when it is code of one's
+    own (:func:`_users_file`), resolved; None for any other (built in, frozen, a
+    namespace package, the standard library's, an installed package's, btb-gym's)."""
+    found = _spec(name)
+    origin = getattr(found, "origin", None)
+    if not getattr(found, "has_location", False) or not isinstance(origin, str):
+        return None
+    return _users_file(origin)
+
+
+def _runs_code(file: Path) -> bool:
+    """Whether a package's ``__init__`` ``file`` runs anything as it is imported: a
+    statement besides a docstring, or no Python source to read (a compiled module, or
+    one that does not parse: its bytes count). An empty one, or one of a docstring and
+    comments alone (``examples/__init__.py``), runs nothing."""
+    if file.suffix != ".py":
+        return True
+    try:
+        body = ast.parse(file.read_bytes()).body
+    except (OSError, SyntaxError, ValueError):
+        return True
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:] if isinstance(body[0].value.value, str) else body
+    return bool(body)
 
 
 def _parameters(

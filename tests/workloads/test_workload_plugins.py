@@ -1017,6 +1017,59 @@ def test_its_sha256_covers_the_modules_of_one_s_own_it_imports(
     assert example.sha256 == code
 
 
+def test_its_sha256_covers_the_packages_it_is_imported_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The __init__.py of each package of one's own on the module's dotted path runs as
+    the module is imported (outer/__init__.py of outer.inner.gen): the sha256 covers
+    it, and what it imports (before, neither: an edited outer/__init__.py gave the same
+    sha256). One that runs nothing, empty or a docstring alone (inner/__init__.py, as
+    examples/__init__.py), is left out: the example's sha256 is its file's, as before."""
+    from envs.workloads.plugins import code_sha256, own_imports
+
+    tag = abs(hash(str(tmp_path))) % 10**8
+    work = tmp_path / "work"
+    inner = work / f"outer_{tag}" / "inner"
+    inner.mkdir(parents=True)
+    (work / f"outer_{tag}" / "__init__.py").write_text(
+        f"import helper_{tag}\n\nSCALE = helper_{tag}.SCALE\n"
+    )
+    (work / f"helper_{tag}.py").write_text("SCALE = 2\n")
+    (inner / "__init__.py").write_text('"""A package of its docstring alone."""\n')
+    (inner / "gen.py").write_text(
+        "def rows(window, seed, split, trace_id):\n"
+        "    return [{'arrival_s': 0.0, 'input_length': 10, 'hash_ids': [window]}]\n"
+    )
+    monkeypatch.chdir(work)
+    plugin = load_plugin(f"plugin:outer_{tag}.inner.gen:rows")
+    covered = [work / f"helper_{tag}.py", work / f"outer_{tag}" / "__init__.py"]
+    assert plugin.imports == tuple(str(f) for f in covered)
+    # sha256sum's lines, paths relative to gen.py's folder, sorted by path
+    lines = [
+        (f"../../helper_{tag}.py", covered[0]),
+        ("../__init__.py", covered[1]),
+        ("gen.py", inner / "gen.py"),
+    ]
+    listing = "".join(
+        f"{hashlib.sha256(f.read_bytes()).hexdigest()}  {shown}\n" for shown, f in sorted(lines)
+    )
+    assert plugin.sha256 == hashlib.sha256(listing.encode()).hexdigest()
+    # outer/__init__.py edited: other code
+    (work / f"outer_{tag}" / "__init__.py").write_text(
+        f"import helper_{tag}\n\nSCALE = 3 * helper_{tag}.SCALE\n"
+    )
+    root = inner / "gen.py"
+    imported = own_imports(f"outer_{tag}.inner.gen", root)
+    assert imported == covered and code_sha256(root, imported) != plugin.sha256
+    # a package that runs nothing on its path: the module's file alone, as the example's
+    (work / f"outer_{tag}" / "__init__.py").write_text("# nothing but a comment\n")
+    assert own_imports(f"outer_{tag}.inner.gen", root) == []
+    example = load_plugin(EXAMPLE)
+    assert example.imports == ()
+    code = hashlib.sha256((ROOT / "examples" / "own_workload.py").read_bytes()).hexdigest()
+    assert example.sha256 == code
+
+
 def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
