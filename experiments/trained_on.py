@@ -706,14 +706,22 @@ Code = tuple[str, str | None]
 
 
 def _seen_records(
-    spec: Any, evaluated: set[Any], split: str, code: Code | None = None
+    spec: Any,
+    evaluated: set[Any],
+    split: str,
+    code: Code | None = None,
+    dataset: Mapping[str, Any] | None = None,
+    undecided: list[str] | None = None,
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`_seen_among` of an agent's records (:func:`_registered_records`; those of
     a workload or parameters this registry does not know left out): the first record
     with windows among ``evaluated`` and its answer, else the first record's; None
     when it has none. ``code``: the workload of one's own evaluated (on its own, or a
     dataset of it read as a trace), whose code may be a record's under another
-    module name (:func:`_record_families`)."""
+    module name (:func:`_record_families`). ``dataset``: the dataset evaluated
+    (:func:`dataset_windows`), whose recorded configurations stand for those of a
+    record of its code whose module does not import here (:func:`_dataset_families`);
+    why a record could not be told from it so is added to ``undecided``."""
     try:
         records = _registered_records(spec)
     except (ValueError, TypeError):
@@ -721,12 +729,24 @@ def _seen_records(
     answers = []
     for record in records:
         try:
-            families = _record_families(record, code)
+            families = _record_families(record, code, dataset)
+        except _Undecided as why:
+            if undecided is not None:
+                undecided.append(
+                    f"{record.get('workload')}, whose module does not import here; {why}"
+                )
+            continue
         except (ValueError, TypeError):  # a workload or parameters this registry does not know
             continue
         answers.append((record, _seen_among(record, families, evaluated, split)))
     hits = [(record, found) for record, found in answers if found[0] or found[2]]
     return (hits or answers)[0] if answers else None
+
+
+class _Undecided(Exception):
+    """A record of an agent whose windows cannot be told from a dataset's: its workload
+    of one's own does not import here, and the dataset's recorded configurations are
+    not surely its (:func:`_dataset_families`); the message says why, for a note."""
 
 
 def _plugin_code(workload: str) -> Code | None:
@@ -759,20 +779,34 @@ def _same_code(record: Mapping[str, Any], code: Code | None) -> bool:
     )
 
 
-def _record_families(record: Mapping[str, Any], code: Code | None) -> dict[str, Any]:
+def _record_families(
+    record: Mapping[str, Any], code: Code | None, dataset: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """:func:`_families` of ``record``; of a record of the same code as ``code`` under
     another module name (:func:`_same_code`), with ``code``'s function as each
     configuration's ``factory``, so that its windows' keys are the evaluated
     workload's (the configurations of the evaluated name's module when it imports
-    here, else of the record's own; a dataset's split trained on: its own)."""
+    here, else of the record's own; a dataset's split trained on: its own). Where
+    neither imports here and ``dataset`` (the dataset evaluated) is of the record's
+    code, the dataset's recorded configurations (:func:`_dataset_families`)."""
     if not _same_code(record, code):
-        return _families(record)
+        try:
+            return _families(record)
+        except (ValueError, TypeError) as error:
+            if dataset is None:
+                raise
+            return _dataset_families(record, dataset, error)
     assert code is not None
     workload = code[0]
     try:
         families = _families(record if "families" in record else {**record, "workload": workload})
     except (ValueError, TypeError):  # (the evaluated name not importable here: a dataset's)
-        families = _families(record)
+        try:
+            families = _families(record)
+        except (ValueError, TypeError) as error:
+            if dataset is None:
+                raise
+            families = _dataset_families(record, dataset, error)
     factory = workload.partition(":")[2]
     return {
         name: {**config, "factory": factory}
@@ -780,6 +814,57 @@ def _record_families(record: Mapping[str, Any], code: Code | None) -> dict[str, 
         else config
         for name, config in families.items()
     }
+
+
+def _dataset_families(
+    record: Mapping[str, Any], dataset: Mapping[str, Any], error: BaseException
+) -> dict[str, Any]:
+    """The generator configurations of the windows of ``record``, a workload of one's
+    own whose module does not import here (``error``, raised trying), from those a
+    dataset evaluated (:func:`dataset_windows`) records of the same code (the same
+    ``plugin_sha256``, under any module name): each family's configuration with the
+    record's generator parameters in place of the dataset's. Raises ``error`` again
+    where the record's windows cannot be the dataset's (another workload's dataset,
+    or of other code under another name, whose keys differ whatever the
+    configurations), and :class:`_Undecided` where they may be but cannot be told:
+    the same workload of other code (edited since), or a parameter the dataset gave
+    that the record left at its default (the default is not recorded)."""
+    from envs.workloads.plugins import is_plugin
+    from envs.workloads.registry import WINDOW_COUNTS
+
+    trained, made = record.get("workload"), dataset.get("workload")
+    if not (is_plugin(trained) and is_plugin(made)):
+        raise error
+    sha256 = record.get("plugin_sha256")
+    if not sha256 or sha256 != dataset.get("plugin_sha256"):
+        if trained != made:
+            raise error  # other code under another name: other windows, as when it imports
+        recorded = dataset.get("plugin_sha256")
+        raise _Undecided(
+            "the code it was trained on is not surely the dataset's ("
+            + (f"sha256 {sha256[:12]}" if sha256 else "its sha256 is not recorded")
+            + (f", the dataset's {recorded[:12]}" if recorded else ", the dataset's not recorded")
+            + ")"
+        )
+    params = record.get("params") or {}
+    mine = {k: v for k, v in params.items() if k not in WINDOW_COUNTS}
+    given = {k: v for k, v in (dataset.get("params") or {}).items() if k not in WINDOW_COUNTS}
+    left = sorted(set(given) - set(mine))
+    if left:
+        raise _Undecided(
+            f"it was trained with {', '.join(left)} at "
+            f"{'its default' if len(left) == 1 else 'their defaults'}, and the dataset was "
+            f"made at {' '.join(f'{k}={given[k]}' for k in left)} and does not record "
+            f"{'it' if len(left) == 1 else 'them'}"
+        )
+    families = {}
+    for name, config in dataset["families"].items():
+        unknown = sorted(set(mine) - set(config))
+        if unknown:
+            raise _Undecided(f"the dataset's configuration has no {', '.join(unknown)}")
+        # (a value equal to the dataset's, 2 for 2.0, keeps the dataset's spelling)
+        families[name] = {**config, **{k: v for k, v in mine.items() if config[k] != v}}
+    return families
 
 
 def _registered_evaluated(
@@ -853,7 +938,9 @@ def _dataset_found(
 ) -> tuple[dict[str, Any], tuple[list[str], int, list[str], int]] | None:
     """:func:`seen_in_dataset` with the record it answers of."""
     found = _dataset_evaluated(params, split, limit)
-    return None if found is None else _seen_records(spec, found[1], split, _dataset_code(found[0]))
+    if found is None:
+        return None
+    return _seen_records(spec, found[1], split, _dataset_code(found[0]), found[0])
 
 
 def _trained_text(record: Mapping[str, Any]) -> str:
@@ -909,17 +996,30 @@ def check_seen_windows(
         if label not in folders:  # (a sampling twin of an agent checked already)
             continue
         found = None
+        undecided: list[tuple[str, str]] = []  # (via, why) of records no check could tell
         for spec, folder, via in _lineage(agent.spec, folders[label]):
             if workload == TRACE_WORKLOAD:
                 said = _seen_in_trace(spec, folder, params, split, limit)
                 if said is None:
-                    said = _seen_dataset_text(spec, in_dataset(), params, split)
+                    reasons: list[str] = []
+                    said = _seen_dataset_text(spec, in_dataset(), params, split, reasons)
+                    undecided += [(via, reason) for reason in reasons]
             else:
                 said = _seen_registered_text(spec, registered(), workload, params, seed, split)
             if said is not None:
                 found = (via, *said)
                 break
         if found is None:
+            if undecided:  # not passed over in silence: it may be trained on these windows
+                via, why = undecided[0]
+                warnings.warn(
+                    f"agent {label} ({folders[label]}) {via}was trained on {why}: whether "
+                    f"{params.get('path')} holds its own windows cannot be told here, and it "
+                    "runs as held-out (evaluate it where that module imports to check, as "
+                    "the windows of the code it trained on are known then)",
+                    SettingWarning,
+                    stacklevel=2,
+                )
             continue
         via, message, remedy = found
         message = f"agent {label} ({folders[label]}) {via}was trained on {message}"
@@ -989,13 +1089,15 @@ def _seen_dataset_text(
     evaluated: tuple[dict[str, Any], set[Any], int] | None,
     params: Mapping[str, Any],
     split: str,
+    undecided: list[str] | None = None,
 ) -> tuple[str, str] | None:
     """As :func:`_seen_in_trace`, of a registered workload's windows in a dataset's
-    split read as a trace (``evaluated``: :func:`_dataset_evaluated`'s answer)."""
+    split read as a trace (``evaluated``: :func:`_dataset_evaluated`'s answer); why a
+    record could not be told from them is added to ``undecided``."""
     if evaluated is None:
         return None
     dataset, keys, n_eval = evaluated
-    found = _seen_records(spec, keys, split, _dataset_code(dataset))
+    found = _seen_records(spec, keys, split, _dataset_code(dataset), dataset, undecided)
     if found is None or not (found[1][0] or found[1][2]):
         return None
     here = f"{params['path']} ({_dataset_text(dataset)})"

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -1219,6 +1220,85 @@ def test_a_dataset_of_it_is_matched_by_its_code_whatever_its_module_name(
         [],
         0,
     )
+
+
+def test_a_copy_of_its_dataset_is_checked_where_its_module_does_not_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent trained on gen:rows, evaluated on a copy of the dataset make_dataset
+    wrote of it from a folder where gen does not import (its module gone here): its
+    train window is refused by the dataset's recorded configurations, the code being
+    the same (the same sha256); before, its record was passed over (its workload could
+    not be configured) and the run went on as held-out, with no word. Where the
+    dataset's configurations cannot stand for the record's (trained at a parameter's
+    default the dataset gave another value), one line says so; trained at another
+    value, it is other traffic, as where the module imports."""
+    import shutil
+    from types import SimpleNamespace
+
+    from agents.algorithms import AgentSpec
+    from envs.sim.errors import SettingWarning
+    from envs.workloads import plugins, registry
+    from experiments import make_dataset
+    from experiments.trained_on import check_seen_windows, trained_windows
+
+    tag = abs(hash(str(tmp_path))) % 10**8
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / f"gen_{tag}.py").write_text(
+        "def rows(window, seed, split, trace_id, gap=1.0):\n"
+        "    return [{'arrival_s': gap * window, 'input_length': 1, 'hash_ids': [window]}]\n"
+    )
+    monkeypatch.chdir(work)
+    name = f"plugin:gen_{tag}:rows"
+    counts = ["train_windows=1", "test_windows=1"]
+    make_dataset.main([
+        "workload=plugin", f"workload.factory=gen_{tag}:rows", *counts, "params=gap=2.0",
+        f"out_dir={tmp_path / 'd'}", "progress=false",
+    ])  # fmt: skip
+    windows = {"train_windows": 1, "test_windows": 1}
+    records = {
+        gap: trained_windows(name, {**windows, **({} if gap is None else {"gap": gap})},
+                             20260721, None, None)
+        for gap in (2.0, None, 3.0)
+    }  # fmt: skip
+    # a copy of the dataset elsewhere, evaluated from a folder where gen does not import
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for file in ("train.jsonl", "dataset_info.json"):
+        shutil.copy(tmp_path / "d" / file, copy / file)
+    (work / f"gen_{tag}.py").unlink()
+    monkeypatch.delitem(sys.modules, f"gen_{tag}")
+    monkeypatch.delitem(plugins._LOADED, name)  # (this process's, as another's: gone)
+    monkeypatch.delitem(registry._PLUGIN_SCENARIOS, name)
+    (tmp_path / "else").mkdir()
+    monkeypatch.chdir(tmp_path / "else")
+    with pytest.raises(ConfigError, match=r"module 'gen_\d+' cannot be imported"):
+        configure(name)
+    params = {"path": str(copy / "train.jsonl"), "file_splits": False, "test_fraction": 1.0}
+
+    def check(gap: float | None) -> list[str]:
+        spec = AgentSpec(algo="ppo", env="route", registered_windows=[records[gap]])
+        agents = {"a": SimpleNamespace(spec=spec)}
+        return check_seen_windows(agents, {"a": "/runs/a"}, "trace", params, "test", None, False)
+
+    with pytest.raises(ValueError, match=re.escape(
+        "agent a (/runs/a) was trained on some of these windows (seed 20260721): the 1 test "
+        f"window evaluated is 1 of its 1 train window ({records[2.0]['train'][0]})"
+    )):  # fmt: skip
+        check(2.0)
+    with pytest.warns(SettingWarning) as said:
+        assert check(None) == []
+    assert [str(w.message) for w in said] == [
+        f"agent a (/runs/a) was trained on {name}, whose module does not import here; it was "
+        "trained with gap at its default, and the dataset was made at gap=2.0 and does not "
+        f"record it: whether {copy / 'train.jsonl'} holds its own windows cannot be told here, "
+        "and it runs as held-out (evaluate it where that module imports to check, as the "
+        "windows of the code it trained on are known then)"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check(3.0) == []  # another gap: other windows, as where it imports
 
 
 def test_a_dataset_s_readme_says_what_its_rows_hold(
