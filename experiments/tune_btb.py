@@ -5,7 +5,8 @@
     python -m experiments.tune_btb -m hydra.sweeper.n_trials=50 workload=rising_load
     python -m experiments.tune_btb -m hydra/sweeper=basic x=2,3 z=0.5,1   # a grid
 
-Each job writes ``objective.json`` (thresholds, mean TTFT, its result ``row``) to its folder.
+Each job writes ``objective.json`` (thresholds, mean TTFT, its result ``row``) to its folder,
+and ends on its result line and ``wrote RUN/objective.json``.
 """
 
 from __future__ import annotations
@@ -325,6 +326,7 @@ def objective(cfg: DictConfig) -> float:
         f"on {plural(len(windows), 'train window')}{cap}"
         f", {copies:,} warm copies{quiet}"
     )
+    print(f"wrote {out_dir / 'objective.json'}")  # as the other commands end: what it wrote
     basis = measured_on(cfg, [w.name for w in windows], seed=int(cfg.seed))  # the sim's stream
     sweeps.note("train mean TTFT (s)", value, True, basis)  # the search's own objective
     sweeps.note("warm copies", copies)

@@ -462,25 +462,31 @@ def test_two_job_multirun(launcher, tmp_path, run_command):
 
 def test_a_tune_btb_trial_says_its_windows_and_copies(tmp_path, run_command):
     """workload=tiny: the prefix (65,536 tokens, ~4.7 s of prefill on 70b) is ready
-    only after each 4 s burst has arrived, so published BTB never copies there."""
+    only after each 4 s burst has arrived, so published BTB never copies there. The
+    trial's result line is followed by the file it wrote, as the other commands end
+    (it ended on the result line, naming no file)."""
     proc = run_command(
         "experiments.tune_btb", ["workload=tiny", f"out_dir={tmp_path / 'one'}"], tmp_path
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1].endswith(
+    *_, result, wrote = proc.stdout.splitlines()
+    assert result.endswith(
         "on 2 train windows (at most 2: workload.train_pool=2; null for all), 0 warm copies "
         "(none made: here BTB routes as its router alone does)"
     )
+    assert wrote == f"wrote {tmp_path / 'one' / 'objective.json'}"
     record = json.loads((tmp_path / "one" / "objective.json").read_text())
     assert record["row"]["warm_copies"] == 0
     # bursts sharing 2,048 tokens: Y=65,536 keys none of them, and the line says why
     args = ["workload=tiny", "+workload.params.prefix_tokens=2048", f"out_dir={tmp_path / 'two'}"]
     proc = run_command("experiments.tune_btb", args, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1].endswith(
+    *_, result, wrote = proc.stdout.splitlines()
+    assert result.endswith(
         "0 warm copies (none made: y_tokens=65536 is longer than any prefix two of these "
         "windows' requests share, 2,048 tokens)"
     )
+    assert wrote == f"wrote {tmp_path / 'two' / 'objective.json'}"
 
 
 @pytest.mark.slow
