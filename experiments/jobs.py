@@ -337,6 +337,10 @@ def hydra_entry(
                 _note_named(folder)
                 records[folder] = hydra_record(folder)
 
+        def named(summary: dict[str, Any] | None) -> bool:  # a rerun lands there again
+            folder = None if summary is None else Path(summary["sweep_dir"]).resolve()
+            return any(given.resolve() == folder for given in records)
+
         with _hydra_raises(), claiming_run_folders(command, chosen), quiet, listing:
             try:
                 main()
@@ -355,7 +359,8 @@ def hydra_entry(
                 written = sweeps.finish(summary)
                 if not isinstance(error, Exception):  # Ctrl-C
                     raise
-                _end_sweep(command, summary, written)  # the jobs' own errors: said already
+                # the jobs' own errors: said already
+                _end_sweep(command, summary, written, named(summary))
                 refused = _folder_refusal(error)  # (raised by run_folder as OmegaConf resolved it)
                 if refused is not None:
                     raise refused from None
@@ -371,15 +376,18 @@ def hydra_entry(
                 raise
             else:  # a sweeper that goes on past failed jobs (Optuna's max_failure_rate)
                 summary = sweeps.collect()
-                _end_sweep(command, summary, sweeps.finish(summary))
+                _end_sweep(command, summary, sweeps.finish(summary), named(summary))
 
     return main_guard(run)
 
 
-def _end_sweep(command: str, summary: dict[str, Any] | None, written: Path | None) -> None:
+def _end_sweep(
+    command: str, summary: dict[str, Any] | None, written: Path | None, named: bool
+) -> None:
     """End a sweep whose jobs failed on one line: status 2 when each failed on a
-    user's error, 1 when one failed on a bug (its traceback printed as it ended)."""
-    line, status = sweeps.ending(command, summary, written)
+    user's error, 1 when one failed on a bug (its traceback printed as it ended);
+    ``named``: the sweep's folder was named (:func:`sweeps.ending`)."""
+    line, status = sweeps.ending(command, summary, written, named)
     if status == 2:
         raise UsageError(line)
     if status:

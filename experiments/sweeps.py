@@ -765,13 +765,17 @@ def finish(summary: dict[str, Any] | None) -> Path | None:
     return written
 
 
-def ending(command: str, summary: dict[str, Any] | None, written: Path | None) -> tuple[str, int]:
+def ending(
+    command: str, summary: dict[str, Any] | None, written: Path | None, named: bool = True
+) -> tuple[str, int]:
     """The last line of a sweep with failed jobs (without ``error: ``) and its exit
     status: 2 when every failure is a user's error, 1 when one is a bug (its
     traceback was printed as it ended); ("", 0) when no job failed. When every job
-    failed on a user's error, the line says how to run the sweep again in its
-    folder, which the jobs' records (and ``sweep.json``) now fill: a folder that
-    holds files is refused without ``overwrite=true``."""
+    failed on a user's error in a folder the command ``named`` (``out_dir=``,
+    ``hydra.sweep.dir=``, on the command line or in a config file), the line says
+    how to run the sweep again there, which the jobs' records (and ``sweep.json``)
+    now fill: a folder that holds files is refused without ``overwrite=true``. A
+    dated default folder is a new one for each run: the same command runs again."""
     if summary is None or not summary["failed"]:
         return "", 0
     failed = summary["failed"]
@@ -782,7 +786,7 @@ def ending(command: str, summary: dict[str, Any] | None, written: Path | None) -
         f"{command}: {len(failed)} of {plural(ran, 'job')} failed "
         f"({plural(len(failed), 'job').split()[1]} {which}); each one's error is {where}"
     )
-    if len(failed) == ran and not summary["bugs"]:
+    if named and len(failed) == ran and not summary["bugs"]:
         line += (
             f"; to run the sweep again in {summary['sweep_dir']}, add overwrite=true (it "
             "replaces what these jobs left there) or give another out_dir"

@@ -116,6 +116,36 @@ def test_a_sweep_whose_every_job_failed_on_a_user_s_error_says_how_to_run_it_aga
     assert "overwrite=true" not in sweeps.ending("experiments.train", summary, written)[0]
 
 
+def test_the_rerun_advice_is_given_for_a_folder_named_only(
+    tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """Every job fails on a trace's bad row (the jobs read it, not the precheck).
+    Without out_dir the sweep's folder is a dated one, new for each run: the same
+    command runs again (here it fails on the row again, not on the folder), and
+    "add overwrite=true" would not take the rerun to that folder. The advice is
+    for a folder the command named, which the rerun is refused without it."""
+    trace = tmp_path / "nan.jsonl"
+    trace.write_text('{"timestamp":NaN,"input_length":600,"output_length":10,"hash_ids":[1,2]}\n')
+    args = ["-m", "seed=0,1", "workload=trace", f"workload.path={trace}", *TINY_TRAIN[1:]]
+    row = f"{trace}, line 1, field 'timestamp': must be finite, got nan"
+    for _ in range(2):  # the second run is not refused for its folder: a new one
+        done = run_command("experiments.train", args, tmp_path)
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode == 2 and done.stderr.count(f"failed: {row}") == 2, done.stderr
+        assert last.startswith("error: experiments.train: 2 of 2 jobs failed (jobs 0, 1); ")
+        assert "overwrite=true" not in last and last.endswith("sweep.json")
+    assert len(list((tmp_path / "multirun" / "train").iterdir())) == 2
+    for folder in (f"out_dir={tmp_path / 'mine'}", f"hydra.sweep.dir={tmp_path / 'own'}"):
+        done = run_command("experiments.train", [*args, folder], tmp_path)
+        named = folder.partition("=")[2]
+        assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(
+            f"; to run the sweep again in {named}, add overwrite=true (it replaces what "
+            "these jobs left there) or give another out_dir"
+        ), done.stderr
+        again = run_command("experiments.train", [*args, folder], tmp_path)  # as it says
+        assert again.returncode == 2 and "already holds files" in again.stderr
+
+
 def test_no_best_without_a_validation_figure_or_when_the_figures_do_not_compare(
     tmp_path: Path,
 ) -> None:
