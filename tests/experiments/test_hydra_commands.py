@@ -114,6 +114,24 @@ def test_the_thresholds_recipes_draw_the_progress_bar(option):
     assert compose_train([f"+experiment={option}"]).train.progress is True
 
 
+def test_every_recipe_that_takes_rl_steps_draws_the_progress_bar():
+    """scratch_route_warm, finetune_route_warm and finetune_families (and the recipes
+    built on them) turned the bar off as ppo_thresholds did, each beside
+    train.val_every: validation lines went into the bar's line, which they no longer
+    do. Runs of minutes to hours show how far they are. (bc_route_warm_general and
+    improve_spare take no RL step: theirs is not a training bar.)"""
+    shown = {}
+    for option in options("experiment"):
+        cfg = compose_train([f"+experiment={option}"])
+        if cfg.train.total_timesteps > 0:
+            shown[option] = cfg.train.progress
+    built_on = {"scratch_route_warm_long", "finetune_families_long", "finetune_spare_obs"}
+    assert {"scratch_route_warm", "finetune_route_warm", "finetune_families", *built_on} <= set(
+        shown
+    )
+    assert [option for option, drawn in shown.items() if drawn is not True] == []
+
+
 @pytest.mark.parametrize(
     ("override", "needle"),
     [
