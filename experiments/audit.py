@@ -165,6 +165,8 @@ def old_spellings(args: list[str]) -> list[str]:
     given = [arg.partition("=")[0] for arg in args]
     if OLD_FANOUT not in given or any(a in {"-h", "--help"} for a in args):
         return args
+    if given.count(OLD_FANOUT) > 1:  # (read as fanout_s=, it was said as fanout_s= twice)
+        raise UsageError(f"{COMMAND}: {OLD_FANOUT}= is given twice")
     if "fanout_s" in given:
         raise UsageError(
             f"{COMMAND}: {OLD_FANOUT}= is fanout_s='s old spelling; give fanout_s= alone"

@@ -143,6 +143,19 @@ def test_audit_reads_window_s_as_fanout_s_with_a_note(
         audit.main([f"path={path}", "fanout_s=1", "window_s=2"])
 
 
+def test_audit_s_old_spelling_given_twice_is_said_as_typed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``window_s=1 window_s=2`` was read as fanout_s= twice: a note read as
+    ``fanout_s=1`` (the first), then ``fanout_s= is given twice``, an option the user
+    never typed. It is refused as typed, as any option given twice is, with no note."""
+    path = _mooncake(tmp_path / "mc.jsonl")
+    with pytest.raises(UsageError) as refused:
+        audit.main([f"path={path}", "window_s=1", "window_s=2"])
+    assert str(refused.value) == "experiments.audit: window_s= is given twice"
+    assert capsys.readouterr().err == ""
+
+
 def test_audit_can_skip_bad_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _mooncake(tmp_path / "mc.jsonl")
     path.write_text(path.read_text() + "not json\n")
