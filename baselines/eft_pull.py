@@ -11,7 +11,8 @@ in flight there carries it): copy the missing blocks there from a node holding
 the prefix in HBM, then prefill only the request's own part. Under the reference
 copy model a copy is a work item on its target and goes ahead of the target's
 queue, after the copies already queued there, so that option is expected at the
-target's backlog, plus those queued copies, plus this copy (the transfer
+target's backlog, plus those queued copies (at full speed: a slow copy's
+slowdown is unseen until it moves, docs/faults.md), plus this copy (the transfer
 latency and the missing blocks' bytes over the target's RDMA bandwidth), plus
 the suffix's prefill. When the best such option is sooner than every node's
 estimate without a copy, the router starts the copy (from the holder with the

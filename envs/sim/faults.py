@@ -35,14 +35,14 @@ as without faults. The rules (docs/faults.md):
 * **A slow copy** (``fault_copy_slow_prob``, drawn when it is issued) moves its
   bytes ``fault_copy_slowdown`` times slower: under the reference copy model
   its work item on the target lasts latency + slowdown x bytes / bandwidth;
-  under the contention model it needs slowdown x its bytes of NIC share.
-  ``_causal_landing_s`` (the observation's node rows, the ``eft`` family) counts
-  the slowdown of every copy in flight: a contention-model copy moving (its
-  bytes as they flow), a reference-model copy being written now (the rest of
-  its work item), and a copy queued on its target or waiting for its source
-  (slowdown x its bytes, and of each copy queued ahead of it). ``landing_s``
-  (the simulator's choice to wait for a copy) assumes full speed for a copy
-  waiting for its source.
+  under the contention model it needs slowdown x its bytes of NIC share. The
+  slowdown is unseen until the copy moves: the forecasts (``landing_s``,
+  ``_causal_landing_s``, ``copy_queue_s``) price a copy queued on its target or
+  waiting for its source at full speed, and count the slowdown only of a copy
+  under way: a contention-model copy moving (its bytes as they flow), and, in
+  ``_causal_landing_s`` (the observation's node rows, the ``eft`` family), a
+  reference-model copy being written now (the rest of its work item on the
+  target, its slowdown and the transfer latency included).
 * **A failed copy** (``fault_copy_fail_prob``, drawn when it would land): its
   bytes and time were spent but nothing lands. A failed copy's state is
   ``FAILED`` (``sim.copies``); it leaves the target's ``inflight`` at once, and

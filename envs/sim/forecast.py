@@ -170,15 +170,18 @@ def copy_s(n_bytes: float, target: Node, latency_s: float) -> float:
 
 
 def queued_copy_s(copy: Copy, target: Node, latency_s: float) -> float:
-    """A queued copy's work item on ``target`` (the reference copy model): its
-    :func:`copy_s`, a slow copy's bytes counted ``copy.slowdown`` times."""
+    """A queued copy's work item on ``target`` (the reference copy model), as the
+    simulator runs it: its :func:`copy_s`, a slow copy's bytes counted
+    ``copy.slowdown`` times. Not a forecast: a router cannot see the slowdown
+    before the copy moves (:func:`copy_queue_s`)."""
     return copy_s(copy.bytes * copy.slowdown, target, latency_s)
 
 
 def copy_queue_s(node: Node, latency_s: float) -> float:
     """Seconds of the copies queued on ``node``, which run before its queued
-    prefills; :func:`node_backlog` leaves them out."""
-    return sum(queued_copy_s(copy, node, latency_s) for copy in node.copy_queue)
+    prefills, as a router can tell: each at full speed (a slow copy's slowdown is
+    unseen until it moves, docs/faults.md); :func:`node_backlog` leaves them out."""
+    return sum(copy_s(copy.bytes, node, latency_s) for copy in node.copy_queue)
 
 
 def landing_s(copy: Copy, nodes: Sequence[Node], t: float, latency_s: float) -> float:
@@ -288,15 +291,14 @@ def _causal_landing_s(
     be; a copy waiting for its source, once the source has computed the prefix,
     then the transfer latency and its bytes over the target's bandwidth (the
     target's work then, under the reference copy model, left out). A slow copy's
-    bytes count ``copy.slowdown`` times (known from its issue), as its work item
-    on the target, or its share of the NICs, will. ``sources`` caches the
-    sources' own estimates within one observation."""
+    slowdown is left out but for a copy under way (moving or being written).
+    ``sources`` caches the sources' own estimates within one observation."""
     state = copy.state
     latency = sim.config.transfer_latency_s
     if state == MOVING and copy.rate > 0:  # (it lands the latency after its last byte)
         return max(copy.bytes_end_s + latency - now, 0.0)
     target = sim.nodes[copy.dst]
-    transfer = transfer_s(copy.bytes * copy.slowdown, target)
+    transfer = transfer_s(copy.bytes, target)
     if state != WAIT_SOURCE:
         if target.work == COPY and target.work_obj is copy:  # being written now
             return work_left_s(target, now)
@@ -304,7 +306,7 @@ def _causal_landing_s(
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:  # (each work item starts with the latency)
                 return work_left_s(target, now) + ahead + latency + transfer
-            ahead += latency + transfer_s(queued.bytes * queued.slowdown, target)
+            ahead += latency + transfer_s(queued.bytes, target)
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:

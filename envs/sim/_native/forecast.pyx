@@ -278,8 +278,8 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     and the transfer latency counted); one queued on its target, after the target's
     current work and the copies queued before it, each (and it) the transfer latency
     and its bytes; one waiting for its source, once the source has computed the
-    prefix, then the latency and its bytes; a slow copy's bytes ``slowdown``
-    times. ``rdma_bw``: each node's ``spec.rdma_bw``,
+    prefix, then the latency and its bytes; a slowdown left out but for a copy
+    under way. ``rdma_bw``: each node's ``spec.rdma_bw``,
     read the first time an estimate needs it (-1 until then); ``latency``: the
     simulation's ``transfer_latency_s``."""
     cdef double computed
@@ -292,7 +292,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
     cdef Py_ssize_t dst = copy.dst
     if rdma_bw[dst] < 0.0:  # not read yet in this estimate
         rdma_bw[dst] = nodes[dst].spec.rdma_bw
-    cdef double transfer = copy.bytes * copy.slowdown / rdma_bw[dst]
+    cdef double transfer = copy.bytes / rdma_bw[dst]
     cdef double ahead
     if state != WAIT_SOURCE:
         target = nodes[dst]
@@ -302,7 +302,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:
                 return _work_left_s(target, now) + ahead + latency + transfer
-            ahead += latency + queued.bytes * queued.slowdown / rdma_bw[dst]
+            ahead += latency + queued.bytes / rdma_bw[dst]
         return transfer
     src = copy.src
     source = nodes[src]
