@@ -477,11 +477,15 @@ def estimates_with_hits(
 
 def catch_up(free_at: list[float], nodes: Sequence[Node], now: float) -> None:
     """Bring a per-node clock of queued work (absolute seconds) up to ``now``: a
-    node with nothing to do, or whose clock has fallen behind, is free now."""
+    node with nothing to do, or whose clock has fallen behind, is free now, or, if
+    it is idle until ``node.free_s`` (new weights loading after an upgrade; under
+    decode overshoot, a step run past an arrival), then, as :func:`work_left_s`
+    counts it."""
     for node in nodes:
         j = node.index
-        if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < now:
-            free_at[j] = now
+        floor = max(node.free_s, now) if node.work == IDLE else now
+        if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < floor:
+            free_at[j] = floor
 
 
 def copy_targets(
@@ -502,9 +506,10 @@ def copy_targets(
 def copy_start_s(target: Node, ready_s: float, reference: bool) -> float:
     """When a copy whose source KV exists at ``ready_s`` starts: then, or under the
     reference copy model (the copy is a work item on the target's timeline) no
-    sooner than the target's current work item ends."""
-    if reference and target.work != IDLE:
-        return max(ready_s, target.work_end)
+    sooner than the target's current work item ends, or, the target idle, than
+    ``target.free_s`` (before which it starts nothing: :func:`work_left_s`)."""
+    if reference:
+        return max(ready_s, target.work_end if target.work != IDLE else target.free_s)
     return ready_s
 
 

@@ -252,6 +252,49 @@ def test_a_node_loading_new_weights_is_busy_until_they_are_in(core: str) -> None
 
 
 @pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("block_s", [0.008, 0.032])
+def test_the_planner_s_clock_counts_a_node_loading_new_weights_busy(
+    core: str, block_s: float
+) -> None:
+    """``oracle_warm``'s and the causal teacher's clock (``catch_up``) and their
+    copies' start (``copy_start_s``, the reference copy model) count a node loading
+    its new weights busy until they are in, as the forecast does. Node 0 upgrades
+    at 0 s and loads until 0.5 s; the causal teacher (``routing=clock``, a 4-block
+    prefix recurring at its second arrival). r0 (P and a0, 80 tokens) at 10 ms:
+    node 0 is free at 0.5 s, node 1 now, so it goes to node 1 and computes P, first
+    token at 90 ms (before, node 0 counted free at 10 ms, the tie went to it, and
+    r0 waited for the load: TTFT 0.57 s). r1 (P and b0) at 20 ms: P recurs; a copy
+    of P from node 1 (its KV at 90 ms) to node 0 starts when node 0 is free, 0.5 s,
+    and lands after 4 blocks of ``block_s``: at 0.532 s with 8 ms a block, sooner
+    than node 0 computes P from 0.5 s (0.564 s), so it is copied; at 0.628 s with
+    32 ms a block, later, so it is not (before, the copy counted from 90 ms, to
+    land at 0.218 s, and was issued). r1 goes to node 1, after r0, its P from HBM:
+    first token at 0.106 s plus the HBM read of its 64-token hit."""
+    from agents.teacher import CausalTeacher
+
+    p = Prompts()
+    p.add(0.010, [*names("P", 4), "a0"])
+    p.add(0.020, [*names("P", 4), "b0"])
+    config = SimConfig(model_versions=("v1", "v2"), upgrade_at_s=(0.0,), upgrade_downtime_s=0.5)
+    cluster = toy_cluster(2, rdma_bw=16 * 1024 / block_s)
+    sim = Simulator(cluster, p.workload(), config, core=core)
+    teacher = CausalTeacher(min_prefix_tokens=64)
+    teacher.run(sim)
+    rec = sim.records
+    assert list(rec.node) == [1, 1]
+    assert list(rec.ttft_s) == [
+        pytest.approx(0.080, rel=1e-12),
+        pytest.approx(0.086 + 64 * HBM_S, rel=1e-12),
+    ]
+    copies = [(c.src, c.dst, c.land_s) for c in sim.copies]
+    if block_s == 0.008:
+        assert copies == [(1, 0, pytest.approx(0.532, rel=1e-12))]
+    else:
+        assert copies == []
+    assert teacher.metrics() == {"teacher_copies_issued": len(copies)}
+
+
+@pytest.mark.parametrize("core", CORES)
 def test_a_copy_moving_under_the_contention_model_counts_the_transfer_latency(
     core: str,
 ) -> None:
