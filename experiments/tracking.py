@@ -13,6 +13,7 @@ removed as it is without W&B; one that logged something is kept, and said, for
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Sequence
@@ -151,7 +152,8 @@ class RunLogger:
         run folder left holding it would be kept and block the next run there.
         One that logged something is kept, and an offline one is said in one
         line: what ``wandb sync`` uploads. A finished offline run is said so too
-        (``W&B offline run: upload it with `wandb sync PATH```)."""
+        (``W&B offline run: upload it with `wandb sync PATH```), the path quoted
+        as a shell needs it (a folder with a space pastes as it is)."""
         if self.run is not None:
             from experiments._cli import exit_status
 
@@ -160,7 +162,7 @@ class RunLogger:
             run.finish(exit_code=0 if error is None else exit_status(error))
             if error is None:
                 if self._mode == "offline":  # nothing else says where it is
-                    print(f"W&B offline run: upload it with `wandb sync {own}`")
+                    print(f"W&B offline run: upload it with `wandb sync {shlex.quote(str(own))}`")
                 return
             if not self.logged:
                 folder = self._out_dir / "wandb"
@@ -168,7 +170,7 @@ class RunLogger:
             elif self._mode == "offline":
                 print(
                     f"note: this run did not finish; its W&B offline run {own} holds what "
-                    f"it logged and is kept (upload it with `wandb sync {own}`)",
+                    f"it logged and is kept (upload it with `wandb sync {shlex.quote(str(own))}`)",
                     file=sys.stderr,
                 )
 

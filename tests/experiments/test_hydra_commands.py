@@ -677,6 +677,30 @@ def test_a_finished_offline_wandb_run_is_named_with_its_sync_command(tmp_path, c
     assert out == f"W&B offline run: upload it with `wandb sync {folder}`\n"
 
 
+def test_the_sync_command_of_an_offline_run_quotes_a_folder_with_a_space(tmp_path, capsys):
+    """A run folder with a space in its path gave `wandb sync /a/my runs/...`, which a
+    shell splits in two: the path is quoted, and the command as a shell reads it
+    names the run's folder."""
+    import shlex
+
+    from experiments.tracking import RunLogger
+
+    cfg = OmegaConf.create(
+        {"kind": "wandb", "mode": "offline", "project": "btb-test", "entity": None,
+         "group": None, "tags": []}
+    )  # fmt: skip
+    out_dir = tmp_path / "my runs"
+    out_dir.mkdir()
+    logger = RunLogger(cfg, {}, out_dir, name="done", job_type="evaluate")
+    logger.log({"probe": 1.0}, step=1)
+    capsys.readouterr()
+    logger.finish()
+    out = capsys.readouterr().out
+    (folder,) = glob.glob(str(out_dir / "wandb" / "offline-run-*"))
+    command = out.split("`")[1]
+    assert shlex.split(command) == ["wandb", "sync", folder]
+
+
 def test_a_failed_evaluate_that_logged_nothing_leaves_no_wandb_run(tmp_path):
     """evaluate's policy failing ended the command with status 1 and its W&B run with 0;
     a W&B run that logged nothing before its job failed holds only its config, and
