@@ -12,8 +12,8 @@ from baselines.production import DynamoKV
 from envs.sim import ClusterSpec, SimConfig, Simulator
 from envs.sim.forecast import decode_context_tokens
 from envs.sim.request import Request, Workload
-from envs.sim.simulator import CompiledSimulator
 from envs.sim.timing import NodeCosts
+from tests.sim.simkit import CORES
 
 TEN = prefix(10)
 
@@ -184,7 +184,7 @@ def _dynamo_costs_mid_decode(core: str, steps_done: int) -> tuple[list[float], i
     return costs_seen[1], contexts[1]
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 @pytest.mark.parametrize(
     ("steps_done", "decode_blocks"),
     [(0, 4), (1, 5), (255, 5), (256, 5), (257, 6), (600, 7)],  # ceil((1024 + steps) / 256)
@@ -195,8 +195,6 @@ def test_dynamo_counts_the_decode_steps_run_so_far_in_the_segment(
     """An audit found dynamo reading ``node.ctx_tokens``, the batch's context at the
     start of the decode segment in progress: a request arriving 600 steps into
     one sequence's 1,000-step segment saw 4 blocks (1,024 tokens), not 7 (1,624)."""
-    if core == "compiled" and CompiledSimulator is None:
-        pytest.skip("the compiled core is not built or not chosen")
     costs, context = _dynamo_costs_mid_decode(core, steps_done)
     assert context == 4 * BT + steps_done
     assert costs == [4 + decode_blocks]  # 4 prompt blocks to prefill, nothing pending
@@ -210,7 +208,7 @@ def test_llmd_rates_a_match_over_the_blocks_the_prompt_fills() -> None:
     assert scores == pytest.approx([2 + 2 + 3 * 0.1, 4.0, 4.0])
 
 
-@pytest.mark.parametrize("core", ["python", "compiled"])
+@pytest.mark.parametrize("core", CORES)
 def test_dynamo_moves_a_rerouted_request_s_prefill_to_the_node_it_moved_to(core: str) -> None:
     """An audit found dynamo's prefill tally keeping a request the simulator moved
     off a lost node on that node until its first token, elsewhere: a node back from
@@ -220,8 +218,6 @@ def test_dynamo_moves_a_rerouted_request_s_prefill_to_the_node_it_moved_to(core:
     Node 0 holds 20 of request A's 40 blocks, so A goes there with 20 to compute;
     node 0 is lost at 5 ms and A moves to node 1 (the least-loaded node up, the
     lower index). B (10 blocks, cached nowhere) arrives at 10 ms."""
-    if core == "compiled" and CompiledSimulator is None:
-        pytest.skip("the compiled core is not built or not chosen")
     seen: list[list[float]] = []
 
     class Recording(DynamoKV):
