@@ -19,6 +19,7 @@ from envs.sim.forecast import (
     transfer_s,
     usable_tokens,
 )
+from envs.sim.request import Request
 
 
 def test_has_prefix_compares_the_chained_id_at_the_prefix_depth() -> None:
@@ -165,6 +166,19 @@ def test_landing_s_refuses_a_copy_queued_on_its_target() -> None:
     ]
 
 
+def _two_copies_behind_a_prefill() -> tuple[Prompts, Request]:
+    """The prompts of the queued-copy cases: P (4 blocks), f (16, the target's
+    prefill the copies queue behind) and Q (2) at 0, a one-block x0 at 100 ms, and
+    the request asked about (P and a block of its own), arriving at 1 s."""
+    p = Prompts()
+    p.add(0.0, names("P", 4))
+    p.add(0.0, names("f", 16))
+    p.add(0.0, names("Q", 2))
+    p.add(0.100, ["x0"])
+    asking = p.add(1.0, [*names("P", 4), "z0"])  # (asked about before it arrives)
+    return p, asking
+
+
 @pytest.mark.parametrize("core", CORES)
 def test_a_queued_copy_and_each_copy_ahead_of_it_count_the_transfer_latency(core: str) -> None:
     """Under the reference copy model a queued copy's work item on its target is
@@ -180,12 +194,7 @@ def test_a_queued_copy_and_each_copy_ahead_of_it_count_the_transfer_latency(core
     lands (206 ms; cold, 80 ms after node 1's backlog of 156 ms: 236 ms)."""
     from envs.sim.forecast import _causal_landing_s
 
-    p = Prompts()
-    p.add(0.0, names("P", 4))
-    p.add(0.0, names("f", 16))
-    p.add(0.0, names("Q", 2))
-    p.add(0.100, ["x0"])
-    asking = p.add(1.0, [*names("P", 4), "z0"])  # (asked about before it arrives)
+    p, asking = _two_copies_behind_a_prefill()
     seen: list[tuple[float, ...]] = []
 
     def warm_then_look(sim: Simulator) -> None:
@@ -392,12 +401,7 @@ def test_a_slow_copy_not_under_way_is_forecast_at_full_speed(core: str) -> None:
     from envs.sim.forecast import _causal_landing_s, copy_queue_s
 
     config = SimConfig(fault_copy_slow_prob=1.0, fault_copy_slowdown=3.0)
-    p = Prompts()
-    p.add(0.0, names("P", 4))
-    p.add(0.0, names("f", 16))
-    p.add(0.0, names("Q", 2))
-    p.add(0.100, ["x0"])
-    asking = p.add(1.0, [*names("P", 4), "z0"])  # (asked about before it arrives)
+    p, asking = _two_copies_behind_a_prefill()
     seen: list[tuple[float, ...]] = []
 
     def look(sim: Simulator, node: int) -> None:
