@@ -14,6 +14,7 @@ EXPECTED = {
     "multi_tenant", "agent_fanout", "art_like", "mixed", "burst_families", "conversation_like",
 }  # fmt: skip
 BLOCK_TOKENS = {"conversation_like": 512}  # the others: 256
+SPLITS3 = ("train", "test", "val")
 
 SMALL = {
     "burst_requests": 10,
@@ -214,3 +215,36 @@ def test_a_generator_whose_prefix_keys_end_in_own_blocks_is_warned_about_once(mo
         # art_like's conversations have such requests at any block size (a third of
         # them): a change that leaves them as they are says nothing
         next(registry.windows("art_like", block_tokens=256))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_family_s_validation_windows_come_after_its_train_and_test_ones(name: str) -> None:
+    """In every workload, each family's splits are disjoint and its validation
+    indices are the ones after all its train and test indices."""
+    for family in describe(name).families:
+        specs = [s for s in plan(name) if s.family == family.name]
+        index = {split: {s.index for s in specs if s.split == split} for split in SPLITS3}
+        assert not index["train"] & index["test"]
+        assert len(index["train"] | index["test"]) == family.train_windows + family.test_windows
+        assert index["val"] == set(range(family.windows, family.windows + family.val_windows))
+
+
+def test_burst_families_share_prompts_across_families_but_not_with_validation() -> None:
+    """What docs/workloads.md says of ``burst_families``: window i of ``synthetic``,
+    ``synthetic1s`` and ``mixed`` draws from the same stream, so the three send the
+    same prompts (``mixed`` adds background), while each family's split is its
+    own: ``synthetic-0007`` is a test window and ``mixed-0007``, holding all of its
+    requests, a train one. Validation (indices 20-24 of every family) shares no
+    prompt with any train or test window of any family."""
+    params = _small("burst_families")
+    prompts: dict[tuple[str, str, int], set[tuple[str, ...]]] = {}
+    for split in SPLITS3:
+        for spec, rows in window_rows("burst_families", split, **params):
+            prompts[spec.family, spec.split, spec.index] = {tuple(r["hash_ids"]) for r in rows}
+    assert ("synthetic", "test", 7) in prompts and ("mixed", "train", 7) in prompts
+    assert prompts["synthetic", "test", 7] < prompts["mixed", "train", 7]
+    assert prompts["synthetic1s", "test", 7] == prompts["synthetic", "test", 7]
+    val = set().union(*(p for (_, split, _), p in prompts.items() if split == "val"))
+    seen = set().union(*(p for (_, split, _), p in prompts.items() if split != "val"))
+    first_blocks = {p[0] for p in val}
+    assert val and not val & seen and not first_blocks & {p[0] for p in seen}
