@@ -1,7 +1,10 @@
 """The results pages written from stored rows are what their scripts write now:
 ``docs/results/capacity_floor.md``, ``target_cells.md``, ``thresholds_cells.md``,
-``eft_step.md``, ``eft_pull.md`` and ``eval_seeds.md`` (a rule or a row changed
-without regenerating them would leave a stale count in the docs)."""
+``eft_step.md``, ``eft_pull.md``, ``eval_seeds.md``,
+``finetune_families_val20_test.md`` and the agents' test tables
+``agents_vs_baselines[_TAG]_table.md`` and ``agents_vs_baselines_thresholds[_TAG]_table.md``
+(a rule or a row changed without regenerating them would leave a stale count in
+the docs)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "eft_step_table",
                 "eft_pull_table",
                 "eval_seeds",
+                "summarize_agent_evals",
+                "evaluate_thresholds",
+                "finetune_families_val20_table",
             )
         }
     finally:
@@ -111,3 +117,61 @@ def test_thresholds_floor_rule_by_hand(scripts: dict[str, ModuleType]) -> None:
     # exactly 10 % above the floor still counts as within it
     r = rows({"btb_tuned": 1.1, "floor": 1.0}, {})
     assert required(r, "s", "f", "mean")[1] == pytest.approx(1.03)
+
+
+def test_route_agents_test_tables_are_their_rows(scripts: dict[str, ModuleType]) -> None:
+    """Each line of ``agents_vs_baselines[_all]_table.md`` is what
+    ``summarize_agent_evals`` writes from that family's stored rows for that setup."""
+    summarize = scripts["summarize_agent_evals"]
+    tables = sorted(RESULTS.glob("agents_vs_baselines_*table.md"))
+    tables = [t for t in tables if "thresholds" not in t.name]
+    assert [t.name for t in tables] == [
+        "agents_vs_baselines_all_table.md",
+        "agents_vs_baselines_table.md",
+    ]
+    for table in tables:
+        prefix = table.name.removesuffix("table.md")
+        lines = table.read_text().splitlines()
+        assert tuple(lines[:2]) == summarize.HEADER
+        assert len(lines) == 2 + 5 * 3, table.name  # 5 families x 3 setups
+        for line in lines[2:]:
+            family, setup = (cell.strip() for cell in line.strip("|").split("|")[:2])
+            rows = json.loads((RESULTS / f"{prefix}{family}.json").read_text())["rows"]
+            got = {r["policy"]: r for r in rows if r["setup"] == setup}
+            (agent,) = set(got) - {*summarize.BASELINES, "oracle_warm"}
+            assert line == summarize.row(family, setup, got, agent), (table.name, line)
+
+
+def test_thresholds_agents_test_tables_are_their_rows(scripts: dict[str, ModuleType]) -> None:
+    """Each ``agents_vs_baselines_thresholds[_TAG]_table.md`` is what
+    ``evaluate_thresholds`` writes from its families' stored rows: 3 training seeds,
+    greedy and sampled, each family's two lines (the ``eft_qwen3_8b_trained`` table,
+    written before the ``eft_pull_spread`` column, without it)."""
+    thresholds = scripts["evaluate_thresholds"]
+    tables = sorted(RESULTS.glob("agents_vs_baselines_thresholds*_table.md"))
+    assert len(tables) == 8
+    for table in tables:
+        tag = table.name.removeprefix("agents_vs_baselines_thresholds").removesuffix("_table.md")
+        lines = table.read_text().splitlines()
+        setup = lines[0].split(",")[0].removeprefix("Setup ")
+        shown = thresholds.SHOWN
+        if "eft_pull_spread" not in lines[2]:
+            shown = tuple(name for name in shown if name != "eft_pull_spread")
+        expected = thresholds.header(setup, 3, shown)
+        for family in thresholds.FAMILIES:
+            path = RESULTS / f"agents_vs_baselines_thresholds{tag}_{family}.json"
+            rows = json.loads(path.read_text())["rows"]
+            assert {r["setup"] for r in rows} == {setup}
+            got = {r["policy"]: r for r in rows}
+            runs = [name.removesuffix("_det") for name in got if name.endswith("_det")]
+            assert len(runs) == 3 and {f"{r}_stoch" for r in runs} <= set(got)
+            expected += thresholds.family_lines(family, got, runs, shown)
+        assert lines == expected, table.name
+
+
+def test_finetune_families_val20_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    table = scripts["finetune_families_val20_table"]
+    rows = table.stored_rows()
+    new = json.loads((RESULTS / "finetune_families_val20_test.json").read_text())["rows"]
+    rows.update({(row["workload"], row["policy"]): row for row in new})
+    assert (RESULTS / "finetune_families_val20_test.md").read_text() == table.render(rows)

@@ -57,18 +57,8 @@ def target(family: str, stat: str, agent: float, best: float, floor: float) -> s
     return f"{'met' if agent <= bound * best else 'missed'} ({agent / best - 1:+.1%})"
 
 
-def main(*roots: str) -> None:
-    rows = stored_rows()
-    new = []
-    for family in FAMILIES:
-        evaluated = [Path(root) / family / "results.json" for root in roots]
-        for row in (r for path in evaluated for r in json.loads(path.read_text())["rows"]):
-            if row["policy"].startswith("finetune_families_val20"):
-                new.append(row)
-                rows[(family, row["policy"])] = row
-            elif row["policy"] == "oracle_warm":  # the same windows as the stored rows
-                stored = rows[(family, "oracle_warm")]["ttft_mean_s"]
-                assert row["ttft_mean_s"] == stored, (family, row["ttft_mean_s"], stored)
+def render(rows: dict[tuple[str, str], dict]) -> str:
+    """The page from the rows by (family, policy): the stored ones and the new."""
     lines = [
         "| family | clone | `finetune_families_kl` | `finetune_families_long` "
         "| **`finetune_families_val20`** | val20, stoch. | oracle_warm | best baseline: mean / p95 "
@@ -105,6 +95,22 @@ def main(*roots: str) -> None:
             + f" | {pair(rows[(family, 'floor')])}"
             + f" | {cells[0][2]} | {cells[1][2]} | {below} |"
         )
+    return "\n".join(lines) + "\n"
+
+
+def main(*roots: str) -> None:
+    rows = stored_rows()
+    new = []
+    for family in FAMILIES:
+        evaluated = [Path(root) / family / "results.json" for root in roots]
+        for row in (r for path in evaluated for r in json.loads(path.read_text())["rows"]):
+            if row["policy"].startswith("finetune_families_val20"):
+                new.append(row)
+                rows[(family, row["policy"])] = row
+            elif row["policy"] == "oracle_warm":  # the same windows as the stored rows
+                stored = rows[(family, "oracle_warm")]["ttft_mean_s"]
+                assert row["ttft_mean_s"] == stored, (family, row["ttft_mean_s"], stored)
+    text = render(rows)
     note = (
         "70b_h100x4, the first 5 test windows of each family, seed 0, causal KV: python -m "
         "experiments.evaluate checkpoint=[S0,S1,S2] policies=[oracle_warm] stochastic=true "
@@ -116,8 +122,8 @@ def main(*roots: str) -> None:
     (HERE / "finetune_families_val20_test.json").write_text(
         json.dumps({"rows": new, "note": note}, indent=1) + "\n"
     )
-    (HERE / "finetune_families_val20_test.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    (HERE / "finetune_families_val20_test.md").write_text(text)
+    print(text, end="")
 
 
 if __name__ == "__main__":

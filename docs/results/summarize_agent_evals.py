@@ -19,6 +19,12 @@ from pathlib import Path
 FAMILIES = ("bursted_synthetic", "bursted_synthetic_1s", "rising_load", "mixed", "art_like")
 SETUPS = ("70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4")
 BASELINES = ("btb", "cache_aware", "least_load")
+HEADER = (
+    "| family | setup | windows | agent mean / p95 (s) | btb | cache_aware | least_load "
+    "| oracle_warm | best baseline (mean) | agent vs best baseline: mean / p95 "
+    "| target met | btb→oracle gap closed |",
+    "|---|---|--:|--:|--:|--:|--:|--:|---|--:|---|--:|",
+)
 
 
 def verdict(family: str, got: dict, agent: dict) -> str:
@@ -37,15 +43,36 @@ def verdict(family: str, got: dict, agent: dict) -> str:
     return "yes" if all(checks) else "no"
 
 
+def ms(r: dict) -> str:
+    return f"{r['ttft_mean_s']:.3f} / {r['ttft_p95_s']:.3f}"
+
+
+def row(family: str, setup: str, got: dict[str, dict], agent_name: str) -> str:
+    """The table's line of one family and setup from its rows (``got``, by policy)."""
+    agent, oracle = got[agent_name], got["oracle_warm"]
+    best_name = min(BASELINES, key=lambda p: got[p]["ttft_mean_s"])
+    red = [
+        100 * (1 - agent[f"ttft_{s}_s"] / min(got[p][f"ttft_{s}_s"] for p in BASELINES))
+        for s in ("mean", "p95")
+    ]
+    gap = got["btb"]["ttft_mean_s"] - oracle["ttft_mean_s"]
+    closed = (
+        f"{100 * (got['btb']['ttft_mean_s'] - agent['ttft_mean_s']) / gap:.0f}%"
+        if gap > 1e-9
+        else "n/a"
+    )
+    return (
+        f"| {family} | {setup} | {agent['windows']} | {ms(agent)} | {ms(got['btb'])} "
+        f"| {ms(got['cache_aware'])} | {ms(got['least_load'])} | {ms(oracle)} "
+        f"| {best_name} | {red[0]:+.1f}% / {red[1]:+.1f}% "
+        f"| {verdict(family, got, agent)} | {closed} |"
+    )
+
+
 def main(root: str, agent_name: str, tag: str = "") -> None:
     out = Path(__file__).resolve().parent
     prefix = f"agents_vs_baselines_{tag}_" if tag else "agents_vs_baselines_"
-    lines = [
-        "| family | setup | windows | agent mean / p95 (s) | btb | cache_aware | least_load "
-        "| oracle_warm | best baseline (mean) | agent vs best baseline: mean / p95 "
-        "| target met | btb→oracle gap closed |",
-        "|---|---|--:|--:|--:|--:|--:|--:|---|--:|---|--:|",
-    ]
+    lines = list(HEADER)
     for family in FAMILIES:
         rows = []
         for setup in SETUPS:
@@ -54,28 +81,7 @@ def main(root: str, agent_name: str, tag: str = "") -> None:
                 continue
             got = {r["policy"]: r for r in json.loads(path.read_text())["rows"]}
             rows.extend(got.values())
-            agent, oracle = got[agent_name], got["oracle_warm"]
-            best_name = min(BASELINES, key=lambda p: got[p]["ttft_mean_s"])
-
-            def ms(r: dict) -> str:
-                return f"{r['ttft_mean_s']:.3f} / {r['ttft_p95_s']:.3f}"
-
-            red = [
-                100 * (1 - agent[f"ttft_{s}_s"] / min(got[p][f"ttft_{s}_s"] for p in BASELINES))
-                for s in ("mean", "p95")
-            ]
-            gap = got["btb"]["ttft_mean_s"] - oracle["ttft_mean_s"]
-            closed = (
-                f"{100 * (got['btb']['ttft_mean_s'] - agent['ttft_mean_s']) / gap:.0f}%"
-                if gap > 1e-9
-                else "n/a"
-            )
-            lines.append(
-                f"| {family} | {setup} | {agent['windows']} | {ms(agent)} | {ms(got['btb'])} "
-                f"| {ms(got['cache_aware'])} | {ms(got['least_load'])} | {ms(oracle)} "
-                f"| {best_name} | {red[0]:+.1f}% / {red[1]:+.1f}% "
-                f"| {verdict(family, got, agent)} | {closed} |"
-            )
+            lines.append(row(family, setup, got, agent_name))
         if rows:
             (out / f"{prefix}{family}.json").write_text(json.dumps({"rows": rows}, indent=1) + "\n")
     (out / f"{prefix}table.md").write_text("\n".join(lines) + "\n")
