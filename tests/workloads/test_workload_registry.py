@@ -248,3 +248,21 @@ def test_burst_families_share_prompts_across_families_but_not_with_validation() 
     seen = set().union(*(p for (_, split, _), p in prompts.items() if split != "val"))
     first_blocks = {p[0] for p in val}
     assert val and not val & seen and not first_blocks & {p[0] for p in seen}
+
+
+def test_how_many_test_windows_send_prompts_a_sibling_family_trained_on() -> None:
+    """The counts docs/results/agents.md gives: 60 s bursts' train windows are the
+    bursts of 5 of ``mixed``'s test windows and 3 of the 1 s bursts'; with every
+    sibling's train windows, 7 of each one's 15 test windows."""
+    specs = plan("burst_families")
+    index = {
+        (family, split): {s.index for s in specs if (s.family, s.split) == (family, split)}
+        for family in ("synthetic", "synthetic1s", "mixed")
+        for split in ("train", "test")
+    }
+    assert len(index["synthetic", "train"] & index["mixed", "test"]) == 5
+    assert len(index["synthetic", "train"] & index["synthetic1s", "test"]) == 3
+    for family in ("synthetic", "synthetic1s", "mixed"):
+        siblings = {"synthetic", "synthetic1s", "mixed"} - {family}
+        others = set().union(*(index[f, "train"] for f in siblings))
+        assert len(index[family, "test"]) == 15 and len(index[family, "test"] & others) == 7
