@@ -257,3 +257,21 @@ def test_a_shipped_agent_that_has_run_pickles_and_copies(name: str) -> None:
     for twin in (pickle.loads(pickle.dumps(policy)), copy.deepcopy(policy)):
         again = twin.run(Simulator(setup_cluster("70b_h100x4"), window)).ttft_s
         assert np.array_equal(again, first)
+
+
+NO_CURVE = {
+    "bc_route_warm": "behavioural cloning only: no validation rounds",
+    "bc_route_warm_spare": "behavioural cloning only: its seeds' validation scores instead",
+    "improve_warm_reference": "improve_warm's weights, unchanged",
+    "improve_warm_step": "improve_warm's weights, unchanged",
+}
+
+
+@pytest.mark.parametrize("name", AGENTS)
+def test_a_zoo_agent_s_readme_gives_its_rebuild_command_and_training_curve(name):
+    """What README.md says of every zoo folder: its README gives the command that
+    rebuilds it and its training curve on validation windows, but for the agents
+    that train nothing RL-like (NO_CURVE)."""
+    text = (ZOO / name / "README.md").read_text()
+    assert "python -m experiments.train +experiment=" in text
+    assert ("Training curve" in text) == (name not in NO_CURVE), name
