@@ -67,14 +67,14 @@ def start_run() -> dict[str, Any]:
 def provenance() -> dict[str, Any]:
     """See :func:`_made_by`; the plugins as the environment names them now
     (``plugins``: the module names, as before) and, under ``plugin_files``, each
-    one's file and the sha256 of its bytes (:func:`plugin_file`), so two runs of
-    different plugin code are told apart; the working directory the run started
-    in (``cwd``: relative paths in its config are read from there) and its start
-    time (``started``, UTC, ISO 8601, to the second), both as :func:`start_run`
-    recorded them (or as first asked for); and, under ``agent_files``, each agent
-    checkpoint folder the run read, resolved, with the sha256 of its agent.json
-    and model.zip as read (``agents.note_read``), and of its run_state.pkl when a
-    resume read one (``agents.note_run_state``)."""
+    one's file, the sha256 of its code and the files of its own imports that covers
+    (:func:`plugin_file`), so two runs of different plugin code are told apart; the
+    working directory the run started in (``cwd``: relative paths in its config are
+    read from there) and its start time (``started``, UTC, ISO 8601, to the
+    second), both as :func:`start_run` recorded them (or as first asked for); and,
+    under ``agent_files``, each agent checkpoint folder the run read, resolved,
+    with the sha256 of its agent.json and model.zip as read (``agents.note_read``),
+    and of its run_state.pkl when a resume read one (``agents.note_run_state``)."""
     from agents import FOLDERS_READ
     from baselines.policy import plugin_names
 
@@ -92,32 +92,28 @@ def provenance() -> dict[str, Any]:
     }
 
 
-_PLUGIN_FILES: dict[str, tuple[object, dict[str, str | None]]] = {}
+_PLUGIN_FILES: dict[str, tuple[object, dict[str, Any]]] = {}
 
 
-def plugin_file(name: str) -> dict[str, str | None]:
-    """``{"path": ..., "sha256": ...}`` of the plugin module ``name`` as imported
-    (a package's ``__init__.py``; both None for a module not imported, or without a
-    file). Read once for each import of the module: the commands ask as they start,
-    so a result file records the code that ran, even if the file is edited meanwhile."""
-    import hashlib
+def plugin_file(name: str) -> dict[str, Any]:
+    """``{"path": ..., "sha256": ..., "imports": [...]}`` of the plugin module
+    ``name`` as imported (a package's ``__init__.py``; None, None and [] for a module
+    not imported, or without a file), by the rule a workload of one's own is recorded
+    by (``envs.workloads.plugins.code_stamp``): the sha256 covers the module's file
+    and the modules of one's own it imports (``imports``, their files), so an edited
+    helper module changes it; of a module that imports none, the sha256 of its bytes.
+    Read once for each import of the module: the commands ask as they start, so a
+    result file records the code that ran, even if a file is edited meanwhile."""
     import sys
+
+    from envs.workloads.plugins import code_stamp
 
     module = sys.modules.get(name)
     known = _PLUGIN_FILES.get(name)
     if known is not None and known[0] is module:
         return known[1]
-    path = getattr(module, "__file__", None)
-    digest = None
-    if isinstance(path, str):
-        path = str(Path(path).resolve())
-        try:
-            digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        except OSError:
-            digest = None
-    else:
-        path = None
-    said = {"path": path, "sha256": digest}
+    path, digest, imported = code_stamp(module)
+    said = {"path": path, "sha256": digest, "imports": list(imported)}
     _PLUGIN_FILES[name] = (module, said)
     return said
 

@@ -207,7 +207,7 @@ def _load(name: str) -> Plugin:
         f": {' '.join(doc.split())}" if doc else "."
     )
     config_type = _config_type(factory, defaults)
-    path, digest, imported = _code_stamp(module)
+    path, digest, imported = code_stamp(module)
     return Plugin(
         name,
         factory,
@@ -266,11 +266,13 @@ def _shadowed(module_name: str, error: BaseException) -> str:
     )
 
 
-def _code_stamp(module: Any) -> tuple[str | None, str | None, tuple[str, ...]]:
+def code_stamp(module: Any) -> tuple[str | None, str | None, tuple[str, ...]]:
     """A module's file, resolved; the sha256 of its code (:func:`code_sha256`: the
     file's bytes and those of the modules of one's own it imports); and those
     modules' files, resolved, sorted. (None, None, ()) for a module without a file;
-    a sha256 of None when a file cannot be read."""
+    a sha256 of None when a file cannot be read. The one rule for a workload of
+    one's own (:attr:`Plugin.sha256`) and a router plugin's module
+    (``experiments.provenance.plugin_file``)."""
     path = getattr(module, "__file__", None)
     if not isinstance(path, str):
         return None, None, ()
@@ -757,6 +759,7 @@ __all__ = [
     "Plugin",
     "checked_rows",
     "code_sha256",
+    "code_stamp",
     "is_plugin",
     "load_plugin",
     "misplaced_factory",

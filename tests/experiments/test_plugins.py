@@ -143,6 +143,7 @@ def test_compare_runs_a_plugin_s_policy_by_name_with_its_settings(plugin, tmp_pa
         "my_routers": {
             "path": str(source.resolve()),
             "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+            "imports": [],  # it imports no module of one's own: the sha256 of its bytes
         }
     }
 
@@ -167,6 +168,37 @@ def test_provenance_tells_two_versions_of_a_plugin_apart(plugin_module, tmp_path
         second["sha256"]
         == hashlib.sha256((tmp_path / "edited_routers.py").read_bytes()).hexdigest()
     )
+
+
+def test_a_router_plugin_s_sha256_covers_its_own_helper_modules(plugin_module, tmp_path):
+    """provenance.plugin_files hashed the module's file alone, while a workload of
+    one's own covers the modules of one's own it imports: an edited helper of a
+    router plugin left its recorded sha256 as it was. Now the one rule
+    (envs.workloads.plugins.code_stamp) for both."""
+    from experiments.provenance import provenance
+
+    helper = tmp_path / "router_helper.py"
+    source = PLUGIN.replace("node: int = 0", "node: int = NODE")
+    source = "from router_helper import NODE\n" + source
+    said = []
+    for node in (0, 1):  # the helper edited between the two runs, the module not
+        helper.write_text(f"NODE = {node}\n")
+        plugin_module("helped_routers", source)
+        plugins.load_plugins()
+        said.append(provenance()["plugin_files"]["helped_routers"])
+        POLICIES.pop("plugin_first_node")
+        for name in ("helped_routers", "router_helper"):
+            sys.modules.pop(name)
+        plugins._LOADED.discard("helped_routers")
+    first, second = said
+    assert first["imports"] == second["imports"] == [str(helper.resolve())]
+    assert first["sha256"] != second["sha256"]
+    module = tmp_path / "helped_routers.py"
+    listing = "".join(  # sha256sum's lines, sorted by path relative to the module's folder
+        f"{hashlib.sha256(file.read_bytes()).hexdigest()}  {file.name}\n"
+        for file in sorted((module, helper), key=lambda file: file.name)
+    )
+    assert second["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
 
 
 def test_a_plugin_that_does_not_import_is_one_line(monkeypatch, capsys, tmp_path: Path):
