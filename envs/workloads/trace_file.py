@@ -52,6 +52,7 @@ from envs.sim.errors import ConfigError, plural
 from envs.sim.request import Request, Workload, merged_workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
+    AS_IS,
     NO_PLACES,
     PLAUSIBLE_SPAN_S,
     TIME_UNITS,
@@ -59,6 +60,7 @@ from envs.workloads.readers.base import (
     ReadOptions,
     ReadReport,
     RowLocation,
+    RowPlaces,
     RowSource,
     RowStream,
     TraceFormat,
@@ -226,11 +228,12 @@ CHECKED_BUILDERS = ("json", "parquet")
 dataset's rows are checked on the files' own values (:func:`_split_files`)."""
 
 
-def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, Placer]:
+def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, RowPlaces]:
     """A dataset's rows through the ``datasets`` library, streamed (a local JSONL or
     parquet file through its generic builder: nothing is downloaded), the name its
     messages give it and how an error naming that name and a line is said
-    (:class:`~envs.workloads.readers.hub.SplitRows`' ``placed``). A local file the
+    (a :class:`RowPlaces`: a split's, :class:`~envs.workloads.readers.hub.SplitRows`,
+    a JSON array's, :class:`~envs.workloads.readers.hub.DocumentRows`). A local file the
     library cannot read is a :class:`TraceFormatError` naming it (and its line where
     known), and the library's own log lines about it are held back.
 
@@ -242,28 +245,25 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, Placer]:
     datasets = require_datasets()
     file = Path(options.path)
     if file.is_file():
-        return str(file), _hub_file_source(datasets, file, HUB_OPTION_REMEDY), _as_is
+        return str(file), *_placed_source(_hub_file_source(datasets, file, HUB_OPTION_REMEDY))
     label = f"{options.path}[{options.hub_split}]"
     if _saved_to_disk(file):
         rows = enumerate(_saved_split(datasets, file, options.hub_split), start=1)
-        return label, rows, _as_is
+        return label, rows, AS_IS
     files = _split_files(datasets, options.path, options.hub_split)
     if len(files) == 1:
-        return str(files[0]), _hub_file_source(datasets, files[0], HUB_FOLDER_REMEDY), _as_is
+        source = _hub_file_source(datasets, files[0], HUB_FOLDER_REMEDY)
+        return str(files[0]), *_placed_source(source)
     split = SplitRows(
         label, files, lambda data: _hub_file_source(datasets, data, HUB_FOLDER_REMEDY)
     )
-    return label, iter(split), split.placed
+    return label, iter(split), split
 
 
-Placer = Callable[[TraceFormatError], TraceFormatError]
-"""How an error is said where its rows come from (the same error, or the file and
-line of a row of a split of several files)."""
-
-
-def _as_is(error: TraceFormatError) -> TraceFormatError:
-    """A :data:`Placer` for rows of one file (or of the library's own): the error itself."""
-    return error
+def _placed_source(rows: RowSource) -> tuple[RowSource, RowPlaces]:
+    """A file's rows and how messages name them: by its lines, or as ``rows`` says
+    (a JSON array's: its element and the line it starts on)."""
+    return iter(rows), rows if isinstance(rows, RowPlaces) else AS_IS
 
 
 def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
@@ -444,10 +444,10 @@ def _datasets_quiet() -> Iterator[None]:
                 logger.setLevel(_QUIET_LEVELS[logger.name])
 
 
-def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, Placer]:
+def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, RowPlaces]:
     """The trace's name in messages, its format, its rows (read lazily), what told the
     format when it was guessed ("" when named: :func:`detect.told_by`) and how an
-    error naming the trace and a line is said (:data:`Placer`)."""
+    error naming the trace and a line says it (:class:`RowPlaces`)."""
     file = check_trace_path(options)
     if options.format == HUB:
         source, rows, place = _hub_rows(options)
@@ -456,10 +456,10 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, Plac
             raise TraceFormatError(source, 0, None, "no rows to tell the layout from")
         line, first = head[0]
         if isinstance(first, TraceFormatError):
-            raise first  # a local file's first line, which its reader refuses
+            _raise_placed(first, place)  # a local file's first row, which its reader refuses
         told = detect.told_by(first)
         if told is None:
-            raise place(
+            raise place.placed(
                 TraceFormatError(
                     source, line, None, f"cannot tell the layout from fields {sorted(first)}"
                 )
@@ -467,7 +467,7 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, Plac
         return source, detect.FORMATS[told[0]], itertools.chain(head, rows), told[1], place
     assert file is not None
     name, told_by = detect.file_format_told(file, options.format)
-    return str(file), detect.FORMATS[name], file_rows(file), told_by, _as_is
+    return str(file), detect.FORMATS[name], file_rows(file), told_by, AS_IS
 
 
 def _block_origin(options: TraceOptions, read: ReadOptions, fmt: TraceFormat, told_by: str) -> str:
@@ -562,16 +562,16 @@ def plan_trace(options: TraceOptions) -> TracePlan:
     return plan
 
 
-def _raise_placed(error: TraceFormatError, place: Placer) -> NoReturn:
+def _raise_placed(error: TraceFormatError, place: RowPlaces) -> NoReturn:
     """Raise ``error`` as ``place`` says it (the file and line of a row of a split of
     several files: :class:`~envs.workloads.readers.hub.SplitRows`)."""
-    placed = place(error)
+    placed = place.placed(error)
     if placed is error:
         raise error
     raise placed from None
 
 
-def _placed_rows(stream: RowStream, place: Placer) -> Iterator[tuple[RowLocation, ParsedRow]]:
+def _placed_rows(stream: RowStream, place: RowPlaces) -> Iterator[tuple[RowLocation, ParsedRow]]:
     """``stream``'s rows, an error reading them said as ``place`` says it."""
     try:
         yield from stream

@@ -1063,8 +1063,8 @@ def test_format_hub_checks_a_json_document_s_own_values(
     for given in (path, folder):
         with pytest.raises(TraceFormatError) as caught:
             plan_trace(TraceOptions(path=str(given), format="hub"))
-        assert str(caught.value) == (
-            f"{path}, line 2, field 'input_length': expected an integer, got '600'"
+        assert str(caught.value) == (  # element 1 takes lines 2 to 10 (its hash_ids 4)
+            f"{path}, element 2 (line 11), field 'input_length': expected an integer, got '600'"
         )
     big = [dict(row) for row in rows]
     big[1]["hash_ids"] = [1, 2**64 + 1]
@@ -1079,7 +1079,7 @@ def test_format_hub_checks_a_json_document_s_own_values(
     # an element that is no object is a bad row (skipped as such); a broken document
     # is named where it breaks
     path.write_text("[" + json.dumps(rows[0]) + ",\n7,\n" + json.dumps(rows[2]) + "]")
-    with pytest.raises(TraceFormatError, match=r"train.json, line 2, row: expected a JSON "):
+    with pytest.raises(TraceFormatError, match=r"json, element 2 \(line 2\), row: expected a "):
         plan_trace(TraceOptions(path=str(path), format="hub"))
     skip = {"skip_bad_rows": True, "max_bad_fraction": 0.5}
     with pytest.warns(TraceWarning, match="skipped 1 malformed row"):
@@ -1090,6 +1090,48 @@ def test_format_hub_checks_a_json_document_s_own_values(
         plan_trace(TraceOptions(path=str(path), format="hub"))
     assert str(caught.value) == (
         f"{path}: not valid JSON at line 2, column 1 (Expecting ',' delimiter)"
+    )
+
+
+def test_format_hub_names_a_json_array_s_bad_row_by_its_element_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A JSON array's rows are numbered by their place in it, and an error named that
+    number as a line ("line 3") while the row began on line 6 of the file: no line a
+    user could go to. It names the element and the line it starts on, read alone, as
+    a folder's one data file, or as one of a split's files."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200])
+    bad = {**rows[2], "output_length": -1}
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    path = folder / "train.json"
+    # line 1 "[", element 1 on lines 2-3, a blank line 4, element 2 on line 5, element 3
+    # (the bad one) on line 6 after a line of its own with the comma
+    path.write_text(
+        "[\n" + json.dumps(rows[0])[:-1] + ",\n" + '"x": 1}' + ",\n\n"
+        + json.dumps(rows[1]) + "\n,\n" + json.dumps(bad) + "\n]\n"
+    )  # fmt: skip
+    for given in (path, folder):
+        with pytest.raises(TraceFormatError) as caught:
+            plan_trace(TraceOptions(path=str(given), format="hub"))
+        assert str(caught.value) == (
+            f"{path}, element 3 (line 7), field 'output_length': must be >= 0, got -1"
+        )
+    path.write_text(path.read_text().replace(json.dumps(bad), json.dumps(rows[2])))
+    # a split of two files, the second the array: its file, element and line
+    (folder / "train.json").rename(folder / "train-00001-of-00002.json")
+    first = write_jsonl(folder / "train-00000-of-00002.jsonl", _mooncake([0, 100]))
+    second = folder / "train-00001-of-00002.json"
+    second.write_text(second.read_text().replace(json.dumps(rows[2]), json.dumps(bad)))
+    assert first.exists()
+    with pytest.raises(TraceFormatError) as caught:
+        plan_trace(TraceOptions(path=str(folder), format="hub"))
+    assert str(caught.value) == (
+        f"{second}, element 3 (line 7), field 'output_length': must be >= 0, got -1"
     )
 
 

@@ -38,24 +38,56 @@ class TraceFormatError(ConfigError):
         reason: what is wrong, without the file, line and field.
         fields: the read options ``message`` names as a remedy, each written
             ``{name}`` in it (``{skip_bad_rows}=true``; see ``NamedFields``).
+        at: how the message names the row in place of ``line N`` ("": so; an element
+            of a JSON array, ``element 37 (line 112)``: :class:`RowPlaces`).
     """
 
     def __init__(
-        self, path: str, line: int, field: str | None, message: str, options: tuple[str, ...] = ()
+        self,
+        path: str,
+        line: int,
+        field: str | None,
+        message: str,
+        options: tuple[str, ...] = (),
+        at: str = "",
     ) -> None:
         self.path = path
         self.line = line
         self.field = field
         self.reason = message
+        self.at = at
         if line > 0:
-            where = f"{path}, line {line}, " + (f"field {field!r}" if field is not None else "row")
+            where = f"{path}, {at or f'line {line}'}, " + (
+                f"field {field!r}" if field is not None else "row"
+            )
         else:  # about the file, not a row of it (no usable rows)
             where = path if field is None else f"{path}, field {field!r}"
         super().__init__(f"{where}: {message}", options)
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Rebuilt from its parts, so it crosses to another process (a worker's error)."""
-        return (type(self), (self.path, self.line, self.field, self.reason, self.fields))
+        parts = (self.path, self.line, self.field, self.reason, self.fields, self.at)
+        return (type(self), parts)
+
+
+class RowPlaces:
+    """How a read's messages name a row of its source by the number the source gives
+    it (its ``line``): as ``line N`` of the source (this class: a file's own lines).
+    A source whose numbers are not a file's own lines says more: a split of several
+    data files (``hub.SplitRows``: the file and its own line), a JSON array
+    (``hub.DocumentRows``: the element and the line it starts on)."""
+
+    def placed(self, error: TraceFormatError) -> TraceFormatError:
+        """``error`` naming its row as this source's row is named (here: itself)."""
+        return error
+
+    def line(self, line: int, spec: str = "") -> str:
+        """How a message names row ``line`` (``spec``: the number's format, ``,``)."""
+        return f"line {line:{spec}}"
+
+
+AS_IS = RowPlaces()
+"""The rows of a file numbered by its own lines (or a dataset's, by their place)."""
 
 
 class UnsortedTraceError(TraceFormatError):

@@ -23,6 +23,7 @@ from envs.workloads.readers.base import (
     MissingDependencyError,
     ReadOptions,
     ReadReport,
+    RowPlaces,
     RowSource,
     TraceFormatError,
     assemble_trace,
@@ -104,13 +105,13 @@ def own_rows(
         )
 
 
-class SplitRows:
+class SplitRows(RowPlaces):
     """The rows of the data files of one split of a dataset, one file after another,
     for one read (iterate it for ``(line, row)`` pairs). Its lines count on through
     the files: a file's line ``k`` is line ``k`` after the last line the file before
     it has a row on, so that a line names one row of the split, as a file's does;
     :meth:`placed` says an error naming the split and such a line as the file and
-    its own line."""
+    its own line, and :meth:`line` a warning's line so."""
 
     def __init__(
         self, label: str, files: Sequence[Path], rows_of: Callable[[Path], RowSource]
@@ -120,27 +121,30 @@ class SplitRows:
         self.files = list(files)
         self.rows_of = rows_of
         """A file's rows (line, row) as its own lines number them."""
-        self.starts: list[tuple[int, Path]] = []
-        """Each file read so far, after how many of the split's lines it starts."""
+        self.starts: list[tuple[int, Path, RowSource]] = []
+        """Each file read so far, after how many of the split's lines it starts, and
+        its rows (a :class:`RowPlaces` of its own when they are no lines of it)."""
 
     def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
         before = 0
         self.starts.clear()
         for file in self.files:
-            self.starts.append((before, file))
+            rows = self.rows_of(file)
+            self.starts.append((before, file, rows))
             last = 0
-            for line, row in self.rows_of(file):
+            for line, row in rows:
                 last = line
                 yield before + line, row
             before += last
 
-    def locate(self, line: int) -> tuple[str, int]:
-        """The file and its own line of the split's line ``line`` (read already)."""
-        before, file = next(
-            ((before, file) for before, file in reversed(self.starts) if before < line),
-            (0, Path(self.label)),
+    def locate(self, line: int) -> tuple[str, int, RowPlaces | None]:
+        """The file and its own line of the split's line ``line`` (read already), and
+        how that file names its rows when not by its lines (a JSON array's)."""
+        before, file, rows = next(
+            ((before, file, rows) for before, file, rows in reversed(self.starts) if before < line),
+            (0, Path(self.label), None),
         )
-        return str(file), line - before
+        return str(file), line - before, rows if isinstance(rows, RowPlaces) else None
 
     def placed(self, error: TraceFormatError) -> TraceFormatError:
         """``error`` naming the file and its own line where it names the split and a
@@ -148,14 +152,22 @@ class SplitRows:
         Another line its message names is the split's, which it then says of this one."""
         if error.path != self.label or error.line <= 0 or not self.starts:
             return error
-        file, line = self.locate(error.line)
+        file, line, rows = self.locate(error.line)
         reason = error.reason
         if "line " in reason:
             reason += (
                 f" (lines counted on through {self.label}'s files, in order: this is its "
                 f"line {error.line})"
             )
-        return type(error)(file, line, error.field, reason, error.fields)
+        mine = type(error)(file, line, error.field, reason, error.fields)
+        return rows.placed(mine) if rows is not None else mine
+
+    def line(self, line: int, spec: str = "") -> str:
+        """The split's line ``line`` as a warning names it: its file and own line."""
+        if line <= 0 or not self.starts:
+            return super().line(line, spec)
+        file, own, rows = self.locate(line)
+        return f"{file}, {rows.line(own, spec) if rows is not None else super().line(own, spec)}"
 
 
 def read_by_line(file: Path) -> bool:
@@ -212,7 +224,12 @@ def one_document(file: Path) -> bool:
     return False
 
 
-def document_rows(file: Path) -> RowSource:
+def document_rows(file: Path) -> DocumentRows:
+    """The rows of a local JSON file of one document (:class:`DocumentRows`)."""
+    return DocumentRows(file)
+
+
+class DocumentRows(RowPlaces):
     """The rows of a local JSON file of one document (:func:`read_by_line` false), as
     the standard library reads it, the file reader's JSON reading (the file's own
     values: a ``"512"`` stays text, an id past 64 bits an exact integer, where the
@@ -222,64 +239,97 @@ def document_rows(file: Path) -> RowSource:
     is one object. An element that is no object is that row's error (a bad row, as a
     JSONL line that is not an object); a document that is not valid JSON, or not
     UTF-8, is an error about the file naming the line and column where it breaks
-    (:func:`one_document` gives it an object only when that is the whole file)."""
-    name = str(file)
-    rows = jsonl_rows(file)
-    try:
-        with rows.open_bytes() as handle:
-            data = handle.read()
-    except rows.READ_ERRORS as error:  # a compressed file cut short or damaged
-        raise TraceFormatError(name, 0, None, f"cannot read the file ({error})") from None
-    try:
-        text = data.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise TraceFormatError(
-            name, 0, None, f"byte 0x{data[error.start]:02x} on line {line} {NOT_UTF8}"
-        ) from None
-    decoder = json.JSONDecoder()
+    (:func:`one_document` gives it an object only when that is the whole file).
+    Iterate it for ``(number, row)`` pairs; a message names an element of an array
+    by its number and the line of the file it starts on (``element 37 (line 112)``:
+    :meth:`placed`, :meth:`line`), so that it can be found in the file."""
 
-    def broken(error: json.JSONDecodeError) -> TraceFormatError:
-        return TraceFormatError(
-            name,
-            0,
-            None,
-            f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg})",
-        )
+    def __init__(self, file: Path) -> None:
+        self.file = file
+        self.starts: list[int] = []
+        """The line each element read so far starts on (empty: no array)."""
 
-    def value_at(at: int) -> tuple[Any, int]:
+    def placed(self, error: TraceFormatError) -> TraceFormatError:
+        """``error`` naming an element of the array by its number and its line (a
+        line its reason names is an element's number, which it then says)."""
+        if error.path != str(self.file) or not 0 < error.line <= len(self.starts) or error.at:
+            return error
+        reason = error.reason
+        if "line " in reason:
+            reason += " (a line named here is an element's number in the array)"
+        at = self.line(error.line)
+        return type(error)(error.path, error.line, error.field, reason, error.fields, at)
+
+    def line(self, line: int, spec: str = "") -> str:
+        """Element ``line`` as a message names it, with the line it starts on."""
+        if not 0 < line <= len(self.starts):
+            return super().line(line, spec)
+        return f"element {line:{spec}} (line {self.starts[line - 1]:{spec}})"
+
+    def __iter__(self) -> Iterator[tuple[int, Mapping[str, Any] | TraceFormatError]]:
+        file = self.file
+        self.starts.clear()
+        name = str(file)
+        rows = jsonl_rows(file)
         try:
-            return decoder.raw_decode(text, at)
-        except json.JSONDecodeError as error:
-            raise broken(error) from None
+            with rows.open_bytes() as handle:
+                data = handle.read()
+        except rows.READ_ERRORS as error:  # a compressed file cut short or damaged
+            raise TraceFormatError(name, 0, None, f"cannot read the file ({error})") from None
+        try:
+            text = data.decode("utf-8").removeprefix("\ufeff")
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise TraceFormatError(
+                name, 0, None, f"byte 0x{data[error.start]:02x} on line {line} {NOT_UTF8}"
+            ) from None
+        decoder = json.JSONDecoder()
 
-    def row_of(value: Any, row: int) -> Mapping[str, Any] | TraceFormatError:
-        if isinstance(value, dict):
-            return value
-        return TraceFormatError(
-            name, row, None, f"expected a JSON object, got {type(value).__name__}"
-        )
+        def broken(error: json.JSONDecodeError) -> TraceFormatError:
+            return TraceFormatError(
+                name,
+                0,
+                None,
+                f"not valid JSON at line {error.lineno}, column {error.colno} ({error.msg})",
+            )
 
-    at = _BLANKS.match(text).end()  # type: ignore[union-attr]
-    if not text.startswith("[", at):  # one object (or another value: a bad row)
-        value, at = value_at(at)
-        yield 1, row_of(value, 1)
-    else:
-        at = _BLANKS.match(text, at + 1).end()  # type: ignore[union-attr]
-        row = 0
-        while not text.startswith("]", at):
-            value, end = value_at(at)
-            row += 1
-            yield row, row_of(value, row)
-            at = _BLANKS.match(text, end).end()  # type: ignore[union-attr]
-            if text.startswith(",", at):
-                at = _BLANKS.match(text, at + 1).end()  # type: ignore[union-attr]
-            elif not text.startswith("]", at):
-                raise broken(json.JSONDecodeError("Expecting ',' delimiter", text, at))
-        at += 1
-    at = _BLANKS.match(text, at).end()  # type: ignore[union-attr]
-    if at < len(text):
-        raise broken(json.JSONDecodeError("Extra data", text, at))
+        def value_at(at: int) -> tuple[Any, int]:
+            try:
+                return decoder.raw_decode(text, at)
+            except json.JSONDecodeError as error:
+                raise broken(error) from None
+
+        def row_of(value: Any, row: int) -> Mapping[str, Any] | TraceFormatError:
+            if isinstance(value, dict):
+                return value
+            return TraceFormatError(
+                name, row, None, f"expected a JSON object, got {type(value).__name__}"
+            )
+
+        at = _BLANKS.match(text).end()  # type: ignore[union-attr]
+        if not text.startswith("[", at):  # one object (or another value: a bad row)
+            value, at = value_at(at)
+            yield 1, row_of(value, 1)
+        else:
+            at = _BLANKS.match(text, at + 1).end()  # type: ignore[union-attr]
+            row = 0
+            counted, lines = 0, 1  # (the newlines before ``counted``: the line it is on)
+            while not text.startswith("]", at):
+                value, end = value_at(at)
+                row += 1
+                lines += text.count("\n", counted, at)
+                counted = at
+                self.starts.append(lines)
+                yield row, row_of(value, row)
+                at = _BLANKS.match(text, end).end()  # type: ignore[union-attr]
+                if text.startswith(",", at):
+                    at = _BLANKS.match(text, at + 1).end()  # type: ignore[union-attr]
+                elif not text.startswith("]", at):
+                    raise broken(json.JSONDecodeError("Expecting ',' delimiter", text, at))
+            at += 1
+        at = _BLANKS.match(text, at).end()  # type: ignore[union-attr]
+        if at < len(text):
+            raise broken(json.JSONDecodeError("Extra data", text, at))
 
 
 def _local_file(path: str, data_files: Any, split: str) -> Path | None:
