@@ -447,7 +447,7 @@ def _datasets_quiet() -> Iterator[None]:
 def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, RowPlaces]:
     """The trace's name in messages, its format, its rows (read lazily), what told the
     format when it was guessed ("" when named: :func:`detect.told_by`) and how an
-    error naming the trace and a line says it (:class:`RowPlaces`)."""
+    error or warning naming the trace and a line says it (:class:`RowPlaces`)."""
     file = check_trace_path(options)
     if options.format == HUB:
         source, rows, place = _hub_rows(options)
@@ -545,7 +545,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
             stacklevel=3,
         )
     read = _read_options(options, fmt)
-    report = ReadReport(source=source)
+    report = ReadReport(source=source, places=place)
     stream = RowStream(rows, fmt, read, report, _block_origin(options, read, fmt, told_by))
     try:
         if fmt.windowed:
@@ -949,7 +949,9 @@ def _plan_timed(
         _warn_short_last(report.source, windows, latest - earliest, options)
     if options.time_unit == "auto":
         span_s = (last - origin) / ups
-        _warn_implausible_rate(report.source, fmt, times, lines, span_s, ups, options.window_s)
+        _warn_implausible_rate(
+            report.source, fmt, times, lines, span_s, ups, options.window_s, report.places
+        )
     _finish(report, read)
     return TracePlan(
         options,
@@ -988,8 +990,10 @@ def _warn_implausible_rate(
     span_s: float,
     ups: float,
     window_s: float,
+    places: RowPlaces = AS_IS,
 ) -> None:
-    """Warn when the unit the timestamps ``times`` (of the rows on ``lines``) were
+    """Warn when the unit the timestamps ``times`` (of the rows on ``lines``, named as
+    ``places`` names them) were
     read in (the format's, under ``time_unit="auto"``) gives an arrival rate no
     cluster replay means, and another unit would not: the rows arrive one per window
     or more apart on average (a millisecond trace read as seconds: most windows hold
@@ -1036,7 +1040,7 @@ def _warn_implausible_rate(
         first = fractional[0]
         says = (
             f"{len(fractional):,} of them have a fraction of a {own} ({times[first]!r} on "
-            f"line {lines[first]:,}), as seconds written with decimals do; if "
+            f"{places.line(lines[first], ',')}), as seconds written with decimals do; if "
             f"{fmt.time_field} counts s, set {{time_unit}}=s"
         )
     else:
@@ -1090,9 +1094,9 @@ def _warn_cut_window(
         )
     warnings.warn(
         TraceWarning(
-            f"{source}: {{max_rows}}={options.max_rows:,} stops the read at line "
-            f"{stream.stopped_at[0]:,}, inside the last window ({last.trace_id}, a "
-            f"{last.split} window): it {held} ({remedy})",
+            f"{source}: {{max_rows}}={options.max_rows:,} stops the read at "
+            f"{stream.report.places.line(stream.stopped_at[0], ',')}, inside the last "
+            f"window ({last.trace_id}, a {last.split} window): it {held} ({remedy})",
             ("max_rows", "end_s"),
         ),
         stacklevel=4,  # plan_trace's caller, as _warn_short_last's
@@ -1166,7 +1170,8 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     source, fmt, rows, told_by, place = _open(options)
     read = _read_options(options, fmt)
     origin = _block_origin(options, read, fmt, told_by)
-    stream = _placed_rows(RowStream(rows, fmt, read, ReadReport(source=source), origin), place)
+    report = ReadReport(source=source, places=place)
+    stream = _placed_rows(RowStream(rows, fmt, read, report, origin), place)
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     last = max(w.position for w in wanted.values())

@@ -1015,6 +1015,47 @@ def test_format_hub_reads_a_split_of_several_files_naming_each_file_s_line(
     )
 
 
+def test_format_hub_warnings_name_a_split_s_file_and_its_own_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a split of several data files, a warning named a row by the split's running
+    line count ("first on line 5", of a split whose files hold 3 lines each): no line
+    of any file. It names the file and that file's own line, as an error does."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200, 300, 400, 500])
+    data = tmp_path / "repo" / "data"
+    data.mkdir(parents=True)
+    first = write_jsonl(data / "train-00000-of-00002.jsonl", rows[:3])
+    second = data / "train-00001-of-00002.jsonl"
+    # the second file's line 2: a key no format reads, and an arrival before line 1's
+    write_jsonl(second, [rows[4], {**rows[3], "oops": 1}, rows[5]])
+    assert first.exists()
+    with pytest.warns(TraceWarning) as caught:
+        plan_trace(TraceOptions(path=str(data.parent), format="hub"))
+    said = [str(w.message) for w in caught]
+    label = f"{data.parent}[train]"
+    assert (
+        f"{label}: rows have keys this format does not read, ignored: 'oops' (first on "
+        f"{second}, line 2) (a misspelt field takes its default)"
+    ) in said
+    assert (
+        f"{label}: 1 row arrived out of time order (first at {second}, line 2); sorted by arrival"
+    ) in said
+    # a skipped row's warning quotes its error as the file and its own line names it
+    write_jsonl(second, [rows[3], {**rows[4], "output_length": -1}, rows[5]])
+    skip = {"skip_bad_rows": True, "max_bad_fraction": 0.5}
+    with pytest.warns(TraceWarning) as caught:
+        plan_trace(TraceOptions(path=str(data.parent), format="hub", **skip))  # type: ignore[arg-type]
+    said = [str(w.message) for w in caught]
+    assert (
+        f"{label}: skipped 1 malformed row (first: {second}, line 2, field 'output_length': "
+        "must be >= 0, got -1)"
+    ) in said
+
+
 def test_format_hub_reads_a_json_document_as_the_library_gives_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1099,7 +1140,7 @@ def test_format_hub_names_a_json_array_s_bad_row_by_its_element_and_line(
     """A JSON array's rows are numbered by their place in it, and an error named that
     number as a line ("line 3") while the row began on line 6 of the file: no line a
     user could go to. It names the element and the line it starts on, read alone, as
-    a folder's one data file, or as one of a split's files."""
+    a folder's one data file, or as one of a split's files; a warning too."""
     pytest.importorskip("datasets")
     for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
         monkeypatch.setenv(name, "1")
@@ -1121,7 +1162,13 @@ def test_format_hub_names_a_json_array_s_bad_row_by_its_element_and_line(
         assert str(caught.value) == (
             f"{path}, element 3 (line 7), field 'output_length': must be >= 0, got -1"
         )
+    # the unknown key "x" of element 1 is named in the warning by its element and line
     path.write_text(path.read_text().replace(json.dumps(bad), json.dumps(rows[2])))
+    with pytest.warns(TraceWarning) as caught_warnings:
+        plan_trace(TraceOptions(path=str(path), format="hub"))
+    said = [str(w.message) for w in caught_warnings]
+    assert f"{path}: rows have keys this format does not read, ignored: 'x' (first on " \
+        "element 1 (line 2)) (a misspelt field takes its default)" in said  # fmt: skip
     # a split of two files, the second the array: its file, element and line
     (folder / "train.json").rename(folder / "train-00001-of-00002.json")
     first = write_jsonl(folder / "train-00000-of-00002.jsonl", _mooncake([0, 100]))

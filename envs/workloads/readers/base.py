@@ -198,6 +198,8 @@ class ReadReport:
     time_unit: str = field(default="", compare=False)
     """The timestamps' unit the read took (``s``, ``ms``, ``us``, ``ns``; a
     ``time_unit="auto"`` read's choice), once it is known."""
+    places: RowPlaces = field(default=AS_IS, repr=False, compare=False)
+    """How the read's warnings name a row by its number (:class:`RowPlaces`)."""
 
     MAX_ERRORS = 10
 
@@ -834,7 +836,10 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
     """At the end of a read: too many bad rows is an error; skipped rows and rows out
     of order (with ``unsorted="warn"``) are one warning each."""
     check_bad_rows(report, options)
+    places = report.places
     if report.rows_skipped:
+        if report.first_error is not None:
+            report.first_error = places.placed(report.first_error)
         first, named = report.first_skipped()
         warnings.warn(
             TraceWarning(
@@ -846,7 +851,7 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
         )
     if report.unknown_keys:
         keys = sorted(report.unknown_keys.items(), key=lambda item: item[1])
-        listed = ", ".join(f"{key!r} (first on line {line})" for key, line in keys[:5])
+        listed = ", ".join(f"{key!r} (first on {places.line(line)})" for key, line in keys[:5])
         more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
         warnings.warn(
             TraceWarning(
@@ -858,7 +863,7 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
     if report.out_of_order and options.unsorted == "warn":
         warnings.warn(
             f"{report.source}: {plural(report.out_of_order, 'row')} arrived out of time order "
-            f"(first at line {report.first_out_of_order_line}); sorted by arrival",
+            f"(first at {places.line(report.first_out_of_order_line or 0)}); sorted by arrival",
             TraceWarning,
             stacklevel=stacklevel,
         )
