@@ -246,18 +246,42 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, RowPlaces]:
     file = Path(options.path)
     if file.is_file():
         return str(file), *_placed_source(_hub_file_source(datasets, file, HUB_OPTION_REMEDY))
-    label = f"{options.path}[{options.hub_split}]"
     if _saved_to_disk(file):
         rows = enumerate(_saved_split(datasets, file, options.hub_split), start=1)
-        return label, rows, AS_IS
-    files = _split_files(datasets, options.path, options.hub_split)
+        return f"{options.path}[{options.hub_split}]", rows, AS_IS
+    return dataset_split_rows(datasets, options.path, options.hub_split, HUB_FOLDER_REMEDY)
+
+
+SplitOption = tuple[str, str]
+"""How a refusal of a split a dataset lacks names the option: its field and owner."""
+HUB_SPLIT: SplitOption = ("hub_split", "TraceOptions")
+"""A trace workload's ``hub_split`` (``workload.hub_split`` on the commands)."""
+
+
+def dataset_split_rows(
+    datasets: Any,
+    path: str,
+    split: str,
+    remedy: tuple[str, tuple[str, ...]],
+    option: SplitOption = HUB_SPLIT,
+    **builder: Any,
+) -> tuple[str, RowSource, RowPlaces]:
+    """The rows of split ``split`` of the dataset ``path`` (a folder, or a name on the
+    hub) as its data files' own values, each file read as one given alone is
+    (:func:`_split_files`, :func:`_hub_file_source`): the name messages give them (the
+    file, or ``path[split]`` of several), the rows, and how a message names a row
+    (:class:`RowPlaces`). ``remedy``: what an error about the library's reading of a
+    file says to do; ``option``: the option a split the dataset lacks names;
+    ``builder``: more arguments of ``load_dataset_builder`` (``name``, ``revision``,
+    ``data_files``, ``cache_dir``; None: not given). The one reading of a dataset by
+    name, for ``format=hub`` and ``read_hub_dataset`` alike."""
+    files = _split_files(datasets, path, split, option, **builder)
     if len(files) == 1:
-        source = _hub_file_source(datasets, files[0], HUB_FOLDER_REMEDY)
-        return str(files[0]), *_placed_source(source)
-    split = SplitRows(
-        label, files, lambda data: _hub_file_source(datasets, data, HUB_FOLDER_REMEDY)
+        return str(files[0]), *_placed_source(_hub_file_source(datasets, files[0], remedy))
+    rows = SplitRows(
+        f"{path}[{split}]", files, lambda data: _hub_file_source(datasets, data, remedy)
     )
-    return label, iter(split), split
+    return rows.label, iter(rows), rows
 
 
 def _placed_source(rows: RowSource) -> tuple[RowSource, RowPlaces]:
@@ -287,35 +311,45 @@ def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ..
     return _hub_file_rows(file, dataset, remedy)
 
 
-def _split_files(datasets: Any, path: str, split: str) -> list[Path]:
+def _split_files(
+    datasets: Any, path: str, split: str, option: SplitOption = HUB_SPLIT, **builder: Any
+) -> list[Path]:
     """The data files of split ``split`` of the dataset ``path`` (a folder, or a name
     on the hub, whose files the library downloads to its cache), local, in the order
-    the library reads them. A split the dataset lacks names ``hub_split``; files the
+    the library reads them. A split the dataset lacks names ``option``; files the
     library reads with another builder than :data:`CHECKED_BUILDERS` (a CSV file,
     whose every value is the library's reading of text) are refused, naming the
     first: their own values cannot be checked."""
     with _datasets_quiet():
-        builder = datasets.load_dataset_builder(path)
-    found = {str(name): list(files) for name, files in (builder.config.data_files or {}).items()}
+        made = datasets.load_dataset_builder(
+            path, **{key: value for key, value in builder.items() if value is not None}
+        )
+    found = {str(name): list(files) for name, files in (made.config.data_files or {}).items()}
     if split not in found:
         raise ConfigError(
-            f"{{hub_split}}={split!r}: the dataset {path} has "
+            f"{{{option[0]}}}={split!r}: the dataset {path} has "
             + (f"the splits {', '.join(found)}" if found else "no data files the library finds"),
-            ("hub_split",),
-            "TraceOptions",
+            (option[0],),
+            option[1],
         )
-    if builder.name not in CHECKED_BUILDERS:
+    if made.name not in CHECKED_BUILDERS:
         raise TraceFormatError(
             str(found[split][0]),
             0,
             None,
-            f"the datasets library reads the dataset's data files with its {builder.name!r} "
+            f"the datasets library reads the dataset's data files with its {made.name!r} "
             "builder, whose values are its own reading of them (a column of text read as "
             "numbers), not the file's, and cannot be checked as a trace's are: save the rows "
             "as JSONL or parquet",
         )
     with _datasets_quiet():
-        local = datasets.DownloadManager().download(found[split])
+        cache_dir = builder.get("cache_dir")  # (load_dataset's downloads go below it)
+        config = (
+            datasets.DownloadConfig(cache_dir=os.path.join(cache_dir, "downloads"))
+            if cache_dir
+            else None
+        )
+        local = datasets.DownloadManager(download_config=config).download(found[split])
     return [Path(name) for name in local]
 
 

@@ -966,6 +966,60 @@ def test_format_hub_checks_a_dataset_folder_s_own_values_as_the_file_reader(
     assert read["hub"] == read["auto"] and len(read["hub"]) == 3
 
 
+def test_read_hub_dataset_by_name_checks_its_files_own_values_as_format_hub(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_hub_dataset of a dataset's folder (a name) read the datasets library's
+    rows: a "600" among numbers was taken as 600, where format=hub (the commands)
+    refuses it on the file's line 2. It reads the split's data files as format=hub
+    does: the same one-line error, the same requests, a split of two files' error
+    naming the file and its own line, and a split the dataset lacks named as its
+    own option."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200])
+    text = [dict(row) for row in rows]
+    text[1]["input_length"] = "600"
+    folder = tmp_path / "text"
+    folder.mkdir()
+    path = write_jsonl(folder / "train.jsonl", text)
+    said = f"{path}, line 2, field 'input_length': expected an integer, got '600'"
+    with pytest.raises(TraceFormatError) as caught:
+        plan_trace(TraceOptions(path=str(folder), format="hub"))
+    assert str(caught.value) == said
+    with pytest.raises(TraceFormatError) as caught:
+        list(read_hub_dataset(str(folder)))
+    assert str(caught.value) == said
+    with pytest.raises(ConfigError) as refused:
+        list(read_hub_dataset(str(folder), split="test"))
+    assert str(refused.value) == (
+        f"read_hub_dataset.split='test': the dataset {folder} has the splits train"
+    )
+    # an id past 64 bits: read exactly, as the file reader reads it (the library: a float)
+    big = [dict(row) for row in rows]
+    big[1]["hash_ids"] = [1, 2**64 + 1]
+    folder = tmp_path / "big"
+    folder.mkdir()
+    write_jsonl(folder / "train.jsonl", big)
+    (want,) = trace_windows(TraceOptions(path=str(folder), format="hub"), "all")
+    (got,) = read_hub_dataset(str(folder))
+    assert [(r.arrival_s, r.blocks) for r in got.requests] == [
+        (r.arrival_s, r.blocks) for r in want.requests
+    ]
+    # a split of two files: the second file's own line 2
+    data = tmp_path / "two" / "data"
+    data.mkdir(parents=True)
+    write_jsonl(data / "train-00000-of-00002.jsonl", rows)
+    second = write_jsonl(
+        data / "train-00001-of-00002.jsonl", [rows[0], {**rows[1], "output_length": -1}]
+    )
+    with pytest.raises(TraceFormatError) as caught:
+        list(read_hub_dataset(str(data.parent)))
+    assert str(caught.value) == f"{second}, line 2, field 'output_length': must be >= 0, got -1"
+
+
 def test_format_hub_reads_a_split_of_several_files_naming_each_file_s_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

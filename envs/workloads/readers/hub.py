@@ -368,9 +368,34 @@ def read_hub_dataset(
     row's fields). Error messages
     name the dataset and split in place of a file and the row number as the line.
     One local file read with a generic builder is checked as the file reader checks
-    it, on its own values (:func:`own_rows`), its lines numbered as the file's.
+    it, on its own values (:func:`own_rows`), its lines numbered as the file's; and
+    so is a dataset by name or folder (:func:`by_name`), whose split's data files are
+    read as ``workload.format=hub`` reads them
+    (``envs.workloads.trace_file.dataset_split_rows``): an error names a data file
+    and its line.
     """
     datasets = require_datasets()
+    if by_name(path, split):
+        from envs.workloads.trace_file import dataset_split_rows  # (it imports this module)
+
+        source, rows, places = dataset_split_rows(
+            datasets,
+            path,
+            split,
+            READ_TRACE_REMEDY,
+            ("split", "read_hub_dataset"),
+            name=config_name,
+            data_files=data_files,
+            revision=revision,
+            cache_dir=cache_dir,
+        )
+        report = report if report is not None else ReadReport(source=source)
+        report.places = places
+        try:
+            workloads = _assemble(iter(rows), format, source, path, options, report)
+        except TraceFormatError as error:
+            raise _placed_error(error, places) from None
+        return _placed(workloads, places)
     dataset = datasets.load_dataset(
         path,
         name=config_name,
@@ -383,11 +408,54 @@ def read_hub_dataset(
     label = f"{path}[{split}]"
     report = report if report is not None else ReadReport(source=label)
     local = _local_file(path, data_files, split)
-    rows: Iterator[tuple[int, Any]] = (
+    read: Iterator[tuple[int, Any]] = (
         iter(own_rows(local, dataset, READ_TRACE_REMEDY))
         if local is not None
         else enumerate(iter(dataset), start=1)
     )
+    return _assemble(read, format, label, path, options, report)
+
+
+def by_name(path: str, split: str) -> bool:
+    """Whether :func:`read_hub_dataset` of ``path`` reads a dataset by its name or
+    folder as its split's data files (their own values, as ``workload.format=hub``
+    does): ``path`` is no generic builder of the library (``json``, ``parquet``,
+    ``csv``, ...), nor a folder ``save_to_disk`` wrote (the library's own Arrow
+    files), and ``split`` is a split's name, not a slice (``train[:100]``: the
+    library's rows)."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES as builders
+
+    saved = Path(path).is_dir() and any(
+        (Path(path) / mark).is_file() for mark in ("dataset_dict.json", "state.json")
+    )
+    return path not in builders and not saved and re.fullmatch(r"[\w.-]+", split) is not None
+
+
+def _placed(read: Iterator[Workload], places: RowPlaces) -> Iterator[Workload]:
+    """``read``'s workloads, an error naming a row said as ``places`` says it (a split
+    of several files: the file and its own line)."""
+    try:
+        yield from read
+    except TraceFormatError as error:
+        raise _placed_error(error, places) from None
+
+
+def _placed_error(error: TraceFormatError, places: RowPlaces) -> TraceFormatError:
+    """``error`` as ``places`` says it (itself, its traceback kept, when unchanged)."""
+    placed = places.placed(error)
+    return placed if placed is not error else error.with_traceback(error.__traceback__)
+
+
+def _assemble(
+    rows: Iterator[tuple[int, Any]],
+    format: str,
+    label: str,
+    path: str,
+    options: ReadOptions | None,
+    report: ReadReport,
+) -> Iterator[Workload]:
+    """The workloads of ``rows`` in ``format`` (or the one their first row's fields
+    tell: "auto"), named ``path``; ``label``: the rows' name in messages."""
     if format == "auto":
         head = list(itertools.islice(rows, 1))
         if not head:
