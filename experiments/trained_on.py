@@ -992,6 +992,7 @@ def check_seen_windows(
         lambda: _registered_evaluated(workload, params, seed, split, limit)
     )
     in_dataset = functools.cache(lambda: _dataset_evaluated(params, split, limit))
+    names = functools.cache(lambda: _evaluated_windows(params, split, limit))
     for label, agent in agents.items():
         if label not in folders:  # (a sampling twin of an agent checked already)
             continue
@@ -1020,6 +1021,8 @@ def check_seen_windows(
                     SettingWarning,
                     stacklevel=2,
                 )
+            elif workload == TRACE_WORKLOAD and in_dataset() is None:
+                _warn_copied_split(label, agent.spec, folders[label], params, names())
             continue
         via, message, remedy = found
         message = f"agent {label} ({folders[label]}) {via}was trained on {message}"
@@ -1031,6 +1034,58 @@ def check_seen_windows(
         warnings.warn(f"{message} ({ALLOW_OPTION}=true)", SettingWarning, stacklevel=2)
         warned.append(label)
     return warned
+
+
+def _evaluated_windows(params: Mapping[str, Any], split: str, limit: int | None) -> list[str]:
+    """The names of the Bursted-ART windows the trace options ``params`` evaluate (the
+    first ``limit`` of ``split``); none of a trace by time (its windows are spans)."""
+    from envs.workloads.trace_file import plan_trace
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        windows = plan_trace(TraceOptions(**params)).split(split)[:limit]
+    return [w.trace_id for w in windows if isinstance(w.key, str)]
+
+
+def _warn_copied_split(
+    label: str, spec: Any, folder: Any, params: Mapping[str, Any], evaluated: list[str]
+) -> None:
+    """Warn (one line) when the trace evaluated, whose file has no ``dataset_info.json``
+    beside it (:func:`dataset_windows` None), holds windows named as windows of a
+    registered workload the agent (or one it started from) trained or validated on
+    are (``synthetic-0000``): a ``make_dataset`` split copied without its record,
+    maybe. Its windows are known only by name then, and a name is no window (another
+    seed or configuration names others alike), so the agent runs as held-out; the
+    warning says why, and what lets it be checked."""
+    if not evaluated:
+        return
+    here = set(evaluated)
+    for spec_seen, _, via in _lineage(spec, folder):
+        try:
+            records = _registered_records(spec_seen)
+        except (ValueError, TypeError):  # a workload this registry does not know
+            continue
+        for record in records:
+            own = {
+                str(name)
+                for key in ("train", "val")
+                for name in (record.get(key) or [])
+                if name in here
+            }
+            if not own:
+                continue
+            path = split_path(params)
+            warnings.warn(
+                f"agent {label} ({folder}) {via}was trained on windows of "
+                f"{record.get('workload')} named as {plural(len(own), 'window')} evaluated "
+                f"here are ({_some(sorted(own))}), but {path} has no dataset_info.json beside "
+                "it (a make_dataset split copied without it?): a name alone does not tell "
+                "the same window (its family's configuration and seed), so it runs as "
+                "held-out (keep the split beside its dataset_info.json to check)",
+                SettingWarning,
+                stacklevel=3,
+            )
+            return
 
 
 def _seen_in_trace(

@@ -501,6 +501,45 @@ def test_a_dataset_s_split_evaluated_is_refused_the_registered_windows_an_agent_
                            "test", 2, allow=False)  # fmt: skip
 
 
+def test_a_dataset_s_split_copied_without_its_record_is_said_to_run_as_held_out(
+    tmp_path: Path,
+) -> None:
+    """test.jsonl of the dataset at the workload's own counts holds synthetic-0000 and
+    -0002, an agent's train and validation windows (refused it, beside its
+    dataset_info.json). Copied elsewhere without that file, it ran as held-out in
+    silence: its windows are known by name alone, which another seed names alike. It
+    still runs, with one warning saying why; a copy of the 1/1 dataset's test.jsonl
+    (synthetic-0001, no window of the agent's) is told nothing."""
+    own = _dataset(tmp_path / "own") / "test.jsonl"
+    small = _dataset(tmp_path / "small", train_windows=1, test_windows=1) / "test.jsonl"
+    spec = _registered(params={**TINY, **SMALL})
+    agents = {"ppo_route": SimpleNamespace(spec=spec)}
+    folders = {"ppo_route": "runs/x/agent"}
+    copy = tmp_path / "elsewhere" / "test.jsonl"
+    copy.parent.mkdir()
+    copy.write_bytes(own.read_bytes())
+    with pytest.warns(SettingWarning) as caught:
+        seen = check_seen_windows(agents, folders, "trace", _params(copy), "test", 2, False)
+    assert seen == []  # it runs
+    assert [str(w.message) for w in caught] == [
+        "agent ppo_route (runs/x/agent) was trained on windows of bursted_synthetic named as "
+        "2 windows evaluated here are (synthetic-0000, synthetic-0002), but "
+        f"{copy} has no dataset_info.json beside it (a make_dataset split copied without "
+        "it?): a name alone does not tell the same window (its family's configuration and "
+        "seed), so it runs as held-out (keep the split beside its dataset_info.json to check)"
+    ]
+    # with its record beside it again: refused, as in its dataset's folder
+    (copy.parent / "dataset_info.json").write_bytes((own.parent / "dataset_info.json").read_bytes())
+    with pytest.raises(ValueError, match="they are no held-out windows for it"):
+        check_seen_windows(agents, folders, "trace", _params(copy), "test", 2, allow=False)
+    other = tmp_path / "other" / "test.jsonl"
+    other.parent.mkdir()
+    other.write_bytes(small.read_bytes())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check_seen_windows(agents, folders, "trace", _params(other), "test", 2, False) == []
+
+
 def test_a_dataset_s_folder_read_with_format_hub_is_checked_as_its_split_file(
     tmp_path: Path,
 ) -> None:
