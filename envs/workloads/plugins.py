@@ -347,8 +347,10 @@ def _spec(name: str) -> Any:
 def _import_names(source: bytes, name: str, package: bool) -> set[str]:
     """The modules the source of module ``name`` (a package's ``__init__`` when
     ``package``) imports with an ``import`` statement anywhere in it (at the top, in
-    a function, under a condition): each one named and its parent packages, and of
-    ``from M import N``, ``M.N`` too (a submodule, if it is one)."""
+    a function, under a condition), or by a call whose name is written out as a
+    string (:func:`_literal_import`: ``importlib.import_module("mine.helper")``):
+    each one named and its parent packages, and of ``from M import N``, ``M.N`` too
+    (a submodule, if it is one). A name the code makes as it runs is not known."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):  # (no Python source: its bytes count, no more)
@@ -366,12 +368,52 @@ def _import_names(source: bytes, name: str, package: bool) -> set[str]:
                 except (ImportError, ValueError):  # (beyond its top package: it fails there)
                     continue
             found = [base, *(f"{base}.{a.name}" for a in node.names if a.name != "*")]
+        elif isinstance(node, ast.Call):
+            literal = _literal_import(node, anchor, name)
+            if literal is None:
+                continue
+            found = [literal]
         else:
             continue
         for each in found:
             parts = each.split(".")
             names.update(".".join(parts[: i + 1]) for i in range(len(parts)))
     return names
+
+
+_IMPORT_CALLS = ("import_module", "__import__")
+"""The functions whose call imports the module its first argument names
+(``importlib.import_module``, however it is reached, and the builtin ``__import__``)."""
+
+
+def _literal_import(node: ast.Call, anchor: str, name: str) -> str | None:
+    """The module a call ``import_module("NAME")`` or ``__import__("NAME")`` in module
+    ``name`` (its package ``anchor``) imports, when its name is written out as a
+    string (a relative one with a ``package=`` that is one too, or ``__package__`` or
+    ``__name__``); None for any other call, or a name made as the code runs."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if called not in _IMPORT_CALLS or not node.args:
+        return None
+    first = node.args[0]
+    if not isinstance(first, ast.Constant) or not isinstance(first.value, str):
+        return None
+    wanted = first.value
+    if not wanted.startswith("."):
+        return wanted or None
+    given = next((k.value for k in node.keywords if k.arg == "package"), None)
+    if given is None and called == "import_module" and len(node.args) > 1:
+        given = node.args[1]
+    if isinstance(given, ast.Constant) and isinstance(given.value, str):
+        package = given.value
+    elif isinstance(given, ast.Name) and given.id in ("__package__", "__name__"):
+        package = anchor if given.id == "__package__" else name
+    else:
+        return None
+    try:
+        return importlib.util.resolve_name(wanted, package)
+    except (ImportError, ValueError):
+        return None
 
 
 def own_imports(name: str, root: Path) -> list[Path]:
@@ -386,9 +428,12 @@ def own_imports(name: str, root: Path) -> list[Path]:
     the module is imported, when it runs anything (:func:`_runs_code`: an empty one,
     or one of a docstring alone, is left out, so a module's sha256 is the same
     imported through such a package or from its folder), with what it imports.
-    Sorted; ``root`` is not among them. A module imported by a name made as the code
-    runs (``importlib.import_module(name)``) is not followed, nor a file the code
-    reads."""
+    Sorted; ``root`` is not among them. A module imported by a call whose name is
+    written out (``importlib.import_module("mine.helper")``) is followed; one imported
+    by a name made as the code runs (``importlib.import_module(name)``) is not, nor a
+    file the code reads (data): an edit of either leaves the sha256 as it was. (The
+    modules a run loaded are not looked at instead: which of them an import loads
+    depends on what the process imported before, and the sha256 must not.)"""
     with importable_here():
         return _own_imports(name, root)
 
