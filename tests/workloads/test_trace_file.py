@@ -1216,6 +1216,14 @@ def test_format_hub_names_a_json_array_s_bad_row_by_its_element_and_line(
         assert str(caught.value) == (
             f"{path}, element 3 (line 7), field 'output_length': must be >= 0, got -1"
         )
+    # read_hub_dataset too, by its builder (it said "json[train], line 3") or its folder
+    for read in (lambda: read_hub_dataset("json", data_files=str(path)),
+                 lambda: read_hub_dataset(str(folder))):  # fmt: skip
+        with pytest.raises(TraceFormatError) as caught:
+            list(read())
+        assert str(caught.value) == (
+            f"{path}, element 3 (line 7), field 'output_length': must be >= 0, got -1"
+        )
     # the unknown key "x" of element 1 is named in the warning by its element and line
     path.write_text(path.read_text().replace(json.dumps(bad), json.dumps(rows[2])))
     with pytest.warns(TraceWarning) as caught_warnings:

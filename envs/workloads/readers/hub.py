@@ -389,13 +389,11 @@ def read_hub_dataset(
             revision=revision,
             cache_dir=cache_dir,
         )
-        report = report if report is not None else ReadReport(source=source)
-        report.places = places
-        try:
-            workloads = _assemble(iter(rows), format, source, path, options, report)
-        except TraceFormatError as error:
-            raise _placed_error(error, places) from None
-        return _placed(workloads, places)
+        return _read_placed(rows, places, source, format, path, options, report)
+    document = _local_document(path, data_files, split)
+    if document is not None:  # the file's own values, its elements named with their lines
+        rows = document_rows(document)
+        return _read_placed(rows, rows, str(document), format, path, options, report)
     dataset = datasets.load_dataset(
         path,
         name=config_name,
@@ -414,6 +412,36 @@ def read_hub_dataset(
         else enumerate(iter(dataset), start=1)
     )
     return _assemble(read, format, label, path, options, report)
+
+
+def _local_document(path: str, data_files: Any, split: str) -> Path | None:
+    """The one local JSON file of one document (an array of rows) that
+    ``read_hub_dataset("json", data_files=FILE)`` reads whole, which
+    :class:`DocumentRows` reads as ``workload.format=hub`` does; else None."""
+    if path != "json" or not isinstance(data_files, (str, os.PathLike)) or split != "train":
+        return None
+    file = Path(data_files)
+    return file if file.is_file() and not read_by_line(file) and one_document(file) else None
+
+
+def _read_placed(
+    rows: RowSource,
+    places: RowPlaces,
+    source: str,
+    format: str,
+    path: str,
+    options: ReadOptions | None,
+    report: ReadReport | None,
+) -> Iterator[Workload]:
+    """:func:`_assemble` of ``rows`` named ``source`` in messages, an error or warning
+    naming a row as ``places`` says it (a split's file and line, an array's element)."""
+    report = report if report is not None else ReadReport(source=source)
+    report.places = places
+    try:
+        workloads = _assemble(iter(rows), format, source, path, options, report)
+    except TraceFormatError as error:
+        raise _placed_error(error, places) from None
+    return _placed(workloads, places)
 
 
 def by_name(path: str, split: str) -> bool:
