@@ -90,11 +90,18 @@ class AgentPolicy(Policy):
     def load(cls, folder: str | Path, name: str | None = None) -> AgentPolicy:
         """The agent saved in ``folder``, or the shipped agent of that name
         (``AgentPolicy.load("improve_warm_step")`` reads ``agents/zoo/improve_warm_step``)."""
-        from agents import agent_folder
+        from agents import agent_folder, zoo_names
 
         if not isinstance(folder, (str, Path)):
             raise TypeError(f"folder must be a path or a shipped agent's name, got {folder!r}")
-        where = agent_folder(str(folder)) or folder
+        found = agent_folder(str(folder))
+        if found is None and not Path(folder).exists():
+            # a mistyped zoo name: say which names there are, as the commands do
+            raise FileNotFoundError(
+                f"{folder}: no such file or folder, nor a shipped agent's name "
+                f"(agents/zoo/: {', '.join(zoo_names())})"
+            )
+        where = found or folder
         model, spec = load_agent(where)
         try:
             policy = cls(model, spec)

@@ -238,6 +238,23 @@ def test_a_shipped_agent_loads_by_name_from_python() -> None:
         AgentPolicy.load(None)  # type: ignore[arg-type]
 
 
+def test_a_mistyped_agent_name_lists_the_shipped_agents(tmp_path) -> None:
+    from agents import zoo_names
+    from agents.adapter import AgentPolicy
+
+    with pytest.raises(FileNotFoundError) as raised:
+        AgentPolicy.load("improve_warm_stp")
+    message = str(raised.value)
+    assert message.startswith(
+        "improve_warm_stp: no such file or folder, nor a shipped agent's name (agents/zoo/: "
+    )
+    assert "improve_warm_step" in zoo_names()
+    assert all(name in message for name in zoo_names())
+    # a folder that is there but holds no agent is still said as such
+    with pytest.raises(FileNotFoundError, match=r"not an agent checkpoint \(no agent\.json\)$"):
+        AgentPolicy.load(tmp_path)
+
+
 @pytest.mark.parametrize("name", ["improve_warm_step", "ppo_thresholds_spread"])
 def test_a_shipped_agent_that_has_run_pickles_and_copies(name: str) -> None:
     """Its encoder or epoch controller keeps the compiled twin's module, which does
