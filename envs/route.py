@@ -144,7 +144,8 @@ class RouteEnv(ClusterEnv):
     empty cluster. ``options={"window": i}`` takes pool window ``i`` instead,
     with the simulator seed that ``reset(seed=s)`` would have used had it drawn
     ``i``; ``options={"window": workload}`` runs any Workload for this episode
-    only (it never joins the pool; ``info["window"]`` is then -1).
+    only (it never joins the pool; ``info["window"]`` is then -1, or the pool's
+    index when the Workload is one of the pool's own objects, ``env.windows[i]``).
     ``options={"sim_seed": s}`` seeds the simulator's generator (``sim.rng``,
     which baselines acting through :meth:`policy_action` draw their tie-breaks
     from) with ``np.random.default_rng(s)`` (``s`` a whole number, a list, tuple or
@@ -170,6 +171,8 @@ class RouteEnv(ClusterEnv):
     reward_timing="first_token", hints=False, spare_features=False, time_unit="seconds",
     step_wait=False, data_seed=20260721, seed=None, render_mode=None)``:
     ``setup`` a published setup name or a ClusterSpec;
+    ``seed`` seeds the first ``reset()`` called without a seed, as
+    ``reset(seed=seed)`` would (None: unseeded; later resets continue its stream);
     ``workload``/``split``/``n_windows``/``data_seed`` choose the window pool
     (or pass ``windows``, a list of Workloads, which replaces the pool and leaves
     those four unused), ``workload_params`` override the generator's parameters

@@ -621,6 +621,24 @@ def test_a_given_workload_does_not_join_the_pool(window):
         assert env.sim.workload is window
 
 
+def test_a_pool_window_given_as_a_workload_is_named_by_its_index(window):
+    env = make("btb/Route-v0", window).unwrapped
+    _, info = env.reset(seed=0, options={"window": env.windows[0]})
+    assert info["window"] == 0  # the pool's own object: its index, not -1 (route.py)
+
+
+def test_the_constructor_seed_seeds_the_first_unseeded_reset(window):
+    by_argument = make("btb/Route-v0", window, seed=3)
+    by_reset = make("btb/Route-v0", window)
+    obs, _ = by_argument.reset()
+    expected, _ = by_reset.reset(seed=3)
+    assert np.array_equal(obs, expected)
+    assert by_argument.unwrapped.np_random_seed == 3
+    by_argument.reset()  # later resets continue the stream: no reseeding
+    by_reset.reset()
+    assert by_argument.unwrapped.sim.rng.random() == by_reset.unwrapped.sim.rng.random()
+
+
 def test_pickle_after_a_given_workload_continues_identically(window):
     other = synthetic_window(SMALL, window=2)
     env = make("btb/Route-v0", window).unwrapped
