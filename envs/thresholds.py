@@ -162,7 +162,9 @@ class ThresholdsEnv(ClusterEnv):
     ## Observation Space
 
     ``Box(0, 1, (n_nodes * 7 + 18,), float32)`` (``envs.encoder.EpochEncoder``;
-    unbounded counts squashed as ``x / (x + scale)``):
+    unbounded counts squashed as ``x / (x + scale)``): seven entries per node,
+    node-major (entry ``7 j + i`` is feature ``i`` of node ``j``), then eighteen for
+    the cluster, row ``k`` below at index ``7 n + k`` (``n = n_nodes``):
 
     | entries | feature |
     |---|---|
@@ -181,9 +183,10 @@ class ThresholdsEnv(ClusterEnv):
     | 9 | copies in flight in the cluster (at 4) |
     | 10 | requests queued in the cluster (at 64) |
     | 11 | seconds since the previous epoch ended (at 10 s; epochs without arrivals are skipped) |
-    | 12-16 | the settings in force: X / 16, log Z, M as nodes / the cluster's nodes |
-    |  | (the share chosen, rounded up to whole nodes: 0.333 for 0.25 of 6 nodes), |
-    |  | log minimum prefix, rule index / (rules - 1) |
+    | 12-16 | the settings in force: X / 16, log Z (``log1p(Z) / log1p(8)``), M as |
+    |  | nodes / the cluster's nodes (the share chosen, rounded up to whole nodes: |
+    |  | 0.333 for 0.25 of 6 nodes), log minimum prefix |
+    |  | (``log1p(tokens / 256) / log1p(256)``), rule index / (rules - 1) |
     | 17 | the busiest prefix's holders / nodes |
 
     ## Rewards

@@ -4,6 +4,7 @@ of the three Gymnasium environments."""
 from __future__ import annotations
 
 import gc
+import math
 import pickle
 import re
 import shutil
@@ -497,6 +498,26 @@ def test_m_is_a_share_of_the_cluster_rounded_up():
     assert [copies_for(f, 2) for f in M_FRACTIONS] == [1, 1, 2, 2]
     assert [copies_for(f, 1) for f in M_FRACTIONS] == [1, 1, 1, 1]
     assert [copies_for(f, 6) for f in M_FRACTIONS] == [2, 3, 5, 6]  # 1.5 and 4.5 round up
+
+
+def test_thresholds_observation_shows_the_settings_as_its_docstring_says(window):
+    """Entries 7 n + 12 .. 7 n + 16 worked out by hand from the docstring's formulas."""
+    env = make("btb/Thresholds-v0", window).unwrapped
+    n = env.n_nodes
+    obs, _ = env.reset(seed=0)  # the published constants: X=2, Z=1 s, M=4 of 4, 65,536
+    assert obs.shape == (7 * n + 18,)
+    expected = [2 / 16, math.log1p(1.0) / math.log1p(8.0), 4 / 4, 1.0, 0.0]
+    assert obs[7 * n + 12 : 7 * n + 17] == pytest.approx(expected, abs=1e-6)
+    # X=16, Z=0.25 s, M=0.5 of 4 nodes, 1,024 tokens (4 units of 256), pending
+    obs, *_ = env.step(np.array([6, 0, 1, 0, 1]))
+    expected = [
+        1.0,
+        math.log1p(0.25) / math.log1p(8.0),
+        2 / 4,
+        math.log1p(4) / math.log1p(256),
+        1.0,
+    ]
+    assert obs[7 * n + 12 : 7 * n + 17] == pytest.approx(expected, abs=1e-6)
 
 
 @pytest.mark.parametrize(("rule", "policy_name"), [(0, "btb"), (1, "btb_pending")])
