@@ -132,6 +132,23 @@ def _env_id(cls: type) -> str:
     return cls.__name__
 
 
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning raised by the function that calls this
+    at the first frame outside btb-gym's ``envs`` and gymnasium: the script's
+    ``gym.make`` (or ``gym.make_vec``, or the class called directly), whichever env
+    class and however many of gymnasium's frames lie between (a fixed level named
+    gymnasium's ``make`` for one env and ``envs/route_warm.py`` for another)."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.split(".")[0] not in ("envs", "gymnasium"):
+            break
+        frame = frame.f_back
+        level += 1
+    return level
+
+
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:
     """A SimConfig from a SimConfig, a dict of its fields, or None (defaults)."""
     if value is None:
@@ -279,7 +296,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                     f"window{'' if held == 1 else 's'}; the env's pool holds "
                     f"{'it' if held == 1 else 'those'} (n_windows=None takes all)",
                     SettingWarning,
-                    stacklevel=3,
+                    stacklevel=caller_stacklevel(),
                 )
             for i, w in enumerate(self.windows):
                 self._check_window(w, f"window {i} of workload {workload!r} ({split} split)")

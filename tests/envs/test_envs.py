@@ -836,6 +836,28 @@ def test_more_windows_than_the_split_holds_is_said(tmp_path):
         gym.make("btb/Route-v0", n_windows=None, workload_params=params)
 
 
+@pytest.mark.parametrize("env_id", envs.ENV_IDS)
+def test_the_too_many_windows_warning_names_the_script_s_line(env_id):
+    """Made with gym.make, gym.make_vec or the class itself, the warning points at
+    this file (the call), not at gymnasium's make or an env module of btb-gym."""
+    from gymnasium.envs.registration import load_env_creator
+
+    params = {"n_bursts": 1, "burst_requests": 4, "n_decoys": 0}
+    makers = [
+        lambda: gym.make(env_id, n_windows=50, workload_params=params),
+        lambda: gym.make_vec(env_id, num_envs=1, n_windows=50, workload_params=params),
+        lambda: load_env_creator(gym.spec(env_id).entry_point)(
+            n_windows=50, workload_params=params
+        ),
+    ]
+    for make_one in makers:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            make_one()
+        (said,) = [w for w in caught if "n_windows=50" in str(w.message)]
+        assert said.filename == __file__, said.filename
+
+
 def test_workload_params_with_given_windows_is_refused_not_ignored(window):
     with pytest.raises(ValueError, match=r"workload_params .* windows= given"):
         gym.make("btb/Route-v0", windows=[window], workload_params={"bogus": 1})
