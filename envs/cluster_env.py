@@ -27,7 +27,7 @@ from envs.encoder import check_time_unit, cluster_time_scale
 from envs.sim import rare_gc
 from envs.sim.checks import check_flag, check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
-from envs.sim.errors import ConfigError, SettingWarning, SimulationError
+from envs.sim.errors import ConfigError, SettingWarning, SimulationError, caller_stacklevel
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
@@ -130,23 +130,6 @@ def _env_id(cls: type) -> str:
         if _env_class(env_id) is cls:
             return env_id
     return cls.__name__
-
-
-def caller_stacklevel() -> int:
-    """The ``stacklevel`` that points a warning raised by the function that calls this
-    at the first frame outside btb-gym's ``envs`` and gymnasium: the script's
-    ``gym.make`` (or ``gym.make_vec``, or the class called directly), whichever env
-    class and however many of gymnasium's frames lie between (a fixed level named
-    gymnasium's ``make`` for one env and ``envs/route_warm.py`` for another)."""
-    frame = sys._getframe(1)  # the function that warns: stacklevel 1
-    level = 1
-    while frame.f_back is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        if module.split(".")[0] not in ("envs", "gymnasium"):
-            break
-        frame = frame.f_back
-        level += 1
-    return level
 
 
 def sim_config(value: SimConfig | Mapping[str, Any] | None) -> SimConfig:

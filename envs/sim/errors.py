@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import NoReturn
 
@@ -45,6 +46,24 @@ class NamedFields:
 class SettingWarning(UserWarning):
     """A setting that does nothing as set, or less than it asks (more windows
     than a split holds); the commands print it as one line, ``warning: ...``."""
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning raised by the function that calls this
+    at the first frame outside btb-gym's ``envs`` and gymnasium: the script's own
+    call (``gym.make``, ``gym.make_vec``, an env class, ``windows(...)``), however
+    many frames of btb-gym and gymnasium lie between (a fixed level named gymnasium's
+    ``make`` for one env, ``envs/route_warm.py`` for another, ``envs/windows.py``
+    for a workload's warning raised as an env is made)."""
+    frame = sys._getframe(1)  # the function that warns: stacklevel 1
+    level = 1
+    while frame.f_back is not None:
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.split(".")[0] not in ("envs", "gymnasium"):
+            break
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 class ConfigError(NamedFields, ValueError):

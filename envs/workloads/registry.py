@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number
-from envs.sim.errors import ConfigError, NamedFields, SettingWarning
+from envs.sim.errors import ConfigError, NamedFields, SettingWarning, caller_stacklevel
 from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
@@ -570,7 +570,7 @@ def _warn_private_key_ends(
                 f"workload's own parameters {share:.0%} of that window's requests. "
                 f"{PRIVATE_KEY_EFFECT}"
             ),
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
 
 

@@ -858,6 +858,20 @@ def test_the_too_many_windows_warning_names_the_script_s_line(env_id):
         assert said.filename == __file__, said.filename
 
 
+def test_a_workload_s_warning_raised_as_an_env_is_made_names_the_script_s_line(monkeypatch):
+    """The changed generator's warning (a suffix of many blocks), raised while
+    gym.make builds the pool, points at this file, not at envs/windows.py."""
+    from envs.workloads import registry
+
+    monkeypatch.setattr(registry, "_KEYS_CHECKED", set())
+    params = {"n_bursts": 2, "burst_requests": 10, "n_decoys": 2, "block_tokens": 16}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gym.make("btb/RouteWarm-v0", n_windows=1, workload_params=params)
+    (said,) = [w for w in caught if "block_tokens=16" in str(w.message)]
+    assert said.filename == __file__, said.filename
+
+
 def test_workload_params_with_given_windows_is_refused_not_ignored(window):
     with pytest.raises(ValueError, match=r"workload_params .* windows= given"):
         gym.make("btb/Route-v0", windows=[window], workload_params={"bogus": 1})
