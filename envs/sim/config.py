@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number, is_number
-from envs.sim.errors import ConfigError, SettingWarning, plural
+from envs.sim.errors import ConfigError, SettingWarning, caller_stacklevel, plural
 from envs.sim.timing import (
     DEFAULT_MBU,
     DEFAULT_MFU,
@@ -436,7 +436,10 @@ def _warn_idle(idle: tuple[tuple[str, Any, Any, str], ...], config: SimConfig) -
     for name, default, needed, why in idle:
         value = getattr(config, name)
         if value != default and not needed:
-            warnings.warn(SettingWarning(f"sim.{name}={value!r} does nothing {why}"), stacklevel=3)
+            warnings.warn(
+                SettingWarning(f"sim.{name}={value!r} does nothing {why}"),
+                stacklevel=caller_stacklevel(),
+            )
 
 
 def _is_list(value: Any) -> bool:

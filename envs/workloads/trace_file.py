@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from envs.sim import native
-from envs.sim.errors import ConfigError, plural
+from envs.sim.errors import ConfigError, caller_stacklevel, plural
 from envs.sim.request import Request, Workload, merged_workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
@@ -561,7 +561,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
                 + (" by its name or folder; a file has one" if options.format == HUB else ""),
                 ("hub_split", "format"),
             ),
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     saved = Path(options.path)
     if (
@@ -576,7 +576,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
                 f"{saved} is one split, read whole",
                 ("hub_split",),
             ),
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     read = _read_options(options, fmt)
     report = ReadReport(source=source, places=place)
@@ -773,7 +773,7 @@ def _does_nothing(name: str, value: Any, why: str) -> None:
         TraceWarning(
             f"{{{name}}}={written_number(value)} does nothing: {why}", (name, "file_splits")
         ),
-        stacklevel=5,
+        stacklevel=caller_stacklevel(),
     )
 
 
@@ -788,7 +788,7 @@ def _check_rows(report: ReadReport, read: ReadOptions) -> None:
 def _finish(report: ReadReport, read: ReadOptions) -> None:
     """The read's warnings, to the caller of :func:`plan_trace`: one if rows were
     skipped, one if rows were out of time order (sorted when a window is built)."""
-    finish_report(report, read, stacklevel=5)
+    finish_report(report, read)
 
 
 def _unit_places(seconds: float, units_per_s: float) -> int:
@@ -922,7 +922,7 @@ def _plan_timed(
         lines.append(loc.line)
     _check_rows(report, read)
     origin = min(times)
-    ups = time_units_per_s(fmt, options.time_unit, origin, last, report.source, 4)
+    ups = time_units_per_s(fmt, options.time_unit, origin, last, report.source)
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     slots: dict[int, list[int]] = {}  # slot -> [first line, rows]
@@ -1084,7 +1084,7 @@ def _warn_implausible_rate(
             f"{source}: {rows:,} rows in {span_text(span_s)} read as {own}: {says}",
             ("window_s", "time_unit") if "window_s" in says else ("time_unit",),
         ),
-        stacklevel=4,  # plan_trace's caller, as _warn_short_last's
+        stacklevel=caller_stacklevel(),
     )
 
 
@@ -1133,7 +1133,7 @@ def _warn_cut_window(
             f"window ({last.trace_id}, a {last.split} window): it {held} ({remedy})",
             ("max_rows", "end_s"),
         ),
-        stacklevel=4,  # plan_trace's caller, as _warn_short_last's
+        stacklevel=caller_stacklevel(),
     )
 
 
@@ -1179,7 +1179,7 @@ def _warn_short_last(
             "to leave it out)",
             ("end_s",),
         ),
-        stacklevel=4,
+        stacklevel=caller_stacklevel(),
     )
 
 
@@ -1263,7 +1263,7 @@ def _warn_private_key_ends(
                 f"{path}: in window {trace_id}, {note}. {PRIVATE_KEY_EFFECT}; "
                 "workload.merge_blocks=K reads the trace in blocks K times as long"
             ),
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
 
 

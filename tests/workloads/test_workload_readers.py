@@ -215,3 +215,39 @@ def test_detection_errors_name_the_row_they_come_from(tmp_path: Path) -> None:
     assert str(said.value) == (  # it said "line 1, row:", of a file with no line
         f"{empty}: the file is empty (or blank lines only): no row to detect the format from"
     )
+
+
+def test_a_read_s_warnings_name_the_line_that_asked_for_the_read(tmp_path: Path) -> None:
+    """A misspelt key and rows out of order are warned about at the script's own
+    call (read_trace, windows("trace"), gym.make on the trace, a SimConfig), not at
+    a line of btb-gym's readers, envs/workloads/__init__.py or gymnasium."""
+    import warnings
+
+    import gymnasium as gym
+
+    import envs
+    from envs.sim import SimConfig
+    from envs.workloads import windows
+
+    assert envs.ENV_IDS  # registers the environments
+    rows = mooncake_rows()
+    rows[1] = {**rows[1], "output_lenght": 3}
+    rows[2], rows[3] = rows[3], rows[2]  # out of time order
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    makers = {
+        "read_trace": lambda: read_trace(path),
+        "windows": lambda: list(windows("trace", split="test", path=str(path))),
+        "gym.make": lambda: gym.make(
+            "btb/Route-v0",
+            workload="trace",
+            workload_params={"path": str(path), "test_fraction": 0},
+            n_windows=1,
+        ),
+        "SimConfig": lambda: SimConfig(fault_seed=4),
+    }
+    for label, make_one in makers.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            make_one()
+        assert caught, label
+        assert {w.filename for w in caught} == {__file__}, (label, caught)

@@ -20,7 +20,7 @@ import numpy as np
 
 from envs.sim import native
 from envs.sim.checks import check_int, check_range
-from envs.sim.errors import ConfigError, NamedFields, plural
+from envs.sim.errors import ConfigError, NamedFields, caller_stacklevel, plural
 from envs.sim.request import BlockChainer, Request, Workload
 from envs.workloads.readers import compiled
 
@@ -760,7 +760,6 @@ def time_units_per_s(
     earliest: float,
     latest: float,
     source: str,
-    stacklevel: int = 3,
 ) -> float:
     """Units per second of a trace's timestamps, from the ``earliest`` and ``latest``
     (in the file's own numbers). ``time_unit="auto"`` takes the format's unit unless
@@ -790,7 +789,7 @@ def time_units_per_s(
                     "in seconds)",
                     ("time_unit",),
                 ),
-                stacklevel=stacklevel,
+                stacklevel=caller_stacklevel(),
             )
         return ups
     span = f"span {_days((latest - earliest) / ups)} days"
@@ -803,7 +802,7 @@ def time_units_per_s(
                     "set {time_unit}= to choose",
                     ("time_unit",),
                 ),
-                stacklevel=stacklevel,
+                stacklevel=caller_stacklevel(),
             )
             return value
     warnings.warn(
@@ -813,7 +812,7 @@ def time_units_per_s(
             "choose, or check the file's timestamps)",
             ("time_unit",),
         ),
-        stacklevel=stacklevel,
+        stacklevel=caller_stacklevel(),
     )
     return ups
 
@@ -832,7 +831,7 @@ def span_text(seconds: float) -> str:
     return f"a span of {seconds:.1f} s"
 
 
-def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3) -> None:
+def finish_report(report: ReadReport, options: ReadOptions) -> None:
     """At the end of a read: too many bad rows is an error; skipped rows and rows out
     of order (with ``unsorted="warn"``) are one warning each."""
     check_bad_rows(report, options)
@@ -847,7 +846,7 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
                 f"(first: {first})",
                 named,
             ),
-            stacklevel=stacklevel,
+            stacklevel=caller_stacklevel(),
         )
     if report.unknown_keys:
         keys = sorted(report.unknown_keys.items(), key=lambda item: item[1])
@@ -858,14 +857,14 @@ def finish_report(report: ReadReport, options: ReadOptions, stacklevel: int = 3)
                 f"{report.source}: rows have keys this format does not read, ignored: "
                 f"{listed}{more} (a misspelt field takes its default)"
             ),
-            stacklevel=stacklevel,
+            stacklevel=caller_stacklevel(),
         )
     if report.out_of_order and options.unsorted == "warn":
         warnings.warn(
             f"{report.source}: {plural(report.out_of_order, 'row')} arrived out of time order "
             f"(first at {places.line(report.first_out_of_order_line or 0)}); sorted by arrival",
             TraceWarning,
-            stacklevel=stacklevel,
+            stacklevel=caller_stacklevel(),
         )
 
 
@@ -975,7 +974,7 @@ def assemble_trace(
     # subtract in the trace's own unit first, so integer milliseconds rebase exactly
     origin = min(times, default=0.0) if options.rebase_time and fmt.rebase else 0.0
     earliest, latest = min(times, default=0.0), max(times, default=0.0)
-    ups = time_units_per_s(fmt, options.time_unit, earliest, latest, report.source, stacklevel=3)
+    ups = time_units_per_s(fmt, options.time_unit, earliest, latest, report.source)
     report.time_unit = unit_name(ups)
     if not compiled.place_rows(requests, times, origin, ups):
         requests = place_rows(stream, requests, times, lines, origin, ups)
