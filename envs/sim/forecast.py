@@ -290,7 +290,11 @@ def _causal_landing_s(
     latency and its bytes over the target's bandwidth, as its work item there will
     be; a copy waiting for its source, once the source has computed the prefix,
     then the transfer latency and its bytes over the target's bandwidth (the
-    target's work then, under the reference copy model, left out). A slow copy's
+    target's work then, under the reference copy model, left out); when the
+    source's own forecast does not have the prefix coming (a copy asked at
+    ``depth`` 1 or more, or a prefix shorter than the key its computation is
+    known by), the source's :func:`work_left_s`, whatever it is doing, and one
+    recent mean prefill per request queued there stand for it. A slow copy's
     slowdown is left out but for a copy under way (moving or being written).
     ``sources`` caches the sources' own estimates within one observation."""
     state = copy.state
@@ -318,7 +322,7 @@ def _causal_landing_s(
         computed = known.get(copy.key)
         if computed is not None:
             return computed + latency + transfer
-    wait = max(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
+    wait = work_left_s(source, now)  # (whatever the source is doing)
     return wait + source.prefill_ewma_s * len(source.queue) + latency + transfer
 
 

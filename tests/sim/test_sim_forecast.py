@@ -19,6 +19,7 @@ from envs.sim.forecast import (
     transfer_s,
     usable_tokens,
 )
+from envs.sim.node import COPY
 from envs.sim.request import Request
 
 
@@ -484,3 +485,48 @@ def test_step_wait_adds_nothing_for_a_node_prefilling_from_a_step_run_past_an_ar
         pytest.approx(end + 0.048 - 0.0172, rel=1e-9),
     )
     assert seen == [expected, expected]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_copy_waiting_for_a_source_busy_copying_counts_the_source_s_work_left(
+    core: str,
+) -> None:
+    """The fallback estimate for a copy waiting for its source (the prefix is not
+    among the source's coming keys) counts the source's work left as
+    ``work_left_s`` does, whatever the source is doing, in both twins (before: only
+    while it prefilled). r0 (Q, 4 blocks) prefills on node 1 from 0 to 64 ms; at
+    1 ms Q is warmed from node 1 to node 0, written on node 0 from 64 to 96 ms. r2
+    (P, 4 blocks, and a0) queues on node 0 at 70 ms behind that copy. At 80 ms the
+    first 2 blocks of P are warmed from node 0 to node 1: a 2-block prefix is no
+    key of node 0's queue (r2's is the 4-block one), so its landing is the
+    fallback: node 0's 16 ms of copy left, its recent mean prefill (0: it has
+    prefilled nothing) per queued request, and 2 blocks over node 1's link
+    (16 ms): 32 ms (before: 16 ms). A request of those 2 blocks and one more
+    (48 tokens) on node 1 (idle) would wait for them (32 ms) and prefill its 16
+    own tokens: 48 ms, as cold."""
+    from envs.sim.forecast import _causal_landing_s
+
+    p = Prompts()
+    p.add(0.0, names("Q", 4))
+    p.add(0.001, ["x0"])
+    p.add(0.070, [*names("P", 4), "a0"])
+    p.add(0.080, ["y0"])
+    asking = p.add(0.5, [*names("P", 2), "z0"])
+    seen: list[tuple[float, ...]] = []
+
+    def warm_q(sim: Simulator) -> None:
+        assert sim.warm(1, 0, p.blocks(names("Q", 4))) == WARM_OK
+
+    def warm_then_look(sim: Simulator) -> None:
+        assert sim.nodes[0].work == COPY and list(sim.nodes[0].queue)
+        assert sim.warm(0, 1, p.blocks(names("P", 2))) == WARM_OK
+        estimates = [
+            [(b, f) for b, f, _ in way.estimates_with_hits(sim, asking, None)]
+            for way in _estimators()
+        ]
+        assert all(e == estimates[0] for e in estimates)  # the twins agree, to the bit
+        seen.append((_causal_landing_s(sim, sim.copies[1], sim.now, 0), estimates[0][1][1]))
+
+    sim = Simulator(toy_cluster(2), p.workload(), core=core)
+    sim.run(Script([1, 1, 0, 1, 1], {1: [warm_q], 3: [warm_then_look]}))
+    assert seen == [(pytest.approx(0.032, rel=1e-9), pytest.approx(0.048, rel=1e-9))]

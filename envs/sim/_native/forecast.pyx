@@ -315,7 +315,7 @@ cdef double _causal_landing_s(list nodes, object copy, double now, int depth, di
             sources[src] = known
         if known.get(copy.key, &computed):
             return computed + latency + transfer
-    cdef double wait = _pymax(source.work_end - now, 0.0) if source.work == PREFILL else 0.0
+    cdef double wait = _work_left_s(source, now)  # (whatever the source is doing)
     return wait + source.prefill_ewma_s * len(source.queue) + latency + transfer
 
 
