@@ -479,15 +479,28 @@ def estimates_with_hits(
     return out
 
 
-def catch_up(free_at: list[float], nodes: Sequence[Node], now: float) -> None:
+def catch_up(free_at: list[float], sim: ClusterView, now: float) -> None:
     """Bring a per-node clock of queued work (absolute seconds) up to ``now``: a
     node with nothing to do, or whose clock has fallen behind, is free now, or, if
     it is idle until ``node.free_s`` (new weights loading after an upgrade; under
     decode overshoot, a step run past an arrival), then, as :func:`work_left_s`
-    counts it."""
-    for node in nodes:
+    counts it. Such a node with work waiting (requests routed, or copies queued,
+    while it could not start them: while it drained or loaded) is free no sooner
+    than after that work too, from ``free_s``: its backlog by the forecast
+    (:func:`queue_forecast`, each queued request costed with what it will find
+    cached) plus its queued copies (:func:`copy_queue_s`)."""
+    for node in sim.nodes:
         j = node.index
-        floor = max(node.free_s, now) if node.work == IDLE else now
+        if node.work != IDLE:
+            floor = now
+        elif node.free_s > now and (node.queue or node.copy_queue):
+            floor = (
+                now
+                + queue_forecast(sim, node, now).total_s
+                + copy_queue_s(node, sim.config.transfer_latency_s)
+            )
+        else:
+            floor = max(node.free_s, now)
         if (node.work == IDLE and not node.queue and not node.copy_queue) or free_at[j] < floor:
             free_at[j] = floor
 

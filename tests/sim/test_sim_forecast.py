@@ -530,3 +530,39 @@ def test_a_copy_waiting_for_a_source_busy_copying_counts_the_source_s_work_left(
     sim = Simulator(toy_cluster(2), p.workload(), core=core)
     sim.run(Script([1, 1, 0, 1, 1], {1: [warm_q], 3: [warm_then_look]}))
     assert seen == [(pytest.approx(0.032, rel=1e-9), pytest.approx(0.048, rel=1e-9))]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_the_planner_s_clock_keeps_work_routed_to_a_node_while_it_drains(core: str) -> None:
+    """A request routed to a node while it drains waits in its queue through the
+    drain and the load of its new weights: ``catch_up`` lifts the node's clock to
+    when its weights are in plus that queued work (the forecast's backlog), not to
+    then alone (before: r2's prefill dropped from the clock). ``oracle_warm``,
+    prefill 1 ms a token. r0 (64 tokens, 200 output tokens) on node 0 from 0 s;
+    r1 (800 tokens) on node 1, prefill until 0.801 s. Node 0 upgrades at 0.1 s and
+    drains while r0 decodes; r2 (64 tokens) at 0.2 s goes to node 0 (decoding:
+    free by the clock at once). r0 ends, node 0 switches and loads until ``free_s``
+    (about 0.763 s). r3 (64 tokens) at 0.3 s: on node 0 after r2, at free_s +
+    0.128 s (0.891 s); on node 1 at 0.801 + 0.064 = 0.865 s, sooner, so it goes
+    there (before: node 0's clock said free_s, r3 went there, first token at
+    0.891 s)."""
+    from baselines.oracle import OracleWarm
+
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=200)
+    p.add(0.001, names("b", 50))
+    p.add(0.2, names("c", 4))
+    p.add(0.3, names("d", 4))
+    config = SimConfig(upgrade_at_s=(0.1,), upgrade_downtime_s=0.5)
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    policy = OracleWarm(min_prefix_tokens=64)
+    sim.run(policy)
+    loaded = sim.nodes[0].free_s  # r0's last decode step, plus 0.5 s
+    assert 0.7 < loaded < 0.8
+    assert list(sim.records.node) == [0, 1, 0, 1]
+    assert list(sim.records.first_token_s) == [
+        pytest.approx(0.064, rel=1e-12),
+        pytest.approx(0.801, rel=1e-12),
+        pytest.approx(loaded + 0.064, rel=1e-12),
+        pytest.approx(0.865, rel=1e-12),
+    ]
