@@ -556,7 +556,7 @@ class ObservationEncoder(ModulesByName):
                 0.0 if node.work == IDLE else 1.0,
                 log_seconds(backlog * scale),
                 log_seconds(first_token * scale),
-                log_seconds((first_token - best) * scale),
+                log_seconds((first_token - best if first_token != best else 0.0) * scale),
             )
         self.buffer[: self._node_size] = values
         return holders

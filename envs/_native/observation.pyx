@@ -105,7 +105,8 @@ def node_rows(sim, request, dict memo, float[::1] out, double time_scale=1.0,
             out[i + 6] = 0.0 if work == IDLE else 1.0
             out[i + 7] = <float>_log_seconds(backlogs[j] * time_scale)
             out[i + 8] = <float>_log_seconds(first * time_scale)
-            out[i + 9] = <float>_log_seconds((first - best) * time_scale)
+            # (0 where both are inf: every node draining, none eligible)
+            out[i + 9] = <float>_log_seconds((first - best if first != best else 0.0) * time_scale)
             i += 10
         return holders
     finally:

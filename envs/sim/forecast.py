@@ -444,7 +444,14 @@ def first_token_estimates(
 def estimates_with_hits(
     sim: ClusterView, request: Request, memo: HitMemo | None, step_wait: bool = False
 ) -> list[tuple[float, float, int]]:
-    """:func:`first_token_estimates` plus ``request``'s HBM hit (blocks) per node."""
+    """:func:`first_token_estimates` plus ``request``'s HBM hit (blocks) per node.
+
+    A node draining for an upgrade (``node.draining``) is not eligible: its
+    backlog and first token are ``inf``. The simulator queues a request routed to
+    it, but admits nothing until the node has drained (its running sequences
+    finished, its copies in flight landed), switched (dropping its KV) and loaded
+    its new weights (``upgrade_downtime_s``); the request then prefills cold. Its
+    hit is still what its HBM holds now."""
     now = sim.now
     bt = sim.block_tokens
     blocks = request.blocks
@@ -454,6 +461,9 @@ def estimates_with_hits(
     out = []
     sources: Sources = {}
     for node in sim.nodes:
+        if node.draining:  # not eligible: see the docstring
+            out.append((INF, INF, node.view.hbm_match(blocks)))
+            continue
         # a node no copy of its own waits on has the same backlog as a copy's source
         shared = not node.inflight or not waits_for_source(node)
         coming = sources.get(node.index) if shared else None

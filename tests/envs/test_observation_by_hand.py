@@ -23,7 +23,7 @@ from envs.encoder import (
     ObservationEncoder,
 )
 from envs.route_warm import RouteWarmEnv
-from envs.sim import setup_cluster
+from envs.sim import SimConfig, setup_cluster
 from envs.sim.timing import NodeCosts
 from envs.thresholds import ThresholdsEnv
 from tests.sim.simkit import Prompts, decode_s, names, toy_cluster
@@ -47,12 +47,17 @@ def tokens(n: int) -> float:
 
 
 def observe(
-    prompts: Prompts, actions: list[list[int]], compiled: bool, **options: Any
+    prompts: Prompts,
+    actions: list[list[int]],
+    compiled: bool,
+    sim: SimConfig | None = None,
+    **options: Any,
 ) -> tuple[list[dict[str, float]], dict[str, float]]:
-    """Step ``btb/RouteWarm-v0`` on the toy cluster through ``actions`` and return the
-    observation of the next arrival, as an encoder of its own (``compiled`` or not)
-    built it at every decision: per node {feature: value}, and the request's."""
-    env = RouteWarmEnv(setup=toy_cluster(2), windows=[prompts.workload()], **options)
+    """Step ``btb/RouteWarm-v0`` on the toy cluster (simulated with ``sim``) through
+    ``actions`` and return the observation of the next arrival, as an encoder of its
+    own (``compiled`` or not) built it at every decision: per node {feature: value},
+    and the request's."""
+    env = RouteWarmEnv(setup=toy_cluster(2), windows=[prompts.workload()], sim=sim, **options)
     encoder = ObservationEncoder(2, compiled=compiled, **options)
     obs, _ = env.reset(seed=0)
     encoder.reset()
@@ -299,6 +304,33 @@ def test_step_wait_and_time_unit_on_a_decoding_node(
     # the request's entries stay in the workload's seconds
     check(request, {**dict.fromkeys(REQUEST_FEATURES, 0.0), "prefix_tokens": tokens(64),
                     "same_1s": 1 / 5, "same_10s": 1 / 17, "same_60s": 1 / 65})  # fmt: skip
+
+
+@pytest.mark.parametrize("compiled", COMPILED)
+@pytest.mark.parametrize("upgrade_at_s", [(0.1,), (0.1, 0.1)])
+def test_a_draining_node_s_rows_are_at_the_top(
+    compiled: bool, upgrade_at_s: tuple[float, ...]
+) -> None:
+    """A node draining for an upgrade is not eligible by the forecast (backlog and
+    first token inf): ``backlog`` and ``first_token`` read 1 there, and
+    ``first_token_gap`` 1 where another node is eligible, 0 where none is (never
+    NaN). r0 and r1 (64 tokens, 200 output tokens each) prefill on nodes 0 and 1
+    from 0 and 1 ms, then decode; node 0 (and node 1) upgrade at 0.1 s and drain.
+    r2 (64 tokens) at 0.2 s: an eligible node 1 is decoding (backlog 0), r2's
+    first token 64 ms there."""
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=200)
+    p.add(0.001, names("b", 4), output_tokens=200)
+    p.add(0.2, names("c", 4))
+    config = SimConfig(upgrade_at_s=upgrade_at_s, upgrade_downtime_s=0.5)
+    nodes, _ = observe(p, [[0, 0, 0, 0], [1, 0, 0, 0]], compiled, sim=config)
+    both = len(upgrade_at_s) == 2
+    got = [{k: row[k] for k in ("backlog", "first_token", "first_token_gap")} for row in nodes]
+    assert got[0] == {"backlog": 1.0, "first_token": 1.0, "first_token_gap": 0.0 if both else 1.0}
+    if both:
+        assert got[1] == got[0]
+    else:
+        check(got[1], {"backlog": 0.0, "first_token": log_s(0.064), "first_token_gap": 0.0})
 
 
 @pytest.mark.parametrize("compiled", [True, False])

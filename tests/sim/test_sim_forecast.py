@@ -566,3 +566,43 @@ def test_the_planner_s_clock_keeps_work_routed_to_a_node_while_it_drains(core: s
         pytest.approx(loaded + 0.064, rel=1e-12),
         pytest.approx(0.865, rel=1e-12),
     ]
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_draining_node_is_not_eligible_by_the_first_token_forecast(core: str) -> None:
+    """A node draining for an upgrade admits nothing until it has drained, switched
+    and loaded its new weights, so the forecast gives it no finite first token
+    (backlog and first token ``inf``, in both twins) and ``eft`` sends a request
+    elsewhere. r0 (64 tokens, 200 output tokens) on node 0 from 0 s; r1 (256
+    tokens) on node 1, prefill until 0.257 s. Node 0 upgrades at 0.1 s and drains
+    while r0 decodes (until about 0.263 s), then loads for 0.5 s. r2 (64 tokens)
+    at 0.2 s: node 0 is decoding, a backlog of 0 by the forecast before; it went
+    there and waited for the drain and the load (first token at about 0.827 s).
+    Now it goes to node 1: first token at 0.257 + 0.064 = 0.321 s."""
+    from baselines.routers import EarliestFirstToken
+
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=200)
+    p.add(0.001, names("b", 16))
+    asking = p.add(0.2, names("c", 4))
+    seen: list[list[tuple[float, float]]] = []
+
+    class Looking(EarliestFirstToken):
+        def decide(self, sim: Simulator, request: Request) -> int:
+            if request.index == asking.index:
+                assert sim.nodes[0].draining
+                estimates = [
+                    [(b, f) for b, f, _ in way.estimates_with_hits(sim, asking, None)]
+                    for way in _estimators()
+                ]
+                assert all(e == estimates[0] for e in estimates)  # the twins agree
+                seen.append(estimates[0])
+            return super().decide(sim, request)
+
+    config = SimConfig(upgrade_at_s=(0.1,), upgrade_downtime_s=0.5)
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Looking())
+    inf = float("inf")
+    assert seen == [[(inf, inf), (pytest.approx(0.057, rel=1e-9), pytest.approx(0.121, rel=1e-9))]]
+    assert list(sim.records.node) == [0, 1, 1]
+    assert sim.records.first_token_s[2] == pytest.approx(0.321, rel=1e-12)

@@ -26,6 +26,7 @@ The node and copy states are compile-time copies, checked at import against the
 simulator's (an ImportError if they ever differ).
 """
 
+from libc.math cimport INFINITY
 from libc.stdlib cimport free, malloc, realloc
 
 from envs.sim import node as _node
@@ -384,6 +385,12 @@ cdef int estimates(object sim, object request, dict memo, double* backlogs, doub
         rdma_bw[j] = -1.0
     j = 0
     for node in nodes:
+        if node.draining:  # not eligible (envs.sim.forecast.estimates_with_hits)
+            backlogs[j] = INFINITY
+            firsts[j] = INFINITY
+            hits[j] = node.view.hbm_match(blocks)
+            j += 1
+            continue
         # a node no copy of its own waits on has the same backlog as a copy's source
         inflight = node.inflight
         shared = True
