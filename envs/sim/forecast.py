@@ -289,8 +289,10 @@ def _causal_landing_s(
     current work and the copies queued before it, each (and it) the transfer
     latency and its bytes over the target's bandwidth, as its work item there will
     be; a copy waiting for its source, once the source has computed the prefix,
-    then the transfer latency and its bytes over the target's bandwidth (the
-    target's work then, under the reference copy model, left out); when the
+    then the transfer latency and its bytes over the target's bandwidth (under
+    the reference copy model the copy then starts only after the target's work
+    item in progress and the copies queued before it: left out, so this is early
+    for a busy target; docs/baselines.md); when the
     source's own forecast does not have the prefix coming (a copy asked at
     ``depth`` 1 or more, or a prefix shorter than the key its computation is
     known by), the source's :func:`work_left_s`, whatever it is doing, and one
