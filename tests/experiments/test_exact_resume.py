@@ -15,6 +15,8 @@ import os
 import pickle
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -30,6 +32,7 @@ from agents import WorkerDied
 from agents.algorithms import load_agent
 from agents.env_pickles import RunWindows, restore_env, snapshot_env, window_digest
 from agents.run_state import RUN_STATE_FILE, capture, restore_envs
+from agents.run_state import load as load_run_state
 from agents.vec_env import RunStateSnapshots
 from envs.route import RouteEnv
 from envs.sim.request import Request, Workload
@@ -359,6 +362,97 @@ def test_a_run_whose_worker_is_killed_says_so_and_its_last_checkpoint_resumes_ex
     assert json.loads((resumed / "train.json").read_text())["train"]["resume_exact"] is True
     _train([*subproc, end, "train.checkpoint_every=0", f"out_dir={whole}"])
     assert _same(_weights(whole / "agent"), _weights(resumed / "agent"))
+
+
+# a reference router of the user's own (env.reward_baseline, run at each episode's
+# start) with a bug that shows once training is under way: in a worker, at the start
+# of its second episode (an episode of workload=tiny is some 90 steps: past the first
+# checkpoint, at step 128 of the 2 envs), and in one worker only (the first to claim
+# the file beside it)
+FAILS_IN_A_WORKER = """
+import multiprocessing
+import os
+
+from baselines.policy import Policy, register
+
+CLAIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "claimed")
+EPISODES = [0]
+
+
+@register("fails_in_a_worker")
+class FailsInAWorker(Policy):
+    def reset(self, sim):
+        EPISODES[0] += 1
+        if EPISODES[0] < 2 or multiprocessing.parent_process() is None:
+            return
+        try:
+            os.close(os.open(CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:  # another worker failed first
+            return
+        raise KeyError(f"a plugin's bug, in pid {os.getpid()}")
+
+    def decide(self, sim, request):
+        return 0
+"""
+
+
+@pytest.mark.slow
+def test_a_run_whose_worker_env_raises_ends_as_a_bug_naming_it_and_keeps_its_checkpoints(
+    tmp_path,
+):
+    # end to end, as `python -m experiments.train` in a process of its own: the worker's
+    # traceback (its own stderr) is above the command's last line, which names it
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "fails_in_a_worker.py").write_text(FAILS_IN_A_WORKER)
+    args = [a for a in TINY if not a.startswith("train.total_timesteps=")]
+    out = tmp_path / "run"
+    env = dict(os.environ, BTB_GYM_PLUGINS="fails_in_a_worker")
+    env["PYTHONPATH"] = os.pathsep.join([str(plugins), *(p for p in sys.path if p)])
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "experiments.train", *args, "env.vec=subproc",
+         "+env.reward_baseline=fails_in_a_worker", "train.checkpoint_every=128",
+         "train.total_timesteps=2048", f"out_dir={out}"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]  # a bug: exit 1, not 2 (the user's)
+    last = proc.stderr.rstrip("\n").rpartition("\n")[2]
+    said = re.fullmatch(
+        r"error: experiments\.train: env\.vec=subproc: env worker ([01]) of 2 \(pid (\d+)\) "
+        r"died, exited with status 1 \(its traceback, if it raised, is above\); a worker exits "
+        r"with a status when its env's code fails: a bug \(btb-gym's or a plugin's\); training "
+        r"stopped at step ([\d,]+) of 2,048; its last checkpoint is (\S+) \(resume=\4 goes on "
+        r"from it\)",
+        last,
+    )
+    assert said, proc.stderr[-2000:]
+    # the worker's traceback is above it: the plugin's own error, raised in that worker
+    pid = said.group(2)
+    assert f'KeyError: "a plugin\'s bug, in pid {pid}"' in proc.stderr
+    # one worker failed (the other was closed), and the command printed no traceback
+    (header,) = [line for line in proc.stderr.splitlines() if line.startswith("Process ")]
+    assert re.fullmatch(r"Process ForkServerProcess-\d+:", header)
+    assert proc.stderr.count("Traceback (most recent call last)") == 2  # the worker's, chained
+    assert "envs.sim.errors.PolicyFailure: policy 'fails_in_a_worker' failed in reset()" in (
+        proc.stderr
+    )
+    # what the run wrote is kept: each checkpoint whole, the last before the failure
+    stopped = int(said.group(3).replace(",", ""))
+    steps = sorted(int(p.name.removeprefix("step_")) for p in (out / "checkpoints").iterdir())
+    assert steps == list(range(128, stopped + 1, 128)) and steps
+    assert said.group(4) == str(out / "checkpoints" / f"step_{steps[-1]}")
+    for step in steps:
+        folder = out / "checkpoints" / f"step_{step}"
+        assert sorted(p.name for p in folder.iterdir()) == [
+            "agent.json",
+            "model.zip",
+            RUN_STATE_FILE,
+        ]
+        state = load_run_state(folder)
+        assert state is not None and state["timesteps"] == step and state["vec"] == "subproc"
+        model, _ = load_agent(folder)
+        assert model.num_timesteps == step
 
 
 @pytest.mark.slow
