@@ -22,15 +22,17 @@ in its worker and a resumed run puts one back (:mod:`agents.run_state`). A worke
 killed by a signal (the out-of-memory killer's SIGKILL) is said as
 :class:`agents.WorkerDied`, naming it and how it ended, where ``SubprocVecEnv``
 raised a ``BrokenPipeError`` or ``EOFError`` from its pipe; a worker that exited with
-a status (its env raised: a bug, whose traceback the worker printed) as
-:class:`agents.WorkerFailed`. Workers that ended the same way are named once
-(``env workers 0-15 of 16 (pids ...) died, killed by signal 9 ...``); the others are
-closed all the same.
+a status (its env raised: a bug, whose traceback the worker printed, headed by
+its name: ``Process env worker 1 of 16 (pid 4242):``) as :class:`agents.WorkerFailed`.
+Workers that ended the same way are named once (``env workers 0-15 of 16 (pids
+...) died, killed by signal 9 ...``); the others are closed all the same.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -99,8 +101,10 @@ class WorkerVecEnv(SubprocVecEnv):
     def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None):
         try:
             with self._workers():  # (a worker dead before it sent its env's spaces)
+                n = len(env_fns)
                 super().__init__(
-                    [partial(_ignoring_ctrl_c, make) for make in env_fns], start_method
+                    [partial(_ignoring_ctrl_c, make, k, n) for k, make in enumerate(env_fns)],
+                    start_method,
                 )
         except WorkerDied:
             self.close()
@@ -299,8 +303,13 @@ def how_ended(exit_code: int, processes: int = 1) -> str:
     return f"killed by signal {number} ({name})"
 
 
-def _ignoring_ctrl_c(make_env: Callable[[], gym.Env]) -> gym.Env:
-    """``make_env()``, in a worker, after it has set SIGINT aside (the first thing a
-    ``SubprocVecEnv`` worker runs), wrapped in :class:`RunStateSnapshots`."""
+def _ignoring_ctrl_c(make_env: Callable[[], gym.Env], k: int = 0, n: int = 1) -> gym.Env:
+    """``make_env()``, in worker ``k`` of ``n``, after it has set SIGINT aside and
+    taken its name (the first thing a ``SubprocVecEnv`` worker runs), wrapped in
+    :class:`RunStateSnapshots`. The name heads the traceback the worker prints if
+    its env raises, ``Process env worker 1 of 16 (pid 4242):``, as
+    :class:`agents.WorkerFailed` names it (it was ``Process
+    ForkServerProcess-2:``, whose number counts the processes started)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    multiprocessing.current_process().name = f"env worker {k} of {n} (pid {os.getpid()})"
     return RunStateSnapshots(make_env())

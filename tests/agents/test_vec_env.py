@@ -31,9 +31,14 @@ def window():
     return synthetic_window(SMALL, window=2)
 
 
-def _vec(cls, env_id, window, n_envs=3):
+def _vec(cls, env_id, window, n_envs=3, **vec_kwargs):
     return make_vec_env(
-        env_id, n_envs=n_envs, seed=7, vec_env_cls=cls, env_kwargs={"windows": [window]}
+        env_id,
+        n_envs=n_envs,
+        seed=7,
+        vec_env_cls=cls,
+        env_kwargs={"windows": [window]},
+        vec_env_kwargs=vec_kwargs or None,
     )
 
 
@@ -164,7 +169,9 @@ def test_a_worker_whose_env_raised_ends_as_a_bug_naming_it(window, capfd):
     traceback the worker printed."""
     from experiments._cli import exit_status, main_guard, user_error_message
 
-    vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=2)
+    # (spawned: each worker's stderr is this test's, where a fork server's is that of
+    # the test that started it)
+    vec = _vec(WorkerVecEnv, "btb/Route-v0", window, n_envs=2, start_method="spawn")
     try:
         vec.reset()
         with pytest.raises(WorkerFailed) as raised:
@@ -184,7 +191,9 @@ def test_a_worker_whose_env_raised_ends_as_a_bug_naming_it(window, capfd):
     def run() -> None:
         raise raised.value
 
-    capfd.readouterr()  # (the worker's traceback, where the fork server's stderr is this one)
+    # the worker's traceback is headed by the name the last line gives it: it was
+    # "Process SpawnProcess-2:" (ForkServerProcess-2 under the default forkserver)
+    assert f"Process env worker 1 of 2 (pid {pid}):\nTraceback" in capfd.readouterr().err
     assert main_guard(run) == 1
     assert capfd.readouterr().err == f"error: {raised.value}\n"  # one line: the worker's is above
 

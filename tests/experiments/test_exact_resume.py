@@ -431,8 +431,9 @@ def test_a_run_whose_worker_env_raises_ends_as_a_bug_naming_it_and_keeps_its_che
     pid = said.group(2)
     assert f'KeyError: "a plugin\'s bug, in pid {pid}"' in proc.stderr
     # one worker failed (the other was closed), and the command printed no traceback
+    # headed by the worker's name, as the last line gives it
     (header,) = [line for line in proc.stderr.splitlines() if line.startswith("Process ")]
-    assert re.fullmatch(r"Process ForkServerProcess-\d+:", header)
+    assert header == f"Process env worker {said.group(1)} of 2 (pid {pid}):"
     assert proc.stderr.count("Traceback (most recent call last)") == 2  # the worker's, chained
     assert "envs.sim.errors.PolicyFailure: policy 'fails_in_a_worker' failed in reset()" in (
         proc.stderr
