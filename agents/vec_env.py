@@ -47,6 +47,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from agents import WorkerDied, WorkerFailed
 from agents.env_pickles import WindowDigests, error_text, restore_env, snapshot_env
+from envs.sim.request import Workload
 
 PIPE_ERRORS = (EOFError, ConnectionError)
 """What a worker's pipe raises once the worker is gone: ``EOFError`` on a read,
@@ -224,11 +225,20 @@ class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
     methods: :meth:`run_state_snapshot` pickles the env below it, with its other
     wrappers, for a checkpoint's run state; :meth:`run_state_restore` puts such a
     pickle in its place (:mod:`agents.run_state`). It keeps its windows' digests
-    between checkpoints (``window_digests``), each worked out once."""
+    between checkpoints (``window_digests``), each worked out once: those of the
+    env's windows as the worker starts (the workers side by side, where the run's
+    first checkpoint waited for all of them), a curriculum's segments at the first
+    checkpoint after the envs get them."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         self.window_digests = WindowDigests()
+        # worked out now, as the workers start side by side, rather than by all of them
+        # at the run's first checkpoint (a curriculum's segments, which come later, are
+        # worked out at the first checkpoint after them)
+        for window in getattr(env.unwrapped, "windows", None) or ():
+            if isinstance(window, Workload):
+                self.window_digests(window)
 
     def run_state_snapshot(self, digests: list[str]) -> tuple[bytes, list[int]]:
         """The env below, pickled with each window whose digest is among the run's
