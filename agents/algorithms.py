@@ -505,6 +505,7 @@ def save_agent(
     *,
     run_state: state_file.RunWindows | None = None,
     validation: dict[str, Any] | None = None,
+    buffer_left_out: str | None = None,
 ) -> Path:
     """Write ``model.zip`` and ``agent.json`` as the folder ``folder``, which appears,
     or replaces an earlier checkpoint there, whole or not at all
@@ -515,7 +516,8 @@ def save_agent(
     ``run_state``, the windows its envs draw from (a training run's checkpoints),
     ``run_state.pkl`` goes beside them when the model's run can be resumed
     exactly (:mod:`agents.run_state`), holding ``validation`` too (the run's
-    scores so far and best model, ``KeepBestByValidation.snapshot``)."""
+    scores so far and best model, ``KeepBestByValidation.snapshot``), without a
+    replay buffer given ``buffer_left_out`` (why: ``train.run_state_max_mb``)."""
     folder = Path(folder)
     spec.timesteps = int(model.num_timesteps)
     if model.get_env() is not None:  # a model loaded without one keeps what spec says
@@ -545,7 +547,7 @@ def save_agent(
         (folder / state_file.RUN_STATE_FILE).unlink(missing_ok=True)
         if run_state is not None:
             with naming_file(folder / state_file.RUN_STATE_FILE):
-                state_file.save(model, folder, run_state, validation)
+                state_file.save(model, folder, run_state, validation, buffer_left_out)
         write_json_atomic(folder / "agent.json", asdict(spec))
         return folder
     with folder_atomic(folder.resolve()) as partial:
@@ -554,7 +556,7 @@ def save_agent(
             fsync_file(partial / "model.zip")  # on the disk before the folder's rename
         if run_state is not None:
             with naming_file(folder / state_file.RUN_STATE_FILE):
-                if state_file.save(model, partial, run_state, validation):
+                if state_file.save(model, partial, run_state, validation, buffer_left_out):
                     fsync_file(partial / state_file.RUN_STATE_FILE)
         write_json_atomic(partial / "agent.json", asdict(spec))
     return folder

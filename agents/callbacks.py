@@ -79,7 +79,8 @@ class CheckpointEvery(BaseCallback):
     the ``windows`` the envs draw from, each holds the run's state too where it
     can (``run_state.pkl``, :mod:`agents.run_state`), so that ``resume=`` goes on
     exactly as the run would; with ``validation`` (the run's
-    :class:`KeepBestByValidation`), its scores so far and best model too."""
+    :class:`KeepBestByValidation`), its scores so far and best model too; with
+    ``buffer_left_out`` (why), a DQN's replay buffer is left out of it."""
 
     def __init__(
         self,
@@ -88,9 +89,11 @@ class CheckpointEvery(BaseCallback):
         folder: Path,
         windows: RunWindows | None = None,
         validation: KeepBestByValidation | None = None,
+        buffer_left_out: str | None = None,
     ) -> None:
         super().__init__()
         self.every = every
+        self.buffer_left_out = buffer_left_out
         self.spec = spec
         self.folder = Path(folder)
         self.windows = windows
@@ -107,7 +110,14 @@ class CheckpointEvery(BaseCallback):
             scores = None
             if self.windows is not None and self.validation is not None:
                 scores = self.validation.snapshot()
-            save_agent(self.model, self.spec, folder, run_state=self.windows, validation=scores)
+            save_agent(
+                self.model,
+                self.spec,
+                folder,
+                run_state=self.windows,
+                validation=scores,
+                buffer_left_out=self.buffer_left_out,
+            )
             self._next = (steps // self.every + 1) * self.every
 
     def _on_rollout_start(self) -> None:  # the previous rollout's update is done

@@ -21,7 +21,9 @@ the run had them when the checkpoint was saved:
   action space's (DQN's random actions);
 - ``VecNormalize``'s running statistics and each env's running discounted return;
 - a DQN's replay buffer, its transitions so far (up to ``buffer_size``: 20 MB for
-  the shipped ``agent=dqn``'s 50,000 of the default 16 envs, full);
+  the shipped ``agent=dqn``'s 50,000 of the default 16 envs, full), unless the run
+  leaves it out (``train.run_state_max_mb``: :func:`buffer_bytes`), saying why in
+  the state (``replay_buffer_left_out``): a resume from it is then not exact;
 - with ``train.val_every``, the validation so far (``KeepBestByValidation.snapshot``:
   the scores, the best one and the best model's files), so that a resumed run
   chooses ``agent/`` among the whole run's scores.
@@ -101,13 +103,17 @@ def unsaved_reason(model: BaseAlgorithm) -> str | None:
 
 
 def capture(
-    model: BaseAlgorithm, windows: RunWindows, validation: dict[str, Any] | None = None
+    model: BaseAlgorithm,
+    windows: RunWindows,
+    validation: dict[str, Any] | None = None,
+    buffer_left_out: str | None = None,
 ) -> dict[str, Any] | None:
     """``model``'s run state as :func:`restore_envs` and :func:`restore_random` take
     it, its envs' ``windows`` named by position, and the run's ``validation`` (its
     scores so far and best model, ``KeepBestByValidation.snapshot``; None without
     ``train.val_every``), or None when it cannot be saved (:func:`unsaved_reason`).
-    Reads each generator's state without drawing."""
+    With ``buffer_left_out`` (why), a replay buffer is not in it, and the state says
+    why. Reads each generator's state without drawing."""
     if unsaved_reason(model) is not None:
         return None
     inner, norm = _vec_envs(model)
@@ -135,9 +141,13 @@ def capture(
         "reward_norm": None,
         "validation": validation,
         "replay_buffer": None,
+        "replay_buffer_left_out": None,
     }
     if isinstance(model, OffPolicyAlgorithm):
-        state["replay_buffer"] = _buffer_state(model.replay_buffer)
+        if buffer_left_out is None:
+            state["replay_buffer"] = _buffer_state(model.replay_buffer)
+        else:
+            state["replay_buffer_left_out"] = buffer_left_out
     if norm is not None:
         state["reward_norm"] = {
             "mean": np.copy(norm.ret_rms.mean),
@@ -146,6 +156,23 @@ def capture(
             "returns": np.copy(norm.returns),
         }
     return state
+
+
+def buffer_bytes(model: BaseAlgorithm, timesteps: int) -> tuple[int, int]:
+    """The bytes a run state of ``model`` holds for its replay buffer at most, in a
+    run of ``timesteps`` steps in all, and the transitions they are: those of the
+    rows :func:`_buffer_state` takes of the buffer full, or of the rows the run
+    fills (and the next) if it stops short of that. (0, 0) without a buffer."""
+    buffer = getattr(model, "replay_buffer", None)
+    if not isinstance(model, OffPolicyAlgorithm) or buffer is None:
+        return 0, 0
+    rows = min(int(buffer.buffer_size), -(-int(timesteps) // int(buffer.n_envs)) + 1)
+    row_bytes = 0
+    for name in BUFFER_ARRAYS:
+        array = getattr(buffer, name, None)
+        if array is not None:
+            row_bytes += array[0].nbytes
+    return rows * row_bytes, min(rows * int(buffer.n_envs), int(timesteps))
 
 
 def _buffer_state(buffer: Any) -> dict[str, Any]:
@@ -210,10 +237,11 @@ def save(
     folder: Path,
     windows: RunWindows,
     validation: dict[str, Any] | None = None,
+    buffer_left_out: str | None = None,
 ) -> bool:
     """Write ``model``'s run state (:func:`capture`) as ``folder/run_state.pkl``;
     False (nothing written) when it cannot be saved."""
-    state = capture(model, windows, validation)
+    state = capture(model, windows, validation, buffer_left_out)
     if state is None:
         return False
     # atomically: a run killed while it writes leaves the earlier file or none

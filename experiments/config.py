@@ -306,6 +306,12 @@ class TrainConf:
     total_timesteps: int = 20_000
     checkpoint_every: int = 10_000
     """Save a checkpoint every this many steps (0: only at the end)."""
+    run_state_max_mb: float = 256.0
+    """The most MB (10**6 bytes) of a DQN's replay buffer a checkpoint's
+    ``run_state.pkl`` may hold: a run whose buffer would take more leaves it out of
+    its checkpoints, said at its start, and ``resume=`` from them is not exact (256:
+    some 660,000 transitions of the default observation, 388 bytes each; each
+    checkpoint holds its own)."""
     val_every: int = 0
     """Score the model on the validation windows at the start, every this many steps
     and at the end, and keep the best as ``agent/`` (0: no validation, the last)."""

@@ -265,6 +265,7 @@ def check_train(cfg: Any, read_trace: bool = True) -> None:
     # envs, units or threads hung or failed deep in numpy or torch)
     checked_number("env.n_envs", cfg.env.n_envs, 1, MAX_ENVS, integer=True)
     checked_number("agent.hidden", cfg.agent.hidden, 1, MAX_HIDDEN, integer=True)
+    checked_number("train.run_state_max_mb", cfg.train.run_state_max_mb, 0, finite=True)
     limits = (
         ("total_timesteps", 0, None),
         ("checkpoint_every", 0, None),
@@ -840,6 +841,8 @@ def exact_resume(
             f"its {run_state.RUN_STATE_FILE} is of step {state['timesteps']}, "
             f"not its model's {model.num_timesteps}"
         )
+    elif state.get("replay_buffer_left_out"):
+        why = f"its run state holds no replay buffer: {state['replay_buffer_left_out']}"
     elif changes:
         why = f"this run changes {', '.join(changes)}"
     elif int(cfg.seed) != int(trained_seed):
@@ -875,6 +878,28 @@ def exact_resume(
             "from the weights alone, not exactly)"
         ) from None
     return state
+
+
+def replay_buffer_left_out(cfg: Any, model: Any) -> str | None:
+    """Why the run's checkpoints leave its replay buffer out of their run state (a
+    DQN's, which would take more than ``train.run_state_max_mb`` in a run of
+    ``train.total_timesteps``), said once as the run starts; None where they keep
+    it (:func:`agents.run_state.buffer_bytes`)."""
+    from agents.run_state import RUN_STATE_FILE, buffer_bytes
+
+    size, transitions = buffer_bytes(model, int(cfg.train.total_timesteps))
+    limit = float(cfg.train.run_state_max_mb)
+    if size <= limit * 1e6:
+        return None
+    why = (
+        f"its replay buffer would take up to {size / 1e6:,.1f} MB ({transitions:,} "
+        f"transitions), over train.run_state_max_mb={limit:g}"
+    )
+    print(
+        f"note: {why}: checkpoints leave it out of their {RUN_STATE_FILE}, and resume= from "
+        "them is not exact (raise train.run_state_max_mb to keep it)"
+    )
+    return why
 
 
 def curriculum_moved(
@@ -1667,6 +1692,9 @@ def train(cfg: DictConfig) -> float:
                 + f"): {model.num_timesteps} -> {cfg.train.total_timesteps} "
                 f"steps; run folder {out_dir}"
             )
+        buffer_left_out = None
+        if int(cfg.train.checkpoint_every) > 0 and remaining > 0:
+            buffer_left_out = replay_buffer_left_out(cfg, model)
         clock = RolloutClock(logger)
         metrics = MetricsLogger(logger)
         updates = UpdateStats(logger)
@@ -1709,6 +1737,7 @@ def train(cfg: DictConfig) -> float:
                     out_dir / "checkpoints",
                     run_windows,
                     validation=keep_best,
+                    buffer_left_out=buffer_left_out,
                 )
             )
         curriculum = None

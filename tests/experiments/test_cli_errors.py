@@ -167,6 +167,8 @@ def test_hydra_help_and_cfg_ignore_a_bad_out_dir(
     [
         ("train.total_timesteps=-5", r"train\.total_timesteps must be >= 0, got -5"),
         ("train.checkpoint_every=-1", r"train\.checkpoint_every must be >= 0, got -1"),
+        ("train.run_state_max_mb=-1", r"train\.run_state_max_mb must be .*>= 0.*, got -1"),
+        ("train.run_state_max_mb=inf", r"train\.run_state_max_mb must be .*, got inf"),
         ("train.torch_threads=0", r"train\.torch_threads must be an integer in \[1, 1024\], got 0"),
         (
             "train.update_threads=0",

@@ -31,7 +31,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from agents import WorkerDied
 from agents.algorithms import load_agent
 from agents.env_pickles import RunWindows, restore_env, snapshot_env, window_digest
-from agents.run_state import RUN_STATE_FILE, capture, restore_envs
+from agents.run_state import RUN_STATE_FILE, buffer_bytes, capture, restore_envs
 from agents.run_state import load as load_run_state
 from agents.vec_env import RunStateSnapshots
 from envs.route import RouteEnv
@@ -620,3 +620,52 @@ def test_a_full_replay_buffer_goes_into_the_run_state_and_back_whole(n_steps):
     smaller.learn(1)
     with pytest.raises(ValueError, match=r"buffer holds 8 steps of 1 envs, the model's 4 of 1"):
         restore_envs(smaller, state, run_windows)
+
+
+def test_the_bytes_a_replay_buffer_takes_in_a_run_state():
+    # a transition: an observation and the next one (46 float32s each), an int64 action
+    # and a float32 reward, done and timeout, 388 bytes; the buffer's rows hold one a env
+    window = _window()
+    vec = DummyVecEnv([lambda: RouteEnv(windows=[window]) for _ in range(2)])
+    model = DQN("MlpPolicy", vec, buffer_size=192, seed=0)
+    assert model.observation_space.shape == (46,)
+    # full: its 96 rows of 2 envs
+    assert buffer_bytes(model, 256) == (96 * 2 * 388, 192)
+    # a run of 100 steps fills 50 rows, and the run state takes the next too (zeros)
+    assert buffer_bytes(model, 100) == (51 * 2 * 388, 100)
+    assert buffer_bytes(PPO("MlpPolicy", vec, n_steps=8, batch_size=8), 256) == (0, 0)
+
+
+@pytest.mark.slow
+def test_a_dqn_run_state_over_its_limit_leaves_the_buffer_out_and_says_so(tmp_path, capsys):
+    # TINY_DQN's buffer, 192 transitions of 388 bytes, is 74,496 bytes: over 0.05 MB
+    limit = ["train.run_state_max_mb=0.05"]
+    whole, checkpoint, resumed = _whole_and_resumed(tmp_path, limit, base=TINY_DQN)
+    why = (
+        "its replay buffer would take up to 0.1 MB (192 transitions), over "
+        "train.run_state_max_mb=0.05"
+    )
+    out = capsys.readouterr().out
+    assert (
+        out.count(
+            f"note: {why}: checkpoints leave it out of their run_state.pkl, and resume= from "
+            "them is not exact (raise train.run_state_max_mb to keep it)"
+        )
+        == 1
+    )  # the run's, as it starts (the resumed run saves no checkpoint)
+    state = load_run_state(checkpoint)
+    assert state is not None and state["replay_buffer"] is None
+    assert state["replay_buffer_left_out"] == why
+    assert (
+        f"note: resume={checkpoint} is not exact (its run state holds no replay buffer: "
+        f"{why}): training goes on from its weights with fresh envs and random streams" in out
+    )
+    assert json.loads((resumed / "train.json").read_text())["train"]["resume_exact"] is False
+    # at 0.075 MB it is kept, and the resume is exact (test_a_resumed_dqn_run_...)
+    kept = tmp_path / "kept"
+    _train(["train.run_state_max_mb=0.075", "train.checkpoint_every=128", f"out_dir={kept}"],
+           TINY_DQN)  # fmt: skip
+    assert "would take up to" not in capsys.readouterr().out
+    state = load_run_state(kept / "checkpoints" / "step_128")
+    assert state is not None and state["replay_buffer_left_out"] is None
+    assert state["replay_buffer"]["arrays"]["observations"].shape == (65, 2, 46)
