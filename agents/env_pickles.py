@@ -69,19 +69,45 @@ class WindowDigests:
     would else be digested again at every one (half of a 16-env subproc checkpoint's
     time). A window is not changed once made: a ``Workload``'s requests are set in
     its constructor, nothing in btb-gym changes them after, and a worker's are
-    copies only it holds; one changed after its digest was taken keeps that digest."""
+    copies only it holds. Code of one's own that changes a window all the same is
+    seen where it is cheap to see (:meth:`_same`): a window renamed, given another
+    block size, or another list of requests (``window.requests = ...``), or whose
+    list was lengthened or shortened, is digested again (and, being no longer one of
+    the run's, pickled whole in the run state). A request changed in place, or one
+    put in another's place in the same list, is not seen: the window keeps the
+    digest it had, and a resume goes on with the window as built."""
 
     def __init__(self) -> None:
-        self._known: dict[int, tuple[weakref.ref[Any], str]] = {}
+        self._known: dict[int, tuple[weakref.ref[Any], tuple[Any, ...], str]] = {}
 
     def __call__(self, window: Any) -> str:
         known = self._known.get(id(window))
-        if known is not None and known[0]() is window:
-            return known[1]
+        if known is not None and known[0]() is window and self._same(known[1], window):
+            return known[2]
         digest = window_digest(window)
         key = id(window)
-        self._known[key] = (weakref.ref(window, partial(self._forget, key)), digest)
+        ref = weakref.ref(window, partial(self._forget, key))
+        self._known[key] = (ref, self._marks(window), digest)
         return digest
+
+    @staticmethod
+    def _marks(window: Any) -> tuple[Any, ...]:
+        """What :meth:`_same` compares: the window's name and block size, its list of
+        requests (the object itself, held: a list cannot be weakly referenced, and
+        an id could be a later list's) and that list's length."""
+        return (window.name, window.block_tokens, window.requests, len(window.requests))
+
+    @staticmethod
+    def _same(marks: tuple[Any, ...], window: Any) -> bool:
+        """Whether ``window`` is as it was when ``marks`` were taken, as far as they
+        tell: the same name and block size, the same list object, as long."""
+        name, block_tokens, requests, length = marks
+        return (
+            window.name == name
+            and window.block_tokens == block_tokens
+            and window.requests is requests
+            and len(requests) == length
+        )
 
     def __len__(self) -> int:
         return len(self._known)

@@ -192,8 +192,8 @@ def test_a_window_rebuilt_the_same_has_the_same_digest_and_any_change_another():
 
 
 def test_a_worker_digests_each_window_once_and_forgets_it_once_gone():
-    # a worker's checkpoints name the same windows each time: each is digested at the
-    # first only (windows are not changed once made; one changed keeps its digest)
+    # a worker's checkpoints name the same windows each time: each is digested once
+    # (windows are not changed once made; see below for one changed all the same)
     first, second = _window(), _window(arrival_s=0.25)
     digests = [window_digest(first), window_digest(second)]
     env = RunStateSnapshots(RouteEnv(windows=[first, second]))  # (gym.make's spec keeps them)
@@ -202,9 +202,24 @@ def test_a_worker_digests_each_window_once_and_forgets_it_once_gone():
     assert len(env.window_digests) == 2
     data, used = env.run_state_snapshot(digests)
     assert used == [0, 1] and len(env.window_digests) == 2
-    first.name = "changed"  # a fresh digest would no longer find it among the run's
+    # a window changed where it is cheap to see is digested again: no longer one of the
+    # run's, it is pickled whole, as it is now (it kept its first digest, and the run
+    # state named it as the run's window as built, which a resume would have put back)
+    first.name = "changed"
+    data_renamed, used = env.run_state_snapshot(digests)
+    assert used == [1] and restore_env(data_renamed, {1: second}).windows[0].name == "changed"
+    first.name = "w"
     assert env.run_state_snapshot(digests) == (data, [0, 1])
-    assert snapshot_env(env.env, digests)[1] == [1]  # without the worker's: digested again
+    first.requests = list(first.requests)  # another list: digested again, the same
+    assert env.run_state_snapshot(digests) == (data, [0, 1])
+    gone = first.requests.pop()  # shortened in place
+    assert env.run_state_snapshot(digests)[1] == [1]
+    first.requests.append(gone)
+    assert env.run_state_snapshot(digests) == (data, [0, 1])
+    # a request changed in place is not seen: the window keeps its digest (docs/agents.md)
+    second.requests[1].output_tokens = 2
+    assert window_digest(second) != digests[1]
+    assert env.run_state_snapshot(digests)[1] == [0, 1]
     # a window the env no longer holds is forgotten with it
     third = _window(arrival_s=0.75)
     env.env.set_windows([third])
