@@ -64,6 +64,20 @@ FROM_COMMAND_LINE = " (from the command line)"
 """Where a value came from when the command line gave it, as an error says it."""
 
 
+def unknown_option(command: str, key: str, known: str) -> UsageError:
+    """``COMMAND: unknown option 'KEY' (from the command line); KNOWN``: a ``key=value``
+    command's refusal of a key it does not take, saying where it came from as the
+    Hydra commands' ``unknown key ... (from the command line); ...`` does. ``known``
+    says what it takes (``known: a, b``)."""
+    return UsageError(f"{command}: unknown option {key!r}{FROM_COMMAND_LINE}; {known}")
+
+
+def given_twice(command: str, key: str) -> UsageError:
+    """``COMMAND: KEY= is given twice (from the command line)``: a ``key=value``
+    command's refusal of a key typed twice (the last would win without a word)."""
+    return UsageError(f"{command}: {key}= is given twice{FROM_COMMAND_LINE}")
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -149,6 +163,7 @@ def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
     if copy_model not in COPY_MODELS:
         raise UsageError(
             f"{command}: copy_model must be one of {', '.join(COPY_MODELS)}, got {copy_model!r}"
+            f"{FROM_COMMAND_LINE}"
         )
     return SimConfig(causal_kv=causal_kv, copy_model=copy_model)
 
@@ -226,7 +241,7 @@ def split_cluster_options(
         if not sep:
             raise UsageError(f"{command}: expected key=value, got {arg!r}")
         if bare in given:  # the last one would win without a word
-            raise UsageError(f"{command}: {bare}= is given twice")
+            raise given_twice(command, bare)
         given[bare] = text
         if bare != key:
             added.add(bare)
@@ -300,9 +315,9 @@ def parse_args(
             raise UsageError(f"{command}: expected key=value, got {arg!r}")
         if key not in defaults:
             known = ", ".join(sorted(defaults))
-            raise UsageError(f"{command}: unknown option {key!r} (known: {known})")
+            raise unknown_option(command, key, f"known: {known}")
         if key in given:  # the last one would win without a word
-            raise UsageError(f"{command}: {key}= is given twice")
+            raise given_twice(command, key)
         given.add(key)
         options[key] = _parse(command, key, text, defaults[key])
     return options

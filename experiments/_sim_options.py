@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from envs.sim import ConfigError, SimConfig
-from experiments._cli import FROM_COMMAND_LINE, UsageError, as_typed
+from experiments._cli import FROM_COMMAND_LINE, UsageError, as_typed, given_twice, unknown_option
 
 PREFIX = "sim."
 OWN = ("causal_kv", "copy_model")
@@ -52,11 +52,9 @@ def split_sim_options(
         if name in OWN:  # spelled as the Hydra commands spell it
             raise UsageError(f"{command}: {key}= is an option of its own here: {name}={text}")
         if not sep or name not in NAMES:
-            raise UsageError(
-                f"{command}: unknown option {key!r} (sim. options: {', '.join(NAMES)})"
-            )
+            raise unknown_option(command, key, f"sim. options: {', '.join(NAMES)}")
         if name in options:  # the last one would win without a word
-            raise UsageError(f"{command}: {key}= is given twice")
+            raise given_twice(command, key)
         options[name] = _parsed(command, key, text, getattr(SimConfig, name))
     return rest, options
 

@@ -48,7 +48,14 @@ from envs.workloads.readers import (
     iter_trace_windows,
 )
 from envs.workloads.stats import audit_windows
-from experiments._cli import UsageError, input_paths, main_guard, parse_args
+from experiments._cli import (
+    FROM_COMMAND_LINE,
+    UsageError,
+    given_twice,
+    input_paths,
+    main_guard,
+    parse_args,
+)
 from experiments._io import claim_out_dir, releasing_out_dirs
 from experiments.report import audit_table
 
@@ -83,6 +90,19 @@ def _not_utf8(path: str, error: UnicodeDecodeError) -> str:
     return f"not UTF-8 text ({error.reason})"  # e.g. a compressed file's content
 
 
+def check_numbers(min_tokens: int, fanout_s: float, merge_blocks: int, where: str = "") -> None:
+    """Refuse a ``min_tokens``, ``fanout_s`` or ``merge_blocks`` out of range in one
+    line; ``where`` says where the value came from (`` (from the command line)``)."""
+    if min_tokens < 1:
+        raise UsageError(f"{COMMAND}: min_tokens must be >= 1, got {min_tokens}{where}")
+    if not (fanout_s > 0 and math.isfinite(fanout_s)):  # the whole trace is a row already
+        raise UsageError(f"{COMMAND}: fanout_s must be a finite number > 0, got {fanout_s}{where}")
+    if merge_blocks < 1:
+        raise UsageError(
+            f"{COMMAND}: merge_blocks must be an integer >= 1, got {merge_blocks}{where}"
+        )
+
+
 def audit_file(
     path: str,
     format: str = "auto",
@@ -106,12 +126,7 @@ def audit_file(
             format = canonical_format(format)
         except ValueError as error:
             raise UsageError(f"{COMMAND}: format={format!r}: {error}") from None
-    if min_tokens < 1:
-        raise UsageError(f"{COMMAND}: min_tokens must be >= 1, got {min_tokens}")
-    if not (fanout_s > 0 and math.isfinite(fanout_s)):  # the whole trace is a row already
-        raise UsageError(f"{COMMAND}: fanout_s must be a finite number > 0, got {fanout_s}")
-    if merge_blocks < 1:
-        raise UsageError(f"{COMMAND}: merge_blocks must be an integer >= 1, got {merge_blocks}")
+    check_numbers(min_tokens, fanout_s, merge_blocks)
     try:
         options = ReadOptions(
             skip_bad_rows=skip_bad_rows,
@@ -166,7 +181,7 @@ def old_spellings(args: list[str]) -> list[str]:
     if OLD_FANOUT not in given or any(a in {"-h", "--help"} for a in args):
         return args
     if given.count(OLD_FANOUT) > 1:  # (read as fanout_s=, it was said as fanout_s= twice)
-        raise UsageError(f"{COMMAND}: {OLD_FANOUT}= is given twice")
+        raise given_twice(COMMAND, OLD_FANOUT)
     if "fanout_s" in given:
         raise UsageError(
             f"{COMMAND}: {OLD_FANOUT}= is fanout_s='s old spelling; give fanout_s= alone"
@@ -189,6 +204,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parse_args(COMMAND, DEFAULTS, old_spellings(sys.argv[1:] if argv is None else argv))
     if not options["path"]:
         raise UsageError(f"{COMMAND}: path=FILE is required")
+    check_numbers(
+        options["min_tokens"], options["fanout_s"], options["merge_blocks"], FROM_COMMAND_LINE
+    )
     if options["out_dir"]:
         claim_out_dir(
             options["out_dir"],

@@ -93,6 +93,7 @@ from envs.workloads.plugins import is_plugin
 from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
+    FROM_COMMAND_LINE,
     PLUGIN_OPTION,
     TRACE_PATHS,
     UsageError,
@@ -170,6 +171,7 @@ def _check(options: dict[str, Any]) -> list[str]:
         if options[name] < minimum:  # parse_args has made it an int
             raise UsageError(
                 f"{COMMAND}: {name} must be an integer >= {minimum}, got {options[name]!r}"
+                f"{FROM_COMMAND_LINE}"
             )
     from agents.algorithms import MAX_ROLLOUT
     from envs.workloads.registry import MAX_WINDOWS
@@ -181,11 +183,14 @@ def _check(options: dict[str, Any]) -> list[str]:
     }
     for name, most in ceilings.items():
         if options[name] > most:
-            raise UsageError(f"{COMMAND}: {name} must be at most {most:,}, got {options[name]!r}")
+            raise UsageError(
+                f"{COMMAND}: {name} must be at most {most:,}, got {options[name]!r}"
+                f"{FROM_COMMAND_LINE}"
+            )
     if options["window"] < 0:
         raise UsageError(
             f"{COMMAND}: window must be >= 0 (a synthetic window's index, or a test "
-            f"window's), got {options['window']}"
+            f"window's), got {options['window']}{FROM_COMMAND_LINE}"
         )
     if options["workload"] or options[PLUGIN_OPTION]:  # one, spelled as in the other commands
         options["workload"] = resolve_workload(COMMAND, options)

@@ -512,9 +512,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n_nodes = len(cluster.nodes)
     for key in ("seed", "workload_seed"):
         if options[key] < 0:
-            raise UsageError(f"experiments.compare: {key} must be >= 0, got {options[key]}")
+            raise UsageError(
+                f"experiments.compare: {key} must be >= 0, got {options[key]}{FROM_COMMAND_LINE}"
+            )
     if options["windows"] < 0:
-        raise UsageError(f"windows must be >= 0 (0 = all test windows), got {options['windows']}")
+        raise UsageError(
+            f"experiments.compare: windows must be >= 0 (0 = all test windows), "
+            f"got {options['windows']}{FROM_COMMAND_LINE}"
+        )
     params = workload_params("experiments.compare", options, [cluster.model])
     generator = generator_params(
         "experiments.compare",

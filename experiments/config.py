@@ -776,7 +776,7 @@ def cluster_from_options(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-    from experiments._cli import FROM_COMMAND_LINE, UsageError, value_said
+    from experiments._cli import FROM_COMMAND_LINE, UsageError, unknown_option, value_said
 
     model, node, n_nodes = SETUPS[setup]
     cfg = OmegaConf.create(
@@ -796,10 +796,7 @@ def cluster_from_options(
     spelled = dict(spelled or {})
     for key, text in given.items():
         if key not in known and not (key.startswith("cluster.gpus.") and len(key) > 13):
-            raise UsageError(
-                f"{command}: unknown option {key!r} (a cluster of one's own takes: "
-                f"{', '.join(known)})"
-            )
+            raise unknown_option(command, key, f"a cluster of one's own takes: {', '.join(known)}")
         body = text.strip()
         if key == "cluster.nodes" and body.lower() != "null":
             if (body[:1] == "[") != (body[-1:] == "]"):  # (else named as rewritten below)

@@ -119,7 +119,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     spelled: dict[str, str] = {}  # the builder's errors name these as typed (node=)
     for short, option in SHORT_OPTIONS.items():
         if options[short] and option in given:
-            raise UsageError(f"{COMMAND}: {short}= and {option}= are one option: give one of them")
+            raise UsageError(
+                f"{COMMAND}: {short}= and {option}= are one option: give one of them"
+                f"{FROM_COMMAND_LINE}"
+            )
         if options[short]:
             given = {**given, option: options[short]}
             spelled[option] = short
@@ -130,11 +133,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{COMMAND}: tokens must be integers, got {options['tokens']!r}{FROM_COMMAND_LINE}"
         ) from None
     if not tokens:
-        raise UsageError(f"{COMMAND}: tokens is empty; give at least one token count")
+        raise UsageError(
+            f"{COMMAND}: tokens is empty{FROM_COMMAND_LINE}; give at least one token count"
+        )
     if any(t <= 0 for t in tokens):
-        raise UsageError(f"{COMMAND}: tokens must be positive, got {tokens!r}")
+        raise UsageError(f"{COMMAND}: tokens must be positive, got {tokens!r}{FROM_COMMAND_LINE}")
     if not 0 < options["mfu"] <= 1:
-        raise UsageError(f"{COMMAND}: mfu must be in (0, 1], got {options['mfu']}")
+        raise UsageError(
+            f"{COMMAND}: mfu must be in (0, 1], got {options['mfu']}{FROM_COMMAND_LINE}"
+        )
     from experiments.config import cluster_from_options
 
     _, cluster = cluster_from_options(

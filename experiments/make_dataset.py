@@ -60,6 +60,7 @@ from envs.workloads.registry import (
 )
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments._cli import (
+    FROM_COMMAND_LINE,
     TRACE_PATHS,
     UsageError,
     generator_params,
@@ -510,12 +511,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not options["out_dir"]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
     if options["seed"] < 0:
-        raise UsageError(f"{COMMAND}: seed must be >= 0 (a numpy seed), got {options['seed']}")
+        raise UsageError(
+            f"{COMMAND}: seed must be >= 0 (a numpy seed), got {options['seed']}{FROM_COMMAND_LINE}"
+        )
     for key in ("train_windows", "test_windows"):  # -1, the default: the workload's own
         if options[key] < -1:
             raise UsageError(
                 f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
-                f"got {options[key]}"
+                f"got {options[key]}{FROM_COMMAND_LINE}"
             )
     counts = "give train_windows=N test_windows=N"
     params = generator_params(

@@ -276,13 +276,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options["workload"] = resolve_workload("experiments.reproduce", options)
     options["sim"] = sim_options  # sim.NAME=VALUE (experiments._sim_options)
     if not options["setups"]:
-        raise UsageError(f"experiments.reproduce: setups is empty; known: {', '.join(SETUPS)}")
+        raise UsageError(
+            f"experiments.reproduce: setups is empty{FROM_COMMAND_LINE}; known: {', '.join(SETUPS)}"
+        )
     unknown = [s for s in options["setups"] if s not in SETUPS]
     if unknown:
-        raise UsageError(f"unknown setup {unknown[0]!r}; known: {', '.join(SETUPS)}")
+        raise UsageError(
+            f"experiments.reproduce: unknown setup {unknown[0]!r}{FROM_COMMAND_LINE}; "
+            f"known: {', '.join(SETUPS)}"
+        )
     modes = causal_kv_modes(options["causal_kv"])
     if options["jobs"] < 1:
-        raise UsageError(f"jobs must be >= 1, got {options['jobs']}")
+        raise UsageError(
+            f"experiments.reproduce: jobs must be >= 1, got {options['jobs']}{FROM_COMMAND_LINE}"
+        )
     policies = list(options["policies"])
     if BASELINE not in policies:
         policies.insert(0, BASELINE)
@@ -296,7 +303,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options["windows"] < 0:
         raise UsageError(
             f"experiments.reproduce: windows must be >= 0 (0 = all test windows), "
-            f"got {options['windows']}"
+            f"got {options['windows']}{FROM_COMMAND_LINE}"
         )
     with naming_sim_options(sim_options):
         checked = with_sim_options(
@@ -314,7 +321,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds_key = "workload_seeds" if options["workload_seeds"] else "workload_seed"
     for key, values in (("seed", [options["seed"]]), (seeds_key, seeds)):
         if any(value < 0 for value in values):
-            raise UsageError(f"experiments.reproduce: {key} must be >= 0, got {min(values)}")
+            raise UsageError(
+                f"experiments.reproduce: {key} must be >= 0, got {min(values)}{FROM_COMMAND_LINE}"
+            )
     models = [SETUPS[name][0] for name in options["setups"] if name in SETUPS]
     options["workload_params"] = workload_params("experiments.reproduce", options, models)
     for seed in seeds:

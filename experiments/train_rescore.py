@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from experiments._cli import UsageError, main_guard, parse_args
+from experiments._cli import FROM_COMMAND_LINE, UsageError, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 
 COMMAND = "experiments.train_rescore"
@@ -289,7 +289,9 @@ def main(argv: list[str] | None = None) -> Path:
     if not options["run"]:
         raise UsageError(f"{COMMAND}: run=RUN (a training run's folder) is required")
     if options["val_windows"] < 0:
-        raise UsageError(f"{COMMAND}: val_windows must be >= 0, got {options['val_windows']}")
+        raise UsageError(
+            f"{COMMAND}: val_windows must be >= 0, got {options['val_windows']}{FROM_COMMAND_LINE}"
+        )
     run = Path(options["run"])
     cfg = run_config(run)
     check_run_trace(cfg, run)

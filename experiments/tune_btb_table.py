@@ -34,6 +34,7 @@ from envs.sim import SETUPS, setup_cluster
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin
 from experiments._cli import (
+    FROM_COMMAND_LINE,
     LEGACY_SEED_MAX,
     UsageError,
     main_guard,
@@ -136,14 +137,17 @@ def check_options(options: dict[str, Any]) -> None:
         if not 0 <= options[key] <= LEGACY_SEED_MAX:
             raise UsageError(
                 f"{COMMAND}: {key} must be between 0 and 2**32 - 1 (a numpy seed), "
-                f"got {options[key]}"
+                f"got {options[key]}{FROM_COMMAND_LINE}"
             )
     if not 1 <= options["trials"] <= MAX_WINDOWS:  # (a typo's 10**12 ran for ever)
         raise UsageError(
             f"{COMMAND}: trials must be between 1 and {MAX_WINDOWS:,}, got {options['trials']}"
+            f"{FROM_COMMAND_LINE}"
         )
     if not options["setups"] or not options["workloads"]:
-        raise UsageError(f"{COMMAND}: setups= and workloads= must each name at least one")
+        raise UsageError(
+            f"{COMMAND}: setups= and workloads= must each name at least one{FROM_COMMAND_LINE}"
+        )
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
 
 

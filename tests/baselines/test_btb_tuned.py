@@ -215,7 +215,8 @@ def test_the_command_writes_a_table_the_policy_reproduces(tmp_path, capsys):
     assert np.mean(np.concatenate(runs)) == pytest.approx(cell["train_ttft_mean_s"], rel=1e-12)
     for trials in (0, 10**12, 100_001):  # (a typo's 10**12 ran for ever)
         with pytest.raises(
-            ValueError, match=f"trials must be between 1 and 100,000, got {trials}$"
+            ValueError,
+            match=rf"trials must be between 1 and 100,000, got {trials} \(from the command line\)$",
         ):
             tune_btb_table.main([f"trials={trials}", f"out_dir={tmp_path}"])
 

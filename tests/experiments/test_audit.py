@@ -152,7 +152,9 @@ def test_audit_s_old_spelling_given_twice_is_said_as_typed(
     path = _mooncake(tmp_path / "mc.jsonl")
     with pytest.raises(UsageError) as refused:
         audit.main([f"path={path}", "window_s=1", "window_s=2"])
-    assert str(refused.value) == "experiments.audit: window_s= is given twice"
+    assert str(refused.value) == (
+        "experiments.audit: window_s= is given twice (from the command line)"
+    )
     assert capsys.readouterr().err == ""
 
 

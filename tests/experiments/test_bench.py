@@ -172,7 +172,9 @@ def test_a_count_past_what_a_machine_holds_is_refused_before_any_work(tmp_path: 
         ("repeats=1000000000000", "repeats must be at most 100,000, got 1000000000000"),
         ("learn_steps=1000000000000", "learn_steps must be at most 1,048,576, got 1000000000000"),
     ]:
-        with pytest.raises(UsageError, match=rf"^experiments\.bench: {message}$"):
+        with pytest.raises(
+            UsageError, match=rf"^experiments\.bench: {message} \(from the command line\)$"
+        ):
             bench.main([arg, f"out_dir={tmp_path / 'b'}"])
         assert not (tmp_path / "b").exists()
     bench._check(

@@ -689,7 +689,11 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(
             ["model=nope"],
             "experiments.costs: model='nope' (from the command line): unknown model preset 'nope'",
         ),
-        (reproduce, ["setups="], "experiments.reproduce: setups is empty; known: 70b_h100x4"),
+        (
+            reproduce,
+            ["setups="],
+            "experiments.reproduce: setups is empty (from the command line); known: 70b_h100x4",
+        ),
         (reproduce, ["causal_kv=maybe"], "experiments.reproduce: causal_kv must be both or a bool"),
         (
             make_dataset,
@@ -698,7 +702,7 @@ def test_tune_btb_suggested_search_space_works_in_a_shell(
         ),
         (bench, ["window=-1"], "experiments.bench: window must be >= 0 (a synthetic window's"),
         (audit, ["path=" + str(ROOT / "tests")], f"audit: path='{ROOT / 'tests'}' is a folder"),
-        (costs, ["tokens="], "experiments.costs: tokens is empty"),
+        (costs, ["tokens="], "experiments.costs: tokens is empty (from the command line)"),
         (costs, ["mfu=0"], "experiments.costs: mfu must be in (0, 1], got 0.0"),
         (costs, ["mfu=nan"], "experiments.costs: mfu must be in (0, 1], got nan"),
     ],
@@ -753,6 +757,82 @@ def test_a_value_that_does_not_parse_says_it_came_from_the_command_line(
     assert main_guard(lambda: module.main([*args, f"out_dir={out}"])) == 2
     assert capsys.readouterr().err == f"error: {message} (from the command line)\n"
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        (compare, ["windows=1", "windows=2"], "experiments.compare: windows= is given twice"),
+        (compare, ["sim.mfu=0.5", "sim.mfu=0.4"], "experiments.compare: sim.mfu= is given twice"),
+        (costs, ["node=4xH100", "cluster.node=8xH200"],
+         "experiments.costs: node= and cluster.node= are one option: give one of them"),
+        (compare, ["cluster.node=4xH100", "+cluster.node=8xH200"],
+         "experiments.compare: cluster.node= is given twice"),
+        (audit, ["path=x", "window_s=1", "window_s=2"],
+         "experiments.audit: window_s= is given twice"),
+        (compare, ["workload_seed=-1"], "experiments.compare: workload_seed must be >= 0, got -1"),
+        (compare, ["windows=-1"],
+         "experiments.compare: windows must be >= 0 (0 = all test windows), got -1"),
+        (compare, ["copy_model=bogus"],
+         "experiments.compare: copy_model must be one of reference, contention, got 'bogus'"),
+        (costs, ["tokens=0"], "experiments.costs: tokens must be positive, got [0]"),
+        (costs, ["mfu=2"], "experiments.costs: mfu must be in (0, 1], got 2.0"),
+        (bench, ["repeats=0"], "experiments.bench: repeats must be an integer >= 1, got 0"),
+        (bench, ["repeats=10000000000"],
+         "experiments.bench: repeats must be at most 100,000, got 10000000000"),
+        (bench, ["window=-1"], "experiments.bench: window must be >= 0 (a synthetic window's "
+         "index, or a test window's), got -1"),
+        (make_dataset, ["seed=-1"], "experiments.make_dataset: seed must be >= 0 (a numpy "
+         "seed), got -1"),
+        (make_dataset, ["test_windows=-2"], "experiments.make_dataset: test_windows must be >= 0 "
+         "(or -1: the workload's own count), got -2"),
+        (reproduce, ["jobs=0"], "experiments.reproduce: jobs must be >= 1, got 0"),
+        (reproduce, ["windows=-1"],
+         "experiments.reproduce: windows must be >= 0 (0 = all test windows), got -1"),
+        (reproduce, ["seed=-1"], "experiments.reproduce: seed must be >= 0, got -1"),
+        (audit, ["path=x", "min_tokens=0"], "experiments.audit: min_tokens must be >= 1, got 0"),
+        (audit, ["path=x", "fanout_s=0"],
+         "experiments.audit: fanout_s must be a finite number > 0, got 0.0"),
+        (audit, ["path=x", "merge_blocks=0"],
+         "experiments.audit: merge_blocks must be an integer >= 1, got 0"),
+    ],
+)  # fmt: skip
+def test_a_refused_key_or_value_says_it_came_from_the_command_line(
+    module: Any,
+    args: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The key=value commands' refusals of a key (given twice) and their range checks
+    say where the value came from, as their parse errors and the Hydra commands' do:
+    they named no origin."""
+    out = tmp_path / "run"
+    assert main_guard(lambda: module.main([*args, f"out_dir={out}"])) == 2
+    assert capsys.readouterr().err == f"error: {message} (from the command line)\n"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "known"),
+    [
+        (compare, ["bogus=1"], "known: "),
+        (compare, ["sim.bogus=1"], "sim. options: "),
+        (compare, ["cluster.bogus=1"], "a cluster of one's own takes: "),
+        (reproduce, ["setups=nope"], "known: 70b_h100x4"),
+    ],
+)
+def test_an_unknown_key_says_it_came_from_the_command_line(
+    module: Any, args: list[str], known: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``unknown option 'bogus' (from the command line); known: ...``, as the Hydra
+    commands' ``unknown key ... (from the command line); ... takes: ...``."""
+    assert main_guard(lambda: module.main(args)) == 2
+    err = capsys.readouterr().err
+    key, _, value = args[0].partition("=")
+    what = f"unknown setup {value!r}" if module is reproduce else f"unknown option {key!r}"
+    assert err.startswith(f"error: {module.__name__}: {what} (from the command line); {known}")
+    assert err.count("\n") == 1
 
 
 def test_a_generator_s_check_names_the_first_params_given_it_names() -> None:
@@ -1508,7 +1588,8 @@ def test_a_key_value_commands_errors_name_the_command(
     proc = run_command("experiments.compare", ["agents=none", "windows=-1"], tmp_path)
     assert proc.returncode == 2
     assert proc.stderr == (
-        "error: experiments.compare: windows must be >= 0 (0 = all test windows), got -1\n"
+        "error: experiments.compare: windows must be >= 0 (0 = all test windows), got -1 "
+        "(from the command line)\n"
     )
 
 

@@ -116,10 +116,15 @@ def test_an_option_given_twice_is_refused_not_the_last_taken() -> None:
 
     twice = ["sim.fault_copy_fail_prob=0.5", "sim.fault_copy_fail_prob=0.2"]
     with pytest.raises(
-        UsageError, match=r"^experiments\.compare: sim\.fault_copy_fail_prob= is given twice$"
+        UsageError,
+        match=r"^experiments\.compare: sim\.fault_copy_fail_prob= is given twice "
+        r"\(from the command line\)$",
     ):
         split_sim_options("experiments.compare", twice)
-    with pytest.raises(UsageError, match=r"^experiments\.compare: windows= is given twice$"):
+    with pytest.raises(
+        UsageError,
+        match=r"^experiments\.compare: windows= is given twice \(from the command line\)$",
+    ):
         parse_args("experiments.compare", compare.DEFAULTS, ["windows=1", "windows=2"])
 
 

@@ -232,7 +232,10 @@ def test_the_options_of_a_cluster_of_ones_own_are_one_list() -> None:
             ["cluster.nodes=[4xH100,,8xH200]"],
             "cluster.nodes='[4xH100,,8xH200]' has an empty entry (from the command line)",
         ),
-        (["cluster.nodes=[4xH100]", "cluster.nodes=[8xH200]"], "cluster.nodes= is given twice"),
+        (
+            ["cluster.nodes=[4xH100]", "cluster.nodes=[8xH200]"],
+            "cluster.nodes= is given twice (from the command line)",
+        ),
         # as typed: it quoted the text with brackets added, "at input '[[4xH100,8xH200]'"
         (
             ["cluster.nodes=[4xH100,8xH200"],
@@ -277,10 +280,11 @@ def test_the_options_of_a_cluster_of_ones_own_are_one_list() -> None:
         ),
         (
             ["cluster.bogus=1"],
-            "unknown option 'cluster.bogus' (a cluster of one's own takes: model.name, "
+            "unknown option 'cluster.bogus' (from the command line); a cluster of one's own "
+            "takes: model.name, "
             "model.total_params, model.active_params, model.bytes_per_elem, model.layers, "
             "model.kv_heads, model.head_dim, model.attn_dim, model.max_context_tokens, "
-            "cluster.node, cluster.n_nodes, cluster.nodes, cluster.gpus.NAME.<field>)",
+            "cluster.node, cluster.n_nodes, cluster.nodes, cluster.gpus.NAME.<field>",
         ),
     ],
 )
@@ -345,11 +349,11 @@ def test_costs_prints_a_table_per_node_kind_listed(tmp_path: Path) -> None:
         ),
         (
             ["node=4xH100", "cluster.node=8xH200"],
-            "node= and cluster.node= are one option: give one of them",
+            "node= and cluster.node= are one option: give one of them (from the command line)",
         ),
         (
             ["model=qwen3-8b", "model.name=glm-4.5"],
-            "model= and model.name= are one option: give one of them",
+            "model= and model.name= are one option: give one of them (from the command line)",
         ),
         (
             ["setup=glm52_h100x8", "cluster.node=1xH100"],
