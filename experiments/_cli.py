@@ -888,20 +888,37 @@ def generator_params(
 
 
 @contextlib.contextmanager
-def naming_params(command: str, params: Mapping[str, Any]) -> Iterator[None]:
+def naming_params(command: str, params: Mapping[str, Any], workload: str = "") -> Iterator[None]:
     """Where ``params=`` (:func:`generator_params`) reach the generators: a field an
-    error names as data (:class:`~envs.sim.errors.NamedFields`) is named as given,
-    ``params=key``, and said to come from the command line as the Hydra commands say
-    it (``config.first_origin``): ``(from the command line)`` when it is the field the
-    error is about, ``(params=key from the command line)`` when another is."""
+    error names as data (:class:`~envs.sim.errors.NamedFields`) is named as the user
+    writes it, ``params=key``, whether given or another of ``workload``'s generator
+    parameters (every field of its families' configs, as the Hydra commands name
+    them ``workload.params.key``), and said to come from the command line as the
+    Hydra commands say it (``config.first_origin``): ``(from the command line)`` when
+    it is the field the error is about, ``(params=key from the command line)`` when
+    another given one is."""
     try:
         yield
     except ValueError as error:
         if not isinstance(error, NamedFields) or not set(error.fields) & set(params):
             raise
-        paths = {name: f"params={name}" for name in params}
+        paths = {name: f"params={name}" for name in (*_generator_fields(workload), *params)}
         first = next(i for i, name in enumerate(error.fields) if name in params)
         origin = FROM_COMMAND_LINE
         if first:
             origin = f" (params={error.fields[first]} {FROM_COMMAND_LINE.lstrip(' (')}"
         raise UsageError(f"{command}: {error.named(paths)}{origin}") from None
+
+
+def _generator_fields(workload: str) -> list[str]:
+    """The parameters of ``workload``'s generators (its families' config fields); none
+    for a workload the registry does not know (an error then names it)."""
+    if not workload:
+        return []
+    from envs.workloads.registry import describe
+
+    try:
+        families = describe(workload).families
+    except ValueError:
+        return []
+    return [f.name for family in families for f in dataclasses.fields(family.config)]

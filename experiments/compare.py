@@ -534,7 +534,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
         from envs.workloads.registry import configure
 
-        with naming_params("experiments.compare", generator):
+        with naming_params("experiments.compare", generator, options["workload"]):
             scenario = configure(options["workload"], None, None, None, **generator)
         # as the generator took them (040 is 40), as a Hydra command's rows name them
         params = {
@@ -641,7 +641,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         bar = tqdm(total=n_windows * len(policies), desc="compare", unit="run")
     started = time.perf_counter()
     try:
-        with naming_params("experiments.compare", generator):  # (a window the generator fails)
+        with naming_params(
+            "experiments.compare", generator, options["workload"]
+        ):  # (a window the generator fails)
             runs = evaluate_policies(
                 policies,
                 cluster,

@@ -544,14 +544,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "(give one of them at least 1, or -1 for the workload's own count)"
         )
     if not trace:  # checked before the folder is claimed
-        with naming_params(COMMAND, params):
+        with naming_params(COMMAND, params, options["workload"]):
             configure(options["workload"], train_windows, test_windows, None, **params)
     # nothing cleared up front with overwrite=true, so a failed run leaves the old
     # dataset whole: make_dataset replaces its files as they land (DATASET_FILES)
     if trace:
         check_not_replaced(trace["path"], options["out_dir"])
     claim_out_dir(options["out_dir"], f"{COMMAND}: out_dir", (), options["overwrite"])
-    with naming_params(COMMAND, params):  # (a generator failing on a window names them too)
+    with naming_params(
+        COMMAND, params, options["workload"]
+    ):  # (a generator failing on a window names them too)
         info = make_dataset(
             workload=options["workload"],
             out_dir=options["out_dir"],

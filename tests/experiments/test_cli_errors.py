@@ -854,6 +854,25 @@ def test_a_generator_s_check_names_the_first_params_given_it_names() -> None:
     )
 
 
+@pytest.mark.parametrize("module", [compare, make_dataset])
+def test_a_generator_s_check_names_the_parameters_not_given_as_typed_too(
+    module: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A generator's check naming a parameter the command line left at its default
+    names it as the user would write it, ``params=n_bursts``, as the Hydra commands
+    name it ``workload.params.n_bursts``: it was named by its class,
+    ``BurstedSyntheticConfig.n_bursts``."""
+    out = tmp_path / "run"
+    args = ["workload=bursted_synthetic", "params=n_decoys=0,burst_requests=0"]
+    assert main_guard(lambda: module.main([*args, f"out_dir={out}"])) == 2
+    assert capsys.readouterr().err == (
+        f"error: {module.__name__}: workload 'bursted_synthetic': params=n_bursts x "
+        "params=burst_requests + params=n_decoys must be >= 1, or every window is empty; got "
+        "n_bursts=8, burst_requests=0, n_decoys=0 (params=burst_requests from the command line)\n"
+    )
+    assert not out.exists()
+
+
 def test_evaluate_s_policy_kwargs_that_do_not_parse_say_where_they_came_from(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
