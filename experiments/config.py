@@ -535,9 +535,9 @@ def cluster_of(cfg: Any) -> ClusterSpec:
     nodes = cfg.cluster.get("nodes")
     if nodes is None:
         if cfg.cluster.node is None:
-            raise ConfigError(
-                f"{_typed_as('cluster.node')} is null: give a node kind (cluster.node=4xH100) "
-                f"or the nodes (cluster.nodes=[4xH100,8xH200]){value_origin('cluster.node')}"
+            raise ConfigError(  # (as the command line spelled it: costs' node=)
+                null_refusal("cluster.node", _typed_as("cluster.node"))
+                + value_origin("cluster.node")
             )
         node = _node_of(cfg, "cluster.node", cfg.cluster.node, model, own)
         with naming_fields({"n_nodes": "cluster.n_nodes"}):
@@ -719,6 +719,7 @@ _FROM_SETUP = ("model.name", "cluster.node", "cluster.n_nodes")
 _NULL_HINTS = {
     "model.name": "a model preset's name ({typed}=llama-3.3-70b), or a new name beside "
     "ModelSpec's fields (a model of one's own)",
+    "cluster.node": "a node kind ({typed}=4xH100) or the nodes (cluster.nodes=[4xH100,8xH200])",
     "cluster.n_nodes": "a node count ({typed}=4), or the nodes (cluster.nodes=[4xH100,8xH200])",
 }
 """What :func:`null_refusal` asks for instead of a null, by config path (else a value)."""

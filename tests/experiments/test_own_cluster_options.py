@@ -409,8 +409,11 @@ def test_costs_refuses_a_bad_cluster_option_in_one_line(
          "72, got 100: a node's GPUs serve one model copy by tensor parallelism within one "
          "NVLink domain, and the largest (GB200 / GB300 NVL72) has 72; a cluster of more GPUs "
          "is more nodes"),
-        (["node=null"], "node is null: give a node kind (cluster.node=4xH100) or the nodes "
+        # it said "(cluster.node=4xH100)" to a user who typed node=
+        (["node=null"], "node is null: give a node kind (node=4xH100) or the nodes "
          "(cluster.nodes=[4xH100,8xH200]) (from the command line)"),
+        (["cluster.node=null"], "cluster.node is null: give a node kind (cluster.node=4xH100) "
+         "or the nodes (cluster.nodes=[4xH100,8xH200]) (from the command line)"),
         # OmegaConf's words: "model='null' (from the command line): field 'model.name' is not
         # Optional"
         (["model=null"], "model is null: give a model preset's name (model=llama-3.3-70b), or "
