@@ -30,6 +30,7 @@ from envs.sim.errors import (
     PolicyFailure,
     SettingWarning,
     SimulationError,
+    echoed,
     named_message,
 )
 from envs.sim.timing import ModelSpec, model_preset
@@ -109,7 +110,7 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
         value = parse_value(text, default)
         if text.strip().strip("[]").strip() and len(value) != text.count(",") + 1:
             raise UsageError(  # 1,,2 or 1,2,
-                f"{command}: {key}={text!r} has an empty entry{FROM_COMMAND_LINE}"
+                f"{command}: {key}={echoed(text)} has an empty entry{FROM_COMMAND_LINE}"
             )
         twice = next((item for i, item in enumerate(value) if item in value[:i]), None)
         if twice is not None:  # a result file would list it twice, and it would run once
@@ -121,7 +122,7 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
     except ValueError:
         kind = type(default).__name__
         raise UsageError(
-            f"{command}: {key}={text!r} is not a valid {kind}{FROM_COMMAND_LINE}"
+            f"{command}: {key}={echoed(text)} is not a valid {kind}{FROM_COMMAND_LINE}"
         ) from None
     return None if text.lower() in {"none", "null"} and default is None else text
 
@@ -130,7 +131,7 @@ def value_said(path: str, value: Any, where: str = "") -> str:
     """``path=value (from ...)``: how an error names a value it refuses before saying
     what is wrong with it (``cluster.node='0xH100' (from the command line): n_gpus
     must be ...``); ``where`` as :func:`experiments.config.value_origin` says it."""
-    return f"{path}={value!r}{where}"
+    return f"{path}={echoed(value)}{where}"
 
 
 @contextlib.contextmanager
@@ -239,7 +240,7 @@ def split_cluster_options(
             rest.append(arg)
             continue
         if not sep:
-            raise UsageError(f"{command}: expected key=value, got {arg!r}")
+            raise UsageError(f"{command}: expected key=value, got {echoed(arg)}")
         if bare in given:  # the last one would win without a word
             raise given_twice(command, bare)
         given[bare] = text
@@ -312,7 +313,7 @@ def parse_args(
     for arg in args:
         key, sep, text = arg.partition("=")
         if not sep or not key:
-            raise UsageError(f"{command}: expected key=value, got {arg!r}")
+            raise UsageError(f"{command}: expected key=value, got {echoed(arg)}")
         if key not in defaults:
             known = ", ".join(sorted(defaults))
             raise unknown_option(command, key, f"known: {known}")
@@ -746,7 +747,7 @@ def _typed_trace_value(command: str, name: str, value: Any) -> Any:
                 return kind(value)
             except ValueError:
                 raise UsageError(
-                    f"{command}: {WORKLOAD_PREFIX}{name}={value!r} is not a valid "
+                    f"{command}: {WORKLOAD_PREFIX}{name}={echoed(value)} is not a valid "
                     f"{kind.__name__}{FROM_COMMAND_LINE}"
                 ) from None
     return value
@@ -876,7 +877,7 @@ def generator_params(
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(
-                f"{command}: params items are key=value, got {item!r}{FROM_COMMAND_LINE}"
+                f"{command}: params items are key=value, got {echoed(item)}{FROM_COMMAND_LINE}"
             )
         if key in WINDOW_COUNTS:
             raise UsageError(

@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from envs.sim import ConfigError, SimConfig
+from envs.sim.errors import echoed
 from experiments._cli import FROM_COMMAND_LINE, UsageError, as_typed, given_twice, unknown_option
 
 PREFIX = "sim."
@@ -62,7 +63,9 @@ def split_sim_options(
 def _parsed(command: str, key: str, text: str, default: Any) -> Any:
     if isinstance(default, bool):
         if text.lower() not in ("true", "false"):
-            raise UsageError(f"{command}: {key}={text!r} is not true or false{FROM_COMMAND_LINE}")
+            raise UsageError(
+                f"{command}: {key}={echoed(text)} is not true or false{FROM_COMMAND_LINE}"
+            )
         return text.lower() == "true"
     if isinstance(default, str):
         return text
@@ -70,7 +73,9 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
         body = text.strip().strip("[]").strip()
         items = [item.strip() for item in body.split(",")] if body else []
         if "" in items:  # (dropped, it shifted every later entry to another node)
-            raise UsageError(f"{command}: {key}={text!r} has an empty entry{FROM_COMMAND_LINE}")
+            raise UsageError(
+                f"{command}: {key}={echoed(text)} has an empty entry{FROM_COMMAND_LINE}"
+            )
         if key.endswith("model_versions"):
             return tuple(items)
         kind: type = int if key.endswith("_nodes") else float
@@ -78,7 +83,7 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
             return tuple(kind(item) for item in items)
         except ValueError:
             raise UsageError(
-                f"{command}: {key}={text!r} is not a comma-separated list of "
+                f"{command}: {key}={echoed(text)} is not a comma-separated list of "
                 f"{'node indices' if kind is int else 'numbers'}{FROM_COMMAND_LINE}"
             ) from None
     try:
@@ -86,7 +91,7 @@ def _parsed(command: str, key: str, text: str, default: Any) -> Any:
     except ValueError:
         kind_name = "int" if isinstance(default, int) else "number"
         raise UsageError(
-            f"{command}: {key}={text!r} is not a valid {kind_name}{FROM_COMMAND_LINE}"
+            f"{command}: {key}={echoed(text)} is not a valid {kind_name}{FROM_COMMAND_LINE}"
         ) from None
 
 

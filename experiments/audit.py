@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.files import dumps_strict, write_json_atomic
+from envs.sim.errors import echoed
 from envs.sim.request import merged_workload
 from envs.workloads.readers import (
     ReadOptions,
@@ -94,12 +95,18 @@ def check_numbers(min_tokens: int, fanout_s: float, merge_blocks: int, where: st
     """Refuse a ``min_tokens``, ``fanout_s`` or ``merge_blocks`` out of range in one
     line; ``where`` says where the value came from (`` (from the command line)``)."""
     if min_tokens < 1:
-        raise UsageError(f"{COMMAND}: min_tokens must be >= 1, got {min_tokens}{where}")
+        raise UsageError(
+            f"{COMMAND}: min_tokens must be >= 1, got {echoed(min_tokens, quoted=False)}{where}"
+        )
     if not (fanout_s > 0 and math.isfinite(fanout_s)):  # the whole trace is a row already
-        raise UsageError(f"{COMMAND}: fanout_s must be a finite number > 0, got {fanout_s}{where}")
+        raise UsageError(
+            f"{COMMAND}: fanout_s must be a finite number > 0, got "
+            f"{echoed(fanout_s, quoted=False)}{where}"
+        )
     if merge_blocks < 1:
         raise UsageError(
-            f"{COMMAND}: merge_blocks must be an integer >= 1, got {merge_blocks}{where}"
+            f"{COMMAND}: merge_blocks must be an integer >= 1, got "
+            f"{echoed(merge_blocks, quoted=False)}{where}"
         )
 
 

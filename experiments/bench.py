@@ -88,7 +88,7 @@ from envs.encoder import ENCODER_CORE
 from envs.files import write_json_atomic
 from envs.sim import native
 from envs.sim.config import DEFAULT_SETUP
-from envs.sim.errors import plural
+from envs.sim.errors import echoed, plural
 from envs.workloads.plugins import is_plugin
 from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
@@ -170,7 +170,7 @@ def _check(options: dict[str, Any]) -> list[str]:
         minimum = 1 if name in ("repeats", "learn_steps") else 0
         if options[name] < minimum:  # parse_args has made it an int
             raise UsageError(
-                f"{COMMAND}: {name} must be an integer >= {minimum}, got {options[name]!r}"
+                f"{COMMAND}: {name} must be an integer >= {minimum}, got {echoed(options[name])}"
                 f"{FROM_COMMAND_LINE}"
             )
     from agents.algorithms import MAX_ROLLOUT
@@ -184,13 +184,13 @@ def _check(options: dict[str, Any]) -> list[str]:
     for name, most in ceilings.items():
         if options[name] > most:
             raise UsageError(
-                f"{COMMAND}: {name} must be at most {most:,}, got {options[name]!r}"
+                f"{COMMAND}: {name} must be at most {most:,}, got {echoed(options[name])}"
                 f"{FROM_COMMAND_LINE}"
             )
     if options["window"] < 0:
         raise UsageError(
             f"{COMMAND}: window must be >= 0 (a synthetic window's index, or a test "
-            f"window's), got {options['window']}{FROM_COMMAND_LINE}"
+            f"window's), got {echoed(options['window'], quoted=False)}{FROM_COMMAND_LINE}"
         )
     if options["workload"] or options[PLUGIN_OPTION]:  # one, spelled as in the other commands
         options["workload"] = resolve_workload(COMMAND, options)

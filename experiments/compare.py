@@ -99,7 +99,7 @@ from agents import ZOO, agent_folder, forget_read, zoo_names
 from baselines.policy import POLICIES, known_policies, make_policy
 from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
-from envs.sim.errors import ConfigError, plural
+from envs.sim.errors import ConfigError, echoed, plural
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import DEFAULT_WORKLOAD
 from envs.workloads.trace_options import TRACE_WORKLOAD
@@ -246,7 +246,7 @@ def _setting_value(
         names = agent.setting_names()
         if key not in names:
             raise UsageError(
-                f"policy_kwargs: {item!r}: agent {policy} has no setting {key!r} "
+                f"policy_kwargs: {echoed(item)}: agent {policy} has no setting {key!r} "
                 f"(settings: {', '.join(names) or '-'})"
             )
         factory: Any = AGENT_SETTINGS[agent.spec.env][0]
@@ -261,7 +261,8 @@ def _setting_value(
             return _literal(value) if text else value
         known = ", ".join(k for k, p in params.items() if p.kind is p.POSITIONAL_OR_KEYWORD)
         raise UsageError(
-            f"policy_kwargs: {item!r}: {policy} has no setting {key!r} (settings: {known or '-'})"
+            f"policy_kwargs: "
+            f"{echoed(item)}: {policy} has no setting {key!r} (settings: {known or '-'})"
         )
     kinds, takes_none = _declared_kinds(params[key])
     if value is None or (text and value.lower() in {"none", "null"}):
@@ -296,7 +297,8 @@ def _setting_value(
     if "str" in kinds and not text:  # Hydra typed it: quoted, it stays text
         hint = f" (to give it as text, quote it: +policy_kwargs.{policy}.{key}='{value}')"
     raise UsageError(
-        f"policy_kwargs: {policy}.{key}={value!r} is not a valid {' | '.join(kinds)}{hint}{origin}"
+        f"policy_kwargs: {policy}.{key}="
+        f"{echoed(value)} is not a valid {' | '.join(kinds)}{hint}{origin}"
     )
 
 
@@ -340,9 +342,9 @@ def policy_kwargs(
         policy, dot, key = target.partition(".")
         if not sep or not dot or not policy or not key:
             raise UsageError(
-                f"policy_kwargs: expected POLICY.KEY=VALUE, got {item!r}{FROM_COMMAND_LINE}"
+                f"policy_kwargs: expected POLICY.KEY=VALUE, got {echoed(item)}{FROM_COMMAND_LINE}"
             )
-        _check_run(policy, f"policy_kwargs: {item!r}", policies, agents)
+        _check_run(policy, f"policy_kwargs: {echoed(item)}", policies, agents)
         for name in _agents_named(policy, agents) if policy not in policies else [policy]:
             if (name, key) in given:  # the last one would win without a word
                 raise UsageError(
@@ -373,7 +375,7 @@ def policy_settings(
         _check_run(policy, f"policy_kwargs.{policy}", policies, agents)
         for name in _agents_named(policy, agents) if policy not in policies else [policy]:
             for key, value in keys.items():
-                item = f"{policy}.{key}={value!r}"
+                item = f"{policy}.{key}={echoed(value)}"
                 origin = value_origin(f"policy_kwargs.{policy}.{key}")
                 out.setdefault(name, {})[key] = _setting_value(
                     name, key, value, item, agents, origin
@@ -513,12 +515,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for key in ("seed", "workload_seed"):
         if options[key] < 0:
             raise UsageError(
-                f"experiments.compare: {key} must be >= 0, got {options[key]}{FROM_COMMAND_LINE}"
+                f"experiments.compare: {key} must be >= 0, got "
+                f"{echoed(options[key], quoted=False)}{FROM_COMMAND_LINE}"
             )
     if options["windows"] < 0:
         raise UsageError(
             f"experiments.compare: windows must be >= 0 (0 = all test windows), "
-            f"got {options['windows']}{FROM_COMMAND_LINE}"
+            f"got {echoed(options['windows'], quoted=False)}{FROM_COMMAND_LINE}"
         )
     params = workload_params("experiments.compare", options, [cluster.model])
     generator = generator_params(

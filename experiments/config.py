@@ -777,6 +777,7 @@ def cluster_from_options(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException, ValidationError
 
+    from envs.sim.errors import echoed
     from experiments._cli import FROM_COMMAND_LINE, UsageError, unknown_option, value_said
 
     model, node, n_nodes = SETUPS[setup]
@@ -809,7 +810,7 @@ def cluster_from_options(
             inner = body[1:-1] if body[:1] == "[" and body[-1:] == "]" else body
             if inner.strip() and "" in [item.strip() for item in inner.split(",")]:
                 raise UsageError(  # as lists'
-                    f"{command}: {key}={text!r} has an empty entry{FROM_COMMAND_LINE}"
+                    f"{command}: {key}={echoed(text)} has an empty entry{FROM_COMMAND_LINE}"
                 )
             body = f"[{inner}]"  # brackets optional, as the command's other lists
         try:
@@ -1177,7 +1178,9 @@ def bool_message(path: str, raw: Any, origin: str) -> str:
     """``env.eft_rules must be true or false, got 'yes' (from ...)``: the one way a
     true/false key given another value is said, by :func:`check_bool_values` and for
     a word OmegaConf refuses while Hydra merges it (``jobs``)."""
-    return f"{path} must be true or false, got {raw!r}{origin}"
+    from envs.sim.errors import echoed
+
+    return f"{path} must be true or false, got {echoed(raw)}{origin}"
 
 
 def _bool_paths(cfg: Any, prefix: str = "") -> Iterator[str]:

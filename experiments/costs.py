@@ -38,6 +38,7 @@ from typing import Any
 
 from envs.files import write_json_atomic
 from envs.sim.config import DEFAULT_SETUP, SETUPS, ClusterSpec, SimConfig
+from envs.sim.errors import echoed
 from envs.sim.timing import ModelSpec, NodeCosts, NodeSpec, model_preset, parse_node
 from experiments._cli import (
     FROM_COMMAND_LINE,
@@ -130,17 +131,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         tokens = [int(t) for t in options["tokens"]]
     except ValueError:
         raise UsageError(
-            f"{COMMAND}: tokens must be integers, got {options['tokens']!r}{FROM_COMMAND_LINE}"
+            f"{COMMAND}: tokens must be integers, got "
+            f"{echoed(options['tokens'])}{FROM_COMMAND_LINE}"
         ) from None
     if not tokens:
         raise UsageError(
             f"{COMMAND}: tokens is empty{FROM_COMMAND_LINE}; give at least one token count"
         )
     if any(t <= 0 for t in tokens):
-        raise UsageError(f"{COMMAND}: tokens must be positive, got {tokens!r}{FROM_COMMAND_LINE}")
+        raise UsageError(
+            f"{COMMAND}: tokens must be positive, got {echoed(tokens)}{FROM_COMMAND_LINE}"
+        )
     if not 0 < options["mfu"] <= 1:
         raise UsageError(
-            f"{COMMAND}: mfu must be in (0, 1], got {options['mfu']}{FROM_COMMAND_LINE}"
+            f"{COMMAND}: mfu must be in (0, 1], got "
+            f"{echoed(options['mfu'], quoted=False)}{FROM_COMMAND_LINE}"
         )
     from experiments.config import cluster_from_options
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.files import write_text_atomic
+from envs.sim.errors import echoed
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.example_trace import example_mooncake_text
 from experiments._cli import FROM_COMMAND_LINE, UsageError, main_guard, parse_args
@@ -27,7 +28,10 @@ def main(argv: list[str] | None = None) -> Path:
     if not options["out"]:
         raise UsageError(f"{COMMAND}: out=FILE is required")
     if options["seed"] < 0:
-        raise UsageError(f"{COMMAND}: seed must be >= 0, got {options['seed']}{FROM_COMMAND_LINE}")
+        raise UsageError(
+            f"{COMMAND}: seed must be >= 0, got "
+            f"{echoed(options['seed'], quoted=False)}{FROM_COMMAND_LINE}"
+        )
     out = Path(options["out"])
     label = f"{COMMAND}: out={options['out']!r}"
     check_not_home_shorthand(out, label)

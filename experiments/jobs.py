@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from envs.files import write_bytes_atomic
-from envs.sim.errors import SettingWarning, plural
+from envs.sim.errors import ECHO_CHARS, SettingWarning, echoed, plural
 from envs.sim.tenancy import Versions
 from envs.workloads.trace_file import TRACE_WORKLOAD
 from experiments import sweeps
@@ -621,6 +621,8 @@ def _override_not_merged(command: str, error: BaseException) -> str | None:
     override = first.removeprefix(_NOT_MERGED)
     key, _, text = override.partition("=")
     detail = hydra_message(error).removeprefix(first)
+    if len(text) > ECHO_CHARS:  # OmegaConf says the value back whole ("Value '...' of type")
+        detail = detail.replace(f"'{text}'", echoed(text))
     return f"{command}: {value_said(key.lstrip('+~'), text, FROM_COMMAND_LINE)}{detail}"
 
 

@@ -44,7 +44,7 @@ from typing import Any
 from tqdm import tqdm
 
 from envs.files import dumps_strict, file_mode, naming, naming_file
-from envs.sim.errors import plural
+from envs.sim.errors import echoed, plural
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.plugins import PLUGIN_PREFIX, is_plugin, load_plugin
 from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
@@ -512,13 +512,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
     if options["seed"] < 0:
         raise UsageError(
-            f"{COMMAND}: seed must be >= 0 (a numpy seed), got {options['seed']}{FROM_COMMAND_LINE}"
+            f"{COMMAND}: seed must be >= 0 (a numpy seed), got "
+            f"{echoed(options['seed'], quoted=False)}{FROM_COMMAND_LINE}"
         )
     for key in ("train_windows", "test_windows"):  # -1, the default: the workload's own
         if options[key] < -1:
             raise UsageError(
                 f"{COMMAND}: {key} must be >= 0 (or -1: the workload's own count), "
-                f"got {options[key]}{FROM_COMMAND_LINE}"
+                f"got {echoed(options[key], quoted=False)}{FROM_COMMAND_LINE}"
             )
     counts = "give train_windows=N test_windows=N"
     params = generator_params(

@@ -53,6 +53,7 @@ from baselines.policy import POLICIES, known_policies
 from envs.files import write_json_atomic
 from envs.processes import run_in_processes
 from envs.sim import SETUPS
+from envs.sim.errors import echoed
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.readers import TraceWarning
 from envs.workloads.registry import DEFAULT_WORKLOAD
@@ -260,7 +261,7 @@ def causal_kv_modes(text: str) -> list[bool]:
     except ValueError:
         raise UsageError(
             f"experiments.reproduce: causal_kv must be both or a bool (true/false, yes/no, "
-            f"on/off, 1/0), got {text!r}{FROM_COMMAND_LINE}"
+            f"on/off, 1/0), got {echoed(text)}{FROM_COMMAND_LINE}"
         ) from None
 
 
@@ -288,7 +289,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     modes = causal_kv_modes(options["causal_kv"])
     if options["jobs"] < 1:
         raise UsageError(
-            f"experiments.reproduce: jobs must be >= 1, got {options['jobs']}{FROM_COMMAND_LINE}"
+            f"experiments.reproduce: jobs must be >= 1, got "
+            f"{echoed(options['jobs'], quoted=False)}{FROM_COMMAND_LINE}"
         )
     policies = list(options["policies"])
     if BASELINE not in policies:
@@ -303,7 +305,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if options["windows"] < 0:
         raise UsageError(
             f"experiments.reproduce: windows must be >= 0 (0 = all test windows), "
-            f"got {options['windows']}{FROM_COMMAND_LINE}"
+            f"got {echoed(options['windows'], quoted=False)}{FROM_COMMAND_LINE}"
         )
     with naming_sim_options(sim_options):
         checked = with_sim_options(
@@ -322,7 +324,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for key, values in (("seed", [options["seed"]]), (seeds_key, seeds)):
         if any(value < 0 for value in values):
             raise UsageError(
-                f"experiments.reproduce: {key} must be >= 0, got {min(values)}{FROM_COMMAND_LINE}"
+                f"experiments.reproduce: {key} must be >= 0, got "
+                f"{echoed(min(values), quoted=False)}{FROM_COMMAND_LINE}"
             )
     models = [SETUPS[name][0] for name in options["setups"] if name in SETUPS]
     options["workload_params"] = workload_params("experiments.reproduce", options, models)

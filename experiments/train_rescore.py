@@ -24,6 +24,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from envs.sim.errors import echoed
 from experiments._cli import FROM_COMMAND_LINE, UsageError, main_guard, parse_args
 from experiments._io import claim_out_dir, releasing_out_dirs
 
@@ -290,7 +291,8 @@ def main(argv: list[str] | None = None) -> Path:
         raise UsageError(f"{COMMAND}: run=RUN (a training run's folder) is required")
     if options["val_windows"] < 0:
         raise UsageError(
-            f"{COMMAND}: val_windows must be >= 0, got {options['val_windows']}{FROM_COMMAND_LINE}"
+            f"{COMMAND}: val_windows must be >= 0, got "
+            f"{echoed(options['val_windows'], quoted=False)}{FROM_COMMAND_LINE}"
         )
     run = Path(options["run"])
     cfg = run_config(run)

@@ -31,6 +31,7 @@ from baselines.btb import BTB
 from baselines.btb_tuned import TABLE_PATH, btb_settings
 from envs.files import write_json_atomic
 from envs.sim import SETUPS, setup_cluster
+from envs.sim.errors import echoed
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin
 from experiments._cli import (
@@ -137,11 +138,12 @@ def check_options(options: dict[str, Any]) -> None:
         if not 0 <= options[key] <= LEGACY_SEED_MAX:
             raise UsageError(
                 f"{COMMAND}: {key} must be between 0 and 2**32 - 1 (a numpy seed), "
-                f"got {options[key]}{FROM_COMMAND_LINE}"
+                f"got {echoed(options[key], quoted=False)}{FROM_COMMAND_LINE}"
             )
     if not 1 <= options["trials"] <= MAX_WINDOWS:  # (a typo's 10**12 ran for ever)
         raise UsageError(
-            f"{COMMAND}: trials must be between 1 and {MAX_WINDOWS:,}, got {options['trials']}"
+            f"{COMMAND}: trials must be between 1 and {MAX_WINDOWS:,}, got "
+            f"{echoed(options['trials'], quoted=False)}"
             f"{FROM_COMMAND_LINE}"
         )
     if not options["setups"] or not options["workloads"]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 
 
 def is_number(value: Any, integer: bool = False) -> bool:
@@ -92,7 +92,7 @@ def checked_number(
         else:
             kind = "an integer" if integer else "a finite number" if finite else "a number"
             rule = f"{kind} {bounds}" if bounds else kind
-        raise kind_of.about(field, f"must be {rule}, got {value!r}")
+        raise kind_of.about(field, f"must be {rule}, got {echoed(value)}")
     return int(value) if integer else float(value)
 
 
@@ -123,7 +123,7 @@ def check_flag(field: str, value: Any) -> None:
     """``value`` must be true or false: a Python or numpy bool (a string such as
     ``"false"`` would be truthy, and ``1`` is no setting's spelling of true)."""
     if not isinstance(value, (bool, np.bool_)):
-        raise ConfigError.about(field, f"must be true or false (a bool), got {value!r}")
+        raise ConfigError.about(field, f"must be true or false (a bool), got {echoed(value)}")
 
 
 def check_fields_non_negative(where: str, config: Any) -> None:
@@ -135,11 +135,11 @@ def check_fields_non_negative(where: str, config: Any) -> None:
         for v in values:
             if not is_number(v) or not _finite(v):
                 raise ConfigError.about(
-                    f"{where}.{f.name}", f"must be finite numbers, got {value!r}"
+                    f"{where}.{f.name}", f"must be finite numbers, got {echoed(value)}"
                 )
             if v < 0:
-                raise ConfigError.about(f"{where}.{f.name}", f"must be >= 0, got {value!r}")
+                raise ConfigError.about(f"{where}.{f.name}", f"must be >= 0, got {echoed(value)}")
         if isinstance(value, tuple) and (len(value) != 2 or value[0] > value[1]):
             raise ConfigError.about(
-                f"{where}.{f.name}", f"must be a (low, high) pair, got {value!r}"
+                f"{where}.{f.name}", f"must be a (low, high) pair, got {echoed(value)}"
             )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import NoReturn
+from typing import Any, NoReturn
 
 
 class NamedFields:
@@ -87,6 +87,19 @@ class ConfigError(NamedFields, ValueError):
         """The same error about the same fields of another object (a reader's
         ``ReadOptions`` check reported as the ``TraceOptions`` the user gave)."""
         return ConfigError(self.template, self.fields, owner)
+
+
+ECHO_CHARS = 60
+"""How much of a value an error says back (:func:`echoed`)."""
+
+
+def echoed(value: Any, quoted: bool = True) -> str:
+    """``value`` as an error says it back: its ``repr`` (``str`` unless ``quoted``), cut
+    to its first :data:`ECHO_CHARS` characters and ``...`` when longer, so a value of
+    400 digits or a pasted file does not fill the terminal. Every echo of a refused
+    value goes through it."""
+    text = repr(value) if quoted else str(value)
+    return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS]}..."
 
 
 def plural(n: int, word: str) -> str:

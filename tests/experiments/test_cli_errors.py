@@ -813,6 +813,68 @@ def test_a_refused_key_or_value_says_it_came_from_the_command_line(
     assert not out.exists()
 
 
+LONG = "9" * 400
+"""A value of 400 characters: an error said it back whole."""
+CUT = "9" * 60 + "..."
+"""What an error says back of it: its first 60 characters."""
+
+
+def test_an_echoed_value_is_cut_to_its_first_60_characters() -> None:
+    from envs.sim.errors import echoed
+
+    assert echoed("x" * 58) == "'" + "x" * 58 + "'"  # 60 characters of repr: whole
+    assert echoed("x" * 59) == "'" + "x" * 59 + "..."  # 61: its first 60, then ...
+    assert echoed(10**400 - 1, quoted=False) == CUT
+    assert echoed(LONG) == "'" + "9" * 59 + "..."
+    assert echoed(-5, quoted=False) == "-5" and echoed("abc") == "'abc'"
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        (bench, [f"repeats={LONG}"],
+         f"experiments.bench: repeats must be at most 100,000, got {CUT}"),
+        (compare, [f"workload_seed=-{LONG}"],
+         f"experiments.compare: workload_seed must be >= 0, got -{CUT[:-4]}..."),
+        (compare, [f"windows={LONG}x"],
+         f"experiments.compare: windows='{CUT[1:]} is not a valid int"),
+        (compare, [f"sim.mfu={LONG}x"],
+         f"experiments.compare: sim.mfu='{CUT[1:]} is not a valid number"),
+        (compare, [f"policy_kwargs=btb.y_tokens={LONG}x"],
+         f"experiments.compare: policy_kwargs: btb.y_tokens='{CUT[1:]} is not a valid int"),
+        (costs, [f"node={LONG}xH100"],
+         f"experiments.costs: node='{CUT[1:]} (from the command line): n_gpus must be a number "
+         "a float can hold (at most 1.798e+308: the simulator computes in floats), got an "
+         "integer of 400 digits"),
+    ],
+)  # fmt: skip
+def test_a_long_value_is_said_back_cut(
+    module: Any, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An error says back the first 60 characters of a value it refuses, then
+    ``...``: a value of 400 digits was said whole, 400 characters of one line."""
+    assert main_guard(lambda: module.main(args)) == 2
+    err = capsys.readouterr().err
+    where = "" if module is costs else " (from the command line)"
+    assert err == f"error: {message}{where}\n"
+
+
+def test_a_long_value_hydra_cannot_merge_is_said_back_cut() -> None:
+    """OmegaConf's own words say the value back whole: cut there too."""
+    from hydra.errors import ConfigCompositionException
+    from omegaconf.errors import ValidationError
+
+    from experiments.jobs import _override_not_merged
+
+    cause = ValidationError(f"Value '{LONG}' of type 'str' could not be converted to Integer")
+    error = ConfigCompositionException(f"Error merging override cluster.n_nodes={LONG}")
+    error.__cause__ = cause
+    assert _override_not_merged("experiments.train", error) == (
+        f"experiments.train: cluster.n_nodes='{CUT[1:]} (from the command line): Value "
+        f"'{CUT[1:]} of type 'str' could not be converted to Integer"
+    )
+
+
 @pytest.mark.parametrize(
     ("module", "args", "known"),
     [

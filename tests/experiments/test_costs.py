@@ -44,14 +44,15 @@ def test_node_takes_the_x_in_either_case() -> None:
 def test_a_node_of_400_digits_of_gpus_is_refused_by_its_size(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The "at most 72" bound ran first and wrote out all 400 digits of the count."""
+    """The "at most 72" bound ran first and wrote out all 400 digits of the count; the
+    value said back is its first 60 characters (``echoed``)."""
     from experiments._cli import main_guard
 
     node = "1" + "0" * 400 + "xH100"
     assert main_guard(lambda: costs.main([f"node={node}"])) == 2
     err = capsys.readouterr().err
     assert err == (
-        f"error: experiments.costs: node={node!r} (from the command line): n_gpus must be a "
+        f"error: experiments.costs: node='{node[:59]}... (from the command line): n_gpus must be a "
         "number a float can hold (at most 1.798e+308: the simulator computes in floats), "
         "got an integer of 401 digits\n"
     )
