@@ -45,7 +45,7 @@ import functools
 import json
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -178,14 +178,11 @@ def plugin_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], workload
                 None,
             )
             if trained is not None:
-                # the sha256s cover the module and the modules of one's own it imports
-                # (plugins.code_sha256): "code", and the files of now named
-                code = f"{plugin.path} is"
-                if len(plugin.imports) == 1:
-                    code = f"{plugin.path} and the module of one's own it imports are"
-                elif plugin.imports:
-                    modules = plural(len(plugin.imports), "module")
-                    code = f"{plugin.path} and the {modules} of one's own it imports are"
+                # the sha256s cover the module, the modules of one's own it imports and
+                # the packages it is imported through (plugins.code_sha256): "code", and
+                # the files of now named
+                code = f"{_code_said(plugin.name, plugin.path, plugin.imports)} "
+                code += "is" if code == f"{plugin.path} " else "are"
                 notes.append(
                     f"note: {label} ({folders[label]}) {via}was trained on {workload} with "
                     f"code of sha256 {trained[:12]}; {code} {plugin.sha256[:12]} now: the code "
@@ -193,6 +190,30 @@ def plugin_notes(agents: Mapping[str, Any], folders: Mapping[str, Any], workload
                 )
                 break
     return notes
+
+
+def _code_said(name: str, path: str | None, imports: Sequence[str]) -> str:
+    """The files a plugin's sha256 covers, as a note names them: its module's ``path``,
+    then how many of ``imports`` are modules of one's own it imports and how many the
+    ``__init__.py`` of a package on its dotted path (``name``, ``plugin:MODULE:FUNC``),
+    which it is imported through, not a module it imports."""
+    module = name.removeprefix("plugin:").rpartition(":")[0]
+    depth = module.count(".")  # the packages on its dotted path
+    parents = Path(path).parents if path else ()
+    packages = {str(parents[i] / "__init__.py") for i in range(min(depth, len(parents)))}
+    n_packages = sum(1 for file in imports if file in packages)
+    n_modules = len(imports) - n_packages
+    parts = []
+    if n_modules:
+        modules = "module" if n_modules == 1 else plural(n_modules, "module")
+        parts.append(f"the {modules} of one's own it imports")
+    if n_packages:
+        inits = "" if n_packages == 1 else f"{n_packages} "
+        parts.append(f"the __init__.py of the {inits}package{'s' * (n_packages > 1)} it is "
+                     "imported through")  # fmt: skip
+    if len(parts) == 2:
+        return f"{path}, {parts[0]} and {parts[1]}"
+    return " and ".join([str(path), *parts])
 
 
 def dataset_windows(path: str | os.PathLike[str]) -> dict[str, Any] | None:

@@ -1156,8 +1156,9 @@ def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
         name = f"plugin:{package}_{tag}.gen:rows"
         assert seen_registered(spec, name, {}, 20260721, "test", None) == seen, name
     # its helper edited since training (as another sha256 in agent.json tells): the note
-    # names the module and the modules it imports (its package's __init__.py, which
-    # `from . import helper` runs, and helper.py), which the sha256 covers
+    # names the module, the module it imports (helper.py) and its package's __init__.py,
+    # which it is imported through, all of which the sha256 covers (it called the
+    # __init__.py one of "the 2 modules of one's own it imports")
     from types import SimpleNamespace
 
     from experiments.trained_on import plugin_notes
@@ -1169,7 +1170,8 @@ def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
     folder = tmp_path / f"a_{tag}"
     assert plugin_notes({"a": SimpleNamespace(spec=edited)}, {"a": "/runs/a"}, name) == [
         f"note: a (/runs/a) was trained on {name} with code of sha256 abababababab; "
-        f"{folder / 'gen.py'} and the 2 modules of one's own it imports are "
+        f"{folder / 'gen.py'}, the module of one's own it imports and the __init__.py of the "
+        "package it is imported through are "
         f"{_sha256sum(folder, ['gen.py', 'helper.py', '__init__.py'])[:12]} now: the code "
         "that makes "
         "these windows changed since (they are still counted as its own)"
@@ -1209,6 +1211,55 @@ def test_the_note_of_a_module_that_imports_one_of_one_s_own_says_it_in_the_singu
         f"{code[:12]} now: the code that makes these windows changed since (they are still "
         "counted as its own)"
     ]
+
+
+def test_the_note_names_a_package_s_init_as_what_the_module_is_imported_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pkg.gen, imported through pkg/__init__.py (which runs code, so the sha256 covers
+    it): the note said "gen.py and the module of one's own it imports are ...", but gen.py
+    imports nothing; it is imported through the package. With a helper gen.py imports
+    too, both are named, each for what it is."""
+    from types import SimpleNamespace
+
+    from agents.algorithms import AgentSpec
+    from experiments.trained_on import plugin_notes, trained_windows
+
+    tag = abs(hash(str(tmp_path))) % 10**8
+    package = tmp_path / f"pkg_{tag}"
+    package.mkdir()
+    (package / "__init__.py").write_text("TOKENS = 300\n")
+    (package / "gen.py").write_text(
+        "def rows(window, seed, split, trace_id):\n"
+        "    return [{'arrival_s': 0.0, 'input_length': 300, 'hash_ids': [window]}]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+
+    def note(name: str) -> list[str]:
+        record = trained_windows(
+            name, {"train_windows": 1, "test_windows": 1}, 20260721, None, None
+        )
+        edited = AgentSpec(algo="ppo", env="route", registered_windows=[
+            {**record, "plugin_sha256": "ab" * 32}
+        ])  # fmt: skip
+        return plugin_notes({"a": SimpleNamespace(spec=edited)}, {"a": "/runs/a"}, name)
+
+    name = f"plugin:pkg_{tag}.gen:rows"
+    code = _sha256sum(package, ["__init__.py", "gen.py"])
+    gen = package.resolve() / "gen.py"
+    assert note(name) == [
+        f"note: a (/runs/a) was trained on {name} with code of sha256 abababababab; {gen} and "
+        f"the __init__.py of the package it is imported through are {code[:12]} now: the code "
+        "that makes these windows changed since (they are still counted as its own)"
+    ]
+    (tmp_path / f"helper_{tag}.py").write_text("TOKENS = 300\n")
+    (package / "gen2.py").write_text(f"import helper_{tag}\n\n" + (package / "gen.py").read_text())
+    name = f"plugin:pkg_{tag}.gen2:rows"
+    [said] = note(name)
+    assert (
+        f"; {package.resolve() / 'gen2.py'}, the module of one's own it imports and the "
+        "__init__.py of the package it is imported through are "
+    ) in said
 
 
 def test_a_dataset_of_it_is_matched_by_its_code_whatever_its_module_name(
