@@ -23,6 +23,7 @@ validate.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import time
@@ -1955,21 +1956,23 @@ def worker_died_kept(model: Any, cfg: Any, out_dir: Path) -> str:
     return f"{stopped}; {kept}"
 
 
-MAX_PRECHECKED_JOBS = 64
-"""The most jobs of a ``-m`` sweep :func:`check_sweep` composes and checks up front."""
-
-
 def check_sweep(args: list[str]) -> None:
-    """Before a ``-m`` sweep over lists of values starts, every job's config is
-    composed and checked as the job would check it (:func:`check_train`): a value
-    no run can use is one line naming the job, before job 0 trains (it used to fail
-    only when its own job started, after the jobs before it had trained). A trace
+    """Before a ``-m`` sweep over lists of values or ranges (``seed=range(0,3)``) starts,
+    every job's config is composed and checked as the job would check it
+    (:func:`check_train`), however many jobs there are: a value no run can use is one
+    line naming the job and where the value came from (``(from the command line)``),
+    before job 0 trains (it used to fail only when its own job started, after the jobs
+    before it had trained; ranges and sweeps of more than 64 jobs were left to the
+    jobs). To keep it quick, the config is composed once for each choice of the
+    swept config groups (``agent=ppo,a2c``) and each job's values are applied to it
+    as Hydra applies them (its options are checked, no workload is built). A trace
     workload's options are checked, not its file, which each job reads (a read here
     would keep the trace's warnings from the jobs' logs: the plan is cached). Left
-    to the jobs: sweeps over ranges (a sweeper draws them), more than
-    :data:`MAX_PRECHECKED_JOBS` jobs, the trace file, and a command that does not
-    compose (Hydra says why)."""
+    to the jobs: a sweeper's own search (``hydra.*`` overrides), a ``glob()`` or an
+    interval, the trace file, and a command that does not compose (Hydra says why)."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
     from experiments.config import CONF_DIR
@@ -1982,26 +1985,79 @@ def check_sweep(args: list[str]) -> None:
     by_key = {o.get_key_element(): o for o in parsed}  # a key given twice: the last, as Hydra
     parsed = list(by_key.values())
     swept = [o for o in parsed if o.is_sweep_override()]
-    if not swept or not all(o.is_choice_sweep() for o in swept):
+    if not swept or not all(o.is_choice_sweep() or o.is_range_sweep() for o in swept):
         return
-    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
     # get_key_element keeps a + or ++ (a key the config lacks): without it no job composed
     choices = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] for o in swept]
-    jobs = list(itertools.product(*choices))
-    if len(jobs) > MAX_PRECHECKED_JOBS:
-        return
+    parser = OverridesParser.create()
     with warnings.catch_warnings():  # each job says its own warnings
         warnings.simplefilter("ignore")
         try:
             with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-                configs = [compose(config_name="train", overrides=[*fixed, *job]) for job in jobs]
+                loader = GlobalHydra.instance().config_loader()
+                groups = {o.get_key_element() for o in swept if _is_group(loader, o)}
+                fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+                # a value swept with + or ~ cannot be applied twice to one copy
+                fresh = any(o.is_add() or o.is_delete() for o in swept)
+                bases: dict[tuple[str, ...], Any] = {}
+                for number, job in enumerate(itertools.product(*choices)):
+                    chosen = tuple(j for o, j in zip(swept, job) if o.get_key_element() in groups)
+                    if chosen not in bases:  # composed once per choice of the swept groups
+                        bases[chosen] = compose(config_name="train", overrides=[*fixed, *chosen])
+                    cfg = copy.deepcopy(bases[chosen]) if fresh else bases[chosen]
+                    values = [j for o, j in zip(swept, job) if o.get_key_element() not in groups]
+                    _apply_overrides(cfg, parser.parse_overrides(values))
+                    try:
+                        check_train(cfg, read_trace=False)
+                    except ValueError as error:
+                        line = [job[swept.index(o)] if o in swept else o.input_line
+                                for o in parsed]  # fmt: skip
+                        said = _said_in_job(line, error)
+                        raise ValueError(
+                            f"job {number} of the sweep ({', '.join(job)}): {said}"
+                        ) from None
         except HydraException:  # the config does not compose: Hydra says why
             return
-        for number, (job, cfg) in enumerate(zip(jobs, configs)):
-            try:
-                check_train(cfg, read_trace=False)
-            except ValueError as error:
-                raise ValueError(f"job {number} of the sweep ({', '.join(job)}): {error}") from None
+
+
+def _is_group(loader: Any, override: Any) -> bool:
+    """Whether ``override`` chooses a config group's option (``agent=ppo``), which
+    changes the config's defaults list, rather than setting a value."""
+    return bool(loader.get_group_options(override.key_or_group))
+
+
+def _said_in_job(line: list[str], error: ValueError) -> BaseException:
+    """``error`` of a sweep's job (its overrides ``line``) as the job says it: its
+    config composed whole, as Hydra gives it to the job, and the check run again
+    where :func:`experiments.config.value_origin` sees the job's command line, so the
+    message says where the value came from (``(from the command line)``, a group's
+    file); ``error`` itself if that check passes."""
+    from hydra import compose
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    from experiments.config import with_value_origin
+
+    previous = HydraConfig.instance().cfg
+    cfg = compose(config_name="train", overrides=line, return_hydra_config=True)
+    try:
+        HydraConfig.instance().set_config(cfg)
+        with open_dict(cfg):
+            del cfg["hydra"]
+        check_train(cfg, read_trace=False)
+    except ValueError as again:
+        return with_value_origin(again, cfg)
+    finally:
+        HydraConfig.instance().cfg = previous
+    return error
+
+
+def _apply_overrides(cfg: Any, overrides: list[Any]) -> None:
+    """``overrides`` (of values, no config group) applied to a composed ``cfg`` as Hydra's
+    compose applies them after building the config from its defaults list."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    ConfigLoaderImpl._apply_overrides_to_config(overrides, cfg)
 
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="train")

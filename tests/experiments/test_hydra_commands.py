@@ -382,6 +382,41 @@ def test_a_sweep_on_a_trace_checks_its_options_before_job_0(bad, said, tmp_path,
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("sweep", "said"),
+    [
+        # ranges were left to the jobs: job 60 failed after 60 jobs had trained
+        (["agent.hidden=range(65535,65538)", "seed=range(0,30)"],
+         "job 60 of the sweep (agent.hidden=65537, seed=0): agent.hidden must be an integer "
+         "in [1, 65536], got 65537 (from the command line)"),
+        # more than 64 jobs were left to the jobs too
+        ([f"agent.hidden={','.join(map(str, range(1, 65)))},0"],
+         "job 64 of the sweep (agent.hidden=0): agent.hidden must be an integer in [1, 65536], "
+         "got 0 (from the command line)"),
+        # a group swept beside a range: each job's values on its group's config
+        (["agent=a2c,ppo", "agent.hyperparams.n_steps=range(1,3)", "env.n_envs=1"],
+         "job 2 of the sweep (agent=ppo, agent.hyperparams.n_steps=1): "
+         "agent.hyperparams.n_steps=1 x env.n_envs=1 = 1 step a rollout"),
+        # the refusal said no origin
+        (["seed=0,1", "train.eval_seed=-1"],
+         "job 0 of the sweep (seed=0): train.eval_seed must be >= 0 (or null), got -1 (from "
+         "the command line)"),
+    ],
+)  # fmt: skip
+def test_the_sweep_precheck_checks_every_job_and_names_where_the_value_came_from(
+    sweep: list[str], said: str
+) -> None:
+    """Every job of a sweep over lists or ranges, however many, is checked before job 0
+    trains, and the refusal says where the value came from."""
+    from experiments.train import check_sweep
+
+    swept = {arg.split("=", 1)[0] for arg in sweep}
+    tiny = [arg for arg in TINY if arg.split("=", 1)[0] not in swept]
+    with pytest.raises(ValueError) as refused:
+        check_sweep(["-m", *sweep, *tiny])
+    assert str(refused.value).startswith(said), str(refused.value)
+
+
 def test_the_sweep_precheck_reads_no_trace(tmp_path) -> None:
     """A trace's rows are the jobs' to read (and to say its warnings about, which a
     read here, its plan cached, would keep from their logs): a bad row passes the
