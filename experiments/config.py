@@ -1248,6 +1248,47 @@ def _experiment_files(sources: Any, name: str) -> list[Path]:
     return found
 
 
+def sweeper_param_origin(key: str, config_name: str, args: Sequence[str]) -> str:
+    """Where a sweep's ``hydra.sweeper.params.KEY`` came from, as `` (PATH from ...)``,
+    for an error about a value the sweeper gave a job (Hydra's ``Error merging
+    override KEY=...``): the command line (its overrides ``args``), the
+    ``+experiment`` file or the sweeper's own config file
+    (``conf/hydra/sweeper/NAME.yaml``, or one's own on ``hydra.searchpath``), found
+    as Hydra finds them (the command's config ``config_name`` composed with the
+    line's overrides that are no sweep); `` (from PATH)`` when none of them says."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    path = f"hydra.sweeper.params.{key}"
+    parsed = list(_parsed_overrides([a for a in args if not a.startswith("-")]))
+    if any(o.key_or_group.lstrip("+~") in (path, "hydra.sweeper.params") for o in parsed):
+        return f" ({path} from the command line)"
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override() and o.input_line]
+    try:
+        if GlobalHydra.instance().is_initialized():  # (the sweep's, which has ended)
+            GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            hydra = compose(config_name=config_name, overrides=fixed, return_hydra_config=True)
+    except HydraException:
+        return f" (from {path})"
+    choices = hydra.hydra.runtime.choices
+    files = []
+    if choices.get("experiment"):  # @package _global_
+        files.append((f"experiment/{choices['experiment']}.yaml", path))
+    if choices.get("hydra/sweeper"):  # @package hydra.sweeper
+        files.append((f"hydra/sweeper/{choices['hydra/sweeper']}.yaml", f"params.{key}"))
+    missing = object()
+    for name, inside in files:
+        found = _config_file(hydra.hydra.runtime.config_sources, name)
+        if (
+            found is not None
+            and OmegaConf.select(OmegaConf.load(found), inside, default=missing) is not missing
+        ):
+            return f" ({path} from {_shown(found)})"
+    return f" (from {path})"
+
+
 def _shown(found: Path) -> str:
     """A config file as messages name it: ``conf/...`` inside the project's conf/."""
     try:

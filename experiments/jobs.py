@@ -71,6 +71,7 @@ from experiments.config import (
     null_refusal,
     setup_label,
     sim_of,
+    sweeper_param_origin,
     unknown_key_message,
     value_origin,
     window_pool_of,
@@ -366,11 +367,12 @@ def hydra_entry(
                     raise refused from None
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     # as the project's own checks say these (check_bool_values, check_known_keys)
+                    where = _merged_origin(command, args, error)  # (a sweeper's params: not typed)
                     said = (
-                        _bool_override(error, error.__cause__)
-                        or _null_override(error, error.__cause__)
+                        _bool_override(error, error.__cause__, where)
+                        or _null_override(error, error.__cause__, where)
                         or _unknown_key(error, error.__cause__)
-                        or _override_not_merged(command, error)
+                        or _override_not_merged(command, error, where)
                     )
                     raise UsageError(said or f"{command}: {hydra_message(error)}") from None
                 raise
@@ -571,7 +573,9 @@ def hydra_message(error: BaseException) -> str:
     return out + _list_hint(cause)
 
 
-def _bool_override(error: BaseException, cause: BaseException | None) -> str | None:
+def _bool_override(
+    error: BaseException, cause: BaseException | None, where: str = FROM_COMMAND_LINE
+) -> str | None:
     """``KEY must be true or false, got 'maybe' (from the command line)`` for a
     command-line override OmegaConf refused as no bool (``env.eft_rules=maybe``), as
     the project's own check (``check_bool_values``) says a ``yes``; None for any other
@@ -585,10 +589,12 @@ def _bool_override(error: BaseException, cause: BaseException | None) -> str | N
         or not cause.full_key
     ):
         return None
-    return bool_message(cause.full_key, cause.value, " (from the command line)")
+    return bool_message(cause.full_key, cause.value, where)
 
 
-def _null_override(error: BaseException, cause: BaseException | None) -> str | None:
+def _null_override(
+    error: BaseException, cause: BaseException | None, where: str = FROM_COMMAND_LINE
+) -> str | None:
     """``model.name is null: give a model preset's name ... (from the command line)``
     for a command-line null OmegaConf refused (``field 'model.name' is not
     Optional``), as ``key=value`` commands say it (``config.null_refusal``); None for
@@ -602,13 +608,15 @@ def _null_override(error: BaseException, cause: BaseException | None) -> str | N
         or not cause.full_key
     ):
         return None
-    return null_refusal(cause.full_key) + FROM_COMMAND_LINE
+    return null_refusal(cause.full_key) + where
 
 
 _NOT_MERGED = "Error merging override "
 
 
-def _override_not_merged(command: str, error: BaseException) -> str | None:
+def _override_not_merged(
+    command: str, error: BaseException, where: str = FROM_COMMAND_LINE
+) -> str | None:
     """``COMMAND: cluster.n_nodes='abc' (from the command line): Value 'abc' of type
     'str' could not be converted to Integer`` for a command-line override Hydra could
     not merge (``Error merging override cluster.n_nodes=abc: ...``), naming the value
@@ -623,7 +631,23 @@ def _override_not_merged(command: str, error: BaseException) -> str | None:
     detail = hydra_message(error).removeprefix(first)
     if len(text) > ECHO_CHARS:  # OmegaConf says the value back whole ("Value '...' of type")
         detail = detail.replace(f"'{text}'", echoed(text))
-    return f"{command}: {value_said(key.lstrip('+~'), text, FROM_COMMAND_LINE)}{detail}"
+    return f"{command}: {value_said(key.lstrip('+~'), text, where)}{detail}"
+
+
+def _merged_origin(command: str, args: Sequence[str], error: BaseException) -> str:
+    """Where the override of Hydra's ``Error merging override KEY=...`` came from: the
+    command line when it sets KEY (`` (from the command line)``), else the sweeper,
+    which gives each job the values of its ``hydra.sweeper.params`` as overrides
+    (:func:`experiments.config.sweeper_param_origin`: the file that sets it; the
+    command's config is named after it, ``experiments.train``'s ``train``)."""
+    first = str(error).partition("\n")[0]
+    if not first.startswith(_NOT_MERGED):
+        return FROM_COMMAND_LINE
+    key = first.removeprefix(_NOT_MERGED).partition("=")[0].lstrip("+~")
+    typed = {o.key_or_group.lstrip("+~") for o in _parsed_overrides(args)}
+    if key in typed or not _is_sweep(args):
+        return FROM_COMMAND_LINE
+    return sweeper_param_origin(key, command.rpartition(".")[2], args)
 
 
 def _unknown_key(error: BaseException, cause: BaseException | None) -> str | None:

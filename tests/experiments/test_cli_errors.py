@@ -1144,6 +1144,40 @@ def test_one_value_for_a_list_option_says_how_to_write_the_list(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("where", ["experiment", "sweeper", "line"])
+def test_a_sweeper_s_value_hydra_cannot_merge_names_the_file_that_gave_it(
+    where: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """A sweep's job gets its sweeper's ``hydra.sweeper.params`` as overrides: a value
+    there Hydra cannot merge was said ``(from the command line)``, which never gave
+    it. It names the file that set it (an ``+experiment``, the sweeper's own config)."""
+    conf = tmp_path / "conf"
+    (conf / "experiment").mkdir(parents=True)
+    (conf / "hydra" / "sweeper").mkdir(parents=True)
+    experiment = conf / "experiment" / "bad_sweep.yaml"
+    experiment.write_text("# @package _global_\nhydra:\n  sweeper:\n    params:\n      seed: abc\n")
+    sweeper = conf / "hydra" / "sweeper" / "bad_basic.yaml"
+    sweeper.write_text("defaults:\n  - basic\n  - _self_\n\nparams:\n  seed: abc\n")
+    chosen = {
+        "experiment": ["+experiment=bad_sweep"],
+        "sweeper": ["hydra/sweeper=bad_basic"],
+        "line": ["seed=abc,1"],
+    }[where]
+    origin = {
+        "experiment": f"hydra.sweeper.params.seed from {experiment}",
+        "sweeper": f"hydra.sweeper.params.seed from {sweeper}",
+        "line": "from the command line",
+    }[where]
+    args = ["-m", *chosen, f"hydra.searchpath=[file://{conf}]", "logger=none", "workload=tiny"]
+    proc = run_command("experiments.train", [*args, f"out_dir={tmp_path / 'sweep'}"], tmp_path)
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"error: experiments.train: seed='abc' ({origin}): Value 'abc' of type 'str' could not "
+        "be converted to Integer\n",
+    )
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_a_value_hydra_cannot_merge_is_named_with_where_it_came_from(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
