@@ -34,9 +34,11 @@ several kinds, ``{"nodes": [one such table per kind]}``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from envs.files import write_json_atomic
+from envs.sim.checks import checked_number
 from envs.sim.config import DEFAULT_SETUP, SETUPS, ClusterSpec, SimConfig
 from envs.sim.errors import echoed
 from envs.sim.timing import ModelSpec, NodeCosts, NodeSpec, model_preset, parse_node
@@ -142,6 +144,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(
             f"{COMMAND}: tokens must be positive, got {echoed(tokens)}{FROM_COMMAND_LINE}"
         )
+    for count in tokens:  # (one a float cannot hold ended in OverflowError's traceback)
+        try:
+            checked_number("tokens", count, 1, math.inf, integer=True)
+        except ValueError as error:
+            raise UsageError(f"{COMMAND}: {error}{FROM_COMMAND_LINE}") from None
     if not 0 < options["mfu"] <= 1:
         raise UsageError(
             f"{COMMAND}: mfu must be in (0, 1], got "

@@ -777,6 +777,10 @@ def test_a_value_that_does_not_parse_says_it_came_from_the_command_line(
          "experiments.compare: copy_model must be one of reference, contention, got 'bogus'"),
         (costs, ["tokens=0"], "experiments.costs: tokens must be positive, got [0]"),
         (costs, ["mfu=2"], "experiments.costs: mfu must be in (0, 1], got 2.0"),
+        # OverflowError's traceback as the table was worked out
+        (costs, ["tokens=500," + "9" * 400], "experiments.costs: tokens must be a number a "
+         "float can hold (at most 1.798e+308: the simulator computes in floats), got an "
+         "integer of 400 digits"),
         (bench, ["repeats=0"], "experiments.bench: repeats must be an integer >= 1, got 0"),
         (bench, ["repeats=10000000000"],
          "experiments.bench: repeats must be at most 100,000, got 10000000000"),
