@@ -1997,14 +1997,12 @@ def check_sweep(args: list[str]) -> None:
                 loader = GlobalHydra.instance().config_loader()
                 groups = {o.get_key_element() for o in swept if _is_group(loader, o)}
                 fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
-                # a value swept with + or ~ cannot be applied twice to one copy
-                fresh = any(o.is_add() or o.is_delete() for o in swept)
                 bases: dict[tuple[str, ...], Any] = {}
                 for number, job in enumerate(itertools.product(*choices)):
                     chosen = tuple(j for o, j in zip(swept, job) if o.get_key_element() in groups)
                     if chosen not in bases:  # composed once per choice of the swept groups
                         bases[chosen] = compose(config_name="train", overrides=[*fixed, *chosen])
-                    cfg = copy.deepcopy(bases[chosen]) if fresh else bases[chosen]
+                    cfg = copy.deepcopy(bases[chosen])  # (the checks may set values in it)
                     values = [j for o, j in zip(swept, job) if o.get_key_element() not in groups]
                     _apply_overrides(cfg, parser.parse_overrides(values))
                     try:

@@ -417,6 +417,15 @@ def test_the_sweep_precheck_checks_every_job_and_names_where_the_value_came_from
     assert str(refused.value).startswith(said), str(refused.value)
 
 
+def test_the_sweep_precheck_checks_each_job_on_a_config_of_its_own() -> None:
+    """The checks set values in the config they check (``cluster.node`` null beside
+    ``cluster.nodes``): a config reused from job to job carried them into the next
+    job, and ``cluster.nodes=null`` (the setup's node) was refused as a null node."""
+    from experiments.train import check_sweep
+
+    check_sweep(["-m", "cluster.nodes=[4xH100,8xH200],null", *TINY])
+
+
 def test_the_sweep_precheck_reads_no_trace(tmp_path) -> None:
     """A trace's rows are the jobs' to read (and to say its warnings about, which a
     read here, its plan cached, would keep from their logs): a bad row passes the
