@@ -1,7 +1,7 @@
 """The results pages written from stored rows are what their scripts write now:
 ``docs/results/capacity_floor.md``, ``target_cells.md``, ``thresholds_cells.md``,
 ``eft_step.md``, ``eft_pull.md``, ``eval_seeds.md``,
-``finetune_families_val20_test.md`` and the agents' test tables
+``finetune_families_val20_test.md``, ``leak_check.md`` and the agents' test tables
 ``agents_vs_baselines[_TAG]_table.md`` and ``agents_vs_baselines_thresholds[_TAG]_table.md``
 (a rule or a row changed without regenerating them would leave a stale count in
 the docs)."""
@@ -38,6 +38,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "summarize_agent_evals",
                 "evaluate_thresholds",
                 "finetune_families_val20_table",
+                "leak_check",
             )
         }
     finally:
@@ -175,3 +176,29 @@ def test_finetune_families_val20_page_is_current(scripts: dict[str, ModuleType])
     new = json.loads((RESULTS / "finetune_families_val20_test.json").read_text())["rows"]
     rows.update({(row["workload"], row["policy"]): row for row in new})
     assert (RESULTS / "finetune_families_val20_test.md").read_text() == table.render(rows)
+
+
+def test_leak_check_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    assert (RESULTS / "leak_check.md").read_text() == scripts["leak_check"].render()
+
+
+def test_leak_check_windows_by_hand(scripts: dict[str, ModuleType]) -> None:
+    """docs/workloads.md: the 60 s bursts train on windows 1, 4, 5, 6 and 14, so an
+    agent trained on them alone (``scratch_route_warm``) has seen the bursts of the
+    test windows among those of ``mixed`` (all five) and the 1 s bursts (1, 4, 14:
+    5 and 6 are their train windows), and of none of its own family's; one whose
+    lineage took train windows of all three (``improve_warm_step``, by
+    ``bc_route_warm_spare``'s cloning and ``burst_families``) those of 7 of each one's
+    15 (tests/workloads/test_workload_registry.py)."""
+    leak = scripts["leak_check"]
+    scratch = leak.train_windows_seen("scratch_route_warm")
+    assert {i for f, i in scratch if f == "synthetic"} == {1, 4, 5, 6, 14}
+    assert leak.leaked(scratch, "mixed") == {1, 4, 5, 6, 14}
+    assert leak.leaked(scratch, "synthetic1s") == {1, 4, 14}
+    assert leak.leaked(scratch, "synthetic") == set()
+    assert leak.lineage("improve_warm_step")[-1] == "bc_route_warm_spare"
+    step = leak.train_windows_seen("improve_warm_step")
+    for family in leak.SIBLINGS:
+        assert len(leak.test_indices(family)) == 15 and len(leak.leaked(step, family)) == 7
+    # pooled by requests: windows of 1 and 3 requests with means 1 s and 3 s
+    assert leak._pooled([1.0, 3.0], (1, 3), [0, 1]) == 2.5
