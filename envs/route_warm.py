@@ -323,9 +323,11 @@ def route_warm_masks(
             mask[4 * n + 2 + 2 * k] = False
     versions = sim.versions
     if versions is not None:  # model versions: a warm the simulator would refuse is masked
-        src = warm_source(sim, prefix)
+        src, now = warm_source(sim, prefix), sim.now
         for k in range(n):
-            if versions.draining[k] or (src is not None and versions.warm_refusal(src, k)):
+            if versions.upgrading(k, now) or (
+                src is not None and versions.warm_refusal(src, k, now)
+            ):
                 mask[n + 2 * k + 1] = False
     if cache_actions:
         return np.concatenate([np.array(mask, dtype=bool), _cache_action_masks(sim, prefix)])

@@ -429,7 +429,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
                 refused[reason] += 1
                 return reason
         if self.versions is not None:
-            reason = self.versions.warm_refusal(src, dst)
+            reason = self.versions.warm_refusal(src, dst, self.now)
             if reason is not None:
                 refused[reason] += 1
                 return reason

@@ -76,9 +76,17 @@ class Versions:
             if math.isfinite(at_s):
                 sim._push(at_s, UPGRADE_EVENT, sim.nodes[index])
 
-    def warm_refusal(self, src: int, dst: int) -> str | None:
-        """Why a copy from node ``src`` to ``dst`` may not start, or None."""
-        if self.draining[src] or self.draining[dst]:
+    def upgrading(self, index: int, now: float) -> bool:
+        """Is node ``index`` draining at ``now``? Also when it has switched at a
+        time still ahead: decode overshoot (``SimConfig.decode_overshoot``) runs a
+        node's decode step to its end before the router decides, so a node whose
+        last sequence ends in that step switches at the step's end, which the
+        router's now has not reached."""
+        return self.draining[index] or self.switched_s.get(index, -math.inf) > now
+
+    def warm_refusal(self, src: int, dst: int, now: float) -> str | None:
+        """Why a copy from node ``src`` to ``dst`` may not start at ``now``, or None."""
+        if self.upgrading(src, now) or self.upgrading(dst, now):
             return "upgrading"
         if self.version[src] != self.version[dst]:
             return "version_mismatch"

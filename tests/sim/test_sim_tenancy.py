@@ -17,6 +17,7 @@ from simkit import (
     Script,
     check_causal,
     check_run,
+    decode_s,
     names,
     run_script,
     small_window,
@@ -474,3 +475,40 @@ def test_a_node_lost_just_before_or_after_its_upgrade_serves_at_once_when_back(
     assert rec.summary["fault_node_losses"] == 1 and rec.summary["fault_node_recoveries"] == 1
     assert rec.node[1] == 0
     assert rec.admit_s[1] == pytest.approx(0.31) and rec.ttft_s[1] == pytest.approx(COLD_S)
+
+
+@pytest.mark.parametrize("core", CORES)
+def test_a_warm_onto_a_node_whose_switch_decode_overshoot_ran_ahead_is_refused(
+    core: str,
+) -> None:
+    """A case the feature fuzz found (2026-12-06). Node 1 restarts (upgrade to v1) at
+    30 ms while request 1 decodes there (16 ms prefill, then 39 steps: done at
+    t1 = 16 ms + decode_s(39, 1, 16) = 55.0014 ms). Request 2 arrives 0.5 ms before
+    t1; decode overshoot (SimConfig.decode_overshoot) runs node 1's step to t1 before
+    the router decides, so node 1 switches at t1 (drops its KV, loads for 0.1 s) while
+    the router's now is t1 - 0.5 ms. A warm of request 0's two blocks from node 0 then
+    (16 us of bytes under contention at 2.048 GB/s) landed at t1 - 0.484 ms, before the
+    switch that should have dropped it, and request 2, admitted on node 1 once its
+    weights were in (t1 + 0.1 s), hit both blocks: TTFT 0.1005 s + 16 ms + 32 x HBM_S
+    = 0.11650 s. The node is still draining at the router's now: the warm is refused
+    "upgrading", and request 2 computes its 48 tokens, TTFT 0.1005 + 0.048 = 0.1485 s."""
+    p = Prompts()
+    p.add(0.0, names("p", 2))  # request 0: the prefix, on node 0
+    p.add(0.0, names("q", 1), output_tokens=40)  # request 1: decodes on node 1 past 30 ms
+    t1 = 0.016 + decode_s(39, 1, 16)
+    p.add(t1 - 0.0005, [*names("p", 2), "x"])  # request 2: arrives in request 1's last step
+    config = SimConfig(
+        copy_model="contention", decode_overshoot=True, upgrade_at_s=(math.inf, 0.03),
+        upgrade_downtime_s=0.1, upgrade_version="v1",
+    )  # fmt: skip
+    prefix = p.blocks(names("p", 2))
+    script = Script([0, 1, 1], {2: [lambda sim: sim.warm(0, 1, prefix)]})
+    sim = Simulator(toy_cluster(2, rdma_bw=2.048e9), p.workload(), config, core=core)
+    sim.run(script)
+    check_run(sim)
+    rec = sim.records
+    assert sim.versions.switched_s == {1: pytest.approx(t1, rel=1e-12)}
+    assert script.results[2] == ["upgrading"] and sim.copies == []
+    assert rec.admit_s[2] == pytest.approx(t1 + 0.1, rel=1e-12)
+    assert rec.hit_hbm_tokens[2] == 0
+    assert rec.ttft_s[2] == pytest.approx(0.1005 + 0.048, rel=1e-9)
