@@ -941,6 +941,9 @@ class Simulator(CacheLifecycle, CopyMachinery):
         )
         end = node.work_end
         if last_step_start <= t < end:
+            versions = self.versions
+            if versions is not None and versions.due_within(node.index, t, end):
+                return  # the upgrade comes within the step: it drains first
             node.version += 1  # the wake in the heap is now stale
             node.free_s = end
             self._on_wake(node, end)

@@ -76,6 +76,12 @@ class Versions:
             if math.isfinite(at_s):
                 sim._push(at_s, UPGRADE_EVENT, sim.nodes[index])
 
+    def due_within(self, index: int, t: float, end: float) -> bool:
+        """Is node ``index``'s upgrade due after ``t``, by ``end``? (Decode overshoot
+        does not run a node's step past its upgrade time: the drain comes first.)"""
+        at = self.upgrade_at_s[index] if index < len(self.upgrade_at_s) else math.inf
+        return t < at <= end
+
     def upgrading(self, index: int, now: float) -> bool:
         """Is node ``index`` draining at ``now``? Also when it has switched at a
         time still ahead: decode overshoot (``SimConfig.decode_overshoot``) runs a

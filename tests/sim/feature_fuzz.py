@@ -279,10 +279,7 @@ def check_timeline(sim: Simulator, line: Timeline) -> None:
     outage of either."""
     rec = sim.records
     reruns = sim.totals().reruns
-    # decode overshoot runs a node's last decode step to its end ahead of events
-    # timed within it, so it may admit at the step's end after a drain began inside
-    # the step (found 2026-12-06; reported, not fixed)
-    states = ("down", "loading") if sim.config.decode_overshoot else ("down", "draining", "loading")
+    states = ("down", "draining", "loading")
     for k in range(len(sim.requests)):
         services = [(int(rec.node[k]), float(rec.admit_s[k]))]
         if k in reruns:

@@ -28,11 +28,11 @@ def test_random_feature_cases_keep_every_invariant(seed: int) -> None:
     check_case(seed)
 
 
-@pytest.mark.parametrize("seed", [*range(CASES // 2), 20059])  # 20059: see below
+@pytest.mark.parametrize("seed", [*range(CASES // 2), 20059, 45757])
 def test_random_published_setup_cases_keep_every_invariant(seed: int) -> None:
     check_case(seed, big=True)
 
 
-# 20059 (published setup) found the warm onto a node whose upgrade switch decode
-# overshoot had run ahead of the router's clock (test_sim_tenancy.py has it worked
-# by hand).
+# Published-setup cases 20059 and 45757 found a warm onto a node whose upgrade switch
+# decode overshoot had run ahead of the router's clock, and decode overshoot running a
+# node's step past its upgrade time (test_sim_tenancy.py has both worked by hand).

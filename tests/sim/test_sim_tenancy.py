@@ -512,3 +512,33 @@ def test_a_warm_onto_a_node_whose_switch_decode_overshoot_ran_ahead_is_refused(
     assert rec.admit_s[2] == pytest.approx(t1 + 0.1, rel=1e-12)
     assert rec.hit_hbm_tokens[2] == 0
     assert rec.ttft_s[2] == pytest.approx(0.1005 + 0.048, rel=1e-9)
+
+
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("overshoot", [True, False])
+def test_decode_overshoot_stops_at_an_upgrade_due_within_the_step(
+    core: str, overshoot: bool
+) -> None:
+    """A case the feature fuzz found (2026-12-06). Request 0 decodes alone on the one
+    node, to t1 = 16 ms + decode_s(39, 1, 16) = 55.0014 ms; the node upgrades at
+    t1 - 0.2 ms (0.1 s of weights), and request 1 arrives at t1 - 0.5 ms, in request
+    0's last step. Decode overshoot ran that step to t1 before the router decided, past
+    the upgrade time: request 1 was admitted at t1 under the old version (TTFT 16.5 ms;
+    a drain of 16.2 ms). The drain comes first now, as without overshoot: the node
+    switches at its upgrade time (drain 0.2 ms, the step's rest) and request 1 waits
+    for the weights, admitted at t1 + 0.1 s, TTFT 0.1005 + 0.016 = 0.1165 s."""
+    p = Prompts()
+    p.add(0.0, names("q", 1), output_tokens=40)
+    t1 = 0.016 + decode_s(39, 1, 16)
+    p.add(t1 - 0.0005, names("r", 1))
+    config = SimConfig(
+        decode_overshoot=overshoot, upgrade_at_s=(t1 - 0.0002,), upgrade_downtime_s=0.1
+    )
+    sim = Simulator(toy_cluster(1), p.workload(), config, core=core)
+    sim.run(Script([0, 0]))
+    check_run(sim)
+    rec = sim.records
+    assert rec.summary["upgrade_drain_s"] == [pytest.approx(0.0002, rel=1e-9)]
+    assert rec.admit_s[1] == pytest.approx(t1 + 0.1, rel=1e-12)
+    assert rec.ttft_s[1] == pytest.approx(0.1005 + 0.016, rel=1e-9)
+    assert rec.summary["model_versions"] == ["v2"]

@@ -848,7 +848,11 @@ cdef class SimCore:
             node.seg_steps - 1, node.seg_batch, node.seg_ctx
         )
         cdef double end = node.work_end
+        cdef object versions
         if last_step_start <= t < end:
+            versions = (<object>self).versions
+            if versions is not None and versions.due_within(node.index, t, end):
+                return 0  # the upgrade comes within the step: it drains first
             node.version += 1  # the wake in the heap is now stale
             node.free_s = end
             self._c_on_wake(node, end)
