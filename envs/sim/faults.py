@@ -51,6 +51,7 @@ as without faults. The rules (docs/faults.md):
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import TYPE_CHECKING
 
@@ -155,6 +156,8 @@ class Faults:
         self.reruns: dict[int, tuple[float, int]] = {}
         self._schedule("fault_node_loss_nodes", config.fault_node_loss_s, _LOSS)
         self._schedule("fault_nic_down_nodes", config.fault_nic_down_s, _NIC_DOWN)
+        # every loss's time and node (-1: drawn when it happens), by time (loss_within)
+        losses = sorted(zip(config.fault_node_loss_s, config.fault_node_loss_nodes))
         rate = config.fault_node_loss_rate_per_s
         if rate > 0 and sim.requests:
             end = sim.requests[-1].arrival_s
@@ -168,7 +171,23 @@ class Faults:
             t = float(self.rng.exponential(1 / rate))
             while t <= end:
                 sim._push(t, FAULT_EVENT, -1, _LOSS)  # -1: drawn when it happens
+                losses.append((t, -1))
                 t += float(self.rng.exponential(1 / rate))
+            losses.sort()
+        self._loss_s = [at for at, _ in losses]
+        self._loss_node = [j for _, j in losses]
+
+    def loss_within(self, index: int, t: float, end: float) -> bool:
+        """May node ``index`` be lost after ``t``, by ``end``? (A scheduled loss of it,
+        or a random one, whose node is drawn then.) Decode overshoot does not run a
+        node's step past such a loss: the loss comes first."""
+        times = self._loss_s
+        k = bisect.bisect_right(times, t)
+        while k < len(times) and times[k] <= end:
+            if self._loss_node[k] in (index, -1):
+                return True
+            k += 1
+        return False
 
     def _schedule(self, nodes_field: str, times: tuple[float, ...], what: int) -> None:
         """Push a fault schedule's events (``SimConfig.<nodes_field>`` names the nodes)."""

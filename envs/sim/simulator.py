@@ -944,6 +944,9 @@ class Simulator(CacheLifecycle, CopyMachinery):
             versions = self.versions
             if versions is not None and versions.due_within(node.index, t, end):
                 return  # the upgrade comes within the step: it drains first
+            faults = self._faults
+            if faults is not None and faults.loss_within(node.index, t, end):
+                return  # so may a loss: it comes first
             node.version += 1  # the wake in the heap is now stale
             node.free_s = end
             self._on_wake(node, end)

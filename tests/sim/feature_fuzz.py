@@ -10,7 +10,8 @@ generator), valid settings of those options, and a router: a baseline
 (btb, btb_pending, cache_aware, least_load, eft, eft_pull, oracle_warm) or
 ``btb/RouteWarm-v0`` stepped with random actions. It then checks:
 
-- every request served exactly once (one first token each; a restarted one too);
+- every request served exactly once (one first token each; a restarted one too),
+  and none finished on a node lost during its service without a rerun;
 - at every event of the reference core, no node reserves more KV than its
   budget, runs more sequences than its batch, caches more HBM blocks than its
   capacity or more host-RAM blocks than its RAM holds; a down node holds no KV;
@@ -284,6 +285,9 @@ def check_timeline(sim: Simulator, line: Timeline) -> None:
         services = [(int(rec.node[k]), float(rec.admit_s[k]))]
         if k in reruns:
             services.append((reruns[k][1], reruns[k][0]))
+        if k not in reruns:  # served where it was admitted: no loss there in between
+            node, admit = services[0]
+            assert not line.starts_within(node, "down", admit, float(rec.finish_s[k])), k
         for node, admit in services:
             for state in states:
                 assert not line.inside(node, state, admit), (k, node, admit, state)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from simkit import CORES, HBM_S, Prompts, Script, check_run, names, toy_cluster
+from simkit import CORES, HBM_S, Prompts, Script, check_run, decode_s, names, toy_cluster
 
 from envs.sim import SimConfig, Simulator
 from envs.sim.transfers import CANCELLED, FAILED
@@ -292,3 +292,32 @@ def test_a_node_lost_during_a_chunked_prefill_splits_what_ran(core: str) -> None
     # A's prefill and decode step (2 ms) and about half of B's 3 ms: 64 chunks of
     # 1 ms and 63 steps of about 1 ms each
     assert 0.0024 < node.prefill_s < 0.0026 and 0.0024 < node.decode_s < 0.0026
+
+
+@pytest.mark.parametrize("core", CORES)
+@pytest.mark.parametrize("overshoot", [True, False])
+def test_decode_overshoot_stops_at_a_loss_due_within_the_step(core: str, overshoot: bool) -> None:
+    """A case the feature fuzz's timeline check found (2026-12-06). Request 0 decodes
+    alone on node 0 to t1 = 16 ms + decode_s(39, 1, 16) = 55.0014 ms; node 0 is lost at
+    t1 - 0.2 ms; request 1 arrives at t1 - 0.5 ms, in request 0's last step, for node 1.
+    Decode overshoot ran that step to t1 before the router decided, past the loss:
+    request 0 finished on node 0 at t1, 0.2 ms after the node was gone, and was not
+    restarted. The loss comes first now, as without overshoot: request 0 (first token
+    out at 16 ms) restarts on node 1 once request 1's 16 ms prefill is done (t1 +
+    15.5 ms) and finishes there at t1 + 15.5 ms + 16 ms + decode_s(39, 1, 16)."""
+    p = Prompts()
+    p.add(0.0, names("q", 1), output_tokens=40)
+    t1 = 0.016 + decode_s(39, 1, 16)
+    p.add(t1 - 0.0005, names("r", 1))
+    config = SimConfig(
+        decode_overshoot=overshoot, fault_node_loss_s=(t1 - 0.0002,), fault_node_loss_nodes=(0,)
+    )
+    sim = Simulator(toy_cluster(2), p.workload(), config, core=core)
+    sim.run(Script([0, 1]))
+    check_run(sim)
+    rec = sim.records
+    assert rec.summary["fault_restarted_requests"] == 1
+    assert rec.node[0] == 0 and rec.ttft_s[0] == pytest.approx(0.016, rel=1e-9)
+    rerun_s = t1 - 0.0005 + 0.016
+    assert sim.totals().reruns == {0: (pytest.approx(rerun_s, rel=1e-12), 1)}
+    assert rec.finish_s[0] == pytest.approx(rerun_s + t1, rel=1e-9)

@@ -848,11 +848,14 @@ cdef class SimCore:
             node.seg_steps - 1, node.seg_batch, node.seg_ctx
         )
         cdef double end = node.work_end
-        cdef object versions
+        cdef object versions, faults
         if last_step_start <= t < end:
             versions = (<object>self).versions
             if versions is not None and versions.due_within(node.index, t, end):
                 return 0  # the upgrade comes within the step: it drains first
+            faults = (<object>self)._faults
+            if faults is not None and faults.loss_within(node.index, t, end):
+                return 0  # so may a loss: it comes first
             node.version += 1  # the wake in the heap is now stale
             node.free_s = end
             self._c_on_wake(node, end)
