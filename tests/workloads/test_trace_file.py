@@ -1244,6 +1244,40 @@ def test_format_hub_names_a_json_array_s_bad_row_by_its_element_and_line(
     )
 
 
+def test_too_many_bad_rows_names_the_first_as_its_warning_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With skip_bad_rows, the refusal of too many bad rows quotes the first one as
+    the skipped-rows warning does: a JSON array's by its element and the line it
+    starts on, a split's by its file and own line (it said "line 3", the element's
+    number, and the split's running count, "repo[train], line 5")."""
+    pytest.importorskip("datasets")
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    rows = _mooncake([0, 100, 200, 300])
+    rows[2]["output_length"] = -1
+    array = tmp_path / "train.json"
+    # "[" on line 1, then one element every three lines: element 3 on line 8
+    array.write_text("[\n" + ",\n\n\n".join(json.dumps(row) for row in rows) + "\n]\n")
+    first = "field 'output_length': must be >= 0, got -1"
+    skipping = {"format": "hub", "skip_bad_rows": True}
+    with pytest.warns(TraceWarning) as said:  # 1 of 4 is allowed here
+        plan_trace(TraceOptions(path=str(array), max_bad_fraction=0.5, **skipping))
+    assert f"(first: {array}, element 3 (line 8), {first})" in str(said[0].message)
+    with pytest.raises(TooManyBadRowsError) as caught:
+        plan_trace(TraceOptions(path=str(array), max_bad_fraction=0.1, **skipping))
+    assert str(caught.value).endswith(f"(first: {array}, element 3 (line 8), {first})")
+    # a split of two JSONL files, the bad row on line 2 of the second
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    write_jsonl(folder / "train-00000-of-00002.jsonl", _mooncake([0, 50, 60]))
+    second = write_jsonl(folder / "train-00001-of-00002.jsonl", rows[1:])
+    with pytest.raises(TooManyBadRowsError) as caught:
+        plan_trace(TraceOptions(path=str(folder), max_bad_fraction=0.1, **skipping))
+    assert str(caught.value).endswith(f"(first: {second}, line 2, {first})")
+
+
 def test_format_hub_names_a_jsonl_file_s_cut_first_line_as_the_file_reader(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -204,6 +204,10 @@ class ReadReport:
     MAX_ERRORS = 10
 
     def skip(self, error: TraceFormatError) -> None:
+        """Count a skipped row, its ``error`` named as :attr:`places` names a row (so
+        that every message quoting it, a warning or the too-many-bad-rows error,
+        says the file and line a user can go to)."""
+        error = self.places.placed(error)
         self.rows_skipped += 1
         if self.first_error is None:
             self.first_error = error
@@ -837,8 +841,6 @@ def finish_report(report: ReadReport, options: ReadOptions) -> None:
     check_bad_rows(report, options)
     places = report.places
     if report.rows_skipped:
-        if report.first_error is not None:
-            report.first_error = places.placed(report.first_error)
         first, named = report.first_skipped()
         warnings.warn(
             TraceWarning(
