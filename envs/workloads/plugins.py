@@ -389,31 +389,52 @@ _IMPORT_CALLS = ("import_module", "__import__")
 def _literal_import(node: ast.Call, anchor: str, name: str) -> str | None:
     """The module a call ``import_module("NAME")`` or ``__import__("NAME")`` in module
     ``name`` (its package ``anchor``) imports, when its name is written out as a
-    string (a relative one with a ``package=`` that is one too, or ``__package__`` or
-    ``__name__``); None for any other call, or a name made as the code runs."""
+    string, given by position or as ``name=`` (a relative one with a ``package=`` that
+    is one too, or ``__package__`` or ``__name__``; of ``__import__``, with a ``level``
+    written out, relative to ``anchor``, as ``from . import`` compiles to); None for
+    any other call, or a name made as the code runs."""
     func = node.func
     called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    if called not in _IMPORT_CALLS or not node.args:
+    if called not in _IMPORT_CALLS:
         return None
-    first = node.args[0]
+    first = _argument(node, 0, "name")
     if not isinstance(first, ast.Constant) or not isinstance(first.value, str):
         return None
     wanted = first.value
-    if not wanted.startswith("."):
+    if called == "__import__":
+        level = _argument(node, 4, "level")
+        if level is None:
+            return wanted or None
+        if not isinstance(level, ast.Constant) or type(level.value) is not int:
+            return None
+        if level.value <= 0:
+            return wanted or None
+        wanted, package = "." * level.value + wanted, anchor
+    elif not wanted.startswith("."):
         return wanted or None
-    given = next((k.value for k in node.keywords if k.arg == "package"), None)
-    if given is None and called == "import_module" and len(node.args) > 1:
-        given = node.args[1]
-    if isinstance(given, ast.Constant) and isinstance(given.value, str):
-        package = given.value
-    elif isinstance(given, ast.Name) and given.id in ("__package__", "__name__"):
-        package = anchor if given.id == "__package__" else name
     else:
-        return None
+        given = _argument(node, 1, "package")
+        if isinstance(given, ast.Constant) and isinstance(given.value, str):
+            package = given.value
+        elif isinstance(given, ast.Name) and given.id in ("__package__", "__name__"):
+            package = anchor if given.id == "__package__" else name
+        else:
+            return None
     try:
         return importlib.util.resolve_name(wanted, package)
     except (ImportError, ValueError):
         return None
+
+
+def _argument(node: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    """The argument of call ``node`` at ``position`` or named ``keyword`` (None: not
+    given, or after a ``*args`` that may hold it)."""
+    for at, argument in enumerate(node.args):
+        if isinstance(argument, ast.Starred):
+            return None
+        if at == position:
+            return argument
+    return next((k.value for k in node.keywords if k.arg == keyword), None)
 
 
 def own_imports(name: str, root: Path) -> list[Path]:

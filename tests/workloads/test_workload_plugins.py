@@ -1073,6 +1073,34 @@ def test_its_sha256_covers_a_module_imported_by_a_name_written_out(
     assert now() != plugin.sha256
 
 
+def test_its_sha256_covers_a_name_written_out_by_keyword_or_with_a_level(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """importlib.import_module(name="helper") was not covered (only a name given by
+    position was read), and __import__("near", globals(), locals(), [], 1), a relative
+    import of the package's near.py, was taken as the top-level near.py beside the
+    package: the sha256 covered another file than the one the code runs."""
+    tag = abs(hash(str(tmp_path))) % 10**8
+    work = tmp_path / "work"
+    pkg = work / f"kw_{tag}"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "gen.py").write_text(
+        "import importlib\n\n\n"
+        "def rows(window, seed, split, trace_id):\n"
+        f"    tokens = importlib.import_module(name='helper_{tag}').TOKENS\n"
+        "    near = __import__('near', globals(), locals(), [], 1)\n"
+        "    return [{'arrival_s': 0.0, 'input_length': tokens, 'hash_ids': [window, 1]}]\n"
+    )
+    (work / f"helper_{tag}.py").write_text("TOKENS = 300\n")
+    (pkg / "near.py").write_text("MORE = 0\n")
+    (work / "near.py").write_text("MORE = 1\n")  # not what the relative import runs
+    monkeypatch.chdir(work)
+    plugin = load_plugin(f"plugin:kw_{tag}.gen:rows")
+    written = [f"helper_{tag}.py", f"kw_{tag}/__init__.py", f"kw_{tag}/near.py"]
+    assert plugin.imports == tuple(str(work / name) for name in written)
+
+
 def test_its_sha256_covers_the_packages_it_is_imported_through(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
