@@ -365,6 +365,9 @@ def hydra_entry(
                 refused = _folder_refusal(error)  # (raised by run_folder as OmegaConf resolved it)
                 if refused is not None:
                     raise refused from None
+                on_null = None if full_error else _override_on_null(command, error)
+                if on_null is not None:  # (Hydra's own assertion, a traceback)
+                    raise UsageError(on_null) from None
                 if _is_hydra_error(error) and not full_error:  # does not compose: one line
                     # as the project's own checks say these (check_bool_values, check_known_keys)
                     where = _merged_origin(command, args, error)  # (a sweeper's params: not typed)
@@ -632,6 +635,56 @@ def _override_not_merged(
     if len(text) > ECHO_CHARS:  # OmegaConf says the value back whole ("Value '...' of type")
         detail = detail.replace(f"'{text}'", echoed(text))
     return f"{command}: {value_said(key.lstrip('+~'), text, where)}{detail}"
+
+
+def _override_on_null(command: str, error: BaseException) -> str | None:
+    """``COMMAND: hydra.sweeper.params.seed='abc' (from the command line): hydra.sweeper.params
+    is null, so it has no key to set; ...`` for a command-line override of a key under
+    a null node (Hydra's basic sweeper's ``params``), or of the null node with a dict,
+    which OmegaConf fails on with an assertion or an ``AttributeError`` (Hydra 1.3 as
+    well, without the project's checks) rather than an error of its own; None for any
+    other error. The override is the one Hydra was applying
+    (``_apply_overrides_to_config``)."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(error, OmegaConfBaseException) or not isinstance(
+        error, AssertionError | AttributeError
+    ):
+        return None
+    override: Any = None
+    cfg: Any = None
+    trace = error.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        if frame.f_code.co_name == "_apply_overrides_to_config" and "hydra" in (
+            frame.f_globals.get("__name__") or ""
+        ):
+            override, cfg = frame.f_locals.get("override"), frame.f_locals.get("cfg")
+        trace = trace.tb_next
+    line = getattr(override, "input_line", None)
+    if not line or not OmegaConf.is_config(cfg):
+        return None
+    key = str(override.key_or_group).lstrip("+~")
+    parts = key.split(".")
+    null = next(
+        (
+            ".".join(parts[:n])
+            for n in range(1, len(parts) + 1)
+            if OmegaConf.select(cfg, ".".join(parts[:n]), default=0) in (None, {})
+        ),
+        None,
+    )
+    if null is None:
+        return None
+    text = line.partition("=")[2]
+    how = ""
+    if null == "hydra.sweeper.params":  # the basic sweeper's: what its jobs are given
+        leaf = key.removeprefix(null).lstrip(".") or "KEY"
+        how = f"; sweep a key on the command line with {leaf}=A,B,..."
+    return (
+        f"{command}: {value_said(key, text, FROM_COMMAND_LINE)}: {null} is null, "
+        f"so no key can be set in it from the command line{how}"
+    )
 
 
 def _merged_origin(command: str, args: Sequence[str], error: BaseException) -> str:

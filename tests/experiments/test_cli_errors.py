@@ -1182,6 +1182,32 @@ def test_a_sweeper_s_value_hydra_cannot_merge_names_the_file_that_gave_it(
     assert not (tmp_path / "sweep").exists()
 
 
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("hydra.sweeper.params.seed=abc", "hydra.sweeper.params.seed='abc'"),
+        ("hydra.sweeper.params={seed:abc}", "hydra.sweeper.params='{seed:abc}'"),
+    ],
+)
+def test_a_key_under_the_basic_sweeper_s_null_params_is_one_line(
+    override: str, said: str, tmp_path: Path, run_command: Callable[..., Any]
+) -> None:
+    """The basic sweeper's ``hydra.sweeper.params`` is null: setting a key in it from the
+    command line ended in OmegaConf's ``AssertionError: Unexpected type for root:
+    NoneType`` (or an ``AttributeError``), a traceback, as it does in a plain Hydra 1.3
+    app; it is one line naming the override and where it came from, status 2."""
+    args = ["-m", override, "logger=none", "workload=tiny", f"out_dir={tmp_path / 'sweep'}"]
+    proc = run_command("experiments.train", args, tmp_path)
+    leaf = "seed" if override.startswith("hydra.sweeper.params.") else "KEY"
+    assert (proc.returncode, proc.stderr) == (
+        2,
+        f"error: experiments.train: {said} (from the command line): hydra.sweeper.params "
+        "is null, so no key can be set in it from the command line; sweep a key on the "
+        f"command line with {leaf}=A,B,...\n",
+    )
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_a_value_hydra_cannot_merge_is_named_with_where_it_came_from(
     tmp_path: Path, run_command: Callable[..., Any]
 ) -> None:
