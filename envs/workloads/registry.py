@@ -509,8 +509,11 @@ def windows(
     :class:`~envs.workloads.trace_file.TraceOptions` (``path=FILE``, ...), ``split``
     may also be "val", and ``seed`` is not used.
 
-    A split without windows (``val_windows=0``, ``limit=0``) yields none; the
-    commands and the envs refuse such a split, naming what leaves it empty.
+    A split given no windows (``val_windows=0``, ``limit=0``) yields none; the
+    commands and the envs refuse such a split, naming what leaves it empty. A
+    trace's split that its file leaves without windows (a file too short for a
+    ``train`` window at ``test_fraction=0.25``) raises the ``ValueError`` the envs
+    raise, ``workload 'trace' has no 'train' windows (...)``, saying why.
     """
     if name == TRACE_WORKLOAD:
         if train_windows is not None or test_windows is not None or val_windows is not None:
@@ -518,7 +521,16 @@ def windows(
                 f"workload {TRACE_WORKLOAD!r}: its windows are split by test_fraction and "
                 "val_fraction, not by train_windows / test_windows / val_windows"
             )
-        yield from trace_windows(trace_options(params), split, limit)
+        read = trace_windows(trace_options(params), split, limit)
+        first = next(read, None)
+        if first is None and limit != 0:  # (as envs.windows.window_pool says it)
+            from envs.windows import no_windows_hint
+
+            hint = no_windows_hint(name, split, params)
+            raise ValueError(f"workload {name!r} has no {split!r} windows{hint}")
+        if first is not None:
+            yield first
+            yield from read
         return
     scenario = configure(name, train_windows, test_windows, val_windows, **params)
     rows_of = window_rows(

@@ -782,6 +782,30 @@ def test_a_trace_without_val_windows_names_the_option_that_makes_them(tmp_path: 
         window_pool("trace", "val", 0, None, {"path": str(path), "window_s": 5.0})
 
 
+def test_windows_refuses_a_trace_split_the_file_leaves_empty_as_the_envs_do(
+    tmp_path: Path,
+) -> None:
+    """``windows("trace", split="train", path=short)`` returned [] where ``gym.make``
+    (``window_pool``) refuses the same file: it raises the same error. One 60 s window
+    at ``test_fraction=0.25`` is a test window (ceil(0.25 * 1) = 1), so no train one."""
+    from envs.windows import window_pool
+
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 100]))
+    said = (
+        "workload 'trace' has no 'train' windows (workload.test_fraction=0.25 and "
+        "workload.val_fraction=0 leave it none)"
+    )
+    with pytest.raises(ValueError) as env_error:
+        window_pool("trace", "train", 0, None, {"path": str(path)})
+    with pytest.raises(ValueError) as api_error:
+        list(windows("trace", split="train", path=str(path)))
+    assert str(api_error.value) == str(env_error.value) == said
+    # what the file has, and a split asked for none, are as they were
+    assert len(list(windows("trace", split="test", path=str(path)))) == 1
+    assert list(windows("trace", split="train", limit=0, path=str(path))) == []
+    assert len(list(windows("trace", split="train", test_fraction=0, path=str(path)))) == 1
+
+
 def test_a_byte_order_mark_opening_the_file_is_not_part_of_its_first_row(tmp_path: Path) -> None:
     rows = _mooncake([0, 1000])
     path = tmp_path / "bom.jsonl"
