@@ -356,9 +356,15 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         obs = self._begin_episode()
         return obs, self._info()
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def _check_running(self, call: str) -> None:
+        """Raise for ``call`` (``step()``, ``action_masks()``) outside an episode: before
+        the first ``reset()`` and after an episode ends."""
         if self._gen is None or self._episode is None:
-            raise RuntimeError("call reset() before step(), and again after an episode ends")
+            raise RuntimeError(f"call reset() before {call}, and again after an episode ends")
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._check_running("step()")
+        assert self._episode is not None
         frozen = _freeze(action)
         pending = self._pending_ops
         ops = tuple(pending) if pending else ()

@@ -139,10 +139,11 @@ class RouteWarmEnv(RouteEnv):
         return False
 
     def action_masks(self) -> np.ndarray:
-        """Flat boolean mask over the MultiDiscrete choices (see the class docstring)."""
-        if self.sim is None or self.request is None or self._gen is None:
-            sizes = route_warm_sizes(self.n_nodes, self.speculate, self.cache_actions)
-            return np.ones(sum(sizes), dtype=bool)
+        """Flat boolean mask over the MultiDiscrete choices (see the class docstring)
+        for the request the next ``step()`` routes; outside an episode (before
+        ``reset()``, after an episode ends) it raises, as ``step()`` does."""
+        self._check_running("action_masks()")
+        assert self.sim is not None and self.request is not None
         return route_warm_masks(self.sim, self.request, self.speculate, self.cache_actions)
 
 

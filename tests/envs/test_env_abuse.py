@@ -78,3 +78,27 @@ def _abuse_episodes(env_id: str, case: int) -> None:
 def test_refused_calls_leave_the_env_as_it_was(env_id: str) -> None:
     for case in range(ABUSE_CASES):
         _abuse_episodes(env_id, case)
+
+
+@pytest.mark.parametrize("options", [{}, {"speculate": True, "cache_actions": True}])
+def test_route_warm_s_mask_outside_an_episode_is_refused_as_a_step_is(
+    options: dict[str, bool],
+) -> None:
+    """``action_masks()`` before ``reset()`` returned all True (every warm, every
+    eviction allowed, for no request) where ``step()`` raises: it raises as ``step()``
+    does, before the first reset and after an episode ends; within one it is the mask
+    of the request the next step routes."""
+    env = gym.make("btb/RouteWarm-v0", windows=[WINDOW], **options).unwrapped
+    for call in (env.step, env.action_masks):
+        with pytest.raises(RuntimeError, match=r"^call reset\(\) before .*after an episode ends$"):
+            call(*([env.action_space.sample()] if call == env.step else []))
+    env.reset(seed=0)
+    n = env.n_nodes
+    done = False
+    while not done:
+        mask = env.action_masks()
+        assert mask.shape == (sum(env.action_space.nvec),)
+        assert mask[:n].any()  # some node to route the request to
+        done = env.step(np.zeros(len(env.action_space.nvec), dtype=int))[2]
+    with pytest.raises(RuntimeError, match=r"^call reset\(\) before action_masks\(\), and again"):
+        env.action_masks()
