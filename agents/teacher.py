@@ -20,7 +20,10 @@ clock, so that the labels follow what the agent sees.
 least that many seconds, and whose prefix does not recur, goes to the best
 other node instead when the short requests that arrived in the last
 ``short_window_s`` seconds say that more of them would wait behind it than it
-loses by moving.
+loses by moving. Under ``routing="backlog"`` a request that arrives while every
+node up drains for an upgrade (none eligible: its first token is ``inf`` on each)
+has no hold to weigh: it stays on the node routing chose and is not counted as a
+short arrival.
 """
 
 from __future__ import annotations
@@ -87,12 +90,13 @@ class CausalTeacher(WarmPlanner):
             return self._spare_clock(sim, request, depth, key, chosen)
         estimates = first_token_estimates(sim, request)
         choice = soonest_node(sim, estimates)  # the eft router's rule
-        if self.long_prefill_s is not None:
-            backlog, first = estimates[choice]
-            if self._may_move(sim, first - backlog):
-                firsts = [f for _, f in estimates]
-                backlogs = [b for b, _ in estimates]
-                choice = self._spare(sim, choice, firsts, first - backlog, backlogs)
+        backlog, first = estimates[choice]
+        # every node up drains (none eligible, docs/tenancy.md): no hold to weigh
+        rule = self.long_prefill_s is not None and first < INF
+        if rule and self._may_move(sim, first - backlog):
+            firsts = [f for _, f in estimates]
+            backlogs = [b for b, _ in estimates]
+            choice = self._spare(sim, choice, firsts, first - backlog, backlogs)
         node = sim.nodes[choice]
         computes = depth > node.view.hbm_match(request.blocks) and self._planned(node, key) is None
         return choice, sim.now + estimates[choice][0], sim.now + estimates[choice][1], computes

@@ -28,6 +28,7 @@ recent past only:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from envs.sim.checks import is_number
@@ -55,7 +56,10 @@ def spare_choice(
     would make the short requests wait longer in total than moving it costs it,
     the best other node of ``candidates`` (the nodes up; earliest ``first_s``,
     ties by ``loads``, then index). ``first_s`` and ``backlog_s`` are seconds
-    from now, per node."""
+    from now, per node; a NaN ``hold_s`` (an ``inf - inf``: no node eligible) is
+    refused, as its comparisons would decide nothing."""
+    if math.isnan(hold_s):
+        raise ValueError("spare_choice: hold_s is NaN (no node eligible has no hold to weigh)")
     others = [i for i in candidates if i != choice]
     if hold_s < long_s or not others:
         return choice

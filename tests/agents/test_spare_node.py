@@ -9,6 +9,7 @@ from agents.teacher import CausalTeacher
 from baselines.spare_node import spare_choice
 from envs.encoder import ShortArrivals
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
+from envs.sim.forecast import INF
 from envs.sim.request import Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from tests.baselines.statekit import BT, request
@@ -88,6 +89,42 @@ def test_a_recurring_prefix_is_never_moved() -> None:
     rule = {"routing": "backlog", "long_prefill_s": 1.0, "short_window_s": 1.0, "x": 1}
     sim = _two_nodes([0.1, 0.2, 0.3, 0.4], CausalTeacher(**rule))  # type: ignore[arg-type]
     assert list(sim.records.node) == [0, 1, 1, 1, 1, 1]
+
+
+def test_no_hold_is_weighed_while_every_node_drains() -> None:
+    """Under ``routing=backlog`` a request arriving while every node drains for an
+    upgrade has first token and backlog ``inf`` on each: the rule weighed their
+    difference, ``inf - inf`` = NaN (deciding nothing, by comparisons that all fail).
+    It weighs no hold then: the request stays where routing chose, as with the rule
+    off. Two nodes each prefill a long request from 0 s (1.1697 s) and start
+    upgrading at 0.1 s (1 s of weights); a long request at 0.5 s and a one-block one
+    at 0.6 s arrive with both draining. Routing picks the least-loaded (ties by index):
+    node 0, then node 1 (node 0 holds the first in its queue)."""
+    weighed: list[float] = []
+
+    class Probe(CausalTeacher):
+        def _may_move(self, sim, hold_s):  # type: ignore[no-untyped-def]
+            weighed.append(hold_s)
+            return super()._may_move(sim, hold_s)
+
+    requests = [request(range(1, 65), 0.0, 0), request(range(101, 165), 0.0, 1)]
+    requests += [request(range(201, 265), 0.5, 2), request([999], 0.6, 3)]
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 2)
+    upgrade = SimConfig(upgrade_at_s=(0.1, 0.1), upgrade_downtime_s=1.0)
+    runs = []
+    for teacher in (Probe(routing="backlog", long_prefill_s=1.0), CausalTeacher(routing="backlog")):
+        sim = Simulator(cluster, Workload("hand", BT, requests), upgrade, np.random.default_rng(0))
+        teacher.run(sim)
+        runs.append((list(sim.records.node), list(sim.records.ttft_s)))
+    assert weighed == [pytest.approx(LONG_S, rel=1e-9)] * 2  # the two before the upgrade
+    ready_s = LONG_S + 1.0  # drained (its request done at its first token), weights in
+    assert runs[0][0] == runs[1][0] == [0, 1, 0, 1]
+    assert runs[0][1] == pytest.approx(
+        [LONG_S, LONG_S, ready_s + LONG_S - 0.5, ready_s + BT * TOKEN_S - 0.6], rel=1e-9
+    )
+    assert runs[0][1] == runs[1][1]
+    with pytest.raises(ValueError, match=r"spare_choice: hold_s is NaN"):
+        spare_choice(0, [INF, INF], INF - INF, [INF, INF], [0, 1], [0, 0], 1.0, 1.0)
 
 
 def _window() -> Workload:
