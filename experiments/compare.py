@@ -149,6 +149,7 @@ from experiments.trained_on import (
     check_seen_windows,
     cluster_notes,
     plugin_notes,
+    sibling_notes,
     trace_notes,
 )
 
@@ -609,6 +610,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for note in cluster_notes(agents, cluster, setup, "experiments.compare with "):
         print(note)
     for note in plugin_notes(agents, trained_in, workload):
+        print(note)
+    seed = options["workload_seed"]
+    for note in sibling_notes(agents, trained_in, workload, params, seed, "test", limit):
         print(note)
     kwargs = policy_kwargs(options["policy_kwargs"], names, agents)
     baseline_kwargs = configure_agents(agents, kwargs)

@@ -63,6 +63,7 @@ from experiments.trained_on import (
     check_seen_windows,
     cluster_notes,
     plugin_notes,
+    sibling_notes,
     trace_notes,
 )
 
@@ -175,6 +176,16 @@ def evaluate(cfg: DictConfig) -> float:
     for note in cluster_notes(agents, cluster_of(cfg), setup_label(cfg)):
         print(note)
     for note in plugin_notes(agents, trained_in, str(cfg.workload.name)):
+        print(note)
+    for note in sibling_notes(
+        agents,
+        trained_in,
+        str(cfg.workload.name),
+        workload_params(cfg),
+        int(cfg.workload.seed),
+        str(cfg.split),
+        cfg.workload.eval_windows,
+    ):
         print(note)
     scored_on = _validation_windows(folders)
     names = [w.name for w in windows]

@@ -37,6 +37,12 @@ trained on the registered workload (or on another split of it) is refused the
 windows it trained or validated on. A workload of one's own is matched by its code
 too (:func:`_same_code`: the sha256 a record and the workload or dataset evaluated
 hold), so the same code under another module name makes the same windows.
+
+Window i of the sibling families ``synthetic``, ``synthetic1s`` and ``mixed`` draws its
+bursts and decoys from one random stream while each family's split is its own
+(docs/workloads.md): such windows are not refused, but evaluating an agent on test
+windows whose siblings of the same index it trained on prints one note
+(:func:`sibling_notes`; docs/results/leak_check.md).
 """
 
 from __future__ import annotations
@@ -1055,6 +1061,122 @@ def check_seen_windows(
         warnings.warn(f"{message} ({ALLOW_OPTION}=true)", SettingWarning, stacklevel=2)
         warned.append(label)
     return warned
+
+
+SIBLING_FAMILIES = ("synthetic", "synthetic1s", "mixed")
+"""Families whose window i draws its bursts and decoys from the same random stream
+(``default_rng([seed, i])``; docs/workloads.md): at the same seed and generator
+settings, but the fields of :data:`_PACKING`, window i of one sends the prompts of
+window i of another."""
+_PACKING = ("burst_window_s", "background_rate_per_s")
+"""Generator fields that pack the same bursts into another span or add background
+traffic: they leave a sibling window's prompts as they are."""
+
+
+def _same_bursts(one: Any, other: Any) -> bool:
+    """Whether two sibling families' generator configurations (plain JSON values)
+    draw the same bursts from the same stream: equal in every field but
+    :data:`_PACKING`."""
+    if not isinstance(one, Mapping) or not isinstance(other, Mapping):
+        return False
+    return {k: v for k, v in one.items() if k not in _PACKING} == {
+        k: v for k, v in other.items() if k not in _PACKING
+    }
+
+
+def sibling_notes(
+    agents: Mapping[str, Any],
+    folders: Mapping[str, Any],
+    workload: str,
+    params: Mapping[str, Any],
+    seed: int,
+    split: str,
+    limit: int | None,
+) -> list[str]:
+    """One ``note:`` line per agent (by label; its folder in ``folders``) whose
+    recorded train windows (:func:`_registered_records`, of it and of the agents it
+    started from) include a sibling family's window of the same index, seed and
+    bursts (:data:`SIBLING_FAMILIES`) as one of the first ``limit`` windows (None:
+    all) of ``split`` of the registered workload ``workload`` evaluated: how many of
+    them, per family, and which train windows. No refusal: each family's split is
+    its own (:func:`check_seen_windows` checks them per family). Nothing for a
+    trace."""
+    from envs.workloads.registry import config_dict, configure, plan
+
+    if workload == TRACE_WORKLOAD:
+        return []
+    try:
+        scenario = configure(workload, **params)
+    except (ValueError, TypeError):  # (refused elsewhere, naming the parameter)
+        return []
+    configs: dict[str, Any] = {}
+    for made in scenario.families:  # (the first of a name, as the windows are keyed)
+        configs.setdefault(made.name, config_dict(made.config))
+    evaluated = [
+        (s.family, s.index)
+        for s in [s for s in plan(scenario, seed) if s.split == split][:limit]
+        if s.family in SIBLING_FAMILIES
+    ]
+    if not evaluated:
+        return []
+    notes = []
+    for label, agent in agents.items():
+        if label not in folders:  # (a sampling twin of an agent noted already)
+            continue
+        # (family, index) -> (trace id, its family's configuration, its workload)
+        trained: dict[tuple[str, int], list[tuple[str, Any, str]]] = {}
+        earlier = False
+        for spec, _, via in _lineage(agent.spec, folders[label]):
+            try:
+                records = _registered_records(spec)
+            except (ValueError, TypeError):
+                continue
+            for record in records:
+                if int(record.get("seed", -1)) != int(seed):
+                    continue
+                try:
+                    families = _families(record)
+                except (ValueError, TypeError):  # a workload this registry does not know
+                    continue
+                for trace_id in [str(n) for n in record.get("train") or []]:
+                    name, _, number = trace_id.rpartition("-")
+                    if name in SIBLING_FAMILIES and name in families and number.isdigit():
+                        trained.setdefault((name, int(number)), []).append(
+                            (trace_id, families[name], str(record.get("workload")))
+                        )
+                        earlier = earlier or bool(via)
+        hits: dict[str, list[tuple[str, str]]] = {}  # family -> (train window, its workload)
+        counts: dict[str, list[int]] = {}  # evaluated family -> [shared, evaluated]
+        for family, index in evaluated:
+            count = counts.setdefault(family, [0, 0])
+            count[1] += 1
+            shared = [
+                (name, made_by)
+                for other in SIBLING_FAMILIES
+                if other != family
+                for name, config, made_by in trained.get((other, index), [])
+                if _same_bursts(config, configs[family])
+            ]
+            if shared:
+                count[0] += 1
+                hits.setdefault(family, []).extend(shared)
+        if not hits:
+            continue
+        parts = [
+            f"{counts[family][0]} of {counts[family][1]} {split} windows of {family}"
+            for family in counts
+            if counts[family][0]
+        ]
+        names = sorted({name for found in hits.values() for name, _ in found})
+        workloads = dict.fromkeys(made_by for found in hits.values() for _, made_by in found)
+        who = "it or an agent it started from" if earlier else "it"
+        notes.append(
+            f"note: agent {label}: {', '.join(parts)} evaluated share their prompts, window "
+            f"for window, with train windows of a sibling family {who} trained on "
+            f"({', '.join(workloads)}, seed {seed}: {_some(names)}); held out by family, "
+            "not by prompt (see docs/results/leak_check.md)"
+        )
+    return notes
 
 
 def _evaluated_windows(params: Mapping[str, Any], split: str, limit: int | None) -> list[str]:

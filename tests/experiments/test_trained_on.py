@@ -987,3 +987,80 @@ def test_a_refusal_plans_the_windows_evaluated_and_reads_a_dataset_s_record_once
         f"test_windows=1), here {own} (a make_dataset split of bursted_synthetic, seed "
         "20260721) (allow_seen_windows=true)"
     )
+
+
+ZOO_DIR = Path(__file__).resolve().parents[2] / "agents" / "zoo"
+
+
+def _zoo(name: str) -> tuple[dict[str, Any], dict[str, str]]:
+    from agents.algorithms import load_spec
+
+    folder = ZOO_DIR / name
+    return {name: SimpleNamespace(spec=load_spec(folder))}, {name: str(folder)}
+
+
+def test_test_windows_whose_siblings_an_agent_trained_on_get_a_note() -> None:
+    """Window i of synthetic, synthetic1s and mixed sends the same bursts while each
+    family's split is its own: evaluating a zoo agent on test windows whose sibling
+    of the same index is among the train windows its agent.json records (an agent
+    saved before the record: its workload's whole train split) gives one note, the
+    windows docs/results/leak_check.md lists. finetune_families trained on
+    burst_families: 7 of mixed's 15 (0001, 0004, 0005, 0006, 0013, 0014, 0015);
+    scratch_route_warm on bursted_synthetic (synthetic-0001, -0004, -0005, -0006,
+    -0014): 5 of them, none of its own family's, which check_seen_windows refuses."""
+    from experiments.trained_on import sibling_notes
+
+    seed = 20260721
+    agents, folders = _zoo("finetune_families")
+    (note,) = sibling_notes(agents, folders, "mixed", {}, seed, "test", None)
+    assert note == (
+        "note: agent finetune_families: 7 of 15 test windows of mixed evaluated share their "
+        "prompts, window for window, with train windows of a sibling family it trained on "
+        "(burst_families, seed 20260721: synthetic-0001, synthetic-0004, synthetic-0005, ... "
+        "(6 more)); held out by family, not by prompt (see docs/results/leak_check.md)"
+    )
+    (both,) = sibling_notes(agents, folders, "burst_families", {}, seed, "test", None)
+    assert (
+        "7 of 15 test windows of synthetic, 7 of 15 test windows of synthetic1s, 7 of 15 " in both
+    )
+    agents, folders = _zoo("scratch_route_warm")
+    (note,) = sibling_notes(agents, folders, "mixed", {}, seed, "test", None)
+    assert note.startswith("note: agent scratch_route_warm: 5 of 15 test windows of mixed ")
+    assert (
+        "(bursted_synthetic, seed 20260721: synthetic-0001, synthetic-0004, synthetic-0005, "
+        in note
+    )
+    (note,) = sibling_notes(agents, folders, "bursted_synthetic_1s", {}, seed, "test", None)
+    assert note.startswith("note: agent scratch_route_warm: 3 of 15 test windows of synthetic1s ")
+    # its own family (check_seen_windows' part), mixed-0000 alone, other bursts, another seed
+    assert sibling_notes(agents, folders, "bursted_synthetic", {}, seed, "test", None) == []
+    assert sibling_notes(agents, folders, "mixed", {}, seed, "test", 1) == []
+    assert sibling_notes(agents, folders, "mixed", {"burst_requests": 20}, seed, "test", None) == []
+    assert sibling_notes(agents, folders, "mixed", {}, 7, "test", None) == []
+    assert sibling_notes(agents, folders, "mixed", {}, seed, "val", None) == []  # (20-24)
+
+
+def test_evaluate_prints_the_sibling_note_before_its_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``experiments.evaluate`` on mixed's first 2 test windows (mixed-0000, -0001) with
+    finetune_families: mixed-0001's sibling synthetic-0001 is a train window of its
+    burst_families; a note, no refusal, the table after it."""
+    from envs.files import read_json
+    from experiments.evaluate import evaluate
+
+    out = tmp_path / "eval"
+    evaluate(_compose("evaluate", ["checkpoint=[finetune_families]", "workload=mixed",
+                                   "workload.eval_windows=2", "policies=[cache_aware]",
+                                   "logger=none", "progress=false", f"out_dir={out}"]))  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    note = (
+        "note: agent finetune_families: 1 of 2 test windows of mixed evaluated share their "
+        "prompts, window for window, with train windows of a sibling family it trained on "
+        "(burst_families, seed 20260721: synthetic-0001); held out by family, not by prompt "
+        "(see docs/results/leak_check.md)"
+    )
+    assert lines.count(note) == 1
+    assert lines.index(note) < next(i for i, line in enumerate(lines) if line.startswith("policy"))
+    rows = read_json(out / "results.json")["rows"]
+    assert {row["policy"] for row in rows} >= {"cache_aware", "finetune_families"}
