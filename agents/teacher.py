@@ -22,8 +22,9 @@ other node instead when the short requests that arrived in the last
 ``short_window_s`` seconds say that more of them would wait behind it than it
 loses by moving. Under ``routing="backlog"`` a request that arrives while every
 node up drains for an upgrade (none eligible: its first token is ``inf`` on each)
-has no hold to weigh: it stays on the node routing chose and is not counted as a
-short arrival.
+is chosen and timed by the planner's clock, as under ``routing="clock"`` (so the
+clock never holds ``inf``), and has no hold to weigh: it stays on the node routing
+chose and is not counted as a short arrival.
 """
 
 from __future__ import annotations
@@ -91,15 +92,19 @@ class CausalTeacher(WarmPlanner):
         estimates = first_token_estimates(sim, request)
         choice = soonest_node(sim, estimates)  # the eft router's rule
         backlog, first = estimates[choice]
-        # every node up drains (none eligible, docs/tenancy.md): no hold to weigh
-        rule = self.long_prefill_s is not None and first < INF
-        if rule and self._may_move(sim, first - backlog):
-            firsts = [f for _, f in estimates]
-            backlogs = [b for b, _ in estimates]
-            choice = self._spare(sim, choice, firsts, first - backlog, backlogs)
+        if first == INF:
+            # every node up drains (none eligible, docs/tenancy.md): choose and time
+            # by the planner's clock, which never holds inf; no hold to weigh
+            choice, start, finish, _ = super()._choose(sim, request, depth, key)
+        else:
+            if self.long_prefill_s is not None and self._may_move(sim, first - backlog):
+                firsts = [f for _, f in estimates]
+                backlogs = [b for b, _ in estimates]
+                choice = self._spare(sim, choice, firsts, first - backlog, backlogs)
+            start, finish = sim.now + estimates[choice][0], sim.now + estimates[choice][1]
         node = sim.nodes[choice]
         computes = depth > node.view.hbm_match(request.blocks) and self._planned(node, key) is None
-        return choice, sim.now + estimates[choice][0], sim.now + estimates[choice][1], computes
+        return choice, start, finish, computes
 
     # ------------------------------------------------------------------ spare node
     def _may_move(self, sim: Simulator, hold_s: float) -> bool:

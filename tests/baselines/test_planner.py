@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -9,7 +11,7 @@ from agents.teacher import CausalTeacher
 from baselines import OracleWarm
 from baselines.planner import WarmPlanner
 from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
-from envs.sim.request import Workload
+from envs.sim.request import Request, Workload
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from tests.baselines.statekit import BT, request
 
@@ -85,3 +87,53 @@ def test_planner_settings_are_named_by_their_policy() -> None:
         CausalTeacher(min_prefix_tokens=0)
     with pytest.raises(ValueError, match=r"^oracle_warm\.min_prefix_tokens must be"):
         OracleWarm(min_prefix_tokens=0)
+
+
+def test_the_backlog_teacher_times_by_its_clock_while_every_node_drains() -> None:
+    """Under ``routing=backlog`` a request arriving while every node up drains for an
+    upgrade has first token ``inf`` on each (none eligible): the teacher then chooses
+    and times it by its planner clock, which stays finite (it took ``inf`` from the
+    forecast, and kept it until both nodes were idle again). Two nodes each decode a
+    4-block request from 0 s (400 output tokens, past 0.23 s) and drain from 0.1 s
+    (0.5 s of weights); 6-block requests arrive at 0.2, 0.21, 0.22 and 0.23 s, a
+    prefill of P = 1,536 x 71.39 us = 0.109648 s each. The clock catches a decoding
+    node up to now: r2 starts at 0.2 on either (ties by load, then index: node 0),
+    r3 at 0.21 on node 1 (node 0 is at 0.2 + P), r4 after r2 on node 0 (0.2 + P
+    against 0.21 + P) and r5 after r3 on node 1. The oracle's clock is finite too."""
+    clocks: list[list[float]] = []
+
+    class Probe(CausalTeacher):
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            choice = super().decide(sim, request)
+            clocks.append(list(self._free_at))
+            return choice
+
+    class OracleProbe(OracleWarm):
+        def decide(self, sim, request):  # type: ignore[no-untyped-def]
+            choice = super().decide(sim, request)
+            assert all(np.isfinite(self._free_at))
+            return choice
+
+    def decoding(blocks: range, index: int) -> Request:
+        return replace(request(blocks, 0.0, index), output_tokens=400)
+
+    requests = [decoding(range(1, 5), 0), decoding(range(11, 15), 1)]
+    requests += [request(range(100 + 10 * k, 106 + 10 * k), 0.2 + k / 100, 2 + k) for k in range(4)]
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 2)
+    upgrade = SimConfig(upgrade_at_s=(0.1, 0.1), upgrade_downtime_s=0.5)
+    runs = []
+    for policy in (Probe(routing="backlog"), OracleProbe()):
+        sim = Simulator(cluster, Workload("hand", BT, requests), upgrade, np.random.default_rng(0))
+        policy.run(sim)
+        runs.append(sim)
+    p = 6 * BT * TOKEN_S
+    expected = [0.2 + p, 0.2, 0.2 + p, 0.21 + p, 0.2 + 2 * p, 0.21 + p, 0.2 + 2 * p, 0.21 + 2 * p]
+    assert [t for clock in clocks[2:] for t in clock] == pytest.approx(expected, rel=1e-9)
+    sim = runs[0]
+    assert list(sim.records.node) == [0, 1, 0, 1, 0, 1]
+    # each node takes its queue once drained (its decode done), switched and loaded
+    ready = [sim.records.finish_s[i] + 0.5 for i in (0, 1)]
+    firsts = [ready[0] + p, ready[1] + p, ready[0] + 2 * p, ready[1] + 2 * p]
+    assert list(sim.records.ttft_s[2:]) == pytest.approx(
+        [f - 0.2 - k / 100 for k, f in enumerate(firsts)], rel=1e-9
+    )
