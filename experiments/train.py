@@ -1995,22 +1995,27 @@ def check_sweep(args: list[str]) -> None:
         try:
             with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
                 loader = GlobalHydra.instance().config_loader()
-                groups = {o.get_key_element() for o in swept if _is_group(loader, o)}
-                fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+                groups = {o.get_key_element() for o in parsed if _is_group(loader, o)}
                 bases: dict[tuple[str, ...], Any] = {}
                 for number, job in enumerate(itertools.product(*choices)):
-                    chosen = tuple(j for o, j in zip(swept, job) if o.get_key_element() in groups)
-                    if chosen not in bases:  # composed once per choice of the swept groups
-                        bases[chosen] = compose(config_name="train", overrides=[*fixed, *chosen])
+                    # the job's line, in the order Hydra's sweeper gives it to the job
+                    line = [job[swept.index(o)] if o in swept else o.input_line
+                            for o in parsed]  # fmt: skip
+                    chosen = tuple(a for o, a in zip(parsed, line) if o.get_key_element() in groups)
+                    if chosen not in bases:  # composed once per choice of the config groups
+                        bases[chosen] = compose(config_name="train", overrides=list(chosen))
                     cfg = copy.deepcopy(bases[chosen])  # (the checks may set values in it)
-                    values = [j for o, j in zip(swept, job) if o.get_key_element() not in groups]
+                    # values applied in the line's order, as Hydra applies them after the
+                    # groups: a later value wins (agent.hyperparams.n_steps=1,2 then
+                    # agent.hyperparams={n_steps:64} gives every job 64)
+                    values = [a for o, a in zip(parsed, line) if o.get_key_element() not in groups]
                     _apply_overrides(cfg, parser.parse_overrides(values))
                     try:
                         check_train(cfg, read_trace=False)
-                    except ValueError as error:
-                        line = [job[swept.index(o)] if o in swept else o.input_line
-                                for o in parsed]  # fmt: skip
-                        said = _said_in_job(line, error)
+                    except ValueError:
+                        said = _said_in_job(line)
+                        if said is None:  # the job, composed as Hydra composes it, passes
+                            continue
                         raise ValueError(
                             f"job {number} of the sweep ({', '.join(job)}): {said}"
                         ) from None
@@ -2021,15 +2026,18 @@ def check_sweep(args: list[str]) -> None:
 def _is_group(loader: Any, override: Any) -> bool:
     """Whether ``override`` chooses a config group's option (``agent=ppo``), which
     changes the config's defaults list, rather than setting a value."""
+    if isinstance(override.value(), dict):  # agent={...}: a value, as Hydra takes it
+        return False
     return bool(loader.get_group_options(override.key_or_group))
 
 
-def _said_in_job(line: list[str], error: ValueError) -> BaseException:
-    """``error`` of a sweep's job (its overrides ``line``) as the job says it: its
-    config composed whole, as Hydra gives it to the job, and the check run again
-    where :func:`experiments.config.value_origin` sees the job's command line, so the
+def _said_in_job(line: list[str]) -> BaseException | None:
+    """The refusal of a sweep's job (its overrides ``line``) as the job says it: its
+    config composed whole, as Hydra gives it to the job, and checked where
+    :func:`experiments.config.value_origin` sees the job's command line, so the
     message says where the value came from (``(from the command line)``, a group's
-    file); ``error`` itself if that check passes."""
+    file); None if that check passes (the job runs: a refusal of the pre-check's
+    config is not the job's)."""
     from hydra import compose
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
@@ -2047,7 +2055,7 @@ def _said_in_job(line: list[str], error: ValueError) -> BaseException:
         return with_value_origin(again, cfg)
     finally:
         HydraConfig.instance().cfg = previous
-    return error
+    return None
 
 
 def _apply_overrides(cfg: Any, overrides: list[Any]) -> None:

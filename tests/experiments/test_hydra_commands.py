@@ -417,6 +417,26 @@ def test_the_sweep_precheck_checks_every_job_and_names_where_the_value_came_from
     assert str(refused.value).startswith(said), str(refused.value)
 
 
+def test_the_sweep_precheck_applies_a_job_s_values_in_the_order_hydra_does() -> None:
+    """Hydra applies a job's values in its line's order, the last winning: the swept
+    ``agent.hyperparams.n_steps`` below is replaced by the dict after it in every job
+    (64 steps). The pre-check applied the swept values after all the others, checked
+    1 step and refused a sweep whose every job runs."""
+    from experiments.train import check_sweep
+
+    tiny = [arg for arg in TINY if arg != "env.n_envs=1"]
+    check_sweep(
+        ["-m", "env.n_envs=1", "agent.hyperparams.n_steps=1,2",
+         "agent.hyperparams={n_steps:64,batch_size:32}", *tiny]
+    )  # fmt: skip
+    # and a refusal is still said when the swept value is the last word
+    with pytest.raises(ValueError, match=r"^job 0 of the sweep \(agent.hyperparams.n_steps=1\)"):
+        check_sweep(
+            ["-m", "env.n_envs=1", "agent.hyperparams={n_steps:64,batch_size:32}",
+             "agent.hyperparams.n_steps=1,2", *tiny]
+        )  # fmt: skip
+
+
 def test_the_sweep_precheck_checks_each_job_on_a_config_of_its_own() -> None:
     """The checks set values in the config they check (``cluster.node`` null beside
     ``cluster.nodes``): a config reused from job to job carried them into the next
