@@ -40,7 +40,7 @@ from envs.cluster_env import env_arguments, flag_arguments
 from envs.encoder import OBSERVATION_OPTIONS
 from envs.files import folder_atomic, fsync_file, naming_file, read_json, write_json_atomic
 from envs.sim.checks import check_flag, check_int, checked_number
-from envs.sim.errors import ConfigError, SettingWarning
+from envs.sim.errors import ConfigError, SettingWarning, echoed
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "ppo": PPO,
@@ -606,7 +606,7 @@ def load_spec(folder: str | Path) -> AgentSpec:
     known = {f.name: f for f in fields(AgentSpec)}
     unknown = sorted(set(data) - set(known))
     if unknown:
-        raise ValueError(f"{path}: unknown key {unknown[0]!r}; known: {', '.join(known)}")
+        raise ValueError(f"{path}: unknown key {echoed(unknown[0])}; known: {', '.join(known)}")
     missing = [
         name
         for name, f in known.items()
@@ -705,7 +705,7 @@ def _check_record(where: str, record: Any) -> None:
     known = ", ".join(_REGISTERED_TYPES)
     unknown = sorted(set(record) - set(_REGISTERED_TYPES))
     if unknown:
-        raise ValueError(f"{where}: unknown key {unknown[0]!r}; known: {known}")
+        raise ValueError(f"{where}: unknown key {echoed(unknown[0])}; known: {known}")
     needed = [k for k in _REGISTERED_TYPES if k not in (*_DATASET_KEYS, *_OPTIONAL_KEYS)]
     if "dataset" in record or "families" in record:  # a dataset's split: both
         needed += list(_DATASET_KEYS)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envs.sim.errors import ConfigError, raise_for_policy
+from envs.sim.errors import ConfigError, echoed, raise_for_policy
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
 
@@ -180,7 +180,7 @@ def make_policy(name: str, **kwargs: Any) -> Policy:
     field of no owner (a plugin's ``ConfigError.about("weight", ...)``, where the
     baselines write ``btb.x``) is said as the policy's: ``NAME.weight must be ...``."""
     if not is_registered(name):
-        raise ValueError(f"unknown policy {name!r}; {known_policies()}")
+        raise ValueError(f"unknown policy {echoed(name)}; {known_policies()}")
     build = POLICIES[name]
     try:
         inspect.signature(build).bind(**kwargs)

@@ -70,7 +70,7 @@ def unknown_option(command: str, key: str, known: str) -> UsageError:
     command's refusal of a key it does not take, saying where it came from as the
     Hydra commands' ``unknown key ... (from the command line); ...`` does. ``known``
     says what it takes (``known: a, b``)."""
-    return UsageError(f"{command}: unknown option {key!r}{FROM_COMMAND_LINE}; {known}")
+    return UsageError(f"{command}: unknown option {echoed(key)}{FROM_COMMAND_LINE}; {known}")
 
 
 def given_twice(command: str, key: str) -> UsageError:

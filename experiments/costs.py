@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     if options["setup"] not in SETUPS:
         raise UsageError(
-            f"{COMMAND}: unknown setup {options['setup']!r}; known: {', '.join(SETUPS)}"
+            f"{COMMAND}: unknown setup {echoed(options['setup'])}; known: {', '.join(SETUPS)}"
         )
     if "cluster.n_nodes" in given:
         raise UsageError(

@@ -1092,7 +1092,7 @@ def check_policy_names(names: Sequence[str], field: str) -> None:
 
     for i, name in enumerate(names):
         if name not in POLICIES:
-            raise ValueError(f"{field}: unknown policy {name!r}; {known_policies()}")
+            raise ValueError(f"{field}: unknown policy {echoed(name)}; {known_policies()}")
         if name in names[:i]:
             raise ValueError(f"{field} lists {name!r} twice")
 

@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = [s for s in options["setups"] if s not in SETUPS]
     if unknown:
         raise UsageError(
-            f"experiments.reproduce: unknown setup {unknown[0]!r}{FROM_COMMAND_LINE}; "
+            f"experiments.reproduce: unknown setup {echoed(unknown[0])}{FROM_COMMAND_LINE}; "
             f"known: {', '.join(SETUPS)}"
         )
     modes = causal_kv_modes(options["causal_kv"])
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = [name for name in policies if name not in POLICIES]
     if unknown:
         raise UsageError(
-            f"experiments.reproduce: unknown policy {unknown[0]!r}; {known_policies()}"
+            f"experiments.reproduce: unknown policy {echoed(unknown[0])}; {known_policies()}"
         )
     if options["windows"] < 0:
         raise UsageError(

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number, is_number
-from envs.sim.errors import ConfigError, SettingWarning, caller_stacklevel, plural
+from envs.sim.errors import ConfigError, SettingWarning, caller_stacklevel, echoed, plural
 from envs.sim.timing import (
     DEFAULT_MBU,
     DEFAULT_MFU,
@@ -553,7 +553,7 @@ def _made_of(where: str, value: Any, kind: Any) -> Any:
         raise ConfigError(f"{where} must be an object of {', '.join(names)}, got {value!r}")
     unknown = sorted(set(value) - set(names))
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; known: {', '.join(names)}")
+        raise ConfigError(f"{where}: unknown key {echoed(unknown[0])}; known: {', '.join(names)}")
     missing = [name for name in required if name not in value]
     if missing:
         raise ConfigError(f"{where}: missing key {missing[0]!r}; known: {', '.join(names)}")
@@ -590,6 +590,6 @@ DEFAULT_SETUP = "70b_h100x4"
 def setup_cluster(name: str) -> ClusterSpec:
     """The cluster of a named published setup, e.g. ``"70b_h100x4"``."""
     if name not in SETUPS:
-        raise ConfigError(f"unknown setup {name!r}; known: {', '.join(SETUPS)}")
+        raise ConfigError(f"unknown setup {echoed(name)}; known: {', '.join(SETUPS)}")
     model, node, n_nodes = SETUPS[name]
     return ClusterSpec.uniform(model, node, n_nodes)

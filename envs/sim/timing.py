@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number, is_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 
 if TYPE_CHECKING:
     from envs.sim.config import SimConfig
@@ -160,7 +160,7 @@ def gpu_preset(name: str, own: Mapping[str, GpuSpec] | None = None) -> GpuSpec:
     for key, spec in kinds.items():
         if key.lower() == str(name).lower():
             return spec
-    raise ConfigError(f"unknown GPU preset {name!r}; known: {', '.join(kinds)}")
+    raise ConfigError(f"unknown GPU preset {echoed(name)}; known: {', '.join(kinds)}")
 
 
 def model_preset(name: str) -> ModelSpec:
@@ -169,7 +169,7 @@ def model_preset(name: str) -> ModelSpec:
     if key in MODELS:
         return MODELS[key]
     known = ", ".join([*MODELS, *MODEL_ALIASES])
-    raise ConfigError(f"unknown model preset {name!r}; known: {known}")
+    raise ConfigError(f"unknown model preset {echoed(name)}; known: {known}")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, checked_number
-from envs.sim.errors import ConfigError, NamedFields, SettingWarning, caller_stacklevel
+from envs.sim.errors import ConfigError, NamedFields, SettingWarning, caller_stacklevel, echoed
 from envs.sim.request import Workload
 from envs.workloads.art_like import ArtLikeConfig, art_like_window_rows
 from envs.workloads.bursted import (
@@ -232,7 +232,7 @@ def describe(name: str) -> Scenario:
         if name == PLUGIN_WORKLOAD:
             raise ValueError(f"{NO_FACTORY}, or the name plugin:MODULE:FUNCTION") from None
         known = ", ".join(list_workloads())
-        raise ValueError(f"unknown workload {name!r} (known: {known})") from None
+        raise ValueError(f"unknown workload {echoed(name)} (known: {known})") from None
 
 
 _PLUGIN_SCENARIOS: dict[str, Scenario] = {}

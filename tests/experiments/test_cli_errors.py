@@ -863,6 +863,49 @@ def test_a_long_value_is_said_back_cut(
     assert err == f"error: {message}{where}\n"
 
 
+NAME = "x" * 400
+"""A name of 400 characters: a lookup's refusal said it back whole."""
+NAME_CUT = "'" + "x" * 59 + "..."
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        (costs, [f"node={NAME}"],
+         f"experiments.costs: node={NAME_CUT} (from the command line): unknown GPU preset "
+         f"{NAME_CUT}; known: A100, H100, H200, B200, B300, MI300X, MI355X"),
+        (costs, [f"setup={NAME}"],
+         f"experiments.costs: unknown setup {NAME_CUT}; known: "),
+        (compare, [f"policies={NAME}"], f"experiments.compare: unknown policy {NAME_CUT}; "),
+        (compare, [f"setup={NAME}"], f"experiments.compare: unknown setup {NAME_CUT}; "),
+        (compare, [f"{NAME}=1"], f"experiments.compare: unknown option {NAME_CUT} "),
+        (compare, [f"model.name={NAME}"],
+         f"experiments.compare: model.name={NAME_CUT} (from the command line): unknown model "
+         f"preset {NAME_CUT}; known: "),
+    ],
+)  # fmt: skip
+def test_a_long_name_a_lookup_refuses_is_said_back_cut(
+    module: Any, args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name no preset, setup, policy or option has is said back cut too (``unknown
+    GPU preset 'xxx...'``): the lookups said all 400 characters after the cut value."""
+    assert main_guard(lambda: module.main(args)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}"), err
+    assert "x" * 61 not in err
+
+
+def test_a_long_name_the_library_refuses_is_said_back_cut() -> None:
+    from envs.sim.config import setup_cluster
+    from envs.sim.errors import ConfigError
+    from envs.sim.timing import gpu_preset, model_preset
+
+    for lookup in (gpu_preset, model_preset, setup_cluster):
+        with pytest.raises(ConfigError) as refused:
+            lookup(NAME)
+        assert NAME_CUT in str(refused.value) and "x" * 61 not in str(refused.value)
+
+
 def test_a_long_value_hydra_cannot_merge_is_said_back_cut() -> None:
     """OmegaConf's own words say the value back whole: cut there too."""
     from hydra.errors import ConfigCompositionException
