@@ -161,7 +161,7 @@ def _check(options: dict[str, Any]) -> list[str]:
 
     import envs  # noqa: F401  (registers the environments)
     from baselines import make_policy
-    from envs.sim import setup_cluster
+    from baselines.policy import POLICIES, known_policies
     from envs.workloads.registry import describe
     from envs.workloads.trace_file import TRACE_WORKLOAD
     from experiments.compare import resolve_agents
@@ -203,9 +203,14 @@ def _check(options: dict[str, Any]) -> list[str]:
         try:
             describe(name)
         except ValueError as error:
-            raise UsageError(f"{COMMAND}: workloads: {error}") from None
-    setup_cluster(options["setup"])
+            raise UsageError(f"{COMMAND}: workloads: {error}{FROM_COMMAND_LINE}") from None
     from envs.sim import SETUPS
+
+    if options["setup"] not in SETUPS:
+        raise UsageError(
+            f"{COMMAND}: unknown setup {echoed(options['setup'])}{FROM_COMMAND_LINE}; "
+            f"known: {', '.join(SETUPS)}"
+        )
 
     traced = {
         **options,
@@ -225,6 +230,10 @@ def _check(options: dict[str, Any]) -> list[str]:
     )
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
+        if name not in POLICIES:
+            raise UsageError(
+                f"{COMMAND}: unknown policy {echoed(name)}{FROM_COMMAND_LINE}; {known_policies()}"
+            )
         make_policy(name)
     known = sorted(k for k in gym.registry if k.startswith("btb/"))
     for env_id in options["envs"]:

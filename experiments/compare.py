@@ -423,7 +423,9 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
             f"agents={unknown[0]} (policies= names baselines only)"
         )
     if unknown:
-        raise UsageError(f"unknown policy {echoed(unknown[0])}; {known_policies()}")
+        raise UsageError(
+            f"unknown policy {echoed(unknown[0])}{FROM_COMMAND_LINE}; {known_policies()}"
+        )
     baseline = options["baseline"]
     if baseline and baseline not in POLICIES:
         raise UsageError(
@@ -504,7 +506,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     options["workload"] = resolve_workload("experiments.compare", options)
     if options["setup"] not in SETUPS:
-        raise UsageError(f"unknown setup {echoed(options['setup'])}; known: {', '.join(SETUPS)}")
+        raise UsageError(
+            f"unknown setup {echoed(options['setup'])}{FROM_COMMAND_LINE}; "
+            f"known: {', '.join(SETUPS)}"
+        )
     from experiments.config import cluster_from_options, setup_label
 
     # the setup, changed by the options of a cluster of one's own (as on the Hydra commands)

@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     if options["setup"] not in SETUPS:
         raise UsageError(
-            f"{COMMAND}: unknown setup {echoed(options['setup'])}; known: {', '.join(SETUPS)}"
+            f"{COMMAND}: unknown setup {echoed(options['setup'])}{FROM_COMMAND_LINE}; "
+            f"known: {', '.join(SETUPS)}"
         )
     if "cluster.n_nodes" in given:
         raise UsageError(

@@ -300,7 +300,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = [name for name in policies if name not in POLICIES]
     if unknown:
         raise UsageError(
-            f"experiments.reproduce: unknown policy {echoed(unknown[0])}; {known_policies()}"
+            f"experiments.reproduce: unknown policy {echoed(unknown[0])}{FROM_COMMAND_LINE}; "
+            f"{known_policies()}"
         )
     if options["windows"] < 0:
         raise UsageError(

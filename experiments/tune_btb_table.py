@@ -118,7 +118,8 @@ def check_options(options: dict[str, Any]) -> None:
     for name in options["setups"]:
         if name not in SETUPS:
             raise UsageError(
-                f"{COMMAND}: setups: unknown setup {echoed(name)}; known: {', '.join(SETUPS)}"
+                f"{COMMAND}: setups: unknown setup {echoed(name)}{FROM_COMMAND_LINE}; "
+                f"known: {', '.join(SETUPS)}"
             )
     for name in options["workloads"]:
         if name == PLUGIN_WORKLOAD or is_plugin(name):  # its cell would never be read
@@ -131,7 +132,7 @@ def check_options(options: dict[str, Any]) -> None:
             )
         if name not in list_workloads():
             raise UsageError(
-                f"{COMMAND}: workloads: unknown workload {echoed(name)}; "
+                f"{COMMAND}: workloads: unknown workload {echoed(name)}{FROM_COMMAND_LINE}; "
                 f"known: {', '.join(list_workloads())}"
             )
     for key in ("seed", "workload_seed"):

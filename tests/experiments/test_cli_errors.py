@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from hydra import compose, initialize_config_dir
 
-from experiments import audit, bench, compare, costs, make_dataset, reproduce
+from experiments import audit, bench, compare, costs, make_dataset, reproduce, tune_btb_table
 from experiments._cli import main_guard
 from experiments._io import check_writable_dir
 from experiments.config import register_configs
@@ -817,6 +817,34 @@ def test_a_refused_key_or_value_says_it_came_from_the_command_line(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("module", "args", "message"),
+    [
+        (costs, ["setup=nope"], "experiments.costs: unknown setup 'nope'"),
+        (compare, ["setup=nope"], "experiments.compare: unknown setup 'nope'"),
+        (bench, ["setup=nope"], "experiments.bench: unknown setup 'nope'"),
+        (tune_btb_table, ["setups=nope"],
+         "experiments.tune_btb_table: setups: unknown setup 'nope'"),
+        (compare, ["policies=nope"], "experiments.compare: unknown policy 'nope'"),
+        (bench, ["policies=nope"], "experiments.bench: unknown policy 'nope'"),
+        (reproduce, ["policies=nope"], "experiments.reproduce: unknown policy 'nope'"),
+        (tune_btb_table, ["workloads=nope"],
+         "experiments.tune_btb_table: workloads: unknown workload 'nope'"),
+    ],
+)  # fmt: skip
+def test_an_unknown_name_says_it_came_from_the_command_line(
+    module: Any, args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``unknown setup 'nope' (from the command line); known: ...`` as ``reproduce``
+    said it (and the CHANGELOG said of every key=value command): ``costs``,
+    ``compare``, ``bench`` and ``tune_btb_table`` named no origin, nor did the
+    commands' ``unknown policy`` or ``unknown workload``."""
+    out = tmp_path / "run"
+    assert main_guard(lambda: module.main([*args, f"out_dir={out}"])) == 2
+    assert capsys.readouterr().err.startswith(f"error: {message} (from the command line); known: ")
+    assert not out.exists()
+
+
 LONG = "9" * 400
 """A value of 400 characters: an error said it back whole."""
 CUT = "9" * 60 + "..."
@@ -875,9 +903,11 @@ NAME_CUT = "'" + "x" * 59 + "..."
          f"experiments.costs: node={NAME_CUT} (from the command line): unknown GPU preset "
          f"{NAME_CUT}; known: A100, H100, H200, B200, B300, MI300X, MI355X"),
         (costs, [f"setup={NAME}"],
-         f"experiments.costs: unknown setup {NAME_CUT}; known: "),
-        (compare, [f"policies={NAME}"], f"experiments.compare: unknown policy {NAME_CUT}; "),
-        (compare, [f"setup={NAME}"], f"experiments.compare: unknown setup {NAME_CUT}; "),
+         f"experiments.costs: unknown setup {NAME_CUT} (from the command line); known: "),
+        (compare, [f"policies={NAME}"],
+         f"experiments.compare: unknown policy {NAME_CUT} (from the command line); "),
+        (compare, [f"setup={NAME}"],
+         f"experiments.compare: unknown setup {NAME_CUT} (from the command line); "),
         (compare, [f"{NAME}=1"], f"experiments.compare: unknown option {NAME_CUT} "),
         (compare, [f"model.name={NAME}"],
          f"experiments.compare: model.name={NAME_CUT} (from the command line): unknown model "

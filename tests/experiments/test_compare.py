@@ -219,7 +219,7 @@ def test_bad_options_exit_cleanly(capsys: pytest.CaptureFixture[str]) -> None:
     assert "unknown policy 'nope'" in capsys.readouterr().err
     # a list in brackets, as the Hydra commands write it (was: unknown policy '[cache_aware')
     assert main_guard(lambda: compare.main(["policies=[cache_aware, nope]"])) == 2
-    assert "unknown policy 'nope'; known:" in capsys.readouterr().err
+    assert "unknown policy 'nope' (from the command line); known:" in capsys.readouterr().err
 
 
 def test_compare_end_to_end_writes_results_and_charts(tmp_path) -> None:  # type: ignore[no-untyped-def]
