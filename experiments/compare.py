@@ -429,7 +429,8 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
     baseline = options["baseline"]
     if baseline and baseline not in POLICIES:
         raise UsageError(
-            f"experiments.compare: baseline={baseline!r} is not a policy; {known_policies()}"
+            f"experiments.compare: baseline={echoed(baseline)} is not a policy"
+            f"{FROM_COMMAND_LINE}; {known_policies()}"
         )
     if baseline and baseline not in names:
         names.insert(0, baseline)
@@ -629,7 +630,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # more than the workload has: said when asked for, not for the default on a short trace
     asked = options["windows"] != DEFAULTS["windows"]
     n_windows = count_windows(workload, limit, options["workload_seed"], params, asked)
-    timeline = check_timeline_window(options["timeline_window"], n_windows, "timeline_window")
+    try:
+        timeline = check_timeline_window(options["timeline_window"], n_windows, "timeline_window")
+    except ValueError as error:
+        raise UsageError(f"{error}{FROM_COMMAND_LINE}") from None
     if any(agent.spec.env_kwargs.get("y_tokens") for agent in agents.values()):
         # an agent's Y against the workload's blocks (all its windows share them)
         first = next(split_windows(workload, 1, options["workload_seed"], params=params), None)

@@ -790,6 +790,8 @@ def test_a_value_that_does_not_parse_says_it_came_from_the_command_line(
          "seed), got -1"),
         (make_dataset, ["test_windows=-2"], "experiments.make_dataset: test_windows must be >= 0 "
          "(or -1: the workload's own count), got -2"),
+        (compare, ["windows=2", "timeline_window=-1"],
+         "experiments.compare: timeline_window must be an integer in [0, 1], got -1"),
         (reproduce, ["jobs=0"], "experiments.reproduce: jobs must be >= 1, got 0"),
         (reproduce, ["windows=-1"],
          "experiments.reproduce: windows must be >= 0 (0 = all test windows), got -1"),
@@ -830,6 +832,7 @@ def test_a_refused_key_or_value_says_it_came_from_the_command_line(
         (reproduce, ["policies=nope"], "experiments.reproduce: unknown policy 'nope'"),
         (tune_btb_table, ["workloads=nope"],
          "experiments.tune_btb_table: workloads: unknown workload 'nope'"),
+        (compare, ["baseline=nope"], "experiments.compare: baseline='nope' is not a policy"),
     ],
 )  # fmt: skip
 def test_an_unknown_name_says_it_came_from_the_command_line(

@@ -146,7 +146,8 @@ def test_the_timeline_window_is_chosen_and_checked(tmp_path):
                   f"out_dir={out}", "progress=false"])  # fmt: skip
     assert (out / "burst_timeline.png").stat().st_size > 0
     with pytest.raises(
-        (UsageError, ValueError), match=r"^timeline_window must be an integer in \[0, 1\], got 2$"
+        (UsageError, ValueError),
+        match=r"^timeline_window must be an integer in \[0, 1\], got 2 \(from the command line\)$",
     ):
         compare.main(["windows=2", "agents=none", "policies=btb", "timeline_window=2",
                       f"out_dir={tmp_path / 'refused'}", "progress=false"])  # fmt: skip
