@@ -453,9 +453,9 @@ def by_name(path: str, split: str) -> bool:
     library's rows)."""
     from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES as builders
 
-    saved = Path(path).is_dir() and any(
-        (Path(path) / mark).is_file() for mark in ("dataset_dict.json", "state.json")
-    )
+    from envs.workloads.trace_file import _saved_to_disk  # (it imports this module)
+
+    saved = _saved_to_disk(Path(path))
     return path not in builders and not saved and re.fullmatch(r"[\w.-]+", split) is not None
 
 
