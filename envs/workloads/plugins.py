@@ -296,11 +296,24 @@ def code_sha256(root: Path, imported: Iterable[Path] = ()) -> str:
     files = [root, *(file for file in imported if file != root)]
     if len(files) == 1:
         return hashlib.sha256(root.read_bytes()).hexdigest()
-    lines = sorted((Path(os.path.relpath(file, root.parent)).as_posix(), file) for file in files)
+    lines = sorted((Path(relative_path(file, root.parent)).as_posix(), file) for file in files)
     listing = "".join(
         f"{hashlib.sha256(file.read_bytes()).hexdigest()}  {shown}\n" for shown, file in lines
     )
     return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def relative_path(
+    file: str | os.PathLike[str], start: str | os.PathLike[str], paths: Any = os.path
+) -> str:
+    """``file`` relative to the folder ``start`` (``paths.relpath``), or ``file`` as
+    given when no relative path leads there (on Windows, a file on another drive
+    than ``start``'s, for which ``relpath`` raises ValueError). ``paths`` is the
+    path module (``os.path``; ``ntpath`` for Windows' rules on any system)."""
+    try:
+        return str(paths.relpath(file, start))
+    except ValueError:
+        return os.fspath(file)
 
 
 _PROJECT = Path(__file__).resolve().parents[2]
@@ -813,7 +826,7 @@ def _own_code(filename: str) -> bool:
 
 def shown_path(filename: str) -> str:
     """``filename`` relative to the working folder when it lies below it."""
-    relative = os.path.relpath(filename)
+    relative = relative_path(filename, os.curdir)
     return filename if relative.startswith("..") else relative
 
 
@@ -834,5 +847,6 @@ __all__ = [
     "plugin_name",
     "plugin_rows",
     "raised_at",
+    "relative_path",
     "shown_path",
 ]

@@ -1475,3 +1475,19 @@ def test_a_dataset_s_readme_says_what_its_rows_hold(
         " This dataset has the windows given on its command line (the tables below), not "
         "the workload's own counts."
     )
+
+
+def test_relative_path_falls_back_to_the_file_on_another_drive() -> None:
+    """code_sha256 and shown_path name a file relative to a folder through
+    relative_path; on Windows, a helper on another drive than the plugin's has no
+    relative path (ntpath.relpath raises ValueError), and the file is named whole
+    rather than the run failing on an uncaught ValueError."""
+    import ntpath
+
+    from envs.workloads.plugins import relative_path
+
+    with pytest.raises(ValueError):
+        ntpath.relpath("D:\\lib\\helper.py", "C:\\work")
+    assert relative_path("D:\\lib\\helper.py", "C:\\work", ntpath) == "D:\\lib\\helper.py"
+    assert relative_path("C:\\lib\\helper.py", "C:\\work", ntpath) == "..\\lib\\helper.py"
+    assert relative_path("/a/b/helper.py", "/a") == os.path.join("b", "helper.py")
