@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -48,22 +49,41 @@ class SettingWarning(UserWarning):
     than a split holds); the commands print it as one line, ``warning: ...``."""
 
 
+_OWN_PACKAGES = ("envs", "agents", "baselines", "experiments")
+"""btb-gym's own packages, whose frames a warning's ``stacklevel`` passes over."""
+_PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+
+
 def caller_stacklevel() -> int:
     """The ``stacklevel`` that points a warning raised by the function that calls this
-    at the first frame outside btb-gym's ``envs`` and gymnasium: the script's own
-    call (``gym.make``, ``gym.make_vec``, an env class, ``windows(...)``), however
-    many frames of btb-gym and gymnasium lie between (a fixed level named gymnasium's
-    ``make`` for one env, ``envs/route_warm.py`` for another, ``envs/windows.py``
-    for a workload's warning raised as an env is made)."""
+    at the first frame outside btb-gym's own packages (``envs``, ``agents``,
+    ``baselines``, ``experiments``) and gymnasium: the script's own call
+    (``gym.make``, ``gym.make_vec``, an env class, ``windows(...)``, an agents' or
+    baselines' function that makes an env), however many frames of btb-gym and
+    gymnasium lie between (a fixed level named gymnasium's ``make`` for one env,
+    ``envs/route_warm.py`` for another, ``envs/windows.py`` for a workload's warning
+    raised as an env is made, ``agents/imitation.py`` for one made by
+    ``run_imitation``)."""
     frame = sys._getframe(1)  # the function that warns: stacklevel 1
     level = 1
-    while frame.f_back is not None:
-        module = str(frame.f_globals.get("__name__", ""))
-        if module.split(".")[0] not in ("envs", "gymnasium"):
-            break
+    while frame.f_back is not None and _passed_over(frame):
         frame = frame.f_back
         level += 1
     return level
+
+
+def _passed_over(frame: Any) -> bool:
+    """Whether ``frame`` runs gymnasium's code or btb-gym's own (a module of one of its
+    packages, in its folder: not a user's package that shares a name with one)."""
+    top = str(frame.f_globals.get("__name__", "")).split(".")[0]
+    if top == "gymnasium":
+        return True
+    if top not in _OWN_PACKAGES:
+        return False
+    file = frame.f_globals.get("__file__")
+    if not isinstance(file, str):
+        return True
+    return os.path.realpath(file).startswith(os.path.join(_PROJECT, top) + os.sep)
 
 
 class ConfigError(NamedFields, ValueError):

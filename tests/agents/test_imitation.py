@@ -112,3 +112,19 @@ def test_backlog_teacher_routes_to_the_soonest_first_token(window):
     Probe(routing="backlog").run(sim)
     with pytest.raises(ValueError, match="routing"):
         CausalTeacher(routing="psychic")
+
+
+def test_a_warning_raised_in_run_imitation_names_the_caller_s_line(window):
+    """A warning raised as run_imitation makes a source's env (more windows than the
+    split holds) points at this file, the call, not at agents/imitation.py."""
+    import warnings
+
+    spec = AgentSpec(algo="ppo", env="route", hidden=16)
+    model = build_model(spec, gym.make(spec.env_id, windows=[window]), {"n_steps": 64})
+    params = {"n_bursts": 1, "burst_requests": 4, "n_decoys": 0}
+    source = {"n_windows": 50, "workload_params": params}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_imitation(model, spec.env_id, [source], ImitationSettings(episodes=1, epochs=1))
+    (said,) = [w for w in caught if "n_windows=50" in str(w.message)]
+    assert said.filename == __file__, said.filename
