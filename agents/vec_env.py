@@ -99,12 +99,22 @@ class WorkerVecEnv(SubprocVecEnv):
     Broken pipe``, exit 2, not ``interrupted``, 130). Now the command alone stops,
     and its ``close`` lets each worker end its step and exit."""
 
-    def __init__(self, env_fns: list[Callable[[], gym.Env]], start_method: str | None = None):
+    def __init__(
+        self,
+        env_fns: list[Callable[[], gym.Env]],
+        start_method: str | None = None,
+        digest_windows: bool = False,
+    ):
+        """``digest_windows``: each worker works out its windows' digests as it starts
+        (:class:`RunStateSnapshots`), for a run that keeps checkpoints."""
         try:
             with self._workers():  # (a worker dead before it sent its env's spaces)
                 n = len(env_fns)
                 super().__init__(
-                    [partial(_ignoring_ctrl_c, make, k, n) for k, make in enumerate(env_fns)],
+                    [
+                        partial(_ignoring_ctrl_c, make, k, n, digest_windows)
+                        for k, make in enumerate(env_fns)
+                    ],
                     start_method,
                 )
         except WorkerDied:
@@ -225,14 +235,17 @@ class RunStateSnapshots(gym.Wrapper):  # type: ignore[type-arg]
     methods: :meth:`run_state_snapshot` pickles the env below it, with its other
     wrappers, for a checkpoint's run state; :meth:`run_state_restore` puts such a
     pickle in its place (:mod:`agents.run_state`). It keeps its windows' digests
-    between checkpoints (``window_digests``), each worked out once: those of the
-    env's windows as the worker starts (the workers side by side, where the run's
-    first checkpoint waited for all of them), a curriculum's segments at the first
-    checkpoint after the envs get them."""
+    between checkpoints (``window_digests``), each worked out once: with
+    ``digest_windows`` (a run that keeps checkpoints), those of the env's windows as
+    the worker starts (the workers side by side, where the run's first checkpoint
+    waited for all of them), else at its first checkpoint; a curriculum's segments
+    at the first checkpoint after the envs get them."""
 
-    def __init__(self, env: gym.Env) -> None:
+    def __init__(self, env: gym.Env, digest_windows: bool = False) -> None:
         super().__init__(env)
         self.window_digests = WindowDigests()
+        if not digest_windows:  # a run without checkpoints never needs them
+            return
         # worked out now, as the workers start side by side, rather than by all of them
         # at the run's first checkpoint (a curriculum's segments, which come later, are
         # worked out at the first checkpoint after them)
@@ -313,13 +326,16 @@ def how_ended(exit_code: int, processes: int = 1) -> str:
     return f"killed by signal {number} ({name})"
 
 
-def _ignoring_ctrl_c(make_env: Callable[[], gym.Env], k: int = 0, n: int = 1) -> gym.Env:
+def _ignoring_ctrl_c(
+    make_env: Callable[[], gym.Env], k: int = 0, n: int = 1, digest_windows: bool = False
+) -> gym.Env:
     """``make_env()``, in worker ``k`` of ``n``, after it has set SIGINT aside and
     taken its name (the first thing a ``SubprocVecEnv`` worker runs), wrapped in
-    :class:`RunStateSnapshots`. The name heads the traceback the worker prints if
-    its env raises, ``Process env worker 1 of 16 (pid 4242):``, as
-    :class:`agents.WorkerFailed` names it (it was ``Process
-    ForkServerProcess-2:``, whose number counts the processes started)."""
+    :class:`RunStateSnapshots` (its windows digested now with ``digest_windows``).
+    The name heads the traceback the worker prints if its env raises,
+    ``Process env worker 1 of 16 (pid 4242):``, as :class:`agents.WorkerFailed`
+    names it (it was ``Process ForkServerProcess-2:``, whose number counts the
+    processes started)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     multiprocessing.current_process().name = f"env worker {k} of {n} (pid {os.getpid()})"
-    return RunStateSnapshots(make_env())
+    return RunStateSnapshots(make_env(), digest_windows)

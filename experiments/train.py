@@ -166,6 +166,16 @@ def make_env_fn_kwargs(saved: dict[str, Any], windows: list[Any]) -> dict[str, A
     return kwargs
 
 
+def worker_options(cfg: Any) -> dict[str, Any] | None:
+    """``make_vec_env``'s ``vec_env_kwargs`` for ``cfg.env.vec``: on ``subproc``, whether
+    each worker works out its windows' digests as it starts (``digest_windows``: only
+    a run that keeps checkpoints, ``train.checkpoint_every`` > 0, uses them); None
+    in process."""
+    if cfg.env.vec != "subproc":
+        return None
+    return {"digest_windows": int(cfg.train.checkpoint_every) > 0}
+
+
 def imitation_sources(
     cfg: Any, saved_kwargs: dict[str, Any], pool: list[Any]
 ) -> list[dict[str, Any]]:
@@ -1548,6 +1558,7 @@ def train(cfg: DictConfig) -> float:
             seed=int(cfg.seed),
             vec_env_cls=WorkerVecEnv if cfg.env.vec == "subproc" else InProcessVecEnv,
             env_kwargs=make_env_fn_kwargs(saved_kwargs, pool),
+            vec_env_kwargs=worker_options(cfg),
         )
     if cfg.env.normalize_reward:
         from stable_baselines3.common.vec_env import VecNormalize

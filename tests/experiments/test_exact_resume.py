@@ -191,12 +191,39 @@ def test_a_window_rebuilt_the_same_has_the_same_digest_and_any_change_another():
     assert window_digest(_window(blocks=(1, 3))) != same
 
 
+def test_a_worker_digests_its_windows_as_it_starts_only_in_a_run_that_checkpoints():
+    """A run that keeps no checkpoints (train.checkpoint_every=0) never uses the
+    digests: its workers do not work them out as they start; one that does, does
+    (and a worker not told works them out at its first checkpoint)."""
+    from omegaconf import OmegaConf
+
+    from experiments.train import worker_options
+
+    first, second = _window(), _window(arrival_s=0.25)
+    idle = RunStateSnapshots(RouteEnv(windows=[first, second]))
+    assert len(idle.window_digests) == 0
+    _, used = idle.run_state_snapshot([window_digest(first), window_digest(second)])
+    assert used == [0, 1] and len(idle.window_digests) == 2
+    told = RunStateSnapshots(RouteEnv(windows=[first, second]), digest_windows=True)
+    assert len(told.window_digests) == 2
+
+    def options(vec: str, every: int) -> dict | None:
+        return worker_options(
+            OmegaConf.create({"env": {"vec": vec}, "train": {"checkpoint_every": every}})
+        )
+
+    assert options("subproc", 0) == {"digest_windows": False}
+    assert options("subproc", 4096) == {"digest_windows": True}
+    assert options("dummy", 4096) is None
+
+
 def test_a_worker_digests_each_window_once_and_forgets_it_once_gone():
     # a worker's checkpoints name the same windows each time: each is digested once
     # (windows are not changed once made; see below for one changed all the same)
     first, second = _window(), _window(arrival_s=0.25)
     digests = [window_digest(first), window_digest(second)]
-    env = RunStateSnapshots(RouteEnv(windows=[first, second]))  # (gym.make's spec keeps them)
+    # (gym.make's spec keeps them)
+    env = RunStateSnapshots(RouteEnv(windows=[first, second]), digest_windows=True)
     # worked out as the worker starts, side by side with the others, not at its first
     # checkpoint (where the parent waited for all of them: 1.7 to 1.8 s of 16 workers)
     assert len(env.window_digests) == 2
