@@ -31,6 +31,7 @@ from envs.encoder import (
     observation_size,
 )
 from envs.route_warm import apply_route_warm, route_warm_masks, route_warm_sizes
+from envs.sim.errors import echoed
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
 from envs.sim.streams import seed_child
@@ -93,7 +94,9 @@ class AgentPolicy(Policy):
         from agents import agent_folder, zoo_names
 
         if not isinstance(folder, (str, Path)):
-            raise TypeError(f"folder must be a path or a shipped agent's name, got {folder!r}")
+            raise TypeError(
+                f"folder must be a path or a shipped agent's name, got {echoed(folder)}"
+            )
         found = agent_folder(str(folder))
         if found is None and not Path(folder).exists():
             # a mistyped zoo name: say which names there are, as the commands do
@@ -120,7 +123,9 @@ class AgentPolicy(Policy):
         for key, value in settings.items():
             if key not in self.setting_names():
                 known = ", ".join(self.setting_names()) or "-"
-                raise ValueError(f"agent {self.name!r} has no setting {key!r} (settings: {known})")
+                raise ValueError(
+                    f"agent {self.name!r} has no setting {echoed(key)} (settings: {known})"
+                )
             AGENT_SETTINGS[self.spec.env][1][key](value)
         kwargs = {**self.spec.env_kwargs, **settings}
         self.spec = dataclasses.replace(self.spec, env_kwargs=kwargs)

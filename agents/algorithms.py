@@ -112,13 +112,17 @@ class AgentSpec:
 
     def __post_init__(self) -> None:
         if self.algo not in ALGORITHMS:
-            raise ValueError(f"agent.algo: unknown {self.algo!r}; known: {', '.join(ALGORITHMS)}")
+            raise ValueError(
+                f"agent.algo: unknown {echoed(self.algo)}; known: {', '.join(ALGORITHMS)}"
+            )
         if self.env not in ENV_IDS:
-            raise ValueError(f"agent.env: unknown {self.env!r}; known: {', '.join(ENV_IDS)}")
+            raise ValueError(f"agent.env: unknown {echoed(self.env)}; known: {', '.join(ENV_IDS)}")
         if self.net not in NETS:
-            raise ValueError(f"agent.net: unknown {self.net!r}; known: {', '.join(NETS)}")
+            raise ValueError(f"agent.net: unknown {echoed(self.net)}; known: {', '.join(NETS)}")
         if self.critic not in CRITICS:
-            raise ValueError(f"agent.critic: unknown {self.critic!r}; known: {', '.join(CRITICS)}")
+            raise ValueError(
+                f"agent.critic: unknown {echoed(self.critic)}; known: {', '.join(CRITICS)}"
+            )
         if self.critic != "shared" and (self.net != "set" or self.algo == "dqn"):
             raise ValueError(
                 f"agent.critic={self.critic} is an option of the node-set actor-critic "
@@ -127,12 +131,13 @@ class AgentSpec:
             )
         if self.algo == "dqn" and self.env != "route":
             raise ValueError(
-                f"agent.algo=dqn needs a Discrete action space (env=route), got env={self.env!r}"
+                f"agent.algo=dqn needs a Discrete action space (env=route), "
+                f"got env={echoed(self.env)}"
             )
         if self.algo == "maskable_ppo" and self.env != "route_warm":
             raise ValueError(
                 "agent.algo=maskable_ppo uses action masks, which env=route_warm has; "
-                f"got {self.env!r}"
+                f"got {echoed(self.env)}"
             )
         if not self.name:  # e.g. ppo_route; ppo_route_mlp for SB3's flat MLP
             self.name = f"{self.algo}_{self.env}" + ("_mlp" if self.net == "mlp" else "")
@@ -368,7 +373,8 @@ def check_hyperparams(algo: str, hyperparams: Mapping[str, Any]) -> None:
             pair = isinstance(value, (list, tuple))
             if pair and (len(value) != 2 or value[1] not in _TRAIN_FREQ_UNITS):
                 raise ValueError(
-                    f"{path} must be an integer >= 1 or a pair [n, step | episode], got {value!r}"
+                    f"{path} must be an integer >= 1 or a pair [n, step | episode], "
+                    f"got {echoed(value)}"
                 )
             check_int(path, value[0] if pair else value, 1)
         if name not in _RANGES or (value is None and name in _MAY_BE_NONE):
@@ -402,7 +408,7 @@ def _check_together(algo: str, hyperparams: Mapping[str, Any]) -> None:
     if hyperparams.get("use_sde"):
         raise ValueError(
             "agent.hyperparams.use_sde must be false: gSDE explores continuous actions, and "
-            f"every env's are discrete, got {hyperparams['use_sde']!r}"
+            f"every env's are discrete, got {echoed(hyperparams['use_sde'])}"
         )
     buffer = hyperparams.get("replay_buffer_kwargs") or {}
     timeouts = not isinstance(buffer, Mapping) or buffer.get("handle_timeout_termination", True)
@@ -613,7 +619,7 @@ def load_spec(folder: str | Path) -> AgentSpec:
         if name not in data and f.default is MISSING and f.default_factory is MISSING
     ]
     if missing:
-        raise ValueError(f"{path}: missing key {missing[0]!r}")
+        raise ValueError(f"{path}: missing key {echoed(missing[0])}")
     for name, kind in _FIELD_TYPES.items():
         if name not in data or (name in _NULLABLE and data[name] is None):
             continue
@@ -621,7 +627,9 @@ def load_spec(folder: str | Path) -> AgentSpec:
         if kind is int:
             check_int(f"{path}: {name}", value, 1 if name == "hidden" else 0)
         elif not isinstance(value, kind):
-            raise ValueError(f"{path}: {name} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
+            raise ValueError(
+                f"{path}: {name} must be a JSON {_JSON_NAMES[kind]}, got {echoed(value)}"
+            )
     _check_registered(f"{path}: registered_windows", data.get("registered_windows"))
     for i, entry in enumerate(data.get("started_from") or []):
         _check_started_entry(f"{path}: started_from[{i}]", entry)
@@ -629,7 +637,7 @@ def load_spec(folder: str | Path) -> AgentSpec:
     if norm is not None and not _reward_norm_ok(norm):
         raise ValueError(
             f"{path}: reward_norm must be an object of finite numbers mean, var >= 0 and "
-            f"count > 0, got {norm!r}"
+            f"count > 0, got {echoed(norm)}"
         )
     if norm is not None and data.get("normalize_reward") is not True:
         raise ValueError(
@@ -644,7 +652,7 @@ def load_spec(folder: str | Path) -> AgentSpec:
     unknown = sorted(set(spec.env_kwargs) - takes)
     if unknown:  # a misspelt option would be left out silently
         raise ValueError(
-            f"{path}: env_kwargs key {unknown[0]!r} is no argument of {spec.env_id}; known: "
+            f"{path}: env_kwargs key {echoed(unknown[0])} is no argument of {spec.env_id}; known: "
             + ", ".join(sorted(takes))
         )
     try:
@@ -692,7 +700,7 @@ def _check_registered(where: str, value: Any) -> None:
     if not isinstance(value, list) or not value:
         raise ValueError(
             f"{where} must be a JSON object or a non-empty array of objects (null: not "
-            f"recorded), got {value!r}"
+            f"recorded), got {echoed(value)}"
         )
     for i, record in enumerate(value):
         _check_record(f"{where}[{i}]", record)
@@ -701,7 +709,7 @@ def _check_registered(where: str, value: Any) -> None:
 def _check_record(where: str, record: Any) -> None:
     """One ``registered_windows`` record (:func:`_check_registered`)."""
     if not isinstance(record, dict):
-        raise ValueError(f"{where} must be a JSON object, got {record!r}")
+        raise ValueError(f"{where} must be a JSON object, got {echoed(record)}")
     known = ", ".join(_REGISTERED_TYPES)
     unknown = sorted(set(record) - set(_REGISTERED_TYPES))
     if unknown:
@@ -711,7 +719,7 @@ def _check_record(where: str, record: Any) -> None:
         needed += list(_DATASET_KEYS)
     missing = [k for k in needed if k not in record]
     if missing:
-        raise ValueError(f"{where}: missing key {missing[0]!r}; known: {known}")
+        raise ValueError(f"{where}: missing key {echoed(missing[0])}; known: {known}")
     for key, kind in _REGISTERED_TYPES.items():
         if key not in record:
             continue
@@ -720,27 +728,31 @@ def _check_record(where: str, record: Any) -> None:
             check_int(f"{where}.seed", value, 0)
         elif kind is list:
             if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-                raise ValueError(f"{where}.{key} must be a JSON array of strings, got {value!r}")
+                raise ValueError(
+                    f"{where}.{key} must be a JSON array of strings, got {echoed(value)}"
+                )
         elif not isinstance(value, kind):
-            raise ValueError(f"{where}.{key} must be a JSON {_JSON_NAMES[kind]}, got {value!r}")
+            raise ValueError(
+                f"{where}.{key} must be a JSON {_JSON_NAMES[kind]}, got {echoed(value)}"
+            )
     for name, config in record.get("families", {}).items():
         if not isinstance(config, dict):
-            raise ValueError(f"{where}.families.{name} must be a JSON object, got {config!r}")
+            raise ValueError(f"{where}.families.{name} must be a JSON object, got {echoed(config)}")
 
 
 def _check_started_entry(where: str, entry: Any) -> None:
     """A ``started_from`` entry is an object of exactly :data:`_STARTED_TYPES`' keys,
     each of its type; else a ValueError naming ``where`` and the key."""
     if not isinstance(entry, dict):
-        raise ValueError(f"{where} must be a JSON object, got {entry!r}")
+        raise ValueError(f"{where} must be a JSON object, got {echoed(entry)}")
     if set(entry) != set(_STARTED_TYPES):
         odd = sorted(set(entry) ^ set(_STARTED_TYPES))[0]
         said = "unknown" if odd in entry else "missing"
-        raise ValueError(f"{where}: {said} key {odd!r}; known: {', '.join(_STARTED_TYPES)}")
+        raise ValueError(f"{where}: {said} key {echoed(odd)}; known: {', '.join(_STARTED_TYPES)}")
     for key, kinds in _STARTED_TYPES.items():
         if not isinstance(entry[key], kinds):
             shown = " or ".join("null" if k is type(None) else _JSON_NAMES[k] for k in kinds)
-            raise ValueError(f"{where}.{key} must be a JSON {shown}, got {entry[key]!r}")
+            raise ValueError(f"{where}.{key} must be a JSON {shown}, got {echoed(entry[key])}")
     _check_registered(f"{where}.registered_windows", entry["registered_windows"])
 
 
@@ -889,7 +901,7 @@ def check_clone_kl_args(coef: Any, schedule: Any) -> float:
     if schedule not in CLONE_KL_SCHEDULES:
         raise ValueError(
             f"agent.clone_kl_schedule must be one of {', '.join(CLONE_KL_SCHEDULES)}, "
-            f"got {schedule!r}"
+            f"got {echoed(schedule)}"
         )
     return value
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.algorithms import AgentSpec, load_agent
+from envs.sim.errors import echoed
 
 LR_SCHEDULES = ("constant", "linear")
 
@@ -26,7 +27,7 @@ def learning_rate(value: float, schedule: str) -> float | Callable[[float], floa
     ``linear`` (from ``value`` down to 0 at the end of the run)."""
     if schedule not in LR_SCHEDULES:
         raise ValueError(
-            f"agent.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {schedule!r}"
+            f"agent.lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {echoed(schedule)}"
         )
     if schedule == "constant":
         return value

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.sim.errors import echoed
+
 
 @dataclass
 class ImitationSettings:
@@ -47,5 +49,6 @@ class ImitationSettings:
             for item in getattr(self, name):
                 if item not in known:
                     raise ValueError(
-                        f"imitation.{name}: unknown {name[:-1]} {item!r}; known: {', '.join(known)}"
+                        f"imitation.{name}: unknown {name[:-1]} "
+                        f"{echoed(item)}; known: {', '.join(known)}"
                     )

@@ -7,7 +7,7 @@ import math
 import warnings
 from dataclasses import dataclass, fields
 
-from envs.sim.errors import SettingWarning
+from envs.sim.errors import SettingWarning, echoed
 
 
 @dataclass
@@ -93,12 +93,12 @@ class ImprovementSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(
-                    f"improvement.{name} must be a whole number >= {low}, got {value!r}"
+                    f"improvement.{name} must be a whole number >= {low}, got {echoed(value)}"
                 )
         for name in ("aggregate", "families_in_turn", "undo_worse", "warm_variant"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(
-                    f"improvement.{name} must be true or false, got {getattr(self, name)!r}"
+                    f"improvement.{name} must be true or false, got {echoed(getattr(self, name))}"
                 )
         for name in ("families", "anchor_families"):
             families = getattr(self, name)
@@ -109,7 +109,7 @@ class ImprovementSettings:
             ):
                 raise ValueError(
                     f"improvement.{name} must be a non-empty list of family names or null, "
-                    f"got {families!r}"
+                    f"got {echoed(families)}"
                 )
         both = sorted(set(self.families or ()) & set(self.anchor_families or ()))
         if both:
@@ -120,7 +120,7 @@ class ImprovementSettings:
         lead = self.lead_requests
         if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int) or lead < 0):
             raise ValueError(
-                f"improvement.lead_requests must be a whole number >= 0 or null, got {lead!r}"
+                f"improvement.lead_requests must be a whole number >= 0 or null, got {echoed(lead)}"
             )
         calm = self.warm_calm_s
         if calm is not None and (
@@ -129,19 +129,21 @@ class ImprovementSettings:
             or not (math.isfinite(calm) and calm > 0)
         ):
             raise ValueError(
-                f"improvement.warm_calm_s must be a finite number > 0 or null, got {calm!r}"
+                f"improvement.warm_calm_s must be a finite number > 0 or null, got {echoed(calm)}"
             )
         gain = self.warm_variant_gain
         if isinstance(gain, bool) or not isinstance(gain, (int, float)) or not 0 <= gain < 1:
             raise ValueError(
-                f"improvement.warm_variant_gain must be a share in [0, 1), got {gain!r}"
+                f"improvement.warm_variant_gain must be a share in [0, 1), got {echoed(gain)}"
             )
         for name in ("min_gain_s", "hold_s", "learning_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"improvement.{name} must be a number, got {value!r}")
+                raise ValueError(f"improvement.{name} must be a number, got {echoed(value)}")
             if not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"improvement.{name} must be a finite number >= 0, got {value!r}")
+                raise ValueError(
+                    f"improvement.{name} must be a finite number >= 0, got {echoed(value)}"
+                )
         if not self.warm_variant:
             defaults = {f.name: f.default for f in fields(self)}
             for name in ("warm_variant_gain", "warm_calm_s"):

@@ -46,6 +46,7 @@ from envs.encoder import (
     REQUEST_FEATURES,
     SPARE_FEATURES,
 )
+from envs.sim.errors import echoed
 
 NETWORK_OPTIONS = ("speculate", "cache_actions", *OBSERVATION_OPTIONS)
 """The route envs' options the node-set network follows: action parts
@@ -64,7 +65,7 @@ def feature_layout(kind: str, hints: bool = False, spare_features: bool = False)
         return len(NODE_FEATURES), len(REQUEST_FEATURES) + extra
     if kind == "thresholds":
         return len(EPOCH_NODE_FEATURES), len(EPOCH_FEATURES)
-    raise ValueError(f"unknown env kind {kind!r}; known: route, route_warm, thresholds")
+    raise ValueError(f"unknown env kind {echoed(kind)}; known: route, route_warm, thresholds")
 
 
 CRITICS = ("shared", "separate", "detached")
@@ -98,7 +99,9 @@ class NodeSetNetwork(nn.Module):
     ) -> None:
         super().__init__()
         if critic not in CRITICS:
-            raise ValueError(f"agent.critic must be one of {', '.join(CRITICS)}, got {critic!r}")
+            raise ValueError(
+                f"agent.critic must be one of {', '.join(CRITICS)}, got {echoed(critic)}"
+            )
         self.node_features = node_features
         self.global_features = global_features
         self.hidden = hidden

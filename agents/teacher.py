@@ -35,6 +35,7 @@ from baselines.spare_node import check_seconds, spare_choice
 from baselines.window import RecentArrivals
 from envs.encoder import ShortArrivals
 from envs.sim.checks import check_int, is_number
+from envs.sim.errors import echoed
 from envs.sim.forecast import INF, earliest_node, first_token_estimates
 from envs.sim.request import Request
 from envs.sim.simulator import Simulator
@@ -59,10 +60,12 @@ class CausalTeacher(WarmPlanner):
         short_window_s: float = 5.0,
     ) -> None:
         if routing not in ROUTINGS:
-            raise ValueError(f"causal_teacher.routing must be clock or backlog, got {routing!r}")
+            raise ValueError(
+                f"causal_teacher.routing must be clock or backlog, got {echoed(routing)}"
+            )
         check_int("causal_teacher.x", x, 1)
         if not is_number(z) or not z > 0:
-            raise ValueError(f"causal_teacher.z must be > 0 seconds, got {z!r}")
+            raise ValueError(f"causal_teacher.z must be > 0 seconds, got {echoed(z)}")
         if long_prefill_s is not None:
             long_prefill_s = check_seconds("causal_teacher.long_prefill_s", long_prefill_s)
         short_window_s = check_seconds("causal_teacher.short_window_s", short_window_s)

@@ -52,7 +52,7 @@ from baselines.policy import Policy, register
 from baselines.routers import cache_aware_choice, earliest_first_token, least_loaded, up_nodes
 from baselines.window import ArrivalWindow
 from envs.sim.checks import check_int, is_number
-from envs.sim.errors import plural
+from envs.sim.errors import echoed, plural
 from envs.sim.forecast import HitMemo, copy_bytes, transfer_s
 from envs.sim.request import Request
 from envs.sim.simulator import TARGET_HOLDS, WARM_OK, Simulator
@@ -122,7 +122,7 @@ class BTB(Policy):
         self.min_prefix_blocks = 1
         self.set_thresholds(x, y_tokens, z, PUBLISHED_M if m is None else m, min_prefix_tokens)
         if shadow not in (0, 1):  # True, False, 1, 0 (bool("no") would be True: shadow mode)
-            raise ValueError(f"btb.shadow must be true or false, got {shadow!r}")
+            raise ValueError(f"btb.shadow must be true or false, got {echoed(shadow)}")
         self.shadow = bool(shadow)
         self._window = ArrivalWindow()
         self.shadow_copies: list[ShadowCopy] = []
@@ -202,7 +202,7 @@ class BTB(Policy):
             if type(value) is not int or value < 1:  # (a plain int >= 1 passes at once)
                 check_int(f"btb.{name}", value, 1)
         if not (z > 0 if type(z) is float else is_number(z) and z > 0):
-            raise ValueError(f"btb.z must be > 0 seconds, got {z!r}")
+            raise ValueError(f"btb.z must be > 0 seconds, got {echoed(z)}")
         self.x, self.y_tokens, self.z, self.m = x, y_tokens, float(z), m
         self.min_prefix_tokens = min_prefix_tokens
         self._check_m()

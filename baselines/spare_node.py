@@ -32,12 +32,13 @@ import math
 from collections.abc import Sequence
 
 from envs.sim.checks import is_number
+from envs.sim.errors import echoed
 
 
 def check_seconds(name: str, value: object) -> float:
     """``value`` as seconds > 0 (finite), or a ValueError naming ``name``."""
     if not is_number(value) or not 0 < value < float("inf"):  # type: ignore[operator]
-        raise ValueError(f"{name} must be > 0 seconds (finite), got {value!r}")
+        raise ValueError(f"{name} must be > 0 seconds (finite), got {echoed(value)}")
     return float(value)  # type: ignore[arg-type]
 
 

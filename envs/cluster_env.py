@@ -27,7 +27,7 @@ from envs.encoder import check_time_unit, cluster_time_scale
 from envs.sim import rare_gc
 from envs.sim.checks import check_flag, check_number, check_whole_number, is_number
 from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig, setup_cluster
-from envs.sim.errors import ConfigError, SettingWarning, SimulationError, caller_stacklevel
+from envs.sim.errors import ConfigError, SettingWarning, SimulationError, caller_stacklevel, echoed
 from envs.sim.request import Request, Workload
 from envs.sim.simulator import Simulator
 from envs.windows import window_pool
@@ -186,7 +186,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode must be one of {self.metadata['render_modes']} or None, "
-                f"got {render_mode!r}"
+                f"got {echoed(render_mode)}"
             )
         # named here: Python's own TypeError (a list is no dict key) would not name them,
         # and gymnasium.make appends every argument, windows and all, to a TypeError
@@ -215,12 +215,13 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
                 # (is_registered loads a subproc env's worker's plugins too)
                 raise ConfigError.about(
                     "reward_baseline",
-                    f"must be a registered policy, got {reward_baseline!r}; {known_policies()}",
+                    f"must be a registered policy, "
+                    f"got {echoed(reward_baseline)}; {known_policies()}",
                 )
         if reward_timing not in REWARD_TIMINGS:
             raise ConfigError.about(
                 "reward_timing",
-                f"must be one of {', '.join(REWARD_TIMINGS)}, got {reward_timing!r}",
+                f"must be one of {', '.join(REWARD_TIMINGS)}, got {echoed(reward_timing)}",
             )
         for name, flag in (
             ("hints", hints),
@@ -321,7 +322,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         if options is not None and not isinstance(options, Mapping):
             raise ValueError(
                 "reset: options must be a dict (keys 'sim_seed', 'window'), got "
-                f"{type(options).__name__} {options!r}"
+                f"{type(options).__name__} {echoed(options)}"
             )
         options = options or {}
         unknown = sorted(set(options) - {"window", "sim_seed"}, key=str)
@@ -336,7 +337,7 @@ class ClusterEnv(gym.Env, ABC):  # type: ignore[type-arg]
         ):
             raise ValueError(
                 "options['window'] must be a Workload or an index in "
-                f"0..{len(self.windows) - 1}, got {given!r}"
+                f"0..{len(self.windows) - 1}, got {echoed(given)}"
             )
         super().reset(seed=seed)
         # drawn even when the window is given, so that reset(seed=s, options={"window": i})
@@ -745,7 +746,7 @@ def _sim_seed_option(value: Any) -> SimSeed | None:
     if words is None:
         raise ValueError(
             "options['sim_seed'] must be a whole number >= 0, a non-empty list, tuple or "
-            f"1-D integer array of them, or a np.random.SeedSequence, got {value!r}"
+            f"1-D integer array of them, or a np.random.SeedSequence, got {echoed(value)}"
         )
     return words
 

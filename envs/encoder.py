@@ -38,7 +38,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.sim.forecast import (
     HitMemo,
     estimates_with_hits,
@@ -347,7 +347,7 @@ def check_time_unit(value: Any) -> str:
     """``time_unit`` as given, or a ValueError naming the field."""
     if not isinstance(value, str) or value not in TIME_UNITS:
         raise ConfigError.about(
-            "time_unit", f"must be one of {', '.join(TIME_UNITS)}, got {value!r}"
+            "time_unit", f"must be one of {', '.join(TIME_UNITS)}, got {echoed(value)}"
         )
     return value
 
@@ -448,7 +448,7 @@ class ObservationEncoder(ModulesByName):
         step_wait: bool = False,
     ) -> None:
         if n_nodes < 1:
-            raise ValueError(f"n_nodes must be >= 1, got {n_nodes!r}")
+            raise ValueError(f"n_nodes must be >= 1, got {echoed(n_nodes)}")
         self.n_nodes = n_nodes
         self.time_unit = check_time_unit(time_unit)
         self._rescale = time_unit != "seconds"

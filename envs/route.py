@@ -9,6 +9,7 @@ from gymnasium import spaces
 
 from envs.cluster_env import ClusterEnv, refuse_other_envs_options
 from envs.encoder import ObservationEncoder, observation_options
+from envs.sim.errors import echoed
 
 NEEDS_RESET = (
     "a policy first used after the episode's first request needs "
@@ -278,10 +279,10 @@ class RouteEnv(ClusterEnv):
         if type(action) is tuple and len(action) == 1:
             action = action[0]
         if type(action) is not int:
-            raise ValueError(f"action {action!r} is not a node of Discrete({self.n_nodes})")
+            raise ValueError(f"action {echoed(action)} is not a node of Discrete({self.n_nodes})")
         node = action
         if not 0 <= node < self.n_nodes:
-            raise ValueError(f"action {action!r} is outside Discrete({self.n_nodes})")
+            raise ValueError(f"action {echoed(action)} is outside Discrete({self.n_nodes})")
         sim = self.sim
         assert sim is not None
         try:

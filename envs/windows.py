@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from envs.sim.checks import check_number, check_whole_number
+from envs.sim.errors import echoed
 from envs.sim.request import Workload
 
 
@@ -21,10 +22,10 @@ def window_pool(
     """The first ``n_windows`` windows (all if None) of ``workload``'s ``split``;
     ``params`` override the workload's generator parameters (``envs.workloads.registry``)."""
     if n_windows is not None and n_windows < 1:
-        raise ValueError(f"n_windows must be >= 1 or None, got {n_windows!r}")
+        raise ValueError(f"n_windows must be >= 1 or None, got {echoed(n_windows)}")
     if params is not None and not isinstance(params, Mapping):
         raise ValueError(
-            f"workload_params must be a mapping of generator parameters, got {params!r}"
+            f"workload_params must be a mapping of generator parameters, got {echoed(params)}"
         )
     from envs.workloads.registry import windows
 

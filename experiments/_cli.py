@@ -114,7 +114,7 @@ def _parse(command: str, key: str, text: str, default: Any) -> Any:
             )
         twice = next((item for i, item in enumerate(value) if item in value[:i]), None)
         if twice is not None:  # a result file would list it twice, and it would run once
-            raise UsageError(f"{command}: {key}= lists {twice!r} twice{FROM_COMMAND_LINE}")
+            raise UsageError(f"{command}: {key}= lists {echoed(twice)} twice{FROM_COMMAND_LINE}")
         return value
     try:
         if isinstance(default, (bool, int, float)):
@@ -163,7 +163,8 @@ def sim_config_of(command: str, causal_kv: bool, copy_model: str) -> SimConfig:
     ``sim.copy_model``)."""
     if copy_model not in COPY_MODELS:
         raise UsageError(
-            f"{command}: copy_model must be one of {', '.join(COPY_MODELS)}, got {copy_model!r}"
+            f"{command}: copy_model must be one of {', '.join(COPY_MODELS)}, "
+            f"got {echoed(copy_model)}"
             f"{FROM_COMMAND_LINE}"
         )
     return SimConfig(causal_kv=causal_kv, copy_model=copy_model)

@@ -51,7 +51,10 @@ def split_sim_options(
             continue
         name = key[len(PREFIX) :]
         if name in OWN:  # spelled as the Hydra commands spell it
-            raise UsageError(f"{command}: {key}= is an option of its own here: {name}={text}")
+            raise UsageError(
+                f"{command}: {key}= is an option of its own here: "
+                f"{name}={echoed(text, quoted=False)}"
+            )
         if not sep or name not in NAMES:
             raise unknown_option(command, key, f"sim. options: {', '.join(NAMES)}")
         if name in options:  # the last one would win without a word

@@ -239,12 +239,12 @@ def _check(options: dict[str, Any]) -> list[str]:
     for env_id in options["envs"]:
         if env_id not in known:
             raise UsageError(
-                f"{COMMAND}: unknown env {env_id!r} in envs (known: {', '.join(known)})"
+                f"{COMMAND}: unknown env {echoed(env_id)} in envs (known: {', '.join(known)})"
             )
     for env_id in options["learn"]:
         if env_id not in _bench_learn.LEARN_AGENTS:
             raise UsageError(
-                f"{COMMAND}: unknown env {env_id!r} in learn "
+                f"{COMMAND}: unknown env {echoed(env_id)} in learn "
                 f"(known: {', '.join(_bench_learn.LEARN_AGENTS)})"
             )
     if options["replay_windows"]:  # more than the split has: said, as compare says it

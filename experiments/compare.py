@@ -321,11 +321,11 @@ def _check_run(
         from baselines.policy import POLICIES
 
         if policy in POLICIES:
-            said = f"baseline {policy!r}, which is not among the baselines run"
+            said = f"baseline {echoed(policy)}, which is not among the baselines run"
         elif policy in zoo_names():
-            said = f"agent {policy!r}, which is not among the agents run"
+            said = f"agent {echoed(policy)}, which is not among the agents run"
         else:
-            said = f"{policy!r}, which is no baseline nor agent run"
+            said = f"{echoed(policy)}, which is no baseline nor agent run"
         run = [*policies, *(agents or {})]
         raise UsageError(f"{where} names {said} (policies: {', '.join(run)})")
 
@@ -371,7 +371,7 @@ def policy_settings(
         if not isinstance(keys, Mapping):
             raise UsageError(
                 f"policy_kwargs.{policy} must hold settings (+policy_kwargs.{policy}.KEY="
-                f"VALUE), got {keys!r}"
+                f"VALUE), got {echoed(keys)}"
             )
         _check_run(policy, f"policy_kwargs.{policy}", policies, agents)
         for name in _agents_named(policy, agents) if policy not in policies else [policy]:
@@ -419,7 +419,7 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
     unknown = [n for n in names if n not in POLICIES]
     if unknown and unknown[0] in zoo_names():
         raise UsageError(
-            f"policies: {unknown[0]!r} is a shipped agent, not a baseline: pass it as "
+            f"policies: {echoed(unknown[0])} is a shipped agent, not a baseline: pass it as "
             f"agents={unknown[0]} (policies= names baselines only)"
         )
     if unknown:

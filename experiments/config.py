@@ -27,7 +27,7 @@ from envs.cluster_env import ClusterEnv
 from envs.route_warm import RouteWarmEnv
 from envs.sim import SETUPS, ClusterSpec, ConfigError, SimConfig
 from envs.sim.config import DEFAULT_SETUP
-from envs.sim.errors import NamedFields
+from envs.sim.errors import NamedFields, echoed
 from envs.sim.timing import (
     GpuSpec,
     ModelSpec,
@@ -546,14 +546,14 @@ def cluster_of(cfg: Any) -> ClusterSpec:
     if not _is_sequence(nodes) or not nodes:
         raise ConfigError(
             f"cluster.nodes must be a list of one node kind or more ([4xH100,8xH200]), "
-            f"got {_plain(nodes)!r}{value_origin('cluster.nodes')}"
+            f"got {echoed(_plain(nodes))}{value_origin('cluster.nodes')}"
         )
     kinds: dict[str, Any] = {}  # each kind made and checked once
     for i, text in enumerate(nodes):
         if not isinstance(text, str):
             raise ConfigError(
                 f"cluster.nodes[{i}] must be a node kind like 4xH100, got "
-                f"{_plain(text)!r}{value_origin('cluster.nodes')}"
+                f"{echoed(_plain(text))}{value_origin('cluster.nodes')}"
             )
         if text not in kinds:
             kinds[text] = _node_of(cfg, f"cluster.nodes[{i}]", text, model, own)
@@ -670,7 +670,7 @@ def gpus_of(cfg: Any) -> dict[str, GpuSpec]:
         if not isinstance(figures, dict):
             raise ConfigError(
                 f"{path} must be the GPU's figures ({', '.join(GPU_FIELDS)}), got "
-                f"{figures!r}{origin}"
+                f"{echoed(figures)}{origin}"
             )
         unknown = [key for key in figures if key not in GPU_FIELDS]
         if unknown:

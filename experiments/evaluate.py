@@ -32,6 +32,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from envs.sim.errors import echoed
 from envs.workloads.trace_options import TRACE_WORKLOAD
 from experiments import sweeps
 from experiments.config import (
@@ -110,7 +111,7 @@ def evaluate(cfg: DictConfig) -> float:
     )
 
     if cfg.split not in ("test", "val"):
-        raise ValueError(f"split must be test or val, got {cfg.split!r}")
+        raise ValueError(f"split must be test or val, got {echoed(cfg.split)}")
     folders = []
     for item in cfg.checkpoint:
         folder = agent_folder(str(item))

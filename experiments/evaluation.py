@@ -31,6 +31,7 @@ from envs.sim import ClusterSpec, SimConfig, Simulator, setup_cluster
 from envs.sim.errors import (
     PolicyFailure,
     SettingWarning,
+    echoed,
     plural,
     policy_label,
     raise_for_policy,
@@ -123,7 +124,7 @@ def split_windows(
     from envs.workloads.registry import windows
 
     if limit is not None and limit < 1:
-        raise ValueError(f"windows must be >= 1 (or 0 for all), got {limit!r}")
+        raise ValueError(f"windows must be >= 1 (or 0 for all), got {echoed(limit)}")
     made = windows(workload, split=split, seed=seed, limit=limit, **(params or {}))
     return _with_requests(made, workload, split, seed)
 
@@ -195,7 +196,7 @@ def as_policies(policies: Mapping[str, Policy] | Iterable[str | Policy]) -> dict
         policy = make_policy(entry) if isinstance(entry, str) else entry
         name = entry if isinstance(entry, str) else getattr(policy, "name", type(policy).__name__)
         if name in out:
-            raise ValueError(f"policy {name!r} is listed twice")
+            raise ValueError(f"policy {echoed(name)} is listed twice")
         out[name] = policy
     if not out:
         raise ValueError("no policies to evaluate")
@@ -340,7 +341,7 @@ def evaluate_policies(
         setup_name = setup if isinstance(setup, str) else cluster.name
     for bound in BOUNDS:
         if floor and bound in named:
-            raise ValueError(f"a policy is named {bound!r}, like a lower-bound row")
+            raise ValueError(f"a policy is named {echoed(bound)}, like a lower-bound row")
     results: dict[str, list[WindowResult]] = {name: [] for name in named}
     floors: list[np.ndarray] = []
     capacity_means: list[float] = []

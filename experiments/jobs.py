@@ -317,7 +317,7 @@ def hydra_entry(
                 if override.key_or_group.lstrip("+~") == "setup.name":
                     raise UsageError(
                         f"{command}: setup.name records the setup chosen; choose one with "
-                        f"setup=NAME (got {override.input_line!r} from the command line)"
+                        f"setup=NAME (got {echoed(override.input_line)} from the command line)"
                     )
             if precheck is not None:
                 precheck(args)
@@ -841,11 +841,11 @@ def _check_quoting(command: str, args: Sequence[str]) -> None:
             if value[:1] in "'\"[{":  # quoted, or a list or dict: the grammar's message
                 said = str(error).split("\n")[0].split(": See https://")[0]
                 raise UsageError(
-                    f"{command}: {arg!r} does not parse as an override ({said})"
+                    f"{command}: {echoed(arg)} does not parse as an override ({said})"
                 ) from None
             quoted = value.replace("'", "\\'")  # the grammar's escape for a quote inside
             raise UsageError(
-                f"{command}: {arg!r} does not parse as an override: quote a value with "
+                f"{command}: {echoed(arg)} does not parse as an override: quote a value with "
                 f"blanks, brackets, commas, '=' or letters beyond ASCII, as "
                 f"\"{key}='{quoted}'\" (Hydra's override grammar)"
             ) from None
@@ -1065,11 +1065,11 @@ def check_world(cfg: Any, read_trace: bool = True) -> None:
     from experiments.tracking import WANDB_MODES
 
     if cfg.logger.kind not in ("wandb", "none"):
-        raise ValueError(f"logger.kind must be wandb or none, got {cfg.logger.kind!r}")
+        raise ValueError(f"logger.kind must be wandb or none, got {echoed(cfg.logger.kind)}")
     if cfg.logger.mode not in WANDB_MODES:
         from_env = OmegaConf.is_interpolation(cfg.logger, "mode") and "WANDB_MODE" in os.environ
         raise ValueError(
-            f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {cfg.logger.mode!r}"
+            f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {echoed(cfg.logger.mode)}"
             + (" (from the environment variable WANDB_MODE)" if from_env else "")
         )
     for field in ("train_pool", "eval_windows", "val_windows"):
@@ -1094,7 +1094,7 @@ def check_policy_names(names: Sequence[str], field: str) -> None:
         if name not in POLICIES:
             raise ValueError(f"{field}: unknown policy {echoed(name)}; {known_policies()}")
         if name in names[:i]:
-            raise ValueError(f"{field} lists {name!r} twice")
+            raise ValueError(f"{field} lists {echoed(name)} twice")
 
 
 def agent_labels(names: Sequence[str], folders: Sequence[str]) -> list[str]:

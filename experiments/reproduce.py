@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         seeds = [int(x) for x in options["workload_seeds"]] or [options["workload_seed"]]
     except ValueError:
         raise UsageError(
-            f"experiments.reproduce: workload_seeds={','.join(options['workload_seeds'])!r} "
+            f"experiments.reproduce: workload_seeds={echoed(','.join(options['workload_seeds']))} "
             f"must be integers >= 0, comma-separated{FROM_COMMAND_LINE}"
         ) from None
     seeds_key = "workload_seeds" if options["workload_seeds"] else "workload_seed"

@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.sim.errors import echoed
+
 WANDB_MODES = ("offline", "online", "disabled")
 
 
@@ -47,12 +49,13 @@ class RunLogger:
         self._mode = str(getattr(logger_cfg, "mode", ""))
         self.kind = logger_cfg.kind
         if self.kind not in ("wandb", "none"):
-            raise ValueError(f"logger.kind must be wandb or none, got {self.kind!r}")
+            raise ValueError(f"logger.kind must be wandb or none, got {echoed(self.kind)}")
         if self.kind == "none":
             return
         if logger_cfg.mode not in WANDB_MODES:
             raise ValueError(
-                f"logger.mode must be one of {', '.join(WANDB_MODES)}, got {logger_cfg.mode!r}"
+                f"logger.mode must be one of {', '.join(WANDB_MODES)}, "
+                f"got {echoed(logger_cfg.mode)}"
             )
         try:
             import wandb

@@ -40,7 +40,7 @@ from agents import WorkerDied, WorkerFailed
 from envs.cluster_env import REWARD_ARGS
 from envs.files import folder_leftovers
 from envs.sim.checks import check_number, checked_number, is_number
-from envs.sim.errors import SettingWarning, plural
+from envs.sim.errors import SettingWarning, echoed, plural
 from experiments import sweeps
 from experiments._cli import LEGACY_SEED_MAX, cap_note
 from experiments.config import (
@@ -253,13 +253,15 @@ def check_train(cfg: Any, read_trace: bool = True) -> None:
     from agents.algorithms import ALGORITHMS, ENV_IDS, check_hyperparams, check_rollout
 
     if cfg.env.kind not in ENV_IDS:  # AgentSpec would name it agent.env
-        raise ValueError(f"env.kind must be one of {', '.join(ENV_IDS)}, got {cfg.env.kind!r}")
+        raise ValueError(
+            f"env.kind must be one of {', '.join(ENV_IDS)}, got {echoed(cfg.env.kind)}"
+        )
     if cfg.agent.algo not in ALGORITHMS:
         raise ValueError(
-            f"agent.algo must be one of {', '.join(ALGORITHMS)}, got {cfg.agent.algo!r}"
+            f"agent.algo must be one of {', '.join(ALGORITHMS)}, got {echoed(cfg.agent.algo)}"
         )
     if cfg.env.vec not in ("dummy", "subproc"):
-        raise ValueError(f"env.vec must be dummy or subproc, got {cfg.env.vec!r}")
+        raise ValueError(f"env.vec must be dummy or subproc, got {echoed(cfg.env.vec)}")
     for kind, names in KIND_ARGS.items():  # another kind's option would be dropped silently
         for name in names:
             if kind != cfg.env.kind and cfg.env[name] != ENV_ARG_DEFAULTS[name]:
@@ -614,13 +616,14 @@ def check_finetune(cfg: Any) -> None:
 
     if cfg.train.val_score not in VAL_SCORES:
         raise ValueError(
-            f"train.val_score must be one of {', '.join(VAL_SCORES)}, got {cfg.train.val_score!r}"
+            f"train.val_score must be one of {', '.join(VAL_SCORES)}, "
+            f"got {echoed(cfg.train.val_score)}"
         )
 
     for field, known in (("critic", CRITICS), ("lr_schedule", LR_SCHEDULES)):
         if cfg.agent[field] not in known:
             raise ValueError(
-                f"agent.{field} must be one of {', '.join(known)}, got {cfg.agent[field]!r}"
+                f"agent.{field} must be one of {', '.join(known)}, got {echoed(cfg.agent[field])}"
             )
     if cfg.env.reward_baseline is not None:
         check_policy_names([cfg.env.reward_baseline], "env.reward_baseline")
@@ -629,11 +632,11 @@ def check_finetune(cfg: Any) -> None:
     if cfg.env.reward_timing not in REWARD_TIMINGS:
         raise ValueError(
             f"env.reward_timing must be one of {', '.join(REWARD_TIMINGS)}, "
-            f"got {cfg.env.reward_timing!r}"
+            f"got {echoed(cfg.env.reward_timing)}"
         )
     prior = cfg.agent.warm_prior
     if not (is_number(prior) and math.isfinite(prior)):  # nan / inf: nan probabilities
-        raise ValueError(f"agent.warm_prior must be finite log-odds, got {prior!r}")
+        raise ValueError(f"agent.warm_prior must be finite log-odds, got {echoed(prior)}")
     if cfg.agent.warm_prior:
         if cfg.env.kind != "route_warm" or cfg.agent.net != "set":
             raise ValueError(
@@ -649,7 +652,7 @@ def check_finetune(cfg: Any) -> None:
     check_clone_kl(cfg)
     scale = cfg.agent.init_logit_scale
     if not (is_number(scale) and math.isfinite(scale) and scale > 0):
-        raise ValueError(f"agent.init_logit_scale must be a number > 0, got {scale!r}")
+        raise ValueError(f"agent.init_logit_scale must be a number > 0, got {echoed(scale)}")
     if scale != 1 and not cfg.train.init_from:
         raise ValueError(
             f"agent.init_logit_scale={scale} scales the logits of the agent training starts "

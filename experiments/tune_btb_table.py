@@ -124,7 +124,7 @@ def check_options(options: dict[str, Any]) -> None:
     for name in options["workloads"]:
         if name == PLUGIN_WORKLOAD or is_plugin(name):  # its cell would never be read
             raise UsageError(
-                f"{COMMAND}: workloads: {name!r} is a workload of one's own; the btb_tuned "
+                f"{COMMAND}: workloads: {echoed(name)} is a workload of one's own; the btb_tuned "
                 "table holds registered workloads only (btb_tuned reads a cell for a window "
                 "at its workload's registered parameters): tune its thresholds with "
                 "python -m experiments.tune_btb -m workload=plugin "

@@ -49,6 +49,8 @@ import heapq
 import math
 from collections.abc import Sequence
 
+from envs.sim.errors import echoed
+
 HBM = 0
 RAM = 1
 DISK = 2
@@ -102,7 +104,7 @@ class PrefixCache:
         replicas_first: bool = False,
     ) -> None:
         if not ram_capacity_blocks >= 0:
-            raise ValueError(f"ram_capacity_blocks must be >= 0, got {ram_capacity_blocks!r}")
+            raise ValueError(f"ram_capacity_blocks must be >= 0, got {echoed(ram_capacity_blocks)}")
         self.root = Segment([], None, HBM, 0.0)
         if not math.isinf(ram_capacity_blocks):
             ram_capacity_blocks = math.floor(ram_capacity_blocks)  # whole blocks only

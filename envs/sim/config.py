@@ -232,7 +232,7 @@ class SimConfig:
                 object.__setattr__(self, name, bool(value))
             elif not isinstance(value, bool):  # "false" would be truthy
                 raise ConfigError.about(
-                    f"sim.{name}", f"must be true or false (a bool), got {value!r}"
+                    f"sim.{name}", f"must be true or false (a bool), got {echoed(value)}"
                 )
         for name in ("max_batch", "chunked_prefill_tokens"):
             value = getattr(self, name)
@@ -252,7 +252,7 @@ class SimConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise ConfigError.about(
-                    f"sim.{name}", f"must be one of {', '.join(choices)}, got {value!r}"
+                    f"sim.{name}", f"must be one of {', '.join(choices)}, got {echoed(value)}"
                 )
         check_int("sim.max_batch", self.max_batch, 1, ConfigError)
         check_int("sim.chunked_prefill_tokens", self.chunked_prefill_tokens, 0, ConfigError)
@@ -319,11 +319,11 @@ class SimConfig:
         nodes = getattr(self, nodes_name)
         if not _is_list(times) or not all(is_number(t) and 0 <= t < math.inf for t in times):
             raise ConfigError.about(
-                f"sim.{times_name}", f"must be a list of finite times >= 0, got {times!r}"
+                f"sim.{times_name}", f"must be a list of finite times >= 0, got {echoed(times)}"
             )
         if not _is_list(nodes) or not all(is_number(j, integer=True) and j >= 0 for j in nodes):
             raise ConfigError.about(
-                f"sim.{nodes_name}", f"must be a list of node indices, got {nodes!r}"
+                f"sim.{nodes_name}", f"must be a list of node indices, got {echoed(nodes)}"
             )
         if len(times) != len(nodes):
             raise ConfigError.about(
@@ -367,7 +367,7 @@ class SimConfig:
         for i, value in enumerate(versions):
             if not isinstance(value, str) or not value:
                 raise ConfigError.about(
-                    f"sim.model_versions[{i}]", f"must be a non-empty string, got {value!r}"
+                    f"sim.model_versions[{i}]", f"must be a non-empty string, got {echoed(value)}"
                 )
         object.__setattr__(self, "model_versions", versions)
         times = _as_tuple("sim.upgrade_at_s", self.upgrade_at_s)
@@ -378,7 +378,8 @@ class SimConfig:
         object.__setattr__(self, "upgrade_at_s", times)
         if not isinstance(self.upgrade_version, str) or not self.upgrade_version:
             raise ConfigError.about(
-                "sim.upgrade_version", f"must be a non-empty string, got {self.upgrade_version!r}"
+                "sim.upgrade_version",
+                f"must be a non-empty string, got {echoed(self.upgrade_version)}",
             )
         downtime = checked_number(
             "sim.upgrade_downtime_s", self.upgrade_downtime_s, finite=True, error=ConfigError
@@ -402,7 +403,7 @@ class SimConfig:
         if self.reclaim_order not in RECLAIM_ORDERS:
             raise ConfigError.about(
                 "sim.reclaim_order",
-                f"must be one of {', '.join(RECLAIM_ORDERS)}, got {self.reclaim_order!r}",
+                f"must be one of {', '.join(RECLAIM_ORDERS)}, got {echoed(self.reclaim_order)}",
             )
 
     def _check_speculation(self) -> None:
@@ -449,7 +450,7 @@ def _is_list(value: Any) -> bool:
 
 def _as_tuple(field_name: str, value: Any) -> tuple[Any, ...]:
     if not _is_list(value):
-        raise ConfigError.about(field_name, f"must be a list, got {value!r}")
+        raise ConfigError.about(field_name, f"must be a list, got {echoed(value)}")
     return tuple(value)
 
 
@@ -467,13 +468,14 @@ class ClusterSpec:
             raise ConfigError("cluster.nodes is empty: a cluster needs at least one node")
         if not isinstance(self.model, ModelSpec):
             raise TypeError(
-                f"cluster.model must be a ModelSpec, got {self.model!r} (ClusterSpec.uniform "
+                f"cluster.model must be a ModelSpec, got {echoed(self.model)} (ClusterSpec.uniform "
                 "takes a model's name; model_preset(name) gives its ModelSpec)"
             )
         for i, node in enumerate(self.nodes):
             if not isinstance(node, NodeSpec):
                 raise TypeError(
-                    f"cluster.nodes[{i}] must be a NodeSpec, got {node!r} (ClusterSpec.uniform "
+                    f"cluster.nodes[{i}] must be a NodeSpec, "
+                    f"got {echoed(node)} (ClusterSpec.uniform "
                     "takes a node's name; parse_node(name) gives its NodeSpec)"
                 )
         if len(self.nodes) > MAX_NODES:
@@ -522,7 +524,9 @@ class ClusterSpec:
         model = _made_of(f"{where}.model", figures["model"], ModelSpec)
         nodes = figures["nodes"]
         if not isinstance(nodes, list) or not nodes:
-            raise ConfigError(f"{where}.nodes must be a non-empty list of nodes, got {nodes!r}")
+            raise ConfigError(
+                f"{where}.nodes must be a non-empty list of nodes, got {echoed(nodes)}"
+            )
         made = []
         for i, node in enumerate(nodes):
             place = f"{where}.nodes[{i}]"
@@ -536,11 +540,11 @@ class ClusterSpec:
 def _figures_part(where: str, value: Any, keys: Sequence[str]) -> Mapping[str, Any]:
     """``value`` at ``where`` in a cluster's figures, an object of exactly ``keys``."""
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be an object of {', '.join(keys)}, got {value!r}")
+        raise ConfigError(f"{where} must be an object of {', '.join(keys)}, got {echoed(value)}")
     odd = sorted(set(value) ^ set(keys))
     if odd:
         said = "unknown" if odd[0] in value else "missing"
-        raise ConfigError(f"{where}: {said} key {odd[0]!r}; known: {', '.join(keys)}")
+        raise ConfigError(f"{where}: {said} key {echoed(odd[0])}; known: {', '.join(keys)}")
     return value
 
 
@@ -550,15 +554,15 @@ def _made_of(where: str, value: Any, kind: Any) -> Any:
     names = [f.name for f in dataclasses.fields(kind)]
     required = [f.name for f in dataclasses.fields(kind) if f.default is dataclasses.MISSING]
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where} must be an object of {', '.join(names)}, got {value!r}")
+        raise ConfigError(f"{where} must be an object of {', '.join(names)}, got {echoed(value)}")
     unknown = sorted(set(value) - set(names))
     if unknown:
         raise ConfigError(f"{where}: unknown key {echoed(unknown[0])}; known: {', '.join(names)}")
     missing = [name for name in required if name not in value]
     if missing:
-        raise ConfigError(f"{where}: missing key {missing[0]!r}; known: {', '.join(names)}")
+        raise ConfigError(f"{where}: missing key {echoed(missing[0])}; known: {', '.join(names)}")
     if not isinstance(value["name"], str):
-        raise ConfigError(f"{where}.name must be a string, got {value['name']!r}")
+        raise ConfigError(f"{where}.name must be a string, got {echoed(value['name'])}")
     with _naming_place(where):
         return kind(**value)
 

@@ -117,7 +117,8 @@ def echoed(value: Any, quoted: bool = True) -> str:
     """``value`` as an error says it back: its ``repr`` (``str`` unless ``quoted``), cut
     to its first :data:`ECHO_CHARS` characters and ``...`` when longer, so a value of
     400 digits or a pasted file does not fill the terminal. Every echo of a refused
-    value goes through it."""
+    value goes through it (a setting's value, a key, a name, a trace row's field); a
+    path is said whole (it says where to look)."""
     text = repr(value) if quoted else str(value)
     return text if len(text) <= ECHO_CHARS else f"{text[:ECHO_CHARS]}..."
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int, is_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 
 
 def has_prefix(blocks: Sequence[int], depth: int, key: int) -> bool:
@@ -304,7 +304,7 @@ def validate_requests(requests: Sequence[Request], source: str) -> list[Request]
         where = f"{source}, request {r.request_id!r}"
         arrival = r.arrival_s
         if not (is_number(arrival) and 0.0 <= arrival < _INF):
-            raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {arrival!r}")
+            raise ValueError(f"{where}: arrival_s must be finite and >= 0, got {echoed(arrival)}")
         check_int(f"{where}: input_tokens", inputs, 1)
         check_int(f"{where}: output_tokens", outputs, 1)
         ids = block_ids(blocks, where)
@@ -344,7 +344,7 @@ def block_ids(blocks: Any, where: str) -> tuple[int, ...]:
         if not is_number(b, integer=True):
             raise ConfigError(
                 f"{where}: blocks must be ints >= 0 (block ids), got {kind} of "
-                f"{type(b).__name__} ({b!r})"
+                f"{type(b).__name__} ({echoed(b)})"
             )
     if min(blocks) < 0:
         raise ConfigError(

@@ -44,7 +44,7 @@ from envs.sim import native, rare_gc
 from envs.sim.cache import PrefixCache
 from envs.sim.checks import check_int
 from envs.sim.config import ClusterSpec, SimConfig
-from envs.sim.errors import ConfigError, SimulationError, policy_label, raise_for_policy
+from envs.sim.errors import ConfigError, SimulationError, echoed, policy_label, raise_for_policy
 from envs.sim.events import (
     FAULT_EVENT,
     FLOW_EVENT,
@@ -119,7 +119,9 @@ class Simulator(CacheLifecycle, CopyMachinery):
         """``Simulator(...)`` builds the core ``core`` names, by default the one
         :mod:`envs.sim.native` chose for the process (:data:`native.CORE`)."""
         if core not in (None, "python", "compiled"):
-            raise ValueError(f"Simulator: core must be 'compiled', 'python' or None, got {core!r}")
+            raise ValueError(
+                f"Simulator: core must be 'compiled', 'python' or None, got {echoed(core)}"
+            )
         if cls is Simulator and (args or kwargs):  # (unpickling passes no arguments)
             chosen = native.CORE if core is None else core
             if chosen == "compiled":
@@ -349,7 +351,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
                 if choice is not None and choice != routed:
                     raise ValueError(
                         f"request {request.request_id!r} was routed to node {routed} with "
-                        f"route(); the answer {choice!r} differs"
+                        f"route(); the answer {echoed(choice)} differs"
                     )
             else:
                 self._pending = None
@@ -512,7 +514,7 @@ class Simulator(CacheLifecycle, CopyMachinery):
         if not (node.__class__ is int and 0 <= node < self.n_nodes):
             node = _node_index("speculate: node", node, self.n_nodes)
         if tokens is not None and not (_is_integer(tokens) and tokens >= 0):
-            raise ValueError(f"speculate: tokens must be an integer >= 0, got {tokens!r}")
+            raise ValueError(f"speculate: tokens must be an integer >= 0, got {echoed(tokens)}")
         if self.journal is not None:
             self.journal.append(("speculate", int(node), tuple(blocks), tokens))
         speculation = self.speculation
@@ -1013,7 +1015,7 @@ def _node_index(what: str, value: object, n_nodes: int) -> int:
     ValueError naming ``what``: the slow path of the actions' argument checks."""
     if _is_integer(value) and 0 <= value < n_nodes:  # type: ignore[operator]
         return int(value)  # type: ignore[call-overload]
-    raise ValueError(f"{what} must be a node index in 0..{n_nodes - 1}, got {value!r}")
+    raise ValueError(f"{what} must be a node index in 0..{n_nodes - 1}, got {echoed(value)}")
 
 
 def _is_integer(value: object) -> bool:
@@ -1039,19 +1041,19 @@ def _check_parts(cluster: object, workload: object, config: object, rng: object)
     )
     for name, value, kind, shown, hint in wanted:
         if not isinstance(value, kind):
-            raise TypeError(f"Simulator: {name} must be a {shown}, got {value!r} ({hint})")
+            raise TypeError(f"Simulator: {name} must be a {shown}, got {echoed(value)} ({hint})")
 
 
 def _as_index(choice: object, n_nodes: int, who: str = "policy") -> int:
     if isinstance(choice, bool) or getattr(choice, "dtype", None) == np.bool_:
         # int(True) is 1: not a node index (np.bool_ and boolean arrays have that dtype)
-        raise ValueError(f"{who} must answer with a node index, got {choice!r}")
+        raise ValueError(f"{who} must answer with a node index, got {echoed(choice)}")
     try:
         index = int(choice)  # type: ignore[call-overload]
     except (TypeError, ValueError):
-        raise ValueError(f"{who} must answer with a node index, got {choice!r}") from None
+        raise ValueError(f"{who} must answer with a node index, got {echoed(choice)}") from None
     if index != choice or not 0 <= index < n_nodes:
-        raise ValueError(f"{who} answered {choice!r}; valid nodes are 0..{n_nodes - 1}")
+        raise ValueError(f"{who} answered {echoed(choice)}; valid nodes are 0..{n_nodes - 1}")
     return index
 
 

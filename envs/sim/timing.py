@@ -37,7 +37,7 @@ NVL72 rack's 72 GPUs (an HGX or MI300X / MI355X platform has 8; docs/physics.md)
 def _positive(owner: str, name: str, value: float) -> None:
     if not is_number(value) or not (0 < value < math.inf):
         raise ConfigError.about(
-            f"{owner}.{name}", f"must be a positive finite number, got {value!r}"
+            f"{owner}.{name}", f"must be a positive finite number, got {echoed(value)}"
         )
 
 
@@ -182,7 +182,7 @@ class NodeSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.gpu, GpuSpec):  # a name would fail later, at the first figure read
             raise TypeError(
-                f"NodeSpec.gpu must be a GpuSpec, got {self.gpu!r} (gpu_preset(name) gives a "
+                f"NodeSpec.gpu must be a GpuSpec, got {echoed(self.gpu)} (gpu_preset(name) gives a "
                 "preset's GpuSpec; parse_node('4xH100') a node of one)"
             )
         # an integer first: one no float holds is said by its size, not written out whole
@@ -190,7 +190,7 @@ class NodeSpec:
         if self.n_gpus > MAX_GPUS_PER_NODE:
             raise ConfigError.about(
                 "NodeSpec.n_gpus",
-                f"must be at most {MAX_GPUS_PER_NODE}, got {self.n_gpus!r}: a node's GPUs "
+                f"must be at most {MAX_GPUS_PER_NODE}, got {echoed(self.n_gpus)}: a node's GPUs "
                 "serve one model copy by tensor parallelism within one NVLink domain, and "
                 f"the largest (GB200 / GB300 NVL72) has {MAX_GPUS_PER_NODE}; a cluster of "
                 "more GPUs is more nodes",

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_fields_non_negative, check_int
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.workloads.hint_labels import ART, BACKGROUND
 from envs.workloads.segments import Segment, SegmentHasher, prefix_key
 
@@ -142,18 +142,21 @@ class ArtLikeConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError.about(
-                    f"{where}.{name}", f"must be > 0, got {getattr(self, name)!r}"
+                    f"{where}.{name}", f"must be > 0, got {echoed(getattr(self, name))}"
                 )
         check_int(f"{where}.rows_per_window", self.rows_per_window, 1)  # 0: empty windows
         if self.mean_turns < 1:
-            raise ConfigError.about(f"{where}.mean_turns", f"must be >= 1, got {self.mean_turns!r}")
+            raise ConfigError.about(
+                f"{where}.mean_turns", f"must be >= 1, got {echoed(self.mean_turns)}"
+            )
         if not self.diurnal_amplitude < 1:
             raise ConfigError.about(
-                f"{where}.diurnal_amplitude", f"must be < 1, got {self.diurnal_amplitude!r}"
+                f"{where}.diurnal_amplitude", f"must be < 1, got {echoed(self.diurnal_amplitude)}"
             )
         if self.fanout_max_requests < 2:
             raise ConfigError.about(
-                f"{where}.fanout_max_requests", f"must be >= 2, got {self.fanout_max_requests!r}"
+                f"{where}.fanout_max_requests",
+                f"must be >= 2, got {echoed(self.fanout_max_requests)}",
             )
         if self.session_rate_per_s <= 0:
             raise ConfigError.about(

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_int
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.sim.request import BlockChainer, Request, Workload
 from envs.workloads.hint_labels import BURST, DECOY, SYNTHETIC
 
@@ -85,7 +85,7 @@ class BurstedSyntheticConfig:
             value = getattr(self, name)
             if not (value >= 0.0) or value == float("inf"):
                 raise ConfigError.about(
-                    f"{where}.{name}", f"must be finite and >= 0, got {value!r}"
+                    f"{where}.{name}", f"must be finite and >= 0, got {echoed(value)}"
                 )
         if self.requests_per_window == 0 and not self._has_other_traffic():
             raise ConfigError.about(

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_fields_non_negative, check_int, check_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.workloads.art_like import (
     Draft,
     drafts_to_rows,
@@ -97,7 +97,9 @@ class ConversationConfig:
             check_int(f"{where}.{name}", getattr(self, name), 1)
         check_int(f"{where}.head_tokens", self.head_tokens, 0)
         if self.mean_turns < 1:
-            raise ConfigError.about(f"{where}.mean_turns", f"must be >= 1, got {self.mean_turns!r}")
+            raise ConfigError.about(
+                f"{where}.mean_turns", f"must be >= 1, got {echoed(self.mean_turns)}"
+            )
         room = self.max_context_tokens - self.head_tokens - self.max_output_tokens
         if room < 1:
             raise ConfigError.about(

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.sim.checks import check_int
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.workloads.readers.base import ReadOptions, ReadReport, RowStream, TraceFormatError
 from envs.workloads.readers.bursted import BLOCK_TOKENS, FORMAT
 
@@ -159,7 +159,7 @@ def _load(name: str) -> Plugin:
         raise ConfigError(NO_FACTORY)
     if not module_name or not attribute:
         raise ConfigError(
-            f"{where}: workload.factory={factory!r} is not MODULE:FUNCTION (a function of "
+            f"{where}: workload.factory={echoed(factory)} is not MODULE:FUNCTION (a function of "
             "your own, as examples.own_workload:make_rows names examples/own_workload.py's "
             "make_rows)"
         )
@@ -574,7 +574,7 @@ def _parameters(
         ):
             raise ConfigError(
                 f"{where}: {factory}'s parameter {parameter.name!r} defaults to "
-                f"{default!r}; a generator parameter's default is a bool, int, float, str "
+                f"{echoed(default)}; a generator parameter's default is a bool, int, float, str "
                 "or a tuple of them (a command line's value is read as its type)"
             )
         defaults[parameter.name] = default
@@ -635,7 +635,7 @@ def _typed(factory: str, key: str, default: Any, value: Any) -> Any:
     said = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     rule = said.get(kind, "a tuple of bools, ints, floats or strs")
     raise ConfigError.about(
-        f"{factory}.{key}", f"must be {rule}, as its default {default!r} is, got {value!r}"
+        f"{factory}.{key}", f"must be {rule}, as its default {default!r} is, got {echoed(value)}"
     )
 
 
@@ -705,7 +705,10 @@ def _difference(rows: list[dict[str, Any]], again: list[dict[str, Any]]) -> str:
         for key in sorted(first, key=_SAID_FIRST.index):
             value, other = first[key], second.get(key)
             if other != value:
-                return f"row {number} in arrival order, field {key!r}: {value!r}, then {other!r}"
+                return (
+                    f"row {number} in arrival order, field {key!r}: "
+                    f"{echoed(value)}, then {echoed(other)}"
+                )
         if first != second:
             return f"row {number} in arrival order"
     return ""
@@ -742,8 +745,8 @@ def checked_rows(
                 filled[key] = value
             elif filled[key] != value:
                 raise ConfigError(
-                    f"{where}: row {number}, field {key!r}: is {filled[key]!r}, but the "
-                    f"window is {value!r} (leave it out, or give the {key} argument)"
+                    f"{where}: row {number}, field {key!r}: is {echoed(filled[key])}, but the "
+                    f"window is {echoed(value)} (leave it out, or give the {key} argument)"
                 )
         given.append(filled)
     remedy = (

@@ -334,7 +334,7 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
         return tuple(value)  # pairs from YAML/Hydra arrive as lists
     if isinstance(current, tuple) and not isinstance(value, str):
         raise ConfigError(
-            f"workload {workload!r}: parameter {{{key}}}={value!r} is not a (low, high) pair "
+            f"workload {workload!r}: parameter {{{key}}}={echoed(value)} is not a (low, high) pair "
             f"(give [low, high] or low/high)",
             (key,),
         )
@@ -347,7 +347,7 @@ def _convert(workload: str, config: Any, key: str, value: Any) -> Any:
         return _from_text(current, value)
     except ValueError:
         raise ConfigError(
-            f"workload {workload!r}: parameter {{{key}}}={value!r} is not a valid "
+            f"workload {workload!r}: parameter {{{key}}}={echoed(value)} is not a valid "
             f"{type(current).__name__}",
             (key,),
         ) from None
@@ -418,9 +418,9 @@ def window_rows(
     """Each window of ``split`` ("train", "val", "test" or "all": train and test) as
     rows, one window at a time."""
     if split not in SPLITS:
-        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {echoed(split)}")
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit!r}")
+        raise ValueError(f"limit must be >= 0 or None, got {echoed(limit)}")
     check_int("seed", seed, 0)  # a numpy seed
     scenario = configure(name, train_windows, test_windows, val_windows, **params)
     wanted = ("train", "test") if split == "all" else (split,)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from envs.sim.checks import check_fields_non_negative, check_int, is_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.workloads.art_like import (
     ArtLikeConfig,
     Draft,
@@ -130,12 +130,12 @@ class RisingLoadConfig:
         if self.peak_rate_per_s < self.start_rate_per_s or self.peak_rate_per_s <= 0:
             raise ConfigError.about(
                 "RisingLoadConfig.peak_rate_per_s",
-                f"must be > 0 and >= start_rate_per_s, got {self.peak_rate_per_s!r}",
+                f"must be > 0 and >= start_rate_per_s, got {echoed(self.peak_rate_per_s)}",
             )
         for name in ("prefix_tokens", "suffix_tokens", "output_tokens", "block_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError.about(
-                    f"RisingLoadConfig.{name}", f"must be >= 1, got {getattr(self, name)!r}"
+                    f"RisingLoadConfig.{name}", f"must be >= 1, got {echoed(getattr(self, name))}"
                 )
         if self.ramp_s + self.hold_s == 0 and self.background_rate_per_s * self.lead_s == 0:
             raise ConfigError.about(
@@ -293,17 +293,17 @@ class AgentFanoutConfig:
         for name in ("depth", "max_output_tokens", "block_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigError.about(
-                    f"AgentFanoutConfig.{name}", f"must be >= 1, got {getattr(self, name)!r}"
+                    f"AgentFanoutConfig.{name}", f"must be >= 1, got {echoed(getattr(self, name))}"
                 )
         if self.step_median_s <= 0:  # (a lognormal's median: its log is drawn around)
             raise ConfigError.about(
-                "AgentFanoutConfig.step_median_s", f"must be > 0, got {self.step_median_s!r}"
+                "AgentFanoutConfig.step_median_s", f"must be > 0, got {echoed(self.step_median_s)}"
             )
         for name in ("fanout", "child_fanout", "agent_turns"):
             if getattr(self, name)[0] < 1:
                 raise ConfigError.about(
                     f"AgentFanoutConfig.{name}",
-                    f"must be a (low, high) pair >= 1, got {getattr(self, name)!r}",
+                    f"must be a (low, high) pair >= 1, got {echoed(getattr(self, name))}",
                 )
         if self.trees == 0 and self.background_rate_per_s * (self.lead_s + self.span_s) == 0:
             raise ConfigError.about(
@@ -426,7 +426,7 @@ class MixedConfig(BurstedSyntheticConfig):
         if not (self.background_rate_per_s >= 0 and math.isfinite(self.background_rate_per_s)):
             raise ConfigError.about(
                 "MixedConfig.background_rate_per_s",
-                f"must be finite and >= 0, got {self.background_rate_per_s!r}",
+                f"must be finite and >= 0, got {echoed(self.background_rate_per_s)}",
             )
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from envs.sim.errors import echoed
+
 Segment = tuple[int, int]
 """(segment id, tokens)."""
 
@@ -72,7 +74,9 @@ class SegmentHasher:
 
     def __init__(self, block_tokens: int, salt: bytes) -> None:
         if block_tokens < 1:
-            raise ValueError(f"SegmentHasher: block_tokens must be >= 1, got {block_tokens!r}")
+            raise ValueError(
+                f"SegmentHasher: block_tokens must be >= 1, got {echoed(block_tokens)}"
+            )
         self.block_tokens = block_tokens
         self._salt = salt
         self._cache: dict[BlockKey, str] = {}

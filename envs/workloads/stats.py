@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from envs.sim.errors import echoed
 from envs.sim.forecast import prefix_key
 from envs.sim.request import Request, Workload
 from envs.sim.tokens import blocks_reaching, whole_blocks
@@ -40,7 +41,7 @@ with ``window_s`` None)."""
 def busiest(arrivals_s: Sequence[float] | np.ndarray, window_s: float) -> tuple[int, float]:
     """Most arrivals in any ``[t, t + window_s)``, and the ``t`` where it happens."""
     if not window_s > 0:
-        raise ValueError(f"busiest: window_s must be > 0, got {window_s!r}")
+        raise ValueError(f"busiest: window_s must be > 0, got {echoed(window_s)}")
     t = np.sort(np.asarray(arrivals_s, dtype=float))
     if t.size == 0:
         return 0, 0.0
@@ -96,7 +97,7 @@ def prefix_ids(workload: Workload, min_tokens: int) -> list[int | None]:
     holds token ``min_tokens``), or None if its prompt is shorter than ``min_tokens``
     tokens: a prompt of 3,600 tokens in eight 512-token blocks does not reach 4,096."""
     if min_tokens < 1:
-        raise ValueError(f"prefix_ids: min_tokens must be >= 1, got {min_tokens!r}")
+        raise ValueError(f"prefix_ids: min_tokens must be >= 1, got {echoed(min_tokens)}")
     depth = blocks_reaching(min_tokens, workload.block_tokens) - 1
     return [
         r.blocks[depth] if r.input_tokens >= min_tokens and len(r.blocks) > depth else None

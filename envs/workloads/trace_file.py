@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from envs.sim import native
-from envs.sim.errors import ConfigError, caller_stacklevel, plural
+from envs.sim.errors import ConfigError, caller_stacklevel, echoed, plural
 from envs.sim.request import Request, Workload, merged_workload
 from envs.workloads.readers import bursted, detect
 from envs.workloads.readers.base import (
@@ -167,7 +167,7 @@ class TracePlan:
 
     def split(self, name: str) -> list[TraceWindow]:
         if name not in TRACE_SPLITS:
-            raise ValueError(f"split must be one of {', '.join(TRACE_SPLITS)}, got {name!r}")
+            raise ValueError(f"split must be one of {', '.join(TRACE_SPLITS)}, got {echoed(name)}")
         return [w for w in self.windows if name == "all" or w.split == name]
 
     def describe(self) -> dict[str, Any]:
@@ -738,7 +738,7 @@ def _file_splits(
                 source,
                 line,
                 "split",
-                f"{split!r} (window {tid!r}) is not a split: train, val or test "
+                f"{echoed(split)} (window {tid!r}) is not a split: train, val or test "
                 "({file_splits}=false splits the windows by time instead)",
                 ("file_splits",),
             )
@@ -1190,7 +1190,7 @@ def trace_windows(
     of them (None: all), one :class:`Workload` at a time. The file is planned (and
     checked) when this is called, before the first window is asked for."""
     if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0 or None, got {limit!r}")
+        raise ValueError(f"limit must be >= 0 or None, got {echoed(limit)}")
     plan = plan_trace(options)
     wanted = plan.split(split)[:limit]
     return _stream(plan, {w.key: w for w in wanted})

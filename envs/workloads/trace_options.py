@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.sim.checks import check_int, check_range, is_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.workloads.readers import detect
 from envs.workloads.readers.base import ReadOptions
 
@@ -80,7 +80,7 @@ class TraceOptions:
     def __post_init__(self) -> None:
         owner = "TraceOptions"
         if not isinstance(self.path, str):
-            raise ConfigError.about(f"{owner}.path", f"must be a string, got {self.path!r}")
+            raise ConfigError.about(f"{owner}.path", f"must be a string, got {echoed(self.path)}")
         if self.format not in ("auto", HUB):
             try:
                 detect.canonical_format(self.format, also=(HUB,))
@@ -88,15 +88,15 @@ class TraceOptions:
                 raise ConfigError(f"{{format}}: {error}", ("format",), owner) from None
         if not is_number(self.window_s) or not 0 < self.window_s < math.inf:
             raise ConfigError.about(
-                f"{owner}.window_s", f"must be a finite number > 0, got {self.window_s!r}"
+                f"{owner}.window_s", f"must be a finite number > 0, got {echoed(self.window_s)}"
             )
         for name in ("test_fraction", "val_fraction"):
             check_range(f"{owner}.{name}", getattr(self, name), 0.0, 1.0)
         if self.test_fraction + self.val_fraction > 1.0:
             raise ConfigError(
                 "{test_fraction} + {val_fraction} must be <= 1 (the shares of the windows "
-                f"the test and val splits take), got {self.test_fraction!r} + "
-                f"{self.val_fraction!r}",
+                f"the test and val splits take), got {echoed(self.test_fraction)} + "
+                f"{echoed(self.val_fraction)}",
                 ("test_fraction", "val_fraction"),
                 owner,
             )
@@ -107,12 +107,12 @@ class TraceOptions:
             if not self.end_s > (self.start_s or 0.0):
                 raise ConfigError.about(
                     f"{owner}.end_s",
-                    f"must be > start_s ({self.start_s or 0.0}), got {self.end_s!r}",
+                    f"must be > start_s ({self.start_s or 0.0}), got {echoed(self.end_s)}",
                 )
         for name in ("skip_bad_rows", "strict_block_count", "file_splits"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError.about(
-                    f"{owner}.{name}", f"must be true or false, got {getattr(self, name)!r}"
+                    f"{owner}.{name}", f"must be true or false, got {echoed(getattr(self, name))}"
                 )
         check_int(f"{owner}.merge_blocks", self.merge_blocks, 1)
         if self.max_rows is not None:  # the reader takes 0; a workload needs a row

@@ -877,6 +877,9 @@ def test_an_echoed_value_is_cut_to_its_first_60_characters() -> None:
          f"experiments.compare: sim.mfu='{CUT[1:]} is not a valid number"),
         (compare, [f"policy_kwargs=btb.y_tokens={LONG}x"],
          f"experiments.compare: policy_kwargs: btb.y_tokens='{CUT[1:]} is not a valid int"),
+        (compare, [f"copy_model={LONG}"],
+         "experiments.compare: copy_model must be one of reference, contention, "
+         f"got '{CUT[1:]}"),
         (costs, [f"node={LONG}xH100"],
          f"experiments.costs: node='{CUT[1:]} (from the command line): n_gpus must be a number "
          "a float can hold (at most 1.798e+308: the simulator computes in floats), got an "
@@ -937,6 +940,27 @@ def test_a_long_name_the_library_refuses_is_said_back_cut() -> None:
         with pytest.raises(ConfigError) as refused:
             lookup(NAME)
         assert NAME_CUT in str(refused.value) and "x" * 61 not in str(refused.value)
+
+
+def test_a_long_key_or_value_a_hint_names_is_said_back_cut(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``sim.copy_model=`` is compare's ``copy_model=``: the hint said a value of 400
+    characters back whole, and so did an unknown option its key and an unknown
+    policy its name."""
+    assert main_guard(lambda: compare.main([f"sim.copy_model={LONG}"])) == 2
+    assert capsys.readouterr().err == (
+        "error: experiments.compare: sim.copy_model= is an option of its own here: "
+        f"copy_model={CUT}\n"
+    )
+    assert main_guard(lambda: compare.main([f"{LONG}=1"])) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: experiments.compare: unknown option '{CUT[1:]} (from the command line); known: "
+    )
+    assert main_guard(lambda: compare.main(["agents=none", f"policies=btb,{LONG}"])) == 2
+    assert capsys.readouterr().err.startswith(
+        f"error: experiments.compare: unknown policy '{CUT[1:]} (from the command line); known: "
+    )
 
 
 def test_a_long_value_hydra_cannot_merge_is_said_back_cut() -> None:

@@ -156,3 +156,22 @@ def test_open_high_bounds_type_apart_wording_and_no_bounds() -> None:
     assert checked_number("lr", -3.0, -math.inf, math.inf, finite=True) == -3.0
     with pytest.raises(ConfigError, match=r"^lr must be a finite number, got inf$"):
         checked_number("lr", math.inf, -math.inf, math.inf, finite=True)
+
+
+def test_a_sim_config_error_says_a_long_value_back_cut() -> None:
+    """SimConfig's and ClusterSpec's own checks say back the first 60 characters of
+    a value they refuse, then ``...``, as ``echoed`` does (they said 200 whole)."""
+    from envs.sim import ClusterSpec, SimConfig
+
+    long = "a" * 200
+    cut = "'" + "a" * 59 + "..."
+    with pytest.raises(ConfigError) as caught:
+        SimConfig(copy_model=long)
+    assert str(caught.value) == f"sim.copy_model must be one of reference, contention, got {cut}"
+    with pytest.raises(ConfigError) as caught:
+        SimConfig(reclaim_order=long)
+    assert str(caught.value).startswith("sim.reclaim_order must be one of ")
+    assert str(caught.value).endswith(f", got {cut}")
+    with pytest.raises(ConfigError) as caught:
+        ClusterSpec.from_figures({"model": long, "nodes": []})
+    assert str(caught.value).endswith(f", got {cut}")

@@ -251,3 +251,20 @@ def test_a_read_s_warnings_name_the_line_that_asked_for_the_read(tmp_path: Path)
             make_one()
         assert caught, label
         assert {w.filename for w in caught} == {__file__}, (label, caught)
+
+
+def test_a_row_s_long_value_is_said_back_cut(tmp_path: Path) -> None:
+    """The readers' row checks say back the first 60 characters of a value they
+    refuse, then ``...`` (a field of 200 characters was said whole)."""
+    rows = mooncake_rows()
+    rows[1]["input_length"] = "7" * 200
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(TraceFormatError) as caught:
+        read_trace(path)
+    assert str(caught.value) == (
+        f"{path}, line 2, field 'input_length': expected an integer, got '{'7' * 59}..."
+    )
+    rows[1]["input_length"] = -(10**200)  # a number: its first 60 characters
+    with pytest.raises(TraceFormatError) as caught:
+        read_trace(write_jsonl(tmp_path / "big.jsonl", rows))
+    assert str(caught.value).endswith(f"must be >= 1, got -1{'0' * 58}...")

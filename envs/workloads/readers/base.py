@@ -20,7 +20,7 @@ import numpy as np
 
 from envs.sim import native
 from envs.sim.checks import check_int, check_range
-from envs.sim.errors import ConfigError, NamedFields, caller_stacklevel, plural
+from envs.sim.errors import ConfigError, NamedFields, caller_stacklevel, echoed, plural
 from envs.sim.request import BlockChainer, Request, Workload
 from envs.workloads.readers import compiled
 
@@ -165,7 +165,8 @@ class ReadOptions:
     def __post_init__(self) -> None:
         if self.unsorted not in ("warn", "sort", "error"):
             raise ConfigError.about(
-                "ReadOptions.unsorted", f"must be 'warn', 'sort' or 'error', got {self.unsorted!r}"
+                "ReadOptions.unsorted",
+                f"must be 'warn', 'sort' or 'error', got {echoed(self.unsorted)}",
             )
         if self.block_tokens is not None:
             check_int("ReadOptions.block_tokens", self.block_tokens, 1)
@@ -177,7 +178,7 @@ class ReadOptions:
         if self.time_unit not in ("auto", *TIME_UNITS):
             raise ConfigError.about(
                 "ReadOptions.time_unit",
-                f"must be one of auto, {', '.join(TIME_UNITS)}, got {self.time_unit!r}",
+                f"must be one of auto, {', '.join(TIME_UNITS)}, got {echoed(self.time_unit)}",
             )
 
 
@@ -302,13 +303,19 @@ def get_int(
     if isinstance(value, _NUMPY_NUMBERS):  # a generator's (np.int64): a Python number
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceFormatError(loc.path, loc.line, name, f"expected an integer, got {value!r}")
+        raise TraceFormatError(
+            loc.path, loc.line, name, f"expected an integer, got {echoed(value)}"
+        )
     if isinstance(value, float):
         if not value.is_integer():
-            raise TraceFormatError(loc.path, loc.line, name, f"expected an integer, got {value!r}")
+            raise TraceFormatError(
+                loc.path, loc.line, name, f"expected an integer, got {echoed(value)}"
+            )
         value = int(value)
     if value < minimum:
-        raise TraceFormatError(loc.path, loc.line, name, f"must be >= {minimum}, got {value!r}")
+        raise TraceFormatError(
+            loc.path, loc.line, name, f"must be >= {minimum}, got {echoed(value)}"
+        )
     return value
 
 
@@ -323,12 +330,14 @@ def get_number(row: Mapping[str, Any], name: str, loc: RowLocation, minimum: flo
     if isinstance(value, _NUMPY_NUMBERS):  # a generator's (np.float64): a Python number
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TraceFormatError(loc.path, loc.line, name, f"expected a number, got {value!r}")
+        raise TraceFormatError(loc.path, loc.line, name, f"expected a number, got {echoed(value)}")
     number = float(value)
     if not math.isfinite(number):
-        raise TraceFormatError(loc.path, loc.line, name, f"must be finite, got {value!r}")
+        raise TraceFormatError(loc.path, loc.line, name, f"must be finite, got {echoed(value)}")
     if minimum is not None and number < minimum:
-        raise TraceFormatError(loc.path, loc.line, name, f"must be >= {minimum}, got {value!r}")
+        raise TraceFormatError(
+            loc.path, loc.line, name, f"must be >= {minimum}, got {echoed(value)}"
+        )
     return number
 
 
@@ -368,7 +377,7 @@ def get_str(
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise TraceFormatError(
-            loc.path, loc.line, label or name, f"expected a string, got {value!r}"
+            loc.path, loc.line, label or name, f"expected a string, got {echoed(value)}"
         )
     return str(value)
 
@@ -944,7 +953,7 @@ def place_rows(
                 if arrival_s < 0
                 else f"is {time - origin!r} after the earliest arrival, too far to simulate"
             )
-            error = TraceFormatError(report.source, line, fmt.time_field, f"{time!r} {why}")
+            error = TraceFormatError(report.source, line, fmt.time_field, f"{echoed(time)} {why}")
             if not options.skip_bad_rows:
                 raise error
             report.rows_read -= 1

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.sim.checks import is_number
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, echoed
 from envs.sim.request import BlockChainer, Workload
 from envs.workloads.readers.base import (
     ParsedRow,
@@ -61,7 +61,7 @@ def parse_row(row: Mapping[str, Any], loc: RowLocation) -> ParsedRow:
         metadata = {}
     elif not isinstance(metadata, Mapping):
         raise TraceFormatError(
-            loc.path, loc.line, "metadata", f"expected an object, got {metadata!r}"
+            loc.path, loc.line, "metadata", f"expected an object, got {echoed(metadata)}"
         )
     tenant = get_str(row, "tenant", loc, default="") or get_str(
         metadata, "tenant", loc, default="", label="metadata.tenant"
@@ -86,7 +86,7 @@ def _job_kind(metadata: Mapping[str, Any], loc: RowLocation) -> str:
         return ""
     if not isinstance(value, str):
         raise TraceFormatError(
-            loc.path, loc.line, "metadata.job_kind", f"expected a string, got {value!r}"
+            loc.path, loc.line, "metadata.job_kind", f"expected a string, got {echoed(value)}"
         )
     return value
 
@@ -131,7 +131,7 @@ def dataset_block_tokens(path: str | os.PathLike[str]) -> int | None:
     if not whole or value < 1:
         raise ConfigError(
             f"{info_path}, field 'block_tokens': must be an integer >= 1 (the tokens a hash "
-            f"of {Path(path).name} covers), got {value!r}"
+            f"of {Path(path).name} covers), got {echoed(value)}"
         )
     return int(value)
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from envs.sim.errors import echoed
 from envs.workloads.readers import art_chat, bursted, mooncake, qwen
 from envs.workloads.readers.base import TraceFormat, TraceFormatError
 from envs.workloads.readers.sources import first_row
@@ -30,7 +31,7 @@ def canonical_format(name: str, also: Sequence[str] = ()) -> str:
     name = FORMAT_ALIASES.get(name, name)
     if name not in FORMATS:
         known = ", ".join(["auto", *FORMATS, *FORMAT_ALIASES, *also])
-        raise ValueError(f"unknown trace format {name!r} (known: {known})")
+        raise ValueError(f"unknown trace format {echoed(name)} (known: {known})")
     return name
 
 
