@@ -407,7 +407,7 @@ def test_workload_plugin_without_a_factory_is_one_line_alike_on_every_command(
     assert (done.returncode, done.stderr) == (
         2,
         f"error: experiments.bench: workloads: {NO_FACTORY_SAID}, or the name "
-        "plugin:MODULE:FUNCTION\n",
+        "plugin:MODULE:FUNCTION (from the command line)\n",
     )
 
 
