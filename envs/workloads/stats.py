@@ -138,7 +138,8 @@ PRIVATE_KEY_SHARE = 0.1
 of their own, while sharing leading blocks, above which a workload is warned about."""
 PRIVATE_KEY_EFFECT = (
     "The copying routers (eft_pull, eft_pull_spread, btb_eft), the thresholds agents' "
-    "BTB (unless given y_tokens: env.y_tokens, policy_kwargs=AGENT.y_tokens=...), the "
+    "BTB (unless given y_tokens: env.y_tokens=... on train, policy_kwargs=AGENT.y_tokens=... "
+    "on compare, +policy_kwargs.AGENT.y_tokens=... on evaluate), the "
     "route-and-warm agents' warm actions and the route envs' prefix features "
     "(same_1s/10s/60s, age, holders) key a prefix that way and see no sharing for them; "
     "btb, btb_pending, cache_aware and oracle_warm are not affected (see docs/traces.md)"

@@ -945,6 +945,25 @@ def test_sweep_size_counts_the_jobs_a_sweep_launches(tmp_path):
     assert sweep_size(tmp_path / "none") is None
 
 
+def test_the_small_blocks_warning_gives_y_tokens_as_each_command_takes_it():
+    """The warning about prompts keyed on blocks of their own names how to give the
+    thresholds agents ``y_tokens``; each spelling it names composes in its command
+    (evaluate refuses compare's ``policy_kwargs=AGENT.y_tokens=...``)."""
+    from envs.workloads.stats import PRIVATE_KEY_EFFECT
+
+    said = dict(
+        (command, spelling.replace("AGENT", "ppo_thresholds").replace("...", "8192"))
+        for spelling, command in re.findall(r"(\S+=\.\.\.) on (\w+)", PRIVATE_KEY_EFFECT)
+    )
+    assert set(said) == {"train", "compare", "evaluate"}
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        train_cfg = compose(config_name="train", overrides=["env=thresholds", said["train"]])
+        evaluate_cfg = compose(config_name="evaluate", overrides=[said["evaluate"]])
+    assert train_cfg.env.y_tokens == 8192
+    assert evaluate_cfg.policy_kwargs.ppo_thresholds.y_tokens == 8192
+    assert said["compare"] == "policy_kwargs=ppo_thresholds.y_tokens=8192"  # compare's own form
+
+
 def test_evaluate_and_compare_give_a_threshold_agent_its_y_tokens(tmp_path, run_command):
     """Bursts whose requests each end in a 512-token suffix (two 256-token blocks):
     the shipped ppo_thresholds keys each request as its own prefix and copies nothing;
