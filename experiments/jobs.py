@@ -822,6 +822,26 @@ def sweep_overrides(args: Sequence[str]) -> list[Any] | None:
         return None
 
 
+def _check_not_compare_setting(command: str, arg: str, key: str, value: str) -> None:
+    """compare's ``policy_kwargs=btb.y_tokens=8192`` (or ``btb.x=3,btb.m=2``) given to
+    a Hydra command, named with the command's own spelling: unquoted it does not
+    parse as an override, and quoted (as the quoting hint would say) it is a string
+    where settings go."""
+    if key.lstrip("+") != "policy_kwargs":
+        return
+    own = []
+    for item in value.strip("'\"").split(","):
+        target, equals, given = item.partition("=")
+        policy, dot, name = target.partition(".")
+        if not (equals and dot and policy and name):
+            return
+        own.append(f"+policy_kwargs.{target}={given}")
+    raise UsageError(
+        f"{command}: {arg!r} is compare's spelling of policies' settings; this command "
+        f"takes each setting as its own override: {' '.join(own)}"
+    )
+
+
 def _check_quoting(command: str, args: Sequence[str]) -> None:
     """An override that does not parse, named: one whose value is not quoted (blanks,
     brackets, commas, an ``=`` or a letter beyond ASCII in ``workload.path=/d/my trace
@@ -835,6 +855,7 @@ def _check_quoting(command: str, args: Sequence[str]) -> None:
         key, equals, value = arg.partition("=")
         if arg.startswith("-") or not equals:
             continue
+        _check_not_compare_setting(command, arg, key, value)
         try:
             parser.parse_override(arg)
         except HydraException as error:

@@ -1137,6 +1137,28 @@ def test_a_quoted_value_that_does_not_parse_is_named_with_the_grammars_reason() 
     _check_quoting("x", ["seed=0,1,2", "+experiment=a", "policies=[btb]", "-m"])  # they parse
 
 
+def test_compare_s_policy_kwargs_given_to_evaluate_is_named_with_evaluate_s_spelling() -> None:
+    """``policy_kwargs=ppo_thresholds.y_tokens=8192`` (compare's form) got the quoting
+    hint, and quoted so it failed as "Cannot assign str to Dict[str, Any]"; either way
+    it now names evaluate's overrides, which compose to the settings meant."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments._cli import UsageError
+    from experiments.jobs import _check_quoting
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    for arg in ("policy_kwargs=ppo_thresholds.y_tokens=8192,btb.x=3",
+                "policy_kwargs='ppo_thresholds.y_tokens=8192,btb.x=3'"):  # fmt: skip
+        with pytest.raises(UsageError, match="is compare's spelling") as refused:
+            _check_quoting("x", [arg])
+        own = str(refused.value).split("its own override: ", 1)[1].split(" ")
+        assert own == ["+policy_kwargs.ppo_thresholds.y_tokens=8192", "+policy_kwargs.btb.x=3"]
+        with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+            cfg = compose(config_name="evaluate", overrides=own)
+        assert cfg.policy_kwargs == {"ppo_thresholds": {"y_tokens": 8192}, "btb": {"x": 3}}
+    _check_quoting("x", ["+policy_kwargs.btb.y_tokens=8192", "policy_kwargs={btb:{m:2}}"])
+
+
 def test_a_key_given_twice_is_said() -> None:
     """``sim=realistic sim=faults`` kept only faults, unsaid."""
     from envs.sim.errors import SettingWarning
