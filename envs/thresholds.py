@@ -212,8 +212,10 @@ class ThresholdsEnv(ClusterEnv):
 
     ## Episode End
 
-    Terminates when the window's last request has been served. Epochs without
-    arrivals are skipped: the next epoch starts at the next arrival.
+    Terminates when the window's last request has been served. Every epoch opens at
+    an arrival, the first at or after the previous epoch's end, and holds the
+    arrivals of the next ``epoch_s``: epochs without arrivals are skipped, and epoch
+    starts are at least ``epoch_s`` apart, not on a fixed grid.
 
     ## Arguments
 
