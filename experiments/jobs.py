@@ -862,11 +862,11 @@ def _check_quoting(command: str, args: Sequence[str]) -> None:
             if value[:1] in "'\"[{":  # quoted, or a list or dict: the grammar's message
                 said = str(error).split("\n")[0].split(": See https://")[0]
                 raise UsageError(
-                    f"{command}: {echoed(arg)} does not parse as an override ({said})"
+                    f"{command}: {arg!r} does not parse as an override ({said})"
                 ) from None
             quoted = value.replace("'", "\\'")  # the grammar's escape for a quote inside
             raise UsageError(
-                f"{command}: {echoed(arg)} does not parse as an override: quote a value with "
+                f"{command}: {arg!r} does not parse as an override: quote a value with "
                 f"blanks, brackets, commas, '=' or letters beyond ASCII, as "
                 f"\"{key}='{quoted}'\" (Hydra's override grammar)"
             ) from None
