@@ -10,6 +10,7 @@ from typing import Any
 from envs.sim.checks import check_number, check_whole_number
 from envs.sim.errors import echoed
 from envs.sim.request import Workload
+from envs.workloads.trace_file import no_windows_hint
 
 
 def window_pool(
@@ -34,31 +35,6 @@ def window_pool(
         hint = no_windows_hint(workload, split, params)
         raise ValueError(f"workload {workload!r} has no {split!r} windows{hint}")
     return pool
-
-
-def no_windows_hint(workload: str, split: str, params: dict[str, Any] | None = None) -> str:
-    """What decides that a trace has no ``split`` windows, in brackets (to follow
-    "workload 'trace' has no 'test' windows"): its rows' own split names, or the
-    option that sets the split's share; "" for a generated workload."""
-    from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
-
-    if workload != TRACE_WORKLOAD or split not in ("train", "val", "test"):
-        return ""
-    options = trace_options(params or {})
-    if plan_trace(options).split_from == "file":
-        return (
-            f" (the file's rows name their own splits and none names {split!r}; "
-            "workload.file_splits=false splits its windows by workload.test_fraction "
-            "and workload.val_fraction)"
-        )
-    if split == "val":
-        return " (workload.val_fraction, 0 by default, sets a trace's share of 'val' windows)"
-    if split == "test":
-        return f" (workload.test_fraction={options.test_fraction:g})"
-    return (
-        f" (workload.test_fraction={options.test_fraction:g} and "
-        f"workload.val_fraction={options.val_fraction:g} leave it none)"
-    )
 
 
 def burst_starts(window: Workload, min_requests: int) -> list[float]:

@@ -166,9 +166,13 @@ def count_windows(
     workload without any is an error (its rows would be empty, its TTFTs NaN).
     Asking more than it has (``limit``, given as ``option``) warns
     (``SettingWarning``) unless not ``warn``."""
-    from envs.windows import no_windows_hint
     from envs.workloads.registry import plan
-    from envs.workloads.trace_file import TRACE_WORKLOAD, plan_trace, trace_options
+    from envs.workloads.trace_file import (
+        TRACE_WORKLOAD,
+        no_windows_hint,
+        plan_trace,
+        trace_options,
+    )
 
     if workload == TRACE_WORKLOAD:
         n = len(plan_trace(trace_options(params or {})).split("test"))

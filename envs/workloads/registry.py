@@ -61,7 +61,12 @@ from envs.workloads.scenarios import (
     rising_load_rows,
 )
 from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_ends, private_key_note
-from envs.workloads.trace_file import TRACE_WORKLOAD, trace_options, trace_windows
+from envs.workloads.trace_file import (
+    TRACE_WORKLOAD,
+    no_windows_hint,
+    trace_options,
+    trace_windows,
+)
 
 DEFAULT_WORKLOAD = "bursted_synthetic"
 """What a run (an env, ``compare``, ``train``, ...) simulates unless told otherwise."""
@@ -524,8 +529,6 @@ def windows(
         read = trace_windows(trace_options(params), split, limit)
         first = next(read, None)
         if first is None and limit != 0:  # (as envs.windows.window_pool says it)
-            from envs.windows import no_windows_hint
-
             hint = no_windows_hint(name, split, params)
             raise ValueError(f"workload {name!r} has no {split!r} windows{hint}")
         if first is not None:

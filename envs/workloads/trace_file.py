@@ -116,6 +116,7 @@ __all__ = [
     "TraceWindow",
     "changed_fields",
     "file_stamp",
+    "no_windows_hint",
     "plan_trace",
     "provenance",
     "trace_label",
@@ -1344,3 +1345,26 @@ def window_rows(window: Workload) -> list[dict[str, Any]]:
         }
         for r in window.requests
     ]
+
+
+def no_windows_hint(workload: str, split: str, params: dict[str, Any] | None = None) -> str:
+    """What decides that a trace has no ``split`` windows, in brackets (to follow
+    "workload 'trace' has no 'test' windows"): its rows' own split names, or the
+    option that sets the split's share; "" for a generated workload."""
+    if workload != TRACE_WORKLOAD or split not in ("train", "val", "test"):
+        return ""
+    options = trace_options(params or {})
+    if plan_trace(options).split_from == "file":
+        return (
+            f" (the file's rows name their own splits and none names {split!r}; "
+            "workload.file_splits=false splits its windows by workload.test_fraction "
+            "and workload.val_fraction)"
+        )
+    if split == "val":
+        return " (workload.val_fraction, 0 by default, sets a trace's share of 'val' windows)"
+    if split == "test":
+        return f" (workload.test_fraction={options.test_fraction:g})"
+    return (
+        f" (workload.test_fraction={options.test_fraction:g} and "
+        f"workload.val_fraction={options.val_fraction:g} leave it none)"
+    )
