@@ -26,8 +26,9 @@ them copies KV ahead of a burst. Each skips the nodes that are down
   normalised to [0, 1] by their range.
 * ``llmd``: maximise a weighted sum of scores in [0, 1]: queue (waiting
   requests, min-max normalised, fewer is better; all 1 when equal), KV-cache
-  utilisation (1 - reserved / budget tokens) and prefix match (matched blocks /
-  prompt blocks, as sglang's rate); weights 2, 2, 3. Ties at random.
+  utilisation (1 - reserved / budget tokens) and prefix match (matched blocks,
+  at most the prompt blocks, as dynamo counts them / prompt blocks); weights
+  2, 2, 3. Ties at random.
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ class LLMD(Policy):
                 continue
             queue_score = 1.0 if q_span == 0 else 1.0 - (waiting[i] - q_low) / q_span
             kv_score = 1.0 - min(node.reserved_tokens / node.budget_tokens, 1.0)
-            prefix_score = node.view.hbm_match(blocks) / n_blocks
+            prefix_score = min(node.view.hbm_match(blocks), n_blocks) / n_blocks
             out.append(
                 self.queue_weight * queue_score
                 + self.kv_weight * kv_score

@@ -235,3 +235,14 @@ def test_dynamo_moves_a_rerouted_request_s_prefill_to_the_node_it_moved_to(core:
     assert seen[0] == [20, 40, 40]
     assert list(records.node) == [1, 2]
     assert seen[1] == [10 + 0, 10 + 20, 10 + 0]  # node 0 down, A's 20 blocks on node 1
+
+
+def test_llmd_prefix_score_stays_within_one_when_a_trace_gives_more_ids() -> None:
+    """A prompt of 2 blocks' tokens (512) whose trace gave 10 block ids, all of
+    them in node 0's HBM: 10 matched over 2 filled would score 5 (3 x 5 = 15, an
+    audit); the match counts at most the blocks the prompt fills, as dynamo's does,
+    so the score is 1, in [0, 1] as docs/baselines.md says."""
+    sim = cluster_state([1, 1], waiting=[1, 1], cached=[TEN, []])
+    long_ids = Request(0, "q", 0.0, 2 * BT, 1, tuple(TEN))
+    scores = make_policy("llmd").scores(sim, long_ids)
+    assert scores == pytest.approx([2 + 2 + 3 * 1.0, 2 + 2 + 3 * 0.0])
