@@ -701,6 +701,27 @@ def setting_series(trace: WindowTrace) -> tuple[np.ndarray, np.ndarray]:
     return times, values
 
 
+def thresholds_lines(
+    trace: WindowTrace,
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """The two step lines of a column of the thresholds chart, drawn ``where="post"``
+    and both ending at one time, the end of its time axis (the queue's last change
+    or a second after the last epoch opened, the later): the cluster queue (times,
+    requests queued; :func:`cluster_queue`), held at its last value to the end (0
+    once the last queued request is admitted; 0 throughout, from the first epoch,
+    when no request queued), and the settings (times, one row per time of
+    :func:`setting_series`), the last epoch's row repeated at the end."""
+    times, queued = cluster_queue(trace)
+    epochs, values = setting_series(trace)
+    end = max(float(times[-1]) if times.size else 0.0, float(epochs[-1]) + 1.0)
+    if not times.size:
+        times, queued = np.array([float(epochs[0])]), np.zeros(1)
+    if end > times[-1]:
+        times, queued = np.append(times, end), np.append(queued, queued[-1])
+    settings = (np.append(epochs, end), np.vstack([values, values[-1:]]))
+    return (times, queued), settings
+
+
 def setting_ticks(label: str, column: np.ndarray) -> tuple[list[float], list[str]]:
     """The chart's ticks of one settings panel: the values the policy chose (so the
     M panel has whole nodes, and the log-scaled X, Z and minimum-prefix panels no
@@ -755,7 +776,17 @@ def column_title(name: str, window: str, epochs: int) -> str:
 
 
 def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path) -> Path:
-    """One column per policy with a settings log: its queue, then its settings."""
+    """One column per policy with a settings log: its queue, then its settings
+    (:func:`thresholds_figure`), written to ``path``."""
+    fig = thresholds_figure(traces)
+    path = _save(fig, path)
+    _pyplot().close(fig)
+    return path
+
+
+def thresholds_figure(traces: Mapping[str, WindowTrace]) -> Any:
+    """The thresholds chart's figure: one column per policy with a settings log, its
+    queue on top, then its settings, each a line of :func:`thresholds_lines`."""
     plt = _pyplot()
     names = [name for name, trace in traces.items() if trace.settings]
     if not names:
@@ -770,22 +801,13 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
     for col, name in enumerate(names):
         trace = traces[name]
         top = axes[0, col]
-        times, queued = cluster_queue(trace)
-        if times.size:
-            top.step(times, queued, where="post", linewidth=0.9)
+        (times, queued), (epochs, values) = thresholds_lines(trace)
+        top.step(times, queued, where="post", linewidth=0.9)
         top.set_ylabel("requests queued")
         top.set_title(column_title(name, trace.window, len(trace.settings)), fontsize="medium")
-        epochs, values = setting_series(trace)
-        end = max(float(times[-1]) if times.size else 0.0, float(epochs[-1]) + 1.0)
         for k, label in enumerate(PANELS):
             ax = axes[k + 1, col]
-            ax.step(
-                np.append(epochs, end),
-                np.append(values[:, k], values[-1, k]),
-                where="post",
-                linewidth=0.9,
-                color="tab:red",
-            )
+            ax.step(epochs, values[:, k], where="post", linewidth=0.9, color="tab:red")
             log = label in LOG_PANELS
             if log:
                 ax.set_yscale("log")
@@ -798,9 +820,7 @@ def plot_thresholds_timeline(traces: Mapping[str, WindowTrace], path: str | Path
             ax.grid(alpha=0.3)
         top.grid(alpha=0.3)
         axes[-1, col].set_xlabel("time in window (s)")
-    path = _save(fig, path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 # ---------------------------------------------------------------- a run's files

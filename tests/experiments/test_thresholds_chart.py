@@ -14,7 +14,12 @@ from agents.adapter import AgentPolicy
 from envs.sim import SimConfig, setup_cluster
 from envs.workloads.bursted import BurstedSyntheticConfig, synthetic_window
 from experiments.evaluation import WindowTrace, run_window
-from experiments.report import cluster_queue, plot_thresholds_timeline, setting_series
+from experiments.report import (
+    cluster_queue,
+    plot_thresholds_timeline,
+    setting_series,
+    thresholds_figure,
+)
 
 ZOO = Path(__file__).resolve().parents[2] / "agents" / "zoo"
 
@@ -245,3 +250,48 @@ def test_a_long_column_title_is_wrapped_within_its_column(monkeypatch, tmp_path)
     (fig,) = figures
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert titles == [report.column_title(label, "hand", 1), "b · hand · 1 epoch"]
+
+
+def _drawn(trace: WindowTrace) -> list[tuple[list[float], list[float]]]:
+    """The (x, y) of each line of the chart's one column, top to bottom."""
+    import matplotlib.pyplot as plt
+
+    fig = thresholds_figure({"agent": trace})
+    try:
+        return [(ax.lines[0].get_xdata().tolist(), ax.lines[0].get_ydata().tolist())
+                for ax in fig.axes]  # fmt: skip
+    finally:
+        plt.close(fig)
+
+
+def test_the_queue_line_runs_to_the_end_of_the_settings_panels():
+    """An audit: the queue line ended at the last queued request's admission (4 s)
+    while the settings ran to a second after the last epoch opened (10 s), as if
+    data were missing; it now holds 0 to 10 s too."""
+    log = [(0.0, (2, 1.0, 4, 65536, "resident")), (9.0, (3, 0.5, 2, 1024, "pending"))]
+    lines = _drawn(_trace(log))
+    assert lines[0] == ([0.0, 1.0, 1.5, 2.0, 3.0, 4.0, 10.0], [1, 2, 3, 2, 1, 0, 0])
+    assert lines[1] == ([0.0, 9.0, 10.0], [2, 3, 3])  # X
+    assert lines[5] == ([0.0, 9.0, 10.0], [0, 1, 1])  # rule: resident, pending
+    assert {x[-1] for x, _ in lines} == {10.0}
+
+
+def test_a_queue_that_outlasts_the_epochs_sets_the_end():
+    lines = _drawn(_trace([(0.0, (2, 1.0, 4, 65536, "resident"))]))  # ends at 1 s
+    assert lines[0] == ([0.0, 1.0, 1.5, 2.0, 3.0, 4.0], [1, 2, 3, 2, 1, 0])
+    assert lines[3] == ([0.0, 4.0], [4, 4])  # M, held to the queue's end
+
+
+def test_a_window_where_nothing_queued_draws_a_queue_of_0():
+    trace = WindowTrace(
+        window="hand",
+        n_nodes=1,
+        arrival_s=np.array([0.5, 2.0]),
+        admit_s=np.array([0.5, 2.0]),  # each admitted as it arrives
+        node=np.array([0, 0]),
+        copies=[],
+        settings=[(0.5, (2, 1.0, 4, 65536, "resident")), (2.0, (2, 1.0, 4, 65536, "resident"))],
+    )
+    lines = _drawn(trace)
+    assert lines[0] == ([0.5, 3.0], [0, 0])
+    assert lines[1][0] == [0.5, 2.0, 3.0]
