@@ -293,8 +293,10 @@ def fault_metrics(totals: RunTotals) -> dict[str, int]:
     """What the faults did (envs/sim/faults.py), present only when they are on:
     ``fault_node_losses`` (and ``_skipped``: the last node up is never lost),
     ``fault_node_recoveries``, ``fault_copies_failed``, ``fault_rerouted_requests``
-    (taken off a lost node), ``fault_restarted_requests`` (of those, the ones whose
-    first token was already out), ``fault_routed_to_down`` (a policy routed to a
+    (re-routings off a lost node), ``fault_restarted_requests`` (of those, the ones
+    of a request whose first token was already out; both count events, so a request
+    taken off two lost nodes counts twice, where ``RunTotals.reruns`` keeps its last
+    rerun), ``fault_routed_to_down`` (a policy routed to a
     down node; the request went to the least-loaded node up that admits), ``fault_nic_downs``,
     ``fault_copies_slow``."""
     return dict(totals.faults)

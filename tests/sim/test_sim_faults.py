@@ -88,6 +88,28 @@ def test_a_decoding_request_restarts_and_keeps_its_first_token() -> None:
 
 
 @pytest.mark.parametrize("core", CORES)
+def test_a_request_restarted_twice_counts_twice(core: str) -> None:
+    """``fault_restarted_requests`` counts restarts, not requests (docs/faults.md),
+    while the totals keep the last rerun only. r0's first token is out at 0.064 on
+    node 0, then 100 decode steps; node 0 is lost at 0.068 (rerun on node 1,
+    prefill 0.068 .. 0.132, decoding) and node 1 at 0.2 (rerun on node 2, the one
+    left: prefill 0.2 .. 0.264, then the 100 steps)."""
+    p = Prompts()
+    p.add(0.0, names("a", 4), output_tokens=101)
+    config = SimConfig(fault_node_loss_s=(0.068, 0.2), fault_node_loss_nodes=(0, 1))
+    sim = Simulator(toy_cluster(3), p.workload(), config, core=core)
+    sim.run(Script([0]))
+    check_run(sim)
+    rec = sim.records
+    assert rec.ttft_s[0] == pytest.approx(0.064)
+    assert rec.finish_s[0] == pytest.approx(0.264 + decode_s(100, 1, 64))
+    assert sim.totals().reruns == {0: (pytest.approx(0.2), 2)}  # one request, last rerun
+    s = rec.summary
+    assert s["fault_node_losses"] == 2
+    assert s["fault_restarted_requests"] == s["fault_rerouted_requests"] == 2
+
+
+@pytest.mark.parametrize("core", CORES)
 def test_a_restarted_requests_record_describes_the_service_that_delivered_its_first_token(
     core: str,
 ) -> None:
