@@ -720,6 +720,25 @@ def resolve_workload(command: str, options: Mapping[str, Any]) -> str:
     return workload
 
 
+def check_workload(command: str, workload: str) -> None:
+    """Refuse a ``workload=`` of the command line that names no workload, as
+    ``unknown workload 'x' (from the command line); known: ...``: the registry
+    refuses it (:func:`envs.workloads.registry.describe`, so a workload registered
+    at run time passes), the command names the origin. ``trace`` and a plugin's
+    ``plugin:MODULE:FUNCTION`` are checked where the command reads them."""
+    from envs.workloads.registry import describe, list_workloads
+
+    if workload == TRACE_WORKLOAD or is_plugin(workload):
+        return
+    try:
+        describe(workload)
+    except ValueError:
+        raise UsageError(
+            f"{command}: unknown workload {echoed(workload)}{FROM_COMMAND_LINE}; "
+            f"known: {', '.join(list_workloads())}"
+        ) from None
+
+
 @contextlib.contextmanager
 def trace_option_warnings() -> Iterator[None]:
     """A trace's warnings issued inside, issued again naming the options as the

@@ -108,6 +108,7 @@ from experiments._cli import (
     TRACE_PATHS,
     UsageError,
     cap_note,
+    check_workload,
     cluster_help,
     generator_params,
     input_paths,
@@ -506,6 +507,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
     )
     options["workload"] = resolve_workload("experiments.compare", options)
+    check_workload("experiments.compare", options["workload"])
     if options["setup"] not in SETUPS:
         raise UsageError(
             f"unknown setup {echoed(options['setup'])}{FROM_COMMAND_LINE}; "

@@ -63,6 +63,7 @@ from experiments._cli import (
     FROM_COMMAND_LINE,
     TRACE_PATHS,
     UsageError,
+    check_workload,
     generator_params,
     main_guard,
     naming_params,
@@ -508,6 +509,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Parse ``key=value`` options and write the dataset."""
     options = parse_args(COMMAND, DEFAULTS, argv)
     options["workload"] = resolve_workload(COMMAND, options)
+    check_workload(COMMAND, options["workload"])
     if not options["out_dir"]:
         raise UsageError(f"{COMMAND}: out_dir=PATH is required")
     if options["seed"] < 0:

@@ -62,6 +62,7 @@ from experiments._cli import (
     FROM_COMMAND_LINE,
     TRACE_PATHS,
     UsageError,
+    check_workload,
     input_paths,
     main_guard,
     parse_args,
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     options = parse_args("experiments.reproduce", DEFAULTS, argv, sim_help)
     options["workload"] = resolve_workload("experiments.reproduce", options)
+    check_workload("experiments.reproduce", options["workload"])
     options["sim"] = sim_options  # sim.NAME=VALUE (experiments._sim_options)
     if not options["setups"]:
         raise UsageError(

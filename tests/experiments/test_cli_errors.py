@@ -832,6 +832,9 @@ def test_a_refused_key_or_value_says_it_came_from_the_command_line(
         (reproduce, ["policies=nope"], "experiments.reproduce: unknown policy 'nope'"),
         (tune_btb_table, ["workloads=nope"],
          "experiments.tune_btb_table: workloads: unknown workload 'nope'"),
+        (compare, ["workload=nope"], "experiments.compare: unknown workload 'nope'"),
+        (make_dataset, ["workload=nope"], "experiments.make_dataset: unknown workload 'nope'"),
+        (reproduce, ["workload=nope"], "experiments.reproduce: unknown workload 'nope'"),
         (compare, ["baseline=nope"], "experiments.compare: baseline='nope' is not a policy"),
     ],
 )  # fmt: skip
@@ -2567,3 +2570,16 @@ def test_a_trace_warning_said_bare_after_its_named_form_is_said_once(
     assert capsys.readouterr().err == (
         "warning: workload.hub_split='test' does nothing: one split\n"
     )
+
+
+def test_the_workload_check_lets_through_what_the_registry_knows() -> None:
+    """``check_workload`` (compare, make_dataset, reproduce) refuses only what the
+    registry refuses: every registered workload, ``trace`` and a workload of one's
+    own (``plugin:MODULE:FUNCTION``, its module read later) pass."""
+    from envs.workloads.registry import list_workloads
+    from experiments._cli import UsageError, check_workload
+
+    for name in [*list_workloads(), "trace", "plugin:examples.own_workload:make_rows"]:
+        check_workload("experiments.compare", name)
+    with pytest.raises(UsageError, match=r"^experiments.compare: unknown workload 'tiny' \(from"):
+        check_workload("experiments.compare", "tiny")
