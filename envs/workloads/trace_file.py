@@ -29,16 +29,12 @@ and modification time stay the same.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import itertools
-import logging
-import lzma
 import math
 import os
 import statistics
 import warnings
-import zlib
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -81,19 +77,16 @@ from envs.workloads.readers.base import (
 )
 from envs.workloads.readers.hub import (
     HUB_OPTION_REMEDY,
-    SplitRows,
-    document_rows,
-    one_document,
-    own_rows,
-    read_by_line,
+    _hub_file_source,
+    _placed_source,
+    _saved_split,
+    _saved_to_disk,
+    dataset_split_rows,
     require_datasets,
 )
 from envs.workloads.readers.sources import (
     compressed_names,
     file_rows,
-    first_line,
-    first_row,
-    is_parquet,
     trace_stem,
 )
 from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_ends, private_key_note
@@ -224,9 +217,6 @@ HUB_FOLDER_REMEDY = ("given alone as {path}, it reads without {format}=hub", ("p
 """What an error about a data file of a dataset's folder or name read with
 ``format=hub`` says to do when the ``datasets`` library reads it otherwise than the
 file reader (:data:`~envs.workloads.readers.hub.HUB_OPTION_REMEDY`'s twin)."""
-CHECKED_BUILDERS = ("json", "parquet")
-"""The ``datasets`` builders whose data files the file reader reads too, so that a
-dataset's rows are checked on the files' own values (:func:`_split_files`)."""
 
 
 def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, RowPlaces]:
@@ -239,10 +229,11 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, RowPlaces]:
     known), and the library's own log lines about it are held back.
 
     A dataset's folder or name is read as its split's data files, each as a file
-    given alone is (:func:`_split_files`): on the files' own values, by the file
-    reader's checks, which the library's rows would not see (it converts some: a
-    ``"512"`` among numbers to 512, ids past 64 bits to floats). A folder
-    ``save_to_disk`` wrote is the library's own Arrow files, whose values are theirs."""
+    given alone is (:func:`~envs.workloads.readers.hub._split_files`): on the files'
+    own values, by the file reader's checks, which the library's rows would not see
+    (it converts some: a ``"512"`` among numbers to 512, ids past 64 bits to floats).
+    A folder ``save_to_disk`` wrote is the library's own Arrow files, whose values
+    are theirs."""
     datasets = require_datasets()
     file = Path(options.path)
     if file.is_file():
@@ -251,232 +242,6 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, RowPlaces]:
         rows = enumerate(_saved_split(datasets, file, options.hub_split), start=1)
         return f"{options.path}[{options.hub_split}]", rows, AS_IS
     return dataset_split_rows(datasets, options.path, options.hub_split, HUB_FOLDER_REMEDY)
-
-
-SplitOption = tuple[str, str]
-"""How a refusal of a split a dataset lacks names the option: its field and owner."""
-HUB_SPLIT: SplitOption = ("hub_split", "TraceOptions")
-"""A trace workload's ``hub_split`` (``workload.hub_split`` on the commands)."""
-
-
-def dataset_split_rows(
-    datasets: Any,
-    path: str,
-    split: str,
-    remedy: tuple[str, tuple[str, ...]],
-    option: SplitOption = HUB_SPLIT,
-    **builder: Any,
-) -> tuple[str, RowSource, RowPlaces]:
-    """The rows of split ``split`` of the dataset ``path`` (a folder, or a name on the
-    hub) as its data files' own values, each file read as one given alone is
-    (:func:`_split_files`, :func:`_hub_file_source`): the name messages give them (the
-    file, or ``path[split]`` of several), the rows, and how a message names a row
-    (:class:`RowPlaces`). ``remedy``: what an error about the library's reading of a
-    file says to do; ``option``: the option a split the dataset lacks names;
-    ``builder``: more arguments of ``load_dataset_builder`` (``name``, ``revision``,
-    ``data_files``, ``cache_dir``; None: not given). The one reading of a dataset by
-    name, for ``format=hub`` and ``read_hub_dataset`` alike."""
-    files = _split_files(datasets, path, split, option, **builder)
-    if len(files) == 1:
-        return str(files[0]), *_placed_source(_hub_file_source(datasets, files[0], remedy))
-    rows = SplitRows(
-        f"{path}[{split}]", files, lambda data: _hub_file_source(datasets, data, remedy)
-    )
-    return rows.label, iter(rows), rows
-
-
-def _placed_source(rows: RowSource) -> tuple[RowSource, RowPlaces]:
-    """A file's rows and how messages name them: by its lines, or as ``rows`` says
-    (a JSON array's: its element and the line it starts on)."""
-    return iter(rows), rows if isinstance(rows, RowPlaces) else AS_IS
-
-
-def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
-    """A local data file's rows through the ``datasets`` library's generic builder, as
-    the file reader reads them (:func:`_hub_file_rows`); ``remedy``: what an error
-    about the library's reading of it says to do. A JSON file of one document is read
-    by the standard library, as the library reads it less its conversions
-    (:func:`~envs.workloads.readers.hub.document_rows`): its own values, by row."""
-    if not read_by_line(file) and one_document(file):
-        return document_rows(file)
-    builder = "parquet" if is_parquet(file) else "json"
-    try:
-        with _datasets_quiet():
-            dataset = datasets.load_dataset(
-                builder, data_files=str(file), split="train", streaming=True
-            )
-    except StopIteration:  # the builder found no first row to take the columns from
-        return iter(())
-    except _hub_read_errors() as error:
-        raise _hub_file_error(file, 0, error, remedy) from None
-    return _hub_file_rows(file, dataset, remedy)
-
-
-def _split_files(
-    datasets: Any, path: str, split: str, option: SplitOption = HUB_SPLIT, **builder: Any
-) -> list[Path]:
-    """The data files of split ``split`` of the dataset ``path`` (a folder, or a name
-    on the hub, whose files the library downloads to its cache), local, in the order
-    the library reads them. A split the dataset lacks names ``option``; files the
-    library reads with another builder than :data:`CHECKED_BUILDERS` (a CSV file,
-    whose every value is the library's reading of text) are refused, naming the
-    first: their own values cannot be checked."""
-    with _datasets_quiet():
-        made = datasets.load_dataset_builder(
-            path, **{key: value for key, value in builder.items() if value is not None}
-        )
-    found = {str(name): list(files) for name, files in (made.config.data_files or {}).items()}
-    if split not in found:
-        raise ConfigError(
-            f"{{{option[0]}}}={split!r}: the dataset {path} has "
-            + (f"the splits {', '.join(found)}" if found else "no data files the library finds"),
-            (option[0],),
-            option[1],
-        )
-    if made.name not in CHECKED_BUILDERS:
-        raise TraceFormatError(
-            str(found[split][0]),
-            0,
-            None,
-            f"the datasets library reads the dataset's data files with its {made.name!r} "
-            "builder, whose values are its own reading of them (a column of text read as "
-            "numbers), not the file's, and cannot be checked as a trace's are: save the rows "
-            "as JSONL or parquet",
-        )
-    with _datasets_quiet():
-        cache_dir = builder.get("cache_dir")  # (load_dataset's downloads go below it)
-        config = (
-            datasets.DownloadConfig(cache_dir=os.path.join(cache_dir, "downloads"))
-            if cache_dir
-            else None
-        )
-        local = datasets.DownloadManager(download_config=config).download(found[split])
-    return [Path(name) for name in local]
-
-
-SAVED_MARKS = ("dataset_dict.json", "state.json")
-"""Files one of which a folder ``Dataset.save_to_disk`` or ``DatasetDict.save_to_disk``
-wrote holds (``load_dataset`` refuses such a folder: ``load_from_disk`` reads it)."""
-
-
-def _saved_to_disk(folder: Path) -> bool:
-    """Whether ``folder`` is a dataset the ``datasets`` library saved to disk."""
-    return folder.is_dir() and any((folder / mark).is_file() for mark in SAVED_MARKS)
-
-
-def _saved_split(datasets: Any, folder: Path, split: str) -> Any:
-    """The rows of split ``split`` of a dataset saved to ``folder`` (a ``Dataset``
-    saved alone has one split, whatever its name)."""
-    with _datasets_quiet():
-        dataset = datasets.load_from_disk(str(folder))
-    if isinstance(dataset, datasets.DatasetDict):
-        if split not in dataset:
-            raise ConfigError(
-                f"{{hub_split}}={split!r}: the dataset saved in {folder} has the splits "
-                + ", ".join(dataset),
-                ("hub_split",),
-                "TraceOptions",
-            )
-        dataset = dataset[split]
-    return iter(dataset)
-
-
-def _hub_file_rows(file: Path, dataset: Any, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
-    """A local file's rows, each once the ``datasets`` library has streamed it: the
-    file's own values, by line, for the file reader's checks (:func:`own_rows`: the
-    library converts some values first); an error reading them is
-    :func:`_hub_file_error`'s; ``remedy``: what an error says to do."""
-    return own_rows(file, _hub_read(file, dataset, remedy), remedy)
-
-
-def _hub_read(file: Path, dataset: Any, remedy: tuple[str, tuple[str, ...]]) -> Iterator[Any]:
-    """The rows the ``datasets`` library streams of a local file; an error reading
-    them is :func:`_hub_file_error`'s, saying ``remedy``. (The errors are looked up
-    before the first row: a generator left open is closed as the interpreter shuts
-    down, when an import in its ``except`` clause fails.)"""
-    read = 0
-    errors = _hub_read_errors()
-    with _datasets_quiet():
-        try:
-            for row in dataset:
-                read += 1
-                yield row
-        except errors as error:
-            raise _hub_file_error(file, read, error, remedy) from None
-
-
-def _hub_read_errors() -> tuple[type[BaseException], ...]:
-    """What the ``datasets`` library raises on a file it cannot read: a malformed,
-    truncated or corrupt one (pyarrow's and the decompressors' errors among them)."""
-    import pyarrow  # installed with datasets
-    from datasets.exceptions import DatasetsError
-
-    errors = (EOFError, ValueError, OSError, zlib.error, lzma.LZMAError)
-    return (*errors, pyarrow.ArrowException, DatasetsError)
-
-
-def _hub_file_error(
-    file: Path,
-    read: int,
-    error: BaseException,
-    remedy: tuple[str, tuple[str, ...]] = HUB_OPTION_REMEDY,
-) -> TraceFormatError:
-    """The error for a local file the ``datasets`` library could not read past row
-    ``read``: the first bad line the project's own reader finds in it (file, line,
-    what is wrong; a file of no JSON object rows is in no supported format; a file
-    of no rows, a header-only parquet file, has none to tell the layout from), else
-    the library's message, from the line of the row after ``read`` on (blank lines
-    are no rows; past the last row, the last row's line): the library reads rows in
-    blocks, so the one it cannot read may be any of the block that row begins; then it
-    says ``remedy`` (the way round the library: :data:`HUB_OPTION_REMEDY`)."""
-    at = 0  # the line of row ``read + 1``, or of the last row
-    try:
-        if first_row(file) is None:  # raises for a file of no JSON object rows (a CSV file)
-            return TraceFormatError(str(file), 0, None, "no rows to tell the layout from")
-        for count, (line, row) in enumerate(file_rows(file), start=1):
-            if isinstance(row, TraceFormatError):
-                return row
-            if count <= read + 1:
-                at = line
-    except TraceFormatError as found:  # a file that cannot be read to its end
-        return found
-    return TraceFormatError(
-        str(file),
-        at,
-        None,
-        f"the datasets library cannot read the file from this line on "
-        f"({first_line(error)}); {remedy[0]}",
-        remedy[1],
-    )
-
-
-_QUIET_LOGGERS = ("datasets", "huggingface_hub")
-"""The loggers :func:`_datasets_quiet` holds back: the library's, and that of the hub
-client it reads a dataset's folder with (``Repo card metadata block was not found``
-for a folder whose README.md has no metadata)."""
-_QUIET_DEPTH = [0]
-"""How many :func:`_datasets_quiet` blocks are open."""
-_QUIET_LEVELS: dict[str, int] = {}
-"""The levels of :data:`_QUIET_LOGGERS` to restore when the outermost block ends."""
-
-
-@contextlib.contextmanager
-def _datasets_quiet() -> Iterator[None]:
-    """The ``datasets`` library's log lines held back inside the block (it logs an
-    error before raising it, which would print a second line)."""
-    loggers = [logging.getLogger(name) for name in _QUIET_LOGGERS]
-    if _QUIET_DEPTH[0] == 0:
-        for logger in loggers:
-            _QUIET_LEVELS[logger.name] = logger.level
-            logger.setLevel(logging.CRITICAL + 1)
-    _QUIET_DEPTH[0] += 1
-    try:
-        yield
-    finally:
-        _QUIET_DEPTH[0] -= 1
-        if _QUIET_DEPTH[0] == 0:
-            for logger in loggers:
-                logger.setLevel(_QUIET_LEVELS[logger.name])
 
 
 def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, RowPlaces]:

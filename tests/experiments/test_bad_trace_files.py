@@ -77,7 +77,7 @@ def test_format_hub_reports_a_damaged_local_file_in_one_line(
 def test_a_hub_read_error_the_own_reader_cannot_place_names_the_line(tmp_path: Path) -> None:
     """The library, having read 5 rows of a file of a blank line after each, fails: the
     6th row is on line 11 (it named "line 6", the row's count, which is blank there)."""
-    from envs.workloads.trace_file import _hub_file_error
+    from envs.workloads.readers.hub import _hub_file_error
 
     path = tmp_path / "good.jsonl"
     path.write_text(TEXT.replace("\n", "\n\n"))
