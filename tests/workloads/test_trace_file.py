@@ -900,15 +900,20 @@ def test_a_hub_split_on_a_file_read_otherwise_warns_that_it_does_nothing(tmp_pat
         plan_trace(TraceOptions(path=str(path), window_s=60.0))
 
 
+def _datasets_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The ``datasets`` library offline, its cache in ``tmp_path``: nothing is fetched."""
+    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+
+
 def test_a_hub_split_on_a_file_read_with_format_hub_warns_that_it_does_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A local file read through the datasets library is its one split ("train"),
     whatever ``hub_split`` says: it was taken without a word."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     path = write_jsonl(tmp_path / "h.jsonl", _mooncake([0, 100, 200]))
     with pytest.warns(TraceWarning) as caught:
         plan = plan_trace(TraceOptions(path=str(path), format="hub", hub_split="test"))
@@ -928,9 +933,7 @@ def test_format_hub_checks_a_local_file_s_own_values_as_the_file_reader(
     file a float, refused on line 1. The file's own values are checked, by the
     file reader's checks: the same one-line error, or the same requests."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     text = _mooncake([0, 100, 200])
     text[1]["input_length"] = "600"
     path = write_jsonl(tmp_path / "text.jsonl", text)
@@ -964,9 +967,7 @@ def test_format_hub_checks_a_dataset_folder_s_own_values_as_the_file_reader(
     id a float, refused on line 1. Its data files are read as a file given alone is:
     the same one-line error, naming the file and line, or the same requests."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     text = _mooncake([0, 100, 200])
     text[1]["input_length"] = "600"
     folder = tmp_path / "text"
@@ -1000,9 +1001,7 @@ def test_read_hub_dataset_by_name_checks_its_files_own_values_as_format_hub(
     naming the file and its own line, and a split the dataset lacks named as its
     own option."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200])
     text = [dict(row) for row in rows]
     text[1]["input_length"] = "600"
@@ -1054,9 +1053,7 @@ def test_format_hub_reads_a_split_of_several_files_naming_each_file_s_line(
     pytest.importorskip("datasets")
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200, 5300, 5400, 5500])
     whole = write_jsonl(tmp_path / "whole.jsonl", rows)
     (want,) = trace_windows(TraceOptions(path=str(whole)), "all")
@@ -1100,9 +1097,7 @@ def test_format_hub_warnings_name_a_split_s_file_and_its_own_line(
     line count ("first on line 5", of a split whose files hold 3 lines each): no line
     of any file. It names the file and that file's own line, as an error does."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200, 300, 400, 500])
     data = tmp_path / "repo" / "data"
     data.mkdir(parents=True)
@@ -1143,9 +1138,7 @@ def test_format_hub_reads_a_json_document_as_the_library_gives_it(
     JSONL file of the same rows gives; it was refused as "line 1, row: not valid
     JSON" once a local file's rows were read by line."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200])
     lines = write_jsonl(tmp_path / "rows.jsonl", rows)
     (expected,) = trace_windows(TraceOptions(path=str(lines)), "all")
@@ -1169,9 +1162,7 @@ def test_format_hub_checks_a_json_document_s_own_values(
     library reads it: the same checks on its own values, its rows numbered by their
     place in it (as the library's and a parquet file's are)."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200])
     text = [dict(row) for row in rows]
     text[1]["input_length"] = "600"
@@ -1220,9 +1211,7 @@ def test_format_hub_names_a_json_array_s_bad_row_by_its_element_and_line(
     user could go to. It names the element and the line it starts on, read alone, as
     a folder's one data file, or as one of a split's files; a warning too."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200])
     bad = {**rows[2], "output_length": -1}
     folder = tmp_path / "repo"
@@ -1276,9 +1265,7 @@ def test_too_many_bad_rows_names_the_first_as_its_warning_does(
     starts on, a split's by its file and own line (it said "line 3", the element's
     number, and the split's running count, "repo[train], line 5")."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200, 300])
     rows[2]["output_length"] = -1
     array = tmp_path / "train.json"
@@ -1312,9 +1299,7 @@ def test_format_hub_names_a_jsonl_file_s_cut_first_line_as_the_file_reader(
     tries), and the file reader names line 1, alone or as a folder's data file; a
     pretty-printed object that is one document is still one row."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     rows = _mooncake([0, 100, 200])
     folder = tmp_path / "repo"
     folder.mkdir()
@@ -1343,9 +1328,7 @@ def test_read_hub_dataset_reads_a_slice_of_a_local_file_s_split(
     first two rows; it was refused as "the datasets library reads 2 rows of the file,
     and none from this line on" once a local file's rows were its own by line."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     path = write_jsonl(tmp_path / "rows.jsonl", _mooncake([0, 100, 300]))
     for split, arrivals in (("train", [0.0, 0.1, 0.3]), ("train[:2]", [0.0, 0.1]),
                             ("train[1:]", [0.0, 0.2])):  # fmt: skip
@@ -1362,9 +1345,7 @@ def test_a_local_file_whose_rows_the_library_counts_otherwise_says_each_caller_s
     option, said so too, and now names ``read_trace``. The error names that line,
     the first the file reader reads as no row (it named the file alone)."""
     pytest.importorskip("datasets")
-    for name in ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE"):
-        monkeypatch.setenv(name, "1")
-    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    _datasets_offline(monkeypatch, tmp_path)
     lines = [json.dumps(row) for row in _mooncake([0, 100, 200, 300])]
     path = tmp_path / "two.jsonl"
     path.write_text(f"{lines[0]}\n\n{lines[1]} {lines[2]}\n{lines[3]}\n")
