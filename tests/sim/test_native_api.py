@@ -157,3 +157,32 @@ def test_a_subclass_runs_its_own_core_and_refuses_the_other() -> None:
     if native.CORE == "compiled":
         with pytest.raises(ValueError, match="Mine: core='compiled', but this class runs"):
             Mine(*args, core="compiled")
+
+
+def test_both_cores_say_a_long_refused_value_back_cut_alike() -> None:
+    """The compiled cache's capacity check and the compiled core's route()-then-answer
+    check say back the first 60 characters of the value, then ``...``, as the
+    references do (``envs.sim.errors.echoed``): they said all of it."""
+    from envs.sim import ClusterSpec, SimConfig, Simulator
+    from envs.sim.request import Request, Workload
+
+    huge = -(10**100)  # 101 characters
+    want = f"ram_capacity_blocks must be >= 0, got -{'1' + '0' * 58}..."
+    for module in (reference, compiled):
+        with pytest.raises(ValueError) as refused:
+            module.PrefixCache(ram_capacity_blocks=huge)
+        assert str(refused.value) == want, module
+
+    class RoutesThenAnswersOtherwise:
+        def decide(self, sim: Simulator, request: Request) -> Any:
+            sim.route(0)
+            return "x" * 200
+
+    window = Workload("w", 256, [Request(0, "a", 0.0, 512, 2, (1, 2))])
+    cluster = ClusterSpec.uniform("llama-3.3-70b", "4xH100", 2)
+    for core in ("python", native.CORE):
+        with pytest.raises(ValueError) as refused:
+            Simulator(cluster, window, SimConfig(), core=core).run(RoutesThenAnswersOtherwise())
+        assert str(refused.value) == (
+            f"request 'a' was routed to node 0 with route(); the answer '{'x' * 59}... differs"
+        ), core

@@ -360,7 +360,11 @@ cdef class PrefixCache:
         replicas_first=False,
     ):
         if not ram_capacity_blocks >= 0:
-            raise ValueError(f"ram_capacity_blocks must be >= 0, got {ram_capacity_blocks!r}")
+            from envs.sim.errors import echoed
+
+            raise ValueError(
+                f"ram_capacity_blocks must be >= 0, got {echoed(ram_capacity_blocks)}"
+            )
         self.root = _segment([], None, HBM, 0.0, {})
         if not math.isinf(ram_capacity_blocks):
             ram_capacity_blocks = math.floor(ram_capacity_blocks)  # whole blocks only

@@ -489,9 +489,11 @@ cdef class SimCore:
             self._deciding = None
             if self._pending is None:  # routed during the decision by route()
                 if choice is not None and choice != self._asked:
+                    from envs.sim.errors import echoed
+
                     raise ValueError(
                         f"request {request.request_id!r} was routed to node {self._asked} with "
-                        f"route(); the answer {choice!r} differs"
+                        f"route(); the answer {echoed(choice)} differs"
                     )
             else:
                 self._pending = None
