@@ -416,12 +416,19 @@ class TuneBtbConfig(_World):
     m: int = 4
 
 
+COMMAND_SCHEMAS: dict[str, type[Any]] = {
+    "experiments.train": TrainConfig,
+    "experiments.evaluate": EvaluateConfig,
+    "experiments.tune_btb": TuneBtbConfig,
+}
+"""Each Hydra command's schema (stored as ``<name>_schema``: ``conf/<name>.yaml``)."""
+
+
 def register_configs() -> None:
     """Make the schemas known to Hydra (``conf/*.yaml`` extend them)."""
     store = ConfigStore.instance()
-    store.store(name="train_schema", node=TrainConfig)
-    store.store(name="evaluate_schema", node=EvaluateConfig)
-    store.store(name="tune_btb_schema", node=TuneBtbConfig)
+    for command, schema in COMMAND_SCHEMAS.items():
+        store.store(name=f"{command.rpartition('.')[2]}_schema", node=schema)
     for name, node in setup_options().items():
         store.store(group="setup", name=name, node=node, package="_global_")
     # out_dir is null unless given (``oc.select`` would keep the null); this falls back

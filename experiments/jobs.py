@@ -5,6 +5,7 @@ baselines on test windows."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -58,6 +59,7 @@ from experiments._io import (
     replaced_message,
 )
 from experiments.config import (
+    COMMAND_SCHEMAS,
     CONF_DIR,
     DEFAULT_RUN_PARENTS,
     PARAMS_ON_TRACE,
@@ -826,7 +828,8 @@ def _check_not_compare_setting(command: str, arg: str, key: str, value: str) -> 
     """compare's ``policy_kwargs=btb.y_tokens=8192`` (or ``btb.x=3,btb.m=2``) given to
     a Hydra command, named with the command's own spelling: unquoted it does not
     parse as an override, and quoted (as the quoting hint would say) it is a string
-    where settings go."""
+    where settings go. A command that takes no policy settings (train, tune_btb) is
+    told the key is unknown, as Hydra would say once the value is quoted."""
     if key.lstrip("+") != "policy_kwargs":
         return
     own = []
@@ -836,6 +839,12 @@ def _check_not_compare_setting(command: str, arg: str, key: str, value: str) -> 
         if not (equals and dot and policy and name):
             return
         own.append(f"+policy_kwargs.{target}={given}")
+    schema = COMMAND_SCHEMAS.get(command)
+    known = [] if schema is None else [f.name for f in dataclasses.fields(schema)]
+    if known and "policy_kwargs" not in known:
+        raise UsageError(
+            f"{command}: {unknown_key_message('policy_kwargs', known, FROM_COMMAND_LINE, schema)}"
+        )
     raise UsageError(
         f"{command}: {arg!r} is compare's spelling of policies' settings; this command "
         f"takes each setting as its own override: {' '.join(own)}"

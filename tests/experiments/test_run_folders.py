@@ -1159,6 +1159,29 @@ def test_compare_s_policy_kwargs_given_to_evaluate_is_named_with_evaluate_s_spel
     _check_quoting("x", ["+policy_kwargs.btb.y_tokens=8192", "policy_kwargs={btb:{m:2}}"])
 
 
+def test_compare_s_policy_kwargs_given_to_a_command_without_them_is_an_unknown_key() -> None:
+    """train and tune_btb take no policy settings: compare's spelling is refused as the
+    key it is, not told to become ``+policy_kwargs.btb.y_tokens=8192``, which they
+    then refused as an unknown key all the same."""
+    from experiments._cli import UsageError
+    from experiments.jobs import _check_quoting
+
+    for command, takes in (
+        ("experiments.train", "setup, model, cluster, workload, sim, logger, seed, out_dir, "
+         "overwrite, env, agent, train, imitation, improvement, resume"),
+        ("experiments.tune_btb", "setup, model, cluster, workload, sim, logger, seed, "
+         "out_dir, overwrite, x, y_tokens, z, m"),
+    ):  # fmt: skip
+        with pytest.raises(UsageError) as refused:
+            _check_quoting(command, ["policy_kwargs=btb.y_tokens=8192"])
+        assert str(refused.value) == (
+            f"{command}: unknown key policy_kwargs (from the command line); "
+            f"the command takes: {takes}"
+        )
+    with pytest.raises(UsageError, match="is compare's spelling"):
+        _check_quoting("experiments.evaluate", ["policy_kwargs=btb.y_tokens=8192"])
+
+
 def test_a_key_given_twice_is_said() -> None:
     """``sim=realistic sim=faults`` kept only faults, unsaid."""
     from envs.sim.errors import SettingWarning
