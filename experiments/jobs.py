@@ -870,8 +870,10 @@ def _check_quoting(command: str, args: Sequence[str]) -> None:
         except HydraException as error:
             if value[:1] in "'\"[{":  # quoted, or a list or dict: the grammar's message
                 said = str(error).split("\n")[0].split(": See https://")[0]
+                if len(said) > 80:  # the grammar's words quote the input again
+                    said = said[:77] + "..."
                 raise UsageError(
-                    f"{command}: {arg!r} does not parse as an override ({said})"
+                    f"{command}: {echoed(arg)} does not parse as an override ({said})"
                 ) from None
             quoted = value.replace("'", "\\'")  # the grammar's escape for a quote inside
             raise UsageError(

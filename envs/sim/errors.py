@@ -49,9 +49,10 @@ class SettingWarning(UserWarning):
     than a split holds); the commands print it as one line, ``warning: ...``."""
 
 
-_OWN_PACKAGES = ("envs", "agents", "baselines", "experiments")
-"""btb-gym's own packages, whose frames a warning's ``stacklevel`` passes over."""
-_PROJECT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+OWN_PACKAGES = ("envs", "agents", "baselines", "experiments")
+"""btb-gym's own packages: a warning's ``stacklevel`` passes over their frames, and a
+plugin's recorded sha256 leaves their files out."""
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 
 def caller_stacklevel() -> int:
@@ -78,12 +79,12 @@ def _passed_over(frame: Any) -> bool:
     top = str(frame.f_globals.get("__name__", "")).split(".")[0]
     if top == "gymnasium":
         return True
-    if top not in _OWN_PACKAGES:
+    if top not in OWN_PACKAGES:
         return False
     file = frame.f_globals.get("__file__")
     if not isinstance(file, str):
         return True
-    return os.path.realpath(file).startswith(os.path.join(_PROJECT, top) + os.sep)
+    return os.path.realpath(file).startswith(os.path.join(PROJECT_ROOT, top) + os.sep)
 
 
 class ConfigError(NamedFields, ValueError):

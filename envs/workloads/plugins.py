@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from envs.sim.checks import check_int
-from envs.sim.errors import ConfigError, echoed
+from envs.sim.errors import OWN_PACKAGES, PROJECT_ROOT, ConfigError, echoed
 from envs.workloads.readers.base import ReadOptions, ReadReport, RowStream, TraceFormatError
 from envs.workloads.readers.bursted import BLOCK_TOKENS, FORMAT
 
@@ -316,8 +316,7 @@ def relative_path(
         return os.fspath(file)
 
 
-_PROJECT = Path(__file__).resolve().parents[2]
-_OWN_PACKAGES = tuple(_PROJECT / name for name in ("envs", "baselines", "agents", "experiments"))
+_OWN_PACKAGES = tuple(Path(PROJECT_ROOT) / name for name in OWN_PACKAGES)
 """btb-gym's own packages: a plugin that imports them runs btb-gym's code, which a run
 records by its version and git commit (``provenance.made_by``), not as the plugin's."""
 _LIBRARIES = tuple(Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "platstdlib"))

@@ -1111,6 +1111,22 @@ def test_an_unquoted_value_with_blanks_says_how_to_quote_it(
     )
 
 
+def test_an_override_that_does_not_parse_is_cut_unless_its_hint_repeats_it() -> None:
+    """A quoted or list value the grammar refuses is said back cut (its message has no
+    hint to copy); an unquoted one whole, as its quoting hint repeats it."""
+    from experiments._cli import UsageError
+    from experiments.jobs import _check_quoting
+
+    with pytest.raises(UsageError) as refused:
+        _check_quoting("x", ["checkpoint=[" + "a" * 200])
+    said = str(refused.value)
+    assert said.startswith("x: 'checkpoint=[" + "a" * 47 + "...") and "a" * 61 not in said
+    path = "/d/" + "b" * 100 + " (v2).jsonl"
+    with pytest.raises(UsageError) as refused:
+        _check_quoting("x", [f"workload.path={path}"])
+    assert str(refused.value).startswith(f"x: 'workload.path={path}' does not parse")
+
+
 def test_the_quoting_hint_parses_back_to_the_value_typed() -> None:
     """helper-59's review: a value with a ' got a hint Hydra's grammar refused."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
