@@ -784,7 +784,6 @@ def cluster_from_options(
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-    from envs.sim.errors import echoed
     from experiments._cli import FROM_COMMAND_LINE, UsageError, unknown_option, value_said
 
     model, node, n_nodes = SETUPS[setup]
@@ -1185,8 +1184,6 @@ def bool_message(path: str, raw: Any, origin: str) -> str:
     """``env.eft_rules must be true or false, got 'yes' (from ...)``: the one way a
     true/false key given another value is said, by :func:`check_bool_values` and for
     a word OmegaConf refuses while Hydra merges it (``jobs``)."""
-    from envs.sim.errors import echoed
-
     return f"{path} must be true or false, got {echoed(raw)}{origin}"
 
 

@@ -710,8 +710,6 @@ def _unknown_key(error: BaseException, cause: BaseException | None) -> str | Non
     command-line override of a key no schema has (``env.bogus=1``; Hydra would say to
     write ``+env.bogus=1``, which the project's own check refuses as unknown too);
     None for any other error."""
-    import dataclasses
-
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     schema = getattr(cause, "object_type", None)
@@ -734,8 +732,6 @@ def _unknown_free_form_key(path: str, parent: Any) -> str | None:
     hyperparameter; known: ...``; any key of a trace's, which takes none), where Hydra
     would say to add it with ``+``. None for a key the reader takes (Hydra's advice
     to write ``+`` is then the right one) and for any other dict."""
-    import dataclasses
-
     group, _, leaf = path.rpartition(".")
     root = parent._get_root() if OmegaConf.is_config(parent) else None
     if root is None:
