@@ -900,14 +900,24 @@ def _registered_evaluated(
     """The keys (:func:`_window_key`) of the first ``limit`` windows (None: all) of
     ``split`` of the registered workload ``workload`` at ``params`` and ``seed``, and
     how many they are: the workload planned once."""
-    from envs.workloads.registry import configure, plan
+    from envs.workloads.registry import configure
 
-    scenario = configure(workload, **params)
-    families: dict[str, Any] = {}
-    for family in scenario.families:  # (the first of a name, as it always was)
-        families.setdefault(family.name, family)
-    windows = [s for s in plan(scenario, seed) if s.split == split][:limit]
+    families, windows = _planned(configure(workload, **params), seed, split, limit)
     return {_window_key(families[s.family], seed, s.index) for s in windows}, len(windows)
+
+
+def _planned(
+    scenario: Any, seed: int, split: str, limit: int | None
+) -> tuple[dict[str, Any], list[Any]]:
+    """A registered workload's ``scenario`` planned at ``seed``: its families by name
+    (the first of a name, as the windows are keyed) and the first ``limit`` windows
+    (None: all) of ``split``."""
+    from envs.workloads.registry import plan
+
+    families: dict[str, Any] = {}
+    for family in scenario.families:
+        families.setdefault(family.name, family)
+    return families, [s for s in plan(scenario, seed) if s.split == split][:limit]
 
 
 def _registered_found(
@@ -1101,7 +1111,7 @@ def sibling_notes(
     them, per family, and which train windows. No refusal: each family's split is
     its own (:func:`check_seen_windows` checks them per family). Nothing for a
     trace."""
-    from envs.workloads.registry import config_dict, configure, plan
+    from envs.workloads.registry import config_dict, configure
 
     if workload == TRACE_WORKLOAD:
         return []
@@ -1109,14 +1119,9 @@ def sibling_notes(
         scenario = configure(workload, **params)
     except (ValueError, TypeError):  # (refused elsewhere, naming the parameter)
         return []
-    configs: dict[str, Any] = {}
-    for made in scenario.families:  # (the first of a name, as the windows are keyed)
-        configs.setdefault(made.name, config_dict(made.config))
-    evaluated = [
-        (s.family, s.index)
-        for s in [s for s in plan(scenario, seed) if s.split == split][:limit]
-        if s.family in SIBLING_FAMILIES
-    ]
+    families, windows = _planned(scenario, seed, split, limit)
+    configs = {name: config_dict(family.config) for name, family in families.items()}
+    evaluated = [(s.family, s.index) for s in windows if s.family in SIBLING_FAMILIES]
     if not evaluated:
         return []
     notes = []
