@@ -117,7 +117,7 @@ class WorkerVecEnv(SubprocVecEnv):
                     ],
                     start_method,
                 )
-        except WorkerDied:
+        except (WorkerDied, WorkerFailed):  # the workers still alive are closed too
             self.close()
             raise
 

@@ -198,6 +198,23 @@ def test_a_worker_whose_env_raised_ends_as_a_bug_naming_it(window, capfd):
     assert capfd.readouterr().err == f"error: {raised.value}\n"  # one line: the worker's is above
 
 
+def test_a_worker_whose_env_fails_to_build_closes_the_others(window):
+    """Worker 0's env raising as it is built (before it sends its spaces) ended the
+    constructor with WorkerFailed and left worker 1 alive, waiting on its pipe: only
+    WorkerDied (a signal) closed the others there."""
+    import functools
+    import multiprocessing
+
+    import gymnasium as gym
+
+    before = set(multiprocessing.active_children())
+    good = functools.partial(gym.make, "btb/Route-v0", windows=[window])
+    bad = functools.partial(gym.make, "btb/Route-v0", windows=[window], no_such_option=1)
+    with pytest.raises(WorkerFailed, match=r"env worker 0 of 2 .* exited with status 1"):
+        WorkerVecEnv([bad, good], start_method="spawn")
+    assert set(multiprocessing.active_children()) <= before  # worker 1 closed, joined
+
+
 def test_workers_killed_together_are_named_once(window):
     """All of them killed the same way (the out-of-memory killer, kill -9 of a group)
     gave one clause a worker, "env worker 0 of 16 (pid ...) died, killed by signal 9
