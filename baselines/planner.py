@@ -104,7 +104,7 @@ class WarmPlanner(Policy):
 
     def decide(self, sim: Simulator, request: Request) -> int | None:
         free_at = self._free_at
-        catch_up(free_at, sim, sim.now)
+        catch_up(free_at, sim)
         self._sync(sim)
         d, wanted = self.recurrence(sim, request)
         key = request.blocks[d - 1] if d else 0

@@ -491,8 +491,8 @@ def estimates_with_hits(
     return out
 
 
-def catch_up(free_at: list[float], sim: ClusterView, now: float) -> None:
-    """Bring a per-node clock of queued work (absolute seconds) up to ``now``: a
+def catch_up(free_at: list[float], sim: ClusterView) -> None:
+    """Bring a per-node clock of queued work (absolute seconds) up to ``sim.now``: a
     node with nothing to do, or whose clock has fallen behind, is free now, or, if
     it is idle until ``node.free_s`` (new weights loading after an upgrade; under
     decode overshoot, a step run past an arrival), then, as :func:`work_left_s`
@@ -501,6 +501,7 @@ def catch_up(free_at: list[float], sim: ClusterView, now: float) -> None:
     than after that work too, from ``free_s``: its backlog by the forecast
     (:func:`queue_forecast`, each queued request costed with what it will find
     cached) plus its queued copies (:func:`copy_queue_s`)."""
+    now = sim.now
     for node in sim.nodes:
         j = node.index
         if node.work != IDLE:
