@@ -312,7 +312,7 @@ def _causal_landing_s(
         for queued in target.copy_queue:  # target's current work and the copies before it
             if queued is copy:  # (each work item starts with the latency)
                 return work_left_s(target, now) + ahead + latency + transfer
-            ahead += latency + transfer_s(queued.bytes, target)
+            ahead += copy_s(queued.bytes, target, latency)
         return transfer
     source = sim.nodes[copy.src]
     if depth == 0:
