@@ -287,8 +287,9 @@ def workers_ended(ended: list[tuple[int, int | None, int]], n_workers: int) -> s
             said.append(f"env worker {k} of {n_workers} (pid {pid}) died, {how_ended(code)}")
             continue
         pids = [str(pid) for _, pid in workers]
-        shown = ", ".join(pids[:PIDS_SHOWN]) if len(pids) > PIDS_SHOWN + 1 else ", ".join(pids)
-        more = f" and {len(pids) - PIDS_SHOWN} more" if len(pids) > PIDS_SHOWN + 1 else ""
+        cut = len(pids) > PIDS_SHOWN + 1  # ("and 1 more" would be no shorter)
+        shown = ", ".join(pids[:PIDS_SHOWN] if cut else pids)
+        more = f" and {len(pids) - PIDS_SHOWN} more" if cut else ""
         said.append(
             f"env workers {index_ranges([k for k, _ in workers])} of {n_workers} "
             f"(pids {shown}{more}) died, {how_ended(code, len(workers))}"
