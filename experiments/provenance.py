@@ -16,7 +16,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from envs.sim.errors import PROJECT_ROOT
+
+ROOT = Path(PROJECT_ROOT)
 
 
 def _git(*args: str) -> str | None:
