@@ -10,7 +10,7 @@ from typing import Any
 from envs.sim.checks import check_number, check_whole_number
 from envs.sim.errors import echoed
 from envs.sim.request import Workload
-from envs.workloads.trace_file import no_windows_hint
+from envs.workloads.trace_file import no_windows_error
 
 
 def window_pool(
@@ -32,8 +32,7 @@ def window_pool(
 
     pool = list(windows(workload, split=split, seed=seed, limit=n_windows, **(params or {})))
     if not pool:
-        hint = no_windows_hint(workload, split, params)
-        raise ValueError(f"workload {workload!r} has no {split!r} windows{hint}")
+        raise no_windows_error(workload, split, params)
     return pool
 
 

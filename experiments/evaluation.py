@@ -169,7 +169,7 @@ def count_windows(
     from envs.workloads.registry import plan
     from envs.workloads.trace_file import (
         TRACE_WORKLOAD,
-        no_windows_hint,
+        no_windows_error,
         plan_trace,
         trace_options,
     )
@@ -179,8 +179,7 @@ def count_windows(
     else:
         n = sum(spec.split == "test" for spec in plan(workload, seed))
     if not n:
-        hint = no_windows_hint(workload, "test", dict(params or {}))
-        raise ValueError(f"workload {workload!r} has no 'test' windows{hint}")
+        raise no_windows_error(workload, "test", dict(params or {}))
     if limit is not None and limit > n and warn:
         warnings.warn(
             f"{option}={limit}: workload {workload!r} has {plural(n, 'test window')}; "

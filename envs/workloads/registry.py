@@ -63,7 +63,7 @@ from envs.workloads.scenarios import (
 from envs.workloads.stats import PRIVATE_KEY_EFFECT, private_key_ends, private_key_note
 from envs.workloads.trace_file import (
     TRACE_WORKLOAD,
-    no_windows_hint,
+    no_windows_error,
     trace_options,
     trace_windows,
 )
@@ -529,8 +529,7 @@ def windows(
         read = trace_windows(trace_options(params), split, limit)
         first = next(read, None)
         if first is None and limit != 0:  # (as envs.windows.window_pool says it)
-            hint = no_windows_hint(name, split, params)
-            raise ValueError(f"workload {name!r} has no {split!r} windows{hint}")
+            raise no_windows_error(name, split, params)
         if first is not None:
             yield first
             yield from read

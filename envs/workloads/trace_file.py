@@ -109,6 +109,7 @@ __all__ = [
     "TraceWindow",
     "changed_fields",
     "file_stamp",
+    "no_windows_error",
     "no_windows_hint",
     "plan_trace",
     "provenance",
@@ -1133,3 +1134,11 @@ def no_windows_hint(workload: str, split: str, params: dict[str, Any] | None = N
         f" (workload.test_fraction={options.test_fraction:g} and "
         f"workload.val_fraction={options.val_fraction:g} leave it none)"
     )
+
+
+def no_windows_error(workload: str, split: str, params: dict[str, Any] | None = None) -> ValueError:
+    """The error for ``workload``'s ``split`` without windows, saying what leaves it
+    empty (:func:`no_windows_hint`): the one message of the envs
+    (``envs.windows.window_pool``), ``registry.windows`` and the commands."""
+    hint = no_windows_hint(workload, split, params)
+    return ValueError(f"workload {workload!r} has no {split!r} windows{hint}")

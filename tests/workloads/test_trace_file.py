@@ -806,6 +806,32 @@ def test_windows_refuses_a_trace_split_the_file_leaves_empty_as_the_envs_do(
     assert len(list(windows("trace", split="train", test_fraction=0, path=str(path)))) == 1
 
 
+def test_one_error_says_a_split_without_windows_for_the_envs_the_api_and_the_commands(
+    tmp_path: Path,
+) -> None:
+    """``no_windows_error`` is the message ``window_pool``, ``windows`` and
+    ``count_windows`` raise: a trace's names what leaves it empty, a generated
+    workload's (``val_windows=0``) nothing more."""
+    from envs.windows import window_pool
+    from envs.workloads.trace_file import no_windows_error
+    from experiments.evaluation import count_windows
+
+    path = write_jsonl(tmp_path / "t.jsonl", _mooncake([0, 100]))
+    params = {"path": str(path), "test_fraction": 0}
+    said = "workload 'trace' has no 'test' windows (workload.test_fraction=0)"
+    assert str(no_windows_error("trace", "test", params)) == said
+    with pytest.raises(ValueError) as counted:
+        count_windows("trace", params=params)
+    with pytest.raises(ValueError) as pooled:
+        window_pool("trace", "test", 0, None, params)
+    assert str(counted.value) == str(pooled.value) == said
+    generated = no_windows_error("bursted_synthetic", "val")
+    assert str(generated) == "workload 'bursted_synthetic' has no 'val' windows"
+    with pytest.raises(ValueError) as empty:
+        window_pool("bursted_synthetic", "val", 0, None, {"val_windows": 0})
+    assert str(empty.value) == str(generated)
+
+
 def test_a_byte_order_mark_opening_the_file_is_not_part_of_its_first_row(tmp_path: Path) -> None:
     rows = _mooncake([0, 1000])
     path = tmp_path / "bom.jsonl"
