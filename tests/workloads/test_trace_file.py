@@ -606,6 +606,22 @@ def test_compression_is_told_by_its_bytes_not_its_name(kind: str, tmp_path: Path
     assert len(read_mooncake(packed)) == len(read_mooncake(plain)) == 2
 
 
+def test_the_readers_of_a_compressed_file_stop_on_one_set_of_errors(tmp_path: Path) -> None:
+    """The file reader, the packing check, the encoding note and the hub reader catch
+    one tuple (``sources.DECOMPRESS_ERRORS``) for a file that cannot be decompressed to
+    its end; a cut-short xz file is left to the JSONL reader, which names its line."""
+    pytest.importorskip("datasets")
+    from envs.workloads.readers.hub import _hub_read_errors
+    from envs.workloads.readers.sources import DECOMPRESS_ERRORS, JsonlRows, refuse_other_packing
+
+    assert JsonlRows.READ_ERRORS is DECOMPRESS_ERRORS
+    assert set(DECOMPRESS_ERRORS) <= set(_hub_read_errors())
+    text = "".join(json.dumps(row) + "\n" for row in _mooncake([0, 1000]))
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(compress("xz", text.encode())[:40])
+    assert refuse_other_packing(cut) is None
+
+
 @pytest.mark.parametrize("kind", COMPRESSIONS)
 def test_a_compressed_trace_s_windows_are_named_as_the_uncompressed_file_s(
     kind: str, tmp_path: Path

@@ -14,10 +14,8 @@ import contextlib
 import itertools
 import json
 import logging
-import lzma
 import os
 import re
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from envs.workloads.readers.base import (
 )
 from envs.workloads.readers.detect import FORMATS, canonical_format, format_of_row
 from envs.workloads.readers.sources import (
+    DECOMPRESS_ERRORS,
     NOT_UTF8,
     file_rows,
     first_line,
@@ -508,8 +507,7 @@ def _hub_read_errors() -> tuple[type[BaseException], ...]:
     import pyarrow  # installed with datasets
     from datasets.exceptions import DatasetsError
 
-    errors = (EOFError, ValueError, OSError, zlib.error, lzma.LZMAError)
-    return (*errors, pyarrow.ArrowException, DatasetsError)
+    return (*DECOMPRESS_ERRORS, ValueError, pyarrow.ArrowException, DatasetsError)
 
 
 def _hub_file_error(

@@ -57,6 +57,9 @@ gzip, bzip2 and xz are the standard library's; zstd needs the ``zstandard`` modu
 COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst")
 """The names' endings of compressed files: a trace's windows and a dataset's splits
 are named as the file they hold (:func:`without_compression`)."""
+DECOMPRESS_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+"""What reading a file through :data:`COMPRESSIONS` raises when it cannot be read
+further: cut short, damaged (zstd's errors are :class:`OSError`: ``_ZstdRaw``)."""
 READ_JSONL = "JSONL (plain or compressed with gzip, bzip2, xz or zstd)"
 """What a trace file is read as, besides parquet, as messages say it."""
 
@@ -211,7 +214,7 @@ class JsonlRows:
             if row is not None:
                 yield line_no, row
 
-    READ_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+    READ_ERRORS = DECOMPRESS_ERRORS
     """What reading a line raises when the file cannot be read further (see :meth:`read_error`)."""
 
     def open_bytes(self) -> IO[bytes]:
@@ -401,7 +404,7 @@ def refuse_other_packing(file: Path) -> None:
         try:
             with _open_bytes(file) as handle:  # a zstd file without zstandard: refused
                 inner = handle.read(len(PARQUET_MAGIC))
-        except (OSError, EOFError, zlib.error, lzma.LZMAError):
+        except DECOMPRESS_ERRORS:
             return  # the JSONL reader names where it breaks
         if inner == PARQUET_MAGIC:
             raise TraceFormatError(
@@ -476,7 +479,7 @@ def _encoding_note(file: Path, undecoded: bool) -> str:
     try:
         with _open_bytes(file) as handle:
             head = handle.read(64)
-    except (OSError, EOFError, zlib.error, lzma.LZMAError):
+    except DECOMPRESS_ERRORS:
         head = b""
     remedy = "; save it as UTF-8 (iconv -f {} -t UTF-8 converts it)"
     if head.startswith(UTF16_BOMS):
