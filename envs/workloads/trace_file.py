@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from envs.sim import native
 from envs.sim.errors import ConfigError, caller_stacklevel, echoed, plural
@@ -55,7 +55,6 @@ from envs.workloads.readers.base import (
     ParsedRow,
     ReadOptions,
     ReadReport,
-    RowLocation,
     RowPlaces,
     RowSource,
     RowStream,
@@ -257,7 +256,7 @@ def _open(options: TraceOptions) -> tuple[str, TraceFormat, RowSource, str, RowP
             raise TraceFormatError(source, 0, None, "no rows to tell the layout from")
         line, first = head[0]
         if isinstance(first, TraceFormatError):
-            _raise_placed(first, place)  # a local file's first row, which its reader refuses
+            place.raise_placed(first)  # a local file's first row, which its reader refuses
         told = detect.told_by(first)
         if told is None:
             raise place.placed(
@@ -354,30 +353,13 @@ def plan_trace(options: TraceOptions) -> TracePlan:
         else:
             plan = _plan_timed(options, fmt, stream, report, read)
     except TraceFormatError as error:
-        _raise_placed(error, place)
+        place.raise_placed(error)
     if key is not None:
         plan = replace(plan, file_stat=(key[1], key[2]))
         if len(_PLANS) >= _PLAN_CACHE_SIZE:
             _PLANS.pop(next(iter(_PLANS)))
         _PLANS[key] = plan
     return plan
-
-
-def _raise_placed(error: TraceFormatError, place: RowPlaces) -> NoReturn:
-    """Raise ``error`` as ``place`` says it (the file and line of a row of a split of
-    several files: :class:`~envs.workloads.readers.hub.SplitRows`)."""
-    placed = place.placed(error)
-    if placed is error:
-        raise error
-    raise placed from None
-
-
-def _placed_rows(stream: RowStream, place: RowPlaces) -> Iterator[tuple[RowLocation, ParsedRow]]:
-    """``stream``'s rows, an error reading them said as ``place`` says it."""
-    try:
-        yield from stream
-    except TraceFormatError as error:
-        _raise_placed(error, place)
 
 
 def _check_unchanged(plan: TracePlan) -> None:
@@ -972,7 +954,7 @@ def _stream(plan: TracePlan, wanted: dict[str | int, TraceWindow]) -> Iterator[W
     read = _read_options(options, fmt)
     origin = _block_origin(options, read, fmt, told_by)
     report = ReadReport(source=source, places=place)
-    stream = _placed_rows(RowStream(rows, fmt, read, report, origin), place)
+    stream = place.placing(RowStream(rows, fmt, read, report, origin))
     start_s = options.start_s or 0.0
     end_s = math.inf if options.end_s is None else options.end_s
     last = max(w.position for w in wanted.values())

@@ -268,3 +268,29 @@ def test_a_row_s_long_value_is_said_back_cut(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError) as caught:
         read_trace(write_jsonl(tmp_path / "big.jsonl", rows))
     assert str(caught.value).endswith(f"must be >= 1, got -1{'0' * 58}...")
+
+
+def test_a_source_s_row_places_name_an_error_raised_through_them(tmp_path: Path) -> None:
+    """``RowPlaces.raise_placed`` and ``placing``, shared by ``plan_trace`` and
+    ``read_hub_dataset``: a JSON array's row 2 is named ``element 2 (line 3)`` (it
+    starts on line 3); a file's own lines (``AS_IS``) raise the error itself."""
+    from envs.workloads.readers import TraceFormatError
+    from envs.workloads.readers.base import AS_IS
+    from envs.workloads.readers.hub import DocumentRows
+
+    file = tmp_path / "rows.json"
+    file.write_text('[\n  {"a": 1},\n  {"a": 2}\n]\n')
+    rows = DocumentRows(file)
+    assert [line for line, _ in rows] == [1, 2]
+    error = TraceFormatError(str(file), 2, "a", "bad")
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise error
+
+    with pytest.raises(TraceFormatError) as placed:
+        list(rows.placing(failing()))
+    assert str(placed.value) == f"{file}, element 2 (line 3), field 'a': bad"
+    with pytest.raises(TraceFormatError) as same:
+        AS_IS.raise_placed(error)
+    assert same.value is error

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal, NamedTuple, TypedDict
+from typing import Any, Literal, NamedTuple, NoReturn, TypedDict, TypeVar
 
 import numpy as np
 
@@ -70,6 +70,9 @@ class TraceFormatError(ConfigError):
         return (type(self), parts)
 
 
+_Item = TypeVar("_Item")
+
+
 class RowPlaces:
     """How a read's messages name a row of its source by the number the source gives
     it (its ``line``): as ``line N`` of the source (this class: a file's own lines).
@@ -84,6 +87,22 @@ class RowPlaces:
     def line(self, line: int, spec: str = "") -> str:
         """How a message names row ``line`` (``spec``: the number's format, ``,``)."""
         return f"line {line:{spec}}"
+
+    def raise_placed(self, error: TraceFormatError) -> NoReturn:
+        """Raise ``error`` named as this source names a row (``error`` itself, as it
+        was raised, when :meth:`placed` leaves it)."""
+        placed = self.placed(error)
+        if placed is error:
+            raise error
+        raise placed from None
+
+    def placing(self, read: Iterable[_Item]) -> Iterator[_Item]:
+        """``read``'s items (a read's rows, or its workloads), an error naming a row
+        raised as :meth:`raise_placed` raises it."""
+        try:
+            yield from read
+        except TraceFormatError as error:
+            self.raise_placed(error)
 
 
 AS_IS = RowPlaces()

@@ -680,8 +680,8 @@ def _read_placed(
     try:
         workloads = _assemble(iter(rows), format, source, path, options, report)
     except TraceFormatError as error:
-        raise _placed_error(error, places) from None
-    return _placed(workloads, places)
+        places.raise_placed(error)
+    return places.placing(workloads)
 
 
 def by_name(path: str, split: str) -> bool:
@@ -695,21 +695,6 @@ def by_name(path: str, split: str) -> bool:
 
     saved = _saved_to_disk(Path(path))
     return path not in builders and not saved and re.fullmatch(r"[\w.-]+", split) is not None
-
-
-def _placed(read: Iterator[Workload], places: RowPlaces) -> Iterator[Workload]:
-    """``read``'s workloads, an error naming a row said as ``places`` says it (a split
-    of several files: the file and its own line)."""
-    try:
-        yield from read
-    except TraceFormatError as error:
-        raise _placed_error(error, places) from None
-
-
-def _placed_error(error: TraceFormatError, places: RowPlaces) -> TraceFormatError:
-    """``error`` as ``places`` says it (itself, its traceback kept, when unchanged)."""
-    placed = places.placed(error)
-    return placed if placed is not error else error.with_traceback(error.__traceback__)
 
 
 def _assemble(
