@@ -227,11 +227,14 @@ class ReadReport:
         """Count a skipped row, its ``error`` named as :attr:`places` names a row (so
         that every message quoting it, a warning or the too-many-bad-rows error,
         says the file and line a user can go to)."""
-        error = self.places.placed(error)
         self.rows_skipped += 1
+        kept = len(self.errors) < self.MAX_ERRORS
+        if not kept and self.first_error is not None:
+            return  # (named only when kept: naming may scan a split's files)
+        error = self.places.placed(error)
         if self.first_error is None:
             self.first_error = error
-        if len(self.errors) < self.MAX_ERRORS:
+        if kept:
             self.errors.append(str(error))
 
     def first_skipped(self) -> tuple[str, tuple[str, ...]]:
