@@ -41,6 +41,7 @@ from envs.encoder import OBSERVATION_OPTIONS
 from envs.files import folder_atomic, fsync_file, naming_file, read_json, write_json_atomic
 from envs.sim.checks import check_flag, check_int, checked_number
 from envs.sim.errors import ConfigError, SettingWarning, echoed
+from envs.workloads.registry import TRAIN_STREAMS
 
 ALGORITHMS: dict[str, type[BaseAlgorithm]] = {
     "ppo": PPO,
@@ -738,6 +739,13 @@ def _check_record(where: str, record: Any) -> None:
     for name, config in record.get("families", {}).items():
         if not isinstance(config, dict):
             raise ValueError(f"{where}.families.{name} must be a JSON object, got {echoed(config)}")
+    for name, seed in record.get("stream_seeds", {}).items():
+        check_int(f"{where}.stream_seeds.{name}", seed, 0)
+    if record.get("train_streams", "own") not in TRAIN_STREAMS:
+        raise ValueError(
+            f"{where}.train_streams must be one of {', '.join(TRAIN_STREAMS)}, got "
+            f"{echoed(record['train_streams'])}"
+        )
 
 
 def _check_started_entry(where: str, entry: Any) -> None:
@@ -800,11 +808,15 @@ _JSON_NAMES: dict[type, str] = {
 }
 # a registered_windows record's keys and their types (lists: of strings; the seed an
 # integer >= 0); dataset and families only a dataset's split has, plugin_sha256 only a
-# workload of one's own
+# workload of one's own; train_streams (registry.TRAIN_STREAMS) and stream_seeds (the
+# seed each window drawn from a stream of its own was drawn from, by name) only a
+# record saved since 2026-12-06
 _REGISTERED_TYPES: dict[str, type] = {
     "workload": str,
     "params": dict,
     "seed": int,
+    "train_streams": str,
+    "stream_seeds": dict,
     "train": list,
     "val": list,
     "dataset": str,
@@ -812,7 +824,7 @@ _REGISTERED_TYPES: dict[str, type] = {
     "plugin_sha256": str,
 }
 _DATASET_KEYS = ("dataset", "families")
-_OPTIONAL_KEYS = ("plugin_sha256",)  # a workload of one's own's module (absent: not one)
+_OPTIONAL_KEYS = ("plugin_sha256", "train_streams", "stream_seeds")  # (absent: see above)
 # a started_from entry's keys and their types (None: null allowed)
 _STARTED_TYPES: dict[str, tuple[type, ...]] = {
     "agent": (str,),

@@ -191,7 +191,7 @@ def imitation_sources(
             if setup is None and workload == cfg.workload.name:
                 continue
             # the training workload on another setup: its own parameters (a trace's file)
-            params = workload_params(cfg) if workload == cfg.workload.name else None
+            params = workload_params(cfg) if workload == cfg.workload.name else streams_of(cfg)
             seed, limit = int(cfg.workload.seed), cfg.workload.train_pool
             kwargs = make_env_fn_kwargs(
                 saved_kwargs, window_pool(workload, "train", seed, limit, params)
@@ -215,7 +215,18 @@ def imitation_windows(cfg: Any) -> list[dict[str, Any]]:
     seed, limit = int(cfg.workload.seed), cfg.workload.train_pool
     used = episodes if limit is None else min(episodes, int(limit))
     extra = [w for w in dict.fromkeys(cfg.imitation.workloads) if w != cfg.workload.name]
-    return [trained_windows(str(w), {}, seed, used, 0) for w in extra]
+    return [trained_windows(str(w), streams_of(cfg), seed, used, 0) for w in extra]
+
+
+def streams_of(cfg: Any) -> dict[str, Any]:
+    """The training workload's ``train_streams`` (``workload.params``), as the
+    parameters of the other workloads a run collects on (``imitation.workloads``):
+    their train windows drawn as the training workload's are; ``{}`` when not given
+    (the registry's default), or for a trace."""
+    from envs.workloads.trace_options import TRACE_WORKLOAD
+
+    params = workload_params(cfg) if cfg.workload.name != TRACE_WORKLOAD else {}
+    return {k: params[k] for k in ("train_streams",) if k in params}
 
 
 def imitation_settings(cfg: Any) -> Any:

@@ -129,13 +129,31 @@ def trained_windows(
 
     if workload == TRACE_WORKLOAD:
         return _dataset_record(params, n_train, n_val)
-    specs = plan(configure(workload, **params), seed)
+    scenario = configure(workload, **params)
+    specs = plan(scenario, seed)
     names = {
         split: [s.trace_id for s in specs if s.split == split][:count]
         for split, count in (("train", n_train), ("val", n_val))
     }
     record = {"workload": workload, "params": dict(params), "seed": int(seed)}
+    streams = {f.train_streams for f in scenario.families}
+    if streams:  # (one value: configure sets it on every family)
+        record["train_streams"] = streams.pop()
+    drawn = _drawn_seeds(scenario, specs, int(seed), set(names["train"]))
+    if drawn:
+        record["stream_seeds"] = drawn
     return {**record, **names, **plugin_code(workload)}
+
+
+def _drawn_seeds(scenario: Any, specs: Any, seed: int, names: set[str]) -> dict[str, int]:
+    """The seed each window of ``specs`` named in ``names`` was drawn from where it is
+    not the workload's ``seed`` (a train window of its own stream:
+    ``registry.TRAIN_STREAMS``), by trace id."""
+    from envs.workloads.registry import stream_seed
+
+    streams = {f.name: f.train_streams for f in scenario.families}
+    drawn = {s.trace_id: stream_seed(seed, s.split, streams[s.family]) for s in specs}
+    return {name: value for name, value in drawn.items() if name in names and value != seed}
 
 
 def plugin_code(workload: str) -> dict[str, str]:
@@ -231,6 +249,7 @@ def dataset_windows(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     (``keys``, every split's); None for any other file (a trace's dataset included)
     or a manifest that does not say."""
     from envs.workloads.readers.bursted import dataset_info
+    from envs.workloads.registry import stream_seed
 
     found = dataset_info(path)
     if found is None:
@@ -249,8 +268,18 @@ def dataset_windows(path: str | os.PathLike[str]) -> dict[str, Any] | None:
         for name, family in families.items()
         if isinstance(family, Mapping) and isinstance(family.get("config"), Mapping)
     }
+    streams = {  # (a dataset made before the option: every window of the seed's stream)
+        str(name): str(family.get("train_streams", "shared"))
+        for name, family in families.items()
+        if isinstance(family, Mapping)
+    }
     keys = {
-        window["trace_id"]: _key(window["family"], configs[window["family"]], seed, window["index"])
+        window["trace_id"]: _key(
+            window["family"],
+            configs[window["family"]],
+            stream_seed(seed, str(window.get("split")), streams[window["family"]]),
+            window["index"],
+        )
         for window in windows
         if isinstance(window, Mapping)
         and isinstance(window.get("trace_id"), str)
@@ -308,6 +337,13 @@ def _dataset_record(params: Mapping[str, Any], n_train: int | None, n_val: int |
         for split, count in (("train", n_train), ("val", n_val))
     }
     record = {key: dataset[key] for key in ("workload", "params", "seed")}
+    drawn = {  # (the key's seed: the stream the window was drawn from)
+        name: dataset["keys"][name][2]
+        for name in (*names["train"], *names["val"])
+        if dataset["keys"][name][2] != dataset["seed"]
+    }
+    if drawn:
+        record["stream_seeds"] = drawn
     code = {k: dataset[k] for k in ("plugin_sha256",) if k in dataset}  # (the code that made it)
     return {
         **record,
@@ -655,7 +691,9 @@ def seen_windows(
 
 def _window_key(family: Any, seed: int, index: int) -> tuple[str, str, int, int]:
     """What makes a registered workload's window: its family (name and generator
-    configuration), the seed and its index (its split and trace id only label it)."""
+    configuration), the seed it is drawn from (``registry.stream_seed``: a train
+    window of its own stream has its own) and its index (its trace id only labels
+    it)."""
     from envs.workloads.registry import config_dict
 
     return _key(family.name, config_dict(family.config), seed, index)
@@ -695,10 +733,20 @@ def _seen_among(
             family, _, index = trace_id.rpartition("-")
             if family in families and index.isdigit():
                 config = families[family]
-                if _key(family, config, int(record["seed"]), int(index)) in evaluated:
+                if _key(family, config, _record_seed(record, trace_id), int(index)) in evaluated:
                     hit.append(trace_id)
         out += [hit, len(names)]
     return out[0], out[1], out[2], out[3]
+
+
+def _record_seed(record: Mapping[str, Any], trace_id: str) -> int:
+    """The seed the window ``trace_id`` of a ``registered_windows`` record was drawn
+    from: its ``stream_seeds`` entry (a train window of its own stream), else the
+    record's seed (a record saved before the option: every window)."""
+    drawn = record.get("stream_seeds")
+    if isinstance(drawn, Mapping) and trace_id in drawn:
+        return int(drawn[trace_id])
+    return int(record["seed"])
 
 
 def _registered_records(spec: Any) -> list[dict[str, Any]]:
@@ -721,6 +769,7 @@ def _registered_records(spec: Any) -> list[dict[str, Any]]:
     if workload == TRACE_WORKLOAD:
         return []
     params = dict(kwargs.get("workload_params") or {})
+    params.setdefault("train_streams", "shared")  # (saved before the option)
     seed = int(kwargs.get("data_seed", PUBLISHED_SEED))
     record = trained_windows(workload, params, seed, None, None)
     record.pop("plugin_sha256", None)  # (the module as it is now: not what it trained on)
@@ -857,7 +906,7 @@ def _dataset_families(
     the same workload of other code (edited since), or a parameter the dataset gave
     that the record left at its default (the default is not recorded)."""
     from envs.workloads.plugins import is_plugin
-    from envs.workloads.registry import WINDOW_COUNTS
+    from envs.workloads.registry import SPLIT_PARAMETERS
 
     trained, made = record.get("workload"), dataset.get("workload")
     if not (is_plugin(trained) and is_plugin(made)):
@@ -874,8 +923,8 @@ def _dataset_families(
             + ")"
         )
     params = record.get("params") or {}
-    mine = {k: v for k, v in params.items() if k not in WINDOW_COUNTS}
-    given = {k: v for k, v in (dataset.get("params") or {}).items() if k not in WINDOW_COUNTS}
+    mine = {k: v for k, v in params.items() if k not in SPLIT_PARAMETERS}
+    given = {k: v for k, v in (dataset.get("params") or {}).items() if k not in SPLIT_PARAMETERS}
     left = sorted(set(given) - set(mine))
     if left:
         raise _Undecided(
@@ -900,10 +949,18 @@ def _registered_evaluated(
     """The keys (:func:`_window_key`) of the first ``limit`` windows (None: all) of
     ``split`` of the registered workload ``workload`` at ``params`` and ``seed``, and
     how many they are: the workload planned once."""
-    from envs.workloads.registry import configure
+    from envs.workloads.registry import configure, stream_seed
 
     families, windows = _planned(configure(workload, **params), seed, split, limit)
-    return {_window_key(families[s.family], seed, s.index) for s in windows}, len(windows)
+    keys = {
+        _window_key(
+            families[s.family],
+            stream_seed(seed, s.split, families[s.family].train_streams),
+            s.index,
+        )
+        for s in windows
+    }
+    return keys, len(windows)
 
 
 def _planned(
@@ -1111,7 +1168,7 @@ def sibling_notes(
     them, per family, and which train windows. No refusal: each family's split is
     its own (:func:`check_seen_windows` checks them per family). Nothing for a
     trace."""
-    from envs.workloads.registry import config_dict, configure
+    from envs.workloads.registry import config_dict, configure, stream_seed
 
     if workload == TRACE_WORKLOAD:
         return []
@@ -1121,15 +1178,20 @@ def sibling_notes(
         return []
     families, windows = _planned(scenario, seed, split, limit)
     configs = {name: config_dict(family.config) for name, family in families.items()}
-    evaluated = [(s.family, s.index) for s in windows if s.family in SIBLING_FAMILIES]
+    evaluated = [  # (family, index, the seed it is drawn from)
+        (s.family, s.index, stream_seed(seed, s.split, families[s.family].train_streams))
+        for s in windows
+        if s.family in SIBLING_FAMILIES
+    ]
     if not evaluated:
         return []
     notes = []
     for label, agent in agents.items():
         if label not in folders:  # (a sampling twin of an agent noted already)
             continue
-        # (family, index) -> (trace id, its family's configuration, its workload)
-        trained: dict[tuple[str, int], list[tuple[str, Any, str]]] = {}
+        # (family, index, seed drawn from) -> (trace id, its family's configuration, its
+        # workload): a train window of its own stream shares no prompt with a test window
+        trained: dict[tuple[str, int, int], list[tuple[str, Any, str]]] = {}
         earlier = False
         for spec, _, via in _lineage(agent.spec, folders[label]):
             try:
@@ -1137,7 +1199,7 @@ def sibling_notes(
             except (ValueError, TypeError):
                 continue
             for record in records:
-                if int(record.get("seed", -1)) != int(seed):
+                if "seed" not in record:
                     continue
                 try:
                     families = _families(record)
@@ -1146,20 +1208,21 @@ def sibling_notes(
                 for trace_id in [str(n) for n in record.get("train") or []]:
                     name, _, number = trace_id.rpartition("-")
                     if name in SIBLING_FAMILIES and name in families and number.isdigit():
-                        trained.setdefault((name, int(number)), []).append(
+                        drawn = _record_seed(record, trace_id)
+                        trained.setdefault((name, int(number), drawn), []).append(
                             (trace_id, families[name], str(record.get("workload")))
                         )
                         earlier = earlier or bool(via)
         hits: dict[str, list[tuple[str, str]]] = {}  # family -> (train window, its workload)
         counts: dict[str, list[int]] = {}  # evaluated family -> [shared, evaluated]
-        for family, index in evaluated:
+        for family, index, drawn in evaluated:
             count = counts.setdefault(family, [0, 0])
             count[1] += 1
             shared = [
                 (name, made_by)
                 for other in SIBLING_FAMILIES
                 if other != family
-                for name, config, made_by in trained.get((other, index), [])
+                for name, config, made_by in trained.get((other, index, drawn), [])
                 if _same_bursts(config, configs[family])
             ]
             if shared:

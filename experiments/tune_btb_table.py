@@ -1,13 +1,19 @@
 """Tune BTB's thresholds for every setup x workload family: the ``btb_tuned`` table.
 
     python -m experiments.tune_btb_table [setups=70b_h100x4,...] [workloads=...]
-        [trials=24] [seed=0] [workload_seed=20260721] [out_dir=PATH] [overwrite=false]
+        [trials=24] [seed=0] [workload_seed=20260721] [train_streams=shared]
+        [out_dir=PATH] [overwrite=false]
 
 For each cell, an Optuna TPE search (seeded; the published constants are its
 first trial) over X (1-8 arrivals), Z (0.1-8 s, log scale), M (1 to the
 cluster's nodes) and the prefix length Y in tokens (4,096, 16,384 or 65,536)
 minimises BTB's mean TTFT over the cell's *train* windows (causal KV, the
 comparison run's random streams). Validation and test windows are never seen.
+``train_streams`` (default ``shared``, the layout the shipped table was tuned on:
+every window drawn from the workload's seed) is the workload parameter of that
+name (docs/workloads.md): ``own`` tunes on train windows drawn from a seed of their
+own. A cell is tuned on its own family's train windows alone, so either way it
+shares no window with that family's test windows.
 The winners go to one file, ``btb_tuned.json`` in ``out_dir`` (default
 ``baselines/``: the shipped table that the ``btb_tuned`` policy reads), written
 atomically. An existing table is never replaced silently: without ``out_dir`` the
@@ -57,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "trials": 24,
     "seed": 0,
     "workload_seed": PUBLISHED_SEED,
+    "train_streams": "shared",
     **sim_defaults(),
     "out_dir": "",
     "overwrite": False,
@@ -85,7 +92,10 @@ def tune_cell(setup: str, workload: str, options: dict[str, Any]) -> dict[str, A
 
     from envs.workloads.registry import windows as registry_windows
 
-    pool = list(registry_windows(workload, "train", seed=options["workload_seed"]))
+    streams = options["train_streams"]
+    pool = list(
+        registry_windows(workload, "train", seed=options["workload_seed"], train_streams=streams)
+    )
     n_nodes = len(setup_cluster(setup).nodes)
 
     def objective(trial: optuna.Trial) -> float:
@@ -109,11 +119,12 @@ def tune_cell(setup: str, workload: str, options: dict[str, Any]) -> dict[str, A
         "train_ttft_mean_s": study.best_value,
         "published_train_ttft_mean_s": published,
         "train_windows": [w.name for w in pool],
+        **({"train_streams": streams} if streams != "shared" else {}),
     }
 
 
 def check_options(options: dict[str, Any]) -> None:
-    from envs.workloads.registry import MAX_WINDOWS, list_workloads
+    from envs.workloads.registry import MAX_WINDOWS, TRAIN_STREAMS, list_workloads
 
     for name in options["setups"]:
         if name not in SETUPS:
@@ -135,6 +146,11 @@ def check_options(options: dict[str, Any]) -> None:
                 f"{COMMAND}: workloads: unknown workload {echoed(name)}{FROM_COMMAND_LINE}; "
                 f"known: {', '.join(list_workloads())}"
             )
+    if options["train_streams"] not in TRAIN_STREAMS:
+        raise UsageError(
+            f"{COMMAND}: train_streams must be one of {', '.join(TRAIN_STREAMS)}, got "
+            f"{echoed(options['train_streams'])}{FROM_COMMAND_LINE}"
+        )
     for key in ("seed", "workload_seed"):
         if not 0 <= options[key] <= LEGACY_SEED_MAX:
             raise UsageError(

@@ -61,7 +61,10 @@ ARGUMENTS = ("window", "seed", "split", "trace_id")
 PARAMETER_TYPES = (bool, int, float, str, tuple)
 """The types a generator parameter's default may have (a command line's text is
 read as the default's type)."""
-TAKEN_NAMES = ("name", "split", "seed", "limit", "train_windows", "test_windows", "val_windows")
+TAKEN_NAMES = (
+    "name", "split", "seed", "limit", "train_windows", "test_windows", "val_windows",
+    "train_streams",
+)  # fmt: skip
 """The keywords of ``registry.windows()`` and ``configure()`` beside a workload's
 parameters: a generator parameter so named would never reach the function (a window
 count) or clash with them (``limit``), so it is refused."""

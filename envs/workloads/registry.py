@@ -9,7 +9,10 @@ test_windows`` window indices are shuffled by the seed and the first
 The ``val_windows`` validation windows are held out after them: window indices
 ``train_windows + test_windows`` onwards of the same generator. Every window
 index draws from its own random stream, so validation never shares a window
-with train or test, and adding it changed neither. Model choices (checkpoints,
+with train or test, and adding it changed neither. A train window draws from a
+seed of its own as well (``train_streams``, :data:`TRAIN_STREAMS`), so no train
+window shares a prompt with a test or validation window of any family, the
+sibling burst families included. Model choices (checkpoints,
 hyperparameters, tuned thresholds) use train and validation windows; test
 windows are for final tables only. A family keeps its name, trace ids and split
 across workloads, so the synthetic half of ``bursted_art`` is exactly
@@ -79,9 +82,22 @@ WINDOW_COUNTS = ("train_windows", "test_windows", "val_windows")
 """A family's window counts (:func:`configure`): the seed shuffles the first
 train_windows + test_windows indices between train and test, so other counts split
 other windows to test; the val_windows after them are never shuffled."""
+SPLIT_PARAMETERS = (*WINDOW_COUNTS, "train_streams")
+"""Workload parameters that decide a family's splits and how they are drawn, not
+its generator's configuration (:func:`configure` takes them apart)."""
 MAX_WINDOWS = 100_000
 """The most windows of a split a family may be asked for (``train_windows``, ...)."""
 _SPLIT_STREAM = 0x5B17
+_TRAIN_STREAM = 0x7EA1
+TRAIN_STREAMS = ("own", "shared")
+"""How a family's train windows draw their random streams (``train_streams``, a
+workload parameter). ``own`` (the default): train window i is window i of a seed of
+its own, derived from the workload's (:func:`stream_seed`), so no train window shares
+a stream, and so a prompt, with a test or validation window of any family: window i
+of ``synthetic``, ``synthetic1s`` and ``mixed`` sends the same bursts, and their
+splits are each their own. ``shared``: every window i draws from the workload's seed
+(the layout before 2026-12-06, which the zoo's agents were trained and the shipped
+btb_tuned thresholds tuned on; their recipes say so)."""
 
 RowMaker = Callable[[Any, int, int, str, str], list[dict[str, Any]]]
 """(config, window index, seed, split, trace id) -> rows in arrival order."""
@@ -98,6 +114,8 @@ class Family:
     train_windows: int = 5
     test_windows: int = 15
     val_windows: int = 5
+    train_streams: str = "own"
+    """:data:`TRAIN_STREAMS`."""
 
     @property
     def windows(self) -> int:
@@ -264,12 +282,21 @@ def configure(
 ) -> Scenario:
     """The scenario with window counts and generator parameters overridden.
 
-    ``train_windows``/``test_windows``/``val_windows`` apply to every family. Each parameter is set
+    ``train_windows``/``test_windows``/``val_windows`` apply to every family, and so
+    does ``train_streams`` (:data:`TRAIN_STREAMS`). Each other parameter is set
     on every family whose configuration has a field of that name; a parameter no
     family has is an error. Values may be strings (from a command line): they are
     converted to the field's type, with ``low/high`` for a pair.
     """
     scenario = describe(name)
+    params = dict(params)
+    train_streams = params.pop("train_streams", None)
+    if train_streams is not None and train_streams not in TRAIN_STREAMS:
+        raise ConfigError(
+            f"workload {name!r}: {{train_streams}} must be one of {', '.join(TRAIN_STREAMS)}, "
+            f"got {echoed(train_streams)}",
+            ("train_streams",),
+        )
     counts = {
         "train_windows": train_windows,
         "test_windows": test_windows,
@@ -295,6 +322,7 @@ def configure(
                 train_windows=family.train_windows if train_windows is None else train_windows,
                 test_windows=family.test_windows if test_windows is None else test_windows,
                 val_windows=family.val_windows if val_windows is None else val_windows,
+                train_streams=family.train_streams if train_streams is None else train_streams,
             )
         )
     unknown = sorted(set(params) - used)
@@ -406,6 +434,15 @@ def plan(scenario: Scenario | str, seed: int = PUBLISHED_SEED) -> list[WindowSpe
     return out
 
 
+def stream_seed(seed: int, split: str, train_streams: str) -> int:
+    """The seed a window of ``split`` is drawn from at the workload seed ``seed``, its
+    family's train windows drawing as ``train_streams`` says (:data:`TRAIN_STREAMS`):
+    a train window's own, else ``seed``."""
+    if split != "train" or train_streams == "shared":
+        return seed
+    return int(np.random.SeedSequence([seed, _TRAIN_STREAM]).generate_state(1)[0])
+
+
 def _family(scenario: Scenario, name: str) -> Family:
     return next(f for f in scenario.families if f.name == name)
 
@@ -433,7 +470,8 @@ def window_rows(
     for spec in specs[:limit]:
         family = _family(scenario, spec.family)
         try:
-            rows = family.make_rows(family.config, spec.index, seed, spec.split, spec.trace_id)
+            drawn = stream_seed(seed, spec.split, family.train_streams)
+            rows = family.make_rows(family.config, spec.index, drawn, spec.split, spec.trace_id)
         except ValueError as error:
             if isinstance(error, NamedFields):  # a check that names its field already
                 raise
@@ -539,12 +577,13 @@ def windows(
         name, split, seed, limit, train_windows, test_windows, val_windows, **params
     )
     for spec, rows in rows_of:
-        config = _family(scenario, spec.family).config
+        family = _family(scenario, spec.family)
+        meta = {**asdict(spec), "seed": seed, "config": config_dict(family.config)}
+        drawn = stream_seed(seed, spec.split, family.train_streams)
+        if drawn != seed:  # (a train window of its own stream)
+            meta["stream_seed"] = drawn
         window = rows_to_workload(
-            rows,
-            scenario.block_tokens,
-            name=f"{spec.workload}/{spec.trace_id}",
-            meta={**asdict(spec), "seed": seed, "config": config_dict(config)},
+            rows, scenario.block_tokens, name=f"{spec.workload}/{spec.trace_id}", meta=meta
         )
         if params:
             own = {
@@ -613,6 +652,7 @@ def family_configs(scenario: Scenario) -> Mapping[str, dict[str, Any]]:
             "generator": type(f.config).__name__,
             "train_windows": f.train_windows,
             "test_windows": f.test_windows,
+            "train_streams": f.train_streams,
             "config": config_dict(f.config),
         }
         for f in scenario.families

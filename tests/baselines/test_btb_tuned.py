@@ -208,7 +208,7 @@ def test_the_command_writes_a_table_the_policy_reproduces(tmp_path, capsys):
     assert cell["train_ttft_mean_s"] <= cell["published_train_ttft_mean_s"]
     assert len(cell["train_windows"]) == 5
     assert read_table(tmp_path / "btb_tuned.json") == table["cells"]
-    pool = list(windows("art_like", "train"))
+    pool = list(windows("art_like", "train", train_streams="shared"))  # (the command's default)
     runs = [
         _run_seeded(BTBTuned(str(tmp_path / "btb_tuned.json")), w, i) for i, w in enumerate(pool)
     ]

@@ -222,7 +222,14 @@ def test_its_experiment_rebuilds_the_zoo_agent(tmp_path) -> None:
     # counts, the windows a zoo agent's env_kwargs say (trained_on counts them all)
     assert "registered_windows" not in theirs_json
     (used,) = ours_json.pop("registered_windows")
-    assert (used["workload"], used["params"], used["seed"]) == ("burst_families", {}, 20260721)
+    shared = {"train_streams": "shared"}
+    assert (used["workload"], used["params"], used["seed"]) == ("burst_families", shared, 20260721)
+    assert used["train_streams"] == "shared" and "stream_seeds" not in used
+    # nor the train windows' streams (2026-12-06): the recipe draws them as the zoo
+    # agent's were, from the workload's seed, and says so
+    assert theirs_json["env_kwargs"]["workload_params"] == {}
+    assert ours_json["env_kwargs"].pop("workload_params") == shared
+    theirs_json["env_kwargs"].pop("workload_params")
     # nor the agent it started from (recorded since): improve_warm_reference, saved
     # before the record, with every window of burst_families' train and val splits
     assert "started_from" not in theirs_json

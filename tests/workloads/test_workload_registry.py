@@ -6,7 +6,9 @@ import types
 
 import pytest
 
+from envs.sim.errors import ConfigError
 from envs.workloads import list_workloads, plan, window_rows, windows
+from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.registry import configure, describe
 
 EXPECTED = {
@@ -235,12 +237,10 @@ def test_burst_families_share_prompts_across_families_but_not_with_validation() 
     same prompts (``mixed`` adds background), while each family's split is its
     own: ``synthetic-0007`` is a test window and ``mixed-0007``, holding all of its
     requests, a train one. Validation (indices 20-24 of every family) shares no
-    prompt with any train or test window of any family."""
-    params = _small("burst_families")
-    prompts: dict[tuple[str, str, int], set[tuple[str, ...]]] = {}
-    for split in SPLITS3:
-        for spec, rows in window_rows("burst_families", split, **params):
-            prompts[spec.family, spec.split, spec.index] = {tuple(r["hash_ids"]) for r in rows}
+    prompt with any train or test window of any family. That is the layout of
+    ``train_streams="shared"``, the zoo's."""
+    params = {**_small("burst_families"), "train_streams": "shared"}
+    prompts = _prompts("burst_families", params)
     assert ("synthetic", "test", 7) in prompts and ("mixed", "train", 7) in prompts
     assert prompts["synthetic", "test", 7] < prompts["mixed", "train", 7]
     assert prompts["synthetic1s", "test", 7] == prompts["synthetic", "test", 7]
@@ -248,6 +248,46 @@ def test_burst_families_share_prompts_across_families_but_not_with_validation() 
     seen = set().union(*(p for (_, split, _), p in prompts.items() if split != "val"))
     first_blocks = {p[0] for p in val}
     assert val and not val & seen and not first_blocks & {p[0] for p in seen}
+
+
+def _prompts(name: str, params: dict) -> dict[tuple[str, str, int], set[tuple[str, ...]]]:
+    """Each window's prompts (its rows' block-id lists) by (family, split, index)."""
+    prompts: dict[tuple[str, str, int], set[tuple[str, ...]]] = {}
+    for split in SPLITS3:
+        for spec, rows in window_rows(name, split, **params):
+            prompts[spec.family, spec.split, spec.index] = {tuple(r["hash_ids"]) for r in rows}
+    return prompts
+
+
+def test_own_train_streams_share_no_prompt_with_test_or_validation() -> None:
+    """The default, ``train_streams="own"``: no train window of any family shares a
+    prompt with a test or validation window of any family, while the test and
+    validation windows are those of ``shared`` row for row; a train window records the
+    seed it is drawn from, and drawing another of the same index from the same seed
+    gives the same rows (siblings' train windows of one index still share)."""
+    params = _small("burst_families")
+    own = _prompts("burst_families", params)
+    shared = _prompts("burst_families", {**params, "train_streams": "shared"})
+    assert {k: v for k, v in own.items() if k[1] != "train"} == {
+        k: v for k, v in shared.items() if k[1] != "train"
+    }
+    train = set().union(*(p for (_, split, _), p in own.items() if split == "train"))
+    held_out = set().union(*(p for (_, split, _), p in own.items() if split != "train"))
+    assert train and held_out and not train & held_out
+    assert not {p[0] for p in train} & {p[0] for p in held_out}  # (not even a prefix block)
+    assert own["mixed", "train", 7] != shared["mixed", "train", 7]
+    window = next(windows("bursted_synthetic", "train", limit=1, **_small("bursted_synthetic")))
+    test = next(windows("bursted_synthetic", "test", limit=1, **_small("bursted_synthetic")))
+    assert window.meta["stream_seed"] not in (None, PUBLISHED_SEED)
+    assert "stream_seed" not in test.meta
+    again = next(windows("bursted_synthetic", "train", limit=1, **_small("bursted_synthetic")))
+    assert again.requests == window.requests
+
+
+def test_train_streams_must_be_own_or_shared() -> None:
+    with pytest.raises(ConfigError, match=r"train_streams must be one of own, shared, got 'Own'"):
+        configure("bursted_synthetic", train_streams="Own")
+    assert {f.train_streams for f in configure("mixed").families} == {"own"}
 
 
 def test_how_many_test_windows_send_prompts_a_sibling_family_trained_on() -> None:
