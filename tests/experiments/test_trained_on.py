@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 
 from envs.sim.errors import SettingWarning
+from envs.workloads.registry import stream_seed
 from envs.workloads.trace_file import TraceOptions
 from experiments.trained_on import (
     check_seen_windows,
+    dataset_windows,
     seen_in_dataset,
     seen_registered,
     seen_windows,
@@ -171,15 +173,19 @@ def test_seen_windows_are_refused_in_one_line_or_warned_of_when_allowed(tmp_path
 # 5 validation windows are synthetic-0020 to -0024; at train_windows=1
 # test_windows=1 it puts synthetic-0000 in train, synthetic-0001 in test, and the
 # validation windows are synthetic-0002 onwards; at train_windows=1 test_windows=19,
-# synthetic-0004 alone is train (registry.plan).
+# synthetic-0004 alone is train (registry.plan). Those are the windows of the
+# workload's seed; a train window is drawn from it only with train_streams=shared
+# (the zoo's layout, SHARED): by default (own) from a seed of its own
+# (registry.stream_seed), so it is no window of any test or validation split.
 SMALL = {"train_windows": 1, "test_windows": 1}
+SHARED = {"train_streams": "shared"}
 
 
 def _registered(n_train: int = 1, n_val: int = 1, params: Any = None, **kwargs: Any) -> Any:
-    """An agent trained on bursted_synthetic at ``params`` (SMALL), recorded (the
-    first ``n_train`` / ``n_val`` windows) unless ``kwargs`` give its env_kwargs
-    (an agent saved before the record)."""
-    params = SMALL if params is None else params
+    """An agent trained on bursted_synthetic at ``params`` (SMALL with SHARED),
+    recorded (the first ``n_train`` / ``n_val`` windows) unless ``kwargs`` give its
+    env_kwargs (an agent saved before the record)."""
+    params = {**SMALL, **SHARED} if params is None else params
     if kwargs:
         return SimpleNamespace(env_kwargs=kwargs, registered_windows=None, trace_file=None)
     record = trained_windows("bursted_synthetic", params, 20260721, n_train, n_val)
@@ -191,15 +197,33 @@ def _registered(n_train: int = 1, n_val: int = 1, params: Any = None, **kwargs: 
 
 
 def test_a_run_records_the_registered_windows_it_used() -> None:
-    assert trained_windows("bursted_synthetic", SMALL, 20260721, 1, 2) == {
-        "workload": "bursted_synthetic", "params": SMALL, "seed": 20260721,
-        "train": ["synthetic-0000"], "val": ["synthetic-0002", "synthetic-0003"],
+    shared = {**SMALL, **SHARED}
+    assert trained_windows("bursted_synthetic", shared, 20260721, 1, 2) == {
+        "workload": "bursted_synthetic", "params": shared, "seed": 20260721,
+        "train_streams": "shared", "train": ["synthetic-0000"],
+        "val": ["synthetic-0002", "synthetic-0003"],
     }  # fmt: skip
     assert trained_windows("bursted_synthetic", {}, 20260721, 2, 0)["train"] == [
         "synthetic-0001",
         "synthetic-0004",
     ]
     assert trained_windows("trace", {"path": "x"}, 0, 1, 1) is None
+
+
+def test_a_run_of_the_default_records_the_seed_its_train_windows_were_drawn_from() -> None:
+    """train_streams=own (the default): synthetic-0000, its train window, is drawn from
+    the seed registry.stream_seed derives from the workload's, which the record keeps
+    by name; its validation windows are the workload seed's (none recorded)."""
+    drawn = stream_seed(20260721, "train", "own")
+    assert drawn != 20260721
+    assert trained_windows("bursted_synthetic", SMALL, 20260721, 1, 2) == {
+        "workload": "bursted_synthetic", "params": SMALL, "seed": 20260721,
+        "train_streams": "own", "stream_seeds": {"synthetic-0000": drawn},
+        "train": ["synthetic-0000"], "val": ["synthetic-0002", "synthetic-0003"],
+    }  # fmt: skip
+    # no train window used: none drawn from a seed of its own
+    record = trained_windows("bursted_synthetic", SMALL, 20260721, 0, 1)
+    assert record["train_streams"] == "own" and "stream_seeds" not in record
 
 
 @pytest.mark.parametrize(
@@ -209,8 +233,8 @@ def test_a_run_records_the_registered_windows_it_used() -> None:
         # for split=val are what they are for)
         ("bursted_synthetic", SMALL, "test", None, ([], 1, [], 1)),
         ("bursted_synthetic", SMALL, "val", None, ([], 1, [], 0)),
-        # the workload's own counts: its train window is the first test window and
-        # its validation window the second
+        # the workload's own counts: its train window (drawn from the workload's seed:
+        # SHARED) is the first test window and its validation window the second
         ("bursted_synthetic", {}, "test", None, (["synthetic-0000"], 1, ["synthetic-0002"], 1)),
         ("bursted_synthetic", {}, "test", 1, (["synthetic-0000"], 1, [], 1)),
         ("bursted_synthetic", {}, "val", None, ([], 1, [], 0)),
@@ -291,6 +315,34 @@ def test_seen_registered_windows_are_refused_in_one_line_or_warned_of_when_allow
         check_seen_windows(old, {"old": "o"}, "bursted_synthetic", counts, "test", None, False)
 
 
+def test_an_agent_of_the_default_is_refused_only_its_validation_window_at_other_counts() -> None:
+    """Trained at train_windows=1 test_windows=1 with the default train_streams=own:
+    its train window synthetic-0000 is drawn from a seed of its own, so it is not the
+    first test window of the workload's own counts (synthetic-0000 of the workload's
+    seed); its validation window synthetic-0002 is a test window there and refused.
+    At the seed its train window was drawn from, that window is refused."""
+    spec = _registered(params=SMALL)
+    found = seen_registered(spec, "bursted_synthetic", {}, 20260721, "test", None)
+    assert found == ([], 1, ["synthetic-0002"], 1)
+    agents, folders = {"ppo_route": SimpleNamespace(spec=spec)}, {"ppo_route": "runs/x/agent"}
+    with pytest.raises(ValueError) as refused:
+        check_seen_windows(agents, folders, "bursted_synthetic", {}, "test", None, allow=False)
+    assert str(refused.value) == (
+        "agent ppo_route (runs/x/agent) was trained on some of these windows (seed 20260721): "
+        "the 15 test windows evaluated include 1 of its 1 validation window (synthetic-0002); "
+        "trained on bursted_synthetic (train_windows=1 test_windows=1), here "
+        "bursted_synthetic (its own window counts): they are no held-out windows for it "
+        "(evaluate it with the workload and window counts it was trained with, or "
+        "allow_seen_windows=true to run anyway)"
+    )
+    # the windows are keyed by the seed they are drawn from: at that seed, the
+    # workload's own counts test first on synthetic-0000, the very window it trained on
+    drawn = stream_seed(20260721, "train", "own")
+    assert seen_registered(spec, "bursted_synthetic", {}, drawn, "test", 1) == (
+        ["synthetic-0000"], 1, [], 1
+    )  # fmt: skip
+
+
 def _compose(name: str, overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_dir
 
@@ -306,11 +358,12 @@ def _compose(name: str, overrides: list[str]) -> Any:
 def test_train_records_the_registered_windows_and_evaluate_and_compare_refuse_them(
     tmp_path: Path,
 ) -> None:
-    """workload=tiny trained at train_windows=1 test_windows=1 (a run of no RL step:
-    the agent is saved as built) trained on synthetic-0000, tiny's first test window
-    at its own counts: evaluate and compare refuse it before any run folder, run it
-    with allow_seen_windows=true (a warning, the option in results.json) and
-    evaluate it without a word at the counts it was trained with."""
+    """workload=tiny trained at train_windows=1 test_windows=1 train_streams=shared (a
+    run of no RL step: the agent is saved as built) trained on synthetic-0000 of the
+    workload's seed, tiny's first test window at its own counts: evaluate and compare
+    refuse it before any run folder, run it with allow_seen_windows=true (a warning,
+    the option in results.json) and evaluate it without a word at the counts it was
+    trained with."""
     from agents.algorithms import load_spec
     from envs.files import read_json
     from experiments import compare
@@ -318,15 +371,17 @@ def test_train_records_the_registered_windows_and_evaluate_and_compare_refuse_th
     from experiments.train import train
 
     counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1"]
-    train(_compose("train", ["workload=tiny", *counts, "logger=none", "train.total_timesteps=0",
+    shared = "+workload.params.train_streams=shared"
+    train(_compose("train", ["workload=tiny", *counts, shared, "logger=none",
+                             "train.total_timesteps=0",
                              "train.evaluate=false", "train.progress=false",
                              f"out_dir={tmp_path / 'run'}"]))  # fmt: skip
     agent = tmp_path / "run" / "agent"
     spec = load_spec(agent)
     tiny = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6, "burst_window_s": 4.0}
     assert spec.registered_windows == [{
-        "workload": "bursted_synthetic", "params": {**tiny, **SMALL}, "seed": 20260721,
-        "train": ["synthetic-0000"], "val": [],
+        "workload": "bursted_synthetic", "params": {**tiny, **SMALL, **SHARED},
+        "seed": 20260721, "train_streams": "shared", "train": ["synthetic-0000"], "val": [],
     }]  # fmt: skip
     seen = re.escape(
         "was trained on some of these windows (seed 20260721): the 1 test window evaluated "
@@ -376,20 +431,24 @@ def test_improvement_rounds_count_a_registered_workload_s_validation_windows() -
 TINY = {"n_bursts": 2, "burst_requests": 40, "n_decoys": 6, "burst_window_s": 4.0}
 
 
-def _dataset(folder: Path, seed: int = 20260721, **counts: Any) -> Path:
+def _dataset(folder: Path, seed: int = 20260721, streams: str = "shared", **counts: Any) -> Path:
     """bursted_synthetic at TINY written by make_dataset in ``folder`` (seed
-    ``seed``, window counts ``counts``)."""
+    ``seed``, window counts ``counts``, its train windows drawn as ``streams`` says:
+    train_streams=shared unless told, the workload's seed; "own" is the default)."""
     from experiments.make_dataset import make_dataset
 
-    make_dataset("bursted_synthetic", folder, seed, params=TINY, progress=False, **counts)
+    params = {**TINY, "train_streams": streams} if streams == "shared" else TINY
+    make_dataset("bursted_synthetic", folder, seed, params=params, progress=False, **counts)
     return folder
 
 
 def test_a_run_on_a_dataset_s_split_records_the_registered_windows_it_holds(
     tmp_path: Path,
 ) -> None:
-    """At train_windows=1 test_windows=1, train.jsonl is synthetic-0000 (and
-    test.jsonl synthetic-0001); a trace that is no such dataset records none."""
+    """At train_windows=1 test_windows=1 (train_streams=shared), train.jsonl is
+    synthetic-0000 of the workload's seed (and test.jsonl synthetic-0001), recorded
+    with the generator's parameters alone (the dataset's train_streams is its
+    families'; no stream_seeds); a trace that is no such dataset records none."""
     split = _dataset(tmp_path / "d", train_windows=1, test_windows=1) / "train.jsonl"
     record = trained_windows("trace", _params(split), 0, 1, 0)
     assert {k: v for k, v in record.items() if k != "families"} == {
@@ -410,7 +469,8 @@ def test_a_run_on_a_dataset_s_split_records_the_registered_windows_it_holds(
 def test_an_agent_trained_on_a_dataset_s_split_is_refused_the_workload_s_same_windows(
     tmp_path: Path,
 ) -> None:
-    """Trained on train.jsonl (synthetic-0000): the workload at its own counts tests
+    """Trained on train.jsonl (synthetic-0000 of the workload's seed: the dataset
+    made with train_streams=shared): the workload at its own counts tests
     first on synthetic-0000; at the dataset's counts synthetic-0001 is held out;
     another generator configuration is other windows."""
     split = _dataset(tmp_path / "d", train_windows=1, test_windows=1) / "train.jsonl"
@@ -472,11 +532,12 @@ def test_a_dataset_s_split_evaluated_is_refused_the_registered_windows_an_agent_
     and -0002 (of 15 test windows), the train and validation windows of a run at
     train_windows=1 test_windows=1; an agent saved before the record (the workload's
     own counts: trained on synthetic-0001, ...) is refused the 1/1 dataset's test.jsonl
-    (synthetic-0001); another seed's dataset holds other windows."""
+    (synthetic-0001); another seed's dataset holds other windows. (The agent's
+    windows of the workload's seed: train_streams=shared.)"""
     own = _dataset(tmp_path / "own") / "test.jsonl"
     small = _dataset(tmp_path / "small", train_windows=1, test_windows=1) / "test.jsonl"
     other = _dataset(tmp_path / "seed7", 7) / "test.jsonl"
-    spec = _registered(params={**TINY, **SMALL})
+    spec = _registered(params={**TINY, **SMALL, **SHARED})
     assert seen_in_dataset(spec, _params(own), "test", None) == (
         ["synthetic-0000"], 1, ["synthetic-0002"], 1
     )  # fmt: skip
@@ -505,14 +566,14 @@ def test_a_dataset_s_split_copied_without_its_record_is_said_to_run_as_held_out(
     tmp_path: Path,
 ) -> None:
     """test.jsonl of the dataset at the workload's own counts holds synthetic-0000 and
-    -0002, an agent's train and validation windows (refused it, beside its
-    dataset_info.json). Copied elsewhere without that file, it ran as held-out in
+    -0002, an agent's train (train_streams=shared) and validation windows (refused it,
+    beside its dataset_info.json). Copied elsewhere without that file, it ran as held-out in
     silence: its windows are known by name alone, which another seed names alike. It
     still runs, with one warning saying why; a copy of the 1/1 dataset's test.jsonl
     (synthetic-0001, no window of the agent's) is told nothing."""
     own = _dataset(tmp_path / "own") / "test.jsonl"
     small = _dataset(tmp_path / "small", train_windows=1, test_windows=1) / "test.jsonl"
-    spec = _registered(params={**TINY, **SMALL})
+    spec = _registered(params={**TINY, **SMALL, **SHARED})
     agents = {"ppo_route": SimpleNamespace(spec=spec)}
     folders = {"ppo_route": "runs/x/agent"}
     copy = tmp_path / "elsewhere" / "test.jsonl"
@@ -543,8 +604,9 @@ def test_a_dataset_s_split_copied_without_its_record_is_said_to_run_as_held_out(
 def test_a_dataset_s_folder_read_with_format_hub_is_checked_as_its_split_file(
     tmp_path: Path,
 ) -> None:
-    """The 1/1 dataset's folder read with format=hub: hub_split=train is its
-    train.jsonl (synthetic-0000), recorded as that file; an agent trained on the
+    """The 1/1 dataset's folder (train_streams=shared) read with format=hub:
+    hub_split=train is its train.jsonl (synthetic-0000 of the workload's seed),
+    recorded as that file; an agent trained on the
     folder is refused the workload's first test window (synthetic-0000); an agent
     trained on the workload at its own counts (synthetic-0001 among its 5 train
     windows) is refused the folder's test split (synthetic-0001), as test.jsonl."""
@@ -576,19 +638,67 @@ def test_a_dataset_s_folder_read_with_format_hub_is_checked_as_its_split_file(
                            test, "test", None, allow=False)  # fmt: skip
 
 
+def test_a_dataset_of_the_default_keys_its_train_windows_by_the_seed_they_were_drawn_from(
+    tmp_path: Path,
+) -> None:
+    """The 1/1 dataset made with the default train_streams=own: train.jsonl's
+    synthetic-0000 is drawn from the seed registry.stream_seed derives, test.jsonl's
+    synthetic-0001 from the workload's. An agent trained on the workload's train
+    window with the default (the same window, the same seed) is refused train.jsonl
+    read by time (its windows the trace's test split); one trained with
+    train_streams=shared (synthetic-0000 of the workload's seed: another window) is
+    not. An agent trained on that train.jsonl records the derived seed, and is not
+    refused the workload's first test window (synthetic-0000 of the workload's seed)."""
+    drawn = stream_seed(20260721, "train", "own")
+    split = _dataset(tmp_path / "d", streams="own", train_windows=1, test_windows=1)
+    split = split / "train.jsonl"
+    dataset = dataset_windows(split)
+    assert dataset is not None
+    assert {name: key[2:] for name, key in dataset["keys"].items()} == {
+        "synthetic-0000": (drawn, 0), "synthetic-0001": (20260721, 1)
+    }  # fmt: skip
+    by_time = _params(split, file_splits=False, test_fraction=0.5)
+    own = _registered(params={**TINY, **SMALL})
+    assert seen_in_dataset(own, by_time, "test", None) == (["synthetic-0000"], 1, [], 1)
+    shared = _registered(params={**TINY, **SMALL, **SHARED})
+    assert seen_in_dataset(shared, by_time, "test", None) == ([], 1, [], 1)
+    agents, folders = {"ppo_route": SimpleNamespace(spec=own)}, {"ppo_route": "runs/x/agent"}
+    said = re.escape(
+        "the 1 test window evaluated is 1 of its 1 train window (synthetic-0000); trained on "
+        "bursted_synthetic (train_windows=1 test_windows=1), here "
+        f"{split} (a make_dataset split of bursted_synthetic, seed 20260721): they are"
+    )
+    with pytest.raises(ValueError, match=said):
+        check_seen_windows(agents, folders, "trace", by_time, "test", None, allow=False)
+    check_seen_windows({"s": SimpleNamespace(spec=shared)}, {"s": "s"}, "trace", by_time,
+                       "test", None, allow=False)  # fmt: skip
+    # trained on the dataset's train.jsonl: its record keeps the seed drawn from
+    params = _params(split)
+    record = trained_windows("trace", params, 0, 1, 0)
+    assert record["stream_seeds"] == {"synthetic-0000": drawn}
+    spec = SimpleNamespace(
+        env_kwargs={"workload": "trace", "workload_params": params},
+        trace_file=trained_trace("trace", params, 1, 0),
+        registered_windows=record,
+    )
+    assert seen_registered(spec, "bursted_synthetic", TINY, 20260721, "test", None) == (
+        [], 1, [], 0
+    )  # fmt: skip
+
+
 def test_a_run_started_from_an_agent_records_its_windows_and_those_it_started_from() -> None:
     """started_from: the agent's own records, then those it started from itself, each
     once; an agent saved before the record enters with its whole train and val
     splits (bursted_synthetic at its own counts: synthetic-0001, -0004, -0005, -0006,
     -0014 and synthetic-0020 to -0024)."""
-    first = _registered(params={**TINY, **SMALL})
-    first.env_kwargs["workload_params"] = {**TINY, **SMALL}
+    first = _registered(params={**TINY, **SMALL, **SHARED})
+    first.env_kwargs["workload_params"] = {**TINY, **SMALL, **SHARED}
     entries = started_from("runs/a/agent", first)
     assert entries == [
         {
             "agent": "runs/a/agent",
             "workload": "bursted_synthetic",
-            "workload_params": {**TINY, **SMALL},
+            "workload_params": {**TINY, **SMALL, **SHARED},
             "trace_file": None,
             "registered_windows": [first.registered_windows],
         }
@@ -695,7 +805,8 @@ def test_agent_json_s_started_from_is_checked_on_load(tmp_path: Path) -> None:
 def test_train_from_an_agent_records_its_windows_and_evaluate_refuses_them(
     tmp_path: Path,
 ) -> None:
-    """tiny at train_windows=1 test_windows=1 trains on synthetic-0000; a run from its
+    """tiny at train_windows=1 test_windows=1 train_streams=shared trains on
+    synthetic-0000 of the workload's seed; a run from its
     weights at tiny's own counts (train.init_from, or resume=) trains on others, and
     evaluate refuses it tiny's first test window, synthetic-0000; resumed at the same
     counts, there is nothing more to record."""
@@ -705,7 +816,8 @@ def test_train_from_an_agent_records_its_windows_and_evaluate_refuses_them(
 
     quiet = ["logger=none", "train.total_timesteps=0", "train.evaluate=false",
              "train.progress=false"]  # fmt: skip
-    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1"]
+    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1",
+              "+workload.params.train_streams=shared"]  # fmt: skip
     train(_compose("train", ["workload=tiny", *counts, *quiet, f"out_dir={tmp_path / 'a'}"]))
     first = tmp_path / "a" / "agent"
     assert load_spec(first).started_from == []
@@ -737,8 +849,9 @@ RISING_1_19 = {"train_windows": 1, "test_windows": 19}
 
 def _cloned(main: Any, episodes: int = 1) -> Any:
     """An agent whose ``registered_windows`` list ``main`` (None: trained on a Mooncake
-    trace) then rising_load's first ``episodes`` train windows (imitation.workloads)."""
-    rising = trained_windows("rising_load", {}, 20260721, episodes, 0)
+    trace) then rising_load's first ``episodes`` train windows (imitation.workloads;
+    train_streams=shared, as the training workload's)."""
+    rising = trained_windows("rising_load", SHARED, 20260721, episodes, 0)
     if main is None:
         return SimpleNamespace(
             env_kwargs={"workload": "trace", "workload_params": {"path": "mc.jsonl"}},
@@ -754,10 +867,11 @@ def _cloned(main: Any, episodes: int = 1) -> Any:
 
 def test_the_workloads_an_agent_was_cloned_on_are_refused_too() -> None:
     """An agent trained on bursted_synthetic at SMALL (synthetic-0000) and cloned on
-    rising_load's first train window (rising-0002): rising_load at 1/19 tests on
-    rising-0002 (the first 2 test windows are rising-0000 and -0001, held out); at its
-    own counts rising-0002 is train. Its own workload is checked as before."""
-    main = trained_windows("bursted_synthetic", SMALL, 20260721, 1, 1)
+    rising_load's first train window (rising-0002), both with train_streams=shared:
+    rising_load at 1/19 tests on rising-0002 (the first 2 test windows are rising-0000
+    and -0001, held out); at its own counts rising-0002 is train. Its own workload is
+    checked as before."""
+    main = trained_windows("bursted_synthetic", {**SMALL, **SHARED}, 20260721, 1, 1)
     spec = _cloned(main)
     assert seen_registered(spec, "rising_load", RISING_1_19, 20260721, "test", None) == (
         ["rising-0002"], 1, [], 0
@@ -798,17 +912,20 @@ def test_the_workloads_an_agent_was_cloned_on_are_refused_too() -> None:
 
 
 def test_a_clone_records_the_windows_of_each_workload_it_collected_on() -> None:
-    """workload=tiny (bursted_synthetic, train_pool 2): one teacher episode a source
-    runs on the first train window of rising_load (rising-0002), five on both of the
-    pool's (rising-0002, -0003); the training workload named again and a name given
-    twice are recorded once; no cloning, or a resumed run (which clones nothing),
-    records none."""
+    """workload=tiny (bursted_synthetic, train_pool 2) at train_streams=shared: one
+    teacher episode a source runs on the first train window of rising_load
+    (rising-0002), five on both of the pool's (rising-0002, -0003), drawn as the
+    training workload's (train_streams=shared); the training workload named again and
+    a name given twice are recorded once; no cloning, or a resumed run (which clones
+    nothing), records none."""
     from experiments.train import imitation_windows
 
     extra = "imitation.workloads=[rising_load,bursted_synthetic,rising_load]"
-    record = {"workload": "rising_load", "params": {}, "seed": 20260721, "val": []}
+    shared = "+workload.params.train_streams=shared"
+    record = {"workload": "rising_load", "params": SHARED, "seed": 20260721,
+              "train_streams": "shared", "val": []}  # fmt: skip
     for episodes, train in ((1, ["rising-0002"]), (5, ["rising-0002", "rising-0003"])):
-        cfg = _compose("train", ["workload=tiny", extra, f"imitation.episodes={episodes}"])
+        cfg = _compose("train", ["workload=tiny", extra, shared, f"imitation.episodes={episodes}"])
         assert imitation_windows(cfg) == [{**record, "train": train}]
     assert imitation_windows(_compose("train", ["workload=tiny", extra])) == []
     resumed = ["workload=tiny", extra, "imitation.episodes=1", "resume=runs/x/agent"]
@@ -840,8 +957,9 @@ def test_agent_json_s_registered_windows_is_a_record_or_a_list_of_them(tmp_path:
 def test_train_records_the_workloads_it_cloned_on_and_evaluate_refuses_them(
     tmp_path: Path,
 ) -> None:
-    """A clone of workload=tiny with one teacher episode on rising_load (rising-0002)
-    is refused rising_load at train_windows=1 test_windows=19, before any run folder."""
+    """A clone of workload=tiny (train_streams=shared) with one teacher episode on
+    rising_load (rising-0002 of the workload's seed) is refused rising_load at
+    train_windows=1 test_windows=19, before any run folder."""
     from agents.algorithms import load_spec
     from experiments.evaluate import evaluate
     from experiments.train import train
@@ -849,14 +967,15 @@ def test_train_records_the_workloads_it_cloned_on_and_evaluate_refuses_them(
     train(_compose("train", ["workload=tiny", "env=route_warm", "agent=maskable_ppo",
                              "imitation.episodes=1", "imitation.epochs=1",
                              "imitation.workloads=[rising_load]", "train.total_timesteps=0",
+                             "+workload.params.train_streams=shared",
                              "train.evaluate=false", "train.progress=false", "logger=none",
                              f"out_dir={tmp_path / 'run'}"]))  # fmt: skip
     agent = tmp_path / "run" / "agent"
     main, rising = load_spec(agent).registered_windows
     assert main["workload"] == "bursted_synthetic"
     assert main["train"] == ["synthetic-0001", "synthetic-0004"]
-    assert rising == {"workload": "rising_load", "params": {}, "seed": 20260721,
-                      "train": ["rising-0002"], "val": []}  # fmt: skip
+    assert rising == {"workload": "rising_load", "params": SHARED, "seed": 20260721,
+                      "train_streams": "shared", "train": ["rising-0002"], "val": []}  # fmt: skip
     counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=19"]
     cfg = _compose("evaluate", [f"checkpoint=[{agent}]", "workload=rising_load", *counts,
                                 "logger=none", "policies=[cache_aware]", "progress=false",
@@ -877,7 +996,10 @@ def test_a_registered_windows_record_is_checked_on_load(tmp_path: Path) -> None:
     base = {"algo": "ppo", "env": "route", "env_kwargs": {}}
     record = trained_windows("bursted_synthetic", SMALL, 20260721, 1, 1)
     no_seed = {k: v for k, v in record.items() if k != "seed"}
-    known = "; known: workload, params, seed, train, val, dataset, families"
+    known = (
+        "; known: workload, params, seed, train_streams, stream_seeds, train, val, dataset, "
+        "families, plugin_sha256"
+    )
     for saved, said in (
         ({}, f"registered_windows: missing key 'workload'{known}"),
         (no_seed, f"registered_windows: missing key 'seed'{known}"),
@@ -958,7 +1080,8 @@ def test_a_refusal_plans_the_windows_evaluated_and_reads_a_dataset_s_record_once
         monkeypatch.setattr(module, name, call)
 
     own = _dataset(tmp_path / "own") / "test.jsonl"
-    spec, in_dataset = _registered(), _registered(params={**TINY, **SMALL})  # (their records)
+    spec = _registered()  # (their records)
+    in_dataset = _registered(params={**TINY, **SMALL, **SHARED})
     for module, name in ((registry, "plan"), (bursted, "dataset_info"), (trace_file, "plan_trace")):
         counted(module, name)
     agents = {"a": SimpleNamespace(spec=spec), "b": SimpleNamespace(spec=spec)}
@@ -1038,6 +1161,39 @@ def test_test_windows_whose_siblings_an_agent_trained_on_get_a_note() -> None:
     assert sibling_notes(agents, folders, "mixed", {"burst_requests": 20}, seed, "test", None) == []
     assert sibling_notes(agents, folders, "mixed", {}, 7, "test", None) == []
     assert sibling_notes(agents, folders, "mixed", {}, seed, "val", None) == []  # (20-24)
+
+
+def test_an_agent_of_the_default_gets_no_sibling_note() -> None:
+    """burst_families at TINY, 2 train / 2 test windows a family, seed 20260721:
+    synthetic-0000 and mixed-0001 are train windows, mixed-0000 and synthetic-0001
+    test windows. Trained with train_streams=shared, the train windows are the
+    workload seed's and share their prompts with the test windows of the same index
+    of each sibling family: a note. Trained with the default (own), they are drawn
+    from a seed of their own and share none: no note."""
+    from experiments.trained_on import sibling_notes
+
+    params = {**TINY, "train_windows": 2, "test_windows": 2}
+    folders = {"a": "runs/a/agent"}
+    notes = {}
+    for streams in ("shared", "own"):
+        given = {**params, "train_streams": streams}
+        spec = SimpleNamespace(
+            env_kwargs={"workload": "burst_families", "workload_params": given},
+            registered_windows=trained_windows("burst_families", given, 20260721, None, 0),
+            trace_file=None,
+        )
+        agents = {"a": SimpleNamespace(spec=spec)}
+        notes[streams] = sibling_notes(
+            agents, folders, "burst_families", params, 20260721, "test", None
+        )
+    assert notes["shared"] == [
+        "note: agent a: 1 of 2 test windows of mixed, 1 of 2 test windows of synthetic, 1 of "
+        "2 test windows of synthetic1s evaluated share their prompts, window for window, with "
+        "train windows of a sibling family it trained on (burst_families, seed 20260721: "
+        "mixed-0001, synthetic-0000, synthetic1s-0000); held out by family, not by prompt "
+        "(see docs/results/leak_check.md)"
+    ]
+    assert notes["own"] == []
 
 
 def test_evaluate_prints_the_sibling_note_before_its_table(
