@@ -343,6 +343,26 @@ def test_an_agent_of_the_default_is_refused_only_its_validation_window_at_other_
     )  # fmt: skip
 
 
+def test_docs_give_the_refusals_of_an_agent_of_the_default_and_of_shared() -> None:
+    """docs/workloads.md ("The registry and splits") quotes the line an agent trained
+    at train_windows=1 test_windows=1 is refused at the workload's own counts: its
+    validation window alone by default, its train window too with train_streams=shared;
+    each quote is the line check_seen_windows gives, up to its ": ..."."""
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "workloads.md").read_text()
+    quoted = re.findall(
+        r"`error: experiments\.evaluate: (agent ppo_route \(runs/t/agent\)[^`]*): \.\.\.`", text
+    )
+    said = []
+    for params in (SMALL, {**SMALL, **SHARED}):
+        agents = {"ppo_route": SimpleNamespace(spec=_registered(params=params))}
+        with pytest.raises(ValueError) as refused:
+            check_seen_windows(agents, {"ppo_route": "runs/t/agent"}, "bursted_synthetic", {},
+                               "test", None, allow=False)  # fmt: skip
+        said.append(str(refused.value).partition(": they are no held-out")[0])
+    assert quoted == said
+
+
 def _compose(name: str, overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_dir
 
