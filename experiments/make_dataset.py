@@ -51,6 +51,7 @@ from envs.workloads.readers.bursted import DATASET_INFO, DATASET_LAYOUT
 from envs.workloads.readers.sources import trace_stem
 from envs.workloads.registry import (
     PUBLISHED_WORKLOAD,
+    SPLIT_PARAMETERS,
     WindowSpec,
     config_dict,
     configure,
@@ -318,14 +319,15 @@ def _registry_source(
             " This dataset has the windows given on its command line (the tables below), "
             "not the workload's own counts."
         )
-    given = ", ".join(f"{k}={v}" for k, v in params.items())
-    if params and is_plugin(workload):  # its docstring, if any, is of its defaults
+    generator_given = {k: v for k, v in params.items() if k not in SPLIT_PARAMETERS}
+    given = ", ".join(f"{k}={v}" for k, v in generator_given.items())
+    if generator_given and is_plugin(workload):  # its docstring, if any, is of its defaults
         if inspect.getdoc(load_plugin(workload).function):
             description += (
                 f" Its parameters are not the function's defaults ({given}): its docstring "
                 "above may describe other rows than this dataset's."
             )
-    elif params:  # figures the text states (bursts, requests, decoys) may be others here
+    elif generator_given:  # figures the text states (bursts, requests, decoys) may be others here
         description += (
             f" Its generator parameters are not the workload's ({given}): the figures "
             "above describe the workload, not this dataset."
@@ -448,6 +450,20 @@ def dataset_card(info: dict[str, Any]) -> str:
             lines.append(
                 f"| {name} | {fam['generator']} | {fam['train_windows']} | {fam['test_windows']} |"
             )
+        streams = {fam.get("train_streams", "shared") for fam in families.values()}
+        if streams == {"own"}:
+            lines += [
+                "",
+                "Train windows are drawn from a seed of their own, derived from the dataset's "
+                "(`train_streams=own`): none shares a prompt with a test window.",
+            ]
+        elif streams == {"shared"}:
+            lines += [
+                "",
+                "Every window is drawn from the dataset's seed (`train_streams=shared`): a "
+                "train window may share its prompts with a test window of a sibling family "
+                "(docs/workloads.md).",
+            ]
         if info["generator"]["params"]:
             changed = ", ".join(f"`{k}={v}`" for k, v in info["generator"]["params"].items())
             owner = "function's" if own else "workload's"

@@ -405,3 +405,28 @@ def test_a_user_generator_s_value_error_is_one_line_naming_the_parameter_as_type
     # where the value came from, at the end, as the Hydra commands say it
     assert err.endswith("ValueError: lam < 0 or lam is NaN (from the command line)\n")
     assert not out.exists()
+
+
+def test_the_card_says_how_train_windows_were_drawn(tmp_path: Path) -> None:
+    """The default draws train windows from a seed of their own, and the card says so;
+    ``params=train_streams=shared`` draws every window from the dataset's seed: the card
+    says that instead, and lists it among no generator parameters. Test windows are
+    the same bytes either way; the train windows are not."""
+    for streams in ("own", "shared"):
+        params = f"params=burst_requests=2,n_decoys=0,train_streams={streams}"
+        make_dataset.main(["workload=bursted_synthetic", "train_windows=1", "test_windows=1",
+                           f"out_dir={tmp_path / streams}", "progress=false", params])  # fmt: skip
+    own, shared = ((tmp_path / s / "README.md").read_text() for s in ("own", "shared"))
+    assert "Train windows are drawn from a seed of their own" in own
+    assert "Every window is drawn from the dataset's seed (`train_streams=shared`)" in shared
+    assert "train_streams" not in shared.split("Its generator parameters")[-1].split(".")[0]
+    said = "Its generator parameters are not the workload's (burst_requests=2, n_decoys=0):"
+    assert said in shared and said in own
+    assert (tmp_path / "own" / "test.jsonl").read_bytes() == (
+        tmp_path / "shared" / "test.jsonl"
+    ).read_bytes()
+    assert (tmp_path / "own" / "train.jsonl").read_bytes() != (
+        tmp_path / "shared" / "train.jsonl"
+    ).read_bytes()
+    info = json.loads((tmp_path / "shared" / "dataset_info.json").read_text())
+    assert info["generator"]["families"]["synthetic"]["train_streams"] == "shared"
