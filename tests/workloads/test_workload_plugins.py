@@ -300,6 +300,48 @@ def test_the_example_s_windows(own: str) -> None:
     assert len(small.requests) == 40 + 30
 
 
+def test_a_train_window_of_one_s_own_is_drawn_from_the_derived_seed(own: str) -> None:
+    """At train_windows=1 test_windows=1, seed 20260721: by default (train_streams=own)
+    the function is called for its train window make_rows-0001 with the seed
+    registry.stream_seed derives, not the workload's: the window is make_rows(1, that
+    seed, ...) (its meta and the run's record say the seed), other rows than
+    make_rows-0001 under train_streams=shared, which is make_rows(1, 20260721, ...).
+    Its test window make_rows-0000 is the workload seed's either way. A function that
+    ignores its seed (numpy_rows) makes the same rows both ways."""
+    from envs.workloads.registry import stream_seed
+    from experiments.trained_on import trained_windows
+
+    seed, drawn = 20260721, stream_seed(20260721, "train", "own")
+    assert drawn != seed
+    make_rows = load_plugin(EXAMPLE).function
+    counts = {"train_windows": 1, "test_windows": 1, "bursts": 1}
+
+    def arrivals(rows: list[dict[str, Any]]) -> list[float]:
+        return sorted(float(r["arrival_s"]) for r in rows)
+
+    made = {}
+    for streams in ("own", "shared"):
+        (window,) = windows(EXAMPLE, "train", seed, train_streams=streams, **counts)
+        assert window.name == f"{EXAMPLE}/make_rows-0001"
+        made[streams] = sorted(r.arrival_s for r in window.requests)
+        assert window.meta.get("stream_seed") == (drawn if streams == "own" else None)
+        (test,) = windows(EXAMPLE, "test", seed, train_streams=streams, **counts)
+        assert test.name == f"{EXAMPLE}/make_rows-0000"
+        made[f"test {streams}"] = sorted(r.arrival_s for r in test.requests)
+    assert made["own"] == arrivals(make_rows(1, drawn, "train", "make_rows-0001", bursts=1))
+    assert made["shared"] == arrivals(make_rows(1, seed, "train", "make_rows-0001", bursts=1))
+    assert made["own"] != made["shared"]
+    assert made["test own"] == made["test shared"]
+    assert made["test own"] == arrivals(make_rows(0, seed, "test", "make_rows-0000", bursts=1))
+    assert trained_windows(EXAMPLE, counts, seed, 1, 0)["stream_seeds"] == {"make_rows-0001": drawn}
+    # numpy_rows never reads its seed: its train window is the same rows both ways
+    name = f"plugin:{own}:numpy_rows"
+    small = {"train_windows": 1, "test_windows": 1}
+    ((_, by_own),) = window_rows(name, "train", seed, None, **small, train_streams="own")
+    ((_, by_shared),) = window_rows(name, "train", seed, None, **small, train_streams="shared")
+    assert by_own == by_shared
+
+
 @pytest.mark.parametrize(
     ("function", "said"),
     [
@@ -411,13 +453,14 @@ def test_workload_plugin_without_a_factory_is_one_line_alike_on_every_command(
     )
 
 
-@pytest.mark.parametrize("taken", ["limit", "name", "train_windows", "seed"])
+@pytest.mark.parametrize("taken", ["limit", "name", "train_windows", "seed", "train_streams"])
 def test_a_parameter_named_as_windows_own_keywords_is_one_line(
     taken: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A generator parameter called limit or name clashed with windows()'s own keyword
     (a TypeError traceback on params=limit=5); one called train_windows never reached
-    the function (a window count). Each is refused naming it, as the module loads."""
+    the function (a window count), nor would one called train_streams (configure()
+    takes it for every family). Each is refused naming it, as the module loads."""
     module = f"taken_{taken}"  # (a module a name: an imported one stays in sys.modules)
     (tmp_path / f"{module}.py").write_text(
         f"def rows(w, s, sp, t, {taken}=3):\n"
@@ -434,15 +477,18 @@ def test_a_parameter_named_as_windows_own_keywords_is_one_line(
 
 
 def test_the_taken_names_are_windows_own_keywords() -> None:
-    """Every keyword windows() takes beside a workload's parameters is refused as one."""
+    """Every keyword windows() takes beside a workload's parameters, and every split
+    parameter configure() takes out of them (train_streams: registry.SPLIT_PARAMETERS),
+    is refused as one."""
     import inspect
 
     from envs.workloads.plugins import TAKEN_NAMES
+    from envs.workloads.registry import SPLIT_PARAMETERS
 
     keywords = [
         p.name for p in inspect.signature(windows).parameters.values() if p.kind != p.VAR_KEYWORD
     ]
-    assert sorted(TAKEN_NAMES) == sorted(keywords)
+    assert sorted(TAKEN_NAMES) == sorted({*keywords, *SPLIT_PARAMETERS})
 
 
 def test_a_function_that_ignores_its_arguments_is_one_line(
@@ -496,14 +542,16 @@ def test_a_module_failing_as_it_loads_names_its_line(
 
 def test_an_agent_s_windows_are_told_apart_from_another_plugin_s(own: str) -> None:
     """A window's key is its family (the function's name), its configuration (with
-    the factory) and index: the agent is refused its own train window, and not the
-    same-named window of the same function in another module, other traffic."""
+    the factory), the seed it is drawn from and index: the agent (trained with
+    train_streams=shared, its train window drawn from the workload's seed) is refused
+    its own train window, and not the same-named window of the same function in
+    another module, other traffic."""
     from types import SimpleNamespace
 
     from experiments.trained_on import seen_registered, trained_windows
 
     name = f"plugin:{own}:two_rows"
-    counts = {"train_windows": 1, "test_windows": 1}
+    counts = {"train_windows": 1, "test_windows": 1, "train_streams": "shared"}
     record = trained_windows(name, counts, 7, 1, 0)
     assert record["workload"] == name and len(record["train"]) == 1
     spec = SimpleNamespace(env_kwargs={"workload": name}, registered_windows=[record])
@@ -523,10 +571,10 @@ def test_an_agent_s_windows_are_told_apart_from_another_plugin_s(own: str) -> No
 def test_an_agent_s_windows_under_another_name_of_its_module_are_its_own(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An agent trained on gen:rows (run in the folder mine/) evaluated on
-    mine.gen:rows (run from its parent): the module of the same bytes under another
-    name makes the same windows, so its windows are seen (before: none was); a
-    module of other bytes, the same function and defaults is other traffic."""
+    """An agent trained on gen:rows (run in the folder mine/, train_streams=shared)
+    evaluated on mine.gen:rows (run from its parent): the module of the same bytes
+    under another name makes the same windows, so its windows are seen (before: none
+    was); a module of other bytes, the same function and defaults is other traffic."""
     from agents.algorithms import AgentSpec
     from experiments.trained_on import seen_registered, trained_windows
 
@@ -541,7 +589,7 @@ def test_an_agent_s_windows_under_another_name_of_its_module_are_its_own(
     monkeypatch.syspath_prepend(str(tmp_path / "mine"))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
-    counts = {"train_windows": 1, "test_windows": 1}
+    counts = {"train_windows": 1, "test_windows": 1, "train_streams": "shared"}
     record = trained_windows("plugin:gen:rows", counts, 20260721, None, None)
     spec = AgentSpec(algo="ppo", env="route", registered_windows=[record])
     own = (record["train"], 1, record["val"], 5)  # (rows-0002..6: test windows at 5/15/5)
@@ -555,7 +603,8 @@ def test_an_agent_records_its_module_s_sha256_and_a_change_is_one_note(own: str)
     (agent.json loads it; an older record without it loads too, a sha256 that is no
     string is refused); evaluated on the plugin whose module is now other bytes, the
     agent gets one note naming both, and its windows are still refused as its own.
-    No note for the same bytes, a record without a sha256, or another workload."""
+    No note for the same bytes, a record without a sha256, or another workload.
+    (train_streams=shared: its train window is drawn from the workload's seed.)"""
     from types import SimpleNamespace
 
     from agents.algorithms import _check_registered
@@ -563,7 +612,7 @@ def test_an_agent_records_its_module_s_sha256_and_a_change_is_one_note(own: str)
 
     name = f"plugin:{own}:two_rows"
     code = hashlib.sha256((Path.cwd() / f"{own}.py").read_bytes()).hexdigest()
-    counts = {"train_windows": 1, "test_windows": 1}
+    counts = {"train_windows": 1, "test_windows": 1, "train_streams": "shared"}
     record = trained_windows(name, counts, 7, 1, 0)
     assert record["plugin_sha256"] == code
     older = {key: value for key, value in record.items() if key != "plugin_sha256"}
@@ -799,9 +848,10 @@ def test_the_docs_command_runs(tmp_path: Path) -> None:
 def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A run of no RL step on the example at train_windows=1 test_windows=1 trains on
-    make_rows-0001, a test window at the example's own counts: agent.json records it
-    under the plugin's name, and evaluate and compare refuse it before any run."""
+    """A run of no RL step on the example at train_windows=1 test_windows=1
+    train_streams=shared trains on make_rows-0001 of the workload's seed, a test
+    window at the example's own counts: agent.json records it under the plugin's
+    name, and evaluate and compare refuse it before any run."""
     from hydra import compose, initialize_config_dir
 
     from agents.algorithms import load_spec
@@ -813,7 +863,8 @@ def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
     monkeypatch.chdir(ROOT)
     register_configs()
     plugin = ["workload=plugin", "workload.factory=examples.own_workload:make_rows"]
-    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1"]
+    counts = ["+workload.params.train_windows=1", "+workload.params.test_windows=1",
+              "+workload.params.train_streams=shared"]  # fmt: skip
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         trained = compose("train", [*plugin, *counts, "logger=none", "train.total_timesteps=0",
                                     "train.evaluate=false", "train.progress=false",
@@ -827,8 +878,10 @@ def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
     assert spec.env_kwargs["workload"] == EXAMPLE
     code = hashlib.sha256((ROOT / "examples" / "own_workload.py").read_bytes()).hexdigest()
     assert spec.registered_windows == [{
-        "workload": EXAMPLE, "params": {"train_windows": 1, "test_windows": 1},
-        "seed": 20260721, "train": ["make_rows-0001"], "val": [], "plugin_sha256": code,
+        "workload": EXAMPLE,
+        "params": {"train_windows": 1, "test_windows": 1, "train_streams": "shared"},
+        "seed": 20260721, "train_streams": "shared", "train": ["make_rows-0001"], "val": [],
+        "plugin_sha256": code,
     }]  # fmt: skip
 
     def seen(n: int) -> str:
@@ -1161,7 +1214,7 @@ def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
     both, each importing its own package's helper: with b's helper other bytes, b's
     windows are other traffic (before, the sha256 of gen.py alone matched and they
     were counted as the agent's own); with c's helper the same bytes as a's, they
-    are its own."""
+    are its own (trained with train_streams=shared, its train window among them)."""
     from agents.algorithms import AgentSpec
     from experiments.trained_on import seen_registered, trained_windows
 
@@ -1176,7 +1229,7 @@ def test_a_module_of_the_same_bytes_with_other_helpers_is_other_traffic(
         (tmp_path / f"{package}_{tag}" / "gen.py").write_text(gen)
         (tmp_path / f"{package}_{tag}" / "helper.py").write_text(f"TOKENS = {tokens}\n")
     monkeypatch.chdir(tmp_path)
-    counts = {"train_windows": 1, "test_windows": 1}
+    counts = {"train_windows": 1, "test_windows": 1, "train_streams": "shared"}
     record = trained_windows(f"plugin:a_{tag}.gen:rows", counts, 20260721, None, None)
     spec = AgentSpec(algo="ppo", env="route", registered_windows=[record])
     own = (record["train"], 1, record["val"], 5)
@@ -1297,9 +1350,11 @@ def test_a_dataset_of_it_is_matched_by_its_code_whatever_its_module_name(
     a trace, holds the windows of an agent trained on gen:rows (in mine/): the same
     code (dataset_info.json's generator.plugin.sha256, the agent's plugin_sha256), so
     they are its own (before: none was, the keys holding the module's name); a
-    module of other bytes is other traffic. An agent trained on the dataset's train
-    split (agent.json records the dataset's sha256) is refused gen:rows's same
-    windows too."""
+    module of other bytes is other traffic (the agents trained with
+    train_streams=shared, their train window among the dataset's test windows). An
+    agent trained on the dataset's train split (agent.json records the dataset's
+    sha256; made with train_streams=shared, its windows of the workload's seed) is
+    refused gen:rows's same windows too."""
     from agents.algorithms import AgentSpec
     from experiments import make_dataset
     from experiments.trained_on import seen_in_dataset, seen_registered, trained_windows
@@ -1318,11 +1373,11 @@ def test_a_dataset_of_it_is_matched_by_its_code_whatever_its_module_name(
     monkeypatch.chdir(tmp_path)
     made = make_dataset.main([
         "workload=plugin", f"workload.factory=mine_{tag}.gen_{tag}:rows",
-        f"out_dir={tmp_path / 'd'}", "progress=false",
+        "params=train_streams=shared", f"out_dir={tmp_path / 'd'}", "progress=false",
     ])  # fmt: skip
     sha256 = hashlib.sha256((mine / f"gen_{tag}.py").read_bytes()).hexdigest()
     assert made["generator"]["plugin"]["sha256"] == sha256
-    counts = {"train_windows": 1, "test_windows": 1}
+    counts = {"train_windows": 1, "test_windows": 1, "train_streams": "shared"}
     record = trained_windows(f"plugin:gen_{tag}:rows", counts, 20260721, None, None)
     assert record["plugin_sha256"] == sha256
     other = trained_windows(f"plugin:other_{tag}:rows", counts, 20260721, None, None)
