@@ -741,7 +741,10 @@ def _check_record(where: str, record: Any) -> None:
             raise ValueError(f"{where}.families.{name} must be a JSON object, got {echoed(config)}")
     for name, seed in record.get("stream_seeds", {}).items():
         check_int(f"{where}.stream_seeds.{name}", seed, 0)
-    if record.get("train_streams", "own") not in TRAIN_STREAMS:
+    # (absent: a record saved before the option, whose windows were all drawn from the
+    # workload's seed, as "shared" draws them; nothing is assumed here, only a value
+    # given is checked)
+    if "train_streams" in record and record["train_streams"] not in TRAIN_STREAMS:
         raise ValueError(
             f"{where}.train_streams must be one of {', '.join(TRAIN_STREAMS)}, got "
             f"{echoed(record['train_streams'])}"

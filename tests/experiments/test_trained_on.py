@@ -1005,6 +1005,46 @@ def test_train_records_the_workloads_it_cloned_on_and_evaluate_refuses_them(
     assert not (tmp_path / "eval").exists()
 
 
+def test_a_record_s_train_streams_is_checked_when_given_and_never_assumed(
+    tmp_path: Path,
+) -> None:
+    """train_streams and stream_seeds are checked when a record gives them (one line
+    naming the key); a record saved before them (no train_streams: its windows all
+    drawn from the workload's seed, as shared draws them) loads as it was saved,
+    nothing filled in, and its train window synthetic-0000 is read as the workload
+    seed's: the first test window at the workload's own counts, refused."""
+    from agents.algorithms import load_spec
+
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    base = {"algo": "ppo", "env": "route", "env_kwargs": {}}
+    record = trained_windows("bursted_synthetic", SMALL, 20260721, 1, 1)
+    for saved, said in (
+        (
+            {**record, "train_streams": "mine"},
+            "registered_windows.train_streams must be one of own, shared, got 'mine'",
+        ),
+        ({**record, "train_streams": 1}, "registered_windows.train_streams must be a JSON string"),
+        (
+            {**record, "stream_seeds": {"synthetic-0000": -1}},
+            "registered_windows.stream_seeds.synthetic-0000 must be",
+        ),
+    ):
+        (agent / "agent.json").write_text(json.dumps({**base, "registered_windows": saved}))
+        with pytest.raises(ValueError, match=re.escape(f"{agent / 'agent.json'}: {said}")):
+            load_spec(agent)
+    older = {
+        "workload": "bursted_synthetic", "params": SMALL, "seed": 20260721,
+        "train": ["synthetic-0000"], "val": ["synthetic-0002"],
+    }  # fmt: skip
+    (agent / "agent.json").write_text(json.dumps({**base, "registered_windows": older}))
+    spec = load_spec(agent)
+    assert spec.registered_windows == older
+    assert seen_registered(spec, "bursted_synthetic", {}, 20260721, "test", None) == (
+        ["synthetic-0000"], 1, ["synthetic-0002"], 1
+    )  # fmt: skip
+
+
 def test_a_registered_windows_record_is_checked_on_load(tmp_path: Path) -> None:
     """A hand-edited or partial record is refused in one line naming the file and the
     key (it was a KeyError from the seen-windows check); a dataset's record has both
