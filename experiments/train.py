@@ -84,6 +84,7 @@ from experiments.trained_on import (
     own_entry,
     same_windows,
     started_from,
+    trained_streams,
     trained_trace,
     trained_windows,
 )
@@ -1044,13 +1045,25 @@ RESUME_CHANGEABLE = {
 }
 
 
-def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, list[Any]]:
+def resume_changes(
+    saved: dict[str, Any], asked: dict[str, Any], streams: str | None = None
+) -> dict[str, list[Any]]:
     """``{config path: [checkpoint's value, this run's value]}`` for each workload,
     setup, simulator or reward value (env_kwargs ``saved`` in the checkpoint,
     ``asked`` now) that differs, the simulator's field by field (``sim.copy_model``):
-    resuming on another workload is allowed (fine-tuning) but must be said."""
+    resuming on another workload is allowed (fine-tuning) but must be said.
+    ``streams``: how the checkpoint's train windows were drawn (``trained_streams``
+    of its agent.json: its ``workload_params`` leave it out if saved before the
+    option, when they were ``shared``); None: as ``saved``'s parameters configure.
+    A change of it is said apart (``workload.params.train_streams``), not as one of
+    the parameters."""
     changes: dict[str, list[Any]] = {}
     for key, path in RESUME_CHANGEABLE.items():
+        if key == "workload_params":
+            old_streams = _run_streams(saved) if streams is None else streams
+            new_streams = _run_streams(asked)
+            if None not in (old_streams, new_streams) and old_streams != new_streams:
+                changes[f"{path}.train_streams"] = [old_streams, new_streams]
         if key not in saved and key not in ENV_ARG_DEFAULTS:
             continue
         # an env argument either side leaves out is at the env's default
@@ -1059,7 +1072,7 @@ def resume_changes(saved: dict[str, Any], asked: dict[str, Any]) -> dict[str, li
         if old == new:
             continue
         if key == "workload_params" and _same_generators(saved, asked):
-            continue  # e.g. a parameter now given at its default value
+            continue  # e.g. a parameter now given at its default value (or train_streams)
         if key == "cluster":  # a cluster's figures (~1,500 characters): by its label
             changes[path] = _cluster_texts(saved, asked)
         elif key == "sim" and isinstance(old, dict) and isinstance(new, dict):
@@ -1133,19 +1146,44 @@ def print_resume_changes(
 
 def _same_generators(saved: dict[str, Any], asked: dict[str, Any]) -> bool:
     """Whether two env_kwargs' workload parameters configure the same generators
-    (the same workload, with the same effective configuration of every family)."""
+    (the same workload, with the same effective configuration of every family),
+    how their train windows are drawn apart (:func:`resume_changes` compares that
+    with the checkpoint's record: a checkpoint's parameters may leave it out)."""
     from envs.workloads.registry import configure, family_configs
 
     if saved.get("workload") != asked.get("workload"):
         return False
     try:
         before, after = (
-            family_configs(configure(str(kwargs["workload"]), **kwargs["workload_params"]))
+            family_configs(
+                configure(
+                    str(kwargs["workload"]),
+                    **{k: v for k, v in kwargs["workload_params"].items() if k != "train_streams"},
+                )
+            )
             for kwargs in (saved, asked)
         )
-    except (KeyError, TypeError, ValueError):  # a checkpoint's parameters no longer valid
+    except (KeyError, TypeError, ValueError, AttributeError):  # parameters no longer valid
         return False
     return before == after
+
+
+def _run_streams(kwargs: dict[str, Any]) -> str | None:
+    """How the train windows of the registered workload env_kwargs ``kwargs`` name
+    are drawn (``registry.TRAIN_STREAMS``, as its ``workload_params`` configure:
+    the registry's default when left out); None for a trace, or parameters this
+    registry does not take."""
+    from envs.workloads.registry import DEFAULT_WORKLOAD, configure
+    from envs.workloads.trace_options import TRACE_WORKLOAD
+
+    workload = str(kwargs.get("workload", DEFAULT_WORKLOAD))
+    if workload == TRACE_WORKLOAD:
+        return None
+    try:
+        families = configure(workload, **dict(kwargs.get("workload_params") or {})).families
+    except (TypeError, ValueError):
+        return None
+    return families[0].train_streams if families else None
 
 
 def jobs_at_once() -> int:
@@ -1622,7 +1660,10 @@ def train(cfg: DictConfig) -> float:
         }
         if cfg.resume:
             model, resumed = load_agent(cfg.resume, env=vec)
-            changes = resume_changes(resumed.env_kwargs, saved_kwargs) | rollout_changes
+            changes = (
+                resume_changes(resumed.env_kwargs, saved_kwargs, trained_streams(resumed))
+                | rollout_changes
+            )
             normalized = bool(cfg.env.normalize_reward)  # a reward option outside env_kwargs
             if resumed.normalize_reward not in (None, normalized):
                 changes["env.normalize_reward"] = [resumed.normalize_reward, normalized]

@@ -145,6 +145,30 @@ def trained_windows(
     return {**record, **names, **plugin_code(workload)}
 
 
+def trained_streams(spec: Any) -> str | None:
+    """How the train windows of the registered workload an agent trained on were
+    drawn (``registry.TRAIN_STREAMS``): its ``registered_windows`` record of that
+    workload (its env's ``workload``) says so (``train_streams``); a record without
+    it, or an agent without a record, was saved before the option, when every
+    window was drawn from the workload's seed: ``"shared"``. None for an agent
+    trained on a trace."""
+    from envs.workloads.registry import DEFAULT_WORKLOAD
+
+    workload = str(spec.env_kwargs.get("workload", DEFAULT_WORKLOAD))
+    if workload == TRACE_WORKLOAD:
+        return None
+    saved = spec.registered_windows
+    records = saved if isinstance(saved, list) else [] if saved is None else [saved]
+    own = [
+        record
+        for record in records
+        if isinstance(record, Mapping)
+        and record.get("workload") == workload
+        and not record.get("dataset")  # (a dataset's record is of a run on a trace)
+    ]
+    return str(own[0].get("train_streams", "shared")) if own else "shared"
+
+
 def _drawn_seeds(scenario: Any, specs: Any, seed: int, names: set[str]) -> dict[str, int]:
     """The seed each window of ``specs`` named in ``names`` was drawn from where it is
     not the workload's ``seed`` (a train window of its own stream:

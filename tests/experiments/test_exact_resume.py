@@ -551,6 +551,48 @@ def test_a_resume_to_another_total_under_a_linear_schedule_is_not_exact(tmp_path
 
 
 @pytest.mark.slow
+def test_a_checkpoint_from_before_train_streams_resumes_on_shared_train_windows(tmp_path, capsys):
+    # a checkpoint saved before train_streams existed: every window was drawn from the
+    # workload's seed ("shared"), though its workload_params and registered_windows
+    # record do not say so; both used to be read as today's default, "own"
+    shared = ["+workload.params.train_streams=shared"]
+    whole = tmp_path / "whole"
+    _train([*shared, "train.checkpoint_every=128", f"out_dir={whole}"])
+    checkpoint = whole / "checkpoints" / "step_128"
+    saved = json.loads((checkpoint / "agent.json").read_text())
+    assert saved["env_kwargs"]["workload_params"].pop("train_streams") == "shared"
+    (record,) = saved["registered_windows"]
+    assert record.pop("train_streams") == "shared" and "stream_seeds" not in record
+    assert record["params"].pop("train_streams") == "shared"
+    (checkpoint / "agent.json").write_text(json.dumps(saved))
+    capsys.readouterr()
+
+    # resumed as asked today, on its own streams: a change, said and recorded (it used
+    # to say nothing), so not exact
+    own = tmp_path / "own"
+    _train(["train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={own}"])
+    out = capsys.readouterr().out
+    assert (
+        f"note: resume={checkpoint} was trained with workload.params.train_streams='shared'; "
+        "training goes on with workload.params.train_streams='own' (recorded in results.json)"
+    ) in out
+    assert "is not exact (this run changes workload.params.train_streams)" in out
+    train_record = json.loads((own / "train.json").read_text())["train"]
+    assert train_record["resume_changes"] == {"workload.params.train_streams": ["shared", "own"]}
+    assert train_record["resume_exact"] is False
+
+    # resumed on shared train windows, as it trained: no change (it used to report
+    # workload.params as changed, and so not resume exactly), and exact
+    again = tmp_path / "again"
+    _train([*shared, "train.checkpoint_every=0", f"resume={checkpoint}", f"out_dir={again}"])
+    out = capsys.readouterr().out
+    assert "was trained with" not in out and "is not exact" not in out
+    train_record = json.loads((again / "train.json").read_text())["train"]
+    assert train_record["resume_changes"] == {} and train_record["resume_exact"] is True
+    assert _same(_weights(whole / "agent"), _weights(again / "agent"))
+
+
+@pytest.mark.slow
 def test_a_resume_that_moves_a_curriculum_stage_change_before_the_checkpoint_is_not_exact(
     tmp_path, capsys
 ):

@@ -335,6 +335,45 @@ def test_resume_reports_only_a_real_change_of_the_workload_generators():
     }
 
 
+def test_resume_compares_train_streams_as_the_checkpoint_drew_its_windows():
+    from agents.algorithms import AgentSpec
+    from experiments.train import env_kwargs
+    from experiments.trained_on import trained_streams
+
+    saved = env_kwargs(compose_train(TINY))
+    shared = env_kwargs(compose_train([*TINY, "+workload.params.train_streams=shared"]))
+    # a checkpoint's parameters alone: as they configure (left out: the default, own)
+    assert resume_changes(saved, shared) == {"workload.params.train_streams": ["own", "shared"]}
+    assert resume_changes(shared, shared) == {}
+    # its agent.json's record says how its train windows were drawn; one saved before
+    # the option (no train_streams in the record, or no record) drew them shared
+    record = {"workload": "bursted_synthetic", "params": {}, "seed": 1, "train": ["x-0"]}
+    for windows, streams in [
+        ([{**record, "train_streams": "own"}], "own"),
+        ([{**record, "train_streams": "shared"}], "shared"),
+        ({**record, "train_streams": "shared"}, "shared"),  # (one record, not a list)
+        ([record], "shared"),
+        (None, "shared"),
+        ([{**record, "workload": "art_like", "train_streams": "own"}], "shared"),
+    ]:
+        spec = AgentSpec(algo="ppo", env="route", env_kwargs=saved, registered_windows=windows)
+        assert trained_streams(spec) == streams, windows
+    assert resume_changes(saved, shared, "shared") == {}
+    assert resume_changes(saved, saved, "shared") == {
+        "workload.params.train_streams": ["shared", "own"]
+    }
+    # with other parameters changed: each said apart
+    other = env_kwargs(compose_train([*TINY, "+workload.params.decoy_requests=2"]))
+    assert resume_changes(saved, other, "shared") == {
+        "workload.params.train_streams": ["shared", "own"],
+        "workload.params": [saved["workload_params"], other["workload_params"]],
+    }
+    # a trace's agent has no train streams: none compared
+    trace = {**saved, "workload": "trace", "workload_params": {}}
+    spec = AgentSpec(algo="ppo", env="route", env_kwargs=trace)
+    assert trained_streams(spec) is None
+
+
 def test_a_sweep_with_a_value_no_job_can_use_stops_before_job_0(tmp_path, run_command):
     """Job 1's negative learning rate used to fail only when job 1 started, after
     job 0 had trained."""
