@@ -1073,10 +1073,16 @@ def _dataset_text(dataset: Mapping[str, Any]) -> str:
 
 
 def _counts_text(workload: str, params: Mapping[str, Any]) -> str:
-    from envs.workloads.registry import WINDOW_COUNTS
+    """``workload`` with the split parameters ``params`` give
+    (``registry.SPLIT_PARAMETERS``: the window counts and ``train_streams``), for a
+    message: ``bursted_synthetic (train_windows=1 test_windows=1
+    train_streams=shared)``, ``bursted_synthetic (its own window counts)``."""
+    from envs.workloads.registry import SPLIT_PARAMETERS, WINDOW_COUNTS
 
-    given = " ".join(f"{name}={params[name]}" for name in WINDOW_COUNTS if name in params)
-    return f"{workload} ({given or 'its own window counts'})"
+    given = " ".join(f"{name}={params[name]}" for name in SPLIT_PARAMETERS if name in params)
+    if not any(name in params for name in WINDOW_COUNTS):
+        given = ", ".join(["its own window counts", *([given] if given else [])])
+    return f"{workload} ({given})"
 
 
 def _some(names: list[str], most: int = 3) -> str:

@@ -288,7 +288,8 @@ def test_seen_registered_windows_are_refused_in_one_line_or_warned_of_when_allow
         "agent ppo_route (runs/x/agent) was trained on some of these windows (seed 20260721): "
         "the 15 test windows evaluated include 1 of its 1 train window (synthetic-0000) and "
         "1 of its 1 validation window (synthetic-0002); trained on bursted_synthetic "
-        "(train_windows=1 test_windows=1), here bursted_synthetic (its own window counts)"
+        "(train_windows=1 test_windows=1 train_streams=shared), here bursted_synthetic (its own "
+        "window counts)"
     )
     with pytest.raises(ValueError) as refused:
         check_seen_windows(agents, folders, "bursted_synthetic", {}, "test", None, allow=False)
@@ -308,7 +309,8 @@ def test_seen_registered_windows_are_refused_in_one_line_or_warned_of_when_allow
     said = re.escape(
         "the 19 test windows evaluated include 4 of its 5 train windows (synthetic-0001, "
         "synthetic-0005, synthetic-0006, ... (1 more)); trained on bursted_synthetic (its own "
-        "window counts), here bursted_synthetic (train_windows=1 test_windows=19)"
+        "window counts, train_streams=shared), here bursted_synthetic (train_windows=1 "
+        "test_windows=19)"
     )
     counts = {"train_windows": 1, "test_windows": 19}
     with pytest.raises(ValueError, match=said):
@@ -574,7 +576,7 @@ def test_a_dataset_s_split_evaluated_is_refused_the_registered_windows_an_agent_
         "agent ppo_route (runs/x/agent) was trained on some of these windows (seed 20260721): "
         "the 2 test windows evaluated include 1 of its 1 train window (synthetic-0000) and 1 of "
         "its 1 validation window (synthetic-0002); trained on bursted_synthetic "
-        "(train_windows=1 test_windows=1), here "
+        "(train_windows=1 test_windows=1 train_streams=shared), here "
         f"{own} (a make_dataset split of bursted_synthetic, seed 20260721): they are"
     )
     with pytest.raises(ValueError, match=said):
@@ -753,7 +755,8 @@ def test_a_run_started_from_an_agent_records_its_windows_and_those_it_started_fr
         "agent ppo_route (runs/b/agent) started from runs/a/agent, which was trained on "
         "some of these windows (seed 20260721): the 1 test window evaluated is 1 of its 1 "
         "train window (synthetic-0000); trained on bursted_synthetic (train_windows=1 "
-        "test_windows=1), here bursted_synthetic (its own window counts): they are"
+        "test_windows=1 train_streams=shared), here bursted_synthetic (its own window counts): "
+        "they are"
     )
     agents = {"ppo_route": started}
     with pytest.raises(ValueError, match=said):
@@ -908,8 +911,8 @@ def test_the_workloads_an_agent_was_cloned_on_are_refused_too() -> None:
     said = (
         "agent bc (runs/bc/agent) was trained on some of these windows (seed 20260721): the "
         "19 test windows evaluated include 1 of its 1 train window (rising-0002); trained on "
-        "rising_load (its own window counts), here rising_load (train_windows=1 "
-        "test_windows=19): they are no held-out windows for it"
+        "rising_load (its own window counts, train_streams=shared), here rising_load "
+        "(train_windows=1 test_windows=19): they are no held-out windows for it"
     )
     with pytest.raises(ValueError, match=re.escape(said)):
         check_seen_windows(agents, folders, "rising_load", RISING_1_19, "test", None, False)
@@ -1153,7 +1156,7 @@ def test_a_refusal_plans_the_windows_evaluated_and_reads_a_dataset_s_record_once
         "agent b (runs/b/agent) was trained on some of these windows (seed 20260721): the 15 "
         "test windows evaluated include 1 of its 1 train window (synthetic-0000) and 1 of its "
         "1 validation window (synthetic-0002); trained on bursted_synthetic (train_windows=1 "
-        "test_windows=1), here bursted_synthetic (its own window counts) "
+        "test_windows=1 train_streams=shared), here bursted_synthetic (its own window counts) "
         "(allow_seen_windows=true)"
     )
     calls.clear()
@@ -1167,7 +1170,8 @@ def test_a_refusal_plans_the_windows_evaluated_and_reads_a_dataset_s_record_once
         "agent b (runs/b/agent) was trained on some of these windows (seed 20260721): the 2 "
         "test windows evaluated include 1 of its 1 train window (synthetic-0000) and 1 of its "
         "1 validation window (synthetic-0002); trained on bursted_synthetic (train_windows=1 "
-        f"test_windows=1), here {own} (a make_dataset split of bursted_synthetic, seed "
+        f"test_windows=1 train_streams=shared), here {own} (a make_dataset split of "
+        "bursted_synthetic, seed "
         "20260721) (allow_seen_windows=true)"
     )
 

@@ -888,7 +888,7 @@ def test_train_records_its_windows_and_evaluate_and_compare_refuse_them(
         return re.escape(
             f"was trained on some of these windows (seed 20260721): the {n} test windows "
             f"evaluated include 1 of its 1 train window (make_rows-0001); trained on {EXAMPLE} "
-            "(train_windows=1 test_windows=1), here"
+            "(train_windows=1 test_windows=1 train_streams=shared), here"
         )
 
     with pytest.raises(ValueError, match=seen(3)):  # (workload.eval_windows=3)
