@@ -739,6 +739,33 @@ def check_workload(command: str, workload: str) -> None:
         ) from None
 
 
+def check_setups(command: str, names: Sequence[str], field: str = "") -> None:
+    """Refuse the first of ``names`` (a ``setup=``, or the list ``field`` gives:
+    ``setups=``) that is no published setup (``envs.sim.SETUPS``), as
+    ``COMMAND: [FIELD: ]unknown setup 'x' (from the command line); known: ...``."""
+    from envs.sim import SETUPS
+
+    unknown = [name for name in names if name not in SETUPS]
+    if unknown:
+        raise UsageError(
+            f"{command}: {f'{field}: ' if field else ''}unknown setup {echoed(unknown[0])}"
+            f"{FROM_COMMAND_LINE}; known: {', '.join(SETUPS)}"
+        )
+
+
+def check_policies(command: str, names: Sequence[str]) -> None:
+    """Refuse the first of ``names`` (``policies=``) that is no baseline
+    (``baselines.policy.POLICIES``, a plugin's once loaded), as ``COMMAND: unknown
+    policy 'x' (from the command line); known: ...``."""
+    from baselines.policy import POLICIES, known_policies
+
+    unknown = [name for name in names if name not in POLICIES]
+    if unknown:
+        raise UsageError(
+            f"{command}: unknown policy {echoed(unknown[0])}{FROM_COMMAND_LINE}; {known_policies()}"
+        )
+
+
 @contextlib.contextmanager
 def trace_option_warnings() -> Iterator[None]:
     """A trace's warnings issued inside, issued again naming the options as the

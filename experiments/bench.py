@@ -97,6 +97,8 @@ from experiments._cli import (
     PLUGIN_OPTION,
     TRACE_PATHS,
     UsageError,
+    check_policies,
+    check_setups,
     input_paths,
     main_guard,
     parse_args,
@@ -161,7 +163,6 @@ def _check(options: dict[str, Any]) -> list[str]:
 
     import envs  # noqa: F401  (registers the environments)
     from baselines import make_policy
-    from baselines.policy import POLICIES, known_policies
     from envs.workloads.registry import describe
     from envs.workloads.trace_file import TRACE_WORKLOAD
     from experiments.compare import resolve_agents
@@ -206,11 +207,7 @@ def _check(options: dict[str, Any]) -> list[str]:
             raise UsageError(f"{COMMAND}: workloads: {error}{FROM_COMMAND_LINE}") from None
     from envs.sim import SETUPS
 
-    if options["setup"] not in SETUPS:
-        raise UsageError(
-            f"{COMMAND}: unknown setup {echoed(options['setup'])}{FROM_COMMAND_LINE}; "
-            f"known: {', '.join(SETUPS)}"
-        )
+    check_setups(COMMAND, [options["setup"]])
 
     traced = {
         **options,
@@ -230,10 +227,7 @@ def _check(options: dict[str, Any]) -> list[str]:
     )
     sim_config_of(COMMAND, options["causal_kv"], options["copy_model"])
     for name in options["policies"]:
-        if name not in POLICIES:
-            raise UsageError(
-                f"{COMMAND}: unknown policy {echoed(name)}{FROM_COMMAND_LINE}; {known_policies()}"
-            )
+        check_policies(COMMAND, [name])  # (each before it is made, in turn)
         make_policy(name)
     known = sorted(k for k in gym.registry if k.startswith("btb/"))
     for env_id in options["envs"]:

@@ -97,7 +97,6 @@ from omegaconf import OmegaConf
 
 from agents import ZOO, agent_folder, forget_read, zoo_names
 from baselines.policy import POLICIES, known_policies, make_policy
-from envs.sim import SETUPS
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import ConfigError, echoed, plural
 from envs.workloads.bursted import PUBLISHED_SEED
@@ -108,6 +107,8 @@ from experiments._cli import (
     TRACE_PATHS,
     UsageError,
     cap_note,
+    check_policies,
+    check_setups,
     check_workload,
     cluster_help,
     generator_params,
@@ -423,10 +424,7 @@ def resolve_policies(options: dict[str, Any]) -> list[str]:
             f"policies: {echoed(unknown[0])} is a shipped agent, not a baseline: pass it as "
             f"agents={unknown[0]} (policies= names baselines only)"
         )
-    if unknown:
-        raise UsageError(
-            f"unknown policy {echoed(unknown[0])}{FROM_COMMAND_LINE}; {known_policies()}"
-        )
+    check_policies("experiments.compare", unknown)
     baseline = options["baseline"]
     if baseline and baseline not in POLICIES:
         raise UsageError(
@@ -508,11 +506,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     options["workload"] = resolve_workload("experiments.compare", options)
     check_workload("experiments.compare", options["workload"])
-    if options["setup"] not in SETUPS:
-        raise UsageError(
-            f"unknown setup {echoed(options['setup'])}{FROM_COMMAND_LINE}; "
-            f"known: {', '.join(SETUPS)}"
-        )
+    check_setups("experiments.compare", [options["setup"]])
     from experiments.config import cluster_from_options, setup_label
 
     # the setup, changed by the options of a cluster of one's own (as on the Hydra commands)

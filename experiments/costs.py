@@ -39,12 +39,13 @@ from typing import Any
 
 from envs.files import write_json_atomic
 from envs.sim.checks import checked_number
-from envs.sim.config import DEFAULT_SETUP, SETUPS, ClusterSpec, SimConfig
+from envs.sim.config import DEFAULT_SETUP, ClusterSpec, SimConfig
 from envs.sim.errors import echoed
 from envs.sim.timing import ModelSpec, NodeCosts, NodeSpec, model_preset, parse_node
 from experiments._cli import (
     FROM_COMMAND_LINE,
     UsageError,
+    check_setups,
     cluster_help,
     main_guard,
     parse_args,
@@ -110,11 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         argv,
         cluster_help(n_nodes=False),
     )
-    if options["setup"] not in SETUPS:
-        raise UsageError(
-            f"{COMMAND}: unknown setup {echoed(options['setup'])}{FROM_COMMAND_LINE}; "
-            f"known: {', '.join(SETUPS)}"
-        )
+    check_setups(COMMAND, [options["setup"]])
     if "cluster.n_nodes" in given:
         raise UsageError(
             f"{COMMAND}: cluster.n_nodes= does not apply: the table is one node's (cluster.node=, "

@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 
-from baselines.policy import POLICIES, known_policies
 from envs.files import write_json_atomic
 from envs.processes import run_in_processes
 from envs.sim import SETUPS
@@ -62,6 +61,8 @@ from experiments._cli import (
     FROM_COMMAND_LINE,
     TRACE_PATHS,
     UsageError,
+    check_policies,
+    check_setups,
     check_workload,
     input_paths,
     main_guard,
@@ -282,12 +283,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         raise UsageError(
             f"experiments.reproduce: setups is empty{FROM_COMMAND_LINE}; known: {', '.join(SETUPS)}"
         )
-    unknown = [s for s in options["setups"] if s not in SETUPS]
-    if unknown:
-        raise UsageError(
-            f"experiments.reproduce: unknown setup {echoed(unknown[0])}{FROM_COMMAND_LINE}; "
-            f"known: {', '.join(SETUPS)}"
-        )
+    check_setups("experiments.reproduce", options["setups"])
     modes = causal_kv_modes(options["causal_kv"])
     if options["jobs"] < 1:
         raise UsageError(
@@ -299,12 +295,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         policies.insert(0, BASELINE)
     options["policies"] = policies
     # what each task would find out only once the runs have started
-    unknown = [name for name in policies if name not in POLICIES]
-    if unknown:
-        raise UsageError(
-            f"experiments.reproduce: unknown policy {echoed(unknown[0])}{FROM_COMMAND_LINE}; "
-            f"{known_policies()}"
-        )
+    check_policies("experiments.reproduce", policies)
     if options["windows"] < 0:
         raise UsageError(
             f"experiments.reproduce: windows must be >= 0 (0 = all test windows), "

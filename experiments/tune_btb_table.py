@@ -36,7 +36,7 @@ from typing import Any
 from baselines.btb import BTB
 from baselines.btb_tuned import TABLE_PATH, btb_settings
 from envs.files import write_json_atomic
-from envs.sim import SETUPS, setup_cluster
+from envs.sim import setup_cluster
 from envs.sim.errors import echoed
 from envs.workloads.bursted import PUBLISHED_SEED
 from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin
@@ -44,6 +44,7 @@ from experiments._cli import (
     FROM_COMMAND_LINE,
     LEGACY_SEED_MAX,
     UsageError,
+    check_setups,
     main_guard,
     parse_args,
     refuse_cluster_options,
@@ -126,12 +127,7 @@ def tune_cell(setup: str, workload: str, options: dict[str, Any]) -> dict[str, A
 def check_options(options: dict[str, Any]) -> None:
     from envs.workloads.registry import MAX_WINDOWS, TRAIN_STREAMS, list_workloads
 
-    for name in options["setups"]:
-        if name not in SETUPS:
-            raise UsageError(
-                f"{COMMAND}: setups: unknown setup {echoed(name)}{FROM_COMMAND_LINE}; "
-                f"known: {', '.join(SETUPS)}"
-            )
+    check_setups(COMMAND, options["setups"], "setups")
     for name in options["workloads"]:
         if name == PLUGIN_WORKLOAD or is_plugin(name):  # its cell would never be read
             raise UsageError(
