@@ -720,12 +720,14 @@ def resolve_workload(command: str, options: Mapping[str, Any]) -> str:
     return workload
 
 
-def check_workload(command: str, workload: str) -> None:
+def check_workload(command: str, workload: str, field: str = "") -> None:
     """Refuse a ``workload=`` of the command line that names no workload, as
     ``unknown workload 'x' (from the command line); known: ...``: the registry
     refuses it (:func:`envs.workloads.registry.describe`, so a workload registered
     at run time passes), the command names the origin. ``trace`` and a plugin's
-    ``plugin:MODULE:FUNCTION`` are checked where the command reads them."""
+    ``plugin:MODULE:FUNCTION`` are checked where the command reads them. ``field``:
+    the option when it is not ``workload=`` (a name of ``workloads=``), said first
+    (``COMMAND: workloads: unknown workload ...``)."""
     from envs.workloads.registry import describe, list_workloads
 
     if workload == TRACE_WORKLOAD or is_plugin(workload):
@@ -734,8 +736,8 @@ def check_workload(command: str, workload: str) -> None:
         describe(workload)
     except ValueError:
         raise UsageError(
-            f"{command}: unknown workload {echoed(workload)}{FROM_COMMAND_LINE}; "
-            f"known: {', '.join(list_workloads())}"
+            f"{command}: {f'{field}: ' if field else ''}unknown workload {echoed(workload)}"
+            f"{FROM_COMMAND_LINE}; known: {', '.join(list_workloads())}"
         ) from None
 
 

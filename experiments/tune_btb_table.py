@@ -45,6 +45,7 @@ from experiments._cli import (
     LEGACY_SEED_MAX,
     UsageError,
     check_setups,
+    check_workload,
     main_guard,
     parse_args,
     refuse_cluster_options,
@@ -125,7 +126,8 @@ def tune_cell(setup: str, workload: str, options: dict[str, Any]) -> dict[str, A
 
 
 def check_options(options: dict[str, Any]) -> None:
-    from envs.workloads.registry import MAX_WINDOWS, TRAIN_STREAMS, list_workloads
+    from envs.workloads.registry import MAX_WINDOWS, TRAIN_STREAMS
+    from envs.workloads.trace_file import TRACE_WORKLOAD
 
     check_setups(COMMAND, options["setups"], "setups")
     for name in options["workloads"]:
@@ -137,11 +139,14 @@ def check_options(options: dict[str, Any]) -> None:
                 "python -m experiments.tune_btb -m workload=plugin "
                 "workload.factory=MODULE:FUNCTION"
             )
-        if name not in list_workloads():
+        if name == TRACE_WORKLOAD:  # (check_workload leaves it to the commands that read it)
             raise UsageError(
-                f"{COMMAND}: workloads: unknown workload {echoed(name)}{FROM_COMMAND_LINE}; "
-                f"known: {', '.join(list_workloads())}"
+                f"{COMMAND}: workloads: {echoed(name)} is a trace file's workload; the btb_tuned "
+                "table holds registered workloads only (btb_tuned reads a cell for a window "
+                "at its workload's registered parameters): tune its thresholds with "
+                "python -m experiments.tune_btb -m workload=trace workload.path=FILE"
             )
+        check_workload(COMMAND, name, "workloads")
     if options["train_streams"] not in TRAIN_STREAMS:
         raise UsageError(
             f"{COMMAND}: train_streams must be one of {', '.join(TRAIN_STREAMS)}, got "

@@ -79,3 +79,26 @@ def test_seeds_are_checked_before_any_search(
     assert err.startswith("error: experiments.tune_btb_table: ")
     assert err.count("\n") == 1 and message in err
     assert no_search == [] and not out.exists()
+
+
+def test_a_trace_is_refused_as_a_trace_not_as_an_unknown_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """workloads=trace was refused as ``unknown workload 'trace'``, beside a list of
+    workloads that left out the one every other command takes; the table holds
+    registered workloads only, and tune_btb tunes a trace."""
+    out = tmp_path / "table"
+    assert main_guard(lambda: tune_btb_table.main(["workloads=trace", f"out_dir={out}"])) == 2
+    assert capsys.readouterr().err == (
+        "error: experiments.tune_btb_table: workloads: 'trace' is a trace file's workload; "
+        "the btb_tuned table holds registered workloads only (btb_tuned reads a cell for a "
+        "window at its workload's registered parameters): tune its thresholds with python -m "
+        "experiments.tune_btb -m workload=trace workload.path=FILE\n"
+    )
+    assert not out.exists()
+    # any other name the registry does not know: as before (test_cli_errors pins the start)
+    assert main_guard(lambda: tune_btb_table.main(["workloads=nope", f"out_dir={out}"])) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: experiments.tune_btb_table: workloads: unknown workload 'nope' (from the "
+        "command line); known: bursted_art, "
+    )
