@@ -76,12 +76,12 @@ from envs.workloads.readers.base import (
 )
 from envs.workloads.readers.hub import (
     HUB_OPTION_REMEDY,
-    _hub_file_source,
-    _placed_source,
-    _saved_split,
-    _saved_to_disk,
     dataset_split_rows,
+    hub_file_source,
+    placed_source,
     require_datasets,
+    saved_split,
+    saved_to_disk,
 )
 from envs.workloads.readers.sources import (
     compressed_names,
@@ -237,9 +237,9 @@ def _hub_rows(options: TraceOptions) -> tuple[str, RowSource, RowPlaces]:
     datasets = require_datasets()
     file = Path(options.path)
     if file.is_file():
-        return str(file), *_placed_source(_hub_file_source(datasets, file, HUB_OPTION_REMEDY))
-    if _saved_to_disk(file):
-        rows = enumerate(_saved_split(datasets, file, options.hub_split), start=1)
+        return str(file), *placed_source(hub_file_source(datasets, file, HUB_OPTION_REMEDY))
+    if saved_to_disk(file):
+        rows = enumerate(saved_split(datasets, file, options.hub_split), start=1)
         return f"{options.path}[{options.hub_split}]", rows, AS_IS
     return dataset_split_rows(datasets, options.path, options.hub_split, HUB_FOLDER_REMEDY)
 
@@ -333,7 +333,7 @@ def plan_trace(options: TraceOptions) -> TracePlan:
     if (
         options.format == HUB
         and options.hub_split != TraceOptions.hub_split
-        and _saved_to_disk(saved)
+        and saved_to_disk(saved)
         and not (saved / "dataset_dict.json").is_file()
     ):
         warnings.warn(

@@ -365,7 +365,7 @@ def dataset_split_rows(
 ) -> tuple[str, RowSource, RowPlaces]:
     """The rows of split ``split`` of the dataset ``path`` (a folder, or a name on the
     hub) as its data files' own values, each file read as one given alone is
-    (:func:`_split_files`, :func:`_hub_file_source`): the name messages give them (the
+    (:func:`_split_files`, :func:`hub_file_source`): the name messages give them (the
     file, or ``path[split]`` of several), the rows, and how a message names a row
     (:class:`RowPlaces`). ``remedy``: what an error about the library's reading of a
     file says to do; ``option``: the option a split the dataset lacks names;
@@ -374,20 +374,20 @@ def dataset_split_rows(
     name, for ``format=hub`` and ``read_hub_dataset`` alike."""
     files = _split_files(datasets, path, split, option, **builder)
     if len(files) == 1:
-        return str(files[0]), *_placed_source(_hub_file_source(datasets, files[0], remedy))
+        return str(files[0]), *placed_source(hub_file_source(datasets, files[0], remedy))
     rows = SplitRows(
-        f"{path}[{split}]", files, lambda data: _hub_file_source(datasets, data, remedy)
+        f"{path}[{split}]", files, lambda data: hub_file_source(datasets, data, remedy)
     )
     return rows.label, iter(rows), rows
 
 
-def _placed_source(rows: RowSource) -> tuple[RowSource, RowPlaces]:
+def placed_source(rows: RowSource) -> tuple[RowSource, RowPlaces]:
     """A file's rows and how messages name them: by its lines, or as ``rows`` says
     (a JSON array's: its element and the line it starts on)."""
     return iter(rows), rows if isinstance(rows, RowPlaces) else AS_IS
 
 
-def _hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
+def hub_file_source(datasets: Any, file: Path, remedy: tuple[str, tuple[str, ...]]) -> RowSource:
     """A local data file's rows through the ``datasets`` library's generic builder, as
     the file reader reads them (:func:`_hub_file_rows`); ``remedy``: what an error
     about the library's reading of it says to do. A JSON file of one document is read
@@ -455,12 +455,12 @@ SAVED_MARKS = ("dataset_dict.json", "state.json")
 wrote holds (``load_dataset`` refuses such a folder: ``load_from_disk`` reads it)."""
 
 
-def _saved_to_disk(folder: Path) -> bool:
+def saved_to_disk(folder: Path) -> bool:
     """Whether ``folder`` is a dataset the ``datasets`` library saved to disk."""
     return folder.is_dir() and any((folder / mark).is_file() for mark in SAVED_MARKS)
 
 
-def _saved_split(datasets: Any, folder: Path, split: str) -> Any:
+def saved_split(datasets: Any, folder: Path, split: str) -> Any:
     """The rows of split ``split`` of a dataset saved to ``folder`` (a ``Dataset``
     saved alone has one split, whatever its name)."""
     with _datasets_quiet():
@@ -693,7 +693,7 @@ def by_name(path: str, split: str) -> bool:
     library's rows)."""
     from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES as builders
 
-    saved = _saved_to_disk(Path(path))
+    saved = saved_to_disk(Path(path))
     return path not in builders and not saved and re.fullmatch(r"[\w.-]+", split) is not None
 
 
