@@ -1,7 +1,7 @@
 """The results pages written from stored rows are what their scripts write now:
 ``docs/results/capacity_floor.md``, ``target_cells.md``, ``thresholds_cells.md``,
 ``eft_step.md``, ``eft_pull.md``, ``eval_seeds.md``,
-``finetune_families_val20_test.md``, ``leak_check.md`` and the agents' test tables
+``finetune_families_val20_test.md``, ``leak_check.md``, ``leak_free.md`` and the agents' test tables
 ``agents_vs_baselines[_TAG]_table.md`` and ``agents_vs_baselines_thresholds[_TAG]_table.md``
 (a rule or a row changed without regenerating them would leave a stale count in
 the docs)."""
@@ -39,6 +39,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "evaluate_thresholds",
                 "finetune_families_val20_table",
                 "leak_check",
+                "leak_free",
             )
         }
     finally:
@@ -150,7 +151,7 @@ def test_thresholds_agents_test_tables_are_their_rows(scripts: dict[str, ModuleT
     written before the ``eft_pull_spread`` column, without it)."""
     thresholds = scripts["evaluate_thresholds"]
     tables = sorted(RESULTS.glob("agents_vs_baselines_thresholds*_table.md"))
-    assert len(tables) == 8
+    assert len(tables) == 9
     for table in tables:
         tag = table.name.removeprefix("agents_vs_baselines_thresholds").removesuffix("_table.md")
         lines = table.read_text().splitlines()
@@ -202,3 +203,25 @@ def test_leak_check_windows_by_hand(scripts: dict[str, ModuleType]) -> None:
         assert len(leak.test_indices(family)) == 15 and len(leak.leaked(step, family)) == 7
     # pooled by requests: windows of 1 and 3 requests with means 1 s and 3 s
     assert leak._pooled([1.0, 3.0], (1, 3), [0, 1]) == 2.5
+
+
+def test_leak_free_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    """leak_free.md holds what leak_free.py prints; its shipped and baseline rows,
+    measured with the rebuilt agent, are target_cells.md's stored rows to the last
+    digit (one simulator for both agents), 135 of them; the shipped agent meets the
+    31 cells target_cells.md counts."""
+    leak_free = scripts["leak_free"]
+    assert leak_free.render() in (RESULTS / "leak_free.md").read_text()
+    stored = {}
+    for name in ("capacity_floor.json", "rollout_improvement_test.json"):
+        for row in json.loads((RESULTS / name).read_text())["rows"]:
+            stored[(row["setup"], row["workload"], row["policy"])] = row
+    rows = json.loads((RESULTS / "leak_free_route_warm.json").read_text())["rows"]
+    same = [r for r in rows if (r["setup"], r["workload"], r["policy"]) in stored]
+    assert len(same) == 135 and len(rows) == 150
+    for row in same:
+        old = stored[(row["setup"], row["workload"], row["policy"])]
+        assert (row["ttft_mean_s"], row["ttft_p95_s"]) == (old["ttft_mean_s"], old["ttft_p95_s"])
+    merged = leak_free.route_warm_rows()
+    found = [leak_free.cells(merged, setup, "improve_warm_step") for setup in leak_free.SETUPS]
+    assert sum(f[0] for f in found) == 31 and sum(f[2] for f in found) == 6

@@ -1,0 +1,128 @@
+"""The tables of ``leak_free.md``: agents rebuilt on train windows of their own streams.
+
+    python docs/results/leak_free.py
+
+Reads, all 15 test windows of each family, evaluation seed 0, causal KV:
+- ``leak_free_route_warm.json``: the baselines, ``oracle_warm``, the shipped
+  ``improve_warm_step`` and its lineage rebuilt with ``train_streams=own``
+  (``improve_warm_step_own``), greedy, on the three setups, measured on one commit;
+- ``capacity_floor.json`` for the floors (the floor rule of the targets);
+- ``agents_vs_baselines_thresholds_leakfree_*.json`` (``ppo_thresholds``'s recipe,
+  seeds 0-2, ``train_streams=own``) and ``agents_vs_baselines_thresholds_*.json``
+  (the same recipe and seeds on the zoo's ``shared`` windows), 70b_h100x4.
+
+Prints the page's tables (``leak_free.md`` holds them between its markers).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, targets
+
+AGENTS = ("improve_warm_step", "improve_warm_step_own")
+BURSTS = FAMILIES[:4]
+BEGIN, END = "<!-- leak_free.py: begin -->", "<!-- leak_free.py: end -->"
+
+
+def route_warm_rows() -> Rows:
+    """capacity_floor.json's rows with leak_free_route_warm.json's over them."""
+    rows: Rows = {}
+    for name in ("capacity_floor.json", "leak_free_route_warm.json"):
+        for row in json.loads((HERE / name).read_text())["rows"]:
+            rows[(row["setup"], row["workload"], row["policy"])] = row
+    return rows
+
+
+def cells(rows: Rows, setup: str, agent: str) -> tuple[int, int, int, list[str]]:
+    """How many of the issue's cells on ``setup`` the agent meets, of how many, how
+    many it misses that no policy can meet (a mean below ``floor_capacity``), and the
+    other missed ones (what, by how much over what they require)."""
+    met = total = infeasible = 0
+    missed = []
+    for family in FAMILIES:
+        for stat in ("mean", "p95"):
+            got = rows[(setup, family, agent)][f"ttft_{stat}_s"]
+            for what, required in targets(rows, setup, family, stat):
+                total += 1
+                bound = rows[(setup, family, "floor_capacity")]["ttft_mean_s"]
+                if got <= required:
+                    met += 1
+                elif stat == "mean" and required < bound:  # (no policy can: below the bound)
+                    infeasible += 1
+                else:
+                    missed.append(f"{family} {stat} ({what}) {100 * (got / required - 1):+.1f} %")
+    return met, total, infeasible, missed
+
+
+def route_warm_table(rows: Rows) -> list[str]:
+    lines = [
+        "| setup | family | shipped mean / p95 (s) | rebuilt mean / p95 (s) "
+        "| rebuilt vs shipped: mean / p95 | oracle_warm mean (s) |",
+        "|---|---|--:|--:|--:|--:|",
+    ]
+    for setup in SETUPS:
+        for family in FAMILIES:
+            one, other = (rows[(setup, family, agent)] for agent in AGENTS)
+            d = [100 * (other[s] / one[s] - 1) for s in ("ttft_mean_s", "ttft_p95_s")]
+            lines.append(
+                f"| {setup} | {family} | {one['ttft_mean_s']:.4g} / {one['ttft_p95_s']:.4g} "
+                f"| {other['ttft_mean_s']:.4g} / {other['ttft_p95_s']:.4g} "
+                f"| {d[0]:+.1f} % / {d[1]:+.1f} % "
+                f"| {rows[(setup, family, 'oracle_warm')]['ttft_mean_s']:.4g} |"
+            )
+    lines += [
+        "",
+        "| agent | cells met | infeasible cells missed "
+        "| feasible cells missed (over what they require) |",
+        "|---|--:|--:|---|",
+    ]
+    for agent in AGENTS:
+        found = [cells(rows, setup, agent) for setup in SETUPS]
+        missed = [f"{setup} {m}" for setup, (*_, ms) in zip(SETUPS, found) for m in ms]
+        lines.append(
+            f"| `{agent}` | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "
+            f"| {sum(f[2] for f in found)} | {'; '.join(missed) or 'none'} |"
+        )
+    return lines
+
+
+def thresholds_rows(tag: str, family: str) -> dict[str, dict]:
+    path = HERE / f"agents_vs_baselines_thresholds{tag}_{family}.json"
+    return {row["policy"]: row for row in json.loads(path.read_text())["rows"]}
+
+
+def thresholds_table() -> list[str]:
+    lines = [
+        "| family | `shared` (zoo layout): mean ± std (s) | vs btb_tuned | met "
+        "| `own`: mean ± std (s) | vs btb_tuned | met |",
+        "|---|--:|--:|---|--:|--:|---|",
+    ]
+    for family in BURSTS:
+        parts = []
+        for tag in ("", "_leakfree"):
+            got = thresholds_rows(tag, family)
+            tuned = got["btb_tuned"]
+            names = [name for name in got if name.endswith("_det")]
+            means = np.array([got[n]["ttft_mean_s"] for n in names])
+            gains = [100 * (1 - got[n]["ttft_mean_s"] / tuned["ttft_mean_s"]) for n in names]
+            p95 = [100 * (1 - got[n]["ttft_p95_s"] / tuned["ttft_p95_s"]) for n in names]
+            met = "yes" if np.mean(gains) >= 5.0 and np.mean(p95) >= 0.0 else "no"
+            parts.append(
+                f"{means.mean():.4f} ± {means.std():.4f} | {np.mean(gains):+.1f} % | {met}"
+            )
+        lines.append(f"| {family} | {parts[0]} | {parts[1]} |")
+    return lines
+
+
+def render() -> str:
+    lines = [BEGIN, "", "### Route and warm: `improve_warm_step`", ""]
+    lines += route_warm_table(route_warm_rows())
+    lines += ["", "### Thresholds: `ppo_thresholds`, 70b_h100x4, greedy, 3 seeds", ""]
+    lines += thresholds_table()
+    return "\n".join([*lines, "", END])
+
+
+if __name__ == "__main__":
+    print(render())
