@@ -532,6 +532,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options["params"],
         "compare runs a workload's own split; evaluate takes +workload.params.train_windows=N",
     )
+    if "train_streams" in generator:  # (no generator has the field: a StopIteration below)
+        raise UsageError(
+            f"experiments.compare: params=train_streams={generator['train_streams']}: "
+            "train_streams is how train windows are drawn, not a generator parameter "
+            f"(compare runs test windows, the same either way){FROM_COMMAND_LINE}"
+        )
     if generator:  # a registered workload's generator parameters, as make_dataset takes them
         if params:
             raise UsageError(

@@ -231,6 +231,18 @@ def test_cli_usage_errors() -> None:
         "generator parameter (compare runs a workload's own split; evaluate takes "
         "+workload.params.train_windows=N)"
     )
+    # train_streams draws train windows: make_dataset takes it, compare (test windows
+    # alone) refuses it in one line (it was a StopIteration's traceback), a workload of
+    # one's own's too
+    options = ["out_dir=/tmp/never-written", "agents=none", "params=train_streams=shared"]
+    for workload in ([], ["workload=plugin", "workload.factory=examples.own_workload:make_rows"]):
+        with pytest.raises(UsageError) as refused:
+            compare.main([*options, *workload])
+        assert str(refused.value) == (
+            "experiments.compare: params=train_streams=shared: train_streams is how train "
+            "windows are drawn, not a generator parameter (compare runs test windows, the "
+            "same either way) (from the command line)"
+        )
 
 
 def test_runs_as_a_module_with_a_progress_bar(
