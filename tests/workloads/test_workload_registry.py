@@ -284,6 +284,29 @@ def test_own_train_streams_share_no_prompt_with_test_or_validation() -> None:
     assert again.requests == window.requests
 
 
+def test_the_docs_mixed_0007_example_says_which_layout_it_holds_for() -> None:
+    """docs/workloads.md's example of a split per family, ``burst_families``'
+    ``synthetic-0007`` a test window and ``mixed-0007`` a train one: the train window
+    holds every request of the test window with ``train_streams=shared`` and none by
+    default (it said "which holds all of its requests" of the default, which since
+    2026-12-06 draws it from a seed of its own)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "workloads.md").read_text()
+    (said,) = [p for p in text.split("\n\n") if "`mixed-0007`" in p and "`synthetic-0007`" in p]
+    said = " ".join(said.split())
+    assert (
+        "With `train_streams=shared` (the zoo's layout, below) that train window holds all "
+        "of the test window's requests; by default it is drawn from a seed of its own and "
+        "holds none of them."
+    ) in said
+    params = _small("burst_families")
+    for streams, held in (("shared", True), ("own", False)):
+        prompts = _prompts("burst_families", {**params, "train_streams": streams})
+        test, train = prompts["synthetic", "test", 7], prompts["mixed", "train", 7]
+        assert test and (test <= train) is held and bool(test & train) is held
+
+
 def test_train_streams_must_be_own_or_shared() -> None:
     with pytest.raises(ConfigError, match=r"train_streams must be one of own, shared, got 'Own'"):
         configure("bursted_synthetic", train_streams="Own")
