@@ -1207,16 +1207,25 @@ def multirun() -> Any:
     return None
 
 
-def measured_on(cfg: Any, windows: Sequence[str], **more: Any) -> dict[str, Any]:
+def measured_on(
+    cfg: Any, windows: Sequence[str], train: bool = False, **more: Any
+) -> dict[str, Any]:
     """What a job's figure was measured on, for a sweep to tell whether its jobs'
     figures compare (``sweeps.note``'s ``basis``): the windows, the workload (its
     seed and parameters too), the setup and the simulator's settings, and
-    ``more``."""
+    ``more``. ``train``: the windows are train windows (``tune_btb``'s objective);
+    else validation or test windows, which ``workload.params.train_streams`` does
+    not draw (``registry.TRAIN_STREAMS``), so it is left out: jobs that differ in it
+    alone (``train -m workload.params.train_streams=own,shared``) measured on the
+    same windows."""
     sim = OmegaConf.to_container(cfg.sim, resolve=True)
+    params = workload_params(cfg)
+    if not train:
+        params = {k: v for k, v in params.items() if k != "train_streams"}
     return {
         "windows": list(windows),
         # the generator's seed and parameters (a trace's options) make the windows
-        "workload": [str(cfg.workload.name), int(cfg.workload.seed), workload_params(cfg)],
+        "workload": [str(cfg.workload.name), int(cfg.workload.seed), params],
         "setup": setup_label(cfg),
         "sim": sim,
         **more,

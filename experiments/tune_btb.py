@@ -327,7 +327,8 @@ def objective(cfg: DictConfig) -> float:
         f", {copies:,} warm copies{quiet}"
     )
     print(f"wrote {out_dir / 'objective.json'}")  # as the other commands end: what it wrote
-    basis = measured_on(cfg, [w.name for w in windows], seed=int(cfg.seed))  # the sim's stream
+    # (train windows: drawn as workload.params.train_streams says; the sim's stream too)
+    basis = measured_on(cfg, [w.name for w in windows], train=True, seed=int(cfg.seed))
     sweeps.note("train mean TTFT (s)", value, True, basis)  # the search's own objective
     sweeps.note("warm copies", copies)
     return value

@@ -880,3 +880,39 @@ def test_a_failed_job_s_damaged_overrides_yaml_is_one_warning_line(
     assert [job.get("kept") for job in summary["jobs"]] == [
         None, "its folder keeps the earlier run's files",
     ]  # fmt: skip
+
+
+def test_jobs_apart_in_train_streams_alone_compare_on_validation_not_on_train(
+    tmp_path: Path,
+) -> None:
+    """``train -m workload.params.train_streams=own,shared``: the jobs' validation
+    scores are measured on the same windows (train_streams draws train windows
+    only), so the sweep names a best job; ``tune_btb``'s objective, on the train
+    windows, is measured on other windows of the same names, so it names none (the
+    basis once held the parameter either way: "the jobs' figures do not compare")."""
+    from hydra import compose, initialize_config_dir
+
+    from experiments.config import register_configs
+    from experiments.jobs import measured_on
+
+    register_configs()
+    root = Path(__file__).resolve().parents[2]
+    with initialize_config_dir(config_dir=str(root / "conf"), version_base="1.3"):
+        cfgs = [
+            compose("train", [f"+workload.params.train_streams={streams}"])
+            for streams in ("own", "shared")
+        ]
+    names = ["synthetic-0020"]
+    for train, apart in ((False, False), (True, True)):
+        bases = [measured_on(cfg, names, train=train, seed=0) for cfg in cfgs]
+        assert (bases[0] != bases[1]) is apart
+        folder = tmp_path / str(train)
+        for job, (basis, value) in enumerate(zip(bases, (0.5, 0.4))):
+            streams = ("own", "shared")[job]
+            override = f"+workload.params.train_streams={streams}"
+            _job(folder, job, 3, [override], figures=_figures(value, 1.0, basis=basis))
+        summary = _collect(folder, 3, ("+workload.params.train_streams",))
+        if apart:
+            assert summary["best"] is None and "do not compare" in summary["no_best"]
+        else:
+            assert summary["best"]["job"] == 1 and summary["best"]["value"] == 0.4
