@@ -1,0 +1,115 @@
+"""Are the stored results still what today's code gives? Re-measures a sample of them.
+
+    python docs/results/check_fresh.py [FAMILY ...]
+
+A numeric change to the simulator, the forecast or a router moves figures that the
+results pages store; the pages' tests compare the pages with their stored rows,
+not the rows with the code. This script runs again, on today's code, the rows
+that need no training (all 15 test windows, evaluation seed 0, causal KV, greedy):
+- the baselines and ``oracle_warm`` of ``capacity_floor.json`` on the three setups
+  (the yardsticks of target_cells.md and thresholds_cells.md);
+- the shipped ``improve_warm_step`` (``rollout_improvement_test.json``);
+- the shipped seeds in the thresholds tables: ``ppo_thresholds_eft`` (seed 0, 70b,
+  ``agents_vs_baselines_thresholds_eft_*``) and ``ppo_thresholds_spread`` (seed 1,
+  qwen3-8b, ``agents_vs_baselines_thresholds_spread_qwen3_8b_*``).
+It prints every row that moved, with both figures, and exits 1 if any did (0 if
+none). FAMILY limits it to some families (default: all five; about 10 minutes on
+2 cores). Rows of agents whose weights are not shipped (other training seeds) are
+not checked: retrain them to measure them again.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS
+
+from agents.adapter import AgentPolicy
+from baselines.policy import make_policy
+from envs.sim import SimConfig
+from experiments.evaluation import evaluate_policies, split_windows
+
+ZOO = HERE.parents[1] / "agents" / "zoo"
+SHIPPED_SEEDS = (
+    # (zoo agent, setup, stored file tag, its row's name there)
+    ("ppo_thresholds_eft", "70b_h100x4", "_eft", "s0_det"),
+    ("ppo_thresholds_spread", "qwen3_8b_h100x4", "_spread_qwen3_8b", "s1_det"),
+)
+STATS = ("ttft_mean_s", "ttft_p95_s")
+
+
+def stored() -> dict[tuple[str, str, str], dict]:
+    """The stored rows to check, by (setup, family, policy as run here)."""
+    rows = {}
+    for name in ("capacity_floor.json", "rollout_improvement_test.json"):
+        for row in json.loads((HERE / name).read_text())["rows"]:
+            if row["policy"] in (*BASELINES, "oracle_warm", "improve_warm_step"):
+                rows[(row["setup"], row["workload"], row["policy"])] = row
+    for agent, setup, tag, label in SHIPPED_SEEDS:
+        for family in FAMILIES:
+            path = HERE / f"agents_vs_baselines_thresholds{tag}_{family}.json"
+            for row in json.loads(path.read_text())["rows"]:
+                if row["policy"] == label:
+                    rows[(setup, family, agent)] = row
+    return rows
+
+
+def measured(setup: str, family: str, names: list[str]) -> dict[str, dict]:
+    """Today's rows of ``names`` (baselines, or shipped agents by zoo name)."""
+    policies = {}
+    for name in names:
+        if (ZOO / name / "agent.json").is_file():
+            agent = AgentPolicy.load(ZOO / name, name=name)
+            agent.deterministic = True
+            policies[name] = agent
+        else:
+            policies[name] = make_policy(name)
+    runs = evaluate_policies(
+        policies,
+        setup,
+        split_windows(family, limit=None),
+        SimConfig(),
+        seed=0,
+        workload=family,
+        trace_window=None,
+    )
+    return {run.row["policy"]: run.row for run in runs}
+
+
+def main(families: list[str]) -> int:
+    torch.set_num_threads(1)
+    old = stored()
+    moved = checked = 0
+    for setup in SETUPS:
+        for family in families:
+            names = [p for (s, f, p) in old if (s, f) == (setup, family)]
+            if not names:
+                continue
+            now = measured(setup, family, names)
+            for name in names:
+                checked += 1
+                before, after = old[(setup, family, name)], now[name]
+                changes = [
+                    f"{stat} {before[stat]:.6g} -> {after[stat]:.6g} "
+                    f"({100 * (after[stat] / before[stat] - 1):+.3f} %)"
+                    for stat in STATS
+                    if before[stat] != after[stat]
+                ]
+                if changes:
+                    moved += 1
+                    print(f"moved: {setup} {family} {name}: {'; '.join(changes)}", flush=True)
+    print(f"{checked} stored rows measured again, {moved} moved")
+    return 1 if moved else 0
+
+
+if __name__ == "__main__":
+    asked = sys.argv[1:] or list(FAMILIES)
+    unknown = [f for f in asked if f not in FAMILIES]
+    if unknown:
+        print(
+            f"error: unknown family {unknown[0]!r} (known: {', '.join(FAMILIES)})", file=sys.stderr
+        )
+        raise SystemExit(2)
+    raise SystemExit(main(asked))
