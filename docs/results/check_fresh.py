@@ -25,11 +25,10 @@ import sys
 
 import torch
 from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS
+from evaluate_thresholds import rows_on_test_windows
 
 from agents.adapter import AgentPolicy
-from baselines.policy import make_policy
-from envs.sim import SimConfig
-from experiments.evaluation import evaluate_policies, split_windows
+from baselines.policy import Policy, make_policy
 
 ZOO = HERE.parents[1] / "agents" / "zoo"
 SHIPPED_SEEDS = (
@@ -58,7 +57,7 @@ def stored() -> dict[tuple[str, str, str], dict]:
 
 def measured(setup: str, family: str, names: list[str]) -> dict[str, dict]:
     """Today's rows of ``names`` (baselines, or shipped agents by zoo name)."""
-    policies = {}
+    policies: dict[str, Policy] = {}
     for name in names:
         if (ZOO / name / "agent.json").is_file():
             agent = AgentPolicy.load(ZOO / name, name=name)
@@ -66,16 +65,7 @@ def measured(setup: str, family: str, names: list[str]) -> dict[str, dict]:
             policies[name] = agent
         else:
             policies[name] = make_policy(name)
-    runs = evaluate_policies(
-        policies,
-        setup,
-        split_windows(family, limit=None),
-        SimConfig(),
-        seed=0,
-        workload=family,
-        trace_window=None,
-    )
-    return {run.row["policy"]: run.row for run in runs}
+    return {row["policy"]: row for row in rows_on_test_windows(policies, setup, family)}
 
 
 def main(families: list[str]) -> int:

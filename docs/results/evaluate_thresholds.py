@@ -72,6 +72,12 @@ def evaluate(setup: str, runs: list[Path], family: str) -> list[dict]:
             agent = AgentPolicy.load(agent_folder(run), name=f"{label}_{mode}")
             agent.deterministic = greedy
             policies[agent.name] = agent
+    return rows_on_test_windows(policies, setup, family)
+
+
+def rows_on_test_windows(policies: dict[str, Policy], setup: str, family: str) -> list[dict]:
+    """Each policy's row on all of ``family``'s test windows on ``setup``: evaluation
+    seed 0, causal KV (the default simulator), as the results pages measure them."""
     out = evaluate_policies(
         policies,
         setup,
