@@ -1606,8 +1606,20 @@ def config_record(cfg: Any) -> dict[str, Any]:
 
 
 def workload_record(cfg: Any) -> dict[str, Any]:
-    """``{"workload_file": ...}`` (the trace file's size, sha256 and plan) for a
-    trace workload's results and W&B config; ``{}`` otherwise."""
+    """What a results file and the W&B config record of the workload beside its
+    config: ``{"workload_file": ...}`` (the trace file's size, sha256 and plan) for
+    a trace workload; for a generated one (registered or one's own) its
+    ``train_streams``, how its train windows were drawn
+    (``registry.TRAIN_STREAMS``), also when ``workload.params`` leaves it to the
+    default, with ``{"workload_plugin": ...}`` for one's own."""
+    from envs.workloads.registry import configure
     from experiments._cli import workload_file
 
-    return workload_file(str(cfg.workload.name), workload_params(cfg))
+    name, params = str(cfg.workload.name), workload_params(cfg)
+    record = workload_file(name, params)
+    if name != TRACE_WORKLOAD:
+        with contextlib.suppress(ConfigError, ValueError):  # (a bad workload: named elsewhere)
+            streams = {f.train_streams for f in configure(name, **params).families}
+            if len(streams) == 1:  # (configure sets one value on every family)
+                record["train_streams"] = streams.pop()
+    return record

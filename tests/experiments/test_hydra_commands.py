@@ -598,8 +598,14 @@ def test_a_tune_btb_trial_says_its_windows_and_copies(tmp_path, run_command):
     assert wrote == f"wrote {tmp_path / 'one' / 'objective.json'}"
     record = json.loads((tmp_path / "one" / "objective.json").read_text())
     assert record["row"]["warm_copies"] == 0
+    assert record["train_streams"] == "own"  # the default, named: the windows it tuned on
     # bursts sharing 2,048 tokens: Y=65,536 keys none of them, and the line says why
-    args = ["workload=tiny", "+workload.params.prefix_tokens=2048", f"out_dir={tmp_path / 'two'}"]
+    args = [
+        "workload=tiny",
+        "+workload.params.prefix_tokens=2048",
+        "+workload.params.train_streams=shared",
+        f"out_dir={tmp_path / 'two'}",
+    ]
     proc = run_command("experiments.tune_btb", args, tmp_path)
     assert proc.returncode == 0, proc.stderr
     *_, result, wrote = proc.stdout.splitlines()
@@ -608,6 +614,8 @@ def test_a_tune_btb_trial_says_its_windows_and_copies(tmp_path, run_command):
         "windows' requests share, 2,048 tokens)"
     )
     assert wrote == f"wrote {tmp_path / 'two' / 'objective.json'}"
+    record = json.loads((tmp_path / "two" / "objective.json").read_text())
+    assert record["train_streams"] == "shared"
 
 
 @pytest.mark.slow
