@@ -483,7 +483,37 @@ def window_rows(
                 where = _window_named(name, spec, seed, family.config, params, as_data=False)
                 error.add_note(f"while generating {where}")
             raise
+        if drawn != seed and family.make_rows is plugin_rows:
+            _warn_seed_ignored(name, family, spec, seed, drawn, rows)
         yield spec, rows
+
+
+_SEEDS_CHECKED: set[Any] = set()  # plugin configurations already looked at
+
+
+def _warn_seed_ignored(
+    name: str, family: Family, spec: WindowSpec, seed: int, drawn: int, rows: list[dict]
+) -> None:
+    """Warn, once per plugin configuration in a process, when a plugin's first train
+    window of its own stream (``train_streams=own``, drawn from ``drawn``) is the
+    same rows as at the workload's ``seed``: its function ignores its seed, so its
+    train windows are the same under ``own`` and ``shared``, and ``workload.seed``
+    changes none of its windows."""
+    if family.config in _SEEDS_CHECKED:
+        return
+    _SEEDS_CHECKED.add(family.config)
+    at_seed = family.make_rows(family.config, spec.index, seed, spec.split, spec.trace_id)
+    if at_seed == rows:
+        warnings.warn(
+            SettingWarning(
+                f"workload {name} made the same rows for train window {spec.trace_id!r} at "
+                f"seed {drawn} (train_streams=own) as at the workload's seed {seed}: its "
+                "function seems to ignore its seed, so train_streams "
+                "and workload.seed change none of its windows (draw from "
+                "np.random.default_rng([seed, window]) if they should)"
+            ),
+            stacklevel=caller_stacklevel(),
+        )
 
 
 def _generator_name(family: Family) -> str:

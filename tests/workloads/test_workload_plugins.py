@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from envs.sim.errors import ConfigError
+from envs.sim.errors import ConfigError, SettingWarning
 from envs.workloads.plugins import load_plugin
 from envs.workloads.registry import configure, plan, window_rows, windows
 
@@ -334,12 +334,23 @@ def test_a_train_window_of_one_s_own_is_drawn_from_the_derived_seed(own: str) ->
     assert made["test own"] == made["test shared"]
     assert made["test own"] == arrivals(make_rows(0, seed, "test", "make_rows-0000", bursts=1))
     assert trained_windows(EXAMPLE, counts, seed, 1, 0)["stream_seeds"] == {"make_rows-0001": drawn}
-    # numpy_rows never reads its seed: its train window is the same rows both ways
+    # numpy_rows never reads its seed: its train window is the same rows both ways,
+    # and drawing it under own says so, once (make_rows, which reads it, said nothing)
     name = f"plugin:{own}:numpy_rows"
     small = {"train_windows": 1, "test_windows": 1}
-    ((_, by_own),) = window_rows(name, "train", seed, None, **small, train_streams="own")
+    with pytest.warns(SettingWarning) as said:
+        ((_, by_own),) = window_rows(name, "train", seed, None, **small, train_streams="own")
+    assert [str(w.message) for w in said] == [
+        f"workload {name} made the same rows for train window 'numpy_rows-0000' at seed "
+        f"{drawn} (train_streams=own) as at the workload's seed {seed}: its function seems "
+        "to ignore its seed, so train_streams and workload.seed change none of its windows "
+        "(draw from np.random.default_rng([seed, window]) if they should)"
+    ]
     ((_, by_shared),) = window_rows(name, "train", seed, None, **small, train_streams="shared")
     assert by_own == by_shared
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (once a process: not again)
+        assert list(window_rows(name, "train", seed, None, **small))
 
 
 @pytest.mark.parametrize(
