@@ -12,7 +12,9 @@ and the node; ``model=`` and ``node=``, when given, win over the setup's, as
 model=glm-4.5`` is glm-4.5 on a 4xH100 node; the table's first line names the
 model and node it is for). ``mfu=`` is the prefill's model FLOPs utilisation,
 in (0, 1] (``sim.mfu`` on the Hydra commands; the default is its default): it
-sets the prefill row only.
+sets the prefill row only. Each of ``tokens=`` is at most the node's KV budget
+(``budget_tokens``, on the table's first line): more KV than that is never resident
+on the node, and is refused in one line.
 
 A cluster of one's own is given as on the Hydra commands and ``compare``, built by
 the same code (``experiments.config.cluster_from_options``, docs/configuration.md):
@@ -164,6 +166,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     tables = [cost_table(cluster.model, kind, tokens, options["mfu"]) for kind in kinds]
     for table in tables:
+        over = [n for n in tokens if n > table["budget_tokens"]]
+        if over:  # (a node can never hold them: no time makes them resident)
+            raise UsageError(
+                f"{COMMAND}: tokens={over[0]} is more KV than {table['model']} has room for "
+                f"on one {table['node']} node ({table['budget_tokens']:,} tokens, its KV "
+                f"budget){FROM_COMMAND_LINE}"
+            )
+    for table in tables:
         _print_table(table)
     result = tables[0] if len(tables) == 1 else {"nodes": tables}
     if options["out_dir"]:
@@ -179,10 +189,15 @@ def _print_table(table: dict[str, Any]) -> None:
         f"(KV {table['kv_bytes_per_token']:,.0f} B/token, budget {table['budget_tokens']:,} "
         f"tokens, prefill at MFU {table['mfu']:g})"
     )
-    header = f"{'source':<8}" + "".join(f"{n:>10,}" for n in tokens)
-    print(header)
+    cells = {source: [_fmt(v) for v in table["ms"][source]] for source in SOURCES}
+    widths = [  # (at least two spaces between columns, however long a figure)
+        max(10, 2 + len(f"{n:,}"), *(2 + len(cells[source][i]) for source in SOURCES))
+        for i, n in enumerate(tokens)
+    ]
+    print(f"{'source':<8}" + "".join(f"{n:>{w},}" for n, w in zip(tokens, widths, strict=True)))
     for source in SOURCES:
-        print(f"{source:<8}" + "".join(f"{_fmt(v):>10}" for v in table["ms"][source]))
+        row = zip(cells[source], widths, strict=True)
+        print(f"{source:<8}" + "".join(f"{cell:>{width}}" for cell, width in row))
     ratio_rdma = table["ms"]["prefill"][0] / table["ms"]["rdma"][0]
     ratio_ram = table["ms"]["prefill"][0] / table["ms"]["ram"][0]
     print(f"prefill is {ratio_rdma:.0f}x an RDMA copy and {ratio_ram:.0f}x a RAM load")

@@ -56,3 +56,29 @@ def test_a_node_of_400_digits_of_gpus_is_refused_by_its_size(
         "number a float can hold (at most 1.798e+308: the simulator computes in floats), "
         "got an integer of 401 digits\n"
     )
+
+
+def test_a_count_over_the_node_s_kv_budget_is_refused_and_the_budget_itself_is_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """llama-3.3-70b on 4xH100: (4 x 80e9 B of HBM - 2 x 70.6e9 B of weights) / 327,680
+    B a token is 545,654.3, so 545,654 tokens of KV fit and one more does not (the
+    table printed times for 100 million). A count of that many digits gets a column wide
+    enough to keep two spaces before it (it ran into the column before)."""
+    table = costs.main(["tokens=500,545654"])
+    assert table["budget_tokens"] == 545_654
+    header = capsys.readouterr().out.splitlines()[1]
+    assert header == "source         500   545,654"
+    with pytest.raises(
+        UsageError,
+        match=r"^experiments.costs: tokens=545655 is more KV than llama-3.3-70b has room for "
+        r"on one 4xH100 node \(545,654 tokens, its KV budget\) \(from the command line\)$",
+    ):
+        costs.main(["tokens=500,545655"])
+    # a node of 8 H100s holds 8 x 80e9 - 141.2e9 = 498.8e9 B: 1,522,216 tokens
+    wide = costs.main(["tokens=1522216", "node=8xH100"])
+    lines = capsys.readouterr().out.splitlines()
+    assert wide["budget_tokens"] == 1_522_216
+    assert lines[1] == "source    1,522,216"
+    prefill = lines[2].split()
+    assert prefill[0] == "prefill" and len(lines[2]) == len(lines[1])
