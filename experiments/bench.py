@@ -99,6 +99,7 @@ from experiments._cli import (
     UsageError,
     check_policies,
     check_setups,
+    check_workload,
     input_paths,
     main_guard,
     parse_args,
@@ -198,13 +199,14 @@ def _check(options: dict[str, Any]) -> list[str]:
         options["workloads"] = [options["workload"]]
     if not options["workloads"]:
         raise UsageError(f"{COMMAND}: workloads= names no workload")
+    typed = "" if options["workload"] else "workloads"  # (the option the names came from)
     for name in options["workloads"]:
-        if name == TRACE_WORKLOAD:
-            continue
-        try:
-            describe(name)
-        except ValueError as error:
-            raise UsageError(f"{COMMAND}: workloads: {error}{FROM_COMMAND_LINE}") from None
+        check_workload(COMMAND, name, typed)  # (a registered name; the list's order kept)
+        if is_plugin(name):  # (loaded: a module that fails names its line)
+            try:
+                describe(name)
+            except ValueError as error:
+                raise UsageError(f"{COMMAND}: workloads: {error}{FROM_COMMAND_LINE}") from None
     from envs.sim import SETUPS
 
     check_setups(COMMAND, [options["setup"]])

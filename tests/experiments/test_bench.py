@@ -149,7 +149,16 @@ def test_mooncake_rows_read_back_as_written(tmp_path: Path) -> None:
         ("repeats=0", "repeats must be an integer >= 1"),
         ("read_rows=-1", "read_rows must be an integer >= 0"),
         ("policies=bogus", "unknown policy 'bogus'"),
-        ("workloads=nope", "workloads: unknown workload 'nope'"),
+        (
+            "workloads=nope",
+            "workloads: unknown workload 'nope' \\(from the command line\\); known: ",
+        ),
+        # spelled as on the other commands, and said as they say it (the origin was last)
+        (
+            "workload=nope",
+            "^experiments.bench: unknown workload 'nope' \\(from the command "
+            "line\\); known: bursted_art, ",
+        ),
         ("agents=/no/such/agent", "is not an agent checkpoint"),
     ],
 )
