@@ -89,7 +89,7 @@ from envs.files import write_json_atomic
 from envs.sim import native
 from envs.sim.config import DEFAULT_SETUP
 from envs.sim.errors import echoed, plural
-from envs.workloads.plugins import is_plugin
+from envs.workloads.plugins import PLUGIN_WORKLOAD, is_plugin
 from experiments import _bench, _bench_learn
 from experiments._bench import PARTS
 from experiments._cli import (
@@ -201,12 +201,13 @@ def _check(options: dict[str, Any]) -> list[str]:
         raise UsageError(f"{COMMAND}: workloads= names no workload")
     typed = "" if options["workload"] else "workloads"  # (the option the names came from)
     for name in options["workloads"]:
-        check_workload(COMMAND, name, typed)  # (a registered name; the list's order kept)
-        if is_plugin(name):  # (loaded: a module that fails names its line)
-            try:
-                describe(name)
-            except ValueError as error:
-                raise UsageError(f"{COMMAND}: workloads: {error}{FROM_COMMAND_LINE}") from None
+        if not (is_plugin(name) or name == PLUGIN_WORKLOAD):
+            check_workload(COMMAND, name, typed)  # (a registered name, or trace)
+            continue
+        try:  # (loaded: a module that fails names its line; "plugin" needs a factory)
+            describe(name)
+        except ValueError as error:
+            raise UsageError(f"{COMMAND}: workloads: {error}{FROM_COMMAND_LINE}") from None
     from envs.sim import SETUPS
 
     check_setups(COMMAND, [options["setup"]])
