@@ -1475,18 +1475,24 @@ def _preset_figures(preset: Callable[[str], Any], spec: Any) -> Any:
     return found if found == spec else None
 
 
-def workload_label(cfg: Any) -> str:
+def workload_label(cfg: Any, held_out: bool = False) -> str:
     """The workload a run used: its registered name, followed by the generator
     parameters the workload group changes, if any
     (``bursted_synthetic[n_bursts=2,burst_requests=40]``); ``trace:<file name>``
-    for a trace file."""
+    for a trace file. ``held_out``: the label of its test or validation windows,
+    which ``train_streams`` does not draw (``registry.TRAIN_STREAMS``), so it is
+    left out: a recipe's evaluation rows (``train_streams: shared``) are labelled
+    as the same windows are everywhere else."""
     if cfg.workload.name == TRACE_WORKLOAD:
         return trace_label(cfg.workload.path, cfg.workload.get("merge_blocks", 1))
     from experiments._cli import workload_label as label
 
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
-    return label(str(cfg.workload.name), {str(key): value for key, value in params.items()})
+    shown = {str(key): value for key, value in params.items()}
+    if held_out:
+        shown.pop("train_streams", None)
+    return label(str(cfg.workload.name), shown)
 
 
 def sim_of(cfg: Any) -> SimConfig:

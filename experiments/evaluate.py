@@ -172,7 +172,8 @@ def evaluate(cfg: DictConfig) -> float:
     cap = cfg.workload.eval_windows
     print(evaluation_header(cfg, len(windows), str(cfg.split)))
     if cfg.workload.name != TRACE_WORKLOAD:
-        for note in trace_notes(agents, trained_in, workload_label(cfg), seen):
+        shown = workload_label(cfg, held_out=str(cfg.split) != "train")
+        for note in trace_notes(agents, trained_in, shown, seen):
             print(note)
     for note in cluster_notes(agents, cluster_of(cfg), setup_label(cfg)):
         print(note)

@@ -1239,7 +1239,7 @@ def evaluation_header(cfg: Any, n_windows: int, split: str = "test", seed: str =
     ``compare``'s line says it) and the simulator's seed (``seed``, as ``key=value``;
     default ``seed=<cfg.seed>``)."""
     return (
-        f"{setup_label(cfg)} · {workload_label(cfg)} · "
+        f"{setup_label(cfg)} · {workload_label(cfg, held_out=split != 'train')} · "
         f"{plural(n_windows, f'{split} window')}"
         + cap_note("workload.eval_windows", cfg.workload.eval_windows)
         + sim_note(sim_of(cfg))
@@ -1256,7 +1256,7 @@ def eval_windows(cfg: Any, limit: int | None, split: str = "test") -> list[Any]:
 
     windows = window_pool_of(cfg, split, limit)
     cluster, sim = cluster_of(cfg), sim_of(cfg)
-    label = workload_label(cfg)
+    label = workload_label(cfg, held_out=split != "train")
     for window in windows:
         where = f"workload {label}: {split} window {window.name!r}"
         if not window.requests:
@@ -1317,7 +1317,7 @@ def evaluate_and_write(
             windows,
             sim_of(cfg),
             seed=int(cfg.seed if sim_seed is None else sim_seed),
-            workload=workload_label(cfg),
+            workload=workload_label(cfg, held_out=split != "train"),
             progress=bar.update,
             setup_name=setup_label(cfg),
             floor=True,

@@ -1114,3 +1114,29 @@ def test_evaluate_runs_a_baseline_with_its_settings_and_checks_them(tmp_path):
         with pytest.raises(ValueError, match=re.escape(said)):
             rows(override, out=tmp_path / "refused")
         assert not (tmp_path / "refused").exists()
+
+
+def test_evaluation_rows_are_labelled_without_train_streams(tmp_path, capsys):
+    """train_streams draws train windows only, so evaluate's rows and header name the
+    test windows as everywhere else (a recipe's +workload.params.train_streams=shared
+    labelled them bursted_synthetic[...,train_streams=shared]); the parameters that
+    make other test windows stay in the label."""
+    from experiments.evaluate import evaluate
+
+    def evaluated(*overrides, out):
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose(
+                config_name="evaluate",
+                overrides=["workload=tiny", "logger=none", "progress=false",
+                           "policies=[btb]", f"out_dir={out}", *overrides],
+            )  # fmt: skip
+        evaluate(cfg)
+        rows = json.loads((out / "results.json").read_text())["rows"]
+        return {row["workload"] for row in rows}, capsys.readouterr().out
+
+    tiny = "bursted_synthetic[n_bursts=2,burst_requests=40,n_decoys=6,burst_window_s=4.0]"
+    for streams in ("own", "shared"):
+        out = tmp_path / streams
+        labels, said = evaluated(f"+workload.params.train_streams={streams}", out=out)
+        assert labels == {tiny}
+        assert f"70b_h100x4 · {tiny} · 1 test window" in said
