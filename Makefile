@@ -2,6 +2,8 @@
 #   make run    set up, then run the main job on the built-in workload
 #   make test   set up, then lint (ruff, mypy) and run the test suite
 #   make bench  set up, then run the throughput benchmark
+#   make zoo-check [ZOO=a,b]  set up, then train zoo agents again by their READMEs'
+#               commands and compare the weights (hours for the whole zoo)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,8 +14,10 @@ TORCH ?= torch==2.13.0
 # Processes the test suite runs on (pytest-xdist; an idle one takes tests from a
 # busy one); 0 runs it in this process.
 TEST_WORKERS ?= 2
+# The zoo agents zoo-check trains again (comma-separated; empty: every one).
+ZOO ?=
 
-.PHONY: install run test bench lint
+.PHONY: install run test bench lint zoo-check
 
 # setup.py and the Cython sources too: `pip install -e .` compiles the compiled
 # modules (envs/sim/_native, envs/_native, envs/workloads/_native,
@@ -38,6 +42,9 @@ test: install
 
 bench: install
 	$(PY) -m experiments.bench
+
+zoo-check: install
+	$(PY) -m experiments.zoo_check agents=$(ZOO)
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -97,8 +97,8 @@ def test_the_readme_names_real_make_targets_and_commands() -> None:
     ``python -m experiments.X`` a module of experiments/."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    targets = set(re.findall(r"^([a-z]+):", makefile, re.M))
-    made = set(re.findall(r"`?make ([a-z]+)\b", readme))
+    targets = set(re.findall(r"^([a-z][a-z-]*):", makefile, re.M))
+    made = set(re.findall(r"`?make ([a-z][a-z-]*[a-z])\b", readme))
     assert {"run", "test"} <= made
     assert made <= targets, made - targets
     commands = set(re.findall(r"python -m experiments\.(\w+)", readme))
