@@ -1070,22 +1070,28 @@ def test_evaluate_and_compare_give_a_threshold_agent_its_y_tokens(tmp_path, run_
     assert not out.exists()
 
 
+def evaluated_tiny(out: Path, policies: str, *overrides: str) -> dict:
+    """``evaluate`` of ``policies`` on workload=tiny into ``out``: its results.json."""
+    from experiments.evaluate import evaluate
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            config_name="evaluate",
+            overrides=["workload=tiny", "logger=none", "progress=false",
+                       f"policies={policies}", f"out_dir={out}", *overrides],
+        )  # fmt: skip
+    evaluate(cfg)
+    return json.loads((out / "results.json").read_text())
+
+
 def test_evaluate_runs_a_baseline_with_its_settings_and_checks_them(tmp_path):
     """``+policy_kwargs.btb_pending.m=1``: a burst's prefix on one node, where M=4
     copies it to the others (6 copies on workload=tiny; none with M=1), and the run
     records it; a setting btb lacks, a value btb refuses and a policy not run are one
     line each, before the run folder."""
-    from experiments.evaluate import evaluate
 
     def rows(*overrides, out):
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose(
-                config_name="evaluate",
-                overrides=["workload=tiny", "logger=none", "progress=false",
-                           "policies=[btb,btb_pending]", f"out_dir={out}", *overrides],
-            )  # fmt: skip
-        evaluate(cfg)
-        return json.loads((out / "results.json").read_text())
+        return evaluated_tiny(out, "[btb,btb_pending]", *overrides)
 
     plain = rows(out=tmp_path / "plain")
     tuned = rows(
@@ -1121,17 +1127,9 @@ def test_evaluation_rows_are_labelled_without_train_streams(tmp_path, capsys):
     test windows as everywhere else (a recipe's +workload.params.train_streams=shared
     labelled them bursted_synthetic[...,train_streams=shared]); the parameters that
     make other test windows stay in the label."""
-    from experiments.evaluate import evaluate
 
     def evaluated(*overrides, out):
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            cfg = compose(
-                config_name="evaluate",
-                overrides=["workload=tiny", "logger=none", "progress=false",
-                           "policies=[btb]", f"out_dir={out}", *overrides],
-            )  # fmt: skip
-        evaluate(cfg)
-        rows = json.loads((out / "results.json").read_text())["rows"]
+        rows = evaluated_tiny(out, "[btb]", *overrides)["rows"]
         return {row["workload"] for row in rows}, capsys.readouterr().out
 
     tiny = "bursted_synthetic[n_bursts=2,burst_requests=40,n_decoys=6,burst_window_s=4.0]"
