@@ -575,6 +575,15 @@ training run's checkpoints, :mod:`agents.run_state`); :data:`agents.AGENT_FILES`
 are those an agent is loaded from."""
 
 
+def saved_weights(folder: str | Path) -> bytes:
+    """The policy weights an agent folder saved (``model.zip``'s ``policy.pth``), as
+    bytes: two folders hold the same weights when these are equal."""
+    import zipfile
+
+    with zipfile.ZipFile(Path(folder) / "model.zip") as archive:
+        return archive.read("policy.pth")
+
+
 def _holds_more_than_a_checkpoint(folder: Path) -> bool:
     """Whether ``folder`` is a folder holding anything besides a checkpoint's files (a
     run folder, a TensorBoard log beside the model): such a folder is written into,

@@ -1490,9 +1490,14 @@ def workload_label(cfg: Any, held_out: bool = False) -> str:
     params = OmegaConf.to_container(cfg.workload.params, resolve=True)
     assert isinstance(params, dict)
     shown = {str(key): value for key, value in params.items()}
-    if held_out:
-        shown.pop("train_streams", None)
-    return label(str(cfg.workload.name), shown)
+    return label(str(cfg.workload.name), held_out_params(shown) if held_out else shown)
+
+
+def held_out_params(params: dict[str, Any]) -> dict[str, Any]:
+    """A generated workload's ``params`` as its test and validation windows know them:
+    without ``train_streams``, which draws train windows only
+    (``registry.TRAIN_STREAMS``)."""
+    return {key: value for key, value in params.items() if key != "train_streams"}
 
 
 def sim_of(cfg: Any) -> SimConfig:

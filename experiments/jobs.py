@@ -70,6 +70,7 @@ from experiments.config import (
     claiming_run_folders,
     cluster_of,
     config_record,
+    held_out_params,
     null_refusal,
     setup_label,
     sim_of,
@@ -1221,7 +1222,7 @@ def measured_on(
     sim = OmegaConf.to_container(cfg.sim, resolve=True)
     params = workload_params(cfg)
     if not train:
-        params = {k: v for k, v in params.items() if k != "train_streams"}
+        params = held_out_params(params)
     return {
         "windows": list(windows),
         # the generator's seed and parameters (a trace's options) make the windows

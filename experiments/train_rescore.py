@@ -42,20 +42,12 @@ def candidates(run: Path, init_from: str | None) -> list[tuple[int, Path]]:
     found = _saved(run, init_from)
     pick = run / "agent"
     if (pick / "agent.json").is_file():
-        weights = _weights(pick)
-        if all(_weights(folder) != weights for folder in found.values()):
-            from agents.algorithms import load_spec
+        from agents.algorithms import load_spec, saved_weights
 
+        weights = saved_weights(pick)
+        if all(saved_weights(folder) != weights for folder in found.values()):
             return sorted([*found.items(), (load_spec(pick).timesteps, pick)], key=lambda c: c[0])
     return sorted(found.items())
-
-
-def _weights(folder: Path) -> bytes:
-    """The policy weights an agent folder saved (``model.zip``'s ``policy.pth``)."""
-    import zipfile
-
-    with zipfile.ZipFile(folder / "model.zip") as archive:
-        return archive.read("policy.pth")
 
 
 def _saved(run: Path, init_from: str | None) -> dict[int, Path]:

@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 ZOO = ROOT / "agents" / "zoo"
 DEFAULTS: dict[str, Any] = {"agents": [], "out_dir": "", "overwrite": False}
 TRAIN = "python -m experiments.train "
-WEIGHTS = "policy.pth"
 
 
 def zoo_agents() -> list[str]:
@@ -73,23 +71,25 @@ def readme_command(name: str) -> list[str]:
     return [arg for arg in shlex.split(lines[0])[3:] if not arg.startswith("out_dir=")]
 
 
-def weights_sha256(model_zip: Path) -> str:
-    """The sha256 of the policy weights in an SB3 ``model.zip``."""
-    with zipfile.ZipFile(model_zip) as archive:
-        return hashlib.sha256(archive.read(WEIGHTS)).hexdigest()
+def weights_sha256(folder: Path) -> str:
+    """The sha256 of the policy weights an agent folder saved."""
+    from agents.algorithms import saved_weights
+
+    return hashlib.sha256(saved_weights(folder)).hexdigest()
 
 
-def largest_difference(model_zip: Path, other_zip: Path) -> float | None:
-    """The largest absolute difference of any weight between two ``model.zip``s of
-    the same network; None where their tensors differ in names or shapes."""
+def largest_difference(folder: Path, other: Path) -> float | None:
+    """The largest absolute difference of any weight between two agent folders of the
+    same network; None where their tensors differ in names or shapes."""
     import torch
 
-    def weights(path: Path) -> dict[str, Any]:
-        with zipfile.ZipFile(path) as archive:
-            data = archive.read(WEIGHTS)
-        return dict(torch.load(io.BytesIO(data), map_location="cpu", weights_only=True))
+    from agents.algorithms import saved_weights
 
-    one, two = weights(model_zip), weights(other_zip)
+    def weights(path: Path) -> dict[str, Any]:
+        data = io.BytesIO(saved_weights(path))
+        return dict(torch.load(data, map_location="cpu", weights_only=True))
+
+    one, two = weights(folder), weights(other)
     if one.keys() != two.keys() or any(one[k].shape != two[k].shape for k in one):
         return None
     gaps = [float((one[k].double() - two[k].double()).abs().max()) for k in one if one[k].numel()]
@@ -118,10 +118,10 @@ def check_agent(name: str, folder: Path) -> dict[str, Any]:
         "log": str(log),
         "returncode": done.returncode,
     }
-    trained = folder / "agent" / "model.zip"
-    if done.returncode != 0 or not trained.is_file():
+    trained = folder / "agent"
+    if done.returncode != 0 or not (trained / "model.zip").is_file():
         return {**record, "identical": False, "error": _last_line(log)}
-    shipped = ZOO / name / "model.zip"
+    shipped = ZOO / name
     sha = weights_sha256(trained)
     identical = sha == weights_sha256(shipped)
     return {

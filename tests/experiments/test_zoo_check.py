@@ -71,14 +71,14 @@ def test_weights_compared_by_sha256_and_by_their_largest_difference() -> None:
 
     import torch
 
-    one = ROOT / "agents" / "zoo" / "bc_route_warm" / "model.zip"
-    two = ROOT / "agents" / "zoo" / "bc_route_warm_spare" / "model.zip"
+    one = ROOT / "agents" / "zoo" / "bc_route_warm"
+    two = ROOT / "agents" / "zoo" / "bc_route_warm_spare"
     assert zoo_check.weights_sha256(one) == zoo_check.weights_sha256(one)
     assert zoo_check.weights_sha256(one) != zoo_check.weights_sha256(two)
     assert zoo_check.largest_difference(one, one) == 0.0
 
     def tensors(path: Path) -> dict:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(path / "model.zip") as archive:
             return torch.load(io.BytesIO(archive.read("policy.pth")), weights_only=True)
 
     a, b = tensors(one), tensors(two)
@@ -86,7 +86,7 @@ def test_weights_compared_by_sha256_and_by_their_largest_difference() -> None:
     assert expected > 0
     assert zoo_check.largest_difference(one, two) == expected
     # another network: no difference to give
-    thresholds = ROOT / "agents" / "zoo" / "ppo_thresholds" / "model.zip"
+    thresholds = ROOT / "agents" / "zoo" / "ppo_thresholds"
     assert zoo_check.largest_difference(one, thresholds) is None
 
 
