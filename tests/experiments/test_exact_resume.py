@@ -29,7 +29,7 @@ from stable_baselines3 import DQN, PPO
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents import WorkerDied
-from agents.algorithms import load_agent
+from agents.algorithms import load_agent, quiet
 from agents.env_pickles import RunWindows, restore_env, snapshot_env, window_digest
 from agents.run_state import RUN_STATE_FILE, buffer_bytes, capture, restore_envs
 from agents.run_state import load as load_run_state
@@ -265,7 +265,7 @@ def test_the_in_process_envs_name_a_window_by_what_it_holds_as_a_workers_do():
     window = _window()
     run_windows = RunWindows([window])
     vec = DummyVecEnv([lambda: RouteEnv(windows=[copy.deepcopy(window)])])
-    model = PPO("MlpPolicy", vec, n_steps=8, batch_size=8, n_epochs=1, seed=0)
+    model = quiet(PPO("MlpPolicy", vec, n_steps=8, batch_size=8, n_epochs=1, seed=0))
     model.learn(8)
     state = capture(model, run_windows)
     assert state is not None and state["vec"] == "dummy"
@@ -685,7 +685,9 @@ def test_a_full_replay_buffer_goes_into_the_run_state_and_back_whole(n_steps):
 
     def dqn(size):
         vec = DummyVecEnv([lambda: RouteEnv(windows=[window])])
-        return DQN("MlpPolicy", vec, buffer_size=size, learning_starts=4, n_steps=n_steps, seed=0)
+        return quiet(
+            DQN("MlpPolicy", vec, buffer_size=size, learning_starts=4, n_steps=n_steps, seed=0)
+        )
 
     model = dqn(8)
     model.learn(20)
