@@ -223,10 +223,10 @@ def test_leak_free_page_is_current(scripts: dict[str, ModuleType]) -> None:
         old = stored[(row["setup"], row["workload"], row["policy"])]
         assert (row["ttft_mean_s"], row["ttft_p95_s"]) == (old["ttft_mean_s"], old["ttft_p95_s"])
     merged = leak_free.route_warm_rows()
-    found = [leak_free.cells(merged, setup, "improve_warm_step") for setup in leak_free.SETUPS]
+    found = [leak_free.agent_cells(merged, s, "improve_warm_step") for s in leak_free.SETUPS]
     assert sum(f[0] for f in found) == 31 and sum(f[2] for f in found) == 6
     # the rebuild on the zoo's shared windows meets 70b's rising_load cell, which
     # the shipped agent misses, and 30 cells in all
-    found = [leak_free.cells(merged, s, "improve_warm_step_shared") for s in leak_free.SETUPS]
+    found = [leak_free.agent_cells(merged, s, "improve_warm_step_shared") for s in leak_free.SETUPS]
     assert sum(f[0] for f in found) == 30 and sum(f[2] for f in found) == 6
     assert not any("rising_load" in missed for missed in found[0][3])

@@ -89,6 +89,27 @@ def targets(rows: Rows, setup: str, family: str, stat: str = "mean") -> list[tup
     return out
 
 
+def agent_cells(rows: Rows, setup: str, agent: str) -> tuple[int, int, int, list[str]]:
+    """How many of the issue's cells on ``setup`` the agent meets, of how many, how
+    many it misses that no policy can meet (a mean below ``floor_capacity``), and the
+    other missed ones (what, by how much over what they require)."""
+    met = total = infeasible = 0
+    missed = []
+    for family in FAMILIES:
+        for stat in ("mean", "p95"):
+            got = rows[(setup, family, agent)][f"ttft_{stat}_s"]
+            for what, required in targets(rows, setup, family, stat):
+                total += 1
+                bound = rows[(setup, family, "floor_capacity")]["ttft_mean_s"]
+                if got <= required:
+                    met += 1
+                elif stat == "mean" and required < bound:  # (no policy can: below the bound)
+                    infeasible += 1
+                else:
+                    missed.append(f"{family} {stat} ({what}) {100 * (got / required - 1):+.1f} %")
+    return met, total, infeasible, missed
+
+
 def table(rows: Rows, setup: str) -> list[str]:
     lines = [
         "| family | floor | **floor_capacity** | oracle_warm | best baseline "

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, targets
+from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, agent_cells
 
 AGENTS = ("improve_warm_step", "improve_warm_step_own", "improve_warm_step_shared")
 BURSTS = FAMILIES[:4]
@@ -35,27 +35,6 @@ def route_warm_rows() -> Rows:
         for row in json.loads((HERE / name).read_text())["rows"]:
             rows[(row["setup"], row["workload"], row["policy"])] = row
     return rows
-
-
-def cells(rows: Rows, setup: str, agent: str) -> tuple[int, int, int, list[str]]:
-    """How many of the issue's cells on ``setup`` the agent meets, of how many, how
-    many it misses that no policy can meet (a mean below ``floor_capacity``), and the
-    other missed ones (what, by how much over what they require)."""
-    met = total = infeasible = 0
-    missed = []
-    for family in FAMILIES:
-        for stat in ("mean", "p95"):
-            got = rows[(setup, family, agent)][f"ttft_{stat}_s"]
-            for what, required in targets(rows, setup, family, stat):
-                total += 1
-                bound = rows[(setup, family, "floor_capacity")]["ttft_mean_s"]
-                if got <= required:
-                    met += 1
-                elif stat == "mean" and required < bound:  # (no policy can: below the bound)
-                    infeasible += 1
-                else:
-                    missed.append(f"{family} {stat} ({what}) {100 * (got / required - 1):+.1f} %")
-    return met, total, infeasible, missed
 
 
 def route_warm_table(rows: Rows) -> list[str]:
@@ -88,7 +67,7 @@ def route_warm_table(rows: Rows) -> list[str]:
         "|---|--:|--:|---|",
     ]
     for agent in AGENTS:
-        found = [cells(rows, setup, agent) for setup in SETUPS]
+        found = [agent_cells(rows, setup, agent) for setup in SETUPS]
         missed = [f"{setup} {m}" for setup, (*_, ms) in zip(SETUPS, found) for m in ms]
         lines.append(
             f"| `{agent}` | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "
