@@ -459,12 +459,26 @@ def window_rows(
 ) -> Iterator[tuple[WindowSpec, list[dict[str, Any]]]]:
     """Each window of ``split`` ("train", "val", "test" or "all": train and test) as
     rows, one window at a time."""
+    _check_draw(split, limit, seed)
+    scenario = configure(name, train_windows, test_windows, val_windows, **params)
+    for spec, _, _, rows in _drawn_rows(scenario, name, split, seed, limit, params):
+        yield spec, rows
+
+
+def _check_draw(split: str, limit: int | None, seed: int) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {echoed(split)}")
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be >= 0 or None, got {echoed(limit)}")
     check_int("seed", seed, 0)  # a numpy seed
-    scenario = configure(name, train_windows, test_windows, val_windows, **params)
+
+
+def _drawn_rows(
+    scenario: Scenario, name: str, split: str, seed: int, limit: int | None, params: Any
+) -> Iterator[tuple[WindowSpec, Family, int, list[dict[str, Any]]]]:
+    """:func:`window_rows` of a configured ``scenario`` (its arguments checked by
+    :func:`_check_draw`), each window with its family and the seed it was drawn from
+    (:func:`stream_seed`)."""
     wanted = ("train", "test") if split == "all" else (split,)
     specs = [s for s in plan(scenario, seed) if s.split in wanted]
     for spec in specs[:limit]:
@@ -485,7 +499,7 @@ def window_rows(
             raise
         if drawn != seed and family.make_rows is plugin_rows:
             _warn_seed_ignored(name, family, spec, seed, drawn, rows)
-        yield spec, rows
+        yield spec, family, drawn, rows
 
 
 _SEEDS_CHECKED: set[Any] = set()  # plugin configurations already looked at
@@ -603,13 +617,9 @@ def windows(
             yield from read
         return
     scenario = configure(name, train_windows, test_windows, val_windows, **params)
-    rows_of = window_rows(
-        name, split, seed, limit, train_windows, test_windows, val_windows, **params
-    )
-    for spec, rows in rows_of:
-        family = _family(scenario, spec.family)
+    _check_draw(split, limit, seed)
+    for spec, family, drawn, rows in _drawn_rows(scenario, name, split, seed, limit, params):
         meta = {**asdict(spec), "seed": seed, "config": config_dict(family.config)}
-        drawn = stream_seed(seed, spec.split, family.train_streams)
         if drawn != seed:  # (a train window of its own stream)
             meta["stream_seed"] = drawn
         window = rows_to_workload(
