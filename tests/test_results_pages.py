@@ -40,6 +40,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "finetune_families_val20_table",
                 "leak_check",
                 "leak_free",
+                "zoo_today",
             )
         }
     finally:
@@ -230,3 +231,36 @@ def test_leak_free_page_is_current(scripts: dict[str, ModuleType]) -> None:
     found = [leak_free.agent_cells(merged, s, "improve_warm_step_shared") for s in leak_free.SETUPS]
     assert sum(f[0] for f in found) == 30 and sum(f[2] for f in found) == 6
     assert not any("rising_load" in missed for missed in found[0][3])
+
+
+def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    """zoo_today.md holds what zoo_today.py prints; the shipped agent's rows, measured
+    beside the three agents trained today, are target_cells.md's stored rows to the
+    last digit; each of the three meets 29 cells and misses the same four feasible
+    ones, the shipped agent 31."""
+    today = scripts["zoo_today"]
+    assert today.render() in (RESULTS / "zoo_today.md").read_text()
+    stored = {}
+    for row in json.loads((RESULTS / "rollout_improvement_test.json").read_text())["rows"]:
+        stored[(row["setup"], row["workload"], row["policy"])] = row
+    rows = json.loads((RESULTS / "zoo_today_route_warm.json").read_text())["rows"]
+    assert len(rows) == 60  # 15 rows each: the shipped agent and three seeds
+    shipped = [r for r in rows if r["policy"] == "improve_warm_step"]
+    assert len(shipped) == 15
+    for row in shipped:
+        old = stored[(row["setup"], row["workload"], row["policy"])]
+        assert (row["ttft_mean_s"], row["ttft_p95_s"]) == (old["ttft_mean_s"], old["ttft_p95_s"])
+    merged = today.seeds_mean(today.load())
+    # the seeds' mean on 70b's 1 s bursts, by hand: (5.89174 + 5.72000 + 6.39095) / 3
+    mean = merged[("70b_h100x4", "bursted_synthetic_1s", "today_mean")]["ttft_mean_s"]
+    assert mean == pytest.approx(6.00090, abs=2e-5)
+    count = {
+        agent: [today.agent_cells(merged, s, agent) for s in today.SETUPS]
+        for agent in ("improve_warm_step", *today.TODAY, "today_mean")
+    }
+    assert sum(f[0] for f in count["improve_warm_step"]) == 31
+    missed = set()
+    for agent in (*today.TODAY, "today_mean"):
+        assert sum(f[0] for f in count[agent]) == 29 and sum(f[2] for f in count[agent]) == 6
+        missed.add(tuple(m.rsplit(" ", 2)[0] for f in count[agent] for m in f[3]))
+    assert len(missed) == 1  # the same four cells (their margins differ)

@@ -1,0 +1,103 @@
+"""The tables of ``zoo_today.md``: the headline recipe trained again on today's simulator.
+
+    python docs/results/zoo_today.py
+
+Reads, all 15 test windows of each family, evaluation seed 0, causal KV, greedy:
+- ``zoo_today_route_warm.json``: ``improve_warm_step``'s lineage trained with the
+  zoo's commands less ``sim.copy_landing_check=false``, under three pairs of seeds
+  (:data:`SEEDS`), and the shipped ``improve_warm_step`` measured beside them;
+- ``capacity_floor.json`` for the baselines, ``oracle_warm`` and the floors (the
+  targets and the floor rule).
+
+Prints the page's tables (``zoo_today.md`` holds them between its markers).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, agent_cells
+
+SHIPPED = "improve_warm_step"
+SEEDS = ((4, 0), (0, 1), (1, 2))
+"""(``improve_spare_no1s``'s seed, ``improve_warm_reference``'s seed) of each
+lineage; the first pair is the recipes' own."""
+TODAY = tuple(f"improve_warm_step_today_{a}_{b}" for a, b in SEEDS)
+STATS = ("ttft_mean_s", "ttft_p95_s")
+BEGIN, END = "<!-- zoo_today.py: begin -->", "<!-- zoo_today.py: end -->"
+
+
+def load() -> Rows:
+    """capacity_floor.json's rows with zoo_today_route_warm.json's over them."""
+    rows: Rows = {}
+    for name in ("capacity_floor.json", "zoo_today_route_warm.json"):
+        for row in json.loads((HERE / name).read_text())["rows"]:
+            rows[(row["setup"], row["workload"], row["policy"])] = row
+    return rows
+
+
+def seeds_mean(rows: Rows) -> Rows:
+    """``rows`` with one more agent, ``today_mean``: each statistic averaged over
+    the three lineages (the figure the issue's targets are read against)."""
+    out = dict(rows)
+    for setup in SETUPS:
+        for family in FAMILIES:
+            got = [rows[(setup, family, name)] for name in TODAY]
+            out[(setup, family, "today_mean")] = {
+                key: float(np.mean([r[key] for r in got])) for key in STATS
+            }
+    return out
+
+
+def figures_table(rows: Rows) -> list[str]:
+    lines = [
+        "| setup | family | shipped mean / p95 (s) | today, 3 seeds: mean (s) ± std "
+        "| today: p95 (s) ± std | today vs shipped: mean / p95 | oracle_warm mean (s) |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+    for setup in SETUPS:
+        for family in FAMILIES:
+            shipped = rows[(setup, family, SHIPPED)]
+            today = {key: [rows[(setup, family, n)][key] for n in TODAY] for key in STATS}
+            spread = [
+                f"{np.mean(v):.4g} ± {100 * np.std(v) / np.mean(v):.1f} %" for v in today.values()
+            ]
+            change = " / ".join(
+                f"{100 * (np.mean(today[key]) / shipped[key] - 1):+.1f} %" for key in STATS
+            )
+            lines.append(
+                f"| {setup} | {family} | {shipped['ttft_mean_s']:.4g} / "
+                f"{shipped['ttft_p95_s']:.4g} | {spread[0]} | {spread[1]} | {change} "
+                f"| {rows[(setup, family, 'oracle_warm')]['ttft_mean_s']:.4g} |"
+            )
+    return lines
+
+
+def cells_table(rows: Rows) -> list[str]:
+    lines = [
+        "| agent | cells met | infeasible cells missed "
+        "| feasible cells missed (over what they require) |",
+        "|---|--:|--:|---|",
+    ]
+    labels = {SHIPPED: "shipped `improve_warm_step`"}
+    labels |= {name: f"today, seeds {a} / {b}" for name, (a, b) in zip(TODAY, SEEDS)}
+    labels["today_mean"] = "today, the 3 seeds' mean"
+    for agent, label in labels.items():
+        found = [agent_cells(rows, setup, agent) for setup in SETUPS]
+        missed = [f"{setup} {m}" for setup, (*_, ms) in zip(SETUPS, found) for m in ms]
+        lines.append(
+            f"| {label} | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "
+            f"| {sum(f[2] for f in found)} | {'; '.join(missed) or 'none'} |"
+        )
+    return lines
+
+
+def render() -> str:
+    rows = seeds_mean(load())
+    lines = [BEGIN, "", *figures_table(rows), "", *cells_table(rows)]
+    return "\n".join([*lines, "", END])
+
+
+if __name__ == "__main__":
+    print(render())
