@@ -212,6 +212,7 @@ def test_leak_free_page_is_current(scripts: dict[str, ModuleType]) -> None:
     digit (one simulator for both agents), 135 of them; the shipped agent meets the
     31 cells target_cells.md counts, the lineage rebuilt on shared windows 30."""
     leak_free = scripts["leak_free"]
+    agent_cells = scripts["capacity_floor_table"].agent_cells
     assert leak_free.render() in (RESULTS / "leak_free.md").read_text()
     stored = {}
     for name in ("capacity_floor.json", "rollout_improvement_test.json"):
@@ -224,11 +225,11 @@ def test_leak_free_page_is_current(scripts: dict[str, ModuleType]) -> None:
         old = stored[(row["setup"], row["workload"], row["policy"])]
         assert (row["ttft_mean_s"], row["ttft_p95_s"]) == (old["ttft_mean_s"], old["ttft_p95_s"])
     merged = leak_free.route_warm_rows()
-    found = [leak_free.agent_cells(merged, s, "improve_warm_step") for s in leak_free.SETUPS]
+    found = [agent_cells(merged, s, "improve_warm_step") for s in leak_free.SETUPS]
     assert sum(f[0] for f in found) == 31 and sum(f[2] for f in found) == 6
     # the rebuild on the zoo's shared windows meets 70b's rising_load cell, which
     # the shipped agent misses, and 30 cells in all
-    found = [leak_free.agent_cells(merged, s, "improve_warm_step_shared") for s in leak_free.SETUPS]
+    found = [agent_cells(merged, s, "improve_warm_step_shared") for s in leak_free.SETUPS]
     assert sum(f[0] for f in found) == 30 and sum(f[2] for f in found) == 6
     assert not any("rising_load" in missed for missed in found[0][3])
 
@@ -239,6 +240,7 @@ def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
     last digit; each of the three meets 29 cells and misses the same four feasible
     ones, the shipped agent 31."""
     today = scripts["zoo_today"]
+    agent_cells = scripts["capacity_floor_table"].agent_cells
     assert today.render() in (RESULTS / "zoo_today.md").read_text()
     stored = {}
     for row in json.loads((RESULTS / "rollout_improvement_test.json").read_text())["rows"]:
@@ -255,7 +257,7 @@ def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
     mean = merged[("70b_h100x4", "bursted_synthetic_1s", "today_mean")]["ttft_mean_s"]
     assert mean == pytest.approx(6.00090, abs=2e-5)
     count = {
-        agent: [today.agent_cells(merged, s, agent) for s in today.SETUPS]
+        agent: [agent_cells(merged, s, agent) for s in today.SETUPS]
         for agent in ("improve_warm_step", *today.TODAY, "today_mean")
     }
     assert sum(f[0] for f in count["improve_warm_step"]) == 31

@@ -110,6 +110,34 @@ def agent_cells(rows: Rows, setup: str, agent: str) -> tuple[int, int, int, list
     return met, total, infeasible, missed
 
 
+def merged_rows(*names: str) -> Rows:
+    """The rows of the JSON files ``names`` of this folder by (setup, family, policy),
+    a later file's row over an earlier one's."""
+    rows: Rows = {}
+    for name in names:
+        for row in json.loads((HERE / name).read_text())["rows"]:
+            rows[(row["setup"], row["workload"], row["policy"])] = row
+    return rows
+
+
+def cells_table(rows: Rows, labels: dict[str, str]) -> list[str]:
+    """A table of the cells each agent of ``labels`` (policy -> how the table names
+    it) meets over the three setups (:func:`agent_cells`)."""
+    lines = [
+        "| agent | cells met | infeasible cells missed "
+        "| feasible cells missed (over what they require) |",
+        "|---|--:|--:|---|",
+    ]
+    for agent, label in labels.items():
+        found = [agent_cells(rows, setup, agent) for setup in SETUPS]
+        missed = [f"{setup} {m}" for setup, (*_, ms) in zip(SETUPS, found) for m in ms]
+        lines.append(
+            f"| {label} | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "
+            f"| {sum(f[2] for f in found)} | {'; '.join(missed) or 'none'} |"
+        )
+    return lines
+
+
 def table(rows: Rows, setup: str) -> list[str]:
     lines = [
         "| family | floor | **floor_capacity** | oracle_warm | best baseline "

@@ -21,7 +21,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, agent_cells
+from capacity_floor_table import (
+    FAMILIES,
+    HERE,
+    SETUPS,
+    Rows,
+    cells_table,
+    merged_rows,
+)
 
 AGENTS = ("improve_warm_step", "improve_warm_step_own", "improve_warm_step_shared")
 BURSTS = FAMILIES[:4]
@@ -30,11 +37,7 @@ BEGIN, END = "<!-- leak_free.py: begin -->", "<!-- leak_free.py: end -->"
 
 def route_warm_rows() -> Rows:
     """capacity_floor.json's rows with leak_free_route_warm.json's over them."""
-    rows: Rows = {}
-    for name in ("capacity_floor.json", "leak_free_route_warm.json"):
-        for row in json.loads((HERE / name).read_text())["rows"]:
-            rows[(row["setup"], row["workload"], row["policy"])] = row
-    return rows
+    return merged_rows("capacity_floor.json", "leak_free_route_warm.json")
 
 
 def route_warm_table(rows: Rows) -> list[str]:
@@ -60,20 +63,7 @@ def route_warm_table(rows: Rows) -> list[str]:
                 f"| {change(shared, shipped)} | {change(own, shared)} "
                 f"| {rows[(setup, family, 'oracle_warm')]['ttft_mean_s']:.4g} |"
             )
-    lines += [
-        "",
-        "| agent | cells met | infeasible cells missed "
-        "| feasible cells missed (over what they require) |",
-        "|---|--:|--:|---|",
-    ]
-    for agent in AGENTS:
-        found = [agent_cells(rows, setup, agent) for setup in SETUPS]
-        missed = [f"{setup} {m}" for setup, (*_, ms) in zip(SETUPS, found) for m in ms]
-        lines.append(
-            f"| `{agent}` | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "
-            f"| {sum(f[2] for f in found)} | {'; '.join(missed) or 'none'} |"
-        )
-    return lines
+    return [*lines, "", *cells_table(rows, {agent: f"`{agent}`" for agent in AGENTS})]
 
 
 def thresholds_rows(tag: str, family: str) -> dict[str, dict]:

@@ -14,10 +14,14 @@ Prints the page's tables (``zoo_today.md`` holds them between its markers).
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
-from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, agent_cells
+from capacity_floor_table import (
+    FAMILIES,
+    SETUPS,
+    Rows,
+    cells_table,
+    merged_rows,
+)
 
 SHIPPED = "improve_warm_step"
 SEEDS = ((4, 0), (0, 1), (1, 2))
@@ -30,11 +34,7 @@ BEGIN, END = "<!-- zoo_today.py: begin -->", "<!-- zoo_today.py: end -->"
 
 def load() -> Rows:
     """capacity_floor.json's rows with zoo_today_route_warm.json's over them."""
-    rows: Rows = {}
-    for name in ("capacity_floor.json", "zoo_today_route_warm.json"):
-        for row in json.loads((HERE / name).read_text())["rows"]:
-            rows[(row["setup"], row["workload"], row["policy"])] = row
-    return rows
+    return merged_rows("capacity_floor.json", "zoo_today_route_warm.json")
 
 
 def seeds_mean(rows: Rows) -> Rows:
@@ -74,28 +74,12 @@ def figures_table(rows: Rows) -> list[str]:
     return lines
 
 
-def cells_table(rows: Rows) -> list[str]:
-    lines = [
-        "| agent | cells met | infeasible cells missed "
-        "| feasible cells missed (over what they require) |",
-        "|---|--:|--:|---|",
-    ]
+def render() -> str:
+    rows = seeds_mean(load())
     labels = {SHIPPED: "shipped `improve_warm_step`"}
     labels |= {name: f"today, seeds {a} / {b}" for name, (a, b) in zip(TODAY, SEEDS)}
     labels["today_mean"] = "today, the 3 seeds' mean"
-    for agent, label in labels.items():
-        found = [agent_cells(rows, setup, agent) for setup in SETUPS]
-        missed = [f"{setup} {m}" for setup, (*_, ms) in zip(SETUPS, found) for m in ms]
-        lines.append(
-            f"| {label} | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "
-            f"| {sum(f[2] for f in found)} | {'; '.join(missed) or 'none'} |"
-        )
-    return lines
-
-
-def render() -> str:
-    rows = seeds_mean(load())
-    lines = [BEGIN, "", *figures_table(rows), "", *cells_table(rows)]
+    lines = [BEGIN, "", *figures_table(rows), "", *cells_table(rows, labels)]
     return "\n".join([*lines, "", END])
 
 
