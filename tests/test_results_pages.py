@@ -246,7 +246,7 @@ def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
     for row in json.loads((RESULTS / "rollout_improvement_test.json").read_text())["rows"]:
         stored[(row["setup"], row["workload"], row["policy"])] = row
     rows = json.loads((RESULTS / "zoo_today_route_warm.json").read_text())["rows"]
-    assert len(rows) == 60  # 15 rows each: the shipped agent and three seeds
+    assert len(rows) == 120  # 15 rows each: the shipped agent and three seeds, greedy, sampled
     shipped = [r for r in rows if r["policy"] == "improve_warm_step"]
     assert len(shipped) == 15
     for row in shipped:
@@ -256,11 +256,16 @@ def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
     # the seeds' mean on 70b's 1 s bursts, by hand: (5.89174 + 5.72000 + 6.39095) / 3
     mean = merged[("70b_h100x4", "bursted_synthetic_1s", "today_mean")]["ttft_mean_s"]
     assert mean == pytest.approx(6.00090, abs=2e-5)
+    agents = ("improve_warm_step", *today.TODAY, "today_mean")
     count = {
-        agent: [agent_cells(merged, s, agent) for s in today.SETUPS]
-        for agent in ("improve_warm_step", *today.TODAY, "today_mean")
+        agent + how: [agent_cells(merged, s, agent + how) for s in today.SETUPS]
+        for agent in agents
+        for how in ("", today.SAMPLED)
     }
     assert sum(f[0] for f in count["improve_warm_step"]) == 31
+    # sampled: the shipped agent 30, the seeds 28, 28 and 29, their mean 28
+    met = [sum(f[0] for f in count[agent + today.SAMPLED]) for agent in agents]
+    assert met == [30, 28, 28, 29, 28]
     missed = set()
     for agent in (*today.TODAY, "today_mean"):
         assert sum(f[0] for f in count[agent]) == 29 and sum(f[2] for f in count[agent]) == 6

@@ -28,6 +28,8 @@ SEEDS = ((4, 0), (0, 1), (1, 2))
 """(``improve_spare_no1s``'s seed, ``improve_warm_reference``'s seed) of each
 lineage; the first pair is the recipes' own."""
 TODAY = tuple(f"improve_warm_step_today_{a}_{b}" for a, b in SEEDS)
+SAMPLED = "_stochastic"
+"""The suffix of an agent's rows with its actions sampled (else greedy)."""
 STATS = ("ttft_mean_s", "ttft_p95_s")
 BEGIN, END = "<!-- zoo_today.py: begin -->", "<!-- zoo_today.py: end -->"
 
@@ -38,15 +40,17 @@ def load() -> Rows:
 
 
 def seeds_mean(rows: Rows) -> Rows:
-    """``rows`` with one more agent, ``today_mean``: each statistic averaged over
-    the three lineages (the figure the issue's targets are read against)."""
+    """``rows`` with two more agents, ``today_mean`` and ``today_mean_stochastic``:
+    each statistic averaged over the three lineages, greedy or sampled (the figure
+    the issue's targets are read against)."""
     out = dict(rows)
     for setup in SETUPS:
         for family in FAMILIES:
-            got = [rows[(setup, family, name)] for name in TODAY]
-            out[(setup, family, "today_mean")] = {
-                key: float(np.mean([r[key] for r in got])) for key in STATS
-            }
+            for how in ("", SAMPLED):
+                got = [rows[(setup, family, name + how)] for name in TODAY]
+                out[(setup, family, "today_mean" + how)] = {
+                    key: float(np.mean([r[key] for r in got])) for key in STATS
+                }
     return out
 
 
@@ -79,7 +83,8 @@ def render() -> str:
     labels = {SHIPPED: "shipped `improve_warm_step`"}
     labels |= {name: f"today, seeds {a} / {b}" for name, (a, b) in zip(TODAY, SEEDS)}
     labels["today_mean"] = "today, the 3 seeds' mean"
-    lines = [BEGIN, "", *figures_table(rows), "", *cells_table(rows, labels)]
+    sampled = {name + SAMPLED: f"{label}, sampled" for name, label in labels.items()}
+    lines = [BEGIN, "", *figures_table(rows), "", *cells_table(rows, labels | sampled)]
     return "\n".join([*lines, "", END])
 
 
