@@ -212,12 +212,10 @@ def test_leak_free_page_is_current(scripts: dict[str, ModuleType]) -> None:
     digit (one simulator for both agents), 135 of them; the shipped agent meets the
     31 cells target_cells.md counts, the lineage rebuilt on shared windows 30."""
     leak_free = scripts["leak_free"]
-    agent_cells = scripts["capacity_floor_table"].agent_cells
+    table = scripts["capacity_floor_table"]
+    agent_cells = table.agent_cells
     assert leak_free.render() in (RESULTS / "leak_free.md").read_text()
-    stored = {}
-    for name in ("capacity_floor.json", "rollout_improvement_test.json"):
-        for row in json.loads((RESULTS / name).read_text())["rows"]:
-            stored[(row["setup"], row["workload"], row["policy"])] = row
+    stored = table.merged_rows("capacity_floor.json", "rollout_improvement_test.json")
     rows = json.loads((RESULTS / "leak_free_route_warm.json").read_text())["rows"]
     same = [r for r in rows if (r["setup"], r["workload"], r["policy"]) in stored]
     assert len(same) == 135 and len(rows) == 165  # (+15 a rebuild: own, and shared)
@@ -240,11 +238,10 @@ def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
     last digit; each of the three meets 29 cells and misses the same four feasible
     ones, the shipped agent 31."""
     today = scripts["zoo_today"]
-    agent_cells = scripts["capacity_floor_table"].agent_cells
+    table = scripts["capacity_floor_table"]
+    agent_cells = table.agent_cells
     assert today.render() in (RESULTS / "zoo_today.md").read_text()
-    stored = {}
-    for row in json.loads((RESULTS / "rollout_improvement_test.json").read_text())["rows"]:
-        stored[(row["setup"], row["workload"], row["policy"])] = row
+    stored = table.merged_rows("rollout_improvement_test.json")
     rows = json.loads((RESULTS / "zoo_today_route_warm.json").read_text())["rows"]
     assert len(rows) == 120  # 15 rows each: the shipped agent and three seeds, greedy, sampled
     shipped = [r for r in rows if r["policy"] == "improve_warm_step"]

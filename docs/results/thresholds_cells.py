@@ -23,7 +23,15 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from capacity_floor_table import BURSTS, HERE, SETUPS, Rows, best_baseline, floor_rule
+from capacity_floor_table import (
+    BURSTS,
+    HERE,
+    SETUPS,
+    Rows,
+    best_baseline,
+    floor_rule,
+    merged_rows,
+)
 
 RUNS = (
     # (agent, how it was run, file tag, setup)
@@ -54,10 +62,7 @@ three seeds' reruns are not kept)."""
 
 
 def baseline_rows() -> Rows:
-    rows: Rows = {}
-    for row in json.loads((HERE / BASELINES_FILE).read_text())["rows"]:
-        rows[(row["setup"], row["workload"], row["policy"])] = row
-    return rows
+    return merged_rows(BASELINES_FILE)
 
 
 def agent_ttft(tag: str, family: str, mode: str, tuned: dict) -> dict[str, float]:
