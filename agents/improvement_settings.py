@@ -39,6 +39,15 @@ class ImprovementSettings:
     measured ones does not move the rest."""
     repeat: int = 4
     """Copies of each measured decision among the labels (its weight)."""
+    warm_anchor_repeat: int = 0
+    """Copies among the labels of every decision of the policy's own trajectory
+    that warms at least one node, in each window whose anchors come from that
+    trajectory (the warm variant did not win it; anchored windows included); 0
+    (the default): none beyond the random anchors. On the burst families the
+    policy warms at 5-15 of a window's 4,120 arrivals, the random anchors keep a
+    third of them, and a fit to the warm variant's labels elsewhere unlearns the
+    rest: measured on 70b's 1 s bursts, the fitted policy made 0 copies where its
+    start made 21, and was 11.5 % slower for it (its routes alone: 0.6 %)."""
     families_in_turn: bool = True
     """Each round's windows one per family in turn (else the pool in a seeded order)."""
     families: list[str] | None = None
@@ -86,6 +95,7 @@ class ImprovementSettings:
             ("horizon_requests", 1),
             ("anchor_per_window", 0),
             ("repeat", 1),
+            ("warm_anchor_repeat", 0),
             ("workers", 1),
             ("epochs", 1),
             ("batch_size", 1),

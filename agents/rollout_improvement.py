@@ -27,7 +27,9 @@ One round (:func:`improve_round`) of a btb/RouteWarm-v0 agent:
    ``min_gain_s`` seconds over the agent's own, else the agent's own choice; the
    rest of the action is the agent's. ``anchor_per_window`` of the agent's own
    greedy decisions per window join the labels, so fitting the measured ones
-   moves nothing else.
+   moves nothing else; with ``warm_anchor_repeat``, so does every decision of
+   the agent's that warms a node, that many times (rare, and decisive on the
+   burst families).
 4. The policy is fitted to the labels by cross-entropy
    (:func:`agents.imitation.pretrain`). The fitted policy serves the round's
    windows again; unless the geometric mean of their summed TTFTs is lower
@@ -76,7 +78,8 @@ from envs.sim.request import Request, Workload
 
 class _Probe(Policy):
     """The agent acting greedily, which remembers (observation, mask, action) at
-    the arrivals in ``record``, lists its long decisions when ``long_s`` is set,
+    the arrivals in ``record`` (and, with ``keep_warms``, in ``warms`` at every
+    arrival where it warms a node), lists its long decisions when ``long_s`` is set,
     routes the arrival ``fork`` to ``node`` instead of its own choice, and with
     ``warm_all`` warms onto every node the mask allows at every arrival (with
     ``calm_s``, only where no node has that many seconds of work ahead)."""
@@ -92,8 +95,11 @@ class _Probe(Policy):
         node: int = -1,
         warm_all: bool = False,
         calm_s: float | None = None,
+        keep_warms: bool = False,
     ) -> None:
         self.agent = agent
+        self.keep_warms = keep_warms
+        self.warms: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.warm_all = warm_all
         self.calm_s = math.inf if calm_s is None else calm_s
         self.record = set(record)
@@ -106,6 +112,7 @@ class _Probe(Policy):
     def reset(self, sim: Simulator) -> None:
         self.agent.reset(sim)
         self.seen.clear()
+        self.warms.clear()
         self.long.clear()
 
     def decide(self, sim: Simulator, request: Request) -> None:
@@ -119,6 +126,8 @@ class _Probe(Policy):
         index = request.index
         if index in self.record:
             self.seen[index] = (obs.copy(), mask.copy(), action.copy())
+        if self.keep_warms and action[1 : 1 + n].any():
+            self.warms.append((obs.copy(), mask.copy(), action.copy()))
         if self.long_s is not None and hold_s(obs, int(action[0])) >= self.long_s:
             self.long.append(index)
         if index == self.fork:
@@ -217,7 +226,9 @@ def measure_window(
     demos, stats = Demonstrations(), RoundStats()
     requests = window.requests
     anchors = rng.choice(len(requests), min(settings.anchor_per_window, len(requests)), False)
-    base = _Probe(agent, anchors.tolist(), long_s=settings.hold_s)
+    base = _Probe(
+        agent, anchors.tolist(), long_s=settings.hold_s, keep_warms=settings.warm_anchor_repeat > 0
+    )
     stats.before_s.append(float(_serve(base, cluster, window, sim, seed).sum()))
     labelled = base
     if settings.warm_variant:
@@ -227,7 +238,8 @@ def measure_window(
         stats.warm_variant_s.append(variant_s)
         if variant_s <= own_s * (1.0 - settings.warm_variant_gain):
             stats.warm_windows, labelled = 1, variant
-    for obs, mask, action in labelled.seen.values():
+    own_warms = base.warms * settings.warm_anchor_repeat if labelled is base else []
+    for obs, mask, action in [*labelled.seen.values(), *own_warms]:
         demos.obs.append(obs)
         demos.masks.append(mask)
         demos.actions.append(action)
