@@ -2,15 +2,19 @@
 
     python docs/results/zoo_today.py
 
-Reads, all 15 test windows of each family, evaluation seed 0, causal KV, greedy:
+Reads, all 15 test windows of each family, evaluation seed 0, causal KV, greedy
+and sampled:
 - ``zoo_today_route_warm.json``: ``improve_warm_step``'s lineage trained with the
   zoo's commands less ``sim.copy_landing_check=false``, under three pairs of seeds
   (:data:`SEEDS`), and the shipped ``improve_warm_step`` measured beside them;
+- ``zoo_today_anchored.json``: ``+experiment=improve_warm_anchored`` run from each
+  of those lineages' ``improve_spare_no1s`` at the same warm-step seed
+  (:data:`ANCHORED`);
 - ``capacity_floor.json`` for the baselines, ``oracle_warm`` and the floors (the
   targets and the floor rule).
 
-Prints the page's tables (``zoo_today.md`` holds them between its markers).
-"""
+Prints the page's two blocks of tables (``zoo_today.md`` holds each between its
+markers)."""
 
 from __future__ import annotations
 
@@ -28,30 +32,55 @@ SEEDS = ((4, 0), (0, 1), (1, 2))
 """(``improve_spare_no1s``'s seed, ``improve_warm_reference``'s seed) of each
 lineage; the first pair is the recipes' own."""
 TODAY = tuple(f"improve_warm_step_today_{a}_{b}" for a, b in SEEDS)
+ANCHORED = tuple(f"improve_warm_anchored_today_{a}_{b}" for a, b in SEEDS)
+MEANS = {"today_mean": TODAY, "anchored_mean": ANCHORED}
+"""Each seeds' mean :func:`seeds_mean` adds, and the agents it averages."""
 SAMPLED = "_stochastic"
 """The suffix of an agent's rows with its actions sampled (else greedy)."""
 STATS = ("ttft_mean_s", "ttft_p95_s")
 BEGIN, END = "<!-- zoo_today.py: begin -->", "<!-- zoo_today.py: end -->"
+ANCHORED_BEGIN = "<!-- zoo_today.py anchored: begin -->"
+ANCHORED_END = "<!-- zoo_today.py anchored: end -->"
 
 
 def load() -> Rows:
-    """capacity_floor.json's rows with zoo_today_route_warm.json's over them."""
-    return merged_rows("capacity_floor.json", "zoo_today_route_warm.json")
+    """capacity_floor.json's rows with zoo_today_route_warm.json's and
+    zoo_today_anchored.json's over them."""
+    return merged_rows(
+        "capacity_floor.json", "zoo_today_route_warm.json", "zoo_today_anchored.json"
+    )
 
 
 def seeds_mean(rows: Rows) -> Rows:
-    """``rows`` with two more agents, ``today_mean`` and ``today_mean_stochastic``:
-    each statistic averaged over the three lineages, greedy or sampled (the figure
-    the issue's targets are read against)."""
+    """``rows`` with each agent of :data:`MEANS` added, greedy and sampled
+    (``today_mean`` and ``today_mean_stochastic``, ...): each statistic averaged
+    over its three lineages (the figure the issue's targets are read against)."""
     out = dict(rows)
-    for setup in SETUPS:
-        for family in FAMILIES:
-            for how in ("", SAMPLED):
-                got = [rows[(setup, family, name + how)] for name in TODAY]
-                out[(setup, family, "today_mean" + how)] = {
-                    key: float(np.mean([r[key] for r in got])) for key in STATS
-                }
+    for mean, names in MEANS.items():
+        for setup in SETUPS:
+            for family in FAMILIES:
+                for how in ("", SAMPLED):
+                    got = [rows[(setup, family, name + how)] for name in names]
+                    out[(setup, family, mean + how)] = {
+                        key: float(np.mean([r[key] for r in got])) for key in STATS
+                    }
     return out
+
+
+def spread(rows: Rows, setup: str, family: str, mean: str) -> list[str]:
+    """Each statistic of the seeds' mean ``mean`` with its standard deviation over
+    the seeds, as a share of it."""
+    got = rows[(setup, family, mean)]
+    return [
+        f"{got[key]:.4g} ± "
+        f"{100 * np.std([rows[(setup, family, n)][key] for n in MEANS[mean]]) / got[key]:.1f} %"
+        for key in STATS
+    ]
+
+
+def change(new: dict[str, float], old: dict[str, float]) -> str:
+    """``new``'s mean / p95 against ``old``'s, in per cent."""
+    return " / ".join(f"{100 * (new[key] / old[key] - 1):+.1f} %" for key in STATS)
 
 
 def figures_table(rows: Rows) -> list[str]:
@@ -64,17 +93,35 @@ def figures_table(rows: Rows) -> list[str]:
     for setup in SETUPS:
         for family in FAMILIES:
             shipped = rows[(setup, family, SHIPPED)]
-            mean = rows[(setup, family, "today_mean")]
-            spread = [
-                f"{mean[key]:.4g} ± "
-                f"{100 * np.std([rows[(setup, family, n)][key] for n in TODAY]) / mean[key]:.1f} %"
-                for key in STATS
-            ]
-            change = " / ".join(f"{100 * (mean[key] / shipped[key] - 1):+.1f} %" for key in STATS)
+            mean, p95 = spread(rows, setup, family, "today_mean")
             lines.append(
                 f"| {setup} | {family} | {shipped['ttft_mean_s']:.4g} / "
-                f"{shipped['ttft_p95_s']:.4g} | {spread[0]} | {spread[1]} | {change} "
+                f"{shipped['ttft_p95_s']:.4g} | {mean} | {p95} "
+                f"| {change(rows[(setup, family, 'today_mean')], shipped)} "
                 f"| {rows[(setup, family, 'oracle_warm')]['ttft_mean_s']:.4g} |"
+            )
+    return lines
+
+
+def anchored_table(rows: Rows) -> list[str]:
+    """The warm-anchored agents' greedy figures beside today's ``improve_warm_step``
+    (both the seeds' mean) and the shipped one."""
+    lines = [
+        "| setup | family | anchored, 3 seeds: mean (s) ± std | anchored: p95 (s) ± std "
+        "| anchored vs today's `improve_warm_step`: mean / p95 "
+        "| anchored vs shipped: mean / p95 | copies: today's step / anchored (seed 4 / 0) |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+    for setup in SETUPS:
+        for family in FAMILIES:
+            got = rows[(setup, family, "anchored_mean")]
+            mean, p95 = spread(rows, setup, family, "anchored_mean")
+            copies = [rows[(setup, family, names[0])]["warm_copies"] for names in (TODAY, ANCHORED)]
+            lines.append(
+                f"| {setup} | {family} | {mean} | {p95} "
+                f"| {change(got, rows[(setup, family, 'today_mean')])} "
+                f"| {change(got, rows[(setup, family, SHIPPED)])} "
+                f"| {copies[0]:,} / {copies[1]:,} |"
             )
     return lines
 
@@ -89,5 +136,19 @@ def render() -> str:
     return "\n".join([*lines, "", END])
 
 
+def render_anchored() -> str:
+    rows = seeds_mean(load())
+    labels = {SHIPPED: "shipped `improve_warm_step`", "today_mean": "today's step, 3 seeds' mean"}
+    labels |= {name: f"anchored, seeds {a} / {b}" for name, (a, b) in zip(ANCHORED, SEEDS)}
+    labels["anchored_mean"] = "anchored, the 3 seeds' mean"
+    sampled = {
+        name + SAMPLED: f"{label}, sampled" for name, label in labels.items() if name != SHIPPED
+    }
+    lines = [ANCHORED_BEGIN, "", *anchored_table(rows), "", *cells_table(rows, labels | sampled)]
+    return "\n".join([*lines, "", ANCHORED_END])
+
+
 if __name__ == "__main__":
     print(render())
+    print()
+    print(render_anchored())
