@@ -34,7 +34,7 @@ lineage; the first pair is the recipes' own."""
 TODAY = tuple(f"improve_warm_step_today_{a}_{b}" for a, b in SEEDS)
 ANCHORED = tuple(f"improve_warm_anchored_today_{a}_{b}" for a, b in SEEDS)
 MEANS = {"today_mean": TODAY, "anchored_mean": ANCHORED}
-"""Each seeds' mean :func:`seeds_mean` adds, and the agents it averages."""
+"""The means over seeds that :func:`seeds_mean` adds, and the agents each averages."""
 SAMPLED = "_stochastic"
 """The suffix of an agent's rows with its actions sampled (else greedy)."""
 STATS = ("ttft_mean_s", "ttft_p95_s")
