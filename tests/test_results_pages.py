@@ -298,3 +298,12 @@ def test_zoo_today_anchored_block_is_current(scripts: dict[str, ModuleType]) -> 
         missed = agent_cells(merged, "70b_h100x4", agent)[3]
         cell = any(m.startswith("rising_load mean (5 % below oracle_warm)") for m in missed)
         assert cell == (agent in ("improve_warm_step", "today_mean"))
+    # the command as it stands (from the shipped improve_spare_no1s): 30 cells, 70b's
+    # rising_load missed by 0.1 % (0.06203 s against 0.95 x oracle_warm's 0.06523)
+    command = scripts["capacity_floor_table"].merged_rows(
+        "capacity_floor.json", "zoo_today_anchored_command.json"
+    )
+    name = "improve_warm_anchored_shipped_start"
+    found = [agent_cells(command, setup, name) for setup in today.SETUPS]
+    assert sum(f[0] for f in found) == 30 and sum(f[2] for f in found) == 6
+    assert "rising_load mean (5 % below oracle_warm) +0.1 %" in found[0][3]
