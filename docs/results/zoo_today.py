@@ -10,10 +10,13 @@ and sampled:
 - ``zoo_today_anchored.json``: ``+experiment=improve_warm_anchored`` run from each
   of those lineages' ``improve_spare_no1s`` at the same warm-step seed
   (:data:`ANCHORED`);
+- ``zoo_today_anchored_command.json``: ``+experiment=improve_warm_anchored`` as
+  shipped (from the shipped ``improve_spare_no1s``) at seeds 0, 1 and 2
+  (:data:`COMMAND`; seed 2 is ``agents/zoo/improve_warm_anchored``);
 - ``capacity_floor.json`` for the baselines, ``oracle_warm`` and the floors (the
   targets and the floor rule).
 
-Prints the page's two blocks of tables (``zoo_today.md`` holds each between its
+Prints the page's three blocks of tables (``zoo_today.md`` holds each between its
 markers)."""
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ SEEDS = ((4, 0), (0, 1), (1, 2))
 lineage; the first pair is the recipes' own."""
 TODAY = tuple(f"improve_warm_step_today_{a}_{b}" for a, b in SEEDS)
 ANCHORED = tuple(f"improve_warm_anchored_today_{a}_{b}" for a, b in SEEDS)
-MEANS = {"today_mean": TODAY, "anchored_mean": ANCHORED}
+COMMAND = ("improve_warm_anchored seed 0", "improve_warm_anchored seed 1", "improve_warm_anchored")
+"""The shipped recipe's three seeds, the last the shipped agent (the best of the
+three on the recipe's validation windows)."""
+MEANS = {"today_mean": TODAY, "anchored_mean": ANCHORED, "command_mean": COMMAND}
 """The means over seeds that :func:`seeds_mean` adds, and the agents each averages."""
 SAMPLED = "_stochastic"
 """The suffix of an agent's rows with its actions sampled (else greedy)."""
@@ -41,13 +47,18 @@ STATS = ("ttft_mean_s", "ttft_p95_s")
 BEGIN, END = "<!-- zoo_today.py: begin -->", "<!-- zoo_today.py: end -->"
 ANCHORED_BEGIN = "<!-- zoo_today.py anchored: begin -->"
 ANCHORED_END = "<!-- zoo_today.py anchored: end -->"
+COMMAND_BEGIN = "<!-- zoo_today.py shipped: begin -->"
+COMMAND_END = "<!-- zoo_today.py shipped: end -->"
 
 
 def load() -> Rows:
-    """capacity_floor.json's rows with zoo_today_route_warm.json's and
-    zoo_today_anchored.json's over them."""
+    """capacity_floor.json's rows with zoo_today_route_warm.json's,
+    zoo_today_anchored.json's and zoo_today_anchored_command.json's over them."""
     return merged_rows(
-        "capacity_floor.json", "zoo_today_route_warm.json", "zoo_today_anchored.json"
+        "capacity_floor.json",
+        "zoo_today_route_warm.json",
+        "zoo_today_anchored.json",
+        "zoo_today_anchored_command.json",
     )
 
 
@@ -126,6 +137,29 @@ def anchored_table(rows: Rows) -> list[str]:
     return lines
 
 
+def command_table(rows: Rows) -> list[str]:
+    """The shipped ``improve_warm_anchored``'s greedy figures, its recipe's three
+    seeds' mean, and both against the shipped ``improve_warm_step``."""
+    shipped = COMMAND[-1]
+    lines = [
+        "| setup | family | this agent: mean / p95 (s) | 3 seeds: mean (s) ± std "
+        "| 3 seeds: p95 (s) ± std | this agent vs `improve_warm_step`: mean / p95 "
+        "| 3 seeds vs `improve_warm_step`: mean / p95 | copies: `improve_warm_step` / this agent |",
+        "|---|---|--:|--:|--:|--:|--:|--:|",
+    ]
+    for setup in SETUPS:
+        for family in FAMILIES:
+            got, step = rows[(setup, family, shipped)], rows[(setup, family, SHIPPED)]
+            mean, p95 = spread(rows, setup, family, "command_mean")
+            lines.append(
+                f"| {setup} | {family} | {got['ttft_mean_s']:.4g} / {got['ttft_p95_s']:.4g} "
+                f"| {mean} | {p95} | {change(got, step)} "
+                f"| {change(rows[(setup, family, 'command_mean')], step)} "
+                f"| {step['warm_copies']:,} / {got['warm_copies']:,} |"
+            )
+    return lines
+
+
 def render() -> str:
     rows = seeds_mean(load())
     labels = {SHIPPED: "shipped `improve_warm_step`"}
@@ -148,7 +182,20 @@ def render_anchored() -> str:
     return "\n".join([*lines, "", ANCHORED_END])
 
 
+def render_command() -> str:
+    rows = seeds_mean(load())
+    labels = {SHIPPED: "shipped `improve_warm_step`"}
+    labels |= {name: f"seed {n}" for n, name in enumerate(COMMAND[:-1])}
+    labels[COMMAND[-1]] = "seed 2, the shipped `improve_warm_anchored`"
+    labels["command_mean"] = "the 3 seeds' mean"
+    sampled = {name + SAMPLED: f"{label}, sampled" for name, label in labels.items()}
+    lines = [COMMAND_BEGIN, "", *command_table(rows), "", *cells_table(rows, labels | sampled)]
+    return "\n".join([*lines, "", COMMAND_END])
+
+
 if __name__ == "__main__":
     print(render())
     print()
     print(render_anchored())
+    print()
+    print(render_command())
