@@ -70,6 +70,22 @@ def test_eval_seeds_page_is_current(scripts: dict[str, ModuleType]) -> None:
     stored = json.loads((RESULTS / "eval_seeds.json").read_text())
     runs = {int(seed): rows for seed, rows in stored.items()}
     assert (RESULTS / "eval_seeds.md").read_text() == scripts["eval_seeds"].render(runs)
+    # every seed: improve_warm_step meets 31 cells, improve_warm_anchored 32; the
+    # latter's seed-0 rows are zoo_today.md's
+    module = scripts["eval_seeds"]
+    for agent, count in (("improve_warm_step", 31), ("improve_warm_anchored", 32)):
+        for rows in runs.values():
+            cells = module.route_warm_cells(module.as_rows(rows), agent)
+            assert sum(c[0] for c in cells.values()) == count, agent
+    shipped = json.loads((RESULTS / "zoo_today_anchored_command.json").read_text())["rows"]
+    seed0 = module.as_rows(runs[0])
+    for row in shipped:
+        if row["policy"] == "improve_warm_anchored":
+            got = seed0[(row["setup"], row["workload"], row["policy"])]
+            assert (got["ttft_mean_s"], got["ttft_p95_s"]) == (
+                row["ttft_mean_s"],
+                row["ttft_p95_s"],
+            )
 
 
 def test_target_cells_page_is_current(scripts: dict[str, ModuleType]) -> None:
