@@ -498,7 +498,7 @@ def findings(kept: list[dict[str, Any]], ctrl: list[dict[str, Any]]) -> str:
     mean_net = sum(every_net) / len(every_net)
     setups = ", ".join(sorted({r["setup"] for r in ours}))
     text = (
-        f"What it shows. On {setups}, the seven route-and-warm agents of "
+        f"What it shows. On {setups}, the {len(AGENTS)} route-and-warm agents of "
         f"[target_cells.md](target_cells.md) gain more on their leaked windows than on "
         f"their clean ones in {sum(g < 0 for g in mine)} of their {len(mine)} (agent, setup, "
         f"workload) rows against the best baseline (leaked minus clean {_pp(mine[0])} to "
@@ -588,11 +588,11 @@ Written by [leak_check.py](leak_check.py) from the stored per-window means
 (`ttft_mean_s_per_window`) of `agents_vs_baselines*.json` and `*_test.json`, each
 row's pooled by the generator's request counts checked against its stored mean, and
 from `leak_check.json`, which [leak_check_measure.py](leak_check_measure.py) wrote on
-2026-12-06: the runs of [target_cells.md](target_cells.md) (the seven route-and-warm
-agents, the baselines, `oracle_warm` and the floors; all 15 test windows, evaluation
-seed 0, causal KV, greedy agents), whose rows over all 15 windows equal the stored
-ones to the last digit (checked), kept over the leaked and the clean windows apart,
-p95 included.
+2026-12-06 and again on 2026-12-07 with `improve_warm_anchored`: the runs of
+[target_cells.md](target_cells.md) (its route-and-warm agents, the baselines,
+`oracle_warm` and the floors; all 15 test windows, evaluation seed 0, causal KV,
+greedy agents), whose rows over all 15 windows equal the stored ones to the last
+digit (checked), kept over the leaked and the clean windows apart, p95 included.
 """
 
 SUMMARY_TEXT = """## Do the agents gain more on leaked windows?

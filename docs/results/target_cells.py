@@ -28,6 +28,7 @@ AGENTS = (
     "improve_warm",
     "improve_warm_reference",
     "improve_warm_step",
+    "improve_warm_anchored",
 )
 SEEDS = ("improve_warm_step seed 1", "improve_warm_step seed 3")
 """Other training seeds of an agent above, counted below the table."""
@@ -123,7 +124,11 @@ agents (trained on llama-3.3-70b only; on the other two setups they run
 unchanged; `improve_warm_reference` is `improve_warm` reading the observation's
 durations in llama-3.3-70b's seconds, `time_unit: reference`, the same agent on
 70b; `improve_warm_step` is that agent with the rest of each node's decode step
-in its first-token estimates, `step_wait: true`). In brackets: the agent
+in its first-token estimates, `step_wait: true`; `improve_warm_anchored`, shipped
+on 2026-12-07 and the only one trained in today's simulator, is
+`improve_spare_no1s` improved by warm rounds that keep its own warm decisions
+among the labels, `+experiment=improve_warm_anchored`, its rows measured that
+day). In brackets: the agent
 against what the cell requires. "infeasible": a mean below `floor_capacity`,
 which no policy that does not speculate can reach
 ([capacity_floor.md](capacity_floor.md)).
