@@ -21,6 +21,8 @@ markers)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from capacity_floor_table import (
     FAMILIES,
@@ -94,108 +96,125 @@ def change(new: dict[str, float], old: dict[str, float]) -> str:
     return " / ".join(f"{100 * (new[key] / old[key] - 1):+.1f} %" for key in STATS)
 
 
+def figures(row: dict[str, float]) -> str:
+    """A row's mean / p95 TTFT."""
+    return f"{row['ttft_mean_s']:.4g} / {row['ttft_p95_s']:.4g}"
+
+
+def per_pair(head: list[str], row: Callable[[str, str], str]) -> list[str]:
+    """A table: ``head``, then ``row(setup, family)`` for every setup and family."""
+    return [*head, *(row(setup, family) for setup in SETUPS for family in FAMILIES)]
+
+
 def figures_table(rows: Rows) -> list[str]:
     """The greedy figures, the seeds' mean read from :func:`seeds_mean`'s rows."""
-    lines = [
+
+    def row(setup: str, family: str) -> str:
+        shipped = rows[(setup, family, SHIPPED)]
+        mean, p95 = spread(rows, setup, family, "today_mean")
+        return (
+            f"| {setup} | {family} | {figures(shipped)} | {mean} | {p95} "
+            f"| {change(rows[(setup, family, 'today_mean')], shipped)} "
+            f"| {rows[(setup, family, 'oracle_warm')]['ttft_mean_s']:.4g} |"
+        )
+
+    head = [
         "| setup | family | shipped mean / p95 (s) | today, 3 seeds: mean (s) ± std "
         "| today: p95 (s) ± std | today vs shipped: mean / p95 | oracle_warm mean (s) |",
         "|---|---|--:|--:|--:|--:|--:|",
     ]
-    for setup in SETUPS:
-        for family in FAMILIES:
-            shipped = rows[(setup, family, SHIPPED)]
-            mean, p95 = spread(rows, setup, family, "today_mean")
-            lines.append(
-                f"| {setup} | {family} | {shipped['ttft_mean_s']:.4g} / "
-                f"{shipped['ttft_p95_s']:.4g} | {mean} | {p95} "
-                f"| {change(rows[(setup, family, 'today_mean')], shipped)} "
-                f"| {rows[(setup, family, 'oracle_warm')]['ttft_mean_s']:.4g} |"
-            )
-    return lines
+    return per_pair(head, row)
 
 
 def anchored_table(rows: Rows) -> list[str]:
     """The warm-anchored agents' greedy figures beside today's ``improve_warm_step``
     (both the seeds' mean) and the shipped one."""
-    lines = [
+
+    def row(setup: str, family: str) -> str:
+        got = rows[(setup, family, "anchored_mean")]
+        mean, p95 = spread(rows, setup, family, "anchored_mean")
+        copies = [rows[(setup, family, names[0])]["warm_copies"] for names in (TODAY, ANCHORED)]
+        return (
+            f"| {setup} | {family} | {mean} | {p95} "
+            f"| {change(got, rows[(setup, family, 'today_mean')])} "
+            f"| {change(got, rows[(setup, family, SHIPPED)])} "
+            f"| {copies[0]:,} / {copies[1]:,} |"
+        )
+
+    head = [
         "| setup | family | anchored, 3 seeds: mean (s) ± std | anchored: p95 (s) ± std "
         "| anchored vs today's `improve_warm_step`: mean / p95 "
         "| anchored vs shipped: mean / p95 | copies: today's step / anchored (seed 4 / 0) |",
         "|---|---|--:|--:|--:|--:|--:|",
     ]
-    for setup in SETUPS:
-        for family in FAMILIES:
-            got = rows[(setup, family, "anchored_mean")]
-            mean, p95 = spread(rows, setup, family, "anchored_mean")
-            copies = [rows[(setup, family, names[0])]["warm_copies"] for names in (TODAY, ANCHORED)]
-            lines.append(
-                f"| {setup} | {family} | {mean} | {p95} "
-                f"| {change(got, rows[(setup, family, 'today_mean')])} "
-                f"| {change(got, rows[(setup, family, SHIPPED)])} "
-                f"| {copies[0]:,} / {copies[1]:,} |"
-            )
-    return lines
+    return per_pair(head, row)
 
 
 def command_table(rows: Rows) -> list[str]:
     """The shipped ``improve_warm_anchored``'s greedy figures, its recipe's three
     seeds' mean, and both against the shipped ``improve_warm_step``."""
-    shipped = COMMAND[-1]
-    lines = [
+
+    def row(setup: str, family: str) -> str:
+        got, step = rows[(setup, family, COMMAND[-1])], rows[(setup, family, SHIPPED)]
+        mean, p95 = spread(rows, setup, family, "command_mean")
+        return (
+            f"| {setup} | {family} | {figures(got)} | {mean} | {p95} | {change(got, step)} "
+            f"| {change(rows[(setup, family, 'command_mean')], step)} "
+            f"| {step['warm_copies']:,} / {got['warm_copies']:,} |"
+        )
+
+    head = [
         "| setup | family | this agent: mean / p95 (s) | 3 seeds: mean (s) ± std "
         "| 3 seeds: p95 (s) ± std | this agent vs `improve_warm_step`: mean / p95 "
         "| 3 seeds vs `improve_warm_step`: mean / p95 | copies: `improve_warm_step` / this agent |",
         "|---|---|--:|--:|--:|--:|--:|--:|",
     ]
-    for setup in SETUPS:
-        for family in FAMILIES:
-            got, step = rows[(setup, family, shipped)], rows[(setup, family, SHIPPED)]
-            mean, p95 = spread(rows, setup, family, "command_mean")
-            lines.append(
-                f"| {setup} | {family} | {got['ttft_mean_s']:.4g} / {got['ttft_p95_s']:.4g} "
-                f"| {mean} | {p95} | {change(got, step)} "
-                f"| {change(rows[(setup, family, 'command_mean')], step)} "
-                f"| {step['warm_copies']:,} / {got['warm_copies']:,} |"
-            )
-    return lines
+    return per_pair(head, row)
 
 
-def render() -> str:
-    rows = seeds_mean(load())
+def block(markers: tuple[str, str], table: list[str], rows: Rows, labels: dict[str, str]) -> str:
+    """One block of the page between its ``markers``: ``table``, then the cells table
+    of the agents of ``labels``."""
+    return "\n".join([markers[0], "", *table, "", *cells_table(rows, labels), "", markers[1]])
+
+
+def sampled(labels: dict[str, str], but: tuple[str, ...] = ()) -> dict[str, str]:
+    """``labels`` with each agent's sampled rows after them (but those of ``but``)."""
+    return labels | {
+        n + SAMPLED: f"{label}, sampled" for n, label in labels.items() if n not in but
+    }
+
+
+def render(rows: Rows | None = None) -> str:
+    """The first block (``rows``: :func:`seeds_mean` of :func:`load`, by default)."""
+    rows = seeds_mean(load()) if rows is None else rows
     labels = {SHIPPED: "shipped `improve_warm_step`"}
     labels |= {name: f"today, seeds {a} / {b}" for name, (a, b) in zip(TODAY, SEEDS)}
     labels["today_mean"] = "today, the 3 seeds' mean"
-    sampled = {name + SAMPLED: f"{label}, sampled" for name, label in labels.items()}
-    lines = [BEGIN, "", *figures_table(rows), "", *cells_table(rows, labels | sampled)]
-    return "\n".join([*lines, "", END])
+    return block((BEGIN, END), figures_table(rows), rows, sampled(labels))
 
 
-def render_anchored() -> str:
-    rows = seeds_mean(load())
+def render_anchored(rows: Rows | None = None) -> str:
+    """The second block."""
+    rows = seeds_mean(load()) if rows is None else rows
     labels = {SHIPPED: "shipped `improve_warm_step`", "today_mean": "today's step, 3 seeds' mean"}
     labels |= {name: f"anchored, seeds {a} / {b}" for name, (a, b) in zip(ANCHORED, SEEDS)}
     labels["anchored_mean"] = "anchored, the 3 seeds' mean"
-    sampled = {
-        name + SAMPLED: f"{label}, sampled" for name, label in labels.items() if name != SHIPPED
-    }
-    lines = [ANCHORED_BEGIN, "", *anchored_table(rows), "", *cells_table(rows, labels | sampled)]
-    return "\n".join([*lines, "", ANCHORED_END])
+    markers = (ANCHORED_BEGIN, ANCHORED_END)
+    return block(markers, anchored_table(rows), rows, sampled(labels, but=(SHIPPED,)))
 
 
-def render_command() -> str:
-    rows = seeds_mean(load())
+def render_command(rows: Rows | None = None) -> str:
+    """The third block."""
+    rows = seeds_mean(load()) if rows is None else rows
     labels = {SHIPPED: "shipped `improve_warm_step`"}
     labels |= {name: f"seed {n}" for n, name in enumerate(COMMAND[:-1])}
     labels[COMMAND[-1]] = "seed 2, the shipped `improve_warm_anchored`"
     labels["command_mean"] = "the 3 seeds' mean"
-    sampled = {name + SAMPLED: f"{label}, sampled" for name, label in labels.items()}
-    lines = [COMMAND_BEGIN, "", *command_table(rows), "", *cells_table(rows, labels | sampled)]
-    return "\n".join([*lines, "", COMMAND_END])
+    markers = (COMMAND_BEGIN, COMMAND_END)
+    return block(markers, command_table(rows), rows, sampled(labels))
 
 
 if __name__ == "__main__":
-    print(render())
-    print()
-    print(render_anchored())
-    print()
-    print(render_command())
+    loaded = seeds_mean(load())
+    print("\n\n".join(make(loaded) for make in (render, render_anchored, render_command)))
