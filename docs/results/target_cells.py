@@ -125,7 +125,7 @@ unchanged; `improve_warm_reference` is `improve_warm` reading the observation's
 durations in llama-3.3-70b's seconds, `time_unit: reference`, the same agent on
 70b; `improve_warm_step` is that agent with the rest of each node's decode step
 in its first-token estimates, `step_wait: true`; `improve_warm_anchored`, shipped
-on 2026-12-07 and the only one trained in today's simulator, is
+on 2026-12-07 and the only one of these trained in today's simulator, is
 `improve_spare_no1s` improved by warm rounds that keep its own warm decisions
 among the labels, `+experiment=improve_warm_anchored`, its rows measured that
 day). In brackets: the agent
