@@ -3,7 +3,7 @@
 #   make test   set up, then lint (ruff, mypy) and run the test suite
 #   make bench  set up, then run the throughput benchmark
 #   make zoo-check [ZOO=a,b]  set up, then train zoo agents again by their READMEs'
-#               commands and compare the weights (hours for the whole zoo)
+#               commands and compare the weights (one to two hours for the whole zoo)
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python

@@ -16,8 +16,9 @@ Why: a deliberate numeric change (the simulator, the forecast a teacher reads, a
 observation) leaves ``make run``'s rows unchanged and still makes a recipe train
 other weights. Weights also follow the CPU's floating-point kernels, so run it on
 the kind of machine the zoo was trained on (docs/agents.md, "The shipped agents").
-The recipes take from seconds (``improve_warm_step``) to about 30 minutes each
-(``scratch_route_warm_long``); every agent of the zoo, a few hours on 2 cores.
+The recipes take from seconds (``improve_warm_step``) to about 15 minutes each
+(``improve_spare_no1s``) on 2 cores; every agent of the zoo, one to two hours (the
+reruns in docs/agents.md).
 """
 
 from __future__ import annotations
