@@ -256,7 +256,7 @@ def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
     today = scripts["zoo_today"]
     table = scripts["capacity_floor_table"]
     agent_cells = table.agent_cells
-    assert today.render() in (RESULTS / "zoo_today.md").read_text()
+    assert today.render(today.seeds_mean(today.load())) in (RESULTS / "zoo_today.md").read_text()
     stored = table.merged_rows("rollout_improvement_test.json")
     rows = json.loads((RESULTS / "zoo_today_route_warm.json").read_text())["rows"]
     assert len(rows) == 120  # 15 rows each: the shipped agent and three seeds, greedy, sampled
@@ -286,17 +286,18 @@ def test_zoo_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
     assert len(missed) == 1  # the same four cells (their margins differ)
 
 
-def _three_seeds_block(today: ModuleType, block: str, data: str, names: tuple) -> dict:
-    """Checks that zoo_today.md holds ``block`` and that ``zoo_today_DATA.json`` holds
-    15 rows of each of ``names``, greedy and sampled; the page's rows with the
-    seeds' means."""
-    assert block in (RESULTS / "zoo_today.md").read_text()
+def _three_seeds_block(today: ModuleType, render: str, data: str, names: tuple) -> dict:
+    """Checks that zoo_today.md holds what ``today.RENDER`` prints and that
+    ``zoo_today_DATA.json`` holds 15 rows of each of ``names``, greedy and sampled;
+    the page's rows with the seeds' means."""
+    merged = today.seeds_mean(today.load())
+    assert getattr(today, render)(merged) in (RESULTS / "zoo_today.md").read_text()
     rows = json.loads((RESULTS / f"zoo_today_{data}.json").read_text())["rows"]
     assert len(rows) == 90  # 15 rows each: three seeds, greedy and sampled
     assert {r["policy"] for r in rows} == {
         name + how for name in names for how in ("", today.SAMPLED)
     }
-    return today.seeds_mean(today.load())
+    return merged
 
 
 def test_zoo_today_anchored_block_is_current(scripts: dict[str, ModuleType]) -> None:
@@ -307,7 +308,7 @@ def test_zoo_today_anchored_block_is_current(scripts: dict[str, ModuleType]) -> 
     shipped agent and today's ``improve_warm_step`` miss."""
     today = scripts["zoo_today"]
     agent_cells = scripts["capacity_floor_table"].agent_cells
-    merged = _three_seeds_block(today, today.render_anchored(), "anchored", today.ANCHORED)
+    merged = _three_seeds_block(today, "render_anchored", "anchored", today.ANCHORED)
     # the seeds' mean on 70b's rising_load, by hand: (0.061358 + 0.061499 + 0.061558) / 3
     mean = merged[("70b_h100x4", "rising_load", "anchored_mean")]["ttft_mean_s"]
     assert mean == pytest.approx(0.061472, abs=2e-6)
@@ -331,9 +332,9 @@ def test_zoo_today_shipped_anchored_block_is_current(scripts: dict[str, ModuleTy
     bursts' mean, seed 0 misses 70b's rising_load cell by 0.1 %."""
     today = scripts["zoo_today"]
     agent_cells = scripts["capacity_floor_table"].agent_cells
-    merged = _three_seeds_block(today, today.render_command(), "anchored_command", today.COMMAND)
-    shipped_json = Path(__file__).resolve().parents[1] / "agents" / "zoo" / today.COMMAND[-1]
-    saved = json.loads((shipped_json / "agent.json").read_text())
+    merged = _three_seeds_block(today, "render_command", "anchored_command", today.COMMAND)
+    folder = Path(__file__).resolve().parents[1] / "agents" / "zoo" / today.COMMAND[-1]
+    saved = json.loads((folder / "agent.json").read_text())
     assert (saved["name"], saved["seed"]) == (today.COMMAND[-1], 2)
     # the seeds' mean on 70b's rising_load, by hand: (0.062029 + 0.061592 + 0.061891) / 3
     mean = merged[("70b_h100x4", "rising_load", "command_mean")]["ttft_mean_s"]

@@ -185,18 +185,16 @@ def sampled(labels: dict[str, str], but: tuple[str, ...] = ()) -> dict[str, str]
     }
 
 
-def render(rows: Rows | None = None) -> str:
-    """The first block (``rows``: :func:`seeds_mean` of :func:`load`, by default)."""
-    rows = seeds_mean(load()) if rows is None else rows
+def render(rows: Rows) -> str:
+    """The first block (``rows``: :func:`seeds_mean` of :func:`load`, as for each block)."""
     labels = {SHIPPED: "shipped `improve_warm_step`"}
     labels |= {name: f"today, seeds {a} / {b}" for name, (a, b) in zip(TODAY, SEEDS)}
     labels["today_mean"] = "today, the 3 seeds' mean"
     return block((BEGIN, END), figures_table(rows), rows, sampled(labels))
 
 
-def render_anchored(rows: Rows | None = None) -> str:
+def render_anchored(rows: Rows) -> str:
     """The second block."""
-    rows = seeds_mean(load()) if rows is None else rows
     labels = {SHIPPED: "shipped `improve_warm_step`", "today_mean": "today's step, 3 seeds' mean"}
     labels |= {name: f"anchored, seeds {a} / {b}" for name, (a, b) in zip(ANCHORED, SEEDS)}
     labels["anchored_mean"] = "anchored, the 3 seeds' mean"
@@ -204,9 +202,8 @@ def render_anchored(rows: Rows | None = None) -> str:
     return block(markers, anchored_table(rows), rows, sampled(labels, but=(SHIPPED,)))
 
 
-def render_command(rows: Rows | None = None) -> str:
+def render_command(rows: Rows) -> str:
     """The third block."""
-    rows = seeds_mean(load()) if rows is None else rows
     labels = {SHIPPED: "shipped `improve_warm_step`"}
     labels |= {name: f"seed {n}" for n, name in enumerate(COMMAND[:-1])}
     labels[COMMAND[-1]] = "seed 2, the shipped `improve_warm_anchored`"
