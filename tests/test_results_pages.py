@@ -41,6 +41,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "leak_check",
                 "leak_free",
                 "zoo_today",
+                "check_fresh",
             )
         }
     finally:
@@ -194,6 +195,48 @@ def test_finetune_families_val20_page_is_current(scripts: dict[str, ModuleType])
     new = json.loads((RESULTS / "finetune_families_val20_test.json").read_text())["rows"]
     rows.update({(row["workload"], row["policy"]): row for row in new})
     assert (RESULTS / "finetune_families_val20_test.md").read_text() == table.render(rows)
+
+
+def test_the_shipped_spread_agent_is_its_recipe_s_seed_0(scripts: dict[str, ModuleType]) -> None:
+    """The zoo's ppo_thresholds_spread, evaluated alone under evaluation seed 0
+    (eval_seeds.json), gives the rows of seed 0 in the stored test tables of the
+    recipe's three seeds (``_rerun1206``) on all three setups, and check_fresh
+    measures those rows again."""
+    module = scripts["eval_seeds"]
+    seed0 = module.as_rows(json.loads((RESULTS / "eval_seeds.json").read_text())["0"])
+    reruns = [r for r in scripts["thresholds_cells"].RERUNS if r[0] == "ppo_thresholds_spread"]
+    assert {setup for *_, setup in reruns} == {"70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4"}
+    for agent, _, tag, setup in reruns:
+        for family in scripts["evaluate_thresholds"].FAMILIES:
+            path = RESULTS / f"agents_vs_baselines_thresholds{tag}_{family}.json"
+            (row,) = [r for r in json.loads(path.read_text())["rows"] if r["policy"] == "s0_det"]
+            got = seed0[(setup, family, agent)]
+            assert (got["ttft_mean_s"], got["ttft_p95_s"]) == (
+                row["ttft_mean_s"],
+                row["ttft_p95_s"],
+            )
+    fresh = scripts["check_fresh"]
+    (qwen3_tag,) = [tag for _, _, tag, setup in reruns if setup == "qwen3_8b_h100x4"]
+    assert ("ppo_thresholds_spread", "qwen3_8b_h100x4", qwen3_tag, "s0_det") in fresh.SHIPPED_SEEDS
+    stored = fresh.stored()
+    for agent, setup, *_ in fresh.SHIPPED_SEEDS:
+        assert all((setup, f, agent) in stored for f in fresh.FAMILIES)
+
+
+def test_eval_seeds_replaces_only_the_rows_given(scripts: dict[str, ModuleType]) -> None:
+    module = scripts["eval_seeds"]
+
+    def row(policy: str, mean: float) -> dict:
+        return {"setup": "s", "workload": "w", "policy": policy, "ttft_mean_s": mean}
+
+    stored = {0: [row("a", 1.0), row("b", 2.0)], 1: [row("a", 3.0), row("b", 4.0)]}
+    new = {0: [row("b", 5.0)], 1: [row("b", 6.0)]}
+    assert module.replaced(stored, new) == {
+        0: [row("a", 1.0), row("b", 5.0)],
+        1: [row("a", 3.0), row("b", 6.0)],
+    }
+    with pytest.raises(SystemExit, match=r"seed 0: no stored row for \('s', 'w', 'c'\)"):
+        module.replaced(stored, {0: [row("c", 1.0)], 1: []})
 
 
 def test_leak_check_page_is_current(scripts: dict[str, ModuleType]) -> None:

@@ -1,6 +1,7 @@
 """How the target cells move with the evaluation seed: ``eval_seeds.md``.
 
     python docs/results/eval_seeds.py EVAL_ROOT   # read the runs, write both files
+    python docs/results/eval_seeds.py EVAL_ROOT POLICY ...  # only these rows anew
     python docs/results/eval_seeds.py             # the page again from the JSON
 
 The evaluation seed draws only the routers' tie-breaks (``seed=``, the random
@@ -15,7 +16,9 @@ for K = 0, 1, 2, each written by
         out_dir=EVAL_ROOT/seedK/SETUP/FAMILY
 
 (all 15 test windows, causal KV, greedy agents), keeps each row's mean and p95
-TTFT in ``eval_seeds.json`` and writes ``eval_seeds.md``: for each seed, the
+TTFT in ``eval_seeds.json`` and writes ``eval_seeds.md``. Given POLICY names, it
+takes only their rows from EVAL_ROOT (an agent shipped anew, run alone with
+``"checkpoint=[NAME]" "policies=[]"``) and keeps every other stored row: for each seed, the
 route-and-warm cells each of :data:`AGENTS` meets (the rules of
 ``target_cells.py``, every target recomputed from that seed's baselines), the
 thresholds cells each shipped thresholds agent meets (the rules of
@@ -42,16 +45,37 @@ KEPT = ("setup", "workload", "policy", "ttft_mean_s", "ttft_p95_s")
 OUT = HERE / "eval_seeds.json"
 
 
-def read(root: Path) -> dict[int, list[dict]]:
+def read(root: Path, only: tuple[str, ...] = ()) -> dict[int, list[dict]]:
+    """The runs' rows by seed; with ``only``, just those policies' rows (each must be
+    in every run)."""
     runs: dict[int, list[dict]] = {}
     for seed in SEEDS:
         runs[seed] = []
         for setup in SETUPS:
             for family in FAMILIES:
                 path = root / f"seed{seed}" / setup / family / "results.json"
-                for row in json.loads(path.read_text())["rows"]:
+                rows = json.loads(path.read_text())["rows"]
+                if only:
+                    rows = [row for row in rows if row["policy"] in only]
+                    missing = set(only) - {row["policy"] for row in rows}
+                    if missing:
+                        sys.exit(f"error: {path} has no row of {sorted(missing)[0]!r}")
+                for row in rows:
                     runs[seed].append({k: row[k] for k in KEPT})
     return runs
+
+
+def replaced(stored: dict[int, list[dict]], new: dict[int, list[dict]]) -> dict[int, list[dict]]:
+    """``stored`` with each row of ``new`` in place of the stored row of the same
+    setup, family and policy (stored order kept)."""
+    out = {}
+    for seed, rows in stored.items():
+        fresh = {(r["setup"], r["workload"], r["policy"]): r for r in new[seed]}
+        kept = [fresh.pop((r["setup"], r["workload"], r["policy"]), r) for r in rows]
+        if fresh:
+            sys.exit(f"error: seed {seed}: no stored row for {sorted(fresh)[0]}")
+        out[seed] = kept
+    return out
 
 
 def as_rows(kept: list[dict]) -> Rows:
@@ -145,7 +169,9 @@ def render(runs: dict[int, list[dict]]) -> str:
         "were measured again on 2026-12-07 (beside `improve_warm_anchored`'s first),",
         "after the forecast came to count a copy in flight from when it lands",
         "(2026-12-06): its means moved by at most 0.7 % (70b's `mixed`), and no",
-        "cell changed.",
+        "cell changed. `ppo_thresholds_spread`'s rows are those of the agent shipped",
+        "on 2026-12-07 (`python docs/results/eval_seeds.py EVAL_ROOT ppo_thresholds_spread`,",
+        "the agent run alone): it meets the same cells as the agent shipped before it.",
     ]
     for agent in AGENTS:
         lines += route_warm_section(agent, by_seed)
@@ -227,12 +253,16 @@ def render(runs: dict[int, list[dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(*roots: str) -> None:
-    if roots:
-        runs = read(Path(roots[0]))
+def stored_runs() -> dict[int, list[dict]]:
+    return {int(k): v for k, v in json.loads(OUT.read_text()).items()}
+
+
+def main(*args: str) -> None:
+    if args:
+        root, only = Path(args[0]), tuple(args[1:])
+        runs = replaced(stored_runs(), read(root, only)) if only else read(root)
         OUT.write_text(json.dumps({str(k): v for k, v in runs.items()}, indent=1) + "\n")
-    stored = json.loads(OUT.read_text())
-    runs = {int(k): v for k, v in stored.items()}
+    runs = stored_runs()
     page = HERE / "eval_seeds.md"
     page.write_text(render(runs))
     print(f"wrote {page}")

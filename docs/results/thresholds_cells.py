@@ -173,6 +173,12 @@ The last two sections count the cells of both recipes' seeds 0, 1 and 2 retraine
 (`sim.copy_landing_check=false`) and evaluated on 2026-12-06
 (`agents_vs_baselines_thresholds*_rerun1206_*`): the spread recipe meets as many
 cells as before, the eft recipe one more plainly and two more under the floor rule.
+
+Since 2026-12-07 the zoo's `ppo_thresholds_spread` is seed 0 of the spread recipe's
+last two sections. Its three seeds were trained again that day by the plain
+command, and their test rows on the three setups equal the `_rerun1206` rows to
+the last digit of every TTFT. The spread rows of the first two sections are the
+runs of the weights shipped until then (seed 1 of 2026-12-04's).
 """
 
 
