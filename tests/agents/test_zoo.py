@@ -90,23 +90,30 @@ def test_thresholds_agent_adapts_to_the_regime():
     assert np.mean([m for _, _, m, _, _ in burst]) > np.mean([m for _, _, m, _, _ in quiet])
 
 
-def test_thresholds_eft_agent_fires_sooner_on_bursts_than_on_quiet_traffic():
-    """The shipped ppo_thresholds_eft (greedy) changes its settings within an episode
-    and on a window of 60 s bursts (200 requests each) mostly makes a prefix active
-    at its first arrival (X = 1), while on a quiet window (8 requests of a prefix
-    over 30 s) it waits for 4 (mean X higher). It keeps btb_eft's resident rule."""
+def test_thresholds_eft_agent_sets_btb_apart_by_regime():
+    """The shipped ppo_thresholds_eft (greedy, trained on llama-3.3-70b) changes its
+    settings within an episode and sets them by regime (validation windows 20 of
+    burst_families, 70b_h100x4): on the 1 s bursts a longer count window Z than on
+    the 60 s bursts (mostly 8 s against 0.25 s there), and btb_pending's rule
+    (``pending+eft``) in most epochs of ``mixed``, where it keeps the published one
+    (``resident+eft``) in most epochs of the other three families."""
+    from envs.windows import window_pool
+
     agent = AgentPolicy.load(ZOO / "ppo_thresholds_eft")
-    burst = _settings(
-        agent,
-        BurstedSyntheticConfig(n_bursts=2, burst_requests=200, n_decoys=4, burst_window_s=60.0),
-    )
-    quiet = _settings(
-        agent,
-        BurstedSyntheticConfig(n_bursts=2, burst_requests=8, n_decoys=6, burst_window_s=30.0),
-    )
-    assert len(set(burst)) > 1  # it adapts within an episode
-    assert np.mean([x for x, *_ in burst]) < np.mean([x for x, *_ in quiet])
-    assert {rule for *_, rule in burst + quiet} == {"resident+eft"}
+    logs = {}
+    for window in window_pool("burst_families", "val", 20260721, 4):
+        sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+        agent.run(sim)
+        family = window.name.split("/")[1].rsplit("-", 1)[0]
+        logs[family] = [setting for _, setting in agent.settings_log]
+    assert all(len(set(log)) > 1 for log in logs.values())  # it adapts within an episode
+    mean_z = {family: np.mean([z for _, z, *_ in log]) for family, log in logs.items()}
+    assert mean_z["synthetic1s"] > 2 * mean_z["synthetic"]
+    share = {
+        family: sum(rule == "pending+eft" for *_, rule in log) / len(log)
+        for family, log in logs.items()
+    }
+    assert share["mixed"] > 0.5 > max(share[f] for f in ("synthetic", "synthetic1s", "rising"))
 
 
 def test_thresholds_spread_agent_stands_btb_aside_on_fast_bursts_only():
