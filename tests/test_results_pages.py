@@ -169,7 +169,7 @@ def test_thresholds_agents_test_tables_are_their_rows(scripts: dict[str, ModuleT
     written before the ``eft_pull_spread`` column, without it)."""
     thresholds = scripts["evaluate_thresholds"]
     tables = sorted(RESULTS.glob("agents_vs_baselines_thresholds*_table.md"))
-    assert len(tables) == 18
+    assert len(tables) == 19
     for table in tables:
         tag = table.name.removeprefix("agents_vs_baselines_thresholds").removesuffix("_table.md")
         lines = table.read_text().splitlines()

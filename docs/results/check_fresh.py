@@ -9,7 +9,8 @@ that need no training (all 15 test windows, evaluation seed 0, causal KV, greedy
 - the baselines and ``oracle_warm`` of ``capacity_floor.json`` on the three setups
   (the yardsticks of target_cells.md and thresholds_cells.md);
 - the shipped ``improve_warm_step`` (``rollout_improvement_test.json``);
-- the shipped seeds in the thresholds tables: ``ppo_thresholds_eft`` (seed 0, 70b,
+- the shipped seeds in the thresholds tables: ``ppo_thresholds`` (seed 1, 70b,
+  ``agents_vs_baselines_thresholds_rerun1207_*``), ``ppo_thresholds_eft`` (seed 0, 70b,
   ``agents_vs_baselines_thresholds_eft_rerun1207_*``) and ``ppo_thresholds_spread`` (seed 0,
   qwen3-8b, ``agents_vs_baselines_thresholds_spread_qwen3_8b_rerun1206_*``).
 It prints every row that moved, with both figures, and exits 1 if any did (0 if
@@ -33,6 +34,7 @@ from baselines.policy import Policy, make_policy
 ZOO = HERE.parents[1] / "agents" / "zoo"
 SHIPPED_SEEDS = (
     # (zoo agent, setup, stored file tag, its row's name there)
+    ("ppo_thresholds", "70b_h100x4", "_rerun1207", "s1_det"),
     ("ppo_thresholds_eft", "70b_h100x4", "_eft_rerun1207", "s0_det"),
     ("ppo_thresholds_spread", "qwen3_8b_h100x4", "_spread_qwen3_8b_rerun1206", "s0_det"),
 )

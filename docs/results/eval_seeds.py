@@ -169,11 +169,12 @@ def render(runs: dict[int, list[dict]]) -> str:
         "were measured again on 2026-12-07 (beside `improve_warm_anchored`'s first),",
         "after the forecast came to count a copy in flight from when it lands",
         "(2026-12-06): its means moved by at most 0.7 % (70b's `mixed`), and no",
-        "cell changed. `ppo_thresholds_eft`'s and `ppo_thresholds_spread`'s rows are",
-        "those of the agents shipped on 2026-12-07 (`python docs/results/eval_seeds.py",
-        "EVAL_ROOT AGENT`, each agent run alone): the spread agent meets the same cells",
-        "as the one shipped before it; the eft agent 9 under each seed, where the one",
-        "before it met 10 (it loses qwen3-8b's 60 s bursts).",
+        "cell changed. The three thresholds agents' rows are those of the agents",
+        "shipped on 2026-12-07 (`python docs/results/eval_seeds.py EVAL_ROOT AGENT`,",
+        "each agent run alone): the spread agent meets the same cells as the one shipped",
+        "before it; the eft agent 9 under each seed, where the one before it met 10 (it",
+        "loses qwen3-8b's 60 s bursts); `ppo_thresholds` 8, 8 and 7, where the one before",
+        "it met 7 under each.",
     ]
     for agent in AGENTS:
         lines += route_warm_section(agent, by_seed)

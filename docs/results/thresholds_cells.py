@@ -43,11 +43,15 @@ RUNS = (
     ("ppo_thresholds_spread", "trained on qwen3-8b", "_spread_qwen3_8b", "qwen3_8b_h100x4"),
     ("ppo_thresholds_spread", "trained on qwen3-8b", "_spread_qwen3_8b_on_glm45", "glm45_h100x4"),
 )
-RERUN = {"ppo_thresholds_eft": "_rerun1207", "ppo_thresholds_spread": "_rerun1206"}
-"""The file tag's suffix of the eft and spread recipes' seeds 0-2 as the recipes
-train today: the eft recipe's trained and evaluated on 2026-12-07 by its plain
-command, the spread recipe's on 2026-12-06 (with ``sim.copy_landing_check=false``,
-which it does not meet: its plain command gave the same rows on 2026-12-07)."""
+RERUN = {
+    "ppo_thresholds": "_rerun1207",
+    "ppo_thresholds_eft": "_rerun1207",
+    "ppo_thresholds_spread": "_rerun1206",
+}
+"""The file tag's suffix of each recipe's seeds 0-2 as the recipes train today: the
+first two trained and evaluated on 2026-12-07 by their plain commands, the spread
+recipe's on 2026-12-06 (with ``sim.copy_landing_check=false``, which it does not
+meet: its plain command gave the same rows on 2026-12-07)."""
 RERUNS = tuple(
     (agent, how, tag + RERUN[agent], setup) for agent, how, tag, setup in RUNS if agent in RERUN
 )
@@ -176,18 +180,22 @@ evaluated on 2026-12-06 (`agents_vs_baselines_thresholds*_rerun1206_*`): the
 spread recipe met as many cells as before, the eft recipe 10 plainly and 11
 under the floor rule.
 
-On 2026-12-07 both recipes were trained again by their plain commands (no
-option), and the zoo ships seed 0 of each, the best on validation; the last two
-sections count these runs. The spread recipe's test rows on the three setups
-equal its `_rerun1206` rows to the last digit of every TTFT. The eft recipe meets
+On 2026-12-07 the three recipes were trained again by their plain commands (no
+option), and the zoo ships the best seed of each on validation (`ppo_thresholds`
+seed 1, the other two seed 0); the last two sections count these runs.
+`ppo_thresholds`'s meet 3 of its 4 cells greedily: `rising_load` is missed,
+0.0953 s against the 0.0943 s required (the shipped seed alone meets it,
+0.0912 s). The spread recipe's test rows on the three setups equal its
+`_rerun1206` rows to the last digit of every TTFT. The eft recipe meets
 the copy landing check, so its plain command trains other agents than those of
 2026-12-06: `agents_vs_baselines_thresholds_eft*_rerun1207_*`, 9 cells plainly and
 9 under the floor rule, as the runs of the first section (it loses qwen3-8b's 60 s
 bursts, which the runs of 2026-12-06 met: the seeds' mean is 0.5 % above
 btb_tuned's where the target is 5 % below, and seeds 0 and 1 have a p95 of 76 and
-84 ms against 2.8 ms). The eft and spread rows of the first two
-sections are the runs of the weights shipped until then (seed 0 of 2026-12-01's
-and seed 1 of 2026-12-04's).
+84 ms against 2.8 ms). The rows of the first two sections are the runs
+of the weights shipped until then (the eft agent: seed 0 of 2026-12-01's; the
+spread agent: seed 1 of 2026-12-04's) or, for `ppo_thresholds`, reruns of its
+recipe with the option.
 """
 
 
@@ -196,8 +204,8 @@ def render(rows: Rows) -> str:
     sections = (
         ("det", "Greedy", RUNS),
         ("stoch", "Sampled", RUNS),
-        ("det", "The eft and spread recipes as they train today: greedy", RERUNS),
-        ("stoch", "The eft and spread recipes as they train today: sampled", RERUNS),
+        ("det", "The three recipes as they train today: greedy", RERUNS),
+        ("stoch", "The three recipes as they train today: sampled", RERUNS),
     )
     for mode, title, runs in sections:
         lines, counts = table(rows, mode, runs)

@@ -64,30 +64,29 @@ def test_route_warm_agent_on_six_nodes_uses_and_warms_the_extra_nodes():
     assert {4, 5} & {c.dst for c in sim.copies}
 
 
-def _settings(agent: AgentPolicy, config: BurstedSyntheticConfig) -> list[tuple]:
-    window = synthetic_window(config, window=2)
-    sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
-    agent.run(sim)
-    assert len(sim.records.ttft_s) == len(window.requests)
-    return [setting for _, setting in agent.settings_log]
-
-
 def test_thresholds_agent_adapts_to_the_regime():
     """The shipped ppo_thresholds (greedy) changes its settings within an episode and
-    sets them differently on a window of 1 s bursts than on a quiet one (8 requests of a
-    prefix spread over 30 s): there it keeps more copies of a prefix (mean M higher)."""
+    sets them by regime (validation windows 20 of burst_families, 70b_h100x4): on the
+    1 s bursts it keeps more nodes warm (mean M higher) and a lower minimum prefix than
+    on each other family, and takes btb_pending's rule in every epoch there, where on
+    ``rising_load`` it takes the published one in most."""
+    from envs.windows import window_pool
+
     agent = AgentPolicy.load(ZOO / "ppo_thresholds")
-    burst = _settings(
-        agent,
-        BurstedSyntheticConfig(n_bursts=2, burst_requests=60, n_decoys=4, burst_window_s=1.0),
-    )
-    quiet = _settings(
-        agent,
-        BurstedSyntheticConfig(n_bursts=2, burst_requests=8, n_decoys=6, burst_window_s=30.0),
-    )
-    assert len(set(burst)) > 1 and len(set(quiet)) > 1  # it adapts within an episode
-    assert sorted(set(burst)) != sorted(set(quiet))
-    assert np.mean([m for _, _, m, _, _ in burst]) > np.mean([m for _, _, m, _, _ in quiet])
+    logs = {}
+    for window in window_pool("burst_families", "val", 20260721, 4):
+        sim = Simulator(setup_cluster("70b_h100x4"), window, SimConfig(), np.random.default_rng(0))
+        agent.run(sim)
+        logs[window.name.split("/")[1].rsplit("-", 1)[0]] = [s for _, s in agent.settings_log]
+    assert all(len(set(log)) > 1 for log in logs.values())  # it adapts within an episode
+    others = ("synthetic", "rising", "mixed")
+    mean_m = {family: np.mean([m for _, _, m, _, _ in log]) for family, log in logs.items()}
+    assert mean_m["synthetic1s"] > max(mean_m[f] for f in others)
+    least = {family: np.mean([p for *_, p, _ in log]) for family, log in logs.items()}
+    assert least["synthetic1s"] < min(least[f] for f in others)
+    assert {rule for *_, rule in logs["synthetic1s"]} == {"pending"}
+    rising = [rule for *_, rule in logs["rising"]]
+    assert rising.count("resident") > len(rising) / 2
 
 
 def test_thresholds_eft_agent_sets_btb_apart_by_regime():

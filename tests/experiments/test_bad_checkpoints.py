@@ -95,7 +95,8 @@ CASES = {
         "normalize_reward must be a JSON true or false",
     ),
     "reward_norm without normalize_reward": (
-        "ppo_thresholds", _edit(reward_norm={"mean": 0.0, "var": 1.0, "count": 5.0}),
+        "ppo_thresholds",
+        _edit(normalize_reward=None, reward_norm={"mean": 0.0, "var": 1.0, "count": 5.0}),
         "agent.json", "reward_norm is set but normalize_reward is null",
     ),
     "reward_norm with a huge integer": (
