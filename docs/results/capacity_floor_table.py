@@ -203,7 +203,8 @@ p95 targets.
 
 Each setup: all 15 test windows of each family, causal KV, evaluation seed 0, one
 training seed of each shipped agent (both were trained on 70b_h100x4; on the other
-two setups they run unchanged). Mean TTFT in seconds; best baseline = the lowest
+two setups they run unchanged; `ppo_thresholds`'s rows are the agent shipped on
+2026-12-07). Mean TTFT in seconds; best baseline = the lowest
 mean of {btb, btb_tuned, btb_pending, cache_aware, least_load, dynamo, llmd}. The
 targets (issue #16): 10 % below the best baseline on the burst families, at most
 1 % above it on art_like (or, where the best baseline sits within 10 % of `floor`,
