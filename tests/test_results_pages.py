@@ -197,30 +197,51 @@ def test_finetune_families_val20_page_is_current(scripts: dict[str, ModuleType])
     assert (RESULTS / "finetune_families_val20_test.md").read_text() == table.render(rows)
 
 
-def test_the_shipped_spread_agent_is_its_recipe_s_seed_0(scripts: dict[str, ModuleType]) -> None:
-    """The zoo's ppo_thresholds_spread, evaluated alone under evaluation seed 0
-    (eval_seeds.json), gives the rows of seed 0 in the stored test tables of the
-    recipe's three seeds (``_rerun1206``) on all three setups, and check_fresh
-    measures those rows again."""
-    module = scripts["eval_seeds"]
-    seed0 = module.as_rows(json.loads((RESULTS / "eval_seeds.json").read_text())["0"])
-    reruns = [r for r in scripts["thresholds_cells"].RERUNS if r[0] == "ppo_thresholds_spread"]
-    assert {setup for *_, setup in reruns} == {"70b_h100x4", "qwen3_8b_h100x4", "glm45_h100x4"}
+SHIPPED_SEED = {"ppo_thresholds": 1, "ppo_thresholds_eft": 0, "ppo_thresholds_spread": 0}
+"""The training seed of each recipe's stored runs (thresholds_cells.RERUNS) that the zoo
+ships (each agent's README)."""
+
+
+def test_each_shipped_thresholds_agent_is_its_recipe_s_seed(
+    scripts: dict[str, ModuleType],
+) -> None:
+    """Each zoo thresholds agent, evaluated alone under evaluation seed 0
+    (eval_seeds.json), gives its seed's rows in the stored test tables of its
+    recipe's three seeds as they train today (thresholds_cells.RERUNS), on every
+    setup they cover; capacity_floor.json's ``ppo_thresholds`` rows are the same
+    agent's; check_fresh measures each shipped seed's rows again."""
+    seed0 = scripts["eval_seeds"].as_rows(
+        json.loads((RESULTS / "eval_seeds.json").read_text())["0"]
+    )
+    reruns = scripts["thresholds_cells"].RERUNS
+    assert {agent for agent, *_ in reruns} == set(SHIPPED_SEED)
+    fresh = scripts["check_fresh"]
     for agent, _, tag, setup in reruns:
+        label = f"s{SHIPPED_SEED[agent]}_det"
         for family in scripts["evaluate_thresholds"].FAMILIES:
             path = RESULTS / f"agents_vs_baselines_thresholds{tag}_{family}.json"
-            (row,) = [r for r in json.loads(path.read_text())["rows"] if r["policy"] == "s0_det"]
+            (row,) = [r for r in json.loads(path.read_text())["rows"] if r["policy"] == label]
             got = seed0[(setup, family, agent)]
             assert (got["ttft_mean_s"], got["ttft_p95_s"]) == (
                 row["ttft_mean_s"],
                 row["ttft_p95_s"],
-            )
-    fresh = scripts["check_fresh"]
-    (qwen3_tag,) = [tag for _, _, tag, setup in reruns if setup == "qwen3_8b_h100x4"]
-    assert ("ppo_thresholds_spread", "qwen3_8b_h100x4", qwen3_tag, "s0_det") in fresh.SHIPPED_SEEDS
+            ), (agent, setup, family)
+    trained_on = {"ppo_thresholds": "70b_h100x4", "ppo_thresholds_eft": "70b_h100x4"}
+    trained_on["ppo_thresholds_spread"] = "qwen3_8b_h100x4"
+    for agent, setup in trained_on.items():
+        (tag,) = [t for a, _, t, s in reruns if (a, s) == (agent, setup)]
+        assert (agent, setup, tag, f"s{SHIPPED_SEED[agent]}_det") in fresh.SHIPPED_SEEDS
     stored = fresh.stored()
     for agent, setup, *_ in fresh.SHIPPED_SEEDS:
         assert all((setup, f, agent) in stored for f in fresh.FAMILIES)
+    floor_rows = scripts["capacity_floor_table"].merged_rows("capacity_floor.json")
+    for (setup, family, policy), row in floor_rows.items():
+        if policy == "ppo_thresholds":
+            got = seed0[(setup, family, policy)]
+            assert (row["ttft_mean_s"], row["ttft_p95_s"]) == (
+                got["ttft_mean_s"],
+                got["ttft_p95_s"],
+            )
 
 
 def test_eval_seeds_replaces_only_the_rows_given(scripts: dict[str, ModuleType]) -> None:
