@@ -197,11 +197,6 @@ def test_finetune_families_val20_page_is_current(scripts: dict[str, ModuleType])
     assert (RESULTS / "finetune_families_val20_test.md").read_text() == table.render(rows)
 
 
-SHIPPED_SEED = {"ppo_thresholds": 1, "ppo_thresholds_eft": 0, "ppo_thresholds_spread": 0}
-"""The training seed of each recipe's stored runs (thresholds_cells.RERUNS) that the zoo
-ships (each agent's README)."""
-
-
 def test_each_shipped_thresholds_agent_is_its_recipe_s_seed(
     scripts: dict[str, ModuleType],
 ) -> None:
@@ -214,10 +209,14 @@ def test_each_shipped_thresholds_agent_is_its_recipe_s_seed(
         json.loads((RESULTS / "eval_seeds.json").read_text())["0"]
     )
     reruns = scripts["thresholds_cells"].RERUNS
-    assert {agent for agent, *_ in reruns} == set(SHIPPED_SEED)
+    zoo = RESULTS.parents[1] / "agents" / "zoo"
+    shipped = {  # each zoo agent's training seed, as its agent.json records it
+        agent: json.loads((zoo / agent / "agent.json").read_text())["seed"] for agent, *_ in reruns
+    }
+    assert set(shipped) == {"ppo_thresholds", "ppo_thresholds_eft", "ppo_thresholds_spread"}
     fresh = scripts["check_fresh"]
     for agent, _, tag, setup in reruns:
-        label = f"s{SHIPPED_SEED[agent]}_det"
+        label = f"s{shipped[agent]}_det"
         for family in scripts["evaluate_thresholds"].FAMILIES:
             path = RESULTS / f"agents_vs_baselines_thresholds{tag}_{family}.json"
             (row,) = [r for r in json.loads(path.read_text())["rows"] if r["policy"] == label]
@@ -226,11 +225,10 @@ def test_each_shipped_thresholds_agent_is_its_recipe_s_seed(
                 row["ttft_mean_s"],
                 row["ttft_p95_s"],
             ), (agent, setup, family)
-    trained_on = {"ppo_thresholds": "70b_h100x4", "ppo_thresholds_eft": "70b_h100x4"}
-    trained_on["ppo_thresholds_spread"] = "qwen3_8b_h100x4"
-    for agent, setup in trained_on.items():
-        (tag,) = [t for a, _, t, s in reruns if (a, s) == (agent, setup)]
-        assert (agent, setup, tag, f"s{SHIPPED_SEED[agent]}_det") in fresh.SHIPPED_SEEDS
+    assert {agent for agent, *_ in fresh.SHIPPED_SEEDS} == set(shipped)
+    for agent, setup, tag, label in fresh.SHIPPED_SEEDS:
+        assert tag in {t for a, _, t, s in reruns if (a, s) == (agent, setup)}
+        assert label == f"s{shipped[agent]}_det"
     stored = fresh.stored()
     for agent, setup, *_ in fresh.SHIPPED_SEEDS:
         assert all((setup, f, agent) in stored for f in fresh.FAMILIES)

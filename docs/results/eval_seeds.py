@@ -15,10 +15,10 @@ for K = 0, 1, 2, each written by
         workload=FAMILY workload.eval_windows=15 setup=SETUP seed=K logger=none \\
         out_dir=EVAL_ROOT/seedK/SETUP/FAMILY
 
-(all 15 test windows, causal KV, greedy agents), keeps each row's mean and p95
-TTFT in ``eval_seeds.json`` and writes ``eval_seeds.md``. Given POLICY names, it
-takes only their rows from EVAL_ROOT (an agent shipped anew, run alone with
-``"checkpoint=[NAME]" "policies=[]"``) and keeps every other stored row: for each seed, the
+(all 15 test windows, causal KV, greedy agents; given POLICY names, only their rows
+are taken from EVAL_ROOT and every other stored row is kept: an agent shipped anew,
+run alone with ``"checkpoint=[NAME]" "policies=[]"``), keeps each row's mean and
+p95 TTFT in ``eval_seeds.json`` and writes ``eval_seeds.md``: for each seed, the
 route-and-warm cells each of :data:`AGENTS` meets (the rules of
 ``target_cells.py``, every target recomputed from that seed's baselines), the
 thresholds cells each shipped thresholds agent meets (the rules of
@@ -265,7 +265,8 @@ def main(*args: str) -> None:
         root, only = Path(args[0]), tuple(args[1:])
         runs = replaced(stored_runs(), read(root, only)) if only else read(root)
         OUT.write_text(json.dumps({str(k): v for k, v in runs.items()}, indent=1) + "\n")
-    runs = stored_runs()
+    else:
+        runs = stored_runs()
     page = HERE / "eval_seeds.md"
     page.write_text(render(runs))
     print(f"wrote {page}")
