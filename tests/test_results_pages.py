@@ -1,7 +1,8 @@
 """The results pages written from stored rows are what their scripts write now:
 ``docs/results/capacity_floor.md``, ``target_cells.md``, ``thresholds_cells.md``,
 ``eft_step.md``, ``eft_pull.md``, ``eval_seeds.md``,
-``finetune_families_val20_test.md``, ``leak_check.md``, ``leak_free.md`` and the agents' test tables
+``finetune_families_val20_test.md``, ``leak_check.md``, ``leak_free.md``,
+``bc_lineage_today.md`` and the agents' test tables
 ``agents_vs_baselines[_TAG]_table.md`` and ``agents_vs_baselines_thresholds[_TAG]_table.md``
 (a rule or a row changed without regenerating them would leave a stale count in
 the docs)."""
@@ -42,6 +43,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "leak_free",
                 "zoo_today",
                 "check_fresh",
+                "bc_lineage_today",
             )
         }
     finally:
@@ -416,3 +418,52 @@ def test_zoo_today_shipped_anchored_block_is_current(scripts: dict[str, ModuleTy
         "bursted_synthetic_1s mean (10 % below btb_pending) +4.1 %"
     ]
     assert "rising_load mean (5 % below oracle_warm) +0.1 %" in found(today.COMMAND[0])[0][3]
+
+
+def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    """bc_lineage_today.md holds what bc_lineage_today.py prints; its JSON holds every
+    row it needs (70b: the clone and 12 runs, greedy and sampled, and 5 replaced
+    agents; the other setups: the clone and the 4 shipped seeds), each family's rows
+    over the same requests as capacity_floor.json's; each recipe's shipped seed is
+    the zoo's (agent.json, and train.json's validation record where the zoo keeps
+    one), and capacity_floor.json's finetune_families_long rows are that seed's."""
+    module = scripts["bc_lineage_today"]
+    table = scripts["capacity_floor_table"]
+    data = json.loads((RESULTS / "bc_lineage_today.json").read_text())
+    text = (RESULTS / "bc_lineage_today.md").read_text()
+    assert module.render(data) in text
+    rows = data["rows"]
+    assert len(rows) == 5 * (2 * 13 + 5) + 2 * 5 * 5
+    floor = table.merged_rows("capacity_floor.json")
+    for row in rows:
+        assert row["requests"] == floor[(row["setup"], row["workload"], "btb")]["requests"]
+    assert data["shipped"] == {
+        "finetune_route_warm": 1,
+        "finetune_families": 0,
+        "finetune_families_kl": 2,
+        "finetune_families_long": 2,
+    }
+    zoo = Path(__file__).resolve().parents[1] / "agents" / "zoo"
+    for recipe, seed in data["shipped"].items():
+        saved = json.loads((zoo / recipe / "agent.json").read_text())
+        assert (saved["name"], saved["seed"]) == (recipe, seed)
+        record = data["validation"][f"{recipe}_s{seed}"]
+        if (zoo / recipe / "train.json").is_file():
+            kept = json.loads((zoo / recipe / "train.json").read_text())["train"]["validation"]
+            assert kept == record
+    mine = {(r["setup"], r["workload"]): r for r in rows if r["policy"].endswith("long_s2")}
+    stats = ("ttft_mean_s", "ttft_p95_s")
+    for key, row in floor.items():
+        if key[2] == "finetune_families_long":
+            assert [row[k] for k in stats] == [mine[key[:2]][k] for k in stats]
+    # by hand: finetune_route_warm's seeds on 70b's 60 s bursts, 0.680165, 0.666422
+    # and 0.685015 s: mean 0.677201, population std 0.007875
+    assert "| | `finetune_route_warm` | 0.677 ± 0.008 |" in text
+    merged = module.as_rows(data)
+
+    def met(agent: str, setups: tuple = (module.SETUP,)) -> int:
+        return sum(table.agent_cells(merged, setup, agent)[0] for setup in setups)
+
+    assert [met(f"finetune_route_warm_s{s}") for s in module.SEEDS] == [10, 11, 11]
+    shipped = ["bc_route_warm", *(f"{r}_s{s}" for r, s in data["shipped"].items())]
+    assert [met(name, table.SETUPS) for name in shipped] == [24, 22, 21, 18, 20]

@@ -203,8 +203,9 @@ p95 targets.
 
 Each setup: all 15 test windows of each family, causal KV, evaluation seed 0, one
 training seed of each shipped agent (both were trained on 70b_h100x4; on the other
-two setups they run unchanged; `ppo_thresholds`'s rows are the agent shipped on
-2026-12-07). Mean TTFT in seconds; best baseline = the lowest
+two setups they run unchanged; the rows of both are the agents shipped on
+2026-12-07, `finetune_families_long`'s measured for
+[bc_lineage_today.md](bc_lineage_today.md)). Mean TTFT in seconds; best baseline = the lowest
 mean of {btb, btb_tuned, btb_pending, cache_aware, least_load, dynamo, llmd}. The
 targets (issue #16): 10 % below the best baseline on the burst families, at most
 1 % above it on art_like (or, where the best baseline sits within 10 % of `floor`,
@@ -230,7 +231,7 @@ to the last digit, on `rising_load`, `mixed` and `art_like` they moved -0.3 to
 that day, after the forecast came to count a copy in flight on the reference
 copy model from when it lands, being written or queued on its target: the
 baselines and `oracle_warm` did not move, `finetune_families_long` by at most
-0.05 % (70b's 60 s bursts' p95).
+0.05 % (70b's 60 s bursts' p95; the agent shipped until 2026-12-07).
 
 ## What it says
 
@@ -238,7 +239,7 @@ baselines and `oracle_warm` did not move, `finetune_families_long` by at most
   the 1 s bursts, where 500 requests wait for one prefix and then queue for four
   nodes: 5.39 s against the floor's 4.23. "10 % below btb_pending" there asks for
   5.46 s, 0.06 s (1.2 %) above the bound, while oracle_warm (5.79) and the
-  fine-tuned agent (5.84) sit 0.39-0.45 s above it: the target is tight but not
+  fine-tuned agent (6.13) sit 0.39-0.73 s above it: the target is tight but not
   ruled out. A bound that also kept each 4.7 s decoy prefill whole on one node
   (a node cannot preempt a prefill) would not rule it out either: in such a
   relaxed model a clairvoyant placement of the decoys costs 0.023-0.048 s of the

@@ -1192,7 +1192,9 @@ def test_test_windows_whose_siblings_an_agent_trained_on_get_a_note() -> None:
     of the same index is among the train windows its agent.json records (an agent
     saved before the record: its workload's whole train split) gives one note, the
     windows docs/results/leak_check.md lists. finetune_families trained on
-    burst_families: 7 of mixed's 15 (0001, 0004, 0005, 0006, 0013, 0014, 0015);
+    burst_families (and the clone it started from on train windows of
+    bursted_synthetic and bursted_synthetic_1s, which its agent.json records):
+    7 of mixed's 15 (0001, 0004, 0005, 0006, 0013, 0014, 0015);
     scratch_route_warm on bursted_synthetic (synthetic-0001, -0004, -0005, -0006,
     -0014): 5 of them, none of its own family's, which check_seen_windows refuses."""
     from experiments.trained_on import sibling_notes
@@ -1202,9 +1204,10 @@ def test_test_windows_whose_siblings_an_agent_trained_on_get_a_note() -> None:
     (note,) = sibling_notes(agents, folders, "mixed", {}, seed, "test", None)
     assert note == (
         "note: agent finetune_families: 7 of 15 test windows of mixed evaluated share their "
-        "prompts, window for window, with train windows of a sibling family it trained on "
-        "(burst_families, seed 20260721: synthetic-0001, synthetic-0004, synthetic-0005, ... "
-        "(6 more)); held out by family, not by prompt (see docs/results/leak_check.md)"
+        "prompts, window for window, with train windows of a sibling family it or an agent it "
+        "started from trained on (burst_families, bursted_synthetic, bursted_synthetic_1s, seed "
+        "20260721: synthetic-0001, synthetic-0004, synthetic-0005, ... (6 more)); held out by "
+        "family, not by prompt (see docs/results/leak_check.md)"
     )
     (both,) = sibling_notes(agents, folders, "burst_families", {}, seed, "test", None)
     assert (
@@ -1276,9 +1279,9 @@ def test_evaluate_prints_the_sibling_note_before_its_table(
     lines = capsys.readouterr().out.splitlines()
     note = (
         "note: agent finetune_families: 1 of 2 test windows of mixed evaluated share their "
-        "prompts, window for window, with train windows of a sibling family it trained on "
-        "(burst_families, seed 20260721: synthetic-0001); held out by family, not by prompt "
-        "(see docs/results/leak_check.md)"
+        "prompts, window for window, with train windows of a sibling family it or an agent it "
+        "started from trained on (burst_families, bursted_synthetic, seed 20260721: "
+        "synthetic-0001); held out by family, not by prompt (see docs/results/leak_check.md)"
     )
     assert lines.count(note) == 1
     assert lines.index(note) < next(i for i, line in enumerate(lines) if line.startswith("policy"))

@@ -1,0 +1,270 @@
+"""The clone and its four fine-tuning recipes trained again in today's simulator:
+``bc_lineage_today.md``.
+
+    python docs/results/bc_lineage_today.py RUNS OLD   # evaluate, write the JSON and the page
+    python docs/results/bc_lineage_today.py            # the page again from the JSON
+
+RUNS holds the runs of the zoo's commands with no ``sim.copy_landing_check=false``:
+``RUNS/bc_route_warm`` (``python -m experiments.train +experiment=bc_route_warm_general
+out_dir=RUNS/bc_route_warm``) and ``RUNS/RECIPE_sS`` (``python -m experiments.train
++experiment=RECIPE seed=S out_dir=RUNS/RECIPE_sS``) for each recipe of :data:`RECIPES`
+and S = 0, 1, 2, each fine-tuned from that clone (put in ``agents/zoo/bc_route_warm``).
+OLD holds the agents they replace (the zoo's folders of the same names, trained before
+2026-12-05). Measures, all 15 test windows of each family, causal KV, evaluation seed 0:
+- on 70b_h100x4 (the recipes' setup), every new agent greedy and sampled, and every
+  old agent greedy;
+- on the two other setups, each recipe's shipped seed (the best on its validation
+  windows) and the clone, greedy.
+Keeps each row's mean and p95 TTFT in ``bc_lineage_today.json``; the baselines,
+``oracle_warm`` and the floors come from ``capacity_floor.json`` (the targets and the
+floor rule of ``target_cells.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS, Rows, agent_cells
+from evaluate_thresholds import rows_on_test_windows
+
+from agents.adapter import AgentPolicy
+from envs.files import write_json_atomic
+
+CLONE = "bc_route_warm"
+RECIPES = (
+    "finetune_route_warm",
+    "finetune_families",
+    "finetune_families_kl",
+    "finetune_families_long",
+)
+SEEDS = (0, 1, 2)
+SETUP = "70b_h100x4"
+SAMPLED = "_stochastic"
+OLD = "_old"
+"""The suffix of an old (replaced) agent's rows."""
+KEPT = ("setup", "workload", "policy", "windows", "requests", "ttft_mean_s", "ttft_p95_s")
+OUT = HERE / "bc_lineage_today.json"
+PAGE = HERE / "bc_lineage_today.md"
+
+
+def seeded(recipe: str, seed: int) -> str:
+    return f"{recipe}_s{seed}"
+
+
+def validation(run: Path) -> dict:
+    """A training run's validation record (``train.validation`` of its ``train.json``,
+    or of its ``results.json`` where the run evaluated on test windows at its end)."""
+    record = run / "train.json" if (run / "train.json").is_file() else run / "results.json"
+    return json.loads(record.read_text())["train"]["validation"]
+
+
+def shipped_seed(runs: Path, recipe: str) -> int:
+    """The recipe's seed with the best validation score (the lowest; the first on a tie)."""
+    return min(SEEDS, key=lambda s: validation(runs / seeded(recipe, s))["best_score"])
+
+
+def agent(folder: Path, name: str, greedy: bool = True) -> AgentPolicy:
+    policy = AgentPolicy.load(folder, name=name)
+    policy.deterministic = greedy
+    return policy
+
+
+def cell_rows(runs: Path, old: Path, shipped: dict[str, int], setup: str, family: str) -> list:
+    """The rows of one setup and family (see the module's docstring)."""
+    torch.set_num_threads(1)  # one decision's forward pass is tiny: more threads only wait
+    clone = runs / CLONE / "agent"
+    policies = {CLONE: agent(clone, CLONE)}
+    for recipe in RECIPES:
+        for seed in SEEDS if setup == SETUP else (shipped[recipe],):
+            name = seeded(recipe, seed)
+            policies[name] = agent(runs / name / "agent", name)
+    if setup == SETUP:
+        for name in list(policies):
+            folder = clone if name == CLONE else runs / name / "agent"
+            policies[name + SAMPLED] = agent(folder, name + SAMPLED, greedy=False)
+        for name in (CLONE, *RECIPES):
+            policies[name + OLD] = agent(old / name, name + OLD)
+    got = rows_on_test_windows(policies, setup, family)
+    print(f"{setup} {family}: {len(got)} rows", flush=True)
+    return [{key: row[key] for key in KEPT} for row in got]
+
+
+def measure(runs: Path, old: Path) -> dict:
+    """Every row the page needs (two setups and families at a time), and the runs'
+    validation records."""
+    shipped = {recipe: shipped_seed(runs, recipe) for recipe in RECIPES}
+    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
+    with ProcessPoolExecutor(2) as pool:
+        done = pool.map(cell_rows, *zip(*[(runs, old, shipped, s, f) for s, f in cells]))
+        rows = [row for got in done for row in got]
+    history = {
+        seeded(recipe, seed): validation(runs / seeded(recipe, seed))
+        for recipe in RECIPES
+        for seed in SEEDS
+    }
+    return {"shipped": shipped, "validation": history, "rows": rows}
+
+
+def as_rows(data: dict) -> Rows:
+    """The page's rows with capacity_floor.json's baselines, oracle_warm and floors."""
+    rows: Rows = {}
+    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
+        if row["policy"] in (*BASELINES, "oracle_warm", "floor", "floor_capacity"):
+            rows[(row["setup"], row["workload"], row["policy"])] = row
+    for row in data["rows"]:
+        rows[(row["setup"], row["workload"], row["policy"])] = row
+    return rows
+
+
+def validation_table(data: dict) -> list[str]:
+    lines = [
+        "| recipe | score | seed 0 | seed 1 | seed 2 | the clone (step 0) |",
+        "|---|---|--:|--:|--:|--:|",
+    ]
+    for recipe in RECIPES:
+        records = [data["validation"][seeded(recipe, s)] for s in SEEDS]
+        cells = []
+        for seed, record in zip(SEEDS, records):
+            text = f"{record['best_score']:.4f} ({record['best_step']:,})"
+            cells.append(f"**{text}**" if seed == data["shipped"][recipe] else text)
+        start = records[0]["history"][0]["score"]
+        lines.append(f"| `{recipe}` | {records[0]['score']} | {' | '.join(cells)} | {start:.4f} |")
+    return lines
+
+
+def spread(rows: Rows, family: str, names: list[str], key: str) -> str:
+    values = np.array([rows[(SETUP, family, n)][key] for n in names])
+    return f"{values.mean():.3f} ± {values.std():.3f}"
+
+
+def test_table(data: dict, rows: Rows) -> list[str]:
+    """70b's test windows: each recipe over its seeds (greedy and sampled), its shipped
+    seed, the agent it replaces, and the yardsticks."""
+    lines = [
+        "| family | agent | greedy mean (3 seeds) | greedy p95 | sampled mean | sampled p95 "
+        "| shipped seed mean / p95 | replaced agent mean / p95 |",
+        "|---|---|--:|--:|--:|--:|--:|--:|",
+    ]
+
+    def pair(name: str, family: str) -> str:
+        row = rows[(SETUP, family, name)]
+        return f"{row['ttft_mean_s']:.3f} / {row['ttft_p95_s']:.3f}"
+
+    for family in FAMILIES:
+        greedy, sampled = rows[(SETUP, family, CLONE)], rows[(SETUP, family, CLONE + SAMPLED)]
+        lines.append(
+            f"| {family} | `{CLONE}` (one seed) | {greedy['ttft_mean_s']:.3f} "
+            f"| {greedy['ttft_p95_s']:.3f} | {sampled['ttft_mean_s']:.3f} "
+            f"| {sampled['ttft_p95_s']:.3f} | {pair(CLONE, family)} | {pair(CLONE + OLD, family)} |"
+        )
+        for recipe in RECIPES:
+            greedy = [seeded(recipe, s) for s in SEEDS]
+            drawn = [n + SAMPLED for n in greedy]
+            lines.append(
+                f"| | `{recipe}` | {spread(rows, family, greedy, 'ttft_mean_s')} "
+                f"| {spread(rows, family, greedy, 'ttft_p95_s')} "
+                f"| {spread(rows, family, drawn, 'ttft_mean_s')} "
+                f"| {spread(rows, family, drawn, 'ttft_p95_s')} "
+                f"| {pair(seeded(recipe, data['shipped'][recipe]), family)} "
+                f"| {pair(recipe + OLD, family)} |"
+            )
+        best = min(BASELINES, key=lambda p: rows[(SETUP, family, p)]["ttft_mean_s"])
+        yard = "; ".join(
+            f"{name} {pair(name, family)}"
+            for name in dict.fromkeys(("btb_tuned", best, "oracle_warm", "floor"))
+        )
+        lines.append(f"| | yardsticks (mean / p95) | {yard} | | | | | |")
+    return lines
+
+
+def cells_70b(data: dict, rows: Rows) -> list[str]:
+    """The 13 cells of 70b_h100x4 each agent meets, seed by seed."""
+    lines = [
+        "| agent | greedy: seeds 0 / 1 / 2 | sampled: seeds 0 / 1 / 2 | replaced agent | "
+        "feasible cells the shipped seed misses (over what they require) |",
+        "|---|--:|--:|--:|---|",
+    ]
+    clone = agent_cells(rows, SETUP, CLONE)
+    lines.append(
+        f"| `{CLONE}` | {clone[0]} of {clone[1]} | "
+        f"{agent_cells(rows, SETUP, CLONE + SAMPLED)[0]} | "
+        f"{agent_cells(rows, SETUP, CLONE + OLD)[0]} | {'; '.join(clone[3]) or 'none'} |"
+    )
+    for recipe in RECIPES:
+        greedy = [agent_cells(rows, SETUP, seeded(recipe, s)) for s in SEEDS]
+        drawn = [agent_cells(rows, SETUP, seeded(recipe, s) + SAMPLED)[0] for s in SEEDS]
+        missed = greedy[data["shipped"][recipe]][3]
+        lines.append(
+            f"| `{recipe}` | {' / '.join(str(g[0]) for g in greedy)} | "
+            f"{' / '.join(map(str, drawn))} | {agent_cells(rows, SETUP, recipe + OLD)[0]} | "
+            f"{'; '.join(missed) or 'none'} |"
+        )
+    return lines
+
+
+def cells_all(data: dict, rows: Rows) -> list[str]:
+    """The 39 cells of the three setups the clone and each shipped seed meet (greedy)."""
+    lines = ["| agent | cells met | infeasible missed | per setup (70b / qwen3-8b / glm-4.5) |"]
+    lines.append("|---|--:|--:|---|")
+    for name in (CLONE, *(seeded(r, data["shipped"][r]) for r in RECIPES)):
+        found = [agent_cells(rows, setup, name) for setup in SETUPS]
+        lines.append(
+            f"| `{name}` | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "
+            f"| {sum(f[2] for f in found)} | {' / '.join(f'{f[0]} of {f[1]}' for f in found)} |"
+        )
+    return lines
+
+
+BEGIN, END = "<!-- bc_lineage_today.py: begin -->", "<!-- bc_lineage_today.py: end -->"
+
+
+def render(data: dict) -> str:
+    rows = as_rows(data)
+    return "\n".join(
+        [
+            BEGIN,
+            "",
+            "### Validation (the score each run kept; its step in brackets; the shipped seed bold)",
+            "",
+            *validation_table(data),
+            "",
+            f"### Test, {SETUP}: mean ± std over the three seeds (TTFT in seconds)",
+            "",
+            *test_table(data, rows),
+            "",
+            f"### Target cells met on {SETUP} (13 cells)",
+            "",
+            *cells_70b(data, rows),
+            "",
+            "### Target cells met on the three setups (39 cells; greedy, the shipped seeds)",
+            "",
+            *cells_all(data, rows),
+            "",
+            END,
+        ]
+    )
+
+
+def main(args: list[str]) -> None:
+    if args:
+        if len(args) != 2:
+            print(__doc__, file=sys.stderr)
+            raise SystemExit(2)
+        write_json_atomic(OUT, measure(Path(args[0]), Path(args[1])))
+    data = json.loads(OUT.read_text())
+    body = render(data)
+    if PAGE.is_file():
+        text = PAGE.read_text()
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        PAGE.write_text(head + body + tail)
+    print(body)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
