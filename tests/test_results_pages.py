@@ -445,9 +445,12 @@ def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> Non
     }
     zoo = Path(__file__).resolve().parents[1] / "agents" / "zoo"
     for recipe, seed in data["shipped"].items():
+        scores = [data["validation"][f"{recipe}_s{s}"]["best_score"] for s in module.SEEDS]
+        assert scores[seed] == min(scores)  # the best seed on validation
         saved = json.loads((zoo / recipe / "agent.json").read_text())
         assert (saved["name"], saved["seed"]) == (recipe, seed)
         record = data["validation"][f"{recipe}_s{seed}"]
+        assert saved["timesteps"] == record["best_step"]  # the kept checkpoint's
         if (zoo / recipe / "train.json").is_file():
             kept = json.loads((zoo / recipe / "train.json").read_text())["train"]["validation"]
             assert kept == record
@@ -457,7 +460,7 @@ def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> Non
         if key[2] == "finetune_families_long":
             assert [row[k] for k in stats] == [mine[key[:2]][k] for k in stats]
     # by hand: finetune_route_warm's seeds on 70b's 60 s bursts, 0.680165, 0.666422
-    # and 0.685015 s: mean 0.677201, population std 0.007875
+    # and 0.685015 s: mean 0.677201, population std 0.007874
     assert "| | `finetune_route_warm` | 0.677 ± 0.008 |" in text
     merged = module.as_rows(data)
 

@@ -247,7 +247,7 @@ baselines and `oracle_warm` did not move, `finetune_families_long` by at most
   ([the probe](rollout_improvement.md#a-non-preemptive-bound-for-the-1-s-target-2026-12-04)).
   On the 60 s bursts, rising_load, mixed and art_like the bound is
   0.1-1.9 % above the floor, far below every policy (60 s bursts: 0.35 against
-  the best policies' 0.73-0.78): at those loads it says little about whether the
+  the best policies' 0.70-0.78): at those loads it says little about whether the
   targets can be reached.
 - On the other two setups six targets are infeasible in this simulator (the list
   below): four by the per-request floor alone ("5 % below oracle_warm" asks for

@@ -319,7 +319,17 @@ def windows_table() -> list[str]:
         f"`{f}` " + ", ".join(f"{i:04d}" for i in test_indices(f) if i not in set(ix))
         for f, ix in zip(SIBLINGS, next(iter(groups)))
     ]
-    lines += ["", f"Clean test windows of the agents on the first row: {'; '.join(clean)}."]
+    lines += [
+        "",
+        f"Clean test windows of the agents on the first row: {'; '.join(clean)}.",
+        "",
+        "These count every train window of each workload of an agent's lineage. An "
+        "agent whose `agent.json` records the windows it trained on (and those of the "
+        "agent it started from) may have seen fewer; `evaluate`'s note counts those "
+        "(`bc_route_warm`, whose record is its cloning's pool of train windows: 2 of "
+        "`synthetic`'s 15, 4 of `synthetic1s`'s and 4 of `mixed`'s; `finetune_route_warm` "
+        "2, 5 and 5).",
+    ]
     return lines
 
 

@@ -1192,8 +1192,9 @@ def test_test_windows_whose_siblings_an_agent_trained_on_get_a_note() -> None:
     of the same index is among the train windows its agent.json records (an agent
     saved before the record: its workload's whole train split) gives one note, the
     windows docs/results/leak_check.md lists. finetune_families trained on
-    burst_families (and the clone it started from on train windows of
-    bursted_synthetic and bursted_synthetic_1s, which its agent.json records):
+    burst_families, and the clone it started from on the windows its agent.json
+    records (its cloning's, among them bursted_synthetic's and
+    bursted_synthetic_1s's, mixed's siblings):
     7 of mixed's 15 (0001, 0004, 0005, 0006, 0013, 0014, 0015);
     scratch_route_warm on bursted_synthetic (synthetic-0001, -0004, -0005, -0006,
     -0014): 5 of them, none of its own family's, which check_seen_windows refuses."""
