@@ -15,7 +15,7 @@ OLD holds the agents they replace (the zoo's folders of the same names, trained 
   old agent greedy;
 - on the two other setups, each recipe's shipped seed (the best on its validation
   windows) and the clone, greedy.
-Keeps each row's mean and p95 TTFT in ``bc_lineage_today.json``; the baselines,
+Keeps each row's windows, requests, mean and p95 TTFT in ``bc_lineage_today.json``; the baselines,
 ``oracle_warm`` and the floors come from ``capacity_floor.json`` (the targets and the
 floor rule of ``target_cells.py``).
 """
@@ -233,7 +233,7 @@ def render(data: dict) -> str:
             "",
             *validation_table(data),
             "",
-            f"### Test, {SETUP}: mean ± std over the three seeds (TTFT in seconds)",
+            f"### Test, {SETUP}: mean ± std (population) over the three seeds (TTFT in s)",
             "",
             *test_table(data, rows),
             "",
@@ -255,7 +255,15 @@ def main(args: list[str]) -> None:
         if len(args) != 2:
             print(__doc__, file=sys.stderr)
             raise SystemExit(2)
-        write_json_atomic(OUT, measure(Path(args[0]), Path(args[1])))
+        runs, old = Path(args[0]), Path(args[1])
+        wanted = [runs / CLONE / "agent"]
+        wanted += [runs / seeded(r, s) / "agent" for r in RECIPES for s in SEEDS]
+        wanted += [old / name for name in (CLONE, *RECIPES)]
+        missing = [str(f) for f in wanted if not (f / "agent.json").is_file()]
+        if missing:
+            print(f"error: no agent.json in {', '.join(missing)}", file=sys.stderr)
+            raise SystemExit(2)
+        write_json_atomic(OUT, measure(runs, old))
     data = json.loads(OUT.read_text())
     body = render(data)
     if PAGE.is_file():
