@@ -425,7 +425,8 @@ def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> Non
     row it needs (70b: the clone and 12 runs, greedy and sampled, and 5 replaced
     agents; the other setups: the clone and the 4 shipped seeds), each family's rows
     over the same requests as capacity_floor.json's; each recipe's shipped seed is
-    the zoo's (agent.json, and train.json's validation record where the zoo keeps
+    the best of its seeds on validation and the zoo's (agent.json's seed and
+    timesteps, the kept step; train.json's validation record where the zoo keeps
     one), and capacity_floor.json's finetune_families_long rows are that seed's."""
     module = scripts["bc_lineage_today"]
     table = scripts["capacity_floor_table"]
@@ -460,7 +461,7 @@ def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> Non
         if key[2] == "finetune_families_long":
             assert [row[k] for k in stats] == [mine[key[:2]][k] for k in stats]
     # by hand: finetune_route_warm's seeds on 70b's 60 s bursts, 0.680165, 0.666422
-    # and 0.685015 s: mean 0.677201, population std 0.007874
+    # and 0.685015 s: mean 0.677201, population std 0.007874 (from the unrounded means)
     assert "| | `finetune_route_warm` | 0.677 ± 0.008 |" in text
     merged = module.as_rows(data)
 

@@ -256,12 +256,22 @@ def main(args: list[str]) -> None:
             print(__doc__, file=sys.stderr)
             raise SystemExit(2)
         runs, old = Path(args[0]), Path(args[1])
-        wanted = [runs / CLONE / "agent"]
-        wanted += [runs / seeded(r, s) / "agent" for r in RECIPES for s in SEEDS]
-        wanted += [old / name for name in (CLONE, *RECIPES)]
-        missing = [str(f) for f in wanted if not (f / "agent.json").is_file()]
+        trained = [runs / seeded(r, s) for r in RECIPES for s in SEEDS]
+        agents = [runs / CLONE / "agent", *(run / "agent" for run in trained)]
+        agents += [old / name for name in (CLONE, *RECIPES)]
+        missing = [
+            f"{folder}/{name}"
+            for folder in agents
+            for name in ("agent.json", "model.zip")
+            if not (folder / name).is_file()
+        ]
+        missing += [
+            f"{run}/train.json"
+            for run in trained
+            if not (run / "train.json").is_file() and not (run / "results.json").is_file()
+        ]
         if missing:
-            print(f"error: no agent.json in {', '.join(missing)}", file=sys.stderr)
+            print(f"error: missing {', '.join(missing)}", file=sys.stderr)
             raise SystemExit(2)
         write_json_atomic(OUT, measure(runs, old))
     data = json.loads(OUT.read_text())
