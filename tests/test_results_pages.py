@@ -427,7 +427,8 @@ def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> Non
     over the same requests as capacity_floor.json's; each recipe's shipped seed is
     the best of its seeds on validation and the zoo's (agent.json's seed and
     timesteps, the kept step; train.json's validation record where the zoo keeps
-    one), and capacity_floor.json's finetune_families_long rows are that seed's."""
+    one), capacity_floor.json's finetune_families_long rows are that seed's, and
+    check_fresh measures the five shipped agents' rows again."""
     module = scripts["bc_lineage_today"]
     table = scripts["capacity_floor_table"]
     data = json.loads((RESULTS / "bc_lineage_today.json").read_text())
@@ -471,3 +472,6 @@ def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> Non
     assert [met(f"finetune_route_warm_s{s}") for s in module.SEEDS] == [10, 11, 11]
     shipped = ["bc_route_warm", *(f"{r}_s{s}" for r, s in data["shipped"].items())]
     assert [met(name, table.SETUPS) for name in shipped] == [24, 22, 21, 18, 20]
+    stored = scripts["check_fresh"].stored()  # it measures the shipped agents' rows again
+    for agent in ("bc_route_warm", *data["shipped"]):
+        assert all((s, f, agent) in stored for s in table.SETUPS for f in table.FAMILIES)

@@ -12,9 +12,11 @@ that need no training (all 15 test windows, evaluation seed 0, causal KV, greedy
 - the shipped seeds in the thresholds tables: ``ppo_thresholds`` (seed 1, 70b,
   ``agents_vs_baselines_thresholds_rerun1207_*``), ``ppo_thresholds_eft`` (seed 0, 70b,
   ``agents_vs_baselines_thresholds_eft_rerun1207_*``) and ``ppo_thresholds_spread`` (seed 0,
-  qwen3-8b, ``agents_vs_baselines_thresholds_spread_qwen3_8b_rerun1206_*``).
+  qwen3-8b, ``agents_vs_baselines_thresholds_spread_qwen3_8b_rerun1206_*``);
+- ``bc_route_warm`` and the shipped seed of each ``finetune_*`` recipe on the three
+  setups (``bc_lineage_today.json``).
 It prints every row that moved, with both figures, and exits 1 if any did (0 if
-none). FAMILY limits it to some families (default: all five; about 10 minutes on
+none). FAMILY limits it to some families (default: all five; 5-15 minutes on
 2 cores). Rows of agents whose weights are not shipped (other training seeds) are
 not checked: retrain them to measure them again.
 """
@@ -48,6 +50,12 @@ def stored() -> dict[tuple[str, str, str], dict]:
         for row in json.loads((HERE / name).read_text())["rows"]:
             if row["policy"] in (*BASELINES, "oracle_warm", "improve_warm_step"):
                 rows[(row["setup"], row["workload"], row["policy"])] = row
+    lineage = json.loads((HERE / "bc_lineage_today.json").read_text())
+    labels = {"bc_route_warm": "bc_route_warm"}
+    labels |= {f"{recipe}_s{seed}": recipe for recipe, seed in lineage["shipped"].items()}
+    for row in lineage["rows"]:
+        if row["policy"] in labels:
+            rows[(row["setup"], row["workload"], labels[row["policy"]])] = row
     for agent, setup, tag, label in SHIPPED_SEEDS:
         for family in FAMILIES:
             path = HERE / f"agents_vs_baselines_thresholds{tag}_{family}.json"
