@@ -88,9 +88,12 @@ class AgentPolicy(Policy):
             self._numpy = NumpyNodeSetActor(model.policy)
 
     @classmethod
-    def load(cls, folder: str | Path, name: str | None = None) -> AgentPolicy:
+    def load(
+        cls, folder: str | Path, name: str | None = None, deterministic: bool = True
+    ) -> AgentPolicy:
         """The agent saved in ``folder``, or the shipped agent of that name
-        (``AgentPolicy.load("improve_warm_step")`` reads ``agents/zoo/improve_warm_step``)."""
+        (``AgentPolicy.load("improve_warm_step")`` reads ``agents/zoo/improve_warm_step``),
+        greedy unless ``deterministic`` is false (then it samples its actions)."""
         from agents import agent_folder, zoo_names
 
         if not isinstance(folder, (str, Path)):
@@ -107,7 +110,7 @@ class AgentPolicy(Policy):
         where = found or folder
         model, spec = load_agent(where)
         try:
-            policy = cls(model, spec)
+            policy = cls(model, spec, deterministic)
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from None
         if name:

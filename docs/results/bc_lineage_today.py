@@ -56,39 +56,32 @@ def seeded(recipe: str, seed: int) -> str:
     return f"{recipe}_s{seed}"
 
 
-def validation(run: Path) -> dict:
-    """A training run's validation record (``train.validation`` of its ``train.json``,
-    or of its ``results.json`` where the run evaluated on test windows at its end)."""
-    record = run / "train.json" if (run / "train.json").is_file() else run / "results.json"
-    return json.loads(record.read_text())["train"]["validation"]
+def record(run: Path) -> Path:
+    """A training run's record: its ``train.json``, or its ``results.json`` where the
+    run evaluated on test windows at its end."""
+    return run / "train.json" if (run / "train.json").is_file() else run / "results.json"
 
 
-def shipped_seed(runs: Path, recipe: str) -> int:
-    """The recipe's seed with the best validation score (the lowest; the first on a tie)."""
-    return min(SEEDS, key=lambda s: validation(runs / seeded(recipe, s))["best_score"])
-
-
-def agent(folder: Path, name: str, greedy: bool = True) -> AgentPolicy:
-    policy = AgentPolicy.load(folder, name=name)
-    policy.deterministic = greedy
-    return policy
+def shipped_seed(history: dict, recipe: str) -> int:
+    """The recipe's seed with the best validation score (the lowest; the first on a
+    tie), from the runs' validation records by run name."""
+    return min(SEEDS, key=lambda s: history[seeded(recipe, s)]["best_score"])
 
 
 def cell_rows(runs: Path, old: Path, shipped: dict[str, int], setup: str, family: str) -> list:
     """The rows of one setup and family (see the module's docstring)."""
     torch.set_num_threads(1)  # one decision's forward pass is tiny: more threads only wait
     clone = runs / CLONE / "agent"
-    policies = {CLONE: agent(clone, CLONE)}
+    folders = {CLONE: clone}
     for recipe in RECIPES:
         for seed in SEEDS if setup == SETUP else (shipped[recipe],):
-            name = seeded(recipe, seed)
-            policies[name] = agent(runs / name / "agent", name)
+            folders[seeded(recipe, seed)] = runs / seeded(recipe, seed) / "agent"
+    policies = {name: AgentPolicy.load(folder, name) for name, folder in folders.items()}
     if setup == SETUP:
-        for name in list(policies):
-            folder = clone if name == CLONE else runs / name / "agent"
-            policies[name + SAMPLED] = agent(folder, name + SAMPLED, greedy=False)
+        for name, folder in folders.items():
+            policies[name + SAMPLED] = AgentPolicy.load(folder, name + SAMPLED, False)
         for name in (CLONE, *RECIPES):
-            policies[name + OLD] = agent(old / name, name + OLD)
+            policies[name + OLD] = AgentPolicy.load(old / name, name + OLD)
     got = rows_on_test_windows(policies, setup, family)
     print(f"{setup} {family}: {len(got)} rows", flush=True)
     return [{key: row[key] for key in KEPT} for row in got]
@@ -97,16 +90,18 @@ def cell_rows(runs: Path, old: Path, shipped: dict[str, int], setup: str, family
 def measure(runs: Path, old: Path) -> dict:
     """Every row the page needs (two setups and families at a time), and the runs'
     validation records."""
-    shipped = {recipe: shipped_seed(runs, recipe) for recipe in RECIPES}
+    history = {
+        seeded(recipe, seed): json.loads(record(runs / seeded(recipe, seed)).read_text())["train"][
+            "validation"
+        ]
+        for recipe in RECIPES
+        for seed in SEEDS
+    }
+    shipped = {recipe: shipped_seed(history, recipe) for recipe in RECIPES}
     cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
     with ProcessPoolExecutor(2) as pool:
         done = pool.map(cell_rows, *zip(*[(runs, old, shipped, s, f) for s, f in cells]))
         rows = [row for got in done for row in got]
-    history = {
-        seeded(recipe, seed): validation(runs / seeded(recipe, seed))
-        for recipe in RECIPES
-        for seed in SEEDS
-    }
     return {"shipped": shipped, "validation": history, "rows": rows}
 
 
@@ -265,11 +260,7 @@ def main(args: list[str]) -> None:
             for name in ("agent.json", "model.zip")
             if not (folder / name).is_file()
         ]
-        missing += [
-            f"{run}/train.json"
-            for run in trained
-            if not (run / "train.json").is_file() and not (run / "results.json").is_file()
-        ]
+        missing += [f"{run}/train.json" for run in trained if not record(run).is_file()]
         if missing:
             print(f"error: missing {', '.join(missing)}", file=sys.stderr)
             raise SystemExit(2)

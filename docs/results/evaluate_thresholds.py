@@ -69,8 +69,7 @@ def evaluate(setup: str, runs: list[Path], family: str) -> list[dict]:
     policies: dict[str, Policy] = {name: make_policy(name) for name in BASELINES}
     for run, label in zip(runs, labels(runs)):
         for mode, greedy in (("det", True), ("stoch", False)):
-            agent = AgentPolicy.load(agent_folder(run), name=f"{label}_{mode}")
-            agent.deterministic = greedy
+            agent = AgentPolicy.load(agent_folder(run), f"{label}_{mode}", greedy)
             policies[agent.name] = agent
     return rows_on_test_windows(policies, setup, family)
 

@@ -325,10 +325,8 @@ def windows_table() -> list[str]:
         "",
         "These count every train window of each workload of an agent's lineage. An "
         "agent whose `agent.json` records the windows it trained on (and those of the "
-        "agent it started from) may have seen fewer; `evaluate`'s note counts those "
-        "(`bc_route_warm`, whose record is its cloning's pool of train windows: its "
-        "note counts 2 of `synthetic`'s 15 test windows, 4 of `synthetic1s`'s and 4 of "
-        "`mixed`'s; `finetune_route_warm`'s 2, 5 and 5).",
+        "agent it started from; `bc_route_warm`'s record is its cloning's pool of train "
+        "windows) may have seen fewer; `evaluate`'s note counts those.",
     ]
     return lines
 
