@@ -2,7 +2,7 @@
 ``docs/results/capacity_floor.md``, ``target_cells.md``, ``thresholds_cells.md``,
 ``eft_step.md``, ``eft_pull.md``, ``eval_seeds.md``,
 ``finetune_families_val20_test.md``, ``leak_check.md``, ``leak_free.md``,
-``bc_lineage_today.md`` and the agents' test tables
+``bc_lineage_today.md``, ``spare_lineage_today.md`` and the agents' test tables
 ``agents_vs_baselines[_TAG]_table.md`` and ``agents_vs_baselines_thresholds[_TAG]_table.md``
 (a rule or a row changed without regenerating them would leave a stale count in
 the docs)."""
@@ -44,6 +44,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "zoo_today",
                 "check_fresh",
                 "bc_lineage_today",
+                "spare_lineage_today",
             )
         }
     finally:
@@ -389,17 +390,14 @@ def test_zoo_today_anchored_block_is_current(scripts: dict[str, ModuleType]) -> 
 
 
 def test_zoo_today_shipped_anchored_block_is_current(scripts: dict[str, ModuleType]) -> None:
-    """zoo_today.md's third block is what zoo_today.py prints; the shipped
-    ``improve_warm_anchored`` is its recipe's seed 2, whose rows are the page's; the
+    """zoo_today.md's third block is what zoo_today.py prints (the
+    ``improve_warm_anchored`` shipped until 2026-12-07 was its recipe's seed 2); the
     three seeds meet 30, 31 and 32 cells greedily (their mean 31) and 30, 29 and 32
     sampled (their mean 30); the shipped one misses no feasible cell but 70b's 1 s
     bursts' mean, seed 0 misses 70b's rising_load cell by 0.1 %."""
     today = scripts["zoo_today"]
     agent_cells = scripts["capacity_floor_table"].agent_cells
     merged = _three_seeds_block(today, "render_command", "anchored_command", today.COMMAND)
-    folder = Path(__file__).resolve().parents[1] / "agents" / "zoo" / today.COMMAND[-1]
-    saved = json.loads((folder / "agent.json").read_text())
-    assert (saved["name"], saved["seed"]) == (today.COMMAND[-1], 2)
     # the seeds' mean on 70b's rising_load, by hand: (0.062029 + 0.061592 + 0.061891) / 3
     mean = merged[("70b_h100x4", "rising_load", "command_mean")]["ttft_mean_s"]
     assert mean == pytest.approx(0.061837, abs=2e-6)
@@ -475,3 +473,53 @@ def test_bc_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> Non
     stored = scripts["check_fresh"].stored()  # it measures the shipped agents' rows again
     for agent in ("bc_route_warm", *data["shipped"]):
         assert all((s, f, agent) in stored for s in table.SETUPS for f in table.FAMILIES)
+
+
+def test_spare_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    """spare_lineage_today.md holds what spare_lineage_today.py prints; its JSON holds
+    every agent's rows, greedy and sampled, on the three setups, each family's over
+    the same requests as capacity_floor.json's; the shipped clone is the seed whose
+    improve_spare_no1s keeps the best validation score, the shipped anchored seed the
+    best of its three (the first on a tie), and both are the zoo's; the zoo's
+    improvement records are the runs'; target_cells.md counts these agents and
+    check_fresh measures them again."""
+    module = scripts["spare_lineage_today"]
+    table = scripts["capacity_floor_table"]
+    data = json.loads((RESULTS / "spare_lineage_today.json").read_text())
+    assert module.render(data) in (RESULTS / "spare_lineage_today.md").read_text()
+    rows = data["rows"]
+    assert len(rows) == 3 * 5 * 2 * (1 + len(module.IMPROVED) + 3)
+    floor = table.merged_rows("capacity_floor.json")
+    for row in rows:
+        assert row["requests"] == floor[(row["setup"], row["workload"], "btb")]["requests"]
+    assert len(data["validation_rows"]) == 3 * len(module.VAL_FAMILIES)
+    chooser = [data["improvement"][module.from_clone(s)]["best_score"] for s in module.SEEDS]
+    anchored = [
+        data["improvement"][f"improve_warm_anchored_s{s}"]["best_score"] for s in module.SEEDS
+    ]
+    assert data["shipped"] == {
+        "bc_route_warm_spare": chooser.index(min(chooser)),
+        "improve_warm_anchored": anchored.index(min(anchored)),
+    }
+    zoo = Path(__file__).resolve().parents[1] / "agents" / "zoo"
+    for name in module.SHIPPED:
+        saved = json.loads((zoo / name / "agent.json").read_text())
+        assert saved["name"] == name
+        if name in data["shipped"]:
+            assert saved["seed"] == data["shipped"][name]
+        if (zoo / name / "train.json").is_file():
+            kept = json.loads((zoo / name / "train.json").read_text())["train"]["improvement"]
+            run = name if name in data["improvement"] else f"{name}_s{data['shipped'][name]}"
+            assert kept == data["improvement"][run], name
+    # by hand: the clone's geometric mean is the fourth root of the product of its
+    # four families' validation means
+    by = {(r["policy"], r["workload"]): r["ttft_mean_s"] for r in data["validation_rows"]}
+    means = [by[("bc_route_warm_spare_s2", f)] for f in module.VAL_FAMILIES]
+    product = means[0] * means[1] * means[2] * means[3]
+    assert module.geomean(means) == pytest.approx(product**0.25, rel=1e-12)
+    cells = scripts["target_cells"].load()
+    shipped = module.shipped_rows(data)
+    for key, row in shipped.items():
+        assert cells[key] is row or cells[key] == row
+    stored = scripts["check_fresh"].stored()
+    assert all(key in stored for key in shipped)

@@ -8,7 +8,8 @@ not the rows with the code. This script runs again, on today's code, the rows
 that need no training (all 15 test windows, evaluation seed 0, causal KV, greedy):
 - the baselines and ``oracle_warm`` of ``capacity_floor.json`` on the three setups
   (the yardsticks of target_cells.md and thresholds_cells.md);
-- the shipped ``improve_warm_step`` (``rollout_improvement_test.json``);
+- the shipped route-and-warm agents of the spare-node lineage, ``bc_route_warm_spare``
+  to ``improve_warm_anchored``, on the three setups (``spare_lineage_today.json``);
 - the shipped seeds in the thresholds tables: ``ppo_thresholds`` (seed 1, 70b,
   ``agents_vs_baselines_thresholds_rerun1207_*``), ``ppo_thresholds_eft`` (seed 0, 70b,
   ``agents_vs_baselines_thresholds_eft_rerun1207_*``) and ``ppo_thresholds_spread`` (seed 0,
@@ -29,6 +30,7 @@ import sys
 import torch
 from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS
 from evaluate_thresholds import rows_on_test_windows
+from spare_lineage_today import shipped_rows
 
 from agents.adapter import AgentPolicy
 from baselines.policy import Policy, make_policy
@@ -46,10 +48,10 @@ STATS = ("ttft_mean_s", "ttft_p95_s")
 def stored() -> dict[tuple[str, str, str], dict]:
     """The stored rows to check, by (setup, family, policy as run here)."""
     rows = {}
-    for name in ("capacity_floor.json", "rollout_improvement_test.json"):
-        for row in json.loads((HERE / name).read_text())["rows"]:
-            if row["policy"] in (*BASELINES, "oracle_warm", "improve_warm_step"):
-                rows[(row["setup"], row["workload"], row["policy"])] = row
+    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
+        if row["policy"] in (*BASELINES, "oracle_warm"):
+            rows[(row["setup"], row["workload"], row["policy"])] = row
+    rows |= shipped_rows()
     lineage = json.loads((HERE / "bc_lineage_today.json").read_text())
     labels = {"bc_route_warm": "bc_route_warm"}
     labels |= {f"{recipe}_s{seed}": recipe for recipe, seed in lineage["shipped"].items()}

@@ -60,6 +60,11 @@ def table(data: dict, agent_rows: list[dict]) -> str:
     lines = [
         "# `eft_pull` against the other routers (test windows)",
         "",
+        "> **Replaced agents.** The figures of `bc_route_warm_spare` and the `improve_*`",
+        "> agents on this page are of the weights shipped until 2026-12-07, trained before",
+        "> 2026-12-05. The zoo now ships that lineage trained again in today's simulator",
+        "> ([spare_lineage_today.md](spare_lineage_today.md)).",
+        "",
         "`eft_pull` is `eft_step` that also copies a request's prefix from a node",
         "holding it to another node and routes it there when its first token is",
         "expected sooner there than anywhere without a copy",

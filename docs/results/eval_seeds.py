@@ -157,6 +157,11 @@ def render(runs: dict[int, list[dict]]) -> str:
     lines = [
         "# Target cells under other evaluation seeds",
         "",
+        "> **Replaced agents.** The figures of `bc_route_warm_spare` and the `improve_*`",
+        "> agents on this page are of the weights shipped until 2026-12-07, trained before",
+        "> 2026-12-05. The zoo now ships that lineage trained again in today's simulator",
+        "> ([spare_lineage_today.md](spare_lineage_today.md)).",
+        "",
         "The evaluation seed draws only the routers' tie-breaks; the windows and the",
         "simulator are the same. Every published cell table uses seed 0. Here all 15",
         "test windows of each family are run again with seeds 1 and 2, and every",

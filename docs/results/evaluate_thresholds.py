@@ -77,10 +77,18 @@ def evaluate(setup: str, runs: list[Path], family: str) -> list[dict]:
 def rows_on_test_windows(policies: dict[str, Policy], setup: str, family: str) -> list[dict]:
     """Each policy's row on all of ``family``'s test windows on ``setup``: evaluation
     seed 0, causal KV (the default simulator), as the results pages measure them."""
+    return rows_on_split(policies, setup, family, "test", None)
+
+
+def rows_on_split(
+    policies: dict[str, Policy], setup: str, family: str, split: str, limit: int | None
+) -> list[dict]:
+    """Each policy's row on the first ``limit`` windows (None: all) of ``family``'s
+    ``split`` on ``setup``, evaluation seed 0, causal KV."""
     out = evaluate_policies(
         policies,
         setup,
-        split_windows(family, limit=None),
+        split_windows(family, limit=limit, split=split),
         SimConfig(),
         seed=0,
         workload=family,

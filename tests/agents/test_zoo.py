@@ -283,8 +283,7 @@ def test_a_shipped_agent_that_has_run_pickles_and_copies(name: str) -> None:
 NO_CURVE = {
     "bc_route_warm": "behavioural cloning only: no validation rounds",
     "bc_route_warm_spare": "behavioural cloning only: its seeds' validation scores instead",
-    "improve_warm_reference": "improve_warm's weights, unchanged",
-    "improve_warm_step": "improve_warm's weights, unchanged",
+    "improve_warm_step": "improve_warm_reference's weights, unchanged",
 }
 
 

@@ -107,7 +107,6 @@ def test_improve_warm_step_comes_back_identical(tmp_path: Path, capsys) -> None:
     saved = json.loads((tmp_path / "out" / "zoo_check.json").read_text())
     assert saved["agents"][0]["command"] == (
         "python -m experiments.train +experiment=improve_warm_step "
-        f"sim.copy_landing_check=false out_dir={tmp_path / 'out' / 'improve_warm_step'} "
-        "logger=none"
+        f"out_dir={tmp_path / 'out' / 'improve_warm_step'} logger=none"
     )
     assert zoo_check.exit_status([{**records[0], "identical": False}]) == 1

@@ -1,0 +1,353 @@
+"""The spare-node clone and the agents improved from it, trained again in today's
+simulator: ``spare_lineage_today.md``.
+
+    python docs/results/spare_lineage_today.py RUNS   # evaluate, write the JSON and the page
+    python docs/results/spare_lineage_today.py        # the page again from the JSON
+
+RUNS holds the runs of the zoo's commands with no ``sim.copy_landing_check=false``:
+- ``RUNS/bc_route_warm_spare_sS`` for S = 0, 1, 2 (``python -m experiments.train
+  +experiment=bc_route_warm_spare seed=S out_dir=...``);
+- ``RUNS/improve_spare_no1s_cloneS``: ``+experiment=improve_spare_no1s`` from each
+  (``train.init_from=RUNS/bc_route_warm_spare_sS/agent``). The clone whose run scores
+  best on validation is shipped, and that run as ``improve_spare_no1s``;
+- ``RUNS/NAME`` for each other recipe of :data:`IMPROVED` (``python -m experiments.train
+  +experiment=NAME out_dir=RUNS/NAME``), each started from the zoo folder its recipe
+  names, that folder holding the new agent;
+- ``RUNS/improve_warm_anchored_sS`` for S = 0, 1, 2, from the new ``improve_spare_no1s``.
+
+Measures, causal KV, evaluation seed 0:
+- the clones on 4 validation windows of each burst family, 70b_h100x4;
+- on all 15 test windows of each family and setup, every new agent greedy and with its
+  actions sampled.
+Keeps each row's windows, requests, mean and p95 TTFT in ``spare_lineage_today.json``
+with the runs' improvement records. The agents they replace are
+``rollout_improvement_test.json``'s rows (measured in today's simulator, greedy); the
+baselines, ``oracle_warm`` and the floors are ``capacity_floor.json``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS, Rows, agent_cells
+from evaluate_thresholds import rows_on_split
+
+from agents.adapter import AgentPolicy
+from envs.files import write_json_atomic
+
+CLONE = "bc_route_warm_spare"
+IMPROVED = (
+    "improve_spare",
+    "improve_spare_all",
+    "improve_spare_no1s",
+    "improve_warm",
+    "improve_warm_reference",
+    "improve_warm_step",
+)
+ANCHORED = "improve_warm_anchored"
+CHOOSER = "improve_spare_no1s"
+"""The recipe run from each clone seed whose validation score picks the clone."""
+SEEDS = (0, 1, 2)
+SETUP = "70b_h100x4"
+"""The setup the agents train and are chosen on."""
+VAL_FAMILIES = FAMILIES[:4]
+VAL_WINDOWS = 4
+"""The clone's choice: these families' first validation windows, 70b."""
+SAMPLED = "_stochastic"
+SHIPPED = (CLONE, *IMPROVED, ANCHORED)
+"""The zoo's names, in the tables' order."""
+KEPT = ("setup", "workload", "policy", "windows", "requests", "ttft_mean_s", "ttft_p95_s")
+OUT = HERE / "spare_lineage_today.json"
+PAGE = HERE / "spare_lineage_today.md"
+
+
+def seeded(name: str, seed: int) -> str:
+    return f"{name}_s{seed}"
+
+
+def from_clone(seed: int) -> str:
+    """The run folder of :data:`CHOOSER` from clone seed ``seed``."""
+    return f"{CHOOSER}_clone{seed}"
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def validation_rows(runs: Path, family: str) -> list[dict]:
+    torch.set_num_threads(1)  # one decision's forward pass is tiny: more threads only wait
+    policies = {
+        seeded(CLONE, s): AgentPolicy.load(runs / seeded(CLONE, s) / "agent", seeded(CLONE, s))
+        for s in SEEDS
+    }
+    got = rows_on_split(policies, SETUP, family, "val", VAL_WINDOWS)
+    return [{key: row[key] for key in KEPT} for row in got]
+
+
+def test_rows(runs: Path, folders: dict[str, str], setup: str, family: str) -> list[dict]:
+    """Every new agent's rows on one setup and family's test windows, greedy and sampled."""
+    torch.set_num_threads(1)
+    policies = {}
+    for name, folder in folders.items():
+        policies[name] = AgentPolicy.load(runs / folder / "agent", name)
+        policies[name + SAMPLED] = AgentPolicy.load(runs / folder / "agent", name + SAMPLED, False)
+    got = rows_on_split(policies, setup, family, "test", None)
+    print(f"{setup} {family}: {len(got)} rows", flush=True)
+    return [{key: row[key] for key in KEPT} for row in got]
+
+
+def improvement(runs: Path, folder: str) -> dict:
+    """A run's rounds as its ``train.json`` records them."""
+    return json.loads((runs / folder / "train.json").read_text())["train"].get("improvement", {})
+
+
+def measure(runs: Path) -> dict:
+    with ProcessPoolExecutor(2) as pool:
+        val = [row for got in pool.map(validation_rows, [runs] * 4, VAL_FAMILIES) for row in got]
+    scores = {
+        s: geomean([r["ttft_mean_s"] for r in val if r["policy"] == seeded(CLONE, s)])
+        for s in SEEDS
+    }
+    rounds = {from_clone(s): improvement(runs, from_clone(s)) for s in SEEDS}
+    clone = min(SEEDS, key=lambda s: rounds[from_clone(s)]["best_score"])
+    folders = {name: name for name in IMPROVED} | {CLONE: seeded(CLONE, clone)}
+    folders[CHOOSER] = from_clone(clone)
+    rounds |= {name: improvement(runs, folder) for name, folder in folders.items()}
+    rounds |= {seeded(ANCHORED, s): improvement(runs, seeded(ANCHORED, s)) for s in SEEDS}
+    anchored = min(SEEDS, key=lambda s: rounds[seeded(ANCHORED, s)]["best_score"])
+    folders |= {seeded(ANCHORED, s): seeded(ANCHORED, s) for s in SEEDS}
+    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
+    with ProcessPoolExecutor(2) as pool:
+        args = [(runs, folders, s, f) for s, f in cells]
+        rows = [row for got in pool.map(test_rows, *zip(*args)) for row in got]
+    return {
+        "shipped": {CLONE: clone, ANCHORED: anchored},
+        "clone_scores": scores,
+        "validation_rows": val,
+        "improvement": rounds,
+        "rows": rows,
+    }
+
+
+def zoo_name(data: dict, policy: str) -> str | None:
+    """The zoo name whose shipped agent a row measures (greedy), or None."""
+    shipped = seeded(ANCHORED, data["shipped"][ANCHORED])
+    if policy == shipped:
+        return ANCHORED
+    return policy if policy in (CLONE, *IMPROVED) else None
+
+
+def shipped_rows(data: dict | None = None) -> Rows:
+    """The shipped agents' greedy rows by (setup, family, zoo name): what target_cells.py
+    counts and check_fresh.py measures again (``data``: the JSON's, by default)."""
+    data = json.loads(OUT.read_text()) if data is None else data
+    rows: Rows = {}
+    for row in data["rows"]:
+        name = zoo_name(data, row["policy"])
+        if name is not None:
+            rows[(row["setup"], row["workload"], name)] = row
+    return rows
+
+
+OLD = "_replaced"
+"""The suffix of a replaced agent's rows on this page."""
+
+
+def as_rows(data: dict) -> Rows:
+    """The page's rows, the replaced agents' (``NAME_replaced``) and capacity_floor.json's
+    baselines, oracle_warm and floors."""
+    rows: Rows = {}
+    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
+        if row["policy"] in (*BASELINES, "oracle_warm", "floor", "floor_capacity"):
+            rows[(row["setup"], row["workload"], row["policy"])] = row
+    for row in json.loads((HERE / "rollout_improvement_test.json").read_text())["rows"]:
+        if row["policy"] in SHIPPED:
+            rows[(row["setup"], row["workload"], row["policy"] + OLD)] = row
+    for row in data["rows"]:
+        rows[(row["setup"], row["workload"], row["policy"])] = row
+    rows |= shipped_rows(data)
+    return rows
+
+
+def clone_table(data: dict) -> list[str]:
+    by = {(r["policy"], r["workload"]): r["ttft_mean_s"] for r in data["validation_rows"]}
+    head = " | ".join(VAL_FAMILIES)
+    lines = [
+        f"| seed | {head} | geometric mean | `{CHOOSER}` from it: kept |",
+        "|--:|" + "--:|" * (len(VAL_FAMILIES) + 2),
+    ]
+    for s in SEEDS:
+        values = [by[(seeded(CLONE, s), f)] for f in VAL_FAMILIES]
+        chooser = data["improvement"][from_clone(s)]["best_score"]
+        text = [f"{v:.4f}" for v in (*values, geomean(values), chooser)]
+        if s == data["shipped"][CLONE]:
+            text = [f"**{t}**" for t in text]
+        lines.append(f"| {s} | {' | '.join(text)} |")
+    return lines
+
+
+def rounds_table(data: dict) -> list[str]:
+    lines = ["| run | start | rounds 1, 2, ... | kept |", "|---|--:|---|---|"]
+    names = [from_clone(s) for s in SEEDS] + [n for n in IMPROVED[:-1] if n != CHOOSER]
+    names += [seeded(ANCHORED, s) for s in SEEDS]
+    shipped = (from_clone(data["shipped"][CLONE]), seeded(ANCHORED, data["shipped"][ANCHORED]))
+    for name in names:
+        record = data["improvement"][name]
+        scores = [r["score"] for r in record["rounds"]]
+        kept = record["best_round"]
+        text = "the start" if kept == 0 else f"round {kept}, {record['best_score']:.4f}"
+        label = f"`{name}`"
+        if name in shipped:
+            label, text = f"**{label}**", f"**{text}**"
+        rounds = ", ".join(f"{v:.4f}" for v in scores[1:])
+        lines.append(f"| {label} | {scores[0]:.4f} | {rounds} | {text} |")
+    return lines
+
+
+def pct(new: float, old: float) -> str:
+    return f"{100 * (new / old - 1):+.1f} %"
+
+
+def means_table(rows: Rows) -> list[str]:
+    """Each shipped agent's greedy mean TTFT, and its change from the agent it replaces."""
+    names = [CLONE, "improve_spare_no1s", "improve_warm_step", ANCHORED]
+    head = " | ".join(f"`{n}`" for n in names)
+    lines = [f"| setup | family | {head} |", "|---|---|" + "--:|" * len(names)]
+    for setup in SETUPS:
+        for family in FAMILIES:
+            cells = []
+            for n in names:
+                new, old = rows[(setup, family, n)], rows[(setup, family, n + OLD)]
+                cells.append(
+                    f"{new['ttft_mean_s']:.4g} ({pct(new['ttft_mean_s'], old['ttft_mean_s'])})"
+                )
+            lines.append(f"| {setup} | {family} | {' | '.join(cells)} |")
+    return lines
+
+
+def anchored_table(data: dict, rows: Rows) -> list[str]:
+    """improve_warm_anchored over its three seeds: greedy and sampled, mean ± std."""
+    lines = [
+        "| setup | family | greedy mean (s) | greedy p95 (s) | sampled mean (s) | sampled p95 (s) "
+        "| replaced agent mean / p95 |",
+        "|---|---|--:|--:|--:|--:|--:|",
+    ]
+
+    def spread(setup: str, family: str, suffix: str, key: str) -> str:
+        v = np.array([rows[(setup, family, seeded(ANCHORED, s) + suffix)][key] for s in SEEDS])
+        return f"{v.mean():.4g} ± {100 * v.std() / v.mean():.1f} %"
+
+    for setup in SETUPS:
+        for family in FAMILIES:
+            old = rows[(setup, family, ANCHORED + OLD)]
+            lines.append(
+                f"| {setup} | {family} | {spread(setup, family, '', 'ttft_mean_s')} "
+                f"| {spread(setup, family, '', 'ttft_p95_s')} "
+                f"| {spread(setup, family, SAMPLED, 'ttft_mean_s')} "
+                f"| {spread(setup, family, SAMPLED, 'ttft_p95_s')} "
+                f"| {old['ttft_mean_s']:.4g} / {old['ttft_p95_s']:.4g} |"
+            )
+    return lines
+
+
+def counted(rows: Rows, name: str) -> tuple[int, list[int], list[str]]:
+    found = [agent_cells(rows, setup, name) for setup in SETUPS]
+    missed = [f"{setup} {m}" for setup, f in zip(SETUPS, found) for m in f[3]]
+    return sum(f[0] for f in found), [f[0] for f in found], missed
+
+
+def cells_table(data: dict, rows: Rows) -> list[str]:
+    """The 39 cells each new agent meets, greedy and sampled, and the replaced agent's."""
+    lines = [
+        "| agent | greedy (70b / qwen3-8b / glm-4.5) | sampled | replaced agent "
+        "| feasible cells missed, greedy (over what they require) |",
+        "|---|--:|--:|--:|---|",
+    ]
+    names = [CLONE, *IMPROVED, *(seeded(ANCHORED, s) for s in SEEDS)]
+    for name in names:
+        met, per, missed = counted(rows, name)
+        drawn = counted(rows, name + SAMPLED)[0]
+        zoo = zoo_name(data, name)
+        old = counted(rows, zoo + OLD)[0] if zoo else counted(rows, ANCHORED + OLD)[0]
+        label = f"`{name}`" + (
+            " (shipped)" if name == seeded(ANCHORED, data["shipped"][ANCHORED]) else ""
+        )
+        lines.append(
+            f"| {label} | {met} ({' / '.join(map(str, per))}) | {drawn} | {old} "
+            f"| {'; '.join(missed) or 'none'} |"
+        )
+    return lines
+
+
+BEGIN, END = "<!-- spare_lineage_today.py: begin -->", "<!-- spare_lineage_today.py: end -->"
+
+
+def render(data: dict) -> str:
+    rows = as_rows(data)
+    return "\n".join(
+        [
+            BEGIN,
+            "",
+            f"### The clone's seeds on validation ({SETUP}, {VAL_WINDOWS} windows a family, "
+            f"mean TTFT in s), and `{CHOOSER}`'s run from each (the shipped clone bold)",
+            "",
+            *clone_table(data),
+            "",
+            "### The rounds (validation score of each round, 8 windows; the shipped runs bold)",
+            "",
+            *rounds_table(data),
+            "",
+            "### Test: mean TTFT (s), greedy, and the change from the agent each replaces",
+            "",
+            *means_table(rows),
+            "",
+            f"### `{ANCHORED}`'s three seeds on test, against the agent it replaces",
+            "",
+            *anchored_table(data, rows),
+            "",
+            "### Target cells met (39: 13 a setup)",
+            "",
+            *cells_table(data, rows),
+            "",
+            END,
+        ]
+    )
+
+
+def main(args: list[str]) -> None:
+    if args:
+        if len(args) != 1:
+            print(__doc__, file=sys.stderr)
+            raise SystemExit(2)
+        runs = Path(args[0])
+        folders = [seeded(CLONE, s) for s in SEEDS] + [from_clone(s) for s in SEEDS]
+        folders += [name for name in IMPROVED if name != CHOOSER]
+        folders += [seeded(ANCHORED, s) for s in SEEDS]
+        missing = [
+            f"{runs / folder}/{name}"
+            for folder in folders
+            for name in ("agent/agent.json", "agent/model.zip", "train.json")
+            if not (runs / folder / name).is_file()
+        ]
+        if missing:
+            print(f"error: missing {', '.join(missing)}", file=sys.stderr)
+            raise SystemExit(2)
+        write_json_atomic(OUT, measure(runs))
+    data = json.loads(OUT.read_text())
+    body = render(data)
+    if PAGE.is_file():
+        text = PAGE.read_text()
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        PAGE.write_text(head + body + tail)
+    print(body)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
