@@ -29,7 +29,17 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS, Rows, agent_cells
+from capacity_floor_table import (
+    BASELINES,
+    FAMILIES,
+    HERE,
+    SETUPS,
+    Rows,
+    agent_cells,
+    block,
+    write_block,
+    yardstick_rows,
+)
 from evaluate_thresholds import rows_on_test_windows
 
 from agents.adapter import AgentPolicy
@@ -107,10 +117,7 @@ def measure(runs: Path, old: Path) -> dict:
 
 def as_rows(data: dict) -> Rows:
     """The page's rows with capacity_floor.json's baselines, oracle_warm and floors."""
-    rows: Rows = {}
-    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
-        if row["policy"] in (*BASELINES, "oracle_warm", "floor", "floor_capacity"):
-            rows[(row["setup"], row["workload"], row["policy"])] = row
+    rows = yardstick_rows()
     for row in data["rows"]:
         rows[(row["setup"], row["workload"], row["policy"])] = row
     return rows
@@ -220,28 +227,24 @@ BEGIN, END = "<!-- bc_lineage_today.py: begin -->", "<!-- bc_lineage_today.py: e
 
 def render(data: dict) -> str:
     rows = as_rows(data)
-    return "\n".join(
+    return block(
+        BEGIN,
+        END,
         [
-            BEGIN,
-            "",
-            "### Validation (the score each run kept; its step in brackets; the shipped seed bold)",
-            "",
-            *validation_table(data),
-            "",
-            f"### Test, {SETUP}: mean ± std (population) over the three seeds (TTFT in s)",
-            "",
-            *test_table(data, rows),
-            "",
-            f"### Target cells met on {SETUP} (13 cells)",
-            "",
-            *cells_70b(data, rows),
-            "",
-            "### Target cells met on the three setups (39 cells; greedy, the shipped seeds)",
-            "",
-            *cells_all(data, rows),
-            "",
-            END,
-        ]
+            (
+                "Validation (the score each run kept; its step in brackets; the shipped seed bold)",
+                validation_table(data),
+            ),
+            (
+                f"Test, {SETUP}: mean ± std (population) over the three seeds (TTFT in s)",
+                test_table(data, rows),
+            ),
+            (f"Target cells met on {SETUP} (13 cells)", cells_70b(data, rows)),
+            (
+                "Target cells met on the three setups (39 cells; greedy, the shipped seeds)",
+                cells_all(data, rows),
+            ),
+        ],
     )
 
 
@@ -267,11 +270,7 @@ def main(args: list[str]) -> None:
         write_json_atomic(OUT, measure(runs, old))
     data = json.loads(OUT.read_text())
     body = render(data)
-    if PAGE.is_file():
-        text = PAGE.read_text()
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        PAGE.write_text(head + body + tail)
+    write_block(PAGE, BEGIN, END, body)
     print(body)
 
 

@@ -120,6 +120,32 @@ def merged_rows(*names: str) -> Rows:
     return rows
 
 
+def yardstick_rows() -> Rows:
+    """capacity_floor.json's baselines, ``oracle_warm`` and floors, the yardsticks the
+    other pages' cells are counted against."""
+    keep = (*BASELINES, "oracle_warm", "floor", "floor_capacity")
+    rows = merged_rows("capacity_floor.json")
+    return {key: row for key, row in rows.items() if key[2] in keep}
+
+
+def block(begin: str, end: str, sections: list[tuple[str, list[str]]]) -> str:
+    """A generated block of a page: ``begin``, each section's ``### heading`` and
+    lines, ``end``, a blank line between each."""
+    lines = [begin, ""]
+    for heading, body in sections:
+        lines += [f"### {heading}", "", *body, ""]
+    return "\n".join([*lines, end])
+
+
+def write_block(page: Path, begin: str, end: str, body: str) -> None:
+    """Put ``body`` between the lines ``begin`` and ``end`` of ``page`` (which
+    ``body`` repeats), the text around them kept; no page yet: nothing written."""
+    if page.is_file():
+        head, _, rest = page.read_text().partition(begin)
+        _, _, tail = rest.partition(end)
+        page.write_text(head + body + tail)
+
+
 def cells_table(rows: Rows, labels: dict[str, str]) -> list[str]:
     """A table of the cells each agent of ``labels`` (policy -> how the table names
     it) meets over the three setups (:func:`agent_cells`)."""

@@ -35,7 +35,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS, Rows, agent_cells
+from capacity_floor_table import (
+    FAMILIES,
+    HERE,
+    SETUPS,
+    Rows,
+    agent_cells,
+    block,
+    write_block,
+    yardstick_rows,
+)
 from evaluate_thresholds import rows_on_split
 
 from agents.adapter import AgentPolicy
@@ -162,10 +171,7 @@ OLD = "_replaced"
 def as_rows(data: dict) -> Rows:
     """The page's rows, the replaced agents' (``NAME_replaced``) and capacity_floor.json's
     baselines, oracle_warm and floors."""
-    rows: Rows = {}
-    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
-        if row["policy"] in (*BASELINES, "oracle_warm", "floor", "floor_capacity"):
-            rows[(row["setup"], row["workload"], row["policy"])] = row
+    rows = yardstick_rows()
     for row in json.loads((HERE / "rollout_improvement_test.json").read_text())["rows"]:
         if row["policy"] in SHIPPED:
             rows[(row["setup"], row["workload"], row["policy"] + OLD)] = row
@@ -290,33 +296,29 @@ BEGIN, END = "<!-- spare_lineage_today.py: begin -->", "<!-- spare_lineage_today
 
 def render(data: dict) -> str:
     rows = as_rows(data)
-    return "\n".join(
+    return block(
+        BEGIN,
+        END,
         [
-            BEGIN,
-            "",
-            f"### The clone's seeds on validation ({SETUP}, {VAL_WINDOWS} windows a family, "
-            f"mean TTFT in s), and `{CHOOSER}`'s run from each (the shipped clone bold)",
-            "",
-            *clone_table(data),
-            "",
-            "### The rounds (validation score of each round, 8 windows; the shipped runs bold)",
-            "",
-            *rounds_table(data),
-            "",
-            "### Test: mean TTFT (s), greedy, and the change from the agent each replaces",
-            "",
-            *means_table(rows),
-            "",
-            f"### `{ANCHORED}`'s three seeds on test, against the agent it replaces",
-            "",
-            *anchored_table(data, rows),
-            "",
-            "### Target cells met (39: 13 a setup)",
-            "",
-            *cells_table(data, rows),
-            "",
-            END,
-        ]
+            (
+                f"The clone's seeds on validation ({SETUP}, {VAL_WINDOWS} windows a family, "
+                f"mean TTFT in s), and `{CHOOSER}`'s run from each (the shipped clone bold)",
+                clone_table(data),
+            ),
+            (
+                "The rounds (validation score of each round, 8 windows; the shipped runs bold)",
+                rounds_table(data),
+            ),
+            (
+                "Test: mean TTFT (s), greedy, and the change from the agent each replaces",
+                means_table(rows),
+            ),
+            (
+                f"`{ANCHORED}`'s three seeds on test, against the agent it replaces",
+                anchored_table(data, rows),
+            ),
+            ("Target cells met (39: 13 a setup)", cells_table(data, rows)),
+        ],
     )
 
 
@@ -341,11 +343,7 @@ def main(args: list[str]) -> None:
         write_json_atomic(OUT, measure(runs))
     data = json.loads(OUT.read_text())
     body = render(data)
-    if PAGE.is_file():
-        text = PAGE.read_text()
-        head, _, rest = text.partition(BEGIN)
-        _, _, tail = rest.partition(END)
-        PAGE.write_text(head + body + tail)
+    write_block(PAGE, BEGIN, END, body)
     print(body)
 
 

@@ -17,18 +17,10 @@ from __future__ import annotations
 import json
 
 from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, targets
-from spare_lineage_today import ANCHORED, OUT, SEEDS, seeded, shipped_rows
+from spare_lineage_today import ANCHORED, OUT, SEEDS, SHIPPED, seeded, shipped_rows
 
-AGENTS = (
-    "bc_route_warm_spare",
-    "improve_spare",
-    "improve_spare_all",
-    "improve_spare_no1s",
-    "improve_warm",
-    "improve_warm_reference",
-    "improve_warm_step",
-    "improve_warm_anchored",
-)
+AGENTS = SHIPPED
+"""The route-and-warm agents the page counts: the spare-node lineage, in its order."""
 STATS = ("mean", "p95")
 
 
