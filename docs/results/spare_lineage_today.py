@@ -99,7 +99,7 @@ def validation_rows(runs: Path, family: str) -> list[dict]:
     return [{key: row[key] for key in KEPT} for row in got]
 
 
-def test_rows(runs: Path, folders: dict[str, str], setup: str, family: str) -> list[dict]:
+def rows_on_test(runs: Path, folders: dict[str, str], setup: str, family: str) -> list[dict]:
     """Every new agent's rows on one setup and family's test windows, greedy and sampled."""
     torch.set_num_threads(1)
     policies = {}
@@ -134,7 +134,7 @@ def measure(runs: Path) -> dict:
     cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
     with ProcessPoolExecutor(2) as pool:
         args = [(runs, folders, s, f) for s, f in cells]
-        rows = [row for got in pool.map(test_rows, *zip(*args)) for row in got]
+        rows = [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
     return {
         "shipped": {CLONE: clone, ANCHORED: anchored},
         "clone_scores": scores,
