@@ -578,8 +578,8 @@ TEXT = """# Leaked and clean test windows
 > **Replaced agents.** The figures of `bc_route_warm_spare` and the `improve_*`
 > agents on this page are of the weights shipped until 2026-12-07: all but
 > `improve_warm_anchored` trained before 2026-12-05, and that one trained on
-> 2026-12-07 from the `improve_spare_no1s` of then. The zoo now ships the whole
-> lineage trained again in today's simulator
+> 2026-12-07 from the `improve_spare_no1s` shipped then. The zoo now ships the
+> whole lineage trained again in today's simulator
 > ([spare_lineage_today.md](spare_lineage_today.md)).
 
 Window i of `bursted_synthetic`, `bursted_synthetic_1s` and `mixed` sends the same

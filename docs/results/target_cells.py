@@ -118,9 +118,9 @@ These are the agents `agents/zoo/` ships, trained again in today's simulator on
 2026-12-07 ([spare_lineage_today.md](spare_lineage_today.md)). In that lineage
 no warm round beat its start, so `improve_warm`, `improve_warm_reference`,
 `improve_warm_step` and `improve_warm_anchored` hold `improve_spare_no1s`'s
-weights; the last two are one policy. The agents they replaced (trained before
-2026-12-05, but `improve_warm_anchored`, trained on 2026-12-07 from the
-`improve_spare_no1s` of then) met up to 32 cells (`improve_warm_anchored`; under
+weights; the last two are one policy. The agents they replaced (all trained
+before 2026-12-05 except `improve_warm_anchored`, trained on 2026-12-07 from the
+`improve_spare_no1s` shipped then) met up to 32 cells (`improve_warm_anchored`; under
 evaluation seeds 1 and 2 too: [eval_seeds.md](eval_seeds.md)).
 [spare_lineage_today.md](spare_lineage_today.md) compares each with the agent
 that replaced it.
