@@ -37,7 +37,8 @@ from capacity_floor_table import (
     Rows,
     agent_cells,
     block,
-    write_block,
+    publish,
+    refuse_missing,
     yardstick_rows,
 )
 from evaluate_thresholds import rows_on_test_windows
@@ -257,21 +258,10 @@ def main(args: list[str]) -> None:
         trained = [runs / seeded(r, s) for r in RECIPES for s in SEEDS]
         agents = [runs / CLONE / "agent", *(run / "agent" for run in trained)]
         agents += [old / name for name in (CLONE, *RECIPES)]
-        missing = [
-            f"{folder}/{name}"
-            for folder in agents
-            for name in ("agent.json", "model.zip")
-            if not (folder / name).is_file()
-        ]
-        missing += [f"{run}/train.json" for run in trained if not record(run).is_file()]
-        if missing:
-            print(f"error: missing {', '.join(missing)}", file=sys.stderr)
-            raise SystemExit(2)
+        files = [folder / name for folder in agents for name in ("agent.json", "model.zip")]
+        refuse_missing(files + [record(run) for run in trained])
         write_json_atomic(OUT, measure(runs, old))
-    data = json.loads(OUT.read_text())
-    body = render(data)
-    write_block(PAGE, BEGIN, END, body)
-    print(body)
+    publish(OUT, PAGE, BEGIN, END, render)
 
 
 if __name__ == "__main__":

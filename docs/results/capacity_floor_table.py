@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -31,6 +32,19 @@ AGENTS = ("finetune_families_long", "ppo_thresholds")
 KEPT = ("setup", "workload", "policy", "windows", "requests", "ttft_mean_s", "ttft_p95_s")
 
 Rows = dict[tuple[str, str, str], dict]
+
+REPLACED = "\n".join(
+    [
+        "> **Replaced agents.** The figures of `bc_route_warm_spare` and the `improve_*`",
+        "> agents on this page are of the weights shipped until 2026-12-07: all but",
+        "> `improve_warm_anchored` trained before 2026-12-05, and that one trained on",
+        "> 2026-12-07 from the `improve_spare_no1s` shipped then. The zoo now ships the",
+        "> whole lineage trained again in today's simulator",
+        "> ([spare_lineage_today.md](spare_lineage_today.md)).",
+    ]
+)
+"""The note atop the pages that measured the spare-node lineage shipped until
+2026-12-07 (spare_lineage_today.md has the lineage that replaced it)."""
 
 
 def read_runs(root: Path) -> list[dict]:
@@ -135,6 +149,21 @@ def block(begin: str, end: str, sections: list[tuple[str, list[str]]]) -> str:
     for heading, body in sections:
         lines += [f"### {heading}", "", *body, ""]
     return "\n".join([*lines, end])
+
+
+def refuse_missing(paths: list[Path]) -> None:
+    """A script's inputs that are not there: one line naming them, exit 2."""
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:
+        print(f"error: missing {', '.join(missing)}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def publish(data_file: Path, page: Path, begin: str, end: str, render: Callable) -> None:
+    """The page's generated block again from its JSON (``render(data)``), printed."""
+    body = render(json.loads(data_file.read_text()))
+    write_block(page, begin, end, body)
+    print(body)
 
 
 def write_block(page: Path, begin: str, end: str, body: str) -> None:

@@ -30,6 +30,7 @@ import json
 import sys
 from pathlib import Path
 
+from capacity_floor_table import REPLACED
 from eft_step_table import FAMILIES, SETUPS, change, kept_rows, read_runs
 
 HERE = Path(__file__).resolve().parent
@@ -60,12 +61,7 @@ def table(data: dict, agent_rows: list[dict]) -> str:
     lines = [
         "# `eft_pull` against the other routers (test windows)",
         "",
-        "> **Replaced agents.** The figures of `bc_route_warm_spare` and the `improve_*`",
-        "> agents on this page are of the weights shipped until 2026-12-07: all but",
-        "> `improve_warm_anchored` trained before 2026-12-05, and that one trained on",
-        "> 2026-12-07 from the `improve_spare_no1s` shipped then. The zoo now ships the",
-        "> whole lineage trained again in today's simulator",
-        "> ([spare_lineage_today.md](spare_lineage_today.md)).",
+        REPLACED,
         "",
         "`eft_pull` is `eft_step` that also copies a request's prefix from a node",
         "holding it to another node and routes it there when its first token is",

@@ -32,7 +32,16 @@ import json
 import sys
 from pathlib import Path
 
-from capacity_floor_table import BASELINES, BURSTS, FAMILIES, HERE, SETUPS, Rows, best_baseline
+from capacity_floor_table import (
+    BASELINES,
+    BURSTS,
+    FAMILIES,
+    HERE,
+    REPLACED,
+    SETUPS,
+    Rows,
+    best_baseline,
+)
 from target_cells import cells
 from thresholds_cells import required
 
@@ -157,12 +166,7 @@ def render(runs: dict[int, list[dict]]) -> str:
     lines = [
         "# Target cells under other evaluation seeds",
         "",
-        "> **Replaced agents.** The figures of `bc_route_warm_spare` and the `improve_*`",
-        "> agents on this page are of the weights shipped until 2026-12-07: all but",
-        "> `improve_warm_anchored` trained before 2026-12-05, and that one trained on",
-        "> 2026-12-07 from the `improve_spare_no1s` shipped then. The zoo now ships the",
-        "> whole lineage trained again in today's simulator",
-        "> ([spare_lineage_today.md](spare_lineage_today.md)).",
+        REPLACED,
         "",
         "The evaluation seed draws only the routers' tie-breaks; the windows and the",
         "simulator are the same. Every published cell table uses seed 0. Here all 15",

@@ -32,6 +32,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from capacity_floor_table import REPLACED
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
@@ -575,12 +577,7 @@ def render() -> str:
 
 TEXT = """# Leaked and clean test windows
 
-> **Replaced agents.** The figures of `bc_route_warm_spare` and the `improve_*`
-> agents on this page are of the weights shipped until 2026-12-07: all but
-> `improve_warm_anchored` trained before 2026-12-05, and that one trained on
-> 2026-12-07 from the `improve_spare_no1s` shipped then. The zoo now ships the
-> whole lineage trained again in today's simulator
-> ([spare_lineage_today.md](spare_lineage_today.md)).
+REPLACED
 
 Window i of `bursted_synthetic`, `bursted_synthetic_1s` and `mixed` sends the same
 bursts and decoys while each family's train/test split is its own
@@ -608,7 +605,7 @@ from `leak_check.json`, which [leak_check_measure.py](leak_check_measure.py) wro
 `oracle_warm` and the floors; all 15 test windows, evaluation seed 0, causal KV,
 greedy agents), whose rows over all 15 windows equal the stored ones to the last
 digit (checked), kept over the leaked and the clean windows apart, p95 included.
-"""
+""".replace("\nREPLACED\n", f"\n{REPLACED}\n", 1)
 
 SUMMARY_TEXT = """## Do the agents gain more on leaked windows?
 

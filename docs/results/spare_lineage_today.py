@@ -42,7 +42,8 @@ from capacity_floor_table import (
     Rows,
     agent_cells,
     block,
-    write_block,
+    publish,
+    refuse_missing,
     yardstick_rows,
 )
 from evaluate_thresholds import rows_on_split
@@ -111,18 +112,31 @@ def rows_on_test(runs: Path, folders: dict[str, str], setup: str, family: str) -
     return [{key: row[key] for key in KEPT} for row in got]
 
 
+ROUND_KEYS = ("round", "score", "families_ttft_mean_s", "measured", "changed")
+"""What the page keeps of each round (the runs' ``train.json`` keeps every decision)."""
+
+
+def compact(record: dict) -> dict:
+    """A run's improvement record as the page keeps it: each round's validation score
+    by family and its counts, and the round kept ({} for a run with no rounds)."""
+    if not record:
+        return {}
+    return {
+        "rounds": [{k: r[k] for k in ROUND_KEYS if k in r} for r in record["rounds"]],
+        "best_round": record["best_round"],
+        "best_score": record["best_score"],
+    }
+
+
 def improvement(runs: Path, folder: str) -> dict:
-    """A run's rounds as its ``train.json`` records them."""
-    return json.loads((runs / folder / "train.json").read_text())["train"].get("improvement", {})
+    """A run's rounds, from its ``train.json`` (:func:`compact`)."""
+    record = json.loads((runs / folder / "train.json").read_text())["train"]
+    return compact(record.get("improvement", {}))
 
 
 def measure(runs: Path) -> dict:
     with ProcessPoolExecutor(2) as pool:
         val = [row for got in pool.map(validation_rows, [runs] * 4, VAL_FAMILIES) for row in got]
-    scores = {
-        s: geomean([r["ttft_mean_s"] for r in val if r["policy"] == seeded(CLONE, s)])
-        for s in SEEDS
-    }
     rounds = {from_clone(s): improvement(runs, from_clone(s)) for s in SEEDS}
     clone = min(SEEDS, key=lambda s: rounds[from_clone(s)]["best_score"])
     folders = {name: name for name in IMPROVED} | {CLONE: seeded(CLONE, clone)}
@@ -137,7 +151,6 @@ def measure(runs: Path) -> dict:
         rows = [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
     return {
         "shipped": {CLONE: clone, ANCHORED: anchored},
-        "clone_scores": scores,
         "validation_rows": val,
         "improvement": rounds,
         "rows": rows,
@@ -331,20 +344,10 @@ def main(args: list[str]) -> None:
         folders = [seeded(CLONE, s) for s in SEEDS] + [from_clone(s) for s in SEEDS]
         folders += [name for name in IMPROVED if name != CHOOSER]
         folders += [seeded(ANCHORED, s) for s in SEEDS]
-        missing = [
-            f"{runs / folder}/{name}"
-            for folder in folders
-            for name in ("agent/agent.json", "agent/model.zip", "train.json")
-            if not (runs / folder / name).is_file()
-        ]
-        if missing:
-            print(f"error: missing {', '.join(missing)}", file=sys.stderr)
-            raise SystemExit(2)
+        inputs = ("agent/agent.json", "agent/model.zip", "train.json")
+        refuse_missing([runs / folder / name for folder in folders for name in inputs])
         write_json_atomic(OUT, measure(runs))
-    data = json.loads(OUT.read_text())
-    body = render(data)
-    write_block(PAGE, BEGIN, END, body)
-    print(body)
+    publish(OUT, PAGE, BEGIN, END, render)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 
-from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, targets
+from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, merged_rows, targets
 from spare_lineage_today import ANCHORED, OUT, SEEDS, SHIPPED, seeded, shipped_rows
 
 AGENTS = SHIPPED
@@ -24,20 +24,17 @@ AGENTS = SHIPPED
 STATS = ("mean", "p95")
 
 
-def other_seeds() -> list[str]:
-    """``improve_warm_anchored``'s training seeds that are not shipped, as the JSON
-    names their rows."""
-    shipped = json.loads(OUT.read_text())["shipped"][ANCHORED]
-    return [seeded(ANCHORED, s) for s in SEEDS if s != shipped]
+def other_seeds(rows: Rows) -> list[str]:
+    """``improve_warm_anchored``'s training seeds that are not shipped, as ``rows``
+    name them."""
+    return sorted({key[2] for key in rows if key[2].startswith(f"{ANCHORED}_s")})
 
 
 def load() -> Rows:
-    rows: Rows = {}
-    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
-        rows[(row["setup"], row["workload"], row["policy"])] = row
-    rows |= shipped_rows()
-    others = other_seeds()
-    for row in json.loads(OUT.read_text())["rows"]:
+    data = json.loads(OUT.read_text())
+    rows = merged_rows("capacity_floor.json") | shipped_rows(data)
+    others = [seeded(ANCHORED, s) for s in SEEDS if s != data["shipped"][ANCHORED]]
+    for row in data["rows"]:
         if row["policy"] in others:
             rows[(row["setup"], row["workload"], row["policy"])] = row
     return rows
@@ -79,7 +76,7 @@ def render(rows: Rows) -> str:
     totals = " | ".join(f"**{met[a]}**" for a in AGENTS)
     lines.append(f"| **met, of {len(every)}** ({infeasible} infeasible) | | | | {totals} |")
     lines += ["", SEEDS_TEXT.format(n=len(every))]
-    for seed in other_seeds():
+    for seed in other_seeds(rows):
         values = [(cell, rows[(cell[0], cell[1], seed)][f"ttft_{cell[2]}_s"]) for cell in every]
         missed = [
             f"{s}'s {f} {stat} ({value / req - 1:+.1%})"
