@@ -218,10 +218,13 @@ def measure_window(
     settings: ImprovementSettings,
     seed: int,
     measure: bool = True,
+    variant: bool = True,
 ) -> tuple[Demonstrations, RoundStats]:
     """Steps 1-3 of a round on one window: its labels and what was measured.
     ``seed`` seeds the simulator and the draws of anchors and long decisions;
-    ``measure`` False keeps the anchors only (``improvement.anchor_families``)."""
+    ``measure`` False keeps the anchors only (``improvement.anchor_families``);
+    ``variant`` False does not try the warm variant here
+    (``improvement.warm_variant_families``)."""
     rng = np.random.default_rng(seed)
     demos, stats = Demonstrations(), RoundStats()
     requests = window.requests
@@ -231,13 +234,13 @@ def measure_window(
     )
     stats.before_s.append(float(_serve(base, cluster, window, sim, seed).sum()))
     labelled = base
-    if settings.warm_variant:
-        variant = _Probe(agent, anchors.tolist(), warm_all=True, calm_s=settings.warm_calm_s)
+    if settings.warm_variant and variant:
+        warm_all = _Probe(agent, anchors.tolist(), warm_all=True, calm_s=settings.warm_calm_s)
         own_s = stats.before_s[-1]
-        variant_s = float(_serve(variant, cluster, window, sim, seed).sum())
+        variant_s = float(_serve(warm_all, cluster, window, sim, seed).sum())
         stats.warm_variant_s.append(variant_s)
         if variant_s <= own_s * (1.0 - settings.warm_variant_gain):
-            stats.warm_windows, labelled = 1, variant
+            stats.warm_windows, labelled = 1, warm_all
     own_warms = base.warms * settings.warm_anchor_repeat if labelled is base else []
     for obs, mask, action in [*labelled.seen.values(), *own_warms]:
         demos.obs.append(obs)
@@ -304,10 +307,14 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _measure_in_worker(job: tuple[Workload, int, bool]) -> tuple[Demonstrations, RoundStats]:
-    window, seed, measure = job
+def _measure_in_worker(
+    job: tuple[Workload, int, bool, bool],
+) -> tuple[Demonstrations, RoundStats]:
+    window, seed, measure, variant = job
     w = _WORKER
-    return measure_window(w["agent"], window, w["cluster"], w["sim"], w["settings"], seed, measure)
+    return measure_window(
+        w["agent"], window, w["cluster"], w["sim"], w["settings"], seed, measure, variant
+    )
 
 
 def improve_round(
@@ -320,15 +327,22 @@ def improve_round(
     seed: int,
     demos: Demonstrations | None = None,
     anchored: Collection[str] = (),
+    variant_windows: Collection[str] | None = None,
 ) -> RoundStats:
     """One round on ``windows``: measure with the model as it is, then fit it to
     the new labels, added to ``demos`` (the earlier rounds' labels when the caller
     keeps them: ``improvement.aggregate``). A window named in ``anchored`` gives
-    its anchors only."""
+    its anchors only; with ``variant_windows`` the warm variant is tried on the
+    windows it names only (None: on every window)."""
     agent = AgentPolicy(model, spec)  # reads the weights now: a new one each round
     demos = demos if demos is not None else Demonstrations()
     jobs = [
-        (window, seed * 1000 + position, window.name not in anchored)
+        (
+            window,
+            seed * 1000 + position,
+            window.name not in anchored,
+            variant_windows is None or window.name in variant_windows,
+        )
         for position, window in enumerate(windows)
     ]
     if settings.workers > 1 and len(jobs) > 1:
@@ -348,7 +362,7 @@ def improve_round(
         finally:
             _WORKER.clear()
     else:
-        results = [measure_window(agent, w, cluster, sim, settings, s, m) for w, s, m in jobs]
+        results = [measure_window(agent, w, cluster, sim, settings, s, m, v) for w, s, m, v in jobs]
     stats = RoundStats()
     for part, measured in results:
         for name in ("obs", "masks", "actions", "returns"):
@@ -367,7 +381,7 @@ def improve_round(
     stats.fit = pretrain(model, demos, fit, seed)
     # the improvement check: the fitted policy serves the round's windows again
     fitted = AgentPolicy(model, spec)
-    stats.after_s = [float(_serve(_Probe(fitted), cluster, w, sim, s).sum()) for w, s, _ in jobs]
+    stats.after_s = [float(_serve(_Probe(fitted), cluster, w, sim, s).sum()) for w, s, *_ in jobs]
     if settings.undo_worse and not stats.change < 0.0:
         stats.accepted = False
         model.policy.load_state_dict(before)

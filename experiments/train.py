@@ -545,6 +545,10 @@ def run_improvement(
 
     settings = improvement_settings(cfg)
     pool, anchored = round_pool(pool, settings.families, settings.anchor_families)
+    variant_windows = None
+    if settings.warm_variant and settings.warm_variant_families is not None:
+        key = "improvement.warm_variant_families"
+        variant_windows = {w.name for w in measured_pool(pool, settings.warm_variant_families, key)}
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows)
     if not val_pool:
         raise ValueError("improvement: the workload has no validation windows to score rounds on")
@@ -570,6 +574,7 @@ def run_improvement(
             seed * 1000 + number,
             labels,
             anchored,
+            variant_windows,
         )
         value = float(score(model))
         kept = value < best_score

@@ -217,6 +217,28 @@ def test_the_warm_variant_labels_a_window_where_warming_everywhere_wins(
     assert len(kept) == len(off)
     assert all(np.array_equal(a, b) for a, b in zip(kept.actions, off.actions))
     assert any(not np.array_equal(a, b) for a, b in zip(demos.actions, off.actions))
+    # a window the variant is not tried on (improvement.warm_variant_families): the
+    # labels of warm_variant off, and no variant served
+    skipped, skipped_stats = measure_window(agent, window, CLUSTER, SIM, on, 5, variant=False)
+    assert skipped_stats.warm_windows == 0 and not skipped_stats.warm_variant_s
+    assert len(skipped) == len(off)
+    assert all(np.array_equal(a, b) for a, b in zip(skipped.actions, off.actions))
+
+
+def test_a_round_tries_the_warm_variant_on_the_named_windows_only(agent: AgentPolicy) -> None:
+    """variant_windows names the windows the warm variant is served on; None: all."""
+    pair = [synthetic_window(SMALL, window=i) for i in (3, 4)]
+    settings = ImprovementSettings(
+        states_per_window=1, lead_requests=10, horizon_requests=20, epochs=1, warm_variant=True
+    )
+    served = []
+    for named in (None, {pair[1].name}, set()):
+        model = copy.deepcopy(agent.model)
+        stats = improve_round(
+            model, agent.spec, pair, CLUSTER, SIM, settings, seed=9, variant_windows=named
+        )
+        served.append(len(stats.warm_variant_s))
+    assert served == [2, 1, 0]
 
 
 def test_max_backlog_reads_the_busiest_nodes_backlog() -> None:
@@ -273,6 +295,8 @@ def test_bad_settings_are_named() -> None:
     for calm in (0, True, float("inf"), "x"):
         with pytest.raises(ValueError, match=r"improvement\.warm_calm_s must be a finite number"):
             ImprovementSettings(warm_calm_s=calm)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"improvement\.warm_variant_families must be a non-"):
+        ImprovementSettings(warm_variant=True, warm_variant_families=[])
     for gain in (1.0, -0.1, True):
         with pytest.raises(ValueError, match=r"improvement\.warm_variant_gain must be a share"):
             ImprovementSettings(warm_variant_gain=gain)
@@ -283,6 +307,8 @@ def test_warm_options_without_the_warm_variant_warn_that_they_do_nothing() -> No
         ImprovementSettings(warm_calm_s=0.3)
     with pytest.warns(SettingWarning, match=r"improvement\.warm_variant_gain=0 has no effect"):
         ImprovementSettings(warm_variant_gain=0)
+    with pytest.warns(SettingWarning, match=r"improvement\.warm_variant_families=\['rising'\]"):
+        ImprovementSettings(warm_variant_families=["rising"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ImprovementSettings()  # the defaults, quietly
@@ -440,6 +466,28 @@ def test_train_runs_rounds_and_keeps_the_best(tmp_path: Path) -> None:
     model, spec = load_agent(tmp_path / "agent")
     val = window_pool_of(cfg, "val", cfg.workload.val_windows)
     assert ValidationScore(cfg, spec, val, str(cfg.train.val_score))(model) == record["best_score"]
+
+
+def test_the_warm_variant_families_name_train_windows(tmp_path: Path) -> None:
+    """A family with no train window in improvement.warm_variant_families is named
+    before any round runs, with the families the train windows have."""
+    cfg = compose_train(
+        [
+            *TINY,
+            "agent=maskable_ppo",
+            "env=route_warm",
+            "train.total_timesteps=0",
+            "train.evaluate=false",
+            "improvement.iterations=1",
+            "improvement.warm_variant=true",
+            "improvement.warm_variant_families=[rising]",
+            f"out_dir={tmp_path}",
+        ]
+    )
+    with pytest.raises(
+        ValueError, match=r"improvement\.warm_variant_families: no train window of family 'rising'"
+    ):
+        train(cfg)
 
 
 def test_the_labels_do_not_depend_on_the_workers(agent: AgentPolicy) -> None:
