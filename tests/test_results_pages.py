@@ -45,6 +45,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "check_fresh",
                 "bc_lineage_today",
                 "spare_lineage_today",
+                "warm_rising",
             )
         }
     finally:
@@ -523,3 +524,40 @@ def test_spare_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> 
         assert cells[key] is row or cells[key] == row
     stored = scripts["check_fresh"].stored()
     assert all(key in stored for key in shipped)
+
+
+def test_warm_rising_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    """warm_rising.md holds what warm_rising.py prints; its JSON holds the tested
+    probe's three seeds, greedy and sampled, on every setup and family over
+    capacity_floor.json's requests; each run keeps its best round; a seed that kept
+    its start measures as the agent it started from (the same weights: the
+    improve_warm_anchored seeds of spare_lineage_today.json, which kept theirs)."""
+    module = scripts["warm_rising"]
+    table = scripts["capacity_floor_table"]
+    data = json.loads((RESULTS / "warm_rising.json").read_text())
+    assert module.render(data) in (RESULTS / "warm_rising.md").read_text()
+    rows = data["rows"]
+    assert len(rows) == 3 * 5 * 2 * len(module.SEEDS)
+    floor = table.merged_rows("capacity_floor.json")
+    for row in rows:
+        assert row["requests"] == floor[(row["setup"], row["workload"], "btb")]["requests"]
+    assert set(data["improvement"]) == {
+        f"{probe}_s{s}" for probe in module.PROBES for s in module.SEEDS
+    }
+    for record in data["improvement"].values():
+        scores = [r["score"] for r in record["rounds"]]
+        assert record["best_score"] == min(scores) == scores[record["best_round"]]
+    lineage = table.merged_rows("spare_lineage_today.json")
+    kept_start = [s for s in module.SEEDS if not data["improvement"][f"rising_s{s}"]["best_round"]]
+    assert kept_start  # (seed 2 on 2026-12-07)
+    for row in rows:
+        for s in kept_start:
+            for suffix in ("", "_stochastic"):
+                if row["policy"] == f"rising_s{s}{suffix}":
+                    start = lineage[
+                        (row["setup"], row["workload"], f"improve_warm_anchored_s0{suffix}")
+                    ]
+                    assert (row["ttft_mean_s"], row["ttft_p95_s"]) == (
+                        start["ttft_mean_s"],
+                        start["ttft_p95_s"],
+                    )

@@ -1,0 +1,185 @@
+"""Warm rounds that measure and warm on ``rising_load`` only, from today's
+``improve_spare_no1s``: ``warm_rising.md``.
+
+    python docs/results/warm_rising.py RUNS   # evaluate, write the JSON and the page
+    python docs/results/warm_rising.py        # the page again from the JSON
+
+RUNS holds, for S = 0, 1, 2, runs of ``python -m experiments.train
++experiment=improve_warm_anchored seed=S`` (from the shipped ``improve_spare_no1s``):
+- ``RUNS/variant_sS``: with ``improvement.warm_variant_families=[rising]``;
+- ``RUNS/rising_sS``: with that, ``improvement.families=[rising]`` and
+  ``improvement.anchor_families=[synthetic1s,synthetic,mixed]``.
+
+Measures the ``rising_sS`` agents on all 15 test windows of each family and setup,
+greedy and with their actions sampled (causal KV, evaluation seed 0), and keeps each
+run's rounds (``spare_lineage_today.compact``). The shipped ``improve_warm_anchored``
+and ``improve_spare`` are ``spare_lineage_today.json``'s rows; the baselines,
+``oracle_warm`` and the floors ``capacity_floor.json``'s.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, block, publish, refuse_missing
+from spare_lineage_today import (
+    ANCHORED,
+    SAMPLED,
+    SEEDS,
+    as_rows,
+    counted,
+    improvement,
+    pct,
+    rows_on_test,
+    seeded,
+)
+
+from envs.files import write_json_atomic
+
+PROBES = ("variant", "rising")
+"""The two changes of the recipe, as the runs' folder names start."""
+TESTED = "rising"
+"""The probe whose agents are measured on test."""
+ROUND_FAMILIES = ("synthetic", "synthetic1s", "rising", "mixed")
+OUT = HERE / "warm_rising.json"
+PAGE = HERE / "warm_rising.md"
+
+
+def measure(runs: Path) -> dict:
+    rounds = {seeded(p, s): improvement(runs, seeded(p, s)) for p in PROBES for s in SEEDS}
+    folders = {seeded(TESTED, s): seeded(TESTED, s) for s in SEEDS}
+    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
+    with ProcessPoolExecutor(2) as pool:
+        args = [(runs, folders, s, f) for s, f in cells]
+        rows = [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
+    return {"improvement": rounds, "rows": rows}
+
+
+def lineage() -> dict:
+    return json.loads((HERE / "spare_lineage_today.json").read_text())
+
+
+def page_rows(data: dict) -> Rows:
+    """spare_lineage_today.json's rows (the shipped agents under their zoo names, the
+    yardsticks) and this page's."""
+    rows = as_rows(lineage())
+    for row in data["rows"]:
+        rows[(row["setup"], row["workload"], row["policy"])] = row
+    return rows
+
+
+def rounds_table(data: dict) -> list[str]:
+    """Each run's validation rounds, and its kept round's families against the start:
+    the recipe as it is (spare_lineage_today.json's runs), then each probe."""
+    head = " / ".join(ROUND_FAMILIES)
+    lines = [
+        f"| run | start | rounds 1, 2, ... | kept | kept round against the start: {head} |",
+        "|---|--:|---|---|---|",
+    ]
+    records = {seeded(ANCHORED, s): lineage()["improvement"][seeded(ANCHORED, s)] for s in SEEDS}
+    records |= data["improvement"]
+    for probe in (ANCHORED, *PROBES):
+        for s in SEEDS:
+            record = records[seeded(probe, s)]
+            scores = [r["score"] for r in record["rounds"]]
+            kept = record["best_round"]
+            start = record["rounds"][0]["families_ttft_mean_s"]
+            at = record["rounds"][kept]["families_ttft_mean_s"]
+            by = " / ".join(pct(at[f], start[f]) for f in ROUND_FAMILIES) if kept else "-"
+            text = "the start" if kept == 0 else f"round {kept}, {record['best_score']:.4f}"
+            rest = ", ".join(f"{v:.4f}" for v in scores[1:])
+            lines.append(f"| `{seeded(probe, s)}` | {scores[0]:.4f} | {rest} | {text} | {by} |")
+    return lines
+
+
+def test_table(rows: Rows) -> list[str]:
+    """The tested probe's three seeds on test, mean ± std, against the shipped agent."""
+    lines = [
+        "| setup | family | greedy mean (s) | greedy p95 (s) | sampled mean (s) "
+        f"| sampled p95 (s) | `{ANCHORED}` (shipped) mean / p95 | greedy mean against it |",
+        "|---|---|--:|--:|--:|--:|--:|--:|",
+    ]
+
+    def values(setup: str, family: str, suffix: str, key: str) -> np.ndarray:
+        return np.array([rows[(setup, family, seeded(TESTED, s) + suffix)][key] for s in SEEDS])
+
+    def spread(setup: str, family: str, suffix: str, key: str) -> str:
+        v = values(setup, family, suffix, key)
+        return f"{v.mean():.4g} ± {100 * v.std() / v.mean():.1f} %"
+
+    for setup in SETUPS:
+        for family in FAMILIES:
+            old = rows[(setup, family, ANCHORED)]
+            mean = values(setup, family, "", "ttft_mean_s").mean()
+            lines.append(
+                f"| {setup} | {family} | {spread(setup, family, '', 'ttft_mean_s')} "
+                f"| {spread(setup, family, '', 'ttft_p95_s')} "
+                f"| {spread(setup, family, SAMPLED, 'ttft_mean_s')} "
+                f"| {spread(setup, family, SAMPLED, 'ttft_p95_s')} "
+                f"| {old['ttft_mean_s']:.4g} / {old['ttft_p95_s']:.4g} "
+                f"| {pct(mean, old['ttft_mean_s'])} |"
+            )
+    return lines
+
+
+def cells_table(rows: Rows) -> list[str]:
+    """The 39 cells each seed meets, greedy and sampled, beside the shipped agents'."""
+    lines = [
+        "| agent | greedy (70b / qwen3-8b / glm-4.5) | sampled "
+        "| feasible cells missed, greedy (over what they require) |",
+        "|---|--:|--:|---|",
+    ]
+    names = [seeded(TESTED, s) for s in SEEDS] + [ANCHORED, "improve_spare"]
+    for name in names:
+        met, per, missed = counted(rows, name)
+        sampled = seeded(ANCHORED, 0) if name == ANCHORED else name
+        drawn = counted(rows, sampled + SAMPLED)[0]
+        label = f"`{name}`" + (" (shipped)" if name in (ANCHORED, "improve_spare") else "")
+        lines.append(
+            f"| {label} | {met} ({' / '.join(map(str, per))}) | {drawn} "
+            f"| {'; '.join(missed) or 'none'} |"
+        )
+    return lines
+
+
+BEGIN, END = "<!-- warm_rising.py: begin -->", "<!-- warm_rising.py: end -->"
+
+
+def render(data: dict) -> str:
+    rows = page_rows(data)
+    return block(
+        BEGIN,
+        END,
+        [
+            (
+                "The rounds (validation score of each round, 8 windows, 70b_h100x4)",
+                rounds_table(data),
+            ),
+            (
+                f"`{TESTED}`'s three seeds on test (all 15 windows a family and setup)",
+                test_table(rows),
+            ),
+            ("Target cells met (39: 13 a setup)", cells_table(rows)),
+        ],
+    )
+
+
+def main(args: list[str]) -> None:
+    if args:
+        if len(args) != 1:
+            print(__doc__, file=sys.stderr)
+            raise SystemExit(2)
+        runs = Path(args[0])
+        folders = [seeded(p, s) for p in PROBES for s in SEEDS]
+        inputs = ("agent/agent.json", "agent/model.zip", "train.json")
+        refuse_missing([runs / folder / name for folder in folders for name in inputs])
+        write_json_atomic(OUT, measure(runs))
+    publish(OUT, PAGE, BEGIN, END, render)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
