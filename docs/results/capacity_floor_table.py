@@ -40,7 +40,8 @@ REPLACED = "\n".join(
         "> `improve_warm_anchored` trained before 2026-12-05, and that one trained on",
         "> 2026-12-07 from the `improve_spare_no1s` shipped then. The zoo now ships the",
         "> whole lineage trained again in today's simulator",
-        "> ([spare_lineage_today.md](spare_lineage_today.md)).",
+        "> ([spare_lineage_today.md](spare_lineage_today.md)), and `improve_warm_anchored`",
+        "> again later that day by a changed recipe ([warm_rising.md](warm_rising.md)).",
     ]
 )
 """The note atop the pages that measured the spare-node lineage shipped until

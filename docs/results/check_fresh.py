@@ -9,7 +9,8 @@ that need no training (all 15 test windows, evaluation seed 0, causal KV, greedy
 - the baselines and ``oracle_warm`` of ``capacity_floor.json`` on the three setups
   (the yardsticks of target_cells.md and thresholds_cells.md);
 - the shipped route-and-warm agents of the spare-node lineage, ``bc_route_warm_spare``
-  to ``improve_warm_anchored``, on the three setups (``spare_lineage_today.json``);
+  to ``improve_warm_anchored``, on the three setups (``spare_lineage_today.json``;
+  ``improve_warm_anchored``'s from ``warm_rising.json``);
 - the shipped seeds in the thresholds tables: ``ppo_thresholds`` (seed 1, 70b,
   ``agents_vs_baselines_thresholds_rerun1207_*``), ``ppo_thresholds_eft`` (seed 0, 70b,
   ``agents_vs_baselines_thresholds_eft_rerun1207_*``) and ``ppo_thresholds_spread`` (seed 0,
@@ -30,7 +31,7 @@ import sys
 import torch
 from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS
 from evaluate_thresholds import rows_on_test_windows
-from spare_lineage_today import shipped_rows
+from warm_rising import shipped_rows
 
 from agents.adapter import AgentPolicy
 from baselines.policy import Policy, make_policy

@@ -4,11 +4,12 @@
 
 Reads the stored rows, all 15 test windows of each family and setup, evaluation
 seed 0, causal KV, greedy agents: the baselines, oracle_warm and the bounds from
-``capacity_floor.json`` (see ``capacity_floor_table.py``), the shipped agents and
-``improve_warm_anchored``'s other training seeds from ``spare_lineage_today.json``
-(``spare_lineage_today.py``). A cell is one target on one setup, family and
-statistic, by the rules of ``capacity_floor_table.targets``: 3 setups x 5 families x
-(mean, p95), plus the mean 5 % below oracle_warm on three families, 39 in all.
+``capacity_floor.json`` (see ``capacity_floor_table.py``), the shipped agents from
+``spare_lineage_today.json`` but ``improve_warm_anchored``, whose rows and other
+training seeds are ``warm_rising.json``'s (``warm_rising.shipped_rows``). A cell is
+one target on one setup, family and statistic, by the rules of
+``capacity_floor_table.targets``: 3 setups x 5 families x (mean, p95), plus the mean
+5 % below oracle_warm on three families, 39 in all.
 Infeasible marks a mean target below ``floor_capacity``.
 """
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 import json
 
 from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, merged_rows, targets
-from spare_lineage_today import ANCHORED, OUT, SEEDS, SHIPPED, seeded, shipped_rows
+from spare_lineage_today import ANCHORED, SHIPPED
+from warm_rising import other_seeds as anchored_seeds
+from warm_rising import shipped_rows
 
 AGENTS = SHIPPED
 """The route-and-warm agents the page counts: the spare-node lineage, in its order."""
@@ -31,13 +34,8 @@ def other_seeds(rows: Rows) -> list[str]:
 
 
 def load() -> Rows:
-    data = json.loads(OUT.read_text())
-    rows = merged_rows("capacity_floor.json") | shipped_rows(data)
-    others = [seeded(ANCHORED, s) for s in SEEDS if s != data["shipped"][ANCHORED]]
-    for row in data["rows"]:
-        if row["policy"] in others:
-            rows[(row["setup"], row["workload"], row["policy"])] = row
-    return rows
+    data = json.loads((HERE / "warm_rising.json").read_text())
+    return merged_rows("capacity_floor.json") | shipped_rows(data) | anchored_seeds(data)
 
 
 def cells(rows: Rows) -> list[tuple[str, str, str, str, float, bool]]:
@@ -90,7 +88,7 @@ def render(rows: Rows) -> str:
 
 SEEDS_TEXT = """Other training seeds of `improve_warm_anchored`, cells met of {n} (not in
 `agents/zoo/`; `+experiment=improve_warm_anchored seed=S`, trained and measured on
-2026-12-07 with the shipped seed, [spare_lineage_today.md](spare_lineage_today.md)):"""
+2026-12-07 with the shipped seed, [warm_rising.md](warm_rising.md)):"""
 
 
 TEXT = """# Target cells met by the route-and-warm agents
@@ -106,24 +104,26 @@ unchanged). `improve_warm_reference` is `improve_warm`'s recipe reading the
 observation's durations in llama-3.3-70b's seconds (`time_unit: reference`, the
 same agent on 70b); `improve_warm_step` is that agent with the rest of each
 node's decode step in its first-token estimates (`step_wait: true`);
-`improve_warm_anchored` is `improve_spare_no1s` improved by warm rounds that keep
-its own warm decisions among the labels. In brackets: the agent against what the
+`improve_warm_anchored` is `improve_spare_no1s` improved by warm rounds that
+measure and warm on `rising_load` only, keeping its own decisions on the other
+families and its own copies among the labels. In brackets: the agent against what the
 cell requires. "infeasible": a mean below `floor_capacity`, which no policy that
 does not speculate can reach ([capacity_floor.md](capacity_floor.md)).
 
 These are the agents `agents/zoo/` ships, trained again in today's simulator on
 2026-12-07 ([spare_lineage_today.md](spare_lineage_today.md)). In that lineage
-no warm round beat its start, so `improve_warm`, `improve_warm_reference`,
-`improve_warm_step` and `improve_warm_anchored` hold `improve_spare_no1s`'s
-weights; the last two are one policy. The agents they replaced (all trained
+no warm round beat its start, so `improve_warm`, `improve_warm_reference` and
+`improve_warm_step` hold `improve_spare_no1s`'s weights. `improve_warm_anchored`
+was trained again later that day with its recipe changed, and its rounds beat
+their start ([warm_rising.md](warm_rising.md)). The agents they replaced (all trained
 before 2026-12-05 except `improve_warm_anchored`, trained on 2026-12-07 from the
 `improve_spare_no1s` shipped then) met up to 32 cells (`improve_warm_anchored`; under
 evaluation seeds 1 and 2 too: [eval_seeds.md](eval_seeds.md)).
 [spare_lineage_today.md](spare_lineage_today.md) compares each with the agent
 that replaced it.
 
-Written by [target_cells.py](target_cells.py) from `capacity_floor.json` and
-`spare_lineage_today.json`.
+Written by [target_cells.py](target_cells.py) from `capacity_floor.json`,
+`spare_lineage_today.json` and `warm_rising.json`.
 
 """
 

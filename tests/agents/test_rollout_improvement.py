@@ -416,6 +416,40 @@ def test_the_reference_and_step_recipes_differ_from_improve_warm_in_their_option
     }
 
 
+def test_improve_warm_anchored_measures_and_warms_on_rising_load_only() -> None:
+    """The shipped anchored recipe: improve_warm_reference's with step_wait, the own
+    copies repeated 4 times, rising_load measured and tried with the warm variant,
+    and the other three families' windows in every round for anchors only."""
+    from omegaconf import OmegaConf
+
+    from experiments.config import window_pool_of
+    from experiments.train import family_of, round_pool
+
+    def plain(overrides: list[str]) -> dict:
+        return OmegaConf.to_container(compose_train(overrides), resolve=False)
+
+    reference = plain(["+experiment=improve_warm_reference"])
+    anchored = plain(["+experiment=improve_warm_anchored"])
+    assert anchored == {
+        **reference,
+        "env": {**reference["env"], "step_wait": True},
+        "improvement": {
+            **reference["improvement"],
+            "warm_anchor_repeat": 4,
+            "families": ["rising"],
+            "warm_variant_families": ["rising"],
+            "anchor_families": ["synthetic1s", "synthetic", "mixed"],
+        },
+    }
+    cfg = compose_train(["+experiment=improve_warm_anchored"])
+    settings = cfg.improvement
+    pool = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    drawn, anchors = round_pool(pool, list(settings.families), list(settings.anchor_families))
+    assert drawn == pool
+    assert anchors == {w.name for w in pool if family_of(w.name) != "rising"}
+    assert {family_of(w.name) for w in pool} == {"synthetic", "synthetic1s", "rising", "mixed"}
+
+
 def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
     from experiments.train import check_improvement, check_train
 
