@@ -490,8 +490,16 @@ def test_spare_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> 
     assert module.render(data) in (RESULTS / "spare_lineage_today.md").read_text()
     rows = data["rows"]
     assert len(rows) == 3 * 5 * 2 * (1 + len(module.IMPROVED) + 3)
+    # the lineage's other two seeds of improve_spare_no1s, greedy and sampled
+    assert len(data["lineage_seed_rows"]) == 3 * 5 * 2 * 2
+    assert {r["policy"] for r in data["lineage_seed_rows"]} == {
+        f"improve_spare_no1s_clone{s}{suffix}"
+        for s in module.SEEDS
+        if s != data["shipped"]["bc_route_warm_spare"]
+        for suffix in ("", "_stochastic")
+    }
     floor = table.merged_rows("capacity_floor.json")
-    for row in rows:
+    for row in [*rows, *data["lineage_seed_rows"]]:
         assert row["requests"] == floor[(row["setup"], row["workload"], "btb")]["requests"]
     assert len(data["validation_rows"]) == 3 * len(module.VAL_FAMILIES)
     chooser = [data["improvement"][module.from_clone(s)]["best_score"] for s in module.SEEDS]

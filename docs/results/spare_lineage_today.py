@@ -3,6 +3,7 @@ simulator: ``spare_lineage_today.md``.
 
     python docs/results/spare_lineage_today.py RUNS   # evaluate, write the JSON and the page
     python docs/results/spare_lineage_today.py        # the page again from the JSON
+    python docs/results/spare_lineage_today.py seeds RUNS  # add the lineage seeds' rows
 
 RUNS holds the runs of the zoo's commands with no ``sim.copy_landing_check=false``:
 - ``RUNS/bc_route_warm_spare_sS`` for S = 0, 1, 2 (``python -m experiments.train
@@ -19,6 +20,9 @@ Measures, causal KV, evaluation seed 0:
 - the clones on 4 validation windows of each burst family, 70b_h100x4;
 - on all 15 test windows of each family and setup, every new agent greedy and with its
   actions sampled.
+``seeds RUNS`` measures the same way the ``improve_spare_no1s`` runs from the clones not
+shipped (``RUNS/improve_spare_no1s_cloneS``) and adds their rows to the JSON as
+``lineage_seed_rows``: the recipe over its three lineage seeds.
 Keeps each row's windows, requests, mean and p95 TTFT in ``spare_lineage_today.json``
 with the runs' improvement records. The agents they replace are
 ``rollout_improvement_test.json``'s rows (measured in today's simulator, greedy); the
@@ -157,6 +161,62 @@ def measure(runs: Path) -> dict:
     }
 
 
+SPREAD_HEAD = "greedy mean (s) | greedy p95 (s) | sampled mean (s) | sampled p95 (s)"
+"""The heads of :func:`spread_cells`' four cells."""
+
+
+def spread_cells(rows: Rows, setup: str, family: str, names: list[str]) -> str:
+    """Four table cells: the mean ± std (as a share of the mean) of ``names``' rows on
+    ``setup`` and ``family``, greedy and sampled, mean TTFT and p95."""
+    cells = []
+    for suffix in ("", SAMPLED):
+        for key in ("ttft_mean_s", "ttft_p95_s"):
+            v = np.array([rows[(setup, family, name + suffix)][key] for name in names])
+            cells.append(f"{v.mean():.4g} ± {100 * v.std() / v.mean():.1f} %")
+    return " | ".join(cells)
+
+
+def lineage_seed_rows(runs: Path, data: dict) -> list[dict]:
+    """The :data:`CHOOSER` runs from the clones not shipped, on every setup and family's
+    test windows, greedy and sampled."""
+    folders = {from_clone(s): from_clone(s) for s in SEEDS if s != data["shipped"][CLONE]}
+    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
+    with ProcessPoolExecutor(2) as pool:
+        args = [(runs, folders, s, f) for s, f in cells]
+        return [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
+
+
+def lineage_names(data: dict) -> list[str]:
+    """:data:`CHOOSER` at each clone seed, as the rows name it (the shipped one by its
+    zoo name)."""
+    shipped = data["shipped"][CLONE]
+    return [CHOOSER if s == shipped else from_clone(s) for s in SEEDS]
+
+
+def lineage_table(data: dict, rows: Rows) -> list[str]:
+    """:data:`CHOOSER` over its three lineage seeds (each clone seed and its own run):
+    mean ± std, greedy and sampled, and the cells each meets."""
+    names = lineage_names(data)
+    lines = [f"| setup | family | {SPREAD_HEAD} |", "|---|---|--:|--:|--:|--:|"]
+    for setup in SETUPS:
+        for family in FAMILIES:
+            lines.append(f"| {setup} | {family} | {spread_cells(rows, setup, family, names)} |")
+    lines += [
+        "",
+        "| clone seed | run | cells met, greedy (70b / qwen3-8b / glm-4.5) | sampled "
+        "| feasible cells missed, greedy |",
+        "|--:|---|--:|--:|---|",
+    ]
+    for seed, name in zip(SEEDS, names):
+        met, per, missed = counted(rows, name)
+        drawn = counted(rows, name + SAMPLED)[0]
+        lines.append(
+            f"| {seed} | `{name}` | {met} ({' / '.join(map(str, per))}) | {drawn} "
+            f"| {'; '.join(missed) or 'none'} |"
+        )
+    return lines
+
+
 def zoo_name(data: dict, policy: str) -> str | None:
     """The zoo name whose shipped agent a row measures (greedy), or None."""
     shipped = seeded(ANCHORED, data["shipped"][ANCHORED])
@@ -188,7 +248,7 @@ def as_rows(data: dict) -> Rows:
     for row in json.loads((HERE / "rollout_improvement_test.json").read_text())["rows"]:
         if row["policy"] in SHIPPED:
             rows[(row["setup"], row["workload"], row["policy"] + OLD)] = row
-    for row in data["rows"]:
+    for row in [*data["rows"], *data.get("lineage_seed_rows", [])]:
         rows[(row["setup"], row["workload"], row["policy"])] = row
     rows |= shipped_rows(data)
     return rows
@@ -253,23 +313,15 @@ def means_table(rows: Rows) -> list[str]:
 def anchored_table(data: dict, rows: Rows) -> list[str]:
     """improve_warm_anchored over its three seeds: greedy and sampled, mean ± std."""
     lines = [
-        "| setup | family | greedy mean (s) | greedy p95 (s) | sampled mean (s) | sampled p95 (s) "
-        "| replaced agent mean / p95 |",
+        f"| setup | family | {SPREAD_HEAD} | replaced agent mean / p95 |",
         "|---|---|--:|--:|--:|--:|--:|",
     ]
-
-    def spread(setup: str, family: str, suffix: str, key: str) -> str:
-        v = np.array([rows[(setup, family, seeded(ANCHORED, s) + suffix)][key] for s in SEEDS])
-        return f"{v.mean():.4g} ± {100 * v.std() / v.mean():.1f} %"
-
+    names = [seeded(ANCHORED, s) for s in SEEDS]
     for setup in SETUPS:
         for family in FAMILIES:
             old = rows[(setup, family, ANCHORED + OLD)]
             lines.append(
-                f"| {setup} | {family} | {spread(setup, family, '', 'ttft_mean_s')} "
-                f"| {spread(setup, family, '', 'ttft_p95_s')} "
-                f"| {spread(setup, family, SAMPLED, 'ttft_mean_s')} "
-                f"| {spread(setup, family, SAMPLED, 'ttft_p95_s')} "
+                f"| {setup} | {family} | {spread_cells(rows, setup, family, names)} "
                 f"| {old['ttft_mean_s']:.4g} / {old['ttft_p95_s']:.4g} |"
             )
     return lines
@@ -331,12 +383,25 @@ def render(data: dict) -> str:
                 anchored_table(data, rows),
             ),
             ("Target cells met (39: 13 a setup)", cells_table(data, rows)),
+            (
+                f"`{CHOOSER}` over its three lineage seeds (each clone seed with its own "
+                f"`{CHOOSER}` run; test, mean ± std)",
+                lineage_table(data, rows),
+            ),
         ],
     )
 
 
 def main(args: list[str]) -> None:
-    if args:
+    if args[:1] == ["seeds"] and len(args) == 2:
+        runs = Path(args[1])
+        data = json.loads(OUT.read_text())
+        folders = [from_clone(s) for s in SEEDS if s != data["shipped"][CLONE]]
+        inputs = ("agent/agent.json", "agent/model.zip")
+        refuse_missing([runs / folder / name for folder in folders for name in inputs])
+        data["lineage_seed_rows"] = lineage_seed_rows(runs, data)
+        write_json_atomic(OUT, data)
+    elif args:
         if len(args) != 1:
             print(__doc__, file=sys.stderr)
             raise SystemExit(2)

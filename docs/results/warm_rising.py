@@ -30,12 +30,14 @@ from spare_lineage_today import (
     ANCHORED,
     SAMPLED,
     SEEDS,
+    SPREAD_HEAD,
     as_rows,
     counted,
     improvement,
     pct,
     rows_on_test,
     seeded,
+    spread_cells,
 )
 from spare_lineage_today import shipped_rows as lineage_shipped_rows
 
@@ -132,28 +134,17 @@ def rounds_table(data: dict) -> list[str]:
 def test_table(rows: Rows) -> list[str]:
     """The tested probe's three seeds on test, mean ± std, against the shipped agent."""
     lines = [
-        "| setup | family | greedy mean (s) | greedy p95 (s) | sampled mean (s) "
-        f"| sampled p95 (s) | the start (`{ANCHORED}` until then) mean / p95 "
+        f"| setup | family | {SPREAD_HEAD} | the start (`{ANCHORED}` until then) mean / p95 "
         "| greedy mean against the start |",
         "|---|---|--:|--:|--:|--:|--:|--:|",
     ]
-
-    def values(setup: str, family: str, suffix: str, key: str) -> np.ndarray:
-        return np.array([rows[(setup, family, seeded(TESTED, s) + suffix)][key] for s in SEEDS])
-
-    def spread(setup: str, family: str, suffix: str, key: str) -> str:
-        v = values(setup, family, suffix, key)
-        return f"{v.mean():.4g} ± {100 * v.std() / v.mean():.1f} %"
-
+    names = [seeded(TESTED, s) for s in SEEDS]
     for setup in SETUPS:
         for family in FAMILIES:
             old = rows[(setup, family, ANCHORED)]
-            mean = values(setup, family, "", "ttft_mean_s").mean()
+            mean = np.mean([rows[(setup, family, name)]["ttft_mean_s"] for name in names])
             lines.append(
-                f"| {setup} | {family} | {spread(setup, family, '', 'ttft_mean_s')} "
-                f"| {spread(setup, family, '', 'ttft_p95_s')} "
-                f"| {spread(setup, family, SAMPLED, 'ttft_mean_s')} "
-                f"| {spread(setup, family, SAMPLED, 'ttft_p95_s')} "
+                f"| {setup} | {family} | {spread_cells(rows, setup, family, names)} "
                 f"| {old['ttft_mean_s']:.4g} / {old['ttft_p95_s']:.4g} "
                 f"| {pct(mean, old['ttft_mean_s'])} |"
             )
