@@ -208,12 +208,7 @@ def lineage_table(data: dict, rows: Rows) -> list[str]:
         "|--:|---|--:|--:|---|",
     ]
     for seed, name in zip(SEEDS, names):
-        met, per, missed = counted(rows, name)
-        drawn = counted(rows, name + SAMPLED)[0]
-        lines.append(
-            f"| {seed} | `{name}` | {met} ({' / '.join(map(str, per))}) | {drawn} "
-            f"| {'; '.join(missed) or 'none'} |"
-        )
+        lines.append(f"| {seed} | `{name}` | {' | '.join(cell_columns(rows, name))} |")
     return lines
 
 
@@ -333,6 +328,15 @@ def counted(rows: Rows, name: str) -> tuple[int, list[int], list[str]]:
     return sum(f[0] for f in found), [f[0] for f in found], missed
 
 
+def cell_columns(rows: Rows, name: str, sampled: str | None = None) -> tuple[str, str, str]:
+    """A cells table's columns for agent ``name``: the cells met greedy (with each
+    setup's), sampled (the rows of ``sampled``, by default ``name``'s), and the
+    feasible cells missed greedy."""
+    met, per, missed = counted(rows, name)
+    drawn = counted(rows, (sampled or name) + SAMPLED)[0]
+    return f"{met} ({' / '.join(map(str, per))})", str(drawn), "; ".join(missed) or "none"
+
+
 def cells_table(data: dict, rows: Rows) -> list[str]:
     """The 39 cells each new agent meets, greedy and sampled, and the replaced agent's."""
     lines = [
@@ -342,17 +346,13 @@ def cells_table(data: dict, rows: Rows) -> list[str]:
     ]
     names = [CLONE, *IMPROVED, *(seeded(ANCHORED, s) for s in SEEDS)]
     for name in names:
-        met, per, missed = counted(rows, name)
-        drawn = counted(rows, name + SAMPLED)[0]
+        greedy, drawn, missed = cell_columns(rows, name)
         zoo = zoo_name(data, name)
         old = counted(rows, zoo + OLD)[0] if zoo else counted(rows, ANCHORED + OLD)[0]
         label = f"`{name}`" + (
             " (shipped)" if name == seeded(ANCHORED, data["shipped"][ANCHORED]) else ""
         )
-        lines.append(
-            f"| {label} | {met} ({' / '.join(map(str, per))}) | {drawn} | {old} "
-            f"| {'; '.join(missed) or 'none'} |"
-        )
+        lines.append(f"| {label} | {greedy} | {drawn} | {old} | {missed} |")
     return lines
 
 

@@ -28,11 +28,10 @@ import numpy as np
 from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, block, publish, refuse_missing
 from spare_lineage_today import (
     ANCHORED,
-    SAMPLED,
     SEEDS,
     SPREAD_HEAD,
     as_rows,
-    counted,
+    cell_columns,
     improvement,
     pct,
     rows_on_test,
@@ -161,18 +160,13 @@ def cells_table(data: dict, rows: Rows) -> list[str]:
     ]
     names = [seeded(TESTED, s) for s in SEEDS] + [ANCHORED, "improve_spare"]
     for name in names:
-        met, per, missed = counted(rows, name)
         sampled = seeded(ANCHORED, 0) if name == ANCHORED else name
-        drawn = counted(rows, sampled + SAMPLED)[0]
         label = f"`{name}`" + {
             seeded(TESTED, shipped_seed(data)): f" (shipped as `{ANCHORED}`)",
             ANCHORED: " (the start: shipped until then)",
             "improve_spare": " (shipped)",
         }.get(name, "")
-        lines.append(
-            f"| {label} | {met} ({' / '.join(map(str, per))}) | {drawn} "
-            f"| {'; '.join(missed) or 'none'} |"
-        )
+        lines.append(f"| {label} | {' | '.join(cell_columns(rows, name, sampled))} |")
     return lines
 
 
