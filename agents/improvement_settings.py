@@ -71,9 +71,10 @@ class ImprovementSettings:
     warm_variant_families: list[str] | None = None
     """The families whose windows the warm variant is tried on (the others keep the
     agent's own trajectory, as without ``warm_variant``); None (the default): every
-    window of the rounds. A fit to the variant's labels reaches the other families'
-    states too: on ``mixed``'s validation windows it cost 4-22 % in the runs of
-    2026-12-07 that gained 6 % on ``rising_load``."""
+    window of the rounds. A fit reaches every family's states, not only those whose
+    windows gave its labels: in the runs of 2026-12-07 whose variant was tried on
+    every family, ``mixed``'s validation windows came out 5-22 % slower in every
+    round while ``rising_load``'s gained 4.9-5.9 % (docs/results/warm_rising.md)."""
     warm_variant_gain: float = 0.01
     """The share of a window's summed TTFT the warm variant must save (0.01: 1 %;
     0: wherever it is not slower), in [0, 1)."""
@@ -133,6 +134,15 @@ class ImprovementSettings:
                 f"improvement.anchor_families: {both[0]!r} is also in improvement.families "
                 f"(a family is measured or anchored, not both)"
             )
+        if self.families is not None and self.warm_variant_families is not None:
+            rounds = set(self.families) | set(self.anchor_families or ())
+            outside = [f for f in self.warm_variant_families if f not in rounds]
+            if outside:
+                raise ValueError(
+                    f"improvement.warm_variant_families: {outside[0]!r} is in neither "
+                    f"improvement.families nor improvement.anchor_families (the families "
+                    f"whose windows join the rounds)"
+                )
         lead = self.lead_requests
         if lead is not None and (isinstance(lead, bool) or not isinstance(lead, int) or lead < 0):
             raise ValueError(

@@ -545,10 +545,8 @@ def run_improvement(
 
     settings = improvement_settings(cfg)
     pool, anchored = round_pool(pool, settings.families, settings.anchor_families)
-    variant_windows = None
-    if settings.warm_variant and settings.warm_variant_families is not None:
-        key = "improvement.warm_variant_families"
-        variant_windows = {w.name for w in measured_pool(pool, settings.warm_variant_families, key)}
+    tried = settings.warm_variant_families if settings.warm_variant else None
+    variant_windows = variant_pool(pool, tried)
     val_pool = window_pool_of(cfg, "val", cfg.workload.val_windows)
     if not val_pool:
         raise ValueError("improvement: the workload has no validation windows to score rounds on")
@@ -1464,6 +1462,15 @@ def round_pool(
         return pool, anchored
     measured = {w.name for w in measured_pool(pool, families)}
     return [w for w in pool if w.name in measured or w.name in anchored], anchored
+
+
+def variant_pool(pool: list[Any], families: list[str] | None) -> set[str] | None:
+    """The names of the windows of ``pool`` the warm variant is tried on (those of
+    ``improvement.warm_variant_families``), or None for every window."""
+    if families is None:
+        return None
+    key = "improvement.warm_variant_families"
+    return {w.name for w in measured_pool(pool, families, key)}
 
 
 def round_windows(

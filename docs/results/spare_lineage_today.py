@@ -116,7 +116,7 @@ def rows_on_test(runs: Path, folders: dict[str, str], setup: str, family: str) -
     return [{key: row[key] for key in KEPT} for row in got]
 
 
-ROUND_KEYS = ("round", "score", "families_ttft_mean_s", "measured", "changed")
+ROUND_KEYS = ("round", "score", "families_ttft_mean_s", "measured", "changed", "warm_windows")
 """What the page keeps of each round (the runs' ``train.json`` keeps every decision)."""
 
 
@@ -221,8 +221,10 @@ def zoo_name(data: dict, policy: str) -> str | None:
 
 
 def shipped_rows(data: dict | None = None) -> Rows:
-    """The shipped agents' greedy rows by (setup, family, zoo name): what target_cells.py
-    counts and check_fresh.py measures again (``data``: the JSON's, by default)."""
+    """This page's shipped agents' greedy rows by (setup, family, zoo name) (``data``:
+    the JSON's, by default). ``improve_warm_anchored``'s are those of the agent
+    shipped until later on 2026-12-07; ``warm_rising.shipped_rows`` puts today's in
+    their place for target_cells.py and check_fresh.py."""
     data = json.loads(OUT.read_text()) if data is None else data
     rows: Rows = {}
     for row in data["rows"]:
@@ -350,7 +352,9 @@ def cells_table(data: dict, rows: Rows) -> list[str]:
         zoo = zoo_name(data, name)
         old = counted(rows, zoo + OLD)[0] if zoo else counted(rows, ANCHORED + OLD)[0]
         label = f"`{name}`" + (
-            " (shipped)" if name == seeded(ANCHORED, data["shipped"][ANCHORED]) else ""
+            " (shipped until later that day)"
+            if name == seeded(ANCHORED, data["shipped"][ANCHORED])
+            else ""
         )
         lines.append(f"| {label} | {greedy} | {drawn} | {old} | {missed} |")
     return lines

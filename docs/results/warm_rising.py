@@ -8,13 +8,16 @@ RUNS holds, for S = 0, 1, 2, runs of ``python -m experiments.train
 +experiment=improve_warm_anchored seed=S`` (from the shipped ``improve_spare_no1s``):
 - ``RUNS/variant_sS``: with ``improvement.warm_variant_families=[rising]``;
 - ``RUNS/rising_sS``: with that, ``improvement.families=[rising]`` and
-  ``improvement.anchor_families=[synthetic1s,synthetic,mixed]``.
+  ``improvement.anchor_families=[synthetic1s,synthetic,mixed]`` (the recipe since);
+- ``RUNS/gain0_sS``: ``rising``'s with ``improvement.warm_variant_gain=0``.
 
 Measures the ``rising_sS`` agents on all 15 test windows of each family and setup,
 greedy and with their actions sampled (causal KV, evaluation seed 0), and keeps each
-run's rounds (``spare_lineage_today.compact``). The shipped ``improve_warm_anchored``
-and ``improve_spare`` are ``spare_lineage_today.json``'s rows; the baselines,
-``oracle_warm`` and the floors ``capacity_floor.json``'s.
+run's rounds (``spare_lineage_today.compact``). The start (the
+``improve_warm_anchored`` shipped until then) and ``improve_spare`` are
+``spare_lineage_today.json``'s rows; the baselines, ``oracle_warm`` and the floors
+``capacity_floor.json``'s. The ``rising`` seed with the best kept validation score
+is ``agents/zoo/improve_warm_anchored`` (:func:`shipped_rows`).
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ from spare_lineage_today import shipped_rows as lineage_shipped_rows
 
 from envs.files import write_json_atomic
 
-PROBES = ("variant", "rising")
-"""The two changes of the recipe, as the runs' folder names start."""
+PROBES = ("variant", "rising", "gain0")
+"""The changes of the recipe, as the runs' folder names start (``gain0``: the shipped
+recipe with ``improvement.warm_variant_gain=0``, tried after it shipped)."""
 TESTED = "rising"
 """The probe whose agents are measured on test."""
 ROUND_FAMILIES = ("synthetic", "synthetic1s", "rising", "mixed")
@@ -111,8 +115,9 @@ def rounds_table(data: dict) -> list[str]:
     the recipe as it is (spare_lineage_today.json's runs), then each probe."""
     head = " / ".join(ROUND_FAMILIES)
     lines = [
-        f"| run | start | rounds 1, 2, ... | kept | kept round against the start: {head} |",
-        "|---|--:|---|---|---|",
+        f"| run | start | rounds 1, 2, ... | kept | kept round against the start: {head} "
+        "| windows the variant won, rounds 1, 2, ... |",
+        "|---|--:|---|---|---|---|",
     ]
     records = {seeded(ANCHORED, s): lineage()["improvement"][seeded(ANCHORED, s)] for s in SEEDS}
     records |= data["improvement"]
@@ -126,7 +131,10 @@ def rounds_table(data: dict) -> list[str]:
             by = " / ".join(pct(at[f], start[f]) for f in ROUND_FAMILIES) if kept else "-"
             text = "the start" if kept == 0 else f"round {kept}, {record['best_score']:.4f}"
             rest = ", ".join(f"{v:.4f}" for v in scores[1:])
-            lines.append(f"| `{seeded(probe, s)}` | {scores[0]:.4f} | {rest} | {text} | {by} |")
+            won = ", ".join(str(r["warm_windows"]) for r in record["rounds"][1:])
+            lines.append(
+                f"| `{seeded(probe, s)}` | {scores[0]:.4f} | {rest} | {text} | {by} | {won} |"
+            )
     return lines
 
 
@@ -160,7 +168,7 @@ def cells_table(data: dict, rows: Rows) -> list[str]:
     ]
     names = [seeded(TESTED, s) for s in SEEDS] + [ANCHORED, "improve_spare"]
     for name in names:
-        sampled = seeded(ANCHORED, 0) if name == ANCHORED else name
+        sampled = seeded(ANCHORED, lineage()["shipped"][ANCHORED]) if name == ANCHORED else name
         label = f"`{name}`" + {
             seeded(TESTED, shipped_seed(data)): f" (shipped as `{ANCHORED}`)",
             ANCHORED: " (the start: shipped until then)",

@@ -233,12 +233,20 @@ def test_a_round_tries_the_warm_variant_on_the_named_windows_only(agent: AgentPo
     )
     served = []
     for named in (None, {pair[1].name}, set()):
-        model = copy.deepcopy(agent.model)
-        stats = improve_round(
-            model, agent.spec, pair, CLUSTER, SIM, settings, seed=9, variant_windows=named
-        )
-        served.append(len(stats.warm_variant_s))
-    assert served == [2, 1, 0]
+        for workers in (1, 2):  # the forked workers are told too
+            model = copy.deepcopy(agent.model)
+            stats = improve_round(
+                model,
+                agent.spec,
+                pair,
+                CLUSTER,
+                SIM,
+                dataclasses.replace(settings, workers=workers),
+                seed=9,
+                variant_windows=named,
+            )
+            served.append(len(stats.warm_variant_s))
+    assert served == [2, 2, 1, 1, 0, 0]
 
 
 def test_max_backlog_reads_the_busiest_nodes_backlog() -> None:
@@ -297,6 +305,22 @@ def test_bad_settings_are_named() -> None:
             ImprovementSettings(warm_calm_s=calm)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"improvement\.warm_variant_families must be a non-"):
         ImprovementSettings(warm_variant=True, warm_variant_families=[])
+    with pytest.raises(
+        ValueError,
+        match=r"improvement\.warm_variant_families: 'mixed' is in neither improvement\.families",
+    ):
+        ImprovementSettings(
+            warm_variant=True,
+            families=["rising"],
+            anchor_families=["synthetic1s"],
+            warm_variant_families=["rising", "mixed"],
+        )
+    ImprovementSettings(  # a family the rounds anchor can be tried
+        warm_variant=True,
+        families=["rising"],
+        anchor_families=["mixed"],
+        warm_variant_families=["mixed"],
+    )
     for gain in (1.0, -0.1, True):
         with pytest.raises(ValueError, match=r"improvement\.warm_variant_gain must be a share"):
             ImprovementSettings(warm_variant_gain=gain)
@@ -330,7 +354,7 @@ def test_a_setting_s_warning_is_one_line_in_the_commands(
 def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
     from types import SimpleNamespace
 
-    from experiments.train import measured_pool, round_pool
+    from experiments.train import measured_pool, round_pool, variant_pool
 
     names = ["w/synthetic-0001", "w/synthetic1s-0002", "w/mixed-0003", "w/synthetic-0004"]
     pool = [SimpleNamespace(name=name) for name in names]
@@ -343,6 +367,8 @@ def test_the_measured_pool_keeps_the_named_families_in_pool_order() -> None:
     rounds, anchored = round_pool(pool, None, ["synthetic1s"])
     assert rounds is pool and anchored == {"w/synthetic1s-0002"}
     assert round_pool(pool, ["mixed"], None) == (measured_pool(pool, ["mixed"]), set())
+    assert variant_pool(pool, None) is None
+    assert variant_pool(pool, ["synthetic"]) == {"w/synthetic-0001", "w/synthetic-0004"}
     with pytest.raises(ValueError, match=r"improvement\.anchor_families: no train window of"):
         round_pool(pool, None, ["rising"])
     with pytest.raises(
