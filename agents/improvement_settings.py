@@ -72,9 +72,10 @@ class ImprovementSettings:
     """The families whose windows the warm variant is tried on (the others keep the
     agent's own trajectory, as without ``warm_variant``); None (the default): every
     window of the rounds. A fit reaches every family's states, not only those whose
-    windows gave its labels: in the runs of 2026-12-07 whose variant was tried on
-    every family, ``mixed``'s validation windows came out 5-22 % slower in every
-    round while ``rising_load``'s gained 4.9-5.9 % (docs/results/warm_rising.md)."""
+    windows gave its labels: in ``improve_warm_anchored``'s three runs of 2026-12-07
+    with the variant tried on every family but the 1 s bursts, ``mixed``'s
+    validation windows came out 5-22 % slower in every round while
+    ``rising_load``'s gained 4.9-5.9 % (docs/results/warm_rising.md)."""
     warm_variant_gain: float = 0.01
     """The share of a window's summed TTFT the warm variant must save (0.01: 1 %;
     0: wherever it is not slower), in [0, 1)."""
@@ -134,9 +135,10 @@ class ImprovementSettings:
                 f"improvement.anchor_families: {both[0]!r} is also in improvement.families "
                 f"(a family is measured or anchored, not both)"
             )
-        if self.families is not None and self.warm_variant_families is not None:
+        tried = self.warm_variant_families if self.warm_variant else None
+        if self.families is not None and tried is not None:
             rounds = set(self.families) | set(self.anchor_families or ())
-            outside = [f for f in self.warm_variant_families if f not in rounds]
+            outside = [f for f in tried if f not in rounds]
             if outside:
                 raise ValueError(
                     f"improvement.warm_variant_families: {outside[0]!r} is in neither "

@@ -226,13 +226,15 @@ def test_the_warm_variant_labels_a_window_where_warming_everywhere_wins(
 
 
 def test_a_round_tries_the_warm_variant_on_the_named_windows_only(agent: AgentPolicy) -> None:
-    """variant_windows names the windows the warm variant is served on; None: all."""
+    """variant_windows names the windows the warm variant is served on (None: all),
+    in one process and in forked workers alike: each named window's variant sum is
+    the one it has when every window is tried."""
     pair = [synthetic_window(SMALL, window=i) for i in (3, 4)]
     settings = ImprovementSettings(
         states_per_window=1, lead_requests=10, horizon_requests=20, epochs=1, warm_variant=True
     )
-    served = []
-    for named in (None, {pair[1].name}, set()):
+    served = {}
+    for label, named in (("all", None), ("second", {pair[1].name}), ("first", {pair[0].name})):
         for workers in (1, 2):  # the forked workers are told too
             model = copy.deepcopy(agent.model)
             stats = improve_round(
@@ -245,8 +247,17 @@ def test_a_round_tries_the_warm_variant_on_the_named_windows_only(agent: AgentPo
                 seed=9,
                 variant_windows=named,
             )
-            served.append(len(stats.warm_variant_s))
-    assert served == [2, 2, 1, 1, 0, 0]
+            served[(label, workers)] = stats.warm_variant_s
+    for workers in (1, 2):
+        first, second = served[("all", workers)]
+        assert first != second
+        assert served[("second", workers)] == [second]
+        assert served[("first", workers)] == [first]
+    model = copy.deepcopy(agent.model)
+    none = improve_round(
+        model, agent.spec, pair, CLUSTER, SIM, settings, seed=9, variant_windows=set()
+    )
+    assert none.warm_variant_s == [] and none.warm_windows == 0
 
 
 def test_max_backlog_reads_the_busiest_nodes_backlog() -> None:
@@ -321,6 +332,8 @@ def test_bad_settings_are_named() -> None:
         anchor_families=["mixed"],
         warm_variant_families=["mixed"],
     )
+    with pytest.warns(SettingWarning, match=r"warm_variant_families=\['mixed'\] has no effect"):
+        ImprovementSettings(families=["rising"], warm_variant_families=["mixed"])  # no variant
     for gain in (1.0, -0.1, True):
         with pytest.raises(ValueError, match=r"improvement\.warm_variant_gain must be a share"):
             ImprovementSettings(warm_variant_gain=gain)
@@ -449,7 +462,7 @@ def test_improve_warm_anchored_measures_and_warms_on_rising_load_only() -> None:
     from omegaconf import OmegaConf
 
     from experiments.config import window_pool_of
-    from experiments.train import family_of, round_pool
+    from experiments.train import family_of, improvement_settings, round_pool, variant_pool
 
     def plain(overrides: list[str]) -> dict:
         return OmegaConf.to_container(compose_train(overrides), resolve=False)
@@ -473,6 +486,9 @@ def test_improve_warm_anchored_measures_and_warms_on_rising_load_only() -> None:
     drawn, anchors = round_pool(pool, list(settings.families), list(settings.anchor_families))
     assert drawn == pool
     assert anchors == {w.name for w in pool if family_of(w.name) != "rising"}
+    checked = improvement_settings(cfg)  # the settings' own checks pass on the recipe
+    tried = variant_pool(drawn, checked.warm_variant_families)
+    assert tried == {w.name for w in pool if family_of(w.name) == "rising"}
     assert {family_of(w.name) for w in pool} == {"synthetic", "synthetic1s", "rising", "mixed"}
 
 
