@@ -5,11 +5,13 @@
     python docs/results/warm_rising.py        # the page again from the JSON
 
 RUNS holds, for S = 0, 1, 2, runs of ``python -m experiments.train
-+experiment=improve_warm_anchored seed=S`` (from the shipped ``improve_spare_no1s``):
-- ``RUNS/variant_sS``: with ``improvement.warm_variant_families=[rising]``;
-- ``RUNS/rising_sS``: with that, ``improvement.families=[rising]`` and
-  ``improvement.anchor_families=[synthetic1s,synthetic,mixed]`` (the recipe since);
-- ``RUNS/gain0_sS``: ``rising``'s with ``improvement.warm_variant_gain=0``.
++experiment=improve_warm_anchored seed=S`` (from the shipped ``improve_spare_no1s``;
+the recipe since 2026-12-07 is ``rising``'s):
+- ``RUNS/variant_sS``: with ``improvement.families=[synthetic,rising,mixed]`` and
+  ``improvement.anchor_families=[synthetic1s]`` (the variant tried on ``rising``
+  only, every family but the 1 s bursts measured);
+- ``RUNS/rising_sS``: the recipe as it is;
+- ``RUNS/gain0_sS``: with ``improvement.warm_variant_gain=0``.
 
 Measures the ``rising_sS`` agents on all 15 test windows of each family and setup,
 greedy and with their actions sampled (causal KV, evaluation seed 0), and keeps each
