@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -138,27 +139,43 @@ def improvement(runs: Path, folder: str) -> dict:
     return compact(record.get("improvement", {}))
 
 
+def best_seed(improved: dict, run: Callable[[int], str]) -> int:
+    """The seed of :data:`SEEDS` whose run (``run(seed)``, a key of ``improved``) keeps
+    the best validation score, the first on a tie."""
+    scores = [improved[run(s)]["best_score"] for s in SEEDS]
+    return SEEDS[scores.index(min(scores))]
+
+
+def shipped(data: dict) -> dict[str, int]:
+    """This page's shipped seeds, by the rules it states: the clone whose
+    :data:`CHOOSER` run keeps the best validation score, and the best of
+    :data:`ANCHORED`'s seeds."""
+    return {
+        CLONE: best_seed(data["improvement"], from_clone),
+        ANCHORED: best_seed(data["improvement"], lambda s: seeded(ANCHORED, s)),
+    }
+
+
+def measured_on_test(runs: Path, folders: dict[str, str]) -> list[dict]:
+    """The agents of ``folders`` (name: run folder under ``runs``) on every setup and
+    family's test windows, greedy and sampled, two processes at a time."""
+    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
+    with ProcessPoolExecutor(2) as pool:
+        args = [(runs, folders, s, f) for s, f in cells]
+        return [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
+
+
 def measure(runs: Path) -> dict:
     with ProcessPoolExecutor(2) as pool:
         val = [row for got in pool.map(validation_rows, [runs] * 4, VAL_FAMILIES) for row in got]
     rounds = {from_clone(s): improvement(runs, from_clone(s)) for s in SEEDS}
-    clone = min(SEEDS, key=lambda s: rounds[from_clone(s)]["best_score"])
+    clone = best_seed(rounds, from_clone)
     folders = {name: name for name in IMPROVED} | {CLONE: seeded(CLONE, clone)}
     folders[CHOOSER] = from_clone(clone)
     rounds |= {name: improvement(runs, folder) for name, folder in folders.items()}
     rounds |= {seeded(ANCHORED, s): improvement(runs, seeded(ANCHORED, s)) for s in SEEDS}
-    anchored = min(SEEDS, key=lambda s: rounds[seeded(ANCHORED, s)]["best_score"])
     folders |= {seeded(ANCHORED, s): seeded(ANCHORED, s) for s in SEEDS}
-    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
-    with ProcessPoolExecutor(2) as pool:
-        args = [(runs, folders, s, f) for s, f in cells]
-        rows = [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
-    return {
-        "shipped": {CLONE: clone, ANCHORED: anchored},
-        "validation_rows": val,
-        "improvement": rounds,
-        "rows": rows,
-    }
+    return {"validation_rows": val, "improvement": rounds, "rows": measured_on_test(runs, folders)}
 
 
 SPREAD_HEAD = "greedy mean (s) | greedy p95 (s) | sampled mean (s) | sampled p95 (s)"
@@ -179,18 +196,15 @@ def spread_cells(rows: Rows, setup: str, family: str, names: list[str]) -> str:
 def lineage_seed_rows(runs: Path, data: dict) -> list[dict]:
     """The :data:`CHOOSER` runs from the clones not shipped, on every setup and family's
     test windows, greedy and sampled."""
-    folders = {from_clone(s): from_clone(s) for s in SEEDS if s != data["shipped"][CLONE]}
-    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
-    with ProcessPoolExecutor(2) as pool:
-        args = [(runs, folders, s, f) for s, f in cells]
-        return [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
+    clone = shipped(data)[CLONE]
+    return measured_on_test(runs, {from_clone(s): from_clone(s) for s in SEEDS if s != clone})
 
 
 def lineage_names(data: dict) -> list[str]:
     """:data:`CHOOSER` at each clone seed, as the rows name it (the shipped one by its
     zoo name)."""
-    shipped = data["shipped"][CLONE]
-    return [CHOOSER if s == shipped else from_clone(s) for s in SEEDS]
+    clone = shipped(data)[CLONE]
+    return [CHOOSER if s == clone else from_clone(s) for s in SEEDS]
 
 
 def lineage_table(data: dict, rows: Rows) -> list[str]:
@@ -212,12 +226,10 @@ def lineage_table(data: dict, rows: Rows) -> list[str]:
     return lines
 
 
-def zoo_name(data: dict, policy: str) -> str | None:
-    """The zoo name whose shipped agent a row measures (greedy), or None."""
-    shipped = seeded(ANCHORED, data["shipped"][ANCHORED])
-    if policy == shipped:
-        return ANCHORED
-    return policy if policy in (CLONE, *IMPROVED) else None
+def zoo_names(data: dict) -> dict[str, str]:
+    """The zoo name of each row policy that measures a shipped agent (greedy)."""
+    names = {name: name for name in (CLONE, *IMPROVED)}
+    return names | {seeded(ANCHORED, shipped(data)[ANCHORED]): ANCHORED}
 
 
 def shipped_rows(data: dict | None = None) -> Rows:
@@ -226,12 +238,12 @@ def shipped_rows(data: dict | None = None) -> Rows:
     shipped until later on 2026-12-07; ``warm_rising.shipped_rows`` puts today's in
     their place for target_cells.py and check_fresh.py."""
     data = json.loads(OUT.read_text()) if data is None else data
-    rows: Rows = {}
-    for row in data["rows"]:
-        name = zoo_name(data, row["policy"])
-        if name is not None:
-            rows[(row["setup"], row["workload"], name)] = row
-    return rows
+    names = zoo_names(data)
+    return {
+        (row["setup"], row["workload"], names[row["policy"]]): row
+        for row in data["rows"]
+        if row["policy"] in names
+    }
 
 
 OLD = "_replaced"
@@ -262,7 +274,7 @@ def clone_table(data: dict) -> list[str]:
         values = [by[(seeded(CLONE, s), f)] for f in VAL_FAMILIES]
         chooser = data["improvement"][from_clone(s)]["best_score"]
         text = [f"{v:.4f}" for v in (*values, geomean(values), chooser)]
-        if s == data["shipped"][CLONE]:
+        if s == shipped(data)[CLONE]:
             text = [f"**{t}**" for t in text]
         lines.append(f"| {s} | {' | '.join(text)} |")
     return lines
@@ -272,14 +284,15 @@ def rounds_table(data: dict) -> list[str]:
     lines = ["| run | start | rounds 1, 2, ... | kept |", "|---|--:|---|---|"]
     names = [from_clone(s) for s in SEEDS] + [n for n in IMPROVED[:-1] if n != CHOOSER]
     names += [seeded(ANCHORED, s) for s in SEEDS]
-    shipped = (from_clone(data["shipped"][CLONE]), seeded(ANCHORED, data["shipped"][ANCHORED]))
+    seeds = shipped(data)
+    bold = (from_clone(seeds[CLONE]), seeded(ANCHORED, seeds[ANCHORED]))
     for name in names:
         record = data["improvement"][name]
         scores = [r["score"] for r in record["rounds"]]
         kept = record["best_round"]
         text = "the start" if kept == 0 else f"round {kept}, {record['best_score']:.4f}"
         label = f"`{name}`"
-        if name in shipped:
+        if name in bold:
             label, text = f"**{label}**", f"**{text}**"
         rounds = ", ".join(f"{v:.4f}" for v in scores[1:])
         lines.append(f"| {label} | {scores[0]:.4f} | {rounds} | {text} |")
@@ -346,16 +359,12 @@ def cells_table(data: dict, rows: Rows) -> list[str]:
         "| feasible cells missed, greedy (over what they require) |",
         "|---|--:|--:|--:|---|",
     ]
-    names = [CLONE, *IMPROVED, *(seeded(ANCHORED, s) for s in SEEDS)]
-    for name in names:
+    anchored = seeded(ANCHORED, shipped(data)[ANCHORED])
+    for name in [CLONE, *IMPROVED, *(seeded(ANCHORED, s) for s in SEEDS)]:
         greedy, drawn, missed = cell_columns(rows, name)
-        zoo = zoo_name(data, name)
-        old = counted(rows, zoo + OLD)[0] if zoo else counted(rows, ANCHORED + OLD)[0]
-        label = f"`{name}`" + (
-            " (shipped until later that day)"
-            if name == seeded(ANCHORED, data["shipped"][ANCHORED])
-            else ""
-        )
+        replaced = name if name in (CLONE, *IMPROVED) else ANCHORED
+        old = counted(rows, replaced + OLD)[0]
+        label = f"`{name}`" + (" (shipped until later that day)" if name == anchored else "")
         lines.append(f"| {label} | {greedy} | {drawn} | {old} | {missed} |")
     return lines
 
@@ -400,7 +409,7 @@ def main(args: list[str]) -> None:
     if args[:1] == ["seeds"] and len(args) == 2:
         runs = Path(args[1])
         data = json.loads(OUT.read_text())
-        folders = [from_clone(s) for s in SEEDS if s != data["shipped"][CLONE]]
+        folders = [from_clone(s) for s in SEEDS if s != shipped(data)[CLONE]]
         inputs = ("agent/agent.json", "agent/model.zip")
         refuse_missing([runs / folder / name for folder in folders for name in inputs])
         data["lineage_seed_rows"] = lineage_seed_rows(runs, data)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +35,13 @@ from spare_lineage_today import (
     SEEDS,
     SPREAD_HEAD,
     as_rows,
+    best_seed,
     cell_columns,
     improvement,
+    measured_on_test,
     pct,
-    rows_on_test,
     seeded,
+    shipped,
     spread_cells,
 )
 from spare_lineage_today import shipped_rows as lineage_shipped_rows
@@ -64,11 +65,7 @@ def measure(runs: Path) -> dict:
     rounds = {seeded(p, s): improvement(runs, seeded(p, s)) for p in PROBES for s in SEEDS}
     rounds |= {seeded(TESTED, s): improvement(runs, seeded(TESTED, s)) for s in LATER_SEEDS}
     folders = {seeded(TESTED, s): seeded(TESTED, s) for s in SEEDS}
-    cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
-    with ProcessPoolExecutor(2) as pool:
-        args = [(runs, folders, s, f) for s, f in cells]
-        rows = [row for got in pool.map(rows_on_test, *zip(*args)) for row in got]
-    return {"improvement": rounds, "rows": rows}
+    return {"improvement": rounds, "rows": measured_on_test(runs, folders)}
 
 
 def lineage() -> dict:
@@ -78,8 +75,7 @@ def lineage() -> dict:
 def shipped_seed(data: dict) -> int:
     """The tested probe's seed whose kept validation score is best (the first on a
     tie): ``agents/zoo/improve_warm_anchored`` since later on 2026-12-07."""
-    scores = [data["improvement"][seeded(TESTED, s)]["best_score"] for s in SEEDS]
-    return SEEDS[scores.index(min(scores))]
+    return best_seed(data["improvement"], lambda s: seeded(TESTED, s))
 
 
 def shipped_rows(data: dict | None = None) -> Rows:
@@ -107,16 +103,16 @@ def other_seeds(data: dict) -> Rows:
     }
 
 
-def page_rows(data: dict) -> Rows:
-    """spare_lineage_today.json's rows (the shipped agents under their zoo names, the
-    yardsticks) and this page's."""
-    rows = as_rows(lineage())
+def page_rows(data: dict, old: dict) -> Rows:
+    """spare_lineage_today.json's rows (``old``: the shipped agents under their zoo
+    names, the yardsticks) and this page's."""
+    rows = as_rows(old)
     for row in data["rows"]:
         rows[(row["setup"], row["workload"], row["policy"])] = row
     return rows
 
 
-def rounds_table(data: dict) -> list[str]:
+def rounds_table(data: dict, old: dict) -> list[str]:
     """Each run's validation rounds, and its kept round's families against the start:
     the recipe as it was (spare_lineage_today.json's runs), each probe, then the
     tested probe's later seeds ("(later)")."""
@@ -126,7 +122,7 @@ def rounds_table(data: dict) -> list[str]:
         "| windows the variant won, rounds 1, 2, ... |",
         "|---|--:|---|---|---|---|",
     ]
-    records = {seeded(ANCHORED, s): lineage()["improvement"][seeded(ANCHORED, s)] for s in SEEDS}
+    records = {seeded(ANCHORED, s): old["improvement"][seeded(ANCHORED, s)] for s in SEEDS}
     records |= data["improvement"]
     runs = [(probe, s) for probe in (ANCHORED, *PROBES) for s in SEEDS]
     runs += [(TESTED, s) for s in LATER_SEEDS]
@@ -165,7 +161,7 @@ def test_table(rows: Rows) -> list[str]:
     return lines
 
 
-def cells_table(data: dict, rows: Rows) -> list[str]:
+def cells_table(data: dict, rows: Rows, old: dict) -> list[str]:
     """The 39 cells each seed meets, greedy and sampled, beside the start's and
     ``improve_spare``'s."""
     lines = [
@@ -175,7 +171,7 @@ def cells_table(data: dict, rows: Rows) -> list[str]:
     ]
     names = [seeded(TESTED, s) for s in SEEDS] + [ANCHORED, "improve_spare"]
     for name in names:
-        sampled = seeded(ANCHORED, lineage()["shipped"][ANCHORED]) if name == ANCHORED else name
+        sampled = seeded(ANCHORED, shipped(old)[ANCHORED]) if name == ANCHORED else name
         label = f"`{name}`" + {
             seeded(TESTED, shipped_seed(data)): f" (shipped as `{ANCHORED}`)",
             ANCHORED: " (the start: shipped until then)",
@@ -189,20 +185,21 @@ BEGIN, END = "<!-- warm_rising.py: begin -->", "<!-- warm_rising.py: end -->"
 
 
 def render(data: dict) -> str:
-    rows = page_rows(data)
+    old = lineage()
+    rows = page_rows(data, old)
     return block(
         BEGIN,
         END,
         [
             (
                 "The rounds (validation score of each round, 8 windows, 70b_h100x4)",
-                rounds_table(data),
+                rounds_table(data, old),
             ),
             (
                 f"`{TESTED}`'s three seeds on test (all 15 windows a family and setup)",
                 test_table(rows),
             ),
-            ("Target cells met (39: 13 a setup)", cells_table(data, rows)),
+            ("Target cells met (39: 13 a setup)", cells_table(data, rows, old)),
         ],
     )
 
