@@ -29,7 +29,7 @@ import json
 import sys
 
 import torch
-from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS
+from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS, yardstick_rows
 from evaluate_thresholds import rows_on_test_windows
 from warm_rising import shipped_rows
 
@@ -48,10 +48,8 @@ STATS = ("ttft_mean_s", "ttft_p95_s")
 
 def stored() -> dict[tuple[str, str, str], dict]:
     """The stored rows to check, by (setup, family, policy as run here)."""
-    rows = {}
-    for row in json.loads((HERE / "capacity_floor.json").read_text())["rows"]:
-        if row["policy"] in (*BASELINES, "oracle_warm"):
-            rows[(row["setup"], row["workload"], row["policy"])] = row
+    measured = (*BASELINES, "oracle_warm")  # the yardsticks that need no training
+    rows = {key: row for key, row in yardstick_rows().items() if key[2] in measured}
     rows |= shipped_rows()
     lineage = json.loads((HERE / "bc_lineage_today.json").read_text())
     labels = {"bc_route_warm": "bc_route_warm"}
