@@ -60,6 +60,15 @@ class ImprovementSettings:
     the fit holds the policy there (with ``warm_variant`` the variant is tried on
     them too, and where it wins their anchors are its own); None (the default): no
     such family. Disjoint from ``families``."""
+    pool_seeds: list[int] | None = None
+    """More workload seeds whose train windows join the rounds' pool (the run's own
+    ``workload.seed``'s always do): ``workload.train_pool`` windows of each, drawn as
+    the run's own are (``workload.params``), named ``WORKLOAD@seedS/family-0007`` and
+    kept to ``families`` and ``anchor_families`` as the run's own are; None (the
+    default): none. A registered workload's other seed draws other windows from
+    other random streams, so the rounds see more of a family's traffic than its
+    ``train_windows`` (changing those would shuffle other windows to test).
+    Validation still scores the run's own seed's validation windows."""
     warm_variant: bool = False
     """Serve each round's windows a second time with the agent warming the arriving
     prefix onto every node the action mask allows (see ``warm_calm_s``); where that
@@ -129,6 +138,17 @@ class ImprovementSettings:
                     f"improvement.{name} must be a non-empty list of family names or null, "
                     f"got {echoed(families)}"
                 )
+        seeds = self.pool_seeds
+        if seeds is not None and (
+            isinstance(seeds, (str, int))
+            or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+            or len(set(seeds)) != len(seeds)
+        ):
+            raise ValueError(
+                "improvement.pool_seeds must be a non-empty list of distinct whole numbers "
+                f">= 0 or null, got {echoed(seeds)}"
+            )
         both = sorted(set(self.families or ()) & set(self.anchor_families or ()))
         if both:
             raise ValueError(

@@ -56,6 +56,7 @@ from experiments.config import (
     experiment_name,
     is_preset_cluster,
     naming_fields,
+    naming_workload_fields,
     register_configs,
     set_by_user,
     setup_label,
@@ -517,6 +518,19 @@ def check_improvement(cfg: Any) -> None:
             "set train.val_every (PPO's steps are then scored against the improved "
             "policy) or train.total_timesteps=0"
         )
+    if settings.pool_seeds is not None:
+        from envs.workloads.trace_options import TRACE_WORKLOAD
+
+        if cfg.workload.name == TRACE_WORKLOAD:
+            raise ValueError(
+                f"improvement.pool_seeds: a trace has no other seeds to draw train windows "
+                f"from (workload={TRACE_WORKLOAD}); run it without improvement.pool_seeds"
+            )
+        if int(cfg.workload.seed) in settings.pool_seeds:
+            raise ValueError(
+                f"improvement.pool_seeds: {int(cfg.workload.seed)} is workload.seed, whose "
+                "train windows join the rounds anyway; name other seeds"
+            )
     if cfg.workload.val_windows is not None and int(cfg.workload.val_windows) < 1:
         raise ValueError(
             f"{head}: each round is scored on validation windows; "
@@ -544,6 +558,7 @@ def run_improvement(
     from agents.rollout_improvement import improve_round
 
     settings = improvement_settings(cfg)
+    pool = [*pool, *seeds_pool(cfg, settings.pool_seeds)]
     pool, anchored = round_pool(pool, settings.families, settings.anchor_families)
     tried = settings.warm_variant_families if settings.warm_variant else None
     variant_windows = variant_pool(pool, tried)
@@ -1464,6 +1479,37 @@ def round_pool(
     return [w for w in pool if w.name in measured or w.name in anchored], anchored
 
 
+def seeds_pool(cfg: Any, seeds: list[int] | None) -> list[Any]:
+    """The train windows of the registered workload's other seeds ``seeds``
+    (``improvement.pool_seeds``): ``workload.train_pool`` of each, at the run's
+    parameters, each named ``WORKLOAD@seedS/family-0007`` (its own seed's windows keep
+    ``WORKLOAD/family-0007``), seed by seed."""
+    from envs.windows import window_pool
+
+    out: list[Any] = []
+    for seed in seeds or ():
+        with naming_workload_fields(cfg):
+            drawn = window_pool(
+                cfg.workload.name, "train", int(seed), cfg.workload.train_pool, workload_params(cfg)
+            )
+        for window in drawn:
+            window.name = f"{cfg.workload.name}@seed{seed}/{window.name.rsplit('/', 1)[-1]}"
+        out.extend(drawn)
+    return out
+
+
+def seeds_windows(cfg: Any) -> list[dict[str, Any]]:
+    """``agent.json``'s ``registered_windows`` records of the train windows
+    ``improvement.pool_seeds`` adds to the rounds (:func:`seeds_pool`); none without
+    rounds or the option."""
+    seeds = cfg.improvement.pool_seeds
+    if int(cfg.improvement.iterations) == 0 or not seeds:
+        return []
+    params = workload_params(cfg)
+    limit = cfg.workload.train_pool
+    return [trained_windows(str(cfg.workload.name), params, int(s), limit, 0) for s in seeds]
+
+
 def variant_pool(pool: list[Any], families: list[str] | None) -> set[str] | None:
     """The names of the windows of ``pool`` the warm variant is tried on (those of
     ``improvement.warm_variant_families``), or None for every window."""
@@ -1598,7 +1644,7 @@ def train(cfg: DictConfig) -> float:
     own = trained_windows(
         cfg.workload.name, saved_kwargs["workload_params"], int(cfg.workload.seed), len(pool), n_val
     )
-    records = [*([] if own is None else [own]), *imitation_windows(cfg)]
+    records = [*([] if own is None else [own]), *imitation_windows(cfg), *seeds_windows(cfg)]
     spec.registered_windows = records or None
     # and the windows of the agent whose weights it starts from, and of those it did
     spec.started_from = []

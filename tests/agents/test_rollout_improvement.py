@@ -314,6 +314,9 @@ def test_bad_settings_are_named() -> None:
     for calm in (0, True, float("inf"), "x"):
         with pytest.raises(ValueError, match=r"improvement\.warm_calm_s must be a finite number"):
             ImprovementSettings(warm_calm_s=calm)  # type: ignore[arg-type]
+    for seeds in ([], [1, 1], [-1], 3, [True], ["1"]):
+        with pytest.raises(ValueError, match=r"improvement\.pool_seeds must be a non-empty list"):
+            ImprovementSettings(pool_seeds=seeds)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"improvement\.warm_variant_families must be a non-"):
         ImprovementSettings(warm_variant=True, warm_variant_families=[])
     with pytest.raises(
@@ -508,6 +511,50 @@ def test_improvement_refuses_an_agent_it_cannot_improve(tmp_path: Path) -> None:
         check_improvement(cfg)
 
 
+def test_pool_seeds_add_other_seeds_train_windows_named_apart() -> None:
+    """``improvement.pool_seeds``: each seed's train windows join the pool named
+    ``WORKLOAD@seedS/...`` (of the same families, other traffic), recorded in
+    ``registered_windows`` at their seed; the run's own seed and a trace are refused."""
+    from envs.workloads.registry import plan
+    from experiments.config import window_pool_of
+    from experiments.train import check_improvement, family_of, seeds_pool, seeds_windows
+
+    route_warm = [
+        *TINY,
+        "agent=maskable_ppo",
+        "env=route_warm",
+        "train.total_timesteps=0",
+        "improvement.iterations=1",
+    ]
+    cfg = compose_train([*route_warm, "improvement.pool_seeds=[7,8]"])
+    check_improvement(cfg)
+    own = window_pool_of(cfg, "train", cfg.workload.train_pool)
+    extra = seeds_pool(cfg, [7, 8])
+    assert len(own) == 2 and len(extra) == 4
+    trains = {
+        s: [w.trace_id for w in plan("bursted_synthetic", s) if w.split == "train"][:2]
+        for s in (7, 8)
+    }
+    assert [w.name for w in extra] == [
+        f"bursted_synthetic@seed{s}/{trace_id}" for s in (7, 8) for trace_id in trains[s]
+    ]
+    assert {family_of(w.name) for w in extra} == {family_of(w.name) for w in own}
+    arrivals = {tuple(r.arrival_s for r in w.requests) for w in [*own, *extra]}
+    assert len(arrivals) == 6  # six windows of different traffic
+    assert [w.meta["seed"] for w in extra] == [7, 7, 8, 8]
+    records = seeds_windows(cfg)
+    assert [(r["workload"], r["seed"], r["train"]) for r in records] == [
+        ("bursted_synthetic", s, trains[s]) for s in (7, 8)
+    ]
+    assert seeds_pool(cfg, None) == [] and seeds_windows(compose_train(route_warm)) == []
+    seed = int(cfg.workload.seed)
+    with pytest.raises(ValueError, match=rf"improvement\.pool_seeds: {seed} is workload\.seed"):
+        check_improvement(compose_train([*route_warm, f"improvement.pool_seeds=[1,{seed}]"]))
+    trace = [*route_warm, "workload=trace", "workload.path=t.csv", "improvement.pool_seeds=[1]"]
+    with pytest.raises(ValueError, match=r"improvement\.pool_seeds: a trace has no other seeds"):
+        check_improvement(compose_train(trace))
+
+
 @pytest.mark.slow
 def test_train_runs_rounds_and_keeps_the_best(tmp_path: Path) -> None:
     cfg = compose_train(
@@ -518,22 +565,32 @@ def test_train_runs_rounds_and_keeps_the_best(tmp_path: Path) -> None:
             "train.total_timesteps=0",
             "train.evaluate=false",
             "improvement.iterations=2",
-            "improvement.windows=1",
             "improvement.states_per_window=2",
             "improvement.lead_requests=20",
             "improvement.horizon_requests=30",
             "improvement.anchor_per_window=50",
             "improvement.epochs=2",
+            "improvement.windows=4",
+            "improvement.pool_seeds=[7]",
             f"out_dir={tmp_path}",
         ]
     )
     train(cfg)
     record = json.loads((tmp_path / "train.json").read_text())["train"]["improvement"]
+    # each round draws from the own seed's two train windows and seed 7's two
+    assert sorted(w.split("/")[0] for w in record["rounds"][1]["windows"]) == [
+        "bursted_synthetic",
+        "bursted_synthetic",
+        "bursted_synthetic@seed7",
+        "bursted_synthetic@seed7",
+    ]
+    registered = json.loads((tmp_path / "agent" / "agent.json").read_text())["registered_windows"]
+    assert [r["seed"] for r in registered] == [int(cfg.workload.seed), 7]
     scores = [r["score"] for r in record["rounds"]]
     assert [r["round"] for r in record["rounds"]] == [0, 1, 2]
     assert record["best_score"] == min(scores)
     assert record["best_round"] == scores.index(min(scores))
-    assert record["rounds"][1]["measured"] == 2
+    assert record["rounds"][1]["measured"] == 2 * 4
     assert record["wall_s"] >= sum(r["wall_s"] for r in record["rounds"][1:]) > 0
     # the saved agent is the best round's: it scores the best score again
     from agents.algorithms import load_agent
