@@ -555,23 +555,30 @@ def test_warm_rising_page_is_current(scripts: dict[str, ModuleType]) -> None:
     data = json.loads((RESULTS / "warm_rising.json").read_text())
     assert module.render(data) in (RESULTS / "warm_rising.md").read_text()
     rows = data["rows"]
-    assert len(rows) == 3 * 5 * 2 * len(module.SEEDS)
+    assert len(rows) == 3 * 5 * 2 * len(module.SEEDS) * 2  # the two tested probes
     floor = table.merged_rows("capacity_floor.json")
     for row in rows:
         assert row["requests"] == floor[(row["setup"], row["workload"], "btb")]["requests"]
     assert set(data["improvement"]) == {
         f"{probe}_s{s}" for probe in module.PROBES for s in module.SEEDS
-    } | {f"{module.TESTED}_s{s}" for s in module.LATER_SEEDS}
+    } | {f"{module.TESTED}_s{s}" for s in module.LATER_SEEDS} | {
+        f"{probe}_s{s}" for probe in module.LATER_PROBES for s in module.SEEDS
+    }
+    assert list(data["improvement"]) == module.run_folders()
     for record in data["improvement"].values():
         scores = [r["score"] for r in record["rounds"]]
         assert record["best_score"] == min(scores) == scores[record["best_round"]]
     lineage = table.merged_rows("spare_lineage_today.json")
-    kept_start = [s for s in module.SEEDS if not data["improvement"][f"rising_s{s}"]["best_round"]]
-    assert kept_start  # (seed 2 on 2026-12-07)
+    probes = (module.TESTED, module.LATER_TESTED)
+    improved = data["improvement"]
+    kept_start = [
+        f"{p}_s{s}" for p in probes for s in module.SEEDS if not improved[f"{p}_s{s}"]["best_round"]
+    ]
+    assert kept_start == ["rising_s2", "anchors_s0"]  # (2026-12-07)
     for row in rows:
-        for s in kept_start:
+        for run in kept_start:
             for suffix in ("", "_stochastic"):
-                if row["policy"] == f"rising_s{s}{suffix}":
+                if row["policy"] == f"{run}{suffix}":
                     start = lineage[
                         (row["setup"], row["workload"], f"improve_warm_anchored_s0{suffix}")
                     ]
@@ -593,6 +600,6 @@ def test_warm_rising_page_is_current(scripts: dict[str, ModuleType]) -> None:
         key = (row["setup"], row["workload"], "improve_warm_anchored")
         if row["policy"] == f"rising_s{seed}":
             assert shipped[key] == cells[key] == stored[key] == row
-        elif not row["policy"].endswith("_stochastic"):
+        elif row["policy"].startswith("rising") and not row["policy"].endswith("_stochastic"):
             other = row["policy"].replace("rising", "improve_warm_anchored")
             assert cells[(row["setup"], row["workload"], other)] == row

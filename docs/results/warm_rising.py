@@ -1,8 +1,10 @@
 """Warm rounds that measure and warm on ``rising_load`` only, from today's
 ``improve_spare_no1s``: ``warm_rising.md``.
 
-    python docs/results/warm_rising.py RUNS   # evaluate, write the JSON and the page
-    python docs/results/warm_rising.py        # the page again from the JSON
+    python docs/results/warm_rising.py RUNS          # evaluate, write the JSON and the page
+    python docs/results/warm_rising.py rounds RUNS   # the runs' rounds again, test rows kept
+    python docs/results/warm_rising.py later RUNS    # LATER_TESTED's test rows again, the rest kept
+    python docs/results/warm_rising.py               # the page again from the JSON
 
 RUNS holds, for S = 0, 1, 2, runs of ``python -m experiments.train
 +experiment=improve_warm_anchored seed=S`` (from the shipped ``improve_spare_no1s``;
@@ -11,10 +13,17 @@ the recipe since 2026-12-07 is ``rising``'s):
   ``improvement.anchor_families=[synthetic1s]`` (the variant tried on ``rising``
   only, every family but the 1 s bursts measured);
 - ``RUNS/rising_sS``: the recipe as it is;
-- ``RUNS/gain0_sS``: with ``improvement.warm_variant_gain=0``.
+- ``RUNS/gain0_sS``: with ``improvement.warm_variant_gain=0``;
+- later probes of the recipe, validation only (:data:`LATER_PROBES`):
+  ``RUNS/pool1_sS`` with ``improvement.pool_seeds=[1]``, ``RUNS/hold_sS`` with
+  ``improvement.hold_s=0.05 improvement.min_gain_s=0.1
+  improvement.states_per_window=24``, ``RUNS/anchors_sS`` with
+  ``improvement.anchor_per_window=4000``, ``RUNS/own_sS`` with
+  ``improvement.warm_variant=false``.
 
-Measures the ``rising_sS`` agents on all 15 test windows of each family and setup,
-greedy and with their actions sampled (causal KV, evaluation seed 0), and keeps each
+Measures the ``rising_sS`` and ``anchors_sS`` agents on all 15 test windows of each
+family and setup, greedy and with their actions sampled (causal KV, evaluation seed
+0), and keeps each
 run's rounds (``spare_lineage_today.compact``). The start (the
 ``improve_warm_anchored`` shipped until then) and ``improve_spare`` are
 ``spare_lineage_today.json``'s rows; the baselines, ``oracle_warm`` and the floors
@@ -32,6 +41,7 @@ import numpy as np
 from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, block, publish, refuse_missing
 from spare_lineage_today import (
     ANCHORED,
+    SAMPLED,
     SEEDS,
     SPREAD_HEAD,
     as_rows,
@@ -56,16 +66,43 @@ TESTED = "rising"
 LATER_SEEDS = (3, 4)
 """More seeds of :data:`TESTED`, run after it shipped: validation only, to say how
 often the recipe beats its start (not candidates for the zoo)."""
+LATER_PROBES = ("pool1", "hold", "anchors", "own")
+"""Changes of the shipped recipe tried later (validation only, seeds 0-2): more
+train windows (the workload's train windows at seed 1 too), more and shorter
+decisions measured, every decision of a window among its anchors, and no warm
+variant (a fit that teaches the agent its own decisions)."""
+LATER_TESTED = "anchors"
+"""The later probe measured on test: its kept validation scores beat :data:`TESTED`'s
+on their mean with as many seeds improved (the rule set while its third seed ran)."""
 ROUND_FAMILIES = ("synthetic", "synthetic1s", "rising", "mixed")
 OUT = HERE / "warm_rising.json"
 PAGE = HERE / "warm_rising.md"
 
 
+def run_folders() -> list[str]:
+    """Every run's folder in RUNS (the tested probe's later seeds, then the later probes)."""
+    folders = [seeded(p, s) for p in PROBES for s in SEEDS]
+    folders += [seeded(TESTED, s) for s in LATER_SEEDS]
+    return folders + [seeded(p, s) for p in LATER_PROBES for s in SEEDS]
+
+
+def rounds_of(runs: Path) -> dict:
+    return {folder: improvement(runs, folder) for folder in run_folders()}
+
+
+def tested_folders(probes: tuple[str, ...] = (TESTED, LATER_TESTED)) -> dict[str, str]:
+    return {seeded(p, s): seeded(p, s) for p in probes for s in SEEDS}
+
+
 def measure(runs: Path) -> dict:
-    rounds = {seeded(p, s): improvement(runs, seeded(p, s)) for p in PROBES for s in SEEDS}
-    rounds |= {seeded(TESTED, s): improvement(runs, seeded(TESTED, s)) for s in LATER_SEEDS}
-    folders = {seeded(TESTED, s): seeded(TESTED, s) for s in SEEDS}
-    return {"improvement": rounds, "rows": measured_on_test(runs, folders)}
+    return {"improvement": rounds_of(runs), "rows": measured_on_test(runs, tested_folders())}
+
+
+def measure_later(runs: Path, data: dict) -> dict:
+    """``data`` with :data:`LATER_TESTED`'s test rows measured again (the others kept)."""
+    later = tested_folders((LATER_TESTED,))
+    kept = [r for r in data["rows"] if r["policy"].removesuffix(SAMPLED) not in later]
+    return {**data, "rows": kept + measured_on_test(runs, later)}
 
 
 def lineage() -> dict:
@@ -124,9 +161,10 @@ def rounds_table(data: dict, old: dict) -> list[str]:
     ]
     records = {seeded(ANCHORED, s): old["improvement"][seeded(ANCHORED, s)] for s in SEEDS}
     records |= data["improvement"]
-    runs = [(probe, s) for probe in (ANCHORED, *PROBES) for s in SEEDS]
-    runs += [(TESTED, s) for s in LATER_SEEDS]
-    for probe, s in runs:
+    runs = [(probe, s, "") for probe in (ANCHORED, *PROBES) for s in SEEDS]
+    runs += [(TESTED, s, " (later)") for s in LATER_SEEDS]
+    runs += [(probe, s, " (later)") for probe in LATER_PROBES for s in SEEDS]
+    for probe, s, later in runs:
         record = records[seeded(probe, s)]
         scores = [r["score"] for r in record["rounds"]]
         kept = record["best_round"]
@@ -136,19 +174,19 @@ def rounds_table(data: dict, old: dict) -> list[str]:
         text = "the start" if kept == 0 else f"round {kept}, {record['best_score']:.4f}"
         rest = ", ".join(f"{v:.4f}" for v in scores[1:])
         won = ", ".join(str(r["warm_windows"]) for r in record["rounds"][1:])
-        label = f"`{seeded(probe, s)}`" + (" (later)" if s in LATER_SEEDS else "")
+        label = f"`{seeded(probe, s)}`{later}"
         lines.append(f"| {label} | {scores[0]:.4f} | {rest} | {text} | {by} | {won} |")
     return lines
 
 
-def test_table(rows: Rows) -> list[str]:
-    """The tested probe's three seeds on test, mean ± std, against the shipped agent."""
+def test_table(rows: Rows, probe: str) -> list[str]:
+    """A tested probe's three seeds on test, mean ± std, against the shipped agent."""
     lines = [
         f"| setup | family | {SPREAD_HEAD} | the start (`{ANCHORED}` until then) mean / p95 "
         "| greedy mean against the start |",
         "|---|---|--:|--:|--:|--:|--:|--:|",
     ]
-    names = [seeded(TESTED, s) for s in SEEDS]
+    names = [seeded(probe, s) for s in SEEDS]
     for setup in SETUPS:
         for family in FAMILIES:
             old = rows[(setup, family, ANCHORED)]
@@ -169,7 +207,8 @@ def cells_table(data: dict, rows: Rows, old: dict) -> list[str]:
         "| feasible cells missed, greedy (over what they require) |",
         "|---|--:|--:|---|",
     ]
-    names = [seeded(TESTED, s) for s in SEEDS] + [ANCHORED, "improve_spare"]
+    names = [seeded(p, s) for p in (TESTED, LATER_TESTED) for s in SEEDS]
+    names += [ANCHORED, "improve_spare"]
     for name in names:
         sampled = seeded(ANCHORED, shipped(old)[ANCHORED]) if name == ANCHORED else name
         label = f"`{name}`" + {
@@ -197,7 +236,11 @@ def render(data: dict) -> str:
             ),
             (
                 f"`{TESTED}`'s three seeds on test (all 15 windows a family and setup)",
-                test_table(rows),
+                test_table(rows, TESTED),
+            ),
+            (
+                f"`{LATER_TESTED}`'s three seeds on test (tried later)",
+                test_table(rows, LATER_TESTED),
             ),
             ("Target cells met (39: 13 a setup)", cells_table(data, rows, old)),
         ],
@@ -205,16 +248,24 @@ def render(data: dict) -> str:
 
 
 def main(args: list[str]) -> None:
+    mode = args[0] if len(args) == 2 and args[0] in ("rounds", "later") else None
     if args:
-        if len(args) != 1:
+        if len(args) != 1 + (mode is not None):
             print(__doc__, file=sys.stderr)
             raise SystemExit(2)
-        runs = Path(args[0])
-        folders = [seeded(p, s) for p in PROBES for s in SEEDS]
-        folders += [seeded(TESTED, s) for s in LATER_SEEDS]
-        inputs = ("agent/agent.json", "agent/model.zip", "train.json")
-        refuse_missing([runs / folder / name for folder in folders for name in inputs])
-        write_json_atomic(OUT, measure(runs))
+        runs = Path(args[-1])
+        inputs = (
+            ("train.json",)
+            if mode == "rounds"
+            else ("agent/agent.json", "agent/model.zip", "train.json")
+        )
+        refuse_missing([runs / folder / name for folder in run_folders() for name in inputs])
+        if mode == "rounds":
+            write_json_atomic(OUT, {**json.loads(OUT.read_text()), "improvement": rounds_of(runs)})
+        elif mode == "later":
+            write_json_atomic(OUT, measure_later(runs, json.loads(OUT.read_text())))
+        else:
+            write_json_atomic(OUT, measure(runs))
     publish(OUT, PAGE, BEGIN, END, render)
 
 
