@@ -555,6 +555,25 @@ def test_pool_seeds_add_other_seeds_train_windows_named_apart() -> None:
         check_improvement(compose_train(trace))
 
 
+def test_pool_seeds_windows_are_measured_anchored_and_varied_by_family() -> None:
+    """Another seed's train windows go through ``improvement.families``,
+    ``anchor_families`` and ``warm_variant_families`` as the run's own do (the
+    shipped anchored recipe on a few windows of the four burst families)."""
+    from experiments.config import window_pool_of
+    from experiments.train import family_of, round_pool, seeds_pool, variant_pool
+
+    cfg = compose_train(["+experiment=improve_warm_anchored", "workload.train_pool=6"])
+    pool = [*window_pool_of(cfg, "train", 6), *seeds_pool(cfg, [1])]
+    assert sum("@seed1/" in w.name for w in pool) == 6
+    settings = cfg.improvement
+    rounds, anchored = round_pool(pool, list(settings.families), list(settings.anchor_families))
+    assert [w.name for w in rounds] == [w.name for w in pool]  # every family is in the rounds
+    assert anchored == {w.name for w in pool if family_of(w.name) != "rising"}
+    rising = {w.name for w in pool if family_of(w.name) == "rising"}
+    assert any("@seed1/" in name for name in rising) and len(rising) < len(pool)
+    assert variant_pool(rounds, list(settings.warm_variant_families)) == rising
+
+
 @pytest.mark.slow
 def test_train_runs_rounds_and_keeps_the_best(tmp_path: Path) -> None:
     cfg = compose_train(
