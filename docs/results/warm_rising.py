@@ -24,8 +24,7 @@ the recipe since 2026-12-07 is ``rising``'s):
 
 Measures the ``rising_sS`` and ``anchors_sS`` agents on all 15 test windows of each
 family and setup, greedy and with their actions sampled (causal KV, evaluation seed
-0), and keeps each
-run's rounds (``spare_lineage_today.compact``). The start (the
+0), and keeps each run's rounds (``spare_lineage_today.compact``). The start (the
 ``improve_warm_anchored`` shipped until then) and ``improve_spare`` are
 ``spare_lineage_today.json``'s rows; the baselines, ``oracle_warm`` and the floors
 ``capacity_floor.json``'s. The ``rising`` seed with the best kept validation score
@@ -74,7 +73,7 @@ measured, 4,000 of a window's decisions among its anchors instead of 1,500, and 
 warm variant (a fit that teaches the agent its own decisions)."""
 LATER_TESTED = "anchors"
 """The later probe measured on test: its kept validation scores beat :data:`TESTED`'s
-on their mean with as many seeds improved (the rule set after its seeds 0 and 1
+on their mean with at least as many seeds improved (the rule set after its seeds 0 and 1
 had finished, while seed 2 ran)."""
 ROUND_FAMILIES = ("synthetic", "synthetic1s", "rising", "mixed")
 OUT = HERE / "warm_rising.json"
@@ -250,7 +249,7 @@ def render(data: dict) -> str:
 
 
 def main(args: list[str]) -> None:
-    mode = args[0] if len(args) == 2 and args[0] in ("rounds", "later") else None
+    mode = args[0] if args and args[0] in ("rounds", "later") else None
     if args:
         if len(args) != 1 + (mode is not None):
             print(__doc__, file=sys.stderr)

@@ -558,7 +558,8 @@ def test_pool_seeds_add_other_seeds_train_windows_named_apart() -> None:
 def test_pool_seeds_windows_are_measured_anchored_and_varied_by_family() -> None:
     """Another seed's train windows go through ``improvement.families``,
     ``anchor_families`` and ``warm_variant_families`` as the run's own do (the
-    shipped anchored recipe on a few windows of the four burst families)."""
+    shipped anchored recipe on a few windows of the four burst families; the
+    helpers run_improvement calls, in its order)."""
     from experiments.config import window_pool_of
     from experiments.train import family_of, round_pool, seeds_pool, variant_pool
 
