@@ -79,6 +79,12 @@ def shipped_seed(history: dict, recipe: str) -> int:
     return min(SEEDS, key=lambda s: history[seeded(recipe, s)]["best_score"])
 
 
+def shipped(data: dict) -> dict[str, int]:
+    """Each recipe's shipped seed, derived from the page's validation records
+    (:func:`shipped_seed`)."""
+    return {recipe: shipped_seed(data["validation"], recipe) for recipe in RECIPES}
+
+
 def cell_rows(runs: Path, old: Path, shipped: dict[str, int], setup: str, family: str) -> list:
     """The rows of one setup and family (see the module's docstring)."""
     torch.set_num_threads(1)  # one decision's forward pass is tiny: more threads only wait
@@ -108,12 +114,12 @@ def measure(runs: Path, old: Path) -> dict:
         for recipe in RECIPES
         for seed in SEEDS
     }
-    shipped = {recipe: shipped_seed(history, recipe) for recipe in RECIPES}
+    seeds = shipped({"validation": history})
     cells = [(setup, family) for setup in SETUPS for family in FAMILIES]
     with ProcessPoolExecutor(2) as pool:
-        done = pool.map(cell_rows, *zip(*[(runs, old, shipped, s, f) for s, f in cells]))
+        done = pool.map(cell_rows, *zip(*[(runs, old, seeds, s, f) for s, f in cells]))
         rows = [row for got in done for row in got]
-    return {"shipped": shipped, "validation": history, "rows": rows}
+    return {"validation": history, "rows": rows}
 
 
 def as_rows(data: dict) -> Rows:
@@ -125,6 +131,7 @@ def as_rows(data: dict) -> Rows:
 
 
 def validation_table(data: dict) -> list[str]:
+    kept = shipped(data)
     lines = [
         "| recipe | score | seed 0 | seed 1 | seed 2 | the clone (step 0) |",
         "|---|---|--:|--:|--:|--:|",
@@ -134,7 +141,7 @@ def validation_table(data: dict) -> list[str]:
         cells = []
         for seed, record in zip(SEEDS, records):
             text = f"{record['best_score']:.4f} ({record['best_step']:,})"
-            cells.append(f"**{text}**" if seed == data["shipped"][recipe] else text)
+            cells.append(f"**{text}**" if seed == kept[recipe] else text)
         start = records[0]["history"][0]["score"]
         lines.append(f"| `{recipe}` | {records[0]['score']} | {' | '.join(cells)} | {start:.4f} |")
     return lines
@@ -148,6 +155,7 @@ def spread(rows: Rows, family: str, names: list[str], key: str) -> str:
 def test_table(data: dict, rows: Rows) -> list[str]:
     """70b's test windows: each recipe over its seeds (greedy and sampled), its shipped
     seed, the agent it replaces, and the yardsticks."""
+    kept = shipped(data)
     lines = [
         "| family | agent | greedy mean (3 seeds) | greedy p95 | sampled mean | sampled p95 "
         "| shipped seed mean / p95 | replaced agent mean / p95 |",
@@ -173,7 +181,7 @@ def test_table(data: dict, rows: Rows) -> list[str]:
                 f"| {spread(rows, family, greedy, 'ttft_p95_s')} "
                 f"| {spread(rows, family, drawn, 'ttft_mean_s')} "
                 f"| {spread(rows, family, drawn, 'ttft_p95_s')} "
-                f"| {pair(seeded(recipe, data['shipped'][recipe]), family)} "
+                f"| {pair(seeded(recipe, kept[recipe]), family)} "
                 f"| {pair(recipe + OLD, family)} |"
             )
         best = min(BASELINES, key=lambda p: rows[(SETUP, family, p)]["ttft_mean_s"])
@@ -187,6 +195,7 @@ def test_table(data: dict, rows: Rows) -> list[str]:
 
 def cells_70b(data: dict, rows: Rows) -> list[str]:
     """The 13 cells of 70b_h100x4 each agent meets, seed by seed."""
+    kept = shipped(data)
     lines = [
         "| agent | greedy: seeds 0 / 1 / 2 | sampled: seeds 0 / 1 / 2 | replaced agent | "
         "feasible cells the shipped seed misses (over what they require) |",
@@ -201,7 +210,7 @@ def cells_70b(data: dict, rows: Rows) -> list[str]:
     for recipe in RECIPES:
         greedy = [agent_cells(rows, SETUP, seeded(recipe, s)) for s in SEEDS]
         drawn = [agent_cells(rows, SETUP, seeded(recipe, s) + SAMPLED)[0] for s in SEEDS]
-        missed = greedy[data["shipped"][recipe]][3]
+        missed = greedy[kept[recipe]][3]
         lines.append(
             f"| `{recipe}` | {' / '.join(str(g[0]) for g in greedy)} | "
             f"{' / '.join(map(str, drawn))} | {agent_cells(rows, SETUP, recipe + OLD)[0]} | "
@@ -212,9 +221,10 @@ def cells_70b(data: dict, rows: Rows) -> list[str]:
 
 def cells_all(data: dict, rows: Rows) -> list[str]:
     """The 39 cells of the three setups the clone and each shipped seed meet (greedy)."""
+    kept = shipped(data)
     lines = ["| agent | cells met | infeasible missed | per setup (70b / qwen3-8b / glm-4.5) |"]
     lines.append("|---|--:|--:|---|")
-    for name in (CLONE, *(seeded(r, data["shipped"][r]) for r in RECIPES)):
+    for name in (CLONE, *(seeded(r, kept[r]) for r in RECIPES)):
         found = [agent_cells(rows, setup, name) for setup in SETUPS]
         lines.append(
             f"| `{name}` | {sum(f[0] for f in found)} of {sum(f[1] for f in found)} "

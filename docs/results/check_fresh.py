@@ -29,6 +29,7 @@ import json
 import sys
 
 import torch
+from bc_lineage_today import shipped as bc_shipped
 from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS, yardstick_rows
 from evaluate_thresholds import rows_on_test_windows
 from warm_rising import shipped_rows
@@ -53,7 +54,7 @@ def stored() -> dict[tuple[str, str, str], dict]:
     rows |= shipped_rows()
     lineage = json.loads((HERE / "bc_lineage_today.json").read_text())
     labels = {"bc_route_warm": "bc_route_warm"}
-    labels |= {f"{recipe}_s{seed}": recipe for recipe, seed in lineage["shipped"].items()}
+    labels |= {f"{recipe}_s{seed}": recipe for recipe, seed in bc_shipped(lineage).items()}
     for row in lineage["rows"]:
         if row["policy"] in labels:
             rows[(row["setup"], row["workload"], labels[row["policy"]])] = row
