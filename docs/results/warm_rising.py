@@ -20,7 +20,8 @@ the recipe since 2026-12-07 is ``rising``'s):
   ``improvement.hold_s=0.05 improvement.min_gain_s=0.1
   improvement.states_per_window=24``, ``RUNS/anchors_sS`` with
   ``improvement.anchor_per_window=4000``, ``RUNS/own_sS`` with
-  ``improvement.warm_variant=false``.
+  ``improvement.warm_variant=false``, ``RUNS/lr1e4_sS`` with
+  ``improvement.learning_rate=0.0001``.
 
 Measures the ``rising_sS`` and ``anchors_sS`` agents on all 15 test windows of each
 family and setup, greedy and with their actions sampled (causal KV, evaluation seed
@@ -66,11 +67,12 @@ TESTED = "rising"
 LATER_SEEDS = (3, 4)
 """More seeds of :data:`TESTED`, run after it shipped: validation only, to say how
 often the recipe beats its start (not candidates for the zoo)."""
-LATER_PROBES = ("pool1", "hold", "anchors", "own")
+LATER_PROBES = ("pool1", "hold", "anchors", "own", "lr1e4")
 """Changes of the shipped recipe tried later (validation, seeds 0-2): more train
 windows (the workload's train windows at seed 1 too), more and shorter decisions
-measured, 4,000 of a window's decisions among its anchors instead of 1,500, and no
-warm variant (a fit that teaches the agent its own decisions)."""
+measured, 4,000 of a window's decisions among its anchors instead of 1,500, no warm
+variant (a fit that teaches the agent its own decisions), and the fits at a third
+of the learning rate."""
 LATER_TESTED = "anchors"
 """The later probe measured on test: its kept validation scores beat :data:`TESTED`'s
 on their mean with at least as many seeds improved (the rule set after its seeds 0 and 1
