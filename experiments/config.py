@@ -1546,14 +1546,14 @@ def naming_workload_fields(cfg: Any) -> contextlib.AbstractContextManager[None]:
     return naming_fields(workload_paths(cfg))
 
 
-def window_pool_of(cfg: Any, split: str, limit: int | None) -> list[Any]:
-    """The first ``limit`` windows (None: all) of the workload group's ``split``."""
+def window_pool_of(cfg: Any, split: str, limit: int | None, seed: int | None = None) -> list[Any]:
+    """The first ``limit`` windows (None: all) of the workload group's ``split``, at
+    ``workload.seed`` or another ``seed``."""
     from envs.windows import window_pool
 
+    seed = int(cfg.workload.seed) if seed is None else int(seed)
     with naming_workload_fields(cfg):
-        return window_pool(
-            cfg.workload.name, split, int(cfg.workload.seed), limit, workload_params(cfg)
-        )
+        return window_pool(cfg.workload.name, split, seed, limit, workload_params(cfg))
 
 
 PARAMS_ON_TRACE = (

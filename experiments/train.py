@@ -56,7 +56,6 @@ from experiments.config import (
     experiment_name,
     is_preset_cluster,
     naming_fields,
-    naming_workload_fields,
     register_configs,
     set_by_user,
     setup_label,
@@ -1484,14 +1483,9 @@ def seeds_pool(cfg: Any, seeds: list[int] | None) -> list[Any]:
     (``improvement.pool_seeds``): ``workload.train_pool`` of each, at the run's
     parameters, each named ``WORKLOAD@seedS/family-0007`` (its own seed's windows keep
     ``WORKLOAD/family-0007``), seed by seed."""
-    from envs.windows import window_pool
-
     out: list[Any] = []
     for seed in seeds or ():
-        with naming_workload_fields(cfg):
-            drawn = window_pool(
-                cfg.workload.name, "train", int(seed), cfg.workload.train_pool, workload_params(cfg)
-            )
+        drawn = window_pool_of(cfg, "train", cfg.workload.train_pool, seed)
         for window in drawn:
             window.name = f"{cfg.workload.name}@seed{seed}/{window.name.rsplit('/', 1)[-1]}"
         out.extend(drawn)

@@ -257,12 +257,13 @@ def main(args: list[str]) -> None:
             print(__doc__, file=sys.stderr)
             raise SystemExit(2)
         runs = Path(args[-1])
-        agent = ("agent/agent.json", "agent/model.zip", "train.json")
-        needed = {
-            "rounds": [(folder, "train.json") for folder in run_folders()],
-            "later": [(f, name) for f in tested_folders((LATER_TESTED,)) for name in agent],
-        }.get(mode, [(folder, name) for folder in run_folders() for name in agent])
-        refuse_missing([runs / folder / name for folder, name in needed])
+        folders = list(tested_folders((LATER_TESTED,))) if mode == "later" else run_folders()
+        inputs = (
+            ["train.json"]
+            if mode == "rounds"
+            else ["agent/agent.json", "agent/model.zip", "train.json"]
+        )
+        refuse_missing([runs / folder / name for folder in folders for name in inputs])
         if mode == "rounds":
             write_json_atomic(OUT, {**json.loads(OUT.read_text()), "improvement": rounds_of(runs)})
         elif mode == "later":
