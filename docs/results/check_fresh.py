@@ -29,6 +29,7 @@ import json
 import sys
 
 import torch
+from bc_lineage_today import OUT as BC_LINEAGE
 from bc_lineage_today import shipped as bc_shipped
 from capacity_floor_table import BASELINES, FAMILIES, HERE, SETUPS, yardstick_rows
 from evaluate_thresholds import rows_on_test_windows
@@ -52,7 +53,7 @@ def stored() -> dict[tuple[str, str, str], dict]:
     measured = (*BASELINES, "oracle_warm")  # the yardsticks that need no training
     rows = {key: row for key, row in yardstick_rows().items() if key[2] in measured}
     rows |= shipped_rows()
-    lineage = json.loads((HERE / "bc_lineage_today.json").read_text())
+    lineage = json.loads(BC_LINEAGE.read_text())
     labels = {"bc_route_warm": "bc_route_warm"}
     labels |= {f"{recipe}_s{seed}": recipe for recipe, seed in bc_shipped(lineage).items()}
     for row in lineage["rows"]:

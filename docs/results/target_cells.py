@@ -19,6 +19,7 @@ import json
 
 from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, merged_rows, targets
 from spare_lineage_today import ANCHORED, SHIPPED
+from warm_rising import OUT as WARM_RISING
 from warm_rising import other_seeds as anchored_seeds
 from warm_rising import shipped_rows
 
@@ -34,7 +35,7 @@ def other_seeds(rows: Rows) -> list[str]:
 
 
 def load() -> Rows:
-    data = json.loads((HERE / "warm_rising.json").read_text())
+    data = json.loads(WARM_RISING.read_text())
     return merged_rows("capacity_floor.json") | shipped_rows(data) | anchored_seeds(data)
 
 

@@ -55,6 +55,7 @@ from spare_lineage_today import (
     shipped,
     spread_cells,
 )
+from spare_lineage_today import OUT as LINEAGE
 from spare_lineage_today import shipped_rows as lineage_shipped_rows
 
 from envs.files import write_json_atomic
@@ -109,7 +110,7 @@ def measure_later(runs: Path, data: dict) -> dict:
 
 
 def lineage() -> dict:
-    return json.loads((HERE / "spare_lineage_today.json").read_text())
+    return json.loads(LINEAGE.read_text())
 
 
 def shipped_seed(data: dict) -> int:
