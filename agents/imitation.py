@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from agents.distributions import LeanCategoricals, kl_divergence
 from agents.imitation_settings import ImitationSettings
 from agents.teacher import CausalTeacher
 from envs.sim.errors import plural
@@ -86,10 +87,20 @@ def collect(
 
 
 def pretrain(
-    model: Any, demos: Demonstrations, settings: ImitationSettings, seed: int = 0
+    model: Any,
+    demos: Demonstrations,
+    settings: ImitationSettings,
+    seed: int = 0,
+    reference: Any | None = None,
 ) -> dict[str, float]:
     """Fit ``model.policy`` (an SB3 actor-critic) to ``demos``; returns the last
-    epoch's mean action loss, value loss and action accuracy (all components right)."""
+    epoch's mean action loss, value loss and action accuracy (all components right).
+
+    With ``reference`` (a policy of the same action space, left unchanged), a
+    label that ``reference``'s greedy action equals in every component is fitted
+    by ``KL(reference || policy)`` at its observation instead of cross-entropy to
+    it, so the fit keeps ``reference``'s whole distribution there; the share of
+    such labels is returned too (``bc_agreeing``)."""
     if not len(demos):
         raise ValueError("no demonstrations to pretrain on (imitation.episodes = 0?)")
     policy = model.policy
@@ -104,6 +115,10 @@ def pretrain(
     generator = torch.Generator().manual_seed(seed)
     n = obs.shape[0]
     stats = {"bc_action_loss": float("nan"), "bc_value_loss": float("nan"), "bc_accuracy": 0.0}
+    agree = None
+    if reference is not None:
+        agree = _agreeing(reference, obs, actions, masks, settings.batch_size)
+        stats["bc_agreeing"] = float(agree.float().mean())
     policy.set_training_mode(True)
     for _ in range(settings.epochs):
         order = torch.randperm(n, generator=generator)
@@ -111,12 +126,15 @@ def pretrain(
         for start in range(0, n, settings.batch_size):
             idx = order[start : start + settings.batch_size]
             batch_actions = actions[idx]
-            if masks is not None:
-                dist = policy.get_distribution(obs[idx], action_masks=masks[idx].cpu().numpy())
-            else:
-                dist = policy.get_distribution(obs[idx])
+            dist = _distribution(policy, obs[idx], masks, idx)
             log_prob = dist.log_prob(batch_actions)
-            action_loss = -log_prob.mean()
+            if agree is None:
+                action_loss = -log_prob.mean()
+            else:
+                with torch.no_grad():
+                    kept = _distribution(reference, obs[idx], masks, idx)
+                kl = kl_divergence(kept, dist)
+                action_loss = torch.where(agree[idx], kl, -log_prob).mean()
             values = policy.predict_values(obs[idx]).flatten()
             value_loss = torch.nn.functional.mse_loss(values, returns[idx])
             loss = action_loss + settings.value_coef * value_loss
@@ -132,13 +150,43 @@ def pretrain(
                 value_loss.item() * len(idx),
                 float(right.float().sum()),
             )
-        stats = {
-            "bc_action_loss": totals[0] / n,
-            "bc_value_loss": totals[1] / n,
-            "bc_accuracy": totals[2] / n,
-        }
+        stats.update(
+            bc_action_loss=totals[0] / n, bc_value_loss=totals[1] / n, bc_accuracy=totals[2] / n
+        )
     policy.set_training_mode(False)
     return stats
+
+
+def _distribution(
+    policy: Any, obs: torch.Tensor, masks: torch.Tensor | None, idx: torch.Tensor
+) -> Any:
+    """``policy``'s action distribution at ``obs`` (rows ``idx`` of ``masks``)."""
+    if masks is None:
+        return policy.get_distribution(obs)
+    return policy.get_distribution(obs, action_masks=masks[idx].cpu().numpy())
+
+
+def _agreeing(
+    reference: Any,
+    obs: torch.Tensor,
+    actions: torch.Tensor,
+    masks: torch.Tensor | None,
+    batch_size: int,
+) -> torch.Tensor:
+    """Whether ``reference``'s greedy action equals each label in every component."""
+    agree = []
+    with torch.no_grad():
+        for start in range(0, obs.shape[0], batch_size):
+            idx = torch.arange(start, min(start + batch_size, obs.shape[0]))
+            dist = _distribution(reference, obs[idx], masks, idx)
+            if not isinstance(dist, LeanCategoricals):
+                raise ValueError(
+                    f"pretrain: fitting towards a reference policy needs the node-set "
+                    f"policies' distribution, got {type(dist).__name__}"
+                )
+            greedy = dist.get_actions(deterministic=True).reshape(actions[idx].shape)
+            agree.append((greedy == actions[idx]).reshape(len(idx), -1).all(dim=1))
+    return torch.cat(agree)
 
 
 def run_imitation(

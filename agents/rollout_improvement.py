@@ -378,7 +378,8 @@ def improve_round(
         learning_rate=settings.learning_rate,
     )
     before = copy.deepcopy(model.policy.state_dict())
-    stats.fit = pretrain(model, demos, fit, seed)
+    reference = copy.deepcopy(model.policy) if settings.agreeing == "start" else None
+    stats.fit = pretrain(model, demos, fit, seed, reference)
     # the improvement check: the fitted policy serves the round's windows again
     fitted = AgentPolicy(model, spec)
     stats.after_s = [float(_serve(_Probe(fitted), cluster, w, sim, s).sum()) for w, s, *_ in jobs]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import torch
 
 import envs  # noqa: F401  (registers the environments)
 from agents.algorithms import AgentSpec, build_model
+from agents.distributions import kl_divergence
 from agents.imitation import Demonstrations, ImitationSettings, collect, pretrain, run_imitation
 from agents.teacher import CausalTeacher
 from envs.encoder import first_token_estimates, prefix_of
@@ -128,3 +131,60 @@ def test_a_warning_raised_in_run_imitation_names_the_caller_s_line(window):
         run_imitation(model, spec.env_id, [source], ImitationSettings(episodes=1, epochs=1))
     (said,) = [w for w in caught if "n_windows=50" in str(w.message)]
     assert said.filename == __file__, said.filename
+
+
+def _own_labels(model, demos):
+    """``demos`` relabelled with ``model``'s own greedy actions."""
+    obs = torch.as_tensor(np.stack(demos.obs))
+    masks = np.stack(demos.masks)
+    with torch.no_grad():
+        dist = model.policy.get_distribution(obs, action_masks=masks)
+        greedy = dist.get_actions(deterministic=True).numpy()
+    own = Demonstrations(list(demos.obs), list(greedy), list(demos.masks), list(demos.returns))
+    return own, obs, masks
+
+
+def _kl_to(start, model, obs, masks) -> float:
+    with torch.no_grad():
+        kept = start.get_distribution(obs, action_masks=masks)
+        now = model.policy.get_distribution(obs, action_masks=masks)
+        return float(kl_divergence(kept, now).mean())
+
+
+def test_labels_the_reference_chooses_are_fitted_by_kl_the_rest_by_cross_entropy(window):
+    torch.manual_seed(0)
+    spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16)
+    env = gym.make(spec.env_id, windows=[window])
+    model = build_model(spec, env, {"n_steps": 64, "batch_size": 32})
+    teacher = collect(env.unwrapped, CausalTeacher(), episodes=1)
+    own, obs, masks = _own_labels(model, teacher)
+    fit = ImitationSettings(epochs=3, learning_rate=3e-3)
+    # the model's own labels: every one agrees; cross-entropy sharpens the policy,
+    # the KL to the reference keeps its distribution (its loss starts at 0)
+    runs = {}
+    for name in ("label", "start"):
+        fitted = copy.deepcopy(model)
+        reference = copy.deepcopy(fitted.policy) if name == "start" else None
+        runs[name] = (
+            pretrain(fitted, own, fit, 0, reference),
+            _kl_to(model.policy, fitted, obs, masks),
+        )
+    assert "bc_agreeing" not in runs["label"][0] and runs["start"][0]["bc_agreeing"] == 1.0
+    assert runs["start"][0]["bc_action_loss"] < 1e-3 < runs["label"][0]["bc_action_loss"]
+    assert runs["start"][1] < runs["label"][1] / 100
+    # a quarter of the labels changed: that share no longer agrees
+    changed = copy.deepcopy(own)
+    n = env.unwrapped.n_nodes
+    for i in range(0, len(changed), 4):
+        changed.actions[i] = changed.actions[i].copy()
+        changed.actions[i][0] = (changed.actions[i][0] + 1) % n
+    got = pretrain(copy.deepcopy(model), changed, fit, 0, copy.deepcopy(model.policy))
+    assert got["bc_agreeing"] == 1 - len(range(0, len(changed), 4)) / len(changed)
+    # the teacher's labels: none agrees, so the fit is exactly the plain one
+    assert (np.stack(teacher.actions) != np.stack(own.actions)).any(axis=1).all()
+    plain, towards = copy.deepcopy(model), copy.deepcopy(model)
+    assert {**pretrain(plain, teacher, fit, 0), "bc_agreeing": 0.0} == pretrain(
+        towards, teacher, fit, 0, copy.deepcopy(model.policy)
+    )
+    for a, b in zip(plain.policy.parameters(), towards.policy.parameters()):
+        assert torch.equal(a, b)

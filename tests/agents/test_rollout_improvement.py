@@ -314,6 +314,11 @@ def test_bad_settings_are_named() -> None:
     for calm in (0, True, float("inf"), "x"):
         with pytest.raises(ValueError, match=r"improvement\.warm_calm_s must be a finite number"):
             ImprovementSettings(warm_calm_s=calm)  # type: ignore[arg-type]
+    for agreeing in ("soft", "", None):
+        with pytest.raises(
+            ValueError, match=r"improvement\.agreeing must be one of label, start, got"
+        ):
+            ImprovementSettings(agreeing=agreeing)  # type: ignore[arg-type]
     for seeds in ([], [1, 1], [-1], 3, [True], ["1"]):
         with pytest.raises(ValueError, match=r"improvement\.pool_seeds must be a non-empty list"):
             ImprovementSettings(pool_seeds=seeds)  # type: ignore[arg-type]
