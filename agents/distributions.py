@@ -149,7 +149,19 @@ def kl_divergence(p: LeanCategoricals, q: LeanCategoricals) -> torch.Tensor:
             f"kl_divergence: distributions over {p.action_dims} x {tuple(p.log_p.shape)} "
             f"and {q.action_dims} x {tuple(q.log_p.shape)}"
         )
-    tiny = torch.finfo(p.log_p.dtype).min  # so that 0 * -inf is 0, in the gradient too
-    log_p, log_q = p.log_p.clamp(min=tiny), q.log_p.clamp(min=tiny)
-    terms = torch.where(p._keep, log_p.exp() * (log_p - log_q), 0.0)
+    return kl_from(p.log_p, p._keep, q)
+
+
+def kl_from(log_p: torch.Tensor, keep: torch.Tensor, q: LeanCategoricals) -> torch.Tensor:
+    """:func:`kl_divergence` from a distribution given by its normalised
+    log-probabilities and the choices it allows (``log_p`` and ``_keep`` of a
+    :class:`LeanCategoricals`, kept after its policy moved on) to ``q``."""
+    if log_p.shape != q.log_p.shape:
+        raise ValueError(
+            f"kl_from: log-probabilities {tuple(log_p.shape)} and "
+            f"{q.action_dims} x {tuple(q.log_p.shape)}"
+        )
+    tiny = torch.finfo(log_p.dtype).min  # so that 0 * -inf is 0, in the gradient too
+    log_p, log_q = log_p.clamp(min=tiny), q.log_p.clamp(min=tiny)
+    terms = torch.where(keep, log_p.exp() * (log_p - log_q), 0.0)
     return terms.sum(dim=(-1, -2))

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from agents.distributions import LeanCategoricals, kl_divergence
+from agents.distributions import LeanCategoricals, kl_from
 from agents.imitation_settings import ImitationSettings
 from agents.teacher import CausalTeacher
 from envs.sim.errors import plural
@@ -91,16 +91,16 @@ def pretrain(
     demos: Demonstrations,
     settings: ImitationSettings,
     seed: int = 0,
-    reference: Any | None = None,
+    keep_agreeing: bool = False,
 ) -> dict[str, float]:
     """Fit ``model.policy`` (an SB3 actor-critic) to ``demos``; returns the last
     epoch's mean action loss, value loss and action accuracy (all components right).
 
-    With ``reference`` (a policy of the same action space, left unchanged), a
-    label that ``reference``'s greedy action equals in every component is fitted
-    by ``KL(reference || policy)`` at its observation instead of cross-entropy to
-    it, so the fit keeps ``reference``'s whole distribution there; the share of
-    such labels is returned too (``bc_agreeing``)."""
+    With ``keep_agreeing`` (node-set policies only), a label that the policy's
+    greedy action equals in every component before the fit is fitted by the KL
+    divergence from the policy's distribution there before the fit, instead of
+    cross-entropy to the label, so the fit keeps that whole distribution; the
+    share of such labels is returned too (``bc_agreeing``)."""
     if not len(demos):
         raise ValueError("no demonstrations to pretrain on (imitation.episodes = 0?)")
     policy = model.policy
@@ -115,9 +115,9 @@ def pretrain(
     generator = torch.Generator().manual_seed(seed)
     n = obs.shape[0]
     stats = {"bc_action_loss": float("nan"), "bc_value_loss": float("nan"), "bc_accuracy": 0.0}
-    agree = None
-    if reference is not None:
-        agree = _agreeing(reference, obs, actions, masks, settings.batch_size)
+    agree = kept = keep = None
+    if keep_agreeing:
+        agree, kept, keep = _before_fit(policy, obs, actions, masks, settings.batch_size)
         stats["bc_agreeing"] = float(agree.float().mean())
     policy.set_training_mode(True)
     for _ in range(settings.epochs):
@@ -128,12 +128,10 @@ def pretrain(
             batch_actions = actions[idx]
             dist = _distribution(policy, obs[idx], masks, idx)
             log_prob = dist.log_prob(batch_actions)
-            if agree is None:
+            if agree is None or kept is None or keep is None:
                 action_loss = -log_prob.mean()
             else:
-                with torch.no_grad():
-                    kept = _distribution(reference, obs[idx], masks, idx)
-                kl = kl_divergence(kept, dist)
+                kl = kl_from(kept[idx], keep[idx], dist)
                 action_loss = torch.where(agree[idx], kl, -log_prob).mean()
             values = policy.predict_values(obs[idx]).flatten()
             value_loss = torch.nn.functional.mse_loss(values, returns[idx])
@@ -166,27 +164,30 @@ def _distribution(
     return policy.get_distribution(obs, action_masks=masks[idx].cpu().numpy())
 
 
-def _agreeing(
-    reference: Any,
+def _before_fit(
+    policy: Any,
     obs: torch.Tensor,
     actions: torch.Tensor,
     masks: torch.Tensor | None,
     batch_size: int,
-) -> torch.Tensor:
-    """Whether ``reference``'s greedy action equals each label in every component."""
-    agree = []
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Whether ``policy``'s greedy action equals each label in every component, and
+    its normalised log-probabilities and allowed choices at each observation."""
+    agree, log_p, keep = [], [], []
     with torch.no_grad():
         for start in range(0, obs.shape[0], batch_size):
             idx = torch.arange(start, min(start + batch_size, obs.shape[0]))
-            dist = _distribution(reference, obs[idx], masks, idx)
+            dist = _distribution(policy, obs[idx], masks, idx)
             if not isinstance(dist, LeanCategoricals):
                 raise ValueError(
-                    f"pretrain: fitting towards a reference policy needs the node-set "
-                    f"policies' distribution, got {type(dist).__name__}"
+                    f"pretrain: keep_agreeing needs the node-set policies' distribution, "
+                    f"got {type(dist).__name__}"
                 )
             greedy = dist.get_actions(deterministic=True).reshape(actions[idx].shape)
             agree.append((greedy == actions[idx]).reshape(len(idx), -1).all(dim=1))
-    return torch.cat(agree)
+            log_p.append(dist.log_p.clone())
+            keep.append(dist._keep.expand_as(dist.log_p).clone())
+    return torch.cat(agree), torch.cat(log_p), torch.cat(keep)
 
 
 def run_imitation(

@@ -378,8 +378,7 @@ def improve_round(
         learning_rate=settings.learning_rate,
     )
     before = copy.deepcopy(model.policy.state_dict())
-    reference = copy.deepcopy(model.policy) if settings.agreeing == "start" else None
-    stats.fit = pretrain(model, demos, fit, seed, reference)
+    stats.fit = pretrain(model, demos, fit, seed, keep_agreeing=settings.agreeing == "start")
     # the improvement check: the fitted policy serves the round's windows again
     fitted = AgentPolicy(model, spec)
     stats.after_s = [float(_serve(_Probe(fitted), cluster, w, sim, s).sum()) for w, s, *_ in jobs]
