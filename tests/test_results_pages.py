@@ -2,7 +2,7 @@
 ``docs/results/capacity_floor.md``, ``target_cells.md``, ``thresholds_cells.md``,
 ``eft_step.md``, ``eft_pull.md``, ``eval_seeds.md``,
 ``finetune_families_val20_test.md``, ``leak_check.md``, ``leak_free.md``,
-``bc_lineage_today.md``, ``spare_lineage_today.md`` and the agents' test tables
+``bc_lineage_today.md``, ``spare_lineage_today.md``, ``noise_floor.md`` and the agents' test tables
 ``agents_vs_baselines[_TAG]_table.md`` and ``agents_vs_baselines_thresholds[_TAG]_table.md``
 (a rule or a row changed without regenerating them would leave a stale count in
 the docs)."""
@@ -46,6 +46,7 @@ def scripts() -> Iterator[dict[str, ModuleType]]:
                 "bc_lineage_today",
                 "spare_lineage_today",
                 "warm_rising",
+                "noise_floor",
             )
         }
     finally:
@@ -604,3 +605,35 @@ def test_warm_rising_page_is_current(scripts: dict[str, ModuleType]) -> None:
         elif row["policy"].startswith("rising") and not row["policy"].endswith("_stochastic"):
             other = row["policy"].replace("rising", "improve_warm_anchored")
             assert cells[(row["setup"], row["workload"], other)] == row
+
+
+def test_noise_floor_page_is_current(scripts: dict[str, ModuleType]) -> None:
+    """noise_floor.md holds what noise_floor.py prints; its start scores as the
+    rounds of warm_rising.json start, and its shipped agent as the kept round of the
+    zoo's improve_warm_anchored; each scale has its draws; the page's counts of
+    draws below the start are worked out again here."""
+    module = scripts["noise_floor"]
+    data = json.loads((RESULTS / "noise_floor.json").read_text())
+    assert module.render(data) in (RESULTS / "noise_floor.md").read_text()
+    start, *draws = data["draws"]
+    assert (start["scale"], start["seed"]) == (0.0, 0)
+    assert [(d["scale"], d["seed"]) for d in draws] == [
+        (scale, seed) for scale in module.SCALES for seed in range(module.DRAWS)
+    ]
+    rounds = json.loads((RESULTS / "warm_rising.json").read_text())["improvement"]
+    assert start["val8"] == rounds["rising_s0"]["rounds"][0]["score"]
+    zoo = Path(__file__).resolve().parents[1] / "agents" / "zoo" / "improve_warm_anchored"
+    kept = json.loads((zoo / "train.json").read_text())["train"]["improvement"]["best_score"]
+    assert data["shipped"]["val8"] == kept
+    below = {
+        (split, scale): sum(d[split] < start[split] for d in draws if d["scale"] == scale)
+        for split in module.SPLITS
+        for scale in module.SCALES
+    }
+    assert below == {  # (2026-12-07)
+        ("val8", 0.001): 3,
+        ("val8", 0.01): 1,
+        ("val20", 0.001): 0,
+        ("val20", 0.01): 0,
+    }
+    assert len(module.rounds(start["val8"])) == 5 * len(rounds)

@@ -21,7 +21,9 @@ the recipe since 2026-12-07 is ``rising``'s):
   improvement.states_per_window=24``, ``RUNS/anchors_sS`` with
   ``improvement.anchor_per_window=4000``, ``RUNS/own_sS`` with
   ``improvement.warm_variant=false``, ``RUNS/lr1e4_sS`` with
-  ``improvement.learning_rate=0.0001``.
+  ``improvement.learning_rate=0.0001``, ``RUNS/agree_sS`` with
+  ``improvement.agreeing=start``, ``RUNS/ownagree_sS`` with
+  ``improvement.agreeing=start improvement.warm_variant=false``.
 
 Measures the ``rising_sS`` and ``anchors_sS`` agents on all 15 test windows of each
 family and setup, greedy and with their actions sampled (causal KV, evaluation seed
@@ -68,12 +70,13 @@ TESTED = "rising"
 LATER_SEEDS = (3, 4)
 """More seeds of :data:`TESTED`, run after it shipped: validation only, to say how
 often the recipe beats its start (not candidates for the zoo)."""
-LATER_PROBES = ("pool1", "hold", "anchors", "own", "lr1e4")
+LATER_PROBES = ("pool1", "hold", "anchors", "own", "lr1e4", "agree", "ownagree")
 """Changes of the shipped recipe tried later (validation, seeds 0-2): more train
 windows (the workload's train windows at seed 1 too), more and shorter decisions
 measured, 4,000 of a window's decisions among its anchors instead of 1,500, no warm
-variant (a fit that teaches the agent its own decisions), and the fits at a third
-of the learning rate."""
+variant (a fit that teaches the agent its own decisions), the fits at a third
+of the learning rate, and (later that evening) the labels the policy already
+chooses fitted by the KL divergence from it, with the variant and without."""
 LATER_TESTED = "anchors"
 """The later probe measured on test: its kept validation scores beat :data:`TESTED`'s
 on their mean with at least as many seeds improved (the rule set after its seeds 0 and 1
