@@ -18,6 +18,7 @@ import torch
 import envs  # noqa: F401  (registers the environments)
 from agents.adapter import AgentPolicy
 from agents.algorithms import AgentSpec, build_model
+from agents.imitation import Demonstrations
 from agents.improvement_settings import ImprovementSettings
 from agents.rollout_improvement import (
     _Probe,
@@ -258,6 +259,37 @@ def test_a_round_tries_the_warm_variant_on_the_named_windows_only(agent: AgentPo
         model, agent.spec, pair, CLUSTER, SIM, settings, seed=9, variant_windows=set()
     )
     assert none.warm_variant_s == [] and none.warm_windows == 0
+
+
+def test_agreeing_start_fits_the_same_labels_with_the_kl_term_round_after_round(
+    agent: AgentPolicy,
+) -> None:
+    """improvement.agreeing=start changes the fit only: the same labels as with
+    ``label``, the share the policy already chose recorded, and a second round on
+    the fitted model (a policy that has served forward passes) runs too."""
+    pair = [synthetic_window(SMALL, window=i) for i in (3, 4)]
+    settings = ImprovementSettings(
+        states_per_window=1, lead_requests=10, horizon_requests=20, epochs=1, anchor_per_window=50
+    )
+    runs = {}
+    for agreeing in ("label", "start"):
+        model, labels = copy.deepcopy(agent.model), Demonstrations()
+        mode = dataclasses.replace(settings, agreeing=agreeing)
+        rounds = [
+            improve_round(model, agent.spec, pair, CLUSTER, SIM, mode, seed=9 + r, demos=labels)
+            for r in range(2)
+        ]
+        runs[agreeing] = rounds, labels
+    (plain, plain_labels), (kept, kept_labels) = runs["label"], runs["start"]
+    assert plain[0].labels == kept[0].labels > 0 and plain[0].measured == kept[0].measured
+    first = slice(0, plain[0].labels)
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(plain_labels.actions[first], kept_labels.actions[first])
+    )
+    assert "bc_agreeing" not in plain[0].fit
+    assert all(0.0 < r.fit["bc_agreeing"] <= 1.0 for r in kept)
+    assert kept[0].fit["bc_agreeing"] > 0.9  # 100 anchors of its own, 0-2 measured
 
 
 def test_max_backlog_reads_the_busiest_nodes_backlog() -> None:
