@@ -59,12 +59,17 @@ def test_collected_labels_replay_the_teacher_run(window):
     assert demos.returns[0] < 0 and np.isfinite(demos.returns).all()
 
 
-def test_pretraining_fits_the_labels(window):
+def _model_and_teacher_demos(window):
+    """A small route-and-warm model (torch seed 0) and one teacher episode's labels."""
     torch.manual_seed(0)
     spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16)
     env = gym.make(spec.env_id, windows=[window])
     model = build_model(spec, env, {"n_steps": 64, "batch_size": 32})
-    demos = collect(env.unwrapped, CausalTeacher(), episodes=1)
+    return model, collect(env.unwrapped, CausalTeacher(), episodes=1), env.unwrapped.n_nodes
+
+
+def test_pretraining_fits_the_labels(window):
+    model, demos, _ = _model_and_teacher_demos(window)
     first = pretrain(model, demos, ImitationSettings(epochs=1, learning_rate=3e-3))
     later = pretrain(model, demos, ImitationSettings(epochs=8, learning_rate=3e-3))
     assert later["bc_action_loss"] < first["bc_action_loss"]
@@ -152,11 +157,7 @@ def _kl_to(start, model, obs, masks) -> float:
 
 
 def test_labels_the_policy_already_chooses_are_fitted_by_kl_the_rest_by_cross_entropy(window):
-    torch.manual_seed(0)
-    spec = AgentSpec(algo="maskable_ppo", env="route_warm", hidden=16)
-    env = gym.make(spec.env_id, windows=[window])
-    model = build_model(spec, env, {"n_steps": 64, "batch_size": 32})
-    teacher = collect(env.unwrapped, CausalTeacher(), episodes=1)
+    model, teacher, n = _model_and_teacher_demos(window)
     own, obs, masks = _own_labels(model, teacher)
     fit = ImitationSettings(epochs=3, learning_rate=3e-3)
     # the model's own labels: every one agrees; cross-entropy sharpens the policy,
@@ -171,7 +172,6 @@ def test_labels_the_policy_already_chooses_are_fitted_by_kl_the_rest_by_cross_en
     assert runs["start"][1] < runs["label"][1] / 100
     # a quarter of the labels changed: that share no longer agrees
     changed = copy.deepcopy(own)
-    n = env.unwrapped.n_nodes
     for i in range(0, len(changed), 4):
         changed.actions[i] = changed.actions[i].copy()
         changed.actions[i][0] = (changed.actions[i][0] + 1) % n
