@@ -46,12 +46,14 @@ class ImprovementSettings:
     """How the fit treats a label the policy already chooses (its greedy action,
     every component) as the round finds it: ``label`` (the default), cross-entropy
     to the label like any other; ``start``, the KL divergence from the policy as
-    the round found it to the fitted one, so that the fit keeps the whole
-    distribution there, not only its choice, and only the labels that differ pull
-    the policy towards them. Cross-entropy to a choice the policy already makes
-    sharpens it, and that moves the decisions the labels do not cover: fits to the
-    policy's own decisions (99.4-99.6 % reproduced) moved ``mixed``'s validation
-    windows by -3 to +10 % (docs/results/warm_rising.md)."""
+    the round found it to the fitted one, so that the fit is pulled back towards
+    the whole distribution there, not only its choice, and only the labels that
+    differ pull the policy away. Tried because cross-entropy to a choice already
+    made sharpens it, which might move the decisions no label covers; measured
+    (docs/results/warm_rising.md, ``agree``, ``ownagree``) it does not hold
+    ``mixed`` better. Adam normalises each step, so even where every label agrees
+    (a gradient of rounding size) the weights move by about the learning rate a
+    step."""
     warm_anchor_repeat: int = 0
     """Copies among the labels of every decision of the policy's own trajectory
     that warms at least one node, in each window whose anchors come from that

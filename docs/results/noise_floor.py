@@ -88,8 +88,8 @@ def measure() -> dict:
             generator = torch.Generator().manual_seed(seed)
             with torch.no_grad():
                 for param in model.policy.parameters():
-                    spread = param.std() if param.numel() > 1 else param.abs()
-                    param.add_(scale * spread * torch.randn(param.shape, generator=generator))
+                    size = param.std() if param.numel() > 1 else param.abs()
+                    param.add_(scale * size * torch.randn(param.shape, generator=generator))
             score(scale, seed)
             model.policy.load_state_dict(weights)
     return {"start": START, "recipe": RECIPE, "draws": draws, "shipped": shipped}
@@ -116,51 +116,50 @@ def rounds(start_score: float) -> list[dict]:
     ]
 
 
+def group_row(label: str, split: str, base: dict, found: list[tuple[float, dict]]) -> str:
+    """A row of ``found`` (score, families' geometric means) against ``base``, the
+    start's draw: their scores' range, how many score below the start, and each
+    family's change."""
+    scores = [score for score, _ in found]
+    changes = [
+        spread([pct(fams[f], base[f"{split}_families"][f]) for _, fams in found])
+        if len(found) > 1
+        else f"{pct(found[0][1][f], base[f'{split}_families'][f]):+.1f}"
+        for f in ROUND_FAMILIES
+    ]
+    below = sum(score < base[split] for score in scores)
+    if len(found) == 1:
+        moved = " | ".join(changes)
+        verdict = "yes" if below else "no"
+        return f"| {label} | {split[3:]} | 1 | {scores[0]:.4f} | {verdict} | {moved} |"
+    return (
+        f"| {label} | {split[3:]} | {len(found)} | {min(scores):.4f}-{max(scores):.4f} "
+        f"| {below} | {' | '.join(changes)} |"
+    )
+
+
 def table(data: dict) -> list[str]:
-    """Each scale's draws (and the rounds) against the start: the score, how many
-    draws score below it, and each family's change."""
+    """Each scale's draws, the shipped agent and the rounds of warm_rising.json's
+    runs that were scored on the same windows, against the start."""
     start = data["draws"][0]
     fams = " | ".join(f"`{f}`" for f in ROUND_FAMILIES)
     lines = [
         f"| weights | windows | draws | score, lowest and highest | below the start | {fams} |",
         "|---|---|--:|---|--:|" + "---|" * len(ROUND_FAMILIES),
     ]
-    groups = [(f"noise {s:g}", [d for d in data["draws"] if d["scale"] == s]) for s in SCALES]
+    shipped = data["shipped"]
     for split in SPLITS:
-        base, base_f = start[split], start[f"{split}_families"]
-        lines.append(
-            f"| the start | {split[3:]} | 1 | {base:.4f} | - | "
-            + " | ".join("-" for _ in ROUND_FAMILIES)
-            + " |"
-        )
-        for label, draws in groups:
-            scores = [d[split] for d in draws]
-            changes = [
-                spread([pct(d[f"{split}_families"][f], base_f[f]) for d in draws])
-                for f in ROUND_FAMILIES
-            ]
-            lines.append(
-                f"| {label} | {split[3:]} | {len(draws)} | {min(scores):.4f}-{max(scores):.4f} "
-                f"| {sum(s < base for s in scores)} | {' | '.join(changes)} |"
-            )
-        shipped = data["shipped"]
-        moved = [f"{pct(shipped[f'{split}_families'][f], base_f[f]):+.1f}" for f in ROUND_FAMILIES]
-        lines.append(
-            f"| `{Path(SHIPPED).name}` (trained) | {split[3:]} | 1 | {shipped[split]:.4f} "
-            f"| {'yes' if shipped[split] < base else 'no'} | {' | '.join(moved)} |"
-        )
-    base, base_f = start["val8"], start["val8_families"]
-    found = rounds(base)
-    scores = [r["score"] for r in found]
-    changes = [
-        spread([pct(r["families_ttft_mean_s"][f], base_f[f]) for r in found])
-        for f in ROUND_FAMILIES
-    ]
-    lines.append(
-        f"| the rounds of warm_rising.md (trained) | 8 | {len(found)} | "
-        f"{min(scores):.4f}-{max(scores):.4f} | {sum(s < base for s in scores)} "
-        f"| {' | '.join(changes)} |"
-    )
+        dashes = " | ".join("-" for _ in ROUND_FAMILIES)
+        lines.append(f"| the start | {split[3:]} | 1 | {start[split]:.4f} | - | {dashes} |")
+        for scale in SCALES:
+            draws = [d for d in data["draws"] if d["scale"] == scale]
+            found = [(d[split], d[f"{split}_families"]) for d in draws]
+            lines.append(group_row(f"noise {scale:g}", split, start, found))
+        found = [(shipped[split], shipped[f"{split}_families"])]
+        lines.append(group_row(f"`{Path(SHIPPED).name}` (trained)", split, start, found))
+        found = [(r["score"], r["families_ttft_mean_s"]) for r in rounds(start[split])]
+        label = "the rounds of warm_rising.md's runs scored on these windows (trained)"
+        lines.append(group_row(label, split, start, found))
     return lines
 
 

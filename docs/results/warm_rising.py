@@ -3,7 +3,7 @@
 
     python docs/results/warm_rising.py RUNS          # evaluate, write the JSON and the page
     python docs/results/warm_rising.py rounds RUNS   # the runs' rounds again, test rows kept
-    python docs/results/warm_rising.py later RUNS    # LATER_TESTED's test rows again, the rest kept
+    python docs/results/warm_rising.py later PROBE RUNS  # a LATER_TESTED probe's test rows again
     python docs/results/warm_rising.py               # the page again from the JSON
 
 RUNS holds, for S = 0, 1, 2, runs of ``python -m experiments.train
@@ -14,8 +14,8 @@ the recipe since 2026-12-07 is ``rising``'s):
   only, every family but the 1 s bursts measured);
 - ``RUNS/rising_sS``: the recipe as it is;
 - ``RUNS/gain0_sS``: with ``improvement.warm_variant_gain=0``;
-- later probes of the recipe, validation (:data:`LATER_PROBES`; ``anchors``,
-  :data:`LATER_TESTED`, on test too):
+- later probes of the recipe, validation (:data:`LATER_PROBES`; ``anchors`` and
+  ``val20``, :data:`LATER_TESTED`, on test too):
   ``RUNS/pool1_sS`` with ``improvement.pool_seeds=[1]``, ``RUNS/hold_sS`` with
   ``improvement.hold_s=0.05 improvement.min_gain_s=0.1
   improvement.states_per_window=24``, ``RUNS/anchors_sS`` with
@@ -23,7 +23,9 @@ the recipe since 2026-12-07 is ``rising``'s):
   ``improvement.warm_variant=false``, ``RUNS/lr1e4_sS`` with
   ``improvement.learning_rate=0.0001``, ``RUNS/agree_sS`` with
   ``improvement.agreeing=start``, ``RUNS/ownagree_sS`` with
-  ``improvement.agreeing=start improvement.warm_variant=false``.
+  ``improvement.agreeing=start improvement.warm_variant=false``, ``RUNS/val20_sS``
+  with ``workload.val_windows=null`` (every round scored on all 20 validation
+  windows, not 8).
 
 Measures the ``rising_sS`` and ``anchors_sS`` agents on all 15 test windows of each
 family and setup, greedy and with their actions sampled (causal KV, evaluation seed
@@ -70,17 +72,21 @@ TESTED = "rising"
 LATER_SEEDS = (3, 4)
 """More seeds of :data:`TESTED`, run after it shipped: validation only, to say how
 often the recipe beats its start (not candidates for the zoo)."""
-LATER_PROBES = ("pool1", "hold", "anchors", "own", "lr1e4", "agree", "ownagree")
+LATER_PROBES = ("pool1", "hold", "anchors", "own", "lr1e4", "agree", "ownagree", "val20")
 """Changes of the shipped recipe tried later (validation, seeds 0-2): more train
 windows (the workload's train windows at seed 1 too), more and shorter decisions
 measured, 4,000 of a window's decisions among its anchors instead of 1,500, no warm
 variant (a fit that teaches the agent its own decisions), the fits at a third
 of the learning rate, and (later that evening) the labels the policy already
-chooses fitted by the KL divergence from it, with the variant and without."""
-LATER_TESTED = "anchors"
-"""The later probe measured on test: its kept validation scores beat :data:`TESTED`'s
-on their mean with at least as many seeds improved (the rule set after its seeds 0 and 1
-had finished, while seed 2 ran)."""
+chooses fitted by the KL divergence from it, with the variant and without, and the
+recipe as it is with its rounds scored on all 20 validation windows (``val20``:
+its scores are not comparable with the others', which are on 8)."""
+LATER_TESTED = ("anchors", "val20")
+"""The later probes measured on test, each by a rule set before its results were
+all known: ``anchors``'s kept validation scores beat :data:`TESTED`'s on their mean
+with at least as many seeds improved (the rule set after its seeds 0 and 1 had
+finished, while seed 2 ran); ``val20`` keeps a round other than the start at one
+seed at least (the rule set before its runs)."""
 ROUND_FAMILIES = ("synthetic", "synthetic1s", "rising", "mixed")
 OUT = HERE / "warm_rising.json"
 PAGE = HERE / "warm_rising.md"
@@ -97,7 +103,7 @@ def rounds_of(runs: Path) -> dict:
     return {folder: improvement(runs, folder) for folder in run_folders()}
 
 
-def tested_folders(probes: tuple[str, ...] = (TESTED, LATER_TESTED)) -> dict[str, str]:
+def tested_folders(probes: tuple[str, ...] = (TESTED, *LATER_TESTED)) -> dict[str, str]:
     return {seeded(p, s): seeded(p, s) for p in probes for s in SEEDS}
 
 
@@ -105,9 +111,10 @@ def measure(runs: Path) -> dict:
     return {"improvement": rounds_of(runs), "rows": measured_on_test(runs, tested_folders())}
 
 
-def measure_later(runs: Path, data: dict) -> dict:
-    """``data`` with :data:`LATER_TESTED`'s test rows measured again (the others kept)."""
-    later = tested_folders((LATER_TESTED,))
+def measure_later(runs: Path, data: dict, probe: str) -> dict:
+    """``data`` with ``probe``'s test rows (one of :data:`LATER_TESTED`) measured
+    again, the others kept."""
+    later = tested_folders((probe,))
     kept = [r for r in data["rows"] if r["policy"].removesuffix(SAMPLED) not in later]
     return {**data, "rows": kept + measured_on_test(runs, later)}
 
@@ -214,7 +221,7 @@ def cells_table(data: dict, rows: Rows, old: dict) -> list[str]:
         "| feasible cells missed, greedy (over what they require) |",
         "|---|--:|--:|---|",
     ]
-    names = [seeded(p, s) for p in (TESTED, LATER_TESTED) for s in SEEDS]
+    names = [seeded(p, s) for p in (TESTED, *LATER_TESTED) for s in SEEDS]
     names += [ANCHORED, "improve_spare"]
     for name in names:
         sampled = seeded(ANCHORED, shipped(old)[ANCHORED]) if name == ANCHORED else name
@@ -245,9 +252,9 @@ def render(data: dict) -> str:
                 f"`{TESTED}`'s three seeds on test (all 15 windows a family and setup)",
                 test_table(rows, TESTED),
             ),
-            (
-                f"`{LATER_TESTED}`'s three seeds on test (tried later)",
-                test_table(rows, LATER_TESTED),
+            *(
+                (f"`{probe}`'s three seeds on test (tried later)", test_table(rows, probe))
+                for probe in LATER_TESTED
             ),
             ("Target cells met (39: 13 a setup)", cells_table(data, rows, old)),
         ],
@@ -257,11 +264,14 @@ def render(data: dict) -> str:
 def main(args: list[str]) -> None:
     mode = args[0] if args and args[0] in ("rounds", "later") else None
     if args:
-        if len(args) != 1 + (mode is not None):
+        probe = args[1] if mode == "later" and len(args) == 3 else None
+        if len(args) != 1 + (mode is not None) + (mode == "later") or (
+            mode == "later" and probe not in LATER_TESTED
+        ):
             print(__doc__, file=sys.stderr)
             raise SystemExit(2)
         runs = Path(args[-1])
-        folders = list(tested_folders((LATER_TESTED,))) if mode == "later" else run_folders()
+        folders = list(tested_folders((probe,))) if probe else run_folders()
         inputs = (
             ["train.json"]
             if mode == "rounds"
@@ -270,8 +280,8 @@ def main(args: list[str]) -> None:
         refuse_missing([runs / folder / name for folder in folders for name in inputs])
         if mode == "rounds":
             write_json_atomic(OUT, {**json.loads(OUT.read_text()), "improvement": rounds_of(runs)})
-        elif mode == "later":
-            write_json_atomic(OUT, measure_later(runs, json.loads(OUT.read_text())))
+        elif probe:
+            write_json_atomic(OUT, measure_later(runs, json.loads(OUT.read_text()), probe))
         else:
             write_json_atomic(OUT, measure(runs))
     publish(OUT, PAGE, BEGIN, END, render)

@@ -175,14 +175,31 @@ def test_labels_the_policy_already_chooses_are_fitted_by_kl_the_rest_by_cross_en
     for i in range(0, len(changed), 4):
         changed.actions[i] = changed.actions[i].copy()
         changed.actions[i][0] = (changed.actions[i][0] + 1) % n
+    # at the start the loss is cross-entropy on the changed labels, 0 on the rest
+    # (a fit at learning rate 0, one batch: the policy does not move)
+    still = ImitationSettings(epochs=1, learning_rate=0.0, batch_size=len(changed))
+    with torch.no_grad():
+        log_p = model.policy.get_distribution(obs, action_masks=masks).log_prob(
+            torch.as_tensor(np.stack(changed.actions))
+        )
+    differ = torch.zeros(len(changed), dtype=torch.bool)
+    differ[::4] = True
+    expected = float(torch.where(differ, -log_p, 0.0).mean())
+    got = pretrain(copy.deepcopy(model), changed, still, 0, keep_agreeing=True)
+    assert got["bc_action_loss"] == pytest.approx(expected, rel=1e-5) and expected > 0
+    assert got["bc_agreeing"] == pytest.approx(0.75)
     again = copy.deepcopy(model)
     share = 1 - len(range(0, len(changed), 4)) / len(changed)
-    assert pretrain(again, changed, fit, 0, keep_agreeing=True)["bc_agreeing"] == share
+    assert pretrain(again, changed, fit, 0, keep_agreeing=True)["bc_agreeing"] == pytest.approx(
+        share
+    )
     # once more: agreement with the policy as this fit finds it (which has served
     # forward passes and a fit)
     now, _, _ = _own_labels(again, changed)
     same = (np.stack(now.actions) == np.stack(changed.actions)).all(axis=1).mean()
-    assert pretrain(again, changed, fit, 0, keep_agreeing=True)["bc_agreeing"] == same
+    assert pretrain(again, changed, fit, 0, keep_agreeing=True)["bc_agreeing"] == pytest.approx(
+        same
+    )
     # the teacher's labels: none agrees, so the fit is exactly the plain one
     assert (np.stack(teacher.actions) != np.stack(own.actions)).any(axis=1).all()
     plain, towards = copy.deepcopy(model), copy.deepcopy(model)
