@@ -81,7 +81,11 @@ of the learning rate, and (later that evening) the labels the policy already
 chooses fitted by the KL divergence from it, with the variant and without, and the
 recipe as it is with its rounds scored on all 20 validation windows (``val20``:
 its scores are not comparable with the others', which are on 8)."""
-LATER_TESTED = ("anchors", "val20")
+VAL20 = "val20"
+"""The later probe whose rounds are scored on all 20 validation windows."""
+VAL20_SHIPPED = "improve_warm_val20"
+"""The zoo name of :data:`VAL20`'s seed with the best kept score (on those windows)."""
+LATER_TESTED = ("anchors", VAL20)
 """The later probes measured on test, each by a rule set before its results were
 all known: ``anchors``'s kept validation scores beat :data:`TESTED`'s on their mean
 with at least as many seeds improved (the rule set after its seeds 0 and 1 had
@@ -129,17 +133,27 @@ def shipped_seed(data: dict) -> int:
     return best_seed(data["improvement"], lambda s: seeded(TESTED, s))
 
 
+def val20_seed(data: dict) -> int:
+    """:data:`VAL20`'s seed whose kept score on all 20 validation windows is best:
+    ``agents/zoo/improve_warm_val20`` (2026-12-07)."""
+    return best_seed(data["improvement"], lambda s: seeded(VAL20, s))
+
+
 def shipped_rows(data: dict | None = None) -> Rows:
     """The zoo's route-and-warm agents' greedy rows by (setup, family, zoo name):
     spare_lineage_today.json's, but ``improve_warm_anchored``'s, which are this
-    page's shipped seed's (``data``: the JSON's, by default). What target_cells.py
-    counts and check_fresh.py measures again."""
+    page's shipped seed's, and ``improve_warm_val20``'s, :data:`VAL20`'s (``data``:
+    the JSON's, by default). What target_cells.py counts and check_fresh.py
+    measures again."""
     data = json.loads(OUT.read_text()) if data is None else data
     rows = {key: row for key, row in lineage_shipped_rows().items() if key[2] != ANCHORED}
-    shipped = seeded(TESTED, shipped_seed(data))
+    shipped = {
+        seeded(TESTED, shipped_seed(data)): ANCHORED,
+        seeded(VAL20, val20_seed(data)): VAL20_SHIPPED,
+    }
     for row in data["rows"]:
-        if row["policy"] == shipped:
-            rows[(row["setup"], row["workload"], ANCHORED)] = row
+        if row["policy"] in shipped:
+            rows[(row["setup"], row["workload"], shipped[row["policy"]])] = row
     return rows
 
 
@@ -227,6 +241,7 @@ def cells_table(data: dict, rows: Rows, old: dict) -> list[str]:
         sampled = seeded(ANCHORED, shipped(old)[ANCHORED]) if name == ANCHORED else name
         label = f"`{name}`" + {
             seeded(TESTED, shipped_seed(data)): f" (shipped as `{ANCHORED}`)",
+            seeded(VAL20, val20_seed(data)): f" (shipped as `{VAL20_SHIPPED}`)",
             ANCHORED: " (the start: shipped until then)",
             "improve_spare": " (shipped)",
         }.get(name, "")
