@@ -535,6 +535,18 @@ def test_spare_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> 
     means = [by[("bc_route_warm_spare_s2", f)] for f in module.VAL_FAMILIES]
     product = means[0] * means[1] * means[2] * means[3]
     assert module.geomean(means) == pytest.approx(product**0.25, rel=1e-12)
+    val20 = module.val20_seed(data)
+    assert val20 == 2  # 0.5620 on all 20 validation windows (2026-12-07)
+    zoo20 = zoo.parent / module.VAL20_SHIPPED
+    assert json.loads((zoo20 / "agent.json").read_text())["seed"] == val20
+    record = json.loads((zoo20 / "train.json").read_text())["train"]["improvement"]
+    assert scripts["spare_lineage_today"].compact(record) == data["improvement"][f"val20_s{val20}"]
+    kept = data["kept_on_20"]  # every kept agent that is not its start, on the 20 windows
+    assert set(kept) == {run for run, r in data["improvement"].items() if r["best_round"]}
+    assert min(kept, key=lambda run: kept[run]["val20"]) == f"val20_s{val20}"
+    for s in module.SEEDS:  # a val20 run's kept score is on the 20 windows
+        if data["improvement"][f"val20_s{s}"]["best_round"]:
+            assert kept[f"val20_s{s}"]["val20"] == data["improvement"][f"val20_s{s}"]["best_score"]
     cells = scripts["target_cells"].load()
     shipped = module.shipped_rows(data)
     shipped = {key: row for key, row in shipped.items() if key[2] != module.ANCHORED}
@@ -595,12 +607,27 @@ def test_warm_rising_page_is_current(scripts: dict[str, ModuleType]) -> None:
     assert json.loads((zoo / "agent.json").read_text())["seed"] == seed
     record = json.loads((zoo / "train.json").read_text())["train"]["improvement"]
     assert scripts["spare_lineage_today"].compact(record) == data["improvement"][f"rising_s{seed}"]
+    val20 = module.val20_seed(data)
+    assert val20 == 2  # 0.5620 on all 20 validation windows (2026-12-07)
+    zoo20 = zoo.parent / module.VAL20_SHIPPED
+    assert json.loads((zoo20 / "agent.json").read_text())["seed"] == val20
+    record = json.loads((zoo20 / "train.json").read_text())["train"]["improvement"]
+    assert scripts["spare_lineage_today"].compact(record) == data["improvement"][f"val20_s{val20}"]
+    kept = data["kept_on_20"]  # every kept agent that is not its start, on the 20 windows
+    assert set(kept) == {run for run, r in data["improvement"].items() if r["best_round"]}
+    assert min(kept, key=lambda run: kept[run]["val20"]) == f"val20_s{val20}"
+    for s in module.SEEDS:  # a val20 run's kept score is on the 20 windows
+        if data["improvement"][f"val20_s{s}"]["best_round"]:
+            assert kept[f"val20_s{s}"]["val20"] == data["improvement"][f"val20_s{s}"]["best_score"]
     cells = scripts["target_cells"].load()
     stored = scripts["check_fresh"].stored()
     shipped = module.shipped_rows(data)
     for row in rows:
         key = (row["setup"], row["workload"], "improve_warm_anchored")
         if row["policy"] == f"rising_s{seed}":
+            assert shipped[key] == cells[key] == stored[key] == row
+        elif row["policy"] == f"val20_s{val20}":
+            key = (row["setup"], row["workload"], module.VAL20_SHIPPED)
             assert shipped[key] == cells[key] == stored[key] == row
         elif row["policy"].startswith("rising") and not row["policy"].endswith("_stochastic"):
             other = row["policy"].replace("rising", "improve_warm_anchored")
@@ -625,7 +652,19 @@ def test_noise_floor_page_is_current(scripts: dict[str, ModuleType]) -> None:
     zoo = Path(__file__).resolve().parents[1] / "agents" / "zoo" / "improve_warm_anchored"
     kept = json.loads((zoo / "train.json").read_text())["train"]["improvement"]["best_score"]
     assert data["shipped"]["val8"] == kept
-    from_start = [r for r in rounds.values() if r["rounds"][0]["score"] == start["val8"]]
-    assert len(module.rounds(start["val8"])) == 5 * len(from_start) == 5 * (len(rounds) - 3)
+    assert len(module.rounds(start["val8"])) == 5 * (len(rounds) - 3)
+    # the shipped improve_warm_anchored is val20_s0's round 3, scored on the 20 windows
+    assert data["shipped"]["val20"] == rounds["val20_s0"]["rounds"][3]["score"]
+    below = {
+        (split, scale): sum(d[split] < start[split] for d in draws if d["scale"] == scale)
+        for split in module.SPLITS
+        for scale in module.SCALES
+    }  # the counts the page's prose cites (2026-12-07)
+    assert below == {
+        ("val8", 0.001): 3,
+        ("val8", 0.01): 1,
+        ("val20", 0.001): 0,
+        ("val20", 0.01): 0,
+    }
     # the three val20 runs start from the same weights, scored on all 20 windows
     assert {r["rounds"][0]["score"] for r in rounds.values()} == {start["val8"], start["val20"]}

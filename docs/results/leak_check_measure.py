@@ -27,8 +27,9 @@ import sys
 from typing import Any
 
 from capacity_floor_table import BASELINES
-from leak_check import HERE, ROOT, SIBLINGS, leaked, train_windows_seen
-from target_cells import AGENTS
+from leak_check import HERE, ROOT, SIBLINGS, leaked, lineage_agents, train_windows_seen
+
+AGENTS = lineage_agents()
 
 OUT = HERE / "leak_check.json"
 WORKLOADS = {

@@ -120,6 +120,12 @@ def group_row(label: str, split: str, base: dict, found: list[tuple[float, dict]
     """A row of ``found`` (score, families' geometric means) against ``base``, the
     start's draw: their scores' range, how many score below the start, and each
     family's change."""
+    if not found:
+        return (
+            f"| {label} | {split[3:]} | 0 | - | - | "
+            + " | ".join("-" for _ in ROUND_FAMILIES)
+            + " |"
+        )
     scores = [score for score, _ in found]
     changes = [
         spread([pct(fams[f], base[f"{split}_families"][f]) for _, fams in found])

@@ -4,6 +4,7 @@
     python docs/results/warm_rising.py RUNS          # evaluate, write the JSON and the page
     python docs/results/warm_rising.py rounds RUNS   # the runs' rounds again, test rows kept
     python docs/results/warm_rising.py later PROBE RUNS  # a LATER_TESTED probe's test rows again
+    python docs/results/warm_rising.py kept20 RUNS   # every kept agent on all 20 validation windows
     python docs/results/warm_rising.py               # the page again from the JSON
 
 RUNS holds, for S = 0, 1, 2, runs of ``python -m experiments.train
@@ -27,13 +28,16 @@ the recipe since 2026-12-07 is ``rising``'s):
   with ``workload.val_windows=null`` (every round scored on all 20 validation
   windows, not 8).
 
-Measures the ``rising_sS`` and ``anchors_sS`` agents on all 15 test windows of each
-family and setup, greedy and with their actions sampled (causal KV, evaluation seed
-0), and keeps each run's rounds (``spare_lineage_today.compact``). The start (the
+Measures the ``rising_sS``, ``anchors_sS`` and ``val20_sS`` agents on all 15 test
+windows of each family and setup, greedy and with their actions sampled (causal KV,
+evaluation seed 0), and keeps each run's rounds (``spare_lineage_today.compact``). The start (the
 ``improve_warm_anchored`` shipped until then) and ``improve_spare`` are
 ``spare_lineage_today.json``'s rows; the baselines, ``oracle_warm`` and the floors
 ``capacity_floor.json``'s. The ``rising`` seed with the best kept validation score
-is ``agents/zoo/improve_warm_anchored`` (:func:`shipped_rows`).
+is ``agents/zoo/improve_warm_anchored``, and the ``val20`` seed with the best kept
+score on all 20 validation windows ``agents/zoo/improve_warm_val20``
+(:func:`shipped_rows`). ``kept20`` scores every run's kept agent, where it is not
+the start, on all 20 validation windows.
 """
 
 from __future__ import annotations
@@ -121,6 +125,54 @@ def measure_later(runs: Path, data: dict, probe: str) -> dict:
     later = tested_folders((probe,))
     kept = [r for r in data["rows"] if r["policy"].removesuffix(SAMPLED) not in later]
     return {**data, "rows": kept + measured_on_test(runs, later)}
+
+
+def scored_on_all_validation(runs: Path, data: dict) -> dict:
+    """Every run's kept agent that is not its start, scored on all 20 validation
+    windows as :data:`VAL20`'s rounds are (``experiments.train.ValidationScore``),
+    with the sha256 of its ``policy.pth`` (two runs may keep the same weights)."""
+    import hashlib
+    import zipfile
+
+    from gated_overrides import config
+
+    from agents.algorithms import load_agent
+    from experiments.config import window_pool_of
+    from experiments.train import ValidationScore
+
+    cfg = config([f"+experiment={ANCHORED}"])
+    windows = window_pool_of(cfg, "val", None)
+    out = {}
+    for folder, record in data["improvement"].items():
+        if not record["best_round"]:
+            continue
+        model, spec = load_agent(runs / folder / "agent")
+        score = ValidationScore(cfg, spec, windows, cfg.train.val_score)
+        weights = zipfile.ZipFile(runs / folder / "agent" / "model.zip").read("policy.pth")
+        out[folder] = {"val20": float(score(model)), "sha256": hashlib.sha256(weights).hexdigest()}
+        print(folder, out[folder], flush=True)
+    return out
+
+
+def kept_table(data: dict) -> list[str]:
+    """The kept agents on all 20 validation windows, best first."""
+    kept = data["kept_on_20"]
+    first = {}
+    for folder, got in kept.items():
+        first.setdefault(got["sha256"], folder)
+    lines = [
+        "| run | round kept | kept score (its own windows) | all 20 windows "
+        "| the same weights as |",
+        "|---|--:|--:|--:|---|",
+    ]
+    for folder in sorted(kept, key=lambda f: (kept[f]["val20"], f)):
+        record = data["improvement"][folder]
+        same = first[kept[folder]["sha256"]]
+        lines.append(
+            f"| `{folder}` | {record['best_round']} | {record['best_score']:.4f} "
+            f"| {kept[folder]['val20']:.4f} | {f'`{same}`' if same != folder else ''} |"
+        )
+    return lines
 
 
 def lineage() -> dict:
@@ -260,7 +312,8 @@ def render(data: dict) -> str:
         END,
         [
             (
-                "The rounds (validation score of each round, 8 windows, 70b_h100x4)",
+                "The rounds (validation score of each round, 8 windows, 70b_h100x4; "
+                "`val20`'s on all 20)",
                 rounds_table(data, old),
             ),
             (
@@ -272,12 +325,17 @@ def render(data: dict) -> str:
                 for probe in LATER_TESTED
             ),
             ("Target cells met (39: 13 a setup)", cells_table(data, rows, old)),
+            (
+                "Every kept agent that is not its start, on all 20 validation windows "
+                "(scored after `val20`'s test table)",
+                kept_table(data),
+            ),
         ],
     )
 
 
 def main(args: list[str]) -> None:
-    mode = args[0] if args and args[0] in ("rounds", "later") else None
+    mode = args[0] if args and args[0] in ("rounds", "later", "kept20") else None
     if args:
         probe = args[1] if mode == "later" and len(args) == 3 else None
         if len(args) != 1 + (mode is not None) + (mode == "later") or (
@@ -293,7 +351,10 @@ def main(args: list[str]) -> None:
             else ["agent/agent.json", "agent/model.zip", "train.json"]
         )
         refuse_missing([runs / folder / name for folder in folders for name in inputs])
-        if mode == "rounds":
+        if mode == "kept20":
+            data = json.loads(OUT.read_text())
+            write_json_atomic(OUT, {**data, "kept_on_20": scored_on_all_validation(runs, data)})
+        elif mode == "rounds":
             write_json_atomic(OUT, {**json.loads(OUT.read_text()), "improvement": rounds_of(runs)})
         elif probe:
             write_json_atomic(OUT, measure_later(runs, json.loads(OUT.read_text()), probe))

@@ -520,7 +520,7 @@ def test_agents_zoo_on_mixed_speeds_leaves_out_the_agents_that_cannot_run_there(
     assert ran >= set(zoo_names()) - reference
     assert not ran & reference
     assert len(result["config"]["agents"]) == len(zoo_names()) - len(reference)
-    # the agents run, and they only, are the checkpoints provenance records (the three
+    # the agents run, and they only, are the checkpoints provenance records (the four
     # left out were listed too, read to find they could not run); those apart, saying why
     run = {str(Path(folder).resolve()) for folder in result["config"]["agents"]}
     assert set(result["provenance"]["agent_files"]) == run
