@@ -535,18 +535,6 @@ def test_spare_lineage_today_page_is_current(scripts: dict[str, ModuleType]) -> 
     means = [by[("bc_route_warm_spare_s2", f)] for f in module.VAL_FAMILIES]
     product = means[0] * means[1] * means[2] * means[3]
     assert module.geomean(means) == pytest.approx(product**0.25, rel=1e-12)
-    val20 = module.val20_seed(data)
-    assert val20 == 2  # 0.5620 on all 20 validation windows (2026-12-07)
-    zoo20 = zoo.parent / module.VAL20_SHIPPED
-    assert json.loads((zoo20 / "agent.json").read_text())["seed"] == val20
-    record = json.loads((zoo20 / "train.json").read_text())["train"]["improvement"]
-    assert scripts["spare_lineage_today"].compact(record) == data["improvement"][f"val20_s{val20}"]
-    kept = data["kept_on_20"]  # every kept agent that is not its start, on the 20 windows
-    assert set(kept) == {run for run, r in data["improvement"].items() if r["best_round"]}
-    assert min(kept, key=lambda run: kept[run]["val20"]) == f"val20_s{val20}"
-    for s in module.SEEDS:  # a val20 run's kept score is on the 20 windows
-        if data["improvement"][f"val20_s{s}"]["best_round"]:
-            assert kept[f"val20_s{s}"]["val20"] == data["improvement"][f"val20_s{s}"]["best_score"]
     cells = scripts["target_cells"].load()
     shipped = module.shipped_rows(data)
     shipped = {key: row for key, row in shipped.items() if key[2] != module.ANCHORED}
@@ -607,6 +595,18 @@ def test_warm_rising_page_is_current(scripts: dict[str, ModuleType]) -> None:
     assert json.loads((zoo / "agent.json").read_text())["seed"] == seed
     record = json.loads((zoo / "train.json").read_text())["train"]["improvement"]
     assert scripts["spare_lineage_today"].compact(record) == data["improvement"][f"rising_s{seed}"]
+    val20 = module.val20_seed(data)
+    assert val20 == 2  # 0.5620 on all 20 validation windows (2026-12-07)
+    zoo20 = zoo.parent / module.VAL20_SHIPPED
+    assert json.loads((zoo20 / "agent.json").read_text())["seed"] == val20
+    record = json.loads((zoo20 / "train.json").read_text())["train"]["improvement"]
+    assert scripts["spare_lineage_today"].compact(record) == data["improvement"][f"val20_s{val20}"]
+    kept = data["kept_on_20"]  # every kept agent that is not its start, on the 20 windows
+    assert set(kept) == {run for run, r in data["improvement"].items() if r["best_round"]}
+    assert min(kept, key=lambda run: kept[run]["val20"]) == f"val20_s{val20}"
+    for s in module.SEEDS:  # a val20 run's kept score is on the 20 windows
+        if data["improvement"][f"val20_s{s}"]["best_round"]:
+            assert kept[f"val20_s{s}"]["val20"] == data["improvement"][f"val20_s{s}"]["best_score"]
     val20 = module.val20_seed(data)
     assert val20 == 2  # 0.5620 on all 20 validation windows (2026-12-07)
     zoo20 = zoo.parent / module.VAL20_SHIPPED
