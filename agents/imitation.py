@@ -99,8 +99,9 @@ def pretrain(
     With ``keep_agreeing`` (node-set policies only), a label that the policy's
     greedy action equals in every component before the fit is fitted by the KL
     divergence from the policy's distribution there before the fit, instead of
-    cross-entropy to the label, so the fit keeps that whole distribution; the
-    share of such labels is returned too (``bc_agreeing``)."""
+    cross-entropy to the label, so the fit is pulled back towards that whole
+    distribution (Adam's normalised steps still move the weights where every
+    label agrees); the share of such labels is returned too (``bc_agreeing``)."""
     if not len(demos):
         raise ValueError("no demonstrations to pretrain on (imitation.episodes = 0?)")
     policy = model.policy
