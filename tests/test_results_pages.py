@@ -76,15 +76,27 @@ def test_eval_seeds_page_is_current(scripts: dict[str, ModuleType]) -> None:
     stored = json.loads((RESULTS / "eval_seeds.json").read_text())
     runs = {int(seed): rows for seed, rows in stored.items()}
     assert (RESULTS / "eval_seeds.md").read_text() == scripts["eval_seeds"].render(runs)
-    # every seed: improve_warm_step meets 31 cells, improve_warm_anchored 32; the
-    # latter's seed-0 rows are zoo_today.md's
+    # every seed: improve_warm_step meets 31 cells, improve_warm_anchored 32 and
+    # improve_warm_val20 32; improve_warm_anchored's seed-0 rows are zoo_today.md's
     module = scripts["eval_seeds"]
-    for agent, count in (("improve_warm_step", 31), ("improve_warm_anchored", 32)):
+    for agent, count in (
+        ("improve_warm_step", 31),
+        ("improve_warm_anchored", 32),
+        ("improve_warm_val20", 32),
+    ):
         for rows in runs.values():
             cells = module.route_warm_cells(module.as_rows(rows), agent)
             assert sum(c[0] for c in cells.values()) == count, agent
-    shipped = json.loads((RESULTS / "zoo_today_anchored_command.json").read_text())["rows"]
     seed0 = module.as_rows(runs[0])
+    # improve_warm_val20's seed-0 rows are warm_rising.json's of its run (val20_s2)
+    for row in json.loads((RESULTS / "warm_rising.json").read_text())["rows"]:
+        if row["policy"] == "val20_s2":
+            got = seed0[(row["setup"], row["workload"], "improve_warm_val20")]
+            assert (got["ttft_mean_s"], got["ttft_p95_s"]) == (
+                row["ttft_mean_s"],
+                row["ttft_p95_s"],
+            )
+    shipped = json.loads((RESULTS / "zoo_today_anchored_command.json").read_text())["rows"]
     for row in shipped:
         if row["policy"] == "improve_warm_anchored":
             got = seed0[(row["setup"], row["workload"], row["policy"])]
@@ -261,6 +273,13 @@ def test_eval_seeds_replaces_only_the_rows_given(scripts: dict[str, ModuleType])
     }
     with pytest.raises(SystemExit, match=r"seed 0: no stored row for \('s', 'w', 'c'\)"):
         module.replaced(stored, {0: [row("c", 1.0)], 1: []})
+    # a policy named as added goes after the stored rows; one stored already is refused
+    assert module.replaced(stored, {0: [row("c", 7.0)], 1: [row("c", 8.0)]}, ("c",)) == {
+        0: [row("a", 1.0), row("b", 2.0), row("c", 7.0)],
+        1: [row("a", 3.0), row("b", 4.0), row("c", 8.0)],
+    }
+    with pytest.raises(SystemExit, match=r"seed 0: 'b' has rows stored already"):
+        module.replaced(stored, new, ("b",))
 
 
 def test_leak_check_page_is_current(scripts: dict[str, ModuleType]) -> None:
