@@ -9,9 +9,8 @@ that need no training (all 15 test windows, evaluation seed 0, causal KV, greedy
 - the baselines and ``oracle_warm`` of ``capacity_floor.json`` on the three setups
   (the yardsticks of target_cells.md and thresholds_cells.md);
 - the shipped route-and-warm agents of the spare-node lineage, ``bc_route_warm_spare``
-  to ``improve_warm_anchored``, and ``improve_warm_val20``, on the three setups
-  (``spare_lineage_today.json``; ``improve_warm_anchored``'s and
-  ``improve_warm_val20``'s from ``warm_rising.json``);
+  to ``improve_warm_anchored``, on the three setups (``spare_lineage_today.json``;
+  ``improve_warm_anchored``'s from ``warm_rising.json``);
 - the shipped seeds in the thresholds tables: ``ppo_thresholds`` (seed 1, 70b,
   ``agents_vs_baselines_thresholds_rerun1207_*``), ``ppo_thresholds_eft`` (seed 0, 70b,
   ``agents_vs_baselines_thresholds_eft_rerun1207_*``) and ``ppo_thresholds_spread`` (seed 0,

@@ -1,7 +1,7 @@
 """How the target cells move with the evaluation seed: ``eval_seeds.md``.
 
     python docs/results/eval_seeds.py EVAL_ROOT   # read the runs, write both files
-    python docs/results/eval_seeds.py EVAL_ROOT POLICY ...  # only these rows anew (or added)
+    python docs/results/eval_seeds.py EVAL_ROOT POLICY ...  # only these rows anew
     python docs/results/eval_seeds.py             # the page again from the JSON
 
 The evaluation seed draws only the routers' tie-breaks (``seed=``, the random
@@ -17,8 +17,7 @@ for K = 0, 1, 2, each written by
 
 (all 15 test windows, causal KV, greedy agents; given POLICY names, only their rows
 are taken from EVAL_ROOT and every other stored row is kept: an agent shipped anew,
-run alone with ``"checkpoint=[NAME]" "policies=[]"``; an agent of :data:`AGENTS` with
-no stored row is added), keeps each row's mean and
+run alone with ``"checkpoint=[NAME]" "policies=[]"``), keeps each row's mean and
 p95 TTFT in ``eval_seeds.json`` and writes ``eval_seeds.md``: for each seed, the
 route-and-warm cells each of :data:`AGENTS` meets (the rules of
 ``target_cells.py``, every target recomputed from that seed's baselines), the
@@ -47,10 +46,8 @@ from target_cells import cells
 from thresholds_cells import required
 
 SEEDS = (0, 1, 2)
-AGENTS = ("improve_warm_step", "improve_warm_anchored", "improve_warm_val20")
-"""The route-and-warm agents whose cells the page counts (``improve_warm_anchored``:
-the weights shipped on the morning of 2026-12-07; ``improve_warm_val20``: added that
-evening)."""
+AGENTS = ("improve_warm_step", "improve_warm_anchored")
+"""The route-and-warm agents whose cells the page counts."""
 THRESHOLDS = ("ppo_thresholds", "ppo_thresholds_eft", "ppo_thresholds_spread")
 STATS = ("mean", "p95")
 KEPT = ("setup", "workload", "policy", "ttft_mean_s", "ttft_p95_s")
@@ -77,20 +74,13 @@ def read(root: Path, only: tuple[str, ...] = ()) -> dict[int, list[dict]]:
     return runs
 
 
-def replaced(
-    stored: dict[int, list[dict]], new: dict[int, list[dict]], adding: tuple[str, ...] = ()
-) -> dict[int, list[dict]]:
+def replaced(stored: dict[int, list[dict]], new: dict[int, list[dict]]) -> dict[int, list[dict]]:
     """``stored`` with each row of ``new`` in place of the stored row of the same
-    setup, family and policy (stored order kept); the rows of the policies named in
-    ``adding``, which have none stored, go after them."""
+    setup, family and policy (stored order kept)."""
     out = {}
     for seed, rows in stored.items():
-        already = sorted({r["policy"] for r in rows} & set(adding))
-        if already:
-            sys.exit(f"error: seed {seed}: {already[0]!r} has rows stored already")
         fresh = {(r["setup"], r["workload"], r["policy"]): r for r in new[seed]}
         kept = [fresh.pop((r["setup"], r["workload"], r["policy"]), r) for r in rows]
-        kept += [fresh.pop(key) for key in list(fresh) if key[2] in adding]
         if fresh:
             sys.exit(f"error: seed {seed}: no stored row for {sorted(fresh)[0]}")
         out[seed] = kept
@@ -195,9 +185,7 @@ def render(runs: dict[int, list[dict]]) -> str:
         "each agent run alone): the spread agent meets the same cells as the one shipped",
         "before it; the eft agent 9 under each seed, where the one before it met 10 (it",
         "loses qwen3-8b's 60 s bursts); `ppo_thresholds` 8, 8 and 7, where the one before",
-        "it met 7 under each. `improve_warm_anchored` here is the agent of that name",
-        "shipped on the morning of 2026-12-07 (not today's: target_cells.md);",
-        "`improve_warm_val20`'s rows, added that evening, were run alone the same way.",
+        "it met 7 under each.",
     ]
     for agent in AGENTS:
         lines += route_warm_section(agent, by_seed)
@@ -286,10 +274,7 @@ def stored_runs() -> dict[int, list[dict]]:
 def main(*args: str) -> None:
     if args:
         root, only = Path(args[0]), tuple(args[1:])
-        stored = stored_runs()
-        policies = {row["policy"] for row in stored[SEEDS[0]]}
-        adding = tuple(name for name in only if name in AGENTS and name not in policies)
-        runs = replaced(stored, read(root, only), adding) if only else read(root)
+        runs = replaced(stored_runs(), read(root, only)) if only else read(root)
         OUT.write_text(json.dumps({str(k): v for k, v in runs.items()}, indent=1) + "\n")
     else:
         runs = stored_runs()

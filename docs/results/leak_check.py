@@ -422,20 +422,12 @@ def check_measured() -> None:
                 )
 
 
-def lineage_agents() -> tuple[str, ...]:
-    """The route-and-warm agents measured here: the spare-node lineage of
-    target_cells.md (``improve_warm_val20``, shipped later on 2026-12-07, is not)."""
-    from spare_lineage_today import SHIPPED
-
-    return SHIPPED
-
-
 def cells_table() -> list[str]:
     """Issue #16's cells (``target_cells.py``) on the sibling families, over all 15
     test windows and over the clean ones only, targets and agents alike."""
     from capacity_floor_table import targets
+    from target_cells import AGENTS
 
-    AGENTS = lineage_agents()
     check_measured()
     every, clean = measured("all"), measured("clean")
     setups = sorted({key[0] for key in every})
@@ -502,7 +494,8 @@ def measured_control() -> list[float]:
 
 def findings(kept: list[dict[str, Any]], ctrl: list[dict[str, Any]]) -> str:
     """What the tables show, in words, from the rows themselves."""
-    AGENTS = lineage_agents()
+    from target_cells import AGENTS
+
     ours = [r for r in kept if r["source"] == Path(MEASURED).stem and r["agent"] in AGENTS]
     mine = gaps(ours, "best_change")
     net = gaps(ours, "oracle")
@@ -515,11 +508,10 @@ def findings(kept: list[dict[str, Any]], ctrl: list[dict[str, Any]]) -> str:
     mean_net = sum(every_net) / len(every_net)
     setups = ", ".join(sorted({r["setup"] for r in ours}))
     text = (
-        f"What it shows. On {setups}, the {len(AGENTS)} route-and-warm agents of the "
-        f"spare-node lineage in [target_cells.md](target_cells.md) gain more on their "
-        f"leaked windows than on their clean ones in {sum(g < 0 for g in mine)} of their "
-        f"{len(mine)} (agent, setup, workload) rows against the best baseline (leaked minus "
-        f"clean {_pp(mine[0])} to "
+        f"What it shows. On {setups}, the {len(AGENTS)} route-and-warm agents of "
+        f"[target_cells.md](target_cells.md) gain more on their leaked windows than on "
+        f"their clean ones in {sum(g < 0 for g in mine)} of their {len(mine)} (agent, setup, "
+        f"workload) rows against the best baseline (leaked minus clean {_pp(mine[0])} to "
         f"{_pp(mine[-1])}; positive: less gain on the leaked windows) and in "
         f"{sum(g < 0 for g in net)} of {len(net)} against `oracle_warm` on the same windows "
         f"({_pp(net[0])} to {_pp(net[-1])}); `oracle_warm`, which learns nothing, moves "

@@ -27,9 +27,8 @@ import sys
 from typing import Any
 
 from capacity_floor_table import BASELINES
-from leak_check import HERE, ROOT, SIBLINGS, leaked, lineage_agents, train_windows_seen
-
-AGENTS = lineage_agents()
+from leak_check import HERE, ROOT, SIBLINGS, leaked, train_windows_seen
+from target_cells import AGENTS
 
 OUT = HERE / "leak_check.json"
 WORKLOADS = {

@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from capacity_floor_table import HERE, block, publish
-from gated_overrides import config
+from warm_rising import ANCHORED as RECIPE
 from warm_rising import OUT as ROUNDS
-from warm_rising import ROUND_FAMILIES
+from warm_rising import ROUND_FAMILIES, recipe_config, scored_on
 
 from envs.files import write_json_atomic
 
@@ -38,7 +38,6 @@ PAGE = HERE / "noise_floor.md"
 START = "agents/zoo/improve_spare_no1s"
 SHIPPED = "agents/zoo/improve_warm_anchored"
 """The recipe's shipped agent (its seed 0's round 3), scored beside the draws."""
-RECIPE = "improve_warm_anchored"
 SCALES = (0.001, 0.01)
 """Noise, as a share of each weight tensor's standard deviation."""
 DRAWS = 10
@@ -58,9 +57,8 @@ def start_agent() -> tuple[object, object]:
 def measure() -> dict:
     from agents.algorithms import load_agent
     from experiments.config import window_pool_of
-    from experiments.train import ValidationScore
 
-    cfg = config([f"+experiment={RECIPE}"])
+    cfg = recipe_config()
     assert cfg.workload.val_windows == SPLITS["val8"]
     windows = {name: window_pool_of(cfg, "val", limit) for name, limit in SPLITS.items()}
 
@@ -68,9 +66,7 @@ def measure() -> dict:
         """The model's score and families' geometric means on each split."""
         out: dict = {}
         for name, pool in windows.items():
-            scorer = ValidationScore(cfg, spec, pool, cfg.train.val_score)
-            out[name] = float(scorer(model))
-            out[f"{name}_families"] = scorer.records[-1]["families_ttft_mean_s"]
+            out[name], out[f"{name}_families"] = scored_on(cfg, model, spec, pool)
         return out
 
     model, spec = start_agent()

@@ -5,9 +5,8 @@
 Reads the stored rows, all 15 test windows of each family and setup, evaluation
 seed 0, causal KV, greedy agents: the baselines, oracle_warm and the bounds from
 ``capacity_floor.json`` (see ``capacity_floor_table.py``), the shipped agents from
-``spare_lineage_today.json`` but ``improve_warm_anchored`` and ``improve_warm_val20``,
-whose rows (and the former's other training seeds) are ``warm_rising.json``'s
-(``warm_rising.shipped_rows``). A cell is
+``spare_lineage_today.json`` but ``improve_warm_anchored``, whose rows and other
+training seeds are ``warm_rising.json``'s (``warm_rising.shipped_rows``). A cell is
 one target on one setup, family and statistic, by the rules of
 ``capacity_floor_table.targets``: 3 setups x 5 families x (mean, p95), plus the mean
 5 % below oracle_warm on three families, 39 in all.
@@ -21,12 +20,11 @@ import json
 from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, merged_rows, targets
 from spare_lineage_today import ANCHORED, SHIPPED
 from warm_rising import OUT as WARM_RISING
-from warm_rising import VAL20_SHIPPED, shipped_rows
 from warm_rising import other_seeds as anchored_seeds
+from warm_rising import shipped_rows
 
-AGENTS = (*SHIPPED, VAL20_SHIPPED)
-"""The route-and-warm agents the page counts: the spare-node lineage, in its order,
-then ``improve_warm_val20``."""
+AGENTS = SHIPPED
+"""The route-and-warm agents the page counts: the spare-node lineage, in its order."""
 STATS = ("mean", "p95")
 
 
@@ -109,10 +107,7 @@ same agent on 70b); `improve_warm_step` is that agent with the rest of each
 node's decode step in its first-token estimates (`step_wait: true`);
 `improve_warm_anchored` is `improve_spare_no1s` improved by warm rounds that
 measure and warm on `rising_load` only, keeping its own decisions on the other
-families and its own copies among the labels; `improve_warm_val20` is the same recipe
-with each round scored on all 20 validation windows instead of 8, its seed 2 (the
-same weights as `improve_warm_anchored`'s seed 2 at round 4). In brackets: the agent
-against what the
+families and its own copies among the labels. In brackets: the agent against what the
 cell requires. "infeasible": a mean below `floor_capacity`, which no policy that
 does not speculate can reach ([capacity_floor.md](capacity_floor.md)).
 
@@ -121,12 +116,7 @@ These are the agents `agents/zoo/` ships, trained again in today's simulator on
 no warm round beat its start, so `improve_warm`, `improve_warm_reference` and
 `improve_warm_step` hold `improve_spare_no1s`'s weights. `improve_warm_anchored`
 was trained again later that day with its recipe changed, and its rounds beat
-their start ([warm_rising.md](warm_rising.md)); `improve_warm_val20` was added that
-evening: chosen as the best of every kept agent of warm_rising.md on all 20
-validation windows, by a rule set after its recipe's test table, and over its
-recipe's three seeds 30 / 28 / 32 cells, the same mean as `improve_warm_anchored`'s
-31 / 31 / 28 ([noise_floor.md](noise_floor.md), [warm_rising.md](warm_rising.md)).
-The agents they replaced (all trained
+their start ([warm_rising.md](warm_rising.md)). The agents they replaced (all trained
 before 2026-12-05 except `improve_warm_anchored`, trained on 2026-12-07 from the
 `improve_spare_no1s` shipped then) met up to 32 cells (`improve_warm_anchored`; under
 evaluation seeds 1 and 2 too: [eval_seeds.md](eval_seeds.md)).

@@ -34,10 +34,8 @@ evaluation seed 0), and keeps each run's rounds (``spare_lineage_today.compact``
 ``improve_warm_anchored`` shipped until then) and ``improve_spare`` are
 ``spare_lineage_today.json``'s rows; the baselines, ``oracle_warm`` and the floors
 ``capacity_floor.json``'s. The ``rising`` seed with the best kept validation score
-is ``agents/zoo/improve_warm_anchored``, and the ``val20`` seed with the best kept
-score on all 20 validation windows ``agents/zoo/improve_warm_val20``
-(:func:`shipped_rows`). ``kept20`` scores every run's kept agent, where it is not
-the start, on all 20 validation windows.
+is ``agents/zoo/improve_warm_anchored`` (:func:`shipped_rows`). ``kept20`` scores
+every run's kept agent, where it is not the start, on all 20 validation windows.
 """
 
 from __future__ import annotations
@@ -45,6 +43,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from capacity_floor_table import FAMILIES, HERE, SETUPS, Rows, block, publish, refuse_missing
@@ -87,8 +86,6 @@ recipe as it is with its rounds scored on all 20 validation windows (``val20``:
 its scores are not comparable with the others', which are on 8)."""
 VAL20 = "val20"
 """The later probe whose rounds are scored on all 20 validation windows."""
-VAL20_SHIPPED = "improve_warm_val20"
-"""The zoo name of :data:`VAL20`'s seed with the best kept score (on those windows)."""
 LATER_TESTED = ("anchors", VAL20)
 """The later probes measured on test, each by a rule set before its results were
 all known: ``anchors``'s kept validation scores beat :data:`TESTED`'s on their mean
@@ -127,29 +124,41 @@ def measure_later(runs: Path, data: dict, probe: str) -> dict:
     return {**data, "rows": kept + measured_on_test(runs, later)}
 
 
+def recipe_config() -> Any:
+    """``+experiment=improve_warm_anchored`` composed as ``experiments.train`` does."""
+    from gated_overrides import config
+
+    return config([f"+experiment={ANCHORED}"])
+
+
+def scored_on(cfg: Any, model: Any, spec: Any, windows: list[Any]) -> tuple[float, dict]:
+    """``model``'s validation score on ``windows`` as the rounds score it
+    (``experiments.train.ValidationScore``) and its families' geometric means."""
+    from experiments.train import ValidationScore
+
+    scorer = ValidationScore(cfg, spec, windows, cfg.train.val_score)
+    return float(scorer(model)), scorer.records[-1]["families_ttft_mean_s"]
+
+
 def scored_on_all_validation(runs: Path, data: dict) -> dict:
     """Every run's kept agent that is not its start, scored on all 20 validation
-    windows as :data:`VAL20`'s rounds are (``experiments.train.ValidationScore``),
-    with the sha256 of its ``policy.pth`` (two runs may keep the same weights)."""
+    windows as :data:`VAL20`'s rounds are (:func:`scored_on`), with the sha256 of
+    its ``policy.pth`` (two runs may keep the same weights)."""
     import hashlib
     import zipfile
 
-    from gated_overrides import config
-
     from agents.algorithms import load_agent
     from experiments.config import window_pool_of
-    from experiments.train import ValidationScore
 
-    cfg = config([f"+experiment={ANCHORED}"])
+    cfg = recipe_config()
     windows = window_pool_of(cfg, "val", None)
     out = {}
     for folder, record in data["improvement"].items():
         if not record["best_round"]:
             continue
-        model, spec = load_agent(runs / folder / "agent")
-        score = ValidationScore(cfg, spec, windows, cfg.train.val_score)
+        score, _ = scored_on(cfg, *load_agent(runs / folder / "agent"), windows)
         weights = zipfile.ZipFile(runs / folder / "agent" / "model.zip").read("policy.pth")
-        out[folder] = {"val20": float(score(model)), "sha256": hashlib.sha256(weights).hexdigest()}
+        out[folder] = {"val20": score, "sha256": hashlib.sha256(weights).hexdigest()}
         print(folder, out[folder], flush=True)
     return out
 
@@ -185,27 +194,17 @@ def shipped_seed(data: dict) -> int:
     return best_seed(data["improvement"], lambda s: seeded(TESTED, s))
 
 
-def val20_seed(data: dict) -> int:
-    """:data:`VAL20`'s seed whose kept score on all 20 validation windows is best:
-    ``agents/zoo/improve_warm_val20`` (2026-12-07)."""
-    return best_seed(data["improvement"], lambda s: seeded(VAL20, s))
-
-
 def shipped_rows(data: dict | None = None) -> Rows:
     """The zoo's route-and-warm agents' greedy rows by (setup, family, zoo name):
     spare_lineage_today.json's, but ``improve_warm_anchored``'s, which are this
-    page's shipped seed's, and ``improve_warm_val20``'s, :data:`VAL20`'s (``data``:
-    the JSON's, by default). What target_cells.py counts and check_fresh.py
-    measures again."""
+    page's shipped seed's (``data``: the JSON's, by default). What target_cells.py
+    counts and check_fresh.py measures again."""
     data = json.loads(OUT.read_text()) if data is None else data
     rows = {key: row for key, row in lineage_shipped_rows().items() if key[2] != ANCHORED}
-    shipped = {
-        seeded(TESTED, shipped_seed(data)): ANCHORED,
-        seeded(VAL20, val20_seed(data)): VAL20_SHIPPED,
-    }
+    shipped = seeded(TESTED, shipped_seed(data))
     for row in data["rows"]:
-        if row["policy"] in shipped:
-            rows[(row["setup"], row["workload"], shipped[row["policy"]])] = row
+        if row["policy"] == shipped:
+            rows[(row["setup"], row["workload"], ANCHORED)] = row
     return rows
 
 
@@ -293,7 +292,6 @@ def cells_table(data: dict, rows: Rows, old: dict) -> list[str]:
         sampled = seeded(ANCHORED, shipped(old)[ANCHORED]) if name == ANCHORED else name
         label = f"`{name}`" + {
             seeded(TESTED, shipped_seed(data)): f" (shipped as `{ANCHORED}`)",
-            seeded(VAL20, val20_seed(data)): f" (shipped as `{VAL20_SHIPPED}`)",
             ANCHORED: " (the start: shipped until then)",
             "improve_spare": " (shipped)",
         }.get(name, "")
@@ -327,7 +325,7 @@ def render(data: dict) -> str:
             ("Target cells met (39: 13 a setup)", cells_table(data, rows, old)),
             (
                 "Every kept agent that is not its start, on all 20 validation windows "
-                "(scored after `val20`'s test table)",
+                "(scored after `val20`'s test table; not used to ship anything)",
                 kept_table(data),
             ),
         ],
