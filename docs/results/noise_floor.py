@@ -23,6 +23,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,13 +46,14 @@ SPLITS = {"val8": 8, "val20": None}
 """The validation windows scored: the recipe's 8 (``workload.val_windows``), and all."""
 
 
-def start_agent() -> tuple[object, object]:
-    """The rounds' start: the shipped weights, read with the recipe's observation."""
+def start_agent(cfg: Any) -> tuple[Any, Any]:
+    """The rounds' start: the shipped weights, read with the recipe's env (``cfg``),
+    as ``experiments.train`` builds it for the run."""
     from agents.algorithms import load_agent
+    from experiments.train import env_kwargs
 
     model, spec = load_agent(START)
-    env = {**spec.env_kwargs, "time_unit": "reference", "step_wait": True}
-    return model, replace(spec, env_kwargs=env)
+    return model, replace(spec, env_kwargs=env_kwargs(cfg))
 
 
 def measure() -> dict:
@@ -69,7 +71,7 @@ def measure() -> dict:
             out[name], out[f"{name}_families"] = scored_on(cfg, model, spec, pool)
         return out
 
-    model, spec = start_agent()
+    model, spec = start_agent(cfg)
     draws: list[dict] = []
 
     def score(scale: float, seed: int) -> None:
